@@ -1,0 +1,53 @@
+/* args.h -- declarative command-line flags and the subcommand table.
+ *
+ * Each command declares its flags once, as an array of al_flag pointing
+ * at its option variables (which hold the defaults). The same array
+ * drives parsing and `attnlab help <command>`, so help can never drift
+ * from what is accepted. */
+#ifndef ATTNLAB_ARGS_H
+#define ATTNLAB_ARGS_H
+
+#include <stdio.h>
+#include "attnlab/util.h"
+
+typedef enum { AL_STR, AL_INT, AL_FLOAT, AL_BOOL, AL_U64 } al_flag_type;
+
+typedef struct al_flag {
+    const char *name;   /* without the leading "--" */
+    al_flag_type type;
+    void *dst;          /* const char **, int *, double *, int *, uint64_t * */
+    const char *meta;   /* e.g. "DIR"; NULL for AL_BOOL */
+    const char *help;
+    int required;
+    int seen;           /* set by the parser */
+} al_flag;
+
+#define AL_FLAGS_END {NULL, AL_STR, NULL, NULL, NULL, 0, 0}
+
+/* Parse argv[0..argc) against flags. Accepts "--name value" and
+ * "--name=value"; AL_BOOL flags take no value. Positional arguments are
+ * refused unless pos/npos is given (then up to max_pos are collected).
+ * Returns 0, or -1 with e set (a usage error: exit code 2). */
+int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos,
+                   int max_pos, int *npos, al_err *e);
+/* True if the flag of that name was given on the command line. */
+int al_flag_seen(const al_flag *flags, const char *name);
+
+/* A subcommand. `name` may have two words ("tokenizer train"). run()
+ * returns 0 on success, 1 on bad input/failure (it has printed the error
+ * via al_cli_error), 2 on usage errors. */
+typedef struct al_command {
+    const char *name;
+    const char *summary;
+    const char *usage;       /* one line of synopsis after the name */
+    const char *description; /* paragraph for `attnlab help <name>`; may be NULL */
+    al_flag *flags;
+    int (*run)(int argc, char **argv);
+} al_command;
+
+void al_command_help(FILE *f, const al_command *cmd);
+/* Print "attnlab: <msg>" on stderr; returns 1 (the bad-input exit code). */
+int al_cli_error(const al_err *e);
+int al_cli_usage(const al_command *cmd, const al_err *e); /* returns 2 */
+
+#endif

@@ -1,0 +1,40 @@
+/* checkpoint.h -- model directories (DESIGN §2).
+ *
+ *   DIR/model.safetensors   weights, TransformerLens names and shapes
+ *   DIR/config.json         model config (TransformerLens keys + ours)
+ *   DIR/tokenizer.json      the tokenizer the model was trained with
+ *   DIR/optim.safetensors   AdamW m and v (only for resuming)
+ *   DIR/state.json          step, RNG, training flags (only for resuming)
+ *
+ * A checkpoint spans several files, so saving is journalled: every file
+ * is first written completely as NAME.new, then an empty COMMIT marker is
+ * created atomically, then each NAME.new is renamed over NAME, then
+ * COMMIT is removed. Every loader first calls al_ckpt_recover(): with a
+ * COMMIT marker present it finishes the renames (roll forward); without
+ * one it deletes stray *.new files (roll back). So a crash at any
+ * instant leaves either the old checkpoint or the new one, whole. */
+#ifndef ATTNLAB_CHECKPOINT_H
+#define ATTNLAB_CHECKPOINT_H
+
+#include "attnlab/config.h"
+#include "attnlab/model.h"
+#include "attnlab/tokenizer.h"
+#include "attnlab/util.h"
+
+/* Save a checkpoint. st/adam_m/adam_v may be NULL (inference-only
+ * directory: no optim.safetensors / state.json written). */
+int al_ckpt_save(const char *dir, const al_model *m, const al_tokenizer *tok,
+                 const al_train_state *st, const float *adam_m,
+                 const float *adam_v, al_err *e);
+/* Finish or undo an interrupted save (see above). */
+int al_ckpt_recover(const char *dir, al_err *e);
+/* Load config + weights (+ tokenizer if tok != NULL) into an
+ * uninitialised model. Validates names, shapes and finite values. */
+int al_ckpt_load(const char *dir, al_model *m, al_tokenizer **tok, al_err *e);
+/* Load state.json and optim.safetensors (n floats each for m and v). */
+int al_ckpt_load_state(const char *dir, al_train_state *st, float *adam_m,
+                       float *adam_v, size_t n, al_err *e);
+/* Write only model.safetensors for m to an explicit path (tests, tools). */
+int al_ckpt_write_weights(const char *path, const al_model *m, al_err *e);
+
+#endif

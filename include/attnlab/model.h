@@ -1,0 +1,141 @@
+/* model.h -- the attention-only transformer of DESIGN §2.
+ *
+ * Row-vector convention (as TransformerLens). No MLP, no LayerNorm, no
+ * biases. One flat buffer holds all parameters, one their gradients, one
+ * the activations (llm.c style). Parameter tensors are stored in exactly
+ * the TransformerLens layout, so a checkpoint is a plain dump:
+ *
+ *   W_E   (V, C)          embed.W_E
+ *   W_pos (n_ctx, C)      pos_embed.W_pos
+ *   W_Q   (L, H, C, D)    blocks.{l}.attn.W_Q  = W_Q[l]  (H, C, D)
+ *   W_K   (L, H, C, D)    blocks.{l}.attn.W_K
+ *   W_V   (L, H, C, D)    blocks.{l}.attn.W_V
+ *   W_O   (L, H, D, C)    blocks.{l}.attn.W_O
+ *   W_U   (C, V)          unembed.W_U   (absent when tied: W_U = W_Eᵀ)
+ *
+ * with V=d_vocab, C=d_model, H=n_heads, D=d_head, L=n_layers.
+ *
+ * Head gates g[l,h] (default 1) scale each head's output; ablation and
+ * pruning set them, and backward fills ∂L/∂g. A head may also have its
+ * pre-W_O output z (the attention-weighted values, (B,T,D)) replaced by a
+ * caller-provided buffer, which is how mean and resample ablation work
+ * without touching weights. */
+#ifndef ATTNLAB_MODEL_H
+#define ATTNLAB_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "attnlab/util.h"
+
+typedef struct al_config {
+    int n_layers, d_model, n_heads, d_head, n_ctx, d_vocab;
+    int tied_embeddings;
+    uint64_t seed;
+} al_config;
+
+/* Defaults of DESIGN §2 (d_vocab must still be set). */
+al_config al_config_default(void);
+/* Refuse impossible configs with a message naming the field. */
+int al_config_validate(const al_config *c, al_err *e);
+
+enum {
+    AL_P_WE,
+    AL_P_WPOS,
+    AL_P_WQ,
+    AL_P_WK,
+    AL_P_WV,
+    AL_P_WO,
+    AL_P_WU,
+    AL_NPARAM
+};
+
+typedef struct al_model {
+    al_config cfg;
+    /* parameters */
+    size_t param_size[AL_NPARAM]; /* floats per tensor (W_U: 0 when tied) */
+    size_t n_params;
+    float *params;                /* one allocation, n_params floats */
+    float *p[AL_NPARAM];          /* views into params */
+    float *grads;                 /* same layout as params; NULL until needed */
+    float *g[AL_NPARAM];
+    /* head gates and their gradients, (L, H) */
+    float *gates;
+    float *gate_grads;
+    /* optional replacement of a head's z, (L*H) pointers to (B,T,D) or NULL */
+    const float **z_replace;
+
+    /* activations for the current (B, T); (re)allocated by forward */
+    int B, T;         /* shapes of the last forward */
+    int B_cap, T_cap; /* allocated for */
+    float *acts;      /* one allocation */
+    float *x;         /* (L+1, B, T, C) residual stream before each layer and final */
+    float *qkv;       /* (L, B, T, 3, H, D) */
+    float *att;       /* (L, B, H, T, T) attention probabilities (causal) */
+    float *z;         /* (L, B, T, H, D) attention-weighted values, before gates */
+    float *zg;        /* (L, B, T, H, D) gated (or replaced) z: input to W_O */
+    float *probs;     /* (B, T, V) softmax of logits (logits kept in place
+                         of probs only transiently) */
+    float *losses;    /* (B, T) per-position loss; 0 where target < 0 */
+    float mean_loss;  /* mean over positions with target >= 0; -1 if none */
+    int has_targets;
+    const int *inputs_ref;  /* (B,T) inputs of last forward (copied) */
+    int *inputs;            /* owned copy */
+    int *targets;           /* owned copy; -1 = ignore */
+    /* backward scratch, allocated with acts */
+    float *dx;        /* (B, T, C) */
+    float *dzg;       /* (B, T, H, D) */
+    float *dqkv;      /* (B, T, 3, H, D) */
+    float *datt;      /* (threads, T) row scratch */
+    float *wqkv;      /* (C, 3*H*D) fused per-layer Q|K|V weights (scratch) */
+    float *dwqkv;     /* (C, 3*H*D) */
+    float *gate_part; /* (B, H) per-batch partial ∂L/∂g, summed in order */
+    int keep_logits;  /* if set, forward stores raw logits in `probs` */
+} al_model;
+
+/* Allocate parameters for cfg and initialise them from cfg->seed (see
+ * model.c for the scales and why). */
+int al_model_init(al_model *m, const al_config *cfg, al_err *e);
+/* Allocate parameters only (zeroed), e.g. before loading a checkpoint. */
+int al_model_alloc(al_model *m, const al_config *cfg, al_err *e);
+void al_model_free(al_model *m);
+/* Allocate the gradient buffer (done lazily by backward as well). */
+int al_model_alloc_grads(al_model *m, al_err *e);
+
+/* Per-head views: W_Q[l,h] is (C,D) row-major; W_O[l,h] is (D,C). */
+float *al_head_wq(const al_model *m, int l, int h);
+float *al_head_wk(const al_model *m, int l, int h);
+float *al_head_wv(const al_model *m, int l, int h);
+float *al_head_wo(const al_model *m, int l, int h);
+/* W_U as (C,V) is m->p[AL_P_WU] when untied; when tied the caller must
+ * use W_Eᵀ. This returns NULL when tied. */
+float *al_model_wu(const al_model *m);
+
+/* TransformerLens name and shape of parameter tensor `which` at layer l
+ * (l ignored for non-block tensors). Per-layer tensors are views
+ * p[which] + l * per_layer. Returns the number of dims. */
+int al_param_tl_name(const al_model *m, int which, int l, char *name,
+                     size_t cap, int64_t shape[4]);
+size_t al_param_layer_size(const al_model *m, int which);
+
+/* Forward pass on inputs (B,T) token ids; targets (B,T) may be NULL (no
+ * loss) and may hold -1 to ignore a position. T <= n_ctx. After it,
+ * m->probs holds softmax probabilities and m->losses the per-position
+ * losses. Ids out of range are refused. */
+int al_model_forward(al_model *m, const int *inputs, const int *targets,
+                     int B, int T, al_err *e);
+/* Backward of the mean loss of the last forward (which must have had
+ * targets). Overwrites m->grads and m->gate_grads (no accumulation).
+ * Destroys m->probs (used in place for dlogits). */
+int al_model_backward(al_model *m, al_err *e);
+
+/* Set all gates to 1 and clear replacements. */
+void al_model_reset_gates(al_model *m);
+
+/* Count of finite-ness problems in params (0 = all finite). */
+size_t al_model_count_nonfinite(const al_model *m);
+
+/* FLOPs of one forward pass over B*T tokens (matmuls and attention),
+ * counted analytically; backward is about twice this. */
+double al_model_forward_flops(const al_config *c, int B, int T);
+
+#endif

@@ -1,0 +1,49 @@
+/* tokenizer.h -- byte-level BPE (DESIGN §3).
+ *
+ * Ids 0..255 are the raw bytes; ids 256.. are merges in the order they
+ * were learned; the last id is the special <|endoftext|>. Text is
+ * pre-split so merges never cross word boundaries (a leading space
+ * belongs to the following word, as GPT-2 does). Encode/decode
+ * round-trips any byte string, invalid UTF-8 included. */
+#ifndef ATTNLAB_TOKENIZER_H
+#define ATTNLAB_TOKENIZER_H
+
+#include <stddef.h>
+#include "attnlab/util.h"
+
+typedef struct al_tokenizer al_tokenizer;
+
+#define AL_EOT_TEXT "<|endoftext|>"
+
+/* A tokenizer with only the 256 byte tokens and <|endoftext|> (id 256). */
+int al_tok_byte_level(al_tokenizer **out, al_err *e);
+/* Train on text to vocab_size tokens in total (>= 257). Deterministic:
+ * ties between equally frequent pairs go to the smallest (left id, right
+ * id). If progress is non-zero, prints a progress line. */
+int al_tok_train(const unsigned char *text, size_t n, int vocab_size,
+                 int progress, al_tokenizer **out, al_err *e);
+int al_tok_load(const char *path, al_tokenizer **out, al_err *e);
+/* Written atomically (temp file + rename). */
+int al_tok_save(const al_tokenizer *t, const char *path, al_err *e);
+void al_tok_free(al_tokenizer *t);
+
+int al_tok_vocab_size(const al_tokenizer *t);
+int al_tok_eot(const al_tokenizer *t);
+
+/* Encode bytes to ids (caller frees *ids). If allow_special, the literal
+ * text "<|endoftext|>" becomes the special token; otherwise it is
+ * encoded as ordinary bytes. */
+int al_tok_encode(const al_tokenizer *t, const unsigned char *text, size_t n,
+                  int allow_special, int **ids, size_t *n_ids, al_err *e);
+/* Decode ids to bytes (caller frees *out; NUL-terminated, not counted).
+ * Ids out of range are an error. */
+int al_tok_decode(const al_tokenizer *t, const int *ids, size_t n,
+                  unsigned char **out, size_t *n_out, al_err *e);
+/* Raw bytes of one token (not NUL-terminated); NULL if id out of range. */
+const unsigned char *al_tok_bytes(const al_tokenizer *t, int id, size_t *len);
+/* Printable form for tables and plots: a leading space shown as "␣",
+ * newline as "\n", other control and invalid bytes as \xNN, valid UTF-8
+ * kept. Always NUL-terminates (truncates to fit). Returns strlen. */
+size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap);
+
+#endif

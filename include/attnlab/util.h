@@ -1,0 +1,102 @@
+/* util.h -- errors with messages, checked allocation, RNG, timers, files,
+ * the progress line.
+ *
+ * Error convention used everywhere in attnlab: a function that can fail
+ * returns 0 on success and -1 on failure, and fills an al_err with one
+ * human-readable line ("cannot read checkpoint X: bad header length").
+ * The CLI prints that line prefixed with "attnlab: " and exits non-zero.
+ */
+#ifndef ATTNLAB_UTIL_H
+#define ATTNLAB_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define AL_VERSION "0.1.0"
+
+typedef struct al_err {
+    char msg[1024];
+} al_err;
+
+/* Fill e->msg (if e is non-NULL) and return -1, so callers can write
+ * `return al_errf(e, "...", ...);`. */
+int al_errf(al_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prefix an existing message: "ctx: old message". Returns -1. */
+int al_err_prefix(al_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Checked allocation. Sizes are multiplied with overflow checks; returns
+ * NULL and fills e on failure. Memory is zeroed by al_calloc. */
+void *al_malloc(size_t n, size_t size, al_err *e);
+void *al_calloc(size_t n, size_t size, al_err *e);
+/* Multiply with overflow detection: returns 0 and sets *out, or -1. */
+int al_mul_overflow(size_t a, size_t b, size_t *out);
+
+/* Deterministic RNG (splitmix64-seeded xoshiro256**). The whole state is
+ * four words so it can be saved in state.json and restored exactly. */
+typedef struct al_rng {
+    uint64_t s[4];
+} al_rng;
+void al_rng_seed(al_rng *r, uint64_t seed);
+uint64_t al_rng_u64(al_rng *r);
+uint32_t al_rng_below(al_rng *r, uint32_t n); /* uniform in [0,n), n>0 */
+double al_rng_uniform(al_rng *r);             /* uniform in [0,1) */
+double al_rng_normal(al_rng *r);              /* standard normal */
+
+/* Monotonic wall clock in seconds. */
+double al_now(void);
+
+/* Files. al_read_file reads a whole file (at most max_bytes; 0 = no limit)
+ * and NUL-terminates the buffer (not counted in *n). */
+int al_read_file(const char *path, unsigned char **data, size_t *n,
+                 size_t max_bytes, al_err *e);
+/* Write data to path.tmp.<pid>, fsync, rename over path: readers see the
+ * old file or the new one, never a partial one. */
+int al_write_file_atomic(const char *path, const void *data, size_t n,
+                         al_err *e);
+/* Open path.tmp.<pid> for writing; al_atomic_commit fsyncs, closes and
+ * renames it over path (or removes it if ok==0). For large streamed writes. */
+typedef struct al_atomic_file {
+    FILE *f;
+    char final_path[4096];
+    char tmp_path[4200];
+} al_atomic_file;
+int al_atomic_open(al_atomic_file *af, const char *path, al_err *e);
+int al_atomic_commit(al_atomic_file *af, int ok, al_err *e);
+int al_mkdir_p(const char *path, al_err *e);
+int al_file_exists(const char *path);
+/* Join dir and name into buf; fails if it does not fit. */
+int al_path_join(char *buf, size_t cap, const char *dir, const char *name,
+                 al_err *e);
+
+/* Threads: sets OpenMP (and thus OpenBLAS-openmp) thread count. n<=0 keeps
+ * OMP_NUM_THREADS or the machine default. Returns the count in force. */
+int al_set_threads(int n);
+int al_get_threads(void);
+
+/* Progress reporting for long work. On a terminal a single line is
+ * redrawn in place (\r); otherwise a plain line is printed at most every
+ * `every_s` seconds, so logs stay readable. Always to stderr. */
+typedef struct al_progress {
+    int tty;
+    double t_start, t_last;
+    double every_s;
+    int active;
+} al_progress;
+void al_progress_init(al_progress *p, double every_s);
+/* Print the line if due (force=1 prints always). */
+void al_progress_update(al_progress *p, int force, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Finish: on a tty end the redrawn line with a newline. */
+void al_progress_done(al_progress *p);
+/* Print a log line, first clearing a pending progress line. */
+void al_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int al_quiet; /* set by tests to silence al_log */
+
+/* FNV-free hashing for file identity: SHA-256 of a buffer or a file. */
+void al_sha256(const void *data, size_t n, uint8_t out[32]);
+int al_sha256_file(const char *path, char hex[65], al_err *e);
+
+#endif

@@ -1,0 +1,115 @@
+/* main.c -- the attnlab command table; the only place that exits.
+ * Each command lives in src/cmd_<name>.c and exports an al_command. */
+#include <stdio.h>
+#include <string.h>
+
+#include "attnlab/args.h"
+#include "attnlab/config.h"
+#include "attnlab/util.h"
+
+/* One line per command; keep the order of `attnlab help`. */
+#define COMMANDS(X)  \
+    X(train)         \
+    X(run)
+
+#define DECLARE(n) extern al_command al_cmd_##n;
+COMMANDS(DECLARE)
+#undef DECLARE
+
+static al_command *commands[] = {
+#define ENTRY(n) &al_cmd_##n,
+    COMMANDS(ENTRY)
+#undef ENTRY
+};
+static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
+
+static void overview(FILE *f) {
+    fprintf(f,
+            "attnlab %s -- train and take apart attention-only transformers\n\n"
+            "usage: attnlab <command> [options]\n"
+            "       attnlab help <command>\n\ncommands:\n",
+            AL_VERSION);
+    for (int i = 0; i < n_commands; i++)
+        fprintf(f, "  %-18s %s\n", commands[i]->name, commands[i]->summary);
+}
+
+/* Match "word" or "word word2" command names; returns the number of argv
+ * words consumed, 0 if none match. */
+static int match(const al_command *c, int argc, char **argv) {
+    const char *sp = strchr(c->name, ' ');
+    if (!sp) return strcmp(c->name, argv[0]) == 0 ? 1 : 0;
+    size_t l1 = (size_t)(sp - c->name);
+    if (strlen(argv[0]) != l1 || strncmp(c->name, argv[0], l1) != 0) return 0;
+    return argc > 1 && strcmp(sp + 1, argv[1]) == 0 ? 2 : 0;
+}
+
+static al_command *lookup(int argc, char **argv, int *used) {
+    for (int i = 0; i < n_commands; i++) {
+        int u = match(commands[i], argc, argv);
+        if (u) {
+            *used = u;
+            return commands[i];
+        }
+    }
+    return NULL;
+}
+
+/* A group word like "data" or "tokenizer" alone: list its subcommands. */
+static int group_help(FILE *f, const char *word) {
+    int found = 0;
+    size_t l = strlen(word);
+    for (int i = 0; i < n_commands; i++) {
+        const char *nm = commands[i]->name;
+        if (strncmp(nm, word, l) == 0 && nm[l] == ' ') {
+            if (!found) fprintf(f, "attnlab %s subcommands:\n", word);
+            fprintf(f, "  %-18s %s\n", nm, commands[i]->summary);
+            found = 1;
+        }
+    }
+    return found;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        overview(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        if (argc < 3) {
+            overview(stdout);
+            return 0;
+        }
+        int used = 0;
+        al_command *c = lookup(argc - 2, argv + 2, &used);
+        if (c) {
+            al_command_help(stdout, c);
+            return 0;
+        }
+        if (group_help(stdout, argv[2])) return 0;
+        fprintf(stderr, "attnlab: unknown command '%s'\n", argv[2]);
+        return 2;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("attnlab %s\n", AL_VERSION);
+        return 0;
+    }
+    int used = 0;
+    al_command *c = lookup(argc - 1, argv + 1, &used);
+    if (!c) {
+        if (group_help(stderr, argv[1])) return 2;
+        fprintf(stderr, "attnlab: unknown command '%s' (see 'attnlab help')\n",
+                argv[1]);
+        return 2;
+    }
+    int sub_argc = argc - 1 - used;
+    char **sub_argv = argv + 1 + used;
+    for (int i = 0; i < sub_argc; i++)
+        if (strcmp(sub_argv[i], "--help") == 0 || strcmp(sub_argv[i], "-h") == 0) {
+            al_command_help(stdout, c);
+            return 0;
+        }
+    int rc = c->run(sub_argc, sub_argv);
+    al_config_arena_free();
+    return rc;
+}

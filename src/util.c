@@ -1,0 +1,396 @@
+/* util.c -- errors, checked allocation, RNG, files, progress, sha256.
+ * Small helpers that every other module uses; nothing here knows about
+ * models. See include/attnlab/util.h for the error convention. */
+#define _POSIX_C_SOURCE 200809L
+#include "attnlab/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int al_quiet = 0;
+
+int al_errf(al_err *e, const char *fmt, ...) {
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int al_err_prefix(al_err *e, const char *fmt, ...) {
+    if (e) {
+        char pre[512], old[sizeof e->msg];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(pre, sizeof pre, fmt, ap);
+        va_end(ap);
+        memcpy(old, e->msg, sizeof old);
+        snprintf(e->msg, sizeof e->msg, "%s: %s", pre, old);
+    }
+    return -1;
+}
+
+int al_mul_overflow(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return -1;
+    *out = a * b;
+    return 0;
+}
+
+void *al_malloc(size_t n, size_t size, al_err *e) {
+    size_t bytes;
+    if (al_mul_overflow(n, size, &bytes) != 0) {
+        al_errf(e, "allocation size overflows (%zu x %zu)", n, size);
+        return NULL;
+    }
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) al_errf(e, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+void *al_calloc(size_t n, size_t size, al_err *e) {
+    size_t bytes;
+    if (al_mul_overflow(n, size, &bytes) != 0) {
+        al_errf(e, "allocation size overflows (%zu x %zu)", n, size);
+        return NULL;
+    }
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p) al_errf(e, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+/* ---------------------------------------------------------------- RNG */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void al_rng_seed(al_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t al_rng_u64(al_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+uint32_t al_rng_below(al_rng *r, uint32_t n) {
+    /* Lemire's multiply-shift with rejection: unbiased. */
+    uint64_t m = (uint64_t)(uint32_t)(al_rng_u64(r) >> 32) * n;
+    uint32_t lo = (uint32_t)m;
+    if (lo < n) {
+        uint32_t thresh = (uint32_t)(-n) % n;
+        while (lo < thresh) {
+            m = (uint64_t)(uint32_t)(al_rng_u64(r) >> 32) * n;
+            lo = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+double al_rng_uniform(al_rng *r) {
+    return (double)(al_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double al_rng_normal(al_rng *r) {
+    /* Box-Muller; one value per call keeps the state simple to save. */
+    double u1 = al_rng_uniform(r), u2 = al_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+double al_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* -------------------------------------------------------------- files */
+
+int al_read_file(const char *path, unsigned char **data, size_t *n,
+                 size_t max_bytes, al_err *e) {
+    *data = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return al_errf(e, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return al_errf(e, "cannot read %s: not a regular file", path);
+    }
+    size_t size = (size_t)st.st_size;
+    if (max_bytes && size > max_bytes) {
+        fclose(f);
+        return al_errf(e, "cannot read %s: file is %zu bytes, limit is %zu",
+                       path, size, max_bytes);
+    }
+    unsigned char *buf = al_malloc(size + 1, 1, e);
+    if (!buf) {
+        fclose(f);
+        return -1;
+    }
+    size_t got = fread(buf, 1, size, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || got != size) {
+        free(buf);
+        return al_errf(e, "cannot read %s: short read", path);
+    }
+    buf[size] = 0;
+    *data = buf;
+    *n = size;
+    return 0;
+}
+
+int al_atomic_open(al_atomic_file *af, const char *path, al_err *e) {
+    af->f = NULL;
+    if (strlen(path) >= sizeof af->final_path)
+        return al_errf(e, "path too long: %s", path);
+    snprintf(af->final_path, sizeof af->final_path, "%s", path);
+    snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", path,
+             (long)getpid());
+    af->f = fopen(af->tmp_path, "wb");
+    if (!af->f)
+        return al_errf(e, "cannot write %s: %s", af->tmp_path, strerror(errno));
+    return 0;
+}
+
+int al_atomic_commit(al_atomic_file *af, int ok, al_err *e) {
+    if (!af->f) return ok ? al_errf(e, "cannot write %s", af->final_path) : -1;
+    int rc = 0;
+    if (ok) {
+        if (fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0)
+            rc = al_errf(e, "cannot write %s: %s", af->final_path,
+                         strerror(errno));
+    }
+    if (fclose(af->f) != 0 && ok && rc == 0)
+        rc = al_errf(e, "cannot write %s: %s", af->final_path, strerror(errno));
+    af->f = NULL;
+    if (!ok || rc != 0) {
+        unlink(af->tmp_path);
+        return -1;
+    }
+    if (rename(af->tmp_path, af->final_path) != 0) {
+        rc = al_errf(e, "cannot rename %s to %s: %s", af->tmp_path,
+                     af->final_path, strerror(errno));
+        unlink(af->tmp_path);
+    }
+    return rc;
+}
+
+int al_write_file_atomic(const char *path, const void *data, size_t n,
+                         al_err *e) {
+    al_atomic_file af;
+    if (al_atomic_open(&af, path, e) != 0) return -1;
+    int ok = fwrite(data, 1, n, af.f) == n;
+    if (!ok) al_errf(e, "cannot write %s: %s", path, strerror(errno));
+    return al_atomic_commit(&af, ok, ok ? e : NULL) == 0 ? 0 : -1;
+}
+
+int al_mkdir_p(const char *path, al_err *e) {
+    char buf[4096];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof buf)
+        return al_errf(e, "bad directory path '%s'", path);
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return al_errf(e, "cannot create directory %s: %s", buf,
+                               strerror(errno));
+            buf[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return al_errf(e, "%s exists and is not a directory", path);
+    return 0;
+}
+
+int al_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int al_path_join(char *buf, size_t cap, const char *dir, const char *name,
+                 al_err *e) {
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap)
+        return al_errf(e, "path too long: %s/%s", dir, name);
+    return 0;
+}
+
+/* ------------------------------------------------------------ threads */
+
+int al_set_threads(int n) {
+#ifdef _OPENMP
+    if (n > 0) omp_set_num_threads(n);
+    return omp_get_max_threads();
+#else
+    (void)n;
+    return 1;
+#endif
+}
+
+int al_get_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* ----------------------------------------------------------- progress */
+
+static int g_progress_pending = 0; /* a \r line is on screen */
+
+void al_progress_init(al_progress *p, double every_s) {
+    p->tty = isatty(STDERR_FILENO);
+    p->t_start = p->t_last = al_now();
+    p->every_s = every_s > 0 ? every_s : 10.0;
+    p->active = 0;
+}
+
+void al_progress_update(al_progress *p, int force, const char *fmt, ...) {
+    if (al_quiet) return;
+    double now = al_now();
+    double every = p->tty ? 0.2 : p->every_s;
+    if (!force && p->active && now - p->t_last < every) return;
+    p->t_last = now;
+    p->active = 1;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (p->tty) {
+        fprintf(stderr, "\r\033[K%s", line);
+        g_progress_pending = 1;
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
+void al_progress_done(al_progress *p) {
+    if (p->tty && g_progress_pending && !al_quiet) fputc('\n', stderr);
+    g_progress_pending = 0;
+    p->active = 0;
+}
+
+void al_log(const char *fmt, ...) {
+    if (al_quiet) return;
+    if (g_progress_pending) {
+        fputs("\r\033[K", stderr);
+        g_progress_pending = 0;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* ------------------------------------------------------------- sha256 */
+/* FIPS 180-4. Used to key models by checkpoint content in the database;
+ * none of our libraries exports a hash, and this is 60 lines. */
+
+static const uint32_t K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
+    0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
+    0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+    0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+    0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+    0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+    0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+    0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(uint32_t h[8], const uint8_t *p) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5],
+             g = h[6], hh = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = hh + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) +
+                      ((e & f) ^ (~e & g)) + K256[i] + w[i];
+        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) +
+                      ((a & b) ^ (a & c) ^ (b & c));
+        hh = g; g = f; f = e; e = d + t1;
+        d = c; c = b; b = a; a = t1 + t2;
+    }
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d;
+    h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+void al_sha256(const void *data, size_t n, uint8_t out[32]) {
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    const uint8_t *p = data;
+    size_t full = n / 64;
+    for (size_t i = 0; i < full; i++) sha256_block(h, p + 64 * i);
+    uint8_t tail[128] = {0};
+    size_t rem = n - full * 64;
+    memcpy(tail, p + full * 64, rem);
+    tail[rem] = 0x80;
+    size_t tl = rem < 56 ? 64 : 128;
+    uint64_t bits = (uint64_t)n * 8;
+    for (int i = 0; i < 8; i++) tail[tl - 1 - i] = (uint8_t)(bits >> (8 * i));
+    sha256_block(h, tail);
+    if (tl == 128) sha256_block(h, tail + 64);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)h[i];
+    }
+}
+
+int al_sha256_file(const char *path, char hex[65], al_err *e) {
+    unsigned char *buf;
+    size_t n;
+    if (al_read_file(path, &buf, &n, 0, e) != 0) return -1;
+    uint8_t d[32];
+    al_sha256(buf, n, d);
+    free(buf);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    return 0;
+}

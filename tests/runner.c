@@ -1,0 +1,138 @@
+/* runner.c -- runs every TEST in a forked child, prints a summary. */
+#define _DEFAULT_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "attnlab/util.h"
+
+#define X(n) void test_##n(void);
+#include "tests_list.h"
+#undef X
+
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} test_case;
+
+static const test_case all_tests[] = {
+#define X(n) {#n, test_##n},
+#include "tests_list.h"
+#undef X
+};
+
+static int n_fail_checks = 0;
+static char g_tmpdir[512];
+
+void t_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "    %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    n_fail_checks++;
+}
+
+void t_skip(const char *why) {
+    fprintf(stderr, "    skipped: %s\n", why);
+    fflush(stderr);
+    _exit(77);
+}
+
+const char *t_tmpdir(void) { return g_tmpdir; }
+
+const char *t_path(const char *name) {
+    static char bufs[8][1024];
+    static int k = 0;
+    char *b = bufs[k++ & 7];
+    snprintf(b, 1024, "%s/%s", g_tmpdir, name);
+    return b;
+}
+
+const char *t_bin(void) {
+    const char *b = getenv("ATTNLAB_BIN");
+    return b ? b : "build/attnlab";
+}
+
+int t_sh(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    if (st == -1) return -1;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 128 + WTERMSIG(st);
+}
+
+char *t_slurp(const char *path) {
+    unsigned char *d;
+    size_t n;
+    if (al_read_file(path, &d, &n, 0, NULL) != 0) return NULL;
+    return (char *)d;
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    int n = (int)(sizeof all_tests / sizeof all_tests[0]);
+    int passed = 0, failed = 0, skipped = 0;
+    char base[] = "/tmp/attnlab-test-XXXXXX";
+    if (!mkdtemp(base)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        const test_case *t = &all_tests[i];
+        if (filter && !strstr(t->name, filter)) continue;
+        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/%s", base, t->name);
+        mkdir(g_tmpdir, 0777);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(600);
+            al_quiet = 1;
+            t->fn();
+            fflush(stdout);
+            fflush(stderr);
+            _exit(n_fail_checks ? 1 : 0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+            printf("PASS %s\n", t->name);
+            passed++;
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
+            if (system(cmd) != 0) { /* leave it; harmless */ }
+        } else if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+            printf("SKIP %s\n", t->name);
+            skipped++;
+        } else {
+            if (WIFSIGNALED(st))
+                printf("FAIL %s (signal %d)\n", t->name, WTERMSIG(st));
+            else
+                printf("FAIL %s\n", t->name);
+            printf("     files kept in %s\n", g_tmpdir);
+            failed++;
+        }
+        fflush(stdout);
+    }
+    if (failed == 0) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+        if (system(cmd) != 0) { /* ignore */ }
+    }
+    if (skipped)
+        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else
+        printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,53 @@
+/* test.h -- the tiny test framework.
+ *
+ * A test is `TEST(name) { ... }` at the start of a line in tests/test_*.c;
+ * the Makefile collects these names, and the runner runs each test in its
+ * own forked process (a crash or hang fails that test only, with a 300 s
+ * limit). CHECK* record a failure and continue; the runner prints one
+ * line per test and ends with "N passed, N failed[, N skipped]". */
+#ifndef ATTNLAB_TEST_H
+#define ATTNLAB_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+
+#define TEST(name) void test_##name(void)
+
+void t_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Mark the current test skipped (exits the test process). */
+void t_skip(const char *why) __attribute__((noreturn));
+/* A fresh empty directory for this test (removed after a pass). */
+const char *t_tmpdir(void);
+/* Path of "name" inside t_tmpdir() (static buffer rotated 8 ways). */
+const char *t_path(const char *name);
+/* Path of the attnlab binary under test. */
+const char *t_bin(void);
+/* Run a shell command; returns its exit status (or 128+signal). Output
+ * goes to t_path("cmd.out") / t_path("cmd.err") unless redirected. */
+int t_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Read a whole file into a static-lifetime malloc'd string (or NULL). */
+char *t_slurp(const char *path);
+
+#define CHECK(c)                                                         \
+    do {                                                                 \
+        if (!(c)) t_fail(__FILE__, __LINE__, "%s", #c);                  \
+    } while (0)
+#define CHECKF(c, ...)                                                   \
+    do {                                                                 \
+        if (!(c)) t_fail(__FILE__, __LINE__, __VA_ARGS__);               \
+    } while (0)
+#define CHECK_NEAR(a, b, tol)                                            \
+    do {                                                                 \
+        double a_ = (a), b_ = (b);                                       \
+        if (!(fabs(a_ - b_) <= (tol)))                                   \
+            t_fail(__FILE__, __LINE__, "%s = %.9g, %s = %.9g, |diff| > %g", \
+                   #a, a_, #b, b_, (double)(tol));                       \
+    } while (0)
+#define CHECK_OK(call, errp)                                             \
+    do {                                                                 \
+        if ((call) != 0)                                                 \
+            t_fail(__FILE__, __LINE__, "%s failed: %s", #call, (errp)->msg); \
+    } while (0)
+
+#endif
