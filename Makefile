@@ -18,7 +18,8 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  += -std=c11 -Wall -Wextra -Werror $(OPT) $(ARCH) -fopenmp -Iinclude $(PKG_CFLAGS) -MMD -MP
 LDLIBS  += $(PKG_LIBS) -lm
-LDFLAGS += -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address,undefined)
+SAN_LD  := -fsanitize=address,undefined
+LDFLAGS += -fopenmp $(if $(filter 1,$(SAN)),$(SAN_LD))
 
 LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
@@ -51,6 +52,10 @@ $(BUILD)/tests_list.h: $(wildcard tests/test_*.c) | $(BUILD)/obj
 $(BUILD)/test_runner: $(TEST_OBJ) $(BUILD)/libattnlab.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# The engine benchmark links the library directly (bench/bench.sh runs it).
+$(BUILD)/bench_engine: bench/bench_engine.c $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 test: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/test_runner
 	@ATTNLAB_BIN=$(BUILD)/attnlab $(BUILD)/test_runner $(T)
@@ -60,10 +65,10 @@ demo: deps
 	@sh scripts/demo.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory $(BUILD)/attnlab
-	@sh bench/bench.sh
+	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/bench_engine
+	@BUILD=$(BUILD) sh bench/bench.sh
 
 clean:
 	rm -rf build build-san
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/main.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/main.d $(BUILD)/bench_engine.d

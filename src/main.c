@@ -9,8 +9,14 @@
 
 /* One line per command; keep the order of `attnlab help`. */
 #define COMMANDS(X)  \
+    X(data_synth)    \
+    X(data_brown)    \
+    X(tokenizer_train) \
+    X(encode)        \
     X(train)         \
-    X(run)
+    X(run)           \
+    X(circuits)      \
+    X(debug_dump)
 
 #define DECLARE(n) extern al_command al_cmd_##n;
 COMMANDS(DECLARE)

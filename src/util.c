@@ -37,7 +37,14 @@ int al_err_prefix(al_err *e, const char *fmt, ...) {
         vsnprintf(pre, sizeof pre, fmt, ap);
         va_end(ap);
         memcpy(old, e->msg, sizeof old);
-        snprintf(e->msg, sizeof e->msg, "%s: %s", pre, old);
+        size_t lp = strlen(pre), cap = sizeof e->msg;
+        if (lp > cap - 3) lp = cap - 3;
+        memcpy(e->msg, pre, lp);
+        memcpy(e->msg + lp, ": ", 2);
+        size_t lo = strnlen(old, sizeof old);
+        if (lo > cap - lp - 3) lo = cap - lp - 3;
+        memcpy(e->msg + lp + 2, old, lo);
+        e->msg[lp + 2 + lo] = 0;
     }
     return -1;
 }

@@ -78,18 +78,16 @@ typedef struct al_model {
     float *losses;    /* (B, T) per-position loss; 0 where target < 0 */
     float mean_loss;  /* mean over positions with target >= 0; -1 if none */
     int has_targets;
-    const int *inputs_ref;  /* (B,T) inputs of last forward (copied) */
     int *inputs;            /* owned copy */
     int *targets;           /* owned copy; -1 = ignore */
     /* backward scratch, allocated with acts */
     float *dx;        /* (B, T, C) */
     float *dzg;       /* (B, T, H, D) */
     float *dqkv;      /* (B, T, 3, H, D) */
-    float *datt;      /* (threads, T) row scratch */
     float *wqkv;      /* (C, 3*H*D) fused per-layer Q|K|V weights (scratch) */
     float *dwqkv;     /* (C, 3*H*D) */
     float *gate_part; /* (B, H) per-batch partial ∂L/∂g, summed in order */
-    int keep_logits;  /* if set, forward stores raw logits in `probs` */
+    int n_valid;      /* positions with a target in the last forward */
 } al_model;
 
 /* Allocate parameters for cfg and initialise them from cfg->seed (see

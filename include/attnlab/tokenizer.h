@@ -19,7 +19,9 @@ typedef struct al_tokenizer al_tokenizer;
 int al_tok_byte_level(al_tokenizer **out, al_err *e);
 /* Train on text to vocab_size tokens in total (>= 257). Deterministic:
  * ties between equally frequent pairs go to the smallest (left id, right
- * id). If progress is non-zero, prints a progress line. */
+ * id). Literal "<|endoftext|>" text separates documents and is not
+ * learned. Stops early (smaller vocabulary) when no pair is left to merge.
+ * If progress is non-zero, prints a progress line. */
 int al_tok_train(const unsigned char *text, size_t n, int vocab_size,
                  int progress, al_tokenizer **out, al_err *e);
 int al_tok_load(const char *path, al_tokenizer **out, al_err *e);
@@ -32,18 +34,35 @@ int al_tok_eot(const al_tokenizer *t);
 
 /* Encode bytes to ids (caller frees *ids). If allow_special, the literal
  * text "<|endoftext|>" becomes the special token; otherwise it is
- * encoded as ordinary bytes. */
+ * encoded as ordinary bytes. Safe to call from several threads on one
+ * tokenizer (the word cache is used by one caller at a time). */
 int al_tok_encode(const al_tokenizer *t, const unsigned char *text, size_t n,
                   int allow_special, int **ids, size_t *n_ids, al_err *e);
+/* The same into the caller's buffer, which must have room for n ids (an
+ * encoding never has more ids than the text has bytes). */
+int al_tok_encode_into(const al_tokenizer *t, const unsigned char *text,
+                       size_t n, int allow_special, int *ids, size_t *n_ids,
+                       al_err *e);
 /* Decode ids to bytes (caller frees *out; NUL-terminated, not counted).
  * Ids out of range are an error. */
 int al_tok_decode(const al_tokenizer *t, const int *ids, size_t n,
                   unsigned char **out, size_t *n_out, al_err *e);
 /* Raw bytes of one token (not NUL-terminated); NULL if id out of range. */
 const unsigned char *al_tok_bytes(const al_tokenizer *t, int id, size_t *len);
-/* Printable form for tables and plots: a leading space shown as "␣",
- * newline as "\n", other control and invalid bytes as \xNN, valid UTF-8
- * kept. Always NUL-terminates (truncates to fit). Returns strlen. */
+/* Printable form for tables and plots: a space shown as "␣" (spaces lead
+ * tokens, except in runs of whitespace), newline as "\n", tab as "\t",
+ * other control bytes and invalid UTF-8 as \xNN, valid UTF-8 kept;
+ * <|endoftext|> as itself; a bad id as "<bad id>". Always NUL-terminates
+ * (truncates to fit, never inside a character or escape). Returns strlen. */
 size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap);
+/* The pair that merge token `id` joins (0), or -1 if id is a byte, the
+ * special token or out of range. */
+int al_tok_merge(const al_tokenizer *t, int id, int *left, int *right);
+/* Pre-splitting as GPT-2's pattern, by hand over bytes: returns the end
+ * of the piece that starts at s[i] (i < n). Pieces: 's 't 're 've 'm 'll
+ * 'd; an optional space then a run of letters (bytes >= 0x80 count as
+ * letters, so UTF-8 words stay whole), of digits, or of other non-space
+ * bytes; a run of whitespace, less its last byte when a word follows. */
+size_t al_tok_presplit(const unsigned char *s, size_t n, size_t i);
 
 #endif

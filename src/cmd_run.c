@@ -1,0 +1,273 @@
+/* cmd_run.c -- `attnlab run`: what the model predicts, token by token.
+ *
+ * Prints the table of seed 003: for every prompt token, the probability
+ * the model gave it from its prefix, and the top-5 candidates for the
+ * next token; optionally continues the prompt by seeded sampling. */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/args.h"
+#include "attnlab/checkpoint.h"
+#include "attnlab/model.h"
+#include "attnlab/tokenizer.h"
+
+static const char *o_model = NULL, *o_prompt = NULL, *o_prompt_file = NULL;
+static int o_generate = 0, o_top_k = 0, o_json = 0, o_no_bos = 0, o_threads = 0, o_top = 5;
+static double o_temperature = 1.0;
+static uint64_t o_seed = 1;
+
+static al_flag flags[] = {
+    {"model", AL_STR, &o_model, "DIR", "model directory (from attnlab train)", 1, 0},
+    {"prompt", AL_STR, &o_prompt, "TEXT", "text to run the model on", 0, 0},
+    {"prompt-file", AL_STR, &o_prompt_file, "FILE", "read the prompt from a file", 0, 0},
+    {"no-bos", AL_BOOL, &o_no_bos, NULL, "do not prepend <|endoftext|> as beginning of sequence", 0, 0},
+    {"top", AL_INT, &o_top, "N", "candidates shown per position", 0, 0},
+    {"generate", AL_INT, &o_generate, "N", "then sample N more tokens", 0, 0},
+    {"temperature", AL_FLOAT, &o_temperature, "X", "sampling temperature (> 0)", 0, 0},
+    {"top-k", AL_INT, &o_top_k, "N", "sample only from the k most likely tokens (0 = all)", 0, 0},
+    {"seed", AL_U64, &o_seed, "N", "sampling seed", 0, 0},
+    {"json", AL_BOOL, &o_json, NULL, "print JSON instead of a table", 0, 0},
+    {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAGS_END};
+
+static int run_run(int argc, char **argv);
+al_command al_cmd_run = {
+    "run",
+    "show the model's per-token probabilities on a prompt, or sample from it",
+    "--model DIR --prompt TEXT [--generate N] [--json]",
+    "For each prompt token: its position, the token (a leading space shown as ␣),\n"
+    "the probability the model gave it given the tokens before it, and the top\n"
+    "next-token candidates. The prompt is prefixed with <|endoftext|> (as the\n"
+    "training documents are) unless --no-bos. A prompt longer than n_ctx is cut\n"
+    "from the left, with a warning.",
+    flags,
+    run_run,
+};
+
+/* Indices of the k largest probabilities of row (V), descending. */
+static void top_k(const float *row, int V, int k, int *idx) {
+    for (int i = 0; i < k; i++) idx[i] = -1;
+    for (int v = 0; v < V; v++) {
+        int pos = k;
+        while (pos > 0 && (idx[pos - 1] < 0 || row[v] > row[idx[pos - 1]])) pos--;
+        if (pos >= k) continue;
+        memmove(idx + pos + 1, idx + pos, sizeof(int) * (size_t)(k - pos - 1));
+        idx[pos] = v;
+    }
+}
+
+static int sample(const float *row, int V, al_rng *r) {
+    int k = o_top_k > 0 && o_top_k < V ? o_top_k : V;
+    int *idx = malloc(sizeof(int) * (size_t)k);
+    double *w = malloc(sizeof(double) * (size_t)k);
+    int pick = 0;
+    if (!idx || !w) goto out;
+    if (k < V) top_k(row, V, k, idx);
+    else for (int i = 0; i < V; i++) idx[i] = i;
+    double tot = 0;
+    for (int i = 0; i < k; i++) {
+        double p = row[idx[i]];
+        w[i] = p > 0 ? exp(log(p) / o_temperature) : 0;
+        tot += w[i];
+    }
+    double u = al_rng_uniform(r) * tot;
+    pick = idx[k - 1];
+    for (int i = 0; i < k; i++) {
+        if (u < w[i]) {
+            pick = idx[i];
+            break;
+        }
+        u -= w[i];
+    }
+out:
+    free(idx);
+    free(w);
+    return pick;
+}
+
+static int read_prompt(unsigned char **text, size_t *n, al_err *e) {
+    if (o_prompt_file) return al_read_file(o_prompt_file, text, n, 1u << 30, e);
+    *n = strlen(o_prompt);
+    *text = (unsigned char *)strdup(o_prompt);
+    return *text ? 0 : al_errf(e, "out of memory");
+}
+
+/* printf pads by bytes; "␣" is 3 bytes but 1 column, so pad by
+ * code points (UTF-8 continuation bytes take no column). */
+static void print_padded(const char *s, int width) {
+    int cols = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) cols += (*p & 0xC0) != 0x80;
+    fputs(s, stdout);
+    for (; cols < width; cols++) fputc(' ', stdout);
+}
+
+static void print_table(const al_model *m, const al_tokenizer *tok, const int *ids, int T,
+                        const float *p_tok) {
+    int V = m->cfg.d_vocab, k = o_top < V ? o_top : V;
+    int idx[64];
+    printf("%4s  %-16s %9s   top-%d next-token candidates\n", "pos", "token", "p(token)", k);
+    for (int t = 0; t < T; t++) {
+        char s[128];
+        al_tok_display(tok, ids[t], s, sizeof s);
+        printf("%4d  ", t);
+        print_padded(s, 16);
+        if (p_tok[t] < 0) printf(" %9s  ", "-");
+        else printf(" %9.4f  ", p_tok[t]);
+        const float *row = m->probs + (size_t)t * V;
+        top_k(row, V, k, idx);
+        for (int i = 0; i < k; i++) {
+            al_tok_display(tok, idx[i], s, sizeof s);
+            printf(" %s %.4f", s, row[idx[i]]);
+        }
+        printf("\n");
+    }
+}
+
+static cJSON *json_table(const al_model *m, const al_tokenizer *tok, const int *ids, int T,
+                         const float *p_tok) {
+    int V = m->cfg.d_vocab, k = o_top < V ? o_top : V;
+    int idx[64];
+    cJSON *arr = cJSON_CreateArray();
+    for (int t = 0; t < T; t++) {
+        char s[128];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "pos", t);
+        cJSON_AddNumberToObject(o, "id", ids[t]);
+        al_tok_display(tok, ids[t], s, sizeof s);
+        cJSON_AddStringToObject(o, "token", s);
+        if (p_tok[t] >= 0) cJSON_AddNumberToObject(o, "p", p_tok[t]);
+        else cJSON_AddNullToObject(o, "p");
+        cJSON *top = cJSON_AddArrayToObject(o, "top");
+        top_k(m->probs + (size_t)t * V, V, k, idx);
+        for (int i = 0; i < k; i++) {
+            cJSON *c = cJSON_CreateObject();
+            al_tok_display(tok, idx[i], s, sizeof s);
+            cJSON_AddNumberToObject(c, "id", idx[i]);
+            cJSON_AddStringToObject(c, "token", s);
+            cJSON_AddNumberToObject(c, "p", m->probs[(size_t)t * V + idx[i]]);
+            cJSON_AddItemToArray(top, c);
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+/* Encode the prompt (with BOS), cutting from the left to fit n_ctx. */
+static int prompt_ids(const al_tokenizer *tok, int n_ctx, int **ids, int *T, al_err *e) {
+    unsigned char *text;
+    size_t n, nid;
+    int *raw;
+    if (read_prompt(&text, &n, e) != 0) return -1;
+    int rc = al_tok_encode(tok, text, n, 1, &raw, &nid, e);
+    free(text);
+    if (rc != 0) return -1;
+    int bos = !o_no_bos;
+    size_t total = nid + (size_t)bos;
+    if (total == 0) {
+        free(raw);
+        return al_errf(e, "the prompt is empty");
+    }
+    size_t keep = total > (size_t)n_ctx ? (size_t)n_ctx : total;
+    if (keep < total)
+        fprintf(stderr, "attnlab: warning: prompt has %zu tokens, n_ctx is %d: keeping the last %zu\n",
+                total, n_ctx, keep);
+    int *out = malloc(sizeof(int) * keep);
+    if (!out) {
+        free(raw);
+        return al_errf(e, "out of memory");
+    }
+    for (size_t i = 0; i < keep; i++) {
+        size_t src = total - keep + i; /* index into [bos] + raw */
+        out[i] = bos ? (src == 0 ? al_tok_eot(tok) : raw[src - 1]) : raw[src];
+    }
+    free(raw);
+    *ids = out;
+    *T = (int)keep;
+    return 0;
+}
+
+static int generate(al_model *m, const al_tokenizer *tok, int *ids, int T, cJSON *root,
+                    al_err *e) {
+    int n_ctx = m->cfg.n_ctx, cap = T + o_generate;
+    int *all = malloc(sizeof(int) * (size_t)cap);
+    if (!all) return al_errf(e, "out of memory");
+    memcpy(all, ids, sizeof(int) * (size_t)T);
+    al_rng r;
+    al_rng_seed(&r, o_seed);
+    int n = T;
+    for (int g = 0; g < o_generate; g++) {
+        int w = n < n_ctx ? n : n_ctx; /* sliding window */
+        if (al_model_forward(m, all + n - w, NULL, 1, w, e) != 0) {
+            free(all);
+            return -1;
+        }
+        all[n++] = sample(m->probs + (size_t)(w - 1) * m->cfg.d_vocab, m->cfg.d_vocab, &r);
+    }
+    unsigned char *txt;
+    size_t len;
+    if (al_tok_decode(tok, all + T, (size_t)o_generate, &txt, &len, e) != 0) {
+        free(all);
+        return -1;
+    }
+    if (root) cJSON_AddStringToObject(root, "generated", (const char *)txt);
+    else printf("\ngenerated (%d tokens, seed %llu, temperature %g, top-k %d):\n%s\n",
+                o_generate, (unsigned long long)o_seed, o_temperature, o_top_k, txt);
+    free(txt);
+    free(all);
+    return 0;
+}
+
+static int run_run(int argc, char **argv) {
+    al_err e;
+    if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e) != 0)
+        return al_cli_usage(&al_cmd_run, &e);
+    if (!o_prompt == !o_prompt_file) {
+        al_errf(&e, "give exactly one of --prompt and --prompt-file");
+        return al_cli_usage(&al_cmd_run, &e);
+    }
+    if (!(o_temperature > 0) || o_generate < 0 || o_top_k < 0 || o_top < 1 || o_top > 64) {
+        al_errf(&e, "need --temperature > 0, --generate >= 0, --top-k >= 0, 1 <= --top <= 64");
+        return al_cli_usage(&al_cmd_run, &e);
+    }
+    al_set_threads(o_threads);
+    al_model m;
+    al_tokenizer *tok = NULL;
+    int *ids = NULL, T = 0, rc = 1;
+    float *p_tok = NULL;
+    cJSON *root = NULL;
+    if (al_ckpt_load(o_model, &m, &tok, &e) != 0) return al_cli_error(&e);
+    if (prompt_ids(tok, m.cfg.n_ctx, &ids, &T, &e) != 0) goto out;
+    if (al_model_forward(&m, ids, NULL, 1, T, &e) != 0) goto out;
+    p_tok = malloc(sizeof(float) * (size_t)T);
+    if (!p_tok) {
+        al_errf(&e, "out of memory");
+        goto out;
+    }
+    p_tok[0] = -1.0f; /* the first token has no prefix */
+    for (int t = 1; t < T; t++) p_tok[t] = m.probs[(size_t)(t - 1) * m.cfg.d_vocab + ids[t]];
+    if (o_json) {
+        root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "model", o_model);
+        cJSON_AddItemToObject(root, "tokens", json_table(&m, tok, ids, T, p_tok));
+    } else {
+        print_table(&m, tok, ids, T, p_tok);
+    }
+    if (o_generate > 0 && generate(&m, tok, ids, T, root, &e) != 0) goto out;
+    if (root) {
+        char *s = cJSON_Print(root);
+        if (s) printf("%s\n", s);
+        free(s);
+    }
+    rc = 0;
+out:
+    if (rc) al_cli_error(&e);
+    cJSON_Delete(root);
+    free(p_tok);
+    free(ids);
+    al_tok_free(tok);
+    al_model_free(&m);
+    return rc;
+}

