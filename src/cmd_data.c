@@ -13,6 +13,7 @@ static int synth_stories = 1000;
 static uint64_t synth_seed = 1;
 static double synth_repeat = 0.1;
 static int synth_min = 6, synth_max = 14;
+static const char *synth_names_out = NULL;
 
 static al_flag synth_flags[] = {
     {"out", AL_STR, &synth_out, "FILE", "text file to write (documents separated by a blank line)", 1, 0},
@@ -22,6 +23,8 @@ static al_flag synth_flags[] = {
      "share of documents that are a random span of 20-60 pieces repeated 2-3 times", 0, 0},
     {"min-sentences", AL_INT, &synth_min, "N", "fewest body sentences per story", 0, 0},
     {"max-sentences", AL_INT, &synth_max, "N", "most body sentences per story", 0, 0},
+    {"names-out", AL_STR, &synth_names_out, "FILE",
+     "also write each story's names, one line per document: index TAB name TAB name...", 0, 0},
     AL_FLAGS_END,
 };
 
@@ -38,6 +41,34 @@ al_command al_cmd_data_synth = {
     synth_flags,
     run_synth,
 };
+
+/* The names come from replaying the generator, which is a pure function
+ * of the options, so the text file is not parsed. */
+static int write_names(const char *path, const al_synth_opts *o, al_err *e) {
+    al_synth *s;
+    if (al_synth_new(&s, o, e) != 0) return -1;
+    al_atomic_file af;
+    if (al_atomic_open(&af, path, e) != 0) {
+        al_synth_free(s);
+        return -1;
+    }
+    int ok = 1;
+    for (long i = 0; ok && i < o->n_docs; i++) {
+        const char *text;
+        size_t len;
+        al_synth_doc d;
+        if (al_synth_next(s, &text, &len, &d, e) != 0) {
+            ok = 0;
+            break;
+        }
+        fprintf(af.f, "%ld", i);
+        for (int k = 0; d.kind == AL_SYNTH_STORY && k < d.n_names; k++)
+            fprintf(af.f, "\t%s", d.names[k]);
+        ok = fputc('\n', af.f) != EOF;
+    }
+    al_synth_free(s);
+    return al_atomic_commit(&af, ok, e);
+}
 
 static int run_synth(int argc, char **argv) {
     al_err e;
@@ -57,6 +88,7 @@ static int run_synth(int argc, char **argv) {
     double dt = al_now() - t0;
     al_log("wrote %s: %d documents, %.2f MB in %.2f s", synth_out, synth_stories,
            (double)bytes / 1e6, dt);
+    if (synth_names_out && write_names(synth_names_out, &o, &e) != 0) return al_cli_error(&e);
     return 0;
 }
 

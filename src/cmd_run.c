@@ -14,7 +14,7 @@
 #include "attnlab/model.h"
 #include "attnlab/tokenizer.h"
 
-static const char *o_model = NULL, *o_prompt = NULL, *o_prompt_file = NULL;
+static const char *o_model = NULL, *o_prompt = NULL, *o_prompt_file = NULL, *o_track = NULL;
 static int o_generate = 0, o_top_k = 0, o_json = 0, o_no_bos = 0, o_threads = 0, o_top = 5;
 static double o_temperature = 1.0;
 static uint64_t o_seed = 1;
@@ -29,6 +29,8 @@ static al_flag flags[] = {
     {"temperature", AL_FLOAT, &o_temperature, "X", "sampling temperature (> 0)", 0, 0},
     {"top-k", AL_INT, &o_top_k, "N", "sample only from the k most likely tokens (0 = all)", 0, 0},
     {"seed", AL_U64, &o_seed, "N", "sampling seed", 0, 0},
+    {"track", AL_STR, &o_track, "TEXT",
+     "instead of the full table, show the tokens of every occurrence of TEXT (e.g. a name)", 0, 0},
     {"json", AL_BOOL, &o_json, NULL, "print JSON instead of a table", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
@@ -155,6 +157,62 @@ static cJSON *json_table(const al_model *m, const al_tokenizer *tok, const int *
     return arr;
 }
 
+/* The seed-003 view: for each occurrence of o_track in the prompt, the
+ * pieces it was cut into and the probability of each given its prefix
+ * (a piece is listed if its bytes overlap the occurrence). */
+static int print_track(const al_tokenizer *tok, const int *ids, int T, const float *p_tok,
+                       cJSON *root, al_err *e) {
+    size_t *start = malloc(sizeof(size_t) * ((size_t)T + 1)), n = 0;
+    if (!start) return al_errf(e, "out of memory");
+    for (int t = 0; t < T; t++) {
+        size_t len = 0;
+        start[t] = n;
+        if (ids[t] != al_tok_eot(tok)) al_tok_bytes(tok, ids[t], &len);
+        n += len;
+    }
+    start[T] = n;
+    unsigned char *text = malloc(n + 1);
+    if (!text) {
+        free(start);
+        return al_errf(e, "out of memory");
+    }
+    for (int t = 0; t < T; t++) {
+        size_t len = 0;
+        const unsigned char *b = ids[t] != al_tok_eot(tok) ? al_tok_bytes(tok, ids[t], &len) : NULL;
+        if (len) memcpy(text + start[t], b, len);
+    }
+    size_t L = strlen(o_track);
+    int occ = 0;
+    cJSON *arr = root ? cJSON_AddArrayToObject(root, "track") : NULL;
+    for (size_t i = 0; L && i + L <= n; i++) {
+        if (memcmp(text + i, o_track, L) != 0) continue;
+        occ++;
+        cJSON *pieces = arr ? cJSON_CreateArray() : NULL;
+        if (!root) printf("occurrence %d of \"%s\":", occ, o_track);
+        for (int t = 0; t < T; t++) {
+            if (start[t + 1] <= i || start[t] >= i + L || start[t] == start[t + 1]) continue;
+            char s[128];
+            al_tok_display(tok, ids[t], s, sizeof s);
+            if (pieces) {
+                cJSON *c = cJSON_CreateObject();
+                cJSON_AddNumberToObject(c, "pos", t);
+                cJSON_AddStringToObject(c, "token", s);
+                cJSON_AddNumberToObject(c, "p", p_tok[t] < 0 ? 0 : p_tok[t]);
+                cJSON_AddItemToArray(pieces, c);
+            } else {
+                printf("  %s %.4f", s, p_tok[t] < 0 ? 0.0 : p_tok[t]);
+            }
+        }
+        if (pieces) cJSON_AddItemToArray(arr, pieces);
+        else printf("\n");
+        i += L - 1;
+    }
+    if (!occ && !root) printf("\"%s\" does not occur in the prompt\n", o_track);
+    free(text);
+    free(start);
+    return 0;
+}
+
 /* Encode the prompt (with BOS), cutting from the left to fit n_ctx. */
 static int prompt_ids(const al_tokenizer *tok, int n_ctx, int **ids, int *T, al_err *e) {
     unsigned char *text;
@@ -252,7 +310,10 @@ static int run_run(int argc, char **argv) {
         root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "model", o_model);
         cJSON_AddItemToObject(root, "tokens", json_table(&m, tok, ids, T, p_tok));
-    } else {
+    }
+    if (o_track) {
+        if (print_track(tok, ids, T, p_tok, root, &e) != 0) goto out;
+    } else if (!o_json) {
         print_table(&m, tok, ids, T, p_tok);
     }
     if (o_generate > 0 && generate(&m, tok, ids, T, root, &e) != 0) goto out;

@@ -12,7 +12,18 @@
  * COMMIT is removed. Every loader first calls al_ckpt_recover(): with a
  * COMMIT marker present it finishes the renames (roll forward); without
  * one it deletes stray *.new files (roll back). So a crash at any
- * instant leaves either the old checkpoint or the new one, whole. */
+ * instant leaves either the old checkpoint or the new one, whole.
+ *
+ * COMMIT is text: the line "attnlab checkpoint commit 1", then one line
+ * per file name above, "rename NAME" (NAME.new replaces NAME) or "remove
+ * NAME" (a file of that name not part of this save, e.g. the optimizer
+ * state of an earlier training save when saving inference-only, is
+ * deleted so the directory never mixes two checkpoints). Only stray files
+ * with the names above (+ ".new", ".tmp.<pid>") are ever deleted.
+ *
+ * Processes coordinate through a POSIX record lock on DIR/.lock (created
+ * on first use): save, recover and load hold it, so a reader never sees
+ * half a save and never rolls back a save in progress. */
 #ifndef ATTNLAB_CHECKPOINT_H
 #define ATTNLAB_CHECKPOINT_H
 
@@ -21,15 +32,21 @@
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
 
-/* Save a checkpoint. st/adam_m/adam_v may be NULL (inference-only
- * directory: no optim.safetensors / state.json written). */
+/* Save a checkpoint (creating dir). st/adam_m/adam_v may be NULL
+ * (inference-only directory: no optim.safetensors / state.json); tok may
+ * be NULL (no tokenizer.json). Adam m and v hold m->n_params floats.
+ * Refuses non-finite weights or optimizer state, so a diverged run never
+ * replaces its last good checkpoint. With tied embeddings unembed.W_U is
+ * still written (= W_Eᵀ) so the file loads in TransformerLens. */
 int al_ckpt_save(const char *dir, const al_model *m, const al_tokenizer *tok,
                  const al_train_state *st, const float *adam_m,
                  const float *adam_v, al_err *e);
 /* Finish or undo an interrupted save (see above). */
 int al_ckpt_recover(const char *dir, al_err *e);
 /* Load config + weights (+ tokenizer if tok != NULL) into an
- * uninitialised model. Validates names, shapes and finite values. */
+ * uninitialised model. Validates names, shapes and finite values, refuses
+ * tensors not in the model, and with tied embeddings checks that a stored
+ * unembed.W_U equals W_Eᵀ. On failure m is freed (zeroed) and *tok NULL. */
 int al_ckpt_load(const char *dir, al_model *m, al_tokenizer **tok, al_err *e);
 /* Load state.json and optim.safetensors (n floats each for m and v). */
 int al_ckpt_load_state(const char *dir, al_train_state *st, float *adam_m,

@@ -8,13 +8,27 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
+/* Parse len bytes of JSON (need not be NUL-terminated) with cJSON,
+ * refusing NUL bytes and nesting deeper than AL_JSON_MAX_DEPTH before
+ * cJSON sees the text (its recursion is the stack's only bound). On
+ * failure the message is "SOURCE: invalid JSON at line L, column C"
+ * (just "invalid JSON ..." if source_name is NULL). Free with
+ * cJSON_Delete. */
+#define AL_JSON_MAX_DEPTH 100
+struct cJSON;
+int al_json_parse(const char *text, size_t len, const char *source_name,
+                  struct cJSON **out, al_err *e);
+
 /* Apply a JSON object (file contents) to a flag table: each key is a
  * flag name with '-' written as '_' (or as '-'); strings for AL_STR,
  * integers for AL_INT/AL_U64, numbers for AL_FLOAT, true/false for
- * AL_BOOL. Unknown keys and wrong types are errors naming the key.
- * Flags already marked seen (given on the command line) are not
- * overwritten, so the command line wins. String values are kept alive
- * in an internal arena until al_config_arena_free(). */
+ * AL_BOOL (null for AL_STR sets NULL; AL_U64 also takes a decimal
+ * string, for values above 2^53). Unknown keys, repeated keys and wrong
+ * types are errors naming the key; on error nothing is assigned.
+ * Flags already marked seen (given on the command line or by an earlier
+ * JSON file) are not overwritten, and flags set here are marked seen, so
+ * the first source applied wins. String values are kept alive in an
+ * internal arena until al_config_arena_free(). */
 int al_flags_apply_json(al_flag *flags, const char *json_text,
                         const char *source_name, al_err *e);
 void al_config_arena_free(void);
@@ -31,7 +45,12 @@ char *al_config_to_json(const al_config *c);
 int al_config_from_json(const char *json_text, al_config *c,
                         const char *source_name, al_err *e);
 
-/* state.json: everything needed to continue training exactly. */
+/* state.json: everything needed to continue training exactly:
+ * {"attnlab_version", "step", "tokens_seen", "last_train_loss",
+ *  "last_val_loss" (null when not finite), "rng": four 16-hex-digit
+ *  strings (JSON numbers cannot hold a u64), "train": the training flags
+ *  object (train_json) or null}. Numbers are written so that they read
+ *  back bit for bit. */
 typedef struct al_train_state {
     long step;            /* optimizer steps completed */
     al_rng rng;           /* data-order RNG after `step` batches */

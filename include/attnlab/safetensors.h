@@ -37,6 +37,10 @@ typedef struct al_st_file al_st_file;
 /* Read and validate a whole file. Messages name the file and problem,
  * e.g. "cannot read checkpoint X: bad header length". */
 int al_st_open(const char *path, al_st_file **out, al_err *e);
+/* The same from n bytes in memory (copied); name stands for the path in
+ * messages. For fuzzing and for files read some other way. */
+int al_st_open_mem(const void *data, size_t n, const char *name, al_st_file **out,
+                   al_err *e);
 void al_st_close(al_st_file *f);
 int al_st_count(const al_st_file *f);
 const al_st_tensor *al_st_at(const al_st_file *f, int i);
