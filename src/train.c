@@ -17,6 +17,8 @@
 #include "attnlab/config.h"
 #include "attnlab/data.h"
 #include "attnlab/optim.h"
+#include "attnlab/scores.h"
+#include "attnlab/store.h"
 #include "attnlab/tokenizer.h"
 
 al_train_opts al_train_defaults(void) {
@@ -112,7 +114,77 @@ typedef struct trainer {
     int *in, *tg;
     long last_ckpt_step;
     const char *dir;
+    /* training dynamics (--db): a small fixed probe, scored at every eval */
+    al_store *db;
+    int64_t run_id;
+    al_probe probe;
+    double t_start;
 } trainer;
+
+/* Probe size for training dynamics: 16 sequences of 2R+1 <= 101 tokens
+ * are ~1.6K tokens of forward pass per evaluation, well under 1% of the
+ * training compute between two evaluations at the defaults. */
+#define DYN_PROBE_N 16
+#define DYN_PROBE_SEED 20240520
+
+static int dynamics_open(trainer *tr, al_err *e) {
+    if (!tr->o->db) return 0;
+    int R = (tr->m.cfg.n_ctx - 1) / 2;
+    if (R > 50) R = 50;
+    if (R < 2) return al_errf(e, "--db needs n_ctx >= 5 for the induction probe");
+    if (al_probe_make(&tr->probe, R, DYN_PROBE_N, DYN_PROBE_SEED, tr->m.cfg.d_vocab,
+                      al_tok_eot(tr->tok), e) != 0)
+        return -1;
+    if (al_store_open(tr->o->db, &tr->db, e) != 0) return -1;
+    char *cfg = al_flags_to_json(tr->flags);
+    int rc = al_store_run_begin(tr->db, "train", cfg ? cfg : "{}", 0, &tr->run_id, e);
+    free(cfg);
+    return rc;
+}
+
+/* One row of train_log and L×H×3 rows of train_head_scores, committed at
+ * once so that they can be watched (and plotted) while training runs. */
+static int dynamics_record(trainer *tr, double train_loss, double val_loss, al_err *e) {
+    if (!tr->db) return 0;
+    al_probe_scores ps;
+    if (al_probe_run(&tr->m, &tr->probe, DYN_PROBE_N, &ps, e) != 0) return -1;
+    al_train_log_row row = {.step = tr->st.step, .tokens = tr->st.tokens_seen,
+                            .train_loss = train_loss, .val_loss = val_loss,
+                            .icl_gain = ps.icl_gain,
+                            .lr = al_lr_at(&tr->oc, tr->st.step > 0 ? tr->st.step - 1 : 0),
+                            .seconds = al_now() - tr->t_start};
+    int rc = al_store_tx_begin(tr->db, e) != 0 || al_store_put_train_log(tr->db, tr->run_id, &row, e) != 0;
+    int H = tr->m.cfg.n_heads;
+    for (int i = 0; !rc && i < tr->m.cfg.n_layers * H; i++) {
+        rc = al_store_put_train_head_score(tr->db, tr->run_id, tr->st.step, i / H, i % H,
+                                           "induction", ps.induction[i], e) != 0 ||
+             al_store_put_train_head_score(tr->db, tr->run_id, tr->st.step, i / H, i % H,
+                                           "prev_token", ps.prev_token[i], e) != 0 ||
+             al_store_put_train_head_score(tr->db, tr->run_id, tr->st.step, i / H, i % H,
+                                           "duplicate_token", ps.duplicate_token[i], e) != 0;
+    }
+    al_probe_scores_free(&ps);
+    if (rc) return -1;
+    return al_store_tx_commit(tr->db, e);
+}
+
+/* Attach the final checkpoint as the run's model and mark it done, or
+ * mark it failed (with the reason) when training did not finish. */
+static void dynamics_close(trainer *tr, int ok, const al_err *why) {
+    al_probe_free(&tr->probe);
+    if (!tr->db) return;
+    al_err e2;
+    int64_t model_id = 0;
+    if (ok && al_store_model(tr->db, tr->dir, NULL, &tr->m, NULL, &model_id, &e2) == 0 &&
+        al_store_run_set_model(tr->db, tr->run_id, model_id, &e2) == 0 &&
+        al_store_run_finish(tr->db, tr->run_id, &e2) == 0) {
+        /* done */
+    } else {
+        al_store_run_fail(tr->db, tr->run_id, ok ? "interrupted" : why->msg, &e2);
+    }
+    al_store_close(tr->db);
+    tr->db = NULL;
+}
 
 static volatile sig_atomic_t g_stop = 0;
 static void on_signal(int sig) { g_stop = sig; }
@@ -251,6 +323,7 @@ static int loop(trainer *tr, int *interrupted, al_err *e) {
             double vl;
             if (evaluate(tr, &vl, e) != 0) return -1;
             tr->st.last_val_loss = vl;
+            if (dynamics_record(tr, loss, vl, e) != 0) return -1;
             al_log("step %ld: train loss %.4f, val loss %.4f", tr->st.step, loss, vl);
         }
         if ((o->ckpt_every && tr->st.step % o->ckpt_every == 0) || last) {
@@ -351,7 +424,15 @@ int al_train_run(al_train_opts *o, al_flag *flags, int *interrupted, al_err *e) 
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     g_stop = 0;
+    tr.t_start = al_now();
+    if (dynamics_open(&tr, e) != 0) goto restore;
+    if (!o->resume && tr.db) {
+        double vl;
+        if (evaluate(&tr, &vl, e) != 0 || dynamics_record(&tr, NAN, vl, e) != 0) goto restore;
+    }
     rc = loop(&tr, interrupted, e);
+restore:
+    dynamics_close(&tr, rc == 0 && !*interrupted, e);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (rc == 0 && !*interrupted)

@@ -1,0 +1,80 @@
+/* scores.h -- behavioural head scores from forward passes (DESIGN §5).
+ *
+ * The probe: BOS + R random tokens, the same R tokens again; N such
+ * sequences from a fixed seed. Positions 1..R are the first repeat,
+ * R+1..2R the second. Per head (from the attention pattern):
+ *   induction       = mean over the second repeat of A[t, t−R+1]
+ *   duplicate_token = mean over the second repeat of A[t, t−R]
+ *   prev_token      = mean over t >= 2 of A[t, t−1]
+ * Per model: icl_gain = mean loss on the first repeat − on the second
+ * (targets at positions 2..R vs R+2..2R: the ones an induction head can
+ * predict).
+ *
+ * On natural text (validation windows of T tokens; position t predicts
+ * token t+1 from the t+1 tokens of its window):
+ *   icl_score     = mean loss over the late positions − mean loss over the
+ *                   early positions (Olsson et al. 2022: "loss of the 500th
+ *                   token minus loss of the 50th" in 512-token contexts;
+ *                   negative = the model does better later in the context,
+ *                   unlike icl_gain, which is positive then). With w =
+ *                   max(1, T/25): early = [T/10 − w/2, T/10 − w/2 + w),
+ *                   late = [T − w, T). For n_ctx 256: early 20..29, late
+ *                   246..255 (≈ 0.1 and ≈ 0.98 of the context, as Olsson's
+ *                   50/512 and 500/512). Windows start anywhere in the
+ *                   token file, so a window may span documents (as there).
+ *   copy position = a position whose target already occurs among the
+ *                   window's tokens up to and including t: the next token
+ *                   could be copied from the context.
+ *   copying_ablation (per head) = mean drop in log p(next token) at copy
+ *                   positions when the head is mean-ablated; computed with
+ *                   the ablation engine (ablate.h, al_abl_run), so there is
+ *                   one implementation of mean ablation. */
+#ifndef ATTNLAB_SCORES_H
+#define ATTNLAB_SCORES_H
+
+#include <stdint.h>
+#include "attnlab/model.h"
+#include "attnlab/util.h"
+
+typedef struct al_probe {
+    int R, N;
+    int *tokens; /* (N, 2R+1) */
+} al_probe;
+
+/* Build N sequences of length 2R+1; ids uniform over [0, d_vocab) except
+ * special_id (the BOS, usually <|endoftext|>). Needs 2R+1 <= n_ctx. */
+int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
+                  int special_id, al_err *e);
+void al_probe_free(al_probe *p);
+
+typedef struct al_probe_scores {
+    int n_layers, n_heads;
+    double *induction, *duplicate_token, *prev_token; /* (L,H) each, one allocation */
+    double loss_first, loss_second, icl_gain;
+} al_probe_scores;
+
+/* Run the probe through m (current gates/replacements apply) in batches
+ * of `batch` sequences; fill *out (allocated here; al_probe_scores_free). */
+int al_probe_run(al_model *m, const al_probe *p, int batch,
+                 al_probe_scores *out, al_err *e);
+void al_probe_scores_free(al_probe_scores *s);
+
+/* The early and late position ranges [e0,e1) and [l0,l1) of icl_score for
+ * windows of T tokens (see above); needs T >= 5 (else all 0). */
+typedef struct al_icl_range {
+    int e0, e1, l0, l1;
+} al_icl_range;
+al_icl_range al_icl_ranges(int T);
+
+/* icl_score from per-position losses (rows,T), counting positions whose
+ * target is >= 0. Fails if T < 5 or a range has no counted position. */
+int al_icl_score(const float *losses, const int *targets, int rows, int T,
+                 double *early, double *late, double *score, al_err *e);
+
+/* out (rows,T) = 1 at copy positions (targets[r,t] >= 0 occurs among
+ * inputs[r,0..t]), else 0. Ids must be in [0, d_vocab). Returns -1 on a
+ * bad id or allocation failure. */
+int al_copy_positions(const int *inputs, const int *targets, int rows, int T,
+                      int d_vocab, unsigned char *out, al_err *e);
+
+#endif

@@ -1,0 +1,158 @@
+/* store.h -- the SQLite results database (DESIGN §6).
+ *
+ * One file holds many runs of many models. A run is one command
+ * invocation (kind "circuits", "scores", "ablate", "prune", "train"); a
+ * model is one checkpoint, keyed by the SHA-256 of its model.safetensors,
+ * so analysing the same weights twice gives one models row and two runs.
+ *
+ * Life of a run, and why it can never look done when it is not:
+ *
+ *   al_store_run_begin    INSERT runs(status 'running', pid, host), committed
+ *   al_store_tx_begin     BEGIN IMMEDIATE
+ *   al_store_put_*        rows (bound parameters only)
+ *   al_store_run_finish   UPDATE runs SET status 'done' + COMMIT, together
+ *   (or al_store_run_fail ROLLBACK + status 'failed')
+ *
+ * A process killed between begin and finish leaves its rows uncommitted
+ * (SQLite discards them) and its run 'running'; the next al_store_open
+ * marks 'running' runs of this host whose pid is gone as 'failed'.
+ * Long writers (training logs) may call al_store_tx_commit to make rows
+ * visible early; those rows belong to a run that is still 'running'.
+ *
+ * The database is in WAL mode with a busy timeout, so readers (sqlite3,
+ * report) never block a writer and two writers wait for each other. The
+ * schema version is PRAGMA user_version; opening migrates older files. */
+#ifndef ATTNLAB_STORE_H
+#define ATTNLAB_STORE_H
+
+#include <stdint.h>
+#include "attnlab/model.h"
+#include "attnlab/util.h"
+
+#define AL_STORE_SCHEMA_VERSION 1
+
+typedef struct al_store al_store;
+
+/* Open or create path; create/migrate the schema; recover dead runs. */
+int al_store_open(const char *path, al_store **out, al_err *e);
+/* Close; an open transaction is rolled back. NULL is fine. */
+void al_store_close(al_store *s);
+const char *al_store_path(const al_store *s);
+
+/* ---- models ---- */
+
+/* Optional facts about a model beyond its config (NaN / -1 = unknown). */
+typedef struct al_model_facts {
+    double trained_tokens;
+    long train_steps;
+    double final_train_loss, final_val_loss;
+} al_model_facts;
+
+/* The models row for checkpoint directory dir holding m: keyed by the
+ * sha256 of dir/model.safetensors (computed here if sha256 is NULL, else
+ * the 64 hex digits given); inserted if new, else its path and known
+ * facts are updated. Facts are read from dir/state.json when it exists
+ * (and facts is NULL). */
+int al_store_model(al_store *s, const char *dir, const char *sha256,
+                   const al_model *m, const al_model_facts *facts,
+                   int64_t *model_id, al_err *e);
+
+/* ---- runs and transactions ---- */
+
+/* Insert a run (status 'running') and commit it at once. model_id <= 0
+ * means none yet (e.g. training before the first checkpoint). */
+int al_store_run_begin(al_store *s, const char *kind, const char *config_json,
+                       int64_t model_id, int64_t *run_id, al_err *e);
+/* Attach a model to a run created without one. */
+int al_store_run_set_model(al_store *s, int64_t run_id, int64_t model_id,
+                           al_err *e);
+int al_store_tx_begin(al_store *s, al_err *e);
+/* Commit the open transaction (rows visible; run still 'running'). */
+int al_store_tx_commit(al_store *s, al_err *e);
+/* Mark done and commit the open transaction (if any) in one step. */
+int al_store_run_finish(al_store *s, int64_t run_id, al_err *e);
+/* Roll back the open transaction (if any), then mark failed with msg. */
+int al_store_run_fail(al_store *s, int64_t run_id, const char *msg, al_err *e);
+
+/* ---- rows (call inside a transaction) ---- */
+
+/* Long format: one metric per row. */
+int al_store_put_head_score(al_store *s, int64_t run_id, int64_t model_id,
+                            int layer, int head, const char *metric,
+                            double value, al_err *e);
+int al_store_put_layer_score(al_store *s, int64_t run_id, int64_t model_id,
+                             int layer, const char *metric, double value,
+                             al_err *e);
+int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id,
+                             const char *metric, double value, al_err *e);
+/* circuit: "qk" or "ov"; idx 0 = largest. */
+int al_store_put_singular_value(al_store *s, int64_t run_id, int64_t model_id,
+                                int layer, int head, const char *circuit,
+                                int idx, double value, al_err *e);
+/* circuit: "ov_full" (eigenvalues of full OV); idx 0 = largest |λ|. */
+int al_store_put_eigenvalue(al_store *s, int64_t run_id, int64_t model_id,
+                            int layer, int head, const char *circuit, int idx,
+                            double re, double im, al_err *e);
+/* Token strings are stored byte for byte (length given), NULL allowed. */
+typedef struct al_trigram_row {
+    int rank, a, b, c;
+    const char *a_str, *b_str, *c_str;
+    size_t a_len, b_len, c_len;
+    double qk, ov, score;
+} al_trigram_row;
+int al_store_put_skip_trigram(al_store *s, int64_t run_id, int64_t model_id,
+                              int layer, int head, const al_trigram_row *t,
+                              al_err *e);
+/* kind "Q", "K" or "V"; baseline = mean random score, baseline_sd its sd. */
+int al_store_put_composition(al_store *s, int64_t run_id, int64_t model_id,
+                             const char *kind, int l1, int h1, int l2, int h2,
+                             double score, double baseline, double baseline_sd,
+                             al_err *e);
+/* space "qk", "v" or "o". */
+int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id,
+                              int layer, const char *space, int h1, int h2,
+                              double value, al_err *e);
+
+/* Tables for behaviour (issue 5). NaN values are stored as NULL. */
+typedef struct al_ablation_row {
+    const char *method; /* zero | mean | resample */
+    const char *kind;   /* single | pair | set */
+    const char *heads;  /* "0.3,1.4" */
+    int n_heads;
+    double loss, delta_loss, delta_loss_copy, delta_loss_probe, interaction;
+} al_ablation_row;
+int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id,
+                          const al_ablation_row *r, al_err *e);
+typedef struct al_pruning_row {
+    const char *method; /* ablation | gradient | random */
+    int step, layer, head, heads_left;
+    double importance, loss, delta_loss;
+    const char *mask;   /* heads still on, "0.1,0.2,..." */
+} al_pruning_row;
+int al_store_put_pruning_step(al_store *s, int64_t run_id, int64_t model_id,
+                              const al_pruning_row *r, al_err *e);
+typedef struct al_train_log_row {
+    long step;
+    double tokens, train_loss, val_loss, icl_gain, lr, seconds;
+} al_train_log_row;
+int al_store_put_train_log(al_store *s, int64_t run_id,
+                           const al_train_log_row *r, al_err *e);
+int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
+                                  int layer, int head, const char *metric,
+                                  double value, al_err *e);
+
+/* Run a read-only query and print the rows tab-separated (for commands
+ * that show tables; tests use the sqlite3 CLI instead). */
+int al_store_print_query(al_store *s, const char *sql, FILE *f, al_err *e);
+
+/* Run a read-only query with text parameters ?1..?n and call fn for
+ * every row: text[i] is column i as text (NULL for SQL NULL), num[i] as a
+ * number (NaN for NULL). fn returns 0 to go on, non-zero to stop with an
+ * error (it fills e). At most AL_STORE_MAX_COLS columns. */
+#define AL_STORE_MAX_COLS 32
+typedef int (*al_store_row_fn)(void *ctx, int ncol, const char *const *text,
+                               const double *num, al_err *e);
+int al_store_query(al_store *s, const char *sql, const char *const *params,
+                   int n_params, al_store_row_fn fn, void *ctx, al_err *e);
+
+#endif

@@ -1,0 +1,164 @@
+/* scores.c -- the repeated-random-token probe and the attention scores
+ * read from it (see scores.h for the definitions). */
+#include "attnlab/scores.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
+                  int special_id, al_err *e) {
+    memset(p, 0, sizeof *p);
+    if (R < 2 || N < 1) return al_errf(e, "probe needs R >= 2 and N >= 1 (got R %d, N %d)", R, N);
+    if (d_vocab < 3) return al_errf(e, "probe needs a vocabulary of at least 3 tokens");
+    int S = 2 * R + 1;
+    p->tokens = al_malloc((size_t)N * S, sizeof(int), e);
+    if (!p->tokens) return -1;
+    al_rng r;
+    al_rng_seed(&r, seed);
+    for (int n = 0; n < N; n++) {
+        int *row = p->tokens + (size_t)n * S;
+        row[0] = special_id >= 0 ? special_id : 0;
+        for (int i = 1; i <= R; i++) {
+            int id;
+            do id = (int)al_rng_below(&r, (uint32_t)d_vocab);
+            while (id == special_id);
+            row[i] = row[i + R] = id;
+        }
+    }
+    p->R = R;
+    p->N = N;
+    return 0;
+}
+
+void al_probe_free(al_probe *p) {
+    free(p->tokens);
+    memset(p, 0, sizeof *p);
+}
+
+void al_probe_scores_free(al_probe_scores *s) {
+    free(s->induction);
+    memset(s, 0, sizeof *s);
+}
+
+/* Add one batch's attention statistics (sums, divided at the end). */
+static void accumulate(const al_model *m, int B, int R, al_probe_scores *o) {
+    int L = m->cfg.n_layers, H = m->cfg.n_heads, T = 2 * R + 1;
+    for (int l = 0; l < L; l++)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                const float *A = m->att + (((size_t)l * B + b) * H + h) * T * T;
+                double ind = 0, dup = 0, prev = 0;
+                for (int t = R + 1; t <= 2 * R; t++) {
+                    ind += A[(size_t)t * T + (t - R + 1)];
+                    dup += A[(size_t)t * T + (t - R)];
+                }
+                for (int t = 2; t < T; t++) prev += A[(size_t)t * T + (t - 1)];
+                o->induction[l * H + h] += ind;
+                o->duplicate_token[l * H + h] += dup;
+                o->prev_token[l * H + h] += prev;
+            }
+}
+
+int al_probe_run(al_model *m, const al_probe *p, int batch,
+                 al_probe_scores *out, al_err *e) {
+    memset(out, 0, sizeof *out);
+    int L = m->cfg.n_layers, H = m->cfg.n_heads, R = p->R, T = 2 * R + 1;
+    if (T > m->cfg.n_ctx)
+        return al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d", T, m->cfg.n_ctx);
+    if (batch < 1) batch = 1;
+    size_t LH = (size_t)L * H;
+    out->induction = al_calloc(3 * LH, sizeof(double), e);
+    int *tg = al_malloc((size_t)batch * T, sizeof(int), e);
+    if (!out->induction || !tg) {
+        free(tg);
+        al_probe_scores_free(out);
+        return -1;
+    }
+    out->duplicate_token = out->induction + LH;
+    out->prev_token = out->induction + 2 * LH;
+    out->n_layers = L;
+    out->n_heads = H;
+    double first = 0, second = 0;
+    for (int n0 = 0; n0 < p->N; n0 += batch) {
+        int B = p->N - n0 < batch ? p->N - n0 : batch;
+        const int *in = p->tokens + (size_t)n0 * T;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) tg[b * T + t] = t + 1 < T ? in[b * T + t + 1] : -1;
+        if (al_model_forward(m, in, tg, B, T, e) != 0) {
+            free(tg);
+            al_probe_scores_free(out);
+            return -1;
+        }
+        accumulate(m, B, R, out);
+        /* target at position t+1 is predicted at t */
+        for (int b = 0; b < B; b++) {
+            for (int t = 1; t <= R - 1; t++) first += m->losses[b * T + t];
+            for (int t = R + 1; t <= 2 * R - 1; t++) second += m->losses[b * T + t];
+        }
+    }
+    free(tg);
+    double N = p->N;
+    for (size_t i = 0; i < LH; i++) {
+        out->induction[i] /= N * R;
+        out->duplicate_token[i] /= N * R;
+        out->prev_token[i] /= N * (T - 2);
+    }
+    out->loss_first = first / (N * (R - 1));
+    out->loss_second = second / (N * (R - 1));
+    out->icl_gain = out->loss_first - out->loss_second;
+    return 0;
+}
+
+/* ----------------------------------------------------- natural text */
+
+al_icl_range al_icl_ranges(int T) {
+    al_icl_range r = {0, 0, 0, 0};
+    if (T < 5) return r;
+    int w = T / 25 > 1 ? T / 25 : 1;
+    r.e0 = T / 10 - w / 2;
+    r.e1 = r.e0 + w;
+    r.l0 = T - w;
+    r.l1 = T;
+    return r;
+}
+
+int al_icl_score(const float *losses, const int *targets, int rows, int T,
+                 double *early, double *late, double *score, al_err *e) {
+    al_icl_range r = al_icl_ranges(T);
+    if (T < 5) return al_errf(e, "in-context learning score needs windows of >= 5 tokens (got %d)", T);
+    double se = 0, sl = 0;
+    long ne = 0, nl = 0;
+    for (int b = 0; b < rows; b++)
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            if (targets[i] < 0) continue;
+            if (t >= r.e0 && t < r.e1) se += losses[i], ne++;
+            if (t >= r.l0 && t < r.l1) sl += losses[i], nl++;
+        }
+    if (!ne || !nl) return al_errf(e, "in-context learning score: no targets in the early or late positions");
+    *early = se / ne;
+    *late = sl / nl;
+    *score = *late - *early;
+    return 0;
+}
+
+int al_copy_positions(const int *inputs, const int *targets, int rows, int T,
+                      int d_vocab, unsigned char *out, al_err *e) {
+    /* seen[id] == row+1 marks ids met in this row: no clearing per row */
+    int *seen = al_calloc((size_t)d_vocab, sizeof(int), e);
+    if (!seen) return -1;
+    for (int b = 0; b < rows; b++)
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            int x = inputs[i], y = targets[i];
+            if (x < 0 || x >= d_vocab || y >= d_vocab) {
+                free(seen);
+                return al_errf(e, "token id %d at row %d position %d is outside the vocabulary (d_vocab %d)",
+                               x < 0 || x >= d_vocab ? x : y, b, t, d_vocab);
+            }
+            seen[x] = b + 1;
+            out[i] = y >= 0 && seen[y] == b + 1;
+        }
+    free(seen);
+    return 0;
+}

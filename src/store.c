@@ -1,0 +1,811 @@
+/* store.c -- the SQLite results database; the only user of sqlite3.h.
+ * See include/attnlab/store.h for the life of a run. Every value goes
+ * through a bound parameter (token strings contain quotes and arbitrary
+ * bytes), and every statement is prepared once per connection. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "attnlab/store.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "attnlab/config.h"
+
+/* ------------------------------------------------------------ schema */
+
+/* Known per-head metrics, one column each in head_summary. Others are
+ * stored all the same and can be read from head_scores. */
+#define HEAD_METRICS(X)                                                      \
+    X(copying_eigen) X(copying_top1) X(copying_ablation) X(qk_rank)          \
+    X(ov_rank) X(qk_effective_rank) X(ov_effective_rank) X(qk_stable_rank)   \
+    X(ov_stable_rank) X(qk_fro) X(ov_fro) X(qk_top1_self) X(pos_prev_token)  \
+    X(induction) X(duplicate_token) X(prev_token) X(gradient_importance)
+
+#define PIVOT(m) ",\n  MAX(CASE WHEN metric = '" #m "' THEN value END) AS " #m
+
+static const char schema_v1[] =
+    "CREATE TABLE models(\n"
+    "  model_id INTEGER PRIMARY KEY,\n"
+    "  sha256 TEXT NOT NULL UNIQUE,      -- of model.safetensors\n"
+    "  path TEXT,                        -- directory last seen at\n"
+    "  n_layers INTEGER, d_model INTEGER, n_heads INTEGER, d_head INTEGER,\n"
+    "  n_ctx INTEGER, d_vocab INTEGER, tied_embeddings INTEGER, seed INTEGER,\n"
+    "  n_params INTEGER, trained_tokens REAL, train_steps INTEGER,\n"
+    "  final_train_loss REAL, final_val_loss REAL,\n"
+    "  added_at TEXT NOT NULL);\n"
+    "CREATE TABLE runs(\n"
+    "  run_id INTEGER PRIMARY KEY,\n"
+    "  kind TEXT NOT NULL,               -- circuits, scores, ablate, prune, train\n"
+    "  config_json TEXT,\n"
+    "  model_id INTEGER REFERENCES models(model_id),\n"
+    "  started_at TEXT NOT NULL, finished_at TEXT,\n"
+    "  status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')),\n"
+    "  attnlab_version TEXT NOT NULL,\n"
+    "  pid INTEGER, pid_start TEXT, host TEXT, error TEXT);\n"
+    "CREATE TABLE head_scores(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL, head INTEGER NOT NULL,\n"
+    "  metric TEXT NOT NULL, value REAL,\n"
+    "  PRIMARY KEY (run_id, layer, head, metric));\n"
+    "CREATE INDEX head_scores_by_model ON head_scores(model_id, layer, head, metric, run_id);\n"
+    "CREATE TABLE layer_scores(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL, metric TEXT NOT NULL, value REAL,\n"
+    "  PRIMARY KEY (run_id, layer, metric));\n"
+    "CREATE TABLE model_scores(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  metric TEXT NOT NULL, value REAL,\n"
+    "  PRIMARY KEY (run_id, metric));\n"
+    "CREATE TABLE singular_values(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL, head INTEGER NOT NULL,\n"
+    "  circuit TEXT NOT NULL CHECK (circuit IN ('qk', 'ov')),\n"
+    "  idx INTEGER NOT NULL, value REAL,\n"
+    "  PRIMARY KEY (run_id, layer, head, circuit, idx));\n"
+    "CREATE TABLE eigenvalues(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL, head INTEGER NOT NULL,\n"
+    "  circuit TEXT NOT NULL, idx INTEGER NOT NULL, re REAL, im REAL,\n"
+    "  PRIMARY KEY (run_id, layer, head, circuit, idx));\n"
+    "CREATE TABLE skip_trigrams(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL, head INTEGER NOT NULL, rank INTEGER NOT NULL,\n"
+    "  a INTEGER NOT NULL, b INTEGER NOT NULL, c INTEGER NOT NULL,\n"
+    "  a_str TEXT, b_str TEXT, c_str TEXT,\n"
+    "  qk REAL, ov REAL, score REAL,\n"
+    "  PRIMARY KEY (run_id, layer, head, rank));\n"
+    "CREATE TABLE composition(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  kind TEXT NOT NULL CHECK (kind IN ('Q', 'K', 'V')),\n"
+    "  layer1 INTEGER NOT NULL, head1 INTEGER NOT NULL,\n"
+    "  layer2 INTEGER NOT NULL, head2 INTEGER NOT NULL,\n"
+    "  score REAL, baseline REAL, baseline_sd REAL,\n"
+    "  PRIMARY KEY (run_id, kind, layer1, head1, layer2, head2));\n"
+    "CREATE TABLE head_overlap(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL,\n"
+    "  space TEXT NOT NULL CHECK (space IN ('qk', 'v', 'o')),\n"
+    "  head1 INTEGER NOT NULL, head2 INTEGER NOT NULL, value REAL,\n"
+    "  PRIMARY KEY (run_id, layer, space, head1, head2));\n"
+    "CREATE TABLE ablations(\n"
+    "  ablation_id INTEGER PRIMARY KEY,\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  method TEXT NOT NULL, kind TEXT NOT NULL, heads TEXT NOT NULL,\n"
+    "  n_heads INTEGER NOT NULL, loss REAL, delta_loss REAL,\n"
+    "  delta_loss_copy REAL, delta_loss_probe REAL, interaction REAL);\n"
+    "CREATE INDEX ablations_by_run ON ablations(run_id, heads);\n"
+    "CREATE TABLE pruning_steps(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  method TEXT NOT NULL, step INTEGER NOT NULL,\n"
+    "  layer INTEGER, head INTEGER, heads_left INTEGER,\n"
+    "  importance REAL, loss REAL, delta_loss REAL, mask TEXT,\n"
+    "  PRIMARY KEY (run_id, step));\n"
+    "CREATE TABLE train_log(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  step INTEGER NOT NULL, tokens REAL, train_loss REAL, val_loss REAL,\n"
+    "  icl_gain REAL, lr REAL, seconds REAL,\n"
+    "  PRIMARY KEY (run_id, step));\n"
+    "CREATE TABLE train_head_scores(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  step INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,\n"
+    "  metric TEXT NOT NULL, value REAL,\n"
+    "  PRIMARY KEY (run_id, step, layer, head, metric));\n"
+    /* Latest value of each metric per head from runs that finished. */
+    "CREATE VIEW head_summary AS\n"
+    "WITH latest AS (\n"
+    "  SELECT hs.model_id, hs.layer, hs.head, hs.metric, hs.value,\n"
+    "         ROW_NUMBER() OVER (PARTITION BY hs.model_id, hs.layer, hs.head, hs.metric\n"
+    "                            ORDER BY hs.run_id DESC) AS rn\n"
+    "  FROM head_scores hs JOIN runs r ON r.run_id = hs.run_id\n"
+    "  WHERE r.status = 'done')\n"
+    "SELECT model_id, layer, head, layer || '.' || head AS name"
+    HEAD_METRICS(PIVOT)
+    "\nFROM latest WHERE rn = 1 GROUP BY model_id, layer, head;\n"
+    /* The newest finished run of each kind per model, to join on. */
+    "CREATE VIEW latest_run AS\n"
+    "SELECT model_id, kind, max(run_id) AS run_id FROM runs\n"
+    "WHERE status = 'done' GROUP BY model_id, kind;\n";
+
+/* migrations[i] takes user_version i to i+1. */
+static const char *const migrations[] = {schema_v1};
+#define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+_Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
+
+/* --------------------------------------------------------- statements */
+
+enum {
+    S_HEAD_SCORE, S_LAYER_SCORE, S_MODEL_SCORE, S_SV, S_EIG, S_TRI, S_COMP,
+    S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_N
+};
+static const char *const stmt_sql[S_N] = {
+    [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
+    [S_LAYER_SCORE] = "INSERT OR REPLACE INTO layer_scores VALUES(?,?,?,?,?)",
+    [S_MODEL_SCORE] = "INSERT OR REPLACE INTO model_scores VALUES(?,?,?,?)",
+    [S_SV] = "INSERT OR REPLACE INTO singular_values VALUES(?,?,?,?,?,?,?)",
+    [S_EIG] = "INSERT OR REPLACE INTO eigenvalues VALUES(?,?,?,?,?,?,?,?)",
+    [S_TRI] = "INSERT OR REPLACE INTO skip_trigrams "
+              "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_COMP] = "INSERT OR REPLACE INTO composition VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_OVERLAP] = "INSERT OR REPLACE INTO head_overlap VALUES(?,?,?,?,?,?,?)",
+    [S_ABL] = "INSERT INTO ablations(run_id, model_id, method, kind, heads, "
+              "n_heads, loss, delta_loss, delta_loss_copy, delta_loss_probe, "
+              "interaction) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+    [S_PRUNE] = "INSERT OR REPLACE INTO pruning_steps VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+    [S_TLOG] = "INSERT OR REPLACE INTO train_log VALUES(?,?,?,?,?,?,?,?)",
+    [S_THS] = "INSERT OR REPLACE INTO train_head_scores VALUES(?,?,?,?,?,?)",
+};
+
+struct al_store {
+    sqlite3 *db;
+    sqlite3_stmt *st[S_N];
+    int in_tx;
+    char path[4096];
+};
+
+const char *al_store_path(const al_store *s) { return s->path; }
+
+static int db_err(al_store *s, al_err *e, const char *what) {
+    return al_errf(e, "database %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static int exec(al_store *s, const char *sql, al_err *e) {
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        al_errf(e, "database %s: %s", s->path, msg ? msg : sqlite3_errmsg(s->db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int prepare(al_store *s, const char *sql, sqlite3_stmt **st, al_err *e) {
+    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
+        return db_err(s, e, "cannot prepare statement");
+    return 0;
+}
+
+/* The cached statement for id, reset and cleared. */
+static sqlite3_stmt *stmt(al_store *s, int id, al_err *e) {
+    if (!s->st[id] && prepare(s, stmt_sql[id], &s->st[id], e)) return NULL;
+    sqlite3_reset(s->st[id]);
+    sqlite3_clear_bindings(s->st[id]);
+    return s->st[id];
+}
+
+/* Step a statement to completion (no rows expected). */
+static int step_done(al_store *s, sqlite3_stmt *st, al_err *e) {
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) db_err(s, e, "write failed");
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Non-finite numbers become NULL: SQLite has no NaN. */
+static void bind_real(sqlite3_stmt *st, int i, double v) {
+    if (isfinite(v))
+        sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *t, size_t n) {
+    if (!t || n > INT_MAX)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_text(st, i, t, (int)n, SQLITE_TRANSIENT);
+}
+
+static void bind_str(sqlite3_stmt *st, int i, const char *t) {
+    bind_text(st, i, t, t ? strlen(t) : 0);
+}
+
+/* -------------------------------------------------------- dead runs */
+
+/* Start time of process pid (field 22 of /proc/pid/stat) as text, so a
+ * recycled pid is not mistaken for the run's process. "" if unknown. */
+static void proc_start(long pid, char *buf, size_t cap) {
+    char path[64], line[1024];
+    buf[0] = 0;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    char *p = strrchr(line, ')');
+    if (!p) return;
+    /* after ") " come fields 3.. ; starttime is field 22 */
+    int field = 2;
+    for (char *t = p + 1; *t; t++) {
+        if (*t == ' ') {
+            field++;
+            if (field == 22) {
+                size_t k = strcspn(t + 1, " ");
+                if (k >= cap) k = cap - 1;
+                memcpy(buf, t + 1, k);
+                buf[k] = 0;
+                return;
+            }
+        }
+    }
+}
+
+static int pid_alive(long pid, const char *start) {
+    if (pid <= 0) return 0;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+    char now[64];
+    proc_start(pid, now, sizeof now);
+    /* Unknown start times (no /proc): trust kill(). */
+    if (!start || !start[0] || !now[0]) return 1;
+    return strcmp(now, start) == 0;
+}
+
+static void host_name(char *buf, size_t cap) {
+    if (gethostname(buf, cap) != 0) snprintf(buf, cap, "unknown");
+    buf[cap - 1] = 0;
+}
+
+/* Runs left 'running' by a process of this host that no longer exists
+ * are marked failed; their uncommitted rows are already gone. */
+static int recover_dead_runs(al_store *s, al_err *e) {
+    char host[256];
+    host_name(host, sizeof host);
+    sqlite3_stmt *q, *u;
+    if (prepare(s, "SELECT run_id, pid, pid_start FROM runs "
+                   "WHERE status = 'running' AND host = ?", &q, e))
+        return -1;
+    bind_str(q, 1, host);
+    /* Collect first: updating rows under an open cursor is undefined. */
+    int64_t *dead = NULL;
+    size_t n = 0, cap = 0;
+    int r, rc = 0;
+    while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+        long pid = (long)sqlite3_column_int64(q, 1);
+        if (pid_alive(pid, (const char *)sqlite3_column_text(q, 2))) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *nd = realloc(dead, cap * sizeof *nd);
+            if (!nd) {
+                rc = al_errf(e, "out of memory");
+                break;
+            }
+            dead = nd;
+        }
+        dead[n++] = sqlite3_column_int64(q, 0);
+    }
+    if (rc == 0 && r != SQLITE_DONE) rc = db_err(s, e, "cannot list running runs");
+    sqlite3_finalize(q);
+    if (rc == 0 && n > 0 &&
+        prepare(s, "UPDATE runs SET status = 'failed', "
+                   "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                   "error = 'process ' || pid || ' ended without finishing' "
+                   "WHERE run_id = ? AND status = 'running'", &u, e) == 0) {
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            sqlite3_bind_int64(u, 1, dead[i]);
+            rc = step_done(s, u, e);
+        }
+        sqlite3_finalize(u);
+    } else if (rc == 0 && n > 0) {
+        rc = -1;
+    }
+    free(dead);
+    return rc;
+}
+
+/* ------------------------------------------------------ open, migrate */
+
+static int user_version(al_store *s, int *v, al_err *e) {
+    sqlite3_stmt *q;
+    if (prepare(s, "PRAGMA user_version", &q, e)) return -1;
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) *v = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW) return db_err(s, e, "cannot read schema version");
+    return 0;
+}
+
+static int migrate(al_store *s, al_err *e) {
+    int v;
+    if (user_version(s, &v, e)) return -1;
+    if (v == N_MIGRATIONS) return 0;
+    if (exec(s, "BEGIN IMMEDIATE", e)) return -1;
+    /* Read again under the write lock: another process may have won. */
+    if (user_version(s, &v, e)) goto fail;
+    if (v > N_MIGRATIONS) {
+        al_errf(e, "database %s: schema version %d is newer than this attnlab's %d",
+                s->path, v, N_MIGRATIONS);
+        goto fail;
+    }
+    for (; v < N_MIGRATIONS; v++) {
+        char pragma[64];
+        snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v + 1);
+        if (exec(s, migrations[v], e) || exec(s, pragma, e)) goto fail;
+    }
+    return exec(s, "COMMIT", e);
+fail:
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+int al_store_open(const char *path, al_store **out, al_err *e) {
+    *out = NULL;
+    al_store *s = al_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                        NULL) != SQLITE_OK) {
+        al_errf(e, "cannot open database %s: %s", path,
+                s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        al_store_close(s);
+        return -1;
+    }
+    sqlite3_busy_timeout(s->db, 60000);
+    if (exec(s, "PRAGMA journal_mode = WAL", e) ||
+        exec(s, "PRAGMA synchronous = NORMAL", e) ||
+        exec(s, "PRAGMA foreign_keys = ON", e) || migrate(s, e) ||
+        recover_dead_runs(s, e)) {
+        if (e) { /* "database P: why" -> "cannot open database P: why" */
+            char why[sizeof e->msg], pfx[4200];
+            snprintf(pfx, sizeof pfx, "database %s: ", path);
+            size_t n = strlen(pfx);
+            snprintf(why, sizeof why, "%s", strncmp(e->msg, pfx, n) ? e->msg : e->msg + n);
+            al_errf(e, "cannot open database %s: %s", path, why);
+        }
+        al_store_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void al_store_close(al_store *s) {
+    if (!s) return;
+    if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    for (int i = 0; i < S_N; i++) sqlite3_finalize(s->st[i]);
+    sqlite3_close(s->db);
+    free(s);
+}
+
+/* ------------------------------------------------------------ models */
+
+/* Training facts from dir/state.json, if present and readable. */
+static void facts_from_state(const char *dir, al_model_facts *f) {
+    char path[4200];
+    unsigned char *txt = NULL;
+    size_t n;
+    if (al_path_join(path, sizeof path, dir, "state.json", NULL) ||
+        !al_file_exists(path) ||
+        al_read_file(path, &txt, &n, 64u << 20, NULL))
+        return;
+    al_train_state st;
+    memset(&st, 0, sizeof st);
+    if (al_state_from_json((const char *)txt, &st, path, NULL) == 0) {
+        f->trained_tokens = st.tokens_seen;
+        f->train_steps = st.step;
+        f->final_train_loss = st.last_train_loss;
+        f->final_val_loss = st.last_val_loss;
+        al_state_free(&st);
+    }
+    free(txt);
+}
+
+int al_store_model(al_store *s, const char *dir, const char *sha256,
+                   const al_model *m, const al_model_facts *facts,
+                   int64_t *model_id, al_err *e) {
+    char wpath[4200], hex[65];
+    if (sha256) {
+        if (strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64)
+            return al_errf(e, "model %s: bad sha256 '%s'", dir, sha256);
+        memcpy(hex, sha256, sizeof hex);
+    } else if (al_path_join(wpath, sizeof wpath, dir, "model.safetensors", e) ||
+               al_sha256_file(wpath, hex, e)) {
+        return -1;
+    }
+    al_model_facts f = {NAN, -1, NAN, NAN};
+    if (facts)
+        f = *facts;
+    else
+        facts_from_state(dir, &f);
+    char *abs = realpath(dir, NULL);
+    sqlite3_stmt *q;
+    if (prepare(s,
+                "INSERT INTO models(sha256, path, n_layers, d_model, n_heads, d_head,"
+                " n_ctx, d_vocab, tied_embeddings, seed, n_params, trained_tokens,"
+                " train_steps, final_train_loss, final_val_loss, added_at)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                " strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+                " ON CONFLICT(sha256) DO UPDATE SET path = excluded.path,"
+                " trained_tokens = coalesce(excluded.trained_tokens, trained_tokens),"
+                " train_steps = coalesce(excluded.train_steps, train_steps),"
+                " final_train_loss = coalesce(excluded.final_train_loss, final_train_loss),"
+                " final_val_loss = coalesce(excluded.final_val_loss, final_val_loss)",
+                &q, e)) {
+        free(abs);
+        return -1;
+    }
+    const al_config *c = &m->cfg;
+    bind_str(q, 1, hex);
+    bind_str(q, 2, abs ? abs : dir);
+    int ints[7] = {c->n_layers, c->d_model, c->n_heads, c->d_head,
+                   c->n_ctx,    c->d_vocab, c->tied_embeddings};
+    for (int i = 0; i < 7; i++) sqlite3_bind_int(q, 3 + i, ints[i]);
+    sqlite3_bind_int64(q, 10, (sqlite3_int64)c->seed); /* > 2^63 wraps */
+    sqlite3_bind_int64(q, 11, (sqlite3_int64)m->n_params);
+    bind_real(q, 12, f.trained_tokens);
+    if (f.train_steps >= 0) sqlite3_bind_int64(q, 13, f.train_steps);
+    bind_real(q, 14, f.final_train_loss);
+    bind_real(q, 15, f.final_val_loss);
+    free(abs);
+    int rc = step_done(s, q, e);
+    sqlite3_finalize(q);
+    if (rc) return -1;
+    if (prepare(s, "SELECT model_id FROM models WHERE sha256 = ?", &q, e)) return -1;
+    bind_str(q, 1, hex);
+    rc = sqlite3_step(q) == SQLITE_ROW ? 0 : db_err(s, e, "cannot find model row");
+    if (rc == 0) *model_id = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* -------------------------------------------------------------- runs */
+
+int al_store_run_begin(al_store *s, const char *kind, const char *config_json,
+                       int64_t model_id, int64_t *run_id, al_err *e) {
+    if (s->in_tx) return al_errf(e, "database %s: run_begin inside a transaction", s->path);
+    char host[256], start[64];
+    host_name(host, sizeof host);
+    proc_start((long)getpid(), start, sizeof start);
+    sqlite3_stmt *q;
+    if (prepare(s,
+                "INSERT INTO runs(kind, config_json, model_id, started_at, status,"
+                " attnlab_version, pid, pid_start, host) VALUES(?, ?, ?,"
+                " strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'running', ?, ?, ?, ?)",
+                &q, e))
+        return -1;
+    bind_str(q, 1, kind);
+    bind_str(q, 2, config_json);
+    if (model_id > 0) sqlite3_bind_int64(q, 3, model_id);
+    bind_str(q, 4, AL_VERSION);
+    sqlite3_bind_int64(q, 5, (sqlite3_int64)getpid());
+    bind_str(q, 6, start);
+    bind_str(q, 7, host);
+    int rc = step_done(s, q, e);
+    sqlite3_finalize(q);
+    if (rc == 0) *run_id = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+int al_store_run_set_model(al_store *s, int64_t run_id, int64_t model_id,
+                           al_err *e) {
+    sqlite3_stmt *q;
+    if (prepare(s, "UPDATE runs SET model_id = ? WHERE run_id = ?", &q, e)) return -1;
+    sqlite3_bind_int64(q, 1, model_id);
+    sqlite3_bind_int64(q, 2, run_id);
+    int rc = step_done(s, q, e);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int al_store_tx_begin(al_store *s, al_err *e) {
+    if (s->in_tx) return 0;
+    if (exec(s, "BEGIN IMMEDIATE", e)) return -1;
+    s->in_tx = 1;
+    return 0;
+}
+
+int al_store_tx_commit(al_store *s, al_err *e) {
+    if (!s->in_tx) return 0;
+    if (exec(s, "COMMIT", e)) return -1;
+    s->in_tx = 0;
+    return 0;
+}
+
+static int set_status(al_store *s, int64_t run_id, const char *status,
+                      const char *msg, al_err *e) {
+    sqlite3_stmt *q;
+    if (prepare(s, "UPDATE runs SET status = ?, error = ?,"
+                   " finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+                   " WHERE run_id = ?", &q, e))
+        return -1;
+    bind_str(q, 1, status);
+    bind_str(q, 2, msg);
+    sqlite3_bind_int64(q, 3, run_id);
+    int rc = step_done(s, q, e);
+    if (rc == 0 && sqlite3_changes(s->db) != 1)
+        rc = al_errf(e, "database %s: no run %lld", s->path, (long long)run_id);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int al_store_run_finish(al_store *s, int64_t run_id, al_err *e) {
+    if (set_status(s, run_id, "done", NULL, e)) return -1;
+    return al_store_tx_commit(s, e);
+}
+
+int al_store_run_fail(al_store *s, int64_t run_id, const char *msg, al_err *e) {
+    if (s->in_tx) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        s->in_tx = 0;
+    }
+    return set_status(s, run_id, "failed", msg ? msg : "failed", e);
+}
+
+/* -------------------------------------------------------------- rows */
+
+static void bind_ids(sqlite3_stmt *q, int64_t run_id, int64_t model_id) {
+    sqlite3_bind_int64(q, 1, run_id);
+    sqlite3_bind_int64(q, 2, model_id);
+}
+
+int al_store_put_head_score(al_store *s, int64_t run_id, int64_t model_id,
+                            int layer, int head, const char *metric,
+                            double value, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_HEAD_SCORE, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    sqlite3_bind_int(q, 3, layer);
+    sqlite3_bind_int(q, 4, head);
+    bind_str(q, 5, metric);
+    bind_real(q, 6, value);
+    return step_done(s, q, e);
+}
+
+int al_store_put_layer_score(al_store *s, int64_t run_id, int64_t model_id,
+                             int layer, const char *metric, double value,
+                             al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_LAYER_SCORE, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    sqlite3_bind_int(q, 3, layer);
+    bind_str(q, 4, metric);
+    bind_real(q, 5, value);
+    return step_done(s, q, e);
+}
+
+int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id,
+                             const char *metric, double value, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_MODEL_SCORE, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    bind_str(q, 3, metric);
+    bind_real(q, 4, value);
+    return step_done(s, q, e);
+}
+
+int al_store_put_singular_value(al_store *s, int64_t run_id, int64_t model_id,
+                                int layer, int head, const char *circuit,
+                                int idx, double value, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_SV, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    sqlite3_bind_int(q, 3, layer);
+    sqlite3_bind_int(q, 4, head);
+    bind_str(q, 5, circuit);
+    sqlite3_bind_int(q, 6, idx);
+    bind_real(q, 7, value);
+    return step_done(s, q, e);
+}
+
+int al_store_put_eigenvalue(al_store *s, int64_t run_id, int64_t model_id,
+                            int layer, int head, const char *circuit, int idx,
+                            double re, double im, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_EIG, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    sqlite3_bind_int(q, 3, layer);
+    sqlite3_bind_int(q, 4, head);
+    bind_str(q, 5, circuit);
+    sqlite3_bind_int(q, 6, idx);
+    bind_real(q, 7, re);
+    bind_real(q, 8, im);
+    return step_done(s, q, e);
+}
+
+int al_store_put_skip_trigram(al_store *s, int64_t run_id, int64_t model_id,
+                              int layer, int head, const al_trigram_row *t,
+                              al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_TRI, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    sqlite3_bind_int(q, 3, layer);
+    sqlite3_bind_int(q, 4, head);
+    sqlite3_bind_int(q, 5, t->rank);
+    sqlite3_bind_int(q, 6, t->a);
+    sqlite3_bind_int(q, 7, t->b);
+    sqlite3_bind_int(q, 8, t->c);
+    bind_text(q, 9, t->a_str, t->a_len);
+    bind_text(q, 10, t->b_str, t->b_len);
+    bind_text(q, 11, t->c_str, t->c_len);
+    bind_real(q, 12, t->qk);
+    bind_real(q, 13, t->ov);
+    bind_real(q, 14, t->score);
+    return step_done(s, q, e);
+}
+
+int al_store_put_composition(al_store *s, int64_t run_id, int64_t model_id,
+                             const char *kind, int l1, int h1, int l2, int h2,
+                             double score, double baseline, double baseline_sd,
+                             al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_COMP, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    bind_str(q, 3, kind);
+    sqlite3_bind_int(q, 4, l1);
+    sqlite3_bind_int(q, 5, h1);
+    sqlite3_bind_int(q, 6, l2);
+    sqlite3_bind_int(q, 7, h2);
+    bind_real(q, 8, score);
+    bind_real(q, 9, baseline);
+    bind_real(q, 10, baseline_sd);
+    return step_done(s, q, e);
+}
+
+int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id,
+                              int layer, const char *space, int h1, int h2,
+                              double value, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_OVERLAP, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    sqlite3_bind_int(q, 3, layer);
+    bind_str(q, 4, space);
+    sqlite3_bind_int(q, 5, h1);
+    sqlite3_bind_int(q, 6, h2);
+    bind_real(q, 7, value);
+    return step_done(s, q, e);
+}
+
+int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id,
+                          const al_ablation_row *r, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_ABL, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    bind_str(q, 3, r->method);
+    bind_str(q, 4, r->kind);
+    bind_str(q, 5, r->heads);
+    sqlite3_bind_int(q, 6, r->n_heads);
+    bind_real(q, 7, r->loss);
+    bind_real(q, 8, r->delta_loss);
+    bind_real(q, 9, r->delta_loss_copy);
+    bind_real(q, 10, r->delta_loss_probe);
+    bind_real(q, 11, r->interaction);
+    return step_done(s, q, e);
+}
+
+int al_store_put_pruning_step(al_store *s, int64_t run_id, int64_t model_id,
+                              const al_pruning_row *r, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_PRUNE, e);
+    if (!q) return -1;
+    bind_ids(q, run_id, model_id);
+    bind_str(q, 3, r->method);
+    sqlite3_bind_int(q, 4, r->step);
+    if (r->layer >= 0) sqlite3_bind_int(q, 5, r->layer);
+    if (r->head >= 0) sqlite3_bind_int(q, 6, r->head);
+    sqlite3_bind_int(q, 7, r->heads_left);
+    bind_real(q, 8, r->importance);
+    bind_real(q, 9, r->loss);
+    bind_real(q, 10, r->delta_loss);
+    bind_str(q, 11, r->mask);
+    return step_done(s, q, e);
+}
+
+int al_store_put_train_log(al_store *s, int64_t run_id,
+                           const al_train_log_row *r, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_TLOG, e);
+    if (!q) return -1;
+    sqlite3_bind_int64(q, 1, run_id);
+    sqlite3_bind_int64(q, 2, r->step);
+    bind_real(q, 3, r->tokens);
+    bind_real(q, 4, r->train_loss);
+    bind_real(q, 5, r->val_loss);
+    bind_real(q, 6, r->icl_gain);
+    bind_real(q, 7, r->lr);
+    bind_real(q, 8, r->seconds);
+    return step_done(s, q, e);
+}
+
+int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
+                                  int layer, int head, const char *metric,
+                                  double value, al_err *e) {
+    sqlite3_stmt *q = stmt(s, S_THS, e);
+    if (!q) return -1;
+    sqlite3_bind_int64(q, 1, run_id);
+    sqlite3_bind_int64(q, 2, step);
+    sqlite3_bind_int(q, 3, layer);
+    sqlite3_bind_int(q, 4, head);
+    bind_str(q, 5, metric);
+    bind_real(q, 6, value);
+    return step_done(s, q, e);
+}
+
+int al_store_print_query(al_store *s, const char *sql, FILE *f, al_err *e) {
+    sqlite3_stmt *q;
+    if (prepare(s, sql, &q, e)) return -1;
+    if (!sqlite3_stmt_readonly(q)) {
+        sqlite3_finalize(q);
+        return al_errf(e, "database %s: query is not read-only", s->path);
+    }
+    int nc = sqlite3_column_count(q), rc;
+    for (int i = 0; i < nc; i++)
+        fprintf(f, "%s%s", i ? "\t" : "", sqlite3_column_name(q, i));
+    fputc('\n', f);
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        for (int i = 0; i < nc; i++) {
+            const unsigned char *t = sqlite3_column_text(q, i);
+            fprintf(f, "%s%s", i ? "\t" : "", t ? (const char *)t : "NULL");
+        }
+        fputc('\n', f);
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) return db_err(s, e, "query failed");
+    return 0;
+}
+
+/* Generic read-only query for pictures and reports: parameters bound as
+ * text (column affinity converts them), each row handed to fn as text and
+ * as numbers. */
+int al_store_query(al_store *s, const char *sql, const char *const *params, int n_params,
+                   al_store_row_fn fn, void *ctx, al_err *e) {
+    sqlite3_stmt *q;
+    if (prepare(s, sql, &q, e)) return -1;
+    if (!sqlite3_stmt_readonly(q)) {
+        sqlite3_finalize(q);
+        return al_errf(e, "database %s: query is not read-only", s->path);
+    }
+    for (int i = 0; i < n_params; i++) bind_str(q, i + 1, params[i]);
+    int nc = sqlite3_column_count(q), rc, frc = 0;
+    if (nc > AL_STORE_MAX_COLS) {
+        sqlite3_finalize(q);
+        return al_errf(e, "database %s: query has more than %d columns", s->path,
+                       AL_STORE_MAX_COLS);
+    }
+    const char *text[AL_STORE_MAX_COLS];
+    double num[AL_STORE_MAX_COLS];
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        for (int i = 0; i < nc; i++) {
+            int null = sqlite3_column_type(q, i) == SQLITE_NULL;
+            num[i] = null ? NAN : sqlite3_column_double(q, i);
+            text[i] = null ? NULL : (const char *)sqlite3_column_text(q, i);
+        }
+        if ((frc = fn(ctx, nc, text, num, e)) != 0) break;
+    }
+    sqlite3_finalize(q);
+    if (frc) return -1;
+    if (rc != SQLITE_DONE) return db_err(s, e, "query failed");
+    return 0;
+}
