@@ -76,9 +76,16 @@ int al_model_alloc(al_model *m, const al_config *cfg, al_err *e) {
 }
 
 /* Initial scales, chosen so that learning (and induction) can start:
- *  - W_E, W_pos ~ N(0, 0.5²): token and position are loud, clearly
- *    separable signals in the residual stream from step 0 (with tied
- *    embeddings W_E uses 1/√C instead, since it is also the unembedding).
+ *  - W_E ~ N(0, 0.5²): tokens are loud, clearly separable signals in the
+ *    residual stream from step 0 (with tied embeddings W_E uses 1/√C
+ *    instead, since it is also the unembedding).
+ *  - W_pos (still learned) starts as sinusoids of RMS 0.5, not Gaussian
+ *    noise: "attend to t−1" is then a rotation a rank-32 head can express
+ *    at once, whereas 256 random, nearly orthogonal position vectors
+ *    first have to be reorganised by training. Measured on repeated random
+ *    spans (2 layers, d_model 64, 3000 steps): loss 5.30 → 4.25 with
+ *    sinusoids, → 5.20 with N(0, 0.5²), and only the former grew an
+ *    induction head.
  *  - W_Q, W_K, W_V, W_O ~ N(0, 1/C): with |x|² ≈ C/2 the attention scores
  *    q·k/√D have std ≈ 0.5, so attention is neither uniform nor saturated
  *    and gradients reach QK at once (std 0.02 would leave the scores ~0
@@ -89,6 +96,17 @@ static void init_normal(float *w, size_t n, double std, al_rng *r) {
     for (size_t i = 0; i < n; i++) w[i] = (float)(std * al_rng_normal(r));
 }
 
+/* w (T,C): pairs of columns sin/cos(t·ω_i), ω_i = 10000^(−2i/C), scaled
+ * so every column has RMS `rms` over a full period. */
+static void init_sinusoidal(float *w, int T, int C, double rms) {
+    double amp = rms * sqrt(2.0);
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            double om = pow(10000.0, -2.0 * (c / 2) / (double)C);
+            w[(size_t)t * C + c] = (float)(amp * (c % 2 ? cos(t * om) : sin(t * om)));
+        }
+}
+
 int al_model_init(al_model *m, const al_config *cfg, al_err *e) {
     if (al_model_alloc(m, cfg, e) != 0) return -1;
     al_rng r;
@@ -96,7 +114,7 @@ int al_model_init(al_model *m, const al_config *cfg, al_err *e) {
     double C = cfg->d_model;
     init_normal(m->p[AL_P_WE], m->param_size[AL_P_WE],
                 cfg->tied_embeddings ? 1.0 / sqrt(C) : 0.5, &r);
-    init_normal(m->p[AL_P_WPOS], m->param_size[AL_P_WPOS], 0.5, &r);
+    init_sinusoidal(m->p[AL_P_WPOS], cfg->n_ctx, cfg->d_model, 0.5);
     for (int i = AL_P_WQ; i <= AL_P_WO; i++)
         init_normal(m->p[i], m->param_size[i], 1.0 / sqrt(C), &r);
     if (m->p[AL_P_WU]) init_normal(m->p[AL_P_WU], m->param_size[AL_P_WU], 1.0 / C, &r);

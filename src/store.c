@@ -787,7 +787,8 @@ int al_store_query(al_store *s, const char *sql, const char *const *params, int 
         sqlite3_finalize(q);
         return al_errf(e, "database %s: query is not read-only", s->path);
     }
-    for (int i = 0; i < n_params; i++) bind_str(q, i + 1, params[i]);
+    int np = sqlite3_bind_parameter_count(q); /* extra params are ignored */
+    for (int i = 0; i < n_params && i < np; i++) bind_str(q, i + 1, params[i]);
     int nc = sqlite3_column_count(q), rc, frc = 0;
     if (nc > AL_STORE_MAX_COLS) {
         sqlite3_finalize(q);

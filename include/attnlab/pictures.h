@@ -1,0 +1,58 @@
+/* pictures.h -- every analysis as a PNG (DESIGN §7).
+ *
+ * The engine behind `attnlab heatmap`, callable by the report and the
+ * experiment runner without a subprocess. Kinds:
+ *
+ *   attention    attention probabilities on a prompt: one head, or all
+ *                heads of a layer as a grid (rows = destination/query
+ *                token, columns = source/key token; future masked grey)
+ *   qk-pos       positional QK of a head, the first n_pos positions
+ *   qk, ov       full QK / OV circuits on a set of tokens
+ *   composition  Q-, K- and V-composition into a layer, random baseline
+ *                marked on the colour bar
+ *   ablation     Δloss of each head (layers x heads) and pair interactions
+ *   pruning      loss vs heads remaining, one line per method
+ *   training     losses and a per-head score over training steps
+ *   spectrum     singular values of W_QK and W_OV, one panel per head
+ *
+ * Weights-only kinds compute from the model (composition and spectrum
+ * read the database instead when one is given); ablation, pruning and
+ * training read it (tables ablations, pruning_steps, train_log and
+ * train_head_scores of the model's latest finished run, or run_id).
+ * Every PNG carries text chunks: model, what, head, prompt (attention),
+ * tokens (qk/ov), db, run, Software. */
+#ifndef ATTNLAB_PICTURES_H
+#define ATTNLAB_PICTURES_H
+
+#include <stdint.h>
+#include "attnlab/util.h"
+
+typedef struct al_pic_opts {
+    const char *what;   /* one of al_pic_kinds */
+    int layer;          /* -1: 0 for attention/qk-pos/qk/ov, last for composition */
+    int head;           /* -1: all heads of the layer (attention only) */
+    const char *prompt; /* attention: text; BOS prepended unless no_bos */
+    int no_bos;
+    int repeat;         /* attention without prompt: BOS + this many random tokens, twice */
+    uint64_t seed;      /* of those random tokens */
+    const char *tokens; /* qk/ov: "a,b,c" (␣ or a space for a leading space; #ID for an id) */
+    int top_n;          /* qk/ov: this many tokens when no list is given */
+    const char *data;   /* qk/ov: token file whose most frequent tokens are shown */
+    int n_pos;          /* qk-pos: positions shown */
+    const char *db;     /* SQLite file (see above) */
+    long run_id;        /* that run instead of the latest finished one (0) */
+    const char *method; /* ablation: zero|mean|resample (NULL: any, latest) */
+    const char *metric; /* ablation: delta_loss (default) | delta_loss_copy | delta_loss_probe;
+                           training: induction (default) | prev_token | duplicate_token */
+} al_pic_opts;
+
+al_pic_opts al_pic_defaults(void);
+/* NULL-terminated list of the kinds above. */
+extern const char *const al_pic_kinds[];
+
+/* Draw the picture o->what of the model in model_dir into out_png
+ * (written atomically); its size goes to *w, *h (either may be NULL). */
+int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png, int *w, int *h,
+               al_err *e);
+
+#endif

@@ -1,0 +1,124 @@
+/* plot.h -- figures as RGB images: heatmaps, line plots, small multiples.
+ *
+ * A figure is a title, a few note lines, an optional legend, and a grid of
+ * panels; each panel is a heatmap (al_hm) or a line plot (al_lines).
+ * Heatmaps put row labels on the left and column labels below, rotated
+ * to read upwards, and thin them (every k-th, with a tick) when cells are
+ * smaller than a text line, so labels never overlap. Cells are at least
+ * 8 px. Colour scales are viridis for sequential data (NaN = masked,
+ * grey) and blue-white-red centred on 0 for signed data; every heatmap
+ * has a colour bar labelled with its range, its own or one shared by the
+ * figure. Layout is computed from the content: callers give data and
+ * words, never pixel positions. */
+#ifndef ATTNLAB_PLOT_H
+#define ATTNLAB_PLOT_H
+
+#include <stdint.h>
+#include "attnlab/image.h"
+#include "attnlab/util.h"
+
+#define AL_PLOT_BG 0xFFFFFFu
+#define AL_PLOT_INK 0x1A1A1Au
+#define AL_PLOT_MASKED 0xBEBEBEu /* masked / missing cells */
+
+/* t in [0,1] (clamped) -> viridis, interpolated from 33 of matplotlib's
+ * 256 viridis entries (within 2/255 of the full table). */
+uint32_t al_cmap_viridis(double t);
+/* t in [-1,1] (clamped) -> blue (-1), white (0, exactly 0xFFFFFF), red (+1);
+ * ColorBrewer RdBu control points. */
+uint32_t al_cmap_diverging(double t);
+/* A categorical colour for series i (10 distinct, then repeating). */
+uint32_t al_plot_colour(int i);
+
+#define AL_MAX_MARKS 4
+typedef struct al_cscale {
+    int diverging;          /* 0: viridis over [lo,hi]; 1: RdBu over [-m,m], m = max|lo|,|hi| */
+    double lo, hi;          /* NaN: from the data (al_cscale_fit) */
+    const char *label;      /* caption along the colour bar */
+    int n_marks;            /* values marked on the bar, e.g. a random baseline */
+    double mark[AL_MAX_MARKS];
+    const char *mark_label[AL_MAX_MARKS];
+} al_cscale;
+
+/* Fill NaN lo/hi from the finite values of v (n); a diverging scale
+ * becomes symmetric. Degenerate ranges are widened so colours are defined. */
+void al_cscale_fit(al_cscale *cs, const float *v, size_t n);
+/* Colour of value v (NaN -> AL_PLOT_MASKED). */
+uint32_t al_cscale_colour(const al_cscale *cs, double v);
+
+typedef struct al_hm {
+    const float *v;                /* (rows, cols) row-major; NaN = masked */
+    int rows, cols;
+    const char *const *row_labels; /* (rows) or NULL: row numbers */
+    const char *const *col_labels; /* (cols) or NULL: column numbers */
+    const char *title;             /* above the matrix (may be NULL) */
+    const char *row_title, *col_title;
+    int cell;                      /* px per cell (>= 8); 0 = from the size */
+    int annotate;                  /* print values in cells when they fit */
+    const al_cscale *cs;           /* required */
+    int bar;                       /* draw its own colour bar */
+    int max_label_cells;           /* cut labels longer than this (0 = 16) */
+} al_hm;
+
+typedef struct al_series {
+    const double *x, *y; /* (n); a NaN y breaks the line */
+    int n;
+    const char *label;   /* legend text (NULL: not in the legend) */
+    uint32_t colour;
+    int width;           /* px (0 = 2) */
+    int marker;          /* draw a square at every point */
+    int dash;            /* dash length in px (0 = solid) */
+} al_series;
+
+typedef struct al_lines {
+    const al_series *s;         /* s[0] is drawn last (on top) and listed first */
+    int n;
+    const char *title, *x_title, *y_title;
+    int w, h;                   /* plot area in px (0 = 360 x 220) */
+    int log_y;                  /* logarithmic y (values <= 0 are skipped) */
+    int x_reverse;              /* x decreases to the right */
+    double x_lo, x_hi, y_lo, y_hi; /* NaN = from the data */
+    double hline;               /* a dashed reference line (NaN = none) */
+    const char *hline_label;
+    int legend;                 /* legend to the right of the plot area */
+    int x_integer;              /* ticks on integers only */
+} al_lines;
+
+enum { AL_PANEL_HEATMAP, AL_PANEL_LINES };
+typedef struct al_panel {
+    int kind;
+    al_hm hm;
+    al_lines ln;
+} al_panel;
+
+typedef struct al_legend_item {
+    const char *label;
+    uint32_t colour;
+    int dash;
+} al_legend_item;
+
+#define AL_FIG_MAX_NOTES 6
+typedef struct al_figure {
+    const char *title;                    /* drawn at twice the label size */
+    const char *notes[AL_FIG_MAX_NOTES];  /* lines under the title */
+    int n_notes;
+    const al_panel *panels;
+    int n_panels, ncols;                  /* ncols 0 = all in one row */
+    const al_cscale *shared_bar;          /* one colour bar for all heatmaps */
+    const al_legend_item *legend;         /* one legend row under the notes */
+    int n_legend;
+} al_figure;
+
+/* Where things landed, for tests (all in image pixels). */
+typedef struct al_plot_geom {
+    int x, y, w, h;                 /* the panel's box */
+    int mx, my, mw, mh;             /* matrix or plot area */
+    int cell_w, cell_h;             /* heatmap cell size */
+    int bar_x, bar_y, bar_w, bar_h; /* its colour bar (own or shared); 0 = none */
+} al_plot_geom;
+
+/* Draw f into a new image (caller frees). geom (n_panels entries) may be
+ * NULL. */
+int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err *e);
+
+#endif

@@ -1,0 +1,84 @@
+/* cmd_heatmap.c -- `attnlab heatmap`: one picture of a model as a PNG.
+ * The pictures themselves are pictures.c; this is flags and help. */
+#include <stdio.h>
+#include <string.h>
+
+#include "attnlab/args.h"
+#include "attnlab/pictures.h"
+
+/* Same defaults as al_pic_defaults(), here so that help shows them. */
+static al_pic_opts o = {.layer = -1, .head = -1, .seed = 1, .top_n = 40, .n_pos = 64};
+static const char *o_model = NULL, *o_out = NULL;
+static int o_threads = 0;
+static uint64_t o_run = 0;
+
+static al_flag flags[] = {
+    {"model", AL_STR, &o_model, "DIR", "model directory", 1, 0},
+    {"what", AL_STR, &o.what, "KIND",
+     "attention | qk-pos | qk | ov | composition | ablation | pruning | training | spectrum", 1, 0},
+    {"out", AL_STR, &o_out, "FILE.png", "picture to write", 1, 0},
+    {"prompt", AL_STR, &o.prompt, "TEXT", "attention: the text to run the model on", 0, 0},
+    {"no-bos", AL_BOOL, &o.no_bos, NULL, "attention: do not prepend <|endoftext|>", 0, 0},
+    {"repeat", AL_INT, &o.repeat, "N", "attention without --prompt: N random tokens shown twice (induction)", 0, 0},
+    {"seed", AL_U64, &o.seed, "N", "seed of the --repeat tokens", 0, 0},
+    {"layer", AL_INT, &o.layer, "L", "layer; -1 = layer 0 (composition: the later layer, -1 = the last)", 0, 0},
+    {"head", AL_INT, &o.head, "H", "head within the layer; -1 = all heads as a grid (attention only)", 0, 0},
+    {"tokens", AL_STR, &o.tokens, "LIST", "qk/ov: tokens to show, e.g. \"␣the,␣a,.\" (␣ or a space leads; #ID for an id)", 0, 0},
+    {"top-n", AL_INT, &o.top_n, "N", "qk/ov: number of tokens when --tokens is absent", 0, 0},
+    {"data", AL_STR, &o.data, "FILE", "qk/ov: token file; show its --top-n most frequent tokens", 0, 0},
+    {"n-pos", AL_INT, &o.n_pos, "N", "qk-pos: show the first N positions", 0, 0},
+    {"db", AL_STR, &o.db, "FILE", "results database (needed for ablation, pruning, training)", 0, 0},
+    {"run", AL_U64, &o_run, "ID", "use this run's rows instead of the model's latest finished run", 0, 0},
+    {"method", AL_STR, &o.method, "M", "ablation: zero | mean | resample (default: the latest run's)", 0, 0},
+    {"metric", AL_STR, &o.metric, "NAME",
+     "ablation: delta_loss | delta_loss_copy | delta_loss_probe; training: induction | prev_token | duplicate_token", 0, 0},
+    {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAGS_END};
+
+static int run_heatmap(int argc, char **argv);
+al_command al_cmd_heatmap = {
+    "heatmap",
+    "draw a picture of a model: attention, circuits, composition, ablation, pruning, training",
+    "--model DIR --what KIND --out FILE.png [--prompt TEXT] [--layer L] [--head H] [--db FILE]",
+    "Writes an 8-bit RGB PNG with a title, axis labels (token strings, ␣ = space),\n"
+    "a colour bar with its range, and text chunks naming the model, head and\n"
+    "prompt. Attention and full QK put the destination (query) token on rows and\n"
+    "the source (key) token on columns: the query attends to the key, information\n"
+    "flows key -> query. Kinds:\n"
+    "  attention    --prompt TEXT (or --repeat N); --head H, or all heads of --layer\n"
+    "  qk-pos       positional QK of --layer/--head, first --n-pos positions\n"
+    "  qk, ov       full QK / OV of --layer/--head on --tokens or the --top-n most\n"
+    "               frequent tokens of --data (else the first BPE merges)\n"
+    "  composition  Q/K/V composition into --layer (random baseline on the bar)\n"
+    "  spectrum     singular values of every head's QK and OV\n"
+    "  ablation     --db: Δloss per head and pair interactions (attnlab ablate)\n"
+    "  pruning      --db: loss vs heads remaining per method (attnlab prune)\n"
+    "  training     --db: losses and per-head induction score (attnlab train --db)\n"
+    "composition and spectrum read --db when given, else compute from the weights.",
+    flags,
+    run_heatmap,
+};
+
+static int run_heatmap(int argc, char **argv) {
+    al_err e;
+    if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e) != 0)
+        return al_cli_usage(&al_cmd_heatmap, &e);
+    if (o.layer < -1 || o.head < -1 || o.top_n < 1 || o.n_pos < 1 || o.repeat < 0) {
+        al_errf(&e, "need --layer >= 0, --head >= 0, --top-n >= 1, --n-pos >= 1, --repeat >= 0");
+        return al_cli_usage(&al_cmd_heatmap, &e);
+    }
+    if (o.prompt && o.repeat) {
+        al_errf(&e, "give --prompt or --repeat, not both");
+        return al_cli_usage(&al_cmd_heatmap, &e);
+    }
+    if (o.tokens && o.data) {
+        al_errf(&e, "give --tokens or --data, not both");
+        return al_cli_usage(&al_cmd_heatmap, &e);
+    }
+    o.run_id = (long)o_run;
+    al_set_threads(o_threads);
+    int w, h;
+    if (al_picture(o_model, &o, o_out, &w, &h, &e) != 0) return al_cli_error(&e);
+    printf("wrote %s (%d x %d px)\n", o_out, w, h);
+    return 0;
+}

@@ -1,0 +1,1175 @@
+/* pictures.c -- from a model (and a results database) to a figure to a
+ * PNG (see pictures.h).
+ *
+ * Each kind fills one al_figure: its numbers, labels and words. Layout
+ * and drawing are plot.c's business; provenance goes into PNG text
+ * chunks. Everything a figure points at is allocated through the pic's
+ * list and freed together at the end, so the kinds stay linear code. */
+#define _POSIX_C_SOURCE 200809L
+#include "attnlab/pictures.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/checkpoint.h"
+#include "attnlab/circuits.h"
+#include "attnlab/data.h"
+#include "attnlab/model.h"
+#include "attnlab/plot.h"
+#include "attnlab/png.h"
+#include "attnlab/store.h"
+#include "attnlab/tokenizer.h"
+
+const char *const al_pic_kinds[] = {"attention",   "qk-pos",  "qk",       "ov",       "composition",
+                                    "ablation",    "pruning", "training", "spectrum", NULL};
+
+al_pic_opts al_pic_defaults(void) {
+    al_pic_opts o = {.what = NULL, .layer = -1, .head = -1, .repeat = 0, .seed = 1,
+                     .top_n = 40, .n_pos = 64};
+    return o;
+}
+
+#define MAX_PANELS 64
+#define MAX_TOKENS 256 /* qk/ov axes; beyond this a picture is not readable */
+#define LABEL_CAP 64
+
+typedef struct pic {
+    const al_pic_opts *o;
+    const char *dir;
+    al_model m;
+    al_tokenizer *tok;
+    al_store *st;
+    int64_t model_id;
+    int L, H, D;
+    al_figure fig;
+    al_panel panels[MAX_PANELS];
+    al_cscale cs[4];
+    al_legend_item legend[8];
+    char title[256];
+    char notes[AL_FIG_MAX_NOTES][640];
+    /* provenance for the text chunks */
+    char head_txt[64], run_txt[256];
+    const char *prompt_txt, *tokens_txt;
+    void **mem;
+    int n_mem, cap_mem;
+} pic;
+
+/* ------------------------------------------------------------- helpers */
+
+static void *keep(pic *p, void *ptr, al_err *e) {
+    if (!ptr) return NULL;
+    if (p->n_mem == p->cap_mem) {
+        int cap = p->cap_mem ? 2 * p->cap_mem : 64;
+        void **q = realloc(p->mem, sizeof(void *) * (size_t)cap);
+        if (!q) {
+            free(ptr);
+            al_errf(e, "out of memory");
+            return NULL;
+        }
+        p->mem = q;
+        p->cap_mem = cap;
+    }
+    return p->mem[p->n_mem++] = ptr;
+}
+
+static void *pcalloc(pic *p, size_t n, size_t size, al_err *e) {
+    return keep(p, al_calloc(n ? n : 1, size, e), e);
+}
+
+static float *pfloats(pic *p, size_t n, al_err *e) { return pcalloc(p, n, sizeof(float), e); }
+
+static char *pprintf(pic *p, al_err *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static char *pprintf(pic *p, al_err *e, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = n >= 0 ? pcalloc(p, (size_t)n + 1, 1, e) : NULL;
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static void note(pic *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(pic *p, const char *fmt, ...) {
+    if (p->fig.n_notes >= AL_FIG_MAX_NOTES) return;
+    char *b = p->notes[p->fig.n_notes];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof p->notes[0], fmt, ap);
+    va_end(ap);
+    p->fig.notes[p->fig.n_notes++] = b;
+}
+
+static al_panel *add_panel(pic *p, int kind) {
+    if (p->fig.n_panels >= MAX_PANELS) return NULL;
+    al_panel *q = &p->panels[p->fig.n_panels++];
+    memset(q, 0, sizeof *q);
+    q->kind = kind;
+    if (kind == AL_PANEL_LINES) {
+        q->ln.x_lo = q->ln.x_hi = q->ln.y_lo = q->ln.y_hi = NAN;
+        q->ln.hline = NAN;
+    }
+    return q;
+}
+
+static al_cscale *scale(pic *p, int k, int diverging, double lo, double hi, const char *label) {
+    al_cscale *c = &p->cs[k];
+    memset(c, 0, sizeof *c);
+    c->diverging = diverging;
+    c->lo = lo;
+    c->hi = hi;
+    c->label = label;
+    return c;
+}
+
+/* Display form of a token id for labels. */
+static char *tok_label(pic *p, int id, al_err *e) {
+    char b[LABEL_CAP];
+    if (p->tok && id < al_tok_vocab_size(p->tok)) al_tok_display(p->tok, id, b, sizeof b);
+    else snprintf(b, sizeof b, "#%d", id);
+    return pprintf(p, e, "%s", b);
+}
+
+static const char **head_labels(pic *p, int l0, int l1, al_err *e) {
+    const char **lab = pcalloc(p, (size_t)(l1 - l0) * p->H, sizeof(char *), e);
+    for (int l = l0; lab && l < l1; l++)
+        for (int h = 0; h < p->H; h++)
+            if (!(lab[(l - l0) * p->H + h] = pprintf(p, e, "%d.%d", l, h))) return NULL;
+    return lab;
+}
+
+/* Subtract each row's mean over its unmasked cells: softmax (over a QK
+ * row) and the logits (over an OV row) ignore a per-row constant, and
+ * without it one row's offset can swamp the picture. */
+static void centre_rows(float *v, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        double s = 0;
+        int n = 0;
+        for (int c = 0; c < cols; c++)
+            if (!isnan(v[(size_t)r * cols + c])) s += v[(size_t)r * cols + c], n++;
+        for (int c = 0; n && c < cols; c++) v[(size_t)r * cols + c] -= (float)(s / n);
+    }
+}
+
+static int need_layer(pic *p, int l, al_err *e) {
+    if (l < 0 || l >= p->L)
+        return al_errf(e, "--layer %d is out of range: the model has %d layer%s", l, p->L,
+                       p->L == 1 ? "" : "s");
+    return 0;
+}
+
+static int need_head(pic *p, int h, al_err *e) {
+    if (h < 0) return al_errf(e, "--head is required for --what %s", p->o->what);
+    if (h >= p->H)
+        return al_errf(e, "--head %d is out of range: the model has %d heads per layer", h, p->H);
+    return 0;
+}
+
+static int layer_or(pic *p, int dflt) { return p->o->layer >= 0 ? p->o->layer : dflt; }
+
+/* ---------------------------------------------------------- database */
+
+typedef struct qval {
+    double v;
+    int found;
+} qval;
+
+static int row_first(void *ctx, int nc, const char *const *t, const double *num, al_err *e) {
+    (void)t, (void)e;
+    qval *q = ctx;
+    if (nc > 0 && !q->found && !isnan(num[0])) q->v = num[0], q->found = 1;
+    return 0;
+}
+
+/* One number from a query (found = 0 if no row or NULL). */
+static int query1(pic *p, const char *sql, const char *a, const char *b, qval *out, al_err *e) {
+    const char *params[2] = {a, b};
+    out->found = 0;
+    out->v = NAN;
+    return al_store_query(p->st, sql, params, 2, row_first, out, e);
+}
+
+static int open_db(pic *p, int required, al_err *e) {
+    if (!p->o->db) {
+        if (required) return al_errf(e, "--what %s reads the results database: give --db FILE", p->o->what);
+        return 0;
+    }
+    if (!al_file_exists(p->o->db)) return al_errf(e, "database %s does not exist", p->o->db);
+    if (al_store_open(p->o->db, &p->st, e)) return -1;
+    char path[4200], sha[65];
+    if (al_path_join(path, sizeof path, p->dir, "model.safetensors", e) ||
+        al_sha256_file(path, sha, e))
+        return -1;
+    qval q;
+    if (query1(p, "SELECT model_id FROM models WHERE sha256 = ?1", sha, NULL, &q, e)) return -1;
+    p->model_id = q.found ? (int64_t)q.v : 0;
+    /* composition and spectrum then compute from the weights instead */
+    if (!p->model_id && p->o->run_id <= 0 && required)
+        return al_errf(e, "database %s has no results for model %s (these weights were never "
+                       "analysed into it)", p->o->db, p->dir);
+    return 0;
+}
+
+/* The run to read: --run, else the latest finished run with rows in
+ * `table` (a FROM clause over alias x with x.run_id, x.model_id) matching
+ * cond (which may use ?2 = extra). 0 if none. */
+static int pick_run(pic *p, const char *table, const char *cond, const char *extra, long *run,
+                    al_err *e) {
+    if (p->o->run_id > 0) {
+        *run = p->o->run_id;
+        return 0;
+    }
+    char sql[1024], mid[32];
+    snprintf(sql, sizeof sql,
+             "SELECT MAX(x.run_id) FROM %s JOIN runs r ON r.run_id = x.run_id "
+             "WHERE x.model_id = ?1 AND r.status = 'done'%s%s",
+             table, cond ? " AND " : "", cond ? cond : "");
+    snprintf(mid, sizeof mid, "%lld", (long long)p->model_id);
+    qval q;
+    if (query1(p, sql, mid, extra, &q, e)) return -1;
+    *run = q.found ? (long)q.v : 0;
+    return 0;
+}
+
+static void run_note(pic *p, const char *what, long run) {
+    size_t n = strlen(p->run_txt);
+    snprintf(p->run_txt + n, sizeof p->run_txt - n, "%s%s run %ld", n ? ", " : "", what, run);
+}
+
+/* ---------------------------------------------------------- attention */
+
+/* The prompt as ids (BOS first unless no_bos), cut from the left to
+ * n_ctx; or BOS + repeat random non-special tokens, twice. */
+static int attention_ids(pic *p, int **ids, int *T, al_err *e) {
+    const al_pic_opts *o = p->o;
+    int V = p->tok ? al_tok_vocab_size(p->tok) : p->m.cfg.d_vocab, n_ctx = p->m.cfg.n_ctx;
+    int eot = p->tok ? al_tok_eot(p->tok) : -1, bos = !o->no_bos && eot >= 0;
+    if (!o->prompt) {
+        int R = o->repeat;
+        if (R < 1 || 2 * R + bos > n_ctx)
+            return al_errf(e, "--repeat must be in 1..%d (2 x repeat + BOS <= n_ctx)", (n_ctx - bos) / 2);
+        int *t = pcalloc(p, (size_t)(2 * R + bos), sizeof(int), e);
+        if (!t) return -1;
+        al_rng r;
+        al_rng_seed(&r, o->seed);
+        if (bos) t[0] = eot;
+        /* Printable tokens only: raw bytes that never occur in text
+         * (a lone \xc3) make unreadable labels and untrained inputs. */
+        int *pool = pcalloc(p, (size_t)V, sizeof(int), e), np = 0;
+        if (!pool) return -1;
+        for (int id = 0; id < V; id++) {
+            char b[LABEL_CAP];
+            if (id == eot) continue;
+            if (p->tok) al_tok_display(p->tok, id, b, sizeof b);
+            if (!p->tok || !strchr(b, '\\')) pool[np++] = id;
+        }
+        if (np == 0) return al_errf(e, "the tokenizer has no printable tokens");
+        for (int i = 0; i < R; i++) t[bos + i] = t[bos + R + i] = pool[al_rng_below(&r, (uint32_t)np)];
+        *ids = t;
+        *T = 2 * R + bos;
+        p->prompt_txt = pprintf(p, e, "%d random printable tokens, then the same again (seed %llu)", R,
+                                (unsigned long long)o->seed);
+        return p->prompt_txt ? 0 : -1;
+    }
+    if (!p->tok) return al_errf(e, "model %s has no tokenizer.json to encode the prompt", p->dir);
+    int *raw = NULL;
+    size_t n = 0;
+    if (al_tok_encode(p->tok, (const unsigned char *)o->prompt, strlen(o->prompt), 1, &raw, &n, e))
+        return -1;
+    keep(p, raw, e);
+    size_t total = n + (size_t)bos;
+    if (total == 0) return al_errf(e, "the prompt is empty");
+    size_t keep_n = total > (size_t)n_ctx ? (size_t)n_ctx : total;
+    int *t = pcalloc(p, keep_n, sizeof(int), e);
+    if (!t) return -1;
+    for (size_t i = 0; i < keep_n; i++) {
+        size_t src = total - keep_n + i;
+        t[i] = bos ? (src == 0 ? eot : raw[src - 1]) : raw[src];
+    }
+    if (keep_n < total)
+        fprintf(stderr, "attnlab: warning: prompt has %zu tokens, n_ctx is %d: showing the last %zu\n",
+                total, n_ctx, keep_n);
+    *ids = t;
+    *T = (int)keep_n;
+    p->prompt_txt = o->prompt;
+    return 0;
+}
+
+/* Heads per row of an attention grid: two rows for 8 heads. */
+#define GRID_COLS(H) ((H) > 4 ? ((H) + 1) / 2 : (H))
+
+static int pic_attention(pic *p, al_err *e) {
+    int l = layer_or(p, 0), h = p->o->head, *ids = NULL, T = 0;
+    if (need_layer(p, l, e)) return -1;
+    if (h >= p->H) return need_head(p, h, e);
+    if (!p->o->prompt && p->o->repeat <= 0)
+        return al_errf(e, "--what attention needs --prompt TEXT (or --repeat N for a random "
+                       "repeated sequence)");
+    if (attention_ids(p, &ids, &T, e) || al_model_forward(&p->m, ids, NULL, 1, T, e)) return -1;
+    const char **lab = pcalloc(p, (size_t)T, sizeof(char *), e);
+    if (!lab) return -1;
+    for (int t = 0; t < T; t++)
+        if (!(lab[t] = tok_label(p, ids[t], e))) return -1;
+    al_cscale *cs = scale(p, 0, 0, 0, 1, "attention probability");
+    int h0 = h >= 0 ? h : 0, h1 = h >= 0 ? h + 1 : p->H;
+    for (int k = h0; k < h1; k++) {
+        float *v = pfloats(p, (size_t)T * T, e);
+        if (!v) return -1;
+        const float *a = p->m.att + ((size_t)l * p->H + k) * T * T; /* B = 1: (L,1,H,T,T) */
+        for (int t = 0; t < T; t++)
+            for (int s = 0; s < T; s++) v[t * T + s] = s <= t ? a[t * T + s] : NAN;
+        al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
+        q->hm = (al_hm){.v = v, .rows = T, .cols = T, .row_labels = lab, .col_labels = lab,
+                        .row_title = "destination (query) token",
+                        .col_title = "source (key) token", .cs = cs, .bar = 1};
+        if (h < 0) { /* grid: axis titles on the outer panels only */
+            int ncols = GRID_COLS(p->H), i = k - h0;
+            if (i % ncols) q->hm.row_title = NULL;
+            if (i + ncols < p->H) q->hm.col_title = NULL;
+            q->hm.title = pprintf(p, e, "head %d.%d", l, k);
+            q->hm.cell = T <= 24 ? 12 : T <= 64 ? 10 : 8; /* from 10 px every label fits */
+            if (!q->hm.title) return -1;
+        }
+    }
+    if (h >= 0) {
+        snprintf(p->title, sizeof p->title, "attention pattern, head %d.%d", l, h);
+        snprintf(p->head_txt, sizeof p->head_txt, "%d.%d", l, h);
+    } else {
+        snprintf(p->title, sizeof p->title, "attention patterns, layer %d (all %d heads)", l, p->H);
+        snprintf(p->head_txt, sizeof p->head_txt, "%d.*", l);
+        p->fig.ncols = GRID_COLS(p->H);
+        p->fig.shared_bar = cs;
+    }
+    note(p, "row = destination (query) token, column = source (key) token: each row shows where "
+            "that query attends (sums to 1); information flows key \xe2\x86\x92 query");
+    note(p, "grey: future positions (causal mask).  prompt: %.200s%s", p->prompt_txt,
+         strlen(p->prompt_txt) > 200 ? "\xe2\x80\xa6" : "");
+    return 0;
+}
+
+/* ---------------------------------------------------------- qk-pos */
+
+static int pic_qk_pos(pic *p, al_err *e) {
+    int l = layer_or(p, 0), h = p->o->head, n_ctx = p->m.cfg.n_ctx;
+    if (need_layer(p, l, e) || need_head(p, h, e)) return -1;
+    int n = p->o->n_pos > 0 && p->o->n_pos < n_ctx ? p->o->n_pos : n_ctx;
+    float *full = pfloats(p, (size_t)n_ctx * n_ctx, e), *v = pfloats(p, (size_t)n * n, e);
+    if (!full || !v || al_circ_positional_qk(&p->m, l, h, full, e)) return -1;
+    for (int t = 0; t < n; t++)
+        for (int s = 0; s < n; s++) v[t * n + s] = s <= t ? full[(size_t)t * n_ctx + s] : NAN;
+    centre_rows(v, n, n);
+    al_cscale *cs = scale(p, 0, 1, NAN, NAN, "QK score, row-centred");
+    al_cscale_fit(cs, v, (size_t)n * n);
+    al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
+    q->hm = (al_hm){.v = v, .rows = n, .cols = n, .row_title = "destination (query) position",
+                    .col_title = "source (key) position", .cs = cs, .bar = 1};
+    if (n < n_ctx)
+        snprintf(p->title, sizeof p->title, "positional QK, head %d.%d (positions 0-%d of %d)", l, h,
+                 n - 1, n_ctx);
+    else
+        snprintf(p->title, sizeof p->title, "positional QK, head %d.%d", l, h);
+    snprintf(p->head_txt, sizeof p->head_txt, "%d.%d", l, h);
+    if (n < n_ctx) note(p, "only the first %d of the model's %d positions are shown (--n-pos)", n, n_ctx);
+    note(p, "W_pos W_Q W_K^T W_pos^T: how much position t (row) attends to position s (column) "
+            "from positions alone, before 1/sqrt(d_head)");
+    note(p, "rows centred over s <= t (softmax ignores a per-row constant); grey: s > t, masked");
+    return 0;
+}
+
+/* ---------------------------------------------------------- qk / ov */
+
+/* Ids of --tokens "a,b,c": each item must be one token. */
+static int parse_tokens(pic *p, int *ids, int *n, al_err *e) {
+    const char *s = p->o->tokens;
+    *n = 0;
+    while (*s) {
+        size_t len = strcspn(s, ",");
+        char item[256];
+        if (len >= sizeof item) return al_errf(e, "--tokens: item too long");
+        memcpy(item, s, len);
+        item[len] = 0;
+        s += len + (s[len] == ',');
+        if (!len) continue;
+        if (*n >= MAX_TOKENS) return al_errf(e, "--tokens: at most %d tokens", MAX_TOKENS);
+        int id;
+        char *end;
+        if (item[0] == '#' && item[1]) {
+            long v = strtol(item + 1, &end, 10);
+            if (*end || v < 0 || v >= p->m.cfg.d_vocab)
+                return al_errf(e, "--tokens: '%s' is not a token id below %d", item, p->m.cfg.d_vocab);
+            id = (int)v;
+        } else {
+            if (!p->tok) return al_errf(e, "model %s has no tokenizer.json", p->dir);
+            char text[260];
+            const char *open = "\xe2\x90\xa3"; /* ␣ */
+            if (strncmp(item, open, 3) == 0) snprintf(text, sizeof text, " %s", item + 3);
+            else snprintf(text, sizeof text, "%s", item);
+            int *t;
+            size_t k;
+            if (al_tok_encode(p->tok, (const unsigned char *)text, strlen(text), 1, &t, &k, e))
+                return -1;
+            id = k == 1 ? t[0] : -1;
+            free(t);
+            if (id < 0)
+                return al_errf(e, "--tokens: '%s' is %zu tokens for this tokenizer, not one "
+                               "(write #ID for an id)", item, k);
+        }
+        ids[(*n)++] = id;
+    }
+    if (*n == 0) return al_errf(e, "--tokens: no tokens given");
+    return 0;
+}
+
+typedef struct cnt {
+    long n;
+    int id;
+} cnt;
+
+static int by_count(const void *a, const void *b) {
+    const cnt *x = a, *y = b;
+    if (x->n != y->n) return x->n > y->n ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* The top_n most frequent non-special ids of --data. */
+static int frequent_tokens(pic *p, int *ids, int *n, al_err *e) {
+    al_tokens d;
+    if (al_tokens_load(p->o->data, &d, e)) return -1;
+    int V = p->m.cfg.d_vocab, eot = p->tok ? al_tok_eot(p->tok) : -1;
+    cnt *c = al_calloc((size_t)V, sizeof *c, e);
+    if (!c) {
+        al_tokens_free(&d);
+        return -1;
+    }
+    for (int i = 0; i < V; i++) c[i].id = i;
+    for (size_t i = 0; i < d.n; i++)
+        if (d.tok[i] < V) c[d.tok[i]].n++;
+    al_tokens_free(&d);
+    qsort(c, (size_t)V, sizeof *c, by_count);
+    *n = 0;
+    for (int i = 0; i < V && *n < p->o->top_n; i++)
+        if (c[i].id != eot && c[i].n > 0) ids[(*n)++] = c[i].id;
+    free(c);
+    if (*n == 0) return al_errf(e, "%s has no tokens of this model's vocabulary", p->o->data);
+    return 0;
+}
+
+/* Without data: the tokenizer's first merges (BPE learns the most
+ * frequent pairs first), then printable bytes. */
+static void first_merges(pic *p, int *ids, int *n) {
+    int V = p->tok ? al_tok_vocab_size(p->tok) : p->m.cfg.d_vocab, eot = p->tok ? al_tok_eot(p->tok) : -1;
+    *n = 0;
+    for (int id = 256; id < V && *n < p->o->top_n; id++)
+        if (id != eot) ids[(*n)++] = id;
+    for (int b = 'a'; b <= 'z' && *n < p->o->top_n; b++) ids[(*n)++] = b;
+    for (int b = 32; b < 127 && *n < p->o->top_n; b++)
+        if (b < 'a' || b > 'z') ids[(*n)++] = b;
+}
+
+/* The tokens of a qk/ov picture; how (a note) and brief (for the title)
+ * say where they came from. */
+static int choose_tokens(pic *p, int *ids, int *n, char *how, char *brief, size_t cap, al_err *e) {
+    if (p->o->top_n < 1 || p->o->top_n > MAX_TOKENS)
+        return al_errf(e, "--top-n must be in 1..%d", MAX_TOKENS);
+    if (p->o->tokens) {
+        if (parse_tokens(p, ids, n, e)) return -1;
+        snprintf(how, cap, "tokens given with --tokens");
+        snprintf(brief, cap, "%d given tokens", *n);
+        return 0;
+    }
+    if (p->o->data) {
+        if (frequent_tokens(p, ids, n, e)) return -1;
+        const char *base = strrchr(p->o->data, '/');
+        snprintf(how, cap, "tokens: the %d most frequent in %s", *n, p->o->data);
+        snprintf(brief, cap, "top %d tokens of %s", *n, base ? base + 1 : p->o->data);
+        return 0;
+    }
+    first_merges(p, ids, n);
+    snprintf(how, cap, "tokens: the first %d BPE merges (learned first = most frequent pairs; "
+             "give --data FILE for true frequencies)", *n);
+    snprintf(brief, cap, "first %d BPE merges", *n);
+    return 0;
+}
+
+static int pic_full(pic *p, int ov, al_err *e) {
+    int l = layer_or(p, 0), h = p->o->head, ids[MAX_TOKENS], n = 0;
+    char how[512], brief[512];
+    if (need_layer(p, l, e) || need_head(p, h, e) ||
+        choose_tokens(p, ids, &n, how, brief, sizeof how, e))
+        return -1;
+    float *v = pfloats(p, (size_t)n * n, e);
+    const char **lab = pcalloc(p, (size_t)n, sizeof(char *), e);
+    if (!v || !lab) return -1;
+    for (int i = 0; i < n; i++)
+        if (!(lab[i] = tok_label(p, ids[i], e))) return -1;
+    if ((ov ? al_circ_full_ov(&p->m, l, h, ids, n, ids, n, v, e)
+            : al_circ_full_qk(&p->m, l, h, ids, n, ids, n, v, e)))
+        return -1;
+    centre_rows(v, n, n);
+    al_cscale *cs = scale(p, 0, 1, NAN, NAN, ov ? "logit change, row-centred" : "QK score, row-centred");
+    al_cscale_fit(cs, v, (size_t)n * n);
+    al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
+    q->hm = (al_hm){.v = v, .rows = n, .cols = n, .row_labels = lab, .col_labels = lab,
+                    .row_title = ov ? "source token (attended to)" : "destination (query) token",
+                    .col_title = ov ? "output token (its logit)" : "source (key) token",
+                    .cs = cs, .bar = 1, .cell = n <= 40 ? 14 : 0};
+    snprintf(p->title, sizeof p->title, "full %s circuit, head %d.%d (%.80s)", ov ? "OV" : "QK", l,
+             h, brief);
+    snprintf(p->head_txt, sizeof p->head_txt, "%d.%d", l, h);
+    if (ov)
+        note(p, "W_E W_V W_O W_U: how attending to the row token changes the logit of the column "
+                "token; a red diagonal = copying");
+    else
+        note(p, "W_E W_Q W_K^T W_E^T: how much the row (query) token attends to the column (key) "
+                "token from token identity alone, before 1/sqrt(d_head)");
+    note(p, "rows centred (softmax ignores a per-row constant); %s", how);
+    char *list = pcalloc(p, (size_t)n * (LABEL_CAP + 1) + 1, 1, e);
+    if (!list) return -1;
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(list, ",");
+        strcat(list, lab[i]);
+    }
+    p->tokens_txt = list;
+    return 0;
+}
+
+/* ---------------------------------------------------------- composition */
+
+typedef struct comp_rows {
+    pic *p;
+    int l2, rows;
+    float *v[3];
+    double base[3];
+    int n;
+} comp_rows;
+
+static int kind_index(const char *k) {
+    return !k ? -1 : strcmp(k, "Q") == 0 ? 0 : strcmp(k, "K") == 0 ? 1 : strcmp(k, "V") == 0 ? 2 : -1;
+}
+
+static int comp_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    comp_rows *c = ctx;
+    (void)nc, (void)e;
+    int k = kind_index(t[0]), l1 = (int)x[1], h1 = (int)x[2], l2 = (int)x[3], h2 = (int)x[4];
+    int H = c->p->H;
+    if (k < 0 || l2 != c->l2 || l1 < 0 || l1 >= l2 || h1 < 0 || h1 >= H || h2 < 0 || h2 >= H) return 0;
+    c->v[k][(l1 * H + h1) * H + h2] = (float)x[5];
+    if (!isnan(x[6])) c->base[k] = x[6];
+    c->n++;
+    return 0;
+}
+
+static int comp_from_db(pic *p, comp_rows *c, al_err *e) {
+    long run;
+    if (pick_run(p, "composition x", NULL, NULL, &run, e)) return -1;
+    if (!run) return 0;
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", run);
+    const char *params[1] = {rs};
+    if (al_store_query(p->st, "SELECT kind, layer1, head1, layer2, head2, score, baseline "
+                              "FROM composition WHERE run_id = ?1",
+                       params, 1, comp_row, c, e))
+        return -1;
+    if (c->n) run_note(p, "composition from circuits", run);
+    return 0;
+}
+
+static int comp_compute(pic *p, comp_rows *c, al_err *e) {
+    double sd[3];
+    for (int l1 = 0; l1 < c->l2; l1++)
+        for (int h1 = 0; h1 < p->H; h1++)
+            for (int h2 = 0; h2 < p->H; h2++) {
+                double s[AL_COMP_N];
+                if (al_circ_composition(&p->m, l1, h1, c->l2, h2, s, e)) return -1;
+                for (int k = 0; k < 3; k++) c->v[k][(l1 * p->H + h1) * p->H + h2] = (float)s[k];
+            }
+    return al_circ_comp_baseline(p->m.cfg.d_model, p->D, 200, 1, c->base, sd, e);
+}
+
+static int pic_composition(pic *p, al_err *e) {
+    if (p->L < 2) return al_errf(e, "--what composition needs a model with 2 or more layers (this one has %d)", p->L);
+    comp_rows c = {.p = p, .l2 = layer_or(p, p->L - 1), .base = {NAN, NAN, NAN}};
+    if (c.l2 < 1 || c.l2 >= p->L)
+        return al_errf(e, "--layer %d: composition is into a later layer, 1..%d", c.l2, p->L - 1);
+    c.rows = c.l2 * p->H;
+    for (int k = 0; k < 3; k++) {
+        if (!(c.v[k] = pfloats(p, (size_t)c.rows * p->H, e))) return -1;
+        for (int i = 0; i < c.rows * p->H; i++) c.v[k][i] = NAN;
+    }
+    if (p->st && comp_from_db(p, &c, e)) return -1;
+    if (!c.n) {
+        if (comp_compute(p, &c, e)) return -1;
+        snprintf(p->run_txt, sizeof p->run_txt, "computed from the weights");
+    }
+    double hi = 0, bmean = 0;
+    int nb = 0;
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < c.rows * p->H; i++)
+            if (!isnan(c.v[k][i])) hi = fmax(hi, c.v[k][i]);
+        if (!isnan(c.base[k])) bmean += c.base[k], nb++;
+    }
+    al_cscale *cs = scale(p, 0, 0, 0, hi > 0 ? hi : 1, "composition score");
+    if (nb) {
+        cs->n_marks = 1;
+        cs->mark[0] = bmean / nb;
+        cs->mark_label[0] = "random";
+        if (cs->mark[0] > cs->hi) cs->hi = cs->mark[0] * 1.05;
+    }
+    const char **rl = head_labels(p, 0, c.l2, e), **cl = head_labels(p, c.l2, c.l2 + 1, e);
+    if (!rl || !cl) return -1;
+    static const char *const names[3] = {"Q", "K", "V"};
+    for (int k = 0; k < 3; k++) {
+        al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
+        q->hm = (al_hm){.v = c.v[k], .rows = c.rows, .cols = p->H, .row_labels = rl, .col_labels = cl,
+                        .row_title = "earlier head (writes)", .col_title = "later head (reads)",
+                        .cs = cs, .annotate = 1, .cell = c.rows <= 16 ? 34 : 0};
+        q->hm.title = isnan(c.base[k]) ? pprintf(p, e, "%s-composition", names[k])
+                                       : pprintf(p, e, "%s-composition (random %.3f)", names[k], c.base[k]);
+        if (!q->hm.title) return -1;
+    }
+    p->fig.shared_bar = cs;
+    snprintf(p->title, sizeof p->title, "composition into layer %d", c.l2);
+    snprintf(p->head_txt, sizeof p->head_txt, "%d.* -> %d.*", c.l2 - 1, c.l2);
+    note(p, "Q: |W_OV(1) W_QK(2)|, K: |W_OV(1) W_QK(2)^T|, V: |W_OV(1) W_OV(2)|, each divided by "
+            "the norms of the two (Frobenius; Elhage et al. 2021)");
+    note(p, "the colour bar marks the mean score of random Gaussian heads of the same shapes (%s)",
+         p->run_txt);
+    return 0;
+}
+
+/* ---------------------------------------------------------- spectrum */
+
+typedef struct sv_rows {
+    pic *p;
+    double *qk, *ov; /* (L*H, D) */
+    int n;
+} sv_rows;
+
+static int sv_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    sv_rows *s = ctx;
+    (void)nc, (void)e;
+    int l = (int)x[0], h = (int)x[1], i = (int)x[3], H = s->p->H, D = s->p->D;
+    if (l < 0 || l >= s->p->L || h < 0 || h >= H || i < 0 || i >= D || !t[2]) return 0;
+    double *dst = strcmp(t[2], "qk") == 0 ? s->qk : strcmp(t[2], "ov") == 0 ? s->ov : NULL;
+    if (dst) dst[(l * H + h) * D + i] = x[4], s->n++;
+    return 0;
+}
+
+static int pic_spectrum(pic *p, al_err *e) {
+    int LH = p->L * p->H, D = p->D;
+    sv_rows s = {.p = p};
+    s.qk = pcalloc(p, (size_t)LH * D, sizeof(double), e);
+    s.ov = pcalloc(p, (size_t)LH * D, sizeof(double), e);
+    double *xs = pcalloc(p, (size_t)D, sizeof(double), e);
+    if (!s.qk || !s.ov || !xs) return -1;
+    for (int i = 0; i < LH * D; i++) s.qk[i] = s.ov[i] = NAN;
+    if (p->st) {
+        long run;
+        if (pick_run(p, "singular_values x", NULL, NULL, &run, e)) return -1;
+        char rs[32];
+        snprintf(rs, sizeof rs, "%ld", run);
+        const char *params[1] = {rs};
+        if (run && al_store_query(p->st, "SELECT layer, head, circuit, idx, value FROM "
+                                         "singular_values WHERE run_id = ?1",
+                                  params, 1, sv_row, &s, e))
+            return -1;
+        if (s.n) run_note(p, "circuits", run);
+    }
+    if (!s.n) {
+        for (int i = 0; i < LH; i++)
+            if (al_circ_qk_svals(&p->m, i / p->H, i % p->H, s.qk + (size_t)i * D, e) ||
+                al_circ_ov_svals(&p->m, i / p->H, i % p->H, s.ov + (size_t)i * D, e))
+                return -1;
+        snprintf(p->run_txt, sizeof p->run_txt, "computed from the weights");
+    }
+    double lo = INFINITY, hi = 0;
+    for (int i = 0; i < LH * D; i++) {
+        double a[2] = {s.qk[i], s.ov[i]};
+        for (int k = 0; k < 2; k++)
+            if (a[k] > 0) lo = fmin(lo, a[k]), hi = fmax(hi, a[k]);
+    }
+    if (!(hi > 0)) lo = 0.1, hi = 1;
+    /* σ below 1e-4 σ_max is rank deficiency; keep the scale on the rest */
+    lo = fmax(lo, hi * 1e-4);
+    for (int i = 0; i < D; i++) xs[i] = i + 1;
+    for (int i = 0; i < LH; i++) {
+        al_series *sr = pcalloc(p, 2, sizeof *sr, e);
+        if (!sr) return -1;
+        sr[0] = (al_series){xs, s.qk + (size_t)i * D, D, NULL, 0x1F77B4, 2, 0, 0};
+        sr[1] = (al_series){xs, s.ov + (size_t)i * D, D, NULL, 0xFF7F0E, 2, 0, 0};
+        al_panel *q = add_panel(p, AL_PANEL_LINES);
+        if (!q) return al_errf(e, "too many heads for one picture (%d)", LH);
+        q->ln.s = sr;
+        q->ln.n = 2;
+        q->ln.w = 150;
+        q->ln.h = 100;
+        q->ln.log_y = 1;
+        q->ln.y_lo = lo / 1.3;
+        q->ln.y_hi = hi * 1.3;
+        q->ln.x_lo = 1;
+        q->ln.x_hi = D;
+        q->ln.x_integer = 1;
+        q->ln.title = pprintf(p, e, "head %d.%d", i / p->H, i % p->H);
+        if (i % p->H == 0) q->ln.y_title = pprintf(p, e, "layer %d", i / p->H);
+        if (i / p->H == p->L - 1) q->ln.x_title = "index i";
+        if (!q->ln.title) return -1;
+    }
+    p->fig.ncols = p->H;
+    p->legend[0] = (al_legend_item){"W_QK = W_Q W_K^T", 0x1F77B4, 0};
+    p->legend[1] = (al_legend_item){"W_OV = W_V W_O", 0xFF7F0E, 0};
+    p->fig.legend = p->legend;
+    p->fig.n_legend = 2;
+    snprintf(p->title, sizeof p->title, "singular values of each head's QK and OV circuits");
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "each head's %d nonzero singular values, largest first, log scale shared by all panels (%s)",
+         D, p->run_txt);
+    return 0;
+}
+
+/* ---------------------------------------------------------- ablation */
+
+typedef struct abl_rows {
+    pic *p;
+    float *single; /* (L, H) */
+    float *pair;   /* (LH, LH) interaction, NaN = absent */
+    int n_single, n_pair;
+    char method[32]; /* of the rows read */
+} abl_rows;
+
+/* "l.h" -> flat index, -1 if malformed or out of range. */
+static int parse_head(pic *p, const char *s, const char **end) {
+    int l, h, k = 0;
+    if (sscanf(s, "%d.%d%n", &l, &h, &k) != 2 || l < 0 || l >= p->L || h < 0 || h >= p->H) return -1;
+    *end = s + k;
+    return l * p->H + h;
+}
+
+static int abl_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    abl_rows *a = ctx;
+    (void)nc, (void)e;
+    const char *end;
+    if (!t[0] || !t[1]) return 0;
+    if (t[4] && !a->method[0]) snprintf(a->method, sizeof a->method, "%s", t[4]);
+    int i = parse_head(a->p, t[1], &end);
+    if (i < 0) return 0;
+    if (strcmp(t[0], "single") == 0 && !*end) {
+        a->single[i] = (float)x[2];
+        a->n_single++;
+    } else if (strcmp(t[0], "pair") == 0 && *end == ',') {
+        int j = parse_head(a->p, end + 1, &end);
+        if (j < 0 || *end) return 0;
+        int LH = a->p->L * a->p->H, lo = i < j ? i : j, hi = i < j ? j : i;
+        a->pair[lo * LH + hi] = (float)x[3];
+        a->n_pair++;
+    }
+    return 0;
+}
+
+static const char *abl_metric(pic *p, al_err *e) {
+    const char *m = p->o->metric ? p->o->metric : "delta_loss";
+    if (strcmp(m, "delta_loss") && strcmp(m, "delta_loss_copy") && strcmp(m, "delta_loss_probe")) {
+        al_errf(e, "--metric %s: for ablation use delta_loss, delta_loss_copy or delta_loss_probe", m);
+        return NULL;
+    }
+    return m;
+}
+
+/* The interaction panel: rows = heads that appear first in a pair,
+ * columns = heads that appear second (8 x 8 for the cross-layer pairs of
+ * a 2-layer model). */
+static int abl_pair_panel(pic *p, abl_rows *a, al_cscale *cs, al_err *e) {
+    int LH = p->L * p->H, rows[256], cols[256], nr = 0, nc = 0;
+    if (LH > 256) return al_errf(e, "too many heads (%d) for a pair picture", LH);
+    for (int i = 0; i < LH; i++) {
+        int r = 0, c = 0;
+        for (int j = 0; j < LH; j++) r |= !isnan(a->pair[i * LH + j]), c |= !isnan(a->pair[j * LH + i]);
+        if (r) rows[nr++] = i;
+        if (c) cols[nc++] = i;
+    }
+    float *v = pfloats(p, (size_t)nr * nc, e);
+    const char **rl = pcalloc(p, (size_t)nr, sizeof(char *), e), **cl = pcalloc(p, (size_t)nc, sizeof(char *), e);
+    if (!v || !rl || !cl) return -1;
+    for (int r = 0; r < nr; r++) {
+        if (!(rl[r] = pprintf(p, e, "%d.%d", rows[r] / p->H, rows[r] % p->H))) return -1;
+        for (int c = 0; c < nc; c++) v[r * nc + c] = a->pair[rows[r] * LH + cols[c]];
+    }
+    for (int c = 0; c < nc; c++)
+        if (!(cl[c] = pprintf(p, e, "%d.%d", cols[c] / p->H, cols[c] % p->H))) return -1;
+    al_cscale_fit(cs, v, (size_t)nr * nc);
+    al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
+    q->hm = (al_hm){.v = v, .rows = nr, .cols = nc, .row_labels = rl, .col_labels = cl,
+                    .title = "pair interaction: Δ(pair) - Δ(h1) - Δ(h2)",
+                    .row_title = "head h1", .col_title = "head h2", .cs = cs, .bar = 1,
+                    .annotate = 1, .cell = nr <= 16 && nc <= 16 ? 34 : 0};
+    return 0;
+}
+
+static int pic_ablation(pic *p, al_err *e) {
+    const char *metric = abl_metric(p, e);
+    if (!metric) return -1;
+    int LH = p->L * p->H;
+    abl_rows a = {.p = p, .single = pfloats(p, (size_t)LH, e), .pair = pfloats(p, (size_t)LH * LH, e)};
+    if (!a.single || !a.pair) return -1;
+    for (int i = 0; i < LH; i++) a.single[i] = NAN;
+    for (int i = 0; i < LH * LH; i++) a.pair[i] = NAN;
+    const char *meth = p->o->method;
+    char sql[512], rs[32];
+    long run_s, run_p;
+    if (pick_run(p, "ablations x", "x.kind = 'single' AND (?2 IS NULL OR x.method = ?2)", meth, &run_s, e) ||
+        pick_run(p, "ablations x", "x.kind = 'pair' AND (?2 IS NULL OR x.method = ?2)", meth, &run_p, e))
+        return -1;
+    if (!run_s && !run_p)
+        return al_errf(e, "database %s has no finished ablation run for model %s%s%s (run attnlab "
+                       "ablate --each --db)", p->o->db, p->dir, meth ? " with method " : "", meth ? meth : "");
+    snprintf(sql, sizeof sql, "SELECT kind, heads, %s, interaction, method FROM ablations WHERE run_id = ?1 "
+             "AND (?2 IS NULL OR method = ?2)", metric);
+    long runs[2] = {run_s, run_p};
+    for (int k = 0; k < 2; k++) {
+        if (!runs[k] || (k == 1 && run_p == run_s)) continue;
+        snprintf(rs, sizeof rs, "%ld", runs[k]);
+        const char *params[2] = {rs, meth};
+        if (al_store_query(p->st, sql, params, 2, abl_row, &a, e)) return -1;
+        run_note(p, "ablate", runs[k]);
+    }
+    const char *bar_label = strcmp(metric, "delta_loss") == 0 ? "Δloss (nats)"
+                            : strcmp(metric, "delta_loss_copy") == 0 ? "Δloss at copy positions"
+                                                                    : "Δloss on the probe's 2nd repeat";
+    al_cscale *cs = scale(p, 0, 1, NAN, NAN, bar_label);
+    al_cscale_fit(cs, a.single, (size_t)LH);
+    const char **rl = pcalloc(p, (size_t)p->L, sizeof(char *), e);
+    if (!rl) return -1;
+    for (int l = 0; l < p->L; l++)
+        if (!(rl[l] = pprintf(p, e, "layer %d", l))) return -1;
+    if (a.n_single) {
+        al_panel *pn = add_panel(p, AL_PANEL_HEATMAP);
+        pn->hm = (al_hm){.v = a.single, .rows = p->L, .cols = p->H, .row_labels = rl,
+                         .title = "each head ablated alone", .col_title = "head", .cs = cs,
+                         .bar = 1, .annotate = 1, .cell = 34};
+    }
+    if (a.n_pair && abl_pair_panel(p, &a, scale(p, 1, 1, NAN, NAN, "interaction (nats)"), e)) return -1;
+    snprintf(p->title, sizeof p->title, "%s-ablation: what each head is worth", a.method);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "Δ = loss with the head(s) ablated - loss with all heads; %s = %s", metric,
+         strcmp(metric, "delta_loss") == 0 ? "validation text" :
+         strcmp(metric, "delta_loss_copy") == 0 ? "positions whose next token already appeared"
+                                                 : "second repeat of the random-token probe");
+    if (a.n_pair)
+        note(p, "interaction < 0: the pair costs less than the two apart (heads in series); > 0: "
+                "each covers for the other");
+    note(p, "%s", p->run_txt);
+    return 0;
+}
+
+/* ---------------------------------------------------------- pruning */
+
+typedef struct xy {
+    double *x, *y;
+    int n, cap;
+} xy;
+
+static int xy_row(void *ctx, int nc, const char *const *t, const double *v, al_err *e) {
+    xy *s = ctx;
+    (void)nc, (void)t;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        double *x = realloc(s->x, sizeof(double) * (size_t)cap), *y;
+        if (x) s->x = x;
+        y = x ? realloc(s->y, sizeof(double) * (size_t)cap) : NULL;
+        if (!x || !y) return al_errf(e, "out of memory");
+        s->y = y;
+        s->cap = cap;
+    }
+    s->x[s->n] = v[0];
+    s->y[s->n++] = v[1];
+    return 0;
+}
+
+static int pic_pruning(pic *p, al_err *e) {
+    static const char *const methods[3] = {"ablation", "gradient", "random"};
+    static const uint32_t colours[3] = {0x1F77B4, 0xFF7F0E, 0x7F7F7F};
+    al_series *sr = pcalloc(p, 3, sizeof *sr, e);
+    if (!sr) return -1;
+    int ns = 0;
+    for (int k = 0; k < 3; k++) {
+        long run;
+        if (pick_run(p, "pruning_steps x", "x.method = ?2", methods[k], &run, e)) return -1;
+        if (!run) continue;
+        char rs[32];
+        snprintf(rs, sizeof rs, "%ld", run);
+        const char *params[2] = {rs, methods[k]};
+        xy s = {0};
+        int rc = al_store_query(p->st, "SELECT heads_left, loss FROM pruning_steps WHERE run_id = ?1 "
+                                "AND method = ?2 ORDER BY step", params, 2, xy_row, &s, e);
+        int kept = keep(p, s.x, e) && keep(p, s.y, e);
+        if (rc || (s.cap && !kept)) return -1;
+        if (!s.n) continue;
+        sr[ns++] = (al_series){s.x, s.y, s.n, methods[k], colours[k], 2, 1, k == 2 ? 5 : 0};
+        run_note(p, methods[k], run);
+    }
+    if (!ns)
+        return al_errf(e, "database %s has no finished pruning run for model %s (run attnlab prune --db)",
+                       p->o->db, p->dir);
+    al_panel *q = add_panel(p, AL_PANEL_LINES);
+    q->ln.s = sr;
+    q->ln.n = ns;
+    q->ln.w = 480;
+    q->ln.h = 280;
+    q->ln.x_reverse = 1;
+    q->ln.x_integer = 1;
+    q->ln.legend = 1;
+    q->ln.x_title = "heads remaining (pruning proceeds to the right)";
+    q->ln.y_title = "validation loss (nats)";
+    snprintf(p->title, sizeof p->title, "pruning: loss as heads are removed");
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "each step removes the head the method ranks least important: ablation = Δloss, "
+            "gradient = E|dL/dg| (Michel et al. 2019), random = baseline");
+    note(p, "%s", p->run_txt);
+    return 0;
+}
+
+/* ---------------------------------------------------------- training */
+
+typedef struct ths_rows {
+    pic *p;
+    long *steps;
+    int n_steps;
+    double *v; /* (LH, n_steps) */
+} ths_rows;
+
+static int ths_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    ths_rows *s = ctx;
+    (void)nc, (void)t, (void)e;
+    int l = (int)x[1], h = (int)x[2];
+    if (l < 0 || l >= s->p->L || h < 0 || h >= s->p->H) return 0;
+    /* steps are sorted; find this one */
+    int lo = 0, hi = s->n_steps - 1;
+    long st = (long)x[0];
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->steps[mid] < st) lo = mid + 1;
+        else hi = mid;
+    }
+    if (s->n_steps && s->steps[lo] == st) s->v[(size_t)(l * s->p->H + h) * s->n_steps + lo] = x[3];
+    return 0;
+}
+
+typedef struct tlog {
+    double *step, *train, *val;
+    int n, cap;
+} tlog;
+
+static int tlog_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    tlog *s = ctx;
+    (void)nc, (void)t;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        double **a[3] = {&s->step, &s->train, &s->val};
+        for (int k = 0; k < 3; k++) {
+            double *q = realloc(*a[k], sizeof(double) * (size_t)cap);
+            if (!q) return al_errf(e, "out of memory");
+            *a[k] = q;
+        }
+        s->cap = cap;
+    }
+    s->step[s->n] = x[0], s->train[s->n] = x[1], s->val[s->n] = x[2];
+    s->n++;
+    return 0;
+}
+
+static int train_loss_panel(pic *p, const char *rs, tlog *t, al_err *e) {
+    const char *params[1] = {rs};
+    int rc = al_store_query(p->st, "SELECT step, train_loss, val_loss FROM train_log WHERE run_id = ?1 "
+                            "ORDER BY step", params, 1, tlog_row, t, e);
+    int kept = keep(p, t->step, e) && keep(p, t->train, e) && keep(p, t->val, e);
+    if (rc || (t->cap && !kept)) return -1;
+    if (!t->n) return al_errf(e, "database %s: training run %s has no train_log rows", p->o->db, rs);
+    al_series *sr = pcalloc(p, 2, sizeof *sr, e);
+    if (!sr) return -1;
+    sr[0] = (al_series){t->step, t->train, t->n, "train loss", 0x1F77B4, 2, 0, 0};
+    sr[1] = (al_series){t->step, t->val, t->n, "validation loss", 0xFF7F0E, 2, 1, 0};
+    al_panel *q = add_panel(p, AL_PANEL_LINES);
+    q->ln = (al_lines){.s = sr, .n = 2, .title = "loss", .x_title = "step", .y_title = "loss (nats)",
+                       .w = 420, .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN,
+                       .y_hi = NAN, .hline = NAN, .x_integer = 1};
+    return 0;
+}
+
+/* Per-head metric over steps: the strongest heads (by their largest value)
+ * in colour with a legend, the others thin grey. */
+static int train_head_panel(pic *p, const char *rs, const tlog *t, const char *metric, al_err *e) {
+    int LH = p->L * p->H;
+    ths_rows s = {.p = p, .n_steps = t->n};
+    s.steps = pcalloc(p, (size_t)t->n, sizeof(long), e);
+    s.v = pcalloc(p, (size_t)LH * t->n, sizeof(double), e);
+    if (!s.steps || !s.v) return -1;
+    for (int i = 0; i < t->n; i++) s.steps[i] = (long)t->step[i];
+    for (size_t i = 0; i < (size_t)LH * t->n; i++) s.v[i] = NAN;
+    const char *params[2] = {rs, metric};
+    if (al_store_query(p->st, "SELECT step, layer, head, value FROM train_head_scores WHERE run_id = ?1 "
+                       "AND metric = ?2", params, 2, ths_row, &s, e))
+        return -1;
+    double *best = pcalloc(p, (size_t)LH, sizeof(double), e);
+    int *order = pcalloc(p, (size_t)LH, sizeof(int), e);
+    al_series *sr = pcalloc(p, (size_t)LH, sizeof *sr, e);
+    if (!best || !order || !sr) return -1;
+    int any = 0;
+    for (int i = 0; i < LH; i++) {
+        best[i] = -INFINITY;
+        for (int k = 0; k < t->n; k++)
+            if (!isnan(s.v[(size_t)i * t->n + k])) best[i] = fmax(best[i], s.v[(size_t)i * t->n + k]), any = 1;
+        order[i] = i;
+    }
+    if (!any) return al_errf(e, "database %s: training run %s has no '%s' head scores", p->o->db, rs, metric);
+    for (int i = 1; i < LH; i++) /* insertion sort, best first */
+        for (int j = i; j > 0 && best[order[j]] > best[order[j - 1]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1], order[j - 1] = tmp;
+        }
+    int n_col = LH < 6 ? LH : 6, n = 0;
+    for (int r = 0; r < LH; r++) { /* best first: drawn on top, listed first */
+        int i = order[r], col = r < n_col;
+        sr[n++] = (al_series){t->step, s.v + (size_t)i * t->n, t->n,
+                              col ? pprintf(p, e, "head %d.%d", i / p->H, i % p->H)
+                                  : (r == n_col ? "other heads" : NULL),
+                              col ? al_plot_colour(r) : 0xC0C0C0, col ? 2 : 1, 0, 0};
+        if (col && !sr[n - 1].label) return -1;
+    }
+    al_panel *q = add_panel(p, AL_PANEL_LINES);
+    int ind = strcmp(metric, "induction") == 0;
+    q->ln = (al_lines){.s = sr, .n = n, .title = pprintf(p, e, "%s score per head", metric),
+                       .x_title = "step", .y_title = pprintf(p, e, "%s score", metric), .w = 420,
+                       .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN, .y_hi = NAN,
+                       .hline = ind ? 0.4 : NAN, .hline_label = ind ? "induction head: > 0.4" : NULL,
+                       .x_integer = 1};
+    return q->ln.title && q->ln.y_title ? 0 : -1;
+}
+
+static int pic_training(pic *p, al_err *e) {
+    const char *metric = p->o->metric ? p->o->metric : "induction";
+    if (strcmp(metric, "induction") && strcmp(metric, "prev_token") && strcmp(metric, "duplicate_token"))
+        return al_errf(e, "--metric %s: for training use induction, prev_token or duplicate_token", metric);
+    long run = p->o->run_id;
+    if (run <= 0) {
+        char mid[32];
+        snprintf(mid, sizeof mid, "%lld", (long long)p->model_id);
+        qval q;
+        if (query1(p, "SELECT MAX(run_id) FROM runs WHERE kind = 'train' AND model_id = ?1", mid,
+                   NULL, &q, e))
+            return -1;
+        if (!q.found)
+            return al_errf(e, "database %s has no training run for model %s (train with --db, or give "
+                           "--run ID)", p->o->db, p->dir);
+        run = (long)q.v;
+    }
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", run);
+    tlog t = {0};
+    if (train_loss_panel(p, rs, &t, e) || train_head_panel(p, rs, &t, metric, e)) return -1;
+    run_note(p, "train", run);
+    snprintf(p->title, sizeof p->title, "training: loss and %s score over steps", metric);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "%s score of every head, measured on the random-token probe at each evaluation "
+            "(the %d highest in colour); %s", metric, p->L * p->H < 6 ? p->L * p->H : 6, p->run_txt);
+    return 0;
+}
+
+/* ---------------------------------------------------------- the driver */
+
+static int load(pic *p, al_err *e) {
+    char tp[4200];
+    if (al_path_join(tp, sizeof tp, p->dir, "tokenizer.json", e)) return -1;
+    int has_tok = al_file_exists(tp);
+    if (al_ckpt_load(p->dir, &p->m, has_tok ? &p->tok : NULL, e)) return -1;
+    p->L = p->m.cfg.n_layers;
+    p->H = p->m.cfg.n_heads;
+    p->D = p->m.cfg.d_head;
+    return 0;
+}
+
+static int write_png(pic *p, const char *out, int *w, int *h, al_err *e) {
+    al_image im;
+    if (al_plot_figure(&p->fig, &im, NULL, e)) return al_err_prefix(e, "cannot draw %s", out);
+    if (w) *w = im.w;
+    if (h) *h = im.h;
+    al_png_text t[8];
+    int n = 0;
+    char sw[64], prompt[2048];
+    snprintf(sw, sizeof sw, "attnlab %s", AL_VERSION);
+    t[n++] = (al_png_text){"Title", p->title};
+    t[n++] = (al_png_text){"model", p->dir};
+    t[n++] = (al_png_text){"what", p->o->what};
+    t[n++] = (al_png_text){"head", p->head_txt};
+    if (p->prompt_txt) {
+        /* cut on a character boundary */
+        size_t k = strlen(p->prompt_txt) < sizeof prompt - 1 ? strlen(p->prompt_txt) : sizeof prompt - 1;
+        while (k > 0 && k < strlen(p->prompt_txt) && ((unsigned char)p->prompt_txt[k] & 0xC0) == 0x80) k--;
+        memcpy(prompt, p->prompt_txt, k);
+        prompt[k] = 0;
+        t[n++] = (al_png_text){"prompt", prompt};
+    }
+    if (p->tokens_txt) t[n++] = (al_png_text){"tokens", p->tokens_txt};
+    if (p->o->db) t[n++] = (al_png_text){"db", p->run_txt[0] ? p->run_txt : p->o->db};
+    t[n++] = (al_png_text){"Software", sw};
+    int rc = al_png_write(out, &im, t, n, e);
+    al_image_free(&im);
+    return rc;
+}
+
+static int valid_utf8_prompt(const char *s) {
+    /* text chunks must be valid UTF-8; the prompt is user input */
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        int n = *u < 0x80 ? 1 : (*u & 0xE0) == 0xC0 ? 2 : (*u & 0xF0) == 0xE0 ? 3 : (*u & 0xF8) == 0xF0 ? 4 : 0;
+        if (!n) return 0;
+        for (int i = 1; i < n; i++)
+            if ((u[i] & 0xC0) != 0x80) return 0;
+        u += n;
+    }
+    return 1;
+}
+
+int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png, int *w, int *h,
+               al_err *e) {
+    int k = 0;
+    while (o->what && al_pic_kinds[k] && strcmp(al_pic_kinds[k], o->what) != 0) k++;
+    if (!o->what || !al_pic_kinds[k])
+        return al_errf(e, "unknown picture '%s' (attention, qk-pos, qk, ov, composition, ablation, "
+                       "pruning, training, spectrum)", o->what ? o->what : "");
+    if (o->prompt && !valid_utf8_prompt(o->prompt)) return al_errf(e, "--prompt is not valid UTF-8");
+    pic *p = calloc(1, sizeof *p);
+    if (!p) return al_errf(e, "out of memory");
+    p->o = o;
+    p->dir = model_dir;
+    p->fig.title = p->title;
+    p->fig.panels = p->panels;
+    int db_required = k >= 5 && k <= 7; /* ablation, pruning, training */
+    int rc = load(p, e);
+    if (rc == 0) rc = open_db(p, db_required, e);
+    if (rc == 0) {
+        switch (k) {
+        case 0: rc = pic_attention(p, e); break;
+        case 1: rc = pic_qk_pos(p, e); break;
+        case 2: rc = pic_full(p, 0, e); break;
+        case 3: rc = pic_full(p, 1, e); break;
+        case 4: rc = pic_composition(p, e); break;
+        case 5: rc = pic_ablation(p, e); break;
+        case 6: rc = pic_pruning(p, e); break;
+        case 7: rc = pic_training(p, e); break;
+        default: rc = pic_spectrum(p, e); break;
+        }
+    }
+    if (rc == 0) rc = write_png(p, out_png, w, h, e);
+    for (int i = 0; i < p->n_mem; i++) free(p->mem[i]);
+    free(p->mem);
+    al_store_close(p->st);
+    al_tok_free(p->tok);
+    al_model_free(&p->m);
+    free(p);
+    return rc;
+}

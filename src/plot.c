@@ -1,0 +1,744 @@
+/* plot.c -- figures: layout, heatmaps, colour bars, line plots (see plot.h).
+ *
+ * Every panel is first measured (where its matrix or plot area goes, how
+ * wide its labels are), then the figure places panels on a grid whose
+ * column widths and row heights are the largest of their panels, and
+ * only then is anything drawn. Sizes derive from text widths of the
+ * built-in font, so nothing is clipped and nothing overlaps. */
+#define _POSIX_C_SOURCE 200809L /* strndup */
+#include "attnlab/plot.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/font.h"
+
+#define LINE AL_FONT_LINE
+#define GH AL_FONT_GLYPH_H
+#define TICK 3
+#define BAR_W 14
+#define FRAME 0x808080u
+#define GRIDC 0xE6E6E6u
+#define INK AL_PLOT_INK
+#define MARGIN 14
+#define GAP_X 28
+#define GAP_Y 20
+
+/* ------------------------------------------------------------ colours */
+
+typedef struct cpoint {
+    double t, r, g, b;
+} cpoint;
+
+/* matplotlib's viridis (CC0) at entries 0, 8, ..., 255 of 256. */
+static const cpoint viridis[] = {
+    {0 / 255., 0.267004, 0.004874, 0.329415},   {8 / 255., 0.277018, 0.050344, 0.375715},
+    {16 / 255., 0.282327, 0.094955, 0.417331},  {24 / 255., 0.282884, 0.135920, 0.453427},
+    {32 / 255., 0.278826, 0.175490, 0.483397},  {40 / 255., 0.270595, 0.214069, 0.507052},
+    {48 / 255., 0.258965, 0.251537, 0.524736},  {56 / 255., 0.244972, 0.287675, 0.537260},
+    {64 / 255., 0.229739, 0.322361, 0.545706},  {72 / 255., 0.214298, 0.355619, 0.551184},
+    {80 / 255., 0.199430, 0.387607, 0.554642},  {88 / 255., 0.185556, 0.418570, 0.556753},
+    {96 / 255., 0.172719, 0.448791, 0.557885},  {104 / 255., 0.160665, 0.478540, 0.558115},
+    {112 / 255., 0.149039, 0.508051, 0.557250}, {120 / 255., 0.137770, 0.537492, 0.554906},
+    {128 / 255., 0.127568, 0.566949, 0.550556}, {135 / 255., 0.121148, 0.592739, 0.544641},
+    {143 / 255., 0.120081, 0.622161, 0.534946}, {151 / 255., 0.130067, 0.651384, 0.521608},
+    {159 / 255., 0.153894, 0.680203, 0.504172}, {167 / 255., 0.191090, 0.708366, 0.482284},
+    {175 / 255., 0.239374, 0.735588, 0.455688}, {183 / 255., 0.296479, 0.761561, 0.424223},
+    {191 / 255., 0.360741, 0.785964, 0.387814}, {199 / 255., 0.430983, 0.808473, 0.346476},
+    {207 / 255., 0.506271, 0.828786, 0.300362}, {215 / 255., 0.585678, 0.846661, 0.249897},
+    {223 / 255., 0.668054, 0.861999, 0.196293}, {231 / 255., 0.751884, 0.874951, 0.143228},
+    {239 / 255., 0.835270, 0.886029, 0.102646}, {247 / 255., 0.916242, 0.896091, 0.100717},
+    {255 / 255., 0.993248, 0.906157, 0.143936}};
+
+/* ColorBrewer RdBu (reversed: blue negative), centre made pure white so
+ * that zero is exactly the background colour. */
+static const cpoint rdbu[] = {
+    {0.0, 5 / 255., 48 / 255., 97 / 255.},     {0.1, 33 / 255., 102 / 255., 172 / 255.},
+    {0.2, 67 / 255., 147 / 255., 195 / 255.},  {0.3, 146 / 255., 197 / 255., 222 / 255.},
+    {0.4, 209 / 255., 229 / 255., 240 / 255.}, {0.5, 1.0, 1.0, 1.0},
+    {0.6, 253 / 255., 219 / 255., 199 / 255.}, {0.7, 244 / 255., 165 / 255., 130 / 255.},
+    {0.8, 214 / 255., 96 / 255., 77 / 255.},   {0.9, 178 / 255., 24 / 255., 43 / 255.},
+    {1.0, 103 / 255., 0 / 255., 31 / 255.}};
+
+static uint32_t interp(const cpoint *p, int n, double t) {
+    if (!(t > 0)) t = 0; /* also NaN */
+    if (t > 1) t = 1;
+    int i = 0;
+    while (i < n - 2 && t > p[i + 1].t) i++;
+    double a = (t - p[i].t) / (p[i + 1].t - p[i].t);
+    return al_rgb((int)lround(255 * (p[i].r + a * (p[i + 1].r - p[i].r))),
+                  (int)lround(255 * (p[i].g + a * (p[i + 1].g - p[i].g))),
+                  (int)lround(255 * (p[i].b + a * (p[i + 1].b - p[i].b))));
+}
+
+uint32_t al_cmap_viridis(double t) {
+    return interp(viridis, (int)(sizeof viridis / sizeof viridis[0]), t);
+}
+
+uint32_t al_cmap_diverging(double t) {
+    return interp(rdbu, (int)(sizeof rdbu / sizeof rdbu[0]), (t + 1) / 2);
+}
+
+uint32_t al_plot_colour(int i) {
+    /* Tableau 10: distinct, and readable on white. */
+    static const uint32_t c[] = {0x1F77B4, 0xFF7F0E, 0x2CA02C, 0xD62728, 0x9467BD,
+                                 0x8C564B, 0xE377C2, 0x7F7F7F, 0xBCBD22, 0x17BECF};
+    return c[(i < 0 ? -i : i) % 10];
+}
+
+void al_cscale_fit(al_cscale *cs, const float *v, size_t n) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i])) {
+            lo = v[i] < lo ? v[i] : lo;
+            hi = v[i] > hi ? v[i] : hi;
+        }
+    if (lo > hi) lo = hi = 0; /* no finite value */
+    if (isnan(cs->lo)) cs->lo = lo;
+    if (isnan(cs->hi)) cs->hi = hi;
+    if (cs->diverging) {
+        double m = fmax(fabs(cs->lo), fabs(cs->hi));
+        if (!(m > 0)) m = 1;
+        cs->lo = -m;
+        cs->hi = m;
+    } else if (!(cs->hi > cs->lo)) {
+        double d = fabs(cs->lo) > 0 ? fabs(cs->lo) * 0.5 : 0.5;
+        cs->lo -= d;
+        cs->hi += d;
+    }
+}
+
+uint32_t al_cscale_colour(const al_cscale *cs, double v) {
+    if (isnan(v)) return AL_PLOT_MASKED;
+    if (cs->diverging) {
+        double m = fmax(fabs(cs->lo), fabs(cs->hi));
+        return al_cmap_diverging(m > 0 ? v / m : 0);
+    }
+    double d = cs->hi - cs->lo;
+    return al_cmap_viridis(d > 0 ? (v - cs->lo) / d : 0.5);
+}
+
+/* --------------------------------------------------------- numbers, text */
+
+static int imax(int a, int b) { return a > b ? a : b; }
+static int imin(int a, int b) { return a < b ? a : b; }
+
+static double nice_step(double range, double max_ticks) {
+    if (!(range > 0) || !(max_ticks >= 1)) return 1;
+    double raw = range / max_ticks, p = pow(10, floor(log10(raw))), f = raw / p;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+}
+
+/* A tick value with as many decimals as the step needs. */
+static void fmt_tick(double v, double step, char *buf, size_t cap) {
+    if (fabs(v) < step * 1e-6) v = 0;
+    int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
+    if (dec > 5 || fabs(v) >= 1e6) snprintf(buf, cap, "%.2g", v);
+    else snprintf(buf, cap, "%.*f", dec, v);
+}
+
+static void fmt_val(double v, char *buf, size_t cap) {
+    if (fabs(v) < 1e-12) v = 0;
+    snprintf(buf, cap, "%.3g", v);
+}
+
+static int tw(const char *s) { return s ? al_font_width(s, 1) : 0; }
+
+/* Luminance decides black or white text on a coloured cell. */
+static uint32_t ink_on(uint32_t bg) {
+    double l = 0.299 * (bg >> 16 & 255) + 0.587 * (bg >> 8 & 255) + 0.114 * (bg & 255);
+    return l > 140 ? 0x000000 : 0xFFFFFF;
+}
+
+/* ---------------------------------------------------------- colour bar */
+
+typedef struct bar_tick {
+    int y; /* offset from the bar top */
+    char s[48];
+    int mark;
+} bar_tick;
+#define MAX_BAR_TICKS 24
+
+static void bar_range(const al_cscale *cs, double *lo, double *hi) {
+    if (cs->diverging) {
+        double m = fmax(fabs(cs->lo), fabs(cs->hi));
+        *lo = -m;
+        *hi = m;
+    } else {
+        *lo = cs->lo;
+        *hi = cs->hi;
+    }
+}
+
+static int bar_y(double v, double lo, double hi, int h) {
+    double t = hi > lo ? (hi - v) / (hi - lo) : 0.5;
+    if (t < 0) t = 0;
+    if (t > 1) t = 1;
+    return (int)lround(t * (h - 1));
+}
+
+static int near_any(const bar_tick *t, int n, int y, int d) {
+    for (int i = 0; i < n; i++)
+        if (abs(t[i].y - y) < d) return 1;
+    return 0;
+}
+
+/* Labels on a bar of height h: the marks, both ends (the range, exact),
+ * zero for a diverging scale, then round values that keep clear of
+ * those. */
+static int bar_ticks(const al_cscale *cs, int h, bar_tick *t) {
+    double lo, hi;
+    int n = 0;
+    bar_range(cs, &lo, &hi);
+    for (int i = 0; i < cs->n_marks && i < AL_MAX_MARKS; i++) {
+        char v[32];
+        fmt_val(cs->mark[i], v, sizeof v);
+        t[n].y = bar_y(cs->mark[i], lo, hi, h);
+        t[n].mark = 1;
+        snprintf(t[n].s, sizeof t[n].s, "\xe2\x86\x90 %s %s",
+                 cs->mark_label[i] ? cs->mark_label[i] : "", v);
+        n++;
+    }
+    double ends[3] = {hi, lo, 0};
+    for (int i = 0; i < (cs->diverging ? 3 : 2); i++) {
+        int y = bar_y(ends[i], lo, hi, h);
+        if (near_any(t, n, y, LINE)) continue;
+        t[n].y = y;
+        t[n].mark = 0;
+        fmt_val(ends[i], t[n].s, sizeof t[n].s);
+        n++;
+    }
+    double step = nice_step(hi - lo, fmax(2, h / 45.0));
+    for (double v = ceil(lo / step) * step; v <= hi && n < MAX_BAR_TICKS; v += step) {
+        int y = bar_y(v, lo, hi, h);
+        if (near_any(t, n, y, LINE + 3)) continue;
+        t[n].y = y;
+        t[n].mark = 0;
+        fmt_tick(v, step, t[n].s, sizeof t[n].s);
+        n++;
+    }
+    return n;
+}
+
+/* Width of the bar block: gap, bar, ticks, labels, caption. */
+static int bar_block_w(const al_cscale *cs, int h) {
+    bar_tick t[MAX_BAR_TICKS];
+    int n = bar_ticks(cs, h, t), lw = 0;
+    for (int i = 0; i < n; i++) lw = imax(lw, tw(t[i].s));
+    return 12 + BAR_W + TICK + 3 + lw + (cs->label ? 8 + GH : 0) + 4;
+}
+
+/* The bar's top-left is (x + 12, y). */
+static void draw_bar(al_image *im, const al_cscale *cs, int x, int y, int h, al_plot_geom *g) {
+    double lo, hi;
+    bar_range(cs, &lo, &hi);
+    int bx = x + 12;
+    for (int i = 0; i < h; i++) {
+        double v = hi - (hi - lo) * i / (h > 1 ? h - 1 : 1);
+        al_image_fill(im, bx, y + i, BAR_W, 1, al_cscale_colour(cs, v));
+    }
+    al_image_rect(im, bx - 1, y - 1, BAR_W + 2, h + 2, FRAME);
+    bar_tick t[MAX_BAR_TICKS];
+    int n = bar_ticks(cs, h, t), lw = 0;
+    for (int i = 0; i < n; i++) {
+        int ty = y + t[i].y;
+        if (t[i].mark) {
+            al_image_fill(im, bx - 3, ty - 1, BAR_W + 6, 2, 0x000000);
+        } else {
+            al_image_fill(im, bx + BAR_W, ty, TICK, 1, INK);
+        }
+        al_font_draw(im, bx + BAR_W + TICK + 3, ty - 3, t[i].s, 1, INK);
+        lw = imax(lw, tw(t[i].s));
+    }
+    if (cs->label) {
+        int lx = bx + BAR_W + TICK + 3 + lw + 8, len = tw(cs->label);
+        al_font_draw_up(im, lx, y + imax(0, (h - len) / 2), cs->label, 1, INK);
+    }
+    if (g) {
+        g->bar_x = bx;
+        g->bar_y = y;
+        g->bar_w = BAR_W;
+        g->bar_h = h;
+    }
+}
+
+/* ------------------------------------------------------------- heatmaps */
+
+typedef struct hm_lay {
+    int w, h;       /* panel box */
+    int mx, my;     /* matrix top-left in the box */
+    int cw, ch;     /* cell size */
+    int rstep, cstep;
+    int rl_w, cl_h; /* label extents */
+    int lead;       /* left shift so a wide title fits */
+    int bar_h;
+} hm_lay;
+
+static void hm_label(const al_hm *p, int axis, int i, char *buf, size_t cap) {
+    const char *const *L = axis ? p->col_labels : p->row_labels;
+    if (L) al_font_fit(L[i] ? L[i] : "", p->max_label_cells > 0 ? p->max_label_cells : 16, buf,
+                       cap);
+    else snprintf(buf, cap, "%d", i);
+}
+
+/* Every step-th label is drawn: enough that text lines (GH+1 px) never
+ * touch; round steps for numbered axes. */
+static int label_step(int cell, int numbered) {
+    static const int nice[] = {1, 2, 5, 10, 20, 25, 50, 100, 200, 500, 1000, 2000, 5000};
+    int need = (GH + 1 + cell - 1) / cell;
+    if (!numbered) return imax(need, 1);
+    for (size_t i = 0; i < sizeof nice / sizeof nice[0]; i++)
+        if (nice[i] >= need) return nice[i];
+    return need;
+}
+
+static void hm_measure(const al_hm *p, int own_bar, hm_lay *L) {
+    memset(L, 0, sizeof *L);
+    int n = imax(p->rows, p->cols);
+    int cell = p->cell > 0 ? p->cell : imin(28, imax(8, 520 / imax(n, 1)));
+    L->cw = L->ch = imax(cell, 8);
+    L->rstep = label_step(L->ch, p->row_labels == NULL);
+    L->cstep = label_step(L->cw, p->col_labels == NULL);
+    char b[256];
+    for (int r = 0; r < p->rows; r += L->rstep) {
+        hm_label(p, 0, r, b, sizeof b);
+        L->rl_w = imax(L->rl_w, tw(b));
+    }
+    for (int c = 0; c < p->cols; c += L->cstep) {
+        hm_label(p, 1, c, b, sizeof b);
+        L->cl_h = imax(L->cl_h, tw(b));
+    }
+    int rt_w = p->row_title ? GH + 6 : 0, mw = p->cols * L->cw, mh = p->rows * L->ch;
+    L->mx = rt_w + L->rl_w + 3 + TICK + 1;
+    L->my = (p->title ? LINE + 4 : 0) + 5;
+    int below = 1 + TICK + 2 + L->cl_h + (p->col_title ? 6 + LINE : 0) + 2;
+    L->h = L->my + mh + below;
+    L->w = L->mx + mw + 2;
+    if (own_bar) {
+        L->bar_h = imax(mh, 120);
+        L->w += bar_block_w(p->cs, L->bar_h);
+        L->h = imax(L->h, L->my + L->bar_h + 6);
+    }
+    /* titles centred on the matrix may stick out on either side */
+    int centre = L->mx + mw / 2, half = imax(tw(p->title), tw(p->col_title)) / 2 + 1;
+    L->lead = imax(0, half - centre);
+    L->w = imax(L->w + L->lead, centre + L->lead + half);
+    L->mx += L->lead;
+    if (p->row_title) L->h = imax(L->h, L->my + tw(p->row_title));
+}
+
+static void hm_annotate(al_image *im, const al_hm *p, const hm_lay *L, int x0, int y0) {
+    if (L->ch < LINE) return;
+    for (int r = 0; r < p->rows; r++)
+        for (int c = 0; c < p->cols; c++) {
+            double v = p->v[(size_t)r * p->cols + c];
+            if (isnan(v)) continue;
+            char s[32];
+            const char *fmts[] = {"%.2f", "%.1f", "%.0f"};
+            int ok = 0;
+            for (int k = 0; k < 3 && !ok; k++) {
+                snprintf(s, sizeof s, fmts[k], fabs(v) < 5e-3 && k == 0 ? 0.0 : v);
+                ok = tw(s) <= L->cw - 2;
+            }
+            if (!ok) continue;
+            uint32_t bg = al_cscale_colour(p->cs, v);
+            al_font_draw(im, x0 + c * L->cw + (L->cw - tw(s)) / 2 + 1,
+                         y0 + r * L->ch + (L->ch - AL_FONT_CAP) / 2, s, 1, ink_on(bg));
+        }
+}
+
+static void hm_draw(al_image *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar,
+                    al_plot_geom *g) {
+    int mx = x + L->mx, my = y + L->my, mw = p->cols * L->cw, mh = p->rows * L->ch;
+    for (int r = 0; r < p->rows; r++)
+        for (int c = 0; c < p->cols; c++)
+            al_image_fill(im, mx + c * L->cw, my + r * L->ch, L->cw, L->ch,
+                          al_cscale_colour(p->cs, p->v[(size_t)r * p->cols + c]));
+    al_image_rect(im, mx - 1, my - 1, mw + 2, mh + 2, FRAME);
+    if (p->annotate) hm_annotate(im, p, L, mx, my);
+    char b[256];
+    for (int r = 0; r < p->rows; r += L->rstep) {
+        int cy = my + r * L->ch + L->ch / 2;
+        hm_label(p, 0, r, b, sizeof b);
+        al_image_fill(im, mx - 1 - TICK, cy, TICK, 1, INK);
+        al_font_draw(im, mx - 1 - TICK - 2 - tw(b), cy - 3, b, 1, INK);
+    }
+    for (int c = 0; c < p->cols; c += L->cstep) {
+        int cx = mx + c * L->cw + L->cw / 2;
+        hm_label(p, 1, c, b, sizeof b);
+        al_image_fill(im, cx, my + mh + 1, 1, TICK, INK);
+        al_font_draw_up(im, cx - 3, my + mh + 1 + TICK + 2, b, 1, INK);
+    }
+    if (p->title) al_font_draw(im, mx + mw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
+    if (p->col_title)
+        al_font_draw(im, mx + mw / 2 - tw(p->col_title) / 2,
+                     my + mh + 1 + TICK + 2 + L->cl_h + 6, p->col_title, 1, INK);
+    if (p->row_title) {
+        int len = tw(p->row_title);
+        al_font_draw_up(im, x + L->lead, imax(y, my + mh / 2 - len / 2), p->row_title, 1, INK);
+    }
+    if (g) {
+        g->mx = mx;
+        g->my = my;
+        g->mw = mw;
+        g->mh = mh;
+        g->cell_w = L->cw;
+        g->cell_h = L->ch;
+    }
+    if (own_bar) draw_bar(im, p->cs, mx + mw + 1, my, L->bar_h, g);
+}
+
+/* ----------------------------------------------------------- line plots */
+
+typedef struct ln_lay {
+    int w, h, px, py, pw, ph;
+    double xlo, xhi, ylo, yhi; /* y in log10 units when log_y */
+    double xstep, ystep;
+    int yl_w, legend_w;
+} ln_lay;
+
+static double ymap(const al_lines *p, double y) { return p->log_y ? (y > 0 ? log10(y) : NAN) : y; }
+
+static void ln_ranges(const al_lines *p, ln_lay *L) {
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (int i = 0; i < p->n; i++)
+        for (int k = 0; k < p->s[i].n; k++) {
+            double x = p->s[i].x[k], y = ymap(p, p->s[i].y[k]);
+            if (!isfinite(x) || !isfinite(y)) continue;
+            xlo = fmin(xlo, x), xhi = fmax(xhi, x), ylo = fmin(ylo, y), yhi = fmax(yhi, y);
+        }
+    double hl = ymap(p, p->hline);
+    if (isfinite(hl)) ylo = fmin(ylo, hl), yhi = fmax(yhi, hl);
+    if (xlo > xhi) xlo = 0, xhi = 1;
+    if (ylo > yhi) ylo = 0, yhi = 1;
+    if (xhi == xlo) xlo -= 0.5, xhi += 0.5;
+    if (yhi == ylo) ylo -= 0.5, yhi += 0.5;
+    double pad = (yhi - ylo) * 0.06;
+    ylo -= pad, yhi += pad;
+    if (!isnan(p->x_lo)) xlo = p->x_lo;
+    if (!isnan(p->x_hi)) xhi = p->x_hi;
+    if (!isnan(p->y_lo)) ylo = ymap(p, p->y_lo);
+    if (!isnan(p->y_hi)) yhi = ymap(p, p->y_hi);
+    if (!(xhi > xlo)) xhi = xlo + 1;
+    if (!(yhi > ylo)) yhi = ylo + 1;
+    L->xlo = xlo, L->xhi = xhi, L->ylo = ylo, L->yhi = yhi;
+    L->xstep = nice_step(xhi - xlo, fmax(4, L->pw / 60.0));
+    if (p->x_integer && L->xstep < 1) L->xstep = 1;
+    L->ystep = nice_step(yhi - ylo, fmax(2, L->ph / 36.0));
+}
+
+static void ln_ylabel(const al_lines *p, const ln_lay *L, double v, char *b, size_t cap) {
+    if (p->log_y) fmt_val(pow(10, v), b, cap);
+    else fmt_tick(v, L->ystep, b, cap);
+}
+
+#define MAX_TICKS 64
+
+/* y ticks in plotted units (log10 when log_y). Linear: multiples of the
+ * step. Log: powers of ten, or 1-2-5 or 1..9 times them when the range is
+ * too short for two powers, keeping ticks >= 14 px apart. */
+static int ln_yticks(const al_lines *p, const ln_lay *L, double *t) {
+    int n = 0;
+    if (!p->log_y) {
+        for (double v = ceil(L->ylo / L->ystep) * L->ystep; v <= L->yhi + 1e-9 * L->ystep && n < MAX_TICKS;
+             v += L->ystep)
+            t[n++] = v;
+        return n;
+    }
+    static const int sets[3][10] = {{1, 0}, {1, 2, 5, 0}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 0}};
+    double px_per = L->ph / (L->yhi - L->ylo);
+    for (int k = 0; k < 3; k++) {
+        int m = 0;
+        double tmp[MAX_TICKS], last = -INFINITY;
+        for (int d = (int)floor(L->ylo) - 1; d <= (int)ceil(L->yhi) && m < MAX_TICKS; d++)
+            for (int j = 0; sets[k][j] && m < MAX_TICKS; j++) {
+                double v = d + log10(sets[k][j]);
+                if (v < L->ylo || v > L->yhi || (v - last) * px_per < 14) continue;
+                tmp[m++] = last = v;
+            }
+        if (m >= n) {
+            n = m;
+            memcpy(t, tmp, sizeof(double) * (size_t)m);
+        }
+        if (n >= 3) break;
+    }
+    return n;
+}
+
+static int ln_xticks(const ln_lay *L, double *t) {
+    int n = 0;
+    for (double v = ceil(L->xlo / L->xstep) * L->xstep; v <= L->xhi + 1e-9 * L->xstep && n < MAX_TICKS;
+         v += L->xstep)
+        t[n++] = v;
+    return n;
+}
+
+static void ln_measure(const al_lines *p, ln_lay *L) {
+    memset(L, 0, sizeof *L);
+    L->pw = p->w > 0 ? p->w : 360;
+    L->ph = p->h > 0 ? p->h : 220;
+    ln_ranges(p, L);
+    char b[64];
+    double t[MAX_TICKS];
+    int nt = ln_yticks(p, L, t);
+    for (int i = 0; i < nt; i++) {
+        ln_ylabel(p, L, t[i], b, sizeof b);
+        L->yl_w = imax(L->yl_w, tw(b));
+    }
+    int n_leg = 0;
+    if (p->legend) {
+        int lw = 0;
+        for (int i = 0; i < p->n; i++) lw = imax(lw, tw(p->s[i].label)), n_leg += p->s[i].label != NULL;
+        L->legend_w = lw ? 12 + 6 + 20 + 4 + lw + 6 : 0;
+    }
+    L->px = (p->y_title ? GH + 6 : 0) + L->yl_w + 3 + TICK;
+    L->py = (p->title ? LINE + 4 : 0) + 6;
+    L->w = L->px + L->pw + L->legend_w + 8;
+    L->h = L->py + L->ph + TICK + 3 + LINE + (p->x_title ? LINE + 4 : 0) + 2;
+    L->w = imax(L->w, L->px + L->pw / 2 + imax(tw(p->title), tw(p->x_title)) / 2 + 2);
+    if (p->y_title) L->h = imax(L->h, L->py + tw(p->y_title));
+    L->h = imax(L->h, L->py + 2 + n_leg * (LINE + 2) + 4);
+}
+
+static int ln_x(const al_lines *p, const ln_lay *L, int ox, double x) {
+    double t = (x - L->xlo) / (L->xhi - L->xlo);
+    if (p->x_reverse) t = 1 - t;
+    t = fmin(1, fmax(0, t));
+    return ox + (int)lround(t * (L->pw - 1));
+}
+
+static int ln_y(const ln_lay *L, int oy, double y) {
+    double t = (y - L->ylo) / (L->yhi - L->ylo);
+    t = fmin(1, fmax(0, t));
+    return oy + L->ph - 1 - (int)lround(t * (L->ph - 1));
+}
+
+static void ln_axes(al_image *im, const al_lines *p, const ln_lay *L, int ox, int oy) {
+    char b[64];
+    double t[MAX_TICKS];
+    int nt = ln_yticks(p, L, t);
+    for (int i = 0; i < nt; i++) {
+        double v = t[i];
+        int y = ln_y(L, oy, v);
+        al_image_fill(im, ox, y, L->pw, 1, GRIDC);
+        al_image_fill(im, ox - 1 - TICK, y, TICK, 1, INK);
+        ln_ylabel(p, L, v, b, sizeof b);
+        al_font_draw(im, ox - 1 - TICK - 2 - tw(b), y - 3, b, 1, INK);
+    }
+    int prev_l = 0, prev_r = 0, have_prev = 0;
+    nt = ln_xticks(L, t);
+    for (int i = 0; i < nt; i++) {
+        double v = t[i];
+        int x = ln_x(p, L, ox, v);
+        fmt_tick(v, L->xstep, b, sizeof b);
+        al_image_fill(im, x, oy, 1, L->ph, GRIDC);
+        al_image_fill(im, x, oy + L->ph, 1, TICK, INK);
+        int lx = x - tw(b) / 2; /* skip a label that would touch the previous one */
+        if (have_prev && lx < prev_r + 6 && lx + tw(b) > prev_l - 6) continue;
+        al_font_draw(im, lx, oy + L->ph + TICK + 2, b, 1, INK);
+        prev_l = lx, prev_r = lx + tw(b), have_prev = 1;
+    }
+    al_image_rect(im, ox - 1, oy - 1, L->pw + 2, L->ph + 2, FRAME);
+}
+
+/* The first series is drawn last, on top: callers list the important
+ * ones first, which is also the legend's order. */
+static void ln_series(al_image *im, const al_lines *p, const ln_lay *L, int ox, int oy) {
+    for (int i = p->n - 1; i >= 0; i--) {
+        const al_series *s = &p->s[i];
+        int w = s->width > 0 ? s->width : 2, have = 0, px = 0, py = 0;
+        for (int k = 0; k < s->n; k++) {
+            double yv = ymap(p, s->y[k]);
+            if (!isfinite(yv) || !isfinite(s->x[k])) {
+                have = 0;
+                continue;
+            }
+            int x = ln_x(p, L, ox, s->x[k]), y = ln_y(L, oy, yv);
+            if (have) al_image_line(im, px, py, x, y, w, s->dash, s->colour);
+            if (s->marker || s->n == 1) al_image_fill(im, x - 2, y - 2, 5, 5, s->colour);
+            px = x, py = y, have = 1;
+        }
+    }
+}
+
+static void ln_draw(al_image *im, const al_lines *p, const ln_lay *L, int x, int y,
+                    al_plot_geom *g) {
+    int ox = x + L->px, oy = y + L->py;
+    ln_axes(im, p, L, ox, oy);
+    double hl = ymap(p, p->hline);
+    if (isfinite(hl)) {
+        int hy = ln_y(L, oy, hl);
+        al_image_line(im, ox, hy, ox + L->pw - 1, hy, 1, 4, 0x606060);
+        if (p->hline_label) /* above the line, or below it when at the top */
+            al_font_draw(im, ox + L->pw - 4 - tw(p->hline_label), hy - LINE < oy + 2 ? hy + 4 : hy - LINE,
+                         p->hline_label, 1, 0x404040);
+    }
+    ln_series(im, p, L, ox, oy);
+    if (p->title) al_font_draw(im, ox + L->pw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
+    if (p->x_title)
+        al_font_draw(im, ox + L->pw / 2 - tw(p->x_title) / 2, oy + L->ph + TICK + 3 + LINE + 4,
+                     p->x_title, 1, INK);
+    if (p->y_title)
+        al_font_draw_up(im, x, imax(y, oy + L->ph / 2 - tw(p->y_title) / 2), p->y_title, 1, INK);
+    if (L->legend_w) {
+        int lx = ox + L->pw + 12, ly = oy + 2;
+        for (int i = 0; i < p->n; i++) {
+            if (!p->s[i].label) continue;
+            al_image_line(im, lx, ly + 3, lx + 19, ly + 3, 2, p->s[i].dash, p->s[i].colour);
+            if (p->s[i].marker) al_image_fill(im, lx + 8, ly + 1, 5, 5, p->s[i].colour);
+            al_font_draw(im, lx + 24, ly, p->s[i].label, 1, INK);
+            ly += LINE + 2;
+        }
+    }
+    if (g) {
+        g->mx = ox;
+        g->my = oy;
+        g->mw = L->pw;
+        g->mh = L->ph;
+    }
+}
+
+/* --------------------------------------------------------------- figure */
+
+typedef struct panel_lay {
+    hm_lay hm;
+    ln_lay ln;
+    int w, h;
+} panel_lay;
+
+static int legend_row_w(const al_figure *f) {
+    int w = 0;
+    for (int i = 0; i < f->n_legend; i++) w += 24 + tw(f->legend[i].label) + 16;
+    return w;
+}
+
+static void draw_legend_row(al_image *im, const al_figure *f, int x, int y) {
+    for (int i = 0; i < f->n_legend; i++) {
+        al_image_line(im, x, y + 3, x + 19, y + 3, 3, f->legend[i].dash, f->legend[i].colour);
+        x += 24;
+        x += al_font_draw(im, x, y, f->legend[i].label, 1, INK) + 16;
+    }
+}
+
+/* Split s at spaces into lines of at most max_px; returns the count
+ * (lines are malloc'd into out, at most cap). A word longer than a line
+ * gets a line of its own. */
+static int wrap(const char *s, int max_px, char **out, int cap) {
+    int n = 0, max_cells = imax(max_px / AL_FONT_ADV, 20);
+    while (*s && n < cap) {
+        size_t best = 0, i = 0;
+        for (;;) { /* extend to the next space while the line fits */
+            size_t j = i;
+            while (s[j] && s[j] != ' ') j++;
+            char *tmp = strndup(s, j);
+            int fits = tmp && al_font_cells(tmp) <= max_cells;
+            free(tmp);
+            if (!fits && best) break;
+            best = j;
+            if (!s[j] || !fits) break;
+            i = j + 1;
+        }
+        out[n++] = strndup(s, best);
+        s += best;
+        while (*s == ' ') s++;
+    }
+    return n;
+}
+
+#define MAX_NOTE_LINES (4 * AL_FIG_MAX_NOTES)
+
+int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err *e) {
+    out->w = out->h = 0;
+    out->px = NULL;
+    int n = f->n_panels, ncols = f->ncols > 0 ? imin(f->ncols, imax(n, 1)) : imax(n, 1);
+    int nrows = n > 0 ? (n + ncols - 1) / ncols : 0;
+    panel_lay *pl = al_calloc((size_t)imax(n, 1), sizeof *pl, e);
+    int *cw = al_calloc((size_t)ncols + 1, sizeof(int), e);
+    int *rh = al_calloc((size_t)nrows + 1, sizeof(int), e);
+    int rc = -1, n_lines = 0;
+    char *lines[MAX_NOTE_LINES] = {0};
+    if (!pl || !cw || !rh) goto out;
+    const al_hm *first_hm = NULL;
+    int first_i = -1;
+    for (int i = 0; i < n; i++) {
+        const al_panel *p = &f->panels[i];
+        if (p->kind == AL_PANEL_HEATMAP) {
+            if (!p->hm.cs || !p->hm.v || p->hm.rows <= 0 || p->hm.cols <= 0) {
+                al_errf(e, "heatmap panel %d has no data or no colour scale", i);
+                goto out;
+            }
+            hm_measure(&p->hm, p->hm.bar && !f->shared_bar, &pl[i].hm);
+            pl[i].w = pl[i].hm.w, pl[i].h = pl[i].hm.h;
+            if (!first_hm) first_hm = &p->hm, first_i = i;
+        } else {
+            ln_measure(&p->ln, &pl[i].ln);
+            pl[i].w = pl[i].ln.w, pl[i].h = pl[i].ln.h;
+        }
+        cw[i % ncols] = imax(cw[i % ncols], pl[i].w);
+        rh[i / ncols] = imax(rh[i / ncols], pl[i].h);
+    }
+    int grid_w = 0, grid_h = 0;
+    for (int c = 0; c < ncols; c++) grid_w += cw[c] + (c ? GAP_X : 0);
+    for (int r = 0; r < nrows; r++) grid_h += rh[r] + (r ? GAP_Y : 0);
+    int bar_h = 0, bar_w = 0;
+    if (f->shared_bar && first_hm) {
+        bar_h = imax(120, imin(first_hm->rows * pl[first_i].hm.ch, 400));
+        bar_w = bar_block_w(f->shared_bar, bar_h);
+    }
+    int content_w = grid_w + bar_w;
+    content_w = imax(content_w, f->title ? al_font_width(f->title, 2) : 0);
+    content_w = imax(imax(content_w, legend_row_w(f)), 560);
+    for (int i = 0; i < f->n_notes && n_lines < MAX_NOTE_LINES; i++)
+        n_lines += wrap(f->notes[i], content_w, lines + n_lines, MAX_NOTE_LINES - n_lines);
+    for (int i = 0; i < n_lines; i++) {
+        if (!lines[i]) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+        content_w = imax(content_w, tw(lines[i]));
+    }
+    int head = MARGIN + (f->title ? 2 * LINE + 4 : 0) + n_lines * LINE +
+               (f->n_legend ? LINE + 6 : 0) + 10;
+    int H = head + imax(grid_h, bar_h ? pl[first_i].hm.my + bar_h + 8 : 0) + MARGIN;
+    if (al_image_init(out, content_w + 2 * MARGIN, H, AL_PLOT_BG, e)) goto out;
+    int y = MARGIN;
+    if (f->title) {
+        al_font_draw(out, MARGIN, y, f->title, 2, INK);
+        y += 2 * LINE + 4;
+    }
+    for (int i = 0; i < n_lines; i++, y += LINE) al_font_draw(out, MARGIN, y, lines[i], 1, 0x404040);
+    if (f->n_legend) {
+        draw_legend_row(out, f, MARGIN, y + 2);
+        y += LINE + 6;
+    }
+    for (int i = 0; i < n; i++) {
+        int c = i % ncols, r = i / ncols, x = MARGIN, py = head;
+        for (int k = 0; k < c; k++) x += cw[k] + GAP_X;
+        for (int k = 0; k < r; k++) py += rh[k] + GAP_Y;
+        al_plot_geom g = {x, py, pl[i].w, pl[i].h, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        const al_panel *p = &f->panels[i];
+        if (p->kind == AL_PANEL_HEATMAP)
+            hm_draw(out, &p->hm, &pl[i].hm, x, py, p->hm.bar && !f->shared_bar, &g);
+        else
+            ln_draw(out, &p->ln, &pl[i].ln, x, py, &g);
+        if (geom) geom[i] = g;
+    }
+    if (bar_h) {
+        al_plot_geom g;
+        draw_bar(out, f->shared_bar, MARGIN + grid_w, head + pl[first_i].hm.my, bar_h, &g);
+        for (int i = 0; geom && i < n; i++)
+            if (f->panels[i].kind == AL_PANEL_HEATMAP) {
+                geom[i].bar_x = g.bar_x, geom[i].bar_y = g.bar_y;
+                geom[i].bar_w = g.bar_w, geom[i].bar_h = g.bar_h;
+            }
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < n_lines; i++) free(lines[i]);
+    free(pl);
+    free(cw);
+    free(rh);
+    return rc;
+}
