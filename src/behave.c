@@ -1,0 +1,92 @@
+/* behave.c -- common set-up of the scores, ablate and prune commands
+ * (see behave.h). The store is opened before the model is read so that a
+ * bad database path fails fast; the run row is created only once the
+ * model and mask are known good, so bad input leaves no run behind. */
+#define _POSIX_C_SOURCE 200809L
+#include "attnlab/behave.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/ablate.h"
+#include "attnlab/checkpoint.h"
+#include "attnlab/config.h"
+
+/* Model (and tokenizer if present); sha256 taken before and after the
+ * load so that weights replaced mid-read are not filed under a wrong key. */
+static int load(al_behave *b, const char *dir, al_err *e) {
+    char path[4200], sha2[65];
+    if (al_path_join(path, sizeof path, dir, "model.safetensors", e) ||
+        al_sha256_file(path, b->sha, e) || al_ckpt_load(dir, &b->m, NULL, e))
+        return -1;
+    b->loaded = 1;
+    if (al_sha256_file(path, sha2, e)) return -1;
+    if (strcmp(b->sha, sha2) != 0)
+        return al_errf(e, "checkpoint %s changed while being read; try again", path);
+    if (al_path_join(path, sizeof path, dir, "tokenizer.json", e)) return -1;
+    if (al_file_exists(path) && al_tok_load(path, &b->tok, e)) return -1;
+    return 0;
+}
+
+int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path,
+                   const char *db, const char *kind, const al_flag *flags,
+                   al_err *e) {
+    memset(b, 0, sizeof *b);
+    if (al_store_open(db, &b->st, e) || load(b, model_dir, e)) goto fail;
+    size_t LH = (size_t)b->m.cfg.n_layers * b->m.cfg.n_heads;
+    b->off = al_calloc(LH, 1, e);
+    if (!b->off) goto fail;
+    if (mask_path) {
+        if (al_mask_load(mask_path, &b->m.cfg, b->off, e)) goto fail;
+        al_mask_apply(&b->m, b->off);
+        for (size_t i = 0; i < LH; i++) b->n_off += b->off[i];
+    }
+    if (b->tok && al_tok_vocab_size(b->tok) != b->m.cfg.d_vocab)
+        fprintf(stderr, "attnlab: warning: tokenizer has %d tokens, model d_vocab %d\n",
+                al_tok_vocab_size(b->tok), b->m.cfg.d_vocab);
+    char *cfg = al_flags_to_json(flags);
+    int rc = al_store_model(b->st, model_dir, b->sha, &b->m, NULL, &b->model_id, e) ||
+             al_store_run_begin(b->st, kind, cfg, b->model_id, &b->run_id, e);
+    free(cfg);
+    if (rc) goto fail;
+    return 0;
+fail:
+    al_behave_close(b);
+    return -1;
+}
+
+int al_behave_bos(const al_behave *b) {
+    if (!b->tok) return -1;
+    int id = al_tok_eot(b->tok);
+    return id < b->m.cfg.d_vocab ? id : -1;
+}
+
+int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
+                     al_err *e) {
+    if (al_tokens_load(path, d, e)) return -1;
+    if (d->n < 6) {
+        al_tokens_free(d);
+        return al_errf(e, "token file %s has %zu tokens; need at least 6", path, d->n);
+    }
+    if (d->max_id >= b->m.cfg.d_vocab) {
+        int id = d->max_id;
+        al_tokens_free(d);
+        return al_errf(e, "token file %s holds id %d but the model's vocabulary has %d tokens",
+                       path, id, b->m.cfg.d_vocab);
+    }
+    *T = d->n - 1 < (size_t)b->m.cfg.n_ctx ? (int)(d->n - 1) : b->m.cfg.n_ctx;
+    return 0;
+}
+
+void al_behave_fail(al_behave *b, const al_err *e) {
+    al_err e2;
+    if (b->st && b->run_id) al_store_run_fail(b->st, b->run_id, e->msg, &e2);
+}
+
+void al_behave_close(al_behave *b) {
+    al_store_close(b->st);
+    al_tok_free(b->tok);
+    if (b->loaded) al_model_free(&b->m);
+    free(b->off);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,192 @@
+/* test_scores.c -- probe scores on a hand-built induction circuit, copy
+ * positions and the in-context-learning score by hand, and `attnlab
+ * scores` end to end on a small trained model. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/data.h"
+#include "attnlab/scores.h"
+#include "planted.h"
+#include "test.h"
+
+TEST(scores_planted_induction_head) {
+    al_model m;
+    planted_model(&m);
+    al_probe p;
+    al_probe_scores s;
+    al_err e;
+    const int R = 10, N = 64;
+    CHECK_OK(al_probe_make(&p, R, N, 3, PV, 0, &e), &e);
+    CHECK_OK(al_probe_run(&m, &p, 16, &s, &e), &e);
+    for (int i = 0; i < 2 * PH; i++) {
+        if (i == PH) CHECKF(s.induction[i] > 0.9, "induction of 1.0 = %g", s.induction[i]);
+        else CHECKF(s.induction[i] < 0.1, "induction of %d.%d = %g", i / PH, i % PH, s.induction[i]);
+        if (i == 0) CHECKF(s.prev_token[i] > 0.9, "prev_token of 0.0 = %g", s.prev_token[i]);
+        else CHECKF(s.prev_token[i] < 0.1, "prev_token of %d.%d = %g", i / PH, i % PH, s.prev_token[i]);
+    }
+    /* the repeated half is predicted: mean p(next) over positions R+1..2R-1 */
+    int T = 2 * R + 1;
+    double psum = 0;
+    int n = 0;
+    for (int b0 = 0; b0 < N; b0 += 16) {
+        CHECK_OK(al_model_forward(&m, p.tokens + b0 * T, NULL, 16, T, &e), &e);
+        for (int b = 0; b < 16; b++)
+            for (int t = R + 1; t <= 2 * R - 1; t++, n++)
+                psum += m.probs[((size_t)b * T + t) * PV + p.tokens[(b0 + b) * T + t + 1]];
+    }
+    CHECKF(psum / n > 0.9, "mean p(next) on the second repeat %g", psum / n);
+    CHECKF(s.loss_first > 3 && s.loss_second < 0.3 && s.icl_gain > 3,
+           "probe losses %g / %g", s.loss_first, s.loss_second);
+    al_probe_scores_free(&s);
+    al_probe_free(&p);
+    al_model_free(&m);
+}
+
+TEST(scores_copy_positions_by_hand) {
+    /* row 0: 5 6 5 7 | targets 6 5 7 6 -> 5 was seen at t=1, 6 at t=3 */
+    int in[8] = {5, 6, 5, 7, 1, 2, 3, 4};
+    int tg[8] = {6, 5, 7, 6, 2, -1, 1, 9};
+    unsigned char out[8];
+    al_err e;
+    CHECK_OK(al_copy_positions(in, tg, 2, 4, 10, out, &e), &e);
+    const unsigned char want[8] = {0, 1, 0, 1, 0, 0, 1, 0};
+    for (int i = 0; i < 8; i++) CHECKF(out[i] == want[i], "position %d: %d", i, out[i]);
+    in[3] = 10; /* outside the vocabulary */
+    CHECK(al_copy_positions(in, tg, 2, 4, 10, out, &e) == -1 && strstr(e.msg, "vocabulary"));
+}
+
+TEST(scores_icl_score_by_hand) {
+    al_icl_range r = al_icl_ranges(256);
+    CHECK(r.e0 == 20 && r.e1 == 30 && r.l0 == 246 && r.l1 == 256);
+    r = al_icl_ranges(32); /* w = 1 */
+    CHECK(r.e0 == 3 && r.e1 == 4 && r.l0 == 31 && r.l1 == 32);
+    /* loss(t) = 5 - t/100 on 2 rows of 256; one late target ignored */
+    enum { T = 256 };
+    static float loss[2 * T];
+    static int tg[2 * T];
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < T; t++) {
+            loss[b * T + t] = 5.0f - t / 100.0f;
+            tg[b * T + t] = 1;
+        }
+    tg[T + 255] = -1;
+    loss[T + 255] = 0; /* as the engine leaves it */
+    double early, late, score;
+    al_err e;
+    CHECK_OK(al_icl_score(loss, tg, 2, T, &early, &late, &score, &e), &e);
+    /* early: mean t over 20..29 = 24.5; late: (2*(246+...+255) - 255) / 19 */
+    double late_t = (2.0 * (246 + 255) * 10 / 2 - 255) / 19;
+    CHECK_NEAR(early, 5 - 24.5 / 100, 1e-5);
+    CHECK_NEAR(late, 5 - late_t / 100, 1e-5);
+    CHECK_NEAR(score, late - early, 1e-12);
+    CHECK(al_icl_score(loss, tg, 2, 4, &early, &late, &score, &e) == -1);
+}
+
+/* ------------------------------------------------------------ the CLI */
+
+/* Output of `sqlite3 db "q"`, trailing newlines cut; NULL on failure. */
+static char *sqlq(const char *db, const char *q) {
+    if (t_sh("sqlite3 -batch '%s' \"%s\" > '%s' 2>&1", db, q, t_path("q.out")) != 0) return NULL;
+    char *s = t_slurp(t_path("q.out"));
+    if (s)
+        for (size_t n = strlen(s); n > 0 && s[n - 1] == '\n';) s[--n] = 0;
+    return s;
+}
+
+#define CHECK_SQL(db, q, want)                                                      \
+    do {                                                                            \
+        char *got_ = sqlq(db, q);                                                   \
+        CHECKF(got_ && strcmp(got_, want) == 0, "%s: got [%s] want [%s]", q,        \
+               got_ ? got_ : "(error)", want);                                      \
+        free(got_);                                                                 \
+    } while (0)
+
+/* Byte-level text with repeated phrases and repeated random spans. */
+static void write_tokens(const char *path, size_t n, uint64_t seed) {
+    const char *phr[] = {"the cat sat on the mat. ", "a dog ran home. ", "Bamurik saw Bamurik. "};
+    int *ids = malloc(sizeof(int) * n);
+    al_rng r;
+    al_rng_seed(&r, seed);
+    size_t k = 0;
+    while (k < n) {
+        if (al_rng_below(&r, 4) == 0) { /* a random span, twice */
+            int span[8];
+            for (int i = 0; i < 8; i++) span[i] = 'a' + (int)al_rng_below(&r, 26);
+            for (int rep = 0; rep < 2; rep++)
+                for (int i = 0; i < 8 && k < n; i++) ids[k++] = span[i];
+            continue;
+        }
+        const char *p = phr[al_rng_below(&r, 3)];
+        for (; *p && k < n; p++) ids[k++] = (unsigned char)*p;
+    }
+    al_err e;
+    CHECK_OK(al_tokens_save(path, ids, n, &e), &e);
+    free(ids);
+}
+
+#define SMALL "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 0 " \
+              "--eval-batches 2 --threads 2 --warmup 2"
+
+TEST(scores_cli_end_to_end) {
+    char dir[1024], db[1024], val[1024];
+    snprintf(dir, sizeof dir, "%s", t_path("model"));
+    snprintf(db, sizeof db, "%s", t_path("r.db"));
+    snprintf(val, sizeof val, "%s", t_path("val.bin"));
+    write_tokens(t_path("train.bin"), 20000, 1);
+    write_tokens(val, 3000, 2);
+    CHECK(t_sh("%s train --data %s --out %s --steps 30 " SMALL " 2>/dev/null", t_bin(),
+               t_path("train.bin"), dir) == 0);
+    CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches 2 "
+               "--batch 4 > %s 2>&1", t_bin(), dir, db, val, t_path("out.txt")) == 0);
+    char *out = t_slurp(t_path("out.txt"));
+    CHECKF(out && strstr(out, "induction heads (induction > 0.4):") &&
+               strstr(out, "previous-token heads (prev_token > 0.4):") && strstr(out, "icl_score"),
+           "summary:\n%s", out ? out : "");
+    free(out);
+    CHECK_SQL(db, "SELECT kind, status FROM runs", "scores|done");
+    CHECK_SQL(db, "SELECT metric, count(*) FROM head_scores GROUP BY metric ORDER BY metric",
+              "copying_ablation|8\nduplicate_token|8\ninduction|8\nprev_token|8");
+    CHECK_SQL(db, "SELECT count(*) FROM head_summary WHERE induction BETWEEN 0 AND 1 AND "
+                  "prev_token BETWEEN 0 AND 1 AND copying_ablation IS NOT NULL", "8");
+    /* model-level: icl_gain = first - second; icl_score = late - early */
+    CHECK_SQL(db, "SELECT count(*) FROM model_scores WHERE metric IN ('icl_gain', 'icl_score', "
+                  "'probe_loss_first', 'probe_loss_second', 'icl_loss_early', 'icl_loss_late')", "6");
+    CHECK_SQL(db, "SELECT abs((SELECT value FROM model_scores WHERE metric = 'icl_gain') - "
+                  "(SELECT value FROM model_scores WHERE metric = 'probe_loss_first') + "
+                  "(SELECT value FROM model_scores WHERE metric = 'probe_loss_second')) < 1e-9", "1");
+    CHECK_SQL(db, "SELECT abs((SELECT value FROM model_scores WHERE metric = 'icl_score') - "
+                  "(SELECT value FROM model_scores WHERE metric = 'icl_loss_late') + "
+                  "(SELECT value FROM model_scores WHERE metric = 'icl_loss_early')) < 1e-9", "1");
+    /* without --data: probe scores only */
+    CHECK(t_sh("%s scores --model %s --db %s --probe-r 10 --probe-n 8 > %s 2>&1", t_bin(), dir,
+               db, t_path("out.txt")) == 0);
+    out = t_slurp(t_path("out.txt"));
+    CHECK(out && strstr(out, "no --data"));
+    free(out);
+    CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 2", "24");
+    CHECK_SQL(db, "SELECT count(*) FROM model_scores WHERE run_id = 2 AND metric = 'icl_score'", "0");
+    /* a mask: the masked head gets no copying_ablation */
+    CHECK(t_sh("printf '{\"n_layers\": 2, \"n_heads\": 4, \"off\": [\"1.2\"]}' > %s",
+               t_path("mask.json")) == 0);
+    CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches 2 "
+               "--batch 4 --mask %s > /dev/null 2>&1", t_bin(), dir, db, val,
+               t_path("mask.json")) == 0);
+    CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 3 AND metric = 'copying_ablation'",
+              "7");
+    CHECK_SQL(db, "SELECT value FROM model_scores WHERE run_id = 3 AND metric = 'heads_off'", "1.0");
+    /* bad input: exit 1 (probe too long for n_ctx 32; bad mask), 2 for usage */
+    CHECK(t_sh("%s scores --model %s --db %s --probe-r 20 2> %s", t_bin(), dir, db,
+               t_path("err.txt")) == 1);
+    out = t_slurp(t_path("err.txt"));
+    CHECKF(out && strstr(out, "n_ctx"), "%s", out ? out : "");
+    free(out);
+    CHECK_SQL(db, "SELECT status FROM runs WHERE run_id = 4", "failed");
+    CHECK(t_sh("printf '{\"n_layers\": 2, \"n_heads\": 8, \"off\": []}' > %s",
+               t_path("bad.json")) == 0);
+    CHECK(t_sh("%s scores --model %s --db %s --mask %s 2>/dev/null", t_bin(), dir, db,
+               t_path("bad.json")) == 1);
+    CHECK_SQL(db, "SELECT count(*) FROM runs", "4");
+    CHECK(t_sh("%s scores --model %s --db %s --probe-r 1 2>/dev/null", t_bin(), dir, db) == 2);
+    CHECK_SQL(db, "PRAGMA integrity_check", "ok");
+}
