@@ -4,6 +4,9 @@
 # prints the apt-get command to run.
 #   ARCH=-march=x86-64-v2   portable build instead of -march=native
 #   SAN=1                   AddressSanitizer + UBSan build (in build-san/)
+# `make fuzz` builds the libFuzzer targets of tests/fuzz/ with clang and runs
+# each for FUZZ_SECONDS (60); `make valgrind` runs the CLI end to end under
+# valgrind memcheck.
 
 CC      ?= cc
 PKGS    := openblas lapacke libcjson libpng sqlite3
@@ -26,7 +29,7 @@ LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst tests/%.c,$(BUILD)/tobj/%.o,$(TEST_SRC))
 
-.PHONY: all deps test demo bench clean
+.PHONY: all deps test demo bench clean fuzz valgrind
 all: $(BUILD)/attnlab
 
 deps:
@@ -54,11 +57,18 @@ $(BUILD)/test_runner: $(TEST_OBJ) $(BUILD)/libattnlab.a
 
 # The engine benchmark links the library directly (bench/bench.sh runs it).
 $(BUILD)/bench_engine: bench/bench_engine.c $(BUILD)/libattnlab.a
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
 
+# Under SAN=1 any sanitizer report fails the test that triggered it (the
+# CLI exits non-zero; the runner checks each test process for leaks).
+# tests/lsan.supp only silences the OpenMP/OpenBLAS runtimes' own thread
+# pools, never attnlab code.
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1 \
+           LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/test_runner
-	@ATTNLAB_BIN=$(BUILD)/attnlab $(BUILD)/test_runner $(T)
+	@$(if $(filter 1,$(SAN)),$(SAN_ENV)) ATTNLAB_BIN=$(BUILD)/attnlab $(BUILD)/test_runner $(T)
 
 demo: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab
@@ -68,7 +78,30 @@ bench: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/bench_engine
 	@BUILD=$(BUILD) sh bench/bench.sh
 
+# ---- fuzzing: clang + libFuzzer (`sh scripts/deps.sh fuzz` installs them).
+# The library is rebuilt with coverage and ASan+UBSan in build-fuzz/; each
+# tests/fuzz/fuzz_<t>.c becomes build-fuzz/fuzz_<t>, run on the seed corpus
+# tests/fuzz/<t>/ for FUZZ_SECONDS by tests/fuzz/run.sh.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+                -fno-sanitize-recover=undefined -Wno-pass-failed
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
+fuzz:
+	@sh scripts/deps.sh fuzz
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=$(FUZZ_CC) SAN= OPT="$(FUZZ_OPT)" \
+	    $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+	@sh tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# ---- valgrind memcheck over the CLI end to end (tests/valgrind.sh).
+valgrind: deps
+	@sh scripts/deps.sh valgrind
+	@$(MAKE) --no-print-directory BUILD=build-vg OPT="-O1 -g" ARCH=-march=x86-64-v2 build-vg/attnlab
+	@sh tests/valgrind.sh build-vg/attnlab
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz build-vg
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/main.d $(BUILD)/bench_engine.d

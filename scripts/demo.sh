@@ -1,38 +1,63 @@
 #!/bin/sh
-# make demo: the built-in corpus end to end on a fresh machine.
-#   corpus (invented names) -> BPE tokenizer -> token files
-#   -> 1-layer and 2-layer models -> `attnlab run` on a held-out story,
-#   tracking the pieces of its repeated invented name (seed 003's table).
-# Everything lands in data/demo* and runs/demo-*; re-running starts over.
+# make demo: experiments/demo.json end to end on a fresh machine.
+#   corpus (invented names) -> BPE tokenizer -> token files -> 1-layer and
+#   2-layer models -> circuits, scores, ablations, pruning -> pictures,
+#   index.html, report.ipynb (all under notebooks-out/demo/);
+#   then seed 003's table (the probability of each piece of a repeated
+#   invented name in a held-out story) and three questions asked in SQL.
+# Running it again reuses every finished stage (DEMO_FORCE=1: start over).
 set -eu
 BIN=${ATTNLAB_BIN:-build/attnlab}
-STEPS=${DEMO_STEPS:-1000}
-THREADS=${DEMO_THREADS:-0}
-mkdir -p data runs
+EXP=${DEMO_EXPERIMENT:-experiments/demo.json}
+OUT=${DEMO_OUT:-notebooks-out/demo}
+set -- --out "$OUT"
+[ -n "${DEMO_FORCE:-}" ] && set -- "$@" --force
+[ -n "${DEMO_THREADS:-}" ] && set -- "$@" --threads "$DEMO_THREADS"
 
-echo "== 1. corpus: synthetic stories with invented names"
-$BIN data synth --out data/demo.txt --stories 40000 --seed 1 --repeat-fraction 0.1
-echo "== 2. tokenizer: byte-level BPE, 2048 tokens"
-$BIN tokenizer train --in data/demo.txt --vocab 2048 --out data/demo-tokenizer.json
-$BIN encode --tokenizer data/demo-tokenizer.json --in data/demo.txt --out data/demo.bin --val 0.02
+$BIN experiment "$EXP" "$@"
 
-for L in 1 2; do
-    echo "== 3.$L. train the ${L}-layer model ($STEPS steps)"
-    $BIN train --data data/demo.train.bin --val data/demo.val.bin \
-        --tokenizer data/demo-tokenizer.json --out runs/demo-${L}l --n-layers $L \
-        --steps "$STEPS" --threads "$THREADS" --force
-done
-
-echo "== 4. a held-out story (a seed the training corpus did not use)"
-$BIN data synth --out data/demo-heldout.txt --stories 1 --seed 777 --repeat-fraction 0 \
-    --names-out data/demo-heldout.names
-NAME=$(cut -f2 data/demo-heldout.names)
-head -c 400 data/demo-heldout.txt; echo " ..."
-for L in 1 2; do
-    echo
-    echo "-- ${L}-layer model: probability of each piece of \"$NAME\" at each occurrence"
-    $BIN run --model runs/demo-${L}l --prompt-file data/demo-heldout.txt --track " $NAME"
-done
+DB=$OUT/results.db
 echo
-echo "-- 2-layer model, full table for the first 40 tokens:"
-$BIN run --model runs/demo-2l --prompt-file data/demo-heldout.txt | head -41
+echo "== a held-out story (a seed the training corpus did not use) and its repeated name"
+$BIN data synth --out "$OUT/data/heldout.txt" --stories 1 --seed 779 --repeat-fraction 0 \
+    --names-out "$OUT/data/heldout.names" >/dev/null 2>&1
+NAME=$(cut -f2 "$OUT/data/heldout.names")
+head -c 400 "$OUT/data/heldout.txt"; echo " ..."
+for M in "$OUT"/models/*/; do
+    M=${M%/}
+    echo
+    echo "-- model $(basename "$M"): probability of each piece of \"$NAME\" at each occurrence"
+    $BIN run --model "$M" --prompt-file "$OUT/data/heldout.txt" --track "$NAME"
+done
+
+command -v sqlite3 >/dev/null || { echo "(install sqlite3 to see the example queries)"; exit 0; }
+ask() {
+    echo
+    echo "-- $1"
+    echo "$2" | sed 's/^/   /'
+    sqlite3 -header -column "$DB" "$2"
+}
+echo
+echo "== three questions for the database ($DB)"
+ask "Which heads are induction heads, and what does each model's best head score?" \
+"SELECT m.path, h.name, round(h.induction, 3) AS induction,
+       round(h.prev_token, 3) AS prev_token
+FROM head_summary h JOIN models m USING (model_id)
+ORDER BY h.induction DESC LIMIT 5;"
+ask "Do the weights (copying_eigen) and ablation (copying_ablation) agree on the copying heads?" \
+"SELECT m.path, h.name, round(h.copying_eigen, 3) AS eigen,
+       round(h.copying_ablation, 4) AS ablation_nats
+FROM head_summary h JOIN models m USING (model_id)
+ORDER BY h.copying_ablation DESC LIMIT 5;"
+ask "Pruning: the fewest heads left at a step whose loss is within 10% of all heads', per method" \
+"SELECT p.method, min(p.heads_left) AS fewest_heads,
+       round(max(CASE WHEN p.step = 0 THEN p.loss END), 4) AS loss_all_heads
+FROM pruning_steps p
+WHERE p.run_id IN (SELECT max(run_id) FROM pruning_steps GROUP BY method)
+  AND p.loss <= 1.1 * (SELECT q.loss FROM pruning_steps q
+                       WHERE q.run_id = p.run_id AND q.step = 0)
+GROUP BY p.method ORDER BY fewest_heads;"
+
+echo
+echo "== the report: $OUT/index.html (open it in a browser; no network needed)"
+echo "   the notebook: $OUT/report.ipynb (jupyter notebook $OUT/report.ipynb)"

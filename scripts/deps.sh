@@ -1,11 +1,25 @@
 #!/bin/sh
 # Install the Debian packages attnlab needs, if any are missing.
 # As root: apt-get install them. Otherwise: print the command and fail.
-# Optional extras (PyTorch for the cross-check test and the benchmark)
-# are attempted but their absence is not an error: those tests skip.
+# Optional extras (PyTorch for the cross-check test and the benchmark,
+# Chromium for the test that renders the HTML report) are attempted but
+# their absence is not an error: those tests skip.
+#   sh scripts/deps.sh fuzz       also clang with libFuzzer (`make fuzz`):
+#                                 clang-14, its runtimes libclang-rt-14-dev
+#                                 (-fsanitize=fuzzer,address,undefined) and
+#                                 libomp-14-dev (clang's -fopenmp), through
+#                                 Debian 12's default-version metapackages
+#   sh scripts/deps.sh valgrind   also valgrind (`make valgrind`)
 set -u
 need="gcc make pkg-config libcjson-dev libpng-dev libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
-extra="python3-torch python3-numpy"
+for group in "$@"; do
+    case $group in
+        fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
+        valgrind) need="$need valgrind" ;;
+        *) echo "scripts/deps.sh: unknown group '$group' (fuzz, valgrind)" >&2; exit 2 ;;
+    esac
+done
+extra="python3-torch python3-numpy chromium"
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -21,7 +35,7 @@ if [ "$(id -u)" != 0 ]; then
         echo "run: sudo apt-get install -y$missing$missing_extra" >&2
         exit 1
     fi
-    echo "attnlab: optional packages missing:$missing_extra (PyTorch cross-checks will be skipped)" >&2
+    echo "attnlab: optional packages missing:$missing_extra (the tests that need them will be skipped)" >&2
     exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
@@ -33,6 +47,6 @@ if [ -n "$missing" ]; then
 fi
 if [ -n "$missing_extra" ]; then
     apt-get install -y -qq --no-install-recommends $missing_extra >/dev/null ||
-        echo "attnlab: could not install$missing_extra; PyTorch cross-checks will be skipped" >&2
+        echo "attnlab: could not install$missing_extra; the tests that need them will be skipped" >&2
 fi
 exit 0

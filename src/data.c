@@ -1,6 +1,7 @@
 /* data.c -- token files in llm.c's format, and batches drawn from them.
  * The header is validated against the file size so a file whose count
  * lies is refused before anything is allocated from that count. */
+#define _POSIX_C_SOURCE 200809L /* fileno */
 #include "attnlab/data.h"
 
 #include <errno.h>

@@ -64,16 +64,18 @@ void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M,
  * degree-6 polynomial for e^r (error ~2 ulp), 2^k from exponent bits.
  * Valid for arguments <= 0 (a softmax's after subtracting the max);
  * below -87.3 the result is exactly 0, so far tails become zeros rather
- * than denormals, which would slow every later multiply by them. The
- * sum is in double; its lane order is fixed at compile time, so results
- * do not depend on the thread count. */
-static double exp_shift_sum(float *x, int n, float m) {
-    double sum = 0.0;
+ * than denormals, which would slow every later multiply by them. */
+static float exp_shift_chunk(float *x, int n, float m) {
+    float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int i = 0; i < n; i++) {
         float v = x[i] - m;
+        /* A NaN (from a diverged model) must come out as NaN, and must
+         * not reach the float->int conversion below, which would be
+         * undefined behaviour; so it goes through the polynomial as 0. */
+        int nan = v != v;
         int under = v < -87.3f;
-        v = under ? -87.3f : v;
+        v = under ? -87.3f : (nan || v > 0.0f) ? 0.0f : v;
         float kf = (v * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(v/ln2) */
         float r = (v - kf * 0.693359375f) - kf * -2.12194440e-4f;
         float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
@@ -82,10 +84,20 @@ static double exp_shift_sum(float *x, int n, float m) {
         int32_t bits = ((int32_t)kf + 127) * (1 << 23);
         float scale;
         memcpy(&scale, &bits, sizeof scale);
-        float ev = under ? 0.0f : p * scale;
+        float ev = under ? 0.0f : nan ? x[i] - m : p * scale;
         x[i] = ev;
         sum += ev;
     }
+    return sum;
+}
+
+/* The float lane sums of chunks of 256 are added in double (GCC does not
+ * vectorise a double reduction here). The order is fixed at compile
+ * time, so the result does not depend on the thread count. */
+static double exp_shift_sum(float *x, int n, float m) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i += 256)
+        sum += exp_shift_chunk(x + i, n - i < 256 ? n - i : 256, m);
     return sum;
 }
 

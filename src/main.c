@@ -16,6 +16,12 @@
     X(train)         \
     X(run)           \
     X(circuits)      \
+    X(heatmap)       \
+    X(scores)        \
+    X(ablate)        \
+    X(prune)         \
+    X(report)        \
+    X(experiment)    \
     X(debug_dump)
 
 #define DECLARE(n) extern al_command al_cmd_##n;

@@ -949,7 +949,15 @@ static int load_json(const cJSON *root, const char *path, al_tokenizer **out, al
     for (const cJSON *it = root->child; it; it = it->next) {
         int known = 0;
         for (int i = 0; known_keys[i]; i++) known |= strcmp(it->string, known_keys[i]) == 0;
-        if (!known) return al_errf(e, "cannot read tokenizer %s: unknown key \"%s\"", path, it->string);
+        if (!known) { /* the key is quoted on one line, control bytes as '?' */
+            char k[48];
+            size_t i = 0;
+            for (; it->string[i] && i < 40; i++)
+                k[i] = (unsigned char)it->string[i] < 0x20 ? '?' : it->string[i];
+            k[i] = 0;
+            return al_errf(e, "cannot read tokenizer %s: unknown key \"%s%s\"", path, k,
+                           it->string[i] ? "..." : "");
+        }
     }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pretokenizer");

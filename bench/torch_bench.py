@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""torch_bench.py -- the PyTorch side of `make bench`.
+
+The same attention-only model as the C engine (the class from
+tests/torch_ref.py, in float32), the same sizes and thread count, one
+measurement per process; prints one JSON line with the fields
+bench/bench_engine.c prints, plus the libblas.so.3 PyTorch really loaded
+(Debian's python3-torch calls whatever BLAS alternative is selected; the
+reference BLAS is ~15x slower than OpenBLAS and would make any ratio
+meaningless).
+
+  --mode train   forward + backward + clip_grad_norm_ + AdamW
+  --mode infer   forward (logits and loss) under torch.no_grad
+  --mode sgemm   torch.mm on 4096x4096 matrices
+Exit 77 when torch cannot be imported.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import torch_ref  # noqa: E402
+
+torch = torch_ref.torch
+
+
+def blas_in_use():
+    """Resolved path of the libblas/libopenblas mapped into this process."""
+    found = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            base = os.path.basename(path)
+            if base.startswith(("libblas.so", "libopenblas", "libmkl_rt", "libcblas.so")):
+                entry = path if os.path.realpath(path) == path else \
+                    "%s -> %s" % (path, os.path.realpath(path))
+                if entry not in found:
+                    found.append(entry)
+    return "; ".join(found) if found else "unknown (no BLAS library mapped)"
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def timed(step, warmup, min_time):
+    """Iterations, total seconds and median seconds per iteration."""
+    for _ in range(warmup):
+        step()
+    times, t0 = [], time.perf_counter()
+    while True:
+        s = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - s)
+        if time.perf_counter() - t0 >= min_time and len(times) >= 3:
+            break
+    return len(times), time.perf_counter() - t0, statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mode", default="train", choices=["train", "infer", "sgemm"])
+    ap.add_argument("--n-layers", type=int, default=2)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--n-heads", type=int, default=8)
+    ap.add_argument("--d-head", type=int, default=32)
+    ap.add_argument("--n-ctx", type=int, default=256)
+    ap.add_argument("--d-vocab", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--min-time", type=float, default=3.0)
+    ap.add_argument("--sgemm-n", type=int, default=4096)
+    a = ap.parse_args()
+    if torch is None:
+        print("skipped: cannot import torch (%s)" % torch_ref.TORCH_ERROR)
+        return 77
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    out = {"impl": "torch", "mode": a.mode}
+    if a.mode == "sgemm":
+        n = a.sgemm_n
+        x, y = torch.rand(n, n), torch.rand(n, n)
+        it, t, med = timed(lambda: torch.mm(x, y), 1, a.min_time / 2)
+        out.update(n=n, threads=a.threads, iters=it, seconds=round(t, 4),
+                   gflops=round(2.0 * n ** 3 / med / 1e9, 2),
+                   gflops_mean=round(2.0 * n ** 3 * it / t / 1e9, 2))
+    else:
+        cfg = {"n_layers": a.n_layers, "d_model": a.d_model, "n_heads": a.n_heads,
+               "d_head": a.d_head, "n_ctx": a.n_ctx, "d_vocab": a.d_vocab, "tied": False}
+        model = torch_ref.AttnOnly(cfg, None, torch.float32)
+        g = torch.Generator().manual_seed(42)
+        tokens = torch.randint(0, a.d_vocab, (a.batch, a.n_ctx), generator=g)
+        targets = torch.randint(0, a.d_vocab, (a.batch, a.n_ctx), generator=g)
+        last = {}
+        if a.mode == "train":
+            opt = torch_ref.make_adamw(model, 1e-3, 0.1)
+            params = [p for _, p in model.named()]
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                loss = torch_ref.loss_fn(model(tokens), targets)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                last["loss"] = loss.item()
+        else:
+            def step():
+                with torch.no_grad():
+                    last["loss"] = torch_ref.loss_fn(model(tokens), targets).item()
+        it, t, med = timed(step, a.warmup, a.min_time)
+        # the C side counts FLOPs analytically the same way (al_model_forward_flops)
+        BT, C, HD = a.batch * a.n_ctx, a.d_model, a.n_heads * a.d_head
+        pairs = a.batch * a.n_heads * a.n_ctx * (a.n_ctx + 1) / 2.0
+        fwd = a.n_layers * (2.0 * BT * C * 3 * HD + 4.0 * pairs * a.d_head + 2.0 * BT * HD * C) \
+            + 2.0 * BT * C * a.d_vocab
+        flops = fwd * (3.0 if a.mode == "train" else 1.0)
+        out.update(n_layers=a.n_layers, d_model=a.d_model, n_heads=a.n_heads, d_head=a.d_head,
+                   n_ctx=a.n_ctx, d_vocab=a.d_vocab, batch=a.batch, threads=a.threads,
+                   iters=it, seconds=round(t, 4), tokens_per_s=round(BT / med, 1),
+                   tokens_per_s_mean=round(BT * it / t, 1), gflops=round(flops / med / 1e9, 2),
+                   loss=round(last["loss"], 4))
+    out.update(peak_rss_mb=round(peak_rss_mb(), 1), blas=blas_in_use(),
+               blas_threads=torch.get_num_threads(), torch=torch.__version__)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+/* experiment.h -- a whole study declared in one JSON file (DESIGN §8).
+ *
+ *   {"name": "demo",                       required; also the default folder
+ *    "description": "...",                 shown under the report's title
+ *    "out": "notebooks-out/demo",          default notebooks-out/<name>
+ *    "threads": 0,                         every stage (0 = default)
+ *    "data": {"synthetic": {"stories": 40000, "seed": 1, "repeat_fraction": 0.1},
+ *             "val": 0.02},                or {"text": "corpus.txt", "docs": "blank"}
+ *    "tokenizer": {"vocab": 2048},         or {"file": "tokenizer.json"}
+ *    "train": {"steps": 1000, "lr": 0.01}, defaults for every model
+ *    "models": [{"name": "1l", "n_layers": 1}, {"name": "2l", "n_layers": 2}],
+ *    "analyses": {"circuits": true, "scores": {"probe_n": 64},
+ *                 "ablate": [{"pairs": true, "method": "mean"}],
+ *                 "prune": {"methods": ["ablation", "gradient", "random"], "budget": 0.1}},
+ *    "pictures": {"kinds": ["attention", "training"], "prompt": "...", "repeat": 20},
+ *    "report": true}                       or {"title": "...", "intro": "..."}
+ *
+ * Option objects take the flags of the command they configure, with '_'
+ * for '-' (data.synthetic: `data synth`; tokenizer: `tokenizer train`;
+ * train and models[i]: `train`; analyses.X: `X`), except the paths the
+ * experiment sets itself. Each analysis runs on every model unless it
+ * has "models": ["name", ...]. Unknown keys, wrong types and missing
+ * files are errors that name the key path ("models[1].stpes: unknown
+ * key").
+ *
+ * Everything goes under the output folder: data/ (corpus, tokenizer,
+ * token files), models/<name>/, results.db, the pictures, index.html and
+ * report.ipynb. Each stage runs the command of the same name in-process
+ * and leaves a stamp (.stages/) holding a hash of everything it depended
+ * on; a re-run skips a stage whose stamp matches and whose outputs are
+ * complete (a model at the requested step with its training run in the
+ * database; an analysis whose run is 'done'), unless forced. */
+#ifndef ATTNLAB_EXPERIMENT_H
+#define ATTNLAB_EXPERIMENT_H
+
+#include "attnlab/util.h"
+
+#define AL_EXP_MAX_MODELS 16
+#define AL_EXP_MAX_ANALYSES 32
+
+/* Command-line words for one command (owned strings). */
+typedef struct al_exp_args {
+    int n, cap;
+    char **v;
+} al_exp_args;
+
+typedef struct al_exp_model {
+    char name[64];
+    al_exp_args train;       /* `train` options, without data, out, db */
+    int steps, n_layers, tied; /* as they will be trained (defaults filled in) */
+} al_exp_model;
+
+typedef struct al_exp_analysis {
+    const char *kind;        /* "circuits", "scores", "ablate" or "prune" */
+    al_exp_args args;        /* that command's options (prune: with --method) */
+    unsigned models;         /* bit i set: run on models[i] */
+    char label[96];          /* for progress lines, e.g. "prune (gradient)" */
+} al_exp_analysis;
+
+typedef struct al_experiment {
+    char source[1024];       /* the JSON file */
+    char name[64];
+    char *description;
+    char out[4096];
+    int threads;
+    int synthetic;           /* 1: data synth; 0: text */
+    al_exp_args synth;       /* `data synth` options, without out */
+    char *text;              /* text corpus path (synthetic == 0) */
+    al_exp_args encode;      /* `encode` options: val, docs */
+    char *tok_file;          /* a ready tokenizer, or NULL to train one */
+    al_exp_args tok;         /* `tokenizer train` options: vocab */
+    int n_models;
+    al_exp_model models[AL_EXP_MAX_MODELS];
+    int n_analyses;
+    al_exp_analysis an[AL_EXP_MAX_ANALYSES];
+    int pictures;            /* 0: none */
+    char *pic_kinds;         /* comma list, NULL = all */
+    char *prompt;
+    int repeat, top_n;
+    int report;
+    char *title, *intro;
+} al_experiment;
+
+/* Read and validate path. On error nothing is allocated. */
+int al_exp_load(const char *path, al_experiment **out, al_err *e);
+void al_exp_free(al_experiment *x);
+
+typedef struct al_exp_run_opts {
+    int force;               /* ignore stamps: run every stage */
+    int dry_run;             /* print the stages and stop */
+} al_exp_run_opts;
+
+/* Run every stage, printing a header per stage and the times at the end
+ * (also written to OUT/stages.tsv). */
+int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e);
+
+#endif

@@ -1,0 +1,71 @@
+/* report.h -- a static HTML report and a Jupyter notebook from the
+ * results database (DESIGN §7).
+ *
+ * al_report_write draws every picture a model's rows allow (through
+ * pictures.h, into the output folder) and writes, beside them:
+ *
+ *   index.html    one page, no JavaScript and no network: inline CSS,
+ *                 <img src="NAME.png"> relative to the page. Per model:
+ *                 the model card, the training curve, the head summary,
+ *                 induction / previous-token / copying heads, whether the
+ *                 weight-based and ablation-based copying scores agree,
+ *                 skip-trigrams, composition, ablation, pruning and the
+ *                 pictures. With several models a comparison comes first,
+ *                 including the tied-vs-untied answer when both kinds are
+ *                 present.
+ *   report.ipynb  nbformat 4.5: cells that open the database with
+ *                 Python's sqlite3, run the README's queries and show the
+ *                 pictures, to carry the analysis on in Jupyter.
+ *
+ * Every token string is HTML-escaped (they hold quotes, <, & and stray
+ * bytes); both files are written atomically. */
+#ifndef ATTNLAB_REPORT_H
+#define ATTNLAB_REPORT_H
+
+#include "attnlab/util.h"
+
+#define AL_REPORT_MAX_MODELS 16
+
+typedef struct al_report_opts {
+    const char *db;                                /* results database (must exist) */
+    const char *models[AL_REPORT_MAX_MODELS];      /* model directories */
+    const char *labels[AL_REPORT_MAX_MODELS];      /* names shown (NULL: the folder name) */
+    int n_models;
+    const char *out_dir;                           /* created if missing */
+    const char *title;                             /* NULL: "attnlab report" */
+    const char *intro;                             /* a paragraph under the title, or NULL */
+    const char *prompt;    /* attention pictures on this text (NULL: none) */
+    int repeat;            /* attention on BOS + N random tokens twice (0: none) */
+    const char *data;      /* token file: qk/ov show its most frequent tokens (NULL: BPE order) */
+    int top_n;             /* tokens in qk/ov pictures */
+    const char *pictures;  /* comma list of picture kinds to draw (NULL: all) */
+    int threads;           /* 0: default */
+} al_report_opts;
+
+al_report_opts al_report_defaults(void);
+
+typedef struct al_report_result {
+    int n_pictures;        /* PNGs written */
+    int n_failed;          /* pictures that could not be drawn (warned on stderr) */
+    char index_path[4200], notebook_path[4200];
+} al_report_result;
+
+/* Draw the pictures and write index.html and report.ipynb into o->out_dir.
+ * A picture that fails is reported (stderr and the page) and counted, not
+ * fatal; a bad database, model or output folder is. */
+int al_report_write(const al_report_opts *o, al_report_result *r, al_err *e);
+
+/* ---- pieces, for tests ---- */
+
+/* s (n bytes, any content) as HTML text: & < > " ' as entities, valid
+ * UTF-8 kept, control bytes (but \n, \t) and invalid UTF-8 as the text
+ * \xNN. Caller frees; NULL when out of memory. */
+char *al_html_escape(const char *s, size_t n);
+/* s (n bytes) with invalid UTF-8 bytes replaced by U+FFFD, so JSON
+ * writers emit valid UTF-8. Caller frees. */
+char *al_utf8_sanitize(const char *s, size_t n);
+/* Spearman's rank correlation of x and y (n), ties given their average
+ * rank; NaN when n < 2 or either is constant. */
+double al_spearman(const double *x, const double *y, int n);
+
+#endif

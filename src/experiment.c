@@ -1,0 +1,1121 @@
+/* experiment.c -- the JSON experiment runner (see experiment.h).
+ *
+ * Loading turns the file into command lines, one per stage, checking
+ * every key against the flag table of the command it configures, so the
+ * experiment file accepts exactly what the commands accept and error
+ * messages can name the key path. Running calls each command's run()
+ * in this process. Those commands keep their options in static
+ * variables that parsing only ever sets, so before every call the
+ * variables are put back to the values they had before the first call
+ * (their defaults): a stage never inherits a flag from the one before. */
+#define _POSIX_C_SOURCE 200809L
+#include "attnlab/experiment.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/args.h"
+#include "attnlab/config.h"
+#include "attnlab/pictures.h"
+#include "attnlab/report.h"
+#include "attnlab/store.h"
+
+extern al_command al_cmd_data_synth, al_cmd_tokenizer_train, al_cmd_encode, al_cmd_train,
+    al_cmd_circuits, al_cmd_scores, al_cmd_ablate, al_cmd_prune;
+
+/* ------------------------------------------------------- word lists */
+
+static int args_add(al_exp_args *a, const char *s) {
+    if (a->n + 1 >= a->cap) {
+        int cap = a->cap ? 2 * a->cap : 16;
+        char **v = realloc(a->v, sizeof(char *) * (size_t)cap);
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    if (!(a->v[a->n] = strdup(s))) return -1;
+    a->v[++a->n] = NULL;
+    return 0;
+}
+
+static int args_addf(al_exp_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int args_addf(al_exp_args *a, const char *fmt, ...) {
+    char buf[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return n < 0 || (size_t)n >= sizeof buf ? -1 : args_add(a, buf);
+}
+
+static int args_cat(al_exp_args *a, const al_exp_args *b) {
+    for (int i = 0; i < b->n; i++)
+        if (args_add(a, b->v[i])) return -1;
+    return 0;
+}
+
+static void args_free(al_exp_args *a) {
+    for (int i = 0; i < a->n; i++) free(a->v[i]);
+    free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+/* Value after the last "--flag" in a (NULL if absent or a bare flag). */
+static const char *args_last(const al_exp_args *a, const char *flag) {
+    const char *v = NULL;
+    for (int i = 0; i + 1 < a->n; i++)
+        if (strcmp(a->v[i], flag) == 0) v = a->v[i + 1];
+    return v;
+}
+
+static int args_has(const al_exp_args *a, const char *flag) {
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->v[i], flag) == 0) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ loading */
+
+typedef struct jx {
+    const char *src;
+    al_err *e;
+    al_experiment *x;
+} jx;
+
+static int bad(jx *j, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(jx *j, const char *path, const char *fmt, ...) {
+    char m[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    return al_errf(j->e, "%s: %s: %s", j->src, path, m);
+}
+
+/* parent.key (a key printable in one line) or parent[i]. */
+static void kpath(char *buf, size_t cap, const char *parent, const char *key) {
+    char k[64];
+    size_t i = 0;
+    for (; key[i] && i < 60; i++) k[i] = isprint((unsigned char)key[i]) ? key[i] : '?';
+    k[i] = 0;
+    snprintf(buf, cap, "%s%s%s", parent, *parent ? "." : "", k);
+}
+
+static void ipath(char *buf, size_t cap, const char *parent, int i) {
+    snprintf(buf, cap, "%s[%d]", parent, i);
+}
+
+static int in_list(const char *key, const char *const *list) {
+    for (int i = 0; list && list[i]; i++)
+        if (strcmp(key, list[i]) == 0) return 1;
+    return 0;
+}
+
+/* Flag names match keys with '-' written as '_' (or '-'). */
+static const al_flag *find_flag(const al_command *c, const char *key) {
+    for (const al_flag *f = c->flags; f && f->name; f++) {
+        const char *a = f->name, *b = key;
+        for (; *a && *b; a++, b++)
+            if ((*a == '-' ? '_' : *a) != (*b == '-' ? '_' : *b)) break;
+        if (!*a && !*b) return f;
+    }
+    return NULL;
+}
+
+/* A key given twice in one object (cJSON keeps both). */
+static const char *dup_key(const cJSON *obj) {
+    for (const cJSON *a = obj->child; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (strcmp(a->string, b->string) == 0) return a->string;
+    return NULL;
+}
+
+/* The shortest decimal that reads back as d: "0.1", not 0.10000000000000001. */
+static const char *shortest(double d, char buf[40]) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, 40, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+    return buf;
+}
+
+static int flag_value(jx *j, const char *path, const al_flag *f, const cJSON *v, al_exp_args *out) {
+    double d = v->valuedouble;
+    char buf[40];
+    switch (f->type) {
+    case AL_BOOL:
+        if (!cJSON_IsBool(v)) return bad(j, path, "must be true or false");
+        return cJSON_IsTrue(v) && args_addf(out, "--%s", f->name) ? bad(j, path, "out of memory") : 0;
+    case AL_INT:
+        if (!cJSON_IsNumber(v) || d != floor(d) || d < INT_MIN || d > INT_MAX)
+            return bad(j, path, "must be an integer");
+        return args_addf(out, "--%s", f->name) || args_addf(out, "%.0f", d) ? bad(j, path, "out of memory") : 0;
+    case AL_U64:
+        if (cJSON_IsString(v)) {
+            const char *s = v->valuestring;
+            if (!*s || strlen(s) > 20 || strspn(s, "0123456789") != strlen(s))
+                return bad(j, path, "must be a non-negative integer");
+            return args_addf(out, "--%s", f->name) || args_add(out, s) ? bad(j, path, "out of memory") : 0;
+        }
+        if (!cJSON_IsNumber(v) || d != floor(d) || d < 0 || d > 9007199254740992.0)
+            return bad(j, path, "must be a non-negative integer");
+        return args_addf(out, "--%s", f->name) || args_addf(out, "%.0f", d) ? bad(j, path, "out of memory") : 0;
+    case AL_FLOAT:
+        if (!cJSON_IsNumber(v) || !isfinite(d)) return bad(j, path, "must be a number");
+        return args_addf(out, "--%s", f->name) || args_add(out, shortest(d, buf)) ? bad(j, path, "out of memory") : 0;
+    case AL_STR:
+        if (!cJSON_IsString(v)) return bad(j, path, "must be a string");
+        return args_addf(out, "--%s", f->name) || args_add(out, v->valuestring) ? bad(j, path, "out of memory") : 0;
+    }
+    return bad(j, path, "unsupported option type");
+}
+
+/* The keys of obj as options of command c. Keys in `own` are the
+ * caller's and skipped here; keys in `deny` are flags the experiment
+ * sets itself. */
+static int obj_to_args(jx *j, const cJSON *obj, const char *path, const al_command *c,
+                       const char *const *own, const char *const *deny, al_exp_args *out) {
+    char kp[320];
+    if (!cJSON_IsObject(obj)) return bad(j, path, "must be an object");
+    const char *d = dup_key(obj);
+    if (d) {
+        kpath(kp, sizeof kp, path, d);
+        return bad(j, kp, "given twice");
+    }
+    for (const cJSON *k = obj->child; k; k = k->next) {
+        kpath(kp, sizeof kp, path, k->string);
+        if (in_list(k->string, own)) continue;
+        const al_flag *f = find_flag(c, k->string);
+        if (f && in_list(f->name, deny)) return bad(j, kp, "is set by the experiment itself");
+        if (!f) return bad(j, kp, "unknown key (see 'attnlab help %s')", c->name);
+        if (flag_value(j, kp, f, k, out)) return -1;
+    }
+    return 0;
+}
+
+/* obj must have only keys from `known`. */
+static int only_keys(jx *j, const cJSON *obj, const char *path, const char *const *known) {
+    char kp[320];
+    if (!cJSON_IsObject(obj)) return bad(j, path, "must be an object");
+    const char *d = dup_key(obj);
+    if (d) {
+        kpath(kp, sizeof kp, path, d);
+        return bad(j, kp, "given twice");
+    }
+    for (const cJSON *k = obj->child; k; k = k->next)
+        if (!in_list(k->string, known)) {
+            kpath(kp, sizeof kp, path, k->string);
+            return bad(j, kp, "unknown key");
+        }
+    return 0;
+}
+
+static int get_str(jx *j, const cJSON *obj, const char *path, const char *key, char **out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    char kp[320];
+    *out = NULL;
+    if (!v) return 0;
+    kpath(kp, sizeof kp, path, key);
+    if (!cJSON_IsString(v)) return bad(j, kp, "must be a string");
+    if (!(*out = strdup(v->valuestring))) return bad(j, kp, "out of memory");
+    return 0;
+}
+
+static int get_int(jx *j, const cJSON *obj, const char *path, const char *key, int lo, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    char kp[320];
+    if (!v) return 0;
+    kpath(kp, sizeof kp, path, key);
+    double d = v->valuedouble;
+    if (!cJSON_IsNumber(v) || d != floor(d) || d < lo || d > INT_MAX)
+        return bad(j, kp, "must be an integer >= %d", lo);
+    *out = (int)d;
+    return 0;
+}
+
+static int need_file(jx *j, const char *path, const char *file) {
+    return al_file_exists(file) ? 0 : bad(j, path, "no such file: %s", file);
+}
+
+static int safe_name(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 60 || s[0] == '.' || s[0] == '-') return 0;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+static int load_data(jx *j, const cJSON *d) {
+    al_experiment *x = j->x;
+    static const char *const own[] = {"synthetic", "text", NULL};
+    static const char *const deny[] = {"tokenizer", "in", "out", NULL};
+    if (!d) return bad(j, "data", "missing (give {\"synthetic\": {...}} or {\"text\": FILE})");
+    if (obj_to_args(j, d, "data", &al_cmd_encode, own, deny, &x->encode)) return -1;
+    const cJSON *syn = cJSON_GetObjectItemCaseSensitive(d, "synthetic");
+    const cJSON *txt = cJSON_GetObjectItemCaseSensitive(d, "text");
+    if (!syn == !txt) return bad(j, "data", "give exactly one of \"synthetic\" and \"text\"");
+    const char *v = args_last(&x->encode, "--val");
+    if (v && !(atof(v) > 0)) return bad(j, "data.val", "must be > 0: the analyses need validation tokens");
+    if (txt) {
+        if (get_str(j, d, "data", "text", &x->text)) return -1;
+        return need_file(j, "data.text", x->text);
+    }
+    x->synthetic = 1;
+    static const char *const sdeny[] = {"out", "names-out", NULL};
+    if (cJSON_IsTrue(syn)) return 0;
+    return obj_to_args(j, syn, "data.synthetic", &al_cmd_data_synth, NULL, sdeny, &x->synth);
+}
+
+static int load_tokenizer(jx *j, const cJSON *t) {
+    al_experiment *x = j->x;
+    static const char *const own[] = {"file", NULL};
+    static const char *const deny[] = {"in", "out", NULL};
+    if (!t) return 0;
+    if (obj_to_args(j, t, "tokenizer", &al_cmd_tokenizer_train, own, deny, &x->tok) ||
+        get_str(j, t, "tokenizer", "file", &x->tok_file))
+        return -1;
+    if (x->tok_file && x->tok.n) return bad(j, "tokenizer", "give \"file\" or training options, not both");
+    return x->tok_file ? need_file(j, "tokenizer.file", x->tok_file) : 0;
+}
+
+static const char *const TRAIN_DENY[] = {"config", "data", "val", "tokenizer", "out", "resume", "force",
+                                         "db", "stop-at", NULL};
+
+static int load_models(jx *j, const cJSON *defaults, const cJSON *models) {
+    al_experiment *x = j->x;
+    al_exp_args common = {0};
+    char kp[320];
+    if (defaults && obj_to_args(j, defaults, "train", &al_cmd_train, NULL, TRAIN_DENY, &common))
+        goto fail;
+    if (!cJSON_IsArray(models) || cJSON_GetArraySize(models) < 1) {
+        bad(j, "models", models ? "must be a non-empty array of objects" : "missing");
+        goto fail;
+    }
+    if (cJSON_GetArraySize(models) > AL_EXP_MAX_MODELS) {
+        bad(j, "models", "at most %d models", AL_EXP_MAX_MODELS);
+        goto fail;
+    }
+    static const char *const own[] = {"name", NULL};
+    for (const cJSON *m = models->child; m; m = m->next) {
+        int i = x->n_models++;
+        al_exp_model *M = &x->models[i];
+        ipath(kp, sizeof kp, "models", i);
+        if (args_cat(&M->train, &common)) {
+            bad(j, kp, "out of memory");
+            goto fail;
+        }
+        if (obj_to_args(j, m, kp, &al_cmd_train, own, TRAIN_DENY, &M->train)) goto fail;
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
+        char np[340];
+        kpath(np, sizeof np, kp, "name");
+        if (!nm) {
+            bad(j, np, "missing (each model needs a name: its folder under models/)");
+            goto fail;
+        }
+        if (!cJSON_IsString(nm) || !safe_name(nm->valuestring)) {
+            bad(j, np, "must be a string of letters, digits, '.', '_' or '-' (at most 60)");
+            goto fail;
+        }
+        snprintf(M->name, sizeof M->name, "%s", nm->valuestring);
+        for (int k = 0; k < i; k++)
+            if (strcmp(x->models[k].name, M->name) == 0) {
+                bad(j, np, "'%s' is the name of models[%d] too", M->name, k);
+                goto fail;
+            }
+        const char *s = args_last(&M->train, "--steps"), *l = args_last(&M->train, "--n-layers");
+        M->steps = s ? atoi(s) : 1000; /* al_train_defaults() */
+        M->n_layers = l ? atoi(l) : 2;
+        M->tied = args_has(&M->train, "--tied");
+        kpath(np, sizeof np, kp, "steps");
+        if (M->steps < 1) {
+            bad(j, np, "must be >= 1");
+            goto fail;
+        }
+        kpath(np, sizeof np, kp, "n_layers");
+        if (M->n_layers < 1) {
+            bad(j, np, "must be >= 1");
+            goto fail;
+        }
+    }
+    args_free(&common);
+    return 0;
+fail:
+    args_free(&common);
+    return -1;
+}
+
+/* "models": ["a", "b"] of an analysis -> bit mask (all models if absent). */
+static int model_mask(jx *j, const cJSON *obj, const char *path, unsigned *mask) {
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(obj, "models");
+    char kp[320], ip[340];
+    *mask = (1u << j->x->n_models) - 1;
+    if (!ms) return 0;
+    kpath(kp, sizeof kp, path, "models");
+    if (!cJSON_IsArray(ms)) return bad(j, kp, "must be an array of model names");
+    *mask = 0;
+    int i = 0;
+    for (const cJSON *m = ms->child; m; m = m->next, i++) {
+        ipath(ip, sizeof ip, kp, i);
+        if (!cJSON_IsString(m)) return bad(j, ip, "must be a model name (a string)");
+        int k = 0;
+        while (k < j->x->n_models && strcmp(j->x->models[k].name, m->valuestring) != 0) k++;
+        if (k == j->x->n_models) return bad(j, ip, "no model is named '%.60s'", m->valuestring);
+        *mask |= 1u << k;
+    }
+    return 0;
+}
+
+static al_exp_analysis *new_analysis(jx *j, const char *path, const char *kind) {
+    if (j->x->n_analyses == AL_EXP_MAX_ANALYSES) {
+        bad(j, path, "at most %d analyses", AL_EXP_MAX_ANALYSES);
+        return NULL;
+    }
+    al_exp_analysis *a = &j->x->an[j->x->n_analyses++];
+    a->kind = kind;
+    snprintf(a->label, sizeof a->label, "%s", kind);
+    return a;
+}
+
+/* circuits / scores / ablate: true, false, an object, or (ablate) a list. */
+static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, int list_ok) {
+    static const char *const own[] = {"models", NULL};
+    static const char *const deny[] = {"model", "db", "data", "mask", "threads", NULL};
+    char ip[320];
+    if (!v || cJSON_IsFalse(v)) return 0;
+    if (cJSON_IsArray(v) && list_ok) {
+        int i = 0;
+        for (const cJSON *o = v->child; o; o = o->next, i++) {
+            ipath(ip, sizeof ip, path, i);
+            if (load_simple(j, o, ip, c, 0)) return -1;
+        }
+        return 0;
+    }
+    al_exp_analysis *a = new_analysis(j, path, c->name);
+    if (!a) return -1;
+    if (cJSON_IsTrue(v)) return model_mask(j, v, path, &a->models);
+    if (!cJSON_IsObject(v))
+        return bad(j, path, list_ok ? "must be true, false, an object or a list of objects"
+                                    : "must be an object");
+    if (obj_to_args(j, v, path, c, own, deny, &a->args) || model_mask(j, v, path, &a->models))
+        return -1;
+    if (strcmp(c->name, "ablate") == 0) {
+        const char *m = args_last(&a->args, "--method");
+        snprintf(a->label, sizeof a->label, "ablate (%s, %s)",
+                 args_has(&a->args, "--pairs") ? "pairs" : args_has(&a->args, "--heads") ? "set" : "each",
+                 m ? m : "zero");
+    }
+    return 0;
+}
+
+static int load_prune(jx *j, const cJSON *v, const char *path) {
+    static const char *const own[] = {"models", "methods", NULL};
+    static const char *const deny[] = {"model", "db", "data", "method", "out", "threads", NULL};
+    static const char *const known[] = {"ablation", "gradient", "random", NULL};
+    char kp[320], ip[340];
+    if (!v || cJSON_IsFalse(v)) return 0;
+    if (cJSON_IsArray(v)) {
+        int i = 0;
+        for (const cJSON *o = v->child; o; o = o->next, i++) {
+            ipath(ip, sizeof ip, path, i);
+            if (!cJSON_IsObject(o)) return bad(j, ip, "must be an object");
+            if (load_prune(j, o, ip)) return -1;
+        }
+        return 0;
+    }
+    al_exp_args common = {0};
+    unsigned mask;
+    if ((!cJSON_IsTrue(v) && obj_to_args(j, v, path, &al_cmd_prune, own, deny, &common)) ||
+        model_mask(j, v, path, &mask)) {
+        args_free(&common);
+        return -1;
+    }
+    const cJSON *ms = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "methods") : NULL;
+    kpath(kp, sizeof kp, path, "methods");
+    if (ms && (!cJSON_IsArray(ms) || !cJSON_GetArraySize(ms))) {
+        args_free(&common);
+        return bad(j, kp, "must be a non-empty array of \"ablation\", \"gradient\", \"random\"");
+    }
+    int i = 0, rc = 0;
+    for (const cJSON *m = ms ? ms->child : NULL; rc == 0 && (ms ? m != NULL : i < 3);
+         m = m ? m->next : NULL, i++) {
+        const char *name = ms ? (cJSON_IsString(m) ? m->valuestring : NULL) : known[i];
+        ipath(ip, sizeof ip, kp, i);
+        if (!name || !in_list(name, known)) {
+            rc = bad(j, ip, "must be \"ablation\", \"gradient\" or \"random\"");
+            break;
+        }
+        al_exp_analysis *a = new_analysis(j, path, "prune");
+        if (!a || args_cat(&a->args, &common) || args_add(&a->args, "--method") ||
+            args_add(&a->args, name)) {
+            rc = a ? bad(j, path, "out of memory") : -1;
+            break;
+        }
+        a->models = mask;
+        snprintf(a->label, sizeof a->label, "prune (%s)", name);
+    }
+    args_free(&common);
+    return rc;
+}
+
+static int load_analyses(jx *j, const cJSON *a) {
+    static const char *const known[] = {"circuits", "scores", "ablate", "prune", NULL};
+    if (!a) return 0;
+    if (only_keys(j, a, "analyses", known)) return -1;
+    return load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "circuits"), "analyses.circuits",
+                       &al_cmd_circuits, 0) ||
+           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "scores"), "analyses.scores",
+                       &al_cmd_scores, 0) ||
+           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "ablate"), "analyses.ablate",
+                       &al_cmd_ablate, 1) ||
+           load_prune(j, cJSON_GetObjectItemCaseSensitive(a, "prune"), "analyses.prune");
+}
+
+static int load_pictures(jx *j, const cJSON *p) {
+    al_experiment *x = j->x;
+    static const char *const known[] = {"kinds", "prompt", "repeat", "top_n", NULL};
+    x->pictures = 1;
+    if (!p || cJSON_IsTrue(p)) return 0;
+    if (cJSON_IsFalse(p)) {
+        x->pictures = 0;
+        return 0;
+    }
+    if (only_keys(j, p, "pictures", known) || get_str(j, p, "pictures", "prompt", &x->prompt) ||
+        get_int(j, p, "pictures", "repeat", 0, &x->repeat) ||
+        get_int(j, p, "pictures", "top_n", 1, &x->top_n))
+        return -1;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(p, "kinds");
+    if (!k) return 0;
+    if (!cJSON_IsArray(k)) return bad(j, "pictures.kinds", "must be an array of picture kinds");
+    size_t len = 1;
+    for (const cJSON *s = k->child; s; s = s->next) len += cJSON_IsString(s) ? strlen(s->valuestring) + 1 : 0;
+    if (!(x->pic_kinds = calloc(len, 1))) return bad(j, "pictures.kinds", "out of memory");
+    int i = 0;
+    for (const cJSON *s = k->child; s; s = s->next, i++) {
+        char ip[64];
+        ipath(ip, sizeof ip, "pictures.kinds", i);
+        if (!cJSON_IsString(s) || !in_list(s->valuestring, (const char *const *)al_pic_kinds))
+            return bad(j, ip, "must be one of attention, qk-pos, qk, ov, composition, ablation, "
+                              "pruning, training, spectrum");
+        if (i) strcat(x->pic_kinds, ",");
+        strcat(x->pic_kinds, s->valuestring);
+    }
+    return 0;
+}
+
+static int load_report(jx *j, const cJSON *r) {
+    static const char *const known[] = {"title", "intro", NULL};
+    j->x->report = 1;
+    if (!r || cJSON_IsTrue(r)) return 0;
+    if (cJSON_IsFalse(r)) {
+        j->x->report = 0;
+        return 0;
+    }
+    if (!cJSON_IsObject(r)) return bad(j, "report", "must be true, false or an object");
+    return only_keys(j, r, "report", known) || get_str(j, r, "report", "title", &j->x->title) ||
+           get_str(j, r, "report", "intro", &j->x->intro);
+}
+
+static int load_top(jx *j, const cJSON *root) {
+    static const char *const known[] = {"name", "description", "out", "threads", "data", "tokenizer",
+                                        "train", "models", "analyses", "pictures", "report", NULL};
+    al_experiment *x = j->x;
+    if (!cJSON_IsObject(root)) return al_errf(j->e, "%s: top level must be a JSON object", j->src);
+    const char *d = dup_key(root);
+    if (d) return bad(j, d, "given twice");
+    for (const cJSON *k = root->child; k; k = k->next)
+        if (!in_list(k->string, known)) {
+            char kp[80];
+            kpath(kp, sizeof kp, "", k->string);
+            return bad(j, kp, "unknown key");
+        }
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(root, "name");
+    if (!nm) return bad(j, "name", "missing (the experiment's name, used for its folder)");
+    if (!cJSON_IsString(nm) || !safe_name(nm->valuestring))
+        return bad(j, "name", "must be a string of letters, digits, '.', '_' or '-' (at most 60)");
+    snprintf(x->name, sizeof x->name, "%s", nm->valuestring);
+    char *out = NULL;
+    if (get_str(j, root, "", "out", &out) || get_str(j, root, "", "description", &x->description) ||
+        get_int(j, root, "", "threads", 0, &x->threads))
+        return -1;
+    if (out && (!*out || strlen(out) >= sizeof x->out - 200)) {
+        free(out);
+        return bad(j, "out", "must be a folder path");
+    }
+    snprintf(x->out, sizeof x->out, out ? "%s" : "notebooks-out/%s", out ? out : x->name);
+    free(out);
+    x->repeat = 20;
+    x->top_n = 30;
+    return load_data(j, cJSON_GetObjectItemCaseSensitive(root, "data")) ||
+           load_tokenizer(j, cJSON_GetObjectItemCaseSensitive(root, "tokenizer")) ||
+           load_models(j, cJSON_GetObjectItemCaseSensitive(root, "train"),
+                       cJSON_GetObjectItemCaseSensitive(root, "models")) ||
+           load_analyses(j, cJSON_GetObjectItemCaseSensitive(root, "analyses")) ||
+           load_pictures(j, cJSON_GetObjectItemCaseSensitive(root, "pictures")) ||
+           load_report(j, cJSON_GetObjectItemCaseSensitive(root, "report"));
+}
+
+int al_exp_load(const char *path, al_experiment **out, al_err *e) {
+    *out = NULL;
+    unsigned char *txt;
+    size_t n;
+    if (al_read_file(path, &txt, &n, 16u << 20, e)) return -1;
+    cJSON *root;
+    int rc = al_json_parse((const char *)txt, n, path, &root, e);
+    free(txt);
+    if (rc) return -1;
+    al_experiment *x = calloc(1, sizeof *x);
+    if (!x) {
+        cJSON_Delete(root);
+        return al_errf(e, "out of memory");
+    }
+    snprintf(x->source, sizeof x->source, "%s", path);
+    jx j = {path, e, x};
+    rc = load_top(&j, root);
+    cJSON_Delete(root);
+    if (rc) {
+        al_exp_free(x);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+void al_exp_free(al_experiment *x) {
+    if (!x) return;
+    args_free(&x->synth);
+    args_free(&x->encode);
+    args_free(&x->tok);
+    for (int i = 0; i < x->n_models; i++) args_free(&x->models[i].train);
+    for (int i = 0; i < x->n_analyses; i++) args_free(&x->an[i].args);
+    free(x->description);
+    free(x->text);
+    free(x->tok_file);
+    free(x->pic_kinds);
+    free(x->prompt);
+    free(x->title);
+    free(x->intro);
+    free(x);
+}
+
+/* ------------------------------------------------- in-process commands */
+
+/* Flag variables of the commands as they were before any run. train is
+ * not here: it resets its options itself at every run. */
+typedef union fval {
+    const char *s;
+    int i;
+    double d;
+    uint64_t u;
+} fval;
+
+#define MAX_SAVED_FLAGS 64
+typedef struct fsave {
+    al_command *c;
+    int n;
+    fval v[MAX_SAVED_FLAGS];
+} fsave;
+
+static fsave g_saved[8];
+static int g_n_saved;
+
+static fsave *saved_of(al_command *c) {
+    for (int i = 0; i < g_n_saved; i++)
+        if (g_saved[i].c == c) return &g_saved[i];
+    return NULL;
+}
+
+static void flags_save(al_command *c) {
+    if (saved_of(c) || g_n_saved == (int)(sizeof g_saved / sizeof g_saved[0])) return;
+    fsave *s = &g_saved[g_n_saved++];
+    s->c = c;
+    for (al_flag *f = c->flags; f && f->name && s->n < MAX_SAVED_FLAGS; f++, s->n++) {
+        fval *v = &s->v[s->n];
+        switch (f->type) {
+        case AL_STR: v->s = *(const char **)f->dst; break;
+        case AL_INT: case AL_BOOL: v->i = *(int *)f->dst; break;
+        case AL_FLOAT: v->d = *(double *)f->dst; break;
+        case AL_U64: v->u = *(uint64_t *)f->dst; break;
+        }
+    }
+}
+
+static void flags_restore(al_command *c) {
+    fsave *s = saved_of(c);
+    if (!s) return;
+    int i = 0;
+    for (al_flag *f = c->flags; f && f->name && i < s->n; f++, i++) {
+        const fval *v = &s->v[i];
+        switch (f->type) {
+        case AL_STR: *(const char **)f->dst = v->s; break;
+        case AL_INT: case AL_BOOL: *(int *)f->dst = v->i; break;
+        case AL_FLOAT: *(double *)f->dst = v->d; break;
+        case AL_U64: *(uint64_t *)f->dst = v->u; break;
+        }
+        f->seen = 0;
+    }
+}
+
+/* The command line as a user would type it (quoted where needed). */
+static void print_command(const al_command *c, const al_exp_args *a) {
+    printf("   $ attnlab %s", c->name);
+    for (int i = 0; i < a->n; i++) {
+        const char *s = a->v[i];
+        int plain = *s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                    "-_./=,:+") == strlen(s);
+        if (plain) {
+            printf(" %s", s);
+            continue;
+        }
+        printf(" '");
+        for (; *s; s++) {
+            if (*s == '\'') fputs("'\\''", stdout);
+            else if (*s == '\n') fputs("\\n", stdout);
+            else putchar(*s);
+        }
+        putchar('\'');
+    }
+    putchar('\n');
+}
+
+static int call(al_command *c, const al_exp_args *a, al_err *e) {
+    print_command(c, a);
+    fflush(stdout);
+    flags_restore(c);
+    int rc = c->run(a->n, a->v);
+    fflush(stdout);
+    fflush(stderr);
+    if (rc == 0) return 0;
+    return al_errf(e, "'attnlab %s' %s (exit code %d)", c->name,
+                   rc == 130 ? "was interrupted" : "failed", rc);
+}
+
+/* ------------------------------------------------------------ stages */
+
+typedef enum { ST_DATA, ST_TOK, ST_ENCODE, ST_TRAIN, ST_ANALYSIS, ST_REPORT } st_kind;
+
+typedef struct stage {
+    st_kind k;
+    int model, an;
+    char id[128];     /* stamp file name */
+    char title[256];
+    double secs;
+    int reused;
+} stage;
+
+typedef struct runner {
+    al_experiment *x;
+    const al_exp_run_opts *o;
+    char data_dir[4200], stamps[4200], corpus[4200], tok[4200], bin[4200], train_bin[4200],
+        val_bin[4200], db[4200];
+    char model_dir[AL_EXP_MAX_MODELS][4200];
+    char key[AL_EXP_MAX_MODELS + 4][65]; /* data, tokenizer, encode, then per model */
+    stage *st;
+    int n_st;
+} runner;
+
+enum { K_DATA, K_TOK, K_ENC, K_MODEL0 };
+
+static void hex(const uint8_t h[32], char out[65]) {
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+/* key = sha256(prev | what | the words of a), as hex. */
+static int chain_key(const char *prev, const char *what, const al_exp_args *a, char out[65]) {
+    size_t n = strlen(prev) + strlen(what) + 32;
+    for (int i = 0; a && i < a->n; i++) n += strlen(a->v[i]) + 1;
+    char *buf = malloc(n);
+    if (!buf) return -1;
+    size_t k = (size_t)snprintf(buf, n, "%s|%s|attnlab %s", prev, what, AL_VERSION);
+    for (int i = 0; a && i < a->n; i++) k += (size_t)snprintf(buf + k, n - k, "\x1f%s", a->v[i]);
+    uint8_t h[32];
+    al_sha256(buf, k, h);
+    hex(h, out);
+    free(buf);
+    return 0;
+}
+
+static void stamp_path(const runner *R, const stage *s, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s.stamp", R->stamps, s->id);
+}
+
+/* The value saved with the stamp if its key matches, else "" (returns 0
+ * either way; "" means run the stage). */
+static void stamp_read(const runner *R, const stage *s, const char *key, char *val, size_t cap) {
+    char p[4400];
+    unsigned char *t;
+    size_t n;
+    val[0] = 0;
+    stamp_path(R, s, p, sizeof p);
+    if (R->o->force || al_read_file(p, &t, &n, 1 << 16, NULL)) return;
+    char *nl = strchr((char *)t, '\n');
+    if (nl && (size_t)(nl - (char *)t) == strlen(key) && strncmp((char *)t, key, strlen(key)) == 0) {
+        char *v = nl + 1;
+        v[strcspn(v, "\n")] = 0;
+        snprintf(val, cap, "%s", *v ? v : "-");
+    }
+    free(t);
+}
+
+static int stamp_write(const runner *R, const stage *s, const char *key, const char *val, al_err *e) {
+    char p[4400], body[600];
+    stamp_path(R, s, p, sizeof p);
+    int n = snprintf(body, sizeof body, "%s\n%s\n", key, val);
+    return al_mkdir_p(R->stamps, e) || al_write_file_atomic(p, body, (size_t)n, e);
+}
+
+/* A query that yields one number (NaN when no row). */
+typedef struct one {
+    double v;
+} one;
+
+static int one_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    (void)t, (void)e;
+    if (nc > 0) ((one *)ctx)->v = x[0];
+    return 0;
+}
+
+static int db_num(const runner *R, const char *sql, const char *p1, const char *p2, double *out, al_err *e) {
+    al_store *st;
+    one r = {NAN};
+    const char *params[2] = {p1, p2};
+    *out = NAN;
+    if (!al_file_exists(R->db)) return 0;
+    if (al_store_open(R->db, &st, e)) return -1;
+    int rc = al_store_query(st, sql, params, 2, one_row, &r, e);
+    al_store_close(st);
+    *out = r.v;
+    return rc;
+}
+
+static int model_sha(const runner *R, int m, char sha[65], al_err *e) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/model.safetensors", R->model_dir[m]);
+    return al_sha256_file(p, sha, e);
+}
+
+/* Is the model in its folder the finished result of this stage: stamp
+ * key, weights hash, step count, and a finished training run on file? */
+static int model_complete(const runner *R, const stage *s, const char *key, al_err *e) {
+    char want[80], sha[65], p[4400];
+    stamp_read(R, s, key, want, sizeof want);
+    if (!want[0]) return 0;
+    snprintf(p, sizeof p, "%s/model.safetensors", R->model_dir[s->model]);
+    if (!al_file_exists(p) || model_sha(R, s->model, sha, e) || strcmp(sha, want) != 0) return 0;
+    unsigned char *t;
+    size_t n;
+    al_train_state st;
+    snprintf(p, sizeof p, "%s/state.json", R->model_dir[s->model]);
+    if (al_read_file(p, &t, &n, 1 << 20, NULL)) return 0;
+    int ok = al_state_from_json((const char *)t, &st, p, NULL) == 0;
+    free(t);
+    long step = ok ? st.step : -1;
+    if (ok) al_state_free(&st);
+    if (step != R->x->models[s->model].steps) return 0;
+    double runs;
+    if (db_num(R, "SELECT count(*) FROM runs r JOIN models m USING (model_id) WHERE m.sha256 = ?1 "
+               "AND r.kind = 'train' AND r.status = 'done'", sha, NULL, &runs, e))
+        return -1;
+    return runs > 0;
+}
+
+static int analysis_key(const runner *R, const stage *s, char sha[65], char key[65], al_err *e) {
+    const al_exp_analysis *a = &R->x->an[s->an];
+    if (model_sha(R, s->model, sha, e)) return -1;
+    char what[200];
+    snprintf(what, sizeof what, "%s on %s; data %s", a->kind, sha, R->key[K_ENC]);
+    return chain_key("", what, &a->args, key) ? al_errf(e, "out of memory") : 0;
+}
+
+static int run_data(runner *R, stage *s, al_err *e) {
+    al_experiment *x = R->x;
+    char val[80];
+    if (!x->synthetic) { /* the key is the text itself */
+        char sha[65];
+        if (al_sha256_file(x->text, sha, e)) return -1;
+        s->reused = 1;
+        return chain_key("", sha, NULL, R->key[K_DATA]);
+    }
+    if (chain_key("", "data synth", &x->synth, R->key[K_DATA])) return al_errf(e, "out of memory");
+    stamp_read(R, s, R->key[K_DATA], val, sizeof val);
+    if (val[0] && al_file_exists(R->corpus)) {
+        s->reused = 1;
+        return 0;
+    }
+    al_exp_args a = {0};
+    int rc = args_add(&a, "--out") || args_add(&a, R->corpus) || args_cat(&a, &x->synth)
+                 ? al_errf(e, "out of memory")
+                 : call(&al_cmd_data_synth, &a, e);
+    args_free(&a);
+    return rc || stamp_write(R, s, R->key[K_DATA], "-", e);
+}
+
+static int run_tok(runner *R, stage *s, al_err *e) {
+    al_experiment *x = R->x;
+    char val[80];
+    if (x->tok_file) {
+        char sha[65];
+        if (al_sha256_file(x->tok_file, sha, e)) return -1;
+        s->reused = 1;
+        snprintf(R->tok, sizeof R->tok, "%s", x->tok_file);
+        return chain_key(R->key[K_DATA], sha, NULL, R->key[K_TOK]);
+    }
+    if (chain_key(R->key[K_DATA], "tokenizer train", &x->tok, R->key[K_TOK])) return al_errf(e, "out of memory");
+    stamp_read(R, s, R->key[K_TOK], val, sizeof val);
+    if (val[0] && al_file_exists(R->tok)) {
+        s->reused = 1;
+        return 0;
+    }
+    al_exp_args a = {0};
+    int rc = args_add(&a, "--in") || args_add(&a, x->synthetic ? R->corpus : x->text) ||
+                     args_add(&a, "--out") || args_add(&a, R->tok) || args_cat(&a, &x->tok)
+                 ? al_errf(e, "out of memory")
+                 : call(&al_cmd_tokenizer_train, &a, e);
+    args_free(&a);
+    return rc || stamp_write(R, s, R->key[K_TOK], "-", e);
+}
+
+static int run_encode(runner *R, stage *s, al_err *e) {
+    al_experiment *x = R->x;
+    char val[80];
+    if (chain_key(R->key[K_TOK], "encode", &x->encode, R->key[K_ENC])) return al_errf(e, "out of memory");
+    stamp_read(R, s, R->key[K_ENC], val, sizeof val);
+    if (val[0] && al_file_exists(R->train_bin) && al_file_exists(R->val_bin)) {
+        s->reused = 1;
+        return 0;
+    }
+    al_exp_args a = {0};
+    int rc = args_add(&a, "--tokenizer") || args_add(&a, R->tok) || args_add(&a, "--in") ||
+                     args_add(&a, x->synthetic ? R->corpus : x->text) || args_add(&a, "--out") ||
+                     args_add(&a, R->bin) || args_cat(&a, &x->encode)
+                 ? al_errf(e, "out of memory")
+                 : call(&al_cmd_encode, &a, e);
+    args_free(&a);
+    return rc || stamp_write(R, s, R->key[K_ENC], "-", e);
+}
+
+static int run_train(runner *R, stage *s, al_err *e) {
+    al_exp_model *M = &R->x->models[s->model];
+    char *key = R->key[K_MODEL0 + s->model], sha[65];
+    if (chain_key(R->key[K_ENC], "train", &M->train, key)) return al_errf(e, "out of memory");
+    int c = model_complete(R, s, key, e);
+    if (c < 0) return -1;
+    if (c) {
+        s->reused = 1;
+        return 0;
+    }
+    al_exp_args a = {0};
+    int rc = args_add(&a, "--data") || args_add(&a, R->train_bin) || args_add(&a, "--val") ||
+                     args_add(&a, R->val_bin) || args_add(&a, "--tokenizer") || args_add(&a, R->tok) ||
+                     args_add(&a, "--out") || args_add(&a, R->model_dir[s->model]) ||
+                     args_add(&a, "--db") || args_add(&a, R->db) || args_add(&a, "--force") ||
+                     args_add(&a, "--threads") || args_addf(&a, "%d", R->x->threads) ||
+                     args_cat(&a, &M->train)
+                 ? al_errf(e, "out of memory")
+                 : call(&al_cmd_train, &a, e);
+    args_free(&a);
+    return rc || model_sha(R, s->model, sha, e) || stamp_write(R, s, key, sha, e);
+}
+
+static al_command *command_of(const char *kind) {
+    return strcmp(kind, "circuits") == 0 ? &al_cmd_circuits
+           : strcmp(kind, "scores") == 0 ? &al_cmd_scores
+           : strcmp(kind, "ablate") == 0 ? &al_cmd_ablate
+                                         : &al_cmd_prune;
+}
+
+static int run_analysis(runner *R, stage *s, al_err *e) {
+    const al_exp_analysis *an = &R->x->an[s->an];
+    char sha[65], key[65], val[80];
+    if (analysis_key(R, s, sha, key, e)) return -1;
+    stamp_read(R, s, key, val, sizeof val);
+    if (val[0]) {
+        double st;
+        if (db_num(R, "SELECT r.status = 'done' FROM runs r JOIN models m USING (model_id) WHERE "
+                   "r.run_id = ?1 AND m.sha256 = ?2", val, sha, &st, e))
+            return -1;
+        if (st == 1) {
+            s->reused = 1;
+            return 0;
+        }
+    }
+    al_command *c = command_of(an->kind);
+    al_exp_args a = {0};
+    int rc = args_add(&a, "--model") || args_add(&a, R->model_dir[s->model]) || args_add(&a, "--db") ||
+             args_add(&a, R->db) || args_add(&a, "--threads") || args_addf(&a, "%d", R->x->threads);
+    if (!rc && strcmp(an->kind, "circuits") != 0) rc = args_add(&a, "--data") || args_add(&a, R->val_bin);
+    rc = rc || args_cat(&a, &an->args) ? al_errf(e, "out of memory") : call(c, &a, e);
+    args_free(&a);
+    if (rc) return -1;
+    double run;
+    if (db_num(R, "SELECT max(r.run_id) FROM runs r JOIN models m USING (model_id) WHERE "
+               "m.sha256 = ?1 AND r.kind = ?2 AND r.status = 'done'", sha, an->kind, &run, e))
+        return -1;
+    snprintf(val, sizeof val, "%.0f", run);
+    return stamp_write(R, s, key, val, e);
+}
+
+static int run_report(runner *R, stage *s, al_err *e) {
+    al_experiment *x = R->x;
+    al_report_opts o = al_report_defaults();
+    (void)s;
+    o.db = R->db;
+    o.out_dir = x->out;
+    for (int i = 0; i < x->n_models; i++) {
+        o.models[i] = R->model_dir[i];
+        o.labels[i] = x->models[i].name;
+    }
+    o.n_models = x->n_models;
+    char title[128];
+    snprintf(title, sizeof title, "attnlab experiment: %s", x->name);
+    o.title = x->title ? x->title : title;
+    o.intro = x->intro ? x->intro : x->description;
+    o.prompt = x->prompt;
+    o.repeat = x->repeat;
+    o.top_n = x->top_n;
+    o.data = R->val_bin;
+    o.pictures = x->pictures ? x->pic_kinds : "none";
+    o.threads = x->threads;
+    al_report_result r;
+    if (al_report_write(&o, &r, e)) return -1;
+    printf("   wrote %s (%d pictures) and %s\n", r.index_path, r.n_pictures, r.notebook_path);
+    if (r.n_failed)
+        printf("   warning: %d picture%s could not be drawn (see above)\n", r.n_failed,
+               r.n_failed == 1 ? "" : "s");
+    return 0;
+}
+
+static int add_stage(runner *R, st_kind k, int model, int an, const char *id, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int add_stage(runner *R, st_kind k, int model, int an, const char *id, const char *fmt, ...) {
+    stage *n = realloc(R->st, sizeof *n * (size_t)(R->n_st + 1));
+    if (!n) return -1;
+    R->st = n;
+    stage *s = &R->st[R->n_st++];
+    memset(s, 0, sizeof *s);
+    s->k = k, s->model = model, s->an = an;
+    snprintf(s->id, sizeof s->id, "%s", id);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->title, sizeof s->title, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+static int plan(runner *R) {
+    al_experiment *x = R->x;
+    char id[128];
+    int rc = add_stage(R, ST_DATA, -1, -1, "data", "data: %s",
+                       x->synthetic ? "synthetic stories (attnlab data synth)" : x->text) ||
+             add_stage(R, ST_TOK, -1, -1, "tokenizer", "tokenizer: %s",
+                       x->tok_file ? x->tok_file : "byte-level BPE (attnlab tokenizer train)") ||
+             add_stage(R, ST_ENCODE, -1, -1, "encode", "encode: train/validation token files");
+    for (int m = 0; !rc && m < x->n_models; m++) {
+        const al_exp_model *M = &x->models[m];
+        snprintf(id, sizeof id, "train-%s", M->name);
+        rc = add_stage(R, ST_TRAIN, m, -1, id, "train %s: %d layer%s, %s embeddings, %d steps", M->name,
+                       M->n_layers, M->n_layers == 1 ? "" : "s", M->tied ? "tied" : "untied", M->steps);
+    }
+    for (int a = 0; !rc && a < x->n_analyses; a++)
+        for (int m = 0; !rc && m < x->n_models; m++) {
+            if (!(x->an[a].models >> m & 1)) continue;
+            /* named by its options, not its position: editing the list
+             * elsewhere does not orphan this stage's stamp */
+            char h[65];
+            if (chain_key("", x->an[a].kind, &x->an[a].args, h)) return -1;
+            snprintf(id, sizeof id, "%s-%s-%.8s", x->an[a].kind, x->models[m].name, h);
+            rc = add_stage(R, ST_ANALYSIS, m, a, id, "%s: model %s", x->an[a].label, x->models[m].name);
+        }
+    if (!rc && x->report)
+        rc = add_stage(R, ST_REPORT, -1, -1, "report", "report: pictures, index.html, report.ipynb");
+    return rc;
+}
+
+static int paths(runner *R, al_err *e) {
+    const char *o = R->x->out;
+#define J(buf, name) (al_path_join(buf, sizeof buf, dir, name, e))
+    const char *dir = o;
+    if (J(R->data_dir, "data") || J(R->stamps, ".stages") || J(R->db, "results.db")) return -1;
+    dir = R->data_dir;
+    if (J(R->corpus, "corpus.txt") || J(R->tok, "tokenizer.json") || J(R->bin, "tokens.bin") ||
+        J(R->train_bin, "tokens.train.bin") || J(R->val_bin, "tokens.val.bin"))
+        return -1;
+    for (int m = 0; m < R->x->n_models; m++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "models/%s", R->x->models[m].name);
+        dir = o;
+        if (J(R->model_dir[m], rel)) return -1;
+    }
+#undef J
+    return 0;
+}
+
+static int run_stage(runner *R, stage *s, al_err *e) {
+    switch (s->k) {
+    case ST_DATA: return run_data(R, s, e);
+    case ST_TOK: return run_tok(R, s, e);
+    case ST_ENCODE: return run_encode(R, s, e);
+    case ST_TRAIN: return run_train(R, s, e);
+    case ST_ANALYSIS: return run_analysis(R, s, e);
+    case ST_REPORT: return run_report(R, s, e);
+    }
+    return al_errf(e, "bad stage");
+}
+
+static void summary(runner *R, int done, double total, al_err *e) {
+    char p[4400];
+    printf("\n== stage times (s) of experiment %s\n", R->x->name);
+    FILE *f = NULL;
+    al_atomic_file af;
+    snprintf(p, sizeof p, "%s/stages.tsv", R->x->out);
+    if (al_atomic_open(&af, p, e) == 0) f = af.f;
+    if (f) fprintf(f, "stage\tseconds\treused\n");
+    for (int i = 0; i < done; i++) {
+        stage *s = &R->st[i];
+        printf("%9.1f  %s%s\n", s->secs, s->title, s->reused ? "  (reused)" : "");
+        if (f) fprintf(f, "%s\t%.3f\t%d\n", s->id, s->secs, s->reused);
+    }
+    printf("%9.1f  total\n", total);
+    if (f) fprintf(f, "total\t%.3f\t0\n", total);
+    if (f) al_atomic_commit(&af, 1, e);
+}
+
+int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
+    runner *R = calloc(1, sizeof *R);
+    if (!R) return al_errf(e, "out of memory");
+    R->x = x;
+    R->o = o;
+    int rc = paths(R, e);
+    if (rc == 0 && plan(R)) rc = al_errf(e, "out of memory");
+    if (rc == 0) {
+        printf("experiment %s (%s): %d stages -> %s/\n", x->name, x->source, R->n_st, x->out);
+        for (int i = 0; o->dry_run && i < R->n_st; i++) printf("  %2d. %s\n", i + 1, R->st[i].title);
+    }
+    if (rc || o->dry_run) goto out;
+    al_command *used[] = {&al_cmd_data_synth, &al_cmd_tokenizer_train, &al_cmd_encode,
+                          &al_cmd_circuits, &al_cmd_scores, &al_cmd_ablate, &al_cmd_prune};
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) flags_save(used[i]);
+    if ((rc = al_mkdir_p(x->out, e)) != 0 || (rc = al_mkdir_p(R->data_dir, e)) != 0) goto out;
+    double t0 = al_now();
+    int i = 0;
+    for (; rc == 0 && i < R->n_st; i++) {
+        stage *s = &R->st[i];
+        printf("\n== [%d/%d] %s\n", i + 1, R->n_st, s->title);
+        fflush(stdout);
+        double t = al_now();
+        rc = run_stage(R, s, e);
+        s->secs = al_now() - t;
+        if (rc == 0) printf("   %s (%.1f s)\n", s->reused ? "reused: outputs complete" : "done", s->secs);
+        fflush(stdout);
+    }
+    al_err e2;
+    summary(R, rc ? i - 1 : i, al_now() - t0, &e2);
+    if (rc) al_err_prefix(e, "experiment %s: stage %d/%d (%s)", x->name, i, R->n_st, R->st[i - 1].title);
+    else if (x->report) printf("\nreport: %s/index.html\n", x->out);
+out:
+    free(R->st);
+    free(R);
+    return rc;
+}

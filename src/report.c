@@ -1,0 +1,1434 @@
+/* report.c -- index.html and report.ipynb from the results database (see
+ * report.h).
+ *
+ * The page is built in memory (a string builder that remembers running
+ * out of memory instead of failing at every call) and written with one
+ * atomic rename at the end. All numbers come from SQL over the store;
+ * every string that came from the database or the user goes through
+ * al_html_escape. Pictures are drawn by pictures.c into the same folder,
+ * so the page refers to them by bare file name. */
+#define _XOPEN_SOURCE 700 /* realpath, gmtime_r */
+#include "attnlab/report.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attnlab/config.h"
+#include "attnlab/pictures.h"
+#include "attnlab/store.h"
+
+/* Thresholds used to name heads; the same as README's queries. */
+#define INDUCTION_HEAD 0.4
+#define PREV_TOKEN_HEAD 0.4
+#define COPY_EIGEN 0.5   /* copying_eigen above this: the weights say "copies" */
+#define COPY_ABLATION 0.01 /* nats: mean ablation hurts copying by more than this */
+
+al_report_opts al_report_defaults(void) {
+    al_report_opts o;
+    memset(&o, 0, sizeof o);
+    o.repeat = 20;
+    o.top_n = 30;
+    return o;
+}
+
+/* ------------------------------------------------------ string builder */
+
+typedef struct sb {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sb;
+
+static void sb_put(sb *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void sb_puts(sb *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sb *b, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof buf) {
+        sb_put(b, buf, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_put(b, big, (size_t)n);
+    free(big);
+}
+
+/* ------------------------------------------------------- text hygiene */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid
+ * (overlong forms, surrogates and values above U+10FFFF are invalid). */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t k;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if ((c & 0xE0) == 0xC0) k = 2, min = 0x80;
+    else if ((c & 0xF0) == 0xE0) k = 3, min = 0x800;
+    else if ((c & 0xF8) == 0xF0) k = 4, min = 0x10000;
+    else return 0;
+    if (k > n) return 0;
+    unsigned v = c & (0x7F >> k);
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (s[i] & 0x3F);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+    return k;
+}
+
+static void sb_esc_n(sb *b, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        const char *ent = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+                          : c == '"' ? "&quot;" : c == '\'' ? "&#39;" : NULL;
+        if (ent) {
+            sb_puts(b, ent);
+            i++;
+            continue;
+        }
+        size_t k = utf8_len(u + i, n - i);
+        if (k == 0 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
+            sb_printf(b, "\\x%02x", c);
+            i++;
+            continue;
+        }
+        sb_put(b, s + i, k);
+        i += k;
+    }
+}
+
+static void sb_esc(sb *b, const char *s) {
+    if (s) sb_esc_n(b, s, strlen(s));
+}
+
+char *al_html_escape(const char *s, size_t n) {
+    sb b = {0};
+    sb_put(&b, "", 0);
+    sb_esc_n(&b, s, n);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+char *al_utf8_sanitize(const char *s, size_t n) {
+    sb b = {0};
+    sb_put(&b, "", 0);
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len(u + i, n - i);
+        if (k == 0 || u[i] == 0) {
+            sb_puts(&b, "\xef\xbf\xbd");
+            i++;
+        } else {
+            sb_put(&b, s + i, k);
+            i += k;
+        }
+    }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+/* ------------------------------------------------------------ numbers */
+
+typedef struct ranked {
+    double v;
+    int i;
+} ranked;
+
+static int by_value(const void *a, const void *b) {
+    double x = ((const ranked *)a)->v, y = ((const ranked *)b)->v;
+    return x < y ? -1 : x > y;
+}
+
+/* Average ranks (1-based) of v into r. */
+static int ranks(const double *v, int n, double *r) {
+    ranked *t = malloc(sizeof *t * (size_t)n);
+    if (!t) return -1;
+    for (int i = 0; i < n; i++) t[i] = (ranked){v[i], i};
+    qsort(t, (size_t)n, sizeof *t, by_value);
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && t[j + 1].v == t[i].v) j++;
+        for (int k = i; k <= j; k++) r[t[k].i] = (i + j) / 2.0 + 1;
+        i = j + 1;
+    }
+    free(t);
+    return 0;
+}
+
+double al_spearman(const double *x, const double *y, int n) {
+    if (n < 2) return NAN;
+    double *rx = malloc(sizeof(double) * (size_t)n * 2);
+    if (!rx) return NAN;
+    double *ry = rx + n, mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    if (ranks(x, n, rx) || ranks(y, n, ry)) {
+        free(rx);
+        return NAN;
+    }
+    for (int i = 0; i < n; i++) mx += rx[i] / n, my += ry[i] / n;
+    for (int i = 0; i < n; i++) {
+        sxy += (rx[i] - mx) * (ry[i] - my);
+        sxx += (rx[i] - mx) * (rx[i] - mx);
+        syy += (ry[i] - my) * (ry[i] - my);
+    }
+    free(rx);
+    if (sxx <= 0 || syy <= 0) return NAN;
+    return sxy / sqrt(sxx * syy);
+}
+
+/* ------------------------------------------------------------ queries */
+
+/* All rows of a query, copied: text (NULL for SQL NULL) and numbers. */
+typedef struct qres {
+    int nr, nc, cap;
+    char **t;
+    double *x;
+} qres;
+
+static int q_collect(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    qres *q = ctx;
+    q->nc = nc;
+    if (q->nr == q->cap) {
+        int cap = q->cap ? 2 * q->cap : 16;
+        char **nt = realloc(q->t, sizeof(char *) * (size_t)cap * (size_t)nc);
+        if (!nt) return al_errf(e, "out of memory");
+        q->t = nt;
+        double *nx = realloc(q->x, sizeof(double) * (size_t)cap * (size_t)nc);
+        if (!nx) return al_errf(e, "out of memory");
+        q->x = nx;
+        q->cap = cap;
+    }
+    for (int c = 0; c < nc; c++) {
+        size_t k = (size_t)q->nr * nc + c;
+        q->t[k] = t[c] ? strdup(t[c]) : NULL;
+        if (t[c] && !q->t[k]) return al_errf(e, "out of memory");
+        q->x[k] = x[c];
+    }
+    q->nr++;
+    return 0;
+}
+
+static void q_free(qres *q) {
+    for (size_t i = 0; q->t && i < (size_t)q->nr * q->nc; i++) free(q->t[i]);
+    free(q->t);
+    free(q->x);
+    memset(q, 0, sizeof *q);
+}
+
+static const char *qt(const qres *q, int r, int c) { return q->t[(size_t)r * q->nc + c]; }
+static double qx(const qres *q, int r, int c) { return q->x[(size_t)r * q->nc + c]; }
+
+/* ------------------------------------------------------------ the page */
+
+typedef struct pic_ref {
+    char file[256];
+    char caption[512];
+} pic_ref;
+
+typedef struct rmodel {
+    const char *dir;
+    char label[128], slug[128];
+    char sha[65], mid[32]; /* mid: model_id as text ("0" if not in the db) */
+    al_config cfg;
+    int in_db;
+} rmodel;
+
+typedef struct rep {
+    const al_report_opts *o;
+    al_store *st;
+    sb h;
+    rmodel m[AL_REPORT_MAX_MODELS];
+    pic_ref *pics;
+    int n_pics, cap_pics, n_failed;
+} rep;
+
+static int q_run(rep *R, qres *q, const char *sql, const char *p1, const char *p2, al_err *e) {
+    const char *params[2] = {p1, p2};
+    memset(q, 0, sizeof *q);
+    if (al_store_query(R->st, sql, params, 2, q_collect, q, e) == 0) return 0;
+    q_free(q);
+    return -1;
+}
+
+/* One number (NaN if no row or NULL). */
+static int q_num(rep *R, const char *sql, const char *p1, const char *p2, double *out, al_err *e) {
+    qres q;
+    if (q_run(R, &q, sql, p1, p2, e)) return -1;
+    *out = q.nr && q.nc ? qx(&q, 0, 0) : NAN;
+    q_free(&q);
+    return 0;
+}
+
+/* Cell formats of html_table, one character per column:
+ *   s text   i integer   2/3/4 decimals   + signed 4 decimals   g %.4g
+ *   I / C / A: 3 decimals, 3 decimals, signed 4 decimals, highlighted
+ *   above the induction-or-previous-token / copying_eigen / ablation
+ *   thresholds. */
+static void cell(sb *h, const qres *q, int r, int c, char f) {
+    const char *t = qt(q, r, c);
+    double v = qx(q, r, c);
+    if (!t) {
+        sb_puts(h, "<td class=na>&ndash;</td>");
+        return;
+    }
+    if (f == 's') {
+        sb_puts(h, "<td class=t>");
+        sb_esc(h, t);
+        sb_puts(h, "</td>");
+        return;
+    }
+    int hi = (f == 'I' && v > INDUCTION_HEAD) || (f == 'C' && v > COPY_EIGEN) ||
+             (f == 'A' && v > COPY_ABLATION);
+    sb_puts(h, hi ? "<td class=hi>" : "<td>");
+    switch (f) {
+    case 'i': sb_printf(h, "%.0f", v); break;
+    case '2': sb_printf(h, "%.2f", v); break;
+    case '4': sb_printf(h, "%.4f", v); break;
+    case '+': case 'A': sb_printf(h, "%+.4f", v); break;
+    case 'g': sb_printf(h, "%.4g", v); break;
+    default: sb_printf(h, "%.3f", v); break;
+    }
+    sb_puts(h, "</td>");
+}
+
+static void html_table(rep *R, const qres *q, const char *const *heads, const char *fmt) {
+    sb *h = &R->h;
+    sb_puts(h, "<div class=scroll><table><thead><tr>");
+    for (int c = 0; c < q->nc && heads[c]; c++) {
+        sb_puts(h, "<th>");
+        sb_esc(h, heads[c]);
+        sb_puts(h, "</th>");
+    }
+    sb_puts(h, "</tr></thead><tbody>\n");
+    for (int r = 0; r < q->nr; r++) {
+        sb_puts(h, "<tr>");
+        for (int c = 0; c < q->nc && heads[c]; c++) cell(h, q, r, c, fmt[c] ? fmt[c] : 's');
+        sb_puts(h, "</tr>\n");
+    }
+    sb_puts(h, "</tbody></table></div>\n");
+}
+
+/* Query and table in one; returns rows shown (or -1). */
+static int sql_table(rep *R, const char *sql, const char *p1, const char *p2,
+                     const char *const *heads, const char *fmt, const char *none, al_err *e) {
+    qres q;
+    if (q_run(R, &q, sql, p1, p2, e)) return -1;
+    if (q.nr) html_table(R, &q, heads, fmt);
+    else if (none) sb_printf(&R->h, "<p class=none>%s</p>\n", none);
+    int n = q.nr;
+    q_free(&q);
+    return n;
+}
+
+static void h_open(rep *R, const char *title) {
+    sb_puts(&R->h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
+    sb_esc(&R->h, title);
+    sb_puts(&R->h,
+            "</title>\n<style>\n"
+            "body{font:15px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;color:#1a1a1a;"
+            "max-width:1200px;margin:0 auto;padding:1em 2em 4em;background:#fff}\n"
+            "h1{font-size:1.8em;margin-bottom:.2em}h2{border-bottom:2px solid #1f77b4;padding-bottom:.2em;"
+            "margin-top:2.5em}h3{margin-top:1.8em}\n"
+            "table{border-collapse:collapse;margin:.6em 0 1em;font-size:.9em}"
+            "th,td{border:1px solid #ccc;padding:.2em .6em;text-align:right}"
+            "th{background:#f0f3f7}td.t{text-align:left;font-family:monospace;white-space:pre}"
+            "td.na{color:#999;text-align:center}td.hi{background:#fde6b8;font-weight:bold}\n"
+            "table.card td:first-child{text-align:left;background:#f7f7f7}"
+            "table.card td{text-align:left}\n"
+            "figure{margin:1em 0 2em;display:inline-block;max-width:100%;vertical-align:top}"
+            "figure img{max-width:100%;height:auto;border:1px solid #ddd}"
+            "figcaption{font-size:.85em;color:#444;max-width:60em}\n"
+            ".meta{color:#666;font-size:.9em}.none{color:#888;font-style:italic}"
+            ".warn{color:#a00}.answer{background:#eef6ee;border-left:4px solid #2ca02c;padding:.6em 1em}\n"
+            "div.scroll{overflow-x:auto;max-width:100%}code{background:#f4f4f4;padding:0 .2em}\n"
+            "</style></head><body>\n");
+}
+
+/* ------------------------------------------------------------ pictures */
+
+static int want_pic(const rep *R, const char *kind) {
+    const char *l = R->o->pictures;
+    if (!l) return 1;
+    size_t k = strlen(kind);
+    for (const char *p = l; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == k && strncmp(p, kind, k) == 0) return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+static int add_pic_ref(rep *R, const char *file, const char *caption) {
+    if (R->n_pics == R->cap_pics) {
+        int cap = R->cap_pics ? 2 * R->cap_pics : 32;
+        pic_ref *p = realloc(R->pics, sizeof *p * (size_t)cap);
+        if (!p) return -1;
+        R->pics = p;
+        R->cap_pics = cap;
+    }
+    pic_ref *p = &R->pics[R->n_pics++];
+    snprintf(p->file, sizeof p->file, "%s", file);
+    snprintf(p->caption, sizeof p->caption, "%s", caption);
+    return 0;
+}
+
+/* Draw one picture of model M into the folder and put it on the page.
+ * Failure is a warning (stderr and page), counted in R->n_failed. */
+static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
+                    const char *caption) {
+    char path[4400];
+    al_err e;
+    int w = 0, h = 0;
+    po->db = R->o->db;
+    snprintf(path, sizeof path, "%s/%s", R->o->out_dir, file);
+    if (al_picture(M->dir, po, path, &w, &h, &e) != 0) {
+        fprintf(stderr, "attnlab: warning: picture %s not drawn: %s\n", file, e.msg);
+        sb_puts(&R->h, "<p class=warn>Picture ");
+        sb_esc(&R->h, file);
+        sb_puts(&R->h, " could not be drawn: ");
+        sb_esc(&R->h, e.msg);
+        sb_puts(&R->h, "</p>\n");
+        R->n_failed++;
+        return;
+    }
+    if (add_pic_ref(R, file, caption)) R->h.oom = 1;
+    sb_puts(&R->h, "<figure><img src=\"");
+    sb_esc(&R->h, file);
+    sb_printf(&R->h, "\" width=\"%d\" height=\"%d\" alt=\"", w, h);
+    sb_esc(&R->h, caption);
+    sb_puts(&R->h, "\"><figcaption>");
+    sb_esc(&R->h, caption);
+    sb_puts(&R->h, "</figcaption></figure>\n");
+}
+
+/* "l.h" of the head with the largest value of expr (over heads where it
+ * is not NULL); 0 if none. */
+static int best_head(rep *R, const rmodel *M, const char *expr, int *l, int *h, al_err *e) {
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT layer, head FROM head_summary WHERE model_id = ?1 AND (%s) "
+             "IS NOT NULL ORDER BY (%s) DESC LIMIT 1", expr, expr);
+    qres q;
+    if (q_run(R, &q, sql, M->mid, NULL, e)) return -1;
+    int found = q.nr > 0;
+    if (found) *l = (int)qx(&q, 0, 0), *h = (int)qx(&q, 0, 1);
+    q_free(&q);
+    return found;
+}
+
+static int count_rows(rep *R, const rmodel *M, const char *table, double *n, al_err *e) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s x JOIN runs r ON r.run_id = x.run_id "
+             "WHERE r.model_id = ?1 AND r.status = 'done'", table);
+    return q_num(R, sql, M->mid, NULL, n, e);
+}
+
+/* ------------------------------------------------------------ sections */
+
+static void card_row(sb *h, const char *k, const char *v) {
+    sb_puts(h, "<tr><td>");
+    sb_esc(h, k);
+    sb_puts(h, "</td><td>");
+    sb_esc(h, v);
+    sb_puts(h, "</td></tr>\n");
+}
+
+/* Training options from the checkpoint's state.json (NULL-safe). */
+static void train_opts_rows(sb *h, const rmodel *M) {
+    char path[4200];
+    unsigned char *txt = NULL;
+    size_t n;
+    al_train_state st;
+    if (snprintf(path, sizeof path, "%s/state.json", M->dir) >= (int)sizeof path ||
+        al_read_file(path, &txt, &n, 1 << 20, NULL) != 0)
+        return;
+    if (al_state_from_json((const char *)txt, &st, path, NULL) == 0 && st.train_json) {
+        cJSON *o = cJSON_Parse(st.train_json);
+        static const char *const keys[] = {"steps", "batch", "seq_len", "lr", "warmup",
+                                           "weight_decay", "seed", NULL};
+        char v[1024] = "", one[128];
+        for (int i = 0; o && keys[i]; i++) {
+            const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+            if (cJSON_IsNumber(j)) snprintf(one, sizeof one, "%s%s %g", v[0] ? ", " : "", keys[i], j->valuedouble);
+            else if (cJSON_IsString(j)) snprintf(one, sizeof one, "%s%s %.60s", v[0] ? ", " : "", keys[i], j->valuestring);
+            else continue;
+            strncat(v, one, sizeof v - strlen(v) - 1);
+        }
+        if (v[0]) card_row(h, "training options", v);
+        cJSON_Delete(o);
+    }
+    al_state_free(&st);
+    free(txt);
+}
+
+static int sec_card(rep *R, const rmodel *M, al_err *e) {
+    sb *h = &R->h;
+    char v[512];
+    sb_puts(h, "<h3>Model card</h3>\n<table class=card>\n");
+    card_row(h, "directory", M->dir);
+    const al_config *c = &M->cfg;
+    snprintf(v, sizeof v, "%d layer%s, d_model %d, %d heads x d_head %d, n_ctx %d, d_vocab %d",
+             c->n_layers, c->n_layers == 1 ? "" : "s", c->d_model, c->n_heads, c->d_head, c->n_ctx,
+             c->d_vocab);
+    card_row(h, "architecture", v);
+    card_row(h, "embeddings", c->tied_embeddings ? "tied (W_U = W_E^T)" : "untied");
+    qres q;
+    if (q_run(R, &q, "SELECT n_params, trained_tokens, train_steps, final_train_loss, "
+              "final_val_loss, sha256, seed FROM models WHERE model_id = ?1", M->mid, NULL, e))
+        return -1;
+    if (q.nr) {
+        snprintf(v, sizeof v, "%.0f", qx(&q, 0, 0));
+        card_row(h, "parameters", v);
+        snprintf(v, sizeof v, isnan(qx(&q, 0, 1)) ? "unknown" : "%.0f (%.2f M)", qx(&q, 0, 1),
+                 qx(&q, 0, 1) / 1e6);
+        card_row(h, "trained tokens", v);
+        snprintf(v, sizeof v, isnan(qx(&q, 0, 2)) ? "unknown" : "%.0f", qx(&q, 0, 2));
+        card_row(h, "training steps", v);
+        snprintf(v, sizeof v, "train %.4f, validation %.4f", qx(&q, 0, 3), qx(&q, 0, 4));
+        card_row(h, "final loss (nats/token)", v);
+        card_row(h, "sha256 of model.safetensors", qt(&q, 0, 5) ? qt(&q, 0, 5) : "");
+        card_row(h, "seed", qt(&q, 0, 6) ? qt(&q, 0, 6) : "");
+    }
+    q_free(&q);
+    train_opts_rows(h, M);
+    sb_puts(h, "</table>\n");
+    return 0;
+}
+
+static const char *LATEST_TRAIN =
+    "(SELECT max(run_id) FROM runs WHERE kind = 'train' AND model_id = ?1)";
+
+static int sec_training(rep *R, const rmodel *M, al_err *e) {
+    sb *h = &R->h;
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT t.step, t.tokens, t.train_loss, t.val_loss, t.icl_gain, t.seconds, "
+             "(SELECT max(value) FROM train_head_scores s WHERE s.run_id = t.run_id AND s.step = t.step "
+             " AND s.metric = 'induction') FROM train_log t WHERE t.run_id = %s ORDER BY t.step",
+             LATEST_TRAIN);
+    qres q;
+    if (q_run(R, &q, sql, M->mid, NULL, e)) return -1;
+    sb_puts(h, "<h3>Training</h3>\n");
+    if (!q.nr) {
+        sb_puts(h, "<p class=none>No training log in the database (train with --db).</p>\n");
+        q_free(&q);
+        return 0;
+    }
+    /* at most 12 rows: evenly spaced, always the first and the last */
+    qres s = {0};
+    int keep = q.nr < 12 ? q.nr : 12;
+    s.nc = q.nc;
+    s.nr = keep;
+    s.t = malloc(sizeof(char *) * (size_t)keep * q.nc);
+    s.x = malloc(sizeof(double) * (size_t)keep * q.nc);
+    if (!s.t || !s.x) {
+        free(s.t);
+        free(s.x);
+        q_free(&q);
+        return al_errf(e, "out of memory");
+    }
+    for (int i = 0; i < keep; i++) {
+        int r = keep == 1 ? 0 : (int)((long)i * (q.nr - 1) / (keep - 1));
+        for (int c = 0; c < q.nc; c++) {
+            s.t[(size_t)i * q.nc + c] = (char *)qt(&q, r, c);
+            s.x[(size_t)i * q.nc + c] = qx(&q, r, c);
+        }
+    }
+    static const char *const heads[] = {"step", "tokens", "train loss", "val loss", "icl_gain",
+                                        "seconds", "best induction score", NULL};
+    html_table(R, &s, heads, "ii44+iI");
+    free(s.t);
+    free(s.x);
+    q_free(&q);
+    if (want_pic(R, "training")) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "training";
+        char file[256];
+        snprintf(file, sizeof file, "%s-training.png", M->slug);
+        picture(R, M, &po, file, "Training: train and validation loss, and every head's induction "
+                                  "score on the random-token probe, over steps.");
+    }
+    return 0;
+}
+
+static int sec_heads(rep *R, const rmodel *M, al_err *e) {
+    sb *h = &R->h;
+    sb_puts(h, "<h3>Heads at a glance</h3>\n<p>Latest value of each score per head (view "
+               "<code>head_summary</code>). Highlighted: induction or prev_token &gt; 0.4, "
+               "copying_eigen or copying_top1 &gt; 0.5, copying_ablation &gt; 0.01 nats.</p>\n");
+    static const char *const heads[] = {"head", "induction", "prev_token", "duplicate_token",
+                                        "copying_eigen", "copying_top1", "copying_ablation",
+                                        "gradient_importance", "qk_rank", "ov_rank", "qk_eff_rank",
+                                        "ov_eff_rank", "pos_prev_token", NULL};
+    return sql_table(R, "SELECT name, induction, prev_token, duplicate_token, copying_eigen, "
+                     "copying_top1, copying_ablation, gradient_importance, qk_rank, ov_rank, "
+                     "qk_effective_rank, ov_effective_rank, pos_prev_token FROM head_summary "
+                     "WHERE model_id = ?1 ORDER BY layer, head",
+                     M->mid, NULL, heads, "sIIICCA3ii223",
+                     "No head scores yet (run attnlab circuits and attnlab scores).", e) < 0 ? -1 : 0;
+}
+
+/* "0.3 (0.812), 1.4 (0.455)" of a query's (name, value) rows. */
+static int name_list(rep *R, const rmodel *M, const char *sql, const char *what, al_err *e) {
+    qres q;
+    if (q_run(R, &q, sql, M->mid, NULL, e)) return -1;
+    sb *h = &R->h;
+    sb_printf(h, "<li><b>%s</b>: ", what);
+    if (!q.nr) sb_puts(h, "none");
+    for (int r = 0; r < q.nr; r++) {
+        sb_printf(h, "%s", r ? ", " : "");
+        sb_esc(h, qt(&q, r, 0));
+        sb_printf(h, " (%.3f)", qx(&q, r, 1));
+    }
+    sb_puts(h, "</li>\n");
+    q_free(&q);
+    return 0;
+}
+
+static int sec_kinds(rep *R, const rmodel *M, al_err *e) {
+    sb *h = &R->h;
+    sb_puts(h, "<h3>Induction, previous-token and copying heads</h3>\n<ul>\n");
+    if (name_list(R, M, "SELECT name, induction FROM head_summary WHERE model_id = ?1 AND "
+                  "induction > 0.4 ORDER BY induction DESC", "induction heads (induction &gt; 0.4)", e) ||
+        name_list(R, M, "SELECT name, prev_token FROM head_summary WHERE model_id = ?1 AND "
+                  "prev_token > 0.4 ORDER BY prev_token DESC",
+                  "previous-token heads (prev_token &gt; 0.4)", e) ||
+        name_list(R, M, "SELECT name, copying_ablation FROM head_summary WHERE model_id = ?1 AND "
+                  "copying_ablation > 0.01 ORDER BY copying_ablation DESC",
+                  "copying heads by ablation (copying_ablation &gt; 0.01 nats)", e) ||
+        name_list(R, M, "SELECT name, copying_eigen FROM head_summary WHERE model_id = ?1 AND "
+                  "copying_eigen > 0.5 ORDER BY copying_eigen DESC",
+                  "copying heads by eigenvalues (copying_eigen &gt; 0.5)", e))
+        return -1;
+    sb_puts(h, "</ul>\n");
+    static const char *const heads[] = {"metric", "value", NULL};
+    return sql_table(R, "SELECT metric, value FROM model_scores WHERE run_id = (SELECT run_id "
+                     "FROM latest_run WHERE model_id = ?1 AND kind = 'scores') ORDER BY metric",
+                     M->mid, NULL, heads, "s4", NULL, e) < 0 ? -1 : 0;
+}
+
+/* Agreement of the weight-based and ablation-based copying scores. */
+typedef struct agree {
+    int n, agree, abl_copy, abl_copy_neg;
+    double rho;
+    char neg[512];
+} agree;
+
+static int copy_agreement(rep *R, const rmodel *M, agree *a, al_err *e) {
+    memset(a, 0, sizeof *a);
+    a->rho = NAN;
+    qres q;
+    if (q_run(R, &q, "SELECT name, copying_eigen, copying_ablation FROM head_summary WHERE "
+              "model_id = ?1 AND copying_eigen IS NOT NULL AND copying_ablation IS NOT NULL "
+              "ORDER BY layer, head", M->mid, NULL, e))
+        return -1;
+    double *x = malloc(sizeof(double) * (size_t)(q.nr + 1) * 2);
+    if (!x) {
+        q_free(&q);
+        return al_errf(e, "out of memory");
+    }
+    double *y = x + q.nr + 1;
+    a->n = q.nr;
+    for (int r = 0; r < q.nr; r++) {
+        x[r] = qx(&q, r, 1);
+        y[r] = qx(&q, r, 2);
+        int ce = x[r] > COPY_EIGEN, ca = y[r] > COPY_ABLATION;
+        a->agree += ce == ca;
+        a->abl_copy += ca;
+        if (ca && x[r] < 0) {
+            char one[96];
+            snprintf(one, sizeof one, "%s%s (copying_eigen %+.2f, ablation %+.3f nats)",
+                     a->abl_copy_neg ? ", " : "", qt(&q, r, 0), x[r], y[r]);
+            strncat(a->neg, one, sizeof a->neg - strlen(a->neg) - 1);
+            a->abl_copy_neg++;
+        }
+    }
+    a->rho = al_spearman(x, y, q.nr);
+    free(x);
+    q_free(&q);
+    return 0;
+}
+
+static void agree_sentence(sb *h, const agree *a) {
+    sb_printf(h, "The eigenvalue score (copying_eigen &gt; %.1f) and mean ablation "
+                 "(copying_ablation &gt; %.2f nats) agree on <b>%d of %d</b> heads; Spearman "
+                 "rank correlation between the two scores over all heads: <b>&rho; = ",
+              COPY_EIGEN, COPY_ABLATION, a->agree, a->n);
+    if (isnan(a->rho)) sb_puts(h, "undefined");
+    else sb_printf(h, "%+.2f", a->rho);
+    sb_printf(h, "</b>. Ablation shows %d copying head%s", a->abl_copy, a->abl_copy == 1 ? "" : "s");
+    if (a->abl_copy_neg) {
+        sb_printf(h, ", of which the eigenvalue score calls %d negative: ", a->abl_copy_neg);
+        sb_esc(h, a->neg);
+        sb_puts(h, ".");
+    } else {
+        sb_puts(h, a->abl_copy ? "; the eigenvalue score calls none of them negative." : ".");
+    }
+}
+
+static int sec_copying(rep *R, const rmodel *M, al_err *e) {
+    agree a;
+    if (copy_agreement(R, M, &a, e)) return -1;
+    sb *h = &R->h;
+    sb_puts(h, "<h3>Copying: weights vs behaviour</h3>\n");
+    if (!a.n) {
+        sb_puts(h, "<p class=none>Needs copying_eigen (attnlab circuits) and copying_ablation "
+                   "(attnlab scores --data) for the same model.</p>\n");
+        return 0;
+    }
+    sb_puts(h, "<p>");
+    agree_sentence(h, &a);
+    sb_puts(h, "</p>\n");
+    return 0;
+}
+
+static int sec_trigrams(rep *R, const rmodel *M, al_err *e) {
+    sb_puts(&R->h, "<h3>Top skip-trigrams (layer 0)</h3>\n<p>\"A &hellip; B &rarr; C\": "
+                   "destination B attends to source A, whose value raises output C (score = qk &times; "
+                   "ov, from the full QK and OV circuits; &#9251; = a leading space). The best two of "
+                   "each head, strongest first.</p>\n");
+    static const char *const heads[] = {"head", "A … B → C", "qk", "ov", "score", NULL};
+    return sql_table(R, "SELECT h, tri, qk, ov, score FROM (SELECT t.layer || '.' || t.head AS h, "
+                     "coalesce(t.a_str, '?') || ' … ' || coalesce(t.b_str, '?') || ' → ' || "
+                     "coalesce(t.c_str, '?') AS tri, t.qk, t.ov, t.score, ROW_NUMBER() OVER "
+                     "(PARTITION BY t.head ORDER BY t.score DESC) AS rn FROM skip_trigrams t JOIN "
+                     "latest_run r ON r.run_id = t.run_id AND r.kind = 'circuits' WHERE r.model_id = ?1 "
+                     "AND t.layer = 0) WHERE rn <= 2 ORDER BY score DESC",
+                     M->mid, NULL, heads, "ss223", "No skip-trigrams (run attnlab circuits).", e) < 0
+               ? -1 : 0;
+}
+
+static int sec_composition(rep *R, const rmodel *M, al_err *e) {
+    if (M->cfg.n_layers < 2) return 0;
+    sb *h = &R->h;
+    sb_puts(h, "<h3>Composition</h3>\n<p>Strongest pairs per kind, with how many standard "
+               "deviations they stand above random heads of the same shapes.</p>\n");
+    static const char *const heads[] = {"kind", "earlier head", "later head", "score",
+                                        "random baseline", "sd above", NULL};
+    if (sql_table(R, "SELECT kind, h1, h2, score, baseline, sd FROM (SELECT c.kind, c.layer1 || '.' "
+                  "|| c.head1 AS h1, c.layer2 || '.' || c.head2 AS h2, c.score, c.baseline, (c.score - "
+                  "c.baseline) / c.baseline_sd AS sd, ROW_NUMBER() OVER (PARTITION BY c.kind ORDER BY "
+                  "(c.score - c.baseline) / c.baseline_sd DESC) AS rn FROM composition c JOIN latest_run r "
+                  "ON r.run_id = c.run_id AND r.kind = 'circuits' WHERE r.model_id = ?1) WHERE rn <= 5 "
+                  "ORDER BY kind, sd DESC",
+                  M->mid, NULL, heads, "sss332", "No composition scores (run attnlab circuits).", e) < 0)
+        return -1;
+    if (want_pic(R, "composition")) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "composition";
+        char file[256];
+        snprintf(file, sizeof file, "%s-composition.png", M->slug);
+        picture(R, M, &po, file, "Q-, K- and V-composition of every earlier head into every later "
+                                 "head; the random baseline is marked on the colour bar.");
+    }
+    return 0;
+}
+
+static int sec_ablation(rep *R, const rmodel *M, al_err *e) {
+    sb *h = &R->h;
+    sb_puts(h, "<h3>Ablation</h3>\n");
+    qres runs;
+    if (q_run(R, &runs, "SELECT a.method, max(a.run_id) FROM ablations a JOIN runs r ON r.run_id = "
+              "a.run_id WHERE a.model_id = ?1 AND r.status = 'done' AND a.kind = 'single' "
+              "GROUP BY a.method ORDER BY a.method", M->mid, NULL, e))
+        return -1;
+    if (!runs.nr) sb_puts(h, "<p class=none>No ablation runs (attnlab ablate).</p>\n");
+    static const char *const heads[] = {"head", "loss", "Δloss", "Δloss copy", "Δloss probe", NULL};
+    static const char *const pheads[] = {"pair", "Δloss", "interaction", NULL};
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < runs.nr; i++) {
+        const char *m = qt(&runs, i, 0), *run = qt(&runs, i, 1);
+        double clean;
+        if (q_num(R, "SELECT loss FROM ablations WHERE run_id = ?1 AND method = ?2 AND kind = 'none'",
+                  run, m, &clean, e)) {
+            rc = -1;
+            break;
+        }
+        sb_puts(h, "<p><b>");
+        sb_esc(h, m);
+        sb_printf(h, "-ablation</b> (run %s): loss with all heads %.4f; each head alone, most "
+                     "costly first:</p>\n", run, clean);
+        if (sql_table(R, "SELECT heads, loss, delta_loss, delta_loss_copy, delta_loss_probe FROM "
+                      "ablations WHERE run_id = ?1 AND method = ?2 AND kind = 'single' ORDER BY "
+                      "delta_loss DESC", run, m, heads, "s4+++", NULL, e) < 0 ||
+            sql_table(R, "SELECT replace(heads, ',', ' + '), delta_loss, interaction FROM ablations "
+                      "WHERE run_id = ?1 AND method = ?2 AND kind = 'pair' ORDER BY abs(interaction) "
+                      "DESC LIMIT 8", run, m, pheads, "s++", NULL, e) < 0)
+            rc = -1;
+    }
+    q_free(&runs);
+    double n;
+    if (rc || count_rows(R, M, "ablations", &n, e)) return -1;
+    if (n > 0 && want_pic(R, "ablation")) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "ablation";
+        char file[256];
+        snprintf(file, sizeof file, "%s-ablation.png", M->slug);
+        picture(R, M, &po, file, "Ablation: validation Δloss when each head is ablated alone, and "
+                                 "pair interactions Δ(pair) − Δ(h1) − Δ(h2).");
+    }
+    return 0;
+}
+
+/* Loss against heads remaining, one column per pruning method. */
+static int sec_pruning(rep *R, const rmodel *M, al_err *e) {
+    sb *h = &R->h;
+    sb_puts(h, "<h3>Pruning</h3>\n");
+    qres runs;
+    if (q_run(R, &runs, "SELECT p.method, max(p.run_id) FROM pruning_steps p JOIN runs r ON "
+              "r.run_id = p.run_id WHERE p.model_id = ?1 AND r.status = 'done' GROUP BY p.method "
+              "ORDER BY p.method", M->mid, NULL, e))
+        return -1;
+    if (!runs.nr) {
+        sb_puts(h, "<p class=none>No pruning runs (attnlab prune).</p>\n");
+        q_free(&runs);
+        return 0;
+    }
+    int LH = M->cfg.n_layers * M->cfg.n_heads, nm = runs.nr, rc = 0;
+    double *loss = malloc(sizeof(double) * (size_t)(LH + 1) * nm);
+    if (!loss) {
+        q_free(&runs);
+        return al_errf(e, "out of memory");
+    }
+    for (int i = 0; i < (LH + 1) * nm; i++) loss[i] = NAN;
+    sb_puts(h, "<p>Each step removes the head the method ranks least important. Order of removal:</p><ul>\n");
+    for (int k = 0; rc == 0 && k < nm; k++) {
+        qres s;
+        if (q_run(R, &s, "SELECT heads_left, loss, layer || '.' || head FROM pruning_steps WHERE "
+                  "run_id = ?1 ORDER BY step", qt(&runs, k, 1), NULL, e)) {
+            rc = -1;
+            break;
+        }
+        sb_puts(h, "<li><b>");
+        sb_esc(h, qt(&runs, k, 0));
+        sb_puts(h, "</b>: ");
+        for (int r = 0; r < s.nr; r++) {
+            int left = (int)qx(&s, r, 0);
+            if (left >= 0 && left <= LH) loss[left * nm + k] = qx(&s, r, 1);
+            if (qt(&s, r, 2)) {
+                sb_puts(h, r > 1 ? ", " : "");
+                sb_esc(h, qt(&s, r, 2));
+            }
+        }
+        sb_puts(h, "</li>\n");
+        q_free(&s);
+    }
+    sb_puts(h, "</ul>\n<table><thead><tr><th>heads left</th>");
+    for (int k = 0; k < nm; k++) {
+        sb_puts(h, "<th>loss (");
+        sb_esc(h, qt(&runs, k, 0));
+        sb_puts(h, ")</th>");
+    }
+    sb_puts(h, "</tr></thead><tbody>\n");
+    for (int left = LH; left >= 0; left--) {
+        int any = 0;
+        for (int k = 0; k < nm; k++) any |= !isnan(loss[left * nm + k]);
+        if (!any) continue;
+        sb_printf(h, "<tr><td>%d</td>", left);
+        for (int k = 0; k < nm; k++) {
+            double v = loss[left * nm + k];
+            if (isnan(v)) sb_puts(h, "<td class=na>&ndash;</td>");
+            else sb_printf(h, "<td>%.4f</td>", v);
+        }
+        sb_puts(h, "</tr>\n");
+    }
+    sb_puts(h, "</tbody></table>\n");
+    free(loss);
+    q_free(&runs);
+    if (rc) return -1;
+    if (want_pic(R, "pruning")) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "pruning";
+        char file[256];
+        snprintf(file, sizeof file, "%s-pruning.png", M->slug);
+        picture(R, M, &po, file, "Pruning: validation loss as heads are removed, one line per "
+                                 "importance method.");
+    }
+    return 0;
+}
+
+static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
+    sb *h = &R->h;
+    char file[256], cap[512];
+    sb_puts(h, "<h3>Attention patterns and circuits</h3>\n<p>In attention pictures rows are "
+               "destination (query) tokens and columns source (key) tokens: the query attends to "
+               "the key, and information flows from the key to the query.</p>\n");
+    for (int l = 0; l < M->cfg.n_layers && want_pic(R, "attention"); l++) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "attention";
+        po.layer = l;
+        if (R->o->prompt) {
+            po.prompt = R->o->prompt;
+            snprintf(file, sizeof file, "%s-attention-L%d.png", M->slug, l);
+            snprintf(cap, sizeof cap, "Layer %d, every head, on the prompt.", l);
+            picture(R, M, &po, file, cap);
+            po.prompt = NULL;
+        }
+        if (R->o->repeat > 0) {
+            po.repeat = R->o->repeat;
+            snprintf(file, sizeof file, "%s-repeat-L%d.png", M->slug, l);
+            snprintf(cap, sizeof cap, "Layer %d, every head, on %d random tokens shown twice: an "
+                     "induction head lights the diagonal one step after the repeat's start; a "
+                     "previous-token head the sub-diagonal.", l, R->o->repeat);
+            picture(R, M, &po, file, cap);
+        }
+    }
+    if (want_pic(R, "spectrum")) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "spectrum";
+        snprintf(file, sizeof file, "%s-spectrum.png", M->slug);
+        picture(R, M, &po, file, "Singular values of every head's W_QK and W_OV.");
+    }
+    int l, hh, f;
+    if ((f = best_head(R, M, "coalesce(prev_token, pos_prev_token)", &l, &hh, e)) < 0) return -1;
+    if (f && want_pic(R, "qk-pos")) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "qk-pos";
+        po.layer = l, po.head = hh, po.n_pos = 48;
+        snprintf(file, sizeof file, "%s-qk-pos-%d.%d.png", M->slug, l, hh);
+        snprintf(cap, sizeof cap, "Positional QK of head %d.%d, the strongest previous-token head.", l, hh);
+        picture(R, M, &po, file, cap);
+    }
+    if ((f = best_head(R, M, "coalesce(copying_ablation, copying_eigen)", &l, &hh, e)) < 0) return -1;
+    const char *kinds[2] = {"qk", "ov"};
+    for (int k = 0; f && k < 2; k++) {
+        if (!want_pic(R, kinds[k])) continue;
+        al_pic_opts po = al_pic_defaults();
+        po.what = kinds[k];
+        po.layer = l, po.head = hh, po.top_n = R->o->top_n > 0 ? R->o->top_n : 30;
+        po.data = R->o->data;
+        snprintf(file, sizeof file, "%s-%s-%d.%d.png", M->slug, kinds[k], l, hh);
+        snprintf(cap, sizeof cap, "Full %s circuit of head %d.%d (the strongest copying head) on the "
+                 "%d most frequent tokens.", k ? "OV" : "QK", l, hh, po.top_n);
+        picture(R, M, &po, file, cap);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ models */
+
+static void make_slug(const char *s, char *out, size_t cap) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++) {
+        char c = s[i];
+        out[i] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                         c == '-' || c == '_' || c == '.'
+                     ? c : '_';
+    }
+    out[i] = 0;
+    if (!i || out[0] == '.') snprintf(out, cap, "model");
+}
+
+static int load_model(rep *R, int i, al_err *e) {
+    rmodel *M = &R->m[i];
+    M->dir = R->o->models[i];
+    char path[4200];
+    unsigned char *txt;
+    size_t n;
+    if (al_path_join(path, sizeof path, M->dir, "config.json", e) ||
+        al_read_file(path, &txt, &n, 1 << 20, e))
+        return -1;
+    int rc = al_config_from_json((const char *)txt, &M->cfg, path, e);
+    free(txt);
+    if (rc || al_path_join(path, sizeof path, M->dir, "model.safetensors", e) ||
+        al_sha256_file(path, M->sha, e))
+        return -1;
+    const char *lab = R->o->labels[i];
+    if (!lab) {
+        size_t len = strlen(M->dir);
+        while (len > 1 && M->dir[len - 1] == '/') len--;
+        size_t s = len;
+        while (s > 0 && M->dir[s - 1] != '/') s--;
+        snprintf(M->label, sizeof M->label, "%.*s", (int)(len - s), M->dir + s);
+    } else {
+        snprintf(M->label, sizeof M->label, "%s", lab);
+    }
+    make_slug(M->label, M->slug, sizeof M->slug);
+    for (int j = 0; j < i; j++) /* two folders of the same name: keep files apart */
+        if (strcmp(R->m[j].slug, M->slug) == 0) {
+            size_t k = strlen(M->slug);
+            snprintf(M->slug + (k < 100 ? k : 100), 28, "-%d", i + 1);
+        }
+    double id;
+    if (q_num(R, "SELECT model_id FROM models WHERE sha256 = ?1", M->sha, NULL, &id, e)) return -1;
+    M->in_db = !isnan(id);
+    snprintf(M->mid, sizeof M->mid, "%.0f", M->in_db ? id : 0.0);
+    return 0;
+}
+
+static int sec_model(rep *R, const rmodel *M, al_err *e) {
+    sb *h = &R->h;
+    sb_puts(h, "<section id=\"model-");
+    sb_esc(h, M->slug);
+    sb_puts(h, "\"><h2>Model ");
+    sb_esc(h, M->label);
+    sb_puts(h, "</h2>\n");
+    if (!M->in_db)
+        sb_puts(h, "<p class=warn>These weights have no rows in the database (their sha256 is not "
+                   "in table models): only the pictures computed from the weights are shown.</p>\n");
+    if (sec_card(R, M, e) || sec_training(R, M, e) || sec_heads(R, M, e) || sec_kinds(R, M, e) ||
+        sec_copying(R, M, e) || sec_trigrams(R, M, e) || sec_composition(R, M, e) ||
+        sec_ablation(R, M, e) || sec_pruning(R, M, e) || sec_pictures(R, M, e))
+        return -1;
+    sb_puts(h, "</section>\n");
+    return 0;
+}
+
+/* ---------------------------------------------------------- comparison */
+
+/* The open question of seed 003: does copying_eigen agree with ablation
+ * when embeddings are tied vs untied? Answered from the numbers when the
+ * report has models of both kinds, by two measures: the share of heads
+ * both scores classify alike (thresholds as README) and Spearman's rho
+ * (no threshold). A difference under 0.1 in a measure counts as none. */
+typedef struct side {
+    int n, agree, copy, neg, n_rho;
+    double rho;
+} side;
+
+static void side_sentence(sb *h, const char *kind, const side *s) {
+    sb_printf(h, "With %s embeddings the two scores classify %d of %d heads alike (%.0f%%) and "
+                 "their rank correlation is &rho; = %+.2f%s; ", kind, s->agree, s->n,
+              100.0 * s->agree / s->n, s->rho, s->n_rho > 1 ? " (mean over models)" : "");
+    if (!s->copy) sb_puts(h, "ablation finds no copying head. ");
+    else
+        sb_printf(h, "ablation finds %d copying head%s, of which the eigenvalue score calls %d "
+                     "negative. ", s->copy, s->copy == 1 ? "" : "s", s->neg);
+}
+
+static void tied_answer(rep *R, const agree *a) {
+    side sd[2];
+    memset(sd, 0, sizeof sd);
+    for (int i = 0; i < R->o->n_models; i++) {
+        side *s = &sd[R->m[i].cfg.tied_embeddings != 0];
+        if (!a[i].n) continue;
+        s->n += a[i].n, s->agree += a[i].agree, s->copy += a[i].abl_copy, s->neg += a[i].abl_copy_neg;
+        if (!isnan(a[i].rho)) s->rho += a[i].rho, s->n_rho++;
+    }
+    if (!sd[0].n || !sd[1].n) return;
+    for (int t = 0; t < 2; t++) sd[t].rho = sd[t].n_rho ? sd[t].rho / sd[t].n_rho : NAN;
+    sb *h = &R->h;
+    sb_puts(h, "<p class=answer><b>Does the eigenvalue copying score agree with ablation, tied "
+               "vs untied embeddings?</b> ");
+    side_sentence(h, "tied", &sd[1]);
+    side_sentence(h, "untied", &sd[0]);
+    /* > 0: untied agrees better */
+    double dr = isnan(sd[0].rho) || isnan(sd[1].rho) ? 0 : sd[0].rho - sd[1].rho;
+    double df = (double)sd[0].agree / sd[0].n - (double)sd[1].agree / sd[1].n;
+    int vr = fabs(dr) < 0.1 ? 0 : dr > 0 ? 1 : -1, vf = fabs(df) < 0.1 ? 0 : df > 0 ? 1 : -1;
+    if (!vr && !vf)
+        sb_puts(h, "<b>Answer:</b> in these models tying the embeddings makes little difference "
+                   "to how well the eigenvalue score tracks ablation.</p>\n");
+    else if (vr * vf < 0)
+        sb_printf(h, "<b>Answer: mixed.</b> The rank correlation favours %s embeddings, the "
+                     "thresholded agreement %s ones; more heads or models are needed to "
+                     "settle it.</p>\n", vr > 0 ? "untied" : "tied", vf > 0 ? "untied" : "tied");
+    else
+        sb_printf(h, "<b>Answer:</b> the eigenvalue score tracks ablation better with <b>%s</b> "
+                     "embeddings%s.</p>\n", vr + vf > 0 ? "untied" : "tied",
+                  vr + vf > 0 ? ": with W_U = W_E<sup>T</sup> it is the less reliable guide to copying"
+                              : "");
+}
+
+static int sec_compare(rep *R, al_err *e) {
+    sb *h = &R->h;
+    agree a[AL_REPORT_MAX_MODELS];
+    sb_puts(h, "<h2>Models compared</h2>\n<table><thead><tr><th>model</th><th>layers</th>"
+               "<th>embeddings</th><th>val loss</th><th>icl_gain</th><th>induction heads</th>"
+               "<th>prev-token heads</th><th>copying: eigen vs ablation agree</th><th>&rho;</th>"
+               "</tr></thead><tbody>\n");
+    for (int i = 0; i < R->o->n_models; i++) {
+        const rmodel *M = &R->m[i];
+        double vl, icl, ni, np;
+        if (copy_agreement(R, M, &a[i], e) ||
+            q_num(R, "SELECT final_val_loss FROM models WHERE model_id = ?1", M->mid, NULL, &vl, e) ||
+            q_num(R, "SELECT value FROM model_scores WHERE metric = 'icl_gain' AND run_id = (SELECT "
+                  "run_id FROM latest_run WHERE model_id = ?1 AND kind = 'scores')", M->mid, NULL, &icl, e) ||
+            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND induction > 0.4",
+                  M->mid, NULL, &ni, e) ||
+            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND prev_token > 0.4",
+                  M->mid, NULL, &np, e))
+            return -1;
+        sb_puts(h, "<tr><td class=t><a href=\"#model-");
+        sb_esc(h, M->slug);
+        sb_puts(h, "\">");
+        sb_esc(h, M->label);
+        sb_printf(h, "</a></td><td>%d</td><td>%s</td>", M->cfg.n_layers,
+                  M->cfg.tied_embeddings ? "tied" : "untied");
+        sb_printf(h, isnan(vl) ? "<td class=na>&ndash;</td>" : "<td>%.4f</td>", vl);
+        sb_printf(h, isnan(icl) ? "<td class=na>&ndash;</td>" : "<td>%+.4f</td>", icl);
+        sb_printf(h, "<td>%.0f</td><td>%.0f</td>", ni, np);
+        if (a[i].n) sb_printf(h, "<td>%d of %d</td>", a[i].agree, a[i].n);
+        else sb_puts(h, "<td class=na>&ndash;</td>");
+        sb_printf(h, isnan(a[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", a[i].rho);
+        sb_puts(h, "</tr>\n");
+    }
+    sb_puts(h, "</tbody></table>\n");
+    tied_answer(R, a);
+    return 0;
+}
+
+/* ------------------------------------------------------------ notebook */
+
+static cJSON *nb_source(const char *text) {
+    cJSON *arr = cJSON_CreateArray();
+    char *clean = al_utf8_sanitize(text, strlen(text));
+    if (!arr || !clean) {
+        cJSON_Delete(arr);
+        free(clean);
+        return NULL;
+    }
+    /* nbformat keeps source as lines, each with its newline but the last */
+    for (char *p = clean; *p;) {
+        size_t n = strcspn(p, "\n");
+        size_t k = n + (p[n] == '\n');
+        char save = p[k];
+        p[k] = 0;
+        cJSON_AddItemToArray(arr, cJSON_CreateString(p));
+        p[k] = save;
+        p += k;
+    }
+    free(clean);
+    return arr;
+}
+
+static int nb_cell(cJSON *cells, const char *type, const char *text) {
+    cJSON *c = cJSON_CreateObject(), *src = nb_source(text);
+    char id[32];
+    if (!c || !src) {
+        cJSON_Delete(c);
+        cJSON_Delete(src);
+        return -1;
+    }
+    snprintf(id, sizeof id, "cell-%d", cJSON_GetArraySize(cells) + 1);
+    cJSON_AddStringToObject(c, "cell_type", type);
+    cJSON_AddStringToObject(c, "id", id);
+    cJSON_AddItemToObject(c, "metadata", cJSON_CreateObject());
+    if (strcmp(type, "code") == 0) {
+        cJSON_AddNullToObject(c, "execution_count");
+        cJSON_AddItemToObject(c, "outputs", cJSON_CreateArray());
+    }
+    cJSON_AddItemToObject(c, "source", src);
+    cJSON_AddItemToArray(cells, c);
+    return 0;
+}
+
+/* The README's queries (its Circuits and Behaviour sections). */
+static const char *const nb_queries[][2] = {
+    {"The most positive copying heads of every model, with the second copying score beside it",
+     "SELECT m.path, s.name, round(s.copying_eigen, 3) AS copying_eigen,\n"
+     "       round(s.copying_top1, 3) AS copying_top1\n"
+     "FROM head_summary s JOIN models m USING (model_id)\n"
+     "ORDER BY s.copying_eigen DESC LIMIT 5"},
+    {"The top skip-trigrams of head 0.4 in the newest circuits run of each model",
+     "SELECT t.model_id, t.rank, t.a_str || ' … ' || t.b_str || ' → ' || t.c_str AS trigram,\n"
+     "       round(t.qk, 2) AS qk, round(t.ov, 2) AS ov, round(t.score, 2) AS score\n"
+     "FROM skip_trigrams t JOIN latest_run r ON r.run_id = t.run_id AND r.kind = 'circuits'\n"
+     "WHERE t.layer = 0 AND t.head = 4\n"
+     "ORDER BY t.model_id, t.rank LIMIT 10"},
+    {"The strongest K-composition pairs, with how many baseline standard deviations they stand out",
+     "SELECT c.model_id, c.layer1 || '.' || c.head1 AS earlier, c.layer2 || '.' || c.head2 AS later,\n"
+     "       round(c.score, 3) AS score, round(c.baseline, 3) AS random,\n"
+     "       round((c.score - c.baseline) / c.baseline_sd, 1) AS sd_above\n"
+     "FROM composition c JOIN latest_run r ON r.run_id = c.run_id AND r.kind = 'circuits'\n"
+     "WHERE c.kind = 'K'\n"
+     "ORDER BY sd_above DESC LIMIT 5"},
+    {"Ranks per layer: each head's own (min/max over the layer's heads) and all heads together",
+     "SELECT s.model_id, s.layer, min(s.qk_rank) AS qk_min, max(s.qk_rank) AS qk_max,\n"
+     "       min(s.ov_rank) AS ov_min, round(avg(s.qk_effective_rank), 1) AS qk_eff,\n"
+     "       (SELECT value FROM layer_scores l JOIN latest_run r ON r.run_id = l.run_id\n"
+     "        WHERE r.kind = 'circuits' AND l.model_id = s.model_id AND l.layer = s.layer\n"
+     "          AND l.metric = 'read_qk_rank') AS union_qk,\n"
+     "       (SELECT value FROM layer_scores l JOIN latest_run r ON r.run_id = l.run_id\n"
+     "        WHERE r.kind = 'circuits' AND l.model_id = s.model_id AND l.layer = s.layer\n"
+     "          AND l.metric = 'write_o_rank') AS union_o\n"
+     "FROM head_summary s GROUP BY s.model_id, s.layer"},
+    {"Head-overlap matrix of layer 0's value spaces (row = head, columns = heads 0..7)",
+     "SELECT head1 AS head, group_concat(printf('%.2f', value), ' ') AS overlap_with_0_to_7\n"
+     "FROM (SELECT o.* FROM head_overlap o JOIN latest_run r ON r.run_id = o.run_id\n"
+     "      WHERE r.kind = 'circuits' AND r.model_id = 1 AND o.layer = 0 AND o.space = 'v'\n"
+     "      ORDER BY o.head1, o.head2)\n"
+     "GROUP BY head1"},
+    {"The singular-value spectrum of head 1.6's QK circuit, relative to its largest",
+     "SELECT v.idx, round(v.value, 4) AS sigma,\n"
+     "       round(v.value / first_value(v.value) OVER (ORDER BY v.idx), 4) AS relative\n"
+     "FROM singular_values v JOIN latest_run r ON r.run_id = v.run_id AND r.kind = 'circuits'\n"
+     "WHERE r.model_id = 1 AND v.layer = 1 AND v.head = 6 AND v.circuit = 'qk'\n"
+     "ORDER BY v.idx"},
+    {"Eigenvalues of a head's full OV circuit, and how much of their weight is real and positive",
+     "SELECT e.layer || '.' || e.head AS head,\n"
+     "       round(sum(e.re) / sum(sqrt(e.re * e.re + e.im * e.im)), 3) AS copying_eigen,\n"
+     "       sum(e.im != 0) AS complex_ones, round(max(e.re), 2) AS largest_re\n"
+     "FROM eigenvalues e JOIN latest_run r ON r.run_id = e.run_id AND r.kind = 'circuits'\n"
+     "WHERE r.model_id = 1\n"
+     "GROUP BY e.layer, e.head ORDER BY copying_eigen DESC"},
+    {"Copying skip-trigrams (the output is the attended-to token, A = C) per head",
+     "SELECT t.layer || '.' || t.head AS head, count(*) AS copying_trigrams,\n"
+     "       group_concat(DISTINCT t.a_str) AS tokens\n"
+     "FROM skip_trigrams t JOIN latest_run r ON r.run_id = t.run_id AND r.kind = 'circuits'\n"
+     "WHERE r.model_id = 1 AND t.a = t.c\n"
+     "GROUP BY t.layer, t.head ORDER BY copying_trigrams DESC"},
+    {"Every trigram that predicts a given token (strings are stored exactly; ␣ is a leading space)",
+     "SELECT t.layer || '.' || t.head AS head, t.a_str, t.b_str, round(t.score, 2) AS score\n"
+     "FROM skip_trigrams t JOIN latest_run r ON r.run_id = t.run_id AND r.kind = 'circuits'\n"
+     "WHERE t.c_str = '␣the' ORDER BY t.score DESC LIMIT 10"},
+    {"Two models side by side (e.g. tied vs untied embeddings): mean copying score per layer",
+     "SELECT m.path, m.tied_embeddings, s.layer, round(avg(s.copying_eigen), 3) AS mean_copying,\n"
+     "       sum(s.copying_eigen > 0.5) AS copying_heads\n"
+     "FROM head_summary s JOIN models m USING (model_id)\n"
+     "GROUP BY m.model_id, s.layer ORDER BY m.model_id, s.layer"},
+    {"What ran, when, and what failed",
+     "SELECT r.run_id, r.kind, r.status, r.started_at, r.finished_at, m.path, r.error\n"
+     "FROM runs r LEFT JOIN models m USING (model_id)\n"
+     "ORDER BY r.run_id DESC LIMIT 10"},
+    {"How a metric changed between two analyses of the same model",
+     "SELECT a.name, round(a.copying_eigen, 3) AS first, round(b.copying_eigen, 3) AS last\n"
+     "FROM head_summary a JOIN head_summary b ON a.layer = b.layer AND a.head = b.head\n"
+     "WHERE a.model_id = (SELECT min(model_id) FROM models)\n"
+     "  AND b.model_id = (SELECT max(model_id) FROM models)\n"
+     "ORDER BY abs(b.copying_eigen - a.copying_eigen) DESC LIMIT 5"},
+    {"Induction heads (latest scores of each model)",
+     "SELECT m.path, h.name, round(h.induction, 3) AS induction, round(h.prev_token, 3) AS prev_token\n"
+     "FROM head_summary h JOIN models m USING (model_id)\n"
+     "WHERE h.induction > 0.4 ORDER BY h.induction DESC"},
+    {"The pruning curve of the latest prune run: loss against heads left",
+     "SELECT step, heads_left, layer || '.' || head AS removed, round(importance, 4) AS importance,\n"
+     "       round(loss, 4) AS loss, round(delta_loss, 4) AS delta_loss\n"
+     "FROM pruning_steps WHERE run_id = (SELECT max(run_id) FROM runs WHERE kind = 'prune' AND status = 'done')\n"
+     "ORDER BY step"},
+    {"Pair interactions on the probe, largest first, from the singles of the same run",
+     "SELECT p.heads, round(p.delta_loss_probe - s1.delta_loss_probe - s2.delta_loss_probe, 4) AS interaction_probe\n"
+     "FROM ablations p\n"
+     "JOIN ablations s1 ON s1.run_id = p.run_id AND s1.kind = 'single'\n"
+     "JOIN ablations s2 ON s2.run_id = p.run_id AND s2.kind = 'single'\n"
+     "WHERE p.kind = 'pair' AND p.heads = s1.heads || ',' || s2.heads\n"
+     "ORDER BY abs(interaction_probe) DESC LIMIT 10"},
+    {"Heads whose three copying scores disagree",
+     "SELECT model_id, name, round(copying_eigen, 3) AS eigen, round(copying_top1, 3) AS top1,\n"
+     "       round(copying_ablation, 4) AS ablation\n"
+     "FROM head_summary\n"
+     "WHERE copying_eigen IS NOT NULL AND copying_ablation IS NOT NULL\n"
+     "  AND ((copying_eigen > 0.5) != (copying_top1 > 0.5)\n"
+     "       OR (copying_eigen > 0.5 OR copying_top1 > 0.5) != (copying_ablation > 0.01))\n"
+     "ORDER BY copying_ablation DESC"},
+};
+
+static const char nb_setup[] =
+    "import sqlite3\n"
+    "from IPython.display import Image, display\n"
+    "\n"
+    "con = sqlite3.connect(DB)\n"
+    "\n"
+    "def show(sql, params=(), limit=50):\n"
+    "    \"\"\"Run a query and print its rows as an aligned table.\"\"\"\n"
+    "    cur = con.execute(sql, params)\n"
+    "    cols = [d[0] for d in cur.description]\n"
+    "    rows = cur.fetchmany(limit)\n"
+    "    fmt = lambda v: 'NULL' if v is None else ('%.4g' % v if isinstance(v, float) else str(v))\n"
+    "    text = [[fmt(v) for v in r] for r in rows]\n"
+    "    width = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(cols)]\n"
+    "    print('  '.join(c.ljust(w) for c, w in zip(cols, width)))\n"
+    "    for r in text:\n"
+    "        print('  '.join(v.ljust(w) for v, w in zip(r, width)))\n"
+    "    print('(%d row%s)' % (len(rows), '' if len(rows) == 1 else 's'))\n"
+    "\n"
+    "show('SELECT model_id, path, n_layers, tied_embeddings, n_params, final_val_loss FROM models')\n";
+
+/* Path of the database as the notebook (in out_dir) should open it. */
+static void db_for_notebook(const char *db, const char *out_dir, char *buf, size_t cap) {
+    char *rd = realpath(db, NULL), *ro = realpath(out_dir, NULL);
+    if (rd && ro) {
+        size_t k = strlen(ro);
+        if (strncmp(rd, ro, k) == 0 && rd[k] == '/' && !strchr(rd + k + 1, '/'))
+            snprintf(buf, cap, "%s", rd + k + 1);
+        else
+            snprintf(buf, cap, "%s", rd);
+    } else {
+        snprintf(buf, cap, "%s", db);
+    }
+    free(rd);
+    free(ro);
+}
+
+/* A Python string literal of s (ASCII-safe escapes for quotes and \). */
+static void py_str(sb *b, const char *s) {
+    sb_puts(b, "'");
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '\'') sb_put(b, "\\", 1);
+        if (*s == '\n') sb_puts(b, "\\n");
+        else sb_put(b, s, 1);
+    }
+    sb_puts(b, "'");
+}
+
+static int write_notebook(rep *R, const char *title, char *path_out, al_err *e) {
+    cJSON *nb = cJSON_CreateObject(), *cells = cJSON_CreateArray();
+    sb t = {0};
+    int rc = -1, io = 0; /* io: a file error already in e */
+    if (!nb || !cells) goto done;
+    char dbp[4200];
+    db_for_notebook(R->o->db, R->o->out_dir, dbp, sizeof dbp);
+    sb_printf(&t, "# %s\n\nThe analysis behind `index.html`, to carry on in Python: the results "
+                  "database (`%s`) opened with `sqlite3`, the README's queries, and the pictures. "
+                  "Table and column meanings are in the README.", title, dbp);
+    int bad = nb_cell(cells, "markdown", t.p);
+    t.n = 0;
+    sb_puts(&t, "DB = ");
+    py_str(&t, dbp);
+    sb_puts(&t, "  # relative to this notebook's folder\n");
+    sb_puts(&t, nb_setup);
+    bad |= nb_cell(cells, "code", t.p);
+    for (size_t i = 0; !bad && i < sizeof nb_queries / sizeof nb_queries[0]; i++) {
+        t.n = 0;
+        sb_printf(&t, "### %s", nb_queries[i][0]);
+        bad |= nb_cell(cells, "markdown", t.p);
+        t.n = 0;
+        sb_printf(&t, "show('''\n%s\n''')", nb_queries[i][1]);
+        bad |= nb_cell(cells, "code", t.p);
+    }
+    if (R->n_pics && !bad) bad |= nb_cell(cells, "markdown", "## Pictures");
+    for (int i = 0; !bad && i < R->n_pics; i++) {
+        t.n = 0;
+        sb_printf(&t, "`%s`: %s", R->pics[i].file, R->pics[i].caption);
+        bad |= nb_cell(cells, "markdown", t.p);
+        t.n = 0;
+        sb_puts(&t, "display(Image(filename=");
+        py_str(&t, R->pics[i].file);
+        sb_puts(&t, "))");
+        bad |= nb_cell(cells, "code", t.p);
+    }
+    if (bad || t.oom) goto done;
+    cJSON *meta = cJSON_CreateObject(), *ks = cJSON_CreateObject(), *li = cJSON_CreateObject();
+    cJSON_AddStringToObject(ks, "display_name", "Python 3");
+    cJSON_AddStringToObject(ks, "language", "python");
+    cJSON_AddStringToObject(ks, "name", "python3");
+    cJSON_AddStringToObject(li, "name", "python");
+    cJSON_AddItemToObject(meta, "kernelspec", ks);
+    cJSON_AddItemToObject(meta, "language_info", li);
+    cJSON_AddItemToObject(nb, "cells", cells);
+    cells = NULL;
+    cJSON_AddItemToObject(nb, "metadata", meta);
+    cJSON_AddNumberToObject(nb, "nbformat", 4);
+    cJSON_AddNumberToObject(nb, "nbformat_minor", 5);
+    char *txt = cJSON_Print(nb);
+    if (!txt) goto done;
+    if (al_path_join(path_out, 4200, R->o->out_dir, "report.ipynb", e) == 0 &&
+        al_write_file_atomic(path_out, txt, strlen(txt), e) == 0)
+        rc = 0;
+    else
+        io = 1;
+    free(txt);
+done:
+    if (rc && !io) al_errf(e, "out of memory writing report.ipynb");
+    cJSON_Delete(cells);
+    cJSON_Delete(nb);
+    free(t.p);
+    return rc;
+}
+
+/* ------------------------------------------------------------ driver */
+
+static int write_page(rep *R, const char *title, al_report_result *res, al_err *e) {
+    sb *h = &R->h;
+    h_open(R, title);
+    sb_puts(h, "<h1>");
+    sb_esc(h, title);
+    char when[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    sb_puts(h, "</h1>\n<p class=meta>attnlab " AL_VERSION " &middot; database <code>");
+    sb_esc(h, R->o->db);
+    sb_printf(h, "</code> &middot; %s &middot; the same numbers in <a href=\"report.ipynb\">"
+                 "report.ipynb</a></p>\n", when);
+    if (R->o->intro) {
+        sb_puts(h, "<p>");
+        sb_esc(h, R->o->intro);
+        sb_puts(h, "</p>\n");
+    }
+    if (R->o->n_models > 1) {
+        sb_puts(h, "<nav><b>Models:</b> ");
+        for (int i = 0; i < R->o->n_models; i++) {
+            sb_printf(h, "%s<a href=\"#model-", i ? " &middot; " : "");
+            sb_esc(h, R->m[i].slug);
+            sb_puts(h, "\">");
+            sb_esc(h, R->m[i].label);
+            sb_puts(h, "</a>");
+        }
+        sb_puts(h, "</nav>\n");
+        if (sec_compare(R, e)) return -1;
+    }
+    for (int i = 0; i < R->o->n_models; i++)
+        if (sec_model(R, &R->m[i], e)) return -1;
+    sb_puts(h, "</body></html>\n");
+    if (h->oom) return al_errf(e, "out of memory building index.html");
+    if (al_path_join(res->index_path, sizeof res->index_path, R->o->out_dir, "index.html", e))
+        return -1;
+    return al_write_file_atomic(res->index_path, h->p, h->n, e);
+}
+
+int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
+    memset(res, 0, sizeof *res);
+    if (o->n_models < 1 || o->n_models > AL_REPORT_MAX_MODELS)
+        return al_errf(e, "report: give 1 to %d model directories", AL_REPORT_MAX_MODELS);
+    if (!o->db || !al_file_exists(o->db)) return al_errf(e, "database %s does not exist", o->db ? o->db : "");
+    if (!o->out_dir || al_mkdir_p(o->out_dir, e)) return o->out_dir ? -1 : al_errf(e, "report: no output folder");
+    rep *R = calloc(1, sizeof *R);
+    if (!R) return al_errf(e, "out of memory");
+    R->o = o;
+    if (o->threads > 0) al_set_threads(o->threads);
+    const char *title = o->title ? o->title : "attnlab report";
+    int rc = al_store_open(o->db, &R->st, e);
+    for (int i = 0; rc == 0 && i < o->n_models; i++) rc = load_model(R, i, e);
+    if (rc == 0) rc = write_page(R, title, res, e);
+    if (rc == 0) rc = write_notebook(R, title, res->notebook_path, e);
+    res->n_pictures = R->n_pics;
+    res->n_failed = R->n_failed;
+    al_store_close(R->st);
+    free(R->pics);
+    free(R->h.p);
+    free(R);
+    return rc;
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Regenerate the seed corpora of tests/fuzz/ (maintainer tool, not run by
+make): python3 tests/fuzz/make_seeds.py build/attnlab
+
+Seeds are small valid files of every kind written by attnlab itself (a
+tiny model trained for 2 steps), plus hand-made edge cases next to each
+validation rule. libFuzzer mutates from these."""
+import json, os, struct, subprocess, sys, tempfile
+
+binary = sys.argv[1] if len(sys.argv) > 1 else "build/attnlab"
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(here, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def st_file(tensors, meta=None, header_override=None):
+    """safetensors bytes: tensors = [(name, dtype, shape, bytes)]."""
+    hdr, data = {}, b""
+    for name, dt, shape, raw in tensors:
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    h = header_override if header_override is not None else json.dumps(hdr).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def tokens_file(ids, count=None):
+    hdr = [20240520, 1, len(ids) if count is None else count] + [0] * 253
+    return struct.pack("<256I", *hdr) + struct.pack("<%dH" % len(ids), *ids)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    corpus = os.path.join(tmp, "c.txt")
+    with open(corpus, "w") as f:
+        f.write("the cat sat on the mat. Bamurik saw Bamurik. ' \"q\" \\ é\n\n" * 40)
+    run = lambda *a: subprocess.run([binary, *a], check=True, capture_output=True)
+    run("tokenizer", "train", "--in", corpus, "--vocab", "280", "--out", tmp + "/tok.json")
+    run("encode", "--tokenizer", tmp + "/tok.json", "--in", corpus, "--out", tmp + "/c.bin",
+        "--val", "0.1")
+    run("train", "--data", tmp + "/c.train.bin", "--val", tmp + "/c.val.bin", "--tokenizer",
+        tmp + "/tok.json", "--out", tmp + "/m", "--steps", "2", "--d-model", "8",
+        "--n-heads", "2", "--d-head", "4", "--n-ctx", "8", "--batch", "2", "--threads", "1")
+    m = tmp + "/m/"
+    put("config", "config.json", open(m + "config.json", "rb").read())
+    put("config", "state.json", open(m + "state.json", "rb").read())
+    put("tokenizer", "tokenizer.json", open(m + "tokenizer.json", "rb").read())
+    put("safetensors", "model.safetensors", open(m + "model.safetensors", "rb").read())
+    ids = list(struct.unpack("<%dH" % ((os.path.getsize(tmp + "/c.val.bin") - 1024) // 2),
+                             open(tmp + "/c.val.bin", "rb").read()[1024:]))
+    put("tokens", "val.bin", tokens_file(ids[:200]))
+    run("tokenizer", "train", "--in", corpus, "--vocab", "257", "--out", tmp + "/t0.json")
+    put("tokenizer", "bytes-only.json", open(tmp + "/t0.json", "rb").read())
+
+f32 = lambda *v: struct.pack("<%df" % len(v), *v)
+put("safetensors", "one.st", st_file([("a", "F32", [2], f32(1, 2))], {"format": "pt"}))
+put("safetensors", "two.st", st_file([("embed.W_E", "F32", [2, 2], f32(1, 2, 3, 4)),
+                                      ("x", "I32", [1], struct.pack("<i", 7))]))
+put("safetensors", "empty.st", st_file([]))
+put("safetensors", "zero-dim.st", st_file([("z", "F32", [0, 3], b"")]))
+put("safetensors", "nan.st", st_file([("n", "F32", [1], f32(float("nan")))]))
+put("safetensors", "huge-len.st", struct.pack("<Q", 1 << 63) + b"{}")
+put("safetensors", "overlap.st", st_file([], header_override=json.dumps(
+    {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+     "b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()) + f32(1))
+put("safetensors", "big-shape.st", st_file([], header_override=json.dumps(
+    {"a": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 0]}}).encode()))
+
+cfgs = {
+    "flags.json": '{"out_dir": "x", "steps": 3, "lr": 0.5, "tied": true, "seed": "18446744073709551615"}',
+    "flags-null.json": '{"out-dir": null, "seed": 12}',
+    "deep.json": "[" * 120 + "]" * 120,
+    "unicode.json": '{"out_dir": "\\u00e9\\ud83d\\ude00", "lr": 1e308}',
+    "state-inf.json": '{"attnlab_version": "0.1.0", "step": 3, "tokens_seen": 1e400, '
+                      '"last_train_loss": null, "last_val_loss": -0.0, '
+                      '"rng": ["0", "1", "ffffffffffffffff", "0123456789abcdef"], "train": {"a": 1}}',
+    "dup.json": '{"steps": 1, "steps": 2}',
+}
+for k, v in cfgs.items():
+    put("config", k, v)
+
+put("tokenizer", "bad-merge.json", json.dumps(
+    {"type": "bpe-bytes", "version": 1, "pretokenizer": "gpt2", "vocab_size": 258,
+     "eot_id": 257, "merges": [[300, 1]], "vocab": [""] * 258}))
+
+put("tokens", "empty.bin", tokens_file([]))
+put("tokens", "liar.bin", tokens_file([1, 2, 3], count=1 << 31))
+put("tokens", "short.bin", b"\x28\x0f\x35\x01")
+put("tokens", "max-id.bin", tokens_file([65535, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]))
+
+masks = {
+    "mask.json": '{"attnlab_mask": 1, "n_layers": 2, "n_heads": 8, "off": ["0.3", "1.4"], '
+                 '"method": "gradient", "budget": 0.1, "seed": 1, "base_loss": 2.5, '
+                 '"loss": 2.6, "heads_left": 14}',
+    "empty.json": '{"n_layers": 2, "n_heads": 8, "off": []}',
+    "list.txt": "0.1,1.7,0.0",
+    "bad.json": '{"n_layers": 2, "n_heads": 8, "off": ["9.9", "0.-1", "1.4,0.3"]}',
+}
+for k, v in masks.items():
+    put("mask", k, v)
+
+bpe = {
+    "story.txt": "Once upon a time, Bamurik saw a cat. Bamurik said \"hi\".",
+    "eot.txt": "a<|endoftext|>b<|endoftext|<|endoftext|>>",
+    "bytes.bin": bytes(range(256)),
+    "utf8.txt": "héllo wörld 日本語 🙂  \t\n\r 's 't 're 'll",
+    "spaces.txt": " " * 100 + "x" * 100 + "1" * 50,
+}
+for k, v in bpe.items():
+    put("bpe", k, v)
+print("seeds written under", here)

@@ -1,0 +1,272 @@
+/* test_experiment.c -- the JSON experiment loader refuses bad files with
+ * the key path, turns good ones into the right command lines, and a tiny
+ * experiment runs end to end (and is reused when run again). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/experiment.h"
+#include "test.h"
+
+static const char *write_json(const char *name, const char *text) {
+    const char *p = t_path(name);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return p;
+}
+
+/* A valid experiment with one substitution: "@" in tmpl is replaced by
+ * `extra` (an extra top-level key, or a whole section). */
+#define BASE_DATA "\"data\": {\"synthetic\": {\"stories\": 50}, \"val\": 0.1}"
+#define BASE_MODELS "\"models\": [{\"name\": \"a\", \"n_layers\": 1}, {\"name\": \"b\", \"steps\": 5}]"
+
+static void expect_error(const char *json, const char *want) {
+    const char *p = write_json("x.json", json);
+    al_experiment *x = NULL;
+    al_err e = {{0}};
+    int rc = al_exp_load(p, &x, &e);
+    CHECKF(rc == -1 && x == NULL, "accepted: %s", json);
+    CHECKF(strstr(e.msg, want) != NULL, "message '%s' lacks '%s'", e.msg, want);
+    CHECKF(strncmp(e.msg, p, strlen(p)) == 0, "message '%s' does not start with the file", e.msg);
+    al_exp_free(x);
+}
+
+TEST(exp_rejects_bad_files) {
+    /* unknown keys, with their path */
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\"}, {\"name\": \"b\", "
+                 "\"stpes\": 5}]}", "models[1].stpes: unknown key (see 'attnlab help train')");
+    expect_error("{\"name\": \"t\", \"modles\": [], " BASE_DATA ", " BASE_MODELS "}", "modles: unknown key");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"ablate\": "
+                 "[{\"pairs\": true}, {\"metod\": \"mean\"}]}}", "analyses.ablate[1].metod: unknown key");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"circuit\": true}}",
+                 "analyses.circuit: unknown key");
+    expect_error("{\"name\": \"t\", \"data\": {\"synthetic\": {\"storys\": 5}}, " BASE_MODELS "}",
+                 "data.synthetic.storys: unknown key (see 'attnlab help data synth')");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"report\": {\"titel\": \"x\"}}",
+                 "report.titel: unknown key");
+    /* wrong types */
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"train\": {\"lr\": \"fast\"}, " BASE_MODELS "}",
+                 "train.lr: must be a number");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"n_layers\": 1.5}]}",
+                 "models[0].n_layers: must be an integer");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"tied\": 1}]}",
+                 "models[0].tied: must be true or false");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"ablate\": "
+                 "{\"pairs\": \"yes\"}}}", "analyses.ablate.pairs: must be true or false");
+    expect_error("{\"name\": 7, " BASE_DATA ", " BASE_MODELS "}", "name: must be a string");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": {\"name\": \"a\"}}",
+                 "models: must be a non-empty array");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"pictures\": {\"repeat\": -1}}",
+                 "pictures.repeat: must be an integer >= 0");
+    /* missing files, named */
+    expect_error("{\"name\": \"t\", \"data\": {\"text\": \"/nonexistent/corpus.txt\"}, " BASE_MODELS "}",
+                 "data.text: no such file: /nonexistent/corpus.txt");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"tokenizer\": {\"file\": \"/nonexistent/tok.json\"}, "
+                 BASE_MODELS "}", "tokenizer.file: no such file: /nonexistent/tok.json");
+    /* values that make no sense */
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\"}, {\"name\": \"a\"}]}",
+                 "models[1].name: 'a' is the name of models[0] too");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"n_layers\": 1}]}", "models[0].name: missing");
+    expect_error("{\"name\": \"../x\", " BASE_DATA ", " BASE_MODELS "}", "name: must be a string of letters");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"out\": \"x\"}]}",
+                 "models[0].out: is set by the experiment itself");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"prune\": "
+                 "{\"methods\": [\"ablation\", \"magic\"]}}}", "analyses.prune.methods[1]: must be");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"scores\": "
+                 "{\"models\": [\"zzz\"]}}}", "analyses.scores.models[0]: no model is named 'zzz'");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"pictures\": {\"kinds\": "
+                 "[\"attention\", \"heat\"]}}", "pictures.kinds[1]: must be one of");
+    expect_error("{\"name\": \"t\", \"data\": {\"synthetic\": {}, \"val\": 0}, " BASE_MODELS "}",
+                 "data.val: must be > 0");
+    expect_error("{\"name\": \"t\", \"data\": {}, " BASE_MODELS "}",
+                 "data: give exactly one of \"synthetic\" and \"text\"");
+    expect_error("{\"name\": \"t\", " BASE_DATA "}", "models: missing");
+    expect_error("{\"name\": \"t\", \"name\": \"u\", " BASE_DATA ", " BASE_MODELS "}", "name: given twice");
+    expect_error("{\"name\": \"t\", " BASE_DATA ",\n " BASE_MODELS ",}", "invalid JSON at line 2");
+    /* the command: one line on stderr naming the key, exit 1; a missing file */
+    write_json("bad.json", "{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"stpes\": 5}]}");
+    CHECK(t_sh("%s experiment %s 2>%s", t_bin(), t_path("bad.json"), t_path("err")) == 1);
+    char *err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "models[0].stpes: unknown key") && strchr(err, '\n') == err + strlen(err) - 1);
+    free(err);
+    CHECK(t_sh("%s experiment %s 2>%s", t_bin(), t_path("none.json"), t_path("err")) == 1);
+    err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "none.json"));
+    free(err);
+    CHECK(t_sh("%s experiment 2>/dev/null", t_bin()) == 2);
+}
+
+static int has_pair(const al_exp_args *a, const char *flag, const char *value) {
+    for (int i = 0; i + 1 < a->n; i++)
+        if (strcmp(a->v[i], flag) == 0 && strcmp(a->v[i + 1], value) == 0) return 1;
+    return 0;
+}
+
+TEST(exp_load_values) {
+    const char *p = write_json(
+        "ok.json",
+        "{\"name\": \"ok\", \"threads\": 2,\n"
+        " \"data\": {\"synthetic\": {\"stories\": 50, \"repeat_fraction\": 0.1}, \"val\": 0.1},\n"
+        " \"tokenizer\": {\"vocab\": 300},\n"
+        " \"train\": {\"steps\": 40, \"lr\": 0.01, \"d_model\": 32},\n"
+        " \"models\": [{\"name\": \"a\", \"n_layers\": 1}, {\"name\": \"b\", \"steps\": 5, \"tied\": true, "
+        "\"seed\": \"18446744073709551615\"}],\n"
+        " \"analyses\": {\"circuits\": true, \"scores\": false,\n"
+        "   \"ablate\": [{\"pairs\": true, \"method\": \"mean\", \"models\": [\"b\"]}, {\"method\": \"zero\"}],\n"
+        "   \"prune\": {\"budget\": -1}},\n"
+        " \"pictures\": {\"kinds\": [\"attention\", \"training\"], \"prompt\": \"Hi \\\"you\\\"\"},\n"
+        " \"report\": {\"title\": \"T\"}}\n");
+    al_experiment *x;
+    al_err e;
+    CHECK_OK(al_exp_load(p, &x, &e), &e);
+    if (!x) return;
+    CHECK(strcmp(x->name, "ok") == 0 && strcmp(x->out, "notebooks-out/ok") == 0 && x->threads == 2);
+    CHECK(x->synthetic && has_pair(&x->synth, "--stories", "50") && has_pair(&x->synth, "--repeat-fraction", "0.1"));
+    CHECK(has_pair(&x->encode, "--val", "0.1") && has_pair(&x->tok, "--vocab", "300"));
+    CHECK(x->n_models == 2);
+    /* defaults from "train", then the model's own keys (which win: later on the line) */
+    CHECK(x->models[0].steps == 40 && x->models[0].n_layers == 1 && !x->models[0].tied);
+    CHECK(x->models[1].steps == 5 && x->models[1].n_layers == 2 && x->models[1].tied);
+    CHECK(has_pair(&x->models[1].train, "--lr", "0.01") && has_pair(&x->models[1].train, "--d-model", "32"));
+    CHECK(has_pair(&x->models[1].train, "--seed", "18446744073709551615"));
+    /* circuits + 2 ablate + 3 prune methods (all three by default); scores off */
+    CHECK(x->n_analyses == 6);
+    CHECK(strcmp(x->an[0].kind, "circuits") == 0 && x->an[0].models == 3);
+    CHECK(strcmp(x->an[1].kind, "ablate") == 0 && x->an[1].models == 2 && has_pair(&x->an[1].args, "--method", "mean"));
+    CHECK(strcmp(x->an[1].label, "ablate (pairs, mean)") == 0);
+    CHECK(strcmp(x->an[3].kind, "prune") == 0 && has_pair(&x->an[3].args, "--method", "ablation") &&
+          has_pair(&x->an[3].args, "--budget", "-1"));
+    CHECK(has_pair(&x->an[4].args, "--method", "gradient") && has_pair(&x->an[5].args, "--method", "random"));
+    CHECK(x->pictures && strcmp(x->pic_kinds, "attention,training") == 0 && strcmp(x->prompt, "Hi \"you\"") == 0);
+    CHECK(x->report && strcmp(x->title, "T") == 0);
+    al_exp_free(x);
+}
+
+static const char tiny[] =
+    "{\"name\": \"tiny\", \"threads\": 2,\n"
+    " \"data\": {\"synthetic\": {\"stories\": 300, \"seed\": 3}, \"val\": 0.1},\n"
+    " \"tokenizer\": {\"vocab\": 320},\n"
+    " \"train\": {\"d_model\": 32, \"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 64, \"batch\": 4, \"steps\": 20,\n"
+    "           \"eval_every\": 10, \"eval_batches\": 2, \"warmup\": 5, \"lr\": 0.01},\n"
+    " \"models\": [{\"name\": \"one\", \"n_layers\": 1}, {\"name\": \"two\", \"n_layers\": 2, \"tied\": true}],\n"
+    " \"analyses\": {\"circuits\": {\"top_k\": 10, \"mc_samples\": 10},\n"
+    "   \"scores\": {\"probe_r\": 10, \"probe_n\": 8, \"batches\": 2, \"batch\": 4},\n"
+    "   \"ablate\": {\"pairs\": true, \"method\": \"mean\", \"batches\": 2, \"batch\": 4, \"probe_r\": 10, \"probe_n\": 8},\n"
+    "   \"prune\": {\"budget\": -1, \"batches\": 2, \"batch\": 4, \"models\": [\"two\"]}},\n"
+    " \"pictures\": {\"prompt\": \"Once upon a time, Bamurik saw a cat. Bamurik\", \"repeat\": 10, \"top_n\": 12}}\n";
+
+/* One number from the results database through the sqlite3 CLI. */
+static long sql_long(const char *db, const char *sql) {
+    if (t_sh("sqlite3 %s \"%s\" > %s 2>&1", db, sql, t_path("sql.out")) != 0) return -1;
+    char *s = t_slurp(t_path("sql.out"));
+    long v = s ? strtol(s, NULL, 10) : -1;
+    free(s);
+    return v;
+}
+
+TEST(exp_tiny_end_to_end) {
+    if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
+    write_json("tiny.json", tiny);
+    char out[600], db[700];
+    snprintf(out, sizeof out, "%s", t_path("out"));
+    snprintf(db, sizeof db, "%s/results.db", out);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out, t_path("run1")) == 0);
+    char *log = t_slurp(t_path("run1"));
+    /* a header per stage: data, tokenizer, encode, 2 x train, 2 x circuits,
+     * scores, ablate, 3 x prune (model two only), report = 15 */
+    CHECK(log && strstr(log, "== [1/15] data") && strstr(log, "== [15/15] report") &&
+          strstr(log, "stage times") && strstr(log, "$ attnlab train"));
+    free(log);
+    /* what the database holds, counted independently */
+    CHECK(sql_long(db, "SELECT count(*) FROM models") == 2);
+    CHECK(sql_long(db, "SELECT count(*) FROM runs WHERE status = 'done'") == 2 + 2 + 2 + 2 + 3);
+    CHECK(sql_long(db, "SELECT count(*) FROM runs WHERE status != 'done'") == 0);
+    /* model two: 3 methods x (8 heads + step 0); budget -1 prunes all */
+    CHECK(sql_long(db, "SELECT count(*) FROM pruning_steps") == 27);
+    /* ablations: one (4 heads): none + 4 singles + 6 pairs; two (2 x 4):
+     * none + 8 singles + 16 cross-layer pairs */
+    CHECK(sql_long(db, "SELECT count(*) FROM ablations") == 11 + 25);
+    /* training logs at steps 0, 10, 20 for both */
+    CHECK(sql_long(db, "SELECT count(*) FROM train_log") == 6);
+    CHECK(sql_long(db, "SELECT count(*) FROM models WHERE train_steps = 20") == 2);
+    /* the report, its notebook, its pictures */
+    char *html = NULL;
+    char p[1200];
+    snprintf(p, sizeof p, "%s/index.html", out);
+    html = t_slurp(p);
+    CHECK(html && strstr(html, "<h2>Model one</h2>") && strstr(html, "<h2>Model two</h2>"));
+    CHECK(html && strstr(html, "Does the eigenvalue copying score agree with ablation"));
+    int n_img = 0;
+    for (const char *q = html; q && (q = strstr(q, "<img src=\"")) != NULL; q++) {
+        char f[300];
+        if (sscanf(q + 10, "%299[^\"]", f) != 1) continue;
+        snprintf(p, sizeof p, "%s/%s", out, f);
+        CHECKF(al_file_exists(p), "missing %s", p);
+        n_img++;
+    }
+    /* two: 2 x 2 attention + training + spectrum + qk-pos + qk + ov +
+     * composition + ablation + pruning = 12; one: 10 fewer of those */
+    CHECKF(n_img >= 20, "%d pictures", n_img);
+    free(html);
+    snprintf(p, sizeof p, "%s/report.ipynb", out);
+    CHECK(al_file_exists(p));
+    snprintf(p, sizeof p, "%s/stages.tsv", out);
+    CHECK(al_file_exists(p));
+    snprintf(p, sizeof p, "%s/models/two/mask-gradient.json", out);
+    CHECK(al_file_exists(p));
+    /* again: every stage but the report is reused, nothing new in the db */
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out, t_path("run2")) == 0);
+    log = t_slurp(t_path("run2"));
+    int reused = 0;
+    for (const char *q = log; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++) reused++;
+    CHECKF(reused == 14, "%d stages reused", reused);
+    CHECK(log && !strstr(log, "$ attnlab train"));
+    free(log);
+    CHECK(sql_long(db, "SELECT count(*) FROM runs") == 11);
+    /* a changed option reruns what depends on it: model one's steps */
+    char changed[sizeof tiny + 32];
+    const char *cut = strstr(tiny, "{\"name\": \"one\", \"n_layers\": 1}");
+    snprintf(changed, sizeof changed, "%.*s{\"name\": \"one\", \"n_layers\": 1, \"steps\": 10}%s",
+             (int)(cut - tiny), tiny, cut + strlen("{\"name\": \"one\", \"n_layers\": 1}"));
+    write_json("tiny.json", changed);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out, t_path("run3")) == 0);
+    log = t_slurp(t_path("run3"));
+    reused = 0;
+    for (const char *q = log; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++) reused++;
+    /* retrained: one, and its circuits, scores, ablate; reused: data,
+     * tokenizer, encode, train two and its 6 analyses */
+    CHECKF(reused == 10, "%d stages reused", reused);
+    free(log);
+    CHECK(sql_long(db, "SELECT count(*) FROM models WHERE train_steps = 10") == 1);
+}
+
+/* Every file in experiments/ loads (run from the repository root). */
+TEST(exp_shipped_files_load) {
+    const char *names[] = {"demo", "induction-2l", "skip-trigrams-1l", "tied-vs-untied", "pruning"};
+    char p[128];
+    snprintf(p, sizeof p, "experiments/demo.json");
+    if (!al_file_exists(p)) t_skip("not run from the repository root (no experiments/)");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(p, sizeof p, "experiments/%s.json", names[i]);
+        al_experiment *x = NULL;
+        al_err e;
+        CHECKF(al_exp_load(p, &x, &e) == 0, "%s", e.msg);
+        if (!x) continue;
+        CHECK(strcmp(x->name, names[i]) == 0 && x->n_models >= 1 && x->synthetic);
+        for (int m = 0; m < x->n_models; m++)
+            CHECK(has_pair(&x->models[m].train, "--d-model", "256") && has_pair(&x->models[m].train, "--lr", "0.01"));
+        al_exp_free(x);
+    }
+    /* the tied-vs-untied study differs in nothing but tying */
+    al_experiment *x;
+    al_err e;
+    CHECK_OK(al_exp_load("experiments/tied-vs-untied.json", &x, &e), &e);
+    CHECK(x->n_models == 2 && x->models[0].tied != x->models[1].tied &&
+          x->models[0].n_layers == x->models[1].n_layers && x->models[0].steps == x->models[1].steps);
+    al_exp_free(x);
+}

@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""torch_ref.py -- independent PyTorch reference of the attnlab model.
+
+Written from DESIGN §2 alone (not translated from the C code), so that
+agreement with the engine means something:
+
+    x0      = W_E[tok] + W_pos[t]
+    q, k, v = x W_Q[l,h], x W_K[l,h], x W_V[l,h]
+    A       = softmax_{s<=t}(q_t . k_s / sqrt(d_head))        causal
+    r[l,h]  = (A v) W_O[l,h]
+    x^{l+1} = x^l + sum_h g[l,h] r[l,h]
+    logits  = x^L W_U   (W_U = W_E^T when tied_embeddings)
+    loss    = mean next-token cross-entropy
+
+Usage:
+    torch_ref.py --model DIR --dump FILE [--dtype float64|float32] [--tol 1e-4]
+
+DIR holds model.safetensors and config.json; FILE is written by
+`attnlab debug-dump` (inputs, targets, gates, logits, loss, grad.<name>
+for every parameter, grad.gates, adam_losses). The script recomputes all
+of it -- the AdamW trajectory with torch.optim.AdamW and
+clip_grad_norm_ -- and prints ||c - torch|| / ||torch|| per tensor. Exit
+0 iff every error is <= tol, 1 if not, 2 on bad input, 77 if PyTorch is
+not importable. bench/torch_bench.py imports the model from here.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+try:
+    import numpy as np
+    import torch
+except Exception as exc:  # ImportError, or a broken install
+    torch = None
+    TORCH_ERROR = exc
+
+ST_DTYPES = {"F32": "f4", "F64": "f8", "I32": "i4", "I64": "i8", "F16": "f2", "U16": "u2"}
+
+
+def read_safetensors(path):
+    """{name: numpy array} and the metadata dict of a safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError("%s: shorter than the 8-byte header length" % path)
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8:
+        raise ValueError("%s: header length %d exceeds the file" % (path, n))
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    base = 8 + n
+    out, meta = {}, header.pop("__metadata__", {}) or {}
+    for name, d in header.items():
+        dt = np.dtype("<" + ST_DTYPES[d["dtype"]])
+        begin, end = d["data_offsets"]
+        shape = tuple(d["shape"])
+        count = int(np.prod(shape)) if shape else 1
+        if not (0 <= begin <= end <= len(data) - base) or end - begin != count * dt.itemsize:
+            raise ValueError("%s: tensor %s has bad data_offsets" % (path, name))
+        out[name] = np.frombuffer(data, dtype=dt, count=count,
+                                  offset=base + begin).reshape(shape).astype(dt.newbyteorder("="))
+    return out, meta
+
+
+def load_config(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)
+    return {"n_layers": int(c["n_layers"]), "d_model": int(c["d_model"]),
+            "n_heads": int(c["n_heads"]), "d_head": int(c["d_head"]),
+            "n_ctx": int(c["n_ctx"]), "d_vocab": int(c["d_vocab"]),
+            "tied": bool(c.get("tied_embeddings", False))}
+
+
+def param_names(cfg):
+    """TransformerLens state-dict names of every trainable tensor."""
+    names = ["embed.W_E", "pos_embed.W_pos"]
+    for l in range(cfg["n_layers"]):
+        names += ["blocks.%d.attn.%s" % (l, w) for w in ("W_Q", "W_K", "W_V", "W_O")]
+    if not cfg["tied"]:
+        names.append("unembed.W_U")
+    return names
+
+
+if torch is not None:
+    class AttnOnly(torch.nn.Module):
+        """Attention-only transformer, parameters named as TransformerLens."""
+
+        def __init__(self, cfg, weights=None, dtype=torch.float64):
+            super().__init__()
+            self.cfg = cfg
+            C, H, D, V = cfg["d_model"], cfg["n_heads"], cfg["d_head"], cfg["d_vocab"]
+            shapes = {"embed.W_E": (V, C), "pos_embed.W_pos": (cfg["n_ctx"], C),
+                      "unembed.W_U": (C, V)}
+            for l in range(cfg["n_layers"]):
+                for w in ("W_Q", "W_K", "W_V"):
+                    shapes["blocks.%d.attn.%s" % (l, w)] = (H, C, D)
+                shapes["blocks.%d.attn.W_O" % l] = (H, D, C)
+            self.names = param_names(cfg)
+            self.params = torch.nn.ParameterDict()
+            for name in self.names:
+                if weights is not None:
+                    w = weights[name]
+                    if tuple(w.shape) != shapes[name]:
+                        raise ValueError("%s has shape %s, expected %s"
+                                         % (name, tuple(w.shape), shapes[name]))
+                    t = torch.tensor(np.asarray(w), dtype=dtype)
+                else:
+                    t = torch.randn(shapes[name], dtype=dtype) / math.sqrt(C)
+                # ParameterDict keys may not contain '.'
+                self.params[name.replace(".", "__")] = torch.nn.Parameter(t)
+
+        def w(self, name):
+            return self.params[name.replace(".", "__")]
+
+        def named(self):
+            return [(n, self.w(n)) for n in self.names]
+
+        def forward(self, tokens, gates=None):
+            """tokens (B,T) long -> logits (B,T,V). gates (L,H) or None (1)."""
+            cfg = self.cfg
+            B, T = tokens.shape
+            x = self.w("embed.W_E")[tokens] + self.w("pos_embed.W_pos")[:T]
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            for l in range(cfg["n_layers"]):
+                a = "blocks.%d.attn." % l
+                q = torch.einsum("btc,hcd->bhtd", x, self.w(a + "W_Q"))
+                k = torch.einsum("btc,hcd->bhtd", x, self.w(a + "W_K"))
+                v = torch.einsum("btc,hcd->bhtd", x, self.w(a + "W_V"))
+                scores = q @ k.transpose(-1, -2) / math.sqrt(cfg["d_head"])
+                pattern = scores.masked_fill(mask, float("-inf")).softmax(-1)
+                z = pattern @ v                                     # (B,H,T,D)
+                r = torch.einsum("bhtd,hdc->bhtc", z, self.w(a + "W_O"))
+                if gates is not None:
+                    r = r * gates[l].view(1, -1, 1, 1)
+                x = x + r.sum(1)
+            W_U = self.w("embed.W_E").t() if cfg["tied"] else self.w("unembed.W_U")
+            return x @ W_U
+
+    def loss_fn(logits, targets):
+        """Mean cross-entropy over positions whose target is >= 0."""
+        return torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
+
+    def make_adamw(model, lr, weight_decay):
+        """AdamW as DESIGN §2's engine uses it: no decay on the embeddings."""
+        decay = [p for n, p in model.named() if n not in ("embed.W_E", "pos_embed.W_pos")]
+        no_decay = [p for n, p in model.named() if n in ("embed.W_E", "pos_embed.W_pos")]
+        return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                                  {"params": no_decay, "weight_decay": 0.0}],
+                                 lr=lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def rel_err(c, ref):
+    c = np.asarray(c, dtype=np.float64).ravel()
+    ref = np.asarray(ref, dtype=np.float64).ravel()
+    if c.shape != ref.shape:
+        return float("inf"), "shape"
+    den = np.linalg.norm(ref)
+    num = np.linalg.norm(c - ref)
+    if den == 0.0:
+        return num, "abs"  # reference exactly 0 (e.g. a gate of 0): absolute
+    return num / den, "rel"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="model directory")
+    ap.add_argument("--dump", required=True, help="attnlab debug-dump output")
+    ap.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--grad-clip", type=float, default=1.0)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    if torch is None:
+        print("skipped: cannot import torch (%s)" % TORCH_ERROR)
+        return 77
+    torch.set_num_threads(args.threads)
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    try:
+        cfg = load_config(args.model)
+        weights, _ = read_safetensors(os.path.join(args.model, "model.safetensors"))
+        dump, _ = read_safetensors(args.dump)
+        model = AttnOnly(cfg, weights, dtype)
+    except (OSError, ValueError, KeyError) as exc:
+        print("torch_ref: %s" % exc, file=sys.stderr)
+        return 2
+    inputs = torch.tensor(dump["inputs"].astype(np.int64))
+    targets = torch.tensor(dump["targets"].astype(np.int64))
+    L, H = cfg["n_layers"], cfg["n_heads"]
+    gates = torch.tensor(dump["gates"].reshape(L, H), dtype=dtype, requires_grad=True)
+    print("torch %s, %s, %d threads; model %s: L=%d C=%d H=%d D=%d n_ctx=%d V=%d tied=%s; batch %s"
+          % (torch.__version__, args.dtype, args.threads, args.model, L, cfg["d_model"], H,
+             cfg["d_head"], cfg["n_ctx"], cfg["d_vocab"], cfg["tied"], tuple(inputs.shape)))
+
+    results = []
+    if cfg["tied"] and "unembed.W_U" in weights:
+        # a tied checkpoint may still carry W_U for TransformerLens; it must be W_E^T
+        results.append(("unembed.W_U == W_E^T",
+                        rel_err(weights["unembed.W_U"], weights["embed.W_E"].T)))
+    logits = model(inputs, gates)
+    loss = loss_fn(logits, targets)
+    loss.backward()
+    results.append(("logits", rel_err(dump["logits"], logits.detach().numpy())))
+    results.append(("loss", rel_err(dump["loss"], [loss.item()])))
+    for name, p in model.named():
+        results.append(("grad." + name, rel_err(dump["grad." + name], p.grad.numpy())))
+    results.append(("grad.gates", rel_err(dump["grad.gates"], gates.grad.numpy())))
+
+    # AdamW on the same batch, gates fixed, constant lr; loss before each step and after the last
+    gates = gates.detach()
+    opt = make_adamw(model, args.lr, args.weight_decay)
+    params = [p for _, p in model.named()]
+    c_losses = dump["adam_losses"]
+    for s in range(len(c_losses)):
+        opt.zero_grad()
+        loss = loss_fn(model(inputs, gates), targets)
+        results.append(("adam_loss[%d]" % s, rel_err([c_losses[s]], [loss.item()])))
+        if s == len(c_losses) - 1:
+            break
+        loss.backward()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
+        opt.step()
+
+    worst, ok = 0.0, True
+    for name, (err, kind) in results:
+        bad = not (err <= args.tol)
+        ok &= not bad
+        worst = max(worst, err) if math.isfinite(err) else float("inf")
+        print("  %-28s %s err %.3e%s" % (name, kind, err, "  FAIL" if bad else ""))
+    print("%s: worst error %.3e (tolerance %.0e)" % ("ok" if ok else "FAILED", worst, args.tol))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
