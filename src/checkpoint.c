@@ -389,10 +389,15 @@ static int load_weights(const char *path, al_model *m, al_err *e) {
         const char *nm = al_st_at(f, i)->name;
         int known = 0;
         for (int k = 0; k < tl.n && !known; k++) known = strcmp(nm, tl.t[k].name) == 0;
-        if (!known)
-            rc = al_errf(e, "cannot read checkpoint %s: unexpected tensor %.80s%s "
-                            "(not in a model of this config.json)", path, nm,
-                         strlen(nm) > 80 ? "..." : "");
+        if (!known) { /* the name comes from the file: shown on one line */
+            char shown[81];
+            size_t k = 0;
+            for (; nm[k] && k < 80; k++) shown[k] = (unsigned char)nm[k] < 0x20 ? '?' : nm[k];
+            shown[k] = 0;
+            rc = al_errf(e, "cannot read checkpoint %s: unexpected tensor %s%s "
+                            "(not in a model of this config.json)", path, shown,
+                         nm[k] ? "..." : "");
+        }
     }
     tensor_list_free(&tl);
     al_st_close(f);

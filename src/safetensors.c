@@ -303,7 +303,7 @@ static int parse_tensor(const cJSON *j, al_st_tensor *t, uint64_t span[2],
     if (parse_dtype(dt, &t->dtype) != 0) {
         if (cJSON_IsString(dt))
             return al_errf(e, "tensor %s has unsupported dtype %.40s (attnlab reads F32 and I32)",
-                           nm, dt->valuestring);
+                           nm, disp(dt->valuestring).s);
         return al_errf(e, "tensor %s has no dtype string", nm);
     }
     if (!cJSON_IsArray(sh)) return al_errf(e, "tensor %s has no shape array", nm);
@@ -501,6 +501,8 @@ static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
 int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
                    const int64_t *shape, float *dst, al_err *e) {
     const al_st_tensor *t = al_st_get(f, name);
+    dname dn = disp(name); /* names may come from the file: one line */
+    name = dn.s;
     if (!t) return al_errf(e, "cannot read checkpoint %s: tensor %s missing", f->path, name);
     if (t->dtype != AL_DT_F32)
         return al_errf(e, "cannot read checkpoint %s: tensor %s has dtype %s, expected F32",

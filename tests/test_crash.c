@@ -74,8 +74,9 @@ static int same_file(const char *dir_a, const char *dir_b, const char *name) {
     return t_sh("cmp -s '%s/%s' '%s/%s'", dir_a, name, dir_b, name) == 0;
 }
 
-#define CRASH_MODEL "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --warmup 5 " \
-                    "--eval-every 0 --eval-batches 1 --threads 1"
+#define CRASH_MODEL                                                                                \
+    "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --warmup 5 "                         \
+    "--eval-every 0 --eval-batches 1 --threads 1"
 #define CRASH_STEPS 120
 #define CRASH_KILLS 24
 
@@ -86,7 +87,7 @@ TEST(crash_train_sigkill_resume_exact) {
     /* the uninterrupted run, timed to scale the kill delays to this machine */
     double t0 = al_now();
     pid_t p = t_spawn(NULL, err, "train --data %s --out %s --steps %d --ckpt-every 1 " CRASH_MODEL,
-                    data, ref, CRASH_STEPS);
+                      data, ref, CRASH_STEPS);
     CHECK(t_wait(p, NULL) == 0);
     double t_run = al_now() - t0;
     /* About 25 kills per run through: delays uniform in [0, t_run / 12]
@@ -102,9 +103,13 @@ TEST(crash_train_sigkill_resume_exact) {
         int have_ckpt = 0, done = 0;
         long last_step = -1;
         while (!done && kills < CRASH_KILLS) {
-            if (have_ckpt) p = t_spawn(NULL, err, "train --resume %s", dir);
-            else p = t_spawn(NULL, err, "train --data %s --out %s --steps %d --ckpt-every 1 --force "
-                           CRASH_MODEL, data, dir, CRASH_STEPS);
+            if (have_ckpt)
+                p = t_spawn(NULL, err, "train --resume %s", dir);
+            else
+                p = t_spawn(
+                    NULL, err,
+                    "train --data %s --out %s --steps %d --ckpt-every 1 --force " CRASH_MODEL, data,
+                    dir, CRASH_STEPS);
             t_sleep(al_rng_uniform(&rng) * t_run / 12);
             kill(p, SIGKILL);
             int rc = t_wait(p, NULL);
@@ -129,8 +134,8 @@ TEST(crash_train_sigkill_resume_exact) {
             have_ckpt = 1;
             CHECKF(stray_files(dir) == 0, "kill %d: files of the interrupted save left", kills);
             long step = state_step(dir);
-            CHECKF(step >= last_step && step <= CRASH_STEPS, "kill %d: step %ld after %ld",
-                   kills, step, last_step);
+            CHECKF(step >= last_step && step <= CRASH_STEPS, "kill %d: step %ld after %ld", kills,
+                   step, last_step);
             last_step = step;
         }
         if (!done) { /* enough kills: finish this series without interruption */
@@ -142,24 +147,30 @@ TEST(crash_train_sigkill_resume_exact) {
                "series %d: final checkpoint differs from the uninterrupted run", series);
         CHECK(same_file(ref, dir, "config.json") && same_file(ref, dir, "tokenizer.json"));
     }
-    fprintf(stderr, "DBG kills %d mid_save %d series %d t_run %.2f\n", kills, mid_save, series, t_run);
     CHECKF(kills >= CRASH_KILLS, "only %d kills", kills);
     /* most of the run is spent saving: some kills must have hit a save */
     CHECKF(mid_save >= 1, "none of %d kills interrupted a checkpoint write", kills);
 }
 
+static const char *sql(const char *db, const char *q);
+
 /* SIGINT (and SIGTERM) save and exit 130; state.json holds the step the
  * message names; resuming finishes exactly as an uninterrupted run. */
 static void stop_by_signal(int sig) {
     tpath data_ = keep("c.bin"), ref_ = keep("ref"), dir_ = keep("m"), err_ = keep("err");
-    const char *data = data_.s, *ref = ref_.s, *dir = dir_.s, *err = err_.s;
+    tpath db_ = keep("r.db");
+    const char *data = data_.s, *ref = ref_.s, *dir = dir_.s, *err = err_.s, *db = db_.s;
     crash_corpus(data, 20000);
     int steps = 400;
-    CHECK(t_wait(t_spawn(NULL, err, "train --data %s --out %s --steps %d --ckpt-every 100000 " CRASH_MODEL,
-                        data, ref, steps), NULL) == 0);
+    CHECK(t_wait(t_spawn(NULL, err,
+                         "train --data %s --out %s --steps %d --ckpt-every 100000 " CRASH_MODEL,
+                         data, ref, steps),
+                 NULL) == 0);
     /* a slow copy of the run: --eval-every 1 logs every step */
-    pid_t p = t_spawn(NULL, err, "train --data %s --out %s --steps %d --ckpt-every 100000 " CRASH_MODEL
-                    " --eval-every 1", data, dir, steps);
+    pid_t p = t_spawn(NULL, err,
+                      "train --data %s --out %s --steps %d --ckpt-every 100000 " CRASH_MODEL
+                      " --eval-every 1 --db %s",
+                      data, dir, steps, db);
     /* wait for a few logged steps, so the signal lands mid-training */
     for (int i = 0; i < 2000; i++) {
         char *log = t_slurp(err);
@@ -184,6 +195,13 @@ static void stop_by_signal(int sig) {
      * numbers and does not touch the weights, so the result is the same */
     CHECK(t_wait(t_spawn(NULL, err, "train --resume %s --eval-every 0", dir), NULL) == 0);
     CHECK(same_file(ref, dir, "model.safetensors") && same_file(ref, dir, "optim.safetensors"));
+    /* the stopped run is recorded as such (and the resumed one as done) */
+    CHECKF(t_sh("test \"$(sqlite3 %s \"SELECT group_concat(status || ':' || coalesce(error, ''), "
+                "'|') FROM runs\")\" = 'failed:interrupted (continue with --resume)|done:'",
+                db) == 0,
+           "runs: %s",
+           sql(db, "SELECT group_concat(status || ':' || coalesce(error, ''), '|') "
+                   "FROM runs"));
 }
 
 TEST(crash_train_sigint_saves_and_stops) { stop_by_signal(SIGINT); }
@@ -195,8 +213,10 @@ TEST(crash_train_sigint_during_long_eval) {
     tpath data_ = keep("c.bin"), dir_ = keep("m"), err_ = keep("err");
     const char *data = data_.s, *dir = dir_.s, *err = err_.s;
     crash_corpus(data, 20000);
-    pid_t p = t_spawn(NULL, err, "train --data %s --out %s --steps 5 --ckpt-every 100 " CRASH_MODEL
-                      " --eval-every 1 --eval-batches 1000000", data, dir);
+    pid_t p = t_spawn(NULL, err,
+                      "train --data %s --out %s --steps 5 --ckpt-every 100 " CRASH_MODEL
+                      " --eval-every 1 --eval-batches 1000000",
+                      data, dir);
     /* wait for the step-0 checkpoint: the signal handlers are in place */
     for (int i = 0; i < 2000 && state_step(dir) < 0; i++) t_sleep(0.005);
     t_sleep(0.2);
@@ -232,12 +252,13 @@ static const char *sql(const char *db, const char *q) {
 /* Everything a run wrote, as one line (counts and sums of each table). */
 static void run_digest(const char *db, long run_id, char *buf, size_t cap) {
     char q[1024];
-    snprintf(q, sizeof q,
-             "SELECT (SELECT count(*) || ':' || total(value) FROM head_scores WHERE run_id=%ld) "
-             "|| '|' || (SELECT count(*) || ':' || total(value) FROM singular_values WHERE run_id=%ld) "
-             "|| '|' || (SELECT count(*) || ':' || total(score) FROM skip_trigrams WHERE run_id=%ld) "
-             "|| '|' || (SELECT count(*) || ':' || total(value) FROM model_scores WHERE run_id=%ld)",
-             run_id, run_id, run_id, run_id);
+    snprintf(
+        q, sizeof q,
+        "SELECT (SELECT count(*) || ':' || total(value) FROM head_scores WHERE run_id=%ld) "
+        "|| '|' || (SELECT count(*) || ':' || total(value) FROM singular_values WHERE run_id=%ld) "
+        "|| '|' || (SELECT count(*) || ':' || total(score) FROM skip_trigrams WHERE run_id=%ld) "
+        "|| '|' || (SELECT count(*) || ':' || total(value) FROM model_scores WHERE run_id=%ld)",
+        run_id, run_id, run_id, run_id);
     snprintf(buf, cap, "%s", sql(db, q));
 }
 
@@ -245,11 +266,13 @@ TEST(crash_db_sigkill_mid_write) {
     tpath data_ = keep("c.bin"), m_ = keep("m"), db_ = keep("r.db"), err_ = keep("err");
     const char *data = data_.s, *m = m_.s, *db = db_.s, *err = err_.s;
     crash_corpus(data, 20000);
-    CHECK(t_wait(t_spawn(NULL, err, "train --data %s --out %s --steps 3 --n-layers 2 " CRASH_MODEL, data,
-                        m), NULL) == 0);
+    CHECK(t_wait(t_spawn(NULL, err, "train --data %s --out %s --steps 3 --n-layers 2 " CRASH_MODEL,
+                         data, m),
+                 NULL) == 0);
     /* reference runs: 1 = circuits, 2 = scores, timed */
-    const char *cmd[2] = {"circuits --model %s --db %s --threads 1 --mc-samples 400",
-                          "scores --model %s --db %s --threads 1 --data %s --batches 16 --probe-r 10"};
+    const char *cmd[2] = {
+        "circuits --model %s --db %s --threads 1 --mc-samples 400",
+        "scores --model %s --db %s --threads 1 --data %s --batches 16 --probe-r 10"};
     double t_cmd[2];
     char ref[2][512];
     for (int k = 0; k < 2; k++) {
@@ -293,8 +316,8 @@ TEST(crash_db_sigkill_mid_write) {
                 CHECKF(strcmp(d, "0:0.0|0:0.0|0:0.0|0:0.0") == 0,
                        "kill %d: failed run %ld has rows: %s", i, killed, d);
             } else {
-                CHECKF(strcmp(d, ref[k]) == 0, "kill %d: done run %ld: %s, want %s", i, killed,
-                       d, ref[k]);
+                CHECKF(strcmp(d, ref[k]) == 0, "kill %d: done run %ld: %s, want %s", i, killed, d,
+                       ref[k]);
             }
         }
     }
@@ -305,6 +328,5 @@ TEST(crash_db_sigkill_mid_write) {
         CHECKF(strcmp(d, ref[k]) == 0, "run %d: %s, want %s", k + 1, d, ref[k]);
     }
     CHECK(strcmp(sql(db, "SELECT count(*) FROM runs WHERE status = 'running'"), "0") == 0);
-    fprintf(stderr, "DBG failed %d\n", failed);
     CHECKF(failed >= 1, "no kill landed inside a run (of 10)");
 }

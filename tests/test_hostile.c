@@ -15,6 +15,7 @@
 
 #include "attnlab/config.h"
 #include "attnlab/data.h"
+#include "attnlab/safetensors.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
 #include "proc.h"
@@ -53,7 +54,8 @@ static void small_model(const char *dir, const char *text, int n_layers) {
     snprintf(p, sizeof p, "%s/corpus.txt", dir);
     write_bytes(p, text, strlen(text));
     const char *b = t_bin(); /* may be relative: no cd */
-    CHECK(t_sh("%s tokenizer train --in %s/corpus.txt --vocab 320 --out %s/tok.json >/dev/null 2>&1 && "
+    CHECK(t_sh("%s tokenizer train --in %s/corpus.txt --vocab 320 --out %s/tok.json >/dev/null "
+               "2>&1 && "
                "%s encode --tokenizer %s/tok.json --in %s/corpus.txt --out %s/c.bin --val 0.1 "
                ">/dev/null 2>&1 && %s train --data %s/c.train.bin --val %s/c.val.bin --tokenizer "
                "%s/tok.json --out %s/m --steps 3 --n-layers %d --d-model 32 --n-heads 4 --d-head 8 "
@@ -73,7 +75,8 @@ static char *repeat_text(const char *unit, int times) {
  * OpenBLAS needs a few hundred MB of address space for its buffers). */
 static int ulimit_practical(long limit_kb) {
     return t_sh("ulimit -v %ld && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 20 %s --version "
-                ">/dev/null 2>&1", limit_kb, t_bin()) == 0;
+                ">/dev/null 2>&1",
+                limit_kb, t_bin()) == 0;
 }
 #define VM_LIMIT_KB 1500000L
 
@@ -93,7 +96,8 @@ TEST(hostile_sql_token_strings) {
     for (int i = 0; i < 400; i++) {
         strcat(text, sql);
         strcat(text, i % 3 ? "Robert said \"hi\"; DELETE FROM models WHERE 1=1; --\n"
-                           "x' OR '1'='1\n\n" : "the cat sat on the mat.\n\n");
+                             "x' OR '1'='1\n\n"
+                           : "the cat sat on the mat.\n\n");
     }
     hpath dir = hp(""), db = hp("r.db"), out = hp("rows.txt"), m = hp("m");
     small_model(dir.s, text, 1);
@@ -103,10 +107,12 @@ TEST(hostile_sql_token_strings) {
     CHECK(t_sh("%s run --model %s --prompt \"'); DROP TABLE runs; --\" >/dev/null 2>&1", t_bin(),
                m.s) == 0);
     CHECK(t_sh("test \"$(sqlite3 %s 'PRAGMA integrity_check')\" = ok", db.s) == 0);
-    CHECK(t_sh("test \"$(sqlite3 %s \"SELECT count(*) || status FROM runs\")\" = 1done", db.s) == 0);
+    CHECK(t_sh("test \"$(sqlite3 %s \"SELECT count(*) || status FROM runs\")\" = 1done", db.s) ==
+          0);
     /* every stored string is exactly the token's display string */
     CHECK(t_sh("sqlite3 %s 'SELECT a, hex(a_str), b, hex(b_str), c, hex(c_str) FROM skip_trigrams' "
-               "> %s", db.s, out.s) == 0);
+               "> %s",
+               db.s, out.s) == 0);
     al_tokenizer *tok;
     al_err e;
     hpath tp = hp("m/tokenizer.json");
@@ -140,7 +146,8 @@ TEST(hostile_sql_token_strings) {
 /* Peak RSS (KiB) and seconds of `run` on prompt file p. */
 static int run_prompt(const char *model, const char *p, const char *err, long *rss, double *secs) {
     double t0 = al_now();
-    int rc = t_wait(t_spawn(NULL, err, "run --model %s --prompt-file %s --threads 1", model, p), rss);
+    int rc =
+        t_wait(t_spawn(NULL, err, "run --model %s --prompt-file %s --threads 1", model, p), rss);
     *secs = al_now() - t0;
     return rc;
 }
@@ -165,9 +172,12 @@ TEST(hostile_prompt_10mb_single_line) {
     const char *kinds[] = {"words", "one-word", "bytes"};
     for (int k = 0; k < 3; k++) {
         for (size_t i = 0; i < n; i++) {
-            if (k == 0) big[i] = "the cat sat on a mat "[i % 21];
-            else if (k == 1) big[i] = 'a';
-            else big[i] = (char)(al_rng_u64(&r) & 0xff);
+            if (k == 0)
+                big[i] = "the cat sat on a mat "[i % 21];
+            else if (k == 1)
+                big[i] = 'a';
+            else
+                big[i] = (char)(al_rng_u64(&r) & 0xff);
         }
         hpath p = hp("big.txt");
         write_bytes(p.s, big, n);
@@ -196,8 +206,11 @@ TEST(hostile_prompt_10mb_single_line) {
 static int valid_utf8(const char *str) {
     const unsigned char *s = (const unsigned char *)str;
     while (*s) {
-        int len = *s < 0x80 ? 1 : *s >= 0xc2 && *s <= 0xdf ? 2 : *s >= 0xe0 && *s <= 0xef ? 3
-                : *s >= 0xf0 && *s <= 0xf4 ? 4 : 0;
+        int len = *s < 0x80                  ? 1
+                  : *s >= 0xc2 && *s <= 0xdf ? 2
+                  : *s >= 0xe0 && *s <= 0xef ? 3
+                  : *s >= 0xf0 && *s <= 0xf4 ? 4
+                                             : 0;
         if (!len) return 0;
         for (int k = 1; k < len; k++)
             if ((s[k] & 0xc0) != 0x80) return 0;
@@ -244,16 +257,19 @@ TEST(hostile_prompt_long_nul_non_utf8) {
     CHECKF(o && strstr(o, "\\x00") && strstr(o, "\\xff") && strstr(o, "\\xc3"), "%s", o ? o : "");
     free(o);
     CHECK(t_wait(t_spawn(out.s, err.s, "run --model %s --prompt-file %s --json --generate 3", m.s,
-                         p.s), NULL) == 0);
+                         p.s),
+                 NULL) == 0);
     char *j = t_slurp(out.s);
     cJSON *root = NULL;
     CHECKF(j && strstr(j, "\"generated_ids\"") && valid_utf8(j) &&
-           al_json_parse(j, strlen(j), "run --json", &root, &e) == 0, "%s", j ? j : "");
+               al_json_parse(j, strlen(j), "run --json", &root, &e) == 0,
+           "%s", j ? j : "");
     cJSON_Delete(root);
     free(j);
     /* an empty prompt file with --no-bos is a clear error */
     write_bytes(p.s, "", 0);
-    CHECK(t_wait(t_spawn(NULL, err.s, "run --model %s --prompt-file %s --no-bos", m.s, p.s), NULL) == 1);
+    CHECK(t_wait(t_spawn(NULL, err.s, "run --model %s --prompt-file %s --no-bos", m.s, p.s),
+                 NULL) == 1);
     CHECK(one_line_error(err.s, "empty"));
 }
 
@@ -285,14 +301,19 @@ TEST(hostile_json_nested_10000) {
     CHECK(one_line_error(err.s, "nested deeper than"));
     /* tokenizer.json */
     write_bytes(tok.s, deep, (size_t)k);
-    CHECK(t_wait(t_spawn(NULL, err.s, "train --data %s --out %s --tokenizer %s", data.s, m.s, tok.s),
-                 NULL) == 1);
+    CHECK(
+        t_wait(t_spawn(NULL, err.s, "train --data %s --out %s --tokenizer %s", data.s, m.s, tok.s),
+               NULL) == 1);
     CHECK(one_line_error(err.s, tok.s));
     /* a model directory's config.json and a mask file */
-    CHECK(t_wait(t_spawn(NULL, NULL, "train --data %s --out %s --steps 1 --d-model 16 --n-heads 2 "
-                         "--d-head 8 --n-ctx 16 --batch 2 --eval-batches 1", data.s, m.s), NULL) == 0);
+    CHECK(t_wait(t_spawn(NULL, NULL,
+                         "train --data %s --out %s --steps 1 --d-model 16 --n-heads 2 "
+                         "--d-head 8 --n-ctx 16 --batch 2 --eval-batches 1",
+                         data.s, m.s),
+                 NULL) == 0);
     write_bytes(mask.s, deep, (size_t)k);
-    CHECK(t_wait(t_spawn(NULL, err.s, "run --model %s --prompt x --mask %s", m.s, mask.s), NULL) == 1);
+    CHECK(t_wait(t_spawn(NULL, err.s, "run --model %s --prompt x --mask %s", m.s, mask.s), NULL) ==
+          1);
     CHECK(one_line_error(err.s, "nested deeper than"));
     hpath cfg = hp("m/config.json");
     write_bytes(cfg.s, deep, (size_t)k);
@@ -316,8 +337,11 @@ TEST(hostile_safetensors_header_2pow63) {
     for (int i = 0; i < 4000; i++) ids[i] = "the cat sat. "[i % 13];
     al_err e;
     CHECK_OK(al_tokens_save(data.s, ids, 4000, &e), &e);
-    CHECK(t_wait(t_spawn(NULL, NULL, "train --data %s --out %s --steps 1 --d-model 16 --n-heads 2 "
-                         "--d-head 8 --n-ctx 16 --batch 2 --eval-batches 1", data.s, m.s), NULL) == 0);
+    CHECK(t_wait(t_spawn(NULL, NULL,
+                         "train --data %s --out %s --steps 1 --d-model 16 --n-heads 2 "
+                         "--d-head 8 --n-ctx 16 --batch 2 --eval-batches 1",
+                         data.s, m.s),
+                 NULL) == 0);
     int practical = ulimit_practical(VM_LIMIT_KB);
     uint64_t lens[] = {1ull << 63, ~0ull, 1ull << 40, 40};
     for (int i = 0; i < 4; i++) {
@@ -330,8 +354,8 @@ TEST(hostile_safetensors_header_2pow63) {
         CHECK(one_line_error(err.s, "model.safetensors"));
         if (practical)
             CHECK(t_sh("ulimit -v %ld && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 60 %s "
-                       "run --model %s --prompt x 2>/dev/null; test $? = 1", VM_LIMIT_KB, t_bin(),
-                       m.s) == 0);
+                       "run --model %s --prompt x 2>/dev/null; test $? = 1",
+                       VM_LIMIT_KB, t_bin(), m.s) == 0);
     }
     /* a shape of 2^62 x 4 with a tiny data span */
     const char *h = "{\"embed.W_E\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],"
@@ -367,8 +391,8 @@ TEST(hostile_token_file_count_lies) {
         CHECK(one_line_error(err.s, "header says"));
         if (practical)
             CHECK(t_sh("ulimit -v %ld && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 60 %s "
-                       "train --data %s --out %s --steps 1 2>/dev/null; test $? = 1", VM_LIMIT_KB,
-                       t_bin(), data.s, m.s) == 0);
+                       "train --data %s --out %s --steps 1 2>/dev/null; test $? = 1",
+                       VM_LIMIT_KB, t_bin(), data.s, m.s) == 0);
     }
 }
 
@@ -387,8 +411,9 @@ TEST(hostile_train_lr_blowup_keeps_last_good) {
     for (int i = 0; i < 20000; i++) ids[i] = "the cat sat on the mat. a dog ran. "[i % 35];
     al_err e;
     CHECK_OK(al_tokens_save(data.s, ids, 20000, &e), &e);
-#define BLOWUP "--steps 60 --lr 300 --warmup 0 --ckpt-every 3 --d-model 32 --n-heads 4 " \
-               "--d-head 8 --n-ctx 32 --batch 4 --eval-every 50 --eval-batches 1 --threads 1"
+#define BLOWUP                                                                                     \
+    "--steps 60 --lr 300 --warmup 0 --ckpt-every 3 --d-model 32 --n-heads 4 "                      \
+    "--d-head 8 --n-ctx 32 --batch 4 --eval-every 50 --eval-batches 1 --threads 1"
     CHECK(t_wait(t_spawn(NULL, err.s, "train --data %s --out %s " BLOWUP, data.s, m.s), NULL) == 1);
     char *log = t_slurp(err.s);
     const char *at = log ? strstr(log, " at step ") : NULL;
@@ -409,9 +434,11 @@ TEST(hostile_train_lr_blowup_keeps_last_good) {
      * earlier step was non-finite (it would have stopped there) */
     if (want > 0) {
         CHECK(t_wait(t_spawn(NULL, NULL, "train --data %s --out %s --stop-at %ld " BLOWUP, data.s,
-                             ok.s, want), NULL) == 130);
+                             ok.s, want),
+                     NULL) == 130);
         CHECK(t_sh("cmp -s %s/model.safetensors %s/model.safetensors && "
-                   "cmp -s %s/optim.safetensors %s/optim.safetensors", m.s, ok.s, m.s, ok.s) == 0);
+                   "cmp -s %s/optim.safetensors %s/optim.safetensors",
+                   m.s, ok.s, m.s, ok.s) == 0);
     }
     /* resuming fails again at the same step: the stop is deterministic */
     CHECK(t_wait(t_spawn(NULL, err.s, "train --resume %s", m.s), NULL) == 1);
@@ -419,4 +446,34 @@ TEST(hostile_train_lr_blowup_keeps_last_good) {
     snprintf(buf, sizeof buf, " at step %ld ", bad);
     CHECKF(log && strstr(log, buf), "%s", log ? log : "");
     free(log);
+}
+
+/* A tensor name with a newline and an escape sequence in an otherwise
+ * valid checkpoint: the error stays one line. */
+TEST(hostile_safetensors_control_char_name) {
+    hpath data = hp("c.bin"), m = hp("m"), err = hp("err"), st = hp("m/model.safetensors");
+    int ids[4000];
+    for (int i = 0; i < 4000; i++) ids[i] = "the cat sat. "[i % 13];
+    al_err e;
+    CHECK_OK(al_tokens_save(data.s, ids, 4000, &e), &e);
+    CHECK(t_wait(t_spawn(NULL, NULL,
+                         "train --data %s --out %s --steps 1 --d-model 16 --n-heads 2 "
+                         "--d-head 8 --n-ctx 16 --batch 2 --eval-batches 1",
+                         data.s, m.s),
+                 NULL) == 0);
+    al_st_file *f;
+    CHECK_OK(al_st_open(st.s, &f, &e), &e);
+    int n = al_st_count(f);
+    al_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
+    for (int i = 0; i < n; i++) t[i] = *al_st_at(f, i);
+    float x = 1;
+    t[n] = (al_st_tensor){
+        .name = "evil\n\x1b[2Jname", .dtype = AL_DT_F32, .ndim = 1, .shape = {1}, .data = &x};
+    hpath tmp = hp("evil.safetensors");
+    CHECK_OK(al_st_write(tmp.s, t, n + 1, NULL, NULL, 0, &e), &e);
+    al_st_close(f);
+    free(t);
+    CHECK(t_sh("mv %s %s", tmp.s, st.s) == 0);
+    CHECK(t_wait(t_spawn(NULL, err.s, "run --model %s --prompt x", m.s), NULL) == 1);
+    CHECK(one_line_error(err.s, "unexpected tensor evil?"));
 }

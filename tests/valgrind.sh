@@ -59,6 +59,17 @@ vg heatmap 0 heatmap --model m --what attention --repeat 5 --out att.png --threa
 vg heatmap-ov 0 heatmap --model m --what ov --layer 1 --head 2 --top-n 8 --out ov.png --threads 1
 vg report 0 report --db r.db --model m --out rep --repeat 5 --top-n 8 --threads 1
 vg debug 0 debug-dump --model m --data s.val.bin --out d.safetensors --adam-steps 2 --threads 1
+cat > exp.json <<'EOF2'
+{"name": "vg", "data": {"synthetic": {"stories": 40, "seed": 2}, "val": 0.2},
+ "tokenizer": {"vocab": 280},
+ "train": {"d_model": 16, "n_heads": 2, "d_head": 8, "n_ctx": 16, "batch": 2, "steps": 2,
+           "eval_every": 1, "eval_batches": 1, "threads": 1},
+ "models": [{"name": "a", "n_layers": 1}],
+ "analyses": {"circuits": {"top_k": 3, "mc_samples": 3},
+              "prune": {"methods": ["random"], "budget": -1, "batches": 2, "batch": 2}},
+ "report": false}
+EOF2
+vg experiment 0 experiment exp.json --out exp --threads 1
 # error paths leak nothing either
 vg bad-model 1 run --model nonexistent --prompt x
 printf '{"name": "x", "train": {"stpes": 3}}' > bad.json

@@ -20,13 +20,12 @@
 
 #include "attnlab/util.h"
 
-#define FZ_ASSERT(c)                                                        \
-    do {                                                                    \
-        if (!(c)) {                                                         \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__,       \
-                    __LINE__, #c);                                          \
-            abort();                                                        \
-        }                                                                   \
+#define FZ_ASSERT(c)                                                                               \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #c);               \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* An error message must be one non-empty line. */
@@ -44,8 +43,10 @@ static inline void fz_unlink(void) { unlink(fz_path); }
 static inline const char *fz_file(const char *tag, const uint8_t *d, size_t n) {
     if (!fz_path[0]) {
         const char *dir = getenv("TMPDIR");
-        if (access("/dev/shm", W_OK) == 0) dir = "/dev/shm";
-        else if (!dir || !*dir) dir = "/tmp";
+        if (access("/dev/shm", W_OK) == 0)
+            dir = "/dev/shm";
+        else if (!dir || !*dir)
+            dir = "/tmp";
         snprintf(fz_path, sizeof fz_path, "%s/attnlab-fuzz-%s-%ld", dir, tag, (long)getpid());
         atexit(fz_unlink);
     }

@@ -47,8 +47,7 @@ static void round_trip(const al_tokenizer *t, const uint8_t *d, size_t n, int sp
     size_t n_ids;
     FZ_ASSERT(al_tok_encode_into(t, d, n, special, ids, &n_ids, &e) == 0);
     FZ_ASSERT(n_ids <= n);
-    for (size_t i = 0; i < n_ids; i++)
-        FZ_ASSERT(ids[i] >= 0 && ids[i] < al_tok_vocab_size(t));
+    for (size_t i = 0; i < n_ids; i++) FZ_ASSERT(ids[i] >= 0 && ids[i] < al_tok_vocab_size(t));
     if (!special)
         for (size_t i = 0; i < n_ids; i++) FZ_ASSERT(ids[i] != al_tok_eot(t));
     unsigned char *back;

@@ -30,8 +30,8 @@ static void fuzz_flags(const char *text) {
     al_err e;
     if (al_flags_apply_json(flags, text, "flags.json", &e) != 0) {
         fz_check_msg(&e);
-        FZ_ASSERT(strcmp(o_str, "default") == 0 && o_int == 7 && o_bool == 0 &&
-                  o_float == 0.5 && o_u64 == 42);
+        FZ_ASSERT(strcmp(o_str, "default") == 0 && o_int == 7 && o_bool == 0 && o_float == 0.5 &&
+                  o_u64 == 42);
     } else {
         FZ_ASSERT(o_int == 7); /* the command line wins */
         char *j = al_flags_to_json(flags);
@@ -89,8 +89,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     memcpy(raw, d, n);
     cJSON *root;
     al_err e;
-    if (al_json_parse(raw, n, "fuzz.json", &root, &e) == 0) cJSON_Delete(root);
-    else fz_check_msg(&e);
+    if (al_json_parse(raw, n, "fuzz.json", &root, &e) == 0)
+        cJSON_Delete(root);
+    else
+        fz_check_msg(&e);
     free(raw);
     /* the other readers take NUL-terminated text */
     char *text = malloc(n + 1);

@@ -12,7 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     c.d_vocab = 300;
     unsigned char off[16];
     al_err e;
-    if (al_mask_load(fz_file("mask", d, n), &c, off, &e) != 0) fz_check_msg(&e);
+    if (al_mask_load(fz_file("mask", d, n), &c, off, &e) != 0)
+        fz_check_msg(&e);
     else
         for (int i = 0; i < 16; i++) FZ_ASSERT(off[i] <= 1);
     /* the same bytes as a head list, for 3 layers of 5 heads */
