@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -568,189 +569,122 @@ int al_store_run_fail(al_store *s, int64_t run_id, const char *msg, al_err *e) {
 
 /* -------------------------------------------------------------- rows */
 
-static void bind_ids(sqlite3_stmt *q, int64_t run_id, int64_t model_id) {
-    sqlite3_bind_int64(q, 1, run_id);
-    sqlite3_bind_int64(q, 2, model_id);
+/* Bind the values after fmt to statement id in order and step it. One
+ * letter per column: 'I' int64_t, 'i' int, 'o' int or NULL when negative
+ * (an optional column), 'd' double (NULL when not finite), 's' C string,
+ * 't' const char * and size_t length (token bytes may hold NULs). Every
+ * row writer below is one call, so the binding rules live only here. */
+static int put_row(al_store *s, int id, al_err *e, const char *fmt, ...) {
+    sqlite3_stmt *q = stmt(s, id, e);
+    if (!q) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    for (int i = 1; fmt[i - 1]; i++) {
+        switch (fmt[i - 1]) {
+        case 'I': sqlite3_bind_int64(q, i, va_arg(ap, int64_t)); break;
+        case 'i': sqlite3_bind_int(q, i, va_arg(ap, int)); break;
+        case 'o': {
+            int v = va_arg(ap, int);
+            if (v >= 0) sqlite3_bind_int(q, i, v);
+            break;
+        }
+        case 'd': bind_real(q, i, va_arg(ap, double)); break;
+        case 's': bind_str(q, i, va_arg(ap, const char *)); break;
+        case 't': {
+            const char *t = va_arg(ap, const char *);
+            bind_text(q, i, t, va_arg(ap, size_t));
+            break;
+        }
+        }
+    }
+    va_end(ap);
+    return step_done(s, q, e);
 }
 
 int al_store_put_head_score(al_store *s, int64_t run_id, int64_t model_id,
                             int layer, int head, const char *metric,
                             double value, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_HEAD_SCORE, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    sqlite3_bind_int(q, 3, layer);
-    sqlite3_bind_int(q, 4, head);
-    bind_str(q, 5, metric);
-    bind_real(q, 6, value);
-    return step_done(s, q, e);
+    return put_row(s, S_HEAD_SCORE, e, "IIiisd", run_id, model_id, layer,
+                   head, metric, value);
 }
 
 int al_store_put_layer_score(al_store *s, int64_t run_id, int64_t model_id,
                              int layer, const char *metric, double value,
                              al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_LAYER_SCORE, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    sqlite3_bind_int(q, 3, layer);
-    bind_str(q, 4, metric);
-    bind_real(q, 5, value);
-    return step_done(s, q, e);
+    return put_row(s, S_LAYER_SCORE, e, "IIisd", run_id, model_id, layer,
+                   metric, value);
 }
 
 int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id,
                              const char *metric, double value, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_MODEL_SCORE, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    bind_str(q, 3, metric);
-    bind_real(q, 4, value);
-    return step_done(s, q, e);
+    return put_row(s, S_MODEL_SCORE, e, "IIsd", run_id, model_id, metric,
+                   value);
 }
 
 int al_store_put_singular_value(al_store *s, int64_t run_id, int64_t model_id,
                                 int layer, int head, const char *circuit,
                                 int idx, double value, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_SV, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    sqlite3_bind_int(q, 3, layer);
-    sqlite3_bind_int(q, 4, head);
-    bind_str(q, 5, circuit);
-    sqlite3_bind_int(q, 6, idx);
-    bind_real(q, 7, value);
-    return step_done(s, q, e);
+    return put_row(s, S_SV, e, "IIiisid", run_id, model_id, layer, head,
+                   circuit, idx, value);
 }
 
 int al_store_put_eigenvalue(al_store *s, int64_t run_id, int64_t model_id,
                             int layer, int head, const char *circuit, int idx,
                             double re, double im, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_EIG, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    sqlite3_bind_int(q, 3, layer);
-    sqlite3_bind_int(q, 4, head);
-    bind_str(q, 5, circuit);
-    sqlite3_bind_int(q, 6, idx);
-    bind_real(q, 7, re);
-    bind_real(q, 8, im);
-    return step_done(s, q, e);
+    return put_row(s, S_EIG, e, "IIiisidd", run_id, model_id, layer, head,
+                   circuit, idx, re, im);
 }
 
 int al_store_put_skip_trigram(al_store *s, int64_t run_id, int64_t model_id,
                               int layer, int head, const al_trigram_row *t,
                               al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_TRI, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    sqlite3_bind_int(q, 3, layer);
-    sqlite3_bind_int(q, 4, head);
-    sqlite3_bind_int(q, 5, t->rank);
-    sqlite3_bind_int(q, 6, t->a);
-    sqlite3_bind_int(q, 7, t->b);
-    sqlite3_bind_int(q, 8, t->c);
-    bind_text(q, 9, t->a_str, t->a_len);
-    bind_text(q, 10, t->b_str, t->b_len);
-    bind_text(q, 11, t->c_str, t->c_len);
-    bind_real(q, 12, t->qk);
-    bind_real(q, 13, t->ov);
-    bind_real(q, 14, t->score);
-    return step_done(s, q, e);
+    return put_row(s, S_TRI, e, "IIiiiiiitttddd", run_id, model_id, layer,
+                   head, t->rank, t->a, t->b, t->c, t->a_str, t->a_len,
+                   t->b_str, t->b_len, t->c_str, t->c_len, t->qk, t->ov,
+                   t->score);
 }
 
 int al_store_put_composition(al_store *s, int64_t run_id, int64_t model_id,
                              const char *kind, int l1, int h1, int l2, int h2,
                              double score, double baseline, double baseline_sd,
                              al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_COMP, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    bind_str(q, 3, kind);
-    sqlite3_bind_int(q, 4, l1);
-    sqlite3_bind_int(q, 5, h1);
-    sqlite3_bind_int(q, 6, l2);
-    sqlite3_bind_int(q, 7, h2);
-    bind_real(q, 8, score);
-    bind_real(q, 9, baseline);
-    bind_real(q, 10, baseline_sd);
-    return step_done(s, q, e);
+    return put_row(s, S_COMP, e, "IIsiiiiddd", run_id, model_id, kind, l1,
+                   h1, l2, h2, score, baseline, baseline_sd);
 }
 
 int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id,
                               int layer, const char *space, int h1, int h2,
                               double value, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_OVERLAP, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    sqlite3_bind_int(q, 3, layer);
-    bind_str(q, 4, space);
-    sqlite3_bind_int(q, 5, h1);
-    sqlite3_bind_int(q, 6, h2);
-    bind_real(q, 7, value);
-    return step_done(s, q, e);
+    return put_row(s, S_OVERLAP, e, "IIisiid", run_id, model_id, layer,
+                   space, h1, h2, value);
 }
 
 int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id,
                           const al_ablation_row *r, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_ABL, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    bind_str(q, 3, r->method);
-    bind_str(q, 4, r->kind);
-    bind_str(q, 5, r->heads);
-    sqlite3_bind_int(q, 6, r->n_heads);
-    bind_real(q, 7, r->loss);
-    bind_real(q, 8, r->delta_loss);
-    bind_real(q, 9, r->delta_loss_copy);
-    bind_real(q, 10, r->delta_loss_probe);
-    bind_real(q, 11, r->interaction);
-    return step_done(s, q, e);
+    return put_row(s, S_ABL, e, "IIsssiddddd", run_id, model_id, r->method,
+                   r->kind, r->heads, r->n_heads, r->loss, r->delta_loss,
+                   r->delta_loss_copy, r->delta_loss_probe, r->interaction);
 }
 
 int al_store_put_pruning_step(al_store *s, int64_t run_id, int64_t model_id,
                               const al_pruning_row *r, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_PRUNE, e);
-    if (!q) return -1;
-    bind_ids(q, run_id, model_id);
-    bind_str(q, 3, r->method);
-    sqlite3_bind_int(q, 4, r->step);
-    if (r->layer >= 0) sqlite3_bind_int(q, 5, r->layer);
-    if (r->head >= 0) sqlite3_bind_int(q, 6, r->head);
-    sqlite3_bind_int(q, 7, r->heads_left);
-    bind_real(q, 8, r->importance);
-    bind_real(q, 9, r->loss);
-    bind_real(q, 10, r->delta_loss);
-    bind_str(q, 11, r->mask);
-    return step_done(s, q, e);
+    return put_row(s, S_PRUNE, e, "IIsiooiddds", run_id, model_id, r->method,
+                   r->step, r->layer, r->head, r->heads_left, r->importance,
+                   r->loss, r->delta_loss, r->mask);
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id,
                            const al_train_log_row *r, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_TLOG, e);
-    if (!q) return -1;
-    sqlite3_bind_int64(q, 1, run_id);
-    sqlite3_bind_int64(q, 2, r->step);
-    bind_real(q, 3, r->tokens);
-    bind_real(q, 4, r->train_loss);
-    bind_real(q, 5, r->val_loss);
-    bind_real(q, 6, r->icl_gain);
-    bind_real(q, 7, r->lr);
-    bind_real(q, 8, r->seconds);
-    return step_done(s, q, e);
+    return put_row(s, S_TLOG, e, "IIdddddd", run_id, (int64_t)r->step,
+                   r->tokens, r->train_loss, r->val_loss, r->icl_gain, r->lr,
+                   r->seconds);
 }
 
 int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
                                   int layer, int head, const char *metric,
                                   double value, al_err *e) {
-    sqlite3_stmt *q = stmt(s, S_THS, e);
-    if (!q) return -1;
-    sqlite3_bind_int64(q, 1, run_id);
-    sqlite3_bind_int64(q, 2, step);
-    sqlite3_bind_int(q, 3, layer);
-    sqlite3_bind_int(q, 4, head);
-    bind_str(q, 5, metric);
-    bind_real(q, 6, value);
-    return step_done(s, q, e);
+    return put_row(s, S_THS, e, "IIiisd", run_id, (int64_t)step, layer, head,
+                   metric, value);
 }
 
 int al_store_print_query(al_store *s, const char *sql, FILE *f, al_err *e) {

@@ -89,6 +89,14 @@ char *t_slurp(const char *path) {
     return (char *)d;
 }
 
+char *t_sql(const char *db, const char *q) {
+    const char *out = t_path("sql.out");
+    if (t_sh("sqlite3 -batch '%s' \"%s\" > '%s' 2>&1", db, q, out) != 0) return NULL;
+    char *s = t_slurp(out);
+    for (size_t n = s ? strlen(s) : 0; n > 0 && s[n - 1] == '\n';) s[--n] = 0;
+    return s;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     int n = (int)(sizeof all_tests / sizeof all_tests[0]);

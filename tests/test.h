@@ -10,6 +10,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define TEST(name) void test_##name(void)
 
@@ -28,6 +30,9 @@ const char *t_bin(void);
 int t_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Read a whole file into a static-lifetime malloc'd string (or NULL). */
 char *t_slurp(const char *path);
+/* Output of `sqlite3 -batch db "q"` (the CLI, so tests read the database
+ * the way a user does), trailing newlines cut; NULL if it failed. */
+char *t_sql(const char *db, const char *q);
 
 #define CHECK(c)                                                         \
     do {                                                                 \
@@ -48,6 +53,15 @@ char *t_slurp(const char *path);
     do {                                                                 \
         if ((call) != 0)                                                 \
             t_fail(__FILE__, __LINE__, "%s failed: %s", #call, (errp)->msg); \
+    } while (0)
+
+/* The query's output must be exactly want. */
+#define CHECK_SQL(db, q, want)                                           \
+    do {                                                                 \
+        char *got_ = t_sql(db, q);                                       \
+        CHECKF(got_ && strcmp(got_, want) == 0, "%s: got [%s] want [%s]", \
+               q, got_ ? got_ : "(error)", want);                        \
+        free(got_);                                                      \
     } while (0)
 
 #endif

@@ -447,22 +447,6 @@ TEST(prune_gradient_importance_matches_finite_differences) {
 
 /* ------------------------------------------------------------ the CLI */
 
-static char *sqlq(const char *db, const char *q) {
-    if (t_sh("sqlite3 -batch '%s' \"%s\" > '%s' 2>&1", db, q, t_path("q.out")) != 0) return NULL;
-    char *s = t_slurp(t_path("q.out"));
-    if (s)
-        for (size_t n = strlen(s); n > 0 && s[n - 1] == '\n';) s[--n] = 0;
-    return s;
-}
-
-#define CHECK_SQL(db, q, want)                                                      \
-    do {                                                                            \
-        char *got_ = sqlq(db, q);                                                   \
-        CHECKF(got_ && strcmp(got_, want) == 0, "%s: got [%s] want [%s]", q,        \
-               got_ ? got_ : "(error)", want);                                      \
-        free(got_);                                                                 \
-    } while (0)
-
 static void write_tokens(const char *path, size_t n, uint64_t seed) {
     int *ids = malloc(sizeof(int) * n);
     al_rng r;

@@ -644,23 +644,6 @@ TEST(circ_numpy_reference) {
 
 /* ----------------------------------------------------------- the CLI */
 
-/* Output of `sqlite3 db "q"`, trailing newlines cut; NULL on failure. */
-static char *sqlq(const char *db, const char *q) {
-    if (t_sh("sqlite3 -batch '%s' \"%s\" > '%s' 2>&1", db, q, t_path("q.out")) != 0) return NULL;
-    char *s = t_slurp(t_path("q.out"));
-    if (s)
-        for (size_t n = strlen(s); n > 0 && s[n - 1] == '\n';) s[--n] = 0;
-    return s;
-}
-
-#define CHECK_SQL(db, q, want)                                                      \
-    do {                                                                            \
-        char *got_ = sqlq(db, q);                                                   \
-        CHECKF(got_ && strcmp(got_, want) == 0, "%s: got [%s] want [%s]", q,        \
-               got_ ? got_ : "(error)", want);                                      \
-        free(got_);                                                                 \
-    } while (0)
-
 /* Byte-level tokenizer (257 tokens), one-hot embeddings. Head 0 plants the
  * trigram  "  …  '  →  \xC3  (quote characters and a non-UTF-8 byte, to
  * exercise the strings); head 1 copies the first 32 tokens. */

@@ -13,20 +13,8 @@
 #include "attnlab/store.h"
 #include "test.h"
 
-/* Output of `sqlite3 db "sql"` (trailing newline removed), or NULL. */
-static char *sql(const char *db, const char *q) {
-    const char *out = t_path("sql.out");
-    if (t_sh("sqlite3 -batch '%s' \"%s\" > '%s' 2>&1", db, q, out) != 0) return NULL;
-    char *s = t_slurp(out);
-    if (s) {
-        size_t n = strlen(s);
-        while (n > 0 && s[n - 1] == '\n') s[--n] = 0;
-    }
-    return s;
-}
-
 static int sql_is(const char *db, const char *q, const char *want) {
-    char *got = sql(db, q);
+    char *got = t_sql(db, q);
     int ok = got && strcmp(got, want) == 0;
     if (!ok) fprintf(stderr, "    %s\n      got  [%s]\n      want [%s]\n", q, got ? got : "(error)", want);
     free(got);
@@ -130,7 +118,7 @@ TEST(store_model_keyed_by_sha256) {
     char q[256];
     snprintf(q, sizeof q, "SELECT sha256 || '\n' FROM models WHERE model_id = %lld",
              (long long)id1);
-    char *got = sql(db, q);
+    char *got = t_sql(db, q);
     CHECK(want && got && strncmp(want, got, 64) == 0);
     free(want), free(got);
     CHECK(sql_is(db, "SELECT n_layers, d_model, n_heads, d_head, d_vocab FROM models "
