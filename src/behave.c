@@ -5,12 +5,40 @@
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/behave.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "attnlab/ablate.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
+
+/* The training sequence length from state.json's "train" options; n_ctx
+ * when it is absent or 0 (a model from elsewhere, or trained on n_ctx).
+ * Evaluating past it would score positions the model never saw: its
+ * positional embeddings there are still at their initial values. */
+static int trained_len(const char *dir, int n_ctx) {
+    char path[4200];
+    unsigned char *txt = NULL;
+    size_t n;
+    al_train_state st;
+    int T = n_ctx;
+    if (snprintf(path, sizeof path, "%s/state.json", dir) >= (int)sizeof path ||
+        al_read_file(path, &txt, &n, 1 << 20, NULL) != 0)
+        return n_ctx;
+    if (al_state_from_json((const char *)txt, &st, path, NULL) == 0) {
+        cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
+        if (cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble < n_ctx)
+            T = (int)j->valuedouble;
+        cJSON_Delete(o);
+        al_state_free(&st);
+    }
+    free(txt);
+    return T;
+}
 
 /* Model (and tokenizer if present); sha256 taken before and after the
  * load so that weights replaced mid-read are not filed under a wrong key. */
@@ -20,6 +48,11 @@ static int load(al_behave *b, const char *dir, al_err *e) {
         al_sha256_file(path, b->sha, e) || al_ckpt_load(dir, &b->m, NULL, e))
         return -1;
     b->loaded = 1;
+    b->train_T = trained_len(dir, b->m.cfg.n_ctx);
+    if (b->train_T < b->m.cfg.n_ctx)
+        fprintf(stderr, "attnlab: note: %s was trained on %d-token sequences (n_ctx %d); "
+                        "validation windows are %d tokens\n",
+                dir, b->train_T, b->m.cfg.n_ctx, b->train_T);
     if (al_sha256_file(path, sha2, e)) return -1;
     if (strcmp(b->sha, sha2) != 0)
         return al_errf(e, "checkpoint %s changed while being read; try again", path);
@@ -74,8 +107,15 @@ int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
         return al_errf(e, "token file %s holds id %d but the model's vocabulary has %d tokens",
                        path, id, b->m.cfg.d_vocab);
     }
-    *T = d->n - 1 < (size_t)b->m.cfg.n_ctx ? (int)(d->n - 1) : b->m.cfg.n_ctx;
+    *T = d->n - 1 < (size_t)b->train_T ? (int)(d->n - 1) : b->train_T;
     return 0;
+}
+
+void al_behave_warn_probe(const al_behave *b, int len) {
+    if (len > b->train_T && len <= b->m.cfg.n_ctx)
+        fprintf(stderr, "attnlab: warning: the probe is %d tokens but the model was trained "
+                        "on %d-token sequences; lower --probe-r to stay within them\n",
+                len, b->train_T);
 }
 
 void al_behave_fail(al_behave *b, const al_err *e) {

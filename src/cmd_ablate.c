@@ -26,7 +26,7 @@ static uint64_t o_seed = 1;
 static al_flag flags[] = {
     {"model", AL_STR, &o_model, "DIR", "model directory (from attnlab train)", 1, 0},
     {"db", AL_STR, &o_db, "FILE", "SQLite database to add the results to (created if missing)", 1, 0},
-    {"data", AL_STR, &o_data, "VAL.bin", "validation tokens (windows of n_ctx)", 1, 0},
+    {"data", AL_STR, &o_data, "VAL.bin", "validation tokens (windows of the trained length)", 1, 0},
     {"heads", AL_STR, &o_heads, "LIST", "ablate this set of heads together, e.g. 0.3,1.4", 0, 0},
     {"each", AL_BOOL, &o_each, NULL, "ablate every head alone (the default)", 0, 0},
     {"pairs", AL_BOOL, &o_pairs, NULL,
@@ -246,6 +246,7 @@ static int run_ablate(int argc, char **argv) {
                 bh.m.cfg.n_ctx);
         goto fail;
     }
+    al_behave_warn_probe(&bh, 2 * o_r + 1);
     int pb = 32; /* probe batch; for resample no batch may be a single row */
     while (method == AL_ABL_RESAMPLE && o_n % pb == 1 && pb < o_n) pb++;
     if (al_abl_set_probe(&probe, &pr, pb, &e)) goto fail;

@@ -23,7 +23,7 @@ static uint64_t o_seed = 1;
 static al_flag flags[] = {
     {"model", AL_STR, &o_model, "DIR", "model directory (from attnlab train)", 1, 0},
     {"db", AL_STR, &o_db, "FILE", "SQLite database to add the results to (created if missing)", 1, 0},
-    {"data", AL_STR, &o_data, "VAL.bin", "validation tokens (windows of n_ctx)", 1, 0},
+    {"data", AL_STR, &o_data, "VAL.bin", "validation tokens (windows of the trained length)", 1, 0},
     {"method", AL_STR, &o_method, "M", "importance: ablation, gradient or random", 1, 0},
     {"budget", AL_FLOAT, &o_budget, "F",
      "stop when the loss exceeds (1+F) x the loss with all heads (F < 0: prune every head)", 0, 0},

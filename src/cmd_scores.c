@@ -31,7 +31,7 @@ static al_flag flags[] = {
     {"probe-r", AL_INT, &o_r, "R", "random tokens per repeat of the probe", 0, 0},
     {"probe-n", AL_INT, &o_n, "N", "probe sequences", 0, 0},
     {"probe-seed", AL_U64, &o_seed, "S", "probe seed", 0, 0},
-    {"batches", AL_INT, &o_batches, "N", "validation batches (windows of n_ctx tokens)", 0, 0},
+    {"batches", AL_INT, &o_batches, "N", "validation batches (windows of the trained length)", 0, 0},
     {"batch", AL_INT, &o_batch, "B", "sequences per validation batch", 0, 0},
     {"mask", AL_STR, &o_mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
@@ -196,6 +196,7 @@ static int run_scores(int argc, char **argv) {
     tr.icl = tr.early = tr.late = tr.loss = tr.loss_copy = tr.copy_frac = NAN;
     if (al_behave_open(&b, o_model, o_mask, o_db, "scores", flags, &e)) return al_cli_error(&e);
     int rc = 1;
+    al_behave_warn_probe(&b, 2 * o_r + 1);
     if (al_probe_make(&p, o_r, o_n, o_seed, b.m.cfg.d_vocab, al_behave_bos(&b), &e) ||
         al_probe_run(&b.m, &p, 16, &ps, &e) || (o_data && text_scores(&b, &tr, &e)) ||
         al_store_tx_begin(b.st, &e) || store_all(&b, &ps, &tr, &e) ||

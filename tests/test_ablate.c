@@ -558,3 +558,32 @@ TEST(ablate_cli_end_to_end) {
     CHECK_SQL(db, "SELECT count(*), sum(status = 'done') FROM runs", "10|8");
     CHECK_SQL(db, "PRAGMA integrity_check", "ok");
 }
+
+/* A model trained on 16-token sequences of an n_ctx 32 context is
+ * evaluated on 16-token windows (positions 16..31 never trained), with a
+ * note, and a probe longer than 16 tokens is warned about. */
+TEST(ablate_uses_trained_sequence_length) {
+    char dir[1024], db[1024], val[1024];
+    snprintf(dir, sizeof dir, "%s", t_path("model"));
+    snprintf(db, sizeof db, "%s", t_path("r.db"));
+    snprintf(val, sizeof val, "%s", t_path("val.bin"));
+    write_tokens(t_path("train.bin"), 8000, 1);
+    write_tokens(val, 2000, 2);
+    CHECK(t_sh("%s train --data %s --out %s --steps 5 --seq-len 16 " SMALL " 2>/dev/null", t_bin(),
+               t_path("train.bin"), dir) == 0);
+    CHECK(t_sh("%s ablate --model %s --db %s --data %s --each " PROBE " > %s 2> %s", t_bin(), dir,
+               db, val, t_path("out.txt"), t_path("err.txt")) == 0);
+    char *out = t_slurp(t_path("out.txt")), *err = t_slurp(t_path("err.txt"));
+    CHECKF(out && strstr(out, "windows of 16,"), "%s", out ? out : "");
+    CHECKF(err && strstr(err, "trained on 16-token sequences (n_ctx 32)") &&
+               strstr(err, "the probe is 21 tokens"),
+           "%s", err ? err : "");
+    free(out);
+    free(err);
+    /* a probe within the trained length: no warning */
+    CHECK(t_sh("%s scores --model %s --db %s --probe-r 6 --probe-n 4 > /dev/null 2> %s", t_bin(),
+               dir, db, t_path("err2.txt")) == 0);
+    err = t_slurp(t_path("err2.txt"));
+    CHECKF(err && !strstr(err, "warning"), "%s", err ? err : "");
+    free(err);
+}

@@ -22,6 +22,7 @@ typedef struct al_behave {
     int n_off;
     al_store *st;
     int64_t model_id, run_id; /* run_id 0 until a run is begun */
+    int train_T;           /* sequence length it was trained on (state.json) */
 } al_behave;
 
 /* Open db, load model_dir (and mask_path if not NULL: gates applied),
@@ -32,10 +33,14 @@ int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path,
                    al_err *e);
 /* The BOS id for probes: <|endoftext|> of the tokenizer, else -1. */
 int al_behave_bos(const al_behave *b);
-/* Load a validation token file and pick the window length: n_ctx, or
- * fewer if the file is short (needs at least 6 tokens). */
+/* Load a validation token file and pick the window length: the length
+ * the model was trained on (n_ctx unless --seq-len said less), or fewer if
+ * the file is short (needs at least 6 tokens). */
 int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
                      al_err *e);
+/* Warn on stderr if a probe of len tokens reaches positions the model
+ * never trained on (its numbers there say little about the model). */
+void al_behave_warn_probe(const al_behave *b, int len);
 /* Mark the run failed (if begun) with e's message; e is kept. */
 void al_behave_fail(al_behave *b, const al_err *e);
 void al_behave_close(al_behave *b);
