@@ -798,6 +798,21 @@ static int model_sha(const runner *R, int m, char sha[65], al_err *e) {
     return al_sha256_file(p, sha, e);
 }
 
+/* The step of the checkpoint in the model folder (-1 if none is readable). */
+static long model_step(const runner *R, int m) {
+    char p[4400];
+    unsigned char *t;
+    size_t n;
+    al_train_state st;
+    snprintf(p, sizeof p, "%s/state.json", R->model_dir[m]);
+    if (al_read_file(p, &t, &n, 1 << 20, NULL)) return -1;
+    int ok = al_state_from_json((const char *)t, &st, p, NULL) == 0;
+    free(t);
+    long step = ok ? st.step : -1;
+    if (ok) al_state_free(&st);
+    return step;
+}
+
 /* Is the model in its folder the finished result of this stage: stamp
  * key, weights hash, step count, and a finished training run on file? */
 static int model_complete(const runner *R, const stage *s, const char *key, al_err *e) {
@@ -806,16 +821,7 @@ static int model_complete(const runner *R, const stage *s, const char *key, al_e
     if (!want[0]) return 0;
     snprintf(p, sizeof p, "%s/model.safetensors", R->model_dir[s->model]);
     if (!al_file_exists(p) || model_sha(R, s->model, sha, e) || strcmp(sha, want) != 0) return 0;
-    unsigned char *t;
-    size_t n;
-    al_train_state st;
-    snprintf(p, sizeof p, "%s/state.json", R->model_dir[s->model]);
-    if (al_read_file(p, &t, &n, 1 << 20, NULL)) return 0;
-    int ok = al_state_from_json((const char *)t, &st, p, NULL) == 0;
-    free(t);
-    long step = ok ? st.step : -1;
-    if (ok) al_state_free(&st);
-    if (step != R->x->models[s->model].steps) return 0;
+    if (model_step(R, s->model) != R->x->models[s->model].steps) return 0;
     double runs;
     if (db_num(R, "SELECT count(*) FROM runs r JOIN models m USING (model_id) WHERE m.sha256 = ?1 "
                "AND r.kind = 'train' AND r.status = 'done'", sha, NULL, &runs, e))
@@ -898,9 +904,13 @@ static int run_encode(runner *R, stage *s, al_err *e) {
     return rc || stamp_write(R, s, R->key[K_ENC], "-", e);
 }
 
+/* Train, or continue an interrupted training of this very stage: the
+ * stamp says "partial" under the stage's key while it runs, so a folder
+ * left by Ctrl-C, a kill or a crash is resumed from its last checkpoint
+ * (exactly, see train.c) rather than trained again from step 0. */
 static int run_train(runner *R, stage *s, al_err *e) {
     al_exp_model *M = &R->x->models[s->model];
-    char *key = R->key[K_MODEL0 + s->model], sha[65];
+    char *key = R->key[K_MODEL0 + s->model], sha[65], val[80];
     if (chain_key(R->key[K_ENC], "train", &M->train, key)) return al_errf(e, "out of memory");
     int c = model_complete(R, s, key, e);
     if (c < 0) return -1;
@@ -908,11 +918,17 @@ static int run_train(runner *R, stage *s, al_err *e) {
         s->reused = 1;
         return 0;
     }
+    stamp_read(R, s, key, val, sizeof val);
+    long step = strcmp(val, "partial") == 0 ? model_step(R, s->model) : -1;
+    int resume = step > 0 && step < M->steps;
+    if (!resume && stamp_write(R, s, key, "partial", e)) return -1;
+    if (resume) printf("   continuing the interrupted training from its checkpoint at step %ld\n", step);
     al_exp_args a = {0};
     int rc = args_add(&a, "--data") || args_add(&a, R->train_bin) || args_add(&a, "--val") ||
                      args_add(&a, R->val_bin) || args_add(&a, "--tokenizer") || args_add(&a, R->tok) ||
-                     args_add(&a, "--out") || args_add(&a, R->model_dir[s->model]) ||
-                     args_add(&a, "--db") || args_add(&a, R->db) || args_add(&a, "--force") ||
+                     args_add(&a, resume ? "--resume" : "--out") ||
+                     args_add(&a, R->model_dir[s->model]) || args_add(&a, "--db") ||
+                     args_add(&a, R->db) || (!resume && args_add(&a, "--force")) ||
                      args_add(&a, "--threads") || args_addf(&a, "%d", R->x->threads) ||
                      args_cat(&a, &M->train)
                  ? al_errf(e, "out of memory")

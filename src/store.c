@@ -687,6 +687,49 @@ int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
                    metric, value);
 }
 
+int al_store_carry_train_log(al_store *s, int64_t run_id, long max_step,
+                             int64_t *from_run, al_err *e) {
+    static const char find[] =
+        "SELECT p.run_id FROM runs p, runs n WHERE n.run_id = ?1 AND p.run_id < ?1 "
+        "AND p.kind = 'train' AND json_valid(p.config_json) AND json_valid(n.config_json)"
+        " AND json_extract(p.config_json, '$.out') = json_extract(n.config_json, '$.out')"
+        " AND json_extract(p.config_json, '$.seed') = json_extract(n.config_json, '$.seed')"
+        " AND json_extract(p.config_json, '$.lr') = json_extract(n.config_json, '$.lr')"
+        " AND json_extract(p.config_json, '$.n_layers') = json_extract(n.config_json, '$.n_layers')"
+        " AND json_extract(p.config_json, '$.d_model') = json_extract(n.config_json, '$.d_model')"
+        " AND json_extract(p.config_json, '$.n_heads') = json_extract(n.config_json, '$.n_heads')"
+        " ORDER BY p.run_id DESC LIMIT 1";
+    static const char *const copy[] = {
+        "INSERT OR REPLACE INTO train_log SELECT ?1, step, tokens, train_loss, val_loss,"
+        " icl_gain, lr, seconds FROM train_log WHERE run_id = ?2 AND step <= ?3",
+        "INSERT OR REPLACE INTO train_head_scores SELECT ?1, step, layer, head, metric, value"
+        " FROM train_head_scores WHERE run_id = ?2 AND step <= ?3"};
+    sqlite3_stmt *q;
+    *from_run = 0;
+    if (prepare(s, find, &q, e)) return -1;
+    sqlite3_bind_int64(q, 1, run_id);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) *from_run = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_err(s, e, "cannot read runs");
+    if (!*from_run) return 0;
+    if (al_store_tx_begin(s, e)) return -1;
+    for (int i = 0; i < 2; i++) {
+        if (prepare(s, copy[i], &q, e)) goto fail;
+        sqlite3_bind_int64(q, 1, run_id);
+        sqlite3_bind_int64(q, 2, *from_run);
+        sqlite3_bind_int64(q, 3, max_step);
+        rc = step_done(s, q, e);
+        sqlite3_finalize(q);
+        if (rc) goto fail;
+    }
+    return al_store_tx_commit(s, e);
+fail:
+    exec(s, "ROLLBACK", e);
+    s->in_tx = 0;
+    return -1;
+}
+
 int al_store_print_query(al_store *s, const char *sql, FILE *f, al_err *e) {
     sqlite3_stmt *q;
     if (prepare(s, sql, &q, e)) return -1;

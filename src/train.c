@@ -139,7 +139,11 @@ static int dynamics_open(trainer *tr, al_err *e) {
     char *cfg = al_flags_to_json(tr->flags);
     int rc = al_store_run_begin(tr->db, "train", cfg ? cfg : "{}", 0, &tr->run_id, e);
     free(cfg);
-    return rc;
+    if (rc || !tr->o->resume) return rc;
+    int64_t from;
+    if (al_store_carry_train_log(tr->db, tr->run_id, tr->st.step, &from, e) != 0) return -1;
+    if (from) al_log("training curve up to step %ld carried over from run %lld", tr->st.step, (long long)from);
+    return 0;
 }
 
 /* One row of train_log and L×H×3 rows of train_head_scores, committed at
@@ -433,7 +437,11 @@ int al_train_run(al_train_opts *o, al_flag *flags, int *interrupted, al_err *e) 
     g_stop = 0;
     tr.t_start = al_now();
     if (dynamics_open(&tr, e) != 0) goto restore;
-    if (!o->resume && tr.db) {
+    /* The curve starts with an evaluation at step 0, and a resumed run
+     * repeats the one its interruption cut short (it leaves val loss NaN;
+     * evaluation draws no random numbers, so the run stays exact). */
+    if (tr.db && (!o->resume || (o->eval_every && tr.st.step % o->eval_every == 0 &&
+                                 isnan(tr.st.last_val_loss)))) {
         double vl;
         int ev = evaluate(&tr, &vl, e);
         if (ev < 0 || (ev == 0 && dynamics_record(&tr, NAN, vl, e) != 0)) goto restore;
