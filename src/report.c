@@ -448,7 +448,7 @@ static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
 static int best_head(rep *R, const rmodel *M, const char *expr, int *l, int *h, al_err *e) {
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT layer, head FROM head_summary WHERE model_id = ?1 AND (%s) "
-             "IS NOT NULL ORDER BY (%s) DESC LIMIT 1", expr, expr);
+             "IS NOT NULL ORDER BY (%s) DESC, layer, head LIMIT 1", expr, expr);
     qres q;
     if (q_run(R, &q, sql, M->mid, NULL, e)) return -1;
     int found = q.nr > 0;
@@ -930,7 +930,20 @@ static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
         snprintf(cap, sizeof cap, "Positional QK of head %d.%d, the strongest previous-token head.", l, hh);
         picture(R, M, &po, file, cap);
     }
-    if ((f = best_head(R, M, "coalesce(copying_ablation, copying_eigen)", &l, &hh, e)) < 0) return -1;
+    /* The picture should show copying in the head's own OV circuit (a red
+     * diagonal): prefer heads whose eigenvalue score says so, ranked by
+     * what ablation says they contribute. Ablation alone can pick a head
+     * that copies only through a later head (a previous-token head). */
+    const char *why = "the head whose own OV circuit copies (copying_eigen > 0.5) and that "
+                      "matters most to copying by ablation";
+    if ((f = best_head(R, M, "CASE WHEN copying_eigen > 0.5 THEN coalesce(copying_ablation, "
+                       "copying_eigen) END", &l, &hh, e)) < 0)
+        return -1;
+    if (!f) {
+        why = "the strongest copying head";
+        if ((f = best_head(R, M, "coalesce(copying_ablation, copying_eigen)", &l, &hh, e)) < 0)
+            return -1;
+    }
     const char *kinds[2] = {"qk", "ov"};
     for (int k = 0; f && k < 2; k++) {
         if (!want_pic(R, kinds[k])) continue;
@@ -939,8 +952,8 @@ static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
         po.layer = l, po.head = hh, po.top_n = R->o->top_n > 0 ? R->o->top_n : 30;
         po.data = R->o->data;
         snprintf(file, sizeof file, "%s-%s-%d.%d.png", M->slug, kinds[k], l, hh);
-        snprintf(cap, sizeof cap, "Full %s circuit of head %d.%d (the strongest copying head) on the "
-                 "%d most frequent tokens.", k ? "OV" : "QK", l, hh, po.top_n);
+        snprintf(cap, sizeof cap, "Full %s circuit of head %d.%d, %s, on the %d most "
+                 "frequent tokens.", k ? "OV" : "QK", l, hh, why, po.top_n);
         picture(R, M, &po, file, cap);
     }
     return 0;

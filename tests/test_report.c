@@ -232,6 +232,10 @@ TEST(report_page_numbers_and_pictures) {
                pic.h, im[i].w, im[i].h);
         al_image_free(&pic);
     }
+    /* the full-circuit pictures show a head whose own OV copies: in B the
+     * ablation-best head 0.0 has copying_eigen -0.9, so 0.1 (eigen 0.7) */
+    CHECK(strstr(html, "A_untied_-ov-0.0.png") && strstr(html, "\"tied-ov-0.1.png"));
+    CHECK(!strstr(html, "\"tied-ov-0.0.png"));
     CHECK(strstr(html, "A_untied_-training.png")); /* only model A has a training log */
     CHECK(!strstr(html, "tied-training.png"));
     /* no JavaScript, nothing from the network */
