@@ -51,7 +51,9 @@ al_command al_cmd_scores = {
     "= loss at late - at early positions (Olsson et al.; n_ctx 256: positions\n"
     "246..255 - 20..29; negative = in-context learning) and per head\n"
     "copying_ablation = mean drop in log p(next token) at copy positions (next\n"
-    "token already in the window) when the head is mean-ablated. Heads with\n"
+    "token already in the window) when the head is mean-ablated, and\n"
+    "copying_ablation_excess = that drop minus the mean drop at the other\n"
+    "positions (what the head does for copying beyond its general use). Heads with\n"
     "induction > 0.4 are named induction heads, prev_token > 0.4 previous-token\n"
     "heads. Tables head_scores and model_scores (one run).",
     flags,
@@ -63,6 +65,7 @@ typedef struct text_res {
     double loss, loss_copy, copy_frac, early, late, icl;
     al_icl_range rg;
     double *copying; /* (L*H), NaN for heads off */
+    double *excess;  /* (L*H) copying_ablation_excess, in the same allocation */
 } text_res;
 
 /* icl_score and copying_ablation on the validation windows. */
@@ -72,7 +75,8 @@ static int text_scores(al_behave *b, text_res *r, al_err *e) {
     int L = b->m.cfg.n_layers, H = b->m.cfg.n_heads, LH = L * H, rc = -1, n = 0;
     unsigned char *sets = NULL;
     al_abl_out *o = NULL;
-    r->copying = al_malloc((size_t)LH, sizeof(double), e);
+    r->copying = al_malloc((size_t)LH * 2, sizeof(double), e);
+    r->excess = r->copying ? r->copying + LH : NULL;
     if (!r->copying || al_behave_tokens(b, o_data, &d, &r->T, e) ||
         al_abl_set_text(&s, &d, r->T, o_batch, 0, o_batches, o_batches, b->m.cfg.d_vocab, e) ||
         al_abl_prepare(&b->m, &s, e) ||
@@ -89,7 +93,19 @@ static int text_scores(al_behave *b, text_res *r, al_err *e) {
     for (int i = 0, k = 0; i < LH; i++)
         if (!b->off[i]) sets[(size_t)k++ * LH + i] = 1;
     if (n && al_abl_run(&b->m, &s, AL_ABL_MEAN, sets, n, o, 1, e)) goto out;
-    for (int i = 0, k = 0; i < LH; i++) r->copying[i] = b->off[i] ? NAN : o[k++].delta[1];
+    /* Mean Δ at the other positions, from the mean over all and over copy
+     * positions: Δrest = (c0 Δall − c1 Δcopy) / (c0 − c1). */
+    long c0 = s.count[0], c1 = s.count[1];
+    for (int i = 0, k = 0; i < LH; i++) {
+        if (b->off[i]) {
+            r->copying[i] = r->excess[i] = NAN;
+            continue;
+        }
+        const al_abl_out *x = &o[k++];
+        double rest = c0 > c1 ? (c0 * x->delta[0] - c1 * x->delta[1]) / (double)(c0 - c1) : NAN;
+        r->copying[i] = x->delta[1];
+        r->excess[i] = c1 > 0 ? x->delta[1] - rest : NAN;
+    }
     r->have = 1;
     rc = 0;
 out:
@@ -113,7 +129,9 @@ static int store_all(al_behave *b, const al_probe_scores *ps, const text_res *tr
                 al_store_put_head_score(st, run, mid, l, h, "prev_token", ps->prev_token[i], e))
                 return -1;
             if (tr->have && !b->off[i] &&
-                al_store_put_head_score(st, run, mid, l, h, "copying_ablation", tr->copying[i], e))
+                (al_store_put_head_score(st, run, mid, l, h, "copying_ablation", tr->copying[i], e) ||
+                 al_store_put_head_score(st, run, mid, l, h, "copying_ablation_excess",
+                                         tr->excess[i], e)))
                 return -1;
         }
     struct {
@@ -155,13 +173,13 @@ static void print_summary(const al_behave *b, const al_probe_scores *ps, const t
     int L = b->m.cfg.n_layers, H = b->m.cfg.n_heads;
     printf("model %s (sha256 %.12s…; %d layer%s × %d heads%s) -> run %lld of %s\n", o_model, b->sha,
            L, L == 1 ? "" : "s", H, b->n_off ? ", masked" : "", (long long)b->run_id, o_db);
-    printf("%-5s %9s %9s %9s %12s\n", "head", "induction", "dup_token", "prev_tok",
-           "copying_abl");
+    printf("%-5s %9s %9s %9s %12s %12s\n", "head", "induction", "dup_token", "prev_tok",
+           "copying_abl", "excess");
     for (int i = 0; i < L * H; i++) {
         printf("%d.%-3d %9.3f %9.3f %9.3f", i / H, i % H, ps->induction[i],
                ps->duplicate_token[i], ps->prev_token[i]);
         if (b->off[i]) printf(" %12s\n", "(off)");
-        else if (tr->have) printf(" %+12.4f\n", tr->copying[i]);
+        else if (tr->have) printf(" %+12.4f %+12.4f\n", tr->copying[i], tr->excess[i]);
         else printf(" %12s\n", "-");
     }
     printf("probe (R %d, N %d, seed %llu): loss first repeat %.4f, second %.4f, icl_gain %.4f\n",

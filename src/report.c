@@ -596,16 +596,18 @@ static int sec_heads(rep *R, const rmodel *M, al_err *e) {
     sb *h = &R->h;
     sb_puts(h, "<h3>Heads at a glance</h3>\n<p>Latest value of each score per head (view "
                "<code>head_summary</code>). Highlighted: induction or prev_token &gt; 0.4, "
-               "copying_eigen or copying_top1 &gt; 0.5, copying_ablation &gt; 0.01 nats.</p>\n");
+               "copying_eigen or copying_top1 &gt; 0.5, copying_ablation (and its excess over the "
+               "other positions) &gt; 0.01 nats.</p>\n");
     static const char *const heads[] = {"head", "induction", "prev_token", "duplicate_token",
                                         "copying_eigen", "copying_top1", "copying_ablation",
-                                        "gradient_importance", "qk_rank", "ov_rank", "qk_eff_rank",
+                                        "copying excess", "gradient_importance", "qk_rank", "ov_rank", "qk_eff_rank",
                                         "ov_eff_rank", "pos_prev_token", NULL};
     return sql_table(R, "SELECT name, induction, prev_token, duplicate_token, copying_eigen, "
-                     "copying_top1, copying_ablation, gradient_importance, qk_rank, ov_rank, "
+                     "copying_top1, copying_ablation, copying_ablation_excess, gradient_importance, "
+                     "qk_rank, ov_rank, "
                      "qk_effective_rank, ov_effective_rank, pos_prev_token FROM head_summary "
                      "WHERE model_id = ?1 ORDER BY layer, head",
-                     M->mid, NULL, heads, "sIIICCA3ii223",
+                     M->mid, NULL, heads, "sIIICCAA3ii223",
                      "No head scores yet (run attnlab circuits and attnlab scores).", e) < 0 ? -1 : 0;
 }
 
@@ -648,21 +650,28 @@ static int sec_kinds(rep *R, const rmodel *M, al_err *e) {
                      M->mid, NULL, heads, "s4", NULL, e) < 0 ? -1 : 0;
 }
 
-/* Agreement of the weight-based and ablation-based copying scores. */
+/* Agreement of the weight-based and an ablation-based copying score:
+ * copying_ablation (DESIGN), or copying_ablation_excess, which does not
+ * count a head's general usefulness (any head that lowers the loss
+ * everywhere also lowers it at copy positions) as copying. */
+static const char *const ABL_COL[2] = {"copying_ablation", "copying_ablation_excess"};
+
 typedef struct agree {
     int n, agree, abl_copy, abl_copy_neg;
     double rho;
+    const char *col;
     char neg[512];
 } agree;
 
-static int copy_agreement(rep *R, const rmodel *M, agree *a, al_err *e) {
+static int copy_agreement(rep *R, const rmodel *M, const char *col, agree *a, al_err *e) {
     memset(a, 0, sizeof *a);
     a->rho = NAN;
+    a->col = col;
     qres q;
-    if (q_run(R, &q, "SELECT name, copying_eigen, copying_ablation FROM head_summary WHERE "
-              "model_id = ?1 AND copying_eigen IS NOT NULL AND copying_ablation IS NOT NULL "
-              "ORDER BY layer, head", M->mid, NULL, e))
-        return -1;
+    char sql[300];
+    snprintf(sql, sizeof sql, "SELECT name, copying_eigen, %s FROM head_summary WHERE model_id = "
+             "?1 AND copying_eigen IS NOT NULL AND %s IS NOT NULL ORDER BY layer, head", col, col);
+    if (q_run(R, &q, sql, M->mid, NULL, e)) return -1;
     double *x = malloc(sizeof(double) * (size_t)(q.nr + 1) * 2);
     if (!x) {
         q_free(&q);
@@ -692,12 +701,13 @@ static int copy_agreement(rep *R, const rmodel *M, agree *a, al_err *e) {
 
 static void agree_sentence(sb *h, const agree *a) {
     sb_printf(h, "The eigenvalue score (copying_eigen &gt; %.1f) and mean ablation "
-                 "(copying_ablation &gt; %.2f nats) agree on <b>%d of %d</b> heads; Spearman "
+                 "(%s &gt; %.2f nats) agree on <b>%d of %d</b> heads; Spearman "
                  "rank correlation between the two scores over all heads: <b>&rho; = ",
-              COPY_EIGEN, COPY_ABLATION, a->agree, a->n);
+              COPY_EIGEN, a->col, COPY_ABLATION, a->agree, a->n);
     if (isnan(a->rho)) sb_puts(h, "undefined");
     else sb_printf(h, "%+.2f", a->rho);
-    sb_printf(h, "</b>. Ablation shows %d copying head%s", a->abl_copy, a->abl_copy == 1 ? "" : "s");
+    sb_printf(h, "</b>. By %s, %d head%s cop%s", a->col, a->abl_copy,
+              a->abl_copy == 1 ? "" : "s", a->abl_copy == 1 ? "ies" : "y");
     if (a->abl_copy_neg) {
         sb_printf(h, ", of which the eigenvalue score calls %d negative: ", a->abl_copy_neg);
         sb_esc(h, a->neg);
@@ -708,18 +718,24 @@ static void agree_sentence(sb *h, const agree *a) {
 }
 
 static int sec_copying(rep *R, const rmodel *M, al_err *e) {
-    agree a;
-    if (copy_agreement(R, M, &a, e)) return -1;
+    agree a[2];
+    if (copy_agreement(R, M, ABL_COL[0], &a[0], e) || copy_agreement(R, M, ABL_COL[1], &a[1], e))
+        return -1;
     sb *h = &R->h;
     sb_puts(h, "<h3>Copying: weights vs behaviour</h3>\n");
-    if (!a.n) {
+    if (!a[0].n) {
         sb_puts(h, "<p class=none>Needs copying_eigen (attnlab circuits) and copying_ablation "
                    "(attnlab scores --data) for the same model.</p>\n");
         return 0;
     }
-    sb_puts(h, "<p>");
-    agree_sentence(h, &a);
-    sb_puts(h, "</p>\n");
+    for (int k = 0; k < 2 && a[k].n; k++) {
+        sb_puts(h, "<p>");
+        if (k)
+            sb_puts(h, "Counting only what ablating a head costs at copy positions beyond its "
+                       "cost at the other positions: ");
+        agree_sentence(h, &a[k]);
+        sb_puts(h, "</p>\n");
+    }
     return 0;
 }
 
@@ -1040,16 +1056,17 @@ typedef struct side {
     double rho;
 } side;
 
-static void side_sentence(sb *h, const char *kind, const side *s) {
+static void side_sentence(sb *h, const char *kind, const side *s, const char *col) {
     sb_printf(h, "With %s embeddings the two scores classify %d of %d heads alike (%.0f%%) and "
                  "their rank correlation is &rho; = %+.2f%s; ", kind, s->agree, s->n,
               100.0 * s->agree / s->n, s->rho, s->n_rho > 1 ? " (mean over models)" : "");
-    if (!s->copy) sb_puts(h, "ablation finds no copying head. ");
+    if (!s->copy) sb_printf(h, "%s finds no copying head. ", col);
     else
-        sb_printf(h, "ablation finds %d copying head%s, of which the eigenvalue score calls %d "
-                     "negative. ", s->copy, s->copy == 1 ? "" : "s", s->neg);
+        sb_printf(h, "%s finds %d copying head%s, of which the eigenvalue score calls %d "
+                     "negative. ", col, s->copy, s->copy == 1 ? "" : "s", s->neg);
 }
 
+/* a: one agreement per model, all for the same ablation column. */
 static void tied_answer(rep *R, const agree *a) {
     side sd[2];
     memset(sd, 0, sizeof sd);
@@ -1062,31 +1079,38 @@ static void tied_answer(rep *R, const agree *a) {
     if (!sd[0].n || !sd[1].n) return;
     for (int t = 0; t < 2; t++) sd[t].rho = sd[t].n_rho ? sd[t].rho / sd[t].n_rho : NAN;
     sb *h = &R->h;
-    sb_puts(h, "<p class=answer><b>Does the eigenvalue copying score agree with ablation, tied "
-               "vs untied embeddings?</b> ");
-    side_sentence(h, "tied", &sd[1]);
-    side_sentence(h, "untied", &sd[0]);
+    const char *col = a[0].col;
+    int main_col = strcmp(col, ABL_COL[0]) == 0;
+    if (main_col)
+        sb_puts(h, "<p class=answer><b>Does the eigenvalue copying score agree with ablation, tied "
+                   "vs untied embeddings?</b> ");
+    else
+        sb_printf(h, "<p class=answer>The same question with %s (the cost at copy positions "
+                     "beyond the cost elsewhere): ", col);
+    side_sentence(h, "tied", &sd[1], col);
+    side_sentence(h, "untied", &sd[0], col);
     /* > 0: untied agrees better */
     double dr = isnan(sd[0].rho) || isnan(sd[1].rho) ? 0 : sd[0].rho - sd[1].rho;
     double df = (double)sd[0].agree / sd[0].n - (double)sd[1].agree / sd[1].n;
     int vr = fabs(dr) < 0.1 ? 0 : dr > 0 ? 1 : -1, vf = fabs(df) < 0.1 ? 0 : df > 0 ? 1 : -1;
+    const char *lead = main_col ? "Answer" : "By this measure";
     if (!vr && !vf)
-        sb_puts(h, "<b>Answer:</b> in these models tying the embeddings makes little difference "
-                   "to how well the eigenvalue score tracks ablation.</p>\n");
+        sb_printf(h, "<b>%s:</b> in these models tying the embeddings makes little difference "
+                     "to how well the eigenvalue score tracks ablation.</p>\n", lead);
     else if (vr * vf < 0)
-        sb_printf(h, "<b>Answer: mixed.</b> The rank correlation favours %s embeddings, the "
+        sb_printf(h, "<b>%s: mixed.</b> The rank correlation favours %s embeddings, the "
                      "thresholded agreement %s ones; more heads or models are needed to "
-                     "settle it.</p>\n", vr > 0 ? "untied" : "tied", vf > 0 ? "untied" : "tied");
+                     "settle it.</p>\n", lead, vr > 0 ? "untied" : "tied", vf > 0 ? "untied" : "tied");
     else
-        sb_printf(h, "<b>Answer:</b> the eigenvalue score tracks ablation better with <b>%s</b> "
-                     "embeddings%s.</p>\n", vr + vf > 0 ? "untied" : "tied",
+        sb_printf(h, "<b>%s:</b> the eigenvalue score tracks ablation better with <b>%s</b> "
+                     "embeddings%s.</p>\n", lead, vr + vf > 0 ? "untied" : "tied",
                   vr + vf > 0 ? ": with W_U = W_E<sup>T</sup> it is the less reliable guide to copying"
                               : "");
 }
 
 static int sec_compare(rep *R, al_err *e) {
     sb *h = &R->h;
-    agree a[AL_REPORT_MAX_MODELS];
+    agree a[AL_REPORT_MAX_MODELS], x[AL_REPORT_MAX_MODELS];
     sb_puts(h, "<h2>Models compared</h2>\n<table><thead><tr><th>model</th><th>layers</th>"
                "<th>embeddings</th><th>val loss</th><th>icl_gain</th><th>induction heads</th>"
                "<th>prev-token heads</th><th>copying: eigen vs ablation agree</th><th>&rho;</th>"
@@ -1094,7 +1118,8 @@ static int sec_compare(rep *R, al_err *e) {
     for (int i = 0; i < R->o->n_models; i++) {
         const rmodel *M = &R->m[i];
         double vl, icl, ni, np;
-        if (copy_agreement(R, M, &a[i], e) ||
+        if (copy_agreement(R, M, ABL_COL[0], &a[i], e) ||
+            copy_agreement(R, M, ABL_COL[1], &x[i], e) ||
             q_num(R, "SELECT final_val_loss FROM models WHERE model_id = ?1", M->mid, NULL, &vl, e) ||
             q_num(R, "SELECT value FROM model_scores WHERE metric = 'icl_gain' AND run_id = (SELECT "
                   "run_id FROM latest_run WHERE model_id = ?1 AND kind = 'scores')", M->mid, NULL, &icl, e) ||
@@ -1119,6 +1144,7 @@ static int sec_compare(rep *R, al_err *e) {
     }
     sb_puts(h, "</tbody></table>\n");
     tied_answer(R, a);
+    tied_answer(R, x);
     return 0;
 }
 

@@ -22,13 +22,29 @@
 
 /* Known per-head metrics, one column each in head_summary. Others are
  * stored all the same and can be read from head_scores. */
-#define HEAD_METRICS(X)                                                      \
+#define HEAD_METRICS_V1(X)                                                   \
     X(copying_eigen) X(copying_top1) X(copying_ablation) X(qk_rank)          \
     X(ov_rank) X(qk_effective_rank) X(ov_effective_rank) X(qk_stable_rank)   \
     X(ov_stable_rank) X(qk_fro) X(ov_fro) X(qk_top1_self) X(pos_prev_token)  \
     X(induction) X(duplicate_token) X(prev_token) X(gradient_importance)
+/* Version 2 adds copying_ablation_excess (scores.h). */
+#define HEAD_METRICS(X) HEAD_METRICS_V1(X) X(copying_ablation_excess)
 
 #define PIVOT(m) ",\n  MAX(CASE WHEN metric = '" #m "' THEN value END) AS " #m
+
+/* Latest value of each metric per head from runs that finished; one
+ * column per metric in the list. */
+#define HEAD_SUMMARY(LIST)                                                    \
+    "CREATE VIEW head_summary AS\n"                                           \
+    "WITH latest AS (\n"                                                      \
+    "  SELECT hs.model_id, hs.layer, hs.head, hs.metric, hs.value,\n"         \
+    "         ROW_NUMBER() OVER (PARTITION BY hs.model_id, hs.layer, hs.head, hs.metric\n" \
+    "                            ORDER BY hs.run_id DESC) AS rn\n"            \
+    "  FROM head_scores hs JOIN runs r ON r.run_id = hs.run_id\n"             \
+    "  WHERE r.status = 'done')\n"                                            \
+    "SELECT model_id, layer, head, layer || '.' || head AS name"               \
+    LIST(PIVOT)                                                               \
+    "\nFROM latest WHERE rn = 1 GROUP BY model_id, layer, head;\n"
 
 static const char schema_v1[] =
     "CREATE TABLE models(\n"
@@ -127,24 +143,17 @@ static const char schema_v1[] =
     "  step INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,\n"
     "  metric TEXT NOT NULL, value REAL,\n"
     "  PRIMARY KEY (run_id, step, layer, head, metric));\n"
-    /* Latest value of each metric per head from runs that finished. */
-    "CREATE VIEW head_summary AS\n"
-    "WITH latest AS (\n"
-    "  SELECT hs.model_id, hs.layer, hs.head, hs.metric, hs.value,\n"
-    "         ROW_NUMBER() OVER (PARTITION BY hs.model_id, hs.layer, hs.head, hs.metric\n"
-    "                            ORDER BY hs.run_id DESC) AS rn\n"
-    "  FROM head_scores hs JOIN runs r ON r.run_id = hs.run_id\n"
-    "  WHERE r.status = 'done')\n"
-    "SELECT model_id, layer, head, layer || '.' || head AS name"
-    HEAD_METRICS(PIVOT)
-    "\nFROM latest WHERE rn = 1 GROUP BY model_id, layer, head;\n"
+    HEAD_SUMMARY(HEAD_METRICS_V1)
     /* The newest finished run of each kind per model, to join on. */
     "CREATE VIEW latest_run AS\n"
     "SELECT model_id, kind, max(run_id) AS run_id FROM runs\n"
     "WHERE status = 'done' GROUP BY model_id, kind;\n";
 
+/* A view only: files written by version 1 keep every row. */
+static const char schema_v2[] = "DROP VIEW head_summary;\n" HEAD_SUMMARY(HEAD_METRICS);
+
 /* migrations[i] takes user_version i to i+1. */
-static const char *const migrations[] = {schema_v1};
+static const char *const migrations[] = {schema_v1, schema_v2};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 

@@ -129,7 +129,8 @@ TEST(scores_cli_end_to_end) {
     free(out);
     CHECK_SQL(db, "SELECT kind, status FROM runs", "scores|done");
     CHECK_SQL(db, "SELECT metric, count(*) FROM head_scores GROUP BY metric ORDER BY metric",
-              "copying_ablation|8\nduplicate_token|8\ninduction|8\nprev_token|8");
+              "copying_ablation|8\ncopying_ablation_excess|8\nduplicate_token|8\ninduction|8\n"
+              "prev_token|8");
     CHECK_SQL(db, "SELECT count(*) FROM head_summary WHERE induction BETWEEN 0 AND 1 AND "
                   "prev_token BETWEEN 0 AND 1 AND copying_ablation IS NOT NULL", "8");
     /* model-level: icl_gain = first - second; icl_score = late - early */
@@ -172,4 +173,20 @@ TEST(scores_cli_end_to_end) {
     CHECK_SQL(db, "SELECT count(*) FROM runs", "4");
     CHECK(t_sh("%s scores --model %s --db %s --probe-r 1 2>/dev/null", t_bin(), dir, db) == 2);
     CHECK_SQL(db, "PRAGMA integrity_check", "ok");
+    /* run 1's copying scores against `ablate` on the same windows:
+     * copying_ablation is its Δ at copy positions, and the excess that minus
+     * the Δ at the other positions, (Δall − f Δcopy) / (1 − f) with f the
+     * copy fraction */
+    CHECK(t_sh("%s ablate --model %s --db %s --data %s --each --method mean --batches 2 --batch 4 "
+               "--probe-r 10 --probe-n 8 > /dev/null 2>&1", t_bin(), dir, db, val) == 0);
+    CHECK_SQL(db, "SELECT count(*) FROM ablations a JOIN head_scores c ON c.run_id = 1 AND "
+                  "c.metric = 'copying_ablation' AND a.heads = c.layer || '.' || c.head JOIN "
+                  "head_scores x ON x.run_id = 1 AND x.metric = 'copying_ablation_excess' AND "
+                  "x.layer = c.layer AND x.head = c.head JOIN model_scores f ON f.run_id = 1 AND "
+                  "f.metric = 'copy_fraction' WHERE a.run_id = (SELECT max(run_id) FROM runs) AND "
+                  "a.kind = 'single' AND abs(a.delta_loss_copy - c.value) < 1e-6 AND abs(x.value - "
+                  "(a.delta_loss_copy - (a.delta_loss - f.value * a.delta_loss_copy) / "
+                  "(1 - f.value))) < 1e-6", "8");
+    CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 1 AND metric = "
+                  "'copying_ablation_excess' AND value != 0", "8");
 }

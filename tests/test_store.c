@@ -47,7 +47,7 @@ TEST(store_schema_created) {
     al_err e;
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "1"));
+    CHECK(sql_is(db, "PRAGMA user_version", "2"));
     CHECK(sql_is(db, "PRAGMA journal_mode", "wal"));
     CHECK(sql_is(db,
                  "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
@@ -64,7 +64,32 @@ TEST(store_schema_created) {
     /* reopening an up-to-date file changes nothing */
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
+    CHECK(sql_is(db, "PRAGMA user_version", "2"));
+}
+
+/* A version-1 file (head_summary without copying_ablation_excess) is
+ * migrated on open: its rows kept, the view rebuilt with the column. */
+TEST(store_migrates_version_1) {
+    char db[1024];
+    snprintf(db, sizeof db, "%s", t_path("r.db"));
+    al_store *s;
+    al_err e;
+    CHECK_OK(al_store_open(db, &s, &e), &e);
+    al_store_close(s);
+    /* turn it back into a version-1 file with one score in it */
+    CHECK(t_sh("sqlite3 '%s' \"DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT 1 AS "
+               "model_id, 0 AS layer, 0 AS head, 'x' AS copying_ablation; INSERT INTO models(sha256, "
+               "added_at) VALUES('x', 'now'); INSERT INTO runs(kind, started_at, status, "
+               "attnlab_version) VALUES('scores', 'now', 'done', 'v'); INSERT INTO head_scores "
+               "VALUES(1, 1, 0, 3, 'copying_ablation_excess', 0.25); PRAGMA user_version = 1\"",
+               db) == 0);
     CHECK(sql_is(db, "PRAGMA user_version", "1"));
+    CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('head_summary') WHERE name = "
+                     "'copying_ablation_excess'", "0"));
+    CHECK_OK(al_store_open(db, &s, &e), &e);
+    al_store_close(s);
+    CHECK(sql_is(db, "PRAGMA user_version", "2"));
+    CHECK(sql_is(db, "SELECT name, copying_ablation_excess FROM head_summary", "0.3|0.25"));
 }
 
 TEST(store_refuses_bad_files) {
