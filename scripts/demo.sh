@@ -44,9 +44,10 @@ ask "Which heads are induction heads, and what does each model's best head score
        round(h.prev_token, 3) AS prev_token
 FROM head_summary h JOIN models m USING (model_id)
 ORDER BY h.induction DESC LIMIT 5;"
-ask "Do the weights (copying_eigen) and ablation (copying_ablation) agree on the copying heads?" \
+ask "Do the weights (copying_eigen) and ablation (copying_ablation, and its excess over the other positions) agree on the copying heads?" \
 "SELECT m.path, h.name, round(h.copying_eigen, 3) AS eigen,
-       round(h.copying_ablation, 4) AS ablation_nats
+       round(h.copying_ablation, 4) AS ablation_nats,
+       round(h.copying_ablation_excess, 4) AS excess_nats
 FROM head_summary h JOIN models m USING (model_id)
 ORDER BY h.copying_ablation DESC LIMIT 5;"
 ask "Pruning: the fewest heads left at a step whose loss is within 10% of all heads', per method" \
