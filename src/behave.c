@@ -49,10 +49,6 @@ static int load(al_behave *b, const char *dir, al_err *e) {
         return -1;
     b->loaded = 1;
     b->train_T = trained_len(dir, b->m.cfg.n_ctx);
-    if (b->train_T < b->m.cfg.n_ctx)
-        fprintf(stderr, "attnlab: note: %s was trained on %d-token sequences (n_ctx %d); "
-                        "validation windows are %d tokens\n",
-                dir, b->train_T, b->m.cfg.n_ctx, b->train_T);
     if (al_sha256_file(path, sha2, e)) return -1;
     if (strcmp(b->sha, sha2) != 0)
         return al_errf(e, "checkpoint %s changed while being read; try again", path);
@@ -108,6 +104,10 @@ int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
                        path, id, b->m.cfg.d_vocab);
     }
     *T = d->n - 1 < (size_t)b->train_T ? (int)(d->n - 1) : b->train_T;
+    if (b->train_T < b->m.cfg.n_ctx)
+        fprintf(stderr, "attnlab: note: the model was trained on %d-token sequences (n_ctx %d); "
+                        "validation windows are %d tokens\n",
+                b->train_T, b->m.cfg.n_ctx, *T);
     return 0;
 }
 

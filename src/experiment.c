@@ -13,13 +13,16 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attnlab/args.h"
+#include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 #include "attnlab/pictures.h"
 #include "attnlab/report.h"
@@ -904,6 +907,20 @@ static int run_encode(runner *R, stage *s, al_err *e) {
     return rc || stamp_write(R, s, R->key[K_ENC], "-", e);
 }
 
+/* Before a fresh start: the folder's old checkpoint (other options, or
+ * unfinished) must never pass for this stage's, should the stage be
+ * stopped before train writes its own step-0 checkpoint. Without
+ * state.json it cannot be resumed; train --force replaces the rest. */
+static int forget_state(const runner *R, int m, al_err *e) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/state.json", R->model_dir[m]);
+    if (!al_file_exists(p)) return 0;
+    if (al_ckpt_recover(R->model_dir[m], e)) return -1; /* finish or undo a save first */
+    if (unlink(p) != 0 && errno != ENOENT)
+        return al_errf(e, "cannot remove %s: %s", p, strerror(errno));
+    return 0;
+}
+
 /* Train, or continue an interrupted training of this very stage: the
  * stamp says "partial" under the stage's key while it runs, so a folder
  * left by Ctrl-C, a kill or a crash is resumed from its last checkpoint
@@ -921,7 +938,8 @@ static int run_train(runner *R, stage *s, al_err *e) {
     stamp_read(R, s, key, val, sizeof val);
     long step = strcmp(val, "partial") == 0 ? model_step(R, s->model) : -1;
     int resume = step > 0 && step < M->steps;
-    if (!resume && stamp_write(R, s, key, "partial", e)) return -1;
+    if (!resume && (forget_state(R, s->model, e) || stamp_write(R, s, key, "partial", e)))
+        return -1;
     if (resume) printf("   continuing the interrupted training from its checkpoint at step %ld\n", step);
     al_exp_args a = {0};
     int rc = args_add(&a, "--data") || args_add(&a, R->train_bin) || args_add(&a, "--val") ||

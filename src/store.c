@@ -586,6 +586,9 @@ int al_store_run_fail(al_store *s, int64_t run_id, const char *msg, al_err *e) {
 static int put_row(al_store *s, int id, al_err *e, const char *fmt, ...) {
     sqlite3_stmt *q = stmt(s, id, e);
     if (!q) return -1;
+    if ((int)strlen(fmt) != sqlite3_bind_parameter_count(q) || strspn(fmt, "Iiodst") != strlen(fmt))
+        return al_errf(e, "database %s: internal error: row format '%s' does not fit: %s", s->path,
+                       fmt, stmt_sql[id]);
     va_list ap;
     va_start(ap, fmt);
     for (int i = 1; fmt[i - 1]; i++) {
@@ -696,18 +699,12 @@ int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
                    metric, value);
 }
 
-int al_store_carry_train_log(al_store *s, int64_t run_id, long max_step,
+int al_store_carry_train_log(al_store *s, int64_t run_id, const char *sha256, long max_step,
                              int64_t *from_run, al_err *e) {
     static const char find[] =
-        "SELECT p.run_id FROM runs p, runs n WHERE n.run_id = ?1 AND p.run_id < ?1 "
-        "AND p.kind = 'train' AND json_valid(p.config_json) AND json_valid(n.config_json)"
-        " AND json_extract(p.config_json, '$.out') = json_extract(n.config_json, '$.out')"
-        " AND json_extract(p.config_json, '$.seed') = json_extract(n.config_json, '$.seed')"
-        " AND json_extract(p.config_json, '$.lr') = json_extract(n.config_json, '$.lr')"
-        " AND json_extract(p.config_json, '$.n_layers') = json_extract(n.config_json, '$.n_layers')"
-        " AND json_extract(p.config_json, '$.d_model') = json_extract(n.config_json, '$.d_model')"
-        " AND json_extract(p.config_json, '$.n_heads') = json_extract(n.config_json, '$.n_heads')"
-        " ORDER BY p.run_id DESC LIMIT 1";
+        "SELECT r.run_id FROM runs r JOIN models m USING (model_id) WHERE m.sha256 = ?1 "
+        "AND r.kind = 'train' AND r.run_id < ?2 AND EXISTS (SELECT 1 FROM train_log t "
+        "WHERE t.run_id = r.run_id) ORDER BY r.run_id DESC LIMIT 1";
     static const char *const copy[] = {
         "INSERT OR REPLACE INTO train_log SELECT ?1, step, tokens, train_loss, val_loss,"
         " icl_gain, lr, seconds FROM train_log WHERE run_id = ?2 AND step <= ?3",
@@ -715,8 +712,10 @@ int al_store_carry_train_log(al_store *s, int64_t run_id, long max_step,
         " FROM train_head_scores WHERE run_id = ?2 AND step <= ?3"};
     sqlite3_stmt *q;
     *from_run = 0;
+    if (s->in_tx) return al_errf(e, "database %s: carry_train_log inside a transaction", s->path);
     if (prepare(s, find, &q, e)) return -1;
-    sqlite3_bind_int64(q, 1, run_id);
+    bind_str(q, 1, sha256);
+    sqlite3_bind_int64(q, 2, run_id);
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) *from_run = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
@@ -734,7 +733,7 @@ int al_store_carry_train_log(al_store *s, int64_t run_id, long max_step,
     }
     return al_store_tx_commit(s, e);
 fail:
-    exec(s, "ROLLBACK", e);
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); /* keep the first error */
     s->in_tx = 0;
     return -1;
 }

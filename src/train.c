@@ -127,11 +127,30 @@ typedef struct trainer {
 #define DYN_PROBE_N 16
 #define DYN_PROBE_SEED 20240520
 
+/* The run a resumed run continues is the one that saved the checkpoint
+ * it starts from: a run is linked to its checkpoint's sha256 when it
+ * finishes or is stopped by a signal (dynamics_close). Its curve up to the
+ * resumed step is copied, so a finished model's curve starts at step 0. */
+static int carry_curve(trainer *tr, al_err *e) {
+    char path[4200], sha[65];
+    int64_t from;
+    if (al_path_join(path, sizeof path, tr->o->resume, "model.safetensors", e) != 0 ||
+        al_sha256_file(path, sha, e) != 0 ||
+        al_store_carry_train_log(tr->db, tr->run_id, sha, tr->st.step, &from, e) != 0)
+        return -1;
+    if (from)
+        al_log("training curve up to step %ld carried over from run %lld", tr->st.step,
+               (long long)from);
+    return 0;
+}
+
 static int dynamics_open(trainer *tr, al_err *e) {
     if (!tr->o->db) return 0;
-    int R = (tr->m.cfg.n_ctx - 1) / 2;
+    /* the probe fits the trained sequence length (positions past it are
+     * never trained when --seq-len < n_ctx) */
+    int R = (tr->T - 1) / 2;
     if (R > 50) R = 50;
-    if (R < 2) return al_errf(e, "--db needs n_ctx >= 5 for the induction probe");
+    if (R < 2) return al_errf(e, "--db needs sequences of at least 5 tokens for the induction probe");
     if (al_probe_make(&tr->probe, R, DYN_PROBE_N, DYN_PROBE_SEED, tr->m.cfg.d_vocab,
                       al_tok_eot(tr->tok), e) != 0)
         return -1;
@@ -140,10 +159,7 @@ static int dynamics_open(trainer *tr, al_err *e) {
     int rc = al_store_run_begin(tr->db, "train", cfg ? cfg : "{}", 0, &tr->run_id, e);
     free(cfg);
     if (rc || !tr->o->resume) return rc;
-    int64_t from;
-    if (al_store_carry_train_log(tr->db, tr->run_id, tr->st.step, &from, e) != 0) return -1;
-    if (from) al_log("training curve up to step %ld carried over from run %lld", tr->st.step, (long long)from);
-    return 0;
+    return carry_curve(tr, e);
 }
 
 /* One row of train_log and L×H×3 rows of train_head_scores, committed at
@@ -174,15 +190,17 @@ static int dynamics_record(trainer *tr, double train_loss, double val_loss, al_e
 
 /* Attach the final checkpoint as the run's model and mark it done, or
  * mark it failed with the reason (why) when training did not finish. */
-static void dynamics_close(trainer *tr, const char *why) {
+static void dynamics_close(trainer *tr, const char *why, int saved) {
     al_probe_free(&tr->probe);
     if (!tr->db) return;
     al_err e2, e3;
     int64_t model_id = 0;
-    if (!why && (al_store_model(tr->db, tr->dir, NULL, &tr->m, NULL, &model_id, &e2) != 0 ||
-                 al_store_run_set_model(tr->db, tr->run_id, model_id, &e2) != 0 ||
-                 al_store_run_finish(tr->db, tr->run_id, &e2) != 0))
-        why = e2.msg;
+    /* saved: the directory holds the checkpoint of the current weights
+     * (finished, or stopped by a signal), so the run can be linked to it */
+    if (saved && (al_store_model(tr->db, tr->dir, NULL, &tr->m, NULL, &model_id, &e2) != 0 ||
+                  al_store_run_set_model(tr->db, tr->run_id, model_id, &e2) != 0))
+        why = why ? why : e2.msg;
+    if (!why && al_store_run_finish(tr->db, tr->run_id, &e2) != 0) why = e2.msg;
     if (why) al_store_run_fail(tr->db, tr->run_id, why, &e3);
     al_store_close(tr->db);
     tr->db = NULL;
@@ -437,20 +455,21 @@ int al_train_run(al_train_opts *o, al_flag *flags, int *interrupted, al_err *e) 
     g_stop = 0;
     tr.t_start = al_now();
     if (dynamics_open(&tr, e) != 0) goto restore;
-    /* The curve starts with an evaluation at step 0, and a resumed run
-     * repeats the one its interruption cut short (it leaves val loss NaN;
-     * evaluation draws no random numbers, so the run stays exact). */
-    if (tr.db && (!o->resume || (o->eval_every && tr.st.step % o->eval_every == 0 &&
-                                 isnan(tr.st.last_val_loss)))) {
+    /* The curve starts with an evaluation at step 0; a run resumed from
+     * step 0 repeats it, and one resumed where an interrupt cut an
+     * evaluation short (val loss NaN) repeats that one. Evaluation draws
+     * no random numbers, so the run stays exact. */
+    if (tr.db && (!o->resume || tr.st.step == 0 || isnan(tr.st.last_val_loss))) {
         double vl;
         int ev = evaluate(&tr, &vl, e);
-        if (ev < 0 || (ev == 0 && dynamics_record(&tr, NAN, vl, e) != 0)) goto restore;
+        double tl = tr.st.step > 0 ? tr.st.last_train_loss : NAN;
+        if (ev < 0 || (ev == 0 && dynamics_record(&tr, tl, vl, e) != 0)) goto restore;
     }
     rc = loop(&tr, interrupted, e);
 restore:
     /* e is set only when rc != 0 */
     dynamics_close(&tr, rc != 0 ? e->msg : *interrupted ? "interrupted (continue with --resume)"
-                                                        : NULL);
+                                                        : NULL, rc == 0);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (rc == 0 && !*interrupted)

@@ -575,7 +575,7 @@ TEST(ablate_uses_trained_sequence_length) {
                db, val, t_path("out.txt"), t_path("err.txt")) == 0);
     char *out = t_slurp(t_path("out.txt")), *err = t_slurp(t_path("err.txt"));
     CHECKF(out && strstr(out, "windows of 16,"), "%s", out ? out : "");
-    CHECKF(err && strstr(err, "trained on 16-token sequences (n_ctx 32)") &&
+    CHECKF(err && strstr(err, "trained on 16-token sequences (n_ctx 32); validation windows are 16 tokens") &&
                strstr(err, "the probe is 21 tokens"),
            "%s", err ? err : "");
     free(out);

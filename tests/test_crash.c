@@ -195,6 +195,12 @@ static void stop_by_signal(int sig) {
      * numbers and does not touch the weights, so the result is the same */
     CHECK(t_wait(t_spawn(NULL, err, "train --resume %s --eval-every 0", dir), NULL) == 0);
     CHECK(same_file(ref, dir, "model.safetensors") && same_file(ref, dir, "optim.safetensors"));
+    /* the resumed run's curve starts at step 0: every step up to the stop
+     * (logged by the stopped run, or redone if the signal cut it short) */
+    char q[256], want[32];
+    snprintf(q, sizeof q, "SELECT count(*) FROM train_log WHERE run_id = 2 AND step <= %ld", stopped);
+    snprintf(want, sizeof want, "%ld", stopped + 1);
+    CHECKF(strcmp(sql(db, q), want) == 0, "%s: %s, want %s", q, sql(db, q), want);
     /* the stopped run is recorded as such (and the resumed one as done) */
     CHECKF(t_sh("test \"$(sqlite3 %s \"SELECT group_concat(status || ':' || coalesce(error, ''), "
                 "'|') FROM runs\")\" = 'failed:interrupted (continue with --resume)|done:'",

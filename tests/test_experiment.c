@@ -324,3 +324,33 @@ TEST(exp_interrupted_training_resumes) {
     CHECK(sql_long(db, "SELECT min(step) FROM train_log WHERE run_id = (SELECT run_id FROM runs "
                        "WHERE kind = 'train' AND status = 'done')") == 0);
 }
+
+/* A training stage that fails before train has written its own step-0
+ * checkpoint (here: an unreadable token file) must not leave the folder's
+ * older model (20 steps, options since changed to 40) to be "continued"
+ * as if it were this stage's: the next run trains afresh, and ends equal
+ * to a run that never had the older model. */
+TEST(exp_failed_start_does_not_resume_old_model) {
+    if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
+    char j20[sizeof longer], j40[sizeof longer], out[600], ref[600], tok[800];
+    const char *at = strstr(longer, "\"steps\": 400");
+    snprintf(j20, sizeof j20, "%.*s\"steps\": 20%s", (int)(at - longer), longer, at + 12);
+    snprintf(j40, sizeof j40, "%.*s\"steps\": 40%s", (int)(at - longer), longer, at + 12);
+    snprintf(out, sizeof out, "%s", t_path("out"));
+    snprintf(ref, sizeof ref, "%s", t_path("ref"));
+    snprintf(tok, sizeof tok, "%s/data/tokens.train.bin", out);
+    write_json("j20.json", j20);
+    write_json("j40.json", j40);
+    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j20.json"), out) == 0);
+    CHECK(t_sh("cp %s %s.keep && printf 'xx' > %s", tok, tok, tok) == 0);
+    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j40.json"), out) != 0);
+    CHECK(t_sh("mv %s.keep %s", tok, tok) == 0);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("j40.json"), out,
+               t_path("run3")) == 0);
+    char *log = t_slurp(t_path("run3"));
+    CHECKF(log && !strstr(log, "continuing the interrupted training") && !strstr(log, "--resume"),
+           "%s", log ? log : "");
+    free(log);
+    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j40.json"), ref) == 0);
+    CHECK(t_sh("cmp -s %s/models/one/model.safetensors %s/models/one/model.safetensors", ref, out) == 0);
+}

@@ -126,9 +126,10 @@ static void fill(al_store *st, const char *dir, const double *eig, const double 
  *   sum d^2 = 6, rho = 1 - 36/60 = 0.40. Head 0.2 copies by ablation but
  *   has a negative eigen score.
  * Model B (tied): eigen > 0.5 on 1, 2; ablation > 0.01 on 0, 3 -> agree on
- *   none. rho = -4.5/sqrt(22.5) = -0.95 (ablation ties at 0). */
+ *   none. Ranks eigen 1,4,3,2; ablation 4,1,2,3; sum d^2 = 20, rho =
+ *   1 - 120/60 = -1.00. */
 static const double eigA[4] = {0.9, 0.8, -0.6, 0.1}, ablA[4] = {0.2, 0.001, 0.15, 0.0};
-static const double eigB[4] = {-0.9, 0.7, 0.6, 0.2}, ablB[4] = {0.3, 0.0, 0.0, 0.05};
+static const double eigB[4] = {-0.9, 0.7, 0.6, 0.2}, ablB[4] = {0.3, 0.0, 0.005, 0.05};
 
 static void fixture(void) {
     al_err e;
@@ -201,7 +202,7 @@ TEST(report_page_numbers_and_pictures) {
     CHECK(strstr(html, "&rho; = +0.40"));
     CHECK(strstr(html, "calls 1 negative: 0.2 (copying_eigen -0.60, ablation +0.150 nats)"));
     /* model B and the tied-vs-untied answer */
-    CHECK(strstr(html, "agree on <b>0 of 4</b> heads") && strstr(html, "&rho; = -0.95"));
+    CHECK(strstr(html, "agree on <b>0 of 4</b> heads") && strstr(html, "&rho; = -1.00"));
     CHECK(strstr(html, "With tied embeddings the two scores classify 0 of 4 heads alike (0%)"));
     CHECK(strstr(html, "With untied embeddings the two scores classify 2 of 4 heads alike (50%)"));
     CHECK(strstr(html, "better with <b>untied</b>"));
@@ -233,9 +234,10 @@ TEST(report_page_numbers_and_pictures) {
         al_image_free(&pic);
     }
     /* the full-circuit pictures show a head whose own OV copies: in B the
-     * ablation-best head 0.0 has copying_eigen -0.9, so 0.1 (eigen 0.7) */
-    CHECK(strstr(html, "A_untied_-ov-0.0.png") && strstr(html, "\"tied-ov-0.1.png"));
-    CHECK(!strstr(html, "\"tied-ov-0.0.png"));
+     * ablation-best head 0.0 has copying_eigen -0.9; of 0.1 and 0.2 (eigen
+     * 0.7, 0.6) ablation ranks 0.2 first */
+    CHECK(strstr(html, "A_untied_-ov-0.0.png") && strstr(html, "\"tied-ov-0.2.png"));
+    CHECK(!strstr(html, "\"tied-ov-0.0.png") && !strstr(html, "\"tied-ov-0.1.png"));
     CHECK(strstr(html, "A_untied_-training.png")); /* only model A has a training log */
     CHECK(!strstr(html, "tied-training.png"));
     /* no JavaScript, nothing from the network */

@@ -242,3 +242,42 @@ TEST(train_cli_config_file_and_run_table) {
                t_bin(), t_path("m"), t_path("g1"), t_bin(), t_path("m"), t_path("g2")) == 0);
     CHECK(files_equal(t_path("g1"), t_path("g2")));
 }
+
+/* A model trained in two sittings has one curve from step 0: the resumed
+ * run copies the rows of the run linked to its checkpoint, redoes an
+ * evaluation the interrupt cut short (with the train loss it had), and
+ * copies nothing from a run whose checkpoint was since replaced. */
+TEST(train_cli_resume_carries_curve) {
+    char c[1024], m[1024], db[1024], q[2048];
+    snprintf(c, sizeof c, "%s", t_path("c.bin"));
+    snprintf(m, sizeof m, "%s", t_path("m"));
+    snprintf(db, sizeof db, "%s", t_path("r.db"));
+    write_corpus(c, 20000);
+    CHECK(t_sh("%s train --data %s --out %s --steps 30 --stop-at 20 --db %s " SMALL " 2>/dev/null",
+               t_bin(), c, m, db) == 130);
+    /* run 1: steps 0, 5, ..., 20 and linked to the step-20 checkpoint */
+    CHECK_SQL(db, "SELECT group_concat(step) FROM train_log WHERE run_id = 1", "0,5,10,15,20");
+    CHECK_SQL(db, "SELECT m.train_steps FROM runs r JOIN models m USING (model_id) WHERE "
+                  "r.run_id = 1", "20");
+    char *row20 = t_sql(db, "SELECT train_loss, val_loss FROM train_log WHERE run_id = 1 AND step = 20");
+    /* as if the interrupt had cut the step-20 evaluation short */
+    CHECK(t_sh("sed -i 's/\"last_val_loss\":[^,]*/\"last_val_loss\": null/' %s/state.json && "
+               "sqlite3 %s 'DELETE FROM train_log WHERE run_id = 1 AND step = 20'", m, db) == 0);
+    CHECK(t_sh("%s train --resume %s 2>%s", t_bin(), m, t_path("r.err")) == 0);
+    char *err = t_slurp(t_path("r.err"));
+    CHECKF(err && strstr(err, "training curve up to step 20 carried over from run 1"), "%s",
+           err ? err : "");
+    free(err);
+    CHECK_SQL(db, "SELECT group_concat(step) FROM train_log WHERE run_id = 2", "0,5,10,15,20,25,30");
+    snprintf(q, sizeof q, "SELECT train_loss, val_loss FROM train_log WHERE run_id = 2 AND step = 20");
+    CHECK_SQL(db, q, row20 ? row20 : "?");
+    free(row20);
+    CHECK_SQL(db, "SELECT count(*) FROM train_head_scores a JOIN train_head_scores b ON b.run_id = 1 "
+                  "AND a.step = b.step AND a.layer = b.layer AND a.head = b.head AND a.metric = "
+                  "b.metric AND a.value = b.value WHERE a.run_id = 2 AND a.step <= 15", "96");
+    /* a fresh run replaced the checkpoint without --db: nothing to carry */
+    CHECK(t_sh("%s train --data %s --out %s --steps 30 --stop-at 10 --force " SMALL " 2>/dev/null",
+               t_bin(), c, m) == 130);
+    CHECK(t_sh("%s train --resume %s --db %s 2>/dev/null", t_bin(), m, db) == 0);
+    CHECK_SQL(db, "SELECT group_concat(step) FROM train_log WHERE run_id = 3", "15,20,25,30");
+}
