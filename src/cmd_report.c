@@ -106,6 +106,9 @@ static int run_report(int argc, char **argv) {
     printf("wrote %s (%d picture%s%s) and %s\n", r.index_path, r.n_pictures,
            r.n_pictures == 1 ? "" : "s", r.n_failed ? ", some could not be drawn: see warnings" : "",
            r.notebook_path);
+    if (r.n_removed)
+        printf("removed %d picture%s of the previous report that this one no longer shows\n",
+               r.n_removed, r.n_removed == 1 ? "" : "s");
     return 0;
 }
 

@@ -1017,6 +1017,8 @@ static int run_report(runner *R, stage *s, al_err *e) {
     al_report_result r;
     if (al_report_write(&o, &r, e)) return -1;
     printf("   wrote %s (%d pictures) and %s\n", r.index_path, r.n_pictures, r.notebook_path);
+    if (r.n_removed) printf("   removed %d picture%s of the previous report\n", r.n_removed,
+                            r.n_removed == 1 ? "" : "s");
     if (r.n_failed)
         printf("   warning: %d picture%s could not be drawn (see above)\n", r.n_failed,
                r.n_failed == 1 ? "" : "s");

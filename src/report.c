@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "attnlab/config.h"
 #include "attnlab/pictures.h"
@@ -280,7 +281,7 @@ typedef struct rep {
     sb h;
     rmodel m[AL_REPORT_MAX_MODELS];
     pic_ref *pics;
-    int n_pics, cap_pics, n_failed;
+    int n_pics, cap_pics, n_failed, n_removed;
 } rep;
 
 static int q_run(rep *R, qres *q, const char *sql, const char *p1, const char *p2, al_err *e) {
@@ -1448,6 +1449,44 @@ static int write_page(rep *R, const char *title, al_report_result *res, al_err *
     return al_write_file_atomic(res->index_path, h->p, h->n, e);
 }
 
+/* The pictures of the previous report in the folder are listed in
+ * .report-pictures; those this report did not draw again (a head choice
+ * or a model changed) are deleted, so the folder never shows a picture
+ * the page does not. Only names the report itself wrote are touched:
+ * plain "*.png" names from the list, never anything else in the folder. */
+#define PIC_LIST ".report-pictures"
+
+static int drawn(const rep *R, const char *file) {
+    for (int i = 0; i < R->n_pics; i++)
+        if (strcmp(R->pics[i].file, file) == 0) return 1;
+    return 0;
+}
+
+static int tidy_pictures(rep *R, al_err *e) {
+    char path[4400], old[4400];
+    unsigned char *txt = NULL;
+    size_t n;
+    snprintf(path, sizeof path, "%s/%s", R->o->out_dir, PIC_LIST);
+    if (al_file_exists(path) && al_read_file(path, &txt, &n, 1 << 20, NULL) == 0) {
+        for (char *line = (char *)txt, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next) *next++ = 0;
+            size_t k = strlen(line);
+            if (k < 5 || strchr(line, '/') || line[0] == '.' || strcmp(line + k - 4, ".png") != 0 ||
+                drawn(R, line))
+                continue;
+            snprintf(old, sizeof old, "%s/%s", R->o->out_dir, line);
+            if (unlink(old) == 0) R->n_removed++;
+        }
+        free(txt);
+    }
+    sb list = {0};
+    for (int i = 0; i < R->n_pics; i++) sb_printf(&list, "%s\n", R->pics[i].file);
+    int rc = list.oom ? al_errf(e, "out of memory") : al_write_file_atomic(path, list.p ? list.p : "", list.n, e);
+    free(list.p);
+    return rc;
+}
+
 int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
     memset(res, 0, sizeof *res);
     if (o->n_models < 1 || o->n_models > AL_REPORT_MAX_MODELS)
@@ -1463,7 +1502,9 @@ int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
     for (int i = 0; rc == 0 && i < o->n_models; i++) rc = load_model(R, i, e);
     if (rc == 0) rc = write_page(R, title, res, e);
     if (rc == 0) rc = write_notebook(R, title, res->notebook_path, e);
+    if (rc == 0) rc = tidy_pictures(R, e);
     res->n_pictures = R->n_pics;
+    res->n_removed = R->n_removed;
     res->n_failed = R->n_failed;
     al_store_close(R->st);
     free(R->pics);

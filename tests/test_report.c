@@ -247,6 +247,30 @@ TEST(report_page_numbers_and_pictures) {
     free(html);
 }
 
+/* A picture of the previous report that is no longer drawn is deleted;
+ * a file the report never wrote is kept, even if it looks like one. */
+TEST(report_removes_its_stale_pictures) {
+    fixture();
+    write_report(2);
+    char list[1200];
+    snprintf(list, sizeof list, "%s/.report-pictures", t_path("out"));
+    char *l = t_slurp(list);
+    CHECKF(l && strstr(l, "A_untied_-ov-0.0.png\n") && strstr(l, "tied-ov-0.2.png\n"), "%s",
+           l ? l : "");
+    free(l);
+    CHECK(t_sh("cd %s && printf x > old-ov-1.1.png && printf x > mine.png && printf x > keep.png && "
+               "printf 'old-ov-1.1.png\\n../escape.png\\n.hidden.png\\nmine.txt\\n' >> .report-pictures && "
+               "printf x > ../escape.png",
+               t_path("out")) == 0);
+    al_report_result r = write_report(2);
+    CHECKF(r.n_removed == 1, "%d removed", r.n_removed);
+    CHECK(t_sh("cd %s && test ! -e old-ov-1.1.png && test -e mine.png && test -e keep.png && "
+               "test -e ../escape.png && test -e A_untied_-ov-0.0.png", t_path("out")) == 0);
+    l = t_slurp(list);
+    CHECK(l && !strstr(l, "old-ov-1.1.png") && strstr(l, "A_untied_-ov-0.0.png\n"));
+    free(l);
+}
+
 /* nbformat 4 structure, read back with cJSON. */
 TEST(report_notebook_structure) {
     fixture();

@@ -47,10 +47,13 @@ al_report_opts al_report_defaults(void);
 typedef struct al_report_result {
     int n_pictures;        /* PNGs written */
     int n_failed;          /* pictures that could not be drawn (warned on stderr) */
+    int n_removed;         /* pictures of an earlier report no longer drawn, deleted */
     char index_path[4200], notebook_path[4200];
 } al_report_result;
 
-/* Draw the pictures and write index.html and report.ipynb into o->out_dir.
+/* Draw the pictures and write index.html and report.ipynb into o->out_dir
+ * (and the list .report-pictures: pictures of the previous report there
+ * that this one did not draw are deleted).
  * A picture that fails is reported (stderr and the page) and counted, not
  * fatal; a bad database, model or output folder is. */
 int al_report_write(const al_report_opts *o, al_report_result *r, al_err *e);
