@@ -174,6 +174,20 @@ static int recover_locked(const char *dir, al_err *e) {
     return sync_dir(dir, e);
 }
 
+int al_ckpt_forget_state(const char *dir, al_err *e) {
+    char p[PATH_CAP];
+    if (join2(p, dir, "state.json", "", e) != 0) return -1;
+    if (!al_file_exists(p)) return 0;
+    int fd = lock_dir(dir, e);
+    if (fd == -1) return -1;
+    int rc = recover_locked(dir, e);
+    if (rc == 0 && unlink(p) != 0 && errno != ENOENT)
+        rc = al_errf(e, "cannot remove %s: %s", p, strerror(errno));
+    if (rc == 0) rc = sync_dir(dir, e);
+    unlock_dir(fd);
+    return rc;
+}
+
 int al_ckpt_recover(const char *dir, al_err *e) {
     int fd = lock_dir(dir, e);
     if (fd == -1) return -1;

@@ -179,6 +179,7 @@ static void print_summary(const al_behave *b, const al_probe_scores *ps, const t
         printf("%d.%-3d %9.3f %9.3f %9.3f", i / H, i % H, ps->induction[i],
                ps->duplicate_token[i], ps->prev_token[i]);
         if (b->off[i]) printf(" %12s\n", "(off)");
+        else if (tr->have && isnan(tr->excess[i])) printf(" %+12.4f %12s\n", tr->copying[i], "-");
         else if (tr->have) printf(" %+12.4f %+12.4f\n", tr->copying[i], tr->excess[i]);
         else printf(" %12s\n", "-");
     }

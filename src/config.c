@@ -439,6 +439,13 @@ char *al_state_to_json(const al_train_state *s) {
     }
     cJSON_AddItemToObject(o, "rng", rng);
     cJSON_AddItemToObject(o, "train", train ? train : cJSON_CreateNull());
+    if (s->curve_run > 0 && s->curve_db) {
+        cJSON *c = cJSON_AddObjectToObject(o, "curve");
+        if (c) {
+            cJSON_AddStringToObject(c, "db", s->curve_db);
+            cJSON_AddItemToObject(c, "run_id", num_item((double)s->curve_run));
+        }
+    }
     char *out = cJSON_Print(o);
     cJSON_Delete(o);
     return out;
@@ -498,6 +505,16 @@ static int state_fields(const cJSON *o, al_train_state *t, const char *src, al_e
         t->train_json = cJSON_PrintUnformatted(j);
         if (!t->train_json) return al_errf(e, "%s: out of memory", src);
     }
+    j = cJSON_GetObjectItemCaseSensitive(o, "curve");
+    if (j && !cJSON_IsNull(j)) {
+        const cJSON *db = cJSON_GetObjectItemCaseSensitive(j, "db");
+        const cJSON *run = cJSON_GetObjectItemCaseSensitive(j, "run_id");
+        if (!cJSON_IsObject(j) || !cJSON_IsString(db) || !run || json_int_in(run, 1, MAX_EXACT, &d) != 0)
+            return al_errf(e, "%s: key 'curve' must be {\"db\": path, \"run_id\": integer >= 1}", src);
+        t->curve_run = (int64_t)d;
+        t->curve_db = strdup(db->valuestring);
+        if (!t->curve_db) return al_errf(e, "%s: out of memory", src);
+    }
     return 0;
 }
 
@@ -513,7 +530,7 @@ int al_state_from_json(const char *json_text, al_train_state *s,
                                : al_errf(e, "%s: top level must be a JSON object", src);
     cJSON_Delete(o);
     if (rc != 0) {
-        free(t.train_json);
+        al_state_free(&t);
         return -1;
     }
     *s = t;
@@ -523,5 +540,7 @@ int al_state_from_json(const char *json_text, al_train_state *s,
 void al_state_free(al_train_state *s) {
     if (!s) return;
     free(s->train_json);
-    s->train_json = NULL;
+    free(s->curve_db);
+    s->train_json = s->curve_db = NULL;
+    s->curve_run = 0;
 }

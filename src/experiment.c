@@ -13,13 +13,11 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "attnlab/args.h"
 #include "attnlab/checkpoint.h"
@@ -912,13 +910,7 @@ static int run_encode(runner *R, stage *s, al_err *e) {
  * stopped before train writes its own step-0 checkpoint. Without
  * state.json it cannot be resumed; train --force replaces the rest. */
 static int forget_state(const runner *R, int m, al_err *e) {
-    char p[4400];
-    snprintf(p, sizeof p, "%s/state.json", R->model_dir[m]);
-    if (!al_file_exists(p)) return 0;
-    if (al_ckpt_recover(R->model_dir[m], e)) return -1; /* finish or undo a save first */
-    if (unlink(p) != 0 && errno != ENOENT)
-        return al_errf(e, "cannot remove %s: %s", p, strerror(errno));
-    return 0;
+    return al_ckpt_forget_state(R->model_dir[m], e);
 }
 
 /* Train, or continue an interrupted training of this very stage: the

@@ -601,7 +601,7 @@ static int sec_heads(rep *R, const rmodel *M, al_err *e) {
                "other positions) &gt; 0.01 nats.</p>\n");
     static const char *const heads[] = {"head", "induction", "prev_token", "duplicate_token",
                                         "copying_eigen", "copying_top1", "copying_ablation",
-                                        "copying excess", "gradient_importance", "qk_rank", "ov_rank", "qk_eff_rank",
+                                        "copying_ablation_excess", "gradient_importance", "qk_rank", "ov_rank", "qk_eff_rank",
                                         "ov_eff_rank", "pos_prev_token", NULL};
     return sql_table(R, "SELECT name, induction, prev_token, duplicate_token, copying_eigen, "
                      "copying_top1, copying_ablation, copying_ablation_excess, gradient_importance, "
@@ -688,8 +688,9 @@ static int copy_agreement(rep *R, const rmodel *M, const char *col, agree *a, al
         a->abl_copy += ca;
         if (ca && x[r] < 0) {
             char one[96];
-            snprintf(one, sizeof one, "%s%s (copying_eigen %+.2f, ablation %+.3f nats)",
-                     a->abl_copy_neg ? ", " : "", qt(&q, r, 0), x[r], y[r]);
+            snprintf(one, sizeof one, "%s%s (copying_eigen %+.2f, %s %+.3f nats)",
+                     a->abl_copy_neg ? ", " : "", qt(&q, r, 0), x[r],
+                     col == ABL_COL[0] ? "ablation" : "excess", y[r]);
             strncat(a->neg, one, sizeof a->neg - strlen(a->neg) - 1);
             a->abl_copy_neg++;
         }
@@ -1115,6 +1116,7 @@ static int sec_compare(rep *R, al_err *e) {
     sb_puts(h, "<h2>Models compared</h2>\n<table><thead><tr><th>model</th><th>layers</th>"
                "<th>embeddings</th><th>val loss</th><th>icl_gain</th><th>induction heads</th>"
                "<th>prev-token heads</th><th>copying: eigen vs ablation agree</th><th>&rho;</th>"
+               "<th>eigen vs ablation excess agree</th><th>&rho;</th>"
                "</tr></thead><tbody>\n");
     for (int i = 0; i < R->o->n_models; i++) {
         const rmodel *M = &R->m[i];
@@ -1141,6 +1143,9 @@ static int sec_compare(rep *R, al_err *e) {
         if (a[i].n) sb_printf(h, "<td>%d of %d</td>", a[i].agree, a[i].n);
         else sb_puts(h, "<td class=na>&ndash;</td>");
         sb_printf(h, isnan(a[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", a[i].rho);
+        if (x[i].n) sb_printf(h, "<td>%d of %d</td>", x[i].agree, x[i].n);
+        else sb_puts(h, "<td class=na>&ndash;</td>");
+        sb_printf(h, isnan(x[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", x[i].rho);
         sb_puts(h, "</tr>\n");
     }
     sb_puts(h, "</tbody></table>\n");

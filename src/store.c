@@ -699,38 +699,37 @@ int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
                    metric, value);
 }
 
-int al_store_carry_train_log(al_store *s, int64_t run_id, const char *sha256, long max_step,
-                             int64_t *from_run, al_err *e) {
-    static const char find[] =
-        "SELECT r.run_id FROM runs r JOIN models m USING (model_id) WHERE m.sha256 = ?1 "
-        "AND r.kind = 'train' AND r.run_id < ?2 AND EXISTS (SELECT 1 FROM train_log t "
-        "WHERE t.run_id = r.run_id) ORDER BY r.run_id DESC LIMIT 1";
+int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max_step,
+                             int *carried, al_err *e) {
+    static const char check[] =
+        "SELECT count(*) FROM runs WHERE run_id = ?1 AND kind = 'train' AND ?1 < ?2";
     static const char *const copy[] = {
         "INSERT OR REPLACE INTO train_log SELECT ?1, step, tokens, train_loss, val_loss,"
         " icl_gain, lr, seconds FROM train_log WHERE run_id = ?2 AND step <= ?3",
         "INSERT OR REPLACE INTO train_head_scores SELECT ?1, step, layer, head, metric, value"
         " FROM train_head_scores WHERE run_id = ?2 AND step <= ?3"};
     sqlite3_stmt *q;
-    *from_run = 0;
+    *carried = 0;
     if (s->in_tx) return al_errf(e, "database %s: carry_train_log inside a transaction", s->path);
-    if (prepare(s, find, &q, e)) return -1;
-    bind_str(q, 1, sha256);
+    if (prepare(s, check, &q, e)) return -1;
+    sqlite3_bind_int64(q, 1, from);
     sqlite3_bind_int64(q, 2, run_id);
     int rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW) *from_run = sqlite3_column_int64(q, 0);
+    int found = rc == SQLITE_ROW && sqlite3_column_int(q, 0) == 1;
     sqlite3_finalize(q);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_err(s, e, "cannot read runs");
-    if (!*from_run) return 0;
+    if (rc != SQLITE_ROW) return db_err(s, e, "cannot read runs");
+    if (!found) return 0;
     if (al_store_tx_begin(s, e)) return -1;
     for (int i = 0; i < 2; i++) {
         if (prepare(s, copy[i], &q, e)) goto fail;
         sqlite3_bind_int64(q, 1, run_id);
-        sqlite3_bind_int64(q, 2, *from_run);
+        sqlite3_bind_int64(q, 2, from);
         sqlite3_bind_int64(q, 3, max_step);
         rc = step_done(s, q, e);
         sqlite3_finalize(q);
         if (rc) goto fail;
     }
+    *carried = 1;
     return al_store_tx_commit(s, e);
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); /* keep the first error */

@@ -5,9 +5,11 @@
  * resumed at step N continues bit-for-bit as if it had never stopped
  * (with the same thread count: sgemm's summation order depends on it).
  * Validation uses fixed windows and draws no random numbers. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "attnlab/train.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -127,20 +129,25 @@ typedef struct trainer {
 #define DYN_PROBE_N 16
 #define DYN_PROBE_SEED 20240520
 
-/* The run a resumed run continues is the one that saved the checkpoint
- * it starts from: a run is linked to its checkpoint's sha256 when it
- * finishes or is stopped by a signal (dynamics_close). Its curve up to the
- * resumed step is copied, so a finished model's curve starts at step 0. */
+/* Every checkpoint names, in state.json, the run and database that
+ * logged its curve. A run resumed into the same database copies that
+ * run's rows up to the resumed step, so the curve of a model trained in
+ * several sittings starts at step 0; later checkpoints name this run. */
 static int carry_curve(trainer *tr, al_err *e) {
-    char path[4200], sha[65];
-    int64_t from;
-    if (al_path_join(path, sizeof path, tr->o->resume, "model.safetensors", e) != 0 ||
-        al_sha256_file(path, sha, e) != 0 ||
-        al_store_carry_train_log(tr->db, tr->run_id, sha, tr->st.step, &from, e) != 0)
+    char db[PATH_MAX];
+    if (!realpath(tr->o->db, db)) return al_errf(e, "cannot resolve %s: %s", tr->o->db, strerror(errno));
+    int64_t from = tr->st.curve_run;
+    int carried = 0;
+    if (from > 0 && tr->st.curve_db && strcmp(tr->st.curve_db, db) == 0 &&
+        al_store_carry_train_log(tr->db, tr->run_id, from, tr->st.step, &carried, e) != 0)
         return -1;
-    if (from)
+    if (carried)
         al_log("training curve up to step %ld carried over from run %lld", tr->st.step,
                (long long)from);
+    free(tr->st.curve_db);
+    tr->st.curve_db = strdup(db);
+    if (!tr->st.curve_db) return al_errf(e, "out of memory");
+    tr->st.curve_run = tr->run_id;
     return 0;
 }
 
@@ -158,8 +165,7 @@ static int dynamics_open(trainer *tr, al_err *e) {
     char *cfg = al_flags_to_json(tr->flags);
     int rc = al_store_run_begin(tr->db, "train", cfg ? cfg : "{}", 0, &tr->run_id, e);
     free(cfg);
-    if (rc || !tr->o->resume) return rc;
-    return carry_curve(tr, e);
+    return rc ? rc : carry_curve(tr, e);
 }
 
 /* One row of train_log and L×H×3 rows of train_head_scores, committed at
@@ -190,17 +196,15 @@ static int dynamics_record(trainer *tr, double train_loss, double val_loss, al_e
 
 /* Attach the final checkpoint as the run's model and mark it done, or
  * mark it failed with the reason (why) when training did not finish. */
-static void dynamics_close(trainer *tr, const char *why, int saved) {
+static void dynamics_close(trainer *tr, const char *why) {
     al_probe_free(&tr->probe);
     if (!tr->db) return;
     al_err e2, e3;
     int64_t model_id = 0;
-    /* saved: the directory holds the checkpoint of the current weights
-     * (finished, or stopped by a signal), so the run can be linked to it */
-    if (saved && (al_store_model(tr->db, tr->dir, NULL, &tr->m, NULL, &model_id, &e2) != 0 ||
-                  al_store_run_set_model(tr->db, tr->run_id, model_id, &e2) != 0))
-        why = why ? why : e2.msg;
-    if (!why && al_store_run_finish(tr->db, tr->run_id, &e2) != 0) why = e2.msg;
+    if (!why && (al_store_model(tr->db, tr->dir, NULL, &tr->m, NULL, &model_id, &e2) != 0 ||
+                 al_store_run_set_model(tr->db, tr->run_id, model_id, &e2) != 0 ||
+                 al_store_run_finish(tr->db, tr->run_id, &e2) != 0))
+        why = e2.msg;
     if (why) al_store_run_fail(tr->db, tr->run_id, why, &e3);
     al_store_close(tr->db);
     tr->db = NULL;
@@ -436,6 +440,11 @@ int al_train_run(al_train_opts *o, al_flag *flags, int *interrupted, al_err *e) 
         if (al_ckpt_load_state(o->resume, &st2, tr.adam.m, tr.adam.v, tr.adam.n, e) != 0) goto done;
         al_state_free(&tr.st);
         tr.st = st2;
+        if (!o->db) { /* this sitting logs no curve: later checkpoints name none */
+            free(tr.st.curve_db);
+            tr.st.curve_db = NULL;
+            tr.st.curve_run = 0;
+        }
         tr.last_ckpt_step = tr.st.step;
         al_log("resuming %s at step %ld of %d", o->resume, tr.st.step, o->steps);
     } else {
@@ -458,18 +467,28 @@ int al_train_run(al_train_opts *o, al_flag *flags, int *interrupted, al_err *e) 
     /* The curve starts with an evaluation at step 0; a run resumed from
      * step 0 repeats it, and one resumed where an interrupt cut an
      * evaluation short (val loss NaN) repeats that one. Evaluation draws
-     * no random numbers, so the run stays exact. */
+     * no random numbers, so the run stays exact. If this evaluation is
+     * itself interrupted, stop before training: the checkpoint on disk is
+     * this very state, so the next resume repeats it. */
     if (tr.db && (!o->resume || tr.st.step == 0 || isnan(tr.st.last_val_loss))) {
         double vl;
         int ev = evaluate(&tr, &vl, e);
         double tl = tr.st.step > 0 ? tr.st.last_train_loss : NAN;
         if (ev < 0 || (ev == 0 && dynamics_record(&tr, tl, vl, e) != 0)) goto restore;
+        if (ev == 0 && o->resume) tr.st.last_val_loss = vl;
+        if (ev > 0) {
+            al_log("stopped before training; checkpoint in %s (continue with --resume %s)",
+                   tr.dir, tr.dir);
+            *interrupted = 1;
+            rc = 0;
+            goto restore;
+        }
     }
     rc = loop(&tr, interrupted, e);
 restore:
     /* e is set only when rc != 0 */
     dynamics_close(&tr, rc != 0 ? e->msg : *interrupted ? "interrupted (continue with --resume)"
-                                                        : NULL, rc == 0);
+                                                        : NULL);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (rc == 0 && !*interrupted)

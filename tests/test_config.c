@@ -253,6 +253,8 @@ TEST(config_state_roundtrip) {
     s.last_train_loss = 3.141592653589793;
     s.last_val_loss = NAN;
     s.train_json = strdup("{\"lr\": 0.30000000000000004, \"steps\": 100, \"data\": \"x.bin\"}");
+    s.curve_run = 4294967301LL;
+    s.curve_db = strdup("/runs/\"r\".db");
     char *j = al_state_to_json(&s);
     CHECK(j != NULL);
     if (!j) return;
@@ -269,6 +271,7 @@ TEST(config_state_roundtrip) {
     CHECK(isnan(t.last_val_loss));
     CHECK(t.train_json && strcmp(t.train_json,
                                  "{\"lr\":0.30000000000000004,\"steps\":100,\"data\":\"x.bin\"}") == 0);
+    CHECK(t.curve_run == 4294967301LL && t.curve_db && strcmp(t.curve_db, "/runs/\"r\".db") == 0);
     /* the restored RNG continues the same stream */
     al_rng a = s.rng, b = t.rng;
     for (int i = 0; i < 5; i++) CHECK(al_rng_u64(&a) == al_rng_u64(&b));
@@ -276,11 +279,12 @@ TEST(config_state_roundtrip) {
     CHECK(t.train_json == NULL);
     free(j);
     al_state_free(&s);
-    /* without training flags */
+    /* without training flags or curve */
     s.train_json = NULL;
     j = al_state_to_json(&s);
+    CHECK(j && !strstr(j, "curve"));
     CHECK_OK(al_state_from_json(j, &t, NULL, &e), &e);
-    CHECK(t.train_json == NULL);
+    CHECK(t.train_json == NULL && t.curve_run == 0 && t.curve_db == NULL);
     free(j);
 }
 
@@ -301,6 +305,12 @@ TEST(config_state_refuses) {
          "key 'last_train_loss' must be a number or null"},
         {"{\"step\":1,\"tokens_seen\":0,\"rng\":[\"0000000000000001\",\"0\",\"0\",\"0\"]}",
          "key 'rng' entry 1 must be"},
+        {"{\"step\":1,\"tokens_seen\":0,\"rng\":[\"0000000000000001\",\"0000000000000000\","
+         "\"0000000000000000\",\"0000000000000000\"],\"curve\":{\"db\":\"x\",\"run_id\":0}}",
+         "key 'curve' must be"},
+        {"{\"step\":1,\"tokens_seen\":0,\"rng\":[\"0000000000000001\",\"0000000000000000\","
+         "\"0000000000000000\",\"0000000000000000\"],\"train\":{},\"curve\":{\"run_id\":2}}",
+         "key 'curve' must be"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         al_train_state t;

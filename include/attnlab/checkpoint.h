@@ -43,6 +43,10 @@ int al_ckpt_save(const char *dir, const al_model *m, const al_tokenizer *tok,
                  const float *adam_v, al_err *e);
 /* Finish or undo an interrupted save (see above). */
 int al_ckpt_recover(const char *dir, al_err *e);
+/* Make the checkpoint in dir impossible to resume (state.json removed,
+ * under the lock, after recovery); the weights stay loadable. 0 if there
+ * is no state.json. */
+int al_ckpt_forget_state(const char *dir, al_err *e);
 /* Load config + weights (+ tokenizer if tok != NULL) into an
  * uninitialised model. Validates names, shapes and finite values, refuses
  * tensors not in the model, and with tied embeddings checks that a stored

@@ -57,6 +57,11 @@ typedef struct al_train_state {
     double tokens_seen;
     double last_train_loss, last_val_loss;
     char *train_json;     /* training flags as JSON (owned) */
+    /* The training run (in the database curve_db, an absolute path) that
+     * logged this checkpoint's curve; 0/NULL when it was trained without
+     * --db. A resumed run copies that run's curve (train.c). */
+    int64_t curve_run;
+    char *curve_db;       /* owned */
 } al_train_state;
 char *al_state_to_json(const al_train_state *s);
 int al_state_from_json(const char *json_text, al_train_state *s,

@@ -138,13 +138,12 @@ typedef struct al_train_log_row {
 int al_store_put_train_log(al_store *s, int64_t run_id,
                            const al_train_log_row *r, al_err *e);
 /* A resumed training run (run_id) takes over the curve of the run it
- * continues: the latest earlier 'train' run linked to the checkpoint it
- * resumes from (models.sha256 = sha256; a run is linked when it finishes
- * or is stopped by a signal). That run's train_log and train_head_scores
- * rows up to step max_step are copied in one transaction. Sets *from_run
- * (0 if there is no such run). Not inside a transaction. */
-int al_store_carry_train_log(al_store *s, int64_t run_id, const char *sha256, long max_step,
-                             int64_t *from_run, al_err *e);
+ * continues (from: the run recorded in the resumed checkpoint's
+ * state.json): from's train_log and train_head_scores rows up to step
+ * max_step are copied in one transaction, if from is an earlier 'train'
+ * run of this file. *carried = 1 if they were. Not inside a transaction. */
+int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max_step,
+                             int *carried, al_err *e);
 int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
                                   int layer, int head, const char *metric,
                                   double value, al_err *e);
