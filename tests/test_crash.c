@@ -210,6 +210,29 @@ static void stop_by_signal(int sig) {
                    "FROM runs"));
 }
 
+/* SIGKILL after a periodic checkpoint: that checkpoint names the run that
+ * logged its curve, so the resumed run's curve still starts at step 0. */
+TEST(crash_train_sigkill_keeps_curve) {
+    tpath data_ = keep("c.bin"), dir_ = keep("m"), err_ = keep("err"), db_ = keep("r.db");
+    const char *data = data_.s, *dir = dir_.s, *err = err_.s, *db = db_.s;
+    crash_corpus(data, 20000);
+    pid_t p = t_spawn(NULL, err,
+                      "train --data %s --out %s --steps 3000 --ckpt-every 10 " CRASH_MODEL
+                      " --eval-every 5 --db %s",
+                      data, dir, db);
+    for (int i = 0; i < 4000 && state_step(dir) < 10; i++) t_sleep(0.005);
+    kill(p, SIGKILL);
+    CHECK(t_wait(p, NULL) == 128 + SIGKILL);
+    long k = state_step(dir);
+    CHECKF(k >= 10 && k % 10 == 0 && k < 3000, "checkpoint at step %ld", k);
+    CHECK(t_wait(t_spawn(NULL, err, "train --resume %s --steps %ld", dir, k + 20), NULL) == 0);
+    char q[256], want[32];
+    snprintf(q, sizeof q, "SELECT count(*) FROM train_log WHERE run_id = 2 AND step <= %ld", k);
+    snprintf(want, sizeof want, "%ld", k / 5 + 1);
+    CHECKF(strcmp(sql(db, q), want) == 0, "%s: %s, want %s", q, sql(db, q), want);
+    CHECK(strcmp(sql(db, "SELECT group_concat(status) FROM runs"), "failed,done") == 0);
+}
+
 TEST(crash_train_sigint_saves_and_stops) { stop_by_signal(SIGINT); }
 TEST(crash_train_sigterm_saves_and_stops) { stop_by_signal(SIGTERM); }
 
