@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "attnlab/data.h"
 #include "attnlab/util.h"
 
 #define X(n) void test_##n(void);
@@ -95,6 +96,21 @@ char *t_sql(const char *db, const char *q) {
     char *s = t_slurp(out);
     for (size_t n = s ? strlen(s) : 0; n > 0 && s[n - 1] == '\n';) s[--n] = 0;
     return s;
+}
+
+void t_phrase_corpus(const char *path, size_t n) {
+    const char *phr[] = {"the cat sat on the mat. ", "a dog ran home. ", "Bamurik saw Bamurik. "};
+    int *ids = malloc(sizeof(int) * n);
+    al_rng r;
+    al_rng_seed(&r, 1);
+    size_t k = 0;
+    while (ids && k < n) {
+        const char *p = phr[al_rng_below(&r, 3)];
+        for (; *p && k < n; p++) ids[k++] = (unsigned char)*p;
+    }
+    al_err e;
+    CHECK_OK(ids ? al_tokens_save(path, ids, n, &e) : al_errf(&e, "out of memory"), &e);
+    free(ids);
 }
 
 int main(int argc, char **argv) {

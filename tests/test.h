@@ -33,6 +33,9 @@ char *t_slurp(const char *path);
 /* Output of `sqlite3 -batch db "q"` (the CLI, so tests read the database
  * the way a user does), trailing newlines cut; NULL if it failed. */
 char *t_sql(const char *db, const char *q);
+/* A byte-level token file of n tokens: three short phrases in a fixed
+ * random order, structured enough that a tiny model's loss moves. */
+void t_phrase_corpus(const char *path, size_t n);
 
 #define CHECK(c)                                                         \
     do {                                                                 \

@@ -20,22 +20,6 @@
 #include "proc.h"
 #include "test.h"
 
-/* A byte-level corpus with structure (repeated phrases) so loss moves. */
-static void crash_corpus(const char *path, size_t n) {
-    const char *phr[] = {"the cat sat on the mat. ", "a dog ran home. ", "Bamurik saw Bamurik. "};
-    int *ids = malloc(sizeof(int) * n);
-    al_rng r;
-    al_rng_seed(&r, 1);
-    size_t k = 0;
-    while (k < n) {
-        const char *p = phr[al_rng_below(&r, 3)];
-        for (; *p && k < n; p++) ids[k++] = (unsigned char)*p;
-    }
-    al_err e;
-    CHECK_OK(al_tokens_save(path, ids, n, &e), &e);
-    free(ids);
-}
-
 /* "step": N of DIR/state.json, or -1. */
 static long state_step(const char *dir) {
     char p[1024];
@@ -83,7 +67,7 @@ static int same_file(const char *dir_a, const char *dir_b, const char *name) {
 TEST(crash_train_sigkill_resume_exact) {
     tpath data_ = keep("c.bin"), ref_ = keep("ref"), err_ = keep("err"), run_err = keep("run.err");
     const char *data = data_.s, *ref = ref_.s, *err = err_.s;
-    crash_corpus(data, 20000);
+    t_phrase_corpus(data, 20000);
     /* the uninterrupted run, timed to scale the kill delays to this machine */
     double t0 = al_now();
     pid_t p = t_spawn(NULL, err, "train --data %s --out %s --steps %d --ckpt-every 1 " CRASH_MODEL,
@@ -160,7 +144,7 @@ static void stop_by_signal(int sig) {
     tpath data_ = keep("c.bin"), ref_ = keep("ref"), dir_ = keep("m"), err_ = keep("err");
     tpath db_ = keep("r.db");
     const char *data = data_.s, *ref = ref_.s, *dir = dir_.s, *err = err_.s, *db = db_.s;
-    crash_corpus(data, 20000);
+    t_phrase_corpus(data, 20000);
     int steps = 400;
     CHECK(t_wait(t_spawn(NULL, err,
                          "train --data %s --out %s --steps %d --ckpt-every 100000 " CRASH_MODEL,
@@ -215,7 +199,7 @@ static void stop_by_signal(int sig) {
 TEST(crash_train_sigkill_keeps_curve) {
     tpath data_ = keep("c.bin"), dir_ = keep("m"), err_ = keep("err"), db_ = keep("r.db");
     const char *data = data_.s, *dir = dir_.s, *err = err_.s, *db = db_.s;
-    crash_corpus(data, 20000);
+    t_phrase_corpus(data, 20000);
     pid_t p = t_spawn(NULL, err,
                       "train --data %s --out %s --steps 3000 --ckpt-every 10 " CRASH_MODEL
                       " --eval-every 5 --db %s",
@@ -241,7 +225,7 @@ TEST(crash_train_sigterm_saves_and_stops) { stop_by_signal(SIGTERM); }
 TEST(crash_train_sigint_during_long_eval) {
     tpath data_ = keep("c.bin"), dir_ = keep("m"), err_ = keep("err");
     const char *data = data_.s, *dir = dir_.s, *err = err_.s;
-    crash_corpus(data, 20000);
+    t_phrase_corpus(data, 20000);
     pid_t p = t_spawn(NULL, err,
                       "train --data %s --out %s --steps 5 --ckpt-every 100 " CRASH_MODEL
                       " --eval-every 1 --eval-batches 1000000",
@@ -294,7 +278,7 @@ static void run_digest(const char *db, long run_id, char *buf, size_t cap) {
 TEST(crash_db_sigkill_mid_write) {
     tpath data_ = keep("c.bin"), m_ = keep("m"), db_ = keep("r.db"), err_ = keep("err");
     const char *data = data_.s, *m = m_.s, *db = db_.s, *err = err_.s;
-    crash_corpus(data, 20000);
+    t_phrase_corpus(data, 20000);
     CHECK(t_wait(t_spawn(NULL, err, "train --data %s --out %s --steps 3 --n-layers 2 " CRASH_MODEL,
                          data, m),
                  NULL) == 0);

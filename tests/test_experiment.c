@@ -164,8 +164,7 @@ static const char tiny[] =
 
 /* One number from the results database through the sqlite3 CLI. */
 static long sql_long(const char *db, const char *sql) {
-    if (t_sh("sqlite3 %s \"%s\" > %s 2>&1", db, sql, t_path("sql.out")) != 0) return -1;
-    char *s = t_slurp(t_path("sql.out"));
+    char *s = t_sql(db, sql);
     long v = s ? strtol(s, NULL, 10) : -1;
     free(s);
     return v;

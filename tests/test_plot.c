@@ -266,21 +266,6 @@ TEST(plot_lines_known_points) {
 
 /* ---------------------------------------------------------------- CLI */
 
-static void write_corpus(const char *path, size_t n) {
-    const char *phr[] = {"the cat sat on the mat. ", "a dog ran home. ", "Bamurik saw Bamurik. "};
-    int *ids = malloc(sizeof(int) * n);
-    al_rng r;
-    al_rng_seed(&r, 1);
-    size_t k = 0;
-    while (k < n) {
-        const char *p = phr[al_rng_below(&r, 3)];
-        for (; *p && k < n; p++) ids[k++] = (unsigned char)*p;
-    }
-    al_err e;
-    CHECK_OK(al_tokens_save(path, ids, n, &e), &e);
-    free(ids);
-}
-
 /* Run heatmap, check the PNG decodes to the size it reported and carries
  * the provenance chunks; returns the decoded image (caller frees). */
 static int heatmap(const char *args, const char *name, al_image *im) {
@@ -372,7 +357,7 @@ static void fill_db(const char *db) {
 }
 
 TEST(plot_cli_heatmap_every_kind) {
-    write_corpus(t_path("c.bin"), 20000);
+    t_phrase_corpus(t_path("c.bin"), 20000);
     CHECK(t_sh("%s train --data %s --out %s --steps 6 --n-layers 2 --d-model 32 --n-heads 4 "
                "--d-head 8 --n-ctx 32 --batch 4 --eval-every 0 --eval-batches 1 --threads 2 "
                "--warmup 2 2>/dev/null >/dev/null",

@@ -86,22 +86,6 @@ TEST(train_overfits_tiny_batch) {
 
 /* ------------------------------------------------------- CLI helpers */
 
-/* A byte-level corpus with structure (repeated phrases) so loss moves. */
-static void write_corpus(const char *path, size_t n) {
-    const char *phr[] = {"the cat sat on the mat. ", "a dog ran home. ", "Bamurik saw Bamurik. "};
-    int *ids = malloc(sizeof(int) * n);
-    al_rng r;
-    al_rng_seed(&r, 1);
-    size_t k = 0;
-    while (k < n) {
-        const char *p = phr[al_rng_below(&r, 3)];
-        for (; *p && k < n; p++) ids[k++] = (unsigned char)*p;
-    }
-    al_err e;
-    CHECK_OK(al_tokens_save(path, ids, n, &e), &e);
-    free(ids);
-}
-
 #define SMALL "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 5 " \
               "--eval-batches 2 --threads 2 --warmup 2"
 
@@ -110,7 +94,7 @@ static int files_equal(const char *a, const char *b) {
 }
 
 TEST(train_cli_deterministic) {
-    write_corpus(t_path("c.bin"), 20000);
+    t_phrase_corpus(t_path("c.bin"), 20000);
     CHECK(t_sh("%s train --data %s --out %s --steps 12 " SMALL " 2>%s", t_bin(),
                t_path("c.bin"), t_path("a"), t_path("a.err")) == 0);
     CHECK(t_sh("%s train --data %s --out %s --steps 12 " SMALL " 2>/dev/null", t_bin(),
@@ -127,7 +111,7 @@ TEST(train_cli_deterministic) {
 }
 
 TEST(train_cli_resume_is_exact) {
-    write_corpus(t_path("c.bin"), 20000);
+    t_phrase_corpus(t_path("c.bin"), 20000);
     CHECK(t_sh("%s train --data %s --out %s --steps 16 --ckpt-every 100 " SMALL " 2>/dev/null",
                t_bin(), t_path("c.bin"), t_path("full")) == 0);
     /* the same run stopped after step 8 (as a Ctrl-C would), then resumed */
@@ -142,7 +126,7 @@ TEST(train_cli_resume_is_exact) {
 }
 
 TEST(train_cli_nonfinite_stops) {
-    write_corpus(t_path("c.bin"), 20000);
+    t_phrase_corpus(t_path("c.bin"), 20000);
     int rc = t_sh("%s train --data %s --out %s --steps 200 --lr 1e6 --grad-clip 0 --warmup 0 "
                   "--ckpt-every 1000 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 "
                   "2>%s", t_bin(), t_path("c.bin"), t_path("m"), t_path("err"));
@@ -155,7 +139,7 @@ TEST(train_cli_nonfinite_stops) {
 }
 
 TEST(train_cli_bad_input) {
-    write_corpus(t_path("c.bin"), 2000);
+    t_phrase_corpus(t_path("c.bin"), 2000);
     const char *bad[] = {
         "--d-model 30 --n-heads 4 --d-head 8",  /* 4x8 != 30 */
         "--n-ctx 4096",                         /* longer than the data */
@@ -205,7 +189,7 @@ TEST(train_cli_bad_input) {
 }
 
 TEST(train_cli_refuses_overwrite) {
-    write_corpus(t_path("c.bin"), 20000);
+    t_phrase_corpus(t_path("c.bin"), 20000);
     CHECK(t_sh("%s train --data %s --out %s --steps 2 " SMALL " 2>/dev/null", t_bin(),
                t_path("c.bin"), t_path("m")) == 0);
     CHECK(t_sh("%s train --data %s --out %s --steps 2 " SMALL " 2>/dev/null", t_bin(),
@@ -215,7 +199,7 @@ TEST(train_cli_refuses_overwrite) {
 }
 
 TEST(train_cli_config_file_and_run_table) {
-    write_corpus(t_path("c.bin"), 20000);
+    t_phrase_corpus(t_path("c.bin"), 20000);
     FILE *f = fopen(t_path("cfg.json"), "w");
     fprintf(f, "{\"data\": \"%s\", \"out\": \"%s\", \"steps\": 60, \"d_model\": 32, "
                "\"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 32, \"batch\": 8, \"lr\": 0.01, "
@@ -253,7 +237,7 @@ TEST(train_cli_resume_carries_curve) {
     snprintf(c, sizeof c, "%s", t_path("c.bin"));
     snprintf(m, sizeof m, "%s", t_path("m"));
     snprintf(db, sizeof db, "%s", t_path("r.db"));
-    write_corpus(c, 20000);
+    t_phrase_corpus(c, 20000);
     CHECK(t_sh("%s train --data %s --out %s --steps 30 --stop-at 20 --db %s " SMALL " 2>/dev/null",
                t_bin(), c, m, db) == 130);
     /* run 1: steps 0, 5, ..., 20, named by the step-20 checkpoint */
