@@ -905,14 +905,6 @@ static int run_encode(runner *R, stage *s, al_err *e) {
     return rc || stamp_write(R, s, R->key[K_ENC], "-", e);
 }
 
-/* Before a fresh start: the folder's old checkpoint (other options, or
- * unfinished) must never pass for this stage's, should the stage be
- * stopped before train writes its own step-0 checkpoint. Without
- * state.json it cannot be resumed; train --force replaces the rest. */
-static int forget_state(const runner *R, int m, al_err *e) {
-    return al_ckpt_forget_state(R->model_dir[m], e);
-}
-
 /* Train, or continue an interrupted training of this very stage: the
  * stamp says "partial" under the stage's key while it runs, so a folder
  * left by Ctrl-C, a kill or a crash is resumed from its last checkpoint
@@ -930,7 +922,11 @@ static int run_train(runner *R, stage *s, al_err *e) {
     stamp_read(R, s, key, val, sizeof val);
     long step = strcmp(val, "partial") == 0 ? model_step(R, s->model) : -1;
     int resume = step > 0 && step < M->steps;
-    if (!resume && (forget_state(R, s->model, e) || stamp_write(R, s, key, "partial", e)))
+    /* Before a fresh start the folder's old checkpoint (other options, or
+     * unfinished) must lose its state.json, so that it can never pass for
+     * this stage's should the stage stop before train writes step 0. */
+    if (!resume && (al_ckpt_forget_state(R->model_dir[s->model], e) ||
+                    stamp_write(R, s, key, "partial", e)))
         return -1;
     if (resume) printf("   continuing the interrupted training from its checkpoint at step %ld\n", step);
     al_exp_args a = {0};
