@@ -24,18 +24,24 @@ LDLIBS  += $(PKG_LIBS) -lm
 SAN_LD  := -fsanitize=address,undefined
 LDFLAGS += -fopenmp $(if $(filter 1,$(SAN)),$(SAN_LD))
 
-LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
 LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst tests/%.c,$(BUILD)/tobj/%.o,$(TEST_SRC))
 
-.PHONY: all deps test demo bench clean fuzz valgrind
+.PHONY: all deps test demo bench clean fuzz valgrind layers
 all: $(BUILD)/attnlab
 
 deps:
 	@sh scripts/deps.sh
 
+# The layer rule (docs/design.md): a file includes headers of its own
+# folder or of folders below it, never above or beside it.
+layers:
+	@sh scripts/layers.sh
+
 $(BUILD)/obj/%.o: src/%.c | $(BUILD)/obj
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/tobj/%.o: tests/%.c $(BUILD)/tests_list.h | $(BUILD)/tobj
 	$(CC) $(CFLAGS) -I$(BUILD) -Itests -c $< -o $@
@@ -45,7 +51,7 @@ $(BUILD)/obj $(BUILD)/tobj:
 $(BUILD)/libattnlab.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-$(BUILD)/attnlab: $(BUILD)/obj/main.o $(BUILD)/libattnlab.a
+$(BUILD)/attnlab: $(BUILD)/obj/cli/main.o $(BUILD)/libattnlab.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # The test list is generated from the TEST(name) lines of tests/test_*.c,
@@ -104,4 +110,4 @@ valgrind: deps
 clean:
 	rm -rf build build-san build-fuzz build-vg
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/main.d $(BUILD)/bench_engine.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/cli/main.d $(BUILD)/bench_engine.d

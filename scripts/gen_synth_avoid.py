@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Regenerate src/synth_avoid.c: the dictionary words that the invented-name
-grammar of src/synth.c could produce, so the generator can reject them.
+"""Regenerate src/data/synth_avoid.c: the dictionary words that the invented-name
+grammar of src/data/synth.c could produce, so the generator can reject them.
 
 Run once by hand when the grammar in synth.c changes (keep ONSETS, VOWELS,
 CODAS and the final-syllable rule below identical to synth.c):
     apt-get install wamerican
-    python3 scripts/gen_synth_avoid.py /usr/share/dict/american-english > src/synth_avoid.c
+    python3 scripts/gen_synth_avoid.py /usr/share/dict/american-english > src/data/synth_avoid.c
 """
 import functools
 import re

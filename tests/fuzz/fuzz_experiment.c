@@ -1,4 +1,4 @@
-/* fuzz_experiment.c -- al_exp_load (src/experiment.c) on arbitrary
+/* fuzz_experiment.c -- al_exp_load (src/cli/experiment.c) on arbitrary
  * experiment JSON: a file it refuses gives a one-line error naming the
  * problem; one it accepts loads completely and frees cleanly. Nothing is
  * run. */

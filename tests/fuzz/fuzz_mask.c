@@ -1,4 +1,4 @@
-/* fuzz_mask.c -- head masks (src/ablate.c): al_mask_load on arbitrary
+/* fuzz_mask.c -- head masks (src/analysis/ablate.c): al_mask_load on arbitrary
  * mask JSON for a 2-layer, 8-head model, and al_heads_parse on the input
  * as a head list ("0.3,1.4"), whose accepted lists format back to the
  * same selection. */
