@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/args.h"
 #include "attnlab/config.h"
 #include "test.h"
 

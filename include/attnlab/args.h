@@ -45,6 +45,24 @@ typedef struct al_command {
     int (*run)(int argc, char **argv);
 } al_command;
 
+/* Apply a JSON object (file contents) to a flag table: each key is a
+ * flag name with '-' written as '_' (or as '-'); strings for AL_STR,
+ * integers for AL_INT/AL_U64, numbers for AL_FLOAT, true/false for
+ * AL_BOOL (null for AL_STR sets NULL; AL_U64 also takes a decimal
+ * string, for values above 2^53). Unknown keys, repeated keys and wrong
+ * types are errors naming the key; on error nothing is assigned.
+ * Flags already marked seen (given on the command line or by an earlier
+ * JSON file) are not overwritten, and flags set here are marked seen, so
+ * the first source applied wins. String values are kept alive in an
+ * internal arena until al_config_arena_free(). (flags_json.c) */
+int al_flags_apply_json(al_flag *flags, const char *json_text,
+                        const char *source_name, al_err *e);
+void al_config_arena_free(void);
+/* Serialize a flag table's current values as a JSON object (caller
+ * frees; NULL when out of memory). Stored as the training options in
+ * state.json. */
+char *al_flags_to_json(const al_flag *flags);
+
 void al_command_help(FILE *f, const al_command *cmd);
 /* Print "attnlab: <msg>" on stderr; returns 1 (the bad-input exit code). */
 int al_cli_error(const al_err *e);

@@ -47,6 +47,13 @@ int al_ckpt_recover(const char *dir, al_err *e);
  * under the lock, after recovery); the weights stay loadable. 0 if there
  * is no state.json. */
 int al_ckpt_forget_state(const char *dir, al_err *e);
+/* Read DIR/state.json under the lock, after recovery, with the one size
+ * limit every reader uses (AL_CKPT_JSON_MAX). Returns 0 with *st filled
+ * (free with al_state_free), 1 if the directory has no state.json (an
+ * inference-only checkpoint; *st zeroed), -1 with e set on any other
+ * failure (*st zeroed). */
+#define AL_CKPT_JSON_MAX (16u << 20)
+int al_ckpt_read_state(const char *dir, al_train_state *st, al_err *e);
 /* Load config + weights (+ tokenizer if tok != NULL) into an
  * uninitialised model. Validates names, shapes and finite values, refuses
  * tensors not in the model, and with tied embeddings checks that a stored

@@ -1,41 +1,11 @@
-/* config.h -- JSON configuration: config files onto flag tables, the
- * model directory's config.json, and state.json for resuming.
- * With safetensors.c, the only user of cJSON for model files. */
+/* config.h -- a model directory's config.json, and state.json for
+ * resuming (JSON parsing itself is in json.h). */
 #ifndef ATTNLAB_CONFIG_H
 #define ATTNLAB_CONFIG_H
 
-#include "attnlab/args.h"
+#include "attnlab/json.h"
 #include "attnlab/model.h"
 #include "attnlab/util.h"
-
-/* Parse len bytes of JSON (need not be NUL-terminated) with cJSON,
- * refusing NUL bytes and nesting deeper than AL_JSON_MAX_DEPTH before
- * cJSON sees the text (its recursion is the stack's only bound). On
- * failure the message is "SOURCE: invalid JSON at line L, column C"
- * (just "invalid JSON ..." if source_name is NULL). Free with
- * cJSON_Delete. */
-#define AL_JSON_MAX_DEPTH 100
-struct cJSON;
-int al_json_parse(const char *text, size_t len, const char *source_name,
-                  struct cJSON **out, al_err *e);
-
-/* Apply a JSON object (file contents) to a flag table: each key is a
- * flag name with '-' written as '_' (or as '-'); strings for AL_STR,
- * integers for AL_INT/AL_U64, numbers for AL_FLOAT, true/false for
- * AL_BOOL (null for AL_STR sets NULL; AL_U64 also takes a decimal
- * string, for values above 2^53). Unknown keys, repeated keys and wrong
- * types are errors naming the key; on error nothing is assigned.
- * Flags already marked seen (given on the command line or by an earlier
- * JSON file) are not overwritten, and flags set here are marked seen, so
- * the first source applied wins. String values are kept alive in an
- * internal arena until al_config_arena_free(). */
-int al_flags_apply_json(al_flag *flags, const char *json_text,
-                        const char *source_name, al_err *e);
-void al_config_arena_free(void);
-
-/* Serialize a flag table's current values as a JSON object (caller
- * frees). Used to store the training configuration in state.json. */
-char *al_flags_to_json(const al_flag *flags);
 
 /* config.json of a model directory: TransformerLens keys (n_layers,
  * d_model, n_heads, d_head, n_ctx, d_vocab, attn_only=true,

@@ -15,6 +15,12 @@
 
 #define AL_VERSION "0.1.0"
 
+/* Longest path attnlab builds (Linux PATH_MAX); buffers for a path plus
+ * a suffix (".tmp.<pid>", "/model.safetensors") are AL_PATH_MAX + 64.
+ * Every path is built with al_path_join or a checked snprintf, so a
+ * longer one is an error, never a truncation. */
+#define AL_PATH_MAX 4096
+
 typedef struct al_err {
     char msg[1024];
 } al_err;
@@ -60,8 +66,8 @@ int al_write_file_atomic(const char *path, const void *data, size_t n,
  * renames it over path (or removes it if ok==0). For large streamed writes. */
 typedef struct al_atomic_file {
     FILE *f;
-    char final_path[4096];
-    char tmp_path[4200];
+    char final_path[AL_PATH_MAX];
+    char tmp_path[AL_PATH_MAX + 64];
 } al_atomic_file;
 int al_atomic_open(al_atomic_file *af, const char *path, al_err *e);
 int al_atomic_commit(al_atomic_file *af, int ok, al_err *e);

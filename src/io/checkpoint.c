@@ -24,7 +24,7 @@ static const char *const FILES[N_FILES] = {"model.safetensors", "config.json",
                                            "state.json"};
 #define COMMIT_NAME "COMMIT"
 #define COMMIT_MAGIC "attnlab checkpoint commit 1"
-#define PATH_CAP 4096
+#define PATH_CAP AL_PATH_MAX
 
 static int file_index(const char *name, size_t len) {
     for (int i = 0; i < N_FILES; i++)
@@ -357,12 +357,31 @@ int al_ckpt_save(const char *dir, const al_model *m, const al_tokenizer *tok,
 static int read_small(const char *dir, const char *name, char **txt, char *path, al_err *e) {
     size_t n;
     if (join2(path, dir, name, "", e) != 0) return -1;
-    if (al_read_file(path, (unsigned char **)txt, &n, 1 << 24, e) != 0) {
+    if (al_read_file(path, (unsigned char **)txt, &n, AL_CKPT_JSON_MAX, e) != 0) {
         if (!al_file_exists(path))
             return al_errf(e, "cannot read checkpoint %s: %s missing", dir, name);
         return al_err_prefix(e, "cannot read checkpoint %s", dir);
     }
     return 0;
+}
+
+int al_ckpt_read_state(const char *dir, al_train_state *st, al_err *e) {
+    char path[PATH_CAP], src[PATH_CAP + 32];
+    char *txt = NULL;
+    memset(st, 0, sizeof *st);
+    if (join2(path, dir, "state.json", "", e) != 0) return -1;
+    int fd = lock_dir(dir, e);
+    if (fd == -1) return -1;
+    int rc = recover_locked(dir, e);
+    if (rc == 0 && !al_file_exists(path)) rc = 1;
+    if (rc == 0) rc = read_small(dir, FILES[F_STATE], &txt, path, e);
+    unlock_dir(fd);
+    if (rc != 0) return rc;
+    snprintf(src, sizeof src, "cannot read checkpoint %s", path);
+    rc = al_state_from_json(txt, st, src, e);
+    free(txt);
+    if (rc != 0) al_state_free(st);
+    return rc;
 }
 
 /* With tied embeddings W_U is W_Eᵀ by definition; a W_U in the file must

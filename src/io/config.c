@@ -1,4 +1,4 @@
-/* config.c -- JSON onto flag tables, config.json and state.json.
+/* config.c -- config.json and state.json of a model directory.
  *
  * All JSON here goes through al_json_parse, which bounds nesting before
  * cJSON recurses, and every value is checked for type and range before
@@ -18,305 +18,6 @@
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53 */
 
-/* ------------------------------------------------------------ parsing */
-
-/* Deepest bracket nesting in text, stopping early past `limit`. Strings
- * are skipped so brackets inside them do not count. */
-static int json_depth(const char *s, size_t n, int limit) {
-    int d = 0, max = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '"') {
-            for (i++; i < n && s[i] != '"'; i++)
-                if (s[i] == '\\') i++;
-        } else if (c == '[' || c == '{') {
-            if (++d > max) max = d;
-            if (max > limit) break;
-        } else if (c == ']' || c == '}') {
-            d--;
-        }
-    }
-    return max;
-}
-
-static int src_errf(al_err *e, const char *src, const char *what) {
-    return src ? al_errf(e, "%s: %s", src, what) : al_errf(e, "%s", what);
-}
-
-int al_json_parse(const char *text, size_t len, const char *source_name,
-                  struct cJSON **out, al_err *e) {
-    *out = NULL;
-    if (memchr(text, 0, len)) return src_errf(e, source_name, "JSON contains a NUL byte");
-    if (json_depth(text, len, AL_JSON_MAX_DEPTH) > AL_JSON_MAX_DEPTH) {
-        char m[80];
-        snprintf(m, sizeof m, "JSON nested deeper than %d levels", AL_JSON_MAX_DEPTH);
-        return src_errf(e, source_name, m);
-    }
-    char *buf = al_malloc(len + 1, 1, e);
-    if (!buf) return -1;
-    memcpy(buf, text, len);
-    buf[len] = 0;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(buf, &end, 1);
-    if (!root) {
-        size_t pos = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
-        int line = 1, col = 1;
-        for (size_t i = 0; i < pos; i++) {
-            if (buf[i] == '\n') line++, col = 1;
-            else col++;
-        }
-        free(buf);
-        char m[96];
-        snprintf(m, sizeof m, "invalid JSON at line %d, column %d", line, col);
-        return src_errf(e, source_name, m);
-    }
-    free(buf);
-    *out = root;
-    return 0;
-}
-
-/* A key safe to print in a one-line message. */
-static const char *key_disp(const char *k, char buf[64]) {
-    size_t i = 0;
-    for (; k[i] && i < 60; i++) buf[i] = isprint((unsigned char)k[i]) ? k[i] : '?';
-    if (k[i]) buf[i - 3] = buf[i - 2] = buf[i - 1] = '.';
-    buf[i] = 0;
-    return buf;
-}
-
-/* An integer-valued JSON number within [lo, hi]. */
-static int json_int_in(const cJSON *j, double lo, double hi, double *out) {
-    if (!cJSON_IsNumber(j)) return -1;
-    double d = j->valuedouble;
-    if (!(d >= lo && d <= hi) || d != floor(d)) return -1;
-    *out = d;
-    return 0;
-}
-
-/* u64 from an exact JSON integer or a decimal string. */
-static int json_u64(const cJSON *j, uint64_t *out) {
-    double d;
-    if (json_int_in(j, 0, MAX_EXACT, &d) == 0) {
-        *out = (uint64_t)d;
-        return 0;
-    }
-    if (!cJSON_IsString(j) || !j->valuestring[0] || strlen(j->valuestring) > 20) return -1;
-    uint64_t x = 0;
-    for (const char *p = j->valuestring; *p; p++) {
-        if (*p < '0' || *p > '9') return -1;
-        unsigned v = (unsigned)(*p - '0');
-        if (x > (UINT64_MAX - v) / 10) return -1;
-        x = x * 10 + v;
-    }
-    *out = x;
-    return 0;
-}
-
-/* cJSON 1.7.15 prints a double with 15 significant digits whenever that
- * reads back within a relative DBL_EPSILON, which is not exact (0.1+0.2
- * comes out as 0.3). Numbers we write are therefore raw items holding
- * the shortest text that reads back bit for bit. */
-static cJSON *num_item(double d) {
-    if (!isfinite(d)) return cJSON_CreateNull();
-    char b[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(b, sizeof b, "%.*g", prec, d);
-        if (strtod(b, NULL) == d) break;
-    }
-    return cJSON_CreateRaw(b);
-}
-
-/* Turn every number in a parsed tree into an exact raw item, so that
- * re-printing it (the "train" object of state.json) loses nothing.
- * Depth is bounded by al_json_parse. */
-static int exact_numbers(cJSON *j) {
-    for (; j; j = j->next) {
-        if (cJSON_IsNumber(j)) {
-            cJSON *r = num_item(j->valuedouble);
-            if (!r) return -1;
-            j->type = r->type;
-            j->valuestring = r->valuestring;
-            r->valuestring = NULL;
-            cJSON_Delete(r);
-        } else if ((cJSON_IsArray(j) || cJSON_IsObject(j)) && exact_numbers(j->child) != 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static cJSON *u64_item(uint64_t x) {
-    if (x <= (uint64_t)MAX_EXACT) return num_item((double)x);
-    char b[32];
-    snprintf(b, sizeof b, "%" PRIu64, x);
-    return cJSON_CreateString(b);
-}
-
-/* ------------------------------------------------------ flags <- JSON */
-
-typedef struct arena_node {
-    struct arena_node *next;
-    char s[];
-} arena_node;
-static arena_node *g_arena;
-
-static const char *arena_strdup(const char *s) {
-    size_t n = strlen(s);
-    arena_node *a = malloc(sizeof *a + n + 1);
-    if (!a) return NULL;
-    memcpy(a->s, s, n + 1);
-    a->next = g_arena;
-    g_arena = a;
-    return a->s;
-}
-
-void al_config_arena_free(void) {
-    while (g_arena) {
-        arena_node *n = g_arena->next;
-        free(g_arena);
-        g_arena = n;
-    }
-}
-
-/* Flag names compare with '-' and '_' equal. */
-static int name_eq(const char *flag, const char *key) {
-    for (; *flag && *key; flag++, key++) {
-        char a = *flag == '_' ? '-' : *flag, b = *key == '_' ? '-' : *key;
-        if (a != b) return 0;
-    }
-    return *flag == 0 && *key == 0;
-}
-
-static const char *type_need(al_flag_type t) {
-    switch (t) {
-    case AL_STR: return "a string";
-    case AL_INT: return "an integer";
-    case AL_U64: return "a non-negative integer";
-    case AL_FLOAT: return "a finite number";
-    case AL_BOOL: return "true or false";
-    }
-    return "?";
-}
-
-static int value_ok(const al_flag *f, const cJSON *v) {
-    double d;
-    uint64_t u;
-    switch (f->type) {
-    case AL_STR: return cJSON_IsString(v) || cJSON_IsNull(v);
-    case AL_INT: return json_int_in(v, INT_MIN, INT_MAX, &d) == 0;
-    case AL_U64: return json_u64(v, &u) == 0;
-    case AL_FLOAT: return cJSON_IsNumber(v) && isfinite(v->valuedouble);
-    case AL_BOOL: return cJSON_IsBool(v);
-    }
-    return 0;
-}
-
-static int assign(al_flag *f, const cJSON *v) {
-    switch (f->type) {
-    case AL_STR:
-        if (cJSON_IsNull(v)) {
-            *(const char **)f->dst = NULL;
-        } else {
-            const char *s = arena_strdup(v->valuestring);
-            if (!s) return -1;
-            *(const char **)f->dst = s;
-        }
-        break;
-    case AL_INT: *(int *)f->dst = (int)v->valuedouble; break;
-    case AL_U64: json_u64(v, (uint64_t *)f->dst); break;
-    case AL_FLOAT: *(double *)f->dst = v->valuedouble; break;
-    case AL_BOOL: *(int *)f->dst = cJSON_IsTrue(v); break;
-    }
-    return 0;
-}
-
-/* Validate every key first, then assign: a bad file changes nothing. */
-int al_flags_apply_json(al_flag *flags, const char *json_text,
-                        const char *source_name, al_err *e) {
-    const char *src = source_name ? source_name : "config";
-    cJSON *root;
-    if (al_json_parse(json_text, strlen(json_text), src, &root, e) != 0) return -1;
-    int nf = 0, rc = -1;
-    while (flags[nf].name) nf++;
-    al_flag **target = NULL;
-    int *used = al_calloc((size_t)nf + 1, sizeof *used, e);
-    if (!used) goto done;
-    if (!cJSON_IsObject(root)) {
-        al_errf(e, "%s: top level must be a JSON object", src);
-        goto done;
-    }
-    int nk = cJSON_GetArraySize(root);
-    target = al_calloc((size_t)nk + 1, sizeof *target, e);
-    if (!target) goto done;
-    int k = 0;
-    for (cJSON *j = root->child; j; j = j->next, k++) {
-        char kb[64];
-        int i = 0;
-        while (i < nf && !name_eq(flags[i].name, j->string)) i++;
-        if (i == nf) {
-            al_errf(e, "%s: unknown key '%s'", src, key_disp(j->string, kb));
-            goto done;
-        }
-        if (used[i]++) {
-            al_errf(e, "%s: key '%s' given twice", src, key_disp(j->string, kb));
-            goto done;
-        }
-        if (!value_ok(&flags[i], j)) {
-            al_errf(e, "%s: key '%s' must be %s", src, key_disp(j->string, kb),
-                    type_need(flags[i].type));
-            goto done;
-        }
-        target[k] = &flags[i];
-    }
-    k = 0;
-    for (cJSON *j = root->child; j; j = j->next, k++) {
-        if (target[k]->seen) continue; /* the command line wins */
-        if (assign(target[k], j) != 0) {
-            al_errf(e, "%s: out of memory", src);
-            goto done;
-        }
-        target[k]->seen = 1; /* and a later JSON source does not override */
-    }
-    rc = 0;
-done:
-    free(target);
-    free(used);
-    cJSON_Delete(root);
-    return rc;
-}
-
-static cJSON *flag_item(const al_flag *f) {
-    switch (f->type) {
-    case AL_STR: {
-        const char *s = *(const char *const *)f->dst;
-        return s ? cJSON_CreateString(s) : cJSON_CreateNull();
-    }
-    case AL_INT: return num_item(*(const int *)f->dst);
-    case AL_U64: return u64_item(*(const uint64_t *)f->dst);
-    case AL_FLOAT: return num_item(*(const double *)f->dst);
-    case AL_BOOL: return cJSON_CreateBool(*(const int *)f->dst);
-    }
-    return NULL;
-}
-
-/* Keys use '_' (the JSON-friendly spelling); apply_json accepts both. */
-char *al_flags_to_json(const al_flag *flags) {
-    cJSON *o = cJSON_CreateObject();
-    int ok = o != NULL;
-    for (const al_flag *f = flags; ok && f->name; f++) {
-        char key[128];
-        snprintf(key, sizeof key, "%s", f->name);
-        for (char *p = key; *p; p++)
-            if (*p == '-') *p = '_';
-        cJSON *v = flag_item(f);
-        ok = v && cJSON_AddItemToObject(o, key, v);
-        if (!ok) cJSON_Delete(v);
-    }
-    char *s = ok ? cJSON_Print(o) : NULL;
-    cJSON_Delete(o);
-    return s;
-}
-
 /* -------------------------------------------------------- config.json */
 
 char *al_config_to_json(const al_config *c) {
@@ -335,7 +36,7 @@ char *al_config_to_json(const al_config *c) {
     cJSON_AddNullToObject(o, "act_fn");
     cJSON_AddStringToObject(o, "original_architecture", "attnlab");
     cJSON_AddBoolToObject(o, "tied_embeddings", c->tied_embeddings != 0);
-    cJSON_AddItemToObject(o, "seed", u64_item(c->seed));
+    cJSON_AddItemToObject(o, "seed", al_json_u64_item(c->seed));
     cJSON_AddStringToObject(o, "attnlab_version", AL_VERSION);
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
@@ -346,7 +47,7 @@ static int get_dim(const cJSON *o, const char *key, int *out, const char *src, a
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
     double d;
     if (!j) return al_errf(e, "%s: key '%s' missing", src, key);
-    if (json_int_in(j, 1, INT_MAX, &d) != 0)
+    if (al_json_int_in(j, 1, INT_MAX, &d) != 0)
         return al_errf(e, "%s: key '%s' must be an integer >= 1", src, key);
     *out = (int)d;
     return 0;
@@ -395,7 +96,7 @@ int al_config_from_json(const char *json_text, al_config *c,
     }
     t.tied_embeddings = cJSON_IsTrue(j);
     j = cJSON_GetObjectItemCaseSensitive(o, "seed");
-    if (j && json_u64(j, &t.seed) != 0) {
+    if (j && al_json_u64(j, &t.seed) != 0) {
         al_errf(e, "%s: key 'seed' must be a non-negative integer", src);
         goto done;
     }
@@ -416,7 +117,7 @@ char *al_state_to_json(const al_train_state *s) {
     cJSON *train = NULL;
     if (s->train_json && (al_json_parse(s->train_json, strlen(s->train_json), NULL,
                                         &train, NULL) != 0 ||
-                          !cJSON_IsObject(train) || exact_numbers(train) != 0)) {
+                          !cJSON_IsObject(train) || al_json_exact_numbers(train) != 0)) {
         cJSON_Delete(train);
         return NULL;
     }
@@ -428,10 +129,10 @@ char *al_state_to_json(const al_train_state *s) {
         return NULL;
     }
     cJSON_AddStringToObject(o, "attnlab_version", AL_VERSION);
-    cJSON_AddItemToObject(o, "step", num_item((double)s->step));
-    cJSON_AddItemToObject(o, "tokens_seen", num_item(s->tokens_seen));
-    cJSON_AddItemToObject(o, "last_train_loss", num_item(s->last_train_loss));
-    cJSON_AddItemToObject(o, "last_val_loss", num_item(s->last_val_loss));
+    cJSON_AddItemToObject(o, "step", al_json_num_item((double)s->step));
+    cJSON_AddItemToObject(o, "tokens_seen", al_json_num_item(s->tokens_seen));
+    cJSON_AddItemToObject(o, "last_train_loss", al_json_num_item(s->last_train_loss));
+    cJSON_AddItemToObject(o, "last_val_loss", al_json_num_item(s->last_val_loss));
     for (int i = 0; i < 4; i++) {
         char h[17];
         snprintf(h, sizeof h, "%016" PRIx64, s->rng.s[i]);
@@ -443,7 +144,7 @@ char *al_state_to_json(const al_train_state *s) {
         cJSON *c = cJSON_AddObjectToObject(o, "curve");
         if (c) {
             cJSON_AddStringToObject(c, "db", s->curve_db);
-            cJSON_AddItemToObject(c, "run_id", num_item((double)s->curve_run));
+            cJSON_AddItemToObject(c, "run_id", al_json_num_item((double)s->curve_run));
         }
     }
     char *out = cJSON_Print(o);
@@ -479,7 +180,7 @@ static int get_loss(const cJSON *o, const char *key, double *out, const char *sr
 static int state_fields(const cJSON *o, al_train_state *t, const char *src, al_err *e) {
     double d;
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "step");
-    if (!j || json_int_in(j, 0, MAX_EXACT, &d) != 0 || d > (double)LONG_MAX)
+    if (!j || al_json_int_in(j, 0, MAX_EXACT, &d) != 0 || d > (double)LONG_MAX)
         return al_errf(e, "%s: key 'step' must be a non-negative integer", src);
     t->step = (long)d;
     j = cJSON_GetObjectItemCaseSensitive(o, "tokens_seen");
@@ -501,7 +202,7 @@ static int state_fields(const cJSON *o, al_train_state *t, const char *src, al_e
     j = cJSON_GetObjectItemCaseSensitive(o, "train");
     if (j && !cJSON_IsNull(j)) {
         if (!cJSON_IsObject(j)) return al_errf(e, "%s: key 'train' must be an object", src);
-        if (exact_numbers(j->child) != 0) return al_errf(e, "%s: out of memory", src);
+        if (al_json_exact_numbers(j->child) != 0) return al_errf(e, "%s: out of memory", src);
         t->train_json = cJSON_PrintUnformatted(j);
         if (!t->train_json) return al_errf(e, "%s: out of memory", src);
     }
@@ -509,7 +210,7 @@ static int state_fields(const cJSON *o, al_train_state *t, const char *src, al_e
     if (j && !cJSON_IsNull(j)) {
         const cJSON *db = cJSON_GetObjectItemCaseSensitive(j, "db");
         const cJSON *run = cJSON_GetObjectItemCaseSensitive(j, "run_id");
-        if (!cJSON_IsObject(j) || !cJSON_IsString(db) || !run || json_int_in(run, 1, MAX_EXACT, &d) != 0)
+        if (!cJSON_IsObject(j) || !cJSON_IsString(db) || !run || al_json_int_in(run, 1, MAX_EXACT, &d) != 0)
             return al_errf(e, "%s: key 'curve' must be {\"db\": path, \"run_id\": integer >= 1}", src);
         t->curve_run = (int64_t)d;
         t->curve_db = strdup(db->valuestring);
@@ -544,3 +245,4 @@ void al_state_free(al_train_state *s) {
     s->train_json = s->curve_db = NULL;
     s->curve_run = 0;
 }
+

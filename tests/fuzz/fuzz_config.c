@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 
+#include "attnlab/args.h"
 #include "attnlab/config.h"
 
 static const char *o_str;

@@ -1,0 +1,39 @@
+/* json.h -- JSON text in and out (cJSON underneath), for every file
+ * format attnlab reads: config.json, state.json, safetensors headers,
+ * tokenizer.json, masks, experiment files. */
+#ifndef ATTNLAB_JSON_H
+#define ATTNLAB_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "attnlab/util.h"
+
+/* Parse len bytes of JSON (need not be NUL-terminated) with cJSON,
+ * refusing NUL bytes and nesting deeper than AL_JSON_MAX_DEPTH before
+ * cJSON sees the text (its recursion is the stack's only bound). Returns
+ * 0 with *out set (free with cJSON_Delete), or -1 with *out NULL and the
+ * message "SOURCE: invalid JSON at line L, column C" (just "invalid JSON
+ * ..." if source_name is NULL). */
+#define AL_JSON_MAX_DEPTH 100
+struct cJSON;
+int al_json_parse(const char *text, size_t len, const char *source_name,
+                  struct cJSON **out, al_err *e);
+
+/* A key safe to print in a one-line message (at most 60 characters,
+ * unprintable bytes as '?'); returns buf. */
+const char *al_json_key_disp(const char *k, char buf[64]);
+/* An integer-valued JSON number within [lo, hi]: 0 and *out, else -1. */
+int al_json_int_in(const struct cJSON *j, double lo, double hi, double *out);
+/* A u64 from an exact JSON integer (<= 2^53) or a decimal string. */
+int al_json_u64(const struct cJSON *j, uint64_t *out);
+/* A raw number item holding the shortest text that reads back as d bit
+ * for bit (cJSON's own printing rounds to 15 digits); null if d is not
+ * finite. NULL when out of memory. */
+struct cJSON *al_json_num_item(double d);
+/* A u64 as a number item if exact in a double, else a decimal string. */
+struct cJSON *al_json_u64_item(uint64_t x);
+/* Turn every number of a parsed tree into an exact raw item, so that
+ * re-printing it loses nothing. 0, or -1 when out of memory. */
+int al_json_exact_numbers(struct cJSON *j);
+
+#endif

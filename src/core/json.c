@@ -1,0 +1,148 @@
+/* json.c -- JSON text in and out, for every file format attnlab reads
+ * (see json.h). All JSON goes through al_json_parse, which bounds nesting
+ * before cJSON recurses; numbers written through al_json_num_item read
+ * back bit for bit. */
+#define _POSIX_C_SOURCE 200809L
+#include "attnlab/json.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_EXACT 9007199254740992.0 /* 2^53 */
+
+
+/* Deepest bracket nesting in text, stopping early past `limit`. Strings
+ * are skipped so brackets inside them do not count. */
+static int json_depth(const char *s, size_t n, int limit) {
+    int d = 0, max = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '"') {
+            for (i++; i < n && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+        } else if (c == '[' || c == '{') {
+            if (++d > max) max = d;
+            if (max > limit) break;
+        } else if (c == ']' || c == '}') {
+            d--;
+        }
+    }
+    return max;
+}
+
+static int src_errf(al_err *e, const char *src, const char *what) {
+    return src ? al_errf(e, "%s: %s", src, what) : al_errf(e, "%s", what);
+}
+
+int al_json_parse(const char *text, size_t len, const char *source_name,
+                  struct cJSON **out, al_err *e) {
+    *out = NULL;
+    if (memchr(text, 0, len)) return src_errf(e, source_name, "JSON contains a NUL byte");
+    if (json_depth(text, len, AL_JSON_MAX_DEPTH) > AL_JSON_MAX_DEPTH) {
+        char m[80];
+        snprintf(m, sizeof m, "JSON nested deeper than %d levels", AL_JSON_MAX_DEPTH);
+        return src_errf(e, source_name, m);
+    }
+    char *buf = al_malloc(len + 1, 1, e);
+    if (!buf) return -1;
+    memcpy(buf, text, len);
+    buf[len] = 0;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(buf, &end, 1);
+    if (!root) {
+        size_t pos = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
+        int line = 1, col = 1;
+        for (size_t i = 0; i < pos; i++) {
+            if (buf[i] == '\n') line++, col = 1;
+            else col++;
+        }
+        free(buf);
+        char m[96];
+        snprintf(m, sizeof m, "invalid JSON at line %d, column %d", line, col);
+        return src_errf(e, source_name, m);
+    }
+    free(buf);
+    *out = root;
+    return 0;
+}
+
+/* A key safe to print in a one-line message. */
+const char *al_json_key_disp(const char *k, char buf[64]) {
+    size_t i = 0;
+    for (; k[i] && i < 60; i++) buf[i] = isprint((unsigned char)k[i]) ? k[i] : '?';
+    if (k[i]) buf[i - 3] = buf[i - 2] = buf[i - 1] = '.';
+    buf[i] = 0;
+    return buf;
+}
+
+/* An integer-valued JSON number within [lo, hi]. */
+int al_json_int_in(const cJSON *j, double lo, double hi, double *out) {
+    if (!cJSON_IsNumber(j)) return -1;
+    double d = j->valuedouble;
+    if (!(d >= lo && d <= hi) || d != floor(d)) return -1;
+    *out = d;
+    return 0;
+}
+
+/* u64 from an exact JSON integer or a decimal string. */
+int al_json_u64(const cJSON *j, uint64_t *out) {
+    double d;
+    if (al_json_int_in(j, 0, MAX_EXACT, &d) == 0) {
+        *out = (uint64_t)d;
+        return 0;
+    }
+    if (!cJSON_IsString(j) || !j->valuestring[0] || strlen(j->valuestring) > 20) return -1;
+    uint64_t x = 0;
+    for (const char *p = j->valuestring; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        unsigned v = (unsigned)(*p - '0');
+        if (x > (UINT64_MAX - v) / 10) return -1;
+        x = x * 10 + v;
+    }
+    *out = x;
+    return 0;
+}
+
+/* cJSON 1.7.15 prints a double with 15 significant digits whenever that
+ * reads back within a relative DBL_EPSILON, which is not exact (0.1+0.2
+ * comes out as 0.3). Numbers we write are therefore raw items holding
+ * the shortest text that reads back bit for bit. */
+cJSON *al_json_num_item(double d) {
+    if (!isfinite(d)) return cJSON_CreateNull();
+    char b[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, d);
+        if (strtod(b, NULL) == d) break;
+    }
+    return cJSON_CreateRaw(b);
+}
+
+/* Turn every number in a parsed tree into an exact raw item, so that
+ * re-printing it (the "train" object of state.json) loses nothing.
+ * Depth is bounded by al_json_parse. */
+int al_json_exact_numbers(cJSON *j) {
+    for (; j; j = j->next) {
+        if (cJSON_IsNumber(j)) {
+            cJSON *r = al_json_num_item(j->valuedouble);
+            if (!r) return -1;
+            j->type = r->type;
+            j->valuestring = r->valuestring;
+            r->valuestring = NULL;
+            cJSON_Delete(r);
+        } else if ((cJSON_IsArray(j) || cJSON_IsObject(j)) && al_json_exact_numbers(j->child) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+cJSON *al_json_u64_item(uint64_t x) {
+    if (x <= (uint64_t)MAX_EXACT) return al_json_num_item((double)x);
+    char b[32];
+    snprintf(b, sizeof b, "%" PRIu64, x);
+    return cJSON_CreateString(b);
+}
