@@ -31,12 +31,15 @@ layer_of_header() {
         [ -f "$c" ] && { basename "$(dirname "$c")"; return; }
     done
     h=include/attnlab/$1
-    [ -f "$h" ] && head -n 5 "$h" | sed -n 's/.*layer: *\([a-z]*\).*/\1/p' | head -n 1
+    if [ -f "$h" ]; then
+        head -n 5 "$h" | sed -n 's/.*layer: *\([a-z]*\).*/\1/p' | head -n 1
+    fi
 }
 
 fail=0
 checked=0
 for f in src/*/*.c include/attnlab/*.h; do
+    [ -f "$f" ] || continue # an unmatched glob
     case $f in
     src/*) own=$(basename "$(dirname "$f")") ;;
     *) own=$(layer_of_header "$(basename "$f")") ;;
