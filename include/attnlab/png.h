@@ -6,7 +6,7 @@
  * iTXt chunk, which is UTF-8 by definition. The file is written whole to
  * a temporary name and renamed, so a reader never sees half a picture.
  * Reading (for tests and tools) decodes any PNG to 8-bit RGB and returns
- * its text chunks. src/png.c is the only user of libpng. */
+ * its text chunks. src/pictures/png.c is the only user of libpng. */
 #ifndef ATTNLAB_PNG_H
 #define ATTNLAB_PNG_H
 

@@ -1,5 +1,5 @@
 /* main.c -- the attnlab command table; the only place that exits.
- * Each command lives in src/cmd_<name>.c and exports an al_command. */
+ * Each command lives in src/cli/cmd_<name>.c and exports an al_command. */
 #include <stdio.h>
 #include <string.h>
 
