@@ -21,6 +21,7 @@
 #include "attnlab/plot.h"
 #include "attnlab/png.h"
 #include "attnlab/store.h"
+#include "attnlab/thresholds.h"
 #include "attnlab/tokenizer.h"
 
 const char *const al_pic_kinds[] = {"attention",   "qk-pos",  "qk",       "ov",       "composition",
@@ -1045,7 +1046,8 @@ static int train_head_panel(pic *p, const char *rs, const tlog *t, const char *m
     q->ln = (al_lines){.s = sr, .n = n, .title = pprintf(p, e, "%s score per head", metric),
                        .x_title = "step", .y_title = pprintf(p, e, "%s score", metric), .w = 420,
                        .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN, .y_hi = NAN,
-                       .hline = ind ? 0.4 : NAN, .hline_label = ind ? "induction head: > 0.4" : NULL,
+                       .hline = ind ? AL_TH_INDUCTION : NAN,
+                       .hline_label = ind ? "induction head: > " AL_TH_STR(AL_TH_INDUCTION) : NULL,
                        .x_integer = 1};
     return q->ln.title && q->ln.y_title ? 0 : -1;
 }

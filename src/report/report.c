@@ -22,12 +22,8 @@
 #include "attnlab/config.h"
 #include "attnlab/pictures.h"
 #include "attnlab/store.h"
+#include "attnlab/thresholds.h"
 
-/* Thresholds used to name heads; the same as README's queries. */
-#define INDUCTION_HEAD 0.4
-#define PREV_TOKEN_HEAD 0.4
-#define COPY_EIGEN 0.5   /* copying_eigen above this: the weights say "copies" */
-#define COPY_ABLATION 0.01 /* nats: mean ablation hurts copying by more than this */
 
 al_report_opts al_report_defaults(void) {
     al_report_opts o;
@@ -257,8 +253,8 @@ static void cell(al_buf *h, const qres *q, int r, int c, char f) {
         al_buf_puts(h, "</td>");
         return;
     }
-    int hi = (f == 'I' && v > INDUCTION_HEAD) || (f == 'C' && v > COPY_EIGEN) ||
-             (f == 'A' && v > COPY_ABLATION);
+    int hi = (f == 'I' && v > AL_TH_INDUCTION) || (f == 'C' && v > AL_TH_COPY_EIGEN) ||
+             (f == 'A' && v > AL_TH_COPY_ABLATION);
     al_buf_puts(h, hi ? "<td class=hi>" : "<td>");
     switch (f) {
     case 'i': al_buf_printf(h, "%.0f", v); break;
@@ -534,9 +530,10 @@ static int sec_training(rep *R, const rmodel *M, al_err *e) {
 static int sec_heads(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     al_buf_puts(h, "<h3>Heads at a glance</h3>\n<p>Latest value of each score per head (view "
-               "<code>head_summary</code>). Highlighted: induction or prev_token &gt; 0.4, "
-               "copying_eigen or copying_top1 &gt; 0.5, copying_ablation (and its excess over the "
-               "other positions) &gt; 0.01 nats.</p>\n");
+               "<code>head_summary</code>). Highlighted: induction or prev_token &gt; "
+               AL_TH_STR(AL_TH_INDUCTION) ", copying_eigen or copying_top1 &gt; "
+               AL_TH_STR(AL_TH_COPY_EIGEN) ", copying_ablation (and its excess over the "
+               "other positions) &gt; " AL_TH_STR(AL_TH_COPY_ABLATION) " nats.</p>\n");
     static const char *const heads[] = {"head", "induction", "prev_token", "duplicate_token",
                                         "copying_eigen", "copying_top1", "copying_ablation",
                                         "copying_ablation_excess", "gradient_importance", "qk_rank", "ov_rank", "qk_eff_rank",
@@ -571,16 +568,18 @@ static int sec_kinds(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     al_buf_puts(h, "<h3>Induction, previous-token and copying heads</h3>\n<ul>\n");
     if (name_list(R, M, "SELECT name, induction FROM head_summary WHERE model_id = ?1 AND "
-                  "induction > 0.4 ORDER BY induction DESC", "induction heads (induction &gt; 0.4)", e) ||
+                  "induction > " AL_TH_STR(AL_TH_INDUCTION) " ORDER BY induction DESC",
+                  "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")", e) ||
         name_list(R, M, "SELECT name, prev_token FROM head_summary WHERE model_id = ?1 AND "
-                  "prev_token > 0.4 ORDER BY prev_token DESC",
-                  "previous-token heads (prev_token &gt; 0.4)", e) ||
+                  "prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) " ORDER BY prev_token DESC",
+                  "previous-token heads (prev_token &gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ")", e) ||
         name_list(R, M, "SELECT name, copying_ablation FROM head_summary WHERE model_id = ?1 AND "
-                  "copying_ablation > 0.01 ORDER BY copying_ablation DESC",
-                  "copying heads by ablation (copying_ablation &gt; 0.01 nats)", e) ||
+                  "copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) " ORDER BY copying_ablation DESC",
+                  "copying heads by ablation (copying_ablation &gt; " AL_TH_STR(AL_TH_COPY_ABLATION)
+                  " nats)", e) ||
         name_list(R, M, "SELECT name, copying_eigen FROM head_summary WHERE model_id = ?1 AND "
-                  "copying_eigen > 0.5 ORDER BY copying_eigen DESC",
-                  "copying heads by eigenvalues (copying_eigen &gt; 0.5)", e))
+                  "copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " ORDER BY copying_eigen DESC",
+                  "copying heads by eigenvalues (copying_eigen &gt; " AL_TH_STR(AL_TH_COPY_EIGEN) ")", e))
         return -1;
     al_buf_puts(h, "</ul>\n");
     static const char *const heads[] = {"metric", "value", NULL};
@@ -621,7 +620,7 @@ static int copy_agreement(rep *R, const rmodel *M, const char *col, agree *a, al
     for (int r = 0; r < q.nr; r++) {
         x[r] = qx(&q, r, 1);
         y[r] = qx(&q, r, 2);
-        int ce = x[r] > COPY_EIGEN, ca = y[r] > COPY_ABLATION;
+        int ce = x[r] > AL_TH_COPY_EIGEN, ca = y[r] > AL_TH_COPY_ABLATION;
         a->agree += ce == ca;
         a->abl_copy += ca;
         if (ca && x[r] < 0) {
@@ -640,10 +639,11 @@ static int copy_agreement(rep *R, const rmodel *M, const char *col, agree *a, al
 }
 
 static void agree_sentence(al_buf *h, const agree *a) {
-    al_buf_printf(h, "The eigenvalue score (copying_eigen &gt; %.1f) and mean ablation "
-                 "(%s &gt; %.2f nats) agree on <b>%d of %d</b> heads; Spearman "
-                 "rank correlation between the two scores over all heads: <b>&rho; = ",
-              COPY_EIGEN, a->col, COPY_ABLATION, a->agree, a->n);
+    al_buf_printf(h, "The eigenvalue score (copying_eigen &gt; " AL_TH_STR(AL_TH_COPY_EIGEN)
+                  ") and mean ablation (%s &gt; " AL_TH_STR(AL_TH_COPY_ABLATION) " nats) agree on "
+                  "<b>%d of %d</b> heads; Spearman rank correlation between the two scores over "
+                  "all heads: <b>&rho; = ",
+                  a->col, a->agree, a->n);
     if (isnan(a->rho)) al_buf_puts(h, "undefined");
     else al_buf_printf(h, "%+.2f", a->rho);
     al_buf_printf(h, "</b>. By %s, %d head%s cop%s", a->col, a->abl_copy,
@@ -890,9 +890,11 @@ static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
      * diagonal): prefer heads whose eigenvalue score says so, ranked by
      * what ablation says they contribute. Ablation alone can pick a head
      * that copies only through a later head (a previous-token head). */
-    const char *why = "the head whose own OV circuit copies (copying_eigen > 0.5) and that "
+    const char *why = "the head whose own OV circuit copies (copying_eigen > "
+                      AL_TH_STR(AL_TH_COPY_EIGEN) ") and that "
                       "matters most to copying by ablation";
-    if ((f = best_head(R, M, "CASE WHEN copying_eigen > 0.5 THEN coalesce(copying_ablation, "
+    if ((f = best_head(R, M, "CASE WHEN copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN)
+                       " THEN coalesce(copying_ablation, "
                        "copying_eigen) END", &l, &hh, e)) < 0)
         return -1;
     if (!f) {
@@ -1064,9 +1066,11 @@ static int sec_compare(rep *R, al_err *e) {
             q_num(R, "SELECT final_val_loss FROM models WHERE model_id = ?1", M->mid, NULL, &vl, e) ||
             q_num(R, "SELECT value FROM model_scores WHERE metric = 'icl_gain' AND run_id = (SELECT "
                   "run_id FROM latest_run WHERE model_id = ?1 AND kind = 'scores')", M->mid, NULL, &icl, e) ||
-            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND induction > 0.4",
+            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND induction > "
+                  AL_TH_STR(AL_TH_INDUCTION),
                   M->mid, NULL, &ni, e) ||
-            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND prev_token > 0.4",
+            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND prev_token > "
+                  AL_TH_STR(AL_TH_PREV_TOKEN),
                   M->mid, NULL, &np, e))
             return -1;
         al_buf_puts(h, "<tr><td class=t><a href=\"#model-");
@@ -1198,7 +1202,7 @@ static const char *const nb_queries[][2] = {
      "WHERE t.c_str = '␣the' ORDER BY t.score DESC LIMIT 10"},
     {"Two models side by side (e.g. tied vs untied embeddings): mean copying score per layer",
      "SELECT m.path, m.tied_embeddings, s.layer, round(avg(s.copying_eigen), 3) AS mean_copying,\n"
-     "       sum(s.copying_eigen > 0.5) AS copying_heads\n"
+     "       sum(s.copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) ") AS copying_heads\n"
      "FROM head_summary s JOIN models m USING (model_id)\n"
      "GROUP BY m.model_id, s.layer ORDER BY m.model_id, s.layer"},
     {"What ran, when, and what failed",
@@ -1214,7 +1218,7 @@ static const char *const nb_queries[][2] = {
     {"Induction heads (latest scores of each model)",
      "SELECT m.path, h.name, round(h.induction, 3) AS induction, round(h.prev_token, 3) AS prev_token\n"
      "FROM head_summary h JOIN models m USING (model_id)\n"
-     "WHERE h.induction > 0.4 ORDER BY h.induction DESC"},
+     "WHERE h.induction > " AL_TH_STR(AL_TH_INDUCTION) " ORDER BY h.induction DESC"},
     {"The pruning curve of the latest prune run: loss against heads left",
      "SELECT step, heads_left, layer || '.' || head AS removed, round(importance, 4) AS importance,\n"
      "       round(loss, 4) AS loss, round(delta_loss, 4) AS delta_loss\n"
@@ -1232,8 +1236,10 @@ static const char *const nb_queries[][2] = {
      "       round(copying_ablation, 4) AS ablation\n"
      "FROM head_summary\n"
      "WHERE copying_eigen IS NOT NULL AND copying_ablation IS NOT NULL\n"
-     "  AND ((copying_eigen > 0.5) != (copying_top1 > 0.5)\n"
-     "       OR (copying_eigen > 0.5 OR copying_top1 > 0.5) != (copying_ablation > 0.01))\n"
+     "  AND ((copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) ") != (copying_top1 > "
+     AL_TH_STR(AL_TH_COPY_EIGEN) ")\n"
+     "       OR (copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " OR copying_top1 > "
+     AL_TH_STR(AL_TH_COPY_EIGEN) ") != (copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) "))\n"
      "ORDER BY copying_ablation DESC"},
 };
 
