@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "attnlab/buf.h"
+#include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 #include "attnlab/pictures.h"
 #include "attnlab/store.h"
@@ -409,16 +410,12 @@ static void card_row(al_buf *h, const char *k, const char *v) {
     al_buf_puts(h, "</td></tr>\n");
 }
 
-/* Training options from the checkpoint's state.json (NULL-safe). */
+/* Training options from the checkpoint's state.json; none (no row) for
+ * an inference-only checkpoint or an unreadable state. */
 static void train_opts_rows(al_buf *h, const rmodel *M) {
-    char path[4200];
-    unsigned char *txt = NULL;
-    size_t n;
     al_train_state st;
-    if (snprintf(path, sizeof path, "%s/state.json", M->dir) >= (int)sizeof path ||
-        al_read_file(path, &txt, &n, 1 << 20, NULL) != 0)
-        return;
-    if (al_state_from_json((const char *)txt, &st, path, NULL) == 0 && st.train_json) {
+    if (al_ckpt_read_state(M->dir, &st, NULL) != 0) return;
+    if (st.train_json) {
         cJSON *o = cJSON_Parse(st.train_json);
         static const char *const keys[] = {"steps", "batch", "seq_len", "lr", "warmup",
                                            "weight_decay", "seed", NULL};
@@ -434,7 +431,6 @@ static void train_opts_rows(al_buf *h, const rmodel *M) {
         cJSON_Delete(o);
     }
     al_state_free(&st);
-    free(txt);
 }
 
 static int sec_card(rep *R, const rmodel *M, al_err *e) {

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 
 /* ------------------------------------------------------------ schema */
@@ -416,23 +417,13 @@ void al_store_close(al_store *s) {
 
 /* Training facts from dir/state.json, if present and readable. */
 static void facts_from_state(const char *dir, al_model_facts *f) {
-    char path[4200];
-    unsigned char *txt = NULL;
-    size_t n;
-    if (al_path_join(path, sizeof path, dir, "state.json", NULL) ||
-        !al_file_exists(path) ||
-        al_read_file(path, &txt, &n, 64u << 20, NULL))
-        return;
     al_train_state st;
-    memset(&st, 0, sizeof st);
-    if (al_state_from_json((const char *)txt, &st, path, NULL) == 0) {
-        f->trained_tokens = st.tokens_seen;
-        f->train_steps = st.step;
-        f->final_train_loss = st.last_train_loss;
-        f->final_val_loss = st.last_val_loss;
-        al_state_free(&st);
-    }
-    free(txt);
+    if (al_ckpt_read_state(dir, &st, NULL) != 0) return;
+    f->trained_tokens = st.tokens_seen;
+    f->train_steps = st.step;
+    f->final_train_loss = st.last_train_loss;
+    f->final_val_loss = st.last_val_loss;
+    al_state_free(&st);
 }
 
 int al_store_model(al_store *s, const char *dir, const char *sha256,
