@@ -1420,7 +1420,10 @@ static int tidy_pictures(rep *R, al_err *e) {
             if (k < 5 || strchr(line, '/') || line[0] == '.' || strcmp(line + k - 4, ".png") != 0 ||
                 drawn(R, line))
                 continue;
-            snprintf(old, sizeof old, "%s/%s", R->o->out_dir, line);
+            /* a name too long for old would be cut to some other file's
+             * name: never delete that */
+            if (snprintf(old, sizeof old, "%s/%s", R->o->out_dir, line) >= (int)sizeof old)
+                continue;
             if (unlink(old) == 0) R->n_removed++;
         }
         free(txt);
