@@ -30,22 +30,21 @@ static const char TEXT_OUT[] =
 
 TEST(brown_detag_hand) {
     al_err e;
-    char *out = NULL;
-    size_t n = 0, cap = 0;
+    al_buf out = AL_BUF_INIT;
     long docs = 0;
-    CHECK_OK(al_brown_detag(CA01, strlen(CA01), AL_BROWN_PARA, &out, &n, &cap, &docs, &e), &e);
-    CHECKF(out && strcmp(out, PARA_OUT) == 0, "got:\n%s", out ? out : "(null)");
-    CHECK(docs == 4 && n == strlen(PARA_OUT));
-    free(out);
-    out = NULL, n = cap = 0, docs = 0;
-    CHECK_OK(al_brown_detag(CA01, strlen(CA01), AL_BROWN_TEXT, &out, &n, &cap, &docs, &e), &e);
-    CHECKF(out && strcmp(out, TEXT_OUT) == 0, "got:\n%s", out ? out : "(null)");
+    CHECK_OK(al_brown_detag(CA01, strlen(CA01), AL_BROWN_PARA, &out, &docs, &e), &e);
+    CHECKF(out.p && strcmp(out.p, PARA_OUT) == 0, "got:\n%s", out.p ? out.p : "(null)");
+    CHECK(docs == 4 && out.n == strlen(PARA_OUT));
+    al_buf_free(&out);
+    docs = 0;
+    CHECK_OK(al_brown_detag(CA01, strlen(CA01), AL_BROWN_TEXT, &out, &docs, &e), &e);
+    CHECKF(out.p && strcmp(out.p, TEXT_OUT) == 0, "got:\n%s", out.p ? out.p : "(null)");
     CHECK(docs == 1);
     /* appending a second text; an empty text adds nothing */
-    CHECK_OK(al_brown_detag(CB02, strlen(CB02), AL_BROWN_TEXT, &out, &n, &cap, &docs, &e), &e);
-    CHECK_OK(al_brown_detag("\n\n", 2, AL_BROWN_TEXT, &out, &n, &cap, &docs, &e), &e);
-    CHECK(docs == 2 && out && strcmp(out + strlen(TEXT_OUT), "A second text.\n\n") == 0);
-    free(out);
+    CHECK_OK(al_brown_detag(CB02, strlen(CB02), AL_BROWN_TEXT, &out, &docs, &e), &e);
+    CHECK_OK(al_brown_detag("\n\n", 2, AL_BROWN_TEXT, &out, &docs, &e), &e);
+    CHECK(docs == 2 && out.p && strcmp(out.p + strlen(TEXT_OUT), "A second text.\n\n") == 0);
+    al_buf_free(&out);
 }
 
 static void write_file(const char *path, const char *text) {

@@ -12,6 +12,7 @@
 #define ATTNLAB_BROWN_H
 
 #include <stddef.h>
+#include "attnlab/buf.h"
 #include "attnlab/util.h"
 
 /* Documents: one per paragraph, or one per text (its paragraphs then on
@@ -19,10 +20,10 @@
 typedef enum { AL_BROWN_PARA = 0, AL_BROWN_TEXT = 1 } al_brown_unit;
 
 /* Detag one text (the bytes of one c?? file) and append its documents to
- * *out (malloc'd, grown as needed; *out may start NULL). Each document is
- * followed by "\n\n". *n_docs is increased by the documents added. */
-int al_brown_detag(const char *in, size_t n, al_brown_unit unit, char **out,
-                   size_t *out_n, size_t *out_cap, long *n_docs, al_err *e);
+ * out. Each document is followed by "\n\n". *n_docs is increased by the
+ * documents added. Fails only when out has run out of memory. */
+int al_brown_detag(const char *in, size_t n, al_brown_unit unit, al_buf *out,
+                   long *n_docs, al_err *e);
 
 /* Convert every c[a-r][0-9][0-9] file under dir (or dir/package) to out,
  * written atomically. *n_texts and *n_docs (may be NULL) get counts. */

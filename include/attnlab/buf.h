@@ -23,6 +23,10 @@ typedef struct al_buf {
 void al_buf_put(al_buf *b, const void *data, size_t n);
 void al_buf_puts(al_buf *b, const char *s);
 void al_buf_printf(al_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Empty the contents but keep the memory, for a buffer reused piece
+ * after piece. The oom flag stays: a writer still checks once at the
+ * end, after all its pieces. */
+void al_buf_reset(al_buf *b);
 /* 1 if every append so far succeeded. */
 int al_buf_ok(const al_buf *b);
 /* The contents (caller frees; "" if nothing was appended), or NULL after

@@ -61,7 +61,7 @@ typedef struct al_experiment {
     char source[1024];       /* the JSON file */
     char name[64];
     char *description;
-    char out[4096];
+    char out[AL_PATH_MAX];
     int threads;
     int synthetic;           /* 1: data synth; 0: text */
     al_exp_args synth;       /* `data synth` options, without out */

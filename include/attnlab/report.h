@@ -48,7 +48,7 @@ typedef struct al_report_result {
     int n_pictures;        /* PNGs written */
     int n_failed;          /* pictures that could not be drawn (warned on stderr) */
     int n_removed;         /* pictures of an earlier report no longer drawn, deleted */
-    char index_path[4200], notebook_path[4200];
+    char index_path[AL_PATH_MAX + 64], notebook_path[AL_PATH_MAX + 64];
 } al_report_result;
 
 /* Draw the pictures and write index.html and report.ipynb into o->out_dir

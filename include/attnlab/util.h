@@ -16,7 +16,9 @@
 #define AL_VERSION "0.1.0"
 
 /* Longest path attnlab builds (Linux PATH_MAX); buffers for a path plus
- * a suffix (".tmp.<pid>", "/model.safetensors") are AL_PATH_MAX + 64.
+ * a suffix (".tmp.<pid>", "/model.safetensors") are AL_PATH_MAX + 64,
+ * for a path plus a whole directory entry name (NAME_MAX 255) or another
+ * unchecked file name, AL_PATH_MAX + 320.
  * Every path is built with al_path_join or a checked snprintf, so a
  * longer one is an error, never a truncation. */
 #define AL_PATH_MAX 4096

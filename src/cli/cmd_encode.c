@@ -149,7 +149,7 @@ static int out_names(const char *out, char *train, char *val, size_t cap, al_err
     snprintf(val, cap, "%.*s.val.bin", (int)l, out);
     const char *slash = strrchr(out, '/');
     if (slash && slash != out) {
-        char dir[4096];
+        char dir[AL_PATH_MAX];
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
         if (al_mkdir_p(dir, e) != 0) return -1;
     }
@@ -158,7 +158,7 @@ static int out_names(const char *out, char *train, char *val, size_t cap, al_err
 
 static int encode_file(const al_tokenizer *t, const unsigned char *s, size_t n_bytes,
                        const doc_list *docs, al_err *e) {
-    char train_path[4096], val_path[4096];
+    char train_path[AL_PATH_MAX], val_path[AL_PATH_MAX];
     if (out_names(opt_out, train_path, val_path, sizeof train_path, e)) return -1;
     size_t nd = docs->n, n_val = 0;
     if (opt_val > 0) {

@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void al_buf_put(al_buf *b, const void *data, size_t n) {
-    if (b->oom) return;
+/* Make room for n more bytes plus the terminating NUL; 0 or -1 (oom
+ * set). Doubling keeps a long run of small appends linear. */
+static int grow(al_buf *b, size_t n) {
+    if (b->oom) return -1;
     if (n > (size_t)-1 / 2 - b->n - 1) {
         b->oom = 1;
-        return;
+        return -1;
     }
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
@@ -18,11 +20,16 @@ void al_buf_put(al_buf *b, const void *data, size_t n) {
         char *q = realloc(b->p, cap);
         if (!q) {
             b->oom = 1;
-            return;
+            return -1;
         }
         b->p = q;
         b->cap = cap;
     }
+    return 0;
+}
+
+void al_buf_put(al_buf *b, const void *data, size_t n) {
+    if (grow(b, n)) return;
     if (n) memcpy(b->p + b->n, data, n);
     b->n += n;
     b->p[b->n] = 0;
@@ -44,15 +51,18 @@ void al_buf_printf(al_buf *b, const char *fmt, ...) {
         al_buf_put(b, small, (size_t)n);
         return;
     }
-    /* rare: longer than the stack buffer, format straight into the buffer */
-    al_buf_put(b, "", 0);
-    if (b->oom) return;
-    size_t at = b->n;
-    al_buf_put(b, small, (size_t)n); /* grows to fit; contents rewritten below */
-    if (b->oom) return;
+    /* rare: longer than the stack buffer, so format a second time straight
+     * into the buffer (small holds only the first 1023 bytes) */
+    if (grow(b, (size_t)n)) return;
     va_start(ap, fmt);
-    vsnprintf(b->p + at, (size_t)n + 1, fmt, ap);
+    vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
     va_end(ap);
+    b->n += (size_t)n;
+}
+
+void al_buf_reset(al_buf *b) {
+    b->n = 0;
+    if (b->p) b->p[0] = 0;
 }
 
 int al_buf_ok(const al_buf *b) { return !b->oom; }

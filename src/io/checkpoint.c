@@ -24,7 +24,6 @@ static const char *const FILES[N_FILES] = {"model.safetensors", "config.json",
                                            "state.json"};
 #define COMMIT_NAME "COMMIT"
 #define COMMIT_MAGIC "attnlab checkpoint commit 1"
-#define PATH_CAP AL_PATH_MAX
 
 static int file_index(const char *name, size_t len) {
     for (int i = 0; i < N_FILES; i++)
@@ -34,8 +33,8 @@ static int file_index(const char *name, size_t len) {
 
 static int join2(char *buf, const char *dir, const char *name, const char *suffix,
                  al_err *e) {
-    int n = snprintf(buf, PATH_CAP, "%s/%s%s", dir, name, suffix);
-    if (n < 0 || n >= PATH_CAP) return al_errf(e, "path too long: %s/%s%s", dir, name, suffix);
+    int n = snprintf(buf, AL_PATH_MAX, "%s/%s%s", dir, name, suffix);
+    if (n < 0 || n >= AL_PATH_MAX) return al_errf(e, "path too long: %s/%s%s", dir, name, suffix);
     return 0;
 }
 
@@ -58,7 +57,7 @@ static int sync_dir(const char *dir, al_err *e) {
  * anyway) or none if .lock does not exist. Returns the fd, -2 for "no
  * lock", or -1 with e set. Released by close(). */
 static int lock_dir(const char *dir, al_err *e) {
-    char p[PATH_CAP];
+    char p[AL_PATH_MAX];
     if (join2(p, dir, ".lock", "", e) != 0) return -1;
     int excl = 1, fd = open(p, O_RDWR | O_CREAT, 0666);
     if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
@@ -112,7 +111,7 @@ static int remove_strays(const char *dir, al_err *e) {
     struct dirent *de;
     while (rc == 0 && (de = readdir(d)) != NULL) {
         if (!is_stray(de->d_name)) continue;
-        char p[PATH_CAP];
+        char p[AL_PATH_MAX];
         if (join2(p, dir, de->d_name, "", e) != 0) rc = -1;
         else if (unlink(p) != 0 && errno != ENOENT)
             rc = al_errf(e, "cannot remove %s: %s", p, strerror(errno));
@@ -130,7 +129,7 @@ static int commit_action(const char *dir, const char *line, size_t len, al_err *
     if (f < 0)
         return al_errf(e, "checkpoint %s: bad line in COMMIT: '%.*s'", dir,
                        (int)(len > 80 ? 80 : len), line);
-    char p[PATH_CAP], pn[PATH_CAP];
+    char p[AL_PATH_MAX], pn[AL_PATH_MAX];
     if (join2(p, dir, FILES[f], "", e) != 0 || join2(pn, dir, FILES[f], ".new", e) != 0)
         return -1;
     if (remove_op) {
@@ -167,7 +166,7 @@ static int roll_forward(const char *dir, const char *commit_path, al_err *e) {
 }
 
 static int recover_locked(const char *dir, al_err *e) {
-    char cp[PATH_CAP];
+    char cp[AL_PATH_MAX];
     if (join2(cp, dir, COMMIT_NAME, "", e) != 0) return -1;
     if (al_file_exists(cp) && roll_forward(dir, cp, e) != 0) return -1;
     if (remove_strays(dir, e) != 0) return -1;
@@ -175,7 +174,7 @@ static int recover_locked(const char *dir, al_err *e) {
 }
 
 int al_ckpt_forget_state(const char *dir, al_err *e) {
-    char p[PATH_CAP];
+    char p[AL_PATH_MAX];
     if (join2(p, dir, "state.json", "", e) != 0) return -1;
     if (!al_file_exists(p)) return 0;
     int fd = lock_dir(dir, e);
@@ -286,7 +285,7 @@ static size_t count_nonfinite(const float *x, size_t n) {
 static int write_new_files(const char *dir, const al_model *m, const al_tokenizer *tok,
                            const al_train_state *st, const float *am, const float *av,
                            const int *have, al_err *e) {
-    char p[PATH_CAP];
+    char p[AL_PATH_MAX];
     for (int f = 0; f < N_FILES; f++) {
         if (!have[f]) continue;
         if (join2(p, dir, FILES[f], ".new", e) != 0) return -1;
@@ -304,7 +303,7 @@ static int write_new_files(const char *dir, const al_model *m, const al_tokenize
 }
 
 static int write_commit(const char *dir, const int *have, al_err *e) {
-    char txt[512], p[PATH_CAP];
+    char txt[512], p[AL_PATH_MAX];
     size_t k = (size_t)snprintf(txt, sizeof txt, "%s\n", COMMIT_MAGIC);
     for (int f = 0; f < N_FILES; f++)
         k += (size_t)snprintf(txt + k, sizeof txt - k, "%s %s\n",
@@ -323,7 +322,7 @@ static int save_locked(const char *dir, const al_model *m, const al_tokenizer *t
         recover_locked(dir, &ignore); /* no COMMIT yet: removes the .new files */
         return -1;
     }
-    char cp[PATH_CAP];
+    char cp[AL_PATH_MAX];
     /* From the moment COMMIT exists, the new checkpoint is the checkpoint. */
     if (write_commit(dir, have, e) != 0 || sync_dir(dir, e) != 0) return -1;
     if (join2(cp, dir, COMMIT_NAME, "", e) != 0) return -1;
@@ -366,7 +365,7 @@ static int read_small(const char *dir, const char *name, char **txt, char *path,
 }
 
 int al_ckpt_read_state(const char *dir, al_train_state *st, al_err *e) {
-    char path[PATH_CAP], src[PATH_CAP + 32];
+    char path[AL_PATH_MAX], src[AL_PATH_MAX + 32];
     char *txt = NULL;
     memset(st, 0, sizeof *st);
     if (join2(path, dir, "state.json", "", e) != 0) return -1;
@@ -439,7 +438,7 @@ static int load_weights(const char *path, al_model *m, al_err *e) {
 
 static int load_tokenizer(const char *dir, const al_model *m, al_tokenizer **tok,
                           al_err *e) {
-    char p[PATH_CAP];
+    char p[AL_PATH_MAX];
     if (join2(p, dir, FILES[F_TOK], "", e) != 0) return -1;
     if (!al_file_exists(p))
         return al_errf(e, "cannot read checkpoint %s: tokenizer.json missing", dir);
@@ -451,7 +450,7 @@ static int load_tokenizer(const char *dir, const al_model *m, al_tokenizer **tok
 }
 
 static int load_locked(const char *dir, al_model *m, al_tokenizer **tok, al_err *e) {
-    char path[PATH_CAP], src[PATH_CAP + 32];
+    char path[AL_PATH_MAX], src[AL_PATH_MAX + 32];
     char *txt = NULL;
     if (recover_locked(dir, e) != 0) return -1;
     if (read_small(dir, FILES[F_CONFIG], &txt, path, e) != 0) return -1;
@@ -485,7 +484,7 @@ int al_ckpt_load(const char *dir, al_model *m, al_tokenizer **tok, al_err *e) {
 
 static int load_state_locked(const char *dir, al_train_state *st, float *am, float *av,
                              size_t n, al_err *e) {
-    char path[PATH_CAP], src[PATH_CAP + 32];
+    char path[AL_PATH_MAX], src[AL_PATH_MAX + 32];
     char *txt = NULL;
     if (recover_locked(dir, e) != 0) return -1;
     if (read_small(dir, FILES[F_STATE], &txt, path, e) != 0) return -1;

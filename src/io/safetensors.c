@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "attnlab/buf.h"
+
 #include "attnlab/config.h"
 
 /* The reference implementation refuses headers above 100 MB; a header
@@ -55,53 +57,24 @@ static uint64_t le64(const unsigned char *p) {
 
 /* ------------------------------------------------------------ writer */
 
-/* Growable string for the JSON header. */
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_u64(sbuf *b, uint64_t x) {
-    char t[32];
-    snprintf(t, sizeof t, "%" PRIu64, x);
-    sb_str(b, t);
-}
+static void sb_u64(al_buf *b, uint64_t x) { al_buf_printf(b, "%" PRIu64, x); }
 /* A JSON string literal; bytes >= 0x80 pass through (names are UTF-8). */
-static void sb_json_str(sbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
+static void sb_json_str(al_buf *b, const char *s) {
+    al_buf_put(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') {
             char t[2] = {'\\', (char)c};
-            sb_put(b, t, 2);
+            al_buf_put(b, t, 2);
         } else if (c < 0x20) {
             char t[8];
             snprintf(t, sizeof t, "\\u%04x", c);
-            sb_str(b, t);
+            al_buf_puts(b, t);
         } else {
-            sb_put(b, (const char *)&c, 1);
+            al_buf_put(b, (const char *)&c, 1);
         }
     }
-    sb_put(b, "\"", 1);
+    al_buf_put(b, "\"", 1);
 }
 
 /* Elements of a tensor, or -1 on a bad shape or overflow. */
@@ -139,40 +112,40 @@ static int check_tensors(const char *path, const al_st_tensor *ts, int n,
 
 /* Header JSON padded with spaces to a multiple of 8, so that the data
  * area (and every 4-byte tensor in it) is aligned in the file. */
-static int build_header(sbuf *b, const al_st_tensor *ts, int n, const uint64_t *bytes,
+static int build_header(al_buf *b, const al_st_tensor *ts, int n, const uint64_t *bytes,
                         const char *const *mk, const char *const *mv, int n_meta) {
-    sb_str(b, "{");
+    al_buf_puts(b, "{");
     if (n_meta > 0) {
-        sb_str(b, "\"__metadata__\":{");
+        al_buf_puts(b, "\"__metadata__\":{");
         for (int i = 0; i < n_meta; i++) {
-            if (i) sb_str(b, ",");
+            if (i) al_buf_puts(b, ",");
             sb_json_str(b, mk[i]);
-            sb_str(b, ":");
+            al_buf_puts(b, ":");
             sb_json_str(b, mv[i]);
         }
-        sb_str(b, "}");
+        al_buf_puts(b, "}");
     }
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
-        if (i || n_meta > 0) sb_str(b, ",");
+        if (i || n_meta > 0) al_buf_puts(b, ",");
         sb_json_str(b, ts[i].name);
-        sb_str(b, ":{\"dtype\":\"");
-        sb_str(b, dtype_name(ts[i].dtype));
-        sb_str(b, "\",\"shape\":[");
+        al_buf_puts(b, ":{\"dtype\":\"");
+        al_buf_puts(b, dtype_name(ts[i].dtype));
+        al_buf_puts(b, "\",\"shape\":[");
         for (int d = 0; d < ts[i].ndim; d++) {
-            if (d) sb_str(b, ",");
+            if (d) al_buf_puts(b, ",");
             sb_u64(b, (uint64_t)ts[i].shape[d]);
         }
-        sb_str(b, "],\"data_offsets\":[");
+        al_buf_puts(b, "],\"data_offsets\":[");
         sb_u64(b, off);
-        sb_str(b, ",");
+        al_buf_puts(b, ",");
         off += bytes[i];
         sb_u64(b, off);
-        sb_str(b, "]}");
+        al_buf_puts(b, "]}");
     }
-    sb_str(b, "}");
-    while (!b->oom && b->n % 8) sb_str(b, " ");
-    return b->oom ? -1 : 0;
+    al_buf_puts(b, "}");
+    while (al_buf_ok(b) && b->n % 8) al_buf_puts(b, " ");
+    return al_buf_ok(b) ? 0 : -1;
 }
 
 /* Data is little-endian on disk; on a big-endian host swap 4-byte words
@@ -205,7 +178,7 @@ int al_st_write(const char *path, const al_st_tensor *tensors, int n,
             return al_errf(e, "cannot write %s: metadata entry %d is NULL", path, i);
     uint64_t *bytes = al_malloc((size_t)n + 1, sizeof *bytes, e);
     if (!bytes) return -1;
-    sbuf hb = {0};
+    al_buf hb = AL_BUF_INIT; /* the JSON header */
     int rc = -1;
     if (check_tensors(path, tensors, n, bytes, e) != 0) goto done;
     if (build_header(&hb, tensors, n, bytes, meta_keys, meta_vals, n_meta) != 0) {
@@ -216,13 +189,13 @@ int al_st_write(const char *path, const al_st_tensor *tensors, int n,
     if (al_atomic_open(&af, path, e) != 0) goto done;
     unsigned char len[8];
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
-    int ok = fwrite(len, 1, 8, af.f) == 8 && fwrite(hb.s, 1, hb.n, af.f) == hb.n;
+    int ok = fwrite(len, 1, 8, af.f) == 8 && fwrite(hb.p, 1, hb.n, af.f) == hb.n;
     for (int i = 0; ok && i < n; i++)
         ok = write_data(af.f, tensors[i].data, bytes[i]) == 0;
     if (!ok) al_errf(e, "cannot write %s: %s", path, strerror(errno));
     rc = al_atomic_commit(&af, ok, ok ? e : NULL);
 done:
-    free(hb.s);
+    al_buf_free(&hb);
     free(bytes);
     return rc;
 }

@@ -21,6 +21,7 @@
 #include "attnlab/plot.h"
 #include "attnlab/png.h"
 #include "attnlab/store.h"
+#include "attnlab/thresholds.h"
 #include "attnlab/tokenizer.h"
 
 const char *const al_pic_kinds[] = {"attention",   "qk-pos",  "qk",       "ov",       "composition",
@@ -202,7 +203,7 @@ static int open_db(pic *p, int required, al_err *e) {
     }
     if (!al_file_exists(p->o->db)) return al_errf(e, "database %s does not exist", p->o->db);
     if (al_store_open(p->o->db, &p->st, e)) return -1;
-    char path[4200], sha[65];
+    char path[AL_PATH_MAX + 64], sha[65];
     if (al_path_join(path, sizeof path, p->dir, "model.safetensors", e) ||
         al_sha256_file(path, sha, e))
         return -1;
@@ -1045,7 +1046,8 @@ static int train_head_panel(pic *p, const char *rs, const tlog *t, const char *m
     q->ln = (al_lines){.s = sr, .n = n, .title = pprintf(p, e, "%s score per head", metric),
                        .x_title = "step", .y_title = pprintf(p, e, "%s score", metric), .w = 420,
                        .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN, .y_hi = NAN,
-                       .hline = ind ? 0.4 : NAN, .hline_label = ind ? "induction head: > 0.4" : NULL,
+                       .hline = ind ? AL_TH_INDUCTION : NAN,
+                       .hline_label = ind ? "induction head: > " AL_TH_STR(AL_TH_INDUCTION) : NULL,
                        .x_integer = 1};
     return q->ln.title && q->ln.y_title ? 0 : -1;
 }
@@ -1082,7 +1084,7 @@ static int pic_training(pic *p, al_err *e) {
 /* ---------------------------------------------------------- the driver */
 
 static int load(pic *p, al_err *e) {
-    char tp[4200];
+    char tp[AL_PATH_MAX + 64];
     if (al_path_join(tp, sizeof tp, p->dir, "tokenizer.json", e)) return -1;
     int has_tok = al_file_exists(tp);
     if (al_ckpt_load(p->dir, &p->m, has_tok ? &p->tok : NULL, e)) return -1;

@@ -12,37 +12,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct membuf {
-    unsigned char *p;
-    size_t n, cap, pos;
-    int oom;
-} membuf;
+#include "attnlab/buf.h"
 
+/* Encoding appends to an al_buf; a failed append must still stop libpng
+ * at once, so it becomes png_error. */
 static void mem_write(png_structp png, png_bytep data, png_size_t len) {
-    membuf *b = png_get_io_ptr(png);
-    if (b->oom) return;
-    if (b->n + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap < b->n + len) cap *= 2;
-        unsigned char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            png_error(png, "out of memory");
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, len);
-    b->n += len;
+    al_buf *b = png_get_io_ptr(png);
+    al_buf_put(b, data, len);
+    if (!al_buf_ok(b)) png_error(png, "out of memory");
 }
 
 static void mem_flush(png_structp png) { (void)png; }
 
+/* Decoding reads the file's bytes in memory from a position. */
+typedef struct memreader {
+    unsigned char *p;
+    size_t n, pos;
+} memreader;
+
 static void mem_read(png_structp png, png_bytep data, png_size_t len) {
-    membuf *b = png_get_io_ptr(png);
-    if (len > b->n - b->pos) png_error(png, "file is truncated");
-    memcpy(data, b->p + b->pos, len);
-    b->pos += len;
+    memreader *r = png_get_io_ptr(png);
+    if (len > r->n - r->pos) png_error(png, "file is truncated");
+    memcpy(data, r->p + r->pos, len);
+    r->pos += len;
 }
 
 /* libpng reports errors here; keep the message for al_err. */
@@ -77,7 +69,7 @@ static int check_texts(const al_png_text *t, int n, al_err *e) {
 }
 
 /* Encode im into b; returns 0 or -1 with c->msg set. */
-static int encode(const al_image *im, const al_png_text *t, int n_text, membuf *b, pngctx *c) {
+static int encode(const al_image *im, const al_png_text *t, int n_text, al_buf *b, pngctx *c) {
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, c, on_error, on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     png_textp txt = NULL;
@@ -123,15 +115,15 @@ int al_png_write(const char *path, const al_image *im, const al_png_text *text, 
     if (!im->px || im->w <= 0 || im->h <= 0)
         return al_errf(e, "cannot write picture %s: empty image", path);
     if (check_texts(text, n_text, e)) return al_err_prefix(e, "cannot write picture %s", path);
-    membuf b = {0};
+    al_buf b = AL_BUF_INIT;
     pngctx c = {{0}};
     if (encode(im, text, n_text, &b, &c) != 0) {
-        free(b.p);
+        al_buf_free(&b);
         return al_errf(e, "cannot write picture %s: %s", path, c.msg);
     }
     al_err e2;
     int rc = al_write_file_atomic(path, b.p, b.n, &e2);
-    free(b.p);
+    al_buf_free(&b);
     if (rc != 0) { /* name the picture, not the temporary file; keep the reason */
         const char *why = strrchr(e2.msg, ':');
         return al_errf(e, "cannot write picture %s: %s", path, why ? why + 2 : e2.msg);
@@ -148,7 +140,7 @@ typedef struct readstate {
     png_bytep *rows;
 } readstate;
 
-static int decode(membuf *b, al_image *im, al_png_meta *meta, pngctx *c, readstate *s) {
+static int decode(memreader *b, al_image *im, al_png_meta *meta, pngctx *c, readstate *s) {
     s->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, on_error, on_warning);
     s->info = s->png ? png_create_info_struct(s->png) : NULL;
     if (!s->png || !s->info) {
@@ -196,7 +188,7 @@ static int decode(membuf *b, al_image *im, al_png_meta *meta, pngctx *c, readsta
 }
 
 int al_png_read(const char *path, al_image *im, al_png_meta *meta, al_err *e) {
-    membuf b = {0};
+    memreader b = {0};
     pngctx c = {{0}};
     readstate s = {0};
     im->w = im->h = 0;

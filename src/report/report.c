@@ -1,9 +1,9 @@
 /* report.c -- index.html and report.ipynb from the results database (see
  * report.h).
  *
- * The page is built in memory (a string builder that remembers running
- * out of memory instead of failing at every call) and written with one
- * atomic rename at the end. All numbers come from SQL over the store;
+ * The page is built in memory (an al_buf, which remembers running out of
+ * memory instead of failing at every call) and written with one atomic
+ * rename at the end. All numbers come from SQL over the store;
  * every string that came from the database or the user goes through
  * al_html_escape. Pictures are drawn by pictures.c into the same folder,
  * so the page refers to them by bare file name. */
@@ -12,22 +12,19 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "attnlab/buf.h"
+#include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 #include "attnlab/pictures.h"
 #include "attnlab/store.h"
+#include "attnlab/thresholds.h"
 
-/* Thresholds used to name heads; the same as README's queries. */
-#define INDUCTION_HEAD 0.4
-#define PREV_TOKEN_HEAD 0.4
-#define COPY_EIGEN 0.5   /* copying_eigen above this: the weights say "copies" */
-#define COPY_ABLATION 0.01 /* nats: mean ablation hurts copying by more than this */
 
 al_report_opts al_report_defaults(void) {
     al_report_opts o;
@@ -35,58 +32,6 @@ al_report_opts al_report_defaults(void) {
     o.repeat = 20;
     o.top_n = 30;
     return o;
-}
-
-/* ------------------------------------------------------ string builder */
-
-typedef struct sb {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sb;
-
-static void sb_put(sb *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_puts(sb *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sb *b, const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof buf) {
-        sb_put(b, buf, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_put(b, big, (size_t)n);
-    free(big);
 }
 
 /* ------------------------------------------------------- text hygiene */
@@ -112,62 +57,52 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     return k;
 }
 
-static void sb_esc_n(sb *b, const char *s, size_t n) {
+static void sb_esc_n(al_buf *b, const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         unsigned c = u[i];
         const char *ent = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
                           : c == '"' ? "&quot;" : c == '\'' ? "&#39;" : NULL;
         if (ent) {
-            sb_puts(b, ent);
+            al_buf_puts(b, ent);
             i++;
             continue;
         }
         size_t k = utf8_len(u + i, n - i);
         if (k == 0 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
-            sb_printf(b, "\\x%02x", c);
+            al_buf_printf(b, "\\x%02x", c);
             i++;
             continue;
         }
-        sb_put(b, s + i, k);
+        al_buf_put(b, s + i, k);
         i += k;
     }
 }
 
-static void sb_esc(sb *b, const char *s) {
+static void sb_esc(al_buf *b, const char *s) {
     if (s) sb_esc_n(b, s, strlen(s));
 }
 
 char *al_html_escape(const char *s, size_t n) {
-    sb b = {0};
-    sb_put(&b, "", 0);
+    al_buf b = AL_BUF_INIT;
     sb_esc_n(&b, s, n);
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    return al_buf_take(&b, NULL);
 }
 
 char *al_utf8_sanitize(const char *s, size_t n) {
-    sb b = {0};
-    sb_put(&b, "", 0);
+    al_buf b = AL_BUF_INIT;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         size_t k = utf8_len(u + i, n - i);
         if (k == 0 || u[i] == 0) {
-            sb_puts(&b, "\xef\xbf\xbd");
+            al_buf_puts(&b, "\xef\xbf\xbd");
             i++;
         } else {
-            sb_put(&b, s + i, k);
+            al_buf_put(&b, s + i, k);
             i += k;
         }
     }
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    return al_buf_take(&b, NULL);
 }
 
 /* ------------------------------------------------------------ numbers */
@@ -278,7 +213,7 @@ typedef struct rmodel {
 typedef struct rep {
     const al_report_opts *o;
     al_store *st;
-    sb h;
+    al_buf h;
     rmodel m[AL_REPORT_MAX_MODELS];
     pic_ref *pics;
     int n_pics, cap_pics, n_failed, n_removed;
@@ -306,48 +241,48 @@ static int q_num(rep *R, const char *sql, const char *p1, const char *p2, double
  *   I / C / A: 3 decimals, 3 decimals, signed 4 decimals, highlighted
  *   above the induction-or-previous-token / copying_eigen / ablation
  *   thresholds. */
-static void cell(sb *h, const qres *q, int r, int c, char f) {
+static void cell(al_buf *h, const qres *q, int r, int c, char f) {
     const char *t = qt(q, r, c);
     double v = qx(q, r, c);
     if (!t) {
-        sb_puts(h, "<td class=na>&ndash;</td>");
+        al_buf_puts(h, "<td class=na>&ndash;</td>");
         return;
     }
     if (f == 's') {
-        sb_puts(h, "<td class=t>");
+        al_buf_puts(h, "<td class=t>");
         sb_esc(h, t);
-        sb_puts(h, "</td>");
+        al_buf_puts(h, "</td>");
         return;
     }
-    int hi = (f == 'I' && v > INDUCTION_HEAD) || (f == 'C' && v > COPY_EIGEN) ||
-             (f == 'A' && v > COPY_ABLATION);
-    sb_puts(h, hi ? "<td class=hi>" : "<td>");
+    int hi = (f == 'I' && v > AL_TH_INDUCTION) || (f == 'C' && v > AL_TH_COPY_EIGEN) ||
+             (f == 'A' && v > AL_TH_COPY_ABLATION);
+    al_buf_puts(h, hi ? "<td class=hi>" : "<td>");
     switch (f) {
-    case 'i': sb_printf(h, "%.0f", v); break;
-    case '2': sb_printf(h, "%.2f", v); break;
-    case '4': sb_printf(h, "%.4f", v); break;
-    case '+': case 'A': sb_printf(h, "%+.4f", v); break;
-    case 'g': sb_printf(h, "%.4g", v); break;
-    default: sb_printf(h, "%.3f", v); break;
+    case 'i': al_buf_printf(h, "%.0f", v); break;
+    case '2': al_buf_printf(h, "%.2f", v); break;
+    case '4': al_buf_printf(h, "%.4f", v); break;
+    case '+': case 'A': al_buf_printf(h, "%+.4f", v); break;
+    case 'g': al_buf_printf(h, "%.4g", v); break;
+    default: al_buf_printf(h, "%.3f", v); break;
     }
-    sb_puts(h, "</td>");
+    al_buf_puts(h, "</td>");
 }
 
 static void html_table(rep *R, const qres *q, const char *const *heads, const char *fmt) {
-    sb *h = &R->h;
-    sb_puts(h, "<div class=scroll><table><thead><tr>");
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<div class=scroll><table><thead><tr>");
     for (int c = 0; c < q->nc && heads[c]; c++) {
-        sb_puts(h, "<th>");
+        al_buf_puts(h, "<th>");
         sb_esc(h, heads[c]);
-        sb_puts(h, "</th>");
+        al_buf_puts(h, "</th>");
     }
-    sb_puts(h, "</tr></thead><tbody>\n");
+    al_buf_puts(h, "</tr></thead><tbody>\n");
     for (int r = 0; r < q->nr; r++) {
-        sb_puts(h, "<tr>");
+        al_buf_puts(h, "<tr>");
         for (int c = 0; c < q->nc && heads[c]; c++) cell(h, q, r, c, fmt[c] ? fmt[c] : 's');
-        sb_puts(h, "</tr>\n");
+        al_buf_puts(h, "</tr>\n");
     }
-    sb_puts(h, "</tbody></table></div>\n");
+    al_buf_puts(h, "</tbody></table></div>\n");
 }
 
 /* Query and table in one; returns rows shown (or -1). */
@@ -356,17 +291,17 @@ static int sql_table(rep *R, const char *sql, const char *p1, const char *p2,
     qres q;
     if (q_run(R, &q, sql, p1, p2, e)) return -1;
     if (q.nr) html_table(R, &q, heads, fmt);
-    else if (none) sb_printf(&R->h, "<p class=none>%s</p>\n", none);
+    else if (none) al_buf_printf(&R->h, "<p class=none>%s</p>\n", none);
     int n = q.nr;
     q_free(&q);
     return n;
 }
 
 static void h_open(rep *R, const char *title) {
-    sb_puts(&R->h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    al_buf_puts(&R->h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
     sb_esc(&R->h, title);
-    sb_puts(&R->h,
+    al_buf_puts(&R->h,
             "</title>\n<style>\n"
             "body{font:15px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;color:#1a1a1a;"
             "max-width:1200px;margin:0 auto;padding:1em 2em 4em;background:#fff}\n"
@@ -419,29 +354,29 @@ static int add_pic_ref(rep *R, const char *file, const char *caption) {
  * Failure is a warning (stderr and page), counted in R->n_failed. */
 static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
                     const char *caption) {
-    char path[4400];
+    char path[AL_PATH_MAX + 320];
     al_err e;
     int w = 0, h = 0;
     po->db = R->o->db;
     snprintf(path, sizeof path, "%s/%s", R->o->out_dir, file);
     if (al_picture(M->dir, po, path, &w, &h, &e) != 0) {
         fprintf(stderr, "attnlab: warning: picture %s not drawn: %s\n", file, e.msg);
-        sb_puts(&R->h, "<p class=warn>Picture ");
+        al_buf_puts(&R->h, "<p class=warn>Picture ");
         sb_esc(&R->h, file);
-        sb_puts(&R->h, " could not be drawn: ");
+        al_buf_puts(&R->h, " could not be drawn: ");
         sb_esc(&R->h, e.msg);
-        sb_puts(&R->h, "</p>\n");
+        al_buf_puts(&R->h, "</p>\n");
         R->n_failed++;
         return;
     }
     if (add_pic_ref(R, file, caption)) R->h.oom = 1;
-    sb_puts(&R->h, "<figure><img src=\"");
+    al_buf_puts(&R->h, "<figure><img src=\"");
     sb_esc(&R->h, file);
-    sb_printf(&R->h, "\" width=\"%d\" height=\"%d\" alt=\"", w, h);
+    al_buf_printf(&R->h, "\" width=\"%d\" height=\"%d\" alt=\"", w, h);
     sb_esc(&R->h, caption);
-    sb_puts(&R->h, "\"><figcaption>");
+    al_buf_puts(&R->h, "\"><figcaption>");
     sb_esc(&R->h, caption);
-    sb_puts(&R->h, "</figcaption></figure>\n");
+    al_buf_puts(&R->h, "</figcaption></figure>\n");
 }
 
 /* "l.h" of the head with the largest value of expr (over heads where it
@@ -467,24 +402,20 @@ static int count_rows(rep *R, const rmodel *M, const char *table, double *n, al_
 
 /* ------------------------------------------------------------ sections */
 
-static void card_row(sb *h, const char *k, const char *v) {
-    sb_puts(h, "<tr><td>");
+static void card_row(al_buf *h, const char *k, const char *v) {
+    al_buf_puts(h, "<tr><td>");
     sb_esc(h, k);
-    sb_puts(h, "</td><td>");
+    al_buf_puts(h, "</td><td>");
     sb_esc(h, v);
-    sb_puts(h, "</td></tr>\n");
+    al_buf_puts(h, "</td></tr>\n");
 }
 
-/* Training options from the checkpoint's state.json (NULL-safe). */
-static void train_opts_rows(sb *h, const rmodel *M) {
-    char path[4200];
-    unsigned char *txt = NULL;
-    size_t n;
+/* Training options from the checkpoint's state.json; none (no row) for
+ * an inference-only checkpoint or an unreadable state. */
+static void train_opts_rows(al_buf *h, const rmodel *M) {
     al_train_state st;
-    if (snprintf(path, sizeof path, "%s/state.json", M->dir) >= (int)sizeof path ||
-        al_read_file(path, &txt, &n, 1 << 20, NULL) != 0)
-        return;
-    if (al_state_from_json((const char *)txt, &st, path, NULL) == 0 && st.train_json) {
+    if (al_ckpt_read_state(M->dir, &st, NULL) != 0) return;
+    if (st.train_json) {
         cJSON *o = cJSON_Parse(st.train_json);
         static const char *const keys[] = {"steps", "batch", "seq_len", "lr", "warmup",
                                            "weight_decay", "seed", NULL};
@@ -500,13 +431,12 @@ static void train_opts_rows(sb *h, const rmodel *M) {
         cJSON_Delete(o);
     }
     al_state_free(&st);
-    free(txt);
 }
 
 static int sec_card(rep *R, const rmodel *M, al_err *e) {
-    sb *h = &R->h;
+    al_buf *h = &R->h;
     char v[512];
-    sb_puts(h, "<h3>Model card</h3>\n<table class=card>\n");
+    al_buf_puts(h, "<h3>Model card</h3>\n<table class=card>\n");
     card_row(h, "directory", M->dir);
     const al_config *c = &M->cfg;
     snprintf(v, sizeof v, "%d layer%s, d_model %d, %d heads x d_head %d, n_ctx %d, d_vocab %d",
@@ -533,7 +463,7 @@ static int sec_card(rep *R, const rmodel *M, al_err *e) {
     }
     q_free(&q);
     train_opts_rows(h, M);
-    sb_puts(h, "</table>\n");
+    al_buf_puts(h, "</table>\n");
     return 0;
 }
 
@@ -541,7 +471,7 @@ static const char *LATEST_TRAIN =
     "(SELECT max(run_id) FROM runs WHERE kind = 'train' AND model_id = ?1)";
 
 static int sec_training(rep *R, const rmodel *M, al_err *e) {
-    sb *h = &R->h;
+    al_buf *h = &R->h;
     char sql[1024];
     snprintf(sql, sizeof sql,
              "SELECT t.step, t.tokens, t.train_loss, t.val_loss, t.icl_gain, t.seconds, "
@@ -550,9 +480,9 @@ static int sec_training(rep *R, const rmodel *M, al_err *e) {
              LATEST_TRAIN);
     qres q;
     if (q_run(R, &q, sql, M->mid, NULL, e)) return -1;
-    sb_puts(h, "<h3>Training</h3>\n");
+    al_buf_puts(h, "<h3>Training</h3>\n");
     if (!q.nr) {
-        sb_puts(h, "<p class=none>No training log in the database (train with --db).</p>\n");
+        al_buf_puts(h, "<p class=none>No training log in the database (train with --db).</p>\n");
         q_free(&q);
         return 0;
     }
@@ -594,11 +524,12 @@ static int sec_training(rep *R, const rmodel *M, al_err *e) {
 }
 
 static int sec_heads(rep *R, const rmodel *M, al_err *e) {
-    sb *h = &R->h;
-    sb_puts(h, "<h3>Heads at a glance</h3>\n<p>Latest value of each score per head (view "
-               "<code>head_summary</code>). Highlighted: induction or prev_token &gt; 0.4, "
-               "copying_eigen or copying_top1 &gt; 0.5, copying_ablation (and its excess over the "
-               "other positions) &gt; 0.01 nats.</p>\n");
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<h3>Heads at a glance</h3>\n<p>Latest value of each score per head (view "
+               "<code>head_summary</code>). Highlighted: induction or prev_token &gt; "
+               AL_TH_STR(AL_TH_INDUCTION) ", copying_eigen or copying_top1 &gt; "
+               AL_TH_STR(AL_TH_COPY_EIGEN) ", copying_ablation (and its excess over the "
+               "other positions) &gt; " AL_TH_STR(AL_TH_COPY_ABLATION) " nats.</p>\n");
     static const char *const heads[] = {"head", "induction", "prev_token", "duplicate_token",
                                         "copying_eigen", "copying_top1", "copying_ablation",
                                         "copying_ablation_excess", "gradient_importance", "qk_rank", "ov_rank", "qk_eff_rank",
@@ -616,35 +547,37 @@ static int sec_heads(rep *R, const rmodel *M, al_err *e) {
 static int name_list(rep *R, const rmodel *M, const char *sql, const char *what, al_err *e) {
     qres q;
     if (q_run(R, &q, sql, M->mid, NULL, e)) return -1;
-    sb *h = &R->h;
-    sb_printf(h, "<li><b>%s</b>: ", what);
-    if (!q.nr) sb_puts(h, "none");
+    al_buf *h = &R->h;
+    al_buf_printf(h, "<li><b>%s</b>: ", what);
+    if (!q.nr) al_buf_puts(h, "none");
     for (int r = 0; r < q.nr; r++) {
-        sb_printf(h, "%s", r ? ", " : "");
+        al_buf_printf(h, "%s", r ? ", " : "");
         sb_esc(h, qt(&q, r, 0));
-        sb_printf(h, " (%.3f)", qx(&q, r, 1));
+        al_buf_printf(h, " (%.3f)", qx(&q, r, 1));
     }
-    sb_puts(h, "</li>\n");
+    al_buf_puts(h, "</li>\n");
     q_free(&q);
     return 0;
 }
 
 static int sec_kinds(rep *R, const rmodel *M, al_err *e) {
-    sb *h = &R->h;
-    sb_puts(h, "<h3>Induction, previous-token and copying heads</h3>\n<ul>\n");
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<h3>Induction, previous-token and copying heads</h3>\n<ul>\n");
     if (name_list(R, M, "SELECT name, induction FROM head_summary WHERE model_id = ?1 AND "
-                  "induction > 0.4 ORDER BY induction DESC", "induction heads (induction &gt; 0.4)", e) ||
+                  "induction > " AL_TH_STR(AL_TH_INDUCTION) " ORDER BY induction DESC",
+                  "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")", e) ||
         name_list(R, M, "SELECT name, prev_token FROM head_summary WHERE model_id = ?1 AND "
-                  "prev_token > 0.4 ORDER BY prev_token DESC",
-                  "previous-token heads (prev_token &gt; 0.4)", e) ||
+                  "prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) " ORDER BY prev_token DESC",
+                  "previous-token heads (prev_token &gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ")", e) ||
         name_list(R, M, "SELECT name, copying_ablation FROM head_summary WHERE model_id = ?1 AND "
-                  "copying_ablation > 0.01 ORDER BY copying_ablation DESC",
-                  "copying heads by ablation (copying_ablation &gt; 0.01 nats)", e) ||
+                  "copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) " ORDER BY copying_ablation DESC",
+                  "copying heads by ablation (copying_ablation &gt; " AL_TH_STR(AL_TH_COPY_ABLATION)
+                  " nats)", e) ||
         name_list(R, M, "SELECT name, copying_eigen FROM head_summary WHERE model_id = ?1 AND "
-                  "copying_eigen > 0.5 ORDER BY copying_eigen DESC",
-                  "copying heads by eigenvalues (copying_eigen &gt; 0.5)", e))
+                  "copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " ORDER BY copying_eigen DESC",
+                  "copying heads by eigenvalues (copying_eigen &gt; " AL_TH_STR(AL_TH_COPY_EIGEN) ")", e))
         return -1;
-    sb_puts(h, "</ul>\n");
+    al_buf_puts(h, "</ul>\n");
     static const char *const heads[] = {"metric", "value", NULL};
     return sql_table(R, "SELECT metric, value FROM model_scores WHERE run_id = (SELECT run_id "
                      "FROM latest_run WHERE model_id = ?1 AND kind = 'scores') ORDER BY metric",
@@ -683,7 +616,7 @@ static int copy_agreement(rep *R, const rmodel *M, const char *col, agree *a, al
     for (int r = 0; r < q.nr; r++) {
         x[r] = qx(&q, r, 1);
         y[r] = qx(&q, r, 2);
-        int ce = x[r] > COPY_EIGEN, ca = y[r] > COPY_ABLATION;
+        int ce = x[r] > AL_TH_COPY_EIGEN, ca = y[r] > AL_TH_COPY_ABLATION;
         a->agree += ce == ca;
         a->abl_copy += ca;
         if (ca && x[r] < 0) {
@@ -701,21 +634,22 @@ static int copy_agreement(rep *R, const rmodel *M, const char *col, agree *a, al
     return 0;
 }
 
-static void agree_sentence(sb *h, const agree *a) {
-    sb_printf(h, "The eigenvalue score (copying_eigen &gt; %.1f) and mean ablation "
-                 "(%s &gt; %.2f nats) agree on <b>%d of %d</b> heads; Spearman "
-                 "rank correlation between the two scores over all heads: <b>&rho; = ",
-              COPY_EIGEN, a->col, COPY_ABLATION, a->agree, a->n);
-    if (isnan(a->rho)) sb_puts(h, "undefined");
-    else sb_printf(h, "%+.2f", a->rho);
-    sb_printf(h, "</b>. By %s, %d head%s cop%s", a->col, a->abl_copy,
+static void agree_sentence(al_buf *h, const agree *a) {
+    al_buf_printf(h, "The eigenvalue score (copying_eigen &gt; " AL_TH_STR(AL_TH_COPY_EIGEN)
+                  ") and mean ablation (%s &gt; " AL_TH_STR(AL_TH_COPY_ABLATION) " nats) agree on "
+                  "<b>%d of %d</b> heads; Spearman rank correlation between the two scores over "
+                  "all heads: <b>&rho; = ",
+                  a->col, a->agree, a->n);
+    if (isnan(a->rho)) al_buf_puts(h, "undefined");
+    else al_buf_printf(h, "%+.2f", a->rho);
+    al_buf_printf(h, "</b>. By %s, %d head%s cop%s", a->col, a->abl_copy,
               a->abl_copy == 1 ? "" : "s", a->abl_copy == 1 ? "ies" : "y");
     if (a->abl_copy_neg) {
-        sb_printf(h, ", of which the eigenvalue score calls %d negative: ", a->abl_copy_neg);
+        al_buf_printf(h, ", of which the eigenvalue score calls %d negative: ", a->abl_copy_neg);
         sb_esc(h, a->neg);
-        sb_puts(h, ".");
+        al_buf_puts(h, ".");
     } else {
-        sb_puts(h, a->abl_copy ? "; the eigenvalue score calls none of them negative." : ".");
+        al_buf_puts(h, a->abl_copy ? "; the eigenvalue score calls none of them negative." : ".");
     }
 }
 
@@ -723,26 +657,26 @@ static int sec_copying(rep *R, const rmodel *M, al_err *e) {
     agree a[2];
     if (copy_agreement(R, M, ABL_COL[0], &a[0], e) || copy_agreement(R, M, ABL_COL[1], &a[1], e))
         return -1;
-    sb *h = &R->h;
-    sb_puts(h, "<h3>Copying: weights vs behaviour</h3>\n");
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<h3>Copying: weights vs behaviour</h3>\n");
     if (!a[0].n) {
-        sb_puts(h, "<p class=none>Needs copying_eigen (attnlab circuits) and copying_ablation "
+        al_buf_puts(h, "<p class=none>Needs copying_eigen (attnlab circuits) and copying_ablation "
                    "(attnlab scores --data) for the same model.</p>\n");
         return 0;
     }
     for (int k = 0; k < 2 && a[k].n; k++) {
-        sb_puts(h, "<p>");
+        al_buf_puts(h, "<p>");
         if (k)
-            sb_puts(h, "Counting only what ablating a head costs at copy positions beyond its "
+            al_buf_puts(h, "Counting only what ablating a head costs at copy positions beyond its "
                        "cost at the other positions: ");
         agree_sentence(h, &a[k]);
-        sb_puts(h, "</p>\n");
+        al_buf_puts(h, "</p>\n");
     }
     return 0;
 }
 
 static int sec_trigrams(rep *R, const rmodel *M, al_err *e) {
-    sb_puts(&R->h, "<h3>Top skip-trigrams (layer 0)</h3>\n<p>\"A &hellip; B &rarr; C\": "
+    al_buf_puts(&R->h, "<h3>Top skip-trigrams (layer 0)</h3>\n<p>\"A &hellip; B &rarr; C\": "
                    "destination B attends to source A, whose value raises output C (score = qk &times; "
                    "ov, from the full QK and OV circuits; &#9251; = a leading space). The best two of "
                    "each head, strongest first.</p>\n");
@@ -759,8 +693,8 @@ static int sec_trigrams(rep *R, const rmodel *M, al_err *e) {
 
 static int sec_composition(rep *R, const rmodel *M, al_err *e) {
     if (M->cfg.n_layers < 2) return 0;
-    sb *h = &R->h;
-    sb_puts(h, "<h3>Composition</h3>\n<p>Strongest pairs per kind, with how many standard "
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<h3>Composition</h3>\n<p>Strongest pairs per kind, with how many standard "
                "deviations they stand above random heads of the same shapes.</p>\n");
     static const char *const heads[] = {"kind", "earlier head", "later head", "score",
                                         "random baseline", "sd above", NULL};
@@ -784,14 +718,14 @@ static int sec_composition(rep *R, const rmodel *M, al_err *e) {
 }
 
 static int sec_ablation(rep *R, const rmodel *M, al_err *e) {
-    sb *h = &R->h;
-    sb_puts(h, "<h3>Ablation</h3>\n");
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<h3>Ablation</h3>\n");
     qres runs;
     if (q_run(R, &runs, "SELECT a.method, max(a.run_id) FROM ablations a JOIN runs r ON r.run_id = "
               "a.run_id WHERE a.model_id = ?1 AND r.status = 'done' AND a.kind = 'single' "
               "GROUP BY a.method ORDER BY a.method", M->mid, NULL, e))
         return -1;
-    if (!runs.nr) sb_puts(h, "<p class=none>No ablation runs (attnlab ablate).</p>\n");
+    if (!runs.nr) al_buf_puts(h, "<p class=none>No ablation runs (attnlab ablate).</p>\n");
     static const char *const heads[] = {"head", "loss", "Δloss", "Δloss copy", "Δloss probe", NULL};
     static const char *const pheads[] = {"pair", "Δloss", "interaction", NULL};
     int rc = 0;
@@ -803,9 +737,9 @@ static int sec_ablation(rep *R, const rmodel *M, al_err *e) {
             rc = -1;
             break;
         }
-        sb_puts(h, "<p><b>");
+        al_buf_puts(h, "<p><b>");
         sb_esc(h, m);
-        sb_printf(h, "-ablation</b> (run %s): loss with all heads %.4f; each head alone, most "
+        al_buf_printf(h, "-ablation</b> (run %s): loss with all heads %.4f; each head alone, most "
                      "costly first:</p>\n", run, clean);
         if (sql_table(R, "SELECT heads, loss, delta_loss, delta_loss_copy, delta_loss_probe FROM "
                       "ablations WHERE run_id = ?1 AND method = ?2 AND kind = 'single' ORDER BY "
@@ -831,15 +765,15 @@ static int sec_ablation(rep *R, const rmodel *M, al_err *e) {
 
 /* Loss against heads remaining, one column per pruning method. */
 static int sec_pruning(rep *R, const rmodel *M, al_err *e) {
-    sb *h = &R->h;
-    sb_puts(h, "<h3>Pruning</h3>\n");
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<h3>Pruning</h3>\n");
     qres runs;
     if (q_run(R, &runs, "SELECT p.method, max(p.run_id) FROM pruning_steps p JOIN runs r ON "
               "r.run_id = p.run_id WHERE p.model_id = ?1 AND r.status = 'done' GROUP BY p.method "
               "ORDER BY p.method", M->mid, NULL, e))
         return -1;
     if (!runs.nr) {
-        sb_puts(h, "<p class=none>No pruning runs (attnlab prune).</p>\n");
+        al_buf_puts(h, "<p class=none>No pruning runs (attnlab prune).</p>\n");
         q_free(&runs);
         return 0;
     }
@@ -850,7 +784,7 @@ static int sec_pruning(rep *R, const rmodel *M, al_err *e) {
         return al_errf(e, "out of memory");
     }
     for (int i = 0; i < (LH + 1) * nm; i++) loss[i] = NAN;
-    sb_puts(h, "<p>Each step removes the head the method ranks least important. Order of removal:</p><ul>\n");
+    al_buf_puts(h, "<p>Each step removes the head the method ranks least important. Order of removal:</p><ul>\n");
     for (int k = 0; rc == 0 && k < nm; k++) {
         qres s;
         if (q_run(R, &s, "SELECT heads_left, loss, layer || '.' || head FROM pruning_steps WHERE "
@@ -858,40 +792,40 @@ static int sec_pruning(rep *R, const rmodel *M, al_err *e) {
             rc = -1;
             break;
         }
-        sb_puts(h, "<li><b>");
+        al_buf_puts(h, "<li><b>");
         sb_esc(h, qt(&runs, k, 0));
-        sb_puts(h, "</b>: ");
+        al_buf_puts(h, "</b>: ");
         for (int r = 0; r < s.nr; r++) {
             int left = (int)qx(&s, r, 0);
             if (left >= 0 && left <= LH) loss[left * nm + k] = qx(&s, r, 1);
             if (qt(&s, r, 2)) {
-                sb_puts(h, r > 1 ? ", " : "");
+                al_buf_puts(h, r > 1 ? ", " : "");
                 sb_esc(h, qt(&s, r, 2));
             }
         }
-        sb_puts(h, "</li>\n");
+        al_buf_puts(h, "</li>\n");
         q_free(&s);
     }
-    sb_puts(h, "</ul>\n<table><thead><tr><th>heads left</th>");
+    al_buf_puts(h, "</ul>\n<table><thead><tr><th>heads left</th>");
     for (int k = 0; k < nm; k++) {
-        sb_puts(h, "<th>loss (");
+        al_buf_puts(h, "<th>loss (");
         sb_esc(h, qt(&runs, k, 0));
-        sb_puts(h, ")</th>");
+        al_buf_puts(h, ")</th>");
     }
-    sb_puts(h, "</tr></thead><tbody>\n");
+    al_buf_puts(h, "</tr></thead><tbody>\n");
     for (int left = LH; left >= 0; left--) {
         int any = 0;
         for (int k = 0; k < nm; k++) any |= !isnan(loss[left * nm + k]);
         if (!any) continue;
-        sb_printf(h, "<tr><td>%d</td>", left);
+        al_buf_printf(h, "<tr><td>%d</td>", left);
         for (int k = 0; k < nm; k++) {
             double v = loss[left * nm + k];
-            if (isnan(v)) sb_puts(h, "<td class=na>&ndash;</td>");
-            else sb_printf(h, "<td>%.4f</td>", v);
+            if (isnan(v)) al_buf_puts(h, "<td class=na>&ndash;</td>");
+            else al_buf_printf(h, "<td>%.4f</td>", v);
         }
-        sb_puts(h, "</tr>\n");
+        al_buf_puts(h, "</tr>\n");
     }
-    sb_puts(h, "</tbody></table>\n");
+    al_buf_puts(h, "</tbody></table>\n");
     free(loss);
     q_free(&runs);
     if (rc) return -1;
@@ -907,9 +841,9 @@ static int sec_pruning(rep *R, const rmodel *M, al_err *e) {
 }
 
 static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
-    sb *h = &R->h;
+    al_buf *h = &R->h;
     char file[256], cap[512];
-    sb_puts(h, "<h3>Attention patterns and circuits</h3>\n<p>In attention pictures rows are "
+    al_buf_puts(h, "<h3>Attention patterns and circuits</h3>\n<p>In attention pictures rows are "
                "destination (query) tokens and columns source (key) tokens: the query attends to "
                "the key, and information flows from the key to the query.</p>\n");
     for (int l = 0; l < M->cfg.n_layers && want_pic(R, "attention"); l++) {
@@ -952,9 +886,11 @@ static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
      * diagonal): prefer heads whose eigenvalue score says so, ranked by
      * what ablation says they contribute. Ablation alone can pick a head
      * that copies only through a later head (a previous-token head). */
-    const char *why = "the head whose own OV circuit copies (copying_eigen > 0.5) and that "
+    const char *why = "the head whose own OV circuit copies (copying_eigen > "
+                      AL_TH_STR(AL_TH_COPY_EIGEN) ") and that "
                       "matters most to copying by ablation";
-    if ((f = best_head(R, M, "CASE WHEN copying_eigen > 0.5 THEN coalesce(copying_ablation, "
+    if ((f = best_head(R, M, "CASE WHEN copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN)
+                       " THEN coalesce(copying_ablation, "
                        "copying_eigen) END", &l, &hh, e)) < 0)
         return -1;
     if (!f) {
@@ -994,7 +930,7 @@ static void make_slug(const char *s, char *out, size_t cap) {
 static int load_model(rep *R, int i, al_err *e) {
     rmodel *M = &R->m[i];
     M->dir = R->o->models[i];
-    char path[4200];
+    char path[AL_PATH_MAX + 64];
     unsigned char *txt;
     size_t n;
     if (al_path_join(path, sizeof path, M->dir, "config.json", e) ||
@@ -1029,20 +965,20 @@ static int load_model(rep *R, int i, al_err *e) {
 }
 
 static int sec_model(rep *R, const rmodel *M, al_err *e) {
-    sb *h = &R->h;
-    sb_puts(h, "<section id=\"model-");
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<section id=\"model-");
     sb_esc(h, M->slug);
-    sb_puts(h, "\"><h2>Model ");
+    al_buf_puts(h, "\"><h2>Model ");
     sb_esc(h, M->label);
-    sb_puts(h, "</h2>\n");
+    al_buf_puts(h, "</h2>\n");
     if (!M->in_db)
-        sb_puts(h, "<p class=warn>These weights have no rows in the database (their sha256 is not "
+        al_buf_puts(h, "<p class=warn>These weights have no rows in the database (their sha256 is not "
                    "in table models): only the pictures computed from the weights are shown.</p>\n");
     if (sec_card(R, M, e) || sec_training(R, M, e) || sec_heads(R, M, e) || sec_kinds(R, M, e) ||
         sec_copying(R, M, e) || sec_trigrams(R, M, e) || sec_composition(R, M, e) ||
         sec_ablation(R, M, e) || sec_pruning(R, M, e) || sec_pictures(R, M, e))
         return -1;
-    sb_puts(h, "</section>\n");
+    al_buf_puts(h, "</section>\n");
     return 0;
 }
 
@@ -1058,13 +994,13 @@ typedef struct side {
     double rho;
 } side;
 
-static void side_sentence(sb *h, const char *kind, const side *s, const char *col) {
-    sb_printf(h, "With %s embeddings the two scores classify %d of %d heads alike (%.0f%%) and "
+static void side_sentence(al_buf *h, const char *kind, const side *s, const char *col) {
+    al_buf_printf(h, "With %s embeddings the two scores classify %d of %d heads alike (%.0f%%) and "
                  "their rank correlation is &rho; = %+.2f%s; ", kind, s->agree, s->n,
               100.0 * s->agree / s->n, s->rho, s->n_rho > 1 ? " (mean over models)" : "");
-    if (!s->copy) sb_printf(h, "%s finds no copying head. ", col);
+    if (!s->copy) al_buf_printf(h, "%s finds no copying head. ", col);
     else
-        sb_printf(h, "%s finds %d copying head%s, of which the eigenvalue score calls %d "
+        al_buf_printf(h, "%s finds %d copying head%s, of which the eigenvalue score calls %d "
                      "negative. ", col, s->copy, s->copy == 1 ? "" : "s", s->neg);
 }
 
@@ -1080,14 +1016,14 @@ static void tied_answer(rep *R, const agree *a) {
     }
     if (!sd[0].n || !sd[1].n) return;
     for (int t = 0; t < 2; t++) sd[t].rho = sd[t].n_rho ? sd[t].rho / sd[t].n_rho : NAN;
-    sb *h = &R->h;
+    al_buf *h = &R->h;
     const char *col = a[0].col;
     int main_col = strcmp(col, ABL_COL[0]) == 0;
     if (main_col)
-        sb_puts(h, "<p class=answer><b>Does the eigenvalue copying score agree with ablation, tied "
+        al_buf_puts(h, "<p class=answer><b>Does the eigenvalue copying score agree with ablation, tied "
                    "vs untied embeddings?</b> ");
     else
-        sb_printf(h, "<p class=answer>The same question with %s (the cost at copy positions "
+        al_buf_printf(h, "<p class=answer>The same question with %s (the cost at copy positions "
                      "beyond the cost elsewhere): ", col);
     side_sentence(h, "tied", &sd[1], col);
     side_sentence(h, "untied", &sd[0], col);
@@ -1097,23 +1033,23 @@ static void tied_answer(rep *R, const agree *a) {
     int vr = fabs(dr) < 0.1 ? 0 : dr > 0 ? 1 : -1, vf = fabs(df) < 0.1 ? 0 : df > 0 ? 1 : -1;
     const char *lead = main_col ? "Answer" : "By this measure";
     if (!vr && !vf)
-        sb_printf(h, "<b>%s:</b> in these models tying the embeddings makes little difference "
+        al_buf_printf(h, "<b>%s:</b> in these models tying the embeddings makes little difference "
                      "to how well the eigenvalue score tracks ablation.</p>\n", lead);
     else if (vr * vf < 0)
-        sb_printf(h, "<b>%s: mixed.</b> The rank correlation favours %s embeddings, the "
+        al_buf_printf(h, "<b>%s: mixed.</b> The rank correlation favours %s embeddings, the "
                      "thresholded agreement %s ones; more heads or models are needed to "
                      "settle it.</p>\n", lead, vr > 0 ? "untied" : "tied", vf > 0 ? "untied" : "tied");
     else
-        sb_printf(h, "<b>%s:</b> the eigenvalue score tracks ablation better with <b>%s</b> "
+        al_buf_printf(h, "<b>%s:</b> the eigenvalue score tracks ablation better with <b>%s</b> "
                      "embeddings%s.</p>\n", lead, vr + vf > 0 ? "untied" : "tied",
                   vr + vf > 0 ? ": with W_U = W_E<sup>T</sup> it is the less reliable guide to copying"
                               : "");
 }
 
 static int sec_compare(rep *R, al_err *e) {
-    sb *h = &R->h;
+    al_buf *h = &R->h;
     agree a[AL_REPORT_MAX_MODELS], x[AL_REPORT_MAX_MODELS];
-    sb_puts(h, "<h2>Models compared</h2>\n<table><thead><tr><th>model</th><th>layers</th>"
+    al_buf_puts(h, "<h2>Models compared</h2>\n<table><thead><tr><th>model</th><th>layers</th>"
                "<th>embeddings</th><th>val loss</th><th>icl_gain</th><th>induction heads</th>"
                "<th>prev-token heads</th><th>copying: eigen vs ablation agree</th><th>&rho;</th>"
                "<th>eigen vs ablation excess agree</th><th>&rho;</th>"
@@ -1126,29 +1062,31 @@ static int sec_compare(rep *R, al_err *e) {
             q_num(R, "SELECT final_val_loss FROM models WHERE model_id = ?1", M->mid, NULL, &vl, e) ||
             q_num(R, "SELECT value FROM model_scores WHERE metric = 'icl_gain' AND run_id = (SELECT "
                   "run_id FROM latest_run WHERE model_id = ?1 AND kind = 'scores')", M->mid, NULL, &icl, e) ||
-            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND induction > 0.4",
+            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND induction > "
+                  AL_TH_STR(AL_TH_INDUCTION),
                   M->mid, NULL, &ni, e) ||
-            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND prev_token > 0.4",
+            q_num(R, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND prev_token > "
+                  AL_TH_STR(AL_TH_PREV_TOKEN),
                   M->mid, NULL, &np, e))
             return -1;
-        sb_puts(h, "<tr><td class=t><a href=\"#model-");
+        al_buf_puts(h, "<tr><td class=t><a href=\"#model-");
         sb_esc(h, M->slug);
-        sb_puts(h, "\">");
+        al_buf_puts(h, "\">");
         sb_esc(h, M->label);
-        sb_printf(h, "</a></td><td>%d</td><td>%s</td>", M->cfg.n_layers,
+        al_buf_printf(h, "</a></td><td>%d</td><td>%s</td>", M->cfg.n_layers,
                   M->cfg.tied_embeddings ? "tied" : "untied");
-        sb_printf(h, isnan(vl) ? "<td class=na>&ndash;</td>" : "<td>%.4f</td>", vl);
-        sb_printf(h, isnan(icl) ? "<td class=na>&ndash;</td>" : "<td>%+.4f</td>", icl);
-        sb_printf(h, "<td>%.0f</td><td>%.0f</td>", ni, np);
-        if (a[i].n) sb_printf(h, "<td>%d of %d</td>", a[i].agree, a[i].n);
-        else sb_puts(h, "<td class=na>&ndash;</td>");
-        sb_printf(h, isnan(a[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", a[i].rho);
-        if (x[i].n) sb_printf(h, "<td>%d of %d</td>", x[i].agree, x[i].n);
-        else sb_puts(h, "<td class=na>&ndash;</td>");
-        sb_printf(h, isnan(x[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", x[i].rho);
-        sb_puts(h, "</tr>\n");
+        al_buf_printf(h, isnan(vl) ? "<td class=na>&ndash;</td>" : "<td>%.4f</td>", vl);
+        al_buf_printf(h, isnan(icl) ? "<td class=na>&ndash;</td>" : "<td>%+.4f</td>", icl);
+        al_buf_printf(h, "<td>%.0f</td><td>%.0f</td>", ni, np);
+        if (a[i].n) al_buf_printf(h, "<td>%d of %d</td>", a[i].agree, a[i].n);
+        else al_buf_puts(h, "<td class=na>&ndash;</td>");
+        al_buf_printf(h, isnan(a[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", a[i].rho);
+        if (x[i].n) al_buf_printf(h, "<td>%d of %d</td>", x[i].agree, x[i].n);
+        else al_buf_puts(h, "<td class=na>&ndash;</td>");
+        al_buf_printf(h, isnan(x[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", x[i].rho);
+        al_buf_puts(h, "</tr>\n");
     }
-    sb_puts(h, "</tbody></table>\n");
+    al_buf_puts(h, "</tbody></table>\n");
     tied_answer(R, a);
     tied_answer(R, x);
     return 0;
@@ -1260,7 +1198,7 @@ static const char *const nb_queries[][2] = {
      "WHERE t.c_str = '␣the' ORDER BY t.score DESC LIMIT 10"},
     {"Two models side by side (e.g. tied vs untied embeddings): mean copying score per layer",
      "SELECT m.path, m.tied_embeddings, s.layer, round(avg(s.copying_eigen), 3) AS mean_copying,\n"
-     "       sum(s.copying_eigen > 0.5) AS copying_heads\n"
+     "       sum(s.copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) ") AS copying_heads\n"
      "FROM head_summary s JOIN models m USING (model_id)\n"
      "GROUP BY m.model_id, s.layer ORDER BY m.model_id, s.layer"},
     {"What ran, when, and what failed",
@@ -1276,7 +1214,7 @@ static const char *const nb_queries[][2] = {
     {"Induction heads (latest scores of each model)",
      "SELECT m.path, h.name, round(h.induction, 3) AS induction, round(h.prev_token, 3) AS prev_token\n"
      "FROM head_summary h JOIN models m USING (model_id)\n"
-     "WHERE h.induction > 0.4 ORDER BY h.induction DESC"},
+     "WHERE h.induction > " AL_TH_STR(AL_TH_INDUCTION) " ORDER BY h.induction DESC"},
     {"The pruning curve of the latest prune run: loss against heads left",
      "SELECT step, heads_left, layer || '.' || head AS removed, round(importance, 4) AS importance,\n"
      "       round(loss, 4) AS loss, round(delta_loss, 4) AS delta_loss\n"
@@ -1294,8 +1232,10 @@ static const char *const nb_queries[][2] = {
      "       round(copying_ablation, 4) AS ablation\n"
      "FROM head_summary\n"
      "WHERE copying_eigen IS NOT NULL AND copying_ablation IS NOT NULL\n"
-     "  AND ((copying_eigen > 0.5) != (copying_top1 > 0.5)\n"
-     "       OR (copying_eigen > 0.5 OR copying_top1 > 0.5) != (copying_ablation > 0.01))\n"
+     "  AND ((copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) ") != (copying_top1 > "
+     AL_TH_STR(AL_TH_COPY_EIGEN) ")\n"
+     "       OR (copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " OR copying_top1 > "
+     AL_TH_STR(AL_TH_COPY_EIGEN) ") != (copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) "))\n"
      "ORDER BY copying_ablation DESC"},
 };
 
@@ -1337,53 +1277,53 @@ static void db_for_notebook(const char *db, const char *out_dir, char *buf, size
 }
 
 /* A Python string literal of s (ASCII-safe escapes for quotes and \). */
-static void py_str(sb *b, const char *s) {
-    sb_puts(b, "'");
+static void py_str(al_buf *b, const char *s) {
+    al_buf_puts(b, "'");
     for (; *s; s++) {
-        if (*s == '\\' || *s == '\'') sb_put(b, "\\", 1);
-        if (*s == '\n') sb_puts(b, "\\n");
-        else sb_put(b, s, 1);
+        if (*s == '\\' || *s == '\'') al_buf_put(b, "\\", 1);
+        if (*s == '\n') al_buf_puts(b, "\\n");
+        else al_buf_put(b, s, 1);
     }
-    sb_puts(b, "'");
+    al_buf_puts(b, "'");
 }
 
 static int write_notebook(rep *R, const char *title, char *path_out, al_err *e) {
     cJSON *nb = cJSON_CreateObject(), *cells = cJSON_CreateArray();
-    sb t = {0};
+    al_buf t = AL_BUF_INIT;
     int rc = -1, io = 0; /* io: a file error already in e */
     if (!nb || !cells) goto done;
-    char dbp[4200];
+    char dbp[AL_PATH_MAX + 64];
     db_for_notebook(R->o->db, R->o->out_dir, dbp, sizeof dbp);
-    sb_printf(&t, "# %s\n\nThe analysis behind `index.html`, to carry on in Python: the results "
+    al_buf_printf(&t, "# %s\n\nThe analysis behind `index.html`, to carry on in Python: the results "
                   "database (`%s`) opened with `sqlite3`, the README's queries, and the pictures. "
                   "Table and column meanings are in the README.", title, dbp);
     int bad = nb_cell(cells, "markdown", t.p);
-    t.n = 0;
-    sb_puts(&t, "DB = ");
+    al_buf_reset(&t);
+    al_buf_puts(&t, "DB = ");
     py_str(&t, dbp);
-    sb_puts(&t, "  # relative to this notebook's folder\n");
-    sb_puts(&t, nb_setup);
+    al_buf_puts(&t, "  # relative to this notebook's folder\n");
+    al_buf_puts(&t, nb_setup);
     bad |= nb_cell(cells, "code", t.p);
     for (size_t i = 0; !bad && i < sizeof nb_queries / sizeof nb_queries[0]; i++) {
-        t.n = 0;
-        sb_printf(&t, "### %s", nb_queries[i][0]);
+        al_buf_reset(&t);
+        al_buf_printf(&t, "### %s", nb_queries[i][0]);
         bad |= nb_cell(cells, "markdown", t.p);
-        t.n = 0;
-        sb_printf(&t, "show('''\n%s\n''')", nb_queries[i][1]);
+        al_buf_reset(&t);
+        al_buf_printf(&t, "show('''\n%s\n''')", nb_queries[i][1]);
         bad |= nb_cell(cells, "code", t.p);
     }
     if (R->n_pics && !bad) bad |= nb_cell(cells, "markdown", "## Pictures");
     for (int i = 0; !bad && i < R->n_pics; i++) {
-        t.n = 0;
-        sb_printf(&t, "`%s`: %s", R->pics[i].file, R->pics[i].caption);
+        al_buf_reset(&t);
+        al_buf_printf(&t, "`%s`: %s", R->pics[i].file, R->pics[i].caption);
         bad |= nb_cell(cells, "markdown", t.p);
-        t.n = 0;
-        sb_puts(&t, "display(Image(filename=");
+        al_buf_reset(&t);
+        al_buf_puts(&t, "display(Image(filename=");
         py_str(&t, R->pics[i].file);
-        sb_puts(&t, "))");
+        al_buf_puts(&t, "))");
         bad |= nb_cell(cells, "code", t.p);
     }
-    if (bad || t.oom) goto done;
+    if (bad || !al_buf_ok(&t)) goto done;
     cJSON *meta = cJSON_CreateObject(), *ks = cJSON_CreateObject(), *li = cJSON_CreateObject();
     cJSON_AddStringToObject(ks, "display_name", "Python 3");
     cJSON_AddStringToObject(ks, "language", "python");
@@ -1398,7 +1338,7 @@ static int write_notebook(rep *R, const char *title, char *path_out, al_err *e) 
     cJSON_AddNumberToObject(nb, "nbformat_minor", 5);
     char *txt = cJSON_Print(nb);
     if (!txt) goto done;
-    if (al_path_join(path_out, 4200, R->o->out_dir, "report.ipynb", e) == 0 &&
+    if (al_path_join(path_out, AL_PATH_MAX + 64, R->o->out_dir, "report.ipynb", e) == 0 &&
         al_write_file_atomic(path_out, txt, strlen(txt), e) == 0)
         rc = 0;
     else
@@ -1408,47 +1348,47 @@ done:
     if (rc && !io) al_errf(e, "out of memory writing report.ipynb");
     cJSON_Delete(cells);
     cJSON_Delete(nb);
-    free(t.p);
+    al_buf_free(&t);
     return rc;
 }
 
 /* ------------------------------------------------------------ driver */
 
 static int write_page(rep *R, const char *title, al_report_result *res, al_err *e) {
-    sb *h = &R->h;
+    al_buf *h = &R->h;
     h_open(R, title);
-    sb_puts(h, "<h1>");
+    al_buf_puts(h, "<h1>");
     sb_esc(h, title);
     char when[64];
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
-    sb_puts(h, "</h1>\n<p class=meta>attnlab " AL_VERSION " &middot; database <code>");
+    al_buf_puts(h, "</h1>\n<p class=meta>attnlab " AL_VERSION " &middot; database <code>");
     sb_esc(h, R->o->db);
-    sb_printf(h, "</code> &middot; %s &middot; the same numbers in <a href=\"report.ipynb\">"
+    al_buf_printf(h, "</code> &middot; %s &middot; the same numbers in <a href=\"report.ipynb\">"
                  "report.ipynb</a></p>\n", when);
     if (R->o->intro) {
-        sb_puts(h, "<p>");
+        al_buf_puts(h, "<p>");
         sb_esc(h, R->o->intro);
-        sb_puts(h, "</p>\n");
+        al_buf_puts(h, "</p>\n");
     }
     if (R->o->n_models > 1) {
-        sb_puts(h, "<nav><b>Models:</b> ");
+        al_buf_puts(h, "<nav><b>Models:</b> ");
         for (int i = 0; i < R->o->n_models; i++) {
-            sb_printf(h, "%s<a href=\"#model-", i ? " &middot; " : "");
+            al_buf_printf(h, "%s<a href=\"#model-", i ? " &middot; " : "");
             sb_esc(h, R->m[i].slug);
-            sb_puts(h, "\">");
+            al_buf_puts(h, "\">");
             sb_esc(h, R->m[i].label);
-            sb_puts(h, "</a>");
+            al_buf_puts(h, "</a>");
         }
-        sb_puts(h, "</nav>\n");
+        al_buf_puts(h, "</nav>\n");
         if (sec_compare(R, e)) return -1;
     }
     for (int i = 0; i < R->o->n_models; i++)
         if (sec_model(R, &R->m[i], e)) return -1;
-    sb_puts(h, "</body></html>\n");
-    if (h->oom) return al_errf(e, "out of memory building index.html");
+    al_buf_puts(h, "</body></html>\n");
+    if (!al_buf_ok(h)) return al_errf(e, "out of memory building index.html");
     if (al_path_join(res->index_path, sizeof res->index_path, R->o->out_dir, "index.html", e))
         return -1;
     return al_write_file_atomic(res->index_path, h->p, h->n, e);
@@ -1468,7 +1408,7 @@ static int drawn(const rep *R, const char *file) {
 }
 
 static int tidy_pictures(rep *R, al_err *e) {
-    char path[4400], old[4400];
+    char path[AL_PATH_MAX + 320], old[AL_PATH_MAX + 320];
     unsigned char *txt = NULL;
     size_t n;
     snprintf(path, sizeof path, "%s/%s", R->o->out_dir, PIC_LIST);
@@ -1480,15 +1420,19 @@ static int tidy_pictures(rep *R, al_err *e) {
             if (k < 5 || strchr(line, '/') || line[0] == '.' || strcmp(line + k - 4, ".png") != 0 ||
                 drawn(R, line))
                 continue;
-            snprintf(old, sizeof old, "%s/%s", R->o->out_dir, line);
+            /* a name too long for old would be cut to some other file's
+             * name: never delete that */
+            if (snprintf(old, sizeof old, "%s/%s", R->o->out_dir, line) >= (int)sizeof old)
+                continue;
             if (unlink(old) == 0) R->n_removed++;
         }
         free(txt);
     }
-    sb list = {0};
-    for (int i = 0; i < R->n_pics; i++) sb_printf(&list, "%s\n", R->pics[i].file);
-    int rc = list.oom ? al_errf(e, "out of memory") : al_write_file_atomic(path, list.p ? list.p : "", list.n, e);
-    free(list.p);
+    al_buf list = AL_BUF_INIT;
+    for (int i = 0; i < R->n_pics; i++) al_buf_printf(&list, "%s\n", R->pics[i].file);
+    int rc = !al_buf_ok(&list) ? al_errf(e, "out of memory")
+                               : al_write_file_atomic(path, list.p ? list.p : "", list.n, e);
+    al_buf_free(&list);
     return rc;
 }
 
@@ -1513,7 +1457,7 @@ int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
     res->n_failed = R->n_failed;
     al_store_close(R->st);
     free(R->pics);
-    free(R->h.p);
+    al_buf_free(&R->h);
     free(R);
     return rc;
 }

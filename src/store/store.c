@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 
 /* ------------------------------------------------------------ schema */
@@ -185,7 +186,7 @@ struct al_store {
     sqlite3 *db;
     sqlite3_stmt *st[S_N];
     int in_tx;
-    char path[4096];
+    char path[AL_PATH_MAX];
 };
 
 const char *al_store_path(const al_store *s) { return s->path; }
@@ -391,7 +392,7 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
         exec(s, "PRAGMA foreign_keys = ON", e) || migrate(s, e) ||
         recover_dead_runs(s, e)) {
         if (e) { /* "database P: why" -> "cannot open database P: why" */
-            char why[sizeof e->msg], pfx[4200];
+            char why[sizeof e->msg], pfx[AL_PATH_MAX + 64];
             snprintf(pfx, sizeof pfx, "database %s: ", path);
             size_t n = strlen(pfx);
             snprintf(why, sizeof why, "%s", strncmp(e->msg, pfx, n) ? e->msg : e->msg + n);
@@ -416,29 +417,19 @@ void al_store_close(al_store *s) {
 
 /* Training facts from dir/state.json, if present and readable. */
 static void facts_from_state(const char *dir, al_model_facts *f) {
-    char path[4200];
-    unsigned char *txt = NULL;
-    size_t n;
-    if (al_path_join(path, sizeof path, dir, "state.json", NULL) ||
-        !al_file_exists(path) ||
-        al_read_file(path, &txt, &n, 64u << 20, NULL))
-        return;
     al_train_state st;
-    memset(&st, 0, sizeof st);
-    if (al_state_from_json((const char *)txt, &st, path, NULL) == 0) {
-        f->trained_tokens = st.tokens_seen;
-        f->train_steps = st.step;
-        f->final_train_loss = st.last_train_loss;
-        f->final_val_loss = st.last_val_loss;
-        al_state_free(&st);
-    }
-    free(txt);
+    if (al_ckpt_read_state(dir, &st, NULL) != 0) return;
+    f->trained_tokens = st.tokens_seen;
+    f->train_steps = st.step;
+    f->final_train_loss = st.last_train_loss;
+    f->final_val_loss = st.last_val_loss;
+    al_state_free(&st);
 }
 
 int al_store_model(al_store *s, const char *dir, const char *sha256,
                    const al_model *m, const al_model_facts *facts,
                    int64_t *model_id, al_err *e) {
-    char wpath[4200], hex[65];
+    char wpath[AL_PATH_MAX + 64], hex[65];
     if (sha256) {
         if (strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64)
             return al_errf(e, "model %s: bad sha256 '%s'", dir, sha256);

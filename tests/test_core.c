@@ -1,0 +1,123 @@
+/* test_core.c -- the shared core pieces: al_buf (the one growable byte
+ * buffer) and al_ckpt_read_state (the one reader of state.json). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/buf.h"
+#include "attnlab/checkpoint.h"
+#include "test.h"
+
+TEST(buf_appends) {
+    al_buf b = AL_BUF_INIT;
+    al_buf_put(&b, "ab", 2);
+    al_buf_put(&b, "\0x", 2); /* binary bytes, counted, NUL included */
+    al_buf_puts(&b, "cd");
+    al_buf_put(&b, "zz", 0);
+    al_buf_printf(&b, "%d-%s", 42, "e");
+    CHECK(al_buf_ok(&b));
+    CHECK(b.n == 10 && memcmp(b.p, "ab\0xcd42-e", 10) == 0 && b.p[b.n] == 0);
+    /* growth past the first allocation keeps every byte */
+    for (int i = 0; i < 3000; i++) al_buf_put(&b, "0123456789", 10);
+    CHECK(al_buf_ok(&b) && b.n == 10 + 30000 && b.p[b.n] == 0);
+    CHECK(memcmp(b.p + 10 + 29990, "0123456789", 10) == 0);
+    size_t n = 0;
+    char *s = al_buf_take(&b, &n);
+    CHECK(s && n == 30010 && b.p == NULL && b.n == 0);
+    free(s);
+    al_buf_free(&b);
+}
+
+TEST(buf_printf_long) {
+    /* longer than al_buf_printf's 1024-byte stack buffer, appended after
+     * existing contents: formatted in full, nothing read past the stack */
+    char big[3001];
+    for (int i = 0; i < 3000; i++) big[i] = (char)('a' + i % 26);
+    big[3000] = 0;
+    al_buf b = AL_BUF_INIT;
+    al_buf_puts(&b, "<");
+    al_buf_printf(&b, "[%s|%d]", big, 7);
+    al_buf_puts(&b, ">");
+    CHECK(al_buf_ok(&b) && b.n == 1 + 3000 + 4 + 1);
+    CHECK(b.p[0] == '<' && b.p[1] == '[' && memcmp(b.p + 2, big, 3000) == 0);
+    CHECK(strcmp(b.p + 3002, "|7]>") == 0);
+    al_buf_free(&b);
+    CHECK(b.p == NULL && b.n == 0);
+}
+
+TEST(buf_take_empty_and_reset) {
+    al_buf b = AL_BUF_INIT;
+    size_t n = 99;
+    char *s = al_buf_take(&b, &n);
+    CHECK(s && s[0] == 0 && n == 0); /* "" not NULL: nothing failed */
+    free(s);
+    al_buf_puts(&b, "first piece");
+    char *p = b.p;
+    al_buf_reset(&b);
+    CHECK(b.n == 0 && b.p == p && b.p[0] == 0); /* memory kept */
+    al_buf_puts(&b, "x");
+    CHECK(strcmp(b.p, "x") == 0);
+    al_buf_free(&b);
+    al_buf_reset(&b); /* on a buffer that never allocated: a no-op */
+    CHECK(b.p == NULL && b.n == 0);
+}
+
+/* A small saved checkpoint with a training state. */
+static void save_ckpt(const char *dir, int with_state) {
+    al_err e;
+    al_config c = al_config_default();
+    c.n_layers = 1;
+    c.d_model = 8;
+    c.n_heads = 2;
+    c.d_head = 4;
+    c.n_ctx = 4;
+    c.d_vocab = 7;
+    al_model m;
+    CHECK_OK(al_model_init(&m, &c, &e), &e);
+    al_train_state st;
+    memset(&st, 0, sizeof st);
+    st.step = 12;
+    al_rng_seed(&st.rng, 5);
+    st.tokens_seen = 384;
+    st.last_train_loss = 1.25;
+    st.last_val_loss = 1.5;
+    st.train_json = strdup("{\"steps\": 12}");
+    float *am = calloc(m.n_params, sizeof(float)), *av = calloc(m.n_params, sizeof(float));
+    CHECK_OK(al_ckpt_save(dir, &m, NULL, with_state ? &st : NULL, with_state ? am : NULL,
+                          with_state ? av : NULL, &e), &e);
+    free(am);
+    free(av);
+    al_state_free(&st);
+    al_model_free(&m);
+}
+
+TEST(ckpt_read_state) {
+    al_err e;
+    al_train_state st;
+    const char *dir = t_path("ck");
+    save_ckpt(dir, 1);
+    CHECK_OK(al_ckpt_read_state(dir, &st, &e), &e);
+    CHECK(st.step == 12 && st.tokens_seen == 384 && st.last_train_loss == 1.25 &&
+          st.last_val_loss == 1.5);
+    CHECK(st.train_json && strstr(st.train_json, "\"steps\""));
+    al_state_free(&st);
+
+    /* inference-only: no state.json is 1, not an error */
+    const char *inf = t_path("inf");
+    save_ckpt(inf, 0);
+    memset(&st, 0xff, sizeof st);
+    CHECK(al_ckpt_read_state(inf, &st, &e) == 1);
+    CHECK(st.step == 0 && st.train_json == NULL);
+
+    /* a corrupt state.json: -1 with a message naming the file */
+    FILE *f = fopen(t_path("ck/state.json"), "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{\"step\": ", f);
+        fclose(f);
+    }
+    e.msg[0] = 0;
+    CHECK(al_ckpt_read_state(dir, &st, &e) == -1);
+    CHECKF(strstr(e.msg, "state.json") != NULL, "message: %s", e.msg);
+    CHECK(st.train_json == NULL);
+}
