@@ -71,6 +71,7 @@ typedef struct al_train_opts {
     volatile sig_atomic_t *stop;
 } al_train_opts;
 
+/* The defaults noted above (those of `attnlab train`); data NULL. */
 al_train_opts al_train_opts_defaults(void);
 
 typedef struct al_trainer al_trainer;
@@ -120,8 +121,9 @@ typedef struct al_train_observer {
  * load the checkpoint in resume with its optimizer and data-order state.
  * Sets the thread count. obs (copied; NULL = none) is used by
  * al_trainer_run. Returns 0 with *out set (free with al_trainer_free),
- * or -1 with e set and *out NULL; invalid options fail before any file
- * is read or written. */
+ * or -1 with e set and *out NULL. Options invalid in themselves fail
+ * before any file is read, and nothing is written (not even out's
+ * directory) before the data and the model are ready. */
 int al_trainer_init(al_trainer **out, const al_train_opts *o,
                     const al_train_observer *obs, al_err *e);
 
