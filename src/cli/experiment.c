@@ -21,6 +21,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/cmd_train.h"
 #include "attnlab/config.h"
 #include "attnlab/pictures.h"
 #include "attnlab/report.h"
@@ -329,7 +330,7 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models) {
                 goto fail;
             }
         const char *s = args_last(&M->train, "--steps"), *l = args_last(&M->train, "--n-layers");
-        M->steps = s ? atoi(s) : 1000; /* al_train_defaults() */
+        M->steps = s ? atoi(s) : 1000; /* al_train_opts_defaults() */
         M->n_layers = l ? atoi(l) : 2;
         M->tied = args_has(&M->train, "--tied");
         kpath(np, sizeof np, kp, "steps");
@@ -801,16 +802,10 @@ static int model_sha(const runner *R, int m, char sha[65], al_err *e) {
 
 /* The step of the checkpoint in the model folder (-1 if none is readable). */
 static long model_step(const runner *R, int m) {
-    char p[4400];
-    unsigned char *t;
-    size_t n;
     al_train_state st;
-    snprintf(p, sizeof p, "%s/state.json", R->model_dir[m]);
-    if (al_read_file(p, &t, &n, 1 << 20, NULL)) return -1;
-    int ok = al_state_from_json((const char *)t, &st, p, NULL) == 0;
-    free(t);
-    long step = ok ? st.step : -1;
-    if (ok) al_state_free(&st);
+    if (al_ckpt_read_state(R->model_dir[m], &st, NULL) != 0) return -1;
+    long step = st.step;
+    al_state_free(&st);
     return step;
 }
 
@@ -905,6 +900,23 @@ static int run_encode(runner *R, stage *s, al_err *e) {
     return rc || stamp_write(R, s, R->key[K_ENC], "-", e);
 }
 
+/* Train with the words of a as `attnlab train` would (cmd_train.h), on
+ * options of its own: a stage never inherits one from the stage before. */
+static int train(const al_exp_args *a, al_err *e) {
+    print_command(&al_cmd_train, a);
+    fflush(stdout);
+    al_train_cli o = al_train_cli_defaults();
+    al_flag f[AL_TRAIN_CLI_NFLAGS];
+    al_train_cli_flags(&o, f);
+    int interrupted = 0;
+    int rc = al_flags_parse(f, a->n, a->v, NULL, 0, NULL, e) != 0 ||
+             al_train_cli_run(&o, f, &interrupted, e) != 0;
+    fflush(stdout);
+    fflush(stderr);
+    if (rc) return al_err_prefix(e, "'attnlab train' failed");
+    return interrupted ? al_errf(e, "'attnlab train' was interrupted") : 0;
+}
+
 /* Train, or continue an interrupted training of this very stage: the
  * stamp says "partial" under the stage's key while it runs, so a folder
  * left by Ctrl-C, a kill or a crash is resumed from its last checkpoint
@@ -938,7 +950,7 @@ static int run_train(runner *R, stage *s, al_err *e) {
                      args_add(&a, "--threads") || args_addf(&a, "%d", R->x->threads) ||
                      args_cat(&a, &M->train)
                  ? al_errf(e, "out of memory")
-                 : call(&al_cmd_train, &a, e);
+                 : train(&a, e);
     args_free(&a);
     return rc || model_sha(R, s->model, sha, e) || stamp_write(R, s, key, sha, e);
 }
