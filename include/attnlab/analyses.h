@@ -8,6 +8,13 @@
  * ablation engine's progress line (opts.progress). Storing is the store
  * layer's job (store_analysis.h), printing the command's (src/cli).
  *
+ * Contracts common to all three: al_X_opts_defaults() returns the
+ * command's defaults (AL_X_OPTS_INIT, for static initialisers); the opts
+ * are only read, and their strings must outlive the call. al_X_run
+ * returns 0 with *r filled, owned by the caller until al_X_result_free;
+ * or -1 with e set and *r zeroed, nothing allocated. al_X_result_free
+ * frees what *r owns and zeroes it; it is harmless on a zeroed result.
+ *
  * The numbers are those of the pieces in scores.h and ablate.h, called in
  * the same order with the same seeds and batching as the commands always
  * did, so moving the logic here changed no result bit. */
