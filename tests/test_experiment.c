@@ -109,6 +109,11 @@ static int has_pair(const al_exp_args *a, const char *flag, const char *value) {
     return 0;
 }
 
+/* An analysis's options (compact JSON) hold "key":value. */
+static int has_opt(const char *opts, const char *key_value) {
+    return opts && strstr(opts, key_value) != NULL;
+}
+
 TEST(exp_load_values) {
     const char *p = write_json(
         "ok.json",
@@ -139,11 +144,11 @@ TEST(exp_load_values) {
     /* circuits + 2 ablate + 3 prune methods (all three by default); scores off */
     CHECK(x->n_analyses == 6);
     CHECK(strcmp(x->an[0].kind, "circuits") == 0 && x->an[0].models == 3);
-    CHECK(strcmp(x->an[1].kind, "ablate") == 0 && x->an[1].models == 2 && has_pair(&x->an[1].args, "--method", "mean"));
+    CHECK(strcmp(x->an[1].kind, "ablate") == 0 && x->an[1].models == 2 && has_opt(x->an[1].opts, "\"method\":\"mean\""));
     CHECK(strcmp(x->an[1].label, "ablate (pairs, mean)") == 0);
-    CHECK(strcmp(x->an[3].kind, "prune") == 0 && has_pair(&x->an[3].args, "--method", "ablation") &&
-          has_pair(&x->an[3].args, "--budget", "-1"));
-    CHECK(has_pair(&x->an[4].args, "--method", "gradient") && has_pair(&x->an[5].args, "--method", "random"));
+    CHECK(strcmp(x->an[3].kind, "prune") == 0 && has_opt(x->an[3].opts, "\"method\":\"ablation\"") &&
+          has_opt(x->an[3].opts, "\"budget\":-1"));
+    CHECK(has_opt(x->an[4].opts, "\"method\":\"gradient\"") && has_opt(x->an[5].opts, "\"method\":\"random\""));
     CHECK(x->pictures && strcmp(x->pic_kinds, "attention,training") == 0 && strcmp(x->prompt, "Hi \"you\"") == 0);
     CHECK(x->report && strcmp(x->title, "T") == 0);
     al_exp_free(x);

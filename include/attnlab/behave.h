@@ -1,7 +1,12 @@
-/* behave.h -- set-up shared by the behaviour commands (scores, ablate,
- * prune): load a model directory (weights keyed by their sha256, the
- * tokenizer if present, an optional head mask), open the database, file
- * the model and start a run. The commands then only do their analysis. */
+/* behave.h -- set-up shared by the analysis commands (circuits, scores,
+ * ablate, prune): load a model directory (weights keyed by their sha256,
+ * the tokenizer if present, an optional head mask), open the database,
+ * file the model and start a run. The commands then only do their
+ * analysis.
+ *
+ * Each analysis command is also a function (al_analysis_cmd.run) over a
+ * plain argument struct, so `attnlab X` and an experiment's analysis
+ * stage take one path: parse options, open, al_X_run, print, store. */
 #ifndef ATTNLAB_BEHAVE_H
 #define ATTNLAB_BEHAVE_H
 
@@ -44,5 +49,41 @@ void al_behave_warn_probe(const al_behave *b, int len);
 /* Mark the run failed (if begun) with e's message; e is kept. */
 void al_behave_fail(al_behave *b, const al_err *e);
 void al_behave_close(al_behave *b);
+
+/* ---- analysis commands as functions ---- */
+
+/* Where an analysis runs: the first member of every analysis command's
+ * argument struct. data and mask are NULL when not given (and ignored by
+ * the commands that take none). */
+typedef struct al_an_where {
+    const char *model, *db, *data, *mask;
+    int threads;
+} al_an_where;
+
+typedef struct al_analysis_cmd {
+    const char *kind;       /* "circuits", "scores", "ablate", "prune" */
+    al_command *cmd;        /* its flags point into *tmpl */
+    void *tmpl;             /* the command's own static arguments */
+    size_t size;            /* of the argument struct (al_an_where first) */
+    void (*init)(void *args); /* the defaults */
+    /* Check the options, open, analyse, print the summary, store the rows
+     * and finish the run; flags (bound to args) become the run's config.
+     * Returns 0 (*run_id = the run, if run_id is not NULL), 1 on failure
+     * (e set; a begun run is marked failed) or 2 on bad options (e set,
+     * nothing opened). Prints nothing on failure. */
+    int (*run)(void *args, const al_flag *flags, int64_t *run_id, al_err *e);
+} al_analysis_cmd;
+
+extern const al_analysis_cmd al_an_circuits, al_an_scores, al_an_ablate, al_an_prune;
+
+/* The analysis command of that kind, or NULL. */
+const al_analysis_cmd *al_an_of(const char *kind);
+/* out[0..cap) = c's flag table bound to args (a struct of c->size bytes):
+ * every dst moved from c->tmpl to args, nothing seen. -1 if cap is too
+ * small. */
+int al_an_flags(const al_analysis_cmd *c, void *args, al_flag *out, int cap, al_err *e);
+/* The command's run(): parse argv into c->tmpl and call c->run; prints
+ * the error or usage; returns the exit code (0, 1, 2). */
+int al_an_main(const al_analysis_cmd *c, int argc, char **argv);
 
 #endif

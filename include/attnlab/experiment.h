@@ -26,7 +26,8 @@
  * Everything goes under the output folder: data/ (corpus, tokenizer,
  * token files), models/<name>/, results.db, the pictures, index.html and
  * report.ipynb. Each stage runs the command of the same name in-process
- * and leaves a stamp (.stages/) holding a hash of everything it depended
+ * (an analysis as a function: options from the JSON, no command line) and
+ * leaves a stamp (.stages/) holding a hash of everything it depended
  * on; a re-run skips a stage whose stamp matches and whose outputs are
  * complete (a model at the requested step with its training run in the
  * database; an analysis whose run is 'done'), unless forced. */
@@ -52,7 +53,8 @@ typedef struct al_exp_model {
 
 typedef struct al_exp_analysis {
     const char *kind;        /* "circuits", "scores", "ablate" or "prune" */
-    al_exp_args args;        /* that command's options (prune: with --method) */
+    char *opts;              /* that command's options as a JSON object
+                              * (prune: with "method"), checked by loading */
     unsigned models;         /* bit i set: run on models[i] */
     char label[96];          /* for progress lines, e.g. "prune (gradient)" */
 } al_exp_analysis;

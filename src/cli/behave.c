@@ -1,5 +1,4 @@
-/* behave.c -- common set-up of the scores, ablate and prune commands
- * (see behave.h). The store is opened before the model is read so that a
+/* behave.c -- common set-up of the analysis commands (see behave.h). The store is opened before the model is read so that a
  * bad database path fails fast; the run row is created only once the
  * model and mask are known good, so bad input leaves no run behind. */
 #define _POSIX_C_SOURCE 200809L
@@ -20,23 +19,18 @@
  * Evaluating past it would score positions the model never saw: its
  * positional embeddings there are still at their initial values. */
 static int trained_len(const char *dir, int n_ctx) {
-    char path[4200];
-    unsigned char *txt = NULL;
-    size_t n;
     al_train_state st;
+    al_err e;
     int T = n_ctx;
-    if (snprintf(path, sizeof path, "%s/state.json", dir) >= (int)sizeof path ||
-        al_read_file(path, &txt, &n, 1 << 20, NULL) != 0)
-        return n_ctx;
-    if (al_state_from_json((const char *)txt, &st, path, NULL) == 0) {
-        cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
-        const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
-        if (cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble < n_ctx)
-            T = (int)j->valuedouble;
-        cJSON_Delete(o);
-        al_state_free(&st);
-    }
-    free(txt);
+    /* no state.json (1) or an unreadable one (-1): assume n_ctx, as the
+     * weights themselves loaded fine */
+    if (al_ckpt_read_state(dir, &st, &e) != 0) return n_ctx;
+    cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
+    if (cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble < n_ctx)
+        T = (int)j->valuedouble;
+    cJSON_Delete(o);
+    al_state_free(&st);
     return T;
 }
 
@@ -129,4 +123,36 @@ void al_behave_close(al_behave *b) {
     if (b->loaded) al_model_free(&b->m);
     free(b->off);
     memset(b, 0, sizeof *b);
+}
+
+/* ------------------------------------------ analysis commands as functions */
+
+const al_analysis_cmd *al_an_of(const char *kind) {
+    const al_analysis_cmd *all[] = {&al_an_circuits, &al_an_scores, &al_an_ablate, &al_an_prune};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->kind, kind) == 0) return all[i];
+    return NULL;
+}
+
+int al_an_flags(const al_analysis_cmd *c, void *args, al_flag *out, int cap, al_err *e) {
+    int n = 0;
+    for (const al_flag *f = c->cmd->flags; f->name; f++, n++) {
+        size_t off = (size_t)((const char *)f->dst - (const char *)c->tmpl);
+        if (n + 1 >= cap) return al_errf(e, "%s: too many flags", c->kind);
+        if ((const char *)f->dst < (const char *)c->tmpl || off >= c->size)
+            return al_errf(e, "%s: flag --%s is not in its argument struct", c->kind, f->name);
+        out[n] = *f;
+        out[n].dst = (char *)args + off;
+        out[n].seen = 0;
+    }
+    out[n] = (al_flag)AL_FLAGS_END;
+    return 0;
+}
+
+int al_an_main(const al_analysis_cmd *c, int argc, char **argv) {
+    al_err e;
+    if (al_flags_parse(c->cmd->flags, argc, argv, NULL, 0, NULL, &e) != 0)
+        return al_cli_usage(c->cmd, &e);
+    int rc = c->run(c->tmpl, c->cmd->flags, NULL, &e);
+    return rc == 2 ? al_cli_usage(c->cmd, &e) : rc ? al_cli_error(&e) : 0;
 }

@@ -1,13 +1,16 @@
 /* experiment.c -- the JSON experiment runner (see experiment.h).
  *
- * Loading turns the file into command lines, one per stage, checking
- * every key against the flag table of the command it configures, so the
- * experiment file accepts exactly what the commands accept and error
- * messages can name the key path. Running calls each command's run()
- * in this process. Those commands keep their options in static
+ * Loading checks every key against the flag table of the command it
+ * configures, so the experiment file accepts exactly what the commands
+ * accept and error messages can name the key path. The data, tokenizer,
+ * encode and train stages become command lines and call each command's
+ * run() in this process. Those commands keep their options in static
  * variables that parsing only ever sets, so before every call the
  * variables are put back to the values they had before the first call
- * (their defaults): a stage never inherits a flag from the one before. */
+ * (their defaults): a stage never inherits a flag from the one before.
+ * An analysis stage keeps its options as JSON and applies them to a fresh
+ * argument struct of the analysis (behave.h), then calls the same
+ * function `attnlab X` calls: no command line, no shared state. */
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/experiment.h"
 
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "attnlab/args.h"
+#include "attnlab/behave.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/cmd_train.h"
 #include "attnlab/config.h"
@@ -27,8 +31,7 @@
 #include "attnlab/report.h"
 #include "attnlab/store.h"
 
-extern al_command al_cmd_data_synth, al_cmd_tokenizer_train, al_cmd_encode, al_cmd_train,
-    al_cmd_circuits, al_cmd_scores, al_cmd_ablate, al_cmd_prune;
+extern al_command al_cmd_data_synth, al_cmd_tokenizer_train, al_cmd_encode, al_cmd_train;
 
 /* ------------------------------------------------------- word lists */
 
@@ -383,6 +386,32 @@ static al_exp_analysis *new_analysis(jx *j, const char *path, const char *kind) 
     return a;
 }
 
+/* a->opts = obj (NULL: {}) without the keys in own, plus "method":
+ * method if not NULL, as compact JSON: what the stage applies to the
+ * analysis's flag table, and what its stamp hashes. */
+static int set_opts(jx *j, al_exp_analysis *a, const char *path, const cJSON *obj,
+                    const char *const *own, const char *method) {
+    cJSON *o = cJSON_IsObject(obj) ? cJSON_Duplicate(obj, 1) : cJSON_CreateObject();
+    for (int i = 0; o && own && own[i]; i++) cJSON_DeleteItemFromObjectCaseSensitive(o, own[i]);
+    if (o && method && !cJSON_AddStringToObject(o, "method", method)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    a->opts = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return a->opts ? 0 : bad(j, path, "out of memory");
+}
+
+/* The keys of obj checked as options of c (see obj_to_args); the words
+ * are not kept: analyses run from a->opts. */
+static int check_opts(jx *j, const cJSON *obj, const char *path, const al_command *c,
+                      const char *const *own, const char *const *deny) {
+    al_exp_args scratch = {0};
+    int rc = obj_to_args(j, obj, path, c, own, deny, &scratch);
+    args_free(&scratch);
+    return rc;
+}
+
 /* circuits / scores / ablate: true, false, an object, or (ablate) a list. */
 static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, int list_ok) {
     static const char *const own[] = {"models", NULL};
@@ -399,17 +428,20 @@ static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, i
     }
     al_exp_analysis *a = new_analysis(j, path, c->name);
     if (!a) return -1;
-    if (cJSON_IsTrue(v)) return model_mask(j, v, path, &a->models);
+    if (cJSON_IsTrue(v)) return model_mask(j, v, path, &a->models) || set_opts(j, a, path, NULL, own, NULL);
     if (!cJSON_IsObject(v))
         return bad(j, path, list_ok ? "must be true, false, an object or a list of objects"
                                     : "must be an object");
-    if (obj_to_args(j, v, path, c, own, deny, &a->args) || model_mask(j, v, path, &a->models))
+    if (check_opts(j, v, path, c, own, deny) || model_mask(j, v, path, &a->models) ||
+        set_opts(j, a, path, v, own, NULL))
         return -1;
     if (strcmp(c->name, "ablate") == 0) {
-        const char *m = args_last(&a->args, "--method");
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
         snprintf(a->label, sizeof a->label, "ablate (%s, %s)",
-                 args_has(&a->args, "--pairs") ? "pairs" : args_has(&a->args, "--heads") ? "set" : "each",
-                 m ? m : "zero");
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "pairs")) ? "pairs"
+                 : cJSON_GetObjectItemCaseSensitive(v, "heads")             ? "set"
+                                                                             : "each",
+                 cJSON_IsString(m) ? m->valuestring : "zero");
     }
     return 0;
 }
@@ -429,19 +461,14 @@ static int load_prune(jx *j, const cJSON *v, const char *path) {
         }
         return 0;
     }
-    al_exp_args common = {0};
     unsigned mask;
-    if ((!cJSON_IsTrue(v) && obj_to_args(j, v, path, &al_cmd_prune, own, deny, &common)) ||
-        model_mask(j, v, path, &mask)) {
-        args_free(&common);
+    if ((!cJSON_IsTrue(v) && check_opts(j, v, path, al_an_prune.cmd, own, deny)) ||
+        model_mask(j, v, path, &mask))
         return -1;
-    }
     const cJSON *ms = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "methods") : NULL;
     kpath(kp, sizeof kp, path, "methods");
-    if (ms && (!cJSON_IsArray(ms) || !cJSON_GetArraySize(ms))) {
-        args_free(&common);
+    if (ms && (!cJSON_IsArray(ms) || !cJSON_GetArraySize(ms)))
         return bad(j, kp, "must be a non-empty array of \"ablation\", \"gradient\", \"random\"");
-    }
     int i = 0, rc = 0;
     for (const cJSON *m = ms ? ms->child : NULL; rc == 0 && (ms ? m != NULL : i < 3);
          m = m ? m->next : NULL, i++) {
@@ -452,15 +479,13 @@ static int load_prune(jx *j, const cJSON *v, const char *path) {
             break;
         }
         al_exp_analysis *a = new_analysis(j, path, "prune");
-        if (!a || args_cat(&a->args, &common) || args_add(&a->args, "--method") ||
-            args_add(&a->args, name)) {
-            rc = a ? bad(j, path, "out of memory") : -1;
+        if (!a || set_opts(j, a, path, v, own, name)) {
+            rc = -1;
             break;
         }
         a->models = mask;
         snprintf(a->label, sizeof a->label, "prune (%s)", name);
     }
-    args_free(&common);
     return rc;
 }
 
@@ -469,11 +494,11 @@ static int load_analyses(jx *j, const cJSON *a) {
     if (!a) return 0;
     if (only_keys(j, a, "analyses", known)) return -1;
     return load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "circuits"), "analyses.circuits",
-                       &al_cmd_circuits, 0) ||
+                       al_an_circuits.cmd, 0) ||
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "scores"), "analyses.scores",
-                       &al_cmd_scores, 0) ||
+                       al_an_scores.cmd, 0) ||
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "ablate"), "analyses.ablate",
-                       &al_cmd_ablate, 1) ||
+                       al_an_ablate.cmd, 1) ||
            load_prune(j, cJSON_GetObjectItemCaseSensitive(a, "prune"), "analyses.prune");
 }
 
@@ -593,7 +618,7 @@ void al_exp_free(al_experiment *x) {
     args_free(&x->encode);
     args_free(&x->tok);
     for (int i = 0; i < x->n_models; i++) args_free(&x->models[i].train);
-    for (int i = 0; i < x->n_analyses; i++) args_free(&x->an[i].args);
+    for (int i = 0; i < x->n_analyses; i++) free(x->an[i].opts);
     free(x->description);
     free(x->text);
     free(x->tok_file);
@@ -825,12 +850,19 @@ static int model_complete(const runner *R, const stage *s, const char *key, al_e
     return runs > 0;
 }
 
+/* chain_key over an analysis's options (its JSON text as the one word). */
+static int opts_key(const char *prev, const char *what, const char *opts, char out[65]) {
+    char *w[2] = {(char *)opts, NULL};
+    al_exp_args a = {1, 2, w};
+    return chain_key(prev, what, &a, out);
+}
+
 static int analysis_key(const runner *R, const stage *s, char sha[65], char key[65], al_err *e) {
     const al_exp_analysis *a = &R->x->an[s->an];
     if (model_sha(R, s->model, sha, e)) return -1;
     char what[200];
     snprintf(what, sizeof what, "%s on %s; data %s", a->kind, sha, R->key[K_ENC]);
-    return chain_key("", what, &a->args, key) ? al_errf(e, "out of memory") : 0;
+    return opts_key("", what, a->opts, key) ? al_errf(e, "out of memory") : 0;
 }
 
 static int run_data(runner *R, stage *s, al_err *e) {
@@ -955,13 +987,42 @@ static int run_train(runner *R, stage *s, al_err *e) {
     return rc || model_sha(R, s->model, sha, e) || stamp_write(R, s, key, sha, e);
 }
 
-static al_command *command_of(const char *kind) {
-    return strcmp(kind, "circuits") == 0 ? &al_cmd_circuits
-           : strcmp(kind, "scores") == 0 ? &al_cmd_scores
-           : strcmp(kind, "ablate") == 0 ? &al_cmd_ablate
-                                         : &al_cmd_prune;
+#define AN_MAX_FLAGS 32
+
+/* The command line equivalent to an analysis stage, for the log: the
+ * paths the experiment sets, then the options the JSON set. */
+static int print_analysis(const al_command *c, const al_flag *fl) {
+    static const char *const first[] = {"model", "db", "threads", "data", NULL};
+    al_exp_args w = {0};
+    int rc = 0;
+    for (int pass = 0; pass < 2 && !rc; pass++)
+        for (const al_flag *f = fl; f->name && !rc; f++) {
+            char buf[40];
+            if (!f->seen || in_list(f->name, first) != (pass == 0)) continue;
+            if (f->type == AL_BOOL) {
+                if (*(const int *)f->dst) rc = args_addf(&w, "--%s", f->name);
+                continue;
+            }
+            if (f->type == AL_STR && !*(const char *const *)f->dst) continue;
+            rc = args_addf(&w, "--%s", f->name);
+            if (rc) break;
+            switch (f->type) {
+            case AL_STR: rc = args_add(&w, *(const char *const *)f->dst); break;
+            case AL_INT: rc = args_addf(&w, "%d", *(const int *)f->dst); break;
+            case AL_U64: rc = args_addf(&w, "%llu", (unsigned long long)*(const uint64_t *)f->dst); break;
+            case AL_FLOAT: rc = args_add(&w, shortest(*(const double *)f->dst, buf)); break;
+            case AL_BOOL: break;
+            }
+        }
+    if (!rc) print_command(c, &w);
+    args_free(&w);
+    fflush(stdout);
+    return rc;
 }
 
+/* The analysis on one model: its options from the JSON onto a fresh
+ * argument struct, the experiment's paths, then the command's function
+ * (which begins the run, so its id comes back to be stamped). */
 static int run_analysis(runner *R, stage *s, al_err *e) {
     const al_exp_analysis *an = &R->x->an[s->an];
     char sha[65], key[65], val[80];
@@ -977,19 +1038,36 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
             return 0;
         }
     }
-    al_command *c = command_of(an->kind);
-    al_exp_args a = {0};
-    int rc = args_add(&a, "--model") || args_add(&a, R->model_dir[s->model]) || args_add(&a, "--db") ||
-             args_add(&a, R->db) || args_add(&a, "--threads") || args_addf(&a, "%d", R->x->threads);
-    if (!rc && strcmp(an->kind, "circuits") != 0) rc = args_add(&a, "--data") || args_add(&a, R->val_bin);
-    rc = rc || args_cat(&a, &an->args) ? al_errf(e, "out of memory") : call(c, &a, e);
-    args_free(&a);
+    const al_analysis_cmd *c = al_an_of(an->kind);
+    if (!c) return al_errf(e, "unknown analysis '%s'", an->kind);
+    void *args = calloc(1, c->size);
+    if (!args) return al_errf(e, "out of memory");
+    c->init(args);
+    al_flag fl[AN_MAX_FLAGS];
+    int64_t run = 0;
+    int rc = al_an_flags(c, args, fl, AN_MAX_FLAGS, e) ||
+             al_flags_apply_json(fl, an->opts, an->label, e);
+    if (!rc) {
+        al_an_where *w = args;
+        w->model = R->model_dir[s->model];
+        w->db = R->db;
+        w->threads = R->x->threads;
+        if (strcmp(an->kind, "circuits") != 0) w->data = R->val_bin;
+        for (al_flag *f = fl; f->name; f++)
+            if (strcmp(f->name, "model") == 0 || strcmp(f->name, "db") == 0 ||
+                strcmp(f->name, "threads") == 0 || strcmp(f->name, "data") == 0)
+                f->seen = 1;
+        rc = print_analysis(c->cmd, fl) ? al_errf(e, "out of memory") : 0;
+    }
+    if (!rc && c->run(args, fl, &run, e)) {
+        al_err_prefix(e, "attnlab %s", an->kind);
+        rc = -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    free(args);
     if (rc) return -1;
-    double run;
-    if (db_num(R, "SELECT max(r.run_id) FROM runs r JOIN models m USING (model_id) WHERE "
-               "m.sha256 = ?1 AND r.kind = ?2 AND r.status = 'done'", sha, an->kind, &run, e))
-        return -1;
-    snprintf(val, sizeof val, "%.0f", run);
+    snprintf(val, sizeof val, "%lld", (long long)run);
     return stamp_write(R, s, key, val, e);
 }
 
@@ -1062,7 +1140,7 @@ static int plan(runner *R) {
             /* named by its options, not its position: editing the list
              * elsewhere does not orphan this stage's stamp */
             char h[65];
-            if (chain_key("", x->an[a].kind, &x->an[a].args, h)) return -1;
+            if (opts_key("", x->an[a].kind, x->an[a].opts, h)) return -1;
             snprintf(id, sizeof id, "%s-%s-%.8s", x->an[a].kind, x->models[m].name, h);
             rc = add_stage(R, ST_ANALYSIS, m, a, id, "%s: model %s", x->an[a].label, x->models[m].name);
         }
@@ -1132,8 +1210,7 @@ int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
         for (int i = 0; o->dry_run && i < R->n_st; i++) printf("  %2d. %s\n", i + 1, R->st[i].title);
     }
     if (rc || o->dry_run) goto out;
-    al_command *used[] = {&al_cmd_data_synth, &al_cmd_tokenizer_train, &al_cmd_encode,
-                          &al_cmd_circuits, &al_cmd_scores, &al_cmd_ablate, &al_cmd_prune};
+    al_command *used[] = {&al_cmd_data_synth, &al_cmd_tokenizer_train, &al_cmd_encode};
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) flags_save(used[i]);
     if ((rc = al_mkdir_p(x->out, e)) != 0 || (rc = al_mkdir_p(R->data_dir, e)) != 0) goto out;
     double t0 = al_now();

@@ -1,0 +1,161 @@
+/* analyses.h -- the behaviour analyses (scores, ablate, prune) as
+ * functions: options in, a result out (DESIGN §5).
+ *
+ * Each al_X_run takes a loaded model (its gates already set by any head
+ * mask), the data it needs and an options struct, and returns every number
+ * the analysis produces in a result struct that owns its memory. They
+ * touch no database, no command-line flags and print nothing but the
+ * ablation engine's progress line (opts.progress). Storing is the store
+ * layer's job (store_analysis.h), printing the command's (src/cli).
+ *
+ * Contracts common to all three: al_X_opts_defaults() returns the
+ * command's defaults (AL_X_OPTS_INIT, for static initialisers); the opts
+ * are only read, and their strings must outlive the call. al_X_run
+ * returns 0 with *r filled, owned by the caller until al_X_result_free;
+ * or -1 with e set and *r zeroed, nothing allocated. al_X_result_free
+ * frees what *r owns and zeroes it; it is harmless on a zeroed result.
+ *
+ * The numbers are those of the pieces in scores.h and ablate.h, called in
+ * the same order with the same seeds and batching as the commands always
+ * did, so moving the logic here changed no result bit. */
+#ifndef ATTNLAB_ANALYSES_H
+#define ATTNLAB_ANALYSES_H
+
+#include <stdint.h>
+#include "attnlab/ablate.h"
+#include "attnlab/data.h"
+#include "attnlab/model.h"
+#include "attnlab/scores.h"
+#include "attnlab/util.h"
+
+/* ---------------------------------------------------------- scores */
+
+/* Defaults are those of `attnlab scores`. */
+typedef struct al_scores_opts {
+    int probe_r;         /* random tokens per repeat of the probe (50), >= 2 */
+    int probe_n;         /* probe sequences (64), 1..1000000 */
+    uint64_t probe_seed; /* probe seed (1) */
+    int batches;         /* validation batches (4), 1..100000 */
+    int batch;           /* sequences per validation batch (8), 1..100000 */
+    int progress;        /* progress line on stderr (0) */
+} al_scores_opts;
+
+#define AL_SCORES_OPTS_INIT {50, 64, 1, 4, 8, 0}
+al_scores_opts al_scores_opts_defaults(void);
+/* 0 if the options are in range, else -1 with e naming the limits. */
+int al_scores_opts_check(const al_scores_opts *o, al_err *e);
+
+typedef struct al_scores_result {
+    int L, H;
+    al_probe_scores probe;  /* per-head induction, duplicate_token, prev_token; probe losses */
+    unsigned char *off;     /* (L*H) the heads off by the mask */
+    int n_off;
+    /* On validation windows (have_text = 1 only when tokens were given;
+     * otherwise the doubles are NaN and the arrays NULL). */
+    int have_text, T;       /* T: window length */
+    double val_loss, val_loss_copy, copy_fraction;
+    double icl_early, icl_late, icl_score;
+    al_icl_range rg;        /* the early and late position ranges */
+    double *copying;        /* (L*H) copying_ablation, NaN for heads off */
+    double *excess;         /* (L*H) copying_ablation_excess, NaN for heads off
+                             * or without other positions; inside copying's block */
+} al_scores_result;
+
+/* The probe scores of m, and with val (not NULL) icl_score and per-head
+ * copying_ablation on validation windows of T tokens. bos: the probe's
+ * BOS id (-1: none). off (L*H, NULL = none): heads the mask turned off,
+ * whose copying scores are NaN. On success *r is filled and owned by the
+ * caller (al_scores_result_free); on failure returns -1 with e set and
+ * *r empty (nothing to free, freeing is harmless). */
+int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
+                  const unsigned char *off, const al_scores_opts *o,
+                  al_scores_result *r, al_err *e);
+void al_scores_result_free(al_scores_result *r);
+
+/* ---------------------------------------------------------- ablate */
+
+/* Defaults are those of `attnlab ablate`: each head alone, zero. */
+typedef struct al_ablate_opts {
+    const char *heads;   /* ablate this set together ("0.3,1.4"), or NULL */
+    int each;            /* every head alone (the default mode) */
+    int pairs;           /* every head alone and every pair */
+    const char *method;  /* "zero" (default), "mean" or "resample" */
+    int batches, batch;  /* validation batches (4) of (8) sequences, 1..100000 */
+    int probe_r;         /* (50) >= 2 */
+    int probe_n;         /* (64) 1..1000000 */
+    uint64_t probe_seed; /* (1) */
+    int progress;        /* progress line on stderr (0) */
+} al_ablate_opts;
+
+#define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 50, 64, 1, 0}
+al_ablate_opts al_ablate_opts_defaults(void);
+/* 0 if the options are consistent and in range (at most one mode, a known
+ * method, resample with batch >= 2), else -1 with e set. */
+int al_ablate_opts_check(const al_ablate_opts *o, al_err *e);
+
+/* One configuration: a row of table ablations. */
+typedef struct al_ablate_config {
+    int a, b;            /* single: head a, b = -1; pair: heads a < b;
+                          * the --heads set: a = b = -1 */
+    const char *kind;    /* "single", "pair" or "set" (static) */
+    int n_heads;
+    double loss, delta_loss, delta_copy, delta_probe;
+    /* pairs: Δ(pair) − Δ(h1) − Δ(h2) of each metric; NaN otherwise */
+    double inter_loss, inter_copy, inter_probe;
+} al_ablate_config;
+
+typedef struct al_ablate_result {
+    int L, H, T;
+    al_abl_method method;
+    int n;                    /* configurations */
+    al_ablate_config *c;      /* (n) */
+    unsigned char *sets;      /* (n, L*H): 1 = ablated in configuration k */
+    double clean_loss;        /* validation loss with no head ablated */
+    double clean_delta_probe; /* 0, or NaN when the probe has no scored position */
+    double seconds_clean;     /* one clean pass over text and probe */
+    double seconds_ablate;    /* every configuration */
+} al_ablate_result;
+
+/* Ablate the configurations of o on validation windows of T tokens of val
+ * and on the probe (BOS id bos, -1 none), with the heads in off (L*H,
+ * NULL = none) off throughout and never ablated. Fails if no head is left,
+ * the probe exceeds n_ctx, or the options are bad. Gates are restored.
+ * Same ownership and failure contract as al_scores_run. */
+int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
+                  const unsigned char *off, const al_ablate_opts *o,
+                  al_ablate_result *r, al_err *e);
+void al_ablate_result_free(al_ablate_result *r);
+
+/* ----------------------------------------------------------- prune */
+
+/* Defaults are those of `attnlab prune` (which requires a method). */
+typedef struct al_prune_opts {
+    const char *method;  /* "ablation", "gradient" or "random" (NULL: error) */
+    double budget;       /* (0.1) stop above (1+budget) x base loss; < 0: all */
+    uint64_t seed;       /* (1) seed of the random method */
+    int batches;         /* (8) 2..100000: first half estimates, second evaluates */
+    int batch;           /* (8) 1..100000 */
+    int progress;        /* progress line on stderr (0) */
+} al_prune_opts;
+
+#define AL_PRUNE_OPTS_INIT {NULL, 0.1, 1, 8, 8, 0}
+al_prune_opts al_prune_opts_defaults(void);
+int al_prune_opts_check(const al_prune_opts *o, al_err *e);
+
+/* The result of al_prune_run; `al_prune_result` is the step list of the
+ * lower-level al_prune (ablate.h), held here as `p`. */
+typedef struct al_prune_run_result {
+    int L, H, T;
+    al_prune_method method;
+    int est_batches, eval_batches; /* batches of each half */
+    al_prune_result p;   /* steps, masks after each step, final mask, importance */
+    int last;            /* index in p.steps of the last step within budget */
+} al_prune_run_result;
+
+/* Prune m (gates reset first and at the end) on validation windows of T
+ * tokens of val. Same ownership and failure contract as al_scores_run. */
+int al_prune_run(al_model *m, const al_tokens *val, int T,
+                 const al_prune_opts *o, al_prune_run_result *r, al_err *e);
+void al_prune_run_result_free(al_prune_run_result *r);
+
+#endif

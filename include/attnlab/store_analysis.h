@@ -1,0 +1,45 @@
+/* store_analysis.h -- the rows of each analysis's result (DESIGN §6).
+ *
+ * One writer per analysis, turning the result struct of analyses.h or
+ * circuits.h into the rows its command has always written: same tables,
+ * columns and values. Like every al_store_put_*, call them inside a
+ * transaction: al_store_tx_begin, the writer, al_store_run_finish, so a
+ * run's rows appear together with its 'done' status. Each returns 0, or
+ * -1 with e set (the caller then fails the run, which rolls back). */
+#ifndef ATTNLAB_STORE_ANALYSIS_H
+#define ATTNLAB_STORE_ANALYSIS_H
+
+#include <stdint.h>
+#include "attnlab/analyses.h"
+#include "attnlab/circuits.h"
+#include "attnlab/store.h"
+#include "attnlab/tokenizer.h"
+#include "attnlab/util.h"
+
+/* head_scores: induction, duplicate_token, prev_token per head, and with
+ * text copying_ablation(_excess) for heads not off; model_scores: the
+ * probe losses, icl_gain, heads_off, and with text icl_score, its early
+ * and late losses, val_loss, val_loss_copy, copy_fraction. */
+int al_store_put_scores(al_store *s, int64_t run_id, int64_t model_id,
+                        const al_scores_result *r, al_err *e);
+/* ablations: the clean row (kind none), then one per configuration. */
+int al_store_put_ablate(al_store *s, int64_t run_id, int64_t model_id,
+                        const al_ablate_result *r, al_err *e);
+/* pruning_steps: one row per step; for the gradient method also every
+ * head's full-model importance as head_scores.gradient_importance. */
+int al_store_put_prune(al_store *s, int64_t run_id, int64_t model_id,
+                       const al_prune_run_result *r, al_err *e);
+/* head_scores, singular_values, eigenvalues, skip_trigrams (token
+ * strings through tok; "#id" without one or past its vocabulary),
+ * head_overlap, layer_scores and composition. */
+int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
+                          const al_circ_result *r, const al_tokenizer *tok,
+                          al_err *e);
+
+/* "#id" or the token's display string into buf (cap bytes); its length.
+ * Shared with the printing of circuits so both show the same strings. */
+size_t al_store_token_str(const al_tokenizer *tok, int id, char *buf, size_t cap);
+/* Mean off-diagonal entry of an (H,H) matrix (layer_scores mean_overlap_*). */
+double al_store_mean_offdiag(const double *a, int H);
+
+#endif

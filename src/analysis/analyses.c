@@ -1,0 +1,287 @@
+/* analyses.c -- scores, ablate and prune as functions (see analyses.h).
+ *
+ * The code moved here from the commands unchanged in what it computes:
+ * same calls, same order, same seeds and batch sizes. Anything that
+ * changes one of them changes the numbers a study prints, so keep it so. */
+#define _POSIX_C_SOURCE 200809L
+#include "attnlab/analyses.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The probe's sequences per forward pass in scores (fixed: the batching
+ * decides the summation order, hence the last bits of the scores). */
+#define SCORES_PROBE_BATCH 16
+
+/* ---------------------------------------------------------- scores */
+
+al_scores_opts al_scores_opts_defaults(void) {
+    al_scores_opts o = AL_SCORES_OPTS_INIT;
+    return o;
+}
+
+int al_scores_opts_check(const al_scores_opts *o, al_err *e) {
+    if (o->probe_r < 2 || o->probe_n < 1 || o->probe_n > 1000000 || o->batches < 1 ||
+        o->batch < 1 || o->batches > 100000 || o->batch > 100000)
+        return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and "
+                          "--batch in 1..100000");
+    return 0;
+}
+
+void al_scores_result_free(al_scores_result *r) {
+    al_probe_scores_free(&r->probe);
+    free(r->off);
+    free(r->copying);
+    memset(r, 0, sizeof *r);
+}
+
+/* icl_score and copying_ablation on the validation windows. */
+static int text_scores(al_model *m, const al_tokens *d, const al_scores_opts *o,
+                       al_scores_result *r, al_err *e) {
+    al_abl_set s = {0};
+    int LH = r->L * r->H, rc = -1, n = 0;
+    unsigned char *sets = NULL;
+    al_abl_out *out = NULL;
+    r->copying = al_malloc((size_t)LH * 2, sizeof(double), e);
+    r->excess = r->copying ? r->copying + LH : NULL;
+    if (!r->copying ||
+        al_abl_set_text(&s, d, r->T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
+        al_abl_prepare(m, &s, e) ||
+        al_icl_score(s.clean, s.targets, s.rows, s.T, &r->icl_early, &r->icl_late,
+                     &r->icl_score, e))
+        goto out;
+    r->rg = al_icl_ranges(s.T);
+    r->val_loss = s.clean_mean[0];
+    r->val_loss_copy = s.clean_mean[1];
+    r->copy_fraction = (double)s.count[1] / s.count[0];
+    for (int i = 0; i < LH; i++) n += !r->off[i];
+    sets = al_calloc((size_t)(n ? n : 1) * LH, 1, e);
+    out = al_malloc((size_t)(n ? n : 1), sizeof *out, e);
+    if (!sets || !out) goto out;
+    for (int i = 0, k = 0; i < LH; i++)
+        if (!r->off[i]) sets[(size_t)k++ * LH + i] = 1;
+    if (n && al_abl_run(m, &s, AL_ABL_MEAN, sets, n, out, o->progress, e)) goto out;
+    /* Mean Δ at the other positions, from the mean over all and over copy
+     * positions: Δrest = (c0 Δall − c1 Δcopy) / (c0 − c1). */
+    long c0 = s.count[0], c1 = s.count[1];
+    for (int i = 0, k = 0; i < LH; i++) {
+        if (r->off[i]) {
+            r->copying[i] = r->excess[i] = NAN;
+            continue;
+        }
+        const al_abl_out *x = &out[k++];
+        double rest = c0 > c1 ? (c0 * x->delta[0] - c1 * x->delta[1]) / (double)(c0 - c1) : NAN;
+        r->copying[i] = x->delta[1];
+        r->excess[i] = c1 > 0 ? x->delta[1] - rest : NAN;
+    }
+    r->have_text = 1;
+    rc = 0;
+out:
+    free(sets);
+    free(out);
+    al_abl_set_free(&s);
+    return rc;
+}
+
+int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
+                  const unsigned char *off, const al_scores_opts *o,
+                  al_scores_result *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    r->L = m->cfg.n_layers, r->H = m->cfg.n_heads;
+    r->T = T;
+    r->val_loss = r->val_loss_copy = r->copy_fraction = NAN;
+    r->icl_early = r->icl_late = r->icl_score = NAN;
+    if (al_scores_opts_check(o, e)) return -1;
+    size_t LH = (size_t)r->L * r->H;
+    al_probe p = {0};
+    if (!(r->off = al_calloc(LH, 1, e))) goto fail;
+    if (off) memcpy(r->off, off, LH);
+    for (size_t i = 0; i < LH; i++) r->n_off += r->off[i] != 0;
+    if (al_probe_make(&p, o->probe_r, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos, e) ||
+        al_probe_run(m, &p, SCORES_PROBE_BATCH, &r->probe, e) ||
+        (val && text_scores(m, val, o, r, e)))
+        goto fail;
+    al_probe_free(&p);
+    return 0;
+fail:
+    al_probe_free(&p);
+    al_scores_result_free(r);
+    return -1;
+}
+
+/* ---------------------------------------------------------- ablate */
+
+al_ablate_opts al_ablate_opts_defaults(void) {
+    al_ablate_opts o = AL_ABLATE_OPTS_INIT;
+    return o;
+}
+
+int al_ablate_opts_check(const al_ablate_opts *o, al_err *e) {
+    al_abl_method method;
+    if ((o->heads != NULL) + (o->each != 0) + (o->pairs != 0) > 1)
+        return al_errf(e, "give at most one of --heads, --each and --pairs");
+    if (!o->method) return al_errf(e, "no ablation method (zero, mean or resample)");
+    if (al_abl_method_parse(o->method, &method, e)) return -1;
+    if (o->probe_r < 2 || o->probe_n < 1 || o->probe_n > 1000000 || o->batches < 1 ||
+        o->batch < 1 || o->batches > 100000 || o->batch > 100000)
+        return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and --batch "
+                          "in 1..100000, --show >= 0");
+    if (method == AL_ABL_RESAMPLE && o->batch < 2)
+        return al_errf(e, "resample ablation needs --batch >= 2");
+    return 0;
+}
+
+void al_ablate_result_free(al_ablate_result *r) {
+    free(r->c);
+    free(r->sets);
+    memset(r, 0, sizeof *r);
+}
+
+/* The configurations of the chosen mode, over heads not off: the --heads
+ * set, or every head alone, then (pairs) every pair (for 2+ layers only
+ * pairs across layers). */
+static int make_plan(int L, int H, const unsigned char *off, const al_ablate_opts *o,
+                     al_ablate_result *r, al_err *e) {
+    int LH = L * H;
+    size_t cap = (size_t)LH + (o->pairs ? (size_t)LH * (LH - 1) / 2 : 0) + 1;
+    r->sets = al_calloc(cap * LH, 1, e);
+    r->c = al_calloc(cap, sizeof *r->c, e);
+    if (!r->sets || !r->c) return -1;
+    if (o->heads) {
+        if (al_heads_parse(o->heads, L, H, r->sets, e)) return -1;
+        for (int i = 0; i < LH; i++)
+            if (r->sets[i] && off[i])
+                return al_errf(e, "head %d.%d is already off in the mask", i / H, i % H);
+        r->c[0].a = r->c[0].b = -1;
+        r->n = 1;
+    } else {
+        for (int i = 0; i < LH; i++)
+            if (!off[i]) {
+                r->sets[(size_t)r->n * LH + i] = 1;
+                r->c[r->n].a = i, r->c[r->n++].b = -1;
+            }
+        if (o->pairs)
+            for (int i = 0; i < LH; i++)
+                for (int j = i + 1; j < LH; j++) {
+                    if (off[i] || off[j] || (L > 1 && i / H == j / H)) continue;
+                    r->sets[(size_t)r->n * LH + i] = r->sets[(size_t)r->n * LH + j] = 1;
+                    r->c[r->n].a = i, r->c[r->n++].b = j;
+                }
+    }
+    if (!r->n) return al_errf(e, "no head left to ablate (the mask turns them all off)");
+    return 0;
+}
+
+/* Index of the single-head configuration of head i (-1 if none). */
+static int single_of(const al_ablate_result *r, int i) {
+    for (int k = 0; k < r->n; k++)
+        if (r->c[k].b < 0 && r->c[k].a == i) return k;
+    return -1;
+}
+
+int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
+                  const unsigned char *off, const al_ablate_opts *o,
+                  al_ablate_result *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    if (al_ablate_opts_check(o, e)) return -1;
+    int L = m->cfg.n_layers, H = m->cfg.n_heads, LH = L * H, rc = -1;
+    al_probe pr = {0};
+    al_abl_set text = {0}, probe = {0};
+    al_abl_metrics *x = NULL;
+    unsigned char *none = NULL;
+    r->L = L, r->H = H, r->T = T;
+    al_abl_method_parse(o->method, &r->method, e);
+    if (!off && !(off = none = al_calloc((size_t)LH, 1, e))) goto out;
+    if (make_plan(L, H, off, o, r, e) || !(x = al_malloc((size_t)r->n, sizeof *x, e)) ||
+        al_abl_set_text(&text, val, T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
+        al_probe_make(&pr, o->probe_r, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos, e))
+        goto out;
+    if (2 * o->probe_r + 1 > m->cfg.n_ctx) {
+        al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", 2 * o->probe_r + 1,
+                m->cfg.n_ctx);
+        goto out;
+    }
+    int pb = 32; /* probe batch; for resample no batch may be a single row */
+    while (r->method == AL_ABL_RESAMPLE && o->probe_n % pb == 1 && pb < o->probe_n) pb++;
+    if (al_abl_set_probe(&probe, &pr, pb, e)) goto out;
+    double t1 = al_now();
+    if (al_abl_prepare(m, &text, e) || al_abl_prepare(m, &probe, e)) goto out;
+    r->seconds_clean = al_now() - t1;
+    if (al_abl_evaluate(m, &text, &probe, r->method, r->sets, r->n, x, o->progress, e)) goto out;
+    r->seconds_ablate = al_now() - t1 - r->seconds_clean;
+    r->clean_loss = text.clean_mean[0];
+    r->clean_delta_probe = probe.count[2] ? 0 : NAN;
+    for (int k = 0; k < r->n; k++) {
+        al_ablate_config *c = &r->c[k];
+        for (int i = 0; i < LH; i++) c->n_heads += r->sets[(size_t)k * LH + i] != 0;
+        c->kind = c->a < 0 ? (c->n_heads == 1 ? "single" : "set") : c->b < 0 ? "single" : "pair";
+        c->loss = x[k].loss, c->delta_loss = x[k].delta_loss;
+        c->delta_copy = x[k].delta_copy, c->delta_probe = x[k].delta_probe;
+        c->inter_loss = c->inter_copy = c->inter_probe = NAN;
+    }
+    /* Pairs come after every single, so all singles are filled in now. */
+    for (int k = 0; k < r->n; k++) {
+        al_ablate_config *c = &r->c[k];
+        if (c->b < 0) continue;
+        int s1 = single_of(r, c->a), s2 = single_of(r, c->b);
+        c->inter_loss = x[k].delta_loss - x[s1].delta_loss - x[s2].delta_loss;
+        c->inter_copy = x[k].delta_copy - x[s1].delta_copy - x[s2].delta_copy;
+        c->inter_probe = x[k].delta_probe - x[s1].delta_probe - x[s2].delta_probe;
+    }
+    rc = 0;
+out:
+    free(none);
+    free(x);
+    al_abl_set_free(&text);
+    al_abl_set_free(&probe);
+    al_probe_free(&pr);
+    if (rc) al_ablate_result_free(r);
+    return rc;
+}
+
+/* ----------------------------------------------------------- prune */
+
+al_prune_opts al_prune_opts_defaults(void) {
+    al_prune_opts o = AL_PRUNE_OPTS_INIT;
+    return o;
+}
+
+int al_prune_opts_check(const al_prune_opts *o, al_err *e) {
+    al_prune_method method;
+    if (!o->method) return al_errf(e, "no pruning method (ablation, gradient or random)");
+    if (al_prune_method_parse(o->method, &method, e)) return -1;
+    if (o->batches < 2 || o->batches > 100000 || o->batch < 1 || o->batch > 100000)
+        return al_errf(e, "need 2 <= --batches <= 100000 and 1 <= --batch <= 100000");
+    return 0;
+}
+
+void al_prune_run_result_free(al_prune_run_result *r) {
+    al_prune_result_free(&r->p);
+    memset(r, 0, sizeof *r);
+}
+
+int al_prune_run(al_model *m, const al_tokens *val, int T,
+                 const al_prune_opts *o, al_prune_run_result *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    if (al_prune_opts_check(o, e)) return -1;
+    al_abl_set est = {0}, eval = {0};
+    int V = m->cfg.d_vocab, rc = -1;
+    r->L = m->cfg.n_layers, r->H = m->cfg.n_heads, r->T = T;
+    al_prune_method_parse(o->method, &r->method, e);
+    r->est_batches = o->batches / 2;
+    r->eval_batches = o->batches - r->est_batches;
+    if (al_abl_set_text(&est, val, T, o->batch, 0, r->est_batches, o->batches, V, e) ||
+        al_abl_set_text(&eval, val, T, o->batch, r->est_batches, r->eval_batches, o->batches, V,
+                        e) ||
+        al_prune(m, &est, &eval, r->method, o->budget, o->seed, o->progress, &r->p, e))
+        goto out;
+    r->last = r->p.n_steps - 1 - r->p.stopped_by_budget;
+    rc = 0;
+out:
+    al_abl_set_free(&est);
+    al_abl_set_free(&eval);
+    if (rc) al_prune_run_result_free(r);
+    return rc;
+}

@@ -1,0 +1,215 @@
+/* store_analysis.c -- analysis results into rows (see store_analysis.h).
+ *
+ * The writers only translate: every value comes from the result struct,
+ * so the database holds exactly what the analysis computed and the same
+ * rows whether a command or an experiment ran it. */
+#define _POSIX_C_SOURCE 200809L
+#include "attnlab/store_analysis.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------- scores */
+
+int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_result *r,
+                        al_err *e) {
+    const al_probe_scores *ps = &r->probe;
+    for (int l = 0; l < r->L; l++)
+        for (int h = 0; h < r->H; h++) {
+            int i = l * r->H + h;
+            if (al_store_put_head_score(s, run, mid, l, h, "induction", ps->induction[i], e) ||
+                al_store_put_head_score(s, run, mid, l, h, "duplicate_token",
+                                        ps->duplicate_token[i], e) ||
+                al_store_put_head_score(s, run, mid, l, h, "prev_token", ps->prev_token[i], e))
+                return -1;
+            if (r->have_text && !r->off[i] &&
+                (al_store_put_head_score(s, run, mid, l, h, "copying_ablation", r->copying[i], e) ||
+                 al_store_put_head_score(s, run, mid, l, h, "copying_ablation_excess",
+                                         r->excess[i], e)))
+                return -1;
+        }
+    struct {
+        const char *k;
+        double v;
+        int text;
+    } ms[] = {{"icl_gain", ps->icl_gain, 0},
+              {"probe_loss_first", ps->loss_first, 0},
+              {"probe_loss_second", ps->loss_second, 0},
+              {"icl_score", r->icl_score, 1},
+              {"icl_loss_early", r->icl_early, 1},
+              {"icl_loss_late", r->icl_late, 1},
+              {"val_loss", r->val_loss, 1},
+              {"val_loss_copy", r->val_loss_copy, 1},
+              {"copy_fraction", r->copy_fraction, 1},
+              {"heads_off", r->n_off, 0}};
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++)
+        if ((!ms[i].text || r->have_text) &&
+            al_store_put_model_score(s, run, mid, ms[i].k, ms[i].v, e))
+            return -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------- ablate */
+
+int al_store_put_ablate(al_store *s, int64_t run, int64_t mid, const al_ablate_result *r,
+                        al_err *e) {
+    int LH = r->L * r->H;
+    const char *method = al_abl_method_name(r->method);
+    al_ablation_row base = {method, "none", "", 0, r->clean_loss, 0, 0, r->clean_delta_probe,
+                            NAN};
+    if (al_store_put_ablation(s, run, mid, &base, e)) return -1;
+    size_t cap = (size_t)LH * 12 + 1; /* "l.h," per head, ints of <= 5 digits */
+    char *heads = al_malloc(cap, 1, e);
+    if (!heads) return -1;
+    for (int k = 0; k < r->n; k++) {
+        const al_ablate_config *c = &r->c[k];
+        al_heads_format(r->sets + (size_t)k * LH, r->L, r->H, 1, heads, cap);
+        al_ablation_row row = {method,          c->kind,       heads,
+                               c->n_heads,      c->loss,       c->delta_loss,
+                               c->delta_copy,   c->delta_probe, c->inter_loss};
+        if (al_store_put_ablation(s, run, mid, &row, e)) {
+            free(heads);
+            return -1;
+        }
+    }
+    free(heads);
+    return 0;
+}
+
+/* ----------------------------------------------------------- prune */
+
+int al_store_put_prune(al_store *s, int64_t run, int64_t mid, const al_prune_run_result *r,
+                       al_err *e) {
+    int L = r->L, H = r->H, LH = L * H;
+    const char *method = al_prune_method_name(r->method);
+    size_t cap = (size_t)LH * 12 + 1;
+    char *mask = al_malloc(cap, 1, e);
+    if (!mask) return -1;
+    for (int k = 0; k < r->p.n_steps; k++) {
+        const al_prune_step *st = &r->p.steps[k];
+        al_heads_format(r->p.removal_off + (size_t)k * LH, L, H, 0, mask, cap);
+        al_pruning_row row = {method,          st->step,       st->layer, st->head,
+                              st->heads_left,  st->importance, st->loss,  st->delta_loss,
+                              mask};
+        if (al_store_put_pruning_step(s, run, mid, &row, e)) {
+            free(mask);
+            return -1;
+        }
+    }
+    free(mask);
+    /* Michel et al.'s head importance of the full model, beside the other
+     * per-head scores (head_summary.gradient_importance) */
+    if (r->method == AL_PRUNE_GRADIENT)
+        for (int i = 0; i < LH; i++)
+            if (al_store_put_head_score(s, run, mid, i / H, i % H, "gradient_importance",
+                                        r->p.importance0[i], e))
+                return -1;
+    return 0;
+}
+
+/* -------------------------------------------------------- circuits */
+
+size_t al_store_token_str(const al_tokenizer *tok, int id, char *buf, size_t cap) {
+    if (tok && id < al_tok_vocab_size(tok)) return al_tok_display(tok, id, buf, cap);
+    int n = snprintf(buf, cap, "#%d", id);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+double al_store_mean_offdiag(const double *a, int H) {
+    double s = 0;
+    for (int i = 0; i < H; i++)
+        for (int j = 0; j < H; j++)
+            if (i != j) s += a[i * H + j];
+    return H > 1 ? s / (H * (H - 1)) : 0;
+}
+
+typedef struct ctx {
+    al_store *st;
+    int64_t run, model;
+    const al_tokenizer *tok;
+} ctx;
+
+static int put_head(const ctx *c, const al_circ_result *r, const al_circ_head *h, al_err *e) {
+    struct {
+        const char *name;
+        double v;
+    } m[] = {
+        {"qk_rank", h->qk_rank},
+        {"ov_rank", h->ov_rank},
+        {"qk_effective_rank", h->qk_eff_rank},
+        {"ov_effective_rank", h->ov_eff_rank},
+        {"qk_stable_rank", h->qk_stable_rank},
+        {"ov_stable_rank", h->ov_stable_rank},
+        {"qk_fro", h->qk_fro},
+        {"ov_fro", h->ov_fro},
+        {"copying_eigen", h->copying_eigen},
+        {"copying_top1", h->copying_top1},
+        {"qk_top1_self", h->qk_top1_self},
+        {"pos_prev_token", h->pos_prev_token},
+    };
+    int L = h->layer, H = h->head;
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (al_store_put_head_score(c->st, c->run, c->model, L, H, m[i].name, m[i].v, e))
+            return -1;
+    for (int i = 0; i < r->D; i++)
+        if (al_store_put_singular_value(c->st, c->run, c->model, L, H, "qk", i, h->qk_sv[i], e) ||
+            al_store_put_singular_value(c->st, c->run, c->model, L, H, "ov", i, h->ov_sv[i], e) ||
+            al_store_put_eigenvalue(c->st, c->run, c->model, L, H, "ov_full", i, h->eig_re[i],
+                                    h->eig_im[i], e))
+            return -1;
+    for (int i = 0; i < h->n_tri; i++) {
+        const al_trigram *t = &h->tri[i];
+        char sa[128], sb[128], sc[128];
+        al_trigram_row row = {i + 1, t->a, t->b, t->c, sa, sb, sc,
+                              al_store_token_str(c->tok, t->a, sa, sizeof sa),
+                              al_store_token_str(c->tok, t->b, sb, sizeof sb),
+                              al_store_token_str(c->tok, t->c, sc, sizeof sc),
+                              t->qk, t->ov, t->score};
+        if (al_store_put_skip_trigram(c->st, c->run, c->model, L, H, &row, e)) return -1;
+    }
+    return 0;
+}
+
+static int put_layer(const ctx *c, int l, const al_circ_layer *ly, int H, al_err *e) {
+    const char *spaces[3] = {"qk", "v", "o"};
+    const double *ov[3] = {ly->ov_qk, ly->ov_v, ly->ov_o};
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < H; j++)
+                if (al_store_put_head_overlap(c->st, c->run, c->model, l, spaces[s], i, j,
+                                              ov[s][i * H + j], e))
+                    return -1;
+    struct {
+        const char *name;
+        double v;
+    } m[] = {{"read_qk_rank", ly->rank_qk},
+             {"read_v_rank", ly->rank_v},
+             {"write_o_rank", ly->rank_o},
+             {"mean_overlap_qk", al_store_mean_offdiag(ly->ov_qk, H)},
+             {"mean_overlap_v", al_store_mean_offdiag(ly->ov_v, H)},
+             {"mean_overlap_o", al_store_mean_offdiag(ly->ov_o, H)}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (al_store_put_layer_score(c->st, c->run, c->model, l, m[i].name, m[i].v, e))
+            return -1;
+    return 0;
+}
+
+int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
+                          const al_circ_result *r, const al_tokenizer *tok, al_err *e) {
+    ctx c = {s, run_id, model_id, tok};
+    for (int i = 0; i < r->L * r->H; i++)
+        if (put_head(&c, r, &r->heads[i], e)) return -1;
+    for (int l = 0; l < r->L; l++)
+        if (put_layer(&c, l, &r->layers[l], r->H, e)) return -1;
+    for (int i = 0; i < r->n_comp; i++) {
+        const al_circ_comp *p = &r->comp[i];
+        for (int k = 0; k < AL_COMP_N; k++)
+            if (al_store_put_composition(s, run_id, model_id, al_comp_names[k], p->l1, p->h1,
+                                         p->l2, p->h2, p->score[k], r->base_mean[k],
+                                         r->base_sd[k], e))
+                return -1;
+    }
+    return 0;
+}
