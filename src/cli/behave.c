@@ -37,7 +37,7 @@ static int trained_len(const char *dir, int n_ctx) {
 /* Model (and tokenizer if present); sha256 taken before and after the
  * load so that weights replaced mid-read are not filed under a wrong key. */
 static int load(al_behave *b, const char *dir, al_err *e) {
-    char path[4200], sha2[65];
+    char path[AL_PATH_MAX + 64], sha2[65];
     if (al_path_join(path, sizeof path, dir, "model.safetensors", e) ||
         al_sha256_file(path, b->sha, e) || al_ckpt_load(dir, &b->m, NULL, e))
         return -1;
