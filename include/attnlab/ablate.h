@@ -1,4 +1,4 @@
-/* ablate.h -- head ablation, pruning and head masks (DESIGN §5).
+/* ablate.h -- head ablation, pruning and head masks (docs/design.md §5).
  *
  * Everything goes through the engine's head gates and z replacements
  * (model.h): weights are never copied or edited. Ablating a set of heads
@@ -95,7 +95,7 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
                const unsigned char *sets, int n_sets, al_abl_out *out,
                int progress, al_err *e);
 
-/* DESIGN §5 metrics of each set: loss and delta_loss (LOSS group) and
+/* docs/design.md §5 metrics of each set: loss and delta_loss (LOSS group) and
  * delta_copy from text, delta_probe from probe; either may be NULL
  * (its metrics NaN). Both must be prepared. */
 typedef struct al_abl_metrics {

@@ -1,5 +1,5 @@
 /* analyses.h -- the behaviour analyses (scores, ablate, prune) as
- * functions: options in, a result out (DESIGN §5).
+ * functions: options in, a result out (docs/design.md §5).
  *
  * Each al_X_run takes a loaded model (its gates already set by any head
  * mask), the data it needs and an options struct, and returns every number

@@ -1,4 +1,4 @@
-/* checkpoint.h -- model directories (DESIGN §2).
+/* checkpoint.h -- model directories (docs/design.md §2).
  *
  *   DIR/model.safetensors   weights, TransformerLens names and shapes
  *   DIR/config.json         model config (TransformerLens keys + ours)

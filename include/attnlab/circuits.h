@@ -1,5 +1,5 @@
 /* circuits.h -- what each head does, read from its weights alone
- * (DESIGN §4).
+ * (docs/design.md §4).
  *
  * Per head (row-vector convention): W_QK = W_Q W_Kᵀ and W_OV = W_V W_O,
  * both d_model x d_model of rank <= d_head. They are never formed: with

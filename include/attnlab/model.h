@@ -1,4 +1,4 @@
-/* model.h -- the attention-only transformer of DESIGN §2.
+/* model.h -- the attention-only transformer of docs/design.md §2.
  *
  * Row-vector convention (as TransformerLens). No MLP, no LayerNorm, no
  * biases. One flat buffer holds all parameters, one their gradients, one
@@ -33,7 +33,7 @@ typedef struct al_config {
     uint64_t seed;
 } al_config;
 
-/* Defaults of DESIGN §2 (d_vocab must still be set). */
+/* Defaults of docs/design.md §2 (d_vocab must still be set). */
 al_config al_config_default(void);
 /* Refuse impossible configs with a message naming the field. */
 int al_config_validate(const al_config *c, al_err *e);

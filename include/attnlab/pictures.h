@@ -1,4 +1,4 @@
-/* pictures.h -- every analysis as a PNG (DESIGN §7).
+/* pictures.h -- every analysis as a PNG (docs/design.md §7).
  *
  * The engine behind `attnlab heatmap`, callable by the report and the
  * experiment runner without a subprocess. Kinds:

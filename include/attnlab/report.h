@@ -1,5 +1,5 @@
 /* report.h -- a static HTML report and a Jupyter notebook from the
- * results database (DESIGN §7).
+ * results database (docs/design.md §7).
  *
  * al_report_write draws every picture a model's rows allow (through
  * pictures.h, into the output folder) and writes, beside them:

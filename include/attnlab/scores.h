@@ -1,4 +1,4 @@
-/* scores.h -- behavioural head scores from forward passes (DESIGN §5).
+/* scores.h -- behavioural head scores from forward passes (docs/design.md §5).
  *
  * The probe: BOS + R random tokens, the same R tokens again; N such
  * sequences from a fixed seed. Positions 1..R are the first repeat,

@@ -1,4 +1,4 @@
-/* store.h -- the SQLite results database (DESIGN §6).
+/* store.h -- the SQLite results database (docs/design.md §6).
  *
  * One file holds many runs of many models. A run is one command
  * invocation (kind "circuits", "scores", "ablate", "prune", "train"); a

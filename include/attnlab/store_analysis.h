@@ -1,4 +1,4 @@
-/* store_analysis.h -- the rows of each analysis's result (DESIGN §6).
+/* store_analysis.h -- the rows of each analysis's result (docs/design.md §6).
  *
  * One writer per analysis, turning the result struct of analyses.h or
  * circuits.h into the rows its command has always written: same tables,

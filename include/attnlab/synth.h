@@ -1,4 +1,4 @@
-/* synth.h -- the built-in story corpus (DESIGN §3, `attnlab data synth`).
+/* synth.h -- the built-in story corpus (docs/design.md §3, `attnlab data synth`).
  *
  * TinyStories-like stories whose characters have invented names made of
  * random syllables ("Seoyeon", "Bamurik"), each name recurring several

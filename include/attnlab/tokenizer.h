@@ -1,4 +1,4 @@
-/* tokenizer.h -- byte-level BPE (DESIGN §3).
+/* tokenizer.h -- byte-level BPE (docs/design.md §3).
  *
  * Ids 0..255 are the raw bytes; ids 256.. are merges in the order they
  * were learned; the last id is the special <|endoftext|>. Text is

@@ -1,5 +1,5 @@
 /* circuits.c -- QK/OV circuits, ranks, copying scores, skip-trigrams,
- * head overlap and composition, all from factored forms (DESIGN §4).
+ * head overlap and composition, all from factored forms (docs/design.md §4).
  *
  * Nothing d_model x d_model per head and nothing V x V is ever held: the
  * small circuits reduce to d_head x d_head cores (see circuits.h), and the

@@ -1,5 +1,5 @@
 /* cmd_ablate.c -- `attnlab ablate`: knock out heads (one set, each head,
- * or head pairs) and measure what breaks (DESIGN §5), into `ablations`.
+ * or head pairs) and measure what breaks (docs/design.md §5), into `ablations`.
  *
  * Pairs come with their singles, so each pair row carries the interaction
  * Δ(pair) − Δ(h1) − Δ(h2) of the validation Δloss; the same quantity for

@@ -1,5 +1,5 @@
 /* cmd_circuits.c -- `attnlab circuits`: every weights-only analysis of
- * DESIGN §4 for one model, into the database, with a short summary.
+ * docs/design.md §4 for one model, into the database, with a short summary.
  * The rows are written by al_store_put_circuits (store_analysis.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>

@@ -1,4 +1,4 @@
-/* cmd_scores.c -- `attnlab scores`: behavioural head scores (DESIGN §5)
+/* cmd_scores.c -- `attnlab scores`: behavioural head scores (docs/design.md §5)
  * into the database, and a summary naming the induction heads and the
  * previous-token heads.
  *

@@ -7,7 +7,7 @@
  * one layer, a head in the next that attends to the token after the
  * earlier copy). With a small syllable set a model does not need that: it
  * memorises "piece X seen earlier -> X" as skip-trigrams and reaches high
- * copying accuracy with no induction head at all (DESIGN §3 measured this
+ * copying accuracy with no induction head at all (docs/design.md §3 measured this
  * with ~50 syllables). So names are spelled from 1,680 syllables (20
  * onsets x 10 vowels x 8 codas, plus vowel-initial first syllables), are
  * new in every story, and recur >= 3 times. With a 2048-token BPE trained

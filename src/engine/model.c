@@ -1,5 +1,5 @@
 /* model.c -- parameters, initialisation, forward and backward with head
- * gates for the attention-only transformer of DESIGN §2.
+ * gates for the attention-only transformer of docs/design.md §2.
  *
  * The per-layer Q, K, V weights are stored as TransformerLens has them,
  * (H, C, D) each. For speed the forward pass copies them into one fused

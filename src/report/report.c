@@ -585,7 +585,7 @@ static int sec_kinds(rep *R, const rmodel *M, al_err *e) {
 }
 
 /* Agreement of the weight-based and an ablation-based copying score:
- * copying_ablation (DESIGN), or copying_ablation_excess, which does not
+ * copying_ablation (docs/design.md §5), or copying_ablation_excess, which does not
  * count a head's general usefulness (any head that lowers the loss
  * everywhere also lowers it at copy positions) as copying. */
 static const char *const ABL_COL[2] = {"copying_ablation", "copying_ablation_excess"};
