@@ -4,7 +4,7 @@
  * run. */
 #include "fuzz.h"
 
-#include "attnlab/config.h"
+#include "attnlab/args.h"
 #include "attnlab/experiment.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
