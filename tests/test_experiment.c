@@ -1,5 +1,5 @@
 /* test_experiment.c -- the JSON experiment loader refuses bad files with
- * the key path, turns good ones into the right command lines, and a tiny
+ * the key path, turns good ones into the right options, and a tiny
  * experiment runs end to end (and is reused when run again). */
 #define _DEFAULT_SOURCE /* wait4 (tests/proc.h) */
 #define _POSIX_C_SOURCE 200809L
@@ -103,13 +103,7 @@ TEST(exp_rejects_bad_files) {
     CHECK(t_sh("%s experiment 2>/dev/null", t_bin()) == 2);
 }
 
-static int has_pair(const al_exp_args *a, const char *flag, const char *value) {
-    for (int i = 0; i + 1 < a->n; i++)
-        if (strcmp(a->v[i], flag) == 0 && strcmp(a->v[i + 1], value) == 0) return 1;
-    return 0;
-}
-
-/* An analysis's options (compact JSON) hold "key":value. */
+/* A stage's options (compact JSON) hold "key":value. */
 static int has_opt(const char *opts, const char *key_value) {
     return opts && strstr(opts, key_value) != NULL;
 }
@@ -133,14 +127,14 @@ TEST(exp_load_values) {
     CHECK_OK(al_exp_load(p, &x, &e), &e);
     if (!x) return;
     CHECK(strcmp(x->name, "ok") == 0 && strcmp(x->out, "notebooks-out/ok") == 0 && x->threads == 2);
-    CHECK(x->synthetic && has_pair(&x->synth, "--stories", "50") && has_pair(&x->synth, "--repeat-fraction", "0.1"));
-    CHECK(has_pair(&x->encode, "--val", "0.1") && has_pair(&x->tok, "--vocab", "300"));
+    CHECK(x->synthetic && has_opt(x->synth, "\"stories\":50") && has_opt(x->synth, "\"repeat_fraction\":0.1"));
+    CHECK(has_opt(x->encode, "\"val\":0.1") && has_opt(x->tok, "\"vocab\":300"));
     CHECK(x->n_models == 2);
-    /* defaults from "train", then the model's own keys (which win: later on the line) */
+    /* defaults from "train", then the model's own keys (which win) */
     CHECK(x->models[0].steps == 40 && x->models[0].n_layers == 1 && !x->models[0].tied);
     CHECK(x->models[1].steps == 5 && x->models[1].n_layers == 2 && x->models[1].tied);
-    CHECK(has_pair(&x->models[1].train, "--lr", "0.01") && has_pair(&x->models[1].train, "--d-model", "32"));
-    CHECK(has_pair(&x->models[1].train, "--seed", "18446744073709551615"));
+    CHECK(has_opt(x->models[1].train, "\"lr\":0.01") && has_opt(x->models[1].train, "\"d_model\":32"));
+    CHECK(has_opt(x->models[1].train, "\"seed\":\"18446744073709551615\""));
     /* circuits + 2 ablate + 3 prune methods (all three by default); scores off */
     CHECK(x->n_analyses == 6);
     CHECK(strcmp(x->an[0].kind, "circuits") == 0 && x->an[0].models == 3);
@@ -151,6 +145,15 @@ TEST(exp_load_values) {
     CHECK(has_opt(x->an[4].opts, "\"method\":\"gradient\"") && has_opt(x->an[5].opts, "\"method\":\"random\""));
     CHECK(x->pictures && strcmp(x->pic_kinds, "attention,training") == 0 && strcmp(x->prompt, "Hi \"you\"") == 0);
     CHECK(x->report && strcmp(x->title, "T") == 0);
+    al_exp_free(x);
+    /* a model's key replaces the default's, however it is spelled, and
+     * false turns off a flag "train" turned on */
+    p = write_json("ok2.json", "{\"name\": \"ok2\", " BASE_DATA ", \"train\": {\"n_layers\": 3, \"tied\": true},\n"
+                               " \"models\": [{\"name\": \"a\", \"n-layers\": 1, \"tied\": false}, {\"name\": \"b\"}]}");
+    CHECK_OK(al_exp_load(p, &x, &e), &e);
+    if (!x) return;
+    CHECK(x->models[0].n_layers == 1 && !x->models[0].tied && x->models[1].n_layers == 3 && x->models[1].tied);
+    CHECK(has_opt(x->models[0].train, "\"n_layers\":1") && !has_opt(x->models[0].train, "n-layers"));
     al_exp_free(x);
 }
 
@@ -265,7 +268,7 @@ TEST(exp_shipped_files_load) {
         if (!x) continue;
         CHECK(strcmp(x->name, names[i]) == 0 && x->n_models >= 1 && x->synthetic);
         for (int m = 0; m < x->n_models; m++)
-            CHECK(has_pair(&x->models[m].train, "--d-model", "256") && has_pair(&x->models[m].train, "--lr", "0.01"));
+            CHECK(has_opt(x->models[m].train, "\"d_model\":256") && has_opt(x->models[m].train, "\"lr\":0.01"));
         al_exp_free(x);
     }
     /* the tied-vs-untied study differs in nothing but tying */

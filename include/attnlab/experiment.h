@@ -25,8 +25,10 @@
  *
  * Everything goes under the output folder: data/ (corpus, tokenizer,
  * token files), models/<name>/, results.db, the pictures, index.html and
- * report.ipynb. Each stage runs the command of the same name in-process
- * (an analysis as a function: options from the JSON, no command line) and
+ * report.ipynb. Each stage calls the function its command calls
+ * (cmd_data.h, cmd_tokenizer.h, cmd_encode.h, cmd_train.h, behave.h) on
+ * a fresh argument struct: its options from the JSON, the paths from the
+ * experiment; no command line, no state shared between stages. Each
  * leaves a stamp (.stages/) holding a hash of everything it depended
  * on; a re-run skips a stage whose stamp matches and whose outputs are
  * complete (a model at the requested step with its training run in the
@@ -39,15 +41,10 @@
 #define AL_EXP_MAX_MODELS 16
 #define AL_EXP_MAX_ANALYSES 32
 
-/* Command-line words for one command (owned strings). */
-typedef struct al_exp_args {
-    int n, cap;
-    char **v;
-} al_exp_args;
-
 typedef struct al_exp_model {
     char name[64];
-    al_exp_args train;       /* `train` options, without data, out, db */
+    char *train;             /* `train` options as a JSON object: "train",
+                              * then the model's keys (which win) */
     int steps, n_layers, tied; /* as they will be trained (defaults filled in) */
 } al_exp_model;
 
@@ -66,11 +63,14 @@ typedef struct al_experiment {
     char out[AL_PATH_MAX];
     int threads;
     int synthetic;           /* 1: data synth; 0: text */
-    al_exp_args synth;       /* `data synth` options, without out */
+    /* Options of the commands as JSON objects ("{}": none), checked by
+     * loading, keys spelled as the flags with '_' for '-'; without the
+     * paths the experiment sets. */
+    char *synth;             /* `data synth` (NULL unless synthetic) */
     char *text;              /* text corpus path (synthetic == 0) */
-    al_exp_args encode;      /* `encode` options: val, docs */
+    char *encode;            /* `encode`: val, docs */
     char *tok_file;          /* a ready tokenizer, or NULL to train one */
-    al_exp_args tok;         /* `tokenizer train` options: vocab */
+    char *tok;               /* `tokenizer train`: vocab */
     int n_models;
     al_exp_model models[AL_EXP_MAX_MODELS];
     int n_analyses;

@@ -4,29 +4,39 @@
 
 #include "attnlab/args.h"
 #include "attnlab/brown.h"
+#include "attnlab/cmd_data.h"
 #include "attnlab/synth.h"
 #include "attnlab/util.h"
 
 /* ---- data synth ---- */
-static const char *synth_out = NULL;
-static int synth_stories = 1000;
-static uint64_t synth_seed = 1;
-static double synth_repeat = 0.1;
-static int synth_min = 6, synth_max = 14;
-static const char *synth_names_out = NULL;
 
-static al_flag synth_flags[] = {
-    {"out", AL_STR, &synth_out, "FILE", "text file to write (documents separated by a blank line)", 1, 0},
-    {"stories", AL_INT, &synth_stories, "N", "number of documents (stories plus repeated-span documents)", 0, 0},
-    {"seed", AL_U64, &synth_seed, "S", "random seed; the output is a pure function of the options", 0, 0},
-    {"repeat-fraction", AL_FLOAT, &synth_repeat, "F",
-     "share of documents that are a random span of 20-60 pieces repeated 2-3 times", 0, 0},
-    {"min-sentences", AL_INT, &synth_min, "N", "fewest body sentences per story", 0, 0},
-    {"max-sentences", AL_INT, &synth_max, "N", "most body sentences per story", 0, 0},
-    {"names-out", AL_STR, &synth_names_out, "FILE",
-     "also write each story's names, one line per document: index TAB name TAB name...", 0, 0},
-    AL_FLAGS_END,
-};
+al_synth_cli al_synth_cli_defaults(void) {
+    al_synth_cli o = {.stories = 1000, .seed = 1, .repeat_fraction = 0.1, .min_sentences = 6,
+                      .max_sentences = 14};
+    return o;
+}
+
+void al_synth_cli_flags(al_synth_cli *o, al_flag f[AL_SYNTH_CLI_NFLAGS]) {
+    const al_flag t[] = {
+        {"out", AL_STR, &o->out, "FILE", "text file to write (documents separated by a blank line)", 1, 0},
+        {"stories", AL_INT, &o->stories, "N", "number of documents (stories plus repeated-span documents)", 0, 0},
+        {"seed", AL_U64, &o->seed, "S", "random seed; the output is a pure function of the options", 0, 0},
+        {"repeat-fraction", AL_FLOAT, &o->repeat_fraction, "F",
+         "share of documents that are a random span of 20-60 pieces repeated 2-3 times", 0, 0},
+        {"min-sentences", AL_INT, &o->min_sentences, "N", "fewest body sentences per story", 0, 0},
+        {"max-sentences", AL_INT, &o->max_sentences, "N", "most body sentences per story", 0, 0},
+        {"names-out", AL_STR, &o->names_out, "FILE",
+         "also write each story's names, one line per document: index TAB name TAB name...", 0, 0},
+        AL_FLAGS_END,
+    };
+    _Static_assert(sizeof t / sizeof t[0] <= AL_SYNTH_CLI_NFLAGS, "AL_SYNTH_CLI_NFLAGS too small");
+    memcpy(f, t, sizeof t);
+}
+
+/* What `attnlab help data synth` and the experiment's key checks read
+ * before run() is called (init_synth_flags below). */
+static al_synth_cli synth_help;
+static al_flag synth_flags[AL_SYNTH_CLI_NFLAGS];
 
 static int run_synth(int argc, char **argv);
 al_command al_cmd_data_synth = {
@@ -70,26 +80,43 @@ static int write_names(const char *path, const al_synth_opts *o, al_err *e) {
     return al_atomic_commit(&af, ok, e);
 }
 
-static int run_synth(int argc, char **argv) {
-    al_err e;
-    if (al_flags_parse(synth_flags, argc, argv, NULL, 0, NULL, &e))
-        return al_cli_usage(&al_cmd_data_synth, &e);
+int al_synth_cli_run(const al_synth_cli *c, al_err *e) {
+    if (!c->out) {
+        al_errf(e, "--out is required");
+        return 2;
+    }
     al_synth_opts o;
     al_synth_defaults(&o);
-    o.seed = synth_seed;
-    o.n_docs = synth_stories;
-    o.repeat_fraction = synth_repeat;
-    o.min_sentences = synth_min;
-    o.max_sentences = synth_max;
-    if (al_synth_check(&o, &e)) return al_cli_usage(&al_cmd_data_synth, &e);
+    o.seed = c->seed;
+    o.n_docs = c->stories;
+    o.repeat_fraction = c->repeat_fraction;
+    o.min_sentences = c->min_sentences;
+    o.max_sentences = c->max_sentences;
+    if (al_synth_check(&o, e)) return 2;
     double t0 = al_now();
     size_t bytes = 0;
-    if (al_synth_write(synth_out, &o, 1, &bytes, &e)) return al_cli_error(&e);
+    if (al_synth_write(c->out, &o, 1, &bytes, e)) return 1;
     double dt = al_now() - t0;
-    al_log("wrote %s: %d documents, %.2f MB in %.2f s", synth_out, synth_stories,
+    al_log("wrote %s: %d documents, %.2f MB in %.2f s", c->out, c->stories,
            (double)bytes / 1e6, dt);
-    if (synth_names_out && write_names(synth_names_out, &o, &e) != 0) return al_cli_error(&e);
+    if (c->names_out && write_names(c->names_out, &o, e) != 0) return 1;
     return 0;
+}
+
+static int run_synth(int argc, char **argv) {
+    al_err e;
+    al_synth_cli o = al_synth_cli_defaults();
+    al_flag f[AL_SYNTH_CLI_NFLAGS];
+    al_synth_cli_flags(&o, f);
+    if (al_flags_parse(f, argc, argv, NULL, 0, NULL, &e))
+        return al_cli_usage(&al_cmd_data_synth, &e);
+    int rc = al_synth_cli_run(&o, &e);
+    return rc == 2 ? al_cli_usage(&al_cmd_data_synth, &e) : rc ? al_cli_error(&e) : 0;
+}
+
+__attribute__((constructor)) static void init_synth_flags(void) {
+    synth_help = al_synth_cli_defaults();
+    al_synth_cli_flags(&synth_help, synth_flags);
 }
 
 /* ---- data brown ---- */

@@ -7,24 +7,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attnlab/args.h"
+#include "attnlab/cmd_encode.h"
 #include "attnlab/data.h"
 #include "attnlab/tokenizer.h"
 
-static const char *opt_tok = NULL, *opt_in = NULL, *opt_out = NULL, *opt_docs = "blank";
-static double opt_val = 0.05;
+al_encode_cli al_encode_cli_defaults(void) {
+    al_encode_cli o = {.val = 0.05, .docs = "blank"};
+    return o;
+}
 
-static al_flag flags[] = {
-    {"tokenizer", AL_STR, &opt_tok, "FILE", "tokenizer.json from `attnlab tokenizer train`", 1, 0},
-    {"in", AL_STR, &opt_in, "FILE", "text to encode", 1, 0},
-    {"out", AL_STR, &opt_out, "PATH",
-     "data/x.bin writes data/x.train.bin and data/x.val.bin", 1, 0},
-    {"val", AL_FLOAT, &opt_val, "F", "share of documents (the last ones) for validation; 0: none",
-     0, 0},
-    {"docs", AL_STR, &opt_docs, "MODE",
-     "document separation: blank (blank lines), line (one per line), eot (literal "
-     "<|endoftext|>)", 0, 0},
-    AL_FLAGS_END};
+void al_encode_cli_flags(al_encode_cli *o, al_flag f[AL_ENCODE_CLI_NFLAGS]) {
+    const al_flag t[] = {
+        {"tokenizer", AL_STR, &o->tokenizer, "FILE", "tokenizer.json from `attnlab tokenizer train`", 1, 0},
+        {"in", AL_STR, &o->in, "FILE", "text to encode", 1, 0},
+        {"out", AL_STR, &o->out, "PATH",
+         "data/x.bin writes data/x.train.bin and data/x.val.bin", 1, 0},
+        {"val", AL_FLOAT, &o->val, "F", "share of documents (the last ones) for validation; 0: none",
+         0, 0},
+        {"docs", AL_STR, &o->docs, "MODE",
+         "document separation: blank (blank lines), line (one per line), eot (literal "
+         "<|endoftext|>)", 0, 0},
+        AL_FLAGS_END};
+    _Static_assert(sizeof t / sizeof t[0] <= AL_ENCODE_CLI_NFLAGS, "AL_ENCODE_CLI_NFLAGS too small");
+    memcpy(f, t, sizeof t);
+}
+
+/* What `attnlab help encode` and the experiment's key checks read before
+ * run() is called (init_flags below). */
+static al_encode_cli help_opts;
+static al_flag flags[AL_ENCODE_CLI_NFLAGS];
 
 static int run(int argc, char **argv);
 
@@ -156,16 +167,16 @@ static int out_names(const char *out, char *train, char *val, size_t cap, al_err
     return 0;
 }
 
-static int encode_file(const al_tokenizer *t, const unsigned char *s, size_t n_bytes,
-                       const doc_list *docs, al_err *e) {
+static int encode_file(const al_encode_cli *o, const al_tokenizer *t, const unsigned char *s,
+                       size_t n_bytes, const doc_list *docs, al_err *e) {
     char train_path[AL_PATH_MAX], val_path[AL_PATH_MAX];
-    if (out_names(opt_out, train_path, val_path, sizeof train_path, e)) return -1;
+    if (out_names(o->out, train_path, val_path, sizeof train_path, e)) return -1;
     size_t nd = docs->n, n_val = 0;
-    if (opt_val > 0) {
+    if (o->val > 0) {
         if (nd < 2)
             return al_errf(e, "%s has %zu document%s: a train/validation split needs at least 2 "
-                           "(see --docs, or use --val 0)", opt_in, nd, PLURAL(nd));
-        n_val = (size_t)llround(opt_val * (double)nd);
+                           "(see --docs, or use --val 0)", o->in, nd, PLURAL(nd));
+        n_val = (size_t)llround(o->val * (double)nd);
         if (n_val < 1) n_val = 1;
         if (n_val > nd - 1) n_val = nd - 1;
     }
@@ -188,7 +199,7 @@ static int encode_file(const al_tokenizer *t, const unsigned char *s, size_t n_b
     free(va);
     if (rc != 0) return -1;
     printf("encode: %s: %zu document%s, %.2f MB (of %.2f MB in the file) in %.2f s = %.1f MB/s\n",
-           opt_in, nd, PLURAL(nd), total / 1e6, n_bytes / 1e6, dt,
+           o->in, nd, PLURAL(nd), total / 1e6, n_bytes / 1e6, dt,
            total / 1e6 / (dt > 0 ? dt : 1e-9));
     printf("  train: %zu tokens (%zu document%s) -> %s\n", ntr, n_train, PLURAL(n_train),
            train_path);
@@ -198,40 +209,58 @@ static int encode_file(const al_tokenizer *t, const unsigned char *s, size_t n_b
     return 0;
 }
 
-static int run(int argc, char **argv) {
-    al_err e;
-    if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e) != 0)
-        return al_cli_usage(&al_cmd_encode, &e);
-    int mode = strcmp(opt_docs, "blank") == 0 ? 0 : strcmp(opt_docs, "line") == 0 ? 1
-               : strcmp(opt_docs, "eot") == 0 ? 2 : -1;
-    if (mode < 0) {
-        al_errf(&e, "--docs '%s': must be blank, line or eot", opt_docs);
-        return al_cli_usage(&al_cmd_encode, &e);
+int al_encode_cli_run(const al_encode_cli *o, al_err *e) {
+    if (!o->tokenizer || !o->in || !o->out) {
+        al_errf(e, "--%s is required", !o->tokenizer ? "tokenizer" : !o->in ? "in" : "out");
+        return 2;
     }
-    if (!(opt_val >= 0 && opt_val < 1)) {
-        al_errf(&e, "--val %g: must be in [0, 1)", opt_val);
-        return al_cli_usage(&al_cmd_encode, &e);
+    const char *dm = o->docs ? o->docs : "";
+    int mode = strcmp(dm, "blank") == 0 ? 0 : strcmp(dm, "line") == 0 ? 1
+               : strcmp(dm, "eot") == 0 ? 2 : -1;
+    if (mode < 0) {
+        al_errf(e, "--docs '%s': must be blank, line or eot", dm);
+        return 2;
+    }
+    if (!(o->val >= 0 && o->val < 1)) {
+        al_errf(e, "--val %g: must be in [0, 1)", o->val);
+        return 2;
     }
     al_tokenizer *t;
-    if (al_tok_load(opt_tok, &t, &e) != 0) return al_cli_error(&e);
+    if (al_tok_load(o->tokenizer, &t, e) != 0) return 1;
     if (al_tok_vocab_size(t) > 65536) {
-        al_errf(&e, "tokenizer %s has %d tokens; token files hold uint16 ids, so at most 65536",
-                opt_tok, al_tok_vocab_size(t));
+        al_errf(e, "tokenizer %s has %d tokens; token files hold uint16 ids, so at most 65536",
+                o->tokenizer, al_tok_vocab_size(t));
         al_tok_free(t);
-        return al_cli_error(&e);
+        return 1;
     }
     unsigned char *s;
     size_t n;
-    if (al_read_file(opt_in, &s, &n, 0, &e) != 0) {
+    if (al_read_file(o->in, &s, &n, 0, e) != 0) {
         al_tok_free(t);
-        return al_cli_error(&e);
+        return 1;
     }
     doc_list docs = {0};
-    int rc = mode == 2 ? split_eot(s, n, &docs, &e) : split_lines(s, n, mode == 1, &docs, &e);
-    if (rc == 0 && docs.n == 0) rc = al_errf(&e, "%s holds no documents (only blank text)", opt_in);
-    if (rc == 0) rc = encode_file(t, s, n, &docs, &e);
+    int rc = mode == 2 ? split_eot(s, n, &docs, e) : split_lines(s, n, mode == 1, &docs, e);
+    if (rc == 0 && docs.n == 0) rc = al_errf(e, "%s holds no documents (only blank text)", o->in);
+    if (rc == 0) rc = encode_file(o, t, s, n, &docs, e);
     free(docs.d);
     free(s);
     al_tok_free(t);
-    return rc == 0 ? 0 : al_cli_error(&e);
+    return rc == 0 ? 0 : 1;
+}
+
+static int run(int argc, char **argv) {
+    al_err e;
+    al_encode_cli o = al_encode_cli_defaults();
+    al_flag f[AL_ENCODE_CLI_NFLAGS];
+    al_encode_cli_flags(&o, f);
+    if (al_flags_parse(f, argc, argv, NULL, 0, NULL, &e) != 0)
+        return al_cli_usage(&al_cmd_encode, &e);
+    int rc = al_encode_cli_run(&o, &e);
+    return rc == 2 ? al_cli_usage(&al_cmd_encode, &e) : rc ? al_cli_error(&e) : 0;
+}
+
+__attribute__((constructor)) static void init_flags(void) {
+    help_opts = al_encode_cli_defaults();
+    al_encode_cli_flags(&help_opts, flags);
 }

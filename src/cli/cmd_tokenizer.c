@@ -2,19 +2,31 @@
  * text file and write tokenizer.json. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "attnlab/args.h"
+#include "attnlab/cmd_tokenizer.h"
 #include "attnlab/tokenizer.h"
 
-static const char *opt_in = NULL, *opt_out = NULL;
-static int opt_vocab = 4096;
+al_tok_cli al_tok_cli_defaults(void) {
+    al_tok_cli o = {.vocab = 4096};
+    return o;
+}
 
-static al_flag flags[] = {
-    {"in", AL_STR, &opt_in, "FILE", "training text (any bytes; UTF-8 words stay whole)", 1, 0},
-    {"vocab", AL_INT, &opt_vocab, "N",
-     "vocabulary size: 256 bytes + merges + <|endoftext|> (257..65536 for token files)", 0, 0},
-    {"out", AL_STR, &opt_out, "FILE", "where to write the tokenizer (JSON)", 1, 0},
-    AL_FLAGS_END};
+void al_tok_cli_flags(al_tok_cli *o, al_flag f[AL_TOK_CLI_NFLAGS]) {
+    const al_flag t[] = {
+        {"in", AL_STR, &o->in, "FILE", "training text (any bytes; UTF-8 words stay whole)", 1, 0},
+        {"vocab", AL_INT, &o->vocab, "N",
+         "vocabulary size: 256 bytes + merges + <|endoftext|> (257..65536 for token files)", 0, 0},
+        {"out", AL_STR, &o->out, "FILE", "where to write the tokenizer (JSON)", 1, 0},
+        AL_FLAGS_END};
+    _Static_assert(sizeof t / sizeof t[0] <= AL_TOK_CLI_NFLAGS, "AL_TOK_CLI_NFLAGS too small");
+    memcpy(f, t, sizeof t);
+}
+
+/* What `attnlab help tokenizer train` and the experiment's key checks
+ * read before run() is called (init_flags below). */
+static al_tok_cli help_opts;
+static al_flag flags[AL_TOK_CLI_NFLAGS];
 
 static int run(int argc, char **argv);
 
@@ -32,43 +44,60 @@ al_command al_cmd_tokenizer_train = {
     run,
 };
 
-static int run(int argc, char **argv) {
-    al_err e;
-    if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e) != 0)
-        return al_cli_usage(&al_cmd_tokenizer_train, &e);
-    if (opt_vocab < 257 || opt_vocab > (1 << 24)) {
-        al_errf(&e, "--vocab %d: must be at least 257 (256 bytes + <|endoftext|>)", opt_vocab);
-        return al_cli_usage(&al_cmd_tokenizer_train, &e);
+int al_tok_cli_run(const al_tok_cli *o, al_err *e) {
+    if (!o->in || !o->out) {
+        al_errf(e, "--%s is required", o->in ? "out" : "in");
+        return 2;
+    }
+    if (o->vocab < 257 || o->vocab > (1 << 24)) {
+        al_errf(e, "--vocab %d: must be at least 257 (256 bytes + <|endoftext|>)", o->vocab);
+        return 2;
     }
     unsigned char *text;
     size_t n;
-    if (al_read_file(opt_in, &text, &n, 0, &e) != 0) return al_cli_error(&e);
+    if (al_read_file(o->in, &text, &n, 0, e) != 0) return 1;
     if (n == 0) {
         free(text);
-        al_errf(&e, "cannot train a tokenizer on %s: the file is empty", opt_in);
-        return al_cli_error(&e);
+        al_errf(e, "cannot train a tokenizer on %s: the file is empty", o->in);
+        return 1;
     }
     al_tokenizer *t;
     double t0 = al_now();
-    int rc = al_tok_train(text, n, opt_vocab, 1, &t, &e);
+    int rc = al_tok_train(text, n, o->vocab, 1, &t, e);
     double dt = al_now() - t0;
     free(text);
     if (rc != 0) {
-        al_err_prefix(&e, "cannot train a tokenizer on %s", opt_in);
-        return al_cli_error(&e);
+        al_err_prefix(e, "cannot train a tokenizer on %s", o->in);
+        return 1;
     }
-    if (al_tok_save(t, opt_out, &e) != 0) {
+    if (al_tok_save(t, o->out, e) != 0) {
         al_tok_free(t);
-        return al_cli_error(&e);
+        return 1;
     }
     int nv = al_tok_vocab_size(t);
-    if (nv < opt_vocab)
+    if (nv < o->vocab)
         al_log("note: %s only has pairs for %d merges, so the vocabulary is %d, not %d",
-               opt_in, nv - 257, nv, opt_vocab);
+               o->in, nv - 257, nv, o->vocab);
     printf("tokenizer: %d merges learned from %.2f MB in %.2f s (%.2f MB/s); vocab %d, "
            "<|endoftext|> = %d -> %s\n",
            nv - 257, (double)n / 1e6, dt, (double)n / 1e6 / (dt > 0 ? dt : 1e-9), nv,
-           al_tok_eot(t), opt_out);
+           al_tok_eot(t), o->out);
     al_tok_free(t);
     return 0;
+}
+
+static int run(int argc, char **argv) {
+    al_err e;
+    al_tok_cli o = al_tok_cli_defaults();
+    al_flag f[AL_TOK_CLI_NFLAGS];
+    al_tok_cli_flags(&o, f);
+    if (al_flags_parse(f, argc, argv, NULL, 0, NULL, &e) != 0)
+        return al_cli_usage(&al_cmd_tokenizer_train, &e);
+    int rc = al_tok_cli_run(&o, &e);
+    return rc == 2 ? al_cli_usage(&al_cmd_tokenizer_train, &e) : rc ? al_cli_error(&e) : 0;
+}
+
+__attribute__((constructor)) static void init_flags(void) {
+    help_opts = al_tok_cli_defaults();
+    al_tok_cli_flags(&help_opts, flags);
 }

@@ -2,15 +2,12 @@
  *
  * Loading checks every key against the flag table of the command it
  * configures, so the experiment file accepts exactly what the commands
- * accept and error messages can name the key path. The data, tokenizer,
- * encode and train stages become command lines and call each command's
- * run() in this process. Those commands keep their options in static
- * variables that parsing only ever sets, so before every call the
- * variables are put back to the values they had before the first call
- * (their defaults): a stage never inherits a flag from the one before.
- * An analysis stage keeps its options as JSON and applies them to a fresh
- * argument struct of the analysis (behave.h), then calls the same
- * function `attnlab X` calls: no command line, no shared state. */
+ * accept and error messages can name the key path; a stage keeps the
+ * keys it accepted as a JSON object. Running a stage applies that JSON
+ * to a fresh argument struct of its command (cmd_data.h, cmd_tokenizer.h,
+ * cmd_encode.h, cmd_train.h, behave.h), sets the paths the experiment
+ * owns on the struct, and calls the same function `attnlab X` calls: no
+ * command line, no state shared between stages or with the commands. */
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/experiment.h"
 
@@ -25,64 +22,17 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/cmd_data.h"
+#include "attnlab/cmd_encode.h"
+#include "attnlab/cmd_tokenizer.h"
 #include "attnlab/cmd_train.h"
 #include "attnlab/config.h"
+#include "attnlab/json.h"
 #include "attnlab/pictures.h"
 #include "attnlab/report.h"
 #include "attnlab/store.h"
 
 extern al_command al_cmd_data_synth, al_cmd_tokenizer_train, al_cmd_encode, al_cmd_train;
-
-/* ------------------------------------------------------- word lists */
-
-static int args_add(al_exp_args *a, const char *s) {
-    if (a->n + 1 >= a->cap) {
-        int cap = a->cap ? 2 * a->cap : 16;
-        char **v = realloc(a->v, sizeof(char *) * (size_t)cap);
-        if (!v) return -1;
-        a->v = v;
-        a->cap = cap;
-    }
-    if (!(a->v[a->n] = strdup(s))) return -1;
-    a->v[++a->n] = NULL;
-    return 0;
-}
-
-static int args_addf(al_exp_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int args_addf(al_exp_args *a, const char *fmt, ...) {
-    char buf[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return n < 0 || (size_t)n >= sizeof buf ? -1 : args_add(a, buf);
-}
-
-static int args_cat(al_exp_args *a, const al_exp_args *b) {
-    for (int i = 0; i < b->n; i++)
-        if (args_add(a, b->v[i])) return -1;
-    return 0;
-}
-
-static void args_free(al_exp_args *a) {
-    for (int i = 0; i < a->n; i++) free(a->v[i]);
-    free(a->v);
-    memset(a, 0, sizeof *a);
-}
-
-/* Value after the last "--flag" in a (NULL if absent or a bare flag). */
-static const char *args_last(const al_exp_args *a, const char *flag) {
-    const char *v = NULL;
-    for (int i = 0; i + 1 < a->n; i++)
-        if (strcmp(a->v[i], flag) == 0) v = a->v[i + 1];
-    return v;
-}
-
-static int args_has(const al_exp_args *a, const char *flag) {
-    for (int i = 0; i < a->n; i++)
-        if (strcmp(a->v[i], flag) == 0) return 1;
-    return 0;
-}
 
 /* ------------------------------------------------------------ loading */
 
@@ -151,42 +101,44 @@ static const char *shortest(double d, char buf[40]) {
     return buf;
 }
 
-static int flag_value(jx *j, const char *path, const al_flag *f, const cJSON *v, al_exp_args *out) {
+/* The checks a value of flag f must pass (those of the command line,
+ * so a file that loads also applies to the flag table at run time). */
+static int check_value(jx *j, const char *path, const al_flag *f, const cJSON *v) {
     double d = v->valuedouble;
-    char buf[40];
+    uint64_t u;
     switch (f->type) {
     case AL_BOOL:
-        if (!cJSON_IsBool(v)) return bad(j, path, "must be true or false");
-        return cJSON_IsTrue(v) && args_addf(out, "--%s", f->name) ? bad(j, path, "out of memory") : 0;
+        return cJSON_IsBool(v) ? 0 : bad(j, path, "must be true or false");
     case AL_INT:
         if (!cJSON_IsNumber(v) || d != floor(d) || d < INT_MIN || d > INT_MAX)
             return bad(j, path, "must be an integer");
-        return args_addf(out, "--%s", f->name) || args_addf(out, "%.0f", d) ? bad(j, path, "out of memory") : 0;
+        return 0;
     case AL_U64:
         if (cJSON_IsString(v)) {
             const char *s = v->valuestring;
-            if (!*s || strlen(s) > 20 || strspn(s, "0123456789") != strlen(s))
+            if (!*s || strlen(s) > 20 || strspn(s, "0123456789") != strlen(s) || al_json_u64(v, &u))
                 return bad(j, path, "must be a non-negative integer");
-            return args_addf(out, "--%s", f->name) || args_add(out, s) ? bad(j, path, "out of memory") : 0;
+            return 0;
         }
         if (!cJSON_IsNumber(v) || d != floor(d) || d < 0 || d > 9007199254740992.0)
             return bad(j, path, "must be a non-negative integer");
-        return args_addf(out, "--%s", f->name) || args_addf(out, "%.0f", d) ? bad(j, path, "out of memory") : 0;
+        return 0;
     case AL_FLOAT:
-        if (!cJSON_IsNumber(v) || !isfinite(d)) return bad(j, path, "must be a number");
-        return args_addf(out, "--%s", f->name) || args_add(out, shortest(d, buf)) ? bad(j, path, "out of memory") : 0;
+        return cJSON_IsNumber(v) && isfinite(d) ? 0 : bad(j, path, "must be a number");
     case AL_STR:
-        if (!cJSON_IsString(v)) return bad(j, path, "must be a string");
-        return args_addf(out, "--%s", f->name) || args_add(out, v->valuestring) ? bad(j, path, "out of memory") : 0;
+        return cJSON_IsString(v) ? 0 : bad(j, path, "must be a string");
     }
     return bad(j, path, "unsupported option type");
 }
 
-/* The keys of obj as options of command c. Keys in `own` are the
- * caller's and skipped here; keys in `deny` are flags the experiment
- * sets itself. */
-static int obj_to_args(jx *j, const cJSON *obj, const char *path, const al_command *c,
-                       const char *const *own, const char *const *deny, al_exp_args *out) {
+/* The keys of obj checked as options of command c. Keys in `own` are
+ * the caller's and skipped here; keys in `deny` are flags the experiment
+ * sets itself. If out is not NULL each option goes into it under the
+ * flag's name ('_' for '-'), replacing one already there: a key written
+ * both ways, or given by "train" and then by a model, ends up once, with
+ * the value given last. */
+static int obj_to_opts(jx *j, const cJSON *obj, const char *path, const al_command *c,
+                       const char *const *own, const char *const *deny, cJSON *out) {
     char kp[320];
     if (!cJSON_IsObject(obj)) return bad(j, path, "must be an object");
     const char *d = dup_key(obj);
@@ -200,9 +152,42 @@ static int obj_to_args(jx *j, const cJSON *obj, const char *path, const al_comma
         const al_flag *f = find_flag(c, k->string);
         if (f && in_list(f->name, deny)) return bad(j, kp, "is set by the experiment itself");
         if (!f) return bad(j, kp, "unknown key (see 'attnlab help %s')", c->name);
-        if (flag_value(j, kp, f, k, out)) return -1;
+        if (check_value(j, kp, f, k)) return -1;
+        if (!out) continue;
+        char name[64];
+        snprintf(name, sizeof name, "%s", f->name);
+        for (char *p = name; *p; p++)
+            if (*p == '-') *p = '_';
+        cJSON *v = cJSON_Duplicate(k, 1);
+        int ok = v && (cJSON_GetObjectItemCaseSensitive(out, name)
+                           ? cJSON_ReplaceItemInObjectCaseSensitive(out, name, v)
+                           : cJSON_AddItemToObject(out, name, v));
+        if (!ok) {
+            cJSON_Delete(v);
+            return bad(j, kp, "out of memory");
+        }
     }
     return 0;
+}
+
+/* *dst = o as compact JSON (o is deleted). */
+static int keep_json(jx *j, const char *path, cJSON *o, char **dst) {
+    *dst = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return *dst ? 0 : bad(j, path, "out of memory");
+}
+
+/* The options of obj for command c as compact JSON in *dst ("{}" if obj
+ * is NULL), checked as obj_to_opts does. */
+static int opts_json(jx *j, const cJSON *obj, const char *path, const al_command *c,
+                     const char *const *own, const char *const *deny, char **dst) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return bad(j, path, "out of memory");
+    if (obj && obj_to_opts(j, obj, path, c, own, deny, o)) {
+        cJSON_Delete(o);
+        return -1;
+    }
+    return keep_json(j, path, o, dst);
 }
 
 /* obj must have only keys from `known`. */
@@ -260,42 +245,56 @@ static int load_data(jx *j, const cJSON *d) {
     static const char *const own[] = {"synthetic", "text", NULL};
     static const char *const deny[] = {"tokenizer", "in", "out", NULL};
     if (!d) return bad(j, "data", "missing (give {\"synthetic\": {...}} or {\"text\": FILE})");
-    if (obj_to_args(j, d, "data", &al_cmd_encode, own, deny, &x->encode)) return -1;
+    cJSON *enc = cJSON_CreateObject();
+    if (!enc) return bad(j, "data", "out of memory");
+    if (obj_to_opts(j, d, "data", &al_cmd_encode, own, deny, enc)) {
+        cJSON_Delete(enc);
+        return -1;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(enc, "val");
+    int val_ok = !v || v->valuedouble > 0;
+    if (keep_json(j, "data", enc, &x->encode)) return -1;
     const cJSON *syn = cJSON_GetObjectItemCaseSensitive(d, "synthetic");
     const cJSON *txt = cJSON_GetObjectItemCaseSensitive(d, "text");
     if (!syn == !txt) return bad(j, "data", "give exactly one of \"synthetic\" and \"text\"");
-    const char *v = args_last(&x->encode, "--val");
-    if (v && !(atof(v) > 0)) return bad(j, "data.val", "must be > 0: the analyses need validation tokens");
+    if (!val_ok) return bad(j, "data.val", "must be > 0: the analyses need validation tokens");
     if (txt) {
         if (get_str(j, d, "data", "text", &x->text)) return -1;
         return need_file(j, "data.text", x->text);
     }
     x->synthetic = 1;
     static const char *const sdeny[] = {"out", "names-out", NULL};
-    if (cJSON_IsTrue(syn)) return 0;
-    return obj_to_args(j, syn, "data.synthetic", &al_cmd_data_synth, NULL, sdeny, &x->synth);
+    return opts_json(j, cJSON_IsTrue(syn) ? NULL : syn, "data.synthetic", &al_cmd_data_synth, NULL,
+                     sdeny, &x->synth);
 }
 
 static int load_tokenizer(jx *j, const cJSON *t) {
     al_experiment *x = j->x;
     static const char *const own[] = {"file", NULL};
     static const char *const deny[] = {"in", "out", NULL};
-    if (!t) return 0;
-    if (obj_to_args(j, t, "tokenizer", &al_cmd_tokenizer_train, own, deny, &x->tok) ||
-        get_str(j, t, "tokenizer", "file", &x->tok_file))
+    if (opts_json(j, t, "tokenizer", &al_cmd_tokenizer_train, own, deny, &x->tok) ||
+        (t && get_str(j, t, "tokenizer", "file", &x->tok_file)))
         return -1;
-    if (x->tok_file && x->tok.n) return bad(j, "tokenizer", "give \"file\" or training options, not both");
+    if (x->tok_file && strcmp(x->tok, "{}") != 0)
+        return bad(j, "tokenizer", "give \"file\" or training options, not both");
     return x->tok_file ? need_file(j, "tokenizer.file", x->tok_file) : 0;
 }
 
 static const char *const TRAIN_DENY[] = {"config", "data", "val", "tokenizer", "out", "resume", "force",
                                          "db", "stop-at", NULL};
 
+/* An int option of a model as it will train: its key, else the default. */
+static int train_int(const cJSON *o, const char *key, int dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return v ? (int)v->valuedouble : dflt;
+}
+
 static int load_models(jx *j, const cJSON *defaults, const cJSON *models) {
     al_experiment *x = j->x;
-    al_exp_args common = {0};
+    cJSON *common = cJSON_CreateObject(), *mine = NULL;
     char kp[320];
-    if (defaults && obj_to_args(j, defaults, "train", &al_cmd_train, NULL, TRAIN_DENY, &common))
+    if (!common) return bad(j, "train", "out of memory");
+    if (defaults && obj_to_opts(j, defaults, "train", &al_cmd_train, NULL, TRAIN_DENY, common))
         goto fail;
     if (!cJSON_IsArray(models) || cJSON_GetArraySize(models) < 1) {
         bad(j, "models", models ? "must be a non-empty array of objects" : "missing");
@@ -306,15 +305,17 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models) {
         goto fail;
     }
     static const char *const own[] = {"name", NULL};
+    const al_train_cli dflt = al_train_cli_defaults();
     for (const cJSON *m = models->child; m; m = m->next) {
         int i = x->n_models++;
         al_exp_model *M = &x->models[i];
         ipath(kp, sizeof kp, "models", i);
-        if (args_cat(&M->train, &common)) {
+        /* "train" first, then the model's own keys, which win */
+        if (!(mine = cJSON_Duplicate(common, 1))) {
             bad(j, kp, "out of memory");
             goto fail;
         }
-        if (obj_to_args(j, m, kp, &al_cmd_train, own, TRAIN_DENY, &M->train)) goto fail;
+        if (obj_to_opts(j, m, kp, &al_cmd_train, own, TRAIN_DENY, mine)) goto fail;
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
         char np[340];
         kpath(np, sizeof np, kp, "name");
@@ -332,10 +333,13 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models) {
                 bad(j, np, "'%s' is the name of models[%d] too", M->name, k);
                 goto fail;
             }
-        const char *s = args_last(&M->train, "--steps"), *l = args_last(&M->train, "--n-layers");
-        M->steps = s ? atoi(s) : 1000; /* al_train_opts_defaults() */
-        M->n_layers = l ? atoi(l) : 2;
-        M->tied = args_has(&M->train, "--tied");
+        M->steps = train_int(mine, "steps", dflt.t.steps);
+        M->n_layers = train_int(mine, "n_layers", dflt.t.n_layers);
+        const cJSON *tied = cJSON_GetObjectItemCaseSensitive(mine, "tied");
+        M->tied = tied ? cJSON_IsTrue(tied) : dflt.t.tied;
+        int rc = keep_json(j, kp, mine, &M->train);
+        mine = NULL;
+        if (rc) goto fail;
         kpath(np, sizeof np, kp, "steps");
         if (M->steps < 1) {
             bad(j, np, "must be >= 1");
@@ -347,10 +351,11 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models) {
             goto fail;
         }
     }
-    args_free(&common);
+    cJSON_Delete(common);
     return 0;
 fail:
-    args_free(&common);
+    cJSON_Delete(mine);
+    cJSON_Delete(common);
     return -1;
 }
 
@@ -402,14 +407,11 @@ static int set_opts(jx *j, al_exp_analysis *a, const char *path, const cJSON *ob
     return a->opts ? 0 : bad(j, path, "out of memory");
 }
 
-/* The keys of obj checked as options of c (see obj_to_args); the words
- * are not kept: analyses run from a->opts. */
+/* The keys of obj checked as options of c (see obj_to_opts); an
+ * analysis keeps them through set_opts. */
 static int check_opts(jx *j, const cJSON *obj, const char *path, const al_command *c,
                       const char *const *own, const char *const *deny) {
-    al_exp_args scratch = {0};
-    int rc = obj_to_args(j, obj, path, c, own, deny, &scratch);
-    args_free(&scratch);
-    return rc;
+    return obj_to_opts(j, obj, path, c, own, deny, NULL);
 }
 
 /* circuits / scores / ablate: true, false, an object, or (ablate) a list. */
@@ -614,10 +616,10 @@ int al_exp_load(const char *path, al_experiment **out, al_err *e) {
 
 void al_exp_free(al_experiment *x) {
     if (!x) return;
-    args_free(&x->synth);
-    args_free(&x->encode);
-    args_free(&x->tok);
-    for (int i = 0; i < x->n_models; i++) args_free(&x->models[i].train);
+    free(x->synth);
+    free(x->encode);
+    free(x->tok);
+    for (int i = 0; i < x->n_models; i++) free(x->models[i].train);
     for (int i = 0; i < x->n_analyses; i++) free(x->an[i].opts);
     free(x->description);
     free(x->text);
@@ -629,96 +631,65 @@ void al_exp_free(al_experiment *x) {
     free(x);
 }
 
-/* ------------------------------------------------- in-process commands */
+/* ------------------------------------------------- commands as functions */
 
-/* Flag variables of the commands as they were before any run. train is
- * not here: it resets its options itself at every run. */
-typedef union fval {
-    const char *s;
-    int i;
-    double d;
-    uint64_t u;
-} fval;
-
-#define MAX_SAVED_FLAGS 64
-typedef struct fsave {
-    al_command *c;
-    int n;
-    fval v[MAX_SAVED_FLAGS];
-} fsave;
-
-static fsave g_saved[8];
-static int g_n_saved;
-
-static fsave *saved_of(al_command *c) {
-    for (int i = 0; i < g_n_saved; i++)
-        if (g_saved[i].c == c) return &g_saved[i];
-    return NULL;
+/* Mark the flags in names as set, as the command line would: they are
+ * the experiment's, and a resumed training's saved options must not
+ * replace them (al_train_cli_run applies those to unseen flags only). */
+static void mark_seen(al_flag *fl, const char *const *names) {
+    for (al_flag *f = fl; f->name; f++)
+        if (in_list(f->name, names)) f->seen = 1;
 }
 
-static void flags_save(al_command *c) {
-    if (saved_of(c) || g_n_saved == (int)(sizeof g_saved / sizeof g_saved[0])) return;
-    fsave *s = &g_saved[g_n_saved++];
-    s->c = c;
-    for (al_flag *f = c->flags; f && f->name && s->n < MAX_SAVED_FLAGS; f++, s->n++) {
-        fval *v = &s->v[s->n];
-        switch (f->type) {
-        case AL_STR: v->s = *(const char **)f->dst; break;
-        case AL_INT: case AL_BOOL: v->i = *(int *)f->dst; break;
-        case AL_FLOAT: v->d = *(double *)f->dst; break;
-        case AL_U64: v->u = *(uint64_t *)f->dst; break;
-        }
+/* One word of a command line, quoted as a shell would need. */
+static void put_word(const char *s) {
+    int plain = *s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                "-_./=,:+") == strlen(s);
+    if (plain) {
+        printf(" %s", s);
+        return;
     }
-}
-
-static void flags_restore(al_command *c) {
-    fsave *s = saved_of(c);
-    if (!s) return;
-    int i = 0;
-    for (al_flag *f = c->flags; f && f->name && i < s->n; f++, i++) {
-        const fval *v = &s->v[i];
-        switch (f->type) {
-        case AL_STR: *(const char **)f->dst = v->s; break;
-        case AL_INT: case AL_BOOL: *(int *)f->dst = v->i; break;
-        case AL_FLOAT: *(double *)f->dst = v->d; break;
-        case AL_U64: *(uint64_t *)f->dst = v->u; break;
-        }
-        f->seen = 0;
+    printf(" '");
+    for (; *s; s++) {
+        if (*s == '\'') fputs("'\\''", stdout);
+        else if (*s == '\n') fputs("\\n", stdout);
+        else putchar(*s);
     }
+    putchar('\'');
 }
 
-/* The command line as a user would type it (quoted where needed). */
-static void print_command(const al_command *c, const al_exp_args *a) {
+/* The command line equivalent to a stage, for the log: the flags in
+ * `first` (set by the experiment), then the others the JSON set. */
+static void print_stage(const al_command *c, const al_flag *fl, const char *const *first) {
     printf("   $ attnlab %s", c->name);
-    for (int i = 0; i < a->n; i++) {
-        const char *s = a->v[i];
-        int plain = *s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                    "-_./=,:+") == strlen(s);
-        if (plain) {
-            printf(" %s", s);
-            continue;
+    for (int pass = 0; pass < 2; pass++)
+        for (const al_flag *f = fl; f->name; f++) {
+            char buf[40];
+            if (!f->seen || in_list(f->name, first) != (pass == 0)) continue;
+            if (f->type == AL_BOOL) {
+                if (*(const int *)f->dst) printf(" --%s", f->name);
+                continue;
+            }
+            if (f->type == AL_STR && !*(const char *const *)f->dst) continue;
+            printf(" --%s", f->name);
+            switch (f->type) {
+            case AL_STR: put_word(*(const char *const *)f->dst); break;
+            case AL_INT: printf(" %d", *(const int *)f->dst); break;
+            case AL_U64: printf(" %llu", (unsigned long long)*(const uint64_t *)f->dst); break;
+            case AL_FLOAT: put_word(shortest(*(const double *)f->dst, buf)); break;
+            case AL_BOOL: break;
+            }
         }
-        printf(" '");
-        for (; *s; s++) {
-            if (*s == '\'') fputs("'\\''", stdout);
-            else if (*s == '\n') fputs("\\n", stdout);
-            else putchar(*s);
-        }
-        putchar('\'');
-    }
     putchar('\n');
+    fflush(stdout);
 }
 
-static int call(al_command *c, const al_exp_args *a, al_err *e) {
-    print_command(c, a);
-    fflush(stdout);
-    flags_restore(c);
-    int rc = c->run(a->n, a->v);
+/* After a command's function: flush its output and name it in e. rc is
+ * its exit code (0, 1 failure, 2 bad options). */
+static int finish(const al_command *c, int rc, al_err *e) {
     fflush(stdout);
     fflush(stderr);
-    if (rc == 0) return 0;
-    return al_errf(e, "'attnlab %s' %s (exit code %d)", c->name,
-                   rc == 130 ? "was interrupted" : "failed", rc);
+    return rc ? al_err_prefix(e, "attnlab %s", c->name) : 0;
 }
 
 /* ------------------------------------------------------------ stages */
@@ -751,14 +722,15 @@ static void hex(const uint8_t h[32], char out[65]) {
     for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
-/* key = sha256(prev | what | the words of a), as hex. */
-static int chain_key(const char *prev, const char *what, const al_exp_args *a, char out[65]) {
-    size_t n = strlen(prev) + strlen(what) + 32;
-    for (int i = 0; a && i < a->n; i++) n += strlen(a->v[i]) + 1;
+/* key = sha256(prev | what | opts), as hex: opts is a stage's options
+ * as JSON (NULL: none); the paths the experiment sets follow from its
+ * folder, so they are not part of it. */
+static int chain_key(const char *prev, const char *what, const char *opts, char out[65]) {
+    size_t n = strlen(prev) + strlen(what) + (opts ? strlen(opts) : 0) + 32;
     char *buf = malloc(n);
     if (!buf) return -1;
     size_t k = (size_t)snprintf(buf, n, "%s|%s|attnlab %s", prev, what, AL_VERSION);
-    for (int i = 0; a && i < a->n; i++) k += (size_t)snprintf(buf + k, n - k, "\x1f%s", a->v[i]);
+    if (opts) k += (size_t)snprintf(buf + k, n - k, "\x1f%s", opts);
     uint8_t h[32];
     al_sha256(buf, k, h);
     hex(h, out);
@@ -850,22 +822,16 @@ static int model_complete(const runner *R, const stage *s, const char *key, al_e
     return runs > 0;
 }
 
-/* chain_key over an analysis's options (its JSON text as the one word). */
-static int opts_key(const char *prev, const char *what, const char *opts, char out[65]) {
-    char *w[2] = {(char *)opts, NULL};
-    al_exp_args a = {1, 2, w};
-    return chain_key(prev, what, &a, out);
-}
-
 static int analysis_key(const runner *R, const stage *s, char sha[65], char key[65], al_err *e) {
     const al_exp_analysis *a = &R->x->an[s->an];
     if (model_sha(R, s->model, sha, e)) return -1;
     char what[200];
     snprintf(what, sizeof what, "%s on %s; data %s", a->kind, sha, R->key[K_ENC]);
-    return opts_key("", what, a->opts, key) ? al_errf(e, "out of memory") : 0;
+    return chain_key("", what, a->opts, key) ? al_errf(e, "out of memory") : 0;
 }
 
 static int run_data(runner *R, stage *s, al_err *e) {
+    static const char *const owned[] = {"out", NULL};
     al_experiment *x = R->x;
     char val[80];
     if (!x->synthetic) { /* the key is the text itself */
@@ -874,21 +840,25 @@ static int run_data(runner *R, stage *s, al_err *e) {
         s->reused = 1;
         return chain_key("", sha, NULL, R->key[K_DATA]);
     }
-    if (chain_key("", "data synth", &x->synth, R->key[K_DATA])) return al_errf(e, "out of memory");
+    if (chain_key("", "data synth", x->synth, R->key[K_DATA])) return al_errf(e, "out of memory");
     stamp_read(R, s, R->key[K_DATA], val, sizeof val);
     if (val[0] && al_file_exists(R->corpus)) {
         s->reused = 1;
         return 0;
     }
-    al_exp_args a = {0};
-    int rc = args_add(&a, "--out") || args_add(&a, R->corpus) || args_cat(&a, &x->synth)
-                 ? al_errf(e, "out of memory")
-                 : call(&al_cmd_data_synth, &a, e);
-    args_free(&a);
-    return rc || stamp_write(R, s, R->key[K_DATA], "-", e);
+    al_synth_cli o = al_synth_cli_defaults();
+    al_flag f[AL_SYNTH_CLI_NFLAGS];
+    al_synth_cli_flags(&o, f);
+    if (al_flags_apply_json(f, x->synth, "data.synthetic", e)) return -1;
+    o.out = R->corpus;
+    mark_seen(f, owned);
+    print_stage(&al_cmd_data_synth, f, owned);
+    return finish(&al_cmd_data_synth, al_synth_cli_run(&o, e), e) ||
+           stamp_write(R, s, R->key[K_DATA], "-", e);
 }
 
 static int run_tok(runner *R, stage *s, al_err *e) {
+    static const char *const owned[] = {"in", "out", NULL};
     al_experiment *x = R->x;
     char val[80];
     if (x->tok_file) {
@@ -898,51 +868,78 @@ static int run_tok(runner *R, stage *s, al_err *e) {
         snprintf(R->tok, sizeof R->tok, "%s", x->tok_file);
         return chain_key(R->key[K_DATA], sha, NULL, R->key[K_TOK]);
     }
-    if (chain_key(R->key[K_DATA], "tokenizer train", &x->tok, R->key[K_TOK])) return al_errf(e, "out of memory");
+    if (chain_key(R->key[K_DATA], "tokenizer train", x->tok, R->key[K_TOK])) return al_errf(e, "out of memory");
     stamp_read(R, s, R->key[K_TOK], val, sizeof val);
     if (val[0] && al_file_exists(R->tok)) {
         s->reused = 1;
         return 0;
     }
-    al_exp_args a = {0};
-    int rc = args_add(&a, "--in") || args_add(&a, x->synthetic ? R->corpus : x->text) ||
-                     args_add(&a, "--out") || args_add(&a, R->tok) || args_cat(&a, &x->tok)
-                 ? al_errf(e, "out of memory")
-                 : call(&al_cmd_tokenizer_train, &a, e);
-    args_free(&a);
-    return rc || stamp_write(R, s, R->key[K_TOK], "-", e);
+    al_tok_cli o = al_tok_cli_defaults();
+    al_flag f[AL_TOK_CLI_NFLAGS];
+    al_tok_cli_flags(&o, f);
+    if (al_flags_apply_json(f, x->tok, "tokenizer", e)) return -1;
+    o.in = x->synthetic ? R->corpus : x->text;
+    o.out = R->tok;
+    mark_seen(f, owned);
+    print_stage(&al_cmd_tokenizer_train, f, owned);
+    return finish(&al_cmd_tokenizer_train, al_tok_cli_run(&o, e), e) ||
+           stamp_write(R, s, R->key[K_TOK], "-", e);
 }
 
 static int run_encode(runner *R, stage *s, al_err *e) {
+    static const char *const owned[] = {"tokenizer", "in", "out", NULL};
     al_experiment *x = R->x;
     char val[80];
-    if (chain_key(R->key[K_TOK], "encode", &x->encode, R->key[K_ENC])) return al_errf(e, "out of memory");
+    if (chain_key(R->key[K_TOK], "encode", x->encode, R->key[K_ENC])) return al_errf(e, "out of memory");
     stamp_read(R, s, R->key[K_ENC], val, sizeof val);
     if (val[0] && al_file_exists(R->train_bin) && al_file_exists(R->val_bin)) {
         s->reused = 1;
         return 0;
     }
-    al_exp_args a = {0};
-    int rc = args_add(&a, "--tokenizer") || args_add(&a, R->tok) || args_add(&a, "--in") ||
-                     args_add(&a, x->synthetic ? R->corpus : x->text) || args_add(&a, "--out") ||
-                     args_add(&a, R->bin) || args_cat(&a, &x->encode)
-                 ? al_errf(e, "out of memory")
-                 : call(&al_cmd_encode, &a, e);
-    args_free(&a);
-    return rc || stamp_write(R, s, R->key[K_ENC], "-", e);
+    al_encode_cli o = al_encode_cli_defaults();
+    al_flag f[AL_ENCODE_CLI_NFLAGS];
+    al_encode_cli_flags(&o, f);
+    if (al_flags_apply_json(f, x->encode, "data", e)) return -1;
+    o.tokenizer = R->tok;
+    o.in = x->synthetic ? R->corpus : x->text;
+    o.out = R->bin;
+    mark_seen(f, owned);
+    print_stage(&al_cmd_encode, f, owned);
+    return finish(&al_cmd_encode, al_encode_cli_run(&o, e), e) ||
+           stamp_write(R, s, R->key[K_ENC], "-", e);
 }
 
-/* Train with the words of a as `attnlab train` would (cmd_train.h), on
- * options of its own: a stage never inherits one from the stage before. */
-static int train(const al_exp_args *a, al_err *e) {
-    print_command(&al_cmd_train, a);
-    fflush(stdout);
+/* Train model m as `attnlab train` would (cmd_train.h), on a fresh
+ * argument struct: its options from the JSON, then the paths the
+ * experiment owns, all marked seen so that, as on a command line, they
+ * win over the options saved in a resumed checkpoint. The experiment's
+ * "threads" applies unless the model's options set it (which the command
+ * line had later, so it won there too). */
+static int train(runner *R, int m, int resume, al_err *e) {
+    static const char *const fresh[] = {"data", "val", "tokenizer", "out", "force", "db", "threads", NULL};
+    static const char *const cont[] = {"data", "val", "tokenizer", "resume", "db", "threads", NULL};
+    al_exp_model *M = &R->x->models[m];
     al_train_cli o = al_train_cli_defaults();
     al_flag f[AL_TRAIN_CLI_NFLAGS];
     al_train_cli_flags(&o, f);
+    char src[96];
+    snprintf(src, sizeof src, "options of model %s", M->name);
+    if (al_flags_apply_json(f, M->train, src, e)) return -1;
+    o.t.data = R->train_bin;
+    o.t.val = R->val_bin;
+    o.t.tokenizer = R->tok;
+    if (resume) {
+        o.t.resume = R->model_dir[m];
+    } else {
+        o.t.out = R->model_dir[m];
+        o.t.force = 1;
+    }
+    o.db = R->db;
+    if (!al_flag_seen(f, "threads")) o.t.threads = R->x->threads;
+    mark_seen(f, resume ? cont : fresh);
+    print_stage(&al_cmd_train, f, resume ? cont : fresh);
     int interrupted = 0;
-    int rc = al_flags_parse(f, a->n, a->v, NULL, 0, NULL, e) != 0 ||
-             al_train_cli_run(&o, f, &interrupted, e) != 0;
+    int rc = al_train_cli_run(&o, f, &interrupted, e);
     fflush(stdout);
     fflush(stderr);
     if (rc) return al_err_prefix(e, "'attnlab train' failed");
@@ -956,7 +953,7 @@ static int train(const al_exp_args *a, al_err *e) {
 static int run_train(runner *R, stage *s, al_err *e) {
     al_exp_model *M = &R->x->models[s->model];
     char *key = R->key[K_MODEL0 + s->model], sha[65], val[80];
-    if (chain_key(R->key[K_ENC], "train", &M->train, key)) return al_errf(e, "out of memory");
+    if (chain_key(R->key[K_ENC], "train", M->train, key)) return al_errf(e, "out of memory");
     int c = model_complete(R, s, key, e);
     if (c < 0) return -1;
     if (c) {
@@ -973,57 +970,17 @@ static int run_train(runner *R, stage *s, al_err *e) {
                     stamp_write(R, s, key, "partial", e)))
         return -1;
     if (resume) printf("   continuing the interrupted training from its checkpoint at step %ld\n", step);
-    al_exp_args a = {0};
-    int rc = args_add(&a, "--data") || args_add(&a, R->train_bin) || args_add(&a, "--val") ||
-                     args_add(&a, R->val_bin) || args_add(&a, "--tokenizer") || args_add(&a, R->tok) ||
-                     args_add(&a, resume ? "--resume" : "--out") ||
-                     args_add(&a, R->model_dir[s->model]) || args_add(&a, "--db") ||
-                     args_add(&a, R->db) || (!resume && args_add(&a, "--force")) ||
-                     args_add(&a, "--threads") || args_addf(&a, "%d", R->x->threads) ||
-                     args_cat(&a, &M->train)
-                 ? al_errf(e, "out of memory")
-                 : train(&a, e);
-    args_free(&a);
-    return rc || model_sha(R, s->model, sha, e) || stamp_write(R, s, key, sha, e);
+    return train(R, s->model, resume, e) || model_sha(R, s->model, sha, e) ||
+           stamp_write(R, s, key, sha, e);
 }
 
 #define AN_MAX_FLAGS 32
-
-/* The command line equivalent to an analysis stage, for the log: the
- * paths the experiment sets, then the options the JSON set. */
-static int print_analysis(const al_command *c, const al_flag *fl) {
-    static const char *const first[] = {"model", "db", "threads", "data", NULL};
-    al_exp_args w = {0};
-    int rc = 0;
-    for (int pass = 0; pass < 2 && !rc; pass++)
-        for (const al_flag *f = fl; f->name && !rc; f++) {
-            char buf[40];
-            if (!f->seen || in_list(f->name, first) != (pass == 0)) continue;
-            if (f->type == AL_BOOL) {
-                if (*(const int *)f->dst) rc = args_addf(&w, "--%s", f->name);
-                continue;
-            }
-            if (f->type == AL_STR && !*(const char *const *)f->dst) continue;
-            rc = args_addf(&w, "--%s", f->name);
-            if (rc) break;
-            switch (f->type) {
-            case AL_STR: rc = args_add(&w, *(const char *const *)f->dst); break;
-            case AL_INT: rc = args_addf(&w, "%d", *(const int *)f->dst); break;
-            case AL_U64: rc = args_addf(&w, "%llu", (unsigned long long)*(const uint64_t *)f->dst); break;
-            case AL_FLOAT: rc = args_add(&w, shortest(*(const double *)f->dst, buf)); break;
-            case AL_BOOL: break;
-            }
-        }
-    if (!rc) print_command(c, &w);
-    args_free(&w);
-    fflush(stdout);
-    return rc;
-}
 
 /* The analysis on one model: its options from the JSON onto a fresh
  * argument struct, the experiment's paths, then the command's function
  * (which begins the run, so its id comes back to be stamped). */
 static int run_analysis(runner *R, stage *s, al_err *e) {
+    static const char *const owned[] = {"model", "db", "threads", "data", NULL};
     const al_exp_analysis *an = &R->x->an[s->an];
     char sha[65], key[65], val[80];
     if (analysis_key(R, s, sha, key, e)) return -1;
@@ -1053,11 +1010,8 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
         w->db = R->db;
         w->threads = R->x->threads;
         if (strcmp(an->kind, "circuits") != 0) w->data = R->val_bin;
-        for (al_flag *f = fl; f->name; f++)
-            if (strcmp(f->name, "model") == 0 || strcmp(f->name, "db") == 0 ||
-                strcmp(f->name, "threads") == 0 || strcmp(f->name, "data") == 0)
-                f->seen = 1;
-        rc = print_analysis(c->cmd, fl) ? al_errf(e, "out of memory") : 0;
+        mark_seen(fl, owned);
+        print_stage(c->cmd, fl, owned);
     }
     if (!rc && c->run(args, fl, &run, e)) {
         al_err_prefix(e, "attnlab %s", an->kind);
@@ -1140,7 +1094,7 @@ static int plan(runner *R) {
             /* named by its options, not its position: editing the list
              * elsewhere does not orphan this stage's stamp */
             char h[65];
-            if (opts_key("", x->an[a].kind, x->an[a].opts, h)) return -1;
+            if (chain_key("", x->an[a].kind, x->an[a].opts, h)) return -1;
             snprintf(id, sizeof id, "%s-%s-%.8s", x->an[a].kind, x->models[m].name, h);
             rc = add_stage(R, ST_ANALYSIS, m, a, id, "%s: model %s", x->an[a].label, x->models[m].name);
         }
@@ -1210,8 +1164,6 @@ int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
         for (int i = 0; o->dry_run && i < R->n_st; i++) printf("  %2d. %s\n", i + 1, R->st[i].title);
     }
     if (rc || o->dry_run) goto out;
-    al_command *used[] = {&al_cmd_data_synth, &al_cmd_tokenizer_train, &al_cmd_encode};
-    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) flags_save(used[i]);
     if ((rc = al_mkdir_p(x->out, e)) != 0 || (rc = al_mkdir_p(R->data_dir, e)) != 0) goto out;
     double t0 = al_now();
     int i = 0;

@@ -4,7 +4,6 @@
  * run. */
 #include "fuzz.h"
 
-#include "attnlab/config.h"
 #include "attnlab/args.h"
 #include "attnlab/experiment.h"
 
