@@ -1,4 +1,4 @@
-/* experiment.h -- a whole study declared in one JSON file (DESIGN §8).
+/* experiment.h -- a whole study declared in one JSON file (docs/design.md §8).
  *
  *   {"name": "demo",                       required; also the default folder
  *    "description": "...",                 shown under the report's title

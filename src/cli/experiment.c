@@ -708,9 +708,10 @@ typedef struct stage {
 typedef struct runner {
     al_experiment *x;
     const al_exp_run_opts *o;
-    char data_dir[4200], stamps[4200], corpus[4200], tok[4200], bin[4200], train_bin[4200],
-        val_bin[4200], db[4200];
-    char model_dir[AL_EXP_MAX_MODELS][4200];
+#define RPATH (AL_PATH_MAX + 64) /* the output folder + a file name */
+    char data_dir[RPATH], stamps[RPATH], corpus[RPATH], tok[RPATH], bin[RPATH], train_bin[RPATH],
+        val_bin[RPATH], db[RPATH];
+    char model_dir[AL_EXP_MAX_MODELS][RPATH];
     char key[AL_EXP_MAX_MODELS + 4][65]; /* data, tokenizer, encode, then per model */
     stage *st;
     int n_st;
@@ -745,7 +746,7 @@ static void stamp_path(const runner *R, const stage *s, char *buf, size_t cap) {
 /* The value saved with the stamp if its key matches, else "" (returns 0
  * either way; "" means run the stage). */
 static void stamp_read(const runner *R, const stage *s, const char *key, char *val, size_t cap) {
-    char p[4400];
+    char p[AL_PATH_MAX + 320];
     unsigned char *t;
     size_t n;
     val[0] = 0;
@@ -761,7 +762,7 @@ static void stamp_read(const runner *R, const stage *s, const char *key, char *v
 }
 
 static int stamp_write(const runner *R, const stage *s, const char *key, const char *val, al_err *e) {
-    char p[4400], body[600];
+    char p[AL_PATH_MAX + 320], body[600];
     stamp_path(R, s, p, sizeof p);
     int n = snprintf(body, sizeof body, "%s\n%s\n", key, val);
     return al_mkdir_p(R->stamps, e) || al_write_file_atomic(p, body, (size_t)n, e);
@@ -792,7 +793,7 @@ static int db_num(const runner *R, const char *sql, const char *p1, const char *
 }
 
 static int model_sha(const runner *R, int m, char sha[65], al_err *e) {
-    char p[4400];
+    char p[AL_PATH_MAX + 320];
     snprintf(p, sizeof p, "%s/model.safetensors", R->model_dir[m]);
     return al_sha256_file(p, sha, e);
 }
@@ -1135,7 +1136,7 @@ static int run_stage(runner *R, stage *s, al_err *e) {
 }
 
 static void summary(runner *R, int done, double total, al_err *e) {
-    char p[4400];
+    char p[AL_PATH_MAX + 320];
     printf("\n== stage times (s) of experiment %s\n", R->x->name);
     FILE *f = NULL;
     al_atomic_file af;
