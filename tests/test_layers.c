@@ -23,6 +23,7 @@ TEST(layers_real_tree_passes) {
     CHECK(t_sh("sh scripts/layers.sh . > %s 2>&1", t_path("out")) == 0);
     char *out = t_slurp(t_path("out"));
     CHECKF(out && strstr(out, "layers: ok"), "output: %s", out ? out : "(none)");
+    free(out);
 }
 
 TEST(layers_engine_including_store_fails_naming_file_and_rule) {
@@ -35,6 +36,7 @@ TEST(layers_engine_including_store_fails_naming_file_and_rule) {
                               "engine may not include a layer above it"),
            "output: %s", out ? out : "(none)");
     CHECK(out && strstr(out, "FAILED"));
+    free(out);
 }
 
 TEST(layers_train_and_analysis_never_include_each_other) {
@@ -45,6 +47,7 @@ TEST(layers_train_and_analysis_never_include_each_other) {
     char *out = t_slurp(t_path("out"));
     CHECKF(out && strstr(out, "train and analysis are beside each other"), "output: %s",
            out ? out : "(none)");
+    free(out);
 }
 
 TEST(layers_header_without_source_needs_a_layer_comment) {
@@ -55,6 +58,7 @@ TEST(layers_header_without_source_needs_a_layer_comment) {
     CHECK(t_sh("sh scripts/layers.sh %s > %s 2>&1", root, t_path("out")) == 1);
     char *out = t_slurp(t_path("out"));
     CHECKF(out && strstr(out, "belongs to no layer"), "output: %s", out ? out : "(none)");
+    free(out);
     /* with the comment it is placed, and core including a core header is fine */
     CHECK(t_sh("printf '/* orphan.h (layer: core) */\\n' > %s/include/attnlab/orphan.h", root) == 0);
     CHECK(t_sh("sh scripts/layers.sh %s > %s 2>&1", root, t_path("out")) == 0);
