@@ -5,7 +5,8 @@
 #   core <- data, engine <- io <- train, analysis <- store <- pictures
 #        <- report <- cli
 #
-# A file may include headers of its own folder and of folders below it.
+# A file may include headers of its own folder and of folders below it
+# (#include "attnlab/X.h" or <attnlab/X.h>).
 # Including a header of a folder above, or of the folder beside it on the
 # same level (data/engine, train/analysis), is an error naming the file,
 # the header and the rule. A header include/attnlab/X.h belongs to the
@@ -49,7 +50,7 @@ for f in src/*/*.c include/attnlab/*.h; do
         fail=1
         continue
     fi
-    for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"attnlab\/\([A-Za-z0-9_]*\.h\)".*/\1/p' "$f"); do
+    for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]attnlab\/\([A-Za-z0-9_]*\.h\)[">].*/\1/p' "$f"); do
         checked=$((checked + 1))
         to=$(layer_of_header "$h")
         ro=$(rank "$own")

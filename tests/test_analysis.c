@@ -228,12 +228,12 @@ TEST(analysis_invalid_opts) {
     al_scores_result sr;
     so.batches = 0;
     CHECK(al_scores_run(&m, &d, AT, 0, NULL, &so, &sr, &e) == -1 && strstr(e.msg, "--batches"));
-    CHECK(!sr.off && !sr.copying && !sr.probe.induction);
+    CHECK(!sr.off && !sr.copying && !sr.probe.induction && sr.L == 0 && sr.H == 0); /* zeroed */
     CHECK(al_scores_opts_check(&so, &e) == -1);
     so = small_scores();
     so.probe_r = 20; /* 41 tokens > n_ctx 32: fails in the probe run */
     CHECK(al_scores_run(&m, &d, AT, 0, NULL, &so, &sr, &e) == -1 && strstr(e.msg, "n_ctx"));
-    CHECK(!sr.off && !sr.copying && !sr.probe.induction);
+    CHECK(!sr.off && !sr.copying && !sr.probe.induction && sr.L == 0 && sr.H == 0); /* zeroed */
     al_scores_result_free(&sr); /* harmless on an empty result */
 
     al_ablate_opts ao = small_ablate();

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/args.h"
+#include "attnlab/behave.h"
 #include "attnlab/experiment.h"
 #include "proc.h"
 #include "test.h"
@@ -154,6 +156,38 @@ TEST(exp_load_values) {
     if (!x) return;
     CHECK(x->models[0].n_layers == 1 && !x->models[0].tied && x->models[1].n_layers == 3 && x->models[1].tied);
     CHECK(has_opt(x->models[0].train, "\"n_layers\":1") && !has_opt(x->models[0].train, "n-layers"));
+    al_exp_free(x);
+}
+
+/* A stage gets the very numbers of the file: cJSON alone would print
+ * 0.1 + 0.2 as 0.3 and 2^53 - 1 as 2^53 - 2. And an analysis key written
+ * both ways loads as one option (the last), so a file that loads runs. */
+TEST(exp_load_exact_numbers_and_one_spelling) {
+    const char *p = write_json(
+        "exact.json",
+        "{\"name\": \"exact\", " BASE_DATA ",\n"
+        " \"train\": {\"lr\": 0.30000000000000004, \"seed\": 9007199254740991},\n"
+        " \"models\": [{\"name\": \"a\"}],\n"
+        " \"analyses\": {\"scores\": {\"probe_n\": 10, \"probe-n\": 20, \"batches\": 1e0},\n"
+        "   \"prune\": {\"budget\": 0.30000000000000004, \"methods\": [\"random\"]}}}\n");
+    al_experiment *x;
+    al_err e;
+    CHECK_OK(al_exp_load(p, &x, &e), &e);
+    if (!x) return;
+    CHECK(has_opt(x->models[0].train, "\"lr\":0.30000000000000004"));
+    CHECK(has_opt(x->models[0].train, "\"seed\":9007199254740991"));
+    CHECK(x->n_analyses == 2);
+    CHECKF(has_opt(x->an[0].opts, "\"probe_n\":20") && !has_opt(x->an[0].opts, "probe-n"), "%s",
+           x->an[0].opts);
+    CHECK(has_opt(x->an[1].opts, "\"budget\":0.30000000000000004"));
+    /* and the options apply to the command's flag table without error */
+    const al_analysis_cmd *c = al_an_of("scores");
+    void *args = calloc(1, c->size);
+    al_flag fl[32];
+    c->init(args);
+    CHECK_OK(al_an_flags(c, args, fl, 32, &e), &e);
+    CHECK_OK(al_flags_apply_json(fl, x->an[0].opts, "scores", &e), &e);
+    free(args);
     al_exp_free(x);
 }
 

@@ -39,6 +39,19 @@ TEST(layers_engine_including_store_fails_naming_file_and_rule) {
     free(out);
 }
 
+/* The angle-bracket form is the same include and obeys the same rule. */
+TEST(layers_angle_bracket_include_is_checked) {
+    const char *root = t_path("tree");
+    static const char *const specs[] = {"core/util:", "store/store:", NULL};
+    make_tree(root, specs);
+    CHECK(t_sh("printf '#include <attnlab/store.h>\\n' > %s/src/core/util.c", root) == 0);
+    CHECK(t_sh("sh scripts/layers.sh %s > %s 2>&1", root, t_path("out")) == 1);
+    char *out = t_slurp(t_path("out"));
+    CHECKF(out && strstr(out, "src/core/util.c (core) includes attnlab/store.h (store)"), "output: %s",
+           out ? out : "(none)");
+    free(out);
+}
+
 TEST(layers_train_and_analysis_never_include_each_other) {
     const char *root = t_path("tree");
     static const char *const specs[] = {"train/train:scores.h", "analysis/scores:", NULL};

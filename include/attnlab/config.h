@@ -29,7 +29,7 @@ typedef struct al_train_state {
     char *train_json;     /* training flags as JSON (owned) */
     /* The training run (in the database curve_db, an absolute path) that
      * logged this checkpoint's curve; 0/NULL when it was trained without
-     * --db. A resumed run copies that run's curve (train.c). */
+     * --db. A resumed run copies that run's curve (src/cli/train_record.c). */
     int64_t curve_run;
     char *curve_db;       /* owned */
 } al_train_state;

@@ -89,11 +89,11 @@ int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
                   const unsigned char *off, const al_scores_opts *o,
                   al_scores_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
+    if (al_scores_opts_check(o, e)) return -1; /* *r stays zeroed, as promised */
     r->L = m->cfg.n_layers, r->H = m->cfg.n_heads;
     r->T = T;
     r->val_loss = r->val_loss_copy = r->copy_fraction = NAN;
     r->icl_early = r->icl_late = r->icl_score = NAN;
-    if (al_scores_opts_check(o, e)) return -1;
     size_t LH = (size_t)r->L * r->H;
     al_probe p = {0};
     if (!(r->off = al_calloc(LH, 1, e))) goto fail;

@@ -82,8 +82,13 @@ static int prune_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     int T, rc = 1;
     double t0 = al_now();
     o.progress = 1;
-    if (a->out) snprintf(path, sizeof path, "%s", a->out);
-    else {
+    if (a->out) {
+        if (strlen(a->out) >= sizeof path) {
+            al_errf(e, "--out path too long (%zu bytes)", strlen(a->out));
+            goto fail;
+        }
+        snprintf(path, sizeof path, "%s", a->out);
+    } else {
         char name[64];
         snprintf(name, sizeof name, "mask-%s.json", o.method);
         if (al_path_join(path, sizeof path, a->w.model, name, e)) goto fail;

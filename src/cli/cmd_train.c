@@ -104,6 +104,8 @@ int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *
     al_train_observer obs = al_train_record_observer(&rec);
     al_trainer *t;
     if (al_trainer_init(&t, &c->t, c->db ? &obs : NULL, e) != 0) {
+        c->t.opts_json = NULL; /* c may be reused: point at nothing freed */
+        c->t.stop = NULL;
         free(json);
         return -1;
     }
@@ -112,9 +114,9 @@ int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    g_stop = 0; /* before the handlers, so a signal from now on is kept */
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    g_stop = 0;
     int rc = al_trainer_run(t, interrupted, e);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

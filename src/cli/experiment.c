@@ -172,7 +172,10 @@ static int obj_to_opts(jx *j, const cJSON *obj, const char *path, const al_comma
 
 /* *dst = o as compact JSON (o is deleted). */
 static int keep_json(jx *j, const char *path, cJSON *o, char **dst) {
-    *dst = o ? cJSON_PrintUnformatted(o) : NULL;
+    /* cJSON prints a number with 15 digits when that reads back within
+     * an epsilon (0.1 + 0.2 as 0.3, 2^53 - 1 as 2^53 - 2): written as the
+     * shortest exact text instead, a stage gets the very value of the file */
+    *dst = o && al_json_exact_numbers(o->child) == 0 ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return *dst ? 0 : bad(j, path, "out of memory");
 }
@@ -391,20 +394,25 @@ static al_exp_analysis *new_analysis(jx *j, const char *path, const char *kind) 
     return a;
 }
 
-/* a->opts = obj (NULL: {}) without the keys in own, plus "method":
- * method if not NULL, as compact JSON: what the stage applies to the
- * analysis's flag table, and what its stamp hashes. */
+/* a->opts = the options of obj (NULL: {}) for command c, without the keys
+ * in own, plus "method": method if not NULL, as compact JSON: what the
+ * stage applies to the analysis's flag table, and what its stamp hashes.
+ * Keys are normalised as obj_to_opts does (a key written with '-' and
+ * with '_' ends up once), so a file that loads also runs. obj must have
+ * passed check_opts. */
 static int set_opts(jx *j, al_exp_analysis *a, const char *path, const cJSON *obj,
-                    const char *const *own, const char *method) {
-    cJSON *o = cJSON_IsObject(obj) ? cJSON_Duplicate(obj, 1) : cJSON_CreateObject();
-    for (int i = 0; o && own && own[i]; i++) cJSON_DeleteItemFromObjectCaseSensitive(o, own[i]);
-    if (o && method && !cJSON_AddStringToObject(o, "method", method)) {
+                    const al_command *c, const char *const *own, const char *method) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return bad(j, path, "out of memory");
+    if (cJSON_IsObject(obj) && obj_to_opts(j, obj, path, c, own, NULL, o)) {
         cJSON_Delete(o);
-        o = NULL;
+        return -1;
     }
-    a->opts = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
-    return a->opts ? 0 : bad(j, path, "out of memory");
+    if (method && !cJSON_AddStringToObject(o, "method", method)) {
+        cJSON_Delete(o);
+        return bad(j, path, "out of memory");
+    }
+    return keep_json(j, path, o, &a->opts);
 }
 
 /* The keys of obj checked as options of c (see obj_to_opts); an
@@ -430,12 +438,12 @@ static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, i
     }
     al_exp_analysis *a = new_analysis(j, path, c->name);
     if (!a) return -1;
-    if (cJSON_IsTrue(v)) return model_mask(j, v, path, &a->models) || set_opts(j, a, path, NULL, own, NULL);
+    if (cJSON_IsTrue(v)) return model_mask(j, v, path, &a->models) || set_opts(j, a, path, NULL, c, own, NULL);
     if (!cJSON_IsObject(v))
         return bad(j, path, list_ok ? "must be true, false, an object or a list of objects"
                                     : "must be an object");
     if (check_opts(j, v, path, c, own, deny) || model_mask(j, v, path, &a->models) ||
-        set_opts(j, a, path, v, own, NULL))
+        set_opts(j, a, path, v, c, own, NULL))
         return -1;
     if (strcmp(c->name, "ablate") == 0) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
@@ -481,7 +489,7 @@ static int load_prune(jx *j, const cJSON *v, const char *path) {
             break;
         }
         al_exp_analysis *a = new_analysis(j, path, "prune");
-        if (!a || set_opts(j, a, path, v, own, name)) {
+        if (!a || set_opts(j, a, path, v, al_an_prune.cmd, own, name)) {
             rc = -1;
             break;
         }
@@ -810,7 +818,7 @@ static long model_step(const runner *R, int m) {
 /* Is the model in its folder the finished result of this stage: stamp
  * key, weights hash, step count, and a finished training run on file? */
 static int model_complete(const runner *R, const stage *s, const char *key, al_err *e) {
-    char want[80], sha[65], p[4400];
+    char want[80], sha[65], p[AL_PATH_MAX + 320];
     stamp_read(R, s, key, want, sizeof want);
     if (!want[0]) return 0;
     snprintf(p, sizeof p, "%s/model.safetensors", R->model_dir[s->model]);
