@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/buf.h"
+
 #define EOT_LEN (sizeof AL_EOT_TEXT - 1)
 #define MAX_VOCAB (1 << 24)
 #define MAX_TOKEN_BYTES ((size_t)64 << 20) /* all tokens' bytes together */
@@ -834,48 +836,35 @@ size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap) {
 #define TOK_TYPE "bpe-bytes"
 #define TOK_PRESPLIT "gpt2"
 
-static int buf_add(char **b, size_t *n, size_t *cap, const char *s, al_err *e) {
-    size_t l = strlen(s);
-    if (grow((void **)b, cap, *n + l + 1, 1, e)) return -1;
-    memcpy(*b + *n, s, l + 1);
-    *n += l;
-    return 0;
-}
-
 /* Laid out one merge and one token per line so a person can read and diff
  * it; cJSON does all string escaping. */
 int al_tok_save(const al_tokenizer *t, const char *path, al_err *e) {
-    char *b = NULL, line[256];
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    snprintf(line, sizeof line,
-             "{\n  \"type\": \"%s\",\n  \"version\": 1,\n  \"pretokenizer\": \"%s\",\n"
-             "  \"vocab_size\": %d,\n  \"eot_id\": %d,\n  \"merges\": [",
-             TOK_TYPE, TOK_PRESPLIT, t->vocab_size, t->eot);
-    rc |= buf_add(&b, &n, &cap, line, e);
-    for (int k = 0; k < t->n_merges && rc == 0; k++) {
-        snprintf(line, sizeof line, "%s\n    [%d, %d]", k ? "," : "", t->merges[2 * k],
-                 t->merges[2 * k + 1]);
-        rc |= buf_add(&b, &n, &cap, line, e);
-    }
-    rc |= buf_add(&b, &n, &cap, t->n_merges ? "\n  ],\n  \"vocab\": [" : "],\n  \"vocab\": [", e);
-    for (int id = 0; id < t->vocab_size && rc == 0; id++) {
+    al_buf b = AL_BUF_INIT;
+    al_buf_printf(&b,
+                  "{\n  \"type\": \"%s\",\n  \"version\": 1,\n  \"pretokenizer\": \"%s\",\n"
+                  "  \"vocab_size\": %d,\n  \"eot_id\": %d,\n  \"merges\": [",
+                  TOK_TYPE, TOK_PRESPLIT, t->vocab_size, t->eot);
+    for (int k = 0; k < t->n_merges; k++)
+        al_buf_printf(&b, "%s\n    [%d, %d]", k ? "," : "", t->merges[2 * k], t->merges[2 * k + 1]);
+    al_buf_puts(&b, t->n_merges ? "\n  ],\n  \"vocab\": [" : "],\n  \"vocab\": [");
+    for (int id = 0; id < t->vocab_size && al_buf_ok(&b); id++) {
         char disp[1024];
         al_tok_display(t, id, disp, sizeof disp);
         cJSON *str = cJSON_CreateString(disp);
         char *js = str ? cJSON_PrintUnformatted(str) : NULL;
         cJSON_Delete(str);
         if (!js) {
-            rc = al_errf(e, "cannot write tokenizer %s: out of memory", path);
-            break;
+            al_buf_free(&b);
+            return al_errf(e, "cannot write tokenizer %s: out of memory", path);
         }
-        rc |= buf_add(&b, &n, &cap, id ? ",\n    " : "\n    ", e);
-        rc |= buf_add(&b, &n, &cap, js, e);
+        al_buf_puts(&b, id ? ",\n    " : "\n    ");
+        al_buf_puts(&b, js);
         cJSON_free(js);
     }
-    rc |= buf_add(&b, &n, &cap, "\n  ]\n}\n", e);
-    if (rc == 0) rc = al_write_file_atomic(path, b, n, e);
-    free(b);
+    al_buf_puts(&b, "\n  ]\n}\n");
+    int rc = al_buf_ok(&b) ? al_write_file_atomic(path, b.p, b.n, e)
+                           : al_errf(e, "cannot write tokenizer %s: out of memory", path);
+    al_buf_free(&b);
     return rc;
 }
 
