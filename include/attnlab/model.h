@@ -19,7 +19,9 @@
  * pruning set them, and backward fills ∂L/∂g. A head may also have its
  * pre-W_O output z (the attention-weighted values, (B,T,D)) replaced by a
  * caller-provided buffer, which is how mean and resample ablation work
- * without touching weights. */
+ * without touching weights. Activation patching (patch.h) goes one step
+ * further: al_patch_spec takes chosen residual-stream vectors and head z's
+ * from another run's cached activations (al_model_copy_acts). */
 #ifndef ATTNLAB_MODEL_H
 #define ATTNLAB_MODEL_H
 
@@ -49,6 +51,34 @@ enum {
     AL_NPARAM
 };
 
+/* Activation patching: a forward pass in which chosen activations are
+ * taken from a cached source run instead of computed. The source run must
+ * have had the same (B, T) as the patched forward; the masks are laid out
+ * for that T and apply to every sequence b alike.
+ *
+ *   src_x  (L+1, B, T, C)  the source's residual streams, as m->x
+ *   src_z  (L, B, T, H, D) the source's z (pre-gate, pre-W_O), as m->z
+ *   x_mask (L+1, T)        1 at [l, t]: the residual stream entering layer
+ *                          l (l = L: the final one, read by W_U) at
+ *                          position t is src_x[l, b, t, :], for every b
+ *   z_mask (L, H, T)       1 at [l, h, t]: head (l, h)'s z at position t
+ *                          is src_z[l, b, t, h, :], for every b
+ *
+ * A mask may be NULL (nothing of that kind patched); a non-NULL mask needs
+ * its source. A patched x is written into m->x, so later layers read it
+ * and the cache of the patched run shows it; a patched z goes into m->zg
+ * only (m->z keeps what the head computed), and the head's gate still
+ * scales it, so patching z of a head is patching its output (W_O is
+ * linear). A patched z overrides z_replace at the positions it covers.
+ * Backward refuses a forward that was patched: the patched values are
+ * constants, and no caller needs their gradients yet. */
+typedef struct al_patch_spec {
+    const float *src_x;
+    const float *src_z;
+    const unsigned char *x_mask;
+    const unsigned char *z_mask;
+} al_patch_spec;
+
 typedef struct al_model {
     al_config cfg;
     /* parameters */
@@ -63,6 +93,8 @@ typedef struct al_model {
     float *gate_grads;
     /* optional replacement of a head's z, (L*H) pointers to (B,T,D) or NULL */
     const float **z_replace;
+    /* activation patching for the next forwards (NULL = off; borrowed) */
+    const al_patch_spec *patch;
 
     /* activations for the current (B, T); (re)allocated by forward */
     int B, T;         /* shapes of the last forward */
@@ -88,6 +120,7 @@ typedef struct al_model {
     float *dwqkv;     /* (C, 3*H*D) */
     float *gate_part; /* (B, H) per-batch partial ∂L/∂g, summed in order */
     int n_valid;      /* positions with a target in the last forward */
+    int patched;      /* the last forward applied a patch spec */
 } al_model;
 
 /* Allocate parameters for cfg and initialise them from cfg->seed (see
@@ -122,11 +155,20 @@ size_t al_param_layer_size(const al_model *m, int which);
 int al_model_forward(al_model *m, const int *inputs, const int *targets,
                      int B, int T, al_err *e);
 /* Backward of the mean loss of the last forward (which must have had
- * targets). Overwrites m->grads and m->gate_grads (no accumulation).
- * Destroys m->probs (used in place for dlogits). */
+ * targets and no patch spec: -1 otherwise). Overwrites m->grads and
+ * m->gate_grads (no accumulation). Destroys m->probs (used in place for
+ * dlogits). */
 int al_model_backward(al_model *m, al_err *e);
 
-/* Set all gates to 1 and clear replacements. */
+/* The last forward's cache, for a later patched forward of the same
+ * (B, T): x gets m->x, (L+1)·B·T·C floats (the residual stream entering
+ * each layer, then the final one), z gets m->z, L·B·T·H·D floats (each
+ * head's z before gates and replacements). Either may be NULL. Both are
+ * contiguous in m->acts for the last forward's B and T, so this is two
+ * memcpys; valid until the next forward. */
+void al_model_copy_acts(const al_model *m, float *x, float *z);
+
+/* Set all gates to 1 and clear replacements and the patch spec. */
 void al_model_reset_gates(al_model *m);
 
 /* Count of finite-ness problems in params (0 = all finite). */

@@ -146,6 +146,14 @@ void al_model_reset_gates(al_model *m) {
         m->gates[i] = 1.0f;
         m->z_replace[i] = NULL;
     }
+    m->patch = NULL;
+}
+
+void al_model_copy_acts(const al_model *m, float *x, float *z) {
+    const al_config *c = &m->cfg;
+    size_t BT = (size_t)m->B * m->T, HD = (size_t)c->n_heads * c->d_head;
+    if (x) memcpy(x, m->x, sizeof(float) * ((size_t)c->n_layers + 1) * BT * c->d_model);
+    if (z) memcpy(z, m->z, sizeof(float) * (size_t)c->n_layers * BT * HD);
 }
 
 static size_t per_head(const al_model *m) {
@@ -288,16 +296,38 @@ static void unfuse_qkv_grads(al_model *m, const float *dwqkv, int l) {
         }
 }
 
-/* zg (B,T,H,D) = gate · (z, or the caller's replacement for that head). */
+/* zg (B,T,H,D) = gate · (z, or the caller's replacement for that head,
+ * or at patched positions the source run's z). */
 static void apply_gates(al_model *m, int l, float *zg, const float *z, int BT) {
-    int H = m->cfg.n_heads, D = m->cfg.d_head;
+    int H = m->cfg.n_heads, D = m->cfg.d_head, T = m->T;
+    const al_patch_spec *p = m->patch;
+    const unsigned char *zm = p && p->z_mask ? p->z_mask + (size_t)l * H * T : NULL;
+    const float *pz = zm ? p->src_z + (size_t)l * BT * H * D : NULL; // (B,T,H,D)
     for (int h = 0; h < H; h++) {
         float g = m->gates[l * H + h];
         const float *rep = m->z_replace[l * H + h];
         for (int i = 0; i < BT; i++) {
             size_t off = ((size_t)i * H + h) * D;
             const float *src = rep ? rep + (size_t)i * D : z + off;
+            if (zm && zm[(size_t)h * T + i % T]) src = pz + off;
             for (int d = 0; d < D; d++) zg[off + d] = g * src[d];
+        }
+    }
+}
+
+/* x (B,T,C), the residual stream entering layer l (L: the final one):
+ * rows of masked positions from the patch source, in every sequence. */
+static void patch_x(al_model *m, int l, float *x) {
+    const al_patch_spec *p = m->patch;
+    if (!p || !p->x_mask) return;
+    int B = m->B, T = m->T, C = m->cfg.d_model;
+    const unsigned char *xm = p->x_mask + (size_t)l * T;
+    const float *src = p->src_x + (size_t)l * B * T * C;
+    for (int t = 0; t < T; t++) {
+        if (!xm[t]) continue;
+        for (int b = 0; b < B; b++) {
+            size_t off = ((size_t)b * T + t) * C;
+            memcpy(x + off, src + off, sizeof(float) * C);
         }
     }
 }
@@ -322,7 +352,11 @@ static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
 int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
                      int T, al_err *e) {
     if (check_inputs(m, inputs, targets, B, T, e) != 0) return -1;
+    const al_patch_spec *p = m->patch;
+    if (p && ((p->x_mask && !p->src_x) || (p->z_mask && !p->src_z)))
+        return al_errf(e, "patch spec has a mask without its source activations");
     if (ensure_acts(m, B, T, e) != 0) return -1;
+    m->patched = p != NULL;
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
     int BT = B * T, HD = H * D;
@@ -340,6 +374,7 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
         float *att = m->att + (size_t)l * B * H * T * T;       // (B,H,T,T)
         float *z = m->z + (size_t)l * BT * HD;                 // (B,T,H,D)
         float *zg = m->zg + (size_t)l * BT * HD;               // (B,T,H,D)
+        patch_x(m, l, x);
         fuse_qkv(m->wqkv, m, l);
         matmul_forward(qkv, x, m->wqkv, BT, C, 3 * HD, 0.0f);
         attention_forward(z, att, qkv, B, T, H, D, 1);
@@ -348,6 +383,7 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
         matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
     }
     float *xL = m->x + (size_t)L * BT * C;
+    patch_x(m, L, xL);
     if (c->tied_embeddings)
         matmul_forward_wt(m->probs, xL, m->p[AL_P_WE], BT, C, V, 0.0f);
     else
@@ -393,6 +429,8 @@ static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B,
 int al_model_backward(al_model *m, al_err *e) {
     if (!m->acts || !m->has_targets)
         return al_errf(e, "backward needs a forward pass with targets first");
+    if (m->patched)
+        return al_errf(e, "backward of a patched forward pass is not supported");
     if (al_model_alloc_grads(m, e) != 0) return -1;
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;

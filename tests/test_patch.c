@@ -1,0 +1,308 @@
+/* test_patch.c -- activation patching: the engine hook (al_patch_spec)
+ * against exact identities and against z_replace, and the analysis
+ * (patch.h) on the hand-built circuit of planted.h, whose answers are
+ * known (1.0 is the induction head, 0.1 and 1.1 write nothing). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/model.h"
+#include "attnlab/patch.h"
+#include "planted.h"
+#include "test.h"
+
+enum { TB = 3, TT = 8 };
+
+static void tiny_model(al_model *m, int tied) {
+    al_config c = al_config_default();
+    c.n_layers = 2, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = TT;
+    c.d_vocab = 11, c.tied_embeddings = tied, c.seed = 7;
+    al_err e;
+    CHECK_OK(al_model_init(m, &c, &e), &e);
+}
+
+static void tokens(int *in, int n, int V, uint64_t seed) {
+    al_rng r;
+    al_rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) in[i] = (int)al_rng_below(&r, (uint32_t)V);
+}
+
+/* The source run's cache and probs, for (TB, TT) inputs of seed s. */
+typedef struct cache {
+    float *x, *z, *probs;
+} cache;
+
+static void run_cache(al_model *m, uint64_t s, int *in, int *tg, cache *c) {
+    const al_config *k = &m->cfg;
+    size_t BT = TB * TT;
+    tokens(in, TB * TT, k->d_vocab, s);
+    tokens(tg, TB * TT, k->d_vocab, s + 100);
+    al_err e;
+    CHECK_OK(al_model_forward(m, in, tg, TB, TT, &e), &e);
+    c->x = malloc(sizeof(float) * (k->n_layers + 1) * BT * k->d_model);
+    c->z = malloc(sizeof(float) * k->n_layers * BT * k->n_heads * k->d_head);
+    c->probs = malloc(sizeof(float) * BT * k->d_vocab);
+    al_model_copy_acts(m, c->x, c->z);
+    memcpy(c->probs, m->probs, sizeof(float) * BT * k->d_vocab);
+}
+
+static void cache_free(cache *c) {
+    free(c->x);
+    free(c->z);
+    free(c->probs);
+}
+
+static int same_probs(const al_model *m, const float *p) {
+    return !memcmp(m->probs, p, sizeof(float) * TB * TT * m->cfg.d_vocab);
+}
+
+/* All-zero masks change nothing, bit for bit, tied and untied. */
+TEST(patch_zero_mask_bit_identical) {
+    for (int tied = 0; tied < 2; tied++) {
+        al_model m;
+        tiny_model(&m, tied);
+        int ia[TB * TT], ta[TB * TT], ib[TB * TT], tb[TB * TT];
+        cache a, b;
+        run_cache(&m, 1, ia, ta, &a);
+        run_cache(&m, 2, ib, tb, &b);
+        unsigned char xm[3 * TT] = {0}, zm[2 * 2 * TT] = {0};
+        al_patch_spec sp = {a.x, a.z, xm, zm};
+        m.patch = &sp;
+        al_err e;
+        CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
+        CHECK(same_probs(&m, b.probs));
+        m.patch = NULL;
+        cache_free(&a);
+        cache_free(&b);
+        al_model_free(&m);
+    }
+}
+
+/* No LayerNorm, no MLP: the residual stream entering layer l determines
+ * everything after it, so patching it at every position (l = 0, 1, and
+ * the final one) reproduces the source run's probabilities exactly; one
+ * position short does not. A patched forward refuses backward. */
+TEST(patch_full_resid_reproduces_source) {
+    al_model m;
+    tiny_model(&m, 0);
+    int ia[TB * TT], ta[TB * TT], ib[TB * TT], tb[TB * TT];
+    cache a, b;
+    run_cache(&m, 1, ia, ta, &a);
+    run_cache(&m, 2, ib, tb, &b);
+    CHECK(!same_probs(&m, a.probs));
+    al_err e;
+    for (int l = 0; l <= 2; l++) {
+        unsigned char xm[3 * TT] = {0};
+        memset(xm + l * TT, 1, TT);
+        al_patch_spec sp = {a.x, NULL, xm, NULL};
+        m.patch = &sp;
+        CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
+        CHECKF(same_probs(&m, a.probs), "layer %d", l);
+        xm[l * TT + 3] = 0;
+        CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
+        CHECKF(!same_probs(&m, a.probs), "layer %d, position 3 not patched", l);
+        CHECK(al_model_backward(&m, &e) == -1 && strstr(e.msg, "patched"));
+        m.patch = NULL;
+    }
+    CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
+    CHECK(same_probs(&m, b.probs));
+    CHECK_OK(al_model_backward(&m, &e), &e);
+    /* a mask without its source is refused */
+    unsigned char xm[3 * TT] = {0};
+    al_patch_spec bad = {NULL, NULL, xm, NULL};
+    m.patch = &bad;
+    CHECK(al_model_forward(&m, ib, tb, TB, TT, &e) == -1 && strstr(e.msg, "source"));
+    al_model_reset_gates(&m);
+    CHECK(m.patch == NULL);
+    cache_free(&a);
+    cache_free(&b);
+    al_model_free(&m);
+}
+
+/* Patching head (l,h)'s z at some positions is the same as replacing its
+ * z by the target run's own z with the source's at those positions. */
+TEST(patch_z_equals_replacement) {
+    al_model m;
+    tiny_model(&m, 0);
+    const int H = 2, D = 8;
+    int ia[TB * TT], ta[TB * TT], ib[TB * TT], tb[TB * TT];
+    cache a, b;
+    run_cache(&m, 1, ia, ta, &a);
+    run_cache(&m, 2, ib, tb, &b);
+    al_err e;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < H; h++) {
+            unsigned char zm[2 * 2 * TT] = {0};
+            zm[(l * H + h) * TT + 2] = zm[(l * H + h) * TT + 5] = 1;
+            al_patch_spec sp = {NULL, a.z, NULL, zm};
+            m.patch = &sp;
+            CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
+            float *p1 = malloc(sizeof(float) * TB * TT * 11);
+            memcpy(p1, m.probs, sizeof(float) * TB * TT * 11);
+            CHECK(!same_probs(&m, b.probs));
+            m.patch = NULL;
+            float rep[TB * TT * 8];
+            for (int i = 0; i < TB * TT; i++) {
+                int t = i % TT;
+                const float *src = (t == 2 || t == 5) ? a.z : b.z;
+                memcpy(rep + i * D, src + (((size_t)l * TB * TT + i) * H + h) * D,
+                       sizeof(float) * D);
+            }
+            m.z_replace[l * H + h] = rep;
+            CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
+            CHECKF(same_probs(&m, p1), "head %d.%d", l, h);
+            m.z_replace[l * H + h] = NULL;
+            free(p1);
+        }
+    cache_free(&a);
+    cache_free(&b);
+    al_model_free(&m);
+}
+
+/* ------------------------------------------------------- the analysis */
+
+enum { PR = 10, PT = 2 * PR + 1 };
+
+static al_patch_opts small_opts(const char *comp, const char *dir) {
+    al_patch_opts o = al_patch_opts_defaults();
+    o.component = comp, o.direction = dir, o.probe_r = PR, o.probe_n = 20, o.batch = 8;
+    return o;
+}
+
+TEST(patch_opts_defaults) {
+    al_patch_opts o = al_patch_opts_defaults();
+    CHECK(!strcmp(o.task, "induction") && !strcmp(o.component, "head") &&
+          !strcmp(o.direction, "denoise") && o.probe_r == 50 && o.probe_n == 64 &&
+          o.probe_seed == 1 && o.batch == 8);
+    al_err e;
+    CHECK_OK(al_patch_opts_check(&o, &e), &e);
+}
+
+/* Layer 0's whole residual stream is the input: patched everywhere it
+ * gives the source run's metric exactly; patched on the first half only
+ * (where the two runs differ) likewise, so the effect is 1; patched on
+ * the second half only (where they agree) it changes nothing. */
+TEST(patch_planted_resid_identities) {
+    al_model m;
+    planted_model(&m);
+    al_err e;
+    double mp, mc, mr;
+    unsigned char xm[3 * PT] = {0};
+    memset(xm, 1, PT);
+    al_patch_opts den = small_opts("resid", "denoise"), noi = small_opts("resid", "noise");
+    CHECK_OK(al_patch_eval(&m, 0, &den, xm, NULL, &mp, &mc, &mr, &e), &e);
+    CHECKF(mc > mr + 1.0, "clean %g corrupted %g", mc, mr);
+    CHECK(mp == mc);
+    CHECK_OK(al_patch_eval(&m, 0, &noi, xm, NULL, &mp, NULL, NULL, &e), &e);
+    CHECK(mp == mr);
+    memset(xm, 0, PT);
+    memset(xm + 1, 1, PR);
+    CHECK_OK(al_patch_eval(&m, 0, &den, xm, NULL, &mp, NULL, NULL, &e), &e);
+    CHECK_NEAR((mp - mr) / (mc - mr), 1.0, 1e-9);
+    memset(xm, 0, PT);
+    memset(xm + PR + 1, 1, PR);
+    CHECK_OK(al_patch_eval(&m, 0, &den, xm, NULL, &mp, NULL, NULL, &e), &e);
+    CHECK_NEAR((mp - mr) / (mc - mr), 0.0, 1e-9);
+    /* the sweep: BOS and the second half at layer 0 do nothing */
+    al_patch_result r;
+    CHECK_OK(al_patch_run(&m, 0, &den, &r, &e), &e);
+    CHECK(r.rows == 2 && r.cols == PT && r.n == 2 * PT && r.T == PT);
+    CHECK(r.m_clean == mc && r.m_corr == mr);
+    CHECK_NEAR(r.effect[0], 0.0, 1e-9);
+    for (int t = PR + 1; t < PT; t++) CHECK_NEAR(r.effect[t], 0.0, 1e-9);
+    double first = 0;
+    for (int t = 1; t <= PR; t++) first += fabs(r.effect[t]);
+    CHECK(first > 0.1);
+    al_patch_result_free(&r);
+    CHECK(r.metric == NULL && r.n == 0);
+    al_model_free(&m);
+}
+
+/* Patching the induction head's output restores (denoising) or breaks
+ * (noising) most of the metric; heads that write nothing have no effect.
+ * The model's gates and patch spec are left as they were. */
+TEST(patch_planted_heads) {
+    al_model m;
+    planted_model(&m);
+    al_err e;
+    unsigned char xm[3 * PT] = {0};
+    al_patch_spec mine = {NULL, NULL, xm, NULL}; /* caller's spec: must come back */
+    m.patch = &mine;
+    m.gates[1 * PH + 2] = 0.5f;
+    const char *dirs[] = {"denoise", "noise"};
+    for (int d = 0; d < 2; d++) {
+        al_patch_opts o = small_opts("head", dirs[d]);
+        al_patch_result r;
+        CHECK_OK(al_patch_run(&m, 0, &o, &r, &e), &e);
+        CHECK(r.rows == 2 && r.cols == PH && r.n == 2 * PH);
+        CHECKF(r.effect[1 * PH + 0] > 0.5, "%s: induction head effect %g", dirs[d],
+               r.effect[1 * PH + 0]);
+        CHECKF(fabs(r.effect[0 * PH + 1]) < 0.05 && fabs(r.effect[1 * PH + 1]) < 0.05,
+               "%s: %g %g", dirs[d], r.effect[1], r.effect[PH + 1]);
+        /* the grid's entry is al_patch_eval of the same mask */
+        unsigned char zm[2 * PH * PT] = {0};
+        memset(zm + (1 * PH + 0) * PT, 1, PT);
+        double mp;
+        CHECK_OK(al_patch_eval(&m, 0, &o, NULL, zm, &mp, NULL, NULL, &e), &e);
+        CHECK(mp == r.metric[1 * PH + 0]);
+        al_patch_result_free(&r);
+    }
+    al_patch_opts o = small_opts("head_pos", "denoise");
+    al_patch_result r;
+    CHECK_OK(al_patch_run(&m, 0, &o, &r, &e), &e);
+    CHECK(r.rows == 2 * PH && r.cols == PT && r.n == 2 * PH * PT);
+    double ind = 0, none = 0;
+    for (int t = 0; t < PT; t++) {
+        ind += r.effect[(1 * PH + 0) * PT + t];
+        none += fabs(r.effect[(1 * PH + 1) * PT + t]);
+    }
+    /* each second-half position is restored separately: (R−1) positions
+     * each restore about 1/(R−1) of the metric */
+    CHECKF(ind > 0.5, "sum of per-position effects of 1.0: %g", ind);
+    CHECK(none < 0.05);
+    al_patch_result_free(&r);
+    CHECK(m.patch == &mine && m.gates[1 * PH + 2] == 0.5f && m.gates[0] == 1.0f);
+    m.patch = NULL;
+    al_model_free(&m);
+}
+
+static int all_zero(const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        if (c[i]) return 0;
+    return 1;
+}
+
+TEST(patch_bad_options) {
+    al_model m;
+    planted_model(&m);
+    struct {
+        const char *comp, *dir, *task;
+        int r, n, batch;
+        const char *msg;
+    } bad[] = {
+        {"mlp", "denoise", "induction", PR, 8, 8, "component"},
+        {NULL, "denoise", "induction", PR, 8, 8, "component"},
+        {"head", "sideways", "induction", PR, 8, 8, "direction"},
+        {"head", "denoise", "ioi", PR, 8, 8, "task"},
+        {"head", "denoise", "induction", 16, 8, 8, "n_ctx"}, /* 2·16+1 > 32 */
+        {"head", "denoise", "induction", 1, 8, 8, "probe_r"},
+        {"head", "denoise", "induction", PR, 0, 8, "probe_n"},
+        {"head", "denoise", "induction", PR, 8, 0, "batch"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        al_patch_opts o = small_opts(bad[i].comp, bad[i].dir);
+        o.task = bad[i].task, o.probe_r = bad[i].r, o.probe_n = bad[i].n;
+        o.batch = bad[i].batch;
+        al_patch_result r;
+        memset(&r, 0xab, sizeof r);
+        al_err e = {0};
+        CHECKF(al_patch_run(&m, 0, &o, &r, &e) == -1, "case %zu", i);
+        CHECKF(strstr(e.msg, bad[i].msg) != NULL, "case %zu: '%s'", i, e.msg);
+        CHECKF(all_zero(&r, sizeof r), "case %zu: result not zeroed", i);
+        al_patch_result_free(&r);
+        double mp = 7;
+        CHECK(al_patch_eval(&m, 0, &o, NULL, NULL, &mp, NULL, NULL, &e) == -1 && mp == 7);
+    }
+    al_model_free(&m);
+}
