@@ -8,6 +8,7 @@
 
 #include "attnlab/model.h"
 #include "attnlab/patch.h"
+#include "attnlab/scores.h"
 #include "planted.h"
 #include "test.h"
 
@@ -210,9 +211,18 @@ TEST(patch_planted_resid_identities) {
     CHECK(r.m_clean == mc && r.m_corr == mr);
     CHECK_NEAR(r.effect[0], 0.0, 1e-9);
     for (int t = PR + 1; t < PT; t++) CHECK_NEAR(r.effect[t], 0.0, 1e-9);
+    /* A single first-half position at layer 0 gives the previous-token
+     * head a clean key next to a corrupted value: the induction head then
+     * copies the wrong token confidently, so the metric gets worse. At
+     * layer 1 position j (j = 2..R) carries the clean key and value the
+     * induction head needs at position R+j−1: about 1/(R−1) each. */
     double first = 0;
-    for (int t = 1; t <= PR; t++) first += fabs(r.effect[t]);
-    CHECK(first > 0.1);
+    for (int t = 1; t <= PR; t++) {
+        CHECKF(r.effect[t] < 0, "layer 0 position %d: %g", t, r.effect[t]);
+        if (t >= 2) CHECKF(r.effect[PT + t] > 0.05, "layer 1 position %d: %g", t, r.effect[PT + t]);
+        first += r.effect[PT + t];
+    }
+    CHECK_NEAR(first, 1.0, 0.1);
     al_patch_result_free(&r);
     CHECK(r.metric == NULL && r.n == 0);
     al_model_free(&m);
@@ -263,6 +273,46 @@ TEST(patch_planted_heads) {
     al_patch_result_free(&r);
     CHECK(m.patch == &mine && m.gates[1 * PH + 2] == 0.5f && m.gates[0] == 1.0f);
     m.patch = NULL;
+    al_model_free(&m);
+}
+
+/* The task and the metric, recomputed independently: the clean run is
+ * scores' probe (M_clean = −loss_second of al_probe_run); the corrupted
+ * run differs from it at every first-half position and nowhere else, and
+ * M_corr is the mean log p over positions R+1..2R−1 of a plain forward. */
+TEST(patch_task_and_metric_definitions) {
+    al_model m;
+    planted_model(&m);
+    al_err e;
+    al_patch_opts o = small_opts("head", "denoise");
+    o.probe_n = 13, o.batch = 4; /* a last, partial batch */
+    al_patch_result r;
+    CHECK_OK(al_patch_run(&m, 0, &o, &r, &e), &e);
+    al_probe p;
+    al_probe_scores ps;
+    CHECK_OK(al_probe_make(&p, PR, 13, o.probe_seed, PV, 0, &e), &e);
+    CHECK_OK(al_probe_run(&m, &p, 16, &ps, &e), &e);
+    CHECK(!memcmp(r.clean, p.tokens, sizeof(int) * 13 * PT));
+    CHECK_NEAR(r.m_clean, -ps.loss_second, 1e-9);
+    int diff_ok = 1;
+    for (int n = 0; n < 13; n++)
+        for (int t = 0; t < PT; t++) {
+            int c = r.clean[n * PT + t], x = r.corr[n * PT + t];
+            if ((t >= 1 && t <= PR) != (c != x) || (x == 0 && t > 0)) diff_ok = 0;
+        }
+    CHECK(diff_ok);
+    int tg[13 * PT];
+    for (int i = 0; i < 13 * PT; i++) tg[i] = i % PT + 1 < PT ? r.clean[i + 1] : -1;
+    CHECK_OK(al_model_forward(&m, r.corr, tg, 13, PT, &e), &e);
+    double s = 0;
+    for (int n = 0; n < 13; n++)
+        for (int t = PR + 1; t <= 2 * PR - 1; t++) s -= m.losses[n * PT + t];
+    CHECK_NEAR(r.m_corr, s / (13 * (PR - 1)), 1e-9);
+    CHECK(r.m_clean > r.m_corr + 1.0);
+    al_probe_scores_free(&ps);
+    al_probe_free(&p);
+    al_patch_result_free(&r);
+    CHECK(r.clean == NULL);
     al_model_free(&m);
 }
 

@@ -71,6 +71,8 @@ typedef struct al_patch_result {
     int n;                           /* rows·cols */
     double *metric;                  /* (n) M_p; one allocation with effect */
     double *effect;                  /* (n) normalised effect */
+    int *clean, *corr;               /* (N, T) each, the two runs' tokens;
+                                      * one allocation */
 } al_patch_result;
 
 /* Patch every configuration of o->component in o->direction on the

@@ -62,6 +62,7 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
 
 void al_patch_result_free(al_patch_result *r) {
     free(r->metric);
+    free(r->clean);
     memset(r, 0, sizeof *r);
 }
 
@@ -208,13 +209,16 @@ int al_patch_run(al_model *m, int bos, const al_patch_opts *o, al_patch_result *
     int rows = comp == AL_PATCH_HEAD ? k.L : k.L * (comp == AL_PATCH_HEAD_POS ? k.H : 1);
     int cols = comp == AL_PATCH_HEAD ? k.H : k.T;
     int n = rows * cols;
+    size_t NT = (size_t)k.N * k.T;
     double *buf = al_malloc((size_t)n * 2, sizeof(double), e);
+    int *tok = buf ? al_malloc(2 * NT, sizeof(int), e) : NULL;
     const al_patch_spec *saved = m->patch;
     double sc, sr;
-    int rc = buf ? sweep(m, &k, 0, NULL, NULL, comp, n, buf, &sc, &sr, e) : -1;
+    int rc = tok ? sweep(m, &k, 0, NULL, NULL, comp, n, buf, &sc, &sr, e) : -1;
     m->patch = saved;
     if (rc) {
         free(buf);
+        free(tok);
         task_free(&k);
         return -1;
     }
@@ -227,6 +231,10 @@ int al_patch_run(al_model *m, int bos, const al_patch_opts *o, al_patch_result *
     r->rows = rows, r->cols = cols, r->n = n;
     r->metric = buf;
     r->effect = buf + n;
+    r->clean = tok;
+    r->corr = tok + NT;
+    memcpy(r->clean, k.clean.tokens, sizeof(int) * NT);
+    memcpy(r->corr, k.corr, sizeof(int) * NT);
     for (int i = 0; i < n; i++) {
         buf[i] /= cnt;
         r->effect[i] = effect(k.dir, buf[i], r->m_clean, r->m_corr);
