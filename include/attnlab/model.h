@@ -165,7 +165,8 @@ int al_model_backward(al_model *m, al_err *e);
  * each layer, then the final one), z gets m->z, L·B·T·H·D floats (each
  * head's z before gates and replacements). Either may be NULL. Both are
  * contiguous in m->acts for the last forward's B and T, so this is two
- * memcpys; valid until the next forward. */
+ * memcpys; valid until the next forward. Before any forward it copies
+ * nothing. */
 void al_model_copy_acts(const al_model *m, float *x, float *z);
 
 /* Set all gates to 1 and clear replacements and the patch spec. */

@@ -152,6 +152,7 @@ void al_model_reset_gates(al_model *m) {
 void al_model_copy_acts(const al_model *m, float *x, float *z) {
     const al_config *c = &m->cfg;
     size_t BT = (size_t)m->B * m->T, HD = (size_t)c->n_heads * c->d_head;
+    if (!m->acts) return; /* no forward yet: nothing to copy */
     if (x) memcpy(x, m->x, sizeof(float) * ((size_t)c->n_layers + 1) * BT * c->d_model);
     if (z) memcpy(z, m->z, sizeof(float) * (size_t)c->n_layers * BT * HD);
 }
