@@ -62,6 +62,12 @@ void al_config_arena_free(void);
  * frees; NULL when out of memory). Stored as the training options in
  * state.json. */
 char *al_flags_to_json(const al_flag *flags);
+/* The flag a JSON key names ('-' written as '_' or '-'), or NULL. */
+const al_flag *al_flag_for_key(const al_flag *flags, const char *key);
+/* 1 if the JSON value v fits flag f (the check al_flags_apply_json
+ * makes before assigning anything), else 0. */
+struct cJSON;
+int al_flag_json_ok(const al_flag *f, const struct cJSON *v);
 
 void al_command_help(FILE *f, const al_command *cmd);
 /* Print "attnlab: <msg>" on stderr; returns 1 (the bad-input exit code). */

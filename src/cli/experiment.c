@@ -73,15 +73,16 @@ static int in_list(const char *key, const char *const *list) {
     return 0;
 }
 
-/* Flag names match keys with '-' written as '_' (or '-'). */
-static const al_flag *find_flag(const al_command *c, const char *key) {
-    for (const al_flag *f = c->flags; f && f->name; f++) {
-        const char *a = f->name, *b = key;
-        for (; *a && *b; a++, b++)
-            if ((*a == '-' ? '_' : *a) != (*b == '-' ? '_' : *b)) break;
-        if (!*a && !*b) return f;
+/* What a value of a flag type must be, in this loader's words. */
+static const char *need_of(al_flag_type t) {
+    switch (t) {
+    case AL_BOOL: return "true or false";
+    case AL_INT: return "an integer";
+    case AL_U64: return "a non-negative integer";
+    case AL_FLOAT: return "a number";
+    case AL_STR: return "a string";
     }
-    return NULL;
+    return "a valid value";
 }
 
 /* A key given twice in one object (cJSON keeps both). */
@@ -99,36 +100,6 @@ static const char *shortest(double d, char buf[40]) {
         if (strtod(buf, NULL) == d) break;
     }
     return buf;
-}
-
-/* The checks a value of flag f must pass (those of the command line,
- * so a file that loads also applies to the flag table at run time). */
-static int check_value(jx *j, const char *path, const al_flag *f, const cJSON *v) {
-    double d = v->valuedouble;
-    uint64_t u;
-    switch (f->type) {
-    case AL_BOOL:
-        return cJSON_IsBool(v) ? 0 : bad(j, path, "must be true or false");
-    case AL_INT:
-        if (!cJSON_IsNumber(v) || d != floor(d) || d < INT_MIN || d > INT_MAX)
-            return bad(j, path, "must be an integer");
-        return 0;
-    case AL_U64:
-        if (cJSON_IsString(v)) {
-            const char *s = v->valuestring;
-            if (!*s || strlen(s) > 20 || strspn(s, "0123456789") != strlen(s) || al_json_u64(v, &u))
-                return bad(j, path, "must be a non-negative integer");
-            return 0;
-        }
-        if (!cJSON_IsNumber(v) || d != floor(d) || d < 0 || d > 9007199254740992.0)
-            return bad(j, path, "must be a non-negative integer");
-        return 0;
-    case AL_FLOAT:
-        return cJSON_IsNumber(v) && isfinite(d) ? 0 : bad(j, path, "must be a number");
-    case AL_STR:
-        return cJSON_IsString(v) ? 0 : bad(j, path, "must be a string");
-    }
-    return bad(j, path, "unsupported option type");
 }
 
 /* The keys of obj checked as options of command c. Keys in `own` are
@@ -149,10 +120,12 @@ static int obj_to_opts(jx *j, const cJSON *obj, const char *path, const al_comma
     for (const cJSON *k = obj->child; k; k = k->next) {
         kpath(kp, sizeof kp, path, k->string);
         if (in_list(k->string, own)) continue;
-        const al_flag *f = find_flag(c, k->string);
+        const al_flag *f = al_flag_for_key(c->flags, k->string);
         if (f && in_list(f->name, deny)) return bad(j, kp, "is set by the experiment itself");
         if (!f) return bad(j, kp, "unknown key (see 'attnlab help %s')", c->name);
-        if (check_value(j, kp, f, k)) return -1;
+        /* the check al_flags_apply_json makes at run time: a file that
+         * loads also applies */
+        if (!al_flag_json_ok(f, k)) return bad(j, kp, "must be %s", need_of(f->type));
         if (!out) continue;
         char name[64];
         snprintf(name, sizeof name, "%s", f->name);

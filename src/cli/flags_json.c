@@ -49,6 +49,12 @@ static int name_eq(const char *flag, const char *key) {
     return *flag == 0 && *key == 0;
 }
 
+const al_flag *al_flag_for_key(const al_flag *flags, const char *key) {
+    for (const al_flag *f = flags; f && f->name; f++)
+        if (name_eq(f->name, key)) return f;
+    return NULL;
+}
+
 static const char *type_need(al_flag_type t) {
     switch (t) {
     case AL_STR: return "a string";
@@ -60,7 +66,7 @@ static const char *type_need(al_flag_type t) {
     return "?";
 }
 
-static int value_ok(const al_flag *f, const cJSON *v) {
+int al_flag_json_ok(const al_flag *f, const struct cJSON *v) {
     double d;
     uint64_t u;
     switch (f->type) {
@@ -113,8 +119,8 @@ int al_flags_apply_json(al_flag *flags, const char *json_text,
     int k = 0;
     for (cJSON *j = root->child; j; j = j->next, k++) {
         char kb[64];
-        int i = 0;
-        while (i < nf && !name_eq(flags[i].name, j->string)) i++;
+        const al_flag *f = al_flag_for_key(flags, j->string);
+        int i = f ? (int)(f - flags) : nf;
         if (i == nf) {
             al_errf(e, "%s: unknown key '%s'", src, al_json_key_disp(j->string, kb));
             goto done;
@@ -123,9 +129,9 @@ int al_flags_apply_json(al_flag *flags, const char *json_text,
             al_errf(e, "%s: key '%s' given twice", src, al_json_key_disp(j->string, kb));
             goto done;
         }
-        if (!value_ok(&flags[i], j)) {
+        if (!al_flag_json_ok(f, j)) {
             al_errf(e, "%s: key '%s' must be %s", src, al_json_key_disp(j->string, kb),
-                    type_need(flags[i].type));
+                    type_need(f->type));
             goto done;
         }
         target[k] = &flags[i];
