@@ -56,28 +56,54 @@ enum {
  * have had the same (B, T) as the patched forward; the masks are laid out
  * for that T and apply to every sequence b alike.
  *
- *   src_x  (L+1, B, T, C)  the source's residual streams, as m->x
- *   src_z  (L, B, T, H, D) the source's z (pre-gate, pre-W_O), as m->z
- *   x_mask (L+1, T)        1 at [l, t]: the residual stream entering layer
- *                          l (l = L: the final one, read by W_U) at
- *                          position t is src_x[l, b, t, :], for every b
- *   z_mask (L, H, T)       1 at [l, h, t]: head (l, h)'s z at position t
- *                          is src_z[l, b, t, h, :], for every b
+ *   src_x    (L+1, B, T, C)    the source's residual streams, as m->x
+ *   src_z    (L, B, T, H, D)   the source's z (pre-gate, pre-W_O), as m->z
+ *   x_mask   (L+1, T)          1 at [l, t]: the residual stream entering
+ *                              layer l (l = L: the final one, read by W_U)
+ *                              at position t is src_x[l, b, t, :]
+ *   z_mask   (L, H, T)         1 at [l, h, t]: head (l, h)'s z at position
+ *                              t is src_z[l, b, t, h, :]
+ *   src_qkv  (L, B, T, 3, H, D) the source's q, k, v, as m->qkv
+ *   src_att  (L, B, H, T, T)   the source's attention probabilities, as m->att
+ *   qkv_mask (L, 3, H, T)      1 at [l, s, h, t]: head (l, h)'s query
+ *                              (s = 0), key (1) or value (2) at position t
+ *                              is src_qkv[l, b, t, s, h, :] (the head
+ *                              computed it from the source's residual)
+ *   att_mask (L, H, T)         1 at [l, h, t]: head (l, h)'s attention row
+ *                              for destination t is src_att[l, b, h, t, :]
  *
  * A mask may be NULL (nothing of that kind patched); a non-NULL mask needs
- * its source. A patched x is written into m->x, so later layers read it
- * and the cache of the patched run shows it; a patched z goes into m->zg
- * only (m->z keeps what the head computed), and the head's gate still
- * scales it, so patching z of a head is patching its output (W_O is
- * linear). A patched z overrides z_replace at the positions it covers.
- * Backward refuses a forward that was patched: the patched values are
- * constants, and no caller needs their gradients yet. */
+ * its source. Order within a layer: x, then q/k/v, then the attention
+ * rows (a patched row is used as is; z = row · v), then z. A patched x
+ * is written into m->x, and patched q/k/v and rows into m->qkv and
+ * m->att, so later layers read them and the cache of the patched run
+ * shows them; a patched z goes into m->zg only (m->z keeps what the head
+ * computed), and the head's gate still scales it, so patching z of a
+ * head is patching its output (W_O is linear). A patched z overrides
+ * z_replace at the positions it covers. Backward refuses a forward that
+ * was patched: the patched values are constants, and no caller needs
+ * their gradients yet. */
 typedef struct al_patch_spec {
     const float *src_x;
     const float *src_z;
     const unsigned char *x_mask;
     const unsigned char *z_mask;
+    const float *src_qkv;
+    const float *src_att;
+    const unsigned char *qkv_mask;
+    const unsigned char *att_mask;
 } al_patch_spec;
+
+/* A run's cached activations, for later patched passes (shapes as the
+ * model's own; B and T those of the forward they were saved from). */
+typedef struct al_acts {
+    int B, T;
+    float *x;   /* (L+1, B, T, C) */
+    float *qkv; /* (L, B, T, 3, H, D) */
+    float *att; /* (L, B, H, T, T) */
+    float *z;   /* (L, B, T, H, D) before gates */
+    float *zg;  /* (L, B, T, H, D) gated (or replaced, or patched): input to W_O */
+} al_acts;
 
 typedef struct al_model {
     al_config cfg;
@@ -121,6 +147,9 @@ typedef struct al_model {
     float *gate_part; /* (B, H) per-batch partial ∂L/∂g, summed in order */
     int n_valid;      /* positions with a target in the last forward */
     int patched;      /* the last forward applied a patch spec */
+    /* scratch of al_model_forward_delta (grown on demand; owned) */
+    float *dws;
+    size_t dws_cap;
 } al_model;
 
 /* Allocate parameters for cfg and initialise them from cfg->seed (see
@@ -168,6 +197,38 @@ int al_model_backward(al_model *m, al_err *e);
  * memcpys; valid until the next forward. Before any forward it copies
  * nothing. */
 void al_model_copy_acts(const al_model *m, float *x, float *z);
+
+/* One allocation for a cache of (B, T) runs of c: 0, or −1 with e.
+ * Free with al_acts_free (also fine on a zeroed struct). */
+int al_acts_alloc(al_acts *a, const al_config *c, int B, int T, al_err *e);
+void al_acts_free(al_acts *a);
+/* Copy the last forward's x, qkv, att, z and zg into a, whose B and T
+ * must be the forward's (−1 with e otherwise). */
+int al_acts_save(const al_model *m, al_acts *a, al_err *e);
+
+/* Incremental patched forward. base is the cache of the run being
+ * patched (the target: same inputs, gates and replacements as now,
+ * saved by al_acts_save after an unpatched forward); sp's masks and
+ * sources are as al_patch_spec's for base's (B, T). Computes the patched
+ * run's final residual stream xL (B, T, C), recomputing only from the
+ * first layer a patch touches, and in each layer only the rows a patch
+ * can change: a residual row changed at position t changes q, k, v at
+ * t only, attention rows >= t, so z and the next residual at rows >= t
+ * (causal). dirty (T) gets 1 at the positions whose final residual may
+ * differ from base's (the same for every b); xL rows elsewhere are
+ * base's, bit for bit. Everything equals al_model_forward with m->patch
+ * = sp to float rounding (different kernels, not the same sums). m's
+ * activations (m->x, m->probs, ...) are untouched; scratch is m->dws.
+ * m->patch is ignored. 0, or −1 with e (a mask without its source,
+ * B/T not base's, out of memory). */
+int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
+                           float *xL, unsigned char *dirty, al_err *e);
+
+/* Logits of n residual rows x (n, C) into logits (n, V): x W_U (or x W_Eᵀ
+ * when tied), the same product forward uses. */
+void al_model_unembed(const al_model *m, const float *x, int n, float *logits);
+/* One logit: x (C) · W_U[:, v]. */
+float al_model_logit(const al_model *m, const float *x, int v);
 
 /* Set all gates to 1 and clear replacements and the patch spec. */
 void al_model_reset_gates(al_model *m);

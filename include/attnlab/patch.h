@@ -1,69 +1,114 @@
-/* patch.h -- activation patching on the induction task (docs/design.md §5;
- * first slice: library only, no command, table or picture yet).
+/* patch.h -- activation patching and path patching (docs/design.md §5).
  *
- * The task: N pairs of sequences of length T = 2R+1,
- *   clean     = BOS + A  + A    (the probe of scores.h, same seed: A is
- *                                al_probe_make's R random tokens)
- *   corrupted = BOS + A' + A    (A' drawn from a second stream seeded
- *                                from the seed; A'[i] != A[i], != BOS)
- * so only the first half differs, and in the clean run an induction
- * circuit can predict the second half while in the corrupted one it
- * cannot. Targets are the clean next tokens; the two runs agree on them
- * where the metric looks.
- *
- * Metric M = mean over pairs and positions t = R+1..2R−1 of
- * log p(token t+1 | tokens 0..t): the second repeat's predictable
- * positions, the ones icl_gain scores (scores.h). M_clean and M_corr are
- * its values on the two runs (current gates and replacements apply).
+ * A task is a pair set (pairs.h): N pairs of clean / corrupted token
+ * sequences of equal length and the items where the metric M is read
+ * (mean log-prob of the answer, or mean logit difference answer − wrong).
+ * Built-in tasks:
+ *   induction  clean = the scores probe BOS + A + A (scores.h, same seed);
+ *              corrupted = BOS + A' + A (A' from a second stream seeded
+ *              from the seed; A'[i] != A[i], != BOS). Items: every
+ *              t = R+1..2R−1, answer = the clean next token, log-prob.
+ *   names      held-out synthetic stories with a repeated invented name
+ *              (al_pairs_names), logit difference.
+ *   file       the user's JSONL pairs (al_pairs_load_jsonl), logit
+ *              difference at each pair's last position.
  *
  * Directions: denoising runs the corrupted sequences with chosen
  * activations taken from the clean run; noising runs the clean ones with
  * activations from the corrupted run. Normalised effect of a patch with
- * metric M_p:
+ * metric M_p (as TransformerLens reports it):
  *   denoising  (M_p − M_corr) / (M_clean − M_corr)   1 = fully restores
  *   noising    (M_clean − M_p) / (M_clean − M_corr)  1 = fully breaks
  * NaN when M_clean == M_corr (nothing to restore).
  *
- * Components (one configuration each; k = the index into the result):
+ * Activation patching components (one configuration each; k = the index
+ * into the result's rows × cols grid):
  *   resid     the residual stream entering layer l at position t (whole
- *             d_model vector), l < L:           k = l·T + t      (L, T)
- *   head      head (l, h)'s z at every position: k = l·H + h      (L, H)
- *   head_pos  head (l, h)'s z at position t:     k = (l·H + h)·T + t (L·H, T)
- * Patching z patches the head's output (W_O is linear; the gate still
- * scales it). The engine hook is al_patch_spec (model.h).
+ *             d_model vector), l < L:            k = l·T + t       (L, T)
+ *   head      head (l, h)'s output, every position: k = l·H + h     (L, H)
+ *   head_pos  head (l, h)'s output at position t:  k = (l·H+h)·T + t (L·H, T)
+ *   q, k, v   head (l, h)'s query / key / value at position t computed
+ *             from the other run's residual stream (the head's other
+ *             inputs from its own):                 k = (l·H+h)·T + t (L·H, T)
+ *   pattern   head (l, h)'s attention row for destination t taken from
+ *             the other run:                        k = (l·H+h)·T + t (L·H, T)
+ * A head's output is its z (pre-W_O); the gate still scales it.
  *
- * Cost: two unpatched passes per batch of pairs (cached: x (L+1,B,T,C) and
- * z (L,B,T,H,D) per run, copied out with al_model_copy_acts) plus one full
- * forward per configuration and batch. Same ownership and failure
- * contract as the analyses of analyses.h. */
+ * Path patching (Wang et al. 2022): senders are embed, pos and each head
+ * of layer 0; receivers are each layer-1 head's q, k and v input, and the
+ * logits directly (the only receiver of a 1-layer model). Noising: the
+ * receiver's input becomes clean residual − sender_clean + sender_corr,
+ * every other head frozen at its clean activations; denoising is the
+ * mirror image (corrupted run, sender's clean value). Models of more than
+ * 2 layers are refused.
+ *
+ * Cost: per batch of pairs, the clean and corrupted runs once each,
+ * cached; each configuration then recomputes only from the patched layer
+ * on, and only the rows it can change (al_model_forward_delta), and
+ * unembeds only the metric's positions among them. o->naive = 1 runs one
+ * full patched forward per configuration instead (the reference the
+ * benchmark compares against; same numbers to float rounding).
+ *
+ * Ownership and failure contract as the analyses of analyses.h: 0 with
+ * *r filled (free with its _free), or −1 with e set and *r zeroed; m's
+ * gates, z replacements and patch spec are as before on return. */
 #ifndef ATTNLAB_PATCH_H
 #define ATTNLAB_PATCH_H
 
+#include <signal.h>
 #include <stdint.h>
 #include "attnlab/model.h"
+#include "attnlab/pairs.h"
+#include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
 
-typedef enum { AL_PATCH_RESID, AL_PATCH_HEAD, AL_PATCH_HEAD_POS } al_patch_component;
+typedef enum {
+    AL_PATCH_RESID,
+    AL_PATCH_HEAD,
+    AL_PATCH_HEAD_POS,
+    AL_PATCH_Q,
+    AL_PATCH_K,
+    AL_PATCH_V,
+    AL_PATCH_PATTERN
+} al_patch_component;
 typedef enum { AL_PATCH_DENOISE, AL_PATCH_NOISE } al_patch_direction;
 
 typedef struct al_patch_opts {
-    const char *task;      /* "induction" (the only one so far) */
-    const char *component; /* "resid", "head" (default) or "head_pos" */
+    const char *task;      /* "induction" (default), "names" or "file" */
+    const char *pairs;     /* task "file": the JSONL path */
+    const char *component; /* "resid", "head" (default), "head_pos", "q", "k", "v",
+                            * "pattern" (ignored by al_paths_run) */
     const char *direction; /* "denoise" (default) or "noise" */
-    int probe_r;           /* random tokens per half (50), >= 2; 2R+1 <= n_ctx */
-    int probe_n;           /* pairs (64), 1..1000000 */
-    uint64_t probe_seed;   /* (1) */
+    int probe_r;           /* induction: random tokens per half (50), >= 2 */
+    int probe_n;           /* induction, names: pairs (64), 1..1000000 */
+    uint64_t probe_seed;   /* induction, names: seed (1) */
     int batch;             /* pairs per forward pass (8), 1..100000 */
+    int naive;             /* 1: one full forward per configuration */
+    int progress;          /* 1: a progress line on stderr */
+    volatile sig_atomic_t *stop; /* non-NULL and set: stop, −1 "interrupted" */
 } al_patch_opts;
 
-#define AL_PATCH_OPTS_INIT {"induction", "head", "denoise", 50, 64, 1, 8}
+#define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 50, 64, 1, 8, 0, 0, NULL}
 al_patch_opts al_patch_opts_defaults(void);
-/* 0 if the names are known and the numbers in range, else -1 with e
- * naming the choices or limits. (n_ctx is checked by the run.) */
+/* 0 if the names are known and the numbers in range (and task "file" has
+ * a path), else −1 with e naming the choices or limits. (n_ctx and the
+ * tokenizer are checked when the task is made.) */
 int al_patch_opts_check(const al_patch_opts *o, al_err *e);
+/* Component / direction from their names; −1 if unknown. */
+int al_patch_component_parse(const char *s, al_patch_component *c);
+int al_patch_direction_parse(const char *s, al_patch_direction *d);
+const char *al_patch_component_name(al_patch_component c);
+const char *al_patch_direction_name(al_patch_direction d);
+
+/* The task of o for model m: induction needs no tokenizer (bos = its BOS
+ * id, −1: none, token 0); names and file need tok (−1 "needs a
+ * tokenizer" when NULL). Every token id must be < d_vocab and every
+ * length <= n_ctx, else −1 naming it. *t is the caller's (al_pairs_free). */
+int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, int bos,
+                       const al_patch_opts *o, al_err *e);
 
 typedef struct al_patch_result {
-    int L, H, R, N, T;               /* T = 2R+1 */
+    int L, H, N, T;                  /* T = the task's padded length */
     al_patch_component component;
     al_patch_direction direction;
     double m_clean, m_corr;          /* the metric on the two unpatched runs */
@@ -71,25 +116,46 @@ typedef struct al_patch_result {
     int n;                           /* rows·cols */
     double *metric;                  /* (n) M_p; one allocation with effect */
     double *effect;                  /* (n) normalised effect */
-    int *clean, *corr;               /* (N, T) each, the two runs' tokens;
-                                      * one allocation */
+    double seconds;                  /* wall time of the sweep */
 } al_patch_result;
 
-/* Patch every configuration of o->component in o->direction on the
- * induction task, whose BOS id is bos (-1: none, token 0). m's gates,
- * z replacements and patch spec are as before on return. 0 with *r
- * filled (al_patch_result_free), or -1 with e set and *r zeroed. */
-int al_patch_run(al_model *m, int bos, const al_patch_opts *o, al_patch_result *r,
+/* Patch every configuration of o->component in o->direction on task t. */
+int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patch_result *r,
                  al_err *e);
 void al_patch_result_free(al_patch_result *r);
 
-/* The metric of one arbitrary patch on the same task: x_mask (L+1, T) and
- * z_mask (L, H, T) as al_patch_spec's, T = 2R+1 (either NULL), applied in
- * o->direction; also M_clean and M_corr (either pointer may be NULL).
- * For sets the component grid does not cover (several positions or heads
- * at once). Same restoring and error contract as al_patch_run. */
-int al_patch_eval(al_model *m, int bos, const al_patch_opts *o,
+/* The metric of one arbitrary patch on task t: masks as al_patch_spec's
+ * (model.h) for T = t->T (any may be NULL), applied in o->direction; also
+ * M_clean and M_corr (any output pointer may be NULL). For sets the
+ * component grids do not cover (several positions or heads at once). */
+int al_patch_eval(al_model *m, const al_pairs *t, const al_patch_opts *o,
                   const unsigned char *x_mask, const unsigned char *z_mask,
+                  const unsigned char *qkv_mask, const unsigned char *att_mask,
                   double *m_patched, double *m_clean, double *m_corr, al_err *e);
+
+/* Path patching. Senders s: 0 = embed, 1 = pos, 2+h = head 0.h
+ * (n_senders = 2 + H). Channels c: 0 = q, 1 = k, 2 = v (receiver heads
+ * of layer 1, n_recv = H; 0 for a 1-layer model), 3 = direct (the logits;
+ * one receiver). Value [c][s][h] at index (c·n_senders + s)·H + h; the
+ * direct path at (3·n_senders + s)·H (h = 0). */
+typedef struct al_paths_result {
+    int L, H, N, T;
+    int n_senders, n_recv;
+    al_patch_direction direction;
+    double m_clean, m_corr;
+    int n;                           /* 4·n_senders·H */
+    double *metric, *effect;         /* (n) each, one allocation; NaN where
+                                      * a channel does not exist (1 layer) */
+    double seconds;
+} al_paths_result;
+
+/* Every sender × receiver path in o->direction on task t. */
+int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_paths_result *r,
+                 al_err *e);
+void al_paths_result_free(al_paths_result *r);
+/* "embed", "pos" or "0.h" into buf; returns buf. */
+const char *al_paths_sender_name(int s, char *buf, size_t cap);
+/* "q", "k", "v" or "direct". */
+const char *al_paths_channel_name(int c);
 
 #endif

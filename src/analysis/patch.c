@@ -1,14 +1,24 @@
-/* patch.c -- activation patching on the induction task (see patch.h).
+/* patch.c -- activation patching and path patching (see patch.h).
  *
- * Per batch of pairs: the clean and the corrupted run once each, their
- * residual streams and z's cached, then one patched forward per
- * configuration. Every patched pass is a full forward from layer 0.
- * Future work: start a pass at the first patched layer (everything below
- * it equals the target run's cache), and patch several configurations of
- * one pass side by side in a larger batch. */
+ * Per batch of pairs the clean and the corrupted run are computed once
+ * and cached (al_acts); the metric's items are read from each run's
+ * final residual stream with one shared routine (item_values), so a
+ * patch that reproduces the other run's final residual reproduces its
+ * metric bit for bit. A configuration is then a patch spec over the
+ * target run: al_model_forward_delta recomputes only what the patch can
+ * change, and only the items at positions it marks dirty are unembedded
+ * again; the rest keep the target run's values. With o->naive every
+ * configuration is one full patched forward (al_model_forward with
+ * m->patch) instead: the reference for tests and `make bench`.
+ *
+ * Path patching is the same machinery with a synthesised source: the
+ * receiver's q, k or v computed from target residual + Δsender (linear,
+ * so target q + Δsender·W_Q), or for the direct path the final residual
+ * plus Δsender; everything else stays at the target run's values. */
 #include "attnlab/patch.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,22 +27,27 @@
 /* The corrupted halves come from their own stream, so changing how they
  * are drawn never moves the clean probe (which is scores' probe). */
 #define CORRUPT_SEED_XOR 0x636f727275707431ULL
+/* Rows unembedded at once: bounds the logits scratch to ROWS·V floats. */
+#define ROWS 64
+
+static const char *const comp_names[] = {"resid", "head", "head_pos", "q", "k", "v", "pattern"};
+static const char *const chan_names[] = {"q", "k", "v", "direct"};
 
 al_patch_opts al_patch_opts_defaults(void) {
     al_patch_opts o = AL_PATCH_OPTS_INIT;
     return o;
 }
 
-static int parse_component(const char *s, al_patch_component *c) {
-    if (!s) return -1;
-    if (!strcmp(s, "resid")) *c = AL_PATCH_RESID;
-    else if (!strcmp(s, "head")) *c = AL_PATCH_HEAD;
-    else if (!strcmp(s, "head_pos")) *c = AL_PATCH_HEAD_POS;
-    else return -1;
-    return 0;
+int al_patch_component_parse(const char *s, al_patch_component *c) {
+    for (int i = 0; s && i < (int)(sizeof comp_names / sizeof comp_names[0]); i++)
+        if (!strcmp(s, comp_names[i])) {
+            *c = (al_patch_component)i;
+            return 0;
+        }
+    return -1;
 }
 
-static int parse_direction(const char *s, al_patch_direction *d) {
+int al_patch_direction_parse(const char *s, al_patch_direction *d) {
     if (!s) return -1;
     if (!strcmp(s, "denoise")) *d = AL_PATCH_DENOISE;
     else if (!strcmp(s, "noise")) *d = AL_PATCH_NOISE;
@@ -40,86 +55,79 @@ static int parse_direction(const char *s, al_patch_direction *d) {
     return 0;
 }
 
+const char *al_patch_component_name(al_patch_component c) { return comp_names[c]; }
+const char *al_patch_direction_name(al_patch_direction d) {
+    return d == AL_PATCH_DENOISE ? "denoise" : "noise";
+}
+const char *al_paths_channel_name(int c) { return chan_names[c]; }
+
+const char *al_paths_sender_name(int s, char *buf, size_t cap) {
+    if (s == 0) snprintf(buf, cap, "embed");
+    else if (s == 1) snprintf(buf, cap, "pos");
+    else snprintf(buf, cap, "0.%d", s - 2);
+    return buf;
+}
+
 int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
     al_patch_component c;
     al_patch_direction d;
-    if (!o->task || strcmp(o->task, "induction"))
-        return al_errf(e, "unknown patching task '%s' (known: induction)",
+    if (!o->task || (strcmp(o->task, "induction") && strcmp(o->task, "names") &&
+                     strcmp(o->task, "file")))
+        return al_errf(e, "unknown patching task '%s' (known: induction, names, file)",
                        o->task ? o->task : "(null)");
-    if (parse_component(o->component, &c))
-        return al_errf(e, "unknown patching component '%s' (known: resid, head, head_pos)",
-                       o->component ? o->component : "(null)");
-    if (parse_direction(o->direction, &d))
+    if (!strcmp(o->task, "file") && (!o->pairs || !*o->pairs))
+        return al_errf(e, "task 'file' needs a JSONL pair file (--pairs FILE)");
+    if (al_patch_component_parse(o->component, &c))
+        return al_errf(e, "unknown patching component '%s' (known: resid, head, head_pos, q, k, "
+                          "v, pattern)", o->component ? o->component : "(null)");
+    if (al_patch_direction_parse(o->direction, &d))
         return al_errf(e, "unknown patching direction '%s' (known: denoise, noise)",
                        o->direction ? o->direction : "(null)");
     if (o->probe_r < 2 || o->probe_r > 1000000 || o->probe_n < 1 || o->probe_n > 1000000 ||
         o->batch < 1 || o->batch > 100000)
-        return al_errf(e, "patching needs 2 <= probe_r <= 1000000, 1 <= probe_n <= 1000000 "
+        return al_errf(e, "patching needs 2 <= probe_r <= 1000000, 1 <= n <= 1000000 "
                           "and 1 <= batch <= 100000 (got %d, %d, %d)",
                        o->probe_r, o->probe_n, o->batch);
     return 0;
 }
 
-void al_patch_result_free(al_patch_result *r) {
-    free(r->metric);
-    free(r->clean);
-    memset(r, 0, sizeof *r);
-}
+/* ------------------------------------------------------------- tasks */
 
-/* The pairs and the per-batch caches. */
-typedef struct task {
-    int L, H, R, T, N, B;
-    al_patch_direction dir;
-    al_probe clean;             /* tokens (N, T) */
-    int *corr;                  /* (N, T) */
-    int *tg;                    /* (N, T) clean next tokens, -1 at the end */
-    float *cx, *cz, *rx, *rz;   /* clean / corrupted x (L+1,B,T,C), z (L,B,T,H,D) */
-    unsigned char *xm, *zm;     /* scratch masks (L+1, T), (L, H, T) */
-} task;
-
-static void task_free(task *k) {
-    al_probe_free(&k->clean);
-    free(k->corr);
-    free(k->cx);
-    free(k->xm);
-    memset(k, 0, sizeof *k);
-}
-
-static int task_make(task *k, const al_model *m, int bos, const al_patch_opts *o, al_err *e) {
-    memset(k, 0, sizeof *k);
-    const al_config *c = &m->cfg;
-    al_patch_component comp;
-    if (al_patch_opts_check(o, e)) return -1;
-    parse_component(o->component, &comp);
-    parse_direction(o->direction, &k->dir);
-    k->L = c->n_layers, k->H = c->n_heads, k->R = o->probe_r, k->N = o->probe_n;
-    k->T = 2 * k->R + 1;
-    k->B = o->batch < k->N ? o->batch : k->N;
-    if (k->T > c->n_ctx)
-        return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower probe_r)",
-                       k->T, c->n_ctx);
-    if (al_probe_make(&k->clean, k->R, k->N, o->probe_seed, c->d_vocab, bos, e)) return -1;
-    size_t NT = (size_t)k->N * k->T, BT = (size_t)k->B * k->T;
-    size_t nx = ((size_t)k->L + 1) * BT * c->d_model, nz = (size_t)k->L * BT * c->n_heads * c->d_head;
-    size_t nxm = ((size_t)k->L + 1) * k->T, nzm = (size_t)k->L * k->H * k->T;
-    k->corr = al_malloc(2 * NT, sizeof(int), e);
-    k->cx = k->corr ? al_malloc(2 * (nx + nz), sizeof(float), e) : NULL;
-    k->xm = k->cx ? al_malloc(nxm + nzm, 1, e) : NULL;
-    if (!k->xm) {
-        task_free(k);
+static int pairs_alloc(al_pairs *t, const char *task, int N, int T, int n_items, al_err *e) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->task, sizeof t->task, "%s", task);
+    t->N = N, t->T = T, t->n_items = n_items;
+    t->clean = al_calloc((size_t)N * (2 * (size_t)T + 1), sizeof(int), e);
+    t->items = t->clean ? al_malloc((size_t)n_items, sizeof(al_pair_item), e) : NULL;
+    if (!t->items) {
+        al_pairs_free(t);
         return -1;
     }
-    k->tg = k->corr + NT;
-    k->cz = k->cx + nx;
-    k->rx = k->cz + nz;
-    k->rz = k->rx + nx;
-    k->zm = k->xm + nxm;
+    t->corr = t->clean + (size_t)N * T;
+    t->len = t->corr + (size_t)N * T;
+    return 0;
+}
+
+static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patch_opts *o,
+                          al_err *e) {
+    const al_config *c = &m->cfg;
+    int R = o->probe_r, N = o->probe_n, T = 2 * R + 1;
+    if (T > c->n_ctx)
+        return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", T,
+                       c->n_ctx);
+    al_probe p;
+    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, e)) return -1;
+    if (pairs_alloc(t, "induction", N, T, N * (R - 1), e)) {
+        al_probe_free(&p);
+        return -1;
+    }
     al_rng r;
     al_rng_seed(&r, o->probe_seed ^ CORRUPT_SEED_XOR);
-    int T = k->T, R = k->R;
-    for (int n = 0; n < k->N; n++) {
-        const int *a = k->clean.tokens + (size_t)n * T;
-        int *x = k->corr + (size_t)n * T, *tg = k->tg + (size_t)n * T;
+    al_pair_item *it = t->items;
+    for (int n = 0; n < N; n++) {
+        const int *a = p.tokens + (size_t)n * T;
+        int *x = t->corr + (size_t)n * T;
+        memcpy(t->clean + (size_t)n * T, a, sizeof(int) * T);
         memcpy(x, a, sizeof(int) * T);
         for (int i = 1; i <= R; i++) {
             int id;
@@ -127,70 +135,231 @@ static int task_make(task *k, const al_model *m, int bos, const al_patch_opts *o
             while (id == bos || id == a[i]);
             x[i] = id;
         }
-        for (int t = 0; t < T; t++) tg[t] = t + 1 < T ? a[t + 1] : -1;
+        t->len[n] = T;
+        for (int pos = R + 1; pos <= 2 * R - 1; pos++)
+            *it++ = (al_pair_item){n, pos, a[pos + 1], -1};
+    }
+    al_probe_free(&p);
+    return 0;
+}
+
+/* Ids and lengths against the model: a pair file made with another
+ * tokenizer must fail here, not inside the engine. */
+static int task_fits(const al_pairs *t, const al_config *c, al_err *e) {
+    if (t->T > c->n_ctx)
+        return al_errf(e, "task '%s' has sequences of %d tokens; the model's n_ctx is %d", t->task,
+                       t->T, c->n_ctx);
+    for (size_t i = 0; i < (size_t)t->N * t->T; i++)
+        if (t->clean[i] < 0 || t->clean[i] >= c->d_vocab || t->corr[i] < 0 ||
+            t->corr[i] >= c->d_vocab)
+            return al_errf(e, "task '%s', pair %zu: token id outside the model's vocabulary (%d)",
+                           t->task, i / (size_t)t->T + 1, c->d_vocab);
+    for (int i = 0; i < t->n_items; i++) {
+        const al_pair_item *it = &t->items[i];
+        if (it->answer < 0 || it->answer >= c->d_vocab || it->wrong >= c->d_vocab)
+            return al_errf(e, "task '%s', pair %d: answer id outside the model's vocabulary (%d)",
+                           t->task, it->pair + 1, c->d_vocab);
     }
     return 0;
 }
 
-/* Σ over the batch's sequences and t = R+1..2R−1 of log p(target). */
-static double metric_sum(const al_model *m, int B, int R) {
-    int T = 2 * R + 1;
+int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, int bos,
+                       const al_patch_opts *o, al_err *e) {
+    memset(t, 0, sizeof *t);
+    if (al_patch_opts_check(o, e)) return -1;
+    int rc;
+    if (!strcmp(o->task, "induction")) rc = induction_task(t, m, bos, o, e);
+    else if (!tok)
+        return al_errf(e, "task '%s' needs the model's tokenizer (tokenizer.json in the model "
+                          "directory)", o->task);
+    else if (!strcmp(o->task, "names"))
+        rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos, t, e);
+    else rc = al_pairs_load_jsonl(o->pairs, tok, m->cfg.n_ctx, t, e);
+    if (rc == 0 && task_fits(t, &m->cfg, e)) {
+        al_pairs_free(t);
+        rc = -1;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------- sweep */
+
+typedef struct sweep {
+    al_model *m;
+    const al_pairs *t;
+    al_patch_direction dir;
+    int naive, L, H, T, C, V, B; /* B: pairs per batch (capacity) */
+    int n0, nb;                  /* the current batch: pairs n0..n0+nb−1 */
+    int i0, ni;                  /* its items */
+    al_acts cl, co;              /* the two runs of the batch */
+    int *tg;                     /* (B, T) target ids of the current batch, or NULL */
+    double *v_cl, *v_co;         /* (max items per batch) per-item values */
+    double *v_p;                 /* scratch: a patched run's values */
+    float *xL;                   /* (B, T, C) patched final residual */
+    unsigned char *dirty;        /* (T) */
+    float *rows, *logits;        /* (ROWS, C), (ROWS, V) */
+    unsigned char *xm, *zm, *qm, *am; /* masks (L+1,T) (L,H,T) (L,3,H,T) (L,H,T) */
+    float *syn;                  /* paths: synthesised qkv (L,B,T,3,H,D) or x (L+1,B,T,C) */
+    float *delta;                /* paths: (B, T, C) Δsender */
+} sweep;
+
+static void sweep_free(sweep *s) {
+    al_acts_free(&s->cl);
+    al_acts_free(&s->co);
+    free(s->v_cl);
+    free(s->xL);
+    free(s->xm);
+    free(s->syn);
+    memset(s, 0, sizeof *s);
+}
+
+static int sweep_init(sweep *s, al_model *m, const al_pairs *t, const al_patch_opts *o,
+                      int paths, al_err *e) {
+    memset(s, 0, sizeof *s);
+    const al_config *c = &m->cfg;
+    if (al_patch_opts_check(o, e)) return -1;
+    if (task_fits(t, c, e)) return -1;
+    if (t->N < 1 || t->n_items < 1) return al_errf(e, "task '%s' has no pairs", t->task);
+    al_patch_direction_parse(o->direction, &s->dir);
+    s->m = m, s->t = t, s->naive = o->naive;
+    s->L = c->n_layers, s->H = c->n_heads, s->T = t->T, s->C = c->d_model, s->V = c->d_vocab;
+    s->B = o->batch < t->N ? o->batch : t->N;
+    int maxi = 0; /* the most items any batch holds */
+    for (int n0 = 0, i = 0; n0 < t->N; n0 += s->B) {
+        int i1 = i;
+        while (i1 < t->n_items && t->items[i1].pair < n0 + s->B) i1++;
+        if (i1 - i > maxi) maxi = i1 - i;
+        i = i1;
+    }
+    size_t L = s->L, H = s->H, T = s->T, BTC = (size_t)s->B * T * s->C;
+    size_t HD = H * c->d_head;
+    if (al_acts_alloc(&s->cl, c, s->B, s->T, e) || al_acts_alloc(&s->co, c, s->B, s->T, e))
+        goto fail;
+    s->v_cl = al_malloc(3 * (size_t)maxi, sizeof(double), e);
+    s->xL = s->v_cl ? al_malloc(BTC + (size_t)ROWS * (s->C + s->V), sizeof(float), e) : NULL;
+    s->xm = s->xL ? al_malloc((L + 1) * T + L * H * T * 5 + T, 1, e) : NULL;
+    if (!s->xm) goto fail;
+    s->v_co = s->v_cl + maxi;
+    s->v_p = s->v_co + maxi;
+    s->rows = s->xL + BTC;
+    s->logits = s->rows + (size_t)ROWS * s->C;
+    s->zm = s->xm + (L + 1) * T;
+    s->qm = s->zm + L * H * T;
+    s->am = s->qm + 3 * L * H * T;
+    s->dirty = s->am + L * H * T;
+    if (paths) {
+        size_t nq = L * s->B * T * 3 * HD, nx = (L + 1) * BTC;
+        s->syn = al_malloc((nq > nx ? nq : nx) + BTC, sizeof(float), e);
+        if (!s->syn) goto fail;
+        s->delta = s->syn + (nq > nx ? nq : nx);
+    }
+    return 0;
+fail:
+    sweep_free(s);
+    return -1;
+}
+
+static void clear_masks(sweep *s) {
+    size_t L = s->L, H = s->H, T = s->T;
+    memset(s->xm, 0, (L + 1) * T + L * H * T * 5);
+}
+
+/* log-sum-exp of one logits row, in double: log-probs of a well-trained
+ * model reach −30 and below, where float softmax would underflow. */
+static double log_sum_exp(const float *x, int V) {
+    float mx = x[0];
+    for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
     double s = 0.0;
-    for (int b = 0; b < B; b++)
-        for (int t = R + 1; t <= 2 * R - 1; t++) s -= m->losses[(size_t)b * T + t];
+    for (int v = 0; v < V; v++) s += exp((double)x[v] - mx);
+    return mx + log(s);
+}
+
+/* out[i] = the metric of the current batch's item i0+i from final
+ * residual xL (nb, T, C), for items at positions with dirty[pos] (all
+ * when dirty is NULL); the others get base[i]. */
+static void item_values(sweep *s, const float *xL, const unsigned char *dirty,
+                        const double *base, double *out) {
+    const al_pairs *t = s->t;
+    int n = 0, idx[ROWS];
+    for (int i = 0; i <= s->ni; i++) {
+        const al_pair_item *it = i < s->ni ? &t->items[s->i0 + i] : NULL;
+        if (it && dirty && !dirty[it->pos]) {
+            out[i] = base[i];
+            continue;
+        }
+        if (it && t->logit_diff) {
+            const float *x = xL + ((size_t)(it->pair - s->n0) * s->T + it->pos) * s->C;
+            out[i] = (double)al_model_logit(s->m, x, it->answer) -
+                     (double)al_model_logit(s->m, x, it->wrong);
+            continue;
+        }
+        if (it) {
+            memcpy(s->rows + (size_t)n * s->C,
+                   xL + ((size_t)(it->pair - s->n0) * s->T + it->pos) * s->C,
+                   sizeof(float) * s->C);
+            idx[n++] = i;
+        }
+        if (n == ROWS || (!it && n)) {
+            al_model_unembed(s->m, s->rows, n, s->logits);
+            for (int k = 0; k < n; k++) {
+                const float *lg = s->logits + (size_t)k * s->V;
+                out[idx[k]] = lg[t->items[s->i0 + idx[k]].answer] - log_sum_exp(lg, s->V);
+            }
+            n = 0;
+        }
+    }
+}
+
+static double sum_of(const double *v, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += v[i];
     return s;
 }
 
-/* Masks of configuration cfg of component comp into k->xm / k->zm; the
- * spec points at the ones it uses. */
-static void config_masks(task *k, al_patch_component comp, int cfg, al_patch_spec *sp) {
-    int T = k->T, H = k->H;
-    if (comp == AL_PATCH_RESID) {
-        memset(k->xm, 0, ((size_t)k->L + 1) * T);
-        k->xm[cfg] = 1; /* cfg = l·T + t */
-        sp->x_mask = k->xm;
-        sp->z_mask = NULL;
-        return;
+/* Run batch [n0, n0+nb): both runs, cached, and their item values. */
+static int batch_begin(sweep *s, int n0, al_err *e) {
+    const al_pairs *t = s->t;
+    s->n0 = n0;
+    s->nb = t->N - n0 < s->B ? t->N - n0 : s->B;
+    while (s->i0 < t->n_items && t->items[s->i0].pair < n0) s->i0++;
+    s->ni = 0;
+    while (s->i0 + s->ni < t->n_items && t->items[s->i0 + s->ni].pair < n0 + s->nb) s->ni++;
+    const size_t off = (size_t)n0 * s->T;
+    al_acts *runs[2] = {&s->cl, &s->co};
+    double *vals[2] = {s->v_cl, s->v_co};
+    const int *in[2] = {t->clean + off, t->corr + off};
+    s->m->patch = NULL;
+    for (int k = 0; k < 2; k++) {
+        runs[k]->B = s->nb; /* a short last batch: the cache's first nb rows */
+        if (al_model_forward(s->m, in[k], NULL, s->nb, s->T, e) ||
+            al_acts_save(s->m, runs[k], e))
+            return -1;
+        item_values(s, runs[k]->x + (size_t)s->L * s->nb * s->T * s->C, NULL, NULL, vals[k]);
     }
-    memset(k->zm, 0, (size_t)k->L * H * T);
-    if (comp == AL_PATCH_HEAD) memset(k->zm + (size_t)cfg * T, 1, T); /* cfg = l·H + h */
-    else k->zm[cfg] = 1;                                               /* cfg = (l·H+h)·T + t */
-    sp->x_mask = NULL;
-    sp->z_mask = k->zm;
+    return 0;
 }
 
-/* The engine of both entry points: with fixed masks (fx/fz, n = 1) or the
- * n configurations of comp. sums[0..n) get Σ M_p, *sc and *sr Σ M_clean
- * and Σ M_corr. m->patch is NULL during the call; the caller restores it. */
-static int sweep(al_model *m, task *k, int fixed, const unsigned char *fx,
-                 const unsigned char *fz, al_patch_component comp, int n, double *sums,
-                 double *sc, double *sr, al_err *e) {
-    int T = k->T;
-    *sc = *sr = 0.0;
-    for (int i = 0; i < n; i++) sums[i] = 0.0;
-    for (int n0 = 0; n0 < k->N; n0 += k->B) {
-        int B = k->N - n0 < k->B ? k->N - n0 : k->B;
-        const int *cin = k->clean.tokens + (size_t)n0 * T, *rin = k->corr + (size_t)n0 * T;
-        const int *tg = k->tg + (size_t)n0 * T;
-        m->patch = NULL;
-        if (al_model_forward(m, cin, tg, B, T, e)) return -1;
-        *sc += metric_sum(m, B, k->R);
-        al_model_copy_acts(m, k->cx, k->cz);
-        if (al_model_forward(m, rin, tg, B, T, e)) return -1;
-        *sr += metric_sum(m, B, k->R);
-        al_model_copy_acts(m, k->rx, k->rz);
-        int den = k->dir == AL_PATCH_DENOISE;
-        al_patch_spec sp = {den ? k->cx : k->rx, den ? k->cz : k->rz, fx, fz};
-        const int *target = den ? rin : cin;
-        for (int i = 0; i < n; i++) {
-            if (!fixed) config_masks(k, comp, i, &sp);
-            m->patch = &sp;
-            int rc = al_model_forward(m, target, tg, B, T, e);
-            m->patch = NULL;
-            if (rc) return -1;
-            sums[i] += metric_sum(m, B, k->R);
-        }
+/* Σ of the metric over the batch's items with the masks as set and
+ * sources src (paths: s->syn as q/k/v or x source). */
+static int patched_sum(sweep *s, const al_acts *src, const float *syn_qkv, const float *syn_x,
+                       double *sum, al_err *e) {
+    int den = s->dir == AL_PATCH_DENOISE;
+    const al_acts *base = den ? &s->co : &s->cl;
+    const double *bv = den ? s->v_co : s->v_cl;
+    al_patch_spec sp = {syn_x ? syn_x : src->x, src->z, s->xm, s->zm,
+                        syn_qkv ? syn_qkv : src->qkv, src->att, s->qm, s->am};
+    if (s->naive) {
+        const int *in = (den ? s->t->corr : s->t->clean) + (size_t)s->n0 * s->T;
+        s->m->patch = &sp;
+        int rc = al_model_forward(s->m, in, NULL, s->nb, s->T, e);
+        s->m->patch = NULL;
+        if (rc) return -1;
+        item_values(s, s->m->x + (size_t)s->L * s->nb * s->T * s->C, NULL, NULL, s->v_p);
+    } else {
+        if (al_model_forward_delta(s->m, base, &sp, s->xL, s->dirty, e)) return -1;
+        item_values(s, s->xL, s->dirty, bv, s->v_p);
     }
+    *sum = sum_of(s->v_p, s->ni);
     return 0;
 }
 
@@ -199,64 +368,254 @@ static double effect(al_patch_direction d, double mp, double mc, double mr) {
     return d == AL_PATCH_DENOISE ? (mp - mr) / (mc - mr) : (mc - mp) / (mc - mr);
 }
 
-int al_patch_run(al_model *m, int bos, const al_patch_opts *o, al_patch_result *r,
+/* Masks of configuration k of component c. */
+static void config_masks(sweep *s, al_patch_component c, int k) {
+    int T = s->T, H = s->H;
+    clear_masks(s);
+    int lh = k / T, t = k % T; /* for the (L·H, T) grids */
+    switch (c) {
+    case AL_PATCH_RESID: s->xm[k] = 1; break;
+    case AL_PATCH_HEAD: memset(s->zm + (size_t)k * T, 1, T); break;
+    case AL_PATCH_HEAD_POS: s->zm[k] = 1; break;
+    case AL_PATCH_Q:
+    case AL_PATCH_K:
+    case AL_PATCH_V:
+        s->qm[(((size_t)(lh / H) * 3 + (c - AL_PATCH_Q)) * H + lh % H) * T + t] = 1;
+        break;
+    case AL_PATCH_PATTERN: s->am[k] = 1; break;
+    }
+}
+
+static int stopped(const al_patch_opts *o, al_err *e) {
+    if (o->stop && *o->stop) return al_errf(e, "interrupted");
+    return 0;
+}
+
+void al_patch_result_free(al_patch_result *r) {
+    free(r->metric);
+    memset(r, 0, sizeof *r);
+}
+
+int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patch_result *r,
                  al_err *e) {
     memset(r, 0, sizeof *r);
-    task k;
-    if (task_make(&k, m, bos, o, e)) return -1;
-    al_patch_component comp;
-    parse_component(o->component, &comp);
-    int rows = comp == AL_PATCH_HEAD ? k.L : k.L * (comp == AL_PATCH_HEAD_POS ? k.H : 1);
-    int cols = comp == AL_PATCH_HEAD ? k.H : k.T;
+    double t0 = al_now();
+    al_patch_component comp = AL_PATCH_HEAD;
+    sweep s;
+    if (sweep_init(&s, m, t, o, 0, e)) return -1;
+    al_patch_component_parse(o->component, &comp);
+    int L = s.L, H = s.H, T = s.T;
+    int rows = comp == AL_PATCH_HEAD ? L : comp == AL_PATCH_RESID ? L : L * H;
+    int cols = comp == AL_PATCH_HEAD ? H : T;
     int n = rows * cols;
-    size_t NT = (size_t)k.N * k.T;
-    double *buf = al_malloc((size_t)n * 2, sizeof(double), e);
-    int *tok = buf ? al_malloc(2 * NT, sizeof(int), e) : NULL;
+    double *buf = al_calloc((size_t)n * 2, sizeof(double), e);
     const al_patch_spec *saved = m->patch;
-    double sc, sr;
-    int rc = tok ? sweep(m, &k, 0, NULL, NULL, comp, n, buf, &sc, &sr, e) : -1;
+    double sc = 0.0, sr = 0.0;
+    int rc = buf ? 0 : -1;
+    al_progress pg;
+    al_progress_init(&pg, 10.0);
+    long total = (long)n * ((t->N + s.B - 1) / s.B), done = 0;
+    for (int n0 = 0; rc == 0 && n0 < t->N; n0 += s.B) {
+        if ((rc = batch_begin(&s, n0, e))) break;
+        sc += sum_of(s.v_cl, s.ni), sr += sum_of(s.v_co, s.ni);
+        const al_acts *src = s.dir == AL_PATCH_DENOISE ? &s.cl : &s.co;
+        for (int k = 0; k < n && rc == 0; k++, done++) {
+            double v;
+            config_masks(&s, comp, k);
+            if ((rc = stopped(o, e)) || (rc = patched_sum(&s, src, NULL, NULL, &v, e))) break;
+            buf[k] += v;
+            if (o->progress)
+                al_progress_update(&pg, 0, "patch %s: %ld/%ld configurations x batches",
+                                   comp_names[comp], done + 1, total);
+        }
+    }
+    if (o->progress) al_progress_done(&pg);
     m->patch = saved;
     if (rc) {
         free(buf);
-        free(tok);
-        task_free(&k);
+        sweep_free(&s);
         return -1;
     }
-    double cnt = (double)k.N * (k.R - 1);
-    r->L = k.L, r->H = k.H, r->R = k.R, r->N = k.N, r->T = k.T;
+    double cnt = (double)t->n_items;
+    r->L = L, r->H = H, r->N = t->N, r->T = T;
     r->component = comp;
-    r->direction = k.dir;
+    r->direction = s.dir;
     r->m_clean = sc / cnt;
     r->m_corr = sr / cnt;
     r->rows = rows, r->cols = cols, r->n = n;
     r->metric = buf;
     r->effect = buf + n;
-    r->clean = tok;
-    r->corr = tok + NT;
-    memcpy(r->clean, k.clean.tokens, sizeof(int) * NT);
-    memcpy(r->corr, k.corr, sizeof(int) * NT);
     for (int i = 0; i < n; i++) {
         buf[i] /= cnt;
-        r->effect[i] = effect(k.dir, buf[i], r->m_clean, r->m_corr);
+        r->effect[i] = effect(s.dir, buf[i], r->m_clean, r->m_corr);
     }
-    task_free(&k);
+    r->seconds = al_now() - t0;
+    sweep_free(&s);
     return 0;
 }
 
-int al_patch_eval(al_model *m, int bos, const al_patch_opts *o,
+int al_patch_eval(al_model *m, const al_pairs *t, const al_patch_opts *o,
                   const unsigned char *x_mask, const unsigned char *z_mask,
+                  const unsigned char *qkv_mask, const unsigned char *att_mask,
                   double *m_patched, double *m_clean, double *m_corr, al_err *e) {
-    task k;
-    if (task_make(&k, m, bos, o, e)) return -1;
+    sweep s;
+    if (sweep_init(&s, m, t, o, 0, e)) return -1;
     const al_patch_spec *saved = m->patch;
-    double sp, sc, sr;
-    int rc = sweep(m, &k, 1, x_mask, z_mask, AL_PATCH_RESID, 1, &sp, &sc, &sr, e);
+    size_t L = s.L, H = s.H, T = s.T;
+    double sp = 0.0, sc = 0.0, sr = 0.0;
+    int rc = 0;
+    clear_masks(&s);
+    if (x_mask) memcpy(s.xm, x_mask, (L + 1) * T);
+    if (z_mask) memcpy(s.zm, z_mask, L * H * T);
+    if (qkv_mask) memcpy(s.qm, qkv_mask, 3 * L * H * T);
+    if (att_mask) memcpy(s.am, att_mask, L * H * T);
+    for (int n0 = 0; rc == 0 && n0 < t->N; n0 += s.B) {
+        double v;
+        if ((rc = batch_begin(&s, n0, e))) break;
+        sc += sum_of(s.v_cl, s.ni), sr += sum_of(s.v_co, s.ni);
+        rc = patched_sum(&s, s.dir == AL_PATCH_DENOISE ? &s.cl : &s.co, NULL, NULL, &v, e);
+        sp += v;
+    }
     m->patch = saved;
-    double cnt = (double)k.N * (k.R - 1);
-    task_free(&k);
+    double cnt = (double)t->n_items;
+    sweep_free(&s);
     if (rc) return -1;
     if (m_patched) *m_patched = sp / cnt;
     if (m_clean) *m_clean = sc / cnt;
     if (m_corr) *m_corr = sr / cnt;
+    return 0;
+}
+
+/* ------------------------------------------------------------- paths */
+
+/* s->delta (nb, T, C) = sender snd's output on the source run minus on
+ * the target run: embed rows of W_E, zero for pos (both runs have the
+ * same positions), or zg·W_O of head 0.h. */
+static void sender_delta(sweep *s, int snd, const al_acts *tgt, const al_acts *src,
+                         const int *tin, const int *sin) {
+    const al_model *m = s->m;
+    int C = s->C, D = m->cfg.d_head, H = s->H;
+    size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D;
+    memset(s->delta, 0, sizeof(float) * rows * C);
+    if (snd == 1) return;
+    for (size_t i = 0; i < rows; i++) {
+        float *d = s->delta + i * C;
+        if (snd == 0) {
+            const float *a = m->p[AL_P_WE] + (size_t)sin[i] * C;
+            const float *b = m->p[AL_P_WE] + (size_t)tin[i] * C;
+            for (int c = 0; c < C; c++) d[c] = a[c] - b[c];
+            continue;
+        }
+        int h = snd - 2;
+        const float *wo = al_head_wo(m, 0, h); /* (D, C) */
+        const float *za = src->zg + i * HD + (size_t)h * D, *zb = tgt->zg + i * HD + (size_t)h * D;
+        for (int k = 0; k < D; k++) {
+            float dz = za[k] - zb[k];
+            if (dz == 0.0f) continue;
+            for (int c = 0; c < C; c++) d[c] += dz * wo[(size_t)k * C + c];
+        }
+    }
+}
+
+/* s->syn as a q/k/v source: the target's qkv with channel ch of head
+ * (1, h) = target + Δsender · W_ch[1, h] at every position. */
+static void synth_qkv(sweep *s, const al_acts *tgt, int ch, int h) {
+    const al_model *m = s->m;
+    int C = s->C, D = m->cfg.d_head, H = s->H;
+    size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D, lay = rows * 3 * HD;
+    const float *w = ch == 0 ? al_head_wq(m, 1, h) : ch == 1 ? al_head_wk(m, 1, h)
+                                                             : al_head_wv(m, 1, h); /* (C, D) */
+    memcpy(s->syn + lay, tgt->qkv + lay, sizeof(float) * lay);
+    for (size_t i = 0; i < rows; i++) {
+        float *o = s->syn + lay + i * 3 * HD + (size_t)ch * HD + (size_t)h * D;
+        const float *d = s->delta + i * C;
+        for (int c = 0; c < C; c++) {
+            if (d[c] == 0.0f) continue;
+            for (int k = 0; k < D; k++) o[k] += d[c] * w[(size_t)c * D + k];
+        }
+    }
+}
+
+void al_paths_result_free(al_paths_result *r) {
+    free(r->metric);
+    memset(r, 0, sizeof *r);
+}
+
+int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_paths_result *r,
+                 al_err *e) {
+    memset(r, 0, sizeof *r);
+    double t0 = al_now();
+    if (m->cfg.n_layers > 2)
+        return al_errf(e, "path patching covers 1- and 2-layer models (this one has %d layers)",
+                       m->cfg.n_layers);
+    sweep s;
+    if (sweep_init(&s, m, t, o, 1, e)) return -1;
+    int L = s.L, H = s.H, T = s.T, C = s.C, ns = 2 + H, nr = L == 2 ? H : 0;
+    int n = 4 * ns * H;
+    double *buf = al_calloc((size_t)n * 2, sizeof(double), e);
+    const al_patch_spec *saved = m->patch;
+    double sc = 0.0, sr = 0.0;
+    int rc = buf ? 0 : -1;
+    al_progress pg;
+    al_progress_init(&pg, 10.0);
+    long per = (long)ns * (3 * nr + 1), total = per * ((t->N + s.B - 1) / s.B), done = 0;
+    for (int n0 = 0; rc == 0 && n0 < t->N; n0 += s.B) {
+        if ((rc = batch_begin(&s, n0, e))) break;
+        sc += sum_of(s.v_cl, s.ni), sr += sum_of(s.v_co, s.ni);
+        int den = s.dir == AL_PATCH_DENOISE;
+        const al_acts *tgt = den ? &s.co : &s.cl, *src = den ? &s.cl : &s.co;
+        size_t off = (size_t)n0 * T;
+        const int *tin = (den ? t->corr : t->clean) + off, *sin = (den ? t->clean : t->corr) + off;
+        size_t rows = (size_t)s.nb * T;
+        for (int snd = 0; snd < ns && rc == 0; snd++) {
+            sender_delta(&s, snd, tgt, src, tin, sin);
+            for (int c = 0; c < 3 * nr + 1 && rc == 0; c++, done++) {
+                int ch = c < 3 * nr ? c / nr : 3, h = c < 3 * nr ? c % nr : 0;
+                double v;
+                clear_masks(&s);
+                if ((rc = stopped(o, e))) break;
+                if (ch == 3) { /* direct: the final residual + Δsender */
+                    float *xs = s.syn + (size_t)L * rows * C;
+                    const float *xt = tgt->x + (size_t)L * rows * C;
+                    for (size_t i = 0; i < rows * C; i++) xs[i] = xt[i] + s.delta[i];
+                    memset(s.xm + (size_t)L * T, 1, T);
+                    rc = patched_sum(&s, src, NULL, s.syn, &v, e);
+                } else {
+                    synth_qkv(&s, tgt, ch, h);
+                    memset(s.qm + (((size_t)1 * 3 + ch) * H + h) * T, 1, T);
+                    rc = patched_sum(&s, src, s.syn, NULL, &v, e);
+                }
+                buf[((size_t)ch * ns + snd) * H + h] += v;
+                if (o->progress)
+                    al_progress_update(&pg, 0, "paths: %ld/%ld paths x batches", done + 1, total);
+            }
+        }
+    }
+    if (o->progress) al_progress_done(&pg);
+    m->patch = saved;
+    if (rc) {
+        free(buf);
+        sweep_free(&s);
+        return -1;
+    }
+    double cnt = (double)t->n_items;
+    r->L = L, r->H = H, r->N = t->N, r->T = T;
+    r->n_senders = ns, r->n_recv = nr;
+    r->direction = s.dir;
+    r->m_clean = sc / cnt;
+    r->m_corr = sr / cnt;
+    r->n = n;
+    r->metric = buf;
+    r->effect = buf + n;
+    for (int ch = 0; ch < 4; ch++)
+        for (int snd = 0; snd < ns; snd++)
+            for (int h = 0; h < H; h++) {
+                size_t i = ((size_t)ch * ns + snd) * H + h;
+                int exists = ch == 3 ? h == 0 : h < nr;
+                buf[i] = exists ? buf[i] / cnt : NAN;
+                r->effect[i] = exists ? effect(s.dir, buf[i], r->m_clean, r->m_corr) : NAN;
+            }
+    r->seconds = al_now() - t0;
+    sweep_free(&s);
     return 0;
 }

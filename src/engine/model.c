@@ -137,6 +137,7 @@ void al_model_free(al_model *m) {
     free((void *)m->z_replace);
     free(m->acts);
     free(m->inputs);
+    free(m->dws);
     memset(m, 0, sizeof *m);
 }
 
@@ -333,6 +334,53 @@ static void patch_x(al_model *m, int l, float *x) {
     }
 }
 
+/* qkv (B,T,3,H,D) of layer l: the masked (s, h, t) vectors from the
+ * patch source, in every sequence. */
+static void patch_qkv(const al_model *m, int l, float *qkv) {
+    const al_patch_spec *p = m->patch;
+    if (!p || !p->qkv_mask) return;
+    int B = m->B, T = m->T, H = m->cfg.n_heads, D = m->cfg.d_head;
+    size_t HD = (size_t)H * D, BT = (size_t)B * T;
+    const unsigned char *qm = p->qkv_mask + (size_t)l * 3 * H * T;
+    const float *src = p->src_qkv + (size_t)l * BT * 3 * HD;
+    for (int s = 0; s < 3; s++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                if (!qm[((size_t)s * H + h) * T + t]) continue;
+                for (int b = 0; b < B; b++) {
+                    size_t off = ((size_t)b * T + t) * 3 * HD + s * HD + (size_t)h * D;
+                    memcpy(qkv + off, src + off, sizeof(float) * D);
+                }
+            }
+}
+
+/* att (B,H,T,T) and z (B,T,H,D) of layer l: masked rows (h, t) from the
+ * patch source, and z at them recomputed as row · v. */
+static void patch_att(const al_model *m, int l, float *att, float *z, const float *qkv) {
+    const al_patch_spec *p = m->patch;
+    if (!p || !p->att_mask) return;
+    int B = m->B, T = m->T, H = m->cfg.n_heads, D = m->cfg.d_head;
+    size_t HD = (size_t)H * D;
+    const unsigned char *am = p->att_mask + (size_t)l * H * T;
+    const float *src = p->src_att + (size_t)l * B * H * T * T;
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < T; t++) {
+            if (!am[(size_t)h * T + t]) continue;
+            for (int b = 0; b < B; b++) {
+                size_t ro = (((size_t)b * H + h) * T + t) * T;
+                memcpy(att + ro, src + ro, sizeof(float) * T);
+                float *zr = z + ((size_t)b * T + t) * HD + (size_t)h * D;
+                const float *v = qkv + (size_t)b * T * 3 * HD + 2 * HD + (size_t)h * D;
+                for (int d = 0; d < D; d++) zr[d] = 0.0f;
+                for (int u = 0; u <= t; u++) {
+                    float a = att[ro + u];
+                    const float *vu = v + (size_t)u * 3 * HD;
+                    for (int d = 0; d < D; d++) zr[d] += a * vu[d];
+                }
+            }
+        }
+}
+
 static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
                         int T, al_err *e) {
     if (B < 1 || T < 1) return al_errf(e, "batch shape %dx%d is empty", B, T);
@@ -350,24 +398,12 @@ static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
     return 0;
 }
 
-int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
-                     int T, al_err *e) {
-    if (check_inputs(m, inputs, targets, B, T, e) != 0) return -1;
-    const al_patch_spec *p = m->patch;
-    if (p && ((p->x_mask && !p->src_x) || (p->z_mask && !p->src_z)))
-        return al_errf(e, "patch spec has a mask without its source activations");
-    if (ensure_acts(m, B, T, e) != 0) return -1;
-    m->patched = p != NULL;
+/* Layers and unembedding of the forward pass, from m->x[0] (the
+ * embeddings) of shape (m->B, m->T) into m->x and m->probs (logits). */
+static void forward_layers(al_model *m) {
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
-    int BT = B * T, HD = H * D;
-    m->B = B;
-    m->T = T;
-    memcpy(m->inputs, inputs, sizeof(int) * BT);
-    m->has_targets = targets != NULL;
-    for (int i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
-
-    encoder_forward(m->x, inputs, m->p[AL_P_WE], m->p[AL_P_WPOS], B, T, C);
+    int B = m->B, T = m->T, BT = B * T, HD = H * D;
     for (int l = 0; l < L; l++) {
         float *x = m->x + (size_t)l * BT * C;                  // (B,T,C)
         float *xn = x + (size_t)BT * C;                        // (B,T,C)
@@ -378,7 +414,9 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
         patch_x(m, l, x);
         fuse_qkv(m->wqkv, m, l);
         matmul_forward(qkv, x, m->wqkv, BT, C, 3 * HD, 0.0f);
+        patch_qkv(m, l, qkv);
         attention_forward(z, att, qkv, B, T, H, D, 1);
+        patch_att(m, l, att, z, qkv);
         apply_gates(m, l, zg, z, BT);
         memcpy(xn, x, sizeof(float) * (size_t)BT * C);
         matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
@@ -389,6 +427,27 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
         matmul_forward_wt(m->probs, xL, m->p[AL_P_WE], BT, C, V, 0.0f);
     else
         matmul_forward(m->probs, xL, m->p[AL_P_WU], BT, C, V, 0.0f);
+}
+
+int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
+                     int T, al_err *e) {
+    if (check_inputs(m, inputs, targets, B, T, e) != 0) return -1;
+    const al_patch_spec *p = m->patch;
+    if (p && ((p->x_mask && !p->src_x) || (p->z_mask && !p->src_z) ||
+              (p->qkv_mask && !p->src_qkv) || (p->att_mask && !p->src_att)))
+        return al_errf(e, "patch spec has a mask without its source activations");
+    if (ensure_acts(m, B, T, e) != 0) return -1;
+    m->patched = p != NULL;
+    const al_config *c = &m->cfg;
+    int C = c->d_model, V = c->d_vocab, BT = B * T;
+    m->B = B;
+    m->T = T;
+    memcpy(m->inputs, inputs, sizeof(int) * BT);
+    m->has_targets = targets != NULL;
+    for (int i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
+
+    encoder_forward(m->x, inputs, m->p[AL_P_WE], m->p[AL_P_WPOS], B, T, C);
+    forward_layers(m);
     m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, BT, V);
     double sum = 0.0;
     for (int i = 0; i < BT; i++) sum += m->losses[i];
@@ -467,5 +526,80 @@ int al_model_backward(al_model *m, al_err *e) {
         matmul_forward_wt(m->dx, m->dqkv, m->wqkv, BT, 3 * HD, C, 1.0f);
     }
     encoder_backward(m->g[AL_P_WE], m->g[AL_P_WPOS], m->dx, m->inputs, B, T, C);
+    return 0;
+}
+
+/* ------------------------------------------------------- cached runs */
+
+int al_acts_alloc(al_acts *a, const al_config *c, int B, int T, al_err *e) {
+    memset(a, 0, sizeof *a);
+    size_t L = c->n_layers, BT = (size_t)B * T, HD = (size_t)c->n_heads * c->d_head;
+    size_t nx = (L + 1) * BT * c->d_model, nq = L * BT * 3 * HD;
+    size_t na = L * B * c->n_heads * (size_t)T * T, nz = L * BT * HD;
+    float *p = al_malloc(nx + nq + na + 2 * nz, sizeof(float), e);
+    if (!p) return al_err_prefix(e, "cannot allocate a run cache for batch %dx%d", B, T);
+    a->B = B, a->T = T;
+    a->x = p;
+    a->qkv = a->x + nx;
+    a->att = a->qkv + nq;
+    a->z = a->att + na;
+    a->zg = a->z + nz;
+    return 0;
+}
+
+void al_acts_free(al_acts *a) {
+    free(a->x);
+    memset(a, 0, sizeof *a);
+}
+
+int al_acts_save(const al_model *m, al_acts *a, al_err *e) {
+    if (!m->acts || m->B != a->B || m->T != a->T)
+        return al_errf(e, "run cache is for batch %dx%d, the last forward was %dx%d", a->B, a->T,
+                       m->B, m->T);
+    const al_config *c = &m->cfg;
+    size_t L = c->n_layers, BT = (size_t)a->B * a->T, HD = (size_t)c->n_heads * c->d_head;
+    memcpy(a->x, m->x, sizeof(float) * (L + 1) * BT * c->d_model);
+    memcpy(a->qkv, m->qkv, sizeof(float) * L * BT * 3 * HD);
+    memcpy(a->att, m->att, sizeof(float) * L * a->B * c->n_heads * (size_t)a->T * a->T);
+    memcpy(a->z, m->z, sizeof(float) * L * BT * HD);
+    memcpy(a->zg, m->zg, sizeof(float) * L * BT * HD);
+    return 0;
+}
+
+void al_model_unembed(const al_model *m, const float *x, int n, float *logits) {
+    const al_config *c = &m->cfg;
+    if (c->tied_embeddings)
+        matmul_forward_wt(logits, x, m->p[AL_P_WE], n, c->d_model, c->d_vocab, 0.0f);
+    else
+        matmul_forward(logits, x, m->p[AL_P_WU], n, c->d_model, c->d_vocab, 0.0f);
+}
+
+float al_model_logit(const al_model *m, const float *x, int v) {
+    const al_config *c = &m->cfg;
+    int C = c->d_model, V = c->d_vocab;
+    double s = 0.0;
+    if (c->tied_embeddings)
+        for (int k = 0; k < C; k++) s += (double)x[k] * m->p[AL_P_WE][(size_t)v * C + k];
+    else
+        for (int k = 0; k < C; k++) s += (double)x[k] * m->p[AL_P_WU][(size_t)k * V + v];
+    return (float)s;
+}
+
+/* Placeholder until the incremental version lands: recompute every layer
+ * from base's embeddings with sp applied (all rows dirty). Uses m's
+ * activations as its scratch. */
+int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
+                           float *xL, unsigned char *dirty, al_err *e) {
+    int B = base->B, T = base->T, C = m->cfg.d_model, L = m->cfg.n_layers;
+    if (ensure_acts(m, B, T, e)) return -1;
+    m->B = B, m->T = T;
+    memcpy(m->x, base->x, sizeof(float) * (size_t)B * T * C);
+    const al_patch_spec *saved = m->patch;
+    m->patch = sp;
+    forward_layers(m);
+    m->patch = saved;
+    m->patched = 1;
+    memcpy(xL, m->x + (size_t)L * B * T * C, sizeof(float) * (size_t)B * T * C);
+    memset(dirty, 1, (size_t)T);
     return 0;
 }

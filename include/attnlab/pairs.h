@@ -1,0 +1,76 @@
+/* pairs.h -- clean / corrupted token pairs for activation and path
+ * patching (docs/design.md §5): the `names` task and the user's own JSONL
+ * pair files. (The `induction` task is built in analysis, from the
+ * scores probe: patch.h.)
+ *
+ * A pair set is N pairs of token sequences, padded to one length T; the
+ * two sequences of a pair always have the same length len[n] <= T (a
+ * patch at position t means the same t in both). Pads (beyond len[n])
+ * hold token 0 and are never scored: attention is causal, so they change
+ * no earlier position. The metric is read at items, each naming a pair,
+ * a position and an answer token:
+ *   logit_diff = 1:  logit(answer) − logit(wrong) at (pair, pos)
+ *   logit_diff = 0:  log p(answer | tokens 0..pos) (wrong = −1)
+ * and M is the mean over all items. */
+#ifndef ATTNLAB_PAIRS_H
+#define ATTNLAB_PAIRS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "attnlab/tokenizer.h"
+#include "attnlab/util.h"
+
+typedef struct al_pair_item {
+    int pair;   /* 0..N−1 */
+    int pos;    /* 0..len[pair]−1 */
+    int answer; /* token id */
+    int wrong;  /* token id, or −1 when the metric is a log-prob */
+} al_pair_item;
+
+typedef struct al_pairs {
+    char task[16];         /* "induction", "names" or "file" */
+    int N, T;              /* pairs; the longest pair's length */
+    int *clean, *corr;     /* (N, T) each, 0-padded; one allocation with len */
+    int *len;              /* (N) */
+    int n_items;
+    al_pair_item *items;   /* sorted by pair, then pos */
+    int logit_diff;        /* 1: logit differences, 0: log-probs */
+} al_pairs;
+
+void al_pairs_free(al_pairs *p);
+
+/* Parse a JSONL pair file's text (n bytes, need not be NUL-terminated):
+ * one object per line, {"clean": "...", "corrupted": "...", "answer":
+ * " x", "wrong": " y"}, encoded with tok. Each pair is scored at its
+ * last position (logit_diff = 1). Refused, with one line naming the line
+ * number (1-based) and what is wrong: an empty or blank line (a single
+ * trailing newline at the end of the file is fine), text that is not a
+ * JSON object, a missing or non-string field, an unknown field, a clean
+ * and corrupted text whose token lengths differ, an answer or wrong that
+ * is not exactly one token, answer == wrong, an empty text, a text
+ * longer than n_ctx tokens, more than 1000000 pairs. Nothing is
+ * assigned on error (*out zeroed). 0 or −1; *out is the caller's
+ * (al_pairs_free). */
+int al_pairs_parse_jsonl(const char *text, size_t n, const al_tokenizer *tok, int n_ctx,
+                         al_pairs *out, al_err *e);
+/* The same from a file (at most 256 MiB); errors name the file. */
+int al_pairs_load_jsonl(const char *path, const al_tokenizer *tok, int n_ctx, al_pairs *out,
+                        al_err *e);
+
+/* The `names` task: n held-out synthetic stories (synth.h) generated
+ * with seed (documented to differ from any corpus seed the project's
+ * experiments use), each with an invented name of >= 2 tokens that
+ * occurs at least twice. Clean = the story's tokens up to and including
+ * the first piece of the name's second occurrence (BOS first when bos >=
+ * 0); corrupted = the same with the first occurrence's tokens replaced by
+ * another invented name with the same number of tokens and a different
+ * second piece (not a name of the story). One item per pair at the last
+ * position: answer = the name's second piece, wrong = the replacement's
+ * second piece (logit_diff = 1). Stories that do not fit n_ctx, or whose
+ * name tokenizes differently at its two occurrences, are skipped; −1
+ * with e if n usable stories are not found within 100·n + 1000 tries.
+ * Deterministic in (tok, n, seed, n_ctx, bos). */
+int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos,
+                   al_pairs *out, al_err *e);
+
+#endif
