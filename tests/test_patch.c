@@ -379,3 +379,157 @@ TEST(patch_bad_options) {
     }
     al_model_free(&m);
 }
+
+/* ---------------------------------------------- components on planted */
+
+/* planted.h's circuit with an attention sink, as trained induction heads
+ * have: 1.0 also scores position 0 at half the match gap (dimension 0,
+ * which only a query token 0 — BOS, never drawn by the probe — would
+ * use), so a query with no match attends to BOS and copies token 0
+ * instead of averaging the first half's values. */
+static void sink_model(al_model *m) {
+    planted_model(m);
+    const int D = PD;
+    const float alpha = 30.0f * sqrtf((float)D);
+    al_head_wk(m, 1, 0)[(P_PREV + 0) * D + 0] = 0;
+    al_head_wk(m, 1, 0)[(P_POS + 0) * D + 0] = 1;
+    al_head_wq(m, 1, 0)[P_BIAS * D + 0] = alpha / 2;
+}
+
+/* One sweep of component comp; then sums of head lh's effects over the
+ * first half (1..R) and the second (R+1..2R) with sums_of. */
+static void sweep_of(al_model *m, const char *comp, const char *dir, al_patch_result *r) {
+    al_patch_opts o = small_opts(comp, dir);
+    al_err e;
+    CHECK_OK(run_(m, &o, r, &e), &e);
+}
+
+static void sums_of(const al_patch_result *r, int lh, double *first, double *second) {
+    *first = *second = 0;
+    for (int t = 0; t < PT; t++) {
+        double v = r->effect[lh * PT + t];
+        if (t >= 1 && t <= PR) *first += v;
+        else if (t > PR) *second += v;
+    }
+}
+
+/* Per-position components of the sink circuit. Queries of every head
+ * read TOK or POS, which the two runs share wherever a query matters, so
+ * patching q does nothing in either direction. Noising breaks one query
+ * per first-half key (k of 1.0) or per second-half destination row
+ * (pattern of 1.0), or copies a wrong token at one (v of 1.0): summed
+ * over positions, about the whole effect. Heads writing nothing, or reading only BIAS, never matter. */
+TEST(patch_planted_qkv_pattern) {
+    al_model m;
+    sink_model(&m);
+    double f, s;
+    for (int d = 0; d < 2; d++) {
+        const char *dir = d ? "noise" : "denoise";
+        al_patch_opts o = small_opts("q", dir);
+        al_patch_result r;
+        al_err e;
+        CHECK_OK(run_(&m, &o, &r, &e), &e);
+        CHECK(r.rows == 2 * PH && r.cols == PT);
+        for (int i = 0; i < r.n; i++) CHECKF(fabs(r.effect[i]) < 1e-9, "q %s %d: %g", dir, i,
+                                             r.effect[i]);
+        al_patch_result_free(&r);
+    }
+    const char *comps[] = {"k", "pattern", "v"};
+    for (int c = 0; c < 3; c++) {
+        al_patch_result r;
+        sweep_of(&m, comps[c], "noise", &r);
+        sums_of(&r, 1 * PH + 0, &f, &s);
+        if (c == 0) CHECKF(f > 0.8 && f < 1.1 && fabs(s) < 0.02, "k of 1.0: %g %g", f, s);
+        if (c == 1) CHECKF(fabs(f) < 1e-9 && s > 0.8 && s < 1.1, "pattern of 1.0: %g %g", f, s);
+        if (c == 2) CHECKF(f > 0.8 && f < 1.1 && fabs(s) < 1e-9, "v of 1.0: %g %g", f, s);
+        for (int lh = 0; lh < 2 * PH; lh++) {
+            if (lh % PH == 0) continue;
+            sums_of(&r, lh, &f, &s);
+            CHECKF(fabs(f) < 1e-9 && fabs(s) < 1e-9, "%s of %d.%d: %g %g", comps[c], lh / PH,
+                   lh % PH, f, s);
+        }
+        al_patch_result_free(&r);
+    }
+    al_model_free(&m);
+}
+
+static double path_at(const al_paths_result *r, int c, int s, int h) {
+    return r->effect[((size_t)c * r->n_senders + s) * r->H + h];
+}
+
+/* The issue's known answer: the previous-token head 0.0 feeds the
+ * induction head 1.0 through its keys, so noising the path 0.0 -> 1.0 k
+ * breaks the whole effect while the q and v paths carry none; the
+ * values come straight from the embedding (embed -> 1.0 v). Nothing else
+ * carries anything: pos is the same in both runs, 0.1 and 0.2 write
+ * nothing that differs, 1.1 and 1.2 read nothing that does. */
+TEST(patch_planted_paths_known_answers) {
+    al_model m;
+    sink_model(&m);
+    al_patch_opts o = small_opts("head", "noise");
+    al_pairs t;
+    al_paths_result r, rn;
+    al_err e;
+    CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
+    CHECK_OK(al_paths_run(&m, &t, &o, &r, &e), &e);
+    CHECK(r.n_senders == 2 + PH && r.n_recv == PH && r.n == 4 * (2 + PH) * PH);
+    CHECKF(path_at(&r, 1, 2, 0) >= 0.9, "0.0 -> 1.0 k: %g", path_at(&r, 1, 2, 0));
+    CHECKF(fabs(path_at(&r, 0, 2, 0)) <= 0.05, "0.0 -> 1.0 q: %g", path_at(&r, 0, 2, 0));
+    CHECKF(fabs(path_at(&r, 2, 2, 0)) <= 0.05, "0.0 -> 1.0 v: %g", path_at(&r, 2, 2, 0));
+    CHECKF(path_at(&r, 2, 0, 0) >= 0.9, "embed -> 1.0 v: %g", path_at(&r, 2, 0, 0));
+    for (int c = 0; c < 4; c++)
+        for (int s = 0; s < r.n_senders; s++)
+            for (int h = 0; h < PH; h++) {
+                double v = path_at(&r, c, s, h);
+                int key = h == 0 && ((c == 1 && s == 2) || (c == 2 && s == 0));
+                if (c == 3 && h > 0) CHECK(isnan(v));
+                else if (!key && c < 3) CHECKF(fabs(v) < 1e-6, "%d %d %d: %g", c, s, h, v);
+                else if (c == 3) CHECKF(fabs(v) < 0.02, "direct %d: %g", s, v);
+            }
+    /* the naive reference gives the same numbers */
+    o.naive = 1;
+    CHECK_OK(al_paths_run(&m, &t, &o, &rn, &e), &e);
+    for (int i = 0; i < r.n; i++)
+        CHECKF((isnan(r.metric[i]) && isnan(rn.metric[i])) || fabs(r.metric[i] - rn.metric[i]) < 1e-6,
+               "%d: %g vs %g", i, r.metric[i], rn.metric[i]);
+    al_paths_result_free(&rn);
+    al_paths_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+/* A 1-layer model has only the direct path (q, k, v are NaN), and pos
+ * carries nothing (both runs have the same positions). More than two
+ * layers is refused, leaving the result zeroed. */
+TEST(patch_paths_one_layer_and_refusals) {
+    al_model m;
+    al_config c = al_config_default();
+    c.n_layers = 1, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 16, c.d_vocab = 20;
+    c.seed = 3;
+    al_err e;
+    CHECK_OK(al_model_init(&m, &c, &e), &e);
+    al_patch_opts o = small_opts("head", "noise");
+    o.probe_r = 5, o.probe_n = 6, o.batch = 4;
+    al_pairs t;
+    al_paths_result r;
+    CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
+    CHECK_OK(al_paths_run(&m, &t, &o, &r, &e), &e);
+    CHECK(r.n_recv == 0 && r.n_senders == 4);
+    for (int ch = 0; ch < 3; ch++)
+        for (int s = 0; s < 4; s++)
+            for (int h = 0; h < 2; h++) CHECK(isnan(path_at(&r, ch, s, h)));
+    for (int s = 0; s < 4; s++) CHECK(!isnan(path_at(&r, 3, s, 0)) && isnan(path_at(&r, 3, s, 1)));
+    CHECK(fabs(path_at(&r, 3, 1, 0)) < 1e-9); /* pos: the same in both runs */
+    al_paths_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+    /* three layers: refused */
+    c.n_layers = 3;
+    CHECK_OK(al_model_init(&m, &c, &e), &e);
+    CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
+    memset(&r, 0xab, sizeof r);
+    CHECK(al_paths_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, "2-layer"));
+    CHECK(r.metric == NULL && r.n == 0);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
