@@ -45,12 +45,16 @@ void al_pairs_free(al_pairs *p);
  * last position (logit_diff = 1). Refused, with one line naming the line
  * number (1-based) and what is wrong: an empty or blank line (a single
  * trailing newline at the end of the file is fine), text that is not a
- * JSON object, a missing or non-string field, an unknown field, a clean
- * and corrupted text whose token lengths differ, an answer or wrong that
- * is not exactly one token, answer == wrong, an empty text, a text
- * longer than n_ctx tokens, more than 1000000 pairs. Nothing is
- * assigned on error (*out zeroed). 0 or −1; *out is the caller's
- * (al_pairs_free). */
+ * JSON object, a missing, repeated or non-string field, an unknown
+ * field, a clean and corrupted text whose token lengths differ, an answer
+ * or wrong that is not exactly one token, answer == wrong, an empty text,
+ * a text holding \u0000, a text longer than n_ctx tokens, more than
+ * 1000000 pairs. Texts are bytes (invalid UTF-8 is fine; the tokenizer
+ * is byte-level), a line may end in \r\n, and the literal text
+ * "<|endoftext|>" is the special token (so a pair can begin with the BOS
+ * the model was trained with). Pairs may differ in length from line to
+ * line (padded to the longest). Nothing is assigned on error (*out
+ * zeroed). 0 or −1; *out is the caller's (al_pairs_free). */
 int al_pairs_parse_jsonl(const char *text, size_t n, const al_tokenizer *tok, int n_ctx,
                          al_pairs *out, al_err *e);
 /* The same from a file (at most 256 MiB); errors name the file. */

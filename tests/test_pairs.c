@@ -1,0 +1,241 @@
+/* test_pairs.c -- pair sets for activation patching (pairs.c): JSONL
+ * pair files (tokens, padding, items, and every refusal naming its line)
+ * and the names task (checked against the synthetic stories it is made
+ * from, with a BPE trained on synthetic text so that names are several
+ * tokens). */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/buf.h"
+#include "attnlab/pairs.h"
+#include "attnlab/synth.h"
+#include "attnlab/tokenizer.h"
+#include "test.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static al_tokenizer *byte_tok(void) {
+    al_tokenizer *t = NULL;
+    al_err e;
+    CHECK_OK(al_tok_byte_level(&t, &e), &e);
+    return t;
+}
+
+/* A BPE trained on 300 synthetic stories (0.01 s): names are 2-5 pieces. */
+static al_tokenizer *synth_tok(int vocab) {
+    al_synth_opts o;
+    al_synth_defaults(&o);
+    o.seed = 5;
+    o.repeat_fraction = 0;
+    al_synth *s = NULL;
+    al_err e;
+    CHECK_OK(al_synth_new(&s, &o, &e), &e);
+    al_buf b = AL_BUF_INIT;
+    for (int i = 0; i < 300; i++) {
+        const char *t;
+        size_t n;
+        CHECK_OK(al_synth_next(s, &t, &n, NULL, &e), &e);
+        al_buf_put(&b, t, n);
+        al_buf_puts(&b, "\n\n");
+    }
+    al_synth_free(s);
+    al_tokenizer *tok = NULL;
+    CHECK_OK(al_tok_train((const unsigned char *)b.p, b.n, vocab, 0, &tok, &e), &e);
+    al_buf_free(&b);
+    return tok;
+}
+
+static int all_zero(const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        if (c[i]) return 0;
+    return 1;
+}
+
+/* Parse text expecting a refusal whose message holds both substrings;
+ * *out must come back zeroed and the message be one line. */
+static void refused(const al_tokenizer *tok, const char *text, size_t n, int n_ctx,
+                    const char *want1, const char *want2, int line) {
+    al_pairs p;
+    al_err e;
+    memset(&p, 0xab, sizeof p);
+    e.msg[0] = 0;
+    int rc = al_pairs_parse_jsonl(text, n, tok, n_ctx, &p, &e);
+    CHECKF(rc == -1, "line %d: accepted", line);
+    CHECKF(all_zero(&p, sizeof p), "line %d: *out not zeroed after failure", line);
+    CHECKF(strstr(e.msg, want1) && (!want2 || strstr(e.msg, want2)) && !strchr(e.msg, '\n'),
+           "line %d: message [%s] lacks [%s] / [%s]", line, e.msg, want1, want2 ? want2 : "");
+    if (rc == 0) al_pairs_free(&p);
+}
+#define REFUSED(text, want1, want2) refused(tok, text, strlen(text), 64, want1, want2, __LINE__)
+
+#define GOOD "{\"clean\": \"ab\", \"corrupted\": \"xy\", \"answer\": \"c\", \"wrong\": \"z\"}"
+
+/* ------------------------------------------------------------- JSONL */
+
+TEST(pairs_jsonl_good) {
+    al_tokenizer *tok = byte_tok();
+    const char *text =
+        "{\"clean\": \"ab\", \"corrupted\": \"xy\", \"answer\": \"c\", \"wrong\": \"z\"}\n"
+        "{\"wrong\": \"?\", \"answer\": \"!\", \"corrupted\": \"jello\", \"clean\": \"hello\"}\r\n"
+        "  {\"clean\": \"<|endoftext|>q\", \"corrupted\": \"\xff\xfe\", \"answer\": \" \", "
+        "\"wrong\": \"\\n\"}  \n";
+    al_pairs p;
+    al_err e;
+    CHECK_OK(al_pairs_parse_jsonl(text, strlen(text), tok, 5, &p, &e), &e);
+    CHECK(!strcmp(p.task, "file") && p.logit_diff == 1);
+    CHECK(p.N == 3 && p.T == 5 && p.n_items == 3);
+    CHECK(p.len[0] == 2 && p.len[1] == 5 && p.len[2] == 2);
+    const int c0[5] = {'a', 'b', 0, 0, 0}, x0[5] = {'x', 'y', 0, 0, 0};
+    const int c1[5] = {'h', 'e', 'l', 'l', 'o'}, x1[5] = {'j', 'e', 'l', 'l', 'o'};
+    const int c2[5] = {256, 'q', 0, 0, 0}, x2[5] = {0xff, 0xfe, 0, 0, 0}; /* 256: <|endoftext|> */
+    CHECK(!memcmp(p.clean, c0, sizeof c0) && !memcmp(p.corr, x0, sizeof x0));
+    CHECK(!memcmp(p.clean + 5, c1, sizeof c1) && !memcmp(p.corr + 5, x1, sizeof x1));
+    CHECK(!memcmp(p.clean + 10, c2, sizeof c2) && !memcmp(p.corr + 10, x2, sizeof x2));
+    const al_pair_item want[3] = {{0, 1, 'c', 'z'}, {1, 4, '!', '?'}, {2, 1, ' ', '\n'}};
+    for (int i = 0; i < 3; i++)
+        CHECKF(!memcmp(&p.items[i], &want[i], sizeof want[i]), "item %d: %d %d %d %d", i,
+               p.items[i].pair, p.items[i].pos, p.items[i].answer, p.items[i].wrong);
+    al_pairs_free(&p);
+    CHECK(all_zero(&p, sizeof p));
+
+    /* one trailing newline or none: the same pairs */
+    CHECK_OK(al_pairs_parse_jsonl(GOOD, strlen(GOOD), tok, 64, &p, &e), &e);
+    CHECK(p.N == 1 && p.T == 2);
+    al_pairs_free(&p);
+    CHECK_OK(al_pairs_parse_jsonl(GOOD "\n", strlen(GOOD) + 1, tok, 64, &p, &e), &e);
+    CHECK(p.N == 1 && p.T == 2);
+    al_pairs_free(&p);
+    al_tok_free(tok);
+}
+
+/* Answers are tokens of a trained BPE: " the" is one token, a name not. */
+TEST(pairs_jsonl_bpe) {
+    al_tokenizer *tok = synth_tok(600);
+    const char *ok = "{\"clean\": \"Tom saw the\", \"corrupted\": \"Tim saw the\", "
+                     "\"answer\": \" the\", \"wrong\": \" a\"}";
+    al_pairs p;
+    al_err e;
+    CHECK_OK(al_pairs_parse_jsonl(ok, strlen(ok), tok, 64, &p, &e), &e);
+    int *ids;
+    size_t n;
+    CHECK_OK(al_tok_encode(tok, (const unsigned char *)" the", 4, 0, &ids, &n, &e), &e);
+    CHECK(n == 1 && p.items[0].answer == ids[0]);
+    CHECK(p.items[0].pos == p.len[0] - 1);
+    free(ids);
+    al_pairs_free(&p);
+    REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \" Zoubakir\", \"wrong\": "
+            "\" the\"}",
+            "line 1: answer \" Zoubakir\" is ", "tokens; it must be exactly one");
+    al_tok_free(tok);
+}
+
+TEST(pairs_jsonl_refusals) {
+    al_tokenizer *tok = byte_tok();
+    REFUSED("", "no pairs", NULL);
+    REFUSED("\n", "line 1: empty line", NULL);
+    REFUSED(GOOD "\n\n", "line 2: empty line", NULL);
+    REFUSED(GOOD "\n \t\r\n" GOOD, "line 2: empty line", NULL);
+    REFUSED(GOOD "\n" GOOD "\n[1, 2]", "line 3: expected a JSON object", NULL);
+    REFUSED(GOOD "\n\"clean\"", "line 2: expected a JSON object", NULL);
+    REFUSED(GOOD "\n{\"clean\": \"a\",", "line 2: invalid JSON at column", NULL);
+    REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"c\"}",
+            "line 1: missing field \"wrong\"", NULL);
+    REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": 1, \"wrong\": \"d\"}",
+            "line 1: field \"answer\" must be a string", NULL);
+    REFUSED("{\"clean\": \"a\", \"corrupted\": null, \"answer\": \"c\", \"wrong\": \"d\"}",
+            "line 1: field \"corrupted\" must be a string", NULL);
+    REFUSED(GOOD "\n{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"c\", \"wrong\": "
+                 "\"d\", \"note\": \"x\"}",
+            "line 2: unknown field \"note\"", NULL);
+    REFUSED("{\"clean\": \"a\", \"clean\": \"b\", \"corrupted\": \"b\", \"answer\": \"c\", "
+            "\"wrong\": \"d\"}",
+            "line 1: field \"clean\" given twice", NULL);
+    REFUSED(GOOD "\n{\"clean\": \"abc\", \"corrupted\": \"ab\", \"answer\": \"c\", \"wrong\": "
+                 "\"d\"}",
+            "line 2: clean is 3 tokens, corrupted 2", NULL);
+    REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"cd\", \"wrong\": \"d\"}",
+            "line 1: answer \"cd\" is 2 tokens; it must be exactly one", NULL);
+    REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"c\", \"wrong\": \"def\"}",
+            "line 1: wrong \"def\" is 3 tokens", NULL);
+    REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"c\", \"wrong\": \"c\"}",
+            "line 1: answer and wrong are the same token", NULL);
+    REFUSED("{\"clean\": \"\", \"corrupted\": \"\", \"answer\": \"c\", \"wrong\": \"d\"}",
+            "line 1: field \"clean\" is empty", NULL);
+    REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"\", \"wrong\": \"d\"}",
+            "line 1: field \"answer\" is empty", NULL);
+    REFUSED("{\"clean\": \"a\\u0000b\", \"corrupted\": \"abc\", \"answer\": \"c\", \"wrong\": "
+            "\"d\"}",
+            "line 1: a string holds \\u0000", NULL);
+    /* an escaped backslash before u0000 is text, not a NUL */
+    const char *bs = "{\"clean\": \"\\\\u0000\", \"corrupted\": \"\\\\u0001\", \"answer\": "
+                     "\"c\", \"wrong\": \"d\"}";
+    al_pairs p;
+    al_err e;
+    CHECK_OK(al_pairs_parse_jsonl(bs, strlen(bs), tok, 64, &p, &e), &e);
+    CHECK(p.N == 1 && p.T == 6);
+    al_pairs_free(&p);
+    /* longer than n_ctx: 5 tokens, n_ctx 4 */
+    const char *lng = "{\"clean\": \"abcde\", \"corrupted\": \"abcdf\", \"answer\": \"c\", "
+                      "\"wrong\": \"d\"}";
+    refused(tok, lng, strlen(lng), 4, "line 1: clean and corrupted are 5 tokens",
+            "longer than n_ctx 4", __LINE__);
+    CHECK_OK(al_pairs_parse_jsonl(lng, strlen(lng), tok, 5, &p, &e), &e);
+    al_pairs_free(&p);
+    refused(tok, GOOD, strlen(GOOD), 0, "n_ctx", NULL, __LINE__);
+    /* NUL bytes inside a line, in and out of strings */
+    const char nul[] = GOOD "\n{\"clean\": \"a\0b\", \"corrupted\": \"abc\", \"answer\": \"c\", "
+                            "\"wrong\": \"d\"}";
+    refused(tok, nul, sizeof nul - 1, 64, "line 2: JSON contains a NUL byte", NULL, __LINE__);
+    const char nul2[] = GOOD "\n\0";
+    refused(tok, nul2, sizeof nul2 - 1, 64, "line 2:", NULL, __LINE__);
+    al_tok_free(tok);
+}
+
+/* A file of 1000001 pairs is refused at its last line; 1000000 are fine
+ * (~56 MB of text, about a second). */
+TEST(pairs_jsonl_too_many) {
+    al_tokenizer *tok = byte_tok();
+    const char *line = "{\"clean\":\"a\",\"corrupted\":\"b\",\"answer\":\"c\",\"wrong\":\"d\"}\n";
+    size_t ll = strlen(line), n = 1000001;
+    char *text = malloc(ll * n);
+    CHECK(text != NULL);
+    if (!text) return;
+    for (size_t i = 0; i < n; i++) memcpy(text + i * ll, line, ll);
+    refused(tok, text, ll * n, 64, "line 1000001: more than 1000000 pairs", NULL, __LINE__);
+    al_pairs p;
+    al_err e;
+    CHECK_OK(al_pairs_parse_jsonl(text, ll * (n - 1), tok, 64, &p, &e), &e);
+    CHECK(p.N == 1000000 && p.T == 1 && p.items[999999].pair == 999999);
+    al_pairs_free(&p);
+    free(text);
+    al_tok_free(tok);
+}
+
+TEST(pairs_jsonl_file) {
+    al_tokenizer *tok = byte_tok();
+    const char *path = t_path("pairs.jsonl");
+    al_err e;
+    CHECK_OK(al_write_file_atomic(path, GOOD "\n" GOOD "\n", 2 * strlen(GOOD) + 2, &e), &e);
+    al_pairs p;
+    CHECK_OK(al_pairs_load_jsonl(path, tok, 64, &p, &e), &e);
+    CHECK(p.N == 2 && p.T == 2 && p.clean[2] == 'a' && p.corr[3] == 'y');
+    al_pairs_free(&p);
+    /* errors name the file, then the line */
+    CHECK_OK(al_write_file_atomic(path, GOOD "\n{}\n", strlen(GOOD) + 4, &e), &e);
+    memset(&p, 0xab, sizeof p);
+    CHECK(al_pairs_load_jsonl(path, tok, 64, &p, &e) == -1);
+    char want[600];
+    snprintf(want, sizeof want, "%s: line 2: missing field \"clean\"", path);
+    CHECKF(!strcmp(e.msg, want), "got [%s]", e.msg);
+    CHECK(all_zero(&p, sizeof p));
+    memset(&p, 0xab, sizeof p);
+    CHECK(al_pairs_load_jsonl(t_path("missing.jsonl"), tok, 64, &p, &e) == -1);
+    CHECKF(strstr(e.msg, "missing.jsonl") != NULL, "got [%s]", e.msg);
+    CHECK(all_zero(&p, sizeof p));
+    al_tok_free(tok);
+}
+
