@@ -239,3 +239,235 @@ TEST(pairs_jsonl_file) {
     al_tok_free(tok);
 }
 
+/* -------------------------------------------------------------- names */
+
+/* The pieces of " W" for the word W starting at text[0] (a space, then
+ * letters); returns the count, 0 if text does not start so. */
+static size_t word_ids(const al_tokenizer *tok, const char *text, char *word, int *ids) {
+    size_t k = 1;
+    if (text[0] != ' ') return 0;
+    while (isalpha((unsigned char)text[k]) && k < 30) k++;
+    if (k < 2) return 0;
+    memcpy(word, text + 1, k - 1);
+    word[k - 1] = 0;
+    size_t n;
+    al_err e;
+    if (al_tok_encode_into(tok, (const unsigned char *)text, k, 0, ids, &n, &e)) return 0;
+    return n;
+}
+
+/* Whole-word occurrences of w in text. */
+static int count_word(const char *text, const char *w) {
+    int c = 0;
+    size_t n = strlen(w);
+    for (const char *q = strstr(text, w); q; q = strstr(q + 1, w))
+        c += (q == text || !isalpha((unsigned char)q[-1])) && !isalpha((unsigned char)q[n]);
+    return c;
+}
+
+/* Everything the names task promises of each pair, checked against the
+ * stories it comes from (the synth stream, regenerated here in order:
+ * pairs come from stories in stream order, one per story at most). */
+static void check_names(const al_tokenizer *tok, const al_pairs *p, int n, uint64_t seed,
+                        int n_ctx, int bos) {
+    CHECK(p->N == n && p->n_items == n && p->logit_diff == 1 && !strcmp(p->task, "names"));
+    CHECK(p->T <= n_ctx);
+    al_synth_opts o;
+    al_synth_defaults(&o);
+    o.seed = seed ^ AL_PAIRS_NAMES_SEED_XOR;
+    o.repeat_fraction = 0;
+    al_synth *s = NULL;
+    al_err e;
+    CHECK_OK(al_synth_new(&s, &o, &e), &e);
+    int b = bos >= 0, story = 0, T = p->T;
+    for (int i = 0; i < p->N && s; i++) {
+        const int *c = p->clean + (size_t)i * T, *x = p->corr + (size_t)i * T;
+        int len = p->len[i];
+        const al_pair_item *it = &p->items[i];
+        CHECKF(len >= 3 + b && len <= T, "pair %d: len %d", i, len);
+        CHECK(it->pair == i && it->pos == len - 1 && it->answer != it->wrong);
+        CHECK(all_zero(c + len, (size_t)(T - len) * sizeof(int)));
+        CHECK(all_zero(x + len, (size_t)(T - len) * sizeof(int)));
+        if (b) CHECK(c[0] == bos && x[0] == bos);
+        /* the story: the first one after the last pair's that starts with
+         * clean + answer */
+        int found = 0;
+        al_synth_doc d;
+        const char *text = NULL;
+        size_t tl;
+        int *ids = NULL;
+        size_t n_ids = 0;
+        for (; story < 100 * n + 1000 && !found; story++) {
+            CHECK_OK(al_synth_next(s, &text, &tl, &d, &e), &e);
+            free(ids);
+            CHECK_OK(al_tok_encode(tok, (const unsigned char *)text, tl, 0, &ids, &n_ids, &e),
+                     &e);
+            found = n_ids >= (size_t)(len - b + 1) &&
+                    !memcmp(ids, c + b, (size_t)(len - b) * sizeof(int)) &&
+                    ids[len - b] == it->answer;
+        }
+        CHECKF(found, "pair %d: no story starts with its clean tokens and answer", i);
+        /* the span where clean and corrupted differ is one name's pieces */
+        int a = b;
+        while (a < len && c[a] == x[a]) a++;
+        CHECKF(a < len, "pair %d: clean == corrupted", i);
+        unsigned char *ct, *xt;
+        size_t cn, xn;
+        CHECK_OK(al_tok_decode(tok, c + a, (size_t)(len - a), &ct, &cn, &e), &e);
+        CHECK_OK(al_tok_decode(tok, x + a, (size_t)(len - a), &xt, &xn, &e), &e);
+        /* a difference may start inside the name when a first piece is
+         * shared: back up to the piece starting with a space */
+        while (a > b && (ct[0] != ' ' || !isupper(ct[1]))) {
+            a--;
+            free(ct), free(xt);
+            CHECK_OK(al_tok_decode(tok, c + a, (size_t)(len - a), &ct, &cn, &e), &e);
+            CHECK_OK(al_tok_decode(tok, x + a, (size_t)(len - a), &xt, &xn, &e), &e);
+        }
+        char name[40], repl[40];
+        int S[40], R[40];
+        size_t k = word_ids(tok, (const char *)ct, name, S), kr = word_ids(tok, (const char *)xt,
+                                                                           repl, R);
+        int is_name = 0;
+        for (int j = 0; j < d.n_names; j++) is_name |= !strcmp(d.names[j], name);
+        CHECKF(is_name, "pair %d: the changed span [%s] is not a name of the story", i, name);
+        CHECKF(k >= 2 && kr == k, "pair %d: %s is %zu pieces, %s %zu", i, name, k, repl, kr);
+        CHECK(!memcmp(c + a, S, k * sizeof(int)) && !memcmp(x + a, R, k * sizeof(int)));
+        for (int t = 0; t < len; t++)
+            if (t < a || t >= a + (int)k) CHECKF(c[t] == x[t], "pair %d: differs at %d", i, t);
+        /* the replacement: invented, capitalised, not a name of the story */
+        CHECK(isupper((unsigned char)repl[0]) && strcmp(repl, name) != 0);
+        for (int j = 0; j < d.n_names; j++) CHECK(strcmp(d.names[j], repl) != 0);
+        /* the last token and the answer begin the name; wrong is the
+         * replacement's second piece */
+        CHECK(c[len - 1] == S[0] && it->answer == S[1] && it->wrong == R[1]);
+        CHECKF(R[0] == S[0], "pair %d: %s and %s begin with different pieces", i, name, repl);
+        /* the name is mentioned once in the prefix, at a */
+        unsigned char *all;
+        size_t an;
+        CHECK_OK(al_tok_decode(tok, c + b, (size_t)(len - b - 1), &all, &an, &e), &e);
+        int mentions = count_word((const char *)all, name);
+        CHECKF(mentions == 1, "pair %d: %s mentioned %d times before its second occurrence", i,
+               name, mentions);
+        /* no other name of >= 2 pieces is written " Name" twice before: it
+         * would have been chosen (the earliest second mention wins) */
+        for (int j = 0; j < d.n_names; j++) {
+            char sp[40], w2[40];
+            int S2[40];
+            snprintf(sp, sizeof sp, " %s", d.names[j]);
+            if (!strcmp(d.names[j], name) || word_ids(tok, sp, w2, S2) < 2) continue;
+            int spaced = 0;
+            for (const char *q = strstr((char *)all, sp); q; q = strstr(q + 1, sp))
+                spaced += !isalpha((unsigned char)q[strlen(sp)]);
+            CHECKF(spaced < 2 || spaced < count_word((char *)all, d.names[j]),
+                   "pair %d: %s has an earlier second mention than %s", i, d.names[j], name);
+        }
+        free(all), free(ct), free(xt), free(ids);
+    }
+    al_synth_free(s);
+}
+
+TEST(pairs_names) {
+    al_tokenizer *tok = synth_tok(600);
+    int bos = al_tok_eot(tok);
+    al_pairs p;
+    al_err e;
+    CHECK_OK(al_pairs_names(tok, 16, 1, 256, bos, &p, &e), &e);
+    check_names(tok, &p, 16, 1, 256, bos);
+    /* no BOS; a short n_ctx (stories too long are skipped) */
+    al_pairs q;
+    CHECK_OK(al_pairs_names(tok, 8, 2, 40, -1, &q, &e), &e);
+    check_names(tok, &q, 8, 2, 40, -1);
+    al_pairs_free(&q);
+    al_pairs_free(&p);
+    al_tok_free(tok);
+}
+
+/* Byte-level: a name of L letters is L + 1 pieces (" ", letters). */
+TEST(pairs_names_bytes) {
+    al_tokenizer *tok = byte_tok();
+    al_pairs p;
+    al_err e;
+    CHECK_OK(al_pairs_names(tok, 64, 7, 512, al_tok_eot(tok), &p, &e), &e);
+    check_names(tok, &p, 64, 7, 512, al_tok_eot(tok));
+    for (int i = 0; i < p.N; i++) CHECK(p.clean[(size_t)i * p.T + p.len[i] - 1] == ' ');
+    al_pairs_free(&p);
+    al_tok_free(tok);
+}
+
+static int same_pairs(const al_pairs *a, const al_pairs *b) {
+    return a->N == b->N && a->T == b->T && a->n_items == b->n_items &&
+           !strcmp(a->task, b->task) &&
+           !memcmp(a->clean, b->clean, (size_t)a->N * (2 * (size_t)a->T + 1) * sizeof(int)) &&
+           !memcmp(a->items, b->items, (size_t)a->n_items * sizeof *a->items);
+}
+
+TEST(pairs_names_deterministic) {
+    al_tokenizer *tok = synth_tok(600);
+    al_pairs a, b, c, d;
+    al_err e;
+    CHECK_OK(al_pairs_names(tok, 12, 1, 256, 0, &a, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 12, 1, 256, 0, &b, &e), &e);
+    CHECK(same_pairs(&a, &b));
+    /* fewer pairs: the first ones of the same stream */
+    al_pairs h;
+    CHECK_OK(al_pairs_names(tok, 5, 1, 256, 0, &h, &e), &e);
+    for (int i = 0; i < 5; i++)
+        CHECK(h.len[i] == a.len[i] &&
+              !memcmp(h.clean + (size_t)i * h.T, a.clean + (size_t)i * a.T,
+                      (size_t)h.len[i] * sizeof(int)) &&
+              !memcmp(h.corr + (size_t)i * h.T, a.corr + (size_t)i * a.T,
+                      (size_t)h.len[i] * sizeof(int)) &&
+              !memcmp(&h.items[i], &a.items[i], sizeof h.items[i]));
+    al_pairs_free(&h);
+    /* another seed: other stories */
+    CHECK_OK(al_pairs_names(tok, 12, 2, 256, 0, &c, &e), &e);
+    CHECK(c.N == 12 && !same_pairs(&a, &c));
+    int common = 0;
+    for (int i = 0; i < 12; i++)
+        for (int j = 0; j < 12; j++)
+            common += a.len[i] == c.len[j] &&
+                      !memcmp(a.clean + (size_t)i * a.T, c.clean + (size_t)j * c.T,
+                              (size_t)a.len[i] * sizeof(int));
+    CHECK(common == 0);
+    /* the same stories without BOS: every pair one token shorter */
+    CHECK_OK(al_pairs_names(tok, 12, 1, 256, -1, &d, &e), &e);
+    for (int i = 0; i < 12; i++)
+        CHECK(d.len[i] == a.len[i] - 1 &&
+              !memcmp(d.corr + (size_t)i * d.T, a.corr + (size_t)i * a.T + 1,
+                      (size_t)d.len[i] * sizeof(int)));
+    /* n_ctx exactly the first pair's length keeps it; one less skips its
+     * story (its name is the one with the earliest second mention) */
+    al_pairs f;
+    CHECK_OK(al_pairs_names(tok, 1, 1, a.len[0], 0, &f, &e), &e);
+    CHECK(f.T == a.len[0] && !memcmp(f.clean, a.clean, (size_t)f.T * sizeof(int)));
+    al_pairs_free(&f);
+    CHECK_OK(al_pairs_names(tok, 1, 1, a.len[0] - 1, 0, &f, &e), &e);
+    CHECK(f.T <= a.len[0] - 1 && memcmp(f.clean, a.clean, (size_t)f.T * sizeof(int)) != 0);
+    al_pairs_free(&f);
+    al_pairs_free(&a);
+    al_pairs_free(&b);
+    al_pairs_free(&c);
+    al_pairs_free(&d);
+    al_tok_free(tok);
+}
+
+TEST(pairs_names_refusals) {
+    al_tokenizer *tok = synth_tok(600);
+    al_pairs p;
+    al_err e;
+    memset(&p, 0xab, sizeof p);
+    double t0 = al_now();
+    CHECK(al_pairs_names(tok, 4, 1, 8, al_tok_eot(tok), &p, &e) == -1);
+    CHECKF(al_now() - t0 < 10, "n_ctx 8 took %.1f s", al_now() - t0);
+    CHECKF(strstr(e.msg, "only 0 of 4 stories found in 1400 tries") && strstr(e.msg, "n_ctx 8"),
+           "got [%s]", e.msg);
+    CHECK(all_zero(&p, sizeof p));
+    memset(&p, 0xab, sizeof p);
+    CHECK(al_pairs_names(tok, 4, 1, 256, al_tok_vocab_size(tok), &p, &e) == -1);
+    CHECKF(strstr(e.msg, "BOS id") != NULL, "got [%s]", e.msg);
+    CHECK(all_zero(&p, sizeof p));
+    CHECK(al_pairs_names(tok, 0, 1, 256, 0, &p, &e) == -1 && strstr(e.msg, "number of pairs"));
+    CHECK(al_pairs_names(tok, 4, 1, 0, 0, &p, &e) == -1 && strstr(e.msg, "n_ctx"));
+    CHECK(all_zero(&p, sizeof p));
+    al_tok_free(tok);
+}
