@@ -466,6 +466,19 @@ TEST(pairs_names_refusals) {
     CHECK(al_pairs_names(tok, 4, 1, 256, al_tok_vocab_size(tok), &p, &e) == -1);
     CHECKF(strstr(e.msg, "BOS id") != NULL, "got [%s]", e.msg);
     CHECK(all_zero(&p, sizeof p));
+    /* every n_ctx from hopeless to ample: a refusal in one line with
+     * *out zeroed, or pairs that fit */
+    for (int n_ctx = 1; n_ctx <= 40; n_ctx += 3)
+        for (int bos = -1; bos <= 0; bos++) {
+            memset(&p, 0xab, sizeof p);
+            if (al_pairs_names(tok, 2, (uint64_t)n_ctx, n_ctx, bos, &p, &e) == 0) {
+                CHECKF(p.N == 2 && p.T <= n_ctx, "n_ctx %d: N %d T %d", n_ctx, p.N, p.T);
+                al_pairs_free(&p);
+            } else {
+                CHECKF(strstr(e.msg, "names: only") && !strchr(e.msg, '\n'), "[%s]", e.msg);
+                CHECK(all_zero(&p, sizeof p));
+            }
+        }
     CHECK(al_pairs_names(tok, 0, 1, 256, 0, &p, &e) == -1 && strstr(e.msg, "number of pairs"));
     CHECK(al_pairs_names(tok, 4, 1, 0, 0, &p, &e) == -1 && strstr(e.msg, "n_ctx"));
     CHECK(all_zero(&p, sizeof p));
