@@ -45,12 +45,16 @@ void al_pairs_free(al_pairs *p);
  * last position (logit_diff = 1). Refused, with one line naming the line
  * number (1-based) and what is wrong: an empty or blank line (a single
  * trailing newline at the end of the file is fine), text that is not a
- * JSON object, a missing or non-string field, an unknown field, a clean
- * and corrupted text whose token lengths differ, an answer or wrong that
- * is not exactly one token, answer == wrong, an empty text, a text
- * longer than n_ctx tokens, more than 1000000 pairs. Nothing is
- * assigned on error (*out zeroed). 0 or −1; *out is the caller's
- * (al_pairs_free). */
+ * JSON object, a missing, repeated or non-string field, an unknown
+ * field, a clean and corrupted text whose token lengths differ, an answer
+ * or wrong that is not exactly one token, answer == wrong, an empty text,
+ * a text holding \u0000, a text longer than n_ctx tokens, more than
+ * 1000000 pairs. Texts are bytes (invalid UTF-8 is fine; the tokenizer
+ * is byte-level), a line may end in \r\n, and the literal text
+ * "<|endoftext|>" is the special token (so a pair can begin with the BOS
+ * the model was trained with). Pairs may differ in length from line to
+ * line (padded to the longest). Nothing is assigned on error (*out
+ * zeroed). 0 or −1; *out is the caller's (al_pairs_free). */
 int al_pairs_parse_jsonl(const char *text, size_t n, const al_tokenizer *tok, int n_ctx,
                          al_pairs *out, al_err *e);
 /* The same from a file (at most 256 MiB); errors name the file. */
@@ -63,13 +67,23 @@ int al_pairs_load_jsonl(const char *path, const al_tokenizer *tok, int n_ctx, al
  * occurs at least twice. Clean = the story's tokens up to and including
  * the first piece of the name's second occurrence (BOS first when bos >=
  * 0); corrupted = the same with the first occurrence's tokens replaced by
- * another invented name with the same number of tokens and a different
- * second piece (not a name of the story). One item per pair at the last
+ * another invented name with the same number of tokens, the same first
+ * piece and a different second piece (not a name of the story), so that
+ * copying what followed the first piece earlier gives answer in the
+ * clean run and wrong in the corrupted one. One item per pair at the last
  * position: answer = the name's second piece, wrong = the replacement's
- * second piece (logit_diff = 1). Stories that do not fit n_ctx, or whose
- * name tokenizes differently at its two occurrences, are skipped; −1
- * with e if n usable stories are not found within 100·n + 1000 tries.
+ * second piece (logit_diff = 1). The name is written " Name" (after a
+ * space, one pre-split piece) at both occurrences, and mentioned nowhere
+ * else before the second; of several such names, the one whose second
+ * occurrence comes first. Stories with no such name, whose pair does
+ * not fit n_ctx (never cut to fit), or with no replacement found in 2000
+ * draws are skipped; −1 with e if n usable stories are not found within
+ * 100·n + 1000 tries. The stories are synth.h's stream with seed
+ * seed ^ AL_PAIRS_NAMES_SEED_XOR and repeat_fraction 0: for any seed
+ * < 2^62 that stream seed is >= 2^62, so no corpus the project's
+ * experiments or demo write (seeds 1, 2, 3, 779) is ever a names task.
  * Deterministic in (tok, n, seed, n_ctx, bos). */
+#define AL_PAIRS_NAMES_SEED_XOR 0x6e616d6573000000ULL /* "names" << 24 */
 int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos,
                    al_pairs *out, al_err *e);
 

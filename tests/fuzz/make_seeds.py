@@ -115,4 +115,29 @@ bpe = {
 }
 for k, v in bpe.items():
     put("bpe", k, v)
+def pair(clean, corrupted, answer, wrong, **extra):
+    return json.dumps(dict(clean=clean, corrupted=corrupted, answer=answer, wrong=wrong, **extra))
+
+
+pairs = {
+    "good.jsonl": "\n".join([pair("ab", "xy", "c", "z"),
+                             pair("Bamurik saw Bamurik", "Seoyeon saw Bamurik", " B", " S"),
+                             pair("<|endoftext|>q", "\u00e9", " ", "\n")]) + "\n",
+    "crlf.jsonl": pair("the cat", "the dog", " sat", " ran") + "\r\n" + pair("a", "b", "c", "d") + "\r\n",
+    "no-newline.jsonl": pair("a", "b", "c", "d"),
+    "two-newlines.jsonl": pair("a", "b", "c", "d") + "\n\n",
+    "blank-line.jsonl": pair("a", "b", "c", "d") + "\n \t\n" + pair("a", "b", "c", "d") + "\n",
+    "lengths.jsonl": pair("abc", "ab", "c", "d") + "\n",
+    "answer-two.jsonl": pair("a", "b", "cd", "d") + "\n",
+    "same.jsonl": pair("a", "b", "c", "c") + "\n",
+    "empty-text.jsonl": pair("", "", "c", "d") + "\n",
+    "unknown.jsonl": pair("a", "b", "c", "d", note="x") + "\n",
+    "dup.jsonl": '{"clean": "a", "clean": "b", "corrupted": "b", "answer": "c", "wrong": "d"}\n',
+    "types.jsonl": '{"clean": 1, "corrupted": null, "answer": ["c"], "wrong": {"d": 1}}\n',
+    "nul-escape.jsonl": '{"clean": "a\\u0000b", "corrupted": "abc", "answer": "c", "wrong": "d"}\n',
+    "not-object.jsonl": '[1, 2]\n"clean"\n{"clean": "a",\n',
+    "long.jsonl": pair("x" * 70, "y" * 70, "c", "d") + "\n",
+}
+for k, v in pairs.items():
+    put("pairs", k, v)
 print("seeds written under", here)
