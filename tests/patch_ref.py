@@ -1,0 +1,436 @@
+#!/usr/bin/python3
+"""patch_ref.py -- independent PyTorch reference of activation and path patching.
+
+Written from the definitions in include/attnlab/patch.h, pairs.h and
+docs/design.md §2 and §5 (not from src/analysis/patch.c or the engine),
+the TransformerLens way: a small attention-only transformer of nn.Modules
+with identity hook points (hook_embed, hook_pos_embed, hook_resid_pre,
+hook_q, hook_k, hook_v, hook_pattern, hook_z, hook_result,
+hook_resid_final), forward hooks that cache or overwrite them, float64.
+
+    x0      = W_E[tok] + W_pos[t]                     hook_embed + hook_pos_embed
+    q, k, v = x W_Q[l,h], x W_K[l,h], x W_V[l,h]       hook_q, hook_k, hook_v (B,T,H,D)
+    A       = softmax_{s<=t}(q_t . k_s / sqrt(D))      hook_pattern (B,H,T,T)
+    z       = A v                                      hook_z (B,T,H,D), before the gate
+    r[l,h]  = g[l,h] z W_O[l,h]                        hook_result (B,T,H,C)
+    x^{l+1} = x^l + sum_h r[l,h]                       hook_resid_pre of the next layer
+    logits  = x^L W_U   (W_E^T when tied)
+
+Task (given in the results file, checked against patch.h's definition
+of `induction`): N clean / corrupted pairs and items (pair, pos, answer,
+wrong); M = mean over items of log p(answer) (logit(answer) −
+logit(wrong) when logit_diff). Denoising runs the corrupted tokens with
+activations from the cached clean run, noising the clean tokens with the
+corrupted run's; effect (M_p − M_corr)/(M_clean − M_corr) resp.
+(M_clean − M_p)/(M_clean − M_corr).
+
+Activation patching components, grid index k:
+    resid     hook_resid_pre of layer l at position t         k = l*T + t
+    head      hook_z of head (l,h), every position            k = l*H + h
+    head_pos  hook_z of (l,h) at position t                   k = (l*H+h)*T + t
+    q, k, v   hook_q / hook_k / hook_v of (l,h) at t          k = (l*H+h)*T + t
+    pattern   hook_pattern row t of (l,h) (z recomputed)      k = (l*H+h)*T + t
+
+Path patching (Wang et al. 2022), senders s: 0 embed, 1 pos, 2+h head 0.h;
+the patched run ("target") is the corrupted one when denoising, the clean
+one when noising, the other is the "source". Two passes, as in the paper:
+  pass 2: target tokens with the sender's activation (hook_embed,
+    hook_pos_embed, or head 0.h's hook_z) from the source and every other
+    head's hook_z frozen at the target's; cache layer 1's hook_q/k/v and
+    the logits. So the residual entering layer 1 is target − sender_target
+    + sender_source, and the final one the same (layer 1 frozen).
+  pass 3 (2 layers): target tokens with receiver head 1.h's q (k, v) at
+    every position from pass 2.
+  direct: the metric of pass 2.
+Layout: [(c*n_senders + s)*H + h] for c = 0 q, 1 k, 2 v; direct at
+(3*n_senders + s)*H; NaN elsewhere (and for q/k/v of a 1-layer model).
+
+Speed: the configurations of one component (the senders of pass 2, the
+paths of pass 3) run in one forward, configuration i on its own copy of
+the N pairs (batch rows i*N..(i+1)*N-1), its hooks editing only those
+rows (one configuration per forward gives the same numbers, slowly).
+
+Usage:
+    patch_ref.py MODEL_DIR RESULTS_FILE [--tol 1e-4] [--min-den 1e-2] [--threads 1]
+    patch_ref.py --check-torch          exit 0 if PyTorch imports, else 77
+
+RESULTS_FILE is written by tests/test_patch_torch.c. Prints the largest
+error of each compared result. Exit 0 iff every metric (M_clean, M_corr,
+each M_p) agrees within tol (absolute), every effect does where
+|M_clean − M_corr| >= min-den, the NaNs sit in the same places and the
+task is the one patch.h defines; 1 if not, 2 on bad input, 77 if PyTorch
+is not importable.
+"""
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+    from torch import nn
+except Exception as exc:  # ImportError, or a broken install
+    torch = None
+    TORCH_ERROR = exc
+
+COMPONENTS = ("resid", "head", "head_pos", "q", "k", "v", "pattern")
+DIRECTIONS = ("denoise", "noise")
+
+
+if torch is not None:
+    from torch_ref import load_config, read_safetensors  # the same directory
+
+    class HookPoint(nn.Module):
+        """Identity; a place for forward hooks to read or replace a tensor."""
+
+        def forward(self, x):
+            return x
+
+    class Attention(nn.Module):
+        def __init__(self, W_Q, W_K, W_V, W_O, gates):
+            super().__init__()
+            self.W_Q, self.W_K, self.W_V, self.W_O = W_Q, W_K, W_V, W_O  # (H,C,D) / (H,D,C)
+            self.gates = gates                                          # (H)
+            for name in ("q", "k", "v", "pattern", "z", "result"):
+                setattr(self, "hook_" + name, HookPoint())
+
+        def forward(self, x):
+            T, D = x.shape[1], self.W_Q.shape[2]
+            q = self.hook_q(torch.einsum("btc,hcd->bthd", x, self.W_Q))
+            k = self.hook_k(torch.einsum("btc,hcd->bthd", x, self.W_K))
+            v = self.hook_v(torch.einsum("btc,hcd->bthd", x, self.W_V))
+            scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(D)
+            future = torch.ones(T, T, dtype=torch.bool).triu(1)
+            pattern = self.hook_pattern(scores.masked_fill(future, float("-inf")).softmax(-1))
+            z = self.hook_z(torch.einsum("bhts,bshd->bthd", pattern, v))
+            result = self.hook_result(torch.einsum("bthd,hdc->bthc", z, self.W_O)
+                                      * self.gates.view(1, 1, -1, 1))
+            return result.sum(2)
+
+    class Block(nn.Module):
+        def __init__(self, attn):
+            super().__init__()
+            self.hook_resid_pre = HookPoint()
+            self.attn = attn
+
+        def forward(self, x):
+            x = self.hook_resid_pre(x)
+            return x + self.attn(x)
+
+    class HookedAttnOnly(nn.Module):
+        def __init__(self, cfg, w, gates):
+            super().__init__()
+            t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)
+            self.W_E, self.W_pos = t(w["embed.W_E"]), t(w["pos_embed.W_pos"])
+            self.W_U = self.W_E.t() if cfg["tied"] else t(w["unembed.W_U"])
+            g = t(gates).view(cfg["n_layers"], cfg["n_heads"])
+            self.hook_embed, self.hook_pos_embed = HookPoint(), HookPoint()
+            self.blocks = nn.ModuleList(
+                Block(Attention(*(t(w["blocks.%d.attn.%s" % (l, n)])
+                                  for n in ("W_Q", "W_K", "W_V", "W_O")), g[l]))
+                for l in range(cfg["n_layers"]))
+            self.hook_resid_final = HookPoint()
+
+        def forward(self, tokens):
+            B, T = tokens.shape
+            x = (self.hook_embed(self.W_E[tokens])
+                 + self.hook_pos_embed(self.W_pos[:T].expand(B, T, -1)))
+            for b in self.blocks:
+                x = b(x)
+            return self.hook_resid_final(x) @ self.W_U
+
+        @contextlib.contextmanager
+        def hooks(self, fwd):
+            """fwd: [(hook name, fn(tensor) -> tensor or None)] for one forward."""
+            handles = [self.get_submodule(name).register_forward_hook(
+                (lambda f: lambda mod, inp, out: f(out))(fn)) for name, fn in fwd]
+            try:
+                yield self
+            finally:
+                for h in handles:
+                    h.remove()
+
+        def run_with_cache(self, tokens):
+            cache = {}
+            names = [n for n, mod in self.named_modules() if isinstance(mod, HookPoint)]
+
+            def saver(name):
+                def f(out):
+                    cache[name] = out.detach().clone()
+                return f
+            with self.hooks([(n, saver(n)) for n in names]):
+                logits = self(tokens)
+            return logits, cache
+
+        def run_with_hooks(self, tokens, fwd):
+            with self.hooks(fwd):
+                return self(tokens)
+
+    def run_patched(model, tok, configs, M, extra=()):
+        """M_p of each configuration, all in one forward: configuration i
+        runs on rows i*N..(i+1)*N-1 of the batch (its own copy of tok),
+        and is a list of edits (hook name, index, source): the hook's
+        tensor for one run (N, ...) gets source[index] at [index], in
+        order. extra: more (name, fn) hooks (to cache)."""
+        N, K = tok.shape[0], len(configs)
+        by_hook = {}
+        for i, edits in enumerate(configs):
+            for name, index, src in edits:
+                by_hook.setdefault(name, []).append((i, index, src))
+
+        def overwrite(edits):
+            def f(out):
+                out = out.clone()
+                for i, index, src in edits:
+                    out[i * N:(i + 1) * N][index] = src[index]  # a view: writes into out
+                return out
+            return f
+        fwd = [(name, overwrite(e)) for name, e in by_hook.items()] + list(extra)
+        return M(model.run_with_hooks(tok.repeat(K, 1), fwd), K)
+
+    def metrics(logits, K, items, logit_diff):
+        """M of each of the K runs stacked in logits (K*N, T, V): the mean
+        over items of log p(answer) (or logit(answer) - logit(wrong))."""
+        n, t, a, w = (torch.tensor(c, dtype=torch.long) for c in zip(*items))
+        at = logits.view(K, -1, logits.shape[1], logits.shape[2])[:, n, t]  # (K, items, V)
+        i = torch.arange(len(items))
+        if logit_diff:
+            vals = at[:, i, a] - at[:, i, w]
+        else:
+            vals = at.log_softmax(-1)[:, i, a]
+        return [float(x) for x in vals.mean(1)]
+
+    ALL = slice(None)
+
+    def patch_grid(model, comp, tok, src, L, H, T, M):
+        """M_p of every configuration of comp, in grid order (src: the
+        source run's cache)."""
+        if comp == "resid":
+            cfgs = [[("blocks.%d.hook_resid_pre" % l, (ALL, t),
+                      src["blocks.%d.hook_resid_pre" % l])]
+                    for l in range(L) for t in range(T)]
+        elif comp == "head":
+            cfgs = [[("blocks.%d.attn.hook_z" % l, (ALL, ALL, h), src["blocks.%d.attn.hook_z" % l])]
+                    for l in range(L) for h in range(H)]
+        else:
+            hook = "blocks.%d.attn.hook_" + {"head_pos": "z"}.get(comp, comp)
+            # (B,T,H,D) tensors are indexed [b, t, h]; the pattern (B,H,T,T) [b, h, t]
+            cfgs = [[(hook % l, (ALL, h, t) if comp == "pattern" else (ALL, t, h), src[hook % l])]
+                    for l in range(L) for h in range(H) for t in range(T)]
+        return run_patched(model, tok, cfgs, M)
+
+    def paths(model, tok, tgt, src, L, H, M):
+        """M_p of every sender -> receiver path, in the results' layout."""
+        N, ns = tok.shape[0], 2 + H
+        out = [float("nan")] * (4 * ns * H)
+        # pass 2, sender s in rows s*N..: every head frozen at the target's
+        # z, then the sender at the source's activation
+        cfgs = []
+        for s in range(ns):
+            edits = [("blocks.%d.attn.hook_z" % l, ALL, tgt["blocks.%d.attn.hook_z" % l])
+                     for l in range(L)]
+            if s == 0:
+                edits.append(("hook_embed", ALL, src["hook_embed"]))
+            elif s == 1:
+                edits.append(("hook_pos_embed", ALL, src["hook_pos_embed"]))
+            else:
+                edits.append(("blocks.0.attn.hook_z", (ALL, ALL, s - 2),
+                              src["blocks.0.attn.hook_z"]))
+            cfgs.append(edits)
+        recv = {}
+        saver = lambda c: lambda o: recv.__setitem__(c, o.detach().clone())
+        extra = [("blocks.1.attn.hook_" + c, saver(c)) for c in "qkv"] if L == 2 else []
+        direct = run_patched(model, tok, cfgs, M, extra)
+        for s in range(ns):
+            out[(3 * ns + s) * H] = direct[s]
+        # patch.h's formula, directly: receiver input = target residual −
+        # sender_target + sender_source; pass 2 must have computed just that
+        sender = lambda c, s: (c["hook_embed"] if s == 0 else c["hook_pos_embed"] if s == 1
+                               else c["blocks.0.attn.hook_result"][:, :, s - 2])
+        formula_err = 0.0
+        for s in range(ns):
+            delta = sender(src, s) - sender(tgt, s)
+            m = M((tgt["hook_resid_final"] + delta) @ model.W_U)[0]
+            formula_err = max(formula_err, abs(m - direct[s]))
+            for c, ch in enumerate("qkv" if L == 2 else ""):
+                W = getattr(model.blocks[1].attn, "W_" + ch.upper())
+                x = torch.einsum("btc,hcd->bthd", tgt["blocks.1.hook_resid_pre"] + delta, W)
+                formula_err = max(formula_err, float((x - recv[ch][s * N:(s + 1) * N]).abs().max()))
+        if L == 2:
+            # pass 3: receiver head 1.h's q (k, v) at every position from
+            # sender s's pass 2, everything else the target's
+            keys = [(c, s, h) for c in range(3) for s in range(ns) for h in range(H)]
+            cfgs = [[("blocks.1.attn.hook_" + "qkv"[c], (ALL, ALL, h),
+                      recv["qkv"[c]][s * N:(s + 1) * N])] for c, s, h in keys]
+            for (c, s, h), m in zip(keys, run_patched(model, tok, cfgs, M)):
+                out[(c * ns + s) * H + h] = m
+        return out, formula_err
+
+    def effect(mp, m_clean, m_corr, direction):
+        den = m_clean - m_corr
+        if den == 0 or not math.isfinite(mp):
+            return float("nan")
+        return (mp - m_corr) / den if direction == "denoise" else (m_clean - mp) / den
+
+
+def check_task(res, task):
+    """The induction task of patch.h: BOS + A + A against BOS + A' + A,
+    items at t = R+1..2R-1 answering the clean next token."""
+    R, bos, N, T = res["R"], res["bos"], task["N"], task["T"]
+    clean = np.array(task["clean"]).reshape(N, T)
+    corr = np.array(task["corr"]).reshape(N, T)
+    problems = []
+    if task["name"] != "induction" or T != 2 * R + 1 or task["logit_diff"] != 0:
+        problems.append("not the induction task of R=%d" % R)
+        return problems
+    if list(task["len"]) != [T] * N:
+        problems.append("lengths %s" % task["len"])
+    if not (clean[:, 0] == bos).all() or not (corr[:, 0] == bos).all():
+        problems.append("position 0 is not BOS")
+    if not (clean[:, 1:R + 1] == clean[:, R + 1:]).all():
+        problems.append("clean is not BOS + A + A")
+    if not (corr[:, R + 1:] == clean[:, R + 1:]).all():
+        problems.append("corrupted second half differs from clean")
+    if not ((corr[:, 1:R + 1] != clean[:, 1:R + 1]) & (corr[:, 1:R + 1] != bos)).all():
+        problems.append("corrupted first half is not A' (A'[i] != A[i], != BOS)")
+    want = [[n, t, int(clean[n, t + 1]), -1] for n in range(N) for t in range(R + 1, 2 * R)]
+    if [list(it) for it in task["items"]] != want:
+        problems.append("items are not t = R+1..2R-1 with the clean next token")
+    return problems
+
+
+def compare(label, ref_m, ref_e, c_m, c_e, m_clean, m_corr, c_mc, c_mr, tol, min_den):
+    """One result's errors: (report line, ok, largest error)."""
+    nan = float("nan")
+    c_mc, c_mr = (nan if x is None else x for x in (c_mc, c_mr))
+    err_M = max(abs(m_clean - c_mc), abs(m_corr - c_mr))
+    if math.isnan(err_M):
+        err_M = float("inf")
+    err_m, err_e, nan_ok, n_cmp = 0.0, 0.0, len(ref_m) == len(c_m), 0
+    use_e = abs(m_clean - m_corr) >= min_den
+    for i in range(min(len(ref_m), len(c_m))):
+        cm = nan if c_m[i] is None else c_m[i]
+        ce = nan if c_e[i] is None else c_e[i]
+        if math.isnan(ref_m[i]) or math.isnan(cm):
+            nan_ok &= math.isnan(ref_m[i]) and math.isnan(cm)
+            continue
+        n_cmp += 1
+        err_m = max(err_m, abs(ref_m[i] - cm))
+        if use_e:
+            if math.isnan(ce):
+                nan_ok = False
+            else:
+                err_e = max(err_e, abs(ref_e[i] - ce))
+    ok = nan_ok and err_M <= tol and err_m <= tol and err_e <= tol
+    line = ("  %-28s n %4d  M err %.2e  metric err %.2e  effect err %s%s%s"
+            % (label, n_cmp, err_M, err_m, "%.2e" % err_e if use_e else "(den tiny)",
+               "" if nan_ok else "  NaNs differ", "" if ok else "  FAIL"))
+    return line, ok, max(err_M, err_m, err_e)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model", nargs="?", help="model directory")
+    ap.add_argument("results", nargs="?", help="results JSON of tests/test_patch_torch.c")
+    ap.add_argument("--check-torch", action="store_true",
+                    help="only check that PyTorch can be imported (exit 0 or 77)")
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--min-den", type=float, default=1e-2,
+                    help="compare effects only where |M_clean - M_corr| >= this")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    if torch is None:
+        print("skipped: cannot import torch (%s)" % TORCH_ERROR)
+        return 77
+    if args.check_torch:
+        print("torch %s" % torch.__version__)
+        return 0
+    if args.model is None or args.results is None:
+        ap.error("MODEL_DIR and RESULTS_FILE are required")
+    torch.set_num_threads(args.threads)
+    try:
+        cfg = load_config(args.model)
+        weights, _ = read_safetensors(os.path.join(args.model, "model.safetensors"))
+        with open(args.results) as f:
+            res = json.load(f)
+        task = res["task"]
+        L, H, N, T = cfg["n_layers"], cfg["n_heads"], task["N"], task["T"]
+        if (res["L"], res["H"]) != (L, H) or L not in (1, 2):
+            raise ValueError("results are for L=%d H=%d, the model has L=%d H=%d"
+                             % (res["L"], res["H"], L, H))
+        clean = torch.tensor(task["clean"], dtype=torch.long).view(N, T)
+        corr = torch.tensor(task["corr"], dtype=torch.long).view(N, T)
+        items = [tuple(it) for it in task["items"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print("patch_ref: %s" % exc, file=sys.stderr)
+        return 2
+    print("torch %s, float64; model %s: L=%d C=%d H=%d D=%d tied=%s; task %s N=%d T=%d, %d items"
+          % (torch.__version__, args.model, L, cfg["d_model"], H, cfg["d_head"], cfg["tied"],
+             task["name"], N, T, len(items)))
+    all_ok, worst = True, 0.0
+    problems = check_task(res, task)
+    print("  task %s" % ("ok" if not problems else "FAIL: " + "; ".join(problems)))
+    all_ok &= not problems
+
+    for ci, case in enumerate(res["cases"]):
+        model = HookedAttnOnly(cfg, weights, case["gates"])
+        M = lambda logits, K=1: metrics(logits, K, items, task["logit_diff"])
+        with torch.no_grad():
+            lc, cache_clean = model.run_with_cache(clean)
+            lr, cache_corr = model.run_with_cache(corr)
+            (m_clean,), (m_corr,) = M(lc), M(lr)
+            print(" case %d: gates %s; M_clean %.6f M_corr %.6f"
+                  % (ci, case["gates"], m_clean, m_corr))
+            runs = {"denoise": (corr, cache_corr, cache_clean),  # tokens, target, source
+                    "noise": (clean, cache_clean, cache_corr)}
+            todo = [(r["component"], r["direction"], r) for r in case["patch"]]
+            todo += [("paths", r["direction"], r) for r in case["paths"]]
+            seen = set()
+            for comp, direction, r in todo:
+                seen.add((comp, direction))
+                if comp == "paths":
+                    want = {"n_senders": 2 + H, "n_recv": H if L == 2 else 0}
+                    n_want = 4 * (2 + H) * H
+                else:
+                    want = {"rows": {"resid": L, "head": L}.get(comp, L * H),
+                            "cols": {"head": H}.get(comp, T)}
+                    n_want = want["rows"] * want["cols"]
+                got = {k: r.get(k) for k in want}
+                if (got != want or len(r["metric"]) != n_want or len(r["effect"]) != n_want
+                        or (r["L"], r["H"], r["N"], r["T"]) != (L, H, N, T)):
+                    print("  case %d %s %s: layout %s, %d values; want %s, %d  FAIL"
+                          % (ci, comp, direction, got, len(r["metric"]), want, n_want))
+                    all_ok = False
+                    continue
+                tok, tgt, src = runs[direction]
+                if comp == "paths":
+                    ref_m, formula_err = paths(model, tok, tgt, src, L, H, M)
+                    # float64 rounding only: the two are the same sums, grouped differently
+                    ok = formula_err <= 1e-9
+                    print("  case %d paths %s: passes 2-3 vs patch.h's formula: err %.2e%s"
+                          % (ci, direction, formula_err, "" if ok else "  FAIL"))
+                    all_ok &= ok
+                else:
+                    ref_m = patch_grid(model, comp, tok, src, L, H, T, M)
+                ref_e = [effect(x, m_clean, m_corr, direction) for x in ref_m]
+                line, ok, err = compare("case %d %s %s" % (ci, comp, direction), ref_m, ref_e,
+                                        r["metric"], r["effect"], m_clean, m_corr,
+                                        r["m_clean"], r["m_corr"], args.tol, args.min_den)
+                print(line)
+                all_ok &= ok
+                worst = max(worst, err)
+            missing = [(c, d) for c in COMPONENTS + ("paths",) for d in DIRECTIONS
+                       if (c, d) not in seen]
+            if missing:
+                print("  case %d: results missing for %s  FAIL" % (ci, missing))
+                all_ok = False
+    print("%s: worst error %.3e (tolerance %.0e; effects where |M_clean - M_corr| >= %g)"
+          % ("ok" if all_ok else "MISMATCH", worst, args.tol, args.min_den))
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
