@@ -47,14 +47,15 @@ TEST(store_schema_created) {
     al_err e;
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "2"));
+    CHECK(sql_is(db, "PRAGMA user_version", "3"));
     CHECK(sql_is(db, "PRAGMA journal_mode", "wal"));
     CHECK(sql_is(db,
                  "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
                  "WHERE type IN ('table', 'view') ORDER BY name)",
                  "ablations composition eigenvalues head_overlap head_scores head_summary "
-                 "latest_run layer_scores model_scores models pruning_steps runs singular_values "
-                 "skip_trigrams train_head_scores train_log"));
+                 "latest_run layer_scores model_scores models path_patching patching "
+                 "patching_runs pruning_steps runs singular_values skip_trigrams "
+                 "train_head_scores train_log"));
     /* the DESIGN §6 minimum columns */
     CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
                      "('run_id','kind','config_json','model_id','started_at','finished_at',"
@@ -64,7 +65,7 @@ TEST(store_schema_created) {
     /* reopening an up-to-date file changes nothing */
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "2"));
+    CHECK(sql_is(db, "PRAGMA user_version", "3"));
 }
 
 /* A version-1 file (head_summary without copying_ablation_excess) is
@@ -88,7 +89,7 @@ TEST(store_migrates_version_1) {
                      "'copying_ablation_excess'", "0"));
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "2"));
+    CHECK(sql_is(db, "PRAGMA user_version", "3"));
     CHECK(sql_is(db, "SELECT name, copying_ablation_excess FROM head_summary", "0.3|0.25"));
 }
 
