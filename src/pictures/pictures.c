@@ -1221,12 +1221,15 @@ static int patch_row(void *ctx, int nc, const char *const *t, const double *x, a
     return 0;
 }
 
-static const char *dir_words(const char *d) {
-    return strcmp(d, "noise") == 0
-               ? "noising (clean run, corrupted value patched in): effect = "
-                 "(M_clean - M_patched) / (M_clean - M_corr); 1 = breaks it"
-               : "denoising (corrupted run, clean value patched in): effect = "
-                 "(M_patched - M_corr) / (M_clean - M_corr); 1 = restores it";
+/* Two note lines on the direction and the effect. */
+static void dir_notes(pic *p, const char *d) {
+    int noise = strcmp(d, "noise") == 0;
+    note(p, "%s", noise ? "noising: the clean run with one value taken from the corrupted run"
+                        : "denoising: the corrupted run with one value taken from the clean run");
+    note(p, "%s", noise ? "effect = (M_clean - M_patched) / (M_clean - M_corr); 1 = the patch "
+                          "breaks the behaviour"
+                        : "effect = (M_patched - M_corr) / (M_clean - M_corr); 1 = the patch "
+                          "restores it");
 }
 
 static int pic_patching(pic *p, al_err *e) {
@@ -1262,7 +1265,7 @@ static int pic_patching(pic *p, al_err *e) {
     al_cscale *cs = scale(p, 0, 1, NAN, NAN, "normalised effect");
     al_cscale_fit(cs, c.v, (size_t)c.rows * c.cols);
     al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
-    static const char *const row_titles[] = {"residual stream entering", "layer", "head",
+    static const char *const row_titles[] = {"resid", "layer", "head",
                                              "head (query input)", "head (key input)",
                                              "head (value input)", "head (attention row)"};
     q->hm = (al_hm){.v = c.v, .rows = c.rows, .cols = c.cols, .row_labels = rl, .col_labels = cl,
@@ -1274,7 +1277,7 @@ static int pic_patching(pic *p, al_err *e) {
     snprintf(p->title, sizeof p->title, "activation patching: %s, %s (task %s)", r.component,
              r.direction, r.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    note(p, "%s", dir_words(r.direction));
+    dir_notes(p, r.direction);
     note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs)", r.m_clean, r.m_corr,
          strcmp(r.task, "induction") == 0 ? "log p of the next token" : "logit difference",
          r.n_pairs);
@@ -1346,9 +1349,10 @@ static int pic_paths(pic *p, al_err *e) {
     snprintf(p->title, sizeof p->title, "path patching: sender -> receiver, %s (task %s)",
              r.direction, r.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    note(p, "%s", dir_words(r.direction));
-    note(p, "only the path from the sender to the receiver carries the other run's value; every "
-            "other head is frozen. A previous-token head into an induction head shows in k");
+    dir_notes(p, r.direction);
+    note(p, "only the path from the sender to the receiver carries the other run's value; "
+            "every other head is frozen");
+    note(p, "an induction circuit: a previous-token head (sender) into an induction head's keys (k)");
     note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs); %s", r.m_clean, r.m_corr,
          strcmp(r.task, "induction") == 0 ? "log p of the next token" : "logit difference",
          r.n_pairs, p->run_txt);
