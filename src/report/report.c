@@ -1215,7 +1215,8 @@ static int nb_cell(cJSON *cells, const char *type, const char *text) {
     return 0;
 }
 
-/* The README's queries (its Circuits and Behaviour sections). */
+/* The README's queries (its Circuits and Behaviour sections, patching
+ * included). */
 static const char *const nb_queries[][2] = {
     {"The most positive copying heads of every model, with the second copying score beside it",
      "SELECT m.path, s.name, round(s.copying_eigen, 3) AS copying_eigen,\n"
@@ -1315,6 +1316,27 @@ static const char *const nb_queries[][2] = {
      "       OR (copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " OR copying_top1 > "
      AL_TH_STR(AL_TH_COPY_EIGEN) ") != (copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) "))\n"
      "ORDER BY copying_ablation DESC"},
+    {"Which layer-0 head's path into which layer-1 head's keys carries the induction effect",
+     "SELECT sender, receiver_layer || '.' || receiver_head AS receiver, round(value, 3) AS effect\n"
+     "FROM path_patching\n"
+     "WHERE channel = 'k' AND direction = 'noise' AND task = 'induction'\n"
+     "  AND run_id = (SELECT max(run_id) FROM runs WHERE kind = 'paths' AND status = 'done')\n"
+     "ORDER BY value DESC LIMIT 5"},
+    {"The heads whose output restores induction on the corrupted input, per model",
+     "SELECT p.model_id, p.layer || '.' || p.head AS head, round(p.value, 3) AS effect\n"
+     "FROM patching p JOIN runs r ON r.run_id = p.run_id AND r.status = 'done'\n"
+     "WHERE p.component = 'head' AND p.direction = 'denoise' AND p.task = 'induction'\n"
+     "ORDER BY p.value DESC LIMIT 5"},
+    {"Where a head's output matters: the strongest (head, position) of the newest head_pos run",
+     "SELECT p.layer || '.' || p.head AS head, p.pos, round(p.value, 3) AS effect\n"
+     "FROM patching p\n"
+     "WHERE p.run_id = (SELECT max(x.run_id) FROM patching_runs x JOIN runs r USING (run_id)\n"
+     "                  WHERE r.status = 'done' AND x.component = 'head_pos')\n"
+     "ORDER BY abs(p.value) DESC LIMIT 10"},
+    {"Every patching run with its two unpatched metrics",
+     "SELECT x.run_id, r.kind, x.task, x.component, x.direction, x.n_pairs,\n"
+     "       round(x.m_clean, 4) AS m_clean, round(x.m_corr, 4) AS m_corr\n"
+     "FROM patching_runs x JOIN runs r USING (run_id) WHERE r.status = 'done' ORDER BY x.run_id"},
 };
 
 static const char nb_setup[] =
