@@ -264,25 +264,31 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
     al_paths_result pr = {0};
     int rc = 1, L = bh.m.cfg.n_layers;
     double t0 = al_now();
-    /* everything the task or the model can refuse, before a run exists */
-    if (al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e)) goto out;
-    if (paths && L > 2) {
-        al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)", a->w.model, L);
-        goto out;
-    }
-    al_behave_warn_probe(&bh, t.T);
-    if (al_behave_begin(&bh, kind, fl, e)) goto out;
-    o.progress = 1;
-    o.stop = &g_stop;
+    /* Handlers from here on, so that there is no moment between the run's
+     * beginning and the sweep where a signal would end the process with
+     * the run left 'running'. */
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     g_stop = 0; /* before the handlers, so a signal from now on is kept */
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    /* everything the task or the model can refuse, before a run exists */
+    if (al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e)) goto out;
+    if (paths && L > 2) {
+        al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)", a->w.model, L);
+        goto out;
+    }
+    if (g_stop) { /* while the task was made: no run */
+        al_errf(e, "interrupted");
+        rc = 130;
+        goto out;
+    }
+    al_behave_warn_probe(&bh, t.T);
+    if (al_behave_begin(&bh, kind, fl, e)) goto out;
+    o.progress = 1;
+    o.stop = &g_stop;
     int failed = paths ? al_paths_run(&bh.m, &t, &o, &pr, e) : al_patch_run(&bh.m, &t, &o, &r, e);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     if (g_stop) { /* also when it came after the last configuration */
         al_errf(e, "interrupted");
         rc = 130;
@@ -305,6 +311,8 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
 fail:
     al_behave_fail(&bh, e);
 out:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     al_pairs_free(&t);
     al_patch_result_free(&r);
     al_paths_result_free(&pr);
