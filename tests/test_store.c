@@ -53,8 +53,8 @@ TEST(store_schema_created) {
                  "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
                  "WHERE type IN ('table', 'view') ORDER BY name)",
                  "ablations composition eigenvalues head_overlap head_scores head_summary "
-                 "latest_run layer_scores model_scores models path_patching patching "
-                 "patching_runs pruning_steps runs singular_values skip_trigrams "
+                 "latest_run layer_scores model_scores models patching patching_runs "
+                 "path_patching pruning_steps runs singular_values skip_trigrams "
                  "train_head_scores train_log"));
     /* the DESIGN §6 minimum columns */
     CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
@@ -77,8 +77,10 @@ TEST(store_migrates_version_1) {
     al_err e;
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    /* turn it back into a version-1 file with one score in it */
-    CHECK(t_sh("sqlite3 '%s' \"DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT 1 AS "
+    /* turn it back into a version-1 file with one score in it (without
+     * version 3's tables) */
+    CHECK(t_sh("sqlite3 '%s' \"DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
+               "patching_runs; DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT 1 AS "
                "model_id, 0 AS layer, 0 AS head, 'x' AS copying_ablation; INSERT INTO models(sha256, "
                "added_at) VALUES('x', 'now'); INSERT INTO runs(kind, started_at, status, "
                "attnlab_version) VALUES('scores', 'now', 'done', 'v'); INSERT INTO head_scores "
