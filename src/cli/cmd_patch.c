@@ -52,7 +52,7 @@ static patch_args g_paths = {{NULL, NULL, NULL, NULL, 0}, AL_PATCH_OPTS_INIT, 10
 static al_flag patch_flags[] = {
     WHERE_FLAGS(g_patch),
     {"component", AL_STR, &g_patch.o.component, "C",
-     "resid, head, head_pos, q, k, v or pattern (see below)", 0, 0},
+     "resid, head, head_pos, q, k, v or pattern (see above)", 0, 0},
     TASK_FLAGS(g_patch),
     {"show", AL_INT, &g_patch.show, "N", "configurations printed (largest |effect| first)", 0, 0},
     {"threads", AL_INT, &g_patch.w.threads, "N", "threads (0 = default)", 0, 0},
@@ -95,7 +95,7 @@ al_command al_cmd_patch = {
 
 al_command al_cmd_paths = {
     "paths",
-    "path patching: each layer-0 head (and embed, pos) into each layer-1 head's q, k, v, and directly",
+    "path patching: embed, pos and each layer-0 head into each layer-1 head's q, k, v and the logits",
     "--model DIR --db FILE [--task induction|names|file] [--direction noise|denoise]",
     TASKS_HELP
     "Senders: embed, pos and every layer-0 head; receivers: the query, key and value\n"
