@@ -10,11 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/checkpoint.h"
 #include "attnlab/experiment.h"
 #include "attnlab/image.h"
 #include "attnlab/png.h"
 #include "attnlab/store.h"
 #include "attnlab/util.h"
+#include "planted.h"
 #include "proc.h"
 #include "test.h"
 
@@ -168,6 +170,55 @@ TEST(patch_cli_paths_rows_and_summary) {
                     "run_id = 2 GROUP BY channel", "direct|6|0");
     txt = t_slurp(out.s);
     CHECK(txt && strstr(txt, "only direct paths") && strstr(txt, "top 6 of 6 paths"));
+    free(txt);
+}
+
+/* The planted circuit of planted.h (previous-token head 0.0 feeding the
+ * induction head 1.0 through K-composition), saved as a model directory
+ * (no tokenizer), through the commands: the known answers come out on
+ * top of the printed summaries and the rows. */
+TEST(patch_cli_planted_circuit) {
+    tp dir = P("planted"), db = P("r.db"), out = P("out.txt");
+    al_model m;
+    al_err e;
+    planted_model(&m);
+    CHECK_OK(al_ckpt_save(dir.s, &m, NULL, NULL, NULL, NULL, &e), &e);
+    al_model_free(&m);
+    const char *b = t_bin();
+    /* denoising each head's whole output: only 1.0 restores induction;
+     * 0.0 alone makes it worse than corrupted (1.0 then finds the first
+     * half again but copies its corrupted tokens); the others do nothing */
+    CHECK(t_sh("%s patch --model %s --db %s --component head --probe-r 10 --n 8 > %s 2>/dev/null",
+               b, dir.s, db.s, out.s) == 0);
+    char *txt = t_slurp(out.s);
+    CHECKF(txt && strstr(txt, "configuration") && strstr(strstr(txt, "configuration"), "\n  1.0 "),
+           "%s", txt ? txt : "");
+    free(txt);
+    CHECK_SQL(db.s, "SELECT layer || '.' || head, value > 0.99 FROM patching WHERE run_id = 1 "
+                    "ORDER BY value DESC LIMIT 1", "1.0|1");
+    CHECK_SQL(db.s, "SELECT layer || '.' || head, value < -0.5 FROM patching WHERE run_id = 1 "
+                    "ORDER BY value LIMIT 1", "0.0|1");
+    CHECK_SQL(db.s, "SELECT count(*) FROM patching WHERE run_id = 1 AND abs(value) > 1e-6", "2");
+    /* noising path by path: the previous-token head's path into the
+     * induction head's keys breaks it (1.0 finds no match), embed into its
+     * values more than breaks it (it copies the corrupted tokens); nothing
+     * reaches the queries (the second halves agree) */
+    CHECK(t_sh("%s paths --model %s --db %s --probe-r 10 --n 8 > %s 2>/dev/null", b, dir.s, db.s,
+               out.s) == 0);
+    CHECK_SQL(db.s, "SELECT sender, receiver_layer || '.' || receiver_head, value > 0.8 FROM "
+                    "path_patching WHERE channel = 'k' AND direction = 'noise' AND run_id = 2 "
+                    "ORDER BY value DESC LIMIT 1", "0.0|1.0|1");
+    CHECK_SQL(db.s, "SELECT count(*) FROM path_patching WHERE run_id = 2 AND channel = 'k' AND "
+                    "abs(value) > 1e-6", "1");
+    CHECK_SQL(db.s, "SELECT sender, receiver_head, value > 1 FROM path_patching WHERE run_id = 2 "
+                    "AND channel = 'v' ORDER BY value DESC LIMIT 1", "embed|0|1");
+    CHECK_SQL(db.s, "SELECT max(abs(value)) < 1e-6 FROM path_patching WHERE run_id = 2 AND "
+                    "channel = 'q'", "1");
+    txt = t_slurp(out.s);
+    const char *top = txt ? strstr(txt, "paths by |effect|") : NULL;
+    CHECKF(top && strstr(top, "\n  embed -> 1.0 v ") && strstr(top, "\n  0.0 -> 1.0 k ") &&
+               strstr(top, "\n  0.0 -> 1.0 k ") < strstr(top, "\n  embed -> 1.0 q "),
+           "%s", txt ? txt : "");
     free(txt);
 }
 

@@ -1273,7 +1273,7 @@ static int pic_patching(pic *p, al_err *e) {
                     .col_title = comp == AL_PATCH_HEAD ? "head"
                                  : cl ? "position (pair 0's clean token)" : "position",
                     .cs = cs, .bar = 1, .annotate = comp == AL_PATCH_HEAD,
-                    .cell = comp == AL_PATCH_HEAD ? 34 : c.cols <= 64 ? 12 : 0};
+                    .cell = comp == AL_PATCH_HEAD ? 34 : c.cols <= 128 ? 12 : 0};
     snprintf(p->title, sizeof p->title, "activation patching: %s, %s (task %s)", r.component,
              r.direction, r.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
