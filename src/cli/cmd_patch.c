@@ -151,6 +151,14 @@ static void config_name(const al_behave *bh, const al_pairs *t, const al_patch_r
     }
 }
 
+/* s left-aligned in a column of w characters (UTF-8 characters, not
+ * bytes: token strings hold "␣"). */
+static void put_col(const char *s, int w) {
+    int n = 0;
+    for (const unsigned char *u = (const unsigned char *)s; *u; u++) n += (*u & 0xC0) != 0x80;
+    printf("%s%*s", s, n < w ? w - n : 0, "");
+}
+
 /* idx[0..n) sorted by |v| descending, NaN last, ties by index. */
 static int *by_magnitude(const double *v, int n) {
     int *idx = malloc(sizeof(int) * (size_t)(n ? n : 1));
@@ -197,7 +205,9 @@ static void print_patch(const patch_args *a, const al_behave *bh, const al_pairs
     for (int i = 0; i < show; i++) {
         char name[160];
         config_name(bh, t, r, idx[i], name, sizeof name);
-        printf("  %-30s %+9.4f %10.4f\n", name, r->effect[idx[i]] + 0.0, r->metric[idx[i]]);
+        printf("  ");
+        put_col(name, 30);
+        printf(" %+9.4f %10.4f\n", r->effect[idx[i]] + 0.0, r->metric[idx[i]]);
     }
     free(idx);
 }
