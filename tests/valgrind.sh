@@ -54,6 +54,10 @@ vg ablate 0 ablate --model m --db r.db --data s.val.bin --pairs --method mean --
     --probe-n 4 --batches 2 --batch 2 --threads 1
 vg prune 0 prune --model m --db r.db --data s.val.bin --method gradient --budget -1 --batches 2 \
     --batch 2 --threads 1
+vg patch 0 patch --model m --db r.db --component head_pos --probe-r 5 --n 3 --batch 2 --threads 1
+vg paths 0 paths --model m --db r.db --probe-r 5 --n 3 --batch 2 --threads 1
+vg heatmap-patching 0 heatmap --model m --what patching --db r.db --out patch.png --threads 1
+vg heatmap-paths 0 heatmap --model m --what paths --db r.db --out paths.png --threads 1
 vg mask 0 run --model m --prompt "the cat" --mask m/mask-gradient.json
 vg heatmap 0 heatmap --model m --what attention --repeat 5 --out att.png --threads 1
 vg heatmap-ov 0 heatmap --model m --what ov --layer 1 --head 2 --top-n 8 --out ov.png --threads 1
@@ -75,6 +79,7 @@ vg bad-model 1 run --model nonexistent --prompt x
 printf '{"name": "x", "train": {"stpes": 3}}' > bad.json
 vg bad-experiment 1 experiment bad.json --dry-run
 vg bad-tokens 1 train --data stories.txt --out m2
+vg bad-patch 1 patch --model m --db r.db --probe-r 40
 echo "valgrind: $n commands in $(( $(date +%s) - t0 )) s, $( [ $fail = 0 ] && echo 'no errors, no definite leaks' || echo FAILED)"
 if [ $fail = 0 ]; then rm -rf "$tmp"; else echo "files kept in $tmp"; fi
 exit $fail

@@ -1,5 +1,5 @@
 /* behave.h -- set-up shared by the analysis commands (circuits, scores,
- * ablate, prune): load a model directory (weights keyed by their sha256,
+ * ablate, prune, patch, paths): load a model directory (weights keyed by their sha256,
  * the tokenizer if present, an optional head mask), open the database,
  * file the model and start a run. The commands then only do their
  * analysis.
@@ -20,6 +20,7 @@
 
 typedef struct al_behave {
     al_model m;
+    const char *dir;       /* the model directory (borrowed) */
     int loaded;
     al_tokenizer *tok;     /* NULL if the directory has none */
     char sha[65];          /* of model.safetensors */
@@ -36,6 +37,14 @@ typedef struct al_behave {
 int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path,
                    const char *db, const char *kind, const al_flag *flags,
                    al_err *e);
+/* al_behave_open in two steps, for commands that check more input
+ * against the loaded model before any run exists (patch, paths: the
+ * task): al_behave_load opens the database and loads model and mask (on
+ * failure everything is released); al_behave_begin files the model and
+ * begins the run (on failure b stays open: al_behave_close it). */
+int al_behave_load(al_behave *b, const char *model_dir, const char *mask_path,
+                   const char *db, al_err *e);
+int al_behave_begin(al_behave *b, const char *kind, const al_flag *flags, al_err *e);
 /* The BOS id for probes: <|endoftext|> of the tokenizer, else -1. */
 int al_behave_bos(const al_behave *b);
 /* Load a validation token file and pick the window length: the length
@@ -61,7 +70,7 @@ typedef struct al_an_where {
 } al_an_where;
 
 typedef struct al_analysis_cmd {
-    const char *kind;       /* "circuits", "scores", "ablate", "prune" */
+    const char *kind;       /* "circuits", "scores", "ablate", "prune", "patch", "paths" */
     al_command *cmd;        /* its flags point into *tmpl */
     void *tmpl;             /* the command's own static arguments */
     size_t size;            /* of the argument struct (al_an_where first) */
@@ -69,12 +78,15 @@ typedef struct al_analysis_cmd {
     /* Check the options, open, analyse, print the summary, store the rows
      * and finish the run; flags (bound to args) become the run's config.
      * Returns 0 (*run_id = the run, if run_id is not NULL), 1 on failure
-     * (e set; a begun run is marked failed) or 2 on bad options (e set,
-     * nothing opened). Prints nothing on failure. */
+     * (e set; a begun run is marked failed), 2 on bad options (e set,
+     * nothing opened) or 130 when SIGINT/SIGTERM stopped it (patch,
+     * paths: e "interrupted", the run marked failed with it). Prints
+     * nothing on failure. */
     int (*run)(void *args, const al_flag *flags, int64_t *run_id, al_err *e);
 } al_analysis_cmd;
 
-extern const al_analysis_cmd al_an_circuits, al_an_scores, al_an_ablate, al_an_prune;
+extern const al_analysis_cmd al_an_circuits, al_an_scores, al_an_ablate, al_an_prune, al_an_patch,
+    al_an_paths;
 
 /* The analysis command of that kind, or NULL. */
 const al_analysis_cmd *al_an_of(const char *kind);
@@ -83,7 +95,7 @@ const al_analysis_cmd *al_an_of(const char *kind);
  * small. */
 int al_an_flags(const al_analysis_cmd *c, void *args, al_flag *out, int cap, al_err *e);
 /* The command's run(): parse argv into c->tmpl and call c->run; prints
- * the error or usage; returns the exit code (0, 1, 2). */
+ * the error or usage; returns the exit code (0, 1, 2, 130). */
 int al_an_main(const al_analysis_cmd *c, int argc, char **argv);
 
 #endif

@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 2
+#define AL_STORE_SCHEMA_VERSION 3
 
 typedef struct al_store al_store;
 
@@ -131,6 +131,35 @@ typedef struct al_pruning_row {
 } al_pruning_row;
 int al_store_put_pruning_step(al_store *s, int64_t run_id, int64_t model_id,
                               const al_pruning_row *r, al_err *e);
+/* Activation patching (schema version 3): one row per configuration.
+ * head < 0 and pos < 0 are stored as NULL (resid has no head, head
+ * spans every position); NaN value/metric as NULL. */
+typedef struct al_patching_row {
+    const char *task, *direction, *component;
+    int layer, head, pos;
+    double value, metric; /* normalised effect, M with the patch */
+} al_patching_row;
+int al_store_put_patching(al_store *s, int64_t run_id, int64_t model_id,
+                          const al_patching_row *r, al_err *e);
+/* Path patching: sender "embed", "pos" or "l.h"; channel "q", "k", "v"
+ * or "direct" (receiver_layer, receiver_head < 0: NULL). */
+typedef struct al_path_patching_row {
+    const char *task, *direction, *sender;
+    int receiver_layer, receiver_head;
+    const char *channel;
+    double value, metric;
+} al_path_patching_row;
+int al_store_put_path_patching(al_store *s, int64_t run_id, int64_t model_id,
+                               const al_path_patching_row *r, al_err *e);
+/* One row per patch or paths run: the unpatched metrics and the task's
+ * size (component NULL for path patching). */
+typedef struct al_patching_run_row {
+    const char *task, *direction, *component;
+    int n_pairs, seq_len;
+    double m_clean, m_corr, seconds;
+} al_patching_run_row;
+int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
+                              const al_patching_run_row *r, al_err *e);
 typedef struct al_train_log_row {
     long step;
     double tokens, train_loss, val_loss, icl_gain, lr, seconds;

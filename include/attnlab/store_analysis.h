@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include "attnlab/analyses.h"
 #include "attnlab/circuits.h"
+#include "attnlab/patch.h"
 #include "attnlab/store.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
@@ -35,6 +36,17 @@ int al_store_put_prune(al_store *s, int64_t run_id, int64_t model_id,
 int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
                           const al_circ_result *r, const al_tokenizer *tok,
                           al_err *e);
+
+/* patching: one row per configuration of r's grid (resid: head NULL;
+ * head: pos NULL); patching_runs: M_clean, M_corr, the task's size.
+ * task names the task ("induction", "names", "file"). */
+int al_store_put_patch(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+                       const al_patch_result *r, al_err *e);
+/* path_patching: every existing (sender, receiver, channel) of r (the
+ * direct path with receiver NULL; a 1-layer model has only direct
+ * paths); patching_runs with component NULL. */
+int al_store_put_paths(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+                       const al_paths_result *r, al_err *e);
 
 /* "#id" or the token's display string into buf (cap bytes); its length.
  * Shared with the printing of circuits so both show the same strings. */

@@ -51,10 +51,10 @@ static int load(al_behave *b, const char *dir, al_err *e) {
     return 0;
 }
 
-int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path,
-                   const char *db, const char *kind, const al_flag *flags,
-                   al_err *e) {
+int al_behave_load(al_behave *b, const char *model_dir, const char *mask_path,
+                   const char *db, al_err *e) {
     memset(b, 0, sizeof *b);
+    b->dir = model_dir;
     if (al_store_open(db, &b->st, e) || load(b, model_dir, e)) goto fail;
     size_t LH = (size_t)b->m.cfg.n_layers * b->m.cfg.n_heads;
     b->off = al_calloc(LH, 1, e);
@@ -67,13 +67,25 @@ int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path,
     if (b->tok && al_tok_vocab_size(b->tok) != b->m.cfg.d_vocab)
         fprintf(stderr, "attnlab: warning: tokenizer has %d tokens, model d_vocab %d\n",
                 al_tok_vocab_size(b->tok), b->m.cfg.d_vocab);
-    char *cfg = al_flags_to_json(flags);
-    int rc = al_store_model(b->st, model_dir, b->sha, &b->m, NULL, &b->model_id, e) ||
-             al_store_run_begin(b->st, kind, cfg, b->model_id, &b->run_id, e);
-    free(cfg);
-    if (rc) goto fail;
     return 0;
 fail:
+    al_behave_close(b);
+    return -1;
+}
+
+int al_behave_begin(al_behave *b, const char *kind, const al_flag *flags, al_err *e) {
+    char *cfg = al_flags_to_json(flags);
+    int rc = al_store_model(b->st, b->dir, b->sha, &b->m, NULL, &b->model_id, e) ||
+             al_store_run_begin(b->st, kind, cfg, b->model_id, &b->run_id, e);
+    free(cfg);
+    return rc ? -1 : 0;
+}
+
+int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path,
+                   const char *db, const char *kind, const al_flag *flags,
+                   al_err *e) {
+    if (al_behave_load(b, model_dir, mask_path, db, e)) return -1;
+    if (al_behave_begin(b, kind, flags, e) == 0) return 0;
     al_behave_close(b);
     return -1;
 }
@@ -128,7 +140,8 @@ void al_behave_close(al_behave *b) {
 /* ------------------------------------------ analysis commands as functions */
 
 const al_analysis_cmd *al_an_of(const char *kind) {
-    const al_analysis_cmd *all[] = {&al_an_circuits, &al_an_scores, &al_an_ablate, &al_an_prune};
+    const al_analysis_cmd *all[] = {&al_an_circuits, &al_an_scores, &al_an_ablate,
+                                    &al_an_prune,    &al_an_patch,  &al_an_paths};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->kind, kind) == 0) return all[i];
     return NULL;
@@ -154,5 +167,9 @@ int al_an_main(const al_analysis_cmd *c, int argc, char **argv) {
     if (al_flags_parse(c->cmd->flags, argc, argv, NULL, 0, NULL, &e) != 0)
         return al_cli_usage(c->cmd, &e);
     int rc = c->run(c->tmpl, c->cmd->flags, NULL, &e);
+    if (rc == 130) { /* interrupted: the message, and the signal's exit code */
+        al_cli_error(&e);
+        return 130;
+    }
     return rc == 2 ? al_cli_usage(c->cmd, &e) : rc ? al_cli_error(&e) : 0;
 }

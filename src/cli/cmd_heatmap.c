@@ -13,9 +13,11 @@ static int o_threads = 0;
 static uint64_t o_run = 0;
 
 static al_flag flags[] = {
-    {"model", AL_STR, &o_model, "DIR", "model directory", 1, 0},
+    {"model", AL_STR, &o_model, "DIR",
+     "model directory (required, but for patching and paths given --db and --run)", 0, 0},
     {"what", AL_STR, &o.what, "KIND",
-     "attention | qk-pos | qk | ov | composition | ablation | pruning | training | spectrum", 1, 0},
+     "attention | qk-pos | qk | ov | composition | ablation | pruning | training | spectrum | "
+     "patching | paths", 1, 0},
     {"out", AL_STR, &o_out, "FILE.png", "picture to write", 1, 0},
     {"prompt", AL_STR, &o.prompt, "TEXT", "attention: the text to run the model on", 0, 0},
     {"no-bos", AL_BOOL, &o.no_bos, NULL, "attention: do not prepend <|endoftext|>", 0, 0},
@@ -27,7 +29,8 @@ static al_flag flags[] = {
     {"top-n", AL_INT, &o.top_n, "N", "qk/ov: number of tokens when --tokens is absent", 0, 0},
     {"data", AL_STR, &o.data, "FILE", "qk/ov: token file; show its --top-n most frequent tokens", 0, 0},
     {"n-pos", AL_INT, &o.n_pos, "N", "qk-pos: show the first N positions", 0, 0},
-    {"db", AL_STR, &o.db, "FILE", "results database (needed for ablation, pruning, training)", 0, 0},
+    {"db", AL_STR, &o.db, "FILE",
+     "results database (needed for ablation, pruning, training, patching, paths)", 0, 0},
     {"run", AL_U64, &o_run, "ID", "use this run's rows instead of the model's latest finished run", 0, 0},
     {"method", AL_STR, &o.method, "M", "ablation: zero | mean | resample (default: the latest run's)", 0, 0},
     {"metric", AL_STR, &o.metric, "NAME",
@@ -38,8 +41,10 @@ static al_flag flags[] = {
 static int run_heatmap(int argc, char **argv);
 al_command al_cmd_heatmap = {
     "heatmap",
-    "draw a picture of a model: attention, circuits, composition, ablation, pruning, training",
-    "--model DIR --what KIND --out FILE.png [--prompt TEXT] [--layer L] [--head H] [--db FILE]",
+    "draw a picture of a model: attention, circuits, composition, ablation, pruning, training, "
+    "patching",
+    "--model DIR --what KIND --out FILE.png [--prompt TEXT] [--layer L] [--head H] [--db FILE] "
+    "[--run ID]",
     "Writes an 8-bit RGB PNG with a title, axis labels (token strings, ␣ = space),\n"
     "a colour bar with its range, and text chunks naming the model, head and\n"
     "prompt. Attention and full QK put the destination (query) token on rows and\n"
@@ -54,7 +59,14 @@ al_command al_cmd_heatmap = {
     "  ablation     --db: Δloss per head and pair interactions (attnlab ablate)\n"
     "  pruning      --db: loss vs heads remaining per method (attnlab prune)\n"
     "  training     --db: losses and per-head induction score (attnlab train --db)\n"
-    "composition and spectrum read --db when given, else compute from the weights.",
+    "  patching     --db: the effects of an attnlab patch run: layer x position\n"
+    "               (resid), layer x head (head), or head x position (the others);\n"
+    "               positions labelled with pair 0's clean tokens\n"
+    "  paths        --db: the effects of an attnlab paths run, one panel per\n"
+    "               channel q/k/v (senders x layer-1 heads) and the direct path\n"
+    "composition and spectrum read --db when given, else compute from the weights.\n"
+    "patching and paths draw --run ID (else the model's latest such run); with --run\n"
+    "the model is the run's own, so --model may be left out.",
     flags,
     run_heatmap,
 };
@@ -76,6 +88,12 @@ static int run_heatmap(int argc, char **argv) {
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
     o.run_id = (long)o_run;
+    int by_run = o.what && (strcmp(o.what, "patching") == 0 || strcmp(o.what, "paths") == 0) &&
+                 o.db && o.run_id > 0;
+    if (!o_model && !by_run) {
+        al_errf(&e, "--model is required (patching and paths: or --db FILE and --run ID)");
+        return al_cli_usage(&al_cmd_heatmap, &e);
+    }
     al_set_threads(o_threads);
     int w, h;
     if (al_picture(o_model, &o, o_out, &w, &h, &e) != 0) return al_cli_error(&e);

@@ -395,7 +395,8 @@ static int check_opts(jx *j, const cJSON *obj, const char *path, const al_comman
     return obj_to_opts(j, obj, path, c, own, deny, NULL);
 }
 
-/* circuits / scores / ablate: true, false, an object, or (ablate) a list. */
+/* circuits / scores / ablate / patch / paths: true, false, an object, or
+ * (ablate, patch, paths) a list of objects, each its own stage and run. */
 static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, int list_ok) {
     static const char *const own[] = {"models", NULL};
     static const char *const deny[] = {"model", "db", "data", "mask", "threads", NULL};
@@ -418,6 +419,10 @@ static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, i
     if (check_opts(j, v, path, c, own, deny) || model_mask(j, v, path, &a->models) ||
         set_opts(j, a, path, v, c, own, NULL))
         return -1;
+    const cJSON *pf = cJSON_GetObjectItemCaseSensitive(v, "pairs"); /* patch, paths */
+    char kp[340];
+    kpath(kp, sizeof kp, path, "pairs");
+    if (cJSON_IsString(pf) && need_file(j, kp, pf->valuestring)) return -1;
     if (strcmp(c->name, "ablate") == 0) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
         snprintf(a->label, sizeof a->label, "ablate (%s, %s)",
@@ -425,6 +430,16 @@ static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, i
                  : cJSON_GetObjectItemCaseSensitive(v, "heads")             ? "set"
                                                                              : "each",
                  cJSON_IsString(m) ? m->valuestring : "zero");
+    }
+    if (strcmp(c->name, "patch") == 0 || strcmp(c->name, "paths") == 0) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(v, "component");
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(v, "direction");
+        int patch = c->name[3] == 'c';
+        snprintf(a->label, sizeof a->label, "%s (%s%s%s, %s)", c->name,
+                 cJSON_IsString(t) ? t->valuestring : "induction", patch ? ", " : "",
+                 patch ? (cJSON_IsString(k) ? k->valuestring : "head") : "",
+                 cJSON_IsString(d) ? d->valuestring : patch ? "denoise" : "noise");
     }
     return 0;
 }
@@ -473,7 +488,8 @@ static int load_prune(jx *j, const cJSON *v, const char *path) {
 }
 
 static int load_analyses(jx *j, const cJSON *a) {
-    static const char *const known[] = {"circuits", "scores", "ablate", "prune", NULL};
+    static const char *const known[] = {"circuits", "scores", "ablate", "prune", "patch",
+                                        "paths",    NULL};
     if (!a) return 0;
     if (only_keys(j, a, "analyses", known)) return -1;
     return load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "circuits"), "analyses.circuits",
@@ -482,7 +498,11 @@ static int load_analyses(jx *j, const cJSON *a) {
                        al_an_scores.cmd, 0) ||
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "ablate"), "analyses.ablate",
                        al_an_ablate.cmd, 1) ||
-           load_prune(j, cJSON_GetObjectItemCaseSensitive(a, "prune"), "analyses.prune");
+           load_prune(j, cJSON_GetObjectItemCaseSensitive(a, "prune"), "analyses.prune") ||
+           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "patch"), "analyses.patch",
+                       al_an_patch.cmd, 1) ||
+           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "paths"), "analyses.paths",
+                       al_an_paths.cmd, 1);
 }
 
 static int load_pictures(jx *j, const cJSON *p) {
@@ -510,7 +530,7 @@ static int load_pictures(jx *j, const cJSON *p) {
         ipath(ip, sizeof ip, "pictures.kinds", i);
         if (!cJSON_IsString(s) || !in_list(s->valuestring, (const char *const *)al_pic_kinds))
             return bad(j, ip, "must be one of attention, qk-pos, qk, ov, composition, ablation, "
-                              "pruning, training, spectrum");
+                              "pruning, training, spectrum, patching, paths");
         if (i) strcat(x->pic_kinds, ",");
         strcat(x->pic_kinds, s->valuestring);
     }
@@ -807,8 +827,15 @@ static int model_complete(const runner *R, const stage *s, const char *key, al_e
 static int analysis_key(const runner *R, const stage *s, char sha[65], char key[65], al_err *e) {
     const al_exp_analysis *a = &R->x->an[s->an];
     if (model_sha(R, s->model, sha, e)) return -1;
-    char what[200];
-    snprintf(what, sizeof what, "%s on %s; data %s", a->kind, sha, R->key[K_ENC]);
+    char what[300], pairs[65] = "";
+    /* a pair file (patch, paths) counts by its content, as data does */
+    cJSON *o = cJSON_Parse(a->opts);
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pairs");
+    int rc = cJSON_IsString(p) ? al_sha256_file(p->valuestring, pairs, e) : 0;
+    cJSON_Delete(o);
+    if (rc) return -1;
+    snprintf(what, sizeof what, "%s on %s; data %s%s%s", a->kind, sha, R->key[K_ENC],
+             pairs[0] ? "; pairs " : "", pairs);
     return chain_key("", what, a->opts, key) ? al_errf(e, "out of memory") : 0;
 }
 
@@ -991,7 +1018,9 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
         w->model = R->model_dir[s->model];
         w->db = R->db;
         w->threads = R->x->threads;
-        if (strcmp(an->kind, "circuits") != 0) w->data = R->val_bin;
+        /* circuits needs no tokens; patch and paths make their own pairs */
+        if (strcmp(an->kind, "circuits") && strcmp(an->kind, "patch") && strcmp(an->kind, "paths"))
+            w->data = R->val_bin;
         mark_seen(fl, owned);
         print_stage(c->cmd, fl, owned);
     }

@@ -20,6 +20,8 @@
     X(scores)        \
     X(ablate)        \
     X(prune)         \
+    X(patch)         \
+    X(paths)         \
     X(report)        \
     X(experiment)    \
     X(debug_dump)

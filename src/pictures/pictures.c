@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/pictures.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,14 +19,16 @@
 #include "attnlab/circuits.h"
 #include "attnlab/data.h"
 #include "attnlab/model.h"
+#include "attnlab/patch.h"
 #include "attnlab/plot.h"
 #include "attnlab/png.h"
 #include "attnlab/store.h"
 #include "attnlab/thresholds.h"
 #include "attnlab/tokenizer.h"
 
-const char *const al_pic_kinds[] = {"attention",   "qk-pos",  "qk",       "ov",       "composition",
-                                    "ablation",    "pruning", "training", "spectrum", NULL};
+const char *const al_pic_kinds[] = {"attention", "qk-pos",   "qk",       "ov",
+                                    "composition", "ablation", "pruning", "training",
+                                    "spectrum",  "patching", "paths",   NULL};
 
 al_pic_opts al_pic_defaults(void) {
     al_pic_opts o = {.what = NULL, .layer = -1, .head = -1, .repeat = 0, .seed = 1,
@@ -1081,7 +1084,310 @@ static int pic_training(pic *p, al_err *e) {
     return 0;
 }
 
+/* ---------------------------------------------------------- patching */
+
+/* A patch or paths run: what runs and patching_runs say about it. */
+typedef struct prun {
+    long run;
+    char kind[16], status[16], task[16], direction[16], component[16];
+    int64_t model_id;
+    int n_pairs, seq_len, found, has_pr;
+    double m_clean, m_corr;
+    char *config; /* runs.config_json (malloc'd) */
+} prun;
+
+static int prun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    prun *r = ctx;
+    (void)nc;
+    r->found = 1;
+    snprintf(r->kind, sizeof r->kind, "%s", t[0] ? t[0] : "");
+    snprintf(r->status, sizeof r->status, "%s", t[1] ? t[1] : "");
+    r->model_id = isnan(x[2]) ? 0 : (int64_t)x[2];
+    r->has_pr = t[3] != NULL;
+    snprintf(r->task, sizeof r->task, "%s", t[3] ? t[3] : "");
+    snprintf(r->direction, sizeof r->direction, "%s", t[4] ? t[4] : "");
+    snprintf(r->component, sizeof r->component, "%s", t[5] ? t[5] : "");
+    r->n_pairs = isnan(x[6]) ? 0 : (int)x[6];
+    r->seq_len = isnan(x[7]) ? 0 : (int)x[7];
+    r->m_clean = x[8], r->m_corr = x[9];
+    free(r->config);
+    r->config = t[10] ? strdup(t[10]) : NULL;
+    return t[10] && !r->config ? al_errf(e, "out of memory") : 0;
+}
+
+/* Run `run` (the latest finished one of `kind` for the model when 0) of
+ * kind "patch" or "paths", checked: it exists, is of that kind, finished,
+ * and is of this model. */
+static int patch_run_info(pic *p, const char *kind, prun *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    r->run = p->o->run_id;
+    if (r->run <= 0) {
+        char mid[32];
+        snprintf(mid, sizeof mid, "%lld", (long long)p->model_id);
+        qval q;
+        if (query1(p, "SELECT MAX(x.run_id) FROM patching_runs x JOIN runs r ON r.run_id = "
+                      "x.run_id WHERE x.model_id = ?1 AND r.status = 'done' AND r.kind = ?2",
+                   mid, kind, &q, e))
+            return -1;
+        if (!q.found)
+            return al_errf(e, "database %s has no finished %s run for model %s (run attnlab %s "
+                           "--db, or give --run ID)", p->o->db, kind, p->dir, kind);
+        r->run = (long)q.v;
+    }
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", r->run);
+    const char *params[1] = {rs};
+    if (al_store_query(p->st, "SELECT r.kind, r.status, r.model_id, x.task, x.direction, "
+                       "x.component, x.n_pairs, x.seq_len, x.m_clean, x.m_corr, r.config_json "
+                       "FROM runs r LEFT JOIN patching_runs x ON x.run_id = r.run_id "
+                       "WHERE r.run_id = ?1", params, 1, prun_row, r, e)) {
+        free(r->config);
+        return -1;
+    }
+    keep(p, r->config, e); /* freed with the picture */
+    const char *what = strcmp(kind, "patch") == 0 ? "patching" : "paths";
+    if (!r->found) return al_errf(e, "database %s has no run %ld", p->o->db, r->run);
+    if (strcmp(r->kind, kind) != 0)
+        return al_errf(e, "run %ld is a '%s' run; --what %s draws the runs of attnlab %s", r->run,
+                       r->kind, what, kind);
+    if (strcmp(r->status, "done") != 0 || !r->has_pr)
+        return al_errf(e, "run %ld did not finish (status %s)", r->run, r->status);
+    if (p->model_id && r->model_id != p->model_id)
+        return al_errf(e, "run %ld analysed another model than %s", r->run, p->dir);
+    run_note(p, kind, r->run);
+    return 0;
+}
+
+/* Column labels for positions 0..T-1: "t token" of pair 0's clean
+ * sequence, re-made from the run's options (al_patch_task_make) with the
+ * model's tokenizer; NULL (position numbers) without a tokenizer or when
+ * the task cannot be re-made as it was (a note says why). */
+static const char **position_labels(pic *p, const prun *r, al_err *e) {
+    if (!p->tok) return NULL;
+    al_patch_opts o = al_patch_opts_defaults();
+    cJSON *j = r->config ? cJSON_Parse(r->config) : NULL;
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "task")) && cJSON_IsString(v)) o.task = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "pairs")) && cJSON_IsString(v)) o.pairs = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "probe_r")) && cJSON_IsNumber(v)) o.probe_r = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "n")) && cJSON_IsNumber(v)) o.probe_n = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsNumber(v))
+        o.probe_seed = (uint64_t)v->valuedouble;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsString(v))
+        o.probe_seed = strtoull(v->valuestring, NULL, 10);
+    al_pairs t;
+    al_err e2;
+    int eot = al_tok_eot(p->tok), bos = eot < p->m.cfg.d_vocab ? eot : -1;
+    int rc = al_patch_task_make(&t, &p->m, p->tok, bos, &o, &e2);
+    cJSON_Delete(j);
+    if (rc == 0 && (t.T != r->seq_len || t.N != r->n_pairs)) {
+        al_pairs_free(&t);
+        snprintf(e2.msg, sizeof e2.msg, "it no longer has the run's %d pairs of %d tokens",
+                 r->n_pairs, r->seq_len);
+        rc = -1;
+    }
+    if (rc) {
+        note(p, "positions are numbered: the task could not be re-made to label them (%s)", e2.msg);
+        return NULL;
+    }
+    const char **lab = pcalloc(p, (size_t)t.T, sizeof(char *), e);
+    for (int i = 0; lab && i < t.T; i++) {
+        char b[LABEL_CAP];
+        if (i < t.len[0]) al_tok_display(p->tok, t.clean[i], b, sizeof b);
+        else snprintf(b, sizeof b, "(pad)");
+        if (!(lab[i] = pprintf(p, e, "%d %s", i, b))) lab = NULL;
+    }
+    al_pairs_free(&t);
+    return lab;
+}
+
+typedef struct patch_cells {
+    pic *p;
+    float *v;
+    int comp, rows, cols, n;
+} patch_cells;
+
+static int patch_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    patch_cells *c = ctx;
+    (void)nc, (void)t, (void)e;
+    int l = (int)x[0], h = isnan(x[1]) ? -1 : (int)x[1], pos = isnan(x[2]) ? -1 : (int)x[2];
+    int H = c->p->H, row, col;
+    if (c->comp == AL_PATCH_RESID) row = l, col = pos;
+    else if (c->comp == AL_PATCH_HEAD) row = l, col = h;
+    else row = h < 0 || h >= H ? -1 : l * H + h, col = pos;
+    if (row < 0 || row >= c->rows || col < 0 || col >= c->cols) return 0;
+    c->v[(size_t)row * c->cols + col] = (float)x[3];
+    c->n++;
+    return 0;
+}
+
+/* Two note lines on the direction and the effect. */
+static void dir_notes(pic *p, const char *d) {
+    int noise = strcmp(d, "noise") == 0;
+    note(p, "%s", noise ? "noising: the clean run with one value taken from the corrupted run"
+                        : "denoising: the corrupted run with one value taken from the clean run");
+    note(p, "%s", noise ? "effect = (M_clean - M_patched) / (M_clean - M_corr); 1 = the patch "
+                          "breaks the behaviour"
+                        : "effect = (M_patched - M_corr) / (M_clean - M_corr); 1 = the patch "
+                          "restores it");
+}
+
+static int pic_patching(pic *p, al_err *e) {
+    prun r;
+    if (patch_run_info(p, "patch", &r, e)) return -1;
+    al_patch_component comp;
+    if (al_patch_component_parse(r.component, &comp))
+        return al_errf(e, "run %ld: unknown component '%s'", r.run, r.component);
+    int T = r.seq_len, L = p->L, H = p->H;
+    patch_cells c = {.p = p, .comp = comp, .rows = comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD ? L : L * H,
+                     .cols = comp == AL_PATCH_HEAD ? H : T};
+    if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.run, T);
+    if (!(c.v = pfloats(p, (size_t)c.rows * c.cols, e))) return -1;
+    for (int i = 0; i < c.rows * c.cols; i++) c.v[i] = NAN;
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", r.run);
+    const char *params[1] = {rs};
+    if (al_store_query(p->st, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1",
+                       params, 1, patch_row, &c, e))
+        return -1;
+    if (!c.n) return al_errf(e, "run %ld has no patching rows", r.run);
+    const char **rl = NULL, **cl = NULL;
+    if (comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD) {
+        rl = pcalloc(p, (size_t)L, sizeof(char *), e);
+        for (int l = 0; rl && l < L; l++)
+            if (!(rl[l] = pprintf(p, e, comp == AL_PATCH_RESID ? "into layer %d" : "layer %d", l)))
+                return -1;
+        if (!rl) return -1;
+    } else if (!(rl = head_labels(p, 0, L, e))) {
+        return -1;
+    }
+    if (comp != AL_PATCH_HEAD) cl = position_labels(p, &r, e);
+    al_cscale *cs = scale(p, 0, 1, NAN, NAN, "normalised effect");
+    al_cscale_fit(cs, c.v, (size_t)c.rows * c.cols);
+    al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
+    static const char *const row_titles[] = {"resid", "layer", "head",
+                                             "head (query input)", "head (key input)",
+                                             "head (value input)", "head (attention row)"};
+    q->hm = (al_hm){.v = c.v, .rows = c.rows, .cols = c.cols, .row_labels = rl, .col_labels = cl,
+                    .row_title = row_titles[comp],
+                    .col_title = comp == AL_PATCH_HEAD ? "head"
+                                 : cl ? "position (pair 0's clean token)" : "position",
+                    .cs = cs, .bar = 1, .annotate = comp == AL_PATCH_HEAD,
+                    .cell = comp == AL_PATCH_HEAD ? 34 : c.cols <= 128 ? 12 : 0};
+    snprintf(p->title, sizeof p->title, "activation patching: %s, %s (task %s)", r.component,
+             r.direction, r.task);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    dir_notes(p, r.direction);
+    note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs)", r.m_clean, r.m_corr,
+         strcmp(r.task, "induction") == 0 ? "log p of the next token" : "logit difference",
+         r.n_pairs);
+    note(p, "%s", p->run_txt);
+    return 0;
+}
+
+typedef struct path_cells {
+    pic *p;
+    float *v[4]; /* q, k, v: (2+H, H); direct: (2+H, 1) */
+    int n;
+} path_cells;
+
+static int path_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    path_cells *c = ctx;
+    (void)nc, (void)e;
+    int H = c->p->H, s = -1, ch = -1;
+    if (!t[0] || !t[2]) return 0;
+    if (strcmp(t[0], "embed") == 0) s = 0;
+    else if (strcmp(t[0], "pos") == 0) s = 1;
+    else if (strncmp(t[0], "0.", 2) == 0) s = 2 + atoi(t[0] + 2);
+    for (int k = 0; k < 4; k++)
+        if (strcmp(t[2], al_paths_channel_name(k)) == 0) ch = k;
+    int h = ch == 3 ? 0 : isnan(x[1]) ? -1 : (int)x[1], w = ch == 3 ? 1 : H;
+    if (s < 0 || s >= 2 + H || ch < 0 || h < 0 || h >= w) return 0;
+    c->v[ch][s * w + h] = (float)x[3];
+    c->n++;
+    return 0;
+}
+
+static int pic_paths(pic *p, al_err *e) {
+    prun r;
+    if (patch_run_info(p, "paths", &r, e)) return -1;
+    if (p->L > 2) return al_errf(e, "path patching covers 1- and 2-layer models (%d layers)", p->L);
+    int H = p->H, ns = 2 + H;
+    path_cells c = {.p = p};
+    float *all = pfloats(p, (size_t)ns * (3 * H + 1), e);
+    if (!all) return -1;
+    for (int k = 0; k < 4; k++) c.v[k] = all + (size_t)k * ns * H;
+    for (int i = 0; i < ns * (3 * H + 1); i++) all[i] = NAN;
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", r.run);
+    const char *params[1] = {rs};
+    if (al_store_query(p->st, "SELECT sender, receiver_head, channel, value FROM path_patching "
+                       "WHERE run_id = ?1", params, 1, path_row, &c, e))
+        return -1;
+    if (!c.n) return al_errf(e, "run %ld has no path_patching rows", r.run);
+    const char **rl = pcalloc(p, (size_t)ns, sizeof(char *), e);
+    const char **cl = p->L == 2 ? head_labels(p, 1, 2, e) : NULL;
+    static const char *const logits[1] = {"logits"};
+    if (!rl || (p->L == 2 && !cl)) return -1;
+    for (int s = 0; s < ns; s++) {
+        char b[32];
+        if (!(rl[s] = pprintf(p, e, "%s", al_paths_sender_name(s, b, sizeof b)))) return -1;
+    }
+    al_cscale *cs = scale(p, 0, 1, NAN, NAN, "normalised effect");
+    al_cscale_fit(cs, all, (size_t)ns * (3 * H + 1));
+    static const char *const titles[4] = {"into each layer-1 head's queries (q)",
+                                          "into each layer-1 head's keys (k)",
+                                          "into each layer-1 head's values (v)", "direct"};
+    for (int k = p->L == 2 ? 0 : 3; k < 4; k++) {
+        al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
+        q->hm = (al_hm){.v = c.v[k], .rows = ns, .cols = k == 3 ? 1 : H, .row_labels = rl,
+                        .col_labels = k == 3 ? logits : cl, .title = titles[k],
+                        .row_title = "sender", .col_title = k == 3 ? "receiver" : "receiver head",
+                        .cs = cs, .annotate = 1, .cell = 34};
+    }
+    p->fig.shared_bar = cs;
+    snprintf(p->title, sizeof p->title, "path patching: sender -> receiver, %s (task %s)",
+             r.direction, r.task);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    dir_notes(p, r.direction);
+    note(p, "only the path from the sender to the receiver carries the other run's value; "
+            "every other head is frozen");
+    note(p, "an induction circuit: a previous-token head (sender) into an induction head's keys (k)");
+    note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs); %s", r.m_clean, r.m_corr,
+         strcmp(r.task, "induction") == 0 ? "log p of the next token" : "logit difference",
+         r.n_pairs, p->run_txt);
+    return 0;
+}
+
 /* ---------------------------------------------------------- the driver */
+
+static int path_row_text(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    (void)nc, (void)x;
+    char **out = ctx;
+    if (t[0] && !*out && !(*out = strdup(t[0]))) return al_errf(e, "out of memory");
+    return 0;
+}
+
+/* The directory of the model run o->run_id analysed (models.path). */
+static int run_model_dir(const al_pic_opts *o, char *dir, size_t cap, al_err *e) {
+    if (!o->db || o->run_id <= 0)
+        return al_errf(e, "--what %s needs --model DIR, or --db FILE and --run ID", o->what);
+    if (!al_file_exists(o->db)) return al_errf(e, "database %s does not exist", o->db);
+    al_store *st;
+    if (al_store_open(o->db, &st, e)) return -1;
+    char rs[32], *path = NULL;
+    snprintf(rs, sizeof rs, "%ld", o->run_id);
+    const char *params[1] = {rs};
+    int rc = al_store_query(st, "SELECT m.path FROM runs r JOIN models m ON m.model_id = "
+                            "r.model_id WHERE r.run_id = ?1", params, 1, path_row_text, &path, e);
+    al_store_close(st);
+    if (rc) return -1;
+    if (!path) return al_errf(e, "database %s has no run %ld with a model", o->db, o->run_id);
+    if (strlen(path) >= cap) rc = al_errf(e, "model path of run %ld is too long", o->run_id);
+    else snprintf(dir, cap, "%s", path);
+    free(path);
+    return rc;
+}
 
 static int load(pic *p, al_err *e) {
     char tp[AL_PATH_MAX + 64];
@@ -1142,7 +1448,13 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     while (o->what && al_pic_kinds[k] && strcmp(al_pic_kinds[k], o->what) != 0) k++;
     if (!o->what || !al_pic_kinds[k])
         return al_errf(e, "unknown picture '%s' (attention, qk-pos, qk, ov, composition, ablation, "
-                       "pruning, training, spectrum)", o->what ? o->what : "");
+                       "pruning, training, spectrum, patching, paths)", o->what ? o->what : "");
+    char dir[AL_PATH_MAX];
+    if (!model_dir && k >= 9) { /* patching, paths: the run's model */
+        if (run_model_dir(o, dir, sizeof dir, e)) return -1;
+        model_dir = dir;
+    }
+    if (!model_dir) return al_errf(e, "--what %s needs --model DIR", o->what);
     if (o->prompt && !valid_utf8_prompt(o->prompt)) return al_errf(e, "--prompt is not valid UTF-8");
     pic *p = calloc(1, sizeof *p);
     if (!p) return al_errf(e, "out of memory");
@@ -1150,7 +1462,7 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     p->dir = model_dir;
     p->fig.title = p->title;
     p->fig.panels = p->panels;
-    int db_required = k >= 5 && k <= 7; /* ablation, pruning, training */
+    int db_required = k >= 5 && k != 8; /* ablation, pruning, training, patching, paths */
     int rc = load(p, e);
     if (rc == 0) rc = open_db(p, db_required, e);
     if (rc == 0) {
@@ -1163,7 +1475,9 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
         case 5: rc = pic_ablation(p, e); break;
         case 6: rc = pic_pruning(p, e); break;
         case 7: rc = pic_training(p, e); break;
-        default: rc = pic_spectrum(p, e); break;
+        case 8: rc = pic_spectrum(p, e); break;
+        case 9: rc = pic_patching(p, e); break;
+        default: rc = pic_paths(p, e); break;
         }
     }
     if (rc == 0) rc = write_png(p, out_png, w, h, e);

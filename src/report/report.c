@@ -840,6 +840,83 @@ static int sec_pruning(rep *R, const rmodel *M, al_err *e) {
     return 0;
 }
 
+static void make_slug(const char *s, char *out, size_t cap);
+
+/* Activation patching and path patching: the newest finished run of
+ * each (task, component, direction) of the model, its strongest effects
+ * and its picture. No runs: no section. */
+static int sec_patching(rep *R, const rmodel *M, al_err *e) {
+    al_buf *h = &R->h;
+    qres runs;
+    if (q_run(R, &runs, "SELECT x.run_id, x.task, x.component, x.direction, x.m_clean, x.m_corr, "
+              "x.n_pairs FROM patching_runs x JOIN runs r ON r.run_id = x.run_id WHERE x.model_id "
+              "= ?1 AND r.status = 'done' AND x.run_id = (SELECT max(y.run_id) FROM patching_runs "
+              "y JOIN runs r2 ON r2.run_id = y.run_id WHERE r2.status = 'done' AND y.model_id = "
+              "x.model_id AND y.task = x.task AND y.direction = x.direction AND y.component IS "
+              "x.component) ORDER BY x.component IS NULL, x.component, x.task, x.direction",
+              M->mid, NULL, e))
+        return -1;
+    static const char *const heads[] = {"configuration", "effect", "metric", NULL};
+    static const char *const pheads[] = {"path", "effect", "metric", NULL};
+    int rc = 0, n_patch = 0, n_paths = 0;
+    for (int i = 0; rc == 0 && i < runs.nr; i++) {
+        const char *run = qt(&runs, i, 0), *task = qt(&runs, i, 1), *comp = qt(&runs, i, 2),
+                   *dir = qt(&runs, i, 3);
+        if (!task || !dir) continue;
+        if (comp ? !n_patch++ : !n_paths++)
+            al_buf_puts(h, comp ? "<h3>Activation patching</h3>\n<p>Each configuration patches one "
+                                  "activation between the clean and the corrupted run of a task. "
+                                  "Effect: denoising (M<sub>patched</sub> &minus; M<sub>corr</sub>) / "
+                                  "(M<sub>clean</sub> &minus; M<sub>corr</sub>), 1 = the patch "
+                                  "restores the clean behaviour; noising (M<sub>clean</sub> &minus; "
+                                  "M<sub>patched</sub>) / (M<sub>clean</sub> &minus; "
+                                  "M<sub>corr</sub>), 1 = it breaks it.</p>\n"
+                                : "<h3>Path patching</h3>\n<p>Only the path from a sender (embed, "
+                                  "pos, a layer-0 head) to a receiver (a layer-1 head's query, key "
+                                  "or value input, or the logits directly) carries the other run's "
+                                  "value. An induction circuit shows as a previous-token head's "
+                                  "path into an induction head's keys.</p>\n");
+        const char *ding = strcmp(dir, "noise") == 0 ? "noising" : "denoising";
+        al_buf_puts(h, "<p><b>");
+        sb_esc(h, comp ? comp : "paths");
+        al_buf_printf(h, "</b>, %s, task ", ding);
+        sb_esc(h, task);
+        al_buf_printf(h, " (run %s, %.0f pairs): M<sub>clean</sub> = %.4f, M<sub>corr</sub> = "
+                     "%.4f; the strongest effects:</p>\n", run, qx(&runs, i, 6), qx(&runs, i, 4),
+                     qx(&runs, i, 5));
+        if (comp)
+            rc = sql_table(R, "SELECT CASE WHEN head IS NULL THEN 'resid ' || layer ELSE layer || "
+                           "'.' || head END || CASE WHEN pos IS NULL THEN '' ELSE ' @ ' || pos END, "
+                           "value, metric FROM patching WHERE run_id = ?1 ORDER BY value IS NULL, "
+                           "abs(value) DESC, patch_id LIMIT 8", run, NULL, heads, "s+4",
+                           "No rows.", e) < 0;
+        else
+            rc = sql_table(R, "SELECT sender || ' -> ' || CASE WHEN channel = 'direct' THEN "
+                           "'logits' ELSE receiver_layer || '.' || receiver_head || ' ' || channel "
+                           "END, value, metric FROM path_patching WHERE run_id = ?1 ORDER BY value "
+                           "IS NULL, abs(value) DESC, path_id LIMIT 8", run, NULL, pheads, "s+4",
+                           "No rows.", e) < 0;
+        if (rc || !want_pic(R, comp ? "patching" : "paths")) continue;
+        al_pic_opts po = al_pic_defaults();
+        po.what = comp ? "patching" : "paths";
+        po.run_id = atol(run);
+        char file[256], cap[512], slug[64];
+        snprintf(slug, sizeof slug, "%s%s%s-%s", task, comp ? "-" : "", comp ? comp : "", dir);
+        make_slug(slug, slug, sizeof slug);
+        snprintf(file, sizeof file, "%s-%s-%s.png", M->slug, comp ? "patching" : "paths", slug);
+        if (comp)
+            snprintf(cap, sizeof cap, "Activation patching (%s, %s, task %s): the effect of "
+                     "patching each configuration.", comp, ding, task);
+        else
+            snprintf(cap, sizeof cap, "Path patching (%s, task %s): the effect of each "
+                     "sender's path into each layer-1 head's q, k and v, and directly into the "
+                     "logits.", ding, task);
+        picture(R, M, &po, file, cap);
+    }
+    q_free(&runs);
+    return rc ? -1 : 0;
+}
+
 static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     char file[256], cap[512];
@@ -976,7 +1053,8 @@ static int sec_model(rep *R, const rmodel *M, al_err *e) {
                    "in table models): only the pictures computed from the weights are shown.</p>\n");
     if (sec_card(R, M, e) || sec_training(R, M, e) || sec_heads(R, M, e) || sec_kinds(R, M, e) ||
         sec_copying(R, M, e) || sec_trigrams(R, M, e) || sec_composition(R, M, e) ||
-        sec_ablation(R, M, e) || sec_pruning(R, M, e) || sec_pictures(R, M, e))
+        sec_ablation(R, M, e) || sec_pruning(R, M, e) || sec_patching(R, M, e) ||
+        sec_pictures(R, M, e))
         return -1;
     al_buf_puts(h, "</section>\n");
     return 0;
@@ -1137,7 +1215,8 @@ static int nb_cell(cJSON *cells, const char *type, const char *text) {
     return 0;
 }
 
-/* The README's queries (its Circuits and Behaviour sections). */
+/* The README's queries (its Circuits and Behaviour sections, patching
+ * included). */
 static const char *const nb_queries[][2] = {
     {"The most positive copying heads of every model, with the second copying score beside it",
      "SELECT m.path, s.name, round(s.copying_eigen, 3) AS copying_eigen,\n"
@@ -1237,6 +1316,27 @@ static const char *const nb_queries[][2] = {
      "       OR (copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " OR copying_top1 > "
      AL_TH_STR(AL_TH_COPY_EIGEN) ") != (copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) "))\n"
      "ORDER BY copying_ablation DESC"},
+    {"Which layer-0 head's path into which layer-1 head's keys carries the induction effect",
+     "SELECT sender, receiver_layer || '.' || receiver_head AS receiver, round(value, 3) AS effect\n"
+     "FROM path_patching\n"
+     "WHERE channel = 'k' AND direction = 'noise' AND task = 'induction'\n"
+     "  AND run_id = (SELECT max(run_id) FROM runs WHERE kind = 'paths' AND status = 'done')\n"
+     "ORDER BY value DESC LIMIT 5"},
+    {"The heads whose output restores induction on the corrupted input, per model",
+     "SELECT p.model_id, p.layer || '.' || p.head AS head, round(p.value, 3) AS effect\n"
+     "FROM patching p JOIN runs r ON r.run_id = p.run_id AND r.status = 'done'\n"
+     "WHERE p.component = 'head' AND p.direction = 'denoise' AND p.task = 'induction'\n"
+     "ORDER BY p.value DESC LIMIT 5"},
+    {"Where a head's output matters: the strongest (head, position) of the newest head_pos run",
+     "SELECT p.layer || '.' || p.head AS head, p.pos, round(p.value, 3) AS effect\n"
+     "FROM patching p\n"
+     "WHERE p.run_id = (SELECT max(x.run_id) FROM patching_runs x JOIN runs r USING (run_id)\n"
+     "                  WHERE r.status = 'done' AND x.component = 'head_pos')\n"
+     "ORDER BY abs(p.value) DESC LIMIT 10"},
+    {"Every patching run with its two unpatched metrics",
+     "SELECT x.run_id, r.kind, x.task, x.component, x.direction, x.n_pairs,\n"
+     "       round(x.m_clean, 4) AS m_clean, round(x.m_corr, 4) AS m_corr\n"
+     "FROM patching_runs x JOIN runs r USING (run_id) WHERE r.status = 'done' ORDER BY x.run_id"},
 };
 
 static const char nb_setup[] =

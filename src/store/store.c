@@ -153,8 +153,45 @@ static const char schema_v1[] =
 /* A view only: files written by version 1 keep every row. */
 static const char schema_v2[] = "DROP VIEW head_summary;\n" HEAD_SUMMARY(HEAD_METRICS);
 
+/* Version 3: activation patching and path patching (patch.h). One row
+ * per configuration; head is NULL where a component has none (resid),
+ * pos NULL where it spans every position (head); the direct path has no
+ * receiver (NULL receiver_layer, receiver_head). patching_runs holds a
+ * run's two unpatched metrics and the size of its task. */
+static const char schema_v3[] =
+    "CREATE TABLE patching(\n"
+    "  patch_id INTEGER PRIMARY KEY,\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL,\n"
+    "  direction TEXT NOT NULL CHECK (direction IN ('denoise', 'noise')),\n"
+    "  component TEXT NOT NULL,\n"
+    "  layer INTEGER NOT NULL, head INTEGER, pos INTEGER,\n"
+    "  value REAL,                       -- normalised effect\n"
+    "  metric REAL);                     -- M with the patch\n"
+    "CREATE INDEX patching_by_run ON patching(run_id, layer, head, pos);\n"
+    "CREATE TABLE path_patching(\n"
+    "  path_id INTEGER PRIMARY KEY,\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL,\n"
+    "  direction TEXT NOT NULL CHECK (direction IN ('denoise', 'noise')),\n"
+    "  sender TEXT NOT NULL,             -- embed, pos or 0.h\n"
+    "  receiver_layer INTEGER, receiver_head INTEGER,\n"
+    "  channel TEXT NOT NULL CHECK (channel IN ('q', 'k', 'v', 'direct')),\n"
+    "  value REAL, metric REAL);\n"
+    "CREATE INDEX path_patching_by_run ON path_patching(run_id, channel, sender);\n"
+    "CREATE TABLE patching_runs(\n"
+    "  run_id INTEGER PRIMARY KEY REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL, direction TEXT NOT NULL,\n"
+    "  component TEXT,                   -- NULL for path patching\n"
+    "  n_pairs INTEGER NOT NULL, seq_len INTEGER NOT NULL,\n"
+    "  m_clean REAL, m_corr REAL, seconds REAL);\n"
+    "CREATE INDEX patching_runs_by_model ON patching_runs(model_id, run_id);\n";
+
 /* migrations[i] takes user_version i to i+1. */
-static const char *const migrations[] = {schema_v1, schema_v2};
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -162,7 +199,7 @@ _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per versi
 
 enum {
     S_HEAD_SCORE, S_LAYER_SCORE, S_MODEL_SCORE, S_SV, S_EIG, S_TRI, S_COMP,
-    S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_N
+    S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN, S_N
 };
 static const char *const stmt_sql[S_N] = {
     [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
@@ -180,6 +217,12 @@ static const char *const stmt_sql[S_N] = {
     [S_PRUNE] = "INSERT OR REPLACE INTO pruning_steps VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     [S_TLOG] = "INSERT OR REPLACE INTO train_log VALUES(?,?,?,?,?,?,?,?)",
     [S_THS] = "INSERT OR REPLACE INTO train_head_scores VALUES(?,?,?,?,?,?)",
+    [S_PATCH] = "INSERT INTO patching(run_id, model_id, task, direction, component, layer, "
+                "head, pos, value, metric) VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_PATH] = "INSERT INTO path_patching(run_id, model_id, task, direction, sender, "
+               "receiver_layer, receiver_head, channel, value, metric) "
+               "VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_PATCH_RUN] = "INSERT OR REPLACE INTO patching_runs VALUES(?,?,?,?,?,?,?,?,?,?)",
 };
 
 struct al_store {
@@ -674,6 +717,26 @@ int al_store_put_pruning_step(al_store *s, int64_t run_id, int64_t model_id,
     return put_row(s, S_PRUNE, e, "IIsiooiddds", run_id, model_id, r->method,
                    r->step, r->layer, r->head, r->heads_left, r->importance,
                    r->loss, r->delta_loss, r->mask);
+}
+
+int al_store_put_patching(al_store *s, int64_t run_id, int64_t model_id,
+                          const al_patching_row *r, al_err *e) {
+    return put_row(s, S_PATCH, e, "IIsssioodd", run_id, model_id, r->task, r->direction,
+                   r->component, r->layer, r->head, r->pos, r->value, r->metric);
+}
+
+int al_store_put_path_patching(al_store *s, int64_t run_id, int64_t model_id,
+                               const al_path_patching_row *r, al_err *e) {
+    return put_row(s, S_PATH, e, "IIsssoosdd", run_id, model_id, r->task, r->direction,
+                   r->sender, r->receiver_layer, r->receiver_head, r->channel, r->value,
+                   r->metric);
+}
+
+int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
+                              const al_patching_run_row *r, al_err *e) {
+    return put_row(s, S_PATCH_RUN, e, "IIsssiiddd", run_id, model_id, r->task,
+                   r->direction, r->component, r->n_pairs, r->seq_len, r->m_clean, r->m_corr,
+                   r->seconds);
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id,

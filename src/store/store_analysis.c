@@ -213,3 +213,41 @@ int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
     }
     return 0;
 }
+
+/* ---------------------------------------------------------- patching */
+
+int al_store_put_patch(al_store *s, int64_t run, int64_t mid, const char *task,
+                       const al_patch_result *r, al_err *e) {
+    const char *dir = al_patch_direction_name(r->direction);
+    const char *comp = al_patch_component_name(r->component);
+    al_patching_run_row pr = {task, dir, comp, r->N, r->T, r->m_clean, r->m_corr, r->seconds};
+    if (al_store_put_patching_run(s, run, mid, &pr, e)) return -1;
+    for (int k = 0; k < r->n; k++) {
+        /* the grids of patch.h: resid (L, T), head (L, H), the rest (L·H, T) */
+        int row = k / r->cols, col = k % r->cols;
+        al_patching_row pw = {task, dir, comp, row, -1, -1, r->effect[k], r->metric[k]};
+        if (r->component == AL_PATCH_RESID) pw.pos = col;
+        else if (r->component == AL_PATCH_HEAD) pw.head = col;
+        else pw.layer = row / r->H, pw.head = row % r->H, pw.pos = col;
+        if (al_store_put_patching(s, run, mid, &pw, e)) return -1;
+    }
+    return 0;
+}
+
+int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const char *task,
+                       const al_paths_result *r, al_err *e) {
+    const char *dir = al_patch_direction_name(r->direction);
+    al_patching_run_row pr = {task, dir, NULL, r->N, r->T, r->m_clean, r->m_corr, r->seconds};
+    if (al_store_put_patching_run(s, run, mid, &pr, e)) return -1;
+    char sender[32];
+    for (int c = 0; c < 4; c++)
+        for (int snd = 0; snd < r->n_senders; snd++)
+            for (int h = 0; h < (c == 3 ? 1 : r->n_recv); h++) {
+                size_t i = ((size_t)c * r->n_senders + snd) * r->H + h;
+                al_path_patching_row pw = {task, dir, al_paths_sender_name(snd, sender, sizeof sender),
+                                           c == 3 ? -1 : 1, c == 3 ? -1 : h,
+                                           al_paths_channel_name(c), r->effect[i], r->metric[i]};
+                if (al_store_put_path_patching(s, run, mid, &pw, e)) return -1;
+            }
+    return 0;
+}
