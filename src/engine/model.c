@@ -588,22 +588,3 @@ float al_model_logit(const al_model *m, const float *x, int v) {
         for (int k = 0; k < C; k++) s += (double)x[k] * m->p[AL_P_WU][(size_t)k * V + v];
     return (float)s;
 }
-
-/* Placeholder until the incremental version lands: recompute every layer
- * from base's embeddings with sp applied (all rows dirty). Uses m's
- * activations as its scratch. */
-int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
-                           float *xL, unsigned char *dirty, al_err *e) {
-    int B = base->B, T = base->T, C = m->cfg.d_model, L = m->cfg.n_layers;
-    if (ensure_acts(m, B, T, e)) return -1;
-    m->B = B, m->T = T;
-    memcpy(m->x, base->x, sizeof(float) * (size_t)B * T * C);
-    const al_patch_spec *saved = m->patch;
-    m->patch = sp;
-    forward_layers(m);
-    m->patch = saved;
-    m->patched = 1;
-    memcpy(xL, m->x + (size_t)L * B * T * C, sizeof(float) * (size_t)B * T * C);
-    memset(dirty, 1, (size_t)T);
-    return 0;
-}
