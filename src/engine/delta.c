@@ -12,8 +12,8 @@
  * with dx[t] = "the residual row entering this layer differs from base's"
  * (none at first), each layer does, in al_model_forward's order:
  *   1. x mask: copy the source rows, dx[t] = 1;
- *   2. q, k, v of the dx rows: one sgemm on the gathered rows with the
- *      fused weights; then the q/k/v mask. chg[s,h,t] marks every q, k or
+ *   2. q, k, v of the dx rows: an sgemm on the gathered rows with the
+ *      fused weights (rows_sgemm); then the q/k/v mask. chg[s,h,t] marks every q, k or
  *      v that differs from base's;
  *   3. attention rows that can change, for each head (not for a head
  *      whose z is replaced: its output does not depend on them): rows t
@@ -31,6 +31,14 @@
  *      per row and no attention at all.
  * Then the x mask of layer L and the output: dx rows from the work
  * buffer, every other row copied from base.
+ *
+ * Cost: nothing before the first patched layer; after it, per layer, the
+ * q|k|v product of the changed residual rows only, the attention rows
+ * >= the first changed row (a fraction 1 − (t0/T)² of a layer's
+ * attention) and x + zg·W_O of the changed rows. For the head_pos sweep
+ * of `make bench` (2 layers, T 101) that averages a few percent of a
+ * full patched forward's FLOPs, whose unembedding (half of them) it skips
+ * entirely: the caller unembeds only dirty positions.
  *
  * A patch whose source equals base's value (bitwise, in every sequence)
  * changes nothing and is skipped, so for example patching positions where
@@ -87,6 +95,26 @@ typedef struct dstate {
     int *full, *part;        /* (T) position lists */
     int *heads;              /* (H) heads with rows to recompute */
 } dstate;
+
+/* out (M,N) = a (M,K) · w (K,N) + beta · out, row-major with leading
+ * dimensions lda, ldw, ldo, as one single-threaded sgemm per thread on
+ * its share of the rows. OpenBLAS would thread the product itself (above
+ * M·N·K = 4·65536, its threshold), but its threads hand packed panels to
+ * each other by spinning on flags, which on shared cores costs more than
+ * these products: the head_pos sweep's incremental forwards took 13 ms
+ * each that way, 8 ms this way and 2 ms on one thread, with other
+ * processes on both cores. An element's value does not depend on the
+ * split (OpenBLAS sums each over K in the same order whatever M is). */
+static void rows_sgemm(int M, int N, int K, const float *a, int lda, const float *w, int ldw,
+                       float beta, float *out, int ldo, int nthreads) {
+    int nc = (double)M * N * K < 4 * 65536.0 ? 1 : nthreads < M ? nthreads : M;
+#pragma omp parallel for schedule(static) num_threads(nc) if (nc > 1)
+    for (int i = 0; i < nc; i++) {
+        int r0 = (int)((long)M * i / nc), r1 = (int)((long)M * (i + 1) / nc);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, N, K, 1.0f,
+                    a + (size_t)r0 * lda, lda, w, ldw, beta, out + (size_t)r0 * ldo, ldo);
+    }
+}
 
 static int any_set(const unsigned char *p, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -185,14 +213,16 @@ static void qkv_layer(dstate *s, int l, const float *X) {
     if (np) {
         model_fuse_qkv(s->wqkv, s->m, l);
         if ((size_t)np == T) {
-            matmul_forward(s->qkv, X, s->wqkv, (int)s->BT, (int)C, (int)rs, 0.0f);
+            rows_sgemm((int)s->BT, (int)rs, (int)C, X, (int)C, s->wqkv, (int)rs, 0.0f, s->qkv,
+                       (int)rs, s->nthreads);
         } else {
             int M = s->B * np;
             for (int b = 0; b < s->B; b++)
                 for (int j = 0; j < np; j++)
                     memcpy(s->gin + ((size_t)b * np + j) * C,
                            X + ((size_t)b * T + s->full[j]) * C, sizeof(float) * C);
-            matmul_forward(s->gout, s->gin, s->wqkv, M, (int)C, (int)rs, 0.0f);
+            rows_sgemm(M, (int)rs, (int)C, s->gin, (int)C, s->wqkv, (int)rs, 0.0f, s->gout,
+                       (int)rs, s->nthreads);
             for (int b = 0; b < s->B; b++)
                 for (int j = 0; j < np; j++)
                     memcpy(s->qkv + ((size_t)b * T + s->full[j]) * rs,
@@ -387,7 +417,9 @@ static void resid_layer(dstate *s, int l, const float *X, float *Xn) {
                        sizeof(float) * D);
             memcpy(s->gout + i * C, (s->dx[t] ? X : bx) + r * C, sizeof(float) * C);
         }
-    if (Mf) matmul_forward(s->gout, s->gin, wo, (int)Mf, (int)HD, (int)C, 1.0f);
+    if (Mf)
+        rows_sgemm((int)Mf, (int)C, (int)HD, s->gin, (int)HD, wo, (int)C, 1.0f, s->gout, (int)C,
+                   s->nthreads);
     /* Δ form: base's next residual + (zg − base zg)·W_O over the changed heads */
     float *gi = s->gin + Mf * HD, *go = s->gout + Mf * C;
     for (int b = 0; b < B; b++)
@@ -406,8 +438,8 @@ static void resid_layer(dstate *s, int l, const float *X, float *Xn) {
         }
     for (int h = 0; Md && h < H; h++)
         if (s->hmask[h])
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Md, (int)C, (int)D, 1.0f,
-                        gi + h * D, (int)HD, al_head_wo(m, l, h), (int)C, 1.0f, go, (int)C);
+            rows_sgemm((int)Md, (int)C, (int)D, gi + h * D, (int)HD, al_head_wo(m, l, h), (int)C,
+                       1.0f, go, (int)C, s->nthreads);
     memset(s->dxn, 0, T);
     for (int b = 0; b < B; b++) {
         for (int j = 0; j < nf; j++)
