@@ -2,13 +2,17 @@
 # bench.sh -- `make bench`: training and inference tokens/s of the C
 # engine beside the same model in PyTorch (bench/torch_bench.py), same
 # sizes, same thread count, in this one invocation; then how cost grows
-# with n_ctx at a constant 4096 tokens per step; then the tokenizer bench.
+# with n_ctx at a constant 4096 tokens per step; then the activation-
+# patching sweep, incremental against one full forward per configuration
+# (bench_engine --mode patch); then the tokenizer bench.
 # Every measurement runs in its own process, so each peak RSS is that
 # run's own. Rates are from the median step time (see bench_engine.c).
 #   env: BUILD (default build), THREADS (2), MIN_TIME (seconds per run, 3),
 #        SWEEP_TIME (seconds per n_ctx sweep run, 2),
 #        SWEEP_TORCH (1: also run PyTorch in the n_ctx sweep; 0: C only),
-#        TORCH_PYTHON (the python with torch, /usr/bin/python3)
+#        TORCH_PYTHON (the python with torch, /usr/bin/python3),
+#        PATCH (0: skip the patching sweep, which takes minutes),
+#        PATCH_PAIRS (64), PATCH_NAIVE_PAIRS (8), PATCH_R (induction R, 50)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
 BUILD=${BUILD:-build}
@@ -16,6 +20,10 @@ THREADS=${THREADS:-2}
 MIN_TIME=${MIN_TIME:-3}
 SWEEP_TIME=${SWEEP_TIME:-2}
 SWEEP_TORCH=${SWEEP_TORCH:-1}
+PATCH=${PATCH:-1}
+PATCH_PAIRS=${PATCH_PAIRS:-64}
+PATCH_NAIVE_PAIRS=${PATCH_NAIVE_PAIRS:-8}
+PATCH_R=${PATCH_R:-50}
 BIN=$BUILD/bench_engine
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 DIR=$(dirname "$0")
@@ -83,6 +91,11 @@ for T in 64 128 256 512 1024; do
     [ "$SWEEP_TORCH" = 1 ] &&
         run "ctx$T-train" torch "$SWEEP_TIME" --mode train --n-layers 2 --n-ctx "$T" --batch "$B"
 done
+# the demo's vocabulary; n_ctx fits the induction task's 2R+1 tokens
+PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
+[ "$PATCH" = 1 ] &&
+    run patch c 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs "$PATCH_PAIRS" --naive-pairs "$PATCH_NAIVE_PAIRS" --probe-r "$PATCH_R"
 echo >&2
 
 BUSY1=$(busy)
@@ -153,6 +166,26 @@ echo
 echo "tok/s from the median step; training = forward + backward + AdamW with clipping,"
 echo "inference = forward with loss; GFLOP/s counted analytically (training = 3x forward);"
 echo "%sgemm = C GFLOP/s as a share of the C sgemm rate above; pt = PyTorch."
+
+if [ "$PATCH" = 1 ] && [ -s "$TMP/patch.c.json" ]; then
+    P=$TMP/patch.c.json
+    NP=$(jget "$P" pairs) NN=$(jget "$P" naive_pairs)
+    echo
+    echo "activation patching, head_pos sweep on induction ($(jget "$P" configs) configurations =" \
+        "every head x position;"
+    echo "R $PATCH_R, batch $(jget "$P" batch)), 2-layer d_model 256, 8x32 heads, d_vocab 2048"
+    printf '%-24s %10s %14s %6s %9s\n' "" "configs/s" "config-pairs/s" "pairs" "seconds"
+    printf '%-24s %10s %14s %6s %9s\n' "incremental (delta)" "$(jget "$P" configs_per_s)" \
+        "$(jget "$P" config_pairs_per_s)" "$NP" "$(jget "$P" seconds)"
+    printf '%-24s %10s %14s %6s %9s\n' "full forward (naive)" \
+        "$(awk -v r="$(jget "$P" naive_config_pairs_per_s)" -v n="$NP" 'BEGIN { printf "%.2f%s", r / n, "*" }')" \
+        "$(jget "$P" naive_config_pairs_per_s)" "$NN" "$(jget "$P" naive_seconds)"
+    echo "speed-up $(jget "$P" speedup)x per configuration-pair ($(jget "$P" speedup_same_pairs)x on" \
+        "the same $NN pairs, metrics within $(jget "$P" max_metric_diff))"
+    awk -v s="$(jget "$P" naive_seconds)" -v a="$NN" -v b="$NP" 'BEGIN {
+        printf "* naive on %d of the %d pairs (all would take ~%.0f s); configs/s from its per-pair rate\n",
+            a, b, s * b / a }'
+fi
 
 if [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then
     echo

@@ -5,6 +5,15 @@
  *   --mode train   forward + backward + AdamW (clip 1.0) on random tokens
  *   --mode infer   forward only (logits, softmax, loss)
  *   --mode sgemm   cblas_sgemm on 4096x4096x4096, the machine's ceiling
+ *   --mode patch   the activation-patching sweep al_patch_run (component
+ *                  head_pos: every head x position, task induction) with
+ *                  the incremental forward (al_model_forward_delta) on
+ *                  --pairs pairs, and with one full patched forward per
+ *                  configuration (o.naive) on --naive-pairs pairs (the
+ *                  naive sweep takes minutes on all 64), plus the fast one
+ *                  on those same pairs to compare results; rates are per
+ *                  configuration·pair. One run each, no warm-up: a sweep
+ *                  is thousands of forwards already.
  *
  * Warm-up iterations are excluded; then iterations run until --min-time
  * seconds have passed. Rates use the median iteration time (the mean is
@@ -12,6 +21,7 @@
  * Prints one JSON line. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +30,16 @@
 #include "attnlab/args.h"
 #include "attnlab/model.h"
 #include "attnlab/optim.h"
+#include "attnlab/patch.h"
 
 static const char *o_mode = "train";
 static int o_layers = 2, o_dmodel = 256, o_heads = 8, o_dhead = 32, o_ctx = 256;
 static int o_vocab = 4096, o_batch = 16, o_threads = 2, o_warmup = 2, o_sgemm_n = 4096;
 static double o_min_time = 3.0;
+static int o_pairs = 64, o_naive_pairs = 8, o_patch_r = 50, o_patch_batch = 8;
 
 static al_flag flags[] = {
-    {"mode", AL_STR, &o_mode, "M", "train, infer or sgemm", 0, 0},
+    {"mode", AL_STR, &o_mode, "M", "train, infer, sgemm or patch", 0, 0},
     {"n-layers", AL_INT, &o_layers, "N", "attention layers", 0, 0},
     {"d-model", AL_INT, &o_dmodel, "N", "residual width", 0, 0},
     {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
@@ -39,6 +51,10 @@ static al_flag flags[] = {
     {"warmup", AL_INT, &o_warmup, "N", "untimed iterations first", 0, 0},
     {"min-time", AL_FLOAT, &o_min_time, "S", "time iterations for at least S seconds", 0, 0},
     {"sgemm-n", AL_INT, &o_sgemm_n, "N", "matrix size for --mode sgemm", 0, 0},
+    {"pairs", AL_INT, &o_pairs, "N", "patch: pairs of the incremental sweep", 0, 0},
+    {"naive-pairs", AL_INT, &o_naive_pairs, "N", "patch: pairs of the naive sweep", 0, 0},
+    {"probe-r", AL_INT, &o_patch_r, "R", "patch: induction task R", 0, 0},
+    {"patch-batch", AL_INT, &o_patch_batch, "N", "patch: pairs per forward", 0, 0},
     AL_FLAGS_END};
 
 static double peak_rss_mb(void) {
@@ -176,14 +192,70 @@ static int bench_model(int train) {
     return 0;
 }
 
+/* One al_patch_run of component head_pos on the induction task. */
+static int patch_sweep(al_model *m, int naive, int pairs, al_patch_result *r) {
+    al_patch_opts o = al_patch_opts_defaults();
+    o.component = "head_pos", o.probe_r = o_patch_r, o.probe_n = pairs;
+    o.batch = o_patch_batch, o.naive = naive;
+    al_pairs t;
+    al_err e;
+    if (al_patch_task_make(&t, m, NULL, 0, &o, &e) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        return -1;
+    }
+    int rc = al_patch_run(m, &t, &o, r, &e);
+    if (rc) fprintf(stderr, "bench_engine: %s\n", e.msg);
+    al_pairs_free(&t);
+    return rc;
+}
+
+static int bench_patch(void) {
+    al_err e;
+    al_config c = al_config_default();
+    c.n_layers = o_layers, c.d_model = o_dmodel, c.n_heads = o_heads, c.d_head = o_dhead;
+    c.n_ctx = o_ctx, c.d_vocab = o_vocab, c.seed = 1;
+    al_model m;
+    if (al_model_init(&m, &c, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    al_patch_result fast, fast_few, naive;
+    if (patch_sweep(&m, 0, o_pairs, &fast) || patch_sweep(&m, 0, o_naive_pairs, &fast_few) ||
+        patch_sweep(&m, 1, o_naive_pairs, &naive))
+        return 1;
+    double diff = 0.0; /* the two ways on the same pairs: the same numbers to rounding */
+    for (int i = 0; i < naive.n; i++) {
+        double d = fabs(naive.metric[i] - fast_few.metric[i]);
+        if (d > diff || d != d) diff = d;
+    }
+    int n = fast.n;
+    double cp = (double)n * o_pairs / fast.seconds, cpf = (double)n * o_naive_pairs / fast_few.seconds,
+           cpn = (double)n * o_naive_pairs / naive.seconds;
+    printf("{\"impl\": \"c\", \"mode\": \"patch\", \"component\": \"head_pos\", \"n_layers\": %d, "
+           "\"d_model\": %d, \"n_heads\": %d, \"d_head\": %d, \"n_ctx\": %d, \"d_vocab\": %d, "
+           "\"probe_r\": %d, \"batch\": %d, \"threads\": %d, \"configs\": %d, \"pairs\": %d, "
+           "\"seconds\": %.2f, \"configs_per_s\": %.2f, \"config_pairs_per_s\": %.1f, "
+           "\"naive_pairs\": %d, \"naive_seconds\": %.2f, \"naive_config_pairs_per_s\": %.1f, "
+           "\"fast_few_seconds\": %.2f, \"fast_few_config_pairs_per_s\": %.1f, "
+           "\"speedup\": %.2f, \"speedup_same_pairs\": %.2f, \"max_metric_diff\": %.3g, ",
+           c.n_layers, c.d_model, c.n_heads, c.d_head, c.n_ctx, c.d_vocab, o_patch_r,
+           o_patch_batch, o_threads, n, o_pairs, fast.seconds, n / fast.seconds, cp, o_naive_pairs,
+           naive.seconds, cpn, fast_few.seconds, cpf, cp / cpn, cpf / cpn, diff);
+    print_tail();
+    al_patch_result_free(&fast);
+    al_patch_result_free(&fast_few);
+    al_patch_result_free(&naive);
+    al_model_free(&m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(flags, argc - 1, argv + 1, NULL, 0, NULL, &e) != 0) {
         fprintf(stderr, "bench_engine: %s\n", e.msg);
         return 2;
     }
-    if (o_threads < 1 || o_batch < 1 || o_ctx < 1 || o_warmup < 0 || o_sgemm_n < 1) {
-        fprintf(stderr, "bench_engine: --threads, --batch, --n-ctx, --sgemm-n must be positive\n");
+    if (o_threads < 1 || o_batch < 1 || o_ctx < 1 || o_warmup < 0 || o_sgemm_n < 1 ||
+        o_pairs < 1 || o_naive_pairs < 1 || o_patch_batch < 1) {
+        fprintf(stderr, "bench_engine: --threads, --batch, --n-ctx, --sgemm-n, --pairs, "
+                        "--naive-pairs, --patch-batch must be positive\n");
         return 2;
     }
     al_set_threads(o_threads);
@@ -191,6 +263,7 @@ int main(int argc, char **argv) {
     if (!strcmp(o_mode, "sgemm")) return bench_sgemm();
     if (!strcmp(o_mode, "train") || !strcmp(o_mode, "infer"))
         return bench_model(!strcmp(o_mode, "train"));
-    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer or sgemm)\n", o_mode);
+    if (!strcmp(o_mode, "patch")) return bench_patch();
+    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm or patch)\n", o_mode);
     return 2;
 }

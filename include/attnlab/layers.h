@@ -33,6 +33,15 @@ void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M,
  * position attends to every position (used by tests only). */
 void attention_forward(float *z, float *att, const float *qkv, int B, int T,
                        int H, int D, int causal);
+/* Query rows per block of attention_forward: block i holds rows
+ * [i·ATT_BLOCK, (i+1)·ATT_BLOCK) and uses keys 0..end of the block, so
+ * each z row is a sum over that many keys (zeros past the diagonal).
+ * Code that recomputes some rows and must reproduce attention_forward
+ * bit for bit (al_model_forward_delta) uses the same blocks. */
+#define ATT_BLOCK 64
+/* row[0..n) <- softmax(row[0..n)), row[n..T) <- 0 (masked keys): the
+ * softmax of one attention row as attention_forward computes it. */
+void attention_softmax_row(float *row, int n, int T);
 /* dqkv (B,T,3,H,D) = gradient from dz (B,T,H,D); overwrites dqkv. */
 void attention_backward(float *dqkv, const float *dz, const float *qkv,
                         const float *att, int B, int T, int H, int D,

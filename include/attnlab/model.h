@@ -206,21 +206,26 @@ void al_acts_free(al_acts *a);
  * must be the forward's (−1 with e otherwise). */
 int al_acts_save(const al_model *m, al_acts *a, al_err *e);
 
-/* Incremental patched forward. base is the cache of the run being
- * patched (the target: same inputs, gates and replacements as now,
+/* Incremental patched forward (delta.c). base is the cache of the run
+ * being patched (the target: same inputs, gates and replacements as now,
  * saved by al_acts_save after an unpatched forward); sp's masks and
- * sources are as al_patch_spec's for base's (B, T). Computes the patched
- * run's final residual stream xL (B, T, C), recomputing only from the
- * first layer a patch touches, and in each layer only the rows a patch
- * can change: a residual row changed at position t changes q, k, v at
- * t only, attention rows >= t, so z and the next residual at rows >= t
- * (causal). dirty (T) gets 1 at the positions whose final residual may
- * differ from base's (the same for every b); xL rows elsewhere are
- * base's, bit for bit. Everything equals al_model_forward with m->patch
- * = sp to float rounding (different kernels, not the same sums). m's
- * activations (m->x, m->probs, ...) are untouched; scratch is m->dws.
- * m->patch is ignored. 0, or −1 with e (a mask without its source,
- * B/T not base's, out of memory). */
+ * sources are as al_patch_spec's for base's (B, T), applied to every
+ * sequence b alike (sp NULL: no patch). Computes the patched run's final
+ * residual stream xL (B, T, C), recomputing only from the first layer a
+ * patch touches, and in each layer only the rows a patch can change: a
+ * residual row changed at position t changes q, k, v at t only, so
+ * attention rows >= t, so z and the next residual at rows >= t (causal);
+ * a patched q changes its own row, a patched k or v rows >= t, a patched
+ * attention row or z its own row. A patch whose source equals base's
+ * value in every sequence changes nothing. dirty (T) gets 1 at the
+ * positions whose final residual may differ from base's (the same for
+ * every b); xL rows elsewhere are base's, bit for bit. Everything equals
+ * al_model_forward with m->patch = sp to float rounding (and a row
+ * recomputed from unchanged inputs is the forward's bit for bit; delta.c
+ * says why). m's activations (m->x, m->probs, ...) are untouched;
+ * scratch is m->dws, grown on demand. m->patch is ignored. 0, or −1 with
+ * e and nothing written: a mask without its source, a cache whose B or
+ * T is no batch shape for m (B < 1, T < 1 or T > n_ctx), out of memory. */
 int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
                            float *xL, unsigned char *dirty, al_err *e);
 

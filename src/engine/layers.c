@@ -108,8 +108,7 @@ static float max_of(const float *x, int n) {
     return m;
 }
 
-/* row[0..n) <- softmax(row[0..n)), row[n..T) <- 0 (masked keys). */
-static void softmax_row(float *row, int n, int T) {
+void attention_softmax_row(float *row, int n, int T) {
     float inv = (float)(1.0 / exp_shift_sum(row, n, max_of(row, n)));
 #pragma omp simd
     for (int s = 0; s < n; s++) row[s] *= inv;
@@ -119,9 +118,9 @@ static void softmax_row(float *row, int n, int T) {
 /* Attention is done per (b,h) with single-threaded sgemms (OpenBLAS runs
  * one thread inside an OpenMP region) on strided views of qkv: q, k, v
  * of head h are (T,D) with row stride 3·H·D. Query rows go in blocks of
- * ATT_BLOCK, each against keys 0..end of the block only, so under the
- * causal mask the multiplies skip most of the zero upper triangle. */
-#define ATT_BLOCK 64
+ * ATT_BLOCK (layers.h), each against keys 0..end of the block only, so
+ * under the causal mask the multiplies skip most of the zero upper
+ * triangle. */
 
 static int att_keys(int t0, int nt, int T, int causal) {
     return causal ? t0 + nt : T;
@@ -139,7 +138,7 @@ static void attention_head_forward(float *z0, float *a, const float *q0,
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, nk, D, scale,
                     q0 + (size_t)t0 * rs, rs, k0, rs, 0.0f, S, T);
         for (int i = 0; i < nt; i++)
-            softmax_row(S + (size_t)i * T, causal ? t0 + i + 1 : T, T);
+            attention_softmax_row(S + (size_t)i * T, causal ? t0 + i + 1 : T, T);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, D, nk, 1.0f,
                     S, T, v0, rs, 0.0f, z0 + (size_t)t0 * zs, zs);
     }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "attnlab/layers.h"
+#include "model_internal.h"
 
 al_config al_config_default(void) {
     al_config c = {.n_layers = 2, .d_model = 256, .n_heads = 8, .d_head = 32,
@@ -270,8 +271,7 @@ static int ensure_acts(al_model *m, int B, int T, al_err *e) {
     return 0;
 }
 
-/* wqkv (C, 3·H·D): column s·HD + h·D + d holds W_{Q,K,V}[l,h][:, d]. */
-static void fuse_qkv(float *wqkv, const al_model *m, int l) {
+void model_fuse_qkv(float *wqkv, const al_model *m, int l) {
     int C = m->cfg.d_model, H = m->cfg.n_heads, D = m->cfg.d_head;
     size_t HD = (size_t)H * D;
     for (int s = 0; s < 3; s++)
@@ -312,7 +312,7 @@ static void apply_gates(al_model *m, int l, float *zg, const float *z, int BT) {
             size_t off = ((size_t)i * H + h) * D;
             const float *src = rep ? rep + (size_t)i * D : z + off;
             if (zm && zm[(size_t)h * T + i % T]) src = pz + off;
-            for (int d = 0; d < D; d++) zg[off + d] = g * src[d];
+            model_gate_row(zg + off, src, g, D);
         }
     }
 }
@@ -369,16 +369,20 @@ static void patch_att(const al_model *m, int l, float *att, float *z, const floa
             for (int b = 0; b < B; b++) {
                 size_t ro = (((size_t)b * H + h) * T + t) * T;
                 memcpy(att + ro, src + ro, sizeof(float) * T);
-                float *zr = z + ((size_t)b * T + t) * HD + (size_t)h * D;
                 const float *v = qkv + (size_t)b * T * 3 * HD + 2 * HD + (size_t)h * D;
-                for (int d = 0; d < D; d++) zr[d] = 0.0f;
-                for (int u = 0; u <= t; u++) {
-                    float a = att[ro + u];
-                    const float *vu = v + (size_t)u * 3 * HD;
-                    for (int d = 0; d < D; d++) zr[d] += a * vu[d];
-                }
+                model_att_row_z(z + ((size_t)b * T + t) * HD + (size_t)h * D, att + ro, t, v,
+                                3 * HD, D);
             }
         }
+}
+
+void model_att_row_z(float *z, const float *row, int t, const float *v, size_t vs, int D) {
+    for (int d = 0; d < D; d++) z[d] = 0.0f;
+    for (int u = 0; u <= t; u++) {
+        float a = row[u];
+        const float *vu = v + (size_t)u * vs;
+        for (int d = 0; d < D; d++) z[d] += a * vu[d];
+    }
 }
 
 static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
@@ -412,7 +416,7 @@ static void forward_layers(al_model *m) {
         float *z = m->z + (size_t)l * BT * HD;                 // (B,T,H,D)
         float *zg = m->zg + (size_t)l * BT * HD;               // (B,T,H,D)
         patch_x(m, l, x);
-        fuse_qkv(m->wqkv, m, l);
+        model_fuse_qkv(m->wqkv, m, l);
         matmul_forward(qkv, x, m->wqkv, BT, C, 3 * HD, 0.0f);
         patch_qkv(m, l, qkv);
         attention_forward(z, att, qkv, B, T, H, D, 1);
@@ -520,7 +524,7 @@ int al_model_backward(al_model *m, al_err *e) {
         matmul_weight_grad(m->g[AL_P_WO] + (size_t)l * HD * C, zg, m->dx, BT, HD, C, 0.0f);
         gate_backward(m, l, m->dzg, z, B, T);
         attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1);
-        fuse_qkv(m->wqkv, m, l);
+        model_fuse_qkv(m->wqkv, m, l);
         matmul_weight_grad(m->dwqkv, x, m->dqkv, BT, C, 3 * HD, 0.0f);
         unfuse_qkv_grads(m, m->dwqkv, l);
         matmul_forward_wt(m->dx, m->dqkv, m->wqkv, BT, 3 * HD, C, 1.0f);
@@ -583,23 +587,4 @@ float al_model_logit(const al_model *m, const float *x, int v) {
     else
         for (int k = 0; k < C; k++) s += (double)x[k] * m->p[AL_P_WU][(size_t)k * V + v];
     return (float)s;
-}
-
-/* Placeholder until the incremental version lands: recompute every layer
- * from base's embeddings with sp applied (all rows dirty). Uses m's
- * activations as its scratch. */
-int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
-                           float *xL, unsigned char *dirty, al_err *e) {
-    int B = base->B, T = base->T, C = m->cfg.d_model, L = m->cfg.n_layers;
-    if (ensure_acts(m, B, T, e)) return -1;
-    m->B = B, m->T = T;
-    memcpy(m->x, base->x, sizeof(float) * (size_t)B * T * C);
-    const al_patch_spec *saved = m->patch;
-    m->patch = sp;
-    forward_layers(m);
-    m->patch = saved;
-    m->patched = 1;
-    memcpy(xL, m->x + (size_t)L * B * T * C, sizeof(float) * (size_t)B * T * C);
-    memset(dirty, 1, (size_t)T);
-    return 0;
 }
