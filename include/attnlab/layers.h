@@ -41,6 +41,10 @@ void attention_forward(float *z, float *att, const float *qkv, int B, int T,
 #define ATT_BLOCK 64
 /* row[0..n) <- softmax(row[0..n)), row[n..T) <- 0 (masked keys): the
  * softmax of one attention row as attention_forward computes it. */
+/* log Σ_i exp(x[i]) over i < n, the max subtracted first and the sum
+ * in double (float terms, so tails below e^-87 of the max count as 0);
+ * x is overwritten with exp(x[i] − max). */
+double logsumexp_row(float *x, int n);
 void attention_softmax_row(float *row, int n, int T);
 /* dqkv (B,T,3,H,D) = gradient from dz (B,T,H,D); overwrites dqkv. */
 void attention_backward(float *dqkv, const float *dz, const float *qkv,

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/layers.h"
 #include "attnlab/scores.h"
 
 /* The corrupted halves come from their own stream, so changing how they
@@ -264,16 +265,6 @@ static void clear_masks(sweep *s) {
     memset(s->xm, 0, (L + 1) * T + L * H * T * 5);
 }
 
-/* log-sum-exp of one logits row, in double: log-probs of a well-trained
- * model reach −30 and below, where float softmax would underflow. */
-static double log_sum_exp(const float *x, int V) {
-    float mx = x[0];
-    for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-    double s = 0.0;
-    for (int v = 0; v < V; v++) s += exp((double)x[v] - mx);
-    return mx + log(s);
-}
-
 /* out[i] = the metric of the current batch's item i0+i from final
  * residual xL (nb, T, C), for items at positions with dirty[pos] (all
  * when dirty is NULL); the others get base[i]. */
@@ -301,9 +292,12 @@ static void item_values(sweep *s, const float *xL, const unsigned char *dirty,
         }
         if (n == ROWS || (!it && n)) {
             al_model_unembed(s->m, s->rows, n, s->logits);
+            /* rows are independent: the same bits for any thread count */
+#pragma omp parallel for schedule(static)
             for (int k = 0; k < n; k++) {
-                const float *lg = s->logits + (size_t)k * s->V;
-                out[idx[k]] = lg[t->items[s->i0 + idx[k]].answer] - log_sum_exp(lg, s->V);
+                float *lg = s->logits + (size_t)k * s->V;
+                double a = lg[t->items[s->i0 + idx[k]].answer];
+                out[idx[k]] = a - logsumexp_row(lg, s->V);
             }
             n = 0;
         }

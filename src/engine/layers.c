@@ -108,6 +108,11 @@ static float max_of(const float *x, int n) {
     return m;
 }
 
+double logsumexp_row(float *x, int n) {
+    float m = max_of(x, n);
+    return (double)m + log(exp_shift_sum(x, n, m));
+}
+
 void attention_softmax_row(float *row, int n, int T) {
     float inv = (float)(1.0 / exp_shift_sum(row, n, max_of(row, n)));
 #pragma omp simd
