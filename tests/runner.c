@@ -83,6 +83,17 @@ int t_sh(const char *fmt, ...) {
     return 128 + WTERMSIG(st);
 }
 
+const char *t_write(const char *name, const char *text) {
+    const char *p = t_path(name);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return p;
+}
+
 char *t_slurp(const char *path) {
     unsigned char *d;
     size_t n;

@@ -28,6 +28,9 @@ const char *t_bin(void);
 /* Run a shell command; returns its exit status (or 128+signal). Output
  * goes to t_path("cmd.out") / t_path("cmd.err") unless redirected. */
 int t_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Write text to t_path(name) (a failure is a CHECK failure); returns
+ * the path (t_path's static buffer). */
+const char *t_write(const char *name, const char *text);
 /* Read a whole file into a static-lifetime malloc'd string (or NULL). */
 char *t_slurp(const char *path);
 /* Output of `sqlite3 -batch db "q"` (the CLI, so tests read the database

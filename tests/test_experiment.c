@@ -13,24 +13,13 @@
 #include "proc.h"
 #include "test.h"
 
-static const char *write_json(const char *name, const char *text) {
-    const char *p = t_path(name);
-    FILE *f = fopen(p, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-    return p;
-}
-
 /* A valid experiment with one substitution: "@" in tmpl is replaced by
  * `extra` (an extra top-level key, or a whole section). */
 #define BASE_DATA "\"data\": {\"synthetic\": {\"stories\": 50}, \"val\": 0.1}"
 #define BASE_MODELS "\"models\": [{\"name\": \"a\", \"n_layers\": 1}, {\"name\": \"b\", \"steps\": 5}]"
 
 static void expect_error(const char *json, const char *want) {
-    const char *p = write_json("x.json", json);
+    const char *p = t_write("x.json", json);
     al_experiment *x = NULL;
     al_err e = {{0}};
     int rc = al_exp_load(p, &x, &e);
@@ -93,7 +82,7 @@ TEST(exp_rejects_bad_files) {
     expect_error("{\"name\": \"t\", \"name\": \"u\", " BASE_DATA ", " BASE_MODELS "}", "name: given twice");
     expect_error("{\"name\": \"t\", " BASE_DATA ",\n " BASE_MODELS ",}", "invalid JSON at line 2");
     /* the command: one line on stderr naming the key, exit 1; a missing file */
-    write_json("bad.json", "{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"stpes\": 5}]}");
+    t_write("bad.json", "{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"stpes\": 5}]}");
     CHECK(t_sh("%s experiment %s 2>%s", t_bin(), t_path("bad.json"), t_path("err")) == 1);
     char *err = t_slurp(t_path("err"));
     CHECK(err && strstr(err, "models[0].stpes: unknown key") && strchr(err, '\n') == err + strlen(err) - 1);
@@ -111,7 +100,7 @@ static int has_opt(const char *opts, const char *key_value) {
 }
 
 TEST(exp_load_values) {
-    const char *p = write_json(
+    const char *p = t_write(
         "ok.json",
         "{\"name\": \"ok\", \"threads\": 2,\n"
         " \"data\": {\"synthetic\": {\"stories\": 50, \"repeat_fraction\": 0.1}, \"val\": 0.1},\n"
@@ -150,7 +139,7 @@ TEST(exp_load_values) {
     al_exp_free(x);
     /* a model's key replaces the default's, however it is spelled, and
      * false turns off a flag "train" turned on */
-    p = write_json("ok2.json", "{\"name\": \"ok2\", " BASE_DATA ", \"train\": {\"n_layers\": 3, \"tied\": true},\n"
+    p = t_write("ok2.json", "{\"name\": \"ok2\", " BASE_DATA ", \"train\": {\"n_layers\": 3, \"tied\": true},\n"
                                " \"models\": [{\"name\": \"a\", \"n-layers\": 1, \"tied\": false}, {\"name\": \"b\"}]}");
     CHECK_OK(al_exp_load(p, &x, &e), &e);
     if (!x) return;
@@ -163,7 +152,7 @@ TEST(exp_load_values) {
  * 0.1 + 0.2 as 0.3 and 2^53 - 1 as 2^53 - 2. And an analysis key written
  * both ways loads as one option (the last), so a file that loads runs. */
 TEST(exp_load_exact_numbers_and_one_spelling) {
-    const char *p = write_json(
+    const char *p = t_write(
         "exact.json",
         "{\"name\": \"exact\", " BASE_DATA ",\n"
         " \"train\": {\"lr\": 0.30000000000000004, \"seed\": 9007199254740991},\n"
@@ -214,7 +203,7 @@ static long sql_long(const char *db, const char *sql) {
 
 TEST(exp_tiny_end_to_end) {
     if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
-    write_json("tiny.json", tiny);
+    t_write("tiny.json", tiny);
     char out[600], db[700];
     snprintf(out, sizeof out, "%s", t_path("out"));
     snprintf(db, sizeof db, "%s/results.db", out);
@@ -276,7 +265,7 @@ TEST(exp_tiny_end_to_end) {
     const char *cut = strstr(tiny, "{\"name\": \"one\", \"n_layers\": 1}");
     snprintf(changed, sizeof changed, "%.*s{\"name\": \"one\", \"n_layers\": 1, \"steps\": 10}%s",
              (int)(cut - tiny), tiny, cut + strlen("{\"name\": \"one\", \"n_layers\": 1}"));
-    write_json("tiny.json", changed);
+    t_write("tiny.json", changed);
     CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out, t_path("run3")) == 0);
     log = t_slurp(t_path("run3"));
     reused = 0;
@@ -328,7 +317,7 @@ static const char longer[] =
 
 TEST(exp_interrupted_training_resumes) {
     if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
-    write_json("r.json", longer);
+    t_write("r.json", longer);
     char ref[600], out[600], db[700], q[900];
     snprintf(ref, sizeof ref, "%s", t_path("ref"));
     snprintf(out, sizeof out, "%s", t_path("out"));
@@ -380,8 +369,8 @@ TEST(exp_failed_start_does_not_resume_old_model) {
     snprintf(out, sizeof out, "%s", t_path("out"));
     snprintf(ref, sizeof ref, "%s", t_path("ref"));
     snprintf(tok, sizeof tok, "%s/data/tokens.train.bin", out);
-    write_json("j20.json", j20);
-    write_json("j40.json", j40);
+    t_write("j20.json", j20);
+    t_write("j40.json", j40);
     CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j20.json"), out) == 0);
     CHECK(t_sh("cp %s %s.keep && printf 'xx' > %s", tok, tok, tok) == 0);
     CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j40.json"), out) != 0);

@@ -510,20 +510,9 @@ static const char exp_json[] =
     "   \"paths\": {\"direction\": \"noise\", \"probe_r\": 6, \"n\": 4}},\n"
     " \"pictures\": {\"kinds\": [\"patching\", \"paths\"]}}\n";
 
-static const char *write_file(const char *name, const char *text) {
-    const char *p = t_path(name);
-    FILE *f = fopen(p, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-    return p;
-}
-
 TEST(patch_cli_experiment_stages) {
     tp js = P("x.json"), out = P("out"), log = P("log");
-    write_file("x.json", exp_json);
+    t_write("x.json", exp_json);
     char db[1200];
     snprintf(db, sizeof db, "%s/results.db", out.s);
     CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), js.s, out.s, log.s) == 0);
@@ -563,7 +552,7 @@ TEST(patch_cli_experiment_keys_checked) {
     const char *cut = strstr(exp_json, "\"component\": \"head\",");
     snprintf(bad, sizeof bad, "%.*s\"compnent\": \"head\",%s", (int)(cut - exp_json), exp_json,
              cut + strlen("\"component\": \"head\","));
-    const char *p = write_file("bad.json", bad);
+    const char *p = t_write("bad.json", bad);
     al_experiment *x = NULL;
     al_err e = {{0}};
     CHECK(al_exp_load(p, &x, &e) == -1 && x == NULL);
@@ -572,15 +561,15 @@ TEST(patch_cli_experiment_keys_checked) {
     cut = strstr(exp_json, "\"direction\": \"noise\",");
     snprintf(bad, sizeof bad, "%.*s\"pairs\": \"no/such.jsonl\", %s", (int)(cut - exp_json),
              exp_json, cut);
-    p = write_file("bad.json", bad);
+    p = t_write("bad.json", bad);
     CHECK(al_exp_load(p, &x, &e) == -1);
     CHECKF(strstr(e.msg, "analyses.paths.pairs: no such file: no/such.jsonl"), "%s", e.msg);
     cut = strstr(exp_json, "\"direction\": \"noise\",");
     snprintf(bad, sizeof bad, "%.*s\"model\": \"x\", %s", (int)(cut - exp_json), exp_json, cut);
-    p = write_file("bad.json", bad);
+    p = t_write("bad.json", bad);
     CHECK(al_exp_load(p, &x, &e) == -1);
     CHECKF(strstr(e.msg, "analyses.paths.model: is set by the experiment itself"), "%s", e.msg);
-    p = write_file("good.json", exp_json);
+    p = t_write("good.json", exp_json);
     CHECK_OK(al_exp_load(p, &x, &e), &e);
     if (x) {
         CHECK(x->n_analyses == 3 && strcmp(x->an[2].kind, "paths") == 0);

@@ -9,9 +9,7 @@
  * sweep stops at SIGINT/SIGTERM between two configurations: the run is
  * marked failed with "interrupted", none of its rows are committed, and
  * the command exits 130. */
-#define _POSIX_C_SOURCE 200809L /* sigaction */
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +17,7 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/patch.h"
+#include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
 
 typedef struct patch_args {
@@ -255,9 +254,6 @@ static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs
 
 /* ------------------------------------------------------------ running */
 
-static volatile sig_atomic_t g_stop = 0;
-static void on_signal(int sig) { g_stop = sig; }
-
 static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int paths, al_err *e) {
     const char *kind = paths ? "paths" : "patch";
     al_patch_opts o = a->o;
@@ -277,19 +273,14 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
     /* Handlers from here on, so that there is no moment between the run's
      * beginning and the sweep where a signal would end the process with
      * the run left 'running'. */
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    g_stop = 0; /* before the handlers, so a signal from now on is kept */
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    al_stop_catch();
     /* everything the task or the model can refuse, before a run exists */
     if (al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e)) goto out;
     if (paths && L > 2) {
         al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)", a->w.model, L);
         goto out;
     }
-    if (g_stop) { /* while the task was made: no run */
+    if (al_stop) { /* while the task was made: no run */
         al_errf(e, "interrupted");
         rc = 130;
         goto out;
@@ -297,9 +288,9 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
     al_behave_warn_probe(&bh, t.T);
     if (al_behave_begin(&bh, kind, fl, e)) goto out;
     o.progress = 1;
-    o.stop = &g_stop;
+    o.stop = &al_stop;
     int failed = paths ? al_paths_run(&bh.m, &t, &o, &pr, e) : al_patch_run(&bh.m, &t, &o, &r, e);
-    if (g_stop) { /* also when it came after the last configuration */
+    if (al_stop) { /* also when it came after the last configuration */
         al_errf(e, "interrupted");
         rc = 130;
         goto fail;
@@ -321,8 +312,7 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
 fail:
     al_behave_fail(&bh, e);
 out:
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    al_stop_release();
     al_pairs_free(&t);
     al_patch_result_free(&r);
     al_paths_result_free(&pr);

@@ -1,14 +1,13 @@
 /* cmd_train.c -- `attnlab train`: flags in, the trainer (train.h) run,
  * Ctrl-C turned into a save-and-stop, the dynamics recorded with --db
  * (train_record.h). */
-#define _POSIX_C_SOURCE 200809L /* sigaction */
 #include "attnlab/cmd_train.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attnlab/checkpoint.h"
+#include "attnlab/stop.h"
 #include "attnlab/train_record.h"
 
 al_train_cli al_train_cli_defaults(void) {
@@ -88,9 +87,6 @@ static int prepare(al_train_cli *c, al_flag *flags, al_err *e) {
     return 0;
 }
 
-static volatile sig_atomic_t g_stop = 0;
-static void on_signal(int sig) { g_stop = sig; }
-
 int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *e) {
     *interrupted = 0;
     if (prepare(c, flags, e) != 0) return -1;
@@ -99,7 +95,7 @@ int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *
     char *json = al_flags_to_json(flags);
     if (!json) return al_errf(e, "out of memory serialising options");
     c->t.opts_json = json;
-    c->t.stop = &g_stop;
+    c->t.stop = &al_stop;
     al_train_record rec = {.db_path = c->db, .config_json = json};
     al_train_observer obs = al_train_record_observer(&rec);
     al_trainer *t;
@@ -111,15 +107,9 @@ int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *
     }
     /* Handlers only now: before the step-0 checkpoint exists, Ctrl-C just
      * ends the process, with nothing to save. */
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    g_stop = 0; /* before the handlers, so a signal from now on is kept */
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    al_stop_catch();
     int rc = al_trainer_run(t, interrupted, e);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    al_stop_release();
     if (rc == 0 && *interrupted) al_log("continue with --resume %s", al_trainer_dir(t));
     al_trainer_free(t);
     c->t.opts_json = NULL;
