@@ -202,6 +202,11 @@ typedef struct sweep {
     unsigned char *xm, *zm, *qm, *am; /* masks (L+1,T) (L,H,T) (L,3,H,T) (L,H,T) */
     float *syn;                  /* paths: synthesised qkv (L,B,T,3,H,D) or x (L+1,B,T,C) */
     float *delta;                /* paths: (B, T, C) Δsender */
+    const al_patch_opts *o;      /* progress and stop */
+    al_progress pg;
+    long done, total;            /* configurations x batches */
+    const char *what;            /* the progress line's label */
+    int n_cfg;                   /* configurations per batch */
 } sweep;
 
 static void sweep_free(sweep *s) {
@@ -222,7 +227,7 @@ static int sweep_init(sweep *s, al_model *m, const al_pairs *t, const al_patch_o
     if (task_fits(t, c, e)) return -1;
     if (t->N < 1 || t->n_items < 1) return al_errf(e, "task '%s' has no pairs", t->task);
     al_patch_direction_parse(o->direction, &s->dir);
-    s->m = m, s->t = t, s->naive = o->naive;
+    s->m = m, s->t = t, s->naive = o->naive, s->o = o;
     s->L = c->n_layers, s->H = c->n_heads, s->T = t->T, s->C = c->d_model, s->V = c->d_vocab;
     s->B = o->batch < t->N ? o->batch : t->N;
     int maxi = 0; /* the most items any batch holds */
@@ -385,6 +390,62 @@ static int stopped(const al_patch_opts *o, al_err *e) {
     return 0;
 }
 
+/* One configuration of the current batch done: the stop flag, then the
+ * progress line. */
+static int tick(sweep *s, al_err *e) {
+    s->done++;
+    if (s->o->progress)
+        al_progress_update(&s->pg, 0, "%s: %ld/%ld configurations x batches", s->what, s->done,
+                           s->total);
+    return stopped(s->o, e);
+}
+
+/* The batches of a sweep of n configurations: both runs of each batch,
+ * then fn adds each configuration's Σ metric over the batch's items into
+ * sums (calling tick after each); then sums[i] /= the item count and
+ * effect[i] from it (NaN sums stay NaN: configurations that do not
+ * exist). m->patch is restored. 0, or −1 with e. */
+typedef int (*batch_fn)(sweep *s, void *ctx, double *sums, al_err *e);
+
+static int drive(sweep *s, int n, batch_fn fn, void *ctx, double *metric, double *eff,
+                 double *m_clean, double *m_corr, al_err *e) {
+    const al_pairs *t = s->t;
+    const al_patch_spec *saved = s->m->patch;
+    double sc = 0.0, sr = 0.0;
+    int rc = 0;
+    al_progress_init(&s->pg, 10.0);
+    s->done = 0;
+    s->total = (long)s->n_cfg * ((t->N + s->B - 1) / s->B);
+    for (int n0 = 0; rc == 0 && n0 < t->N; n0 += s->B) {
+        if ((rc = batch_begin(s, n0, e))) break;
+        sc += sum_of(s->v_cl, s->ni), sr += sum_of(s->v_co, s->ni);
+        rc = fn(s, ctx, metric, e);
+    }
+    if (s->o->progress) al_progress_done(&s->pg);
+    s->m->patch = saved;
+    if (rc) return -1;
+    double cnt = (double)t->n_items;
+    *m_clean = sc / cnt;
+    *m_corr = sr / cnt;
+    for (int i = 0; i < n; i++) {
+        metric[i] /= cnt;
+        eff[i] = effect(s->dir, metric[i], *m_clean, *m_corr);
+    }
+    return 0;
+}
+
+static int patch_batch(sweep *s, void *ctx, double *sums, al_err *e) {
+    const al_patch_component comp = *(const al_patch_component *)ctx;
+    const al_acts *src = s->dir == AL_PATCH_DENOISE ? &s->cl : &s->co;
+    for (int k = 0; k < s->n_cfg; k++) {
+        double v;
+        config_masks(s, comp, k);
+        if (patched_sum(s, src, NULL, NULL, &v, e) || tick(s, e)) return -1;
+        sums[k] += v;
+    }
+    return 0;
+}
+
 void al_patch_result_free(al_patch_result *r) {
     free(r->metric);
     memset(r, 0, sizeof *r);
@@ -403,48 +464,35 @@ int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patc
     int cols = comp == AL_PATCH_HEAD ? H : T;
     int n = rows * cols;
     double *buf = al_calloc((size_t)n * 2, sizeof(double), e);
-    const al_patch_spec *saved = m->patch;
-    double sc = 0.0, sr = 0.0;
-    int rc = buf ? 0 : -1;
-    al_progress pg;
-    al_progress_init(&pg, 10.0);
-    long total = (long)n * ((t->N + s.B - 1) / s.B), done = 0;
-    for (int n0 = 0; rc == 0 && n0 < t->N; n0 += s.B) {
-        if ((rc = batch_begin(&s, n0, e))) break;
-        sc += sum_of(s.v_cl, s.ni), sr += sum_of(s.v_co, s.ni);
-        const al_acts *src = s.dir == AL_PATCH_DENOISE ? &s.cl : &s.co;
-        for (int k = 0; k < n && rc == 0; k++, done++) {
-            double v;
-            config_masks(&s, comp, k);
-            if ((rc = stopped(o, e)) || (rc = patched_sum(&s, src, NULL, NULL, &v, e))) break;
-            buf[k] += v;
-            if (o->progress)
-                al_progress_update(&pg, 0, "patch %s: %ld/%ld configurations x batches",
-                                   comp_names[comp], done + 1, total);
-        }
-    }
-    if (o->progress) al_progress_done(&pg);
-    m->patch = saved;
-    if (rc) {
+    char what[32];
+    snprintf(what, sizeof what, "patch %s", comp_names[comp]);
+    s.what = what;
+    s.n_cfg = n;
+    if (!buf || drive(&s, n, patch_batch, &comp, buf, buf + n, &r->m_clean, &r->m_corr, e)) {
         free(buf);
         sweep_free(&s);
+        memset(r, 0, sizeof *r);
         return -1;
     }
-    double cnt = (double)t->n_items;
     r->L = L, r->H = H, r->N = t->N, r->T = T;
     r->component = comp;
     r->direction = s.dir;
-    r->m_clean = sc / cnt;
-    r->m_corr = sr / cnt;
     r->rows = rows, r->cols = cols, r->n = n;
     r->metric = buf;
     r->effect = buf + n;
-    for (int i = 0; i < n; i++) {
-        buf[i] /= cnt;
-        r->effect[i] = effect(s.dir, buf[i], r->m_clean, r->m_corr);
-    }
     r->seconds = al_now() - t0;
     sweep_free(&s);
+    return 0;
+}
+
+/* The one configuration of al_patch_eval: the masks as the caller set them. */
+static int eval_batch(sweep *s, void *ctx, double *sums, al_err *e) {
+    (void)ctx;
+    double v;
+    if (patched_sum(s, s->dir == AL_PATCH_DENOISE ? &s->cl : &s->co, NULL, NULL, &v, e) ||
+        tick(s, e))
+        return -1;
+    sums[0] += v;
     return 0;
 }
 
@@ -454,29 +502,21 @@ int al_patch_eval(al_model *m, const al_pairs *t, const al_patch_opts *o,
                   double *m_patched, double *m_clean, double *m_corr, al_err *e) {
     sweep s;
     if (sweep_init(&s, m, t, o, 0, e)) return -1;
-    const al_patch_spec *saved = m->patch;
     size_t L = s.L, H = s.H, T = s.T;
-    double sp = 0.0, sc = 0.0, sr = 0.0;
-    int rc = 0;
+    double mp = 0.0, eff, mc, mr;
     clear_masks(&s);
     if (x_mask) memcpy(s.xm, x_mask, (L + 1) * T);
     if (z_mask) memcpy(s.zm, z_mask, L * H * T);
     if (qkv_mask) memcpy(s.qm, qkv_mask, 3 * L * H * T);
     if (att_mask) memcpy(s.am, att_mask, L * H * T);
-    for (int n0 = 0; rc == 0 && n0 < t->N; n0 += s.B) {
-        double v;
-        if ((rc = batch_begin(&s, n0, e))) break;
-        sc += sum_of(s.v_cl, s.ni), sr += sum_of(s.v_co, s.ni);
-        rc = patched_sum(&s, s.dir == AL_PATCH_DENOISE ? &s.cl : &s.co, NULL, NULL, &v, e);
-        sp += v;
-    }
-    m->patch = saved;
-    double cnt = (double)t->n_items;
+    s.what = "patch";
+    s.n_cfg = 1;
+    int rc = drive(&s, 1, eval_batch, NULL, &mp, &eff, &mc, &mr, e);
     sweep_free(&s);
     if (rc) return -1;
-    if (m_patched) *m_patched = sp / cnt;
-    if (m_clean) *m_clean = sc / cnt;
-    if (m_corr) *m_corr = sr / cnt;
+    if (m_patched) *m_patched = mp;
+    if (m_clean) *m_clean = mc;
+    if (m_corr) *m_corr = mr;
     return 0;
 }
 
@@ -535,6 +575,40 @@ void al_paths_result_free(al_paths_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Every sender's path into every receiver of the current batch: sums
+ * laid out as al_paths_result's metric. */
+static int paths_batch(sweep *s, void *ctx, double *sums, al_err *e) {
+    (void)ctx;
+    const al_pairs *t = s->t;
+    int L = s->L, H = s->H, T = s->T, C = s->C, ns = 2 + H, nr = L == 2 ? H : 0;
+    int den = s->dir == AL_PATCH_DENOISE;
+    const al_acts *tgt = den ? &s->co : &s->cl, *src = den ? &s->cl : &s->co;
+    size_t off = (size_t)s->n0 * T, rows = (size_t)s->nb * T;
+    const int *tin = (den ? t->corr : t->clean) + off, *sin = (den ? t->clean : t->corr) + off;
+    for (int snd = 0; snd < ns; snd++) {
+        sender_delta(s, snd, tgt, src, tin, sin);
+        for (int c = 0; c < 3 * nr + 1; c++) {
+            int ch = c < 3 * nr ? c / nr : 3, h = c < 3 * nr ? c % nr : 0, rc;
+            double v;
+            clear_masks(s);
+            if (ch == 3) { /* direct: the final residual + Δsender */
+                float *xs = s->syn + (size_t)L * rows * C;
+                const float *xt = tgt->x + (size_t)L * rows * C;
+                for (size_t i = 0; i < rows * C; i++) xs[i] = xt[i] + s->delta[i];
+                memset(s->xm + (size_t)L * T, 1, T);
+                rc = patched_sum(s, src, NULL, s->syn, &v, e);
+            } else {
+                synth_qkv(s, tgt, ch, h);
+                memset(s->qm + (((size_t)1 * 3 + ch) * H + h) * T, 1, T);
+                rc = patched_sum(s, src, s->syn, NULL, &v, e);
+            }
+            if (rc || tick(s, e)) return -1;
+            sums[((size_t)ch * ns + snd) * H + h] += v;
+        }
+    }
+    return 0;
+}
+
 int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_paths_result *r,
                  al_err *e) {
     memset(r, 0, sizeof *r);
@@ -544,71 +618,28 @@ int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_path
                        m->cfg.n_layers);
     sweep s;
     if (sweep_init(&s, m, t, o, 1, e)) return -1;
-    int L = s.L, H = s.H, T = s.T, C = s.C, ns = 2 + H, nr = L == 2 ? H : 0;
+    int L = s.L, H = s.H, ns = 2 + H, nr = L == 2 ? H : 0;
     int n = 4 * ns * H;
     double *buf = al_calloc((size_t)n * 2, sizeof(double), e);
-    const al_patch_spec *saved = m->patch;
-    double sc = 0.0, sr = 0.0;
-    int rc = buf ? 0 : -1;
-    al_progress pg;
-    al_progress_init(&pg, 10.0);
-    long per = (long)ns * (3 * nr + 1), total = per * ((t->N + s.B - 1) / s.B), done = 0;
-    for (int n0 = 0; rc == 0 && n0 < t->N; n0 += s.B) {
-        if ((rc = batch_begin(&s, n0, e))) break;
-        sc += sum_of(s.v_cl, s.ni), sr += sum_of(s.v_co, s.ni);
-        int den = s.dir == AL_PATCH_DENOISE;
-        const al_acts *tgt = den ? &s.co : &s.cl, *src = den ? &s.cl : &s.co;
-        size_t off = (size_t)n0 * T;
-        const int *tin = (den ? t->corr : t->clean) + off, *sin = (den ? t->clean : t->corr) + off;
-        size_t rows = (size_t)s.nb * T;
-        for (int snd = 0; snd < ns && rc == 0; snd++) {
-            sender_delta(&s, snd, tgt, src, tin, sin);
-            for (int c = 0; c < 3 * nr + 1 && rc == 0; c++, done++) {
-                int ch = c < 3 * nr ? c / nr : 3, h = c < 3 * nr ? c % nr : 0;
-                double v;
-                clear_masks(&s);
-                if ((rc = stopped(o, e))) break;
-                if (ch == 3) { /* direct: the final residual + Δsender */
-                    float *xs = s.syn + (size_t)L * rows * C;
-                    const float *xt = tgt->x + (size_t)L * rows * C;
-                    for (size_t i = 0; i < rows * C; i++) xs[i] = xt[i] + s.delta[i];
-                    memset(s.xm + (size_t)L * T, 1, T);
-                    rc = patched_sum(&s, src, NULL, s.syn, &v, e);
-                } else {
-                    synth_qkv(&s, tgt, ch, h);
-                    memset(s.qm + (((size_t)1 * 3 + ch) * H + h) * T, 1, T);
-                    rc = patched_sum(&s, src, s.syn, NULL, &v, e);
-                }
-                buf[((size_t)ch * ns + snd) * H + h] += v;
-                if (o->progress)
-                    al_progress_update(&pg, 0, "paths: %ld/%ld paths x batches", done + 1, total);
-            }
-        }
-    }
-    if (o->progress) al_progress_done(&pg);
-    m->patch = saved;
-    if (rc) {
+    /* grid entries no path fills: NaN, which drive keeps */
+    for (int ch = 0; buf && ch < 4; ch++)
+        for (int snd = 0; snd < ns; snd++)
+            for (int h = 0; h < H; h++)
+                if (!(ch == 3 ? h == 0 : h < nr)) buf[((size_t)ch * ns + snd) * H + h] = NAN;
+    s.what = "paths";
+    s.n_cfg = ns * (3 * nr + 1);
+    if (!buf || drive(&s, n, paths_batch, NULL, buf, buf + n, &r->m_clean, &r->m_corr, e)) {
         free(buf);
         sweep_free(&s);
+        memset(r, 0, sizeof *r);
         return -1;
     }
-    double cnt = (double)t->n_items;
-    r->L = L, r->H = H, r->N = t->N, r->T = T;
+    r->L = L, r->H = H, r->N = t->N, r->T = s.T;
     r->n_senders = ns, r->n_recv = nr;
     r->direction = s.dir;
-    r->m_clean = sc / cnt;
-    r->m_corr = sr / cnt;
     r->n = n;
     r->metric = buf;
     r->effect = buf + n;
-    for (int ch = 0; ch < 4; ch++)
-        for (int snd = 0; snd < ns; snd++)
-            for (int h = 0; h < H; h++) {
-                size_t i = ((size_t)ch * ns + snd) * H + h;
-                int exists = ch == 3 ? h == 0 : h < nr;
-                buf[i] = exists ? buf[i] / cnt : NAN;
-                r->effect[i] = exists ? effect(s.dir, buf[i], r->m_clean, r->m_corr) : NAN;
-            }
     r->seconds = al_now() - t0;
     sweep_free(&s);
     return 0;
