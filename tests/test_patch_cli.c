@@ -302,6 +302,7 @@ TEST(patch_cli_bad_input) {
         {"paths", "--probe-r 16", "exceeds n_ctx 32", 1},
         {"patch", "--n 0", "1 <= n <= 1000000", 2},
         {"patch", "--show -1", "--show must be >= 0", 2},
+        {"patch", "--pairs p.jsonl", "a pair file (--pairs) is for task 'file'", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = t_sh("%s %s --model %s/m2 --db %s %s >/dev/null 2>%s", b, cases[i].cmd, dir.s, db.s,
@@ -309,6 +310,13 @@ TEST(patch_cli_bad_input) {
         CHECKF(rc == cases[i].rc, "%s %s: exit %d, want %d", cases[i].cmd, cases[i].args, rc,
                cases[i].rc);
         CHECK(one_line(err.s, cases[i].want));
+    }
+    /* caches that cannot fit this machine's memory are refused before a
+     * run begins (about 600 kB per pair of a batch for this model) */
+    if (al_mem_total() > 0 && al_mem_total() < 40e9) {
+        CHECK(t_sh("%s patch --model %s/m2 --db %s --probe-r 15 --n 100000 --batch 100000 "
+                   ">/dev/null 2>%s", b, dir.s, db.s, err.s) == 1);
+        CHECK(one_line(err.s, "(lower --batch)"));
     }
     /* names and file need the model's tokenizer */
     CHECK(t_sh("%s patch --model %s/notok --db %s --task names >/dev/null 2>%s", b, dir.s, db.s,
@@ -454,6 +462,47 @@ TEST(patch_cli_heatmaps) {
 }
 
 /* ------------------------------------------------------------ report */
+
+/* The tasks that need the tokenizer, end to end: names and a pair file
+ * give one row per configuration, and a heatmap drawn after the pair
+ * file was edited (same lengths, other tokens) numbers its positions and
+ * says why instead of labelling them with the new file's tokens. */
+TEST(patch_cli_names_and_file_tasks) {
+    tp dir = P("."), db = P("r.db"), err = P("err"), png = P("x.png");
+    tiny_model(dir.s, 2, 20);
+    const char *b = t_bin();
+    CHECK(t_sh("%s patch --model %s/m2 --db %s --task names --n 3 --component head --threads 2 "
+               ">/dev/null 2>%s", b, dir.s, db.s, err.s) == 0);
+    CHECK(sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 1 AND task = 'names'") ==
+          2 * 4);
+    const char *pairs = t_write("p.jsonl",
+                                "{\"clean\": \"qzxj\", \"corrupted\": \"qzyj\", "
+                                "\"answer\": \" the\", \"wrong\": \" a\"}\n");
+    tp pp = P("p.jsonl");
+    (void)pairs;
+    int rc = t_sh("%s patch --model %s/m2 --db %s --task file --pairs %s --component head_pos "
+                  "--threads 2 >/dev/null 2>%s", b, dir.s, db.s, pp.s, err.s);
+    char *msg = t_slurp(err.s);
+    CHECKF(rc == 0, "exit %d: %s", rc, msg ? msg : "");
+    free(msg);
+    long T = sql_long(db.s, "SELECT seq_len FROM patching_runs WHERE run_id = 2");
+    CHECK(T == 4 && sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 2") == 2 * 4 * T);
+    CHECK(sql_long(db.s, "SELECT length(task_hash) FROM patching_runs WHERE run_id = 2") == 16);
+    CHECK(t_sh("%s heatmap --what patching --db %s --run 2 --out %s >/dev/null 2>%s", b, db.s,
+               png.s, err.s) == 0);
+    msg = t_slurp(err.s);
+    CHECKF(msg && !strstr(msg, "numbered"), "%s", msg ? msg : "");
+    free(msg);
+    /* the same lengths, other words: the fingerprint no longer matches */
+    t_write("p.jsonl", "{\"clean\": \"qzwj\", \"corrupted\": \"qzvj\", "
+                       "\"answer\": \" the\", \"wrong\": \" a\"}\n");
+    CHECK(t_sh("%s heatmap --what patching --db %s --run 2 --out %s >/dev/null 2>%s", b, db.s,
+               png.s, err.s) == 0);
+    msg = t_slurp(err.s);
+    CHECKF(msg && strstr(msg, "numbered") && strstr(msg, "no longer the run's"), "%s",
+           msg ? msg : "");
+    free(msg);
+}
 
 TEST(patch_cli_report_section) {
     tp dir = P("."), db = P("r.db"), rep = P("rep");

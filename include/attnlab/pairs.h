@@ -38,6 +38,11 @@ typedef struct al_pairs {
 } al_pairs;
 
 void al_pairs_free(al_pairs *p);
+/* A 64-bit fingerprint (FNV-1a) of everything that defines the pair set:
+ * task, sizes, lengths, both token arrays and the items. Stored with a
+ * patching run, so a picture that re-makes the task later can tell that
+ * it is no longer the same (a pair file edited since). */
+uint64_t al_pairs_hash(const al_pairs *p);
 
 /* Parse a JSONL pair file's text (n bytes, need not be NUL-terminated):
  * one object per line, {"clean": "...", "corrupted": "...", "answer":

@@ -157,6 +157,7 @@ typedef struct al_patching_run_row {
     const char *task, *direction, *component;
     int n_pairs, seq_len;
     double m_clean, m_corr, seconds;
+    const char *task_hash; /* 16 hex digits of al_pairs_hash */
 } al_patching_run_row;
 int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
                               const al_patching_run_row *r, al_err *e);

@@ -38,14 +38,14 @@ int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
                           al_err *e);
 
 /* patching: one row per configuration of r's grid (resid: head NULL;
- * head: pos NULL); patching_runs: M_clean, M_corr, the task's size.
- * task names the task ("induction", "names", "file"). */
-int al_store_put_patch(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+ * head: pos NULL); patching_runs: M_clean, M_corr, the size and the
+ * fingerprint (al_pairs_hash) of task t, the task r was run on. */
+int al_store_put_patch(al_store *s, int64_t run_id, int64_t model_id, const al_pairs *t,
                        const al_patch_result *r, al_err *e);
 /* path_patching: every existing (sender, receiver, channel) of r (the
  * direct path with receiver NULL; a 1-layer model has only direct
  * paths); patching_runs with component NULL. */
-int al_store_put_paths(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+int al_store_put_paths(al_store *s, int64_t run_id, int64_t model_id, const al_pairs *t,
                        const al_paths_result *r, al_err *e);
 
 /* "#id" or the token's display string into buf (cap bytes); its length.

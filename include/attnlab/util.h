@@ -55,6 +55,8 @@ double al_rng_normal(al_rng *r);              /* standard normal */
 
 /* Monotonic wall clock in seconds. */
 double al_now(void);
+/* Bytes of physical memory (sysconf), or 0 if unknown. */
+double al_mem_total(void);
 
 /* Files. al_read_file reads a whole file (at most max_bytes; 0 = no limit)
  * and NUL-terminates the buffer (not counted in *n). */

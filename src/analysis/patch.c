@@ -76,16 +76,23 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
                      strcmp(o->task, "file")))
         return al_errf(e, "unknown patching task '%s' (known: induction, names, file)",
                        o->task ? o->task : "(null)");
-    if (!strcmp(o->task, "file") && (!o->pairs || !*o->pairs))
+    int file = !strcmp(o->task, "file");
+    if (file && (!o->pairs || !*o->pairs))
         return al_errf(e, "task 'file' needs a JSONL pair file (--pairs FILE)");
+    if (!file && o->pairs)
+        return al_errf(e, "a pair file (--pairs) is for task 'file', not '%s' (add --task file)",
+                       o->task);
     if (al_patch_component_parse(o->component, &c))
         return al_errf(e, "unknown patching component '%s' (known: resid, head, head_pos, q, k, "
                           "v, pattern)", o->component ? o->component : "(null)");
     if (al_patch_direction_parse(o->direction, &d))
         return al_errf(e, "unknown patching direction '%s' (known: denoise, noise)",
                        o->direction ? o->direction : "(null)");
-    if (o->probe_r < 2 || o->probe_r > 1000000 || o->probe_n < 1 || o->probe_n > 1000000 ||
-        o->batch < 1 || o->batch > 100000)
+    /* probe_r is the induction task's, probe_n also the names task's; a
+     * file has its own sizes */
+    int r_bad = !strcmp(o->task, "induction") && (o->probe_r < 2 || o->probe_r > 1000000);
+    int n_bad = !file && (o->probe_n < 1 || o->probe_n > 1000000);
+    if (r_bad || n_bad || o->batch < 1 || o->batch > 100000)
         return al_errf(e, "patching needs 2 <= probe_r <= 1000000, 1 <= n <= 1000000 "
                           "and 1 <= batch <= 100000 (got %d, %d, %d)",
                        o->probe_r, o->probe_n, o->batch);
@@ -164,6 +171,26 @@ static int task_fits(const al_pairs *t, const al_config *c, al_err *e) {
     return 0;
 }
 
+/* A sweep holds about five copies of one forward pass's activations for
+ * a batch (the model's own, the clean and corrupted caches, the
+ * incremental forward's scratch, the synthesised source of path
+ * patching). Refuse before anything is begun when that cannot fit in
+ * this machine's memory, rather than be killed by the OOM killer
+ * half-way: each allocation alone might still succeed. */
+static int memory_fits(const al_pairs *t, const al_config *c, const al_patch_opts *o, al_err *e) {
+    double B = o->batch < t->N ? o->batch : t->N, T = t->T, L = c->n_layers, H = c->n_heads;
+    double HD = H * c->d_head, C = c->d_model;
+    double acts = (L + 1) * B * T * C + L * B * T * 3 * HD + L * B * H * T * T +
+                  2 * L * B * T * HD + B * T * c->d_vocab;
+    double need = 5.0 * acts * sizeof(float);
+    double have = al_mem_total();
+    if (have > 0 && need > 0.8 * have)
+        return al_errf(e, "patching %d pairs of %d tokens in batches of %d needs about %.1f GiB of "
+                          "activations; this machine has %.1f GiB (lower --batch)",
+                       t->N, t->T, (int)B, need / 1073741824.0, have / 1073741824.0);
+    return 0;
+}
+
 int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, int bos,
                        const al_patch_opts *o, al_err *e) {
     memset(t, 0, sizeof *t);
@@ -176,7 +203,7 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
     else if (!strcmp(o->task, "names"))
         rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos, t, e);
     else rc = al_pairs_load_jsonl(o->pairs, tok, m->cfg.n_ctx, t, e);
-    if (rc == 0 && task_fits(t, &m->cfg, e)) {
+    if (rc == 0 && (task_fits(t, &m->cfg, e) || memory_fits(t, &m->cfg, o, e))) {
         al_pairs_free(t);
         rc = -1;
     }

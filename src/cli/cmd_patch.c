@@ -179,9 +179,15 @@ static void print_head(const patch_args *a, const al_behave *bh, const al_pairs 
                        const char *what, al_patch_direction d) {
     printf("model %s (sha256 %.12s…) -> run %lld of %s\n", a->w.model, bh->sha,
            (long long)bh->run_id, a->w.db);
-    printf("task %s: %d pairs of %d tokens, %d scored items (metric M = mean %s); %s, %s\n",
-           t->task, t->N, t->T, t->n_items, metric_words(t), what,
-           d == AL_PATCH_DENOISE ? "denoising" : "noising");
+    printf("task %s: %d pair%s of %d tokens, %d scored item%s (metric M = mean %s); %s, %s\n",
+           t->task, t->N, t->N == 1 ? "" : "s", t->T, t->n_items, t->n_items == 1 ? "" : "s",
+           metric_words(t), what, d == AL_PATCH_DENOISE ? "denoising" : "noising");
+    int lo = t->T;
+    for (int n = 0; n < t->N; n++) lo = t->len[n] < lo ? t->len[n] : lo;
+    if (lo < t->T)
+        printf("note: the pairs are %d to %d tokens long, so position t is a different token in "
+               "each pair: a per-position effect averages over the pairs, and positions are "
+               "named by pair 0's tokens\n", lo, t->T);
 }
 
 static void print_metrics(double mc, double mr, al_patch_direction d) {
@@ -296,8 +302,8 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
         goto fail;
     }
     if (failed || al_store_tx_begin(bh.st, e) ||
-        (paths ? al_store_put_paths(bh.st, bh.run_id, bh.model_id, t.task, &pr, e)
-               : al_store_put_patch(bh.st, bh.run_id, bh.model_id, t.task, &r, e)) ||
+        (paths ? al_store_put_paths(bh.st, bh.run_id, bh.model_id, &t, &pr, e)
+               : al_store_put_patch(bh.st, bh.run_id, bh.model_id, &t, &r, e)) ||
         al_store_run_finish(bh.st, bh.run_id, e))
         goto fail;
     if (paths) print_paths(a, &bh, &t, &pr);

@@ -130,6 +130,11 @@ double al_rng_normal(al_rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+double al_mem_total(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * size : 0.0;
+}
+
 double al_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -47,6 +47,31 @@ void al_pairs_free(al_pairs *p) {
     memset(p, 0, sizeof *p);
 }
 
+static uint64_t fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *c = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+uint64_t al_pairs_hash(const al_pairs *p) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    size_t NT = (size_t)p->N * p->T;
+    int dims[4] = {p->N, p->T, p->n_items, p->logit_diff};
+    char task[sizeof p->task + 1] = {0};
+    memcpy(task, p->task, sizeof p->task); /* NUL-terminated, padded with zeros */
+    h = fnv(h, task, sizeof task);
+    h = fnv(h, dims, sizeof dims);
+    if (p->len) h = fnv(h, p->len, sizeof(int) * (size_t)p->N);
+    if (p->clean) h = fnv(h, p->clean, sizeof(int) * NT);
+    if (p->corr) h = fnv(h, p->corr, sizeof(int) * NT);
+    for (int i = 0; p->items && i < p->n_items; i++) {
+        const al_pair_item *it = &p->items[i];
+        int v[4] = {it->pair, it->pos, it->answer, it->wrong};
+        h = fnv(h, v, sizeof v);
+    }
+    return h;
+}
+
 /* ------------------------------------------------------------ builder */
 
 /* Pairs as they are made: per pair the ints len, answer, wrong, then len

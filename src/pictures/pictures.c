@@ -1094,6 +1094,7 @@ typedef struct prun {
     int n_pairs, seq_len, found, has_pr;
     double m_clean, m_corr;
     char *config; /* runs.config_json (malloc'd) */
+    char hash[24]; /* patching_runs.task_hash */
 } prun;
 
 static int prun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
@@ -1110,6 +1111,7 @@ static int prun_row(void *ctx, int nc, const char *const *t, const double *x, al
     r->n_pairs = isnan(x[6]) ? 0 : (int)x[6];
     r->seq_len = isnan(x[7]) ? 0 : (int)x[7];
     r->m_clean = x[8], r->m_corr = x[9];
+    snprintf(r->hash, sizeof r->hash, "%s", t[11] ? t[11] : "");
     free(r->config);
     r->config = t[10] ? strdup(t[10]) : NULL;
     return t[10] && !r->config ? al_errf(e, "out of memory") : 0;
@@ -1138,7 +1140,8 @@ static int patch_run_info(pic *p, const char *kind, prun *r, al_err *e) {
     snprintf(rs, sizeof rs, "%ld", r->run);
     const char *params[1] = {rs};
     if (al_store_query(p->st, "SELECT r.kind, r.status, r.model_id, x.task, x.direction, "
-                       "x.component, x.n_pairs, x.seq_len, x.m_clean, x.m_corr, r.config_json "
+                       "x.component, x.n_pairs, x.seq_len, x.m_clean, x.m_corr, r.config_json, "
+                       "x.task_hash "
                        "FROM runs r LEFT JOIN patching_runs x ON x.run_id = r.run_id "
                        "WHERE r.run_id = ?1", params, 1, prun_row, r, e)) {
         free(r->config);
@@ -1180,16 +1183,25 @@ static const char **position_labels(pic *p, const prun *r, al_err *e) {
     int eot = al_tok_eot(p->tok), bos = eot < p->m.cfg.d_vocab ? eot : -1;
     int rc = al_patch_task_make(&t, &p->m, p->tok, bos, &o, &e2);
     cJSON_Delete(j);
-    if (rc == 0 && (t.T != r->seq_len || t.N != r->n_pairs)) {
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)(rc ? 0 : al_pairs_hash(&t)));
+    if (rc == 0 && (t.T != r->seq_len || t.N != r->n_pairs || strcmp(hex, r->hash) != 0)) {
         al_pairs_free(&t);
-        snprintf(e2.msg, sizeof e2.msg, "it no longer has the run's %d pairs of %d tokens",
-                 r->n_pairs, r->seq_len);
+        snprintf(e2.msg, sizeof e2.msg, "its pairs are no longer the run's (%d pairs of %d "
+                 "tokens, fingerprint %s)", r->n_pairs, r->seq_len, r->hash);
         rc = -1;
     }
     if (rc) {
         note(p, "positions are numbered: the task could not be re-made to label them (%s)", e2.msg);
+        fprintf(stderr, "attnlab: note: run %ld: positions are numbered: the task could not be "
+                        "re-made to label them (%s)\n", r->run, e2.msg);
         return NULL;
     }
+    int lo = t.T;
+    for (int n = 0; n < t.N; n++) lo = t.len[n] < lo ? t.len[n] : lo;
+    if (lo < t.T)
+        note(p, "the pairs are %d to %d tokens long: position t is a different token in each "
+                "pair, and the labels are pair 0's", lo, t.T);
     const char **lab = pcalloc(p, (size_t)t.T, sizeof(char *), e);
     for (int i = 0; lab && i < t.T; i++) {
         char b[LABEL_CAP];

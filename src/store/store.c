@@ -157,7 +157,8 @@ static const char schema_v2[] = "DROP VIEW head_summary;\n" HEAD_SUMMARY(HEAD_ME
  * per configuration; head is NULL where a component has none (resid),
  * pos NULL where it spans every position (head); the direct path has no
  * receiver (NULL receiver_layer, receiver_head). patching_runs holds a
- * run's two unpatched metrics and the size of its task. */
+ * run's two unpatched metrics, the size of its task and a fingerprint of
+ * its pairs (a picture checks it before labelling positions). */
 static const char schema_v3[] =
     "CREATE TABLE patching(\n"
     "  patch_id INTEGER PRIMARY KEY,\n"
@@ -187,7 +188,8 @@ static const char schema_v3[] =
     "  task TEXT NOT NULL, direction TEXT NOT NULL,\n"
     "  component TEXT,                   -- NULL for path patching\n"
     "  n_pairs INTEGER NOT NULL, seq_len INTEGER NOT NULL,\n"
-    "  m_clean REAL, m_corr REAL, seconds REAL);\n"
+    "  m_clean REAL, m_corr REAL, seconds REAL,\n"
+    "  task_hash TEXT);                  -- al_pairs_hash, 16 hex digits\n"
     "CREATE INDEX patching_runs_by_model ON patching_runs(model_id, run_id);\n";
 
 /* migrations[i] takes user_version i to i+1. */
@@ -222,7 +224,7 @@ static const char *const stmt_sql[S_N] = {
     [S_PATH] = "INSERT INTO path_patching(run_id, model_id, task, direction, sender, "
                "receiver_layer, receiver_head, channel, value, metric) "
                "VALUES(?,?,?,?,?,?,?,?,?,?)",
-    [S_PATCH_RUN] = "INSERT OR REPLACE INTO patching_runs VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_PATCH_RUN] = "INSERT OR REPLACE INTO patching_runs VALUES(?,?,?,?,?,?,?,?,?,?,?)",
 };
 
 struct al_store {
@@ -734,9 +736,9 @@ int al_store_put_path_patching(al_store *s, int64_t run_id, int64_t model_id,
 
 int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
                               const al_patching_run_row *r, al_err *e) {
-    return put_row(s, S_PATCH_RUN, e, "IIsssiiddd", run_id, model_id, r->task,
+    return put_row(s, S_PATCH_RUN, e, "IIsssiiddds", run_id, model_id, r->task,
                    r->direction, r->component, r->n_pairs, r->seq_len, r->m_clean, r->m_corr,
-                   r->seconds);
+                   r->seconds, r->task_hash);
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id,

@@ -216,11 +216,19 @@ int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
 
 /* ---------------------------------------------------------- patching */
 
-int al_store_put_patch(al_store *s, int64_t run, int64_t mid, const char *task,
+/* The task's fingerprint as patching_runs stores it. */
+static void task_hash(const al_pairs *t, char hex[17]) {
+    snprintf(hex, 17, "%016llx", (unsigned long long)al_pairs_hash(t));
+}
+
+int al_store_put_patch(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
                        const al_patch_result *r, al_err *e) {
-    const char *dir = al_patch_direction_name(r->direction);
+    const char *dir = al_patch_direction_name(r->direction), *task = t->task;
     const char *comp = al_patch_component_name(r->component);
-    al_patching_run_row pr = {task, dir, comp, r->N, r->T, r->m_clean, r->m_corr, r->seconds};
+    char hex[17];
+    task_hash(t, hex);
+    al_patching_run_row pr = {task,        dir,      comp,       r->N, r->T,
+                              r->m_clean, r->m_corr, r->seconds, hex};
     if (al_store_put_patching_run(s, run, mid, &pr, e)) return -1;
     for (int k = 0; k < r->n; k++) {
         /* the grids of patch.h: resid (L, T), head (L, H), the rest (L·H, T) */
@@ -234,10 +242,13 @@ int al_store_put_patch(al_store *s, int64_t run, int64_t mid, const char *task,
     return 0;
 }
 
-int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const char *task,
+int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
                        const al_paths_result *r, al_err *e) {
-    const char *dir = al_patch_direction_name(r->direction);
-    al_patching_run_row pr = {task, dir, NULL, r->N, r->T, r->m_clean, r->m_corr, r->seconds};
+    const char *dir = al_patch_direction_name(r->direction), *task = t->task;
+    char hex[17];
+    task_hash(t, hex);
+    al_patching_run_row pr = {task,       dir,       NULL,       r->N, r->T,
+                              r->m_clean, r->m_corr, r->seconds, hex};
     if (al_store_put_patching_run(s, run, mid, &pr, e)) return -1;
     char sender[32];
     for (int c = 0; c < 4; c++)
