@@ -129,6 +129,12 @@ TEST(attr_exact_random_models) {
                     sv += r.item_term[(size_t)i * nt + nt - 1];
                 }
                 CHECK_NEAR(r.dla[2], s0 / t.n_items, 1e-12);
+                /* per kind: values add up to the metric; the direct kind is
+                 * the direct term; a 1-layer model has no virtual heads */
+                CHECK_NEAR(r.kind_value[0] + r.kind_value[1] + r.kind_value[2], r.metric,
+                           1e-4 * (1 + fabs(r.metric)));
+                CHECK_NEAR(r.kind_dloss[AL_ATTR_DIRECT], r.term_dloss[0], 1e-9);
+                if (L == 1) CHECK(r.kind_value[2] == 0 && r.kind_dloss[2] == 0);
                 CHECK_NEAR(r.term_value[nt - 1], sv / t.n_items, 1e-12);
                 /* every item is at a repeated position R+1..2R−1 */
                 for (int p = 0; p < t.T; p++)
@@ -229,6 +235,7 @@ TEST(attr_planted_induction) {
             CHECK(fabs(r.term_dloss[TERM_VIRT(h0, h1)]) < 1e-5);
         }
     CHECK(fabs(r.term_value[1 + 1]) < 1e-6 && fabs(r.term_value[TERM_HEAD1(1)]) < 1e-6);
+    CHECK(fabs(r.kind_dloss[AL_ATTR_VIRTUAL]) < 1e-5 && r.kind_dloss[AL_ATTR_HEAD] > 3);
     CHECKF(r.lens_loss[0] > r.lens_loss[2] + 3 && r.lens_acc[2] > 0.9,
            "lens loss %g %g %g acc %g", r.lens_loss[0], r.lens_loss[1], r.lens_loss[2],
            r.lens_acc[2]);
@@ -272,6 +279,7 @@ TEST(attr_planted_v_composition) {
                    r.term_value[TERM_VIRT(h0, h1)]);
         }
     CHECK(fabs(r.term_value[TERM_HEAD1(0)]) < 1e-6);
+    CHECK_NEAR(r.kind_dloss[AL_ATTR_VIRTUAL], r.term_dloss[k], 1e-4 * fabs(r.term_dloss[k]));
     /* at a repeated position: GAMMA on the current token, via 0.0>1.0 */
     const al_pair_item *it = &t.items[3];
     const int tok = t.clean[(size_t)it->pair * t.T + it->pos];

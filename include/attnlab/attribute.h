@@ -31,7 +31,10 @@
  * part per layer-0 head; the terms' logits add up to the model's logits
  * (whole rows, not only the metric's direction). Per term: its mean
  * contribution to the metric logit, and its importance: the change in
- * mean item loss when that term alone is subtracted from the logits.
+ * mean item loss when that term alone is subtracted from the logits;
+ * per kind (direct, head, virtual), the same with all of the kind's terms
+ * subtracted together (importances do not add up: the loss is not linear
+ * in the logits).
  *
  * Logit lens: the residual stream entering each layer and the final one
  * (x_0 = embed + pos, ..., x_L) through W_U: mean item loss and top-1
@@ -79,6 +82,9 @@ typedef struct al_attr_result {
     double *term_value;      /* (n_terms) mean contribution to the metric logit */
     double *term_dloss;      /* (n_terms) Δ mean item loss with the term removed */
     double *item_term;       /* (n_items, n_terms) contribution at each item */
+    double kind_value[3];    /* per al_attr_term_kind: the sum of its terms' values */
+    double kind_dloss[3];    /* Δ mean item loss with all terms of the kind removed at
+                              * once (0 when n_terms is 0) */
     /* logit lens */
     double *lens_loss;       /* (L+1) mean item loss of x_l W_U */
     double *lens_acc;        /* (L+1) top-1 accuracy */

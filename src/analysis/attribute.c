@@ -12,7 +12,10 @@
  *     W_O W_U (D × V, computed once per head and batch), so the V-wide
  *     product costs D, not C, per row. Layer-1 head h1's z splits by
  *     value source: z = g Σ_s A[t,s] (x0[s] W_V + Σ_h0 zg0[s,h0] W_O0 W_V),
- *     the parts computed per sequence as (T, D) value blocks. */
+ *     the parts computed per sequence as (T, D) value blocks.
+ * Each term's logits are also summed per kind (3 × ni × V) for the
+ * kinds' joint importance. Sums over items run in item order, so the
+ * results do not depend on the thread count. */
 #include "attnlab/attribute.h"
 
 #include <math.h>
@@ -206,8 +209,10 @@ typedef struct run_st {
     const al_pairs *t;
     al_attr_result *r;
     int i0;         /* the batch's first item */
+    int cap;        /* the most items of a batch */
     double *base;   /* (cap) item loss of the model's logits */
     double *dl;     /* (cap) per-item Δloss of one term */
+    float *kind;    /* (3, cap, V) the batch's logits summed per term kind */
 } run_st;
 
 static void run_term(void *arg, int k, float *TL, int ni) {
@@ -215,15 +220,16 @@ static void run_term(void *arg, int k, float *TL, int ni) {
     const al_pairs *t = st->t;
     al_attr_result *r = st->r;
     const int V = st->s.V, nt = r->n_terms;
+    float *kind = st->kind + (size_t)al_attr_term_kind_of(r->L, r->H, k) * st->cap * V;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < ni; i++) {
         const al_pair_item *it = &t->items[st->i0 + i];
-        float *lg = TL + (size_t)i * V;
+        float *lg = TL + (size_t)i * V, *ks = kind + (size_t)i * V;
         const float *fu = st->s.full + (size_t)i * V;
         double c = lg[it->answer];
         if (it->wrong >= 0) c -= lg[it->wrong];
         r->item_term[(size_t)(st->i0 + i) * nt + k] = c;
-        for (int v = 0; v < V; v++) lg[v] = fu[v] - lg[v];
+        for (int v = 0; v < V; v++) ks[v] += lg[v], lg[v] = fu[v] - lg[v];
         double a = lg[it->answer];
         st->dl[i] = logsumexp_row(lg, V) - a - st->base[i];
     }
@@ -359,7 +365,21 @@ static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
             r->lens_loss[l] += ls;
             r->lens_acc[l] += acc;
         }
-        if (r->n_terms) path_terms(s, rb, rt, ni, run_term, st);
+        if (r->n_terms) {
+            memset(st->kind, 0, sizeof(float) * 3 * st->cap * V);
+            path_terms(s, rb, rt, ni, run_term, st);
+            for (int k = 0; k < 3; k++) {
+                const float *ks = st->kind + (size_t)k * st->cap * V;
+                double sum = 0.0;
+                for (int i = 0; i < ni; i++) {
+                    const float *fu = s->full + (size_t)i * V, *kr = ks + (size_t)i * V;
+                    for (int v = 0; v < V; v++) s->TL[v] = fu[v] - kr[v];
+                    double a = s->TL[t->items[i0 + i].answer];
+                    sum += logsumexp_row(s->TL, V) - a - st->base[i];
+                }
+                r->kind_dloss[k] += sum;
+            }
+        }
         i0 += ni;
     }
     free(rb);
@@ -403,6 +423,9 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     st.base = al_malloc(2 * (size_t)cap, sizeof(double), e);
     if (!st.base) goto out;
     st.dl = st.base + cap;
+    st.cap = cap;
+    if (r->n_terms && !(st.kind = al_malloc((size_t)3 * cap * c->d_vocab, sizeof(float), e)))
+        goto out;
     if (run_batches(&st, o, e)) goto out;
     /* means, summed in item order */
     const int nc = r->n_comp, nt = r->n_terms, T = r->T;
@@ -424,7 +447,11 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
             r->dla_pos[(size_t)k * T + p] =
                 r->pos_items[p] ? r->dla_pos[(size_t)k * T + p] / r->pos_items[p] : NAN;
     }
-    for (int k = 0; k < nt; k++) r->term_value[k] /= n, r->term_dloss[k] /= n;
+    for (int k = 0; k < nt; k++) {
+        r->term_value[k] /= n, r->term_dloss[k] /= n;
+        r->kind_value[al_attr_term_kind_of(r->L, r->H, k)] += r->term_value[k];
+    }
+    for (int k = 0; k < 3; k++) r->kind_dloss[k] /= n;
     for (int l = 0; l <= r->L; l++) r->lens_loss[l] /= n, r->lens_acc[l] /= n;
     r->loss = r->lens_loss[r->L];
     r->seconds = al_now() - t0;
@@ -434,6 +461,7 @@ out:
     m->patch = ps;
     free((void *)zr);
     free(st.base);
+    free(st.kind);
     ctx_free(&st.s);
     if (rc) al_attr_result_free(r);
     return rc;
