@@ -1,0 +1,510 @@
+/* attribute.c -- direct logit attribution, path expansion and logit lens
+ * (see attribute.h).
+ *
+ * Per batch of clean sequences: one normal forward (no targets); then,
+ * from its cache (m->x, m->att, m->zg),
+ *   - the components' contributions, out_c(pos) · u, with out of head
+ *     (l, h) = zg[l,h](pos) W_O[l,h] (zg already holds the gate);
+ *   - the logit lens rows x_l(pos) W_U; x_L's row is also the full
+ *     logits row the term importances start from;
+ *   - each path term's logits at the batch's items, one term at a time
+ *     (ni × V floats): a head's term is a (ni, D) block of z's times
+ *     W_O W_U (D × V, computed once per head and batch), so the V-wide
+ *     product costs D, not C, per row. Layer-1 head h1's z splits by
+ *     value source: z = g Σ_s A[t,s] (x0[s] W_V + Σ_h0 zg0[s,h0] W_O0 W_V),
+ *     the parts computed per sequence as (T, D) value blocks.
+ * Each term's logits are also summed per kind (3 × ni × V) for the
+ * kinds' joint importance. Sums over items run in item order, so the
+ * results do not depend on the thread count. */
+#include "attnlab/attribute.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/layers.h"
+
+al_attr_opts al_attr_opts_defaults(void) {
+    al_attr_opts o = AL_ATTR_OPTS_INIT;
+    return o;
+}
+
+int al_attr_opts_check(const al_attr_opts *o, al_err *e) {
+    if (o->batch < 1 || o->batch > 100000)
+        return al_errf(e, "attribution needs 1 <= batch <= 100000 (got %d)", o->batch);
+    if (o->paths != 0 && o->paths != 1)
+        return al_errf(e, "attribution option paths must be 0 or 1 (got %d)", o->paths);
+    return 0;
+}
+
+int al_attr_n_terms(int L, int H) {
+    if (L < 1 || L > 2) return 0;
+    return 1 + L * H + (L == 2 ? H * H : 0);
+}
+
+al_attr_term_kind al_attr_term_kind_of(int L, int H, int k) {
+    (void)L;
+    if (k == 0) return AL_ATTR_DIRECT;
+    if (k <= 2 * H) return AL_ATTR_HEAD;
+    return AL_ATTR_VIRTUAL;
+}
+
+const char *al_attr_term_name(int L, int H, int k, char *buf, size_t cap) {
+    (void)L;
+    if (k == 0) snprintf(buf, cap, "direct");
+    else if (k <= H) snprintf(buf, cap, "0.%d", k - 1);
+    else if (k <= 2 * H) snprintf(buf, cap, "1.%d", k - 1 - H);
+    else snprintf(buf, cap, "0.%d>1.%d", (k - 1 - 2 * H) / H, (k - 1 - 2 * H) % H);
+    return buf;
+}
+
+const char *al_attr_comp_name(int H, int c, char *buf, size_t cap) {
+    if (c == 0) snprintf(buf, cap, "embed");
+    else if (c == 1) snprintf(buf, cap, "pos");
+    else snprintf(buf, cap, "%d.%d", (c - 2) / H, (c - 2) % H);
+    return buf;
+}
+
+void al_attr_result_free(al_attr_result *r) {
+    free(r->dla);
+    free(r->dla_pos);
+    free(r->pos_items);
+    free(r->item_metric);
+    free(r->item_dla);
+    free(r->term_value);
+    free(r->term_dloss);
+    free(r->item_term);
+    free(r->lens_loss);
+    free(r->lens_acc);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------- paths */
+
+typedef struct ctx {
+    al_model *m;
+    int L, H, C, D, V, T;
+    int nb;          /* sequences of the last forward */
+    float *ou;       /* (D, V) W_O[l,h] W_U */
+    float *dd;       /* (D, D) W_O[0,h0] W_V[1,h1] */
+    float *seq;      /* (T, D) gathered zg0 of one sequence */
+    float *val;      /* (T, D) value part of one sequence */
+    float *Z;        /* (cap, D) */
+    float *rows;     /* (cap, C) */
+    float *TL;       /* (cap, V) one term's logits */
+    float *full;     /* (cap, V) the model's logits */
+} ctx;
+
+/* Called with term k's logits TL (ni, V) at the items (rows rb, rt). */
+typedef void (*term_fn)(void *arg, int k, float *TL, int ni);
+
+static void ctx_free(ctx *s) {
+    free(s->ou);
+    memset(s, 0, sizeof *s);
+}
+
+static int ctx_init(ctx *s, al_model *m, int T, int cap, al_err *e) {
+    memset(s, 0, sizeof *s);
+    const al_config *c = &m->cfg;
+    s->m = m, s->L = c->n_layers, s->H = c->n_heads, s->C = c->d_model, s->D = c->d_head;
+    s->V = c->d_vocab, s->T = T;
+    size_t D = s->D, V = s->V, C = s->C, n = cap;
+    size_t tot = D * V + D * D + 2 * (size_t)T * D + n * (D + C + 2 * V);
+    s->ou = al_malloc(tot, sizeof(float), e);
+    if (!s->ou) return -1;
+    s->dd = s->ou + D * V;
+    s->seq = s->dd + D * D;
+    s->val = s->seq + (size_t)T * D;
+    s->Z = s->val + (size_t)T * D;
+    s->rows = s->Z + n * D;
+    s->TL = s->rows + n * C;
+    s->full = s->TL + n * V;
+    return 0;
+}
+
+/* ou = W_O[l,h] W_U (D, V). */
+static void head_ou(ctx *s, int l, int h) {
+    const al_model *m = s->m;
+    if (m->cfg.tied_embeddings)
+        matmul_forward_wt(s->ou, al_head_wo(m, l, h), m->p[AL_P_WE], s->D, s->C, s->V, 0.0f);
+    else matmul_forward(s->ou, al_head_wo(m, l, h), m->p[AL_P_WU], s->D, s->C, s->V, 0.0f);
+}
+
+/* zg of head (l, h) at sequence b, position t (D floats, gated). */
+static const float *zg_at(const ctx *s, int l, int b, int t, int h) {
+    return s->m->zg + ((((size_t)l * s->nb + b) * s->T + t) * s->H + h) * s->D;
+}
+
+static const float *x_at(const ctx *s, int l, int b, int t) {
+    return s->m->x + (((size_t)l * s->nb + b) * s->T + t) * s->C;
+}
+
+/* Layer-1 head h1's z parts at the items from value source src (−1:
+ * embed + pos; h0: head 0.h0), into s->Z; s->dd must hold W_O0h0 W_V1h1
+ * for src >= 0. */
+static void layer1_part(ctx *s, int h1, int src, const int *rb, const int *rt, int ni) {
+    const al_model *m = s->m;
+    const int T = s->T, D = s->D, H = s->H;
+    const float g = m->gates[H + h1];
+    int cur = -1;
+    for (int i = 0; i < ni; i++) {
+        int b = rb[i], t = rt[i];
+        if (b != cur) { /* value block of sequence b, positions 0..T−1 */
+            cur = b;
+            if (src < 0) matmul_forward(s->val, x_at(s, 0, b, 0), al_head_wv(m, 1, h1), T, s->C,
+                                        D, 0.0f);
+            else {
+                for (int u = 0; u < T; u++)
+                    memcpy(s->seq + (size_t)u * D, zg_at(s, 0, b, u, src), sizeof(float) * D);
+                matmul_forward(s->val, s->seq, s->dd, T, D, D, 0.0f);
+            }
+        }
+        const float *A = m->att + ((((size_t)1 * s->nb + b) * H + h1) * T + t) * T;
+        float *z = s->Z + (size_t)i * D;
+        for (int d = 0; d < D; d++) z[d] = 0.0f;
+        for (int u = 0; u <= t; u++) {
+            const float a = A[u], *v = s->val + (size_t)u * D;
+            for (int d = 0; d < D; d++) z[d] += a * v[d];
+        }
+        for (int d = 0; d < D; d++) z[d] *= g;
+    }
+}
+
+/* Every path term's logits at the items (rb, rt) of the last forward, in
+ * term order, each handed to fn. */
+static void path_terms(ctx *s, const int *rb, const int *rt, int ni, term_fn fn, void *arg) {
+    al_model *m = s->m;
+    const int H = s->H, D = s->D, V = s->V;
+    for (int i = 0; i < ni; i++)
+        memcpy(s->rows + (size_t)i * s->C, x_at(s, 0, rb[i], rt[i]), sizeof(float) * s->C);
+    al_model_unembed(m, s->rows, ni, s->TL);
+    fn(arg, 0, s->TL, ni);
+    for (int h = 0; h < H; h++) {
+        head_ou(s, 0, h);
+        for (int i = 0; i < ni; i++)
+            memcpy(s->Z + (size_t)i * D, zg_at(s, 0, rb[i], rt[i], h), sizeof(float) * D);
+        matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
+        fn(arg, 1 + h, s->TL, ni);
+    }
+    if (s->L < 2) return;
+    for (int h1 = 0; h1 < H; h1++) {
+        head_ou(s, 1, h1);
+        layer1_part(s, h1, -1, rb, rt, ni);
+        matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
+        fn(arg, 1 + H + h1, s->TL, ni);
+        for (int h0 = 0; h0 < H; h0++) {
+            matmul_forward(s->dd, al_head_wo(m, 0, h0), al_head_wv(m, 1, h1), D, s->C, D, 0.0f);
+            layer1_part(s, h1, h0, rb, rt, ni);
+            matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
+            fn(arg, 1 + 2 * H + h0 * H + h1, s->TL, ni);
+        }
+    }
+}
+
+/* ------------------------------------------------------------- run */
+
+typedef struct run_st {
+    ctx s;
+    const al_pairs *t;
+    al_attr_result *r;
+    int i0;         /* the batch's first item */
+    int cap;        /* the most items of a batch */
+    double *base;   /* (cap) item loss of the model's logits */
+    double *dl;     /* (cap) per-item Δloss of one term */
+    float *kind;    /* (3, cap, V) the batch's logits summed per term kind */
+} run_st;
+
+static void run_term(void *arg, int k, float *TL, int ni) {
+    run_st *st = arg;
+    const al_pairs *t = st->t;
+    al_attr_result *r = st->r;
+    const int V = st->s.V, nt = r->n_terms;
+    float *kind = st->kind + (size_t)al_attr_term_kind_of(r->L, r->H, k) * st->cap * V;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < ni; i++) {
+        const al_pair_item *it = &t->items[st->i0 + i];
+        float *lg = TL + (size_t)i * V, *ks = kind + (size_t)i * V;
+        const float *fu = st->s.full + (size_t)i * V;
+        double c = lg[it->answer];
+        if (it->wrong >= 0) c -= lg[it->wrong];
+        r->item_term[(size_t)(st->i0 + i) * nt + k] = c;
+        for (int v = 0; v < V; v++) ks[v] += lg[v], lg[v] = fu[v] - lg[v];
+        double a = lg[it->answer];
+        st->dl[i] = logsumexp_row(lg, V) - a - st->base[i];
+    }
+    double sum = 0.0;
+    for (int i = 0; i < ni; i++) sum += st->dl[i];
+    r->term_dloss[k] += sum;
+}
+
+/* Save m's z replacements into zr (L·H) and clear them and the patch
+ * spec: the decompositions hold for the model's own z's. */
+static void replacements_off(al_model *m, const float **zr) {
+    size_t LH = (size_t)m->cfg.n_layers * m->cfg.n_heads;
+    memcpy((void *)zr, m->z_replace, sizeof(float *) * LH);
+    for (size_t k = 0; k < LH; k++) m->z_replace[k] = NULL;
+    m->patch = NULL;
+}
+
+static int check_task(const al_pairs *t, const al_config *c, al_err *e) {
+    if (t->N < 1 || t->T < 1 || t->n_items < 1)
+        return al_errf(e, "task '%s' has no pairs or no items", t->task);
+    if (t->T > c->n_ctx)
+        return al_errf(e, "task '%s' has sequences of %d tokens; the model's n_ctx is %d", t->task,
+                       t->T, c->n_ctx);
+    for (size_t i = 0; i < (size_t)t->N * t->T; i++)
+        if (t->clean[i] < 0 || t->clean[i] >= c->d_vocab)
+            return al_errf(e, "task '%s', pair %zu: token id outside the model's vocabulary (%d)",
+                           t->task, i / (size_t)t->T + 1, c->d_vocab);
+    for (int i = 0; i < t->n_items; i++) {
+        const al_pair_item *it = &t->items[i];
+        if (it->pair < 0 || it->pair >= t->N || (i && it->pair < t->items[i - 1].pair))
+            return al_errf(e, "task '%s', item %d: pair %d out of range or out of order",
+                           t->task, i + 1, it->pair);
+        if (it->pos < 0 || it->pos >= t->len[it->pair] || it->pos >= t->T)
+            return al_errf(e, "task '%s', item %d: position %d outside its pair", t->task, i + 1,
+                           it->pos);
+        if (it->answer < 0 || it->answer >= c->d_vocab || it->wrong >= c->d_vocab)
+            return al_errf(e, "task '%s', pair %d: answer id outside the model's vocabulary (%d)",
+                           t->task, it->pair + 1, c->d_vocab);
+    }
+    return 0;
+}
+
+static int result_alloc(al_attr_result *r, al_err *e) {
+    size_t nc = r->n_comp, ni = r->n_items, nt = r->n_terms, L1 = r->L + 1;
+    r->dla = al_calloc(nc, sizeof(double), e);
+    r->dla_pos = al_calloc(nc * r->T, sizeof(double), e);
+    r->pos_items = al_calloc(r->T, sizeof(int), e);
+    r->item_metric = al_calloc(ni, sizeof(double), e);
+    r->item_dla = al_calloc(ni * nc, sizeof(double), e);
+    r->lens_loss = al_calloc(L1, sizeof(double), e);
+    r->lens_acc = al_calloc(L1, sizeof(double), e);
+    int ok = r->dla && r->dla_pos && r->pos_items && r->item_metric && r->item_dla &&
+             r->lens_loss && r->lens_acc;
+    if (ok && nt) {
+        r->term_value = al_calloc(nt, sizeof(double), e);
+        r->term_dloss = al_calloc(nt, sizeof(double), e);
+        r->item_term = al_calloc(ni * nt, sizeof(double), e);
+        ok = r->term_value && r->term_dloss && r->item_term;
+    }
+    return ok ? 0 : -1;
+}
+
+/* Direct logit attribution of one item at (b, t) of the last forward. */
+static void item_dla(const ctx *s, const al_pair_item *it, int b, int t, int tok, double *out,
+                     double *metric, float *buf) {
+    const al_model *m = s->m;
+    const int C = s->C, D = s->D, H = s->H;
+#define DIFF(x) ((double)al_model_logit(m, (x), it->answer) - \
+                 (it->wrong >= 0 ? (double)al_model_logit(m, (x), it->wrong) : 0.0))
+    out[0] = DIFF(m->p[AL_P_WE] + (size_t)tok * C);
+    out[1] = DIFF(m->p[AL_P_WPOS] + (size_t)t * C);
+    for (int l = 0; l < s->L; l++)
+        for (int h = 0; h < H; h++) {
+            const float *z = zg_at(s, l, b, t, h), *wo = al_head_wo(m, l, h);
+            for (int c = 0; c < C; c++) buf[c] = 0.0f;
+            for (int d = 0; d < D; d++)
+                for (int c = 0; c < C; c++) buf[c] += z[d] * wo[(size_t)d * C + c];
+            out[2 + l * H + h] = DIFF(buf);
+        }
+    *metric = DIFF(x_at(s, s->L, b, t));
+#undef DIFF
+}
+
+static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
+    ctx *s = &st->s;
+    al_model *m = s->m;
+    const al_pairs *t = st->t;
+    al_attr_result *r = st->r;
+    const int T = t->T, V = s->V, L = s->L, nc = r->n_comp;
+    const int B = o->batch < t->N ? o->batch : t->N;
+    int *rb = al_malloc(2 * (size_t)t->n_items, sizeof(int), e);
+    float *buf = al_malloc((size_t)s->C, sizeof(float), e);
+    if (!rb || !buf) {
+        free(rb);
+        free(buf);
+        return -1;
+    }
+    int *rt = rb + t->n_items, rc = 0;
+    for (int n0 = 0, i0 = 0; n0 < t->N; n0 += B) {
+        int nb = t->N - n0 < B ? t->N - n0 : B, ni = 0;
+        while (i0 + ni < t->n_items && t->items[i0 + ni].pair < n0 + nb) ni++;
+        if (ni == 0) continue;
+        if (al_model_forward(m, t->clean + (size_t)n0 * T, NULL, nb, T, e)) {
+            rc = -1;
+            break;
+        }
+        s->nb = nb;
+        st->i0 = i0;
+        for (int i = 0; i < ni; i++) {
+            const al_pair_item *it = &t->items[i0 + i];
+            rb[i] = it->pair - n0, rt[i] = it->pos;
+            item_dla(s, it, rb[i], rt[i], t->clean[(size_t)it->pair * T + it->pos],
+                     r->item_dla + (size_t)(i0 + i) * nc, &r->item_metric[i0 + i], buf);
+        }
+        /* logit lens; x_L's logits stay in s->full */
+        for (int l = 0; l <= L; l++) {
+            for (int i = 0; i < ni; i++)
+                memcpy(s->rows + (size_t)i * s->C, x_at(s, l, rb[i], rt[i]),
+                       sizeof(float) * s->C);
+            al_model_unembed(m, s->rows, ni, s->full);
+            double ls = 0.0, acc = 0.0;
+            for (int i = 0; i < ni; i++) {
+                const float *lg = s->full + (size_t)i * V;
+                int a = t->items[i0 + i].answer, best = 0;
+                for (int v = 1; v < V; v++)
+                    if (lg[v] > lg[best]) best = v;
+                acc += best == a;
+                memcpy(s->TL, lg, sizeof(float) * V);
+                double li = logsumexp_row(s->TL, V) - lg[a];
+                if (l == L) st->base[i] = li;
+                ls += li;
+            }
+            r->lens_loss[l] += ls;
+            r->lens_acc[l] += acc;
+        }
+        if (r->n_terms) {
+            memset(st->kind, 0, sizeof(float) * 3 * st->cap * V);
+            path_terms(s, rb, rt, ni, run_term, st);
+            for (int k = 0; k < 3; k++) {
+                const float *ks = st->kind + (size_t)k * st->cap * V;
+                double sum = 0.0;
+                for (int i = 0; i < ni; i++) {
+                    const float *fu = s->full + (size_t)i * V, *kr = ks + (size_t)i * V;
+                    for (int v = 0; v < V; v++) s->TL[v] = fu[v] - kr[v];
+                    double a = s->TL[t->items[i0 + i].answer];
+                    sum += logsumexp_row(s->TL, V) - a - st->base[i];
+                }
+                r->kind_dloss[k] += sum;
+            }
+        }
+        i0 += ni;
+    }
+    free(rb);
+    free(buf);
+    return rc;
+}
+
+int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_attr_result *r,
+                     al_err *e) {
+    memset(r, 0, sizeof *r);
+    const al_config *c = &m->cfg;
+    if (al_attr_opts_check(o, e)) return -1;
+    if (o->paths && c->n_layers > 2)
+        return al_errf(e, "path expansion needs a model of 1 or 2 layers (this one has %d); "
+                          "run with paths off", c->n_layers);
+    if (check_task(t, c, e)) return -1;
+    double t0 = al_now();
+    r->L = c->n_layers, r->H = c->n_heads, r->N = t->N, r->T = t->T;
+    r->n_items = t->n_items, r->logit_diff = t->logit_diff;
+    r->n_comp = 2 + r->L * r->H;
+    r->n_terms = o->paths ? al_attr_n_terms(r->L, r->H) : 0;
+    const int B = o->batch < t->N ? o->batch : t->N;
+    int cap = 0; /* the most items any batch holds */
+    for (int n0 = 0, i = 0; n0 < t->N; n0 += B) {
+        int i1 = i;
+        while (i1 < t->n_items && t->items[i1].pair < n0 + B) i1++;
+        if (i1 - i > cap) cap = i1 - i;
+        i = i1;
+    }
+    run_st st = {.t = t, .r = r};
+    const int LH = r->L * r->H;
+    const float **zr = al_malloc((size_t)LH, sizeof(float *), e);
+    if (!zr) {
+        memset(r, 0, sizeof *r);
+        return -1;
+    }
+    const al_patch_spec *ps = m->patch;
+    replacements_off(m, zr);
+    int rc = -1;
+    if (result_alloc(r, e) || ctx_init(&st.s, m, t->T, cap, e)) goto out;
+    st.base = al_malloc(2 * (size_t)cap, sizeof(double), e);
+    if (!st.base) goto out;
+    st.dl = st.base + cap;
+    st.cap = cap;
+    if (r->n_terms && !(st.kind = al_malloc((size_t)3 * cap * c->d_vocab, sizeof(float), e)))
+        goto out;
+    if (run_batches(&st, o, e)) goto out;
+    /* means, summed in item order */
+    const int nc = r->n_comp, nt = r->n_terms, T = r->T;
+    double n = r->n_items;
+    for (int i = 0; i < t->n_items; i++) {
+        int p = t->items[i].pos;
+        r->metric += r->item_metric[i];
+        r->pos_items[p]++;
+        for (int k = 0; k < nc; k++) {
+            r->dla[k] += r->item_dla[(size_t)i * nc + k];
+            r->dla_pos[(size_t)k * T + p] += r->item_dla[(size_t)i * nc + k];
+        }
+        for (int k = 0; k < nt; k++) r->term_value[k] += r->item_term[(size_t)i * nt + k];
+    }
+    r->metric /= n;
+    for (int k = 0; k < nc; k++) {
+        r->dla[k] /= n;
+        for (int p = 0; p < T; p++)
+            r->dla_pos[(size_t)k * T + p] =
+                r->pos_items[p] ? r->dla_pos[(size_t)k * T + p] / r->pos_items[p] : NAN;
+    }
+    for (int k = 0; k < nt; k++) {
+        r->term_value[k] /= n, r->term_dloss[k] /= n;
+        r->kind_value[al_attr_term_kind_of(r->L, r->H, k)] += r->term_value[k];
+    }
+    for (int k = 0; k < 3; k++) r->kind_dloss[k] /= n;
+    for (int l = 0; l <= r->L; l++) r->lens_loss[l] /= n, r->lens_acc[l] /= n;
+    r->loss = r->lens_loss[r->L];
+    r->seconds = al_now() - t0;
+    rc = 0;
+out:
+    memcpy((void *)m->z_replace, zr, sizeof(float *) * LH);
+    m->patch = ps;
+    free((void *)zr);
+    free(st.base);
+    free(st.kind);
+    ctx_free(&st.s);
+    if (rc) al_attr_result_free(r);
+    return rc;
+}
+
+/* ------------------------------------------------- one sequence's terms */
+
+typedef struct copy_st {
+    float *out;
+    int V;
+} copy_st;
+
+static void copy_term(void *arg, int k, float *TL, int ni) {
+    (void)ni;
+    copy_st *cs = arg;
+    memcpy(cs->out + (size_t)k * cs->V, TL, sizeof(float) * cs->V);
+}
+
+int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *out, al_err *e) {
+    const al_config *c = &m->cfg;
+    if (c->n_layers > 2)
+        return al_errf(e, "path expansion needs a model of 1 or 2 layers (this one has %d)",
+                       c->n_layers);
+    if (T < 1 || T > c->n_ctx || pos < 0 || pos >= T)
+        return al_errf(e, "path logits need 1 <= T <= n_ctx %d and 0 <= pos < T (got %d, %d)",
+                       c->n_ctx, T, pos);
+    const int LH = c->n_layers * c->n_heads;
+    const float **zr = al_malloc((size_t)LH, sizeof(float *), e);
+    if (!zr) return -1;
+    const al_patch_spec *ps = m->patch;
+    replacements_off(m, zr);
+    ctx s;
+    int rc = -1;
+    if (ctx_init(&s, m, T, 1, e) == 0 && al_model_forward(m, tokens, NULL, 1, T, e) == 0) {
+        s.nb = 1;
+        int rb = 0, rt = pos;
+        copy_st cs = {out, c->d_vocab};
+        path_terms(&s, &rb, &rt, 1, copy_term, &cs);
+        rc = 0;
+    }
+    memcpy((void *)m->z_replace, zr, sizeof(float *) * LH);
+    m->patch = ps;
+    free((void *)zr);
+    ctx_free(&s);
+    return rc;
+}

@@ -1,0 +1,334 @@
+/* test_attribute.c -- attribution (attribute.h): direct logit attribution
+ * and the path expansion add up to the model's logits exactly (random
+ * models of 1 and 2 layers, tied and untied, gates != 1), known answers
+ * on the hand-built circuit of planted.h (and on a copy of it with a
+ * planted V-composition), the logit lens against the forward's loss, and
+ * refused options. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/attribute.h"
+#include "attnlab/model.h"
+#include "attnlab/patch.h"
+#include "planted.h"
+#include "test.h"
+
+enum { RR = 5, RT = 2 * RR + 1 };
+
+static void rand_model(al_model *m, int L, int tied, int d_vocab) {
+    al_config c = al_config_default();
+    c.n_layers = L, c.d_model = 24, c.n_heads = 3, c.d_head = 8, c.n_ctx = 16;
+    c.d_vocab = d_vocab, c.tied_embeddings = tied, c.seed = 11 + (uint64_t)L + 2 * tied;
+    al_err e;
+    CHECK_OK(al_model_init(m, &c, &e), &e);
+    /* logits of order 1, not ≈ 0 as at init */
+    if (!tied)
+        for (size_t i = 0; i < m->param_size[AL_P_WU]; i++) m->p[AL_P_WU][i] *= (float)c.d_model;
+    for (int k = 0; k < L * c.n_heads; k++) m->gates[k] = 0.4f + 0.3f * (float)k;
+}
+
+/* The induction task on m: R random tokens repeated, BOS 0. */
+static void task(al_pairs *t, const al_model *m, int R, int n, al_err *e) {
+    al_patch_opts o = al_patch_opts_defaults();
+    o.probe_r = R, o.probe_n = n;
+    CHECK_OK(al_patch_task_make(t, m, NULL, 0, &o, e), e);
+}
+
+/* The model's logits row at (pair n, pos), from its own forward of the
+ * pair alone, into row (V); returns the metric logit of item it. */
+static double model_row(al_model *m, const al_pairs *t, const al_pair_item *it, float *row) {
+    al_err e;
+    CHECK_OK(al_model_forward(m, t->clean + (size_t)it->pair * t->T, NULL, 1, t->T, &e), &e);
+    const float *x = m->x + ((size_t)m->cfg.n_layers * t->T + it->pos) * m->cfg.d_model;
+    al_model_unembed(m, x, 1, row);
+    return (double)row[it->answer] - (it->wrong >= 0 ? (double)row[it->wrong] : 0.0);
+}
+
+/* |sum − ref| relative to the larger of |ref| and the largest part. */
+static double rel(double sum, double ref, const double *parts, int n, size_t stride) {
+    double s = fabs(ref);
+    for (int k = 0; k < n; k++)
+        if (fabs(parts[k * stride]) > s) s = fabs(parts[k * stride]);
+    return fabs(sum - ref) / (s > 0 ? s : 1);
+}
+
+/* Components and path terms add up to the model's metric logit at every
+ * item, and the terms' logits rows to its logits rows; for both metrics
+ * (log-prob and logit difference). Gates are as set, and m's z
+ * replacements and patch spec are back on return. */
+TEST(attr_exact_random_models) {
+    for (int L = 1; L <= 2; L++)
+        for (int tied = 0; tied < 2; tied++)
+            for (int diff = 0; diff < 2; diff++) {
+                al_model m;
+                rand_model(&m, L, tied, 13);
+                al_err e;
+                al_pairs t;
+                task(&t, &m, RR, 7, &e);
+                if (diff) {
+                    t.logit_diff = 1;
+                    for (int i = 0; i < t.n_items; i++)
+                        t.items[i].wrong = (t.items[i].answer + 1 + i % 5) % 13;
+                }
+                float gates[6];
+                memcpy(gates, m.gates, sizeof(float) * L * 3);
+                float zbuf[1];
+                al_patch_spec ps = {0};
+                m.z_replace[1] = zbuf, m.patch = &ps;
+                al_attr_opts o = al_attr_opts_defaults();
+                o.batch = 3; /* batches of 3, 3, 1 pairs */
+                al_attr_result r;
+                CHECK_OK(al_attribute_run(&m, &t, &o, &r, &e), &e);
+                CHECK(m.z_replace[1] == zbuf && m.z_replace[0] == NULL && m.patch == &ps);
+                CHECK(!memcmp(gates, m.gates, sizeof(float) * L * 3));
+                m.z_replace[1] = NULL, m.patch = NULL;
+                CHECK(r.n_comp == 2 + 3 * L && r.n_terms == (L == 1 ? 4 : 16));
+                const int V = 13, nt = r.n_terms;
+                float row[13], *pl = malloc(sizeof(float) * nt * V);
+                double worst_c = 0, worst_t = 0, worst_row = 0, msum = 0;
+                for (int i = 0; i < t.n_items; i++) {
+                    const al_pair_item *it = &t.items[i];
+                    double ref = model_row(&m, &t, it, row);
+                    msum += ref;
+                    CHECK_NEAR(r.item_metric[i], ref, 1e-4 * (1 + fabs(ref)));
+                    double sc = 0, st = 0;
+                    for (int c = 0; c < r.n_comp; c++) sc += r.item_dla[(size_t)i * r.n_comp + c];
+                    for (int k = 0; k < nt; k++) st += r.item_term[(size_t)i * nt + k];
+                    double a = rel(sc, ref, r.item_dla + (size_t)i * r.n_comp, r.n_comp, 1);
+                    double b = rel(st, ref, r.item_term + (size_t)i * nt, nt, 1);
+                    if (a > worst_c) worst_c = a;
+                    if (b > worst_t) worst_t = b;
+                    /* whole rows */
+                    CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T,
+                                                 it->pos, pl, &e), &e);
+                    double mx = 0, dv = 0;
+                    for (int v = 0; v < V; v++) {
+                        double s = 0;
+                        for (int k = 0; k < nt; k++) s += pl[k * V + v];
+                        if (fabs(row[v]) > mx) mx = fabs(row[v]);
+                        if (fabs(s - row[v]) > dv) dv = fabs(s - row[v]);
+                        /* the run's per-item term values are these rows' */
+                        if (v == it->answer)
+                            for (int k = 0; k < nt; k++) {
+                                double c = pl[k * V + v] -
+                                           (it->wrong >= 0 ? pl[k * V + it->wrong] : 0.0);
+                                CHECK_NEAR(r.item_term[(size_t)i * nt + k], c, 1e-5);
+                            }
+                    }
+                    if (dv / mx > worst_row) worst_row = dv / mx;
+                }
+                CHECKF(worst_c <= 1e-4 && worst_t <= 1e-4 && worst_row <= 1e-4,
+                       "L %d tied %d diff %d: rel. errors dla %g terms %g rows %g", L, tied, diff,
+                       worst_c, worst_t, worst_row);
+                CHECK_NEAR(r.metric, msum / t.n_items, 1e-5 * (1 + fabs(r.metric)));
+                /* the means are the items' */
+                double s0 = 0, sv = 0;
+                for (int i = 0; i < t.n_items; i++) {
+                    s0 += r.item_dla[(size_t)i * r.n_comp + 2];
+                    sv += r.item_term[(size_t)i * nt + nt - 1];
+                }
+                CHECK_NEAR(r.dla[2], s0 / t.n_items, 1e-12);
+                /* per kind: values add up to the metric; the direct kind is
+                 * the direct term; a 1-layer model has no virtual heads */
+                CHECK_NEAR(r.kind_value[0] + r.kind_value[1] + r.kind_value[2], r.metric,
+                           1e-4 * (1 + fabs(r.metric)));
+                CHECK_NEAR(r.kind_dloss[AL_ATTR_DIRECT], r.term_dloss[0], 1e-9);
+                if (L == 1) CHECK(r.kind_value[2] == 0 && r.kind_dloss[2] == 0);
+                CHECK_NEAR(r.term_value[nt - 1], sv / t.n_items, 1e-12);
+                /* every item is at a repeated position R+1..2R−1 */
+                for (int p = 0; p < t.T; p++)
+                    CHECK(r.pos_items[p] == (p > RR && p < 2 * RR ? 7 : 0) &&
+                          isnan(r.dla_pos[p]) == (r.pos_items[p] == 0));
+                free(pl);
+                al_attr_result_free(&r);
+                al_pairs_free(&t);
+                al_model_free(&m);
+            }
+}
+
+/* DLA on any number of layers (paths off), exact on a 3-layer model. */
+TEST(attr_dla_three_layers) {
+    al_model m;
+    rand_model(&m, 3, 0, 13);
+    al_err e;
+    al_pairs t;
+    task(&t, &m, RR, 4, &e);
+    al_attr_opts o = al_attr_opts_defaults();
+    o.paths = 0;
+    al_attr_result r;
+    CHECK_OK(al_attribute_run(&m, &t, &o, &r, &e), &e);
+    CHECK(r.n_terms == 0 && r.term_value == NULL && r.n_comp == 11);
+    float row[13];
+    for (int i = 0; i < t.n_items; i++) {
+        double ref = model_row(&m, &t, &t.items[i], row), s = 0;
+        for (int c = 0; c < r.n_comp; c++) s += r.item_dla[(size_t)i * r.n_comp + c];
+        CHECKF(rel(s, ref, r.item_dla + (size_t)i * r.n_comp, r.n_comp, 1) <= 1e-4,
+               "item %d: sum %g model %g", i, s, ref);
+    }
+    al_attr_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+/* The logit lens's last layer is the forward's own mean item loss. */
+TEST(attr_lens_final_is_model_loss) {
+    for (int L = 1; L <= 2; L++) {
+        al_model m;
+        rand_model(&m, L, L == 2, 13);
+        al_err e;
+        al_pairs t;
+        task(&t, &m, RR, 6, &e);
+        al_attr_result r;
+        al_attr_opts o = al_attr_opts_defaults();
+        CHECK_OK(al_attribute_run(&m, &t, &o, &r, &e), &e);
+        int *tg = malloc(sizeof(int) * t.N * t.T);
+        for (int i = 0; i < t.N * t.T; i++) tg[i] = -1;
+        for (int i = 0; i < t.n_items; i++)
+            tg[t.items[i].pair * t.T + t.items[i].pos] = t.items[i].answer;
+        CHECK_OK(al_model_forward(&m, t.clean, tg, t.N, t.T, &e), &e);
+        CHECK(m.n_valid == t.n_items);
+        CHECK_NEAR(r.lens_loss[L], m.mean_loss, 1e-5);
+        CHECK(r.loss == r.lens_loss[L]);
+        for (int l = 0; l <= L; l++) CHECK(r.lens_acc[l] >= 0 && r.lens_acc[l] <= 1);
+        free(tg);
+        al_attr_result_free(&r);
+        al_pairs_free(&t);
+        al_model_free(&m);
+    }
+}
+
+enum { PR = 10 };
+
+static void planted_run(al_model *m, al_pairs *t, al_attr_result *r) {
+    al_err e;
+    task(t, m, PR, 20, &e);
+    al_attr_opts o = al_attr_opts_defaults();
+    CHECK_OK(al_attribute_run(m, t, &o, r, &e), &e);
+}
+
+#define TERM_HEAD1(h) (1 + PH + (h))
+#define TERM_VIRT(h0, h1) (1 + 2 * PH + (h0) * PH + (h1))
+
+/* planted.h: 1.0 carries the correct logit (≈ GAMMA) at the repeated
+ * positions, 0.1 and 1.1 nothing; no virtual head does anything (1.0's
+ * value reads TOK, 0.0 writes PREV). The lens: x_0 is poor, x_2 right. */
+TEST(attr_planted_induction) {
+    al_model m;
+    planted_model(&m);
+    al_pairs t;
+    al_attr_result r;
+    planted_run(&m, &t, &r);
+    const int c10 = 2 + PH, c01 = 3, c11 = 2 + PH + 1;
+    CHECKF(r.dla[c10] > 0.9 * P_GAMMA && r.dla[c10] < 1.01 * P_GAMMA, "1.0: %g", r.dla[c10]);
+    CHECK(fabs(r.dla[c01]) < 1e-6 && fabs(r.dla[c11]) < 1e-6);
+    for (int p = PR + 1; p < 2 * PR; p++)
+        CHECKF(r.dla_pos[(size_t)c10 * r.T + p] > 0.8 * P_GAMMA, "pos %d: %g", p,
+               r.dla_pos[(size_t)c10 * r.T + p]);
+    /* paths: 1.0's own embed+pos path is the induction; virtual terms 0 */
+    CHECK(r.n_terms == 1 + 2 * PH + PH * PH);
+    CHECK_NEAR(r.term_value[TERM_HEAD1(0)], r.dla[c10], 1e-4);
+    CHECKF(r.term_dloss[TERM_HEAD1(0)] > 3, "Δloss of 1.0: %g", r.term_dloss[TERM_HEAD1(0)]);
+    for (int h0 = 0; h0 < PH; h0++)
+        for (int h1 = 0; h1 < PH; h1++) {
+            CHECK(fabs(r.term_value[TERM_VIRT(h0, h1)]) < 1e-6);
+            CHECK(fabs(r.term_dloss[TERM_VIRT(h0, h1)]) < 1e-5);
+        }
+    CHECK(fabs(r.term_value[1 + 1]) < 1e-6 && fabs(r.term_value[TERM_HEAD1(1)]) < 1e-6);
+    CHECK(fabs(r.kind_dloss[AL_ATTR_VIRTUAL]) < 1e-5 && r.kind_dloss[AL_ATTR_HEAD] > 3);
+    CHECKF(r.lens_loss[0] > r.lens_loss[2] + 3 && r.lens_acc[2] > 0.9,
+           "lens loss %g %g %g acc %g", r.lens_loss[0], r.lens_loss[1], r.lens_loss[2],
+           r.lens_acc[2]);
+    char buf[32];
+    CHECK(!strcmp(al_attr_term_name(2, PH, TERM_VIRT(0, 1), buf, sizeof buf), "0.0>1.1"));
+    CHECK(!strcmp(al_attr_term_name(2, PH, TERM_HEAD1(2), buf, sizeof buf), "1.2"));
+    CHECK(!strcmp(al_attr_term_name(2, PH, 0, buf, sizeof buf), "direct"));
+    CHECK(!strcmp(al_attr_comp_name(PH, c11, buf, sizeof buf), "1.1"));
+    CHECK(al_attr_term_kind_of(2, PH, TERM_VIRT(2, 2)) == AL_ATTR_VIRTUAL &&
+          al_attr_term_kind_of(2, PH, TERM_HEAD1(0)) == AL_ATTR_HEAD &&
+          al_attr_term_kind_of(2, PH, 0) == AL_ATTR_DIRECT);
+    al_attr_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+/* A planted V-composition: 1.0's value reads PREV (what 0.0 writes)
+ * instead of TOK. 1.0 then copies x[s−1] = the current token into OUT:
+ * all of it through the virtual head 0.0 → 1.0 (GAMMA on the current
+ * token's logit at a repeated position), nothing through 1.0's own
+ * embed+pos path, and no other virtual head matters. */
+TEST(attr_planted_v_composition) {
+    al_model m;
+    planted_model(&m);
+    float *wv = al_head_wv(&m, 1, 0);
+    for (int v = 0; v < PV; v++) {
+        wv[(P_TOK + v) * PD + v] = 0;
+        wv[(P_PREV + v) * PD + v] = 1;
+    }
+    al_pairs t;
+    al_attr_result r;
+    planted_run(&m, &t, &r);
+    const int k = TERM_VIRT(0, 0);
+    CHECKF(fabs(r.term_dloss[k]) > 1, "Δloss of 0.0>1.0: %g", r.term_dloss[k]);
+    for (int h0 = 0; h0 < PH; h0++)
+        for (int h1 = 0; h1 < PH; h1++) {
+            if (h0 == 0 && h1 == 0) continue;
+            CHECKF(fabs(r.term_dloss[TERM_VIRT(h0, h1)]) < 1e-3 * fabs(r.term_dloss[k]) &&
+                       fabs(r.term_value[TERM_VIRT(h0, h1)]) < 1e-6,
+                   "%d>%d: %g %g", h0, h1, r.term_dloss[TERM_VIRT(h0, h1)],
+                   r.term_value[TERM_VIRT(h0, h1)]);
+        }
+    CHECK(fabs(r.term_value[TERM_HEAD1(0)]) < 1e-6);
+    CHECK_NEAR(r.kind_dloss[AL_ATTR_VIRTUAL], r.term_dloss[k], 1e-4 * fabs(r.term_dloss[k]));
+    /* at a repeated position: GAMMA on the current token, via 0.0>1.0 */
+    const al_pair_item *it = &t.items[3];
+    const int tok = t.clean[(size_t)it->pair * t.T + it->pos];
+    float *pl = malloc(sizeof(float) * r.n_terms * PV);
+    al_err e;
+    CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T, it->pos, pl, &e),
+             &e);
+    CHECKF(fabs(pl[k * PV + tok] - P_GAMMA) < 0.05 * P_GAMMA, "virtual logit %g",
+           pl[k * PV + tok]);
+    CHECK(fabs(pl[TERM_HEAD1(0) * PV + tok]) < 1e-6);
+    free(pl);
+    al_attr_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+/* Refused: batch 0, paths on 3 layers, bad paths flag, an item outside
+ * its pair; one line, result zeroed. */
+TEST(attr_bad_options) {
+    al_model m2, m3;
+    rand_model(&m2, 2, 0, 13);
+    rand_model(&m3, 3, 0, 13);
+    al_err e;
+    al_pairs t;
+    task(&t, &m2, RR, 3, &e);
+    al_attr_result r, zero;
+    memset(&zero, 0, sizeof zero);
+    struct {
+        al_model *m;
+        int batch, paths;
+        const char *want;
+    } bad[] = {{&m2, 0, 1, "batch"}, {&m2, 100001, 1, "batch"}, {&m3, 8, 1, "2 layers"},
+               {&m2, 8, 2, "paths"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        al_attr_opts o = {bad[i].batch, bad[i].paths};
+        memset(&r, 0xab, sizeof r);
+        CHECKF(al_attribute_run(bad[i].m, &t, &o, &r, &e) == -1, "case %zu", i);
+        CHECKF(strstr(e.msg, bad[i].want) && !strchr(e.msg, '\n'), "case %zu: %s", i, e.msg);
+        CHECK(!memcmp(&r, &zero, sizeof r));
+    }
+    al_attr_opts o = al_attr_opts_defaults();
+    t.items[0].pos = t.T;
+    memset(&r, 0xab, sizeof r);
+    CHECK(al_attribute_run(&m2, &t, &o, &r, &e) == -1 && strstr(e.msg, "position"));
+    CHECK(!memcmp(&r, &zero, sizeof r));
+    float out[16 * 13];
+    CHECK(al_attr_path_logits(&m3, t.clean, t.T, 0, out, &e) == -1);
+    CHECK(al_attr_path_logits(&m2, t.clean, t.T, t.T, out, &e) == -1);
+    al_pairs_free(&t);
+    al_model_free(&m2);
+    al_model_free(&m3);
+}
