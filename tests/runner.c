@@ -83,6 +83,12 @@ int t_sh(const char *fmt, ...) {
     return 128 + WTERMSIG(st);
 }
 
+t_pbuf t_pcopy(const char *name) {
+    t_pbuf p;
+    snprintf(p.s, sizeof p.s, "%s", t_path(name));
+    return p;
+}
+
 const char *t_write(const char *name, const char *text) {
     const char *p = t_path(name);
     FILE *f = fopen(p, "w");

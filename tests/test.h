@@ -28,6 +28,12 @@ const char *t_bin(void);
 /* Run a shell command; returns its exit status (or 128+signal). Output
  * goes to t_path("cmd.out") / t_path("cmd.err") unless redirected. */
 int t_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* t_path(name) copied out of t_path's rotating buffers, for paths that
+ * must outlive eight more t_path calls. */
+typedef struct t_pbuf {
+    char s[1024];
+} t_pbuf;
+t_pbuf t_pcopy(const char *name);
 /* Write text to t_path(name) (a failure is a CHECK failure); returns
  * the path (t_path's static buffer). */
 const char *t_write(const char *name, const char *text);

@@ -21,15 +21,6 @@
 #include "proc.h"
 #include "test.h"
 
-typedef struct hpath {
-    char s[1024];
-} hpath;
-static hpath hp(const char *name) { /* t_path's buffers rotate: keep a copy */
-    hpath p;
-    snprintf(p.s, sizeof p.s, "%s", t_path(name));
-    return p;
-}
-
 static void write_bytes(const char *path, const void *d, size_t n) {
     FILE *f = fopen(path, "wb");
     CHECK(f && fwrite(d, 1, n, f) == n);
@@ -99,7 +90,7 @@ TEST(hostile_sql_token_strings) {
                              "x' OR '1'='1\n\n"
                            : "the cat sat on the mat.\n\n");
     }
-    hpath dir = hp(""), db = hp("r.db"), out = hp("rows.txt"), m = hp("m");
+    t_pbuf dir = t_pcopy(""), db = t_pcopy("r.db"), out = t_pcopy("rows.txt"), m = t_pcopy("m");
     small_model(dir.s, text, 1);
     free(text);
     CHECK(t_sh("%s circuits --model %s --db %s --top-k 50 --threads 1 >/dev/null 2>&1", t_bin(),
@@ -115,7 +106,7 @@ TEST(hostile_sql_token_strings) {
                db.s, out.s) == 0);
     al_tokenizer *tok;
     al_err e;
-    hpath tp = hp("m/tokenizer.json");
+    t_pbuf tp = t_pcopy("m/tokenizer.json");
     CHECK_OK(al_tok_load(tp.s, &tok, &e), &e);
     char *rows = t_slurp(out.s);
     int n_rows = 0, n_bad = 0, n_sql = 0;
@@ -157,7 +148,7 @@ static int run_prompt(const char *model, const char *p, const char *err, long *r
  * cut to the last n_ctx tokens, with warnings. Time and memory stay near
  * those of a one-line prompt. */
 TEST(hostile_prompt_10mb_single_line) {
-    hpath dir = hp(""), m = hp("m"), err = hp("err"), small = hp("small.txt");
+    t_pbuf dir = t_pcopy(""), m = t_pcopy("m"), err = t_pcopy("err"), small = t_pcopy("small.txt");
     char *text = repeat_text("the cat sat on the mat and Bamurik saw aaaaaaaaaaaaaaaa.\n\n", 300);
     small_model(dir.s, text, 1);
     free(text);
@@ -179,7 +170,7 @@ TEST(hostile_prompt_10mb_single_line) {
             else
                 big[i] = (char)(al_rng_u64(&r) & 0xff);
         }
-        hpath p = hp("big.txt");
+        t_pbuf p = t_pcopy("big.txt");
         write_bytes(p.s, big, n);
         long rss;
         double secs;
@@ -195,7 +186,7 @@ TEST(hostile_prompt_10mb_single_line) {
     }
     free(big);
     if (ulimit_practical(VM_LIMIT_KB)) {
-        hpath p = hp("big.txt");
+        t_pbuf p = t_pcopy("big.txt");
         CHECK(t_sh("ulimit -v %ld && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 60 %s run "
                    "--model %s --prompt-file %s --threads 1 >/dev/null 2>&1",
                    VM_LIMIT_KB, t_bin(), m.s, p.s) == 0);
@@ -224,7 +215,7 @@ static int valid_utf8(const char *str) {
  * UTF-8 are ordinary bytes: shown as \x00 and \xNN, and --json stays
  * valid JSON. */
 TEST(hostile_prompt_long_nul_non_utf8) {
-    hpath dir = hp(""), m = hp("m"), out = hp("out"), err = hp("err"), p = hp("p.txt");
+    t_pbuf dir = t_pcopy(""), m = t_pcopy("m"), out = t_pcopy("out"), err = t_pcopy("err"), p = t_pcopy("p.txt");
     al_err e;
     char *text = repeat_text("the cat sat on the mat. a dog ran home.\n\n", 300);
     small_model(dir.s, text, 1);
@@ -285,8 +276,8 @@ TEST(hostile_json_nested_10000) {
     for (int i = 0; i < D; i++) deep[k++] = '[';
     for (int i = 0; i < D; i++) deep[k++] = ']';
     k += snprintf(deep + k, cap - (size_t)k, "}");
-    hpath exp = hp("exp.json"), err = hp("err"), data = hp("c.bin"), tok = hp("tok.json");
-    hpath m = hp("m"), mask = hp("mask.json");
+    t_pbuf exp = t_pcopy("exp.json"), err = t_pcopy("err"), data = t_pcopy("c.bin"), tok = t_pcopy("tok.json");
+    t_pbuf m = t_pcopy("m"), mask = t_pcopy("mask.json");
     write_bytes(exp.s, deep, (size_t)k);
     CHECK(t_wait(t_spawn(NULL, err.s, "experiment %s --dry-run", exp.s), NULL) == 1);
     CHECK(one_line_error(err.s, "nested deeper than"));
@@ -315,7 +306,7 @@ TEST(hostile_json_nested_10000) {
     CHECK(t_wait(t_spawn(NULL, err.s, "run --model %s --prompt x --mask %s", m.s, mask.s), NULL) ==
           1);
     CHECK(one_line_error(err.s, "nested deeper than"));
-    hpath cfg = hp("m/config.json");
+    t_pbuf cfg = t_pcopy("m/config.json");
     write_bytes(cfg.s, deep, (size_t)k);
     CHECK(t_wait(t_spawn(NULL, err.s, "run --model %s --prompt x", m.s), NULL) == 1);
     CHECK(one_line_error(err.s, "nested deeper than"));
@@ -332,7 +323,7 @@ static void put_u64(unsigned char *p, uint64_t v) {
  * file), and a tensor whose shape claims 2^62 elements: refused with the
  * file and the problem named, before anything is allocated from them. */
 TEST(hostile_safetensors_header_2pow63) {
-    hpath data = hp("c.bin"), m = hp("m"), err = hp("err"), st = hp("m/model.safetensors");
+    t_pbuf data = t_pcopy("c.bin"), m = t_pcopy("m"), err = t_pcopy("err"), st = t_pcopy("m/model.safetensors");
     int ids[4000];
     for (int i = 0; i < 4000; i++) ids[i] = "the cat sat. "[i % 13];
     al_err e;
@@ -372,7 +363,7 @@ TEST(hostile_safetensors_header_2pow63) {
  * against what the file holds: refused naming both numbers, with nothing
  * allocated from the count. */
 TEST(hostile_token_file_count_lies) {
-    hpath data = hp("c.bin"), err = hp("err"), m = hp("m");
+    t_pbuf data = t_pcopy("c.bin"), err = t_pcopy("err"), m = t_pcopy("m");
     int ids[3000];
     for (int i = 0; i < 3000; i++) ids[i] = "the cat sat. "[i % 13];
     al_err e;
@@ -406,7 +397,7 @@ TEST(hostile_token_file_count_lies) {
  * is not enough: AdamW's steps are bounded by the lr, and the loss grows
  * to ~1e4 but stays finite.) */
 TEST(hostile_train_lr_blowup_keeps_last_good) {
-    hpath data = hp("c.bin"), m = hp("m"), ok = hp("ok"), err = hp("err");
+    t_pbuf data = t_pcopy("c.bin"), m = t_pcopy("m"), ok = t_pcopy("ok"), err = t_pcopy("err");
     int ids[20000];
     for (int i = 0; i < 20000; i++) ids[i] = "the cat sat on the mat. a dog ran. "[i % 35];
     al_err e;
@@ -424,7 +415,7 @@ TEST(hostile_train_lr_blowup_keeps_last_good) {
     snprintf(buf, sizeof buf, "checkpoint (step %ld)", want);
     CHECKF(log && strstr(log, buf), "want '%s' in: %s", buf, log ? log : "");
     free(log);
-    hpath st = hp("m/state.json");
+    t_pbuf st = t_pcopy("m/state.json");
     char *s = t_slurp(st.s);
     snprintf(buf, sizeof buf, "\"step\":\t%ld,", want);
     CHECKF(s && strstr(s, buf), "state.json: %s", s ? s : "");
@@ -451,7 +442,7 @@ TEST(hostile_train_lr_blowup_keeps_last_good) {
 /* A tensor name with a newline and an escape sequence in an otherwise
  * valid checkpoint: the error stays one line. */
 TEST(hostile_safetensors_control_char_name) {
-    hpath data = hp("c.bin"), m = hp("m"), err = hp("err"), st = hp("m/model.safetensors");
+    t_pbuf data = t_pcopy("c.bin"), m = t_pcopy("m"), err = t_pcopy("err"), st = t_pcopy("m/model.safetensors");
     int ids[4000];
     for (int i = 0; i < 4000; i++) ids[i] = "the cat sat. "[i % 13];
     al_err e;
@@ -469,7 +460,7 @@ TEST(hostile_safetensors_control_char_name) {
     float x = 1;
     t[n] = (al_st_tensor){
         .name = "evil\n\x1b[2Jname", .dtype = AL_DT_F32, .ndim = 1, .shape = {1}, .data = &x};
-    hpath tmp = hp("evil.safetensors");
+    t_pbuf tmp = t_pcopy("evil.safetensors");
     CHECK_OK(al_st_write(tmp.s, t, n + 1, NULL, NULL, 0, &e), &e);
     al_st_close(f);
     free(t);

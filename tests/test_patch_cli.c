@@ -20,15 +20,6 @@
 #include "proc.h"
 #include "test.h"
 
-typedef struct tp {
-    char s[1024];
-} tp;
-static tp P(const char *name) { /* t_path's buffers rotate: keep a copy */
-    tp p;
-    snprintf(p.s, sizeof p.s, "%s", t_path(name));
-    return p;
-}
-
 /* Corpus, tokenizer (vocab 320), token files and a model of n_layers x 4
  * heads (d_model 32, n_ctx 32) trained `steps` steps, in DIR/m<L>; the
  * corpus and tokenizer are made once per directory. */
@@ -70,7 +61,7 @@ static int one_line(const char *path, const char *want) {
 /* ------------------------------------------------------------ rows */
 
 TEST(patch_cli_rows_and_summary) {
-    tp dir = P("."), db = P("r.db"), out = P("out.txt");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.txt");
     tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     /* L = 2, H = 4, T = 2R + 1 = 13 */
@@ -129,7 +120,7 @@ TEST(patch_cli_rows_and_summary) {
 }
 
 TEST(patch_cli_paths_rows_and_summary) {
-    tp dir = P("."), db = P("r.db"), out = P("out.txt");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.txt");
     tiny_model(dir.s, 2, 20);
     tiny_model(dir.s, 1, 20);
     const char *b = t_bin();
@@ -178,7 +169,7 @@ TEST(patch_cli_paths_rows_and_summary) {
  * (no tokenizer), through the commands: the known answers come out on
  * top of the printed summaries and the rows. */
 TEST(patch_cli_planted_circuit) {
-    tp dir = P("planted"), db = P("r.db"), out = P("out.txt");
+    t_pbuf dir = t_pcopy("planted"), db = t_pcopy("r.db"), out = t_pcopy("out.txt");
     al_model m;
     al_err e;
     planted_model(&m);
@@ -225,7 +216,7 @@ TEST(patch_cli_planted_circuit) {
 /* All heads off: the second half's tokens are the same in both runs, so
  * M_clean = M_corr, and every effect is undefined: stored as NULL. */
 TEST(patch_cli_nan_effects_are_null) {
-    tp dir = P("."), db = P("r.db"), mask = P("mask.json");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), mask = t_pcopy("mask.json");
     tiny_model(dir.s, 2, 5);
     FILE *f = fopen(mask.s, "w");
     CHECK(f != NULL);
@@ -247,7 +238,7 @@ TEST(patch_cli_nan_effects_are_null) {
 /* A version-2 file (no patching tables) is upgraded by the first patch
  * run; its earlier rows stay. */
 TEST(patch_cli_migrates_version_2) {
-    tp dir = P("."), db = P("r.db");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
     tiny_model(dir.s, 2, 5);
     al_store *s;
     al_err e;
@@ -278,7 +269,7 @@ TEST(patch_cli_migrates_version_2) {
 /* ------------------------------------------------------------ bad input */
 
 TEST(patch_cli_bad_input) {
-    tp dir = P("."), db = P("r.db"), err = P("err"), mask = P("mask.json");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), mask = t_pcopy("mask.json");
     tiny_model(dir.s, 2, 5);
     const char *b = t_bin();
     /* a copy of the model without its tokenizer */
@@ -357,7 +348,7 @@ static int wait_running(const char *db) {
 }
 
 static void interrupt_with(int sig) {
-    tp dir = P("."), db = P("r.db"), err = P("err"), m = P("m2");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), m = t_pcopy("m2");
     tiny_model(dir.s, 2, 5);
     pid_t p = t_spawn(NULL, err.s, "patch --model %s --db %s " LONG_SWEEP, m.s, db.s);
     CHECK(wait_running(db.s));
@@ -378,7 +369,7 @@ TEST(patch_cli_sigterm_stops_sweep) { interrupt_with(SIGTERM); }
 /* SIGKILL: no handler runs; the run stays 'running' with no rows until
  * the next attnlab opens the file, which marks it failed. */
 TEST(patch_cli_sigkill_leaves_no_rows) {
-    tp dir = P("."), db = P("r.db"), m = P("m2");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), m = t_pcopy("m2");
     tiny_model(dir.s, 2, 5);
     pid_t p = t_spawn(NULL, NULL, "patch --model %s --db %s " LONG_SWEEP, m.s, db.s);
     CHECK(wait_running(db.s));
@@ -409,7 +400,7 @@ static int png_ok(const char *path, int *w, int *h) {
 }
 
 TEST(patch_cli_heatmaps) {
-    tp dir = P("."), db = P("r.db"), err = P("err"), png = P("x.png");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), png = t_pcopy("x.png");
     tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     const char *comps[] = {"head_pos", "head", "resid", "v"};
@@ -468,7 +459,7 @@ TEST(patch_cli_heatmaps) {
  * file was edited (same lengths, other tokens) numbers its positions and
  * says why instead of labelling them with the new file's tokens. */
 TEST(patch_cli_names_and_file_tasks) {
-    tp dir = P("."), db = P("r.db"), err = P("err"), png = P("x.png");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), png = t_pcopy("x.png");
     tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     CHECK(t_sh("%s patch --model %s/m2 --db %s --task names --n 3 --component head --threads 2 "
@@ -478,7 +469,7 @@ TEST(patch_cli_names_and_file_tasks) {
     const char *pairs = t_write("p.jsonl",
                                 "{\"clean\": \"qzxj\", \"corrupted\": \"qzyj\", "
                                 "\"answer\": \" the\", \"wrong\": \" a\"}\n");
-    tp pp = P("p.jsonl");
+    t_pbuf pp = t_pcopy("p.jsonl");
     (void)pairs;
     int rc = t_sh("%s patch --model %s/m2 --db %s --task file --pairs %s --component head_pos "
                   "--threads 2 >/dev/null 2>%s", b, dir.s, db.s, pp.s, err.s);
@@ -505,7 +496,7 @@ TEST(patch_cli_names_and_file_tasks) {
 }
 
 TEST(patch_cli_report_section) {
-    tp dir = P("."), db = P("r.db"), rep = P("rep");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), rep = t_pcopy("rep");
     tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     CHECK(t_sh("%s scores --model %s/m2 --db %s --probe-r 6 --probe-n 4 >/dev/null 2>&1", b,
@@ -560,7 +551,7 @@ static const char exp_json[] =
     " \"pictures\": {\"kinds\": [\"patching\", \"paths\"]}}\n";
 
 TEST(patch_cli_experiment_stages) {
-    tp js = P("x.json"), out = P("out"), log = P("log");
+    t_pbuf js = t_pcopy("x.json"), out = t_pcopy("out"), log = t_pcopy("log");
     t_write("x.json", exp_json);
     char db[1200];
     snprintf(db, sizeof db, "%s/results.db", out.s);
