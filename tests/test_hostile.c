@@ -468,3 +468,38 @@ TEST(hostile_safetensors_control_char_name) {
     CHECK(t_wait(t_spawn(NULL, err.s, "run --model %s --prompt x", m.s), NULL) == 1);
     CHECK(one_line_error(err.s, "unexpected tensor evil?"));
 }
+
+/* --threads outside 0..1024 is refused with one line by every kind of
+ * command (analysis, inference, training, report); more threads than
+ * cores are honoured (a result made on a bigger machine stays
+ * reproducible) with a one-line note. */
+TEST(hostile_threads_out_of_range) {
+    t_pbuf dir = t_pcopy(""), db = t_pcopy("r.db"), err = t_pcopy("err");
+    char *text = repeat_text("the cat sat on the mat. the dog ran.\n\n", 40);
+    small_model(dir.s, text, 1);
+    free(text);
+    const char *b = t_bin();
+    const char *cmds[] = {"circuits --model %s/m --db %s", "patch --model %s/m --db %s",
+                          "run --model %s/m --prompt cat", "report --model %s/m --db %s --out rep.d",
+                          "train --data %s/c.train.bin --out %s.m"};
+    const char *bad[] = {"100000", "-1", "1025"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        for (int k = 0; k < 3; k++) {
+            char c[2048];
+            snprintf(c, sizeof c, cmds[i], dir.s, db.s);
+            int rc = t_sh("%s %s --threads %s >/dev/null 2>%s", b, c, bad[k], err.s);
+            char *s = t_slurp(err.s);
+            CHECKF(rc == 1 || rc == 2, "%s --threads %s: exit %d", c, bad[k], rc);
+            CHECKF(s && strstr(s, "--threads must be 0 (the default) to 1024") &&
+                       strchr(s, '\n') == s + strlen(s) - 1,
+                   "%s --threads %s: [%s]", c, bad[k], s ? s : "");
+            free(s);
+        }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(t_sh("%s run --model %s/m --prompt cat --threads %ld >/dev/null 2>%s", b, dir.s,
+               cores + 1, err.s) == 0);
+    char *s = t_slurp(err.s);
+    CHECKF(s && strstr(s, "is more than this machine's") && strstr(s, "only slower"), "[%s]",
+           s ? s : "");
+    free(s);
+}

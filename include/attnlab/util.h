@@ -82,8 +82,14 @@ int al_path_join(char *buf, size_t cap, const char *dir, const char *name,
                  al_err *e);
 
 /* Threads: sets OpenMP (and thus OpenBLAS-openmp) thread count. n<=0 keeps
- * OMP_NUM_THREADS or the machine default. Returns the count in force. */
+ * OMP_NUM_THREADS or the machine default. More threads than cores are
+ * honoured, not capped (results depend on the thread count, so a result
+ * made on a bigger machine stays reproducible here), with a one-line
+ * note on stderr. Returns the count in force. */
 int al_set_threads(int n);
+/* --threads limits: 0 (the default) .. AL_MAX_THREADS; else −1 with e. */
+#define AL_MAX_THREADS 1024
+int al_threads_check(int n, al_err *e);
 int al_get_threads(void);
 
 /* Progress reporting for long work. On a terminal a single line is

@@ -128,6 +128,7 @@ static int ablate_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
                    "1..100000, --show >= 0");
         return 2;
     }
+    if (al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave bh;
     if (al_behave_open(&bh, a->w.model, a->w.mask, a->w.db, "ablate", fl, e)) return 1;

@@ -130,6 +130,7 @@ static int circuits_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e
         al_errf(e, "need 1 <= --top-k <= 100000, 2 <= --mc-samples <= 1000000, --show-comp >= 0");
         return 2;
     }
+    if (al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave b;
     al_circ_result r = {0};

@@ -82,6 +82,7 @@ static int run_debug(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e) != 0)
         return al_cli_usage(&al_cmd_debug_dump, &e);
+    if (al_threads_check(o_threads, &e)) return al_cli_usage(&al_cmd_debug_dump, &e);
     al_set_threads(o_threads);
     al_model m;
     al_tokens d = {0};

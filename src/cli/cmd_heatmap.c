@@ -94,6 +94,7 @@ static int run_heatmap(int argc, char **argv) {
         al_errf(&e, "--model is required (patching and paths: or --db FILE and --run ID)");
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
+    if (al_threads_check(o_threads, &e)) return al_cli_usage(&al_cmd_heatmap, &e);
     al_set_threads(o_threads);
     int w, h;
     if (al_picture(o_model, &o, o_out, &w, &h, &e) != 0) return al_cli_error(&e);

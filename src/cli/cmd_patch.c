@@ -268,6 +268,7 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
         al_errf(e, "--show must be >= 0");
         return 2;
     }
+    if (al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave bh;
     if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;

@@ -72,6 +72,7 @@ static void print_steps(const al_prune_result *r) {
 static int prune_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     prune_args *a = args;
     if (al_prune_opts_check(&a->o, e)) return 2;
+    if (al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave bh;
     if (al_behave_open(&bh, a->w.model, NULL, a->w.db, "prune", fl, e)) return 1;

@@ -97,6 +97,7 @@ static int run_report(int argc, char **argv) {
         al_errf(&e, "need --repeat >= 0 and --top-n >= 1");
         return al_cli_usage(&al_cmd_report, &e);
     }
+    if (al_threads_check(o.threads, &e)) return al_cli_usage(&al_cmd_report, &e);
     if (o_labels) {
         snprintf(labels, sizeof labels, "%s", o_labels);
         if (take_labels(labels, &e)) return al_cli_usage(&al_cmd_report, &e);

@@ -392,6 +392,7 @@ static int run_run(int argc, char **argv) {
                 "1 <= --top <= 64");
         return al_cli_usage(&al_cmd_run, &e);
     }
+    if (al_threads_check(o_threads, &e)) return al_cli_usage(&al_cmd_run, &e);
     al_set_threads(o_threads);
     al_model m;
     al_tokenizer *tok = NULL;

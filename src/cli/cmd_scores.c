@@ -118,6 +118,7 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
 static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     scores_args *a = args;
     if (al_scores_opts_check(&a->o, e)) return 2;
+    if (al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave b;
     al_tokens d = {0};

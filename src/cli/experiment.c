@@ -572,6 +572,8 @@ static int load_top(jx *j, const cJSON *root) {
     if (get_str(j, root, "", "out", &out) || get_str(j, root, "", "description", &x->description) ||
         get_int(j, root, "", "threads", 0, &x->threads))
         return -1;
+    if (x->threads > AL_MAX_THREADS)
+        return bad(j, "threads", "must be at most %d", AL_MAX_THREADS);
     if (out && (!*out || strlen(out) >= sizeof x->out - 200)) {
         free(out);
         return bad(j, "out", "must be a folder path");

@@ -260,8 +260,21 @@ int al_path_join(char *buf, size_t cap, const char *dir, const char *name,
 
 /* ------------------------------------------------------------ threads */
 
+int al_threads_check(int n, al_err *e) {
+    if (n < 0 || n > AL_MAX_THREADS)
+        return al_errf(e, "--threads must be 0 (the default) to %d (got %d)", AL_MAX_THREADS, n);
+    return 0;
+}
+
 int al_set_threads(int n) {
 #ifdef _OPENMP
+    static int noted;
+    int cores = omp_get_num_procs();
+    if (n > cores && !noted) {
+        noted = 1;
+        fprintf(stderr, "attnlab: note: --threads %d is more than this machine's %d cores: the "
+                        "results are those of %d threads, only slower\n", n, cores, n);
+    }
     if (n > 0) omp_set_num_threads(n);
     return omp_get_max_threads();
 #else

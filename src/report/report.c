@@ -1542,6 +1542,7 @@ int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
         return al_errf(e, "report: give 1 to %d model directories", AL_REPORT_MAX_MODELS);
     if (!o->db || !al_file_exists(o->db)) return al_errf(e, "database %s does not exist", o->db ? o->db : "");
     if (!o->out_dir || al_mkdir_p(o->out_dir, e)) return o->out_dir ? -1 : al_errf(e, "report: no output folder");
+    if (al_threads_check(o->threads, e)) return -1;
     rep *R = calloc(1, sizeof *R);
     if (!R) return al_errf(e, "out of memory");
     R->o = o;

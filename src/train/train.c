@@ -44,7 +44,7 @@ static int check_opts(const al_train_opts *o, al_err *e) {
         return al_errf(e, "eval_every and ckpt_every must be >= 0, eval_batches > 0");
     if (o->val_fraction <= 0 || o->val_fraction >= 1)
         return al_errf(e, "val_fraction must be in (0,1) (got %g)", o->val_fraction);
-    if (o->threads < 0) return al_errf(e, "threads must be >= 0");
+    if (al_threads_check(o->threads, e)) return -1;
     if (o->d_model > 0 && o->n_heads > 0 && o->d_head > 0 &&
         o->n_heads * o->d_head != o->d_model)
         return al_errf(e, "n_heads x d_head must equal d_model (%d x %d != %d)",
