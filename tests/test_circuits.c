@@ -165,6 +165,22 @@ TEST(circ_copying_head_scores) {
 }
 
 /* W_Q = A B with A (C,r), B (r,D): W_QK has rank r exactly. */
+/* A head whose OV never reaches the unembedding (W_O = 0) has a zero
+ * full OV circuit: copying_eigen is 0/0, NaN (stored as NULL), not 0,
+ * which would count it as a head that does not copy. */
+TEST(circ_copying_eigen_zero_ov_is_nan) {
+    al_model m;
+    build_copying(&m, 0);
+    memset(al_head_wo(&m, 0, 2), 0, sizeof(float) * m.cfg.d_head * m.cfg.d_model);
+    al_circ_result r;
+    analyse(&m, 5, &r);
+    CHECK(isnan(head_of(&r, 0, 2)->copying_eigen));
+    CHECK_NEAR(head_of(&r, 0, 0)->copying_eigen, 1.0, 1e-9);
+    for (int h = 3; h < 8; h++) CHECK(!isnan(head_of(&r, 0, h)->copying_eigen));
+    al_circ_result_free(&r);
+    al_model_free(&m);
+}
+
 TEST(circ_chosen_rank_and_dense_singular_values) {
     al_model m;
     make_model(&m, 1, 64, 0);
@@ -675,6 +691,12 @@ TEST(circ_cli_database) {
                    db, t_path("out.txt"), t_path("err.txt")) == 0);
     char *out = t_slurp(t_path("out.txt"));
     CHECKF(out && strstr(out, "\" … ' → \\xc3"), "summary shows the trigram:\n%s", out ? out : "");
+    /* heads 2..7 write nothing and head 0's full OV is nilpotent (one
+     * off-diagonal entry): Σ|λ| = 0, so copying_eigen is 0/0 for all
+     * seven: n/a in the table, NULL in the database */
+    CHECKF(out && strstr(out, "n/a: 7 heads whose full OV circuit has no nonzero eigenvalue") &&
+               strstr(out, "0.2      0    0.0    0    0.0       n/a"),
+           "%s", out ? out : "");
     free(out);
     CHECK_SQL(db, "SELECT count(*), sum(status = 'done') FROM runs", "2|2");
     CHECK_SQL(db, "SELECT count(*) FROM models", "1");
@@ -682,6 +704,8 @@ TEST(circ_cli_database) {
     CHECK_SQL(db, "SELECT round(copying_eigen, 6), round(copying_top1, 6) FROM head_summary WHERE head = 1",
               "1.0|0.124514"); /* 32/257 */
     CHECK_SQL(db, "SELECT qk_rank, ov_rank FROM head_summary WHERE head = 0", "1.0|1.0");
+    CHECK_SQL(db, "SELECT count(*) FROM head_summary WHERE copying_eigen IS NULL AND head != 1",
+              "7");
     char want[256], sa[32], sb[32], sc[32];
     al_tok_display(tok, 34, sa, sizeof sa);
     al_tok_display(tok, 39, sb, sizeof sb);

@@ -131,18 +131,20 @@ static void fill(al_store *st, const char *dir, const double *eig, const double 
 static const double eigA[4] = {0.9, 0.8, -0.6, 0.1}, ablA[4] = {0.2, 0.001, 0.15, 0.0};
 static const double eigB[4] = {-0.9, 0.7, 0.6, 0.2}, ablB[4] = {0.3, 0.0, 0.005, 0.05};
 
-static void fixture(void) {
+static void fixture_eig(const double *eig_a) {
     al_err e;
     al_tokenizer *tok = tokenizer();
     make_model(t_path("untied"), tok, 0, 1);
     make_model(t_path("tied"), tok, 1, 2);
     al_store *st;
     CHECK_OK(al_store_open(t_path("r.db"), &st, &e), &e);
-    fill(st, t_path("untied"), eigA, ablA, 1);
+    fill(st, t_path("untied"), eig_a, ablA, 1);
     fill(st, t_path("tied"), eigB, ablB, 0);
     al_store_close(st);
     al_tok_free(tok);
 }
+
+static void fixture(void) { fixture_eig(eigA); }
 
 static al_report_result write_report(int n_models) {
     al_report_opts o = al_report_defaults();
@@ -184,6 +186,25 @@ static int count(const char *s, const char *needle) {
     int n = 0;
     for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
     return n;
+}
+
+/* A head whose full OV circuit is zero has copying_eigen NULL (0/0):
+ * model A with head 0.1's eigen score NULL leaves heads 0, 2, 3: eigen >
+ * 0.5 on 0, ablation > 0.01 on 0, 2 -> agree on 0 and 3: 2 of 3. Ranks
+ * eigen 3,1,2; ablation 3,2,1; sum d^2 = 2, rho = 1 - 12/24 = 0.50. */
+TEST(report_copying_null_eigen_left_out) {
+    const double eig[4] = {0.9, NAN, -0.6, 0.1};
+    fixture_eig(eig);
+    char *v = t_sql(t_path("r.db"), "SELECT count(*) FROM head_summary WHERE model_id = 1 AND "
+                                    "copying_eigen IS NULL");
+    CHECK(v && !strcmp(v, "1"));
+    free(v);
+    al_report_result r = write_report(1);
+    (void)r;
+    char *html = t_slurp(t_path("out/index.html"));
+    CHECK(html && strstr(html, "agree on <b>2 of 3</b> heads"));
+    CHECK(html && strstr(html, "&rho; = +0.50"));
+    free(html);
 }
 
 TEST(report_page_numbers_and_pictures) {

@@ -40,7 +40,7 @@ typedef struct al_circ_head {
     double qk_stable_rank, ov_stable_rank; /* ‖·‖_F² / σ_1² */
     double qk_fro, ov_fro;            /* ‖W_QK‖_F, ‖W_OV‖_F */
     double *eig_re, *eig_im;          /* (D) of W_O W_U W_E W_V, by |λ| desc */
-    double copying_eigen;             /* Re(Σλ)/Σ|λ| */
+    double copying_eigen;             /* Re(Σλ)/Σ|λ|; NaN if all λ = 0 */
     double copying_top1;              /* share of A with argmax_C OV[A,C] = A */
     double qk_top1_self;              /* share of B with argmax_A QK[B,A] = B */
     double pos_prev_token;            /* positional-only attention to t-1 */

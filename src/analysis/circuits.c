@@ -149,10 +149,15 @@ static int unembed_embed(const al_model *m, double **g, al_err *e) {
     return 0;
 }
 
+/* Re(Σλ)/Σ|λ|. A head whose full OV circuit has no nonzero eigenvalue
+ * (zero: its OV never reaches the unembedding; or nilpotent) has 0/0:
+ * NaN, which the store writes as NULL,
+ * so such heads stay out of agreement counts and correlations instead of
+ * counting as "not copying". */
 static double copying_score(const double *re, const double *im, int n) {
     double num = 0, den = 0;
     for (int i = 0; i < n; i++) num += re[i], den += hypot(re[i], im[i]);
-    return den > 0 ? num / den : 0;
+    return den > 0 ? num / den : NAN;
 }
 
 /* Eigenvalues of W_O G W_V (D,D), the nonzero spectrum of full OV. */

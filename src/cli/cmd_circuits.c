@@ -54,6 +54,7 @@ al_command al_cmd_circuits = {
 static void print_heads(const al_circ_result *r, const al_tokenizer *tok) {
     printf("%-5s %4s %6s %4s %6s %9s %6s %6s  %s\n", "head", "QK", "eff", "OV", "eff",
            "copy_eig", "top1", "prev", "top skip-trigram A … B → C (score)");
+    int n_zero = 0;
     for (int i = 0; i < r->L * r->H; i++) {
         const al_circ_head *h = &r->heads[i];
         char name[16], tri[512] = "-";
@@ -66,10 +67,17 @@ static void print_heads(const al_circ_result *r, const al_tokenizer *tok) {
             al_store_token_str(tok, t->c, sc, sizeof sc);
             snprintf(tri, sizeof tri, "%s … %s → %s (%.3g)", sa, sb, sc, t->score);
         }
-        printf("%-5s %4d %6.1f %4d %6.1f %+9.3f %6.3f %6.3f  %s\n", name, h->qk_rank,
-               h->qk_eff_rank, h->ov_rank, h->ov_eff_rank, h->copying_eigen,
-               h->copying_top1, h->pos_prev_token, tri);
+        char eig[16];
+        if (isnan(h->copying_eigen)) snprintf(eig, sizeof eig, "n/a"), n_zero++;
+        else snprintf(eig, sizeof eig, "%+.3f", h->copying_eigen);
+        printf("%-5s %4d %6.1f %4d %6.1f %9s %6.3f %6.3f  %s\n", name, h->qk_rank,
+               h->qk_eff_rank, h->ov_rank, h->ov_eff_rank, eig, h->copying_top1,
+               h->pos_prev_token, tri);
     }
+    if (n_zero)
+        printf("n/a: %d head%s whose full OV circuit has no nonzero eigenvalue (Σ|λ| = 0, e.g. an "
+               "OV that never reaches the unembedding): copying_eigen is 0/0, stored as NULL and "
+               "left out of agreement counts and correlations\n", n_zero, n_zero == 1 ? "" : "s");
 }
 
 static double mean_random_overlap(const int *dims, int H, int C) {
