@@ -386,10 +386,10 @@ def main():
                   % (ci, case["gates"], m_clean, m_corr))
             runs = {"denoise": (corr, cache_corr, cache_clean),  # tokens, target, source
                     "noise": (clean, cache_clean, cache_corr)}
-            todo = [(r["component"], r["direction"], r) for r in case["patch"]]
-            todo += [("paths", r["direction"], r) for r in case["paths"]]
+            checks = [(r["component"], r["direction"], r) for r in case["patch"]]
+            checks += [("paths", r["direction"], r) for r in case["paths"]]
             seen = set()
-            for comp, direction, r in todo:
+            for comp, direction, r in checks:
                 seen.add((comp, direction))
                 if comp == "paths":
                     want = {"n_senders": 2 + H, "n_recv": H if L == 2 else 0}
