@@ -16,6 +16,7 @@
 #include "attnlab/model.h"
 #include "attnlab/png.h"
 #include "attnlab/report.h"
+#include "attnlab/stats.h"
 #include "attnlab/store.h"
 #include "attnlab/tokenizer.h"
 #include "test.h"

@@ -67,8 +67,5 @@ char *al_html_escape(const char *s, size_t n);
 /* s (n bytes) with invalid UTF-8 bytes replaced by U+FFFD, so JSON
  * writers emit valid UTF-8. Caller frees. */
 char *al_utf8_sanitize(const char *s, size_t n);
-/* Spearman's rank correlation of x and y (n), ties given their average
- * rank; NaN when n < 2 or either is constant. */
-double al_spearman(const double *x, const double *y, int n);
 
 #endif

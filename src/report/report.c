@@ -22,6 +22,7 @@
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 #include "attnlab/pictures.h"
+#include "attnlab/stats.h"
 #include "attnlab/store.h"
 #include "attnlab/thresholds.h"
 
@@ -106,52 +107,6 @@ char *al_utf8_sanitize(const char *s, size_t n) {
 }
 
 /* ------------------------------------------------------------ numbers */
-
-typedef struct ranked {
-    double v;
-    int i;
-} ranked;
-
-static int by_value(const void *a, const void *b) {
-    double x = ((const ranked *)a)->v, y = ((const ranked *)b)->v;
-    return x < y ? -1 : x > y;
-}
-
-/* Average ranks (1-based) of v into r. */
-static int ranks(const double *v, int n, double *r) {
-    ranked *t = malloc(sizeof *t * (size_t)n);
-    if (!t) return -1;
-    for (int i = 0; i < n; i++) t[i] = (ranked){v[i], i};
-    qsort(t, (size_t)n, sizeof *t, by_value);
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j + 1 < n && t[j + 1].v == t[i].v) j++;
-        for (int k = i; k <= j; k++) r[t[k].i] = (i + j) / 2.0 + 1;
-        i = j + 1;
-    }
-    free(t);
-    return 0;
-}
-
-double al_spearman(const double *x, const double *y, int n) {
-    if (n < 2) return NAN;
-    double *rx = malloc(sizeof(double) * (size_t)n * 2);
-    if (!rx) return NAN;
-    double *ry = rx + n, mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
-    if (ranks(x, n, rx) || ranks(y, n, ry)) {
-        free(rx);
-        return NAN;
-    }
-    for (int i = 0; i < n; i++) mx += rx[i] / n, my += ry[i] / n;
-    for (int i = 0; i < n; i++) {
-        sxy += (rx[i] - mx) * (ry[i] - my);
-        sxx += (rx[i] - mx) * (rx[i] - mx);
-        syy += (ry[i] - my) * (ry[i] - my);
-    }
-    free(rx);
-    if (sxx <= 0 || syy <= 0) return NAN;
-    return sxy / sqrt(sxx * syy);
-}
 
 /* ------------------------------------------------------------ queries */
 
