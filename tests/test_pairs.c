@@ -484,3 +484,28 @@ TEST(pairs_names_refusals) {
     CHECK(all_zero(&p, sizeof p));
     al_tok_free(tok);
 }
+
+TEST(pairs_from_tokens) {
+    uint16_t tok[21];
+    for (int i = 0; i < 21; i++) tok[i] = (uint16_t)(i % 7);
+    al_tokens d = {tok, 21, 6};
+    al_pairs p;
+    al_err e;
+    CHECK_OK(al_pairs_from_tokens(&d, 5, 3, 7, &p, &e), &e);
+    CHECK(p.N == 3 && p.T == 5 && p.n_items == 15 && !p.logit_diff && !strcmp(p.task, "data"));
+    for (int i = 0; i < p.N; i++)
+        for (int t = 0; t < p.T; t++) {
+            const al_pair_item *it = &p.items[i * 5 + t];
+            CHECK(it->pair == i && it->pos == t && it->wrong == -1);
+            /* the answer is the token after the input at t: ids count up mod 7 */
+            CHECK(it->answer == (p.clean[i * 5 + t] + 1) % 7);
+            CHECK(p.corr[i * 5 + t] == p.clean[i * 5 + t]);
+        }
+    CHECK(p.len[2] == 5);
+    al_pairs_free(&p);
+    /* refusals: nothing assigned, one line */
+    CHECK(al_pairs_from_tokens(&d, 5, 3, 6, &p, &e) == -1 && strstr(e.msg, "id 6"));
+    CHECK(p.N == 0 && p.clean == NULL);
+    CHECK(al_pairs_from_tokens(&d, 21, 3, 7, &p, &e) == -1 && strstr(e.msg, "too few"));
+    CHECK(al_pairs_from_tokens(&d, 5, 0, 7, &p, &e) == -1 && strstr(e.msg, "windows"));
+}

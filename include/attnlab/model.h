@@ -235,6 +235,27 @@ void al_model_unembed(const al_model *m, const float *x, int n, float *logits);
 /* One logit: x (C) · W_U[:, v]. */
 float al_model_logit(const al_model *m, const float *x, int v);
 
+/* dx (n, C) = dlogits (n, V) · W_Uᵀ (or · W_E when tied): the gradient
+ * of a function of n logits rows with respect to the residual rows they
+ * were read from (al_model_unembed's backward). */
+void al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx);
+
+/* Activation gradients of a scalar function f of the last forward's
+ * final residual stream, for attribution patching (attrpatch.h). dxL
+ * (B, T, C) is ∂f/∂x_L (zero rows where f does not read; e.g. from
+ * al_model_unembed_backward). Fills, where non-NULL:
+ *   dx   (L+1, B, T, C)      ∂f/∂x_l, the residual stream entering layer l
+ *                            (l = L: dxL itself), through every later layer
+ *   dzg  (L, B, T, H, D)     ∂f/∂zg, each head's gated z (W_O's input)
+ *   dqkv (L, B, T, 3, H, D)  ∂f/∂q, k, v with the attention softmax
+ *                            differentiated (a pattern is a function of q, k)
+ * A head whose z is replaced (z_replace) passes no gradient to its q/k/v;
+ * a gate g scales what reaches them. Parameter gradients and m->probs
+ * are untouched (m->dx, m->dzg, m->dqkv, m->wqkv are scratch). −1 with e:
+ * no forward yet, or the last forward was patched. */
+int al_model_backward_acts(al_model *m, const float *dxL, float *dx, float *dzg, float *dqkv,
+                           al_err *e);
+
 /* Set all gates to 1 and clear replacements and the patch spec. */
 void al_model_reset_gates(al_model *m);
 

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attnlab/data.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
 
@@ -91,5 +92,14 @@ int al_pairs_load_jsonl(const char *path, const al_tokenizer *tok, int n_ctx, al
 #define AL_PAIRS_NAMES_SEED_XOR 0x6e616d6573000000ULL /* "names" << 24 */
 int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos,
                    al_pairs *out, al_err *e);
+
+/* Plain text as a pair set, for analyses that read only clean runs
+ * (attribute --data): n windows of T + 1 tokens of d spread evenly over
+ * the file as validation batches are (al_batch_fixed with B = n, one
+ * batch); clean = corr = the window's first T tokens; one item at every
+ * position t, answer = the token after it (logit_diff = 0); task "data".
+ * −1 with e (nothing assigned): n outside 1..1000000, T < 1, a file of
+ * at most T tokens, an id >= d_vocab (naming it), out of memory. */
+int al_pairs_from_tokens(const al_tokens *d, int T, int n, int d_vocab, al_pairs *out, al_err *e);
 
 #endif

@@ -531,3 +531,42 @@ out:
     al_synth_free(sy);
     return rc;
 }
+
+/* --------------------------------------------------------- plain text */
+
+int al_pairs_from_tokens(const al_tokens *d, int T, int n, int d_vocab, al_pairs *out, al_err *e) {
+    memset(out, 0, sizeof *out);
+    if (n < 1 || n > MAX_PAIRS) return al_errf(e, "windows must be 1..%d (got %d)", MAX_PAIRS, n);
+    if (T < 1) return al_errf(e, "window length must be >= 1 (got %d)", T);
+    if (d->n <= (size_t)T)
+        return al_errf(e, "token file has %zu tokens, too few for one window of %d + 1", d->n, T);
+    if (d->max_id >= d_vocab)
+        return al_errf(e, "token file holds id %d, outside the model's vocabulary of %d", d->max_id,
+                       d_vocab);
+    al_pairs p;
+    memset(&p, 0, sizeof p);
+    size_t NT = (size_t)n * T;
+    p.clean = al_calloc(3 * NT + (size_t)n, sizeof(int), e);
+    p.items = p.clean ? al_malloc(NT, sizeof(al_pair_item), e) : NULL;
+    if (!p.items) {
+        al_pairs_free(&p);
+        return al_err_prefix(e, "cannot hold %d windows of %d tokens", n, T);
+    }
+    p.corr = p.clean + NT;
+    int *targets = p.corr + NT;
+    p.len = targets + NT;
+    if (al_batch_fixed(d, n, T, 0, 1, p.clean, targets, e)) {
+        al_pairs_free(&p);
+        return -1;
+    }
+    memcpy(p.corr, p.clean, sizeof(int) * NT);
+    snprintf(p.task, sizeof p.task, "data");
+    p.N = n, p.T = T, p.n_items = (int)NT, p.logit_diff = 0;
+    for (int i = 0; i < n; i++) {
+        p.len[i] = T;
+        for (int t = 0; t < T; t++)
+            p.items[(size_t)i * T + t] = (al_pair_item){i, t, targets[(size_t)i * T + t], -1};
+    }
+    *out = p;
+    return 0;
+}

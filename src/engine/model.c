@@ -463,6 +463,19 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
  * summed per batch row first and then over rows in a fixed order, so the
  * value does not depend on the thread count. Then dz = g · dzg in place
  * (0 for replaced heads: nothing upstream produced their output). */
+/* dz = g·dzg in place for layer l (0 for a head whose z is replaced:
+ * nothing upstream of it reaches W_O). */
+static void scale_by_gates(const al_model *m, int l, float *dzg, size_t BT) {
+    int H = m->cfg.n_heads, D = m->cfg.d_head;
+    for (int h = 0; h < H; h++) {
+        float g = m->z_replace[l * H + h] ? 0.0f : m->gates[l * H + h];
+        for (size_t i = 0; i < BT; i++) {
+            float *p = dzg + (i * H + h) * D;
+            for (int d = 0; d < D; d++) p[d] *= g;
+        }
+    }
+}
+
 static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B, int T) {
     int H = m->cfg.n_heads, D = m->cfg.d_head;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -481,13 +494,8 @@ static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B,
         double s = 0.0;
         for (int b = 0; b < B; b++) s += m->gate_part[b * H + h];
         m->gate_grads[l * H + h] = (float)s;
-        float g = m->z_replace[l * H + h] ? 0.0f : m->gates[l * H + h];
-        size_t BT = (size_t)B * T;
-        for (size_t i = 0; i < BT; i++) {
-            float *p = dzg + (i * H + h) * D;
-            for (int d = 0; d < D; d++) p[d] *= g;
-        }
     }
+    scale_by_gates(m, l, dzg, (size_t)B * T);
 }
 
 int al_model_backward(al_model *m, al_err *e) {
@@ -531,6 +539,41 @@ int al_model_backward(al_model *m, al_err *e) {
     }
     encoder_backward(m->g[AL_P_WE], m->g[AL_P_WPOS], m->dx, m->inputs, B, T, C);
     return 0;
+}
+
+int al_model_backward_acts(al_model *m, const float *dxL, float *dx, float *dzg, float *dqkv,
+                           al_err *e) {
+    if (!m->acts) return al_errf(e, "activation gradients need a forward pass first");
+    if (m->patched) return al_errf(e, "activation gradients of a patched forward pass are not supported");
+    const al_config *c = &m->cfg;
+    int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head;
+    int B = m->B, T = m->T, BT = B * T, HD = H * D;
+    size_t nx = (size_t)BT * C, nz = (size_t)BT * HD;
+    memcpy(m->dx, dxL, sizeof(float) * nx);
+    if (dx) memcpy(dx + (size_t)L * nx, dxL, sizeof(float) * nx);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *qkv = m->qkv + (size_t)l * BT * 3 * HD;
+        const float *att = m->att + (size_t)l * B * H * T * T;
+        const float *wo = m->p[AL_P_WO] + (size_t)l * HD * C;
+        /* x_{l+1} = x_l + zg W_O: dx passes through, plus the heads' path */
+        matmul_forward_wt(m->dzg, m->dx, wo, BT, C, HD, 0.0f);
+        if (dzg) memcpy(dzg + (size_t)l * nz, m->dzg, sizeof(float) * nz);
+        scale_by_gates(m, l, m->dzg, (size_t)BT);
+        attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1);
+        if (dqkv) memcpy(dqkv + (size_t)l * 3 * nz, m->dqkv, sizeof(float) * 3 * nz);
+        model_fuse_qkv(m->wqkv, m, l);
+        matmul_forward_wt(m->dx, m->dqkv, m->wqkv, BT, 3 * HD, C, 1.0f);
+        if (dx) memcpy(dx + (size_t)l * nx, m->dx, sizeof(float) * nx);
+    }
+    return 0;
+}
+
+void al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx) {
+    const al_config *c = &m->cfg;
+    if (c->tied_embeddings)
+        matmul_forward(dx, dlogits, m->p[AL_P_WE], n, c->d_vocab, c->d_model, 0.0f);
+    else
+        matmul_forward_wt(dx, dlogits, m->p[AL_P_WU], n, c->d_vocab, c->d_model, 0.0f);
 }
 
 /* ------------------------------------------------------- cached runs */

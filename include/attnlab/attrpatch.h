@@ -1,0 +1,102 @@
+/* attrpatch.h -- attribution patching (Nanda 2023) and edge attribution
+ * patching (Syed et al. 2023): the first-order estimate of every
+ * activation and path patch of patch.h from one forward and one backward
+ * pass per batch, and, measured beside it, how well the estimate agrees
+ * with actual patching on the same task (docs/design.md §5).
+ *
+ * The patched run ("base") is the corrupted run when denoising and the
+ * clean run when noising, as in patch.h; the source is the other run.
+ * For an activation a of the base run and its source value a',
+ *
+ *   M(patched) − M(base) ≈ (a' − a) · ∂M/∂a   (gradient at the base run)
+ *
+ * and the estimate is normalised exactly as patch.h's effect (denoising:
+ * Δ / (M_clean − M_corr); noising: −Δ / (M_clean − M_corr)), so it is
+ * read on the same scale as al_patch_result's effect. Noising is the
+ * formula of Syed et al., (corrupted − clean) · ∂M/∂a at the clean run.
+ *
+ *   head      head (l, h)'s gated z (W_O's input) at every position:
+ *             Σ_t (zg'[t] − zg[t]) · ∂M/∂zg[t]; rows L, cols H
+ *   head_pos  the same at one position t;        rows L·H, cols T
+ *   edges     path patching's sender → receiver (patch.h, same layout and
+ *             NaN where no channel exists): Σ_t Δsender[t] · ∂M/∂(the
+ *             receiver's input)[t], where the receiver's input is
+ *             layer-1 head h's residual as its W_Q, W_K or W_V reads it
+ *             (∂M/∂q_h · W_Q[1,h]ᵀ, ...) or the final residual (direct);
+ *             every other head is frozen, as in path patching, so this is
+ *             the gradient through that one receiver only.
+ * M is the task's metric (pairs.h): its gradient at an item is
+ * onehot(answer) − softmax for log-prob items and onehot(answer) −
+ * onehot(wrong) for logit differences, so with logit differences the
+ * estimate is exact (to float rounding) wherever M is linear in the
+ * patched activation: every direct edge, and each head of the last
+ * layer. Elsewhere the attention softmax bends it; how much is what the
+ * agreement measures.
+ *
+ * Agreement (o->compare): al_patch_run (components head and head_pos) and
+ * al_paths_run in the same direction on the same task; for heads,
+ * head × position and edges: Pearson and Spearman over the configurations
+ * where both are finite (edges leave out the pos sender, whose paths are
+ * 0 in both: the two runs share positions), and how many of the five
+ * largest in |effect| are the same five.
+ *
+ * Ownership and failure contract as the analyses of analyses.h: 0 with
+ * *r filled (al_attrpatch_result_free), or −1 with e set and *r zeroed;
+ * m's gates, z replacements and patch spec are as before on return. */
+#ifndef ATTNLAB_ATTRPATCH_H
+#define ATTNLAB_ATTRPATCH_H
+
+#include "attnlab/model.h"
+#include "attnlab/pairs.h"
+#include "attnlab/patch.h"
+#include "attnlab/util.h"
+
+enum { AL_AP_HEAD, AL_AP_HEAD_POS, AL_AP_EDGE, AL_AP_NGRID };
+
+typedef struct al_agreement {
+    int n;           /* configurations compared (both finite) */
+    double pearson;  /* NaN when undefined (n < 2, a constant side) */
+    double spearman;
+    int top5;        /* of the five largest |effect| on each side, how many
+                      * are in both (n < 5: of the n) */
+} al_agreement;
+
+typedef struct al_attrpatch_result {
+    int L, H, N, T;
+    al_patch_direction direction;
+    double m_clean, m_corr;
+    /* estimates, normalised as patch.h's effect; one allocation */
+    double *head;     /* (L, H) */
+    double *head_pos; /* (L·H, T) */
+    double *edge;     /* (4·n_senders·H) as al_paths_result's effect */
+    int n_senders, n_recv, n_edge;
+    double seconds;   /* the attribution itself */
+    /* when compared (o->compare): actual patching, same layouts */
+    int compared;
+    double *act_head, *act_head_pos, *act_edge;
+    al_agreement agree[AL_AP_NGRID];
+    double seconds_patch; /* the three actual sweeps together */
+} al_attrpatch_result;
+
+/* Attribution patching of every head, head × position and path edge on
+ * task t in o->direction (o->batch, o->progress and o->stop as patch.h;
+ * o->component is ignored). compare = 1 also runs the actual patching
+ * sweeps and fills the agreement. −1 (nothing assigned): bad options, a
+ * model of more than 2 layers, a task that does not fit m, no items, out
+ * of memory, interrupted. */
+int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int compare,
+                     al_attrpatch_result *r, al_err *e);
+void al_attrpatch_result_free(al_attrpatch_result *r);
+/* "head", "head_pos" or "edge". */
+const char *al_attrpatch_grid_name(int grid);
+
+/* ∂M/∂(everything) of task t's base runs, for tests and the finite
+ * difference check: the gradient of the task's metric (mean over items,
+ * pairs.h) on the clean (which = 0) or corrupted (1) sequences of pairs
+ * [n0, n0 + nb), as al_model_backward_acts fills dx, dzg, dqkv for that
+ * batch (any may be NULL); *metric gets M over the batch's items (as
+ * their mean). 0, or −1 with e. */
+int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb, double *metric,
+                      float *dx, float *dzg, float *dqkv, al_err *e);
+
+#endif
