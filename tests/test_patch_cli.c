@@ -245,7 +245,9 @@ TEST(patch_cli_migrates_version_2) {
     CHECK_OK(al_store_open(db.s, &s, &e), &e);
     al_store_close(s);
     CHECK(t_sh("sqlite3 '%s' \"DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
-               "patching_runs; INSERT INTO models(sha256, added_at) VALUES('x', 'now'); INSERT "
+               "patching_runs; DROP TABLE attribution_runs; DROP TABLE logit_attribution; DROP "
+               "TABLE path_terms; DROP TABLE logit_lens; DROP TABLE attribution_patching; DROP "
+               "TABLE attribution_agreement; DROP TABLE attribution_tokens; INSERT INTO models(sha256, added_at) VALUES('x', 'now'); INSERT "
                "INTO runs(kind, started_at, status, attnlab_version) VALUES('ablate', 'now', "
                "'done', 'v'); INSERT INTO ablations(run_id, model_id, method, kind, heads, "
                "n_heads, loss) VALUES(1, 1, 'zero', 'none', '', 0, 2.5); PRAGMA user_version = 2\"",
@@ -258,8 +260,8 @@ TEST(patch_cli_migrates_version_2) {
     CHECK_SQL(db.s, "PRAGMA user_version", want);
     CHECK_SQL(db.s, "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master WHERE "
                     "name LIKE '%patching%' ORDER BY name)",
-              "patching patching_by_run patching_runs patching_runs_by_model path_patching "
-              "path_patching_by_run");
+              "attribution_patching attribution_patching_by_run patching patching_by_run "
+              "patching_runs patching_runs_by_model path_patching path_patching_by_run");
     CHECK_SQL(db.s, "SELECT loss FROM ablations", "2.5");
     CHECK_SQL(db.s, "SELECT run_id, kind, status FROM runs", "1|ablate|done\n2|patch|done");
     CHECK_SQL(db.s, "SELECT count(*) FROM patching WHERE run_id = 2", "8");

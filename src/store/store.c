@@ -192,8 +192,89 @@ static const char schema_v3[] =
     "  task_hash TEXT);                  -- al_pairs_hash, 16 hex digits\n"
     "CREATE INDEX patching_runs_by_model ON patching_runs(model_id, run_id);\n";
 
+/* Version 4: attribution (attribute.h, attrpatch.h). attribution_runs
+ * holds what a run measured as a whole (the model's metric and loss on
+ * the task's items, the per-kind totals of the path expansion, the two
+ * unpatched metrics of attribution patching); logit_attribution one row
+ * per component and position (pos NULL: the mean over every item);
+ * path_terms one row per term of the exact path expansion; logit_lens
+ * one row per residual stream read through W_U (layer l = the stream
+ * entering layer l, l = n_layers the final one); attribution_patching
+ * one row per configuration of each grid, the first-order estimate
+ * beside actual patching's effect; attribution_agreement how well they
+ * agree per grid; attribution_tokens the first pair's clean tokens, to
+ * label positions. */
+static const char schema_v4[] =
+    "CREATE TABLE attribution_runs(\n"
+    "  run_id INTEGER PRIMARY KEY REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL,               -- induction, names, file, data or prompt\n"
+    "  n_pairs INTEGER NOT NULL, seq_len INTEGER NOT NULL, n_items INTEGER NOT NULL,\n"
+    "  metric_kind TEXT NOT NULL CHECK (metric_kind IN ('logprob', 'logit_diff')),\n"
+    "  metric REAL,                      -- mean metric logit: correct logit or logit difference\n"
+    "  loss REAL,                        -- mean item loss -log p(answer)\n"
+    "  direct_value REAL, head_value REAL, virtual_value REAL,  -- Σ of each kind's terms\n"
+    "  direct_dloss REAL, head_dloss REAL, virtual_dloss REAL,  -- Δloss, the kind removed\n"
+    "  direction TEXT CHECK (direction IN ('denoise', 'noise')),  -- NULL: no attribution patching\n"
+    "  m_clean REAL, m_corr REAL,\n"
+    "  seconds REAL,                     -- the attribution analyses\n"
+    "  seconds_attrpatch REAL, seconds_patch REAL,\n"
+    "  task_hash TEXT);\n"
+    "CREATE INDEX attribution_runs_by_model ON attribution_runs(model_id, run_id);\n"
+    "CREATE TABLE logit_attribution(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL,\n"
+    "  component TEXT NOT NULL,          -- embed, pos or L.H (as head_summary.name)\n"
+    "  pos INTEGER,                      -- NULL: the mean over every item\n"
+    "  value REAL,                       -- mean contribution to the metric logit\n"
+    "  n_items INTEGER);\n"
+    "CREATE INDEX logit_attribution_by_run ON logit_attribution(run_id, component, pos);\n"
+    "CREATE TABLE path_terms(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL,\n"
+    "  term TEXT NOT NULL,               -- direct, 0.h, 1.h or 0.h0>1.h1\n"
+    "  kind TEXT NOT NULL CHECK (kind IN ('direct', 'head', 'virtual')),\n"
+    "  layer INTEGER, head INTEGER,      -- the term's head (virtual: the layer-1 head)\n"
+    "  src_head INTEGER,                 -- virtual: the layer-0 head\n"
+    "  value REAL,                       -- mean contribution to the metric logit\n"
+    "  dloss REAL,                       -- Δ mean item loss with this term removed\n"
+    "  PRIMARY KEY (run_id, term));\n"
+    "CREATE TABLE logit_lens(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL,\n"
+    "  layer INTEGER NOT NULL,           -- the stream entering layer l; n_layers: the final\n"
+    "  loss REAL, accuracy REAL,\n"
+    "  PRIMARY KEY (run_id, layer));\n"
+    "CREATE TABLE attribution_patching(\n"
+    "  ap_id INTEGER PRIMARY KEY,\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL,\n"
+    "  direction TEXT NOT NULL CHECK (direction IN ('denoise', 'noise')),\n"
+    "  grid TEXT NOT NULL CHECK (grid IN ('head', 'head_pos', 'edge')),\n"
+    "  layer INTEGER, head INTEGER, pos INTEGER,  -- head, head_pos\n"
+    "  sender TEXT, receiver_layer INTEGER, receiver_head INTEGER,  -- edge (as path_patching)\n"
+    "  channel TEXT CHECK (channel IN ('q', 'k', 'v', 'direct')),\n"
+    "  estimate REAL,                    -- first-order, normalised as patching.value\n"
+    "  actual REAL);                     -- actual patching's value; NULL if not compared\n"
+    "CREATE INDEX attribution_patching_by_run ON attribution_patching(run_id, grid);\n"
+    "CREATE TABLE attribution_agreement(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  grid TEXT NOT NULL CHECK (grid IN ('head', 'head_pos', 'edge')),\n"
+    "  n INTEGER NOT NULL, pearson REAL, spearman REAL,\n"
+    "  top5 INTEGER,                     -- of the 5 largest |value| on each side, how many shared\n"
+    "  PRIMARY KEY (run_id, grid));\n"
+    "CREATE TABLE attribution_tokens(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  pos INTEGER NOT NULL, token INTEGER NOT NULL, text TEXT,\n"
+    "  PRIMARY KEY (run_id, pos));\n";
+
 /* migrations[i] takes user_version i to i+1. */
-static const char *const migrations[] = {schema_v1, schema_v2, schema_v3};
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
