@@ -835,7 +835,7 @@ int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
 
 int al_store_put_attribution_run(al_store *s, int64_t run_id, int64_t model_id,
                                  const al_attribution_run_row *r, al_err *e) {
-    return put_row(s, S_ATTR_RUN, e, "IIsiiisddddddddsdddddds", run_id, model_id, r->task,
+    return put_row(s, S_ATTR_RUN, e, "IIsiiisddddddddsddddds", run_id, model_id, r->task,
                    r->n_pairs, r->seq_len, r->n_items, r->metric_kind, r->metric, r->loss,
                    r->kind_value[0], r->kind_value[1], r->kind_value[2], r->kind_dloss[0],
                    r->kind_dloss[1], r->kind_dloss[2], r->direction, r->m_clean, r->m_corr,
