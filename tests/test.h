@@ -45,6 +45,16 @@ char *t_sql(const char *db, const char *q);
 /* A byte-level token file of n tokens: three short phrases in a fixed
  * random order, structured enough that a tiny model's loss moves. */
 void t_phrase_corpus(const char *path, size_t n);
+/* For the CLI tests: corpus, tokenizer (vocab 320), token files
+ * (DIR/s.train.bin, DIR/s.val.bin) and a model of n_layers x 4 heads
+ * (d_model 32, n_ctx 32) trained `steps` steps, in DIR/m<L>; the corpus
+ * and tokenizer are made once per directory. */
+void t_tiny_model(const char *dir, int n_layers, int steps);
+/* t_sql's output as a number (-1 if the query failed). */
+long t_sql_long(const char *db, const char *q);
+/* 1 if the file (a command's stderr) is exactly one line, starting
+ * "attnlab" and holding want; else 0, printing what it was. */
+int t_one_line(const char *path, const char *want);
 
 #define CHECK(c)                                                         \
     do {                                                                 \
