@@ -493,12 +493,7 @@ TEST(patch_cli_report_section) {
 /* ------------------------------------------------------------ experiment */
 
 static const char exp_json[] =
-    "{\"name\": \"patching\", \"threads\": 2,\n"
-    " \"data\": {\"synthetic\": {\"stories\": 60, \"seed\": 4}, \"val\": 0.1},\n"
-    " \"tokenizer\": {\"vocab\": 300},\n"
-    " \"train\": {\"d_model\": 32, \"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 32, \"batch\": 4,\n"
-    "           \"steps\": 10, \"eval_every\": 10, \"warmup\": 2},\n"
-    " \"models\": [{\"name\": \"two\", \"n_layers\": 2}],\n"
+    T_EXP_TINY_2L("patching")
     " \"analyses\": {\n"
     "   \"patch\": [{\"component\": \"head\", \"probe_r\": 6, \"n\": 4},\n"
     "             {\"component\": \"head_pos\", \"probe_r\": 6, \"n\": 4, \"batch\": 2}],\n"
