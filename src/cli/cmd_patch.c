@@ -150,31 +150,6 @@ static void config_name(const al_behave *bh, const al_pairs *t, const al_patch_r
     }
 }
 
-/* s left-aligned in a column of w characters (UTF-8 characters, not
- * bytes: token strings hold "␣"). */
-static void put_col(const char *s, int w) {
-    int n = 0;
-    for (const unsigned char *u = (const unsigned char *)s; *u; u++) n += (*u & 0xC0) != 0x80;
-    printf("%s%*s", s, n < w ? w - n : 0, "");
-}
-
-/* idx[0..n) sorted by |v| descending, NaN last, ties by index. */
-static int *by_magnitude(const double *v, int n) {
-    int *idx = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    if (!idx) return NULL;
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (!isnan(v[i])) idx[m++] = i;
-    for (int i = 1; i < m; i++) /* insertion sort: stable */
-        for (int j = i; j > 0 && fabs(v[idx[j]]) > fabs(v[idx[j - 1]]); j--) {
-            int x = idx[j];
-            idx[j] = idx[j - 1], idx[j - 1] = x;
-        }
-    for (int i = 0; i < n; i++)
-        if (isnan(v[i])) idx[m++] = i;
-    return idx;
-}
-
 static void print_head(const patch_args *a, const al_behave *bh, const al_pairs *t,
                        const char *what, al_patch_direction d) {
     printf("model %s (sha256 %.12s…) -> run %lld of %s\n", a->w.model, bh->sha,
@@ -202,7 +177,7 @@ static void print_patch(const patch_args *a, const al_behave *bh, const al_pairs
     snprintf(what, sizeof what, "component %s", al_patch_component_name(r->component));
     print_head(a, bh, t, what, r->direction);
     print_metrics(r->m_clean, r->m_corr, r->direction);
-    int *idx = by_magnitude(r->effect, r->n);
+    int *idx = al_by_magnitude(r->effect, r->n);
     if (!idx) return;
     int show = a->show < r->n ? a->show : r->n;
     printf("top %d of %d configurations by |effect|:\n", show, r->n);
@@ -211,7 +186,7 @@ static void print_patch(const patch_args *a, const al_behave *bh, const al_pairs
         char name[160];
         config_name(bh, t, r, idx[i], name, sizeof name);
         printf("  ");
-        put_col(name, 30);
+        al_print_col(name, 30);
         printf(" %+9.4f %10.4f\n", r->effect[idx[i]] + 0.0, r->metric[idx[i]]);
     }
     free(idx);
@@ -242,7 +217,7 @@ static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs
             printf(" %+7.3f", r->effect[((size_t)1 * ns + s) * H + h] + 0.0);
         printf(" | %+7.3f\n", r->effect[((size_t)3 * ns + s) * H] + 0.0);
     }
-    int *idx = by_magnitude(r->effect, r->n);
+    int *idx = al_by_magnitude(r->effect, r->n);
     if (!idx) return;
     int n_paths = ns * (3 * r->n_recv + 1), show = a->show < n_paths ? a->show : n_paths;
     printf("top %d of %d paths by |effect|:\n", show, n_paths);
