@@ -150,14 +150,16 @@ static void print_summary(const attr_args *a, const al_behave *bh, const al_pair
     free(idx);
     if (r->n_terms) {
         static const char *const kinds[3] = {"direct", "head", "virtual"};
-        double tot = r->kind_dloss[0] + r->kind_dloss[1] + r->kind_dloss[2];
-        printf("path expansion (dloss = change in mean loss with the terms removed; share of "
-               "the three kinds' total):\n  %-10s %9s %9s %7s\n", "kind", "value", "dloss",
-               "share");
+        /* kinds can have either sign (removing virtual terms can lower the
+         * loss): shares of Σ|dloss|, so that they add up to 100% */
+        double tot = fabs(r->kind_dloss[0]) + fabs(r->kind_dloss[1]) + fabs(r->kind_dloss[2]);
+        printf("path expansion (dloss = change in mean loss with the kind's terms removed; "
+               "share = |dloss| / the sum of the kinds' |dloss|):\n  %-10s %9s %9s %7s\n",
+               "kind", "value", "dloss", "share");
         for (int k = 0; k < (r->L == 2 ? 3 : 2); k++) {
             printf("  %-10s %+9.4f %+9.4f ", kinds[k], r->kind_value[k] + 0.0,
                    r->kind_dloss[k] + 0.0);
-            if (tot != 0) printf("%6.1f%%\n", 100 * r->kind_dloss[k] / tot);
+            if (tot != 0) printf("%6.1f%%\n", 100 * fabs(r->kind_dloss[k]) / tot);
             else printf("%7s\n", "n/a");
         }
         idx = al_by_magnitude(r->term_dloss, r->n_terms);
@@ -300,6 +302,8 @@ static int attr_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
                         "corrupted pairs (a pair task)\n", a->w.data ? "--data" : "--prompt");
     if (pairs_task) al_behave_warn_probe(&bh, t.T);
     if (al_behave_begin(&bh, "attribute", fl, e)) goto out;
+    ao.progress = 1;
+    ao.stop = &al_stop;
     int failed = al_attribute_run(&bh.m, &t, &ao, &r, e);
     if (!failed && !al_stop && patching) {
         o.progress = 1;
