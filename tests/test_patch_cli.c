@@ -321,6 +321,37 @@ static void interrupt_with(int sig) {
 TEST(patch_cli_sigint_stops_sweep) { interrupt_with(SIGINT); }
 TEST(patch_cli_sigterm_stops_sweep) { interrupt_with(SIGTERM); }
 
+/* Ctrl-C while the names task is built (before any run): a million
+ * pairs would take hours to find on this n_ctx, but the builder reads the
+ * stop flag between stories, so the command ends at once, exit 130 with
+ * the one-line error, and the database holds no run and no rows. */
+TEST(patch_cli_sigint_while_names_task_built) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), m = t_pcopy("m2");
+    t_tiny_model(dir.s, 2, 5);
+    pid_t p = t_spawn(NULL, err.s, "patch --model %s --db %s --task names --n 1000000 "
+                      "--threads 1", m.s, db.s);
+    /* the database is opened when the model is loaded, just before the
+     * signal handlers and the task */
+    for (int i = 0; i < 600 && !al_file_exists(db.s); i++) t_sleep(0.1);
+    t_sleep(1.0);
+    CHECK(waitpid(p, NULL, WNOHANG) == 0); /* still building */
+    kill(p, SIGINT);
+    double t0 = al_now();
+    int st = 0, done = 0;
+    while (!(done = waitpid(p, &st, WNOHANG) == p) && al_now() - t0 < 10) t_sleep(0.05);
+    CHECKF(done, "still running 10 s after SIGINT");
+    if (!done) {
+        kill(p, SIGKILL);
+        waitpid(p, &st, 0);
+    }
+    /* 130 from exit(), not from dying of the signal (no handler yet) */
+    CHECKF(done && WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %#x", st);
+    CHECK(t_sh("tail -n 1 %s | grep -qx 'attnlab: interrupted'", err.s) == 0);
+    CHECK_SQL(db.s, "SELECT count(*) FROM runs", "0");
+    CHECK_SQL(db.s, "SELECT (SELECT count(*) FROM patching) + (SELECT count(*) FROM "
+                    "patching_runs)", "0");
+}
+
 /* SIGKILL: no handler runs; the run stays 'running' with no rows until
  * the next attnlab opens the file, which marks it failed. */
 TEST(patch_cli_sigkill_leaves_no_rows) {

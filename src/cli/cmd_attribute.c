@@ -279,8 +279,10 @@ static int attr_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     al_attrpatch_result ap = {0};
     int rc = 1, L = bh.m.cfg.n_layers, have_ap = 0;
     double t0 = al_now();
-    /* handlers before the run begins: a signal never leaves it 'running' */
+    /* handlers before the run begins: a signal never leaves it 'running';
+     * building the names task already listens */
     al_stop_catch();
+    o.stop = &al_stop;
     /* everything the task or the model can refuse, before a run exists */
     if (a->w.data ? data_task(&bh, a->w.data, a->windows, &t, e)
         : a->prompt ? prompt_task(&bh, a->prompt, &t, e)
@@ -307,7 +309,6 @@ static int attr_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     int failed = al_attribute_run(&bh.m, &t, &ao, &r, e);
     if (!failed && !al_stop && patching) {
         o.progress = 1;
-        o.stop = &al_stop;
         failed = al_attrpatch_run(&bh.m, &t, &o, !a->no_compare, &ap, e);
         have_ap = !failed;
     }

@@ -5,10 +5,12 @@
  *
  * The task is made from the loaded model before any run is begun, so an
  * input the task refuses (a probe longer than n_ctx, a model without a
- * tokenizer for names/file, a bad pair file) leaves no run behind. A
- * sweep stops at SIGINT/SIGTERM between two configurations: the run is
- * marked failed with "interrupted", none of its rows are committed, and
- * the command exits 130. */
+ * tokenizer for names/file, a bad pair file) leaves no run behind; so
+ * does SIGINT/SIGTERM while the task is made (the names task notices it
+ * between two stories), exiting 130. A sweep stops at SIGINT/SIGTERM
+ * between two configurations: the run is marked failed with
+ * "interrupted", none of its rows are committed, and the command exits
+ * 130. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,21 +258,24 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
      * beginning and the sweep where a signal would end the process with
      * the run left 'running'. */
     al_stop_catch();
+    /* Before the task, not the sweep: building the names task for a large
+     * --n takes a while, and Ctrl-C must end that too. */
+    o.stop = &al_stop;
     /* everything the task or the model can refuse, before a run exists */
-    if (al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e)) goto out;
-    if (paths && L > 2) {
-        al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)", a->w.model, L);
-        goto out;
-    }
-    if (al_stop) { /* while the task was made: no run */
+    int made = al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e) == 0;
+    if (al_stop) { /* while the task was made (it may have stopped for it): no run */
         al_errf(e, "interrupted");
         rc = 130;
+        goto out;
+    }
+    if (!made) goto out;
+    if (paths && L > 2) {
+        al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)", a->w.model, L);
         goto out;
     }
     al_behave_warn_probe(&bh, t.T);
     if (al_behave_begin(&bh, kind, fl, e)) goto out;
     o.progress = 1;
-    o.stop = &al_stop;
     int failed = paths ? al_paths_run(&bh.m, &t, &o, &pr, e) : al_patch_run(&bh.m, &t, &o, &r, e);
     if (al_stop) { /* also when it came after the last configuration */
         al_errf(e, "interrupted");
