@@ -1,0 +1,125 @@
+/* discover.h -- circuit discovery over the head graph (issue 14, first
+ * slice: the library). ACDC (Conmy et al. 2023) and, for comparison, a
+ * ranking by edge attribution patching (Syed et al. 2023), on a task's
+ * pairs (pairs.h, patch.h), for models of 1 or 2 layers.
+ *
+ * The graph. Nodes: the token embedding, the positional embedding, each
+ * head's q, k and v inputs and its output, the logits. Edges, index k:
+ *   input edges     sender embed (s = 0) or pos (s = 1) into head (l, h)'s
+ *                   channel c (q 0, k 1, v 2):
+ *                     k = ((l·H + h)·3 + c)·2 + s           [0, 6·L·H)
+ *   composition     layer-0 head 0.h0 into layer-1 head 1.h1's channel c
+ *   edges (L = 2):    k = 6·L·H + (h0·H + h1)·3 + c          [.., + 3·H·H)
+ *   output edges    embed, pos, then each head l.h into the logits:
+ *                     k = 6·L·H + 3·H·H·(L == 2) + j, j = 0 embed, 1 pos,
+ *                     2 + l·H + h
+ * n_edges = 6·L·H + 3·H²·(L == 2) + 2 + L·H (a 2-layer 8-head model:
+ * 96 + 192 + 18 = 306; the 49 pos edges among them carry the same value
+ * in both runs when the runs share positions, so ACDC removes them at no
+ * cost).
+ *
+ * Running a circuit (al_circuit_eval): the clean sequences, with every
+ * edge not kept carrying its sender's value from the corrupted run
+ * instead (path-level, as path patching): a receiver's input is the sum
+ * over its senders of (kept ? the sender's value in this run : the
+ * sender's value in the corrupted run). A kept edge from a layer-0 head
+ * carries that head's output as computed in this (circuit) run, so
+ * removals upstream propagate. With every edge kept it is the clean run;
+ * with none kept, the corrupted run's logits.
+ *
+ * Metrics (o->metric): "kl" = mean over the task's items of
+ * KL(p_clean || p_circuit) of the next-token distributions at the item
+ * positions (0 for the full model; ACDC's default), or "logit_diff" = the
+ * task's own metric M (pairs.h: mean log-prob or logit difference) with
+ * the loss of the circuit counted as M_full − M_circuit. Faithfulness of a
+ * circuit: (M_circuit − M_corr) / (M_clean − M_corr) on the task's metric
+ * (1 = the circuit does all the model does; NaN when M_clean == M_corr).
+ *
+ * ACDC: receivers visited from the logits backwards (the logits, then
+ * layer-1 heads from the last to the first, then layer-0 heads; channels
+ * q, k, v in turn), and for each of a receiver's incoming edges in index
+ * order: remove it; if the metric's loss grows by less than tau over its
+ * value before this removal, it stays removed, else it is put back. A
+ * head none of whose outgoing edges is kept is skipped as a receiver (its
+ * inputs cannot matter). Score of an edge: the growth measured when it
+ * was tried. EAP: every edge scored by |edge attribution patching
+ * estimate| (attrpatch.h, noising at the clean run, i.e. the estimated
+ * change when that edge alone carries its corrupted value); edges kept in
+ * descending score until the circuit's faithfulness reaches o->recover.
+ *
+ * Ownership and failure contract as the analyses of analyses.h: 0 with
+ * *r filled (al_discover_result_free), or −1 with e set and *r zeroed;
+ * m's gates, z replacements and patch spec are as before on return. */
+#ifndef ATTNLAB_DISCOVER_H
+#define ATTNLAB_DISCOVER_H
+
+#include <signal.h>
+#include <stddef.h>
+#include "attnlab/model.h"
+#include "attnlab/pairs.h"
+#include "attnlab/util.h"
+
+typedef enum { AL_EDGE_INPUT, AL_EDGE_COMPOSITION, AL_EDGE_OUTPUT } al_edge_kind;
+
+typedef struct al_edge {
+    al_edge_kind kind;
+    int sender;            /* 0 embed, 1 pos, 2 + l·H + h head l.h */
+    int recv_layer;        /* −1 for the logits */
+    int recv_head;         /* −1 for the logits */
+    int channel;           /* 0 q, 1 k, 2 v, 3 the logits (direct) */
+} al_edge;
+
+/* Edges of an L-layer, H-head graph (0 when L is not 1 or 2). */
+int al_graph_n_edges(int L, int H);
+/* Edge k's ends; −1 if k is out of range. */
+int al_graph_edge(int L, int H, int k, al_edge *out);
+/* Index of an edge from its ends, −1 if the graph has no such edge. */
+int al_graph_edge_index(int L, int H, const al_edge *ed);
+/* "embed->1.3.k", "0.4->1.6.q", "1.2->logits" into buf; returns buf. */
+const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
+
+typedef struct al_discover_opts {
+    const char *method;    /* "acdc" (default) or "eap" */
+    const char *metric;    /* "kl" (default) or "logit_diff" (the task's metric) */
+    double tau;            /* acdc: threshold, >= 0 and finite (0.01) */
+    double recover;        /* eap: faithfulness to reach, 0..1 (0.9) */
+    int batch;             /* pairs per forward pass (8), 1..100000 */
+    int progress;          /* 1: a progress line on stderr */
+    volatile sig_atomic_t *stop; /* set: stop, −1 "interrupted" */
+} al_discover_opts;
+
+#define AL_DISCOVER_OPTS_INIT {"acdc", "kl", 0.01, 0.9, 8, 0, NULL}
+al_discover_opts al_discover_opts_defaults(void);
+/* 0 if the names are known and the numbers in range (tau negative or not
+ * finite, recover outside 0..1 refused), else −1 with e naming them. */
+int al_discover_opts_check(const al_discover_opts *o, al_err *e);
+
+/* The metrics of task t with only the edges kept[k] != 0 (n_edges
+ * entries) as above: *kl (mean KL from the clean run) and *metric (the
+ * task's metric M); either may be NULL. −1 with e: a model of more than 2
+ * layers, a task that does not fit m, out of memory. */
+int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, int batch,
+                    double *kl, double *metric, al_err *e);
+
+typedef struct al_discover_result {
+    int L, H, n_edges;
+    unsigned char *kept;   /* (n_edges) 1 = in the circuit; one allocation with score */
+    double *score;         /* (n_edges) acdc: loss growth when tried (NaN: never
+                            * tried, its receiver was already cut off); eap: |estimate| */
+    int n_kept;
+    double m_clean, m_corr; /* the task's metric on the two unpatched runs */
+    double m_circuit;       /* ... on the circuit */
+    double kl_circuit;      /* mean KL(clean || circuit) */
+    double faithfulness;    /* (m_circuit − m_corr) / (m_clean − m_corr) */
+    long evals;             /* circuit evaluations run */
+    double seconds;
+} al_discover_result;
+
+/* Discover a circuit for task t with o. −1 (nothing assigned): bad
+ * options, a model of more than 2 layers, a task that does not fit m, no
+ * items, out of memory, interrupted. */
+int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
+                    al_discover_result *r, al_err *e);
+void al_discover_result_free(al_discover_result *r);
+
+#endif

@@ -1,0 +1,2 @@
+/* discover.c -- circuit discovery (discover.h). Being written. */
+#include "attnlab/discover.h"
