@@ -12,28 +12,10 @@
 #include "attnlab/model.h"
 #include "attnlab/patch.h"
 #include "planted.h"
+#include "randmodel.h"
 #include "test.h"
 
 enum { RR = 5, RT = 2 * RR + 1 };
-
-static void rand_model(al_model *m, int L, int tied, int d_vocab) {
-    al_config c = al_config_default();
-    c.n_layers = L, c.d_model = 24, c.n_heads = 3, c.d_head = 8, c.n_ctx = 16;
-    c.d_vocab = d_vocab, c.tied_embeddings = tied, c.seed = 11 + (uint64_t)L + 2 * tied;
-    al_err e;
-    CHECK_OK(al_model_init(m, &c, &e), &e);
-    /* logits of order 1, not ≈ 0 as at init */
-    if (!tied)
-        for (size_t i = 0; i < m->param_size[AL_P_WU]; i++) m->p[AL_P_WU][i] *= (float)c.d_model;
-    for (int k = 0; k < L * c.n_heads; k++) m->gates[k] = 0.4f + 0.3f * (float)k;
-}
-
-/* The induction task on m: R random tokens repeated, BOS 0. */
-static void task(al_pairs *t, const al_model *m, int R, int n, al_err *e) {
-    al_patch_opts o = al_patch_opts_defaults();
-    o.probe_r = R, o.probe_n = n;
-    CHECK_OK(al_patch_task_make(t, m, NULL, 0, &o, e), e);
-}
 
 /* The model's logits row at (pair n, pos), from its own forward of the
  * pair alone, into row (V); returns the metric logit of item it. */
@@ -62,10 +44,10 @@ TEST(attr_exact_random_models) {
         for (int tied = 0; tied < 2; tied++)
             for (int diff = 0; diff < 2; diff++) {
                 al_model m;
-                rand_model(&m, L, tied, 13);
+                rand_model(&m, L, tied, 13, 1.0f);
                 al_err e;
                 al_pairs t;
-                task(&t, &m, RR, 7, &e);
+                rand_task(&t, &m, RR, 7, &e);
                 if (diff) {
                     t.logit_diff = 1;
                     for (int i = 0; i < t.n_items; i++)
@@ -150,10 +132,10 @@ TEST(attr_exact_random_models) {
 /* DLA on any number of layers (paths off), exact on a 3-layer model. */
 TEST(attr_dla_three_layers) {
     al_model m;
-    rand_model(&m, 3, 0, 13);
+    rand_model(&m, 3, 0, 13, 1.0f);
     al_err e;
     al_pairs t;
-    task(&t, &m, RR, 4, &e);
+    rand_task(&t, &m, RR, 4, &e);
     al_attr_opts o = al_attr_opts_defaults();
     o.paths = 0;
     al_attr_result r;
@@ -175,10 +157,10 @@ TEST(attr_dla_three_layers) {
 TEST(attr_lens_final_is_model_loss) {
     for (int L = 1; L <= 2; L++) {
         al_model m;
-        rand_model(&m, L, L == 2, 13);
+        rand_model(&m, L, L == 2, 13, 1.0f);
         al_err e;
         al_pairs t;
-        task(&t, &m, RR, 6, &e);
+        rand_task(&t, &m, RR, 6, &e);
         al_attr_result r;
         al_attr_opts o = al_attr_opts_defaults();
         CHECK_OK(al_attribute_run(&m, &t, &o, &r, &e), &e);
@@ -202,7 +184,7 @@ enum { PR = 10 };
 
 static void planted_run(al_model *m, al_pairs *t, al_attr_result *r) {
     al_err e;
-    task(t, m, PR, 20, &e);
+    rand_task(t, m, PR, 20, &e);
     al_attr_opts o = al_attr_opts_defaults();
     CHECK_OK(al_attribute_run(m, t, &o, r, &e), &e);
 }
@@ -300,11 +282,11 @@ TEST(attr_planted_v_composition) {
  * its pair; one line, result zeroed. */
 TEST(attr_bad_options) {
     al_model m2, m3;
-    rand_model(&m2, 2, 0, 13);
-    rand_model(&m3, 3, 0, 13);
+    rand_model(&m2, 2, 0, 13, 1.0f);
+    rand_model(&m3, 3, 0, 13, 1.0f);
     al_err e;
     al_pairs t;
-    task(&t, &m2, RR, 3, &e);
+    rand_task(&t, &m2, RR, 3, &e);
     al_attr_result r, zero;
     memset(&zero, 0, sizeof zero);
     struct {
