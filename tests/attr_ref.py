@@ -61,18 +61,22 @@ except Exception as exc:  # ImportError, or a broken install
 
 # Tolerances, relative to the compared array's scale: max |ref| over the
 # array, at least FLOOR (attribution numbers are logits and losses, read
-# on a scale of 1; gradients have no natural scale, so theirs is their
-# own largest element; estimates are normalised effects, 1 = the whole
-# clean-corrupted gap). The C computes in float32 (relative rounding
+# on a scale of 1; gradients, and the estimates (compared as the sums
+# Δ . gradient, see main), have no natural scale, so theirs is their own
+# largest element). The C computes in float32 (relative rounding
 # 6e-8) through sums of at most a few hundred products, so its errors are
 # of order 1e-6 of the scale (measured: below 2e-6); 2e-5 leaves room for
 # that and still catches any real mistake (a wrong term, sign, item
 # weighting or normalisation is of the order of the scale itself).
 TOL = {"attr": 2e-5, "grad": 2e-5, "estimate": 2e-5}
-FLOOR = {"attr": 1.0, "grad": 0.0, "estimate": 1.0}
+FLOOR = {"attr": 1.0, "grad": 0.0, "estimate": 0.0}
 # A logit-lens top-1 whose two best logits are closer than this may
 # honestly differ between float32 and float64.
 TIE = 1e-5
+# The reference's own check of its estimates against central differences
+# of M (float64): step, and the largest relative error allowed (the
+# difference's truncation error is of order step^2).
+FD_STEP, FD_TOL = 1e-4, 1e-6
 
 if torch is not None:
     from torch_ref import load_config, read_safetensors  # the same directory
@@ -200,17 +204,21 @@ if torch is not None:
         r["att_max"] = float(torch.stack([a.max(-1).values.mean() for a in c["A"]]).mean())
         return r
 
-    def grads(model, tok, items, logit_diff):
-        """M (mean over items) at tok and its gradient w.r.t. every
-        activation: {name: tensor} of the eps keys, and the cache."""
-        B, T = tok.shape
+    def zero_eps(model, B, T, grad):
+        """Model.forward's eps, all zero (leaves for autograd when grad)."""
         C, L, H, D = model.W_E.shape[1], model.L, model.H, model.D
-        z = lambda *s: torch.zeros(*s, dtype=torch.float64, requires_grad=True)
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64, requires_grad=grad)
         eps = {"x": [z(B, T, C) for _ in range(L + 1)]}
         for n in "qkv":
             eps["r" + n] = [[z(B, T, C) for _ in range(H)] for _ in range(L)]
             eps[n] = [z(B, T, H, D) for _ in range(L)]
         eps["zg"] = [z(B, T, H, D) for _ in range(L)]
+        return eps
+
+    def grads(model, tok, items, logit_diff):
+        """M (mean over items) at tok and its gradient w.r.t. every
+        activation: {name: tensor} of the eps keys, and the cache."""
+        eps = zero_eps(model, *tok.shape, True)
         c = model.forward(tok, eps)
         M = item_metric(c["logits"], items, logit_diff).mean()
         M.backward()
@@ -252,8 +260,36 @@ if torch is not None:
                 for ci, n in enumerate("qkv"):
                     for h in range(H):
                         edge[(ci * ns + s) * H + h] = (delta * g["r" + n][1][h]).sum()
-        return {"head": norm(head.flatten()), "head_pos": norm(head_pos.flatten()),
-                "edge": norm(edge), "m_clean": m["clean"], "m_corr": m["corr"]}
+        # the reference checks itself: each estimate is a directional
+        # derivative, so a central difference of M along the same Δ, added
+        # where the gradient was taken, must give it (float64: to ~1e-9)
+        def fd(put):
+            Ms = []
+            for sign in (1.0, -1.0):
+                eps = zero_eps(model, *base_tok.shape, False)
+                put(eps, sign * FD_STEP)
+                Ms.append(float(item_metric(model.forward(base_tok, eps)["logits"], items,
+                                            logit_diff).mean()))
+            return (Ms[0] - Ms[1]) / (2 * FD_STEP)
+        raw, num = [], []
+        for l in range(L):
+            for h in range(H):
+                d = src["zg"][l][:, :, h] - base["zg"][l][:, :, h]
+                raw.append(head[l, h])
+                num.append(fd(lambda e, a: e["zg"][l][:, :, h].__iadd__(a * d)))
+        for s, delta in enumerate(senders):
+            raw.append(edge[(3 * ns + s) * H])
+            num.append(fd(lambda e, a: e["x"][L].__iadd__(a * delta)))
+            for ci, n in enumerate("qkv" if L == 2 else ""):
+                for h in range(H):
+                    raw.append(edge[(ci * ns + s) * H + h])
+                    num.append(fd(lambda e, a: e["r" + n][1][h].__iadd__(a * delta)))
+        raw, num = torch.stack(raw), torch.tensor(num, dtype=torch.float64)
+        fd_err = float((raw - num).abs().max() / max(1e-12, float(raw.abs().max())))
+        raw = {"head": head.flatten(), "head_pos": head_pos.flatten(), "edge": edge}
+        out = {k: norm(v) for k, v in raw.items()}
+        out.update({"raw": raw, "m_clean": m["clean"], "m_corr": m["corr"], "fd_err": fd_err})
+        return out
 
 
 class Report:
@@ -361,14 +397,32 @@ def main():
         for ap_ in run.get("attrpatch", []):
             est = estimates(model, clean, corr, items, ld, ap_["direction"])
             label = "%s attrpatch %s" % (name, ap_["direction"])
+            ok = est["fd_err"] <= FD_TOL
+            print("  %s: the reference's estimates vs central differences: rel. err %.1e%s"
+                  % (label, est["fd_err"], "" if ok else "  FAIL"))
+            rep.ok &= ok
             ns = 2 + H
             want = {"n_senders": ns, "n_recv": H if L == 2 else 0, "n_edge": 4 * ns * H}
             got = {k: ap_[k] for k in want}
             if got != want:
                 print("  %s layout %s, want %s  FAIL" % (label, got, want))
                 rep.ok = False
-            for k in ("m_clean", "m_corr", "head", "head_pos", "edge"):
-                rep.compare("%s %s" % (label, k), est[k], ap_[k], "attr" if k[0] == "m" else "estimate")
+            for k in ("m_clean", "m_corr"):
+                rep.compare("%s %s" % (label, k), est[k], ap_[k], "attr")
+            # The estimates are compared before normalisation: on a random
+            # model M_clean - M_corr can be 1e-3, and dividing by it would
+            # turn the C's float32 rounding of M (1e-7) into 1e-4 of every
+            # estimate. So the C's numbers are un-normalised with its own M's
+            # by the documented formula (denoise est = d / (M_clean - M_corr),
+            # noise -d / (...)) and d is compared with the reference's; the
+            # M's are compared above. Together they pin the normalised values.
+            den = (ap_["m_clean"] or 0.0) - (ap_["m_corr"] or 0.0)
+            sign = 1.0 if ap_["direction"] == "denoise" else -1.0
+            print("  %s: M_clean - M_corr = %.3g (reference %.3g)"
+                  % (label, den, est["m_clean"] - est["m_corr"]))
+            for k in ("head", "head_pos", "edge"):
+                raw = [None if x is None else x * den * sign for x in ap_[k]]
+                rep.compare("%s %s" % (label, k), est["raw"][k], raw, "estimate")
     print("%s: %d arrays compared, worst relative error %.3e (tolerances %s, scale floors %s)"
           % ("ok" if rep.ok else "MISMATCH", rep.n, rep.worst, TOL, FLOOR))
     return 0 if rep.ok else 1
