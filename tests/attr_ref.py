@@ -416,7 +416,8 @@ def main():
             # by the documented formula (denoise est = d / (M_clean - M_corr),
             # noise -d / (...)) and d is compared with the reference's; the
             # M's are compared above. Together they pin the normalised values.
-            den = (ap_["m_clean"] or 0.0) - (ap_["m_corr"] or 0.0)
+            one = lambda x: (x[0] if isinstance(x, list) else x) or 0.0  # null: NaN
+            den = one(ap_["m_clean"]) - one(ap_["m_corr"])
             sign = 1.0 if ap_["direction"] == "denoise" else -1.0
             print("  %s: M_clean - M_corr = %.3g (reference %.3g)"
                   % (label, den, est["m_clean"] - est["m_corr"]))

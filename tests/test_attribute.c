@@ -44,10 +44,10 @@ TEST(attr_exact_random_models) {
         for (int tied = 0; tied < 2; tied++)
             for (int diff = 0; diff < 2; diff++) {
                 al_model m;
-                rand_model(&m, L, tied, 13, 1.0f);
+                rand_model(&m, L, tied, 13);
                 al_err e;
                 al_pairs t;
-                rand_task(&t, &m, RR, 7, &e);
+                task(&t, &m, RR, 7, &e);
                 if (diff) {
                     t.logit_diff = 1;
                     for (int i = 0; i < t.n_items; i++)
@@ -132,10 +132,10 @@ TEST(attr_exact_random_models) {
 /* DLA on any number of layers (paths off), exact on a 3-layer model. */
 TEST(attr_dla_three_layers) {
     al_model m;
-    rand_model(&m, 3, 0, 13, 1.0f);
+    rand_model(&m, 3, 0, 13);
     al_err e;
     al_pairs t;
-    rand_task(&t, &m, RR, 4, &e);
+    task(&t, &m, RR, 4, &e);
     al_attr_opts o = al_attr_opts_defaults();
     o.paths = 0;
     al_attr_result r;
@@ -157,10 +157,10 @@ TEST(attr_dla_three_layers) {
 TEST(attr_lens_final_is_model_loss) {
     for (int L = 1; L <= 2; L++) {
         al_model m;
-        rand_model(&m, L, L == 2, 13, 1.0f);
+        rand_model(&m, L, L == 2, 13);
         al_err e;
         al_pairs t;
-        rand_task(&t, &m, RR, 6, &e);
+        task(&t, &m, RR, 6, &e);
         al_attr_result r;
         al_attr_opts o = al_attr_opts_defaults();
         CHECK_OK(al_attribute_run(&m, &t, &o, &r, &e), &e);
@@ -184,7 +184,7 @@ enum { PR = 10 };
 
 static void planted_run(al_model *m, al_pairs *t, al_attr_result *r) {
     al_err e;
-    rand_task(t, m, PR, 20, &e);
+    task(t, m, PR, 20, &e);
     al_attr_opts o = al_attr_opts_defaults();
     CHECK_OK(al_attribute_run(m, t, &o, r, &e), &e);
 }
@@ -282,11 +282,11 @@ TEST(attr_planted_v_composition) {
  * its pair; one line, result zeroed. */
 TEST(attr_bad_options) {
     al_model m2, m3;
-    rand_model(&m2, 2, 0, 13, 1.0f);
-    rand_model(&m3, 3, 0, 13, 1.0f);
+    rand_model(&m2, 2, 0, 13);
+    rand_model(&m3, 3, 0, 13);
     al_err e;
     al_pairs t;
-    rand_task(&t, &m2, RR, 3, &e);
+    task(&t, &m2, RR, 3, &e);
     al_attr_result r, zero;
     memset(&zero, 0, sizeof zero);
     struct {

@@ -93,6 +93,13 @@ int al_pairs_load_jsonl(const char *path, const al_tokenizer *tok, int n_ctx, al
 int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos,
                    al_pairs *out, al_err *e);
 
+/* 0 if pair set t fits a model of context n_ctx and vocabulary d_vocab:
+ * at least one pair and one item, T <= n_ctx, every token and answer id
+ * in range (wrong −1 or in range), items in pair order, each inside its
+ * pair. Else −1 with e naming the task and the first offender; every
+ * analysis checks a task with this before running it. */
+int al_pairs_check(const al_pairs *t, int n_ctx, int d_vocab, al_err *e);
+
 /* Plain text as a pair set, for analyses that read only clean runs
  * (attribute --data): n windows of T + 1 tokens of d spread evenly over
  * the file as validation batches are (al_batch_fixed with B = n, one

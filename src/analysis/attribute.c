@@ -247,31 +247,6 @@ static void replacements_off(al_model *m, const float **zr) {
     m->patch = NULL;
 }
 
-static int check_task(const al_pairs *t, const al_config *c, al_err *e) {
-    if (t->N < 1 || t->T < 1 || t->n_items < 1)
-        return al_errf(e, "task '%s' has no pairs or no items", t->task);
-    if (t->T > c->n_ctx)
-        return al_errf(e, "task '%s' has sequences of %d tokens; the model's n_ctx is %d", t->task,
-                       t->T, c->n_ctx);
-    for (size_t i = 0; i < (size_t)t->N * t->T; i++)
-        if (t->clean[i] < 0 || t->clean[i] >= c->d_vocab)
-            return al_errf(e, "task '%s', pair %zu: token id outside the model's vocabulary (%d)",
-                           t->task, i / (size_t)t->T + 1, c->d_vocab);
-    for (int i = 0; i < t->n_items; i++) {
-        const al_pair_item *it = &t->items[i];
-        if (it->pair < 0 || it->pair >= t->N || (i && it->pair < t->items[i - 1].pair))
-            return al_errf(e, "task '%s', item %d: pair %d out of range or out of order",
-                           t->task, i + 1, it->pair);
-        if (it->pos < 0 || it->pos >= t->len[it->pair] || it->pos >= t->T)
-            return al_errf(e, "task '%s', item %d: position %d outside its pair", t->task, i + 1,
-                           it->pos);
-        if (it->answer < 0 || it->answer >= c->d_vocab || it->wrong >= c->d_vocab)
-            return al_errf(e, "task '%s', pair %d: answer id outside the model's vocabulary (%d)",
-                           t->task, it->pair + 1, c->d_vocab);
-    }
-    return 0;
-}
-
 static int result_alloc(al_attr_result *r, al_err *e) {
     size_t nc = r->n_comp, ni = r->n_items, nt = r->n_terms, L1 = r->L + 1;
     r->dla = al_calloc(nc, sizeof(double), e);
@@ -395,7 +370,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     if (o->paths && c->n_layers > 2)
         return al_errf(e, "path expansion needs a model of 1 or 2 layers (this one has %d); "
                           "run with paths off", c->n_layers);
-    if (check_task(t, c, e)) return -1;
+    if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     double t0 = al_now();
     r->L = c->n_layers, r->H = c->n_heads, r->N = t->N, r->T = t->T;
     r->n_items = t->n_items, r->logit_diff = t->logit_diff;

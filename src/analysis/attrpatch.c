@@ -1,8 +1,30 @@
-/* attrpatch.c -- attribution patching (attrpatch.h). Being written. */
+/* attrpatch.c -- attribution patching (attrpatch.h).
+ *
+ * Per batch of pairs: one forward of the source run (its gated z, to
+ * difference against), one forward of the base run and one backward of
+ * the metric from it (al_model_backward_acts). Every estimate is then a
+ * dot product of an activation difference with a gradient:
+ *
+ *   head (l,h), position t:  Σ_d Δzg[l,t,h,d] · ∂M/∂zg[l,t,h,d]
+ *   edge s → (1,h) channel c: Σ_t Δs[t] · (∂M/∂c_h[t] · W_c[1,h]ᵀ)
+ *   edge s → logits:          Σ_t Δs[t] · ∂M/∂x_L[t]
+ *
+ * with Δs the sender's output difference in the residual stream (W_E
+ * rows for embed, 0 for pos, Δzg·W_O[0,h] for head 0.h), computed once
+ * per sender and batch, and each receiver's input gradient once per
+ * receiver and batch: about one forward and one backward in all.
+ * Reductions run in double in a fixed order, each result summed by one
+ * thread, so a run repeats bit for bit (at one thread count, as the
+ * engine's matrix products do). */
 #include "attnlab/attrpatch.h"
 
+#include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "attnlab/layers.h"
+#include "attnlab/stats.h"
 
 static const char *const grid_names[AL_AP_NGRID] = {"head", "head_pos", "edge"};
 
@@ -15,16 +37,376 @@ void al_attrpatch_result_free(al_attrpatch_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int compare,
-                     al_attrpatch_result *r, al_err *e) {
-    (void)m, (void)t, (void)o, (void)compare;
-    memset(r, 0, sizeof *r);
-    return al_errf(e, "attribution patching: not built yet");
+/* Items of pairs [n0, n0 + nb): *i0 the first, returns how many. */
+static int batch_items(const al_pairs *t, int n0, int nb, int *i0) {
+    int i = 0;
+    while (i < t->n_items && t->items[i].pair < n0) i++;
+    int j = i;
+    while (j < t->n_items && t->items[j].pair < n0 + nb) j++;
+    *i0 = i;
+    return j - i;
+}
+
+/* Σ over the batch's items of the metric read from the final residual xL
+ * (nb, T, C) of the last forward; with dxL non-NULL also its gradient
+ * (nb, T, C), zeroed first. Metric and gradient are computed as patch.c
+ * reads the metric, so M here is M there. */
+static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const float *xL,
+                        float *dxL, double *sum, al_err *e) {
+    const al_config *c = &m->cfg;
+    int C = c->d_model, V = c->d_vocab, T = t->T, i0;
+    int ni = batch_items(t, n0, nb, &i0);
+    if (dxL) memset(dxL, 0, sizeof(float) * (size_t)nb * T * C);
+    float *lg = al_malloc((size_t)2 * V + C, sizeof(float), e);
+    if (!lg) return -1;
+    float *dl = lg + V, *dx = dl + V;
+    double s = 0.0;
+    for (int i = 0; i < ni; i++) {
+        const al_pair_item *it = &t->items[i0 + i];
+        size_t row = (size_t)(it->pair - n0) * T + it->pos;
+        const float *x = xL + row * C;
+        memset(dl, 0, sizeof(float) * V);
+        if (t->logit_diff) {
+            s += (double)al_model_logit(m, x, it->answer) - (double)al_model_logit(m, x, it->wrong);
+            dl[it->answer] = 1.0f, dl[it->wrong] = -1.0f;
+        } else {
+            al_model_unembed(m, x, 1, lg);
+            double a = lg[it->answer];
+            memcpy(dl, lg, sizeof(float) * V);
+            double lse = logsumexp_row(dl, V); /* dl now scratch */
+            s += a - lse;
+            for (int v = 0; v < V; v++) dl[v] = (float)-exp((double)lg[v] - lse);
+            dl[it->answer] += 1.0f;
+        }
+        if (!dxL) continue;
+        al_model_unembed_backward(m, dl, 1, dx);
+        float *d = dxL + row * C;
+        for (int k = 0; k < C; k++) d[k] += dx[k];
+    }
+    free(lg);
+    *sum = s;
+    return 0;
 }
 
 int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb, double *metric,
                       float *dx, float *dzg, float *dqkv, al_err *e) {
-    (void)m, (void)t, (void)which, (void)n0, (void)nb, (void)metric, (void)dx, (void)dzg,
-        (void)dqkv;
-    return al_errf(e, "attribution patching: not built yet");
+    const al_config *c = &m->cfg;
+    if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
+    if (which != 0 && which != 1) return al_errf(e, "run must be 0 (clean) or 1 (corrupted)");
+    if (n0 < 0 || nb < 1 || n0 + nb > t->N)
+        return al_errf(e, "pairs [%d, %d) outside the task's %d", n0, n0 + nb, t->N);
+    int i0;
+    int ni = batch_items(t, n0, nb, &i0);
+    if (ni < 1) return al_errf(e, "pairs [%d, %d) hold no items", n0, n0 + nb);
+    const al_patch_spec *saved = m->patch;
+    m->patch = NULL;
+    size_t nx = (size_t)nb * t->T * c->d_model;
+    float *dxL = al_malloc(nx, sizeof(float), e);
+    double sum = 0.0;
+    int rc = !dxL ||
+             al_model_forward(m, (which ? t->corr : t->clean) + (size_t)n0 * t->T, NULL, nb, t->T,
+                              e) ||
+             items_metric(m, t, n0, nb, m->x + (size_t)c->n_layers * nx, dxL, &sum, e);
+    if (!rc) {
+        /* the gradient of the mean: scale once, before the backward */
+        for (size_t i = 0; i < nx; i++) dxL[i] = (float)(dxL[i] / ni);
+        rc = al_model_backward_acts(m, dxL, dx, dzg, dqkv, e);
+    }
+    m->patch = saved;
+    free(dxL);
+    if (rc) return -1;
+    if (metric) *metric = sum / ni;
+    return 0;
+}
+
+/* ------------------------------------------------------------- the run */
+
+typedef struct ap_state {
+    al_model *m;
+    const al_pairs *t;
+    int L, H, D, C, T, B, nb, n0;
+    int ns, nr, n_recv_all; /* senders; layer-1 receiver heads; receivers incl. direct */
+    int den;
+    float *dxL, *dx, *dzg, *dqkv; /* base-run gradients: (B,T,C) (L+1,B,T,C) (L,B,T,HD) (L,B,T,3HD) */
+    float *zg_src;                /* (L, B, T, H, D) */
+    float *delta;                 /* (ns, B·T, C) sender differences */
+    float *grad;                  /* (n_recv_all, B·T, C) receiver input gradients */
+    double *head_pos, *edge;      /* sums, laid out as the result's */
+    double sum_base, sum_src;
+} ap_state;
+
+static void ap_free(ap_state *s) {
+    free(s->dxL);
+    memset(s, 0, sizeof *s);
+}
+
+static int ap_init(ap_state *s, al_model *m, const al_pairs *t, int B, al_err *e) {
+    memset(s, 0, sizeof *s);
+    const al_config *c = &m->cfg;
+    s->m = m, s->t = t, s->B = B;
+    s->L = c->n_layers, s->H = c->n_heads, s->D = c->d_head, s->C = c->d_model, s->T = t->T;
+    s->ns = 2 + s->H, s->nr = s->L == 2 ? s->H : 0, s->n_recv_all = 3 * s->nr + 1;
+    size_t BT = (size_t)B * s->T, C = s->C, HD = (size_t)s->H * s->D, L = s->L;
+    size_t n = BT * C + (L + 1) * BT * C + L * BT * HD + L * BT * 3 * HD + L * BT * HD +
+               (size_t)s->ns * BT * C + (size_t)s->n_recv_all * BT * C;
+    s->dxL = al_malloc(n, sizeof(float), e);
+    if (!s->dxL) return al_err_prefix(e, "attribution patching: cannot hold a batch of %d", B);
+    s->dx = s->dxL + BT * C;
+    s->dzg = s->dx + (L + 1) * BT * C;
+    s->dqkv = s->dzg + L * BT * HD;
+    s->zg_src = s->dqkv + L * BT * 3 * HD;
+    s->delta = s->zg_src + L * BT * HD;
+    s->grad = s->delta + (size_t)s->ns * BT * C;
+    return 0;
+}
+
+/* The source run: its gated z (the patched-in values) and its metric. */
+static int source_run(ap_state *s, al_err *e) {
+    const al_pairs *t = s->t;
+    al_model *m = s->m;
+    size_t BT = (size_t)s->nb * s->T, HD = (size_t)s->H * s->D;
+    const int *in = (s->den ? t->clean : t->corr) + (size_t)s->n0 * s->T;
+    if (al_model_forward(m, in, NULL, s->nb, s->T, e)) return -1;
+    /* m->zg is (L, nb, T, H, D): copy it whole, strided by the batch's own nb */
+    memcpy(s->zg_src, m->zg, sizeof(float) * (size_t)s->L * BT * HD);
+    double v;
+    if (items_metric(m, t, s->n0, s->nb, m->x + (size_t)s->L * BT * s->C, NULL, &v, e)) return -1;
+    s->sum_src += v;
+    return 0;
+}
+
+/* The base run, its metric and its gradients (of the Σ over items: the
+ * mean's factor is applied at the end, with the normalisation). */
+static int base_run(ap_state *s, al_err *e) {
+    const al_pairs *t = s->t;
+    al_model *m = s->m;
+    size_t BT = (size_t)s->nb * s->T;
+    const int *in = (s->den ? t->corr : t->clean) + (size_t)s->n0 * s->T;
+    double v;
+    if (al_model_forward(m, in, NULL, s->nb, s->T, e) ||
+        items_metric(m, t, s->n0, s->nb, m->x + (size_t)s->L * BT * s->C, s->dxL, &v, e) ||
+        al_model_backward_acts(m, s->dxL, s->dx, s->dzg, s->dqkv, e))
+        return -1;
+    s->sum_base += v;
+    return 0;
+}
+
+/* head × position sums: Σ_b Σ_d (zg_src − zg_base) · ∂M/∂zg. */
+static void head_sums(ap_state *s) {
+    const al_model *m = s->m;
+    int L = s->L, H = s->H, D = s->D, T = s->T, nb = s->nb;
+    size_t BT = (size_t)nb * T, HD = (size_t)H * D;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int lh = 0; lh < L * H; lh++)
+        for (int t = 0; t < T; t++) {
+            int l = lh / H, h = lh % H;
+            double acc = 0.0;
+            for (int b = 0; b < nb; b++) {
+                size_t off = (size_t)l * BT * HD + ((size_t)b * T + t) * HD + (size_t)h * D;
+                const float *zs = s->zg_src + off, *zb = m->zg + off, *g = s->dzg + off;
+                for (int d = 0; d < D; d++) acc += ((double)zs[d] - zb[d]) * g[d];
+            }
+            s->head_pos[(size_t)lh * T + t] += acc;
+        }
+}
+
+/* s->delta: each sender's output on the source run minus the base run,
+ * (nb·T, C) per sender, as path patching's sender_delta defines it. */
+static void sender_deltas(ap_state *s) {
+    const al_model *m = s->m;
+    const al_pairs *t = s->t;
+    int C = s->C, D = s->D, H = s->H;
+    size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D, off = (size_t)s->n0 * s->T;
+    const int *bin = (s->den ? t->corr : t->clean) + off, *sin = (s->den ? t->clean : t->corr) + off;
+    float *de = s->delta, *dp = s->delta + rows * C;
+    for (size_t i = 0; i < rows; i++) {
+        const float *a = m->p[AL_P_WE] + (size_t)sin[i] * C, *b = m->p[AL_P_WE] + (size_t)bin[i] * C;
+        for (int c = 0; c < C; c++) de[i * C + c] = a[c] - b[c];
+    }
+    memset(dp, 0, sizeof(float) * rows * C); /* pos: both runs share positions */
+    float *dz = s->grad; /* scratch before the gradients are laid out: (rows, D) */
+    for (int h = 0; h < H; h++) {
+        for (size_t i = 0; i < rows; i++)
+            for (int d = 0; d < D; d++) {
+                size_t k = i * HD + (size_t)h * D + d;
+                dz[i * D + d] = s->zg_src[k] - m->zg[k];
+            }
+        /* Δout (rows, C) = Δzg (rows, D) · W_O[0,h] (D, C) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, C, D, 1.0f, dz, D,
+                    al_head_wo(m, 0, h), C, 0.0f, s->delta + (size_t)(2 + h) * rows * C, C);
+    }
+}
+
+/* s->grad: each receiver's input gradient (nb·T, C): receiver r = c·nr + h
+ * (c = q, k, v of head 1.h) is ∂M/∂c_h · W_c[1,h]ᵀ, and the last is the
+ * direct one, ∂M/∂x_L. */
+static void receiver_grads(ap_state *s) {
+    const al_model *m = s->m;
+    int C = s->C, D = s->D, H = s->H, nr = s->nr;
+    size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D;
+    for (int r = 0; r < 3 * nr; r++) {
+        int c = r / nr, h = r % nr;
+        const float *w = c == 0 ? al_head_wq(m, 1, h) : c == 1 ? al_head_wk(m, 1, h)
+                                                               : al_head_wv(m, 1, h); /* (C, D) */
+        const float *dq = s->dqkv + rows * 3 * HD + (size_t)c * HD + (size_t)h * D; /* layer 1 */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, C, D, 1.0f, dq,
+                    (int)(3 * HD), w, D, 0.0f, s->grad + (size_t)r * rows * C, C);
+    }
+    memcpy(s->grad + (size_t)3 * nr * rows * C, s->dx + (size_t)s->L * rows * C,
+           sizeof(float) * rows * C);
+}
+
+/* edge sums: Σ over the batch's rows of Δsender · receiver gradient. */
+static void edge_sums(ap_state *s) {
+    int ns = s->ns, nr = s->nr, H = s->H, na = s->n_recv_all;
+    size_t n = (size_t)s->nb * s->T * s->C;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int snd = 0; snd < ns; snd++)
+        for (int r = 0; r < na; r++) {
+            const float *d = s->delta + (size_t)snd * n, *g = s->grad + (size_t)r * n;
+            double acc = 0.0;
+            for (size_t i = 0; i < n; i++) acc += (double)d[i] * g[i];
+            int ch = r < 3 * nr ? r / nr : 3, h = r < 3 * nr ? r % nr : 0;
+            s->edge[((size_t)ch * ns + snd) * H + h] += acc;
+        }
+}
+
+static int stopped(const al_patch_opts *o, al_err *e) {
+    if (o->stop && *o->stop) return al_errf(e, "interrupted");
+    return 0;
+}
+
+/* Pearson, Spearman, top-5 of estimate vs actual over the entries both
+ * have finite; skip (n) entries are left out (the pos sender). */
+static int agree(const double *est, const double *act, int n, const unsigned char *skip,
+                 al_agreement *a, al_err *e) {
+    double *x = al_malloc((size_t)2 * n, sizeof(double), e);
+    if (!x) return -1;
+    double *y = x + n;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!(skip && skip[i]) && isfinite(est[i]) && isfinite(act[i])) x[k] = est[i], y[k++] = act[i];
+    a->n = k;
+    a->pearson = al_pearson(x, y, k);
+    a->spearman = al_spearman(x, y, k);
+    a->top5 = al_topk_overlap(x, y, k, 5);
+    free(x);
+    if (a->top5 < 0) return al_errf(e, "out of memory");
+    return 0;
+}
+
+/* The actual sweeps of the same grids and their agreement with r's
+ * estimates. */
+static int compare_actual(al_model *m, const al_pairs *t, const al_patch_opts *o,
+                          al_attrpatch_result *r, al_err *e) {
+    double t0 = al_now();
+    al_patch_opts po = *o;
+    al_patch_result ph = {0}, pp = {0};
+    al_paths_result pa = {0};
+    po.component = "head";
+    if (al_patch_run(m, t, &po, &ph, e)) return -1;
+    po.component = "head_pos";
+    if (al_patch_run(m, t, &po, &pp, e) || al_paths_run(m, t, &po, &pa, e)) {
+        al_patch_result_free(&ph), al_patch_result_free(&pp);
+        return -1;
+    }
+    size_t nh = (size_t)r->L * r->H, np = nh * r->T;
+    memcpy(r->act_head, ph.effect, sizeof(double) * nh);
+    memcpy(r->act_head_pos, pp.effect, sizeof(double) * np);
+    memcpy(r->act_edge, pa.effect, sizeof(double) * (size_t)r->n_edge);
+    al_patch_result_free(&ph), al_patch_result_free(&pp), al_paths_result_free(&pa);
+    r->seconds_patch = al_now() - t0;
+    unsigned char *skip = al_calloc((size_t)r->n_edge, 1, e);
+    if (!skip) return -1;
+    for (int ch = 0; ch < 4; ch++)
+        for (int h = 0; h < r->H; h++) skip[((size_t)ch * r->n_senders + 1) * r->H + h] = 1;
+    int rc = agree(r->head, r->act_head, (int)nh, NULL, &r->agree[AL_AP_HEAD], e) ||
+             agree(r->head_pos, r->act_head_pos, (int)np, NULL, &r->agree[AL_AP_HEAD_POS], e) ||
+             agree(r->edge, r->act_edge, r->n_edge, skip, &r->agree[AL_AP_EDGE], e);
+    free(skip);
+    if (rc) return -1;
+    r->compared = 1;
+    return 0;
+}
+
+int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int compare,
+                     al_attrpatch_result *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    double t0 = al_now();
+    const al_config *c = &m->cfg;
+    if (al_patch_opts_check(o, e) || al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
+    if (c->n_layers > 2)
+        return al_errf(e, "attribution patching covers 1- and 2-layer models (this one has %d "
+                          "layers): its edges are path patching's",
+                       c->n_layers);
+    if (compare != 0 && compare != 1) return al_errf(e, "compare must be 0 or 1 (got %d)", compare);
+    al_patch_direction dir;
+    al_patch_direction_parse(o->direction, &dir);
+    ap_state s;
+    int B = o->batch < t->N ? o->batch : t->N;
+    if (ap_init(&s, m, t, B, e)) return -1;
+    s.den = dir == AL_PATCH_DENOISE;
+    int L = s.L, H = s.H, T = s.T, ns = s.ns;
+    size_t nh = (size_t)L * H, np = nh * T, ne = (size_t)4 * ns * H;
+    /* estimates then (compare) actuals, one allocation */
+    double *buf = al_calloc(2 * (nh + np + ne), sizeof(double), e);
+    const al_patch_spec *saved = m->patch;
+    m->patch = NULL;
+    al_progress pg;
+    al_progress_init(&pg, 10.0);
+    int nbatch = (t->N + B - 1) / B, rc = buf ? 0 : -1;
+    if (buf) {
+        r->head = buf, r->head_pos = buf + nh, r->edge = r->head_pos + np;
+        s.head_pos = r->head_pos, s.edge = r->edge;
+    }
+    for (int k = 0; rc == 0 && k < nbatch; k++) {
+        s.n0 = k * B;
+        s.nb = t->N - s.n0 < B ? t->N - s.n0 : B;
+        rc = stopped(o, e) || source_run(&s, e) || base_run(&s, e);
+        if (rc) break;
+        head_sums(&s);
+        sender_deltas(&s);
+        receiver_grads(&s);
+        edge_sums(&s);
+        if (o->progress)
+            al_progress_update(&pg, 0, "attribution patching: batch %d/%d", k + 1, nbatch);
+    }
+    if (o->progress) al_progress_done(&pg);
+    m->patch = saved;
+    if (rc == 0) {
+        double cnt = t->n_items;
+        double mc = (s.den ? s.sum_src : s.sum_base) / cnt, mr = (s.den ? s.sum_base : s.sum_src) / cnt;
+        /* Σ-over-items gradients → the mean's; then patch.h's normalisation */
+        double f = mc == mr ? NAN : (s.den ? 1.0 : -1.0) / (cnt * (mc - mr));
+        for (size_t i = 0; i < np; i++) r->head_pos[i] *= f;
+        for (size_t lh = 0; lh < nh; lh++) {
+            double a = 0.0;
+            for (int tt = 0; tt < T; tt++) a += r->head_pos[lh * T + tt];
+            r->head[lh] = a;
+        }
+        for (int ch = 0; ch < 4; ch++)
+            for (int snd = 0; snd < ns; snd++)
+                for (int h = 0; h < H; h++) {
+                    size_t i = ((size_t)ch * ns + snd) * H + h;
+                    int exists = ch == 3 ? h == 0 : h < s.nr;
+                    r->edge[i] = exists ? r->edge[i] * f : NAN;
+                }
+        r->L = L, r->H = H, r->N = t->N, r->T = T;
+        r->direction = dir;
+        r->m_clean = mc, r->m_corr = mr;
+        r->n_senders = ns, r->n_recv = s.nr, r->n_edge = (int)ne;
+        r->seconds = al_now() - t0;
+        r->act_head = r->edge + ne;
+        r->act_head_pos = r->act_head + nh;
+        r->act_edge = r->act_head_pos + np;
+        for (size_t i = 0; i < nh + np + ne; i++) r->act_head[i] = NAN;
+    }
+    ap_free(&s);
+    if (rc == 0 && compare) rc = compare_actual(m, t, o, r, e);
+    if (rc) {
+        free(buf);
+        memset(r, 0, sizeof *r);
+        return -1;
+    }
+    return 0;
 }

@@ -151,26 +151,6 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
     return 0;
 }
 
-/* Ids and lengths against the model: a pair file made with another
- * tokenizer must fail here, not inside the engine. */
-static int task_fits(const al_pairs *t, const al_config *c, al_err *e) {
-    if (t->T > c->n_ctx)
-        return al_errf(e, "task '%s' has sequences of %d tokens; the model's n_ctx is %d", t->task,
-                       t->T, c->n_ctx);
-    for (size_t i = 0; i < (size_t)t->N * t->T; i++)
-        if (t->clean[i] < 0 || t->clean[i] >= c->d_vocab || t->corr[i] < 0 ||
-            t->corr[i] >= c->d_vocab)
-            return al_errf(e, "task '%s', pair %zu: token id outside the model's vocabulary (%d)",
-                           t->task, i / (size_t)t->T + 1, c->d_vocab);
-    for (int i = 0; i < t->n_items; i++) {
-        const al_pair_item *it = &t->items[i];
-        if (it->answer < 0 || it->answer >= c->d_vocab || it->wrong >= c->d_vocab)
-            return al_errf(e, "task '%s', pair %d: answer id outside the model's vocabulary (%d)",
-                           t->task, it->pair + 1, c->d_vocab);
-    }
-    return 0;
-}
-
 /* A sweep holds about five copies of one forward pass's activations for
  * a batch (the model's own, the clean and corrupted caches, the
  * incremental forward's scratch, the synthesised source of path
@@ -203,7 +183,7 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
     else if (!strcmp(o->task, "names"))
         rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos, t, e);
     else rc = al_pairs_load_jsonl(o->pairs, tok, m->cfg.n_ctx, t, e);
-    if (rc == 0 && (task_fits(t, &m->cfg, e) || memory_fits(t, &m->cfg, o, e))) {
+    if (rc == 0 && (al_pairs_check(t, m->cfg.n_ctx, m->cfg.d_vocab, e) || memory_fits(t, &m->cfg, o, e))) {
         al_pairs_free(t);
         rc = -1;
     }
@@ -251,8 +231,7 @@ static int sweep_init(sweep *s, al_model *m, const al_pairs *t, const al_patch_o
     memset(s, 0, sizeof *s);
     const al_config *c = &m->cfg;
     if (al_patch_opts_check(o, e)) return -1;
-    if (task_fits(t, c, e)) return -1;
-    if (t->N < 1 || t->n_items < 1) return al_errf(e, "task '%s' has no pairs", t->task);
+    if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     al_patch_direction_parse(o->direction, &s->dir);
     s->m = m, s->t = t, s->naive = o->naive, s->o = o;
     s->L = c->n_layers, s->H = c->n_heads, s->T = t->T, s->C = c->d_model, s->V = c->d_vocab;

@@ -570,3 +570,28 @@ int al_pairs_from_tokens(const al_tokens *d, int T, int n, int d_vocab, al_pairs
     *out = p;
     return 0;
 }
+
+int al_pairs_check(const al_pairs *t, int n_ctx, int d_vocab, al_err *e) {
+    if (t->N < 1 || t->T < 1 || t->n_items < 1)
+        return al_errf(e, "task '%s' has no pairs or no items", t->task);
+    if (t->T > n_ctx)
+        return al_errf(e, "task '%s' has sequences of %d tokens; the model's n_ctx is %d", t->task,
+                       t->T, n_ctx);
+    for (size_t i = 0; i < (size_t)t->N * t->T; i++)
+        if (t->clean[i] < 0 || t->clean[i] >= d_vocab || t->corr[i] < 0 || t->corr[i] >= d_vocab)
+            return al_errf(e, "task '%s', pair %zu: token id outside the model's vocabulary (%d)",
+                           t->task, i / (size_t)t->T + 1, d_vocab);
+    for (int i = 0; i < t->n_items; i++) {
+        const al_pair_item *it = &t->items[i];
+        if (it->pair < 0 || it->pair >= t->N || (i && it->pair < t->items[i - 1].pair))
+            return al_errf(e, "task '%s', item %d: pair %d out of range or out of order", t->task,
+                           i + 1, it->pair);
+        if (it->pos < 0 || it->pos >= t->len[it->pair] || it->pos >= t->T)
+            return al_errf(e, "task '%s', item %d: position %d outside its pair", t->task, i + 1,
+                           it->pos);
+        if (it->answer < 0 || it->answer >= d_vocab || it->wrong < -1 || it->wrong >= d_vocab)
+            return al_errf(e, "task '%s', pair %d: answer id outside the model's vocabulary (%d)",
+                           t->task, it->pair + 1, d_vocab);
+    }
+    return 0;
+}
