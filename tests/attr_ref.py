@@ -46,18 +46,16 @@ RESULTS_FILE is written by tests/test_attr_torch.c. Prints one line per
 compared array with its largest error. Exit 0 iff all agree within their
 tolerances (below), 1 if not, 2 on bad input, 77 without PyTorch.
 """
-import argparse
-import json
 import math
-import os
 import sys
 
 try:
     import numpy as np
     import torch
-except Exception as exc:  # ImportError, or a broken install
+except Exception:  # ImportError, or a broken install: results_cli says so
     torch = None
-    TORCH_ERROR = exc
+
+from torch_ref import load_results, results_cli  # the same directory; safe without torch
 
 # Tolerances, relative to the compared array's scale: max |ref| over the
 # array, at least FLOOR (attribution numbers are logits and losses, read
@@ -79,7 +77,6 @@ TIE = 1e-5
 FD_STEP, FD_TOL = 1e-4, 1e-6
 
 if torch is not None:
-    from torch_ref import load_config, read_safetensors  # the same directory
 
     class Model:
         def __init__(self, cfg, w, gates):
@@ -324,31 +321,12 @@ class Report:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model", nargs="?", help="model directory")
-    ap.add_argument("results", nargs="?", help="results JSON of tests/test_attr_torch.c")
-    ap.add_argument("--check-torch", action="store_true",
-                    help="only check that PyTorch can be imported (exit 0 or 77)")
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    if torch is None:
-        print("skipped: cannot import torch (%s)" % TORCH_ERROR)
-        return 77
-    if args.check_torch:
-        print("torch %s" % torch.__version__)
-        return 0
-    if args.model is None or args.results is None:
-        ap.error("MODEL_DIR and RESULTS_FILE are required")
-    torch.set_num_threads(args.threads)
+    args, rc = results_cli(__doc__, "results JSON of tests/test_attr_torch.c")
+    if args is None:
+        return rc
     try:
-        cfg = load_config(args.model)
-        weights, _ = read_safetensors(os.path.join(args.model, "model.safetensors"))
-        with open(args.results) as f:
-            res = json.load(f)
+        cfg, weights, res = load_results(args)
         L, H = cfg["n_layers"], cfg["n_heads"]
-        if (res["L"], res["H"]) != (L, H) or L not in (1, 2):
-            raise ValueError("results are for L=%d H=%d, the model has L=%d H=%d"
-                             % (res["L"], res["H"], L, H))
         model = Model(cfg, weights, res["gates"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print("attr_ref: %s" % exc, file=sys.stderr)
