@@ -11,9 +11,9 @@
  *     kinds, the lens);
  *   - the gradients of M w.r.t. x, zg, q/k/v from al_model_backward_acts
  *     fed with ∂M/∂x_L computed here from the definition of M (pairs.h),
- *     on the clean and the corrupted sequences; once attribution patching
- *     exists, also al_attrpatch_grad's (whole task and one sub-batch) and
- *     al_attrpatch_run's estimates (compare = 0) in both directions.
+ *     on the clean and the corrupted sequences, and al_attrpatch_grad's
+ *     (whole task and one sub-batch: the gradient of that batch's mean);
+ *   - al_attrpatch_run's estimates (compare = 0) in both directions.
  * tests/attr_ref.py recomputes all of it in float64 from the headers'
  * definitions (autograd for the gradients) and exits 0 iff every array
  * agrees within its tolerance (the script says which and why). Skipped
@@ -202,10 +202,9 @@ static void grad_entry(writer *w, const char *run, const char *source, int which
     fputs("}", w->f);
 }
 
-/* The engine's activation gradients of M from ∂M/∂x_L computed here; and
- * al_attrpatch_grad's, when it exists (*have_ap: it did not refuse). */
-static void grads_section(writer *w, al_model *m, const al_pairs *t, const char *run,
-                          int *have_ap) {
+/* The engine's activation gradients of M from ∂M/∂x_L computed here, and
+ * al_attrpatch_grad's. */
+static void grads_section(writer *w, al_model *m, const al_pairs *t, const char *run) {
     grad_bufs g;
     al_err e;
     int first = 1;
@@ -221,7 +220,7 @@ static void grads_section(writer *w, al_model *m, const al_pairs *t, const char 
             static const int n0s[2] = {0, 2}, nbs[2] = {AN, 3};
             for (int i = 0; i < 2; i++) {
                 if (al_attrpatch_grad(m, t, which, n0s[i], nbs[i], &M, g.dx, g.dzg, g.dqkv, &e)) {
-                    *have_ap = 0;
+                    t_fail(__FILE__, __LINE__, "%s attrpatch_grad: %s", run, e.msg);
                     break;
                 }
                 grad_entry(w, run, "attrpatch_grad", which, n0s[i], nbs[i], M, &g, &first);
@@ -269,10 +268,8 @@ static void attrpatch_section(writer *w, al_model *m, const al_pairs *t, const c
 }
 
 /* The model (saved to dir) and its task, both metrics, into out.
- * *have_ap: attribution patching exists (else its part is left out).
  * 0, or −1 after recording a failure. */
-static int write_results(al_model *m, const char *dir, const char *out, const perturb *pt,
-                         int *have_ap) {
+static int write_results(al_model *m, const char *dir, const char *out, const perturb *pt) {
     al_err e;
     al_set_threads(1); /* tiny batches; and 2 cores shared: OpenMP threads only wait */
     if (al_ckpt_save(dir, m, NULL, NULL, NULL, NULL, &e) != 0) {
@@ -293,7 +290,6 @@ static int write_results(al_model *m, const char *dir, const char *out, const pe
     for (int i = 0; i < LH; i++) fprintf(f, "%s%.9g", i ? "," : "", (double)m->gates[i]);
     fputs("],\n\"runs\": [", f);
     writer w = {f, pt, "", 1};
-    *have_ap = 1;
     for (int diff = 0; diff < 2; diff++) {
         const char *run = diff ? "logitdiff" : "logprob";
         if (diff) {
@@ -309,8 +305,8 @@ static int write_results(al_model *m, const char *dir, const char *out, const pe
         snprintf(prefix, sizeof prefix, "%s attr", run);
         w.prefix = prefix;
         attr_section(&w, m, &t);
-        grads_section(&w, m, &t, run, have_ap);
-        if (*have_ap) attrpatch_section(&w, m, &t, run);
+        grads_section(&w, m, &t, run);
+        attrpatch_section(&w, m, &t, run);
         fputs("}", f);
     }
     fputs("]}\n", f);
@@ -325,22 +321,21 @@ static int attr_ref(const char *dir, const char *results) {
     return ref_run(SCRIPT, args);
 }
 
-/* Every section of both runs was compared (attrpatch's only if have_ap). */
-static void check_covered(int have_ap) {
+/* Every section of both runs was compared. */
+static void check_covered(void) {
     char *out = t_slurp(t_path("ref.out"));
     CHECK(out != NULL);
     if (!out) return;
     static const char *want[] = {"attr dla ", "attr term_dloss ", "attr kind_dloss ",
                                  "attr lens_acc ", "grad engine clean 0+6 dqkv ",
-                                 "grad engine corr 0+6 dx "};
-    static const char *want_ap[] = {"grad attrpatch_grad clean 2+3 dzg ",
-                                    "grad attrpatch_grad corr 0+6 dqkv ",
-                                    "attrpatch denoise edge ", "attrpatch noise head_pos "};
+                                 "grad engine corr 0+6 dx ",
+                                 "grad attrpatch_grad clean 2+3 dzg ",
+                                 "grad attrpatch_grad corr 0+6 dqkv ",
+                                 "attrpatch denoise edge ", "attrpatch noise head_pos "};
     for (int run = 0; run < 2; run++) {
-        for (size_t i = 0; i < sizeof want / sizeof *want + (have_ap ? 4 : 0); i++) {
+        for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
             char name[128];
-            snprintf(name, sizeof name, "%s %s", run ? "logitdiff" : "logprob",
-                     i < 6 ? want[i] : want_ap[i - 6]);
+            snprintf(name, sizeof name, "%s %s", run ? "logitdiff" : "logprob", want[i]);
             CHECKF(strstr(out, name) != NULL, "attr_ref.py did not compare %s", name);
         }
     }
@@ -362,28 +357,26 @@ static void case_model(al_model *m, int L, int tied) {
 
 /* Results of the model written (with perturbation pt) and compared:
  * attr_ref.py's exit code (−1: the results could not be written). */
-static int run_ref(int L, int tied, const perturb *pt, int *have_ap) {
+static int run_ref(int L, int tied, const perturb *pt) {
     al_model m;
     case_model(&m, L, tied);
     char dir[1024]; /* t_path's buffers are reused */
     snprintf(dir, sizeof dir, "%s", t_path("model"));
     const char *res = t_path("results.json");
-    int rc = write_results(&m, dir, res, pt, have_ap);
+    int rc = write_results(&m, dir, res, pt);
     al_model_free(&m);
     return rc != 0 ? -1 : attr_ref(dir, res);
 }
 
 static void run_case(int L, int tied) {
     ref_need_torch(SCRIPT);
-    int have_ap = 0;
-    int rc = run_ref(L, tied, NULL, &have_ap);
+    int rc = run_ref(L, tied, NULL);
     if (rc == -1) return;
     char *out = t_slurp(t_path("ref.out"));
     CHECKF(rc == 0, "attr_ref.py exit %d:\n%s", rc, out ? out : "");
     if (getenv("ATTR_TORCH_VERBOSE")) fputs(out ? out : "", stderr);
     free(out);
-    check_covered(have_ap);
-    if (!have_ap) t_skip("attribution patching not built yet: attribution and gradients only");
+    check_covered();
 }
 
 /* Two layers, untied: virtual heads, q/k/v edges into layer 1. */
@@ -404,14 +397,13 @@ TEST(attr_torch_detects_mismatch) {
                             {"logitdiff grad engine corr 0+6 dqkv", 100, 1e-4},
                             {"logprob attrpatch noise edge", (3 * 5 + 2) * 3, 2e-4},
                             {NULL, 0, 0}};
-    int have_ap = 0;
-    int rc = run_ref(1, 1, pts, &have_ap);
+    int rc = run_ref(1, 1, pts);
     if (rc == -1) return;
     char *out = t_slurp(t_path("ref.out"));
     CHECKF(rc == 1, "attr_ref.py should report a mismatch (exit 1), got %d:\n%s", rc,
            out ? out : "");
     /* one FAIL line per perturbed array, each naming it */
-    int n_fail = 0, n_want = have_ap ? 3 : 2;
+    int n_fail = 0, n_want = 3;
     for (const char *p = out ? strstr(out, "FAIL") : NULL; p; p = strstr(p + 4, "FAIL")) {
         const char *line = p;
         while (line > out && line[-1] != '\n') line--;
@@ -423,5 +415,4 @@ TEST(attr_torch_detects_mismatch) {
     }
     CHECKF(n_fail == n_want, "%d FAIL lines, want %d:\n%s", n_fail, n_want, out ? out : "");
     free(out);
-    if (!have_ap) t_skip("attribution patching not built: its check is not shown to fail");
 }
