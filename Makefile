@@ -1,7 +1,9 @@
 # attnlab -- build, test, demo, bench.
-# `make` builds build/attnlab; `make test`, `make demo`, `make bench` first
-# run `make deps`, which installs missing Debian packages (as root) or
-# prints the apt-get command to run.
+# `make` builds build/attnlab. `make demo` first runs `make deps`, which
+# installs the missing Debian packages the demo needs (as root) or prints
+# the apt-get command to run; `make test` runs `make deps-test`, the same
+# plus the optional cross-check packages (PyTorch, NumPy, Chromium), and
+# `make bench` adds PyTorch, its reference (scripts/deps.sh says which).
 #   ARCH=-march=x86-64-v2   portable build instead of -march=native
 #   SAN=1                   AddressSanitizer + UBSan build (in build-san/)
 # `make fuzz` builds the libFuzzer targets of tests/fuzz/ with clang and runs
@@ -29,11 +31,13 @@ LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst tests/%.c,$(BUILD)/tobj/%.o,$(TEST_SRC))
 
-.PHONY: all deps test demo bench clean fuzz valgrind layers
+.PHONY: all deps deps-test test demo bench clean fuzz valgrind layers
 all: $(BUILD)/attnlab
 
 deps:
 	@sh scripts/deps.sh
+deps-test:
+	@sh scripts/deps.sh test
 
 # The layer rule (docs/design.md): a file includes headers of its own
 # folder or of folders below it, never above or beside it.
@@ -72,7 +76,7 @@ $(BUILD)/bench_engine: bench/bench_engine.c $(BUILD)/libattnlab.a
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/test_runner
 	@$(if $(filter 1,$(SAN)),$(SAN_ENV)) ATTNLAB_BIN=$(BUILD)/attnlab $(BUILD)/test_runner $(T)
 
@@ -80,7 +84,8 @@ demo: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab
 	@sh scripts/demo.sh
 
-bench: deps
+bench:
+	@sh scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/bench_engine
 	@BUILD=$(BUILD) sh bench/bench.sh
 

@@ -4,7 +4,9 @@
 # sizes, same thread count, in this one invocation; then how cost grows
 # with n_ctx at a constant 4096 tokens per step; then the activation-
 # patching sweep, incremental against one full forward per configuration
-# (bench_engine --mode patch); then the tokenizer bench.
+# (bench_engine --mode patch); then attribution patching beside the
+# patching sweeps it estimates (bench_engine --mode attr); then the
+# tokenizer bench.
 # Every measurement runs in its own process, so each peak RSS is that
 # run's own. Rates are from the median step time (see bench_engine.c).
 #   env: BUILD (default build), THREADS (2), MIN_TIME (seconds per run, 3),
@@ -12,7 +14,9 @@
 #        SWEEP_TORCH (1: also run PyTorch in the n_ctx sweep; 0: C only),
 #        TORCH_PYTHON (the python with torch, /usr/bin/python3),
 #        PATCH (0: skip the patching sweep, which takes minutes),
-#        PATCH_PAIRS (64), PATCH_NAIVE_PAIRS (8), PATCH_R (induction R, 50)
+#        PATCH_PAIRS (64), PATCH_NAIVE_PAIRS (8), PATCH_R (induction R, 50),
+#        ATTR_PAIRS (pairs of the attribution bench, 16: its reference is
+#        every patching sweep)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
 BUILD=${BUILD:-build}
@@ -24,6 +28,7 @@ PATCH=${PATCH:-1}
 PATCH_PAIRS=${PATCH_PAIRS:-64}
 PATCH_NAIVE_PAIRS=${PATCH_NAIVE_PAIRS:-8}
 PATCH_R=${PATCH_R:-50}
+ATTR_PAIRS=${ATTR_PAIRS:-16}
 BIN=$BUILD/bench_engine
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 DIR=$(dirname "$0")
@@ -96,6 +101,9 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run patch c 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$PATCH_PAIRS" --naive-pairs "$PATCH_NAIVE_PAIRS" --probe-r "$PATCH_R"
+[ "$PATCH" = 1 ] &&
+    run attr c 0 --mode attr --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs "$ATTR_PAIRS" --probe-r "$PATCH_R"
 echo >&2
 
 BUSY1=$(busy)
@@ -185,6 +193,20 @@ if [ "$PATCH" = 1 ] && [ -s "$TMP/patch.c.json" ]; then
     awk -v s="$(jget "$P" naive_seconds)" -v a="$NN" -v b="$NP" 'BEGIN {
         printf "* naive on %d of the %d pairs (all would take ~%.0f s); configs/s from its per-pair rate\n",
             a, b, s * b / a }'
+fi
+
+if [ "$PATCH" = 1 ] && [ -s "$TMP/attr.c.json" ]; then
+    A=$TMP/attr.c.json
+    echo
+    echo "attribution patching on induction ($(jget "$A" pairs) pairs, R $PATCH_R): every head," \
+        "head x position and path edge ($(jget "$A" configs) estimates)"
+    printf '%-44s %9s\n' "" "seconds"
+    printf '%-44s %9s\n' "attribution patching (one pass per batch)" "$(jget "$A" attr_seconds)"
+    printf '%-44s %9s\n' "two forwards + one backward per batch" "$(jget "$A" fwd_bwd_seconds)"
+    printf '%-44s %9s\n' "the patching sweeps it estimates (incremental)" "$(jget "$A" patch_seconds)"
+    echo "attribution = $(jget "$A" attr_over_fwd_bwd)x two forwards + a backward;" \
+        "$(jget "$A" speedup)x faster than patching (Pearson with it: heads" \
+        "$(jget "$A" pearson_head), edges $(jget "$A" pearson_edge); random weights)"
 fi
 
 if [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then

@@ -5,6 +5,12 @@
  *   --mode train   forward + backward + AdamW (clip 1.0) on random tokens
  *   --mode infer   forward only (logits, softmax, loss)
  *   --mode sgemm   cblas_sgemm on 4096x4096x4096, the machine's ceiling
+ *   --mode attr    attribution patching (al_attrpatch_run: every head,
+ *                  head x position and path edge) on --pairs induction
+ *                  pairs, beside the patching sweeps it approximates
+ *                  (head, head_pos and path patching, incremental) and
+ *                  beside two forwards and one activation backward per
+ *                  batch, the cost it should be close to
  *   --mode patch   the activation-patching sweep al_patch_run (component
  *                  head_pos: every head x position, task induction) with
  *                  the incremental forward (al_model_forward_delta) on
@@ -30,6 +36,7 @@
 #include "attnlab/args.h"
 #include "attnlab/model.h"
 #include "attnlab/optim.h"
+#include "attnlab/attrpatch.h"
 #include "attnlab/patch.h"
 
 static const char *o_mode = "train";
@@ -39,7 +46,7 @@ static double o_min_time = 3.0;
 static int o_pairs = 64, o_naive_pairs = 8, o_patch_r = 50, o_patch_batch = 8;
 
 static al_flag flags[] = {
-    {"mode", AL_STR, &o_mode, "M", "train, infer, sgemm or patch", 0, 0},
+    {"mode", AL_STR, &o_mode, "M", "train, infer, sgemm, patch or attr", 0, 0},
     {"n-layers", AL_INT, &o_layers, "N", "attention layers", 0, 0},
     {"d-model", AL_INT, &o_dmodel, "N", "residual width", 0, 0},
     {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
@@ -246,6 +253,56 @@ static int bench_patch(void) {
     return 0;
 }
 
+/* Two forwards (clean, corrupted) and one activation backward per batch
+ * of t: what attribution patching should cost about. */
+static double fwd_bwd_seconds(al_model *m, const al_pairs *t) {
+    al_err e;
+    double t0 = al_now();
+    for (int n0 = 0; n0 < t->N; n0 += o_patch_batch) {
+        int nb = t->N - n0 < o_patch_batch ? t->N - n0 : o_patch_batch;
+        if (al_model_forward(m, t->clean + (size_t)n0 * t->T, NULL, nb, t->T, &e) ||
+            al_attrpatch_grad(m, t, 1, n0, nb, NULL, NULL, NULL, NULL, &e)) {
+            fprintf(stderr, "bench_engine: %s\n", e.msg);
+            return -1;
+        }
+    }
+    return al_now() - t0;
+}
+
+static int bench_attr(void) {
+    al_err e;
+    al_config c = al_config_default();
+    c.n_layers = o_layers, c.d_model = o_dmodel, c.n_heads = o_heads, c.d_head = o_dhead;
+    c.n_ctx = o_ctx, c.d_vocab = o_vocab, c.seed = 1;
+    al_model m;
+    if (al_model_init(&m, &c, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    al_patch_opts o = al_patch_opts_defaults();
+    o.probe_r = o_patch_r, o.probe_n = o_pairs, o.batch = o_patch_batch;
+    al_pairs t;
+    al_attrpatch_result r;
+    if (al_patch_task_make(&t, &m, NULL, 0, &o, &e) || al_attrpatch_run(&m, &t, &o, 1, &r, &e)) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        return 1;
+    }
+    double fb = fwd_bwd_seconds(&m, &t);
+    if (fb < 0) return 1;
+    int configs = r.L * r.H + r.L * r.H * r.T + r.agree[AL_AP_EDGE].n + r.n_senders;
+    printf("{\"impl\": \"c\", \"mode\": \"attr\", \"n_layers\": %d, \"d_model\": %d, "
+           "\"n_heads\": %d, \"d_head\": %d, \"d_vocab\": %d, \"probe_r\": %d, \"pairs\": %d, "
+           "\"batch\": %d, \"threads\": %d, \"configs\": %d, \"attr_seconds\": %.3f, "
+           "\"patch_seconds\": %.2f, \"fwd_bwd_seconds\": %.3f, \"speedup\": %.1f, "
+           "\"attr_over_fwd_bwd\": %.2f, \"pearson_head\": %.3f, \"pearson_edge\": %.3f, ",
+           c.n_layers, c.d_model, c.n_heads, c.d_head, c.d_vocab, o_patch_r, o_pairs,
+           o_patch_batch, o_threads, configs, r.seconds, r.seconds_patch, fb,
+           r.seconds_patch / r.seconds, r.seconds / fb, r.agree[AL_AP_HEAD].pearson,
+           r.agree[AL_AP_EDGE].pearson);
+    print_tail();
+    al_attrpatch_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(flags, argc - 1, argv + 1, NULL, 0, NULL, &e) != 0) {
@@ -264,6 +321,8 @@ int main(int argc, char **argv) {
     if (!strcmp(o_mode, "train") || !strcmp(o_mode, "infer"))
         return bench_model(!strcmp(o_mode, "train"));
     if (!strcmp(o_mode, "patch")) return bench_patch();
-    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm or patch)\n", o_mode);
+    if (!strcmp(o_mode, "attr")) return bench_attr();
+    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm, patch or attr)\n",
+            o_mode);
     return 2;
 }

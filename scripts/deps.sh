@@ -1,25 +1,49 @@
 #!/bin/sh
 # Install the Debian packages attnlab needs, if any are missing.
-# As root: apt-get install them. Otherwise: print the command and fail.
-# Optional extras (PyTorch for the cross-check test and the benchmark,
-# Chromium for the test that renders the HTML report) are attempted but
-# their absence is not an error: those tests skip.
+# As root: apt-get install them. Otherwise: print the command (and fail
+# if a required package is missing).
+#   sh scripts/deps.sh            what `make demo` needs: the compiler, the
+#                                 libraries and the sqlite3 CLI (`make deps`)
+#   sh scripts/deps.sh test       also the optional cross-check packages of
+#                                 `make test` (`make deps-test`): PyTorch and
+#                                 NumPy for the reference tests, Chromium for
+#                                 the test that renders the HTML report
+#   sh scripts/deps.sh bench      also PyTorch and NumPy, the reference of
+#                                 `make bench`
 #   sh scripts/deps.sh fuzz       also clang with libFuzzer (`make fuzz`):
 #                                 clang-14, its runtimes libclang-rt-14-dev
 #                                 (-fsanitize=fuzzer,address,undefined) and
 #                                 libomp-14-dev (clang's -fopenmp), through
 #                                 Debian 12's default-version metapackages
 #   sh scripts/deps.sh valgrind   also valgrind (`make valgrind`)
+# Optional packages are attempted but their absence is not an error: the
+# tests that need them skip. PyTorch needs no BLAS of its own here: the
+# required libopenblas-openmp-dev already makes OpenBLAS the system
+# libblas.so.3 that Debian's python3-torch loads, which keeps the
+# reference tests fast.
+# ATTNLAB_DEPS_PRINT=1: print the two lists ("required: ..." and
+# "optional: ...") for these groups and exit, installing and checking
+# nothing (the test of this script uses it).
 set -u
 need="gcc make pkg-config libcjson-dev libpng-dev libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
+extra=""
 for group in "$@"; do
     case $group in
+        test) extra="$extra python3-torch python3-numpy chromium" ;;
+        bench) extra="$extra python3-torch python3-numpy" ;;
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;
-        *) echo "scripts/deps.sh: unknown group '$group' (fuzz, valgrind)" >&2; exit 2 ;;
+        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, fuzz, valgrind)" >&2; exit 2 ;;
     esac
 done
-extra="python3-torch python3-numpy chromium"
+# each package once (test and bench share PyTorch), in first-named order
+extra=$(printf '%s\n' $extra | awk 'NF && !seen[$0]++' | tr '\n' ' ')
+extra=${extra% }
+if [ -n "${ATTNLAB_DEPS_PRINT:-}" ]; then
+    echo "required: $need"
+    echo "optional: $extra"
+    exit 0
+fi
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -36,6 +60,7 @@ if [ "$(id -u)" != 0 ]; then
         exit 1
     fi
     echo "attnlab: optional packages missing:$missing_extra (the tests that need them will be skipped)" >&2
+    echo "run: sudo apt-get install -y$missing_extra" >&2
     exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive

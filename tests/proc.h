@@ -66,4 +66,19 @@ static __attribute__((unused)) void t_sleep(double s) {
     }
 }
 
+/* Wait until db (a test's database) has exactly one run 'running' (up
+ * to 60 s): the spawned command is past its set-up. */
+static __attribute__((unused)) int t_wait_running(const char *db) {
+    for (int i = 0; i < 600; i++) {
+        if (al_file_exists(db)) {
+            char *s = t_sql(db, "SELECT count(*) FROM runs WHERE status = 'running'");
+            int one = s && strcmp(s, "1") == 0;
+            free(s);
+            if (one) return 1;
+        }
+        t_sleep(0.1);
+    }
+    return 0;
+}
+
 #endif

@@ -130,6 +130,38 @@ void t_phrase_corpus(const char *path, size_t n) {
     free(ids);
 }
 
+void t_tiny_model(const char *dir, int n_layers, int steps) {
+    const char *b = t_bin();
+    char tok[1100];
+    snprintf(tok, sizeof tok, "%s/tok.json", dir);
+    if (!al_file_exists(tok))
+        CHECK(t_sh("%s data synth --out %s/s.txt --stories 200 --seed 3 >/dev/null 2>&1 && "
+                   "%s tokenizer train --in %s/s.txt --vocab 320 --out %s/tok.json >/dev/null 2>&1 "
+                   "&& %s encode --tokenizer %s/tok.json --in %s/s.txt --out %s/s.bin --val 0.1 "
+                   ">/dev/null 2>&1",
+                   b, dir, b, dir, dir, b, dir, dir, dir) == 0);
+    CHECK(t_sh("%s train --data %s/s.train.bin --val %s/s.val.bin --tokenizer %s/tok.json --out "
+               "%s/m%d --steps %d --n-layers %d --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 "
+               "--batch 4 --eval-every 0 --warmup 2 --lr 0.01 --threads 2 >/dev/null 2>&1",
+               b, dir, dir, dir, dir, n_layers, steps, n_layers) == 0);
+}
+
+long t_sql_long(const char *db, const char *q) {
+    char *s = t_sql(db, q);
+    long v = s ? strtol(s, NULL, 10) : -1;
+    free(s);
+    return v;
+}
+
+int t_one_line(const char *path, const char *want) {
+    char *s = t_slurp(path);
+    int ok = s && strncmp(s, "attnlab", 7) == 0 && strstr(s, want) &&
+             strchr(s, '\n') == s + strlen(s) - 1;
+    if (!ok) fprintf(stderr, "    stderr was: [%s], want one line with [%s]\n", s ? s : "(none)", want);
+    free(s);
+    return ok;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     int n = (int)(sizeof all_tests / sizeof all_tests[0]);

@@ -45,6 +45,26 @@ char *t_sql(const char *db, const char *q);
 /* A byte-level token file of n tokens: three short phrases in a fixed
  * random order, structured enough that a tiny model's loss moves. */
 void t_phrase_corpus(const char *path, size_t n);
+/* For the CLI tests: corpus, tokenizer (vocab 320), token files
+ * (DIR/s.train.bin, DIR/s.val.bin) and a model of n_layers x 4 heads
+ * (d_model 32, n_ctx 32) trained `steps` steps, in DIR/m<L>; the corpus
+ * and tokenizer are made once per directory. */
+void t_tiny_model(const char *dir, int n_layers, int steps);
+/* The start of a tiny experiment file (60 synthetic stories, vocab 300,
+ * one 2-layer model "two" of t_tiny_model's shape trained 10 steps), up
+ * to its "analyses"; name is a string literal. */
+#define T_EXP_TINY_2L(name)                                                                      \
+    "{\"name\": \"" name "\", \"threads\": 2,\n"                                                   \
+    " \"data\": {\"synthetic\": {\"stories\": 60, \"seed\": 4}, \"val\": 0.1},\n"                    \
+    " \"tokenizer\": {\"vocab\": 300},\n"                                                          \
+    " \"train\": {\"d_model\": 32, \"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 32, \"batch\": 4,\n"  \
+    "           \"steps\": 10, \"eval_every\": 10, \"warmup\": 2},\n"                           \
+    " \"models\": [{\"name\": \"two\", \"n_layers\": 2}],\n"
+/* t_sql's output as a number (-1 if the query failed). */
+long t_sql_long(const char *db, const char *q);
+/* 1 if the file (a command's stderr) is exactly one line, starting
+ * "attnlab" and holding want; else 0, printing what it was. */
+int t_one_line(const char *path, const char *want);
 
 #define CHECK(c)                                                         \
     do {                                                                 \

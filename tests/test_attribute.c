@@ -296,13 +296,19 @@ TEST(attr_bad_options) {
     } bad[] = {{&m2, 0, 1, "batch"}, {&m2, 100001, 1, "batch"}, {&m3, 8, 1, "2 layers"},
                {&m2, 8, 2, "paths"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        al_attr_opts o = {bad[i].batch, bad[i].paths};
+        al_attr_opts o = {bad[i].batch, bad[i].paths, 0, NULL};
         memset(&r, 0xab, sizeof r);
         CHECKF(al_attribute_run(bad[i].m, &t, &o, &r, &e) == -1, "case %zu", i);
         CHECKF(strstr(e.msg, bad[i].want) && !strchr(e.msg, '\n'), "case %zu: %s", i, e.msg);
         CHECK(!memcmp(&r, &zero, sizeof r));
     }
     al_attr_opts o = al_attr_opts_defaults();
+    volatile sig_atomic_t stop = 1; /* Ctrl-C: stops before the next batch */
+    o.stop = &stop;
+    memset(&r, 0xab, sizeof r);
+    CHECK(al_attribute_run(&m2, &t, &o, &r, &e) == -1 && !strcmp(e.msg, "interrupted"));
+    CHECK(!memcmp(&r, &zero, sizeof r));
+    o.stop = NULL;
     t.items[0].pos = t.T;
     memset(&r, 0xab, sizeof r);
     CHECK(al_attribute_run(&m2, &t, &o, &r, &e) == -1 && strstr(e.msg, "position"));

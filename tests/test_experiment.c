@@ -194,13 +194,6 @@ static const char tiny[] =
     " \"pictures\": {\"prompt\": \"Once upon a time, Bamurik saw a cat. Bamurik\", \"repeat\": 10, \"top_n\": 12}}\n";
 
 /* One number from the results database through the sqlite3 CLI. */
-static long sql_long(const char *db, const char *sql) {
-    char *s = t_sql(db, sql);
-    long v = s ? strtol(s, NULL, 10) : -1;
-    free(s);
-    return v;
-}
-
 TEST(exp_tiny_end_to_end) {
     if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
     t_write("tiny.json", tiny);
@@ -215,17 +208,17 @@ TEST(exp_tiny_end_to_end) {
           strstr(log, "stage times") && strstr(log, "$ attnlab train"));
     free(log);
     /* what the database holds, counted independently */
-    CHECK(sql_long(db, "SELECT count(*) FROM models") == 2);
-    CHECK(sql_long(db, "SELECT count(*) FROM runs WHERE status = 'done'") == 2 + 2 + 2 + 2 + 3);
-    CHECK(sql_long(db, "SELECT count(*) FROM runs WHERE status != 'done'") == 0);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM models") == 2);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM runs WHERE status = 'done'") == 2 + 2 + 2 + 2 + 3);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM runs WHERE status != 'done'") == 0);
     /* model two: 3 methods x (8 heads + step 0); budget -1 prunes all */
-    CHECK(sql_long(db, "SELECT count(*) FROM pruning_steps") == 27);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM pruning_steps") == 27);
     /* ablations: one (4 heads): none + 4 singles + 6 pairs; two (2 x 4):
      * none + 8 singles + 16 cross-layer pairs */
-    CHECK(sql_long(db, "SELECT count(*) FROM ablations") == 11 + 25);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM ablations") == 11 + 25);
     /* training logs at steps 0, 10, 20 for both */
-    CHECK(sql_long(db, "SELECT count(*) FROM train_log") == 6);
-    CHECK(sql_long(db, "SELECT count(*) FROM models WHERE train_steps = 20") == 2);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM train_log") == 6);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM models WHERE train_steps = 20") == 2);
     /* the report, its notebook, its pictures */
     char *html = NULL;
     char p[1200];
@@ -259,7 +252,7 @@ TEST(exp_tiny_end_to_end) {
     CHECKF(reused == 14, "%d stages reused", reused);
     CHECK(log && !strstr(log, "$ attnlab train"));
     free(log);
-    CHECK(sql_long(db, "SELECT count(*) FROM runs") == 11);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM runs") == 11);
     /* a changed option reruns what depends on it: model one's steps */
     char changed[sizeof tiny + 32];
     const char *cut = strstr(tiny, "{\"name\": \"one\", \"n_layers\": 1}");
@@ -274,7 +267,7 @@ TEST(exp_tiny_end_to_end) {
      * tokenizer, encode, train two and its 6 analyses */
     CHECKF(reused == 10, "%d stages reused", reused);
     free(log);
-    CHECK(sql_long(db, "SELECT count(*) FROM models WHERE train_steps = 10") == 1);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM models WHERE train_steps = 10") == 1);
 }
 
 /* Every file in experiments/ loads (run from the repository root). */
@@ -330,7 +323,7 @@ TEST(exp_interrupted_training_resumes) {
     long reached = -1;
     for (int i = 0; i < 1200 && reached < 50; i++) {
         t_sleep(0.05);
-        reached = al_file_exists(db) ? sql_long(db, "SELECT max(step) FROM train_log") : -1;
+        reached = al_file_exists(db) ? t_sql_long(db, "SELECT max(step) FROM train_log") : -1;
     }
     kill(p, SIGINT);
     int rc = t_wait(p, NULL);
@@ -349,9 +342,9 @@ TEST(exp_interrupted_training_resumes) {
     CHECKF(log && strstr(log, want) && strstr(log, "--resume"), "%s", log ? log : "");
     free(log);
     CHECK(t_sh("cmp -s %s/models/one/model.safetensors %s/models/one/model.safetensors", ref, out) == 0);
-    CHECK(sql_long(db, "SELECT count(*) FROM train_log WHERE run_id = (SELECT run_id FROM runs "
+    CHECK(t_sql_long(db, "SELECT count(*) FROM train_log WHERE run_id = (SELECT run_id FROM runs "
                        "WHERE kind = 'train' AND status = 'done')") == 41);
-    CHECK(sql_long(db, "SELECT min(step) FROM train_log WHERE run_id = (SELECT run_id FROM runs "
+    CHECK(t_sql_long(db, "SELECT min(step) FROM train_log WHERE run_id = (SELECT run_id FROM runs "
                        "WHERE kind = 'train' AND status = 'done')") == 0);
 }
 

@@ -20,49 +20,13 @@
 #include "proc.h"
 #include "test.h"
 
-/* Corpus, tokenizer (vocab 320), token files and a model of n_layers x 4
- * heads (d_model 32, n_ctx 32) trained `steps` steps, in DIR/m<L>; the
- * corpus and tokenizer are made once per directory. */
-static void tiny_model(const char *dir, int n_layers, int steps) {
-    const char *b = t_bin();
-    char tok[1100];
-    snprintf(tok, sizeof tok, "%s/tok.json", dir);
-    if (!al_file_exists(tok))
-        CHECK(t_sh("%s data synth --out %s/s.txt --stories 200 --seed 3 >/dev/null 2>&1 && "
-                   "%s tokenizer train --in %s/s.txt --vocab 320 --out %s/tok.json >/dev/null 2>&1 "
-                   "&& %s encode --tokenizer %s/tok.json --in %s/s.txt --out %s/s.bin --val 0.1 "
-                   ">/dev/null 2>&1",
-                   b, dir, b, dir, dir, b, dir, dir, dir) == 0);
-    CHECK(t_sh("%s train --data %s/s.train.bin --val %s/s.val.bin --tokenizer %s/tok.json --out "
-               "%s/m%d --steps %d --n-layers %d --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 "
-               "--batch 4 --eval-every 0 --warmup 2 --lr 0.01 --threads 2 >/dev/null 2>&1",
-               b, dir, dir, dir, dir, n_layers, steps, n_layers) == 0);
-}
-
-static long sql_long(const char *db, const char *q) {
-    char *s = t_sql(db, q);
-    long v = s ? strtol(s, NULL, 10) : -1;
-    free(s);
-    return v;
-}
-
-/* stderr exactly one line, "attnlab...", holding want. */
-static int one_line(const char *path, const char *want) {
-    char *s = t_slurp(path);
-    int ok = s && strncmp(s, "attnlab", 7) == 0 && strstr(s, want) &&
-             strchr(s, '\n') == s + strlen(s) - 1;
-    if (!ok) fprintf(stderr, "    stderr was: [%s], want one line with [%s]\n", s ? s : "(none)", want);
-    free(s);
-    return ok;
-}
-
 #define TASK "--probe-r 6 --n 4 --batch 2 --threads 2"
 
 /* ------------------------------------------------------------ rows */
 
 TEST(patch_cli_rows_and_summary) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.txt");
-    tiny_model(dir.s, 2, 20);
+    t_tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     /* L = 2, H = 4, T = 2R + 1 = 13 */
     const char *comps[] = {"head_pos", "head", "resid", "k", "pattern"};
@@ -121,8 +85,8 @@ TEST(patch_cli_rows_and_summary) {
 
 TEST(patch_cli_paths_rows_and_summary) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.txt");
-    tiny_model(dir.s, 2, 20);
-    tiny_model(dir.s, 1, 20);
+    t_tiny_model(dir.s, 2, 20);
+    t_tiny_model(dir.s, 1, 20);
     const char *b = t_bin();
     CHECK(t_sh("%s paths --model %s/m2 --db %s " TASK " > %s 2>/dev/null", b, dir.s, db.s,
                out.s) == 0);
@@ -217,7 +181,7 @@ TEST(patch_cli_planted_circuit) {
  * M_clean = M_corr, and every effect is undefined: stored as NULL. */
 TEST(patch_cli_nan_effects_are_null) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), mask = t_pcopy("mask.json");
-    tiny_model(dir.s, 2, 5);
+    t_tiny_model(dir.s, 2, 5);
     FILE *f = fopen(mask.s, "w");
     CHECK(f != NULL);
     if (!f) return;
@@ -239,7 +203,7 @@ TEST(patch_cli_nan_effects_are_null) {
  * run; its earlier rows stay. */
 TEST(patch_cli_migrates_version_2) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
-    tiny_model(dir.s, 2, 5);
+    t_tiny_model(dir.s, 2, 5);
     al_store *s;
     al_err e;
     CHECK_OK(al_store_open(db.s, &s, &e), &e);
@@ -272,7 +236,7 @@ TEST(patch_cli_migrates_version_2) {
 
 TEST(patch_cli_bad_input) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), mask = t_pcopy("mask.json");
-    tiny_model(dir.s, 2, 5);
+    t_tiny_model(dir.s, 2, 5);
     const char *b = t_bin();
     /* a copy of the model without its tokenizer */
     CHECK(t_sh("mkdir -p %s/notok && cp %s/m2/model.safetensors %s/m2/config.json %s/notok/",
@@ -302,26 +266,26 @@ TEST(patch_cli_bad_input) {
                       cases[i].args, err.s);
         CHECKF(rc == cases[i].rc, "%s %s: exit %d, want %d", cases[i].cmd, cases[i].args, rc,
                cases[i].rc);
-        CHECK(one_line(err.s, cases[i].want));
+        CHECK(t_one_line(err.s, cases[i].want));
     }
     /* caches that cannot fit this machine's memory are refused before a
      * run begins (about 600 kB per pair of a batch for this model) */
     if (al_mem_total() > 0 && al_mem_total() < 40e9) {
         CHECK(t_sh("%s patch --model %s/m2 --db %s --probe-r 15 --n 100000 --batch 100000 "
                    ">/dev/null 2>%s", b, dir.s, db.s, err.s) == 1);
-        CHECK(one_line(err.s, "(lower --batch)"));
+        CHECK(t_one_line(err.s, "(lower --batch)"));
     }
     /* names and file need the model's tokenizer */
     CHECK(t_sh("%s patch --model %s/notok --db %s --task names >/dev/null 2>%s", b, dir.s, db.s,
                err.s) == 1);
-    CHECK(one_line(err.s, "task 'names' needs the model's tokenizer"));
+    CHECK(t_one_line(err.s, "task 'names' needs the model's tokenizer"));
     CHECK(t_sh("%s paths --model %s/notok --db %s --task file --pairs %s >/dev/null 2>%s", b,
                dir.s, db.s, mask.s, err.s) == 1);
-    CHECK(one_line(err.s, "task 'file' needs the model's tokenizer"));
+    CHECK(t_one_line(err.s, "task 'file' needs the model's tokenizer"));
     /* a mask naming a head the model lacks */
     CHECK(t_sh("%s patch --model %s/m2 --db %s --mask %s >/dev/null 2>%s", b, dir.s, db.s, mask.s,
                err.s) == 1);
-    CHECK(one_line(err.s, "head 1.7 is not in the model"));
+    CHECK(t_one_line(err.s, "head 1.7 is not in the model"));
     /* a model without a tokenizer still runs the induction task, positions
      * printed without tokens */
     CHECK(t_sh("%s patch --model %s/notok --db %s --component head_pos " TASK " > %s 2>/dev/null",
@@ -338,22 +302,11 @@ TEST(patch_cli_bad_input) {
 /* A long sweep: --naive, 328 configurations x 16 batches. */
 #define LONG_SWEEP "--component head_pos --probe-r 15 --n 64 --batch 4 --naive --threads 1"
 
-/* Wait until the run is 'running' in db (up to 60 s). */
-static int wait_running(const char *db) {
-    for (int i = 0; i < 600; i++) {
-        if (al_file_exists(db) &&
-            sql_long(db, "SELECT count(*) FROM runs WHERE status = 'running'") == 1)
-            return 1;
-        t_sleep(0.1);
-    }
-    return 0;
-}
-
 static void interrupt_with(int sig) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), m = t_pcopy("m2");
-    tiny_model(dir.s, 2, 5);
+    t_tiny_model(dir.s, 2, 5);
     pid_t p = t_spawn(NULL, err.s, "patch --model %s --db %s " LONG_SWEEP, m.s, db.s);
-    CHECK(wait_running(db.s));
+    CHECK(t_wait_running(db.s));
     t_sleep(0.3); /* into the sweep */
     kill(p, sig);
     int rc = t_wait(p, NULL);
@@ -368,13 +321,44 @@ static void interrupt_with(int sig) {
 TEST(patch_cli_sigint_stops_sweep) { interrupt_with(SIGINT); }
 TEST(patch_cli_sigterm_stops_sweep) { interrupt_with(SIGTERM); }
 
+/* Ctrl-C while the names task is built (before any run): a million
+ * pairs would take hours to find on this n_ctx, but the builder reads the
+ * stop flag between stories, so the command ends at once, exit 130 with
+ * the one-line error, and the database holds no run and no rows. */
+TEST(patch_cli_sigint_while_names_task_built) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), m = t_pcopy("m2");
+    t_tiny_model(dir.s, 2, 5);
+    pid_t p = t_spawn(NULL, err.s, "patch --model %s --db %s --task names --n 1000000 "
+                      "--threads 1", m.s, db.s);
+    /* the database is opened when the model is loaded, just before the
+     * signal handlers and the task */
+    for (int i = 0; i < 600 && !al_file_exists(db.s); i++) t_sleep(0.1);
+    t_sleep(1.0);
+    CHECK(waitpid(p, NULL, WNOHANG) == 0); /* still building */
+    kill(p, SIGINT);
+    double t0 = al_now();
+    int st = 0, done = 0;
+    while (!(done = waitpid(p, &st, WNOHANG) == p) && al_now() - t0 < 10) t_sleep(0.05);
+    CHECKF(done, "still running 10 s after SIGINT");
+    if (!done) {
+        kill(p, SIGKILL);
+        waitpid(p, &st, 0);
+    }
+    /* 130 from exit(), not from dying of the signal (no handler yet) */
+    CHECKF(done && WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %#x", st);
+    CHECK(t_sh("tail -n 1 %s | grep -qx 'attnlab: interrupted'", err.s) == 0);
+    CHECK_SQL(db.s, "SELECT count(*) FROM runs", "0");
+    CHECK_SQL(db.s, "SELECT (SELECT count(*) FROM patching) + (SELECT count(*) FROM "
+                    "patching_runs)", "0");
+}
+
 /* SIGKILL: no handler runs; the run stays 'running' with no rows until
  * the next attnlab opens the file, which marks it failed. */
 TEST(patch_cli_sigkill_leaves_no_rows) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), m = t_pcopy("m2");
-    tiny_model(dir.s, 2, 5);
+    t_tiny_model(dir.s, 2, 5);
     pid_t p = t_spawn(NULL, NULL, "patch --model %s --db %s " LONG_SWEEP, m.s, db.s);
-    CHECK(wait_running(db.s));
+    CHECK(t_wait_running(db.s));
     t_sleep(0.3);
     kill(p, SIGKILL);
     CHECK(t_wait(p, NULL) == 128 + SIGKILL);
@@ -403,7 +387,7 @@ static int png_ok(const char *path, int *w, int *h) {
 
 TEST(patch_cli_heatmaps) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), png = t_pcopy("x.png");
-    tiny_model(dir.s, 2, 20);
+    t_tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     const char *comps[] = {"head_pos", "head", "resid", "v"};
     for (int i = 0; i < 4; i++)
@@ -437,17 +421,17 @@ TEST(patch_cli_heatmaps) {
     remove(png.s);
     CHECK(t_sh("%s heatmap --what paths --db %s --run 2 --out %s >/dev/null 2>%s", b, db.s, png.s,
                err.s) == 1);
-    CHECK(one_line(err.s, "run 2 is a 'patch' run"));
+    CHECK(t_one_line(err.s, "run 2 is a 'patch' run"));
     CHECK(t_sh("%s heatmap --what patching --db %s --run 5 --out %s >/dev/null 2>%s", b, db.s,
                png.s, err.s) == 1);
-    CHECK(one_line(err.s, "run 5 is a 'paths' run"));
+    CHECK(t_one_line(err.s, "run 5 is a 'paths' run"));
     CHECK(t_sh("%s heatmap --what patching --db %s --run 99 --out %s >/dev/null 2>%s", b, db.s,
                png.s, err.s) == 1);
-    CHECK(one_line(err.s, "no run 99"));
+    CHECK(t_one_line(err.s, "no run 99"));
     CHECK(t_sh("sqlite3 %s \"UPDATE runs SET status = 'failed' WHERE run_id = 3\"", db.s) == 0);
     CHECK(t_sh("%s heatmap --what patching --db %s --run 3 --out %s >/dev/null 2>%s", b, db.s,
                png.s, err.s) == 1);
-    CHECK(one_line(err.s, "did not finish"));
+    CHECK(t_one_line(err.s, "did not finish"));
     CHECK(t_sh("%s heatmap --what patching --db %s --out %s >/dev/null 2>%s", b, db.s, png.s,
                err.s) == 2);
     CHECK(!al_file_exists(png.s));
@@ -462,11 +446,11 @@ TEST(patch_cli_heatmaps) {
  * says why instead of labelling them with the new file's tokens. */
 TEST(patch_cli_names_and_file_tasks) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), png = t_pcopy("x.png");
-    tiny_model(dir.s, 2, 20);
+    t_tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     CHECK(t_sh("%s patch --model %s/m2 --db %s --task names --n 3 --component head --threads 2 "
                ">/dev/null 2>%s", b, dir.s, db.s, err.s) == 0);
-    CHECK(sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 1 AND task = 'names'") ==
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 1 AND task = 'names'") ==
           2 * 4);
     const char *pairs = t_write("p.jsonl",
                                 "{\"clean\": \"qzxj\", \"corrupted\": \"qzyj\", "
@@ -478,9 +462,9 @@ TEST(patch_cli_names_and_file_tasks) {
     char *msg = t_slurp(err.s);
     CHECKF(rc == 0, "exit %d: %s", rc, msg ? msg : "");
     free(msg);
-    long T = sql_long(db.s, "SELECT seq_len FROM patching_runs WHERE run_id = 2");
-    CHECK(T == 4 && sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 2") == 2 * 4 * T);
-    CHECK(sql_long(db.s, "SELECT length(task_hash) FROM patching_runs WHERE run_id = 2") == 16);
+    long T = t_sql_long(db.s, "SELECT seq_len FROM patching_runs WHERE run_id = 2");
+    CHECK(T == 4 && t_sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 2") == 2 * 4 * T);
+    CHECK(t_sql_long(db.s, "SELECT length(task_hash) FROM patching_runs WHERE run_id = 2") == 16);
     CHECK(t_sh("%s heatmap --what patching --db %s --run 2 --out %s >/dev/null 2>%s", b, db.s,
                png.s, err.s) == 0);
     msg = t_slurp(err.s);
@@ -499,7 +483,7 @@ TEST(patch_cli_names_and_file_tasks) {
 
 TEST(patch_cli_report_section) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), rep = t_pcopy("rep");
-    tiny_model(dir.s, 2, 20);
+    t_tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     CHECK(t_sh("%s scores --model %s/m2 --db %s --probe-r 6 --probe-n 4 >/dev/null 2>&1", b,
                dir.s, db.s) == 0);
@@ -540,12 +524,7 @@ TEST(patch_cli_report_section) {
 /* ------------------------------------------------------------ experiment */
 
 static const char exp_json[] =
-    "{\"name\": \"patching\", \"threads\": 2,\n"
-    " \"data\": {\"synthetic\": {\"stories\": 60, \"seed\": 4}, \"val\": 0.1},\n"
-    " \"tokenizer\": {\"vocab\": 300},\n"
-    " \"train\": {\"d_model\": 32, \"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 32, \"batch\": 4,\n"
-    "           \"steps\": 10, \"eval_every\": 10, \"warmup\": 2},\n"
-    " \"models\": [{\"name\": \"two\", \"n_layers\": 2}],\n"
+    T_EXP_TINY_2L("patching")
     " \"analyses\": {\n"
     "   \"patch\": [{\"component\": \"head\", \"probe_r\": 6, \"n\": 4},\n"
     "             {\"component\": \"head_pos\", \"probe_r\": 6, \"n\": 4, \"batch\": 2}],\n"

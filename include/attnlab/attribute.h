@@ -48,17 +48,20 @@
 #ifndef ATTNLAB_ATTRIBUTE_H
 #define ATTNLAB_ATTRIBUTE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/util.h"
 
 typedef struct al_attr_opts {
-    int batch; /* pairs per forward pass (8), 1..100000 */
-    int paths; /* 1 (default): the path expansion too (needs 1 or 2 layers); 0: not */
+    int batch;    /* pairs per forward pass (8), 1..100000 */
+    int paths;    /* 1 (default): the path expansion too (needs 1 or 2 layers); 0: not */
+    int progress; /* 1: a progress line on stderr per batch */
+    volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
 } al_attr_opts;
 
-#define AL_ATTR_OPTS_INIT {8, 1}
+#define AL_ATTR_OPTS_INIT {8, 1, 0, NULL}
 al_attr_opts al_attr_opts_defaults(void);
 /* 0 if the numbers are in range, else −1 with e naming the limits. */
 int al_attr_opts_check(const al_attr_opts *o, al_err *e);
@@ -94,7 +97,7 @@ typedef struct al_attr_result {
 /* All three analyses on task t's clean sequences. −1 (nothing assigned):
  * bad options, paths on a model of more than 2 layers, a task that does
  * not fit m (ids, lengths, an item outside its pair), no items, out of
- * memory. */
+ * memory, interrupted (o->stop). */
 int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_attr_result *r,
                      al_err *e);
 void al_attr_result_free(al_attr_result *r);

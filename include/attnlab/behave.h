@@ -59,6 +59,15 @@ void al_behave_warn_probe(const al_behave *b, int len);
 void al_behave_fail(al_behave *b, const al_err *e);
 void al_behave_close(al_behave *b);
 
+/* ---- printing shared by the analysis commands ---- */
+
+/* s left-aligned in a column of w characters (UTF-8 characters, not
+ * bytes: token strings hold "␣"). */
+void al_print_col(const char *s, int w);
+/* Indices 0..n-1 sorted by |v| descending, NaN last, ties by index
+ * (stable); malloc'd (the caller frees), NULL when out of memory. */
+int *al_by_magnitude(const double *v, int n);
+
 /* ---- analysis commands as functions ---- */
 
 /* Where an analysis runs: the first member of every analysis command's
@@ -70,7 +79,8 @@ typedef struct al_an_where {
 } al_an_where;
 
 typedef struct al_analysis_cmd {
-    const char *kind;       /* "circuits", "scores", "ablate", "prune", "patch", "paths" */
+    const char *kind;       /* "circuits", "scores", "ablate", "prune", "patch", "paths",
+                             * "attribute" */
     al_command *cmd;        /* its flags point into *tmpl */
     void *tmpl;             /* the command's own static arguments */
     size_t size;            /* of the argument struct (al_an_where first) */
@@ -80,13 +90,13 @@ typedef struct al_analysis_cmd {
      * Returns 0 (*run_id = the run, if run_id is not NULL), 1 on failure
      * (e set; a begun run is marked failed), 2 on bad options (e set,
      * nothing opened) or 130 when SIGINT/SIGTERM stopped it (patch,
-     * paths: e "interrupted", the run marked failed with it). Prints
+     * paths, attribute: e "interrupted", the run marked failed with it). Prints
      * nothing on failure. */
     int (*run)(void *args, const al_flag *flags, int64_t *run_id, al_err *e);
 } al_analysis_cmd;
 
 extern const al_analysis_cmd al_an_circuits, al_an_scores, al_an_ablate, al_an_prune, al_an_patch,
-    al_an_paths;
+    al_an_paths, al_an_attribute;
 
 /* The analysis command of that kind, or NULL. */
 const al_analysis_cmd *al_an_of(const char *kind);

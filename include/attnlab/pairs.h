@@ -15,6 +15,7 @@
 #ifndef ATTNLAB_PAIRS_H
 #define ATTNLAB_PAIRS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "attnlab/data.h"
@@ -88,10 +89,13 @@ int al_pairs_load_jsonl(const char *path, const al_tokenizer *tok, int n_ctx, al
  * seed ^ AL_PAIRS_NAMES_SEED_XOR and repeat_fraction 0: for any seed
  * < 2^62 that stream seed is >= 2^62, so no corpus the project's
  * experiments or demo write (seeds 1, 2, 3, 779) is ever a names task.
- * Deterministic in (tok, n, seed, n_ctx, bos). */
+ * Deterministic in (tok, n, seed, n_ctx, bos). A large n takes a while
+ * (up to 100·n + 1000 stories), so stop, if non-NULL, is read before
+ * every story: once it is set (by a signal handler, stop.h), −1 with
+ * "interrupted" and nothing assigned (*out zeroed). */
 #define AL_PAIRS_NAMES_SEED_XOR 0x6e616d6573000000ULL /* "names" << 24 */
 int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos,
-                   al_pairs *out, al_err *e);
+                   volatile sig_atomic_t *stop, al_pairs *out, al_err *e);
 
 /* 0 if pair set t fits a model of context n_ctx and vocabulary d_vocab:
  * at least one pair and one item, T <= n_ctx, every token and answer id

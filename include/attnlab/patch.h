@@ -103,7 +103,10 @@ const char *al_patch_direction_name(al_patch_direction d);
 /* The task of o for model m: induction needs no tokenizer (bos = its BOS
  * id, −1: none, token 0); names and file need tok (−1 "needs a
  * tokenizer" when NULL). Every token id must be < d_vocab and every
- * length <= n_ctx, else −1 naming it. *t is the caller's (al_pairs_free). */
+ * length <= n_ctx, else −1 naming it. o->stop is read while the names
+ * task is built (al_pairs_names), which can take a while for a large
+ * probe_n: set, −1 "interrupted" and *t empty. *t is the caller's
+ * (al_pairs_free). */
 int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, int bos,
                        const al_patch_opts *o, al_err *e);
 

@@ -161,6 +161,49 @@ typedef struct al_patching_run_row {
 } al_patching_run_row;
 int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
                               const al_patching_run_row *r, al_err *e);
+/* Attribution (schema version 4), one writer per table; NaN or a
+ * non-finite number is stored as NULL, a negative optional int (pos,
+ * layer, head, ...) as NULL, a NULL string as NULL. */
+typedef struct al_attribution_run_row {
+    const char *task;
+    int n_pairs, seq_len, n_items;
+    const char *metric_kind;   /* "logprob" or "logit_diff" */
+    double metric, loss;
+    double kind_value[3], kind_dloss[3]; /* direct, head, virtual */
+    const char *direction;     /* NULL: no attribution patching */
+    double m_clean, m_corr, seconds, seconds_attrpatch, seconds_patch;
+    const char *task_hash;     /* 16 hex digits of al_pairs_hash */
+} al_attribution_run_row;
+int al_store_put_attribution_run(al_store *s, int64_t run_id, int64_t model_id,
+                                 const al_attribution_run_row *r, al_err *e);
+int al_store_put_logit_attribution(al_store *s, int64_t run_id, int64_t model_id,
+                                   const char *task, const char *component, int pos,
+                                   double value, int n_items, al_err *e);
+typedef struct al_path_term_row {
+    const char *task, *term, *kind;  /* kind "direct", "head" or "virtual" */
+    int layer, head, src_head;       /* < 0: NULL */
+    double value, dloss;
+} al_path_term_row;
+int al_store_put_path_term(al_store *s, int64_t run_id, int64_t model_id,
+                           const al_path_term_row *r, al_err *e);
+int al_store_put_logit_lens(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+                            int layer, double loss, double accuracy, al_err *e);
+typedef struct al_attribution_patching_row {
+    const char *task, *direction, *grid;
+    int layer, head, pos;            /* head, head_pos; < 0: NULL */
+    const char *sender;              /* edge; NULL otherwise */
+    int receiver_layer, receiver_head;
+    const char *channel;
+    double estimate, actual;         /* actual NaN: not compared */
+} al_attribution_patching_row;
+int al_store_put_attribution_patching(al_store *s, int64_t run_id, int64_t model_id,
+                                      const al_attribution_patching_row *r, al_err *e);
+int al_store_put_attribution_agreement(al_store *s, int64_t run_id, int64_t model_id,
+                                       const char *grid, int n, double pearson, double spearman,
+                                       int top5, al_err *e);
+/* text: len bytes (token bytes may hold NULs). */
+int al_store_put_attribution_token(al_store *s, int64_t run_id, int pos, int token,
+                                   const char *text, size_t len, al_err *e);
 typedef struct al_train_log_row {
     long step;
     double tokens, train_loss, val_loss, icl_gain, lr, seconds;

@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 #include "attnlab/analyses.h"
+#include "attnlab/attribute.h"
+#include "attnlab/attrpatch.h"
 #include "attnlab/circuits.h"
 #include "attnlab/patch.h"
 #include "attnlab/store.h"
@@ -47,6 +49,19 @@ int al_store_put_patch(al_store *s, int64_t run_id, int64_t model_id, const al_p
  * paths); patching_runs with component NULL. */
 int al_store_put_paths(al_store *s, int64_t run_id, int64_t model_id, const al_pairs *t,
                        const al_paths_result *r, al_err *e);
+
+/* One attribute run (run kind "attribute"): attribution_runs (task t's
+ * size and fingerprint, r's metric, loss and per-kind path totals, ap's
+ * direction and unpatched metrics); logit_attribution (each component's
+ * mean over every item with pos NULL, then one row per position holding
+ * items); path_terms (when r has paths); logit_lens (layers 0..L);
+ * attribution_tokens (pair 0's clean tokens, text through tok, "#id"
+ * without one); and when ap is not NULL attribution_patching (every cell
+ * of the three grids, actual NULL unless compared) and, when compared,
+ * attribution_agreement (one row per grid). */
+int al_store_put_attribute(al_store *s, int64_t run_id, int64_t model_id, const al_pairs *t,
+                           const al_attr_result *r, const al_attrpatch_result *ap,
+                           const al_tokenizer *tok, al_err *e);
 
 /* "#id" or the token's display string into buf (cap bytes); its length.
  * Shared with the printing of circuits so both show the same strings. */

@@ -303,8 +303,16 @@ static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
         return -1;
     }
     int *rt = rb + t->n_items, rc = 0;
+    al_progress pg;
+    al_progress_init(&pg, 10.0);
     for (int n0 = 0, i0 = 0; n0 < t->N; n0 += B) {
+        if (o->stop && *o->stop) {
+            rc = al_errf(e, "interrupted");
+            break;
+        }
         int nb = t->N - n0 < B ? t->N - n0 : B, ni = 0;
+        if (o->progress && n0) /* from the second batch: a one-batch run says nothing */
+            al_progress_update(&pg, 0, "attribution: %d/%d sequences", n0, t->N);
         while (i0 + ni < t->n_items && t->items[i0 + ni].pair < n0 + nb) ni++;
         if (ni == 0) continue;
         if (al_model_forward(m, t->clean + (size_t)n0 * T, NULL, nb, T, e)) {
@@ -357,6 +365,7 @@ static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
         }
         i0 += ni;
     }
+    if (o->progress) al_progress_done(&pg);
     free(rb);
     free(buf);
     return rc;

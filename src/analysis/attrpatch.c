@@ -49,41 +49,53 @@ static int batch_items(const al_pairs *t, int n0, int nb, int *i0) {
 
 /* Σ over the batch's items of the metric read from the final residual xL
  * (nb, T, C) of the last forward; with dxL non-NULL also its gradient
- * (nb, T, C), zeroed first. Metric and gradient are computed as patch.c
- * reads the metric, so M here is M there. */
+ * (nb, T, C), zeroed first. The metric is read as patch.c reads it, so
+ * M here is M there to float rounding; log-prob items are unembedded all
+ * at once (one matrix product, not one pass over W_U per item). */
 static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const float *xL,
                         float *dxL, double *sum, al_err *e) {
     const al_config *c = &m->cfg;
     int C = c->d_model, V = c->d_vocab, T = t->T, i0;
     int ni = batch_items(t, n0, nb, &i0);
     if (dxL) memset(dxL, 0, sizeof(float) * (size_t)nb * T * C);
-    float *lg = al_malloc((size_t)2 * V + C, sizeof(float), e);
-    if (!lg) return -1;
-    float *dl = lg + V, *dx = dl + V;
+    /* rows (ni, C), logits (ni, V), dlogits (ni, V), their dx (ni, C), scratch (V) */
+    float *rows = al_malloc((size_t)ni * (2 * C + 2 * (size_t)V) + V, sizeof(float), e);
+    if (!rows) return -1;
+    float *lg = rows + (size_t)ni * C, *dl = lg + (size_t)ni * V, *dx = dl + (size_t)ni * V;
+    float *tmp = dx + (size_t)ni * C;
+    for (int i = 0; i < ni; i++) {
+        const al_pair_item *it = &t->items[i0 + i];
+        memcpy(rows + (size_t)i * C, xL + ((size_t)(it->pair - n0) * T + it->pos) * C,
+               sizeof(float) * C);
+    }
+    if (!t->logit_diff) al_model_unembed(m, rows, ni, lg);
+    memset(dl, 0, sizeof(float) * (size_t)ni * V);
     double s = 0.0;
     for (int i = 0; i < ni; i++) {
         const al_pair_item *it = &t->items[i0 + i];
-        size_t row = (size_t)(it->pair - n0) * T + it->pos;
-        const float *x = xL + row * C;
-        memset(dl, 0, sizeof(float) * V);
+        float *d = dl + (size_t)i * V;
         if (t->logit_diff) {
+            const float *x = rows + (size_t)i * C;
             s += (double)al_model_logit(m, x, it->answer) - (double)al_model_logit(m, x, it->wrong);
-            dl[it->answer] = 1.0f, dl[it->wrong] = -1.0f;
-        } else {
-            al_model_unembed(m, x, 1, lg);
-            double a = lg[it->answer];
-            memcpy(dl, lg, sizeof(float) * V);
-            double lse = logsumexp_row(dl, V); /* dl now scratch */
-            s += a - lse;
-            for (int v = 0; v < V; v++) dl[v] = (float)-exp((double)lg[v] - lse);
-            dl[it->answer] += 1.0f;
+            d[it->answer] = 1.0f, d[it->wrong] = -1.0f;
+            continue;
         }
-        if (!dxL) continue;
-        al_model_unembed_backward(m, dl, 1, dx);
-        float *d = dxL + row * C;
-        for (int k = 0; k < C; k++) d[k] += dx[k];
+        const float *l = lg + (size_t)i * V;
+        memcpy(tmp, l, sizeof(float) * V);
+        double lse = logsumexp_row(tmp, V);
+        s += (double)l[it->answer] - lse;
+        for (int v = 0; v < V; v++) d[v] = (float)-exp((double)l[v] - lse);
+        d[it->answer] += 1.0f;
     }
-    free(lg);
+    if (dxL) {
+        al_model_unembed_backward(m, dl, ni, dx);
+        for (int i = 0; i < ni; i++) { /* items may share a row: add */
+            const al_pair_item *it = &t->items[i0 + i];
+            float *o = dxL + ((size_t)(it->pair - n0) * T + it->pos) * C;
+            for (int k = 0; k < C; k++) o[k] += dx[(size_t)i * C + k];
+        }
+    }
+    free(rows);
     *sum = s;
     return 0;
 }

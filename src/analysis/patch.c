@@ -181,7 +181,7 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
         return al_errf(e, "task '%s' needs the model's tokenizer (tokenizer.json in the model "
                           "directory)", o->task);
     else if (!strcmp(o->task, "names"))
-        rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos, t, e);
+        rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos, o->stop, t, e);
     else rc = al_pairs_load_jsonl(o->pairs, tok, m->cfg.n_ctx, t, e);
     if (rc == 0 && (al_pairs_check(t, m->cfg.n_ctx, m->cfg.d_vocab, e) || memory_fits(t, &m->cfg, o, e))) {
         al_pairs_free(t);

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/behave.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,11 +138,36 @@ void al_behave_close(al_behave *b) {
     memset(b, 0, sizeof *b);
 }
 
+/* ------------------------------------------ printing */
+
+void al_print_col(const char *s, int w) {
+    int n = 0;
+    for (const unsigned char *u = (const unsigned char *)s; *u; u++) n += (*u & 0xC0) != 0x80;
+    printf("%s%*s", s, n < w ? w - n : 0, "");
+}
+
+int *al_by_magnitude(const double *v, int n) {
+    int *idx = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (!idx) return NULL;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(v[i])) idx[m++] = i;
+    for (int i = 1; i < m; i++) /* insertion sort: stable */
+        for (int j = i; j > 0 && fabs(v[idx[j]]) > fabs(v[idx[j - 1]]); j--) {
+            int x = idx[j];
+            idx[j] = idx[j - 1], idx[j - 1] = x;
+        }
+    for (int i = 0; i < n; i++)
+        if (isnan(v[i])) idx[m++] = i;
+    return idx;
+}
+
 /* ------------------------------------------ analysis commands as functions */
 
 const al_analysis_cmd *al_an_of(const char *kind) {
     const al_analysis_cmd *all[] = {&al_an_circuits, &al_an_scores, &al_an_ablate,
-                                    &al_an_prune,    &al_an_patch,  &al_an_paths};
+                                    &al_an_prune,    &al_an_patch,  &al_an_paths,
+                                    &al_an_attribute};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->kind, kind) == 0) return all[i];
     return NULL;

@@ -5,10 +5,12 @@
  *
  * The task is made from the loaded model before any run is begun, so an
  * input the task refuses (a probe longer than n_ctx, a model without a
- * tokenizer for names/file, a bad pair file) leaves no run behind. A
- * sweep stops at SIGINT/SIGTERM between two configurations: the run is
- * marked failed with "interrupted", none of its rows are committed, and
- * the command exits 130. */
+ * tokenizer for names/file, a bad pair file) leaves no run behind; so
+ * does SIGINT/SIGTERM while the task is made (the names task notices it
+ * between two stories), exiting 130. A sweep stops at SIGINT/SIGTERM
+ * between two configurations: the run is marked failed with
+ * "interrupted", none of its rows are committed, and the command exits
+ * 130. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,31 +152,6 @@ static void config_name(const al_behave *bh, const al_pairs *t, const al_patch_r
     }
 }
 
-/* s left-aligned in a column of w characters (UTF-8 characters, not
- * bytes: token strings hold "␣"). */
-static void put_col(const char *s, int w) {
-    int n = 0;
-    for (const unsigned char *u = (const unsigned char *)s; *u; u++) n += (*u & 0xC0) != 0x80;
-    printf("%s%*s", s, n < w ? w - n : 0, "");
-}
-
-/* idx[0..n) sorted by |v| descending, NaN last, ties by index. */
-static int *by_magnitude(const double *v, int n) {
-    int *idx = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    if (!idx) return NULL;
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (!isnan(v[i])) idx[m++] = i;
-    for (int i = 1; i < m; i++) /* insertion sort: stable */
-        for (int j = i; j > 0 && fabs(v[idx[j]]) > fabs(v[idx[j - 1]]); j--) {
-            int x = idx[j];
-            idx[j] = idx[j - 1], idx[j - 1] = x;
-        }
-    for (int i = 0; i < n; i++)
-        if (isnan(v[i])) idx[m++] = i;
-    return idx;
-}
-
 static void print_head(const patch_args *a, const al_behave *bh, const al_pairs *t,
                        const char *what, al_patch_direction d) {
     printf("model %s (sha256 %.12s…) -> run %lld of %s\n", a->w.model, bh->sha,
@@ -202,7 +179,7 @@ static void print_patch(const patch_args *a, const al_behave *bh, const al_pairs
     snprintf(what, sizeof what, "component %s", al_patch_component_name(r->component));
     print_head(a, bh, t, what, r->direction);
     print_metrics(r->m_clean, r->m_corr, r->direction);
-    int *idx = by_magnitude(r->effect, r->n);
+    int *idx = al_by_magnitude(r->effect, r->n);
     if (!idx) return;
     int show = a->show < r->n ? a->show : r->n;
     printf("top %d of %d configurations by |effect|:\n", show, r->n);
@@ -211,7 +188,7 @@ static void print_patch(const patch_args *a, const al_behave *bh, const al_pairs
         char name[160];
         config_name(bh, t, r, idx[i], name, sizeof name);
         printf("  ");
-        put_col(name, 30);
+        al_print_col(name, 30);
         printf(" %+9.4f %10.4f\n", r->effect[idx[i]] + 0.0, r->metric[idx[i]]);
     }
     free(idx);
@@ -242,7 +219,7 @@ static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs
             printf(" %+7.3f", r->effect[((size_t)1 * ns + s) * H + h] + 0.0);
         printf(" | %+7.3f\n", r->effect[((size_t)3 * ns + s) * H] + 0.0);
     }
-    int *idx = by_magnitude(r->effect, r->n);
+    int *idx = al_by_magnitude(r->effect, r->n);
     if (!idx) return;
     int n_paths = ns * (3 * r->n_recv + 1), show = a->show < n_paths ? a->show : n_paths;
     printf("top %d of %d paths by |effect|:\n", show, n_paths);
@@ -281,21 +258,24 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
      * beginning and the sweep where a signal would end the process with
      * the run left 'running'. */
     al_stop_catch();
+    /* Before the task, not the sweep: building the names task for a large
+     * --n takes a while, and Ctrl-C must end that too. */
+    o.stop = &al_stop;
     /* everything the task or the model can refuse, before a run exists */
-    if (al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e)) goto out;
-    if (paths && L > 2) {
-        al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)", a->w.model, L);
-        goto out;
-    }
-    if (al_stop) { /* while the task was made: no run */
+    int made = al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e) == 0;
+    if (al_stop) { /* while the task was made (it may have stopped for it): no run */
         al_errf(e, "interrupted");
         rc = 130;
+        goto out;
+    }
+    if (!made) goto out;
+    if (paths && L > 2) {
+        al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)", a->w.model, L);
         goto out;
     }
     al_behave_warn_probe(&bh, t.T);
     if (al_behave_begin(&bh, kind, fl, e)) goto out;
     o.progress = 1;
-    o.stop = &al_stop;
     int failed = paths ? al_paths_run(&bh.m, &t, &o, &pr, e) : al_patch_run(&bh.m, &t, &o, &r, e);
     if (al_stop) { /* also when it came after the last configuration */
         al_errf(e, "interrupted");

@@ -395,11 +395,36 @@ static int check_opts(jx *j, const cJSON *obj, const char *path, const al_comman
     return obj_to_opts(j, obj, path, c, own, deny, NULL);
 }
 
-/* circuits / scores / ablate / patch / paths: true, false, an object, or
- * (ablate, patch, paths) a list of objects, each its own stage and run. */
+/* attribute's "data": true (the experiment's validation tokens as the
+ * task, as scores and ablate read them) goes into a->opts as is, so the
+ * stamp tells it from a pair task; run_analysis takes it out again. */
+static int attr_data(jx *j, al_exp_analysis *a, const cJSON *v, const char *path) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(v, "data");
+    char kp[340];
+    kpath(kp, sizeof kp, path, "data");
+    if (!d) return 0;
+    if (!cJSON_IsBool(d))
+        return bad(j, kp, "must be true or false (true: the experiment's validation tokens)");
+    if (cJSON_IsFalse(d)) return 0;
+    cJSON *o = cJSON_Parse(a->opts);
+    free(a->opts);
+    a->opts = NULL;
+    if (!o || !cJSON_AddTrueToObject(o, "data")) {
+        cJSON_Delete(o);
+        return bad(j, path, "out of memory");
+    }
+    return keep_json(j, path, o, &a->opts);
+}
+
+/* circuits / scores / ablate / patch / paths / attribute: true, false, an
+ * object, or (ablate, patch, paths, attribute) a list of objects, each
+ * its own stage and run. */
 static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, int list_ok) {
-    static const char *const own[] = {"models", NULL};
+    static const char *const own_plain[] = {"models", NULL};
+    static const char *const own_attr[] = {"models", "data", NULL};
     static const char *const deny[] = {"model", "db", "data", "mask", "threads", NULL};
+    int attr = strcmp(c->name, "attribute") == 0;
+    const char *const *own = attr ? own_attr : own_plain;
     char ip[320];
     if (!v || cJSON_IsFalse(v)) return 0;
     if (cJSON_IsArray(v) && list_ok) {
@@ -417,7 +442,7 @@ static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, i
         return bad(j, path, list_ok ? "must be true, false, an object or a list of objects"
                                     : "must be an object");
     if (check_opts(j, v, path, c, own, deny) || model_mask(j, v, path, &a->models) ||
-        set_opts(j, a, path, v, c, own, NULL))
+        set_opts(j, a, path, v, c, own, NULL) || (attr && attr_data(j, a, v, path)))
         return -1;
     const cJSON *pf = cJSON_GetObjectItemCaseSensitive(v, "pairs"); /* patch, paths */
     char kp[340];
@@ -440,6 +465,14 @@ static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, i
                  cJSON_IsString(t) ? t->valuestring : "induction", patch ? ", " : "",
                  patch ? (cJSON_IsString(k) ? k->valuestring : "head") : "",
                  cJSON_IsString(d) ? d->valuestring : patch ? "denoise" : "noise");
+    }
+    if (attr) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
+        snprintf(a->label, sizeof a->label, "attribute (%s)",
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "data")) ? "data"
+                 : cJSON_GetObjectItemCaseSensitive(v, "prompt")          ? "prompt"
+                 : cJSON_IsString(t)                                      ? t->valuestring
+                                                                          : "induction");
     }
     return 0;
 }
@@ -488,8 +521,8 @@ static int load_prune(jx *j, const cJSON *v, const char *path) {
 }
 
 static int load_analyses(jx *j, const cJSON *a) {
-    static const char *const known[] = {"circuits", "scores", "ablate", "prune", "patch",
-                                        "paths",    NULL};
+    static const char *const known[] = {"circuits", "scores", "ablate",    "prune",
+                                        "patch",    "paths",  "attribute", NULL};
     if (!a) return 0;
     if (only_keys(j, a, "analyses", known)) return -1;
     return load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "circuits"), "analyses.circuits",
@@ -502,7 +535,9 @@ static int load_analyses(jx *j, const cJSON *a) {
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "patch"), "analyses.patch",
                        al_an_patch.cmd, 1) ||
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "paths"), "analyses.paths",
-                       al_an_paths.cmd, 1);
+                       al_an_paths.cmd, 1) ||
+           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "attribute"), "analyses.attribute",
+                       al_an_attribute.cmd, 1);
 }
 
 static int load_pictures(jx *j, const cJSON *p) {
@@ -1013,15 +1048,30 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
     c->init(args);
     al_flag fl[AN_MAX_FLAGS];
     int64_t run = 0;
-    int rc = al_an_flags(c, args, fl, AN_MAX_FLAGS, e) ||
-             al_flags_apply_json(fl, an->opts, an->label, e);
+    /* attribute's "data": true is the experiment's, not a flag value */
+    int attr = strcmp(an->kind, "attribute") == 0, attr_val = 0;
+    char *opts = an->opts;
+    if (attr) {
+        cJSON *o = cJSON_Parse(an->opts);
+        attr_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "data"));
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "data");
+        opts = o ? cJSON_PrintUnformatted(o) : NULL;
+        cJSON_Delete(o);
+    }
+    int rc = !opts ? al_errf(e, "out of memory") :
+             al_an_flags(c, args, fl, AN_MAX_FLAGS, e) ||
+             al_flags_apply_json(fl, opts, an->label, e);
+    if (opts != an->opts) free(opts);
     if (!rc) {
         al_an_where *w = args;
         w->model = R->model_dir[s->model];
         w->db = R->db;
         w->threads = R->x->threads;
-        /* circuits needs no tokens; patch and paths make their own pairs */
-        if (strcmp(an->kind, "circuits") && strcmp(an->kind, "patch") && strcmp(an->kind, "paths"))
+        /* circuits needs no tokens; patch and paths make their own pairs;
+         * attribute reads them when asked to */
+        if (attr ? attr_val
+                 : strcmp(an->kind, "circuits") && strcmp(an->kind, "patch") &&
+                       strcmp(an->kind, "paths"))
             w->data = R->val_bin;
         mark_seen(fl, owned);
         print_stage(c->cmd, fl, owned);

@@ -22,6 +22,7 @@
     X(prune)         \
     X(patch)         \
     X(paths)         \
+    X(attribute)     \
     X(report)        \
     X(experiment)    \
     X(debug_dump)

@@ -451,7 +451,7 @@ static int story_encode(story *st, const al_tokenizer *tok, const char *text, si
 }
 
 int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos,
-                   al_pairs *out, al_err *e) {
+                   volatile sig_atomic_t *stop, al_pairs *out, al_err *e) {
     memset(out, 0, sizeof *out);
     if (n < 1 || n > MAX_PAIRS)
         return al_errf(e, "names: the number of pairs must be in [1, %d] (got %d)", MAX_PAIRS, n);
@@ -482,6 +482,12 @@ int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int
     long t = 0;
     if (!cand) goto out;
     for (; t < tries && bd.N < n; t++) {
+        /* one story is at most a few milliseconds of work, so Ctrl-C is
+         * noticed at once even when n asks for millions of them */
+        if (stop && *stop) {
+            al_errf(e, "interrupted");
+            goto out;
+        }
         const char *text;
         size_t len;
         al_synth_doc d;

@@ -282,7 +282,8 @@ _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per versi
 
 enum {
     S_HEAD_SCORE, S_LAYER_SCORE, S_MODEL_SCORE, S_SV, S_EIG, S_TRI, S_COMP,
-    S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN, S_N
+    S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN,
+    S_ATTR_RUN, S_LOGIT_ATTR, S_PATH_TERM, S_LENS, S_AP, S_AP_AGREE, S_ATTR_TOK, S_N
 };
 static const char *const stmt_sql[S_N] = {
     [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
@@ -306,6 +307,16 @@ static const char *const stmt_sql[S_N] = {
                "receiver_layer, receiver_head, channel, value, metric) "
                "VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_PATCH_RUN] = "INSERT OR REPLACE INTO patching_runs VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+    [S_ATTR_RUN] = "INSERT OR REPLACE INTO attribution_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                   "?,?,?,?,?,?,?)",
+    [S_LOGIT_ATTR] = "INSERT INTO logit_attribution VALUES(?,?,?,?,?,?,?)",
+    [S_PATH_TERM] = "INSERT OR REPLACE INTO path_terms VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_LENS] = "INSERT OR REPLACE INTO logit_lens VALUES(?,?,?,?,?,?)",
+    [S_AP] = "INSERT INTO attribution_patching(run_id, model_id, task, direction, grid, layer, "
+             "head, pos, sender, receiver_layer, receiver_head, channel, estimate, actual) "
+             "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_AP_AGREE] = "INSERT OR REPLACE INTO attribution_agreement VALUES(?,?,?,?,?,?,?)",
+    [S_ATTR_TOK] = "INSERT OR REPLACE INTO attribution_tokens VALUES(?,?,?,?)",
 };
 
 struct al_store {
@@ -820,6 +831,52 @@ int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
     return put_row(s, S_PATCH_RUN, e, "IIsssiiddds", run_id, model_id, r->task,
                    r->direction, r->component, r->n_pairs, r->seq_len, r->m_clean, r->m_corr,
                    r->seconds, r->task_hash);
+}
+
+int al_store_put_attribution_run(al_store *s, int64_t run_id, int64_t model_id,
+                                 const al_attribution_run_row *r, al_err *e) {
+    return put_row(s, S_ATTR_RUN, e, "IIsiiisddddddddsddddds", run_id, model_id, r->task,
+                   r->n_pairs, r->seq_len, r->n_items, r->metric_kind, r->metric, r->loss,
+                   r->kind_value[0], r->kind_value[1], r->kind_value[2], r->kind_dloss[0],
+                   r->kind_dloss[1], r->kind_dloss[2], r->direction, r->m_clean, r->m_corr,
+                   r->seconds, r->seconds_attrpatch, r->seconds_patch, r->task_hash);
+}
+
+int al_store_put_logit_attribution(al_store *s, int64_t run_id, int64_t model_id,
+                                   const char *task, const char *component, int pos,
+                                   double value, int n_items, al_err *e) {
+    return put_row(s, S_LOGIT_ATTR, e, "IIssodi", run_id, model_id, task, component, pos, value,
+                   n_items);
+}
+
+int al_store_put_path_term(al_store *s, int64_t run_id, int64_t model_id,
+                           const al_path_term_row *r, al_err *e) {
+    return put_row(s, S_PATH_TERM, e, "IIsssooodd", run_id, model_id, r->task, r->term, r->kind,
+                   r->layer, r->head, r->src_head, r->value, r->dloss);
+}
+
+int al_store_put_logit_lens(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+                            int layer, double loss, double accuracy, al_err *e) {
+    return put_row(s, S_LENS, e, "IIsidd", run_id, model_id, task, layer, loss, accuracy);
+}
+
+int al_store_put_attribution_patching(al_store *s, int64_t run_id, int64_t model_id,
+                                      const al_attribution_patching_row *r, al_err *e) {
+    return put_row(s, S_AP, e, "IIsssooosoosdd", run_id, model_id, r->task, r->direction,
+                   r->grid, r->layer, r->head, r->pos, r->sender, r->receiver_layer,
+                   r->receiver_head, r->channel, r->estimate, r->actual);
+}
+
+int al_store_put_attribution_agreement(al_store *s, int64_t run_id, int64_t model_id,
+                                       const char *grid, int n, double pearson, double spearman,
+                                       int top5, al_err *e) {
+    return put_row(s, S_AP_AGREE, e, "IIsiddi", run_id, model_id, grid, n, pearson, spearman,
+                   top5);
+}
+
+int al_store_put_attribution_token(al_store *s, int64_t run_id, int pos, int token,
+                                   const char *text, size_t len, al_err *e) {
+    return put_row(s, S_ATTR_TOK, e, "Iiit", run_id, pos, token, text, len);
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id,

@@ -262,3 +262,95 @@ int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
             }
     return 0;
 }
+
+/* ---------------------------------------------------------- attribute */
+
+/* The grids of attrpatch.h as rows: head (L, H), head_pos (L·H, T), and
+ * the edges in path_patching's layout (direct: receiver NULL). */
+static int put_attrpatch(al_store *s, int64_t run, int64_t mid, const char *task,
+                         const al_attrpatch_result *ap, al_err *e) {
+    const char *dir = al_patch_direction_name(ap->direction);
+    int LH = ap->L * ap->H;
+    for (int g = AL_AP_HEAD; g <= AL_AP_HEAD_POS; g++) {
+        int n = g == AL_AP_HEAD ? LH : LH * ap->T;
+        const double *est = g == AL_AP_HEAD ? ap->head : ap->head_pos;
+        const double *act = g == AL_AP_HEAD ? ap->act_head : ap->act_head_pos;
+        for (int k = 0; k < n; k++) {
+            int lh = g == AL_AP_HEAD ? k : k / ap->T;
+            al_attribution_patching_row w = {task, dir, al_attrpatch_grid_name(g), lh / ap->H,
+                                             lh % ap->H, g == AL_AP_HEAD ? -1 : k % ap->T,
+                                             NULL, -1, -1, NULL, est[k],
+                                             ap->compared ? act[k] : NAN};
+            if (al_store_put_attribution_patching(s, run, mid, &w, e)) return -1;
+        }
+    }
+    char sender[32];
+    for (int c = 0; c < 4; c++)
+        for (int snd = 0; snd < ap->n_senders; snd++)
+            for (int h = 0; h < (c == 3 ? 1 : ap->n_recv); h++) {
+                size_t i = ((size_t)c * ap->n_senders + snd) * ap->H + h;
+                al_attribution_patching_row w = {
+                    task, dir, al_attrpatch_grid_name(AL_AP_EDGE), -1, -1, -1,
+                    al_paths_sender_name(snd, sender, sizeof sender), c == 3 ? -1 : 1,
+                    c == 3 ? -1 : h, al_paths_channel_name(c), ap->edge[i],
+                    ap->compared ? ap->act_edge[i] : NAN};
+                if (al_store_put_attribution_patching(s, run, mid, &w, e)) return -1;
+            }
+    for (int g = 0; ap->compared && g < AL_AP_NGRID; g++) {
+        const al_agreement *a = &ap->agree[g];
+        if (al_store_put_attribution_agreement(s, run, mid, al_attrpatch_grid_name(g), a->n,
+                                               a->pearson, a->spearman, a->top5, e))
+            return -1;
+    }
+    return 0;
+}
+
+int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
+                           const al_attr_result *r, const al_attrpatch_result *ap,
+                           const al_tokenizer *tok, al_err *e) {
+    const char *task = t->task;
+    char hex[17], name[64];
+    task_hash(t, hex);
+    al_attribution_run_row ar = {task, t->N, t->T, r->n_items,
+                                 r->logit_diff ? "logit_diff" : "logprob", r->metric, r->loss,
+                                 {NAN, NAN, NAN}, {NAN, NAN, NAN},
+                                 ap ? al_patch_direction_name(ap->direction) : NULL,
+                                 ap ? ap->m_clean : NAN, ap ? ap->m_corr : NAN, r->seconds,
+                                 ap ? ap->seconds : NAN,
+                                 ap && ap->compared ? ap->seconds_patch : NAN, hex};
+    for (int k = 0; r->n_terms && k < 3; k++)
+        ar.kind_value[k] = r->kind_value[k], ar.kind_dloss[k] = r->kind_dloss[k];
+    if (al_store_put_attribution_run(s, run, mid, &ar, e)) return -1;
+    for (int c = 0; c < r->n_comp; c++) {
+        al_attr_comp_name(r->H, c, name, sizeof name);
+        if (al_store_put_logit_attribution(s, run, mid, task, name, -1, r->dla[c], r->n_items, e))
+            return -1;
+        for (int p = 0; p < r->T; p++)
+            if (r->pos_items[p] > 0 &&
+                al_store_put_logit_attribution(s, run, mid, task, name, p,
+                                               r->dla_pos[(size_t)c * r->T + p], r->pos_items[p],
+                                               e))
+                return -1;
+    }
+    static const char *const kinds[3] = {"direct", "head", "virtual"};
+    for (int k = 0; k < r->n_terms; k++) {
+        al_attr_term_kind kd = al_attr_term_kind_of(r->L, r->H, k);
+        /* term order of attribute.h: direct; 1 + l·H + h; 1 + 2H + h0·H + h1 */
+        int layer = -1, head = -1, src = -1;
+        if (kd == AL_ATTR_HEAD) layer = (k - 1) / r->H, head = (k - 1) % r->H;
+        else if (kd == AL_ATTR_VIRTUAL)
+            layer = 1, head = (k - 1 - 2 * r->H) % r->H, src = (k - 1 - 2 * r->H) / r->H;
+        al_path_term_row w = {task, al_attr_term_name(r->L, r->H, k, name, sizeof name),
+                              kinds[kd], layer, head, src, r->term_value[k], r->term_dloss[k]};
+        if (al_store_put_path_term(s, run, mid, &w, e)) return -1;
+    }
+    for (int l = 0; l <= r->L; l++)
+        if (al_store_put_logit_lens(s, run, mid, task, l, r->lens_loss[l], r->lens_acc[l], e))
+            return -1;
+    for (int p = 0; t->N > 0 && p < t->len[0]; p++) {
+        int id = t->clean[p];
+        size_t n = al_store_token_str(tok, id, name, sizeof name);
+        if (al_store_put_attribution_token(s, run, p, id, name, n, e)) return -1;
+    }
+    return ap ? put_attrpatch(s, run, mid, task, ap, e) : 0;
+}
