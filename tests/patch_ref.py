@@ -61,27 +61,24 @@ each M_p) agrees within tol (absolute), every effect does where
 task is the one patch.h defines; 1 if not, 2 on bad input, 77 if PyTorch
 is not importable.
 """
-import argparse
 import contextlib
-import json
 import math
-import os
 import sys
 
 try:
     import numpy as np
     import torch
     from torch import nn
-except Exception as exc:  # ImportError, or a broken install
+except Exception:  # ImportError, or a broken install: results_cli says so
     torch = None
-    TORCH_ERROR = exc
+
+from torch_ref import load_results, results_cli  # the same directory; safe without torch
 
 COMPONENTS = ("resid", "head", "head_pos", "q", "k", "v", "pattern")
 DIRECTIONS = ("denoise", "noise")
 
 
 if torch is not None:
-    from torch_ref import load_config, read_safetensors  # the same directory
 
     class HookPoint(nn.Module):
         """Identity; a place for forward hooks to read or replace a tensor."""
@@ -332,35 +329,16 @@ def compare(label, ref_m, ref_e, c_m, c_e, m_clean, m_corr, c_mc, c_mr, tol, min
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model", nargs="?", help="model directory")
-    ap.add_argument("results", nargs="?", help="results JSON of tests/test_patch_torch.c")
-    ap.add_argument("--check-torch", action="store_true",
-                    help="only check that PyTorch can be imported (exit 0 or 77)")
-    ap.add_argument("--tol", type=float, default=1e-4)
-    ap.add_argument("--min-den", type=float, default=1e-2,
-                    help="compare effects only where |M_clean - M_corr| >= this")
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    if torch is None:
-        print("skipped: cannot import torch (%s)" % TORCH_ERROR)
-        return 77
-    if args.check_torch:
-        print("torch %s" % torch.__version__)
-        return 0
-    if args.model is None or args.results is None:
-        ap.error("MODEL_DIR and RESULTS_FILE are required")
-    torch.set_num_threads(args.threads)
+    args, rc = results_cli(__doc__, "results JSON of tests/test_patch_torch.c", (
+        ("--tol", {"type": float, "default": 1e-4}),
+        ("--min-den", {"type": float, "default": 1e-2,
+                       "help": "compare effects only where |M_clean - M_corr| >= this"})))
+    if args is None:
+        return rc
     try:
-        cfg = load_config(args.model)
-        weights, _ = read_safetensors(os.path.join(args.model, "model.safetensors"))
-        with open(args.results) as f:
-            res = json.load(f)
+        cfg, weights, res = load_results(args)
         task = res["task"]
         L, H, N, T = cfg["n_layers"], cfg["n_heads"], task["N"], task["T"]
-        if (res["L"], res["H"]) != (L, H) or L not in (1, 2):
-            raise ValueError("results are for L=%d H=%d, the model has L=%d H=%d"
-                             % (res["L"], res["H"], L, H))
         clean = torch.tensor(task["clean"], dtype=torch.long).view(N, T)
         corr = torch.tensor(task["corr"], dtype=torch.long).view(N, T)
         items = [tuple(it) for it in task["items"]]

@@ -24,9 +24,8 @@
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/patch.h"
+#include "refio.h"
 #include "test.h"
-
-#define PY "/usr/bin/python3"
 
 enum { PR = 6, PN = 6, PB = 4, NCOMP = 7 };
 static const char *comps[NCOMP] = {"resid", "head", "head_pos", "q", "k", "v", "pattern"};
@@ -71,28 +70,6 @@ static int train(const char *dir, int steps, const char *flags) {
     return rc;
 }
 
-static void put_num(FILE *f, double x) {
-    if (isfinite(x))
-        fprintf(f, "%.17g", x);
-    else
-        fputs("null", f); /* NaN: a channel that does not exist, or M_clean == M_corr */
-}
-
-static void put_nums(FILE *f, const double *a, int n, int perturb_k, double by) {
-    fputc('[', f);
-    for (int i = 0; i < n; i++) {
-        if (i) fputc(',', f);
-        put_num(f, i == perturb_k ? a[i] + by : a[i]);
-    }
-    fputc(']', f);
-}
-
-static void put_ints(FILE *f, const int *a, int n) {
-    fputc('[', f);
-    for (int i = 0; i < n; i++) fprintf(f, i ? ",%d" : "%d", a[i]);
-    fputc(']', f);
-}
-
 static int perturbed(const perturb *pt, const char *what) {
     return pt && !strcmp(pt->what, what) ? pt->k : -1;
 }
@@ -110,22 +87,6 @@ static void same_numbers(const char *what, const double *a, const double *b, int
     }
     CHECKF(nan_ok && worst <= 1e-5, "%s: naive vs default differ by %.3g (NaNs %s)", what, worst,
            nan_ok ? "agree" : "differ");
-}
-
-static void write_task(FILE *f, const al_pairs *t) {
-    fprintf(f, "\"task\": {\"name\": \"%s\", \"N\": %d, \"T\": %d, \"logit_diff\": %d, \"len\": ",
-            t->task, t->N, t->T, t->logit_diff);
-    put_ints(f, t->len, t->N);
-    fputs(",\n  \"clean\": ", f);
-    put_ints(f, t->clean, t->N * t->T);
-    fputs(",\n  \"corr\": ", f);
-    put_ints(f, t->corr, t->N * t->T);
-    fputs(",\n  \"items\": [", f);
-    for (int i = 0; i < t->n_items; i++) {
-        const al_pair_item *it = &t->items[i];
-        fprintf(f, "%s[%d,%d,%d,%d]", i ? "," : "", it->pair, it->pos, it->answer, it->wrong);
-    }
-    fputs("]}", f);
 }
 
 /* One gate setting: every component and the paths, both directions, each
@@ -168,13 +129,13 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
                        "\"cols\": %d, \"L\": %d, \"H\": %d, \"N\": %d, \"T\": %d, \"m_clean\": ",
                     first ? "" : ",", comps[ci], dirs[d], r.rows, r.cols, r.L, r.H, r.N, r.T);
             first = 0;
-            put_num(f, r.m_clean);
+            ref_put_num(f, r.m_clean);
             fputs(", \"m_corr\": ", f);
-            put_num(f, r.m_corr);
+            ref_put_num(f, r.m_corr);
             fputs(",\n   \"metric\": ", f);
-            put_nums(f, r.metric, r.n, perturbed(pt, what), pt ? pt->by : 0);
+            ref_put_nums(f, r.metric, r.n, perturbed(pt, what), pt ? pt->by : 0);
             fputs(",\n   \"effect\": ", f);
-            put_nums(f, r.effect, r.n, -1, 0);
+            ref_put_nums(f, r.effect, r.n, -1, 0);
             fputc('}', f);
             al_patch_result_free(&r);
             al_patch_result_free(&rn);
@@ -208,13 +169,13 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
         fprintf(f, "%s\n  {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
                    "\"L\": %d, \"H\": %d, \"N\": %d, \"T\": %d, \"m_clean\": ",
                 d ? "," : "", dirs[d], r.n_senders, r.n_recv, r.L, r.H, r.N, r.T);
-        put_num(f, r.m_clean);
+        ref_put_num(f, r.m_clean);
         fputs(", \"m_corr\": ", f);
-        put_num(f, r.m_corr);
+        ref_put_num(f, r.m_corr);
         fputs(",\n   \"metric\": ", f);
-        put_nums(f, r.metric, r.n, perturbed(pt, what), pt ? pt->by : 0);
+        ref_put_nums(f, r.metric, r.n, perturbed(pt, what), pt ? pt->by : 0);
         fputs(",\n   \"effect\": ", f);
-        put_nums(f, r.effect, r.n, -1, 0);
+        ref_put_nums(f, r.effect, r.n, -1, 0);
         fputc('}', f);
         al_paths_result_free(&r);
         al_paths_result_free(&rn);
@@ -250,7 +211,7 @@ static int write_results(const char *dir, const float *const *gates, int n_cases
     if (f) {
         fprintf(f, "{\"R\": %d, \"bos\": 0, \"L\": %d, \"H\": %d,\n", PR, m.cfg.n_layers,
                 m.cfg.n_heads);
-        write_task(f, &t);
+        ref_put_task(f, &t);
         fputs(",\n\"cases\": [", f);
         for (int i = 0; i < n_cases && rc == 0; i++) {
             int LH = m.cfg.n_layers * m.cfg.n_heads;
@@ -266,22 +227,12 @@ static int write_results(const char *dir, const float *const *gates, int n_cases
     return rc;
 }
 
-/* Skip the test (before any work) if the reference cannot import PyTorch. */
-static void need_torch(void) {
-    int rc = t_sh(PY " tests/patch_ref.py --check-torch > %s 2>&1", t_path("ref.out"));
-    if (rc == 77) t_skip("PyTorch not installed");
-    if (rc == 127) t_skip(PY " not found");
-    CHECKF(rc == 0, "patch_ref.py --check-torch exit %d: %s", rc, t_slurp(t_path("ref.out")));
-}
-
-/* tests/patch_ref.py on the model in dir and the results file; its exit
- * code (the test is skipped if PyTorch cannot be imported). The output is
- * left in t_path("ref.out"). */
-static int reference(const char *dir, const char *results) {
-    int rc = t_sh(PY " tests/patch_ref.py %s %s > %s 2>&1", dir, results, t_path("ref.out"));
-    if (rc == 77) t_skip("PyTorch not installed");
-    if (rc == 127) t_skip(PY " not found");
-    return rc;
+/* tests/patch_ref.py on the model in dir and the results file (its exit
+ * code; output in t_path("ref.out")). */
+static int patch_ref(const char *dir, const char *results) {
+    char args[2200];
+    snprintf(args, sizeof args, "%s %s", dir, results);
+    return ref_run("tests/patch_ref.py", args);
 }
 
 /* Every component, direction and path family was compared. */
@@ -302,14 +253,14 @@ static void check_covered(int n_cases) {
 }
 
 static void run_case(const char *train_flags, const float *const *gates, int n_cases) {
-    need_torch();
+    ref_need_torch("tests/patch_ref.py");
     write_tokens(t_path("tok.bin"), 40000);
     char dir[1024]; /* t_path's buffers are reused */
     snprintf(dir, sizeof dir, "%s", t_path("model"));
     if (train(dir, 1000, train_flags) != 0) return;
     const char *res = t_path("results.json");
     if (write_results(dir, gates, n_cases, res, NULL) != 0) return;
-    int rc = reference(dir, res);
+    int rc = patch_ref(dir, res);
     CHECKF(rc == 0, "patch_ref.py exit %d:\n%s", rc, t_slurp(t_path("ref.out")));
     check_covered(n_cases);
 }
@@ -333,7 +284,7 @@ TEST(patch_torch_1layer) {
 /* The check can fail: one metric off by 3e-4 (in a grid entry and in a
  * path) is reported, naming the result it is in and no other. */
 TEST(patch_torch_detects_mismatch) {
-    need_torch();
+    ref_need_torch("tests/patch_ref.py");
     write_tokens(t_path("tok.bin"), 40000);
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", t_path("model"));
@@ -345,7 +296,7 @@ TEST(patch_torch_detects_mismatch) {
     for (int i = 0; i < 2; i++) {
         const char *res = t_path("results.json");
         if (write_results(dir, NULL, 1, res, &pts[i]) != 0) return;
-        int rc = reference(dir, res);
+        int rc = patch_ref(dir, res);
         char *out = t_slurp(t_path("ref.out"));
         CHECKF(rc == 1, "patch_ref.py should report a mismatch (exit 1), got %d:\n%s", rc,
                out ? out : "");

@@ -152,6 +152,48 @@ if torch is not None:
                                  lr=lr, betas=(0.9, 0.95), eps=1e-8)
 
 
+def results_cli(doc, results_help, extra=()):
+    """The command line of the references that check a C test's results
+    file against a model directory (patch_ref.py, attr_ref.py): MODEL_DIR
+    RESULTS_FILE [--threads N] [extra], or --check-torch. Returns (args,
+    None) to go on, or (None, exit code): 77 without PyTorch, 0 after
+    --check-torch. extra: (flag, add_argument keywords) pairs."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("model", nargs="?", help="model directory")
+    ap.add_argument("results", nargs="?", help=results_help)
+    ap.add_argument("--check-torch", action="store_true",
+                    help="only check that PyTorch can be imported (exit 0 or 77)")
+    ap.add_argument("--threads", type=int, default=1)
+    for flag, kw in extra:
+        ap.add_argument(flag, **kw)
+    args = ap.parse_args()
+    if torch is None:
+        print("skipped: cannot import torch (%s)" % TORCH_ERROR)
+        return None, 77
+    if args.check_torch:
+        print("torch %s" % torch.__version__)
+        return None, 0
+    if args.model is None or args.results is None:
+        ap.error("MODEL_DIR and RESULTS_FILE are required")
+    torch.set_num_threads(args.threads)
+    return args, None
+
+
+def load_results(args):
+    """Config, weights and results JSON of results_cli's args; ValueError
+    unless the results are for this model's L and H and L is 1 or 2 (what
+    patching and the path expansion support)."""
+    cfg = load_config(args.model)
+    weights, _ = read_safetensors(os.path.join(args.model, "model.safetensors"))
+    with open(args.results) as f:
+        res = json.load(f)
+    L, H = cfg["n_layers"], cfg["n_heads"]
+    if (res["L"], res["H"]) != (L, H) or L not in (1, 2):
+        raise ValueError("results are for L=%d H=%d, the model has L=%d H=%d"
+                         % (res["L"], res["H"], L, H))
+    return cfg, weights, res
+
+
 def rel_err(c, ref):
     c = np.asarray(c, dtype=np.float64).ravel()
     ref = np.asarray(ref, dtype=np.float64).ravel()
