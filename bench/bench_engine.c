@@ -216,13 +216,20 @@ static int patch_sweep(al_model *m, int naive, int pairs, al_patch_result *r) {
     return rc;
 }
 
-static int bench_patch(void) {
-    al_err e;
+/* The model of the patching and attribution benches: the sizes of the
+ * flags, seed 1. */
+static int sweep_model(al_model *m, al_err *e) {
     al_config c = al_config_default();
     c.n_layers = o_layers, c.d_model = o_dmodel, c.n_heads = o_heads, c.d_head = o_dhead;
     c.n_ctx = o_ctx, c.d_vocab = o_vocab, c.seed = 1;
+    return al_model_init(m, &c, e);
+}
+
+static int bench_patch(void) {
+    al_err e;
     al_model m;
-    if (al_model_init(&m, &c, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    if (sweep_model(&m, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    const al_config c = m.cfg;
     al_patch_result fast, fast_few, naive;
     if (patch_sweep(&m, 0, o_pairs, &fast) || patch_sweep(&m, 0, o_naive_pairs, &fast_few) ||
         patch_sweep(&m, 1, o_naive_pairs, &naive))
@@ -271,11 +278,9 @@ static double fwd_bwd_seconds(al_model *m, const al_pairs *t) {
 
 static int bench_attr(void) {
     al_err e;
-    al_config c = al_config_default();
-    c.n_layers = o_layers, c.d_model = o_dmodel, c.n_heads = o_heads, c.d_head = o_dhead;
-    c.n_ctx = o_ctx, c.d_vocab = o_vocab, c.seed = 1;
     al_model m;
-    if (al_model_init(&m, &c, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    if (sweep_model(&m, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    const al_config c = m.cfg;
     al_patch_opts o = al_patch_opts_defaults();
     o.probe_r = o_patch_r, o.probe_n = o_pairs, o.batch = o_patch_batch;
     al_pairs t;

@@ -29,4 +29,17 @@ static inline void task(al_pairs *t, const al_model *m, int R, int n, al_err *e)
     CHECK_OK(al_patch_task_make(t, m, NULL, 0, &o, e), e);
 }
 
+/* W_Q and W_K times f: QK scores times f², attention sharper (f > 1) or
+ * closer to uniform (f < 1). */
+static inline void scale_qk(al_model *m, float f) {
+    for (int w = AL_P_WQ; w <= AL_P_WK; w++)
+        for (size_t i = 0; i < m->param_size[w]; i++) m->p[w][i] *= f;
+}
+
+/* Task t as logit differences: wrong = answer + 3 (mod d_vocab) at every item. */
+static inline void as_logit_diff(al_pairs *t, int d_vocab) {
+    t->logit_diff = 1;
+    for (int i = 0; i < t->n_items; i++) t->items[i].wrong = (t->items[i].answer + 3) % d_vocab;
+}
+
 #endif

@@ -349,8 +349,7 @@ static void check_covered(void) {
  * is nearly onehot(answer) − onehot(argmax), a weaker test. */
 static void case_model(al_model *m, int L, int tied) {
     rand_model(m, L, tied, AV);
-    for (int w = AL_P_WQ; w <= AL_P_WK; w++) /* QK scores ×9: far from uniform */
-        for (size_t i = 0; i < m->param_size[w]; i++) m->p[w][i] *= 3.0f;
+    scale_qk(m, 3.0f); /* QK scores ×9: far from uniform */
     if (!tied)
         for (size_t i = 0; i < m->param_size[AL_P_WU]; i++) m->p[AL_P_WU][i] *= 0.25f;
 }

@@ -17,8 +17,7 @@
  * uniform and its derivative matters. */
 static void sharp_model(al_model *m, int L) {
     rand_model(m, L, 0, 20);
-    for (int w = AL_P_WQ; w <= AL_P_WK; w++)
-        for (size_t i = 0; i < m->param_size[w]; i++) m->p[w][i] *= 3.0f;
+    scale_qk(m, 3.0f);
 }
 
 /* The task's mean metric on run `which` (0 clean, 1 corrupted) of all
@@ -69,10 +68,7 @@ static void check_grads(int logit_diff) {
     al_pairs t;
     al_err e;
     task(&t, &m, 5, 3, &e);
-    if (logit_diff) {
-        t.logit_diff = 1;
-        for (int i = 0; i < t.n_items; i++) t.items[i].wrong = (t.items[i].answer + 3) % 20;
-    }
+    if (logit_diff) as_logit_diff(&t, 20);
     int L = 2, H = 3, D = 8, C = 24, N = t.N, T = t.T;
     size_t BT = (size_t)N * T, HD = (size_t)H * D;
     float *dx = malloc(sizeof(float) * (L + 1) * BT * C), *dzg = malloc(sizeof(float) * L * BT * HD);
@@ -145,8 +141,7 @@ static void check_exact(int L, const char *direction) {
     al_pairs t;
     al_err e;
     task(&t, &m, 5, 6, &e);
-    t.logit_diff = 1;
-    for (int i = 0; i < t.n_items; i++) t.items[i].wrong = (t.items[i].answer + 3) % 20;
+    as_logit_diff(&t, 20);
     al_patch_opts o = al_patch_opts_defaults();
     o.direction = direction;
     o.batch = 4; /* two batches, the last short */
@@ -270,13 +265,11 @@ TEST(attrpatch_refusals) {
 TEST(attrpatch_edges_near_linear) {
     al_model m;
     rand_model(&m, 2, 0, 20);
-    for (int w = AL_P_WQ; w <= AL_P_WK; w++)
-        for (size_t i = 0; i < m.param_size[w]; i++) m.p[w][i] *= 0.3f;
+    scale_qk(&m, 0.3f);
     al_pairs t;
     al_err e;
     task(&t, &m, 5, 4, &e);
-    t.logit_diff = 1;
-    for (int i = 0; i < t.n_items; i++) t.items[i].wrong = (t.items[i].answer + 3) % 20;
+    as_logit_diff(&t, 20);
     al_patch_opts o = al_patch_opts_defaults();
     al_attrpatch_result r;
     CHECK_OK(al_attrpatch_run(&m, &t, &o, 1, &r, &e), &e);
