@@ -346,3 +346,99 @@ TEST(attrpics_refusals) {
     snprintf(a, sizeof a, "--what dla --run %ld", run);
     refused(m.s, a, "is a 'patch' run");
 }
+
+/* The report of models dirs[0..n-1] (only the attribution pictures);
+ * returns index.html (malloc'd). */
+static char *report(const char *const *dirs, int n, int *n_pictures) {
+    al_report_opts o = al_report_defaults();
+    o.db = t_path("r.db");
+    for (int i = 0; i < n; i++) o.models[i] = dirs[i];
+    o.n_models = n;
+    o.out_dir = t_path("out");
+    o.pictures = "dla,terms,attrpatch";
+    o.repeat = 0;
+    o.threads = 2;
+    al_report_result r;
+    al_err e;
+    CHECK_OK(al_report_write(&o, &r, &e), &e);
+    CHECK(r.n_failed == 0);
+    *n_pictures = r.n_pictures;
+    return t_slurp(r.index_path);
+}
+
+/* The page from "<h2>Model " + label on, up to the next model. */
+static const char *model_part(const char *html, const char *label) {
+    char key[256];
+    snprintf(key, sizeof key, "<h2>Model %s", label);
+    return html ? strstr(html, key) : NULL;
+}
+
+/* Kinds' Δloss 0.4 (direct), 0.8 (head), virtual v: share v / (1.2 + v). */
+TEST(attrpics_report_section) {
+    t_pbuf yes = t_pcopy("yes"), low = t_pcopy("low"), one = t_pcopy("one"), none = t_pcopy("none");
+    make_model(yes.s, 2, 8);
+    make_model(low.s, 2, 4);
+    make_model(one.s, 1, 4);
+    make_model(none.s, 2, 2); /* other weights than low's */
+    attr_fix f = {.tokens = 1, .paths = 1, .attrpatch = 2, .virt_dloss = 1.5};
+    attr_fixture(t_path("r.db"), yes.s, &f);
+    f.virt_dloss = 0.05, f.attrpatch = 1; /* 4.0%: negligible; estimates never compared */
+    attr_fixture(t_path("r.db"), low.s, &f);
+    f.attrpatch = 0;
+    attr_fixture(t_path("r.db"), one.s, &f);
+    /* "none" has a run of another kind only */
+    CHECK(t_sh("sqlite3 %s \"INSERT INTO models(sha256, path, added_at) VALUES('x', '%s', 'now'); "
+               "INSERT INTO runs(kind, model_id, started_at, status, attnlab_version) VALUES("
+               "'circuits', (SELECT max(model_id) FROM models), 'now', 'done', 'x')\"",
+               t_path("r.db"), none.s) == 0);
+    const char *dirs[4] = {yes.s, low.s, one.s, none.s};
+    int n_pics = 0;
+    char *html = report(dirs, 4, &n_pics);
+    CHECK(html != NULL);
+    const char *y = model_part(html, "yes"), *l = model_part(html, "low"),
+               *o = model_part(html, "one"), *n = model_part(html, "none");
+    CHECK(y && l && o && n && y < l && l < o && o < n);
+    if (!y || !l || !o || !n) {
+        free(html);
+        return;
+    }
+    /* sections in order, one per model with a run, none for the last */
+    const char *ya = strstr(y, "<h3>Attribution</h3>"), *la = strstr(l, "<h3>Attribution</h3>"),
+               *oa = strstr(o, "<h3>Attribution</h3>");
+    CHECK(ya && ya < l && la && la < o && oa && oa < n && !strstr(n, "<h3>Attribution</h3>"));
+    /* yes: 1.5 / 2.7 = 55.6%, the largest virtual term named (escaped) */
+    CHECK(strstr(y, "<td class=t>virtual</td><td>+0.1000</td><td>+1.5000</td><td class=t>55.6%</td>"));
+    CHECK(strstr(y, "<td class=t>direct</td><td>+0.9000</td><td>+0.4000</td><td class=t>14.8%</td>"));
+    CHECK(strstr(y, "Yes: removing all 64 virtual terms together raises the loss by 1.5000 nats, "
+                    "55.6%"));
+    CHECK(strstr(y, "<code>0.3&gt;1.5</code> (&Delta;loss +1.2000 nats)"));
+    /* the logit lens and the agreement, with the NULL correlation as a dash */
+    CHECK(strstr(y, "<td class=t>embed + pos</td><td>4.0000</td><td>0.100</td>"));
+    CHECK(strstr(y, "<td class=t>entering layer 1</td><td>3.0000</td><td>0.400</td>"));
+    CHECK(strstr(y, "<td class=t>final (the model&#39;s own)</td><td>2.0000</td><td>0.700</td>") ||
+          strstr(y, "<td class=t>final (the model's own)</td><td>2.0000</td><td>0.700</td>"));
+    CHECK(strstr(y, "<td class=t>head_pos</td><td>48</td><td>-1.000</td><td>-1.000</td><td>5</td>"));
+    CHECK(strstr(y, "<td class=t>edge</td><td>9</td><td class=na>&ndash;</td>"));
+    /* its three pictures, drawn */
+    const char *files[3] = {"-dla-", "-terms-", "-attrpatch-"};
+    for (int k = 0; k < 3; k++) {
+        const char *img = strstr(y, "<img src=\"");
+        while (img && img < l && !strstr(img, files[k])) img = strstr(img + 1, "<img src=\"");
+        char name[256], path[512] = "";
+        if (img && img < l && sscanf(img, "<img src=\"%255[^\"]", name) == 1)
+            snprintf(path, sizeof path, "out/%s", name);
+        CHECKF(path[0] && al_file_exists(t_path(path)), "no %s picture", files[k]);
+    }
+    /* low: 0.05 / 1.25 = 4.0%, negligible; not compared: no scatter */
+    CHECK(strstr(l, "Negligible: removing all 16 virtual terms together changes the loss by "
+                    "+0.0500 nats, 4.0%"));
+    CHECK(strstr(l, "Not compared with actual patching."));
+    const char *lp = strstr(l, "-attrpatch-");
+    CHECK(!lp || lp > o);
+    /* one layer: no virtual row, no virtual heads */
+    CHECK(strstr(o, "There are none: the model has one layer"));
+    const char *ov = strstr(o, "<td class=t>virtual</td>");
+    CHECK(!ov || ov > n);
+    CHECK(n_pics == 3 + 2 + 2);
+    free(html);
+}
