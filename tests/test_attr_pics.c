@@ -183,11 +183,8 @@ static int draw(const char *dir, const char *args, const char *name, al_image *i
     int rc = t_sh("%s heatmap --model %s --db %s --out %s %s > %s 2> %s", t_bin(), dir,
                   t_path("r.db"), out.s, args, t_path("hm.out"), t_path("hm.err"));
     if (rc) return rc;
-    char *txt = t_slurp(t_path("hm.out"));
     int w = 0, h = 0;
-    const char *p = txt ? strstr(txt, "(") : NULL;
-    CHECKF(p && sscanf(p, "(%d x %d px)", &w, &h) == 2, "no size in: %s", txt ? txt : "");
-    free(txt);
+    t_reported_size(t_path("hm.out"), &w, &h);
     al_err e;
     CHECK_OK(al_png_read(out.s, im, NULL, &e), &e);
     CHECKF(im->w == w && im->h == h, "%s: decoded %dx%d, reported %dx%d", name, im->w, im->h, w, h);
@@ -233,11 +230,17 @@ static int colour_height(const al_image *im, uint32_t c) {
 
 /* --------------------------------------------------------------- tests */
 
-TEST(attrpics_dla) {
+/* Model m2 (2 layers x 8 heads) with every row planted and compared. */
+static t_pbuf full_run(void) {
     t_pbuf m = t_pcopy("m2");
     make_model(m.s, 2, 8);
     attr_fix f = {.tokens = 1, .paths = 1, .attrpatch = 2, .virt_dloss = 1.5};
     attr_fixture(t_path("r.db"), m.s, &f);
+    return m;
+}
+
+TEST(attrpics_dla) {
+    t_pbuf m = full_run();
     al_image im;
     CHECK(draw(m.s, "--what dla", "dla.png", &im) == 0);
     /* the planted +3 is the one fully red cell, the planted -3 the fully
@@ -283,10 +286,7 @@ TEST(attrpics_terms) {
 }
 
 TEST(attrpics_attrpatch) {
-    t_pbuf m = t_pcopy("m2");
-    make_model(m.s, 2, 8);
-    attr_fix f = {.tokens = 1, .paths = 1, .attrpatch = 2, .virt_dloss = 1.5};
-    attr_fixture(t_path("r.db"), m.s, &f);
+    t_pbuf m = full_run();
     al_image im;
     CHECK(draw(m.s, "--what attrpatch", "ap.png", &im) == 0);
     /* the plot area: the frame's bounding box (a square: x and y share a range) */

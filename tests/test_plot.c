@@ -389,11 +389,8 @@ static int heatmap(const char *args, const char *name, al_image *im) {
         free(err);
         return -1;
     }
-    char *txt = t_slurp(t_path("hm.out"));
     int w = 0, h = 0;
-    const char *p = txt ? strstr(txt, "(") : NULL;
-    CHECKF(p && sscanf(p, "(%d x %d px)", &w, &h) == 2, "no size in: %s", txt ? txt : "");
-    free(txt);
+    t_reported_size(t_path("hm.out"), &w, &h);
     al_err e;
     al_png_meta meta;
     CHECK_OK(al_png_read(out, im, &meta, &e), &e);

@@ -248,6 +248,14 @@ static void run_note(pic *p, const char *what, long run) {
     snprintf(p->run_txt + n, sizeof p->run_txt - n, "%s%s run %ld", n ? ", " : "", what, run);
 }
 
+/* The rows of run `run` from sql (its ?1 the run id) to fn. */
+static int run_rows(pic *p, long run, const char *sql, al_store_row_fn fn, void *ctx, al_err *e) {
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", run);
+    const char *params[1] = {rs};
+    return al_store_query(p->st, sql, params, 1, fn, ctx, e);
+}
+
 /* ---------------------------------------------------------- attention */
 
 /* The prompt as ids (BOS first unless no_bos), cut from the left to
@@ -1088,12 +1096,30 @@ static int pic_training(pic *p, al_err *e) {
 
 /* ---------------------------------------------------------- patching */
 
+/* What every run picture reads of its run first: r.kind, r.status,
+ * r.model_id, then the task from the command's run table (NULL: no row
+ * there, the run did not finish). */
+typedef struct run_head {
+    long run;
+    char kind[16], status[16], task[16];
+    int64_t model_id;
+    int found, has_row;
+} run_head;
+
+static void run_head_read(run_head *h, const char *const *t, const double *x) {
+    h->found = 1;
+    snprintf(h->kind, sizeof h->kind, "%s", t[0] ? t[0] : "");
+    snprintf(h->status, sizeof h->status, "%s", t[1] ? t[1] : "");
+    h->model_id = isnan(x[2]) ? 0 : (int64_t)x[2];
+    h->has_row = t[3] != NULL;
+    snprintf(h->task, sizeof h->task, "%s", t[3] ? t[3] : "");
+}
+
 /* A patch or paths run: what runs and patching_runs say about it. */
 typedef struct prun {
-    long run;
-    char kind[16], status[16], task[16], direction[16], component[16];
-    int64_t model_id;
-    int n_pairs, seq_len, found, has_pr;
+    run_head h;
+    char direction[16], component[16];
+    int n_pairs, seq_len;
     double m_clean, m_corr;
     char *config; /* runs.config_json (malloc'd) */
     char hash[24]; /* patching_runs.task_hash */
@@ -1102,12 +1128,7 @@ typedef struct prun {
 static int prun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
     prun *r = ctx;
     (void)nc;
-    r->found = 1;
-    snprintf(r->kind, sizeof r->kind, "%s", t[0] ? t[0] : "");
-    snprintf(r->status, sizeof r->status, "%s", t[1] ? t[1] : "");
-    r->model_id = isnan(x[2]) ? 0 : (int64_t)x[2];
-    r->has_pr = t[3] != NULL;
-    snprintf(r->task, sizeof r->task, "%s", t[3] ? t[3] : "");
+    run_head_read(&r->h, t, x);
     snprintf(r->direction, sizeof r->direction, "%s", t[4] ? t[4] : "");
     snprintf(r->component, sizeof r->component, "%s", t[5] ? t[5] : "");
     r->n_pairs = isnan(x[6]) ? 0 : (int)x[6];
@@ -1137,43 +1158,45 @@ static int latest_of(pic *p, const char *table, const char *kind, long *run, al_
     return 0;
 }
 
-/* What runs says of a run against what a picture needs: it exists, is of
- * `kind`, finished (has_row: with its row in the kind's table), and is of
- * this model. */
-static int run_checked(pic *p, long run, const char *kind, const char *what, int found,
-                       const char *rkind, const char *status, int has_row, int64_t model_id,
-                       al_err *e) {
-    if (!found) return al_errf(e, "database %s has no run %ld", p->o->db, run);
-    if (strcmp(rkind, kind) != 0)
-        return al_errf(e, "run %ld is a '%s' run; --what %s draws the runs of attnlab %s", run,
-                       rkind, what, kind);
-    if (strcmp(status, "done") != 0 || !has_row)
-        return al_errf(e, "run %ld did not finish (status %s)", run, status);
-    if (p->model_id && model_id != p->model_id)
-        return al_errf(e, "run %ld analysed another model than %s", run, p->dir);
-    run_note(p, kind, run);
+/* A run against what a picture needs: it exists, is of `kind`, finished
+ * (with its row in the kind's table), and is of this model. */
+static int run_checked(pic *p, const run_head *h, const char *kind, const char *what, al_err *e) {
+    if (!h->found) return al_errf(e, "database %s has no run %ld", p->o->db, h->run);
+    if (strcmp(h->kind, kind) != 0)
+        return al_errf(e, "run %ld is a '%s' run; --what %s draws the runs of attnlab %s", h->run,
+                       h->kind, what, kind);
+    if (strcmp(h->status, "done") != 0 || !h->has_row)
+        return al_errf(e, "run %ld did not finish (status %s)", h->run, h->status);
+    if (p->model_id && h->model_id != p->model_id)
+        return al_errf(e, "run %ld analysed another model than %s", h->run, p->dir);
+    run_note(p, kind, h->run);
     return 0;
+}
+
+/* Read run h->run (latest_of's when 0) of `kind` from runs and `table`:
+ * run_head's four columns, then cols; fn fills ctx (its run_head is h). */
+static int run_read(pic *p, const char *table, const char *kind, const char *cols,
+                    al_store_row_fn fn, void *ctx, run_head *h, al_err *e) {
+    if (latest_of(p, table, kind, &h->run, e)) return -1;
+    char rs[32], sql[1024];
+    snprintf(rs, sizeof rs, "%ld", h->run);
+    snprintf(sql, sizeof sql, "SELECT r.kind, r.status, r.model_id, x.task, %s FROM runs r LEFT "
+             "JOIN %s x ON x.run_id = r.run_id WHERE r.run_id = ?1", cols, table);
+    const char *params[1] = {rs};
+    return al_store_query(p->st, sql, params, 1, fn, ctx, e);
 }
 
 /* Run `run` (the latest finished one of `kind` for the model when 0) of
  * kind "patch" or "paths", checked (run_checked). */
 static int patch_run_info(pic *p, const char *kind, prun *r, al_err *e) {
     memset(r, 0, sizeof *r);
-    if (latest_of(p, "patching_runs", kind, &r->run, e)) return -1;
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r->run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT r.kind, r.status, r.model_id, x.task, x.direction, "
-                       "x.component, x.n_pairs, x.seq_len, x.m_clean, x.m_corr, r.config_json, "
-                       "x.task_hash "
-                       "FROM runs r LEFT JOIN patching_runs x ON x.run_id = r.run_id "
-                       "WHERE r.run_id = ?1", params, 1, prun_row, r, e)) {
+    if (run_read(p, "patching_runs", kind, "x.direction, x.component, x.n_pairs, x.seq_len, "
+                 "x.m_clean, x.m_corr, r.config_json, x.task_hash", prun_row, r, &r->h, e)) {
         free(r->config);
         return -1;
     }
     keep(p, r->config, e); /* freed with the picture */
-    return run_checked(p, r->run, kind, strcmp(kind, "patch") == 0 ? "patching" : "paths",
-                       r->found, r->kind, r->status, r->has_pr, r->model_id, e);
+    return run_checked(p, &r->h, kind, strcmp(kind, "patch") == 0 ? "patching" : "paths", e);
 }
 
 /* Column labels for positions 0..T-1: "t token" of pair 0's clean
@@ -1209,7 +1232,7 @@ static const char **position_labels(pic *p, const prun *r, al_err *e) {
     if (rc) {
         note(p, "positions are numbered: the task could not be re-made to label them (%s)", e2.msg);
         fprintf(stderr, "attnlab: note: run %ld: positions are numbered: the task could not be "
-                        "re-made to label them (%s)\n", r->run, e2.msg);
+                        "re-made to label them (%s)\n", r->h.run, e2.msg);
         return NULL;
     }
     int lo = t.T;
@@ -1264,20 +1287,16 @@ static int pic_patching(pic *p, al_err *e) {
     if (patch_run_info(p, "patch", &r, e)) return -1;
     al_patch_component comp;
     if (al_patch_component_parse(r.component, &comp))
-        return al_errf(e, "run %ld: unknown component '%s'", r.run, r.component);
+        return al_errf(e, "run %ld: unknown component '%s'", r.h.run, r.component);
     int T = r.seq_len, L = p->L, H = p->H;
     patch_cells c = {.p = p, .comp = comp, .rows = comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD ? L : L * H,
                      .cols = comp == AL_PATCH_HEAD ? H : T};
-    if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.run, T);
+    if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.h.run, T);
     if (!(c.v = pfloats(p, (size_t)c.rows * c.cols, e))) return -1;
     for (int i = 0; i < c.rows * c.cols; i++) c.v[i] = NAN;
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r.run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1",
-                       params, 1, patch_row, &c, e))
+    if (run_rows(p, r.h.run, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1", patch_row, &c, e))
         return -1;
-    if (!c.n) return al_errf(e, "run %ld has no patching rows", r.run);
+    if (!c.n) return al_errf(e, "run %ld has no patching rows", r.h.run);
     const char **rl = NULL, **cl = NULL;
     if (comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD) {
         rl = pcalloc(p, (size_t)L, sizeof(char *), e);
@@ -1302,11 +1321,11 @@ static int pic_patching(pic *p, al_err *e) {
                     .cs = cs, .bar = 1, .annotate = comp == AL_PATCH_HEAD,
                     .cell = comp == AL_PATCH_HEAD ? 34 : c.cols <= 128 ? 12 : 0};
     snprintf(p->title, sizeof p->title, "activation patching: %s, %s (task %s)", r.component,
-             r.direction, r.task);
+             r.direction, r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     dir_notes(p, r.direction);
     note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs)", r.m_clean, r.m_corr,
-         strcmp(r.task, "induction") == 0 ? "log p of the next token" : "logit difference",
+         strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
          r.n_pairs);
     note(p, "%s", p->run_txt);
     return 0;
@@ -1345,13 +1364,10 @@ static int pic_paths(pic *p, al_err *e) {
     if (!all) return -1;
     for (int k = 0; k < 4; k++) c.v[k] = all + (size_t)k * ns * H;
     for (int i = 0; i < ns * (3 * H + 1); i++) all[i] = NAN;
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r.run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT sender, receiver_head, channel, value FROM path_patching "
-                       "WHERE run_id = ?1", params, 1, path_row, &c, e))
+    if (run_rows(p, r.h.run, "SELECT sender, receiver_head, channel, value FROM path_patching "
+                       "WHERE run_id = ?1", path_row, &c, e))
         return -1;
-    if (!c.n) return al_errf(e, "run %ld has no path_patching rows", r.run);
+    if (!c.n) return al_errf(e, "run %ld has no path_patching rows", r.h.run);
     const char **rl = pcalloc(p, (size_t)ns, sizeof(char *), e);
     const char **cl = p->L == 2 ? head_labels(p, 1, 2, e) : NULL;
     static const char *const logits[1] = {"logits"};
@@ -1374,14 +1390,14 @@ static int pic_paths(pic *p, al_err *e) {
     }
     p->fig.shared_bar = cs;
     snprintf(p->title, sizeof p->title, "path patching: sender -> receiver, %s (task %s)",
-             r.direction, r.task);
+             r.direction, r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     dir_notes(p, r.direction);
     note(p, "only the path from the sender to the receiver carries the other run's value; "
             "every other head is frozen");
     note(p, "an induction circuit: a previous-token head (sender) into an induction head's keys (k)");
     note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs); %s", r.m_clean, r.m_corr,
-         strcmp(r.task, "induction") == 0 ? "log p of the next token" : "logit difference",
+         strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
          r.n_pairs, p->run_txt);
     return 0;
 }
@@ -1390,22 +1406,16 @@ static int pic_paths(pic *p, al_err *e) {
 
 /* An attribute run: what runs and attribution_runs say about it. */
 typedef struct arun {
-    long run;
-    char kind[16], status[16], task[16], metric_kind[16], direction[16];
-    int64_t model_id;
-    int found, has_ar, seq_len, n_items;
+    run_head h;
+    char metric_kind[16], direction[16];
+    int seq_len, n_items;
     double kind_dloss[3]; /* direct, head, virtual: all terms of the kind removed */
 } arun;
 
 static int arun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
     arun *r = ctx;
     (void)nc, (void)e;
-    r->found = 1;
-    snprintf(r->kind, sizeof r->kind, "%s", t[0] ? t[0] : "");
-    snprintf(r->status, sizeof r->status, "%s", t[1] ? t[1] : "");
-    r->model_id = isnan(x[2]) ? 0 : (int64_t)x[2];
-    r->has_ar = t[3] != NULL;
-    snprintf(r->task, sizeof r->task, "%s", t[3] ? t[3] : "");
+    run_head_read(&r->h, t, x);
     snprintf(r->metric_kind, sizeof r->metric_kind, "%s", t[4] ? t[4] : "");
     snprintf(r->direction, sizeof r->direction, "%s", t[5] ? t[5] : "");
     r->seq_len = isnan(x[6]) ? 0 : (int)x[6];
@@ -1417,17 +1427,10 @@ static int arun_row(void *ctx, int nc, const char *const *t, const double *x, al
 /* Run --run (else the model's newest finished attribute run), checked. */
 static int attr_run_info(pic *p, arun *r, al_err *e) {
     memset(r, 0, sizeof *r);
-    if (latest_of(p, "attribution_runs", "attribute", &r->run, e)) return -1;
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r->run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT r.kind, r.status, r.model_id, x.task, x.metric_kind, "
-                       "x.direction, x.seq_len, x.n_items, x.direct_dloss, x.head_dloss, "
-                       "x.virtual_dloss FROM runs r LEFT JOIN attribution_runs x ON x.run_id = "
-                       "r.run_id WHERE r.run_id = ?1", params, 1, arun_row, r, e))
+    if (run_read(p, "attribution_runs", "attribute", "x.metric_kind, x.direction, x.seq_len, "
+                 "x.n_items, x.direct_dloss, x.head_dloss, x.virtual_dloss", arun_row, r, &r->h, e))
         return -1;
-    return run_checked(p, r->run, "attribute", p->o->what, r->found, r->kind, r->status,
-                       r->has_ar, r->model_id, e);
+    return run_checked(p, &r->h, "attribute", p->o->what, e);
 }
 
 /* What the run's values are contributions to. */
@@ -1496,23 +1499,19 @@ static int pic_dla(pic *p, al_err *e) {
     arun r;
     if (attr_run_info(p, &r, e)) return -1;
     int T = r.seq_len;
-    if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.run, T);
+    if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.h.run, T);
     dla_cells c = {.p = p, .rows = 2 + p->L * p->H, .cols = T};
     if (!(c.v = pfloats(p, (size_t)c.rows * T, e))) return -1;
     for (int i = 0; i < c.rows * T; i++) c.v[i] = NAN;
-    char rs[32], top[256] = "";
-    snprintf(rs, sizeof rs, "%ld", r.run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT component, pos, value FROM logit_attribution WHERE run_id = "
-                       "?1 AND pos IS NOT NULL", params, 1, dla_row, &c, e))
+    char top[256] = "";
+    if (run_rows(p, r.h.run, "SELECT component, pos, value FROM logit_attribution WHERE run_id = "
+                       "?1 AND pos IS NOT NULL", dla_row, &c, e))
         return -1;
-    if (!c.n) return al_errf(e, "run %ld has no per-position logit attribution rows", r.run);
+    if (!c.n) return al_errf(e, "run %ld has no per-position logit attribution rows", r.h.run);
     if (!(c.lab = pcalloc(p, (size_t)T, sizeof(char *), e)) ||
-        al_store_query(p->st, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1", params,
-                       1, dla_token, &c, e) ||
-        al_store_query(p->st, "SELECT component, value FROM logit_attribution WHERE run_id = ?1 "
-                       "AND pos IS NULL AND value IS NOT NULL ORDER BY abs(value) DESC LIMIT 4",
-                       params, 1, dla_top, top, e))
+        run_rows(p, r.h.run, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1", dla_token, &c, e) ||
+        run_rows(p, r.h.run, "SELECT component, value FROM logit_attribution WHERE run_id = ?1 "
+                       "AND pos IS NULL AND value IS NOT NULL ORDER BY abs(value) DESC LIMIT 4", dla_top, top, e))
         return -1;
     int labelled = 0;
     for (int t = 0; t < T; t++) labelled += c.lab[t] != NULL;
@@ -1529,7 +1528,7 @@ static int pic_dla(pic *p, al_err *e) {
                     .col_labels = labelled ? c.lab : NULL, .row_title = "component",
                     .col_title = labelled ? "position (the first prompt's token)" : "position",
                     .cs = cs, .bar = 1, .cell = T <= 128 ? 14 : 0};
-    snprintf(p->title, sizeof p->title, "direct logit attribution (task %s)", r.task);
+    snprintf(p->title, sizeof p->title, "direct logit attribution (task %s)", r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     note(p, "each cell: the mean contribution of a component's output at that position to %s, "
             "over the task's items there; a column sums to the mean metric", metric_words(&r));
@@ -1575,16 +1574,13 @@ static int pic_terms(pic *p, al_err *e) {
     b.group = pcalloc(p, (size_t)cap, sizeof(int), e);
     b.lab = pcalloc(p, (size_t)cap, sizeof(char *), e);
     if (!b.v || !b.group || !b.lab) return -1;
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r.run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = ?1 "
+    if (run_rows(p, r.h.run, "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = ?1 "
                        "ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 + layer ELSE 3 "
-                       "END, src_head, head", params, 1, term_row, &b, e))
+                       "END, src_head, head", term_row, &b, e))
         return -1;
     if (!b.n)
         return al_errf(e, "run %ld has no path expansion (path_terms is empty: it covers 1- and "
-                       "2-layer models, and can be turned off)", r.run);
+                       "2-layer models, and can be turned off)", r.h.run);
     /* Of the virtual terms only the largest few are named: 64 names
      * would be unreadable and most of the terms are near 0. */
     int n_virt = 0, named = 0;
@@ -1616,7 +1612,7 @@ static int pic_terms(pic *p, al_err *e) {
                         .n_groups = TG_N, .labels = b.lab, .y_title = "\xce\x94 loss (nats)",
                         .bar_w = b.n > 42 ? 10 : 0, .h = 240};
     snprintf(p->title, sizeof p->title, "path expansion: loss increase with each term removed "
-             "(task %s)", r.task);
+             "(task %s)", r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     note(p, "each bar: how much the mean item loss rises when that term alone is subtracted from "
             "the logits (below 0: the model does better without it)");
@@ -1684,29 +1680,27 @@ static int ap_agree_row(void *ctx, int nc, const char *const *t, const double *x
 static int pic_attrpatch(pic *p, al_err *e) {
     arun r;
     if (attr_run_info(p, &r, e)) return -1;
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r.run);
-    const char *params[1] = {rs};
-    qval q;
-    if (query1(p, "SELECT count(*) FROM attribution_patching WHERE run_id = ?1", rs, NULL, &q, e))
+    qval q = {NAN, 0};
+    if (run_rows(p, r.h.run, "SELECT count(*) FROM attribution_patching WHERE run_id = ?1",
+                 row_first, &q, e))
         return -1;
     ap_points a = {.cap = q.found ? (int)q.v : 0, .lo = INFINITY, .hi = -INFINITY};
     if (!a.cap)
         return al_errf(e, "run %ld has no attribution patching (the run was not given a "
-                       "direction to patch in)", r.run);
+                       "direction to patch in)", r.h.run);
     for (int g = 0; g < AL_AP_NGRID; g++)
         if (!(a.x[g] = pcalloc(p, (size_t)a.cap, sizeof(double), e)) ||
             !(a.y[g] = pcalloc(p, (size_t)a.cap, sizeof(double), e)))
             return -1;
-    if (al_store_query(p->st, "SELECT grid, estimate, actual FROM attribution_patching WHERE "
-                       "run_id = ?1", params, 1, ap_row, &a, e))
+    if (run_rows(p, r.h.run, "SELECT grid, estimate, actual FROM attribution_patching WHERE "
+                       "run_id = ?1", ap_row, &a, e))
         return -1;
     if (!a.compared)
         return al_errf(e, "run %ld did not compare its estimates with actual patching (every "
-                       "actual is NULL): there is nothing to plot them against", r.run);
+                       "actual is NULL): there is nothing to plot them against", r.h.run);
     ap_agree ag = {.p = p};
-    if (al_store_query(p->st, "SELECT grid, n, pearson, spearman, top5 FROM attribution_agreement "
-                       "WHERE run_id = ?1", params, 1, ap_agree_row, &ag, e))
+    if (run_rows(p, r.h.run, "SELECT grid, n, pearson, spearman, top5 FROM attribution_agreement "
+                       "WHERE run_id = ?1", ap_agree_row, &ag, e))
         return -1;
     if (!(a.lo <= a.hi)) a.lo = 0, a.hi = 1;
     double pad = fmax(a.hi - a.lo, 1e-6) * 0.05, lim[2] = {a.lo - pad, a.hi + pad};
@@ -1735,7 +1729,7 @@ static int pic_attrpatch(pic *p, al_err *e) {
     pn->ln.x_hi = pn->ln.y_hi = lim[1];
     pn->ln.legend = 1;
     snprintf(p->title, sizeof p->title, "attribution patching vs actual patching (task %s, %s)",
-             r.task, strcmp(r.direction, "noise") == 0 ? "noising" : "denoising");
+             r.h.task, strcmp(r.direction, "noise") == 0 ? "noising" : "denoising");
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     note(p, "each point is one configuration: its first-order estimate from one forward and one "
             "backward pass (x) against actually patching it (y), both normalised as patching's "
