@@ -1294,7 +1294,8 @@ static int pic_patching(pic *p, al_err *e) {
     if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.h.run, T);
     if (!(c.v = pfloats(p, (size_t)c.rows * c.cols, e))) return -1;
     for (int i = 0; i < c.rows * c.cols; i++) c.v[i] = NAN;
-    if (run_rows(p, r.h.run, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1", patch_row, &c, e))
+    if (run_rows(p, r.h.run, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1",
+                 patch_row, &c, e))
         return -1;
     if (!c.n) return al_errf(e, "run %ld has no patching rows", r.h.run);
     const char **rl = NULL, **cl = NULL;
@@ -1365,7 +1366,7 @@ static int pic_paths(pic *p, al_err *e) {
     for (int k = 0; k < 4; k++) c.v[k] = all + (size_t)k * ns * H;
     for (int i = 0; i < ns * (3 * H + 1); i++) all[i] = NAN;
     if (run_rows(p, r.h.run, "SELECT sender, receiver_head, channel, value FROM path_patching "
-                       "WHERE run_id = ?1", path_row, &c, e))
+                 "WHERE run_id = ?1", path_row, &c, e))
         return -1;
     if (!c.n) return al_errf(e, "run %ld has no path_patching rows", r.h.run);
     const char **rl = pcalloc(p, (size_t)ns, sizeof(char *), e);
@@ -1505,13 +1506,15 @@ static int pic_dla(pic *p, al_err *e) {
     for (int i = 0; i < c.rows * T; i++) c.v[i] = NAN;
     char top[256] = "";
     if (run_rows(p, r.h.run, "SELECT component, pos, value FROM logit_attribution WHERE run_id = "
-                       "?1 AND pos IS NOT NULL", dla_row, &c, e))
+                 "?1 AND pos IS NOT NULL", dla_row, &c, e))
         return -1;
     if (!c.n) return al_errf(e, "run %ld has no per-position logit attribution rows", r.h.run);
     if (!(c.lab = pcalloc(p, (size_t)T, sizeof(char *), e)) ||
-        run_rows(p, r.h.run, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1", dla_token, &c, e) ||
+        run_rows(p, r.h.run, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1",
+                 dla_token, &c, e) ||
         run_rows(p, r.h.run, "SELECT component, value FROM logit_attribution WHERE run_id = ?1 "
-                       "AND pos IS NULL AND value IS NOT NULL ORDER BY abs(value) DESC LIMIT 4", dla_top, top, e))
+                 "AND pos IS NULL AND value IS NOT NULL ORDER BY abs(value) DESC LIMIT 4",
+                 dla_top, top, e))
         return -1;
     int labelled = 0;
     for (int t = 0; t < T; t++) labelled += c.lab[t] != NULL;
@@ -1575,8 +1578,8 @@ static int pic_terms(pic *p, al_err *e) {
     b.lab = pcalloc(p, (size_t)cap, sizeof(char *), e);
     if (!b.v || !b.group || !b.lab) return -1;
     if (run_rows(p, r.h.run, "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = ?1 "
-                       "ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 + layer ELSE 3 "
-                       "END, src_head, head", term_row, &b, e))
+                 "ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 + layer ELSE 3 "
+                 "END, src_head, head", term_row, &b, e))
         return -1;
     if (!b.n)
         return al_errf(e, "run %ld has no path expansion (path_terms is empty: it covers 1- and "
@@ -1693,14 +1696,14 @@ static int pic_attrpatch(pic *p, al_err *e) {
             !(a.y[g] = pcalloc(p, (size_t)a.cap, sizeof(double), e)))
             return -1;
     if (run_rows(p, r.h.run, "SELECT grid, estimate, actual FROM attribution_patching WHERE "
-                       "run_id = ?1", ap_row, &a, e))
+                 "run_id = ?1", ap_row, &a, e))
         return -1;
     if (!a.compared)
         return al_errf(e, "run %ld did not compare its estimates with actual patching (every "
                        "actual is NULL): there is nothing to plot them against", r.h.run);
     ap_agree ag = {.p = p};
     if (run_rows(p, r.h.run, "SELECT grid, n, pearson, spearman, top5 FROM attribution_agreement "
-                       "WHERE run_id = ?1", ap_agree_row, &ag, e))
+                 "WHERE run_id = ?1", ap_agree_row, &ag, e))
         return -1;
     if (!(a.lo <= a.hi)) a.lo = 0, a.hi = 1;
     double pad = fmax(a.hi - a.lo, 1e-6) * 0.05, lim[2] = {a.lo - pad, a.hi + pad};
