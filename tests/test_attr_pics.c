@@ -260,6 +260,23 @@ TEST(attrpics_dla) {
     CHECK(draw(m.s, "--what dla", "dla-pos.png", &im) == 0);
     CHECKF(im.h < h_tok - 20, "height %d with tokens, %d without", h_tok, im.h);
     al_image_free(&im);
+    /* the title names the task and what the values add up to */
+    al_png_meta meta;
+    al_err e;
+    CHECK_OK(al_png_read(t_path("dla.png"), &im, &meta, &e), &e);
+    const char *title = al_png_meta_get(&meta, "Title");
+    CHECK(title && strstr(title, "the correct token's logit") && strstr(title, "induction"));
+    al_png_meta_free(&meta);
+    al_image_free(&im);
+    CHECK(t_sh("sqlite3 %s \"UPDATE attribution_runs SET metric_kind = 'logit_diff'\"",
+               t_path("r.db")) == 0);
+    CHECK(draw(m.s, "--what dla", "dla-diff.png", &im) == 0);
+    al_image_free(&im);
+    CHECK_OK(al_png_read(t_path("dla-diff.png"), &im, &meta, &e), &e);
+    title = al_png_meta_get(&meta, "Title");
+    CHECK(title && strstr(title, "the logit difference"));
+    al_png_meta_free(&meta);
+    al_image_free(&im);
 }
 
 TEST(attrpics_terms) {

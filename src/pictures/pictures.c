@@ -1531,7 +1531,9 @@ static int pic_dla(pic *p, al_err *e) {
                     .col_labels = labelled ? c.lab : NULL, .row_title = "component",
                     .col_title = labelled ? "position (the first prompt's token)" : "position",
                     .cs = cs, .bar = 1, .cell = T <= 128 ? 14 : 0};
-    snprintf(p->title, sizeof p->title, "direct logit attribution (task %s)", r.h.task);
+    snprintf(p->title, sizeof p->title, "direct logit attribution: mean contribution to %s "
+             "(task %s)", strcmp(r.metric_kind, "logit_diff") == 0 ? "the logit difference"
+                          : "the correct token's logit", r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     note(p, "each cell: the mean contribution of a component's output at that position to %s, "
             "over the task's items there; a column sums to the mean metric", metric_words(&r));
