@@ -89,6 +89,15 @@ t_pbuf t_pcopy(const char *name) {
     return p;
 }
 
+int t_reported_size(const char *path, int *w, int *h) {
+    char *txt = t_slurp(path);
+    const char *p = txt ? strstr(txt, "(") : NULL;
+    int ok = p && sscanf(p, "(%d x %d px)", w, h) == 2;
+    if (!ok) t_fail(__FILE__, __LINE__, "no picture size in: %s", txt ? txt : "(no output)");
+    free(txt);
+    return ok ? 0 : -1;
+}
+
 const char *t_write(const char *name, const char *text) {
     const char *p = t_path(name);
     FILE *f = fopen(p, "w");

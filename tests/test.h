@@ -34,6 +34,9 @@ typedef struct t_pbuf {
     char s[1024];
 } t_pbuf;
 t_pbuf t_pcopy(const char *name);
+/* The picture size "(W x H px)" that `attnlab heatmap` printed into the
+ * file at path (0; -1 and a CHECK failure when there is none). */
+int t_reported_size(const char *path, int *w, int *h);
 /* Write text to t_path(name) (a failure is a CHECK failure); returns
  * the path (t_path's static buffer). */
 const char *t_write(const char *name, const char *text);

@@ -112,6 +112,14 @@ static int ink(const al_image *im, int x, int y, int w, int h) {
     return n;
 }
 
+/* Pixels of colour c in a rectangle. */
+static int count_colour_in(const al_image *im, uint32_t c, int x, int y, int w, int h) {
+    int n = 0;
+    for (int j = y; j < y + h; j++)
+        for (int i = x; i < x + w; i++) n += al_image_get(im, i, j) == c;
+    return n;
+}
+
 TEST(plot_heatmap_known_cells) {
     /* min 0 at (0,0), max 1 at (1,2), 0.5 at (2,1), masked at (2,3) */
     float v[12] = {0, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 1, 0.25f, 0.25f, 0.5f, 0.25f, NAN};
@@ -234,7 +242,7 @@ TEST(plot_labels_thinned_never_overlap) {
 
 TEST(plot_lines_known_points) {
     double x[2] = {0, 10}, y[2] = {0, 1}, y2[2] = {1, 1};
-    al_series s[2] = {{x, y, 2, "rising", 0xD62728, 1, 0, 0}, {x, y2, 2, "flat", 0x2CA02C, 1, 0, 0}};
+    al_series s[2] = {{x, y, 2, "rising", 0xD62728, 1, 0, 0, 0}, {x, y2, 2, "flat", 0x2CA02C, 1, 0, 0, 0}};
     al_panel p = {.kind = AL_PANEL_LINES,
                   .ln = {.s = s, .n = 2, .title = "t", .x_title = "x", .y_title = "y", .w = 200,
                          .h = 100, .x_lo = 0, .x_hi = 10, .y_lo = 0, .y_hi = 1, .hline = 0.5,
@@ -264,6 +272,108 @@ TEST(plot_lines_known_points) {
     al_image_free(&im);
 }
 
+/* Extent of colour c in the image: columns x0..x1, rows y0..y1 (-1 if absent). */
+static void extent(const al_image *im, uint32_t c, int *x0, int *x1, int *y0, int *y1) {
+    *x0 = *y0 = 1 << 30;
+    *x1 = *y1 = -1;
+    for (int y = 0; y < im->h; y++)
+        for (int x = 0; x < im->w; x++)
+            if (al_image_get(im, x, y) == c) {
+                *x0 = x < *x0 ? x : *x0, *x1 = x > *x1 ? x : *x1;
+                *y0 = y < *y0 ? y : *y0, *y1 = y > *y1 ? y : *y1;
+            }
+    if (*x1 < 0) *x0 = *y0 = -1;
+}
+
+TEST(plot_bars_signed_groups) {
+    /* one colour per bar, so each bar can be found; heights in value units */
+    double v[5] = {1.0, -0.5, 0.25, 2.0, NAN};
+    int grp[5] = {0, 1, 1, 2, 2};
+    uint32_t col[5] = {0xAA0000, 0x00AA00, 0x0000AA, 0xAAAA00, 0x00AAAA};
+    const char *names[3] = {"first", "second", "third"}, *labels[5] = {"a", NULL, "c", "d", "e"};
+    al_panel p = {.kind = AL_PANEL_BARS,
+                  .bars = {.v = v, .n = 5, .group = grp, .group_names = names, .n_groups = 3,
+                           .labels = labels, .colours = col, .title = "bars", .y_title = "value",
+                           .bar_w = 10, .h = 150}};
+    al_figure f = {.title = "bars", .panels = &p, .n_panels = 1};
+    al_image im;
+    al_plot_geom g;
+    al_err e;
+    CHECK_OK(al_plot_figure(&f, &im, &g, &e), &e);
+    CHECK(g.mh == 150 && g.zero_y > g.my && g.zero_y < g.my + g.mh);
+    int x0[5], x1[5], y0[5], y1[5];
+    for (int i = 0; i < 5; i++) extent(&im, col[i], &x0[i], &x1[i], &y0[i], &y1[i]);
+    /* each bar is 9 px wide (1 px gap), left to right, inside the plot area */
+    for (int i = 0; i < 4; i++) CHECKF(x1[i] - x0[i] == 8, "bar %d is %d px wide", i, x1[i] - x0[i] + 1);
+    CHECK(x0[0] > g.mx && x1[3] < g.mx + g.mw && x0[0] < x0[1] && x0[1] < x0[2] && x0[2] < x0[3]);
+    CHECK(x0[4] == -1); /* NaN: no bar */
+    /* bars in one group touch but for the gap; groups lie further apart */
+    CHECK(x0[2] - x0[1] == 10 && x0[1] - x1[0] > 10 && x0[3] - x1[2] > 10);
+    /* positive bars rise from the zero line, negative ones hang below; the
+     * zero line is drawn over their ends */
+    CHECK(y1[0] == g.zero_y - 1 && y1[3] == g.zero_y - 1 && y0[1] == g.zero_y + 1);
+    int h0 = g.zero_y - y0[0], h3 = g.zero_y - y0[3], h1 = y1[1] - g.zero_y;
+    CHECKF(abs(h3 - 2 * h0) <= 1 && abs(h0 - 2 * h1) <= 1, "heights %d %d %d", h0, h1, h3);
+    /* the tallest bar stays inside the frame */
+    CHECK(y0[3] > g.my);
+    /* labels under labelled bars only; group names below them */
+    int below = g.my + g.mh + 6; /* labels: one glyph, 6 px tall when turned */
+    CHECK(ink(&im, x0[0], below, 9, 8) > 3 && ink(&im, x0[2], below, 9, 8) > 3);
+    CHECK(ink(&im, x0[1], below, 9, 8) == 0);
+    CHECK(ink(&im, x0[1] - 10, below + 10, 40, 12) > 10);
+    /* a dashed separator between the groups: one column half inked */
+    int best = 0;
+    for (int x = x1[0] + 1; x < x0[1]; x++) {
+        int n = 0;
+        for (int y = g.my + 1; y < g.zero_y - 1; y++) n += al_image_get(&im, x, y) != AL_PLOT_BG;
+        best = n > best ? n : best;
+    }
+    CHECKF(best > (g.zero_y - g.my) / 3, "separator: %d px", best);
+    CHECK_OK(al_png_write(t_path("bars.png"), &im, NULL, 0, &e), &e);
+    al_image_free(&im);
+    /* all bars of one sign: zero is the bottom of the plot area */
+    v[1] = 0.5;
+    CHECK_OK(al_plot_figure(&f, &im, &g, &e), &e);
+    CHECK(g.zero_y == g.my + g.mh - 1);
+    al_image_free(&im);
+}
+
+TEST(plot_scatter_points) {
+    /* circles and triangles as points only, and a dashed y = x line */
+    double xa[2] = {1, 3}, ya[2] = {1, 3}, xb[1] = {3}, yb[1] = {1}, xd[2] = {0, 4};
+    al_series s[3] = {
+        {xa, ya, 2, "circles", 0xD62728, 0, AL_MARK_CIRCLE, 0, 1},
+        {xb, yb, 1, "triangles", 0x1F77B4, 0, AL_MARK_TRIANGLE, 0, 1},
+        {xd, xd, 2, "y = x", 0x606060, 1, 0, 4, 0},
+    };
+    al_panel p = {.kind = AL_PANEL_LINES,
+                  .ln = {.s = s, .n = 3, .x_title = "x", .y_title = "y", .w = 201, .h = 201,
+                         .x_lo = 0, .x_hi = 4, .y_lo = 0, .y_hi = 4, .hline = NAN, .legend = 1}};
+    al_figure f = {.title = "scatter", .panels = &p, .n_panels = 1};
+    al_image im;
+    al_plot_geom g;
+    al_err e;
+    CHECK_OK(al_plot_figure(&f, &im, &g, &e), &e);
+    /* (x, y) -> (mx + 50x, my + 200 - 50y) */
+    CHECK(al_image_get(&im, g.mx + 50, g.my + 150) == 0xD62728);
+    CHECK(al_image_get(&im, g.mx + 150, g.my + 50) == 0xD62728);
+    CHECK(al_image_get(&im, g.mx + 150, g.my + 150) == 0x1F77B4);
+    /* a circle's corner is not inked, a square's would be */
+    CHECK(al_image_get(&im, g.mx + 47, g.my + 147) != 0xD62728);
+    /* a triangle: wide at the bottom, a point at the top */
+    CHECK(al_image_get(&im, g.mx + 147, g.my + 153) == 0x1F77B4);
+    CHECK(al_image_get(&im, g.mx + 147, g.my + 147) != 0x1F77B4);
+    /* points are not joined: halfway between the two circles is the y = x line's grey or blank */
+    CHECK(al_image_get(&im, g.mx + 100, g.my + 100) != 0xD62728);
+    int red = 0;
+    for (int k = 60; k < 140; k++) red += al_image_get(&im, g.mx + k, g.my + 200 - k) == 0xD62728;
+    CHECK(red == 0);
+    /* the legend shows each marker */
+    CHECK(count_colour_in(&im, 0xD62728, g.mx + g.mw, g.my, 60, 40) > 10);
+    CHECK(count_colour_in(&im, 0x1F77B4, g.mx + g.mw, g.my, 60, 40) > 5);
+    al_image_free(&im);
+}
+
 /* ---------------------------------------------------------------- CLI */
 
 /* Run heatmap, check the PNG decodes to the size it reported and carries
@@ -279,11 +389,8 @@ static int heatmap(const char *args, const char *name, al_image *im) {
         free(err);
         return -1;
     }
-    char *txt = t_slurp(t_path("hm.out"));
     int w = 0, h = 0;
-    const char *p = txt ? strstr(txt, "(") : NULL;
-    CHECKF(p && sscanf(p, "(%d x %d px)", &w, &h) == 2, "no size in: %s", txt ? txt : "");
-    free(txt);
+    t_reported_size(t_path("hm.out"), &w, &h);
     al_err e;
     al_png_meta meta;
     CHECK_OK(al_png_read(out, im, &meta, &e), &e);

@@ -14,11 +14,22 @@
  *   pruning      loss vs heads remaining, one line per method
  *   training     losses and a per-head score over training steps
  *   spectrum     singular values of W_QK and W_OV, one panel per head
+ *   patching     an attnlab patch run's effects; paths: a paths run's
+ *   dla          an attnlab attribute run's direct logit attribution:
+ *                components (embed, pos, each head) x positions, signed
+ *   terms        its path expansion: Δloss of each term as bars, grouped
+ *                direct | layer-0 heads | layer-1 heads | virtual heads
+ *   attrpatch    its attribution patching estimates against actual
+ *                patching, per grid, with the y = x line and agreement
+ *                (refused when the run has none, or did not compare)
  *
  * Weights-only kinds compute from the model (composition and spectrum
  * read the database instead when one is given); ablation, pruning and
  * training read it (tables ablations, pruning_steps, train_log and
- * train_head_scores of the model's latest finished run, or run_id).
+ * train_head_scores of the model's latest finished run, or run_id);
+ * patching, paths, dla, terms and attrpatch read the newest finished run
+ * of their command for the model, or run_id (model_dir may then be NULL:
+ * the run's own model). No such run: -1, and no file is written.
  * Every PNG carries text chunks: model, what, head, prompt (attention),
  * tokens (qk/ov), db, run, Software. */
 #ifndef ATTNLAB_PICTURES_H

@@ -1,7 +1,10 @@
-/* plot.h -- figures as RGB images: heatmaps, line plots, small multiples.
+/* plot.h -- figures as RGB images: heatmaps, line plots, scatter plots,
+ * bar charts, small multiples.
  *
  * A figure is a title, a few note lines, an optional legend, and a grid of
- * panels; each panel is a heatmap (al_hm) or a line plot (al_lines).
+ * panels; each panel is a heatmap (al_hm), a line plot (al_lines; a
+ * scatter plot is one whose series are points only) or a bar chart
+ * (al_bars).
  * Heatmaps put row labels on the left and column labels below, rotated
  * to read upwards, and thin them (every k-th, with a tick) when cells are
  * smaller than a text line, so labels never overlap. Cells are at least
@@ -60,14 +63,18 @@ typedef struct al_hm {
     int max_label_cells;           /* cut labels longer than this (0 = 16) */
 } al_hm;
 
+/* Marker shapes of al_series.marker. */
+enum { AL_MARK_NONE, AL_MARK_SQUARE, AL_MARK_CIRCLE, AL_MARK_TRIANGLE, AL_MARK_DIAMOND };
+
 typedef struct al_series {
     const double *x, *y; /* (n); a NaN y breaks the line */
     int n;
     const char *label;   /* legend text (NULL: not in the legend) */
     uint32_t colour;
     int width;           /* px (0 = 2) */
-    int marker;          /* draw a square at every point */
+    int marker;          /* AL_MARK_*: drawn at every point (1 = a square) */
     int dash;            /* dash length in px (0 = solid) */
+    int points;          /* points only, no line (a scatter); markers 7 px, square if none */
 } al_series;
 
 typedef struct al_lines {
@@ -84,11 +91,30 @@ typedef struct al_lines {
     int x_integer;              /* ticks on integers only */
 } al_lines;
 
-enum { AL_PANEL_HEATMAP, AL_PANEL_LINES };
+/* Signed vertical bars from a zero line, in groups left to right. Each
+ * group is its own colour, separated from the next by a gap and a
+ * dashed line, and named below its bars; bars with a label have it
+ * written under the axis, reading upwards (a label closer than a text
+ * line to the previous one is left out, so labels never overlap). */
+typedef struct al_bars {
+    const double *v;                 /* (n); NaN: no bar */
+    int n;
+    const int *group;                /* (n) non-decreasing in 0..n_groups-1, or NULL: all 0 */
+    const char *const *group_names;  /* (n_groups) or NULL */
+    int n_groups;                    /* 0 = 1 */
+    const char *const *labels;       /* (n) or NULL; a NULL entry: no label */
+    const uint32_t *colours;         /* (n) or NULL: al_plot_colour(group) */
+    const char *title, *y_title;
+    int bar_w;                       /* px per bar, its gap included (0 = from n) */
+    int h;                           /* plot area height (0 = 220) */
+} al_bars;
+
+enum { AL_PANEL_HEATMAP, AL_PANEL_LINES, AL_PANEL_BARS };
 typedef struct al_panel {
     int kind;
     al_hm hm;
     al_lines ln;
+    al_bars bars;
 } al_panel;
 
 typedef struct al_legend_item {
@@ -113,6 +139,7 @@ typedef struct al_figure {
 typedef struct al_plot_geom {
     int x, y, w, h;                 /* the panel's box */
     int mx, my, mw, mh;             /* matrix or plot area */
+    int zero_y;                     /* bar charts: the zero line's pixel row */
     int cell_w, cell_h;             /* heatmap cell size */
     int bar_x, bar_y, bar_w, bar_h; /* its colour bar (own or shared); 0 = none */
 } al_plot_geom;

@@ -9,8 +9,11 @@
  *                 the model card, the training curve, the head summary,
  *                 induction / previous-token / copying heads, whether the
  *                 weight-based and ablation-based copying scores agree,
- *                 skip-trigrams, composition, ablation, pruning and the
- *                 pictures. With several models a comparison comes first,
+ *                 skip-trigrams, composition, ablation, pruning,
+ *                 patching, attribution (the newest attribute run: its
+ *                 pictures, path-expansion kinds, logit lens, agreement
+ *                 and whether virtual heads matter, against
+ *                 AL_TH_VIRTUAL_SHARE) and the pictures. With several models a comparison comes first,
  *                 including the tied-vs-untied answer when both kinds are
  *                 present.
  *   report.ipynb  nbformat 4.5: cells that open the database with

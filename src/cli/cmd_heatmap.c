@@ -14,10 +14,11 @@ static uint64_t o_run = 0;
 
 static al_flag flags[] = {
     {"model", AL_STR, &o_model, "DIR",
-     "model directory (required, but for patching and paths given --db and --run)", 0, 0},
+     "model directory (required, but for patching, paths, dla, terms and attrpatch given --db "
+     "and --run)", 0, 0},
     {"what", AL_STR, &o.what, "KIND",
      "attention | qk-pos | qk | ov | composition | ablation | pruning | training | spectrum | "
-     "patching | paths", 1, 0},
+     "patching | paths | dla | terms | attrpatch", 1, 0},
     {"out", AL_STR, &o_out, "FILE.png", "picture to write", 1, 0},
     {"prompt", AL_STR, &o.prompt, "TEXT", "attention: the text to run the model on", 0, 0},
     {"no-bos", AL_BOOL, &o.no_bos, NULL, "attention: do not prepend <|endoftext|>", 0, 0},
@@ -30,7 +31,8 @@ static al_flag flags[] = {
     {"data", AL_STR, &o.data, "FILE", "qk/ov: token file; show its --top-n most frequent tokens", 0, 0},
     {"n-pos", AL_INT, &o.n_pos, "N", "qk-pos: show the first N positions", 0, 0},
     {"db", AL_STR, &o.db, "FILE",
-     "results database (needed for ablation, pruning, training, patching, paths)", 0, 0},
+     "results database (needed for ablation, pruning, training, patching, paths, dla, terms, "
+     "attrpatch)", 0, 0},
     {"run", AL_U64, &o_run, "ID", "use this run's rows instead of the model's latest finished run", 0, 0},
     {"method", AL_STR, &o.method, "M", "ablation: zero | mean | resample (default: the latest run's)", 0, 0},
     {"metric", AL_STR, &o.metric, "NAME",
@@ -42,7 +44,7 @@ static int run_heatmap(int argc, char **argv);
 al_command al_cmd_heatmap = {
     "heatmap",
     "draw a picture of a model: attention, circuits, composition, ablation, pruning, training, "
-    "patching",
+    "patching, attribution",
     "--model DIR --what KIND --out FILE.png [--prompt TEXT] [--layer L] [--head H] [--db FILE] "
     "[--run ID]",
     "Writes an 8-bit RGB PNG with a title, axis labels (token strings, ␣ = space),\n"
@@ -64,9 +66,15 @@ al_command al_cmd_heatmap = {
     "               positions labelled with pair 0's clean tokens\n"
     "  paths        --db: the effects of an attnlab paths run, one panel per\n"
     "               channel q/k/v (senders x layer-1 heads) and the direct path\n"
+    "  dla          --db: an attnlab attribute run's direct logit attribution, each\n"
+    "               component (embed, pos, head) x position, signed\n"
+    "  terms        --db: its path expansion, Δloss of each term removed, as bars\n"
+    "               grouped direct | layer-0 heads | layer-1 heads | virtual heads\n"
+    "  attrpatch    --db: its attribution patching estimates against actual\n"
+    "               patching (the run must have compared them), per grid\n"
     "composition and spectrum read --db when given, else compute from the weights.\n"
-    "patching and paths draw --run ID (else the model's latest such run); with --run\n"
-    "the model is the run's own, so --model may be left out.",
+    "patching, paths, dla, terms and attrpatch draw --run ID (else the model's latest\n"
+    "such run); with --run the model is the run's own, so --model may be left out.",
     flags,
     run_heatmap,
 };
@@ -88,10 +96,13 @@ static int run_heatmap(int argc, char **argv) {
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
     o.run_id = (long)o_run;
-    int by_run = o.what && (strcmp(o.what, "patching") == 0 || strcmp(o.what, "paths") == 0) &&
-                 o.db && o.run_id > 0;
+    static const char *const run_kinds[] = {"patching", "paths", "dla", "terms", "attrpatch"};
+    int by_run = 0;
+    for (size_t i = 0; o.what && i < sizeof run_kinds / sizeof run_kinds[0]; i++)
+        by_run |= strcmp(o.what, run_kinds[i]) == 0 && o.db && o.run_id > 0;
     if (!o_model && !by_run) {
-        al_errf(&e, "--model is required (patching and paths: or --db FILE and --run ID)");
+        al_errf(&e, "--model is required (patching, paths, dla, terms, attrpatch: or --db FILE "
+                "and --run ID)");
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
     if (al_threads_check(o_threads, &e)) return al_cli_usage(&al_cmd_heatmap, &e);

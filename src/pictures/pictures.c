@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/attrpatch.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/circuits.h"
 #include "attnlab/data.h"
@@ -28,7 +29,8 @@
 
 const char *const al_pic_kinds[] = {"attention", "qk-pos",   "qk",       "ov",
                                     "composition", "ablation", "pruning", "training",
-                                    "spectrum",  "patching", "paths",   NULL};
+                                    "spectrum",  "patching", "paths",   "dla",
+                                    "terms",     "attrpatch", NULL};
 
 al_pic_opts al_pic_defaults(void) {
     al_pic_opts o = {.what = NULL, .layer = -1, .head = -1, .repeat = 0, .seed = 1,
@@ -244,6 +246,14 @@ static int pick_run(pic *p, const char *table, const char *cond, const char *ext
 static void run_note(pic *p, const char *what, long run) {
     size_t n = strlen(p->run_txt);
     snprintf(p->run_txt + n, sizeof p->run_txt - n, "%s%s run %ld", n ? ", " : "", what, run);
+}
+
+/* The rows of run `run` from sql (its ?1 the run id) to fn. */
+static int run_rows(pic *p, long run, const char *sql, al_store_row_fn fn, void *ctx, al_err *e) {
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", run);
+    const char *params[1] = {rs};
+    return al_store_query(p->st, sql, params, 1, fn, ctx, e);
 }
 
 /* ---------------------------------------------------------- attention */
@@ -705,8 +715,8 @@ static int pic_spectrum(pic *p, al_err *e) {
     for (int i = 0; i < LH; i++) {
         al_series *sr = pcalloc(p, 2, sizeof *sr, e);
         if (!sr) return -1;
-        sr[0] = (al_series){xs, s.qk + (size_t)i * D, D, NULL, 0x1F77B4, 2, 0, 0};
-        sr[1] = (al_series){xs, s.ov + (size_t)i * D, D, NULL, 0xFF7F0E, 2, 0, 0};
+        sr[0] = (al_series){xs, s.qk + (size_t)i * D, D, NULL, 0x1F77B4, 2, 0, 0, 0};
+        sr[1] = (al_series){xs, s.ov + (size_t)i * D, D, NULL, 0xFF7F0E, 2, 0, 0, 0};
         al_panel *q = add_panel(p, AL_PANEL_LINES);
         if (!q) return al_errf(e, "too many heads for one picture (%d)", LH);
         q->ln.s = sr;
@@ -913,7 +923,7 @@ static int pic_pruning(pic *p, al_err *e) {
         int kept = keep(p, s.x, e) && keep(p, s.y, e);
         if (rc || (s.cap && !kept)) return -1;
         if (!s.n) continue;
-        sr[ns++] = (al_series){s.x, s.y, s.n, methods[k], colours[k], 2, 1, k == 2 ? 5 : 0};
+        sr[ns++] = (al_series){s.x, s.y, s.n, methods[k], colours[k], 2, 1, k == 2 ? 5 : 0, 0};
         run_note(p, methods[k], run);
     }
     if (!ns)
@@ -995,8 +1005,8 @@ static int train_loss_panel(pic *p, const char *rs, tlog *t, al_err *e) {
     if (!t->n) return al_errf(e, "database %s: training run %s has no train_log rows", p->o->db, rs);
     al_series *sr = pcalloc(p, 2, sizeof *sr, e);
     if (!sr) return -1;
-    sr[0] = (al_series){t->step, t->train, t->n, "train loss", 0x1F77B4, 2, 0, 0};
-    sr[1] = (al_series){t->step, t->val, t->n, "validation loss", 0xFF7F0E, 2, 1, 0};
+    sr[0] = (al_series){t->step, t->train, t->n, "train loss", 0x1F77B4, 2, 0, 0, 0};
+    sr[1] = (al_series){t->step, t->val, t->n, "validation loss", 0xFF7F0E, 2, 1, 0, 0};
     al_panel *q = add_panel(p, AL_PANEL_LINES);
     q->ln = (al_lines){.s = sr, .n = 2, .title = "loss", .x_title = "step", .y_title = "loss (nats)",
                        .w = 420, .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN,
@@ -1041,7 +1051,7 @@ static int train_head_panel(pic *p, const char *rs, const tlog *t, const char *m
         sr[n++] = (al_series){t->step, s.v + (size_t)i * t->n, t->n,
                               col ? pprintf(p, e, "head %d.%d", i / p->H, i % p->H)
                                   : (r == n_col ? "other heads" : NULL),
-                              col ? al_plot_colour(r) : 0xC0C0C0, col ? 2 : 1, 0, 0};
+                              col ? al_plot_colour(r) : 0xC0C0C0, col ? 2 : 1, 0, 0, 0};
         if (col && !sr[n - 1].label) return -1;
     }
     al_panel *q = add_panel(p, AL_PANEL_LINES);
@@ -1086,12 +1096,30 @@ static int pic_training(pic *p, al_err *e) {
 
 /* ---------------------------------------------------------- patching */
 
+/* What every run picture reads of its run first: r.kind, r.status,
+ * r.model_id, then the task from the command's run table (NULL: no row
+ * there, the run did not finish). */
+typedef struct run_head {
+    long run;
+    char kind[16], status[16], task[16];
+    int64_t model_id;
+    int found, has_row;
+} run_head;
+
+static void run_head_read(run_head *h, const char *const *t, const double *x) {
+    h->found = 1;
+    snprintf(h->kind, sizeof h->kind, "%s", t[0] ? t[0] : "");
+    snprintf(h->status, sizeof h->status, "%s", t[1] ? t[1] : "");
+    h->model_id = isnan(x[2]) ? 0 : (int64_t)x[2];
+    h->has_row = t[3] != NULL;
+    snprintf(h->task, sizeof h->task, "%s", t[3] ? t[3] : "");
+}
+
 /* A patch or paths run: what runs and patching_runs say about it. */
 typedef struct prun {
-    long run;
-    char kind[16], status[16], task[16], direction[16], component[16];
-    int64_t model_id;
-    int n_pairs, seq_len, found, has_pr;
+    run_head h;
+    char direction[16], component[16];
+    int n_pairs, seq_len;
     double m_clean, m_corr;
     char *config; /* runs.config_json (malloc'd) */
     char hash[24]; /* patching_runs.task_hash */
@@ -1100,12 +1128,7 @@ typedef struct prun {
 static int prun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
     prun *r = ctx;
     (void)nc;
-    r->found = 1;
-    snprintf(r->kind, sizeof r->kind, "%s", t[0] ? t[0] : "");
-    snprintf(r->status, sizeof r->status, "%s", t[1] ? t[1] : "");
-    r->model_id = isnan(x[2]) ? 0 : (int64_t)x[2];
-    r->has_pr = t[3] != NULL;
-    snprintf(r->task, sizeof r->task, "%s", t[3] ? t[3] : "");
+    run_head_read(&r->h, t, x);
     snprintf(r->direction, sizeof r->direction, "%s", t[4] ? t[4] : "");
     snprintf(r->component, sizeof r->component, "%s", t[5] ? t[5] : "");
     r->n_pairs = isnan(x[6]) ? 0 : (int)x[6];
@@ -1117,48 +1140,63 @@ static int prun_row(void *ctx, int nc, const char *const *t, const double *x, al
     return t[10] && !r->config ? al_errf(e, "out of memory") : 0;
 }
 
+/* The run to draw: --run, else the newest finished run of `kind` of the
+ * model with a row in `table` (patching_runs, attribution_runs). */
+static int latest_of(pic *p, const char *table, const char *kind, long *run, al_err *e) {
+    *run = p->o->run_id;
+    if (*run > 0) return 0;
+    char sql[256], mid[32];
+    snprintf(sql, sizeof sql, "SELECT MAX(x.run_id) FROM %s x JOIN runs r ON r.run_id = x.run_id "
+             "WHERE x.model_id = ?1 AND r.status = 'done' AND r.kind = ?2", table);
+    snprintf(mid, sizeof mid, "%lld", (long long)p->model_id);
+    qval q;
+    if (query1(p, sql, mid, kind, &q, e)) return -1;
+    if (!q.found)
+        return al_errf(e, "database %s has no finished %s run for model %s (run attnlab %s "
+                       "--db, or give --run ID)", p->o->db, kind, p->dir, kind);
+    *run = (long)q.v;
+    return 0;
+}
+
+/* A run against what a picture needs: it exists, is of `kind`, finished
+ * (with its row in the kind's table), and is of this model. */
+static int run_checked(pic *p, const run_head *h, const char *kind, const char *what, al_err *e) {
+    if (!h->found) return al_errf(e, "database %s has no run %ld", p->o->db, h->run);
+    if (strcmp(h->kind, kind) != 0)
+        return al_errf(e, "run %ld is a '%s' run; --what %s draws the runs of attnlab %s", h->run,
+                       h->kind, what, kind);
+    if (strcmp(h->status, "done") != 0 || !h->has_row)
+        return al_errf(e, "run %ld did not finish (status %s)", h->run, h->status);
+    if (p->model_id && h->model_id != p->model_id)
+        return al_errf(e, "run %ld analysed another model than %s", h->run, p->dir);
+    run_note(p, kind, h->run);
+    return 0;
+}
+
+/* Read run h->run (latest_of's when 0) of `kind` from runs and `table`:
+ * run_head's four columns, then cols; fn fills ctx (its run_head is h). */
+static int run_read(pic *p, const char *table, const char *kind, const char *cols,
+                    al_store_row_fn fn, void *ctx, run_head *h, al_err *e) {
+    if (latest_of(p, table, kind, &h->run, e)) return -1;
+    char rs[32], sql[1024];
+    snprintf(rs, sizeof rs, "%ld", h->run);
+    snprintf(sql, sizeof sql, "SELECT r.kind, r.status, r.model_id, x.task, %s FROM runs r LEFT "
+             "JOIN %s x ON x.run_id = r.run_id WHERE r.run_id = ?1", cols, table);
+    const char *params[1] = {rs};
+    return al_store_query(p->st, sql, params, 1, fn, ctx, e);
+}
+
 /* Run `run` (the latest finished one of `kind` for the model when 0) of
- * kind "patch" or "paths", checked: it exists, is of that kind, finished,
- * and is of this model. */
+ * kind "patch" or "paths", checked (run_checked). */
 static int patch_run_info(pic *p, const char *kind, prun *r, al_err *e) {
     memset(r, 0, sizeof *r);
-    r->run = p->o->run_id;
-    if (r->run <= 0) {
-        char mid[32];
-        snprintf(mid, sizeof mid, "%lld", (long long)p->model_id);
-        qval q;
-        if (query1(p, "SELECT MAX(x.run_id) FROM patching_runs x JOIN runs r ON r.run_id = "
-                      "x.run_id WHERE x.model_id = ?1 AND r.status = 'done' AND r.kind = ?2",
-                   mid, kind, &q, e))
-            return -1;
-        if (!q.found)
-            return al_errf(e, "database %s has no finished %s run for model %s (run attnlab %s "
-                           "--db, or give --run ID)", p->o->db, kind, p->dir, kind);
-        r->run = (long)q.v;
-    }
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r->run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT r.kind, r.status, r.model_id, x.task, x.direction, "
-                       "x.component, x.n_pairs, x.seq_len, x.m_clean, x.m_corr, r.config_json, "
-                       "x.task_hash "
-                       "FROM runs r LEFT JOIN patching_runs x ON x.run_id = r.run_id "
-                       "WHERE r.run_id = ?1", params, 1, prun_row, r, e)) {
+    if (run_read(p, "patching_runs", kind, "x.direction, x.component, x.n_pairs, x.seq_len, "
+                 "x.m_clean, x.m_corr, r.config_json, x.task_hash", prun_row, r, &r->h, e)) {
         free(r->config);
         return -1;
     }
     keep(p, r->config, e); /* freed with the picture */
-    const char *what = strcmp(kind, "patch") == 0 ? "patching" : "paths";
-    if (!r->found) return al_errf(e, "database %s has no run %ld", p->o->db, r->run);
-    if (strcmp(r->kind, kind) != 0)
-        return al_errf(e, "run %ld is a '%s' run; --what %s draws the runs of attnlab %s", r->run,
-                       r->kind, what, kind);
-    if (strcmp(r->status, "done") != 0 || !r->has_pr)
-        return al_errf(e, "run %ld did not finish (status %s)", r->run, r->status);
-    if (p->model_id && r->model_id != p->model_id)
-        return al_errf(e, "run %ld analysed another model than %s", r->run, p->dir);
-    run_note(p, kind, r->run);
-    return 0;
+    return run_checked(p, &r->h, kind, strcmp(kind, "patch") == 0 ? "patching" : "paths", e);
 }
 
 /* Column labels for positions 0..T-1: "t token" of pair 0's clean
@@ -1194,7 +1232,7 @@ static const char **position_labels(pic *p, const prun *r, al_err *e) {
     if (rc) {
         note(p, "positions are numbered: the task could not be re-made to label them (%s)", e2.msg);
         fprintf(stderr, "attnlab: note: run %ld: positions are numbered: the task could not be "
-                        "re-made to label them (%s)\n", r->run, e2.msg);
+                        "re-made to label them (%s)\n", r->h.run, e2.msg);
         return NULL;
     }
     int lo = t.T;
@@ -1249,20 +1287,17 @@ static int pic_patching(pic *p, al_err *e) {
     if (patch_run_info(p, "patch", &r, e)) return -1;
     al_patch_component comp;
     if (al_patch_component_parse(r.component, &comp))
-        return al_errf(e, "run %ld: unknown component '%s'", r.run, r.component);
+        return al_errf(e, "run %ld: unknown component '%s'", r.h.run, r.component);
     int T = r.seq_len, L = p->L, H = p->H;
     patch_cells c = {.p = p, .comp = comp, .rows = comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD ? L : L * H,
                      .cols = comp == AL_PATCH_HEAD ? H : T};
-    if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.run, T);
+    if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.h.run, T);
     if (!(c.v = pfloats(p, (size_t)c.rows * c.cols, e))) return -1;
     for (int i = 0; i < c.rows * c.cols; i++) c.v[i] = NAN;
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r.run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1",
-                       params, 1, patch_row, &c, e))
+    if (run_rows(p, r.h.run, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1",
+                 patch_row, &c, e))
         return -1;
-    if (!c.n) return al_errf(e, "run %ld has no patching rows", r.run);
+    if (!c.n) return al_errf(e, "run %ld has no patching rows", r.h.run);
     const char **rl = NULL, **cl = NULL;
     if (comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD) {
         rl = pcalloc(p, (size_t)L, sizeof(char *), e);
@@ -1287,11 +1322,11 @@ static int pic_patching(pic *p, al_err *e) {
                     .cs = cs, .bar = 1, .annotate = comp == AL_PATCH_HEAD,
                     .cell = comp == AL_PATCH_HEAD ? 34 : c.cols <= 128 ? 12 : 0};
     snprintf(p->title, sizeof p->title, "activation patching: %s, %s (task %s)", r.component,
-             r.direction, r.task);
+             r.direction, r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     dir_notes(p, r.direction);
     note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs)", r.m_clean, r.m_corr,
-         strcmp(r.task, "induction") == 0 ? "log p of the next token" : "logit difference",
+         strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
          r.n_pairs);
     note(p, "%s", p->run_txt);
     return 0;
@@ -1330,13 +1365,10 @@ static int pic_paths(pic *p, al_err *e) {
     if (!all) return -1;
     for (int k = 0; k < 4; k++) c.v[k] = all + (size_t)k * ns * H;
     for (int i = 0; i < ns * (3 * H + 1); i++) all[i] = NAN;
-    char rs[32];
-    snprintf(rs, sizeof rs, "%ld", r.run);
-    const char *params[1] = {rs};
-    if (al_store_query(p->st, "SELECT sender, receiver_head, channel, value FROM path_patching "
-                       "WHERE run_id = ?1", params, 1, path_row, &c, e))
+    if (run_rows(p, r.h.run, "SELECT sender, receiver_head, channel, value FROM path_patching "
+                 "WHERE run_id = ?1", path_row, &c, e))
         return -1;
-    if (!c.n) return al_errf(e, "run %ld has no path_patching rows", r.run);
+    if (!c.n) return al_errf(e, "run %ld has no path_patching rows", r.h.run);
     const char **rl = pcalloc(p, (size_t)ns, sizeof(char *), e);
     const char **cl = p->L == 2 ? head_labels(p, 1, 2, e) : NULL;
     static const char *const logits[1] = {"logits"};
@@ -1359,15 +1391,357 @@ static int pic_paths(pic *p, al_err *e) {
     }
     p->fig.shared_bar = cs;
     snprintf(p->title, sizeof p->title, "path patching: sender -> receiver, %s (task %s)",
-             r.direction, r.task);
+             r.direction, r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     dir_notes(p, r.direction);
     note(p, "only the path from the sender to the receiver carries the other run's value; "
             "every other head is frozen");
     note(p, "an induction circuit: a previous-token head (sender) into an induction head's keys (k)");
     note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs); %s", r.m_clean, r.m_corr,
-         strcmp(r.task, "induction") == 0 ? "log p of the next token" : "logit difference",
+         strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
          r.n_pairs, p->run_txt);
+    return 0;
+}
+
+/* -------------------------------------------------------- attribution */
+
+/* An attribute run: what runs and attribution_runs say about it. */
+typedef struct arun {
+    run_head h;
+    char metric_kind[16], direction[16];
+    int seq_len, n_items;
+    double kind_dloss[3]; /* direct, head, virtual: all terms of the kind removed */
+} arun;
+
+static int arun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    arun *r = ctx;
+    (void)nc, (void)e;
+    run_head_read(&r->h, t, x);
+    snprintf(r->metric_kind, sizeof r->metric_kind, "%s", t[4] ? t[4] : "");
+    snprintf(r->direction, sizeof r->direction, "%s", t[5] ? t[5] : "");
+    r->seq_len = isnan(x[6]) ? 0 : (int)x[6];
+    r->n_items = isnan(x[7]) ? 0 : (int)x[7];
+    for (int k = 0; k < 3; k++) r->kind_dloss[k] = x[8 + k];
+    return 0;
+}
+
+/* Run --run (else the model's newest finished attribute run), checked. */
+static int attr_run_info(pic *p, arun *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    if (run_read(p, "attribution_runs", "attribute", "x.metric_kind, x.direction, x.seq_len, "
+                 "x.n_items, x.direct_dloss, x.head_dloss, x.virtual_dloss", arun_row, r, &r->h, e))
+        return -1;
+    return run_checked(p, &r->h, "attribute", p->o->what, e);
+}
+
+/* What the run's values are contributions to. */
+static const char *metric_words(const arun *r) {
+    return strcmp(r->metric_kind, "logit_diff") == 0 ? "the logit difference (answer - wrong token)"
+                                                     : "the correct token's logit";
+}
+
+/* Token text as a label: spaces as ␣ and control bytes as \xNN, as the
+ * tokenizer's display form shows them (the text is the run's, unchecked). */
+static void token_text(const char *s, char *buf, size_t cap) {
+    size_t o = 0;
+    for (; *s && o + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == ' ') o += (size_t)snprintf(buf + o, cap - o, "\xe2\x90\xa3");
+        else if (c < 0x20 || c == 0x7F) o += (size_t)snprintf(buf + o, cap - o, "\\x%02X", c);
+        else buf[o++] = (char)c;
+    }
+    buf[o] = 0;
+}
+
+typedef struct dla_cells {
+    pic *p;
+    float *v;
+    const char **lab; /* (cols) */
+    int rows, cols, n;
+} dla_cells;
+
+/* component, pos, value -> the cell (row: embed, pos, then heads). */
+static int dla_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    dla_cells *c = ctx;
+    (void)nc, (void)e;
+    const char *end;
+    int row = !t[0] ? -1 : strcmp(t[0], "embed") == 0 ? 0 : strcmp(t[0], "pos") == 0 ? 1 : -1;
+    if (row < 0 && t[0]) {
+        int k = parse_head(c->p, t[0], &end);
+        row = k >= 0 && !*end ? 2 + k : -1;
+    }
+    int col = isnan(x[1]) ? -1 : (int)x[1];
+    if (row < 0 || row >= c->rows || col < 0 || col >= c->cols) return 0;
+    c->v[(size_t)row * c->cols + col] = (float)x[2];
+    c->n++;
+    return 0;
+}
+
+static int dla_token(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    dla_cells *c = ctx;
+    (void)nc;
+    int pos = isnan(x[0]) ? -1 : (int)x[0];
+    if (pos < 0 || pos >= c->cols) return 0;
+    char b[LABEL_CAP];
+    token_text(t[1] ? t[1] : "", b, sizeof b);
+    return (c->lab[pos] = pprintf(c->p, e, "%d %s", pos, b)) ? 0 : -1;
+}
+
+/* The largest mean contributions over every item, for a note. */
+static int dla_top(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    char *s = ctx;
+    (void)nc, (void)e;
+    size_t n = strlen(s);
+    snprintf(s + n, 256 - n, "%s%s %+.3f", n ? ", " : "", t[0] ? t[0] : "?", x[1]);
+    return 0;
+}
+
+static int pic_dla(pic *p, al_err *e) {
+    arun r;
+    if (attr_run_info(p, &r, e)) return -1;
+    int T = r.seq_len;
+    if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.h.run, T);
+    dla_cells c = {.p = p, .rows = 2 + p->L * p->H, .cols = T};
+    if (!(c.v = pfloats(p, (size_t)c.rows * T, e))) return -1;
+    for (int i = 0; i < c.rows * T; i++) c.v[i] = NAN;
+    char top[256] = "";
+    if (run_rows(p, r.h.run, "SELECT component, pos, value FROM logit_attribution WHERE run_id = "
+                 "?1 AND pos IS NOT NULL", dla_row, &c, e))
+        return -1;
+    if (!c.n) return al_errf(e, "run %ld has no per-position logit attribution rows", r.h.run);
+    if (!(c.lab = pcalloc(p, (size_t)T, sizeof(char *), e)) ||
+        run_rows(p, r.h.run, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1",
+                 dla_token, &c, e) ||
+        run_rows(p, r.h.run, "SELECT component, value FROM logit_attribution WHERE run_id = ?1 "
+                 "AND pos IS NULL AND value IS NOT NULL ORDER BY abs(value) DESC LIMIT 4",
+                 dla_top, top, e))
+        return -1;
+    int labelled = 0;
+    for (int t = 0; t < T; t++) labelled += c.lab[t] != NULL;
+    for (int t = 0; labelled && t < T; t++) /* a token the run did not name: its position */
+        if (!c.lab[t] && !(c.lab[t] = pprintf(p, e, "%d", t))) return -1;
+    const char **rl = pcalloc(p, (size_t)c.rows, sizeof(char *), e), **hl = head_labels(p, 0, p->L, e);
+    if (!rl || !hl) return -1;
+    rl[0] = "embed", rl[1] = "pos";
+    for (int k = 0; k < p->L * p->H; k++) rl[2 + k] = hl[k];
+    al_cscale *cs = scale(p, 0, 1, NAN, NAN, "mean contribution to the metric logit");
+    al_cscale_fit(cs, c.v, (size_t)c.rows * T);
+    al_panel *q = add_panel(p, AL_PANEL_HEATMAP);
+    q->hm = (al_hm){.v = c.v, .rows = c.rows, .cols = T, .row_labels = rl,
+                    .col_labels = labelled ? c.lab : NULL, .row_title = "component",
+                    .col_title = labelled ? "position (the first prompt's token)" : "position",
+                    .cs = cs, .bar = 1, .cell = T <= 128 ? 14 : 0};
+    snprintf(p->title, sizeof p->title, "direct logit attribution: mean contribution to %s "
+             "(task %s)", strcmp(r.metric_kind, "logit_diff") == 0 ? "the logit difference"
+                          : "the correct token's logit", r.h.task);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "each cell: the mean contribution of a component's output at that position to %s, "
+            "over the task's items there; a column sums to the mean metric", metric_words(&r));
+    note(p, "red raises it, blue lowers it; grey: no item at that position");
+    if (top[0]) note(p, "largest mean contributions over all %d items: %s", r.n_items, top);
+    note(p, "%s", p->run_txt);
+    return 0;
+}
+
+/* Path terms in bar order: direct, layer-0 heads, layer-1 heads' paths
+ * from embed + pos, virtual heads (by their layer-0 head, then layer-1). */
+enum { TG_DIRECT, TG_HEAD0, TG_HEAD1, TG_VIRTUAL, TG_N };
+#define TERMS_LABELLED 5 /* virtual terms named: the largest |Δloss| */
+
+typedef struct term_bars {
+    pic *p;
+    double *v;
+    int *group;
+    const char **lab;
+    int n, cap;
+} term_bars;
+
+static int term_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    term_bars *b = ctx;
+    (void)nc;
+    if (b->n >= b->cap || !t[0] || !t[1]) return 0;
+    int g = strcmp(t[1], "direct") == 0 ? TG_DIRECT
+            : strcmp(t[1], "head") == 0 ? (x[2] == 1 ? TG_HEAD1 : TG_HEAD0)
+                                        : TG_VIRTUAL;
+    b->v[b->n] = x[3];
+    b->group[b->n] = g;
+    if (!(b->lab[b->n] = pprintf(b->p, e, "%s", t[0]))) return -1;
+    b->n++;
+    return 0;
+}
+
+static int pic_terms(pic *p, al_err *e) {
+    arun r;
+    if (attr_run_info(p, &r, e)) return -1;
+    int cap = 1 + p->L * p->H + p->H * p->H;
+    term_bars b = {.p = p, .cap = cap};
+    b.v = pcalloc(p, (size_t)cap, sizeof(double), e);
+    b.group = pcalloc(p, (size_t)cap, sizeof(int), e);
+    b.lab = pcalloc(p, (size_t)cap, sizeof(char *), e);
+    if (!b.v || !b.group || !b.lab) return -1;
+    if (run_rows(p, r.h.run, "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = ?1 "
+                 "ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 + layer ELSE 3 "
+                 "END, src_head, head", term_row, &b, e))
+        return -1;
+    if (!b.n)
+        return al_errf(e, "run %ld has no path expansion (path_terms is empty: it covers 1- and "
+                       "2-layer models, and can be turned off)", r.h.run);
+    /* Of the virtual terms only the largest few are named: 64 names
+     * would be unreadable and most of the terms are near 0. */
+    int n_virt = 0, named = 0;
+    char top[256] = "";
+    for (int i = 0; i < b.n; i++) n_virt += b.group[i] == TG_VIRTUAL;
+    if (n_virt > TERMS_LABELLED) {
+        const char **keep_lab = pcalloc(p, (size_t)b.n, sizeof(char *), e);
+        if (!keep_lab) return -1;
+        for (int k = 0; k < TERMS_LABELLED; k++) {
+            int best = -1;
+            for (int i = 0; i < b.n; i++)
+                if (b.group[i] == TG_VIRTUAL && !keep_lab[i] && isfinite(b.v[i]) &&
+                    (best < 0 || fabs(b.v[i]) > fabs(b.v[best])))
+                    best = i;
+            if (best < 0) break;
+            keep_lab[best] = b.lab[best];
+            size_t n = strlen(top);
+            snprintf(top + n, sizeof top - n, "%s%s %+.3f", n ? ", " : "", b.lab[best], b.v[best]);
+            named++;
+        }
+        for (int i = 0; i < b.n; i++)
+            if (b.group[i] == TG_VIRTUAL) b.lab[i] = keep_lab[i];
+    }
+    static const char *const names[TG_N] = {"direct", "layer-0 heads",
+                                            "layer-1 heads (from embed+pos)",
+                                            "virtual heads 0.a>1.b"};
+    al_panel *q = add_panel(p, AL_PANEL_BARS);
+    q->bars = (al_bars){.v = b.v, .n = b.n, .group = b.group, .group_names = names,
+                        .n_groups = TG_N, .labels = b.lab, .y_title = "\xce\x94 loss (nats)",
+                        .bar_w = b.n > 42 ? 10 : 0, .h = 240};
+    snprintf(p->title, sizeof p->title, "path expansion: loss increase with each term removed "
+             "(task %s)", r.h.task);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "each bar: how much the mean item loss rises when that term alone is subtracted from "
+            "the logits (below 0: the model does better without it)");
+    if (p->L == 2)
+        note(p, "direct = embed+pos straight to the unembedding; 0.h, 1.h = a head reading "
+                "embed+pos; 0.a>1.b = virtual head: head 0.a's output read by head 1.b's values");
+    else
+        note(p, "direct = embed+pos straight to the unembedding; 0.h = head h reading embed+pos");
+    if (p->L == 2)
+        note(p, "each kind removed at once: direct %+.3f, heads %+.3f, virtual %+.3f nats",
+             r.kind_dloss[0], r.kind_dloss[1], r.kind_dloss[2]);
+    else
+        note(p, "each kind removed at once: direct %+.3f, heads %+.3f nats (one layer: no virtual "
+                "heads)", r.kind_dloss[0], r.kind_dloss[1]);
+    if (named) note(p, "the %d largest of the %d virtual terms are named: %s", named, n_virt, top);
+    note(p, "%s", p->run_txt);
+    return 0;
+}
+
+/* Estimate and actual per grid (head, head_pos, edge), finite pairs only. */
+typedef struct ap_points {
+    double *x[AL_AP_NGRID], *y[AL_AP_NGRID];
+    int n[AL_AP_NGRID], cap, rows, compared;
+    double lo, hi;
+} ap_points;
+
+static int ap_grid(const char *s) {
+    for (int g = 0; s && g < AL_AP_NGRID; g++)
+        if (strcmp(s, al_attrpatch_grid_name(g)) == 0) return g;
+    return -1;
+}
+
+static int ap_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    ap_points *a = ctx;
+    (void)nc, (void)e;
+    int g = ap_grid(t[0]);
+    a->rows++;
+    a->compared += t[2] != NULL;
+    if (g < 0 || a->n[g] >= a->cap || !isfinite(x[1]) || !isfinite(x[2])) return 0;
+    a->x[g][a->n[g]] = x[1];
+    a->y[g][a->n[g]++] = x[2];
+    a->lo = fmin(a->lo, fmin(x[1], x[2]));
+    a->hi = fmax(a->hi, fmax(x[1], x[2]));
+    return 0;
+}
+
+typedef struct ap_agree {
+    pic *p;
+    const char *lab[AL_AP_NGRID];
+} ap_agree;
+
+static int ap_agree_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    ap_agree *a = ctx;
+    (void)nc;
+    int g = ap_grid(t[0]);
+    if (g < 0) return 0;
+    char pe[16] = "n/a", sp[16] = "n/a";
+    if (!isnan(x[2])) snprintf(pe, sizeof pe, "%.3f", x[2]);
+    if (!isnan(x[3])) snprintf(sp, sizeof sp, "%.3f", x[3]);
+    a->lab[g] = pprintf(a->p, e, "%s: n %.0f, Pearson %s, Spearman %s, top-5 shared %.0f",
+                        t[0], x[1], pe, sp, isnan(x[4]) ? 0 : x[4]);
+    return a->lab[g] ? 0 : -1;
+}
+
+static int pic_attrpatch(pic *p, al_err *e) {
+    arun r;
+    if (attr_run_info(p, &r, e)) return -1;
+    qval q = {NAN, 0};
+    if (run_rows(p, r.h.run, "SELECT count(*) FROM attribution_patching WHERE run_id = ?1",
+                 row_first, &q, e))
+        return -1;
+    ap_points a = {.cap = q.found ? (int)q.v : 0, .lo = INFINITY, .hi = -INFINITY};
+    if (!a.cap)
+        return al_errf(e, "run %ld has no attribution patching (the run was not given a "
+                       "direction to patch in)", r.h.run);
+    for (int g = 0; g < AL_AP_NGRID; g++)
+        if (!(a.x[g] = pcalloc(p, (size_t)a.cap, sizeof(double), e)) ||
+            !(a.y[g] = pcalloc(p, (size_t)a.cap, sizeof(double), e)))
+            return -1;
+    if (run_rows(p, r.h.run, "SELECT grid, estimate, actual FROM attribution_patching WHERE "
+                 "run_id = ?1", ap_row, &a, e))
+        return -1;
+    if (!a.compared)
+        return al_errf(e, "run %ld did not compare its estimates with actual patching (every "
+                       "actual is NULL): there is nothing to plot them against", r.h.run);
+    ap_agree ag = {.p = p};
+    if (run_rows(p, r.h.run, "SELECT grid, n, pearson, spearman, top5 FROM attribution_agreement "
+                 "WHERE run_id = ?1", ap_agree_row, &ag, e))
+        return -1;
+    if (!(a.lo <= a.hi)) a.lo = 0, a.hi = 1;
+    double pad = fmax(a.hi - a.lo, 1e-6) * 0.05, lim[2] = {a.lo - pad, a.hi + pad};
+    static const char *const grid_words[AL_AP_NGRID] = {"heads", "head x position", "edges"};
+    static const int shape[AL_AP_NGRID] = {AL_MARK_CIRCLE, AL_MARK_SQUARE, AL_MARK_TRIANGLE};
+    al_series *s = pcalloc(p, AL_AP_NGRID + 1, sizeof *s, e);
+    if (!s) return -1;
+    /* heads first: the fewest points, drawn on top of the crowded grids */
+    static const int order[AL_AP_NGRID] = {AL_AP_HEAD, AL_AP_EDGE, AL_AP_HEAD_POS};
+    int ns = 0;
+    for (int k = 0; k < AL_AP_NGRID; k++) {
+        int g = order[k];
+        if (!a.n[g]) continue;
+        const char *lab = ag.lab[g] ? ag.lab[g] : pprintf(p, e, "%s: n %d", grid_words[g], a.n[g]);
+        if (!lab) return -1;
+        s[ns++] = (al_series){a.x[g], a.y[g], a.n[g], lab, al_plot_colour(g), 0, shape[g], 0, 1};
+    }
+    s[ns++] = (al_series){lim, lim, 2, "y = x: the estimate is exact", 0x606060, 1, 0, 4, 0};
+    al_panel *pn = add_panel(p, AL_PANEL_LINES);
+    pn->ln.s = s;
+    pn->ln.n = ns;
+    pn->ln.x_title = "estimate (attribution patching, first order)";
+    pn->ln.y_title = "actual patching effect";
+    pn->ln.w = pn->ln.h = 360;
+    pn->ln.x_lo = pn->ln.y_lo = lim[0];
+    pn->ln.x_hi = pn->ln.y_hi = lim[1];
+    pn->ln.legend = 1;
+    snprintf(p->title, sizeof p->title, "attribution patching vs actual patching (task %s, %s)",
+             r.h.task, strcmp(r.direction, "noise") == 0 ? "noising" : "denoising");
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "each point is one configuration: its first-order estimate from one forward and one "
+            "backward pass (x) against actually patching it (y), both normalised as patching's "
+            "effect");
+    dir_notes(p, r.direction);
+    note(p, "legend: agreement per grid over the configurations where both are finite; top-5 "
+            "shared = how many of the 5 largest |effects| the two agree on; %s", p->run_txt);
     return 0;
 }
 
@@ -1460,9 +1834,10 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     while (o->what && al_pic_kinds[k] && strcmp(al_pic_kinds[k], o->what) != 0) k++;
     if (!o->what || !al_pic_kinds[k])
         return al_errf(e, "unknown picture '%s' (attention, qk-pos, qk, ov, composition, ablation, "
-                       "pruning, training, spectrum, patching, paths)", o->what ? o->what : "");
+                       "pruning, training, spectrum, patching, paths, dla, terms, attrpatch)",
+                       o->what ? o->what : "");
     char dir[AL_PATH_MAX];
-    if (!model_dir && k >= 9) { /* patching, paths: the run's model */
+    if (!model_dir && k >= 9) { /* patching, paths and attribution: the run's model */
         if (run_model_dir(o, dir, sizeof dir, e)) return -1;
         model_dir = dir;
     }
@@ -1474,7 +1849,7 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     p->dir = model_dir;
     p->fig.title = p->title;
     p->fig.panels = p->panels;
-    int db_required = k >= 5 && k != 8; /* ablation, pruning, training, patching, paths */
+    int db_required = k >= 5 && k != 8; /* ablation, pruning, training and the run pictures */
     int rc = load(p, e);
     if (rc == 0) rc = open_db(p, db_required, e);
     if (rc == 0) {
@@ -1489,7 +1864,10 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
         case 7: rc = pic_training(p, e); break;
         case 8: rc = pic_spectrum(p, e); break;
         case 9: rc = pic_patching(p, e); break;
-        default: rc = pic_paths(p, e); break;
+        case 10: rc = pic_paths(p, e); break;
+        case 11: rc = pic_dla(p, e); break;
+        case 12: rc = pic_terms(p, e); break;
+        default: rc = pic_attrpatch(p, e); break;
         }
     }
     if (rc == 0) rc = write_png(p, out_png, w, h, e);

@@ -1,4 +1,5 @@
-/* plot.c -- figures: layout, heatmaps, colour bars, line plots (see plot.h).
+/* plot.c -- figures: layout, heatmaps, colour bars, line and scatter
+ * plots, bar charts (see plot.h).
  *
  * Every panel is first measured (where its matrix or plot area goes, how
  * wide its labels are), then the figure places panels on a grid whose
@@ -436,17 +437,20 @@ static void ln_ylabel(const al_lines *p, const ln_lay *L, double v, char *b, siz
 
 #define MAX_TICKS 64
 
+/* Multiples of step in [lo, hi] (at most MAX_TICKS). */
+static int lin_ticks(double lo, double hi, double step, double *t) {
+    int n = 0;
+    for (double v = ceil(lo / step) * step; v <= hi + 1e-9 * step && n < MAX_TICKS; v += step)
+        t[n++] = v;
+    return n;
+}
+
 /* y ticks in plotted units (log10 when log_y). Linear: multiples of the
  * step. Log: powers of ten, or 1-2-5 or 1..9 times them when the range is
  * too short for two powers, keeping ticks >= 14 px apart. */
 static int ln_yticks(const al_lines *p, const ln_lay *L, double *t) {
     int n = 0;
-    if (!p->log_y) {
-        for (double v = ceil(L->ylo / L->ystep) * L->ystep; v <= L->yhi + 1e-9 * L->ystep && n < MAX_TICKS;
-             v += L->ystep)
-            t[n++] = v;
-        return n;
-    }
+    if (!p->log_y) return lin_ticks(L->ylo, L->yhi, L->ystep, t);
     static const int sets[3][10] = {{1, 0}, {1, 2, 5, 0}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 0}};
     double px_per = L->ph / (L->yhi - L->ylo);
     for (int k = 0; k < 3; k++) {
@@ -467,13 +471,7 @@ static int ln_yticks(const al_lines *p, const ln_lay *L, double *t) {
     return n;
 }
 
-static int ln_xticks(const ln_lay *L, double *t) {
-    int n = 0;
-    for (double v = ceil(L->xlo / L->xstep) * L->xstep; v <= L->xhi + 1e-9 * L->xstep && n < MAX_TICKS;
-         v += L->xstep)
-        t[n++] = v;
-    return n;
-}
+static int ln_xticks(const ln_lay *L, double *t) { return lin_ticks(L->xlo, L->xhi, L->xstep, t); }
 
 static void ln_measure(const al_lines *p, ln_lay *L) {
     memset(L, 0, sizeof *L);
@@ -543,12 +541,32 @@ static void ln_axes(al_image *im, const al_lines *p, const ln_lay *L, int ox, in
     al_image_rect(im, ox - 1, oy - 1, L->pw + 2, L->ph + 2, FRAME);
 }
 
+/* A marker of radius r centred on (x, y): shapes differ in outline, so
+ * series stay apart in print and for colour-blind readers. */
+static void draw_marker(al_image *im, int x, int y, int shape, int r, uint32_t c) {
+    for (int dy = -r; dy <= r; dy++)
+        for (int dx = -r; dx <= r; dx++) {
+            int in;
+            switch (shape) {
+            case AL_MARK_CIRCLE: in = dx * dx + dy * dy <= r * r + r; break;
+            case AL_MARK_TRIANGLE: in = 2 * abs(dx) <= dy + r; break; /* apex up */
+            case AL_MARK_DIAMOND: in = abs(dx) + abs(dy) <= r + 1; break;
+            default: in = 1; break;
+            }
+            if (in) al_image_set(im, x + dx, y + dy, c);
+        }
+}
+
+static int marker_of(const al_series *s) {
+    return s->marker ? s->marker : s->points || s->n == 1 ? AL_MARK_SQUARE : AL_MARK_NONE;
+}
+
 /* The first series is drawn last, on top: callers list the important
  * ones first, which is also the legend's order. */
 static void ln_series(al_image *im, const al_lines *p, const ln_lay *L, int ox, int oy) {
     for (int i = p->n - 1; i >= 0; i--) {
         const al_series *s = &p->s[i];
-        int w = s->width > 0 ? s->width : 2, have = 0, px = 0, py = 0;
+        int w = s->width > 0 ? s->width : 2, have = 0, px = 0, py = 0, mk = marker_of(s);
         for (int k = 0; k < s->n; k++) {
             double yv = ymap(p, s->y[k]);
             if (!isfinite(yv) || !isfinite(s->x[k])) {
@@ -556,8 +574,8 @@ static void ln_series(al_image *im, const al_lines *p, const ln_lay *L, int ox, 
                 continue;
             }
             int x = ln_x(p, L, ox, s->x[k]), y = ln_y(L, oy, yv);
-            if (have) al_image_line(im, px, py, x, y, w, s->dash, s->colour);
-            if (s->marker || s->n == 1) al_image_fill(im, x - 2, y - 2, 5, 5, s->colour);
+            if (have && !s->points) al_image_line(im, px, py, x, y, w, s->dash, s->colour);
+            if (mk) draw_marker(im, x, y, mk, s->points ? 3 : 2, s->colour);
             px = x, py = y, have = 1;
         }
     }
@@ -586,9 +604,11 @@ static void ln_draw(al_image *im, const al_lines *p, const ln_lay *L, int x, int
         int lx = ox + L->pw + 12, ly = oy + 2;
         for (int i = 0; i < p->n; i++) {
             if (!p->s[i].label) continue;
-            al_image_line(im, lx, ly + 3, lx + 19, ly + 3, 2, p->s[i].dash, p->s[i].colour);
-            if (p->s[i].marker) al_image_fill(im, lx + 8, ly + 1, 5, 5, p->s[i].colour);
-            al_font_draw(im, lx + 24, ly, p->s[i].label, 1, INK);
+            const al_series *s = &p->s[i];
+            if (!s->points) al_image_line(im, lx, ly + 3, lx + 19, ly + 3, 2, s->dash, s->colour);
+            if (s->marker || s->points)
+                draw_marker(im, lx + 10, ly + 3, marker_of(s), s->points ? 3 : 2, s->colour);
+            al_font_draw(im, lx + 24, ly, s->label, 1, INK);
             ly += LINE + 2;
         }
     }
@@ -600,11 +620,133 @@ static void ln_draw(al_image *im, const al_lines *p, const ln_lay *L, int x, int
     }
 }
 
+/* ----------------------------------------------------------- bar charts */
+
+#define BAR_PAD 4  /* plot area edge to the first / last group */
+#define BAR_GGAP 14 /* between groups, a dashed separator in the middle */
+
+typedef struct bar_lay {
+    int w, h, px, py, pw, ph, bw, yl_w, lab_h, names;
+    double lo, hi, step;
+} bar_lay;
+
+static int bar_group(const al_bars *p, int i) { return p->group ? p->group[i] : 0; }
+
+static const char *bar_gname(const al_bars *p, int g) {
+    return p->group_names && g >= 0 && g < imax(p->n_groups, 1) ? p->group_names[g] : NULL;
+}
+
+static void bar_label(const al_bars *p, int i, char *buf, size_t cap) {
+    buf[0] = 0;
+    if (p->labels && p->labels[i]) al_font_fit(p->labels[i], 16, buf, cap);
+}
+
+/* Width of the group whose first bar is i (its bars are i..*end-1):
+ * its bars, or its name if that is wider (the bars are then centred). */
+static int bar_span(const al_bars *p, int bw, int i, int *end) {
+    int j = i;
+    while (j < p->n && bar_group(p, j) == bar_group(p, i)) j++;
+    *end = j;
+    return imax((j - i) * bw, tw(bar_gname(p, bar_group(p, i))) + 8);
+}
+
+static void bars_measure(const al_bars *p, bar_lay *L) {
+    memset(L, 0, sizeof *L);
+    L->bw = p->bar_w > 0 ? p->bar_w : imax(5, imin(24, 420 / imax(p->n, 1)));
+    L->ph = p->h > 0 ? p->h : 220;
+    double lo = 0, hi = 0;
+    char b[256];
+    for (int i = 0; i < p->n; i++) {
+        if (isfinite(p->v[i])) lo = fmin(lo, p->v[i]), hi = fmax(hi, p->v[i]);
+        bar_label(p, i, b, sizeof b);
+        L->lab_h = imax(L->lab_h, tw(b));
+    }
+    if (!(hi > lo)) hi = lo + 1;
+    double pad = (hi - lo) * 0.06; /* bars never touch the frame; zero stays exact */
+    L->lo = lo < 0 ? lo - pad : 0;
+    L->hi = hi > 0 ? hi + pad : 0;
+    L->step = nice_step(L->hi - L->lo, fmax(2, L->ph / 36.0));
+    double t[MAX_TICKS];
+    int nt = lin_ticks(L->lo, L->hi, L->step, t);
+    for (int i = 0; i < nt; i++) {
+        fmt_tick(t[i], L->step, b, sizeof b);
+        L->yl_w = imax(L->yl_w, tw(b));
+    }
+    L->pw = 2 * BAR_PAD;
+    for (int i = 0, end; i < p->n; i = end) {
+        L->pw += bar_span(p, L->bw, i, &end) + (i ? BAR_GGAP : 0);
+        L->names |= bar_gname(p, bar_group(p, i)) != NULL;
+    }
+    L->px = (p->y_title ? GH + 6 : 0) + L->yl_w + 3 + TICK;
+    L->py = (p->title ? LINE + 4 : 0) + 6;
+    L->w = imax(L->px + L->pw + 8, L->px + L->pw / 2 + tw(p->title) / 2 + 2);
+    L->h = L->py + L->ph + 1 + TICK + 2 + L->lab_h + (L->names ? 6 + LINE : 0) + 2;
+    if (p->y_title) L->h = imax(L->h, L->py + tw(p->y_title));
+}
+
+static int bars_y(const bar_lay *L, int oy, double v) {
+    double t = (v - L->lo) / (L->hi - L->lo);
+    return oy + L->ph - 1 - (int)lround(fmin(1, fmax(0, t)) * (L->ph - 1));
+}
+
+static void bars_draw(al_image *im, const al_bars *p, const bar_lay *L, int x, int y,
+                      al_plot_geom *g) {
+    int ox = x + L->px, oy = y + L->py, y0 = bars_y(L, oy, 0), below = oy + L->ph + 1;
+    char b[256];
+    double t[MAX_TICKS];
+    int nt = lin_ticks(L->lo, L->hi, L->step, t);
+    for (int i = 0; i < nt; i++) {
+        int ty = bars_y(L, oy, t[i]);
+        al_image_fill(im, ox, ty, L->pw, 1, GRIDC);
+        al_image_fill(im, ox - 1 - TICK, ty, TICK, 1, INK);
+        fmt_tick(t[i], L->step, b, sizeof b);
+        al_font_draw(im, ox - 1 - TICK - 2 - tw(b), ty - 3, b, 1, INK);
+    }
+    int gx = ox + BAR_PAD, last_lx = -1000;
+    for (int i = 0, end; i < p->n; i = end) {
+        int span = bar_span(p, L->bw, i, &end), bx = gx + (span - (end - i) * L->bw) / 2;
+        for (int k = i; k < end; k++, bx += L->bw) {
+            uint32_t c = p->colours ? p->colours[k] : al_plot_colour(bar_group(p, k));
+            if (isfinite(p->v[k])) {
+                int yv = bars_y(L, oy, p->v[k]);
+                al_image_fill(im, bx, imin(yv, y0), L->bw - 1, abs(yv - y0) + 1, c);
+            }
+            bar_label(p, k, b, sizeof b);
+            int cx = bx + (L->bw - 1) / 2;
+            if (!b[0] || cx - last_lx < GH + 1) continue;
+            al_image_fill(im, cx, below, 1, TICK, INK);
+            al_font_draw_up(im, cx - 3, below + TICK + 2, b, 1, INK);
+            last_lx = cx;
+        }
+        const char *name = bar_gname(p, bar_group(p, i));
+        if (name)
+            al_font_draw(im, gx + span / 2 - tw(name) / 2, below + TICK + 2 + L->lab_h + 6, name, 1,
+                         INK);
+        if (end < p->n)
+            al_image_line(im, gx + span + BAR_GGAP / 2, oy, gx + span + BAR_GGAP / 2,
+                          oy + L->ph - 1, 1, 3, FRAME);
+        gx += span + BAR_GGAP;
+    }
+    al_image_fill(im, ox, y0, L->pw, 1, INK); /* the zero line, over the bars' ends */
+    al_image_rect(im, ox - 1, oy - 1, L->pw + 2, L->ph + 2, FRAME);
+    if (p->title) al_font_draw(im, ox + L->pw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
+    if (p->y_title)
+        al_font_draw_up(im, x, imax(y, oy + L->ph / 2 - tw(p->y_title) / 2), p->y_title, 1, INK);
+    if (g) {
+        g->mx = ox;
+        g->my = oy;
+        g->mw = L->pw;
+        g->mh = L->ph;
+        g->zero_y = y0;
+    }
+}
+
 /* --------------------------------------------------------------- figure */
 
 typedef struct panel_lay {
     hm_lay hm;
     ln_lay ln;
+    bar_lay bars;
     int w, h;
 } panel_lay;
 
@@ -672,6 +814,13 @@ int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err
             hm_measure(&p->hm, p->hm.bar && !f->shared_bar, &pl[i].hm);
             pl[i].w = pl[i].hm.w, pl[i].h = pl[i].hm.h;
             if (!first_hm) first_hm = &p->hm, first_i = i;
+        } else if (p->kind == AL_PANEL_BARS) {
+            if (!p->bars.v || p->bars.n <= 0) {
+                al_errf(e, "bar panel %d has no data", i);
+                goto out;
+            }
+            bars_measure(&p->bars, &pl[i].bars);
+            pl[i].w = pl[i].bars.w, pl[i].h = pl[i].bars.h;
         } else {
             ln_measure(&p->ln, &pl[i].ln);
             pl[i].w = pl[i].ln.w, pl[i].h = pl[i].ln.h;
@@ -717,10 +866,12 @@ int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err
         int c = i % ncols, r = i / ncols, x = MARGIN, py = head;
         for (int k = 0; k < c; k++) x += cw[k] + GAP_X;
         for (int k = 0; k < r; k++) py += rh[k] + GAP_Y;
-        al_plot_geom g = {x, py, pl[i].w, pl[i].h, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        al_plot_geom g = {x, py, pl[i].w, pl[i].h, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         const al_panel *p = &f->panels[i];
         if (p->kind == AL_PANEL_HEATMAP)
             hm_draw(out, &p->hm, &pl[i].hm, x, py, p->hm.bar && !f->shared_bar, &g);
+        else if (p->kind == AL_PANEL_BARS)
+            bars_draw(out, &p->bars, &pl[i].bars, x, py, &g);
         else
             ln_draw(out, &p->ln, &pl[i].ln, x, py, &g);
         if (geom) geom[i] = g;

@@ -872,6 +872,158 @@ static int sec_patching(rep *R, const rmodel *M, al_err *e) {
     return rc ? -1 : 0;
 }
 
+/* The answer to "do virtual heads matter here?" from the kinds' Δloss
+ * (each kind's terms removed at once): the virtual kind's share of their
+ * sum, against AL_TH_VIRTUAL_SHARE. a: the run's row (see sec_attribution). */
+static int virtual_sentence(rep *R, const rmodel *M, const qres *a, al_err *e) {
+    al_buf *h = &R->h;
+    double d[3] = {qx(a, 0, 9), qx(a, 0, 10), qx(a, 0, 11)}, tot = 0;
+    for (int k = 0; k < 3; k++) tot += isnan(d[k]) ? 0 : d[k];
+    al_buf_puts(h, "<p class=answer><b>Do virtual heads matter here?</b> ");
+    if (M->cfg.n_layers < 2) {
+        al_buf_puts(h, "There are none: the model has one layer, so no head reads another's "
+                       "output.</p>\n");
+        return 0;
+    }
+    if (isnan(d[2]) || isnan(d[0]) || isnan(d[1])) {
+        al_buf_puts(h, "Not measured: the run has no path expansion.</p>\n");
+        return 0;
+    }
+    int n = M->cfg.n_heads * M->cfg.n_heads;
+    if (!(tot > 0)) {
+        al_buf_printf(h, "Cannot say: removing the terms of a kind does not raise the loss "
+                      "(summed &Delta;loss %+.4f nats).</p>\n", tot);
+        return 0;
+    }
+    double share = d[2] / tot;
+    if (share <= -AL_TH_VIRTUAL_SHARE)
+        al_buf_printf(h, "They work against the task: removing all %d virtual terms together "
+                      "<i>lowers</i> the loss by %.4f nats (%.1f%% of the summed &Delta;loss of "
+                      "the three kinds).", n, -d[2], -100 * share);
+    else if (share < AL_TH_VIRTUAL_SHARE)
+        al_buf_printf(h, "Negligible: removing all %d virtual terms together changes the loss by "
+                      "%+.4f nats, %.1f%% of the summed &Delta;loss of the three kinds (below "
+                      "the %.0f%% taken as negligible).", n, d[2], 100 * share,
+                      100 * AL_TH_VIRTUAL_SHARE);
+    else
+        al_buf_printf(h, "Yes: removing all %d virtual terms together raises the loss by %.4f "
+                      "nats, %.1f%% of the summed &Delta;loss of the three kinds (under "
+                      "%.0f%% would be negligible).", n, d[2], 100 * share,
+                      100 * AL_TH_VIRTUAL_SHARE);
+    qres t;
+    if (q_run(R, &t, "SELECT term, dloss FROM path_terms WHERE run_id = ?1 AND kind = 'virtual' "
+              "AND dloss IS NOT NULL ORDER BY dloss DESC LIMIT 1", qt(a, 0, 0), NULL, e))
+        return -1;
+    if (t.nr && share > -AL_TH_VIRTUAL_SHARE) {
+        al_buf_puts(h, " The largest alone: <code>");
+        sb_esc(h, qt(&t, 0, 0));
+        al_buf_printf(h, "</code> (&Delta;loss %+.4f nats).", qx(&t, 0, 1));
+    }
+    q_free(&t);
+    al_buf_puts(h, "</p>\n");
+    return 0;
+}
+
+/* Attribution: the newest finished attribute run of the model, its three
+ * pictures and tables (path-expansion kinds, logit lens, agreement of
+ * attribution patching with actual patching). No run: no section. */
+static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
+    qres a;
+    if (q_run(R, &a, "SELECT x.run_id, x.task, x.metric_kind, x.n_items, x.metric, x.loss, "
+              "x.direct_value, x.head_value, x.virtual_value, x.direct_dloss, x.head_dloss, "
+              "x.virtual_dloss, x.direction, (SELECT count(*) FROM path_terms p WHERE p.run_id = "
+              "x.run_id), (SELECT count(actual) FROM attribution_patching p WHERE p.run_id = "
+              "x.run_id) FROM attribution_runs x JOIN runs r ON r.run_id = x.run_id WHERE "
+              "x.model_id = ?1 AND r.status = 'done' AND r.kind = 'attribute' ORDER BY x.run_id "
+              "DESC LIMIT 1", M->mid, NULL, e))
+        return -1;
+    if (!a.nr) {
+        q_free(&a);
+        return 0;
+    }
+    al_buf *h = &R->h;
+    const char *run = qt(&a, 0, 0), *task = qt(&a, 0, 1) ? qt(&a, 0, 1) : "?";
+    int diff = qt(&a, 0, 2) && strcmp(qt(&a, 0, 2), "logit_diff") == 0;
+    const char *metric = diff ? "the logit difference (answer &minus; wrong token)"
+                              : "the correct token's logit";
+    char slug[64], file[256], cap[512], nl[16];
+    snprintf(slug, sizeof slug, "%s-%s", task, run);
+    make_slug(slug, slug, sizeof slug);
+    snprintf(nl, sizeof nl, "%d", M->cfg.n_layers);
+    al_buf_puts(h, "<h3>Attribution</h3>\n<p>Run ");
+    sb_esc(h, run);
+    al_buf_puts(h, " on task ");
+    sb_esc(h, task);
+    al_buf_printf(h, " (%.0f items): mean metric, %s, %.4f; mean loss %.4f nats. Direct logit "
+                  "attribution splits the metric into each component's contribution (they add up "
+                  "to it).</p>\n", qx(&a, 0, 3), metric, qx(&a, 0, 4), qx(&a, 0, 5));
+    al_pic_opts po = al_pic_defaults();
+    po.run_id = atol(run);
+    if (want_pic(R, "dla")) {
+        po.what = "dla";
+        snprintf(file, sizeof file, "%s-dla-%s.png", M->slug, slug);
+        snprintf(cap, sizeof cap, "Direct logit attribution (task %s): each component's mean "
+                 "contribution to %s at each position.", task, diff ? "the logit difference" :
+                 "the correct token's logit");
+        picture(R, M, &po, file, cap);
+    }
+    int rc = 0;
+    if (qx(&a, 0, 13) > 0) {
+        al_buf_puts(h, "<p>Path expansion: the logits as a sum of exact terms (direct, each "
+                       "head reading embed+pos, and in two layers each virtual head 0.a&gt;1.b); "
+                       "per kind, its terms' summed contribution to the metric and the rise in "
+                       "loss with all of them removed at once.</p>\n");
+        static const char *const heads[] = {"kind", "value", "\xce\x94loss (nats)",
+                                            "share of \xce\xa3 \xce\x94loss", NULL};
+        rc = sql_table(R, "SELECT k, v, d, CASE WHEN s > 0 THEN printf('%.1f%%', 100 * d / s) END "
+                       "FROM (SELECT 0 AS o, 'direct' AS k, direct_value AS v, direct_dloss AS d "
+                       "FROM attribution_runs WHERE run_id = ?1 UNION ALL SELECT 1, 'head', "
+                       "head_value, head_dloss FROM attribution_runs WHERE run_id = ?1 UNION ALL "
+                       "SELECT 2, 'virtual', virtual_value, virtual_dloss FROM attribution_runs "
+                       "WHERE run_id = ?1 AND virtual_dloss IS NOT NULL), (SELECT "
+                       "coalesce(direct_dloss, 0) + coalesce(head_dloss, 0) + "
+                       "coalesce(virtual_dloss, 0) AS s FROM attribution_runs WHERE run_id = ?1) "
+                       "ORDER BY o", run, NULL, heads, "s++s", NULL, e) < 0;
+        if (!rc) rc = virtual_sentence(R, M, &a, e);
+        if (!rc && want_pic(R, "terms")) {
+            po.what = "terms";
+            snprintf(file, sizeof file, "%s-terms-%s.png", M->slug, slug);
+            snprintf(cap, sizeof cap, "Path expansion (task %s): the rise in loss when each term "
+                     "alone is removed, grouped by kind.", task);
+            picture(R, M, &po, file, cap);
+        }
+    }
+    static const char *const lheads[] = {"residual stream", "loss (nats)", "top-1 accuracy", NULL};
+    if (!rc) {
+        al_buf_puts(h, "<p>Logit lens: each residual stream read through the unembedding.</p>\n");
+        rc = sql_table(R, "SELECT CASE WHEN layer = 0 THEN 'embed + pos' WHEN layer = ?2 THEN "
+                       "'final (the model''s own)' ELSE 'entering layer ' || layer END, loss, "
+                       "accuracy FROM logit_lens WHERE run_id = ?1 ORDER BY layer", run, nl, lheads,
+                       "s43", "No logit lens rows.", e) < 0;
+    }
+    if (!rc && qt(&a, 0, 12)) {
+        al_buf_puts(h, "<p>Attribution patching (");
+        sb_esc(h, strcmp(qt(&a, 0, 12), "noise") == 0 ? "noising" : "denoising");
+        al_buf_puts(h, "): the first-order estimate of every patch, against actual patching where "
+                       "the run compared them.</p>\n");
+        static const char *const gheads[] = {"grid", "n", "Pearson", "Spearman",
+                                             "top-5 shared", NULL};
+        rc = sql_table(R, "SELECT grid, n, pearson, spearman, top5 FROM attribution_agreement WHERE "
+                       "run_id = ?1 ORDER BY CASE grid WHEN 'head' THEN 0 WHEN 'head_pos' THEN 1 "
+                       "ELSE 2 END", run, NULL, gheads, "si33i",
+                       "Not compared with actual patching.", e) < 0;
+        if (!rc && qx(&a, 0, 14) > 0 && want_pic(R, "attrpatch")) {
+            po.what = "attrpatch";
+            snprintf(file, sizeof file, "%s-attrpatch-%s.png", M->slug, slug);
+            snprintf(cap, sizeof cap, "Attribution patching (task %s): each configuration's "
+                     "estimate against actual patching, per grid.", task);
+            picture(R, M, &po, file, cap);
+        }
+    }
+    q_free(&a);
+    return rc ? -1 : 0;
+}
+
 static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     char file[256], cap[512];
@@ -1009,7 +1161,7 @@ static int sec_model(rep *R, const rmodel *M, al_err *e) {
     if (sec_card(R, M, e) || sec_training(R, M, e) || sec_heads(R, M, e) || sec_kinds(R, M, e) ||
         sec_copying(R, M, e) || sec_trigrams(R, M, e) || sec_composition(R, M, e) ||
         sec_ablation(R, M, e) || sec_pruning(R, M, e) || sec_patching(R, M, e) ||
-        sec_pictures(R, M, e))
+        sec_attribution(R, M, e) || sec_pictures(R, M, e))
         return -1;
     al_buf_puts(h, "</section>\n");
     return 0;
