@@ -355,9 +355,12 @@ TEST(attrpics_refusals) {
     /* no attribution patching at all */
     f.attrpatch = 0;
     long run = attr_fixture(t_path("r.db"), m.s, &f);
-    refused(m.s, "--what attrpatch", "no attribution patching");
-    /* a run of another kind */
+    /* the newest run with attribution patching is looked for; named, refused */
+    refused(m.s, "--what attrpatch", "no finished attribute run with attribution patching");
     char a[64];
+    snprintf(a, sizeof a, "--what attrpatch --run %ld", run);
+    refused(m.s, a, "has no attribution patching");
+    /* a run of another kind */
     CHECK(t_sh("sqlite3 %s \"UPDATE runs SET kind = 'patch' WHERE run_id = %ld\"", t_path("r.db"),
                run) == 0);
     snprintf(a, sizeof a, "--what dla --run %ld", run);

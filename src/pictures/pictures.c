@@ -1140,20 +1140,31 @@ static int prun_row(void *ctx, int nc, const char *const *t, const double *x, al
     return t[10] && !r->config ? al_errf(e, "out of memory") : 0;
 }
 
+/* What a picture needs of a run, for choosing one: an SQL condition on
+ * the kind's table (x) and how to say it; NULL: any finished run. */
+typedef struct run_need {
+    const char *cond, *words;
+} run_need;
+
 /* The run to draw: --run, else the newest finished run of `kind` of the
- * model with a row in `table` (patching_runs, attribution_runs). */
-static int latest_of(pic *p, const char *table, const char *kind, long *run, al_err *e) {
+ * model with a row in `table` (patching_runs, attribution_runs) meeting
+ * need (a --data attribute run has no attribution patching to draw, so
+ * the attrpatch picture looks past it). */
+static int latest_of(pic *p, const char *table, const char *kind, const run_need *need, long *run,
+                     al_err *e) {
     *run = p->o->run_id;
     if (*run > 0) return 0;
-    char sql[256], mid[32];
+    char sql[384], mid[32];
     snprintf(sql, sizeof sql, "SELECT MAX(x.run_id) FROM %s x JOIN runs r ON r.run_id = x.run_id "
-             "WHERE x.model_id = ?1 AND r.status = 'done' AND r.kind = ?2", table);
+             "WHERE x.model_id = ?1 AND r.status = 'done' AND r.kind = ?2%s%s%s", table,
+             need ? " AND (" : "", need ? need->cond : "", need ? ")" : "");
     snprintf(mid, sizeof mid, "%lld", (long long)p->model_id);
     qval q;
     if (query1(p, sql, mid, kind, &q, e)) return -1;
     if (!q.found)
-        return al_errf(e, "database %s has no finished %s run for model %s (run attnlab %s "
-                       "--db, or give --run ID)", p->o->db, kind, p->dir, kind);
+        return al_errf(e, "database %s has no finished %s run%s%s for model %s (run attnlab %s "
+                       "--db, or give --run ID)", p->o->db, kind, need ? " " : "",
+                       need ? need->words : "", p->dir, kind);
     *run = (long)q.v;
     return 0;
 }
@@ -1175,9 +1186,9 @@ static int run_checked(pic *p, const run_head *h, const char *kind, const char *
 
 /* Read run h->run (latest_of's when 0) of `kind` from runs and `table`:
  * run_head's four columns, then cols; fn fills ctx (its run_head is h). */
-static int run_read(pic *p, const char *table, const char *kind, const char *cols,
-                    al_store_row_fn fn, void *ctx, run_head *h, al_err *e) {
-    if (latest_of(p, table, kind, &h->run, e)) return -1;
+static int run_read(pic *p, const char *table, const char *kind, const run_need *need,
+                    const char *cols, al_store_row_fn fn, void *ctx, run_head *h, al_err *e) {
+    if (latest_of(p, table, kind, need, &h->run, e)) return -1;
     char rs[32], sql[1024];
     snprintf(rs, sizeof rs, "%ld", h->run);
     snprintf(sql, sizeof sql, "SELECT r.kind, r.status, r.model_id, x.task, %s FROM runs r LEFT "
@@ -1190,7 +1201,7 @@ static int run_read(pic *p, const char *table, const char *kind, const char *col
  * kind "patch" or "paths", checked (run_checked). */
 static int patch_run_info(pic *p, const char *kind, prun *r, al_err *e) {
     memset(r, 0, sizeof *r);
-    if (run_read(p, "patching_runs", kind, "x.direction, x.component, x.n_pairs, x.seq_len, "
+    if (run_read(p, "patching_runs", kind, NULL, "x.direction, x.component, x.n_pairs, x.seq_len, "
                  "x.m_clean, x.m_corr, r.config_json, x.task_hash", prun_row, r, &r->h, e)) {
         free(r->config);
         return -1;
@@ -1425,10 +1436,11 @@ static int arun_row(void *ctx, int nc, const char *const *t, const double *x, al
     return 0;
 }
 
-/* Run --run (else the model's newest finished attribute run), checked. */
-static int attr_run_info(pic *p, arun *r, al_err *e) {
+/* Run --run (else the model's newest finished attribute run meeting
+ * need), checked. */
+static int attr_run_info(pic *p, const run_need *need, arun *r, al_err *e) {
     memset(r, 0, sizeof *r);
-    if (run_read(p, "attribution_runs", "attribute", "x.metric_kind, x.direction, x.seq_len, "
+    if (run_read(p, "attribution_runs", "attribute", need, "x.metric_kind, x.direction, x.seq_len, "
                  "x.n_items, x.direct_dloss, x.head_dloss, x.virtual_dloss", arun_row, r, &r->h, e))
         return -1;
     return run_checked(p, &r->h, "attribute", p->o->what, e);
@@ -1498,7 +1510,7 @@ static int dla_top(void *ctx, int nc, const char *const *t, const double *x, al_
 
 static int pic_dla(pic *p, al_err *e) {
     arun r;
-    if (attr_run_info(p, &r, e)) return -1;
+    if (attr_run_info(p, NULL, &r, e)) return -1;
     int T = r.seq_len;
     if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.h.run, T);
     dla_cells c = {.p = p, .rows = 2 + p->L * p->H, .cols = T};
@@ -1571,8 +1583,9 @@ static int term_row(void *ctx, int nc, const char *const *t, const double *x, al
 }
 
 static int pic_terms(pic *p, al_err *e) {
+    static const run_need need = {"x.direct_dloss IS NOT NULL", "with a path expansion"};
     arun r;
-    if (attr_run_info(p, &r, e)) return -1;
+    if (attr_run_info(p, &need, &r, e)) return -1;
     int cap = 1 + p->L * p->H + p->H * p->H;
     term_bars b = {.p = p, .cap = cap};
     b.v = pcalloc(p, (size_t)cap, sizeof(double), e);
@@ -1683,16 +1696,18 @@ static int ap_agree_row(void *ctx, int nc, const char *const *t, const double *x
 }
 
 static int pic_attrpatch(pic *p, al_err *e) {
+    static const run_need need = {"x.direction IS NOT NULL",
+                                  "with attribution patching (a pair task: --task)"};
     arun r;
-    if (attr_run_info(p, &r, e)) return -1;
+    if (attr_run_info(p, &need, &r, e)) return -1;
     qval q = {NAN, 0};
     if (run_rows(p, r.h.run, "SELECT count(*) FROM attribution_patching WHERE run_id = ?1",
                  row_first, &q, e))
         return -1;
     ap_points a = {.cap = q.found ? (int)q.v : 0, .lo = INFINITY, .hi = -INFINITY};
     if (!a.cap)
-        return al_errf(e, "run %ld has no attribution patching (the run was not given a "
-                       "direction to patch in)", r.h.run);
+        return al_errf(e, "run %ld has no attribution patching (a --data or --prompt run, or "
+                       "--no-patching)", r.h.run);
     for (int g = 0; g < AL_AP_NGRID; g++)
         if (!(a.x[g] = pcalloc(p, (size_t)a.cap, sizeof(double), e)) ||
             !(a.y[g] = pcalloc(p, (size_t)a.cap, sizeof(double), e)))
