@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/attrpatch.h"
 #include "attnlab/discover.h"
 #include "attnlab/model.h"
 #include "attnlab/patch.h"
@@ -317,6 +318,237 @@ TEST(discover_acdc_planted_known_answer) {
     CHECKF(r.n_kept == 4 && r.evals == evals, "tau 0: kept %d, %ld evaluations", r.n_kept, r.evals);
     for (int i = 0; i < 4; i++) CHECK(r.kept[want[i]]);
     al_discover_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+/* EAP on the planted circuit: exactly the four planted edges have a
+ * nonzero estimate (every other edge carries the same value in both runs
+ * or is zero through the weights, as for ACDC above), so they are the
+ * top four and the circuit, at faithfulness 1. The ranking among them is
+ * bent by saturation: the log-prob metric is flat where p(answer) ~ 1,
+ * so embed -> 1.0.v, whose removal costs the most (ACDC: KL ~ 14),
+ * gets the smallest estimate of the four -- a first-order estimate ranks,
+ * it does not measure. */
+TEST(discover_eap_planted) {
+    al_model m;
+    planted_model(&m);
+    al_pairs t;
+    planted_task(&t, &m);
+    al_discover_opts o = al_discover_opts_defaults();
+    o.method = "eap";
+    al_discover_result r;
+    al_err e;
+    CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+    int want[4] = {edge_of(AL_EDGE_INPUT, 0, 0, 0, 2), edge_of(AL_EDGE_COMPOSITION, 2, 1, 0, 1),
+                   edge_of(AL_EDGE_INPUT, 0, 1, 0, 2), edge_of(AL_EDGE_OUTPUT, 2 + PH, -1, -1, 3)};
+    for (int k = 0; k < r.n_edges; k++) {
+        int w = k == want[0] || k == want[1] || k == want[2] || k == want[3];
+        char nm[64];
+        al_graph_edge_name(2, PH, k, nm, sizeof nm);
+        CHECKF(w ? r.score[k] > 1e-3 : r.score[k] < 1e-9, "%s: score %g", nm, r.score[k]);
+        CHECKF(r.kept[k] == w, "%s: kept %d", nm, r.kept[k]);
+    }
+    CHECK(r.score[want[2]] < r.score[want[3]] && r.score[want[3]] < r.score[want[0]]);
+    CHECKF(r.n_kept == 4 && fabs(r.faithfulness - 1.0) < 1e-4 && r.evals == 5,
+           "kept %d faithfulness %g evaluations %ld", r.n_kept, r.faithfulness, r.evals);
+    al_discover_result_free(&r);
+    /* recover 0: the empty circuit already reaches it */
+    o.recover = 0;
+    CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+    CHECK(r.n_kept == 0 && r.evals == 1 && fabs(r.faithfulness) < 1e-12);
+    al_discover_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+/* ------------------------------------------------ a random model */
+
+/* EAP's estimates of the edges attrpatch.h also has are its estimates
+ * (noising; attrpatch normalises them by M_clean − M_corr), and a
+ * last-layer head's logits edge is its head-patching estimate. */
+TEST(discover_eap_matches_attrpatch) {
+    al_model m;
+    rand_model(&m, 2, 0, 20);
+    al_pairs t;
+    al_err e;
+    task(&t, &m, RR, RN, &e);
+    al_patch_opts po = al_patch_opts_defaults();
+    po.batch = 3, po.direction = "noise";
+    al_attrpatch_result ap;
+    CHECK_OK(al_attrpatch_run(&m, &t, &po, 0, &ap, &e), &e);
+    al_discover_opts o = al_discover_opts_defaults();
+    o.method = "eap", o.batch = 3;
+    al_discover_result r;
+    CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+    const int H = 3, ns = ap.n_senders;
+    double scale = fabs(ap.m_clean - ap.m_corr);
+    CHECK_NEAR(r.m_clean, ap.m_clean, 1e-6);
+    CHECK_NEAR(r.m_corr, ap.m_corr, 1e-6);
+    for (int c = 0; c < 4; c++)
+        for (int s = 0; s < ns; s++)
+            for (int h = 0; h < H; h++) {
+                double a = ap.edge[((size_t)c * ns + s) * H + h];
+                if (isnan(a)) continue;
+                al_edge ed = {c == 3 ? AL_EDGE_OUTPUT : s < 2 ? AL_EDGE_INPUT : AL_EDGE_COMPOSITION,
+                              s, c == 3 ? -1 : 1, c == 3 ? -1 : h, c};
+                int k = al_graph_edge_index(2, H, &ed);
+                char nm[64];
+                CHECKF(fabs(r.score[k] - fabs(a) * scale) < 1e-5 * (1 + fabs(a) * scale),
+                       "%s: %g vs attrpatch %g", al_graph_edge_name(2, H, k, nm, sizeof nm),
+                       r.score[k], fabs(a) * scale);
+            }
+    for (int h = 0; h < H; h++) {
+        al_edge ed = {AL_EDGE_OUTPUT, 2 + H + h, -1, -1, 3};
+        int k = al_graph_edge_index(2, H, &ed);
+        CHECK_NEAR(r.score[k], fabs(ap.head[1 * H + h]) * scale, 1e-5);
+    }
+    CHECK(r.faithfulness >= 0.9);
+    al_discover_result_free(&r);
+    al_attrpatch_result_free(&ap);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+/* ACDC on a random model: tau = 0 keeps more than a moderate tau; the
+ * scores are the measured growths; a second run (and one at batch 1's
+ * caches being separate) repeats bit for bit; m's patch spec and gates
+ * are as before. */
+TEST(discover_acdc_tau_and_repeats) {
+    al_model m;
+    rand_model(&m, 2, 0, 20);
+    al_pairs t;
+    al_err e;
+    task(&t, &m, RR, RN, &e);
+    unsigned char xm[3 * 32] = {0};
+    al_patch_spec mine = {.x_mask = xm};
+    m.patch = &mine;
+    float g0 = m.gates[0];
+    al_discover_opts o = al_discover_opts_defaults();
+    o.batch = 3, o.tau = 0.02;
+    al_discover_result r1, r2, r0;
+    CHECK_OK(al_discover_run(&m, &t, &o, &r1, &e), &e);
+    CHECK_OK(al_discover_run(&m, &t, &o, &r2, &e), &e);
+    CHECK(m.patch == &mine && m.gates[0] == g0);
+    CHECK(r1.n_kept == r2.n_kept && r1.evals == r2.evals);
+    CHECK(!memcmp(r1.kept, r2.kept, (size_t)r1.n_edges));
+    CHECK(!memcmp(r1.score, r2.score, sizeof(double) * r1.n_edges));
+    CHECK(!memcmp(&r1.kl_circuit, &r2.kl_circuit, sizeof(double)) &&
+          !memcmp(&r1.m_circuit, &r2.m_circuit, sizeof(double)));
+    /* the reported circuit is al_circuit_eval's */
+    double kl, mv;
+    CHECK_OK(al_circuit_eval(&m, &t, r1.kept, 3, &kl, &mv, &e), &e);
+    CHECK(kl == r1.kl_circuit && mv == r1.m_circuit);
+    CHECKF(r1.kl_circuit <= 0.02 * r1.n_edges && r1.n_kept > 0 && r1.n_kept < r1.n_edges,
+           "kept %d of %d, kl %g", r1.n_kept, r1.n_edges, r1.kl_circuit);
+    /* every edge tried was kept iff its growth exceeded tau */
+    for (int k = 0; k < r1.n_edges; k++)
+        if (!isnan(r1.score[k])) CHECK(r1.kept[k] == (r1.score[k] > o.tau));
+    o.tau = 0;
+    CHECK_OK(al_discover_run(&m, &t, &o, &r0, &e), &e);
+    CHECKF(r0.n_kept > r1.n_kept && r0.kl_circuit <= r1.kl_circuit + 1e-12,
+           "tau 0 kept %d (kl %g), tau 0.02 kept %d (kl %g)", r0.n_kept, r0.kl_circuit, r1.n_kept,
+           r1.kl_circuit);
+    /* EAP repeats too */
+    al_discover_result_free(&r0);
+    al_discover_result_free(&r2);
+    o.method = "eap";
+    CHECK_OK(al_discover_run(&m, &t, &o, &r0, &e), &e);
+    CHECK_OK(al_discover_run(&m, &t, &o, &r2, &e), &e);
+    CHECK(!memcmp(r0.score, r2.score, sizeof(double) * r0.n_edges) &&
+          !memcmp(r0.kept, r2.kept, (size_t)r0.n_edges) && r0.faithfulness >= 0.9);
+    al_discover_result_free(&r0);
+    al_discover_result_free(&r1);
+    al_discover_result_free(&r2);
+    m.patch = NULL;
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+static int all_zero(const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        if (c[i]) return 0;
+    return 1;
+}
+
+TEST(discover_refusals) {
+    al_model m;
+    rand_model(&m, 2, 0, 20);
+    al_pairs t;
+    al_err e;
+    task(&t, &m, RR, RN, &e);
+    struct {
+        const char *method, *metric;
+        double tau, recover;
+        int batch;
+        const char *msg;
+    } bad[] = {
+        {"greedy", "kl", 0.01, 0.9, 8, "method"},
+        {NULL, "kl", 0.01, 0.9, 8, "method"},
+        {"acdc", "loss", 0.01, 0.9, 8, "metric"},
+        {"acdc", NULL, 0.01, 0.9, 8, "metric"},
+        {"acdc", "kl", -0.01, 0.9, 8, "tau"},
+        {"acdc", "kl", NAN, 0.9, 8, "tau"},
+        {"acdc", "kl", INFINITY, 0.9, 8, "tau"},
+        {"eap", "kl", 0.01, -0.1, 8, "recover"},
+        {"eap", "kl", 0.01, 1.5, 8, "recover"},
+        {"eap", "kl", 0.01, NAN, 8, "recover"},
+        {"acdc", "kl", 0.01, 0.9, 0, "batch"},
+        {"acdc", "kl", 0.01, 0.9, 100001, "batch"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        al_discover_opts o = al_discover_opts_defaults();
+        o.method = bad[i].method, o.metric = bad[i].metric, o.tau = bad[i].tau;
+        o.recover = bad[i].recover, o.batch = bad[i].batch;
+        al_discover_result r;
+        memset(&r, 0xab, sizeof r);
+        e.msg[0] = 0;
+        CHECKF(al_discover_opts_check(&o, &e) == -1 && strstr(e.msg, bad[i].msg), "case %zu: %s",
+               i, e.msg);
+        CHECKF(al_discover_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, bad[i].msg),
+               "case %zu: %s", i, e.msg);
+        CHECKF(all_zero(&r, sizeof r), "case %zu: result not zeroed", i);
+        CHECK(!strchr(e.msg, '\n'));
+    }
+    al_discover_opts o = al_discover_opts_defaults();
+    CHECK_OK(al_discover_opts_check(&o, &e), &e);
+    CHECK(!strcmp(o.method, "acdc") && !strcmp(o.metric, "kl") && o.tau == 0.01 &&
+          o.recover == 0.9 && o.batch == 8 && !o.progress && !o.stop);
+    /* interrupted: both methods, before any work is kept */
+    volatile sig_atomic_t stop = 1;
+    o.stop = &stop;
+    const char *methods[] = {"acdc", "eap"};
+    for (int i = 0; i < 2; i++) {
+        o.method = methods[i];
+        al_discover_result r;
+        memset(&r, 0xab, sizeof r);
+        CHECK(al_discover_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, "interrupted"));
+        CHECK(all_zero(&r, sizeof r));
+    }
+    /* a circuit's edge set is required; the batch is checked */
+    double kl = 7, mv = 7;
+    CHECK(al_circuit_eval(&m, &t, NULL, 3, &kl, &mv, &e) == -1 && kl == 7 && mv == 7);
+    unsigned char *k = all_kept(2, 3, 1);
+    CHECK(al_circuit_eval(&m, &t, k, 0, &kl, &mv, &e) == -1 && strstr(e.msg, "batch"));
+    /* a task that does not fit the model */
+    t.items[0].answer = 20;
+    CHECK(al_circuit_eval(&m, &t, k, 3, &kl, &mv, &e) == -1 && kl == 7);
+    al_discover_result r;
+    memset(&r, 0xab, sizeof r);
+    o.stop = NULL;
+    CHECK(al_discover_run(&m, &t, &o, &r, &e) == -1 && all_zero(&r, sizeof r));
+    t.items[0].answer = 1;
+    al_pairs_free(&t);
+    al_model_free(&m);
+    /* three layers */
+    rand_model(&m, 3, 0, 20);
+    task(&t, &m, RR, RN, &e);
+    memset(&r, 0xab, sizeof r);
+    CHECK(al_discover_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, "2-layer") &&
+          all_zero(&r, sizeof r));
+    CHECK(al_circuit_eval(&m, &t, k, 3, &kl, &mv, &e) == -1 && strstr(e.msg, "2-layer"));
+    free(k);
     al_pairs_free(&t);
     al_model_free(&m);
 }
