@@ -465,6 +465,33 @@ TEST(discover_acdc_tau_and_repeats) {
     al_model_free(&m);
 }
 
+/* A 1-layer model: inputs into its heads and the logits' edges only;
+ * both methods run, and the circuit they return evaluates to what they
+ * report. */
+TEST(discover_one_layer) {
+    al_model m;
+    rand_model(&m, 1, 0, 20);
+    al_pairs t;
+    al_err e;
+    task(&t, &m, RR, RN, &e);
+    const char *methods[] = {"acdc", "eap"};
+    for (int i = 0; i < 2; i++) {
+        al_discover_opts o = al_discover_opts_defaults();
+        o.method = methods[i], o.batch = 3;
+        al_discover_result r;
+        CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+        CHECK(r.L == 1 && r.n_edges == 6 * 3 + 2 + 3);
+        double kl, mv;
+        CHECK_OK(al_circuit_eval(&m, &t, r.kept, 3, &kl, &mv, &e), &e);
+        CHECKF(kl == r.kl_circuit && mv == r.m_circuit, "%s", methods[i]);
+        CHECKF(r.n_kept > 0 && r.faithfulness > 0.5, "%s: kept %d faithfulness %g", methods[i],
+               r.n_kept, r.faithfulness);
+        al_discover_result_free(&r);
+    }
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
 static int all_zero(const void *p, size_t n) {
     const unsigned char *c = p;
     for (size_t i = 0; i < n; i++)
@@ -549,6 +576,41 @@ TEST(discover_refusals) {
           all_zero(&r, sizeof r));
     CHECK(al_circuit_eval(&m, &t, k, 3, &kl, &mv, &e) == -1 && strstr(e.msg, "2-layer"));
     free(k);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+/* ------------------------------------------------------------- speed */
+
+/* ACDC's time on a model of the demo's size (2 layers, d_model 256, 8
+ * heads of 32, n_ctx 128, vocab 2048; random, W_U scaled for logits of
+ * order 1) with the induction task of R = 50 and 32 pairs: printed, not
+ * asserted (the issue asks <= 60 s on 2 cores for the trained demo
+ * model). The random model's heads all matter a little, so ACDC visits
+ * every receiver: every edge but the 49 pos edges is evaluated. */
+TEST(discover_speed) {
+    al_model m;
+    al_config c = al_config_default();
+    c.n_layers = 2, c.d_model = 256, c.n_heads = 8, c.d_head = 32, c.n_ctx = 128;
+    c.d_vocab = 2048, c.seed = 5;
+    al_err e;
+    CHECK_OK(al_model_init(&m, &c, &e), &e);
+    for (size_t i = 0; i < m.param_size[AL_P_WU]; i++) m.p[AL_P_WU][i] *= (float)c.d_model;
+    al_pairs t;
+    al_patch_opts po = al_patch_opts_defaults();
+    po.probe_r = 50, po.probe_n = 32;
+    CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &po, &e), &e);
+    const char *methods[] = {"acdc", "eap"};
+    for (int i = 0; i < 2; i++) {
+        al_discover_opts o = al_discover_opts_defaults();
+        o.method = methods[i];
+        al_discover_result r;
+        CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+        printf("    %s: %.2f s, %ld evaluations, %d of %d edges kept, kl %.4g, "
+               "faithfulness %.3f\n",
+               o.method, r.seconds, r.evals, r.n_kept, r.n_edges, r.kl_circuit, r.faithfulness);
+        al_discover_result_free(&r);
+    }
     al_pairs_free(&t);
     al_model_free(&m);
 }
