@@ -80,17 +80,34 @@ static unsigned char *all_kept(int L, int H, int v) {
     return k;
 }
 
+/* rand_model of L layers (vocab 20) with the induction task of RR, RN
+ * and patching options for noising in batches of 3, as every random-model
+ * test here uses them. */
+static void rand_setup(al_model *m, al_pairs *t, int L, al_patch_opts *po) {
+    al_err e;
+    rand_model(m, L, 0, 20);
+    task(t, m, RR, RN, &e);
+    *po = al_patch_opts_defaults();
+    po->batch = 3, po->direction = "noise";
+}
+
+/* The graph's index of path patching's path (patch.h: channel c, 3 =
+ * direct; sender s; receiver head h of layer 1). */
+static int path_edge(int L, int H, int c, int s, int h) {
+    al_edge ed = {c == 3 ? AL_EDGE_OUTPUT : s < 2 ? AL_EDGE_INPUT : AL_EDGE_COMPOSITION, s,
+                  c == 3 ? -1 : 1, c == 3 ? -1 : h, c};
+    return al_graph_edge_index(L, H, &ed);
+}
+
 /* Every edge kept is the clean run; none, the corrupted run (the final
  * residual is copied from it: the same bits). KL from the clean run is 0
  * and > 0. */
 static void check_ends(int L) {
     al_model m;
-    rand_model(&m, L, 0, 20);
     al_pairs t;
+    al_patch_opts po;
     al_err e;
-    task(&t, &m, RR, RN, &e);
-    al_patch_opts po = al_patch_opts_defaults();
-    po.batch = 3, po.direction = "noise";
+    rand_setup(&m, &t, L, &po);
     double mc, mr, kl, mv;
     CHECK_OK(al_patch_eval(&m, &t, &po, NULL, NULL, NULL, NULL, NULL, &mc, &mr, &e), &e);
     unsigned char *k = all_kept(L, 3, 1);
@@ -122,12 +139,10 @@ TEST(discover_eval_clean_and_corrupted) {
  * only) or the logits. pos removes nothing in either. */
 static void check_paths(int L) {
     al_model m;
-    rand_model(&m, L, 0, 20);
     al_pairs t;
+    al_patch_opts po;
     al_err e;
-    task(&t, &m, RR, RN, &e);
-    al_patch_opts po = al_patch_opts_defaults();
-    po.batch = 3, po.direction = "noise";
+    rand_setup(&m, &t, L, &po);
     al_paths_result pr;
     CHECK_OK(al_paths_run(&m, &t, &po, &pr, &e), &e);
     const int H = 3, n = al_graph_n_edges(L, H), ns = pr.n_senders;
@@ -138,9 +153,7 @@ static void check_paths(int L) {
             for (int h = 0; h < H; h++) {
                 double want = pr.metric[((size_t)c * ns + s) * H + h];
                 if (isnan(want)) continue;
-                al_edge ed = {c == 3 ? AL_EDGE_OUTPUT : s < 2 ? AL_EDGE_INPUT : AL_EDGE_COMPOSITION,
-                              s, c == 3 ? -1 : 1, c == 3 ? -1 : h, c};
-                int idx = al_graph_edge_index(L, H, &ed);
+                int idx = path_edge(L, H, c, s, h);
                 CHECKF(idx >= 0 && idx < n, "c %d s %d h %d: no edge", c, s, h);
                 if (idx < 0) continue;
                 double kl, mv;
@@ -173,12 +186,10 @@ TEST(discover_eval_matches_path_patching) {
  * run. The gates differ from 1 (rand_model), so they are in the sums. */
 TEST(discover_eval_matches_activation_patching) {
     al_model m;
-    rand_model(&m, 2, 0, 20);
     al_pairs t;
+    al_patch_opts po;
     al_err e;
-    task(&t, &m, RR, RN, &e);
-    al_patch_opts po = al_patch_opts_defaults();
-    po.batch = 3, po.direction = "noise";
+    rand_setup(&m, &t, 2, &po);
     const int L = 2, H = 3, T = t.T;
     unsigned char *k = all_kept(L, H, 1);
     unsigned char qm[2 * 3 * 3 * 32], zm[2 * 3 * 32];
@@ -369,12 +380,10 @@ TEST(discover_eap_planted) {
  * last-layer head's logits edge is its head-patching estimate. */
 TEST(discover_eap_matches_attrpatch) {
     al_model m;
-    rand_model(&m, 2, 0, 20);
     al_pairs t;
+    al_patch_opts po;
     al_err e;
-    task(&t, &m, RR, RN, &e);
-    al_patch_opts po = al_patch_opts_defaults();
-    po.batch = 3, po.direction = "noise";
+    rand_setup(&m, &t, 2, &po);
     al_attrpatch_result ap;
     CHECK_OK(al_attrpatch_run(&m, &t, &po, 0, &ap, &e), &e);
     al_discover_opts o = al_discover_opts_defaults();
@@ -390,9 +399,7 @@ TEST(discover_eap_matches_attrpatch) {
             for (int h = 0; h < H; h++) {
                 double a = ap.edge[((size_t)c * ns + s) * H + h];
                 if (isnan(a)) continue;
-                al_edge ed = {c == 3 ? AL_EDGE_OUTPUT : s < 2 ? AL_EDGE_INPUT : AL_EDGE_COMPOSITION,
-                              s, c == 3 ? -1 : 1, c == 3 ? -1 : h, c};
-                int k = al_graph_edge_index(2, H, &ed);
+                int k = path_edge(2, H, c, s, h);
                 char nm[64];
                 CHECKF(fabs(r.score[k] - fabs(a) * scale) < 1e-5 * (1 + fabs(a) * scale),
                        "%s: %g vs attrpatch %g", al_graph_edge_name(2, H, k, nm, sizeof nm),
@@ -416,10 +423,10 @@ TEST(discover_eap_matches_attrpatch) {
  * are as before. */
 TEST(discover_acdc_tau_and_repeats) {
     al_model m;
-    rand_model(&m, 2, 0, 20);
     al_pairs t;
+    al_patch_opts po;
     al_err e;
-    task(&t, &m, RR, RN, &e);
+    rand_setup(&m, &t, 2, &po);
     unsigned char xm[3 * 32] = {0};
     al_patch_spec mine = {.x_mask = xm};
     m.patch = &mine;
@@ -470,10 +477,10 @@ TEST(discover_acdc_tau_and_repeats) {
  * report. */
 TEST(discover_one_layer) {
     al_model m;
-    rand_model(&m, 1, 0, 20);
     al_pairs t;
+    al_patch_opts po;
     al_err e;
-    task(&t, &m, RR, RN, &e);
+    rand_setup(&m, &t, 1, &po);
     const char *methods[] = {"acdc", "eap"};
     for (int i = 0; i < 2; i++) {
         al_discover_opts o = al_discover_opts_defaults();
@@ -492,19 +499,12 @@ TEST(discover_one_layer) {
     al_model_free(&m);
 }
 
-static int all_zero(const void *p, size_t n) {
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++)
-        if (c[i]) return 0;
-    return 1;
-}
-
 TEST(discover_refusals) {
     al_model m;
-    rand_model(&m, 2, 0, 20);
     al_pairs t;
+    al_patch_opts po;
     al_err e;
-    task(&t, &m, RR, RN, &e);
+    rand_setup(&m, &t, 2, &po);
     struct {
         const char *method, *metric;
         double tau, recover;
@@ -535,7 +535,7 @@ TEST(discover_refusals) {
                i, e.msg);
         CHECKF(al_discover_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, bad[i].msg),
                "case %zu: %s", i, e.msg);
-        CHECKF(all_zero(&r, sizeof r), "case %zu: result not zeroed", i);
+        CHECKF(t_all_zero(&r, sizeof r), "case %zu: result not zeroed", i);
         CHECK(!strchr(e.msg, '\n'));
     }
     al_discover_opts o = al_discover_opts_defaults();
@@ -551,7 +551,7 @@ TEST(discover_refusals) {
         al_discover_result r;
         memset(&r, 0xab, sizeof r);
         CHECK(al_discover_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, "interrupted"));
-        CHECK(all_zero(&r, sizeof r));
+        CHECK(t_all_zero(&r, sizeof r));
     }
     /* a circuit's edge set is required; the batch is checked */
     double kl = 7, mv = 7;
@@ -564,7 +564,7 @@ TEST(discover_refusals) {
     al_discover_result r;
     memset(&r, 0xab, sizeof r);
     o.stop = NULL;
-    CHECK(al_discover_run(&m, &t, &o, &r, &e) == -1 && all_zero(&r, sizeof r));
+    CHECK(al_discover_run(&m, &t, &o, &r, &e) == -1 && t_all_zero(&r, sizeof r));
     t.items[0].answer = 1;
     al_pairs_free(&t);
     al_model_free(&m);
@@ -573,7 +573,7 @@ TEST(discover_refusals) {
     task(&t, &m, RR, RN, &e);
     memset(&r, 0xab, sizeof r);
     CHECK(al_discover_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, "2-layer") &&
-          all_zero(&r, sizeof r));
+          t_all_zero(&r, sizeof r));
     CHECK(al_circuit_eval(&m, &t, k, 3, &kl, &mv, &e) == -1 && strstr(e.msg, "2-layer"));
     free(k);
     al_pairs_free(&t);

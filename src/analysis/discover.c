@@ -196,16 +196,6 @@ static int memory_fits(const al_pairs *t, const al_config *c, al_err *e) {
     return 0;
 }
 
-/* Items of pairs [n0, n0 + nb): *i0 the first, returns how many. */
-static int batch_items(const al_pairs *t, int n0, int nb, int *i0) {
-    int i = 0;
-    while (i < t->n_items && t->items[i].pair < n0) i++;
-    int j = i;
-    while (j < t->n_items && t->items[j].pair < n0 + nb) j++;
-    *i0 = i;
-    return j - i;
-}
-
 /* The items of batch b from final residual xL (nb, T, C): rows not
  * changed[] keep the clean values (KL 0); the others are unembedded.
  * init = 1 (the clean run itself, every row) fills the clean
@@ -284,7 +274,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
         dbatch *b = &d->bt[i];
         b->n0 = i * d->B;
         b->nb = t->N - b->n0 < d->B ? t->N - b->n0 : d->B;
-        b->ni = batch_items(t, b->n0, b->nb, &b->i0);
+        b->ni = al_pairs_batch_items(t, b->n0, b->nb, &b->i0);
         if (b->ni > d->maxi) d->maxi = b->ni;
     }
     d->p = al_malloc(NI * V, sizeof(float), e);
