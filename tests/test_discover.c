@@ -237,8 +237,16 @@ TEST(discover_eval_matches_activation_patching) {
                 k[al_graph_edge_index(L, H, &cm)] = 0;
             }
         CHECK_OK(al_circuit_eval(&m, &t, k, 3, &kl, &mv, &e), &e);
-        memset(k, 1, (size_t)al_graph_n_edges(L, H));
         CHECKF(fabs(mv - want) < 1e-5, "0.%d out: circuit %.9g, patching %.9g", h, mv, want);
+        /* and its inputs no longer matter: the removed edges carry the
+         * corrupted value whatever the circuit's head computes */
+        for (int c = 0; c < 3; c++) {
+            al_edge in = {AL_EDGE_INPUT, 0, 0, h, c};
+            k[al_graph_edge_index(L, H, &in)] = 0;
+        }
+        CHECK_OK(al_circuit_eval(&m, &t, k, 3, &kl, &mv, &e), &e);
+        CHECKF(fabs(mv - want) < 1e-5, "0.%d out and in: circuit %.9g, patching %.9g", h, mv, want);
+        memset(k, 1, (size_t)al_graph_n_edges(L, H));
     }
     free(k);
     al_pairs_free(&t);
