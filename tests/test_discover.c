@@ -51,7 +51,8 @@ TEST(discover_graph_indexing) {
     CHECK(ed.kind == AL_EDGE_OUTPUT && ed.sender == 2 + 8 + 2 && ed.recv_layer == -1 &&
           ed.channel == 3);
     char b[64];
-    CHECK(!strcmp(al_graph_edge_name(2, 8, ((1 * 8 + 3) * 3 + 1) * 2, b, sizeof b), "embed->1.3.k"));
+    CHECK(!strcmp(al_graph_edge_name(2, 8, ((1 * 8 + 3) * 3 + 1) * 2, b, sizeof b),
+                  "embed->1.3.k"));
     CHECK(!strcmp(al_graph_edge_name(2, 8, 96 + (4 * 8 + 6) * 3, b, sizeof b), "0.4->1.6.q"));
     CHECK(!strcmp(al_graph_edge_name(2, 8, 96 + 192 + 2 + 8 + 2, b, sizeof b), "1.2->logits"));
     CHECK(!strcmp(al_graph_edge_name(2, 8, 96 + 192 + 1, b, sizeof b), "pos->logits"));
@@ -199,7 +200,8 @@ TEST(discover_eval_matches_activation_patching) {
                 memset(qm, 0, sizeof qm);
                 memset(qm + (((size_t)l * 3 + c) * H + h) * T, 1, T);
                 double want, kl, mv;
-                CHECK_OK(al_patch_eval(&m, &t, &po, NULL, NULL, qm, NULL, &want, NULL, NULL, &e), &e);
+                CHECK_OK(al_patch_eval(&m, &t, &po, NULL, NULL, qm, NULL, &want, NULL, NULL, &e),
+                         &e);
                 al_edge ed = {AL_EDGE_INPUT, 0, l, h, c};
                 k[al_graph_edge_index(L, H, &ed)] = 0;
                 for (int h0 = 0; l == 1 && h0 < H; h0++) {

@@ -405,7 +405,8 @@ static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum
                 copy_rows(dst, q1 + o, BT, D, 3 * HD);
                 if (emb)
                     for (size_t r = 0; r < BT; r++)
-                        for (int k = 0; k < D; k++) dst[r * 3 * HD + k] -= b->embp[r * 3 * HD + o + k];
+                        for (int k = 0; k < D; k++)
+                            dst[r * 3 * HD + k] -= b->embp[r * 3 * HD + o + k];
                 if (nr == emb) continue;
                 if (!dz_ready) {
                     for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - b->co.zg[i];
@@ -432,7 +433,8 @@ static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum
         const float *rep = m->z_replace ? m->z_replace[ll * H + h] : NULL;
         float *dst = d->zsrc + (size_t)ll * Z + (size_t)h * D;
         for (size_t r = 0; r < BT; r++)
-            memcpy(dst + r * HD, rep ? rep + r * D : b->co.z + (size_t)ll * Z + r * HD + (size_t)h * D,
+            memcpy(dst + r * HD,
+                   rep ? rep + r * D : b->co.z + (size_t)ll * Z + r * HD + (size_t)h * D,
                    sizeof(float) * D);
     }
     al_patch_spec sp = {NULL, d->zsrc, NULL, d->zm, d->syn, NULL, d->qm, NULL};
@@ -644,7 +646,8 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
         double s = 0.0;
         for (size_t i = 0; i < BT; i++) {
             if (ic[i] == ir[i]) continue;
-            const float *a = m->p[AL_P_WE] + (size_t)ir[i] * C, *z = m->p[AL_P_WE] + (size_t)ic[i] * C;
+            const float *a = m->p[AL_P_WE] + (size_t)ir[i] * C;
+            const float *z = m->p[AL_P_WE] + (size_t)ic[i] * C;
             for (int k = 0; k < C; k++) s += ((double)a[k] - z[k]) * dxL[i * C + k];
         }
         est[k_out(L, H, 0)] += w * s;
@@ -677,7 +680,8 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BT, (int)HD, C, 1.0f, dxL, C,
                     al_head_wo(m, 0, 0), C, 0.0f, GL, (int)HD);
         for (int h = 0; h < H; h++)
-            est[k_out(L, H, 2 + h)] += w * dot_rows(dz + (size_t)h * D, HD, GL + (size_t)h * D, HD, BT, D);
+            est[k_out(L, H, 2 + h)] +=
+                w * dot_rows(dz + (size_t)h * D, HD, GL + (size_t)h * D, HD, BT, D);
     }
     free(dx);
     return rc ? -1 : 0;
@@ -706,7 +710,10 @@ static int eap(drun *r, al_err *e) {
     ranked *order = al_malloc((size_t)n, sizeof(ranked), e);
     if (!order) return -1;
     int rc = eap_estimates(r, r->score, e);
-    for (int k = 0; k < n; k++) r->score[k] = fabs(r->score[k]), order[k] = (ranked){r->score[k], k};
+    for (int k = 0; k < n; k++) {
+        r->score[k] = fabs(r->score[k]);
+        order[k] = (ranked){r->score[k], k};
+    }
     if (rc == 0) {
         qsort(order, (size_t)n, sizeof(ranked), by_score);
         memset(r->kept, 0, (size_t)n);
