@@ -527,3 +527,16 @@ TEST(pairs_from_tokens) {
     CHECK(al_pairs_from_tokens(&d, 21, 3, 7, &p, &e) == -1 && strstr(e.msg, "too few"));
     CHECK(al_pairs_from_tokens(&d, 5, 0, 7, &p, &e) == -1 && strstr(e.msg, "windows"));
 }
+
+/* The items of a batch of pairs: items are in pair order, so a range;
+ * a batch with none gets 0 and where they would start. */
+TEST(pairs_batch_items) {
+    al_pair_item it[] = {{0, 1, 2, -1}, {0, 2, 3, -1}, {2, 1, 4, -1}, {3, 0, 5, -1}};
+    al_pairs t = {.N = 5, .n_items = 4, .items = it};
+    int i0 = -1;
+    CHECK(al_pairs_batch_items(&t, 0, 2, &i0) == 2 && i0 == 0);
+    CHECK(al_pairs_batch_items(&t, 1, 1, &i0) == 0 && i0 == 2);
+    CHECK(al_pairs_batch_items(&t, 2, 3, &i0) == 2 && i0 == 2);
+    CHECK(al_pairs_batch_items(&t, 4, 1, &i0) == 0 && i0 == 4);
+    CHECK(al_pairs_batch_items(&t, 0, 5, &i0) == 4 && i0 == 0);
+}
