@@ -162,6 +162,13 @@ long t_sql_long(const char *db, const char *q) {
     return v;
 }
 
+int t_all_zero(const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        if (c[i]) return 0;
+    return 1;
+}
+
 int t_one_line(const char *path, const char *want) {
     char *s = t_slurp(path);
     int ok = s && strncmp(s, "attnlab", 7) == 0 && strstr(s, want) &&

@@ -68,6 +68,8 @@ long t_sql_long(const char *db, const char *q);
 /* 1 if the file (a command's stderr) is exactly one line, starting
  * "attnlab" and holding want; else 0, printing what it was. */
 int t_one_line(const char *path, const char *want);
+/* 1 if the n bytes at p are all 0 (a result zeroed on failure). */
+int t_all_zero(const void *p, size_t n);
 
 #define CHECK(c)                                                         \
     do {                                                                 \

@@ -48,13 +48,6 @@ static al_tokenizer *synth_tok(int vocab) {
     return tok;
 }
 
-static int all_zero(const void *p, size_t n) {
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++)
-        if (c[i]) return 0;
-    return 1;
-}
-
 /* Parse text expecting a refusal whose message holds both substrings;
  * *out must come back zeroed and the message be one line. */
 static void refused(const al_tokenizer *tok, const char *text, size_t n, int n_ctx,
@@ -65,7 +58,7 @@ static void refused(const al_tokenizer *tok, const char *text, size_t n, int n_c
     e.msg[0] = 0;
     int rc = al_pairs_parse_jsonl(text, n, tok, n_ctx, &p, &e);
     CHECKF(rc == -1, "line %d: accepted", line);
-    CHECKF(all_zero(&p, sizeof p), "line %d: *out not zeroed after failure", line);
+    CHECKF(t_all_zero(&p, sizeof p), "line %d: *out not zeroed after failure", line);
     CHECKF(strstr(e.msg, want1) && (!want2 || strstr(e.msg, want2)) && !strchr(e.msg, '\n'),
            "line %d: message [%s] lacks [%s] / [%s]", line, e.msg, want1, want2 ? want2 : "");
     if (rc == 0) al_pairs_free(&p);
@@ -100,7 +93,7 @@ TEST(pairs_jsonl_good) {
         CHECKF(!memcmp(&p.items[i], &want[i], sizeof want[i]), "item %d: %d %d %d %d", i,
                p.items[i].pair, p.items[i].pos, p.items[i].answer, p.items[i].wrong);
     al_pairs_free(&p);
-    CHECK(all_zero(&p, sizeof p));
+    CHECK(t_all_zero(&p, sizeof p));
 
     /* one trailing newline or none: the same pairs */
     CHECK_OK(al_pairs_parse_jsonl(GOOD, strlen(GOOD), tok, 64, &p, &e), &e);
@@ -231,11 +224,11 @@ TEST(pairs_jsonl_file) {
     char want[600];
     snprintf(want, sizeof want, "%s: line 2: missing field \"clean\"", path);
     CHECKF(!strcmp(e.msg, want), "got [%s]", e.msg);
-    CHECK(all_zero(&p, sizeof p));
+    CHECK(t_all_zero(&p, sizeof p));
     memset(&p, 0xab, sizeof p);
     CHECK(al_pairs_load_jsonl(t_path("missing.jsonl"), tok, 64, &p, &e) == -1);
     CHECKF(strstr(e.msg, "missing.jsonl") != NULL, "got [%s]", e.msg);
-    CHECK(all_zero(&p, sizeof p));
+    CHECK(t_all_zero(&p, sizeof p));
     al_tok_free(tok);
 }
 
@@ -286,8 +279,8 @@ static void check_names(const al_tokenizer *tok, const al_pairs *p, int n, uint6
         const al_pair_item *it = &p->items[i];
         CHECKF(len >= 3 + b && len <= T, "pair %d: len %d", i, len);
         CHECK(it->pair == i && it->pos == len - 1 && it->answer != it->wrong);
-        CHECK(all_zero(c + len, (size_t)(T - len) * sizeof(int)));
-        CHECK(all_zero(x + len, (size_t)(T - len) * sizeof(int)));
+        CHECK(t_all_zero(c + len, (size_t)(T - len) * sizeof(int)));
+        CHECK(t_all_zero(x + len, (size_t)(T - len) * sizeof(int)));
         if (b) CHECK(c[0] == bos && x[0] == bos);
         /* the story: the first one after the last pair's that starts with
          * clean + answer */
@@ -461,11 +454,11 @@ TEST(pairs_names_refusals) {
     CHECKF(al_now() - t0 < 10, "n_ctx 8 took %.1f s", al_now() - t0);
     CHECKF(strstr(e.msg, "only 0 of 4 stories found in 1400 tries") && strstr(e.msg, "n_ctx 8"),
            "got [%s]", e.msg);
-    CHECK(all_zero(&p, sizeof p));
+    CHECK(t_all_zero(&p, sizeof p));
     memset(&p, 0xab, sizeof p);
     CHECK(al_pairs_names(tok, 4, 1, 256, al_tok_vocab_size(tok), NULL, &p, &e) == -1);
     CHECKF(strstr(e.msg, "BOS id") != NULL, "got [%s]", e.msg);
-    CHECK(all_zero(&p, sizeof p));
+    CHECK(t_all_zero(&p, sizeof p));
     /* every n_ctx from hopeless to ample: a refusal in one line with
      * *out zeroed, or pairs that fit */
     for (int n_ctx = 1; n_ctx <= 40; n_ctx += 3)
@@ -476,13 +469,13 @@ TEST(pairs_names_refusals) {
                 al_pairs_free(&p);
             } else {
                 CHECKF(strstr(e.msg, "names: only") && !strchr(e.msg, '\n'), "[%s]", e.msg);
-                CHECK(all_zero(&p, sizeof p));
+                CHECK(t_all_zero(&p, sizeof p));
             }
         }
     CHECK(al_pairs_names(tok, 0, 1, 256, 0, NULL, &p, &e) == -1 &&
           strstr(e.msg, "number of pairs"));
     CHECK(al_pairs_names(tok, 4, 1, 0, 0, NULL, &p, &e) == -1 && strstr(e.msg, "n_ctx"));
-    CHECK(all_zero(&p, sizeof p));
+    CHECK(t_all_zero(&p, sizeof p));
     al_tok_free(tok);
 }
 
@@ -498,7 +491,7 @@ TEST(pairs_names_stop) {
     CHECK(al_pairs_names(tok, 1000000, 1, 256, 0, &stop, &p, &e) == -1);
     CHECKF(!strcmp(e.msg, "interrupted"), "got [%s]", e.msg);
     CHECKF(al_now() - t0 < 1, "took %.2f s", al_now() - t0);
-    CHECK(all_zero(&p, sizeof p));
+    CHECK(t_all_zero(&p, sizeof p));
     /* a flag that stays clear changes nothing */
     al_pairs a, b;
     stop = 0;
@@ -533,4 +526,17 @@ TEST(pairs_from_tokens) {
     CHECK(p.N == 0 && p.clean == NULL);
     CHECK(al_pairs_from_tokens(&d, 21, 3, 7, &p, &e) == -1 && strstr(e.msg, "too few"));
     CHECK(al_pairs_from_tokens(&d, 5, 0, 7, &p, &e) == -1 && strstr(e.msg, "windows"));
+}
+
+/* The items of a batch of pairs: items are in pair order, so a range;
+ * a batch with none gets 0 and where they would start. */
+TEST(pairs_batch_items) {
+    al_pair_item it[] = {{0, 1, 2, -1}, {0, 2, 3, -1}, {2, 1, 4, -1}, {3, 0, 5, -1}};
+    al_pairs t = {.N = 5, .n_items = 4, .items = it};
+    int i0 = -1;
+    CHECK(al_pairs_batch_items(&t, 0, 2, &i0) == 2 && i0 == 0);
+    CHECK(al_pairs_batch_items(&t, 1, 1, &i0) == 0 && i0 == 2);
+    CHECK(al_pairs_batch_items(&t, 2, 3, &i0) == 2 && i0 == 2);
+    CHECK(al_pairs_batch_items(&t, 4, 1, &i0) == 0 && i0 == 4);
+    CHECK(al_pairs_batch_items(&t, 0, 5, &i0) == 4 && i0 == 0);
 }

@@ -339,13 +339,6 @@ TEST(patch_task_and_metric_definitions) {
     al_model_free(&m);
 }
 
-static int all_zero(const void *p, size_t n) {
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++)
-        if (c[i]) return 0;
-    return 1;
-}
-
 TEST(patch_bad_options) {
     al_model m;
     planted_model(&m);
@@ -372,7 +365,7 @@ TEST(patch_bad_options) {
         al_err e = {0};
         CHECKF(run_(&m, &o, &r, &e) == -1, "case %zu", i);
         CHECKF(strstr(e.msg, bad[i].msg) != NULL, "case %zu: '%s'", i, e.msg);
-        CHECKF(all_zero(&r, sizeof r), "case %zu: result not zeroed", i);
+        CHECKF(t_all_zero(&r, sizeof r), "case %zu: result not zeroed", i);
         al_patch_result_free(&r);
         double mp = 7;
         CHECK(eval_(&m, &o, NULL, NULL, &mp, NULL, NULL, &e) == -1 && mp == 7);

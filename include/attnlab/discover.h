@@ -25,7 +25,10 @@
  * sender's value in the corrupted run). A kept edge from a layer-0 head
  * carries that head's output as computed in this (circuit) run, so
  * removals upstream propagate. With every edge kept it is the clean run;
- * with none kept, the corrupted run's logits.
+ * with none kept, the corrupted run's logits. pos carries the same value
+ * in both runs (they share positions), so its edges never change a
+ * circuit. A model's gates and z replacements apply in both runs as in
+ * patch.h.
  *
  * Metrics (o->metric): "kl" = mean over the task's items of
  * KL(p_clean || p_circuit) of the next-token distributions at the item
@@ -38,14 +41,21 @@
  * ACDC: receivers visited from the logits backwards (the logits, then
  * layer-1 heads from the last to the first, then layer-0 heads; channels
  * q, k, v in turn), and for each of a receiver's incoming edges in index
- * order: remove it; if the metric's loss grows by less than tau over its
- * value before this removal, it stays removed, else it is put back. A
- * head none of whose outgoing edges is kept is skipped as a receiver (its
- * inputs cannot matter). Score of an edge: the growth measured when it
- * was tried. EAP: every edge scored by |edge attribution patching
- * estimate| (attrpatch.h, noising at the clean run, i.e. the estimated
- * change when that edge alone carries its corrupted value); edges kept in
- * descending score until the circuit's faithfulness reaches o->recover.
+ * order: remove it; if the metric's loss grows by at most tau over its
+ * value before this removal, it stays removed, else it is put back (at
+ * most, so that tau = 0 removes exactly the edges that change nothing; a
+ * pos edge is removed at growth 0 without an evaluation). A head none of
+ * whose outgoing edges is kept is skipped as a receiver (its inputs
+ * cannot matter; they end removed, score NaN). Score of an edge: the
+ * growth measured when it was tried. The circuit returned is evaluated
+ * once more at the end. EAP: every edge scored by |edge attribution
+ * patching estimate| (attrpatch.h, noising at the clean run, i.e. the
+ * estimated change of the task's metric M when that edge alone carries
+ * its corrupted value, in M's units; M whatever o->metric, as KL's
+ * gradient vanishes at the clean run); edges kept in descending score
+ * (ties: lower index first) until the circuit's faithfulness reaches
+ * o->recover, the empty circuit evaluated first (all edges when
+ * faithfulness is NaN).
  *
  * Ownership and failure contract as the analyses of analyses.h: 0 with
  * *r filled (al_discover_result_free), or −1 with e set and *r zeroed;
@@ -109,9 +119,9 @@ typedef struct al_discover_result {
     int n_kept;
     double m_clean, m_corr; /* the task's metric on the two unpatched runs */
     double m_circuit;       /* ... on the circuit */
-    double kl_circuit;      /* mean KL(clean || circuit) */
+    double kl_circuit;      /* mean KL(clean || circuit) (−1e-15 or so: rounding) */
     double faithfulness;    /* (m_circuit − m_corr) / (m_clean − m_corr) */
-    long evals;             /* circuit evaluations run */
+    long evals;             /* circuit evaluations run (over all pairs each) */
     double seconds;
 } al_discover_result;
 

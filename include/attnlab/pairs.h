@@ -103,6 +103,10 @@ int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int
  * pair. Else −1 with e naming the task and the first offender; every
  * analysis checks a task with this before running it. */
 int al_pairs_check(const al_pairs *t, int n_ctx, int d_vocab, al_err *e);
+/* The items of pairs [n0, n0 + nb) (items are in pair order): *i0 gets
+ * the first one's index, the count is returned (0: none, *i0 where they
+ * would start). For analyses that run the pairs in batches. */
+int al_pairs_batch_items(const al_pairs *t, int n0, int nb, int *i0);
 
 /* Plain text as a pair set, for analyses that read only clean runs
  * (attribute --data): n windows of T + 1 tokens of d spread evenly over

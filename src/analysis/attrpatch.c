@@ -37,16 +37,6 @@ void al_attrpatch_result_free(al_attrpatch_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Items of pairs [n0, n0 + nb): *i0 the first, returns how many. */
-static int batch_items(const al_pairs *t, int n0, int nb, int *i0) {
-    int i = 0;
-    while (i < t->n_items && t->items[i].pair < n0) i++;
-    int j = i;
-    while (j < t->n_items && t->items[j].pair < n0 + nb) j++;
-    *i0 = i;
-    return j - i;
-}
-
 /* Σ over the batch's items of the metric read from the final residual xL
  * (nb, T, C) of the last forward; with dxL non-NULL also its gradient
  * (nb, T, C), zeroed first. The metric is read as patch.c reads it, so
@@ -56,7 +46,7 @@ static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const fl
                         float *dxL, double *sum, al_err *e) {
     const al_config *c = &m->cfg;
     int C = c->d_model, V = c->d_vocab, T = t->T, i0;
-    int ni = batch_items(t, n0, nb, &i0);
+    int ni = al_pairs_batch_items(t, n0, nb, &i0);
     if (dxL) memset(dxL, 0, sizeof(float) * (size_t)nb * T * C);
     /* rows (ni, C), logits (ni, V), dlogits (ni, V), their dx (ni, C), scratch (V) */
     float *rows = al_malloc((size_t)ni * (2 * C + 2 * (size_t)V) + V, sizeof(float), e);
@@ -108,7 +98,7 @@ int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb,
     if (n0 < 0 || nb < 1 || n0 + nb > t->N)
         return al_errf(e, "pairs [%d, %d) outside the task's %d", n0, n0 + nb, t->N);
     int i0;
-    int ni = batch_items(t, n0, nb, &i0);
+    int ni = al_pairs_batch_items(t, n0, nb, &i0);
     if (ni < 1) return al_errf(e, "pairs [%d, %d) hold no items", n0, n0 + nb);
     const al_patch_spec *saved = m->patch;
     m->patch = NULL;

@@ -1,2 +1,784 @@
-/* discover.c -- circuit discovery (discover.h). Being written. */
+/* discover.c -- circuit discovery over the head graph (discover.h).
+ *
+ * Both runs of every batch of pairs are computed once and cached (al_acts),
+ * with what every evaluation reads from them: the clean run's next-token
+ * distributions at the items (for KL), both runs' item values, and the
+ * embedding difference already taken through each layer-1 head's W_Q,
+ * W_K, W_V. A circuit is then one incremental patched forward per batch
+ * from the clean cache (al_model_forward_delta), built from three facts:
+ *
+ *  - pos carries the same value in both runs (W_pos is indexed by the
+ *    position, which the two runs share), so pos edges are no-ops and
+ *    are ignored; a layer-0 channel whose embed edge is removed thus
+ *    computes exactly the corrupted run's q, k or v: patched from there.
+ *  - a layer-1 channel's input is this run's residual minus Σ over its
+ *    removed senders of (this run's − the corrupted run's value); linear,
+ *    so its q/k/v = this run's − Σ Δsender·W_c (a layer-0 head's Δ goes
+ *    through the precomputed W_O[0,h0]·W_c[1,h1], D×D). A channel with
+ *    every sender removed is the corrupted run's, copied exactly.
+ *  - a last-layer head is read by the logits only, so removing its logits
+ *    edge is patching its z with the corrupted run's; the embed and
+ *    layer-0 heads' logits edges are subtracted from the final residual.
+ *
+ * When a layer-0 channel is patched (ACDC's last receivers), layer 0's
+ * output in the circuit run is needed first: one full patched forward
+ * gives it. Only the item rows whose final residual changed are
+ * unembedded; the others keep the clean run's values (KL 0), so the full
+ * circuit is the clean run bit for bit.
+ *
+ * Sums run in double in a fixed order and the one parallel loop computes
+ * each item by one thread, so results repeat bit for bit at one thread
+ * count (as the engine's products do). */
 #include "attnlab/discover.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/attrpatch.h"
+#include "attnlab/layers.h"
+
+/* Item rows unembedded at once: bounds the logits scratch to ROWS·V. */
+#define ROWS 64
+
+/* ------------------------------------------------------------- graph */
+
+int al_graph_n_edges(int L, int H) {
+    if ((L != 1 && L != 2) || H < 1) return 0;
+    return 6 * L * H + 3 * H * H * (L == 2) + 2 + L * H;
+}
+
+static int k_input(int H, int l, int h, int c, int s) { return ((l * H + h) * 3 + c) * 2 + s; }
+static int k_comp(int L, int H, int h0, int h1, int c) { return 6 * L * H + (h0 * H + h1) * 3 + c; }
+static int k_out(int L, int H, int j) { return 6 * L * H + 3 * H * H * (L == 2) + j; }
+
+int al_graph_edge(int L, int H, int k, al_edge *out) {
+    int n = al_graph_n_edges(L, H), n_in = 6 * L * H, n_comp = 3 * H * H * (L == 2);
+    if (k < 0 || k >= n) return -1;
+    al_edge ed;
+    if (k < n_in) {
+        ed.kind = AL_EDGE_INPUT, ed.sender = k % 2, ed.channel = k / 2 % 3;
+        ed.recv_head = k / 6 % H, ed.recv_layer = k / 6 / H;
+    } else if (k < n_in + n_comp) {
+        int j = k - n_in;
+        ed.kind = AL_EDGE_COMPOSITION, ed.channel = j % 3, ed.recv_head = j / 3 % H;
+        ed.sender = 2 + j / 3 / H, ed.recv_layer = 1;
+    } else {
+        ed.kind = AL_EDGE_OUTPUT, ed.sender = k - n_in - n_comp;
+        ed.recv_layer = ed.recv_head = -1, ed.channel = 3;
+    }
+    *out = ed;
+    return 0;
+}
+
+int al_graph_edge_index(int L, int H, const al_edge *ed) {
+    if (!al_graph_n_edges(L, H) || !ed) return -1;
+    int l = ed->recv_layer, h = ed->recv_head, c = ed->channel, s = ed->sender;
+    switch (ed->kind) {
+    case AL_EDGE_INPUT:
+        if (s < 0 || s > 1 || l < 0 || l >= L || h < 0 || h >= H || c < 0 || c > 2) return -1;
+        return k_input(H, l, h, c, s);
+    case AL_EDGE_COMPOSITION:
+        if (L != 2 || s < 2 || s >= 2 + H || l != 1 || h < 0 || h >= H || c < 0 || c > 2)
+            return -1;
+        return k_comp(L, H, s - 2, h, c);
+    case AL_EDGE_OUTPUT:
+        if (l != -1 || h != -1 || c != 3 || s < 0 || s >= 2 + L * H) return -1;
+        return k_out(L, H, s);
+    }
+    return -1;
+}
+
+static void sender_name(int H, int s, char *buf, size_t cap) {
+    if (s == 0) snprintf(buf, cap, "embed");
+    else if (s == 1) snprintf(buf, cap, "pos");
+    else snprintf(buf, cap, "%d.%d", (s - 2) / H, (s - 2) % H);
+}
+
+const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap) {
+    al_edge ed;
+    char snd[32];
+    if (al_graph_edge(L, H, k, &ed)) {
+        snprintf(buf, cap, "?");
+        return buf;
+    }
+    sender_name(H, ed.sender, snd, sizeof snd);
+    if (ed.kind == AL_EDGE_OUTPUT) snprintf(buf, cap, "%s->logits", snd);
+    else
+        snprintf(buf, cap, "%s->%d.%d.%c", snd, ed.recv_layer, ed.recv_head, "qkv"[ed.channel]);
+    return buf;
+}
+
+/* ----------------------------------------------------------- options */
+
+al_discover_opts al_discover_opts_defaults(void) {
+    al_discover_opts o = AL_DISCOVER_OPTS_INIT;
+    return o;
+}
+
+int al_discover_opts_check(const al_discover_opts *o, al_err *e) {
+    if (!o->method || (strcmp(o->method, "acdc") && strcmp(o->method, "eap")))
+        return al_errf(e, "unknown discovery method '%s' (known: acdc, eap)",
+                       o->method ? o->method : "(null)");
+    if (!o->metric || (strcmp(o->metric, "kl") && strcmp(o->metric, "logit_diff")))
+        return al_errf(e, "unknown discovery metric '%s' (known: kl, logit_diff)",
+                       o->metric ? o->metric : "(null)");
+    if (!isfinite(o->tau) || o->tau < 0)
+        return al_errf(e, "discovery needs a finite tau >= 0 (got %g)", o->tau);
+    if (!(o->recover >= 0 && o->recover <= 1))
+        return al_errf(e, "discovery needs 0 <= recover <= 1 (got %g)", o->recover);
+    if (o->batch < 1 || o->batch > 100000)
+        return al_errf(e, "discovery needs 1 <= batch <= 100000 (got %d)", o->batch);
+    return 0;
+}
+
+/* ----------------------------------------------------------- context */
+
+typedef struct dbatch {
+    int n0, nb, i0, ni; /* pairs n0..n0+nb−1, items i0..i0+ni−1 */
+    al_acts cl, co;
+    float *embp; /* L = 2: (nb, T, 3, H, D) (W_E[clean] − W_E[corr]) · W_c[1, h] */
+} dbatch;
+
+typedef struct dctx {
+    al_model *m;
+    const al_pairs *t;
+    int L, H, D, C, V, T, B, nbat, maxi;
+    dbatch *bt;
+    float *p;             /* (n_items, V) clean next-token distributions */
+    double *negent;       /* (n_items) Σ p log p of the clean run */
+    double *psum;         /* (n_items) Σ p (1 to rounding) */
+    double *v_cl, *v_co;  /* (n_items) item values of the two runs */
+    double m_clean, m_corr;
+    float *wcomp;         /* (H0, H1, 3, D, D) W_O[0,h0] · W_c[1,h1] */
+    /* scratch for one batch (capacity B) */
+    float *syn;           /* (L, B, T, 3, H, D) q/k/v sources */
+    float *zsrc;          /* (L, B, T, H, D) z sources */
+    float *xL;            /* (B, T, C) the circuit's final residual */
+    float *fix;           /* (B, T, C) removed logits edges of layer-0 heads */
+    float *dz;            /* (B, T, H, D) layer-0 zg: circuit − corrupted */
+    float *dzm;           /* (B, T, H, D) the same, heads not removed zeroed */
+    float *stack;         /* (H·D, D) */
+    float *rows, *logits; /* (ROWS, C), (2·ROWS, V): logits, and copies of them */
+    unsigned char *qm, *zm, *dirty, *changed; /* (L,3,H,T) (L,H,T) (T) (B·T) */
+    double *ikl, *im;     /* (maxi) per item of the batch */
+} dctx;
+
+static void ctx_free(dctx *d) {
+    for (int i = 0; d->bt && i < d->nbat; i++) {
+        al_acts_free(&d->bt[i].cl);
+        al_acts_free(&d->bt[i].co);
+        free(d->bt[i].embp);
+    }
+    free(d->bt);
+    free(d->p);
+    free(d->negent);
+    free(d->wcomp);
+    free(d->syn);
+    free(d->qm);
+    memset(d, 0, sizeof *d);
+}
+
+/* Refuse before anything is begun when the caches of every batch (two
+ * runs' activations each) and the clean distributions cannot fit. */
+static int memory_fits(const al_pairs *t, const al_config *c, al_err *e) {
+    double N = t->N, T = t->T, L = c->n_layers, H = c->n_heads, HD = H * c->d_head;
+    double acts = (L + 1) * T * c->d_model + L * T * 3 * HD + L * H * T * T + 2 * L * T * HD;
+    double need = (2.0 * N * acts + N * T * 3 * HD + (double)t->n_items * c->d_vocab) *
+                  sizeof(float);
+    double have = al_mem_total();
+    if (have > 0 && need > 0.8 * have)
+        return al_errf(e, "circuit discovery on %d pairs of %d tokens caches about %.1f GiB; this "
+                          "machine has %.1f GiB (use fewer pairs)",
+                       t->N, t->T, need / 1073741824.0, have / 1073741824.0);
+    return 0;
+}
+
+/* The items of batch b from final residual xL (nb, T, C): rows not
+ * changed[] keep the clean values (KL 0); the others are unembedded.
+ * init = 1 (the clean run itself, every row) fills the clean
+ * distributions instead of reading them; out_v (ni) gets the item values,
+ * out_kl (ni) the KLs (NULL when init). */
+static void item_eval(dctx *d, const dbatch *b, const float *xL, const unsigned char *changed,
+                      int init, double *out_v, double *out_kl) {
+    const al_pairs *t = d->t;
+    int C = d->C, V = d->V, T = d->T, n = 0, idx[ROWS];
+    for (int i = 0; i <= b->ni; i++) {
+        const al_pair_item *it = i < b->ni ? &t->items[b->i0 + i] : NULL;
+        size_t row = it ? (size_t)(it->pair - b->n0) * T + it->pos : 0;
+        if (it && changed && !changed[row]) {
+            out_v[i] = d->v_cl[b->i0 + i];
+            if (out_kl) out_kl[i] = 0.0;
+            continue;
+        }
+        if (it) {
+            memcpy(d->rows + (size_t)n * C, xL + row * C, sizeof(float) * C);
+            idx[n++] = i;
+        }
+        if (n < ROWS && (it || !n)) continue;
+        al_model_unembed(d->m, d->rows, n, d->logits);
+        /* rows are independent: the same bits for any thread count */
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < n; k++) {
+            int ii = b->i0 + idx[k];
+            const al_pair_item *jt = &t->items[ii];
+            float *lg = d->logits + (size_t)k * V, *p = d->p + (size_t)ii * V;
+            float *keep = d->logits + (size_t)(ROWS + k) * V;
+            double a = lg[jt->answer], w = jt->wrong >= 0 ? lg[jt->wrong] : 0.0, dot = 0.0;
+            if (init) memcpy(keep, lg, sizeof(float) * V);
+            else
+                for (int v = 0; v < V; v++) dot += (double)p[v] * lg[v];
+            double lse = logsumexp_row(lg, V); /* lg is overwritten */
+            out_v[idx[k]] = t->logit_diff ? a - w : a - lse;
+            if (!init) { /* KL = Σ p log p − Σ p (l − lse) */
+                out_kl[idx[k]] = d->negent[ii] - dot + lse * d->psum[ii];
+                continue;
+            }
+            double ne = 0.0, ps = 0.0;
+            for (int v = 0; v < V; v++) {
+                double lp = (double)keep[v] - lse;
+                p[v] = (float)exp(lp);
+                ne += (double)p[v] * lp;
+                ps += p[v];
+            }
+            d->negent[ii] = ne, d->psum[ii] = ps;
+        }
+        n = 0;
+    }
+}
+
+/* Both runs of every batch, cached, with the clean distributions and
+ * item values, and the projections every evaluation reuses. m->patch must
+ * be NULL (the caller saves and restores it). */
+static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *e) {
+    memset(d, 0, sizeof *d);
+    const al_config *c = &m->cfg;
+    if (c->n_layers > 2)
+        return al_errf(e, "circuit discovery covers 1- and 2-layer models (this one has %d layers)",
+                       c->n_layers);
+    if (batch < 1 || batch > 100000)
+        return al_errf(e, "discovery needs 1 <= batch <= 100000 (got %d)", batch);
+    if (al_pairs_check(t, c->n_ctx, c->d_vocab, e) || memory_fits(t, c, e)) return -1;
+    d->m = m, d->t = t;
+    d->L = c->n_layers, d->H = c->n_heads, d->D = c->d_head, d->C = c->d_model;
+    d->V = c->d_vocab, d->T = t->T;
+    d->B = batch < t->N ? batch : t->N;
+    d->nbat = (t->N + d->B - 1) / d->B;
+    const size_t L = d->L, H = d->H, D = d->D, C = d->C, V = d->V, T = d->T, B = d->B;
+    const size_t HD = H * D, BT = B * T, NI = t->n_items;
+    d->bt = al_calloc((size_t)d->nbat, sizeof(dbatch), e);
+    if (!d->bt) goto fail;
+    for (int i = 0; i < d->nbat; i++) {
+        dbatch *b = &d->bt[i];
+        b->n0 = i * d->B;
+        b->nb = t->N - b->n0 < d->B ? t->N - b->n0 : d->B;
+        b->ni = al_pairs_batch_items(t, b->n0, b->nb, &b->i0);
+        if (b->ni > d->maxi) d->maxi = b->ni;
+    }
+    d->p = al_malloc(NI * V, sizeof(float), e);
+    d->negent = d->p ? al_malloc(4 * NI + 2 * (size_t)d->maxi, sizeof(double), e) : NULL;
+    d->wcomp = d->negent ? al_malloc(L == 2 ? 3 * H * H * D * D : 1, sizeof(float), e) : NULL;
+    d->syn = d->wcomp ? al_malloc(L * BT * 3 * HD + L * BT * HD + 2 * BT * C + 2 * BT * HD +
+                                      HD * D + ROWS * (C + 2 * V),
+                                  sizeof(float), e)
+                      : NULL;
+    d->qm = d->syn ? al_malloc(L * 3 * H * T + L * H * T + T + BT, 1, e) : NULL;
+    if (!d->qm) goto fail;
+    d->psum = d->negent + NI, d->v_cl = d->psum + NI, d->v_co = d->v_cl + NI;
+    d->ikl = d->v_co + NI, d->im = d->ikl + d->maxi;
+    d->zsrc = d->syn + L * BT * 3 * HD;
+    d->xL = d->zsrc + L * BT * HD;
+    d->fix = d->xL + BT * C;
+    d->dz = d->fix + BT * C;
+    d->dzm = d->dz + BT * HD;
+    d->stack = d->dzm + BT * HD;
+    d->rows = d->stack + HD * D;
+    d->logits = d->rows + ROWS * C;
+    d->zm = d->qm + L * 3 * H * T;
+    d->dirty = d->zm + L * H * T;
+    d->changed = d->dirty + T;
+    if (L == 2) /* W_O[0,h0] (D, C) · W_c[1,h1] (C, D) */
+        for (size_t h0 = 0; h0 < H; h0++)
+            for (size_t h1 = 0; h1 < H; h1++)
+                for (int ch = 0; ch < 3; ch++) {
+                    const float *w = ch == 0 ? al_head_wq(m, 1, (int)h1)
+                                   : ch == 1 ? al_head_wk(m, 1, (int)h1)
+                                             : al_head_wv(m, 1, (int)h1);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)D, (int)C,
+                                1.0f, al_head_wo(m, 0, (int)h0), (int)C, w, (int)D, 0.0f,
+                                d->wcomp + ((h0 * H + h1) * 3 + ch) * D * D, (int)D);
+                }
+    double sc = 0.0, sr = 0.0;
+    for (int i = 0; i < d->nbat; i++) {
+        dbatch *b = &d->bt[i];
+        size_t off = (size_t)b->n0 * T, bt = (size_t)b->nb * T;
+        al_acts *runs[2] = {&b->cl, &b->co};
+        const int *in[2] = {t->clean + off, t->corr + off};
+        double *vals[2] = {d->v_cl + b->i0, d->v_co + b->i0};
+        for (int k = 0; k < 2; k++) {
+            if (al_acts_alloc(runs[k], c, b->nb, d->T, e) ||
+                al_model_forward(m, in[k], NULL, b->nb, d->T, e) || al_acts_save(m, runs[k], e))
+                goto fail;
+            /* the clean run first: its distributions are what KL reads */
+            item_eval(d, b, runs[k]->x + L * bt * C, NULL, k == 0, vals[k], d->ikl);
+        }
+        for (int k = 0; k < b->ni; k++) sc += vals[0][k], sr += vals[1][k];
+        if (L != 2) continue;
+        /* Δembed (clean − corrupted) through each layer-1 head's W_c */
+        b->embp = al_malloc(bt * 3 * HD, sizeof(float), e);
+        if (!b->embp) goto fail;
+        float *de = d->xL; /* scratch (bt, C) */
+        for (size_t r = 0; r < bt; r++) {
+            const float *a = m->p[AL_P_WE] + (size_t)in[0][r] * C;
+            const float *z = m->p[AL_P_WE] + (size_t)in[1][r] * C;
+            for (size_t k = 0; k < C; k++) de[r * C + k] = a[k] - z[k];
+        }
+        for (int h = 0; h < (int)H; h++)
+            for (int ch = 0; ch < 3; ch++) {
+                const float *w = ch == 0 ? al_head_wq(m, 1, h) : ch == 1 ? al_head_wk(m, 1, h)
+                                                                         : al_head_wv(m, 1, h);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bt, (int)D, (int)C,
+                            1.0f, de, (int)C, w, (int)D, 0.0f, b->embp + ch * HD + h * D,
+                            (int)(3 * HD));
+            }
+    }
+    d->m_clean = sc / (double)NI, d->m_corr = sr / (double)NI;
+    return 0;
+fail:
+    ctx_free(d);
+    return -1;
+}
+
+/* Copy channel slices (nb·T rows of D, row stride ld) from src to dst. */
+static void copy_rows(float *dst, const float *src, size_t rows, int D, size_t ld) {
+    for (size_t r = 0; r < rows; r++) memcpy(dst + r * ld, src + r * ld, sizeof(float) * D);
+}
+
+/* Σ over batch b's items of KL(clean || circuit) and of the metric, the
+ * circuit being kept[] (n_edges). */
+static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum, double *m_sum,
+                      al_err *e) {
+    al_model *m = d->m;
+    const al_pairs *t = d->t;
+    const dbatch *b = &d->bt[bi];
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T;
+    const size_t HD = (size_t)H * D, BT = (size_t)b->nb * T, Q = BT * 3 * HD, Z = BT * HD;
+    memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
+    /* layer-0 channels: embed + pos, and pos is the same in both runs */
+    int l0dirty = 0;
+    for (int h = 0; h < H; h++)
+        for (int ch = 0; ch < 3; ch++) {
+            if (kept[k_input(H, 0, h, ch, 0)]) continue;
+            memset(d->qm + ((size_t)ch * H + h) * T, 1, T);
+            size_t o = (size_t)ch * HD + (size_t)h * D;
+            copy_rows(d->syn + o, b->co.qkv + o, BT, D, 3 * HD);
+            l0dirty = 1;
+        }
+    const float *zg0 = NULL; /* the circuit's layer-0 zg (nb, T, H, D) */
+    int dz_ready = 0;
+    if (L == 2) {
+        const float *q1 = b->cl.qkv + Q; /* layer 1's q/k/v from this run's residual */
+        if (l0dirty) {
+            /* layer 0 of the circuit first: a patched forward of the clean
+             * sequences; forward_delta below leaves m's activations alone */
+            al_patch_spec sa = {.src_qkv = d->syn, .qkv_mask = d->qm};
+            m->patch = &sa;
+            int rc = al_model_forward(m, t->clean + (size_t)b->n0 * T, NULL, b->nb, T, e);
+            m->patch = NULL;
+            if (rc) return -1;
+            zg0 = m->zg, q1 = m->qkv + Q;
+        } else zg0 = b->cl.zg;
+        for (int h1 = 0; h1 < H; h1++)
+            for (int ch = 0; ch < 3; ch++) {
+                int emb = !kept[k_input(H, 1, h1, ch, 0)], nr = emb;
+                for (int h0 = 0; h0 < H; h0++) nr += !kept[k_comp(L, H, h0, h1, ch)];
+                if (!nr) continue;
+                memset(d->qm + ((size_t)(3 + ch) * H + h1) * T, 1, T);
+                size_t o = (size_t)ch * HD + (size_t)h1 * D;
+                float *dst = d->syn + Q + o;
+                if (nr == 1 + H) { /* every sender removed: the corrupted run's */
+                    copy_rows(dst, b->co.qkv + Q + o, BT, D, 3 * HD);
+                    continue;
+                }
+                copy_rows(dst, q1 + o, BT, D, 3 * HD);
+                if (emb)
+                    for (size_t r = 0; r < BT; r++)
+                        for (int k = 0; k < D; k++)
+                            dst[r * 3 * HD + k] -= b->embp[r * 3 * HD + o + k];
+                if (nr == emb) continue;
+                if (!dz_ready) {
+                    for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - b->co.zg[i];
+                    dz_ready = 1;
+                }
+                /* dst −= Σ over removed 0.h0 of Δzg_h0 · W_O[0,h0] W_c[1,h1] */
+                for (int h0 = 0; h0 < H; h0++) {
+                    float *blk = d->stack + (size_t)h0 * D * D;
+                    if (kept[k_comp(L, H, h0, h1, ch)]) memset(blk, 0, sizeof(float) * D * D);
+                    else
+                        memcpy(blk, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D,
+                               sizeof(float) * D * D);
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, D, (int)HD, -1.0f,
+                            d->dz, (int)HD, d->stack, D, 1.0f, dst, (int)(3 * HD));
+            }
+    }
+    /* last-layer heads: read by the logits only, so a removed logits edge
+     * is the head's z taken from the corrupted run (z replacements too) */
+    const int ll = L - 1;
+    for (int h = 0; h < H; h++) {
+        if (kept[k_out(L, H, 2 + ll * H + h)]) continue;
+        memset(d->zm + ((size_t)ll * H + h) * T, 1, T);
+        const float *rep = m->z_replace ? m->z_replace[ll * H + h] : NULL;
+        float *dst = d->zsrc + (size_t)ll * Z + (size_t)h * D;
+        for (size_t r = 0; r < BT; r++)
+            memcpy(dst + r * HD,
+                   rep ? rep + r * D : b->co.z + (size_t)ll * Z + r * HD + (size_t)h * D,
+                   sizeof(float) * D);
+    }
+    al_patch_spec sp = {NULL, d->zsrc, NULL, d->zm, d->syn, NULL, d->qm, NULL};
+    if (al_model_forward_delta(m, &b->cl, &sp, d->xL, d->dirty, e)) return -1;
+    for (size_t r = 0; r < BT; r++) d->changed[r] = d->dirty[r % T];
+    /* the logits' other senders: embed and (2 layers) the layer-0 heads */
+    int all = !kept[k_out(L, H, 0)], any0 = 0;
+    for (int j = 2; j < 2 + L * H; j++) all &= !kept[k_out(L, H, j)];
+    for (int h = 0; L == 2 && h < H; h++) any0 |= !kept[k_out(L, H, 2 + h)];
+    if (all) { /* the corrupted run's final residual, exactly */
+        memcpy(d->xL, b->co.x + (size_t)L * BT * C, sizeof(float) * BT * C);
+        memset(d->changed, 1, BT);
+    } else {
+        if (!kept[k_out(L, H, 0)]) {
+            const int *ic = t->clean + (size_t)b->n0 * T, *ir = t->corr + (size_t)b->n0 * T;
+            for (size_t r = 0; r < BT; r++) {
+                if (ic[r] == ir[r]) continue;
+                const float *a = m->p[AL_P_WE] + (size_t)ic[r] * C;
+                const float *z = m->p[AL_P_WE] + (size_t)ir[r] * C;
+                float *x = d->xL + r * C;
+                for (int k = 0; k < C; k++) x[k] -= a[k] - z[k];
+                d->changed[r] = 1;
+            }
+        }
+        if (any0) {
+            if (!dz_ready)
+                for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - b->co.zg[i];
+            for (size_t r = 0; r < BT; r++)
+                for (int h = 0; h < H; h++) {
+                    float *o = d->dzm + r * HD + (size_t)h * D;
+                    if (kept[k_out(L, H, 2 + h)]) memset(o, 0, sizeof(float) * D);
+                    else memcpy(o, d->dz + r * HD + (size_t)h * D, sizeof(float) * D);
+                }
+            /* fix (BT, C) = Δzg of the removed heads · W_O[0] (H·D, C) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f,
+                        d->dzm, (int)HD, al_head_wo(m, 0, 0), C, 0.0f, d->fix, C);
+            for (size_t r = 0; r < BT; r++) {
+                const float *f = d->fix + r * C;
+                float *x = d->xL + r * C;
+                int nz = 0;
+                for (int k = 0; k < C; k++) nz |= f[k] != 0.0f;
+                if (!nz) continue;
+                for (int k = 0; k < C; k++) x[k] -= f[k];
+                d->changed[r] = 1;
+            }
+        }
+    }
+    item_eval(d, b, d->xL, d->changed, 0, d->im, d->ikl);
+    for (int i = 0; i < b->ni; i++) *kl_sum += d->ikl[i], *m_sum += d->im[i];
+    return 0;
+}
+
+/* The circuit kept[] over every batch: mean KL and mean metric. m->patch
+ * is NULL throughout (the callers save it). */
+static int eval_all(dctx *d, const unsigned char *kept, double *kl, double *metric, al_err *e) {
+    double ks = 0.0, ms = 0.0;
+    for (int i = 0; i < d->nbat; i++)
+        if (eval_batch(d, i, kept, &ks, &ms, e)) return -1;
+    *kl = ks / d->t->n_items, *metric = ms / d->t->n_items;
+    return 0;
+}
+
+int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, int batch,
+                    double *kl, double *metric, al_err *e) {
+    const al_patch_spec *saved = m->patch;
+    if (!kept) return al_errf(e, "al_circuit_eval: no edge set (kept is NULL)");
+    m->patch = NULL;
+    dctx d;
+    double k = 0, v = 0;
+    int rc = ctx_init(&d, m, t, batch, e) || eval_all(&d, kept, &k, &v, e);
+    if (d.bt) ctx_free(&d);
+    m->patch = saved;
+    if (rc) return -1;
+    if (kl) *kl = k;
+    if (metric) *metric = v;
+    return 0;
+}
+
+/* ------------------------------------------------------------- runs */
+
+typedef struct drun {
+    dctx d;
+    const al_discover_opts *o;
+    int kl;              /* the loss is KL (else M_clean − M) */
+    unsigned char *kept;
+    double *score;
+    double cur_kl, cur_m;
+    long evals;
+    al_progress pg;
+    const char *what;
+    int step, steps;     /* progress: edges tried of all */
+} drun;
+
+static int stopped(const al_discover_opts *o, al_err *e) {
+    if (o->stop && *o->stop) return al_errf(e, "interrupted");
+    return 0;
+}
+
+/* Evaluate the circuit run->kept into *kl, *mv (stop flag first). */
+static int run_eval(drun *r, double *kl, double *mv, al_err *e) {
+    if (stopped(r->o, e) || eval_all(&r->d, r->kept, kl, mv, e)) return -1;
+    r->evals++;
+    if (r->o->progress)
+        al_progress_update(&r->pg, 0, "%s: %d/%d edges, %ld evaluations", r->what, r->step,
+                           r->steps, r->evals);
+    return 0;
+}
+
+static double loss_of(const drun *r, double kl, double mv) {
+    return r->kl ? kl : r->d.m_clean - mv;
+}
+
+/* ACDC's step for edge k: remove it, keep it removed if the loss grows
+ * by at most tau. A pos edge carries the same value in both runs: its
+ * removal changes nothing (growth 0, no evaluation needed). */
+static int acdc_try(drun *r, int k, int is_pos, al_err *e) {
+    r->step++;
+    r->kept[k] = 0;
+    if (is_pos) {
+        r->score[k] = 0.0;
+        return 0;
+    }
+    double kl, mv;
+    if (run_eval(r, &kl, &mv, e)) return -1;
+    double g = loss_of(r, kl, mv) - loss_of(r, r->cur_kl, r->cur_m);
+    r->score[k] = g;
+    if (g <= r->o->tau) r->cur_kl = kl, r->cur_m = mv;
+    else r->kept[k] = 1;
+    return 0;
+}
+
+static int acdc(drun *r, al_err *e) {
+    const int L = r->d.L, H = r->d.H;
+    if (run_eval(r, &r->cur_kl, &r->cur_m, e)) return -1;
+    for (int j = 0; j < 2 + L * H; j++)
+        if (acdc_try(r, k_out(L, H, j), j == 1, e)) return -1;
+    for (int l = L - 1; l >= 0; l--)
+        for (int h = H - 1; h >= 0; h--) {
+            int alive = r->kept[k_out(L, H, 2 + l * H + h)];
+            for (int h1 = 0; l == 0 && L == 2 && h1 < H; h1++)
+                for (int ch = 0; ch < 3; ch++) alive |= r->kept[k_comp(L, H, h, h1, ch)];
+            /* the receiver's incoming edges in index order: embed, pos,
+             * then (layer 1) the layer-0 heads */
+            for (int ch = 0; ch < 3; ch++)
+                for (int i = 0; i < 2 + (l == 1 ? H : 0); i++) {
+                    int k = i < 2 ? k_input(H, l, h, ch, i) : k_comp(L, H, i - 2, h, ch);
+                    if (!alive) { /* cut off: its inputs cannot matter */
+                        r->kept[k] = 0;
+                        r->step++;
+                    } else if (acdc_try(r, k, i == 1, e))
+                        return -1;
+                }
+        }
+    return 0;
+}
+
+/* Σ_r Σ_d a[r·lda + d] · b[r·ldb + d] over rows r < n, d < D, in double. */
+static double dot_rows(const float *a, size_t lda, const float *b, size_t ldb, size_t n, int D) {
+    double s = 0.0;
+    for (size_t r = 0; r < n; r++)
+        for (int k = 0; k < D; k++) s += (double)a[r * lda + k] * b[r * ldb + k];
+    return s;
+}
+
+/* est[k]: the edge attribution patching estimate of every edge (noising
+ * at the clean run: the change of the task's metric M when edge k alone
+ * carries its corrupted value), from one backward per batch
+ * (al_attrpatch_grad). The path-patching edges are attrpatch.h's; the
+ * others the same way: an input edge into a layer-0 channel is Δq·∂M/∂q
+ * with Δq the corrupted − clean q (pos is the same in both runs), a
+ * last-layer head into the logits is head patching, Δzg·∂M/∂zg. */
+static int eap_estimates(drun *r, double *est, al_err *e) {
+    dctx *d = &r->d;
+    al_model *m = d->m;
+    const al_pairs *t = d->t;
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T;
+    const size_t HD = (size_t)H * D, BTc = (size_t)d->B * T;
+    /* dx (L+1, BT, C), dzg (L, BT, HD), dqkv (L, BT, 3HD), A (HD, 3HD), GL (BT, HD) */
+    float *dx = al_malloc((L + 1) * BTc * C + L * BTc * HD * 4 + HD * 3 * HD + BTc * HD,
+                          sizeof(float), e);
+    if (!dx) return -1;
+    float *dzg = dx + (L + 1) * BTc * C, *dqkv = dzg + L * BTc * HD;
+    float *A = dqkv + L * BTc * 3 * HD, *GL = A + HD * 3 * HD;
+    memset(est, 0, sizeof(double) * al_graph_n_edges(L, H));
+    int rc = 0;
+    for (int bi = 0; rc == 0 && bi < d->nbat; bi++) {
+        const dbatch *b = &d->bt[bi];
+        const size_t BT = (size_t)b->nb * T, Q = BT * 3 * HD, Z = BT * HD;
+        if ((rc = stopped(r->o, e))) break;
+        if ((rc = al_attrpatch_grad(m, t, 0, b->n0, b->nb, NULL, dx, dzg, dqkv, e))) break;
+        /* the batch's mean → the task's mean */
+        const double w = (double)b->ni / t->n_items;
+        const float *dxL = dx + (size_t)L * BT * C;
+        for (int h = 0; h < H; h++)
+            for (int ch = 0; ch < 3; ch++) {
+                size_t o = (size_t)ch * HD + (size_t)h * D;
+                double s = 0.0; /* (co − cl) q/k/v of layer 0 · ∂M/∂q */
+                for (size_t i = 0; i < BT; i++)
+                    for (int k = 0; k < D; k++) {
+                        size_t j = i * 3 * HD + o + k;
+                        s += ((double)b->co.qkv[j] - b->cl.qkv[j]) * dqkv[j];
+                    }
+                est[k_input(H, 0, h, ch, 0)] += w * s;
+                if (L == 2) /* embp is clean − corrupted */
+                    est[k_input(H, 1, h, ch, 0)] -=
+                        w * dot_rows(b->embp + o, 3 * HD, dqkv + Q + o, 3 * HD, BT, D);
+            }
+        const int *ic = t->clean + (size_t)b->n0 * T, *ir = t->corr + (size_t)b->n0 * T;
+        double s = 0.0;
+        for (size_t i = 0; i < BT; i++) {
+            if (ic[i] == ir[i]) continue;
+            const float *a = m->p[AL_P_WE] + (size_t)ir[i] * C;
+            const float *z = m->p[AL_P_WE] + (size_t)ic[i] * C;
+            for (int k = 0; k < C; k++) s += ((double)a[k] - z[k]) * dxL[i * C + k];
+        }
+        est[k_out(L, H, 0)] += w * s;
+        const int ll = L - 1;
+        for (int h = 0; h < H; h++) {
+            double a = 0.0;
+            for (size_t i = 0; i < BT; i++)
+                for (int k = 0; k < D; k++) {
+                    size_t j = (size_t)ll * Z + i * HD + (size_t)h * D + k;
+                    a += ((double)b->co.zg[j] - b->cl.zg[j]) * dzg[j];
+                }
+            est[k_out(L, H, 2 + ll * H + h)] += w * a;
+        }
+        if (L != 2) continue;
+        float *dz = d->dz;
+        for (size_t i = 0; i < Z; i++) dz[i] = b->co.zg[i] - b->cl.zg[i];
+        /* A = Δzgᵀ (HD, BT) · ∂M/∂qkv of layer 1 (BT, 3HD): each block
+         * (h0; c, h1) against W_O[0,h0]·W_c[1,h1] is that edge's Σ Δq·∂M/∂q */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)HD, (int)(3 * HD), (int)BT, 1.0f,
+                    dz, (int)HD, dqkv + Q, (int)(3 * HD), 0.0f, A, (int)(3 * HD));
+        for (int h0 = 0; h0 < H; h0++)
+            for (int h1 = 0; h1 < H; h1++)
+                for (int ch = 0; ch < 3; ch++) {
+                    const float *wc = d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D;
+                    est[k_comp(L, H, h0, h1, ch)] +=
+                        w * dot_rows(A + (size_t)h0 * D * 3 * HD + (size_t)ch * HD + (size_t)h1 * D,
+                                     3 * HD, wc, D, D, D);
+                }
+        /* layer-0 heads → logits directly: Δzg · (∂M/∂x_L · W_O[0,h]ᵀ) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BT, (int)HD, C, 1.0f, dxL, C,
+                    al_head_wo(m, 0, 0), C, 0.0f, GL, (int)HD);
+        for (int h = 0; h < H; h++)
+            est[k_out(L, H, 2 + h)] +=
+                w * dot_rows(dz + (size_t)h * D, HD, GL + (size_t)h * D, HD, BT, D);
+    }
+    free(dx);
+    return rc ? -1 : 0;
+}
+
+typedef struct ranked {
+    double score;
+    int k;
+} ranked;
+
+/* descending score, ties by index: a total order, so qsort is deterministic */
+static int by_score(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return x->k - y->k;
+}
+
+static double faith_of(const dctx *d, double mv) {
+    return d->m_clean == d->m_corr ? NAN : (mv - d->m_corr) / (d->m_clean - d->m_corr);
+}
+
+/* EAP: edges by descending |estimate| (ties by index), added one at a
+ * time until the circuit's faithfulness reaches o->recover. */
+static int eap(drun *r, al_err *e) {
+    const int n = al_graph_n_edges(r->d.L, r->d.H);
+    ranked *order = al_malloc((size_t)n, sizeof(ranked), e);
+    if (!order) return -1;
+    int rc = eap_estimates(r, r->score, e);
+    for (int k = 0; k < n; k++) {
+        r->score[k] = fabs(r->score[k]);
+        order[k] = (ranked){r->score[k], k};
+    }
+    if (rc == 0) {
+        qsort(order, (size_t)n, sizeof(ranked), by_score);
+        memset(r->kept, 0, (size_t)n);
+        rc = run_eval(r, &r->cur_kl, &r->cur_m, e);
+        for (int i = 0; rc == 0 && i < n && !(faith_of(&r->d, r->cur_m) >= r->o->recover); i++) {
+            r->kept[order[i].k] = 1;
+            r->step++;
+            rc = run_eval(r, &r->cur_kl, &r->cur_m, e);
+        }
+    }
+    free(order);
+    return rc;
+}
+
+void al_discover_result_free(al_discover_result *r) {
+    free(r->score);
+    memset(r, 0, sizeof *r);
+}
+
+int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
+                    al_discover_result *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    double t0 = al_now();
+    if (al_discover_opts_check(o, e)) return -1;
+    const al_patch_spec *saved = m->patch;
+    m->patch = NULL;
+    drun run;
+    memset(&run, 0, sizeof run);
+    run.o = o;
+    run.kl = !strcmp(o->metric, "kl");
+    int eapm = !strcmp(o->method, "eap");
+    run.what = eapm ? "eap" : "acdc";
+    if (ctx_init(&run.d, m, t, o->batch, e)) {
+        m->patch = saved;
+        return -1;
+    }
+    const int L = run.d.L, H = run.d.H, n = al_graph_n_edges(L, H);
+    run.score = al_malloc((size_t)n * (sizeof(double) + 1), 1, e);
+    int rc = run.score ? 0 : -1;
+    if (rc == 0) {
+        run.kept = (unsigned char *)(run.score + n);
+        memset(run.kept, 1, (size_t)n);
+        for (int k = 0; k < n; k++) run.score[k] = NAN;
+        run.steps = n;
+        if (o->progress) al_progress_init(&run.pg, 10.0);
+        rc = eapm ? eap(&run, e) : acdc(&run, e);
+        /* ACDC's last state cut off inputs of dead heads without a measure */
+        if (rc == 0 && !eapm) rc = run_eval(&run, &run.cur_kl, &run.cur_m, e);
+        if (o->progress) al_progress_done(&run.pg);
+    }
+    m->patch = saved;
+    if (rc) {
+        free(run.score);
+        ctx_free(&run.d);
+        memset(r, 0, sizeof *r);
+        return -1;
+    }
+    r->L = L, r->H = H, r->n_edges = n;
+    r->score = run.score, r->kept = run.kept;
+    for (int k = 0; k < n; k++) r->n_kept += run.kept[k];
+    r->m_clean = run.d.m_clean, r->m_corr = run.d.m_corr;
+    r->m_circuit = run.cur_m, r->kl_circuit = run.cur_kl;
+    r->faithfulness = faith_of(&run.d, run.cur_m);
+    r->evals = run.evals;
+    ctx_free(&run.d);
+    r->seconds = al_now() - t0;
+    return 0;
+}

@@ -577,6 +577,15 @@ int al_pairs_from_tokens(const al_tokens *d, int T, int n, int d_vocab, al_pairs
     return 0;
 }
 
+int al_pairs_batch_items(const al_pairs *t, int n0, int nb, int *i0) {
+    int i = 0;
+    while (i < t->n_items && t->items[i].pair < n0) i++;
+    int j = i;
+    while (j < t->n_items && t->items[j].pair < n0 + nb) j++;
+    *i0 = i;
+    return j - i;
+}
+
 int al_pairs_check(const al_pairs *t, int n_ctx, int d_vocab, al_err *e) {
     if (t->N < 1 || t->T < 1 || t->n_items < 1)
         return al_errf(e, "task '%s' has no pairs or no items", t->task);
