@@ -211,7 +211,8 @@ TEST(patch_cli_migrates_version_2) {
     CHECK(t_sh("sqlite3 '%s' \"DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
                "patching_runs; DROP TABLE attribution_runs; DROP TABLE logit_attribution; DROP "
                "TABLE path_terms; DROP TABLE logit_lens; DROP TABLE attribution_patching; DROP "
-               "TABLE attribution_agreement; DROP TABLE attribution_tokens; INSERT INTO models(sha256, added_at) VALUES('x', 'now'); INSERT "
+               "TABLE attribution_agreement; DROP TABLE attribution_tokens; DROP TABLE circuit_runs; "
+               "DROP TABLE circuit_edges; INSERT INTO models(sha256, added_at) VALUES('x', 'now'); INSERT "
                "INTO runs(kind, started_at, status, attnlab_version) VALUES('ablate', 'now', "
                "'done', 'v'); INSERT INTO ablations(run_id, model_id, method, kind, heads, "
                "n_heads, loss) VALUES(1, 1, 'zero', 'none', '', 0, 2.5); PRAGMA user_version = 2\"",

@@ -47,13 +47,13 @@ TEST(store_schema_created) {
     al_err e;
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "4"));
+    CHECK(sql_is(db, "PRAGMA user_version", "5"));
     CHECK(sql_is(db, "PRAGMA journal_mode", "wal"));
     CHECK(sql_is(db,
                  "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
                  "WHERE type IN ('table', 'view') ORDER BY name)",
                  "ablations attribution_agreement attribution_patching attribution_runs "
-                 "attribution_tokens composition eigenvalues head_overlap head_scores head_summary "
+                 "attribution_tokens circuit_edges circuit_runs composition eigenvalues head_overlap head_scores head_summary "
                  "latest_run layer_scores logit_attribution logit_lens model_scores models "
                  "patching patching_runs path_patching path_terms pruning_steps runs singular_values skip_trigrams "
                  "train_head_scores train_log"));
@@ -66,7 +66,7 @@ TEST(store_schema_created) {
     /* reopening an up-to-date file changes nothing */
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "4"));
+    CHECK(sql_is(db, "PRAGMA user_version", "5"));
 }
 
 /* A version-1 file (head_summary without copying_ablation_excess) is
@@ -83,7 +83,8 @@ TEST(store_migrates_version_1) {
     CHECK(t_sh("sqlite3 '%s' \"DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
                "patching_runs; DROP TABLE attribution_runs; DROP TABLE logit_attribution; DROP TABLE "
                "path_terms; DROP TABLE logit_lens; DROP TABLE attribution_patching; DROP TABLE "
-               "attribution_agreement; DROP TABLE attribution_tokens; DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT 1 AS "
+               "attribution_agreement; DROP TABLE attribution_tokens; DROP TABLE circuit_runs; DROP "
+               "TABLE circuit_edges; DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT 1 AS "
                "model_id, 0 AS layer, 0 AS head, 'x' AS copying_ablation; INSERT INTO models(sha256, "
                "added_at) VALUES('x', 'now'); INSERT INTO runs(kind, started_at, status, "
                "attnlab_version) VALUES('scores', 'now', 'done', 'v'); INSERT INTO head_scores "
@@ -94,7 +95,7 @@ TEST(store_migrates_version_1) {
                      "'copying_ablation_excess'", "0"));
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "4"));
+    CHECK(sql_is(db, "PRAGMA user_version", "5"));
     CHECK(sql_is(db, "SELECT name, copying_ablation_excess FROM head_summary", "0.3|0.25"));
 }
 

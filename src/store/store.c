@@ -273,8 +273,43 @@ static const char schema_v4[] =
     "  pos INTEGER NOT NULL, token INTEGER NOT NULL, text TEXT,\n"
     "  PRIMARY KEY (run_id, pos));\n";
 
+/* Version 5: circuit discovery (discover.h). circuit_runs holds one row
+ * per circuit a run found: ACDC at each tau of the run (one, or a sweep),
+ * or EAP's (tau NULL); circuit_edges every edge of the head graph for
+ * each of them, with its score and whether the circuit keeps it. */
+static const char schema_v5[] =
+    "CREATE TABLE circuit_runs(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL,\n"
+    "  method TEXT NOT NULL CHECK (method IN ('acdc', 'eap')),\n"
+    "  metric TEXT NOT NULL CHECK (metric IN ('kl', 'logit_diff')),\n"
+    "  tau REAL,                         -- acdc's threshold; NULL for eap\n"
+    "  recover REAL,                     -- eap's target faithfulness; NULL for acdc\n"
+    "  n_edges INTEGER NOT NULL,         -- edges of the whole graph\n"
+    "  n_kept INTEGER NOT NULL,          -- edges in the circuit\n"
+    "  m_clean REAL, m_corr REAL,        -- the task's metric, unpatched runs\n"
+    "  m_circuit REAL,                   -- the task's metric, the circuit run\n"
+    "  kl REAL,                          -- mean KL(clean || circuit) at the items\n"
+    "  faithfulness REAL,                -- (m_circuit - m_corr) / (m_clean - m_corr)\n"
+    "  evals INTEGER, seconds REAL,\n"
+    "  task_hash TEXT,\n"
+    "  PRIMARY KEY (run_id, method, tau));\n"
+    "CREATE INDEX circuit_runs_by_model ON circuit_runs(model_id, run_id);\n"
+    "CREATE TABLE circuit_edges(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  method TEXT NOT NULL, tau REAL,   -- which circuit of the run (as circuit_runs)\n"
+    "  edge INTEGER NOT NULL,            -- index in the head graph (discover.h)\n"
+    "  sender TEXT NOT NULL,             -- embed, pos or L.H\n"
+    "  receiver_layer INTEGER, receiver_head INTEGER,  -- NULL: the logits\n"
+    "  channel TEXT NOT NULL CHECK (channel IN ('q', 'k', 'v', 'direct')),\n"
+    "  score REAL,                       -- acdc: loss growth when tried; eap: |estimate|\n"
+    "  kept INTEGER NOT NULL CHECK (kept IN (0, 1)));\n"
+    "CREATE INDEX circuit_edges_by_run ON circuit_edges(run_id, method, tau, edge);\n";
+
 /* migrations[i] takes user_version i to i+1. */
-static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4};
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
