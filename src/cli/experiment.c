@@ -565,7 +565,8 @@ static int load_pictures(jx *j, const cJSON *p) {
         ipath(ip, sizeof ip, "pictures.kinds", i);
         if (!cJSON_IsString(s) || !in_list(s->valuestring, (const char *const *)al_pic_kinds))
             return bad(j, ip, "must be one of attention, qk-pos, qk, ov, composition, ablation, "
-                              "pruning, training, spectrum, patching, paths");
+                              "pruning, training, spectrum, patching, paths, dla, terms, "
+                              "attrpatch");
         if (i) strcat(x->pic_kinds, ",");
         strcat(x->pic_kinds, s->valuestring);
     }
