@@ -715,8 +715,8 @@ static int pic_spectrum(pic *p, al_err *e) {
     for (int i = 0; i < LH; i++) {
         al_series *sr = pcalloc(p, 2, sizeof *sr, e);
         if (!sr) return -1;
-        sr[0] = (al_series){xs, s.qk + (size_t)i * D, D, NULL, 0x1F77B4, 2, 0, 0, 0};
-        sr[1] = (al_series){xs, s.ov + (size_t)i * D, D, NULL, 0xFF7F0E, 2, 0, 0, 0};
+        sr[0] = (al_series){xs, s.qk + (size_t)i * D, D, NULL, 0x1F77B4, 2, 0, 0, 0, NULL};
+        sr[1] = (al_series){xs, s.ov + (size_t)i * D, D, NULL, 0xFF7F0E, 2, 0, 0, 0, NULL};
         al_panel *q = add_panel(p, AL_PANEL_LINES);
         if (!q) return al_errf(e, "too many heads for one picture (%d)", LH);
         q->ln.s = sr;
@@ -923,7 +923,7 @@ static int pic_pruning(pic *p, al_err *e) {
         int kept = keep(p, s.x, e) && keep(p, s.y, e);
         if (rc || (s.cap && !kept)) return -1;
         if (!s.n) continue;
-        sr[ns++] = (al_series){s.x, s.y, s.n, methods[k], colours[k], 2, 1, k == 2 ? 5 : 0, 0};
+        sr[ns++] = (al_series){s.x, s.y, s.n, methods[k], colours[k], 2, 1, k == 2 ? 5 : 0, 0, NULL};
         run_note(p, methods[k], run);
     }
     if (!ns)
@@ -1005,8 +1005,8 @@ static int train_loss_panel(pic *p, const char *rs, tlog *t, al_err *e) {
     if (!t->n) return al_errf(e, "database %s: training run %s has no train_log rows", p->o->db, rs);
     al_series *sr = pcalloc(p, 2, sizeof *sr, e);
     if (!sr) return -1;
-    sr[0] = (al_series){t->step, t->train, t->n, "train loss", 0x1F77B4, 2, 0, 0, 0};
-    sr[1] = (al_series){t->step, t->val, t->n, "validation loss", 0xFF7F0E, 2, 1, 0, 0};
+    sr[0] = (al_series){t->step, t->train, t->n, "train loss", 0x1F77B4, 2, 0, 0, 0, NULL};
+    sr[1] = (al_series){t->step, t->val, t->n, "validation loss", 0xFF7F0E, 2, 1, 0, 0, NULL};
     al_panel *q = add_panel(p, AL_PANEL_LINES);
     q->ln = (al_lines){.s = sr, .n = 2, .title = "loss", .x_title = "step", .y_title = "loss (nats)",
                        .w = 420, .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN,
@@ -1051,7 +1051,7 @@ static int train_head_panel(pic *p, const char *rs, const tlog *t, const char *m
         sr[n++] = (al_series){t->step, s.v + (size_t)i * t->n, t->n,
                               col ? pprintf(p, e, "head %d.%d", i / p->H, i % p->H)
                                   : (r == n_col ? "other heads" : NULL),
-                              col ? al_plot_colour(r) : 0xC0C0C0, col ? 2 : 1, 0, 0, 0};
+                              col ? al_plot_colour(r) : 0xC0C0C0, col ? 2 : 1, 0, 0, 0, NULL};
         if (col && !sr[n - 1].label) return -1;
     }
     al_panel *q = add_panel(p, AL_PANEL_LINES);
@@ -1736,9 +1736,9 @@ static int pic_attrpatch(pic *p, al_err *e) {
         if (!a.n[g]) continue;
         const char *lab = ag.lab[g] ? ag.lab[g] : pprintf(p, e, "%s: n %d", grid_words[g], a.n[g]);
         if (!lab) return -1;
-        s[ns++] = (al_series){a.x[g], a.y[g], a.n[g], lab, al_plot_colour(g), 0, shape[g], 0, 1};
+        s[ns++] = (al_series){a.x[g], a.y[g], a.n[g], lab, al_plot_colour(g), 0, shape[g], 0, 1, NULL};
     }
-    s[ns++] = (al_series){lim, lim, 2, "y = x: the estimate is exact", 0x606060, 1, 0, 4, 0};
+    s[ns++] = (al_series){lim, lim, 2, "y = x: the estimate is exact", 0x606060, 1, 0, 4, 0, NULL};
     al_panel *pn = add_panel(p, AL_PANEL_LINES);
     pn->ln.s = s;
     pn->ln.n = ns;
