@@ -51,6 +51,7 @@
 #define ATTNLAB_PICTURES_H
 
 #include <stdint.h>
+#include "attnlab/store.h"
 #include "attnlab/util.h"
 
 typedef struct al_pic_opts {
@@ -77,6 +78,14 @@ typedef struct al_pic_opts {
 al_pic_opts al_pic_defaults(void);
 /* NULL-terminated list of the kinds above. */
 extern const char *const al_pic_kinds[];
+
+/* The circuit of discover run `run` that --what circuit draws without a
+ * tau (the rule above), for the report to describe the same one: 1 with
+ * method ("acdc" or "eap", cap >= 8) and *tau (NaN for EAP) and tau_txt
+ * (the tau as exact text for SQL, "" for EAP; cap >= 32); 0 if the run has
+ * no circuit; -1 with e on a database error. */
+int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt,
+                      al_err *e);
 
 /* Draw the picture o->what of the model in model_dir into out_png
  * (written atomically); its size goes to *w, *h (either may be NULL). */

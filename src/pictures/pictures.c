@@ -1825,9 +1825,45 @@ static int circuit_run_info(pic *p, crun *r, al_err *e) {
     return 0;
 }
 
-/* The circuit to draw (pictures.h): --tau's ACDC row; else the ACDC row
- * at the run's own tau (config_json); else its EAP row; else the ACDC
- * row of the smallest tau (the most faithful of a sweep). */
+typedef struct cpick {
+    char method[8];
+    double tau;
+    int found;
+} cpick;
+
+static int cpick_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    cpick *c = ctx;
+    (void)nc, (void)e;
+    snprintf(c->method, sizeof c->method, "%s", t[0] ? t[0] : "");
+    c->tau = x[1];
+    c->found = 1;
+    return 0;
+}
+
+/* One ORDER BY for the rule, so the picture and the report cannot differ:
+ * the run's own tau first, then EAP, then tau ascending. */
+int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt,
+                      al_err *e) {
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", run);
+    const char *params[1] = {rs};
+    cpick c = {.found = 0};
+    if (al_store_query(st, "SELECT x.method, x.tau FROM circuit_runs x JOIN runs r ON r.run_id = "
+                       "x.run_id WHERE x.run_id = ?1 ORDER BY coalesce(abs(x.tau - CASE WHEN "
+                       "json_valid(r.config_json) THEN json_extract(r.config_json, '$.tau') END) "
+                       "<= 1e-9 * max(1, abs(x.tau)), 0) DESC, x.tau IS NULL DESC, x.tau LIMIT 1",
+                       params, 1, cpick_row, &c, e))
+        return -1;
+    if (!c.found) return 0;
+    snprintf(method, 8, "%s", c.method);
+    *tau = c.tau;
+    if (isnan(c.tau)) tau_txt[0] = 0;
+    else snprintf(tau_txt, 32, "%.17g", c.tau);
+    return 1;
+}
+
+/* The circuit to draw (pictures.h): --tau's ACDC row, else
+ * al_pic_circuit_of's. */
 static int circuit_pick(pic *p, const crun *r, al_err *e) {
     double want = p->o->tau;
     if (isfinite(want)) {
@@ -1842,11 +1878,15 @@ static int circuit_pick(pic *p, const crun *r, al_err *e) {
                 taus[0] ? "its taus: " : "it has none", taus);
         return -1;
     }
-    for (int i = 0; isfinite(r->cfg_tau) && i < r->n; i++)
-        if (!isnan(r->c[i].tau) && same_tau(r->c[i].tau, r->cfg_tau)) return i;
-    for (int i = 0; i < r->n; i++)
-        if (isnan(r->c[i].tau)) return i;
-    return 0; /* run_checked saw a row: r->n >= 1, the smallest tau first */
+    char method[8], txt[32];
+    double tau;
+    int found = al_pic_circuit_of(p->st, r->h.run, method, &tau, txt, e);
+    if (found < 0) return -1;
+    for (int i = 0; found && i < r->n; i++)
+        if (strcmp(r->c[i].method, method) == 0 &&
+            (isnan(tau) ? isnan(r->c[i].tau) : !isnan(r->c[i].tau) && same_tau(r->c[i].tau, tau)))
+            return i;
+    return 0; /* run_checked saw a row: r->n >= 1 */
 }
 
 /* Channel colours: q blue, k red (the K-composition of an induction
