@@ -174,12 +174,17 @@ typedef struct rep {
     int n_pics, cap_pics, n_failed, n_removed;
 } rep;
 
-static int q_run(rep *R, qres *q, const char *sql, const char *p1, const char *p2, al_err *e) {
-    const char *params[2] = {p1, p2};
+/* All rows of sql with parameters ?1..?n into q (freed on failure). */
+static int q_runv(rep *R, qres *q, const char *sql, const char *const *params, int n, al_err *e) {
     memset(q, 0, sizeof *q);
-    if (al_store_query(R->st, sql, params, 2, q_collect, q, e) == 0) return 0;
+    if (al_store_query(R->st, sql, params, n, q_collect, q, e) == 0) return 0;
     q_free(q);
     return -1;
+}
+
+static int q_run(rep *R, qres *q, const char *sql, const char *p1, const char *p2, al_err *e) {
+    const char *params[2] = {p1, p2};
+    return q_runv(R, q, sql, params, 2, e);
 }
 
 /* One number (NaN if no row or NULL). */
@@ -1024,6 +1029,209 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     return rc ? -1 : 0;
 }
 
+/* ------------------------------------------------------------ circuit */
+
+/* Names (column 0 of q) as "a, b, c" or "none". */
+static void name_run(al_buf *h, const qres *q) {
+    if (!q->nr) al_buf_puts(h, "none");
+    for (int r = 0; r < q->nr; r++) {
+        al_buf_puts(h, r ? ", " : "");
+        sb_esc(h, qt(q, r, 0) ? qt(q, r, 0) : "?");
+    }
+}
+
+static int in_list(const qres *q, const char *name) {
+    for (int r = 0; name && r < q->nr; r++)
+        if (qt(q, r, 0) && strcmp(qt(q, r, 0), name) == 0) return 1;
+    return 0;
+}
+
+/* "kind heads (score > th): a (in the circuit), b (missed)." */
+static void identified_sentence(al_buf *h, const char *what, const qres *ident,
+                                const qres *heads) {
+    al_buf_printf(h, " Identified %s: ", what);
+    if (!ident->nr) al_buf_puts(h, "none");
+    for (int r = 0; r < ident->nr; r++) {
+        al_buf_puts(h, r ? ", " : "");
+        sb_esc(h, qt(ident, r, 0));
+        al_buf_puts(h, in_list(heads, qt(ident, r, 0)) ? " (in the circuit)" : " (missed)");
+    }
+    al_buf_puts(h, ".");
+}
+
+/* The answer to "is it the previous-token -> induction circuit?" from the
+ * circuit's kept layer-0 -> layer-1 K edges (kq: sender, receiver head
+ * name) and the heads head_summary identifies (prev, ind). */
+static void induction_answer(al_buf *h, const rmodel *M, const qres *kq, const qres *prev,
+                             const qres *ind, const qres *heads) {
+    al_buf_puts(h, "<p class=answer><b>Is it the previous-token &rarr; induction circuit?</b> ");
+    if (M->cfg.n_layers < 2) {
+        al_buf_puts(h, "No: a one-layer model has no K-composition, and the induction circuit "
+                       "needs a previous-token head in one layer feeding an induction head's keys "
+                       "in the next.");
+    } else if (!prev->nr && !ind->nr) {
+        al_buf_puts(h, "Cannot say: the database identifies no previous-token heads (prev_token "
+                       "&gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ") and no induction heads (induction "
+                       "&gt; " AL_TH_STR(AL_TH_INDUCTION) ") in this model (attnlab scores names "
+                       "them).");
+    } else {
+        int yes = 0, into_ind = 0;
+        for (int r = 0; r < kq->nr; r++) {
+            int p = in_list(prev, qt(kq, r, 0)), i = in_list(ind, qt(kq, r, 1));
+            yes += p && i;
+            into_ind += i;
+        }
+        if (yes) {
+            al_buf_puts(h, "Yes: it keeps ");
+            for (int r = 0, k = 0; r < kq->nr; r++)
+                if (in_list(prev, qt(kq, r, 0)) && in_list(ind, qt(kq, r, 1))) {
+                    al_buf_puts(h, k++ ? ", " : "");
+                    sb_esc(h, qt(kq, r, 0));
+                    al_buf_puts(h, " &rarr; ");
+                    sb_esc(h, qt(kq, r, 1));
+                    al_buf_puts(h, ".k");
+                }
+XX
+                          "keys.");
+        } else if (into_ind) {
+            al_buf_puts(h, "Partly: it keeps K-composition into an induction head, but not from "
+                           "an identified previous-token head.");
+        } else {
+            al_buf_puts(h, "No: none of its kept K-composition edges joins an identified "
+                           "previous-token head to an identified induction head.");
+        }
+        identified_sentence(h, "previous-token heads (prev_token &gt; "
+                            AL_TH_STR(AL_TH_PREV_TOKEN) ")", prev, heads);
+        identified_sentence(h, "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")",
+                            ind, heads);
+    }
+    al_buf_puts(h, "</p>\n");
+}
+
+/* Circuit: the newest finished discover run of the model, the circuit
+ * the picture draws (al_pic_circuit_of), its size and faithfulness, the
+ * heads it contains against those the database identifies, its picture
+ * and, with a tau sweep, the curve. No run: no section. */
+static int sec_circuit(rep *R, const rmodel *M, al_err *e) {
+    double last;
+    if (q_num(R, "SELECT max(x.run_id) FROM circuit_runs x JOIN runs r ON r.run_id = x.run_id "
+              "WHERE x.model_id = ?1 AND r.status = 'done' AND r.kind = 'discover'", M->mid, NULL,
+              &last, e))
+        return -1;
+    if (isnan(last)) return 0;
+    char run[32], method[8], tau_txt[32];
+    double tau;
+    snprintf(run, sizeof run, "%.0f", last);
+    if (al_pic_circuit_of(R->st, (long)last, method, &tau, tau_txt, e) < 0) return -1;
+    const char *p3[3] = {run, method, isnan(tau) ? NULL : tau_txt};
+    qres c = {0}, heads = {0}, kq = {0}, prev = {0}, ind = {0};
+    int rc = q_runv(R, &c, "SELECT task, n_kept, n_edges, faithfulness, kl, metric, (SELECT "
+                    "count(*) FROM circuit_runs y WHERE y.run_id = x.run_id AND y.tau IS NOT "
+                    "NULL), (SELECT count(*) FROM circuit_runs y WHERE y.run_id = x.run_id) FROM "
+                    "circuit_runs x WHERE run_id = ?1 AND method = ?2 AND tau IS CAST(?3 AS REAL)",
+                    p3, 3, e);
+    /* a head is in the circuit when a kept edge leaves or enters it */
+    if (!rc)
+        rc = q_runv(R, &heads, "SELECT name FROM (SELECT sender AS name FROM circuit_edges WHERE "
+                    "run_id = ?1 AND method = ?2 AND tau IS CAST(?3 AS REAL) AND kept = 1 AND "
+                    "sender NOT IN ('embed', 'pos') UNION SELECT receiver_layer || '.' || "
+                    "receiver_head FROM circuit_edges WHERE run_id = ?1 AND method = ?2 AND tau "
+                    "IS CAST(?3 AS REAL) AND kept = 1 AND receiver_layer IS NOT NULL) ORDER BY "
+                    "name", p3, 3, e);
+    /* with the composition score and path patching's effect of the same
+     * path, where the database has them */
+    if (!rc)
+        rc = q_runv(R, &kq, "SELECT e.sender, '1.' || e.receiver_head, e.score, (SELECT c.score "
+                    "FROM composition c JOIN runs r ON r.run_id = c.run_id WHERE r.status = "
+                    "'done' AND c.model_id = e.model_id AND c.kind = 'K' AND c.layer1 = 0 AND "
+                    "c.head1 = CAST(substr(e.sender, 3) AS INTEGER) AND c.layer2 = 1 AND c.head2 "
+                    "= e.receiver_head ORDER BY c.run_id DESC LIMIT 1), (SELECT c.baseline FROM "
+                    "composition c JOIN runs r ON r.run_id = c.run_id WHERE r.status = 'done' AND "
+                    "c.model_id = e.model_id AND c.kind = 'K' AND c.layer1 = 0 AND c.head1 = "
+                    "CAST(substr(e.sender, 3) AS INTEGER) AND c.layer2 = 1 AND c.head2 = "
+                    "e.receiver_head ORDER BY c.run_id DESC LIMIT 1), (SELECT p.value FROM "
+                    "path_patching p JOIN runs r ON r.run_id = p.run_id WHERE r.status = 'done' "
+                    "AND p.model_id = e.model_id AND p.sender = e.sender AND p.receiver_layer = 1 "
+                    "AND p.receiver_head = e.receiver_head AND p.channel = 'k' ORDER BY p.run_id "
+                    "DESC LIMIT 1) FROM circuit_edges e WHERE e.run_id = ?1 AND e.method = ?2 AND "
+                    "e.tau IS CAST(?3 AS REAL) AND e.kept = 1 AND e.channel = 'k' AND "
+                    "e.receiver_layer = 1 AND e.sender GLOB '0.*' ORDER BY e.score DESC, e.edge",
+                    p3, 3, e);
+    if (!rc)
+        rc = q_run(R, &prev, "SELECT name FROM head_summary WHERE model_id = ?1 AND prev_token > "
+                   AL_TH_STR(AL_TH_PREV_TOKEN) " ORDER BY layer, head", M->mid, NULL, e);
+    if (!rc)
+        rc = q_run(R, &ind, "SELECT name FROM head_summary WHERE model_id = ?1 AND induction > "
+                   AL_TH_STR(AL_TH_INDUCTION) " ORDER BY layer, head", M->mid, NULL, e);
+    if (!rc && c.nr) {
+        al_buf *h = &R->h;
+        const char *task = qt(&c, 0, 0) ? qt(&c, 0, 0) : "?";
+        al_buf_puts(h, "<h3>Circuit</h3>\n<p>Run ");
+        sb_esc(h, run);
+        al_buf_puts(h, " on task ");
+        sb_esc(h, task);
+        if (isnan(tau)) al_buf_puts(h, ", the EAP circuit");
+        else al_buf_printf(h, ", the ACDC circuit at tau %g", tau);
+        if (qx(&c, 0, 7) > 1)
+            al_buf_printf(h, " (of the run's %.0f circuits: the one at the run's own tau, else "
+                          "EAP's, else the smallest tau's)", qx(&c, 0, 7));
+        al_buf_printf(h, ": it keeps %.0f of the %.0f edges of the head graph, with "
+                      "faithfulness %.3f (1 = it does all the model does on the task, 0 = no "
+                      "better than the corrupted run) and KL %.4f nats from the full model "
+                      "(metric ", qx(&c, 0, 1), qx(&c, 0, 2), qx(&c, 0, 3), qx(&c, 0, 4));
+        sb_esc(h, qt(&c, 0, 5) ? qt(&c, 0, 5) : "?");
+        al_buf_puts(h, ").</p>\n<p>Heads in the circuit (in a kept edge): ");
+        name_run(h, &heads);
+        al_buf_puts(h, ".");
+        if (M->cfg.n_layers == 2) {
+            al_buf_puts(h, " Layer-0 &rarr; layer-1 K-composition edges kept: ");
+            if (!kq.nr) al_buf_puts(h, "none");
+            for (int r = 0; r < kq.nr; r++) {
+                al_buf_puts(h, r ? "; " : "");
+                sb_esc(h, qt(&kq, r, 0));
+                al_buf_puts(h, " &rarr; ");
+                sb_esc(h, qt(&kq, r, 1));
+                al_buf_printf(h, ".k (score %.4g", qx(&kq, r, 2));
+                if (!isnan(qx(&kq, r, 3)))
+                    al_buf_printf(h, "; K-composition %.3f, random baseline %.3f", qx(&kq, r, 3),
+                                  qx(&kq, r, 4));
+                if (!isnan(qx(&kq, r, 5)))
+                    al_buf_printf(h, "; path patching effect %.3f", qx(&kq, r, 5));
+                al_buf_puts(h, ")");
+            }
+            al_buf_puts(h, ".");
+        }
+        al_buf_puts(h, "</p>\n");
+        induction_answer(h, M, &kq, &prev, &ind, &heads);
+        al_pic_opts po = al_pic_defaults();
+        po.run_id = (long)last;
+        char file[256], cap[512], slug[64];
+        snprintf(slug, sizeof slug, "%s-%s", task, run);
+        make_slug(slug, slug, sizeof slug);
+        if (want_pic(R, "circuit")) {
+            po.what = "circuit";
+            snprintf(file, sizeof file, "%s-circuit-%s.png", M->slug, slug);
+            snprintf(cap, sizeof cap, "The circuit (task %s): embeddings at the bottom, the logits "
+                     "on top; an edge's colour is its channel (q, k, v, direct), its width its "
+                     "score; removed edges pale.", task);
+            picture(R, M, &po, file, cap);
+        }
+        if (qx(&c, 0, 6) >= 2 && want_pic(R, "circuit-curve")) {
+            po.what = "circuit-curve";
+            snprintf(file, sizeof file, "%s-circuit-curve-%s.png", M->slug, slug);
+            snprintf(cap, sizeof cap, "The tau sweep (task %s): edges kept against faithfulness, "
+                     "one point per tau.", task);
+            picture(R, M, &po, file, cap);
+        }
+    }
+    q_free(&c);
+    q_free(&heads);
+    q_free(&kq);
+    q_free(&prev);
+    q_free(&ind);
+    return rc ? -1 : 0;
+}
+
 static int sec_pictures(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     char file[256], cap[512];
@@ -1161,7 +1369,7 @@ static int sec_model(rep *R, const rmodel *M, al_err *e) {
     if (sec_card(R, M, e) || sec_training(R, M, e) || sec_heads(R, M, e) || sec_kinds(R, M, e) ||
         sec_copying(R, M, e) || sec_trigrams(R, M, e) || sec_composition(R, M, e) ||
         sec_ablation(R, M, e) || sec_pruning(R, M, e) || sec_patching(R, M, e) ||
-        sec_attribution(R, M, e) || sec_pictures(R, M, e))
+        sec_circuit(R, M, e) || sec_attribution(R, M, e) || sec_pictures(R, M, e))
         return -1;
     al_buf_puts(h, "</section>\n");
     return 0;
