@@ -1091,8 +1091,7 @@ static void induction_answer(al_buf *h, const rmodel *M, const qres *kq, const q
                     sb_esc(h, qt(kq, r, 1));
                     al_buf_puts(h, ".k");
                 }
-XX
-                          "keys.");
+            al_buf_puts(h, ", a previous-token head's output read by an induction head's keys.");
         } else if (into_ind) {
             al_buf_puts(h, "Partly: it keeps K-composition into an induction head, but not from "
                            "an identified previous-token head.");
