@@ -187,15 +187,304 @@ static int draw(const char *dir, const char *args, const char *name, al_image *i
     return 0;
 }
 
-TEST(circpics_view) {
+/* Exit status 1, one line on stderr holding want, no file. */
+static void refused(const char *dir, const char *args, const char *want) {
+    al_image im;
+    int rc = draw(dir, args, "refused.png", &im);
+    if (!rc) al_image_free(&im);
+    char *err = t_slurp(t_path("hm.err"));
+    CHECKF(rc == 1 && err && strstr(err, want) && strchr(err, '\n') == err + strlen(err) - 1,
+           "%s: exit %d, stderr [%s], want one line with [%s]", args, rc, err ? err : "", want);
+    free(err);
+    CHECK(!al_file_exists(t_path("refused.png")));
+}
+
+/* A node box of the circuit picture: found by its outline, a run of
+ * exactly BOX_W pixels of ink (in the circuit) or grey (not). */
+#define BOX_W 60
+#define BOX_H 30
+#define INK 0x1A1A1Au
+#define DIM 0xB0B0B0u
+typedef struct box {
+    int x, y, in;
+} box;
+
+/* Top edges of boxes, top to bottom then left to right (at most cap). */
+static int find_boxes(const al_image *im, box *b, int cap) {
+    int n = 0;
+    for (int y = 0; y + BOX_H <= im->h; y++)
+        for (int x = 0; x + BOX_W <= im->w; x++) {
+            uint32_t c = al_image_get(im, x, y);
+            if ((c != INK && c != DIM) || al_image_get(im, x - 1, y) == c ||
+                al_image_get(im, x + BOX_W, y) == c || al_image_get(im, x, y + BOX_H - 1) != c)
+                continue;
+            int run = 1;
+            while (run < BOX_W && al_image_get(im, x + run, y) == c) run++;
+            if (run == BOX_W && al_image_get(im, x + BOX_W - 1, y + BOX_H - 1) == c && n < cap)
+                b[n++] = (box){x, y, c == INK};
+        }
+    return n;
+}
+
+/* How many of the 9 points at tenths 1..9 of the segment have colour c
+ * (or one of its 8 neighbours: a 1-px line steps diagonally). */
+static int on_segment(const al_image *im, int x0, int y0, int x1, int y1, uint32_t c) {
+    int hits = 0;
+    for (int k = 1; k <= 9; k++) {
+        int x = x0 + (x1 - x0) * k / 10, y = y0 + (y1 - y0) * k / 10, hit = 0;
+        for (int dy = -1; dy <= 1; dy++)
+            for (int dx = -1; dx <= 1; dx++) hit |= al_image_get(im, x + dx, y + dy) == c;
+        hits += hit;
+    }
+    return hits;
+}
+
+/* Boxes of a 2-layer, 4-head picture: logits, the four 1.h, the four
+ * 0.h, embed and pos (rows top to bottom). */
+static int head_boxes(const al_image *im, box *b) {
+    int n = find_boxes(im, b, 16);
+    CHECKF(n == 11, "%d boxes found, want 11", n);
+    return n == 11;
+}
+
+/* The top centre of box b and its port k (q 0, k 1, v 2). */
+static void top_of(const box *b, int *x, int *y) { *x = b->x + BOX_W / 2, *y = b->y; }
+static void port_of(const box *b, int k, int *x, int *y) {
+    *x = b->x + BOX_W * (k + 1) / 4, *y = b->y + BOX_H + 3;
+}
+
+/* --------------------------------------------------------------- tests */
+
+TEST(circpics_circuit) {
     t_pbuf m = t_pcopy("m2");
     make_model(m.s, 2, 4);
     circ_fix f = {.prev = 1, .sweep = 1, .eap = 1, .scores = 1};
     circ_fixture(t_path("r.db"), m.s, &f);
     al_image im;
     CHECK(draw(m.s, "--what circuit", "circuit.png", &im) == 0);
+    CHECKF(im.w > 500 && im.h > 450, "%d x %d", im.w, im.h);
+    box b[16];
+    if (head_boxes(&im, b)) {
+        /* the run's own tau (0.01): heads 0.1 and 1.2 in ink, the rest grey */
+        const box *h12 = &b[1 + 2], *h01 = &b[5 + 1], *h00 = &b[5], *h13 = &b[1 + 3];
+        for (int i = 1; i < 9; i++)
+            CHECKF(b[i].in == (i == 3 || i == 6), "box %d in = %d", i, b[i].in);
+        CHECK(b[0].in && b[9].in && b[10].in); /* logits, embed, pos */
+        /* the K-composition edge: 0.1's top to 1.2's k port, in the k colour */
+        int x0, y0, x1, y1;
+        top_of(h01, &x0, &y0);
+        port_of(h12, 1, &x1, &y1);
+        CHECKF(on_segment(&im, x0, y0, x1, y1, COL_K) == 9, "k edge: %d of 9",
+               on_segment(&im, x0, y0, x1, y1, COL_K));
+        /* ... and not to its q port */
+        port_of(h12, 0, &x1, &y1);
+        CHECK(on_segment(&im, x0, y0, x1, y1, COL_K) < 5);
+        /* a removed edge, 0.0 -> 1.3.q: pale q */
+        top_of(h00, &x0, &y0);
+        port_of(h13, 0, &x1, &y1);
+        int pale = on_segment(&im, x0, y0, x1, y1, al_graph_faint(COL_Q));
+        CHECKF(pale >= 5, "removed edge: %d of 9 pale", pale);
+        al_image_free(&im);
+        /* --kept-only: gone, the kept edge still there */
+        CHECK(draw(m.s, "--what circuit --kept-only", "kept.png", &im) == 0);
+        CHECK(on_segment(&im, x0, y0, x1, y1, al_graph_faint(COL_Q)) == 0);
+        int n = 0;
+        for (int y = 0; y < im.h; y++)
+            for (int x = 0; x < im.w; x++) n += al_image_get(&im, x, y) == al_graph_faint(COL_Q);
+        CHECKF(n == 0, "%d pale q pixels with --kept-only", n);
+        top_of(h01, &x0, &y0);
+        port_of(h12, 1, &x1, &y1);
+        CHECK(on_segment(&im, x0, y0, x1, y1, COL_K) == 9);
+    }
     al_image_free(&im);
+    /* --tau 0.1: only the K edge and 1.2 -> logits; 0.1 and 1.2 still in */
+    CHECK(draw(m.s, "--what circuit --tau 0.1", "tau.png", &im) == 0);
+    if (head_boxes(&im, b)) {
+        CHECK(b[3].in && b[6].in && !b[10].in); /* pos in no kept edge */
+        int x0, y0, x1, y1, xd, yd;
+        top_of(&b[6], &x0, &y0);
+        port_of(&b[3], 1, &x1, &y1);
+        CHECK(on_segment(&im, x0, y0, x1, y1, COL_K) == 9);
+        /* the direct edge 1.2 -> logits (lower edge centre), purple */
+        top_of(&b[3], &xd, &yd);
+        CHECK(on_segment(&im, xd, yd, b[0].x + BOX_W / 2, b[0].y + BOX_H + 3, COL_DIRECT) == 9);
+    }
+    al_image_free(&im);
+    /* a one-layer model: three rows of boxes */
+    t_pbuf m1 = t_pcopy("m1");
+    make_model(m1.s, 1, 4);
+    circ_fixture(t_path("r.db"), m1.s, &f);
+    CHECK(draw(m1.s, "--what circuit", "one.png", &im) == 0);
+    CHECK(find_boxes(&im, b, 16) == 7);
+    al_image_free(&im);
+}
+
+/* Centres of the 3 x 3 blocks of colour c inside [x0,x1] x [y0,y1],
+ * blocks closer than 8 px merged: a marker each (a 2 px line has none). */
+static int markers(const al_image *im, uint32_t c, int x0, int y0, int x1, int y1, int *mx,
+                   int *my, int cap) {
+    int n = 0;
+    for (int y = y0; y + 3 <= y1; y++)
+        for (int x = x0; x + 3 <= x1; x++) {
+            int full = 1;
+            for (int k = 0; full && k < 9; k++) full = al_image_get(im, x + k % 3, y + k / 3) == c;
+            if (!full) continue;
+            int seen = 0;
+            for (int i = 0; i < n; i++) seen |= abs(mx[i] - x - 1) < 8 && abs(my[i] - y - 1) < 8;
+            if (!seen && n < cap) mx[n] = x + 1, my[n++] = y + 1;
+        }
+    return n;
+}
+
+TEST(circpics_curve) {
+    t_pbuf m = t_pcopy("m2");
+    make_model(m.s, 2, 4);
+    circ_fix f = {.prev = 1, .sweep = 1, .eap = 1, .scores = 1};
+    circ_fixture(t_path("r.db"), m.s, &f);
+    al_image im;
     CHECK(draw(m.s, "--what circuit-curve", "curve.png", &im) == 0);
+    CHECKF(im.w > 420 && im.h > 260, "%d x %d", im.w, im.h);
+    /* the plot area: the frame's bounding box */
+    int x0 = im.w, x1 = -1, y0 = im.h, y1 = -1;
+    for (int y = 0; y < im.h; y++)
+        for (int x = 0; x < im.w; x++)
+            if (al_image_get(&im, x, y) == 0x808080u)
+                x0 = x < x0 ? x : x0, x1 = x > x1 ? x : x1, y0 = y < y0 ? y : y0, y1 = y > y1 ? y : y1;
+    /* three ACDC points: more edges, more faithful (2, 8, 14 edges: 0.55, 0.91, 0.99) */
+    int mx[8], my[8];
+    int n = markers(&im, COL_Q, x0, y0, x1, y1, mx, my, 8);
+    CHECKF(n == 3, "%d ACDC markers", n);
+    if (n == 3) {
+        for (int i = 0; i < 3; i++)
+            for (int j = i + 1; j < 3; j++)
+                if (mx[j] < mx[i]) {
+                    int t = mx[i]; mx[i] = mx[j]; mx[j] = t;
+                    t = my[i]; my[i] = my[j]; my[j] = t;
+                }
+        CHECKF(my[0] > my[1] && my[1] > my[2], "y %d %d %d", my[0], my[1], my[2]);
+        /* x proportional to edges kept: 2 -> 8 is as far as 8 -> 14 */
+        CHECKF(abs((mx[1] - mx[0]) - (mx[2] - mx[1])) <= 2, "x %d %d %d", mx[0], mx[1], mx[2]);
+        /* the EAP point (7 edges, 0.93): between the first two in x, above the second */
+        int ex[2], ey[2];
+        CHECK(markers(&im, COL_K, x0, y0, x1, y1, ex, ey, 2) == 1 && ex[0] > mx[0] &&
+              ex[0] < mx[1] && ey[0] < my[1]);
+    }
     al_image_free(&im);
-    t_sh("cp %s %s /tmp/", t_path("circuit.png"), t_path("curve.png"));
+}
+
+TEST(circpics_refusals) {
+    t_pbuf m = t_pcopy("m2"), m1 = t_pcopy("m1"), m3 = t_pcopy("m3");
+    make_model(m.s, 2, 4);
+    make_model(m1.s, 1, 4);
+    make_model(m3.s, 3, 4);
+    /* a run of another kind only */
+    circ_fix f = {.prev = 1, .sweep = 0, .eap = 0, .scores = 0, .kind = "attribute"};
+    long other = circ_fixture(t_path("r.db"), m.s, &f);
+    refused(m.s, "--what circuit", "no finished discover run");
+    refused(m.s, "--what circuit-curve", "no finished discover run");
+    char a[96];
+    snprintf(a, sizeof a, "--what circuit --run %ld", other);
+    refused(m.s, a, "is a 'attribute' run");
+    /* one tau: a circuit, but no sweep; a tau it does not have */
+    f.kind = NULL;
+    circ_fixture(t_path("r.db"), m.s, &f);
+    al_image im;
+    CHECK(draw(m.s, "--what circuit", "ok.png", &im) == 0);
+    al_image_free(&im);
+    refused(m.s, "--what circuit-curve", "no tau sweep");
+    refused(m.s, "--what circuit --tau 0.5", "no ACDC circuit at tau 0.5 (its taus: 0.01)");
+    /* three layers: refused before the database is read */
+    refused(m3.s, "--what circuit", "1- and 2-layer models");
+    /* no rows at all for the model */
+    refused(m1.s, "--what circuit", "no results for model");
+    /* a bad --tau is a usage error */
+    CHECK(t_sh("%s heatmap --model %s --db %s --what circuit --tau -1 --out %s 2> %s", t_bin(),
+               m.s, t_path("r.db"), t_path("bad.png"), t_path("bad.err")) == 2);
+    CHECK(!al_file_exists(t_path("bad.png")));
+}
+
+/* The report of models dirs[0..n-1] (only the circuit pictures);
+ * returns index.html (malloc'd). */
+static char *report(const char *const *dirs, int n) {
+    al_report_opts o = al_report_defaults();
+    o.db = t_path("r.db");
+    for (int i = 0; i < n; i++) o.models[i] = dirs[i];
+    o.n_models = n;
+    o.out_dir = t_path("out");
+    o.pictures = "circuit,circuit-curve";
+    o.repeat = 0;
+    o.threads = 2;
+    al_report_result r;
+    al_err e;
+    CHECK_OK(al_report_write(&o, &r, &e), &e);
+    CHECK(r.n_failed == 0);
+    return t_slurp(r.index_path);
+}
+
+/* The page from "<h2>Model " + label on. */
+static const char *model_part(const char *html, const char *label) {
+    char key[256];
+    snprintf(key, sizeof key, "<h2>Model %s", label);
+    return html ? strstr(html, key) : NULL;
+}
+
+/* s holds want before end. */
+static int has(const char *s, const char *end, const char *want) {
+    const char *p = s ? strstr(s, want) : NULL;
+    return p && (!end || p < end);
+}
+
+TEST(circpics_report_section) {
+    t_pbuf yes = t_pcopy("yes"), miss = t_pcopy("miss"), one = t_pcopy("one"),
+           none = t_pcopy("none");
+    make_model(yes.s, 2, 4);
+    make_model(miss.s, 2, 8);
+    make_model(one.s, 1, 4);
+    make_model(none.s, 2, 2);
+    circ_fix f = {.prev = 1, .sweep = 1, .eap = 1, .scores = 1};
+    circ_fixture(t_path("r.db"), yes.s, &f);
+    f.prev = 3, f.sweep = 0, f.eap = 0; /* 1.2's keys read 0.3, not the previous-token head 0.1 */
+    circ_fixture(t_path("r.db"), miss.s, &f);
+    f.prev = 1;
+    circ_fixture(t_path("r.db"), one.s, &f);
+    f.kind = "attribute"; /* another kind only: no section */
+    circ_fixture(t_path("r.db"), none.s, &f);
+    const char *dirs[4] = {yes.s, miss.s, one.s, none.s};
+    char *html = report(dirs, 4);
+    const char *y = model_part(html, "yes"), *m = model_part(html, "miss"),
+               *o = model_part(html, "one"), *n = model_part(html, "none");
+    CHECK(y && m && o && n && y < m && m < o && o < n);
+    if (!y || !m || !o || !n) {
+        free(html);
+        return;
+    }
+    CHECK(has(y, m, "<h3>Circuit</h3>") && has(m, o, "<h3>Circuit</h3>") &&
+          has(o, n, "<h3>Circuit</h3>") && !has(n, NULL, "<h3>Circuit</h3>"));
+    /* yes: the run's own tau, its size, heads, edge and answer */
+    CHECK(has(y, m, "the ACDC circuit at tau 0.01 (of the run's 4 circuits"));
+    CHECK(has(y, m, "it keeps 8 of the 106 edges of the head graph, with faithfulness 0.910"));
+    CHECK(has(y, m, "Heads in the circuit (in a kept edge): 0.1, 1.2."));
+    CHECK(has(y, m, "K-composition edges kept: 0.1 &rarr; 1.2.k (score 0.5; K-composition "
+                    "0.350, random baseline 0.100)."));
+    CHECK(has(y, m, "Yes: it keeps 0.1 &rarr; 1.2.k, a previous-token head"));
+    CHECK(has(y, m, "Identified previous-token heads (prev_token &gt; 0.4): 0.1 (in the "
+                    "circuit). Identified induction heads (induction &gt; 0.4): 1.2 (in the "
+                    "circuit)."));
+    CHECK(has(y, m, "-circuit-induction-") && has(y, m, "-circuit-curve-induction-"));
+    /* miss: the induction head is in, the previous-token head missed; no sweep, no curve */
+    CHECKF(has(m, o, "Heads in the circuit (in a kept edge): 0.3, 1.2."), "%.600s",
+           strstr(m, "<h3>Circuit") ? strstr(m, "<h3>Circuit") : "");
+    CHECK(has(m, o, "Partly: it keeps K-composition into an induction head, but not from an "
+                    "identified previous-token head."));
+    CHECK(has(m, o, "0.1 (missed)") && has(m, o, "1.2 (in the circuit)"));
+    CHECK(has(m, o, "-circuit-induction-") && !has(m, o, "-circuit-curve-"));
+    /* one layer */
+    CHECK(has(o, n, "No: a one-layer model has no K-composition"));
+    CHECK(!has(o, n, "K-composition edges kept"));
+    /* the pictures exist */
+    const char *img = strstr(y, "<img src=\"");
+    char name[256], path[512] = "";
+    if (img && sscanf(img, "<img src=\"%255[^\"]", name) == 1) snprintf(path, sizeof path, "out/%s", name);
+    CHECKF(path[0] && al_file_exists(t_path(path)), "no picture [%s]", path);
+    free(html);
 }

@@ -1808,14 +1808,18 @@ static int crow_cmp(const void *a, const void *b) {
 /* The same tau, allowing for the decimal round trip through config_json. */
 static int same_tau(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(1, fabs(b)); }
 
+/* Circuit discovery covers 1 and 2 layers: any other model is refused
+ * before the database is read (it cannot have a circuit there). */
+static int circuit_model(pic *p, al_err *e) {
+    if (p->L >= 1 && p->L <= 2) return 0;
+    return al_errf(e, "--what %s: circuit discovery covers 1- and 2-layer models; %s has %d "
+                   "layers", p->o->what, p->dir, p->L);
+}
+
 /* Run --run (else the model's newest finished discover run), checked,
- * its circuits sorted (crow_cmp). Circuit discovery covers 1 and 2
- * layers, so any other model is refused before the database is read. */
+ * its circuits sorted (crow_cmp). */
 static int circuit_run_info(pic *p, crun *r, al_err *e) {
     memset(r, 0, sizeof *r);
-    if (p->L < 1 || p->L > 2)
-        return al_errf(e, "--what %s: circuit discovery covers 1- and 2-layer models; %s has %d "
-                       "layers", p->o->what, p->dir, p->L);
     if (run_read(p, "circuit_runs", "discover", NULL, "x.method, x.tau, x.n_edges, x.n_kept, "
                  "x.faithfulness, x.kl, x.metric, CASE WHEN json_valid(r.config_json) THEN "
                  "json_extract(r.config_json, '$.tau') END", crun_row, r, &r->h, e) ||
@@ -2183,6 +2187,7 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     p->fig.panels = p->panels;
     int db_required = k >= 5 && k != 8; /* ablation, pruning, training and the run pictures */
     int rc = load(p, e);
+    if (rc == 0 && k >= 14) rc = circuit_model(p, e);
     if (rc == 0) rc = open_db(p, db_required, e);
     if (rc == 0) {
         switch (k) {
