@@ -475,7 +475,7 @@ TEST(circpics_report_section) {
     CHECKF(has(m, o, "Heads in the circuit (in a kept edge): 0.3, 1.2."), "%.600s",
            strstr(m, "<h3>Circuit") ? strstr(m, "<h3>Circuit") : "");
     CHECK(has(m, o, "Partly: it keeps K-composition into an induction head, but not from an "
-                    "identified previous-token head."));
+                    "identified previous-token head (0.3 &rarr; 1.2.k)."));
     CHECK(has(m, o, "0.1 (missed)") && has(m, o, "1.2 (in the circuit)"));
     CHECK(has(m, o, "-circuit-induction-") && !has(m, o, "-circuit-curve-"));
     /* one layer */

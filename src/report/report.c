@@ -1094,7 +1094,16 @@ static void induction_answer(al_buf *h, const rmodel *M, const qres *kq, const q
             al_buf_puts(h, ", a previous-token head's output read by an induction head's keys.");
         } else if (into_ind) {
             al_buf_puts(h, "Partly: it keeps K-composition into an induction head, but not from "
-                           "an identified previous-token head.");
+                           "an identified previous-token head (");
+            for (int r = 0, k = 0; r < kq->nr; r++)
+                if (in_list(ind, qt(kq, r, 1))) {
+                    al_buf_puts(h, k++ ? ", " : "");
+                    sb_esc(h, qt(kq, r, 0));
+                    al_buf_puts(h, " &rarr; ");
+                    sb_esc(h, qt(kq, r, 1));
+                    al_buf_puts(h, ".k");
+                }
+            al_buf_puts(h, ").");
         } else {
             al_buf_puts(h, "No: none of its kept K-composition edges joins an identified "
                            "previous-token head to an identified induction head.");
