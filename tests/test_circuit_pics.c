@@ -17,6 +17,7 @@
 #include "attnlab/png.h"
 #include "attnlab/report.h"
 #include "attnlab/store.h"
+#include "picfix.h"
 #include "test.h"
 
 /* pictures.c's channel colours */
@@ -24,18 +25,6 @@
 #define COL_K 0xD62728u
 #define COL_V 0x2CA02Cu
 #define COL_DIRECT 0x9467BDu
-
-/* A model directory of L layers x H heads (untrained: the pictures read
- * only its shape and its sha256). */
-static void make_model(const char *dir, int L, int H) {
-    al_err e;
-    al_config c = al_config_default();
-    c.n_layers = L, c.d_model = 32, c.n_heads = H, c.d_head = 4, c.n_ctx = 32, c.d_vocab = 64;
-    al_model m;
-    CHECK_OK(al_model_init(&m, &c, &e), &e);
-    CHECK_OK(al_ckpt_save(dir, &m, NULL, NULL, NULL, NULL, &e), &e);
-    al_model_free(&m);
-}
 
 /* --------------------------------------------------------------- fixture */
 
@@ -51,16 +40,6 @@ typedef struct circ_fix {
     int scores;     /* 1: a scores run naming 0.1 previous-token and 1.2 induction heads */
     const char *kind; /* runs.kind (NULL: discover) */
 } circ_fix;
-
-static void sqlf(al_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sqlf(al_buf *b, const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    al_buf_puts(b, line);
-}
 
 /* Is edge ed planted in the 0.01 circuit (see circ_fix)? Its score. */
 static double planted(int L, int H, const al_edge *ed, int prev) {
@@ -157,47 +136,11 @@ static long circ_fixture(const char *db, const char *dir, const circ_fix *f) {
         free(es);
     }
     al_buf_puts(&b, "COMMIT;\n");
-    sqlite3 *s3 = NULL;
-    char *err = NULL;
-    char *sql = al_buf_take(&b, NULL);
-    CHECK(sql != NULL);
-    CHECK(sqlite3_open(db, &s3) == SQLITE_OK);
-    CHECKF(sqlite3_exec(s3, sql ? sql : "", NULL, NULL, &err) == SQLITE_OK, "fixture: %s",
-           err ? err : "?");
-    sqlite3_free(err);
-    sqlite3_close(s3);
-    free(sql);
+    exec_sql(db, &b);
     return r;
 }
 
 /* ------------------------------------------------------------- helpers */
-
-/* `attnlab heatmap` of model dir; 0 with the decoded PNG (its size the
- * one reported), else the exit status (stderr in t_path("hm.err")). */
-static int draw(const char *dir, const char *args, const char *name, al_image *im) {
-    t_pbuf out = t_pcopy(name);
-    int rc = t_sh("%s heatmap --model %s --db %s --out %s %s > %s 2> %s", t_bin(), dir,
-                  t_path("r.db"), out.s, args, t_path("hm.out"), t_path("hm.err"));
-    if (rc) return rc;
-    int w = 0, h = 0;
-    t_reported_size(t_path("hm.out"), &w, &h);
-    al_err e;
-    CHECK_OK(al_png_read(out.s, im, NULL, &e), &e);
-    CHECKF(im->w == w && im->h == h, "%s: decoded %dx%d, reported %dx%d", name, im->w, im->h, w, h);
-    return 0;
-}
-
-/* Exit status 1, one line on stderr holding want, no file. */
-static void refused(const char *dir, const char *args, const char *want) {
-    al_image im;
-    int rc = draw(dir, args, "refused.png", &im);
-    if (!rc) al_image_free(&im);
-    char *err = t_slurp(t_path("hm.err"));
-    CHECKF(rc == 1 && err && strstr(err, want) && strchr(err, '\n') == err + strlen(err) - 1,
-           "%s: exit %d, stderr [%s], want one line with [%s]", args, rc, err ? err : "", want);
-    free(err);
-    CHECK(!al_file_exists(t_path("refused.png")));
-}
 
 /* A node box of the circuit picture: found by its outline, a run of
  * exactly BOX_W pixels of ink (in the circuit) or grey (not). */
@@ -255,11 +198,18 @@ static void port_of(const box *b, int k, int *x, int *y) {
 
 /* --------------------------------------------------------------- tests */
 
-TEST(circpics_circuit) {
+/* Model m2 (2 layers x 4 heads) with a sweep, an EAP circuit and scores. */
+static t_pbuf sweep_model(circ_fix *f) {
     t_pbuf m = t_pcopy("m2");
     make_model(m.s, 2, 4);
-    circ_fix f = {.prev = 1, .sweep = 1, .eap = 1, .scores = 1};
-    circ_fixture(t_path("r.db"), m.s, &f);
+    *f = (circ_fix){.prev = 1, .sweep = 1, .eap = 1, .scores = 1};
+    circ_fixture(t_path("r.db"), m.s, f);
+    return m;
+}
+
+TEST(circpics_circuit) {
+    circ_fix f;
+    t_pbuf m = sweep_model(&f);
     al_image im;
     CHECK(draw(m.s, "--what circuit", "circuit.png", &im) == 0);
     CHECKF(im.w > 500 && im.h > 450, "%d x %d", im.w, im.h);
@@ -337,19 +287,14 @@ static int markers(const al_image *im, uint32_t c, int x0, int y0, int x1, int y
 }
 
 TEST(circpics_curve) {
-    t_pbuf m = t_pcopy("m2");
-    make_model(m.s, 2, 4);
-    circ_fix f = {.prev = 1, .sweep = 1, .eap = 1, .scores = 1};
-    circ_fixture(t_path("r.db"), m.s, &f);
+    circ_fix f;
+    t_pbuf m = sweep_model(&f);
     al_image im;
     CHECK(draw(m.s, "--what circuit-curve", "curve.png", &im) == 0);
     CHECKF(im.w > 420 && im.h > 260, "%d x %d", im.w, im.h);
     /* the plot area: the frame's bounding box */
-    int x0 = im.w, x1 = -1, y0 = im.h, y1 = -1;
-    for (int y = 0; y < im.h; y++)
-        for (int x = 0; x < im.w; x++)
-            if (al_image_get(&im, x, y) == 0x808080u)
-                x0 = x < x0 ? x : x0, x1 = x > x1 ? x : x1, y0 = y < y0 ? y : y0, y1 = y > y1 ? y : y1;
+    int x0, y0, x1, y1;
+    frame_box(&im, &x0, &y0, &x1, &y1);
     /* three ACDC points: more edges, more faithful (2, 8, 14 edges: 0.55, 0.91, 0.99) */
     int mx[8], my[8];
     int n = markers(&im, COL_Q, x0, y0, x1, y1, mx, my, 8);

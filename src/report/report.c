@@ -339,6 +339,17 @@ static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
     al_buf_puts(&R->h, "</figcaption></figure>\n");
 }
 
+/* Picture `kind` of one run (po->run_id) as "<model>-<kind>-<slug>.png"
+ * when the report draws that kind. */
+static void run_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *kind,
+                        const char *slug, const char *caption) {
+    if (!want_pic(R, kind)) return;
+    char file[256];
+    po->what = kind;
+    snprintf(file, sizeof file, "%s-%s-%s.png", M->slug, kind, slug);
+    picture(R, M, po, file, caption);
+}
+
 /* "l.h" of the head with the largest value of expr (over heads where it
  * is not NULL); 0 if none. */
 static int best_head(rep *R, const rmodel *M, const char *expr, int *l, int *h, al_err *e) {
@@ -951,7 +962,7 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     int diff = qt(&a, 0, 2) && strcmp(qt(&a, 0, 2), "logit_diff") == 0;
     const char *metric = diff ? "the logit difference (answer &minus; wrong token)"
                               : "the correct token's logit";
-    char slug[64], file[256], cap[512], nl[16];
+    char slug[64], cap[512], nl[16];
     snprintf(slug, sizeof slug, "%s-%s", task, run);
     make_slug(slug, slug, sizeof slug);
     snprintf(nl, sizeof nl, "%d", M->cfg.n_layers);
@@ -964,14 +975,10 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
                   "to it).</p>\n", qx(&a, 0, 3), metric, qx(&a, 0, 4), qx(&a, 0, 5));
     al_pic_opts po = al_pic_defaults();
     po.run_id = atol(run);
-    if (want_pic(R, "dla")) {
-        po.what = "dla";
-        snprintf(file, sizeof file, "%s-dla-%s.png", M->slug, slug);
-        snprintf(cap, sizeof cap, "Direct logit attribution (task %s): each component's mean "
-                 "contribution to %s at each position.", task, diff ? "the logit difference" :
-                 "the correct token's logit");
-        picture(R, M, &po, file, cap);
-    }
+    snprintf(cap, sizeof cap, "Direct logit attribution (task %s): each component's mean "
+             "contribution to %s at each position.", task, diff ? "the logit difference" :
+             "the correct token's logit");
+    run_picture(R, M, &po, "dla", slug, cap);
     int rc = 0;
     if (qx(&a, 0, 13) > 0) {
         al_buf_puts(h, "<p>Path expansion: the logits as a sum of exact terms (direct, each "
@@ -990,12 +997,10 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
                        "coalesce(virtual_dloss, 0) AS s FROM attribution_runs WHERE run_id = ?1) "
                        "ORDER BY o", run, NULL, heads, "s++s", NULL, e) < 0;
         if (!rc) rc = virtual_sentence(R, M, &a, e);
-        if (!rc && want_pic(R, "terms")) {
-            po.what = "terms";
-            snprintf(file, sizeof file, "%s-terms-%s.png", M->slug, slug);
+        if (!rc) {
             snprintf(cap, sizeof cap, "Path expansion (task %s): the rise in loss when each term "
                      "alone is removed, grouped by kind.", task);
-            picture(R, M, &po, file, cap);
+            run_picture(R, M, &po, "terms", slug, cap);
         }
     }
     static const char *const lheads[] = {"residual stream", "loss (nats)", "top-1 accuracy", NULL};
@@ -1017,12 +1022,10 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
                        "run_id = ?1 ORDER BY CASE grid WHEN 'head' THEN 0 WHEN 'head_pos' THEN 1 "
                        "ELSE 2 END", run, NULL, gheads, "si33i",
                        "Not compared with actual patching.", e) < 0;
-        if (!rc && qx(&a, 0, 14) > 0 && want_pic(R, "attrpatch")) {
-            po.what = "attrpatch";
-            snprintf(file, sizeof file, "%s-attrpatch-%s.png", M->slug, slug);
+        if (!rc && qx(&a, 0, 14) > 0) {
             snprintf(cap, sizeof cap, "Attribution patching (task %s): each configuration's "
                      "estimate against actual patching, per grid.", task);
-            picture(R, M, &po, file, cap);
+            run_picture(R, M, &po, "attrpatch", slug, cap);
         }
     }
     q_free(&a);
@@ -1213,23 +1216,17 @@ static int sec_circuit(rep *R, const rmodel *M, al_err *e) {
         induction_answer(h, M, &kq, &prev, &ind, &heads);
         al_pic_opts po = al_pic_defaults();
         po.run_id = (long)last;
-        char file[256], cap[512], slug[64];
+        char cap[512], slug[64];
         snprintf(slug, sizeof slug, "%s-%s", task, run);
         make_slug(slug, slug, sizeof slug);
-        if (want_pic(R, "circuit")) {
-            po.what = "circuit";
-            snprintf(file, sizeof file, "%s-circuit-%s.png", M->slug, slug);
-            snprintf(cap, sizeof cap, "The circuit (task %s): embeddings at the bottom, the logits "
-                     "on top; an edge's colour is its channel (q, k, v, direct), its width its "
-                     "score; removed edges pale.", task);
-            picture(R, M, &po, file, cap);
-        }
-        if (qx(&c, 0, 6) >= 2 && want_pic(R, "circuit-curve")) {
-            po.what = "circuit-curve";
-            snprintf(file, sizeof file, "%s-circuit-curve-%s.png", M->slug, slug);
+        snprintf(cap, sizeof cap, "The circuit (task %s): embeddings at the bottom, the logits "
+                 "on top; an edge's colour is its channel (q, k, v, direct), its width its "
+                 "score; removed edges pale.", task);
+        run_picture(R, M, &po, "circuit", slug, cap);
+        if (qx(&c, 0, 6) >= 2) {
             snprintf(cap, sizeof cap, "The tau sweep (task %s): edges kept against faithfulness, "
                      "one point per tau.", task);
-            picture(R, M, &po, file, cap);
+            run_picture(R, M, &po, "circuit-curve", slug, cap);
         }
     }
     q_free(&c);
