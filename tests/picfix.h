@@ -14,6 +14,7 @@
 #include "attnlab/checkpoint.h"
 #include "attnlab/model.h"
 #include "attnlab/png.h"
+#include "attnlab/report.h"
 #include "test.h"
 
 #define FRAME 0x808080u /* plot.c's frame around a plot area */
@@ -94,6 +95,34 @@ static inline void frame_box(const al_image *im, int *x0, int *y0, int *x1, int 
                 if (y < *y0) *y0 = y;
                 if (y > *y1) *y1 = y;
             }
+}
+
+/* The report of models dirs[0..n-1] over t_path("r.db") drawing only the
+ * picture kinds in `pictures`, into t_path("out"); returns index.html
+ * (malloc'd) and, when n_pictures is not NULL, the pictures drawn. */
+static inline char *report_html(const char *const *dirs, int n, const char *pictures,
+                                int *n_pictures) {
+    al_report_opts o = al_report_defaults();
+    o.db = t_path("r.db");
+    for (int i = 0; i < n; i++) o.models[i] = dirs[i];
+    o.n_models = n;
+    o.out_dir = t_path("out");
+    o.pictures = pictures;
+    o.repeat = 0;
+    o.threads = 2;
+    al_report_result r;
+    al_err e;
+    CHECK_OK(al_report_write(&o, &r, &e), &e);
+    CHECK(r.n_failed == 0);
+    if (n_pictures) *n_pictures = r.n_pictures;
+    return t_slurp(r.index_path);
+}
+
+/* The page from "<h2>Model " + label on, up to the end. */
+static inline const char *model_part(const char *html, const char *label) {
+    char key[256];
+    snprintf(key, sizeof key, "<h2>Model %s", label);
+    return html ? strstr(html, key) : NULL;
 }
 
 #endif

@@ -306,32 +306,6 @@ TEST(attrpics_refusals) {
     refused(m.s, a, "is a 'patch' run");
 }
 
-/* The report of models dirs[0..n-1] (only the attribution pictures);
- * returns index.html (malloc'd). */
-static char *report(const char *const *dirs, int n, int *n_pictures) {
-    al_report_opts o = al_report_defaults();
-    o.db = t_path("r.db");
-    for (int i = 0; i < n; i++) o.models[i] = dirs[i];
-    o.n_models = n;
-    o.out_dir = t_path("out");
-    o.pictures = "dla,terms,attrpatch";
-    o.repeat = 0;
-    o.threads = 2;
-    al_report_result r;
-    al_err e;
-    CHECK_OK(al_report_write(&o, &r, &e), &e);
-    CHECK(r.n_failed == 0);
-    *n_pictures = r.n_pictures;
-    return t_slurp(r.index_path);
-}
-
-/* The page from "<h2>Model " + label on, up to the next model. */
-static const char *model_part(const char *html, const char *label) {
-    char key[256];
-    snprintf(key, sizeof key, "<h2>Model %s", label);
-    return html ? strstr(html, key) : NULL;
-}
-
 /* Kinds' Δloss 0.4 (direct), 0.8 (head), virtual v: share v / (1.2 + v). */
 TEST(attrpics_report_section) {
     t_pbuf yes = t_pcopy("yes"), low = t_pcopy("low"), one = t_pcopy("one"), none = t_pcopy("none");
@@ -352,7 +326,7 @@ TEST(attrpics_report_section) {
                t_path("r.db"), none.s) == 0);
     const char *dirs[4] = {yes.s, low.s, one.s, none.s};
     int n_pics = 0;
-    char *html = report(dirs, 4, &n_pics);
+    char *html = report_html(dirs, 4, "dla,terms,attrpatch", &n_pics);
     CHECK(html != NULL);
     const char *y = model_part(html, "yes"), *l = model_part(html, "low"),
                *o = model_part(html, "one"), *n = model_part(html, "none");

@@ -348,31 +348,6 @@ TEST(circpics_refusals) {
     CHECK(!al_file_exists(t_path("bad.png")));
 }
 
-/* The report of models dirs[0..n-1] (only the circuit pictures);
- * returns index.html (malloc'd). */
-static char *report(const char *const *dirs, int n) {
-    al_report_opts o = al_report_defaults();
-    o.db = t_path("r.db");
-    for (int i = 0; i < n; i++) o.models[i] = dirs[i];
-    o.n_models = n;
-    o.out_dir = t_path("out");
-    o.pictures = "circuit,circuit-curve";
-    o.repeat = 0;
-    o.threads = 2;
-    al_report_result r;
-    al_err e;
-    CHECK_OK(al_report_write(&o, &r, &e), &e);
-    CHECK(r.n_failed == 0);
-    return t_slurp(r.index_path);
-}
-
-/* The page from "<h2>Model " + label on. */
-static const char *model_part(const char *html, const char *label) {
-    char key[256];
-    snprintf(key, sizeof key, "<h2>Model %s", label);
-    return html ? strstr(html, key) : NULL;
-}
-
 /* s holds want before end. */
 static int has(const char *s, const char *end, const char *want) {
     const char *p = s ? strstr(s, want) : NULL;
@@ -395,7 +370,7 @@ TEST(circpics_report_section) {
     f.kind = "attribute"; /* another kind only: no section */
     circ_fixture(t_path("r.db"), none.s, &f);
     const char *dirs[4] = {yes.s, miss.s, one.s, none.s};
-    char *html = report(dirs, 4);
+    char *html = report_html(dirs, 4, "circuit,circuit-curve", NULL);
     const char *y = model_part(html, "yes"), *m = model_part(html, "miss"),
                *o = model_part(html, "one"), *n = model_part(html, "none");
     CHECK(y && m && o && n && y < m && m < o && o < n);

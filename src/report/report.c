@@ -1062,6 +1062,19 @@ static void identified_sentence(al_buf *h, const char *what, const qres *ident,
     al_buf_puts(h, ".");
 }
 
+/* The K edges "a &rarr; 1.b.k" of kq whose sender is in from (NULL: any)
+ * and receiver in to, comma-separated. */
+static void k_edges(al_buf *h, const qres *kq, const qres *from, const qres *to) {
+    for (int r = 0, k = 0; r < kq->nr; r++)
+        if ((!from || in_list(from, qt(kq, r, 0))) && in_list(to, qt(kq, r, 1))) {
+            al_buf_puts(h, k++ ? ", " : "");
+            sb_esc(h, qt(kq, r, 0));
+            al_buf_puts(h, " &rarr; ");
+            sb_esc(h, qt(kq, r, 1));
+            al_buf_puts(h, ".k");
+        }
+}
+
 /* The answer to "is it the previous-token -> induction circuit?" from the
  * circuit's kept layer-0 -> layer-1 K edges (kq: sender, receiver head
  * name) and the heads head_summary identifies (prev, ind). */
@@ -1086,26 +1099,12 @@ static void induction_answer(al_buf *h, const rmodel *M, const qres *kq, const q
         }
         if (yes) {
             al_buf_puts(h, "Yes: it keeps ");
-            for (int r = 0, k = 0; r < kq->nr; r++)
-                if (in_list(prev, qt(kq, r, 0)) && in_list(ind, qt(kq, r, 1))) {
-                    al_buf_puts(h, k++ ? ", " : "");
-                    sb_esc(h, qt(kq, r, 0));
-                    al_buf_puts(h, " &rarr; ");
-                    sb_esc(h, qt(kq, r, 1));
-                    al_buf_puts(h, ".k");
-                }
+            k_edges(h, kq, prev, ind);
             al_buf_puts(h, ", a previous-token head's output read by an induction head's keys.");
         } else if (into_ind) {
             al_buf_puts(h, "Partly: it keeps K-composition into an induction head, but not from "
                            "an identified previous-token head (");
-            for (int r = 0, k = 0; r < kq->nr; r++)
-                if (in_list(ind, qt(kq, r, 1))) {
-                    al_buf_puts(h, k++ ? ", " : "");
-                    sb_esc(h, qt(kq, r, 0));
-                    al_buf_puts(h, " &rarr; ");
-                    sb_esc(h, qt(kq, r, 1));
-                    al_buf_puts(h, ".k");
-                }
+            k_edges(h, kq, NULL, ind);
             al_buf_puts(h, ").");
         } else {
             al_buf_puts(h, "No: none of its kept K-composition edges joins an identified "
