@@ -198,21 +198,26 @@ static void port_of(const box *b, int k, int *x, int *y) {
 
 /* --------------------------------------------------------------- tests */
 
-/* Model m2 (2 layers x 4 heads) with a sweep, an EAP circuit and scores. */
-static t_pbuf sweep_model(circ_fix *f) {
+/* Model m2 (2 layers x 4 heads) with a sweep, an EAP circuit and scores
+ * (*f), and its picture args into *im, at least min_w x min_h. */
+static t_pbuf sweep_model(circ_fix *f, const char *args, const char *name, al_image *im,
+                          int min_w, int min_h) {
     t_pbuf m = t_pcopy("m2");
     make_model(m.s, 2, 4);
     *f = (circ_fix){.prev = 1, .sweep = 1, .eap = 1, .scores = 1};
     circ_fixture(t_path("r.db"), m.s, f);
+    if (draw(m.s, args, name, im) != 0) {
+        CHECKF(0, "%s refused", args);
+        al_image_init(im, 1, 1, 0, NULL);
+    }
+    CHECKF(im->w > min_w && im->h > min_h, "%s: %d x %d", args, im->w, im->h);
     return m;
 }
 
 TEST(circpics_circuit) {
     circ_fix f;
-    t_pbuf m = sweep_model(&f);
     al_image im;
-    CHECK(draw(m.s, "--what circuit", "circuit.png", &im) == 0);
-    CHECKF(im.w > 500 && im.h > 450, "%d x %d", im.w, im.h);
+    t_pbuf m = sweep_model(&f, "--what circuit", "circuit.png", &im, 500, 450);
     box b[16];
     if (head_boxes(&im, b)) {
         /* the run's own tau (0.01): heads 0.1 and 1.2 in ink, the rest grey */
@@ -288,10 +293,8 @@ static int markers(const al_image *im, uint32_t c, int x0, int y0, int x1, int y
 
 TEST(circpics_curve) {
     circ_fix f;
-    t_pbuf m = sweep_model(&f);
     al_image im;
-    CHECK(draw(m.s, "--what circuit-curve", "curve.png", &im) == 0);
-    CHECKF(im.w > 420 && im.h > 260, "%d x %d", im.w, im.h);
+    sweep_model(&f, "--what circuit-curve", "curve.png", &im, 420, 260);
     /* the plot area: the frame's bounding box */
     int x0, y0, x1, y1;
     frame_box(&im, &x0, &y0, &x1, &y1);

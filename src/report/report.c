@@ -1118,6 +1118,12 @@ static void induction_answer(al_buf *h, const rmodel *M, const qres *kq, const q
     al_buf_puts(h, "</p>\n");
 }
 
+/* The kept edges of one circuit as table k: ?1 run, ?2 method, ?3 tau
+ * (NULL for EAP; as text, exact). */
+#define CIRCUIT_KEPT                                                                   \
+    "WITH k AS (SELECT * FROM circuit_edges WHERE run_id = ?1 AND method = ?2 AND tau " \
+    "IS CAST(?3 AS REAL) AND kept = 1) "
+
 /* Circuit: the newest finished discover run of the model, the circuit
  * the picture draws (al_pic_circuit_of), its size and faithfulness, the
  * heads it contains against those the database identifies, its picture
@@ -1142,31 +1148,23 @@ static int sec_circuit(rep *R, const rmodel *M, al_err *e) {
                     p3, 3, e);
     /* a head is in the circuit when a kept edge leaves or enters it */
     if (!rc)
-        rc = q_runv(R, &heads, "SELECT name FROM (SELECT sender AS name FROM circuit_edges WHERE "
-                    "run_id = ?1 AND method = ?2 AND tau IS CAST(?3 AS REAL) AND kept = 1 AND "
-                    "sender NOT IN ('embed', 'pos') UNION SELECT receiver_layer || '.' || "
-                    "receiver_head FROM circuit_edges WHERE run_id = ?1 AND method = ?2 AND tau "
-                    "IS CAST(?3 AS REAL) AND kept = 1 AND receiver_layer IS NOT NULL) ORDER BY "
-                    "name", p3, 3, e);
+        rc = q_runv(R, &heads, CIRCUIT_KEPT "SELECT sender AS name FROM k WHERE sender NOT IN "
+                    "('embed', 'pos') UNION SELECT receiver_layer || '.' || receiver_head FROM k "
+                    "WHERE receiver_layer IS NOT NULL ORDER BY name", p3, 3, e);
     /* with the composition score and path patching's effect of the same
      * path, where the database has them */
     if (!rc)
-        rc = q_runv(R, &kq, "SELECT e.sender, '1.' || e.receiver_head, e.score, (SELECT c.score "
-                    "FROM composition c JOIN runs r ON r.run_id = c.run_id WHERE r.status = "
-                    "'done' AND c.model_id = e.model_id AND c.kind = 'K' AND c.layer1 = 0 AND "
-                    "c.head1 = CAST(substr(e.sender, 3) AS INTEGER) AND c.layer2 = 1 AND c.head2 "
-                    "= e.receiver_head ORDER BY c.run_id DESC LIMIT 1), (SELECT c.baseline FROM "
-                    "composition c JOIN runs r ON r.run_id = c.run_id WHERE r.status = 'done' AND "
-                    "c.model_id = e.model_id AND c.kind = 'K' AND c.layer1 = 0 AND c.head1 = "
-                    "CAST(substr(e.sender, 3) AS INTEGER) AND c.layer2 = 1 AND c.head2 = "
-                    "e.receiver_head ORDER BY c.run_id DESC LIMIT 1), (SELECT p.value FROM "
-                    "path_patching p JOIN runs r ON r.run_id = p.run_id WHERE r.status = 'done' "
-                    "AND p.model_id = e.model_id AND p.sender = e.sender AND p.receiver_layer = 1 "
-                    "AND p.receiver_head = e.receiver_head AND p.channel = 'k' ORDER BY p.run_id "
-                    "DESC LIMIT 1) FROM circuit_edges e WHERE e.run_id = ?1 AND e.method = ?2 AND "
-                    "e.tau IS CAST(?3 AS REAL) AND e.kept = 1 AND e.channel = 'k' AND "
-                    "e.receiver_layer = 1 AND e.sender GLOB '0.*' ORDER BY e.score DESC, e.edge",
-                    p3, 3, e);
+        rc = q_runv(R, &kq, CIRCUIT_KEPT "SELECT k.sender, '1.' || k.receiver_head, k.score, "
+                    "c.score, c.baseline, (SELECT p.value FROM path_patching p JOIN runs r ON "
+                    "r.run_id = p.run_id WHERE r.status = 'done' AND p.model_id = k.model_id AND "
+                    "p.sender = k.sender AND p.receiver_layer = 1 AND p.receiver_head = "
+                    "k.receiver_head AND p.channel = 'k' ORDER BY p.run_id DESC LIMIT 1) FROM k "
+                    "LEFT JOIN composition c ON c.run_id = (SELECT max(y.run_id) FROM composition "
+                    "y JOIN runs r ON r.run_id = y.run_id WHERE r.status = 'done' AND y.model_id "
+                    "= k.model_id AND y.kind = 'K') AND c.kind = 'K' AND c.layer1 = 0 AND "
+                    "c.head1 = CAST(substr(k.sender, 3) AS INTEGER) AND c.layer2 = 1 AND c.head2 "
+                    "= k.receiver_head WHERE k.channel = 'k' AND k.receiver_layer = 1 AND "
+                    "k.sender GLOB '0.*' ORDER BY k.score DESC, k.edge", p3, 3, e);
     if (!rc)
         rc = q_run(R, &prev, "SELECT name FROM head_summary WHERE model_id = ?1 AND prev_token > "
                    AL_TH_STR(AL_TH_PREV_TOKEN) " ORDER BY layer, head", M->mid, NULL, e);
