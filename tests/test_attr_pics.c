@@ -16,23 +16,11 @@
 #include "attnlab/png.h"
 #include "attnlab/report.h"
 #include "attnlab/store.h"
+#include "picfix.h"
 #include "test.h"
 
 #define DIV_NEG 0x053061u /* the ends of the diverging scale */
 #define DIV_POS 0x67001Fu
-#define FRAME 0x808080u   /* plot.c's frame around a plot area */
-
-/* A model directory of L layers x H heads (untrained: the pictures read
- * only its shape and its sha256). */
-static void make_model(const char *dir, int L, int H) {
-    al_err e;
-    al_config c = al_config_default();
-    c.n_layers = L, c.d_model = 32, c.n_heads = H, c.d_head = 4, c.n_ctx = 32, c.d_vocab = 64;
-    al_model m;
-    CHECK_OK(al_model_init(&m, &c, &e), &e);
-    CHECK_OK(al_ckpt_save(dir, &m, NULL, NULL, NULL, NULL, &e), &e);
-    al_model_free(&m);
-}
 
 /* --------------------------------------------------------------- fixture */
 
@@ -51,16 +39,6 @@ typedef struct attr_fix {
  * virt_dloss. */
 #define DLA_RED_ROW 15 /* 2 + 1*8 + 5 */
 #define DLA_BLUE_ROW 4 /* 2 + 0*8 + 2 */
-
-static void sqlf(al_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sqlf(al_buf *b, const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    al_buf_puts(b, line);
-}
 
 /* v as SQL text (a static buffer: one use per statement). */
 static const char *num(double v) {
@@ -161,47 +139,11 @@ static long attr_fixture(const char *db, const char *dir, const attr_fix *f) {
                  "5);\n", r, id, 1 + H);
     }
     al_buf_puts(&b, "COMMIT;\n");
-    sqlite3 *s3 = NULL;
-    char *err = NULL;
-    char *sql = al_buf_take(&b, NULL);
-    CHECK(sql != NULL);
-    CHECK(sqlite3_open(db, &s3) == SQLITE_OK);
-    CHECKF(sqlite3_exec(s3, sql ? sql : "", NULL, NULL, &err) == SQLITE_OK, "fixture: %s",
-           err ? err : "?");
-    sqlite3_free(err);
-    sqlite3_close(s3);
-    free(sql);
+    exec_sql(db, &b);
     return r;
 }
 
 /* ------------------------------------------------------------- helpers */
-
-/* `attnlab heatmap` of model dir; 0 with the decoded PNG (its size the
- * one reported), else the exit status (stderr in t_path("hm.err")). */
-static int draw(const char *dir, const char *args, const char *name, al_image *im) {
-    t_pbuf out = t_pcopy(name);
-    int rc = t_sh("%s heatmap --model %s --db %s --out %s %s > %s 2> %s", t_bin(), dir,
-                  t_path("r.db"), out.s, args, t_path("hm.out"), t_path("hm.err"));
-    if (rc) return rc;
-    int w = 0, h = 0;
-    t_reported_size(t_path("hm.out"), &w, &h);
-    al_err e;
-    CHECK_OK(al_png_read(out.s, im, NULL, &e), &e);
-    CHECKF(im->w == w && im->h == h, "%s: decoded %dx%d, reported %dx%d", name, im->w, im->h, w, h);
-    return 0;
-}
-
-/* Exit status 1, one line on stderr holding want, no file. */
-static void refused(const char *dir, const char *args, const char *want) {
-    al_image im;
-    int rc = draw(dir, args, "refused.png", &im);
-    if (!rc) al_image_free(&im);
-    char *err = t_slurp(t_path("hm.err"));
-    CHECKF(rc == 1 && err && strstr(err, want) && strchr(err, '\n') == err + strlen(err) - 1,
-           "%s: exit %d, stderr [%s], want one line with [%s]", args, rc, err ? err : "", want);
-    free(err);
-    CHECK(!al_file_exists(t_path("refused.png")));
-}
 
 /* Top-left pixel of the first block of colour c at least k x k px. */
 static int find_block(const al_image *im, uint32_t c, int k, int *x, int *y) {
@@ -307,11 +249,8 @@ TEST(attrpics_attrpatch) {
     al_image im;
     CHECK(draw(m.s, "--what attrpatch", "ap.png", &im) == 0);
     /* the plot area: the frame's bounding box (a square: x and y share a range) */
-    int x0 = im.w, x1 = -1, y0 = im.h, y1 = -1;
-    for (int y = 0; y < im.h; y++)
-        for (int x = 0; x < im.w; x++)
-            if (al_image_get(&im, x, y) == FRAME)
-                x0 = x < x0 ? x : x0, x1 = x > x1 ? x : x1, y0 = y < y0 ? y : y0, y1 = y > y1 ? y : y1;
+    int x0, y0, x1, y1;
+    frame_box(&im, &x0, &y0, &x1, &y1);
     CHECKF(x1 - x0 == y1 - y0 && x1 - x0 > 300, "frame %d..%d x %d..%d", x0, x1, y0, y1);
     /* heads (estimate = actual) lie on the diagonal; head x position
      * points (actual = -estimate) off it */
@@ -367,32 +306,6 @@ TEST(attrpics_refusals) {
     refused(m.s, a, "is a 'patch' run");
 }
 
-/* The report of models dirs[0..n-1] (only the attribution pictures);
- * returns index.html (malloc'd). */
-static char *report(const char *const *dirs, int n, int *n_pictures) {
-    al_report_opts o = al_report_defaults();
-    o.db = t_path("r.db");
-    for (int i = 0; i < n; i++) o.models[i] = dirs[i];
-    o.n_models = n;
-    o.out_dir = t_path("out");
-    o.pictures = "dla,terms,attrpatch";
-    o.repeat = 0;
-    o.threads = 2;
-    al_report_result r;
-    al_err e;
-    CHECK_OK(al_report_write(&o, &r, &e), &e);
-    CHECK(r.n_failed == 0);
-    *n_pictures = r.n_pictures;
-    return t_slurp(r.index_path);
-}
-
-/* The page from "<h2>Model " + label on, up to the next model. */
-static const char *model_part(const char *html, const char *label) {
-    char key[256];
-    snprintf(key, sizeof key, "<h2>Model %s", label);
-    return html ? strstr(html, key) : NULL;
-}
-
 /* Kinds' Δloss 0.4 (direct), 0.8 (head), virtual v: share v / (1.2 + v). */
 TEST(attrpics_report_section) {
     t_pbuf yes = t_pcopy("yes"), low = t_pcopy("low"), one = t_pcopy("one"), none = t_pcopy("none");
@@ -413,7 +326,7 @@ TEST(attrpics_report_section) {
                t_path("r.db"), none.s) == 0);
     const char *dirs[4] = {yes.s, low.s, one.s, none.s};
     int n_pics = 0;
-    char *html = report(dirs, 4, &n_pics);
+    char *html = report_html(dirs, 4, "dla,terms,attrpatch", &n_pics);
     CHECK(html != NULL);
     const char *y = model_part(html, "yes"), *l = model_part(html, "low"),
                *o = model_part(html, "one"), *n = model_part(html, "none");

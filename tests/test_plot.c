@@ -242,7 +242,7 @@ TEST(plot_labels_thinned_never_overlap) {
 
 TEST(plot_lines_known_points) {
     double x[2] = {0, 10}, y[2] = {0, 1}, y2[2] = {1, 1};
-    al_series s[2] = {{x, y, 2, "rising", 0xD62728, 1, 0, 0, 0}, {x, y2, 2, "flat", 0x2CA02C, 1, 0, 0, 0}};
+    al_series s[2] = {{x, y, 2, "rising", 0xD62728, 1, 0, 0, 0, NULL}, {x, y2, 2, "flat", 0x2CA02C, 1, 0, 0, 0, NULL}};
     al_panel p = {.kind = AL_PANEL_LINES,
                   .ln = {.s = s, .n = 2, .title = "t", .x_title = "x", .y_title = "y", .w = 200,
                          .h = 100, .x_lo = 0, .x_hi = 10, .y_lo = 0, .y_hi = 1, .hline = 0.5,
@@ -342,9 +342,9 @@ TEST(plot_scatter_points) {
     /* circles and triangles as points only, and a dashed y = x line */
     double xa[2] = {1, 3}, ya[2] = {1, 3}, xb[1] = {3}, yb[1] = {1}, xd[2] = {0, 4};
     al_series s[3] = {
-        {xa, ya, 2, "circles", 0xD62728, 0, AL_MARK_CIRCLE, 0, 1},
-        {xb, yb, 1, "triangles", 0x1F77B4, 0, AL_MARK_TRIANGLE, 0, 1},
-        {xd, xd, 2, "y = x", 0x606060, 1, 0, 4, 0},
+        {xa, ya, 2, "circles", 0xD62728, 0, AL_MARK_CIRCLE, 0, 1, NULL},
+        {xb, yb, 1, "triangles", 0x1F77B4, 0, AL_MARK_TRIANGLE, 0, 1, NULL},
+        {xd, xd, 2, "y = x", 0x606060, 1, 0, 4, 0, NULL},
     };
     al_panel p = {.kind = AL_PANEL_LINES,
                   .ln = {.s = s, .n = 3, .x_title = "x", .y_title = "y", .w = 201, .h = 201,

@@ -22,12 +22,27 @@
  *   attrpatch    its attribution patching estimates against actual
  *                patching, per grid, with the y = x line and agreement
  *                (refused when the run has none, or did not compare)
+ *   circuit      an attnlab discover run's circuit as a layered graph:
+ *                embeddings at the bottom, layer-0 heads, layer-1 heads,
+ *                the logits at the top; a head is a box with q/k/v input
+ *                ports; an edge's colour is its channel (q, k, v,
+ *                direct), its width its score (kept edges, scaled to the
+ *                largest), removed edges pale (or absent: hide_removed).
+ *                Of a run's circuits: tau's ACDC circuit when tau is
+ *                given; else the ACDC circuit at the run's own tau
+ *                (runs.config_json "tau"); else its EAP circuit; else the
+ *                ACDC circuit of the smallest tau (the most faithful of a
+ *                sweep). 1- and 2-layer models only
+ *   circuit-curve  the run's tau sweep: edges kept against faithfulness,
+ *                one point per ACDC circuit labelled with its tau (and
+ *                the EAP circuit's point when there is one); refused
+ *                with fewer than two ACDC circuits
  *
  * Weights-only kinds compute from the model (composition and spectrum
  * read the database instead when one is given); ablation, pruning and
  * training read it (tables ablations, pruning_steps, train_log and
  * train_head_scores of the model's latest finished run, or run_id);
- * patching, paths, dla, terms and attrpatch read the newest finished run
+ * patching, paths, dla, terms, attrpatch and the circuit kinds read the newest finished run
  * of their command for the model, or run_id (model_dir may then be NULL:
  * the run's own model). No such run: -1, and no file is written.
  * Every PNG carries text chunks: model, what, head, prompt (attention),
@@ -36,6 +51,7 @@
 #define ATTNLAB_PICTURES_H
 
 #include <stdint.h>
+#include "attnlab/store.h"
 #include "attnlab/util.h"
 
 typedef struct al_pic_opts {
@@ -55,11 +71,21 @@ typedef struct al_pic_opts {
     const char *method; /* ablation: zero|mean|resample (NULL: any, latest) */
     const char *metric; /* ablation: delta_loss (default) | delta_loss_copy | delta_loss_probe;
                            training: induction (default) | prev_token | duplicate_token */
+    double tau;         /* circuit: the ACDC circuit at this tau (NaN: the rule above) */
+    int hide_removed;   /* circuit: removed edges not drawn (else pale) */
 } al_pic_opts;
 
 al_pic_opts al_pic_defaults(void);
 /* NULL-terminated list of the kinds above. */
 extern const char *const al_pic_kinds[];
+
+/* The circuit of discover run `run` that --what circuit draws without a
+ * tau (the rule above), for the report to describe the same one: 1 with
+ * method ("acdc" or "eap", cap >= 8) and *tau (NaN for EAP) and tau_txt
+ * (the tau as exact text for SQL, "" for EAP; cap >= 32); 0 if the run has
+ * no circuit; -1 with e on a database error. */
+int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt,
+                      al_err *e);
 
 /* Draw the picture o->what of the model in model_dir into out_png
  * (written atomically); its size goes to *w, *h (either may be NULL). */

@@ -10,7 +10,11 @@
  *                 induction / previous-token / copying heads, whether the
  *                 weight-based and ablation-based copying scores agree,
  *                 skip-trigrams, composition, ablation, pruning,
- *                 patching, attribution (the newest attribute run: its
+ *                 patching, the circuit (the newest discover run: the
+ *                 circuit its picture draws, its size and faithfulness,
+ *                 the heads in it against the previous-token and
+ *                 induction heads head_summary names, its picture and
+ *                 the tau sweep's curve), attribution (the newest attribute run: its
  *                 pictures, path-expansion kinds, logit lens, agreement
  *                 and whether virtual heads matter, against
  *                 AL_TH_VIRTUAL_SHARE) and the pictures. With several models a comparison comes first,

@@ -103,7 +103,9 @@ static void format_default(const al_flag *f, char *buf, size_t cap) {
     case AL_U64:
         snprintf(buf, cap, " (default: %" PRIu64 ")", *(uint64_t *)f->dst);
         break;
-    case AL_FLOAT: snprintf(buf, cap, " (default: %g)", *(double *)f->dst); break;
+    case AL_FLOAT: /* NaN: no default, the help says what happens instead */
+        if (!isnan(*(double *)f->dst)) snprintf(buf, cap, " (default: %g)", *(double *)f->dst);
+        break;
     case AL_BOOL: break;
     }
 }

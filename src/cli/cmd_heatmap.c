@@ -1,5 +1,6 @@
 /* cmd_heatmap.c -- `attnlab heatmap`: one picture of a model as a PNG.
  * The pictures themselves are pictures.c; this is flags and help. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,18 +8,18 @@
 #include "attnlab/pictures.h"
 
 /* Same defaults as al_pic_defaults(), here so that help shows them. */
-static al_pic_opts o = {.layer = -1, .head = -1, .seed = 1, .top_n = 40, .n_pos = 64};
+static al_pic_opts o = {.layer = -1, .head = -1, .seed = 1, .top_n = 40, .n_pos = 64, .tau = NAN};
 static const char *o_model = NULL, *o_out = NULL;
 static int o_threads = 0;
 static uint64_t o_run = 0;
 
 static al_flag flags[] = {
     {"model", AL_STR, &o_model, "DIR",
-     "model directory (required, but for patching, paths, dla, terms and attrpatch given --db "
-     "and --run)", 0, 0},
+     "model directory (required, but for patching, paths, dla, terms, attrpatch, circuit and "
+     "circuit-curve given --db and --run)", 0, 0},
     {"what", AL_STR, &o.what, "KIND",
      "attention | qk-pos | qk | ov | composition | ablation | pruning | training | spectrum | "
-     "patching | paths | dla | terms | attrpatch", 1, 0},
+     "patching | paths | dla | terms | attrpatch | circuit | circuit-curve", 1, 0},
     {"out", AL_STR, &o_out, "FILE.png", "picture to write", 1, 0},
     {"prompt", AL_STR, &o.prompt, "TEXT", "attention: the text to run the model on", 0, 0},
     {"no-bos", AL_BOOL, &o.no_bos, NULL, "attention: do not prepend <|endoftext|>", 0, 0},
@@ -32,11 +33,16 @@ static al_flag flags[] = {
     {"n-pos", AL_INT, &o.n_pos, "N", "qk-pos: show the first N positions", 0, 0},
     {"db", AL_STR, &o.db, "FILE",
      "results database (needed for ablation, pruning, training, patching, paths, dla, terms, "
-     "attrpatch)", 0, 0},
+     "attrpatch, circuit, circuit-curve)", 0, 0},
     {"run", AL_U64, &o_run, "ID", "use this run's rows instead of the model's latest finished run", 0, 0},
     {"method", AL_STR, &o.method, "M", "ablation: zero | mean | resample (default: the latest run's)", 0, 0},
     {"metric", AL_STR, &o.metric, "NAME",
      "ablation: delta_loss | delta_loss_copy | delta_loss_probe; training: induction | prev_token | duplicate_token", 0, 0},
+    {"tau", AL_FLOAT, &o.tau, "X",
+     "circuit: draw the run's ACDC circuit at this tau (default: the run's own tau, else its "
+     "EAP circuit, else the smallest tau)", 0, 0},
+    {"kept-only", AL_BOOL, &o.hide_removed, NULL, "circuit: leave removed edges out (default: pale)",
+     0, 0},
     {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
 
@@ -72,9 +78,16 @@ al_command al_cmd_heatmap = {
     "               grouped direct | layer-0 heads | layer-1 heads | virtual heads\n"
     "  attrpatch    --db: its attribution patching estimates against actual\n"
     "               patching (the run must have compared them), per grid\n"
+    "  circuit      --db: an attnlab discover run's circuit, embeddings at the\n"
+    "               bottom, heads with q/k/v ports, logits on top; colour =\n"
+    "               channel, width = score, removed edges pale (--kept-only: absent);\n"
+    "               the circuit at --tau, else at the run's own tau, else the EAP\n"
+    "               circuit, else the smallest tau's\n"
+    "  circuit-curve --db: the run's tau sweep, edges kept vs faithfulness\n"
     "composition and spectrum read --db when given, else compute from the weights.\n"
-    "patching, paths, dla, terms and attrpatch draw --run ID (else the model's latest\n"
-    "such run); with --run the model is the run's own, so --model may be left out.",
+    "patching, paths, dla, terms, attrpatch and the circuit kinds draw --run ID (else\n"
+    "the model's latest such run); with --run the model is the run's own, so --model\n"
+    "may be left out.",
     flags,
     run_heatmap,
 };
@@ -91,18 +104,23 @@ static int run_heatmap(int argc, char **argv) {
         al_errf(&e, "give --prompt or --repeat, not both");
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
+    if (!isnan(o.tau) && !(o.tau >= 0 && isfinite(o.tau))) {
+        al_errf(&e, "--tau must be a finite number >= 0");
+        return al_cli_usage(&al_cmd_heatmap, &e);
+    }
     if (o.tokens && o.data) {
         al_errf(&e, "give --tokens or --data, not both");
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
     o.run_id = (long)o_run;
-    static const char *const run_kinds[] = {"patching", "paths", "dla", "terms", "attrpatch"};
+    static const char *const run_kinds[] = {"patching", "paths", "dla", "terms", "attrpatch",
+                                            "circuit", "circuit-curve"};
     int by_run = 0;
     for (size_t i = 0; o.what && i < sizeof run_kinds / sizeof run_kinds[0]; i++)
         by_run |= strcmp(o.what, run_kinds[i]) == 0 && o.db && o.run_id > 0;
     if (!o_model && !by_run) {
-        al_errf(&e, "--model is required (patching, paths, dla, terms, attrpatch: or --db FILE "
-                "and --run ID)");
+        al_errf(&e, "--model is required (patching, paths, dla, terms, attrpatch, circuit, "
+                "circuit-curve: or --db FILE and --run ID)");
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
     if (al_threads_check(o_threads, &e)) return al_cli_usage(&al_cmd_heatmap, &e);

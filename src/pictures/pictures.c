@@ -30,11 +30,12 @@
 const char *const al_pic_kinds[] = {"attention", "qk-pos",   "qk",       "ov",
                                     "composition", "ablation", "pruning", "training",
                                     "spectrum",  "patching", "paths",   "dla",
-                                    "terms",     "attrpatch", NULL};
+                                    "terms",     "attrpatch", "circuit", "circuit-curve",
+                                    NULL};
 
 al_pic_opts al_pic_defaults(void) {
     al_pic_opts o = {.what = NULL, .layer = -1, .head = -1, .repeat = 0, .seed = 1,
-                     .top_n = 40, .n_pos = 64};
+                     .top_n = 40, .n_pos = 64, .tau = NAN};
     return o;
 }
 
@@ -715,8 +716,8 @@ static int pic_spectrum(pic *p, al_err *e) {
     for (int i = 0; i < LH; i++) {
         al_series *sr = pcalloc(p, 2, sizeof *sr, e);
         if (!sr) return -1;
-        sr[0] = (al_series){xs, s.qk + (size_t)i * D, D, NULL, 0x1F77B4, 2, 0, 0, 0};
-        sr[1] = (al_series){xs, s.ov + (size_t)i * D, D, NULL, 0xFF7F0E, 2, 0, 0, 0};
+        sr[0] = (al_series){xs, s.qk + (size_t)i * D, D, NULL, 0x1F77B4, 2, 0, 0, 0, NULL};
+        sr[1] = (al_series){xs, s.ov + (size_t)i * D, D, NULL, 0xFF7F0E, 2, 0, 0, 0, NULL};
         al_panel *q = add_panel(p, AL_PANEL_LINES);
         if (!q) return al_errf(e, "too many heads for one picture (%d)", LH);
         q->ln.s = sr;
@@ -923,7 +924,7 @@ static int pic_pruning(pic *p, al_err *e) {
         int kept = keep(p, s.x, e) && keep(p, s.y, e);
         if (rc || (s.cap && !kept)) return -1;
         if (!s.n) continue;
-        sr[ns++] = (al_series){s.x, s.y, s.n, methods[k], colours[k], 2, 1, k == 2 ? 5 : 0, 0};
+        sr[ns++] = (al_series){s.x, s.y, s.n, methods[k], colours[k], 2, 1, k == 2 ? 5 : 0, 0, NULL};
         run_note(p, methods[k], run);
     }
     if (!ns)
@@ -1005,8 +1006,8 @@ static int train_loss_panel(pic *p, const char *rs, tlog *t, al_err *e) {
     if (!t->n) return al_errf(e, "database %s: training run %s has no train_log rows", p->o->db, rs);
     al_series *sr = pcalloc(p, 2, sizeof *sr, e);
     if (!sr) return -1;
-    sr[0] = (al_series){t->step, t->train, t->n, "train loss", 0x1F77B4, 2, 0, 0, 0};
-    sr[1] = (al_series){t->step, t->val, t->n, "validation loss", 0xFF7F0E, 2, 1, 0, 0};
+    sr[0] = (al_series){t->step, t->train, t->n, "train loss", 0x1F77B4, 2, 0, 0, 0, NULL};
+    sr[1] = (al_series){t->step, t->val, t->n, "validation loss", 0xFF7F0E, 2, 1, 0, 0, NULL};
     al_panel *q = add_panel(p, AL_PANEL_LINES);
     q->ln = (al_lines){.s = sr, .n = 2, .title = "loss", .x_title = "step", .y_title = "loss (nats)",
                        .w = 420, .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN,
@@ -1051,7 +1052,7 @@ static int train_head_panel(pic *p, const char *rs, const tlog *t, const char *m
         sr[n++] = (al_series){t->step, s.v + (size_t)i * t->n, t->n,
                               col ? pprintf(p, e, "head %d.%d", i / p->H, i % p->H)
                                   : (r == n_col ? "other heads" : NULL),
-                              col ? al_plot_colour(r) : 0xC0C0C0, col ? 2 : 1, 0, 0, 0};
+                              col ? al_plot_colour(r) : 0xC0C0C0, col ? 2 : 1, 0, 0, 0, NULL};
         if (col && !sr[n - 1].label) return -1;
     }
     al_panel *q = add_panel(p, AL_PANEL_LINES);
@@ -1736,9 +1737,9 @@ static int pic_attrpatch(pic *p, al_err *e) {
         if (!a.n[g]) continue;
         const char *lab = ag.lab[g] ? ag.lab[g] : pprintf(p, e, "%s: n %d", grid_words[g], a.n[g]);
         if (!lab) return -1;
-        s[ns++] = (al_series){a.x[g], a.y[g], a.n[g], lab, al_plot_colour(g), 0, shape[g], 0, 1};
+        s[ns++] = (al_series){a.x[g], a.y[g], a.n[g], lab, al_plot_colour(g), 0, shape[g], 0, 1, NULL};
     }
-    s[ns++] = (al_series){lim, lim, 2, "y = x: the estimate is exact", 0x606060, 1, 0, 4, 0};
+    s[ns++] = (al_series){lim, lim, 2, "y = x: the estimate is exact", 0x606060, 1, 0, 4, 0, NULL};
     al_panel *pn = add_panel(p, AL_PANEL_LINES);
     pn->ln.s = s;
     pn->ln.n = ns;
@@ -1757,6 +1758,325 @@ static int pic_attrpatch(pic *p, al_err *e) {
     dir_notes(p, r.direction);
     note(p, "legend: agreement per grid over the configurations where both are finite; top-5 "
             "shared = how many of the 5 largest |effects| the two agree on; %s", p->run_txt);
+    return 0;
+}
+
+/* ------------------------------------------------------------ circuits */
+
+/* One circuit of a discover run (a row of circuit_runs). */
+typedef struct crow {
+    char method[8];
+    double tau; /* NaN: EAP */
+    int n_edges, n_kept;
+    double faith, kl;
+} crow;
+
+#define MAX_CIRCUITS 64
+/* A discover run: what runs and circuit_runs say about it. */
+typedef struct crun {
+    run_head h;
+    crow c[MAX_CIRCUITS];
+    int n;
+    char metric[16];
+    double cfg_tau; /* runs.config_json's "tau" (NaN: none) */
+} crun;
+
+static int crun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    crun *r = ctx;
+    (void)nc, (void)e;
+    run_head_read(&r->h, t, x);
+    r->cfg_tau = x[11];
+    if (!t[4] || r->n >= MAX_CIRCUITS) return 0;
+    crow *c = &r->c[r->n++];
+    snprintf(c->method, sizeof c->method, "%s", t[4]);
+    c->tau = x[5];
+    c->n_edges = isnan(x[6]) ? 0 : (int)x[6];
+    c->n_kept = isnan(x[7]) ? 0 : (int)x[7];
+    c->faith = x[8], c->kl = x[9];
+    snprintf(r->metric, sizeof r->metric, "%s", t[10] ? t[10] : "");
+    return 0;
+}
+
+/* ACDC first, by tau ascending; then EAP. */
+static int crow_cmp(const void *a, const void *b) {
+    const crow *x = a, *y = b;
+    int ex = isnan(x->tau), ey = isnan(y->tau);
+    if (ex != ey) return ex - ey;
+    return (x->tau > y->tau) - (x->tau < y->tau);
+}
+
+/* The same tau, allowing for the decimal round trip through config_json. */
+static int same_tau(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(1, fabs(b)); }
+
+/* Circuit discovery covers 1 and 2 layers: any other model is refused
+ * before the database is read (it cannot have a circuit there). */
+static int circuit_model(pic *p, al_err *e) {
+    if (p->L >= 1 && p->L <= 2) return 0;
+    return al_errf(e, "--what %s: circuit discovery covers 1- and 2-layer models; %s has %d "
+                   "layers", p->o->what, p->dir, p->L);
+}
+
+/* Run --run (else the model's newest finished discover run), checked,
+ * its circuits sorted (crow_cmp). */
+static int circuit_run_info(pic *p, crun *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    if (run_read(p, "circuit_runs", "discover", NULL, "x.method, x.tau, x.n_edges, x.n_kept, "
+                 "x.faithfulness, x.kl, x.metric, CASE WHEN json_valid(r.config_json) THEN "
+                 "json_extract(r.config_json, '$.tau') END", crun_row, r, &r->h, e) ||
+        run_checked(p, &r->h, "discover", p->o->what, e))
+        return -1;
+    qsort(r->c, (size_t)r->n, sizeof r->c[0], crow_cmp);
+    return 0;
+}
+
+typedef struct cpick {
+    char method[8];
+    double tau;
+    int found;
+} cpick;
+
+static int cpick_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    cpick *c = ctx;
+    (void)nc, (void)e;
+    snprintf(c->method, sizeof c->method, "%s", t[0] ? t[0] : "");
+    c->tau = x[1];
+    c->found = 1;
+    return 0;
+}
+
+/* One ORDER BY for the rule, so the picture and the report cannot differ:
+ * the run's own tau first, then EAP, then tau ascending. */
+int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt,
+                      al_err *e) {
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", run);
+    const char *params[1] = {rs};
+    cpick c = {.found = 0};
+    if (al_store_query(st, "SELECT x.method, x.tau FROM circuit_runs x JOIN runs r ON r.run_id = "
+                       "x.run_id WHERE x.run_id = ?1 ORDER BY coalesce(abs(x.tau - CASE WHEN "
+                       "json_valid(r.config_json) THEN json_extract(r.config_json, '$.tau') END) "
+                       "<= 1e-9 * max(1, abs(x.tau)), 0) DESC, x.tau IS NULL DESC, x.tau LIMIT 1",
+                       params, 1, cpick_row, &c, e))
+        return -1;
+    if (!c.found) return 0;
+    snprintf(method, 8, "%s", c.method);
+    *tau = c.tau;
+    if (isnan(c.tau)) tau_txt[0] = 0;
+    else snprintf(tau_txt, 32, "%.17g", c.tau);
+    return 1;
+}
+
+/* The circuit to draw (pictures.h): --tau's ACDC row, else
+ * al_pic_circuit_of's. */
+static int circuit_pick(pic *p, const crun *r, al_err *e) {
+    double want = p->o->tau;
+    if (isfinite(want)) {
+        char taus[256] = "";
+        for (int i = 0; i < r->n; i++) {
+            if (isnan(r->c[i].tau)) continue;
+            if (same_tau(r->c[i].tau, want)) return i;
+            size_t n = strlen(taus);
+            snprintf(taus + n, sizeof taus - n, "%s%g", n ? ", " : "", r->c[i].tau);
+        }
+        al_errf(e, "run %ld has no ACDC circuit at tau %g (%s%s)", r->h.run, want,
+                taus[0] ? "its taus: " : "it has none", taus);
+        return -1;
+    }
+    char method[8], txt[32];
+    double tau;
+    int found = al_pic_circuit_of(p->st, r->h.run, method, &tau, txt, e);
+    if (found < 0) return -1;
+    for (int i = 0; found && i < r->n; i++)
+        if (strcmp(r->c[i].method, method) == 0 &&
+            (isnan(tau) ? isnan(r->c[i].tau) : !isnan(r->c[i].tau) && same_tau(r->c[i].tau, tau)))
+            return i;
+    return 0; /* run_checked saw a row: r->n >= 1 */
+}
+
+/* Channel colours: q blue, k red (the K-composition of an induction
+ * circuit stands out), v green, direct purple. */
+static const uint32_t channel_colour[4] = {0x1F77B4, 0xD62728, 0x2CA02C, 0x9467BD};
+static const char *const channel_name[4] = {"q", "k", "v", "direct"};
+
+static int channel_index(const char *s) {
+    for (int c = 0; s && c < 4; c++)
+        if (strcmp(s, channel_name[c]) == 0) return c;
+    return -1;
+}
+
+/* Graph node of a sender: 0 embed, 1 pos, 2 + l·H + h; -1 if malformed. */
+static int circuit_node(pic *p, const char *s) {
+    if (!s) return -1;
+    if (strcmp(s, "embed") == 0) return 0;
+    if (strcmp(s, "pos") == 0) return 1;
+    const char *end;
+    int k = parse_head(p, s, &end);
+    return k >= 0 && !*end ? 2 + k : -1;
+}
+
+typedef struct cedges {
+    pic *p;
+    al_gedge *ed;
+    double *score;
+    int n, cap, bad, kept;
+} cedges;
+
+static int cedge_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    cedges *c = ctx;
+    (void)nc, (void)e;
+    pic *p = c->p;
+    int from = circuit_node(p, t[0]), ch = channel_index(t[3]), kept = x[5] == 1;
+    int rl = isnan(x[1]) ? -1 : (int)x[1], rh = isnan(x[2]) ? -1 : (int)x[2];
+    int logits = rl < 0 && rh < 0, to = logits ? 2 + p->L * p->H : 2 + rl * p->H + rh;
+    int ok = from >= 0 && ch >= 0 && c->n < c->cap && (logits ? ch == 3 : ch < 3 && rl >= 0 &&
+             rl < p->L && rh >= 0 && rh < p->H && (from < 2 || (from - 2) / p->H < rl));
+    if (!ok) {
+        c->bad++;
+        return 0;
+    }
+    c->kept += kept;
+    c->score[c->n] = x[4];
+    c->ed[c->n++] = (al_gedge){from, to, logits ? -1 : ch, channel_colour[ch], 1, !kept};
+    return 0;
+}
+
+#define CIRCUIT_MAX_W 6 /* px of the strongest kept edge */
+
+static int pic_circuit(pic *p, al_err *e) {
+    crun r;
+    if (circuit_run_info(p, &r, e)) return -1;
+    int pick = circuit_pick(p, &r, e);
+    if (pick < 0) return -1;
+    const crow *c = &r.c[pick];
+    int L = p->L, H = p->H, n_nodes = 3 + L * H;
+    al_gnode *nodes = pcalloc(p, (size_t)n_nodes, sizeof *nodes, e);
+    cedges ce = {.p = p, .cap = 6 * L * H + 3 * H * H + 2 + L * H};
+    ce.ed = pcalloc(p, (size_t)ce.cap, sizeof *ce.ed, e);
+    ce.score = pcalloc(p, (size_t)ce.cap, sizeof *ce.score, e);
+    if (!nodes || !ce.ed || !ce.score) return -1;
+    char rs[32], ts[40], sql[512];
+    snprintf(rs, sizeof rs, "%ld", r.h.run);
+    snprintf(ts, sizeof ts, "%.17g", c->tau);
+    snprintf(sql, sizeof sql, "SELECT sender, receiver_layer, receiver_head, channel, score, kept "
+             "FROM circuit_edges WHERE run_id = ?1 AND method = ?2 AND %s ORDER BY edge",
+             isnan(c->tau) ? "tau IS NULL" : "tau = ?3");
+    const char *params[3] = {rs, c->method, ts};
+    if (al_store_query(p->st, sql, params, isnan(c->tau) ? 2 : 3, cedge_row, &ce, e)) return -1;
+    if (!ce.n)
+        return al_errf(e, "run %ld has no edges for its %s circuit%s%s (circuit_edges is empty)",
+                       r.h.run, c->method, isnan(c->tau) ? "" : " at tau ", isnan(c->tau) ? "" : ts);
+    /* width ∝ |score| among the kept edges, 1..CIRCUIT_MAX_W px */
+    double top = 0;
+    for (int i = 0; i < ce.n; i++)
+        if (!ce.ed[i].faint && isfinite(ce.score[i])) top = fmax(top, fabs(ce.score[i]));
+    int *used = pcalloc(p, (size_t)n_nodes, sizeof(int), e);
+    if (!used) return -1;
+    for (int i = 0; i < ce.n; i++) {
+        al_gedge *g = &ce.ed[i];
+        if (g->faint) continue;
+        double s = ce.score[i];
+        g->width = top > 0 && isfinite(s) ? 1 + (int)lround((CIRCUIT_MAX_W - 1) * fabs(s) / top) : 2;
+        used[g->from] = used[g->to] = 1;
+    }
+    if (p->o->hide_removed) { /* keep only the kept edges, in order */
+        int k = 0;
+        for (int i = 0; i < ce.n; i++)
+            if (!ce.ed[i].faint) ce.ed[k++] = ce.ed[i];
+        ce.n = k;
+    }
+    nodes[0] = (al_gnode){.label = "embed", .row = 0, .fill = 0xEEEEEE, .dim = !used[0]};
+    nodes[1] = (al_gnode){.label = "pos", .row = 0, .fill = 0xEEEEEE, .dim = !used[1]};
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            al_gnode *n = &nodes[2 + l * H + h];
+            if (!(n->label = pprintf(p, e, "%d.%d", l, h))) return -1;
+            n->row = 1 + l, n->n_ports = 3, n->fill = 0xFFFFFF, n->dim = !used[2 + l * H + h];
+            for (int k = 0; k < 3; k++)
+                n->port_label[k] = channel_name[k], n->port_colour[k] = channel_colour[k];
+        }
+    nodes[2 + L * H] = (al_gnode){.label = "logits", .row = L + 1, .fill = 0xEEEEEE};
+    static const char *const rows2[] = {"embeddings", "layer 0", "layer 1", "logits"};
+    static const char *const rows1[] = {"embeddings", "layer 0", "logits"};
+    al_panel *q = add_panel(p, AL_PANEL_GRAPH);
+    q->graph = (al_graph){nodes, n_nodes, ce.ed, ce.n, L == 2 ? rows2 : rows1, L + 2, 0, 0};
+    for (int k = 0; k < 4; k++)
+        p->legend[k] = (al_legend_item){channel_name[k], channel_colour[k], 0};
+    p->legend[4] = (al_legend_item){"removed (pale)", al_graph_faint(0x404040), 0};
+    p->fig.legend = p->legend;
+    p->fig.n_legend = p->o->hide_removed ? 4 : 5;
+    int acdc = !isnan(c->tau);
+    if (acdc)
+        snprintf(p->title, sizeof p->title, "circuit (ACDC, tau %g, task %s): %d of %d edges kept",
+                 c->tau, r.h.task, c->n_kept, c->n_edges);
+    else
+        snprintf(p->title, sizeof p->title, "circuit (EAP, task %s): %d of %d edges kept",
+                 r.h.task, c->n_kept, c->n_edges);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "faithfulness %.3f (1 = the circuit does all the model does on the task), KL from the "
+            "full model %.4f nats, metric %s", c->faith, c->kl, r.metric);
+    note(p, "an edge enters a head at its q, k or v port, or the logits directly; its colour is "
+            "its channel, its width its score (widest: %.4g)%s; grey boxes: in no kept edge",
+         top, p->o->hide_removed ? "; removed edges not drawn" : ", removed edges pale");
+    if (r.n > 1)
+        note(p, "the run has %d circuits; this one by %s (--tau chooses another)", r.n,
+             isfinite(p->o->tau) ? "--tau" : isfinite(r.cfg_tau) && acdc && same_tau(c->tau, r.cfg_tau)
+             ? "the run's own tau" : acdc ? "the smallest tau" : "being the EAP circuit");
+    if (ce.bad) note(p, "%d edge rows did not fit the model's graph and are not drawn", ce.bad);
+    note(p, "%s", p->run_txt);
+    return 0;
+}
+
+static int pic_circuit_curve(pic *p, al_err *e) {
+    crun r;
+    if (circuit_run_info(p, &r, e)) return -1;
+    int n_acdc = 0, eap = -1;
+    for (int i = 0; i < r.n; i++) {
+        if (isnan(r.c[i].tau)) eap = i;
+        else n_acdc++;
+    }
+    if (n_acdc < 2)
+        return al_errf(e, "run %ld has %d ACDC circuit%s: no tau sweep to draw (discover with "
+                       "several taus)", r.h.run, n_acdc, n_acdc == 1 ? "" : "s");
+    double *x = pcalloc(p, (size_t)n_acdc + 1, sizeof(double), e);
+    double *y = pcalloc(p, (size_t)n_acdc + 1, sizeof(double), e);
+    const char **lab = pcalloc(p, (size_t)n_acdc + 1, sizeof(char *), e);
+    al_series *s = pcalloc(p, 2, sizeof *s, e);
+    if (!x || !y || !lab || !s) return -1;
+    for (int i = 0; i < n_acdc; i++) { /* r.c is in tau order: the line joins the sweep in order */
+        x[i] = r.c[i].n_kept, y[i] = r.c[i].faith;
+        if (!(lab[i] = pprintf(p, e, "tau %g", r.c[i].tau))) return -1;
+    }
+    int ns = 0;
+    s[ns++] = (al_series){x, y, n_acdc, "ACDC, one point per tau", channel_colour[0], 2,
+                          AL_MARK_CIRCLE, 0, 0, lab};
+    if (eap >= 0) {
+        x[n_acdc] = r.c[eap].n_kept, y[n_acdc] = r.c[eap].faith;
+        lab[n_acdc] = "EAP";
+        s[ns++] = (al_series){x + n_acdc, y + n_acdc, 1, "EAP (edges by attribution)",
+                              channel_colour[1], 0, AL_MARK_DIAMOND, 0, 1, lab + n_acdc};
+    }
+    al_panel *q = add_panel(p, AL_PANEL_LINES);
+    q->ln.s = s;
+    q->ln.n = ns;
+    q->ln.x_title = "edges kept";
+    q->ln.y_title = "faithfulness";
+    q->ln.w = 420, q->ln.h = 260;
+    /* room right of the largest circuit for its tau label */
+    double most = 0;
+    for (int i = 0; i < n_acdc + (eap >= 0); i++) most = fmax(most, x[i]);
+    q->ln.x_lo = 0;
+    q->ln.x_hi = ceil(most * 1.2) + 1;
+    q->ln.hline = 1;
+    q->ln.hline_label = "the full model";
+    q->ln.legend = 1;
+    q->ln.x_integer = 1;
+    snprintf(p->title, sizeof p->title, "circuit size against faithfulness (task %s, %d taus)",
+             r.h.task, n_acdc);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    note(p, "each point: the circuit ACDC keeps at one threshold tau (a larger tau removes more "
+            "edges); faithfulness 1 = it does all the model does on the task, 0 = no better than "
+            "the corrupted run; metric %s", r.metric);
+    note(p, "%s", p->run_txt);
     return 0;
 }
 
@@ -1849,10 +2169,11 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     while (o->what && al_pic_kinds[k] && strcmp(al_pic_kinds[k], o->what) != 0) k++;
     if (!o->what || !al_pic_kinds[k])
         return al_errf(e, "unknown picture '%s' (attention, qk-pos, qk, ov, composition, ablation, "
-                       "pruning, training, spectrum, patching, paths, dla, terms, attrpatch)",
+                       "pruning, training, spectrum, patching, paths, dla, terms, attrpatch, "
+                       "circuit, circuit-curve)",
                        o->what ? o->what : "");
     char dir[AL_PATH_MAX];
-    if (!model_dir && k >= 9) { /* patching, paths and attribution: the run's model */
+    if (!model_dir && k >= 9) { /* patching, paths, attribution, circuits: the run's model */
         if (run_model_dir(o, dir, sizeof dir, e)) return -1;
         model_dir = dir;
     }
@@ -1866,6 +2187,7 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     p->fig.panels = p->panels;
     int db_required = k >= 5 && k != 8; /* ablation, pruning, training and the run pictures */
     int rc = load(p, e);
+    if (rc == 0 && k >= 14) rc = circuit_model(p, e);
     if (rc == 0) rc = open_db(p, db_required, e);
     if (rc == 0) {
         switch (k) {
@@ -1882,7 +2204,9 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
         case 10: rc = pic_paths(p, e); break;
         case 11: rc = pic_dla(p, e); break;
         case 12: rc = pic_terms(p, e); break;
-        default: rc = pic_attrpatch(p, e); break;
+        case 13: rc = pic_attrpatch(p, e); break;
+        case 14: rc = pic_circuit(p, e); break;
+        default: rc = pic_circuit_curve(p, e); break;
         }
     }
     if (rc == 0) rc = write_png(p, out_png, w, h, e);

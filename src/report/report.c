@@ -174,12 +174,17 @@ typedef struct rep {
     int n_pics, cap_pics, n_failed, n_removed;
 } rep;
 
-static int q_run(rep *R, qres *q, const char *sql, const char *p1, const char *p2, al_err *e) {
-    const char *params[2] = {p1, p2};
+/* All rows of sql with parameters ?1..?n into q (freed on failure). */
+static int q_runv(rep *R, qres *q, const char *sql, const char *const *params, int n, al_err *e) {
     memset(q, 0, sizeof *q);
-    if (al_store_query(R->st, sql, params, 2, q_collect, q, e) == 0) return 0;
+    if (al_store_query(R->st, sql, params, n, q_collect, q, e) == 0) return 0;
     q_free(q);
     return -1;
+}
+
+static int q_run(rep *R, qres *q, const char *sql, const char *p1, const char *p2, al_err *e) {
+    const char *params[2] = {p1, p2};
+    return q_runv(R, q, sql, params, 2, e);
 }
 
 /* One number (NaN if no row or NULL). */
@@ -332,6 +337,17 @@ static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
     al_buf_puts(&R->h, "\"><figcaption>");
     sb_esc(&R->h, caption);
     al_buf_puts(&R->h, "</figcaption></figure>\n");
+}
+
+/* Picture `kind` of one run (po->run_id) as "<model>-<kind>-<slug>.png"
+ * when the report draws that kind. */
+static void run_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *kind,
+                        const char *slug, const char *caption) {
+    if (!want_pic(R, kind)) return;
+    char file[256];
+    po->what = kind;
+    snprintf(file, sizeof file, "%s-%s-%s.png", M->slug, kind, slug);
+    picture(R, M, po, file, caption);
 }
 
 /* "l.h" of the head with the largest value of expr (over heads where it
@@ -946,7 +962,7 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     int diff = qt(&a, 0, 2) && strcmp(qt(&a, 0, 2), "logit_diff") == 0;
     const char *metric = diff ? "the logit difference (answer &minus; wrong token)"
                               : "the correct token's logit";
-    char slug[64], file[256], cap[512], nl[16];
+    char slug[64], cap[512], nl[16];
     snprintf(slug, sizeof slug, "%s-%s", task, run);
     make_slug(slug, slug, sizeof slug);
     snprintf(nl, sizeof nl, "%d", M->cfg.n_layers);
@@ -959,14 +975,10 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
                   "to it).</p>\n", qx(&a, 0, 3), metric, qx(&a, 0, 4), qx(&a, 0, 5));
     al_pic_opts po = al_pic_defaults();
     po.run_id = atol(run);
-    if (want_pic(R, "dla")) {
-        po.what = "dla";
-        snprintf(file, sizeof file, "%s-dla-%s.png", M->slug, slug);
-        snprintf(cap, sizeof cap, "Direct logit attribution (task %s): each component's mean "
-                 "contribution to %s at each position.", task, diff ? "the logit difference" :
-                 "the correct token's logit");
-        picture(R, M, &po, file, cap);
-    }
+    snprintf(cap, sizeof cap, "Direct logit attribution (task %s): each component's mean "
+             "contribution to %s at each position.", task, diff ? "the logit difference" :
+             "the correct token's logit");
+    run_picture(R, M, &po, "dla", slug, cap);
     int rc = 0;
     if (qx(&a, 0, 13) > 0) {
         al_buf_puts(h, "<p>Path expansion: the logits as a sum of exact terms (direct, each "
@@ -985,12 +997,10 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
                        "coalesce(virtual_dloss, 0) AS s FROM attribution_runs WHERE run_id = ?1) "
                        "ORDER BY o", run, NULL, heads, "s++s", NULL, e) < 0;
         if (!rc) rc = virtual_sentence(R, M, &a, e);
-        if (!rc && want_pic(R, "terms")) {
-            po.what = "terms";
-            snprintf(file, sizeof file, "%s-terms-%s.png", M->slug, slug);
+        if (!rc) {
             snprintf(cap, sizeof cap, "Path expansion (task %s): the rise in loss when each term "
                      "alone is removed, grouped by kind.", task);
-            picture(R, M, &po, file, cap);
+            run_picture(R, M, &po, "terms", slug, cap);
         }
     }
     static const char *const lheads[] = {"residual stream", "loss (nats)", "top-1 accuracy", NULL};
@@ -1012,15 +1022,215 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
                        "run_id = ?1 ORDER BY CASE grid WHEN 'head' THEN 0 WHEN 'head_pos' THEN 1 "
                        "ELSE 2 END", run, NULL, gheads, "si33i",
                        "Not compared with actual patching.", e) < 0;
-        if (!rc && qx(&a, 0, 14) > 0 && want_pic(R, "attrpatch")) {
-            po.what = "attrpatch";
-            snprintf(file, sizeof file, "%s-attrpatch-%s.png", M->slug, slug);
+        if (!rc && qx(&a, 0, 14) > 0) {
             snprintf(cap, sizeof cap, "Attribution patching (task %s): each configuration's "
                      "estimate against actual patching, per grid.", task);
-            picture(R, M, &po, file, cap);
+            run_picture(R, M, &po, "attrpatch", slug, cap);
         }
     }
     q_free(&a);
+    return rc ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ circuit */
+
+/* Names (column 0 of q) as "a, b, c" or "none". */
+static void name_run(al_buf *h, const qres *q) {
+    if (!q->nr) al_buf_puts(h, "none");
+    for (int r = 0; r < q->nr; r++) {
+        al_buf_puts(h, r ? ", " : "");
+        sb_esc(h, qt(q, r, 0) ? qt(q, r, 0) : "?");
+    }
+}
+
+static int in_list(const qres *q, const char *name) {
+    for (int r = 0; name && r < q->nr; r++)
+        if (qt(q, r, 0) && strcmp(qt(q, r, 0), name) == 0) return 1;
+    return 0;
+}
+
+/* "kind heads (score > th): a (in the circuit), b (missed)." */
+static void identified_sentence(al_buf *h, const char *what, const qres *ident,
+                                const qres *heads) {
+    al_buf_printf(h, " Identified %s: ", what);
+    if (!ident->nr) al_buf_puts(h, "none");
+    for (int r = 0; r < ident->nr; r++) {
+        al_buf_puts(h, r ? ", " : "");
+        sb_esc(h, qt(ident, r, 0));
+        al_buf_puts(h, in_list(heads, qt(ident, r, 0)) ? " (in the circuit)" : " (missed)");
+    }
+    al_buf_puts(h, ".");
+}
+
+/* The K edges "a &rarr; 1.b.k" of kq whose sender is in from (NULL: any)
+ * and receiver in to, comma-separated. */
+static void k_edges(al_buf *h, const qres *kq, const qres *from, const qres *to) {
+    for (int r = 0, k = 0; r < kq->nr; r++)
+        if ((!from || in_list(from, qt(kq, r, 0))) && in_list(to, qt(kq, r, 1))) {
+            al_buf_puts(h, k++ ? ", " : "");
+            sb_esc(h, qt(kq, r, 0));
+            al_buf_puts(h, " &rarr; ");
+            sb_esc(h, qt(kq, r, 1));
+            al_buf_puts(h, ".k");
+        }
+}
+
+/* The answer to "is it the previous-token -> induction circuit?" from the
+ * circuit's kept layer-0 -> layer-1 K edges (kq: sender, receiver head
+ * name) and the heads head_summary identifies (prev, ind). */
+static void induction_answer(al_buf *h, const rmodel *M, const qres *kq, const qres *prev,
+                             const qres *ind, const qres *heads) {
+    al_buf_puts(h, "<p class=answer><b>Is it the previous-token &rarr; induction circuit?</b> ");
+    if (M->cfg.n_layers < 2) {
+        al_buf_puts(h, "No: a one-layer model has no K-composition, and the induction circuit "
+                       "needs a previous-token head in one layer feeding an induction head's keys "
+                       "in the next.");
+    } else if (!prev->nr && !ind->nr) {
+        al_buf_puts(h, "Cannot say: the database identifies no previous-token heads (prev_token "
+                       "&gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ") and no induction heads (induction "
+                       "&gt; " AL_TH_STR(AL_TH_INDUCTION) ") in this model (attnlab scores names "
+                       "them).");
+    } else {
+        int yes = 0, into_ind = 0;
+        for (int r = 0; r < kq->nr; r++) {
+            int p = in_list(prev, qt(kq, r, 0)), i = in_list(ind, qt(kq, r, 1));
+            yes += p && i;
+            into_ind += i;
+        }
+        if (yes) {
+            al_buf_puts(h, "Yes: it keeps ");
+            k_edges(h, kq, prev, ind);
+            al_buf_puts(h, ", a previous-token head's output read by an induction head's keys.");
+        } else if (into_ind) {
+            al_buf_puts(h, "Partly: it keeps K-composition into an induction head, but not from "
+                           "an identified previous-token head (");
+            k_edges(h, kq, NULL, ind);
+            al_buf_puts(h, ").");
+        } else {
+            al_buf_puts(h, "No: none of its kept K-composition edges joins an identified "
+                           "previous-token head to an identified induction head.");
+        }
+        identified_sentence(h, "previous-token heads (prev_token &gt; "
+                            AL_TH_STR(AL_TH_PREV_TOKEN) ")", prev, heads);
+        identified_sentence(h, "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")",
+                            ind, heads);
+    }
+    al_buf_puts(h, "</p>\n");
+}
+
+/* The kept edges of one circuit as table k: ?1 run, ?2 method, ?3 tau
+ * (NULL for EAP; as text, exact). */
+#define CIRCUIT_KEPT                                                                   \
+    "WITH k AS (SELECT * FROM circuit_edges WHERE run_id = ?1 AND method = ?2 AND tau " \
+    "IS CAST(?3 AS REAL) AND kept = 1) "
+
+/* Circuit: the newest finished discover run of the model, the circuit
+ * the picture draws (al_pic_circuit_of), its size and faithfulness, the
+ * heads it contains against those the database identifies, its picture
+ * and, with a tau sweep, the curve. No run: no section. */
+static int sec_circuit(rep *R, const rmodel *M, al_err *e) {
+    double last;
+    if (q_num(R, "SELECT max(x.run_id) FROM circuit_runs x JOIN runs r ON r.run_id = x.run_id "
+              "WHERE x.model_id = ?1 AND r.status = 'done' AND r.kind = 'discover'", M->mid, NULL,
+              &last, e))
+        return -1;
+    if (isnan(last)) return 0;
+    char run[32], method[8], tau_txt[32];
+    double tau;
+    snprintf(run, sizeof run, "%.0f", last);
+    if (al_pic_circuit_of(R->st, (long)last, method, &tau, tau_txt, e) < 0) return -1;
+    const char *p3[3] = {run, method, isnan(tau) ? NULL : tau_txt};
+    qres c = {0}, heads = {0}, kq = {0}, prev = {0}, ind = {0};
+    int rc = q_runv(R, &c, "SELECT task, n_kept, n_edges, faithfulness, kl, metric, (SELECT "
+                    "count(*) FROM circuit_runs y WHERE y.run_id = x.run_id AND y.tau IS NOT "
+                    "NULL), (SELECT count(*) FROM circuit_runs y WHERE y.run_id = x.run_id) FROM "
+                    "circuit_runs x WHERE run_id = ?1 AND method = ?2 AND tau IS CAST(?3 AS REAL)",
+                    p3, 3, e);
+    /* a head is in the circuit when a kept edge leaves or enters it */
+    if (!rc)
+        rc = q_runv(R, &heads, CIRCUIT_KEPT "SELECT sender AS name FROM k WHERE sender NOT IN "
+                    "('embed', 'pos') UNION SELECT receiver_layer || '.' || receiver_head FROM k "
+                    "WHERE receiver_layer IS NOT NULL ORDER BY name", p3, 3, e);
+    /* with the composition score and path patching's effect of the same
+     * path, where the database has them */
+    if (!rc)
+        rc = q_runv(R, &kq, CIRCUIT_KEPT "SELECT k.sender, '1.' || k.receiver_head, k.score, "
+                    "c.score, c.baseline, (SELECT p.value FROM path_patching p JOIN runs r ON "
+                    "r.run_id = p.run_id WHERE r.status = 'done' AND p.model_id = k.model_id AND "
+                    "p.sender = k.sender AND p.receiver_layer = 1 AND p.receiver_head = "
+                    "k.receiver_head AND p.channel = 'k' ORDER BY p.run_id DESC LIMIT 1) FROM k "
+                    "LEFT JOIN composition c ON c.run_id = (SELECT max(y.run_id) FROM composition "
+                    "y JOIN runs r ON r.run_id = y.run_id WHERE r.status = 'done' AND y.model_id "
+                    "= k.model_id AND y.kind = 'K') AND c.kind = 'K' AND c.layer1 = 0 AND "
+                    "c.head1 = CAST(substr(k.sender, 3) AS INTEGER) AND c.layer2 = 1 AND c.head2 "
+                    "= k.receiver_head WHERE k.channel = 'k' AND k.receiver_layer = 1 AND "
+                    "k.sender GLOB '0.*' ORDER BY k.score DESC, k.edge", p3, 3, e);
+    if (!rc)
+        rc = q_run(R, &prev, "SELECT name FROM head_summary WHERE model_id = ?1 AND prev_token > "
+                   AL_TH_STR(AL_TH_PREV_TOKEN) " ORDER BY layer, head", M->mid, NULL, e);
+    if (!rc)
+        rc = q_run(R, &ind, "SELECT name FROM head_summary WHERE model_id = ?1 AND induction > "
+                   AL_TH_STR(AL_TH_INDUCTION) " ORDER BY layer, head", M->mid, NULL, e);
+    if (!rc && c.nr) {
+        al_buf *h = &R->h;
+        const char *task = qt(&c, 0, 0) ? qt(&c, 0, 0) : "?";
+        al_buf_puts(h, "<h3>Circuit</h3>\n<p>Run ");
+        sb_esc(h, run);
+        al_buf_puts(h, " on task ");
+        sb_esc(h, task);
+        if (isnan(tau)) al_buf_puts(h, ", the EAP circuit");
+        else al_buf_printf(h, ", the ACDC circuit at tau %g", tau);
+        if (qx(&c, 0, 7) > 1)
+            al_buf_printf(h, " (of the run's %.0f circuits: the one at the run's own tau, else "
+                          "EAP's, else the smallest tau's)", qx(&c, 0, 7));
+        al_buf_printf(h, ": it keeps %.0f of the %.0f edges of the head graph, with "
+                      "faithfulness %.3f (1 = it does all the model does on the task, 0 = no "
+                      "better than the corrupted run) and KL %.4f nats from the full model "
+                      "(metric ", qx(&c, 0, 1), qx(&c, 0, 2), qx(&c, 0, 3), qx(&c, 0, 4));
+        sb_esc(h, qt(&c, 0, 5) ? qt(&c, 0, 5) : "?");
+        al_buf_puts(h, ").</p>\n<p>Heads in the circuit (in a kept edge): ");
+        name_run(h, &heads);
+        al_buf_puts(h, ".");
+        if (M->cfg.n_layers == 2) {
+            al_buf_puts(h, " Layer-0 &rarr; layer-1 K-composition edges kept: ");
+            if (!kq.nr) al_buf_puts(h, "none");
+            for (int r = 0; r < kq.nr; r++) {
+                al_buf_puts(h, r ? "; " : "");
+                sb_esc(h, qt(&kq, r, 0));
+                al_buf_puts(h, " &rarr; ");
+                sb_esc(h, qt(&kq, r, 1));
+                al_buf_printf(h, ".k (score %.4g", qx(&kq, r, 2));
+                if (!isnan(qx(&kq, r, 3)))
+                    al_buf_printf(h, "; K-composition %.3f, random baseline %.3f", qx(&kq, r, 3),
+                                  qx(&kq, r, 4));
+                if (!isnan(qx(&kq, r, 5)))
+                    al_buf_printf(h, "; path patching effect %.3f", qx(&kq, r, 5));
+                al_buf_puts(h, ")");
+            }
+            al_buf_puts(h, ".");
+        }
+        al_buf_puts(h, "</p>\n");
+        induction_answer(h, M, &kq, &prev, &ind, &heads);
+        al_pic_opts po = al_pic_defaults();
+        po.run_id = (long)last;
+        char cap[512], slug[64];
+        snprintf(slug, sizeof slug, "%s-%s", task, run);
+        make_slug(slug, slug, sizeof slug);
+        snprintf(cap, sizeof cap, "The circuit (task %s): embeddings at the bottom, the logits "
+                 "on top; an edge's colour is its channel (q, k, v, direct), its width its "
+                 "score; removed edges pale.", task);
+        run_picture(R, M, &po, "circuit", slug, cap);
+        if (qx(&c, 0, 6) >= 2) {
+            snprintf(cap, sizeof cap, "The tau sweep (task %s): edges kept against faithfulness, "
+                     "one point per tau.", task);
+            run_picture(R, M, &po, "circuit-curve", slug, cap);
+        }
+    }
+    q_free(&c);
+    q_free(&heads);
+    q_free(&kq);
+    q_free(&prev);
+    q_free(&ind);
     return rc ? -1 : 0;
 }
 
@@ -1161,7 +1371,7 @@ static int sec_model(rep *R, const rmodel *M, al_err *e) {
     if (sec_card(R, M, e) || sec_training(R, M, e) || sec_heads(R, M, e) || sec_kinds(R, M, e) ||
         sec_copying(R, M, e) || sec_trigrams(R, M, e) || sec_composition(R, M, e) ||
         sec_ablation(R, M, e) || sec_pruning(R, M, e) || sec_patching(R, M, e) ||
-        sec_attribution(R, M, e) || sec_pictures(R, M, e))
+        sec_circuit(R, M, e) || sec_attribution(R, M, e) || sec_pictures(R, M, e))
         return -1;
     al_buf_puts(h, "</section>\n");
     return 0;
