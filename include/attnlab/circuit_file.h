@@ -17,9 +17,9 @@
  * it has none). tau is null for EAP, recover null for ACDC; numbers not
  * finite are written as null.
  *
- * Text in, text out: no file IO here (the command writes the text
- * atomically; al_circuit_load in the CLI reads it), so the parser can be
- * fuzzed on bytes. */
+ * Text in, text out: the parser does no file IO (the command writes the
+ * text atomically; al_circuit_load reads a file through al_read_file and
+ * hands its bytes over), so it can be fuzzed on bytes. */
 #ifndef ATTNLAB_CIRCUIT_FILE_H
 #define ATTNLAB_CIRCUIT_FILE_H
 
@@ -56,5 +56,10 @@ int al_circuit_format(const al_circuit_info *info, int L, int H, const unsigned 
  * does not have (1.2 -> 0.3.q, embed -> logits.q), the same edge twice.
  * A model of other than 1 or 2 layers has no graph: −1. */
 int al_circuit_parse(const char *text, size_t n, int L, int H, unsigned char *kept, al_err *e);
+
+/* al_circuit_parse on the file at path (at most AL_CIRCUIT_MAX_BYTES;
+ * read with al_read_file), messages prefixed with the path. */
+#define AL_CIRCUIT_MAX_BYTES (64u << 20)
+int al_circuit_load(const char *path, int L, int H, unsigned char *kept, al_err *e);
 
 #endif

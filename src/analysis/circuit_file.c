@@ -224,3 +224,12 @@ out:
     cJSON_Delete(root);
     return rc;
 }
+
+int al_circuit_load(const char *path, int L, int H, unsigned char *kept, al_err *e) {
+    unsigned char *d = NULL;
+    size_t n = 0;
+    if (al_read_file(path, &d, &n, AL_CIRCUIT_MAX_BYTES, e)) return -1; /* names the path */
+    int rc = al_circuit_parse((const char *)d, n, L, H, kept, e);
+    free(d);
+    return rc ? al_err_prefix(e, "%s", path) : 0;
+}
