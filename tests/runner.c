@@ -10,6 +10,7 @@
 
 #include "test.h"
 #include "attnlab/data.h"
+#include "attnlab/experiment.h"
 #include "attnlab/util.h"
 
 #define X(n) void test_##n(void);
@@ -167,6 +168,22 @@ int t_all_zero(const void *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (c[i]) return 0;
     return 1;
+}
+
+void t_exp_refused(const char *text, const char *from, const char *to, const char *want) {
+    const char *cut = strstr(text, from);
+    CHECKF(cut != NULL, "[%s] not in the experiment text", from);
+    if (!cut) return;
+    size_t cap = strlen(text) + strlen(to) + 1;
+    char *bad = malloc(cap);
+    CHECK(bad != NULL);
+    if (!bad) return;
+    snprintf(bad, cap, "%.*s%s%s", (int)(cut - text), text, to, cut + strlen(from));
+    al_experiment *x = NULL;
+    al_err e = {{0}};
+    CHECK(al_exp_load(t_write("bad.json", bad), &x, &e) == -1 && x == NULL);
+    CHECKF(strstr(e.msg, want), "%s: want [%s]", e.msg, want);
+    free(bad);
 }
 
 int t_one_line(const char *path, const char *want) {

@@ -65,6 +65,10 @@ void t_tiny_model(const char *dir, int n_layers, int steps);
     " \"models\": [{\"name\": \"two\", \"n_layers\": 2}],\n"
 /* t_sql's output as a number (-1 if the query failed). */
 long t_sql_long(const char *db, const char *q);
+/* Experiment text with the first `from` replaced by `to`, written and
+ * loaded: it must be refused (nothing loaded) with a message holding
+ * want. The analyses' key checks are all this one loop. */
+void t_exp_refused(const char *text, const char *from, const char *to, const char *want);
 /* 1 if the file (a command's stderr) is exactly one line, starting
  * "attnlab" and holding want; else 0, printing what it was. */
 int t_one_line(const char *path, const char *want);

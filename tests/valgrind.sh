@@ -59,6 +59,8 @@ vg paths 0 paths --model m --db r.db --probe-r 5 --n 3 --batch 2 --threads 1
 vg attribute 0 attribute --model m --db r.db --probe-r 5 --n 3 --batch 2 --no-patching --threads 1
 vg attribute-data 0 attribute --model m --db r.db --data s.val.bin --windows 2 --threads 1
 vg attribute-prompt 0 attribute --model m --db r.db --prompt "Once upon a time" --no-paths --threads 1
+vg discover 0 discover --model m --db r.db --probe-r 5 --n 3 --batch 2 --sweep 0,0.1 --threads 1
+vg discover-eap 0 discover --model m --db r.db --probe-r 5 --n 3 --method eap --out circ --threads 1
 vg heatmap-patching 0 heatmap --model m --what patching --db r.db --out patch.png --threads 1
 vg heatmap-paths 0 heatmap --model m --what paths --db r.db --out paths.png --threads 1
 vg mask 0 run --model m --prompt "the cat" --mask m/mask-gradient.json
@@ -84,6 +86,7 @@ vg bad-experiment 1 experiment bad.json --dry-run
 vg bad-tokens 1 train --data stories.txt --out m2
 vg bad-patch 1 patch --model m --db r.db --probe-r 40
 vg bad-attribute 1 attribute --model m --db r.db --prompt x
+vg bad-discover 1 discover --model m --db r.db --probe-r 40
 echo "valgrind: $n commands in $(( $(date +%s) - t0 )) s, $( [ $fail = 0 ] && echo 'no errors, no definite leaks' || echo FAILED)"
 if [ $fail = 0 ]; then rm -rf "$tmp"; else echo "files kept in $tmp"; fi
 exit $fail

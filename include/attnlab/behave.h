@@ -80,7 +80,7 @@ typedef struct al_an_where {
 
 typedef struct al_analysis_cmd {
     const char *kind;       /* "circuits", "scores", "ablate", "prune", "patch", "paths",
-                             * "attribute" */
+                             * "attribute", "discover" */
     al_command *cmd;        /* its flags point into *tmpl */
     void *tmpl;             /* the command's own static arguments */
     size_t size;            /* of the argument struct (al_an_where first) */
@@ -90,13 +90,13 @@ typedef struct al_analysis_cmd {
      * Returns 0 (*run_id = the run, if run_id is not NULL), 1 on failure
      * (e set; a begun run is marked failed), 2 on bad options (e set,
      * nothing opened) or 130 when SIGINT/SIGTERM stopped it (patch,
-     * paths, attribute: e "interrupted", the run marked failed with it). Prints
+     * paths, attribute, discover: e "interrupted", the run marked failed with it). Prints
      * nothing on failure. */
     int (*run)(void *args, const al_flag *flags, int64_t *run_id, al_err *e);
 } al_analysis_cmd;
 
 extern const al_analysis_cmd al_an_circuits, al_an_scores, al_an_ablate, al_an_prune, al_an_patch,
-    al_an_paths, al_an_attribute;
+    al_an_paths, al_an_attribute, al_an_discover;
 
 /* The analysis command of that kind, or NULL. */
 const al_analysis_cmd *al_an_of(const char *kind);

@@ -85,6 +85,10 @@ int al_graph_n_edges(int L, int H);
 int al_graph_edge(int L, int H, int k, al_edge *out);
 /* Index of an edge from its ends, −1 if the graph has no such edge. */
 int al_graph_edge_index(int L, int H, const al_edge *ed);
+/* Sender s's name: "embed", "pos" or "l.h" (s = 2 + l·H + h); returns buf. */
+const char *al_graph_sender_name(int H, int s, char *buf, size_t cap);
+/* Channel c's name: "q", "k", "v", "direct" (3, the logits); "?" otherwise. */
+const char *al_graph_channel_name(int c);
 /* "embed->1.3.k", "0.4->1.6.q", "1.2->logits" into buf; returns buf. */
 const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
 

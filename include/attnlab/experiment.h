@@ -49,7 +49,8 @@ typedef struct al_exp_model {
 } al_exp_model;
 
 typedef struct al_exp_analysis {
-    const char *kind;        /* "circuits", "scores", "ablate", "prune", "patch", "paths", "attribute" */
+    const char *kind;        /* "circuits", "scores", "ablate", "prune", "patch", "paths", "attribute",
+                              * "discover" */
     char *opts;              /* that command's options as a JSON object
                               * (prune: with "method"), checked by loading */
     unsigned models;         /* bit i set: run on models[i] */

@@ -204,6 +204,32 @@ int al_store_put_attribution_agreement(al_store *s, int64_t run_id, int64_t mode
 /* text: len bytes (token bytes may hold NULs). */
 int al_store_put_attribution_token(al_store *s, int64_t run_id, int pos, int token,
                                    const char *text, size_t len, al_err *e);
+/* Circuit discovery (schema version 5): one circuit_runs row per circuit
+ * of a run (tau NaN: NULL, for eap; recover NaN: NULL, for acdc), one
+ * circuit_edges row per edge of the graph of each circuit. */
+typedef struct al_circuit_run_row {
+    const char *task, *method, *metric; /* method "acdc"|"eap", metric "kl"|"logit_diff" */
+    double tau, recover;
+    int n_edges, n_kept;
+    double m_clean, m_corr, m_circuit, kl, faithfulness;
+    int64_t evals;                 /* circuit evaluations */
+    double seconds;
+    const char *task_hash;         /* 16 hex digits of al_pairs_hash */
+} al_circuit_run_row;
+int al_store_put_circuit_run(al_store *s, int64_t run_id, int64_t model_id,
+                             const al_circuit_run_row *r, al_err *e);
+typedef struct al_circuit_edge_row {
+    const char *method;
+    double tau;                    /* NaN: NULL (eap) */
+    int edge;                      /* index in the head graph (discover.h) */
+    const char *sender;            /* "embed", "pos" or "L.H" */
+    int receiver_layer, receiver_head; /* < 0: NULL (the logits) */
+    const char *channel;           /* "q", "k", "v" or "direct" */
+    double score;                  /* NaN: NULL */
+    int kept;
+} al_circuit_edge_row;
+int al_store_put_circuit_edge(al_store *s, int64_t run_id, int64_t model_id,
+                              const al_circuit_edge_row *r, al_err *e);
 typedef struct al_train_log_row {
     long step;
     double tokens, train_loss, val_loss, icl_gain, lr, seconds;

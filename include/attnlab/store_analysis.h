@@ -14,6 +14,7 @@
 #include "attnlab/attribute.h"
 #include "attnlab/attrpatch.h"
 #include "attnlab/circuits.h"
+#include "attnlab/discover.h"
 #include "attnlab/patch.h"
 #include "attnlab/store.h"
 #include "attnlab/tokenizer.h"
@@ -62,6 +63,16 @@ int al_store_put_paths(al_store *s, int64_t run_id, int64_t model_id, const al_p
 int al_store_put_attribute(al_store *s, int64_t run_id, int64_t model_id, const al_pairs *t,
                            const al_attr_result *r, const al_attrpatch_result *ap,
                            const al_tokenizer *tok, al_err *e);
+
+/* One circuit of a discover run (run kind "discover"): its circuit_runs
+ * row (task t's name and fingerprint; o's method and metric; tau for
+ * acdc, recover for eap, the other NULL) and one circuit_edges row per
+ * edge of r's graph (kept 0 or 1, score NULL when NaN). A run calls it
+ * once per circuit it found (each tau of a sweep), all in one
+ * transaction; two circuits of one method and tau are refused by the
+ * table's key. */
+int al_store_put_discover(al_store *s, int64_t run_id, int64_t model_id, const al_pairs *t,
+                          const al_discover_opts *o, const al_discover_result *r, al_err *e);
 
 /* "#id" or the token's display string into buf (cap bytes); its length.
  * Shared with the printing of circuits so both show the same strings. */

@@ -91,10 +91,16 @@ int al_graph_edge_index(int L, int H, const al_edge *ed) {
     return -1;
 }
 
-static void sender_name(int H, int s, char *buf, size_t cap) {
+const char *al_graph_sender_name(int H, int s, char *buf, size_t cap) {
     if (s == 0) snprintf(buf, cap, "embed");
     else if (s == 1) snprintf(buf, cap, "pos");
     else snprintf(buf, cap, "%d.%d", (s - 2) / H, (s - 2) % H);
+    return buf;
+}
+
+const char *al_graph_channel_name(int c) {
+    static const char *const names[4] = {"q", "k", "v", "direct"};
+    return c >= 0 && c < 4 ? names[c] : "?";
 }
 
 const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap) {
@@ -104,7 +110,7 @@ const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap) {
         snprintf(buf, cap, "?");
         return buf;
     }
-    sender_name(H, ed.sender, snd, sizeof snd);
+    al_graph_sender_name(H, ed.sender, snd, sizeof snd);
     if (ed.kind == AL_EDGE_OUTPUT) snprintf(buf, cap, "%s->logits", snd);
     else
         snprintf(buf, cap, "%s->%d.%d.%c", snd, ed.recv_layer, ed.recv_head, "qkv"[ed.channel]);

@@ -416,14 +416,16 @@ static int attr_data(jx *j, al_exp_analysis *a, const cJSON *v, const char *path
     return keep_json(j, path, o, &a->opts);
 }
 
-/* circuits / scores / ablate / patch / paths / attribute: true, false, an
- * object, or (ablate, patch, paths, attribute) a list of objects, each
- * its own stage and run. */
+/* circuits / scores / ablate / patch / paths / attribute / discover:
+ * true, false, an object, or (ablate, patch, paths, attribute, discover)
+ * a list of objects, each its own stage and run. */
 static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, int list_ok) {
     static const char *const own_plain[] = {"models", NULL};
     static const char *const own_attr[] = {"models", "data", NULL};
     static const char *const deny[] = {"model", "db", "data", "mask", "threads", NULL};
-    int attr = strcmp(c->name, "attribute") == 0;
+    /* discover's circuit file stays beside the experiment's model */
+    static const char *const deny_disc[] = {"model", "db", "data", "mask", "threads", "out", NULL};
+    int attr = strcmp(c->name, "attribute") == 0, disc = strcmp(c->name, "discover") == 0;
     const char *const *own = attr ? own_attr : own_plain;
     char ip[320];
     if (!v || cJSON_IsFalse(v)) return 0;
@@ -441,7 +443,7 @@ static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, i
     if (!cJSON_IsObject(v))
         return bad(j, path, list_ok ? "must be true, false, an object or a list of objects"
                                     : "must be an object");
-    if (check_opts(j, v, path, c, own, deny) || model_mask(j, v, path, &a->models) ||
+    if (check_opts(j, v, path, c, own, disc ? deny_disc : deny) || model_mask(j, v, path, &a->models) ||
         set_opts(j, a, path, v, c, own, NULL) || (attr && attr_data(j, a, v, path)))
         return -1;
     const cJSON *pf = cJSON_GetObjectItemCaseSensitive(v, "pairs"); /* patch, paths */
@@ -465,6 +467,13 @@ static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, i
                  cJSON_IsString(t) ? t->valuestring : "induction", patch ? ", " : "",
                  patch ? (cJSON_IsString(k) ? k->valuestring : "head") : "",
                  cJSON_IsString(d) ? d->valuestring : patch ? "denoise" : "noise");
+    }
+    if (disc) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
+        snprintf(a->label, sizeof a->label, "discover (%s, %s)",
+                 cJSON_IsString(t) ? t->valuestring : "induction",
+                 cJSON_IsString(m) ? m->valuestring : "acdc");
     }
     if (attr) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
@@ -522,7 +531,7 @@ static int load_prune(jx *j, const cJSON *v, const char *path) {
 
 static int load_analyses(jx *j, const cJSON *a) {
     static const char *const known[] = {"circuits", "scores", "ablate",    "prune",
-                                        "patch",    "paths",  "attribute", NULL};
+                                        "patch",    "paths",  "attribute", "discover", NULL};
     if (!a) return 0;
     if (only_keys(j, a, "analyses", known)) return -1;
     return load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "circuits"), "analyses.circuits",
@@ -537,7 +546,9 @@ static int load_analyses(jx *j, const cJSON *a) {
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "paths"), "analyses.paths",
                        al_an_paths.cmd, 1) ||
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "attribute"), "analyses.attribute",
-                       al_an_attribute.cmd, 1);
+                       al_an_attribute.cmd, 1) ||
+           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "discover"), "analyses.discover",
+                       al_an_discover.cmd, 1);
 }
 
 static int load_pictures(jx *j, const cJSON *p) {
@@ -1068,11 +1079,11 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
         w->model = R->model_dir[s->model];
         w->db = R->db;
         w->threads = R->x->threads;
-        /* circuits needs no tokens; patch and paths make their own pairs;
-         * attribute reads them when asked to */
+        /* circuits needs no tokens; patch, paths and discover make their
+         * own pairs; attribute reads them when asked to */
         if (attr ? attr_val
                  : strcmp(an->kind, "circuits") && strcmp(an->kind, "patch") &&
-                       strcmp(an->kind, "paths"))
+                       strcmp(an->kind, "paths") && strcmp(an->kind, "discover"))
             w->data = R->val_bin;
         mark_seen(fl, owned);
         print_stage(c->cmd, fl, owned);

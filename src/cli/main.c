@@ -23,6 +23,7 @@
     X(patch)         \
     X(paths)         \
     X(attribute)     \
+    X(discover)      \
     X(report)        \
     X(experiment)    \
     X(debug_dump)

@@ -318,7 +318,8 @@ _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per versi
 enum {
     S_HEAD_SCORE, S_LAYER_SCORE, S_MODEL_SCORE, S_SV, S_EIG, S_TRI, S_COMP,
     S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN,
-    S_ATTR_RUN, S_LOGIT_ATTR, S_PATH_TERM, S_LENS, S_AP, S_AP_AGREE, S_ATTR_TOK, S_N
+    S_ATTR_RUN, S_LOGIT_ATTR, S_PATH_TERM, S_LENS, S_AP, S_AP_AGREE, S_ATTR_TOK, S_CIRC_RUN,
+    S_CIRC_EDGE, S_N
 };
 static const char *const stmt_sql[S_N] = {
     [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
@@ -352,6 +353,8 @@ static const char *const stmt_sql[S_N] = {
              "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_AP_AGREE] = "INSERT OR REPLACE INTO attribution_agreement VALUES(?,?,?,?,?,?,?)",
     [S_ATTR_TOK] = "INSERT OR REPLACE INTO attribution_tokens VALUES(?,?,?,?)",
+    [S_CIRC_RUN] = "INSERT INTO circuit_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_CIRC_EDGE] = "INSERT INTO circuit_edges VALUES(?,?,?,?,?,?,?,?,?,?,?)",
 };
 
 struct al_store {
@@ -912,6 +915,20 @@ int al_store_put_attribution_agreement(al_store *s, int64_t run_id, int64_t mode
 int al_store_put_attribution_token(al_store *s, int64_t run_id, int pos, int token,
                                    const char *text, size_t len, al_err *e) {
     return put_row(s, S_ATTR_TOK, e, "Iiit", run_id, pos, token, text, len);
+}
+
+int al_store_put_circuit_run(al_store *s, int64_t run_id, int64_t model_id,
+                             const al_circuit_run_row *r, al_err *e) {
+    return put_row(s, S_CIRC_RUN, e, "IIsssddiidddddIds", run_id, model_id, r->task, r->method,
+                   r->metric, r->tau, r->recover, r->n_edges, r->n_kept, r->m_clean, r->m_corr,
+                   r->m_circuit, r->kl, r->faithfulness, r->evals, r->seconds, r->task_hash);
+}
+
+int al_store_put_circuit_edge(al_store *s, int64_t run_id, int64_t model_id,
+                              const al_circuit_edge_row *r, al_err *e) {
+    return put_row(s, S_CIRC_EDGE, e, "IIsdisoosdi", run_id, model_id, r->method, r->tau,
+                   r->edge, r->sender, r->receiver_layer, r->receiver_head, r->channel, r->score,
+                   r->kept);
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id,

@@ -354,3 +354,34 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
     }
     return ap ? put_attrpatch(s, run, mid, task, ap, e) : 0;
 }
+
+/* ---------------------------------------------------------- discover */
+
+int al_store_put_discover(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
+                          const al_discover_opts *o, const al_discover_result *r, al_err *e) {
+    int acdc = strcmp(o->method, "acdc") == 0;
+    double tau = acdc ? o->tau : NAN;
+    char hex[17], sender[32];
+    task_hash(t, hex);
+    al_circuit_run_row cr = {t->task,       o->method,   o->metric,   tau,
+                             acdc ? NAN : o->recover,  r->n_edges,  r->n_kept,
+                             r->m_clean,    r->m_corr,   r->m_circuit, r->kl_circuit,
+                             r->faithfulness, r->evals,  r->seconds,  hex};
+    if (al_store_put_circuit_run(s, run, mid, &cr, e)) return -1;
+    for (int k = 0; k < r->n_edges; k++) {
+        al_edge ed;
+        if (al_graph_edge(r->L, r->H, k, &ed))
+            return al_errf(e, "circuit_edges: edge %d is not in the graph", k);
+        al_circuit_edge_row er = {o->method,
+                                  tau,
+                                  k,
+                                  al_graph_sender_name(r->H, ed.sender, sender, sizeof sender),
+                                  ed.recv_layer,
+                                  ed.recv_head,
+                                  al_graph_channel_name(ed.channel),
+                                  r->score[k],
+                                  r->kept[k] != 0};
+        if (al_store_put_circuit_edge(s, run, mid, &er, e)) return -1;
+    }
+    return 0;
+}

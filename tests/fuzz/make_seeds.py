@@ -140,4 +140,36 @@ pairs = {
 }
 for k, v in pairs.items():
     put("pairs", k, v)
+
+
+# circuit files (circuit_file.h), parsed for a 2-layer 8-head and a 1-layer 3-head graph
+def edge(s, r, c, score=0.5):
+    return {"sender": s, "receiver": r, "channel": c, "score": score}
+
+
+def circuit(edges, **kw):
+    d = {"format": "attnlab-circuit", "version": 1, "model_sha256": "0" * 64, "task": "induction",
+         "method": "acdc", "metric": "kl", "tau": 0.01, "recover": None, "faithfulness": 0.9,
+         "kl": 0.01, "graph_edges": 306, "n_edges": len(edges), "edges": edges}
+    d.update(kw)
+    return json.dumps(d, indent=1)
+
+
+good = [edge("0.1", "1.2", "k"), edge("embed", "1.2", "q"), edge("pos", "0.0", "v", None),
+        edge("1.2", "logits", "direct"), edge("embed", "logits", "direct")]
+circuits = {
+    "good.json": circuit(good),
+    "one-layer.json": circuit([edge("embed", "0.2", "v"), edge("0.1", "logits", "direct")]),
+    "empty-circuit.json": circuit([]),
+    "bad-head.json": circuit([edge("0.1", "1.9", "k")]),
+    "bad-edge.json": circuit([edge("1.2", "0.3", "q")]),
+    "bad-channel.json": circuit([edge("0.1", "1.2", "o")]),
+    "dup.json": circuit([edge("0.1", "1.2", "k"), edge("0.1", "1.2", "k")]),
+    "count.json": circuit(good, n_edges=2),
+    "missing.json": circuit([{"sender": "pos", "receiver": "logits", "score": 1}]),
+    "version.json": circuit(good, version=2),
+    "trailing.json": circuit(good) + " }",
+}
+for k, v in circuits.items():
+    put("circuit", k, v)
 print("seeds written under", here)

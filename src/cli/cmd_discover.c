@@ -1,0 +1,304 @@
+/* cmd_discover.c -- `attnlab discover`: circuit discovery over the head
+ * graph (discover.h: ACDC or an EAP ranking) on a pair task, into
+ * circuit_runs / circuit_edges (schema v5) and a circuit file
+ * (circuit_file.h) beside the model.
+ *
+ * As patch and attribute, everything the options, the model or the task
+ * can refuse is refused before a run is begun: a model of more than 2
+ * layers (the graph covers 1 and 2), a bad --tau or --sweep item, an
+ * --out that cannot be made. SIGINT/SIGTERM marks the run failed with
+ * "interrupted", commits none of its rows, writes no file and exits 130.
+ *
+ * One run holds every circuit it found: the main one (--tau, or EAP's
+ * --recover) and, with --sweep, ACDC's circuit at each further tau, all
+ * stored in one transaction. The circuit file holds the main circuit
+ * only; it is written atomically (al_write_file_atomic) while the
+ * transaction is open, so a failed write fails the run. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/args.h"
+#include "attnlab/behave.h"
+#include "attnlab/circuit_file.h"
+#include "attnlab/discover.h"
+#include "attnlab/patch.h"
+#include "attnlab/stop.h"
+#include "attnlab/store_analysis.h"
+
+#define MAX_SWEEP 32
+
+typedef struct disc_args {
+    al_an_where w;
+    al_patch_opts o;    /* the pair task */
+    const char *method, *metric, *sweep, *out;
+    double tau, recover;
+    int show;
+} disc_args;
+
+#define DISC_ARGS_INIT                                                                             \
+    {{NULL, NULL, NULL, NULL, 0}, AL_PATCH_OPTS_INIT, "acdc", "kl", NULL, NULL, 0.01, 0.9, 10}
+static disc_args g_disc = DISC_ARGS_INIT;
+
+static al_flag disc_flags[] = {
+    {"model", AL_STR, &g_disc.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
+    {"db", AL_STR, &g_disc.w.db, "FILE", "SQLite database to add the results to (created if missing)",
+     1, 0},
+    {"task", AL_STR, &g_disc.o.task, "T", "induction, names or file (with --pairs)", 0, 0},
+    {"pairs", AL_STR, &g_disc.o.pairs, "FILE.jsonl",
+     "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0, 0},
+    {"probe-r", AL_INT, &g_disc.o.probe_r, "R", "induction: random tokens per half (length 2R+1)", 0,
+     0},
+    {"n", AL_INT, &g_disc.o.probe_n, "N", "induction, names: pairs", 0, 0},
+    {"seed", AL_U64, &g_disc.o.probe_seed, "S", "induction, names: seed of the pairs", 0, 0},
+    {"batch", AL_INT, &g_disc.o.batch, "B", "pairs per forward pass", 0, 0},
+    {"method", AL_STR, &g_disc.method, "M", "acdc or eap", 0, 0},
+    {"metric", AL_STR, &g_disc.metric, "M",
+     "kl (KL from the full model) or logit_diff (the task's own metric)", 0, 0},
+    {"tau", AL_FLOAT, &g_disc.tau, "X", "acdc: an edge goes if the loss grows by at most X", 0, 0},
+    {"sweep", AL_STR, &g_disc.sweep, "X,Y,...",
+     "acdc: also the circuit at each of these taus (the edges-vs-faithfulness curve)", 0, 0},
+    {"recover", AL_FLOAT, &g_disc.recover, "R", "eap: keep edges until faithfulness reaches R", 0,
+     0},
+    {"out", AL_STR, &g_disc.out, "DIR", "where the circuit file goes (default: the model directory)",
+     0, 0},
+    {"mask", AL_STR, &g_disc.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0},
+    {"show", AL_INT, &g_disc.show, "N", "kept edges printed (largest |score| first)", 0, 0},
+    {"threads", AL_INT, &g_disc.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAGS_END};
+
+static int run_discover(int argc, char **argv);
+
+al_command al_cmd_discover = {
+    "discover",
+    "circuit discovery: ACDC or an EAP ranking over the head graph of a 1- or 2-layer model",
+    "--model DIR --db FILE [--task induction|names|file] [--method acdc|eap] [--metric kl|logit_diff]",
+    "The graph: embed, pos and every head's output into every later head's q, k and\n"
+    "v input and into the logits. ACDC (Conmy et al. 2023) visits the receivers\n"
+    "from the logits backwards and removes each incoming edge (the receiver then\n"
+    "gets the sender's value from the corrupted run) if the loss grows by at most\n"
+    "--tau: KL from the full model (--metric kl) or the fall of the task's metric\n"
+    "(logit_diff). --sweep X,Y,... also finds the circuit at each of these taus,\n"
+    "for the curve of kept edges against faithfulness. --method eap ranks the edges\n"
+    "by edge attribution patching and keeps the best until the circuit's\n"
+    "faithfulness reaches --recover. Faithfulness = (M_circuit - M_corr) /\n"
+    "(M_clean - M_corr) on the task's metric. Tasks as for `attnlab patch`. Rows go\n"
+    "to circuit_runs (one per circuit: each tau) and circuit_edges (every edge of\n"
+    "each circuit, its score and whether it was kept); the main circuit also goes\n"
+    "to OUT/circuit-<task>-<method>.json (--out, default the model directory).\n"
+    "Models of more than 2 layers are refused. Ctrl-C stops it: the run is marked\n"
+    "failed, nothing is stored, exit 130.",
+    disc_flags,
+    run_discover,
+};
+
+/* ------------------------------------------------------------ options */
+
+/* --sweep "X,Y,...": each a finite number >= 0, no repeats, at most
+ * MAX_SWEEP. A value equal to tau is dropped (the main circuit is that
+ * circuit). *n values into out. */
+static int parse_sweep(const char *s, double tau, double *out, int *n, al_err *e) {
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[64];
+        if (len == 0 || len >= sizeof item)
+            return al_errf(e, "--sweep: '%.*s' is not a number (give X,Y,... with X, Y >= 0)",
+                           (int)(len < 40 ? len : 40), p);
+        memcpy(item, p, len);
+        item[len] = 0;
+        char *ep;
+        double x = strtod(item, &ep);
+        if (*ep || !isfinite(x) || x < 0)
+            return al_errf(e, "--sweep: '%s' is not a finite number >= 0", item);
+        for (int i = 0; i < *n; i++)
+            if (out[i] == x) return al_errf(e, "--sweep: %g is listed twice", x);
+        if (x != tau) {
+            if (*n == MAX_SWEEP) return al_errf(e, "--sweep: at most %d values", MAX_SWEEP);
+            out[(*n)++] = x;
+        }
+        if (!end) return 0;
+        p = end + 1;
+    }
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ------------------------------------------------------------ printing */
+
+static void print_circuit(const disc_args *a, const al_behave *bh, const al_pairs *t,
+                          const al_discover_opts *o, const al_discover_result *r) {
+    printf("model %s (sha256 %.12s…) -> run %lld of %s\n", a->w.model, bh->sha,
+           (long long)bh->run_id, a->w.db);
+    printf("task %s: %d pair%s of %d tokens; method %s", t->task, t->N, t->N == 1 ? "" : "s", t->T,
+           o->method);
+    if (!strcmp(o->method, "acdc")) printf(", tau %g", o->tau);
+    else printf(", recover %g", o->recover);
+    printf(", metric %s\n", o->metric);
+    /* the kept edges' scores, ranked */
+    double *sc = malloc(sizeof(double) * (size_t)(r->n_kept ? r->n_kept : 1));
+    int *at = malloc(sizeof(int) * (size_t)(r->n_kept ? r->n_kept : 1)), n = 0, *idx = NULL;
+    if (sc && at) {
+        for (int k = 0; k < r->n_edges; k++)
+            if (r->kept[k]) at[n] = k, sc[n++] = r->score[k];
+        idx = al_by_magnitude(sc, n);
+    }
+    printf("circuit: %d of %d edges kept (%.1f%%)\n", r->n_kept, r->n_edges,
+           100.0 * r->n_kept / r->n_edges);
+    if (idx && n) {
+        int show = a->show < n ? a->show : n;
+        printf("top %d of %d kept edges by |score|:\n  %-16s %10s\n", show, n, "edge", "score");
+        for (int i = 0; i < show; i++) {
+            char nm[64];
+            printf("  %-16s ", al_graph_edge_name(r->L, r->H, at[idx[i]], nm, sizeof nm));
+            if (isnan(sc[idx[i]])) printf("%10s\n", "-");
+            else printf("%+10.4g\n", sc[idx[i]] + 0.0);
+        }
+    }
+    free(idx);
+    free(sc);
+    free(at);
+    printf("faithfulness %.4f (M_clean %.4f, M_corr %.4f, M_circuit %.4f); KL %.4g\n",
+           r->faithfulness, r->m_clean, r->m_corr, r->m_circuit, r->kl_circuit + 0.0);
+    printf("%ld evaluations in %.2f s\n", r->evals, r->seconds);
+}
+
+/* The curve: every tau found (the main one among them), by tau. */
+static void print_sweep(const double *taus, const al_discover_result *rs, int n) {
+    printf("sweep (tau -> kept edges -> faithfulness):\n  %-10s %6s %13s %10s\n", "tau", "kept",
+           "faithfulness", "KL");
+    for (int i = 0; i < n; i++)
+        printf("  %-10g %6d %13.4f %10.4g\n", taus[i], rs[i].n_kept, rs[i].faithfulness,
+               rs[i].kl_circuit + 0.0);
+}
+
+/* ------------------------------------------------------------ running */
+
+/* The main circuit's file: OUT/circuit-<task>-<method>.json. */
+static int write_circuit(const disc_args *a, const al_behave *bh, const al_pairs *t,
+                         const al_discover_opts *o, const al_discover_result *r, char *path,
+                         size_t cap, al_err *e) {
+    char name[128];
+    snprintf(name, sizeof name, "circuit-%s-%s.json", t->task, o->method);
+    if (al_path_join(path, cap, a->out ? a->out : a->w.model, name, e)) return -1;
+    int acdc = !strcmp(o->method, "acdc");
+    al_circuit_info info = {bh->sha, t->task, o->method, o->metric, acdc ? o->tau : NAN,
+                            acdc ? NAN : o->recover, r->faithfulness, r->kl_circuit};
+    char *text = NULL;
+    if (al_circuit_format(&info, r->L, r->H, r->kept, r->score, &text, e)) return -1;
+    int rc = al_write_file_atomic(path, text, strlen(text), e);
+    free(text);
+    return rc;
+}
+
+static int disc_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
+    disc_args *a = args;
+    al_patch_opts o = a->o;
+    al_discover_opts d = al_discover_opts_defaults();
+    d.method = a->method, d.metric = a->metric, d.tau = a->tau, d.recover = a->recover;
+    d.batch = o.batch;
+    double taus[MAX_SWEEP + 1];
+    int n_sweep = 0;
+    if (al_patch_opts_check(&o, e)) return 2;
+    if (!isfinite(a->tau) || a->tau < 0)
+        return al_errf(e, "--tau must be a finite number >= 0 (got %g)", a->tau), 2;
+    if (al_discover_opts_check(&d, e)) return 2;
+    if (a->sweep && strcmp(d.method, "acdc"))
+        return al_errf(e, "--sweep is for --method acdc (EAP has no tau)"), 2;
+    if (a->sweep && parse_sweep(a->sweep, a->tau, taus + 1, &n_sweep, e)) return 2;
+    if (a->show < 0) return al_errf(e, "--show must be >= 0"), 2;
+    if (al_threads_check(a->w.threads, e)) return 2;
+    al_set_threads(a->w.threads);
+    al_behave bh;
+    if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
+    al_pairs t = {0};
+    al_discover_result rs[MAX_SWEEP + 1];
+    memset(rs, 0, sizeof rs);
+    int rc = 1, n_done = 0, L = bh.m.cfg.n_layers;
+    double t0 = al_now();
+    char path[AL_PATH_MAX];
+    al_stop_catch();
+    o.stop = &al_stop;
+    if (L > 2) {
+        al_errf(e, "%s has %d layers; circuit discovery covers models of 1 and 2 layers",
+                a->w.model, L);
+        goto out;
+    }
+    if (a->out && al_mkdir_p(a->out, e)) goto out;
+    if (al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e)) goto out;
+    if (al_stop) {
+        al_errf(e, "interrupted");
+        rc = 130;
+        goto out;
+    }
+    al_behave_warn_probe(&bh, t.T);
+    if (al_behave_begin(&bh, "discover", fl, e)) goto out;
+    taus[0] = a->tau;
+    d.progress = 1;
+    d.stop = &al_stop;
+    int failed = 0;
+    /* the main circuit first (rs[0]), then the sweep's */
+    for (int i = 0; i <= n_sweep && !failed && !al_stop; i++) {
+        d.tau = taus[i];
+        failed = al_discover_run(&bh.m, &t, &d, &rs[i], e);
+        n_done += !failed;
+    }
+    d.tau = a->tau;
+    if (al_stop) {
+        al_errf(e, "interrupted");
+        rc = 130;
+        goto fail;
+    }
+    if (failed || al_store_tx_begin(bh.st, e)) goto fail;
+    for (int i = 0; i < n_done; i++) {
+        d.tau = taus[i];
+        if (al_store_put_discover(bh.st, bh.run_id, bh.model_id, &t, &d, &rs[i], e)) goto fail;
+    }
+    d.tau = a->tau;
+    if (write_circuit(a, &bh, &t, &d, &rs[0], path, sizeof path, e) ||
+        al_store_run_finish(bh.st, bh.run_id, e))
+        goto fail;
+    print_circuit(a, &bh, &t, &d, &rs[0]);
+    if (n_sweep) {
+        /* the curve in tau order; rs and taus sorted together by index */
+        int ord[MAX_SWEEP + 1];
+        double st[MAX_SWEEP + 1];
+        al_discover_result sr[MAX_SWEEP + 1];
+        memcpy(st, taus, sizeof(double) * (size_t)n_done);
+        qsort(st, (size_t)n_done, sizeof st[0], by_value);
+        for (int i = 0; i < n_done; i++) {
+            for (ord[i] = 0; taus[ord[i]] != st[i]; ord[i]++) {}
+            sr[i] = rs[ord[i]];
+        }
+        print_sweep(st, sr, n_done);
+    }
+    printf("circuit file %s\n", path);
+    printf("discover: %d circuit%s in %.2f s\n", n_done, n_done == 1 ? "" : "s", al_now() - t0);
+    if (run_id) *run_id = bh.run_id;
+    rc = 0;
+    goto out;
+fail:
+    al_behave_fail(&bh, e);
+out:
+    al_stop_release();
+    al_pairs_free(&t);
+    for (int i = 0; i < n_done; i++) al_discover_result_free(&rs[i]);
+    al_behave_close(&bh);
+    return rc;
+}
+
+static void disc_init(void *args) {
+    static const disc_args dflt = DISC_ARGS_INIT;
+    *(disc_args *)args = dflt;
+}
+
+const al_analysis_cmd al_an_discover = {"discover", &al_cmd_discover, &g_disc, sizeof g_disc,
+                                        disc_init, disc_do};
+
+static int run_discover(int argc, char **argv) { return al_an_main(&al_an_discover, argc, argv); }
