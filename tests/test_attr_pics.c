@@ -375,3 +375,24 @@ TEST(attrpics_report_section) {
     CHECK(n_pics == 3 + 2 + 2);
     free(html);
 }
+
+/* Virtual terms that hurt: removing them lowers the loss. Shares are of
+ * Σ|Δloss| = 0.4 + 0.8 + 0.5, so the three add up to 100%. */
+TEST(attrpics_report_virtual_against) {
+    t_pbuf against = t_pcopy("against");
+    make_model(against.s, 2, 8);
+    attr_fix f = {.tokens = 1, .paths = 1, .attrpatch = 0, .virt_dloss = -0.5};
+    attr_fixture(t_path("r.db"), against.s, &f);
+    const char *dirs[1] = {against.s};
+    int n_pics = 0;
+    char *html = report_html(dirs, 1, "dla,terms,attrpatch", &n_pics);
+    CHECK(html != NULL);
+    CHECK(html && strstr(html, "They work against the task: removing all 64 virtual terms "
+                               "together <i>lowers</i> the loss by 0.5000 nats (29.4%"));
+    CHECK(html && strstr(html, "<td class=t>virtual</td><td>+0.1000</td><td>-0.5000</td>"
+                               "<td class=t>29.4%</td>"));
+    CHECK(html && strstr(html, "<td class=t>direct</td><td>+0.9000</td><td>+0.4000</td>"
+                               "<td class=t>23.5%</td>"));
+    CHECK(html && !strstr(html, "The largest alone")); /* named only when they help */
+    free(html);
+}

@@ -16,9 +16,9 @@
 /* nats: mean-ablating the head raises the loss at copy positions by more
  * than this: ablation says "copies" (also for copying_ablation_excess) */
 #define AL_TH_COPY_ABLATION 0.01
-/* share of the summed Δloss of the three path-expansion kinds (direct,
- * head, virtual; each removed at once): virtual terms below it are called
- * negligible. A twentieth: the kinds' Δloss do not add up (the loss is not
+/* share of the summed |Δloss| of the three path-expansion kinds (direct,
+ * head, virtual; each removed at once): virtual terms whose |Δloss| is
+ * below it are called negligible. A twentieth: the kinds' Δloss do not add up (the loss is not
  * linear in the logits), so only a share this small is clearly less than
  * the slack between them, rather than a smaller but real part */
 #define AL_TH_VIRTUAL_SHARE 0.05

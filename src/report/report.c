@@ -889,12 +889,15 @@ static int sec_patching(rep *R, const rmodel *M, al_err *e) {
 }
 
 /* The answer to "do virtual heads matter here?" from the kinds' Δloss
- * (each kind's terms removed at once): the virtual kind's share of their
- * sum, against AL_TH_VIRTUAL_SHARE. a: the run's row (see sec_attribution). */
+ * (each kind's terms removed at once): the virtual kind's |Δloss| as a
+ * share of the three kinds' Σ|Δloss|, against AL_TH_VIRTUAL_SHARE, and
+ * its sign (removing a kind can lower the loss: the demo's 2-layer model
+ * does better on the induction task without its virtual terms). a: the
+ * run's row (see sec_attribution). */
 static int virtual_sentence(rep *R, const rmodel *M, const qres *a, al_err *e) {
     al_buf *h = &R->h;
     double d[3] = {qx(a, 0, 9), qx(a, 0, 10), qx(a, 0, 11)}, tot = 0;
-    for (int k = 0; k < 3; k++) tot += isnan(d[k]) ? 0 : d[k];
+    for (int k = 0; k < 3; k++) tot += isnan(d[k]) ? 0 : fabs(d[k]);
     al_buf_puts(h, "<p class=answer><b>Do virtual heads matter here?</b> ");
     if (M->cfg.n_layers < 2) {
         al_buf_puts(h, "There are none: the model has one layer, so no head reads another's "
@@ -907,30 +910,30 @@ static int virtual_sentence(rep *R, const rmodel *M, const qres *a, al_err *e) {
     }
     int n = M->cfg.n_heads * M->cfg.n_heads;
     if (!(tot > 0)) {
-        al_buf_printf(h, "Cannot say: removing the terms of a kind does not raise the loss "
-                      "(summed &Delta;loss %+.4f nats).</p>\n", tot);
+        al_buf_puts(h, "Cannot say: removing the terms of any kind leaves the loss as it "
+                       "is.</p>\n");
         return 0;
     }
-    double share = d[2] / tot;
-    if (share <= -AL_TH_VIRTUAL_SHARE)
-        al_buf_printf(h, "They work against the task: removing all %d virtual terms together "
-                      "<i>lowers</i> the loss by %.4f nats (%.1f%% of the summed &Delta;loss of "
-                      "the three kinds).", n, -d[2], -100 * share);
-    else if (share < AL_TH_VIRTUAL_SHARE)
+    double share = fabs(d[2]) / tot; /* sign apart */
+    if (share < AL_TH_VIRTUAL_SHARE)
         al_buf_printf(h, "Negligible: removing all %d virtual terms together changes the loss by "
-                      "%+.4f nats, %.1f%% of the summed &Delta;loss of the three kinds (below "
+                      "%+.4f nats, %.1f%% of the three kinds' summed |&Delta;loss| (below "
                       "the %.0f%% taken as negligible).", n, d[2], 100 * share,
                       100 * AL_TH_VIRTUAL_SHARE);
+    else if (d[2] < 0)
+        al_buf_printf(h, "They work against the task: removing all %d virtual terms together "
+                      "<i>lowers</i> the loss by %.4f nats (%.1f%% of the three kinds' summed "
+                      "|&Delta;loss|).", n, -d[2], 100 * share);
     else
         al_buf_printf(h, "Yes: removing all %d virtual terms together raises the loss by %.4f "
-                      "nats, %.1f%% of the summed &Delta;loss of the three kinds (under "
+                      "nats, %.1f%% of the three kinds' summed |&Delta;loss| (under "
                       "%.0f%% would be negligible).", n, d[2], 100 * share,
                       100 * AL_TH_VIRTUAL_SHARE);
     qres t;
     if (q_run(R, &t, "SELECT term, dloss FROM path_terms WHERE run_id = ?1 AND kind = 'virtual' "
               "AND dloss IS NOT NULL ORDER BY dloss DESC LIMIT 1", qt(a, 0, 0), NULL, e))
         return -1;
-    if (t.nr && share > -AL_TH_VIRTUAL_SHARE) {
+    if (t.nr && d[2] > 0) {
         al_buf_puts(h, " The largest alone: <code>");
         sb_esc(h, qt(&t, 0, 0));
         al_buf_printf(h, "</code> (&Delta;loss %+.4f nats).", qx(&t, 0, 1));
@@ -986,15 +989,15 @@ static int sec_attribution(rep *R, const rmodel *M, al_err *e) {
                        "per kind, its terms' summed contribution to the metric and the rise in "
                        "loss with all of them removed at once.</p>\n");
         static const char *const heads[] = {"kind", "value", "\xce\x94loss (nats)",
-                                            "share of \xce\xa3 \xce\x94loss", NULL};
-        rc = sql_table(R, "SELECT k, v, d, CASE WHEN s > 0 THEN printf('%.1f%%', 100 * d / s) END "
+                                            "share of \xce\xa3|\xce\x94loss|", NULL};
+        rc = sql_table(R, "SELECT k, v, d, CASE WHEN s > 0 THEN printf('%.1f%%', 100 * abs(d) / s) END "
                        "FROM (SELECT 0 AS o, 'direct' AS k, direct_value AS v, direct_dloss AS d "
                        "FROM attribution_runs WHERE run_id = ?1 UNION ALL SELECT 1, 'head', "
                        "head_value, head_dloss FROM attribution_runs WHERE run_id = ?1 UNION ALL "
                        "SELECT 2, 'virtual', virtual_value, virtual_dloss FROM attribution_runs "
                        "WHERE run_id = ?1 AND virtual_dloss IS NOT NULL), (SELECT "
-                       "coalesce(direct_dloss, 0) + coalesce(head_dloss, 0) + "
-                       "coalesce(virtual_dloss, 0) AS s FROM attribution_runs WHERE run_id = ?1) "
+                       "abs(coalesce(direct_dloss, 0)) + abs(coalesce(head_dloss, 0)) + "
+                       "abs(coalesce(virtual_dloss, 0)) AS s FROM attribution_runs WHERE run_id = ?1) "
                        "ORDER BY o", run, NULL, heads, "s++s", NULL, e) < 0;
         if (!rc) rc = virtual_sentence(R, M, &a, e);
         if (!rc) {
