@@ -5,7 +5,8 @@
 # with n_ctx at a constant 4096 tokens per step; then the activation-
 # patching sweep, incremental against one full forward per configuration
 # (bench_engine --mode patch); then attribution patching beside the
-# patching sweeps it estimates (bench_engine --mode attr); then the
+# patching sweeps it estimates (bench_engine --mode attr); then ACDC's
+# edges tested per second (bench_engine --mode discover); then the
 # tokenizer bench.
 # Every measurement runs in its own process, so each peak RSS is that
 # run's own. Rates are from the median step time (see bench_engine.c).
@@ -104,6 +105,9 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run attr c 0 --mode attr --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$ATTR_PAIRS" --probe-r "$PATCH_R"
+[ "$PATCH" = 1 ] &&
+    run discover c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs 32 --probe-r "$PATCH_R"
 echo >&2
 
 BUSY1=$(busy)
@@ -207,6 +211,18 @@ if [ "$PATCH" = 1 ] && [ -s "$TMP/attr.c.json" ]; then
     echo "attribution = $(jget "$A" attr_over_fwd_bwd)x two forwards + a backward;" \
         "$(jget "$A" speedup)x faster than patching (Pearson with it: heads" \
         "$(jget "$A" pearson_head), edges $(jget "$A" pearson_edge); random weights)"
+fi
+
+if [ "$PATCH" = 1 ] && [ -s "$TMP/discover.c.json" ]; then
+    Q=$TMP/discover.c.json
+    echo
+    echo "circuit discovery, ACDC (tau 0.01, KL) on induction ($(jget "$Q" pairs) pairs, R $PATCH_R)," \
+        "2-layer d_model 256, 8x32 heads, random weights"
+    echo "$(jget "$Q" edges_tested) of $(jget "$Q" edges) edges tested in $(jget "$Q" seconds) s:" \
+        "$(jget "$Q" edges_per_s) edges/s, $(jget "$Q" evals_per_s) circuit evaluations/s;" \
+        "$(jget "$Q" kept) kept"
+    echo "a naive evaluation (both runs forward, no reuse) takes at least" \
+        "$(jget "$Q" naive_eval_floor_s) s: $(jget "$Q" speedup_vs_naive_floor)x slower per evaluation"
 fi
 
 if [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then

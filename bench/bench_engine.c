@@ -11,6 +11,11 @@
  *                  (head, head_pos and path patching, incremental) and
  *                  beside two forwards and one activation backward per
  *                  batch, the cost it should be close to
+ *   --mode discover  ACDC (al_discover_run, tau 0.01, KL) on --pairs
+ *                  induction pairs: edges tested and circuit evaluations
+ *                  per second, beside one plain forward pass of the
+ *                  clean and corrupted sequences (what a naive evaluation
+ *                  of a circuit costs at least)
  *   --mode patch   the activation-patching sweep al_patch_run (component
  *                  head_pos: every head x position, task induction) with
  *                  the incremental forward (al_model_forward_delta) on
@@ -37,6 +42,7 @@
 #include "attnlab/model.h"
 #include "attnlab/optim.h"
 #include "attnlab/attrpatch.h"
+#include "attnlab/discover.h"
 #include "attnlab/patch.h"
 
 static const char *o_mode = "train";
@@ -46,7 +52,7 @@ static double o_min_time = 3.0;
 static int o_pairs = 64, o_naive_pairs = 8, o_patch_r = 50, o_patch_batch = 8;
 
 static al_flag flags[] = {
-    {"mode", AL_STR, &o_mode, "M", "train, infer, sgemm, patch or attr", 0, 0},
+    {"mode", AL_STR, &o_mode, "M", "train, infer, sgemm, patch, attr or discover", 0, 0},
     {"n-layers", AL_INT, &o_layers, "N", "attention layers", 0, 0},
     {"d-model", AL_INT, &o_dmodel, "N", "residual width", 0, 0},
     {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
@@ -308,6 +314,49 @@ static int bench_attr(void) {
     return 0;
 }
 
+static int bench_discover(void) {
+    al_err e;
+    al_model m;
+    if (sweep_model(&m, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    const al_config c = m.cfg;
+    al_patch_opts po = al_patch_opts_defaults();
+    po.probe_r = o_patch_r, po.probe_n = o_pairs, po.batch = o_patch_batch;
+    al_discover_opts o = al_discover_opts_defaults();
+    o.batch = o_patch_batch;
+    al_pairs t;
+    al_discover_result r;
+    if (al_patch_task_make(&t, &m, NULL, 0, &po, &e) || al_discover_run(&m, &t, &o, &r, &e)) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        return 1;
+    }
+    /* the floor of a naive evaluation: both runs forward, every pair */
+    double t0 = al_now();
+    for (int n0 = 0; n0 < t.N; n0 += o_patch_batch) {
+        int nb = t.N - n0 < o_patch_batch ? t.N - n0 : o_patch_batch;
+        if (al_model_forward(&m, t.clean + (size_t)n0 * t.T, NULL, nb, t.T, &e) ||
+            al_model_forward(&m, t.corr + (size_t)n0 * t.T, NULL, nb, t.T, &e)) {
+            fprintf(stderr, "bench_engine: %s\n", e.msg);
+            return 1;
+        }
+    }
+    double fwd = al_now() - t0;
+    int tested = 0;
+    for (int k = 0; k < r.n_edges; k++) tested += !isnan(r.score[k]);
+    printf("{\"impl\": \"c\", \"mode\": \"discover\", \"n_layers\": %d, \"d_model\": %d, "
+           "\"n_heads\": %d, \"d_head\": %d, \"d_vocab\": %d, \"probe_r\": %d, \"pairs\": %d, "
+           "\"batch\": %d, \"threads\": %d, \"edges\": %d, \"edges_tested\": %d, \"evals\": %ld, "
+           "\"kept\": %d, \"seconds\": %.2f, \"edges_per_s\": %.1f, \"evals_per_s\": %.2f, "
+           "\"naive_eval_floor_s\": %.3f, \"speedup_vs_naive_floor\": %.1f, ",
+           c.n_layers, c.d_model, c.n_heads, c.d_head, c.d_vocab, o_patch_r, o_pairs,
+           o_patch_batch, o_threads, r.n_edges, tested, r.evals, r.n_kept, r.seconds,
+           tested / r.seconds, r.evals / r.seconds, fwd, fwd * r.evals / r.seconds);
+    print_tail();
+    al_discover_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(flags, argc - 1, argv + 1, NULL, 0, NULL, &e) != 0) {
@@ -327,7 +376,8 @@ int main(int argc, char **argv) {
         return bench_model(!strcmp(o_mode, "train"));
     if (!strcmp(o_mode, "patch")) return bench_patch();
     if (!strcmp(o_mode, "attr")) return bench_attr();
-    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm, patch or attr)\n",
+    if (!strcmp(o_mode, "discover")) return bench_discover();
+    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm, patch, attr or discover)\n",
             o_mode);
     return 2;
 }
