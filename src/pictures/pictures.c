@@ -1724,7 +1724,11 @@ static int pic_attrpatch(pic *p, al_err *e) {
                  "WHERE run_id = ?1", ap_agree_row, &ag, e))
         return -1;
     if (!(a.lo <= a.hi)) a.lo = 0, a.hi = 1;
-    double pad = fmax(a.hi - a.lo, 1e-6) * 0.05, lim[2] = {a.lo - pad, a.hi + pad};
+    /* the y = x line's two points outlive this function (drawn later):
+     * the picture owns them */
+    double pad = fmax(a.hi - a.lo, 1e-6) * 0.05, *lim = pcalloc(p, 2, sizeof(double), e);
+    if (!lim) return -1;
+    lim[0] = a.lo - pad, lim[1] = a.hi + pad;
     static const char *const grid_words[AL_AP_NGRID] = {"heads", "head x position", "edges"};
     static const int shape[AL_AP_NGRID] = {AL_MARK_CIRCLE, AL_MARK_SQUARE, AL_MARK_TRIANGLE};
     al_series *s = pcalloc(p, AL_AP_NGRID + 1, sizeof *s, e);
