@@ -297,7 +297,8 @@ static int bench_attr(void) {
     }
     double fb = fwd_bwd_seconds(&m, &t);
     if (fb < 0) return 1;
-    int configs = r.L * r.H + r.L * r.H * r.T + r.agree[AL_AP_EDGE].n + r.n_senders;
+    int configs = r.L * r.H + r.L * r.H * r.T; /* heads, head x position, existing edges */
+    for (int i = 0; i < r.n_edge; i++) configs += isfinite(r.edge[i]) != 0;
     printf("{\"impl\": \"c\", \"mode\": \"attr\", \"n_layers\": %d, \"d_model\": %d, "
            "\"n_heads\": %d, \"d_head\": %d, \"d_vocab\": %d, \"probe_r\": %d, \"pairs\": %d, "
            "\"batch\": %d, \"threads\": %d, \"configs\": %d, \"attr_seconds\": %.3f, "
