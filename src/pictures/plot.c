@@ -748,7 +748,7 @@ static void bars_draw(al_image *im, const al_bars *p, const bar_lay *L, int x, i
 
 #define GRAPH_COL_GAP 14
 #define GRAPH_ROW_GAP 96
-#define GRAPH_STUB 4 /* a port's coloured stub below its box */
+#define GRAPH_PORT_TICK 4 /* a port's coloured tick below its box */
 
 typedef struct graph_lay {
     int label_w;          /* row names' column */
@@ -780,7 +780,7 @@ static void graph_measure(const al_graph *g, graph_lay *L) {
     }
     int n_rows = imax(g->n_rows, 1);
     L->w = L->label_w + L->per_row_max * (graph_bw(g) + GRAPH_COL_GAP);
-    L->h = n_rows * graph_bh(g) + (n_rows - 1) * GRAPH_ROW_GAP + GRAPH_STUB + 2;
+    L->h = n_rows * graph_bh(g) + (n_rows - 1) * GRAPH_ROW_GAP + GRAPH_PORT_TICK + 2;
 }
 
 int al_graph_place(const al_graph *g, int i, int port, int *x, int *y, int *w, int *h) {
@@ -797,10 +797,10 @@ int al_graph_place(const al_graph *g, int i, int port, int *x, int *y, int *w, i
     if (h) *h = bh;
     if (!x || !y) return 0;
     if (port == -2) *x = bx + bw / 2, *y = by;
-    else if (port == -1) *x = bx + bw / 2, *y = by + bh + GRAPH_STUB - 1;
+    else if (port == -1) *x = bx + bw / 2, *y = by + bh + GRAPH_PORT_TICK - 1;
     else {
         *x = bx + bw * (port + 1) / (g->nodes[i].n_ports + 1);
-        *y = by + bh + GRAPH_STUB - 1;
+        *y = by + bh + GRAPH_PORT_TICK - 1;
     }
     return 0;
 }
@@ -857,7 +857,7 @@ static void graph_draw(al_image *im, const al_graph *g, const graph_lay *L, int 
         al_font_draw(im, bx + bw / 2 - tw(lab) / 2, by + (n->n_ports ? 3 : bh / 2 - 4), lab, 1, line);
         for (int k = 0; k < n->n_ports && k < AL_GRAPH_PORTS; k++) {
             int px = bx + bw * (k + 1) / (n->n_ports + 1);
-            al_image_fill(im, px - 2, by + bh, 5, GRAPH_STUB, n->port_colour[k]);
+            al_image_fill(im, px - 2, by + bh, 5, GRAPH_PORT_TICK, n->port_colour[k]);
             if (n->port_label[k])
                 al_font_draw(im, px - tw(n->port_label[k]) / 2, by + bh - LINE, n->port_label[k], 1,
                              n->dim ? line : n->port_colour[k]);
