@@ -2210,7 +2210,7 @@ static int pic_sweep_induction(pic *p, al_err *e) {
             while (b < g1 && s.model[b] == s.model[a]) b++;
             const char *lab = NULL;
             if (nm == 1) lab = s.seed[a] >= 0 ? pprintf(p, e, "seed %ld", s.seed[a]) : "the model";
-            else if (a == g0) lab = "each seed (one line each)";
+            else if (a == g0) lab = "one line per seed";
             if (nm == 1 && !lab) return -1;
             sr[ns++] = (al_series){s.step + a, s.val + a, b - a, lab, nm == 1 ? col : pale(col, 0.55),
                                    nm == 1 ? 2 : 1, 0, 0, 0, NULL};
