@@ -8,6 +8,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
+#include "attnlab/experiment.h"
 #include "attnlab/model.h"
 #include "test.h"
 
@@ -241,4 +242,103 @@ TEST(shortformer_config_json_round_trip) {
     CHECK(strstr(e.msg, "shortformer") != NULL);
     c.pos_type = 2;
     CHECK(al_config_validate(&c, &e) == -1);
+}
+
+/* A 2-layer shortformer model trained by the CLI reloads as shortformer
+ * with the same logits, and saved again and reloaded, bit for bit. */
+static void sf_tiny_model(const char *dir) {
+    t_tiny_model(dir, 1, 2); /* corpus, tokenizer and token files */
+    CHECK(t_sh("%s train --data %s/s.train.bin --val %s/s.val.bin --tokenizer %s/tok.json --out "
+               "%s/sf --steps 30 --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 "
+               "--batch 4 --eval-every 0 --warmup 2 --lr 0.01 --threads 2 --pos shortformer "
+               ">%s/train.log 2>&1",
+               t_bin(), dir, dir, dir, dir, dir) == 0);
+}
+
+TEST(shortformer_checkpoint_reloads_same_logits) {
+    t_pbuf dir = t_pcopy("."), sf = t_pcopy("sf"), again = t_pcopy("again");
+    sf_tiny_model(dir.s);
+    char *cfg = t_slurp(t_path("sf/config.json"));
+    CHECK(cfg && strstr(cfg, "\"shortformer\""));
+    free(cfg);
+    char *log = t_slurp(t_path("train.log"));
+    CHECK(log && strstr(log, "shortformer positions"));
+    free(log);
+    al_model m, m2;
+    al_tokenizer *tok = NULL, *tok2 = NULL;
+    al_err e;
+    CHECK_OK(al_ckpt_load(sf.s, &m, &tok, &e), &e);
+    CHECK(m.cfg.pos_type == AL_POS_SHORTFORMER);
+    int T = 20, in[20];
+    rand_tokens(in, NULL, T, m.cfg.d_vocab, 3);
+    CHECK_OK(al_model_forward(&m, in, NULL, 1, T, &e), &e);
+    size_t n = (size_t)T * m.cfg.d_vocab;
+    float *p1 = malloc(sizeof(float) * n);
+    memcpy(p1, m.probs, sizeof(float) * n);
+    CHECK_OK(al_ckpt_save(again.s, &m, tok, NULL, NULL, NULL, &e), &e);
+    CHECK_OK(al_ckpt_load(again.s, &m2, &tok2, &e), &e);
+    CHECK(m2.cfg.pos_type == AL_POS_SHORTFORMER);
+    CHECK_OK(al_model_forward(&m2, in, NULL, 1, T, &e), &e);
+    CHECK(memcmp(p1, m2.probs, sizeof(float) * n) == 0);
+    /* read as a standard model, the same weights give other logits */
+    m2.cfg.pos_type = AL_POS_STANDARD;
+    CHECK_OK(al_model_forward(&m2, in, NULL, 1, T, &e), &e);
+    CHECK(memcmp(p1, m2.probs, sizeof(float) * n) != 0);
+    /* and `attnlab run` reads it too */
+    CHECK(t_sh("%s run --model %s --prompt 'the cat' >/dev/null 2>&1", t_bin(), sf.s) == 0);
+    free(p1);
+    al_model_free(&m);
+    al_model_free(&m2);
+    al_tok_free(tok);
+    al_tok_free(tok2);
+}
+
+/* Every analysis runs on a shortformer model end to end and records a
+ * finished run. */
+TEST(shortformer_cli_every_analysis) {
+    t_pbuf dir = t_pcopy("."), sf = t_pcopy("sf"), db = t_pcopy("r.db"), err = t_pcopy("err.txt");
+    sf_tiny_model(dir.s);
+    const char *task = "--probe-r 6 --n 4 --batch 2 --threads 2";
+    static const char *const cmds[] = {"circuits --top-k 5",
+                                       "scores --probe-r 6",
+                                       "ablate --data %s/s.val.bin --each --probe-r 6",
+                                       "patch %s",
+                                       "paths %s",
+                                       "attribute %s",
+                                       "discover %s",
+                                       "discover --method eap %s"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char args[512];
+        if (strstr(cmds[i], "%s/")) snprintf(args, sizeof args, cmds[i], dir.s);
+        else if (strstr(cmds[i], "%s")) snprintf(args, sizeof args, cmds[i], task);
+        else snprintf(args, sizeof args, "%s", cmds[i]);
+        int rc = t_sh("%s %s --model %s --db %s >/dev/null 2>%s", t_bin(), args, sf.s, db.s, err.s);
+        CHECKF(rc == 0, "attnlab %s: exit %d: %s", args, rc, t_slurp(err.s));
+    }
+    CHECK_SQL(db.s, "SELECT count(*), sum(status = 'done') FROM runs", "8|8");
+    /* attribution: the pos component is 0 (no positions in the residual) */
+    CHECK_SQL(db.s, "SELECT count(*) > 0, max(abs(value)) FROM logit_attribution WHERE component = 'pos'",
+              "1|0.0");
+    CHECK(t_sh("%s heatmap --model %s --what qk-pos --layer 1 --head 2 --out %s/p.png >/dev/null 2>&1", t_bin(), sf.s,
+               dir.s) == 0);
+}
+
+/* An experiment's model takes "pos" as any train option, and a type that
+ * does not exist is refused when the file loads. */
+TEST(shortformer_experiment_key) {
+    const char *text = T_EXP_TINY_2L("sf") " \"analyses\": {}, \"pictures\": false, \"report\": false}";
+    char *t2 = malloc(strlen(text) + 64);
+    const char *cut = strstr(text, "\"n_layers\": 2}");
+    CHECK(cut != NULL);
+    if (!cut) return;
+    sprintf(t2, "%.*s\"n_layers\": 2, \"pos\": \"shortformer\"}%s", (int)(cut - text), text,
+            cut + strlen("\"n_layers\": 2}"));
+    const char *p = t_write("sf.json", t2);
+    al_experiment *x = NULL;
+    al_err e = {{0}};
+    CHECK_OK(al_exp_load(p, &x, &e), &e);
+    if (x) CHECK(strstr(x->models[0].train, "\"pos\":\"shortformer\"") != NULL);
+    al_exp_free(x);
+    t_exp_refused(t2, "\"shortformer\"", "\"rotary\"", "\"standard\" or \"shortformer\"");
+    free(t2);
 }
