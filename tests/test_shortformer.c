@@ -312,9 +312,13 @@ TEST(shortformer_cli_every_analysis) {
         if (strstr(cmds[i], "%s/")) snprintf(args, sizeof args, cmds[i], dir.s);
         else if (strstr(cmds[i], "%s")) snprintf(args, sizeof args, cmds[i], task);
         else snprintf(args, sizeof args, "%s", cmds[i]);
-        int rc = t_sh("%s %s --model %s --db %s >/dev/null 2>%s", t_bin(), args, sf.s, db.s, err.s);
+        int rc = t_sh("%s %s --model %s --db %s >%s/out%zu.txt 2>%s", t_bin(), args, sf.s, db.s,
+                      dir.s, i, err.s);
         CHECKF(rc == 0, "attnlab %s: exit %d: %s", args, rc, t_slurp(err.s));
     }
+    char *out = t_slurp(t_path("out0.txt"));
+    CHECK(out && strstr(out, "shortformer positions")); /* circuits names the type */
+    free(out);
     CHECK_SQL(db.s, "SELECT count(*), sum(status = 'done') FROM runs", "8|8");
     /* attribution: the pos component is 0 (no positions in the residual) */
     CHECK_SQL(db.s, "SELECT count(*) > 0, max(abs(value)) FROM logit_attribution WHERE component = 'pos'",
