@@ -47,16 +47,16 @@ TEST(store_schema_created) {
     al_err e;
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "5"));
+    CHECK(sql_is(db, "PRAGMA user_version", "6"));
     CHECK(sql_is(db, "PRAGMA journal_mode", "wal"));
     CHECK(sql_is(db,
                  "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
                  "WHERE type IN ('table', 'view') ORDER BY name)",
                  "ablations attribution_agreement attribution_patching attribution_runs "
                  "attribution_tokens circuit_edges circuit_runs composition eigenvalues head_overlap head_scores head_summary "
-                 "latest_run layer_scores logit_attribution logit_lens model_scores models "
+                 "latest_run layer_scores logit_attribution logit_lens merge_sources model_scores models "
                  "patching patching_runs path_patching path_terms pruning_steps runs singular_values skip_trigrams "
-                 "train_head_scores train_log"));
+                 "sweep_task train_head_scores train_log"));
     /* the DESIGN §6 minimum columns */
     CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
                      "('run_id','kind','config_json','model_id','started_at','finished_at',"
@@ -66,7 +66,7 @@ TEST(store_schema_created) {
     /* reopening an up-to-date file changes nothing */
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "5"));
+    CHECK(sql_is(db, "PRAGMA user_version", "6"));
 }
 
 /* A version-1 file (head_summary without copying_ablation_excess) is
@@ -80,7 +80,9 @@ TEST(store_migrates_version_1) {
     al_store_close(s);
     /* turn it back into a version-1 file with one score in it (without
      * version 3's tables) */
-    CHECK(t_sh("sqlite3 '%s' \"DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
+    CHECK(t_sh("sqlite3 '%s' \"DROP TABLE merge_sources; DROP TABLE sweep_task; DROP INDEX "
+               "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
+               "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
                "patching_runs; DROP TABLE attribution_runs; DROP TABLE logit_attribution; DROP TABLE "
                "path_terms; DROP TABLE logit_lens; DROP TABLE attribution_patching; DROP TABLE "
                "attribution_agreement; DROP TABLE attribution_tokens; DROP TABLE circuit_runs; DROP "
@@ -95,7 +97,7 @@ TEST(store_migrates_version_1) {
                      "'copying_ablation_excess'", "0"));
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "5"));
+    CHECK(sql_is(db, "PRAGMA user_version", "6"));
     CHECK(sql_is(db, "SELECT name, copying_ablation_excess FROM head_summary", "0.3|0.25"));
 }
 

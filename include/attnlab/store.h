@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 5
+#define AL_STORE_SCHEMA_VERSION 6
 
 typedef struct al_store al_store;
 
@@ -73,6 +73,21 @@ int al_store_tx_commit(al_store *s, al_err *e);
 int al_store_run_finish(al_store *s, int64_t run_id, al_err *e);
 /* Roll back the open transaction (if any), then mark failed with msg. */
 int al_store_run_fail(al_store *s, int64_t run_id, const char *msg, al_err *e);
+
+/* ---- sweeps (issue 16) ---- */
+
+/* Which task of a sweep made this database: the one sweep_task row. */
+typedef struct al_sweep_task_row {
+    const char *experiment;   /* the experiment's name */
+    int task, n_tasks;        /* 0..n_tasks-1 */
+    const char *setting;      /* swept values but the seed, "train.lr=0.01 tied=1" ("" if none) */
+    int has_seed;             /* 0: the sweep does not vary the seed (seed NULL) */
+    int64_t seed;
+    const char *params_json;  /* {"key.path": value, ...}: every swept value */
+} al_sweep_task_row;
+/* Write it (replacing any earlier row), committed at once; outside a
+ * transaction. 0, or -1 with e. */
+int al_store_put_sweep_task(al_store *s, const al_sweep_task_row *r, al_err *e);
 
 /* ---- rows (call inside a transaction) ---- */
 

@@ -308,8 +308,32 @@ static const char schema_v5[] =
     "  kept INTEGER NOT NULL CHECK (kept IN (0, 1)));\n"
     "CREATE INDEX circuit_edges_by_run ON circuit_edges(run_id, method, tau, edge);\n";
 
+/* v6: sweeps and merging (issue 16). A run's uid identifies it across
+ * databases, so merging the same input twice adds nothing; a merged run
+ * names the database it came from (merge_sources); a database made by one
+ * task of a sweep says which (sweep_task, one row). */
+static const char schema_v6[] =
+    "ALTER TABLE runs ADD COLUMN uid TEXT;  -- 32 hex digits, random at begin\n"
+    "UPDATE runs SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL;\n"
+    "CREATE UNIQUE INDEX runs_by_uid ON runs(uid);\n"
+    "CREATE TABLE merge_sources(\n"
+    "  source_id INTEGER PRIMARY KEY,\n"
+    "  path TEXT NOT NULL,                -- the input database as given\n"
+    "  merged_at TEXT NOT NULL,\n"
+    "  experiment TEXT, task INTEGER, n_tasks INTEGER,  -- its sweep_task row, if any\n"
+    "  setting TEXT, seed INTEGER, params_json TEXT);\n"
+    "ALTER TABLE runs ADD COLUMN source_id INTEGER;  -- merge_sources.source_id; NULL: run here\n"
+    "CREATE TABLE sweep_task(\n"
+    "  one INTEGER PRIMARY KEY CHECK (one = 1),\n"
+    "  experiment TEXT NOT NULL,          -- the experiment's name\n"
+    "  task INTEGER NOT NULL, n_tasks INTEGER NOT NULL,\n"
+    "  setting TEXT NOT NULL,             -- the swept values other than the seed, e.g. train.lr=0.01\n"
+    "  seed INTEGER,                      -- the swept seed, NULL if the sweep has none\n"
+    "  params_json TEXT NOT NULL);        -- every swept key path and its value\n";
+
 /* migrations[i] takes user_version i to i+1. */
-static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5};
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
+                                               schema_v6};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -670,8 +694,9 @@ int al_store_run_begin(al_store *s, const char *kind, const char *config_json,
     sqlite3_stmt *q;
     if (prepare(s,
                 "INSERT INTO runs(kind, config_json, model_id, started_at, status,"
-                " attnlab_version, pid, pid_start, host) VALUES(?, ?, ?,"
-                " strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'running', ?, ?, ?, ?)",
+                " attnlab_version, pid, pid_start, host, uid) VALUES(?, ?, ?,"
+                " strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'running', ?, ?, ?, ?,"
+                " lower(hex(randomblob(16))))",
                 &q, e))
         return -1;
     bind_str(q, 1, kind);
@@ -684,6 +709,25 @@ int al_store_run_begin(al_store *s, const char *kind, const char *config_json,
     int rc = step_done(s, q, e);
     sqlite3_finalize(q);
     if (rc == 0) *run_id = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+int al_store_put_sweep_task(al_store *s, const al_sweep_task_row *r, al_err *e) {
+    if (s->in_tx) return al_errf(e, "database %s: put_sweep_task inside a transaction", s->path);
+    sqlite3_stmt *q;
+    if (prepare(s,
+                "INSERT OR REPLACE INTO sweep_task(one, experiment, task, n_tasks, setting,"
+                " seed, params_json) VALUES(1, ?, ?, ?, ?, ?, ?)",
+                &q, e))
+        return -1;
+    bind_str(q, 1, r->experiment);
+    sqlite3_bind_int(q, 2, r->task);
+    sqlite3_bind_int(q, 3, r->n_tasks);
+    bind_str(q, 4, r->setting ? r->setting : "");
+    if (r->has_seed) sqlite3_bind_int64(q, 5, (sqlite3_int64)r->seed);
+    bind_str(q, 6, r->params_json ? r->params_json : "{}");
+    int rc = step_done(s, q, e);
+    sqlite3_finalize(q);
     return rc;
 }
 
