@@ -416,6 +416,10 @@ static int sec_card(rep *R, const rmodel *M, al_err *e) {
              c->d_vocab);
     card_row(h, "architecture", v);
     card_row(h, "embeddings", c->tied_embeddings ? "tied (W_U = W_E^T)" : "untied");
+    card_row(h, "positions", c->pos_type == AL_POS_SHORTFORMER
+                                 ? "shortformer (W_pos added to every head's query and key "
+                                   "inputs, not to the residual stream)"
+                                 : "standard (W_pos added to the residual stream)");
     qres q;
     if (q_run(R, &q, "SELECT n_params, trained_tokens, train_steps, final_train_loss, "
               "final_val_loss, sha256, seed FROM models WHERE model_id = ?1", M->mid, NULL, e))
