@@ -1776,6 +1776,18 @@ static const char *const nb_queries[][2] = {
      "SELECT x.run_id, r.kind, x.task, x.component, x.direction, x.n_pairs,\n"
      "       round(x.m_clean, 4) AS m_clean, round(x.m_corr, 4) AS m_corr\n"
      "FROM patching_runs x JOIN runs r USING (run_id) WHERE r.status = 'done' ORDER BY x.run_id"},
+    {"Circuit discovery: kept edges against faithfulness, every circuit of every discover run",
+     "SELECT x.run_id, x.method, x.tau, x.n_kept, x.n_edges, round(x.faithfulness, 3) AS faithfulness,\n"
+     "       round(x.kl, 4) AS kl FROM circuit_runs x JOIN runs r USING (run_id)\n"
+     "WHERE r.status = 'done' ORDER BY x.run_id, x.method, x.tau"},
+    {"The newest ACDC circuit (its run's own --tau): kept edges, strongest first",
+     "SELECT e.sender, coalesce(e.receiver_layer || '.' || e.receiver_head, 'logits') AS receiver,\n"
+     "       e.channel, round(e.score, 4) AS score\n"
+     "FROM circuit_edges e JOIN runs r USING (run_id)\n"
+     "WHERE r.run_id = (SELECT max(x.run_id) FROM circuit_runs x JOIN runs q USING (run_id)\n"
+     "                  WHERE q.status = 'done' AND x.method = 'acdc')\n"
+     "  AND e.tau = json_extract(r.config_json, '$.tau') AND e.kept = 1\n"
+     "ORDER BY e.score DESC"},
 };
 
 static const char nb_setup[] =
