@@ -251,7 +251,7 @@ TEST(circuit_file_round_trip) {
                 score[k] = k % 5 == 0 ? NAN : al_rng_normal(&r);
                 back[k] = 7;
             }
-            al_circuit_info info = {"ab", "induction", "acdc", "kl", 0.01, NAN, 0.5, 0.1};
+            al_circuit_info info = {"ab", "induction", "acdc", "kl", 0.01, NAN, 0.5, 0.1, 3};
             char *text = NULL;
             al_err e = {{0}};
             CHECK_OK(al_circuit_format(&info, L, H, kept, score, &text, &e), &e);
@@ -370,7 +370,7 @@ static void write_circuit(const char *path, int all) {
     int n = al_graph_n_edges(2, 4);
     unsigned char kept[200];
     memset(kept, all, (size_t)n);
-    al_circuit_info info = {"0", "induction", "acdc", "kl", 0.01, NAN, 1.0, 0.0};
+    al_circuit_info info = {"0", "induction", "acdc", "kl", 0.01, NAN, 1.0, 0.0, 0};
     char *text = NULL;
     al_err e = {{0}};
     CHECK_OK(al_circuit_format(&info, 2, 4, kept, NULL, &text, &e), &e);
@@ -438,6 +438,7 @@ TEST(discover_cli_circuit_runs) {
                dir.s, db.s, dir.s) == 0);
     char file[1100];
     snprintf(file, sizeof file, "%s/circuit-induction-acdc.json", dir.s);
+    CHECK(has(file, "\"run_id\":\t5,")); /* the discover run, the fifth of the database */
     CHECK(t_sh("%s ablate --model %s/m2 --db %s --data %s/s.val.bin --batches 1 --batch 2 "
                "--probe-r 6 --probe-n 4 --threads 2 --circuit %s --fill mean > %s 2>&1",
                t_bin(), dir.s, db.s, dir.s, file, out.s) == 0);
