@@ -201,6 +201,12 @@ static void make_inputs(void) {
     CHECK_SQL(b.s, "SELECT min(ablation_id) FROM ablations", "1");
 }
 
+/* sha256 of a file's bytes (the refusals must leave OUT byte-identical). */
+static void file_hash(const char *path, char hex[65]) {
+    al_err e;
+    if (al_sha256_file(path, hex, &e)) snprintf(hex, 65, "missing");
+}
+
 static int merge_cli(const char *out, const char *ins, const char *stdout_to) {
     return t_sh("%s db merge %s %s > %s 2> %s", t_bin(), out, ins, stdout_to ? stdout_to : "/dev/null",
                 t_path("merge.err"));
@@ -211,11 +217,18 @@ static int merge_cli(const char *out, const char *ins, const char *stdout_to) {
 TEST(merge_remaps_ids_and_models) {
     make_inputs();
     t_pbuf a = t_pcopy("a.db"), b = t_pcopy("b.db"), out = t_pcopy("out.db"), so = t_pcopy("so.txt");
-    char ins[2200];
+    char ins[2200], ha[65], hb[65], h[65];
     snprintf(ins, sizeof ins, "%s %s", a.s, b.s);
+    file_hash(a.s, ha);
+    file_hash(b.s, hb);
     CHECK(merge_cli(out.s, ins, so.s) == 0);
     const char *in[] = {a.s, b.s};
     check_union(out.s, in, 2);
+    /* the inputs are read, never written (not even a checkpoint) */
+    file_hash(a.s, h);
+    CHECK(!strcmp(h, ha));
+    file_hash(b.s, h);
+    CHECK(!strcmp(h, hb));
     /* 3 + 3 done runs with new ids, m2 once (both analysed it) */
     CHECK_SQL(out.s, "SELECT count(*), count(DISTINCT run_id), count(DISTINCT uid) FROM runs", "6|6|6");
     CHECK_SQL(out.s, "SELECT count(*), count(DISTINCT sha256) FROM models", "2|2");
@@ -294,12 +307,6 @@ TEST(merge_skips_unfinished_and_records_sources) {
     CHECK_SQL(out.s, q, "circuits,ablate,attribute");
     /* the failed and the running run's rows are not there */
     CHECK_SQL(out.s, "SELECT count(*) FROM runs WHERE kind = 'scores'", "0");
-}
-
-/* sha256 of a file's bytes (the refusals must leave OUT byte-identical). */
-static void file_hash(const char *path, char hex[65]) {
-    al_err e;
-    if (al_sha256_file(path, hex, &e)) snprintf(hex, 65, "missing");
 }
 
 /* A copy of a.db with fresh uids, changed by sql (run by the sqlite3 CLI). */
