@@ -339,6 +339,14 @@ TEST(merge_refusals_leave_out_unchanged) {
         {"dangling.db", "UPDATE runs SET model_id = 77 WHERE run_id = 1", "refers to a models row the file lacks"},
         {"dangling-rows.db", "UPDATE ablations SET run_id = 99 WHERE ablation_id = 1", "a row of ablations"},
         {"bad-source.db", "UPDATE runs SET source_id = 5", "names a merge source the file lacks"},
+        /* valid to the checks, refused by OUT mid-copy: rolled back */
+        {"check.db",
+         "ALTER TABLE patching RENAME TO old; CREATE TABLE patching(patch_id INTEGER PRIMARY KEY, "
+         "run_id INTEGER NOT NULL REFERENCES runs(run_id), model_id INTEGER NOT NULL REFERENCES "
+         "models(model_id), task TEXT NOT NULL, direction TEXT NOT NULL, component TEXT NOT NULL, "
+         "layer INTEGER NOT NULL, head INTEGER, pos INTEGER, value REAL, metric REAL); INSERT INTO "
+         "patching SELECT * FROM old; DROP TABLE old; UPDATE patching SET direction = 'sideways'",
+         "write failed: CHECK constraint failed"},
     };
     char ins[2400];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -520,4 +528,28 @@ TEST(merge_sigint_rolls_back) {
     CHECK_SQL(out.s, "PRAGMA integrity_check", "ok");
     free(before);
     free(now);
+}
+
+TEST(merge_sigint_while_waiting_for_lock) {
+    /* another writer holds OUT: the merge waits (as long as 60 s), and
+     * Ctrl-C ends the wait at once, with nothing written */
+    make_a();
+    t_pbuf a = t_pcopy("a.db"), out = t_pcopy("out.db"), err = t_pcopy("int.err");
+    CHECK(t_sh("%s db merge %s >/dev/null", t_bin(), out.s) == 0);
+    sqlite3 *db;
+    CHECK(sqlite3_open(out.s, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK);
+    pid_t p = t_spawn(NULL, err.s, "db merge %s %s", out.s, a.s);
+    t_sleep(1.0);
+    double t0 = al_now();
+    kill(p, SIGINT);
+    CHECK(t_wait(p, NULL) == 130);
+    CHECK(al_now() - t0 < 2.0);
+    CHECK(t_one_line(err.s, "interrupted"));
+    CHECK(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    CHECK_SQL(out.s, "SELECT count(*) FROM runs", "0");
+    /* with the lock gone, the same merge goes through */
+    CHECK(t_sh("%s db merge %s %s >/dev/null", t_bin(), out.s, a.s) == 0);
+    CHECK_SQL(out.s, "SELECT count(*) FROM runs", "3");
 }

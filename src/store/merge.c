@@ -196,6 +196,20 @@ static int on_progress(void *stop) {
 
 static int stopped(const al_merge_opts *o) { return o && o->stop && *o->stop; }
 
+/* Waiting for a lock (another writer of OUT, a WAL recovery of an input):
+ * up to 60 s as al_store_open's busy timeout, but a stop ends the wait. */
+static int on_busy(void *stop, int n) {
+    if ((stop && *(volatile sig_atomic_t *)stop) || n >= 6000) return 0;
+    sqlite3_sleep(10);
+    return 1;
+}
+
+static void watch(sqlite3 *db, const al_merge_opts *o) {
+    void *stop = o ? (void *)o->stop : NULL;
+    sqlite3_busy_handler(db, on_busy, stop);
+    sqlite3_progress_handler(db, 10000, on_progress, stop);
+}
+
 static int in_open(const char *path, const al_merge_opts *o, sqlite3 **db, char *what,
                    size_t cap, al_err *e) {
     struct stat sb;
@@ -213,8 +227,7 @@ static int in_open(const char *path, const al_merge_opts *o, sqlite3 **db, char 
         *db = NULL;
         return -1;
     }
-    sqlite3_busy_timeout(*db, 60000);
-    sqlite3_progress_handler(*db, 10000, on_progress, o ? (void *)o->stop : NULL);
+    watch(*db, o);
     return 0;
 }
 
@@ -815,7 +828,7 @@ static int merge(const char *out_path, const char *const *in_paths, int n_in,
     if (al_store_open(out_path, &s, e)) goto out;
     c.out = al_store_sqlite(s);
     snprintf(c.out_what, sizeof c.out_what, "database %s", out_path);
-    sqlite3_progress_handler(c.out, 10000, on_progress, o ? (void *)o->stop : NULL);
+    watch(c.out, o);
     if (stat(out_path, &out_sb) == 0)
         for (int i = 0; i < n_in; i++)
             if (same_file(&out_sb, in_paths[i])) {
@@ -844,7 +857,12 @@ static int merge(const char *out_path, const char *const *in_paths, int n_in,
         in.n_in = n_in;
         int bad_in = merge_input(&c, &in, e);
         input_close(&c, &in);
-        if (bad_in) goto out;
+        if (bad_in) {
+            /* OUT refused a row (a constraint the input lacked): say whose */
+            if (!stopped(o) && e && !strncmp(e->msg, "database ", 9))
+                al_err_prefix(e, "merging %s", in_paths[i]);
+            goto out;
+        }
         if (o && o->each) o->each[i] = in.st;
         add_stats(st, &in.st);
     }

@@ -4,9 +4,10 @@
  *
  * Properties: a refusal is one line, leaves OUT byte-identical and the
  * counts zeroed; an accepted input merged again adds nothing (the uids
- * are there) and leaves OUT passing integrity_check. Bounded: a 2 s
- * timer sets the merge's stop flag (it then returns "interrupted", OUT
- * unchanged), and SQLite's heap is capped. OUT is restored from its
+ * are there) and leaves OUT passing integrity_check. Bounded: a timer
+ * of 3 s of CPU time (SIGVTALRM: libFuzzer's -timeout has SIGALRM) sets
+ * the merge's stop flag (it then returns "interrupted", OUT unchanged),
+ * and SQLite's heap is capped. OUT is restored from its
  * bytes after every merge that changed it. Seeds: tests/fuzz/merge/,
  * made by tests/fuzz/make_merge_seeds.py. */
 #include "fuzz.h"
@@ -97,19 +98,23 @@ static void make_out(void) {
 }
 
 static int run_merge(const char *in, al_merge_stats *st, al_err *e) {
-    struct itimerval t = {{0, 0}, {2, 0}}, off = {{0, 0}, {0, 0}};
+    struct itimerval t = {{0, 0}, {3, 0}}, off = {{0, 0}, {0, 0}};
     al_merge_opts o = AL_MERGE_OPTS_INIT;
     fz_stop = 0;
     o.stop = &fz_stop;
-    setitimer(ITIMER_REAL, &t, NULL);
+    setitimer(ITIMER_VIRTUAL, &t, NULL);
     int rc = al_store_merge(out_path, &in, 1, &o, st, e);
-    setitimer(ITIMER_REAL, &off, NULL);
+    setitimer(ITIMER_VIRTUAL, &off, NULL);
     return rc;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (!pristine) {
-        signal(SIGALRM, on_alarm);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGVTALRM, &sa, NULL);
         sqlite3_hard_heap_limit64(256 << 20);
         make_out();
     }
