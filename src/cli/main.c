@@ -26,6 +26,7 @@
     X(discover)      \
     X(report)        \
     X(experiment)    \
+    X(db_merge)      \
     X(debug_dump)
 
 #define DECLARE(n) extern al_command al_cmd_##n;

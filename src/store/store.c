@@ -1,4 +1,5 @@
-/* store.c -- the SQLite results database; the only user of sqlite3.h.
+/* store.c -- the SQLite results database; with merge.c (which reaches
+ * the connection through store_internal.h) the only user of sqlite3.h.
  * See include/attnlab/store.h for the life of a run. Every value goes
  * through a bound parameter (token strings contain quotes and arbitrary
  * bytes), and every statement is prepared once per connection. */
@@ -19,6 +20,7 @@
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 #include "attnlab/thresholds.h"
+#include "store_internal.h"
 
 /* ------------------------------------------------------------ schema */
 
@@ -486,6 +488,8 @@ struct al_store {
 };
 
 const char *al_store_path(const al_store *s) { return s->path; }
+
+sqlite3 *al_store_sqlite(al_store *s) { return s->db; }
 
 static int db_err(al_store *s, al_err *e, const char *what) {
     return al_errf(e, "database %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
