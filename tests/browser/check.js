@@ -12,7 +12,11 @@
 //               click thumbnail l.h of model, check the enlarged head,
 //               hover token t, compare the rows of "attends to" / "attended by"
 //   loss        [{model, t, p, loss, top: [[token, "0.1234"]...]}]
-//   heatmaps    [{model, title_has, row, col, v, v2?}]
+//   heatmaps    [{model, title_has, row, col, v_db, v2_db?}]: hover that cell; the
+//               value shown must be the database's (v_db, as sqlite3 printed
+//               it with 17 digits) to 6 significant digits, as the page shows
+//   images      true: every <img> of the static page loaded (under the CSP)
+//   scripts     how many executable (untyped) <script> elements the page has
 //   texts       strings that must be on the page as visible text
 //   absent      CSS selectors that must match nothing (injected elements)
 // Always: no console error, no page error, no dialog, no request outside
@@ -132,8 +136,10 @@ async function main() {
         const t = (s) => (i.querySelector(s) || {}).textContent;
         return {row: t('.al-row'), col: t('.al-col'), v: t('.al-val'), v2: t('.al-v2')};
       });
-      if (got.row !== w.row || got.col !== w.col || got.v !== w.v ||
-          (w.v2 !== undefined && got.v2 !== w.v2))
+      const want = Number(w.v_db).toPrecision(6);
+      const want2 = w.v2_db === undefined ? undefined : Number(w.v2_db).toPrecision(6);
+      if (got.row !== w.row || got.col !== w.col || got.v !== want ||
+          (want2 !== undefined && got.v2 !== want2))
         fail(`heatmap "${w.title_has}" ${w.row} / ${w.col}: shows ${JSON.stringify(got)}, want ` +
              JSON.stringify(w));
     }
@@ -144,6 +150,16 @@ async function main() {
     for (const sel of spec.absent || []) {
       const n = await page.$$eval(sel, (l) => l.length);
       if (n) fail(`${n} element(s) match ${sel}: injected markup`);
+    }
+    if (spec.images) {
+      const im = await page.evaluate(() => Array.from(document.images).map(
+        (i) => [i.getAttribute('src'), i.complete && i.naturalWidth > 0]));
+      if (!im.length) fail('the page has no pictures');
+      for (const [src, ok] of im) if (!ok) fail('picture not loaded: ' + src);
+    }
+    if (spec.scripts !== undefined) {
+      const n = await page.$$eval('script:not([type])', (l) => l.length);
+      if (n !== spec.scripts) fail(`${n} executable scripts on the page, want ${spec.scripts}`);
     }
     if (spec.screenshot) {
       const x = await page.$('.al-x');
