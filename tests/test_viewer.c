@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "attnlab/checkpoint.h"
+#include "attnlab/experiment.h"
 #include "attnlab/image.h"
 #include "attnlab/model.h"
 #include "attnlab/png.h"
@@ -471,4 +472,28 @@ TEST(viewer_browser_hostile_tokens) {
     check_shot(t_path("shot.png"));
     cJSON_Delete(spec);
     al_tok_free(tok);
+}
+
+/* ------------------------------------------------------------ experiment */
+
+static const char exp_json[] =
+    T_EXP_TINY_2L("explore")
+    " \"analyses\": {\"patch\": {\"component\": \"head\", \"probe_r\": 6, \"n\": 4}},\n"
+    " \"pictures\": {\"kinds\": [\"attention\"], \"prompt\": \"Mira saw a cat.\"},\n"
+    " \"report\": {\"title\": \"explore\", \"interactive\": true}}\n";
+
+/* An experiment's report takes "interactive": true (a boolean only). */
+TEST(viewer_experiment_report_interactive) {
+    t_pbuf js = t_pcopy("x.json"), out = t_pcopy("out");
+    t_write("x.json", exp_json);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), js.s, out.s, t_path("log")) == 0);
+    char idx[1200];
+    snprintf(idx, sizeof idx, "%s/index.html", out.s);
+    char *html = t_slurp(idx);
+    CHECK(html && strstr(html, "Content-Security-Policy") &&
+          strstr(html, "<script type=\"application/json\" id=\"al-data-two\">") &&
+          strstr(html, "\"kind\":\"patching\""));
+    free(html);
+    t_exp_refused(exp_json, "\"interactive\": true", "\"interactive\": 1",
+                  "report.interactive: must be true or false");
 }

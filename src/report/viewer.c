@@ -44,6 +44,7 @@ void al_viewer_head(al_buf *h) {
                    ".al-tok{display:inline-block;line-height:1.4;border:1px solid #ccc;padding:1px 3px;margin:0 1px;white-space:pre;"
                    "cursor:default}.al-tok.cur{outline:2px solid #d62728}\n"
                    ".al-panel{font-size:.85em;display:flex;flex-wrap:wrap;gap:1.5em}"
+                   ".al-x td:nth-child(2){text-align:left;font-family:monospace;white-space:pre}"
                    ".al-panel table{margin:.2em 0}.al-scroll{max-height:18em;overflow-y:auto}\n"
                    ".al-grid{display:grid;gap:1px;font-size:10px;margin:.4em 0;width:max-content}"
                    ".al-cell{width:14px;height:14px}.al-rl{text-align:right;padding-right:4px;"

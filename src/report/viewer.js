@@ -200,16 +200,18 @@
     var m = 0;
     P.loss.forEach(function (v) { if (typeof v === 'number') m = Math.max(m, v); });
     var strip = el('div', 'al-strip al-lossstrip'), info = el('div', 'al-lossinfo');
-    P.tokens.forEach(function (s, t) {
+    var toks = P.tokens.map(function (s, t) {
       var sp = el('span', 'al-tok', s);
       sp.setAttribute('data-t', t);
       sp.style.background = diverging(P.loss[t], m);
       strip.appendChild(sp);
+      return sp;
     });
     strip.addEventListener('mouseover', function (ev) {
       var t = ev.target.getAttribute('data-t');
       if (t === null) return;
       t = +t;
+      toks.forEach(function (sp, s) { sp.classList.toggle('cur', s === t); });
       info.textContent = '';
       info.appendChild(document.createTextNode('token ' + t + ' '));
       info.appendChild(el('code', 'al-ltok', P.tokens[t]));
