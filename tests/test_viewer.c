@@ -309,6 +309,8 @@ TEST(viewer_browser_explorers) {
     cJSON_AddItemToArray(hm, hm_check(db.s, "m2", "Activation patching: head_pos",
         "SELECT layer || '.' || head, 'pos ' || pos, printf('%.17g', value) FROM patching WHERE "
         "run_id = (SELECT max(run_id) FROM patching) ORDER BY abs(value) DESC LIMIT 1"));
+    /* its column label is the position and pair 0's token there */
+    cJSON_AddTrueToObject(cJSON_GetArrayItem(hm, 0), "col_prefix");
     cJSON_AddItemToArray(hm, hm_check(db.s, "m2", "Path patching",
         "SELECT sender, CASE WHEN channel = 'direct' THEN 'logits' ELSE receiver_layer || '.' || "
         "receiver_head || ' ' || channel END, printf('%.17g', value) FROM path_patching ORDER BY "

@@ -19,6 +19,8 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/model.h"
+#include "attnlab/pairs.h"
+#include "attnlab/patch.h"
 #include "attnlab/report.h"
 #include "attnlab/tokenizer.h"
 #include "viewer_js.h" /* static const char viewer_js[] */
@@ -213,6 +215,8 @@ out:
  * their order keys. Cells carry the values as stored. */
 typedef struct hm_rows {
     cJSON *rows, *cols, *cells;
+    char **pos_lab; /* NULL, or "pos t token" for column keys 0..n_pos-1 */
+    int n_pos;
     double rk[4096], ck[4096];
     int nr, nc, n;
 } hm_rows;
@@ -229,7 +233,9 @@ static int slot(cJSON *labels, double *keys, int *n, const char *lab, double key
 static int hm_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
     hm_rows *R = ctx;
     if (nc < 5 || !t[0] || !t[2]) return 0;
-    int r = slot(R->rows, R->rk, &R->nr, t[0], x[1]), c = slot(R->cols, R->ck, &R->nc, t[2], x[3]);
+    const char *col = t[2];
+    if (R->pos_lab && x[3] >= 0 && x[3] < R->n_pos && R->pos_lab[(int)x[3]]) col = R->pos_lab[(int)x[3]];
+    int r = slot(R->rows, R->rk, &R->nr, t[0], x[1]), c = slot(R->cols, R->ck, &R->nc, col, x[3]);
     if (r < 0 || c < 0) return al_errf(e, "heatmap too large (over 4096 rows or columns)");
     cJSON *cell = cJSON_CreateArray();
     if (add(R->cells, NULL, cell) || add(cell, NULL, cJSON_CreateNumber(r)) ||
@@ -277,9 +283,10 @@ static int reorder(cJSON *labels, const double *keys, int n, cJSON *cells, int w
  * and names it). */
 static int heatmap(cJSON *list, al_store *st, const char *kind, const char *title,
                    const char *row_title, const char *col_title, const char *v2, const char *sql,
-                   const char *run, const char *grid, al_err *e) {
+                   const char *run, const char *grid, char **pos_lab, int n_pos, al_err *e) {
     hm_rows *R = calloc(1, sizeof *R);
     if (!R) return al_errf(e, "out of memory");
+    R->pos_lab = pos_lab, R->n_pos = n_pos;
     cJSON *o = cJSON_CreateObject();
     R->rows = cJSON_CreateArray(), R->cols = cJSON_CreateArray(), R->cells = cJSON_CreateArray();
     int rc = -1;
@@ -339,7 +346,76 @@ static int run_row(void *ctx, int nc, const char *const *t, const double *x, al_
 #define HEAD_KEY "layer * 1000 + coalesce(head, -1)"
 #define POS_LABEL "CASE WHEN pos IS NULL THEN 'all' ELSE 'pos ' || pos END"
 
-static int heatmaps_json(cJSON *root, al_store *st, const char *mid, al_err *e) {
+/* config_json, task_hash, n_pairs, seq_len of a patching run. */
+typedef struct prun_info {
+    char cfg[4096], hash[24];
+    int n, T, ok;
+} prun_info;
+
+static int run_info_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    (void)e;
+    prun_info *in = ctx;
+    if (nc < 4 || !t[0] || !t[1]) return 0;
+    snprintf(in->cfg, sizeof in->cfg, "%s", t[0]);
+    snprintf(in->hash, sizeof in->hash, "%s", t[1]);
+    in->n = (int)x[2], in->T = (int)x[3], in->ok = 1;
+    return 0;
+}
+
+/* Labels "pos t token" for a patching run's positions: pair 0's clean
+ * tokens, the task re-made from the run's stored options as the
+ * patching picture does (pictures.c), and only when it is still the
+ * run's task (pair count, length and fingerprint agree). NULL (position
+ * numbers) otherwise. Caller frees with free_labels. */
+static char **position_labels(al_store *st, const char *run, const al_model *m,
+                              const al_tokenizer *tok, int *n_out) {
+    prun_info in = {0};
+    *n_out = 0;
+    if (!tok) return NULL;
+    const char *params[1] = {run};
+    al_err e;
+    if (al_store_query(st, "SELECT r.config_json, x.task_hash, x.n_pairs, x.seq_len FROM runs r "
+                       "JOIN patching_runs x ON x.run_id = r.run_id WHERE r.run_id = ?1", params, 1,
+                       run_info_row, &in, &e) || !in.ok)
+        return NULL;
+    cJSON *j = cJSON_Parse(in.cfg);
+    const cJSON *v;
+    al_patch_opts o = al_patch_opts_defaults();
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "task")) && cJSON_IsString(v)) o.task = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "pairs")) && cJSON_IsString(v)) o.pairs = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "probe_r")) && cJSON_IsNumber(v)) o.probe_r = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "n")) && cJSON_IsNumber(v)) o.probe_n = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsNumber(v))
+        o.probe_seed = (uint64_t)v->valuedouble;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsString(v))
+        o.probe_seed = strtoull(v->valuestring, NULL, 10);
+    al_pairs t;
+    int eot = al_tok_eot(tok), bos = eot < m->cfg.d_vocab ? eot : -1;
+    int rc = al_patch_task_make(&t, m, tok, bos, &o, &e);
+    cJSON_Delete(j);
+    if (rc) return NULL;
+    char hex[24], b[256];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)al_pairs_hash(&t));
+    char **lab = NULL;
+    if (t.T == in.T && t.N == in.n && strcmp(hex, in.hash) == 0 && (lab = calloc((size_t)t.T, sizeof *lab))) {
+        for (int i = 0; i < t.T; i++) {
+            if (i < t.len[0]) al_tok_display(tok, t.clean[i], b, sizeof b);
+            else snprintf(b, sizeof b, "(pad)");
+            size_t k = strlen(b) + 32;
+            if ((lab[i] = malloc(k))) snprintf(lab[i], k, "pos %d %s", i, b);
+        }
+        *n_out = t.T;
+    }
+    al_pairs_free(&t);
+    return lab;
+}
+
+static void free_labels(char **lab, int n) {
+    for (int i = 0; lab && i < n; i++) free(lab[i]);
+    free(lab);
+}
+
+static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char *mid, al_err *e) {
     cJSON *list = cJSON_CreateArray();
     if (add(root, "heatmaps", list)) return al_errf(e, "out of memory");
     runs *r = calloc(1, sizeof *r);
@@ -354,21 +430,37 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *mid, al_err *e) 
         "r2.run_id = y.run_id WHERE r2.status = 'done' AND y.model_id = x.model_id AND y.task = "
         "x.task AND y.direction = x.direction AND y.component IS x.component) ORDER BY "
         "x.component IS NULL, x.component, x.task, x.direction", params, 1, run_row, r, e);
+    al_model m;
+    al_tokenizer *tok = NULL;
+    memset(&m, 0, sizeof m);
+    int loaded = 0;
     for (int i = 0; rc == 0 && i < r->n; i++) {
         const char *ding = strcmp(r->dir[i], "noise") == 0 ? "noising" : "denoising";
+        char **lab = NULL;
+        int n_lab = 0;
+        if (r->comp[i][0] && !loaded) { /* the tokenizer and model, once, to re-make tasks */
+            al_err le;
+            loaded = al_ckpt_load(dir, &m, &tok, &le) == 0 ? 1 : -1;
+        }
+        if (r->comp[i][0] && loaded == 1) lab = position_labels(st, r->id[i], &m, tok, &n_lab);
         if (r->comp[i][0]) {
             snprintf(title, sizeof title, "Activation patching: %s, %s, task %s (run %s)",
                      r->comp[i], ding, r->task[i], r->id[i]);
             rc = heatmap(list, st, "patching", title, "layer.head", "position", NULL,
                          "SELECT " HEAD_LABEL ", " HEAD_KEY ", " POS_LABEL ", coalesce(pos, -1), "
-                         "value FROM patching WHERE run_id = ?1", r->id[i], NULL, e);
+                         "value FROM patching WHERE run_id = ?1", r->id[i], NULL, lab, n_lab, e);
+            free_labels(lab, n_lab);
         } else {
             snprintf(title, sizeof title, "Path patching: %s, task %s (run %s)", ding, r->task[i],
                      r->id[i]);
             rc = heatmap(list, st, "paths", title, "sender", "receiver", NULL,
                          "SELECT sender, " SENDER_KEY ", " RECEIVER ", " RECEIVER_KEY ", value "
-                         "FROM path_patching WHERE run_id = ?1", r->id[i], NULL, e);
+                         "FROM path_patching WHERE run_id = ?1", r->id[i], NULL, NULL, 0, e);
         }
+    }
+    if (loaded == 1) {
+        al_tok_free(tok);
+        al_model_free(&m);
     }
     r->n = 0;
     if (rc == 0)
@@ -385,7 +477,7 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *mid, al_err *e) 
                      "CASE WHEN l.pos IS NULL THEN 'mean' ELSE 'pos ' || l.pos || coalesce(' ' || "
                      "t.text, '') END, coalesce(l.pos, 1e9), l.value FROM logit_attribution l LEFT "
                      "JOIN attribution_tokens t ON t.run_id = l.run_id AND t.pos = l.pos WHERE "
-                     "l.run_id = ?1", run, NULL, e);
+                     "l.run_id = ?1", run, NULL, NULL, 0, e);
         static const char *const grids[3] = {"head", "head_pos", "edge"};
         for (int g = 0; rc == 0 && g < 3; g++) {
             snprintf(title, sizeof title, "Attribution patching estimate, grid %s, task %s (run %s)",
@@ -398,7 +490,7 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *mid, al_err *e) 
                                : "SELECT sender, " SENDER_KEY ", " RECEIVER ", " RECEIVER_KEY ", "
                                  "estimate, actual FROM attribution_patching WHERE run_id = ?1 AND "
                                  "grid = ?2",
-                         run, grids[g], e);
+                         run, grids[g], NULL, 0, e);
         }
     }
     free(r);
@@ -425,7 +517,7 @@ int al_viewer_model_block(al_buf *h, al_store *st, const al_viewer_model *vm, al
             }
         }
     }
-    if (vm->model_id && strcmp(vm->model_id, "0") != 0 && heatmaps_json(root, st, vm->model_id, e)) {
+    if (vm->model_id && strcmp(vm->model_id, "0") != 0 && heatmaps_json(root, st, vm->dir, vm->model_id, e)) {
         cJSON_Delete(root);
         return -1;
     }

@@ -12,7 +12,9 @@
 //               click thumbnail l.h of model, check the enlarged head,
 //               hover token t, compare the rows of "attends to" / "attended by"
 //   loss        [{model, t, p, loss, top: [[token, "0.1234"]...]}]
-//   heatmaps    [{model, title_has, row, col, v_db, v2_db?}]: hover that cell; the
+//   heatmaps    [{model, title_has, row, col, col_prefix?, v_db, v2_db?}]: hover that
+//               cell (col_prefix: the column label is col, a space and more,
+//               e.g. "pos 3" and the token there); the
 //               value shown must be the database's (v_db, as sqlite3 printed
 //               it with 17 digits) to 6 significant digits, as the page shows
 //   images      true: every <img> of the static page loaded (under the CSP)
@@ -124,7 +126,8 @@ async function main() {
           (h) => h.getAttribute('data-title').includes(w.title_has));
         if (!hm) return null;
         const r = Array.from(hm.querySelectorAll('.al-rl')).findIndex((e) => e.textContent === w.row);
-        const c = Array.from(hm.querySelectorAll('.al-cl')).findIndex((e) => e.textContent === w.col);
+        const c = Array.from(hm.querySelectorAll('.al-cl')).findIndex((e) => w.col_prefix ?
+          e.textContent.startsWith(w.col + ' ') : e.textContent === w.col);
         return hm.querySelector(`.al-cell[data-r="${r}"][data-c="${c}"]`);
       }, x, w);
       const el = cell.asElement();
@@ -138,7 +141,9 @@ async function main() {
       });
       const want = Number(w.v_db).toPrecision(6);
       const want2 = w.v2_db === undefined ? undefined : Number(w.v2_db).toPrecision(6);
-      if (got.row !== w.row || got.col !== w.col || got.v !== want ||
+      const colOk = w.col_prefix ? (got.col || '').startsWith(w.col + ' ') && got.col.length > w.col.length + 1
+                                 : got.col === w.col;
+      if (got.row !== w.row || !colOk || got.v !== want ||
           (want2 !== undefined && got.v2 !== want2))
         fail(`heatmap "${w.title_has}" ${w.row} / ${w.col}: shows ${JSON.stringify(got)}, want ` +
              JSON.stringify(w));
