@@ -1,8 +1,8 @@
 /* viewer.js -- the explorers of `attnlab report --interactive`
  * (include/attnlab/viewer.h). Compiled into the binary as a string and
- * inlined in the page. It reads each model's data from its
- * <script type="application/json" id="al-data-SLUG"> element and fills
- * <div id="al-x-SLUG">. Every string from the data goes into the page with
+ * inlined in the page (so it holds no script tag or comment opener of
+ * HTML: test_viewer.c checks). It reads each model's data from its JSON
+ * script element, id al-data-SLUG, and fills the div al-x-SLUG. Every string from the data goes into the page with
  * textContent or setAttribute, never innerHTML: token strings are data.
  * Numbers shown: attention, probabilities and losses to 4 decimals
  * (toFixed), database values to 6 significant digits (toPrecision). */
