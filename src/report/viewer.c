@@ -216,7 +216,7 @@ out:
 typedef struct hm_rows {
     cJSON *rows, *cols, *cells;
     char **pos_lab; /* NULL, or "pos t token" for column keys 0..n_pos-1 */
-    int n_pos;
+    int n_pos, too_big;
     double rk[4096], ck[4096];
     int nr, nc, n;
 } hm_rows;
@@ -236,7 +236,10 @@ static int hm_row(void *ctx, int nc, const char *const *t, const double *x, al_e
     const char *col = t[2];
     if (R->pos_lab && x[3] >= 0 && x[3] < R->n_pos && R->pos_lab[(int)x[3]]) col = R->pos_lab[(int)x[3]];
     int r = slot(R->rows, R->rk, &R->nr, t[0], x[1]), c = slot(R->cols, R->ck, &R->nc, col, x[3]);
-    if (r < 0 || c < 0) return al_errf(e, "heatmap too large (over 4096 rows or columns)");
+    if (r < 0 || c < 0) { /* over 4096 rows or columns: left out, not fatal */
+        R->too_big = 1;
+        return 0;
+    }
     cJSON *cell = cJSON_CreateArray();
     if (add(R->cells, NULL, cell) || add(cell, NULL, cJSON_CreateNumber(r)) ||
         add(cell, NULL, cJSON_CreateNumber(c)) || add(cell, NULL, t[4] ? jnum(x[4]) : cJSON_CreateNull()) ||
@@ -299,7 +302,8 @@ static int heatmap(cJSON *list, al_store *st, const char *kind, const char *titl
     }
     const char *params[2] = {run, grid};
     if (al_store_query(st, sql, params, grid ? 2 : 1, hm_row, R, e)) goto out;
-    if (R->n == 0) {
+    if (R->too_big) fprintf(stderr, "attnlab: warning: %s: over 4096 rows or columns, no explorer\n", title);
+    if (R->n == 0 || R->too_big) {
         rc = 0;
         goto out;
     }
