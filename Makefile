@@ -52,6 +52,17 @@ $(BUILD)/tobj/%.o: tests/%.c $(BUILD)/tests_list.h | $(BUILD)/tobj
 $(BUILD)/obj $(BUILD)/tobj:
 	@mkdir -p $@
 
+# The explorers' script of report --interactive is src/report/viewer.js,
+# compiled in as a C string (one line of JavaScript per line of C).
+$(BUILD)/gen/viewer_js.h: src/report/viewer.js
+	@mkdir -p $(@D)
+	@{ echo '/* generated from src/report/viewer.js by the Makefile */'; \
+	  echo 'static const char viewer_js[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/report/viewer.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/obj/report/viewer.o: $(BUILD)/gen/viewer_js.h
+
 $(BUILD)/libattnlab.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -7,7 +7,11 @@
 #   sh scripts/deps.sh test       also the optional cross-check packages of
 #                                 `make test` (`make deps-test`): PyTorch and
 #                                 NumPy for the reference tests, Chromium for
-#                                 the test that renders the HTML report
+#                                 the tests that render the HTML report,
+#                                 and node + npm, with which it then installs
+#                                 tests/browser's pinned puppeteer-core
+#                                 (npm ci) for the interactive report's
+#                                 browser test
 #   sh scripts/deps.sh bench      also PyTorch and NumPy, the reference of
 #                                 `make bench`
 #   sh scripts/deps.sh fuzz       also clang with libFuzzer (`make fuzz`):
@@ -25,11 +29,12 @@
 # "optional: ...") for these groups and exit, installing and checking
 # nothing (the test of this script uses it).
 set -u
+browser=0
 need="gcc make pkg-config libcjson-dev libpng-dev libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
 extra=""
 for group in "$@"; do
     case $group in
-        test) extra="$extra python3-torch python3-numpy chromium" ;;
+        test) extra="$extra python3-torch python3-numpy chromium nodejs npm"; browser=1 ;;
         bench) extra="$extra python3-torch python3-numpy" ;;
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;
@@ -44,15 +49,33 @@ if [ -n "${ATTNLAB_DEPS_PRINT:-}" ]; then
     echo "optional: $extra"
     exit 0
 fi
+# The browser test's npm package (tests/browser/package-lock.json pins
+# it), when npm is there and it is not installed yet; optional too.
+finish() {
+    lock=tests/browser/package-lock.json
+    if [ "$browser" = 1 ] && [ -f "$lock" ] && command -v npm >/dev/null 2>&1 &&
+        [ ! -f tests/browser/node_modules/puppeteer-core/package.json ]; then
+        echo "attnlab: npm ci in tests/browser (puppeteer-core, for the browser test)" >&2
+        npm ci --prefix tests/browser --no-audit --no-fund >/dev/null 2>&1 ||
+            echo "attnlab: npm ci in tests/browser failed; the browser tests will be skipped" >&2
+    fi
+    exit 0
+}
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
 missing_extra=""
 for p in $extra; do
+    # node and npm from elsewhere (NodeSource bundles npm; Debian's npm
+    # package then conflicts) are as good as Debian's
+    case $p in
+        nodejs) command -v node >/dev/null 2>&1 && continue ;;
+        npm) command -v npm >/dev/null 2>&1 && continue ;;
+    esac
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing_extra="$missing_extra $p"
 done
-[ -z "$missing" ] && [ -z "$missing_extra" ] && exit 0
+[ -z "$missing" ] && [ -z "$missing_extra" ] && finish
 if [ "$(id -u)" != 0 ]; then
     if [ -n "$missing" ]; then
         echo "attnlab: missing packages:$missing" >&2
@@ -61,7 +84,7 @@ if [ "$(id -u)" != 0 ]; then
     fi
     echo "attnlab: optional packages missing:$missing_extra (the tests that need them will be skipped)" >&2
     echo "run: sudo apt-get install -y$missing_extra" >&2
-    exit 0
+    finish
 fi
 export DEBIAN_FRONTEND=noninteractive
 echo "attnlab: installing$missing$missing_extra" >&2
@@ -74,4 +97,4 @@ if [ -n "$missing_extra" ]; then
     apt-get install -y -qq --no-install-recommends $missing_extra >/dev/null ||
         echo "attnlab: could not install$missing_extra; the tests that need them will be skipped" >&2
 fi
-exit 0
+finish

@@ -13,7 +13,8 @@
  *                 "ablate": [{"pairs": true, "method": "mean"}],
  *                 "prune": {"methods": ["ablation", "gradient", "random"], "budget": 0.1}},
  *    "pictures": {"kinds": ["attention", "training"], "prompt": "...", "repeat": 20},
- *    "report": true}                       or {"title": "...", "intro": "..."}
+ *    "report": true}                       or {"title": "...", "intro": "...",
+ *                                          "interactive": true}
  *
  * Option objects take the flags of the command they configure, with '_'
  * for '-' (data.synthetic: `data synth`; tokenizer: `tokenizer train`;
@@ -81,6 +82,7 @@ typedef struct al_experiment {
     char *prompt;
     int repeat, top_n;
     int report;
+    int interactive;         /* report.interactive: the explorers (viewer.h) */
     char *title, *intro;
 } al_experiment;
 

@@ -51,6 +51,7 @@ typedef struct al_report_opts {
     int top_n;             /* tokens in qk/ov pictures */
     const char *pictures;  /* comma list of picture kinds to draw (NULL: all) */
     int threads;           /* 0: default */
+    int interactive;       /* add the explorers (viewer.h); 0: the static page only */
 } al_report_opts;
 
 al_report_opts al_report_defaults(void);

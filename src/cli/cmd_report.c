@@ -25,6 +25,9 @@ static al_flag flags[] = {
     {"pictures", AL_STR, &o.pictures, "LIST",
      "picture kinds to draw, comma-separated (default: all of training, attention, spectrum, "
      "qk-pos, qk, ov, composition, ablation, pruning, sweep-induction)", 0, 0},
+    {"interactive", AL_BOOL, &o.interactive, NULL,
+     "add explorers (attention and loss on --prompt, patching and attribution heatmaps): inline "
+     "JavaScript and JSON, still one folder with no network access", 0, 0},
     {"threads", AL_INT, &o.threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
 
@@ -46,7 +49,13 @@ al_command al_cmd_report = {
     "sweep_summary view, sentences from its numbers and the sweep-induction picture.\n"
     "Beside it DIR/report.ipynb (nbformat 4) opens the\n"
     "database with Python's sqlite3, runs the README's queries and shows the\n"
-    "pictures. Pictures that cannot be drawn are warnings, not errors.",
+    "pictures. Pictures that cannot be drawn are warnings, not errors.\n"
+    "--interactive adds, per model, explorers drawn by inline JavaScript from\n"
+    "inline JSON (a Content-Security-Policy allows nothing else): attention of\n"
+    "every head on --prompt (thumbnails; click one to enlarge, hover a token for\n"
+    "its row and column), the prompt's tokens coloured by their loss with the\n"
+    "top-5 predictions on hover, and heatmaps of the patching, path-patching\n"
+    "and attribution rows with the value under the cursor.",
     flags,
     run_report,
 };

@@ -592,7 +592,7 @@ static int load_pictures(jx *j, const cJSON *p) {
 }
 
 static int load_report(jx *j, const cJSON *r) {
-    static const char *const known[] = {"title", "intro", NULL};
+    static const char *const known[] = {"title", "intro", "interactive", NULL};
     j->x->report = 1;
     if (!r || cJSON_IsTrue(r)) return 0;
     if (cJSON_IsFalse(r)) {
@@ -600,6 +600,9 @@ static int load_report(jx *j, const cJSON *r) {
         return 0;
     }
     if (!cJSON_IsObject(r)) return bad(j, "report", "must be true, false or an object");
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(r, "interactive");
+    if (it && !cJSON_IsBool(it)) return bad(j, "report.interactive", "must be true or false");
+    j->x->interactive = cJSON_IsTrue(it);
     return only_keys(j, r, "report", known) || get_str(j, r, "report", "title", &j->x->title) ||
            get_str(j, r, "report", "intro", &j->x->intro);
 }
@@ -1128,6 +1131,7 @@ static int run_report(runner *R, stage *s, al_err *e) {
     o.data = R->val_bin;
     o.pictures = x->pictures ? x->pic_kinds : "none";
     o.threads = x->threads;
+    o.interactive = x->interactive;
     al_report_result r;
     if (al_report_write(&o, &r, e)) return -1;
     printf("   wrote %s (%d pictures) and %s\n", r.index_path, r.n_pictures, r.notebook_path);

@@ -25,6 +25,7 @@
 #include "attnlab/stats.h"
 #include "attnlab/store.h"
 #include "attnlab/thresholds.h"
+#include "attnlab/viewer.h"
 
 
 al_report_opts al_report_defaults(void) {
@@ -258,8 +259,9 @@ static int sql_table(rep *R, const char *sql, const char *p1, const char *p2,
 }
 
 static void h_open(rep *R, const char *title) {
-    al_buf_puts(&R->h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-                   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
+    al_buf_puts(&R->h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
+    if (R->o->interactive) al_viewer_head(&R->h); /* the CSP before anything it governs */
+    al_buf_puts(&R->h, "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
     sb_esc(&R->h, title);
     al_buf_puts(&R->h,
             "</title>\n<style>\n"
@@ -1381,6 +1383,10 @@ static int sec_model(rep *R, const rmodel *M, al_err *e) {
         sec_ablation(R, M, e) || sec_pruning(R, M, e) || sec_patching(R, M, e) ||
         sec_circuit(R, M, e) || sec_attribution(R, M, e) || sec_pictures(R, M, e))
         return -1;
+    if (R->o->interactive) {
+        al_viewer_model vm = {M->dir, M->label, M->slug, M->in_db ? M->mid : NULL, R->o->prompt};
+        if (al_viewer_model_block(h, R->st, &vm, e)) return -1;
+    }
     al_buf_puts(h, "</section>\n");
     return 0;
 }
@@ -1939,6 +1945,7 @@ static int write_page(rep *R, const char *title, al_report_result *res, al_err *
     if (sec_sweep(R, e)) return -1;
     for (int i = 0; i < R->o->n_models; i++)
         if (sec_model(R, &R->m[i], e)) return -1;
+    if (R->o->interactive) al_viewer_script(h);
     al_buf_puts(h, "</body></html>\n");
     if (!al_buf_ok(h)) return al_errf(e, "out of memory building index.html");
     if (al_path_join(res->index_path, sizeof res->index_path, R->o->out_dir, "index.html", e))

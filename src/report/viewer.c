@@ -1,0 +1,555 @@
+/* viewer.c -- the explorers of `attnlab report --interactive` (see
+ * viewer.h): the data of each model as one inline JSON element, the CSP
+ * and CSS, and the script (src/report/viewer.js, compiled in as a string
+ * by the Makefile into viewer_js.h).
+ *
+ * Where a number is in the database (patching, path patching, logit
+ * attribution, attribution patching) the JSON takes it from those rows
+ * as stored, so the page shows what a query shows. Attention, loss and
+ * the top-5 are not stored: they come from running the model on the
+ * prompt here, as the attention pictures and `attnlab run` do. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "attnlab/viewer.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/checkpoint.h"
+#include "attnlab/model.h"
+#include "attnlab/pairs.h"
+#include "attnlab/patch.h"
+#include "attnlab/report.h"
+#include "attnlab/tokenizer.h"
+#include "viewer_js.h" /* static const char viewer_js[] */
+
+/* Only inline scripts and styles, and pictures from the page's own
+ * folder ('self' matches file:// in Chromium: checked by the browser
+ * test, whose static PNGs load under it). Nothing can be fetched,
+ * framed, posted or used as a base URL. */
+#define CSP "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; " \
+            "img-src 'self'; base-uri 'none'; form-action 'none'"
+
+void al_viewer_head(al_buf *h) {
+    al_buf_puts(h, "<meta http-equiv=\"Content-Security-Policy\" content=\"" CSP "\">\n"
+                   "<style>\n"
+                   ".al-x{margin:1.5em 0;padding:.5em 1em 1em;border:1px solid #c8d3e0;"
+                   "border-radius:4px;background:#fbfcfe}\n"
+                   ".al-x h4{margin:1.2em 0 .4em}.al-thumbs{display:flex;flex-wrap:wrap;gap:6px;"
+                   "margin:.3em 0}\n"
+                   ".al-thumb{border:2px solid transparent;padding:2px;cursor:pointer;text-align:center;"
+                   "font-size:11px;background:#fff}.al-thumb.sel{border-color:#1f77b4}"
+                   ".al-thumb canvas{display:block;image-rendering:pixelated}\n"
+                   ".al-strip{line-height:2;margin:.4em 0;font-family:monospace}"
+                   ".al-tok{display:inline-block;line-height:1.4;border:1px solid #ccc;padding:1px 3px;margin:0 1px;white-space:pre;"
+                   "cursor:default}.al-tok.cur{outline:2px solid #d62728}\n"
+                   ".al-panel{font-size:.85em;display:flex;flex-wrap:wrap;gap:1.5em}"
+                   ".al-x td:nth-child(2){text-align:left;font-family:monospace;white-space:pre}"
+                   ".al-panel table{margin:.2em 0}.al-scroll{max-height:18em;overflow-y:auto}\n"
+                   ".al-grid{display:grid;gap:1px;font-size:10px;margin:.4em 0;width:max-content}"
+                   ".al-cell{width:14px;height:14px}.al-rl{text-align:right;padding-right:4px;"
+                   "white-space:pre;font-family:monospace}.al-cl{writing-mode:vertical-rl;"
+                   "transform:rotate(180deg);white-space:pre;max-height:9em;overflow:hidden;"
+                   "font-family:monospace}\n"
+                   ".al-scroll-x{overflow-x:auto;max-width:100%}.al-info{font-size:.9em;min-height:1.4em;font-family:monospace;white-space:pre}"
+                   ".al-hm{margin:1em 0}.al-hm-title{font-weight:bold}\n"
+                   "@media print{.al-x{display:none}}\n"
+                   "</style>\n");
+}
+
+/* ------------------------------------------------------------ escaping */
+
+char *al_viewer_json_for_html(const char *json) {
+    al_buf b = AL_BUF_INIT;
+    for (const char *p = json; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '<') al_buf_puts(&b, "\\u003c");
+        else if (c == '>') al_buf_puts(&b, "\\u003e");
+        else if (c == '&') al_buf_puts(&b, "\\u0026");
+        else if (c == 0xE2 && (unsigned char)p[1] == 0x80 &&
+                 ((unsigned char)p[2] == 0xA8 || (unsigned char)p[2] == 0xA9)) {
+            /* U+2028, U+2029: line terminators to older JavaScript */
+            al_buf_puts(&b, (unsigned char)p[2] == 0xA8 ? "\\u2028" : "\\u2029");
+            p += 2;
+        } else {
+            al_buf_put(&b, p, 1);
+        }
+    }
+    if (!b.p) al_buf_puts(&b, "");
+    return al_buf_take(&b, NULL);
+}
+
+/* A string for cJSON: invalid UTF-8 as U+FFFD (cJSON copies bytes). */
+static cJSON *jstr(const char *s) {
+    char *u = al_utf8_sanitize(s, strlen(s));
+    cJSON *j = u ? cJSON_CreateString(u) : NULL;
+    free(u);
+    return j;
+}
+
+static int add(cJSON *to, const char *key, cJSON *item) {
+    if (!item) return -1;
+    if (key) cJSON_AddItemToObject(to, key, item);
+    else cJSON_AddItemToArray(to, item);
+    return 0;
+}
+
+/* A number, or null for NaN / infinity (JSON has neither). */
+static cJSON *jnum(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
+/* ------------------------------------------------------- the prompt */
+
+/* The k largest of row (V) by probability, descending, ties to the lower
+ * id: the order `attnlab run` lists. */
+static void top_k(const float *row, int V, int k, int *idx) {
+    for (int i = 0; i < k; i++) idx[i] = -1;
+    for (int v = 0; v < V; v++) {
+        int pos = k;
+        while (pos > 0 && (idx[pos - 1] < 0 || row[v] > row[idx[pos - 1]])) pos--;
+        if (pos >= k) continue;
+        memmove(idx + pos + 1, idx + pos, sizeof(int) * (size_t)(k - pos - 1));
+        idx[pos] = v;
+    }
+}
+
+/* "prompt": the model on vm->prompt, read as `attnlab run` reads it (BOS
+ * first, the last tokens kept): tokens, attention of every head (row t:
+ * t+1 numbers, 4 decimals), p and loss of each token given the tokens
+ * before it, the top-5 predictions at each position. A failure fills e
+ * (the caller shows it as a note). */
+static int prompt_json(cJSON *root, const al_viewer_model *vm, al_err *e) {
+    al_model m;
+    al_tokenizer *tok = NULL;
+    int *raw = NULL, *ids = NULL, rc = -1;
+    size_t n = 0;
+    memset(&m, 0, sizeof m);
+    if (al_ckpt_load(vm->dir, &m, &tok, e)) return -1;
+    if (!tok) {
+        al_errf(e, "model %s has no tokenizer.json to encode the prompt", vm->dir);
+        goto out;
+    }
+    if (al_tok_encode(tok, (const unsigned char *)vm->prompt, strlen(vm->prompt), 1, &raw, &n, e))
+        goto out;
+    int eot = al_tok_eot(tok), bos = eot >= 0, V = m.cfg.d_vocab;
+    int L = m.cfg.n_layers, H = m.cfg.n_heads;
+    size_t total = n + (size_t)bos, cap = (size_t)m.cfg.n_ctx;
+    if (cap > AL_VIEWER_MAX_T) cap = AL_VIEWER_MAX_T;
+    size_t keep = total < cap ? total : cap;
+    if (total == 0) {
+        al_errf(e, "the prompt is empty");
+        goto out;
+    }
+    ids = malloc(sizeof(int) * keep);
+    if (!ids) {
+        al_errf(e, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < keep; i++) {
+        size_t src = total - keep + i;
+        ids[i] = bos ? (src == 0 ? eot : raw[src - 1]) : raw[src];
+    }
+    int T = (int)keep;
+    if (al_model_forward(&m, ids, NULL, 1, T, e)) goto out;
+    cJSON *p = cJSON_CreateObject();
+    if (!p) goto oom;
+    cJSON_AddItemToObject(root, "prompt", p);
+    cJSON *toks = cJSON_CreateArray(), *att = cJSON_CreateArray(), *pr = cJSON_CreateArray(),
+          *loss = cJSON_CreateArray(), *top = cJSON_CreateArray();
+    if (add(p, "text", jstr(vm->prompt)) || add(p, "n_layers", cJSON_CreateNumber(L)) ||
+        add(p, "n_heads", cJSON_CreateNumber(H)) ||
+        add(p, "cut", cJSON_CreateNumber((double)(total - keep))) || add(p, "tokens", toks) ||
+        add(p, "att", att) || add(p, "p", pr) || add(p, "loss", loss) || add(p, "top", top))
+        goto oom;
+    char s[256];
+    for (int t = 0; t < T; t++) {
+        al_tok_display(tok, ids[t], s, sizeof s);
+        if (add(toks, NULL, jstr(s))) goto oom;
+    }
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            cJSON *a = cJSON_CreateArray();
+            if (add(att, NULL, a)) goto oom;
+            const float *A = m.att + ((size_t)l * H + h) * T * T; /* (L, B=1, H, T, T) */
+            for (int t = 0; t < T; t++)
+                for (int u = 0; u <= t; u++)
+                    if (add(a, NULL, cJSON_CreateNumber(round((double)A[t * T + u] * 1e4) / 1e4)))
+                        goto oom;
+        }
+    for (int t = 0; t < T; t++) {
+        cJSON *k = cJSON_CreateArray();
+        if (add(top, NULL, k)) goto oom;
+        if (t == 0) { /* the first token has no prefix */
+            if (add(pr, NULL, cJSON_CreateNull()) || add(loss, NULL, cJSON_CreateNull())) goto oom;
+            continue;
+        }
+        const float *row = m.probs + (size_t)(t - 1) * V; /* predictions for position t */
+        double pt = row[ids[t]];
+        if (add(pr, NULL, jnum(pt)) || add(loss, NULL, jnum(-log(pt)))) goto oom;
+        int idx[5], nk = V < 5 ? V : 5;
+        top_k(row, V, nk, idx);
+        for (int i = 0; i < nk; i++) {
+            cJSON *c = cJSON_CreateArray();
+            al_tok_display(tok, idx[i], s, sizeof s);
+            if (add(k, NULL, c) || add(c, NULL, jstr(s)) || add(c, NULL, jnum(row[idx[i]])))
+                goto oom;
+        }
+    }
+    rc = 0;
+    goto out;
+oom:
+    al_errf(e, "out of memory");
+out:
+    free(raw);
+    free(ids);
+    al_tok_free(tok);
+    al_model_free(&m);
+    return rc;
+}
+
+/* ------------------------------------------------------------ heatmaps */
+
+/* A heatmap from the database: rows of (row label, row order, column
+ * label, column order, value[, second value]); labels are placed by
+ * their order keys. Cells carry the values as stored. */
+typedef struct hm_rows {
+    cJSON *rows, *cols, *cells;
+    char **pos_lab; /* NULL, or "pos t token" for column keys 0..n_pos-1 */
+    int n_pos, too_big;
+    double rk[4096], ck[4096];
+    int nr, nc, n;
+} hm_rows;
+
+static int slot(cJSON *labels, double *keys, int *n, const char *lab, double key) {
+    for (int i = 0; i < *n; i++)
+        if (keys[i] == key && strcmp(cJSON_GetArrayItem(labels, i)->valuestring, lab) == 0) return i;
+    if (*n == 4096) return -1;
+    keys[*n] = key;
+    if (add(labels, NULL, jstr(lab))) return -1;
+    return (*n)++;
+}
+
+static int hm_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    hm_rows *R = ctx;
+    if (nc < 5 || !t[0] || !t[2]) return 0;
+    const char *col = t[2];
+    if (R->pos_lab && x[3] >= 0 && x[3] < R->n_pos && R->pos_lab[(int)x[3]]) col = R->pos_lab[(int)x[3]];
+    int r = slot(R->rows, R->rk, &R->nr, t[0], x[1]), c = slot(R->cols, R->ck, &R->nc, col, x[3]);
+    if (r < 0 || c < 0) { /* over 4096 rows or columns: left out, not fatal */
+        R->too_big = 1;
+        return 0;
+    }
+    cJSON *cell = cJSON_CreateArray();
+    if (add(R->cells, NULL, cell) || add(cell, NULL, cJSON_CreateNumber(r)) ||
+        add(cell, NULL, cJSON_CreateNumber(c)) || add(cell, NULL, t[4] ? jnum(x[4]) : cJSON_CreateNull()) ||
+        (nc > 5 && add(cell, NULL, t[5] ? jnum(x[5]) : cJSON_CreateNull())))
+        return al_errf(e, "out of memory");
+    R->n++;
+    return 0;
+}
+
+/* Sort labels (and remap cells) by their order keys, so a heatmap reads
+ * layer by layer, position by position, whatever the row order. */
+static int reorder(cJSON *labels, const double *keys, int n, cJSON *cells, int which) {
+    size_t cnt = n > 0 ? (size_t)n : 1;
+    int *ord = malloc(sizeof(int) * cnt), *inv = malloc(sizeof(int) * cnt);
+    char **names = calloc(cnt, sizeof(char *));
+    int rc = ord && inv && names ? 0 : -1;
+    for (int i = 0; !rc && i < n; i++) ord[i] = i;
+    for (int i = 1; !rc && i < n; i++) /* insertion sort: stable, n is small */
+        for (int j = i; j > 0 && keys[ord[j - 1]] > keys[ord[j]]; j--) {
+            int s = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = s;
+        }
+    for (int i = 0; !rc && i < n; i++) inv[ord[i]] = i;
+    for (int i = 0; !rc && i < n; i++)
+        if (!(names[i] = strdup(cJSON_GetArrayItem(labels, i)->valuestring))) rc = -1;
+    for (int i = 0; !rc && i < n; i++)
+        if (!cJSON_SetValuestring(cJSON_GetArrayItem(labels, i), names[ord[i]])) rc = -1;
+    cJSON *c;
+    if (!rc)
+        cJSON_ArrayForEach(c, cells) {
+            cJSON *v = cJSON_GetArrayItem(c, which);
+            cJSON_SetNumberValue(v, inv[(int)v->valuedouble]);
+        }
+    for (int i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+    free(ord);
+    free(inv);
+    return rc;
+}
+
+/* One heatmap of the query (parameter ?1 = run) into list, when it has
+ * rows. kind: patching, paths, dla or attrpatch (how the script colours
+ * and names it). */
+static int heatmap(cJSON *list, al_store *st, const char *kind, const char *title,
+                   const char *row_title, const char *col_title, const char *v2, const char *sql,
+                   const char *run, const char *grid, char **pos_lab, int n_pos, al_err *e) {
+    hm_rows *R = calloc(1, sizeof *R);
+    if (!R) return al_errf(e, "out of memory");
+    R->pos_lab = pos_lab, R->n_pos = n_pos;
+    cJSON *o = cJSON_CreateObject();
+    R->rows = cJSON_CreateArray(), R->cols = cJSON_CreateArray(), R->cells = cJSON_CreateArray();
+    int rc = -1;
+    if (!o || add(o, "kind", jstr(kind)) || add(o, "title", jstr(title)) ||
+        add(o, "run", cJSON_CreateNumber(atof(run))) || add(o, "row_title", jstr(row_title)) ||
+        add(o, "col_title", jstr(col_title)) || add(o, "rows", R->rows) || add(o, "cols", R->cols) ||
+        add(o, "cells", R->cells) || (v2 && add(o, "v2_name", jstr(v2)))) {
+        al_errf(e, "out of memory");
+        goto out;
+    }
+    const char *params[2] = {run, grid};
+    if (al_store_query(st, sql, params, grid ? 2 : 1, hm_row, R, e)) goto out;
+    if (R->too_big) fprintf(stderr, "attnlab: warning: %s: over 4096 rows or columns, no explorer\n", title);
+    if (R->n == 0 || R->too_big) {
+        rc = 0;
+        goto out;
+    }
+    if (reorder(R->rows, R->rk, R->nr, R->cells, 0) || reorder(R->cols, R->ck, R->nc, R->cells, 1)) {
+        al_errf(e, "out of memory");
+        goto out;
+    }
+    cJSON_AddItemToArray(list, o);
+    o = NULL;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    free(R);
+    return rc;
+}
+
+/* Runs as (run_id, task, component, direction) rows. */
+typedef struct runs {
+    char id[32][24], task[32][64], comp[32][64], dir[32][16];
+    int n;
+} runs;
+
+static int run_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    (void)x, (void)e;
+    runs *r = ctx;
+    if (r->n == 32 || nc < 4 || !t[0]) return 0;
+    snprintf(r->id[r->n], sizeof r->id[0], "%s", t[0]);
+    snprintf(r->task[r->n], sizeof r->task[0], "%s", t[1] ? t[1] : "?");
+    snprintf(r->comp[r->n], sizeof r->comp[0], "%s", t[2] ? t[2] : "");
+    snprintf(r->dir[r->n], sizeof r->dir[0], "%s", t[3] ? t[3] : "");
+    r->n++;
+    return 0;
+}
+
+/* Row and column labels shared by path patching and attribution
+ * patching's edge grid. */
+#define SENDER_KEY "CASE sender WHEN 'embed' THEN -2 WHEN 'pos' THEN -1 ELSE " \
+    "CAST(substr(sender, instr(sender, '.') + 1) AS INTEGER) END"
+#define RECEIVER "CASE WHEN channel = 'direct' THEN 'logits' ELSE receiver_layer || '.' || " \
+    "receiver_head || ' ' || channel END"
+#define RECEIVER_KEY "CASE WHEN channel = 'direct' THEN 1e9 ELSE receiver_layer * 1000 + " \
+    "receiver_head * 4 + CASE channel WHEN 'q' THEN 0 WHEN 'k' THEN 1 ELSE 2 END END"
+#define HEAD_LABEL "CASE WHEN head IS NULL THEN 'resid ' || layer ELSE layer || '.' || head END"
+#define HEAD_KEY "layer * 1000 + coalesce(head, -1)"
+#define POS_LABEL "CASE WHEN pos IS NULL THEN 'all' ELSE 'pos ' || pos END"
+
+/* config_json, task_hash, n_pairs, seq_len of a patching run. */
+typedef struct prun_info {
+    char cfg[4096], hash[24];
+    int n, T, ok;
+} prun_info;
+
+static int run_info_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    (void)e;
+    prun_info *in = ctx;
+    if (nc < 4 || !t[0] || !t[1]) return 0;
+    snprintf(in->cfg, sizeof in->cfg, "%s", t[0]);
+    snprintf(in->hash, sizeof in->hash, "%s", t[1]);
+    in->n = (int)x[2], in->T = (int)x[3], in->ok = 1;
+    return 0;
+}
+
+/* Labels "pos t token" for a patching run's positions: pair 0's clean
+ * tokens, the task re-made from the run's stored options as the
+ * patching picture does (pictures.c), and only when it is still the
+ * run's task (pair count, length and fingerprint agree). NULL (position
+ * numbers) otherwise. Caller frees with free_labels. */
+static char **position_labels(al_store *st, const char *run, const al_model *m,
+                              const al_tokenizer *tok, int *n_out) {
+    prun_info in = {0};
+    *n_out = 0;
+    if (!tok) return NULL;
+    const char *params[1] = {run};
+    al_err e;
+    if (al_store_query(st, "SELECT r.config_json, x.task_hash, x.n_pairs, x.seq_len FROM runs r "
+                       "JOIN patching_runs x ON x.run_id = r.run_id WHERE r.run_id = ?1", params, 1,
+                       run_info_row, &in, &e) || !in.ok)
+        return NULL;
+    cJSON *j = cJSON_Parse(in.cfg);
+    const cJSON *v;
+    al_patch_opts o = al_patch_opts_defaults();
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "task")) && cJSON_IsString(v)) o.task = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "pairs")) && cJSON_IsString(v)) o.pairs = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "probe_r")) && cJSON_IsNumber(v)) o.probe_r = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "n")) && cJSON_IsNumber(v)) o.probe_n = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsNumber(v))
+        o.probe_seed = (uint64_t)v->valuedouble;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsString(v))
+        o.probe_seed = strtoull(v->valuestring, NULL, 10);
+    al_pairs t;
+    int eot = al_tok_eot(tok), bos = eot < m->cfg.d_vocab ? eot : -1;
+    int rc = al_patch_task_make(&t, m, tok, bos, &o, &e);
+    cJSON_Delete(j);
+    if (rc) return NULL;
+    char hex[24], b[256];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)al_pairs_hash(&t));
+    char **lab = NULL;
+    if (t.T == in.T && t.N == in.n && strcmp(hex, in.hash) == 0 && (lab = calloc((size_t)t.T, sizeof *lab))) {
+        for (int i = 0; i < t.T; i++) {
+            if (i < t.len[0]) al_tok_display(tok, t.clean[i], b, sizeof b);
+            else snprintf(b, sizeof b, "(pad)");
+            size_t k = strlen(b) + 32;
+            if ((lab[i] = malloc(k))) snprintf(lab[i], k, "pos %d %s", i, b);
+        }
+        *n_out = t.T;
+    }
+    al_pairs_free(&t);
+    return lab;
+}
+
+static void free_labels(char **lab, int n) {
+    for (int i = 0; lab && i < n; i++) free(lab[i]);
+    free(lab);
+}
+
+static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char *mid, al_err *e) {
+    cJSON *list = cJSON_CreateArray();
+    if (add(root, "heatmaps", list)) return al_errf(e, "out of memory");
+    runs *r = calloc(1, sizeof *r);
+    if (!r) return al_errf(e, "out of memory");
+    const char *params[1] = {mid};
+    char title[512];
+    /* the runs the static page shows: the newest done run per task,
+     * component and direction */
+    int rc = al_store_query(st, "SELECT x.run_id, x.task, x.component, x.direction FROM "
+        "patching_runs x JOIN runs r ON r.run_id = x.run_id WHERE x.model_id = ?1 AND r.status = "
+        "'done' AND x.run_id = (SELECT max(y.run_id) FROM patching_runs y JOIN runs r2 ON "
+        "r2.run_id = y.run_id WHERE r2.status = 'done' AND y.model_id = x.model_id AND y.task = "
+        "x.task AND y.direction = x.direction AND y.component IS x.component) ORDER BY "
+        "x.component IS NULL, x.component, x.task, x.direction", params, 1, run_row, r, e);
+    al_model m;
+    al_tokenizer *tok = NULL;
+    memset(&m, 0, sizeof m);
+    int loaded = 0;
+    for (int i = 0; rc == 0 && i < r->n; i++) {
+        const char *ding = strcmp(r->dir[i], "noise") == 0 ? "noising" : "denoising";
+        char **lab = NULL;
+        int n_lab = 0;
+        if (r->comp[i][0] && !loaded) { /* the tokenizer and model, once, to re-make tasks */
+            al_err le;
+            loaded = al_ckpt_load(dir, &m, &tok, &le) == 0 ? 1 : -1;
+        }
+        if (r->comp[i][0] && loaded == 1) lab = position_labels(st, r->id[i], &m, tok, &n_lab);
+        if (r->comp[i][0]) {
+            snprintf(title, sizeof title, "Activation patching: %s, %s, task %s (run %s)",
+                     r->comp[i], ding, r->task[i], r->id[i]);
+            rc = heatmap(list, st, "patching", title, "layer.head", "position", NULL,
+                         "SELECT " HEAD_LABEL ", " HEAD_KEY ", " POS_LABEL ", coalesce(pos, -1), "
+                         "value FROM patching WHERE run_id = ?1", r->id[i], NULL, lab, n_lab, e);
+            free_labels(lab, n_lab);
+        } else {
+            snprintf(title, sizeof title, "Path patching: %s, task %s (run %s)", ding, r->task[i],
+                     r->id[i]);
+            rc = heatmap(list, st, "paths", title, "sender", "receiver", NULL,
+                         "SELECT sender, " SENDER_KEY ", " RECEIVER ", " RECEIVER_KEY ", value "
+                         "FROM path_patching WHERE run_id = ?1", r->id[i], NULL, NULL, 0, e);
+        }
+    }
+    if (loaded == 1) {
+        al_tok_free(tok);
+        al_model_free(&m);
+    }
+    r->n = 0;
+    if (rc == 0)
+        rc = al_store_query(st, "SELECT x.run_id, x.task, '', x.direction FROM attribution_runs x "
+            "JOIN runs r ON r.run_id = x.run_id WHERE x.model_id = ?1 AND r.status = 'done' AND "
+            "r.kind = 'attribute' ORDER BY x.run_id DESC LIMIT 1", params, 1, run_row, r, e);
+    if (rc == 0 && r->n) {
+        const char *run = r->id[0], *task = r->task[0];
+        snprintf(title, sizeof title, "Direct logit attribution, task %s (run %s)", task, run);
+        rc = heatmap(list, st, "dla", title, "component", "position", NULL,
+                     "SELECT l.component, CASE l.component WHEN 'embed' THEN -2 WHEN 'pos' THEN -1 "
+                     "ELSE CAST(substr(l.component, 1, instr(l.component, '.') - 1) AS INTEGER) * "
+                     "1000 + CAST(substr(l.component, instr(l.component, '.') + 1) AS INTEGER) END, "
+                     "CASE WHEN l.pos IS NULL THEN 'mean' ELSE 'pos ' || l.pos || coalesce(' ' || "
+                     "t.text, '') END, coalesce(l.pos, 1e9), l.value FROM logit_attribution l LEFT "
+                     "JOIN attribution_tokens t ON t.run_id = l.run_id AND t.pos = l.pos WHERE "
+                     "l.run_id = ?1", run, NULL, NULL, 0, e);
+        static const char *const grids[3] = {"head", "head_pos", "edge"};
+        for (int g = 0; rc == 0 && g < 3; g++) {
+            snprintf(title, sizeof title, "Attribution patching estimate, grid %s, task %s (run %s)",
+                     grids[g], task, run);
+            rc = heatmap(list, st, "attrpatch", title, g < 2 ? "layer.head" : "sender",
+                         g < 2 ? "position" : "receiver", "actual patching",
+                         g < 2 ? "SELECT " HEAD_LABEL ", " HEAD_KEY ", " POS_LABEL ", coalesce(pos, "
+                                 "-1), estimate, actual FROM attribution_patching WHERE run_id = ?1 "
+                                 "AND grid = ?2"
+                               : "SELECT sender, " SENDER_KEY ", " RECEIVER ", " RECEIVER_KEY ", "
+                                 "estimate, actual FROM attribution_patching WHERE run_id = ?1 AND "
+                                 "grid = ?2",
+                         run, grids[g], NULL, 0, e);
+        }
+    }
+    free(r);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the block */
+
+int al_viewer_model_block(al_buf *h, al_store *st, const al_viewer_model *vm, al_err *e) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root || add(root, "model", jstr(vm->label))) {
+        cJSON_Delete(root);
+        return al_errf(e, "out of memory");
+    }
+    if (vm->prompt) {
+        al_err pe;
+        if (prompt_json(root, vm, &pe)) {
+            fprintf(stderr, "attnlab: warning: %s: no attention or loss explorer: %s\n", vm->label,
+                    pe.msg);
+            cJSON_DeleteItemFromObject(root, "prompt");
+            if (add(root, "prompt_error", jstr(pe.msg))) {
+                cJSON_Delete(root);
+                return al_errf(e, "out of memory");
+            }
+        }
+    }
+    if (vm->model_id && strcmp(vm->model_id, "0") != 0 && heatmaps_json(root, st, vm->dir, vm->model_id, e)) {
+        cJSON_Delete(root);
+        return -1;
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    char *safe = json ? al_viewer_json_for_html(json) : NULL;
+    char *slug = al_html_escape(vm->slug, strlen(vm->slug));
+    free(json);
+    if (!safe || !slug) {
+        free(safe);
+        free(slug);
+        return al_errf(e, "out of memory");
+    }
+    /* hidden until the script fills it: without JavaScript the page is
+     * the static one */
+    al_buf_printf(h, "<div class=\"al-x\" id=\"al-x-%s\" data-model=\"%s\" hidden><h3>Explorers</h3>"
+                  "<p class=meta>Interactive views of the numbers above, drawn in the page from "
+                  "the data below it (nothing is fetched). Hover a token or a cell to read its "
+                  "values; click a head's thumbnail to enlarge it.</p></div>\n"
+                  "<script type=\"application/json\" id=\"al-data-%s\">%s</script>\n",
+                  slug, slug, slug, safe);
+    free(safe);
+    free(slug);
+    return 0;
+}
+
+void al_viewer_script(al_buf *h) {
+    al_buf_puts(h, "<script>\n");
+    al_buf_puts(h, viewer_js);
+    al_buf_puts(h, "</script>\n");
+}
