@@ -192,7 +192,9 @@ int al_sweep_run_jobs(const al_sweep *s, const al_sweep_jobs_opts *o, int *inter
         }
     }
     al_stop_release();
-    if (rc == 0 && failed) {
+    if (rc == 0 && *interrupted) {
+        rc = al_errf(e, "sweep: interrupted (%ld of %ld tasks done)", done, n);
+    } else if (rc == 0 && failed) {
         char names[400] = "";
         size_t off = 0;
         int shown = 0;
@@ -207,8 +209,6 @@ int al_sweep_run_jobs(const al_sweep *s, const al_sweep_jobs_opts *o, int *inter
         }
         rc = al_errf(e, "sweep: %ld of %ld task%s failed: %s (logs in %s/task-K/log.txt)", failed, n,
                      n == 1 ? "" : "s", names, o->base);
-    } else if (rc == 0 && *interrupted) {
-        rc = al_errf(e, "sweep: interrupted (%ld of %ld tasks done)", done, n);
     } else if (rc == 0) {
         printf("sweep: all %ld tasks done\n", n);
         rc = merge(o, n, e);
