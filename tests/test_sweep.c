@@ -329,3 +329,24 @@ TEST(sweep_top_level_seed) {
     x = (al_experiment *)1;
     CHECK(al_exp_load(p, &x, &e) == -1 && !x && strstr(e.msg, "seed: must be a non-negative integer"));
 }
+
+/* The README's sweep example loads: 8 seeds x tied/untied, every task
+ * valid (run from the repository root). */
+TEST(sweep_shipped_seeds_2l) {
+    if (!al_file_exists("experiments/seeds-2l.json")) t_skip("not run from the repository root");
+    al_sweep *s = NULL;
+    al_err e;
+    CHECK_OK(al_sweep_load("experiments/seeds-2l.json", &s, &e), &e);
+    if (!s) return;
+    CHECK(al_sweep_n_tasks(s) == 16);
+    CHECK_OK(al_sweep_check(s, &e), &e);
+    al_experiment *x;
+    CHECK_OK(al_sweep_task_load(s, 15, NULL, &x, &e), &e);
+    if (x) {
+        CHECK(x->models[0].tied == 1 && x->models[0].n_layers == 2 && x->models[0].steps == 1500);
+        CHECK(strstr(x->models[0].train, "\"seed\":8") && strstr(x->models[0].train, "\"eval_every\":50"));
+        CHECK(strcmp(x->out, "notebooks-out/seeds-2l/task-15") == 0);
+        al_exp_free(x);
+    }
+    al_sweep_free(s);
+}
