@@ -142,6 +142,7 @@ TEST(sweep_refusals_one_line) {
             "sweep[\"train.lr\"]: overlaps sweep[\"train\"]");
     refused(TINY_SWEEP("{\"seed\": [1, 2], \"models[0]\": [{\"name\": \"two\", \"seed\": 3}]}"), "--task 0", 1,
             "seed: given twice: here and as models[0].seed");
+    refused(TINY_SWEEP("{\"out\": [\"a\", \"b\"]}"), "--list-tasks", 1, "output folder cannot vary by task");
     /* the task index, the modes */
     refused(TINY_SWEEP("{\"seed\": [1, 2]}"), "--task 2", 2, "--task 2: out of range (");
     refused(TINY_SWEEP("{\"seed\": [1, 2]}"), "--task -1", 2, "--task -1: out of range");

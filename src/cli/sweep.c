@@ -187,6 +187,9 @@ static int check_block(al_sweep *s, al_err *e) {
                                        "\"train.lr\" or \"models[1].n_layers\")");
         if (strcmp(k->st[0].name, "sweep") == 0)
             return kbad(s, k->path, e, "a task cannot hold a sweep (no sweep inside a sweep)");
+        if (k->n_st == 1 && strcmp(k->st[0].name, "out") == 0) /* task K is always OUT/task-K */
+            return kbad(s, k->path, e, "the sweep's output folder cannot vary by task (its tasks "
+                                       "go to OUT/task-K)");
         if (!cJSON_IsArray(v)) return kbad(s, k->path, e, "must be a list of values");
         k->vals = v;
         k->n_vals = cJSON_GetArraySize(v);
