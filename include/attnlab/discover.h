@@ -3,20 +3,7 @@
  * ranking by edge attribution patching (Syed et al. 2023), on a task's
  * pairs (pairs.h, patch.h), for models of 1 or 2 layers.
  *
- * The graph. Nodes: the token embedding, the positional embedding, each
- * head's q, k and v inputs and its output, the logits. Edges, index k:
- *   input edges     sender embed (s = 0) or pos (s = 1) into head (l, h)'s
- *                   channel c (q 0, k 1, v 2):
- *                     k = ((l·H + h)·3 + c)·2 + s           [0, 6·L·H)
- *   composition     layer-0 head 0.h0 into layer-1 head 1.h1's channel c
- *   edges (L = 2):    k = 6·L·H + (h0·H + h1)·3 + c          [.., + 3·H·H)
- *   output edges    embed, pos, then each head l.h into the logits:
- *                     k = 6·L·H + 3·H·H·(L == 2) + j, j = 0 embed, 1 pos,
- *                     2 + l·H + h
- * n_edges = 6·L·H + 3·H²·(L == 2) + 2 + L·H (a 2-layer 8-head model:
- * 96 + 192 + 18 = 306; the 49 pos edges among them carry the same value
- * in both runs when the runs share positions, so ACDC removes them at no
- * cost).
+ * The graph and its edge indices: graph.h.
  *
  * Running a circuit (al_circuit_eval): the clean sequences, with every
  * edge not kept carrying its sender's value from the corrupted run
@@ -65,32 +52,10 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include "attnlab/graph.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/util.h"
-
-typedef enum { AL_EDGE_INPUT, AL_EDGE_COMPOSITION, AL_EDGE_OUTPUT } al_edge_kind;
-
-typedef struct al_edge {
-    al_edge_kind kind;
-    int sender;            /* 0 embed, 1 pos, 2 + l·H + h head l.h */
-    int recv_layer;        /* −1 for the logits */
-    int recv_head;         /* −1 for the logits */
-    int channel;           /* 0 q, 1 k, 2 v, 3 the logits (direct) */
-} al_edge;
-
-/* Edges of an L-layer, H-head graph (0 when L is not 1 or 2). */
-int al_graph_n_edges(int L, int H);
-/* Edge k's ends; −1 if k is out of range. */
-int al_graph_edge(int L, int H, int k, al_edge *out);
-/* Index of an edge from its ends, −1 if the graph has no such edge. */
-int al_graph_edge_index(int L, int H, const al_edge *ed);
-/* Sender s's name: "embed", "pos" or "l.h" (s = 2 + l·H + h); returns buf. */
-const char *al_graph_sender_name(int H, int s, char *buf, size_t cap);
-/* Channel c's name: "q", "k", "v", "direct" (3, the logits); "?" otherwise. */
-const char *al_graph_channel_name(int c);
-/* "embed->1.3.k", "0.4->1.6.q", "1.2->logits" into buf; returns buf. */
-const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
 
 typedef struct al_discover_opts {
     const char *method;    /* "acdc" (default) or "eap" */

@@ -94,6 +94,35 @@ typedef struct al_patch_spec {
     const unsigned char *att_mask;
 } al_patch_spec;
 
+/* Running a circuit: a forward pass with only some edges of the head
+ * graph (graph.h) carrying what their sender computes in this run; every
+ * other edge carries a fill value instead (path-level, as path patching
+ * and circuit discovery do). A receiver's input (head l.h's q, k or v
+ * input; the logits' residual) is the sum over its senders of
+ * (kept ? the sender's value in this run : the sender's fill value), so
+ * a layer-1 head reading a kept edge from 0.h0 gets 0.h0's output as
+ * computed in the circuit run (removals upstream propagate). A sender's
+ * value: embed W_E[token], a head's output zg_h · W_O[l,h] (its gated z:
+ * gates and z replacements apply in the fill runs too). pos carries the
+ * same value under every fill (the fill runs share positions; a mean at
+ * position t is W_pos[t]), so its edges never change anything. Fill:
+ *   AL_FILL_CORRUPTED  the model's own run on corr (B, T) tokens;
+ *   AL_FILL_RESAMPLE   the model's own run on this batch with sequence b
+ *                      taking sequence (b + 1) mod B's tokens (B >= 2);
+ *   AL_FILL_MEAN       per-position means given (mean_x0, mean_zg).
+ * All edges kept: the plain forward, bit for bit (nothing is adjusted).
+ * Models of 1 or 2 layers only. Costs one extra forward for a corrupted
+ * or resampled fill; the adjustments are small matmuls (D-wide). */
+typedef enum { AL_FILL_CORRUPTED, AL_FILL_RESAMPLE, AL_FILL_MEAN } al_fill_kind;
+typedef struct al_circuit_spec {
+    const unsigned char *kept; /* (al_graph_n_edges(L, H)) 1: the edge is in the circuit */
+    al_fill_kind fill;
+    const int *corr;           /* AL_FILL_CORRUPTED: (B, T) tokens */
+    const float *mean_x0;      /* AL_FILL_MEAN: (mean_T, C) mean W_E[token] per position */
+    const float *mean_zg;      /* AL_FILL_MEAN: (L, mean_T, H, D) mean gated z per position */
+    int mean_T;                /* >= the forward's T */
+} al_circuit_spec;
+
 /* A run's cached activations, for later patched passes (shapes as the
  * model's own; B and T those of the forward they were saved from). */
 typedef struct al_acts {
@@ -121,6 +150,8 @@ typedef struct al_model {
     const float **z_replace;
     /* activation patching for the next forwards (NULL = off; borrowed) */
     const al_patch_spec *patch;
+    /* run a circuit in the next forwards (NULL = off; borrowed; not with patch) */
+    const al_circuit_spec *circuit;
 
     /* activations for the current (B, T); (re)allocated by forward */
     int B, T;         /* shapes of the last forward */
@@ -150,6 +181,10 @@ typedef struct al_model {
     /* scratch of al_model_forward_delta (grown on demand; owned) */
     float *dws;
     size_t dws_cap;
+    /* scratch of circuit runs (circuit.c; grown on demand; owned) */
+    float *cws;
+    size_t cws_cap;
+    int cws_de;       /* the circuit run's embedding differences are computed */
 } al_model;
 
 /* Allocate parameters for cfg and initialise them from cfg->seed (see
@@ -180,11 +215,14 @@ size_t al_param_layer_size(const al_model *m, int which);
 /* Forward pass on inputs (B,T) token ids; targets (B,T) may be NULL (no
  * loss) and may hold -1 to ignore a position. T <= n_ctx. After it,
  * m->probs holds softmax probabilities and m->losses the per-position
- * losses. Ids out of range are refused. */
+ * losses. Ids out of range are refused. With m->circuit set it runs
+ * that circuit (above): -1 for a model of other than 1 or 2 layers, a
+ * patch spec set too, a resampled fill with B < 2, a mean fill shorter
+ * than T, corrupted ids out of range. */
 int al_model_forward(al_model *m, const int *inputs, const int *targets,
                      int B, int T, al_err *e);
 /* Backward of the mean loss of the last forward (which must have had
- * targets and no patch spec: -1 otherwise). Overwrites m->grads and
+ * targets and no patch spec or circuit: -1 otherwise). Overwrites m->grads and
  * m->gate_grads (no accumulation). Destroys m->probs (used in place for
  * dlogits). */
 int al_model_backward(al_model *m, al_err *e);

@@ -43,79 +43,10 @@
 /* Item rows unembedded at once: bounds the logits scratch to ROWS·V. */
 #define ROWS 64
 
-/* ------------------------------------------------------------- graph */
-
-int al_graph_n_edges(int L, int H) {
-    if ((L != 1 && L != 2) || H < 1) return 0;
-    return 6 * L * H + 3 * H * H * (L == 2) + 2 + L * H;
-}
-
-static int k_input(int H, int l, int h, int c, int s) { return ((l * H + h) * 3 + c) * 2 + s; }
-static int k_comp(int L, int H, int h0, int h1, int c) { return 6 * L * H + (h0 * H + h1) * 3 + c; }
-static int k_out(int L, int H, int j) { return 6 * L * H + 3 * H * H * (L == 2) + j; }
-
-int al_graph_edge(int L, int H, int k, al_edge *out) {
-    int n = al_graph_n_edges(L, H), n_in = 6 * L * H, n_comp = 3 * H * H * (L == 2);
-    if (k < 0 || k >= n) return -1;
-    al_edge ed;
-    if (k < n_in) {
-        ed.kind = AL_EDGE_INPUT, ed.sender = k % 2, ed.channel = k / 2 % 3;
-        ed.recv_head = k / 6 % H, ed.recv_layer = k / 6 / H;
-    } else if (k < n_in + n_comp) {
-        int j = k - n_in;
-        ed.kind = AL_EDGE_COMPOSITION, ed.channel = j % 3, ed.recv_head = j / 3 % H;
-        ed.sender = 2 + j / 3 / H, ed.recv_layer = 1;
-    } else {
-        ed.kind = AL_EDGE_OUTPUT, ed.sender = k - n_in - n_comp;
-        ed.recv_layer = ed.recv_head = -1, ed.channel = 3;
-    }
-    *out = ed;
-    return 0;
-}
-
-int al_graph_edge_index(int L, int H, const al_edge *ed) {
-    if (!al_graph_n_edges(L, H) || !ed) return -1;
-    int l = ed->recv_layer, h = ed->recv_head, c = ed->channel, s = ed->sender;
-    switch (ed->kind) {
-    case AL_EDGE_INPUT:
-        if (s < 0 || s > 1 || l < 0 || l >= L || h < 0 || h >= H || c < 0 || c > 2) return -1;
-        return k_input(H, l, h, c, s);
-    case AL_EDGE_COMPOSITION:
-        if (L != 2 || s < 2 || s >= 2 + H || l != 1 || h < 0 || h >= H || c < 0 || c > 2)
-            return -1;
-        return k_comp(L, H, s - 2, h, c);
-    case AL_EDGE_OUTPUT:
-        if (l != -1 || h != -1 || c != 3 || s < 0 || s >= 2 + L * H) return -1;
-        return k_out(L, H, s);
-    }
-    return -1;
-}
-
-const char *al_graph_sender_name(int H, int s, char *buf, size_t cap) {
-    if (s == 0) snprintf(buf, cap, "embed");
-    else if (s == 1) snprintf(buf, cap, "pos");
-    else snprintf(buf, cap, "%d.%d", (s - 2) / H, (s - 2) % H);
-    return buf;
-}
-
-const char *al_graph_channel_name(int c) {
-    static const char *const names[4] = {"q", "k", "v", "direct"};
-    return c >= 0 && c < 4 ? names[c] : "?";
-}
-
-const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap) {
-    al_edge ed;
-    char snd[32];
-    if (al_graph_edge(L, H, k, &ed)) {
-        snprintf(buf, cap, "?");
-        return buf;
-    }
-    al_graph_sender_name(H, ed.sender, snd, sizeof snd);
-    if (ed.kind == AL_EDGE_OUTPUT) snprintf(buf, cap, "%s->logits", snd);
-    else
-        snprintf(buf, cap, "%s->%d.%d.%c", snd, ed.recv_layer, ed.recv_head, "qkv"[ed.channel]);
-    return buf;
-}
+/* Edge indices (graph.h), short. */
+#define k_input al_graph_k_input
+#define k_comp al_graph_k_comp
+#define k_out al_graph_k_out
 
 /* ----------------------------------------------------------- options */
 
@@ -713,6 +644,7 @@ static double faith_of(const dctx *d, double mv) {
  * time until the circuit's faithfulness reaches o->recover. */
 static int eap(drun *r, al_err *e) {
     const int n = al_graph_n_edges(r->d.L, r->d.H);
+    if (n <= 0) return al_errf(e, "the model has no head graph"); /* ctx_init checked L */
     ranked *order = al_malloc((size_t)n, sizeof(ranked), e);
     if (!order) return -1;
     int rc = eap_estimates(r, r->score, e);

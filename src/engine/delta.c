@@ -463,6 +463,7 @@ int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec
     if (sp && ((sp->x_mask && !sp->src_x) || (sp->z_mask && !sp->src_z) ||
                (sp->qkv_mask && !sp->src_qkv) || (sp->att_mask && !sp->src_att)))
         return al_errf(e, "patch spec has a mask without its source activations");
+    if (m->circuit) return al_errf(e, "incremental patched forward: a circuit is set on the model");
     dstate s = {.m = m, .base = base, .sp = sp, .B = base->B, .T = base->T,
                 .C = c->d_model, .H = c->n_heads, .D = c->d_head,
                 .HD = c->n_heads * c->d_head, .L = c->n_layers};

@@ -139,6 +139,7 @@ void al_model_free(al_model *m) {
     free(m->acts);
     free(m->inputs);
     free(m->dws);
+    free(m->cws);
     memset(m, 0, sizeof *m);
 }
 
@@ -404,7 +405,7 @@ static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
 
 /* Layers and unembedding of the forward pass, from m->x[0] (the
  * embeddings) of shape (m->B, m->T) into m->x and m->probs (logits). */
-static void forward_layers(al_model *m) {
+static void forward_layers(al_model *m, int unembed) {
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
     int B = m->B, T = m->T, BT = B * T, HD = H * D;
@@ -419,6 +420,7 @@ static void forward_layers(al_model *m) {
         model_fuse_qkv(m->wqkv, m, l);
         matmul_forward(qkv, x, m->wqkv, BT, C, 3 * HD, 0.0f);
         patch_qkv(m, l, qkv);
+        if (m->circuit) circuit_qkv(m, l, qkv);
         attention_forward(z, att, qkv, B, T, H, D, 1);
         patch_att(m, l, att, z, qkv);
         apply_gates(m, l, zg, z, BT);
@@ -427,10 +429,18 @@ static void forward_layers(al_model *m) {
     }
     float *xL = m->x + (size_t)L * BT * C;
     patch_x(m, L, xL);
+    if (m->circuit) circuit_out(m, xL);
+    if (!unembed) return;
     if (c->tied_embeddings)
         matmul_forward_wt(m->probs, xL, m->p[AL_P_WE], BT, C, V, 0.0f);
     else
         matmul_forward(m->probs, xL, m->p[AL_P_WU], BT, C, V, 0.0f);
+}
+
+void model_forward_body(al_model *m, const int *inputs, int unembed) {
+    const al_config *c = &m->cfg;
+    encoder_forward(m->x, inputs, m->p[AL_P_WE], m->p[AL_P_WPOS], m->B, m->T, c->d_model);
+    forward_layers(m, unembed);
 }
 
 int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
@@ -441,17 +451,17 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
               (p->qkv_mask && !p->src_qkv) || (p->att_mask && !p->src_att)))
         return al_errf(e, "patch spec has a mask without its source activations");
     if (ensure_acts(m, B, T, e) != 0) return -1;
-    m->patched = p != NULL;
     const al_config *c = &m->cfg;
-    int C = c->d_model, V = c->d_vocab, BT = B * T;
+    int V = c->d_vocab, BT = B * T;
     m->B = B;
     m->T = T;
+    if (m->circuit && circuit_begin(m, inputs, B, T, e)) return -1;
+    m->patched = p != NULL || m->circuit != NULL;
     memcpy(m->inputs, inputs, sizeof(int) * BT);
     m->has_targets = targets != NULL;
     for (int i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
 
-    encoder_forward(m->x, inputs, m->p[AL_P_WE], m->p[AL_P_WPOS], B, T, C);
-    forward_layers(m);
+    model_forward_body(m, inputs, 1);
     m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, BT, V);
     double sum = 0.0;
     for (int i = 0; i < BT; i++) sum += m->losses[i];
@@ -502,7 +512,7 @@ int al_model_backward(al_model *m, al_err *e) {
     if (!m->acts || !m->has_targets)
         return al_errf(e, "backward needs a forward pass with targets first");
     if (m->patched)
-        return al_errf(e, "backward of a patched forward pass is not supported");
+        return al_errf(e, "backward of a patched forward pass (or a circuit run) is not supported");
     if (al_model_alloc_grads(m, e) != 0) return -1;
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;

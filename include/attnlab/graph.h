@@ -1,0 +1,61 @@
+/* graph.h -- the head graph of a 1- or 2-layer attention-only model.
+ * layer: engine
+ *
+ * Which node sends into which, and an index per edge. Circuit discovery
+ * (discover.h) removes edges of it; the engine runs a model with only
+ * some of them (model.h, al_circuit_spec); circuit files (circuit_file.h)
+ * name them.
+ *
+ * The graph. Nodes: the token embedding, the positional embedding, each
+ * head's q, k and v inputs and its output, the logits. Edges, index k:
+ *   input edges     sender embed (s = 0) or pos (s = 1) into head (l, h)'s
+ *                   channel c (q 0, k 1, v 2):
+ *                     k = ((l·H + h)·3 + c)·2 + s           [0, 6·L·H)
+ *   composition     layer-0 head 0.h0 into layer-1 head 1.h1's channel c
+ *   edges (L = 2):    k = 6·L·H + (h0·H + h1)·3 + c          [.., + 3·H·H)
+ *   output edges    embed, pos, then each head l.h into the logits:
+ *                     k = 6·L·H + 3·H·H·(L == 2) + j, j = 0 embed, 1 pos,
+ *                     2 + l·H + h
+ * n_edges = 6·L·H + 3·H²·(L == 2) + 2 + L·H (a 2-layer 8-head model:
+ * 96 + 192 + 18 = 306; the 49 pos edges among them carry the same value
+ * in both runs when the runs share positions, so ACDC removes them at no
+ * cost).
+ */
+#ifndef ATTNLAB_GRAPH_H
+#define ATTNLAB_GRAPH_H
+
+#include <stddef.h>
+
+typedef enum { AL_EDGE_INPUT, AL_EDGE_COMPOSITION, AL_EDGE_OUTPUT } al_edge_kind;
+
+typedef struct al_edge {
+    al_edge_kind kind;
+    int sender;            /* 0 embed, 1 pos, 2 + l·H + h head l.h */
+    int recv_layer;        /* −1 for the logits */
+    int recv_head;         /* −1 for the logits */
+    int channel;           /* 0 q, 1 k, 2 v, 3 the logits (direct) */
+} al_edge;
+
+/* Edges of an L-layer, H-head graph (0 when L is not 1 or 2). */
+int al_graph_n_edges(int L, int H);
+/* Edge k's ends; −1 if k is out of range. */
+int al_graph_edge(int L, int H, int k, al_edge *out);
+/* Index of an edge from its ends, −1 if the graph has no such edge. */
+int al_graph_edge_index(int L, int H, const al_edge *ed);
+/* Sender s's name: "embed", "pos" or "l.h" (s = 2 + l·H + h); returns buf. */
+const char *al_graph_sender_name(int H, int s, char *buf, size_t cap);
+/* Channel c's name: "q", "k", "v", "direct" (3, the logits); "?" otherwise. */
+const char *al_graph_channel_name(int c);
+/* "embed->1.3.k", "0.4->1.6.q", "1.2->logits" into buf; returns buf. */
+const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
+
+/* The index formulas above (no range checks: callers loop in range). */
+static inline int al_graph_k_input(int H, int l, int h, int c, int s) {
+    return ((l * H + h) * 3 + c) * 2 + s;
+}
+static inline int al_graph_k_comp(int L, int H, int h0, int h1, int c) {
+    return 6 * L * H + (h0 * H + h1) * 3 + c;
+}
+static inline int al_graph_k_out(int L, int H, int j) { return 6 * L * H + 3 * H * H * (L == 2) + j; }
+
+#endif

@@ -1,0 +1,200 @@
+/* test_circuit_run.c -- the engine running a circuit (model.h,
+ * al_circuit_spec) against independent computations: every edge kept is
+ * the plain forward bit for bit; none kept with a corrupted fill is the
+ * corrupted run; random circuits give the KL and metric of circuit
+ * discovery's own incremental evaluation (discover.c, written apart);
+ * a resampled fill is a corrupted fill on the rotated batch; a mean fill
+ * whose means are this run's own values changes nothing; refusals. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/discover.h"
+#include "attnlab/graph.h"
+#include "attnlab/model.h"
+#include "randmodel.h"
+#include "test.h"
+
+static unsigned char *kept_all(int L, int H, int v) {
+    int n = al_graph_n_edges(L, H);
+    unsigned char *k = malloc((size_t)n);
+    memset(k, v, (size_t)n);
+    return k;
+}
+
+/* probs of a forward of m on in (B, T), copied. */
+static float *probs_of(al_model *m, const int *in, int B, int T) {
+    al_err e;
+    CHECK_OK(al_model_forward(m, in, NULL, B, T, &e), &e);
+    size_t n = (size_t)B * T * m->cfg.d_vocab;
+    float *p = malloc(sizeof(float) * n);
+    memcpy(p, m->probs, sizeof(float) * n);
+    return p;
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double d = 0.0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+static void ends(int L) {
+    al_model m;
+    al_pairs t;
+    al_err e;
+    rand_model(&m, L, 0, 20);
+    task(&t, &m, 5, 6, &e);
+    const int B = t.N, T = t.T, H = m.cfg.n_heads;
+    const size_t n = (size_t)B * T * m.cfg.d_vocab;
+    float *clean = probs_of(&m, t.clean, B, T), *corr = probs_of(&m, t.corr, B, T);
+    unsigned char *k = kept_all(L, H, 1);
+    al_circuit_spec sp = {.kept = k, .fill = AL_FILL_CORRUPTED, .corr = t.corr};
+    m.circuit = &sp;
+    float *all = probs_of(&m, t.clean, B, T);
+    CHECKF(memcmp(all, clean, sizeof(float) * n) == 0, "L %d: every edge kept is not the plain "
+           "forward bit for bit (max diff %g)", L, max_diff(all, clean, n));
+    memset(k, 0, (size_t)al_graph_n_edges(L, H));
+    float *none = probs_of(&m, t.clean, B, T);
+    CHECKF(max_diff(none, corr, n) < 1e-5, "L %d: no edge kept vs the corrupted run: %g", L,
+           max_diff(none, corr, n));
+    CHECKF(max_diff(clean, corr, n) > 1e-2, "L %d: the runs should differ", L);
+    /* a circuit run cannot be differentiated */
+    CHECK(al_model_backward(&m, &e) == -1);
+    m.circuit = NULL;
+    free(clean), free(corr), free(all), free(none), free(k);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+TEST(circuit_run_all_and_none) {
+    ends(1);
+    ends(2);
+}
+
+/* KL(clean || circuit) and the task's metric at the items, from probs. */
+static void item_metrics(const al_pairs *t, const float *pc, const float *pk, int V, double *kl,
+                         double *mv) {
+    double ks = 0.0, ms = 0.0;
+    for (int i = 0; i < t->n_items; i++) {
+        const al_pair_item *it = &t->items[i];
+        size_t r = ((size_t)it->pair * t->T + it->pos) * V;
+        for (int v = 0; v < V; v++)
+            if (pc[r + v] > 0) ks += pc[r + v] * (log(pc[r + v]) - log(pk[r + v]));
+        ms += t->logit_diff ? log(pk[r + it->answer]) - log(pk[r + it->wrong])
+                            : log(pk[r + it->answer]);
+    }
+    *kl = ks / t->n_items, *mv = ms / t->n_items;
+}
+
+static void versus_discover(int L) {
+    al_model m;
+    al_pairs t;
+    al_err e;
+    rand_model(&m, L, 0, 20);
+    task(&t, &m, 5, 6, &e);
+    if (L == 2) as_logit_diff(&t, 20);
+    const int B = t.N, T = t.T, H = m.cfg.n_heads, V = m.cfg.d_vocab;
+    const int n = al_graph_n_edges(L, H);
+    float *clean = probs_of(&m, t.clean, B, T);
+    unsigned char *k = kept_all(L, H, 1);
+    al_circuit_spec sp = {.kept = k, .fill = AL_FILL_CORRUPTED, .corr = t.corr};
+    al_rng rng;
+    al_rng_seed(&rng, 7 + (uint64_t)L);
+    double worst_kl = 0.0, worst_m = 0.0;
+    for (int trial = 0; trial < 12; trial++) {
+        /* keep each edge with probability 1/2 (trial 0: only composition
+         * and output edges removed, the paths discovery cares most about) */
+        for (int i = 0; i < n; i++)
+            k[i] = trial == 0 ? i < 6 * L * H : (al_rng_u64(&rng) >> 11) % 2 == 0;
+        double kl_d, m_d, kl_e, m_e;
+        CHECK_OK(al_circuit_eval(&m, &t, k, 2, &kl_d, &m_d, &e), &e);
+        m.circuit = &sp;
+        float *pk = probs_of(&m, t.clean, B, T);
+        m.circuit = NULL;
+        item_metrics(&t, clean, pk, V, &kl_e, &m_e);
+        worst_kl = fmax(worst_kl, fabs(kl_e - kl_d));
+        worst_m = fmax(worst_m, fabs(m_e - m_d));
+        free(pk);
+    }
+    CHECKF(worst_kl < 1e-4 && worst_m < 1e-4,
+           "L %d: engine circuit vs discovery's evaluation: |ΔKL| %g, |ΔM| %g", L, worst_kl,
+           worst_m);
+    free(clean), free(k);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+TEST(circuit_run_matches_discovery_eval) {
+    versus_discover(1);
+    versus_discover(2);
+}
+
+/* Resampling is the corrupted fill on the batch rotated by one sequence
+ * (bit for bit: the same arithmetic); a mean fill with this run's own
+ * per-position values (one sequence: its own mean) changes nothing. */
+TEST(circuit_run_resample_and_mean) {
+    al_model m;
+    al_pairs t;
+    al_err e;
+    rand_model(&m, 2, 1, 20);
+    task(&t, &m, 5, 4, &e);
+    const int B = t.N, T = t.T, H = m.cfg.n_heads, D = m.cfg.d_head, C = m.cfg.d_model;
+    const int n = al_graph_n_edges(2, H);
+    const size_t nv = (size_t)B * T * m.cfg.d_vocab;
+    unsigned char *k = kept_all(2, H, 0);
+    for (int i = 0; i < n; i += 3) k[i] = 1;
+    int *rot = malloc(sizeof(int) * (size_t)B * T);
+    for (int b = 0; b < B; b++) memcpy(rot + b * T, t.clean + ((b + 1) % B) * T, sizeof(int) * T);
+    al_circuit_spec rs = {.kept = k, .fill = AL_FILL_RESAMPLE};
+    al_circuit_spec cs = {.kept = k, .fill = AL_FILL_CORRUPTED, .corr = rot};
+    m.circuit = &rs;
+    float *a = probs_of(&m, t.clean, B, T);
+    m.circuit = &cs;
+    float *b = probs_of(&m, t.clean, B, T);
+    CHECKF(memcmp(a, b, sizeof(float) * nv) == 0, "resample vs rotated corrupted: %g",
+           max_diff(a, b, nv));
+    /* one sequence, its own embeddings and zg as the means */
+    m.circuit = NULL;
+    float *plain = probs_of(&m, t.clean, 1, T);
+    float *mx = malloc(sizeof(float) * (size_t)T * C), *mz = malloc(sizeof(float) * 2 * T * H * D);
+    for (int r = 0; r < T; r++) memcpy(mx + r * C, m.p[AL_P_WE] + t.clean[r] * C, sizeof(float) * C);
+    memcpy(mz, m.zg, sizeof(float) * T * H * D);                      /* layer 0, B = 1 */
+    memcpy(mz + T * H * D, m.zg + T * H * D, sizeof(float) * T * H * D); /* layer 1 */
+    al_circuit_spec ms = {.kept = k, .fill = AL_FILL_MEAN, .mean_x0 = mx, .mean_zg = mz, .mean_T = T};
+    m.circuit = &ms;
+    float *own = probs_of(&m, t.clean, 1, T);
+    size_t n1 = (size_t)T * m.cfg.d_vocab;
+    CHECKF(max_diff(own, plain, n1) < 1e-5, "mean fill of its own values: %g", max_diff(own, plain, n1));
+    /* refusals: too short a mean, a resample of one sequence, a patch spec too */
+    ms.mean_T = T - 1;
+    CHECK(al_model_forward(&m, t.clean, NULL, 1, T, &e) == -1 && strstr(e.msg, "positions"));
+    m.circuit = &rs;
+    CHECK(al_model_forward(&m, t.clean, NULL, 1, T, &e) == -1 && strstr(e.msg, "at least 2"));
+    al_patch_spec ps = {0};
+    m.patch = &ps;
+    CHECK(al_model_forward(&m, t.clean, NULL, B, T, &e) == -1 && strstr(e.msg, "patch spec"));
+    m.patch = NULL;
+    int bad = t.corr[3];
+    cs.kept = k, cs.corr = t.corr, t.corr[3] = 20;
+    m.circuit = &cs;
+    CHECK(al_model_forward(&m, t.clean, NULL, B, T, &e) == -1 && strstr(e.msg, "vocabulary"));
+    t.corr[3] = bad;
+    m.circuit = NULL;
+    free(a), free(b), free(plain), free(own), free(mx), free(mz), free(rot), free(k);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
+TEST(circuit_run_refuses_three_layers) {
+    al_config c = al_config_default();
+    c.n_layers = 3, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 8, c.d_vocab = 10;
+    al_model m;
+    al_err e;
+    CHECK_OK(al_model_init(&m, &c, &e), &e);
+    unsigned char k[1] = {1};
+    al_circuit_spec sp = {.kept = k, .fill = AL_FILL_RESAMPLE};
+    m.circuit = &sp;
+    int in[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    CHECK(al_model_forward(&m, in, NULL, 2, 4, &e) == -1 && strstr(e.msg, "1- and 2-layer"));
+    al_model_free(&m);
+}
