@@ -126,6 +126,9 @@ TEST(sweep_refusals_one_line) {
     refused(TINY_SWEEP("{\"train.steps.x\": [1]}"), "--list-tasks", 1, "train.steps is not an object");
     refused(TINY_SWEEP("{\"name[0]\": [1]}"), "--list-tasks", 1, "name is not a list");
     refused(TINY_SWEEP("{\"train..lr\": [1]}"), "--list-tasks", 1, "not a key path");
+    refused(TINY_SWEEP("{\"[0]\": [1]}"), "--list-tasks", 1, "sweep[\"[0]\"]: not a key path");
+    refused(TINY_SWEEP("{\"models[0\": [1]}"), "--list-tasks", 1, "not a key path");
+    refused(TINY_SWEEP("{\"train.\": [1]}"), "--list-tasks", 1, "not a key path");
     /* values */
     refused(TINY_SWEEP("{\"seed\": [1], \"train.lr\": []}"), "--jobs 2", 1,
             "sweep[\"train.lr\"]: empty list: give at least one value");

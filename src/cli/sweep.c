@@ -68,6 +68,7 @@ static int parse_path(const char *p, skey *k) {
             k->st = n;
         }
         step *s = &k->st[k->n_st];
+        if (*c == '[' && k->n_st == 0) return -1; /* the file is an object: a name first */
         if (*c == '[') {
             char *end;
             if (!isdigit((unsigned char)c[1])) return -1;
