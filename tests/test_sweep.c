@@ -86,7 +86,7 @@ TEST(sweep_tasks_and_order) {
     }
     al_sweep_free(s);
     /* the CLI lists the same tasks, one line each */
-    load(TINY_SWEEP("{\"seed\": [1, 2], \"train.lr\": [0.003, 0.01]}"));
+    al_sweep_free(load(TINY_SWEEP("{\"seed\": [1, 2], \"train.lr\": [0.003, 0.01]}")));
     CHECK(t_sh("%s experiment %s --list-tasks --out /x/o > %s", t_bin(), t_path("s.json"), t_path("list")) == 0);
     char *l = t_slurp(t_path("list"));
     CHECKF(l && strcmp(l, "0\t/x/o/task-0\tseed=1 train.lr=0.003\n1\t/x/o/task-1\tseed=1 train.lr=0.01\n"
