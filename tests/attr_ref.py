@@ -6,7 +6,7 @@ Written from the definitions in include/attnlab/attribute.h, attrpatch.h,
 patch.h, pairs.h and model.h (not from src/analysis/attribute.c,
 attrpatch.c or the engine's backward), in float64:
 
-    x0      = W_E[tok] + W_pos[t]
+    x0      = W_E[tok] + W_pos[t]     (shortformer: W_E[tok]; q, k read x + W_pos[t])
     q, k, v = x W_Q[l,h], x W_K[l,h], x W_V[l,h]                (B,T,H,D)
     A       = softmax_{s<=t}(q_t . k_s / sqrt(D))                 causal
     z       = A v;  zg = g[l,h] z;  out[l,h] = zg W_O[l,h]
@@ -83,6 +83,8 @@ if torch is not None:
             t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)
             self.L, self.H, self.D = cfg["n_layers"], cfg["n_heads"], cfg["d_head"]
             self.W_E, self.W_pos = t(w["embed.W_E"]), t(w["pos_embed.W_pos"])
+            # shortformer: W_pos into every head's q and k inputs, not the residual
+            self.shortformer = cfg.get("pos", "standard") == "shortformer"
             self.W_U = self.W_E.t() if cfg["tied"] else t(w["unembed.W_U"])
             self.W = [{n: t(w["blocks.%d.attn.%s" % (l, n)]) for n in ("W_Q", "W_K", "W_V", "W_O")}
                       for l in range(self.L)]
@@ -95,7 +97,8 @@ if torch is not None:
             B, T = tok.shape
             e = (lambda k, *i: eps[k][i[0]] if len(i) == 1 else eps[k][i[0]][i[1]]) if eps \
                 else (lambda k, *i: 0.0)
-            c = {"embed": self.W_E[tok], "pos": self.W_pos[:T].expand(B, T, -1)}
+            P = self.W_pos[:T].expand(B, T, -1)
+            c = {"embed": self.W_E[tok], "pos": torch.zeros_like(P) if self.shortformer else P}
             x = c["embed"] + c["pos"] + e("x", 0)
             c["x"], c["A"], c["zg"], c["out"] = [x], [], [], []
             future = torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -104,7 +107,8 @@ if torch is not None:
                 qkv = []
                 for s, n in enumerate("qkv"):
                     # each head reads its own copy of x (an edge's receiver)
-                    rows = [torch.einsum("btc,cd->btd", x + e("r" + n, l, h), W["W_" + n.upper()][h])
+                    xin = x + P if self.shortformer and n in "qk" else x
+                    rows = [torch.einsum("btc,cd->btd", xin + e("r" + n, l, h), W["W_" + n.upper()][h])
                             for h in range(self.H)]
                     qkv.append(torch.stack(rows, 2) + e(n, l))  # (B,T,H,D)
                 q, k, v = qkv

@@ -16,6 +16,10 @@ hook_resid_final), forward hooks that cache or overwrite them, float64.
     x^{l+1} = x^l + sum_h r[l,h]                       hook_resid_pre of the next layer
     logits  = x^L W_U   (W_E^T when tied)
 
+With positional_embedding_type "shortformer" x0 = W_E[tok] alone and every
+head's q and k read x + W_pos[t] (v reads x), as TransformerLens'
+shortformer attention does; hook_pos_embed still holds W_pos.
+
 Task (given in the results file, checked against patch.h's definition
 of `induction`): N clean / corrupted pairs and items (pair, pos, answer,
 wrong); M = mean over items of log p(answer) (logit(answer) −
@@ -94,10 +98,12 @@ if torch is not None:
             for name in ("q", "k", "v", "pattern", "z", "result"):
                 setattr(self, "hook_" + name, HookPoint())
 
-        def forward(self, x):
+        def forward(self, x, pos=None):
+            # pos: shortformer positions (B,T,C), added to the q and k inputs only
             T, D = x.shape[1], self.W_Q.shape[2]
-            q = self.hook_q(torch.einsum("btc,hcd->bthd", x, self.W_Q))
-            k = self.hook_k(torch.einsum("btc,hcd->bthd", x, self.W_K))
+            xqk = x if pos is None else x + pos
+            q = self.hook_q(torch.einsum("btc,hcd->bthd", xqk, self.W_Q))
+            k = self.hook_k(torch.einsum("btc,hcd->bthd", xqk, self.W_K))
             v = self.hook_v(torch.einsum("btc,hcd->bthd", x, self.W_V))
             scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(D)
             future = torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -113,15 +119,16 @@ if torch is not None:
             self.hook_resid_pre = HookPoint()
             self.attn = attn
 
-        def forward(self, x):
+        def forward(self, x, pos=None):
             x = self.hook_resid_pre(x)
-            return x + self.attn(x)
+            return x + self.attn(x, pos)
 
     class HookedAttnOnly(nn.Module):
         def __init__(self, cfg, w, gates):
             super().__init__()
             t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)
             self.W_E, self.W_pos = t(w["embed.W_E"]), t(w["pos_embed.W_pos"])
+            self.shortformer = cfg.get("pos", "standard") == "shortformer"
             self.W_U = self.W_E.t() if cfg["tied"] else t(w["unembed.W_U"])
             g = t(gates).view(cfg["n_layers"], cfg["n_heads"])
             self.hook_embed, self.hook_pos_embed = HookPoint(), HookPoint()
@@ -133,10 +140,11 @@ if torch is not None:
 
         def forward(self, tokens):
             B, T = tokens.shape
-            x = (self.hook_embed(self.W_E[tokens])
-                 + self.hook_pos_embed(self.W_pos[:T].expand(B, T, -1)))
+            pos = self.hook_pos_embed(self.W_pos[:T].expand(B, T, -1))
+            # shortformer: positions into every head's q and k, not the residual
+            x = self.hook_embed(self.W_E[tokens]) + (0 if self.shortformer else pos)
             for b in self.blocks:
-                x = b(x)
+                x = b(x, pos if self.shortformer else None)
             return self.hook_resid_final(x) @ self.W_U
 
         @contextlib.contextmanager
@@ -254,7 +262,10 @@ if torch is not None:
             formula_err = max(formula_err, abs(m - direct[s]))
             for c, ch in enumerate("qkv" if L == 2 else ""):
                 W = getattr(model.blocks[1].attn, "W_" + ch.upper())
-                x = torch.einsum("btc,hcd->bthd", tgt["blocks.1.hook_resid_pre"] + delta, W)
+                inp = tgt["blocks.1.hook_resid_pre"] + delta
+                if model.shortformer and ch in "qk":
+                    inp = inp + tgt["hook_pos_embed"]
+                x = torch.einsum("btc,hcd->bthd", inp, W)
                 formula_err = max(formula_err, float((x - recv[ch][s * N:(s + 1) * N]).abs().max()))
         if L == 2:
             # pass 3: receiver head 1.h's q (k, v) at every position from

@@ -347,8 +347,10 @@ static void check_covered(void) {
  * randmodel.h's logits are made for 1-layer sums, and with two layers of
  * sharp heads they reach 20, a saturated softmax whose log-prob gradient
  * is nearly onehot(answer) − onehot(argmax), a weaker test. */
+static int g_pos_type = AL_POS_STANDARD; /* attr_torch_shortformer sets it */
 static void case_model(al_model *m, int L, int tied) {
     rand_model(m, L, tied, AV);
+    m->cfg.pos_type = g_pos_type;
     scale_qk(m, 3.0f); /* QK scores ×9: far from uniform */
     if (!tied)
         for (size_t i = 0; i < m->param_size[AL_P_WU]; i++) m->p[AL_P_WU][i] *= 0.25f;
@@ -383,6 +385,14 @@ TEST(attr_torch_2layer) { run_case(2, 0); }
 
 /* One layer, tied embeddings: only direct edges. */
 TEST(attr_torch_1layer) { run_case(1, 1); }
+
+/* Two layers, shortformer positions (W_pos in q and k only): the pos
+ * component is 0, every number as attr_ref.py computes it from
+ * positional_embedding_type. */
+TEST(attr_torch_shortformer) {
+    g_pos_type = AL_POS_SHORTFORMER;
+    run_case(2, 0);
+}
 
 /* The check can fail: three numbers, each off by a little more than its
  * tolerance (an attribution Δloss, a gradient, an edge estimate), are

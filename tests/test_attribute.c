@@ -39,12 +39,13 @@ static double rel(double sum, double ref, const double *parts, int n, size_t str
  * item, and the terms' logits rows to its logits rows; for both metrics
  * (log-prob and logit difference). Gates are as set, and m's z
  * replacements and patch spec are back on return. */
-TEST(attr_exact_random_models) {
+static void exact_random_models(int pos_type) {
     for (int L = 1; L <= 2; L++)
         for (int tied = 0; tied < 2; tied++)
             for (int diff = 0; diff < 2; diff++) {
                 al_model m;
                 rand_model(&m, L, tied, 13);
+                m.cfg.pos_type = pos_type;
                 al_err e;
                 al_pairs t;
                 task(&t, &m, RR, 7, &e);
@@ -80,6 +81,9 @@ TEST(attr_exact_random_models) {
                     double a = rel(sc, ref, r.item_dla + (size_t)i * r.n_comp, r.n_comp, 1);
                     double b = rel(st, ref, r.item_term + (size_t)i * nt, nt, 1);
                     if (a > worst_c) worst_c = a;
+                    /* shortformer: no positions in the residual stream */
+                    if (pos_type == AL_POS_SHORTFORMER)
+                        CHECK(r.item_dla[(size_t)i * r.n_comp + 1] == 0.0);
                     if (b > worst_t) worst_t = b;
                     /* whole rows */
                     CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T,
@@ -128,6 +132,11 @@ TEST(attr_exact_random_models) {
                 al_model_free(&m);
             }
 }
+
+TEST(attr_exact_random_models) { exact_random_models(AL_POS_STANDARD); }
+/* Shortformer positions (W_pos in q and k only): the pos component is 0
+ * and the same identities hold. */
+TEST(attr_exact_random_models_shortformer) { exact_random_models(AL_POS_SHORTFORMER); }
 
 /* DLA on any number of layers (paths off), exact on a 3-layer model. */
 TEST(attr_dla_three_layers) {

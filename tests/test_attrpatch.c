@@ -13,10 +13,15 @@
 #include "randmodel.h"
 #include "test.h"
 
+/* Positional embedding type of sharp_model's models (the shortformer
+ * test sets it). */
+static int g_pos_type = AL_POS_STANDARD;
+
 /* rand_model with sharper attention: QK scaled so the softmax is far from
  * uniform and its derivative matters. */
 static void sharp_model(al_model *m, int L) {
     rand_model(m, L, 0, 20);
+    m->cfg.pos_type = g_pos_type;
     scale_qk(m, 3.0f);
 }
 
@@ -130,6 +135,13 @@ static void check_grads(int logit_diff) {
 
 TEST(attrpatch_grad_finite_differences_logprob) { check_grads(0); }
 TEST(attrpatch_grad_finite_differences_logit_diff) { check_grads(1); }
+/* Shortformer positions: q and k hold W_pos terms the residual does not;
+ * the activation gradients are still those of the patched forward. */
+TEST(attrpatch_grad_finite_differences_shortformer) {
+    g_pos_type = AL_POS_SHORTFORMER;
+    check_grads(0);
+    check_grads(1);
+}
 
 /* With logit differences the metric is linear in the final residual, so
  * every direct edge's estimate equals path patching's effect, and every

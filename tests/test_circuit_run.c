@@ -38,11 +38,14 @@ static double max_diff(const float *a, const float *b, size_t n) {
     return d;
 }
 
+static int g_pos_type = AL_POS_STANDARD; /* circuit_run_shortformer sets it */
+
 static void ends(int L) {
     al_model m;
     al_pairs t;
     al_err e;
     rand_model(&m, L, 0, 20);
+    m.cfg.pos_type = g_pos_type;
     task(&t, &m, 5, 6, &e);
     const int B = t.N, T = t.T, H = m.cfg.n_heads;
     const size_t n = (size_t)B * T * m.cfg.d_vocab;
@@ -91,6 +94,7 @@ static void versus_discover(int L) {
     al_pairs t;
     al_err e;
     rand_model(&m, L, 0, 20);
+    m.cfg.pos_type = g_pos_type;
     task(&t, &m, 5, 6, &e);
     if (L == 2) as_logit_diff(&t, 20);
     const int B = t.N, T = t.T, H = m.cfg.n_heads, V = m.cfg.d_vocab;
@@ -125,6 +129,16 @@ static void versus_discover(int L) {
 }
 
 TEST(circuit_run_matches_discovery_eval) {
+    versus_discover(1);
+    versus_discover(2);
+}
+
+/* Shortformer positions (W_pos added to q and k after x·W, the circuit's
+ * corrections after that): the ends and discovery's evaluation agree. */
+TEST(circuit_run_shortformer) {
+    g_pos_type = AL_POS_SHORTFORMER;
+    ends(1);
+    ends(2);
     versus_discover(1);
     versus_discover(2);
 }

@@ -23,6 +23,10 @@ typedef struct fix {
     float rep[DB * DT * DD]; /* z replacement of head (0, 2) */
 } fix;
 
+/* Positional embedding type of fix_init's models (the shortformer tests
+ * set it: W_pos in q and k, not in the residual stream). */
+static int g_pos_type = AL_POS_STANDARD;
+
 static void tokens(int *in, int n, uint64_t seed) {
     al_rng r;
     al_rng_seed(&r, seed);
@@ -34,6 +38,7 @@ static void fix_init(fix *f, int L, int tied, int T) {
     al_config c = al_config_default();
     c.n_layers = L, c.d_model = DC, c.n_heads = DH, c.d_head = DD, c.n_ctx = DT;
     c.d_vocab = DV, c.tied_embeddings = tied, c.seed = 11 + L + tied;
+    c.pos_type = g_pos_type;
     al_err e;
     CHECK_OK(al_model_init(&f->m, &c, &e), &e);
     f->L = L, f->T = T;
@@ -147,7 +152,7 @@ static al_patch_spec random_spec(const fix *f, masks *k, int kinds, double p, al
 
 /* Random masks of every kind, singly and combined, sparse and dense, on
  * 1- and 2-layer models, tied and untied, T = 70 and T = 9. */
-TEST(delta_matches_full_forward_random_masks) {
+static void random_masks(void) {
     static const int single[] = {KX, KXL, KZ, KQ, KK, KV, KATT};
     static const char *names[] = {"x", "x at L", "z", "q", "k", "v", "att"};
     float *xL = malloc(sizeof(float) * DB * DT * DC);
@@ -181,6 +186,12 @@ TEST(delta_matches_full_forward_random_masks) {
                 fix_free(&f);
             }
     free(xL);
+}
+
+TEST(delta_matches_full_forward_random_masks) { random_masks(); }
+TEST(delta_shortformer_matches_full_forward) {
+    g_pos_type = AL_POS_SHORTFORMER;
+    random_masks();
 }
 
 static int dirty_is(const unsigned char *dirty, int T, int lo, int hi) {
@@ -286,7 +297,7 @@ TEST(delta_no_patch_is_base) {
  * run's final residual. Bit for bit, too: every row is recomputed from
  * the same inputs with the forward's arithmetic (the analysis' identity
  * tests in test_patch.c rely on this). */
-TEST(delta_full_resid_reproduces_source) {
+static void full_resid(void) {
     float *xL = malloc(sizeof(float) * DB * DT * DC);
     unsigned char dirty[DT];
     for (int L = 1; L <= 2; L++) {
@@ -311,6 +322,12 @@ TEST(delta_full_resid_reproduces_source) {
         fix_free(&f);
     }
     free(xL);
+}
+
+TEST(delta_full_resid_reproduces_source) { full_resid(); }
+TEST(delta_shortformer_full_resid_reproduces_source) {
+    g_pos_type = AL_POS_SHORTFORMER;
+    full_resid();
 }
 
 /* The same call twice gives the same bits. */

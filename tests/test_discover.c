@@ -84,9 +84,11 @@ static unsigned char *all_kept(int L, int H, int v) {
 /* rand_model of L layers (vocab 20) with the induction task of RR, RN
  * and patching options for noising in batches of 3, as every random-model
  * test here uses them. */
+static int g_pos_type = AL_POS_STANDARD; /* the shortformer tests set it */
 static void rand_setup(al_model *m, al_pairs *t, int L, al_patch_opts *po) {
     al_err e;
     rand_model(m, L, 0, 20);
+    m->cfg.pos_type = g_pos_type;
     task(t, m, RR, RN, &e);
     *po = al_patch_opts_defaults();
     po->batch = 3, po->direction = "noise";
@@ -175,6 +177,16 @@ static void check_paths(int L) {
 }
 
 TEST(discover_eval_matches_path_patching) {
+    check_paths(1);
+    check_paths(2);
+}
+
+/* The same two checks on shortformer models (W_pos in q and k only, not
+ * in the residual stream): circuits, path patching and the ends agree. */
+TEST(discover_eval_shortformer) {
+    g_pos_type = AL_POS_SHORTFORMER;
+    check_ends(1);
+    check_ends(2);
     check_paths(1);
     check_paths(2);
 }

@@ -251,7 +251,7 @@ TEST(circuit_file_round_trip) {
                 score[k] = k % 5 == 0 ? NAN : al_rng_normal(&r);
                 back[k] = 7;
             }
-            al_circuit_info info = {"ab", "induction", "acdc", "kl", 0.01, NAN, 0.5, 0.1};
+            al_circuit_info info = {"ab", "induction", "acdc", "kl", 0.01, NAN, 0.5, 0.1, 3};
             char *text = NULL;
             al_err e = {{0}};
             CHECK_OK(al_circuit_format(&info, L, H, kept, score, &text, &e), &e);
@@ -360,4 +360,187 @@ TEST(circuit_file_refusals) {
     const char *p = t_write("c.json", "{\"format\": 1}");
     CHECK(al_circuit_load(p, 2, 8, kept, &e) == -1 && strstr(e.msg, "c.json: format is not"));
     CHECK(al_circuit_load("no/such.json", 2, 8, kept, &e) == -1 && strstr(e.msg, "no/such.json"));
+}
+
+/* ------------------------------------------- running a saved circuit */
+
+/* A circuit file of the tiny 2-layer model (L 2, H 4) keeping every edge
+ * (all = 1) or none. */
+static void write_circuit(const char *path, int all) {
+    int n = al_graph_n_edges(2, 4);
+    unsigned char kept[200];
+    memset(kept, all, (size_t)n);
+    al_circuit_info info = {"0", "induction", "acdc", "kl", 0.01, NAN, 1.0, 0.0, 0};
+    char *text = NULL;
+    al_err e = {{0}};
+    CHECK_OK(al_circuit_format(&info, 2, 4, kept, NULL, &text, &e), &e);
+    CHECK_OK(al_write_file_atomic(path, text, strlen(text), &e), &e);
+    free(text);
+}
+
+/* path's text contains s */
+static int has(const char *path, const char *s) {
+    char *t = t_slurp(path);
+    int r = t && strstr(t, s) != NULL;
+    free(t);
+    return r;
+}
+
+/* A corrupted counterpart of "the cat sat" with as many tokens under the
+ * tiny model's tokenizer (which pieces merge depends on its training). */
+static const char *same_length(const char *dir, const char *circuit) {
+    static const char *const cand[] = {"the hat sat", "the bat sat", "the cat sit", "the cot sat"};
+    for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
+        if (t_sh("%s run --model %s/m2 --prompt 'the cat sat' --circuit %s --corrupted '%s' "
+                 ">/dev/null 2>&1", t_bin(), dir, circuit, cand[i]) == 0)
+            return cand[i];
+    CHECKF(0, "no corrupted text of the prompt's length");
+    return cand[0];
+}
+
+#define SCORES_Q "SELECT group_concat(value, ',') FROM (SELECT value FROM head_scores WHERE run_id = %d ORDER BY layer, head, metric)"
+
+/* Every edge kept is the model itself: the same scores bit for bit
+ * (through the CLI: the same rows as printed with %.17g). No edge kept
+ * with the next sequence's values destroys induction on the probe;
+ * the mean fill runs over --data's windows; the summary says so. A
+ * discovered circuit runs too, in run, scores and ablate. */
+TEST(discover_cli_circuit_runs) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), all = t_pcopy("all.json"),
+           none = t_pcopy("none.json"), out = t_pcopy("out.txt");
+    t_tiny_model(dir.s, 2, 60);
+    write_circuit(all.s, 1);
+    write_circuit(none.s, 0);
+    const char *sc = "--probe-r 6 --probe-n 4 --batches 1 --batch 2 --threads 2";
+    CHECK(t_sh("%s scores --model %s/m2 --db %s --data %s/s.val.bin %s >/dev/null 2>&1", t_bin(),
+               dir.s, db.s, dir.s, sc) == 0);
+    CHECK(t_sh("%s scores --model %s/m2 --db %s --data %s/s.val.bin %s --circuit %s > %s 2>&1",
+               t_bin(), dir.s, db.s, dir.s, sc, all.s, out.s) == 0);
+    char q1[300], q2[300];
+    snprintf(q1, sizeof q1, SCORES_Q, 1);
+    snprintf(q2, sizeof q2, SCORES_Q, 2);
+    char *a = t_sql(db.s, q1), *b = t_sql(db.s, q2);
+    CHECKF(a && b && strcmp(a, b) == 0, "all edges kept changed the scores:\n%s\n%s", a, b);
+    free(a), free(b);
+    CHECK(has(out.s, "circuit ") && has(out.s, "106 of 106 edges kept"));
+    /* none kept, resampled: the probe's second repeat is no easier than the first */
+    CHECK(t_sh("%s scores --model %s/m2 --db %s %s --circuit %s --fill corrupted > %s 2>&1",
+               t_bin(), dir.s, db.s, sc, none.s, out.s) == 0);
+    CHECK(has(out.s, "0 of 106 edges kept") && has(out.s, "resampled"));
+    CHECK_SQL(db.s, "SELECT (SELECT value FROM model_scores WHERE run_id = 1 AND metric = 'icl_gain') "
+                    "> (SELECT value FROM model_scores WHERE run_id = 3 AND metric = 'icl_gain')",
+              "1");
+    CHECK(t_sh("%s scores --model %s/m2 --db %s --data %s/s.val.bin %s --circuit %s --fill mean "
+               "> %s 2>&1", t_bin(), dir.s, db.s, dir.s, sc, none.s, out.s) == 0);
+    CHECK(has(out.s, "mean values over 2 windows"));
+    /* a discovered circuit, in ablate and run */
+    CHECK(t_sh("%s discover --model %s/m2 --db %s --out %s " TASK " >/dev/null 2>&1", t_bin(),
+               dir.s, db.s, dir.s) == 0);
+    char file[1100];
+    snprintf(file, sizeof file, "%s/circuit-induction-acdc.json", dir.s);
+    CHECK(has(file, "\"run_id\":\t5,")); /* the discover run, the fifth of the database */
+    CHECK(t_sh("%s ablate --model %s/m2 --db %s --data %s/s.val.bin --batches 1 --batch 2 "
+               "--probe-r 6 --probe-n 4 --threads 2 --circuit %s --fill mean > %s 2>&1",
+               t_bin(), dir.s, db.s, dir.s, file, out.s) == 0);
+    CHECK(has(out.s, "edges kept; the removed edges carry their senders' mean"));
+    CHECK(t_sh("%s run --model %s/m2 --prompt 'the cat sat' --circuit %s --corrupted '%s' "
+               "--json > %s 2>&1", t_bin(), dir.s, all.s, same_length(dir.s, all.s), out.s) == 0);
+    CHECK(has(out.s, "\"circuit_run\":") && has(out.s, "corrupted input"));
+    CHECK_SQL(db.s, "SELECT group_concat(kind || ':' || status, ' ') FROM runs",
+              "scores:done scores:done scores:done scores:done discover:done ablate:done");
+}
+
+/* The same text but for numbers, which may differ by tol (float
+ * rounding: the circuit run subtracts what the plain run never added). */
+static int json_near(const char *a, const char *b, double tol) {
+    while (*a && *b) {
+        if ((*a == '-' || (*a >= '0' && *a <= '9')) && (*b == '-' || (*b >= '0' && *b <= '9'))) {
+            char *ea, *eb;
+            double x = strtod(a, &ea), y = strtod(b, &eb);
+            if (fabs(x - y) > tol) return 0;
+            a = ea, b = eb;
+        } else if (*a++ != *b++) return 0;
+    }
+    return *a == *b;
+}
+
+/* `run` with every edge kept prints what the model prints; with none kept
+ * and the corrupted text, what the model prints on the corrupted text. */
+TEST(discover_cli_circuit_run_prompt) {
+    t_pbuf dir = t_pcopy("."), all = t_pcopy("all.json"), none = t_pcopy("none.json");
+    t_tiny_model(dir.s, 2, 30);
+    write_circuit(all.s, 1);
+    write_circuit(none.s, 0);
+    char *p[4];
+    const char *c = same_length(dir.s, all.s);
+    const char *cmd[4][3] = {{"the cat sat", "", ""},
+                             {"the cat sat", all.s, c},
+                             {c, "", ""},
+                             {"the cat sat", none.s, c}};
+    for (int i = 0; i < 4; i++) {
+        char line[3000];
+        if (cmd[i][1][0])
+            snprintf(line, sizeof line, "%s run --model %s/m2 --prompt '%s' --circuit %s "
+                     "--corrupted '%s' --json 2>&1 | grep -v '\"circuit'", t_bin(), dir.s, cmd[i][0],
+                     cmd[i][1], cmd[i][2]);
+        else
+            snprintf(line, sizeof line, "%s run --model %s/m2 --prompt '%s' --json 2>&1", t_bin(),
+                     dir.s, cmd[i][0]);
+        char outp[40];
+        snprintf(outp, sizeof outp, "p%d.txt", i);
+        CHECK(t_sh("%s > %s", line, t_path(outp)) == 0);
+        p[i] = t_slurp(t_path(outp));
+        CHECK(p[i] != NULL);
+    }
+    /* all kept: the same JSON as the model's; none kept: the last
+     * position's candidates as on the corrupted prompt (its last token is
+     * the clean one's, so only the removed edges could differ) */
+    CHECKF(p[0] && p[1] && strcmp(p[0], p[1]) == 0, "all kept:\n%s\nvs\n%s", p[0], p[1]);
+    char *l3 = p[3] ? strrchr(p[3], '[') : NULL, *l2 = p[2] ? strrchr(p[2], '[') : NULL;
+    CHECKF(l2 && l3 && json_near(l2, l3, 1e-6), "none kept vs the corrupted prompt:\n%s\nvs\n%s",
+           l2, l3);
+    for (int i = 0; i < 4; i++) free(p[i]);
+}
+
+/* Refused with one line, no run row: a bad --fill (usage, 2), a mean
+ * without reference tokens, a circuit naming a head the model lacks, a
+ * corrupted text of another length, --generate with a corrupted fill. */
+TEST(discover_cli_circuit_refusals) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), all = t_pcopy("all.json"),
+           big = t_pcopy("big.json"), err = t_pcopy("err.txt");
+    t_tiny_model(dir.s, 2, 10);
+    write_circuit(all.s, 1);
+    FILE *f = fopen(big.s, "w");
+    fprintf(f, "{\"format\": \"attnlab-circuit\", \"version\": 1, \"n_edges\": 1, \"edges\": "
+               "[{\"sender\": \"0.7\", \"receiver\": \"logits\", \"channel\": \"direct\", "
+               "\"score\": null}]}\n");
+    fclose(f);
+    struct {
+        const char *args, *msg;
+        int rc;
+    } cases[] = {
+        {"scores --circuit ALL --fill avg", "--fill must be corrupted or mean", 2},
+        {"scores --circuit ALL --fill mean", "needs reference tokens", 1},
+        {"ablate --data DIR/s.val.bin --circuit BIG", "0.7", 1},
+        {"run --prompt 'the cat' --circuit ALL --corrupted 'the big dog sat'", "same length", 1},
+        {"run --prompt 'the cat' --circuit ALL --corrupted 'the dog' --generate 3",
+         "--generate with --fill corrupted", 1},
+        {"run --prompt 'the cat' --circuit ALL --fill mean", "--mean-data", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[600], *o = args;
+        for (const char *s = cases[i].args; *s; s++) {
+            if (strncmp(s, "ALL", 3) == 0) o += sprintf(o, "%s", all.s), s += 2;
+            else if (strncmp(s, "BIG", 3) == 0) o += sprintf(o, "%s", big.s), s += 2;
+            else if (strncmp(s, "DIR", 3) == 0) o += sprintf(o, "%s", dir.s), s += 2;
+            else *o++ = *s;
+        }
+        *o = 0;
+        int db_arg = strncmp(args, "run", 3) != 0, w = (int)strcspn(args, " ");
+        int rc = t_sh("%s %.*s --model %s/m2 %s%s %s > %s 2>&1", t_bin(), w, args, dir.s,
+                      db_arg ? "--db " : "", db_arg ? db.s : "", args + w, err.s);
+        CHECKF(rc == cases[i].rc, "%s: exit %d", args, rc);
+        CHECKF(t_one_line(err.s, cases[i].msg), "%s: message", args);
+    }
+    CHECK(!al_file_exists(db.s) || t_sql_long(db.s, "SELECT count(*) FROM runs") == 0);
 }

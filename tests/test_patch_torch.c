@@ -281,6 +281,15 @@ TEST(patch_torch_1layer) {
              gates, 1);
 }
 
+/* Shortformer positions (W_pos in every head's q and k only): the
+ * reference model reads positional_embedding_type from config.json. */
+TEST(patch_torch_shortformer) {
+    static const float g[8] = {0.5f, 1.5f, 1.0f, 0.0f, 2.0f, 0.75f, 1.25f, 1.0f};
+    const float *gates[2] = {NULL, g};
+    run_case("--n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 5 --pos shortformer",
+             gates, 2);
+}
+
 /* The check can fail: one metric off by 3e-4 (in a grid entry and in a
  * path) is reported, naming the result it is in and no other. */
 TEST(patch_torch_detects_mismatch) {

@@ -111,6 +111,23 @@ TEST(torch_crosscheck_default_size) {
     run_case("--n-layers 2 --seed 7", "1,0.5,0,1.5,1,2,0.75,1.25,1,1,1.5,1,0.5,1,1,2", 2, 0, 2);
 }
 
+/* Shortformer positions (W_pos in every head's q and k inputs only), as
+ * torch_ref.py computes them from positional_embedding_type: 2 layers
+ * so the second layer's q/k read positions and a residual without them;
+ * and 1 layer tied. */
+TEST(torch_crosscheck_shortformer) {
+    run_case("--n-layers 2 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 8 --pos shortformer",
+             "0.5,1,1.5,0.25,2,1,0.75,1.25", 2, 0, 3);
+    char *out = t_slurp(t_path("ref.out"));
+    CHECK(out && strstr(out, "pos=shortformer") != NULL);
+    free(out);
+}
+
+TEST(torch_crosscheck_shortformer_tied) {
+    run_case("--n-layers 1 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 9 --tied "
+             "--pos shortformer", "1,0.5,1.25,2", 1, 1, 3);
+}
+
 /* The check can fail: engine numbers of one model against the weights of
  * another (different seed) must be rejected. */
 TEST(torch_crosscheck_detects_mismatch) {

@@ -12,6 +12,14 @@ agreement with the engine means something:
     logits  = x^L W_U   (W_U = W_E^T when tied_embeddings)
     loss    = mean next-token cross-entropy
 
+With positional_embedding_type "shortformer" (TransformerLens' name)
+positions never enter the residual stream; every head reads them in its
+query and key inputs only:
+
+    x0      = W_E[tok]
+    q, k    = (x + W_pos[t]) W_Q[l,h], (x + W_pos[t]) W_K[l,h]
+    v       = x W_V[l,h]
+
 Usage:
     torch_ref.py --model DIR --dump FILE [--dtype float64|float32] [--tol 1e-4]
 
@@ -70,7 +78,8 @@ def load_config(model_dir):
     return {"n_layers": int(c["n_layers"]), "d_model": int(c["d_model"]),
             "n_heads": int(c["n_heads"]), "d_head": int(c["d_head"]),
             "n_ctx": int(c["n_ctx"]), "d_vocab": int(c["d_vocab"]),
-            "tied": bool(c.get("tied_embeddings", False))}
+            "tied": bool(c.get("tied_embeddings", False)),
+            "pos": c.get("positional_embedding_type", "standard")}
 
 
 def param_names(cfg):
@@ -121,12 +130,17 @@ if torch is not None:
             """tokens (B,T) long -> logits (B,T,V). gates (L,H) or None (1)."""
             cfg = self.cfg
             B, T = tokens.shape
-            x = self.w("embed.W_E")[tokens] + self.w("pos_embed.W_pos")[:T]
+            pos = self.w("pos_embed.W_pos")[:T]
+            shortformer = cfg.get("pos", "standard") == "shortformer"
+            if cfg.get("pos", "standard") not in ("standard", "shortformer"):
+                raise ValueError("positional_embedding_type %r" % cfg["pos"])
+            x = self.w("embed.W_E")[tokens] + (0 if shortformer else pos)
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             for l in range(cfg["n_layers"]):
                 a = "blocks.%d.attn." % l
-                q = torch.einsum("btc,hcd->bhtd", x, self.w(a + "W_Q"))
-                k = torch.einsum("btc,hcd->bhtd", x, self.w(a + "W_K"))
+                xqk = x + pos if shortformer else x
+                q = torch.einsum("btc,hcd->bhtd", xqk, self.w(a + "W_Q"))
+                k = torch.einsum("btc,hcd->bhtd", xqk, self.w(a + "W_K"))
                 v = torch.einsum("btc,hcd->bhtd", x, self.w(a + "W_V"))
                 scores = q @ k.transpose(-1, -2) / math.sqrt(cfg["d_head"])
                 pattern = scores.masked_fill(mask, float("-inf")).softmax(-1)
@@ -234,9 +248,10 @@ def main():
     targets = torch.tensor(dump["targets"].astype(np.int64))
     L, H = cfg["n_layers"], cfg["n_heads"]
     gates = torch.tensor(dump["gates"].reshape(L, H), dtype=dtype, requires_grad=True)
-    print("torch %s, %s, %d threads; model %s: L=%d C=%d H=%d D=%d n_ctx=%d V=%d tied=%s; batch %s"
-          % (torch.__version__, args.dtype, args.threads, args.model, L, cfg["d_model"], H,
-             cfg["d_head"], cfg["n_ctx"], cfg["d_vocab"], cfg["tied"], tuple(inputs.shape)))
+    print("torch %s, %s, %d threads; model %s: L=%d C=%d H=%d D=%d n_ctx=%d V=%d tied=%s pos=%s; "
+          "batch %s" % (torch.__version__, args.dtype, args.threads, args.model, L, cfg["d_model"],
+                        H, cfg["d_head"], cfg["n_ctx"], cfg["d_vocab"], cfg["tied"], cfg["pos"],
+                        tuple(inputs.shape)))
 
     results = []
     if cfg["tied"] and "unembed.W_U" in weights:
@@ -247,6 +262,8 @@ def main():
     loss = loss_fn(logits, targets)
     loss.backward()
     results.append(("logits", rel_err(dump["logits"], logits.detach().numpy())))
+    print("  logits max |c - torch| %.3e" % float(np.max(np.abs(
+        np.asarray(dump["logits"], dtype=np.float64).ravel() - logits.detach().numpy().ravel()))))
     results.append(("loss", rel_err(dump["loss"], [loss.item()])))
     for name, p in model.named():
         results.append(("grad." + name, rel_err(dump["grad." + name], p.grad.numpy())))

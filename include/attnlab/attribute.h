@@ -36,6 +36,13 @@
  * subtracted together (importances do not add up: the loss is not linear
  * in the logits).
  *
+ * Shortformer positions (model.h, AL_POS_SHORTFORMER) never enter the
+ * residual stream: x_L = embed + Σ out_{l,h}, so the pos component is
+ * exactly 0, "embed + pos" above is embed alone (the direct term, the
+ * layer-0 and layer-1 value inputs, the logit lens' x_0), and positions
+ * act only through the attention patterns, which are frozen here. The
+ * sums are the same identities.
+ *
  * Logit lens: the residual stream entering each layer and the final one
  * (x_0 = embed + pos, ..., x_L) through W_U: mean item loss and top-1
  * accuracy (argmax == answer, ties to the lower id); x_L's are the

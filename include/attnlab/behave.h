@@ -29,6 +29,7 @@ typedef struct al_behave {
     al_store *st;
     int64_t model_id, run_id; /* run_id 0 until a run is begun */
     int train_T;           /* sequence length it was trained on (state.json) */
+    struct al_circuit_run *circ; /* --circuit: m.circuit points into it; NULL without */
 } al_behave;
 
 /* Open db, load model_dir (and mask_path if not NULL: gates applied),
@@ -52,6 +53,17 @@ int al_behave_bos(const al_behave *b);
  * the file is short (needs at least 6 tokens). */
 int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
                      al_err *e);
+/* --circuit FILE --fill corrupted|mean of a batch analysis (scores,
+ * ablate; circuit_run.h): load the circuit for b's model and run every
+ * later forward of b.m with it. A mean fill takes its means over the
+ * command's validation windows (val, T, batches × batch; val NULL: a mean
+ * fill is refused). Call between al_behave_load and al_behave_begin, so
+ * a bad file leaves no run behind. 0, or −1 with e (b unchanged). */
+int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al_tokens *val,
+                      int T, int batches, int batch, al_err *e);
+/* "circuit FILE: 42 of 306 edges kept; ..." on stdout when b runs a
+ * circuit; nothing otherwise. */
+void al_behave_print_circuit(const al_behave *b, const char *path);
 /* Warn on stderr if a probe of len tokens reaches positions the model
  * never trained on (its numbers there say little about the model). */
 void al_behave_warn_probe(const al_behave *b, int len);

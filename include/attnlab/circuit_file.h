@@ -5,7 +5,7 @@
  *   {"format": "attnlab-circuit", "version": 1,
  *    "model_sha256": "<64 hex>", "task": "induction", "method": "acdc",
  *    "metric": "kl", "tau": 0.01, "recover": null,
- *    "faithfulness": 0.97, "kl": 0.004, "graph_edges": 306, "n_edges": 41,
+ *    "faithfulness": 0.97, "kl": 0.004, "run_id": 7, "graph_edges": 306, "n_edges": 41,
  *    "edges": [{"sender": "0.3", "receiver": "1.2", "channel": "k",
  *               "score": 0.21}, ...]}
  * n_edges is the number of edges of the circuit, the length of "edges";
@@ -34,6 +34,7 @@ typedef struct al_circuit_info {
     const char *model_sha256, *task, *method, *metric;
     double tau, recover;        /* NaN: null (tau for eap, recover for acdc) */
     double faithfulness, kl;
+    long long run_id;           /* the discover run that found it (0: none; written as null) */
 } al_circuit_info;
 
 /* The file's text for the circuit kept[k] != 0 of an L-layer, H-head

@@ -9,7 +9,8 @@
 
 /* config.json of a model directory: TransformerLens keys (n_layers,
  * d_model, n_heads, d_head, n_ctx, d_vocab, attn_only=true,
- * normalization_type=null, positional_embedding_type="standard", ...)
+ * normalization_type=null, positional_embedding_type="standard" or
+ * "shortformer" (al_config.pos_type), ...)
  * plus ours (tied_embeddings, seed, attnlab_version). */
 char *al_config_to_json(const al_config *c);
 int al_config_from_json(const char *json_text, al_config *c,

@@ -19,7 +19,11 @@
  * n_edges = 6·L·H + 3·H²·(L == 2) + 2 + L·H (a 2-layer 8-head model:
  * 96 + 192 + 18 = 306; the 49 pos edges among them carry the same value
  * in both runs when the runs share positions, so ACDC removes them at no
- * cost).
+ * cost). With shortformer positions (model.h) pos feeds only the q and k
+ * channels (of every layer, directly, not through the residual stream):
+ * its edges into v channels and the logits carry nothing at all, and its
+ * q/k edges still carry the same value in both runs; the graph and its
+ * indices are the same for both position types.
  */
 #ifndef ATTNLAB_GRAPH_H
 #define ATTNLAB_GRAPH_H

@@ -7,13 +7,31 @@
 
 #include <stddef.h>
 
-/* out (B,T,C) = W_E[inp] + W_pos[t] */
+/* out (B,T,C) = W_E[inp] + W_pos[t] (wpe NULL: W_E[inp] alone, the
+ * shortformer embedding) */
 void encoder_forward(float *out, const int *inp, const float *wte,
                      const float *wpe, int B, int T, int C);
-/* dwte (V,C), dwpe (n_ctx,C) += scattered dout (B,T,C). Serial, so the
- * summation order (and the result) does not depend on threads. */
+/* dwte (V,C), dwpe (n_ctx,C) += scattered dout (B,T,C) (dwpe NULL: not
+ * accumulated). Serial, so the summation order (and the result) does not
+ * depend on threads. */
 void encoder_backward(float *dwte, float *dwpe, const float *dout,
                       const int *inp, int B, int T, int C);
+
+/* Shortformer positions (model.h, AL_POS_SHORTFORMER): W_pos feeds the
+ * query and key inputs of every head, never the residual or the values.
+ * wqkv (C,3·HD) is a layer's fused W_Q|W_K|W_V (HD = H·D).
+ *   posqk_project: pos (T,2·HD) = wpe[:T] (T,C) @ wqkv[:, :2·HD], i.e.
+ *                  pos[t] = (W_pos[t] W_Q[h] | W_pos[t] W_K[h]) for all h.
+ *   posqk_forward: qkv (B,T,3,H,D): q and k at (b,t) += pos[t]; v untouched.
+ *   posqk_backward: dpos (T,2·HD) = Σ_b dq|dk at t (scratch, b ascending);
+ *                  dwqkv[:, :2·HD] += wpe[:T]ᵀ dpos (the q/k inputs were
+ *                  x + W_pos, so dW_Q,K get the W_pos rows' share);
+ *                  dwpe[:T] += dpos wqkv[:, :2·HD]ᵀ.
+ * Serial sums and one sgemm each, so the result does not depend on threads. */
+void posqk_project(float *pos, const float *wpe, const float *wqkv, int T, int C, int HD);
+void posqk_forward(float *qkv, const float *pos, int B, int T, int HD);
+void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
+                    const float *wpe, const float *wqkv, int B, int T, int C, int HD);
 
 /* out (M,N) = inp (M,K) @ w (K,N), beta 0 or 1 (accumulate). */
 void matmul_forward(float *out, const float *inp, const float *w, int M,

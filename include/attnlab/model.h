@@ -29,11 +29,26 @@
 #include <stdint.h>
 #include "attnlab/util.h"
 
+/* Positional embeddings (TransformerLens' positional_embedding_type):
+ *  standard    x_0 = W_E[tok] + W_pos[t]: positions live in the residual
+ *              stream, so every head's q, k, v and the unembedding see them.
+ *  shortformer x_0 = W_E[tok]: the residual stream never holds positions;
+ *              every head (l, h) of every layer reads W_pos[t] in its query
+ *              and key inputs only: q = (x_l + W_pos[t]) W_Q[l,h],
+ *              k = (x_l + W_pos[t]) W_K[l,h], v = x_l W_V[l,h]. */
+enum { AL_POS_STANDARD = 0, AL_POS_SHORTFORMER = 1 };
+
 typedef struct al_config {
     int n_layers, d_model, n_heads, d_head, n_ctx, d_vocab;
     int tied_embeddings;
+    int pos_type; /* AL_POS_* (0, standard, when zeroed) */
     uint64_t seed;
 } al_config;
+
+/* "standard" / "shortformer" (NULL for an unknown type), and back: 0, or
+ * -1 when name is neither. */
+const char *al_pos_type_name(int pos_type);
+int al_pos_type_parse(const char *name, int *pos_type);
 
 /* Defaults of docs/design.md §2 (d_vocab must still be set). */
 al_config al_config_default(void);
@@ -176,6 +191,8 @@ typedef struct al_model {
     float *wqkv;      /* (C, 3*H*D) fused per-layer Q|K|V weights (scratch) */
     float *dwqkv;     /* (C, 3*H*D) */
     float *gate_part; /* (B, H) per-batch partial ∂L/∂g, summed in order */
+    float *posqk;     /* (T, 2, H, D) shortformer: a layer's W_pos W_Q | W_pos W_K
+                         (forward), Σ_b dq | dk (backward); scratch */
     int n_valid;      /* positions with a target in the last forward */
     int patched;      /* the last forward applied a patch spec */
     /* scratch of al_model_forward_delta (grown on demand; owned) */

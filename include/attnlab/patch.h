@@ -40,7 +40,12 @@
  * receiver's input becomes clean residual − sender_clean + sender_corr,
  * every other head frozen at its clean activations; denoising is the
  * mirror image (corrupted run, sender's clean value). Models of more than
- * 2 layers are refused.
+ * 2 layers are refused. pos is the same in both runs, so its paths are 0
+ * (with shortformer positions, model.h, pos never reaches v or the logits
+ * at all; it feeds each layer's q and k directly, with the same value in
+ * both runs). Everything else holds for shortformer models as written: the
+ * residual stream simply holds no positions, and a q or k computed or
+ * patched always includes its own position's W_pos term.
  *
  * Cost: per batch of pairs, the clean and corrupted runs once each,
  * cached; each configuration then recomputes only from the patched layer

@@ -37,6 +37,13 @@
  *                one point per ACDC circuit labelled with its tau (and
  *                the EAP circuit's point when there is one); refused
  *                with fewer than two ACDC circuits
+ *   sweep-induction  every model of the database (model_dir unused, may
+ *                be NULL): the best head's induction score over the steps
+ *                of its latest finished train run, one faint line per
+ *                model (seed) and their mean bold, one panel per
+ *                (setting, n_layers) group of view sweep_models, the
+ *                AL_TH_INDUCTION line dashed; refused when no model has
+ *                a training curve
  *
  * Weights-only kinds compute from the model (composition and spectrum
  * read the database instead when one is given); ablation, pruning and

@@ -19,7 +19,11 @@
  *                 and whether virtual heads matter, against
  *                 AL_TH_VIRTUAL_SHARE) and the pictures. With several models a comparison comes first,
  *                 including the tied-vs-untied answer when both kinds are
- *                 present.
+ *                 present. A database holding a sweep (merge_sources rows,
+ *                 or several seeds of one setting and layer count) gets an
+ *                 "Across seeds" section before the models: the
+ *                 sweep_summary view, sentences from its numbers and the
+ *                 sweep-induction picture.
  *   report.ipynb  nbformat 4.5: cells that open the database with
  *                 Python's sqlite3, run the README's queries and show the
  *                 pictures, to carry the analysis on in Jupyter.

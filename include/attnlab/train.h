@@ -44,6 +44,8 @@ typedef struct al_train_opts {
     /* model shape of a new run (a resumed one keeps its own); defaults
      * from al_config_default() */
     int n_layers, d_model, n_heads, d_head, n_ctx, tied;
+    const char *pos;       /* positional embeddings, "standard" or "shortformer"
+                            * (model.h, AL_POS_*); NULL: standard */
     uint64_t seed;         /* initialisation and data order */
     int steps;             /* optimizer steps in total (1000) */
     int batch;             /* sequences per step (16) */

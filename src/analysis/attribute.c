@@ -141,7 +141,8 @@ static const float *x_at(const ctx *s, int l, int b, int t) {
 }
 
 /* Layer-1 head h1's z parts at the items from value source src (−1:
- * embed + pos; h0: head 0.h0), into s->Z; s->dd must hold W_O0h0 W_V1h1
+ * embed + pos, the residual entering layer 0, which for shortformer
+ * positions is embed alone; h0: head 0.h0), into s->Z; s->dd must hold W_O0h0 W_V1h1
  * for src >= 0. */
 static void layer1_part(ctx *s, int h1, int src, const int *rb, const int *rt, int ni) {
     const al_model *m = s->m;
@@ -275,7 +276,9 @@ static void item_dla(const ctx *s, const al_pair_item *it, int b, int t, int tok
 #define DIFF(x) ((double)al_model_logit(m, (x), it->answer) - \
                  (it->wrong >= 0 ? (double)al_model_logit(m, (x), it->wrong) : 0.0))
     out[0] = DIFF(m->p[AL_P_WE] + (size_t)tok * C);
-    out[1] = DIFF(m->p[AL_P_WPOS] + (size_t)t * C);
+    /* shortformer: positions never enter the residual stream (only the
+     * heads' q and k), so the pos component is exactly 0 */
+    out[1] = m->cfg.pos_type == AL_POS_SHORTFORMER ? 0.0 : DIFF(m->p[AL_P_WPOS] + (size_t)t * C);
     for (int l = 0; l < s->L; l++)
         for (int h = 0; h < H; h++) {
             const float *z = zg_at(s, l, b, t, h), *wo = al_head_wo(m, l, h);

@@ -10,7 +10,9 @@
  *   edge s → logits:          Σ_t Δs[t] · ∂M/∂x_L[t]
  *
  * with Δs the sender's output difference in the residual stream (W_E
- * rows for embed, 0 for pos, Δzg·W_O[0,h] for head 0.h), computed once
+ * rows for embed, 0 for pos -- both runs share positions, and with
+ * shortformer positions pos is not in the residual stream at all, only in
+ * q and k --, Δzg·W_O[0,h] for head 0.h), computed once
  * per sender and batch, and each receiver's input gradient once per
  * receiver and batch: about one forward and one backward in all.
  * Reductions run in double in a fixed order, each result summed by one

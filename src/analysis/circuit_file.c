@@ -65,6 +65,7 @@ int al_circuit_format(const al_circuit_info *info, int L, int H, const unsigned 
              add_str(root, "method", info->method) && add_str(root, "metric", info->metric) &&
              add_num(root, "tau", info->tau) && add_num(root, "recover", info->recover) &&
              add_num(root, "faithfulness", info->faithfulness) && add_num(root, "kl", info->kl) &&
+             add_num(root, "run_id", info->run_id > 0 ? (double)info->run_id : NAN) &&
              add_num(root, "graph_edges", n) && add_num(root, "n_edges", n_kept) &&
              (arr = cJSON_AddArrayToObject(root, "edges"));
     for (int k = 0; ok && k < n; k++)

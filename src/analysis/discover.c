@@ -9,7 +9,9 @@
  *
  *  - pos carries the same value in both runs (W_pos is indexed by the
  *    position, which the two runs share), so pos edges are no-ops and
- *    are ignored; a layer-0 channel whose embed edge is removed thus
+ *    are ignored (shortformer positions, model.h: pos feeds q and k
+ *    only, added after x·W_c, still the same in both runs, and its v and
+ *    logits edges carry nothing); a layer-0 channel whose embed edge is removed thus
  *    computes exactly the corrupted run's q, k or v: patched from there.
  *  - a layer-1 channel's input is this run's residual minus Σ over its
  *    removed senders of (this run's − the corrupted run's value); linear,

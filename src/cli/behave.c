@@ -13,6 +13,7 @@
 
 #include "attnlab/ablate.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/circuit_run.h"
 #include "attnlab/config.h"
 
 /* The training sequence length from state.json's "train" options; n_ctx
@@ -118,6 +119,24 @@ int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
     return 0;
 }
 
+int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al_tokens *val,
+                      int T, int batches, int batch, al_err *e) {
+    al_circuit_run *cr = al_malloc(1, sizeof *cr, e);
+    if (!cr) return -1;
+    if (al_circuit_run_open(cr, &b->m, path, fill, val, T, batches, batch, e)) {
+        free(cr);
+        return -1;
+    }
+    b->circ = cr;
+    b->m.circuit = &cr->spec;
+    return 0;
+}
+
+void al_behave_print_circuit(const al_behave *b, const char *path) {
+    char buf[256];
+    if (b->circ) printf("circuit %s: %s\n", path, al_circuit_run_describe(b->circ, buf, sizeof buf));
+}
+
 void al_behave_warn_probe(const al_behave *b, int len) {
     if (len > b->train_T && len <= b->m.cfg.n_ctx)
         fprintf(stderr, "attnlab: warning: the probe is %d tokens but the model was trained "
@@ -134,6 +153,8 @@ void al_behave_close(al_behave *b) {
     al_store_close(b->st);
     al_tok_free(b->tok);
     if (b->loaded) al_model_free(&b->m);
+    if (b->circ) al_circuit_run_close(b->circ);
+    free(b->circ);
     free(b->off);
     memset(b, 0, sizeof *b);
 }

@@ -15,15 +15,17 @@
 #include "attnlab/analyses.h"
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/circuit_run.h"
 #include "attnlab/store_analysis.h"
 
 typedef struct ablate_args {
     al_an_where w;
     al_ablate_opts o;
     int show; /* pairs printed */
+    const char *circuit, *fill; /* --circuit FILE --fill corrupted|mean */
 } ablate_args;
 
-static ablate_args g = {{NULL, NULL, NULL, NULL, 0}, AL_ABLATE_OPTS_INIT, 10};
+static ablate_args g = {{NULL, NULL, NULL, NULL, 0}, AL_ABLATE_OPTS_INIT, 10, NULL, "corrupted"};
 
 static al_flag flags[] = {
     {"model", AL_STR, &g.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
@@ -41,6 +43,11 @@ static al_flag flags[] = {
     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
     {"mask", AL_STR, &g.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0},
     {"show", AL_INT, &g.show, "N", "pairs printed (largest |interaction| first)", 0, 0},
+    {"circuit", AL_STR, &g.circuit, "FILE",
+     "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},
+    {"fill", AL_STR, &g.fill, "F",
+     "what the circuit's removed edges carry: corrupted (the next sequence's values) or mean "
+     "(over the --data windows)", 0, 0},
     {"threads", AL_INT, &g.w.threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
 
@@ -128,14 +135,23 @@ static int ablate_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
                    "1..100000, --show >= 0");
         return 2;
     }
-    if (al_threads_check(a->w.threads, e)) return 2;
+    if (al_threads_check(a->w.threads, e) || al_circuit_fill_check(a->fill, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave bh;
-    if (al_behave_open(&bh, a->w.model, a->w.mask, a->w.db, "ablate", fl, e)) return 1;
     al_tokens d = {0};
     al_ablate_result r = {0};
     al_ablate_opts o = a->o;
-    int T, rc = 1, L = bh.m.cfg.n_layers, H = bh.m.cfg.n_heads;
+    int T = 0, rc = 1;
+    if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
+    if (al_behave_tokens(&bh, a->w.data, &d, &T, e) ||
+        (a->circuit &&
+         al_behave_circuit(&bh, a->circuit, a->fill, &d, T, o.batches, o.batch, e)) ||
+        al_behave_begin(&bh, "ablate", fl, e)) {
+        al_tokens_free(&d);
+        al_behave_close(&bh);
+        return 1;
+    }
+    int L = bh.m.cfg.n_layers, H = bh.m.cfg.n_heads;
     double t0 = al_now();
     o.progress = 1;
     /* the analysis knows no file names: name the mask here */
@@ -152,7 +168,6 @@ static int ablate_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
             goto fail;
         }
     }
-    if (al_behave_tokens(&bh, a->w.data, &d, &T, e)) goto fail;
     al_behave_warn_probe(&bh, 2 * o.probe_r + 1);
     if (al_ablate_run(&bh.m, &d, T, al_behave_bos(&bh), bh.off, &o, &r, e) ||
         al_store_tx_begin(bh.st, e) || al_store_put_ablate(bh.st, bh.run_id, bh.model_id, &r, e) ||
@@ -162,6 +177,7 @@ static int ablate_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
            "probe R %d N %d\n",
            a->w.model, bh.sha, (long long)bh.run_id, a->w.db, o.method, o.batches, o.batch, T,
            o.probe_r, o.probe_n);
+    al_behave_print_circuit(&bh, a->circuit);
     print_rows(a, &r);
     if (o.pairs) print_pairs(&r, a->show);
     printf("ablate: %d configuration%s in %.2f s (%.3f s each; one clean pass over the "
@@ -184,6 +200,7 @@ static void ablate_init(void *args) {
     memset(&a->w, 0, sizeof a->w);
     a->o = al_ablate_opts_defaults();
     a->show = 10;
+    a->circuit = NULL, a->fill = "corrupted";
 }
 
 const al_analysis_cmd al_an_ablate = {"ablate", &al_cmd_ablate, &g, sizeof g, ablate_init,

@@ -152,9 +152,11 @@ static int circuits_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e
         goto out;
     }
     const al_config *c = &b.m.cfg;
-    printf("model %s (sha256 %.12s…; %d layer%s × %d heads, d_vocab %d%s) -> run %lld of %s\n",
+    printf("model %s (sha256 %.12s…; %d layer%s × %d heads, d_vocab %d%s%s) -> run %lld of %s\n",
            a->w.model, b.sha, c->n_layers, c->n_layers == 1 ? "" : "s", c->n_heads, c->d_vocab,
-           c->tied_embeddings ? ", tied embeddings" : "", (long long)b.run_id, a->w.db);
+           c->tied_embeddings ? ", tied embeddings" : "",
+           c->pos_type == AL_POS_SHORTFORMER ? ", shortformer positions" : "", (long long)b.run_id,
+           a->w.db);
     print_heads(&r, b.tok);
     print_layers(&r);
     print_comp(&r, a->show_comp);

@@ -189,7 +189,8 @@ static int write_circuit(const disc_args *a, const al_behave *bh, const al_pairs
     if (al_path_join(path, cap, a->out ? a->out : a->w.model, name, e)) return -1;
     int acdc = !strcmp(o->method, "acdc");
     al_circuit_info info = {bh->sha, t->task, o->method, o->metric, acdc ? o->tau : NAN,
-                            acdc ? NAN : o->recover, r->faithfulness, r->kl_circuit};
+                            acdc ? NAN : o->recover, r->faithfulness, r->kl_circuit,
+                            (long long)bh->run_id};
     char *text = NULL;
     if (al_circuit_format(&info, r->L, r->H, r->kept, r->score, &text, e)) return -1;
     int rc = al_write_file_atomic(path, text, strlen(text), e);

@@ -19,7 +19,7 @@ static al_flag flags[] = {
      "circuit-curve given --db and --run)", 0, 0},
     {"what", AL_STR, &o.what, "KIND",
      "attention | qk-pos | qk | ov | composition | ablation | pruning | training | spectrum | "
-     "patching | paths | dla | terms | attrpatch | circuit | circuit-curve", 1, 0},
+     "patching | paths | dla | terms | attrpatch | circuit | circuit-curve | sweep-induction", 1, 0},
     {"out", AL_STR, &o_out, "FILE.png", "picture to write", 1, 0},
     {"prompt", AL_STR, &o.prompt, "TEXT", "attention: the text to run the model on", 0, 0},
     {"no-bos", AL_BOOL, &o.no_bos, NULL, "attention: do not prepend <|endoftext|>", 0, 0},
@@ -33,7 +33,7 @@ static al_flag flags[] = {
     {"n-pos", AL_INT, &o.n_pos, "N", "qk-pos: show the first N positions", 0, 0},
     {"db", AL_STR, &o.db, "FILE",
      "results database (needed for ablation, pruning, training, patching, paths, dla, terms, "
-     "attrpatch, circuit, circuit-curve)", 0, 0},
+     "attrpatch, circuit, circuit-curve, sweep-induction)", 0, 0},
     {"run", AL_U64, &o_run, "ID", "use this run's rows instead of the model's latest finished run", 0, 0},
     {"method", AL_STR, &o.method, "M", "ablation: zero | mean | resample (default: the latest run's)", 0, 0},
     {"metric", AL_STR, &o.metric, "NAME",
@@ -84,6 +84,9 @@ al_command al_cmd_heatmap = {
     "               the circuit at --tau, else at the run's own tau, else the EAP\n"
     "               circuit, else the smallest tau's\n"
     "  circuit-curve --db: the run's tau sweep, edges kept vs faithfulness\n"
+    "  sweep-induction --db (no --model): every model's best induction score\n"
+    "               over training, one faint line per seed, their mean bold,\n"
+    "               one panel per setting and layer count (view sweep_models)\n"
     "composition and spectrum read --db when given, else compute from the weights.\n"
     "patching, paths, dla, terms, attrpatch and the circuit kinds draw --run ID (else\n"
     "the model's latest such run); with --run the model is the run's own, so --model\n"
@@ -118,7 +121,8 @@ static int run_heatmap(int argc, char **argv) {
     int by_run = 0;
     for (size_t i = 0; o.what && i < sizeof run_kinds / sizeof run_kinds[0]; i++)
         by_run |= strcmp(o.what, run_kinds[i]) == 0 && o.db && o.run_id > 0;
-    if (!o_model && !by_run) {
+    int no_model = o.what && strcmp(o.what, "sweep-induction") == 0; /* the whole database */
+    if (!o_model && !by_run && !no_model) {
         al_errf(&e, "--model is required (patching, paths, dla, terms, attrpatch, circuit, "
                 "circuit-curve: or --db FILE and --run ID)");
         return al_cli_usage(&al_cmd_heatmap, &e);

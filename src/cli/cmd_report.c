@@ -24,7 +24,7 @@ static al_flag flags[] = {
     {"top-n", AL_INT, &o.top_n, "N", "tokens in the QK/OV pictures", 0, 0},
     {"pictures", AL_STR, &o.pictures, "LIST",
      "picture kinds to draw, comma-separated (default: all of training, attention, spectrum, "
-     "qk-pos, qk, ov, composition, ablation, pruning)", 0, 0},
+     "qk-pos, qk, ov, composition, ablation, pruning, sweep-induction)", 0, 0},
     {"threads", AL_INT, &o.threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
 
@@ -41,7 +41,10 @@ al_command al_cmd_report = {
     "the database allows (drawn into DIR like `attnlab heatmap`). With several\n"
     "models a comparison table comes first, and with both tied and untied\n"
     "models it states whether the eigenvalue copying score agrees with ablation\n"
-    "better for one kind. Beside it DIR/report.ipynb (nbformat 4) opens the\n"
+    "better for one kind. A database holding a sweep (merged from several, or\n"
+    "several seeds of one setting) gets an \"Across seeds\" section: the\n"
+    "sweep_summary view, sentences from its numbers and the sweep-induction picture.\n"
+    "Beside it DIR/report.ipynb (nbformat 4) opens the\n"
     "database with Python's sqlite3, runs the README's queries and shows the\n"
     "pictures. Pictures that cannot be drawn are warnings, not errors.",
     flags,

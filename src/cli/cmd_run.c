@@ -14,11 +14,14 @@
 #include "attnlab/ablate.h"
 #include "attnlab/args.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/circuit_run.h"
+#include "attnlab/data.h"
 #include "attnlab/model.h"
 #include "attnlab/tokenizer.h"
 
 static const char *o_model = NULL, *o_prompt = NULL, *o_prompt_file = NULL, *o_track = NULL,
-                  *o_mask = NULL;
+                  *o_mask = NULL, *o_circuit = NULL, *o_fill = "corrupted", *o_corrupted = NULL,
+                  *o_mean_data = NULL;
 static int o_generate = 0, o_top_k = 0, o_json = 0, o_no_bos = 0, o_threads = 0, o_top = 5;
 static double o_temperature = 1.0;
 static uint64_t o_seed = 1;
@@ -37,6 +40,15 @@ static al_flag flags[] = {
      "instead of the full table, show the tokens of every occurrence of TEXT (e.g. a name)", 0, 0},
     {"json", AL_BOOL, &o_json, NULL, "print JSON instead of a table", 0, 0},
     {"mask", AL_STR, &o_mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
+    {"circuit", AL_STR, &o_circuit, "FILE",
+     "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},
+    {"fill", AL_STR, &o_fill, "F",
+     "what the circuit's removed edges carry: corrupted (needs --corrupted) or mean (needs "
+     "--mean-data)", 0, 0},
+    {"corrupted", AL_STR, &o_corrupted, "TEXT",
+     "--fill corrupted: the prompt's corrupted counterpart (the same number of tokens)", 0, 0},
+    {"mean-data", AL_STR, &o_mean_data, "VAL.bin",
+     "--fill mean: token file whose windows give the senders' mean values", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
 
@@ -50,7 +62,10 @@ al_command al_cmd_run = {
     "next-token candidates. The prompt is prefixed with <|endoftext|> (as the\n"
     "training documents are) unless --no-bos. A prompt longer than n_ctx is cut\n"
     "from the left, with a warning; of a longer --prompt-file only the last\n"
-    "4096 x n_ctx bytes (at least 1 MiB) are read, starting at a space or newline.",
+    "4096 x n_ctx bytes (at least 1 MiB) are read, starting at a space or newline.\n"
+    "With --circuit FILE the model runs with only that circuit's edges; the\n"
+    "removed edges carry their senders' values on --corrupted TEXT (--fill\n"
+    "corrupted) or their mean values over 32 windows of --mean-data (--fill mean).",
     flags,
     run_run,
 };
@@ -267,24 +282,23 @@ static int print_track(const al_tokenizer *tok, const int *ids, int T, const flo
 }
 
 /* Encode the prompt (with BOS), cutting from the left to fit n_ctx. */
-static int prompt_ids(const al_tokenizer *tok, int n_ctx, int **ids, int *T, al_err *e) {
-    unsigned char *text;
-    size_t n, nid;
+/* ids of text as the model reads a prompt: BOS first unless --no-bos,
+ * the last n_ctx tokens kept (with a warning naming what). */
+static int text_ids(const al_tokenizer *tok, const unsigned char *text, size_t n, int n_ctx,
+                    const char *what, int **ids, int *T, al_err *e) {
+    size_t nid;
     int *raw;
-    if (read_prompt(n_ctx, &text, &n, e) != 0) return -1;
-    int rc = al_tok_encode(tok, text, n, 1, &raw, &nid, e);
-    free(text);
-    if (rc != 0) return -1;
+    if (al_tok_encode(tok, text, n, 1, &raw, &nid, e) != 0) return -1;
     int bos = !o_no_bos;
     size_t total = nid + (size_t)bos;
     if (total == 0) {
         free(raw);
-        return al_errf(e, "the prompt is empty");
+        return al_errf(e, "the %s is empty", what);
     }
     size_t keep = total > (size_t)n_ctx ? (size_t)n_ctx : total;
     if (keep < total)
-        fprintf(stderr, "attnlab: warning: prompt has %zu tokens, n_ctx is %d: keeping the last %zu\n",
-                total, n_ctx, keep);
+        fprintf(stderr, "attnlab: warning: %s has %zu tokens, n_ctx is %d: keeping the last %zu\n",
+                what, total, n_ctx, keep);
     int *out = malloc(sizeof(int) * keep);
     if (!out) {
         free(raw);
@@ -298,6 +312,62 @@ static int prompt_ids(const al_tokenizer *tok, int n_ctx, int **ids, int *T, al_
     *ids = out;
     *T = (int)keep;
     return 0;
+}
+
+static int prompt_ids(const al_tokenizer *tok, int n_ctx, int **ids, int *T, al_err *e) {
+    unsigned char *text;
+    size_t n;
+    if (read_prompt(n_ctx, &text, &n, e) != 0) return -1;
+    int rc = text_ids(tok, text, n, n_ctx, "prompt", ids, T, e);
+    free(text);
+    return rc;
+}
+
+/* --circuit: load it into cr and point m at it, with the fill the flags
+ * name; *cids gets the corrupted prompt's ids (the caller frees). */
+static int setup_circuit(al_model *m, const al_tokenizer *tok, int T, al_circuit_run *cr,
+                         int **cids, al_err *e) {
+    int mean = strcmp(o_fill, "mean") == 0;
+    if (mean ? !o_mean_data || o_corrupted : !o_corrupted || o_mean_data)
+        return al_errf(e, "--fill %s needs %s (and not %s)", o_fill,
+                       mean ? "--mean-data VAL.bin" : "--corrupted TEXT",
+                       mean ? "--corrupted" : "--mean-data");
+    if (!mean && o_generate > 0)
+        return al_errf(e, "--generate with --fill corrupted: the corrupted text has no "
+                          "continuation to fill the new positions (use --fill mean)");
+    al_tokens md = {0};
+    int mT = 0;
+    if (mean) {
+        if (al_tokens_load(o_mean_data, &md, e)) return -1;
+        if (md.n < 2 || md.max_id >= m->cfg.d_vocab) {
+            al_errf(e, "--mean-data %s: %s", o_mean_data,
+                    md.n < 2 ? "fewer than 2 tokens" : "token ids beyond the model's vocabulary");
+            al_tokens_free(&md);
+            return -1;
+        }
+        mT = md.n - 1 < (size_t)m->cfg.n_ctx ? (int)(md.n - 1) : m->cfg.n_ctx;
+    }
+    int rc = al_circuit_run_open(cr, m, o_circuit, o_fill, mean ? &md : NULL, mT, 4, 8, e);
+    al_tokens_free(&md);
+    if (rc) return -1;
+    if (!mean) {
+        int cT = 0;
+        if (text_ids(tok, (const unsigned char *)o_corrupted, strlen(o_corrupted), m->cfg.n_ctx,
+                     "corrupted text", cids, &cT, e))
+            goto fail;
+        if (cT != T) {
+            al_errf(e, "--corrupted has %d tokens, the prompt %d: they must be the same length",
+                    cT, T);
+            goto fail;
+        }
+        cr->spec.fill = AL_FILL_CORRUPTED;
+        cr->spec.corr = *cids;
+    }
+    m->circuit = &cr->spec;
+    return 0;
+fail:
+    al_circuit_run_close(cr);
+    return -1;
 }
 
 /* Generated bytes as a JSON-safe string: valid UTF-8 kept, invalid bytes
@@ -392,16 +462,20 @@ static int run_run(int argc, char **argv) {
                 "1 <= --top <= 64");
         return al_cli_usage(&al_cmd_run, &e);
     }
-    if (al_threads_check(o_threads, &e)) return al_cli_usage(&al_cmd_run, &e);
+    if (al_threads_check(o_threads, &e) || al_circuit_fill_check(o_fill, &e))
+        return al_cli_usage(&al_cmd_run, &e);
     al_set_threads(o_threads);
     al_model m;
     al_tokenizer *tok = NULL;
-    int *ids = NULL, T = 0, rc = 1;
+    int *ids = NULL, *cids = NULL, T = 0, rc = 1;
     float *p_tok = NULL;
     cJSON *root = NULL;
+    al_circuit_run cr = {0};
+    char cdesc[256] = "";
     if (al_ckpt_load(o_model, &m, &tok, &e) != 0) return al_cli_error(&e);
     if (o_mask && apply_mask(&m, &e) != 0) goto out;
     if (prompt_ids(tok, m.cfg.n_ctx, &ids, &T, &e) != 0) goto out;
+    if (o_circuit && setup_circuit(&m, tok, T, &cr, &cids, &e) != 0) goto out;
     if (al_model_forward(&m, ids, NULL, 1, T, &e) != 0) goto out;
     p_tok = malloc(sizeof(float) * (size_t)T);
     if (!p_tok) {
@@ -410,14 +484,20 @@ static int run_run(int argc, char **argv) {
     }
     p_tok[0] = -1.0f; /* the first token has no prefix */
     for (int t = 1; t < T; t++) p_tok[t] = m.probs[(size_t)(t - 1) * m.cfg.d_vocab + ids[t]];
+    if (o_circuit) al_circuit_run_describe(&cr, cdesc, sizeof cdesc);
     if (o_json) {
         root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "model", o_model);
+        if (o_circuit) {
+            cJSON_AddStringToObject(root, "circuit", o_circuit);
+            cJSON_AddStringToObject(root, "circuit_run", cdesc);
+        }
         cJSON_AddItemToObject(root, "tokens", json_table(&m, tok, ids, T, p_tok));
     }
     if (o_track) {
         if (print_track(tok, ids, T, p_tok, root, &e) != 0) goto out;
     } else if (!o_json) {
+        if (o_circuit) printf("circuit %s: %s\n", o_circuit, cdesc);
         print_table(&m, tok, ids, T, p_tok);
     }
     if (o_generate > 0 && generate(&m, tok, ids, T, root, &e) != 0) goto out;
@@ -432,6 +512,9 @@ out:
     cJSON_Delete(root);
     free(p_tok);
     free(ids);
+    free(cids);
+    m.circuit = NULL;
+    al_circuit_run_close(&cr);
     al_tok_free(tok);
     al_model_free(&m);
     return rc;

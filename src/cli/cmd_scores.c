@@ -14,15 +14,17 @@
 #include "attnlab/analyses.h"
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/circuit_run.h"
 #include "attnlab/store_analysis.h"
 #include "attnlab/thresholds.h"
 
 typedef struct scores_args {
     al_an_where w;
     al_scores_opts o;
+    const char *circuit, *fill; /* --circuit FILE --fill corrupted|mean */
 } scores_args;
 
-static scores_args g = {{NULL, NULL, NULL, NULL, 0}, AL_SCORES_OPTS_INIT};
+static scores_args g = {{NULL, NULL, NULL, NULL, 0}, AL_SCORES_OPTS_INIT, NULL, "corrupted"};
 
 static al_flag flags[] = {
     {"model", AL_STR, &g.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
@@ -35,6 +37,11 @@ static al_flag flags[] = {
     {"batches", AL_INT, &g.o.batches, "N", "validation batches (windows of the trained length)", 0, 0},
     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
     {"mask", AL_STR, &g.w.mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
+    {"circuit", AL_STR, &g.circuit, "FILE",
+     "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},
+    {"fill", AL_STR, &g.fill, "F",
+     "what the circuit's removed edges carry: corrupted (the next sequence's values) or mean "
+     "(needs --data)", 0, 0},
     {"threads", AL_INT, &g.w.threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
 
@@ -42,7 +49,8 @@ static int run_scores(int argc, char **argv);
 al_command al_cmd_scores = {
     "scores",
     "measure induction, previous-token, duplicate-token and copying heads by running the model",
-    "--model DIR --db FILE [--data VAL.bin] [--probe-r 50 --probe-n 64] [--mask FILE]",
+    "--model DIR --db FILE [--data VAL.bin] [--probe-r 50 --probe-n 64] [--mask FILE]\n"
+    "       [--circuit FILE [--fill corrupted|mean]]",
     "The probe: <|endoftext|> + R random tokens + the same R tokens again, N\n"
     "sequences. Per head: induction = mean attention from the second repeat to\n"
     "the token after the current token's first occurrence (t -> t-R+1);\n"
@@ -57,7 +65,10 @@ al_command al_cmd_scores = {
     "positions (what the head does for copying beyond its general use). Heads with\n"
     "induction > " AL_TH_STR(AL_TH_INDUCTION) " are named induction heads, prev_token > "
     AL_TH_STR(AL_TH_PREV_TOKEN) " previous-token\n"
-    "heads. Tables head_scores and model_scores (one run).",
+    "heads. Tables head_scores and model_scores (one run). With --circuit every\n"
+    "forward runs only the circuit's edges (docs/design.md, running a circuit):\n"
+    "the removed edges carry the next sequence's values (--fill corrupted,\n"
+    "resampling) or their senders' means over the --data windows (--fill mean).",
     flags,
     run_scores,
 };
@@ -88,6 +99,7 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
     printf("model %s (sha256 %.12s…; %d layer%s × %d heads%s) -> run %lld of %s\n", a->w.model,
            b->sha, L, L == 1 ? "" : "s", H, r->n_off ? ", masked" : "", (long long)b->run_id,
            a->w.db);
+    al_behave_print_circuit(b, a->circuit);
     printf("%-5s %9s %9s %9s %12s %12s\n", "head", "induction", "dup_token", "prev_tok",
            "copying_abl", "excess");
     for (int i = 0; i < L * H; i++) {
@@ -118,7 +130,7 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
 static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     scores_args *a = args;
     if (al_scores_opts_check(&a->o, e)) return 2;
-    if (al_threads_check(a->w.threads, e)) return 2;
+    if (al_threads_check(a->w.threads, e) || al_circuit_fill_check(a->fill, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave b;
     al_tokens d = {0};
@@ -126,10 +138,17 @@ static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
     al_scores_opts o = a->o;
     int T = 0, rc = 1;
     o.progress = 1;
-    if (al_behave_open(&b, a->w.model, a->w.mask, a->w.db, "scores", fl, e)) return 1;
-    al_behave_warn_probe(&b, 2 * o.probe_r + 1);
+    if (al_behave_load(&b, a->w.model, a->w.mask, a->w.db, e)) return 1;
     if ((a->w.data && al_behave_tokens(&b, a->w.data, &d, &T, e)) ||
-        al_scores_run(&b.m, a->w.data ? &d : NULL, T, al_behave_bos(&b), b.off, &o, &r, e) ||
+        (a->circuit && al_behave_circuit(&b, a->circuit, a->fill, a->w.data ? &d : NULL, T,
+                                         o.batches, o.batch, e)) ||
+        al_behave_begin(&b, "scores", fl, e)) {
+        al_tokens_free(&d);
+        al_behave_close(&b);
+        return 1;
+    }
+    al_behave_warn_probe(&b, 2 * o.probe_r + 1);
+    if (al_scores_run(&b.m, a->w.data ? &d : NULL, T, al_behave_bos(&b), b.off, &o, &r, e) ||
         al_store_tx_begin(b.st, e) || al_store_put_scores(b.st, b.run_id, b.model_id, &r, e) ||
         al_store_run_finish(b.st, b.run_id, e)) {
         al_behave_fail(&b, e);
@@ -149,6 +168,7 @@ static void scores_init(void *args) {
     scores_args *a = args;
     memset(&a->w, 0, sizeof a->w);
     a->o = al_scores_opts_defaults();
+    a->circuit = NULL, a->fill = "corrupted";
 }
 
 const al_analysis_cmd al_an_scores = {"scores", &al_cmd_scores, &g, sizeof g, scores_init,

@@ -33,6 +33,8 @@ void al_train_cli_flags(al_train_cli *c, al_flag f[AL_TRAIN_CLI_NFLAGS]) {
         {"d-head", AL_INT, &o->d_head, "N", "width of each head", 0, 0},
         {"n-ctx", AL_INT, &o->n_ctx, "N", "context length (positions)", 0, 0},
         {"tied", AL_BOOL, &o->tied, NULL, "tie the unembedding to the embedding (W_U = W_E^T)", 0, 0},
+        {"pos", AL_STR, &o->pos, "TYPE", "positions: standard (W_pos in the residual stream) or "
+         "shortformer (W_pos added to every head's query and key inputs only)", 0, 0},
         {"seed", AL_U64, &o->seed, "N", "seed for initialisation and data order", 0, 0},
         {"steps", AL_INT, &o->steps, "N", "optimizer steps in total", 0, 0},
         {"batch", AL_INT, &o->batch, "N", "sequences per step", 0, 0},

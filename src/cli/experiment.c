@@ -339,6 +339,8 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models, const 
         M->n_layers = train_int(mine, "n_layers", dflt.t.n_layers);
         const cJSON *tied = cJSON_GetObjectItemCaseSensitive(mine, "tied");
         M->tied = tied ? cJSON_IsTrue(tied) : dflt.t.tied;
+        const cJSON *pos = cJSON_GetObjectItemCaseSensitive(mine, "pos");
+        int pos_type, pos_ok = !cJSON_IsString(pos) || al_pos_type_parse(pos->valuestring, &pos_type) == 0;
         int rc = keep_json(j, kp, mine, &M->train);
         mine = NULL;
         if (rc) goto fail;
@@ -350,6 +352,11 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models, const 
         kpath(np, sizeof np, kp, "n_layers");
         if (M->n_layers < 1) {
             bad(j, np, "must be >= 1");
+            goto fail;
+        }
+        kpath(np, sizeof np, kp, "pos");
+        if (!pos_ok) {
+            bad(j, np, "must be \"standard\" or \"shortformer\"");
             goto fail;
         }
     }

@@ -13,7 +13,10 @@
  * (none at first), each layer does, in al_model_forward's order:
  *   1. x mask: copy the source rows, dx[t] = 1;
  *   2. q, k, v of the dx rows: an sgemm on the gathered rows with the
- *      fused weights (rows_sgemm); then the q/k/v mask. chg[s,h,t] marks every q, k or
+ *      fused weights (rows_sgemm), plus for shortformer positions
+ *      W_pos[t] W_Q, W_pos[t] W_K on q and k (a constant of the position,
+ *      the same in every run, so it changes nothing about which rows
+ *      differ); then the q/k/v mask. chg[s,h,t] marks every q, k or
  *      v that differs from base's;
  *   3. attention rows that can change, for each head (not for a head
  *      whose z is replaced: its output does not depend on them): rows t
@@ -84,6 +87,7 @@ typedef struct dstate {
     float *zg;             /* (B,T,H,D) this layer's gated z, valid where zc */
     float *gin, *gout;     /* gathered rows (BT, max(C,HD)) and (BT, max(3HD,C)) */
     float *wqkv;           /* (C, 3HD) fused weights */
+    float *pos;            /* (T, 2HD) shortformer: W_pos W_Q | W_pos W_K of this layer */
     float *ts;             /* attention scratch, ts_n floats per thread */
     size_t ts_n;
     int nthreads;
@@ -145,7 +149,7 @@ static int scratch(al_model *m, dstate *s, al_err *e) {
     size_t n_gin = BT * (C > HD ? C : HD), n_gout = BT * (3 * HD > C ? 3 * HD : C);
     s->nthreads = al_get_threads() > 0 ? al_get_threads() : 1;
     s->ts_n = 2 * T * D + 2 * AB * D + AB * T; /* K, V, Q block, z block, scores */
-    size_t nf = 2 * BT * C + BT * 3 * HD + BT * HD + n_gin + n_gout + C * 3 * HD +
+    size_t nf = 2 * BT * C + BT * 3 * HD + BT * HD + n_gin + n_gout + C * 3 * HD + T * 2 * HD +
                 (size_t)s->nthreads * s->ts_n;
     size_t ni = 2 * T + H, nb = (2 + 5 * H) * T + H;
     size_t total = nf + ni + (nb + sizeof(float) - 1) / sizeof(float);
@@ -164,6 +168,7 @@ static int scratch(al_model *m, dstate *s, al_err *e) {
     s->gin = f, f += n_gin;
     s->gout = f, f += n_gout;
     s->wqkv = f, f += C * 3 * HD;
+    s->pos = f, f += T * 2 * HD;
     s->ts = f, f += (size_t)s->nthreads * s->ts_n;
     int *ip = (int *)f; /* int and float have the same size and alignment here */
     s->full = ip, ip += T;
@@ -227,6 +232,17 @@ static void qkv_layer(dstate *s, int l, const float *X) {
                 for (int j = 0; j < np; j++)
                     memcpy(s->qkv + ((size_t)b * T + s->full[j]) * rs,
                            s->gout + ((size_t)b * np + j) * rs, sizeof(float) * rs);
+        }
+        if (s->m->cfg.pos_type == AL_POS_SHORTFORMER) {
+            /* the forward's pos_qk_forward, on the recomputed rows: the
+             * same product over all T positions, so the same bits */
+            posqk_project(s->pos, s->m->p[AL_P_WPOS], s->wqkv, (int)T, (int)C, (int)HD);
+            for (int b = 0; b < s->B; b++)
+                for (int j = 0; j < np; j++) {
+                    float *r = s->qkv + ((size_t)b * T + s->full[j]) * rs;
+                    const float *pp = s->pos + (size_t)s->full[j] * 2 * HD;
+                    for (size_t i = 0; i < 2 * HD; i++) r[i] += pp[i];
+                }
         }
         for (size_t sh = 0; sh < 3 * H; sh++)
             for (int j = 0; j < np; j++) s->chg[sh * T + s->full[j]] = 1;

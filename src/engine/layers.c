@@ -20,6 +20,10 @@ void encoder_forward(float *out, const int *inp, const float *wte,
         for (int t = 0; t < T; t++) {
             float *o = out + ((size_t)b * T + t) * C;
             const float *e = wte + (size_t)inp[b * T + t] * C;
+            if (!wpe) {
+                memcpy(o, e, sizeof(float) * (size_t)C);
+                continue;
+            }
             const float *p = wpe + (size_t)t * C;
             for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
         }
@@ -31,12 +35,50 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout,
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((size_t)b * T + t) * C;
             float *e = dwte + (size_t)inp[b * T + t] * C;
+            if (!dwpe) {
+                for (int c = 0; c < C; c++) e[c] += d[c];
+                continue;
+            }
             float *p = dwpe + (size_t)t * C;
             for (int c = 0; c < C; c++) {
                 e[c] += d[c];
                 p[c] += d[c];
             }
         }
+}
+
+void posqk_project(float *pos, const float *wpe, const float *wqkv, int T, int C, int HD) {
+    // pos (T,2HD) = wpe (T,C) @ wqkv[:, :2HD] (C,2HD; row stride 3HD)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, 2 * HD, C, 1.0f, wpe, C, wqkv,
+                3 * HD, 0.0f, pos, 2 * HD);
+}
+
+void posqk_forward(float *qkv, const float *pos, int B, int T, int HD) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *r = qkv + ((size_t)b * T + t) * 3 * HD; // q|k of (b,t): 2HD floats
+            const float *p = pos + (size_t)t * 2 * HD;
+            for (int i = 0; i < 2 * HD; i++) r[i] += p[i];
+        }
+}
+
+void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
+                    const float *wpe, const float *wqkv, int B, int T, int C, int HD) {
+    // dpos (T,2HD) = Σ_b dqkv[b, t, 0:2HD]
+    for (int t = 0; t < T; t++) {
+        float *d = dpos + (size_t)t * 2 * HD;
+        memset(d, 0, sizeof(float) * 2 * (size_t)HD);
+        for (int b = 0; b < B; b++) {
+            const float *g = dqkv + ((size_t)b * T + t) * 3 * HD;
+            for (int i = 0; i < 2 * HD; i++) d[i] += g[i];
+        }
+    }
+    // dwqkv[:, :2HD] (C,2HD; stride 3HD) += wpe[:T]ᵀ (C,T) @ dpos (T,2HD)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, 2 * HD, T, 1.0f, wpe, C, dpos,
+                2 * HD, 1.0f, dwqkv, 3 * HD);
+    // dwpe[:T] (T,C) += dpos (T,2HD) @ wqkv[:, :2HD]ᵀ (2HD,C)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C, 2 * HD, 1.0f, dpos, 2 * HD, wqkv,
+                3 * HD, 1.0f, dwpe, C);
 }
 
 void matmul_forward(float *out, const float *inp, const float *w, int M,

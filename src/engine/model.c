@@ -33,7 +33,25 @@ int al_config_validate(const al_config *c, al_err *e) {
         return al_errf(e, "n_ctx must be in 1..65536 (got %d)", c->n_ctx);
     if (c->d_vocab < 2 || c->d_vocab > 65536)
         return al_errf(e, "d_vocab must be in 2..65536 (got %d)", c->d_vocab);
+    if (!al_pos_type_name(c->pos_type))
+        return al_errf(e, "pos_type must be %d (standard) or %d (shortformer) (got %d)",
+                       AL_POS_STANDARD, AL_POS_SHORTFORMER, c->pos_type);
     return 0;
+}
+
+const char *al_pos_type_name(int pos_type) {
+    return pos_type == AL_POS_STANDARD      ? "standard"
+           : pos_type == AL_POS_SHORTFORMER ? "shortformer"
+                                            : NULL;
+}
+
+int al_pos_type_parse(const char *name, int *pos_type) {
+    for (int t = AL_POS_STANDARD; t <= AL_POS_SHORTFORMER; t++)
+        if (name && strcmp(name, al_pos_type_name(t)) == 0) {
+            *pos_type = t;
+            return 0;
+        }
+    return -1;
 }
 
 static void set_sizes(al_model *m) {
@@ -221,6 +239,8 @@ double al_model_forward_flops(const al_config *c, int B, int T) {
     double per_layer = 2.0 * BT * C * 3 * HD      /* q, k, v */
                        + 2.0 * 2.0 * pairs * c->d_head /* scores, weighted sum */
                        + 2.0 * BT * HD * C;       /* W_O */
+    if (c->pos_type == AL_POS_SHORTFORMER)
+        per_layer += 2.0 * T * C * 2 * HD + 2.0 * BT * HD; /* W_pos W_Q|K, and adding it */
     return c->n_layers * per_layer + 2.0 * BT * C * c->d_vocab;
 }
 
@@ -245,6 +265,7 @@ static int ensure_acts(al_model *m, int B, int T, al_err *e) {
         C * 3 * HD,           /* wqkv */
         C * 3 * HD,           /* dwqkv */
         (size_t)B * H,        /* gate_part */
+        (size_t)T * 2 * HD,   /* posqk */
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
@@ -262,7 +283,7 @@ static int ensure_acts(al_model *m, int B, int T, al_err *e) {
     m->targets = in + BT;
     float **views[] = {&m->x,    &m->qkv,  &m->att,  &m->z,    &m->zg,
                        &m->probs, &m->losses, &m->dx, &m->dzg, &m->dqkv,
-                       &m->wqkv, &m->dwqkv, &m->gate_part};
+                       &m->wqkv, &m->dwqkv, &m->gate_part, &m->posqk};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *views[i] = a;
         a += sizes[i];
@@ -403,6 +424,28 @@ static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
     return 0;
 }
 
+/* Shortformer positions of layer l (no-op for standard ones): q and k of
+ * qkv (B,T,3,H,D) += W_pos[t] W_Q, W_pos[t] W_K of every head, with
+ * m->wqkv holding layer l's fused weights. Before patch_qkv, so a
+ * patched q or k (the source's) includes the source's positions, as a
+ * computed one does. */
+static void pos_qk_forward(al_model *m, float *qkv) {
+    if (m->cfg.pos_type != AL_POS_SHORTFORMER) return;
+    int HD = m->cfg.n_heads * m->cfg.d_head;
+    posqk_project(m->posqk, m->p[AL_P_WPOS], m->wqkv, m->T, m->cfg.d_model, HD); // (T,2HD)
+    posqk_forward(qkv, m->posqk, m->B, m->T, HD);
+}
+
+/* Backward of pos_qk_forward for layer l: with dqkv (B,T,3,H,D) and
+ * m->wqkv layer l's, dwqkv (C,3HD) += the W_pos rows' share of dW_Q,K and
+ * dW_pos[:T] += Σ_b dq W_Qᵀ + dk W_Kᵀ. */
+static void pos_qk_backward(al_model *m, float *dwqkv) {
+    if (m->cfg.pos_type != AL_POS_SHORTFORMER) return;
+    int HD = m->cfg.n_heads * m->cfg.d_head;
+    posqk_backward(m->g[AL_P_WPOS], dwqkv, m->posqk, m->dqkv, m->p[AL_P_WPOS], m->wqkv, m->B,
+                   m->T, m->cfg.d_model, HD);
+}
+
 /* Layers and unembedding of the forward pass, from m->x[0] (the
  * embeddings) of shape (m->B, m->T) into m->x and m->probs (logits). */
 static void forward_layers(al_model *m, int unembed) {
@@ -419,6 +462,7 @@ static void forward_layers(al_model *m, int unembed) {
         patch_x(m, l, x);
         model_fuse_qkv(m->wqkv, m, l);
         matmul_forward(qkv, x, m->wqkv, BT, C, 3 * HD, 0.0f);
+        pos_qk_forward(m, qkv);
         patch_qkv(m, l, qkv);
         if (m->circuit) circuit_qkv(m, l, qkv);
         attention_forward(z, att, qkv, B, T, H, D, 1);
@@ -439,7 +483,9 @@ static void forward_layers(al_model *m, int unembed) {
 
 void model_forward_body(al_model *m, const int *inputs, int unembed) {
     const al_config *c = &m->cfg;
-    encoder_forward(m->x, inputs, m->p[AL_P_WE], m->p[AL_P_WPOS], m->B, m->T, c->d_model);
+    int shortformer = c->pos_type == AL_POS_SHORTFORMER; /* W_pos goes into q and k only */
+    encoder_forward(m->x, inputs, m->p[AL_P_WE], shortformer ? NULL : m->p[AL_P_WPOS], m->B, m->T,
+                    c->d_model);
     forward_layers(m, unembed);
 }
 
@@ -544,10 +590,12 @@ int al_model_backward(al_model *m, al_err *e) {
         attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1);
         model_fuse_qkv(m->wqkv, m, l);
         matmul_weight_grad(m->dwqkv, x, m->dqkv, BT, C, 3 * HD, 0.0f);
+        pos_qk_backward(m, m->dwqkv);
         unfuse_qkv_grads(m, m->dwqkv, l);
         matmul_forward_wt(m->dx, m->dqkv, m->wqkv, BT, 3 * HD, C, 1.0f);
     }
-    encoder_backward(m->g[AL_P_WE], m->g[AL_P_WPOS], m->dx, m->inputs, B, T, C);
+    encoder_backward(m->g[AL_P_WE], c->pos_type == AL_POS_SHORTFORMER ? NULL : m->g[AL_P_WPOS],
+                     m->dx, m->inputs, B, T, C);
     return 0;
 }
 

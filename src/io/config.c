@@ -31,7 +31,8 @@ char *al_config_to_json(const al_config *c) {
     cJSON_AddNumberToObject(o, "d_vocab", c->d_vocab);
     cJSON_AddTrueToObject(o, "attn_only");
     cJSON_AddNullToObject(o, "normalization_type");
-    cJSON_AddStringToObject(o, "positional_embedding_type", "standard");
+    const char *pt = al_pos_type_name(c->pos_type);
+    cJSON_AddStringToObject(o, "positional_embedding_type", pt ? pt : "standard");
     cJSON_AddNullToObject(o, "d_mlp");
     cJSON_AddNullToObject(o, "act_fn");
     cJSON_AddStringToObject(o, "original_architecture", "attnlab");
@@ -55,8 +56,11 @@ static int get_dim(const cJSON *o, const char *key, int *out, const char *src, a
 
 /* TransformerLens keys we do not use must still say "attention-only,
  * no LayerNorm, learned positions" if present, or the weights would be
- * read as a different model. Other keys are ignored (TL has many). */
-static int check_tl_keys(const cJSON *o, const char *src, al_err *e) {
+ * read as a different model. Other keys are ignored (TL has many).
+ * positional_embedding_type is "standard" (also when absent) or
+ * "shortformer" (W_pos added to every head's query and key inputs only),
+ * into *pos_type. */
+static int check_tl_keys(const cJSON *o, int *pos_type, const char *src, al_err *e) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "attn_only");
     if (j && !cJSON_IsTrue(j))
         return al_errf(e, "%s: key 'attn_only' must be true (attnlab models have no MLP)", src);
@@ -64,8 +68,10 @@ static int check_tl_keys(const cJSON *o, const char *src, al_err *e) {
     if (j && !cJSON_IsNull(j))
         return al_errf(e, "%s: key 'normalization_type' must be null (no LayerNorm)", src);
     j = cJSON_GetObjectItemCaseSensitive(o, "positional_embedding_type");
-    if (j && !(cJSON_IsString(j) && strcmp(j->valuestring, "standard") == 0))
-        return al_errf(e, "%s: key 'positional_embedding_type' must be \"standard\"", src);
+    *pos_type = AL_POS_STANDARD;
+    if (j && !(cJSON_IsString(j) && al_pos_type_parse(j->valuestring, pos_type) == 0))
+        return al_errf(e, "%s: key 'positional_embedding_type' must be \"standard\" or "
+                          "\"shortformer\"", src);
     j = cJSON_GetObjectItemCaseSensitive(o, "d_mlp");
     if (j && !cJSON_IsNull(j))
         return al_errf(e, "%s: key 'd_mlp' must be null (no MLP)", src);
@@ -87,7 +93,7 @@ int al_config_from_json(const char *json_text, al_config *c,
     if (get_dim(o, "n_layers", &t.n_layers, src, e) || get_dim(o, "d_model", &t.d_model, src, e) ||
         get_dim(o, "n_heads", &t.n_heads, src, e) || get_dim(o, "d_head", &t.d_head, src, e) ||
         get_dim(o, "n_ctx", &t.n_ctx, src, e) || get_dim(o, "d_vocab", &t.d_vocab, src, e) ||
-        check_tl_keys(o, src, e))
+        check_tl_keys(o, &t.pos_type, src, e))
         goto done;
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "tied_embeddings");
     if (j && !cJSON_IsBool(j)) {

@@ -31,7 +31,7 @@ const char *const al_pic_kinds[] = {"attention", "qk-pos",   "qk",       "ov",
                                     "composition", "ablation", "pruning", "training",
                                     "spectrum",  "patching", "paths",   "dla",
                                     "terms",     "attrpatch", "circuit", "circuit-curve",
-                                    NULL};
+                                    "sweep-induction", NULL};
 
 al_pic_opts al_pic_defaults(void) {
     al_pic_opts o = {.what = NULL, .layer = -1, .head = -1, .repeat = 0, .seed = 1,
@@ -2084,6 +2084,162 @@ static int pic_circuit_curve(pic *p, al_err *e) {
     return 0;
 }
 
+/* ---------------------------------------------------- sweep-induction */
+
+/* One point of one model's curve: the best head's induction score at a
+ * step of its latest finished train run, with the model's group. */
+typedef struct sw_rows {
+    pic *p;
+    const char **setting;
+    int *layers;
+    long *model, *seed;
+    double *step, *val;
+    int n, cap;
+} sw_rows;
+
+static int sw_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    sw_rows *s = ctx;
+    (void)nc;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 256;
+        /* the old arrays stay on the pic's list and go with it */
+        const char **st = pcalloc(s->p, (size_t)cap, sizeof *st, e);
+        int *ly = pcalloc(s->p, (size_t)cap, sizeof *ly, e);
+        long *md = pcalloc(s->p, (size_t)cap, sizeof *md, e), *sd = pcalloc(s->p, (size_t)cap, sizeof *sd, e);
+        double *sp = pcalloc(s->p, (size_t)cap, sizeof *sp, e), *v = pcalloc(s->p, (size_t)cap, sizeof *v, e);
+        if (!st || !ly || !md || !sd || !sp || !v) return -1;
+        if (s->n) {
+            memcpy(st, s->setting, sizeof *st * (size_t)s->n), memcpy(ly, s->layers, sizeof *ly * (size_t)s->n);
+            memcpy(md, s->model, sizeof *md * (size_t)s->n), memcpy(sd, s->seed, sizeof *sd * (size_t)s->n);
+            memcpy(sp, s->step, sizeof *sp * (size_t)s->n), memcpy(v, s->val, sizeof *v * (size_t)s->n);
+        }
+        s->setting = st, s->layers = ly, s->model = md, s->seed = sd, s->step = sp, s->val = v;
+        s->cap = cap;
+    }
+    int i = s->n;
+    /* consecutive rows of one group share the text */
+    if (i && s->setting[i - 1] && strcmp(s->setting[i - 1], t[0] ? t[0] : "") == 0)
+        s->setting[i] = s->setting[i - 1];
+    else if (!(s->setting[i] = pprintf(s->p, e, "%s", t[0] ? t[0] : "")))
+        return -1;
+    s->layers[i] = (int)x[1], s->model[i] = (long)x[2], s->seed[i] = isnan(x[3]) ? -1 : (long)x[3];
+    s->step[i] = x[4], s->val[i] = x[5];
+    s->n++;
+    return 0;
+}
+
+/* c mixed with share w of white: a seed's line, faint beside the mean. */
+static uint32_t pale(uint32_t c, double w) {
+    uint32_t out = 0;
+    for (int k = 0; k < 24; k += 8) {
+        double v = (c >> k & 0xFF) + w * (255 - (c >> k & 0xFF));
+        out |= (uint32_t)(v + 0.5) << k;
+    }
+    return out;
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One panel per (setting, n_layers) group of view sweep_models: each
+ * model's best induction score over steps as a faint line, their mean
+ * (at the steps every one was evaluated at) bold, the threshold dashed;
+ * the same step axis in every panel, so settings compare at a glance. */
+static int pic_sweep_induction(pic *p, al_err *e) {
+    sw_rows s = {.p = p};
+    if (al_store_query(p->st,
+                       "SELECT sm.setting, sm.n_layers, sm.model_id, sm.seed, t.step, max(t.value) "
+                       "FROM sweep_models sm "
+                       "JOIN latest_run lr ON lr.model_id = sm.model_id AND lr.kind = 'train' "
+                       "JOIN train_head_scores t ON t.run_id = lr.run_id AND t.metric = 'induction' "
+                       "GROUP BY sm.model_id, t.step "
+                       "ORDER BY sm.setting, sm.n_layers, sm.seed, sm.model_id, t.step",
+                       NULL, 0, sw_row, &s, e))
+        return -1;
+    if (!s.n)
+        return al_errf(e, "database %s has no training curves (induction in train_head_scores of "
+                       "a finished train run): train with --db and --eval-every", p->o->db);
+    int n_groups = 0, n_models = 0;
+    for (int i = 0; i < s.n; i++) {
+        int new_group = !i || s.setting[i] != s.setting[i - 1] || s.layers[i] != s.layers[i - 1];
+        n_groups += new_group;
+        n_models += new_group || s.model[i] != s.model[i - 1];
+    }
+    if (n_groups > MAX_PANELS)
+        return al_errf(e, "database %s has %d (setting, layers) groups: at most %d can be drawn",
+                       p->o->db, n_groups, MAX_PANELS);
+    double *ustep = pcalloc(p, (size_t)s.n, sizeof(double), e), x_lo = s.step[0], x_hi = s.step[0];
+    if (!ustep) return -1;
+    for (int i = 1; i < s.n; i++) x_lo = fmin(x_lo, s.step[i]), x_hi = fmax(x_hi, s.step[i]);
+    if (x_hi == x_lo) x_lo = NAN, x_hi = NAN; /* one step: let the plot widen it */
+    for (int g0 = 0, gi = 0; g0 < s.n; gi++) {
+        int g1 = g0 + 1;
+        while (g1 < s.n && s.setting[g1] == s.setting[g0] && s.layers[g1] == s.layers[g0]) g1++;
+        int nm = 1;
+        for (int i = g0 + 1; i < g1; i++) nm += s.model[i] != s.model[i - 1];
+        al_series *sr = pcalloc(p, (size_t)nm + 1, sizeof *sr, e);
+        if (!sr) return -1;
+        uint32_t col = al_plot_colour(gi);
+        int ns = 0;
+        if (nm > 1) {
+            /* the mean at the steps every model of the group was evaluated
+             * at: a mean over whichever models happen to have a step would
+             * jump where one is missing */
+            int nu = 0;
+            for (int i = g0; i < g1; i++) ustep[nu++] = s.step[i];
+            qsort(ustep, (size_t)nu, sizeof *ustep, dbl_cmp);
+            double *mx = pcalloc(p, (size_t)nu, sizeof(double), e), *my = pcalloc(p, (size_t)nu, sizeof(double), e);
+            if (!mx || !my) return -1;
+            int k = 0;
+            for (int a = 0, b; a < nu; a = b) {
+                for (b = a + 1; b < nu && ustep[b] == ustep[a];) b++;
+                if (b - a < nm) continue; /* a model has at most one row per step */
+                double sum = 0;
+                for (int i = g0; i < g1; i++)
+                    if (s.step[i] == ustep[a]) sum += s.val[i];
+                mx[k] = ustep[a], my[k++] = sum / nm;
+            }
+            char *lab = pprintf(p, e, "mean of %d models", nm);
+            if (!lab) return -1;
+            if (k) sr[ns++] = (al_series){mx, my, k, lab, col, 3, 0, 0, 0, NULL};
+        }
+        for (int a = g0; a < g1;) {
+            int b = a + 1;
+            while (b < g1 && s.model[b] == s.model[a]) b++;
+            const char *lab = NULL;
+            if (nm == 1) lab = s.seed[a] >= 0 ? pprintf(p, e, "seed %ld", s.seed[a]) : "the model";
+            else if (a == g0) lab = "one line per seed";
+            if (nm == 1 && !lab) return -1;
+            sr[ns++] = (al_series){s.step + a, s.val + a, b - a, lab, nm == 1 ? col : pale(col, 0.55),
+                                   nm == 1 ? 2 : 1, 0, 0, 0, NULL};
+            a = b;
+        }
+        al_panel *q = add_panel(p, AL_PANEL_LINES);
+        const char *set = s.setting[g0][0] ? s.setting[g0] : "all models";
+        q->ln = (al_lines){.s = sr, .n = ns,
+                           .title = pprintf(p, e, "%s, %d layer%s (%d model%s)", set, s.layers[g0],
+                                            s.layers[g0] == 1 ? "" : "s", nm, nm == 1 ? "" : "s"),
+                           .x_title = "step", .y_title = "best induction score", .w = 360, .h = 220,
+                           .legend = 1, .x_lo = x_lo, .x_hi = x_hi, .y_lo = 0, .y_hi = 1,
+                           .hline = AL_TH_INDUCTION,
+                           .hline_label = "induction head: > " AL_TH_STR(AL_TH_INDUCTION),
+                           .x_integer = 1};
+        if (!q->ln.title) return -1;
+        g0 = g1;
+    }
+    p->fig.ncols = n_groups < 2 ? 1 : 2;
+    snprintf(p->title, sizeof p->title, "induction score over training, across seeds");
+    snprintf(p->head_txt, sizeof p->head_txt, "best of all");
+    snprintf(p->run_txt, sizeof p->run_txt, "%s: latest train run of %d model%s in %d group%s",
+             p->o->db, n_models, n_models == 1 ? "" : "s", n_groups, n_groups == 1 ? "" : "s");
+    note(p, "each model's best head's induction score on the training probe at every evaluation "
+            "of its latest finished train run; one panel per setting and number of layers "
+            "(view sweep_models)");
+    return 0;
+}
+
 /* ---------------------------------------------------------- the driver */
 
 static int path_row_text(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
@@ -2167,6 +2323,33 @@ static int valid_utf8_prompt(const char *s) {
     return 1;
 }
 
+static void pic_free(pic *p) {
+    for (int i = 0; i < p->n_mem; i++) free(p->mem[i]);
+    free(p->mem);
+    al_store_close(p->st);
+    al_tok_free(p->tok);
+    al_model_free(&p->m);
+    free(p);
+}
+
+/* sweep-induction is about every model of the database, so it needs no
+ * model directory and loads no weights. */
+static int sweep_picture(const al_pic_opts *o, const char *out_png, int *w, int *h, al_err *e) {
+    if (!o->db) return al_errf(e, "--what %s reads the results database: give --db FILE", o->what);
+    if (!al_file_exists(o->db)) return al_errf(e, "database %s does not exist", o->db);
+    pic *p = calloc(1, sizeof *p);
+    if (!p) return al_errf(e, "out of memory");
+    p->o = o;
+    p->dir = "(every model in the database)";
+    p->fig.title = p->title;
+    p->fig.panels = p->panels;
+    int rc = al_store_open(o->db, &p->st, e);
+    if (rc == 0) rc = pic_sweep_induction(p, e);
+    if (rc == 0) rc = write_png(p, out_png, w, h, e);
+    pic_free(p);
+    return rc;
+}
+
 int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png, int *w, int *h,
                al_err *e) {
     int k = 0;
@@ -2174,8 +2357,9 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     if (!o->what || !al_pic_kinds[k])
         return al_errf(e, "unknown picture '%s' (attention, qk-pos, qk, ov, composition, ablation, "
                        "pruning, training, spectrum, patching, paths, dla, terms, attrpatch, "
-                       "circuit, circuit-curve)",
+                       "circuit, circuit-curve, sweep-induction)",
                        o->what ? o->what : "");
+    if (k == 16) return sweep_picture(o, out_png, w, h, e);
     char dir[AL_PATH_MAX];
     if (!model_dir && k >= 9) { /* patching, paths, attribution, circuits: the run's model */
         if (run_model_dir(o, dir, sizeof dir, e)) return -1;
@@ -2210,15 +2394,11 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
         case 12: rc = pic_terms(p, e); break;
         case 13: rc = pic_attrpatch(p, e); break;
         case 14: rc = pic_circuit(p, e); break;
-        default: rc = pic_circuit_curve(p, e); break;
+        case 15: rc = pic_circuit_curve(p, e); break;
+        default: rc = al_errf(e, "picture %s: internal error, no such kind", o->what); break;
         }
     }
     if (rc == 0) rc = write_png(p, out_png, w, h, e);
-    for (int i = 0; i < p->n_mem; i++) free(p->mem[i]);
-    free(p->mem);
-    al_store_close(p->st);
-    al_tok_free(p->tok);
-    al_model_free(&p->m);
-    free(p);
+    pic_free(p);
     return rc;
 }

@@ -197,7 +197,7 @@ static int q_num(rep *R, const char *sql, const char *p1, const char *p2, double
 }
 
 /* Cell formats of html_table, one character per column:
- *   s text   i integer   2/3/4 decimals   + signed 4 decimals   g %.4g
+ *   s text   i integer   0/2/3/4 decimals   + signed 4 decimals   g %.4g
  *   I / C / A: 3 decimals, 3 decimals, signed 4 decimals, highlighted
  *   above the induction-or-previous-token / copying_eigen / ablation
  *   thresholds. */
@@ -218,7 +218,7 @@ static void cell(al_buf *h, const qres *q, int r, int c, char f) {
              (f == 'A' && v > AL_TH_COPY_ABLATION);
     al_buf_puts(h, hi ? "<td class=hi>" : "<td>");
     switch (f) {
-    case 'i': al_buf_printf(h, "%.0f", v); break;
+    case 'i': case '0': al_buf_printf(h, "%.0f", v); break;
     case '2': al_buf_printf(h, "%.2f", v); break;
     case '4': al_buf_printf(h, "%.4f", v); break;
     case '+': case 'A': al_buf_printf(h, "%+.4f", v); break;
@@ -310,8 +310,9 @@ static int add_pic_ref(rep *R, const char *file, const char *caption) {
     return 0;
 }
 
-/* Draw one picture of model M into the folder and put it on the page.
- * Failure is a warning (stderr and page), counted in R->n_failed. */
+/* Draw one picture of model M (NULL: a picture of the whole database)
+ * into the folder and put it on the page. Failure is a warning (stderr
+ * and page), counted in R->n_failed. */
 static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
                     const char *caption) {
     char path[AL_PATH_MAX + 320];
@@ -319,7 +320,7 @@ static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
     int w = 0, h = 0;
     po->db = R->o->db;
     snprintf(path, sizeof path, "%s/%s", R->o->out_dir, file);
-    if (al_picture(M->dir, po, path, &w, &h, &e) != 0) {
+    if (al_picture(M ? M->dir : NULL, po, path, &w, &h, &e) != 0) {
         fprintf(stderr, "attnlab: warning: picture %s not drawn: %s\n", file, e.msg);
         al_buf_puts(&R->h, "<p class=warn>Picture ");
         sb_esc(&R->h, file);
@@ -415,6 +416,10 @@ static int sec_card(rep *R, const rmodel *M, al_err *e) {
              c->d_vocab);
     card_row(h, "architecture", v);
     card_row(h, "embeddings", c->tied_embeddings ? "tied (W_U = W_E^T)" : "untied");
+    card_row(h, "positions", c->pos_type == AL_POS_SHORTFORMER
+                                 ? "shortformer (W_pos added to every head's query and key "
+                                   "inputs, not to the residual stream)"
+                                 : "standard (W_pos added to the residual stream)");
     qres q;
     if (q_run(R, &q, "SELECT n_params, trained_tokens, train_steps, final_train_loss, "
               "final_val_loss, sha256, seed FROM models WHERE model_id = ?1", M->mid, NULL, e))
@@ -1490,6 +1495,118 @@ static int sec_compare(rep *R, al_err *e) {
     return 0;
 }
 
+/* ------------------------------------------------------- across seeds */
+
+/* Columns of the section's query, in order. */
+enum { SW_SETTING, SW_LAYERS, SW_SEEDS, SW_MODELS, SW_SCORED, SW_SHARE, SW_CURVES, SW_NEVER,
+       SW_FS_MEAN, SW_FS_SD, SW_FS_MIN, SW_FS_MAX, SW_BI_MEAN, SW_BI_MIN, SW_BI_MAX, SW_NK,
+       SW_KSHARE, SW_NC, SW_COPY };
+
+/* Whether the database holds findings across seeds: rows merged from
+ * other databases, or a (setting, layer count) with several seeds. */
+static int has_sweep(rep *R, int *yes, al_err *e) {
+    double v;
+    if (q_num(R, "SELECT EXISTS (SELECT 1 FROM merge_sources) OR EXISTS (SELECT 1 FROM "
+              "sweep_summary WHERE n_seeds > 1)", NULL, NULL, &v, e))
+        return -1;
+    *yes = v > 0;
+    return 0;
+}
+
+/* "k of n" from a share of n (the view stores k / n). */
+static int of_n(const qres *q, int r, int share_col, int n_col) {
+    return (int)lround(qx(q, r, share_col) * qx(q, r, n_col));
+}
+
+/* The sentences of one group, every number from its sweep_summary row. */
+static void sweep_sentences(al_buf *h, const qres *q, int r) {
+    const char *set = qt(q, r, SW_SETTING);
+    int L = (int)qx(q, r, SW_LAYERS), scored = (int)qx(q, r, SW_SCORED);
+    int curves = (int)qx(q, r, SW_CURVES), never = (int)qx(q, r, SW_NEVER);
+    int crossed = curves - never, nk = (int)qx(q, r, SW_NK), nc = (int)qx(q, r, SW_NC);
+    const char *unit = qx(q, r, SW_SEEDS) == qx(q, r, SW_MODELS) ? "seeds" : "models";
+    al_buf_puts(h, "<p><b>");
+    sb_esc(h, set ? set : "all models");
+    al_buf_printf(h, ", %d layer%s:</b> ", L, L == 1 ? "" : "s");
+    if (scored)
+        al_buf_printf(h, "in <b>%d of %d</b> %s an induction head formed (best final induction "
+                      "score &gt; " AL_TH_STR(AL_TH_INDUCTION) "; mean %.2f, min %.2f, max %.2f). ",
+                      of_n(q, r, SW_SHARE, SW_SCORED), scored, unit, qx(q, r, SW_BI_MEAN),
+                      qx(q, r, SW_BI_MIN), qx(q, r, SW_BI_MAX));
+    else
+        al_buf_puts(h, "no model has a final induction score (attnlab scores). ");
+    if (crossed > 1)
+        al_buf_printf(h, "The best head's induction score first crossed " AL_TH_STR(AL_TH_INDUCTION)
+                      " at step <b>%.0f &plusmn; %.0f</b> (mean &plusmn; sd over %d runs; min %.0f, "
+                      "max %.0f)", qx(q, r, SW_FS_MEAN), qx(q, r, SW_FS_SD), crossed,
+                      qx(q, r, SW_FS_MIN), qx(q, r, SW_FS_MAX));
+    else if (crossed == 1)
+        al_buf_printf(h, "The best head's induction score first crossed " AL_TH_STR(AL_TH_INDUCTION)
+                      " at step <b>%.0f</b> (one run)", qx(q, r, SW_FS_MIN));
+    if (crossed && never)
+        al_buf_printf(h, "; %d of %d training curves never did. ", never, curves);
+    else if (crossed)
+        al_buf_puts(h, ". ");
+    else if (curves == 1)
+        al_buf_puts(h, "In its one training curve the best head's induction score never crossed "
+                       AL_TH_STR(AL_TH_INDUCTION) ". ");
+    else if (curves)
+        al_buf_printf(h, "In none of %d training curves did the best head's induction score cross "
+                      AL_TH_STR(AL_TH_INDUCTION) ". ", curves);
+    if (nk)
+        al_buf_printf(h, "The top K-composition pair was the pair of largest |interaction| in "
+                      "pair ablation in <b>%d of %d</b> models. ", of_n(q, r, SW_KSHARE, SW_NK), nk);
+    if (nc)
+        al_buf_printf(h, "copying_eigen and copying_ablation classified %.0f%% of heads alike "
+                      "(mean over %d model%s).", 100 * qx(q, r, SW_COPY), nc, nc == 1 ? "" : "s");
+    al_buf_puts(h, "</p>\n");
+}
+
+/* Findings across seeds (issue 16): view sweep_summary as a table, a few
+ * sentences per group, and the sweep-induction picture. Only when the
+ * database has merged rows or several seeds of one setting. */
+static int sec_sweep(rep *R, al_err *e) {
+    int yes;
+    if (has_sweep(R, &yes, e)) return -1;
+    if (!yes) return 0;
+    qres q;
+    /* setting '' (a database of one setting) shows as a dash */
+    if (q_run(R, &q, "SELECT nullif(setting, ''), n_layers, n_seeds, n_models, n_scored, "
+              "share_with_induction_head, n_curves, n_never_crossed, first_step_mean, "
+              "first_step_sd, first_step_min, first_step_max, best_induction_mean, "
+              "best_induction_min, best_induction_max, n_kcomp, kcomp_matches_interaction, "
+              "n_copying, copying_agreement FROM sweep_summary", NULL, NULL, e))
+        return -1;
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<section id=\"across-seeds\"><h2>Across seeds</h2>\n<p>One row per setting "
+                   "(the swept values other than the seed) and layer count, over its models "
+                   "(view <code>sweep_summary</code>, docs/design.md &sect;6). Induction head: "
+                   "best final induction score &gt; " AL_TH_STR(AL_TH_INDUCTION) " (the newest "
+                   "scores run); first step: the first evaluation of training at which any "
+                   "head's induction score exceeds " AL_TH_STR(AL_TH_INDUCTION) " (sd: sample sd); "
+                   "K-comp: whether the K-composition pair of the largest score is the pair of "
+                   "largest |interaction| in pair ablation (2-layer models); copying: the share of "
+                   "heads whose copying_eigen and copying_ablation agree, mean over models.</p>\n");
+    static const char *const heads[] = {
+        "setting", "layers", "seeds", "models", "with scores", "induction head", "curves",
+        "never crossed", "first step mean", "sd", "min", "max", "best induction mean", "min",
+        "max", "K-comp models", "K-comp = top interaction", "copying models", "copying agree",
+        NULL};
+    if (q.nr) html_table(R, &q, heads, "siiii2ii00ii333i2i2");
+    else al_buf_puts(h, "<p class=none>No model has a finished run.</p>\n");
+    for (int r = 0; r < q.nr; r++) sweep_sentences(h, &q, r);
+    q_free(&q);
+    if (want_pic(R, "sweep-induction")) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "sweep-induction";
+        picture(R, NULL, &po, "across-seeds-induction.png",
+                "Across seeds: each model's best induction score over training, one faint line "
+                "per seed, their mean bold, one panel per setting and layer count.");
+    }
+    al_buf_puts(h, "</section>\n");
+    return 0;
+}
+
 /* ------------------------------------------------------------ notebook */
 
 static cJSON *nb_source(const char *text) {
@@ -1653,10 +1770,24 @@ static const char *const nb_queries[][2] = {
      "WHERE p.run_id = (SELECT max(x.run_id) FROM patching_runs x JOIN runs r USING (run_id)\n"
      "                  WHERE r.status = 'done' AND x.component = 'head_pos')\n"
      "ORDER BY abs(p.value) DESC LIMIT 10"},
+    {"Findings across seeds: per setting and layer count (view sweep_summary)",
+     "SELECT * FROM sweep_summary"},
     {"Every patching run with its two unpatched metrics",
      "SELECT x.run_id, r.kind, x.task, x.component, x.direction, x.n_pairs,\n"
      "       round(x.m_clean, 4) AS m_clean, round(x.m_corr, 4) AS m_corr\n"
      "FROM patching_runs x JOIN runs r USING (run_id) WHERE r.status = 'done' ORDER BY x.run_id"},
+    {"Circuit discovery: kept edges against faithfulness, every circuit of every discover run",
+     "SELECT x.run_id, x.method, x.tau, x.n_kept, x.n_edges, round(x.faithfulness, 3) AS faithfulness,\n"
+     "       round(x.kl, 4) AS kl FROM circuit_runs x JOIN runs r USING (run_id)\n"
+     "WHERE r.status = 'done' ORDER BY x.run_id, x.method, x.tau"},
+    {"The newest ACDC circuit (its run's own --tau): kept edges, strongest first",
+     "SELECT e.sender, coalesce(e.receiver_layer || '.' || e.receiver_head, 'logits') AS receiver,\n"
+     "       e.channel, round(e.score, 4) AS score\n"
+     "FROM circuit_edges e JOIN runs r USING (run_id)\n"
+     "WHERE r.run_id = (SELECT max(x.run_id) FROM circuit_runs x JOIN runs q USING (run_id)\n"
+     "                  WHERE q.status = 'done' AND x.method = 'acdc')\n"
+     "  AND e.tau = json_extract(r.config_json, '$.tau') AND e.kept = 1\n"
+     "ORDER BY e.score DESC"},
 };
 
 static const char nb_setup[] =
@@ -1805,6 +1936,7 @@ static int write_page(rep *R, const char *title, al_report_result *res, al_err *
         al_buf_puts(h, "</nav>\n");
         if (sec_compare(R, e)) return -1;
     }
+    if (sec_sweep(R, e)) return -1;
     for (int i = 0; i < R->o->n_models; i++)
         if (sec_model(R, &R->m[i], e)) return -1;
     al_buf_puts(h, "</body></html>\n");

@@ -18,6 +18,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
+#include "attnlab/thresholds.h"
 
 /* ------------------------------------------------------------ schema */
 
@@ -331,9 +332,105 @@ static const char schema_v6[] =
     "  seed INTEGER,                      -- the swept seed, NULL if the sweep has none\n"
     "  params_json TEXT NOT NULL);        -- every swept key path and its value\n";
 
+/* v7: findings across seeds (issue 16), views only. sweep_models puts each
+ * model with a finished run in its group: the setting and seed of the
+ * merge_sources row of its newest finished run that came from a merge
+ * (train runs first, since training is what a seed changes), else this
+ * database's own sweep_task setting (else '') and models.seed.
+ * sweep_findings holds one row per such model, each number from the
+ * newest finished run of its kind (latest_run; pair ablations: the newest
+ * finished run that has pair rows, since a later --each run has none):
+ *   best_induction      max over heads of head_scores 'induction' (scores)
+ *   has_curve           1 if its train run has 'induction' train_head_scores
+ *   first_step          the first step any head's induction > AL_TH_INDUCTION
+ *                       (NULL: never, or no curve)
+ *   kcomp_match         1 if the K-composition pair of the largest score
+ *                       (ties: lowest layer1, head1, layer2, head2) is the
+ *                       pair ablation of the largest |interaction| (ties:
+ *                       lowest ablation_id); NULL without both
+ *   copying_agreement   share of heads (head_summary, both scores non-NULL)
+ *                       whose copying_eigen > AL_TH_COPY_EIGEN and
+ *                       copying_ablation > AL_TH_COPY_ABLATION agree, as
+ *                       the report counts it; NULL without such heads
+ * sweep_summary aggregates them per (setting, n_layers); sd is the sample
+ * sd (n - 1), NULL for fewer than two values. */
+#define TH_IND AL_TH_STR(AL_TH_INDUCTION)
+static const char schema_v7[] =
+    "CREATE VIEW sweep_models AS\n"
+    "WITH src AS (\n"
+    "  SELECT model_id, source_id, ROW_NUMBER() OVER (PARTITION BY model_id\n"
+    "           ORDER BY kind = 'train' DESC, run_id DESC) AS rn\n"
+    "  FROM runs WHERE status = 'done' AND model_id IS NOT NULL AND source_id IS NOT NULL)\n"
+    "SELECT m.model_id, m.n_layers,\n"
+    "       coalesce(ms.setting, (SELECT setting FROM sweep_task), '') AS setting,\n"
+    "       coalesce(ms.seed, m.seed) AS seed, ms.source_id\n"
+    "FROM models m\n"
+    "LEFT JOIN src ON src.model_id = m.model_id AND src.rn = 1\n"
+    "LEFT JOIN merge_sources ms ON ms.source_id = src.source_id\n"
+    "WHERE EXISTS (SELECT 1 FROM runs r WHERE r.model_id = m.model_id AND r.status = 'done');\n"
+    "CREATE VIEW sweep_findings AS\n"
+    "SELECT sm.model_id, sm.setting, sm.seed, sm.n_layers, fin.best_induction,\n"
+    "       cur.model_id IS NOT NULL AS has_curve, cur.first_step, kc.kcomp_match,\n"
+    "       cp.copying_agreement\n"
+    "FROM sweep_models sm\n"
+    "LEFT JOIN (SELECT hs.model_id, max(hs.value) AS best_induction\n"
+    "           FROM head_scores hs JOIN latest_run lr ON lr.run_id = hs.run_id AND lr.kind = 'scores'\n"
+    "           WHERE hs.metric = 'induction' GROUP BY hs.model_id) fin\n"
+    "  ON fin.model_id = sm.model_id\n"
+    "LEFT JOIN (SELECT lr.model_id, min(CASE WHEN t.value > " TH_IND " THEN t.step END) AS first_step\n"
+    "           FROM train_head_scores t JOIN latest_run lr ON lr.run_id = t.run_id AND lr.kind = 'train'\n"
+    "           WHERE t.metric = 'induction' GROUP BY lr.model_id) cur\n"
+    "  ON cur.model_id = sm.model_id\n"
+    "LEFT JOIN (SELECT k.model_id, k.pair = i.pair AS kcomp_match\n"
+    "           FROM (SELECT c.model_id,\n"
+    "                        c.layer1 || '.' || c.head1 || ',' || c.layer2 || '.' || c.head2 AS pair,\n"
+    "                        ROW_NUMBER() OVER (PARTITION BY c.model_id ORDER BY c.score DESC,\n"
+    "                          c.layer1, c.head1, c.layer2, c.head2) AS rn\n"
+    "                 FROM composition c\n"
+    "                 JOIN latest_run lr ON lr.run_id = c.run_id AND lr.kind = 'circuits'\n"
+    "                 WHERE c.kind = 'K' AND c.score IS NOT NULL) k\n"
+    "           JOIN (SELECT a.model_id, a.heads AS pair, ROW_NUMBER() OVER (PARTITION BY a.model_id\n"
+    "                          ORDER BY abs(a.interaction) DESC, a.ablation_id) AS rn\n"
+    "                 FROM (SELECT x.model_id, max(x.run_id) AS run_id FROM ablations x\n"
+    "                       JOIN runs r ON r.run_id = x.run_id AND r.status = 'done'\n"
+    "                       WHERE x.kind = 'pair' GROUP BY x.model_id) pr\n"
+    "                 JOIN ablations a ON a.run_id = pr.run_id\n"
+    "                 WHERE a.kind = 'pair' AND a.interaction IS NOT NULL) i\n"
+    "             ON i.model_id = k.model_id AND i.rn = 1\n"
+    "           WHERE k.rn = 1) kc\n"
+    "  ON kc.model_id = sm.model_id\n"
+    "LEFT JOIN (SELECT model_id, avg((copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) ") =\n"
+    "                               (copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) ")) AS copying_agreement\n"
+    "           FROM head_summary\n"
+    "           WHERE copying_eigen IS NOT NULL AND copying_ablation IS NOT NULL\n"
+    "           GROUP BY model_id) cp\n"
+    "  ON cp.model_id = sm.model_id;\n"
+    "CREATE VIEW sweep_summary AS\n"
+    "SELECT setting, n_layers,\n"
+    "  count(DISTINCT seed) AS n_seeds,\n"
+    "  count(*) AS n_models,\n"
+    "  count(best_induction) AS n_scored,\n"
+    "  avg(best_induction > " TH_IND ") AS share_with_induction_head,\n"
+    "  sum(has_curve) AS n_curves,\n"
+    "  sum(has_curve AND first_step IS NULL) AS n_never_crossed,\n"
+    "  avg(first_step) AS first_step_mean,\n"
+    "  sqrt(sum((first_step - fs_mean) * (first_step - fs_mean)) / (count(first_step) - 1))\n"
+    "    AS first_step_sd,\n"
+    "  min(first_step) AS first_step_min, max(first_step) AS first_step_max,\n"
+    "  avg(best_induction) AS best_induction_mean,\n"
+    "  min(best_induction) AS best_induction_min, max(best_induction) AS best_induction_max,\n"
+    "  count(kcomp_match) AS n_kcomp,\n"
+    "  avg(kcomp_match) AS kcomp_matches_interaction,\n"
+    "  count(copying_agreement) AS n_copying,\n"
+    "  avg(copying_agreement) AS copying_agreement\n"
+    "FROM (SELECT *, avg(first_step) OVER (PARTITION BY setting, n_layers) AS fs_mean\n"
+    "      FROM sweep_findings)\n"
+    "GROUP BY setting, n_layers ORDER BY setting, n_layers;\n";
+#undef TH_IND
+
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
-                                               schema_v6};
+                                               schema_v6, schema_v7};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 

@@ -45,6 +45,9 @@ static int check_opts(const al_train_opts *o, al_err *e) {
     if (o->val_fraction <= 0 || o->val_fraction >= 1)
         return al_errf(e, "val_fraction must be in (0,1) (got %g)", o->val_fraction);
     if (al_threads_check(o->threads, e)) return -1;
+    int pt;
+    if (o->pos && al_pos_type_parse(o->pos, &pt) != 0)
+        return al_errf(e, "pos must be standard or shortformer (got '%s')", o->pos);
     if (o->d_model > 0 && o->n_heads > 0 && o->d_head > 0 &&
         o->n_heads * o->d_head != o->d_model)
         return al_errf(e, "n_heads x d_head must equal d_model (%d x %d != %d)",
@@ -103,6 +106,7 @@ static int setup_model(al_trainer *t, al_err *e) {
                        .n_heads = o->n_heads, .d_head = o->d_head, .n_ctx = o->n_ctx,
                        .d_vocab = al_tok_vocab_size(t->tok),
                        .tied_embeddings = o->tied, .seed = o->seed};
+        if (o->pos) al_pos_type_parse(o->pos, &c.pos_type); /* checked by check_opts */
         if (al_model_init(&t->m, &c, e) != 0) return -1;
     }
     int V = t->m.cfg.d_vocab;
@@ -172,10 +176,10 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
         al_rng_seed(&t->st.rng, o->seed ^ 0x5eed0da7aULL);
         if (al_trainer_save(t, e) != 0) goto fail; /* step 0: there is always a checkpoint */
     }
-    al_log("model: %d layers, d_model %d, %d heads x %d, n_ctx %d, d_vocab %d, %zu params; "
-           "%zu train / %zu val tokens; batch %dx%d; %d threads",
+    al_log("model: %d layers, d_model %d, %d heads x %d, n_ctx %d, %s positions, d_vocab %d, "
+           "%zu params; %zu train / %zu val tokens; batch %dx%d; %d threads",
            t->m.cfg.n_layers, t->m.cfg.d_model, t->m.cfg.n_heads, t->m.cfg.d_head,
-           t->m.cfg.n_ctx, t->m.cfg.d_vocab, t->m.n_params, t->train.n, t->val.n, t->B,
+           t->m.cfg.n_ctx, al_pos_type_name(t->m.cfg.pos_type), t->m.cfg.d_vocab, t->m.n_params, t->train.n, t->val.n, t->B,
            t->T, al_get_threads());
     *out = t;
     return 0;

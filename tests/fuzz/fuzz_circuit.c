@@ -22,7 +22,7 @@ static void one(const uint8_t *d, size_t n, int L, int H) {
     }
     for (int k = 0; k < ne; k++) FZ_ASSERT(kept[k] <= 1);
     for (int k = ne; k < MAXE; k++) FZ_ASSERT(kept[k] == 0xAB);
-    al_circuit_info info = {"x", "t", "acdc", "kl", 0.0, 0.0, 0.0, 0.0};
+    al_circuit_info info = {"x", "t", "acdc", "kl", 0.0, 0.0, 0.0, 0.0, 0};
     char *text = NULL;
     FZ_ASSERT(al_circuit_format(&info, L, H, kept, NULL, &text, &e) == 0);
     FZ_ASSERT(al_circuit_parse(text, strlen(text), L, H, back, &e) == 0);
