@@ -8,7 +8,8 @@
 #   SAN=1                   AddressSanitizer + UBSan build (in build-san/)
 # `make fuzz` builds the libFuzzer targets of tests/fuzz/ with clang and runs
 # each for FUZZ_SECONDS (60); `make valgrind` runs the CLI end to end under
-# valgrind memcheck.
+# valgrind memcheck; `make test-slurm` runs a sweep on a one-node Slurm
+# started on this machine (as root).
 
 CC      ?= cc
 PKGS    := openblas lapacke libcjson libpng sqlite3
@@ -31,7 +32,7 @@ LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst tests/%.c,$(BUILD)/tobj/%.o,$(TEST_SRC))
 
-.PHONY: all deps deps-test test demo bench clean fuzz valgrind layers
+.PHONY: all deps deps-test test demo bench clean fuzz valgrind layers test-slurm
 all: $(BUILD)/attnlab
 
 deps:
@@ -116,6 +117,14 @@ fuzz:
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=$(FUZZ_CC) SAN= OPT="$(FUZZ_OPT)" \
 	    $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 	@sh tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# ---- scripts/slurm/sweep.sh on a real one-node Slurm started on this
+# machine (tests/slurm/run.sh; root; `sh scripts/deps.sh slurm` installs
+# slurm-wlm and munge). Without them it prints "SKIP slurm: why".
+test-slurm:
+	@sh scripts/deps.sh slurm
+	@$(MAKE) --no-print-directory $(BUILD)/attnlab
+	@ATTNLAB_BIN=$(BUILD)/attnlab sh tests/slurm/run.sh
 
 # ---- valgrind memcheck over the CLI end to end (tests/valgrind.sh).
 valgrind: deps

@@ -20,6 +20,9 @@
 #                                 libomp-14-dev (clang's -fopenmp), through
 #                                 Debian 12's default-version metapackages
 #   sh scripts/deps.sh valgrind   also valgrind (`make valgrind`)
+#   sh scripts/deps.sh slurm      also Slurm and MUNGE (`make test-slurm`:
+#                                 slurm-wlm for slurmctld, slurmd and the
+#                                 client commands, munge for its auth)
 # Optional packages are attempted but their absence is not an error: the
 # tests that need them skip. PyTorch needs no BLAS of its own here: the
 # required libopenblas-openmp-dev already makes OpenBLAS the system
@@ -38,7 +41,8 @@ for group in "$@"; do
         bench) extra="$extra python3-torch python3-numpy" ;;
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;
-        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, fuzz, valgrind)" >&2; exit 2 ;;
+        slurm) need="$need slurm-wlm munge" ;;
+        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, fuzz, valgrind, slurm)" >&2; exit 2 ;;
     esac
 done
 # each package once (test and bench share PyTorch), in first-named order

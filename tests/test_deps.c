@@ -44,6 +44,10 @@ TEST(deps_demo_list_has_no_cross_check_packages) {
     CHECKF(c && listed(c, "required:", "valgrind") && listed(c, "required:", "clang") &&
            n_torch == 1, "%s", c ? c : "");
     free(c);
+    /* the Slurm test's group: the daemons and munge, required */
+    char *sl = deps("ATTNLAB_DEPS_PRINT=1", "slurm");
+    CHECKF(sl && listed(sl, "required:", "slurm-wlm") && listed(sl, "required:", "munge"), "%s", sl ? sl : "");
+    free(sl);
     /* an unknown group is refused (exit 2) */
     CHECK(t_sh("ATTNLAB_DEPS_PRINT=1 sh scripts/deps.sh demo >/dev/null 2>&1") == 2);
 }

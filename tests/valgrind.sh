@@ -79,7 +79,16 @@ cat > exp.json <<'EOF2'
  "report": false}
 EOF2
 vg experiment 0 experiment exp.json --out exp --threads 1
+# a sweep: its tasks listed and checked, one task run (with its sweep_task row)
+sed 's/"report": false}/"report": false, "sweep": {"seed": [1, 2], "analyses.circuits.top_k": [3, 4]}}/' \
+    exp.json > sweep.json
+vg sweep-list 0 experiment sweep.json --list-tasks --out sw
+vg sweep-task 0 experiment sweep.json --task 3 --out sw --threads 1
 # error paths leak nothing either
+printf '{"name": "x", "models": [{"name": "a"}], "sweep": {"train.opt.lr": [1]}}' > bad-sweep.json
+vg bad-sweep 1 experiment bad-sweep.json --list-tasks
+sed 's/"seed": \[1, 2\]/"train.lr": [0.1, "x"]/' sweep.json > bad-sweep2.json
+vg bad-sweep-value 1 experiment bad-sweep2.json --jobs 2
 vg bad-model 1 run --model nonexistent --prompt x
 printf '{"name": "x", "train": {"stpes": 3}}' > bad.json
 vg bad-experiment 1 experiment bad.json --dry-run

@@ -4,6 +4,8 @@
  *    "description": "...",                 shown under the report's title
  *    "out": "notebooks-out/demo",          default notebooks-out/<name>
  *    "threads": 0,                         every stage (0 = default)
+ *    "seed": 1,                            the training seed of every model
+ *                                          (then no train.seed / models[i].seed)
  *    "data": {"synthetic": {"stories": 40000, "seed": 1, "repeat_fraction": 0.1},
  *             "val": 0.02},                or {"text": "corpus.txt", "docs": "blank"}
  *    "tokenizer": {"vocab": 2048},         or {"file": "tokenizer.json"}
@@ -37,6 +39,7 @@
 #ifndef ATTNLAB_EXPERIMENT_H
 #define ATTNLAB_EXPERIMENT_H
 
+#include "attnlab/store.h"
 #include "attnlab/util.h"
 
 #define AL_EXP_MAX_MODELS 16
@@ -86,13 +89,22 @@ typedef struct al_experiment {
     char *title, *intro;
 } al_experiment;
 
-/* Read and validate path. On error nothing is allocated. */
+/* Read and validate path. On error nothing is allocated. A file with a
+ * "sweep" block is refused here (sweep.h loads its tasks). */
 int al_exp_load(const char *path, al_experiment **out, al_err *e);
+/* The same on an already parsed top level (a cJSON object, not changed);
+ * src names it in messages ("FILE: models[1].stpes: unknown key") and
+ * becomes x->source. */
+struct cJSON;
+int al_exp_load_root(const struct cJSON *root, const char *src, al_experiment **out, al_err *e);
 void al_exp_free(al_experiment *x);
 
 typedef struct al_exp_run_opts {
     int force;               /* ignore stamps: run every stage */
     int dry_run;             /* print the stages and stop */
+    /* A task of a sweep (sweep.h): its sweep_task row is written into
+     * the task's results.db before the first stage; NULL: no sweep. */
+    const al_sweep_task_row *task;
 } al_exp_run_opts;
 
 /* Run every stage, printing a header per stage and the times at the end

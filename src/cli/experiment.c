@@ -265,13 +265,39 @@ static int train_int(const cJSON *o, const char *key, int dflt) {
     return v ? (int)v->valuedouble : dflt;
 }
 
-static int load_models(jx *j, const cJSON *defaults, const cJSON *models) {
+/* The top-level "seed": the training seed of every model, so that one
+ * key (what a sweep over "seed" sets) decides them all. Given with
+ * train.seed or a model's own seed it would be ambiguous which wins:
+ * refused. */
+static int top_seed(jx *j, const cJSON *seed, const cJSON *defaults, const cJSON *models) {
+    if (!seed) return 0;
+    const al_flag *f = al_flag_for_key(al_cmd_train.flags, "seed");
+    if (!f || !al_flag_json_ok(f, seed)) return bad(j, "seed", "must be %s", need_of(AL_U64));
+    if (cJSON_GetObjectItemCaseSensitive(defaults, "seed"))
+        return bad(j, "seed", "given twice: here and as train.seed (give one)");
+    int i = 0;
+    for (const cJSON *m = cJSON_IsArray(models) ? models->child : NULL; m; m = m->next, i++)
+        if (cJSON_IsObject(m) && cJSON_GetObjectItemCaseSensitive(m, "seed"))
+            return bad(j, "seed", "given twice: here and as models[%d].seed (give one)", i);
+    return 0;
+}
+
+static int load_models(jx *j, const cJSON *defaults, const cJSON *models, const cJSON *seed) {
     al_experiment *x = j->x;
     cJSON *common = cJSON_CreateObject(), *mine = NULL;
     char kp[320];
     if (!common) return bad(j, "train", "out of memory");
     if (defaults && obj_to_opts(j, defaults, "train", &al_cmd_train, NULL, TRAIN_DENY, common))
         goto fail;
+    if (top_seed(j, seed, defaults, models)) goto fail;
+    if (seed) { /* as if "train" had it: every model gets it */
+        cJSON *v = cJSON_Duplicate(seed, 1);
+        if (!v || !cJSON_AddItemToObject(common, "seed", v)) {
+            cJSON_Delete(v);
+            bad(j, "seed", "out of memory");
+            goto fail;
+        }
+    }
     if (!cJSON_IsArray(models) || cJSON_GetArraySize(models) < 1) {
         bad(j, "models", models ? "must be a non-empty array of objects" : "missing");
         goto fail;
@@ -608,12 +634,16 @@ static int load_report(jx *j, const cJSON *r) {
 }
 
 static int load_top(jx *j, const cJSON *root) {
-    static const char *const known[] = {"name", "description", "out", "threads", "data", "tokenizer",
-                                        "train", "models", "analyses", "pictures", "report", NULL};
+    static const char *const known[] = {"name",   "description", "out",      "threads",
+                                        "seed",   "data",        "tokenizer", "train",
+                                        "models", "analyses",    "pictures", "report", NULL};
     al_experiment *x = j->x;
     if (!cJSON_IsObject(root)) return al_errf(j->e, "%s: top level must be a JSON object", j->src);
     const char *d = dup_key(root);
     if (d) return bad(j, d, "given twice");
+    if (cJSON_GetObjectItemCaseSensitive(root, "sweep"))
+        return bad(j, "sweep", "this file is a sweep: run its tasks with --list-tasks, --task K "
+                               "or --jobs N (a task cannot hold a sweep)");
     for (const cJSON *k = root->child; k; k = k->next)
         if (!in_list(k->string, known)) {
             char kp[80];
@@ -642,10 +672,25 @@ static int load_top(jx *j, const cJSON *root) {
     return load_data(j, cJSON_GetObjectItemCaseSensitive(root, "data")) ||
            load_tokenizer(j, cJSON_GetObjectItemCaseSensitive(root, "tokenizer")) ||
            load_models(j, cJSON_GetObjectItemCaseSensitive(root, "train"),
-                       cJSON_GetObjectItemCaseSensitive(root, "models")) ||
+                       cJSON_GetObjectItemCaseSensitive(root, "models"),
+                       cJSON_GetObjectItemCaseSensitive(root, "seed")) ||
            load_analyses(j, cJSON_GetObjectItemCaseSensitive(root, "analyses")) ||
            load_pictures(j, cJSON_GetObjectItemCaseSensitive(root, "pictures")) ||
            load_report(j, cJSON_GetObjectItemCaseSensitive(root, "report"));
+}
+
+int al_exp_load_root(const cJSON *root, const char *src, al_experiment **out, al_err *e) {
+    *out = NULL;
+    al_experiment *x = calloc(1, sizeof *x);
+    if (!x) return al_errf(e, "out of memory");
+    snprintf(x->source, sizeof x->source, "%s", src);
+    jx j = {src, e, x};
+    if (load_top(&j, root)) {
+        al_exp_free(x);
+        return -1;
+    }
+    *out = x;
+    return 0;
 }
 
 int al_exp_load(const char *path, al_experiment **out, al_err *e) {
@@ -657,21 +702,9 @@ int al_exp_load(const char *path, al_experiment **out, al_err *e) {
     int rc = al_json_parse((const char *)txt, n, path, &root, e);
     free(txt);
     if (rc) return -1;
-    al_experiment *x = calloc(1, sizeof *x);
-    if (!x) {
-        cJSON_Delete(root);
-        return al_errf(e, "out of memory");
-    }
-    snprintf(x->source, sizeof x->source, "%s", path);
-    jx j = {path, e, x};
-    rc = load_top(&j, root);
+    rc = al_exp_load_root(root, path, out, e);
     cJSON_Delete(root);
-    if (rc) {
-        al_exp_free(x);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return rc;
 }
 
 void al_exp_free(al_experiment *x) {
@@ -1238,6 +1271,16 @@ static void summary(runner *R, int done, double total, al_err *e) {
     if (f) al_atomic_commit(&af, 1, e);
 }
 
+/* A sweep task's database says which task it is before any stage runs,
+ * so even a database left by a failed task can be told apart. */
+static int put_task(const char *db, const al_sweep_task_row *t, al_err *e) {
+    al_store *st;
+    if (al_store_open(db, &st, e)) return -1;
+    int rc = al_store_put_sweep_task(st, t, e);
+    al_store_close(st);
+    return rc;
+}
+
 int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
     runner *R = calloc(1, sizeof *R);
     if (!R) return al_errf(e, "out of memory");
@@ -1251,6 +1294,7 @@ int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
     }
     if (rc || o->dry_run) goto out;
     if ((rc = al_mkdir_p(x->out, e)) != 0 || (rc = al_mkdir_p(R->data_dir, e)) != 0) goto out;
+    if (o->task && (rc = put_task(R->db, o->task, e)) != 0) goto out;
     double t0 = al_now();
     int i = 0;
     for (; rc == 0 && i < R->n_st; i++) {
