@@ -11,7 +11,7 @@
 # valgrind memcheck.
 
 CC      ?= cc
-PKGS    := openblas lapacke libcjson libpng sqlite3
+PKGS    := openblas lapacke libcjson libpng sqlite3 cairo
 ARCH    ?= -march=native
 BUILD   ?= build
 OPT     ?= -O2

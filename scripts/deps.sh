@@ -7,7 +7,9 @@
 #   sh scripts/deps.sh test       also the optional cross-check packages of
 #                                 `make test` (`make deps-test`): PyTorch and
 #                                 NumPy for the reference tests, Chromium for
-#                                 the test that renders the HTML report
+#                                 the test that renders the HTML report,
+#                                 poppler-utils (pdftoppm, pdftotext) for
+#                                 the test that renders PDF figures
 #   sh scripts/deps.sh bench      also PyTorch and NumPy, the reference of
 #                                 `make bench`
 #   sh scripts/deps.sh fuzz       also clang with libFuzzer (`make fuzz`):
@@ -25,11 +27,11 @@
 # "optional: ...") for these groups and exit, installing and checking
 # nothing (the test of this script uses it).
 set -u
-need="gcc make pkg-config libcjson-dev libpng-dev libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
+need="gcc make pkg-config libcjson-dev libpng-dev libcairo2-dev libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
 extra=""
 for group in "$@"; do
     case $group in
-        test) extra="$extra python3-torch python3-numpy chromium" ;;
+        test) extra="$extra python3-torch python3-numpy chromium poppler-utils" ;;
         bench) extra="$extra python3-torch python3-numpy" ;;
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;

@@ -51,6 +51,8 @@ typedef struct al_report_opts {
     int top_n;             /* tokens in qk/ov pictures */
     const char *pictures;  /* comma list of picture kinds to draw (NULL: all) */
     int threads;           /* 0: default */
+    int figures;           /* AL_FIG_PNG (0) or AL_FIG_SVG (plot.h): the page's <img> show
+                              SVGs drawn beside the PNGs (which the notebook shows) */
 } al_report_opts;
 
 al_report_opts al_report_defaults(void);

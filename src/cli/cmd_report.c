@@ -6,10 +6,11 @@
 #include <string.h>
 
 #include "attnlab/args.h"
+#include "attnlab/plot.h"
 #include "attnlab/report.h"
 
 static al_report_opts o;
-static const char *o_model = NULL, *o_labels = NULL;
+static const char *o_model = NULL, *o_labels = NULL, *o_figures = NULL;
 
 static al_flag flags[] = {
     {"db", AL_STR, &o.db, "FILE", "results database (from train --db, circuits, scores, ablate, prune)", 1, 0},
@@ -25,6 +26,9 @@ static al_flag flags[] = {
     {"pictures", AL_STR, &o.pictures, "LIST",
      "picture kinds to draw, comma-separated (default: all of training, attention, spectrum, "
      "qk-pos, qk, ov, composition, ablation, pruning, sweep-induction)", 0, 0},
+    {"figures", AL_STR, &o_figures, "F",
+     "png | svg: the page shows SVG pictures (drawn beside the PNGs, which the notebook shows)",
+     0, 0},
     {"threads", AL_INT, &o.threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
 
@@ -46,7 +50,9 @@ al_command al_cmd_report = {
     "sweep_summary view, sentences from its numbers and the sweep-induction picture.\n"
     "Beside it DIR/report.ipynb (nbformat 4) opens the\n"
     "database with Python's sqlite3, runs the README's queries and shows the\n"
-    "pictures. Pictures that cannot be drawn are warnings, not errors.",
+    "pictures. Pictures that cannot be drawn are warnings, not errors. With\n"
+    "--figures svg every picture is also drawn as NAME.svg (real text, for papers)\n"
+    "and the page shows those.",
     flags,
     run_report,
 };
@@ -101,6 +107,13 @@ static int run_report(int argc, char **argv) {
         return al_cli_usage(&al_cmd_report, &e);
     }
     if (al_threads_check(o.threads, &e)) return al_cli_usage(&al_cmd_report, &e);
+    if (o_figures) {
+        o.figures = al_fig_format_parse(o_figures);
+        if (o.figures != AL_FIG_PNG && o.figures != AL_FIG_SVG) {
+            al_errf(&e, "--figures must be png or svg, not '%s'", o_figures);
+            return al_cli_usage(&al_cmd_report, &e);
+        }
+    }
     if (o_labels) {
         snprintf(labels, sizeof labels, "%s", o_labels);
         if (take_labels(labels, &e)) return al_cli_usage(&al_cmd_report, &e);
