@@ -1125,7 +1125,18 @@ static int svg_finish(al_buf *vec, const cv *c, const al_figure *f, const al_png
     }
     int line_ok = al_buf_ok(&line);
     al_buf_free(&line);
-    al_buf_put(&o, open_end + 1, (size_t)(close - open_end - 1));
+    /* cairo names the drawing's group by a process-wide surface counter:
+     * renamed, so the same figure is the same file whichever call draws it
+     * (nothing refers to it: no "#surface" link in a drawing without images) */
+    const char *body = open_end + 1, *grp = strstr(body, "<g id=\"surface");
+    if (grp && grp < close && !strstr(body, "#surface")) {
+        const char *q = grp + strlen("<g id=\"surface");
+        while (*q >= '0' && *q <= '9') q++;
+        al_buf_put(&o, body, (size_t)(grp - body));
+        al_buf_puts(&o, "<g id=\"figure");
+        body = q;
+    }
+    al_buf_put(&o, body, (size_t)(close - body));
     al_buf_puts(&o, "<g id=\"text\" font-family=\"" FONT_FAMILY ", monospace\" xml:space=\"preserve\">\n");
     for (int i = 0; i < c->nt; i++) {
         const cv_text_rec *t = &c->t[i];
