@@ -27,7 +27,7 @@
 # "optional: ...") for these groups and exit, installing and checking
 # nothing (the test of this script uses it).
 set -u
-need="gcc make pkg-config libcjson-dev libpng-dev libcairo2-dev libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
+need="gcc make pkg-config libcjson-dev libpng-dev libcairo2-dev fonts-dejavu-core libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
 extra=""
 for group in "$@"; do
     case $group in

@@ -4,8 +4,10 @@
  * Every panel is first measured (where its matrix or plot area goes, how
  * wide its labels are), then the figure places panels on a grid whose
  * column widths and row heights are the largest of their panels, and
- * only then is anything drawn. Sizes derive from text widths of the
- * built-in font, so nothing is clipped and nothing overlaps. */
+ * only then is anything drawn. Sizes derive from text widths in cells
+ * of a monospace font (font.h), so nothing is clipped and nothing
+ * overlaps. Drawing goes through the canvas below onto a cairo surface:
+ * PNG, SVG and PDF from this one code. */
 #define _POSIX_C_SOURCE 200809L /* strndup */
 #define _DEFAULT_SOURCE         /* M_PI */
 #include "attnlab/plot.h"
@@ -1211,9 +1213,10 @@ static int wrap(const char *s, int max_px, char **out, int cap) {
 #define MAX_NOTE_LINES (4 * AL_FIG_MAX_NOTES)
 
 /* The figure drawn onto a surface of format fmt: PNG into *img, SVG or PDF
- * into *vec (meta: provenance for the document's metadata). */
+ * into *vec (meta: provenance for the document's metadata); its size in
+ * px to *size_w, *size_h (may be NULL). */
 static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const al_png_text *meta,
-                  int n_meta, al_plot_geom *geom, al_err *e) {
+                  int n_meta, al_plot_geom *geom, int *size_w, int *size_h, al_err *e) {
     if (img) img->w = img->h = 0, img->px = NULL;
     cairo_surface_t *sf = NULL;
     cairo_t *cr = NULL;
@@ -1287,6 +1290,8 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
         al_errf(e, "picture size %d x %d is out of range (1..%d per side)", W, H, AL_IMAGE_MAX_SIDE);
         goto out;
     }
+    if (size_w) *size_w = W;
+    if (size_h) *size_h = H;
     if (fmt == AL_FIG_SVG) {
         sf = cairo_svg_surface_create_for_stream(buf_write, vec, W, H);
         cairo_svg_surface_set_document_unit(sf, CAIRO_SVG_UNIT_PX);
@@ -1364,7 +1369,7 @@ out:
 }
 
 int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err *e) {
-    return render(f, AL_FIG_PNG, out, NULL, NULL, 0, geom, e);
+    return render(f, AL_FIG_PNG, out, NULL, NULL, 0, geom, NULL, NULL, e);
 }
 
 int al_fig_format_parse(const char *s) {
@@ -1393,24 +1398,13 @@ int al_plot_write(const al_figure *f, int fmt, const char *path, const al_png_te
     if (fmt < AL_FIG_PNG || fmt > AL_FIG_PDF) return al_errf(e, "unknown figure format %d", fmt);
     if (fmt == AL_FIG_PNG) {
         al_image im;
-        if (render(f, fmt, &im, NULL, meta, n_meta, NULL, e)) return -1;
-        if (w) *w = im.w;
-        if (h) *h = im.h;
+        if (render(f, fmt, &im, NULL, meta, n_meta, NULL, w, h, e)) return -1;
         int rc = al_png_write(path, &im, meta, n_meta, e);
         al_image_free(&im);
         return rc;
     }
     al_buf b = AL_BUF_INIT;
-    int rc = render(f, fmt, NULL, &b, meta, n_meta, NULL, e);
-    if (!rc && (w || h)) {
-        al_image probe; /* the size is the layout's; no need to parse the file */
-        rc = render(f, AL_FIG_PNG, &probe, NULL, NULL, 0, NULL, e);
-        if (!rc) {
-            if (w) *w = probe.w;
-            if (h) *h = probe.h;
-            al_image_free(&probe);
-        }
-    }
+    int rc = render(f, fmt, NULL, &b, meta, n_meta, NULL, w, h, e);
     if (!rc) rc = al_write_file_atomic(path, b.p, b.n, e);
     al_buf_free(&b);
     return rc;
