@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/experiment.h"
 #include "attnlab/plot.h"
 #include "attnlab/png.h"
 #include "attnlab/util.h"
@@ -285,4 +286,32 @@ TEST(vector_report_svg_figures) {
     html = t_slurp(t_path("rep/index.html"));
     CHECK(html && strstr(html, "<img src=\"m-spectrum.png\""));
     free(html);
+}
+
+TEST(vector_experiment_pictures_format) {
+    /* "pictures": {"format": "svg"} is the report's --figures svg; pdf and
+     * other values are refused with the key path */
+    const char *text = T_EXP_TINY_2L("fmt") " \"pictures\": {\"kinds\": [\"spectrum\"], "
+                                            "\"format\": \"svg\"}}";
+    al_experiment *x = NULL;
+    al_err e = {{0}};
+    CHECK_OK(al_exp_load(t_write("ok.json", text), &x, &e), &e);
+    CHECK(x && x->figures == AL_FIG_SVG);
+    al_exp_free(x);
+    t_exp_refused(text, "\"svg\"", "\"pdf\"", "pictures.format: must be \"png\" or \"svg\"");
+    t_exp_refused(text, "\"svg\"", "3", "pictures.format: must be a string");
+}
+
+TEST(vector_png_byte_identical_across_runs) {
+    /* same model, same command: the same bytes (cairo's antialiasing and
+     * the unhinted font are deterministic) */
+    t_pbuf m = t_pcopy("m");
+    make_model(m.s, 2, 4);
+    int w, h;
+    CHECK(heatmap(m.s, "--what spectrum", "a.png", &w, &h) == 0);
+    CHECK(heatmap(m.s, "--what spectrum", "b.png", &w, &h) == 0);
+    CHECK(t_sh("cmp -s %s %s", t_path("a.png"), t_path("b.png")) == 0);
+    CHECK(heatmap(m.s, "--what spectrum", "a.svg", &w, &h) == 0);
+    CHECK(heatmap(m.s, "--what spectrum", "b.svg", &w, &h) == 0);
+    CHECK(t_sh("cmp -s %s %s", t_path("a.svg"), t_path("b.svg")) == 0);
 }
