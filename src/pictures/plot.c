@@ -151,7 +151,8 @@ typedef struct cv_text_rec {
 typedef struct cv {
     cairo_t *cr;
     double fx;      /* font x size per unit scale: one cell = AL_FONT_ADV px */
-    int svg;
+    int svg;        /* text recorded for <text> elements */
+    int vec;        /* SVG or PDF: scalable output */
     cv_text_rec *t;
     int nt, cap_t, oom;
 } cv;
@@ -164,10 +165,11 @@ static void cv_colour(cv *c, uint32_t rgb) {
                          (rgb & 255) / 255.0);
 }
 
-static void cv_begin(cv *c, cairo_t *cr, int svg) {
+static void cv_begin(cv *c, cairo_t *cr, int fmt) {
     memset(c, 0, sizeof *c);
     c->cr = cr;
-    c->svg = svg;
+    c->svg = fmt == AL_FIG_SVG;
+    c->vec = fmt != AL_FIG_PNG;
     cairo_select_font_face(cr, FONT_FAMILY, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     cairo_font_options_t *fo = cairo_font_options_create();
     /* unhinted outlines and metrics: the same shapes at every size and on
@@ -392,9 +394,26 @@ static void draw_bar(cv *im, const al_cscale *cs, int x, int y, int h, al_plot_g
     double lo, hi;
     bar_range(cs, &lo, &hi);
     int bx = x + 12;
-    for (int i = 0; i < h; i++) {
-        double v = hi - (hi - lo) * i / (h > 1 ? h - 1 : 1);
-        cv_fill(im, bx, y + i, BAR_W, 1, al_cscale_colour(cs, v));
+    if (im->vec) {
+        /* one gradient instead of a rectangle per pixel row: smooth at any
+         * zoom, and smaller. The maps are piecewise linear (RdBu on a 0.1
+         * grid, viridis on ~1/32): 40 even stops keep RdBu's corners and
+         * stay within a few 1/255 of viridis */
+        cairo_pattern_t *pat = cairo_pattern_create_linear(0, y + 0.5, 0, y + h - 0.5);
+        for (int k = 0; k <= 40; k++) {
+            uint32_t c = al_cscale_colour(cs, hi - (hi - lo) * k / 40.0);
+            cairo_pattern_add_color_stop_rgb(pat, k / 40.0, (c >> 16 & 255) / 255.0,
+                                             (c >> 8 & 255) / 255.0, (c & 255) / 255.0);
+        }
+        cairo_rectangle(im->cr, bx, y, BAR_W, h);
+        cairo_set_source(im->cr, pat);
+        cairo_fill(im->cr);
+        cairo_pattern_destroy(pat);
+    } else {
+        for (int i = 0; i < h; i++) { /* exact map colours per row in the PNG */
+            double v = hi - (hi - lo) * i / (h > 1 ? h - 1 : 1);
+            cv_fill(im, bx, y + i, BAR_W, 1, al_cscale_colour(cs, v));
+        }
     }
     cv_rect(im, bx - 1, y - 1, BAR_W + 2, h + 2, FRAME);
     bar_tick t[MAX_BAR_TICKS];
@@ -1306,7 +1325,7 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
         al_errf(e, "cannot draw a %d x %d picture: %s", W, H, cairo_status_to_string(cairo_status(cr)));
         goto out;
     }
-    cv_begin(out, cr, fmt == AL_FIG_SVG);
+    cv_begin(out, cr, fmt);
     cv_fill(out, 0, 0, W, H, AL_PLOT_BG);
     int y = MARGIN;
     if (f->title) {
