@@ -209,6 +209,8 @@ TEST(vector_circuit_graph_text) {
          .port_colour = {0x1F77B4, 0xD62728, 0x2CA02C}, .fill = 0xFFFFFF},
         {.label = "logits", .row = 3, .fill = 0xEEEEEE},
     };
+    /* a token string with a control byte and U+FFFF, which XML forbids */
+    n[1].label = "p\x01s\xef\xbf\xbf";
     al_gedge ed[4] = {{0, 2, 0, 0x1F77B4, 2, 0}, {1, 2, 1, 0xD62728, 1, 1},
                       {2, 3, 1, 0xD62728, 4, 0}, {3, 4, -1, 0x9467BD, 3, 0}};
     const char *rows[4] = {"embeddings", "layer 0", "layer 1", "logits"};
@@ -219,12 +221,13 @@ TEST(vector_circuit_graph_text) {
     al_figure f = {.title = "induction circuit", .notes = {"K-composition: 0.1 -> 1.2"}, .n_notes = 1,
                    .panels = &p, .n_panels = 1, .legend = leg, .n_legend = 1};
     al_err e;
-    CHECK_OK(al_plot_write(&f, AL_FIG_SVG, t_path("g.svg"), NULL, 0, NULL, NULL, &e), &e);
+    al_png_text meta[1] = {{"prompt", "tab\there, bell\x07"}};
+    CHECK_OK(al_plot_write(&f, AL_FIG_SVG, t_path("g.svg"), meta, 1, NULL, NULL, &e), &e);
     CHECK_OK(al_plot_write(&f, AL_FIG_PDF, t_path("g.pdf"), NULL, 0, NULL, NULL, &e), &e);
     char *txt = svg_texts(t_path("g.svg"));
     CHECKF(txt, "g.svg is not XML: %s", t_slurp(t_path("py.err")));
     const char *want[] = {"induction circuit", "K-composition: 0.1 -> 1.2", "embed", "logits",
-                          "layer 0", "1.2", "k edge"};
+                          "layer 0", "1.2", "k edge", "p\\x01s\xef\xbf\xbd", "bell\\x07"};
     for (size_t i = 0; txt && i < sizeof want / sizeof want[0]; i++)
         CHECKF(strstr(txt, want[i]), "no text '%s' in the SVG", want[i]);
     free(txt);

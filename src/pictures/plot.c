@@ -1105,14 +1105,27 @@ static void pdf_meta(cairo_surface_t *sf, const al_figure *f, const al_png_text 
     al_buf_free(&b);
 }
 
+/* s as XML character data. XML 1.0 forbids control characters (but tab,
+ * newline, return) and U+FFFE/U+FFFF even as references: those become
+ * "\xNN" text and U+FFFD, one character for one, so the file always
+ * parses (labels reach here through al_font_display, which has already
+ * spelled out control bytes; the provenance in <desc> has not). */
 static void xml_text(al_buf *b, const char *s) {
     for (; *s; s++) {
-        switch (*s) {
+        unsigned char u = (unsigned char)*s;
+        if (u == 0xEF && (unsigned char)s[1] == 0xBF && ((unsigned char)s[2] & 0xFE) == 0xBE) {
+            al_buf_puts(b, "\xef\xbf\xbd");
+            s += 2;
+            continue;
+        }
+        switch (u) {
         case '&': al_buf_puts(b, "&amp;"); break;
         case '<': al_buf_puts(b, "&lt;"); break;
         case '>': al_buf_puts(b, "&gt;"); break;
         case '"': al_buf_puts(b, "&quot;"); break;
-        default: al_buf_put(b, s, 1);
+        default:
+            if (u < 0x20 && u != '\t' && u != '\n' && u != '\r') al_buf_printf(b, "\\x%02x", u);
+            else al_buf_put(b, s, 1);
         }
     }
 }
