@@ -12,7 +12,7 @@
 # started on this machine (as root).
 
 CC      ?= cc
-PKGS    := openblas lapacke libcjson libpng sqlite3
+PKGS    := openblas lapacke libcjson libpng sqlite3 cairo
 ARCH    ?= -march=native
 BUILD   ?= build
 OPT     ?= -O2

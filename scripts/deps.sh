@@ -12,6 +12,8 @@
 #                                 tests/browser's pinned puppeteer-core
 #                                 (npm ci) for the interactive report's
 #                                 browser test
+#                                 poppler-utils (pdftoppm, pdftotext) for
+#                                 the test that renders PDF figures
 #   sh scripts/deps.sh bench      also PyTorch and NumPy, the reference of
 #                                 `make bench`
 #   sh scripts/deps.sh fuzz       also clang with libFuzzer (`make fuzz`):
@@ -33,11 +35,11 @@
 # nothing (the test of this script uses it).
 set -u
 browser=0
-need="gcc make pkg-config libcjson-dev libpng-dev libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
+need="gcc make pkg-config libcjson-dev libpng-dev libcairo2-dev fonts-dejavu-core libsqlite3-dev libopenblas-openmp-dev liblapacke-dev sqlite3"
 extra=""
 for group in "$@"; do
     case $group in
-        test) extra="$extra python3-torch python3-numpy chromium nodejs npm"; browser=1 ;;
+        test) extra="$extra python3-torch python3-numpy chromium poppler-utils nodejs npm"; browser=1 ;;
         bench) extra="$extra python3-torch python3-numpy" ;;
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;

@@ -84,17 +84,25 @@ static inline void refused(const char *dir, const char *args, const char *want) 
     CHECK(!al_file_exists(t_path("refused.png")));
 }
 
-/* The bounding box of the FRAME pixels: a plot's area. */
+/* The bounding box of the FRAME lines (runs of at least 40 px, across or
+ * down): a plot's area. Antialiased text has stray pixels of any grey,
+ * FRAME's included, so single pixels do not count. */
 static inline void frame_box(const al_image *im, int *x0, int *y0, int *x1, int *y1) {
     *x0 = im->w, *x1 = -1, *y0 = im->h, *y1 = -1;
     for (int y = 0; y < im->h; y++)
-        for (int x = 0; x < im->w; x++)
-            if (al_image_get(im, x, y) == FRAME) {
-                if (x < *x0) *x0 = x;
-                if (x > *x1) *x1 = x;
+        for (int x = 0, run = 0; x <= im->w; x++) {
+            if (x < im->w && al_image_get(im, x, y) == FRAME) {
+                run++;
+                continue;
+            }
+            if (run >= 40) {
+                if (x - run < *x0) *x0 = x - run;
+                if (x - 1 > *x1) *x1 = x - 1;
                 if (y < *y0) *y0 = y;
                 if (y > *y1) *y1 = y;
             }
+            run = 0;
+        }
 }
 
 /* The report of models dirs[0..n-1] over t_path("r.db") drawing only the

@@ -82,6 +82,7 @@ typedef struct al_experiment {
     al_exp_analysis an[AL_EXP_MAX_ANALYSES];
     int pictures;            /* 0: none */
     char *pic_kinds;         /* comma list, NULL = all */
+    int figures;             /* "format": AL_FIG_PNG (0) or AL_FIG_SVG (the report's --figures) */
     char *prompt;
     int repeat, top_n;
     int report;

@@ -1,9 +1,9 @@
-/* image.h -- an 8-bit RGB raster in memory, and the drawing primitives
- * that font, plot and png share.
+/* image.h -- an 8-bit RGB raster in memory: what plot draws (through
+ * cairo) and png writes and reads.
  *
  * Pixels are row-major, 3 bytes each, (h, w, 3); (0,0) is the top-left.
  * Colours are 0xRRGGBB integers so callers can write them as literals.
- * Every primitive clips to the image, so callers never need to. */
+ * get and set ignore pixels outside the image. */
 #ifndef ATTNLAB_IMAGE_H
 #define ATTNLAB_IMAGE_H
 
@@ -28,13 +28,4 @@ static inline uint32_t al_rgb(int r, int g, int b) {
 /* The pixel at (x,y) as 0xRRGGBB (0 outside the image). */
 uint32_t al_image_get(const al_image *im, int x, int y);
 void al_image_set(al_image *im, int x, int y, uint32_t c);
-/* Filled rectangle [x, x+w) x [y, y+h). */
-void al_image_fill(al_image *im, int x, int y, int w, int h, uint32_t c);
-/* One-pixel outline of the same rectangle. */
-void al_image_rect(al_image *im, int x, int y, int w, int h, uint32_t c);
-/* Line from (x0,y0) to (x1,y1), `width` px thick (square brush). With
- * dash > 0, drawn dash px on, dash px off. */
-void al_image_line(al_image *im, int x0, int y0, int x1, int y1, int width,
-                   int dash, uint32_t c);
-
 #endif

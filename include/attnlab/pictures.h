@@ -1,4 +1,4 @@
-/* pictures.h -- every analysis as a PNG (docs/design.md §7).
+/* pictures.h -- every analysis as a PNG, SVG or PDF (docs/design.md §7).
  *
  * The engine behind `attnlab heatmap`, callable by the report and the
  * experiment runner without a subprocess. Kinds:
@@ -53,7 +53,8 @@
  * of their command for the model, or run_id (model_dir may then be NULL:
  * the run's own model). No such run: -1, and no file is written.
  * Every PNG carries text chunks: model, what, head, prompt (attention),
- * tokens (qk/ov), db, run, Software. */
+ * tokens (qk/ov), db, run, Software; an SVG has them as its <desc>, a PDF
+ * as its document Subject. */
 #ifndef ATTNLAB_PICTURES_H
 #define ATTNLAB_PICTURES_H
 
@@ -80,6 +81,7 @@ typedef struct al_pic_opts {
                            training: induction (default) | prev_token | duplicate_token */
     double tau;         /* circuit: the ACDC circuit at this tau (NaN: the rule above) */
     int hide_removed;   /* circuit: removed edges not drawn (else pale) */
+    int format;         /* AL_FIG_PNG (0), AL_FIG_SVG or AL_FIG_PDF (plot.h) */
 } al_pic_opts;
 
 al_pic_opts al_pic_defaults(void);
@@ -94,8 +96,9 @@ extern const char *const al_pic_kinds[];
 int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt,
                       al_err *e);
 
-/* Draw the picture o->what of the model in model_dir into out_png
- * (written atomically); its size goes to *w, *h (either may be NULL). */
+/* Draw the picture o->what of the model in model_dir into out_png in
+ * o->format (written atomically, whatever the file's extension); its size
+ * in px goes to *w, *h (either may be NULL). */
 int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png, int *w, int *h,
                al_err *e);
 

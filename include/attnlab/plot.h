@@ -1,5 +1,5 @@
-/* plot.h -- figures as RGB images: heatmaps, line plots, scatter plots,
- * bar charts, small multiples.
+/* plot.h -- figures as PNG, SVG or PDF: heatmaps, line plots, scatter
+ * plots, bar charts, layered graphs, small multiples.
  *
  * A figure is a title, a few note lines, an optional legend, and a grid of
  * panels; each panel is a heatmap (al_hm), a line plot (al_lines; a
@@ -12,12 +12,20 @@
  * grey) and blue-white-red centred on 0 for signed data; every heatmap
  * has a colour bar labelled with its range, its own or one shared by the
  * figure. Layout is computed from the content: callers give data and
- * words, never pixel positions. */
+ * words, never pixel positions.
+ *
+ * One drawing code renders through cairo onto an image surface (PNG), an
+ * SVG surface or a PDF surface: the same layout, colours and antialiased
+ * text in every format. Text is real text in the vector formats: PDF
+ * embeds the font with a Unicode map (selectable, searchable), SVG has a
+ * <text> element per label. Drawing is deterministic: the same figure
+ * gives the same PNG pixels, byte for byte, with one cairo and font. */
 #ifndef ATTNLAB_PLOT_H
 #define ATTNLAB_PLOT_H
 
 #include <stdint.h>
 #include "attnlab/image.h"
+#include "attnlab/png.h"
 #include "attnlab/util.h"
 
 #define AL_PLOT_BG 0xFFFFFFu
@@ -191,8 +199,25 @@ typedef struct al_plot_geom {
     int bar_x, bar_y, bar_w, bar_h; /* its colour bar (own or shared); 0 = none */
 } al_plot_geom;
 
-/* Draw f into a new image (caller frees). geom (n_panels entries) may be
- * NULL. */
+/* Draw f into a new RGB image (caller frees). geom (n_panels entries)
+ * may be NULL. */
 int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err *e);
+
+/* File formats of al_plot_write. */
+enum { AL_FIG_PNG, AL_FIG_SVG, AL_FIG_PDF };
+/* "png", "svg", "pdf" -> AL_FIG_*; -1 for anything else (or NULL). */
+int al_fig_format_parse(const char *s);
+const char *al_fig_format_name(int fmt);
+/* The format path's extension names (any case), or -1. */
+int al_fig_format_of_path(const char *path);
+
+/* Draw f and write it to path in format fmt, atomically (a temporary
+ * name renamed; nothing is left on error). meta (n_meta, may be 0) is
+ * the provenance: PNG text chunks; in SVG a <title> (key "Title", else
+ * the figure's title) and a <desc> "key: value; ..."; in PDF the
+ * document's Title, Creator (key "Software") and Subject. The size in px
+ * (1 px = 1 pt in PDF) goes to *w, *h (either may be NULL). */
+int al_plot_write(const al_figure *f, int fmt, const char *path, const al_png_text *meta,
+                  int n_meta, int *w, int *h, al_err *e);
 
 #endif

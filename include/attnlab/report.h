@@ -52,6 +52,8 @@ typedef struct al_report_opts {
     const char *pictures;  /* comma list of picture kinds to draw (NULL: all) */
     int threads;           /* 0: default */
     int interactive;       /* add the explorers (viewer.h); 0: the static page only */
+    int figures;           /* AL_FIG_PNG (0) or AL_FIG_SVG (plot.h): the page's <img> show
+                              SVGs drawn beside the PNGs (which the notebook shows) */
 } al_report_opts;
 
 al_report_opts al_report_defaults(void);

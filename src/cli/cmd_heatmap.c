@@ -1,15 +1,17 @@
-/* cmd_heatmap.c -- `attnlab heatmap`: one picture of a model as a PNG.
- * The pictures themselves are pictures.c; this is flags and help. */
+/* cmd_heatmap.c -- `attnlab heatmap`: one picture of a model as a PNG,
+ * SVG or PDF. The pictures themselves are pictures.c; this is flags,
+ * help, and which format a --out name asks for. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "attnlab/args.h"
 #include "attnlab/pictures.h"
+#include "attnlab/plot.h"
 
 /* Same defaults as al_pic_defaults(), here so that help shows them. */
 static al_pic_opts o = {.layer = -1, .head = -1, .seed = 1, .top_n = 40, .n_pos = 64, .tau = NAN};
-static const char *o_model = NULL, *o_out = NULL;
+static const char *o_model = NULL, *o_out = NULL, *o_format = NULL;
 static int o_threads = 0;
 static uint64_t o_run = 0;
 
@@ -20,7 +22,9 @@ static al_flag flags[] = {
     {"what", AL_STR, &o.what, "KIND",
      "attention | qk-pos | qk | ov | composition | ablation | pruning | training | spectrum | "
      "patching | paths | dla | terms | attrpatch | circuit | circuit-curve | sweep-induction", 1, 0},
-    {"out", AL_STR, &o_out, "FILE.png", "picture to write", 1, 0},
+    {"out", AL_STR, &o_out, "FILE", "picture to write (.png, .svg or .pdf)", 1, 0},
+    {"format", AL_STR, &o_format, "F",
+     "png | svg | pdf (default: from --out's extension, else png)", 0, 0},
     {"prompt", AL_STR, &o.prompt, "TEXT", "attention: the text to run the model on", 0, 0},
     {"no-bos", AL_BOOL, &o.no_bos, NULL, "attention: do not prepend <|endoftext|>", 0, 0},
     {"repeat", AL_INT, &o.repeat, "N", "attention without --prompt: N random tokens shown twice (induction)", 0, 0},
@@ -51,11 +55,13 @@ al_command al_cmd_heatmap = {
     "heatmap",
     "draw a picture of a model: attention, circuits, composition, ablation, pruning, training, "
     "patching, attribution",
-    "--model DIR --what KIND --out FILE.png [--prompt TEXT] [--layer L] [--head H] [--db FILE] "
-    "[--run ID]",
-    "Writes an 8-bit RGB PNG with a title, axis labels (token strings, ␣ = space),\n"
-    "a colour bar with its range, and text chunks naming the model, head and\n"
-    "prompt. Attention and full QK put the destination (query) token on rows and\n"
+    "--model DIR --what KIND --out FILE.png|.svg|.pdf [--format png|svg|pdf] [--prompt TEXT] "
+    "[--layer L] [--head H] [--db FILE] [--run ID]",
+    "Writes an 8-bit RGB PNG, an SVG or a PDF (one drawing, same colours) with a\n"
+    "title, axis labels (token strings, ␣ = space), a colour bar with its range,\n"
+    "and provenance naming the model, head and prompt (PNG text chunks, the SVG's\n"
+    "<desc>, the PDF's Subject). SVG and PDF text is real text: selectable and\n"
+    "searchable. Attention and full QK put the destination (query) token on rows and\n"
     "the source (key) token on columns: the query attends to the key, information\n"
     "flows key -> query. Kinds:\n"
     "  attention    --prompt TEXT (or --repeat N); --head H, or all heads of --layer\n"
@@ -114,6 +120,23 @@ static int run_heatmap(int argc, char **argv) {
     if (o.tokens && o.data) {
         al_errf(&e, "give --tokens or --data, not both");
         return al_cli_usage(&al_cmd_heatmap, &e);
+    }
+    /* the format: --format, else --out's extension; both given must agree,
+     * so a file's name never lies about its contents */
+    int by_ext = al_fig_format_of_path(o_out);
+    if (o_format) {
+        o.format = al_fig_format_parse(o_format);
+        if (o.format < 0) {
+            al_errf(&e, "--format must be png, svg or pdf, not '%s'", o_format);
+            return al_cli_usage(&al_cmd_heatmap, &e);
+        }
+        if (by_ext >= 0 && by_ext != o.format) {
+            al_errf(&e, "--format %s but --out %s names a .%s file", o_format, o_out,
+                    al_fig_format_name(by_ext));
+            return al_cli_usage(&al_cmd_heatmap, &e);
+        }
+    } else {
+        o.format = by_ext >= 0 ? by_ext : AL_FIG_PNG;
     }
     o.run_id = (long)o_run;
     static const char *const run_kinds[] = {"patching", "paths", "dla", "terms", "attrpatch",

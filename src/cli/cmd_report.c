@@ -6,10 +6,11 @@
 #include <string.h>
 
 #include "attnlab/args.h"
+#include "attnlab/plot.h"
 #include "attnlab/report.h"
 
 static al_report_opts o;
-static const char *o_model = NULL, *o_labels = NULL;
+static const char *o_model = NULL, *o_labels = NULL, *o_figures = NULL;
 
 static al_flag flags[] = {
     {"db", AL_STR, &o.db, "FILE", "results database (from train --db, circuits, scores, ablate, prune)", 1, 0},
@@ -28,6 +29,9 @@ static al_flag flags[] = {
     {"interactive", AL_BOOL, &o.interactive, NULL,
      "add explorers (attention and loss on --prompt, patching and attribution heatmaps): inline "
      "JavaScript and JSON, still one folder with no network access", 0, 0},
+    {"figures", AL_STR, &o_figures, "F",
+     "png | svg: the page shows SVG pictures (drawn beside the PNGs, which the notebook shows)",
+     0, 0},
     {"threads", AL_INT, &o.threads, "N", "threads (0 = default)", 0, 0},
     AL_FLAGS_END};
 
@@ -55,7 +59,9 @@ al_command al_cmd_report = {
     "every head on --prompt (thumbnails; click one to enlarge, hover a token for\n"
     "its row and column), the prompt's tokens coloured by their loss with the\n"
     "top-5 predictions on hover, and heatmaps of the patching, path-patching\n"
-    "and attribution rows with the value under the cursor.",
+    "and attribution rows with the value under the cursor. With --figures svg\n"
+    "every picture is also drawn as NAME.svg (real text, for papers) and the\n"
+    "page shows those.",
     flags,
     run_report,
 };
@@ -110,6 +116,13 @@ static int run_report(int argc, char **argv) {
         return al_cli_usage(&al_cmd_report, &e);
     }
     if (al_threads_check(o.threads, &e)) return al_cli_usage(&al_cmd_report, &e);
+    if (o_figures) {
+        o.figures = al_fig_format_parse(o_figures);
+        if (o.figures != AL_FIG_PNG && o.figures != AL_FIG_SVG) {
+            al_errf(&e, "--figures must be png or svg, not '%s'", o_figures);
+            return al_cli_usage(&al_cmd_report, &e);
+        }
+    }
     if (o_labels) {
         snprintf(labels, sizeof labels, "%s", o_labels);
         if (take_labels(labels, &e)) return al_cli_usage(&al_cmd_report, &e);

@@ -29,6 +29,7 @@
 #include "attnlab/config.h"
 #include "attnlab/json.h"
 #include "attnlab/pictures.h"
+#include "attnlab/plot.h"
 #include "attnlab/report.h"
 #include "attnlab/store.h"
 
@@ -586,7 +587,7 @@ static int load_analyses(jx *j, const cJSON *a) {
 
 static int load_pictures(jx *j, const cJSON *p) {
     al_experiment *x = j->x;
-    static const char *const known[] = {"kinds", "prompt", "repeat", "top_n", NULL};
+    static const char *const known[] = {"kinds", "prompt", "repeat", "top_n", "format", NULL};
     x->pictures = 1;
     if (!p || cJSON_IsTrue(p)) return 0;
     if (cJSON_IsFalse(p)) {
@@ -597,6 +598,12 @@ static int load_pictures(jx *j, const cJSON *p) {
         get_int(j, p, "pictures", "repeat", 0, &x->repeat) ||
         get_int(j, p, "pictures", "top_n", 1, &x->top_n))
         return -1;
+    char *fmt = NULL;
+    if (get_str(j, p, "pictures", "format", &fmt)) return -1;
+    x->figures = fmt ? al_fig_format_parse(fmt) : AL_FIG_PNG;
+    free(fmt);
+    if (x->figures != AL_FIG_PNG && x->figures != AL_FIG_SVG)
+        return bad(j, "pictures.format", "must be \"png\" or \"svg\"");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(p, "kinds");
     if (!k) return 0;
     if (!cJSON_IsArray(k)) return bad(j, "pictures.kinds", "must be an array of picture kinds");
@@ -1163,6 +1170,7 @@ static int run_report(runner *R, stage *s, al_err *e) {
     o.top_n = x->top_n;
     o.data = R->val_bin;
     o.pictures = x->pictures ? x->pic_kinds : "none";
+    o.figures = x->figures;
     o.threads = x->threads;
     o.interactive = x->interactive;
     al_report_result r;

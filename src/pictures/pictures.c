@@ -2281,11 +2281,9 @@ static int load(pic *p, al_err *e) {
     return 0;
 }
 
-static int write_png(pic *p, const char *out, int *w, int *h, al_err *e) {
-    al_image im;
-    if (al_plot_figure(&p->fig, &im, NULL, e)) return al_err_prefix(e, "cannot draw %s", out);
-    if (w) *w = im.w;
-    if (h) *h = im.h;
+/* The figure in o->format, with its provenance (PNG text chunks, SVG
+ * <desc>, PDF document info). */
+static int write_fig(pic *p, const char *out, int *w, int *h, al_err *e) {
     al_png_text t[8];
     int n = 0;
     char sw[64], prompt[2048];
@@ -2305,9 +2303,9 @@ static int write_png(pic *p, const char *out, int *w, int *h, al_err *e) {
     if (p->tokens_txt) t[n++] = (al_png_text){"tokens", p->tokens_txt};
     if (p->o->db) t[n++] = (al_png_text){"db", p->run_txt[0] ? p->run_txt : p->o->db};
     t[n++] = (al_png_text){"Software", sw};
-    int rc = al_png_write(out, &im, t, n, e);
-    al_image_free(&im);
-    return rc;
+    if (al_plot_write(&p->fig, p->o->format, out, t, n, w, h, e))
+        return al_err_prefix(e, "cannot draw %s", out);
+    return 0;
 }
 
 static int valid_utf8_prompt(const char *s) {
@@ -2345,7 +2343,7 @@ static int sweep_picture(const al_pic_opts *o, const char *out_png, int *w, int 
     p->fig.panels = p->panels;
     int rc = al_store_open(o->db, &p->st, e);
     if (rc == 0) rc = pic_sweep_induction(p, e);
-    if (rc == 0) rc = write_png(p, out_png, w, h, e);
+    if (rc == 0) rc = write_fig(p, out_png, w, h, e);
     pic_free(p);
     return rc;
 }
@@ -2398,7 +2396,7 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
         default: rc = al_errf(e, "picture %s: internal error, no such kind", o->what); break;
         }
     }
-    if (rc == 0) rc = write_png(p, out_png, w, h, e);
+    if (rc == 0) rc = write_fig(p, out_png, w, h, e);
     pic_free(p);
     return rc;
 }

@@ -4,17 +4,27 @@
  * Every panel is first measured (where its matrix or plot area goes, how
  * wide its labels are), then the figure places panels on a grid whose
  * column widths and row heights are the largest of their panels, and
- * only then is anything drawn. Sizes derive from text widths of the
- * built-in font, so nothing is clipped and nothing overlaps. */
+ * only then is anything drawn. Sizes derive from text widths in cells
+ * of a monospace font (font.h), so nothing is clipped and nothing
+ * overlaps. Drawing goes through the canvas below onto a cairo surface:
+ * PNG, SVG and PDF from this one code. */
 #define _POSIX_C_SOURCE 200809L /* strndup */
+#define _DEFAULT_SOURCE         /* M_PI */
 #include "attnlab/plot.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <cairo.h>
+
+#include "attnlab/buf.h"
 #include "attnlab/font.h"
+#include "attnlab/png.h"
 
 #define LINE AL_FONT_LINE
 #define GH AL_FONT_GLYPH_H
@@ -119,6 +129,154 @@ uint32_t al_cscale_colour(const al_cscale *cs, double v) {
     }
     double d = cs->hi - cs->lo;
     return al_cmap_viridis(d > 0 ? (v - cs->lo) / d : 0.5);
+}
+
+
+/* --------------------------------------------------------------- canvas */
+
+/* Everything is drawn through these few calls onto a cairo surface: an
+ * RGB image (PNG), an SVG or a PDF surface, so all formats come from one
+ * drawing code. Coordinates are integer pixels as in the layout: fills
+ * are pixel-aligned (exact colours in PNG), lines run through pixel
+ * centres. Text is drawn by cairo except on SVG, where it is recorded and
+ * written as <text> elements (see svg_finish): cairo 1.16's SVG surface
+ * would emit glyph outlines, which are neither selectable nor searchable. */
+typedef struct cv_text_rec {
+    double x, y;    /* baseline start (unrotated frame origin) */
+    int up, scale, cells;
+    uint32_t colour;
+    char *s;        /* display text */
+} cv_text_rec;
+
+typedef struct cv {
+    cairo_t *cr;
+    double fx;      /* font x size per unit scale: one cell = AL_FONT_ADV px */
+    int svg;        /* text recorded for <text> elements */
+    int vec;        /* SVG or PDF: scalable output */
+    cv_text_rec *t;
+    int nt, cap_t, oom;
+} cv;
+
+#define FONT_FAMILY "DejaVu Sans Mono"
+#define FONT_PX 10.0 /* font size at scale 1: cap height ~7 px, advance ~6 px */
+
+static void cv_colour(cv *c, uint32_t rgb) {
+    cairo_set_source_rgb(c->cr, (rgb >> 16 & 255) / 255.0, (rgb >> 8 & 255) / 255.0,
+                         (rgb & 255) / 255.0);
+}
+
+static void cv_begin(cv *c, cairo_t *cr, int fmt) {
+    memset(c, 0, sizeof *c);
+    c->cr = cr;
+    c->svg = fmt == AL_FIG_SVG;
+    c->vec = fmt != AL_FIG_PNG;
+    cairo_select_font_face(cr, FONT_FAMILY, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_font_options_t *fo = cairo_font_options_create();
+    /* unhinted outlines and metrics: the same shapes at every size and on
+     * every surface, and byte-identical PNGs run after run */
+    cairo_font_options_set_antialias(fo, CAIRO_ANTIALIAS_GRAY);
+    cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
+    cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
+    cairo_set_font_options(cr, fo);
+    cairo_font_options_destroy(fo);
+    cairo_set_font_size(cr, FONT_PX);
+    cairo_text_extents_t ex;
+    cairo_text_extents(cr, "0", &ex);
+    c->fx = ex.x_advance > 0 ? FONT_PX * AL_FONT_ADV / ex.x_advance : FONT_PX;
+}
+
+static void cv_end(cv *c) {
+    for (int i = 0; i < c->nt; i++) free(c->t[i].s);
+    free(c->t);
+    c->t = NULL;
+    c->nt = c->cap_t = 0;
+}
+
+static void cv_fill(cv *c, int x, int y, int w, int h, uint32_t rgb) {
+    if (w <= 0 || h <= 0) return;
+    cairo_rectangle(c->cr, x, y, w, h);
+    cv_colour(c, rgb);
+    cairo_fill(c->cr);
+}
+
+/* One-pixel outline of [x, x+w) x [y, y+h), inside it. */
+static void cv_rect(cv *c, int x, int y, int w, int h, uint32_t rgb) {
+    if (w <= 0 || h <= 0) return;
+    cairo_rectangle(c->cr, x + 0.5, y + 0.5, w - 1, h - 1);
+    cairo_set_line_width(c->cr, 1);
+    cairo_set_dash(c->cr, NULL, 0, 0);
+    cv_colour(c, rgb);
+    cairo_stroke(c->cr);
+}
+
+/* A line through the centres of pixels (x0,y0) and (x1,y1), width px
+ * wide with square ends (an even width is centred on the pixels' lower
+ * right corner so a straight line covers whole pixels); dash > 0: dash px on, dash off. */
+static void cv_line(cv *c, int x0, int y0, int x1, int y1, int width, int dash, uint32_t rgb) {
+    double o = width % 2 ? 0.5 : 1;
+    cairo_move_to(c->cr, x0 + o, y0 + o);
+    cairo_line_to(c->cr, x1 + o, y1 + o);
+    cairo_set_line_width(c->cr, width > 0 ? width : 1);
+    cairo_set_line_cap(c->cr, CAIRO_LINE_CAP_SQUARE);
+    double d = dash;
+    cairo_set_dash(c->cr, dash > 0 ? &d : NULL, dash > 0 ? 1 : 0, 0);
+    cv_colour(c, rgb);
+    cairo_stroke(c->cr);
+    cairo_set_dash(c->cr, NULL, 0, 0);
+}
+
+static int cv_text_any(cv *c, int x, int y, const char *s, int scale, int up, uint32_t rgb) {
+    if (scale < 1) scale = 1;
+    int cells = al_font_cells(s), w = cells * AL_FONT_ADV * scale;
+    if (!cells) return 0;
+    size_t n = al_font_display(s, NULL, 0);
+    char *d = malloc(n + 1);
+    if (!d) {
+        c->oom = 1;
+        return w;
+    }
+    al_font_display(s, d, n + 1);
+    /* the baseline: AL_FONT_CAP rows below the top of the line; rotated,
+     * AL_FONT_CAP columns right of x, reading upwards from y + w */
+    double bx = up ? x + AL_FONT_CAP * scale : x, by = up ? y + w : y + AL_FONT_CAP * scale;
+    if (c->svg) {
+        if (c->nt == c->cap_t) {
+            int cap = c->cap_t ? 2 * c->cap_t : 64;
+            cv_text_rec *t = realloc(c->t, (size_t)cap * sizeof *t);
+            if (!t) {
+                free(d);
+                c->oom = 1;
+                return w;
+            }
+            c->t = t, c->cap_t = cap;
+        }
+        c->t[c->nt++] = (cv_text_rec){bx, by, up, scale, cells, rgb, d};
+        return w;
+    }
+    cairo_t *cr = c->cr;
+    cairo_save(cr);
+    cairo_translate(cr, bx, by);
+    if (up) cairo_rotate(cr, -M_PI / 2);
+    cairo_matrix_t m;
+    cairo_matrix_init_scale(&m, c->fx * scale, FONT_PX * scale);
+    cairo_set_font_matrix(cr, &m);
+    cv_colour(c, rgb);
+    cairo_move_to(cr, 0, 0);
+    cairo_show_text(cr, d);
+    cairo_restore(cr);
+    free(d);
+    return w;
+}
+
+/* s with the top-left of its first cell at (x,y); returns its width. */
+static int cv_text(cv *c, int x, int y, const char *s, int scale, uint32_t rgb) {
+    return cv_text_any(c, x, y, s, scale, 0, rgb);
+}
+
+/* s reading bottom to top in [x, x + AL_FONT_GLYPH_H*scale) x [y, y + width),
+ * tops of the glyphs facing left. */
+static int cv_text_up(cv *c, int x, int y, const char *s, int scale, uint32_t rgb) {
+    return cv_text_any(c, x, y, s, scale, 1, rgb);
 }
 
 /* --------------------------------------------------------- numbers, text */
@@ -232,30 +390,47 @@ static int bar_block_w(const al_cscale *cs, int h) {
 }
 
 /* The bar's top-left is (x + 12, y). */
-static void draw_bar(al_image *im, const al_cscale *cs, int x, int y, int h, al_plot_geom *g) {
+static void draw_bar(cv *im, const al_cscale *cs, int x, int y, int h, al_plot_geom *g) {
     double lo, hi;
     bar_range(cs, &lo, &hi);
     int bx = x + 12;
-    for (int i = 0; i < h; i++) {
-        double v = hi - (hi - lo) * i / (h > 1 ? h - 1 : 1);
-        al_image_fill(im, bx, y + i, BAR_W, 1, al_cscale_colour(cs, v));
+    if (im->vec) {
+        /* one gradient instead of a rectangle per pixel row: smooth at any
+         * zoom, and smaller. The maps are piecewise linear (RdBu on a 0.1
+         * grid, viridis on ~1/32): 40 even stops keep RdBu's corners and
+         * stay within a few 1/255 of viridis */
+        cairo_pattern_t *pat = cairo_pattern_create_linear(0, y + 0.5, 0, y + h - 0.5);
+        for (int k = 0; k <= 40; k++) {
+            uint32_t c = al_cscale_colour(cs, hi - (hi - lo) * k / 40.0);
+            cairo_pattern_add_color_stop_rgb(pat, k / 40.0, (c >> 16 & 255) / 255.0,
+                                             (c >> 8 & 255) / 255.0, (c & 255) / 255.0);
+        }
+        cairo_rectangle(im->cr, bx, y, BAR_W, h);
+        cairo_set_source(im->cr, pat);
+        cairo_fill(im->cr);
+        cairo_pattern_destroy(pat);
+    } else {
+        for (int i = 0; i < h; i++) { /* exact map colours per row in the PNG */
+            double v = hi - (hi - lo) * i / (h > 1 ? h - 1 : 1);
+            cv_fill(im, bx, y + i, BAR_W, 1, al_cscale_colour(cs, v));
+        }
     }
-    al_image_rect(im, bx - 1, y - 1, BAR_W + 2, h + 2, FRAME);
+    cv_rect(im, bx - 1, y - 1, BAR_W + 2, h + 2, FRAME);
     bar_tick t[MAX_BAR_TICKS];
     int n = bar_ticks(cs, h, t), lw = 0;
     for (int i = 0; i < n; i++) {
         int ty = y + t[i].y;
         if (t[i].mark) {
-            al_image_fill(im, bx - 3, ty - 1, BAR_W + 6, 2, 0x000000);
+            cv_fill(im, bx - 3, ty - 1, BAR_W + 6, 2, 0x000000);
         } else {
-            al_image_fill(im, bx + BAR_W, ty, TICK, 1, INK);
+            cv_fill(im, bx + BAR_W, ty, TICK, 1, INK);
         }
-        al_font_draw(im, bx + BAR_W + TICK + 3, ty - 3, t[i].s, 1, INK);
+        cv_text(im, bx + BAR_W + TICK + 3, ty - 3, t[i].s, 1, INK);
         lw = imax(lw, tw(t[i].s));
     }
     if (cs->label) {
         int lx = bx + BAR_W + TICK + 3 + lw + 8, len = tw(cs->label);
-        al_font_draw_up(im, lx, y + imax(0, (h - len) / 2), cs->label, 1, INK);
+        cv_text_up(im, lx, y + imax(0, (h - len) / 2), cs->label, 1, INK);
     }
     if (g) {
         g->bar_x = bx;
@@ -330,7 +505,7 @@ static void hm_measure(const al_hm *p, int own_bar, hm_lay *L) {
     if (p->row_title) L->h = imax(L->h, L->my + tw(p->row_title));
 }
 
-static void hm_annotate(al_image *im, const al_hm *p, const hm_lay *L, int x0, int y0) {
+static void hm_annotate(cv *im, const al_hm *p, const hm_lay *L, int x0, int y0) {
     if (L->ch < LINE) return;
     for (int r = 0; r < p->rows; r++)
         for (int c = 0; c < p->cols; c++) {
@@ -345,40 +520,40 @@ static void hm_annotate(al_image *im, const al_hm *p, const hm_lay *L, int x0, i
             }
             if (!ok) continue;
             uint32_t bg = al_cscale_colour(p->cs, v);
-            al_font_draw(im, x0 + c * L->cw + (L->cw - tw(s)) / 2 + 1,
+            cv_text(im, x0 + c * L->cw + (L->cw - tw(s)) / 2 + 1,
                          y0 + r * L->ch + (L->ch - AL_FONT_CAP) / 2, s, 1, ink_on(bg));
         }
 }
 
-static void hm_draw(al_image *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar,
+static void hm_draw(cv *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar,
                     al_plot_geom *g) {
     int mx = x + L->mx, my = y + L->my, mw = p->cols * L->cw, mh = p->rows * L->ch;
     for (int r = 0; r < p->rows; r++)
         for (int c = 0; c < p->cols; c++)
-            al_image_fill(im, mx + c * L->cw, my + r * L->ch, L->cw, L->ch,
+            cv_fill(im, mx + c * L->cw, my + r * L->ch, L->cw, L->ch,
                           al_cscale_colour(p->cs, p->v[(size_t)r * p->cols + c]));
-    al_image_rect(im, mx - 1, my - 1, mw + 2, mh + 2, FRAME);
+    cv_rect(im, mx - 1, my - 1, mw + 2, mh + 2, FRAME);
     if (p->annotate) hm_annotate(im, p, L, mx, my);
     char b[256];
     for (int r = 0; r < p->rows; r += L->rstep) {
         int cy = my + r * L->ch + L->ch / 2;
         hm_label(p, 0, r, b, sizeof b);
-        al_image_fill(im, mx - 1 - TICK, cy, TICK, 1, INK);
-        al_font_draw(im, mx - 1 - TICK - 2 - tw(b), cy - 3, b, 1, INK);
+        cv_fill(im, mx - 1 - TICK, cy, TICK, 1, INK);
+        cv_text(im, mx - 1 - TICK - 2 - tw(b), cy - 3, b, 1, INK);
     }
     for (int c = 0; c < p->cols; c += L->cstep) {
         int cx = mx + c * L->cw + L->cw / 2;
         hm_label(p, 1, c, b, sizeof b);
-        al_image_fill(im, cx, my + mh + 1, 1, TICK, INK);
-        al_font_draw_up(im, cx - 3, my + mh + 1 + TICK + 2, b, 1, INK);
+        cv_fill(im, cx, my + mh + 1, 1, TICK, INK);
+        cv_text_up(im, cx - 3, my + mh + 1 + TICK + 2, b, 1, INK);
     }
-    if (p->title) al_font_draw(im, mx + mw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
+    if (p->title) cv_text(im, mx + mw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
     if (p->col_title)
-        al_font_draw(im, mx + mw / 2 - tw(p->col_title) / 2,
+        cv_text(im, mx + mw / 2 - tw(p->col_title) / 2,
                      my + mh + 1 + TICK + 2 + L->cl_h + 6, p->col_title, 1, INK);
     if (p->row_title) {
         int len = tw(p->row_title);
-        al_font_draw_up(im, x + L->lead, imax(y, my + mh / 2 - len / 2), p->row_title, 1, INK);
+        cv_text_up(im, x + L->lead, imax(y, my + mh / 2 - len / 2), p->row_title, 1, INK);
     }
     if (g) {
         g->mx = mx;
@@ -513,17 +688,17 @@ static int ln_y(const ln_lay *L, int oy, double y) {
     return oy + L->ph - 1 - (int)lround(t * (L->ph - 1));
 }
 
-static void ln_axes(al_image *im, const al_lines *p, const ln_lay *L, int ox, int oy) {
+static void ln_axes(cv *im, const al_lines *p, const ln_lay *L, int ox, int oy) {
     char b[64];
     double t[MAX_TICKS];
     int nt = ln_yticks(p, L, t);
     for (int i = 0; i < nt; i++) {
         double v = t[i];
         int y = ln_y(L, oy, v);
-        al_image_fill(im, ox, y, L->pw, 1, GRIDC);
-        al_image_fill(im, ox - 1 - TICK, y, TICK, 1, INK);
+        cv_fill(im, ox, y, L->pw, 1, GRIDC);
+        cv_fill(im, ox - 1 - TICK, y, TICK, 1, INK);
         ln_ylabel(p, L, v, b, sizeof b);
-        al_font_draw(im, ox - 1 - TICK - 2 - tw(b), y - 3, b, 1, INK);
+        cv_text(im, ox - 1 - TICK - 2 - tw(b), y - 3, b, 1, INK);
     }
     int prev_l = 0, prev_r = 0, have_prev = 0;
     nt = ln_xticks(L, t);
@@ -531,30 +706,40 @@ static void ln_axes(al_image *im, const al_lines *p, const ln_lay *L, int ox, in
         double v = t[i];
         int x = ln_x(p, L, ox, v);
         fmt_tick(v, L->xstep, b, sizeof b);
-        al_image_fill(im, x, oy, 1, L->ph, GRIDC);
-        al_image_fill(im, x, oy + L->ph, 1, TICK, INK);
+        cv_fill(im, x, oy, 1, L->ph, GRIDC);
+        cv_fill(im, x, oy + L->ph, 1, TICK, INK);
         int lx = x - tw(b) / 2; /* skip a label that would touch the previous one */
         if (have_prev && lx < prev_r + 6 && lx + tw(b) > prev_l - 6) continue;
-        al_font_draw(im, lx, oy + L->ph + TICK + 2, b, 1, INK);
+        cv_text(im, lx, oy + L->ph + TICK + 2, b, 1, INK);
         prev_l = lx, prev_r = lx + tw(b), have_prev = 1;
     }
-    al_image_rect(im, ox - 1, oy - 1, L->pw + 2, L->ph + 2, FRAME);
+    cv_rect(im, ox - 1, oy - 1, L->pw + 2, L->ph + 2, FRAME);
 }
 
 /* A marker of radius r centred on (x, y): shapes differ in outline, so
  * series stay apart in print and for colour-blind readers. */
-static void draw_marker(al_image *im, int x, int y, int shape, int r, uint32_t c) {
-    for (int dy = -r; dy <= r; dy++)
-        for (int dx = -r; dx <= r; dx++) {
-            int in;
-            switch (shape) {
-            case AL_MARK_CIRCLE: in = dx * dx + dy * dy <= r * r + r; break;
-            case AL_MARK_TRIANGLE: in = 2 * abs(dx) <= dy + r; break; /* apex up */
-            case AL_MARK_DIAMOND: in = abs(dx) + abs(dy) <= r + 1; break;
-            default: in = 1; break;
-            }
-            if (in) al_image_set(im, x + dx, y + dy, c);
-        }
+static void draw_marker(cv *im, int x, int y, int shape, int r, uint32_t c) {
+    cairo_t *cr = im->cr;
+    double cx = x + 0.5, cy = y + 0.5;
+    switch (shape) {
+    case AL_MARK_CIRCLE: cairo_arc(cr, cx, cy, r + 0.5, 0, 2 * M_PI); break;
+    case AL_MARK_TRIANGLE: /* apex up */
+        cairo_move_to(cr, cx, cy - r - 1);
+        cairo_line_to(cr, cx + r + 1.5, cy + r + 0.5);
+        cairo_line_to(cr, cx - r - 1.5, cy + r + 0.5);
+        cairo_close_path(cr);
+        break;
+    case AL_MARK_DIAMOND:
+        cairo_move_to(cr, cx, cy - r - 1);
+        cairo_line_to(cr, cx + r + 1, cy);
+        cairo_line_to(cr, cx, cy + r + 1);
+        cairo_line_to(cr, cx - r - 1, cy);
+        cairo_close_path(cr);
+        break;
+    default: cairo_rectangle(cr, x - r, y - r, 2 * r + 1, 2 * r + 1); break;
+    }
+    cv_colour(im, c);
+    cairo_fill(cr);
 }
 
 static int marker_of(const al_series *s) {
@@ -563,7 +748,7 @@ static int marker_of(const al_series *s) {
 
 /* The first series is drawn last, on top: callers list the important
  * ones first, which is also the legend's order. */
-static void ln_series(al_image *im, const al_lines *p, const ln_lay *L, int ox, int oy) {
+static void ln_series(cv *im, const al_lines *p, const ln_lay *L, int ox, int oy) {
     for (int i = p->n - 1; i >= 0; i--) {
         const al_series *s = &p->s[i];
         int w = s->width > 0 ? s->width : 2, have = 0, px = 0, py = 0, mk = marker_of(s);
@@ -574,43 +759,43 @@ static void ln_series(al_image *im, const al_lines *p, const ln_lay *L, int ox, 
                 continue;
             }
             int x = ln_x(p, L, ox, s->x[k]), y = ln_y(L, oy, yv);
-            if (have && !s->points) al_image_line(im, px, py, x, y, w, s->dash, s->colour);
+            if (have && !s->points) cv_line(im, px, py, x, y, w, s->dash, s->colour);
             if (mk) draw_marker(im, x, y, mk, s->points ? 3 : 2, s->colour);
             if (s->point_labels && s->point_labels[k])
-                al_font_draw(im, x + 6, y - LINE, s->point_labels[k], 1, INK);
+                cv_text(im, x + 6, y - LINE, s->point_labels[k], 1, INK);
             px = x, py = y, have = 1;
         }
     }
 }
 
-static void ln_draw(al_image *im, const al_lines *p, const ln_lay *L, int x, int y,
+static void ln_draw(cv *im, const al_lines *p, const ln_lay *L, int x, int y,
                     al_plot_geom *g) {
     int ox = x + L->px, oy = y + L->py;
     ln_axes(im, p, L, ox, oy);
     double hl = ymap(p, p->hline);
     if (isfinite(hl)) {
         int hy = ln_y(L, oy, hl);
-        al_image_line(im, ox, hy, ox + L->pw - 1, hy, 1, 4, 0x606060);
+        cv_line(im, ox, hy, ox + L->pw - 1, hy, 1, 4, 0x606060);
         if (p->hline_label) /* above the line, or below it when at the top */
-            al_font_draw(im, ox + L->pw - 4 - tw(p->hline_label), hy - LINE < oy + 2 ? hy + 4 : hy - LINE,
+            cv_text(im, ox + L->pw - 4 - tw(p->hline_label), hy - LINE < oy + 2 ? hy + 4 : hy - LINE,
                          p->hline_label, 1, 0x404040);
     }
     ln_series(im, p, L, ox, oy);
-    if (p->title) al_font_draw(im, ox + L->pw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
+    if (p->title) cv_text(im, ox + L->pw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
     if (p->x_title)
-        al_font_draw(im, ox + L->pw / 2 - tw(p->x_title) / 2, oy + L->ph + TICK + 3 + LINE + 4,
+        cv_text(im, ox + L->pw / 2 - tw(p->x_title) / 2, oy + L->ph + TICK + 3 + LINE + 4,
                      p->x_title, 1, INK);
     if (p->y_title)
-        al_font_draw_up(im, x, imax(y, oy + L->ph / 2 - tw(p->y_title) / 2), p->y_title, 1, INK);
+        cv_text_up(im, x, imax(y, oy + L->ph / 2 - tw(p->y_title) / 2), p->y_title, 1, INK);
     if (L->legend_w) {
         int lx = ox + L->pw + 12, ly = oy + 2;
         for (int i = 0; i < p->n; i++) {
             if (!p->s[i].label) continue;
             const al_series *s = &p->s[i];
-            if (!s->points) al_image_line(im, lx, ly + 3, lx + 19, ly + 3, 2, s->dash, s->colour);
+            if (!s->points) cv_line(im, lx, ly + 3, lx + 19, ly + 3, 2, s->dash, s->colour);
             if (s->marker || s->points)
                 draw_marker(im, lx + 10, ly + 3, marker_of(s), s->points ? 3 : 2, s->colour);
-            al_font_draw(im, lx + 24, ly, s->label, 1, INK);
+            cv_text(im, lx + 24, ly, s->label, 1, INK);
             ly += LINE + 2;
         }
     }
@@ -691,7 +876,7 @@ static int bars_y(const bar_lay *L, int oy, double v) {
     return oy + L->ph - 1 - (int)lround(fmin(1, fmax(0, t)) * (L->ph - 1));
 }
 
-static void bars_draw(al_image *im, const al_bars *p, const bar_lay *L, int x, int y,
+static void bars_draw(cv *im, const al_bars *p, const bar_lay *L, int x, int y,
                       al_plot_geom *g) {
     int ox = x + L->px, oy = y + L->py, y0 = bars_y(L, oy, 0), below = oy + L->ph + 1;
     char b[256];
@@ -699,10 +884,10 @@ static void bars_draw(al_image *im, const al_bars *p, const bar_lay *L, int x, i
     int nt = lin_ticks(L->lo, L->hi, L->step, t);
     for (int i = 0; i < nt; i++) {
         int ty = bars_y(L, oy, t[i]);
-        al_image_fill(im, ox, ty, L->pw, 1, GRIDC);
-        al_image_fill(im, ox - 1 - TICK, ty, TICK, 1, INK);
+        cv_fill(im, ox, ty, L->pw, 1, GRIDC);
+        cv_fill(im, ox - 1 - TICK, ty, TICK, 1, INK);
         fmt_tick(t[i], L->step, b, sizeof b);
-        al_font_draw(im, ox - 1 - TICK - 2 - tw(b), ty - 3, b, 1, INK);
+        cv_text(im, ox - 1 - TICK - 2 - tw(b), ty - 3, b, 1, INK);
     }
     int gx = ox + BAR_PAD, last_lx = -1000;
     for (int i = 0, end; i < p->n; i = end) {
@@ -711,29 +896,29 @@ static void bars_draw(al_image *im, const al_bars *p, const bar_lay *L, int x, i
             uint32_t c = p->colours ? p->colours[k] : al_plot_colour(bar_group(p, k));
             if (isfinite(p->v[k])) {
                 int yv = bars_y(L, oy, p->v[k]);
-                al_image_fill(im, bx, imin(yv, y0), L->bw - 1, abs(yv - y0) + 1, c);
+                cv_fill(im, bx, imin(yv, y0), L->bw - 1, abs(yv - y0) + 1, c);
             }
             bar_label(p, k, b, sizeof b);
             int cx = bx + (L->bw - 1) / 2;
             if (!b[0] || cx - last_lx < GH + 1) continue;
-            al_image_fill(im, cx, below, 1, TICK, INK);
-            al_font_draw_up(im, cx - 3, below + TICK + 2, b, 1, INK);
+            cv_fill(im, cx, below, 1, TICK, INK);
+            cv_text_up(im, cx - 3, below + TICK + 2, b, 1, INK);
             last_lx = cx;
         }
         const char *name = bar_gname(p, bar_group(p, i));
         if (name)
-            al_font_draw(im, gx + span / 2 - tw(name) / 2, below + TICK + 2 + L->lab_h + 6, name, 1,
+            cv_text(im, gx + span / 2 - tw(name) / 2, below + TICK + 2 + L->lab_h + 6, name, 1,
                          INK);
         if (end < p->n)
-            al_image_line(im, gx + span + BAR_GGAP / 2, oy, gx + span + BAR_GGAP / 2,
+            cv_line(im, gx + span + BAR_GGAP / 2, oy, gx + span + BAR_GGAP / 2,
                           oy + L->ph - 1, 1, 3, FRAME);
         gx += span + BAR_GGAP;
     }
-    al_image_fill(im, ox, y0, L->pw, 1, INK); /* the zero line, over the bars' ends */
-    al_image_rect(im, ox - 1, oy - 1, L->pw + 2, L->ph + 2, FRAME);
-    if (p->title) al_font_draw(im, ox + L->pw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
+    cv_fill(im, ox, y0, L->pw, 1, INK); /* the zero line, over the bars' ends */
+    cv_rect(im, ox - 1, oy - 1, L->pw + 2, L->ph + 2, FRAME);
+    if (p->title) cv_text(im, ox + L->pw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
     if (p->y_title)
-        al_font_draw_up(im, x, imax(y, oy + L->ph / 2 - tw(p->y_title) / 2), p->y_title, 1, INK);
+        cv_text_up(im, x, imax(y, oy + L->ph / 2 - tw(p->y_title) / 2), p->y_title, 1, INK);
     if (g) {
         g->mx = ox;
         g->my = oy;
@@ -818,23 +1003,23 @@ uint32_t al_graph_faint(uint32_t c) {
     return al_rgb(r + (255 - r) * 4 / 5, gg + (255 - gg) * 4 / 5, b + (255 - b) * 4 / 5);
 }
 
-static void graph_edge(al_image *im, const al_graph *g, const al_gedge *ed, int ox, int oy) {
+static void graph_edge(cv *im, const al_graph *g, const al_gedge *ed, int ox, int oy) {
     int x0, y0, x1, y1;
     if (al_graph_place(g, ed->from, -2, &x0, &y0, NULL, NULL) ||
         al_graph_place(g, ed->to, ed->port, &x1, &y1, NULL, NULL))
         return;
     if (ed->faint)
-        al_image_line(im, ox + x0, oy + y0, ox + x1, oy + y1, 1, 0, al_graph_faint(ed->colour));
+        cv_line(im, ox + x0, oy + y0, ox + x1, oy + y1, 1, 0, al_graph_faint(ed->colour));
     else
-        al_image_line(im, ox + x0, oy + y0, ox + x1, oy + y1, imax(ed->width, 1), 0, ed->colour);
+        cv_line(im, ox + x0, oy + y0, ox + x1, oy + y1, imax(ed->width, 1), 0, ed->colour);
 }
 
-static void graph_draw(al_image *im, const al_graph *g, const graph_lay *L, int x, int y,
+static void graph_draw(cv *im, const al_graph *g, const graph_lay *L, int x, int y,
                        al_plot_geom *geo) {
     int ox = x, oy = y, bw = graph_bw(g), bh = graph_bh(g), n_rows = imax(g->n_rows, 1);
     for (int r = 0; g->row_names && r < g->n_rows; r++)
         if (g->row_names[r])
-            al_font_draw(im, ox, oy + (n_rows - 1 - r) * (bh + GRAPH_ROW_GAP) + bh / 2 - 4,
+            cv_text(im, ox, oy + (n_rows - 1 - r) * (bh + GRAPH_ROW_GAP) + bh / 2 - 4,
                          g->row_names[r], 1, INK);
     for (int i = 0; i < g->n_edges; i++)
         if (g->edges[i].faint) graph_edge(im, g, &g->edges[i], ox, oy);
@@ -850,20 +1035,162 @@ static void graph_draw(al_image *im, const al_graph *g, const graph_lay *L, int 
         int bx, by;
         graph_box(g, i, ox, oy, &bx, &by);
         uint32_t line = n->dim ? 0xB0B0B0u : INK;
-        al_image_fill(im, bx, by, bw, bh, n->fill);
-        al_image_rect(im, bx, by, bw, bh, line);
+        cv_fill(im, bx, by, bw, bh, n->fill);
+        cv_rect(im, bx, by, bw, bh, line);
         char lab[64];
         al_font_fit(n->label ? n->label : "", bw / AL_FONT_ADV - 1, lab, sizeof lab);
-        al_font_draw(im, bx + bw / 2 - tw(lab) / 2, by + (n->n_ports ? 3 : bh / 2 - 4), lab, 1, line);
+        cv_text(im, bx + bw / 2 - tw(lab) / 2, by + (n->n_ports ? 3 : bh / 2 - 4), lab, 1, line);
         for (int k = 0; k < n->n_ports && k < AL_GRAPH_PORTS; k++) {
             int px = bx + bw * (k + 1) / (n->n_ports + 1);
-            al_image_fill(im, px - 2, by + bh, 5, GRAPH_PORT_TICK, n->port_colour[k]);
+            cv_fill(im, px - 2, by + bh, 5, GRAPH_PORT_TICK, n->port_colour[k]);
             if (n->port_label[k])
-                al_font_draw(im, px - tw(n->port_label[k]) / 2, by + bh - LINE, n->port_label[k], 1,
+                cv_text(im, px - tw(n->port_label[k]) / 2, by + bh - LINE, n->port_label[k], 1,
                              n->dim ? line : n->port_colour[k]);
         }
     }
     if (geo) geo->mx = ox, geo->my = oy, geo->mw = L->w, geo->mh = L->h;
+}
+
+
+/* ---------------------------------------------------------------- output */
+
+static cairo_status_t buf_write(void *closure, const unsigned char *data, unsigned int n) {
+    al_buf *b = closure;
+    al_buf_put(b, data, n);
+    return al_buf_ok(b) ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_NO_MEMORY;
+}
+
+/* An RGB24 surface into an 8-bit RGB image. */
+static int image_of(cairo_surface_t *sf, al_image *img, al_err *e) {
+    int W = cairo_image_surface_get_width(sf), H = cairo_image_surface_get_height(sf);
+    int stride = cairo_image_surface_get_stride(sf);
+    const unsigned char *d = cairo_image_surface_get_data(sf);
+    if (al_image_init(img, W, H, AL_PLOT_BG, e)) return -1;
+    for (int y = 0; y < H; y++) {
+        const uint32_t *row = (const uint32_t *)(const void *)(d + (size_t)y * stride);
+        uint8_t *o = img->px + (size_t)y * W * 3;
+        for (int x = 0; x < W; x++) {
+            o[3 * x] = (uint8_t)(row[x] >> 16), o[3 * x + 1] = (uint8_t)(row[x] >> 8);
+            o[3 * x + 2] = (uint8_t)row[x];
+        }
+    }
+    return 0;
+}
+
+static const char *meta_get(const al_png_text *m, int n, const char *key) {
+    for (int i = 0; i < n; i++)
+        if (m[i].key && !strcmp(m[i].key, key)) return m[i].value;
+    return NULL;
+}
+
+/* Provenance as one line: "key: value; key: value" (Title left out). */
+static void meta_line(al_buf *b, const al_png_text *m, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!m[i].key || !m[i].value || !strcmp(m[i].key, "Title")) continue;
+        al_buf_printf(b, "%s%s: %s", b->n ? "; " : "", m[i].key, m[i].value);
+    }
+}
+
+/* PDF document information: Title, Creator (the software) and Subject
+ * (the provenance line), what the PNG's text chunks say. */
+static void pdf_meta(cairo_surface_t *sf, const al_figure *f, const al_png_text *m, int n) {
+    const char *title = meta_get(m, n, "Title");
+    if (!title) title = f->title;
+    if (title) cairo_pdf_surface_set_metadata(sf, CAIRO_PDF_METADATA_TITLE, title);
+    const char *sw = meta_get(m, n, "Software");
+    cairo_pdf_surface_set_metadata(sf, CAIRO_PDF_METADATA_CREATOR, sw ? sw : "attnlab");
+    al_buf b = AL_BUF_INIT;
+    meta_line(&b, m, n);
+    if (b.p && al_buf_ok(&b)) cairo_pdf_surface_set_metadata(sf, CAIRO_PDF_METADATA_SUBJECT, b.p);
+    al_buf_free(&b);
+}
+
+/* s as XML character data. XML 1.0 forbids control characters (but tab,
+ * newline, return) and U+FFFE/U+FFFF even as references: those become
+ * "\xNN" text and U+FFFD, one character for one, so the file always
+ * parses (labels reach here through al_font_display, which has already
+ * spelled out control bytes; the provenance in <desc> has not). */
+static void xml_text(al_buf *b, const char *s) {
+    for (; *s; s++) {
+        unsigned char u = (unsigned char)*s;
+        if (u == 0xEF && (unsigned char)s[1] == 0xBF && ((unsigned char)s[2] & 0xFE) == 0xBE) {
+            al_buf_puts(b, "\xef\xbf\xbd");
+            s += 2;
+            continue;
+        }
+        switch (u) {
+        case '&': al_buf_puts(b, "&amp;"); break;
+        case '<': al_buf_puts(b, "&lt;"); break;
+        case '>': al_buf_puts(b, "&gt;"); break;
+        case '"': al_buf_puts(b, "&quot;"); break;
+        default:
+            if (u < 0x20 && u != '\t' && u != '\n' && u != '\r') al_buf_printf(b, "\\x%02x", u);
+            else al_buf_put(b, s, 1);
+        }
+    }
+}
+
+/* cairo's SVG with the recorded text added as <text> elements (on top,
+ * in drawing order) and the title and provenance as <title> and <desc>
+ * right after the opening <svg> tag. Each <text> has textLength = its
+ * cells' width, so whatever monospace font the viewer has, a label
+ * covers exactly the width the layout gave it. */
+static int svg_finish(al_buf *vec, const cv *c, const al_figure *f, const al_png_text *m, int n,
+                      al_err *e) {
+    const char *doc = vec->p, *open = doc ? strstr(doc, "<svg") : NULL;
+    const char *open_end = open ? strchr(open, '>') : NULL, *close = NULL;
+    for (const char *p = open_end; p && (p = strstr(p, "</svg>")); p++) close = p;
+    if (!open_end || !close) return al_errf(e, "cairo wrote no <svg> element");
+    al_buf o = AL_BUF_INIT;
+    al_buf_put(&o, doc, (size_t)(open_end + 1 - doc));
+    const char *title = meta_get(m, n, "Title");
+    if (!title) title = f->title;
+    if (title) {
+        al_buf_puts(&o, "\n<title>");
+        xml_text(&o, title);
+        al_buf_puts(&o, "</title>");
+    }
+    al_buf line = AL_BUF_INIT;
+    meta_line(&line, m, n);
+    if (line.p) {
+        al_buf_puts(&o, "\n<desc>");
+        xml_text(&o, line.p);
+        al_buf_puts(&o, "</desc>");
+    }
+    int line_ok = al_buf_ok(&line);
+    al_buf_free(&line);
+    /* cairo names the drawing's group by a process-wide surface counter:
+     * renamed, so the same figure is the same file whichever call draws it
+     * (nothing refers to it: no "#surface" link in a drawing without images) */
+    const char *body = open_end + 1, *grp = strstr(body, "<g id=\"surface");
+    if (grp && grp < close && !strstr(body, "#surface")) {
+        const char *q = grp + strlen("<g id=\"surface");
+        while (*q >= '0' && *q <= '9') q++;
+        al_buf_put(&o, body, (size_t)(grp - body));
+        al_buf_puts(&o, "<g id=\"figure");
+        body = q;
+    }
+    al_buf_put(&o, body, (size_t)(close - body));
+    al_buf_puts(&o, "<g id=\"text\" font-family=\"" FONT_FAMILY ", monospace\" xml:space=\"preserve\">\n");
+    for (int i = 0; i < c->nt; i++) {
+        const cv_text_rec *t = &c->t[i];
+        al_buf_printf(&o, "<text font-size=\"%g\" textLength=\"%d\" "
+                          "lengthAdjust=\"spacingAndGlyphs\" fill=\"#%06X\" ",
+                      FONT_PX * t->scale, t->cells * AL_FONT_ADV * t->scale, (unsigned)t->colour);
+        if (t->up) al_buf_printf(&o, "transform=\"translate(%g %g) rotate(-90)\">", t->x, t->y);
+        else al_buf_printf(&o, "x=\"%g\" y=\"%g\">", t->x, t->y);
+        xml_text(&o, t->s);
+        al_buf_puts(&o, "</text>\n");
+    }
+    al_buf_puts(&o, "</g>\n");
+    al_buf_puts(&o, close);
+    if (!al_buf_ok(&o) || !line_ok) {
+        al_buf_free(&o);
+        return al_errf(e, "out of memory");
+    }
+    al_buf_free(vec);
+    *vec = o;
+    return 0;
 }
 
 /* --------------------------------------------------------------- figure */
@@ -882,11 +1209,11 @@ static int legend_row_w(const al_figure *f) {
     return w;
 }
 
-static void draw_legend_row(al_image *im, const al_figure *f, int x, int y) {
+static void draw_legend_row(cv *im, const al_figure *f, int x, int y) {
     for (int i = 0; i < f->n_legend; i++) {
-        al_image_line(im, x, y + 3, x + 19, y + 3, 3, f->legend[i].dash, f->legend[i].colour);
+        cv_line(im, x, y + 3, x + 19, y + 3, 3, f->legend[i].dash, f->legend[i].colour);
         x += 24;
-        x += al_font_draw(im, x, y, f->legend[i].label, 1, INK) + 16;
+        x += cv_text(im, x, y, f->legend[i].label, 1, INK) + 16;
     }
 }
 
@@ -917,9 +1244,15 @@ static int wrap(const char *s, int max_px, char **out, int cap) {
 
 #define MAX_NOTE_LINES (4 * AL_FIG_MAX_NOTES)
 
-int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err *e) {
-    out->w = out->h = 0;
-    out->px = NULL;
+/* The figure drawn onto a surface of format fmt: PNG into *img, SVG or PDF
+ * into *vec (meta: provenance for the document's metadata); its size in
+ * px to *size_w, *size_h (may be NULL). */
+static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const al_png_text *meta,
+                  int n_meta, al_plot_geom *geom, int *size_w, int *size_h, al_err *e) {
+    if (img) img->w = img->h = 0, img->px = NULL;
+    cairo_surface_t *sf = NULL;
+    cairo_t *cr = NULL;
+    cv canvas = {0}, *out = &canvas;
     int n = f->n_panels, ncols = f->ncols > 0 ? imin(f->ncols, imax(n, 1)) : imax(n, 1);
     int nrows = n > 0 ? (n + ncols - 1) / ncols : 0;
     panel_lay *pl = al_calloc((size_t)imax(n, 1), sizeof *pl, e);
@@ -984,13 +1317,35 @@ int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err
     int head = MARGIN + (f->title ? 2 * LINE + 4 : 0) + n_lines * LINE +
                (f->n_legend ? LINE + 6 : 0) + 10;
     int H = head + imax(grid_h, bar_h ? pl[first_i].hm.my + bar_h + 8 : 0) + MARGIN;
-    if (al_image_init(out, content_w + 2 * MARGIN, H, AL_PLOT_BG, e)) goto out;
+    int W = content_w + 2 * MARGIN;
+    if (W > AL_IMAGE_MAX_SIDE || H > AL_IMAGE_MAX_SIDE) {
+        al_errf(e, "picture size %d x %d is out of range (1..%d per side)", W, H, AL_IMAGE_MAX_SIDE);
+        goto out;
+    }
+    if (size_w) *size_w = W;
+    if (size_h) *size_h = H;
+    if (fmt == AL_FIG_SVG) {
+        sf = cairo_svg_surface_create_for_stream(buf_write, vec, W, H);
+        cairo_svg_surface_set_document_unit(sf, CAIRO_SVG_UNIT_PX);
+    } else if (fmt == AL_FIG_PDF) {
+        sf = cairo_pdf_surface_create_for_stream(buf_write, vec, W, H);
+        pdf_meta(sf, f, meta, n_meta);
+    } else {
+        sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
+    }
+    cr = cairo_create(sf);
+    if (cairo_status(cr) != CAIRO_STATUS_SUCCESS) {
+        al_errf(e, "cannot draw a %d x %d picture: %s", W, H, cairo_status_to_string(cairo_status(cr)));
+        goto out;
+    }
+    cv_begin(out, cr, fmt);
+    cv_fill(out, 0, 0, W, H, AL_PLOT_BG);
     int y = MARGIN;
     if (f->title) {
-        al_font_draw(out, MARGIN, y, f->title, 2, INK);
+        cv_text(out, MARGIN, y, f->title, 2, INK);
         y += 2 * LINE + 4;
     }
-    for (int i = 0; i < n_lines; i++, y += LINE) al_font_draw(out, MARGIN, y, lines[i], 1, 0x404040);
+    for (int i = 0; i < n_lines; i++, y += LINE) cv_text(out, MARGIN, y, lines[i], 1, 0x404040);
     if (f->n_legend) {
         draw_legend_row(out, f, MARGIN, y + 2);
         y += LINE + 6;
@@ -1020,11 +1375,69 @@ int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err
                 geom[i].bar_w = g.bar_w, geom[i].bar_h = g.bar_h;
             }
     }
+    cairo_destroy(cr);
+    cr = NULL;
+    /* finishing writes a vector document out; it would free an image's pixels */
+    if (fmt == AL_FIG_PNG) cairo_surface_flush(sf);
+    else cairo_surface_finish(sf);
+    cairo_status_t st = cairo_surface_status(sf);
+    if (st != CAIRO_STATUS_SUCCESS || out->oom || (vec && !al_buf_ok(vec))) {
+        al_errf(e, "cannot draw the picture: %s",
+                st != CAIRO_STATUS_SUCCESS ? cairo_status_to_string(st) : "out of memory");
+        goto out;
+    }
+    if (fmt == AL_FIG_PNG && image_of(sf, img, e)) goto out;
+    if (fmt == AL_FIG_SVG && svg_finish(vec, out, f, meta, n_meta, e)) goto out;
     rc = 0;
 out:
+    if (cr) cairo_destroy(cr);
+    if (sf) cairo_surface_destroy(sf);
+    cv_end(out);
     for (int i = 0; i < n_lines; i++) free(lines[i]);
     free(pl);
     free(cw);
     free(rh);
+    return rc;
+}
+
+int al_plot_figure(const al_figure *f, al_image *out, al_plot_geom *geom, al_err *e) {
+    return render(f, AL_FIG_PNG, out, NULL, NULL, 0, geom, NULL, NULL, e);
+}
+
+int al_fig_format_parse(const char *s) {
+    if (!s) return -1;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, al_fig_format_name(i))) return i;
+    return -1;
+}
+
+const char *al_fig_format_name(int fmt) {
+    return fmt == AL_FIG_SVG ? "svg" : fmt == AL_FIG_PDF ? "pdf" : "png";
+}
+
+int al_fig_format_of_path(const char *path) {
+    const char *dot = path ? strrchr(path, '.') : NULL;
+    if (!dot || strchr(dot, '/')) return -1;
+    char ext[8];
+    size_t n = strlen(dot + 1);
+    if (n == 0 || n >= sizeof ext) return -1;
+    for (size_t i = 0; i <= n; i++) ext[i] = (char)tolower((unsigned char)dot[1 + i]);
+    return al_fig_format_parse(ext);
+}
+
+int al_plot_write(const al_figure *f, int fmt, const char *path, const al_png_text *meta,
+                  int n_meta, int *w, int *h, al_err *e) {
+    if (fmt < AL_FIG_PNG || fmt > AL_FIG_PDF) return al_errf(e, "unknown figure format %d", fmt);
+    if (fmt == AL_FIG_PNG) {
+        al_image im;
+        if (render(f, fmt, &im, NULL, meta, n_meta, NULL, w, h, e)) return -1;
+        int rc = al_png_write(path, &im, meta, n_meta, e);
+        al_image_free(&im);
+        return rc;
+    }
+    al_buf b = AL_BUF_INIT;
+    int rc = render(f, fmt, NULL, &b, meta, n_meta, NULL, w, h, e);
+    if (!rc) rc = al_write_file_atomic(path, b.p, b.n, e);
+    al_buf_free(&b);
     return rc;
 }

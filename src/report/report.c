@@ -22,6 +22,7 @@
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 #include "attnlab/pictures.h"
+#include "attnlab/plot.h"
 #include "attnlab/stats.h"
 #include "attnlab/store.h"
 #include "attnlab/thresholds.h"
@@ -312,6 +313,15 @@ static int add_pic_ref(rep *R, const char *file, const char *caption) {
     return 0;
 }
 
+/* "NAME.svg" for "NAME.png" into buf; 0 if file does not end in .png. */
+static int svg_name(const char *file, char *buf, size_t cap) {
+    size_t n = strlen(file);
+    if (n < 5 || strcmp(file + n - 4, ".png") != 0 || n >= cap) return 0;
+    memcpy(buf, file, n - 4);
+    memcpy(buf + n - 4, ".svg", 5);
+    return 1;
+}
+
 /* Draw one picture of model M (NULL: a picture of the whole database)
  * into the folder and put it on the page. Failure is a warning (stderr
  * and page), counted in R->n_failed. */
@@ -333,8 +343,19 @@ static void picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
         return;
     }
     if (add_pic_ref(R, file, caption)) R->h.oom = 1;
+    /* --figures svg: the same picture as SVG beside the PNG, shown on the
+     * page (the notebook keeps the PNG); failing that, the PNG is shown */
+    char svg[256];
+    const char *shown = file;
+    if (R->o->figures == AL_FIG_SVG && svg_name(file, svg, sizeof svg)) {
+        po->format = AL_FIG_SVG;
+        snprintf(path, sizeof path, "%s/%s", R->o->out_dir, svg);
+        if (al_picture(M ? M->dir : NULL, po, path, NULL, NULL, &e) == 0) shown = svg;
+        else fprintf(stderr, "attnlab: warning: picture %s not drawn: %s\n", svg, e.msg);
+        po->format = AL_FIG_PNG;
+    }
     al_buf_puts(&R->h, "<figure><img src=\"");
-    sb_esc(&R->h, file);
+    sb_esc(&R->h, shown);
     al_buf_printf(&R->h, "\" width=\"%d\" height=\"%d\" alt=\"", w, h);
     sb_esc(&R->h, caption);
     al_buf_puts(&R->h, "\"><figcaption>");
@@ -1957,12 +1978,17 @@ static int write_page(rep *R, const char *title, al_report_result *res, al_err *
  * .report-pictures; those this report did not draw again (a head choice
  * or a model changed) are deleted, so the folder never shows a picture
  * the page does not. Only names the report itself wrote are touched:
- * plain "*.png" names from the list, never anything else in the folder. */
+ * plain "*.png" and "*.svg" names from the list, never anything else in
+ * the folder. */
 #define PIC_LIST ".report-pictures"
 
 static int drawn(const rep *R, const char *file) {
+    char svg[256];
     for (int i = 0; i < R->n_pics; i++)
-        if (strcmp(R->pics[i].file, file) == 0) return 1;
+        if (strcmp(R->pics[i].file, file) == 0 ||
+            (R->o->figures == AL_FIG_SVG && svg_name(R->pics[i].file, svg, sizeof svg) &&
+             strcmp(svg, file) == 0))
+            return 1;
     return 0;
 }
 
@@ -1976,7 +2002,8 @@ static int tidy_pictures(rep *R, al_err *e) {
             next = strchr(line, '\n');
             if (next) *next++ = 0;
             size_t k = strlen(line);
-            if (k < 5 || strchr(line, '/') || line[0] == '.' || strcmp(line + k - 4, ".png") != 0 ||
+            if (k < 5 || strchr(line, '/') || line[0] == '.' ||
+                (strcmp(line + k - 4, ".png") != 0 && strcmp(line + k - 4, ".svg") != 0) ||
                 drawn(R, line))
                 continue;
             /* a name too long for old would be cut to some other file's
@@ -1988,7 +2015,12 @@ static int tidy_pictures(rep *R, al_err *e) {
         free(txt);
     }
     al_buf list = AL_BUF_INIT;
-    for (int i = 0; i < R->n_pics; i++) al_buf_printf(&list, "%s\n", R->pics[i].file);
+    for (int i = 0; i < R->n_pics; i++) {
+        char svg[256];
+        al_buf_printf(&list, "%s\n", R->pics[i].file);
+        if (R->o->figures == AL_FIG_SVG && svg_name(R->pics[i].file, svg, sizeof svg))
+            al_buf_printf(&list, "%s\n", svg);
+    }
     int rc = !al_buf_ok(&list) ? al_errf(e, "out of memory")
                                : al_write_file_atomic(path, list.p ? list.p : "", list.n, e);
     al_buf_free(&list);
