@@ -19,6 +19,11 @@ struct cJSON;
 int al_json_parse(const char *text, size_t len, const char *source_name,
                   struct cJSON **out, al_err *e);
 
+/* al_json_parse of the file at path (at most max bytes, read with
+ * al_read_file; messages name the file). 0 with *out (cJSON_Delete it),
+ * or -1 with *out NULL. */
+int al_json_read_file(const char *path, size_t max, struct cJSON **out, al_err *e);
+
 /* A key safe to print in a one-line message (at most 60 characters,
  * unprintable bytes as '?'); returns buf. */
 const char *al_json_key_disp(const char *k, char buf[64]);

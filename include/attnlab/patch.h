@@ -95,6 +95,13 @@ typedef struct al_patch_opts {
 
 #define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 50, 64, 1, 8, 0, 0, NULL}
 al_patch_opts al_patch_opts_defaults(void);
+/* The task options a patching run stored in its config_json (the
+ * command's flags: task, pairs, probe_r, n, seed as a number or a
+ * decimal string) into o, for re-making its task later (pictures, the
+ * report); keys absent or mistyped leave o as it was. o's strings then
+ * point into j: keep j until o is done with. */
+struct cJSON;
+void al_patch_opts_from_config(const struct cJSON *j, al_patch_opts *o);
 /* 0 if the names are known and the numbers in range (and task "file" has
  * a path), else −1 with e naming the choices or limits. (n_ctx and the
  * tokenizer are checked when the task is made.) */

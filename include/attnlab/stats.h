@@ -17,6 +17,9 @@ double al_spearman(const double *x, const double *y, int n);
  * lower index), how many are in both; k is capped at n. −1 when out of
  * memory. */
 int al_topk_overlap(const double *x, const double *y, int n, int k);
+/* idx[0..k) = the indices of the k largest of row[0..n), descending,
+ * ties to the lower index (−1 where n < k): `run`'s candidate order. */
+void al_top_k(const float *row, int n, int k, int *idx);
 /* Copy the pairs (x[i], y[i]) with both finite to the front of xo, yo
  * (n each, may alias x, y); returns how many. */
 int al_stats_finite_pairs(const double *x, const double *y, int n, double *xo, double *yo);

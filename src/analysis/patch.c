@@ -17,6 +17,7 @@
  * plus Δsender; everything else stays at the target run's values. */
 #include "attnlab/patch.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,18 @@
 
 static const char *const comp_names[] = {"resid", "head", "head_pos", "q", "k", "v", "pattern"};
 static const char *const chan_names[] = {"q", "k", "v", "direct"};
+
+void al_patch_opts_from_config(const cJSON *j, al_patch_opts *o) {
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "task")) && cJSON_IsString(v)) o->task = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "pairs")) && cJSON_IsString(v)) o->pairs = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "probe_r")) && cJSON_IsNumber(v)) o->probe_r = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "n")) && cJSON_IsNumber(v)) o->probe_n = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsNumber(v))
+        o->probe_seed = (uint64_t)v->valuedouble;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsString(v))
+        o->probe_seed = strtoull(v->valuestring, NULL, 10);
+}
 
 al_patch_opts al_patch_opts_defaults(void) {
     al_patch_opts o = AL_PATCH_OPTS_INIT;

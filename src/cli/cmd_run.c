@@ -18,6 +18,7 @@
 #include "attnlab/data.h"
 #include "attnlab/model.h"
 #include "attnlab/tokenizer.h"
+#include "attnlab/stats.h"
 
 static const char *o_model = NULL, *o_prompt = NULL, *o_prompt_file = NULL, *o_track = NULL,
                   *o_mask = NULL, *o_circuit = NULL, *o_fill = "corrupted", *o_corrupted = NULL,
@@ -70,25 +71,13 @@ al_command al_cmd_run = {
     run_run,
 };
 
-/* Indices of the k largest probabilities of row (V), descending. */
-static void top_k(const float *row, int V, int k, int *idx) {
-    for (int i = 0; i < k; i++) idx[i] = -1;
-    for (int v = 0; v < V; v++) {
-        int pos = k;
-        while (pos > 0 && (idx[pos - 1] < 0 || row[v] > row[idx[pos - 1]])) pos--;
-        if (pos >= k) continue;
-        memmove(idx + pos + 1, idx + pos, sizeof(int) * (size_t)(k - pos - 1));
-        idx[pos] = v;
-    }
-}
-
 static int sample(const float *row, int V, al_rng *r) {
     int k = o_top_k > 0 && o_top_k < V ? o_top_k : V;
     int *idx = malloc(sizeof(int) * (size_t)k);
     double *w = malloc(sizeof(double) * (size_t)k);
     int pick = 0;
     if (!idx || !w) goto out;
-    if (k < V) top_k(row, V, k, idx);
+    if (k < V) al_top_k(row, V, k, idx);
     else for (int i = 0; i < V; i++) idx[i] = i;
     double tot = 0;
     for (int i = 0; i < k; i++) {
@@ -187,7 +176,7 @@ static void print_table(const al_model *m, const al_tokenizer *tok, const int *i
         if (p_tok[t] < 0) printf(" %9s  ", "-");
         else printf(" %9.4f  ", p_tok[t]);
         const float *row = m->probs + (size_t)t * V;
-        top_k(row, V, k, idx);
+        al_top_k(row, V, k, idx);
         for (int i = 0; i < k; i++) {
             al_tok_display(tok, idx[i], s, sizeof s);
             printf(" %s %.4f", s, row[idx[i]]);
@@ -211,7 +200,7 @@ static cJSON *json_table(const al_model *m, const al_tokenizer *tok, const int *
         if (p_tok[t] >= 0) cJSON_AddNumberToObject(o, "p", p_tok[t]);
         else cJSON_AddNullToObject(o, "p");
         cJSON *top = cJSON_AddArrayToObject(o, "top");
-        top_k(m->probs + (size_t)t * V, V, k, idx);
+        al_top_k(m->probs + (size_t)t * V, V, k, idx);
         for (int i = 0; i < k; i++) {
             cJSON *c = cJSON_CreateObject();
             al_tok_display(tok, idx[i], s, sizeof s);

@@ -702,14 +702,9 @@ int al_exp_load_root(const cJSON *root, const char *src, al_experiment **out, al
 
 int al_exp_load(const char *path, al_experiment **out, al_err *e) {
     *out = NULL;
-    unsigned char *txt;
-    size_t n;
-    if (al_read_file(path, &txt, &n, 16u << 20, e)) return -1;
     cJSON *root;
-    int rc = al_json_parse((const char *)txt, n, path, &root, e);
-    free(txt);
-    if (rc) return -1;
-    rc = al_exp_load_root(root, path, out, e);
+    if (al_json_read_file(path, 16u << 20, &root, e)) return -1;
+    int rc = al_exp_load_root(root, path, out, e);
     cJSON_Delete(root);
     return rc;
 }

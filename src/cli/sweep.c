@@ -226,13 +226,8 @@ static int check_block(al_sweep *s, al_err *e) {
 
 int al_sweep_load(const char *path, al_sweep **out, al_err *e) {
     *out = NULL;
-    unsigned char *txt;
-    size_t n;
-    if (al_read_file(path, &txt, &n, 16u << 20, e)) return -1;
     cJSON *root;
-    int rc = al_json_parse((const char *)txt, n, path, &root, e);
-    free(txt);
-    if (rc) return -1;
+    if (al_json_read_file(path, 16u << 20, &root, e)) return -1;
     if (!cJSON_IsObject(root) || !cJSON_GetObjectItemCaseSensitive(root, "sweep")) {
         cJSON_Delete(root); /* not a sweep: the ordinary loader says what else is wrong */
         return 0;

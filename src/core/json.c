@@ -146,3 +146,13 @@ cJSON *al_json_u64_item(uint64_t x) {
     snprintf(b, sizeof b, "%" PRIu64, x);
     return cJSON_CreateString(b);
 }
+
+int al_json_read_file(const char *path, size_t max, cJSON **out, al_err *e) {
+    unsigned char *txt;
+    size_t n;
+    *out = NULL;
+    if (al_read_file(path, &txt, &n, max, e)) return -1;
+    int rc = al_json_parse((const char *)txt, n, path, out, e);
+    free(txt);
+    return rc;
+}

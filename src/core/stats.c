@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct ranked {
     double v;
@@ -94,4 +95,15 @@ int al_stats_finite_pairs(const double *x, const double *y, int n, double *xo, d
         xo[m] = a, yo[m] = b, m++;
     }
     return m;
+}
+
+void al_top_k(const float *row, int n, int k, int *idx) {
+    for (int i = 0; i < k; i++) idx[i] = -1;
+    for (int v = 0; v < n; v++) { /* insertion into the sorted prefix */
+        int pos = k;
+        while (pos > 0 && (idx[pos - 1] < 0 || row[v] > row[idx[pos - 1]])) pos--;
+        if (pos >= k) continue;
+        memmove(idx + pos + 1, idx + pos, sizeof(int) * (size_t)(k - pos - 1));
+        idx[pos] = v;
+    }
 }

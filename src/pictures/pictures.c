@@ -1219,15 +1219,7 @@ static const char **position_labels(pic *p, const prun *r, al_err *e) {
     if (!p->tok) return NULL;
     al_patch_opts o = al_patch_opts_defaults();
     cJSON *j = r->config ? cJSON_Parse(r->config) : NULL;
-    const cJSON *v;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "task")) && cJSON_IsString(v)) o.task = v->valuestring;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "pairs")) && cJSON_IsString(v)) o.pairs = v->valuestring;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "probe_r")) && cJSON_IsNumber(v)) o.probe_r = v->valueint;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "n")) && cJSON_IsNumber(v)) o.probe_n = v->valueint;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsNumber(v))
-        o.probe_seed = (uint64_t)v->valuedouble;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsString(v))
-        o.probe_seed = strtoull(v->valuestring, NULL, 10);
+    al_patch_opts_from_config(j, &o);
     al_pairs t;
     al_err e2;
     int eot = al_tok_eot(p->tok), bos = eot < p->m.cfg.d_vocab ? eot : -1;

@@ -10,6 +10,7 @@
  * prompt here, as the attention pictures and `attnlab run` do. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "attnlab/viewer.h"
+#include "attnlab/stats.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -101,19 +102,6 @@ static cJSON *jnum(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSO
 
 /* ------------------------------------------------------- the prompt */
 
-/* The k largest of row (V) by probability, descending, ties to the lower
- * id: the order `attnlab run` lists. */
-static void top_k(const float *row, int V, int k, int *idx) {
-    for (int i = 0; i < k; i++) idx[i] = -1;
-    for (int v = 0; v < V; v++) {
-        int pos = k;
-        while (pos > 0 && (idx[pos - 1] < 0 || row[v] > row[idx[pos - 1]])) pos--;
-        if (pos >= k) continue;
-        memmove(idx + pos + 1, idx + pos, sizeof(int) * (size_t)(k - pos - 1));
-        idx[pos] = v;
-    }
-}
-
 /* "prompt": the model on vm->prompt, read as `attnlab run` reads it (BOS
  * first, the last tokens kept): tokens, attention of every head (row t:
  * t+1 numbers, 4 decimals), p and loss of each token given the tokens
@@ -188,7 +176,7 @@ static int prompt_json(cJSON *root, const al_viewer_model *vm, al_err *e) {
         double pt = row[ids[t]];
         if (add(pr, NULL, jnum(pt)) || add(loss, NULL, jnum(-log(pt)))) goto oom;
         int idx[5], nk = V < 5 ? V : 5;
-        top_k(row, V, nk, idx);
+        al_top_k(row, V, nk, idx);
         for (int i = 0; i < nk; i++) {
             cJSON *c = cJSON_CreateArray();
             al_tok_display(tok, idx[i], s, sizeof s);
@@ -383,16 +371,8 @@ static char **position_labels(al_store *st, const char *run, const al_model *m,
                        run_info_row, &in, &e) || !in.ok)
         return NULL;
     cJSON *j = cJSON_Parse(in.cfg);
-    const cJSON *v;
     al_patch_opts o = al_patch_opts_defaults();
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "task")) && cJSON_IsString(v)) o.task = v->valuestring;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "pairs")) && cJSON_IsString(v)) o.pairs = v->valuestring;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "probe_r")) && cJSON_IsNumber(v)) o.probe_r = v->valueint;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "n")) && cJSON_IsNumber(v)) o.probe_n = v->valueint;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsNumber(v))
-        o.probe_seed = (uint64_t)v->valuedouble;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsString(v))
-        o.probe_seed = strtoull(v->valuestring, NULL, 10);
+    al_patch_opts_from_config(j, &o);
     al_pairs t;
     int eot = al_tok_eot(tok), bos = eot < m->cfg.d_vocab ? eot : -1;
     int rc = al_patch_task_make(&t, m, tok, bos, &o, &e);
