@@ -538,7 +538,7 @@ static int load_prune(jx *j, const cJSON *v, const char *path) {
 
 static int load_analyses(jx *j, const cJSON *a) {
     static const char *const known[] = {"circuits", "scores", "ablate",    "prune",
-                                        "patch",    "paths",  "attribute", "discover", NULL};
+                                        "patch",    "paths",  "attribute", "discover", "names", NULL};
     if (!a) return 0;
     if (only_keys(j, a, "analyses", known)) return -1;
     return load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "circuits"), "analyses.circuits",
@@ -555,7 +555,9 @@ static int load_analyses(jx *j, const cJSON *a) {
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "attribute"), "analyses.attribute",
                        al_an_attribute.cmd, 1) ||
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "discover"), "analyses.discover",
-                       al_an_discover.cmd, 1);
+                       al_an_discover.cmd, 1) ||
+           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "names"), "analyses.names",
+                       al_an_names.cmd, 0);
 }
 
 static int load_pictures(jx *j, const cJSON *p) {
