@@ -50,7 +50,7 @@ typedef struct al_exp_model {
 
 typedef struct al_exp_analysis {
     const char *kind;        /* "circuits", "scores", "ablate", "prune", "patch", "paths", "attribute",
-                              * "discover" */
+                              * "discover", "names" */
     char *opts;              /* that command's options as a JSON object
                               * (prune: with "method"), checked by loading */
     unsigned models;         /* bit i set: run on models[i] */
