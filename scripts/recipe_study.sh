@@ -82,7 +82,7 @@ table)
       printf('%.3f', (SELECT val_loss FROM train_log WHERE run_id = s.run_id AND val_loss IS NOT NULL
                       ORDER BY step DESC LIMIT 1)) AS val_loss_at_stop,
       printf('%.0f', (SELECT max(tokens) FROM train_log WHERE run_id = s.run_id) / s.wall_s) AS tok_per_s,
-      printf('%.0f', s.wall_s) AS wall_s
+      printf('%.0f', s.wall_s) AS wall_s, s.stopped
     FROM study s LEFT JOIN (SELECT run_id, min(step) AS step FROM train_head_scores
       WHERE metric = 'induction' AND value > 0.4 GROUP BY run_id) c ON c.run_id = s.run_id
     ORDER BY s.corpus, s.rowid" ;;
