@@ -84,7 +84,7 @@ $(BUILD)/bench_engine: bench/bench_engine.c $(BUILD)/libattnlab.a
 # Under SAN=1 any sanitizer report fails the test that triggered it (the
 # CLI exits non-zero; the runner checks each test process for leaks).
 # tests/lsan.supp only silences the OpenMP/OpenBLAS runtimes' own thread
-# pools, never attnlab code.
+# pools and fontconfig's leaks under cairo's text, never attnlab code.
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

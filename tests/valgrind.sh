@@ -19,6 +19,8 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell
 fail=0
 n=0
 t0=$(date +%s)
+# fontconfig's own leaks under cairo's text (tests/valgrind.supp says why)
+supp=$(cd "$(dirname "$0")" && pwd)/valgrind.supp
 
 vg() { # vg NAME WANT ARGS...: run attnlab ARGS under memcheck, expect exit code WANT
     name=$1 want=$2
@@ -26,6 +28,7 @@ vg() { # vg NAME WANT ARGS...: run attnlab ARGS under memcheck, expect exit code
     n=$((n + 1))
     valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
         --show-leak-kinds=definite --track-origins=yes --log-file="$tmp/$name.vg" \
+        --suppressions="$supp" \
         "$bin" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
     rc=$?
     if [ $rc = "$want" ] && [ ! -s "$tmp/$name.vg" ]; then
