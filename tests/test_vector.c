@@ -97,6 +97,7 @@ TEST(vector_heatmap_svg_pdf_cli) {
     CHECK(txt && strstr(txt, "positional QK, head 0.1"));
     CHECK(txt && strstr(txt, "source (key) position") && strstr(txt, "destination (query) position"));
     CHECK(txt && strstr(txt, "what: qk-pos") && strstr(txt, "Software: attnlab"));
+    free(txt);
     char *svg = t_slurp(t_path("qk.svg"));
     CHECK(svg && strstr(svg, "<text ") && !strstr(svg, "<symbol")); /* text, not glyph outlines */
     free(svg);
@@ -113,14 +114,17 @@ TEST(vector_heatmap_svg_pdf_cli) {
     }
     char *pt = pdf_text(t_path("qk.pdf"));
     CHECK(pt && strstr(pt, "positional QK, head 0.1") && strstr(pt, "source (key) position"));
+    free(pt);
     CHECK(t_sh("pdfinfo %s | grep -q 'what: qk-pos'", t_path("qk.pdf")) == 0 || !have("pdfinfo"));
     /* a line chart: the spectrum, one panel per head */
     CHECK(heatmap(m.s, "--what spectrum", "spectrum.svg", &sw, &sh) == 0);
     txt = svg_texts(t_path("spectrum.svg"));
     CHECK(txt && strstr(txt, "singular values of each head") && strstr(txt, "W_QK = W_Q W_K^T"));
+    free(txt);
     CHECK(heatmap(m.s, "--what spectrum --format pdf", "spectrum.out", &sw, &sh) == 0);
     pt = pdf_text(t_path("spectrum.out")); /* --format wins over a name with no known extension */
     CHECK(pt && strstr(pt, "singular values of each head"));
+    free(pt);
 }
 
 /* A 2 x 2 heatmap of known values, 40 px cells. */
@@ -238,6 +242,7 @@ TEST(vector_circuit_graph_text) {
     need_poppler();
     char *pt = pdf_text(t_path("g.pdf"));
     CHECK(pt && strstr(pt, "induction circuit") && strstr(pt, "logits") && strstr(pt, "embed"));
+    free(pt);
     al_image im;
     CHECK(pdf_render(t_path("g.pdf"), &im) == 0);
     if (im.px) {

@@ -242,7 +242,10 @@ TEST(viewer_static_page_unchanged) {
                    k ? "--interactive" : "") == 0);
     char *s = t_slurp(t_path("o0/index.html")), *x = t_slurp(t_path("o1/index.html"));
     CHECK(s && x);
-    if (!s || !x) return;
+    if (!s || !x) {
+        free(s), free(x);
+        return;
+    }
     CHECK(!strstr(s, "<script") && !strstr(s, "Content-Security-Policy") && !strstr(s, "al-x"));
     CHECK(strstr(x, "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';"));
     CHECK(strstr(x, "<script type=\"application/json\" id=\"al-data-m1\">"));
@@ -275,6 +278,8 @@ TEST(viewer_static_page_unchanged) {
     if (ts && ty) memcpy(ty, ts, 22);
     CHECKF(strcmp(s, y) == 0, "the page with --interactive is not the static page plus the explorers");
     free(y);
+    free(s);
+    free(x);
 }
 
 TEST(viewer_browser_explorers) {
