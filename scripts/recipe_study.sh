@@ -12,13 +12,16 @@
 #        scripts/recipe_study.sh run LABEL CORPUS VOCAB [train flags...]
 #        scripts/recipe_study.sh table
 # env:   WORK (/tmp/study), DB (study/study.db), BUDGET tokens (6000000),
-#        EVERY eval steps (50), THREADS per run (1), ATTNLAB (build/attnlab)
+#        EVERY eval steps (50), THREADS per run (1), ATTNLAB (build/attnlab),
+#        SNAP steps (0 = off): checkpoint every SNAP steps and keep each one's
+#        weights as $WORK/models/NAME.snap/STEP (to re-score them later)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${WORK:-/tmp/study}
 DB=${DB:-$ROOT/study/study.db}
 BUDGET=${BUDGET:-6000000}
 EVERY=${EVERY:-50}
+SNAP=${SNAP:-0}
 THREADS=${THREADS:-1}
 A=${ATTNLAB:-$ROOT/build/attnlab}
 mkdir -p "$WORK" "$(dirname "$DB")"
@@ -47,17 +50,28 @@ run)
     done
     steps=$((BUDGET / (batch * nctx)))
     out="$WORK/models/$corpus-v$vocab-$label"
-    rm -rf "$out"; mkdir -p "$WORK/models"
+    rm -rf "$out" "$out.snap"; mkdir -p "$WORK/models"
     t0=$(date +%s.%N)
     "$A" train --data "$WORK/$corpus$vocab.train.bin" --val "$WORK/$corpus$vocab.val.bin" \
         --tokenizer "$WORK/$corpus$vocab.json" --out "$out" --db "$DB" --n-layers 2 \
-        --steps "$steps" --eval-every "$EVERY" --eval-batches 4 --ckpt-every 100000 \
+        --steps "$steps" --eval-every "$EVERY" --eval-batches 4 --ckpt-every "${SNAP/#0/100000}" \
         --threads "$THREADS" "$@" > "$WORK/$corpus-v$vocab-$label.log" 2>&1 &
     pid=$!
     run_id=""
     stopped=budget
+    snapped=""
     while kill -0 "$pid" 2>/dev/null; do
         sleep 5
+        if [ "$SNAP" -gt 0 ] && [ -f "$out/state.json" ]; then
+            # checkpoints are written to temporary names and renamed, so a
+            # copy is whole; state.json names the step they belong to
+            s=$(sed -n 's/^[[:space:]]*"step":[[:space:]]*\([0-9]*\).*/\1/p' "$out/state.json")
+            if [ -n "$s" ] && [ "$s" != "$snapped" ]; then
+                mkdir -p "$out.snap/$s"
+                cp "$out/model.safetensors" "$out/config.json" "$out/tokenizer.json" "$out.snap/$s/"
+                snapped=$s
+            fi
+        fi
         [ -n "$run_id" ] || run_id=$(sqlite3 -cmd ".timeout 5000" "$DB" \
             "SELECT run_id FROM runs WHERE kind='train' AND pid=$pid ORDER BY run_id DESC LIMIT 1")
         [ -n "$run_id" ] || continue

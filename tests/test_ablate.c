@@ -25,7 +25,7 @@ static void planted_sets(al_model *m, al_abl_set *text, al_abl_set *probe, al_pr
     for (int i = 0; i < ROWS * NT; i++)
         sel[i] = (unsigned char)((tg[i] >= 0 ? AL_SEL_LOSS : 0) | (cp[i] ? AL_SEL_COPY : 0));
     CHECK_OK(al_abl_set_from(text, in, tg, sel, ROWS, NT, 8, &e), &e);
-    CHECK_OK(al_probe_make(p, NR, 32, 5, PV, 0, &e), &e);
+    CHECK_OK(al_probe_make(p, NR, 32, 5, PV, 0, NULL, &e), &e);
     CHECK_OK(al_abl_set_probe(probe, p, 16, &e), &e);
     CHECK_OK(al_abl_prepare(m, text, &e), &e);
     CHECK_OK(al_abl_prepare(m, probe, &e), &e);

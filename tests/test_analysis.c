@@ -118,7 +118,7 @@ TEST(analysis_scores_planted) {
     /* the same numbers as the pieces called by hand (seed, batch 16) */
     al_probe p;
     al_probe_scores ps;
-    CHECK_OK(al_probe_make(&p, AR, 32, 1, PV, 0, &e), &e);
+    CHECK_OK(al_probe_make(&p, AR, 32, 1, PV, 0, NULL, &e), &e);
     CHECK_OK(al_probe_run(&m, &p, 16, &ps, &e), &e);
     CHECK(memcmp(ps.induction, r.probe.induction, sizeof(double) * 3 * LH) == 0);
     CHECK(ps.icl_gain == r.probe.icl_gain);

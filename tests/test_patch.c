@@ -312,7 +312,7 @@ TEST(patch_task_and_metric_definitions) {
     CHECK(tk.n_items == 13 * (PR - 1) && !tk.logit_diff && tk.T == PT);
     al_probe p;
     al_probe_scores ps;
-    CHECK_OK(al_probe_make(&p, PR, 13, o.probe_seed, PV, 0, &e), &e);
+    CHECK_OK(al_probe_make(&p, PR, 13, o.probe_seed, PV, 0, NULL, &e), &e);
     CHECK_OK(al_probe_run(&m, &p, 16, &ps, &e), &e);
     CHECK(!memcmp(tk.clean, p.tokens, sizeof(int) * 13 * PT));
     CHECK_NEAR(r.m_clean, -ps.loss_second, 1e-6); /* double log-softmax vs float losses */

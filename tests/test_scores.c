@@ -17,7 +17,7 @@ TEST(scores_planted_induction_head) {
     al_probe_scores s;
     al_err e;
     const int R = 10, N = 64;
-    CHECK_OK(al_probe_make(&p, R, N, 3, PV, 0, &e), &e);
+    CHECK_OK(al_probe_make(&p, R, N, 3, PV, 0, NULL, &e), &e);
     CHECK_OK(al_probe_run(&m, &p, 16, &s, &e), &e);
     for (int i = 0; i < 2 * PH; i++) {
         if (i == PH) CHECKF(s.induction[i] > 0.9, "induction of 1.0 = %g", s.induction[i]);
@@ -189,4 +189,96 @@ TEST(scores_cli_end_to_end) {
                   "(1 - f.value))) < 1e-6", "8");
     CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 1 AND metric = "
                   "'copying_ablation_excess' AND value != 0", "8");
+}
+
+/* --probe-tokens: a probe drawn only from the ids a mask allows, the mask
+ * read off a token file, and train/scores taking it from the training
+ * data. A byte-level model trained on letters never sees most of its 256
+ * ids; the probe must then stay on the ids the text holds. */
+TEST(scores_probe_tokens) {
+    al_err e;
+    al_probe p, q;
+    unsigned char allow[PV] = {0};
+    allow[3] = allow[5] = allow[7] = 1;
+    CHECK_OK(al_probe_make(&p, 20, 8, 9, PV, 0, allow, &e), &e);
+    int seen[PV] = {0};
+    for (int n = 0; n < 8; n++)
+        for (int t = 1; t <= 40; t++) seen[p.tokens[n * 41 + t]]++;
+    CHECKF(seen[3] + seen[5] + seen[7] == 8 * 40 && seen[3] && seen[5] && seen[7],
+           "ids drawn: 3:%d 5:%d 7:%d of %d", seen[3], seen[5], seen[7], 8 * 40);
+    al_probe_free(&p);
+    /* a mask of every id draws exactly what no mask draws */
+    memset(allow, 1, sizeof allow);
+    CHECK_OK(al_probe_make(&p, 20, 8, 9, PV, 0, allow, &e), &e);
+    CHECK_OK(al_probe_make(&q, 20, 8, 9, PV, 0, NULL, &e), &e);
+    CHECK(memcmp(p.tokens, q.tokens, sizeof(int) * 8 * 41) == 0);
+    al_probe_free(&p);
+    al_probe_free(&q);
+    /* the BOS alone, or one id, is nothing to draw from */
+    memset(allow, 0, sizeof allow);
+    allow[0] = allow[4] = 1;
+    CHECK(al_probe_make(&p, 20, 8, 9, PV, 0, allow, &e) == -1 && strstr(e.msg, "1 allowed"));
+
+    /* the ids present in a token file */
+    int ids[5] = {1, 2, 2, 9, 1};
+    CHECK_OK(al_tokens_save(t_path("few.bin"), ids, 5, &e), &e);
+    al_tokens tk;
+    CHECK_OK(al_tokens_load(t_path("few.bin"), &tk, &e), &e);
+    int n = 0;
+    unsigned char *f = al_tokens_present(&tk, 10, &n, &e);
+    CHECK(f && n == 3 && f[1] && f[2] && f[9] && !f[0] && !f[3]);
+    free(f);
+    CHECK(!al_tokens_present(&tk, 9, &n, &e) && strstr(e.msg, "vocabulary of 9"));
+    al_tokens_free(&tk);
+
+    /* end to end: train records its probe on the ids of --data, scores
+     * reads them from the model's state.json */
+    char dir[1024], db[1024], train[1024];
+    snprintf(dir, sizeof dir, "%s", t_path("model"));
+    snprintf(db, sizeof db, "%s", t_path("p.db"));
+    snprintf(train, sizeof train, "%s", t_path("train.bin"));
+    write_tokens(train, 20000, 1);
+    CHECK_OK(al_tokens_load(train, &tk, &e), &e);
+    int n_text = 0;
+    free(al_tokens_present(&tk, 256, &n_text, &e));
+    al_tokens_free(&tk);
+    CHECKF(n_text > 20 && n_text < 40, "%d distinct bytes", n_text);
+    CHECK(t_sh("%s train --data %s --out %s --steps 20 --db %s --probe-tokens seen " SMALL
+               " 2>/dev/null", t_bin(), train, dir, db) == 0);
+    CHECK_SQL(db, "SELECT json_extract(config_json, '$.probe_tokens') FROM runs", "seen");
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen --probe-r 15 --probe-n 16 "
+               "--probe-seed 20240520 > %s 2>&1", t_bin(), dir, db, t_path("out.txt")) == 0);
+    char *out = t_slurp(t_path("out.txt")), want[128];
+    snprintf(want, sizeof want, "probe drawn from the %d token ids that occur in the model's "
+             "training data", n_text);
+    CHECKF(out && strstr(out, want), "wanted \"%s\" in:\n%s", want, out ? out : "");
+    free(out);
+    /* the same probe (R 15 fits n_ctx 32; N and seed are train's): the
+     * final training evaluation and scores agree head for head, and differ
+     * from the probe over all 256 ids */
+    CHECK_SQL(db, "SELECT count(*) FROM train_head_scores t JOIN head_scores s ON s.run_id = 2 "
+                  "AND s.layer = t.layer AND s.head = t.head AND s.metric = t.metric WHERE "
+                  "t.run_id = 1 AND t.step = 20 AND abs(t.value - s.value) < 1e-6", "24");
+    CHECK(t_sh("%s scores --model %s --db %s --probe-r 15 --probe-n 16 --probe-seed 20240520 "
+               "> /dev/null 2>&1", t_bin(), dir, db) == 0);
+    CHECK_SQL(db, "SELECT count(*) > 0 FROM head_scores a JOIN head_scores b ON b.run_id = 3 AND "
+                  "b.layer = a.layer AND b.head = a.head AND b.metric = a.metric WHERE "
+                  "a.run_id = 2 AND abs(a.value - b.value) > 1e-6", "1");
+    /* a token file names the ids directly; without state.json "seen" is
+     * refused before any run is filed */
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens %s --probe-r 10 --probe-n 8 > %s 2>&1",
+               t_bin(), dir, db, t_path("few.bin"), t_path("out.txt")) == 0);
+    out = t_slurp(t_path("out.txt"));
+    CHECK(out && strstr(out, "probe drawn from the 3 token ids that occur in"));
+    free(out);
+    CHECK(t_sh("rm -f %s/state.json", dir) == 0);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen 2> %s", t_bin(), dir, db,
+               t_path("err.txt")) == 1);
+    out = t_slurp(t_path("err.txt"));
+    CHECKF(out && strstr(out, "no state.json") && !strchr(strchr(out, '\n') + 1, '\n'), "%s",
+           out ? out : "");
+    free(out);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens %s 2>/dev/null", t_bin(), dir, db,
+               t_path("nope.bin")) == 1);
+    CHECK_SQL(db, "SELECT count(*) FROM runs", "4");
 }

@@ -38,9 +38,11 @@ typedef struct al_scores_opts {
     int batches;         /* validation batches (4), 1..100000 */
     int batch;           /* sequences per validation batch (8), 1..100000 */
     int progress;        /* progress line on stderr (0) */
+    const unsigned char *probe_allowed; /* d_vocab flags: the probe's ids
+                          * come only from these (NULL = all; borrowed) */
 } al_scores_opts;
 
-#define AL_SCORES_OPTS_INIT {50, 64, 1, 4, 8, 0}
+#define AL_SCORES_OPTS_INIT {50, 64, 1, 4, 8, 0, NULL}
 al_scores_opts al_scores_opts_defaults(void);
 /* 0 if the options are in range, else -1 with e naming the limits. */
 int al_scores_opts_check(const al_scores_opts *o, al_err *e);
@@ -85,9 +87,10 @@ typedef struct al_ablate_opts {
     int probe_n;         /* (64) 1..1000000 */
     uint64_t probe_seed; /* (1) */
     int progress;        /* progress line on stderr (0) */
+    const unsigned char *probe_allowed; /* as in al_scores_opts (NULL) */
 } al_ablate_opts;
 
-#define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 50, 64, 1, 0}
+#define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 50, 64, 1, 0, NULL}
 al_ablate_opts al_ablate_opts_defaults(void);
 /* 0 if the options are consistent and in range (at most one mode, a known
  * method, resample with batch >= 2), else -1 with e set. */

@@ -67,6 +67,15 @@ void al_behave_print_circuit(const al_behave *b, const char *path);
 /* Warn on stderr if a probe of len tokens reaches positions the model
  * never trained on (its numbers there say little about the model). */
 void al_behave_warn_probe(const al_behave *b, int len);
+/* Which ids a probe draws from (--probe-tokens of scores, ablate and
+ * train): which NULL or "all": the whole vocabulary (*allowed NULL);
+ * "seen": the ids that occur in the training token file, train_data when
+ * given, else the one model_dir's state.json names; anything else: a token
+ * file, the ids that occur in it. *allowed is malloc'd (the caller frees),
+ * *n (may be NULL) the count of ids it flags. 0, or -1 with e set (a
+ * model without state.json, an unreadable file, ids past d_vocab). */
+int al_probe_tokens(const char *which, const char *model_dir, const char *train_data,
+                    int d_vocab, unsigned char **allowed, int *n, al_err *e);
 /* Mark the run failed (if begun) with e's message; e is kept. */
 void al_behave_fail(al_behave *b, const al_err *e);
 void al_behave_close(al_behave *b);

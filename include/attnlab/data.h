@@ -26,6 +26,11 @@ int al_tokens_load(const char *path, al_tokens *out, al_err *e);
 /* Written atomically. Ids must be < 65536. */
 int al_tokens_save(const char *path, const int *ids, size_t n, al_err *e);
 void al_tokens_free(al_tokens *t);
+/* Flags (d_vocab bytes, malloc'd: the caller frees) marking the ids that
+ * occur in t; *n_present (may be NULL) gets how many. NULL with e set when
+ * out of memory or when t holds an id >= d_vocab (a token file of another
+ * vocabulary). */
+unsigned char *al_tokens_present(const al_tokens *t, int d_vocab, int *n_present, al_err *e);
 
 /* Fill inputs/targets (B,T) from a random window per row. Needs n > T. */
 int al_batch_random(const al_tokens *d, int B, int T, al_rng *rng,

@@ -42,9 +42,15 @@ typedef struct al_probe {
 } al_probe;
 
 /* Build N sequences of length 2R+1; ids uniform over [0, d_vocab) except
- * special_id (the BOS, usually <|endoftext|>). Needs 2R+1 <= n_ctx. */
+ * special_id (the BOS, usually <|endoftext|>), and with allowed (d_vocab
+ * flags, NULL = all) only over the ids flagged there. allowed exists for
+ * models trained on real text with a byte-level vocabulary: a third of
+ * its ids (bytes that never occur in the text) keep their random initial
+ * embeddings, and a probe made of them measures that noise, not the
+ * heads. With allowed NULL the sequences are those of earlier versions,
+ * id for id. Fails (-1, e) when no id is left to draw. Needs 2R+1 <= n_ctx. */
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
-                  int special_id, al_err *e);
+                  int special_id, const unsigned char *allowed, al_err *e);
 void al_probe_free(al_probe *p);
 
 typedef struct al_probe_scores {

@@ -137,7 +137,7 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
         return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", T,
                        c->n_ctx);
     al_probe p;
-    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, e)) return -1;
+    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, NULL, e)) return -1;
     if (pairs_alloc(t, "induction", N, T, N * (R - 1), e)) {
         al_probe_free(&p);
         return -1;

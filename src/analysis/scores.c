@@ -6,10 +6,14 @@
 #include <string.h>
 
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
-                  int special_id, al_err *e) {
+                  int special_id, const unsigned char *allowed, al_err *e) {
     memset(p, 0, sizeof *p);
     if (R < 2 || N < 1) return al_errf(e, "probe needs R >= 2 and N >= 1 (got R %d, N %d)", R, N);
     if (d_vocab < 3) return al_errf(e, "probe needs a vocabulary of at least 3 tokens");
+    int n_ok = 0;
+    for (int i = 0; allowed && i < d_vocab; i++) n_ok += allowed[i] && i != special_id;
+    if (allowed && n_ok < 2)
+        return al_errf(e, "probe needs at least 2 token ids to draw from (%d allowed)", n_ok);
     int S = 2 * R + 1;
     p->tokens = al_malloc((size_t)N * S, sizeof(int), e);
     if (!p->tokens) return -1;
@@ -20,8 +24,10 @@ int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
         row[0] = special_id >= 0 ? special_id : 0;
         for (int i = 1; i <= R; i++) {
             int id;
+            /* rejection keeps the draw uniform over what is allowed and,
+             * without a mask, the stream of earlier versions */
             do id = (int)al_rng_below(&r, (uint32_t)d_vocab);
-            while (id == special_id);
+            while (id == special_id || (allowed && !allowed[id]));
             row[i] = row[i + R] = id;
         }
     }

@@ -36,6 +36,44 @@ static int trained_len(const char *dir, int n_ctx) {
     return T;
 }
 
+int al_probe_tokens(const char *which, const char *model_dir, const char *train_data,
+                    int d_vocab, unsigned char **allowed, int *n, al_err *e) {
+    *allowed = NULL;
+    if (n) *n = d_vocab;
+    if (!which || strcmp(which, "all") == 0) return 0;
+    char *path = NULL;
+    if (strcmp(which, "seen") == 0 && !train_data) {
+        if (!model_dir) return al_errf(e, "--probe-tokens seen: no training data to read");
+        al_train_state st;
+        int rc = al_ckpt_read_state(model_dir, &st, e);
+        if (rc == 1)
+            return al_errf(e, "--probe-tokens seen: %s has no state.json naming its training "
+                           "data; give the token file instead (--probe-tokens FILE.bin)", model_dir);
+        if (rc != 0) return al_err_prefix(e, "--probe-tokens seen");
+        cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "data");
+        path = cJSON_IsString(j) ? strdup(j->valuestring) : NULL;
+        int named = cJSON_IsString(j);
+        cJSON_Delete(o);
+        al_state_free(&st);
+        if (!path)
+            return named ? al_errf(e, "out of memory")
+                         : al_errf(e, "--probe-tokens seen: the state.json of %s names no "
+                                   "training data; give the token file instead", model_dir);
+    }
+    const char *file = path ? path : strcmp(which, "seen") == 0 ? train_data : which;
+    al_tokens t;
+    int rc = al_tokens_load(file, &t, e);
+    if (rc == 0) {
+        *allowed = al_tokens_present(&t, d_vocab, n, e);
+        rc = *allowed ? 0 : -1;
+        al_tokens_free(&t);
+    }
+    if (rc != 0) al_err_prefix(e, "--probe-tokens %s", which);
+    free(path);
+    return rc;
+}
+
 /* Model (and tokenizer if present); sha256 taken before and after the
  * load so that weights replaced mid-read are not filed under a wrong key. */
 static int load(al_behave *b, const char *dir, al_err *e) {

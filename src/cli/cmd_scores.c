@@ -22,9 +22,10 @@ typedef struct scores_args {
     al_an_where w;
     al_scores_opts o;
     const char *circuit, *fill; /* --circuit FILE --fill corrupted|mean */
+    const char *probe_tokens;   /* all | seen | a token file (al_probe_tokens) */
 } scores_args;
 
-static scores_args g = {{NULL, NULL, NULL, NULL, 0}, AL_SCORES_OPTS_INIT, NULL, "corrupted"};
+static scores_args g = {{NULL, NULL, NULL, NULL, 0}, AL_SCORES_OPTS_INIT, NULL, "corrupted", "all"};
 
 static al_flag flags[] = {
     {"model", AL_STR, &g.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
@@ -34,6 +35,9 @@ static al_flag flags[] = {
     {"probe-r", AL_INT, &g.o.probe_r, "R", "random tokens per repeat of the probe", 0, 0},
     {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
+    {"probe-tokens", AL_STR, &g.probe_tokens, "WHICH",
+     "the ids the probe draws from: all (the vocabulary), seen (those in the model's training "
+     "data) or FILE.bin (those in a token file)", 0, 0},
     {"batches", AL_INT, &g.o.batches, "N", "validation batches (windows of the trained length)", 0, 0},
     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
     {"mask", AL_STR, &g.w.mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
@@ -136,18 +140,26 @@ static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
     al_tokens d = {0};
     al_scores_result r = {0};
     al_scores_opts o = a->o;
-    int T = 0, rc = 1;
+    unsigned char *allowed = NULL;
+    int T = 0, rc = 1, n_allowed = 0;
     o.progress = 1;
     if (al_behave_load(&b, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    if ((a->w.data && al_behave_tokens(&b, a->w.data, &d, &T, e)) ||
+    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, b.m.cfg.d_vocab, &allowed, &n_allowed,
+                        e) ||
+        (a->w.data && al_behave_tokens(&b, a->w.data, &d, &T, e)) ||
         (a->circuit && al_behave_circuit(&b, a->circuit, a->fill, a->w.data ? &d : NULL, T,
                                          o.batches, o.batch, e)) ||
         al_behave_begin(&b, "scores", fl, e)) {
+        free(allowed);
         al_tokens_free(&d);
         al_behave_close(&b);
         return 1;
     }
     al_behave_warn_probe(&b, 2 * o.probe_r + 1);
+    o.probe_allowed = allowed;
+    if (allowed)
+        printf("probe drawn from the %d token ids that occur in %s\n", n_allowed,
+               strcmp(a->probe_tokens, "seen") == 0 ? "the model's training data" : a->probe_tokens);
     if (al_scores_run(&b.m, a->w.data ? &d : NULL, T, al_behave_bos(&b), b.off, &o, &r, e) ||
         al_store_tx_begin(b.st, e) || al_store_put_scores(b.st, b.run_id, b.model_id, &r, e) ||
         al_store_run_finish(b.st, b.run_id, e)) {
@@ -158,6 +170,7 @@ static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
     if (run_id) *run_id = b.run_id;
     rc = 0;
 out:
+    free(allowed);
     al_scores_result_free(&r);
     al_tokens_free(&d);
     al_behave_close(&b);
@@ -168,7 +181,7 @@ static void scores_init(void *args) {
     scores_args *a = args;
     memset(&a->w, 0, sizeof a->w);
     a->o = al_scores_opts_defaults();
-    a->circuit = NULL, a->fill = "corrupted";
+    a->circuit = NULL, a->fill = "corrupted", a->probe_tokens = "all";
 }
 
 const al_analysis_cmd al_an_scores = {"scores", &al_cmd_scores, &g, sizeof g, scores_init,

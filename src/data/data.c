@@ -110,6 +110,21 @@ void al_tokens_free(al_tokens *t) {
     memset(t, 0, sizeof *t);
 }
 
+unsigned char *al_tokens_present(const al_tokens *t, int d_vocab, int *n_present, al_err *e) {
+    if (t->max_id >= d_vocab) {
+        al_errf(e, "the token file holds id %d, outside the model's vocabulary of %d", t->max_id,
+                d_vocab);
+        return NULL;
+    }
+    unsigned char *f = al_calloc((size_t)d_vocab, 1, e);
+    if (!f) return NULL;
+    int n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (!f[t->tok[i]]) f[t->tok[i]] = 1, n++;
+    if (n_present) *n_present = n;
+    return f;
+}
+
 static void fill_row(const al_tokens *d, size_t start, int T, int *in, int *tg) {
     for (int t = 0; t < T; t++) {
         in[t] = d->tok[start + t];
