@@ -10,6 +10,7 @@
 #
 # usage: scripts/recipe_study.sh prep CORPUS TEXT VOCAB...   tokenizer + token files
 #        scripts/recipe_study.sh run LABEL CORPUS VOCAB [train flags...]
+#        scripts/recipe_study.sh rescore LABEL CORPUS VOCAB   (needs SNAP at run time)
 #        scripts/recipe_study.sh table
 # env:   WORK (/tmp/study), DB (study/study.db), BUDGET tokens (6000000),
 #        EVERY eval steps (50), THREADS per run (1), ATTNLAB (build/attnlab),
@@ -84,6 +85,24 @@ run)
     sqlite3 -cmd ".timeout 5000" "$DB" "INSERT OR REPLACE INTO study VALUES('$label', '$corpus',
         $vocab, $batch, $nctx, ${run_id:-NULL}, '$*', $wall, '$stopped')"
     echo "$corpus $label: $stopped after ${wall}s" ;;
+rescore)
+    # The kept checkpoints of a run scored again (scores: R 50, N 64) with
+    # the probe drawn from the ids the training text holds, as train's own
+    # probe (the whole vocabulary unless --probe-tokens was given) may not be.
+    label=$2 corpus=$3 vocab=$4
+    snaps="$WORK/models/$corpus-v$vocab-$label.snap"
+    for d in $(ls "$snaps" | sort -n); do
+        "$A" scores --model "$snaps/$d" --db "$DB" --probe-tokens "$WORK/$corpus$vocab.train.bin" \
+            --threads "$THREADS" > /dev/null
+    done
+    sqlite3 -cmd ".timeout 5000" -column -header "$DB" "
+    SELECT CAST(substr(json_extract(r.config_json, '$.model'),
+                       instr(json_extract(r.config_json, '$.model'), '.snap/') + 6) AS INTEGER) AS step,
+      printf('%.3f', max(CASE WHEN h.metric = 'induction' THEN h.value END)) AS induction_seen,
+      printf('%.3f', max(CASE WHEN h.metric = 'prev_token' THEN h.value END)) AS prev_token_seen
+    FROM runs r JOIN head_scores h USING (run_id)
+    WHERE r.kind = 'scores' AND json_extract(r.config_json, '$.model') LIKE '%/$corpus-v$vocab-$label.snap/%'
+    GROUP BY r.run_id ORDER BY step" ;;
 table)
     sqlite3 -cmd ".timeout 5000" -column -header "$DB" "
     SELECT s.corpus, s.label AS recipe, s.vocab,
