@@ -413,12 +413,14 @@ static void train_opts_rows(al_buf *h, const rmodel *M) {
     if (st.train_json) {
         cJSON *o = cJSON_Parse(st.train_json);
         static const char *const keys[] = {"steps", "batch", "seq_len", "lr", "warmup",
-                                           "weight_decay", "seed", NULL};
+                                           "weight_decay", "seed", "probe_tokens", NULL};
         char v[1024] = "", one[128];
         for (int i = 0; o && keys[i]; i++) {
             const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
             if (cJSON_IsNumber(j)) snprintf(one, sizeof one, "%s%s %g", v[0] ? ", " : "", keys[i], j->valuedouble);
-            else if (cJSON_IsString(j)) snprintf(one, sizeof one, "%s%s %.60s", v[0] ? ", " : "", keys[i], j->valuestring);
+            /* the probe over every id is the default; say only when not */
+            else if (cJSON_IsString(j) && strcmp(j->valuestring, "all") != 0)
+                snprintf(one, sizeof one, "%s%s %.60s", v[0] ? ", " : "", keys[i], j->valuestring);
             else continue;
             strncat(v, one, sizeof v - strlen(v) - 1);
         }
