@@ -121,3 +121,21 @@ TEST(ckpt_read_state) {
     CHECKF(strstr(e.msg, "state.json") != NULL, "message: %s", e.msg);
     CHECK(st.train_json == NULL);
 }
+
+TEST(core_grow_doubles_only_when_full) {
+    al_err e;
+    int cap = 0, *a = NULL;
+    for (int n = 0; n < 40; n++) {
+        int had = cap;
+        int *b = al_grow(a, &cap, n, sizeof *b, 4, &e);
+        CHECK_OK(b ? 0 : -1, &e);
+        if (!b) break;
+        if (n < had) CHECK(b == a && cap == had); /* room left: the same array */
+        else CHECK(cap == (had ? 2 * had : 4));
+        a = b;
+        a[n] = n;
+    }
+    CHECK(cap == 64); /* 4, 8, 16, 32, 64 */
+    for (int n = 0; n < 40; n++) CHECK(a[n] == n);
+    free(a);
+}

@@ -39,6 +39,11 @@ int al_err_prefix(al_err *e, const char *fmt, ...)
  * NULL and fills e on failure. Memory is zeroed by al_calloc. */
 void *al_malloc(size_t n, size_t size, al_err *e);
 void *al_calloc(size_t n, size_t size, al_err *e);
+/* Make room for one more element in a growable array p of *cap elements
+ * of `size` bytes holding n: when n == *cap, doubles *cap (first to
+ * `first`) and reallocs. Returns the array (p itself while there is
+ * room), or NULL with e set, p still valid and *cap unchanged. */
+void *al_grow(void *p, int *cap, int n, size_t size, int first, al_err *e);
 /* Multiply with overflow detection: returns 0 and sets *out, or -1. */
 int al_mul_overflow(size_t a, size_t b, size_t *out);
 

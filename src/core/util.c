@@ -77,6 +77,23 @@ void *al_calloc(size_t n, size_t size, al_err *e) {
     return p;
 }
 
+void *al_grow(void *p, int *cap, int n, size_t size, int first, al_err *e) {
+    if (n < *cap) return p;
+    int c = *cap ? 2 * *cap : first;
+    size_t bytes;
+    if (c <= *cap || al_mul_overflow((size_t)c, size, &bytes) != 0) {
+        al_errf(e, "allocation size overflows (%d x %zu)", c, size);
+        return NULL;
+    }
+    void *q = realloc(p, bytes);
+    if (!q) {
+        al_errf(e, "out of memory allocating %zu bytes", bytes);
+        return NULL;
+    }
+    *cap = c;
+    return q;
+}
+
 /* ---------------------------------------------------------------- RNG */
 
 static uint64_t splitmix64(uint64_t *x) {

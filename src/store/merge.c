@@ -94,15 +94,9 @@ static int schema_load(sqlite3 *db, const char *what, mschema *s, al_err *e) {
         goto out;
     int cap = 0;
     while ((r = sqlite3_step(qt)) == SQLITE_ROW) {
-        if (s->n_tab == cap) {
-            cap = cap ? 2 * cap : 32;
-            mtab *nt = realloc(s->tab, sizeof *nt * (size_t)cap);
-            if (!nt) {
-                al_errf(e, "out of memory");
-                goto out;
-            }
-            s->tab = nt;
-        }
+        mtab *nt = al_grow(s->tab, &cap, s->n_tab, sizeof *nt, 32, e);
+        if (!nt) goto out;
+        s->tab = nt;
         mtab *t = &s->tab[s->n_tab++];
         memset(t, 0, sizeof *t);
         t->run_col = t->model_col = t->auto_col = -1;
@@ -111,15 +105,9 @@ static int schema_load(sqlite3 *db, const char *what, mschema *s, al_err *e) {
         sqlite3_bind_text(qc, 1, t->name, -1, SQLITE_STATIC);
         int ccap = 0, n_pk = 0, pk_col = -1;
         while ((r = sqlite3_step(qc)) == SQLITE_ROW) {
-            if (t->n_col == ccap) {
-                ccap = ccap ? 2 * ccap : 16;
-                mcol *nc = realloc(t->col, sizeof *nc * (size_t)ccap);
-                if (!nc) {
-                    al_errf(e, "out of memory");
-                    goto out;
-                }
-                t->col = nc;
-            }
+            mcol *nc = al_grow(t->col, &ccap, t->n_col, sizeof *nc, 16, e);
+            if (!nc) goto out;
+            t->col = nc;
             mcol *c = &t->col[t->n_col];
             c->type = NULL;
             if (!(c->name = dup_text(sqlite3_column_text(qc, 0), e))) goto out;
@@ -446,25 +434,31 @@ static int out_step(mctx *c, sqlite3_stmt *q, al_err *e) {
     return sq_err(c->out, e, c->out_what, "write failed");
 }
 
+/* Step q (one row of the input, keyed by ?1 = old) onto that row: 0, or
+ * -1 with e naming the missing row (`noun` old) or the read failure. */
+static int read_row(minput *in, sqlite3_stmt *q, int64_t old, const char *noun,
+                    const char *fail, al_err *e) {
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, old);
+    int r = sqlite3_step(q);
+    if (r == SQLITE_ROW) return 0;
+    sqlite3_reset(q);
+    if (r == SQLITE_DONE)
+        return al_errf(e, "%s: %s %lld is referenced but missing", in->what, noun, (long long)old);
+    return sq_err(in->db, e, in->what, fail);
+}
+
 /* OUT's model_id for the input's model old: by sha256, inserted if new. */
 static int map_model(mctx *c, minput *in, int64_t old, int64_t *id, al_err *e) {
     if (idmap_get(&in->models, old, id)) return 0;
     sqlite3_stmt *q = in->i_model;
-    sqlite3_reset(q);
-    sqlite3_bind_int64(q, 1, old);
-    int r = sqlite3_step(q);
-    if (r != SQLITE_ROW) {
-        sqlite3_reset(q);
-        if (r == SQLITE_DONE)
-            return al_errf(e, "%s: model %lld is referenced but missing", in->what, (long long)old);
-        return sq_err(in->db, e, in->what, "cannot read models");
-    }
+    if (read_row(in, q, old, "model", "cannot read models", e)) return -1;
     /* the select skips model_id, so sha256 sits one column earlier after it */
     int sc = find_col(c->models, "sha256");
     int qc = sc - (c->models->auto_col >= 0 && c->models->auto_col < sc);
     sqlite3_reset(c->o_sha);
     sqlite3_bind_value(c->o_sha, 1, sqlite3_column_value(q, qc));
-    r = sqlite3_step(c->o_sha);
+    int r = sqlite3_step(c->o_sha);
     if (r == SQLITE_ROW) {
         *id = sqlite3_column_int64(c->o_sha, 0);
         sqlite3_reset(c->o_sha);
@@ -532,18 +526,9 @@ static int map_source(mctx *c, minput *in, int64_t old, int has_old, int64_t *id
     }
     if (idmap_get(&in->sources, old, id)) return 0;
     sqlite3_stmt *q = in->i_src;
-    sqlite3_reset(q);
-    sqlite3_bind_int64(q, 1, old);
-    int r = sqlite3_step(q);
-    if (r != SQLITE_ROW) {
-        sqlite3_reset(q);
-        if (r == SQLITE_DONE)
-            return al_errf(e, "%s: merge source %lld is referenced but missing", in->what,
-                           (long long)old);
-        return sq_err(in->db, e, in->what, "cannot read merge_sources");
-    }
+    if (read_row(in, q, old, "merge source", "cannot read merge_sources", e)) return -1;
     if (bind_source(c, in, c->o_src_find, q, e)) return sqlite3_reset(q), -1;
-    r = sqlite3_step(c->o_src_find);
+    int r = sqlite3_step(c->o_src_find);
     if (r == SQLITE_ROW) *id = sqlite3_column_int64(c->o_src_find, 0);
     sqlite3_reset(c->o_src_find);
     if (r == SQLITE_DONE) {
