@@ -57,6 +57,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include "attnlab/gap.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/util.h"
@@ -99,6 +100,8 @@ typedef struct al_attr_result {
     double *lens_loss;       /* (L+1) mean item loss of x_l W_U */
     double *lens_acc;        /* (L+1) top-1 accuracy */
     double seconds;          /* wall time */
+    al_warnings warn;        /* pair tasks (not "data"): the gap check of the task's two
+                              * unpatched runs (al_patch_gap); else empty */
 } al_attr_result;
 
 /* All three analyses on task t's clean sequences. −1 (nothing assigned):

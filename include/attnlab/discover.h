@@ -52,6 +52,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include "attnlab/gap.h"
 #include "attnlab/graph.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
@@ -92,6 +93,8 @@ typedef struct al_discover_result {
     double faithfulness;    /* (m_circuit − m_corr) / (m_clean − m_corr) */
     long evals;             /* circuit evaluations run (over all pairs each) */
     double seconds;
+    al_warnings warn;       /* the gap check of the task's metric (and with metric kl of the
+                             * corrupted run's KL) and the faithfulness's range (gap.h) */
 } al_discover_result;
 
 /* Discover a circuit for task t with o. −1 (nothing assigned): bad

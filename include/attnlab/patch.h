@@ -8,6 +8,9 @@
  *              corrupted = BOS + A' + A (A' from a second stream seeded
  *              from the seed; A'[i] != A[i], != BOS). Items: every
  *              t = R+1..2R−1, answer = the clean next token, log-prob.
+ *              With o->allowed, A and A' are drawn only from the ids it
+ *              flags (as al_probe_make's allowed; without it the pairs
+ *              are those of earlier versions, id for id).
  *   names      held-out synthetic stories with a repeated invented name
  *              (al_pairs_names), logit difference.
  *   file       the user's JSONL pairs (al_pairs_load_jsonl), logit
@@ -62,6 +65,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include "attnlab/gap.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/tokenizer.h"
@@ -91,9 +95,11 @@ typedef struct al_patch_opts {
     int naive;             /* 1: one full forward per configuration */
     int progress;          /* 1: a progress line on stderr */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, −1 "interrupted" */
+    const unsigned char *allowed; /* (d_vocab) ids the induction task draws from, clean and
+                                   * corrupted; NULL = all */
 } al_patch_opts;
 
-#define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 50, 64, 1, 8, 0, 0, NULL}
+#define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 50, 64, 1, 8, 0, 0, NULL, NULL}
 al_patch_opts al_patch_opts_defaults(void);
 /* The task options a patching run stored in its config_json (the
  * command's flags: task, pairs, probe_r, n, seed as a number or a
@@ -132,12 +138,23 @@ typedef struct al_patch_result {
     double *metric;                  /* (n) M_p; one allocation with effect */
     double *effect;                  /* (n) normalised effect */
     double seconds;                  /* wall time of the sweep */
+    al_warnings warn;                /* the gap check and the effects' range (gap.h) */
 } al_patch_result;
 
 /* Patch every configuration of o->component in o->direction on task t. */
 int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patch_result *r,
                  al_err *e);
 void al_patch_result_free(al_patch_result *r);
+
+/* The gap check (gap.h) of task t alone: both unpatched runs, as a sweep
+ * computes them (o->batch, o->stop; m's gates and z replacements apply),
+ * their per-pair metric values into al_gap_check_items; *m_clean and
+ * *m_corr (either may be NULL) get M as al_patch_run's. For analyses
+ * that report a pair task without patching it (al_attribute_run). 0, or
+ * −1 with e (bad options, a task that does not fit m, out of memory,
+ * interrupted); w unchanged on failure. */
+int al_patch_gap(al_model *m, const al_pairs *t, const al_patch_opts *o, al_warnings *w,
+                 double *m_clean, double *m_corr, al_err *e);
 
 /* The metric of one arbitrary patch on task t: masks as al_patch_spec's
  * (model.h) for T = t->T (any may be NULL), applied in o->direction; also
@@ -162,6 +179,7 @@ typedef struct al_paths_result {
     double *metric, *effect;         /* (n) each, one allocation; NaN where
                                       * a channel does not exist (1 layer) */
     double seconds;
+    al_warnings warn;                /* the gap check and the effects' range (gap.h) */
 } al_paths_result;
 
 /* Every sender × receiver path in o->direction on task t. */

@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 7
+#define AL_STORE_SCHEMA_VERSION 8
 
 typedef struct al_store al_store;
 
@@ -73,6 +73,27 @@ int al_store_tx_commit(al_store *s, al_err *e);
 int al_store_run_finish(al_store *s, int64_t run_id, al_err *e);
 /* Roll back the open transaction (if any), then mark failed with msg. */
 int al_store_run_fail(al_store *s, int64_t run_id, const char *msg, al_err *e);
+/* Remove a run that is not done (running or failed) as if it had never
+ * been begun: the open transaction (if any) rolled back, then, in one
+ * transaction of its own, its rows in every table with a run_id column
+ * and its runs row deleted (for a refusal after the run was begun, e.g.
+ * --strict: nothing stored). −1 with e: no such run, a run already done
+ * (refused: finished results are never deleted), a database error (then
+ * nothing is deleted). */
+int al_store_run_discard(al_store *s, int64_t run_id, al_err *e);
+
+/* ---- warnings (schema version 8) ---- */
+
+/* w's messages (gap.h) as run_warnings rows, seq 0..w->n−1 (w NULL or
+ * empty: none). Inside the run's transaction, like the row writers. */
+struct al_warnings;
+int al_store_put_warnings(al_store *s, int64_t run_id, int64_t model_id,
+                          const struct al_warnings *w, al_err *e);
+/* A run's warnings in the order given: *msgs (n strings; NULL when none)
+ * is the caller's, freed with al_store_strings_free. −1 with e (*msgs
+ * NULL, *n 0) on a database error or out of memory. */
+int al_store_run_warnings(al_store *s, int64_t run_id, char ***msgs, int *n, al_err *e);
+void al_store_strings_free(char **v, int n);
 
 /* ---- sweeps (issue 16) ---- */
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "attnlab/layers.h"
+#include "attnlab/patch.h"
 
 al_attr_opts al_attr_opts_defaults(void) {
     al_attr_opts o = AL_ATTR_OPTS_INIT;
@@ -374,6 +375,17 @@ static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
     return rc;
 }
 
+/* A pair task's gap check (gap.h) into w, with the model as this run
+ * sees it (z replacements off); a "data" task (clean = corrupted) has no
+ * gap to check. */
+static int pair_gap(al_model *m, const al_pairs *t, const al_attr_opts *o, al_warnings *w,
+                    al_err *e) {
+    if (!strcmp(t->task, "data")) return 0;
+    al_patch_opts po = al_patch_opts_defaults();
+    po.batch = o->batch, po.stop = o->stop;
+    return al_patch_gap(m, t, &po, w, NULL, NULL, e);
+}
+
 int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_attr_result *r,
                      al_err *e) {
     memset(r, 0, sizeof *r);
@@ -413,7 +425,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     st.cap = cap;
     if (r->n_terms && !(st.kind = al_malloc((size_t)3 * cap * c->d_vocab, sizeof(float), e)))
         goto out;
-    if (run_batches(&st, o, e)) goto out;
+    if (run_batches(&st, o, e) || pair_gap(m, t, o, &r->warn, e)) goto out;
     /* means, summed in item order */
     const int nc = r->n_comp, nt = r->n_terms, T = r->T;
     double n = r->n_items;

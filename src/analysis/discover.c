@@ -90,6 +90,7 @@ typedef struct dctx {
     double *negent;       /* (n_items) Σ p log p of the clean run */
     double *psum;         /* (n_items) Σ p (1 to rounding) */
     double *v_cl, *v_co;  /* (n_items) item values of the two runs */
+    double *kl_co;        /* (n_items) KL(clean || corrupted) per item, for the gap check */
     double m_clean, m_corr;
     float *wcomp;         /* (H0, H1, 3, D, D) W_O[0,h0] · W_c[1,h1] */
     /* scratch for one batch (capacity B) */
@@ -217,7 +218,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
         if (b->ni > d->maxi) d->maxi = b->ni;
     }
     d->p = al_malloc(NI * V, sizeof(float), e);
-    d->negent = d->p ? al_malloc(4 * NI + 2 * (size_t)d->maxi, sizeof(double), e) : NULL;
+    d->negent = d->p ? al_malloc(5 * NI + 2 * (size_t)d->maxi, sizeof(double), e) : NULL;
     d->wcomp = d->negent ? al_malloc(L == 2 ? 3 * H * H * D * D : 1, sizeof(float), e) : NULL;
     d->syn = d->wcomp ? al_malloc(L * BT * 3 * HD + L * BT * HD + 2 * BT * C + 2 * BT * HD +
                                       HD * D + ROWS * (C + 2 * V),
@@ -226,7 +227,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
     d->qm = d->syn ? al_malloc(L * 3 * H * T + L * H * T + T + BT, 1, e) : NULL;
     if (!d->qm) goto fail;
     d->psum = d->negent + NI, d->v_cl = d->psum + NI, d->v_co = d->v_cl + NI;
-    d->ikl = d->v_co + NI, d->im = d->ikl + d->maxi;
+    d->ikl = d->v_co + NI, d->im = d->ikl + d->maxi, d->kl_co = d->im + d->maxi;
     d->zsrc = d->syn + L * BT * 3 * HD;
     d->xL = d->zsrc + L * BT * HD;
     d->fix = d->xL + BT * C;
@@ -262,6 +263,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
                 goto fail;
             /* the clean run first: its distributions are what KL reads */
             item_eval(d, b, runs[k]->x + L * bt * C, NULL, k == 0, vals[k], d->ikl);
+            if (k == 1) memcpy(d->kl_co + b->i0, d->ikl, sizeof(double) * b->ni);
         }
         for (int k = 0; k < b->ni; k++) sc += vals[0][k], sr += vals[1][k];
         if (L != 2) continue;
@@ -668,6 +670,18 @@ static int eap(drun *r, al_err *e) {
     return rc;
 }
 
+/* The gap checks (gap.h) of the task's metric, which faithfulness divides
+ * by, and with metric kl of the corrupted run's KL, which ACDC's tau is
+ * measured against; then the faithfulness's range. */
+static int discover_warnings(const drun *run, al_discover_result *r, al_err *e) {
+    const dctx *d = &run->d;
+    if (al_gap_check_items(&r->warn, d->t, al_gap_metric_name(d->t), d->v_cl, d->v_co, e) ||
+        (run->kl && al_gap_check_items(&r->warn, d->t, "kl", NULL, d->kl_co, e)))
+        return -1;
+    al_effect_check(&r->warn, "faithfulness", &r->faithfulness, 1);
+    return 0;
+}
+
 void al_discover_result_free(al_discover_result *r) {
     free(r->score);
     memset(r, 0, sizeof *r);
@@ -718,6 +732,11 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
     r->m_circuit = run.cur_m, r->kl_circuit = run.cur_kl;
     r->faithfulness = faith_of(&run.d, run.cur_m);
     r->evals = run.evals;
+    if (discover_warnings(&run, r, e)) {
+        al_discover_result_free(r);
+        ctx_free(&run.d);
+        return -1;
+    }
     ctx_free(&run.d);
     r->seconds = al_now() - t0;
     return 0;

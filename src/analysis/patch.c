@@ -137,7 +137,7 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
         return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", T,
                        c->n_ctx);
     al_probe p;
-    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, NULL, e)) return -1;
+    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, o->allowed, e)) return -1;
     if (pairs_alloc(t, "induction", N, T, N * (R - 1), e)) {
         al_probe_free(&p);
         return -1;
@@ -152,8 +152,11 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
         memcpy(x, a, sizeof(int) * T);
         for (int i = 1; i <= R; i++) {
             int id;
+            /* rejection, as the probe's: uniform over the allowed ids, and
+             * without a mask the stream of earlier versions (al_probe_make
+             * made sure two ids besides BOS are allowed) */
             do id = (int)al_rng_below(&r, (uint32_t)c->d_vocab);
-            while (id == bos || id == a[i]);
+            while (id == bos || id == a[i] || (o->allowed && !o->allowed[id]));
             x[i] = id;
         }
         t->len[n] = T;
@@ -227,6 +230,8 @@ typedef struct sweep {
     long done, total;            /* configurations x batches */
     const char *what;            /* the progress line's label */
     int n_cfg;                   /* configurations per batch */
+    double *it_cl, *it_co;       /* (n_items) or NULL: every item's value in the two runs,
+                                  * kept by drive for the gap check */
 } sweep;
 
 static void sweep_free(sweep *s) {
@@ -419,6 +424,23 @@ static int tick(sweep *s, al_err *e) {
     return stopped(s->o, e);
 }
 
+/* The current batch's item values of both runs into s->it_cl, s->it_co
+ * (when kept), for the gap check after the sweep. */
+static void keep_items(sweep *s) {
+    if (!s->it_cl) return;
+    memcpy(s->it_cl + s->i0, s->v_cl, sizeof(double) * s->ni);
+    memcpy(s->it_co + s->i0, s->v_co, sizeof(double) * s->ni);
+}
+
+/* The gap check of the sweep's task (from the items drive kept) and the
+ * range of its n normalised effects eff (labelled what) into w. */
+static int sweep_warnings(const sweep *s, const double *eff, int n, const char *what,
+                          al_warnings *w, al_err *e) {
+    if (al_gap_check_items(w, s->t, al_gap_metric_name(s->t), s->it_cl, s->it_co, e)) return -1;
+    al_effect_check(w, what, eff, n);
+    return 0;
+}
+
 /* The batches of a sweep of n configurations: both runs of each batch,
  * then fn adds each configuration's Σ metric over the batch's items into
  * sums (calling tick after each); then sums[i] /= the item count and
@@ -438,6 +460,7 @@ static int drive(sweep *s, int n, batch_fn fn, void *ctx, double *metric, double
     for (int n0 = 0; rc == 0 && n0 < t->N; n0 += s->B) {
         if ((rc = batch_begin(s, n0, e))) break;
         sc += sum_of(s->v_cl, s->ni), sr += sum_of(s->v_co, s->ni);
+        keep_items(s);
         rc = fn(s, ctx, metric, e);
     }
     if (s->o->progress) al_progress_done(&s->pg);
@@ -483,16 +506,23 @@ int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patc
     int cols = comp == AL_PATCH_HEAD ? H : T;
     int n = rows * cols;
     double *buf = al_calloc((size_t)n * 2, sizeof(double), e);
-    char what[32];
+    double *items = buf ? al_malloc(2 * (size_t)t->n_items, sizeof(double), e) : NULL;
+    char what[32], label[64];
     snprintf(what, sizeof what, "patch %s", comp_names[comp]);
+    snprintf(label, sizeof label, "normalised effect (%s, %s)", comp_names[comp],
+             al_patch_direction_name(s.dir));
     s.what = what;
     s.n_cfg = n;
-    if (!buf || drive(&s, n, patch_batch, &comp, buf, buf + n, &r->m_clean, &r->m_corr, e)) {
+    s.it_cl = items, s.it_co = items ? items + t->n_items : NULL;
+    if (!items || drive(&s, n, patch_batch, &comp, buf, buf + n, &r->m_clean, &r->m_corr, e) ||
+        sweep_warnings(&s, buf + n, n, label, &r->warn, e)) {
         free(buf);
+        free(items);
         sweep_free(&s);
         memset(r, 0, sizeof *r);
         return -1;
     }
+    free(items);
     r->L = L, r->H = H, r->N = t->N, r->T = T;
     r->component = comp;
     r->direction = s.dir;
@@ -537,6 +567,31 @@ int al_patch_eval(al_model *m, const al_pairs *t, const al_patch_opts *o,
     if (m_clean) *m_clean = mc;
     if (m_corr) *m_corr = mr;
     return 0;
+}
+
+/* The gap check alone: drive with no configurations. */
+static int no_configs(sweep *s, void *ctx, double *sums, al_err *e) {
+    (void)s, (void)ctx, (void)sums, (void)e;
+    return 0;
+}
+
+int al_patch_gap(al_model *m, const al_pairs *t, const al_patch_opts *o, al_warnings *w,
+                 double *m_clean, double *m_corr, al_err *e) {
+    sweep s;
+    if (sweep_init(&s, m, t, o, 0, e)) return -1;
+    double *items = al_malloc(2 * (size_t)t->n_items, sizeof(double), e), mc, mr;
+    s.what = "gap";
+    s.n_cfg = 0;
+    s.it_cl = items, s.it_co = items ? items + t->n_items : NULL;
+    int rc = !items || drive(&s, 0, no_configs, NULL, NULL, NULL, &mc, &mr, e) ||
+                     al_gap_check_items(w, t, al_gap_metric_name(t), s.it_cl, s.it_co, e)
+                 ? -1
+                 : 0;
+    free(items);
+    sweep_free(&s);
+    if (rc == 0 && m_clean) *m_clean = mc;
+    if (rc == 0 && m_corr) *m_corr = mr;
+    return rc;
 }
 
 /* ------------------------------------------------------------- paths */
@@ -645,14 +700,21 @@ int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_path
         for (int snd = 0; snd < ns; snd++)
             for (int h = 0; h < H; h++)
                 if (!(ch == 3 ? h == 0 : h < nr)) buf[((size_t)ch * ns + snd) * H + h] = NAN;
+    double *items = buf ? al_malloc(2 * (size_t)t->n_items, sizeof(double), e) : NULL;
+    char label[64];
+    snprintf(label, sizeof label, "path effect (%s)", al_patch_direction_name(s.dir));
     s.what = "paths";
     s.n_cfg = ns * (3 * nr + 1);
-    if (!buf || drive(&s, n, paths_batch, NULL, buf, buf + n, &r->m_clean, &r->m_corr, e)) {
+    s.it_cl = items, s.it_co = items ? items + t->n_items : NULL;
+    if (!items || drive(&s, n, paths_batch, NULL, buf, buf + n, &r->m_clean, &r->m_corr, e) ||
+        sweep_warnings(&s, buf + n, n, label, &r->warn, e)) {
         free(buf);
+        free(items);
         sweep_free(&s);
         memset(r, 0, sizeof *r);
         return -1;
     }
+    free(items);
     r->L = L, r->H = H, r->N = t->N, r->T = s.T;
     r->n_senders = ns, r->n_recv = nr;
     r->direction = s.dir;

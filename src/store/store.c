@@ -19,6 +19,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
+#include "attnlab/gap.h"
 #include "attnlab/thresholds.h"
 #include "store_internal.h"
 
@@ -430,9 +431,22 @@ static const char schema_v7[] =
     "GROUP BY setting, n_layers ORDER BY setting, n_layers;\n";
 #undef TH_IND
 
+/* v8: the gap check's warnings (gap.h, issue 25), one row per warning a
+ * run gave, seq 0.. in the order it gave them. IF NOT EXISTS: a file
+ * turned back into an older version by dropping only that version's
+ * objects (as tests do) still migrates. */
+static const char schema_v8[] =
+    "CREATE TABLE IF NOT EXISTS run_warnings(\n"
+    "  warning_id INTEGER PRIMARY KEY,\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  seq INTEGER NOT NULL,\n"
+    "  message TEXT NOT NULL);             -- without the 'attnlab: warning: ' prefix\n"
+    "CREATE INDEX IF NOT EXISTS run_warnings_by_run ON run_warnings(run_id, seq);\n";
+
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
-                                               schema_v6, schema_v7};
+                                               schema_v6, schema_v7, schema_v8};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -442,7 +456,7 @@ enum {
     S_HEAD_SCORE, S_LAYER_SCORE, S_MODEL_SCORE, S_SV, S_EIG, S_TRI, S_COMP,
     S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN,
     S_ATTR_RUN, S_LOGIT_ATTR, S_PATH_TERM, S_LENS, S_AP, S_AP_AGREE, S_ATTR_TOK, S_CIRC_RUN,
-    S_CIRC_EDGE, S_N
+    S_CIRC_EDGE, S_WARN, S_N
 };
 static const char *const stmt_sql[S_N] = {
     [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
@@ -478,6 +492,7 @@ static const char *const stmt_sql[S_N] = {
     [S_ATTR_TOK] = "INSERT OR REPLACE INTO attribution_tokens VALUES(?,?,?,?)",
     [S_CIRC_RUN] = "INSERT INTO circuit_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_CIRC_EDGE] = "INSERT INTO circuit_edges VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+    [S_WARN] = "INSERT INTO run_warnings(run_id, model_id, seq, message) VALUES(?,?,?,?)",
 };
 
 struct al_store {
@@ -1125,6 +1140,114 @@ int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); /* keep the first error */
     s->in_tx = 0;
+    return -1;
+}
+
+/* ---------------------------------------------------------- warnings */
+
+int al_store_put_warnings(al_store *s, int64_t run, int64_t mid, const al_warnings *w,
+                          al_err *e) {
+    for (int i = 0; w && i < w->n && i < AL_WARN_MAX; i++) {
+        char msg[AL_WARN_LEN];
+        snprintf(msg, sizeof msg, "%s", w->msg[i]); /* NUL-terminated whatever w holds */
+        if (put_row(s, S_WARN, e, "IIis", run, mid, i, msg)) return -1;
+    }
+    return 0;
+}
+
+void al_store_strings_free(char **v, int n) {
+    for (int i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+int al_store_run_warnings(al_store *s, int64_t run, char ***msgs, int *n, al_err *e) {
+    *msgs = NULL, *n = 0;
+    sqlite3_stmt *q;
+    if (prepare(s, "SELECT message FROM run_warnings WHERE run_id = ? ORDER BY seq, warning_id",
+                &q, e))
+        return -1;
+    sqlite3_bind_int64(q, 1, run);
+    char **v = NULL;
+    int cnt = 0, cap = 0, rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(q, 0);
+        char **nv = al_grow(v, &cap, cnt, sizeof *v, 8, e);
+        char *d = nv ? al_malloc(strlen(t ? t : "") + 1, 1, e) : NULL;
+        if (nv) v = nv;
+        if (!d) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        strcpy(d, t ? t : "");
+        v[cnt++] = d;
+    }
+    if (rc != SQLITE_DONE && rc != SQLITE_NOMEM) db_err(s, e, "cannot read run_warnings");
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) {
+        al_store_strings_free(v, cnt);
+        return -1;
+    }
+    *msgs = v, *n = cnt;
+    return 0;
+}
+
+/* ----------------------------------------------------------- discard */
+
+int al_store_run_discard(al_store *s, int64_t run, al_err *e) {
+    if (s->in_tx) { /* the run's own uncommitted rows */
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        s->in_tx = 0;
+    }
+    sqlite3_stmt *q = NULL, *d = NULL;
+    if (exec(s, "BEGIN IMMEDIATE", e)) return -1;
+    int rc = -1, r;
+    if (prepare(s, "SELECT status FROM runs WHERE run_id = ?", &q, e)) goto out;
+    sqlite3_bind_int64(q, 1, run);
+    if ((r = sqlite3_step(q)) != SQLITE_ROW) {
+        if (r == SQLITE_DONE) al_errf(e, "database %s: no run %lld", s->path, (long long)run);
+        else db_err(s, e, "cannot read the run");
+        goto out;
+    }
+    if (!strcmp((const char *)sqlite3_column_text(q, 0), "done")) {
+        al_errf(e, "database %s: run %lld is finished; only a run not yet done can be discarded",
+                s->path, (long long)run);
+        goto out;
+    }
+    sqlite3_finalize(q);
+    /* every table with a run_id column, from the schema (as merge.c finds
+     * them), so a table added later is covered; runs itself last */
+    if (prepare(s,
+                "SELECT m.name FROM sqlite_schema m JOIN pragma_table_info(m.name) c "
+                "WHERE m.type = 'table' AND c.name = 'run_id' AND m.name <> 'runs' ORDER BY m.name",
+                &q, e))
+        goto out;
+    while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(q, 0);
+        char *sql = sqlite3_mprintf("DELETE FROM \"%w\" WHERE run_id = ?", name);
+        if (!sql) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+        int p = prepare(s, sql, &d, e);
+        sqlite3_free(sql);
+        if (p) goto out;
+        sqlite3_bind_int64(d, 1, run);
+        if (step_done(s, d, e)) goto out;
+        sqlite3_finalize(d);
+        d = NULL;
+    }
+    if (r != SQLITE_DONE) {
+        db_err(s, e, "cannot read the schema");
+        goto out;
+    }
+    if (prepare(s, "DELETE FROM runs WHERE run_id = ?", &d, e)) goto out;
+    sqlite3_bind_int64(d, 1, run);
+    rc = step_done(s, d, e);
+out:
+    sqlite3_finalize(q);
+    sqlite3_finalize(d);
+    if (rc == 0) return exec(s, "COMMIT", e);
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); /* keep the first error */
     return -1;
 }
 
