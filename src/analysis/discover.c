@@ -103,6 +103,7 @@ typedef struct dctx {
     float *rows, *logits; /* (ROWS, C), (2·ROWS, V): logits, and copies of them */
     unsigned char *qm, *zm, *dirty, *changed; /* (L,3,H,T) (L,H,T) (T) (B·T) */
     double *ikl, *im;     /* (maxi) per item of the batch */
+    al_delta_ws ws;       /* the incremental forwards' scratch */
 } dctx;
 
 static void ctx_free(dctx *d) {
@@ -117,6 +118,7 @@ static void ctx_free(dctx *d) {
     free(d->wcomp);
     free(d->syn);
     free(d->qm);
+    al_delta_ws_free(&d->ws);
     memset(d, 0, sizeof *d);
 }
 
@@ -189,8 +191,7 @@ static void item_eval(dctx *d, const dbatch *b, const float *xL, const unsigned 
 }
 
 /* Both runs of every batch, cached, with the clean distributions and
- * item values, and the projections every evaluation reuses. m->patch must
- * be NULL (the caller saves and restores it). */
+ * item values, and the projections every evaluation reuses. */
 static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *e) {
     memset(d, 0, sizeof *d);
     const al_config *c = &m->cfg;
@@ -323,9 +324,9 @@ static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum
             /* layer 0 of the circuit first: a patched forward of the clean
              * sequences; forward_delta below leaves m's activations alone */
             al_patch_spec sa = {.src_qkv = d->syn, .qkv_mask = d->qm};
-            m->patch = &sa;
-            int rc = al_model_forward(m, t->clean + (size_t)b->n0 * T, NULL, b->nb, T, e);
-            m->patch = NULL;
+            int rc = al_patch_hooks_add(m, &sa, e) ||
+                     al_model_forward(m, t->clean + (size_t)b->n0 * T, NULL, b->nb, T, e);
+            al_hook_remove(m, &sa);
             if (rc) return -1;
             zg0 = m->zg, q1 = m->qkv + Q;
         } else zg0 = b->cl.zg;
@@ -364,20 +365,19 @@ static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum
             }
     }
     /* last-layer heads: read by the logits only, so a removed logits edge
-     * is the head's z taken from the corrupted run (z replacements too) */
+     * is the head's z taken from the corrupted run (a head whose z a hook
+     * set in full, zfixed, has the same zg in both runs: nothing to do) */
     const int ll = L - 1;
     for (int h = 0; h < H; h++) {
-        if (kept[k_out(L, H, 2 + ll * H + h)]) continue;
+        if (kept[k_out(L, H, 2 + ll * H + h)] || b->co.zfixed[ll * H + h]) continue;
         memset(d->zm + ((size_t)ll * H + h) * T, 1, T);
-        const float *rep = m->z_replace ? m->z_replace[ll * H + h] : NULL;
         float *dst = d->zsrc + (size_t)ll * Z + (size_t)h * D;
         for (size_t r = 0; r < BT; r++)
-            memcpy(dst + r * HD,
-                   rep ? rep + r * D : b->co.z + (size_t)ll * Z + r * HD + (size_t)h * D,
+            memcpy(dst + r * HD, b->co.z + (size_t)ll * Z + r * HD + (size_t)h * D,
                    sizeof(float) * D);
     }
     al_patch_spec sp = {NULL, d->zsrc, NULL, d->zm, d->syn, NULL, d->qm, NULL};
-    if (al_model_forward_delta(m, &b->cl, &sp, d->xL, d->dirty, e)) return -1;
+    if (al_model_forward_delta(m, &b->cl, &sp, d->xL, d->dirty, &d->ws, e)) return -1;
     for (size_t r = 0; r < BT; r++) d->changed[r] = d->dirty[r % T];
     /* the logits' other senders: embed and (2 layers) the layer-0 heads */
     int all = !kept[k_out(L, H, 0)], any0 = 0;
@@ -426,8 +426,7 @@ static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum
     return 0;
 }
 
-/* The circuit kept[] over every batch: mean KL and mean metric. m->patch
- * is NULL throughout (the callers save it). */
+/* The circuit kept[] over every batch: mean KL and mean metric. */
 static int eval_all(dctx *d, const unsigned char *kept, double *kl, double *metric, al_err *e) {
     double ks = 0.0, ms = 0.0;
     for (int i = 0; i < d->nbat; i++)
@@ -438,14 +437,11 @@ static int eval_all(dctx *d, const unsigned char *kept, double *kl, double *metr
 
 int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, int batch,
                     double *kl, double *metric, al_err *e) {
-    const al_patch_spec *saved = m->patch;
     if (!kept) return al_errf(e, "al_circuit_eval: no edge set (kept is NULL)");
-    m->patch = NULL;
     dctx d;
     double k = 0, v = 0;
     int rc = ctx_init(&d, m, t, batch, e) || eval_all(&d, kept, &k, &v, e);
     if (d.bt) ctx_free(&d);
-    m->patch = saved;
     if (rc) return -1;
     if (kl) *kl = k;
     if (metric) *metric = v;
@@ -678,18 +674,13 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
     memset(r, 0, sizeof *r);
     double t0 = al_now();
     if (al_discover_opts_check(o, e)) return -1;
-    const al_patch_spec *saved = m->patch;
-    m->patch = NULL;
     drun run;
     memset(&run, 0, sizeof run);
     run.o = o;
     run.kl = !strcmp(o->metric, "kl");
     int eapm = !strcmp(o->method, "eap");
     run.what = eapm ? "eap" : "acdc";
-    if (ctx_init(&run.d, m, t, o->batch, e)) {
-        m->patch = saved;
-        return -1;
-    }
+    if (ctx_init(&run.d, m, t, o->batch, e)) return -1;
     const int L = run.d.L, H = run.d.H, n = al_graph_n_edges(L, H);
     run.score = al_malloc((size_t)n * (sizeof(double) + 1), 1, e);
     int rc = run.score ? 0 : -1;
@@ -704,7 +695,6 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
         if (rc == 0 && !eapm) rc = run_eval(&run, &run.cur_kl, &run.cur_m, e);
         if (o->progress) al_progress_done(&run.pg);
     }
-    m->patch = saved;
     if (rc) {
         free(run.score);
         ctx_free(&run.d);
