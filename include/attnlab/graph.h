@@ -110,6 +110,52 @@ int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp
  * detached x: no-op). */
 void al_circuit_detach(al_circuit_exec *x);
 
+
+/* Incremental evaluation of circuits against cached runs (circuit
+ * discovery's fast path, discover.c; circuit.c holds both this and the
+ * hooks above, so the arithmetic of edge removal lives in one file). The
+ * fill is the corrupted run of the same pairs: cl and co are the clean
+ * and corrupted runs of nb <= B sequences of T tokens (al_acts_save after
+ * plain forwards of clean and corr, (nb, T) each). A circuit is one
+ * incremental patched forward from cl (al_model_forward_delta): a
+ * layer-0 channel whose embed edge is removed is patched with co's q/k/v
+ * (pos is the same in both runs); a layer-1 channel gets cl's minus the
+ * removed senders' differences (a channel with every sender removed:
+ * co's, exactly); a removed last-layer head → logits edge patches its z
+ * with co's; removed embed and layer-0 head logits edges are subtracted
+ * from the final residual. So it agrees with the hooks' full forward to
+ * float rounding, not bit for bit (that one subtracts throughout). */
+typedef struct al_circuit_delta {
+    int L, H, D, C, B, T;   /* B, T: capacity */
+    float *wcomp;           /* L = 2: (H0, H1, 3, D, D) W_O[0,h0] · W_c[1,h1] */
+    float *syn;             /* (L, B, T, 3, H, D) q/k/v sources */
+    float *zsrc;            /* (L, B, T, H, D) z sources */
+    float *fix;             /* (B, T, C) removed logits edges of layer-0 heads */
+    float *dz;              /* (B, T, H, D) layer-0 zg: circuit − corrupted */
+    float *dzm;             /* (B, T, H, D) the same, heads kept zeroed */
+    float *stack;           /* (H·D, D) */
+    unsigned char *qm, *zm, *dirty; /* (L,3,H,T) (L,H,T) (T) */
+    al_delta_ws ws;
+} al_circuit_delta;
+
+/* Workspace for batches of up to B sequences of T tokens of m (1 or 2
+ * layers), with the composition products: 0, or −1 with e (*d zeroed). */
+int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e);
+void al_circuit_delta_free(al_circuit_delta *d);
+/* L = 2: embp (nb, T, 3, H, D) = (W_E[clean] − W_E[corr]) · W_c[1, h]
+ * for every layer-1 head and channel (what every evaluation of the batch
+ * subtracts for a removed embed edge); nb <= d->B. Uses d->fix. */
+void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
+                           const int *corr, int nb, float *embp);
+/* The final residual xL (nb, T, C) of the circuit kept[] (n_edges) on the
+ * clean sequences, and changed (nb·T): 1 where a row may differ from
+ * cl's (elsewhere xL is cl's, bit for bit; every edge kept: nothing
+ * changed). Runs a full forward of m when a layer-0 channel is patched
+ * (m's activations change; its hooks run). 0, or −1 with e. */
+int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+                         const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
+                         const float *embp, float *xL, unsigned char *changed, al_err *e);
+
 /* The index formulas above (no range checks: callers loop in range). */
 static inline int al_graph_k_input(int H, int l, int h, int c, int s) {
     return ((l * H + h) * 3 + c) * 2 + s;

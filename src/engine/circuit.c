@@ -160,6 +160,21 @@ static const float *head_w(const al_model *m, int l, int h, int ch) {
     return ch == 0 ? al_head_wq(m, l, h) : ch == 1 ? al_head_wk(m, l, h) : al_head_wv(m, l, h);
 }
 
+/* blk (D, D) = W_O[0,h0] · W_c[1,h1]: what a composition edge 0.h0 →
+ * 1.h1.c multiplies its sender's Δzg by (both paths use this product). */
+static void comp_block(const al_model *m, int h0, int h1, int ch, float *blk) {
+    const int C = m->cfg.d_model, D = m->cfg.d_head;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, C, 1.0f, al_head_wo(m, 0, h0), C,
+                head_w(m, 1, h1, ch), D, 0.0f, blk, D);
+}
+
+/* dst (BT rows of D, stride 3·H·D) −= dz (BT, H·D) · stack (H·D, D): a
+ * layer-1 channel minus its removed layer-0 senders' differences. */
+static void sub_comp(float *dst, const float *dz, const float *stack, int BT, int H, int D) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, H * D, -1.0f, dz, H * D, stack,
+                D, 1.0f, dst, 3 * H * D);
+}
+
 /* Q, K or V of layer l (channel ch): this run's minus what the removed
  * edges into each head's channel carried. */
 static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
@@ -193,12 +208,9 @@ static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
         for (int h0 = 0; h0 < H; h0++) {
             float *blk = s->stack + (size_t)h0 * D * D;
             if (sp->kept[al_graph_k_comp(L, H, h0, h, ch)]) memset(blk, 0, sizeof(float) * D * D);
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, C, 1.0f,
-                            al_head_wo(m, 0, h0), C, w, D, 0.0f, blk, D);
+            else comp_block(m, h0, h, ch, blk);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, HD, -1.0f, s->dz, HD,
-                    s->stack, D, 1.0f, dst, 3 * HD);
+        sub_comp(dst, s->dz, s->stack, BT, H, D);
     }
     return 0;
 }
@@ -270,4 +282,191 @@ void al_circuit_detach(al_circuit_exec *x) {
     if (x->fill.acts) model_shared_free(&x->fill);
     free(x->ws);
     memset(x, 0, sizeof *x);
+}
+
+/* --------------------------------------------- incremental evaluation */
+
+int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e) {
+    memset(d, 0, sizeof *d);
+    const al_config *c = &m->cfg;
+    if (c->n_layers != 1 && c->n_layers != 2)
+        return al_errf(e, "circuit evaluation covers 1- and 2-layer models (this one has %d)",
+                       c->n_layers);
+    d->L = c->n_layers, d->H = c->n_heads, d->D = c->d_head, d->C = c->d_model, d->B = B, d->T = T;
+    const size_t L = d->L, H = d->H, D = d->D, C = d->C, HD = H * D, BT = (size_t)B * T;
+    d->wcomp = al_malloc((L == 2 ? 3 * H * H * D * D : 1) + L * BT * 3 * HD + L * BT * HD +
+                             BT * C + 2 * BT * HD + HD * D,
+                         sizeof(float), e);
+    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T, 1, e) : NULL;
+    if (!d->qm) {
+        al_circuit_delta_free(d);
+        return -1;
+    }
+    d->syn = d->wcomp + (L == 2 ? 3 * H * H * D * D : 1);
+    d->zsrc = d->syn + L * BT * 3 * HD;
+    d->fix = d->zsrc + L * BT * HD;
+    d->dz = d->fix + BT * C;
+    d->dzm = d->dz + BT * HD;
+    d->stack = d->dzm + BT * HD;
+    d->zm = d->qm + L * 3 * H * T; /* right after qm: one memset clears both */
+    d->dirty = d->zm + L * H * T;
+    if (L == 2)
+        for (int h0 = 0; h0 < d->H; h0++)
+            for (int h1 = 0; h1 < d->H; h1++)
+                for (int ch = 0; ch < 3; ch++)
+                    comp_block(m, h0, h1, ch, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D);
+    return 0;
+}
+
+void al_circuit_delta_free(al_circuit_delta *d) {
+    free(d->wcomp);
+    free(d->qm);
+    al_delta_ws_free(&d->ws);
+    memset(d, 0, sizeof *d);
+}
+
+void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
+                           const int *corr, int nb, float *embp) {
+    const size_t C = d->C, D = d->D, HD = (size_t)d->H * D, bt = (size_t)nb * d->T;
+    float *de = d->fix; /* scratch (bt, C) */
+    for (size_t r = 0; r < bt; r++) {
+        const float *a = m->p[AL_P_WE] + (size_t)clean[r] * C;
+        const float *z = m->p[AL_P_WE] + (size_t)corr[r] * C;
+        for (size_t k = 0; k < C; k++) de[r * C + k] = a[k] - z[k];
+    }
+    for (int h = 0; h < d->H; h++)
+        for (int ch = 0; ch < 3; ch++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bt, (int)D, (int)C, 1.0f,
+                        de, (int)C, head_w(m, 1, h, ch), (int)D, 0.0f, embp + ch * HD + h * D,
+                        (int)(3 * HD));
+}
+
+/* Copy channel slices (nb·T rows of D, row stride ld) from src to dst. */
+static void copy_rows(float *dst, const float *src, size_t rows, int D, size_t ld) {
+    for (size_t r = 0; r < rows; r++) memcpy(dst + r * ld, src + r * ld, sizeof(float) * D);
+}
+
+int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+                         const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
+                         const float *embp, float *xL, unsigned char *changed, al_err *e) {
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
+    if (nb > d->B || cl->T != T || co->B != nb || co->T != T)
+        return al_errf(e, "circuit evaluation: runs of %dx%d and %dx%d for a workspace of %dx%d",
+                       cl->B, cl->T, co->B, co->T, d->B, T);
+    const size_t HD = (size_t)H * D, BT = (size_t)nb * T, Q = BT * 3 * HD, Z = BT * HD;
+    memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
+    /* layer-0 channels: embed + pos, and pos is the same in both runs */
+    int l0dirty = 0;
+    for (int h = 0; h < H; h++)
+        for (int ch = 0; ch < 3; ch++) {
+            if (kept[al_graph_k_input(H, 0, h, ch, 0)]) continue;
+            memset(d->qm + ((size_t)ch * H + h) * T, 1, T);
+            size_t o = (size_t)ch * HD + (size_t)h * D;
+            copy_rows(d->syn + o, co->qkv + o, BT, D, 3 * HD);
+            l0dirty = 1;
+        }
+    const float *zg0 = NULL; /* the circuit's layer-0 zg (nb, T, H, D) */
+    int dz_ready = 0;
+    if (L == 2) {
+        const float *q1 = cl->qkv + Q; /* layer 1's q/k/v from this run's residual */
+        if (l0dirty) {
+            /* layer 0 of the circuit first: a patched forward of the clean
+             * sequences; forward_delta below leaves m's activations alone */
+            al_patch_spec sa = {.src_qkv = d->syn, .qkv_mask = d->qm};
+            int rc = al_patch_hooks_add(m, &sa, e) || al_model_forward(m, clean, NULL, nb, T, e);
+            al_hook_remove(m, &sa);
+            if (rc) return -1;
+            zg0 = m->zg, q1 = m->qkv + Q;
+        } else zg0 = cl->zg;
+        for (int h1 = 0; h1 < H; h1++)
+            for (int ch = 0; ch < 3; ch++) {
+                int emb = !kept[al_graph_k_input(H, 1, h1, ch, 0)], nr = emb;
+                for (int h0 = 0; h0 < H; h0++) nr += !kept[al_graph_k_comp(L, H, h0, h1, ch)];
+                if (!nr) continue;
+                memset(d->qm + ((size_t)(3 + ch) * H + h1) * T, 1, T);
+                size_t o = (size_t)ch * HD + (size_t)h1 * D;
+                float *dst = d->syn + Q + o;
+                if (nr == 1 + H) { /* every sender removed: the corrupted run's */
+                    copy_rows(dst, co->qkv + Q + o, BT, D, 3 * HD);
+                    continue;
+                }
+                copy_rows(dst, q1 + o, BT, D, 3 * HD);
+                if (emb)
+                    for (size_t r = 0; r < BT; r++)
+                        for (int k = 0; k < D; k++)
+                            dst[r * 3 * HD + k] -= embp[r * 3 * HD + o + k];
+                if (nr == emb) continue;
+                if (!dz_ready) {
+                    for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - co->zg[i];
+                    dz_ready = 1;
+                }
+                /* dst −= Σ over removed 0.h0 of Δzg_h0 · W_O[0,h0] W_c[1,h1] */
+                for (int h0 = 0; h0 < H; h0++) {
+                    float *blk = d->stack + (size_t)h0 * D * D;
+                    if (kept[al_graph_k_comp(L, H, h0, h1, ch)]) memset(blk, 0, sizeof(float) * D * D);
+                    else
+                        memcpy(blk, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D,
+                               sizeof(float) * D * D);
+                }
+                sub_comp(dst, d->dz, d->stack, (int)BT, H, D);
+            }
+    }
+    /* last-layer heads: read by the logits only, so a removed logits edge
+     * is the head's z taken from the corrupted run (a head whose z a hook
+     * set in full, zfixed, has the same zg in both runs: nothing to do) */
+    const int ll = L - 1;
+    for (int h = 0; h < H; h++) {
+        if (kept[al_graph_k_out(L, H, 2 + ll * H + h)] || co->zfixed[ll * H + h]) continue;
+        memset(d->zm + ((size_t)ll * H + h) * T, 1, T);
+        float *dst = d->zsrc + (size_t)ll * Z + (size_t)h * D;
+        for (size_t r = 0; r < BT; r++)
+            memcpy(dst + r * HD, co->z + (size_t)ll * Z + r * HD + (size_t)h * D,
+                   sizeof(float) * D);
+    }
+    al_patch_spec sp = {NULL, d->zsrc, NULL, d->zm, d->syn, NULL, d->qm, NULL};
+    if (al_model_forward_delta(m, cl, &sp, xL, d->dirty, &d->ws, e)) return -1;
+    for (size_t r = 0; r < BT; r++) changed[r] = d->dirty[r % T];
+    /* the logits' other senders: embed and (2 layers) the layer-0 heads */
+    int all = !kept[al_graph_k_out(L, H, 0)], any0 = 0;
+    for (int j = 2; j < 2 + L * H; j++) all &= !kept[al_graph_k_out(L, H, j)];
+    for (int h = 0; L == 2 && h < H; h++) any0 |= !kept[al_graph_k_out(L, H, 2 + h)];
+    if (all) { /* the corrupted run's final residual, exactly */
+        memcpy(xL, co->x + (size_t)L * BT * C, sizeof(float) * BT * C);
+        memset(changed, 1, BT);
+    } else {
+        if (!kept[al_graph_k_out(L, H, 0)]) {
+            const int *ic = clean, *ir = corr;
+            for (size_t r = 0; r < BT; r++) {
+                if (ic[r] == ir[r]) continue;
+                const float *a = m->p[AL_P_WE] + (size_t)ic[r] * C;
+                const float *z = m->p[AL_P_WE] + (size_t)ir[r] * C;
+                float *x = xL + r * C;
+                for (int k = 0; k < C; k++) x[k] -= a[k] - z[k];
+                changed[r] = 1;
+            }
+        }
+        if (any0) {
+            if (!dz_ready)
+                for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - co->zg[i];
+            for (size_t r = 0; r < BT; r++)
+                for (int h = 0; h < H; h++) {
+                    float *o = d->dzm + r * HD + (size_t)h * D;
+                    if (kept[al_graph_k_out(L, H, 2 + h)]) memset(o, 0, sizeof(float) * D);
+                    else memcpy(o, d->dz + r * HD + (size_t)h * D, sizeof(float) * D);
+                }
+            /* fix (BT, C) = Δzg of the removed heads · W_O[0] (H·D, C) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f,
+                        d->dzm, (int)HD, al_head_wo(m, 0, 0), C, 0.0f, d->fix, C);
+            for (size_t r = 0; r < BT; r++) {
+                const float *f = d->fix + r * C;
+                float *x = xL + r * C;
+                int nz = 0;
+                for (int k = 0; k < C; k++) nz |= f[k] != 0.0f;
+                if (!nz) continue;
+                for (int k = 0; k < C; k++) x[k] -= f[k];
+                changed[r] = 1;
+            }
+        }
+    }
+    return 0;
 }
