@@ -27,10 +27,17 @@
  *                                fixed[h] (no gradient reaches its
  *                                q/k/v, and the incremental forward keeps
  *                                the cached value; al_acts.zfixed)
+ *   RESULT      (B, T, H, C)     each head's output zg · W_O[l,h], the
+ *                                terms the residual stream adds (ld =
+ *                                H·C). Computed only when a hook is at
+ *                                this point; the layer then adds them
+ *                                head by head, which rounds differently
+ *                                from the one fused product it uses
+ *                                otherwise (within float rounding)
  *   RESID_POST  (B, T, C)        the residual stream after layer l (at
  *                                l = L − 1: the final one, read by W_U)
- * Order within a layer: RESID_PRE, Q, K, V, PATTERN, Z, gates and W_O,
- * RESID_POST; at one point, hooks run in the order they were added.
+ * Order within a layer: RESID_PRE, Q, K, V, PATTERN, Z, gates, RESULT,
+ * W_O, RESID_POST; at one point, hooks run in the order they were added.
  * RESID_POST of layer l < L − 1 is the same buffer as RESID_PRE of l + 1
  * (its hooks run first). A hook that writes what backward cannot
  * differentiate (a patched value) sets `intervened`: backward and
@@ -54,6 +61,7 @@ typedef enum {
     AL_HOOK_V,
     AL_HOOK_PATTERN,
     AL_HOOK_Z,
+    AL_HOOK_RESULT,
     AL_HOOK_RESID_POST,
     AL_HOOK_N_POINTS
 } al_hook_point;

@@ -147,6 +147,7 @@ typedef struct al_model {
     float *z;         /* (L, B, T, H, D) attention-weighted values, before gates */
     float *zg;        /* (L, B, T, H, D) gated (or replaced) z: input to W_O */
     float *zs;        /* (L, B, T, H, D) z after the Z hooks, where a layer has any */
+    float *result;    /* (B, T, H, C) one layer's head outputs, for RESULT hooks */
     unsigned char *zfixed;  /* (L, H) 1: a Z hook set the head's z in full */
     unsigned char *zhooked; /* (L) 1: the layer's gates scaled zs, not z */
     unsigned char *rows;    /* (H, T) PATTERN hooks' written rows (scratch) */

@@ -25,7 +25,14 @@
  *   dz    (BT, HD)     zg − fill zg of one layer
  *   stack (HD, D)      Σ-weights of one layer-1 receiver
  *   ft    (BT + H)     the resampled tokens (ints), later removed-head flags
- * The fill's gated z's are read from x->fill.zg. */
+ * The fill's gated z's are read from x->fill.zg.
+ *
+ * Discovery's incremental evaluation (al_circuit_delta_run, below) is the
+ * same edge removal against cached clean and corrupted runs: it shares
+ * the composition products (comp_block) and the D-wide correction
+ * (sub_comp), and takes exact corrupted-run values where a channel's
+ * input is entirely the fill's (graph.h says why the two then agree to
+ * float rounding rather than bit for bit). */
 #include "attnlab/graph.h"
 
 #include <cblas.h>

@@ -9,6 +9,7 @@
  * copy is 3·C·H·D floats per layer, negligible next to the matmul. */
 #include "attnlab/model.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +262,7 @@ static int ensure_acts(al_model *m, int B, int T, al_err *e) {
         C * 3 * HD,           /* dwqkv */
         (size_t)B * H,        /* gate_part */
         (size_t)T * 2 * HD,   /* posqk */
+        BT * H * C,           /* result (touched only with RESULT hooks) */
     };
     size_t total = 0, nbytes = L * H + L + H * (size_t)T; /* zfixed, zhooked, rows */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
@@ -278,7 +280,7 @@ static int ensure_acts(al_model *m, int B, int T, al_err *e) {
     m->targets = in + BT;
     float **views[] = {&m->x,    &m->qkv,  &m->att,  &m->z,    &m->zg,  &m->zs,
                        &m->probs, &m->losses, &m->dx, &m->dzg, &m->dqkv,
-                       &m->wqkv, &m->dwqkv, &m->gate_part, &m->posqk};
+                       &m->wqkv, &m->dwqkv, &m->gate_part, &m->posqk, &m->result};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *views[i] = a;
         a += sizes[i];
@@ -390,6 +392,24 @@ static void pos_qk_backward(al_model *m, float *dwqkv) {
                    m->T, m->cfg.d_model, HD);
 }
 
+/* xn (B,T,C) += Σ_h result_h, result (B,T,H,C) = each head's zg · W_O[l,h]
+ * as the RESULT hooks left it (heads summed in order, per element). */
+static int add_results(al_model *m, int l, float *xn, const float *zg, al_err *e) {
+    const int H = m->cfg.n_heads, D = m->cfg.d_head, C = m->cfg.d_model, HD = H * D;
+    const size_t BT = (size_t)m->B * m->T;
+    for (int h = 0; h < H; h++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, D, 1.0f, zg + h * D, HD,
+                    al_head_wo(m, l, h), C, 0.0f, m->result + (size_t)h * C, H * C);
+    if (hook(m, AL_HOOK_RESULT, l, m->result, (size_t)H * C, NULL, NULL, e)) return -1;
+    for (size_t r = 0; r < BT; r++)
+        for (int h = 0; h < H; h++) {
+            const float *o = m->result + (r * H + h) * C;
+            float *x = xn + r * C;
+            for (int k = 0; k < C; k++) x[k] += o[k];
+        }
+    return 0;
+}
+
 /* Layers and unembedding of the forward pass, from m->x[0] (the
  * embeddings) of shape (m->B, m->T) into m->x and m->probs (logits),
  * with the hooks at their points (hooks.h). */
@@ -439,7 +459,10 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
         }
         apply_gates(m, l, zg, zsrc, BT);
         memcpy(xn, x, sizeof(float) * (size_t)BT * C);
-        matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
+        if (any && al_hook_any(m, AL_HOOK_RESULT, l)) {
+            if (add_results(m, l, xn, zg, e)) return -1;
+        } else
+            matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
         if (any && hook(m, AL_HOOK_RESID_POST, l, xn, C, NULL, NULL, e)) return -1;
     }
     float *xL = m->x + (size_t)L * BT * C;
