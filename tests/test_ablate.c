@@ -137,7 +137,7 @@ TEST(ablate_zero_all_is_direct_path) {
     /* gates were restored: a clean pass gives the clean loss again */
     CHECK_OK(al_abl_prepare(&m, &text, &e), &e);
     CHECK_NEAR(text.clean_mean[0], clean, 0);
-    for (int i = 0; i < 2 * PH; i++) CHECK(m.gates[i] == 1.0f && m.z_replace[i] == NULL);
+    for (int i = 0; i < 2 * PH; i++) CHECK(m.gates[i] == 1.0f && m.hooks.n == 0);
     al_abl_set_free(&text);
     al_abl_set_free(&probe);
     al_probe_free(&p);

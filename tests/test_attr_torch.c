@@ -247,7 +247,7 @@ static void attrpatch_section(writer *w, al_model *m, const al_pairs *t, const c
         }
         CHECK(!r.compared && r.L == m->cfg.n_layers && r.H == m->cfg.n_heads && r.T == t->T &&
               r.N == t->N && (int)r.direction == d);
-        CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->patch == NULL,
+        CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->hooks.n == 0,
                "%s attrpatch %s: gates or patch spec changed", run, dirs[d]);
         char prefix[128];
         snprintf(prefix, sizeof prefix, "%s attrpatch %s", run, dirs[d]);

@@ -58,14 +58,18 @@ static void exact_random_models(int pos_type) {
                 memcpy(gates, m.gates, sizeof(float) * L * 3);
                 float zbuf[1];
                 al_patch_spec ps = {0};
-                m.z_replace[1] = zbuf, m.patch = &ps;
+                const float *zr[6] = {NULL, zbuf};
+                CHECK_OK(al_zrep_hooks_add(&m, zr, &e), &e);
+                CHECK_OK(al_patch_hooks_add(&m, &ps, &e), &e);
+                int nh = m.hooks.n;
                 al_attr_opts o = al_attr_opts_defaults();
                 o.batch = 3; /* batches of 3, 3, 1 pairs */
                 al_attr_result r;
                 CHECK_OK(al_attribute_run(&m, &t, &o, &r, &e), &e);
-                CHECK(m.z_replace[1] == zbuf && m.z_replace[0] == NULL && m.patch == &ps);
+                CHECK(m.hooks.n == nh && m.hooks.h[0].ctx == (void *)zr &&
+                      m.hooks.h[nh - 1].ctx == (void *)&ps);
                 CHECK(!memcmp(gates, m.gates, sizeof(float) * L * 3));
-                m.z_replace[1] = NULL, m.patch = NULL;
+                al_hook_clear(&m);
                 CHECK(r.n_comp == 2 + 3 * L && r.n_terms == (L == 1 ? 4 : 16));
                 const int V = 13, nt = r.n_terms;
                 float row[13], *pl = malloc(sizeof(float) * nt * V);

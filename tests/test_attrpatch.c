@@ -26,7 +26,7 @@ static void sharp_model(al_model *m, int L) {
 }
 
 /* The task's mean metric on run `which` (0 clean, 1 corrupted) of all
- * pairs with m->patch as set: read from a full forward, independently of
+ * pairs with the patch hooks as set: read from a full forward, independently of
  * attrpatch.c. */
 static double mean_metric(al_model *m, const al_pairs *t, int which) {
     al_err e;
@@ -58,11 +58,12 @@ static double fd(al_model *m, const al_pairs *t, al_patch_spec *sp, float *src, 
                  float eps) {
     float v = src[i];
     src[i] = v + eps;
-    m->patch = sp;
+    al_err e;
+    if (al_patch_hooks_add(m, sp, &e)) t_fail(__FILE__, __LINE__, "%s", e.msg);
     double up = mean_metric(m, t, 1);
     src[i] = v - eps;
     double dn = mean_metric(m, t, 1);
-    m->patch = NULL;
+    al_hook_remove(m, sp);
     src[i] = v;
     return (up - dn) / (2.0 * eps);
 }

@@ -40,6 +40,14 @@ static double max_diff(const float *a, const float *b, size_t n) {
 
 static int g_pos_type = AL_POS_STANDARD; /* circuit_run_shortformer sets it */
 
+/* The circuit attached to a test's model (hooks; graph.h): sp, or none. */
+static al_circuit_exec g_cx;
+static void use(al_model *m, const al_circuit_spec *sp) {
+    al_circuit_detach(&g_cx);
+    al_err e;
+    if (sp && al_circuit_attach(&g_cx, m, sp, &e)) t_fail(__FILE__, __LINE__, "%s", e.msg);
+}
+
 static void ends(int L) {
     al_model m;
     al_pairs t;
@@ -52,7 +60,7 @@ static void ends(int L) {
     float *clean = probs_of(&m, t.clean, B, T), *corr = probs_of(&m, t.corr, B, T);
     unsigned char *k = kept_all(L, H, 1);
     al_circuit_spec sp = {.kept = k, .fill = AL_FILL_CORRUPTED, .corr = t.corr};
-    m.circuit = &sp;
+    use(&m, &sp);
     float *all = probs_of(&m, t.clean, B, T);
     CHECKF(memcmp(all, clean, sizeof(float) * n) == 0, "L %d: every edge kept is not the plain "
            "forward bit for bit (max diff %g)", L, max_diff(all, clean, n));
@@ -63,7 +71,7 @@ static void ends(int L) {
     CHECKF(max_diff(clean, corr, n) > 1e-2, "L %d: the runs should differ", L);
     /* a circuit run cannot be differentiated */
     CHECK(al_model_backward(&m, &e) == -1);
-    m.circuit = NULL;
+    use(&m, NULL);
     free(clean), free(corr), free(all), free(none), free(k);
     al_pairs_free(&t);
     al_model_free(&m);
@@ -112,9 +120,9 @@ static void versus_discover(int L) {
             k[i] = trial == 0 ? i < 6 * L * H : (al_rng_u64(&rng) >> 11) % 2 == 0;
         double kl_d, m_d, kl_e, m_e;
         CHECK_OK(al_circuit_eval(&m, &t, k, 2, &kl_d, &m_d, &e), &e);
-        m.circuit = &sp;
+        use(&m, &sp);
         float *pk = probs_of(&m, t.clean, B, T);
-        m.circuit = NULL;
+        use(&m, NULL);
         item_metrics(&t, clean, pk, V, &kl_e, &m_e);
         worst_kl = fmax(worst_kl, fabs(kl_e - kl_d));
         worst_m = fmax(worst_m, fabs(m_e - m_d));
@@ -161,39 +169,35 @@ TEST(circuit_run_resample_and_mean) {
     for (int b = 0; b < B; b++) memcpy(rot + b * T, t.clean + ((b + 1) % B) * T, sizeof(int) * T);
     al_circuit_spec rs = {.kept = k, .fill = AL_FILL_RESAMPLE};
     al_circuit_spec cs = {.kept = k, .fill = AL_FILL_CORRUPTED, .corr = rot};
-    m.circuit = &rs;
+    use(&m, &rs);
     float *a = probs_of(&m, t.clean, B, T);
-    m.circuit = &cs;
+    use(&m, &cs);
     float *b = probs_of(&m, t.clean, B, T);
     CHECKF(memcmp(a, b, sizeof(float) * nv) == 0, "resample vs rotated corrupted: %g",
            max_diff(a, b, nv));
     /* one sequence, its own embeddings and zg as the means */
-    m.circuit = NULL;
+    use(&m, NULL);
     float *plain = probs_of(&m, t.clean, 1, T);
     float *mx = malloc(sizeof(float) * (size_t)T * C), *mz = malloc(sizeof(float) * 2 * T * H * D);
     for (int r = 0; r < T; r++) memcpy(mx + r * C, m.p[AL_P_WE] + t.clean[r] * C, sizeof(float) * C);
     memcpy(mz, m.zg, sizeof(float) * T * H * D);                      /* layer 0, B = 1 */
     memcpy(mz + T * H * D, m.zg + T * H * D, sizeof(float) * T * H * D); /* layer 1 */
     al_circuit_spec ms = {.kept = k, .fill = AL_FILL_MEAN, .mean_x0 = mx, .mean_zg = mz, .mean_T = T};
-    m.circuit = &ms;
+    use(&m, &ms);
     float *own = probs_of(&m, t.clean, 1, T);
     size_t n1 = (size_t)T * m.cfg.d_vocab;
     CHECKF(max_diff(own, plain, n1) < 1e-5, "mean fill of its own values: %g", max_diff(own, plain, n1));
-    /* refusals: too short a mean, a resample of one sequence, a patch spec too */
+    /* refusals: too short a mean, a resample of one sequence, corrupted ids */
     ms.mean_T = T - 1;
     CHECK(al_model_forward(&m, t.clean, NULL, 1, T, &e) == -1 && strstr(e.msg, "positions"));
-    m.circuit = &rs;
+    use(&m, &rs);
     CHECK(al_model_forward(&m, t.clean, NULL, 1, T, &e) == -1 && strstr(e.msg, "at least 2"));
-    al_patch_spec ps = {0};
-    m.patch = &ps;
-    CHECK(al_model_forward(&m, t.clean, NULL, B, T, &e) == -1 && strstr(e.msg, "patch spec"));
-    m.patch = NULL;
     int bad = t.corr[3];
     cs.kept = k, cs.corr = t.corr, t.corr[3] = 20;
-    m.circuit = &cs;
+    use(&m, &cs);
     CHECK(al_model_forward(&m, t.clean, NULL, B, T, &e) == -1 && strstr(e.msg, "vocabulary"));
     t.corr[3] = bad;
-    m.circuit = NULL;
+    use(&m, NULL);
     free(a), free(b), free(plain), free(own), free(mx), free(mz), free(rot), free(k);
     al_pairs_free(&t);
     al_model_free(&m);
@@ -207,8 +211,8 @@ TEST(circuit_run_refuses_three_layers) {
     CHECK_OK(al_model_init(&m, &c, &e), &e);
     unsigned char k[1] = {1};
     al_circuit_spec sp = {.kept = k, .fill = AL_FILL_RESAMPLE};
-    m.circuit = &sp;
-    int in[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    CHECK(al_model_forward(&m, in, NULL, 2, 4, &e) == -1 && strstr(e.msg, "1- and 2-layer"));
+    al_circuit_exec cx;
+    CHECK(al_circuit_attach(&cx, &m, &sp, &e) == -1 && strstr(e.msg, "1- and 2-layer"));
+    CHECK(m.hooks.n == 0);
     al_model_free(&m);
 }

@@ -1,5 +1,5 @@
 /* test_delta.c -- al_model_forward_delta, the incremental patched forward,
- * against the full patched forward (al_model_forward with m->patch) on
+ * against the full patched forward (al_model_forward with patch hooks) on
  * tiny random models with non-trivial gates, a gate of 0 and a z
  * replacement on one head: random masks of every kind, singly and
  * combined; the dirty set (a superset of the rows that change, tight in
@@ -21,6 +21,7 @@ typedef struct fix {
     int in_a[DB * DT], in_b[DB * DT];
     al_acts a, b;
     float rep[DB * DT * DD]; /* z replacement of head (0, 2) */
+    const float *zr[2 * DH];  /* its hook's per-head pointers */
 } fix;
 
 /* Positional embedding type of fix_init's models (the shortformer tests
@@ -48,7 +49,9 @@ static void fix_init(fix *f, int L, int tied, int T) {
     al_rng r;
     al_rng_seed(&r, 5);
     for (int i = 0; i < DB * T * DD; i++) f->rep[i] = (float)al_rng_normal(&r);
-    f->m.z_replace[2] = f->rep;
+    memset(f->zr, 0, sizeof f->zr);
+    f->zr[2] = f->rep;
+    CHECK_OK(al_zrep_hooks_add(&f->m, f->zr, &e), &e);
     tokens(f->in_a, DB * T, 100 + L);
     tokens(f->in_b, DB * T, 200 + L);
     CHECK_OK(al_acts_alloc(&f->a, &c, DB, T, &e), &e);
@@ -82,12 +85,12 @@ static void check_delta(fix *f, const al_patch_spec *sp, float *xL, unsigned cha
     al_err e;
     size_t n = btc(f), nx = (size_t)(f->L + 1) * n;
     float *ref = malloc(sizeof(float) * n), *snap = malloc(sizeof(float) * nx);
-    f->m.patch = sp;
+    CHECK_OK(al_patch_hooks_add(&f->m, sp, &e), &e);
     CHECK_OK(al_model_forward(&f->m, f->in_a, NULL, DB, f->T, &e), &e);
-    f->m.patch = NULL;
+    al_hook_remove(&f->m, sp);
     memcpy(ref, f->m.x + (size_t)f->L * n, sizeof(float) * n);
     memcpy(snap, f->m.x, sizeof(float) * nx);
-    CHECK_OK(al_model_forward_delta(&f->m, &f->a, sp, xL, dirty, &e), &e);
+    CHECK_OK(al_model_forward_delta(&f->m, &f->a, sp, xL, dirty, NULL, &e), &e);
     CHECKF(!memcmp(snap, f->m.x, sizeof(float) * nx), "%s: m->x changed", what);
     const float *base = f->a.x + (size_t)f->L * n;
     int bad = 0, notbase = 0;
@@ -277,14 +280,14 @@ TEST(delta_no_patch_is_base) {
         al_err e;
         for (int i = 0; i < 3; i++) {
             memset(dirty, 7, sizeof dirty);
-            CHECK_OK(al_model_forward_delta(&f.m, &f.a, sps[i], xL, dirty, &e), &e);
+            CHECK_OK(al_model_forward_delta(&f.m, &f.a, sps[i], xL, dirty, NULL, &e), &e);
             CHECKF(dirty_is(dirty, DT, 1, 0), "L %d spec %d: dirty", L, i);
             CHECKF(!memcmp(xL, base, sizeof(float) * n), "L %d spec %d: xL", L, i);
         }
         memset(&k, 1, sizeof k);
         memset(k.z + 2 * DT, 0, DT); /* a patched z would override head 0.2's replacement */
         al_patch_spec self = {f.a.x, f.a.z, k.x, k.z, f.a.qkv, f.a.att, k.qkv, NULL};
-        CHECK_OK(al_model_forward_delta(&f.m, &f.a, &self, xL, dirty, &e), &e);
+        CHECK_OK(al_model_forward_delta(&f.m, &f.a, &self, xL, dirty, NULL, &e), &e);
         CHECKF(dirty_is(dirty, DT, 1, 0), "L %d: patched with itself", L);
         CHECK(!memcmp(xL, base, sizeof(float) * n));
         fix_free(&f);
@@ -342,8 +345,8 @@ TEST(delta_deterministic) {
     al_rng_seed(&r, 3);
     al_patch_spec sp = random_spec(&f, &k, KALL, 0.02, &r);
     al_err e;
-    CHECK_OK(al_model_forward_delta(&f.m, &f.a, &sp, x1, d1, &e), &e);
-    CHECK_OK(al_model_forward_delta(&f.m, &f.a, &sp, x2, d2, &e), &e);
+    CHECK_OK(al_model_forward_delta(&f.m, &f.a, &sp, x1, d1, NULL, &e), &e);
+    CHECK_OK(al_model_forward_delta(&f.m, &f.a, &sp, x2, d2, NULL, &e), &e);
     CHECK(!memcmp(x1, x2, sizeof(float) * n) && !memcmp(d1, d2, DT));
     free(x1);
     free(x2);
@@ -367,7 +370,7 @@ TEST(delta_errors) {
         al_err e = {0};
         memset(xL, 0xab, sizeof(float) * n);
         memset(dirty, 0xab, sizeof dirty);
-        CHECKF(al_model_forward_delta(&f.m, &f.a, &bad[i], xL, dirty, &e) == -1, "case %d", i);
+        CHECKF(al_model_forward_delta(&f.m, &f.a, &bad[i], xL, dirty, NULL, &e) == -1, "case %d", i);
         CHECKF(strstr(e.msg, "without its source") != NULL, "case %d: '%s'", i, e.msg);
         CHECK(((unsigned char *)xL)[0] == 0xab && ((unsigned char *)xL)[4 * n - 1] == 0xab &&
               dirty[0] == 0xab && dirty[DT - 1] == 0xab);
@@ -379,7 +382,7 @@ TEST(delta_errors) {
         al_err e = {0};
         wrong.B = shapes[i][0], wrong.T = shapes[i][1];
         dirty[0] = 0xab;
-        CHECKF(al_model_forward_delta(&f.m, &wrong, &sp, xL, dirty, &e) == -1, "shape %d", i);
+        CHECKF(al_model_forward_delta(&f.m, &wrong, &sp, xL, dirty, NULL, &e) == -1, "shape %d", i);
         CHECKF(strstr(e.msg, "batch shape") != NULL, "shape %d: '%s'", i, e.msg);
         CHECK(dirty[0] == 0xab);
     }

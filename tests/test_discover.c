@@ -449,16 +449,15 @@ TEST(discover_acdc_tau_and_repeats) {
     al_patch_opts po;
     al_err e;
     rand_setup(&m, &t, 2, &po);
-    unsigned char xm[3 * 32] = {0};
-    al_patch_spec mine = {.x_mask = xm};
-    m.patch = &mine;
+    const float *mine[64] = {NULL}; /* the caller's (no-op) hook: must stay */
+    CHECK_OK(al_zrep_hooks_add(&m, mine, &e), &e);
     float g0 = m.gates[0];
     al_discover_opts o = al_discover_opts_defaults();
     o.batch = 3, o.tau = 0.02;
     al_discover_result r1, r2, r0;
     CHECK_OK(al_discover_run(&m, &t, &o, &r1, &e), &e);
     CHECK_OK(al_discover_run(&m, &t, &o, &r2, &e), &e);
-    CHECK(m.patch == &mine && m.gates[0] == g0);
+    CHECK(m.hooks.n == 1 && m.hooks.h[0].ctx == (void *)mine && m.gates[0] == g0);
     CHECK(r1.n_kept == r2.n_kept && r1.evals == r2.evals);
     CHECK(!memcmp(r1.kept, r2.kept, (size_t)r1.n_edges));
     CHECK(!memcmp(r1.score, r2.score, sizeof(double) * r1.n_edges));
@@ -489,7 +488,7 @@ TEST(discover_acdc_tau_and_repeats) {
     al_discover_result_free(&r0);
     al_discover_result_free(&r1);
     al_discover_result_free(&r2);
-    m.patch = NULL;
+    al_hook_clear(&m);
     al_pairs_free(&t);
     al_model_free(&m);
 }

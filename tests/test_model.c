@@ -90,7 +90,10 @@ static void gradcheck(int L, int tied, int use_replace) {
     if (use_replace) {
         rep = malloc(sizeof(float) * BT * c.d_head);
         for (int i = 0; i < BT * c.d_head; i++) rep[i] = 0.1f * (float)((i % 7) - 3);
-        m.z_replace[1] = rep;
+        static const float *zr[16];
+        memset(zr, 0, sizeof zr);
+        zr[1] = rep;
+        CHECK_OK(al_zrep_hooks_add(&m, zr, &e), &e);
     }
     CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
     CHECK_OK(al_model_backward(&m, &e), &e);

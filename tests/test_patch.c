@@ -1,5 +1,5 @@
 /* test_patch.c -- activation patching: the engine hook (al_patch_spec)
- * against exact identities and against z_replace, and the analysis
+ * against exact identities and against z replacement, and the analysis
  * (patch.h) on the hand-built circuit of planted.h, whose answers are
  * known (1.0 is the induction head, 0.1 and 1.1 write nothing). */
 #include <math.h>
@@ -68,11 +68,11 @@ TEST(patch_zero_mask_bit_identical) {
         run_cache(&m, 2, ib, tb, &b);
         unsigned char xm[3 * TT] = {0}, zm[2 * 2 * TT] = {0};
         al_patch_spec sp = {.src_x = a.x, .src_z = a.z, .x_mask = xm, .z_mask = zm};
-        m.patch = &sp;
         al_err e;
+        CHECK_OK(al_patch_hooks_add(&m, &sp, &e), &e);
         CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
         CHECK(same_probs(&m, b.probs));
-        m.patch = NULL;
+        al_hook_remove(&m, &sp);
         cache_free(&a);
         cache_free(&b);
         al_model_free(&m);
@@ -96,14 +96,14 @@ TEST(patch_full_resid_reproduces_source) {
         unsigned char xm[3 * TT] = {0};
         memset(xm + l * TT, 1, TT);
         al_patch_spec sp = {.src_x = a.x, .x_mask = xm};
-        m.patch = &sp;
+        CHECK_OK(al_patch_hooks_add(&m, &sp, &e), &e);
         CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
         CHECKF(same_probs(&m, a.probs), "layer %d", l);
         xm[l * TT + 3] = 0;
         CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
         CHECKF(!same_probs(&m, a.probs), "layer %d, position 3 not patched", l);
         CHECK(al_model_backward(&m, &e) == -1 && strstr(e.msg, "patched"));
-        m.patch = NULL;
+        al_hook_remove(&m, &sp);
     }
     CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
     CHECK(same_probs(&m, b.probs));
@@ -111,10 +111,8 @@ TEST(patch_full_resid_reproduces_source) {
     /* a mask without its source is refused */
     unsigned char xm[3 * TT] = {0};
     al_patch_spec bad = {.x_mask = xm};
-    m.patch = &bad;
-    CHECK(al_model_forward(&m, ib, tb, TB, TT, &e) == -1 && strstr(e.msg, "source"));
-    al_model_reset_gates(&m);
-    CHECK(m.patch == NULL);
+    CHECK(al_patch_hooks_add(&m, &bad, &e) == -1 && strstr(e.msg, "source"));
+    CHECK(m.hooks.n == 0);
     cache_free(&a);
     cache_free(&b);
     al_model_free(&m);
@@ -136,12 +134,12 @@ TEST(patch_z_equals_replacement) {
             unsigned char zm[2 * 2 * TT] = {0};
             zm[(l * H + h) * TT + 2] = zm[(l * H + h) * TT + 5] = 1;
             al_patch_spec sp = {.src_z = a.z, .z_mask = zm};
-            m.patch = &sp;
+            CHECK_OK(al_patch_hooks_add(&m, &sp, &e), &e);
             CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
             float *p1 = malloc(sizeof(float) * TB * TT * 11);
             memcpy(p1, m.probs, sizeof(float) * TB * TT * 11);
             CHECK(!same_probs(&m, b.probs));
-            m.patch = NULL;
+            al_hook_remove(&m, &sp);
             float rep[TB * TT * 8];
             for (int i = 0; i < TB * TT; i++) {
                 int t = i % TT;
@@ -149,10 +147,12 @@ TEST(patch_z_equals_replacement) {
                 memcpy(rep + i * D, src + (((size_t)l * TB * TT + i) * H + h) * D,
                        sizeof(float) * D);
             }
-            m.z_replace[l * H + h] = rep;
+            const float *zr[4] = {NULL};
+            zr[l * H + h] = rep;
+            CHECK_OK(al_zrep_hooks_add(&m, zr, &e), &e);
             CHECK_OK(al_model_forward(&m, ib, tb, TB, TT, &e), &e);
             CHECKF(same_probs(&m, p1), "head %d.%d", l, h);
-            m.z_replace[l * H + h] = NULL;
+            al_hook_remove(&m, zr);
             free(p1);
         }
     cache_free(&a);
@@ -254,9 +254,8 @@ TEST(patch_planted_heads) {
     al_model m;
     planted_model(&m);
     al_err e;
-    unsigned char xm[3 * PT] = {0};
-    al_patch_spec mine = {.x_mask = xm}; /* caller's spec: must come back */
-    m.patch = &mine;
+    const float *mine[2 * PH] = {NULL}; /* the caller's (no-op) hook: must stay */
+    CHECK_OK(al_zrep_hooks_add(&m, mine, &e), &e);
     m.gates[1 * PH + 2] = 0.5f;
     const char *dirs[] = {"denoise", "noise"};
     for (int d = 0; d < 2; d++) {
@@ -290,8 +289,9 @@ TEST(patch_planted_heads) {
     CHECKF(ind > 0.5, "sum of per-position effects of 1.0: %g", ind);
     CHECK(none < 0.05);
     al_patch_result_free(&r);
-    CHECK(m.patch == &mine && m.gates[1 * PH + 2] == 0.5f && m.gates[0] == 1.0f);
-    m.patch = NULL;
+    CHECK(m.hooks.n == 1 && m.hooks.h[0].ctx == (void *)mine && m.gates[1 * PH + 2] == 0.5f &&
+          m.gates[0] == 1.0f);
+    al_hook_clear(&m);
     al_model_free(&m);
 }
 

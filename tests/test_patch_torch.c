@@ -123,7 +123,7 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
             CHECKF(rn.m_clean == r.m_clean && rn.m_corr == r.m_corr, "%s: naive M %g %g vs %g %g",
                    what, rn.m_clean, rn.m_corr, r.m_clean, r.m_corr);
             if (rn.n == r.n) same_numbers(what, r.metric, rn.metric, r.n);
-            CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->patch == NULL,
+            CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->hooks.n == 0,
                    "%s: gates or patch spec changed", what);
             fprintf(f, "%s\n  {\"component\": \"%s\", \"direction\": \"%s\", \"rows\": %d, "
                        "\"cols\": %d, \"L\": %d, \"H\": %d, \"N\": %d, \"T\": %d, \"m_clean\": ",
@@ -164,7 +164,7 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
         CHECKF(r.n == 4 * r.n_senders * c->n_heads && r.n_senders == 2 + c->n_heads &&
                    r.n_recv == (c->n_layers == 2 ? c->n_heads : 0),
                "%s: n %d, n_senders %d, n_recv %d", what, r.n, r.n_senders, r.n_recv);
-        CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->patch == NULL,
+        CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->hooks.n == 0,
                "%s: gates or patch spec changed", what);
         fprintf(f, "%s\n  {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
                    "\"L\": %d, \"H\": %d, \"N\": %d, \"T\": %d, \"m_clean\": ",

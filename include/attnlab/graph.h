@@ -3,7 +3,7 @@
  *
  * Which node sends into which, and an index per edge. Circuit discovery
  * (discover.h) removes edges of it; the engine runs a model with only
- * some of them (model.h, al_circuit_spec); circuit files (circuit_file.h)
+ * some of them (al_circuit_spec below); circuit files (circuit_file.h)
  * name them.
  *
  * The graph. Nodes: the token embedding, the positional embedding, each
@@ -30,6 +30,8 @@
 
 #include <stddef.h>
 
+#include "attnlab/model.h"
+
 typedef enum { AL_EDGE_INPUT, AL_EDGE_COMPOSITION, AL_EDGE_OUTPUT } al_edge_kind;
 
 typedef struct al_edge {
@@ -52,6 +54,107 @@ const char *al_graph_sender_name(int H, int s, char *buf, size_t cap);
 const char *al_graph_channel_name(int c);
 /* "embed->1.3.k", "0.4->1.6.q", "1.2->logits" into buf; returns buf. */
 const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
+
+/* Running a circuit: a forward pass with only some edges of the head
+ * graph carrying what their sender computes in this run; every
+ * other edge carries a fill value instead (path-level, as path patching
+ * and circuit discovery do). A receiver's input (head l.h's q, k or v
+ * input; the logits' residual) is the sum over its senders of
+ * (kept ? the sender's value in this run : the sender's fill value), so
+ * a layer-1 head reading a kept edge from 0.h0 gets 0.h0's output as
+ * computed in the circuit run (removals upstream propagate). A sender's
+ * value: embed W_E[token], a head's output zg_h · W_O[l,h] (its gated z:
+ * gates and z replacements apply in the fill runs too). pos carries the
+ * same value under every fill (the fill runs share positions; a mean at
+ * position t is W_pos[t]), so its edges never change anything. Fill:
+ *   AL_FILL_CORRUPTED  the model's own run on corr (B, T) tokens;
+ *   AL_FILL_RESAMPLE   the model's own run on this batch with sequence b
+ *                      taking sequence (b + 1) mod B's tokens (B >= 2);
+ *   AL_FILL_MEAN       per-position means given (mean_x0, mean_zg).
+ * All edges kept: the plain forward, bit for bit (nothing is adjusted).
+ * Models of 1 or 2 layers only. Costs one extra forward for a corrupted
+ * or resampled fill; the adjustments are small matmuls (D-wide).
+ *
+ * The run is a set of hooks (hooks.h; circuit.c): al_circuit_attach
+ * registers them on m with x holding their state and scratch (the fill
+ * run has its own activations, beside m's), and every forward of m then
+ * runs the circuit, until al_circuit_detach. At a forward, −1 with e: a
+ * resampled fill with B < 2, a mean fill shorter than T, corrupted ids
+ * out of range or of another batch shape. */
+typedef enum { AL_FILL_CORRUPTED, AL_FILL_RESAMPLE, AL_FILL_MEAN } al_fill_kind;
+typedef struct al_circuit_spec {
+    const unsigned char *kept; /* (al_graph_n_edges(L, H)) 1: the edge is in the circuit */
+    al_fill_kind fill;
+    const int *corr;           /* AL_FILL_CORRUPTED: (B, T) tokens */
+    const float *mean_x0;      /* AL_FILL_MEAN: (mean_T, C) mean W_E[token] per position */
+    const float *mean_zg;      /* AL_FILL_MEAN: (L, mean_T, H, D) mean gated z per position */
+    int mean_T;                /* >= the forward's T */
+} al_circuit_spec;
+
+typedef struct al_circuit_exec {
+    const al_circuit_spec *sp;
+    al_model *m;          /* attached to (NULL: not attached) */
+    al_model fill;        /* the fill run: m's weights, gates and other hooks */
+    float *ws;            /* scratch (circuit.c), grown on demand */
+    size_t cap;
+    int de_ready;         /* this forward's embedding differences are computed */
+    int dz_ready;         /* this forward's layer-0 Δzg (all heads) is computed */
+} al_circuit_exec;
+
+/* Run circuit sp (borrowed) in m's forwards from now on: 0, or −1 with e
+ * (no edges, a model of other than 1 or 2 layers, an unknown fill, a
+ * mean fill without its means, no room for the hooks). x is zeroed
+ * first. */
+int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp, al_err *e);
+/* Remove x's hooks from its model and free its scratch (a zeroed or
+ * detached x: no-op). */
+void al_circuit_detach(al_circuit_exec *x);
+
+
+/* Incremental evaluation of circuits against cached runs (circuit
+ * discovery's fast path, discover.c; circuit.c holds both this and the
+ * hooks above, so the arithmetic of edge removal lives in one file). The
+ * fill is the corrupted run of the same pairs: cl and co are the clean
+ * and corrupted runs of nb <= B sequences of T tokens (al_acts_save after
+ * plain forwards of clean and corr, (nb, T) each). A circuit is one
+ * incremental patched forward from cl (al_model_forward_delta): a
+ * layer-0 channel whose embed edge is removed is patched with co's q/k/v
+ * (pos is the same in both runs); a layer-1 channel gets cl's minus the
+ * removed senders' differences (a channel with every sender removed:
+ * co's, exactly); a removed last-layer head → logits edge patches its z
+ * with co's; removed embed and layer-0 head logits edges are subtracted
+ * from the final residual. So it agrees with the hooks' full forward to
+ * float rounding, not bit for bit (that one subtracts throughout). */
+typedef struct al_circuit_delta {
+    int L, H, D, C, B, T;   /* B, T: capacity */
+    float *wcomp;           /* L = 2: (H0, H1, 3, D, D) W_O[0,h0] · W_c[1,h1] */
+    float *syn;             /* (L, B, T, 3, H, D) q/k/v sources */
+    float *zsrc;            /* (L, B, T, H, D) z sources */
+    float *fix;             /* (B, T, C) removed logits edges of layer-0 heads */
+    float *dz;              /* (B, T, H, D) layer-0 zg: circuit − corrupted */
+    float *dzm;             /* (B, T, H, D) the same, heads kept zeroed */
+    float *stack;           /* (H·D, D) */
+    unsigned char *qm, *zm, *dirty; /* (L,3,H,T) (L,H,T) (T) */
+    al_delta_ws ws;
+} al_circuit_delta;
+
+/* Workspace for batches of up to B sequences of T tokens of m (1 or 2
+ * layers), with the composition products: 0, or −1 with e (*d zeroed). */
+int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e);
+void al_circuit_delta_free(al_circuit_delta *d);
+/* L = 2: embp (nb, T, 3, H, D) = (W_E[clean] − W_E[corr]) · W_c[1, h]
+ * for every layer-1 head and channel (what every evaluation of the batch
+ * subtracts for a removed embed edge); nb <= d->B. Uses d->fix. */
+void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
+                           const int *corr, int nb, float *embp);
+/* The final residual xL (nb, T, C) of the circuit kept[] (n_edges) on the
+ * clean sequences, and changed (nb·T): 1 where a row may differ from
+ * cl's (elsewhere xL is cl's, bit for bit; every edge kept: nothing
+ * changed). Runs a full forward of m when a layer-0 channel is patched
+ * (m's activations change; its hooks run). 0, or −1 with e. */
+int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+                         const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
+                         const float *embp, float *xL, unsigned char *changed, al_err *e);
 
 /* The index formulas above (no range checks: callers loop in range). */
 static inline int al_graph_k_input(int H, int l, int h, int c, int s) {

@@ -16,17 +16,17 @@
  * with V=d_vocab, C=d_model, H=n_heads, D=d_head, L=n_layers.
  *
  * Head gates g[l,h] (default 1) scale each head's output; ablation and
- * pruning set them, and backward fills ∂L/∂g. A head may also have its
- * pre-W_O output z (the attention-weighted values, (B,T,D)) replaced by a
- * caller-provided buffer, which is how mean and resample ablation work
- * without touching weights. Activation patching (patch.h) goes one step
- * further: al_patch_spec takes chosen residual-stream vectors and head z's
- * from another run's cached activations (al_model_copy_acts). */
+ * pruning set them, and backward fills ∂L/∂g. Everything else that
+ * intervenes in a forward pass is a hook (hooks.h) at TransformerLens's
+ * hook points: activation patching (al_patch_spec below, from another
+ * run's cached activations), z replacement (mean and resample ablation)
+ * and circuit runs (graph.h); the model holds only the list of hooks. */
 #ifndef ATTNLAB_MODEL_H
 #define ATTNLAB_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attnlab/hooks.h"
 #include "attnlab/util.h"
 
 /* Positional embeddings (TransformerLens' positional_embedding_type):
@@ -95,9 +95,10 @@ enum {
  * shows them; a patched z goes into m->zg only (m->z keeps what the head
  * computed), and the head's gate still scales it, so patching z of a
  * head is patching its output (W_O is linear). A patched z overrides
- * z_replace at the positions it covers. Backward refuses a forward that
- * was patched: the patched values are constants, and no caller needs
- * their gradients yet. */
+ * a z replacement at the positions it covers when its hooks are added
+ * after the replacement's. Backward refuses a forward that was patched:
+ * the patched values are constants, and no caller needs their gradients
+ * yet. A full patched forward: al_patch_hooks_add (hooks.h). */
 typedef struct al_patch_spec {
     const float *src_x;
     const float *src_z;
@@ -109,35 +110,6 @@ typedef struct al_patch_spec {
     const unsigned char *att_mask;
 } al_patch_spec;
 
-/* Running a circuit: a forward pass with only some edges of the head
- * graph (graph.h) carrying what their sender computes in this run; every
- * other edge carries a fill value instead (path-level, as path patching
- * and circuit discovery do). A receiver's input (head l.h's q, k or v
- * input; the logits' residual) is the sum over its senders of
- * (kept ? the sender's value in this run : the sender's fill value), so
- * a layer-1 head reading a kept edge from 0.h0 gets 0.h0's output as
- * computed in the circuit run (removals upstream propagate). A sender's
- * value: embed W_E[token], a head's output zg_h · W_O[l,h] (its gated z:
- * gates and z replacements apply in the fill runs too). pos carries the
- * same value under every fill (the fill runs share positions; a mean at
- * position t is W_pos[t]), so its edges never change anything. Fill:
- *   AL_FILL_CORRUPTED  the model's own run on corr (B, T) tokens;
- *   AL_FILL_RESAMPLE   the model's own run on this batch with sequence b
- *                      taking sequence (b + 1) mod B's tokens (B >= 2);
- *   AL_FILL_MEAN       per-position means given (mean_x0, mean_zg).
- * All edges kept: the plain forward, bit for bit (nothing is adjusted).
- * Models of 1 or 2 layers only. Costs one extra forward for a corrupted
- * or resampled fill; the adjustments are small matmuls (D-wide). */
-typedef enum { AL_FILL_CORRUPTED, AL_FILL_RESAMPLE, AL_FILL_MEAN } al_fill_kind;
-typedef struct al_circuit_spec {
-    const unsigned char *kept; /* (al_graph_n_edges(L, H)) 1: the edge is in the circuit */
-    al_fill_kind fill;
-    const int *corr;           /* AL_FILL_CORRUPTED: (B, T) tokens */
-    const float *mean_x0;      /* AL_FILL_MEAN: (mean_T, C) mean W_E[token] per position */
-    const float *mean_zg;      /* AL_FILL_MEAN: (L, mean_T, H, D) mean gated z per position */
-    int mean_T;                /* >= the forward's T */
-} al_circuit_spec;
-
 /* A run's cached activations, for later patched passes (shapes as the
  * model's own; B and T those of the forward they were saved from). */
 typedef struct al_acts {
@@ -147,6 +119,7 @@ typedef struct al_acts {
     float *att; /* (L, B, H, T, T) */
     float *z;   /* (L, B, T, H, D) before gates */
     float *zg;  /* (L, B, T, H, D) gated (or replaced, or patched): input to W_O */
+    unsigned char *zfixed; /* (L, H) 1: a hook set the head's z in full (hooks.h) */
 } al_acts;
 
 typedef struct al_model {
@@ -161,12 +134,8 @@ typedef struct al_model {
     /* head gates and their gradients, (L, H) */
     float *gates;
     float *gate_grads;
-    /* optional replacement of a head's z, (L*H) pointers to (B,T,D) or NULL */
-    const float **z_replace;
-    /* activation patching for the next forwards (NULL = off; borrowed) */
-    const al_patch_spec *patch;
-    /* run a circuit in the next forwards (NULL = off; borrowed; not with patch) */
-    const al_circuit_spec *circuit;
+    /* interventions: hooks the forward calls (hooks.h; borrowed contexts) */
+    al_hooks hooks;
 
     /* activations for the current (B, T); (re)allocated by forward */
     int B, T;         /* shapes of the last forward */
@@ -177,6 +146,11 @@ typedef struct al_model {
     float *att;       /* (L, B, H, T, T) attention probabilities (causal) */
     float *z;         /* (L, B, T, H, D) attention-weighted values, before gates */
     float *zg;        /* (L, B, T, H, D) gated (or replaced) z: input to W_O */
+    float *zs;        /* (L, B, T, H, D) z after the Z hooks, where a layer has any */
+    float *result;    /* (B, T, H, C) one layer's head outputs, for RESULT hooks */
+    unsigned char *zfixed;  /* (L, H) 1: a Z hook set the head's z in full */
+    unsigned char *zhooked; /* (L) 1: the layer's gates scaled zs, not z */
+    unsigned char *rows;    /* (H, T) PATTERN hooks' written rows (scratch) */
     float *probs;     /* (B, T, V) softmax of logits (logits kept in place
                          of probs only transiently) */
     float *losses;    /* (B, T) per-position loss; 0 where target < 0 */
@@ -194,14 +168,7 @@ typedef struct al_model {
     float *posqk;     /* (T, 2, H, D) shortformer: a layer's W_pos W_Q | W_pos W_K
                          (forward), Σ_b dq | dk (backward); scratch */
     int n_valid;      /* positions with a target in the last forward */
-    int patched;      /* the last forward applied a patch spec */
-    /* scratch of al_model_forward_delta (grown on demand; owned) */
-    float *dws;
-    size_t dws_cap;
-    /* scratch of circuit runs (circuit.c; grown on demand; owned) */
-    float *cws;
-    size_t cws_cap;
-    int cws_de;       /* the circuit run's embedding differences are computed */
+    int intervened;   /* a hook of the last forward set `intervened` (hooks.h) */
 } al_model;
 
 /* Allocate parameters for cfg and initialise them from cfg->seed (see
@@ -232,14 +199,13 @@ size_t al_param_layer_size(const al_model *m, int which);
 /* Forward pass on inputs (B,T) token ids; targets (B,T) may be NULL (no
  * loss) and may hold -1 to ignore a position. T <= n_ctx. After it,
  * m->probs holds softmax probabilities and m->losses the per-position
- * losses. Ids out of range are refused. With m->circuit set it runs
- * that circuit (above): -1 for a model of other than 1 or 2 layers, a
- * patch spec set too, a resampled fill with B < 2, a mean fill shorter
- * than T, corrupted ids out of range. */
+ * losses. Ids out of range are refused. The model's hooks run at their
+ * points (hooks.h); a hook's error fails the forward (-1 with its
+ * message; the activations are then undefined). */
 int al_model_forward(al_model *m, const int *inputs, const int *targets,
                      int B, int T, al_err *e);
 /* Backward of the mean loss of the last forward (which must have had
- * targets and no patch spec or circuit: -1 otherwise). Overwrites m->grads and
+ * targets and no hook that set `intervened`: -1 otherwise). Overwrites m->grads and
  * m->gate_grads (no accumulation). Destroys m->probs (used in place for
  * dlogits). */
 int al_model_backward(al_model *m, al_err *e);
@@ -262,8 +228,9 @@ void al_acts_free(al_acts *a);
 int al_acts_save(const al_model *m, al_acts *a, al_err *e);
 
 /* Incremental patched forward (delta.c). base is the cache of the run
- * being patched (the target: same inputs, gates and replacements as now,
- * saved by al_acts_save after an unpatched forward); sp's masks and
+ * being patched (the target: same inputs and gates as now, saved by
+ * al_acts_save after an unpatched forward; a head whose z a hook set in
+ * full there, base->zfixed, keeps base's value); sp's masks and
  * sources are as al_patch_spec's for base's (B, T), applied to every
  * sequence b alike (sp NULL: no patch). Computes the patched run's final
  * residual stream xL (B, T, C), recomputing only from the first layer a
@@ -275,14 +242,22 @@ int al_acts_save(const al_model *m, al_acts *a, al_err *e);
  * value in every sequence changes nothing. dirty (T) gets 1 at the
  * positions whose final residual may differ from base's (the same for
  * every b); xL rows elsewhere are base's, bit for bit. Everything equals
- * al_model_forward with m->patch = sp to float rounding (and a row
- * recomputed from unchanged inputs is the forward's bit for bit; delta.c
- * says why). m's activations (m->x, m->probs, ...) are untouched;
- * scratch is m->dws, grown on demand. m->patch is ignored. 0, or −1 with
- * e and nothing written: a mask without its source, a cache whose B or
- * T is no batch shape for m (B < 1, T < 1 or T > n_ctx), out of memory. */
+ * al_model_forward with sp's hooks (al_patch_hooks_add) to float
+ * rounding (and a row recomputed from unchanged inputs is the forward's
+ * bit for bit; delta.c says why). m's activations (m->x, m->probs, ...)
+ * are untouched and m's hooks are not run. Scratch is ws (grown on
+ * demand; the caller's, so repeated calls reuse it; NULL: allocated and
+ * freed in the call). 0, or −1 with e and nothing written: a mask without
+ * its source, a cache whose B or T is no batch shape for m (B < 1, T < 1
+ * or T > n_ctx), out of memory. */
+typedef struct al_delta_ws {
+    float *p;
+    size_t cap; /* floats */
+} al_delta_ws;
 int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
-                           float *xL, unsigned char *dirty, al_err *e);
+                           float *xL, unsigned char *dirty, al_delta_ws *ws, al_err *e);
+/* Free ws's scratch (a zeroed ws is empty; fine to free twice). */
+void al_delta_ws_free(al_delta_ws *ws);
 
 /* Logits of n residual rows x (n, C) into logits (n, V): x W_U (or x W_Eᵀ
  * when tied), the same product forward uses. */
@@ -304,14 +279,15 @@ void al_model_unembed_backward(const al_model *m, const float *dlogits, int n, f
  *   dzg  (L, B, T, H, D)     ∂f/∂zg, each head's gated z (W_O's input)
  *   dqkv (L, B, T, 3, H, D)  ∂f/∂q, k, v with the attention softmax
  *                            differentiated (a pattern is a function of q, k)
- * A head whose z is replaced (z_replace) passes no gradient to its q/k/v;
+ * A head whose z a hook set in full (hooks.h, fixed) passes no gradient
+ * to its q/k/v;
  * a gate g scales what reaches them. Parameter gradients and m->probs
  * are untouched (m->dx, m->dzg, m->dqkv, m->wqkv are scratch). −1 with e:
  * no forward yet, or the last forward was patched. */
 int al_model_backward_acts(al_model *m, const float *dxL, float *dx, float *dzg, float *dqkv,
                            al_err *e);
 
-/* Set all gates to 1 and clear replacements and the patch spec. */
+/* Set all gates to 1 (hooks stay registered). */
 void al_model_reset_gates(al_model *m);
 
 /* Count of finite-ness problems in params (0 = all finite). */

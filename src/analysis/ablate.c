@@ -185,24 +185,26 @@ static void fill_resample(float *rep, const al_model *m, const al_abl_set *s, in
                 }
 }
 
-/* One ablated forward of batch k for set `on`; gates restored after. */
+/* One ablated forward of batch k for set `on`: zero ablation through
+ * the gates, mean and resample ablation through a z replacement hook
+ * (hooks.h) whose per-head pointers are zr (LH, scratch). Gates
+ * restored, hook removed after. */
 static int ablated_forward(al_model *m, const al_abl_set *s, int k, al_abl_method method,
                            const unsigned char *on, const float *rep, float *saved,
-                           al_err *e) {
+                           const float **zr, al_err *e) {
     int LH = s->L * s->H;
     size_t per = (size_t)s->B * s->T * s->D;
     for (int i = 0; i < LH; i++) {
         saved[i] = m->gates[i];
+        zr[i] = NULL;
         if (!on[i]) continue;
         if (method == AL_ABL_ZERO) m->gates[i] = 0.0f;
-        else m->z_replace[i] = rep + (size_t)i * per;
+        else zr[i] = rep + (size_t)i * per;
     }
-    int rc = forward_batch(m, s, k, e);
-    for (int i = 0; i < LH; i++) {
-        m->gates[i] = saved[i];
-        m->z_replace[i] = NULL;
-    }
-    return rc;
+    int rc = (method != AL_ABL_ZERO && al_zrep_hooks_add(m, zr, e)) || forward_batch(m, s, k, e);
+    al_hook_remove(m, zr);
+    for (int i = 0; i < LH; i++) m->gates[i] = saved[i];
+    return rc ? -1 : 0;
 }
 
 int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
@@ -215,9 +217,11 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
         return al_errf(e, "resample ablation needs batches of at least 2 sequences");
     float *rep = NULL, *saved = al_malloc((size_t)LH, sizeof(float), e);
     double *acc = al_calloc((size_t)n_sets * 2 * AL_SEL_GROUPS, sizeof(double), e);
-    if (!acc || !saved) {
+    const float **zr = al_calloc((size_t)LH, sizeof *zr, e);
+    if (!acc || !saved || !zr) {
         free(acc);
         free(saved);
+        free(zr);
         return -1;
     }
     if (method != AL_ABL_ZERO) {
@@ -225,6 +229,7 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
         if (!rep) {
             free(acc);
             free(saved);
+            free(zr);
             return -1;
         }
         if (method == AL_ABL_MEAN) fill_mean(rep, s);
@@ -242,7 +247,7 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
         const float *clean = s->clean + (size_t)k * s->B * T;
         const unsigned char *sel = s->sel + (size_t)k * s->B * T;
         for (int i = 0; i < n_sets; i++) {
-            if (ablated_forward(m, s, k, method, sets + (size_t)i * LH, rep, saved, e))
+            if (ablated_forward(m, s, k, method, sets + (size_t)i * LH, rep, saved, zr, e))
                 goto out;
             double *a = acc + (size_t)i * 2 * AL_SEL_GROUPS;
             for (size_t p = 0; p < (size_t)Bk * T; p++)
@@ -267,6 +272,7 @@ out:
     if (progress) al_progress_done(&pg);
     free(rep);
     free(saved);
+    free(zr);
     free(acc);
     return rc;
 }

@@ -240,13 +240,11 @@ static void run_term(void *arg, int k, float *TL, int ni) {
     r->term_dloss[k] += sum;
 }
 
-/* Save m's z replacements into zr (L·H) and clear them and the patch
- * spec: the decompositions hold for the model's own z's. */
-static void replacements_off(al_model *m, const float **zr) {
-    size_t LH = (size_t)m->cfg.n_layers * m->cfg.n_heads;
-    memcpy((void *)zr, m->z_replace, sizeof(float *) * LH);
-    for (size_t k = 0; k < LH; k++) m->z_replace[k] = NULL;
-    m->patch = NULL;
+/* Save m's hooks (z replacements, patches: hooks.h) into saved and
+ * clear them: the decompositions hold for the model's own z's. */
+static void replacements_off(al_model *m, al_hooks *saved) {
+    *saved = m->hooks;
+    al_hook_clear(m);
 }
 
 static int result_alloc(al_attr_result *r, al_err *e) {
@@ -409,14 +407,8 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
         i = i1;
     }
     run_st st = {.t = t, .r = r};
-    const int LH = r->L * r->H;
-    const float **zr = al_malloc((size_t)LH, sizeof(float *), e);
-    if (!zr) {
-        memset(r, 0, sizeof *r);
-        return -1;
-    }
-    const al_patch_spec *ps = m->patch;
-    replacements_off(m, zr);
+    al_hooks zr;
+    replacements_off(m, &zr);
     int rc = -1;
     if (result_alloc(r, e) || ctx_init(&st.s, m, t->T, cap, e)) goto out;
     st.base = al_malloc(2 * (size_t)cap, sizeof(double), e);
@@ -456,9 +448,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     r->seconds = al_now() - t0;
     rc = 0;
 out:
-    memcpy((void *)m->z_replace, zr, sizeof(float *) * LH);
-    m->patch = ps;
-    free((void *)zr);
+    m->hooks = zr;
     free(st.base);
     free(st.kind);
     ctx_free(&st.s);
@@ -487,11 +477,8 @@ int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *o
     if (T < 1 || T > c->n_ctx || pos < 0 || pos >= T)
         return al_errf(e, "path logits need 1 <= T <= n_ctx %d and 0 <= pos < T (got %d, %d)",
                        c->n_ctx, T, pos);
-    const int LH = c->n_layers * c->n_heads;
-    const float **zr = al_malloc((size_t)LH, sizeof(float *), e);
-    if (!zr) return -1;
-    const al_patch_spec *ps = m->patch;
-    replacements_off(m, zr);
+    al_hooks zr;
+    replacements_off(m, &zr);
     ctx s;
     int rc = -1;
     if (ctx_init(&s, m, T, 1, e) == 0 && al_model_forward(m, tokens, NULL, 1, T, e) == 0) {
@@ -501,9 +488,7 @@ int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *o
         path_terms(&s, &rb, &rt, 1, copy_term, &cs);
         rc = 0;
     }
-    memcpy((void *)m->z_replace, zr, sizeof(float *) * LH);
-    m->patch = ps;
-    free((void *)zr);
+    m->hooks = zr;
     ctx_free(&s);
     return rc;
 }

@@ -102,8 +102,6 @@ int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb,
     int i0;
     int ni = al_pairs_batch_items(t, n0, nb, &i0);
     if (ni < 1) return al_errf(e, "pairs [%d, %d) hold no items", n0, n0 + nb);
-    const al_patch_spec *saved = m->patch;
-    m->patch = NULL;
     size_t nx = (size_t)nb * t->T * c->d_model;
     float *dxL = al_malloc(nx, sizeof(float), e);
     double sum = 0.0;
@@ -116,7 +114,6 @@ int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb,
         for (size_t i = 0; i < nx; i++) dxL[i] = (float)(dxL[i] / ni);
         rc = al_model_backward_acts(m, dxL, dx, dzg, dqkv, e);
     }
-    m->patch = saved;
     free(dxL);
     if (rc) return -1;
     if (metric) *metric = sum / ni;
@@ -354,8 +351,6 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
     size_t nh = (size_t)L * H, np = nh * T, ne = (size_t)4 * ns * H;
     /* estimates then (compare) actuals, one allocation */
     double *buf = al_calloc(2 * (nh + np + ne), sizeof(double), e);
-    const al_patch_spec *saved = m->patch;
-    m->patch = NULL;
     al_progress pg;
     al_progress_init(&pg, 10.0);
     int nbatch = (t->N + B - 1) / B, rc = buf ? 0 : -1;
@@ -376,7 +371,6 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
             al_progress_update(&pg, 0, "attribution patching: batch %d/%d", k + 1, nbatch);
     }
     if (o->progress) al_progress_done(&pg);
-    m->patch = saved;
     if (rc == 0) {
         double cnt = t->n_items;
         double mc = (s.den ? s.sum_src : s.sum_base) / cnt, mr = (s.den ? s.sum_base : s.sum_src) / cnt;

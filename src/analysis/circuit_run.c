@@ -9,6 +9,7 @@
 #include "attnlab/graph.h"
 
 void al_circuit_run_close(al_circuit_run *cr) {
+    al_circuit_detach(&cr->x);
     free(cr->kept);
     free(cr->mean_x0);
     memset(cr, 0, sizeof *cr);
@@ -79,12 +80,8 @@ int al_circuit_run_open(al_circuit_run *cr, al_model *m, const char *path, const
     cr->kept = al_malloc((size_t)cr->n_edges, 1, e);
     if (!cr->kept || al_circuit_load(path, cr->L, cr->H, cr->kept, e)) goto fail;
     for (int k = 0; k < cr->n_edges; k++) cr->n_kept += cr->kept[k];
-    /* the means come from the full model: no circuit while they are taken */
-    const al_circuit_spec *was = m->circuit;
-    m->circuit = NULL;
-    int rc = mean ? means(cr, m, val, T, batches, batch, e) : 0;
-    m->circuit = was;
-    if (rc) goto fail;
+    /* the means come from the full model (the circuit is attached later) */
+    if (mean && means(cr, m, val, T, batches, batch, e)) goto fail;
     cr->spec.kept = cr->kept;
     if (mean) {
         cr->spec.fill = AL_FILL_MEAN;
@@ -96,6 +93,10 @@ int al_circuit_run_open(al_circuit_run *cr, al_model *m, const char *path, const
 fail:
     al_circuit_run_close(cr);
     return -1;
+}
+
+int al_circuit_run_attach(al_circuit_run *cr, al_model *m, al_err *e) {
+    return al_circuit_attach(&cr->x, m, &cr->spec, e);
 }
 
 const char *al_circuit_run_describe(const al_circuit_run *cr, char *buf, size_t cap) {

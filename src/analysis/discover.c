@@ -4,27 +4,11 @@
  * with what every evaluation reads from them: the clean run's next-token
  * distributions at the items (for KL), both runs' item values, and the
  * embedding difference already taken through each layer-1 head's W_Q,
- * W_K, W_V. A circuit is then one incremental patched forward per batch
- * from the clean cache (al_model_forward_delta), built from three facts:
- *
- *  - pos carries the same value in both runs (W_pos is indexed by the
- *    position, which the two runs share), so pos edges are no-ops and
- *    are ignored (shortformer positions, model.h: pos feeds q and k
- *    only, added after x·W_c, still the same in both runs, and its v and
- *    logits edges carry nothing); a layer-0 channel whose embed edge is removed thus
- *    computes exactly the corrupted run's q, k or v: patched from there.
- *  - a layer-1 channel's input is this run's residual minus Σ over its
- *    removed senders of (this run's − the corrupted run's value); linear,
- *    so its q/k/v = this run's − Σ Δsender·W_c (a layer-0 head's Δ goes
- *    through the precomputed W_O[0,h0]·W_c[1,h1], D×D). A channel with
- *    every sender removed is the corrupted run's, copied exactly.
- *  - a last-layer head is read by the logits only, so removing its logits
- *    edge is patching its z with the corrupted run's; the embed and
- *    layer-0 heads' logits edges are subtracted from the final residual.
- *
- * When a layer-0 channel is patched (ACDC's last receivers), layer 0's
- * output in the circuit run is needed first: one full patched forward
- * gives it. Only the item rows whose final residual changed are
+ * W_K, W_V. A circuit is then evaluated by the engine's incremental
+ * circuit run (graph.h, al_circuit_delta_run in engine/circuit.c: one
+ * incremental patched forward per batch from the clean cache, the
+ * arithmetic of edge removal beside the hooks that run circuits in a full
+ * forward). Only the item rows whose final residual changed are
  * unembedded; the others keep the clean run's values (KL 0), so the full
  * circuit is the clean run bit for bit.
  *
@@ -92,17 +76,11 @@ typedef struct dctx {
     double *v_cl, *v_co;  /* (n_items) item values of the two runs */
     double *kl_co;        /* (n_items) KL(clean || corrupted) per item, for the gap check */
     double m_clean, m_corr;
-    float *wcomp;         /* (H0, H1, 3, D, D) W_O[0,h0] · W_c[1,h1] */
+    al_circuit_delta cd;  /* the engine's circuit evaluation (graph.h) and its scratch */
     /* scratch for one batch (capacity B) */
-    float *syn;           /* (L, B, T, 3, H, D) q/k/v sources */
-    float *zsrc;          /* (L, B, T, H, D) z sources */
     float *xL;            /* (B, T, C) the circuit's final residual */
-    float *fix;           /* (B, T, C) removed logits edges of layer-0 heads */
-    float *dz;            /* (B, T, H, D) layer-0 zg: circuit − corrupted */
-    float *dzm;           /* (B, T, H, D) the same, heads not removed zeroed */
-    float *stack;         /* (H·D, D) */
     float *rows, *logits; /* (ROWS, C), (2·ROWS, V): logits, and copies of them */
-    unsigned char *qm, *zm, *dirty, *changed; /* (L,3,H,T) (L,H,T) (T) (B·T) */
+    unsigned char *changed; /* (B·T) */
     double *ikl, *im;     /* (maxi) per item of the batch */
 } dctx;
 
@@ -115,9 +93,8 @@ static void ctx_free(dctx *d) {
     free(d->bt);
     free(d->p);
     free(d->negent);
-    free(d->wcomp);
-    free(d->syn);
-    free(d->qm);
+    free(d->xL);
+    al_circuit_delta_free(&d->cd);
     memset(d, 0, sizeof *d);
 }
 
@@ -190,8 +167,7 @@ static void item_eval(dctx *d, const dbatch *b, const float *xL, const unsigned 
 }
 
 /* Both runs of every batch, cached, with the clean distributions and
- * item values, and the projections every evaluation reuses. m->patch must
- * be NULL (the caller saves and restores it). */
+ * item values, and the projections every evaluation reuses. */
 static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *e) {
     memset(d, 0, sizeof *d);
     const al_config *c = &m->cfg;
@@ -219,37 +195,16 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
     }
     d->p = al_malloc(NI * V, sizeof(float), e);
     d->negent = d->p ? al_malloc(5 * NI + 2 * (size_t)d->maxi, sizeof(double), e) : NULL;
-    d->wcomp = d->negent ? al_malloc(L == 2 ? 3 * H * H * D * D : 1, sizeof(float), e) : NULL;
-    d->syn = d->wcomp ? al_malloc(L * BT * 3 * HD + L * BT * HD + 2 * BT * C + 2 * BT * HD +
-                                      HD * D + ROWS * (C + 2 * V),
+    d->xL = d->negent ? al_malloc(BT * C + ROWS * (C + 2 * V) + (BT + sizeof(float) - 1) /
+                                                                    sizeof(float),
                                   sizeof(float), e)
                       : NULL;
-    d->qm = d->syn ? al_malloc(L * 3 * H * T + L * H * T + T + BT, 1, e) : NULL;
-    if (!d->qm) goto fail;
+    if (!d->xL || al_circuit_delta_init(&d->cd, m, d->B, d->T, e)) goto fail;
     d->psum = d->negent + NI, d->v_cl = d->psum + NI, d->v_co = d->v_cl + NI;
     d->ikl = d->v_co + NI, d->im = d->ikl + d->maxi, d->kl_co = d->im + d->maxi;
-    d->zsrc = d->syn + L * BT * 3 * HD;
-    d->xL = d->zsrc + L * BT * HD;
-    d->fix = d->xL + BT * C;
-    d->dz = d->fix + BT * C;
-    d->dzm = d->dz + BT * HD;
-    d->stack = d->dzm + BT * HD;
-    d->rows = d->stack + HD * D;
+    d->rows = d->xL + BT * C;
     d->logits = d->rows + ROWS * C;
-    d->zm = d->qm + L * 3 * H * T;
-    d->dirty = d->zm + L * H * T;
-    d->changed = d->dirty + T;
-    if (L == 2) /* W_O[0,h0] (D, C) · W_c[1,h1] (C, D) */
-        for (size_t h0 = 0; h0 < H; h0++)
-            for (size_t h1 = 0; h1 < H; h1++)
-                for (int ch = 0; ch < 3; ch++) {
-                    const float *w = ch == 0 ? al_head_wq(m, 1, (int)h1)
-                                   : ch == 1 ? al_head_wk(m, 1, (int)h1)
-                                             : al_head_wv(m, 1, (int)h1);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)D, (int)C,
-                                1.0f, al_head_wo(m, 0, (int)h0), (int)C, w, (int)D, 0.0f,
-                                d->wcomp + ((h0 * H + h1) * 3 + ch) * D * D, (int)D);
-                }
+    d->changed = (unsigned char *)(d->logits + 2 * ROWS * V);
     double sc = 0.0, sr = 0.0;
     for (int i = 0; i < d->nbat; i++) {
         dbatch *b = &d->bt[i];
@@ -270,20 +225,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
         /* Δembed (clean − corrupted) through each layer-1 head's W_c */
         b->embp = al_malloc(bt * 3 * HD, sizeof(float), e);
         if (!b->embp) goto fail;
-        float *de = d->xL; /* scratch (bt, C) */
-        for (size_t r = 0; r < bt; r++) {
-            const float *a = m->p[AL_P_WE] + (size_t)in[0][r] * C;
-            const float *z = m->p[AL_P_WE] + (size_t)in[1][r] * C;
-            for (size_t k = 0; k < C; k++) de[r * C + k] = a[k] - z[k];
-        }
-        for (int h = 0; h < (int)H; h++)
-            for (int ch = 0; ch < 3; ch++) {
-                const float *w = ch == 0 ? al_head_wq(m, 1, h) : ch == 1 ? al_head_wk(m, 1, h)
-                                                                         : al_head_wv(m, 1, h);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bt, (int)D, (int)C,
-                            1.0f, de, (int)C, w, (int)D, 0.0f, b->embp + ch * HD + h * D,
-                            (int)(3 * HD));
-            }
+        al_circuit_delta_embp(&d->cd, m, in[0], in[1], b->nb, b->embp);
     }
     d->m_clean = sc / (double)NI, d->m_corr = sr / (double)NI;
     return 0;
@@ -292,144 +234,23 @@ fail:
     return -1;
 }
 
-/* Copy channel slices (nb·T rows of D, row stride ld) from src to dst. */
-static void copy_rows(float *dst, const float *src, size_t rows, int D, size_t ld) {
-    for (size_t r = 0; r < rows; r++) memcpy(dst + r * ld, src + r * ld, sizeof(float) * D);
-}
-
 /* Σ over batch b's items of KL(clean || circuit) and of the metric, the
- * circuit being kept[] (n_edges). */
+ * circuit being kept[] (n_edges): the engine's incremental evaluation
+ * (graph.h), then the changed items unembedded. */
 static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum, double *m_sum,
                       al_err *e) {
-    al_model *m = d->m;
     const al_pairs *t = d->t;
     const dbatch *b = &d->bt[bi];
-    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T;
-    const size_t HD = (size_t)H * D, BT = (size_t)b->nb * T, Q = BT * 3 * HD, Z = BT * HD;
-    memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
-    /* layer-0 channels: embed + pos, and pos is the same in both runs */
-    int l0dirty = 0;
-    for (int h = 0; h < H; h++)
-        for (int ch = 0; ch < 3; ch++) {
-            if (kept[k_input(H, 0, h, ch, 0)]) continue;
-            memset(d->qm + ((size_t)ch * H + h) * T, 1, T);
-            size_t o = (size_t)ch * HD + (size_t)h * D;
-            copy_rows(d->syn + o, b->co.qkv + o, BT, D, 3 * HD);
-            l0dirty = 1;
-        }
-    const float *zg0 = NULL; /* the circuit's layer-0 zg (nb, T, H, D) */
-    int dz_ready = 0;
-    if (L == 2) {
-        const float *q1 = b->cl.qkv + Q; /* layer 1's q/k/v from this run's residual */
-        if (l0dirty) {
-            /* layer 0 of the circuit first: a patched forward of the clean
-             * sequences; forward_delta below leaves m's activations alone */
-            al_patch_spec sa = {.src_qkv = d->syn, .qkv_mask = d->qm};
-            m->patch = &sa;
-            int rc = al_model_forward(m, t->clean + (size_t)b->n0 * T, NULL, b->nb, T, e);
-            m->patch = NULL;
-            if (rc) return -1;
-            zg0 = m->zg, q1 = m->qkv + Q;
-        } else zg0 = b->cl.zg;
-        for (int h1 = 0; h1 < H; h1++)
-            for (int ch = 0; ch < 3; ch++) {
-                int emb = !kept[k_input(H, 1, h1, ch, 0)], nr = emb;
-                for (int h0 = 0; h0 < H; h0++) nr += !kept[k_comp(L, H, h0, h1, ch)];
-                if (!nr) continue;
-                memset(d->qm + ((size_t)(3 + ch) * H + h1) * T, 1, T);
-                size_t o = (size_t)ch * HD + (size_t)h1 * D;
-                float *dst = d->syn + Q + o;
-                if (nr == 1 + H) { /* every sender removed: the corrupted run's */
-                    copy_rows(dst, b->co.qkv + Q + o, BT, D, 3 * HD);
-                    continue;
-                }
-                copy_rows(dst, q1 + o, BT, D, 3 * HD);
-                if (emb)
-                    for (size_t r = 0; r < BT; r++)
-                        for (int k = 0; k < D; k++)
-                            dst[r * 3 * HD + k] -= b->embp[r * 3 * HD + o + k];
-                if (nr == emb) continue;
-                if (!dz_ready) {
-                    for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - b->co.zg[i];
-                    dz_ready = 1;
-                }
-                /* dst −= Σ over removed 0.h0 of Δzg_h0 · W_O[0,h0] W_c[1,h1] */
-                for (int h0 = 0; h0 < H; h0++) {
-                    float *blk = d->stack + (size_t)h0 * D * D;
-                    if (kept[k_comp(L, H, h0, h1, ch)]) memset(blk, 0, sizeof(float) * D * D);
-                    else
-                        memcpy(blk, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D,
-                               sizeof(float) * D * D);
-                }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, D, (int)HD, -1.0f,
-                            d->dz, (int)HD, d->stack, D, 1.0f, dst, (int)(3 * HD));
-            }
-    }
-    /* last-layer heads: read by the logits only, so a removed logits edge
-     * is the head's z taken from the corrupted run (z replacements too) */
-    const int ll = L - 1;
-    for (int h = 0; h < H; h++) {
-        if (kept[k_out(L, H, 2 + ll * H + h)]) continue;
-        memset(d->zm + ((size_t)ll * H + h) * T, 1, T);
-        const float *rep = m->z_replace ? m->z_replace[ll * H + h] : NULL;
-        float *dst = d->zsrc + (size_t)ll * Z + (size_t)h * D;
-        for (size_t r = 0; r < BT; r++)
-            memcpy(dst + r * HD,
-                   rep ? rep + r * D : b->co.z + (size_t)ll * Z + r * HD + (size_t)h * D,
-                   sizeof(float) * D);
-    }
-    al_patch_spec sp = {NULL, d->zsrc, NULL, d->zm, d->syn, NULL, d->qm, NULL};
-    if (al_model_forward_delta(m, &b->cl, &sp, d->xL, d->dirty, e)) return -1;
-    for (size_t r = 0; r < BT; r++) d->changed[r] = d->dirty[r % T];
-    /* the logits' other senders: embed and (2 layers) the layer-0 heads */
-    int all = !kept[k_out(L, H, 0)], any0 = 0;
-    for (int j = 2; j < 2 + L * H; j++) all &= !kept[k_out(L, H, j)];
-    for (int h = 0; L == 2 && h < H; h++) any0 |= !kept[k_out(L, H, 2 + h)];
-    if (all) { /* the corrupted run's final residual, exactly */
-        memcpy(d->xL, b->co.x + (size_t)L * BT * C, sizeof(float) * BT * C);
-        memset(d->changed, 1, BT);
-    } else {
-        if (!kept[k_out(L, H, 0)]) {
-            const int *ic = t->clean + (size_t)b->n0 * T, *ir = t->corr + (size_t)b->n0 * T;
-            for (size_t r = 0; r < BT; r++) {
-                if (ic[r] == ir[r]) continue;
-                const float *a = m->p[AL_P_WE] + (size_t)ic[r] * C;
-                const float *z = m->p[AL_P_WE] + (size_t)ir[r] * C;
-                float *x = d->xL + r * C;
-                for (int k = 0; k < C; k++) x[k] -= a[k] - z[k];
-                d->changed[r] = 1;
-            }
-        }
-        if (any0) {
-            if (!dz_ready)
-                for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - b->co.zg[i];
-            for (size_t r = 0; r < BT; r++)
-                for (int h = 0; h < H; h++) {
-                    float *o = d->dzm + r * HD + (size_t)h * D;
-                    if (kept[k_out(L, H, 2 + h)]) memset(o, 0, sizeof(float) * D);
-                    else memcpy(o, d->dz + r * HD + (size_t)h * D, sizeof(float) * D);
-                }
-            /* fix (BT, C) = Δzg of the removed heads · W_O[0] (H·D, C) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f,
-                        d->dzm, (int)HD, al_head_wo(m, 0, 0), C, 0.0f, d->fix, C);
-            for (size_t r = 0; r < BT; r++) {
-                const float *f = d->fix + r * C;
-                float *x = d->xL + r * C;
-                int nz = 0;
-                for (int k = 0; k < C; k++) nz |= f[k] != 0.0f;
-                if (!nz) continue;
-                for (int k = 0; k < C; k++) x[k] -= f[k];
-                d->changed[r] = 1;
-            }
-        }
-    }
+    const size_t off = (size_t)b->n0 * d->T;
+    if (al_circuit_delta_run(&d->cd, d->m, kept, &b->cl, &b->co, t->clean + off, t->corr + off,
+                             b->embp, d->xL, d->changed, e))
+        return -1;
     item_eval(d, b, d->xL, d->changed, 0, d->im, d->ikl);
     for (int i = 0; i < b->ni; i++) *kl_sum += d->ikl[i], *m_sum += d->im[i];
     return 0;
 }
 
-/* The circuit kept[] over every batch: mean KL and mean metric. m->patch
- * is NULL throughout (the callers save it). */
+/* The circuit kept[] over every batch: mean KL and mean metric. */
 static int eval_all(dctx *d, const unsigned char *kept, double *kl, double *metric, al_err *e) {
     double ks = 0.0, ms = 0.0;
     for (int i = 0; i < d->nbat; i++)
@@ -440,14 +261,11 @@ static int eval_all(dctx *d, const unsigned char *kept, double *kl, double *metr
 
 int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, int batch,
                     double *kl, double *metric, al_err *e) {
-    const al_patch_spec *saved = m->patch;
     if (!kept) return al_errf(e, "al_circuit_eval: no edge set (kept is NULL)");
-    m->patch = NULL;
     dctx d;
     double k = 0, v = 0;
     int rc = ctx_init(&d, m, t, batch, e) || eval_all(&d, kept, &k, &v, e);
     if (d.bt) ctx_free(&d);
-    m->patch = saved;
     if (rc) return -1;
     if (kl) *kl = k;
     if (metric) *metric = v;
@@ -603,7 +421,7 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
             est[k_out(L, H, 2 + ll * H + h)] += w * a;
         }
         if (L != 2) continue;
-        float *dz = d->dz;
+        float *dz = d->cd.dz;
         for (size_t i = 0; i < Z; i++) dz[i] = b->co.zg[i] - b->cl.zg[i];
         /* A = Δzgᵀ (HD, BT) · ∂M/∂qkv of layer 1 (BT, 3HD): each block
          * (h0; c, h1) against W_O[0,h0]·W_c[1,h1] is that edge's Σ Δq·∂M/∂q */
@@ -612,7 +430,7 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
         for (int h0 = 0; h0 < H; h0++)
             for (int h1 = 0; h1 < H; h1++)
                 for (int ch = 0; ch < 3; ch++) {
-                    const float *wc = d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D;
+                    const float *wc = d->cd.wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D;
                     est[k_comp(L, H, h0, h1, ch)] +=
                         w * dot_rows(A + (size_t)h0 * D * 3 * HD + (size_t)ch * HD + (size_t)h1 * D,
                                      3 * HD, wc, D, D, D);
@@ -692,18 +510,13 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
     memset(r, 0, sizeof *r);
     double t0 = al_now();
     if (al_discover_opts_check(o, e)) return -1;
-    const al_patch_spec *saved = m->patch;
-    m->patch = NULL;
     drun run;
     memset(&run, 0, sizeof run);
     run.o = o;
     run.kl = !strcmp(o->metric, "kl");
     int eapm = !strcmp(o->method, "eap");
     run.what = eapm ? "eap" : "acdc";
-    if (ctx_init(&run.d, m, t, o->batch, e)) {
-        m->patch = saved;
-        return -1;
-    }
+    if (ctx_init(&run.d, m, t, o->batch, e)) return -1;
     const int L = run.d.L, H = run.d.H, n = al_graph_n_edges(L, H);
     run.score = al_malloc((size_t)n * (sizeof(double) + 1), 1, e);
     int rc = run.score ? 0 : -1;
@@ -718,7 +531,6 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
         if (rc == 0 && !eapm) rc = run_eval(&run, &run.cur_kl, &run.cur_m, e);
         if (o->progress) al_progress_done(&run.pg);
     }
-    m->patch = saved;
     if (rc) {
         free(run.score);
         ctx_free(&run.d);

@@ -9,7 +9,8 @@
  * change, and only the items at positions it marks dirty are unembedded
  * again; the rest keep the target run's values. With o->naive every
  * configuration is one full patched forward (al_model_forward with
- * m->patch) instead: the reference for tests and `make bench`.
+ * the patch's hooks, al_patch_hooks_add) instead: the reference for
+ * tests and `make bench`.
  *
  * Path patching is the same machinery with a synthesised source: the
  * receiver's q, k or v computed from target residual + Δsender (linear,
@@ -232,6 +233,7 @@ typedef struct sweep {
     int n_cfg;                   /* configurations per batch */
     double *it_cl, *it_co;       /* (n_items) or NULL: every item's value in the two runs,
                                   * kept by drive for the gap check */
+    al_delta_ws ws;              /* the incremental forwards' scratch */
 } sweep;
 
 static void sweep_free(sweep *s) {
@@ -241,6 +243,7 @@ static void sweep_free(sweep *s) {
     free(s->xL);
     free(s->xm);
     free(s->syn);
+    al_delta_ws_free(&s->ws);
     memset(s, 0, sizeof *s);
 }
 
@@ -351,7 +354,6 @@ static int batch_begin(sweep *s, int n0, al_err *e) {
     al_acts *runs[2] = {&s->cl, &s->co};
     double *vals[2] = {s->v_cl, s->v_co};
     const int *in[2] = {t->clean + off, t->corr + off};
-    s->m->patch = NULL;
     for (int k = 0; k < 2; k++) {
         runs[k]->B = s->nb; /* a short last batch: the cache's first nb rows */
         if (al_model_forward(s->m, in[k], NULL, s->nb, s->T, e) ||
@@ -373,13 +375,13 @@ static int patched_sum(sweep *s, const al_acts *src, const float *syn_qkv, const
                         syn_qkv ? syn_qkv : src->qkv, src->att, s->qm, s->am};
     if (s->naive) {
         const int *in = (den ? s->t->corr : s->t->clean) + (size_t)s->n0 * s->T;
-        s->m->patch = &sp;
-        int rc = al_model_forward(s->m, in, NULL, s->nb, s->T, e);
-        s->m->patch = NULL;
+        int rc = al_patch_hooks_add(s->m, &sp, e) ||
+                 al_model_forward(s->m, in, NULL, s->nb, s->T, e);
+        al_hook_remove(s->m, &sp);
         if (rc) return -1;
         item_values(s, s->m->x + (size_t)s->L * s->nb * s->T * s->C, NULL, NULL, s->v_p);
     } else {
-        if (al_model_forward_delta(s->m, base, &sp, s->xL, s->dirty, e)) return -1;
+        if (al_model_forward_delta(s->m, base, &sp, s->xL, s->dirty, &s->ws, e)) return -1;
         item_values(s, s->xL, s->dirty, bv, s->v_p);
     }
     *sum = sum_of(s->v_p, s->ni);
@@ -445,13 +447,12 @@ static int sweep_warnings(const sweep *s, const double *eff, int n, const char *
  * then fn adds each configuration's Σ metric over the batch's items into
  * sums (calling tick after each); then sums[i] /= the item count and
  * effect[i] from it (NaN sums stay NaN: configurations that do not
- * exist). m->patch is restored. 0, or −1 with e. */
+ * exist). 0, or −1 with e. */
 typedef int (*batch_fn)(sweep *s, void *ctx, double *sums, al_err *e);
 
 static int drive(sweep *s, int n, batch_fn fn, void *ctx, double *metric, double *eff,
                  double *m_clean, double *m_corr, al_err *e) {
     const al_pairs *t = s->t;
-    const al_patch_spec *saved = s->m->patch;
     double sc = 0.0, sr = 0.0;
     int rc = 0;
     al_progress_init(&s->pg, 10.0);
@@ -464,7 +465,6 @@ static int drive(sweep *s, int n, batch_fn fn, void *ctx, double *metric, double
         rc = fn(s, ctx, metric, e);
     }
     if (s->o->progress) al_progress_done(&s->pg);
-    s->m->patch = saved;
     if (rc) return -1;
     double cnt = (double)t->n_items;
     *m_clean = sc / cnt;

@@ -166,8 +166,7 @@ int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al
         return -1;
     }
     b->circ = cr;
-    b->m.circuit = &cr->spec;
-    return 0;
+    return al_circuit_run_attach(cr, &b->m, e);
 }
 
 void al_behave_print_circuit(const al_behave *b, const char *path) {

@@ -352,7 +352,7 @@ static int setup_circuit(al_model *m, const al_tokenizer *tok, int T, al_circuit
         cr->spec.fill = AL_FILL_CORRUPTED;
         cr->spec.corr = *cids;
     }
-    m->circuit = &cr->spec;
+    if (al_circuit_run_attach(cr, m, e)) goto fail;
     return 0;
 fail:
     al_circuit_run_close(cr);
@@ -502,7 +502,6 @@ out:
     free(p_tok);
     free(ids);
     free(cids);
-    m.circuit = NULL;
     al_circuit_run_close(&cr);
     al_tok_free(tok);
     al_model_free(&m);

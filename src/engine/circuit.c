@@ -1,33 +1,44 @@
-/* circuit.c -- running a circuit: a forward pass in which only the kept
- * edges of the head graph carry what their sender computes in this run
- * (contract in model.h, al_circuit_spec; the graph in graph.h).
+/* circuit.c -- running a circuit: hooks (hooks.h) that make a forward
+ * pass carry, on the head graph's removed edges, a fill value instead of
+ * what their sender computes in this run (contract in graph.h,
+ * al_circuit_spec and al_circuit_attach).
  *
  * The model is linear between the embeddings and each head's q/k/v (no
  * LayerNorm, no biases), so a receiver's input with some edges removed
  * is its input in this run minus, over the removed senders s, (value_s −
- * fill_s). The forward therefore runs as usual and subtracts: for a
- * head's channel c, Δ · W_c[l,h] where Δ is the removed embedding rows'
- * difference (BT, C) and, for layer-1 heads, Σ over removed 0.h0 of
- * Δzg_h0 · W_O[0,h0] W_c[1,h] (the product precomputed per receiver, D×D
- * per sender, so the correction is D-wide, not C-wide); for the logits,
- * the removed senders' differences in the residual. Nothing is touched
- * for a receiver with every edge kept, so the full circuit is the plain
- * forward bit for bit.
+ * fill_s). The forward therefore runs as usual and the hooks subtract:
+ * at Q/K/V of layer l, for a head's channel c, Δ · W_c[l,h] where Δ is
+ * the removed embedding rows' difference (BT, C) and, for layer-1 heads,
+ * Σ over removed 0.h0 of Δzg_h0 · W_O[0,h0] W_c[1,h] (the product
+ * precomputed per receiver, D×D per sender, so the correction is
+ * D-wide, not C-wide); at RESID_POST of the last layer (the logits'
+ * input), the removed senders' differences in the residual. Nothing is
+ * touched for a receiver with every edge kept, so the full circuit is
+ * the plain forward bit for bit. The fill run (corrupted or resampled
+ * tokens) is a second forward of the same weights, gates and other hooks
+ * into x->fill's own activations, started by the first hook of a
+ * forward (RESID_PRE of layer 0).
  *
- * Scratch (m->cws, grown on demand), for the forward's (B, T):
+ * Scratch (x->ws, grown on demand), for the forward's (B, T):
  *   fe    (BT, C)      fill embeddings W_E[fill token] (not for mean)
- *   fz    (L, BT, HD)  fill gated z's (not for mean)
  *   de    (BT, C)      W_E[token] − fill embedding
  *   dz    (BT, HD)     zg − fill zg of one layer
  *   stack (HD, D)      Σ-weights of one layer-1 receiver
- *   ft    (BT + H)     the resampled tokens (ints), later removed-head flags */
-#include "attnlab/model.h"
+ *   ft    (BT + H)     the resampled tokens (ints), later removed-head flags
+ * The fill's gated z's are read from x->fill.zg.
+ *
+ * Discovery's incremental evaluation (al_circuit_delta_run, below) is the
+ * same edge removal against cached clean and corrupted runs: it shares
+ * the composition products (comp_block) and the D-wide correction
+ * (sub_comp), and takes exact corrupted-run values where a channel's
+ * input is entirely the fill's (graph.h says why the two then agree to
+ * float rounding rather than bit for bit). */
+#include "attnlab/graph.h"
 
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "attnlab/graph.h"
 #include "model_internal.h"
 
 typedef struct cscr {
@@ -36,17 +47,18 @@ typedef struct cscr {
 } cscr;
 
 static size_t scratch_floats(const al_config *c, size_t BT) {
-    size_t L = c->n_layers, C = c->d_model, HD = (size_t)c->n_heads * c->d_head;
-    return BT * C + L * BT * HD + BT * C + BT * HD + HD * c->d_head + BT + (size_t)c->n_heads;
+    size_t C = c->d_model, HD = (size_t)c->n_heads * c->d_head;
+    return BT * C + BT * C + BT * HD + HD * c->d_head + BT + (size_t)c->n_heads;
 }
 
-static void views(al_model *m, cscr *s) {
+static void views(const al_circuit_exec *x, cscr *s) {
+    const al_model *m = x->m;
     const al_config *c = &m->cfg;
-    size_t BT = (size_t)m->B * m->T, L = c->n_layers, C = c->d_model;
+    size_t BT = (size_t)m->B * m->T, C = c->d_model;
     size_t HD = (size_t)c->n_heads * c->d_head;
-    s->fe = m->cws;
-    s->fz = s->fe + BT * C;
-    s->de = s->fz + L * BT * HD;
+    s->fe = x->ws;
+    s->fz = x->fill.zg;
+    s->de = s->fe + BT * C;
     s->dz = s->de + BT * C;
     s->stack = s->dz + BT * HD;
     s->ft = (int *)(s->stack + HD * c->d_head);
@@ -58,18 +70,21 @@ static void embed_rows(const al_model *m, const int *tok, size_t BT, float *out)
     for (size_t r = 0; r < BT; r++) memcpy(out + r * C, m->p[AL_P_WE] + (size_t)tok[r] * C, sizeof(float) * C);
 }
 
-int circuit_begin(al_model *m, const int *inputs, int B, int T, al_err *e) {
-    const al_circuit_spec *sp = m->circuit;
+/* RESID_PRE of layer 0, the first hook of a forward: check the fill
+ * against this batch and run it (corrupted or resampled sequences)
+ * through the model, keeping its embeddings; its gated z's stay in
+ * x->fill. */
+static int circuit_begin(al_hook_act *a, void *ctx, al_err *e) {
+    al_circuit_exec *x = ctx;
+    const al_circuit_spec *sp = x->sp;
+    al_model *m = a->m;
     const al_config *c = &m->cfg;
-    if (c->n_layers != 1 && c->n_layers != 2)
-        return al_errf(e, "a circuit runs on 1- and 2-layer models (this one has %d layers)",
-                       c->n_layers);
-    if (m->patch) return al_errf(e, "a circuit and a patch spec cannot be run together");
-    if (!sp->kept) return al_errf(e, "circuit spec without its edges");
+    const int B = m->B, T = m->T;
+    const int *inputs = m->inputs;
     const size_t BT = (size_t)B * T, V = c->d_vocab;
+    a->intervened = 1;
     switch (sp->fill) {
     case AL_FILL_CORRUPTED:
-        if (!sp->corr) return al_errf(e, "a corrupted fill needs corrupted tokens");
         for (size_t r = 0; r < BT; r++)
             if (sp->corr[r] < 0 || (size_t)sp->corr[r] >= V)
                 return al_errf(e, "corrupted token id %d is outside the vocabulary (0..%zu)",
@@ -81,45 +96,40 @@ int circuit_begin(al_model *m, const int *inputs, int B, int T, al_err *e) {
                               "per batch (got 1)");
         break;
     case AL_FILL_MEAN:
-        if (!sp->mean_x0 || !sp->mean_zg) return al_errf(e, "a mean fill needs its means");
         if (sp->mean_T < T)
             return al_errf(e, "the circuit's mean fill covers %d positions, the batch has %d",
                            sp->mean_T, T);
         break;
-    default:
-        return al_errf(e, "unknown circuit fill %d", (int)sp->fill);
     }
     size_t need = scratch_floats(c, BT);
-    if (need > m->cws_cap) {
+    if (need > x->cap) {
         float *w = al_malloc(need, sizeof(float), e);
         if (!w) return al_err_prefix(e, "circuit run scratch");
-        free(m->cws);
-        m->cws = w, m->cws_cap = need;
+        free(x->ws);
+        x->ws = w, x->cap = need;
     }
-    cscr v, *s = &v;
-    views(m, s);
-    m->cws_de = 0;
+    x->de_ready = 0, x->dz_ready = 0;
     if (sp->fill == AL_FILL_MEAN) return 0;
+    cscr v, *s = &v;
+    views(x, s);
     const int *fill = sp->corr;
     if (sp->fill == AL_FILL_RESAMPLE) { /* row b runs sequence (b + 1) mod B */
         for (int b = 0; b < B; b++)
             memcpy(s->ft + (size_t)b * T, inputs + (size_t)((b + 1) % B) * T, sizeof(int) * T);
         fill = s->ft;
     }
-    /* the fill run: the same model (gates, replacements) with no circuit */
-    const al_circuit_spec *keep = m->circuit;
-    m->circuit = NULL;
-    model_forward_body(m, fill, 0);
-    m->circuit = keep;
+    /* the fill run: the same model (gates, other hooks) without this circuit */
+    if (model_forward_shared(&x->fill, m, x, fill, B, T, e))
+        return al_err_prefix(e, "the circuit's fill run");
     embed_rows(m, fill, BT, s->fe);
-    memcpy(s->fz, m->zg, sizeof(float) * (size_t)c->n_layers * BT * c->n_heads * c->d_head);
     return 0;
 }
 
 /* de = W_E[token] − fill embedding, once per forward. */
-static void need_de(al_model *m, cscr *s) {
-    if (m->cws_de) return;
-    const al_circuit_spec *sp = m->circuit;
+static void need_de(al_circuit_exec *x, cscr *s) {
+    if (x->de_ready) return;
+    const al_model *m = x->m;
+    const al_circuit_spec *sp = x->sp;
     const size_t C = m->cfg.d_model, T = m->T, BT = (size_t)m->B * T;
     embed_rows(m, m->inputs, BT, s->de);
     for (size_t r = 0; r < BT; r++) {
@@ -127,13 +137,14 @@ static void need_de(al_model *m, cscr *s) {
         float *d = s->de + r * C;
         for (size_t k = 0; k < C; k++) d[k] -= f[k];
     }
-    m->cws_de = 1;
+    x->de_ready = 1;
 }
 
 /* dz = layer l's zg − its fill, with the heads not in `removed` (H
  * flags; NULL: all) zeroed. */
-static void make_dz(al_model *m, cscr *s, int l, const unsigned char *removed) {
-    const al_circuit_spec *sp = m->circuit;
+static void make_dz(const al_circuit_exec *x, cscr *s, int l, const unsigned char *removed) {
+    const al_model *m = x->m;
+    const al_circuit_spec *sp = x->sp;
     const al_config *c = &m->cfg;
     const size_t H = c->n_heads, D = c->d_head, HD = H * D, T = m->T, BT = (size_t)m->B * T;
     const float *zg = m->zg + (size_t)l * BT * HD;
@@ -156,54 +167,77 @@ static const float *head_w(const al_model *m, int l, int h, int ch) {
     return ch == 0 ? al_head_wq(m, l, h) : ch == 1 ? al_head_wk(m, l, h) : al_head_wv(m, l, h);
 }
 
-void circuit_qkv(al_model *m, int l, float *qkv) {
-    const al_circuit_spec *sp = m->circuit;
-    cscr v, *s = &v;
-    views(m, s);
-    const al_config *c = &m->cfg;
-    const int L = c->n_layers, H = c->n_heads, D = c->d_head, C = c->d_model, HD = H * D;
-    const int BT = m->B * m->T;
-    int dz_full = 0; /* s->dz holds layer 0's full difference */
-    for (int h = 0; h < H; h++)
-        for (int ch = 0; ch < 3; ch++) {
-            int emb = !sp->kept[al_graph_k_input(H, l, h, ch, 0)], nh = 0;
-            for (int h0 = 0; l == 1 && h0 < H; h0++)
-                nh += !sp->kept[al_graph_k_comp(L, H, h0, h, ch)];
-            if (!emb && !nh) continue;
-            float *dst = qkv + (size_t)ch * HD + (size_t)h * D;
-            const float *w = head_w(m, l, h, ch);
-            if (emb) {
-                need_de(m, s);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, C, -1.0f, s->de, C,
-                            w, D, 1.0f, dst, 3 * HD);
-            }
-            if (!nh) continue;
-            if (!dz_full) {
-                make_dz(m, s, 0, NULL);
-                dz_full = 1;
-            }
-            /* stack (HD, D): W_O[0,h0] · W_c[1,h] for removed h0, else 0 */
-            for (int h0 = 0; h0 < H; h0++) {
-                float *blk = s->stack + (size_t)h0 * D * D;
-                if (sp->kept[al_graph_k_comp(L, H, h0, h, ch)]) memset(blk, 0, sizeof(float) * D * D);
-                else
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, C, 1.0f,
-                                al_head_wo(m, 0, h0), C, w, D, 0.0f, blk, D);
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, HD, -1.0f, s->dz, HD,
-                        s->stack, D, 1.0f, dst, 3 * HD);
-        }
+/* blk (D, D) = W_O[0,h0] · W_c[1,h1]: what a composition edge 0.h0 →
+ * 1.h1.c multiplies its sender's Δzg by (both paths use this product). */
+static void comp_block(const al_model *m, int h0, int h1, int ch, float *blk) {
+    const int C = m->cfg.d_model, D = m->cfg.d_head;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, C, 1.0f, al_head_wo(m, 0, h0), C,
+                head_w(m, 1, h1, ch), D, 0.0f, blk, D);
 }
 
-void circuit_out(al_model *m, float *xL) {
-    const al_circuit_spec *sp = m->circuit;
+/* dst (BT rows of D, stride 3·H·D) −= dz (BT, H·D) · stack (H·D, D): a
+ * layer-1 channel minus its removed layer-0 senders' differences. */
+static void sub_comp(float *dst, const float *dz, const float *stack, int BT, int H, int D) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, H * D, -1.0f, dz, H * D, stack,
+                D, 1.0f, dst, 3 * H * D);
+}
+
+/* Q, K or V of layer l (channel ch): this run's minus what the removed
+ * edges into each head's channel carried. */
+static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    al_circuit_exec *x = ctx;
+    const al_circuit_spec *sp = x->sp;
+    const al_model *m = a->m;
     cscr v, *s = &v;
-    views(m, s);
+    views(x, s);
+    a->intervened = 1;
+    const al_config *c = &m->cfg;
+    const int L = c->n_layers, H = c->n_heads, D = c->d_head, C = c->d_model, HD = H * D;
+    const int BT = m->B * m->T, l = a->layer, ch = a->point - AL_HOOK_Q;
+    for (int h = 0; h < H; h++) {
+        int emb = !sp->kept[al_graph_k_input(H, l, h, ch, 0)], nh = 0;
+        for (int h0 = 0; l == 1 && h0 < H; h0++) nh += !sp->kept[al_graph_k_comp(L, H, h0, h, ch)];
+        if (!emb && !nh) continue;
+        float *dst = a->data + (size_t)h * D;
+        const float *w = head_w(m, l, h, ch);
+        if (emb) {
+            need_de(x, s);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, C, -1.0f, s->de, C, w,
+                        D, 1.0f, dst, 3 * HD);
+        }
+        if (!nh) continue;
+        if (!x->dz_ready) { /* s->dz: layer 0's full difference, until RESID_POST */
+            make_dz(x, s, 0, NULL);
+            x->dz_ready = 1;
+        }
+        /* stack (HD, D): W_O[0,h0] · W_c[1,h] for removed h0, else 0 */
+        for (int h0 = 0; h0 < H; h0++) {
+            float *blk = s->stack + (size_t)h0 * D * D;
+            if (sp->kept[al_graph_k_comp(L, H, h0, h, ch)]) memset(blk, 0, sizeof(float) * D * D);
+            else comp_block(m, h0, h, ch, blk);
+        }
+        sub_comp(dst, s->dz, s->stack, BT, H, D);
+    }
+    return 0;
+}
+
+/* RESID_POST of the last layer: the final residual minus what the
+ * removed logits edges carried. */
+static int circuit_out(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    al_circuit_exec *x = ctx;
+    const al_circuit_spec *sp = x->sp;
+    const al_model *m = a->m;
+    float *xL = a->data;
+    cscr v, *s = &v;
+    views(x, s);
+    a->intervened = 1;
     const al_config *c = &m->cfg;
     const int L = c->n_layers, H = c->n_heads, D = c->d_head, C = c->d_model, HD = H * D;
     const size_t BT = (size_t)m->B * m->T;
     if (!sp->kept[al_graph_k_out(L, H, 0)]) {
-        need_de(m, s);
+        need_de(x, s);
         for (size_t i = 0; i < BT * C; i++) xL[i] -= s->de[i];
     }
     /* removed heads' flags: in the fill-token scratch, free by now */
@@ -212,8 +246,234 @@ void circuit_out(al_model *m, float *xL) {
         int any = 0;
         for (int h = 0; h < H; h++) any |= removed[h] = !sp->kept[al_graph_k_out(L, H, 2 + l * H + h)];
         if (!any) continue;
-        make_dz(m, s, l, removed);
+        make_dz(x, s, l, removed);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, HD, -1.0f, s->dz, HD,
                     m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xL, C);
     }
+    return 0;
+}
+
+int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp, al_err *e) {
+    memset(x, 0, sizeof *x);
+    const al_config *c = &m->cfg;
+    if (c->n_layers != 1 && c->n_layers != 2)
+        return al_errf(e, "a circuit runs on 1- and 2-layer models (this one has %d layers)",
+                       c->n_layers);
+    if (!sp || !sp->kept) return al_errf(e, "circuit spec without its edges");
+    switch (sp->fill) {
+    case AL_FILL_CORRUPTED:
+        if (!sp->corr) return al_errf(e, "a corrupted fill needs corrupted tokens");
+        break;
+    case AL_FILL_RESAMPLE: break;
+    case AL_FILL_MEAN:
+        if (!sp->mean_x0 || !sp->mean_zg) return al_errf(e, "a mean fill needs its means");
+        break;
+    default: return al_errf(e, "unknown circuit fill %d", (int)sp->fill);
+    }
+    x->sp = sp, x->m = m;
+    int L = c->n_layers;
+    int rc = al_hook_add(m, AL_HOOK_RESID_PRE, 0, circuit_begin, x, e);
+    for (int ch = 0; rc == 0 && ch < 3; ch++)
+        rc = al_hook_add(m, AL_HOOK_Q + ch, -1, circuit_qkv, x, e);
+    if (rc == 0) rc = al_hook_add(m, AL_HOOK_RESID_POST, L - 1, circuit_out, x, e);
+    if (rc) {
+        al_hook_remove(m, x);
+        memset(x, 0, sizeof *x);
+        return -1;
+    }
+    return 0;
+}
+
+void al_circuit_detach(al_circuit_exec *x) {
+    if (x->m) al_hook_remove(x->m, x);
+    if (x->fill.acts) model_shared_free(&x->fill);
+    free(x->ws);
+    memset(x, 0, sizeof *x);
+}
+
+/* --------------------------------------------- incremental evaluation */
+
+int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e) {
+    memset(d, 0, sizeof *d);
+    const al_config *c = &m->cfg;
+    if (c->n_layers != 1 && c->n_layers != 2)
+        return al_errf(e, "circuit evaluation covers 1- and 2-layer models (this one has %d)",
+                       c->n_layers);
+    d->L = c->n_layers, d->H = c->n_heads, d->D = c->d_head, d->C = c->d_model, d->B = B, d->T = T;
+    const size_t L = d->L, H = d->H, D = d->D, C = d->C, HD = H * D, BT = (size_t)B * T;
+    d->wcomp = al_malloc((L == 2 ? 3 * H * H * D * D : 1) + L * BT * 3 * HD + L * BT * HD +
+                             BT * C + 2 * BT * HD + HD * D,
+                         sizeof(float), e);
+    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T, 1, e) : NULL;
+    if (!d->qm) {
+        al_circuit_delta_free(d);
+        return -1;
+    }
+    d->syn = d->wcomp + (L == 2 ? 3 * H * H * D * D : 1);
+    d->zsrc = d->syn + L * BT * 3 * HD;
+    d->fix = d->zsrc + L * BT * HD;
+    d->dz = d->fix + BT * C;
+    d->dzm = d->dz + BT * HD;
+    d->stack = d->dzm + BT * HD;
+    d->zm = d->qm + L * 3 * H * T; /* right after qm: one memset clears both */
+    d->dirty = d->zm + L * H * T;
+    if (L == 2)
+        for (int h0 = 0; h0 < d->H; h0++)
+            for (int h1 = 0; h1 < d->H; h1++)
+                for (int ch = 0; ch < 3; ch++)
+                    comp_block(m, h0, h1, ch, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D);
+    return 0;
+}
+
+void al_circuit_delta_free(al_circuit_delta *d) {
+    free(d->wcomp);
+    free(d->qm);
+    al_delta_ws_free(&d->ws);
+    memset(d, 0, sizeof *d);
+}
+
+void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
+                           const int *corr, int nb, float *embp) {
+    const size_t C = d->C, D = d->D, HD = (size_t)d->H * D, bt = (size_t)nb * d->T;
+    float *de = d->fix; /* scratch (bt, C) */
+    for (size_t r = 0; r < bt; r++) {
+        const float *a = m->p[AL_P_WE] + (size_t)clean[r] * C;
+        const float *z = m->p[AL_P_WE] + (size_t)corr[r] * C;
+        for (size_t k = 0; k < C; k++) de[r * C + k] = a[k] - z[k];
+    }
+    for (int h = 0; h < d->H; h++)
+        for (int ch = 0; ch < 3; ch++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bt, (int)D, (int)C, 1.0f,
+                        de, (int)C, head_w(m, 1, h, ch), (int)D, 0.0f, embp + ch * HD + h * D,
+                        (int)(3 * HD));
+}
+
+/* Copy channel slices (nb·T rows of D, row stride ld) from src to dst. */
+static void copy_rows(float *dst, const float *src, size_t rows, int D, size_t ld) {
+    for (size_t r = 0; r < rows; r++) memcpy(dst + r * ld, src + r * ld, sizeof(float) * D);
+}
+
+int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+                         const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
+                         const float *embp, float *xL, unsigned char *changed, al_err *e) {
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
+    if (nb > d->B || cl->T != T || co->B != nb || co->T != T)
+        return al_errf(e, "circuit evaluation: runs of %dx%d and %dx%d for a workspace of %dx%d",
+                       cl->B, cl->T, co->B, co->T, d->B, T);
+    const size_t HD = (size_t)H * D, BT = (size_t)nb * T, Q = BT * 3 * HD, Z = BT * HD;
+    memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
+    /* layer-0 channels: embed + pos, and pos is the same in both runs */
+    int l0dirty = 0;
+    for (int h = 0; h < H; h++)
+        for (int ch = 0; ch < 3; ch++) {
+            if (kept[al_graph_k_input(H, 0, h, ch, 0)]) continue;
+            memset(d->qm + ((size_t)ch * H + h) * T, 1, T);
+            size_t o = (size_t)ch * HD + (size_t)h * D;
+            copy_rows(d->syn + o, co->qkv + o, BT, D, 3 * HD);
+            l0dirty = 1;
+        }
+    const float *zg0 = NULL; /* the circuit's layer-0 zg (nb, T, H, D) */
+    int dz_ready = 0;
+    if (L == 2) {
+        const float *q1 = cl->qkv + Q; /* layer 1's q/k/v from this run's residual */
+        if (l0dirty) {
+            /* layer 0 of the circuit first: a patched forward of the clean
+             * sequences; forward_delta below leaves m's activations alone */
+            al_patch_spec sa = {.src_qkv = d->syn, .qkv_mask = d->qm};
+            int rc = al_patch_hooks_add(m, &sa, e) || al_model_forward(m, clean, NULL, nb, T, e);
+            al_hook_remove(m, &sa);
+            if (rc) return -1;
+            zg0 = m->zg, q1 = m->qkv + Q;
+        } else zg0 = cl->zg;
+        for (int h1 = 0; h1 < H; h1++)
+            for (int ch = 0; ch < 3; ch++) {
+                int emb = !kept[al_graph_k_input(H, 1, h1, ch, 0)], nr = emb;
+                for (int h0 = 0; h0 < H; h0++) nr += !kept[al_graph_k_comp(L, H, h0, h1, ch)];
+                if (!nr) continue;
+                memset(d->qm + ((size_t)(3 + ch) * H + h1) * T, 1, T);
+                size_t o = (size_t)ch * HD + (size_t)h1 * D;
+                float *dst = d->syn + Q + o;
+                if (nr == 1 + H) { /* every sender removed: the corrupted run's */
+                    copy_rows(dst, co->qkv + Q + o, BT, D, 3 * HD);
+                    continue;
+                }
+                copy_rows(dst, q1 + o, BT, D, 3 * HD);
+                if (emb)
+                    for (size_t r = 0; r < BT; r++)
+                        for (int k = 0; k < D; k++)
+                            dst[r * 3 * HD + k] -= embp[r * 3 * HD + o + k];
+                if (nr == emb) continue;
+                if (!dz_ready) {
+                    for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - co->zg[i];
+                    dz_ready = 1;
+                }
+                /* dst −= Σ over removed 0.h0 of Δzg_h0 · W_O[0,h0] W_c[1,h1] */
+                for (int h0 = 0; h0 < H; h0++) {
+                    float *blk = d->stack + (size_t)h0 * D * D;
+                    if (kept[al_graph_k_comp(L, H, h0, h1, ch)]) memset(blk, 0, sizeof(float) * D * D);
+                    else
+                        memcpy(blk, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D,
+                               sizeof(float) * D * D);
+                }
+                sub_comp(dst, d->dz, d->stack, (int)BT, H, D);
+            }
+    }
+    /* last-layer heads: read by the logits only, so a removed logits edge
+     * is the head's z taken from the corrupted run (a head whose z a hook
+     * set in full, zfixed, has the same zg in both runs: nothing to do) */
+    const int ll = L - 1;
+    for (int h = 0; h < H; h++) {
+        if (kept[al_graph_k_out(L, H, 2 + ll * H + h)] || co->zfixed[ll * H + h]) continue;
+        memset(d->zm + ((size_t)ll * H + h) * T, 1, T);
+        float *dst = d->zsrc + (size_t)ll * Z + (size_t)h * D;
+        for (size_t r = 0; r < BT; r++)
+            memcpy(dst + r * HD, co->z + (size_t)ll * Z + r * HD + (size_t)h * D,
+                   sizeof(float) * D);
+    }
+    al_patch_spec sp = {NULL, d->zsrc, NULL, d->zm, d->syn, NULL, d->qm, NULL};
+    if (al_model_forward_delta(m, cl, &sp, xL, d->dirty, &d->ws, e)) return -1;
+    for (size_t r = 0; r < BT; r++) changed[r] = d->dirty[r % T];
+    /* the logits' other senders: embed and (2 layers) the layer-0 heads */
+    int all = !kept[al_graph_k_out(L, H, 0)], any0 = 0;
+    for (int j = 2; j < 2 + L * H; j++) all &= !kept[al_graph_k_out(L, H, j)];
+    for (int h = 0; L == 2 && h < H; h++) any0 |= !kept[al_graph_k_out(L, H, 2 + h)];
+    if (all) { /* the corrupted run's final residual, exactly */
+        memcpy(xL, co->x + (size_t)L * BT * C, sizeof(float) * BT * C);
+        memset(changed, 1, BT);
+    } else {
+        if (!kept[al_graph_k_out(L, H, 0)]) {
+            const int *ic = clean, *ir = corr;
+            for (size_t r = 0; r < BT; r++) {
+                if (ic[r] == ir[r]) continue;
+                const float *a = m->p[AL_P_WE] + (size_t)ic[r] * C;
+                const float *z = m->p[AL_P_WE] + (size_t)ir[r] * C;
+                float *x = xL + r * C;
+                for (int k = 0; k < C; k++) x[k] -= a[k] - z[k];
+                changed[r] = 1;
+            }
+        }
+        if (any0) {
+            if (!dz_ready)
+                for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - co->zg[i];
+            for (size_t r = 0; r < BT; r++)
+                for (int h = 0; h < H; h++) {
+                    float *o = d->dzm + r * HD + (size_t)h * D;
+                    if (kept[al_graph_k_out(L, H, 2 + h)]) memset(o, 0, sizeof(float) * D);
+                    else memcpy(o, d->dz + r * HD + (size_t)h * D, sizeof(float) * D);
+                }
+            /* fix (BT, C) = Δzg of the removed heads · W_O[0] (H·D, C) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f,
+                        d->dzm, (int)HD, al_head_wo(m, 0, 0), C, 0.0f, d->fix, C);
+            for (size_t r = 0; r < BT; r++) {
+                const float *f = d->fix + r * C;
+                float *x = xL + r * C;
+                int nz = 0;
+                for (int k = 0; k < C; k++) nz |= f[k] != 0.0f;
+                if (!nz) continue;
+                for (int k = 0; k < C; k++) x[k] -= f[k];
+                changed[r] = 1;
+            }
+        }
+    }
+    return 0;
 }

@@ -19,7 +19,8 @@
  *      differ); then the q/k/v mask. chg[s,h,t] marks every q, k or
  *      v that differs from base's;
  *   3. attention rows that can change, for each head (not for a head
- *      whose z is replaced: its output does not depend on them): rows t
+ *      whose z a hook set in full in base's run, base->zfixed: its
+ *      output does not depend on them): rows t
  *      with a changed q, rows >= the first changed k or v (all rows >=
  *      the first dx row), and att-masked rows (copied from the source;
  *      they change if the row or a value up to t does). Per (b, h) in
@@ -60,7 +61,8 @@
  * the full forward (within float rounding; it is never used where every
  * head of a row changed).
  *
- * Scratch lives in m->dws; m's activations are not touched. The only
+ * Scratch lives in the caller's al_delta_ws; m's activations are not
+ * touched, and m's hooks are not run. The only
  * parallel loop is over (b, h), each result computed by one thread with
  * single-threaded sgemms, so the same thread count gives the same bits. */
 #include "attnlab/model.h"
@@ -142,8 +144,8 @@ static int first_layer(const dstate *s) {
     return s->L + 1;
 }
 
-/* Carve the scratch out of m->dws, growing it if needed. */
-static int scratch(al_model *m, dstate *s, al_err *e) {
+/* Carve the scratch out of ws, growing it if needed. */
+static int scratch(al_delta_ws *ws, dstate *s, al_err *e) {
     size_t BT = s->BT, C = s->C, HD = s->HD, T = s->T, H = s->H, D = s->D;
     size_t AB = T < ATT_BLOCK ? T : ATT_BLOCK;
     size_t n_gin = BT * (C > HD ? C : HD), n_gout = BT * (3 * HD > C ? 3 * HD : C);
@@ -153,14 +155,14 @@ static int scratch(al_model *m, dstate *s, al_err *e) {
                 (size_t)s->nthreads * s->ts_n;
     size_t ni = 2 * T + H, nb = (2 + 5 * H) * T + H;
     size_t total = nf + ni + (nb + sizeof(float) - 1) / sizeof(float);
-    if (m->dws_cap < total) {
+    if (ws->cap < total) {
         float *p = al_malloc(total, sizeof(float), e);
         if (!p) return al_err_prefix(e, "incremental patched forward");
-        free(m->dws);
-        m->dws = p;
-        m->dws_cap = total;
+        free(ws->p);
+        ws->p = p;
+        ws->cap = total;
     }
-    float *f = m->dws;
+    float *f = ws->p;
     s->x[0] = f, f += BT * C;
     s->x[1] = f, f += BT * C;
     s->qkv = f, f += BT * 3 * HD;
@@ -287,7 +289,7 @@ static int plan_heads(dstate *s, int l) {
     memset(s->need, 0, (size_t)H * T);
     memset(s->zc, 0, (size_t)H * T);
     for (int h = 0; h < H; h++) {
-        if (s->m->z_replace[l * H + h]) continue; /* zg is gate · replacement */
+        if (s->base->zfixed[l * H + h]) continue; /* zg is gate · what a hook set */
         const unsigned char *cq = s->chg + (size_t)h * T, *ck = cq + (size_t)H * T,
                             *cv = ck + (size_t)H * T;
         const unsigned char *zm = p && p->z_mask ? p->z_mask + ((size_t)l * H + h) * T : NULL;
@@ -469,8 +471,13 @@ static void resid_layer(dstate *s, int l, const float *X, float *Xn) {
     for (int j = 0; j < nd; j++) s->dxn[s->part[j]] = 1;
 }
 
+void al_delta_ws_free(al_delta_ws *ws) {
+    free(ws->p);
+    ws->p = NULL, ws->cap = 0;
+}
+
 int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
-                           float *xL, unsigned char *dirty, al_err *e) {
+                           float *xL, unsigned char *dirty, al_delta_ws *ws, al_err *e) {
     const al_config *c = &m->cfg;
     if (!base || !base->x || base->B < 1 || base->T < 1 || base->T > c->n_ctx)
         return al_errf(e, "incremental patched forward: the run cache has batch shape %dx%d "
@@ -479,7 +486,6 @@ int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec
     if (sp && ((sp->x_mask && !sp->src_x) || (sp->z_mask && !sp->src_z) ||
                (sp->qkv_mask && !sp->src_qkv) || (sp->att_mask && !sp->src_att)))
         return al_errf(e, "patch spec has a mask without its source activations");
-    if (m->circuit) return al_errf(e, "incremental patched forward: a circuit is set on the model");
     dstate s = {.m = m, .base = base, .sp = sp, .B = base->B, .T = base->T,
                 .C = c->d_model, .H = c->n_heads, .D = c->d_head,
                 .HD = c->n_heads * c->d_head, .L = c->n_layers};
@@ -492,7 +498,8 @@ int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec
         memset(dirty, 0, T);
         return 0;
     }
-    if (scratch(m, &s, e)) return -1;
+    al_delta_ws own = {0};
+    if (scratch(ws ? ws : &own, &s, e)) return -1;
     memset(s.dx, 0, T);
     int cur = 0;
     for (int l = l0; l < s.L; l++) {
@@ -513,5 +520,6 @@ int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec
             memcpy(xL + off, (s.dx[t] ? s.x[cur] : bxL) + off, sizeof(float) * C);
         }
     memcpy(dirty, s.dx, T);
+    al_delta_ws_free(&own);
     return 0;
 }

@@ -1,5 +1,7 @@
 /* model.c -- parameters, initialisation, forward and backward with head
- * gates for the attention-only transformer of docs/design.md §2.
+ * gates for the attention-only transformer of docs/design.md §2. The
+ * forward calls the model's hooks (hooks.h) at their points and knows
+ * nothing of what they do (patching, z replacement, circuits).
  *
  * The per-layer Q, K, V weights are stored as TransformerLens has them,
  * (H, C, D) each. For speed the forward pass copies them into one fused
@@ -7,6 +9,7 @@
  * copy is 3·C·H·D floats per layer, negligible next to the matmul. */
 #include "attnlab/model.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,8 +87,7 @@ int al_model_alloc(al_model *m, const al_config *cfg, al_err *e) {
     m->params = al_calloc(m->n_params, sizeof(float), e);
     m->gates = al_malloc(LH, sizeof(float), e);
     m->gate_grads = al_calloc(LH, sizeof(float), e);
-    m->z_replace = al_calloc(LH, sizeof(float *), e);
-    if (!m->params || !m->gates || !m->gate_grads || !m->z_replace) {
+    if (!m->params || !m->gates || !m->gate_grads) {
         al_model_free(m);
         return -1;
     }
@@ -153,21 +155,14 @@ void al_model_free(al_model *m) {
     free(m->grads);
     free(m->gates);
     free(m->gate_grads);
-    free((void *)m->z_replace);
     free(m->acts);
     free(m->inputs);
-    free(m->dws);
-    free(m->cws);
     memset(m, 0, sizeof *m);
 }
 
 void al_model_reset_gates(al_model *m) {
     size_t LH = (size_t)m->cfg.n_layers * m->cfg.n_heads;
-    for (size_t i = 0; i < LH; i++) {
-        m->gates[i] = 1.0f;
-        m->z_replace[i] = NULL;
-    }
-    m->patch = NULL;
+    for (size_t i = 0; i < LH; i++) m->gates[i] = 1.0f;
 }
 
 void al_model_copy_acts(const al_model *m, float *x, float *z) {
@@ -257,6 +252,7 @@ static int ensure_acts(al_model *m, int B, int T, al_err *e) {
         L * B * H * T * T,    /* att */
         L * BT * HD,          /* z */
         L * BT * HD,          /* zg */
+        L * BT * HD,          /* zs */
         BT * V,               /* probs */
         BT,                   /* losses */
         BT * C,               /* dx */
@@ -266,10 +262,11 @@ static int ensure_acts(al_model *m, int B, int T, al_err *e) {
         C * 3 * HD,           /* dwqkv */
         (size_t)B * H,        /* gate_part */
         (size_t)T * 2 * HD,   /* posqk */
+        BT * H * C,           /* result (touched only with RESULT hooks) */
     };
-    size_t total = 0;
+    size_t total = 0, nbytes = L * H + L + H * (size_t)T; /* zfixed, zhooked, rows */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
-    float *a = al_malloc(total, sizeof(float), e);
+    float *a = al_malloc(total + (nbytes + sizeof(float) - 1) / sizeof(float), sizeof(float), e);
     int *in = al_malloc(2 * BT, sizeof(int), e);
     if (!a || !in) {
         free(a);
@@ -281,13 +278,17 @@ static int ensure_acts(al_model *m, int B, int T, al_err *e) {
     m->acts = a;
     m->inputs = in;
     m->targets = in + BT;
-    float **views[] = {&m->x,    &m->qkv,  &m->att,  &m->z,    &m->zg,
+    float **views[] = {&m->x,    &m->qkv,  &m->att,  &m->z,    &m->zg,  &m->zs,
                        &m->probs, &m->losses, &m->dx, &m->dzg, &m->dqkv,
-                       &m->wqkv, &m->dwqkv, &m->gate_part, &m->posqk};
+                       &m->wqkv, &m->dwqkv, &m->gate_part, &m->posqk, &m->result};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *views[i] = a;
         a += sizes[i];
     }
+    m->zfixed = (unsigned char *)a;
+    m->zhooked = m->zfixed + L * H;
+    m->rows = m->zhooked + L;
+    memset(m->zfixed, 0, L * H + L);
     m->B_cap = B;
     m->T_cap = T;
     return 0;
@@ -320,82 +321,27 @@ static void unfuse_qkv_grads(al_model *m, const float *dwqkv, int l) {
         }
 }
 
-/* zg (B,T,H,D) = gate · (z, or the caller's replacement for that head,
- * or at patched positions the source run's z). */
-static void apply_gates(al_model *m, int l, float *zg, const float *z, int BT) {
-    int H = m->cfg.n_heads, D = m->cfg.d_head, T = m->T;
-    const al_patch_spec *p = m->patch;
-    const unsigned char *zm = p && p->z_mask ? p->z_mask + (size_t)l * H * T : NULL;
-    const float *pz = zm ? p->src_z + (size_t)l * BT * H * D : NULL; // (B,T,H,D)
+/* zg (B,T,H,D) = gate · src, src being z or what the Z hooks made of it. */
+static void apply_gates(const al_model *m, int l, float *zg, const float *src, int BT) {
+    int H = m->cfg.n_heads, D = m->cfg.d_head;
     for (int h = 0; h < H; h++) {
         float g = m->gates[l * H + h];
-        const float *rep = m->z_replace[l * H + h];
         for (int i = 0; i < BT; i++) {
             size_t off = ((size_t)i * H + h) * D;
-            const float *src = rep ? rep + (size_t)i * D : z + off;
-            if (zm && zm[(size_t)h * T + i % T]) src = pz + off;
-            model_gate_row(zg + off, src, g, D);
+            model_gate_row(zg + off, src + off, g, D);
         }
     }
 }
 
-/* x (B,T,C), the residual stream entering layer l (L: the final one):
- * rows of masked positions from the patch source, in every sequence. */
-static void patch_x(al_model *m, int l, float *x) {
-    const al_patch_spec *p = m->patch;
-    if (!p || !p->x_mask) return;
-    int B = m->B, T = m->T, C = m->cfg.d_model;
-    const unsigned char *xm = p->x_mask + (size_t)l * T;
-    const float *src = p->src_x + (size_t)l * B * T * C;
-    for (int t = 0; t < T; t++) {
-        if (!xm[t]) continue;
-        for (int b = 0; b < B; b++) {
-            size_t off = ((size_t)b * T + t) * C;
-            memcpy(x + off, src + off, sizeof(float) * C);
-        }
-    }
-}
-
-/* qkv (B,T,3,H,D) of layer l: the masked (s, h, t) vectors from the
- * patch source, in every sequence. */
-static void patch_qkv(const al_model *m, int l, float *qkv) {
-    const al_patch_spec *p = m->patch;
-    if (!p || !p->qkv_mask) return;
-    int B = m->B, T = m->T, H = m->cfg.n_heads, D = m->cfg.d_head;
-    size_t HD = (size_t)H * D, BT = (size_t)B * T;
-    const unsigned char *qm = p->qkv_mask + (size_t)l * 3 * H * T;
-    const float *src = p->src_qkv + (size_t)l * BT * 3 * HD;
-    for (int s = 0; s < 3; s++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                if (!qm[((size_t)s * H + h) * T + t]) continue;
-                for (int b = 0; b < B; b++) {
-                    size_t off = ((size_t)b * T + t) * 3 * HD + s * HD + (size_t)h * D;
-                    memcpy(qkv + off, src + off, sizeof(float) * D);
-                }
-            }
-}
-
-/* att (B,H,T,T) and z (B,T,H,D) of layer l: masked rows (h, t) from the
- * patch source, and z at them recomputed as row · v. */
-static void patch_att(const al_model *m, int l, float *att, float *z, const float *qkv) {
-    const al_patch_spec *p = m->patch;
-    if (!p || !p->att_mask) return;
-    int B = m->B, T = m->T, H = m->cfg.n_heads, D = m->cfg.d_head;
-    size_t HD = (size_t)H * D;
-    const unsigned char *am = p->att_mask + (size_t)l * H * T;
-    const float *src = p->src_att + (size_t)l * B * H * T * T;
-    for (int h = 0; h < H; h++)
-        for (int t = 0; t < T; t++) {
-            if (!am[(size_t)h * T + t]) continue;
-            for (int b = 0; b < B; b++) {
-                size_t ro = (((size_t)b * H + h) * T + t) * T;
-                memcpy(att + ro, src + ro, sizeof(float) * T);
-                const float *v = qkv + (size_t)b * T * 3 * HD + 2 * HD + (size_t)h * D;
-                model_att_row_z(z + ((size_t)b * T + t) * HD + (size_t)h * D, att + ro, t, v,
-                                3 * HD, D);
-            }
-        }
+/* Run the hooks at (point, l) on data (ld floats per (b, t) row);
+ * records `intervened`. */
+static int hook(al_model *m, al_hook_point point, int l, float *data, size_t ld,
+                unsigned char *rows, unsigned char *fixed, al_err *e) {
+    al_hook_act a = {.m = m, .point = point, .layer = l, .data = data, .ld = ld,
+                     .rows = rows, .fixed = fixed};
+    if (al_hook_run(m, point, &a, e)) return -1;
+    m->intervened |= a.intervened;
+    return 0;
 }
 
 void model_att_row_z(float *z, const float *row, int t, const float *v, size_t vs, int D) {
@@ -426,7 +372,7 @@ static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
 
 /* Shortformer positions of layer l (no-op for standard ones): q and k of
  * qkv (B,T,3,H,D) += W_pos[t] W_Q, W_pos[t] W_K of every head, with
- * m->wqkv holding layer l's fused weights. Before patch_qkv, so a
+ * m->wqkv holding layer l's fused weights. Before the Q/K hooks, so a
  * patched q or k (the source's) includes the source's positions, as a
  * computed one does. */
 static void pos_qk_forward(al_model *m, float *qkv) {
@@ -446,12 +392,32 @@ static void pos_qk_backward(al_model *m, float *dwqkv) {
                    m->T, m->cfg.d_model, HD);
 }
 
+/* xn (B,T,C) += Σ_h result_h, result (B,T,H,C) = each head's zg · W_O[l,h]
+ * as the RESULT hooks left it (heads summed in order, per element). */
+static int add_results(al_model *m, int l, float *xn, const float *zg, al_err *e) {
+    const int H = m->cfg.n_heads, D = m->cfg.d_head, C = m->cfg.d_model, HD = H * D;
+    const size_t BT = (size_t)m->B * m->T;
+    for (int h = 0; h < H; h++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, D, 1.0f, zg + h * D, HD,
+                    al_head_wo(m, l, h), C, 0.0f, m->result + (size_t)h * C, H * C);
+    if (hook(m, AL_HOOK_RESULT, l, m->result, (size_t)H * C, NULL, NULL, e)) return -1;
+    for (size_t r = 0; r < BT; r++)
+        for (int h = 0; h < H; h++) {
+            const float *o = m->result + (r * H + h) * C;
+            float *x = xn + r * C;
+            for (int k = 0; k < C; k++) x[k] += o[k];
+        }
+    return 0;
+}
+
 /* Layers and unembedding of the forward pass, from m->x[0] (the
- * embeddings) of shape (m->B, m->T) into m->x and m->probs (logits). */
-static void forward_layers(al_model *m, int unembed) {
+ * embeddings) of shape (m->B, m->T) into m->x and m->probs (logits),
+ * with the hooks at their points (hooks.h). */
+static int forward_layers(al_model *m, int unembed, al_err *e) {
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
     int B = m->B, T = m->T, BT = B * T, HD = H * D;
+    int any = m->hooks.n > 0;
     for (int l = 0; l < L; l++) {
         float *x = m->x + (size_t)l * BT * C;                  // (B,T,C)
         float *xn = x + (size_t)BT * C;                        // (B,T,C)
@@ -459,55 +425,81 @@ static void forward_layers(al_model *m, int unembed) {
         float *att = m->att + (size_t)l * B * H * T * T;       // (B,H,T,T)
         float *z = m->z + (size_t)l * BT * HD;                 // (B,T,H,D)
         float *zg = m->zg + (size_t)l * BT * HD;               // (B,T,H,D)
-        patch_x(m, l, x);
+        const float *zsrc = z;
+        if (any && hook(m, AL_HOOK_RESID_PRE, l, x, C, NULL, NULL, e)) return -1;
         model_fuse_qkv(m->wqkv, m, l);
         matmul_forward(qkv, x, m->wqkv, BT, C, 3 * HD, 0.0f);
         pos_qk_forward(m, qkv);
-        patch_qkv(m, l, qkv);
-        if (m->circuit) circuit_qkv(m, l, qkv);
+        for (int s = 0; any && s < 3; s++)
+            if (hook(m, AL_HOOK_Q + s, l, qkv + (size_t)s * HD, 3 * HD, NULL, NULL, e)) return -1;
         attention_forward(z, att, qkv, B, T, H, D, 1);
-        patch_att(m, l, att, z, qkv);
-        apply_gates(m, l, zg, z, BT);
+        if (any && al_hook_any(m, AL_HOOK_PATTERN, l)) {
+            /* rows a hook wrote: z = row · v there, for every sequence */
+            memset(m->rows, 0, (size_t)H * T);
+            if (hook(m, AL_HOOK_PATTERN, l, att, T, m->rows, NULL, e)) return -1;
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < T; t++) {
+                    if (!m->rows[(size_t)h * T + t]) continue;
+                    for (int b = 0; b < B; b++) {
+                        size_t ro = (((size_t)b * H + h) * T + t) * T;
+                        const float *v = qkv + (size_t)b * T * 3 * HD + 2 * HD + (size_t)h * D;
+                        model_att_row_z(z + ((size_t)b * T + t) * HD + (size_t)h * D, att + ro, t,
+                                        v, 3 * (size_t)HD, D);
+                    }
+                }
+        }
+        m->zhooked[l] = 0;
+        memset(m->zfixed + (size_t)l * H, 0, H);
+        if (any && al_hook_any(m, AL_HOOK_Z, l)) {
+            float *zs = m->zs + (size_t)l * BT * HD;
+            memcpy(zs, z, sizeof(float) * (size_t)BT * HD);
+            if (hook(m, AL_HOOK_Z, l, zs, HD, NULL, m->zfixed + (size_t)l * H, e)) return -1;
+            m->zhooked[l] = 1;
+            zsrc = zs;
+        }
+        apply_gates(m, l, zg, zsrc, BT);
         memcpy(xn, x, sizeof(float) * (size_t)BT * C);
-        matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
+        if (any && al_hook_any(m, AL_HOOK_RESULT, l)) {
+            if (add_results(m, l, xn, zg, e)) return -1;
+        } else
+            matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
+        if (any && hook(m, AL_HOOK_RESID_POST, l, xn, C, NULL, NULL, e)) return -1;
     }
     float *xL = m->x + (size_t)L * BT * C;
-    patch_x(m, L, xL);
-    if (m->circuit) circuit_out(m, xL);
-    if (!unembed) return;
+    if (!unembed) return 0;
     if (c->tied_embeddings)
         matmul_forward_wt(m->probs, xL, m->p[AL_P_WE], BT, C, V, 0.0f);
     else
         matmul_forward(m->probs, xL, m->p[AL_P_WU], BT, C, V, 0.0f);
+    return 0;
 }
 
-void model_forward_body(al_model *m, const int *inputs, int unembed) {
+static int forward_body(al_model *m, const int *inputs, int unembed, al_err *e) {
     const al_config *c = &m->cfg;
     int shortformer = c->pos_type == AL_POS_SHORTFORMER; /* W_pos goes into q and k only */
     encoder_forward(m->x, inputs, m->p[AL_P_WE], shortformer ? NULL : m->p[AL_P_WPOS], m->B, m->T,
                     c->d_model);
-    forward_layers(m, unembed);
+    m->intervened = 0;
+    return forward_layers(m, unembed, e);
 }
 
 int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
                      int T, al_err *e) {
     if (check_inputs(m, inputs, targets, B, T, e) != 0) return -1;
-    const al_patch_spec *p = m->patch;
-    if (p && ((p->x_mask && !p->src_x) || (p->z_mask && !p->src_z) ||
-              (p->qkv_mask && !p->src_qkv) || (p->att_mask && !p->src_att)))
-        return al_errf(e, "patch spec has a mask without its source activations");
     if (ensure_acts(m, B, T, e) != 0) return -1;
     const al_config *c = &m->cfg;
     int V = c->d_vocab, BT = B * T;
     m->B = B;
     m->T = T;
-    if (m->circuit && circuit_begin(m, inputs, B, T, e)) return -1;
-    m->patched = p != NULL || m->circuit != NULL;
     memcpy(m->inputs, inputs, sizeof(int) * BT);
     m->has_targets = targets != NULL;
     for (int i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
 
-    model_forward_body(m, inputs, 1);
+    if (forward_body(m, inputs, 1, e)) {
+        m->has_targets = 0; /* no backward of a failed forward */
+        m->intervened = 1;
+        return -1;
+    }
     m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, BT, V);
     double sum = 0.0;
     for (int i = 0; i < BT; i++) sum += m->losses[i];
@@ -515,16 +507,42 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
     return 0;
 }
 
+int model_forward_shared(al_model *own, const al_model *m, const void *skip, const int *inputs,
+                         int B, int T, al_err *e) {
+    if (check_inputs(m, inputs, NULL, B, T, e) != 0) return -1;
+    own->cfg = m->cfg;
+    memcpy(own->param_size, m->param_size, sizeof own->param_size);
+    own->n_params = m->n_params;
+    own->params = m->params;
+    memcpy(own->p, m->p, sizeof own->p);
+    own->gates = m->gates;
+    own->hooks.n = 0;
+    for (int i = 0; i < m->hooks.n; i++)
+        if (m->hooks.h[i].ctx != skip) own->hooks.h[own->hooks.n++] = m->hooks.h[i];
+    if (ensure_acts(own, B, T, e) != 0) return -1;
+    own->B = B, own->T = T;
+    memcpy(own->inputs, inputs, sizeof(int) * (size_t)B * T);
+    own->has_targets = 0;
+    for (size_t i = 0; i < (size_t)B * T; i++) own->targets[i] = -1;
+    return forward_body(own, inputs, 0, e);
+}
+
+void model_shared_free(al_model *own) {
+    free(own->acts);
+    free(own->inputs);
+    memset(own, 0, sizeof *own);
+}
+
 /* Gate gradients of layer l: ∂L/∂g[h] = Σ_{b,t} dzg[b,t,h,:] · src[b,t,h,:],
  * summed per batch row first and then over rows in a fixed order, so the
  * value does not depend on the thread count. Then dz = g · dzg in place
  * (0 for replaced heads: nothing upstream produced their output). */
-/* dz = g·dzg in place for layer l (0 for a head whose z is replaced:
- * nothing upstream of it reaches W_O). */
+/* dz = g·dzg in place for layer l (0 for a head whose z a hook set in
+ * full: nothing upstream of it reaches W_O). */
 static void scale_by_gates(const al_model *m, int l, float *dzg, size_t BT) {
     int H = m->cfg.n_heads, D = m->cfg.d_head;
     for (int h = 0; h < H; h++) {
-        float g = m->z_replace[l * H + h] ? 0.0f : m->gates[l * H + h];
+        float g = m->zfixed[l * H + h] ? 0.0f : m->gates[l * H + h];
         for (size_t i = 0; i < BT; i++) {
             float *p = dzg + (i * H + h) * D;
             for (int d = 0; d < D; d++) p[d] *= g;
@@ -534,15 +552,15 @@ static void scale_by_gates(const al_model *m, int l, float *dzg, size_t BT) {
 
 static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B, int T) {
     int H = m->cfg.n_heads, D = m->cfg.d_head;
+    /* what the gate scaled: z, or what the Z hooks made of it */
+    const float *src = m->zhooked[l] ? m->zs + (size_t)l * B * T * H * D : z;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            const float *rep = m->z_replace[l * H + h];
             double acc = 0.0;
             for (int t = 0; t < T; t++) {
                 size_t i = (size_t)b * T + t, off = (i * H + h) * D;
-                const float *src = rep ? rep + i * D : z + off;
-                for (int d = 0; d < D; d++) acc += (double)dzg[off + d] * src[d];
+                for (int d = 0; d < D; d++) acc += (double)dzg[off + d] * src[off + d];
             }
             m->gate_part[b * H + h] = (float)acc;
         }
@@ -557,7 +575,7 @@ static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B,
 int al_model_backward(al_model *m, al_err *e) {
     if (!m->acts || !m->has_targets)
         return al_errf(e, "backward needs a forward pass with targets first");
-    if (m->patched)
+    if (m->intervened)
         return al_errf(e, "backward of a patched forward pass (or a circuit run) is not supported");
     if (al_model_alloc_grads(m, e) != 0) return -1;
     const al_config *c = &m->cfg;
@@ -602,7 +620,8 @@ int al_model_backward(al_model *m, al_err *e) {
 int al_model_backward_acts(al_model *m, const float *dxL, float *dx, float *dzg, float *dqkv,
                            al_err *e) {
     if (!m->acts) return al_errf(e, "activation gradients need a forward pass first");
-    if (m->patched) return al_errf(e, "activation gradients of a patched forward pass are not supported");
+    if (m->intervened)
+        return al_errf(e, "activation gradients of a patched forward pass are not supported");
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head;
     int B = m->B, T = m->T, BT = B * T, HD = H * D;
@@ -641,7 +660,8 @@ int al_acts_alloc(al_acts *a, const al_config *c, int B, int T, al_err *e) {
     size_t L = c->n_layers, BT = (size_t)B * T, HD = (size_t)c->n_heads * c->d_head;
     size_t nx = (L + 1) * BT * c->d_model, nq = L * BT * 3 * HD;
     size_t na = L * B * c->n_heads * (size_t)T * T, nz = L * BT * HD;
-    float *p = al_malloc(nx + nq + na + 2 * nz, sizeof(float), e);
+    size_t nf = (L * c->n_heads + sizeof(float) - 1) / sizeof(float); /* zfixed */
+    float *p = al_malloc(nx + nq + na + 2 * nz + nf, sizeof(float), e);
     if (!p) return al_err_prefix(e, "cannot allocate a run cache for batch %dx%d", B, T);
     a->B = B, a->T = T;
     a->x = p;
@@ -649,6 +669,8 @@ int al_acts_alloc(al_acts *a, const al_config *c, int B, int T, al_err *e) {
     a->att = a->qkv + nq;
     a->z = a->att + na;
     a->zg = a->z + nz;
+    a->zfixed = (unsigned char *)(a->zg + nz);
+    memset(a->zfixed, 0, L * c->n_heads);
     return 0;
 }
 
@@ -668,6 +690,7 @@ int al_acts_save(const al_model *m, al_acts *a, al_err *e) {
     memcpy(a->att, m->att, sizeof(float) * L * a->B * c->n_heads * (size_t)a->T * a->T);
     memcpy(a->z, m->z, sizeof(float) * L * BT * HD);
     memcpy(a->zg, m->zg, sizeof(float) * L * BT * HD);
+    memcpy(a->zfixed, m->zfixed, L * c->n_heads);
     return 0;
 }
 

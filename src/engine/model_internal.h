@@ -26,17 +26,14 @@ static inline void model_gate_row(float *zg, const float *src, float g, int D) {
  * v + u·vs (the order of the sum is fixed: u ascending). */
 void model_att_row_z(float *z, const float *row, int t, const float *v, size_t vs, int D);
 
-/* Circuit runs (circuit.c). circuit_begin, before the forward of the
- * circuit's own inputs: checks m->circuit and runs the fill (corrupted or
- * resampled sequences) through the model, keeping its embeddings and
- * gated z's. circuit_qkv: layer l's q/k/v (B,T,3,H,D) minus what the
- * removed edges into them carried. circuit_out: the final residual
- * (B,T,C) minus what the removed logits edges carried. */
-int circuit_begin(al_model *m, const int *inputs, int B, int T, al_err *e);
-void circuit_qkv(al_model *m, int l, float *qkv);
-void circuit_out(al_model *m, float *xL);
-/* The embedding and layers of a forward of m->B × m->T tokens (model.c),
- * the unembedding into m->probs only if unembed; for circuit_begin. */
-void model_forward_body(al_model *m, const int *inputs, int unembed);
+/* A forward of m's weights, gates and hooks (except those whose ctx is
+ * skip) on inputs (B, T) into own's activations, without the
+ * unembedding: a second run beside m's own, for a hook that needs one
+ * (a circuit's fill run, circuit.c). own is zeroed before its first use
+ * and freed with model_shared_free (it borrows m's weights and gates).
+ * 0, or −1 with e. */
+int model_forward_shared(al_model *own, const al_model *m, const void *skip, const int *inputs,
+                         int B, int T, al_err *e);
+void model_shared_free(al_model *own);
 
 #endif

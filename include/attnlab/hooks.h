@@ -1,0 +1,133 @@
+/* hooks.h -- interventions as engine hooks: functions the forward pass
+ * calls at named points with the activation there, which they may read
+ * and overwrite in place (TransformerLens's hook points; model.h).
+ *
+ * Why: patching, z replacement (mean/resample ablation) and circuit runs
+ * are each a few writes into the forward's activations. As hooks, their
+ * owners (patch hooks below, the z replacement of ablate.c, the circuit
+ * runs of circuit_run.h) keep their own state and scratch, and the
+ * forward knows none of them. A model with no hooks pays one test per
+ * point.
+ *
+ * Points, per layer l (shapes for the forward's batch B × T; C d_model,
+ * H heads, D d_head; `ld` floats from one (b, t) row to the next):
+ *   RESID_PRE   (B, T, C)        the residual stream entering layer l
+ *   Q, K, V     (B, T, H, D)     head queries, keys, values (views into
+ *                                the fused q|k|v buffer: ld = 3·H·D);
+ *                                after shortformer positions are added
+ *   PATTERN     (B, H, T, T)     attention probabilities; a hook that
+ *                                writes row (h, t) sets rows[h·T + t]
+ *                                and the engine recomputes z there as
+ *                                row · v (for every b)
+ *   Z           (B, T, H, D)     each head's z as the gate will scale it
+ *                                (a copy: m->z keeps what the head
+ *                                computed); a hook that sets a head's z
+ *                                at every position from something that
+ *                                does not depend on this run sets
+ *                                fixed[h] (no gradient reaches its
+ *                                q/k/v, and the incremental forward keeps
+ *                                the cached value; al_acts.zfixed)
+ *   RESULT      (B, T, H, C)     each head's output zg · W_O[l,h], the
+ *                                terms the residual stream adds (ld =
+ *                                H·C). Computed only when a hook is at
+ *                                this point; the layer then adds them
+ *                                head by head, which rounds differently
+ *                                from the one fused product it uses
+ *                                otherwise (within float rounding)
+ *   RESID_POST  (B, T, C)        the residual stream after layer l (at
+ *                                l = L − 1: the final one, read by W_U)
+ * Order within a layer: RESID_PRE, Q, K, V, PATTERN, Z, gates, RESULT,
+ * W_O, RESID_POST; at one point, hooks run in the order they were added.
+ * RESID_POST of layer l < L − 1 is the same buffer as RESID_PRE of l + 1
+ * (its hooks run first). A hook that writes what backward cannot
+ * differentiate (a patched value) sets `intervened`: backward and
+ * activation gradients then refuse that forward (model.h).
+ *
+ * The incremental forward (al_model_forward_delta) runs no hooks: its
+ * interventions are its patch spec. */
+#ifndef ATTNLAB_HOOKS_H
+#define ATTNLAB_HOOKS_H
+
+#include <stddef.h>
+
+#include "attnlab/util.h"
+
+struct al_model;
+
+typedef enum {
+    AL_HOOK_RESID_PRE,
+    AL_HOOK_Q,
+    AL_HOOK_K,
+    AL_HOOK_V,
+    AL_HOOK_PATTERN,
+    AL_HOOK_Z,
+    AL_HOOK_RESULT,
+    AL_HOOK_RESID_POST,
+    AL_HOOK_N_POINTS
+} al_hook_point;
+
+/* What a hook sees. data is writable; the rest describes it. */
+typedef struct al_hook_act {
+    struct al_model *m;     /* the model (weights, gates, m->B, m->T, m->inputs) */
+    al_hook_point point;
+    int layer;
+    float *data;            /* the activation (shape above) */
+    size_t ld;              /* floats between consecutive (b, t) rows (Q/K/V/Z/RESID) */
+    unsigned char *rows;    /* PATTERN: (H, T) rows written; else NULL */
+    unsigned char *fixed;   /* Z: (H) heads set in full; else NULL */
+    int intervened;         /* set 1: the forward is not differentiable */
+} al_hook_act;
+
+/* A hook: 0, or −1 with e (the forward then fails with that error). */
+typedef int (*al_hook_fn)(al_hook_act *a, void *ctx, al_err *e);
+
+/* A registered hook; layer −1: every layer. */
+typedef struct al_hook {
+    al_hook_point point;
+    int layer;
+    al_hook_fn fn;
+    void *ctx;
+} al_hook;
+
+#define AL_MAX_HOOKS 32
+/* The model's hook list (in al_model; a plain value: a caller may save
+ * and restore it by assignment). */
+typedef struct al_hooks {
+    int n;
+    al_hook h[AL_MAX_HOOKS];
+} al_hooks;
+
+/* Register fn(ctx) at point, layer (−1: every layer) on m: 0, or −1 with
+ * e when the point or layer is out of range or AL_MAX_HOOKS are set. */
+int al_hook_add(struct al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx,
+                al_err *e);
+/* Remove every hook registered with ctx (none: no-op). */
+void al_hook_remove(struct al_model *m, const void *ctx);
+/* Remove every hook. */
+void al_hook_clear(struct al_model *m);
+/* 1 if a hook is registered at (point, l). */
+int al_hook_any(const struct al_model *m, al_hook_point point, int l);
+/* Run the hooks at (point, a->layer) in order on a (the forward calls
+ * this): 0, or the first −1. */
+int al_hook_run(struct al_model *m, al_hook_point point, al_hook_act *a, al_err *e);
+
+/* ------------------------------------------------ patching as hooks */
+
+/* Activation patching (model.h, al_patch_spec) in the full forward:
+ * register the hooks that apply sp (borrowed; it must outlive them) at
+ * RESID_PRE / RESID_POST (x), Q/K/V (q, k, v), PATTERN (attention rows)
+ * and Z (head z). 0, or −1 with e: a mask without its source, no room.
+ * Remove them with al_hook_remove(m, sp). */
+struct al_patch_spec;
+int al_patch_hooks_add(struct al_model *m, const struct al_patch_spec *sp, al_err *e);
+
+/* ------------------------------------------- z replacement as hooks */
+
+/* Replacement of chosen heads' z (mean and resample ablation): rep[l·H
+ * + h] NULL or (B, T, D) for the forward's B, T; the head's z is set in
+ * full (fixed: no gradient upstream). The caller owns rep (L·H pointers)
+ * and what it points at; register with al_zrep_hooks_add, remove with
+ * al_hook_remove(m, rep). */
+int al_zrep_hooks_add(struct al_model *m, const float *const *rep, al_err *e);
+
+#endif

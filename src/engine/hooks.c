@@ -1,0 +1,170 @@
+/* hooks.c -- the hook list of a model, and the two interventions the
+ * engine itself offers as hooks: activation patching (al_patch_spec) and
+ * z replacement (hooks.h). Circuit runs are hooks too (circuit.c). */
+#include "attnlab/hooks.h"
+
+#include <string.h>
+
+#include "attnlab/model.h"
+
+int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx,
+                al_err *e) {
+    if ((int)point < 0 || point >= AL_HOOK_N_POINTS || !fn)
+        return al_errf(e, "hook: unknown point %d (or no function)", (int)point);
+    if (layer < -1 || layer >= m->cfg.n_layers)
+        return al_errf(e, "hook: layer %d outside the model's %d layers", layer, m->cfg.n_layers);
+    if (m->hooks.n >= AL_MAX_HOOKS) return al_errf(e, "hook: more than %d hooks", AL_MAX_HOOKS);
+    m->hooks.h[m->hooks.n++] = (al_hook){point, layer, fn, ctx};
+    return 0;
+}
+
+void al_hook_remove(al_model *m, const void *ctx) {
+    int k = 0;
+    for (int i = 0; i < m->hooks.n; i++)
+        if (m->hooks.h[i].ctx != ctx) m->hooks.h[k++] = m->hooks.h[i];
+    m->hooks.n = k;
+}
+
+void al_hook_clear(al_model *m) { m->hooks.n = 0; }
+
+int al_hook_any(const al_model *m, al_hook_point point, int l) {
+    for (int i = 0; i < m->hooks.n; i++)
+        if (m->hooks.h[i].point == point && (m->hooks.h[i].layer < 0 || m->hooks.h[i].layer == l))
+            return 1;
+    return 0;
+}
+
+int al_hook_run(al_model *m, al_hook_point point, al_hook_act *a, al_err *e) {
+    for (int i = 0; i < m->hooks.n; i++) {
+        const al_hook *h = &m->hooks.h[i];
+        if (h->point != point || (h->layer >= 0 && h->layer != a->layer)) continue;
+        a->m = m, a->point = point;
+        if (h->fn(a, h->ctx, e)) return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ patching */
+
+/* RESID_PRE of layer l (x_mask row l) and RESID_POST of the last layer
+ * (row L): masked positions from the source, in every sequence. */
+static int patch_x(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    const al_patch_spec *p = ctx;
+    a->intervened = 1;
+    if (!p->x_mask) return 0;
+    const al_model *m = a->m;
+    int B = m->B, T = m->T, C = m->cfg.d_model;
+    int l = a->point == AL_HOOK_RESID_POST ? a->layer + 1 : a->layer;
+    const unsigned char *xm = p->x_mask + (size_t)l * T;
+    const float *src = p->src_x + (size_t)l * B * T * C;
+    for (int t = 0; t < T; t++) {
+        if (!xm[t]) continue;
+        for (int b = 0; b < B; b++) {
+            size_t off = ((size_t)b * T + t) * C;
+            memcpy(a->data + off, src + off, sizeof(float) * C);
+        }
+    }
+    return 0;
+}
+
+/* Q, K or V of layer l: the masked (h, t) vectors from the source. */
+static int patch_qkv(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    const al_patch_spec *p = ctx;
+    a->intervened = 1;
+    const al_model *m = a->m;
+    int B = m->B, T = m->T, H = m->cfg.n_heads, D = m->cfg.d_head, l = a->layer;
+    int s = a->point - AL_HOOK_Q;
+    size_t HD = (size_t)H * D, BT = (size_t)B * T;
+    const unsigned char *qm = p->qkv_mask + ((size_t)l * 3 + s) * H * T;
+    const float *src = p->src_qkv + (size_t)l * BT * 3 * HD + s * HD;
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < T; t++) {
+            if (!qm[(size_t)h * T + t]) continue;
+            for (int b = 0; b < B; b++) {
+                size_t off = ((size_t)b * T + t) * a->ld + (size_t)h * D;
+                memcpy(a->data + off, src + off, sizeof(float) * D);
+            }
+        }
+    return 0;
+}
+
+/* PATTERN of layer l: masked rows (h, t) from the source (z follows). */
+static int patch_att(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    const al_patch_spec *p = ctx;
+    a->intervened = 1;
+    const al_model *m = a->m;
+    int B = m->B, T = m->T, H = m->cfg.n_heads, l = a->layer;
+    const unsigned char *am = p->att_mask + (size_t)l * H * T;
+    const float *src = p->src_att + (size_t)l * B * H * T * T;
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < T; t++) {
+            if (!am[(size_t)h * T + t]) continue;
+            for (int b = 0; b < B; b++) {
+                size_t ro = (((size_t)b * H + h) * T + t) * T;
+                memcpy(a->data + ro, src + ro, sizeof(float) * T);
+            }
+            a->rows[(size_t)h * T + t] = 1;
+        }
+    return 0;
+}
+
+/* Z of layer l: masked (h, t) from the source's z (the gate scales it). */
+static int patch_z(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    const al_patch_spec *p = ctx;
+    a->intervened = 1;
+    const al_model *m = a->m;
+    int T = m->T, H = m->cfg.n_heads, D = m->cfg.d_head, l = a->layer;
+    size_t BT = (size_t)m->B * T;
+    const unsigned char *zm = p->z_mask + (size_t)l * H * T;
+    const float *pz = p->src_z + (size_t)l * BT * H * D; /* (B,T,H,D) */
+    for (int h = 0; h < H; h++)
+        for (size_t i = 0; i < BT; i++) {
+            if (!zm[(size_t)h * T + i % T]) continue;
+            size_t off = (i * H + h) * D;
+            memcpy(a->data + off, pz + off, sizeof(float) * D);
+        }
+    return 0;
+}
+
+int al_patch_hooks_add(al_model *m, const al_patch_spec *p, al_err *e) {
+    if ((p->x_mask && !p->src_x) || (p->z_mask && !p->src_z) || (p->qkv_mask && !p->src_qkv) ||
+        (p->att_mask && !p->src_att))
+        return al_errf(e, "patch spec has a mask without its source activations");
+    void *ctx = (void *)p;
+    int L = m->cfg.n_layers;
+    /* RESID_PRE always: it marks the forward as patched even with no mask */
+    int rc = al_hook_add(m, AL_HOOK_RESID_PRE, -1, patch_x, ctx, e) ||
+             (p->x_mask && al_hook_add(m, AL_HOOK_RESID_POST, L - 1, patch_x, ctx, e));
+    for (int s = 0; rc == 0 && p->qkv_mask && s < 3; s++)
+        rc = al_hook_add(m, AL_HOOK_Q + s, -1, patch_qkv, ctx, e);
+    if (rc == 0 && p->att_mask) rc = al_hook_add(m, AL_HOOK_PATTERN, -1, patch_att, ctx, e);
+    if (rc == 0 && p->z_mask) rc = al_hook_add(m, AL_HOOK_Z, -1, patch_z, ctx, e);
+    if (rc) al_hook_remove(m, ctx);
+    return rc ? -1 : 0;
+}
+
+/* ------------------------------------------------------- z replacement */
+
+static int zrep(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    const float *const *rep = ctx;
+    const al_model *m = a->m;
+    int H = m->cfg.n_heads, D = m->cfg.d_head, l = a->layer;
+    size_t BT = (size_t)m->B * m->T;
+    for (int h = 0; h < H; h++) {
+        const float *r = rep[l * H + h];
+        if (!r) continue;
+        for (size_t i = 0; i < BT; i++)
+            memcpy(a->data + (i * H + h) * D, r + i * D, sizeof(float) * D);
+        a->fixed[h] = 1;
+    }
+    return 0;
+}
+
+int al_zrep_hooks_add(al_model *m, const float *const *rep, al_err *e) {
+    return al_hook_add(m, AL_HOOK_Z, -1, zrep, (void *)rep, e);
+}

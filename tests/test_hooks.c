@@ -1,0 +1,154 @@
+/* test_hooks.c -- the engine's hooks (hooks.h): where and how often they
+ * run, what they see, that a hook writing a buffer is an intervention at
+ * that point (equal to the patch spec's), and their refusals. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/model.h"
+#include "test.h"
+
+enum { HB = 2, HT = 6, HL = 2, HH = 2, HD = 4, HC = 8, HV = 9 };
+
+static void hmodel(al_model *m) {
+    al_config c = al_config_default();
+    c.n_layers = HL, c.d_model = HC, c.n_heads = HH, c.d_head = HD, c.n_ctx = HT, c.d_vocab = HV;
+    c.seed = 3;
+    al_err e;
+    CHECK_OK(al_model_init(m, &c, &e), &e);
+}
+
+static void toks(int *in, int seed) {
+    for (int i = 0; i < HB * HT; i++) in[i] = (i * 7 + seed * 3 + i / HT) % HV;
+}
+
+typedef struct counter {
+    int calls[AL_HOOK_N_POINTS][HL];
+    size_t ld[AL_HOOK_N_POINTS];
+} counter;
+
+/* Reads its activation (every float, so a bad view would be caught by the
+ * sanitizers) and writes nothing. */
+static int count(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    counter *c = ctx;
+    c->calls[a->point][a->layer]++;
+    c->ld[a->point] = a->ld;
+    volatile float s = 0;
+    size_t n = a->point == AL_HOOK_PATTERN ? (size_t)HB * HH * HT * HT : (size_t)HB * HT;
+    for (size_t i = 0; a->point != AL_HOOK_PATTERN && i < n; i++) s += a->data[i * a->ld];
+    return 0;
+}
+
+/* A no-op hook at every point leaves the forward bit for bit; each runs
+ * once per layer with the documented row strides; layer filters hold. */
+TEST(hooks_points_and_noop) {
+    al_model m;
+    hmodel(&m);
+    int in[HB * HT];
+    toks(in, 1);
+    al_err e;
+    CHECK_OK(al_model_forward(&m, in, NULL, HB, HT, &e), &e);
+    float *plain = malloc(sizeof(float) * HB * HT * HV);
+    memcpy(plain, m.probs, sizeof(float) * HB * HT * HV);
+    counter c = {0}, one = {0};
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        if (p != AL_HOOK_RESULT) CHECK_OK(al_hook_add(&m, p, -1, count, &c, &e), &e);
+    CHECK_OK(al_hook_add(&m, AL_HOOK_Z, 1, count, &one, &e), &e);
+    CHECK_OK(al_model_forward(&m, in, NULL, HB, HT, &e), &e);
+    CHECK(!memcmp(plain, m.probs, sizeof(float) * HB * HT * HV));
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        for (int l = 0; l < HL; l++)
+            CHECKF(c.calls[p][l] == (p != AL_HOOK_RESULT), "point %d layer %d", p, l);
+    CHECK(one.calls[AL_HOOK_Z][1] == 1 && one.calls[AL_HOOK_Z][0] == 0);
+    CHECK(c.ld[AL_HOOK_RESID_PRE] == HC && c.ld[AL_HOOK_Q] == 3 * HH * HD &&
+          c.ld[AL_HOOK_Z] == HH * HD && c.ld[AL_HOOK_RESID_POST] == HC);
+    /* RESULT: the heads' outputs added one by one, equal to float rounding */
+    CHECK_OK(al_hook_add(&m, AL_HOOK_RESULT, -1, count, &c, &e), &e);
+    CHECK_OK(al_model_forward(&m, in, NULL, HB, HT, &e), &e);
+    CHECK(c.calls[AL_HOOK_RESULT][0] == 1 && c.calls[AL_HOOK_RESULT][1] == 1 &&
+          c.ld[AL_HOOK_RESULT] == HH * HC);
+    double worst = 0;
+    for (int i = 0; i < HB * HT * HV; i++) worst = fmax(worst, fabs(m.probs[i] - plain[i]));
+    CHECKF(worst < 1e-6, "RESULT no-op changed probabilities by %g", worst);
+    /* no hook set `intervened`: backward works */
+    int tg[HB * HT];
+    toks(tg, 2);
+    CHECK_OK(al_model_forward(&m, in, tg, HB, HT, &e), &e);
+    CHECK_OK(al_model_backward(&m, &e), &e);
+    al_hook_remove(&m, &one);
+    al_hook_remove(&m, &c);
+    CHECK(m.hooks.n == 0);
+    free(plain);
+    al_model_free(&m);
+}
+
+typedef struct kcopy {
+    const float *src_qkv; /* (L, B, T, 3, H, D) of another run */
+} kcopy;
+
+/* K hook: head 1's keys of layer 0 from the source, at every position. */
+static int copy_k(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    const kcopy *k = ctx;
+    if (a->layer != 0) return 0;
+    const size_t rs = 3 * HH * HD;
+    for (size_t r = 0; r < (size_t)HB * HT; r++)
+        memcpy(a->data + r * a->ld + 1 * HD, k->src_qkv + r * rs + HH * HD + 1 * HD,
+               sizeof(float) * HD);
+    a->intervened = 1;
+    return 0;
+}
+
+static int fail_hook(al_hook_act *a, void *ctx, al_err *e) {
+    (void)a, (void)ctx;
+    return al_errf(e, "hook says no");
+}
+
+/* A hook writing keys is the patch spec's key patch, bit for bit; an
+ * intervening hook refuses backward; a failing hook fails the forward. */
+TEST(hooks_write_is_patch) {
+    al_model m;
+    hmodel(&m);
+    int ia[HB * HT], ib[HB * HT], tg[HB * HT];
+    toks(ia, 1), toks(ib, 5), toks(tg, 2);
+    al_err e;
+    al_acts src;
+    CHECK_OK(al_acts_alloc(&src, &m.cfg, HB, HT, &e), &e);
+    CHECK_OK(al_model_forward(&m, ib, NULL, HB, HT, &e), &e);
+    CHECK_OK(al_acts_save(&m, &src, &e), &e);
+    unsigned char qm[HL * 3 * HH * HT] = {0};
+    memset(qm + ((0 * 3 + 1) * HH + 1) * HT, 1, HT); /* layer 0, k, head 1, every t */
+    al_patch_spec sp = {.src_qkv = src.qkv, .qkv_mask = qm};
+    CHECK_OK(al_patch_hooks_add(&m, &sp, &e), &e);
+    CHECK_OK(al_model_forward(&m, ia, NULL, HB, HT, &e), &e);
+    al_hook_remove(&m, &sp);
+    float *want = malloc(sizeof(float) * HB * HT * HV);
+    memcpy(want, m.probs, sizeof(float) * HB * HT * HV);
+    kcopy k = {src.qkv};
+    CHECK_OK(al_hook_add(&m, AL_HOOK_K, -1, copy_k, &k, &e), &e);
+    CHECK_OK(al_model_forward(&m, ia, tg, HB, HT, &e), &e);
+    CHECK(!memcmp(want, m.probs, sizeof(float) * HB * HT * HV));
+    CHECK(al_model_backward(&m, &e) == -1);
+    CHECK_OK(al_hook_add(&m, AL_HOOK_RESID_POST, 1, fail_hook, NULL, &e), &e);
+    CHECK(al_model_forward(&m, ia, tg, HB, HT, &e) == -1 && strstr(e.msg, "hook says no"));
+    CHECK(al_model_backward(&m, &e) == -1);
+    al_hook_clear(&m);
+    free(want);
+    al_acts_free(&src);
+    al_model_free(&m);
+}
+
+TEST(hooks_refusals) {
+    al_model m;
+    hmodel(&m);
+    al_err e;
+    CHECK(al_hook_add(&m, AL_HOOK_Q, HL, count, NULL, &e) == -1 && strstr(e.msg, "layer"));
+    CHECK(al_hook_add(&m, AL_HOOK_N_POINTS, 0, count, NULL, &e) == -1);
+    for (int i = 0; i < AL_MAX_HOOKS; i++) CHECK_OK(al_hook_add(&m, AL_HOOK_Q, 0, count, NULL, &e), &e);
+    CHECK(al_hook_add(&m, AL_HOOK_Q, 0, count, NULL, &e) == -1 && strstr(e.msg, "hooks"));
+    al_hook_clear(&m);
+    unsigned char zm[HL * HH * HT] = {0};
+    al_patch_spec bad = {.z_mask = zm};
+    CHECK(al_patch_hooks_add(&m, &bad, &e) == -1 && m.hooks.n == 0);
+    al_model_free(&m);
+}
