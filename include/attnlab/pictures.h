@@ -1,7 +1,9 @@
 /* pictures.h -- every analysis as a PNG, SVG or PDF (docs/design.md §7).
  *
  * The engine behind `attnlab heatmap`, callable by the report and the
- * experiment runner without a subprocess. Kinds:
+ * experiment runner without a subprocess. The kinds are one table,
+ * AL_PIC_KINDS below (name, family, what each needs, a help line); each
+ * family's kinds are drawn in src/pictures/pic_<family>.c. Kinds:
  *
  *   attention    attention probabilities on a prompt: one head, or all
  *                heads of a layer as a grid (rows = destination/query

@@ -148,7 +148,8 @@ int pic_need_run(pic *p, long run, const char *kind, const char *words, al_err *
 
 /* A run against what a picture needs: it exists, is of `kind`, finished
  * (with its row in the kind's table), and is of this model. */
-int pic_run_checked(pic *p, const al_store_run_head *h, const char *kind, const char *what, al_err *e) {
+int pic_run_checked(pic *p, const al_store_run_head *h, const char *kind, const char *what,
+                    al_err *e) {
     if (!h->found) return al_errf(e, "database %s has no run %ld", p->o->db, h->run);
     if (strcmp(h->kind, kind) != 0)
         return al_errf(e, "run %ld is a '%s' run; --what %s draws the runs of attnlab %s", h->run,

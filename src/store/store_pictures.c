@@ -101,14 +101,13 @@ static int read_rows(al_store *s, const char *sql, const char *const *params, in
     return rows_finish(&b, rc, out, n, e);
 }
 
-/* The rows of run `run` from sql (its ?1 the run id, ?2 extra). */
-static int run_rows(al_store *s, long run, const char *extra, const char *sql, al_store_row_fn fn,
-                    size_t row_size, const size_t *str_off, int n_str, void **out, int *n,
-                    al_err *e) {
+/* The rows of run `run` from sql (its ?1 the run id). */
+static int run_rows(al_store *s, long run, const char *sql, al_store_row_fn fn, size_t row_size,
+                    const size_t *str_off, int n_str, void **out, int *n, al_err *e) {
     char rs[32];
     snprintf(rs, sizeof rs, "%ld", run);
-    const char *params[2] = {rs, extra};
-    return read_rows(s, sql, params, extra ? 2 : 1, fn, row_size, str_off, n_str, out, n, e);
+    const char *params[1] = {rs};
+    return read_rows(s, sql, params, 1, fn, row_size, str_off, n_str, out, n, e);
 }
 
 /* ------------------------------------------------------ one number */
@@ -385,14 +384,14 @@ int al_store_default_circuit(al_store *s, long run, char *method, double *tau, a
 
 ROW_FN(comp_row, al_store_comp_row, t[0], x[1], x[2], x[3], x[4], x[5], x[6])
 int al_store_read_composition(al_store *s, long run, al_store_comp_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT kind, layer1, head1, layer2, head2, score, baseline "
+    BLOCK(rows, run_rows(s, run, "SELECT kind, layer1, head1, layer2, head2, score, baseline "
                     "FROM composition WHERE run_id = ?1", comp_row, sizeof **rows,
                     STRS(offsetof(al_store_comp_row, kind)), &blk_, n, e));
 }
 
 ROW_FN(sval_row, al_store_sval_row, x[0], x[1], t[2], x[3], x[4])
 int al_store_read_svals(al_store *s, long run, al_store_sval_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT layer, head, circuit, idx, value FROM singular_values "
+    BLOCK(rows, run_rows(s, run, "SELECT layer, head, circuit, idx, value FROM singular_values "
                     "WHERE run_id = ?1", sval_row, sizeof **rows,
                     STRS(offsetof(al_store_sval_row, circuit)), &blk_, n, e));
 }
@@ -432,7 +431,7 @@ int al_store_read_pruning(al_store *s, long run, const char *method, al_store_pr
 
 ROW_FN(train_row, al_store_train_row, x[0], x[1], x[2])
 int al_store_read_train_log(al_store *s, long run, al_store_train_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT step, train_loss, val_loss FROM train_log WHERE run_id "
+    BLOCK(rows, run_rows(s, run, "SELECT step, train_loss, val_loss FROM train_log WHERE run_id "
                     "= ?1 ORDER BY step", train_row, sizeof **rows, NO_STRS, &blk_, n, e));
 }
 
@@ -450,14 +449,14 @@ int al_store_read_train_head_scores(al_store *s, long run, const char *metric,
 ROW_FN(patching_row, al_store_patching_row, x[0], x[1], x[2], x[3])
 int al_store_read_patching(al_store *s, long run, al_store_patching_row **rows, int *n,
                            al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1",
+    BLOCK(rows, run_rows(s, run, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1",
                     patching_row, sizeof **rows, NO_STRS, &blk_, n, e));
 }
 
 ROW_FN(path_row, al_store_path_row, t[0], x[1], t[2], x[3])
 int al_store_read_path_patching(al_store *s, long run, al_store_path_row **rows, int *n,
                                 al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT sender, receiver_head, channel, value FROM "
+    BLOCK(rows, run_rows(s, run, "SELECT sender, receiver_head, channel, value FROM "
                     "path_patching WHERE run_id = ?1", path_row, sizeof **rows,
                     STRS(offsetof(al_store_path_row, sender), offsetof(al_store_path_row, channel)),
                     &blk_, n, e));
@@ -465,7 +464,7 @@ int al_store_read_path_patching(al_store *s, long run, al_store_path_row **rows,
 
 ROW_FN(dla_row, al_store_dla_row, t[0], x[1], x[2])
 int al_store_read_dla(al_store *s, long run, al_store_dla_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT component, pos, value FROM logit_attribution WHERE "
+    BLOCK(rows, run_rows(s, run, "SELECT component, pos, value FROM logit_attribution WHERE "
                     "run_id = ?1 AND pos IS NOT NULL", dla_row, sizeof **rows,
                     STRS(offsetof(al_store_dla_row, component)), &blk_, n, e));
 }
@@ -473,7 +472,7 @@ int al_store_read_dla(al_store *s, long run, al_store_dla_row **rows, int *n, al
 /* pos is NULL in these rows: value is column 1, pos stays NaN */
 ROW_FN(dla_top_row, al_store_dla_row, t[0], NAN, x[1])
 int al_store_read_dla_top(al_store *s, long run, al_store_dla_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT component, value FROM logit_attribution WHERE run_id = "
+    BLOCK(rows, run_rows(s, run, "SELECT component, value FROM logit_attribution WHERE run_id = "
                     "?1 AND pos IS NULL AND value IS NOT NULL ORDER BY abs(value) DESC LIMIT 4",
                     dla_top_row, sizeof **rows, STRS(offsetof(al_store_dla_row, component)),
                     &blk_, n, e));
@@ -482,14 +481,14 @@ int al_store_read_dla_top(al_store *s, long run, al_store_dla_row **rows, int *n
 ROW_FN(token_row, al_store_token_row, x[0], t[1])
 int al_store_read_attr_tokens(al_store *s, long run, al_store_token_row **rows, int *n,
                               al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1",
+    BLOCK(rows, run_rows(s, run, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1",
                     token_row, sizeof **rows, STRS(offsetof(al_store_token_row, text)),
                     &blk_, n, e));
 }
 
 ROW_FN(term_row, al_store_term_row, t[0], t[1], x[2], x[3])
 int al_store_read_path_terms(al_store *s, long run, al_store_term_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = "
+    BLOCK(rows, run_rows(s, run, "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = "
                     "?1 ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 + layer ELSE 3 "
                     "END, src_head, head", term_row, sizeof **rows,
                     STRS(offsetof(al_store_term_row, term), offsetof(al_store_term_row, kind)),
@@ -498,7 +497,7 @@ int al_store_read_path_terms(al_store *s, long run, al_store_term_row **rows, in
 
 ROW_FN(ap_row, al_store_ap_row, t[0], x[1], x[2], t[2] != NULL)
 int al_store_read_attr_patching(al_store *s, long run, al_store_ap_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT grid, estimate, actual FROM attribution_patching WHERE "
+    BLOCK(rows, run_rows(s, run, "SELECT grid, estimate, actual FROM attribution_patching WHERE "
                     "run_id = ?1", ap_row, sizeof **rows, STRS(offsetof(al_store_ap_row, grid)),
                     &blk_, n, e));
 }
@@ -506,7 +505,7 @@ int al_store_read_attr_patching(al_store *s, long run, al_store_ap_row **rows, i
 ROW_FN(agree_row, al_store_agree_row, t[0], x[1], x[2], x[3], x[4])
 int al_store_read_attr_agreement(al_store *s, long run, al_store_agree_row **rows, int *n,
                                  al_err *e) {
-    BLOCK(rows, run_rows(s, run, NULL, "SELECT grid, n, pearson, spearman, top5 FROM "
+    BLOCK(rows, run_rows(s, run, "SELECT grid, n, pearson, spearman, top5 FROM "
                     "attribution_agreement WHERE run_id = ?1", agree_row, sizeof **rows,
                     STRS(offsetof(al_store_agree_row, grid)), &blk_, n, e));
 }
