@@ -25,6 +25,13 @@ sqlite3 "$DEMO/results.db" ".backup '$OUT/in/results.db'"
 IN=$(readlink -f "$OUT/in")
 DB=$IN/results.db
 
+# the database's model paths point at the copies, so pictures drawn by
+# --run (whose model is the run's) read the same weights as the others
+for m in "$IN"/models/*/; do
+    m=${m%/}
+    sqlite3 "$DB" "UPDATE models SET path = '$m' WHERE path LIKE '%/models/$(basename "$m")'"
+done
+
 for m in "$IN"/models/*/; do
     m=${m%/}
     n=$(sqlite3 "$DB" "SELECT count(*) FROM runs r JOIN models x ON x.model_id = r.model_id
@@ -94,16 +101,27 @@ done
 # every run of the database drawn by --run (the model taken from the run)
 for r in $(sqlite3 "$DB" "SELECT run_id FROM runs ORDER BY run_id"); do
     kind=$(sqlite3 "$DB" "SELECT kind FROM runs WHERE run_id = $r")
+    # the kinds that take their model from the run (no --model) ...
     case $kind in
     patch) ks="patching paths" ;;
     paths) ks="paths" ;;
     attribute) ks="dla terms attrpatch" ;;
     discover) ks="circuit circuit-curve" ;;
-    ablate) ks="" ; m=$(sqlite3 "$DB" "SELECT m.path FROM runs r JOIN models m ON m.model_id = r.model_id WHERE r.run_id = $r")
-        case_ "run$r-ablation" --model "$m" --what ablation --db "$DB" --run "$r" ;;
     *) ks="" ;;
     esac
     for k in $ks; do case_ "run$r-$k" --what "$k" --db "$DB" --run "$r"; done
+    # ... and those that need --model, given the run's own
+    case $kind in
+    ablate) ks="ablation" ;;
+    prune) ks="pruning" ;;
+    train) ks="training" ;;
+    circuits) ks="composition spectrum" ;;
+    *) ks="" ;;
+    esac
+    m=$(sqlite3 "$DB" "SELECT m.path FROM runs r JOIN models m ON m.model_id = r.model_id
+        WHERE r.run_id = $r")
+    [ -n "$m" ] || continue
+    for k in $ks; do case_ "run$r-$k-model" --model "$m" --what "$k" --db "$DB" --run "$r"; done
 done
 case_ "sweep-induction" --what sweep-induction --db "$DB"
 case_ "unknown-kind" --model "$IN/models/$(ls "$IN/models" | head -n 1)" --what nosuch

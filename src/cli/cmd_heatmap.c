@@ -120,8 +120,7 @@ static int run_heatmap(int argc, char **argv) {
     int by_run = kind && (kind->needs & AL_PIC_RUN_MODEL) && o.db && o.run_id > 0;
     int no_model = kind && !(kind->needs & AL_PIC_MODEL); /* the whole database */
     if (!o_model && !by_run && !no_model) {
-        al_errf(&e, "--model is required (for a kind drawn from a run: or --db FILE and --run ID; "
-                "see the kinds below)");
+        al_errf(&e, "--model is required (or, for a kind drawn from a run, --db FILE and --run ID)");
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
     if (al_threads_check(o_threads, &e)) return al_cli_usage(&al_cmd_heatmap, &e);
