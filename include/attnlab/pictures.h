@@ -1,7 +1,9 @@
 /* pictures.h -- every analysis as a PNG, SVG or PDF (docs/design.md §7).
  *
  * The engine behind `attnlab heatmap`, callable by the report and the
- * experiment runner without a subprocess. Kinds:
+ * experiment runner without a subprocess. The kinds are one table,
+ * AL_PIC_KINDS below (name, family, what each needs, a help line); each
+ * family's kinds are drawn in src/pictures/pic_<family>.c. Kinds:
  *
  *   attention    attention probabilities on a prompt: one head, or all
  *                heads of a layer as a grid (rows = destination/query
@@ -85,9 +87,84 @@ typedef struct al_pic_opts {
 } al_pic_opts;
 
 al_pic_opts al_pic_defaults(void);
-/* NULL-terminated list of the kinds above. */
-extern const char *const al_pic_kinds[];
 
+/* What a kind needs before it can draw (bits of al_pic_kind.needs). */
+enum {
+    AL_PIC_MODEL = 1,     /* a model's weights (without it: every model of --db, no weights) */
+    AL_PIC_DB = 2,        /* --db is required (else read when given) */
+    AL_PIC_RUN_MODEL = 4, /* without --model: the model of --run (needs --db and --run) */
+    AL_PIC_SMALL = 8      /* 1- and 2-layer models only (checked before the database) */
+};
+
+/* The picture kinds, one line each, in the order they are listed:
+ * X(id, name, family, needs, help). The kinds table, al_pic_kinds, the
+ * dispatcher, its error message and `heatmap --what` are made from it, so
+ * a new kind is one line here and its draw function pic_draw_<id>. */
+#define AL_PIC_KINDS(X)                                                                       \
+    X(attention, "attention", "weights", AL_PIC_MODEL,                                        \
+      "attention probabilities on --prompt TEXT (or --repeat N): --head H, or all heads of "  \
+      "--layer")                                                                              \
+    X(qk_pos, "qk-pos", "weights", AL_PIC_MODEL,                                              \
+      "positional QK of --layer/--head, the first --n-pos positions")                         \
+    X(qk, "qk", "weights", AL_PIC_MODEL,                                                      \
+      "full QK of --layer/--head on --tokens, or the --top-n most frequent tokens of --data " \
+      "(else the first BPE merges)")                                                          \
+    X(ov, "ov", "weights", AL_PIC_MODEL, "full OV of --layer/--head, tokens as for qk")       \
+    X(composition, "composition", "weights", AL_PIC_MODEL,                                    \
+      "Q/K/V composition into --layer, the random baseline on the bar (from --db when given)") \
+    X(ablation, "ablation", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                            \
+      "--db: Δloss per head and pair interactions (attnlab ablate)")                                \
+    X(pruning, "pruning", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                              \
+      "--db: loss against heads remaining, per method (attnlab prune)")                             \
+    X(training, "training", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                            \
+      "--db: losses and a per-head score over steps (attnlab train --db)")                          \
+    X(spectrum, "spectrum", "weights", AL_PIC_MODEL,                                          \
+      "singular values of every head's QK and OV (from --db when given)")                     \
+    X(patching, "patching", "patching", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,          \
+      "--db: an attnlab patch run's effects: layer x position (resid), layer x head (head), or "    \
+      "head x position, positions labelled with pair 0's clean tokens")                       \
+    X(paths, "paths", "patching", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                \
+      "--db: an attnlab paths run's effects, one panel per channel q/k/v (senders x layer-1 heads) " \
+      "and the direct path")                                                                  \
+    X(dla, "dla", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                 \
+      "--db: an attnlab attribute run's direct logit attribution, component x position, signed")    \
+    X(terms, "terms", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,             \
+      "--db: its path expansion: Δloss of each term removed, as bars grouped direct | layer-0 "     \
+      "heads | layer-1 heads | virtual heads")                                                \
+    X(attrpatch, "attrpatch", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,     \
+      "--db: its attribution patching estimates against actual patching, per grid (the run must "  \
+      "have compared them)")                                                                  \
+    X(circuit, "circuit", "circuits",                                                         \
+      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_SMALL,                             \
+      "--db: an attnlab discover run's circuit as a layered graph: colour = channel, width = "      \
+      "score, removed edges pale (--kept-only: absent); at --tau, else the run's own tau, "   \
+      "else EAP, else the smallest tau")                                                      \
+    X(circuit_curve, "circuit-curve", "circuits",                                             \
+      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_SMALL,                             \
+      "--db: the run's tau sweep: edges kept against faithfulness")                                 \
+    X(sweep_induction, "sweep-induction", "sweeps", AL_PIC_DB,              \
+      "--db (no --model): every model's best induction score over training: one faint line per "   \
+      "seed, their mean bold, one panel per setting and layer count")
+
+struct al_pic; /* a picture being drawn (private to src/pictures/) */
+
+/* One kind of picture: an entry of the table below. */
+typedef struct al_pic_kind {
+    const char *name;   /* --what */
+    const char *family; /* weights | behaviour | patching | attribution | circuits | sweeps */
+    const char *help;   /* one line */
+    int needs;          /* AL_PIC_* bits */
+    int (*draw)(struct al_pic *p, al_err *e);
+} al_pic_kind;
+
+/* Every kind, in AL_PIC_KINDS order; al_pic_n_kinds of them. */
+extern const al_pic_kind al_pic_kind_table[];
+extern const int al_pic_n_kinds;
+/* The kind called name, NULL if none (or name NULL). */
+const al_pic_kind *al_pic_kind_find(const char *name);
+/* NULL-terminated list of the kinds' names (made from AL_PIC_KINDS; kept
+ * for callers that want a plain list of strings). */
+extern const char *const al_pic_kinds[];
 /* The circuit of discover run `run` that --what circuit draws without a
  * tau (the rule above), for the report to describe the same one: 1 with
  * method ("acdc" or "eap", cap >= 8) and *tau (NaN for EAP) and tau_txt

@@ -1,6 +1,8 @@
 /* cmd_heatmap.c -- `attnlab heatmap`: one picture of a model as a PNG,
- * SVG or PDF. The pictures themselves are pictures.c; this is flags,
- * help, and which format a --out name asks for. */
+ * SVG or PDF. The pictures themselves are src/pictures/; this is flags,
+ * help, and which format a --out name asks for. The kinds, their help
+ * lines and what each needs come from the kinds table (AL_PIC_KINDS in
+ * pictures.h), so a new kind needs nothing here. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +10,11 @@
 #include "attnlab/args.h"
 #include "attnlab/pictures.h"
 #include "attnlab/plot.h"
+
+/* "attention | qk-pos | ..." (the leading " | " skipped by + 3) and one help
+ * line per kind, made from the kinds table at compile time. */
+#define KIND_BAR(id, name, family, needs, help) " | " name
+#define KIND_LINE(id, name, family, needs, help) "  " name " (" family "): " help "\n"
 
 /* Same defaults as al_pic_defaults(), here so that help shows them. */
 static al_pic_opts o = {.layer = -1, .head = -1, .seed = 1, .top_n = 40, .n_pos = 64, .tau = NAN};
@@ -17,11 +24,9 @@ static uint64_t o_run = 0;
 
 static al_flag flags[] = {
     {"model", AL_STR, &o_model, "DIR",
-     "model directory (required, but for patching, paths, dla, terms, attrpatch, circuit and "
-     "circuit-curve given --db and --run)", 0, 0},
-    {"what", AL_STR, &o.what, "KIND",
-     "attention | qk-pos | qk | ov | composition | ablation | pruning | training | spectrum | "
-     "patching | paths | dla | terms | attrpatch | circuit | circuit-curve | sweep-induction", 1, 0},
+     "model directory (required, but for the kinds drawn from a run given --db and --run, and "
+     "the kinds of every model of --db)", 0, 0},
+    {"what", AL_STR, &o.what, "KIND", AL_PIC_KINDS(KIND_BAR) + 3, 1, 0},
     {"out", AL_STR, &o_out, "FILE", "picture to write (.png, .svg or .pdf)", 1, 0},
     {"format", AL_STR, &o_format, "F",
      "png | svg | pdf (default: from --out's extension, else png)", 0, 0},
@@ -36,8 +41,8 @@ static al_flag flags[] = {
     {"data", AL_STR, &o.data, "FILE", "qk/ov: token file; show its --top-n most frequent tokens", 0, 0},
     {"n-pos", AL_INT, &o.n_pos, "N", "qk-pos: show the first N positions", 0, 0},
     {"db", AL_STR, &o.db, "FILE",
-     "results database (needed for ablation, pruning, training, patching, paths, dla, terms, "
-     "attrpatch, circuit, circuit-curve, sweep-induction)", 0, 0},
+     "results database (needed by the kinds that read one; composition and spectrum read it "
+     "when given)", 0, 0},
     {"run", AL_U64, &o_run, "ID", "use this run's rows instead of the model's latest finished run", 0, 0},
     {"method", AL_STR, &o.method, "M", "ablation: zero | mean | resample (default: the latest run's)", 0, 0},
     {"metric", AL_STR, &o.metric, "NAME",
@@ -63,38 +68,10 @@ al_command al_cmd_heatmap = {
     "<desc>, the PDF's Subject). SVG and PDF text is real text: selectable and\n"
     "searchable. Attention and full QK put the destination (query) token on rows and\n"
     "the source (key) token on columns: the query attends to the key, information\n"
-    "flows key -> query. Kinds:\n"
-    "  attention    --prompt TEXT (or --repeat N); --head H, or all heads of --layer\n"
-    "  qk-pos       positional QK of --layer/--head, first --n-pos positions\n"
-    "  qk, ov       full QK / OV of --layer/--head on --tokens or the --top-n most\n"
-    "               frequent tokens of --data (else the first BPE merges)\n"
-    "  composition  Q/K/V composition into --layer (random baseline on the bar)\n"
-    "  spectrum     singular values of every head's QK and OV\n"
-    "  ablation     --db: Δloss per head and pair interactions (attnlab ablate)\n"
-    "  pruning      --db: loss vs heads remaining per method (attnlab prune)\n"
-    "  training     --db: losses and per-head induction score (attnlab train --db)\n"
-    "  patching     --db: the effects of an attnlab patch run: layer x position\n"
-    "               (resid), layer x head (head), or head x position (the others);\n"
-    "               positions labelled with pair 0's clean tokens\n"
-    "  paths        --db: the effects of an attnlab paths run, one panel per\n"
-    "               channel q/k/v (senders x layer-1 heads) and the direct path\n"
-    "  dla          --db: an attnlab attribute run's direct logit attribution, each\n"
-    "               component (embed, pos, head) x position, signed\n"
-    "  terms        --db: its path expansion, Δloss of each term removed, as bars\n"
-    "               grouped direct | layer-0 heads | layer-1 heads | virtual heads\n"
-    "  attrpatch    --db: its attribution patching estimates against actual\n"
-    "               patching (the run must have compared them), per grid\n"
-    "  circuit      --db: an attnlab discover run's circuit, embeddings at the\n"
-    "               bottom, heads with q/k/v ports, logits on top; colour =\n"
-    "               channel, width = score, removed edges pale (--kept-only: absent);\n"
-    "               the circuit at --tau, else at the run's own tau, else the EAP\n"
-    "               circuit, else the smallest tau's\n"
-    "  circuit-curve --db: the run's tau sweep, edges kept vs faithfulness\n"
-    "  sweep-induction --db (no --model): every model's best induction score\n"
-    "               over training, one faint line per seed, their mean bold,\n"
-    "               one panel per setting and layer count (view sweep_models)\n"
+    "flows key -> query. Kinds (family):\n"
+    AL_PIC_KINDS(KIND_LINE)
     "composition and spectrum read --db when given, else compute from the weights.\n"
-    "patching, paths, dla, terms, attrpatch and the circuit kinds draw --run ID (else\n"
+    "The kinds of the patching, attribution and circuits families draw --run ID (else\n"
     "the model's latest such run); with --run the model is the run's own, so --model\n"
     "may be left out.",
     flags,
@@ -139,15 +116,11 @@ static int run_heatmap(int argc, char **argv) {
         o.format = by_ext >= 0 ? by_ext : AL_FIG_PNG;
     }
     o.run_id = (long)o_run;
-    static const char *const run_kinds[] = {"patching", "paths", "dla", "terms", "attrpatch",
-                                            "circuit", "circuit-curve"};
-    int by_run = 0;
-    for (size_t i = 0; o.what && i < sizeof run_kinds / sizeof run_kinds[0]; i++)
-        by_run |= strcmp(o.what, run_kinds[i]) == 0 && o.db && o.run_id > 0;
-    int no_model = o.what && strcmp(o.what, "sweep-induction") == 0; /* the whole database */
+    const al_pic_kind *kind = al_pic_kind_find(o.what);
+    int by_run = kind && (kind->needs & AL_PIC_RUN_MODEL) && o.db && o.run_id > 0;
+    int no_model = kind && !(kind->needs & AL_PIC_MODEL); /* the whole database */
     if (!o_model && !by_run && !no_model) {
-        al_errf(&e, "--model is required (patching, paths, dla, terms, attrpatch, circuit, "
-                "circuit-curve: or --db FILE and --run ID)");
+        al_errf(&e, "--model is required (or, for a kind drawn from a run, --db FILE and --run ID)");
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
     if (al_threads_check(o_threads, &e)) return al_cli_usage(&al_cmd_heatmap, &e);
