@@ -5,7 +5,8 @@
  *
  * Where a number is in the database (patching, path patching, logit
  * attribution, attribution patching) the JSON takes it from those rows
- * as stored, so the page shows what a query shows. Attention, loss and
+ * as stored (read through store_report.h, the readers the static page
+ * uses), so the page shows what a query shows. Attention, loss and
  * the top-5 are not stored: they come from running the model on the
  * prompt here, as the attention pictures and `attnlab run` do. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
@@ -349,11 +350,12 @@ static char **position_labels(al_store *st, const char *run, const al_model *m,
     al_err e;
     al_rows q;
     if (al_sr_patching_run_info(st, run, &q, &e)) return NULL;
-    if (q.nr && q.nc >= 4 && al_rows_t(&q, 0, 0) && al_rows_t(&q, 0, 1)) {
-        snprintf(in.cfg, sizeof in.cfg, "%s", al_rows_t(&q, 0, 0));
-        snprintf(in.hash, sizeof in.hash, "%s", al_rows_t(&q, 0, 1));
-        in.n = (int)al_rows_x(&q, 0, 2), in.T = (int)al_rows_x(&q, 0, 3), in.ok = 1;
-    }
+    for (int r = 0; q.nc >= 4 && r < q.nr; r++) /* the last full row, as it always was */
+        if (al_rows_t(&q, r, 0) && al_rows_t(&q, r, 1)) {
+            snprintf(in.cfg, sizeof in.cfg, "%s", al_rows_t(&q, r, 0));
+            snprintf(in.hash, sizeof in.hash, "%s", al_rows_t(&q, r, 1));
+            in.n = (int)al_rows_x(&q, r, 2), in.T = (int)al_rows_x(&q, r, 3), in.ok = 1;
+        }
     al_rows_free(&q);
     if (!in.ok) return NULL;
     cJSON *j = cJSON_Parse(in.cfg);
