@@ -91,7 +91,8 @@ int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     rep_esc(h, task);
     al_buf_printf(h, " (%.0f items): mean metric, %s, %.4f; mean loss %.4f nats. Direct logit "
                   "attribution splits the metric into each component's contribution (they add up "
-                  "to it).</p>\n", al_rows_x(&a, 0, 3), metric, al_rows_x(&a, 0, 4), al_rows_x(&a, 0, 5));
+                  "to it).</p>\n", al_rows_x(&a, 0, 3), metric, al_rows_x(&a, 0, 4),
+                  al_rows_x(&a, 0, 5));
     al_pic_opts po = al_pic_defaults();
     po.run_id = atol(run);
     snprintf(cap, sizeof cap, "Direct logit attribution (task %s): each component's mean "

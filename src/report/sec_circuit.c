@@ -131,7 +131,8 @@ int sec_circuit(rep *R, const rmodel *M, al_err *e) {
         al_buf_printf(h, ": it keeps %.0f of the %.0f edges of the head graph, with "
                       "faithfulness %.3f (1 = it does all the model does on the task, 0 = no "
                       "better than the corrupted run) and KL %.4f nats from the full model "
-                      "(metric ", al_rows_x(&c, 0, 1), al_rows_x(&c, 0, 2), al_rows_x(&c, 0, 3), al_rows_x(&c, 0, 4));
+                      "(metric ", al_rows_x(&c, 0, 1), al_rows_x(&c, 0, 2), al_rows_x(&c, 0, 3),
+                      al_rows_x(&c, 0, 4));
         rep_esc(h, al_rows_t(&c, 0, 5) ? al_rows_t(&c, 0, 5) : "?");
         al_buf_puts(h, ").</p>\n<p>Heads in the circuit (in a kept edge): ");
         name_run(h, &heads);

@@ -56,15 +56,17 @@ int sec_card(rep *R, const rmodel *M, al_err *e) {
     if (q.nr) {
         snprintf(v, sizeof v, "%.0f", al_rows_x(&q, 0, 0));
         rep_card_row(h, "parameters", v);
-        snprintf(v, sizeof v, isnan(al_rows_x(&q, 0, 1)) ? "unknown" : "%.0f (%.2f M)", al_rows_x(&q, 0, 1),
-                 al_rows_x(&q, 0, 1) / 1e6);
+        double tok = al_rows_x(&q, 0, 1), steps = al_rows_x(&q, 0, 2);
+        snprintf(v, sizeof v, isnan(tok) ? "unknown" : "%.0f (%.2f M)", tok, tok / 1e6);
         rep_card_row(h, "trained tokens", v);
-        snprintf(v, sizeof v, isnan(al_rows_x(&q, 0, 2)) ? "unknown" : "%.0f", al_rows_x(&q, 0, 2));
+        snprintf(v, sizeof v, isnan(steps) ? "unknown" : "%.0f", steps);
         rep_card_row(h, "training steps", v);
-        snprintf(v, sizeof v, "train %.4f, validation %.4f", al_rows_x(&q, 0, 3), al_rows_x(&q, 0, 4));
+        snprintf(v, sizeof v, "train %.4f, validation %.4f", al_rows_x(&q, 0, 3),
+                 al_rows_x(&q, 0, 4));
         rep_card_row(h, "final loss (nats/token)", v);
-        rep_card_row(h, "sha256 of model.safetensors", al_rows_t(&q, 0, 5) ? al_rows_t(&q, 0, 5) : "");
-        rep_card_row(h, "seed", al_rows_t(&q, 0, 6) ? al_rows_t(&q, 0, 6) : "");
+        const char *sha = al_rows_t(&q, 0, 5), *seed = al_rows_t(&q, 0, 6);
+        rep_card_row(h, "sha256 of model.safetensors", sha ? sha : "");
+        rep_card_row(h, "seed", seed ? seed : "");
     }
     al_rows_free(&q);
     train_opts_rows(h, M);

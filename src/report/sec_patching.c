@@ -18,8 +18,8 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
     static const char *const pheads[] = {"path", "effect", "metric", NULL};
     int rc = 0, n_patch = 0, n_paths = 0;
     for (int i = 0; rc == 0 && i < runs.nr; i++) {
-        const char *run = al_rows_t(&runs, i, 0), *task = al_rows_t(&runs, i, 1), *comp = al_rows_t(&runs, i, 2),
-                   *dir = al_rows_t(&runs, i, 3);
+        const char *run = al_rows_t(&runs, i, 0), *task = al_rows_t(&runs, i, 1),
+                   *comp = al_rows_t(&runs, i, 2), *dir = al_rows_t(&runs, i, 3);
         if (!task || !dir) continue;
         if (comp ? !n_patch++ : !n_paths++)
             al_buf_puts(h, comp ? "<h3>Activation patching</h3>\n<p>Each configuration patches one "
@@ -40,7 +40,8 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
         al_buf_printf(h, "</b>, %s, task ", ding);
         rep_esc(h, task);
         al_buf_printf(h, " (run %s, %.0f pairs): M<sub>clean</sub> = %.4f, M<sub>corr</sub> = "
-                     "%.4f; the strongest effects:</p>\n", run, al_rows_x(&runs, i, 6), al_rows_x(&runs, i, 4),
+                     "%.4f; the strongest effects:</p>\n", run, al_rows_x(&runs, i, 6),
+                     al_rows_x(&runs, i, 4),
                      al_rows_x(&runs, i, 5));
         al_rows q;
         int qrc = comp ? al_sr_patching_top(R->st, run, &q, e) : al_sr_paths_top(R->st, run, &q, e);
