@@ -21,6 +21,7 @@ done
 LABELS=$(cd "$DEMO/models" && ls | paste -sd, -)
 PROMPT="Once upon a time, a girl named Bamurik found a red ball. Bamurik gave the ball to her friend Seoyeon, and Seoyeon said thank you to Bamurik."
 TITLE="attnlab demo: 1-layer vs 2-layer attention-only models"
+mkdir -p "$WORK"
 same=0 differ=0
 # files a and b equal once the minute stamp is blanked
 stamp_same() {
