@@ -18,6 +18,7 @@
 #include "attnlab/report.h"
 #include "attnlab/stats.h"
 #include "attnlab/store.h"
+#include "attnlab/store_report.h"
 #include "attnlab/tokenizer.h"
 #include "test.h"
 
@@ -187,6 +188,60 @@ static int count(const char *s, const char *needle) {
     int n = 0;
     for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
     return n;
+}
+
+/* The report's readers (store_report.h) on the fixture: rows, their
+ * order and NULLs, scalars, the picked head, and refusals of bad
+ * arguments that leave the rows empty. */
+TEST(report_store_readers) {
+    fixture();
+    al_err e;
+    al_store *st;
+    CHECK_OK(al_store_open(t_path("r.db"), &st, &e), &e);
+    al_rows q;
+    /* model 1 (A): induction 0.75 on head 0.2 only; prev_token 0.5 on 0.3 */
+    CHECK_OK(al_sr_heads_above(st, "1", AL_SR_INDUCTION, &q, &e), &e);
+    CHECK(q.nr == 1 && q.nc == 2 && strcmp(al_rows_t(&q, 0, 0), "0.2") == 0);
+    CHECK_NEAR(al_rows_x(&q, 0, 1), 0.75, 1e-12);
+    al_rows_free(&q);
+    CHECK(q.nr == 0 && q.t == NULL);
+    /* copying pairs by layer, head: eigen and ablation as stored */
+    CHECK_OK(al_sr_copy_pairs(st, "1", 0, &q, &e), &e);
+    CHECK(q.nr == 4 && q.nc == 3);
+    for (int h = 0; h < 4 && q.nr == 4; h++) {
+        CHECK_NEAR(al_rows_x(&q, h, 1), eigA[h], 1e-12);
+        CHECK_NEAR(al_rows_x(&q, h, 2), ablA[h], 1e-12);
+    }
+    al_rows_free(&q);
+    /* copying_ablation_excess was never written: no rows */
+    CHECK_OK(al_sr_copy_pairs(st, "1", 1, &q, &e), &e);
+    CHECK(q.nr == 0);
+    al_rows_free(&q);
+    /* the copying head by its own OV circuit (eigen > 0.5: 0.0, 0.1) with
+     * the larger ablation score: 0.0 */
+    int l = -1, h = -1;
+    CHECK(al_sr_best_head(st, "1", AL_SR_PICK_OWN_COPY, &l, &h, &e) == 1 && l == 0 && h == 0);
+    CHECK(al_sr_best_head(st, "99", AL_SR_PICK_PREV, &l, &h, &e) == 0);
+    CHECK(al_sr_best_head(st, "1", (al_sr_pick)7, &l, &h, &e) == -1);
+    double v;
+    CHECK_OK(al_sr_icl_gain(st, "1", &v, &e), &e);
+    CHECK_NEAR(v, 0.125, 1e-12);
+    CHECK_OK(al_sr_count_heads_above(st, "1", AL_SR_PREV_TOKEN, &v, &e), &e);
+    CHECK(v == 1);
+    CHECK_OK(al_sr_latest_discover(st, "1", &v, &e), &e); /* no discover run: NaN */
+    CHECK(isnan(v));
+    /* the training log of A: 5 evaluations in step order */
+    CHECK_OK(al_sr_training_log(st, "1", &q, &e), &e);
+    CHECK(q.nr == 5 && al_rows_x(&q, 0, 0) == 0 && al_rows_x(&q, 4, 0) == 40);
+    al_rows_free(&q);
+    CHECK(al_sr_heatmap_cells(st, (al_sr_heatmap)9, "1", NULL, &q, &e) == -1 && q.nr == 0);
+    al_store_close(st);
+    /* the notebook's query texts: titled, non-empty */
+    size_t n = 0;
+    const al_sr_nb_query *nb = al_sr_notebook_queries(&n);
+    CHECK(n > 10);
+    for (size_t i = 0; i < n; i++) CHECK(nb[i].title[0] && strncmp(nb[i].sql, "SELECT", 6) == 0);
+    CHECK(strncmp(al_sr_notebook_models_query(), "SELECT", 6) == 0);
 }
 
 /* A head whose full OV circuit is zero has copying_eigen NULL (0/0):

@@ -1,7 +1,7 @@
 /* viewer.h -- the explorers of `attnlab report --interactive` (docs/design.md §8,
  * "The interactive page").
  *
- * The report (report.c) calls these hooks only when asked for an
+ * The report (src/report/: html.c and the driver) calls these hooks only when asked for an
  * interactive page; without it the page is the static one, byte for
  * byte. What they add stays a single folder with no network access:
  *

@@ -5,7 +5,8 @@
  *
  * Where a number is in the database (patching, path patching, logit
  * attribution, attribution patching) the JSON takes it from those rows
- * as stored, so the page shows what a query shows. Attention, loss and
+ * as stored (read through store_report.h, the readers the static page
+ * uses), so the page shows what a query shows. Attention, loss and
  * the top-5 are not stored: they come from running the model on the
  * prompt here, as the attention pictures and `attnlab run` do. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
@@ -23,6 +24,7 @@
 #include "attnlab/pairs.h"
 #include "attnlab/patch.h"
 #include "attnlab/report.h"
+#include "attnlab/store_report.h"
 #include "attnlab/tokenizer.h"
 #include "viewer_js.h" /* static const char viewer_js[] */
 
@@ -218,8 +220,7 @@ static int slot(cJSON *labels, double *keys, int *n, const char *lab, double key
     return (*n)++;
 }
 
-static int hm_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
-    hm_rows *R = ctx;
+static int hm_row(hm_rows *R, int nc, const char *const *t, const double *x, al_err *e) {
     if (nc < 5 || !t[0] || !t[2]) return 0;
     const char *col = t[2];
     if (R->pos_lab && x[3] >= 0 && x[3] < R->n_pos && R->pos_lab[(int)x[3]]) col = R->pos_lab[(int)x[3]];
@@ -269,12 +270,13 @@ static int reorder(cJSON *labels, const double *keys, int n, cJSON *cells, int w
     return rc;
 }
 
-/* One heatmap of the query (parameter ?1 = run) into list, when it has
- * rows. kind: patching, paths, dla or attrpatch (how the script colours
- * and names it). */
+/* One heatmap of a run's cells (store_report.h: which, and grid for
+ * attribution patching) into list, when it has cells. kind: patching,
+ * paths, dla or attrpatch (how the script colours and names it). */
 static int heatmap(cJSON *list, al_store *st, const char *kind, const char *title,
-                   const char *row_title, const char *col_title, const char *v2, const char *sql,
-                   const char *run, const char *grid, char **pos_lab, int n_pos, al_err *e) {
+                   const char *row_title, const char *col_title, const char *v2,
+                   al_sr_heatmap which, const char *run, const char *grid, char **pos_lab,
+                   int n_pos, al_err *e) {
     hm_rows *R = calloc(1, sizeof *R);
     if (!R) return al_errf(e, "out of memory");
     R->pos_lab = pos_lab, R->n_pos = n_pos;
@@ -288,8 +290,14 @@ static int heatmap(cJSON *list, al_store *st, const char *kind, const char *titl
         al_errf(e, "out of memory");
         goto out;
     }
-    const char *params[2] = {run, grid};
-    if (al_store_query(st, sql, params, grid ? 2 : 1, hm_row, R, e)) goto out;
+    al_rows q;
+    if (al_sr_heatmap_cells(st, which, run, grid, &q, e)) goto out;
+    for (int i = 0; i < q.nr; i++)
+        if (hm_row(R, q.nc, (const char *const *)q.t + (size_t)i * q.nc, q.x + (size_t)i * q.nc, e)) {
+            al_rows_free(&q);
+            goto out;
+        }
+    al_rows_free(&q);
     if (R->too_big) fprintf(stderr, "attnlab: warning: %s: over 4096 rows or columns, no explorer\n", title);
     if (R->n == 0 || R->too_big) {
         rc = 0;
@@ -314,45 +322,20 @@ typedef struct runs {
     int n;
 } runs;
 
-static int run_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
-    (void)x, (void)e;
-    runs *r = ctx;
-    if (r->n == 32 || nc < 4 || !t[0]) return 0;
+static void run_row(runs *r, int nc, const char *const *t) {
+    if (r->n == 32 || nc < 4 || !t[0]) return;
     snprintf(r->id[r->n], sizeof r->id[0], "%s", t[0]);
     snprintf(r->task[r->n], sizeof r->task[0], "%s", t[1] ? t[1] : "?");
     snprintf(r->comp[r->n], sizeof r->comp[0], "%s", t[2] ? t[2] : "");
     snprintf(r->dir[r->n], sizeof r->dir[0], "%s", t[3] ? t[3] : "");
     r->n++;
-    return 0;
 }
-
-/* Row and column labels shared by path patching and attribution
- * patching's edge grid. */
-#define SENDER_KEY "CASE sender WHEN 'embed' THEN -2 WHEN 'pos' THEN -1 ELSE " \
-    "CAST(substr(sender, instr(sender, '.') + 1) AS INTEGER) END"
-#define RECEIVER "CASE WHEN channel = 'direct' THEN 'logits' ELSE receiver_layer || '.' || " \
-    "receiver_head || ' ' || channel END"
-#define RECEIVER_KEY "CASE WHEN channel = 'direct' THEN 1e9 ELSE receiver_layer * 1000 + " \
-    "receiver_head * 4 + CASE channel WHEN 'q' THEN 0 WHEN 'k' THEN 1 ELSE 2 END END"
-#define HEAD_LABEL "CASE WHEN head IS NULL THEN 'resid ' || layer ELSE layer || '.' || head END"
-#define HEAD_KEY "layer * 1000 + coalesce(head, -1)"
-#define POS_LABEL "CASE WHEN pos IS NULL THEN 'all' ELSE 'pos ' || pos END"
 
 /* config_json, task_hash, n_pairs, seq_len of a patching run. */
 typedef struct prun_info {
     char cfg[4096], hash[24];
     int n, T, ok;
 } prun_info;
-
-static int run_info_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
-    (void)e;
-    prun_info *in = ctx;
-    if (nc < 4 || !t[0] || !t[1]) return 0;
-    snprintf(in->cfg, sizeof in->cfg, "%s", t[0]);
-    snprintf(in->hash, sizeof in->hash, "%s", t[1]);
-    in->n = (int)x[2], in->T = (int)x[3], in->ok = 1;
-    return 0;
-}
 
 /* Labels "pos t token" for a patching run's positions: pair 0's clean
  * tokens, the task re-made from the run's stored options as the
@@ -364,12 +347,17 @@ static char **position_labels(al_store *st, const char *run, const al_model *m,
     prun_info in = {0};
     *n_out = 0;
     if (!tok) return NULL;
-    const char *params[1] = {run};
     al_err e;
-    if (al_store_query(st, "SELECT r.config_json, x.task_hash, x.n_pairs, x.seq_len FROM runs r "
-                       "JOIN patching_runs x ON x.run_id = r.run_id WHERE r.run_id = ?1", params, 1,
-                       run_info_row, &in, &e) || !in.ok)
-        return NULL;
+    al_rows q;
+    if (al_sr_patching_run_info(st, run, &q, &e)) return NULL;
+    for (int r = 0; q.nc >= 4 && r < q.nr; r++) /* the last full row, as it always was */
+        if (al_rows_t(&q, r, 0) && al_rows_t(&q, r, 1)) {
+            snprintf(in.cfg, sizeof in.cfg, "%s", al_rows_t(&q, r, 0));
+            snprintf(in.hash, sizeof in.hash, "%s", al_rows_t(&q, r, 1));
+            in.n = (int)al_rows_x(&q, r, 2), in.T = (int)al_rows_x(&q, r, 3), in.ok = 1;
+        }
+    al_rows_free(&q);
+    if (!in.ok) return NULL;
     cJSON *j = cJSON_Parse(in.cfg);
     al_patch_opts o = al_patch_opts_defaults();
     al_patch_opts_from_config(j, &o);
@@ -404,16 +392,14 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char 
     if (add(root, "heatmaps", list)) return al_errf(e, "out of memory");
     runs *r = calloc(1, sizeof *r);
     if (!r) return al_errf(e, "out of memory");
-    const char *params[1] = {mid};
     char title[512];
     /* the runs the static page shows: the newest done run per task,
      * component and direction */
-    int rc = al_store_query(st, "SELECT x.run_id, x.task, x.component, x.direction FROM "
-        "patching_runs x JOIN runs r ON r.run_id = x.run_id WHERE x.model_id = ?1 AND r.status = "
-        "'done' AND x.run_id = (SELECT max(y.run_id) FROM patching_runs y JOIN runs r2 ON "
-        "r2.run_id = y.run_id WHERE r2.status = 'done' AND y.model_id = x.model_id AND y.task = "
-        "x.task AND y.direction = x.direction AND y.component IS x.component) ORDER BY "
-        "x.component IS NULL, x.component, x.task, x.direction", params, 1, run_row, r, e);
+    al_rows q;
+    int rc = al_sr_patching_runs(st, mid, &q, e);
+    for (int i = 0; rc == 0 && i < q.nr; i++)
+        run_row(r, q.nc, (const char *const *)q.t + (size_t)i * q.nc);
+    if (rc == 0) al_rows_free(&q);
     al_model m;
     al_tokenizer *tok = NULL;
     memset(&m, 0, sizeof m);
@@ -431,15 +417,13 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char 
             snprintf(title, sizeof title, "Activation patching: %s, %s, task %s (run %s)",
                      r->comp[i], ding, r->task[i], r->id[i]);
             rc = heatmap(list, st, "patching", title, "layer.head", "position", NULL,
-                         "SELECT " HEAD_LABEL ", " HEAD_KEY ", " POS_LABEL ", coalesce(pos, -1), "
-                         "value FROM patching WHERE run_id = ?1", r->id[i], NULL, lab, n_lab, e);
+                         AL_SR_HM_PATCHING, r->id[i], NULL, lab, n_lab, e);
             free_labels(lab, n_lab);
         } else {
             snprintf(title, sizeof title, "Path patching: %s, task %s (run %s)", ding, r->task[i],
                      r->id[i]);
             rc = heatmap(list, st, "paths", title, "sender", "receiver", NULL,
-                         "SELECT sender, " SENDER_KEY ", " RECEIVER ", " RECEIVER_KEY ", value "
-                         "FROM path_patching WHERE run_id = ?1", r->id[i], NULL, NULL, 0, e);
+                         AL_SR_HM_PATHS, r->id[i], NULL, NULL, 0, e);
         }
     }
     if (loaded == 1) {
@@ -447,33 +431,25 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char 
         al_model_free(&m);
     }
     r->n = 0;
-    if (rc == 0)
-        rc = al_store_query(st, "SELECT x.run_id, x.task, '', x.direction FROM attribution_runs x "
-            "JOIN runs r ON r.run_id = x.run_id WHERE x.model_id = ?1 AND r.status = 'done' AND "
-            "r.kind = 'attribute' ORDER BY x.run_id DESC LIMIT 1", params, 1, run_row, r, e);
+    if (rc == 0 && (rc = al_sr_attribution_run(st, mid, &q, e)) == 0) {
+        if (q.nr) { /* run_id, task, direction */
+            const char *t[4] = {al_rows_t(&q, 0, 0), al_rows_t(&q, 0, 1), "", al_rows_t(&q, 0, 12)};
+            run_row(r, 4, t);
+        }
+        al_rows_free(&q);
+    }
     if (rc == 0 && r->n) {
         const char *run = r->id[0], *task = r->task[0];
         snprintf(title, sizeof title, "Direct logit attribution, task %s (run %s)", task, run);
         rc = heatmap(list, st, "dla", title, "component", "position", NULL,
-                     "SELECT l.component, CASE l.component WHEN 'embed' THEN -2 WHEN 'pos' THEN -1 "
-                     "ELSE CAST(substr(l.component, 1, instr(l.component, '.') - 1) AS INTEGER) * "
-                     "1000 + CAST(substr(l.component, instr(l.component, '.') + 1) AS INTEGER) END, "
-                     "CASE WHEN l.pos IS NULL THEN 'mean' ELSE 'pos ' || l.pos || coalesce(' ' || "
-                     "t.text, '') END, coalesce(l.pos, 1e9), l.value FROM logit_attribution l LEFT "
-                     "JOIN attribution_tokens t ON t.run_id = l.run_id AND t.pos = l.pos WHERE "
-                     "l.run_id = ?1", run, NULL, NULL, 0, e);
+                     AL_SR_HM_DLA, run, NULL, NULL, 0, e);
         static const char *const grids[3] = {"head", "head_pos", "edge"};
         for (int g = 0; rc == 0 && g < 3; g++) {
             snprintf(title, sizeof title, "Attribution patching estimate, grid %s, task %s (run %s)",
                      grids[g], task, run);
             rc = heatmap(list, st, "attrpatch", title, g < 2 ? "layer.head" : "sender",
                          g < 2 ? "position" : "receiver", "actual patching",
-                         g < 2 ? "SELECT " HEAD_LABEL ", " HEAD_KEY ", " POS_LABEL ", coalesce(pos, "
-                                 "-1), estimate, actual FROM attribution_patching WHERE run_id = ?1 "
-                                 "AND grid = ?2"
-                               : "SELECT sender, " SENDER_KEY ", " RECEIVER ", " RECEIVER_KEY ", "
-                                 "estimate, actual FROM attribution_patching WHERE run_id = ?1 AND "
-                                 "grid = ?2",
+                         g < 2 ? AL_SR_HM_ATTRPATCH_HEAD : AL_SR_HM_ATTRPATCH_EDGE,
                          run, grids[g], NULL, 0, e);
         }
     }

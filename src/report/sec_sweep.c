@@ -1,0 +1,116 @@
+/* sec_sweep.c -- "Across seeds", before the models when the database
+ * holds a sweep (merged rows, or several seeds of one setting): view
+ * sweep_summary as a table, sentences from its numbers and the
+ * sweep-induction picture. */
+#include "report_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attnlab/thresholds.h"
+
+/* Columns of al_sr_sweep_summary's rows, in order. */
+enum { SW_SETTING, SW_LAYERS, SW_SEEDS, SW_MODELS, SW_SCORED, SW_SHARE, SW_CURVES, SW_NEVER,
+       SW_FS_MEAN, SW_FS_SD, SW_FS_MIN, SW_FS_MAX, SW_BI_MEAN, SW_BI_MIN, SW_BI_MAX, SW_NK,
+       SW_KSHARE, SW_NC, SW_COPY };
+
+/* Whether the database holds findings across seeds: rows merged from
+ * other databases, or a (setting, layer count) with several seeds. */
+static int has_sweep(rep *R, int *yes, al_err *e) {
+    double v;
+    if (al_sr_has_sweep(R->st, &v, e))
+        return -1;
+    *yes = v > 0;
+    return 0;
+}
+
+/* "k of n" from a share of n (the view stores k / n). */
+static int of_n(const al_rows *q, int r, int share_col, int n_col) {
+    return (int)lround(al_rows_x(q, r, share_col) * al_rows_x(q, r, n_col));
+}
+
+/* The sentences of one group, every number from its sweep_summary row. */
+static void sweep_sentences(al_buf *h, const al_rows *q, int r) {
+    const char *set = al_rows_t(q, r, SW_SETTING);
+    int L = (int)al_rows_x(q, r, SW_LAYERS), scored = (int)al_rows_x(q, r, SW_SCORED);
+    int curves = (int)al_rows_x(q, r, SW_CURVES), never = (int)al_rows_x(q, r, SW_NEVER);
+    int crossed = curves - never, nk = (int)al_rows_x(q, r, SW_NK), nc = (int)al_rows_x(q, r, SW_NC);
+    const char *unit = al_rows_x(q, r, SW_SEEDS) == al_rows_x(q, r, SW_MODELS) ? "seeds" : "models";
+    al_buf_puts(h, "<p><b>");
+    rep_esc(h, set ? set : "all models");
+    al_buf_printf(h, ", %d layer%s:</b> ", L, L == 1 ? "" : "s");
+    if (scored)
+        al_buf_printf(h, "in <b>%d of %d</b> %s an induction head formed (best final induction "
+                      "score &gt; " AL_TH_STR(AL_TH_INDUCTION) "; mean %.2f, min %.2f, max %.2f). ",
+                      of_n(q, r, SW_SHARE, SW_SCORED), scored, unit, al_rows_x(q, r, SW_BI_MEAN),
+                      al_rows_x(q, r, SW_BI_MIN), al_rows_x(q, r, SW_BI_MAX));
+    else
+        al_buf_puts(h, "no model has a final induction score (attnlab scores). ");
+    if (crossed > 1)
+        al_buf_printf(h, "The best head's induction score first crossed " AL_TH_STR(AL_TH_INDUCTION)
+                      " at step <b>%.0f &plusmn; %.0f</b> (mean &plusmn; sd over %d runs; min %.0f, "
+                      "max %.0f)", al_rows_x(q, r, SW_FS_MEAN), al_rows_x(q, r, SW_FS_SD), crossed,
+                      al_rows_x(q, r, SW_FS_MIN), al_rows_x(q, r, SW_FS_MAX));
+    else if (crossed == 1)
+        al_buf_printf(h, "The best head's induction score first crossed " AL_TH_STR(AL_TH_INDUCTION)
+                      " at step <b>%.0f</b> (one run)", al_rows_x(q, r, SW_FS_MIN));
+    if (crossed && never)
+        al_buf_printf(h, "; %d of %d training curves never did. ", never, curves);
+    else if (crossed)
+        al_buf_puts(h, ". ");
+    else if (curves == 1)
+        al_buf_puts(h, "In its one training curve the best head's induction score never crossed "
+                       AL_TH_STR(AL_TH_INDUCTION) ". ");
+    else if (curves)
+        al_buf_printf(h, "In none of %d training curves did the best head's induction score cross "
+                      AL_TH_STR(AL_TH_INDUCTION) ". ", curves);
+    if (nk)
+        al_buf_printf(h, "The top K-composition pair was the pair of largest |interaction| in "
+                      "pair ablation in <b>%d of %d</b> models. ", of_n(q, r, SW_KSHARE, SW_NK), nk);
+    if (nc)
+        al_buf_printf(h, "copying_eigen and copying_ablation classified %.0f%% of heads alike "
+                      "(mean over %d model%s).", 100 * al_rows_x(q, r, SW_COPY), nc, nc == 1 ? "" : "s");
+    al_buf_puts(h, "</p>\n");
+}
+
+/* Findings across seeds (issue 16): view sweep_summary as a table, a few
+ * sentences per group, and the sweep-induction picture. Only when the
+ * database has merged rows or several seeds of one setting. */
+int sec_sweep(rep *R, const rmodel *M, al_err *e) {
+    (void)M;
+    int yes;
+    if (has_sweep(R, &yes, e)) return -1;
+    if (!yes) return 0;
+    al_rows q;
+    if (al_sr_sweep_summary(R->st, &q, e))
+        return -1;
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<section id=\"across-seeds\"><h2>Across seeds</h2>\n<p>One row per setting "
+                   "(the swept values other than the seed) and layer count, over its models "
+                   "(view <code>sweep_summary</code>, docs/design.md &sect;6). Induction head: "
+                   "best final induction score &gt; " AL_TH_STR(AL_TH_INDUCTION) " (the newest "
+                   "scores run); first step: the first evaluation of training at which any "
+                   "head's induction score exceeds " AL_TH_STR(AL_TH_INDUCTION) " (sd: sample sd); "
+                   "K-comp: whether the K-composition pair of the largest score is the pair of "
+                   "largest |interaction| in pair ablation (2-layer models); copying: the share of "
+                   "heads whose copying_eigen and copying_ablation agree, mean over models.</p>\n");
+    static const char *const heads[] = {
+        "setting", "layers", "seeds", "models", "with scores", "induction head", "curves",
+        "never crossed", "first step mean", "sd", "min", "max", "best induction mean", "min",
+        "max", "K-comp models", "K-comp = top interaction", "copying models", "copying agree",
+        NULL};
+    if (q.nr) rep_table(R, &q, heads, "siiii2ii00ii333i2i2");
+    else al_buf_puts(h, "<p class=none>No model has a finished run.</p>\n");
+    for (int r = 0; r < q.nr; r++) sweep_sentences(h, &q, r);
+    al_rows_free(&q);
+    if (rep_want_pic(R, "sweep-induction")) {
+        al_pic_opts po = al_pic_defaults();
+        po.what = "sweep-induction";
+        rep_picture(R, NULL, &po, "across-seeds-induction.png",
+                "Across seeds: each model's best induction score over training, one faint line "
+                "per seed, their mean bold, one panel per setting and layer count.");
+    }
+    al_buf_puts(h, "</section>\n");
+    return 0;
+}
