@@ -91,9 +91,10 @@ typedef struct al_patch_opts {
     int naive;             /* 1: one full forward per configuration */
     int progress;          /* 1: a progress line on stderr */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, −1 "interrupted" */
+    const unsigned char *allowed; /* (d_vocab) ids the induction task draws from, clean and corrupted; NULL = all */
 } al_patch_opts;
 
-#define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 50, 64, 1, 8, 0, 0, NULL}
+#define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 50, 64, 1, 8, 0, 0, NULL, NULL}
 al_patch_opts al_patch_opts_defaults(void);
 /* The task options a patching run stored in its config_json (the
  * command's flags: task, pairs, probe_r, n, seed as a number or a

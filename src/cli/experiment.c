@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
@@ -31,6 +32,7 @@
 #include "attnlab/json.h"
 #include "attnlab/pictures.h"
 #include "attnlab/plot.h"
+#include "attnlab/registry.h"
 #include "attnlab/report.h"
 #include "attnlab/store.h"
 
@@ -464,10 +466,11 @@ static int check_opts(jx *j, const cJSON *obj, const char *path, const al_comman
     return obj_to_opts(j, obj, path, c, own, deny, NULL);
 }
 
-/* attribute's "data": true (the experiment's validation tokens as the
- * task, as scores and ablate read them) goes into a->opts as is, so the
- * stamp tells it from a pair task; run_analysis takes it out again. */
-static int attr_data(jx *j, al_exp_analysis *a, const cJSON *v, const char *path) {
+/* "data": true of an analysis that reads the experiment's validation
+ * tokens when asked (AL_EXP_DATA_ASKED: attribute's plain-text task) goes
+ * into a->opts as is, so the stamp tells it from a pair task;
+ * run_analysis takes it out again. */
+static int asked_data(jx *j, al_exp_analysis *a, const cJSON *v, const char *path) {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(v, "data");
     char kp[340];
     kpath(kp, sizeof kp, path, "data");
@@ -485,141 +488,121 @@ static int attr_data(jx *j, al_exp_analysis *a, const cJSON *v, const char *path
     return keep_json(j, path, o, &a->opts);
 }
 
-/* circuits / scores / ablate / patch / paths / attribute / discover:
- * true, false, an object, or (ablate, patch, paths, attribute, discover)
- * a list of objects, each its own stage and run. */
-static int load_simple(jx *j, const cJSON *v, const char *path, al_command *c, int list_ok) {
+/* The keys no analysis object may set (the experiment's paths): the
+ * where group, and what the descriptor adds (discover's "out"). */
+static void deny_list(const al_analysis *d, const char **out, int cap) {
+    static const char *const where[] = {"model", "db", "data", "mask", "threads"};
+    int n = 0;
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) out[n++] = where[i];
+    for (const char *const *k = d->exp_deny; k && *k && n < cap - 1; k++) out[n++] = *k;
+    out[n] = NULL;
+}
+
+/* An analysis of the registry: true, false, an object, or (exp_list) a
+ * list of objects, each its own stage and run. */
+static int load_simple(jx *j, const cJSON *v, const char *path, const al_analysis *d, int list_ok) {
     static const char *const own_plain[] = {"models", NULL};
-    static const char *const own_attr[] = {"models", "data", NULL};
-    static const char *const deny[] = {"model", "db", "data", "mask", "threads", NULL};
-    /* discover's circuit file stays beside the experiment's model */
-    static const char *const deny_disc[] = {"model", "db", "data", "mask", "threads", "out", NULL};
-    int attr = strcmp(c->name, "attribute") == 0, disc = strcmp(c->name, "discover") == 0;
-    const char *const *own = attr ? own_attr : own_plain;
+    static const char *const own_data[] = {"models", "data", NULL};
+    const char *deny[16];
+    int asked = d->exp_data == AL_EXP_DATA_ASKED;
+    const char *const *own = asked ? own_data : own_plain;
+    al_command *c = d->cmd;
     char ip[320];
     if (!v || cJSON_IsFalse(v)) return 0;
     if (cJSON_IsArray(v) && list_ok) {
         int i = 0;
         for (const cJSON *o = v->child; o; o = o->next, i++) {
             ipath(ip, sizeof ip, path, i);
-            if (load_simple(j, o, ip, c, 0)) return -1;
+            if (load_simple(j, o, ip, d, 0)) return -1;
         }
         return 0;
     }
-    al_exp_analysis *a = new_analysis(j, path, c->name);
+    al_exp_analysis *a = new_analysis(j, path, d->name);
     if (!a) return -1;
     if (cJSON_IsTrue(v)) return model_mask(j, v, path, &a->models) || set_opts(j, a, path, NULL, c, own, NULL);
     if (!cJSON_IsObject(v))
         return bad(j, path, list_ok ? "must be true, false, an object or a list of objects"
                                     : "must be an object");
-    if (check_opts(j, v, path, c, own, disc ? deny_disc : deny) || model_mask(j, v, path, &a->models) ||
-        set_opts(j, a, path, v, c, own, NULL) || (attr && attr_data(j, a, v, path)))
+    deny_list(d, deny, 16);
+    if (check_opts(j, v, path, c, own, deny) || model_mask(j, v, path, &a->models) ||
+        set_opts(j, a, path, v, c, own, NULL) || (asked && asked_data(j, a, v, path)))
         return -1;
-    const cJSON *pf = cJSON_GetObjectItemCaseSensitive(v, "pairs"); /* patch, paths */
+    const cJSON *pf = cJSON_GetObjectItemCaseSensitive(v, "pairs"); /* the task group */
     char kp[340];
     kpath(kp, sizeof kp, path, "pairs");
-    if (cJSON_IsString(pf) && need_file(j, kp, pf->valuestring)) return -1;
-    if (strcmp(c->name, "ablate") == 0) {
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
-        snprintf(a->label, sizeof a->label, "ablate (%s, %s)",
-                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "pairs")) ? "pairs"
-                 : cJSON_GetObjectItemCaseSensitive(v, "heads")             ? "set"
-                                                                             : "each",
-                 cJSON_IsString(m) ? m->valuestring : "zero");
-    }
-    if (strcmp(c->name, "patch") == 0 || strcmp(c->name, "paths") == 0) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
-        const cJSON *k = cJSON_GetObjectItemCaseSensitive(v, "component");
-        const cJSON *d = cJSON_GetObjectItemCaseSensitive(v, "direction");
-        int patch = c->name[3] == 'c';
-        snprintf(a->label, sizeof a->label, "%s (%s%s%s, %s)", c->name,
-                 cJSON_IsString(t) ? t->valuestring : "induction", patch ? ", " : "",
-                 patch ? (cJSON_IsString(k) ? k->valuestring : "head") : "",
-                 cJSON_IsString(d) ? d->valuestring : patch ? "denoise" : "noise");
-    }
-    if (disc) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
-        snprintf(a->label, sizeof a->label, "discover (%s, %s)",
-                 cJSON_IsString(t) ? t->valuestring : "induction",
-                 cJSON_IsString(m) ? m->valuestring : "acdc");
-    }
-    if (attr) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
-        snprintf(a->label, sizeof a->label, "attribute (%s)",
-                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "data")) ? "data"
-                 : cJSON_GetObjectItemCaseSensitive(v, "prompt")          ? "prompt"
-                 : cJSON_IsString(t)                                      ? t->valuestring
-                                                                          : "induction");
-    }
+    if ((d->groups & AL_GROUP_TASK) && cJSON_IsString(pf) && need_file(j, kp, pf->valuestring))
+        return -1;
+    if (d->exp_label) d->exp_label(v, a->label, sizeof a->label);
     return 0;
 }
 
-static int load_prune(jx *j, const cJSON *v, const char *path) {
+/* An analysis with exp_methods (prune): "methods": [...] (default: all of
+ * them) is one stage per method, each with "method" set. */
+static int load_methods(jx *j, const cJSON *v, const char *path, const al_analysis *d) {
     static const char *const own[] = {"models", "methods", NULL};
-    static const char *const deny[] = {"model", "db", "data", "method", "out", "threads", NULL};
-    static const char *const known[] = {"ablation", "gradient", "random", NULL};
-    char kp[320], ip[340];
+    const char *deny[16];
+    const char *const *known = d->exp_methods;
+    char kp[320], ip[340], choices[160] = "";
+    int n_known = 0;
+    for (; known[n_known]; n_known++)
+        snprintf(choices + strlen(choices), sizeof choices - strlen(choices), "%s\"%s\"",
+                 n_known ? ", " : "", known[n_known]);
     if (!v || cJSON_IsFalse(v)) return 0;
     if (cJSON_IsArray(v)) {
         int i = 0;
         for (const cJSON *o = v->child; o; o = o->next, i++) {
             ipath(ip, sizeof ip, path, i);
             if (!cJSON_IsObject(o)) return bad(j, ip, "must be an object");
-            if (load_prune(j, o, ip)) return -1;
+            if (load_methods(j, o, ip, d)) return -1;
         }
         return 0;
     }
     unsigned mask;
-    if ((!cJSON_IsTrue(v) && check_opts(j, v, path, al_an_prune.cmd, own, deny)) ||
+    deny_list(d, deny, 16);
+    if ((!cJSON_IsTrue(v) && check_opts(j, v, path, d->cmd, own, deny)) ||
         model_mask(j, v, path, &mask))
         return -1;
     const cJSON *ms = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "methods") : NULL;
     kpath(kp, sizeof kp, path, "methods");
     if (ms && (!cJSON_IsArray(ms) || !cJSON_GetArraySize(ms)))
-        return bad(j, kp, "must be a non-empty array of \"ablation\", \"gradient\", \"random\"");
+        return bad(j, kp, "must be a non-empty array of %s", choices);
     int i = 0, rc = 0;
-    for (const cJSON *m = ms ? ms->child : NULL; rc == 0 && (ms ? m != NULL : i < 3);
+    for (const cJSON *m = ms ? ms->child : NULL; rc == 0 && (ms ? m != NULL : i < n_known);
          m = m ? m->next : NULL, i++) {
         const char *name = ms ? (cJSON_IsString(m) ? m->valuestring : NULL) : known[i];
         ipath(ip, sizeof ip, kp, i);
         if (!name || !in_list(name, known)) {
-            rc = bad(j, ip, "must be \"ablation\", \"gradient\" or \"random\"");
+            rc = bad(j, ip, "must be one of %s", choices);
             break;
         }
-        al_exp_analysis *a = new_analysis(j, path, "prune");
-        if (!a || set_opts(j, a, path, v, al_an_prune.cmd, own, name)) {
+        al_exp_analysis *a = new_analysis(j, path, d->name);
+        if (!a || set_opts(j, a, path, v, d->cmd, own, name)) {
             rc = -1;
             break;
         }
         a->models = mask;
-        snprintf(a->label, sizeof a->label, "prune (%s)", name);
+        snprintf(a->label, sizeof a->label, "%s (%s)", d->name, name);
     }
     return rc;
 }
 
+/* "analyses": one key per analysis of the registry, in its order. */
 static int load_analyses(jx *j, const cJSON *a) {
-    static const char *const known[] = {"circuits", "scores", "ablate",    "prune",
-                                        "patch",    "paths",  "attribute", "discover", "names", NULL};
+    const char *known[32];
+    int n = 0;
+    char path[96];
+    for (const al_analysis *const *d = al_analyses; *d && n < 31; d++) known[n++] = (*d)->name;
+    known[n] = NULL;
     if (!a) return 0;
     if (only_keys(j, a, "analyses", known)) return -1;
-    return load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "circuits"), "analyses.circuits",
-                       al_an_circuits.cmd, 0) ||
-           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "scores"), "analyses.scores",
-                       al_an_scores.cmd, 0) ||
-           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "ablate"), "analyses.ablate",
-                       al_an_ablate.cmd, 1) ||
-           load_prune(j, cJSON_GetObjectItemCaseSensitive(a, "prune"), "analyses.prune") ||
-           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "patch"), "analyses.patch",
-                       al_an_patch.cmd, 1) ||
-           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "paths"), "analyses.paths",
-                       al_an_paths.cmd, 1) ||
-           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "attribute"), "analyses.attribute",
-                       al_an_attribute.cmd, 1) ||
-           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "discover"), "analyses.discover",
-                       al_an_discover.cmd, 1) ||
-           load_simple(j, cJSON_GetObjectItemCaseSensitive(a, "names"), "analyses.names",
-                       al_an_names.cmd, 0);
+    for (const al_analysis *const *d = al_analyses; *d; d++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, (*d)->name);
+        snprintf(path, sizeof path, "analyses.%s", (*d)->name);
+        if ((*d)->exp_methods ? load_methods(j, v, path, *d)
+                              : load_simple(j, v, path, *d, (*d)->exp_list))
+            return -1;
+    }
+    return 0;
 }
 
 static int load_pictures(jx *j, const cJSON *p) {
@@ -1182,25 +1165,25 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
             return 0;
         }
     }
-    const al_analysis_cmd *c = al_an_of(an->kind);
+    const al_analysis *c = al_analysis_of(an->kind);
     if (!c) return al_errf(e, "unknown analysis '%s'", an->kind);
     void *args = calloc(1, c->size);
     if (!args) return al_errf(e, "out of memory");
     c->init(args);
     al_flag fl[AN_MAX_FLAGS];
     int64_t run = 0;
-    /* attribute's "data": true is the experiment's, not a flag value */
-    int attr = strcmp(an->kind, "attribute") == 0, attr_val = 0;
+    /* "data": true (AL_EXP_DATA_ASKED) is the experiment's, not a flag value */
+    int asked = c->exp_data == AL_EXP_DATA_ASKED, asked_val = 0;
     char *opts = an->opts;
-    if (attr) {
+    if (asked) {
         cJSON *o = cJSON_Parse(an->opts);
-        attr_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "data"));
+        asked_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "data"));
         cJSON_DeleteItemFromObjectCaseSensitive(o, "data");
         opts = o ? cJSON_PrintUnformatted(o) : NULL;
         cJSON_Delete(o);
     }
     int rc = !opts ? al_errf(e, "out of memory") :
-             al_an_flags(c, args, fl, AN_MAX_FLAGS, e) ||
+             al_analysis_flags(c, args, fl, AN_MAX_FLAGS, e) ||
              al_flags_apply_json(fl, opts, an->label, e);
     if (opts != an->opts) free(opts);
     if (!rc) {
@@ -1208,21 +1191,19 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
         w->model = R->model_dir[s->model];
         w->db = R->db;
         w->threads = R->x->threads;
-        /* circuits needs no tokens; patch, paths and discover make their
-         * own pairs; attribute reads them when asked to */
-        if (attr ? attr_val
-                 : strcmp(an->kind, "circuits") && strcmp(an->kind, "patch") &&
-                       strcmp(an->kind, "paths") && strcmp(an->kind, "discover"))
-            w->data = R->val_bin;
+        /* the descriptor says whether the stage reads the validation tokens */
+        if (c->exp_data == AL_EXP_DATA_VAL || (asked && asked_val)) w->data = R->val_bin;
         mark_seen(fl, owned);
         print_stage(c->cmd, fl, owned);
     }
-    if (!rc && c->run(args, fl, &run, e)) {
+    al_drive d = {c, 0, isatty(STDERR_FILENO), 0, NULL};
+    if (!rc && al_drive_run(c, args, fl, &d, &run, e)) {
         al_err_prefix(e, "attnlab %s", an->kind);
         rc = -1;
     }
     fflush(stdout);
     fflush(stderr);
+    cJSON_Delete(d.doc);
     free(args);
     if (rc) return -1;
     snprintf(val, sizeof val, "%lld", (long long)run);
