@@ -1,4 +1,5 @@
 /* experiment.h -- a whole study declared in one JSON file (docs/design.md §8).
+ * layer: cli (experiment_load.c, experiment_run.c)
  *
  *   {"name": "demo",                       required; also the default folder
  *    "description": "...",                 shown under the report's title
