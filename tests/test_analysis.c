@@ -51,7 +51,7 @@ static al_ablate_opts small_ablate(void) {
 
 /* The defaults of each opts struct are the command's flag defaults: the
  * documented numbers, and what the command's own table holds before any
- * parsing (al_an_flags binds that table to a fresh struct). */
+ * parsing (al_analysis_flags binds that table to a fresh struct). */
 TEST(analysis_opts_defaults_match_cli) {
     al_scores_opts s = al_scores_opts_defaults();
     CHECK(s.probe_r == 50 && s.probe_n == 64 && s.probe_seed == 1 && s.batches == 4 &&
@@ -61,15 +61,14 @@ TEST(analysis_opts_defaults_match_cli) {
           a.batch == 8 && a.probe_r == 50 && a.probe_n == 64 && a.probe_seed == 1);
     al_prune_opts p = al_prune_opts_defaults();
     CHECK(!p.method && p.budget == 0.1 && p.seed == 1 && p.batches == 8 && p.batch == 8);
-    const al_analysis_cmd *cs[] = {&al_an_circuits, &al_an_scores, &al_an_ablate, &al_an_prune};
-    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
-        const al_analysis_cmd *c = cs[k];
-        CHECK(al_an_of(c->kind) == c);
+    for (const al_analysis *const *cs = al_analyses; *cs; cs++) {
+        const al_analysis *c = *cs;
+        CHECK(al_analysis_of(c->name) == c);
         void *args = calloc(1, c->size);
         al_flag fl[40];
         al_err e;
         c->init(args);
-        CHECK_OK(al_an_flags(c, args, fl, 40, &e), &e);
+        CHECK_OK(al_analysis_flags(c, args, fl, 40, &e), &e);
         int i = 0;
         for (const al_flag *f = c->cmd->flags; f->name; f++, i++) {
             const void *x = f->dst, *y = fl[i].dst;
@@ -84,7 +83,7 @@ TEST(analysis_opts_defaults_match_cli) {
             case AL_FLOAT: same = *(const double *)x == *(const double *)y; break;
             case AL_U64: same = *(const uint64_t *)x == *(const uint64_t *)y; break;
             }
-            CHECKF(same && !fl[i].seen, "%s --%s: default differs", c->kind, f->name);
+            CHECKF(same && !fl[i].seen, "%s --%s: default differs", c->name, f->name);
         }
         CHECK(fl[i].name == NULL);
         free(args);

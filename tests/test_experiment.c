@@ -170,11 +170,11 @@ TEST(exp_load_exact_numbers_and_one_spelling) {
            x->an[0].opts);
     CHECK(has_opt(x->an[1].opts, "\"budget\":0.30000000000000004"));
     /* and the options apply to the command's flag table without error */
-    const al_analysis_cmd *c = al_an_of("scores");
+    const al_analysis *c = al_analysis_of("scores");
     void *args = calloc(1, c->size);
     al_flag fl[32];
     c->init(args);
-    CHECK_OK(al_an_flags(c, args, fl, 32, &e), &e);
+    CHECK_OK(al_analysis_flags(c, args, fl, 32, &e), &e);
     CHECK_OK(al_flags_apply_json(fl, x->an[0].opts, "scores", &e), &e);
     free(args);
     al_exp_free(x);

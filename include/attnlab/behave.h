@@ -4,9 +4,8 @@
  * file the model and start a run. The commands then only do their
  * analysis.
  *
- * Each analysis command is also a function (al_analysis_cmd.run) over a
- * plain argument struct, so `attnlab X` and an experiment's analysis
- * stage take one path: parse options, open, al_X_run, print, store. */
+ * The commands themselves are descriptors of the registry (registry.h),
+ * run by its driver. */
 #ifndef ATTNLAB_BEHAVE_H
 #define ATTNLAB_BEHAVE_H
 
@@ -14,6 +13,7 @@
 #include "attnlab/args.h"
 #include "attnlab/data.h"
 #include "attnlab/model.h"
+#include "attnlab/registry.h"
 #include "attnlab/store.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
@@ -67,8 +67,8 @@ void al_behave_print_circuit(const al_behave *b, const char *path);
 /* Warn on stderr if a probe of len tokens reaches positions the model
  * never trained on (its numbers there say little about the model). */
 void al_behave_warn_probe(const al_behave *b, int len);
-/* Which ids a probe draws from (--probe-tokens of scores, ablate and
- * train): which NULL or "all": the whole vocabulary (*allowed NULL);
+/* Which ids a probe draws from (--probe-tokens of train and every command
+ * that draws a probe or builds the induction task): which NULL or "all": the whole vocabulary (*allowed NULL);
  * "seen": the ids that occur in the training token file, train_data when
  * given, else the one model_dir's state.json names; anything else: a token
  * file, the ids that occur in it. *allowed is malloc'd (the caller frees),
@@ -76,6 +76,10 @@ void al_behave_warn_probe(const al_behave *b, int len);
  * model without state.json, an unreadable file, ids past d_vocab). */
 int al_probe_tokens(const char *which, const char *model_dir, const char *train_data,
                     int d_vocab, unsigned char **allowed, int *n, al_err *e);
+/* --json (registry.h): "model" (the directory), "sha256", "db", "model_id"
+ * of b into doc. 0, or −1 when out of memory. */
+struct cJSON;
+int al_behave_json(struct cJSON *doc, const al_behave *b, const char *db);
 /* Mark the run failed (if begun) with e's message; e is kept. */
 void al_behave_fail(al_behave *b, const al_err *e);
 void al_behave_close(al_behave *b);
@@ -88,45 +92,5 @@ void al_print_col(const char *s, int w);
 /* Indices 0..n-1 sorted by |v| descending, NaN last, ties by index
  * (stable); malloc'd (the caller frees), NULL when out of memory. */
 int *al_by_magnitude(const double *v, int n);
-
-/* ---- analysis commands as functions ---- */
-
-/* Where an analysis runs: the first member of every analysis command's
- * argument struct. data and mask are NULL when not given (and ignored by
- * the commands that take none). */
-typedef struct al_an_where {
-    const char *model, *db, *data, *mask;
-    int threads;
-} al_an_where;
-
-typedef struct al_analysis_cmd {
-    const char *kind;       /* "circuits", "scores", "ablate", "prune", "patch", "paths",
-                             * "attribute", "discover", "names" */
-    al_command *cmd;        /* its flags point into *tmpl */
-    void *tmpl;             /* the command's own static arguments */
-    size_t size;            /* of the argument struct (al_an_where first) */
-    void (*init)(void *args); /* the defaults */
-    /* Check the options, open, analyse, print the summary, store the rows
-     * and finish the run; flags (bound to args) become the run's config.
-     * Returns 0 (*run_id = the run, if run_id is not NULL), 1 on failure
-     * (e set; a begun run is marked failed), 2 on bad options (e set,
-     * nothing opened) or 130 when SIGINT/SIGTERM stopped it (patch,
-     * paths, attribute, discover: e "interrupted", the run marked failed with it). Prints
-     * nothing on failure. */
-    int (*run)(void *args, const al_flag *flags, int64_t *run_id, al_err *e);
-} al_analysis_cmd;
-
-extern const al_analysis_cmd al_an_circuits, al_an_scores, al_an_ablate, al_an_prune, al_an_patch,
-    al_an_paths, al_an_attribute, al_an_discover, al_an_names;
-
-/* The analysis command of that kind, or NULL. */
-const al_analysis_cmd *al_an_of(const char *kind);
-/* out[0..cap) = c's flag table bound to args (a struct of c->size bytes):
- * every dst moved from c->tmpl to args, nothing seen. -1 if cap is too
- * small. */
-int al_an_flags(const al_analysis_cmd *c, void *args, al_flag *out, int cap, al_err *e);
-/* The command's run(): parse argv into c->tmpl and call c->run; prints
- * the error or usage; returns the exit code (0, 1, 2, 130). */
-int al_an_main(const al_analysis_cmd *c, int argc, char **argv);
 
 #endif

@@ -1,4 +1,5 @@
 /* experiment.h -- a whole study declared in one JSON file (docs/design.md §8).
+ * layer: cli (experiment_load.c, experiment_run.c)
  *
  *   {"name": "demo",                       required; also the default folder
  *    "description": "...",                 shown under the report's title
@@ -29,7 +30,7 @@
  * Everything goes under the output folder: data/ (corpus, tokenizer,
  * token files), models/<name>/, results.db, the pictures, index.html and
  * report.ipynb. Each stage calls the function its command calls
- * (cmd_data.h, cmd_tokenizer.h, cmd_encode.h, cmd_train.h, behave.h) on
+ * (cmd_data.h, cmd_tokenizer.h, cmd_encode.h, cmd_train.h, an analysis through registry.h) on
  * a fresh argument struct: its options from the JSON, the paths from the
  * experiment; no command line, no state shared between stages. Each
  * leaves a stamp (.stages/) holding a hash of everything it depended

@@ -181,6 +181,15 @@ void al_behave_warn_probe(const al_behave *b, int len) {
                 len, b->train_T);
 }
 
+int al_behave_json(cJSON *doc, const al_behave *b, const char *db) {
+    return cJSON_AddStringToObject(doc, "model", b->dir) &&
+                   cJSON_AddStringToObject(doc, "sha256", b->sha) &&
+                   cJSON_AddStringToObject(doc, "db", db) &&
+                   cJSON_AddNumberToObject(doc, "model_id", (double)b->model_id)
+               ? 0
+               : -1;
+}
+
 void al_behave_fail(al_behave *b, const al_err *e) {
     al_err e2;
     if (b->st && b->run_id) al_store_run_fail(b->st, b->run_id, e->msg, &e2);
@@ -220,40 +229,3 @@ int *al_by_magnitude(const double *v, int n) {
     return idx;
 }
 
-/* ------------------------------------------ analysis commands as functions */
-
-const al_analysis_cmd *al_an_of(const char *kind) {
-    const al_analysis_cmd *all[] = {&al_an_circuits, &al_an_scores, &al_an_ablate,
-                                    &al_an_prune,    &al_an_patch,  &al_an_paths,
-                                    &al_an_attribute, &al_an_discover, &al_an_names};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(all[i]->kind, kind) == 0) return all[i];
-    return NULL;
-}
-
-int al_an_flags(const al_analysis_cmd *c, void *args, al_flag *out, int cap, al_err *e) {
-    int n = 0;
-    for (const al_flag *f = c->cmd->flags; f->name; f++, n++) {
-        size_t off = (size_t)((const char *)f->dst - (const char *)c->tmpl);
-        if (n + 1 >= cap) return al_errf(e, "%s: too many flags", c->kind);
-        if ((const char *)f->dst < (const char *)c->tmpl || off >= c->size)
-            return al_errf(e, "%s: flag --%s is not in its argument struct", c->kind, f->name);
-        out[n] = *f;
-        out[n].dst = (char *)args + off;
-        out[n].seen = 0;
-    }
-    out[n] = (al_flag)AL_FLAGS_END;
-    return 0;
-}
-
-int al_an_main(const al_analysis_cmd *c, int argc, char **argv) {
-    al_err e;
-    if (al_flags_parse(c->cmd->flags, argc, argv, NULL, 0, NULL, &e) != 0)
-        return al_cli_usage(c->cmd, &e);
-    int rc = c->run(c->tmpl, c->cmd->flags, NULL, &e);
-    if (rc == 130) { /* interrupted: the message, and the signal's exit code */
-        al_cli_error(&e);
-        return 130;
-    }
-    return rc == 2 ? al_cli_usage(c->cmd, &e) : rc ? al_cli_error(&e) : 0;
-}

@@ -15,21 +15,28 @@
 #include "attnlab/analyses.h"
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/ablate.h"
 #include "attnlab/circuit_run.h"
+#include "attnlab/registry.h"
 #include "attnlab/store_analysis.h"
+
+#include <cjson/cJSON.h>
 
 typedef struct ablate_args {
     al_an_where w;
     al_ablate_opts o;
     int show; /* pairs printed */
     const char *circuit, *fill; /* --circuit FILE --fill corrupted|mean */
+    const char *probe_tokens;   /* all | seen | a token file (al_probe_tokens) */
 } ablate_args;
 
-static ablate_args g = {{NULL, NULL, NULL, NULL, 0}, AL_ABLATE_OPTS_INIT, 10, NULL, "corrupted"};
+#define ABLATE_ARGS_INIT                                                                           \
+    {AL_AN_WHERE_INIT, AL_ABLATE_OPTS_INIT, 10, NULL, AL_FILL_DEFAULT, AL_PROBE_TOKENS_DEFAULT}
+static ablate_args g = ABLATE_ARGS_INIT;
 
 static al_flag flags[] = {
-    {"model", AL_STR, &g.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
-    {"db", AL_STR, &g.w.db, "FILE", "SQLite database to add the results to (created if missing)", 1, 0},
+    AL_FLAG_MODEL(g),
+    AL_FLAG_DB(g),
     {"data", AL_STR, &g.w.data, "VAL.bin", "validation tokens (windows of the trained length)", 1, 0},
     {"heads", AL_STR, &g.o.heads, "LIST", "ablate this set of heads together, e.g. 0.3,1.4", 0, 0},
     {"each", AL_BOOL, &g.o.each, NULL, "ablate every head alone (the default)", 0, 0},
@@ -41,17 +48,16 @@ static al_flag flags[] = {
     {"probe-r", AL_INT, &g.o.probe_r, "R", "random tokens per repeat of the probe", 0, 0},
     {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
-    {"mask", AL_STR, &g.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0},
+    AL_FLAG_PROBE_TOKENS(g),
+    AL_FLAG_MASK(g),
     {"show", AL_INT, &g.show, "N", "pairs printed (largest |interaction| first)", 0, 0},
-    {"circuit", AL_STR, &g.circuit, "FILE",
-     "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},
-    {"fill", AL_STR, &g.fill, "F",
-     "what the circuit's removed edges carry: corrupted (the next sequence's values) or mean "
-     "(over the --data windows)", 0, 0},
-    {"threads", AL_INT, &g.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
+                        "values) or mean (over the --data windows)"),
+    AL_FLAG_THREADS(g),
     AL_FLAGS_END};
 
 static int run_ablate(int argc, char **argv);
+extern const al_analysis al_an_ablate;
 al_command al_cmd_ablate = {
     "ablate",
     "knock out heads (a set, each, or pairs) and measure the loss they leave behind",
@@ -127,68 +133,130 @@ static void print_pairs(const al_ablate_result *r, int show) {
     free(idx);
 }
 
-static int ablate_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
-    ablate_args *a = args;
-    if (al_ablate_opts_check(&a->o, e)) return 2;
-    if (a->show < 0) {
-        al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and --batch in "
-                   "1..100000, --show >= 0");
-        return 2;
+/* The name of configuration c ("0.3", "0.3+1.4", the --heads set). */
+static void config_name(const ablate_args *a, const al_ablate_result *r, const al_ablate_config *c,
+                        char *name, size_t cap) {
+    int H = r->H;
+    if (c->b >= 0) snprintf(name, cap, "%d.%d+%d.%d", c->a / H, c->a % H, c->b / H, c->b % H);
+    else if (c->a >= 0) snprintf(name, cap, "%d.%d", c->a / H, c->a % H);
+    else snprintf(name, cap, "%s", a->o.heads ? a->o.heads : "(set)");
+}
+
+/* attnlab.ablate/1 (docs/json.md): every configuration, singles and
+ * pairs, with the clean model's loss. */
+static int json_ablate(cJSON *doc, const ablate_args *a, const al_behave *bh,
+                       const al_ablate_opts *o, int T, const al_ablate_result *r) {
+    cJSON *cs;
+    if (al_behave_json(doc, bh, a->w.db) || !cJSON_AddStringToObject(doc, "method", o->method) ||
+        !cJSON_AddNumberToObject(doc, "batches", o->batches) ||
+        !cJSON_AddNumberToObject(doc, "batch", o->batch) || !cJSON_AddNumberToObject(doc, "T", T) ||
+        !cJSON_AddNumberToObject(doc, "probe_r", o->probe_r) ||
+        !cJSON_AddNumberToObject(doc, "probe_n", o->probe_n) ||
+        !cJSON_AddNumberToObject(doc, "clean_loss", r->clean_loss) ||
+        !(cs = cJSON_AddArrayToObject(doc, "configurations")))
+        return -1;
+    for (int k = 0; k < r->n; k++) {
+        const al_ablate_config *c = &r->c[k];
+        char name[256];
+        config_name(a, r, c, name, sizeof name);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(cs, j) || !cJSON_AddStringToObject(j, "ablated", name) ||
+            !cJSON_AddStringToObject(j, "kind", c->kind) ||
+            !cJSON_AddNumberToObject(j, "loss", c->loss) ||
+            !cJSON_AddNumberToObject(j, "delta_loss", c->delta_loss) ||
+            !cJSON_AddNumberToObject(j, "delta_copy", c->delta_copy) ||
+            !cJSON_AddNumberToObject(j, "delta_probe", c->delta_probe))
+            return -1;
+        if (c->b >= 0 && (!cJSON_AddNumberToObject(j, "inter_loss", c->inter_loss) ||
+                          !cJSON_AddNumberToObject(j, "inter_copy", c->inter_copy) ||
+                          !cJSON_AddNumberToObject(j, "inter_probe", c->inter_probe)))
+            return -1;
     }
-    if (al_threads_check(a->w.threads, e) || al_circuit_fill_check(a->fill, e)) return 2;
+    return 0;
+}
+
+static int ablate_check(const void *args, const al_flag *fl, al_err *e) {
+    const ablate_args *a = args;
+    (void)fl;
+    if (al_ablate_opts_check(&a->o, e)) return -1;
+    if (a->show < 0)
+        return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and --batch "
+                          "in 1..100000, --show >= 0");
+    return al_threads_check(a->w.threads, e) || al_circuit_fill_check(a->fill, e) ? -1 : 0;
+}
+
+/* --heads against the loaded model and its mask: a head the model has
+ * not, or one the mask already turned off, is refused before any run. */
+static int check_heads(const ablate_args *a, const al_behave *bh, al_err *e) {
+    int L = bh->m.cfg.n_layers, H = bh->m.cfg.n_heads, bad = -1;
+    if (!a->o.heads) return 0;
+    unsigned char *sel = al_calloc((size_t)L * H, 1, e);
+    if (!sel) return -1;
+    int rc = al_heads_parse(a->o.heads, L, H, sel, e);
+    for (int i = 0; rc == 0 && i < L * H && bad < 0; i++)
+        if (sel[i] && bh->off[i]) bad = i;
+    free(sel);
+    if (rc) return al_err_prefix(e, "--heads");
+    /* the analysis knows no file names: name the mask here */
+    if (bad >= 0)
+        return al_errf(e, "head %d.%d is already off in the mask %s", bad / H, bad % H, a->w.mask);
+    return 0;
+}
+
+static int ablate_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
+    ablate_args *a = args;
     al_set_threads(a->w.threads);
     al_behave bh;
     al_tokens d = {0};
     al_ablate_result r = {0};
     al_ablate_opts o = a->o;
+    unsigned char *allowed = NULL;
     int T = 0, rc = 1;
     if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    if (al_behave_tokens(&bh, a->w.data, &d, &T, e) ||
+    /* every input against the model before the run row exists */
+    if (check_heads(a, &bh, e) ||
+        al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh.m.cfg.d_vocab, &allowed, NULL, e) ||
+        al_behave_tokens(&bh, a->w.data, &d, &T, e) ||
         (a->circuit &&
          al_behave_circuit(&bh, a->circuit, a->fill, &d, T, o.batches, o.batch, e)) ||
         al_behave_begin(&bh, "ablate", fl, e)) {
+        free(allowed);
         al_tokens_free(&d);
         al_behave_close(&bh);
         return 1;
     }
-    int L = bh.m.cfg.n_layers, H = bh.m.cfg.n_heads;
     double t0 = al_now();
-    o.progress = 1;
-    /* the analysis knows no file names: name the mask here */
-    if (o.heads && bh.n_off) {
-        unsigned char *sel = al_calloc((size_t)L * H, 1, e);
-        if (!sel) goto fail;
-        int bad = -1;
-        if (al_heads_parse(o.heads, L, H, sel, e) == 0)
-            for (int i = 0; i < L * H && bad < 0; i++)
-                if (sel[i] && bh.off[i]) bad = i;
-        free(sel);
-        if (bad >= 0) {
-            al_errf(e, "head %d.%d is already off in the mask %s", bad / H, bad % H, a->w.mask);
-            goto fail;
-        }
-    }
+    o.progress = dr->progress;
+    o.probe_allowed = allowed;
     al_behave_warn_probe(&bh, 2 * o.probe_r + 1);
     if (al_ablate_run(&bh.m, &d, T, al_behave_bos(&bh), bh.off, &o, &r, e) ||
         al_store_tx_begin(bh.st, e) || al_store_put_ablate(bh.st, bh.run_id, bh.model_id, &r, e) ||
         al_store_run_finish(bh.st, bh.run_id, e))
         goto fail;
-    printf("model %s (sha256 %.12s…) -> run %lld of %s; method %s, %d x %d windows of %d, "
-           "probe R %d N %d\n",
-           a->w.model, bh.sha, (long long)bh.run_id, a->w.db, o.method, o.batches, o.batch, T,
-           o.probe_r, o.probe_n);
-    al_behave_print_circuit(&bh, a->circuit);
-    print_rows(a, &r);
-    if (o.pairs) print_pairs(&r, a->show);
-    printf("ablate: %d configuration%s in %.2f s (%.3f s each; one clean pass over the "
-           "evaluation tokens took %.3f s; total %.2f s)\n", r.n, r.n == 1 ? "" : "s",
-           r.seconds_ablate, r.seconds_ablate / r.n, r.seconds_clean, al_now() - t0);
+    if (dr->json) {
+        if (json_ablate(dr->doc, a, &bh, &o, T, &r)) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+    } else {
+        printf("model %s (sha256 %.12s…) -> run %lld of %s; method %s, %d x %d windows of %d, "
+               "probe R %d N %d\n",
+               a->w.model, bh.sha, (long long)bh.run_id, a->w.db, o.method, o.batches, o.batch, T,
+               o.probe_r, o.probe_n);
+        al_behave_print_circuit(&bh, a->circuit);
+        print_rows(a, &r);
+        if (o.pairs) print_pairs(&r, a->show);
+        printf("ablate: %d configuration%s in %.2f s (%.3f s each; one clean pass over the "
+               "evaluation tokens took %.3f s; total %.2f s)\n", r.n, r.n == 1 ? "" : "s",
+               r.seconds_ablate, r.seconds_ablate / r.n, r.seconds_clean, al_now() - t0);
+    }
     if (run_id) *run_id = bh.run_id;
     rc = 0;
     goto out;
 fail:
     al_behave_fail(&bh, e);
 out:
+    free(allowed);
     al_ablate_result_free(&r);
     al_tokens_free(&d);
     al_behave_close(&bh);
@@ -196,14 +264,23 @@ out:
 }
 
 static void ablate_init(void *args) {
-    ablate_args *a = args;
-    memset(&a->w, 0, sizeof a->w);
-    a->o = al_ablate_opts_defaults();
-    a->show = 10;
-    a->circuit = NULL, a->fill = "corrupted";
+    static const ablate_args dflt = ABLATE_ARGS_INIT;
+    *(ablate_args *)args = dflt;
 }
 
-const al_analysis_cmd al_an_ablate = {"ablate", &al_cmd_ablate, &g, sizeof g, ablate_init,
-                                      ablate_do};
+/* "ablate (pairs, mean)" */
+static void ablate_label(const cJSON *v, char *buf, size_t cap) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
+    snprintf(buf, cap, "ablate (%s, %s)",
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "pairs")) ? "pairs"
+             : cJSON_GetObjectItemCaseSensitive(v, "heads")             ? "set"
+                                                                         : "each",
+             cJSON_IsString(m) ? m->valuestring : "zero");
+}
 
-static int run_ablate(int argc, char **argv) { return al_an_main(&al_an_ablate, argc, argv); }
+const al_analysis al_an_ablate = {
+    .name = "ablate", .cmd = &al_cmd_ablate, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
+    .tmpl = &g, .size = sizeof g, .init = ablate_init, .check = ablate_check, .run = ablate_do,
+    .exp_list = 1, .exp_data = AL_EXP_DATA_VAL, .exp_label = ablate_label};
+
+static int run_ablate(int argc, char **argv) { return al_drive_main(&al_an_ablate, argc, argv); }

@@ -18,26 +18,28 @@
 #include "attnlab/attrpatch.h"
 #include "attnlab/behave.h"
 #include "attnlab/patch.h"
+#include "attnlab/registry.h"
 #include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
+
+#include <cjson/cJSON.h>
 
 typedef struct attr_args {
     al_an_where w;      /* w.data: --data */
     al_patch_opts o;    /* the pair task and attribution patching's options */
     const char *prompt;
     int windows, show, no_paths, no_patching, no_compare;
+    const char *probe_tokens; /* all | seen | a token file: the induction task's ids */
 } attr_args;
 
-#define ATTR_ARGS_INIT {{NULL, NULL, NULL, NULL, 0}, AL_PATCH_OPTS_INIT, NULL, 32, 10, 0, 0, 0}
+#define ATTR_ARGS_INIT                                                                             \
+    {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, NULL, 32, 10, 0, 0, 0, AL_PROBE_TOKENS_DEFAULT}
 static attr_args g_attr = ATTR_ARGS_INIT;
 
 static al_flag attr_flags[] = {
-    {"model", AL_STR, &g_attr.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
-    {"db", AL_STR, &g_attr.w.db, "FILE", "SQLite database to add the results to (created if missing)",
-     1, 0},
-    {"task", AL_STR, &g_attr.o.task, "T", "induction, names or file (with --pairs)", 0, 0},
-    {"pairs", AL_STR, &g_attr.o.pairs, "FILE.jsonl",
-     "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0, 0},
+    AL_FLAG_MODEL(g_attr),
+    AL_FLAG_DB(g_attr),
+    AL_FLAGS_TASK_FILE(g_attr),
     {"data", AL_STR, &g_attr.w.data, "VAL.bin", "plain text instead of a task: windows of a token file",
      0, 0},
     {"windows", AL_INT, &g_attr.windows, "N", "--data: windows of the model's length", 0, 0},
@@ -45,21 +47,18 @@ static al_flag attr_flags[] = {
      0},
     {"direction", AL_STR, &g_attr.o.direction, "D",
      "attribution patching: denoise (clean into corrupted) or noise (the reverse)", 0, 0},
-    {"probe-r", AL_INT, &g_attr.o.probe_r, "R", "induction: random tokens per half (length 2R+1)", 0,
-     0},
-    {"n", AL_INT, &g_attr.o.probe_n, "N", "induction, names: pairs", 0, 0},
-    {"seed", AL_U64, &g_attr.o.probe_seed, "S", "induction, names: seed of the pairs", 0, 0},
-    {"batch", AL_INT, &g_attr.o.batch, "B", "sequences per forward pass", 0, 0},
-    {"mask", AL_STR, &g_attr.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0},
+    AL_FLAGS_TASK_DRAW(g_attr),
+    AL_FLAG_MASK(g_attr),
     {"show", AL_INT, &g_attr.show, "N", "rows printed per list (largest first)", 0, 0},
     {"no-paths", AL_BOOL, &g_attr.no_paths, NULL, "skip the path expansion", 0, 0},
     {"no-patching", AL_BOOL, &g_attr.no_patching, NULL, "skip attribution patching", 0, 0},
     {"no-compare", AL_BOOL, &g_attr.no_compare, NULL,
      "attribution patching without the actual patching sweeps it is compared with", 0, 0},
-    {"threads", AL_INT, &g_attr.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAG_THREADS(g_attr),
     AL_FLAGS_END};
 
 static int run_attribute(int argc, char **argv);
+extern const al_analysis al_an_attribute;
 
 al_command al_cmd_attribute = {
     "attribute",
@@ -255,35 +254,143 @@ static void print_attrpatch(const attr_args *a, const al_behave *bh, const al_pa
     free(act);
 }
 
+/* ------------------------------------------------------------ JSON */
+
+static int num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) ? 0 : -1; }
+
+/* attnlab.attribute/1 (docs/json.md): every component, term and lens
+ * layer, and with attribution patching every estimate beside its actual
+ * value. */
+static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const al_pairs *t,
+                     const al_attr_result *r, const al_attrpatch_result *ap) {
+    cJSON *tk, *arr;
+    char nm[160];
+    if (al_behave_json(doc, bh, a->w.db) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
+        !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "sequences", t->N) ||
+        num(tk, "T", t->T) || num(tk, "items", r->n_items) ||
+        !cJSON_AddStringToObject(tk, "metric", r->logit_diff ? "logit(answer) - logit(wrong)"
+                                                             : "logit of the answer") ||
+        !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
+        num(doc, "metric", r->metric) || num(doc, "loss", r->loss) ||
+        !(arr = cJSON_AddArrayToObject(doc, "direct_logit_attribution")))
+        return -1;
+    for (int c = 0; c < r->n_comp; c++) {
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(arr, j) ||
+            !cJSON_AddStringToObject(j, "component", al_attr_comp_name(r->H, c, nm, sizeof nm)) ||
+            num(j, "value", r->dla[c]))
+            return -1;
+    }
+    if (!(arr = cJSON_AddArrayToObject(doc, "path_terms"))) return -1;
+    for (int k = 0; k < r->n_terms; k++) {
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(arr, j) ||
+            !cJSON_AddStringToObject(j, "term", al_attr_term_name(r->L, r->H, k, nm, sizeof nm)) ||
+            num(j, "value", r->term_value[k]) || num(j, "dloss", r->term_dloss[k]))
+            return -1;
+    }
+    if (r->n_terms) {
+        static const char *const kinds[3] = {"direct", "head", "virtual"};
+        cJSON *kj = cJSON_AddArrayToObject(doc, "path_kinds");
+        if (!kj) return -1;
+        for (int k = 0; k < (r->L == 2 ? 3 : 2); k++) {
+            cJSON *j = cJSON_CreateObject();
+            if (!j || !cJSON_AddItemToArray(kj, j) || !cJSON_AddStringToObject(j, "kind", kinds[k]) ||
+                num(j, "value", r->kind_value[k]) || num(j, "dloss", r->kind_dloss[k]))
+                return -1;
+        }
+    }
+    if (!(arr = cJSON_AddArrayToObject(doc, "logit_lens"))) return -1;
+    for (int l = 0; l <= r->L; l++) {
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(arr, j) ||
+            !(l == r->L ? cJSON_AddStringToObject(j, "layer", "final")
+                        : cJSON_AddNumberToObject(j, "layer", l)) ||
+            num(j, "loss", r->lens_loss[l]) || num(j, "accuracy", r->lens_acc[l]))
+            return -1;
+    }
+    if (!ap) return cJSON_AddNullToObject(doc, "attribution_patching") ? 0 : -1;
+    cJSON *p = cJSON_AddObjectToObject(doc, "attribution_patching"), *ag, *est;
+    if (!p || !cJSON_AddStringToObject(p, "direction", al_patch_direction_name(ap->direction)) ||
+        num(p, "m_clean", ap->m_clean) || num(p, "m_corr", ap->m_corr) ||
+        !cJSON_AddBoolToObject(p, "compared", ap->compared) ||
+        !(ag = cJSON_AddArrayToObject(p, "agreement")) ||
+        !(est = cJSON_AddArrayToObject(p, "estimates")))
+        return -1;
+    for (int g = 0; ap->compared && g < AL_AP_NGRID; g++) {
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(ag, j) ||
+            !cJSON_AddStringToObject(j, "grid", al_attrpatch_grid_name(g)) ||
+            num(j, "n", ap->agree[g].n) || num(j, "pearson", ap->agree[g].pearson) ||
+            num(j, "spearman", ap->agree[g].spearman) || num(j, "top5", ap->agree[g].top5))
+            return -1;
+    }
+    /* the grids end to end, as the text ranks them */
+    int LH = ap->L * ap->H, n = LH + LH * ap->T + 4 * ap->n_senders * ap->H;
+    for (int k = 0; k < n; k++) {
+        const double *e = k < LH ? ap->head + k : k < LH + LH * ap->T ? ap->head_pos + (k - LH)
+                                                                     : ap->edge + (k - LH - LH * ap->T);
+        const double *x = !ap->compared ? NULL
+                          : k < LH      ? ap->act_head + k
+                          : k < LH + LH * ap->T ? ap->act_head_pos + (k - LH)
+                                                : ap->act_edge + (k - LH - LH * ap->T);
+        if (isnan(*e)) continue;
+        ap_name(bh, t, ap, k, nm, sizeof nm);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(est, j) ||
+            !cJSON_AddStringToObject(j, "grid", al_attrpatch_grid_name(k < LH ? AL_AP_HEAD
+                                                                  : k < LH + LH * ap->T
+                                                                      ? AL_AP_HEAD_POS
+                                                                      : AL_AP_EDGE)) ||
+            !cJSON_AddStringToObject(j, "configuration", nm) || num(j, "estimate", *e) ||
+            !(x ? cJSON_AddNumberToObject(j, "actual", *x) : cJSON_AddNullToObject(j, "actual")))
+            return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ running */
 
-static int attr_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
+static int attr_check(const void *args, const al_flag *fl, al_err *e) {
+    const attr_args *a = args;
+    if ((al_flag_seen(fl, "task") || al_flag_seen(fl, "pairs")) + !!a->w.data + !!a->prompt > 1)
+        return al_errf(e, "give one task: --task/--pairs, --data or --prompt");
+    if (al_patch_opts_check(&a->o, e)) return -1;
+    if (strcmp(a->probe_tokens, "all") != 0 &&
+        (a->w.data || a->prompt || strcmp(a->o.task, "induction") != 0))
+        return al_errf(e, "--probe-tokens is for the induction task");
+    if (a->windows < 1 || a->windows > 1000000)
+        return al_errf(e, "--windows must be 1..1000000 (got %d)", a->windows);
+    if (a->show < 0) return al_errf(e, "--show must be >= 0");
+    al_attr_opts ao = al_attr_opts_defaults();
+    ao.batch = a->o.batch;
+    ao.paths = !a->no_paths;
+    return al_attr_opts_check(&ao, e) || al_threads_check(a->w.threads, e) ? -1 : 0;
+}
+
+static int attr_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
     attr_args *a = args;
     al_patch_opts o = a->o;
     int pairs_task = !a->w.data && !a->prompt;
-    if ((al_flag_seen(fl, "task") || al_flag_seen(fl, "pairs")) + !!a->w.data + !!a->prompt > 1)
-        return al_errf(e, "give one task: --task/--pairs, --data or --prompt"), 2;
-    if (al_patch_opts_check(&o, e)) return 2;
-    if (a->windows < 1 || a->windows > 1000000)
-        return al_errf(e, "--windows must be 1..1000000 (got %d)", a->windows), 2;
-    if (a->show < 0) return al_errf(e, "--show must be >= 0"), 2;
     al_attr_opts ao = al_attr_opts_defaults();
     ao.batch = o.batch;
     ao.paths = !a->no_paths;
-    if (al_attr_opts_check(&ao, e) || al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave bh;
     if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
     al_pairs t = {0};
     al_attr_result r = {0};
     al_attrpatch_result ap = {0};
+    unsigned char *allowed = NULL;
     int rc = 1, L = bh.m.cfg.n_layers, have_ap = 0;
     double t0 = al_now();
-    /* handlers before the run begins: a signal never leaves it 'running';
-     * building the names task already listens */
-    al_stop_catch();
+    /* the driver catches SIGINT/SIGTERM: a signal never leaves the run
+     * 'running'; building the names task already listens */
     o.stop = &al_stop;
     /* everything the task or the model can refuse, before a run exists */
+    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh.m.cfg.d_vocab, &allowed, NULL, e))
+        goto out;
+    o.allowed = allowed;
     if (a->w.data ? data_task(&bh, a->w.data, a->windows, &t, e)
         : a->prompt ? prompt_task(&bh, a->prompt, &t, e)
                     : al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e))
@@ -304,14 +411,19 @@ static int attr_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
                         "corrupted pairs (a pair task)\n", a->w.data ? "--data" : "--prompt");
     if (pairs_task) al_behave_warn_probe(&bh, t.T);
     if (al_behave_begin(&bh, "attribute", fl, e)) goto out;
-    ao.progress = 1;
+    ao.progress = dr->progress;
     ao.stop = &al_stop;
     int failed = al_attribute_run(&bh.m, &t, &ao, &r, e);
     if (!failed && !al_stop && patching) {
-        o.progress = 1;
+        o.progress = dr->progress;
+        if (dr->progress)
+            al_log("attribute: attribution patching%s", a->no_compare ? ""
+                   : ", then the comparison sweep (actual patching of every head, head x "
+                     "position and path edge)");
         failed = al_attrpatch_run(&bh.m, &t, &o, !a->no_compare, &ap, e);
         have_ap = !failed;
     }
+    if (!failed && al_drive_warnings(dr, &r, e)) failed = 1;
     if (al_stop) { /* also when it came after the last step */
         al_errf(e, "interrupted");
         rc = 130;
@@ -322,6 +434,15 @@ static int attr_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
                                e) ||
         al_store_run_finish(bh.st, bh.run_id, e))
         goto fail;
+    if (dr->json) {
+        if (json_attr(dr->doc, a, &bh, &t, &r, have_ap ? &ap : NULL)) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+        if (run_id) *run_id = bh.run_id;
+        rc = 0;
+        goto out;
+    }
     print_summary(a, &bh, &t, &r);
     if (have_ap) print_attrpatch(a, &bh, &t, &ap);
     printf("attribute: %d sequence%s, %d items in %.2f s", t.N, t.N == 1 ? "" : "s", r.n_items,
@@ -335,7 +456,7 @@ static int attr_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
 fail:
     al_behave_fail(&bh, e);
 out:
-    al_stop_release();
+    free(allowed);
     al_pairs_free(&t);
     al_attr_result_free(&r);
     al_attrpatch_result_free(&ap);
@@ -348,7 +469,20 @@ static void attr_init(void *args) {
     *(attr_args *)args = dflt;
 }
 
-const al_analysis_cmd al_an_attribute = {"attribute", &al_cmd_attribute, &g_attr, sizeof g_attr,
-                                         attr_init, attr_do};
+/* "attribute (induction)", "attribute (data)", "attribute (prompt)" */
+static void attr_label(const cJSON *v, char *buf, size_t cap) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
+    snprintf(buf, cap, "attribute (%s)",
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "data")) ? "data"
+             : cJSON_GetObjectItemCaseSensitive(v, "prompt")          ? "prompt"
+             : cJSON_IsString(t)                                      ? t->valuestring
+                                                                      : "induction");
+}
 
-static int run_attribute(int argc, char **argv) { return al_an_main(&al_an_attribute, argc, argv); }
+const al_analysis al_an_attribute = {
+    .name = "attribute", .cmd = &al_cmd_attribute, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
+    .tmpl = &g_attr, .size = sizeof g_attr, .init = attr_init, .check = attr_check,
+    .run = attr_do, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_ASKED,
+    .exp_label = attr_label};
+
+static int run_attribute(int argc, char **argv) { return al_drive_main(&al_an_attribute, argc, argv); }

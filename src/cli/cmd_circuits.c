@@ -9,8 +9,11 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/circuits.h"
+#include "attnlab/registry.h"
 #include "attnlab/store_analysis.h"
 #include "attnlab/tokenizer.h"
+
+#include <cjson/cJSON.h>
 
 typedef struct circuits_args {
     al_an_where w;
@@ -18,19 +21,20 @@ typedef struct circuits_args {
     int show_comp; /* composition pairs printed per kind */
 } circuits_args;
 
-static circuits_args g = {{NULL, NULL, NULL, NULL, 0}, {50, 100, 1, 128, 0}, 3};
+static circuits_args g = {AL_AN_WHERE_INIT, {50, 100, 1, 128, 0}, 3};
 
 static al_flag flags[] = {
-    {"model", AL_STR, &g.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
-    {"db", AL_STR, &g.w.db, "FILE", "SQLite database to add the results to (created if missing)", 1, 0},
+    AL_FLAG_MODEL(g),
+    AL_FLAG_DB(g),
     {"top-k", AL_INT, &g.o.top_k, "N", "skip-trigrams kept per head", 0, 0},
     {"mc-samples", AL_INT, &g.o.mc_samples, "N", "random head pairs for the composition baseline", 0, 0},
     {"seed", AL_U64, &g.o.seed, "N", "seed of the composition baseline", 0, 0},
     {"show-comp", AL_INT, &g.show_comp, "N", "composition pairs printed per kind", 0, 0},
-    {"threads", AL_INT, &g.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAG_THREADS(g),
     AL_FLAGS_END};
 
 static int run_circuits(int argc, char **argv);
+extern const al_analysis al_an_circuits;
 al_command al_cmd_circuits = {
     "circuits",
     "read QK/OV circuits, ranks, copying, skip-trigrams, composition from the weights",
@@ -124,31 +128,118 @@ static void print_comp(const al_circ_result *r, int show) {
     free(used);
 }
 
+/* ----------------------------------------------------------- JSON */
+
+static int num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) ? 0 : -1; }
+
+/* attnlab.circuits/1 (docs/json.md): per head, per layer, composition. */
+static int json_circuits(cJSON *doc, const circuits_args *a, const al_behave *b,
+                         const al_circ_result *r) {
+    cJSON *heads, *layers, *comp;
+    const al_config *c = &b->m.cfg;
+    if (al_behave_json(doc, b, a->w.db) || num(doc, "layers_n", c->n_layers) ||
+        num(doc, "heads_per_layer", c->n_heads) || num(doc, "d_vocab", c->d_vocab) ||
+        !(heads = cJSON_AddArrayToObject(doc, "heads")) ||
+        !(layers = cJSON_AddArrayToObject(doc, "layers")) ||
+        !(comp = cJSON_AddArrayToObject(doc, "composition")))
+        return -1;
+    for (int i = 0; i < r->L * r->H; i++) {
+        const al_circ_head *h = &r->heads[i];
+        char name[16];
+        snprintf(name, sizeof name, "%d.%d", h->layer, h->head);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(heads, j) || !cJSON_AddStringToObject(j, "head", name) ||
+            num(j, "qk_rank", h->qk_rank) || num(j, "qk_eff_rank", h->qk_eff_rank) ||
+            num(j, "ov_rank", h->ov_rank) || num(j, "ov_eff_rank", h->ov_eff_rank) ||
+            num(j, "copying_eigen", h->copying_eigen) || num(j, "copying_top1", h->copying_top1) ||
+            num(j, "pos_prev_token", h->pos_prev_token))
+            return -1;
+        if (h->n_tri > 0) {
+            const al_trigram *t = &h->tri[0];
+            char sa[128], sb[128], sc[128];
+            al_store_token_str(b->tok, t->a, sa, sizeof sa);
+            al_store_token_str(b->tok, t->b, sb, sizeof sb);
+            al_store_token_str(b->tok, t->c, sc, sizeof sc);
+            cJSON *tj = cJSON_AddObjectToObject(j, "top_skip_trigram");
+            if (!tj || !cJSON_AddStringToObject(tj, "a", sa) || !cJSON_AddStringToObject(tj, "b", sb) ||
+                !cJSON_AddStringToObject(tj, "c", sc) || num(tj, "score", t->score))
+                return -1;
+        }
+    }
+    for (int l = 0; l < r->L; l++) {
+        const al_circ_layer *ly = &r->layers[l];
+        int C = r->C, H = r->H;
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(layers, j) || num(j, "layer", l) || num(j, "dim", C) ||
+            num(j, "rank_qk", ly->rank_qk) || num(j, "rank_v", ly->rank_v) ||
+            num(j, "rank_o", ly->rank_o) ||
+            num(j, "overlap_qk", al_store_mean_offdiag(ly->ov_qk, H)) ||
+            num(j, "overlap_qk_random", mean_random_overlap(ly->dim_qk, H, C)) ||
+            num(j, "overlap_v", al_store_mean_offdiag(ly->ov_v, H)) ||
+            num(j, "overlap_v_random", mean_random_overlap(ly->dim_v, H, C)) ||
+            num(j, "overlap_o", al_store_mean_offdiag(ly->ov_o, H)) ||
+            num(j, "overlap_o_random", mean_random_overlap(ly->dim_o, H, C)))
+            return -1;
+    }
+    for (int i = 0; i < r->n_comp; i++) {
+        const al_circ_comp *p = &r->comp[i];
+        char from[16], to[16];
+        snprintf(from, sizeof from, "%d.%d", p->l1, p->h1);
+        snprintf(to, sizeof to, "%d.%d", p->l2, p->h2);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(comp, j) || !cJSON_AddStringToObject(j, "from", from) ||
+            !cJSON_AddStringToObject(j, "to", to))
+            return -1;
+        for (int k = 0; k < AL_COMP_N; k++)
+            if (num(j, al_comp_names[k], p->score[k])) return -1;
+    }
+    cJSON *base = cJSON_AddObjectToObject(doc, "composition_baseline");
+    for (int k = 0; base && k < AL_COMP_N; k++) {
+        cJSON *j = cJSON_AddObjectToObject(base, al_comp_names[k]);
+        if (!j || num(j, "mean", r->base_mean[k]) || num(j, "sd", r->base_sd[k])) return -1;
+    }
+    return base ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------- run */
 
 /* Order matters for the database: the run row is created (by
  * al_behave_open) before the possibly long analysis, so a crash leaves a
  * trace; all result rows go in one transaction that also marks the run
  * done. */
-static int circuits_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
+static int circuits_check(const void *args, const al_flag *fl, al_err *e) {
+    const circuits_args *a = args;
+    const al_circ_opts *o = &a->o;
+    (void)fl;
+    if (o->top_k < 1 || o->top_k > 100000 || o->mc_samples < 2 || o->mc_samples > 1000000 ||
+        a->show_comp < 0)
+        return al_errf(e, "need 1 <= --top-k <= 100000, 2 <= --mc-samples <= 1000000, "
+                          "--show-comp >= 0");
+    return al_threads_check(a->w.threads, e);
+}
+
+static int circuits_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
     circuits_args *a = args;
     al_circ_opts o = a->o;
-    if (o.top_k < 1 || o.top_k > 100000 || o.mc_samples < 2 || o.mc_samples > 1000000 ||
-        a->show_comp < 0) {
-        al_errf(e, "need 1 <= --top-k <= 100000, 2 <= --mc-samples <= 1000000, --show-comp >= 0");
-        return 2;
-    }
-    if (al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave b;
     al_circ_result r = {0};
     int rc = 1;
-    o.progress = 1;
+    o.progress = dr->progress;
     if (al_behave_open(&b, a->w.model, NULL, a->w.db, "circuits", fl, e)) return 1;
     if (al_circ_analyse(&b.m, &o, &r, e) || al_store_tx_begin(b.st, e) ||
         al_store_put_circuits(b.st, b.run_id, b.model_id, &r, b.tok, e) ||
         al_store_run_finish(b.st, b.run_id, e)) {
         al_behave_fail(&b, e);
+        goto out;
+    }
+    if (dr->json) {
+        if (json_circuits(dr->doc, a, &b, &r)) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+        if (run_id) *run_id = b.run_id;
+        rc = 0;
         goto out;
     }
     const al_config *c = &b.m.cfg;
@@ -176,7 +267,9 @@ static void circuits_init(void *args) {
     a->show_comp = 3;
 }
 
-const al_analysis_cmd al_an_circuits = {"circuits", &al_cmd_circuits, &g, sizeof g,
-                                        circuits_init, circuits_do};
+const al_analysis al_an_circuits = {
+    .name = "circuits", .cmd = &al_cmd_circuits, .groups = AL_GROUP_WHERE, .tmpl = &g,
+    .size = sizeof g, .init = circuits_init, .check = circuits_check, .run = circuits_do,
+    .exp_data = AL_EXP_DATA_NONE};
 
-static int run_circuits(int argc, char **argv) { return al_an_main(&al_an_circuits, argc, argv); }
+static int run_circuits(int argc, char **argv) { return al_drive_main(&al_an_circuits, argc, argv); }

@@ -24,8 +24,11 @@
 #include "attnlab/circuit_file.h"
 #include "attnlab/discover.h"
 #include "attnlab/patch.h"
+#include "attnlab/registry.h"
 #include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
+
+#include <cjson/cJSON.h>
 
 #define MAX_SWEEP 32
 
@@ -35,24 +38,19 @@ typedef struct disc_args {
     const char *method, *metric, *sweep, *out;
     double tau, recover;
     int show;
+    const char *probe_tokens; /* all | seen | a token file: the induction task's ids */
 } disc_args;
 
 #define DISC_ARGS_INIT                                                                             \
-    {{NULL, NULL, NULL, NULL, 0}, AL_PATCH_OPTS_INIT, "acdc", "kl", NULL, NULL, 0.01, 0.9, 10}
+    {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, "acdc", "kl", NULL, NULL, 0.01, 0.9, 10,                 \
+     AL_PROBE_TOKENS_DEFAULT}
 static disc_args g_disc = DISC_ARGS_INIT;
 
 static al_flag disc_flags[] = {
-    {"model", AL_STR, &g_disc.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
-    {"db", AL_STR, &g_disc.w.db, "FILE", "SQLite database to add the results to (created if missing)",
-     1, 0},
-    {"task", AL_STR, &g_disc.o.task, "T", "induction, names or file (with --pairs)", 0, 0},
-    {"pairs", AL_STR, &g_disc.o.pairs, "FILE.jsonl",
-     "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0, 0},
-    {"probe-r", AL_INT, &g_disc.o.probe_r, "R", "induction: random tokens per half (length 2R+1)", 0,
-     0},
-    {"n", AL_INT, &g_disc.o.probe_n, "N", "induction, names: pairs", 0, 0},
-    {"seed", AL_U64, &g_disc.o.probe_seed, "S", "induction, names: seed of the pairs", 0, 0},
-    {"batch", AL_INT, &g_disc.o.batch, "B", "pairs per forward pass", 0, 0},
+    AL_FLAG_MODEL(g_disc),
+    AL_FLAG_DB(g_disc),
+    AL_FLAGS_TASK_FILE(g_disc),
+    AL_FLAGS_TASK_DRAW(g_disc),
     {"method", AL_STR, &g_disc.method, "M", "acdc or eap", 0, 0},
     {"metric", AL_STR, &g_disc.metric, "M",
      "kl (KL from the full model) or logit_diff (the task's own metric)", 0, 0},
@@ -63,12 +61,13 @@ static al_flag disc_flags[] = {
      0},
     {"out", AL_STR, &g_disc.out, "DIR", "where the circuit file goes (default: the model directory)",
      0, 0},
-    {"mask", AL_STR, &g_disc.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0},
+    AL_FLAG_MASK(g_disc),
     {"show", AL_INT, &g_disc.show, "N", "kept edges printed (largest |score| first)", 0, 0},
-    {"threads", AL_INT, &g_disc.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAG_THREADS(g_disc),
     AL_FLAGS_END};
 
 static int run_discover(int argc, char **argv);
+extern const al_analysis al_an_discover;
 
 al_command al_cmd_discover = {
     "discover",
@@ -178,6 +177,77 @@ static void print_sweep(const double *taus, const al_discover_result *rs, int n)
                rs[i].kl_circuit + 0.0);
 }
 
+/* ------------------------------------------------------------ JSON */
+
+static int num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) ? 0 : -1; }
+
+/* One circuit: its numbers and its kept edges by |score|. */
+static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_discover_result *r) {
+    cJSON *j = cJSON_CreateObject(), *edges;
+    if (!j || (!strcmp(o->method, "acdc") ? num(j, "tau", tau) : num(j, "recover", o->recover)) ||
+        num(j, "kept", r->n_kept) || num(j, "edges", r->n_edges) ||
+        num(j, "faithfulness", r->faithfulness) || num(j, "m_clean", r->m_clean) ||
+        num(j, "m_corr", r->m_corr) || num(j, "m_circuit", r->m_circuit) ||
+        num(j, "kl", r->kl_circuit) || num(j, "evaluations", (double)r->evals) ||
+        !(edges = cJSON_AddArrayToObject(j, "kept_edges"))) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    double *sc = malloc(sizeof(double) * (size_t)(r->n_kept ? r->n_kept : 1));
+    int *at = malloc(sizeof(int) * (size_t)(r->n_kept ? r->n_kept : 1)), n = 0, *idx = NULL;
+    if (sc && at) {
+        for (int k = 0; k < r->n_edges; k++)
+            if (r->kept[k]) at[n] = k, sc[n++] = r->score[k];
+        idx = al_by_magnitude(sc, n);
+    }
+    int ok = idx != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        char nm[64];
+        cJSON *e = cJSON_CreateObject();
+        ok = e && cJSON_AddItemToArray(edges, e) &&
+             cJSON_AddStringToObject(e, "edge", al_graph_edge_name(r->L, r->H, at[idx[i]], nm,
+                                                                    sizeof nm)) &&
+             cJSON_AddNumberToObject(e, "score", sc[idx[i]]);
+    }
+    free(idx);
+    free(sc);
+    free(at);
+    if (!ok) cJSON_Delete(j);
+    return ok ? j : NULL;
+}
+
+/* attnlab.discover/1 (docs/json.md): the main circuit, and under --sweep
+ * every circuit the run found, by tau. */
+static int json_discover(cJSON *doc, const disc_args *a, const al_behave *bh, const al_pairs *t,
+                         const al_discover_opts *o, const double *taus,
+                         const al_discover_result *rs, int n_done, const char *path) {
+    cJSON *tk, *sw, *main_c;
+    if (al_behave_json(doc, bh, a->w.db) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
+        !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "pairs", t->N) ||
+        num(tk, "T", t->T) || !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
+        !cJSON_AddStringToObject(doc, "method", o->method) ||
+        !cJSON_AddStringToObject(doc, "metric", o->metric) ||
+        !cJSON_AddStringToObject(doc, "circuit_file", path) ||
+        !(main_c = json_circuit(taus[0], o, &rs[0])) ||
+        !cJSON_AddItemToObject(doc, "circuit", main_c) ||
+        !(sw = cJSON_AddArrayToObject(doc, "sweep")))
+        return -1;
+    /* every circuit of the run (the main one among them), by tau */
+    for (int done = 0, i; n_done > 1 && done < n_done; done++) {
+        int best = -1;
+        for (i = 0; i < n_done; i++) {
+            int taken = 0;
+            for (int k = 0; k < cJSON_GetArraySize(sw); k++)
+                taken |= cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(sw, k),
+                                                                  "tau")) == taus[i];
+            if (!taken && (best < 0 || taus[i] < taus[best])) best = i;
+        }
+        cJSON *c = json_circuit(taus[best], o, &rs[best]);
+        if (!c || !cJSON_AddItemToArray(sw, c)) return cJSON_Delete(c), -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ running */
 
 /* The main circuit's file: OUT/circuit-<task>-<method>.json. */
@@ -198,7 +268,28 @@ static int write_circuit(const disc_args *a, const al_behave *bh, const al_pairs
     return rc;
 }
 
-static int disc_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
+static int disc_check(const void *args, const al_flag *fl, al_err *e) {
+    const disc_args *a = args;
+    al_discover_opts d = al_discover_opts_defaults();
+    double taus[MAX_SWEEP];
+    int n_sweep = 0;
+    (void)fl;
+    d.method = a->method, d.metric = a->metric, d.tau = a->tau, d.recover = a->recover;
+    d.batch = a->o.batch;
+    if (al_patch_opts_check(&a->o, e)) return -1;
+    if (strcmp(a->probe_tokens, "all") != 0 && strcmp(a->o.task, "induction") != 0)
+        return al_errf(e, "--probe-tokens is for the induction task (got --task %s)", a->o.task);
+    if (!isfinite(a->tau) || a->tau < 0)
+        return al_errf(e, "--tau must be a finite number >= 0 (got %g)", a->tau);
+    if (al_discover_opts_check(&d, e)) return -1;
+    if (a->sweep && strcmp(d.method, "acdc"))
+        return al_errf(e, "--sweep is for --method acdc (EAP has no tau)");
+    if (a->sweep && parse_sweep(a->sweep, a->tau, taus, &n_sweep, e)) return -1;
+    if (a->show < 0) return al_errf(e, "--show must be >= 0");
+    return al_threads_check(a->w.threads, e);
+}
+
+static int disc_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
     disc_args *a = args;
     al_patch_opts o = a->o;
     al_discover_opts d = al_discover_opts_defaults();
@@ -206,25 +297,17 @@ static int disc_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     d.batch = o.batch;
     double taus[MAX_SWEEP + 1];
     int n_sweep = 0;
-    if (al_patch_opts_check(&o, e)) return 2;
-    if (!isfinite(a->tau) || a->tau < 0)
-        return al_errf(e, "--tau must be a finite number >= 0 (got %g)", a->tau), 2;
-    if (al_discover_opts_check(&d, e)) return 2;
-    if (a->sweep && strcmp(d.method, "acdc"))
-        return al_errf(e, "--sweep is for --method acdc (EAP has no tau)"), 2;
-    if (a->sweep && parse_sweep(a->sweep, a->tau, taus + 1, &n_sweep, e)) return 2;
-    if (a->show < 0) return al_errf(e, "--show must be >= 0"), 2;
-    if (al_threads_check(a->w.threads, e)) return 2;
+    if (a->sweep && parse_sweep(a->sweep, a->tau, taus + 1, &n_sweep, e)) return 1;
     al_set_threads(a->w.threads);
     al_behave bh;
     if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
     al_pairs t = {0};
     al_discover_result rs[MAX_SWEEP + 1];
     memset(rs, 0, sizeof rs);
+    unsigned char *allowed = NULL;
     int rc = 1, n_done = 0, L = bh.m.cfg.n_layers;
     double t0 = al_now();
     char path[AL_PATH_MAX];
-    al_stop_catch();
     o.stop = &al_stop;
     if (L > 2) {
         al_errf(e, "%s has %d layers; circuit discovery covers models of 1 and 2 layers",
@@ -232,6 +315,9 @@ static int disc_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
         goto out;
     }
     if (a->out && al_mkdir_p(a->out, e)) goto out;
+    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh.m.cfg.d_vocab, &allowed, NULL, e))
+        goto out;
+    o.allowed = allowed;
     if (al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e)) goto out;
     if (al_stop) {
         al_errf(e, "interrupted");
@@ -241,14 +327,18 @@ static int disc_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     al_behave_warn_probe(&bh, t.T);
     if (al_behave_begin(&bh, "discover", fl, e)) goto out;
     taus[0] = a->tau;
-    d.progress = 1;
+    d.progress = dr->progress;
     d.stop = &al_stop;
     int failed = 0;
     /* the main circuit first (rs[0]), then the sweep's */
     for (int i = 0; i <= n_sweep && !failed && !al_stop; i++) {
         d.tau = taus[i];
+        if (dr->progress && n_sweep)
+            al_log("discover: circuit %d of %d, tau %g%s", i + 1, n_sweep + 1, taus[i],
+                   i ? " (--sweep)" : " (the main circuit)");
         failed = al_discover_run(&bh.m, &t, &d, &rs[i], e);
         n_done += !failed;
+        if (!failed && al_drive_warnings(dr, &rs[i], e)) failed = 1;
     }
     d.tau = a->tau;
     if (al_stop) {
@@ -265,6 +355,15 @@ static int disc_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
     if (write_circuit(a, &bh, &t, &d, &rs[0], path, sizeof path, e) ||
         al_store_run_finish(bh.st, bh.run_id, e))
         goto fail;
+    if (dr->json) {
+        if (json_discover(dr->doc, a, &bh, &t, &d, taus, rs, n_done, path)) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+        if (run_id) *run_id = bh.run_id;
+        rc = 0;
+        goto out;
+    }
     print_circuit(a, &bh, &t, &d, &rs[0]);
     if (n_sweep) {
         /* the curve in tau order; rs and taus sorted together by index */
@@ -287,7 +386,7 @@ static int disc_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
 fail:
     al_behave_fail(&bh, e);
 out:
-    al_stop_release();
+    free(allowed);
     al_pairs_free(&t);
     for (int i = 0; i < n_done; i++) al_discover_result_free(&rs[i]);
     al_behave_close(&bh);
@@ -299,7 +398,21 @@ static void disc_init(void *args) {
     *(disc_args *)args = dflt;
 }
 
-const al_analysis_cmd al_an_discover = {"discover", &al_cmd_discover, &g_disc, sizeof g_disc,
-                                        disc_init, disc_do};
+/* "discover (induction, acdc)" */
+static void disc_label(const cJSON *v, char *buf, size_t cap) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
+    snprintf(buf, cap, "discover (%s, %s)", cJSON_IsString(t) ? t->valuestring : "induction",
+             cJSON_IsString(m) ? m->valuestring : "acdc");
+}
 
-static int run_discover(int argc, char **argv) { return al_an_main(&al_an_discover, argc, argv); }
+/* the circuit file stays beside the experiment's model */
+static const char *const disc_deny[] = {"out", NULL};
+
+const al_analysis al_an_discover = {
+    .name = "discover", .cmd = &al_cmd_discover, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
+    .tmpl = &g_disc, .size = sizeof g_disc, .init = disc_init, .check = disc_check,
+    .run = disc_do, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .exp_deny = disc_deny, .exp_label = disc_label};
+
+static int run_discover(int argc, char **argv) { return al_drive_main(&al_an_discover, argc, argv); }

@@ -14,7 +14,10 @@
 #include "attnlab/behave.h"
 #include "attnlab/namecopy.h"
 #include "attnlab/names_text.h"
+#include "attnlab/registry.h"
 #include "attnlab/store.h"
+
+#include <cjson/cJSON.h>
 
 typedef struct names_args {
     al_an_where w;
@@ -23,21 +26,22 @@ typedef struct names_args {
     uint64_t seed;
 } names_args;
 
-static names_args g = {{NULL, NULL, NULL, NULL, 0}, 200, NULL, 1};
+static names_args g = {AL_AN_WHERE_INIT, 200, NULL, 1};
 
 static al_flag flags[] = {
-    {"model", AL_STR, &g.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
-    {"db", AL_STR, &g.w.db, "FILE", "SQLite database to add the results to (created if missing)", 1, 0},
+    AL_FLAG_MODEL(g),
+    AL_FLAG_DB(g),
     {"data", AL_STR, &g.w.data, "VAL.bin",
      "held-out tokens (X.val.bin of attnlab encode: documents after <|endoftext|>)", 1, 0},
     {"stories", AL_INT, &g.n, "N", "stories (the first N usable ones of --data)", 0, 0},
     {"name", AL_STR, &g.name, "NAME",
      "insert this name in every story (default: an invented name per story)", 0, 0},
     {"seed", AL_U64, &g.seed, "S", "seed for the invented names", 0, 0},
-    {"threads", AL_INT, &g.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAG_THREADS(g),
     AL_FLAGS_END};
 
 static int run_names(int argc, char **argv);
+extern const al_analysis al_an_names;
 al_command al_cmd_names = {
     "names",
     "copying an invented name: p(each piece) at its 1st and 2nd appearance in held-out stories",
@@ -56,17 +60,50 @@ al_command al_cmd_names = {
     run_names,
 };
 
-static int names_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
+/* attnlab.names/1 (docs/json.md). */
+static int json_names(cJSON *doc, const names_args *a, const al_behave *b,
+                      const al_name_stories *s, const al_namecopy_result *r) {
+    cJSON *ex, *pieces, *rest;
+    if (al_behave_json(doc, b, a->w.db) || !cJSON_AddStringToObject(doc, "data", a->w.data) ||
+        !cJSON_AddNumberToObject(doc, "stories", r->n) ||
+        !cJSON_AddStringToObject(doc, "name", a->name ? "given" : "invented per story") ||
+        !(ex = cJSON_AddObjectToObject(doc, "example")) ||
+        !cJSON_AddStringToObject(ex, "name", s->s[0].name) ||
+        !(pieces = cJSON_AddArrayToObject(ex, "pieces")))
+        return -1;
+    for (int j = 0; j < s->s[0].k; j++) {
+        char buf[64];
+        al_tok_display(b->tok, s->s[0].piece[j], buf, sizeof buf);
+        if (!cJSON_AddItemToArray(pieces, cJSON_CreateString(buf))) return -1;
+    }
+    if (!(pieces = cJSON_AddArrayToObject(doc, "pieces"))) return -1;
+    for (int j = 0; j < r->max_k; j++) {
+        cJSON *p = cJSON_CreateObject();
+        if (!p || !cJSON_AddItemToArray(pieces, p) || !cJSON_AddNumberToObject(p, "piece", j + 1) ||
+            !cJSON_AddNumberToObject(p, "stories", r->count[j]) ||
+            !cJSON_AddNumberToObject(p, "p_first", r->p_first[j]) ||
+            !cJSON_AddNumberToObject(p, "p_second", r->p_second[j]))
+            return -1;
+    }
+    return (rest = cJSON_AddObjectToObject(doc, "rest")) &&
+                   cJSON_AddNumberToObject(rest, "p_first", r->rest_first) &&
+                   cJSON_AddNumberToObject(rest, "p_second", r->rest_second)
+               ? 0
+               : -1;
+}
+
+static int names_check(const void *args, const al_flag *fl, al_err *e) {
+    const names_args *a = args;
+    (void)fl;
+    if (al_threads_check(a->w.threads, e)) return -1;
+    if (a->n < 1 || a->n > 100000)
+        return al_errf(e, "--stories must be in [1, 100000] (got %d)", a->n);
+    if (!a->w.data) return al_errf(e, "--data is required (the held-out stories)");
+    return 0;
+}
+
+static int names_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
     names_args *a = args;
-    if (al_threads_check(a->w.threads, e)) return 2;
-    if (a->n < 1 || a->n > 100000) {
-        al_errf(e, "--stories must be in [1, 100000] (got %d)", a->n);
-        return 2;
-    }
-    if (!a->w.data) {
-        al_errf(e, "--data is required (the held-out stories)");
-        return 2;
-    }
     al_set_threads(a->w.threads);
     al_behave b;
     al_tokens d = {0};
@@ -103,6 +140,15 @@ static int names_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
         al_behave_fail(&b, e);
         goto out;
     }
+    if (dr->json) {
+        if (json_names(dr->doc, a, &b, &s, &r)) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+        if (run_id) *run_id = b.run_id;
+        rc = 0;
+        goto out;
+    }
     printf("model %s (%d layer%s) -> run %lld of %s\n", a->w.model, b.m.cfg.n_layers,
            b.m.cfg.n_layers == 1 ? "" : "s", (long long)b.run_id, a->w.db);
     printf("%d held-out stories of %s, name %s (e.g. \"%s\" =", r.n, a->w.data,
@@ -133,6 +179,8 @@ static void names_init(void *args) {
     a->n = 200, a->name = NULL, a->seed = 1;
 }
 
-const al_analysis_cmd al_an_names = {"names", &al_cmd_names, &g, sizeof g, names_init, names_do};
+const al_analysis al_an_names = {
+    .name = "names", .cmd = &al_cmd_names, .groups = AL_GROUP_WHERE, .tmpl = &g, .size = sizeof g,
+    .init = names_init, .check = names_check, .run = names_do, .exp_data = AL_EXP_DATA_VAL};
 
-static int run_names(int argc, char **argv) { return al_an_main(&al_an_names, argc, argv); }
+static int run_names(int argc, char **argv) { return al_drive_main(&al_an_names, argc, argv); }

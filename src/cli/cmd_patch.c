@@ -19,51 +19,51 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/patch.h"
+#include "attnlab/registry.h"
 #include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
+
+#include <cjson/cJSON.h>
 
 typedef struct patch_args {
     al_an_where w;
     al_patch_opts o;
+    const char *probe_tokens; /* all | seen | a token file: the induction task's ids */
     int show; /* configurations (paths: paths) printed */
 } patch_args;
 
-static patch_args g_patch = {{NULL, NULL, NULL, NULL, 0}, AL_PATCH_OPTS_INIT, 10};
-static patch_args g_paths = {{NULL, NULL, NULL, NULL, 0}, AL_PATCH_OPTS_INIT, 10};
+#define PATCH_ARGS_INIT {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, AL_PROBE_TOKENS_DEFAULT, 10}
+static patch_args g_patch = PATCH_ARGS_INIT;
+static patch_args g_paths = PATCH_ARGS_INIT;
 
-#define WHERE_FLAGS(G)                                                                             \
-    {"model", AL_STR, &G.w.model, "DIR", "model directory (from attnlab train)", 1, 0},            \
-    {"db", AL_STR, &G.w.db, "FILE", "SQLite database to add the results to (created if missing)", \
-     1, 0},                                                                                        \
-    {"task", AL_STR, &G.o.task, "T", "induction, names or file (with --pairs)", 0, 0},            \
-    {"pairs", AL_STR, &G.o.pairs, "FILE.jsonl",                                                    \
-     "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0, 0}
-#define TASK_FLAGS(G)                                                                              \
+#define OWN_FLAGS(G)                                                                               \
     {"direction", AL_STR, &G.o.direction, "D",                                                     \
      "denoise (corrupted run, clean activations patched in) or noise (the reverse)", 0, 0},       \
-    {"probe-r", AL_INT, &G.o.probe_r, "R", "induction: random tokens per half (length 2R+1)", 0,   \
-     0},                                                                                           \
-    {"n", AL_INT, &G.o.probe_n, "N", "induction, names: pairs", 0, 0},                             \
-    {"seed", AL_U64, &G.o.probe_seed, "S", "induction, names: seed of the pairs", 0, 0},           \
-    {"batch", AL_INT, &G.o.batch, "B", "pairs per forward pass", 0, 0},                            \
     {"naive", AL_BOOL, &G.o.naive, NULL,                                                           \
-     "one full forward pass per configuration (the reference, for checking)", 0, 0},              \
-    {"mask", AL_STR, &G.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0}
+     "one full forward pass per configuration (the reference, for checking)", 0, 0}
 
 static al_flag patch_flags[] = {
-    WHERE_FLAGS(g_patch),
+    AL_FLAG_MODEL(g_patch),
+    AL_FLAG_DB(g_patch),
+    AL_FLAGS_TASK_FILE(g_patch),
     {"component", AL_STR, &g_patch.o.component, "C",
      "resid, head, head_pos, q, k, v or pattern (see above)", 0, 0},
-    TASK_FLAGS(g_patch),
+    OWN_FLAGS(g_patch),
+    AL_FLAGS_TASK_DRAW(g_patch),
+    AL_FLAG_MASK(g_patch),
     {"show", AL_INT, &g_patch.show, "N", "configurations printed (largest |effect| first)", 0, 0},
-    {"threads", AL_INT, &g_patch.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAG_THREADS(g_patch),
     AL_FLAGS_END};
 
 static al_flag paths_flags[] = {
-    WHERE_FLAGS(g_paths),
-    TASK_FLAGS(g_paths),
+    AL_FLAG_MODEL(g_paths),
+    AL_FLAG_DB(g_paths),
+    AL_FLAGS_TASK_FILE(g_paths),
+    OWN_FLAGS(g_paths),
+    AL_FLAGS_TASK_DRAW(g_paths),
+    AL_FLAG_MASK(g_paths),
     {"show", AL_INT, &g_paths.show, "N", "paths printed (largest |effect| first)", 0, 0},
-    {"threads", AL_INT, &g_paths.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAG_THREADS(g_paths),
     AL_FLAGS_END};
 
 #define TASKS_HELP                                                                                 \
@@ -77,6 +77,7 @@ static al_flag paths_flags[] = {
 
 static int run_patch(int argc, char **argv);
 static int run_paths(int argc, char **argv);
+extern const al_analysis al_an_patch, al_an_paths;
 
 al_command al_cmd_patch = {
     "patch",
@@ -235,33 +236,119 @@ static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs
     free(idx);
 }
 
+/* ------------------------------------------------------------ JSON */
+
+/* The task and the two unpatched runs (attnlab.patch/1, attnlab.paths/1). */
+static int json_head(cJSON *doc, const patch_args *a, const al_behave *bh, const al_pairs *t,
+                     al_patch_direction d, double mc, double mr) {
+    cJSON *tk;
+    return al_behave_json(doc, bh, a->w.db) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
+                   !cJSON_AddStringToObject(tk, "name", t->task) ||
+                   !cJSON_AddNumberToObject(tk, "pairs", t->N) ||
+                   !cJSON_AddNumberToObject(tk, "T", t->T) ||
+                   !cJSON_AddNumberToObject(tk, "items", t->n_items) ||
+                   !cJSON_AddStringToObject(tk, "metric", metric_words(t)) ||
+                   !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
+                   !cJSON_AddStringToObject(doc, "direction", al_patch_direction_name(d)) ||
+                   !cJSON_AddNumberToObject(doc, "m_clean", mc) ||
+                   !cJSON_AddNumberToObject(doc, "m_corr", mr)
+               ? -1
+               : 0;
+}
+
+/* Every configuration by |effect| (the text shows the first --show). */
+static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, const al_pairs *t,
+                      const al_patch_result *r) {
+    cJSON *cs;
+    if (json_head(doc, a, bh, t, r->direction, r->m_clean, r->m_corr) ||
+        !cJSON_AddStringToObject(doc, "component", al_patch_component_name(r->component)) ||
+        !(cs = cJSON_AddArrayToObject(doc, "configurations")))
+        return -1;
+    int *idx = al_by_magnitude(r->effect, r->n), rc = idx ? 0 : -1;
+    for (int i = 0; rc == 0 && i < r->n; i++) {
+        char name[160];
+        int k = idx[i], row = k / r->cols, col = k % r->cols;
+        config_name(bh, t, r, k, name, sizeof name);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(cs, j) || !cJSON_AddStringToObject(j, "name", name) ||
+            !cJSON_AddNumberToObject(j, "row", row) || !cJSON_AddNumberToObject(j, "col", col) ||
+            !cJSON_AddNumberToObject(j, "effect", r->effect[k]) ||
+            !cJSON_AddNumberToObject(j, "metric", r->metric[k]))
+            rc = -1;
+    }
+    free(idx);
+    return rc;
+}
+
+static int json_paths(cJSON *doc, const patch_args *a, const al_behave *bh, const al_pairs *t,
+                      const al_paths_result *r) {
+    cJSON *ps;
+    int ns = r->n_senders, H = r->H;
+    if (json_head(doc, a, bh, t, r->direction, r->m_clean, r->m_corr) ||
+        !(ps = cJSON_AddArrayToObject(doc, "paths")))
+        return -1;
+    int *idx = al_by_magnitude(r->effect, r->n), rc = idx ? 0 : -1;
+    for (int i = 0; rc == 0 && i < r->n; i++) {
+        int k = idx[i], c = k / (ns * H), s = k / H % ns, h = k % H;
+        if (c == 3 ? h != 0 : h >= r->n_recv) continue; /* no such path */
+        char nm[32], recv[32];
+        al_paths_sender_name(s, nm, sizeof nm);
+        snprintf(recv, sizeof recv, "1.%d", h);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(ps, j) || !cJSON_AddStringToObject(j, "sender", nm) ||
+            !(c == 3 ? cJSON_AddNullToObject(j, "receiver")
+                     : cJSON_AddStringToObject(j, "receiver", recv)) ||
+            !cJSON_AddStringToObject(j, "channel", c == 3 ? "direct" : al_paths_channel_name(c)) ||
+            !cJSON_AddNumberToObject(j, "effect", r->effect[k]) ||
+            !cJSON_AddNumberToObject(j, "metric", r->metric[k]))
+            rc = -1;
+    }
+    free(idx);
+    return rc;
+}
+
 /* ------------------------------------------------------------ running */
 
-static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int paths, al_err *e) {
+/* The induction task's ids (--probe-tokens): refused for the other
+ * tasks, which draw no random tokens. */
+static int task_check(const patch_args *a, al_err *e) {
+    if (strcmp(a->probe_tokens, "all") != 0 && strcmp(a->o.task, "induction") != 0)
+        return al_errf(e, "--probe-tokens is for the induction task (got --task %s)", a->o.task);
+    return 0;
+}
+
+static int patch_check(const void *args, const al_flag *fl, al_err *e) {
+    const patch_args *a = args;
+    (void)fl;
+    if (al_patch_opts_check(&a->o, e) || task_check(a, e)) return -1;
+    if (a->show < 0) return al_errf(e, "--show must be >= 0");
+    return al_threads_check(a->w.threads, e);
+}
+
+static int do_common(patch_args *a, const al_flag *fl, al_drive *dr, int64_t *run_id, int paths,
+                     al_err *e) {
     const char *kind = paths ? "paths" : "patch";
     al_patch_opts o = a->o;
-    if (al_patch_opts_check(&o, e)) return 2;
-    if (a->show < 0) {
-        al_errf(e, "--show must be >= 0");
-        return 2;
-    }
-    if (al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave bh;
     if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    al_pairs t;
+    al_pairs t = {0};
     al_patch_result r = {0};
     al_paths_result pr = {0};
-    int rc = 1, L = bh.m.cfg.n_layers;
+    unsigned char *allowed = NULL;
+    int rc = 1, L = bh.m.cfg.n_layers, n_allowed = 0;
     double t0 = al_now();
-    /* Handlers from here on, so that there is no moment between the run's
-     * beginning and the sweep where a signal would end the process with
-     * the run left 'running'. */
-    al_stop_catch();
-    /* Before the task, not the sweep: building the names task for a large
-     * --n takes a while, and Ctrl-C must end that too. */
+    /* The driver catches SIGINT/SIGTERM from before the load, so there is
+     * no moment between the run's beginning and the sweep where a signal
+     * would end the process with the run left 'running'. Before the task,
+     * not the sweep: building the names task for a large --n takes a
+     * while, and Ctrl-C must end that too. */
     o.stop = &al_stop;
     /* everything the task or the model can refuse, before a run exists */
+    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh.m.cfg.d_vocab, &allowed, &n_allowed,
+                        e))
+        goto out;
+    o.allowed = allowed;
     int made = al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e) == 0;
     if (al_stop) { /* while the task was made (it may have stopped for it): no run */
         al_errf(e, "interrupted");
@@ -275,8 +362,10 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
     }
     al_behave_warn_probe(&bh, t.T);
     if (al_behave_begin(&bh, kind, fl, e)) goto out;
-    o.progress = 1;
+    o.progress = dr->progress;
     int failed = paths ? al_paths_run(&bh.m, &t, &o, &pr, e) : al_patch_run(&bh.m, &t, &o, &r, e);
+    if (!failed && al_drive_warnings(dr, paths ? (const void *)&pr : (const void *)&r, e))
+        failed = 1;
     if (al_stop) { /* also when it came after the last configuration */
         al_errf(e, "interrupted");
         rc = 130;
@@ -287,6 +376,18 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
                : al_store_put_patch(bh.st, bh.run_id, bh.model_id, &t, &r, e)) ||
         al_store_run_finish(bh.st, bh.run_id, e))
         goto fail;
+    if (dr->json) {
+        if (paths ? json_paths(dr->doc, a, &bh, &t, &pr) : json_patch(dr->doc, a, &bh, &t, &r)) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+        if (run_id) *run_id = bh.run_id;
+        rc = 0;
+        goto out;
+    }
+    if (allowed)
+        printf("induction pairs drawn from the %d token ids that occur in %s\n", n_allowed,
+               strcmp(a->probe_tokens, "seen") == 0 ? "the model's training data" : a->probe_tokens);
     if (paths) print_paths(a, &bh, &t, &pr);
     else print_patch(a, &bh, &t, &r);
     int nb = (t.N + o.batch - 1) / o.batch;
@@ -299,7 +400,7 @@ static int do_common(patch_args *a, const al_flag *fl, int64_t *run_id, int path
 fail:
     al_behave_fail(&bh, e);
 out:
-    al_stop_release();
+    free(allowed);
     al_pairs_free(&t);
     al_patch_result_free(&r);
     al_paths_result_free(&pr);
@@ -307,34 +408,49 @@ out:
     return rc;
 }
 
-static int patch_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
-    return do_common(args, fl, run_id, 0, e);
+static int patch_do(void *args, const al_flag *fl, al_drive *d, int64_t *run_id, al_err *e) {
+    return do_common(args, fl, d, run_id, 0, e);
 }
 
-static int paths_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
-    return do_common(args, fl, run_id, 1, e);
+static int paths_do(void *args, const al_flag *fl, al_drive *d, int64_t *run_id, al_err *e) {
+    return do_common(args, fl, d, run_id, 1, e);
 }
 
 static void patch_init(void *args) {
-    patch_args *a = args;
-    memset(&a->w, 0, sizeof a->w);
-    a->o = al_patch_opts_defaults();
-    a->show = 10;
+    static const patch_args dflt = PATCH_ARGS_INIT;
+    *(patch_args *)args = dflt;
 }
 
 static void paths_init(void *args) {
-    patch_args *a = args;
-    patch_init(a);
-    a->o.direction = "noise";
+    patch_init(args);
+    ((patch_args *)args)->o.direction = "noise";
 }
 
-const al_analysis_cmd al_an_patch = {"patch", &al_cmd_patch, &g_patch, sizeof g_patch, patch_init,
-                                     patch_do};
-const al_analysis_cmd al_an_paths = {"paths", &al_cmd_paths, &g_paths, sizeof g_paths, paths_init,
-                                     paths_do};
+/* "patch (induction, head, denoise)", "paths (induction, noise)" */
+static void label(const char *name, int patch, const cJSON *v, char *buf, size_t cap) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(v, "component");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(v, "direction");
+    snprintf(buf, cap, "%s (%s%s%s, %s)", name, cJSON_IsString(t) ? t->valuestring : "induction",
+             patch ? ", " : "", patch ? (cJSON_IsString(k) ? k->valuestring : "head") : "",
+             cJSON_IsString(d) ? d->valuestring : patch ? "denoise" : "noise");
+}
+static void patch_label(const cJSON *v, char *buf, size_t cap) { label("patch", 1, v, buf, cap); }
+static void paths_label(const cJSON *v, char *buf, size_t cap) { label("paths", 0, v, buf, cap); }
 
-static int run_patch(int argc, char **argv) { return al_an_main(&al_an_patch, argc, argv); }
-static int run_paths(int argc, char **argv) { return al_an_main(&al_an_paths, argc, argv); }
+const al_analysis al_an_patch = {
+    .name = "patch", .cmd = &al_cmd_patch, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
+    .tmpl = &g_patch, .size = sizeof g_patch, .init = patch_init, .check = patch_check,
+    .run = patch_do, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .exp_label = patch_label};
+const al_analysis al_an_paths = {
+    .name = "paths", .cmd = &al_cmd_paths, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
+    .tmpl = &g_paths, .size = sizeof g_paths, .init = paths_init, .check = patch_check,
+    .run = paths_do, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .exp_label = paths_label};
+
+static int run_patch(int argc, char **argv) { return al_drive_main(&al_an_patch, argc, argv); }
+static int run_paths(int argc, char **argv) { return al_drive_main(&al_an_paths, argc, argv); }
 
 /* `attnlab help paths` shows noising as the default, as paths_init sets */
 __attribute__((constructor)) static void init_paths_default(void) { g_paths.o.direction = "noise"; }

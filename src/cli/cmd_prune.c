@@ -13,7 +13,10 @@
 #include "attnlab/analyses.h"
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/registry.h"
 #include "attnlab/store_analysis.h"
+
+#include <cjson/cJSON.h>
 
 typedef struct prune_args {
     al_an_where w;
@@ -21,11 +24,11 @@ typedef struct prune_args {
     const char *out; /* mask file; NULL: DIR/mask-<method>.json */
 } prune_args;
 
-static prune_args g = {{NULL, NULL, NULL, NULL, 0}, AL_PRUNE_OPTS_INIT, NULL};
+static prune_args g = {AL_AN_WHERE_INIT, AL_PRUNE_OPTS_INIT, NULL};
 
 static al_flag flags[] = {
-    {"model", AL_STR, &g.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
-    {"db", AL_STR, &g.w.db, "FILE", "SQLite database to add the results to (created if missing)", 1, 0},
+    AL_FLAG_MODEL(g),
+    AL_FLAG_DB(g),
     {"data", AL_STR, &g.w.data, "VAL.bin", "validation tokens (windows of the trained length)", 1, 0},
     {"method", AL_STR, &g.o.method, "M", "importance: ablation, gradient or random", 1, 0},
     {"budget", AL_FLOAT, &g.o.budget, "F",
@@ -35,10 +38,11 @@ static al_flag flags[] = {
      "validation batches: the first half estimates importance, the second half measures loss", 0, 0},
     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
     {"out", AL_STR, &g.out, "FILE", "mask file to write (default DIR/mask-<method>.json)", 0, 0},
-    {"threads", AL_INT, &g.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAG_THREADS(g),
     AL_FLAGS_END};
 
 static int run_prune(int argc, char **argv);
+extern const al_analysis al_an_prune;
 al_command al_cmd_prune = {
     "prune",
     "remove heads one at a time, least important first, and save the mask",
@@ -69,33 +73,75 @@ static void print_steps(const al_prune_result *r) {
     }
 }
 
-static int prune_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
+/* attnlab.prune/1 (docs/json.md). */
+static int json_prune(cJSON *doc, const prune_args *a, const al_behave *bh, const al_prune_opts *o,
+                      int T, const char *path, const al_prune_run_result *r) {
+    const al_prune_step *last = &r->p.steps[r->last];
+    int LH = r->L * r->H;
+    cJSON *steps;
+    if (al_behave_json(doc, bh, a->w.db) || !cJSON_AddStringToObject(doc, "method", o->method) ||
+        !cJSON_AddNumberToObject(doc, "budget", o->budget) ||
+        !cJSON_AddNumberToObject(doc, "estimate_batches", r->est_batches) ||
+        !cJSON_AddNumberToObject(doc, "evaluate_batches", r->eval_batches) ||
+        !cJSON_AddNumberToObject(doc, "batch", o->batch) || !cJSON_AddNumberToObject(doc, "T", T) ||
+        !cJSON_AddNumberToObject(doc, "base_loss", r->p.base_loss) ||
+        !(steps = cJSON_AddArrayToObject(doc, "steps")))
+        return -1;
+    for (int k = 0; k < r->p.n_steps; k++) {
+        const al_prune_step *s = &r->p.steps[k];
+        char name[32] = "";
+        if (s->layer >= 0) snprintf(name, sizeof name, "%d.%d", s->layer, s->head);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(steps, j) || !cJSON_AddNumberToObject(j, "step", s->step) ||
+            !(s->layer >= 0 ? cJSON_AddStringToObject(j, "removed", name)
+                            : cJSON_AddNullToObject(j, "removed")) ||
+            !cJSON_AddNumberToObject(j, "importance", s->importance) ||
+            !cJSON_AddNumberToObject(j, "loss", s->loss) ||
+            !cJSON_AddNumberToObject(j, "delta_loss", s->delta_loss) ||
+            !cJSON_AddNumberToObject(j, "heads_left", s->heads_left) ||
+            !cJSON_AddBoolToObject(j, "over_budget", s->over_budget))
+            return -1;
+    }
+    cJSON *m = cJSON_AddObjectToObject(doc, "mask");
+    return m && cJSON_AddStringToObject(m, "file", path) &&
+                   cJSON_AddNumberToObject(m, "heads_off", LH - last->heads_left) &&
+                   cJSON_AddNumberToObject(m, "heads", LH) &&
+                   cJSON_AddNumberToObject(m, "loss", last->loss)
+               ? 0
+               : -1;
+}
+
+static int prune_check(const void *args, const al_flag *fl, al_err *e) {
+    const prune_args *a = args;
+    (void)fl;
+    if (al_prune_opts_check(&a->o, e) || al_threads_check(a->w.threads, e)) return -1;
+    if (a->out && strlen(a->out) >= AL_PATH_MAX)
+        return al_errf(e, "--out path too long (%zu bytes)", strlen(a->out));
+    return 0;
+}
+
+static int prune_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
     prune_args *a = args;
-    if (al_prune_opts_check(&a->o, e)) return 2;
-    if (al_threads_check(a->w.threads, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave bh;
-    if (al_behave_open(&bh, a->w.model, NULL, a->w.db, "prune", fl, e)) return 1;
     al_tokens d = {0};
     al_prune_run_result r = {0};
     al_prune_opts o = a->o;
     char path[AL_PATH_MAX + 64];
     int T, rc = 1;
     double t0 = al_now();
-    o.progress = 1;
-    if (a->out) {
-        if (strlen(a->out) >= sizeof path) {
-            al_errf(e, "--out path too long (%zu bytes)", strlen(a->out));
-            goto fail;
-        }
-        snprintf(path, sizeof path, "%s", a->out);
-    } else {
+    o.progress = dr->progress;
+    if (al_behave_load(&bh, a->w.model, NULL, a->w.db, e)) return 1;
+    /* the mask file's path and the tokens before the run row exists */
+    if (a->out) snprintf(path, sizeof path, "%s", a->out);
+    else {
         char name[64];
         snprintf(name, sizeof name, "mask-%s.json", o.method);
-        if (al_path_join(path, sizeof path, a->w.model, name, e)) goto fail;
+        if (al_path_join(path, sizeof path, a->w.model, name, e)) goto out;
     }
-    if (al_behave_tokens(&bh, a->w.data, &d, &T, e) || al_prune_run(&bh.m, &d, T, &o, &r, e))
-        goto fail;
+    if (al_behave_tokens(&bh, a->w.data, &d, &T, e) || al_behave_begin(&bh, "prune", fl, e))
+        goto out;
+    if (al_prune_run(&bh.m, &d, T, &o, &r, e)) goto fail;
     const al_prune_step *last = &r.p.steps[r.last];
     al_mask_info info = {o.method, o.budget, r.p.base_loss, last->loss, o.seed,
                          r.method == AL_PRUNE_RANDOM};
@@ -103,17 +149,24 @@ static int prune_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
         al_mask_save(path, &bh.m.cfg, r.p.off, &info, e) ||
         al_store_run_finish(bh.st, bh.run_id, e))
         goto fail;
-    printf("model %s (sha256 %.12s…) -> run %lld of %s; prune by %s, estimate on %d x %d "
-           "windows of %d, evaluate on %d x %d\n",
-           a->w.model, bh.sha, (long long)bh.run_id, a->w.db, o.method, r.est_batches, o.batch, T,
-           r.eval_batches, o.batch);
-    print_steps(&r.p);
-    int LH = r.L * r.H;
-    if (o.budget >= 0)
-        printf("budget %g: loss limit %.4f (base %.4f); ", o.budget, (1 + o.budget) * r.p.base_loss,
-               r.p.base_loss);
-    printf("mask: %d of %d heads off, loss %.4f -> %s (%.2f s)\n", LH - last->heads_left, LH,
-           last->loss, path, al_now() - t0);
+    if (dr->json) {
+        if (json_prune(dr->doc, a, &bh, &o, T, path, &r)) {
+            al_errf(e, "out of memory");
+            goto out;
+        }
+    } else {
+        printf("model %s (sha256 %.12s…) -> run %lld of %s; prune by %s, estimate on %d x %d "
+               "windows of %d, evaluate on %d x %d\n",
+               a->w.model, bh.sha, (long long)bh.run_id, a->w.db, o.method, r.est_batches, o.batch,
+               T, r.eval_batches, o.batch);
+        print_steps(&r.p);
+        int LH = r.L * r.H;
+        if (o.budget >= 0)
+            printf("budget %g: loss limit %.4f (base %.4f); ", o.budget,
+                   (1 + o.budget) * r.p.base_loss, r.p.base_loss);
+        printf("mask: %d of %d heads off, loss %.4f -> %s (%.2f s)\n", LH - last->heads_left, LH,
+               last->loss, path, al_now() - t0);
+    }
     if (run_id) *run_id = bh.run_id;
     rc = 0;
     goto out;
@@ -133,6 +186,12 @@ static void prune_init(void *args) {
     a->out = NULL;
 }
 
-const al_analysis_cmd al_an_prune = {"prune", &al_cmd_prune, &g, sizeof g, prune_init, prune_do};
+static const char *const prune_methods[] = {"ablation", "gradient", "random", NULL};
+static const char *const prune_deny[] = {"method", "out", NULL};
 
-static int run_prune(int argc, char **argv) { return al_an_main(&al_an_prune, argc, argv); }
+const al_analysis al_an_prune = {
+    .name = "prune", .cmd = &al_cmd_prune, .groups = AL_GROUP_WHERE, .tmpl = &g, .size = sizeof g,
+    .init = prune_init, .check = prune_check, .run = prune_do, .exp_data = AL_EXP_DATA_VAL,
+    .exp_deny = prune_deny, .exp_methods = prune_methods};
+
+static int run_prune(int argc, char **argv) { return al_drive_main(&al_an_prune, argc, argv); }

@@ -15,8 +15,11 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/circuit_run.h"
+#include "attnlab/registry.h"
 #include "attnlab/store_analysis.h"
 #include "attnlab/thresholds.h"
+
+#include <cjson/cJSON.h>
 
 typedef struct scores_args {
     al_an_where w;
@@ -25,28 +28,25 @@ typedef struct scores_args {
     const char *probe_tokens;   /* all | seen | a token file (al_probe_tokens) */
 } scores_args;
 
-static scores_args g = {{NULL, NULL, NULL, NULL, 0}, AL_SCORES_OPTS_INIT, NULL, "corrupted", "all"};
+#define SCORES_ARGS_INIT                                                                           \
+    {AL_AN_WHERE_INIT, AL_SCORES_OPTS_INIT, NULL, AL_FILL_DEFAULT, AL_PROBE_TOKENS_DEFAULT}
+static scores_args g = SCORES_ARGS_INIT;
 
 static al_flag flags[] = {
-    {"model", AL_STR, &g.w.model, "DIR", "model directory (from attnlab train)", 1, 0},
-    {"db", AL_STR, &g.w.db, "FILE", "SQLite database to add the results to (created if missing)", 1, 0},
+    AL_FLAG_MODEL(g),
+    AL_FLAG_DB(g),
     {"data", AL_STR, &g.w.data, "VAL.bin",
      "validation tokens for icl_score and copying_ablation (skipped without)", 0, 0},
     {"probe-r", AL_INT, &g.o.probe_r, "R", "random tokens per repeat of the probe", 0, 0},
     {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
-    {"probe-tokens", AL_STR, &g.probe_tokens, "WHICH",
-     "the ids the probe draws from: all (the vocabulary), seen (those in the model's training "
-     "data) or FILE.bin (those in a token file)", 0, 0},
+    AL_FLAG_PROBE_TOKENS(g),
     {"batches", AL_INT, &g.o.batches, "N", "validation batches (windows of the trained length)", 0, 0},
     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
     {"mask", AL_STR, &g.w.mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
-    {"circuit", AL_STR, &g.circuit, "FILE",
-     "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},
-    {"fill", AL_STR, &g.fill, "F",
-     "what the circuit's removed edges carry: corrupted (the next sequence's values) or mean "
-     "(needs --data)", 0, 0},
-    {"threads", AL_INT, &g.w.threads, "N", "threads (0 = default)", 0, 0},
+    AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
+                        "values) or mean (needs --data)"),
+    AL_FLAG_THREADS(g),
     AL_FLAGS_END};
 
 static int run_scores(int argc, char **argv);
@@ -131,10 +131,97 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
                 ps->prev_token, r->off, L * H, H, AL_TH_PREV_TOKEN);
 }
 
-static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) {
+/* "induction_heads": [{"head": "1.3", "value": 0.87, "off": false}, ...]
+ * of heads with v > thr, strongest first (as print_named). */
+static int json_named(cJSON *doc, const char *key, const double *v, const unsigned char *off,
+                      int LH, int H, double thr) {
+    cJSON *arr = cJSON_AddArrayToObject(doc, key);
+    int *used = calloc((size_t)LH, sizeof(int)), rc = arr && used ? 0 : -1;
+    for (; rc == 0;) {
+        int best = -1;
+        for (int i = 0; i < LH; i++)
+            if (!used[i] && v[i] > thr && (best < 0 || v[i] > v[best])) best = i;
+        if (best < 0) break;
+        used[best] = 1;
+        char nm[32];
+        snprintf(nm, sizeof nm, "%d.%d", best / H, best % H);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(arr, j) || !cJSON_AddStringToObject(j, "head", nm) ||
+            !cJSON_AddNumberToObject(j, "value", v[best]) ||
+            !cJSON_AddBoolToObject(j, "off", off[best]))
+            rc = -1;
+    }
+    free(used);
+    return rc;
+}
+
+/* attnlab.scores/1 (docs/json.md). */
+static int json_scores(cJSON *doc, const scores_args *a, const al_behave *b, int n_allowed,
+                       const al_scores_result *r) {
+    int L = r->L, H = r->H;
+    const al_probe_scores *ps = &r->probe;
+    const al_scores_opts *o = &a->o;
+    cJSON *heads, *probe;
+    if (al_behave_json(doc, b, a->w.db) || !cJSON_AddNumberToObject(doc, "layers", L) ||
+        !cJSON_AddNumberToObject(doc, "heads_per_layer", H) ||
+        !cJSON_AddStringToObject(doc, "probe_tokens", a->probe_tokens) ||
+        !cJSON_AddNumberToObject(doc, "probe_ids", n_allowed) ||
+        !(heads = cJSON_AddArrayToObject(doc, "heads")))
+        return -1;
+    for (int i = 0; i < L * H; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "%d.%d", i / H, i % H);
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(heads, j) || !cJSON_AddStringToObject(j, "head", nm) ||
+            !cJSON_AddNumberToObject(j, "induction", ps->induction[i]) ||
+            !cJSON_AddNumberToObject(j, "duplicate_token", ps->duplicate_token[i]) ||
+            !cJSON_AddNumberToObject(j, "prev_token", ps->prev_token[i]) ||
+            !cJSON_AddBoolToObject(j, "off", r->off[i]))
+            return -1;
+        if (r->have_text && !r->off[i] &&
+            (!cJSON_AddNumberToObject(j, "copying_ablation", r->copying[i]) ||
+             !cJSON_AddNumberToObject(j, "copying_ablation_excess", r->excess[i])))
+            return -1;
+    }
+    if (!(probe = cJSON_AddObjectToObject(doc, "probe")) ||
+        !cJSON_AddNumberToObject(probe, "r", o->probe_r) ||
+        !cJSON_AddNumberToObject(probe, "n", o->probe_n) ||
+        !cJSON_AddNumberToObject(probe, "seed", (double)o->probe_seed) ||
+        !cJSON_AddNumberToObject(probe, "loss_first", ps->loss_first) ||
+        !cJSON_AddNumberToObject(probe, "loss_second", ps->loss_second) ||
+        !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain))
+        return -1;
+    if (r->have_text) {
+        cJSON *t = cJSON_AddObjectToObject(doc, "text");
+        if (!t || !cJSON_AddStringToObject(t, "data", a->w.data) ||
+            !cJSON_AddNumberToObject(t, "T", r->T) ||
+            !cJSON_AddNumberToObject(t, "loss", r->val_loss) ||
+            !cJSON_AddNumberToObject(t, "icl_score", r->icl_score) ||
+            !cJSON_AddNumberToObject(t, "icl_late", r->icl_late) ||
+            !cJSON_AddNumberToObject(t, "icl_early", r->icl_early) ||
+            !cJSON_AddNumberToObject(t, "copy_fraction", r->copy_fraction) ||
+            !cJSON_AddNumberToObject(t, "loss_copy", r->val_loss_copy))
+            return -1;
+    } else if (!cJSON_AddNullToObject(doc, "text"))
+        return -1;
+    return json_named(doc, "induction_heads", ps->induction, r->off, L * H, H, AL_TH_INDUCTION) ||
+                   json_named(doc, "previous_token_heads", ps->prev_token, r->off, L * H, H,
+                              AL_TH_PREV_TOKEN)
+               ? -1
+               : 0;
+}
+
+static int scores_check(const void *args, const al_flag *fl, al_err *e) {
+    const scores_args *a = args;
+    (void)fl;
+    return al_scores_opts_check(&a->o, e) || al_threads_check(a->w.threads, e) ||
+                   al_circuit_fill_check(a->fill, e)
+               ? -1
+               : 0;
+}
+
+static int scores_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
     scores_args *a = args;
-    if (al_scores_opts_check(&a->o, e)) return 2;
-    if (al_threads_check(a->w.threads, e) || al_circuit_fill_check(a->fill, e)) return 2;
     al_set_threads(a->w.threads);
     al_behave b;
     al_tokens d = {0};
@@ -142,7 +229,7 @@ static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
     al_scores_opts o = a->o;
     unsigned char *allowed = NULL;
     int T = 0, rc = 1, n_allowed = 0;
-    o.progress = 1;
+    o.progress = dr->progress;
     if (al_behave_load(&b, a->w.model, a->w.mask, a->w.db, e)) return 1;
     if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, b.m.cfg.d_vocab, &allowed, &n_allowed,
                         e) ||
@@ -157,7 +244,7 @@ static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
     }
     al_behave_warn_probe(&b, 2 * o.probe_r + 1);
     o.probe_allowed = allowed;
-    if (allowed)
+    if (allowed && !dr->json)
         printf("probe drawn from the %d token ids that occur in %s\n", n_allowed,
                strcmp(a->probe_tokens, "seen") == 0 ? "the model's training data" : a->probe_tokens);
     if (al_scores_run(&b.m, a->w.data ? &d : NULL, T, al_behave_bos(&b), b.off, &o, &r, e) ||
@@ -166,7 +253,11 @@ static int scores_do(void *args, const al_flag *fl, int64_t *run_id, al_err *e) 
         al_behave_fail(&b, e);
         goto out;
     }
-    print_summary(a, &b, &r);
+    if (!dr->json) print_summary(a, &b, &r);
+    else if (json_scores(dr->doc, a, &b, n_allowed, &r)) {
+        al_errf(e, "out of memory");
+        goto out;
+    }
     if (run_id) *run_id = b.run_id;
     rc = 0;
 out:
@@ -178,13 +269,13 @@ out:
 }
 
 static void scores_init(void *args) {
-    scores_args *a = args;
-    memset(&a->w, 0, sizeof a->w);
-    a->o = al_scores_opts_defaults();
-    a->circuit = NULL, a->fill = "corrupted", a->probe_tokens = "all";
+    static const scores_args dflt = SCORES_ARGS_INIT;
+    *(scores_args *)args = dflt;
 }
 
-const al_analysis_cmd al_an_scores = {"scores", &al_cmd_scores, &g, sizeof g, scores_init,
-                                      scores_do};
+const al_analysis al_an_scores = {
+    .name = "scores", .cmd = &al_cmd_scores, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
+    .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check, .run = scores_do,
+    .exp_data = AL_EXP_DATA_VAL};
 
-static int run_scores(int argc, char **argv) { return al_an_main(&al_an_scores, argc, argv); }
+static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }

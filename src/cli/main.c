@@ -1,45 +1,60 @@
 /* main.c -- the attnlab command table; the only place that exits.
- * Each command lives in src/cli/cmd_<name>.c and exports an al_command. */
+ * Each command lives in src/cli/cmd_<name>.c and exports an al_command;
+ * the analysis commands come from the registry (registry.h), in its
+ * order, between the commands that make models and those that use many
+ * runs at once. */
 #include <stdio.h>
 #include <string.h>
 
 #include "attnlab/args.h"
 #include "attnlab/config.h"
+#include "attnlab/registry.h"
 #include "attnlab/util.h"
 
-/* One line per command; keep the order of `attnlab help`. */
-#define COMMANDS(X)  \
-    X(data_synth)    \
-    X(data_brown)    \
+/* The other commands, one line each; keep the order of `attnlab help`.
+ * BEFORE come ahead of the analyses, AFTER behind them. */
+#define BEFORE(X)      \
+    X(data_synth)      \
+    X(data_brown)      \
     X(tokenizer_train) \
-    X(encode)        \
-    X(train)         \
-    X(run)           \
-    X(circuits)      \
-    X(heatmap)       \
-    X(scores)        \
-    X(ablate)        \
-    X(prune)         \
-    X(patch)         \
-    X(paths)         \
-    X(attribute)     \
-    X(discover)      \
-    X(names)         \
-    X(report)        \
-    X(experiment)    \
-    X(db_merge)      \
+    X(encode)          \
+    X(train)           \
+    X(run)
+#define AFTER(X)   \
+    X(heatmap)     \
+    X(report)      \
+    X(experiment)  \
+    X(db_merge)    \
     X(debug_dump)
 
 #define DECLARE(n) extern al_command al_cmd_##n;
-COMMANDS(DECLARE)
+BEFORE(DECLARE)
+AFTER(DECLARE)
 #undef DECLARE
 
-static al_command *commands[] = {
-#define ENTRY(n) &al_cmd_##n,
-    COMMANDS(ENTRY)
+#define MAX_COMMANDS 64
+static al_command *commands[MAX_COMMANDS];
+static int n_commands;
+
+/* commands[]: BEFORE, the registry's analyses, AFTER. */
+static void build_table(void) {
+#define ENTRY(n) commands[n_commands++] = &al_cmd_##n;
+    BEFORE(ENTRY)
+    for (const al_analysis *const *a = al_analyses; *a && n_commands < MAX_COMMANDS - 8; a++)
+        commands[n_commands++] = (*a)->cmd;
+    AFTER(ENTRY)
 #undef ENTRY
-};
-static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
+}
+
+/* `attnlab help <c>`: an analysis's help adds the driver's flags. */
+static void command_help(FILE *f, const al_command *c) {
+    for (const al_analysis *const *a = al_analyses; *a; a++)
+        if ((*a)->cmd == c) {
+            al_drive_help(f, *a);
+            return;
+        }
+    al_command_help(f, c);
+}
 
 static void overview(FILE *f) {
     fprintf(f,
@@ -88,6 +103,7 @@ static int group_help(FILE *f, const char *word) {
 }
 
 int main(int argc, char **argv) {
+    build_table();
     if (argc < 2) {
         overview(stderr);
         return 2;
@@ -101,7 +117,7 @@ int main(int argc, char **argv) {
         int used = 0;
         al_command *c = lookup(argc - 2, argv + 2, &used);
         if (c) {
-            al_command_help(stdout, c);
+            command_help(stdout, c);
             return 0;
         }
         if (group_help(stdout, argv[2])) return 0;
@@ -124,7 +140,7 @@ int main(int argc, char **argv) {
     char **sub_argv = argv + 1 + used;
     for (int i = 0; i < sub_argc; i++)
         if (strcmp(sub_argv[i], "--help") == 0 || strcmp(sub_argv[i], "-h") == 0) {
-            al_command_help(stdout, c);
+            command_help(stdout, c);
             return 0;
         }
     int rc = c->run(sub_argc, sub_argv);

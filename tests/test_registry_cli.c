@@ -1,0 +1,132 @@
+/* test_registry_cli.c -- tests that walk the analysis registry
+ * (registry.h), so that a new analysis is covered by adding its
+ * descriptor: every command's --json is one JSON document with its
+ * versioned schema and run id; a bad input (mask, head, pair file,
+ * circuit file) leaves `runs` unchanged; every command with the task
+ * group (and the probe commands) accepts --probe-tokens seen. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "attnlab/registry.h"
+#include "test.h"
+
+/* Small options per command, so each run takes a moment on the tiny
+ * model (T = 32); a command not listed runs with none. */
+static const char *small(const char *name) {
+    static const char *const opts[][2] = {
+        {"circuits", "--top-k 5 --mc-samples 10"},
+        {"scores", "--probe-r 6 --probe-n 4 --batches 1 --batch 2"},
+        {"ablate", "--probe-r 6 --probe-n 4 --batches 1 --batch 2"},
+        {"prune", "--method random --batches 2 --batch 2"},
+        {"patch", "--probe-r 6 --n 4 --batch 2"},
+        {"paths", "--probe-r 6 --n 4 --batch 2"},
+        {"attribute", "--probe-r 6 --n 4 --batch 2 --no-compare"},
+        {"discover", "--probe-r 6 --n 4 --batch 2 --sweep 0.1"},
+        {"names", "--stories 3"},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (strcmp(opts[i][0], name) == 0) return opts[i][1];
+    return "";
+}
+
+static int has_flag(const al_analysis *a, const char *flag) {
+    for (const al_flag *f = a->cmd->flags; f->name; f++)
+        if (strcmp(f->name, flag) == 0) return 1;
+    return 0;
+}
+
+/* "--data DIR/s.val.bin" for the commands that read tokens */
+static void data_arg(const al_analysis *a, const char *dir, char *buf, size_t cap) {
+    if (a->exp_data == AL_EXP_DATA_VAL) snprintf(buf, cap, "--data %s/s.val.bin", dir);
+    else buf[0] = 0;
+}
+
+TEST(registry_cli_json_every_analysis) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.json");
+    t_tiny_model(dir.s, 2, 20);
+    int n = 0;
+    for (const al_analysis *const *ap = al_analyses; *ap; ap++, n++) {
+        const al_analysis *a = *ap;
+        char data[1200], want[64];
+        data_arg(a, dir.s, data, sizeof data);
+        int rc = t_sh("%s %s --model %s/m2 --db %s %s %s --threads 2 --json > %s 2>/dev/null",
+                      t_bin(), a->name, dir.s, db.s, data, small(a->name), out.s);
+        CHECKF(rc == 0, "%s --json: exit %d", a->name, rc);
+        char *txt = t_slurp(out.s);
+        cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+        CHECKF(j != NULL, "%s --json: not one JSON document:\n%s", a->name, txt ? txt : "");
+        snprintf(want, sizeof want, "attnlab.%s/1", a->name);
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "schema");
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "run");
+        CHECKF(cJSON_IsString(s) && strcmp(s->valuestring, want) == 0, "%s: schema", a->name);
+        CHECKF(cJSON_IsNumber(r) && r->valuedouble == n + 1, "%s: run id", a->name);
+        cJSON_Delete(j);
+        free(txt);
+    }
+    char want[32];
+    snprintf(want, sizeof want, "%d|%d", n, n);
+    CHECK_SQL(db.s, "SELECT count(*), sum(status = 'done') FROM runs", want);
+    /* discover --sweep lists every circuit of its run */
+    CHECK(t_sh("%s discover --model %s/m2 --db %s --probe-r 6 --n 4 --batch 2 --sweep 0.1,1 "
+               "--threads 2 --json > %s 2>/dev/null", t_bin(), dir.s, db.s, out.s) == 0);
+    char *txt = t_slurp(out.s);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "sweep")) == 3);
+    cJSON_Delete(j);
+    free(txt);
+}
+
+TEST(registry_cli_bad_input_leaves_no_run) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
+    t_tiny_model(dir.s, 2, 20);
+    t_write("bad.json", "{not json");
+    t_pbuf bad = t_pcopy("bad.json");
+    t_write("bad.jsonl", "{\"clean\": \"a\"}\n");
+    t_pbuf badp = t_pcopy("bad.jsonl");
+    for (const al_analysis *const *ap = al_analyses; *ap; ap++) {
+        const al_analysis *a = *ap;
+        char data[1200];
+        data_arg(a, dir.s, data, sizeof data);
+        struct { const char *flag, *args, *file; } cases[] = {
+            {"mask", "--mask", bad.s}, {"circuit", "--circuit", bad.s},
+            {"pairs", "--task file --pairs", badp.s}, {"heads", "--heads", "1.9"}};
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            if (!has_flag(a, cases[k].flag)) continue;
+            /* ablate's --pairs is its pair mode, not the task group's file */
+            if (!strcmp(cases[k].flag, "pairs") && !(a->groups & AL_GROUP_TASK)) continue;
+            int rc = t_sh("%s %s --model %s/m2 --db %s %s %s %s %s --threads 2 >/dev/null "
+                          "2>/dev/null", t_bin(), a->name, dir.s, db.s, data, small(a->name),
+                          cases[k].args, cases[k].file);
+            CHECKF(rc == 1, "%s --%s bad: exit %d", a->name, cases[k].flag, rc);
+            long runs = t_sql_long(db.s, "SELECT count(*) FROM runs");
+            CHECKF(runs <= 0, "%s --%s bad: %ld runs", a->name, cases[k].flag, runs);
+        }
+    }
+}
+
+TEST(registry_cli_probe_tokens_seen) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
+    t_tiny_model(dir.s, 2, 20);
+    int n = 0;
+    for (const al_analysis *const *ap = al_analyses; *ap; ap++) {
+        const al_analysis *a = *ap;
+        if (!has_flag(a, "probe-tokens")) continue;
+        CHECKF((a->groups & AL_GROUP_TASK) || !strcmp(a->name, "scores") ||
+                   !strcmp(a->name, "ablate"), "%s: --probe-tokens outside the task group",
+               a->name);
+        char data[1200];
+        data_arg(a, dir.s, data, sizeof data);
+        int rc = t_sh("%s %s --model %s/m2 --db %s %s %s --probe-tokens seen --threads 2 "
+                      ">/dev/null 2>&1", t_bin(), a->name, dir.s, db.s, data, small(a->name));
+        CHECKF(rc == 0, "%s --probe-tokens seen: exit %d", a->name, rc);
+        n++;
+    }
+    /* every command that builds the induction task */
+    for (const al_analysis *const *ap = al_analyses; *ap; ap++)
+        if ((*ap)->groups & AL_GROUP_TASK) CHECKF(has_flag(*ap, "probe-tokens"), "%s", (*ap)->name);
+    CHECK(n >= 6);
+}
