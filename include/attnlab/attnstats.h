@@ -20,6 +20,7 @@
 #include "attnlab/data.h"
 #include "attnlab/model.h"
 #include "attnlab/util.h"
+#include "attnlab/view.h"
 
 typedef struct al_attnstats_opts {
     int batches, batch;          /* validation batches (4) of (8) windows, 1..100000 */
@@ -53,6 +54,10 @@ typedef struct al_attnstats_result {
  * memory, stopped). */
 int al_attnstats_run(al_model *m, const al_tokens *val, int T, const al_attnstats_opts *o,
                      al_attnstats_result *r, al_err *e);
+/* r as generic per-head views (view.h), borrowing its arrays: metrics
+ * attn_entropy, attn_entropy_norm and attn_distance. Writes at most cap
+ * views into out; returns how many r has (3). */
+int al_attnstats_views(const al_attnstats_result *r, al_view *out, int cap);
 /* Frees and zeroes r; harmless on a zeroed struct. */
 void al_attnstats_result_free(al_attnstats_result *r);
 
