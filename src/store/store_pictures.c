@@ -371,6 +371,7 @@ int al_store_default_circuit(al_store *s, long run, char *method, double *tau, a
         T r = {__VA_ARGS__};                                                               \
         return rows_push(ctx, &r, e);                                                      \
     }
+/* The offsets of a row type's string fields, and how many there are. */
 #define STRS(...) (const size_t[]){__VA_ARGS__}, (int)(sizeof((const size_t[]){__VA_ARGS__}) / sizeof(size_t))
 #define NO_STRS NULL, 0
 /* The block of a list reader into *rows (typed), the reader's result returned. */
