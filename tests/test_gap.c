@@ -52,6 +52,11 @@ TEST(gap_rule_edge_cases) {
     al_gap_check(&w, "logit difference", c3, z, 4);
     CHECK(w.n == 1 && has(&w, 0, "barely differ") && has(&w, 0, "gap 0.01") &&
           has(&w, 0, "SE 0.058") && has(&w, 0, "noise"));
+    /* a negative gap within 3 SE: noise, not an inversion */
+    w.n = 0;
+    double c3n[4] = {-0.1, 0.08, -0.12, 0.1};
+    al_gap_check(&w, "logit difference", c3n, z, 4);
+    CHECK(w.n == 1 && has(&w, 0, "barely differ") && has(&w, 0, "the clean one lower"));
     /* just outside 3 SE is fine: d = 1 ± 0.1 → SE 0.05 (n 4), 3 SE = 0.15 < 0.2 */
     w.n = 0;
     double c4[4] = {0.3, 0.1, 0.3, 0.1};

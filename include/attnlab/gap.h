@@ -14,6 +14,8 @@
  *   - or it lies within AL_GAP_N_SE (3) standard errors of zero. With one
  *     pair there is no spread: only the sign (and a gap of exactly 0)
  *     counts.
+ * The message says which: more than 3 SE below zero, the effects' signs
+ * are inverted; within 3 SE (a negative gap too), they are mostly noise.
  * Normalised effects and faithfulness divide by this gap, so a small gap
  * scales noise up and a wrong-signed one inverts them. Separately, a
  * normalised effect or faithfulness outside [AL_EFFECT_LO, AL_EFFECT_HI]

@@ -54,14 +54,14 @@ void al_gap_check(al_warnings *w, const char *metric, const double *m_clean,
         al_warnings_add(w, "%s: the corrupted run barely changes the output (%s, within %g SE of "
                            "0): a KL-guided search finds every edge removable", name, nums,
                         AL_GAP_N_SE);
-    else if (gap < 0)
+    else if (gap < -AL_GAP_N_SE * se) /* clearly the wrong way round */
         al_warnings_add(w, "%s: the clean input scores worse than the corrupted one (%s): "
                            "normalised effects divide by this gap, so their signs are inverted",
                         name, nums);
     else if (gap <= AL_GAP_N_SE * se)
-        al_warnings_add(w, "%s: the clean and corrupted runs barely differ (%s, within %g SE of 0): "
-                           "normalised effects divide by this gap, so they are mostly noise",
-                        name, nums, AL_GAP_N_SE);
+        al_warnings_add(w, "%s: the clean and corrupted runs barely differ (%s, within %g SE of "
+                           "0%s): normalised effects divide by this gap, so they are mostly noise",
+                        name, nums, AL_GAP_N_SE, gap < 0 ? ", the clean one lower" : "");
 }
 
 int al_gap_check_items(al_warnings *w, const al_pairs *t, const char *metric,
