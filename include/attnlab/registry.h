@@ -18,10 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "attnlab/args.h"
+#include "attnlab/gap.h"
 #include "attnlab/util.h"
 
 struct cJSON;
-struct al_warnings; /* gap.h: the gap/effect warnings of a pair-task result */
+struct al_behave;   /* behave.h */
 
 /* ---- shared option groups ---- */
 
@@ -87,7 +88,9 @@ typedef struct al_drive {
     int progress;        /* a progress line on stderr (stderr a tty, or --progress) */
     int strict;          /* --strict: refuse (exit 1, nothing stored) on a gap/effect warning */
     struct cJSON *doc;   /* --json: the document ("schema" set); the run adds what its
-                          * text shows, the driver adds "run" */
+                          * text shows, the driver adds "run" and "warnings" */
+    al_warnings warn;    /* the warnings raised by this run (al_drive_warnings), stored
+                          * by al_drive_store_warnings */
 } al_drive;
 
 /* ---- the descriptor ---- */
@@ -149,10 +152,17 @@ int al_analysis_flags(const al_analysis *a, void *args, al_flag *out, int cap, a
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
                  int64_t *run_id, al_err *e);
 /* The one place gap/effect warnings of a result (a's warnings accessor)
- * are raised: printed as "attnlab: warning: ...", stored with the run, and
- * under --strict refused. A run calls it after its analysis and before it
- * stores anything. 0, or −1 with e (refused: the run stores nothing). */
-int al_drive_warnings(al_drive *d, const void *result, al_err *e);
+ * are raised: each printed on stderr as "attnlab: warning: ...", kept in
+ * d->warn for the run's rows and the --json document. A run calls it
+ * after its analysis and before it stores anything (b: its set-up, the
+ * run begun). Under --strict a warning refuses the run: the begun run and
+ * every row of it are deleted (b->run_id becomes 0, so a later
+ * al_behave_fail touches nothing) and −1 comes back with e saying why.
+ * 0 otherwise. */
+int al_drive_warnings(al_drive *d, struct al_behave *b, const void *result, al_err *e);
+/* d->warn as rows of the run (run_warnings), inside the run's
+ * transaction; nothing when none were raised. 0, or −1 with e. */
+int al_drive_store_warnings(const al_drive *d, struct al_behave *b, al_err *e);
 /* `attnlab <name> ...`: parse argv (the command's flags and the driver's
  * --json, --progress, --strict) into a->tmpl, run, print the JSON
  * document under --json; prints the error or usage; returns the exit

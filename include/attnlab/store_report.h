@@ -51,6 +51,9 @@ int al_sr_model_id(al_store *s, const char *sha, double *id, al_err *e);
 int al_sr_model_card(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* The newest train run's log, by step: step, tokens, train_loss,
  * val_loss, icl_gain, seconds, the step's best induction score. */
+/* The gap/effect warnings of the model's finished runs (run_warnings),
+ * by run and order: run_id, kind, message. */
+int al_sr_warnings(al_store *s, const char *mid, al_rows *out, al_err *e);
 int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* models.final_val_loss (NaN: none). */
 int al_sr_final_val_loss(al_store *s, const char *mid, double *v, al_err *e);

@@ -423,13 +423,13 @@ static int attr_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id,
         failed = al_attrpatch_run(&bh.m, &t, &o, !a->no_compare, &ap, e);
         have_ap = !failed;
     }
-    if (!failed && al_drive_warnings(dr, &r, e)) failed = 1;
+    if (!failed && al_drive_warnings(dr, &bh, &r, e)) failed = 1;
     if (al_stop) { /* also when it came after the last step */
         al_errf(e, "interrupted");
         rc = 130;
         goto fail;
     }
-    if (failed || al_store_tx_begin(bh.st, e) ||
+    if (failed || al_store_tx_begin(bh.st, e) || al_drive_store_warnings(dr, &bh, e) ||
         al_store_put_attribute(bh.st, bh.run_id, bh.model_id, &t, &r, have_ap ? &ap : NULL, bh.tok,
                                e) ||
         al_store_run_finish(bh.st, bh.run_id, e))
@@ -479,10 +479,14 @@ static void attr_label(const cJSON *v, char *buf, size_t cap) {
                                                                       : "induction");
 }
 
+static const al_warnings *attr_warnings(const void *r) {
+    return &((const al_attr_result *)r)->warn;
+}
+
 const al_analysis al_an_attribute = {
     .name = "attribute", .cmd = &al_cmd_attribute, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_attr, .size = sizeof g_attr, .init = attr_init, .check = attr_check,
-    .run = attr_do, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_ASKED,
+    .run = attr_do, .warnings = attr_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_ASKED,
     .exp_label = attr_label};
 
 static int run_attribute(int argc, char **argv) { return al_drive_main(&al_an_attribute, argc, argv); }

@@ -338,7 +338,7 @@ static int disc_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id,
                    i ? " (--sweep)" : " (the main circuit)");
         failed = al_discover_run(&bh.m, &t, &d, &rs[i], e);
         n_done += !failed;
-        if (!failed && al_drive_warnings(dr, &rs[i], e)) failed = 1;
+        if (!failed && al_drive_warnings(dr, &bh, &rs[i], e)) failed = 1;
     }
     d.tau = a->tau;
     if (al_stop) {
@@ -346,7 +346,7 @@ static int disc_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id,
         rc = 130;
         goto fail;
     }
-    if (failed || al_store_tx_begin(bh.st, e)) goto fail;
+    if (failed || al_store_tx_begin(bh.st, e) || al_drive_store_warnings(dr, &bh, e)) goto fail;
     for (int i = 0; i < n_done; i++) {
         d.tau = taus[i];
         if (al_store_put_discover(bh.st, bh.run_id, bh.model_id, &t, &d, &rs[i], e)) goto fail;
@@ -409,10 +409,14 @@ static void disc_label(const cJSON *v, char *buf, size_t cap) {
 /* the circuit file stays beside the experiment's model */
 static const char *const disc_deny[] = {"out", NULL};
 
+static const al_warnings *disc_warnings(const void *r) {
+    return &((const al_discover_result *)r)->warn;
+}
+
 const al_analysis al_an_discover = {
     .name = "discover", .cmd = &al_cmd_discover, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_disc, .size = sizeof g_disc, .init = disc_init, .check = disc_check,
-    .run = disc_do, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .run = disc_do, .warnings = disc_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
     .exp_deny = disc_deny, .exp_label = disc_label};
 
 static int run_discover(int argc, char **argv) { return al_drive_main(&al_an_discover, argc, argv); }

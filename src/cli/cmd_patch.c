@@ -364,14 +364,14 @@ static int do_common(patch_args *a, const al_flag *fl, al_drive *dr, int64_t *ru
     if (al_behave_begin(&bh, kind, fl, e)) goto out;
     o.progress = dr->progress;
     int failed = paths ? al_paths_run(&bh.m, &t, &o, &pr, e) : al_patch_run(&bh.m, &t, &o, &r, e);
-    if (!failed && al_drive_warnings(dr, paths ? (const void *)&pr : (const void *)&r, e))
+    if (!failed && al_drive_warnings(dr, &bh, paths ? (const void *)&pr : (const void *)&r, e))
         failed = 1;
     if (al_stop) { /* also when it came after the last configuration */
         al_errf(e, "interrupted");
         rc = 130;
         goto fail;
     }
-    if (failed || al_store_tx_begin(bh.st, e) ||
+    if (failed || al_store_tx_begin(bh.st, e) || al_drive_store_warnings(dr, &bh, e) ||
         (paths ? al_store_put_paths(bh.st, bh.run_id, bh.model_id, &t, &pr, e)
                : al_store_put_patch(bh.st, bh.run_id, bh.model_id, &t, &r, e)) ||
         al_store_run_finish(bh.st, bh.run_id, e))
@@ -438,15 +438,22 @@ static void label(const char *name, int patch, const cJSON *v, char *buf, size_t
 static void patch_label(const cJSON *v, char *buf, size_t cap) { label("patch", 1, v, buf, cap); }
 static void paths_label(const cJSON *v, char *buf, size_t cap) { label("paths", 0, v, buf, cap); }
 
+static const al_warnings *patch_warnings(const void *r) {
+    return &((const al_patch_result *)r)->warn;
+}
+static const al_warnings *paths_warnings(const void *r) {
+    return &((const al_paths_result *)r)->warn;
+}
+
 const al_analysis al_an_patch = {
     .name = "patch", .cmd = &al_cmd_patch, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_patch, .size = sizeof g_patch, .init = patch_init, .check = patch_check,
-    .run = patch_do, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .run = patch_do, .warnings = patch_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
     .exp_label = patch_label};
 const al_analysis al_an_paths = {
     .name = "paths", .cmd = &al_cmd_paths, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_paths, .size = sizeof g_paths, .init = paths_init, .check = patch_check,
-    .run = paths_do, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .run = paths_do, .warnings = paths_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
     .exp_label = paths_label};
 
 static int run_patch(int argc, char **argv) { return al_drive_main(&al_an_patch, argc, argv); }

@@ -15,7 +15,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "attnlab/behave.h"
 #include "attnlab/stop.h"
+#include "attnlab/store.h"
 
 /* The driver's own flags, shared by every analysis (the output side of
  * the where group). They are not the command's options, so they are not
@@ -31,20 +33,31 @@ static al_flag drive_flags[] = {
      "refuse (exit 1, nothing stored) when a gap/effect warning is raised", 0, 0},
     AL_FLAGS_END};
 
-/* The gap/effect warnings of a finished result: print each as
- * "attnlab: warning: ...", store them with the run, and under --strict
- * refuse. The results carry no warnings yet (every descriptor's accessor
- * is NULL), so this raises none and returns 0; it is called where the
- * warnings belong, after the analysis and before the run is stored, so
- * adding them changes only this function. */
-static int driver_warnings(const al_analysis *a, const void *result, const al_drive *d,
-                           al_err *e) {
-    (void)a, (void)result, (void)d, (void)e;
-    return 0;
+int al_drive_warnings(al_drive *d, al_behave *b, const void *result, al_err *e) {
+    const al_warnings *w = d->an && d->an->warnings ? d->an->warnings(result) : NULL;
+    if (!w || w->n == 0) return 0;
+    for (int i = 0; i < w->n; i++) {
+        fprintf(stderr, "attnlab: warning: %s\n", w->msg[i]);
+        al_warnings_add(&d->warn, "%s", w->msg[i]);
+    }
+    if (!d->strict) return 0;
+    al_err e2;
+    if (b->st && b->run_id && al_store_run_discard(b->st, b->run_id, &e2) == 0) b->run_id = 0;
+    return al_errf(e, "refused under --strict (nothing stored): %s", w->msg[0]);
 }
 
-int al_drive_warnings(al_drive *d, const void *result, al_err *e) {
-    return driver_warnings(d->an, result, d, e) ? -1 : 0;
+int al_drive_store_warnings(const al_drive *d, al_behave *b, al_err *e) {
+    return d->warn.n ? al_store_put_warnings(b->st, b->run_id, b->model_id, &d->warn, e) : 0;
+}
+
+/* "warnings": [...] of the --json document (also when empty, so a reader
+ * need not test for the key). */
+static int json_warnings(const al_drive *d) {
+    cJSON *arr = cJSON_AddArrayToObject(d->doc, "warnings");
+    if (!arr) return -1;
+    for (int i = 0; i < d->warn.n; i++)
+        if (!cJSON_AddItemToArray(arr, cJSON_CreateString(d->warn.msg[i]))) return -1;
+    return 0;
 }
 
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
@@ -60,12 +73,14 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
     }
     int64_t run = 0;
     d->an = a;
+    memset(&d->warn, 0, sizeof d->warn);
     if (a->stops) al_stop_catch();
     int rc = a->run(args, flags, d, &run, e);
     if (a->stops) al_stop_release();
     if (rc == 0 && d->json && !cJSON_GetObjectItemCaseSensitive(d->doc, "run") &&
         !cJSON_AddNumberToObject(d->doc, "run", (double)run))
         rc = (al_errf(e, "out of memory"), 1);
+    if (rc == 0 && d->json && json_warnings(d)) rc = (al_errf(e, "out of memory"), 1);
     if (rc == 0 && run_id) *run_id = run;
     return rc;
 }
@@ -84,7 +99,7 @@ int al_drive_main(const al_analysis *a, int argc, char **argv) {
     if (al_flags_parse(all, argc, argv, NULL, 0, NULL, &e) != 0)
         return al_cli_usage(a->cmd, &e);
     for (int i = 0; i < nc; i++) a->cmd->flags[i].seen = all[i].seen;
-    al_drive d = {a, g_json, g_progress || isatty(STDERR_FILENO), g_strict, NULL};
+    al_drive d = {.an = a, .json = g_json, .progress = g_progress || isatty(STDERR_FILENO), .strict = g_strict};
     int rc = al_drive_run(a, a->tmpl, a->cmd->flags, &d, NULL, &e);
     if (rc == 0 && d.json) {
         char *s = cJSON_Print(d.doc);

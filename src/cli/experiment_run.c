@@ -479,7 +479,7 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
         mark_seen(fl, owned);
         print_stage(c->cmd, fl, owned);
     }
-    al_drive d = {c, 0, isatty(STDERR_FILENO), 0, NULL};
+    al_drive d = {.an = c, .progress = isatty(STDERR_FILENO)};
     if (!rc && al_drive_run(c, args, fl, &d, &run, e)) {
         al_err_prefix(e, "attnlab %s", an->kind);
         rc = -1;

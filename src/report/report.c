@@ -94,6 +94,7 @@ static const sec_desc SECTIONS[] = {
     {"names table", "behaviour", ONCE, sec_names},
     {"across seeds", "sweep", ONCE, sec_sweep},
     {"model card", "model", PER_MODEL, sec_card},
+    {"warnings", "model", PER_MODEL, sec_warnings},
     {"training", "model", PER_MODEL, sec_training},
     {"heads at a glance", "weights", PER_MODEL, sec_heads},
     {"head kinds", "weights", PER_MODEL, sec_kinds},

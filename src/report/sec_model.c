@@ -74,6 +74,33 @@ int sec_card(rep *R, const rmodel *M, al_err *e) {
     return 0;
 }
 
+/* The gap/effect warnings raised by this model's runs (gap.h), before the
+ * sections whose numbers they qualify; nothing when there are none. */
+int sec_warnings(rep *R, const rmodel *M, al_err *e) {
+    al_buf *h = &R->h;
+    al_rows q;
+    if (al_sr_warnings(R->st, M->mid, &q, e)) return -1;
+    if (q.nr) {
+        al_buf_puts(h, "<h3>Warnings</h3>\n<p class=warn>These runs' clean and corrupted inputs "
+                       "barely differ, or their normalised effects or faithfulness fall outside "
+                       "[-0.1, 1.1]: read the patching, path and circuit numbers of these runs "
+                       "below with care.</p>\n<table>\n<tr><th>run</th><th>kind</th>"
+                       "<th>warning</th></tr>\n");
+        for (int i = 0; i < q.nr; i++) {
+            al_buf_puts(h, "<tr><td>");
+            rep_esc(h, al_rows_t(&q, i, 0));
+            al_buf_puts(h, "</td><td>");
+            rep_esc(h, al_rows_t(&q, i, 1));
+            al_buf_puts(h, "</td><td>");
+            rep_esc(h, al_rows_t(&q, i, 2));
+            al_buf_puts(h, "</td></tr>\n");
+        }
+        al_buf_puts(h, "</table>\n");
+    }
+    al_rows_free(&q);
+    return 0;
+}
+
 int sec_training(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     al_rows q;

@@ -88,6 +88,12 @@ int al_sr_model_card(al_store *s, const char *mid, al_rows *out, al_err *e) {
                 "final_val_loss, sha256, seed FROM models WHERE model_id = ?1", mid, NULL, out, e);
 }
 
+int al_sr_warnings(al_store *s, const char *mid, al_rows *out, al_err *e) {
+    return rows(s, "SELECT r.run_id, r.kind, w.message FROM run_warnings w JOIN runs r ON "
+                "r.run_id = w.run_id WHERE w.model_id = ?1 AND r." DONE " ORDER BY r.run_id, w.seq",
+                mid, NULL, out, e);
+}
+
 int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e) {
     return rows(s, "SELECT t.step, t.tokens, t.train_loss, t.val_loss, t.icl_gain, t.seconds, "
                 "(SELECT max(value) FROM train_head_scores s WHERE s.run_id = t.run_id AND s.step = t.step "
