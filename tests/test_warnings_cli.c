@@ -1,0 +1,71 @@
+/* test_warnings_cli.c -- the gap check end to end (gap.h, driver.c): on
+ * an untrained model the pair task's clean and corrupted runs barely
+ * differ, so patch warns on stderr, stores the warning with its run,
+ * puts it in --json and the report shows it; --strict refuses and
+ * stores nothing. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "test.h"
+
+TEST(warnings_untrained_model_end_to_end) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err.txt"),
+           js = t_pcopy("out.json"), rep = t_pcopy("rep");
+    t_tiny_model(dir.s, 2, 1); /* one step: as good as untrained */
+    const char *task = "--probe-r 6 --n 8 --batch 4 --threads 2";
+    CHECK(t_sh("%s patch --model %s/m2 --db %s %s > /dev/null 2> %s", t_bin(), dir.s, db.s, task,
+               err.s) == 0);
+    char *txt = t_slurp(err.s);
+    CHECKF(txt && strstr(txt, "attnlab: warning: "), "no warning on stderr: %s", txt ? txt : "");
+    char *n = t_sql(db.s, "SELECT count(*) FROM run_warnings w JOIN runs r USING (run_id) "
+                          "WHERE r.kind = 'patch' AND r.status = 'done'");
+    CHECKF(n && atoi(n) >= 1, "stored warnings: %s", n ? n : "(none)");
+    /* the stored text is the printed one */
+    char *msg = t_sql(db.s, "SELECT message FROM run_warnings ORDER BY warning_id LIMIT 1");
+    CHECK(msg && txt && strstr(txt, msg));
+    /* --json carries them */
+    CHECK(t_sh("%s patch --model %s/m2 --db %s %s --json > %s 2>/dev/null", t_bin(), dir.s, db.s,
+               task, js.s) == 0);
+    char *jt = t_slurp(js.s);
+    cJSON *j = jt ? cJSON_Parse(jt) : NULL;
+    cJSON *w = j ? cJSON_GetObjectItemCaseSensitive(j, "warnings") : NULL;
+    CHECK(cJSON_IsArray(w) && cJSON_GetArraySize(w) >= 1);
+    cJSON_Delete(j);
+    /* the report shows them */
+    CHECK(t_sh("%s report --db %s --model %s/m2 --out %s > /dev/null 2>&1", t_bin(), db.s, dir.s,
+               rep.s) == 0);
+    char *html = t_slurp(t_path("rep/index.html"));
+    CHECK(html && strstr(html, "<h3>Warnings</h3>"));
+    /* --strict: exit 1, the refusal names it, nothing stored */
+    char *runs0 = t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
+    int rc = t_sh("%s patch --model %s/m2 --db %s %s --strict > /dev/null 2> %s", t_bin(), dir.s,
+                  db.s, task, err.s);
+    CHECKF(rc == 1, "--strict exit %d", rc);
+    txt = t_slurp(err.s);
+    CHECK(txt && strstr(txt, "refused under --strict"));
+    char *runs1 = t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
+    CHECKF(runs0 && runs1 && strcmp(runs0, runs1) == 0, "runs/warnings %s -> %s", runs0, runs1);
+}
+
+/* attnstats through the CLI: the generic views are stored under their
+ * metric names, one row per head each, and the printed table names them. */
+TEST(warnings_attnstats_cli_views) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.txt");
+    t_tiny_model(dir.s, 2, 5);
+    CHECK(t_sh("%s attnstats --model %s/m2 --db %s --data %s/s.val.bin --batches 1 --batch 2 > %s",
+               t_bin(), dir.s, db.s, dir.s, out.s) == 0);
+    char *txt = t_slurp(out.s);
+    CHECK(txt && strstr(txt, "attn_entropy") && strstr(txt, "attn_distance"));
+    char *n = t_sql(db.s, "SELECT count(*) FROM head_scores h JOIN runs r USING (run_id) WHERE "
+                          "r.kind = 'attnstats' AND h.metric IN ('attn_entropy', "
+                          "'attn_entropy_norm', 'attn_distance') AND h.value IS NOT NULL");
+    CHECKF(n && atoi(n) == 3 * 2 * 4, "rows: %s", n ? n : "(none)");
+    /* entropy_norm lies in [0, 1] */
+    char *bad = t_sql(db.s, "SELECT count(*) FROM head_scores WHERE metric = 'attn_entropy_norm' "
+                            "AND (value < 0 OR value > 1.000001)");
+    CHECK(bad && strcmp(bad, "0") == 0);
+}
