@@ -54,6 +54,10 @@ int al_sr_model_card(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* The gap/effect warnings of the model's finished runs (run_warnings),
  * by run and order: run_id, kind, message. */
 int al_sr_warnings(al_store *s, const char *mid, al_rows *out, al_err *e);
+/* The per-head views (view.h, table views) of the model: for each view
+ * metric its newest finished run's values, ordered by kind, metric,
+ * layer, head: kind, metric, title, layer, head, value. */
+int al_sr_head_views(al_store *s, const char *mid, al_rows *out, al_err *e);
 int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* models.final_val_loss (NaN: none). */
 int al_sr_final_val_loss(al_store *s, const char *mid, double *v, al_err *e);

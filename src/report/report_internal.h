@@ -109,7 +109,8 @@ int sec_sweep(rep *R, const rmodel *M, al_err *e);      /* sec_sweep.c */
 /* Sections of one model. */
 int sec_card(rep *R, const rmodel *M, al_err *e);        /* sec_model.c */
 int sec_training(rep *R, const rmodel *M, al_err *e);
-int sec_warnings(rep *R, const rmodel *M, al_err *e);    /* sec_model.c */    /* sec_model.c */
+int sec_warnings(rep *R, const rmodel *M, al_err *e);
+int sec_views(rep *R, const rmodel *M, al_err *e);       /* sec_model.c */    /* sec_model.c */    /* sec_model.c */
 int sec_heads(rep *R, const rmodel *M, al_err *e);       /* sec_weights.c */
 int sec_kinds(rep *R, const rmodel *M, al_err *e);       /* sec_weights.c */
 int sec_copying(rep *R, const rmodel *M, al_err *e);     /* sec_weights.c */

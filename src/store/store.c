@@ -444,9 +444,21 @@ static const char schema_v8[] =
     "  message TEXT NOT NULL);             -- without the 'attnlab: warning: ' prefix\n"
     "CREATE INDEX IF NOT EXISTS run_warnings_by_run ON run_warnings(run_id, seq);\n";
 
+/* v9: generic result shapes (view.h): which metrics of a run are views,
+ * with their title and shape, so the report and the pictures find a new
+ * analysis's results without code of their own. */
+static const char schema_v9[] =
+    "CREATE TABLE IF NOT EXISTS views(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  metric TEXT NOT NULL,               -- head_scores.metric or model_scores.metric\n"
+    "  shape TEXT NOT NULL,                -- 'head' or 'model'\n"
+    "  title TEXT NOT NULL,\n"
+    "  PRIMARY KEY (run_id, metric));\n";
+
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
-                                               schema_v6, schema_v7, schema_v8};
+                                               schema_v6, schema_v7, schema_v8, schema_v9};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -456,7 +468,7 @@ enum {
     S_HEAD_SCORE, S_LAYER_SCORE, S_MODEL_SCORE, S_SV, S_EIG, S_TRI, S_COMP,
     S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN,
     S_ATTR_RUN, S_LOGIT_ATTR, S_PATH_TERM, S_LENS, S_AP, S_AP_AGREE, S_ATTR_TOK, S_CIRC_RUN,
-    S_CIRC_EDGE, S_WARN, S_N
+    S_CIRC_EDGE, S_WARN, S_VIEW, S_N
 };
 static const char *const stmt_sql[S_N] = {
     [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
@@ -493,6 +505,8 @@ static const char *const stmt_sql[S_N] = {
     [S_CIRC_RUN] = "INSERT INTO circuit_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_CIRC_EDGE] = "INSERT INTO circuit_edges VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     [S_WARN] = "INSERT INTO run_warnings(run_id, model_id, seq, message) VALUES(?,?,?,?)",
+    [S_VIEW] = "INSERT OR REPLACE INTO views(run_id, model_id, metric, shape, title) "
+               "VALUES(?,?,?,?,?)",
 };
 
 struct al_store {
@@ -1153,6 +1167,11 @@ int al_store_put_warnings(al_store *s, int64_t run, int64_t mid, const al_warnin
         if (put_row(s, S_WARN, e, "IIis", run, mid, i, msg)) return -1;
     }
     return 0;
+}
+
+int al_store_put_view_row(al_store *s, int64_t run, int64_t mid, const char *metric,
+                          const char *shape, const char *title, al_err *e) {
+    return put_row(s, S_VIEW, e, "IIsss", run, mid, metric, shape, title);
 }
 
 void al_store_strings_free(char **v, int n) {

@@ -539,3 +539,40 @@ int al_store_read_sweep_induction(al_store *s, al_store_sweep_row **rows, int *n
                      NULL, 0, sweep_row, sizeof **rows, STRS(offsetof(al_store_sweep_row, setting)),
                      &blk_, n, e));
 }
+
+/* ---------------------------------------------------------- views */
+
+int al_store_latest_view_run(al_store *s, int64_t model_id, const char *metric, long *run,
+                             al_err *e) {
+    return latest_done(s, "views x", "x.metric = ?2 AND x.shape = 'head'", model_id, metric, run,
+                       e);
+}
+
+typedef struct view_ctx {
+    double *v;
+    int L, H;
+    char *title;
+    size_t cap;
+} view_ctx;
+
+static int view_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    view_ctx *c = ctx;
+    (void)nc, (void)e;
+    if (t[0]) snprintf(c->title, c->cap, "%s", t[0]);
+    int l = (int)x[1], h = (int)x[2];
+    if (l >= 0 && l < c->L && h >= 0 && h < c->H) c->v[l * c->H + h] = x[3];
+    return 0;
+}
+
+int al_store_read_head_view(al_store *s, long run, const char *metric, int L, int H, double *v,
+                            char *title, size_t cap, al_err *e) {
+    char r[32];
+    snprintf(r, sizeof r, "%ld", run);
+    const char *params[2] = {r, metric};
+    view_ctx c = {v, L, H, title, cap};
+    for (int i = 0; i < L * H; i++) v[i] = NAN;
+    if (cap) title[0] = 0;
+    return al_store_query(s, "SELECT v.title, h.layer, h.head, h.value FROM views v JOIN "
+                          "head_scores h ON h.run_id = v.run_id AND h.metric = v.metric "
+                          "WHERE v.run_id = ?1 AND v.metric = ?2", params, 2, view_row, &c, e);
+}

@@ -94,6 +94,16 @@ int al_sr_warnings(al_store *s, const char *mid, al_rows *out, al_err *e) {
                 mid, NULL, out, e);
 }
 
+int al_sr_head_views(al_store *s, const char *mid, al_rows *out, al_err *e) {
+    return rows(s, "SELECT r.kind, v.metric, v.title, h.layer, h.head, h.value FROM views v "
+                "JOIN runs r ON r.run_id = v.run_id JOIN head_scores h ON h.run_id = v.run_id AND "
+                "h.metric = v.metric WHERE v.model_id = ?1 AND v.shape = 'head' AND r." DONE
+                " AND v.run_id = (SELECT max(w.run_id) FROM views w JOIN runs q ON q.run_id = "
+                "w.run_id WHERE w.model_id = ?1 AND w.metric = v.metric AND q." DONE ") "
+                "ORDER BY r.kind, v.metric, h.layer, h.head",
+                mid, NULL, out, e);
+}
+
 int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e) {
     return rows(s, "SELECT t.step, t.tokens, t.train_loss, t.val_loss, t.icl_gain, t.seconds, "
                 "(SELECT max(value) FROM train_head_scores s WHERE s.run_id = t.run_id AND s.step = t.step "
