@@ -69,3 +69,29 @@ TEST(warnings_attnstats_cli_views) {
                             "AND (value < 0 OR value > 1.000001)");
     CHECK(bad && strcmp(bad, "0") == 0);
 }
+
+/* attnstats as an experiment key (the registry's name), with the report:
+ * its per-head views reach the report's generic section and the generic
+ * picture without code of their own. */
+TEST(warnings_attnstats_experiment_report_picture) {
+    t_pbuf js = t_pcopy("x.json"), out = t_pcopy("out"), log = t_pcopy("log"),
+           png = t_pcopy("v.png");
+    t_write("x.json", T_EXP_TINY_2L("as") " \"analyses\": {\"attnstats\": {\"batches\": 1, "
+                                          "\"batch\": 2}},\n \"pictures\": false}\n");
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), js.s, out.s, log.s) == 0);
+    char db[1200], html[1200], model[1200];
+    snprintf(db, sizeof db, "%s/results.db", out.s);
+    snprintf(html, sizeof html, "%s/index.html", out.s);
+    snprintf(model, sizeof model, "%s/models/two", out.s);
+    CHECK_SQL(db, "SELECT r.kind, r.status, count(*) FROM runs r JOIN views v USING (run_id) "
+                  "GROUP BY r.run_id", "attnstats|done|3");
+    char *h = t_slurp(html);
+    CHECK(h && strstr(h, "Per-head results") && strstr(h, "attn_distance"));
+    CHECK(t_sh("%s heatmap --what view --metric attn_entropy --model %s --db %s --out %s "
+               "> /dev/null 2>&1", t_bin(), model, db, png.s) == 0);
+    char *pic = t_slurp(png.s);
+    CHECK(pic && memcmp(pic, "\x89PNG", 4) == 0);
+    /* a metric no run stored: one clear refusal, no file */
+    CHECK(t_sh("%s heatmap --what view --metric nope --model %s --db %s --out %s.2.png "
+               "> /dev/null 2>&1", t_bin(), model, db, png.s) == 1);
+}
