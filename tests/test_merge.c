@@ -437,6 +437,7 @@ TEST(merge_library_stop_and_counts) {
                                              "logit_lens) + (SELECT count(*) FROM attribution_patching) + "
                                              "(SELECT count(*) FROM attribution_agreement) + (SELECT count(*) "
                                              "FROM attribution_tokens) + (SELECT count(*) FROM model_scores) + "
+                                             "(SELECT count(*) FROM run_warnings) + (SELECT count(*) FROM views) + "
                                              "(SELECT count(*) FROM path_patching)"));
     CHECK(al_store_merge(out.s, in, 2, NULL, NULL, &e) == 0); /* NULL opts and stats are fine */
 }
