@@ -45,10 +45,12 @@ TEST(warnings_untrained_model_end_to_end) {
     int rc = t_sh("%s patch --model %s/m2 --db %s %s --strict > /dev/null 2> %s", t_bin(), dir.s,
                   db.s, task, err.s);
     CHECKF(rc == 1, "--strict exit %d", rc);
+    free(txt);
     txt = t_slurp(err.s);
     CHECK(txt && strstr(txt, "refused under --strict"));
     char *runs1 = t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
     CHECKF(runs0 && runs1 && strcmp(runs0, runs1) == 0, "runs/warnings %s -> %s", runs0, runs1);
+    free(runs0), free(runs1), free(txt), free(n), free(msg), free(jt), free(html);
 }
 
 /* attnstats through the CLI: the generic views are stored under their
@@ -68,6 +70,7 @@ TEST(warnings_attnstats_cli_views) {
     char *bad = t_sql(db.s, "SELECT count(*) FROM head_scores WHERE metric = 'attn_entropy_norm' "
                             "AND (value < 0 OR value > 1.000001)");
     CHECK(bad && strcmp(bad, "0") == 0);
+    free(txt), free(n), free(bad);
 }
 
 /* attnstats as an experiment key (the registry's name), with the report:
@@ -87,10 +90,12 @@ TEST(warnings_attnstats_experiment_report_picture) {
                   "GROUP BY r.run_id", "attnstats|done|3");
     char *h = t_slurp(html);
     CHECK(h && strstr(h, "Per-head results") && strstr(h, "attn_distance"));
+    free(h);
     CHECK(t_sh("%s heatmap --what view --metric attn_entropy --model %s --db %s --out %s "
                "> /dev/null 2>&1", t_bin(), model, db, png.s) == 0);
     char *pic = t_slurp(png.s);
     CHECK(pic && memcmp(pic, "\x89PNG", 4) == 0);
+    free(pic);
     /* a metric no run stored: one clear refusal, no file */
     CHECK(t_sh("%s heatmap --what view --metric nope --model %s --db %s --out %s.2.png "
                "> /dev/null 2>&1", t_bin(), model, db, png.s) == 1);
