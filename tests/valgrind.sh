@@ -64,6 +64,8 @@ vg attribute-data 0 attribute --model m --db r.db --data s.val.bin --windows 2 -
 vg attribute-prompt 0 attribute --model m --db r.db --prompt "Once upon a time" --no-paths --threads 1
 vg discover 0 discover --model m --db r.db --probe-r 5 --n 3 --batch 2 --sweep 0,0.1 --threads 1
 vg discover-eap 0 discover --model m --db r.db --probe-r 5 --n 3 --method eap --out circ --threads 1
+vg attnstats 0 attnstats --model m --db r.db --data s.val.bin --batches 1 --batch 2 --threads 1
+vg heatmap-view 0 heatmap --model m --what view --metric attn_entropy --db r.db --out view.png --threads 1
 vg heatmap-patching 0 heatmap --model m --what patching --db r.db --out patch.png --threads 1
 vg heatmap-paths 0 heatmap --model m --what paths --db r.db --out paths.png --threads 1
 vg mask 0 run --model m --prompt "the cat" --mask m/mask-gradient.json
