@@ -1,11 +1,11 @@
 #!/bin/sh
 # bench_tokenizer.sh -- BPE training time (4 MB of text to vocab 4096) and
 # encoding speed, as the commands themselves measure them (file reading
-# and writing excluded). Text: $TOKBENCH_TEXT, else the TinyStories 4 MB
-# sample, else 4 MB of `attnlab data synth` stories.
+# and writing excluded). Text: $TOKBENCH_TEXT, else data/tinystories.txt (the
+# README says how to make it), else 4 MB of `attnlab data synth` stories.
 #   usage: sh bench/bench_tokenizer.sh [path/to/attnlab]
 BIN=${1:-${ATTNLAB_BIN:-build/attnlab}}
-TEXT=${TOKBENCH_TEXT:-/work/shared/data/tinystories-4mb.txt}
+TEXT=${TOKBENCH_TEXT:-data/tinystories.txt}
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT INT TERM
 if [ ! -f "$TEXT" ]; then
