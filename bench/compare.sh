@@ -18,7 +18,7 @@ jget() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1" | tr -d '"'; }
 set_train="train tokens_per_s --mode train --n-layers 2"
 set_infer="infer tokens_per_s --mode infer --n-layers 2"
 set_patch="patch config_pairs_per_s --mode patch --n-layers 2 --n-ctx 128 --d-vocab 2048 --pairs 16 --naive-pairs 2 --probe-r 50"
-set_disc="discover evals_per_s --mode discover --n-layers 2 --n-ctx 128 --d-vocab 2048 --pairs 32 --probe-r 50"
+set_disc="discover evals_per_s --mode discover --n-layers 2 --n-ctx 128 --d-vocab 2048 --pairs 64 --probe-r 50"
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '%-9s %-18s %12s %12s %8s\n' mode rate old new new/old
 for s in "$set_train" "$set_infer" "$set_patch" "$set_disc"; do
