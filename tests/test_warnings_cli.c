@@ -40,6 +40,12 @@ TEST(warnings_untrained_model_end_to_end) {
                rep.s) == 0);
     char *html = t_slurp(t_path("rep/index.html"));
     CHECK(html && strstr(html, "<h3>Warnings</h3>"));
+    /* the patching picture shows them beside the effects */
+    CHECK(t_sh("%s heatmap --what patching --model %s/m2 --db %s --out %s > /dev/null 2>&1",
+               t_bin(), dir.s, db.s, t_path("p.svg")) == 0);
+    char *svg = t_slurp(t_path("p.svg"));
+    CHECK(svg && strstr(svg, "warning: "));
+    free(svg);
     /* --strict: exit 1, the refusal names it, nothing stored */
     char *runs0 = t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
     int rc = t_sh("%s patch --model %s/m2 --db %s %s --strict > /dev/null 2> %s", t_bin(), dir.s,

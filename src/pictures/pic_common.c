@@ -159,6 +159,12 @@ int pic_run_checked(pic *p, const al_store_run_head *h, const char *kind, const 
     if (p->model_id && h->model_id != p->model_id)
         return al_errf(e, "run %ld analysed another model than %s", h->run, p->dir);
     pic_run_note(p, kind, h->run);
+    /* the run's gap/effect warnings (gap.h) beside the effects they qualify */
+    char **w = NULL;
+    int n = 0;
+    if (al_store_run_warnings(p->st, h->run, &w, &n, e)) return -1;
+    for (int i = 0; i < n; i++) pic_note(p, "warning: %s", w[i]);
+    al_store_strings_free(w, n);
     return 0;
 }
 
