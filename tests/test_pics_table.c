@@ -53,6 +53,7 @@ TEST(pics_kind_table) {
     }
     CHECK(help && strstr(help, "--what KIND                attention | qk-pos | qk | ov |"));
     CHECK(!al_file_exists(t_path("x.png")));
+    free(help);
 }
 
 /* The readers return what the rows hold (NULL as NaN or a NULL string),
