@@ -1,5 +1,4 @@
-/* attribute.h -- attribution on a task's clean sequences (issue 13, first
- * slice): direct logit attribution, the exact path expansion of a 1- or
+/* attribute.h -- attribution on a task's clean sequences: direct logit attribution, the exact path expansion of a 1- or
  * 2-layer model with virtual heads (Elhage et al. 2021), and the logit
  * lens. Library only.
  *

@@ -100,7 +100,7 @@ void al_store_strings_free(char **v, int n);
 int al_store_put_view_row(al_store *s, int64_t run, int64_t mid, const char *metric,
                           const char *shape, const char *title, al_err *e);
 
-/* ---- sweeps (issue 16) ---- */
+/* ---- sweeps: tasks of an experiment sweep ---- */
 
 /* Which task of a sweep made this database: the one sweep_task row. */
 typedef struct al_sweep_task_row {
@@ -154,7 +154,7 @@ int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id,
                               int layer, const char *space, int h1, int h2,
                               double value, al_err *e);
 
-/* Tables for behaviour (issue 5). NaN values are stored as NULL. */
+/* Tables for behaviour (scores, ablation, pruning). NaN values are stored as NULL. */
 typedef struct al_ablation_row {
     const char *method; /* zero | mean | resample */
     const char *kind;   /* single | pair | set */

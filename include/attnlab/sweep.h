@@ -1,5 +1,5 @@
 /* sweep.h -- a sweep of experiments declared in one experiment file
- * (issue 16; docs/design.md §8, "Sweeps").
+ * (docs/design.md §8, "Sweeps").
  *
  *   "sweep": {"seed": [1, 2, 3], "train.lr": [0.003, 0.01]}
  *

@@ -74,7 +74,7 @@ static void sweep_sentences(al_buf *h, const al_rows *q, int r) {
     al_buf_puts(h, "</p>\n");
 }
 
-/* Findings across seeds (issue 16): view sweep_summary as a table, a few
+/* Findings across seeds (a merged sweep database): view sweep_summary as a table, a few
  * sentences per group, and the sweep-induction picture. Only when the
  * database has merged rows or several seeds of one setting. */
 int sec_sweep(rep *R, const rmodel *M, al_err *e) {

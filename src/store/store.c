@@ -312,7 +312,7 @@ static const char schema_v5[] =
     "  kept INTEGER NOT NULL CHECK (kept IN (0, 1)));\n"
     "CREATE INDEX circuit_edges_by_run ON circuit_edges(run_id, method, tau, edge);\n";
 
-/* v6: sweeps and merging (issue 16). A run's uid identifies it across
+/* v6: sweeps and merging (db merge, sweep tasks). A run's uid identifies it across
  * databases, so merging the same input twice adds nothing; a merged run
  * names the database it came from (merge_sources); a database made by one
  * task of a sweep says which (sweep_task, one row). */
@@ -335,7 +335,7 @@ static const char schema_v6[] =
     "  seed INTEGER,                      -- the swept seed, NULL if the sweep has none\n"
     "  params_json TEXT NOT NULL);        -- every swept key path and its value\n";
 
-/* v7: findings across seeds (issue 16), views only. sweep_models puts each
+/* v7: findings across seeds of a sweep, views only. sweep_models puts each
  * model with a finished run in its group: the setting and seed of the
  * merge_sources row of its newest finished run that came from a merge
  * (train runs first, since training is what a seed changes), else this
@@ -431,7 +431,7 @@ static const char schema_v7[] =
     "GROUP BY setting, n_layers ORDER BY setting, n_layers;\n";
 #undef TH_IND
 
-/* v8: the gap check's warnings (gap.h, issue 25), one row per warning a
+/* v8: the gap check's warnings (gap.h), one row per warning a
  * run gave, seq 0.. in the order it gave them. IF NOT EXISTS: a file
  * turned back into an older version by dropping only that version's
  * objects (as tests do) still migrates. */
