@@ -1,6 +1,6 @@
-/* attribute.h -- attribution on a task's clean sequences: direct logit attribution, the exact path expansion of a 1- or
- * 2-layer model with virtual heads (Elhage et al. 2021), and the logit
- * lens. Library only.
+/* attribute.h -- attribution on a task's clean sequences: direct logit
+ * attribution, the exact path expansion of a 1- or 2-layer model with
+ * virtual heads (Elhage et al. 2021), and the logit lens. Library only.
  *
  * Everything is read from one normal forward pass per batch of the task's
  * clean sequences (pairs.h), with the attention patterns frozen as that
