@@ -11,25 +11,29 @@ static int first_num(void *ctx, int nc, const char *const *t, const double *x, a
     return 0;
 }
 
+/* *v = the first cell of sql's first row with parameters p1, p2 (NaN: no row). */
+static int num2(al_store *s, const char *sql, const char *p1, const char *p2, double *v,
+                al_err *e) {
+    const char *params[2] = {p1, p2};
+    *v = NAN;
+    return al_store_query(s, sql, params, 2, first_num, v, e);
+}
+
 int al_store_count_done(al_store *s, const char *sha, const char *kind, long *n, al_err *e) {
-    const char *params[2] = {sha, kind};
-    double v = NAN;
+    double v;
     *n = 0;
-    if (al_store_query(s, "SELECT count(*) FROM runs r JOIN models m USING (model_id) WHERE "
-                          "m.sha256 = ?1 AND r.kind = ?2 AND r.status = 'done'",
-                       params, 2, first_num, &v, e))
+    if (num2(s, "SELECT count(*) FROM runs r JOIN models m USING (model_id) WHERE "
+                "m.sha256 = ?1 AND r.kind = ?2 AND r.status = 'done'", sha, kind, &v, e))
         return -1;
     *n = isnan(v) ? 0 : (long)v;
     return 0;
 }
 
 int al_store_run_done(al_store *s, const char *run, const char *sha, int *done, al_err *e) {
-    const char *params[2] = {run, sha};
-    double v = NAN;
+    double v;
     *done = 0;
-    if (al_store_query(s, "SELECT r.status = 'done' FROM runs r JOIN models m USING (model_id) "
-                          "WHERE r.run_id = ?1 AND m.sha256 = ?2",
-                       params, 2, first_num, &v, e))
+    if (num2(s, "SELECT r.status = 'done' FROM runs r JOIN models m USING (model_id) "
+                "WHERE r.run_id = ?1 AND m.sha256 = ?2", run, sha, &v, e))
         return -1;
     *done = v == 1;
     return 0;
