@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attnlab/checkpoint.h"
@@ -520,6 +521,9 @@ const char *al_store_path(const al_store *s) { return s->path; }
 
 sqlite3 *al_store_sqlite(al_store *s) { return s->db; }
 
+/* How long a writer waits for another process's transaction. */
+#define AL_STORE_BUSY_MS 60000
+
 static int db_err(al_store *s, al_err *e, const char *what) {
     return al_errf(e, "database %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
@@ -703,6 +707,24 @@ fail:
     return -1;
 }
 
+/* Switching a new file to WAL needs a moment's exclusive lock, and SQLite
+ * answers SQLITE_BUSY at once there instead of calling the busy handler,
+ * so processes that open one new database together would fail. Retry for
+ * as long as the busy timeout would have waited. */
+static int set_wal(al_store *s, al_err *e) {
+    for (long waited_ms = 0;; ) {
+        int rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
+        if (rc == SQLITE_OK) return 0;
+        if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= AL_STORE_BUSY_MS)
+            return db_err(s, e, "cannot switch to WAL journal");
+        long ms = 1 + waited_ms / 8; /* back off: 1 ms at first, then longer */
+        if (ms > 100) ms = 100;
+        struct timespec ts = {0, ms * 1000000L};
+        nanosleep(&ts, NULL);
+        waited_ms += ms;
+    }
+}
+
 int al_store_open(const char *path, al_store **out, al_err *e) {
     *out = NULL;
     al_store *s = al_calloc(1, sizeof *s, e);
@@ -715,8 +737,8 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
         al_store_close(s);
         return -1;
     }
-    sqlite3_busy_timeout(s->db, 60000);
-    if (exec(s, "PRAGMA journal_mode = WAL", e) ||
+    sqlite3_busy_timeout(s->db, AL_STORE_BUSY_MS);
+    if (set_wal(s, e) ||
         exec(s, "PRAGMA synchronous = NORMAL", e) ||
         exec(s, "PRAGMA foreign_keys = ON", e) || migrate(s, e) ||
         recover_dead_runs(s, e)) {
