@@ -4,11 +4,24 @@
  *
  * main.c, `attnlab help`, the experiment loader and its runner walk
  * al_analyses[]; nothing generic compares command names. The run driver
- * (driver.c, below) owns the lifecycle every descriptor goes through:
- * parse, check the options (d->check), then the command's run, which
- * checks every input against the loaded model before it begins a run row,
- * runs with the stop flag and a progress reporter, stores its rows in one
- * transaction and prints text or fills the JSON document.
+ * (driver.c, below) owns the lifecycle every descriptor goes through, and
+ * calls the descriptor's phases in this order:
+ *
+ *   check     the options alone                      (usage error: exit 2)
+ *   --        driver: threads; open the database, load model and mask
+ *   prepare   every other input, checked against the loaded model
+ *   --        driver: begin the run row (runs.kind = name, config = flags)
+ *   compute   the analysis, polling al_stop, with a progress line
+ *   --        driver: raise the result's warnings (--strict refuses),
+ *             open the run's one transaction, store the warnings
+ *   store     the run's rows (and any file it writes)
+ *   --        driver: mark the run done (commit); "run", "model", "sha256",
+ *             "db", "model_id" and "warnings" of the --json document
+ *   print     the text on stdout, or the fields of the --json document
+ *   release   free the state (always, also after a failure)
+ *
+ * A failure before the run row leaves the database as it was; after it,
+ * the run is marked failed with the message (or deleted under --strict).
  *
  * Adding an analysis: its cmd_<name>.c defines an al_analysis; add it to
  * the table in registry.c. */
@@ -84,6 +97,8 @@ enum {
 struct al_analysis;
 typedef struct al_drive {
     const struct al_analysis *an; /* set by al_drive_run */
+    struct al_behave *b; /* the model, database and (after prepare) run */
+    double t_start;      /* al_now() when the driver began */
     int json;            /* --json: print nothing on stdout; fill doc */
     int progress;        /* a progress line on stderr (stderr a tty, or --progress) */
     int strict;          /* --strict: refuse (exit 1, nothing stored) on a gap/effect warning */
@@ -112,14 +127,24 @@ typedef struct al_analysis {
     /* The options alone (ranges, names, combinations), before anything is
      * opened: 0, or −1 with e (a usage error, exit 2). NULL: none. */
     int (*check)(const void *args, const al_flag *flags, al_err *e);
-    /* Open, check every input against the loaded model, begin the run,
-     * analyse, store in one transaction, then print the text (or fill
-     * d->doc under --json). 0 (*run_id = the run), 1 on failure (e set; a
-     * begun run is marked failed), 130 when SIGINT/SIGTERM stopped it (e
-     * "interrupted"). Prints nothing on failure. */
+    /* The phases (see the top of this file). Each gets the bound
+     * argument struct, the command's state (state_size bytes, zeroed by
+     * the driver; what it points to is freed by release) and the driver
+     * (d->b: the loaded model and store). prepare, store, print and
+     * release may be NULL; compute may not. Each returns 0, or −1 with e
+     * set; print nothing on failure. */
+    size_t state_size;
+    /* TRANSITION: the old single-function run (open, begin, analyse,
+     * store, print); used when compute is NULL. Removed once every
+     * command is in phases. */
     int (*run)(void *args, const al_flag *flags, al_drive *d, int64_t *run_id, al_err *e);
-    /* The gap/effect warnings of a result (gap.h), or NULL: none. */
-    const struct al_warnings *(*warnings)(const void *result);
+    int (*prepare)(void *args, void *state, al_drive *d, al_err *e);
+    int (*compute)(void *args, void *state, al_drive *d, al_err *e);
+    int (*store)(void *args, void *state, al_drive *d, al_err *e);
+    int (*print)(void *args, void *state, al_drive *d, al_err *e);
+    void (*release)(void *state);
+    /* The gap/effect warnings of the computed state (gap.h), or NULL: none. */
+    const struct al_warnings *(*warnings)(const void *state);
     int stops;           /* 1: polls al_stop; the driver catches SIGINT/SIGTERM */
     /* the experiment file (experiment.h) */
     int exp_list;        /* "X": [{...}, ...] is one stage per object */
@@ -145,23 +170,15 @@ int al_analysis_flags(const al_analysis *a, void *args, al_flag *out, int cap, a
 
 /* ---- the run driver (driver.c) ---- */
 
-/* The lifecycle on a bound argument struct: a->check, then a->run with
- * d (its doc gets "schema": "attnlab.<name>/1" and "run" here), then the
- * warnings. Returns run's code, or 2 when the options are refused (e
- * set, nothing opened). */
+/* The lifecycle on a bound argument struct (the phases above; d's doc
+ * gets "schema": "attnlab.<name>/1"). Returns 0 (*run_id = the run, if
+ * run_id), 1 on failure, 130 when SIGINT/SIGTERM stopped it (e
+ * "interrupted"), or 2 when the options are refused (e set, nothing
+ * opened). */
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
                  int64_t *run_id, al_err *e);
-/* The one place gap/effect warnings of a result (a's warnings accessor)
- * are raised: each printed on stderr as "attnlab: warning: ...", kept in
- * d->warn for the run's rows and the --json document. A run calls it
- * after its analysis and before it stores anything (b: its set-up, the
- * run begun). Under --strict a warning refuses the run: the begun run and
- * every row of it are deleted (b->run_id becomes 0, so a later
- * al_behave_fail touches nothing) and −1 comes back with e saying why.
- * 0 otherwise. */
+/* TRANSITION (the old run functions): raise / store the warnings. */
 int al_drive_warnings(al_drive *d, struct al_behave *b, const void *result, al_err *e);
-/* d->warn as rows of the run (run_warnings), inside the run's
- * transaction; nothing when none were raised. 0, or −1 with e. */
 int al_drive_store_warnings(const al_drive *d, struct al_behave *b, al_err *e);
 /* `attnlab <name> ...`: parse argv (the command's flags and the driver's
  * --json, --progress, --strict) into a->tmpl, run, print the JSON

@@ -9,7 +9,6 @@
 #include "attnlab/attnstats.h"
 #include "attnlab/behave.h"
 #include "attnlab/registry.h"
-#include "attnlab/store.h"
 #include "attnlab/store_views.h"
 #include "attnlab/stop.h"
 #include "attnlab/views_out.h"
@@ -55,45 +54,58 @@ static int attnstats_check(const void *args, const al_flag *fl, al_err *e) {
     return al_attnstats_opts_check(&a->o, e) || al_threads_check(a->w.threads, e) ? -1 : 0;
 }
 
-static int attnstats_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
-    attnstats_args *a = args;
-    al_set_threads(a->w.threads);
-    al_behave b;
-    al_tokens d = {0};
-    al_attnstats_result r = {0};
-    al_attnstats_opts o = a->o;
+/* The run's state between the driver's phases. */
+typedef struct attnstats_state {
+    al_tokens d;
+    int T;
+    al_attnstats_result r;
     al_view v[4];
-    int T = 0, rc = 1;
+    int n;
+} attnstats_state;
+
+static int attnstats_prepare(void *args, void *state, al_drive *dr, al_err *e) {
+    attnstats_args *a = args;
+    attnstats_state *s = state;
+    return al_behave_tokens(dr->b, a->w.data, &s->d, &s->T, e);
+}
+
+static int attnstats_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    attnstats_args *a = args;
+    attnstats_state *s = state;
+    al_attnstats_opts o = a->o;
     o.progress = dr->progress;
     o.stop = &al_stop;
-    if (al_behave_load(&b, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    if (al_behave_tokens(&b, a->w.data, &d, &T, e) || al_behave_begin(&b, "attnstats", fl, e))
-        goto out;
-    int n = al_attnstats_run(&b.m, &d, T, &o, &r, e) ? -1 : al_attnstats_views(&r, v, 4);
-    if (n < 0 || al_store_tx_begin(b.st, e) || al_store_put_views(b.st, b.run_id, b.model_id, v, n, e) ||
-        al_store_run_finish(b.st, b.run_id, e)) {
-        al_behave_fail(&b, e);
-        rc = o.stop && *o.stop ? 130 : 1;
-        goto out;
-    }
+    if (al_attnstats_run(&dr->b->m, &s->d, s->T, &o, &s->r, e)) return -1;
+    s->n = al_attnstats_views(&s->r, s->v, 4);
+    return 0;
+}
+
+static int attnstats_store(void *args, void *state, al_drive *dr, al_err *e) {
+    attnstats_state *s = state;
+    (void)args;
+    return al_store_put_views(dr->b->st, dr->b->run_id, dr->b->model_id, s->v, s->n, e);
+}
+
+static int attnstats_print(void *args, void *state, al_drive *dr, al_err *e) {
+    attnstats_args *a = args;
+    attnstats_state *s = state;
     if (dr->json) {
-        if (al_behave_json(dr->doc, &b, a->w.db) || !cJSON_AddNumberToObject(dr->doc, "T", T) ||
-            !cJSON_AddNumberToObject(dr->doc, "windows", r.windows) || al_views_json(dr->doc, v, n)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-    } else {
-        printf("model %s -> run %lld of %s; %d windows of %d tokens of %s\n", a->w.model,
-               (long long)b.run_id, a->w.db, r.windows, T, a->w.data);
-        al_views_print(stdout, v, n, b.off);
+        if (!cJSON_AddNumberToObject(dr->doc, "T", s->T) ||
+            !cJSON_AddNumberToObject(dr->doc, "windows", s->r.windows) ||
+            al_views_json(dr->doc, s->v, s->n))
+            return al_errf(e, "out of memory");
+        return 0;
     }
-    if (run_id) *run_id = b.run_id;
-    rc = 0;
-out:
-    al_attnstats_result_free(&r);
-    al_tokens_free(&d);
-    al_behave_close(&b);
-    return rc;
+    printf("model %s -> run %lld of %s; %d windows of %d tokens of %s\n", a->w.model,
+           (long long)dr->b->run_id, a->w.db, s->r.windows, s->T, a->w.data);
+    al_views_print(stdout, s->v, s->n, dr->b->off);
+    return 0;
+}
+
+static void attnstats_release(void *state) {
+    attnstats_state *s = state;
+    al_attnstats_result_free(&s->r);
+    al_tokens_free(&s->d);
 }
 
 static void attnstats_init(void *args) {
@@ -104,8 +116,10 @@ static void attnstats_init(void *args) {
 
 const al_analysis al_an_attnstats = {
     .name = "attnstats", .cmd = &al_cmd_attnstats, .groups = AL_GROUP_WHERE, .tmpl = &g,
-    .size = sizeof g, .init = attnstats_init, .check = attnstats_check, .run = attnstats_do,
-    .stops = 1, .exp_data = AL_EXP_DATA_VAL};
+    .size = sizeof g, .init = attnstats_init, .check = attnstats_check,
+    .state_size = sizeof(attnstats_state), .prepare = attnstats_prepare,
+    .compute = attnstats_compute, .store = attnstats_store, .print = attnstats_print,
+    .release = attnstats_release, .stops = 1, .exp_data = AL_EXP_DATA_VAL};
 
 static int run_attnstats(int argc, char **argv) {
     return al_drive_main(&al_an_attnstats, argc, argv);

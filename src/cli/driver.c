@@ -1,11 +1,11 @@
 /* driver.c -- the run driver of the analysis commands (registry.h): one
  * lifecycle for all of them. Options are checked before anything is
- * opened; each run checks its inputs against the loaded model before it
- * begins a run row; the driver catches SIGINT/SIGTERM around the commands
- * that poll the stop flag, decides whether a progress line is drawn,
- * writes the --json document, and is the one place where gap/effect
- * warnings are raised, stored and, under --strict, refused (al_drive_warnings, called by each
- * run between its analysis and its store). */
+ * opened; the driver loads the model and database, lets the command check
+ * its other inputs against the model (prepare) before it begins the run
+ * row, catches SIGINT/SIGTERM around the commands that poll the stop
+ * flag, decides whether a progress line is drawn, raises, stores and
+ * (under --strict) refuses on the gap/effect warnings, stores the run in
+ * one transaction, and writes the --json document. */
 #include "attnlab/registry.h"
 
 #include <stdio.h>
@@ -60,6 +60,45 @@ static int json_warnings(const al_drive *d) {
     return 0;
 }
 
+/* The phases of a (registry.h), from the loaded model to the printed
+ * result. Returns al_drive_run's codes. */
+static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
+                        int64_t *run_id, al_err *e) {
+    const al_an_where *w = args;
+    al_behave b;
+    void *st = a->state_size ? al_calloc(1, a->state_size, e) : NULL;
+    if (a->state_size && !st) return 1;
+    al_set_threads(w->threads);
+    if (al_behave_load(&b, w->model, w->mask, w->db, e)) {
+        free(st);
+        return 1;
+    }
+    d->b = &b;
+    int rc = 1;
+    if ((a->prepare && a->prepare(args, st, d, e)) || al_behave_begin(&b, a->name, flags, e))
+        goto out;
+    if (a->compute(args, st, d, e) || al_drive_warnings(d, &b, st, e) ||
+        al_store_tx_begin(b.st, e) || al_drive_store_warnings(d, &b, e) ||
+        (a->store && a->store(args, st, d, e)) || al_store_run_finish(b.st, b.run_id, e)) {
+        al_behave_fail(&b, e);
+        rc = a->stops && al_stop ? 130 : 1;
+        goto out;
+    }
+    *run_id = b.run_id;
+    if (d->json && al_behave_json(d->doc, &b, w->db)) {
+        al_errf(e, "out of memory");
+        goto out;
+    }
+    if (a->print && a->print(args, st, d, e)) goto out;
+    rc = 0;
+out:
+    if (a->release && st) a->release(st);
+    free(st);
+    d->b = NULL;
+    al_behave_close(&b);
+    return rc;
+}
+
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
                  int64_t *run_id, al_err *e) {
     if (a->check && a->check(args, flags, e)) return 2;
@@ -75,7 +114,8 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
     d->an = a;
     memset(&d->warn, 0, sizeof d->warn);
     if (a->stops) al_stop_catch();
-    int rc = a->run(args, flags, d, &run, e);
+    d->t_start = al_now();
+    int rc = a->compute ? drive_phases(a, args, flags, d, &run, e) : a->run(args, flags, d, &run, e);
     if (a->stops) al_stop_release();
     if (rc == 0 && d->json && !cJSON_GetObjectItemCaseSensitive(d->doc, "run") &&
         !cJSON_AddNumberToObject(d->doc, "run", (double)run))
