@@ -133,11 +133,10 @@ static void print_comp(const al_circ_result *r, int show) {
 static int num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) ? 0 : -1; }
 
 /* attnlab.circuits/1 (docs/json.md): per head, per layer, composition. */
-static int json_circuits(cJSON *doc, const circuits_args *a, const al_behave *b,
-                         const al_circ_result *r) {
+static int json_circuits(cJSON *doc, const al_behave *b, const al_circ_result *r) {
     cJSON *heads, *layers, *comp;
     const al_config *c = &b->m.cfg;
-    if (al_behave_json(doc, b, a->w.db) || num(doc, "layers_n", c->n_layers) ||
+    if (num(doc, "layers_n", c->n_layers) ||
         num(doc, "heads_per_layer", c->n_heads) || num(doc, "d_vocab", c->d_vocab) ||
         !(heads = cJSON_AddArrayToObject(doc, "heads")) ||
         !(layers = cJSON_AddArrayToObject(doc, "layers")) ||
@@ -203,10 +202,6 @@ static int json_circuits(cJSON *doc, const circuits_args *a, const al_behave *b,
 
 /* ---------------------------------------------------------------- run */
 
-/* Order matters for the database: the run row is created (by
- * al_behave_open) before the possibly long analysis, so a crash leaves a
- * trace; all result rows go in one transaction that also marks the run
- * done. */
 static int circuits_check(const void *args, const al_flag *fl, al_err *e) {
     const circuits_args *a = args;
     const al_circ_opts *o = &a->o;
@@ -218,47 +213,44 @@ static int circuits_check(const void *args, const al_flag *fl, al_err *e) {
     return al_threads_check(a->w.threads, e);
 }
 
-static int circuits_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
+/* The run's state between the driver's phases. */
+typedef struct circuits_state {
+    al_circ_result r;
+} circuits_state;
+
+static int circuits_compute(void *args, void *state, al_drive *dr, al_err *e) {
     circuits_args *a = args;
+    circuits_state *s = state;
     al_circ_opts o = a->o;
-    al_set_threads(a->w.threads);
-    al_behave b;
-    al_circ_result r = {0};
-    int rc = 1;
     o.progress = dr->progress;
-    if (al_behave_open(&b, a->w.model, NULL, a->w.db, "circuits", fl, e)) return 1;
-    if (al_circ_analyse(&b.m, &o, &r, e) || al_store_tx_begin(b.st, e) ||
-        al_store_put_circuits(b.st, b.run_id, b.model_id, &r, b.tok, e) ||
-        al_store_run_finish(b.st, b.run_id, e)) {
-        al_behave_fail(&b, e);
-        goto out;
-    }
-    if (dr->json) {
-        if (json_circuits(dr->doc, a, &b, &r)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-        if (run_id) *run_id = b.run_id;
-        rc = 0;
-        goto out;
-    }
-    const al_config *c = &b.m.cfg;
-    printf("model %s (sha256 %.12s…; %d layer%s × %d heads, d_vocab %d%s%s) -> run %lld of %s\n",
-           a->w.model, b.sha, c->n_layers, c->n_layers == 1 ? "" : "s", c->n_heads, c->d_vocab,
-           c->tied_embeddings ? ", tied embeddings" : "",
-           c->pos_type == AL_POS_SHORTFORMER ? ", shortformer positions" : "", (long long)b.run_id,
-           a->w.db);
-    print_heads(&r, b.tok);
-    print_layers(&r);
-    print_comp(&r, a->show_comp);
-    printf("circuits: %d heads analysed in %.2f s\n", r.L * r.H, r.seconds);
-    if (run_id) *run_id = b.run_id;
-    rc = 0;
-out:
-    al_circ_result_free(&r);
-    al_behave_close(&b);
-    return rc;
+    return al_circ_analyse(&dr->b->m, &o, &s->r, e);
 }
+
+static int circuits_store(void *args, void *state, al_drive *dr, al_err *e) {
+    circuits_state *s = state;
+    (void)args;
+    return al_store_put_circuits(dr->b->st, dr->b->run_id, dr->b->model_id, &s->r, dr->b->tok, e);
+}
+
+static int circuits_print(void *args, void *state, al_drive *dr, al_err *e) {
+    circuits_args *a = args;
+    const al_circ_result *r = &((circuits_state *)state)->r;
+    const al_behave *b = dr->b;
+    if (dr->json) return json_circuits(dr->doc, b, r) ? al_errf(e, "out of memory") : 0;
+    const al_config *c = &b->m.cfg;
+    printf("model %s (sha256 %.12s…; %d layer%s × %d heads, d_vocab %d%s%s) -> run %lld of %s\n",
+           a->w.model, b->sha, c->n_layers, c->n_layers == 1 ? "" : "s", c->n_heads, c->d_vocab,
+           c->tied_embeddings ? ", tied embeddings" : "",
+           c->pos_type == AL_POS_SHORTFORMER ? ", shortformer positions" : "", (long long)b->run_id,
+           a->w.db);
+    print_heads(r, b->tok);
+    print_layers(r);
+    print_comp(r, a->show_comp);
+    printf("circuits: %d heads analysed in %.2f s\n", r->L * r->H, r->seconds);
+    return 0;
+}
+
+static void circuits_release(void *state) { al_circ_result_free(&((circuits_state *)state)->r); }
 
 static void circuits_init(void *args) {
     circuits_args *a = args;
@@ -269,7 +261,9 @@ static void circuits_init(void *args) {
 
 const al_analysis al_an_circuits = {
     .name = "circuits", .cmd = &al_cmd_circuits, .groups = AL_GROUP_WHERE, .tmpl = &g,
-    .size = sizeof g, .init = circuits_init, .check = circuits_check, .run = circuits_do,
+    .size = sizeof g, .init = circuits_init, .check = circuits_check,
+    .state_size = sizeof(circuits_state), .compute = circuits_compute, .store = circuits_store,
+    .print = circuits_print, .release = circuits_release,
     .exp_data = AL_EXP_DATA_NONE};
 
 static int run_circuits(int argc, char **argv) { return al_drive_main(&al_an_circuits, argc, argv); }
