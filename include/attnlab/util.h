@@ -110,6 +110,13 @@ void al_progress_init(al_progress *p, double every_s);
 /* Print the line if due (force=1 prints always). */
 void al_progress_update(al_progress *p, int force, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Print, if due, the line fmt followed by " | <elapsed> elapsed, ETA
+ * <left>" for done of total units of work (the rate so far), so every long
+ * stage says how long it has left. ETA is shown once done > 0. */
+void al_progress_count(al_progress *p, int force, double done, double total, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* A duration for people: "42s", "3m05s", "1h02m" (negative or not finite: "0s"). */
+void al_fmt_duration(char *buf, size_t cap, double seconds);
 /* Finish: on a tty end the redrawn line with a newline. */
 void al_progress_done(al_progress *p);
 /* Print a log line, first clearing a pending progress line. */

@@ -256,8 +256,11 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
                         a[g] += m->losses[p];
                         a[AL_SEL_GROUPS + g] += (double)m->losses[p] - clean[p];
                     }
-            if (progress)
-                al_progress_update(&pg, 0, "ablation: %ld/%ld forward passes", ++done, total);
+            if (progress) {
+                done++;
+                al_progress_count(&pg, 0, (double)done, (double)total,
+                                  "ablation: %ld/%ld forward passes", done, total);
+            }
         }
     }
     for (int i = 0; i < n_sets; i++)
@@ -625,7 +628,7 @@ int al_prune(al_model *m, al_abl_set *est, al_abl_set *eval,
         memcpy(out->removal_off + (size_t)step * LH, cur, (size_t)LH);
         out->n_steps = step + 1;
         if (progress)
-            al_progress_update(&pg, 0, "prune %s: step %d/%d removed %d.%d, loss %.4f",
+            al_progress_count(&pg, 0, step, LH, "prune %s: step %d/%d removed %d.%d, loss %.4f",
                                al_prune_method_name(method), step, LH, best / H, best % H, loss);
         if (over) {
             out->stopped_by_budget = 1;

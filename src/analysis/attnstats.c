@@ -45,7 +45,8 @@ int al_attnstats_run(al_model *m, const al_tokens *val, int T, const al_attnstat
             goto fail;
         }
         if (o->progress)
-            al_progress_update(&pr, k == 0, "attention statistics: batch %d/%d", k, o->batches);
+            al_progress_count(&pr, k == 0, k, o->batches, "attention statistics: batch %d/%d", k,
+                              o->batches);
         if (al_batch_fixed(val, B, T, k, o->batches, in, tg, e) ||
             al_model_forward(m, in, NULL, B, T, e))
             goto fail;

@@ -314,7 +314,7 @@ static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
         }
         int nb = t->N - n0 < B ? t->N - n0 : B, ni = 0;
         if (o->progress && n0) /* from the second batch: a one-batch run says nothing */
-            al_progress_update(&pg, 0, "attribution: %d/%d sequences", n0, t->N);
+            al_progress_count(&pg, 0, n0, t->N, "attribution: %d/%d sequences", n0, t->N);
         while (i0 + ni < t->n_items && t->items[i0 + ni].pair < n0 + nb) ni++;
         if (ni == 0) continue;
         if (al_model_forward(m, t->clean + (size_t)n0 * T, NULL, nb, T, e)) {

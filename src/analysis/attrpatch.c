@@ -368,7 +368,8 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
         receiver_grads(&s);
         edge_sums(&s);
         if (o->progress)
-            al_progress_update(&pg, 0, "attribution patching: batch %d/%d", k + 1, nbatch);
+            al_progress_count(&pg, 0, k + 1, nbatch, "attribution patching: batch %d/%d", k + 1,
+                              nbatch);
     }
     if (o->progress) al_progress_done(&pg);
     if (rc == 0) {

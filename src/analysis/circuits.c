@@ -856,7 +856,7 @@ static int analyse_heads(const al_model *m, const al_circ_opts *o,
             {
                 done++;
                 if (o->progress)
-                    al_progress_update(&pr, done == nh, "circuits: %d/%d heads",
+                    al_progress_count(&pr, done == nh, done, nh, "circuits: %d/%d heads",
                                        done, nh);
             }
         }

@@ -297,8 +297,8 @@ static int run_eval(drun *r, double *kl, double *mv, al_err *e) {
     if (stopped(r->o, e) || eval_all(&r->d, r->kept, kl, mv, e)) return -1;
     r->evals++;
     if (r->o->progress)
-        al_progress_update(&r->pg, 0, "%s: %d/%d edges, %ld evaluations", r->what, r->step,
-                           r->steps, r->evals);
+        al_progress_count(&r->pg, 0, r->step, r->steps, "%s: %d/%d edges, %ld evaluations",
+                          r->what, r->step, r->steps, r->evals);
     return 0;
 }
 

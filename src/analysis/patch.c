@@ -421,8 +421,8 @@ static int stopped(const al_patch_opts *o, al_err *e) {
 static int tick(sweep *s, al_err *e) {
     s->done++;
     if (s->o->progress)
-        al_progress_update(&s->pg, 0, "%s: %ld/%ld configurations x batches", s->what, s->done,
-                           s->total);
+        al_progress_count(&s->pg, 0, (double)s->done, (double)s->total,
+                          "%s: %ld/%ld configurations x batches", s->what, s->done, s->total);
     return stopped(s->o, e);
 }
 

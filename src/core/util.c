@@ -340,6 +340,33 @@ void al_progress_update(al_progress *p, int force, const char *fmt, ...) {
     fflush(stderr);
 }
 
+void al_fmt_duration(char *buf, size_t cap, double s) {
+    if (s < 0 || !isfinite(s)) s = 0;
+    long t = (long)s;
+    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60) snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, cap, "%lds", t);
+}
+
+void al_progress_count(al_progress *p, int force, double done, double total, const char *fmt, ...) {
+    if (al_quiet) return;
+    double now = al_now();
+    if (!force && p->active && now - p->t_last < (p->tty ? 0.2 : p->every_s)) return;
+    char label[400], el[32], left[32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(label, sizeof label, fmt, ap);
+    va_end(ap);
+    double t = now - p->t_start;
+    al_fmt_duration(el, sizeof el, t);
+    if (done > 0 && total >= done) {
+        al_fmt_duration(left, sizeof left, t / done * (total - done));
+        al_progress_update(p, 1, "%s | %s elapsed, ETA %s", label, el, left);
+    } else {
+        al_progress_update(p, 1, "%s | %s elapsed", label, el);
+    }
+}
+
 void al_progress_done(al_progress *p) {
     if (p->tty && g_progress_pending && !al_quiet) fputc('\n', stderr);
     g_progress_pending = 0;

@@ -273,14 +273,6 @@ static int save_observed(al_trainer *t, al_err *e) {
     return 0;
 }
 
-static void fmt_eta(char *buf, size_t cap, double s) {
-    if (s < 0 || !isfinite(s)) s = 0;
-    long t = (long)s;
-    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-    else if (t >= 60) snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, cap, "%lds", t);
-}
-
 static int loop(al_trainer *t, int *stopped, al_err *e) {
     const al_train_opts *o = &t->o;
     al_progress pr;
@@ -298,7 +290,7 @@ static int loop(al_trainer *t, int *stopped, al_err *e) {
         long done = t->st.step - start;
         double el = al_now() - t0, tps = (double)done * t->B * t->T / (el > 0 ? el : 1e-9);
         char eta[32];
-        fmt_eta(eta, sizeof eta, el / (double)done * (double)(o->steps - t->st.step));
+        al_fmt_duration(eta, sizeof eta, el / (double)done * (double)(o->steps - t->st.step));
         al_progress_update(&pr, t->st.step == o->steps, "step %ld/%d | loss %.4f | lr %.2e | norm %.2f | %.0f tok/s | ETA %s",
                            t->st.step, o->steps, loss, al_lr_at(&t->oc, t->st.step - 1),
                            norm, tps, eta);
