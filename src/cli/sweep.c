@@ -61,12 +61,9 @@ static int parse_path(const char *p, skey *k) {
     int cap = 0;
     const char *c = p;
     for (;;) {
-        if (k->n_st == cap) {
-            cap = cap ? cap * 2 : 4;
-            step *n = realloc(k->st, sizeof *n * (size_t)cap);
-            if (!n) return -1;
-            k->st = n;
-        }
+        step *n = al_grow(k->st, &cap, k->n_st, sizeof *n, 4, NULL);
+        if (!n) return -1;
+        k->st = n;
         step *s = &k->st[k->n_st];
         if (*c == '[' && k->n_st == 0) return -1; /* the file is an object: a name first */
         if (*c == '[') {

@@ -637,20 +637,17 @@ static int recover_dead_runs(al_store *s, al_err *e) {
     bind_str(q, 1, host);
     /* Collect first: updating rows under an open cursor is undefined. */
     int64_t *dead = NULL;
-    size_t n = 0, cap = 0;
+    int n = 0, cap = 0;
     int r, rc = 0;
     while ((r = sqlite3_step(q)) == SQLITE_ROW) {
         long pid = (long)sqlite3_column_int64(q, 1);
         if (pid_alive(pid, (const char *)sqlite3_column_text(q, 2))) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            int64_t *nd = realloc(dead, cap * sizeof *nd);
-            if (!nd) {
-                rc = al_errf(e, "out of memory");
-                break;
-            }
-            dead = nd;
+        int64_t *nd = al_grow(dead, &cap, n, sizeof *nd, 16, e);
+        if (!nd) {
+            rc = -1;
+            break;
         }
+        dead = nd;
         dead[n++] = sqlite3_column_int64(q, 0);
     }
     if (rc == 0 && r != SQLITE_DONE) rc = db_err(s, e, "cannot list running runs");
@@ -660,7 +657,7 @@ static int recover_dead_runs(al_store *s, al_err *e) {
                    "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
                    "error = 'process ' || pid || ' ended without finishing' "
                    "WHERE run_id = ? AND status = 'running'", &u, e) == 0) {
-        for (size_t i = 0; i < n && rc == 0; i++) {
+        for (int i = 0; i < n && rc == 0; i++) {
             sqlite3_bind_int64(u, 1, dead[i]);
             rc = step_done(s, u, e);
         }
