@@ -166,6 +166,69 @@ TEST(attr_dla_three_layers) {
     al_model_free(&m);
 }
 
+/* W_U centring (center_unembed, TransformerLens's default): on log-prob
+ * items the metric is the answer's logit less the row's mean logit (from
+ * the model's own logits row), components and path terms still sum to
+ * it, and adding one vector w to every column of W_U -- which moves every
+ * logit by x·w and leaves log p alone -- leaves the centred attribution
+ * where it was while the raw one moves. Losses are the same either way. */
+TEST(attr_center_unembed) {
+    al_model m;
+    rand_model(&m, 2, 0, 13);
+    al_err e;
+    al_pairs t;
+    task(&t, &m, RR, 6, &e);
+    const int C = m.cfg.d_model, V = m.cfg.d_vocab;
+    al_attr_opts o = al_attr_opts_defaults();
+    al_attr_result raw, cen, raw2, cen2;
+    CHECK_OK(al_attribute_run(&m, &t, &o, &raw, &e), &e);
+    o.center_unembed = 1;
+    CHECK_OK(al_attribute_run(&m, &t, &o, &cen, &e), &e);
+    float row[13];
+    for (int i = 0; i < t.n_items; i++) {
+        const al_pair_item *it = &t.items[i];
+        CHECK(it->wrong < 0); /* the induction task's items are log-prob */
+        model_row(&m, &t, it, row);
+        double mean = 0;
+        for (int v = 0; v < V; v++) mean += row[v];
+        double ref = row[it->answer] - mean / V, sd = 0, st = 0;
+        CHECK_NEAR(cen.item_metric[i], ref, 1e-4);
+        for (int c = 0; c < cen.n_comp; c++) sd += cen.item_dla[(size_t)i * cen.n_comp + c];
+        for (int k = 0; k < cen.n_terms; k++) st += cen.item_term[(size_t)i * cen.n_terms + k];
+        CHECKF(rel(sd, ref, cen.item_dla + (size_t)i * cen.n_comp, cen.n_comp, 1) <= 1e-4,
+               "item %d: components %g, centred logit %g", i, sd, ref);
+        CHECKF(rel(st, ref, cen.item_term + (size_t)i * cen.n_terms, cen.n_terms, 1) <= 1e-4,
+               "item %d: terms %g, centred logit %g", i, st, ref);
+    }
+    /* the losses do not depend on where logits are measured from */
+    CHECK(!memcmp(raw.term_dloss, cen.term_dloss, sizeof(double) * raw.n_terms));
+    CHECK(raw.loss == cen.loss);
+    /* shift every logit: W_U[:, v] += w for all v */
+    float *wu = m.p[AL_P_WU];
+    for (int k = 0; k < C; k++) {
+        float w = 0.5f * (float)((k * 7919) % 13 - 6);
+        for (int v = 0; v < V; v++) wu[(size_t)k * V + v] += w;
+    }
+    CHECK_OK(al_attribute_run(&m, &t, &o, &cen2, &e), &e);
+    o.center_unembed = 0;
+    CHECK_OK(al_attribute_run(&m, &t, &o, &raw2, &e), &e);
+    double moved = 0;
+    for (int c = 0; c < cen.n_comp; c++) {
+        CHECKF(fabs(cen2.dla[c] - cen.dla[c]) <= 1e-3 * (1 + fabs(cen.dla[c])),
+               "component %d: centred %g before the shift, %g after", c, cen.dla[c], cen2.dla[c]);
+        moved = fmax(moved, fabs(raw2.dla[c] - raw.dla[c]));
+    }
+    CHECKF(moved > 0.1, "the raw attribution moved by at most %g", moved);
+    CHECK_NEAR(raw2.loss, raw.loss, 1e-4);
+    o.center_unembed = 2;
+    CHECK(al_attribute_run(&m, &t, &o, &raw2, &e) == -1 && strstr(e.msg, "center_unembed"));
+    al_attr_result_free(&raw);
+    al_attr_result_free(&cen);
+    al_attr_result_free(&cen2);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
 /* The logit lens's last layer is the forward's own mean item loss. */
 TEST(attr_lens_final_is_model_loss) {
     for (int L = 1; L <= 2; L++) {
@@ -309,7 +372,7 @@ TEST(attr_bad_options) {
     } bad[] = {{&m2, 0, 1, "batch"}, {&m2, 100001, 1, "batch"}, {&m3, 8, 1, "2 layers"},
                {&m2, 8, 2, "paths"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        al_attr_opts o = {bad[i].batch, bad[i].paths, 0, NULL};
+        al_attr_opts o = {bad[i].batch, bad[i].paths, 0, NULL, 0};
         memset(&r, 0xab, sizeof r);
         CHECKF(al_attribute_run(bad[i].m, &t, &o, &r, &e) == -1, "case %zu", i);
         CHECKF(strstr(e.msg, bad[i].want) && !strchr(e.msg, '\n'), "case %zu: %s", i, e.msg);

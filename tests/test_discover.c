@@ -493,6 +493,82 @@ TEST(discover_acdc_tau_and_repeats) {
     al_model_free(&m);
 }
 
+/* The reference implementation's choices (--acdc-order latest-first,
+ * --acdc-remove lt). The first edge ACDC tries is measured against the
+ * whole model, so its score is exactly KL(all but that edge) − KL(all):
+ * embed -> logits in index order, the last head -> logits in reverse
+ * order. Under "lt" an edge whose removal changes nothing (a pos edge,
+ * growth exactly 0) stays at tau 0; under "le" it goes. The planted
+ * circuit is found under every combination. */
+TEST(discover_acdc_reference_options) {
+    al_model m;
+    al_pairs t;
+    al_patch_opts po;
+    al_err e;
+    rand_setup(&m, &t, 2, &po);
+    const int L = 2, H = m.cfg.n_heads;
+    int n = al_graph_n_edges(L, H);
+    unsigned char *all = malloc((size_t)n);
+    memset(all, 1, (size_t)n);
+    double kl_all, kl, mv;
+    CHECK_OK(al_circuit_eval(&m, &t, all, 3, &kl_all, &mv, &e), &e);
+    al_edge first_idx = {AL_EDGE_OUTPUT, 0, -1, -1, 3}, first_rev = {AL_EDGE_OUTPUT, 1 + L * H, -1, -1, 3};
+    int ki = al_graph_edge_index(L, H, &first_idx), kr = al_graph_edge_index(L, H, &first_rev);
+    al_discover_opts o = al_discover_opts_defaults();
+    o.batch = 3, o.tau = 0.02;
+    al_discover_result r;
+    for (int rev = 0; rev < 2; rev++) {
+        o.order = rev ? "latest-first" : "embed-first";
+        int k = rev ? kr : ki;
+        all[k] = 0;
+        CHECK_OK(al_circuit_eval(&m, &t, all, 3, &kl, &mv, &e), &e);
+        all[k] = 1;
+        CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+        CHECKF(fabs(r.score[k] - (kl - kl_all)) < 1e-12, "%s: first edge's score %.12g, want %.12g",
+               o.order, r.score[k], kl - kl_all);
+        al_discover_result_free(&r);
+    }
+    /* the removal rule at tau 0 */
+    o.tau = 0, o.order = "embed-first";
+    for (int lt = 0; lt < 2; lt++) {
+        o.remove_if = lt ? "lt" : "le";
+        CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+        int zero = 0;
+        for (int k = 0; k < r.n_edges; k++) {
+            if (isnan(r.score[k])) continue;
+            zero += r.score[k] == 0.0;
+            CHECKF(r.kept[k] == (lt ? r.score[k] >= 0 : r.score[k] > 0), "%s: edge %d score %g kept %d",
+                   o.remove_if, k, r.score[k], r.kept[k]);
+        }
+        CHECK(zero > 0); /* the pos edges */
+        al_discover_result_free(&r);
+    }
+    o.remove_if = "bogus";
+    CHECK(al_discover_run(&m, &t, &o, &r, &e) != 0 && strstr(e.msg, "le, lt"));
+    o.remove_if = "le", o.order = "first";
+    CHECK(al_discover_run(&m, &t, &o, &r, &e) != 0 && strstr(e.msg, "latest-first"));
+    free(all);
+    al_pairs_free(&t);
+    al_model_free(&m);
+    /* the planted circuit, whatever the order and rule */
+    planted_model(&m);
+    planted_task(&t, &m);
+    o = al_discover_opts_defaults();
+    o.tau = 0.01;
+    for (int c = 0; c < 4; c++) {
+        o.order = c & 1 ? "latest-first" : "embed-first";
+        o.remove_if = c & 2 ? "lt" : "le";
+        CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+        int want[4] = {edge_of(AL_EDGE_INPUT, 0, 0, 0, 2), edge_of(AL_EDGE_COMPOSITION, 2, 1, 0, 1),
+                       edge_of(AL_EDGE_INPUT, 0, 1, 0, 2), edge_of(AL_EDGE_OUTPUT, 2 + PH, -1, -1, 3)};
+        CHECKF(r.n_kept == 4, "%s/%s: kept %d", o.order, o.remove_if, r.n_kept);
+        for (int i = 0; i < 4; i++) CHECK(r.kept[want[i]]);
+        al_discover_result_free(&r);
+    }
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
 /* A 1-layer model: inputs into its heads and the logits' edges only;
  * both methods run, and the circuit they return evaluates to what they
  * report. */

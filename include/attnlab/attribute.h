@@ -11,7 +11,8 @@
  *
  * At an item (pair, pos, answer, wrong) the metric logit is
  * x_L(pos) · u with u = W_U[:,answer] − W_U[:,wrong] (u = W_U[:,answer]
- * when wrong < 0, i.e. the correct token's logit); the item's loss is
+ * when wrong < 0, i.e. the correct token's logit, or W_U[:,answer] less
+ * the mean column with center_unembed); the item's loss is
  * −log p(answer) from the full logits row, whatever the task's metric.
  *
  * Components (direct logit attribution; any number of layers), index c:
@@ -66,9 +67,16 @@ typedef struct al_attr_opts {
     int paths;    /* 1 (default): the path expansion too (needs 1 or 2 layers); 0: not */
     int progress; /* 1: a progress line on stderr per batch */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
+    /* 1: on items without a wrong token (log-prob tasks) u is W_U[:,answer]
+     * less the mean column of W_U, so each contribution leaves out the
+     * shift common to every logit, which log p ignores (TransformerLens
+     * centres W_U so by default); the metric is then the answer's logit
+     * less the mean logit, and the terms still sum to it. 0 (default):
+     * the raw column. Logit-difference items are the same either way. */
+    int center_unembed;
 } al_attr_opts;
 
-#define AL_ATTR_OPTS_INIT {8, 1, 0, NULL}
+#define AL_ATTR_OPTS_INIT {8, 1, 0, NULL, 0}
 al_attr_opts al_attr_opts_defaults(void);
 /* 0 if the numbers are in range, else −1 with e naming the limits. */
 int al_attr_opts_check(const al_attr_opts *o, al_err *e);

@@ -66,9 +66,18 @@ typedef struct al_discover_opts {
     int batch;             /* pairs per forward pass (8), 1..100000 */
     int progress;          /* 1: a progress line on stderr */
     volatile sig_atomic_t *stop; /* set: stop, −1 "interrupted" */
+    /* acdc: the order in which a receiver's senders are tried.
+     * "embed-first" (default): index order, embed, pos, then the heads
+     * of earlier layers from layer 0 up; "latest-first": the reverse,
+     * the latest head first and embed last, as the reference
+     * implementation of Conmy et al. (2023) does. */
+    const char *order;
+    /* acdc: remove an edge when the loss grows by "le" (default): at
+     * most tau; "lt": less than tau, as the reference implementation. */
+    const char *remove_if;
 } al_discover_opts;
 
-#define AL_DISCOVER_OPTS_INIT {"acdc", "kl", 0.01, 0.9, 8, 0, NULL}
+#define AL_DISCOVER_OPTS_INIT {"acdc", "kl", 0.01, 0.9, 8, 0, NULL, "embed-first", "le"}
 al_discover_opts al_discover_opts_defaults(void);
 /* 0 if the names are known and the numbers in range (tau negative or not
  * finite, recover outside 0..1 refused), else −1 with e naming them. */

@@ -36,6 +36,9 @@ int al_attr_opts_check(const al_attr_opts *o, al_err *e) {
         return al_errf(e, "attribution needs 1 <= batch <= 100000 (got %d)", o->batch);
     if (o->paths != 0 && o->paths != 1)
         return al_errf(e, "attribution option paths must be 0 or 1 (got %d)", o->paths);
+    if (o->center_unembed != 0 && o->center_unembed != 1)
+        return al_errf(e, "attribution option center_unembed must be 0 or 1 (got %d)",
+                       o->center_unembed);
     return 0;
 }
 
@@ -95,6 +98,7 @@ typedef struct ctx {
     float *rows;     /* (cap, C) */
     float *TL;       /* (cap, V) one term's logits */
     float *full;     /* (cap, V) the model's logits */
+    double *ubar;    /* (C) the mean unembedding column, when centring; else NULL */
 } ctx;
 
 /* Called with term k's logits TL (ni, V) at the items (rows rb, rt). */
@@ -102,6 +106,7 @@ typedef void (*term_fn)(void *arg, int k, float *TL, int ni);
 
 static void ctx_free(ctx *s) {
     free(s->ou);
+    free(s->ubar);
     memset(s, 0, sizeof *s);
 }
 
@@ -121,6 +126,21 @@ static int ctx_init(ctx *s, al_model *m, int T, int cap, al_err *e) {
     s->rows = s->Z + n * D;
     s->TL = s->rows + n * C;
     s->full = s->TL + n * V;
+    return 0;
+}
+
+/* s->ubar = the mean over the vocabulary of W_U's columns: x · ubar is
+ * the mean logit of x, the shift common to every logit that log-softmax
+ * ignores (TransformerLens's centred W_U). */
+static int ctx_center(ctx *s, al_err *e) {
+    const al_model *m = s->m;
+    const int C = s->C, V = s->V;
+    if (!(s->ubar = al_calloc((size_t)C, sizeof(double), e))) return -1;
+    for (int v = 0; v < V; v++)
+        for (int k = 0; k < C; k++)
+            s->ubar[k] += m->cfg.tied_embeddings ? m->p[AL_P_WE][(size_t)v * C + k]
+                                                 : m->p[AL_P_WU][(size_t)k * V + v];
+    for (int k = 0; k < C; k++) s->ubar[k] /= V;
     return 0;
 }
 
@@ -230,6 +250,11 @@ static void run_term(void *arg, int k, float *TL, int ni) {
         const float *fu = st->s.full + (size_t)i * V;
         double c = lg[it->answer];
         if (it->wrong >= 0) c -= lg[it->wrong];
+        else if (st->s.ubar) { /* centred: the answer's logit less the row's mean */
+            double mean = 0.0;
+            for (int v = 0; v < V; v++) mean += lg[v];
+            c -= mean / V;
+        }
         r->item_term[(size_t)(st->i0 + i) * nt + k] = c;
         for (int v = 0; v < V; v++) ks[v] += lg[v], lg[v] = fu[v] - lg[v];
         double a = lg[it->answer];
@@ -267,13 +292,21 @@ static int result_alloc(al_attr_result *r, al_err *e) {
     return ok ? 0 : -1;
 }
 
+/* x · ubar: the mean logit of residual x (centring). */
+static double mean_logit(const ctx *s, const float *x) {
+    double a = 0.0;
+    for (int k = 0; k < s->C; k++) a += x[k] * s->ubar[k];
+    return a;
+}
+
 /* Direct logit attribution of one item at (b, t) of the last forward. */
 static void item_dla(const ctx *s, const al_pair_item *it, int b, int t, int tok, double *out,
                      double *metric, float *buf) {
     const al_model *m = s->m;
     const int C = s->C, D = s->D, H = s->H;
 #define DIFF(x) ((double)al_model_logit(m, (x), it->answer) - \
-                 (it->wrong >= 0 ? (double)al_model_logit(m, (x), it->wrong) : 0.0))
+                 (it->wrong >= 0 ? (double)al_model_logit(m, (x), it->wrong) \
+                                 : s->ubar ? mean_logit(s, (x)) : 0.0))
     out[0] = DIFF(m->p[AL_P_WE] + (size_t)tok * C);
     /* shortformer: positions never enter the residual stream (only the
      * heads' q and k), so the pos component is exactly 0 */
@@ -410,7 +443,9 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     al_hooks zr;
     replacements_off(m, &zr);
     int rc = -1;
-    if (result_alloc(r, e) || ctx_init(&st.s, m, t->T, cap, e)) goto out;
+    if (result_alloc(r, e) || ctx_init(&st.s, m, t->T, cap, e) ||
+        (o->center_unembed && ctx_center(&st.s, e)))
+        goto out;
     st.base = al_malloc(2 * (size_t)cap, sizeof(double), e);
     if (!st.base) goto out;
     st.dl = st.base + cap;

@@ -54,6 +54,12 @@ int al_discover_opts_check(const al_discover_opts *o, al_err *e) {
         return al_errf(e, "discovery needs 0 <= recover <= 1 (got %g)", o->recover);
     if (o->batch < 1 || o->batch > 100000)
         return al_errf(e, "discovery needs 1 <= batch <= 100000 (got %d)", o->batch);
+    if (!o->order || (strcmp(o->order, "embed-first") && strcmp(o->order, "latest-first")))
+        return al_errf(e, "unknown ACDC sender order '%s' (known: embed-first, latest-first)",
+                       o->order ? o->order : "(null)");
+    if (!o->remove_if || (strcmp(o->remove_if, "le") && strcmp(o->remove_if, "lt")))
+        return al_errf(e, "unknown ACDC removal rule '%s' (known: le, lt)",
+                       o->remove_if ? o->remove_if : "(null)");
     return 0;
 }
 
@@ -278,6 +284,7 @@ typedef struct drun {
     dctx d;
     const al_discover_opts *o;
     int kl;              /* the loss is KL (else M_clean − M) */
+    int strict;          /* acdc: remove on growth < tau (else <= tau) */
     unsigned char *kept;
     double *score;
     double cur_kl, cur_m;
@@ -307,38 +314,42 @@ static double loss_of(const drun *r, double kl, double mv) {
 }
 
 /* ACDC's step for edge k: remove it, keep it removed if the loss grows
- * by at most tau. A pos edge carries the same value in both runs: its
- * removal changes nothing (growth 0, no evaluation needed). */
+ * by at most tau (less than tau under remove_if "lt"). A pos edge
+ * carries the same value in both runs: its removal changes nothing
+ * (growth 0, no evaluation needed). */
 static int acdc_try(drun *r, int k, int is_pos, al_err *e) {
     r->step++;
     r->kept[k] = 0;
-    if (is_pos) {
-        r->score[k] = 0.0;
-        return 0;
-    }
-    double kl, mv;
-    if (run_eval(r, &kl, &mv, e)) return -1;
-    double g = loss_of(r, kl, mv) - loss_of(r, r->cur_kl, r->cur_m);
+    double kl = r->cur_kl, mv = r->cur_m;
+    if (!is_pos && run_eval(r, &kl, &mv, e)) return -1;
+    double g = is_pos ? 0.0 : loss_of(r, kl, mv) - loss_of(r, r->cur_kl, r->cur_m);
     r->score[k] = g;
-    if (g <= r->o->tau) r->cur_kl = kl, r->cur_m = mv;
+    if (r->strict ? g < r->o->tau : g <= r->o->tau) r->cur_kl = kl, r->cur_m = mv;
     else r->kept[k] = 1;
     return 0;
 }
 
 static int acdc(drun *r, al_err *e) {
     const int L = r->d.L, H = r->d.H;
+    const int rev = strcmp(r->o->order, "latest-first") == 0;
+    r->strict = strcmp(r->o->remove_if, "lt") == 0;
     if (run_eval(r, &r->cur_kl, &r->cur_m, e)) return -1;
-    for (int j = 0; j < 2 + L * H; j++)
+    const int nl = 2 + L * H; /* the logits' senders: embed, pos, every head */
+    for (int jj = 0; jj < nl; jj++) {
+        int j = rev ? nl - 1 - jj : jj;
         if (acdc_try(r, k_out(L, H, j), j == 1, e)) return -1;
+    }
     for (int l = L - 1; l >= 0; l--)
         for (int h = H - 1; h >= 0; h--) {
             int alive = r->kept[k_out(L, H, 2 + l * H + h)];
             for (int h1 = 0; l == 0 && L == 2 && h1 < H; h1++)
                 for (int ch = 0; ch < 3; ch++) alive |= r->kept[k_comp(L, H, h, h1, ch)];
-            /* the receiver's incoming edges in index order: embed, pos,
-             * then (layer 1) the layer-0 heads */
+            /* the receiver's incoming edges in index order (embed, pos,
+             * then in layer 1 the layer-0 heads), or its reverse */
+            const int ns = 2 + (l == 1 ? H : 0);
             for (int ch = 0; ch < 3; ch++)
-                for (int i = 0; i < 2 + (l == 1 ? H : 0); i++) {
+                for (int ii = 0; ii < ns; ii++) {
+                    int i = rev ? ns - 1 - ii : ii;
                     int k = i < 2 ? k_input(H, l, h, ch, i) : k_comp(L, H, i - 2, h, ch);
                     if (!alive) { /* cut off: its inputs cannot matter */
                         r->kept[k] = 0;
