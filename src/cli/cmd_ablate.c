@@ -143,11 +143,11 @@ static void config_name(const ablate_args *a, const al_ablate_result *r, const a
 }
 
 /* attnlab.ablate/1 (docs/json.md): every configuration, singles and
- * pairs, with the clean model's loss. */
-static int json_ablate(cJSON *doc, const ablate_args *a, const al_behave *bh,
-                       const al_ablate_opts *o, int T, const al_ablate_result *r) {
+ * pairs, with the clean model's loss (the driver adds the run and model keys). */
+static int json_ablate(cJSON *doc, const ablate_args *a, const al_ablate_opts *o, int T,
+                       const al_ablate_result *r) {
     cJSON *cs;
-    if (al_behave_json(doc, bh, a->w.db) || !cJSON_AddStringToObject(doc, "method", o->method) ||
+    if (!cJSON_AddStringToObject(doc, "method", o->method) ||
         !cJSON_AddNumberToObject(doc, "batches", o->batches) ||
         !cJSON_AddNumberToObject(doc, "batch", o->batch) || !cJSON_AddNumberToObject(doc, "T", T) ||
         !cJSON_AddNumberToObject(doc, "probe_r", o->probe_r) ||
@@ -203,64 +203,75 @@ static int check_heads(const ablate_args *a, const al_behave *bh, al_err *e) {
     return 0;
 }
 
-static int ablate_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
+/* The run's state between the driver's phases. */
+typedef struct ablate_state {
+    al_tokens d;
+    int T;
+    unsigned char *allowed; /* --probe-tokens: the ids the probe draws from; NULL: all */
+    double t0;              /* al_now() as the run began (the printed total) */
+    al_ablate_result r;
+} ablate_state;
+
+/* Every input against the model before the run row exists: the heads,
+ * the probe's ids, the tokens, the circuit. */
+static int ablate_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     ablate_args *a = args;
-    al_set_threads(a->w.threads);
-    al_behave bh;
-    al_tokens d = {0};
-    al_ablate_result r = {0};
+    ablate_state *s = state;
+    al_behave *bh = dr->b;
+    return check_heads(a, bh, e) ||
+                   al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab,
+                                   &s->allowed, NULL, e) ||
+                   al_behave_tokens(bh, a->w.data, &s->d, &s->T, e) ||
+                   (a->circuit && al_behave_circuit(bh, a->circuit, a->fill, &s->d, s->T,
+                                                    a->o.batches, a->o.batch, e))
+               ? -1
+               : 0;
+}
+
+static int ablate_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    ablate_args *a = args;
+    ablate_state *s = state;
+    al_behave *bh = dr->b;
     al_ablate_opts o = a->o;
-    unsigned char *allowed = NULL;
-    int T = 0, rc = 1;
-    if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    /* every input against the model before the run row exists */
-    if (check_heads(a, &bh, e) ||
-        al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh.m.cfg.d_vocab, &allowed, NULL, e) ||
-        al_behave_tokens(&bh, a->w.data, &d, &T, e) ||
-        (a->circuit &&
-         al_behave_circuit(&bh, a->circuit, a->fill, &d, T, o.batches, o.batch, e)) ||
-        al_behave_begin(&bh, "ablate", fl, e)) {
-        free(allowed);
-        al_tokens_free(&d);
-        al_behave_close(&bh);
-        return 1;
-    }
-    double t0 = al_now();
+    s->t0 = al_now();
     o.progress = dr->progress;
-    o.probe_allowed = allowed;
-    al_behave_warn_probe(&bh, 2 * o.probe_r + 1);
-    if (al_ablate_run(&bh.m, &d, T, al_behave_bos(&bh), bh.off, &o, &r, e) ||
-        al_store_tx_begin(bh.st, e) || al_store_put_ablate(bh.st, bh.run_id, bh.model_id, &r, e) ||
-        al_store_run_finish(bh.st, bh.run_id, e))
-        goto fail;
-    if (dr->json) {
-        if (json_ablate(dr->doc, a, &bh, &o, T, &r)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-    } else {
-        printf("model %s (sha256 %.12s…) -> run %lld of %s; method %s, %d x %d windows of %d, "
-               "probe R %d N %d\n",
-               a->w.model, bh.sha, (long long)bh.run_id, a->w.db, o.method, o.batches, o.batch, T,
-               o.probe_r, o.probe_n);
-        al_behave_print_circuit(&bh, a->circuit);
-        print_rows(a, &r);
-        if (o.pairs) print_pairs(&r, a->show);
-        printf("ablate: %d configuration%s in %.2f s (%.3f s each; one clean pass over the "
-               "evaluation tokens took %.3f s; total %.2f s)\n", r.n, r.n == 1 ? "" : "s",
-               r.seconds_ablate, r.seconds_ablate / r.n, r.seconds_clean, al_now() - t0);
-    }
-    if (run_id) *run_id = bh.run_id;
-    rc = 0;
-    goto out;
-fail:
-    al_behave_fail(&bh, e);
-out:
-    free(allowed);
-    al_ablate_result_free(&r);
-    al_tokens_free(&d);
-    al_behave_close(&bh);
-    return rc;
+    o.probe_allowed = s->allowed;
+    al_behave_warn_probe(bh, 2 * o.probe_r + 1);
+    return al_ablate_run(&bh->m, &s->d, s->T, al_behave_bos(bh), bh->off, &o, &s->r, e);
+}
+
+static int ablate_store(void *args, void *state, al_drive *dr, al_err *e) {
+    ablate_state *s = state;
+    (void)args;
+    return al_store_put_ablate(dr->b->st, dr->b->run_id, dr->b->model_id, &s->r, e);
+}
+
+static int ablate_print(void *args, void *state, al_drive *dr, al_err *e) {
+    ablate_args *a = args;
+    ablate_state *s = state;
+    const al_behave *bh = dr->b;
+    const al_ablate_opts *o = &a->o;
+    const al_ablate_result *r = &s->r;
+    if (dr->json)
+        return json_ablate(dr->doc, a, o, s->T, r) ? al_errf(e, "out of memory") : 0;
+    printf("model %s (sha256 %.12s…) -> run %lld of %s; method %s, %d x %d windows of %d, "
+           "probe R %d N %d\n",
+           a->w.model, bh->sha, (long long)bh->run_id, a->w.db, o->method, o->batches, o->batch,
+           s->T, o->probe_r, o->probe_n);
+    al_behave_print_circuit(bh, a->circuit);
+    print_rows(a, r);
+    if (o->pairs) print_pairs(r, a->show);
+    printf("ablate: %d configuration%s in %.2f s (%.3f s each; one clean pass over the "
+           "evaluation tokens took %.3f s; total %.2f s)\n", r->n, r->n == 1 ? "" : "s",
+           r->seconds_ablate, r->seconds_ablate / r->n, r->seconds_clean, al_now() - s->t0);
+    return 0;
+}
+
+static void ablate_release(void *state) {
+    ablate_state *s = state;
+    free(s->allowed);
+    al_ablate_result_free(&s->r);
+    al_tokens_free(&s->d);
 }
 
 static void ablate_init(void *args) {
@@ -280,7 +291,9 @@ static void ablate_label(const cJSON *v, char *buf, size_t cap) {
 
 const al_analysis al_an_ablate = {
     .name = "ablate", .cmd = &al_cmd_ablate, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
-    .tmpl = &g, .size = sizeof g, .init = ablate_init, .check = ablate_check, .run = ablate_do,
+    .tmpl = &g, .size = sizeof g, .init = ablate_init, .check = ablate_check,
+    .state_size = sizeof(ablate_state), .prepare = ablate_prepare, .compute = ablate_compute,
+    .store = ablate_store, .print = ablate_print, .release = ablate_release,
     .exp_list = 1, .exp_data = AL_EXP_DATA_VAL, .exp_label = ablate_label};
 
 static int run_ablate(int argc, char **argv) { return al_drive_main(&al_an_ablate, argc, argv); }

@@ -60,11 +60,11 @@ al_command al_cmd_names = {
     run_names,
 };
 
-/* attnlab.names/1 (docs/json.md). */
+/* attnlab.names/1 (docs/json.md), beside the driver's run and model keys. */
 static int json_names(cJSON *doc, const names_args *a, const al_behave *b,
                       const al_name_stories *s, const al_namecopy_result *r) {
     cJSON *ex, *pieces, *rest;
-    if (al_behave_json(doc, b, a->w.db) || !cJSON_AddStringToObject(doc, "data", a->w.data) ||
+    if (!cJSON_AddStringToObject(doc, "data", a->w.data) ||
         !cJSON_AddNumberToObject(doc, "stories", r->n) ||
         !cJSON_AddStringToObject(doc, "name", a->name ? "given" : "invented per story") ||
         !(ex = cJSON_AddObjectToObject(doc, "example")) ||
@@ -102,75 +102,86 @@ static int names_check(const void *args, const al_flag *fl, al_err *e) {
     return 0;
 }
 
-static int names_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
-    names_args *a = args;
-    al_set_threads(a->w.threads);
-    al_behave b;
-    al_tokens d = {0};
-    al_name_stories s = {0};
+/* The run's state between the driver's phases. */
+typedef struct names_state {
+    al_tokens d;
+    al_name_stories s;
     al_namecopy_result r;
-    int rc = 1;
-    if (al_behave_load(&b, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    if (!b.tok) {
-        al_errf(e, "%s has no tokenizer.json (names are text)", a->w.model);
-        goto out;
-    }
-    if (al_tokens_load(a->w.data, &d, e) ||
-        al_names_in_text(b.tok, &d, a->n, a->name, a->seed, b.m.cfg.n_ctx, &s, e) ||
-        al_behave_begin(&b, "names", fl, e))
-        goto out;
-    if (al_namecopy_run(&b.m, &s, &r, e) || al_store_tx_begin(b.st, e)) {
-        al_behave_fail(&b, e);
-        goto out;
-    }
-    for (int j = 0; j < r.max_k; j++) {
+} names_state;
+
+/* The tokenizer and the stories (each with its name) before the run row
+ * exists: a text without usable stories is refused without a run. */
+static int names_prepare(void *args, void *state, al_drive *dr, al_err *e) {
+    names_args *a = args;
+    names_state *s = state;
+    al_behave *b = dr->b;
+    if (!b->tok) return al_errf(e, "%s has no tokenizer.json (names are text)", a->w.model);
+    return al_tokens_load(a->w.data, &s->d, e) ||
+                   al_names_in_text(b->tok, &s->d, a->n, a->name, a->seed, b->m.cfg.n_ctx, &s->s,
+                                    e)
+               ? -1
+               : 0;
+}
+
+static int names_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    names_state *s = state;
+    (void)args;
+    return al_namecopy_run(&dr->b->m, &s->s, &s->r, e);
+}
+
+/* model_scores: names_first_pJ / names_second_pJ per piece J, the rest
+ * and the story count. */
+static int names_store(void *args, void *state, al_drive *dr, al_err *e) {
+    names_state *s = state;
+    al_behave *b = dr->b;
+    const al_namecopy_result *r = &s->r;
+    (void)args;
+    for (int j = 0; j < r->max_k; j++) {
         char m1[40], m2[40];
         snprintf(m1, sizeof m1, "names_first_p%d", j + 1);
         snprintf(m2, sizeof m2, "names_second_p%d", j + 1);
-        if (al_store_put_model_score(b.st, b.run_id, b.model_id, m1, r.p_first[j], e) ||
-            al_store_put_model_score(b.st, b.run_id, b.model_id, m2, r.p_second[j], e)) {
-            al_behave_fail(&b, e);
-            goto out;
-        }
+        if (al_store_put_model_score(b->st, b->run_id, b->model_id, m1, r->p_first[j], e) ||
+            al_store_put_model_score(b->st, b->run_id, b->model_id, m2, r->p_second[j], e))
+            return -1;
     }
-    if (al_store_put_model_score(b.st, b.run_id, b.model_id, "names_first_rest", r.rest_first, e) ||
-        al_store_put_model_score(b.st, b.run_id, b.model_id, "names_second_rest", r.rest_second, e) ||
-        al_store_put_model_score(b.st, b.run_id, b.model_id, "names_stories", r.n, e) ||
-        al_store_run_finish(b.st, b.run_id, e)) {
-        al_behave_fail(&b, e);
-        goto out;
-    }
-    if (dr->json) {
-        if (json_names(dr->doc, a, &b, &s, &r)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-        if (run_id) *run_id = b.run_id;
-        rc = 0;
-        goto out;
-    }
-    printf("model %s (%d layer%s) -> run %lld of %s\n", a->w.model, b.m.cfg.n_layers,
-           b.m.cfg.n_layers == 1 ? "" : "s", (long long)b.run_id, a->w.db);
-    printf("%d held-out stories of %s, name %s (e.g. \"%s\" =", r.n, a->w.data,
-           a->name ? "given" : "invented per story", s.s[0].name);
-    for (int j = 0; j < s.s[0].k; j++) {
+    return al_store_put_model_score(b->st, b->run_id, b->model_id, "names_first_rest",
+                                    r->rest_first, e) ||
+                   al_store_put_model_score(b->st, b->run_id, b->model_id, "names_second_rest",
+                                            r->rest_second, e) ||
+                   al_store_put_model_score(b->st, b->run_id, b->model_id, "names_stories", r->n, e)
+               ? -1
+               : 0;
+}
+
+static int names_print(void *args, void *state, al_drive *dr, al_err *e) {
+    names_args *a = args;
+    names_state *st = state;
+    const al_behave *b = dr->b;
+    const al_name_stories *s = &st->s;
+    const al_namecopy_result *r = &st->r;
+    if (dr->json) return json_names(dr->doc, a, b, s, r) ? al_errf(e, "out of memory") : 0;
+    printf("model %s (%d layer%s) -> run %lld of %s\n", a->w.model, b->m.cfg.n_layers,
+           b->m.cfg.n_layers == 1 ? "" : "s", (long long)b->run_id, a->w.db);
+    printf("%d held-out stories of %s, name %s (e.g. \"%s\" =", r->n, a->w.data,
+           a->name ? "given" : "invented per story", s->s[0].name);
+    for (int j = 0; j < s->s[0].k; j++) {
         char buf[64];
-        al_tok_display(b.tok, s.s[0].piece[j], buf, sizeof buf);
+        al_tok_display(b->tok, s->s[0].piece[j], buf, sizeof buf);
         printf(" %s", buf);
     }
     printf(")\n%-7s %8s %12s %12s %8s\n", "piece", "stories", "p(1st)", "p(2nd)", "2nd/1st");
-    for (int j = 0; j < r.max_k; j++)
-        printf("%-7d %8d %12.4f %12.4f %8.1f\n", j + 1, r.count[j], r.p_first[j], r.p_second[j],
-               r.p_first[j] > 0 ? r.p_second[j] / r.p_first[j] : 0);
-    printf("%-7s %8s %12.4f %12.4f %8.1f\n", "2..", "", r.rest_first, r.rest_second,
-           r.rest_first > 0 ? r.rest_second / r.rest_first : 0);
-    if (run_id) *run_id = b.run_id;
-    rc = 0;
-out:
-    al_name_stories_free(&s);
-    al_tokens_free(&d);
-    al_behave_close(&b);
-    return rc;
+    for (int j = 0; j < r->max_k; j++)
+        printf("%-7d %8d %12.4f %12.4f %8.1f\n", j + 1, r->count[j], r->p_first[j],
+               r->p_second[j], r->p_first[j] > 0 ? r->p_second[j] / r->p_first[j] : 0);
+    printf("%-7s %8s %12.4f %12.4f %8.1f\n", "2..", "", r->rest_first, r->rest_second,
+           r->rest_first > 0 ? r->rest_second / r->rest_first : 0);
+    return 0;
+}
+
+static void names_release(void *state) {
+    names_state *s = state;
+    al_name_stories_free(&s->s);
+    al_tokens_free(&s->d);
 }
 
 static void names_init(void *args) {
@@ -181,6 +192,8 @@ static void names_init(void *args) {
 
 const al_analysis al_an_names = {
     .name = "names", .cmd = &al_cmd_names, .groups = AL_GROUP_WHERE, .tmpl = &g, .size = sizeof g,
-    .init = names_init, .check = names_check, .run = names_do, .exp_data = AL_EXP_DATA_VAL};
+    .init = names_init, .check = names_check, .state_size = sizeof(names_state),
+    .prepare = names_prepare, .compute = names_compute, .store = names_store,
+    .print = names_print, .release = names_release, .exp_data = AL_EXP_DATA_VAL};
 
 static int run_names(int argc, char **argv) { return al_drive_main(&al_an_names, argc, argv); }

@@ -73,13 +73,13 @@ static void print_steps(const al_prune_result *r) {
     }
 }
 
-/* attnlab.prune/1 (docs/json.md). */
-static int json_prune(cJSON *doc, const prune_args *a, const al_behave *bh, const al_prune_opts *o,
-                      int T, const char *path, const al_prune_run_result *r) {
+/* attnlab.prune/1 (docs/json.md), beside the driver's run and model keys. */
+static int json_prune(cJSON *doc, const al_prune_opts *o, int T, const char *path,
+                      const al_prune_run_result *r) {
     const al_prune_step *last = &r->p.steps[r->last];
     int LH = r->L * r->H;
     cJSON *steps;
-    if (al_behave_json(doc, bh, a->w.db) || !cJSON_AddStringToObject(doc, "method", o->method) ||
+    if (!cJSON_AddStringToObject(doc, "method", o->method) ||
         !cJSON_AddNumberToObject(doc, "budget", o->budget) ||
         !cJSON_AddNumberToObject(doc, "estimate_batches", r->est_batches) ||
         !cJSON_AddNumberToObject(doc, "evaluate_batches", r->eval_batches) ||
@@ -120,63 +120,77 @@ static int prune_check(const void *args, const al_flag *fl, al_err *e) {
     return 0;
 }
 
-static int prune_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
+/* The run's state between the driver's phases. */
+typedef struct prune_state {
+    al_tokens d;
+    int T;
+    char path[AL_PATH_MAX + 64]; /* the mask file written */
+    al_prune_run_result r;
+} prune_state;
+
+/* The mask file's path and the tokens before the run row exists. */
+static int prune_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     prune_args *a = args;
-    al_set_threads(a->w.threads);
-    al_behave bh;
-    al_tokens d = {0};
-    al_prune_run_result r = {0};
-    al_prune_opts o = a->o;
-    char path[AL_PATH_MAX + 64];
-    int T, rc = 1;
-    double t0 = al_now();
-    o.progress = dr->progress;
-    if (al_behave_load(&bh, a->w.model, NULL, a->w.db, e)) return 1;
-    /* the mask file's path and the tokens before the run row exists */
-    if (a->out) snprintf(path, sizeof path, "%s", a->out);
+    prune_state *s = state;
+    if (a->out) snprintf(s->path, sizeof s->path, "%s", a->out);
     else {
         char name[64];
-        snprintf(name, sizeof name, "mask-%s.json", o.method);
-        if (al_path_join(path, sizeof path, a->w.model, name, e)) goto out;
+        snprintf(name, sizeof name, "mask-%s.json", a->o.method);
+        if (al_path_join(s->path, sizeof s->path, a->w.model, name, e)) return -1;
     }
-    if (al_behave_tokens(&bh, a->w.data, &d, &T, e) || al_behave_begin(&bh, "prune", fl, e))
-        goto out;
-    if (al_prune_run(&bh.m, &d, T, &o, &r, e)) goto fail;
-    const al_prune_step *last = &r.p.steps[r.last];
-    al_mask_info info = {o.method, o.budget, r.p.base_loss, last->loss, o.seed,
-                         r.method == AL_PRUNE_RANDOM};
-    if (al_store_tx_begin(bh.st, e) || al_store_put_prune(bh.st, bh.run_id, bh.model_id, &r, e) ||
-        al_mask_save(path, &bh.m.cfg, r.p.off, &info, e) ||
-        al_store_run_finish(bh.st, bh.run_id, e))
-        goto fail;
-    if (dr->json) {
-        if (json_prune(dr->doc, a, &bh, &o, T, path, &r)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-    } else {
-        printf("model %s (sha256 %.12s…) -> run %lld of %s; prune by %s, estimate on %d x %d "
-               "windows of %d, evaluate on %d x %d\n",
-               a->w.model, bh.sha, (long long)bh.run_id, a->w.db, o.method, r.est_batches, o.batch,
-               T, r.eval_batches, o.batch);
-        print_steps(&r.p);
-        int LH = r.L * r.H;
-        if (o.budget >= 0)
-            printf("budget %g: loss limit %.4f (base %.4f); ", o.budget,
-                   (1 + o.budget) * r.p.base_loss, r.p.base_loss);
-        printf("mask: %d of %d heads off, loss %.4f -> %s (%.2f s)\n", LH - last->heads_left, LH,
-               last->loss, path, al_now() - t0);
-    }
-    if (run_id) *run_id = bh.run_id;
-    rc = 0;
-    goto out;
-fail:
-    al_behave_fail(&bh, e);
-out:
-    al_prune_run_result_free(&r);
-    al_tokens_free(&d);
-    al_behave_close(&bh);
-    return rc;
+    return al_behave_tokens(dr->b, a->w.data, &s->d, &s->T, e);
+}
+
+static int prune_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    prune_args *a = args;
+    prune_state *s = state;
+    al_prune_opts o = a->o;
+    o.progress = dr->progress;
+    return al_prune_run(&dr->b->m, &s->d, s->T, &o, &s->r, e);
+}
+
+/* The steps, and the mask file inside the run's transaction (a failed
+ * write fails the run). */
+static int prune_store(void *args, void *state, al_drive *dr, al_err *e) {
+    prune_args *a = args;
+    prune_state *s = state;
+    al_behave *bh = dr->b;
+    const al_prune_opts *o = &a->o;
+    const al_prune_step *last = &s->r.p.steps[s->r.last];
+    al_mask_info info = {o->method, o->budget, s->r.p.base_loss, last->loss, o->seed,
+                         s->r.method == AL_PRUNE_RANDOM};
+    return al_store_put_prune(bh->st, bh->run_id, bh->model_id, &s->r, e) ||
+                   al_mask_save(s->path, &bh->m.cfg, s->r.p.off, &info, e)
+               ? -1
+               : 0;
+}
+
+static int prune_print(void *args, void *state, al_drive *dr, al_err *e) {
+    prune_args *a = args;
+    prune_state *s = state;
+    const al_prune_opts *o = &a->o;
+    const al_prune_run_result *r = &s->r;
+    if (dr->json)
+        return json_prune(dr->doc, o, s->T, s->path, r) ? al_errf(e, "out of memory") : 0;
+    const al_prune_step *last = &r->p.steps[r->last];
+    printf("model %s (sha256 %.12s…) -> run %lld of %s; prune by %s, estimate on %d x %d "
+           "windows of %d, evaluate on %d x %d\n",
+           a->w.model, dr->b->sha, (long long)dr->b->run_id, a->w.db, o->method, r->est_batches,
+           o->batch, s->T, r->eval_batches, o->batch);
+    print_steps(&r->p);
+    int LH = r->L * r->H;
+    if (o->budget >= 0)
+        printf("budget %g: loss limit %.4f (base %.4f); ", o->budget,
+               (1 + o->budget) * r->p.base_loss, r->p.base_loss);
+    printf("mask: %d of %d heads off, loss %.4f -> %s (%.2f s)\n", LH - last->heads_left, LH,
+           last->loss, s->path, al_now() - dr->t_start);
+    return 0;
+}
+
+static void prune_release(void *state) {
+    prune_state *s = state;
+    al_prune_run_result_free(&s->r);
+    al_tokens_free(&s->d);
 }
 
 static void prune_init(void *args) {
@@ -191,7 +205,9 @@ static const char *const prune_deny[] = {"method", "out", NULL};
 
 const al_analysis al_an_prune = {
     .name = "prune", .cmd = &al_cmd_prune, .groups = AL_GROUP_WHERE, .tmpl = &g, .size = sizeof g,
-    .init = prune_init, .check = prune_check, .run = prune_do, .exp_data = AL_EXP_DATA_VAL,
+    .init = prune_init, .check = prune_check, .state_size = sizeof(prune_state),
+    .prepare = prune_prepare, .compute = prune_compute, .store = prune_store,
+    .print = prune_print, .release = prune_release, .exp_data = AL_EXP_DATA_VAL,
     .exp_deny = prune_deny, .exp_methods = prune_methods};
 
 static int run_prune(int argc, char **argv) { return al_drive_main(&al_an_prune, argc, argv); }

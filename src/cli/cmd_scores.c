@@ -155,14 +155,14 @@ static int json_named(cJSON *doc, const char *key, const double *v, const unsign
     return rc;
 }
 
-/* attnlab.scores/1 (docs/json.md). */
-static int json_scores(cJSON *doc, const scores_args *a, const al_behave *b, int n_allowed,
+/* attnlab.scores/1 (docs/json.md), beside the driver's run and model keys. */
+static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
                        const al_scores_result *r) {
     int L = r->L, H = r->H;
     const al_probe_scores *ps = &r->probe;
     const al_scores_opts *o = &a->o;
     cJSON *heads, *probe;
-    if (al_behave_json(doc, b, a->w.db) || !cJSON_AddNumberToObject(doc, "layers", L) ||
+    if (!cJSON_AddNumberToObject(doc, "layers", L) ||
         !cJSON_AddNumberToObject(doc, "heads_per_layer", H) ||
         !cJSON_AddStringToObject(doc, "probe_tokens", a->probe_tokens) ||
         !cJSON_AddNumberToObject(doc, "probe_ids", n_allowed) ||
@@ -220,52 +220,65 @@ static int scores_check(const void *args, const al_flag *fl, al_err *e) {
                : 0;
 }
 
-static int scores_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
+/* The run's state between the driver's phases. */
+typedef struct scores_state {
+    al_tokens d;
+    int T, n_allowed;
+    unsigned char *allowed; /* --probe-tokens: the ids the probe draws from; NULL: all */
+    al_scores_result r;
+} scores_state;
+
+/* The probe's ids, the tokens and the circuit, before the run row exists. */
+static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     scores_args *a = args;
-    al_set_threads(a->w.threads);
-    al_behave b;
-    al_tokens d = {0};
-    al_scores_result r = {0};
+    scores_state *s = state;
+    al_behave *b = dr->b;
+    return al_probe_tokens(a->probe_tokens, a->w.model, NULL, b->m.cfg.d_vocab, &s->allowed,
+                           &s->n_allowed, e) ||
+                   (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) ||
+                   (a->circuit && al_behave_circuit(b, a->circuit, a->fill,
+                                                    a->w.data ? &s->d : NULL, s->T, a->o.batches,
+                                                    a->o.batch, e))
+               ? -1
+               : 0;
+}
+
+static int scores_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    scores_args *a = args;
+    scores_state *s = state;
+    al_behave *b = dr->b;
     al_scores_opts o = a->o;
-    unsigned char *allowed = NULL;
-    int T = 0, rc = 1, n_allowed = 0;
     o.progress = dr->progress;
-    if (al_behave_load(&b, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, b.m.cfg.d_vocab, &allowed, &n_allowed,
-                        e) ||
-        (a->w.data && al_behave_tokens(&b, a->w.data, &d, &T, e)) ||
-        (a->circuit && al_behave_circuit(&b, a->circuit, a->fill, a->w.data ? &d : NULL, T,
-                                         o.batches, o.batch, e)) ||
-        al_behave_begin(&b, "scores", fl, e)) {
-        free(allowed);
-        al_tokens_free(&d);
-        al_behave_close(&b);
-        return 1;
-    }
-    al_behave_warn_probe(&b, 2 * o.probe_r + 1);
-    o.probe_allowed = allowed;
-    if (allowed && !dr->json)
-        printf("probe drawn from the %d token ids that occur in %s\n", n_allowed,
+    o.probe_allowed = s->allowed;
+    /* said before the (long) analysis, as the run begins */
+    al_behave_warn_probe(b, 2 * o.probe_r + 1);
+    if (s->allowed && !dr->json)
+        printf("probe drawn from the %d token ids that occur in %s\n", s->n_allowed,
                strcmp(a->probe_tokens, "seen") == 0 ? "the model's training data" : a->probe_tokens);
-    if (al_scores_run(&b.m, a->w.data ? &d : NULL, T, al_behave_bos(&b), b.off, &o, &r, e) ||
-        al_store_tx_begin(b.st, e) || al_store_put_scores(b.st, b.run_id, b.model_id, &r, e) ||
-        al_store_run_finish(b.st, b.run_id, e)) {
-        al_behave_fail(&b, e);
-        goto out;
-    }
-    if (!dr->json) print_summary(a, &b, &r);
-    else if (json_scores(dr->doc, a, &b, n_allowed, &r)) {
-        al_errf(e, "out of memory");
-        goto out;
-    }
-    if (run_id) *run_id = b.run_id;
-    rc = 0;
-out:
-    free(allowed);
-    al_scores_result_free(&r);
-    al_tokens_free(&d);
-    al_behave_close(&b);
-    return rc;
+    return al_scores_run(&b->m, a->w.data ? &s->d : NULL, s->T, al_behave_bos(b), b->off, &o,
+                         &s->r, e);
+}
+
+static int scores_store(void *args, void *state, al_drive *dr, al_err *e) {
+    scores_state *s = state;
+    (void)args;
+    return al_store_put_scores(dr->b->st, dr->b->run_id, dr->b->model_id, &s->r, e);
+}
+
+static int scores_print(void *args, void *state, al_drive *dr, al_err *e) {
+    scores_args *a = args;
+    scores_state *s = state;
+    if (!dr->json) print_summary(a, dr->b, &s->r);
+    else if (json_scores(dr->doc, a, s->n_allowed, &s->r))
+        return al_errf(e, "out of memory");
+    return 0;
+}
+
+static void scores_release(void *state) {
+    scores_state *s = state;
+    free(s->allowed);
+    al_scores_result_free(&s->r);
+    al_tokens_free(&s->d);
 }
 
 static void scores_init(void *args) {
@@ -275,7 +288,9 @@ static void scores_init(void *args) {
 
 const al_analysis al_an_scores = {
     .name = "scores", .cmd = &al_cmd_scores, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
-    .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check, .run = scores_do,
+    .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check,
+    .state_size = sizeof(scores_state), .prepare = scores_prepare, .compute = scores_compute,
+    .store = scores_store, .print = scores_print, .release = scores_release,
     .exp_data = AL_EXP_DATA_VAL};
 
 static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }
