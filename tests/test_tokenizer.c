@@ -639,6 +639,25 @@ TEST(tok_cli_train_and_encode) {
     free(decode_file(t, t_path("y.train.bin"), &nl, &el));
     CHECKF(el == (size_t)n_lines, "%zu documents, want %d lines", el, n_lines);
     CHECK(!al_file_exists(t_path("y.val.bin")));
+    /* --docs story: paragraphs (blank line between) stay in one document,
+     * a line straight after a line starts the next; --docs blank cuts the
+     * same text at paragraphs and misses the story boundary. */
+    const char *stories = "once a fox ran.\n\nthe fox slept.\nlily had a cat.\n\n\nthe cat "
+                          "sat.\n\nthe end.\nbob swam.\n";
+    write_file(t_path("st.txt"), stories, strlen(stories));
+    CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s --val 0 --docs story >/dev/null 2>&1",
+               t_bin(), t_path("tok.json"), t_path("st.txt"), t_path("st.bin")) == 0);
+    size_t ns, es;
+    char *st = decode_file(t, t_path("st.train.bin"), &ns, &es);
+    CHECKF(es == 3 && st && !strcmp(st, "<|endoftext|>once a fox ran.\n\nthe fox slept."
+                                        "<|endoftext|>lily had a cat.\n\n\nthe cat sat.\n\nthe "
+                                        "end.<|endoftext|>bob swam."),
+           "%zu stories: [%s]", es, st ? st : "");
+    free(st);
+    CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s --val 0 --docs blank >/dev/null 2>&1",
+               t_bin(), t_path("tok.json"), t_path("st.txt"), t_path("sb.bin")) == 0);
+    free(decode_file(t, t_path("sb.train.bin"), &ns, &es));
+    CHECKF(es == 4, "--docs blank: %zu documents", es);
     /* Errors: usage (2) and bad input (1), with nothing written. */
     CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s --docs para 2>/dev/null", t_bin(),
                t_path("tok.json"), t_path("in.txt"), t_path("z.bin")) == 2);

@@ -26,7 +26,8 @@ void al_encode_cli_flags(al_encode_cli *o, al_flag f[AL_ENCODE_CLI_NFLAGS]) {
          0, 0},
         {"docs", AL_STR, &o->docs, "MODE",
          "document separation: blank (blank lines), line (one per line), eot (literal "
-         "<|endoftext|>)", 0, 0},
+         "<|endoftext|>), story (a new line straight after a line; blank lines only separate "
+         "paragraphs)", 0, 0},
         AL_FLAGS_END};
     _Static_assert(sizeof t / sizeof t[0] <= AL_ENCODE_CLI_NFLAGS, "AL_ENCODE_CLI_NFLAGS too small");
     memcpy(f, t, sizeof t);
@@ -42,14 +43,16 @@ static int run(int argc, char **argv);
 al_command al_cmd_encode = {
     "encode",
     "encode a text file into train/validation token files",
-    "--tokenizer T --in FILE --out data/x.bin [--val 0.05] [--docs blank|line|eot]",
+    "--tokenizer T --in FILE --out data/x.bin [--val 0.05] [--docs blank|line|eot|story]",
     "Splits the text into documents, encodes each with the tokenizer and writes\n"
     "<|endoftext|> before each one. The last --val share of documents (at least\n"
     "one, and at least one left for training) goes to X.val.bin, the rest to\n"
     "X.train.bin, where --out X.bin names both. Except with --docs eot, literal\n"
     "\"<|endoftext|>\" in a document is encoded as ordinary text. Token files hold\n"
     "uint16 ids, so the vocabulary must have at most 65536 tokens. Speed is printed\n"
-    "in MB/s (1e6 bytes).",
+    "in MB/s (1e6 bytes). --docs story is for text laid out like the TinyStories\n"
+    "dumps: paragraphs of a story separated by a blank line, the next story\n"
+    "starting on the very next line.",
     flags,
     run,
 };
@@ -81,27 +84,38 @@ static int add_doc(doc_list *l, size_t off, size_t len, al_err *e) {
 
 static int is_space(unsigned char c) { return c == ' ' || (c >= 9 && c <= 13); }
 
-/* blank: runs of non-blank lines; line: each non-blank line. A document
- * keeps its inner newlines but not the line break (or \r) that ends it. */
-static int split_lines(const unsigned char *s, size_t n, int per_line, doc_list *l, al_err *e) {
+enum { DOCS_BLANK, DOCS_LINE, DOCS_EOT, DOCS_STORY };
+
+/* blank: runs of non-blank lines; line: each non-blank line; story: a
+ * line break straight into another non-blank line starts a document,
+ * while blank lines only separate the paragraphs of one (the layout of
+ * TinyStories text without <|endoftext|>: a story's paragraphs are
+ * separated by a blank line, the next story starts on the next line). A
+ * document keeps its inner newlines but not the line break (or \r) that
+ * ends it. */
+static int split_lines(const unsigned char *s, size_t n, int mode, doc_list *l, al_err *e) {
     size_t start = 0, end = 0;
-    int in_doc = 0;
+    int in_doc = 0, prev_blank = 1;
     for (size_t i = 0; i < n;) {
         const unsigned char *nl = memchr(s + i, '\n', n - i);
         size_t le = nl ? (size_t)(nl - s) : n, ce = le;
         if (ce > i && s[ce - 1] == '\r') ce--;
         int blank = 1;
         for (size_t k = i; k < ce && blank; k++) blank = is_space(s[k]);
-        if (!blank && per_line) {
+        if (!blank && mode == DOCS_LINE) {
             if (add_doc(l, i, ce - i, e)) return -1;
+        } else if (!blank && mode == DOCS_STORY && in_doc && !prev_blank) {
+            if (add_doc(l, start, end - start, e)) return -1;
+            start = i, end = ce;
         } else if (!blank) {
             if (!in_doc) start = i;
             end = ce;
             in_doc = 1;
-        } else if (in_doc) {
+        } else if (in_doc && mode != DOCS_STORY) {
             if (add_doc(l, start, end - start, e)) return -1;
             in_doc = 0;
         }
+        prev_blank = blank;
         i = le + 1;
     }
     return in_doc ? add_doc(l, start, end - start, e) : 0;
@@ -215,10 +229,10 @@ int al_encode_cli_run(const al_encode_cli *o, al_err *e) {
         return 2;
     }
     const char *dm = o->docs ? o->docs : "";
-    int mode = strcmp(dm, "blank") == 0 ? 0 : strcmp(dm, "line") == 0 ? 1
-               : strcmp(dm, "eot") == 0 ? 2 : -1;
+    int mode = strcmp(dm, "blank") == 0 ? DOCS_BLANK : strcmp(dm, "line") == 0 ? DOCS_LINE
+               : strcmp(dm, "eot") == 0 ? DOCS_EOT : strcmp(dm, "story") == 0 ? DOCS_STORY : -1;
     if (mode < 0) {
-        al_errf(e, "--docs '%s': must be blank, line or eot", dm);
+        al_errf(e, "--docs '%s': must be blank, line, eot or story", dm);
         return 2;
     }
     if (!(o->val >= 0 && o->val < 1)) {
@@ -240,7 +254,7 @@ int al_encode_cli_run(const al_encode_cli *o, al_err *e) {
         return 1;
     }
     doc_list docs = {0};
-    int rc = mode == 2 ? split_eot(s, n, &docs, e) : split_lines(s, n, mode == 1, &docs, e);
+    int rc = mode == DOCS_EOT ? split_eot(s, n, &docs, e) : split_lines(s, n, mode, &docs, e);
     if (rc == 0 && docs.n == 0) rc = al_errf(e, "%s holds no documents (only blank text)", o->in);
     if (rc == 0) rc = encode_file(o, t, s, n, &docs, e);
     free(docs.d);
