@@ -290,7 +290,7 @@ TEST(analysis_store_rows) {
     snprintf(db, sizeof db, "%s", t_path("a.db"));
     al_store *st;
     int64_t mid, run[5];
-    al_model_facts facts = {NAN, -1, NAN, NAN};
+    al_model_facts facts = {NAN, -1, NAN, NAN, NAN};
     CHECK_OK(al_store_open(db, &st, &e), &e);
     CHECK_OK(al_store_model(st, t_tmpdir(), "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
                             &m, &facts, &mid, &e), &e);

@@ -66,7 +66,7 @@ TEST(pics_store_readers) {
     CHECK_OK(al_store_model_by_sha(st, "00", &mid, &e), &e);
     CHECK(mid == 0);
     t_tiny_model(t_tmpdir(), 1, 2);
-    al_model_facts f = {NAN, -1, NAN, NAN};
+    al_model_facts f = {NAN, -1, NAN, NAN, NAN};
     al_model m;
     CHECK_OK(al_ckpt_load(t_path("m1"), &m, NULL, &e), &e);
     CHECK_OK(al_store_model(st, t_path("m1"), NULL, &m, &f, &mid, &e), &e);

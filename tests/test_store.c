@@ -13,6 +13,9 @@
 #include "attnlab/store.h"
 #include "test.h"
 
+#define AL_STR_(x) #x
+#define AL_STR(x) AL_STR_(x) /* the schema version as a string */
+
 static int sql_is(const char *db, const char *q, const char *want) {
     char *got = t_sql(db, q);
     int ok = got && strcmp(got, want) == 0;
@@ -47,7 +50,7 @@ TEST(store_schema_created) {
     al_err e;
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "9"));
+    CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
     CHECK(sql_is(db, "PRAGMA journal_mode", "wal"));
     CHECK(sql_is(db,
                  "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
@@ -66,7 +69,7 @@ TEST(store_schema_created) {
     /* reopening an up-to-date file changes nothing */
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "9"));
+    CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
 }
 
 /* A version-1 file (head_summary without copying_ablation_excess) is
@@ -80,7 +83,7 @@ TEST(store_migrates_version_1) {
     al_store_close(s);
     /* turn it back into a version-1 file with one score in it (without
      * version 3's tables) */
-    CHECK(t_sh("sqlite3 '%s' \"DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
+    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE models DROP COLUMN data_tokens; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
                "sweep_models; DROP TABLE merge_sources; DROP TABLE sweep_task; DROP INDEX "
                "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
                "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
@@ -98,7 +101,7 @@ TEST(store_migrates_version_1) {
                      "'copying_ablation_excess'", "0"));
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "9"));
+    CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
     CHECK(sql_is(db, "SELECT name, copying_ablation_excess FROM head_summary", "0.3|0.25"));
 }
 

@@ -269,3 +269,32 @@ TEST(train_cli_resume_carries_curve) {
     CHECK(t_sh("%s train --resume %s --db %s 2>/dev/null", t_bin(), m, db) == 0);
     CHECK_SQL(db, "SELECT group_concat(step) FROM train_log WHERE run_id = 3", "15,20,25,30");
 }
+
+/* The size of the training data is kept with the model (state.json's
+ * data_tokens, models.data_tokens), so the passes over it can be read
+ * beside the tokens seen: here the train tokens the trainer announces
+ * after its validation split, and tokens seen = steps x batch x T. */
+TEST(train_cli_records_data_tokens) {
+    char c[1024], m[1024], db[1024], q[2048];
+    snprintf(c, sizeof c, "%s", t_path("c.bin"));
+    snprintf(m, sizeof m, "%s", t_path("m"));
+    snprintf(db, sizeof db, "%s", t_path("r.db"));
+    t_phrase_corpus(c, 20000);
+    CHECK(t_sh("%s train --data %s --out %s --steps 20 --db %s " SMALL " 2>%s", t_bin(), c, m, db,
+               t_path("err")) == 0);
+    char *err = t_slurp(t_path("err"));
+    const char *p = err ? strstr(err, "params; ") : NULL;
+    long n_train = -1;
+    CHECKF(p && sscanf(p, "params; %ld train", &n_train) == 1, "%s", err ? err : "");
+    free(err);
+    snprintf(q, sizeof q, "%s/state.json", m);
+    char *st = t_slurp(q), want[64];
+    snprintf(want, sizeof want, "\"data_tokens\":\t%ld", n_train);
+    CHECKF(st && strstr(st, want), "state.json lacks [%s]: %s", want, st ? st : "");
+    free(st);
+    snprintf(want, sizeof want, "%ld", n_train);
+    CHECK_SQL(db, "SELECT CAST(data_tokens AS INTEGER) FROM models", want);
+    char *seen = t_sql(db, "SELECT trained_tokens FROM models");
+    CHECKF(seen && atof(seen) > 0, "trained_tokens %s", seen ? seen : "(error)");
+    free(seen);
+}

@@ -33,6 +33,10 @@ typedef struct al_train_state {
      * --db. A resumed run copies that run's curve (src/cli/train_record.c). */
     int64_t curve_run;
     char *curve_db;       /* owned */
+    /* Tokens in the training file (after any validation split): the data
+     * a model saw tokens_seen / data_tokens times over. 0 when unknown
+     * (checkpoints written before it was recorded). */
+    double data_tokens;
 } al_train_state;
 char *al_state_to_json(const al_train_state *s);
 int al_state_from_json(const char *json_text, al_train_state *s,

@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 9
+#define AL_STORE_SCHEMA_VERSION 10
 
 typedef struct al_store al_store;
 
@@ -46,6 +46,7 @@ typedef struct al_model_facts {
     double trained_tokens;
     long train_steps;
     double final_train_loss, final_val_loss;
+    double data_tokens;   /* tokens in its training file (NAN: unknown) */
 } al_model_facts;
 
 /* The models row for checkpoint directory dir holding m: keyed by the

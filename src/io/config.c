@@ -137,6 +137,8 @@ char *al_state_to_json(const al_train_state *s) {
     cJSON_AddStringToObject(o, "attnlab_version", AL_VERSION);
     cJSON_AddItemToObject(o, "step", al_json_num_item((double)s->step));
     cJSON_AddItemToObject(o, "tokens_seen", al_json_num_item(s->tokens_seen));
+    if (s->data_tokens > 0)
+        cJSON_AddItemToObject(o, "data_tokens", al_json_num_item(s->data_tokens));
     cJSON_AddItemToObject(o, "last_train_loss", al_json_num_item(s->last_train_loss));
     cJSON_AddItemToObject(o, "last_val_loss", al_json_num_item(s->last_val_loss));
     for (int i = 0; i < 4; i++) {
@@ -193,6 +195,10 @@ static int state_fields(const cJSON *o, al_train_state *t, const char *src, al_e
     if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0) || !isfinite(j->valuedouble))
         return al_errf(e, "%s: key 'tokens_seen' must be a non-negative number", src);
     t->tokens_seen = j->valuedouble;
+    j = cJSON_GetObjectItemCaseSensitive(o, "data_tokens"); /* optional: newer checkpoints */
+    if (j && (!cJSON_IsNumber(j) || !(j->valuedouble >= 0) || !isfinite(j->valuedouble)))
+        return al_errf(e, "%s: key 'data_tokens' must be a non-negative number", src);
+    t->data_tokens = j ? j->valuedouble : 0;
     if (get_loss(o, "last_train_loss", &t->last_train_loss, src, e) ||
         get_loss(o, "last_val_loss", &t->last_val_loss, src, e))
         return -1;

@@ -59,6 +59,14 @@ int sec_card(rep *R, const rmodel *M, al_err *e) {
         double tok = al_rows_x(&q, 0, 1), steps = al_rows_x(&q, 0, 2);
         snprintf(v, sizeof v, isnan(tok) ? "unknown" : "%.0f (%.2f M)", tok, tok / 1e6);
         rep_card_row(h, "trained tokens", v);
+        double data = al_rows_x(&q, 0, 7);
+        if (!isnan(data) && data > 0) { /* recorded by train since schema v10 */
+            if (isnan(tok)) snprintf(v, sizeof v, "%.0f (%.2f M) tokens", data, data / 1e6);
+            else
+                snprintf(v, sizeof v, "%.0f (%.2f M) tokens, seen %.1f times", data, data / 1e6,
+                         tok / data);
+            rep_card_row(h, "training data", v);
+        }
         snprintf(v, sizeof v, isnan(steps) ? "unknown" : "%.0f", steps);
         rep_card_row(h, "training steps", v);
         snprintf(v, sizeof v, "train %.4f, validation %.4f", al_rows_x(&q, 0, 3),

@@ -457,9 +457,14 @@ static const char schema_v9[] =
     "  title TEXT NOT NULL,\n"
     "  PRIMARY KEY (run_id, metric));\n";
 
+/* v10: the size of a model's training data, so passes over it
+ * (trained_tokens / data_tokens) can be read beside the tokens seen. */
+static const char schema_v10[] =
+    "ALTER TABLE models ADD COLUMN data_tokens REAL; -- tokens in its training file\n";
+
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
-                                               schema_v6, schema_v7, schema_v8, schema_v9};
+                                               schema_v6, schema_v7, schema_v8, schema_v9, schema_v10};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -771,6 +776,7 @@ static void facts_from_state(const char *dir, al_model_facts *f) {
     f->train_steps = st.step;
     f->final_train_loss = st.last_train_loss;
     f->final_val_loss = st.last_val_loss;
+    f->data_tokens = st.data_tokens > 0 ? st.data_tokens : NAN;
     al_state_free(&st);
 }
 
@@ -786,7 +792,7 @@ int al_store_model(al_store *s, const char *dir, const char *sha256,
                al_sha256_file(wpath, hex, e)) {
         return -1;
     }
-    al_model_facts f = {NAN, -1, NAN, NAN};
+    al_model_facts f = {NAN, -1, NAN, NAN, NAN};
     if (facts)
         f = *facts;
     else
@@ -796,14 +802,15 @@ int al_store_model(al_store *s, const char *dir, const char *sha256,
     if (prepare(s,
                 "INSERT INTO models(sha256, path, n_layers, d_model, n_heads, d_head,"
                 " n_ctx, d_vocab, tied_embeddings, seed, n_params, trained_tokens,"
-                " train_steps, final_train_loss, final_val_loss, added_at)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                " train_steps, final_train_loss, final_val_loss, data_tokens, added_at)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
                 " strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
                 " ON CONFLICT(sha256) DO UPDATE SET path = excluded.path,"
                 " trained_tokens = coalesce(excluded.trained_tokens, trained_tokens),"
                 " train_steps = coalesce(excluded.train_steps, train_steps),"
                 " final_train_loss = coalesce(excluded.final_train_loss, final_train_loss),"
-                " final_val_loss = coalesce(excluded.final_val_loss, final_val_loss)",
+                " final_val_loss = coalesce(excluded.final_val_loss, final_val_loss),"
+                " data_tokens = coalesce(excluded.data_tokens, data_tokens)",
                 &q, e)) {
         free(abs);
         return -1;
@@ -820,6 +827,7 @@ int al_store_model(al_store *s, const char *dir, const char *sha256,
     if (f.train_steps >= 0) sqlite3_bind_int64(q, 13, f.train_steps);
     bind_real(q, 14, f.final_train_loss);
     bind_real(q, 15, f.final_val_loss);
+    bind_real(q, 16, f.data_tokens);
     free(abs);
     int rc = step_done(s, q, e);
     sqlite3_finalize(q);

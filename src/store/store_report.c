@@ -85,7 +85,8 @@ int al_sr_model_id(al_store *s, const char *sha, double *id, al_err *e) {
 
 int al_sr_model_card(al_store *s, const char *mid, al_rows *out, al_err *e) {
     return rows(s, "SELECT n_params, trained_tokens, train_steps, final_train_loss, "
-                "final_val_loss, sha256, seed FROM models WHERE model_id = ?1", mid, NULL, out, e);
+                "final_val_loss, sha256, seed, data_tokens FROM models WHERE model_id = ?1", mid,
+                NULL, out, e);
 }
 
 int al_sr_warnings(al_store *s, const char *mid, al_rows *out, al_err *e) {

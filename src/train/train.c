@@ -162,9 +162,11 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
                            .total_steps = o->steps, .beta1 = o->beta1, .beta2 = o->beta2,
                            .eps = o->eps, .weight_decay = o->weight_decay,
                            .grad_clip = o->grad_clip};
+    t->st.data_tokens = (double)t->train.n;
     if (o->resume) {
         if (al_ckpt_load_state(o->resume, &t->st, t->adam.m, t->adam.v, t->adam.n, e) != 0)
             goto fail;
+        t->st.data_tokens = (double)t->train.n; /* the data of this sitting */
         if (!t->obs.on_start) { /* nobody records this sitting: later checkpoints name no curve */
             free(t->st.curve_db);
             t->st.curve_db = NULL;
