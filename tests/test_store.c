@@ -47,7 +47,7 @@ TEST(store_schema_created) {
     al_err e;
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "9"));
+    CHECK(sql_is(db, "PRAGMA user_version", "10"));
     CHECK(sql_is(db, "PRAGMA journal_mode", "wal"));
     CHECK(sql_is(db,
                  "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
@@ -56,7 +56,7 @@ TEST(store_schema_created) {
                  "attribution_tokens circuit_edges circuit_runs composition eigenvalues head_overlap head_scores head_summary "
                  "latest_run layer_scores logit_attribution logit_lens merge_sources model_scores models "
                  "patching patching_runs path_patching path_terms pruning_steps run_warnings runs singular_values skip_trigrams "
-                 "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log views"));
+                 "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log view_cells views"));
     /* the DESIGN §6 minimum columns */
     CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
                      "('run_id','kind','config_json','model_id','started_at','finished_at',"
@@ -66,7 +66,7 @@ TEST(store_schema_created) {
     /* reopening an up-to-date file changes nothing */
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "9"));
+    CHECK(sql_is(db, "PRAGMA user_version", "10"));
 }
 
 /* A version-1 file (head_summary without copying_ablation_excess) is
@@ -98,7 +98,7 @@ TEST(store_migrates_version_1) {
                      "'copying_ablation_excess'", "0"));
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(sql_is(db, "PRAGMA user_version", "9"));
+    CHECK(sql_is(db, "PRAGMA user_version", "10"));
     CHECK(sql_is(db, "SELECT name, copying_ablation_excess FROM head_summary", "0.3|0.25"));
 }
 

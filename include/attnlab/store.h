@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 9
+#define AL_STORE_SCHEMA_VERSION 10
 
 typedef struct al_store al_store;
 
