@@ -59,7 +59,7 @@ TEST(store_schema_created) {
                  "attribution_tokens circuit_edges circuit_runs composition eigenvalues head_overlap head_scores head_summary "
                  "latest_run layer_scores logit_attribution logit_lens merge_sources model_scores models "
                  "patching patching_runs path_patching path_terms pruning_steps run_warnings runs singular_values skip_trigrams "
-                 "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log views"));
+                 "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log view_cells views"));
     /* the DESIGN §6 minimum columns */
     CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
                      "('run_id','kind','config_json','model_id','started_at','finished_at',"
@@ -83,7 +83,7 @@ TEST(store_migrates_version_1) {
     al_store_close(s);
     /* turn it back into a version-1 file with one score in it (without
      * version 3's tables) */
-    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE models DROP COLUMN data_tokens; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
+    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE models DROP COLUMN data_tokens; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
                "sweep_models; DROP TABLE merge_sources; DROP TABLE sweep_task; DROP INDEX "
                "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
                "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "

@@ -143,8 +143,9 @@ enum {
       AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_SMALL,                             \
       "--db: the run's tau sweep: edges kept against faithfulness")                                 \
     X(view, "view", "views", AL_PIC_MODEL | AL_PIC_DB,                                      \
-      "--db --metric M: any per-head result an analysis stored as a view (e.g. attnstats's "   \
-      "attn_entropy), layers x heads, from its newest finished run")                          \
+      "--db --metric M: any result an analysis stored as a view (e.g. attnstats's "           \
+      "attn_entropy), from its newest finished run (or --run): per head layers x heads, per "  \
+      "head pair sender x receiver heads, per edge senders x receivers, per position a line") \
     X(sweep_induction, "sweep-induction", "sweeps", AL_PIC_DB,              \
       "--db (no --model): every model's best induction score over training: one faint line per "   \
       "seed, their mean bold, one panel per setting and layer count")

@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 10
+#define AL_STORE_SCHEMA_VERSION 11
 
 typedef struct al_store al_store;
 
@@ -96,8 +96,8 @@ int al_store_put_warnings(al_store *s, int64_t run_id, int64_t model_id,
 int al_store_run_warnings(al_store *s, int64_t run_id, char ***msgs, int *n, al_err *e);
 void al_store_strings_free(char **v, int n);
 /* One row of table views (schema version 9; store_views.h writes them):
- * metric of run is a generic view of shape "head" or "model". Inside the
- * run's transaction. 0, or -1 with e. */
+ * metric of run is a generic view of shape "head", "model", "pair",
+ * "edge" or "pos" (view.h). Inside the run's transaction. 0, or -1 with e. */
 int al_store_put_view_row(al_store *s, int64_t run, int64_t mid, const char *metric,
                           const char *shape, const char *title, al_err *e);
 

@@ -226,14 +226,20 @@ typedef struct al_store_sweep_row {
 } al_store_sweep_row;
 int al_store_read_sweep_induction(al_store *s, al_store_sweep_row **rows, int *n, al_err *e);
 
-/* ---- generic per-head views (view.h, table views) ---- */
+/* ---- generic views (view.h, table views) ---- */
 
 /* The newest finished run of model_id holding per-head view metric (0:
  * none). 0, or -1 with e. */
 int al_store_latest_view_run(al_store *s, int64_t model_id, const char *metric, long *run,
                              al_err *e);
-/* Its values into v (L*H, NaN where a head has none; rows outside L x H
- * are ignored) and its title into title (cap bytes; "" when the run has
+/* The newest finished run of model_id holding view metric in any shape
+ * (head, model, pair, edge, pos; 0: none): `heatmap --what view` draws
+ * whichever it is, its values read by al_store_read_view (store_views.h).
+ * 0, or -1 with e. */
+int al_store_latest_view_any_run(al_store *s, int64_t model_id, const char *metric, long *run,
+                                 al_err *e);
+/* Per-head view metric of run: its values into v (L*H, NaN where a head
+ * has none; rows outside L x H are ignored) and its title into title (cap bytes; "" when the run has
  * no such view). 0, or -1 with e. */
 int al_store_read_head_view(al_store *s, long run, const char *metric, int L, int H, double *v,
                             char *title, size_t cap, al_err *e);

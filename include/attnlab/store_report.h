@@ -49,8 +49,6 @@ int al_sr_model_id(al_store *s, const char *sha, double *id, al_err *e);
 /* n_params, trained_tokens, train_steps, final_train_loss, final_val_loss,
  * sha256, seed of the model (0 or 1 row). */
 int al_sr_model_card(al_store *s, const char *mid, al_rows *out, al_err *e);
-/* The newest train run's log, by step: step, tokens, train_loss,
- * val_loss, icl_gain, seconds, the step's best induction score. */
 /* The gap/effect warnings of the model's finished runs (run_warnings),
  * by run and order: run_id, kind, message. */
 int al_sr_warnings(al_store *s, const char *mid, al_rows *out, al_err *e);
@@ -58,6 +56,20 @@ int al_sr_warnings(al_store *s, const char *mid, al_rows *out, al_err *e);
  * metric its newest finished run's values, ordered by kind, metric,
  * layer, head: kind, metric, title, layer, head, value. */
 int al_sr_head_views(al_store *s, const char *mid, al_rows *out, al_err *e);
+/* The model's views of the other generic shapes (per head pair, per
+ * edge, per position; table views), for each metric its newest finished
+ * run, ordered by shape (pair, edge, pos), kind, metric: run_id, kind,
+ * metric, shape, title. */
+int al_sr_shaped_views(al_store *s, const char *mid, al_rows *out, al_err *e);
+/* The 12 cells of a pair or edge view (view_cells) with the largest
+ * |value| (ties by row, col), values only: row_label, col_label, value,
+ * and the number of cells that have a value. */
+int al_sr_view_top_cells(al_store *s, const char *run, const char *metric, al_rows *out,
+                         al_err *e);
+/* Every cell of a view (view_cells) by row, col: row, value. */
+int al_sr_view_cells(al_store *s, const char *run, const char *metric, al_rows *out, al_err *e);
+/* The newest train run's log, by step: step, tokens, train_loss,
+ * val_loss, icl_gain, seconds, the step's best induction score. */
 int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* models.final_val_loss (NaN: none). */
 int al_sr_final_val_loss(al_store *s, const char *mid, double *v, al_err *e);

@@ -11,11 +11,19 @@
 struct cJSON;
 
 /* One row per head ("l.h" and each per-head view's value), then one line
- * per per-model view, on f. off (L*H flags, may be NULL) marks heads a
- * mask turned off ("off" after the row). */
+ * per per-model view, then each per-head-pair, per-edge and per-position
+ * view as a heading line ("METRIC (TITLE): N ...") and one line per value
+ * (a pair's cells that have one, every edge in order, every position),
+ * on f. off (L*H flags, may be NULL) marks heads a mask turned off ("off"
+ * after the row). */
 void al_views_print(FILE *f, const al_view *v, int n, const unsigned char *off);
-/* "heads": [{"head": "l.h", METRIC: value, ...}, ...] and one key per
- * per-model view, added to doc. 0, or -1 when out of memory. */
+/* Added to doc: "heads": [{"head": "l.h", METRIC: value, ...}, ...] for
+ * the per-head views, one number per per-model view under its metric,
+ * and one object per view of the other shapes under its metric:
+ * {"shape": "pair"|"edge"|"pos", "title", and "cells" (pair: the cells
+ * with a value) or "edges" (every edge), each {"sender", "receiver",
+ * "value"}, or "values" (pos: one per position)}; a value that is not
+ * finite is null (docs/json.md). 0, or -1 when out of memory. */
 int al_views_json(struct cJSON *doc, const al_view *v, int n);
 
 #endif

@@ -96,11 +96,13 @@ fail:
 
 int al_attnstats_views(const al_attnstats_result *r, al_view *out, int cap) {
     const al_view v[] = {
-        {"attn_entropy", "attention entropy (nats)", AL_VIEW_HEAD, r->L, r->H, r->entropy},
-        {"attn_entropy_norm", "attention entropy / ln(t+1) (0 one-hot, 1 uniform)", AL_VIEW_HEAD,
-         r->L, r->H, r->entropy_norm},
-        {"attn_distance", "mean attention distance (tokens back)", AL_VIEW_HEAD, r->L, r->H,
-         r->distance},
+        {.metric = "attn_entropy", .title = "attention entropy (nats)", .shape = AL_VIEW_HEAD,
+         .L = r->L, .H = r->H, .v = r->entropy},
+        {.metric = "attn_entropy_norm",
+         .title = "attention entropy / ln(t+1) (0 one-hot, 1 uniform)", .shape = AL_VIEW_HEAD,
+         .L = r->L, .H = r->H, .v = r->entropy_norm},
+        {.metric = "attn_distance", .title = "mean attention distance (tokens back)",
+         .shape = AL_VIEW_HEAD, .L = r->L, .H = r->H, .v = r->distance},
     };
     int n = (int)(sizeof v / sizeof v[0]);
     for (int i = 0; i < n && i < cap; i++) out[i] = v[i];

@@ -110,7 +110,7 @@ int sec_sweep(rep *R, const rmodel *M, al_err *e);      /* sec_sweep.c */
 int sec_card(rep *R, const rmodel *M, al_err *e);        /* sec_model.c */
 int sec_training(rep *R, const rmodel *M, al_err *e);
 int sec_warnings(rep *R, const rmodel *M, al_err *e);
-int sec_views(rep *R, const rmodel *M, al_err *e);       /* sec_model.c */    /* sec_model.c */    /* sec_model.c */
+int sec_views(rep *R, const rmodel *M, al_err *e);       /* sec_views.c */
 int sec_heads(rep *R, const rmodel *M, al_err *e);       /* sec_weights.c */
 int sec_kinds(rep *R, const rmodel *M, al_err *e);       /* sec_weights.c */
 int sec_copying(rep *R, const rmodel *M, al_err *e);     /* sec_weights.c */

@@ -60,7 +60,7 @@ int sec_card(rep *R, const rmodel *M, al_err *e) {
         snprintf(v, sizeof v, isnan(tok) ? "unknown" : "%.0f (%.2f M)", tok, tok / 1e6);
         rep_card_row(h, "trained tokens", v);
         double data = al_rows_x(&q, 0, 7);
-        if (!isnan(data) && data > 0) { /* recorded by train since schema v10 */
+        if (!isnan(data) && data > 0) { /* recorded by train since schema v11 */
             if (isnan(tok)) snprintf(v, sizeof v, "%.0f (%.2f M) tokens", data, data / 1e6);
             else
                 snprintf(v, sizeof v, "%.0f (%.2f M) tokens, seen %.1f times", data, data / 1e6,
@@ -104,44 +104,6 @@ int sec_warnings(rep *R, const rmodel *M, al_err *e) {
             al_buf_puts(h, "</td></tr>\n");
         }
         al_buf_puts(h, "</table>\n");
-    }
-    al_rows_free(&q);
-    return 0;
-}
-
-/* Every per-head view (view.h) the model's runs stored, as a layer x head
- * table each: the generic section, so an analysis whose results are
- * views needs no section of its own. Nothing when there are none. */
-int sec_views(rep *R, const rmodel *M, al_err *e) {
-    al_buf *h = &R->h;
-    al_rows q;
-    if (al_sr_head_views(R->st, M->mid, &q, e)) return -1;
-    int H = M->cfg.n_heads;
-    if (q.nr) al_buf_puts(h, "<h3>Per-head results</h3>\n");
-    for (int i = 0; i < q.nr;) {
-        const char *metric = al_rows_t(&q, i, 1);
-        al_buf_puts(h, "<h4>");
-        rep_esc(h, al_rows_t(&q, i, 2));
-        al_buf_puts(h, " <small>(");
-        rep_esc(h, al_rows_t(&q, i, 0));
-        al_buf_puts(h, ": ");
-        rep_esc(h, metric);
-        al_buf_puts(h, ")</small></h4>\n<table>\n<tr><th>layer</th>");
-        for (int k = 0; k < H; k++) al_buf_printf(h, "<th>head %d</th>", k);
-        al_buf_puts(h, "</tr>\n");
-        int layer = -1;
-        for (; i < q.nr && strcmp(al_rows_t(&q, i, 1), metric) == 0; i++) {
-            int l = (int)al_rows_x(&q, i, 3);
-            if (l != layer) {
-                if (layer >= 0) al_buf_puts(h, "</tr>\n");
-                al_buf_printf(h, "<tr><td>%d</td>", l);
-                layer = l;
-            }
-            double v = al_rows_x(&q, i, 5);
-            if (isnan(v)) al_buf_puts(h, "<td></td>");
-            else al_buf_printf(h, "<td>%.3f</td>", v);
-        }
-        al_buf_puts(h, "</tr>\n</table>\n");
     }
     al_rows_free(&q);
     return 0;

@@ -457,14 +457,32 @@ static const char schema_v9[] =
     "  title TEXT NOT NULL,\n"
     "  PRIMARY KEY (run_id, metric));\n";
 
-/* v10: the size of a model's training data, so passes over it
- * (trained_tokens / data_tokens) can be read beside the tokens seen. */
+/* v10: the cells of the generic shapes beyond head and model (view.h):
+ * per-head-pair, per-edge and per-position views, one row per value with
+ * its labels, so a new analysis of these shapes needs no table of its
+ * own. row/col: pair, sender and receiver head (l*H + h, labels "l.h";
+ * only cells with a value are stored); edge, the edge's index and 0
+ * (labels sender and receiver); pos, the position and 0 (no labels). The
+ * primary key's index serves the reads by (run_id, metric). */
 static const char schema_v10[] =
+    "CREATE TABLE IF NOT EXISTS view_cells(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  metric TEXT NOT NULL,               -- views.metric, shape 'pair', 'edge' or 'pos'\n"
+    "  row INTEGER NOT NULL, col INTEGER NOT NULL,\n"
+    "  row_label TEXT, col_label TEXT,\n"
+    "  value REAL,\n"
+    "  PRIMARY KEY (run_id, metric, row, col));\n";
+
+/* v11: the size of a model's training data, so passes over it
+ * (trained_tokens / data_tokens) can be read beside the tokens seen. */
+static const char schema_v11[] =
     "ALTER TABLE models ADD COLUMN data_tokens REAL; -- tokens in its training file\n";
 
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
-                                               schema_v6, schema_v7, schema_v8, schema_v9, schema_v10};
+                                               schema_v6, schema_v7, schema_v8, schema_v9,
+                                               schema_v10, schema_v11};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 

@@ -1,4 +1,5 @@
-/* store_internal.h -- for the store layer's own files only (merge.c):
+/* store_internal.h -- for the store layer's own files only (merge.c,
+ * store_views.c):
  * the connection behind an al_store. Not installed, not for other
  * layers: they go through store.h so that sqlite3.h stays here. */
 #ifndef ATTNLAB_STORE_INTERNAL_H

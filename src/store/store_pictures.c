@@ -548,6 +548,11 @@ int al_store_latest_view_run(al_store *s, int64_t model_id, const char *metric, 
                        e);
 }
 
+int al_store_latest_view_any_run(al_store *s, int64_t model_id, const char *metric, long *run,
+                                 al_err *e) {
+    return latest_done(s, "views x", "x.metric = ?2", model_id, metric, run, e);
+}
+
 typedef struct view_ctx {
     double *v;
     int L, H;

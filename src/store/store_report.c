@@ -105,6 +105,31 @@ int al_sr_head_views(al_store *s, const char *mid, al_rows *out, al_err *e) {
                 mid, NULL, out, e);
 }
 
+int al_sr_shaped_views(al_store *s, const char *mid, al_rows *out, al_err *e) {
+    return rows(s, "SELECT v.run_id, r.kind, v.metric, v.shape, v.title FROM views v "
+                "JOIN runs r ON r.run_id = v.run_id WHERE v.model_id = ?1 AND "
+                "v.shape IN ('pair', 'edge', 'pos') AND r." DONE
+                " AND v.run_id = (SELECT max(w.run_id) FROM views w JOIN runs q ON q.run_id = "
+                "w.run_id WHERE w.model_id = ?1 AND w.metric = v.metric AND q." DONE ") "
+                "ORDER BY CASE v.shape WHEN 'pair' THEN 0 WHEN 'edge' THEN 1 ELSE 2 END, r.kind, "
+                "v.metric",
+                mid, NULL, out, e);
+}
+
+int al_sr_view_top_cells(al_store *s, const char *run, const char *metric, al_rows *out,
+                         al_err *e) {
+    return rows(s, "SELECT row_label, col_label, value, count(*) OVER () FROM view_cells "
+                "WHERE run_id = ?1 AND metric = ?2 AND value IS NOT NULL "
+                "ORDER BY abs(value) DESC, row, col LIMIT 12",
+                run, metric, out, e);
+}
+
+int al_sr_view_cells(al_store *s, const char *run, const char *metric, al_rows *out, al_err *e) {
+    return rows(s, "SELECT row, value FROM view_cells WHERE run_id = ?1 AND metric = ?2 "
+                "ORDER BY row, col",
+                run, metric, out, e);
+}
+
 int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e) {
     return rows(s, "SELECT t.step, t.tokens, t.train_loss, t.val_loss, t.icl_gain, t.seconds, "
                 "(SELECT max(value) FROM train_head_scores s WHERE s.run_id = t.run_id AND s.step = t.step "
