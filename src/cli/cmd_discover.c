@@ -7,8 +7,8 @@
  * the options, the model or the task can refuse is refused before a run
  * is begun (check, prepare): a model of more than 2 layers (the graph
  * covers 1 and 2), a bad --tau or --sweep item, an --out that cannot be
- * made. SIGINT/SIGTERM marks the run failed with
- * "interrupted", commits none of its rows, writes no file and exits 130.
+ * made. SIGINT/SIGTERM marks the run failed with "interrupted", commits
+ * none of its rows, writes no file and exits 130.
  *
  * One run holds every circuit it found: the main one (--tau, or EAP's
  * --recover) and, with --sweep, ACDC's circuit at each further tau, all
@@ -301,7 +301,6 @@ typedef struct disc_state {
     int n_sweep, n_done;                  /* circuits asked beyond the main one; found */
     al_discover_result rs[MAX_SWEEP + 1]; /* by taus */
     al_warnings warn;       /* every circuit's warnings in turn (the first AL_WARN_MAX) */
-    int n_warn;             /* how many they were (more, with a long --sweep) */
     char path[AL_PATH_MAX]; /* the circuit file written */
     double t0;              /* when the model was loaded: the printed total */
 } disc_state;
@@ -346,7 +345,7 @@ static int disc_compute(void *args, void *state, al_drive *dr, al_err *e) {
     s->taus[0] = a->tau;
     s->d.progress = dr->progress;
     s->d.stop = &al_stop;
-    for (int i = 0; i <= s->n_sweep && !failed && !al_stop; i++) {
+    for (int i = 0; i <= s->n_sweep && !al_stop; i++) {
         s->d.tau = s->taus[i];
         if (dr->progress && s->n_sweep)
             al_log("discover: circuit %d of %d, tau %g%s", i + 1, s->n_sweep + 1, s->taus[i],
@@ -354,7 +353,7 @@ static int disc_compute(void *args, void *state, al_drive *dr, al_err *e) {
         failed = al_discover_run(&dr->b->m, &s->t, &s->d, &s->rs[i], e);
         if (failed) break;
         s->n_done++;
-        for (int k = 0; k < s->rs[i].warn.n; k++, s->n_warn++)
+        for (int k = 0; k < s->rs[i].warn.n; k++)
             al_warnings_add(&s->warn, "%s", s->rs[i].warn.msg[k]);
         if (dr->strict && s->warn.n) break;
     }
@@ -368,9 +367,10 @@ static int disc_store(void *args, void *state, al_drive *dr, al_err *e) {
     disc_args *a = args;
     disc_state *s = state;
     al_behave *bh = dr->b;
-    /* The driver printed the first AL_WARN_MAX warnings (all it holds);
-     * the command always printed every circuit's, so the rest follow here
-     * (the stored rows and the --json "warnings" keep the first ones). */
+    /* The driver printed the first AL_WARN_MAX warnings (all one
+     * al_warnings holds); every circuit's are printed, so a long --sweep's
+     * rest follow here (the run_warnings rows and the --json "warnings"
+     * keep the first AL_WARN_MAX). */
     for (int i = 0, n = 0; i < s->n_done; i++)
         for (int k = 0; k < s->rs[i].warn.n; k++)
             if (n++ >= AL_WARN_MAX)
