@@ -5,9 +5,10 @@
  *
  * The task is one of: a pair task as `patch` makes it (induction, names,
  * file), plain-text windows of a token file (--data), or one prompt
- * (--prompt). Like patch, the task is made before any run is begun, so
- * input it refuses leaves no run behind; SIGINT/SIGTERM marks the run
- * failed with "interrupted", commits none of its rows, and exits 130. */
+ * (--prompt). Like patch, the task is made in the driver's prepare phase
+ * (registry.h), before any run is begun, so input it refuses leaves no
+ * run behind; SIGINT/SIGTERM marks the run failed with "interrupted",
+ * commits none of its rows, and exits 130. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,12 +261,12 @@ static int num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObje
 
 /* attnlab.attribute/1 (docs/json.md): every component, term and lens
  * layer, and with attribution patching every estimate beside its actual
- * value. */
+ * value (after the model's fields, which the driver adds). */
 static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const al_pairs *t,
                      const al_attr_result *r, const al_attrpatch_result *ap) {
     cJSON *tk, *arr;
     char nm[160];
-    if (al_behave_json(doc, bh, a->w.db) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
+    if (!(tk = cJSON_AddObjectToObject(doc, "task")) ||
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "sequences", t->N) ||
         num(tk, "T", t->T) || num(tk, "items", r->n_items) ||
         !cJSON_AddStringToObject(tk, "metric", r->logit_diff ? "logit(answer) - logit(wrong)"
@@ -368,100 +369,108 @@ static int attr_check(const void *args, const al_flag *fl, al_err *e) {
     return al_attr_opts_check(&ao, e) || al_threads_check(a->w.threads, e) ? -1 : 0;
 }
 
-static int attr_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
+/* The run's state between the driver's phases. */
+typedef struct attr_state {
+    al_patch_opts o;        /* the pair task and attribution patching */
+    al_attr_opts ao;
+    unsigned char *allowed; /* --probe-tokens: the induction task's ids (NULL: all) */
+    al_pairs t;
+    al_attr_result r;
+    al_attrpatch_result ap;
+    int patching;           /* attribution patching is due (a pair task, <= 2 layers) */
+    int have_ap;            /* ... and done */
+    double t0;              /* when the model was loaded: the printed total */
+} attr_state;
+
+/* The task, and everything it or the model can refuse, before a run
+ * exists; a signal while the names task is made leaves no run (the
+ * driver catches SIGINT/SIGTERM from before the load). */
+static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     attr_args *a = args;
-    al_patch_opts o = a->o;
-    int pairs_task = !a->w.data && !a->prompt;
-    al_attr_opts ao = al_attr_opts_defaults();
-    ao.batch = o.batch;
-    ao.paths = !a->no_paths;
-    al_set_threads(a->w.threads);
-    al_behave bh;
-    if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    al_pairs t = {0};
-    al_attr_result r = {0};
-    al_attrpatch_result ap = {0};
-    unsigned char *allowed = NULL;
-    int rc = 1, L = bh.m.cfg.n_layers, have_ap = 0;
-    double t0 = al_now();
-    /* the driver catches SIGINT/SIGTERM: a signal never leaves the run
-     * 'running'; building the names task already listens */
-    o.stop = &al_stop;
-    /* everything the task or the model can refuse, before a run exists */
-    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh.m.cfg.d_vocab, &allowed, NULL, e))
-        goto out;
-    o.allowed = allowed;
-    if (a->w.data ? data_task(&bh, a->w.data, a->windows, &t, e)
-        : a->prompt ? prompt_task(&bh, a->prompt, &t, e)
-                    : al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e))
-        goto out;
-    if (al_stop) {
-        al_errf(e, "interrupted");
-        rc = 130;
-        goto out;
-    }
-    int patching = pairs_task && !a->no_patching && L <= 2;
-    if (L > 2 && (ao.paths || (pairs_task && !a->no_patching)))
+    attr_state *s = state;
+    al_behave *bh = dr->b;
+    int pairs_task = !a->w.data && !a->prompt, L = bh->m.cfg.n_layers;
+    s->t0 = al_now();
+    s->o = a->o;
+    s->ao = al_attr_opts_defaults();
+    s->ao.batch = s->o.batch;
+    s->ao.paths = !a->no_paths;
+    s->o.stop = &al_stop;
+    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab, &s->allowed, NULL,
+                        e))
+        return -1;
+    s->o.allowed = s->allowed;
+    if (a->w.data ? data_task(bh, a->w.data, a->windows, &s->t, e)
+        : a->prompt ? prompt_task(bh, a->prompt, &s->t, e)
+                    : al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e))
+        return -1;
+    if (al_stop) return al_errf(e, "interrupted");
+    s->patching = pairs_task && !a->no_patching && L <= 2;
+    if (L > 2 && (s->ao.paths || (pairs_task && !a->no_patching)))
         fprintf(stderr, "attnlab: note: %s has %d layers: the path expansion and attribution "
                         "patching cover 1 and 2; direct logit attribution and the lens only\n",
                 a->w.model, L);
-    if (L > 2) ao.paths = 0;
+    if (L > 2) s->ao.paths = 0;
     if (!pairs_task && !a->no_patching)
         fprintf(stderr, "attnlab: note: no attribution patching on %s: it needs clean / "
                         "corrupted pairs (a pair task)\n", a->w.data ? "--data" : "--prompt");
-    if (pairs_task) al_behave_warn_probe(&bh, t.T);
-    if (al_behave_begin(&bh, "attribute", fl, e)) goto out;
-    ao.progress = dr->progress;
-    ao.stop = &al_stop;
-    int failed = al_attribute_run(&bh.m, &t, &ao, &r, e);
-    if (!failed && !al_stop && patching) {
-        o.progress = dr->progress;
+    if (pairs_task) al_behave_warn_probe(bh, s->t.T);
+    return 0;
+}
+
+/* The attribution, then attribution patching with its comparison sweep;
+ * a signal also counts when it came after the last step. */
+static int attr_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    attr_args *a = args;
+    attr_state *s = state;
+    s->ao.progress = dr->progress;
+    s->ao.stop = &al_stop;
+    int failed = al_attribute_run(&dr->b->m, &s->t, &s->ao, &s->r, e);
+    if (!failed && !al_stop && s->patching) {
+        s->o.progress = dr->progress;
         if (dr->progress)
             al_log("attribute: attribution patching%s", a->no_compare ? ""
                    : ", then the comparison sweep (actual patching of every head, head x "
                      "position and path edge)");
-        failed = al_attrpatch_run(&bh.m, &t, &o, !a->no_compare, &ap, e);
-        have_ap = !failed;
+        failed = al_attrpatch_run(&dr->b->m, &s->t, &s->o, !a->no_compare, &s->ap, e);
+        s->have_ap = !failed;
     }
-    if (!failed && al_drive_warnings(dr, &bh, &r, e)) failed = 1;
-    if (al_stop) { /* also when it came after the last step */
-        al_errf(e, "interrupted");
-        rc = 130;
-        goto fail;
-    }
-    if (failed || al_store_tx_begin(bh.st, e) || al_drive_store_warnings(dr, &bh, e) ||
-        al_store_put_attribute(bh.st, bh.run_id, bh.model_id, &t, &r, have_ap ? &ap : NULL, bh.tok,
-                               e) ||
-        al_store_run_finish(bh.st, bh.run_id, e))
-        goto fail;
-    if (dr->json) {
-        if (json_attr(dr->doc, a, &bh, &t, &r, have_ap ? &ap : NULL)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-        if (run_id) *run_id = bh.run_id;
-        rc = 0;
-        goto out;
-    }
-    print_summary(a, &bh, &t, &r);
-    if (have_ap) print_attrpatch(a, &bh, &t, &ap);
-    printf("attribute: %d sequence%s, %d items in %.2f s", t.N, t.N == 1 ? "" : "s", r.n_items,
-           r.seconds);
-    if (have_ap) printf("; attribution patching %.2f s", ap.seconds);
-    if (have_ap && ap.compared) printf(", actual patching %.2f s", ap.seconds_patch);
-    printf(" (total %.2f s)\n", al_now() - t0);
-    if (run_id) *run_id = bh.run_id;
-    rc = 0;
-    goto out;
-fail:
-    al_behave_fail(&bh, e);
-out:
-    free(allowed);
-    al_pairs_free(&t);
-    al_attr_result_free(&r);
-    al_attrpatch_result_free(&ap);
-    al_behave_close(&bh);
-    return rc;
+    if (al_stop) return al_errf(e, "interrupted");
+    return failed ? -1 : 0;
+}
+
+static int attr_store(void *args, void *state, al_drive *dr, al_err *e) {
+    attr_state *s = state;
+    al_behave *bh = dr->b;
+    (void)args;
+    return al_store_put_attribute(bh->st, bh->run_id, bh->model_id, &s->t, &s->r,
+                                  s->have_ap ? &s->ap : NULL, bh->tok, e);
+}
+
+static int attr_print(void *args, void *state, al_drive *dr, al_err *e) {
+    attr_args *a = args;
+    attr_state *s = state;
+    const al_behave *bh = dr->b;
+    if (dr->json)
+        return json_attr(dr->doc, a, bh, &s->t, &s->r, s->have_ap ? &s->ap : NULL)
+                   ? al_errf(e, "out of memory")
+                   : 0;
+    print_summary(a, bh, &s->t, &s->r);
+    if (s->have_ap) print_attrpatch(a, bh, &s->t, &s->ap);
+    printf("attribute: %d sequence%s, %d items in %.2f s", s->t.N, s->t.N == 1 ? "" : "s",
+           s->r.n_items, s->r.seconds);
+    if (s->have_ap) printf("; attribution patching %.2f s", s->ap.seconds);
+    if (s->have_ap && s->ap.compared) printf(", actual patching %.2f s", s->ap.seconds_patch);
+    printf(" (total %.2f s)\n", al_now() - s->t0);
+    return 0;
+}
+
+static void attr_release(void *state) {
+    attr_state *s = state;
+    free(s->allowed);
+    al_pairs_free(&s->t);
+    al_attr_result_free(&s->r);
+    al_attrpatch_result_free(&s->ap);
 }
 
 static void attr_init(void *args) {
@@ -479,14 +488,17 @@ static void attr_label(const cJSON *v, char *buf, size_t cap) {
                                                                       : "induction");
 }
 
-static const al_warnings *attr_warnings(const void *r) {
-    return &((const al_attr_result *)r)->warn;
+/* The attribution's gap warnings (attribution patching raises none). */
+static const al_warnings *attr_warnings(const void *state) {
+    return &((const attr_state *)state)->r.warn;
 }
 
 const al_analysis al_an_attribute = {
     .name = "attribute", .cmd = &al_cmd_attribute, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_attr, .size = sizeof g_attr, .init = attr_init, .check = attr_check,
-    .run = attr_do, .warnings = attr_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_ASKED,
+    .state_size = sizeof(attr_state), .prepare = attr_prepare, .compute = attr_compute,
+    .store = attr_store, .print = attr_print, .release = attr_release,
+    .warnings = attr_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_ASKED,
     .exp_label = attr_label};
 
 static int run_attribute(int argc, char **argv) { return al_drive_main(&al_an_attribute, argc, argv); }

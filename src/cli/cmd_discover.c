@@ -3,11 +3,12 @@
  * circuit_runs / circuit_edges (schema v5) and a circuit file
  * (circuit_file.h) beside the model.
  *
- * As patch and attribute, everything the options, the model or the task
- * can refuse is refused before a run is begun: a model of more than 2
- * layers (the graph covers 1 and 2), a bad --tau or --sweep item, an
- * --out that cannot be made. SIGINT/SIGTERM marks the run failed with
- * "interrupted", commits none of its rows, writes no file and exits 130.
+ * As patch and attribute (the driver's phases, registry.h), everything
+ * the options, the model or the task can refuse is refused before a run
+ * is begun (check, prepare): a model of more than 2 layers (the graph
+ * covers 1 and 2), a bad --tau or --sweep item, an --out that cannot be
+ * made. SIGINT/SIGTERM marks the run failed with "interrupted", commits
+ * none of its rows, writes no file and exits 130.
  *
  * One run holds every circuit it found: the main one (--tau, or EAP's
  * --recover) and, with --sweep, ACDC's circuit at each further tau, all
@@ -217,12 +218,13 @@ static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_disco
 }
 
 /* attnlab.discover/1 (docs/json.md): the main circuit, and under --sweep
- * every circuit the run found, by tau. */
-static int json_discover(cJSON *doc, const disc_args *a, const al_behave *bh, const al_pairs *t,
+ * every circuit the run found, by tau (after the model's fields, which
+ * the driver adds). */
+static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
                          const al_discover_opts *o, const double *taus,
                          const al_discover_result *rs, int n_done, const char *path) {
     cJSON *tk, *sw, *main_c;
-    if (al_behave_json(doc, bh, a->w.db) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
+    if (!(tk = cJSON_AddObjectToObject(doc, "task")) ||
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "pairs", t->N) ||
         num(tk, "T", t->T) || !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
         !cJSON_AddStringToObject(doc, "method", o->method) ||
@@ -289,108 +291,132 @@ static int disc_check(const void *args, const al_flag *fl, al_err *e) {
     return al_threads_check(a->w.threads, e);
 }
 
-static int disc_do(void *args, const al_flag *fl, al_drive *dr, int64_t *run_id, al_err *e) {
+/* The run's state between the driver's phases. */
+typedef struct disc_state {
+    al_patch_opts o;        /* the pair task */
+    al_discover_opts d;     /* d.tau: the main circuit's (between the phases) */
+    unsigned char *allowed; /* --probe-tokens: the induction task's ids (NULL: all) */
+    al_pairs t;
+    double taus[MAX_SWEEP + 1];           /* [0] the main circuit's, then --sweep's */
+    int n_sweep, n_done;                  /* circuits asked beyond the main one; found */
+    al_discover_result rs[MAX_SWEEP + 1]; /* by taus */
+    al_warnings warn;       /* every circuit's warnings in turn (the first AL_WARN_MAX) */
+    char path[AL_PATH_MAX]; /* the circuit file written */
+    double t0;              /* when the model was loaded: the printed total */
+} disc_state;
+
+/* Everything the options, the model or the task can refuse, before a run
+ * exists; a signal while the names task is made leaves no run (the
+ * driver catches SIGINT/SIGTERM from before the load). */
+static int disc_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     disc_args *a = args;
-    al_patch_opts o = a->o;
-    al_discover_opts d = al_discover_opts_defaults();
-    d.method = a->method, d.metric = a->metric, d.tau = a->tau, d.recover = a->recover;
-    d.batch = o.batch;
-    double taus[MAX_SWEEP + 1];
-    int n_sweep = 0;
-    if (a->sweep && parse_sweep(a->sweep, a->tau, taus + 1, &n_sweep, e)) return 1;
-    al_set_threads(a->w.threads);
-    al_behave bh;
-    if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    al_pairs t = {0};
-    al_discover_result rs[MAX_SWEEP + 1];
-    memset(rs, 0, sizeof rs);
-    unsigned char *allowed = NULL;
-    int rc = 1, n_done = 0, L = bh.m.cfg.n_layers;
-    double t0 = al_now();
-    char path[AL_PATH_MAX];
-    o.stop = &al_stop;
-    if (L > 2) {
-        al_errf(e, "%s has %d layers; circuit discovery covers models of 1 and 2 layers",
-                a->w.model, L);
-        goto out;
-    }
-    if (a->out && al_mkdir_p(a->out, e)) goto out;
-    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh.m.cfg.d_vocab, &allowed, NULL, e))
-        goto out;
-    o.allowed = allowed;
-    if (al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e)) goto out;
-    if (al_stop) {
-        al_errf(e, "interrupted");
-        rc = 130;
-        goto out;
-    }
-    al_behave_warn_probe(&bh, t.T);
-    if (al_behave_begin(&bh, "discover", fl, e)) goto out;
-    taus[0] = a->tau;
-    d.progress = dr->progress;
-    d.stop = &al_stop;
+    disc_state *s = state;
+    al_behave *bh = dr->b;
+    int L = bh->m.cfg.n_layers;
+    s->d = al_discover_opts_defaults();
+    s->d.method = a->method, s->d.metric = a->metric, s->d.tau = a->tau, s->d.recover = a->recover;
+    s->d.batch = a->o.batch;
+    if (a->sweep && parse_sweep(a->sweep, a->tau, s->taus + 1, &s->n_sweep, e)) return -1;
+    s->t0 = al_now();
+    s->o = a->o;
+    s->o.stop = &al_stop;
+    if (L > 2)
+        return al_errf(e, "%s has %d layers; circuit discovery covers models of 1 and 2 layers",
+                       a->w.model, L);
+    if (a->out && al_mkdir_p(a->out, e)) return -1;
+    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab, &s->allowed, NULL,
+                        e))
+        return -1;
+    s->o.allowed = s->allowed;
+    if (al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e)) return -1;
+    if (al_stop) return al_errf(e, "interrupted");
+    al_behave_warn_probe(bh, s->t.T);
+    return 0;
+}
+
+/* The main circuit first (rs[0]), then the sweep's. Each circuit's
+ * warnings join s->warn in turn; under --strict the first circuit that
+ * raises any ends the sweep (the driver then refuses the run). A signal
+ * also counts when it came after the last circuit. */
+static int disc_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    disc_args *a = args;
+    disc_state *s = state;
     int failed = 0;
-    /* the main circuit first (rs[0]), then the sweep's */
-    for (int i = 0; i <= n_sweep && !failed && !al_stop; i++) {
-        d.tau = taus[i];
-        if (dr->progress && n_sweep)
-            al_log("discover: circuit %d of %d, tau %g%s", i + 1, n_sweep + 1, taus[i],
+    s->taus[0] = a->tau;
+    s->d.progress = dr->progress;
+    s->d.stop = &al_stop;
+    for (int i = 0; i <= s->n_sweep && !al_stop; i++) {
+        s->d.tau = s->taus[i];
+        if (dr->progress && s->n_sweep)
+            al_log("discover: circuit %d of %d, tau %g%s", i + 1, s->n_sweep + 1, s->taus[i],
                    i ? " (--sweep)" : " (the main circuit)");
-        failed = al_discover_run(&bh.m, &t, &d, &rs[i], e);
-        n_done += !failed;
-        if (!failed && al_drive_warnings(dr, &bh, &rs[i], e)) failed = 1;
+        failed = al_discover_run(&dr->b->m, &s->t, &s->d, &s->rs[i], e);
+        if (failed) break;
+        s->n_done++;
+        for (int k = 0; k < s->rs[i].warn.n; k++)
+            al_warnings_add(&s->warn, "%s", s->rs[i].warn.msg[k]);
+        if (dr->strict && s->warn.n) break;
     }
-    d.tau = a->tau;
-    if (al_stop) {
-        al_errf(e, "interrupted");
-        rc = 130;
-        goto fail;
+    s->d.tau = a->tau;
+    if (al_stop) return al_errf(e, "interrupted");
+    return failed ? -1 : 0;
+}
+
+/* Every circuit found, one transaction, then the main circuit's file. */
+static int disc_store(void *args, void *state, al_drive *dr, al_err *e) {
+    disc_args *a = args;
+    disc_state *s = state;
+    al_behave *bh = dr->b;
+    /* The driver printed the first AL_WARN_MAX warnings (all one
+     * al_warnings holds); every circuit's are printed, so a long --sweep's
+     * rest follow here (the run_warnings rows and the --json "warnings"
+     * keep the first AL_WARN_MAX). */
+    for (int i = 0, n = 0; i < s->n_done; i++)
+        for (int k = 0; k < s->rs[i].warn.n; k++)
+            if (n++ >= AL_WARN_MAX)
+                fprintf(stderr, "attnlab: warning: %s\n", s->rs[i].warn.msg[k]);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < s->n_done; i++) {
+        s->d.tau = s->taus[i];
+        rc = al_store_put_discover(bh->st, bh->run_id, bh->model_id, &s->t, &s->d, &s->rs[i], e);
     }
-    if (failed || al_store_tx_begin(bh.st, e) || al_drive_store_warnings(dr, &bh, e)) goto fail;
-    for (int i = 0; i < n_done; i++) {
-        d.tau = taus[i];
-        if (al_store_put_discover(bh.st, bh.run_id, bh.model_id, &t, &d, &rs[i], e)) goto fail;
-    }
-    d.tau = a->tau;
-    if (write_circuit(a, &bh, &t, &d, &rs[0], path, sizeof path, e) ||
-        al_store_run_finish(bh.st, bh.run_id, e))
-        goto fail;
-    if (dr->json) {
-        if (json_discover(dr->doc, a, &bh, &t, &d, taus, rs, n_done, path)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-        if (run_id) *run_id = bh.run_id;
-        rc = 0;
-        goto out;
-    }
-    print_circuit(a, &bh, &t, &d, &rs[0]);
-    if (n_sweep) {
+    s->d.tau = a->tau;
+    return rc ? -1 : write_circuit(a, bh, &s->t, &s->d, &s->rs[0], s->path, sizeof s->path, e);
+}
+
+static int disc_print(void *args, void *state, al_drive *dr, al_err *e) {
+    disc_args *a = args;
+    disc_state *s = state;
+    int n_done = s->n_done;
+    if (dr->json)
+        return json_discover(dr->doc, a, &s->t, &s->d, s->taus, s->rs, n_done, s->path)
+                   ? al_errf(e, "out of memory")
+                   : 0;
+    print_circuit(a, dr->b, &s->t, &s->d, &s->rs[0]);
+    if (s->n_sweep) {
         /* the curve in tau order; rs and taus sorted together by index */
         int ord[MAX_SWEEP + 1];
         double st[MAX_SWEEP + 1];
         al_discover_result sr[MAX_SWEEP + 1];
-        memcpy(st, taus, sizeof(double) * (size_t)n_done);
+        memcpy(st, s->taus, sizeof(double) * (size_t)n_done);
         qsort(st, (size_t)n_done, sizeof st[0], by_value);
         for (int i = 0; i < n_done; i++) {
-            for (ord[i] = 0; taus[ord[i]] != st[i]; ord[i]++) {}
-            sr[i] = rs[ord[i]];
+            for (ord[i] = 0; s->taus[ord[i]] != st[i]; ord[i]++) {}
+            sr[i] = s->rs[ord[i]];
         }
         print_sweep(st, sr, n_done);
     }
-    printf("circuit file %s\n", path);
-    printf("discover: %d circuit%s in %.2f s\n", n_done, n_done == 1 ? "" : "s", al_now() - t0);
-    if (run_id) *run_id = bh.run_id;
-    rc = 0;
-    goto out;
-fail:
-    al_behave_fail(&bh, e);
-out:
-    free(allowed);
-    al_pairs_free(&t);
-    for (int i = 0; i < n_done; i++) al_discover_result_free(&rs[i]);
-    al_behave_close(&bh);
-    return rc;
+    printf("circuit file %s\n", s->path);
+    printf("discover: %d circuit%s in %.2f s\n", n_done, n_done == 1 ? "" : "s",
+           al_now() - s->t0);
+    return 0;
+}
+
+static void disc_release(void *state) {
+    disc_state *s = state;
+    free(s->allowed);
+    al_pairs_free(&s->t);
+    for (int i = 0; i < s->n_done; i++) al_discover_result_free(&s->rs[i]);
 }
 
 static void disc_init(void *args) {
@@ -409,14 +435,17 @@ static void disc_label(const cJSON *v, char *buf, size_t cap) {
 /* the circuit file stays beside the experiment's model */
 static const char *const disc_deny[] = {"out", NULL};
 
-static const al_warnings *disc_warnings(const void *r) {
-    return &((const al_discover_result *)r)->warn;
+/* Every circuit's warnings, in the order the circuits were found. */
+static const al_warnings *disc_warnings(const void *state) {
+    return &((const disc_state *)state)->warn;
 }
 
 const al_analysis al_an_discover = {
     .name = "discover", .cmd = &al_cmd_discover, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_disc, .size = sizeof g_disc, .init = disc_init, .check = disc_check,
-    .run = disc_do, .warnings = disc_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .state_size = sizeof(disc_state), .prepare = disc_prepare, .compute = disc_compute,
+    .store = disc_store, .print = disc_print, .release = disc_release,
+    .warnings = disc_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
     .exp_deny = disc_deny, .exp_label = disc_label};
 
 static int run_discover(int argc, char **argv) { return al_drive_main(&al_an_discover, argc, argv); }

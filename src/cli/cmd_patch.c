@@ -3,10 +3,11 @@
  * per configuration, the normalised effect of each (docs/design.md §5),
  * into tables patching / path_patching and patching_runs.
  *
- * The task is made from the loaded model before any run is begun, so an
- * input the task refuses (a probe longer than n_ctx, a model without a
- * tokenizer for names/file, a bad pair file) leaves no run behind; so
- * does SIGINT/SIGTERM while the task is made (the names task notices it
+ * In the run driver's phases (registry.h) the task is made in prepare,
+ * from the loaded model before any run is begun, so an input the task
+ * refuses (a probe longer than n_ctx, a model without a tokenizer for
+ * names/file, a bad pair file) leaves no run behind; so does
+ * SIGINT/SIGTERM while the task is made (the names task notices it
  * between two stories), exiting 130. A sweep stops at SIGINT/SIGTERM
  * between two configurations: the run is marked failed with
  * "interrupted", none of its rows are committed, and the command exits
@@ -238,11 +239,12 @@ static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs
 
 /* ------------------------------------------------------------ JSON */
 
-/* The task and the two unpatched runs (attnlab.patch/1, attnlab.paths/1). */
-static int json_head(cJSON *doc, const patch_args *a, const al_behave *bh, const al_pairs *t,
-                     al_patch_direction d, double mc, double mr) {
+/* The task and the two unpatched runs (attnlab.patch/1, attnlab.paths/1;
+ * the driver has added the model's fields before them). */
+static int json_head(cJSON *doc, const patch_args *a, const al_pairs *t, al_patch_direction d,
+                     double mc, double mr) {
     cJSON *tk;
-    return al_behave_json(doc, bh, a->w.db) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
+    return !(tk = cJSON_AddObjectToObject(doc, "task")) ||
                    !cJSON_AddStringToObject(tk, "name", t->task) ||
                    !cJSON_AddNumberToObject(tk, "pairs", t->N) ||
                    !cJSON_AddNumberToObject(tk, "T", t->T) ||
@@ -260,7 +262,7 @@ static int json_head(cJSON *doc, const patch_args *a, const al_behave *bh, const
 static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, const al_pairs *t,
                       const al_patch_result *r) {
     cJSON *cs;
-    if (json_head(doc, a, bh, t, r->direction, r->m_clean, r->m_corr) ||
+    if (json_head(doc, a, t, r->direction, r->m_clean, r->m_corr) ||
         !cJSON_AddStringToObject(doc, "component", al_patch_component_name(r->component)) ||
         !(cs = cJSON_AddArrayToObject(doc, "configurations")))
         return -1;
@@ -280,11 +282,11 @@ static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, cons
     return rc;
 }
 
-static int json_paths(cJSON *doc, const patch_args *a, const al_behave *bh, const al_pairs *t,
+static int json_paths(cJSON *doc, const patch_args *a, const al_pairs *t,
                       const al_paths_result *r) {
     cJSON *ps;
     int ns = r->n_senders, H = r->H;
-    if (json_head(doc, a, bh, t, r->direction, r->m_clean, r->m_corr) ||
+    if (json_head(doc, a, t, r->direction, r->m_clean, r->m_corr) ||
         !(ps = cJSON_AddArrayToObject(doc, "paths")))
         return -1;
     int *idx = al_by_magnitude(r->effect, r->n), rc = idx ? 0 : -1;
@@ -325,95 +327,114 @@ static int patch_check(const void *args, const al_flag *fl, al_err *e) {
     return al_threads_check(a->w.threads, e);
 }
 
-static int do_common(patch_args *a, const al_flag *fl, al_drive *dr, int64_t *run_id, int paths,
-                     al_err *e) {
-    const char *kind = paths ? "paths" : "patch";
-    al_patch_opts o = a->o;
-    al_set_threads(a->w.threads);
-    al_behave bh;
-    if (al_behave_load(&bh, a->w.model, a->w.mask, a->w.db, e)) return 1;
-    al_pairs t = {0};
-    al_patch_result r = {0};
-    al_paths_result pr = {0};
-    unsigned char *allowed = NULL;
-    int rc = 1, L = bh.m.cfg.n_layers, n_allowed = 0;
-    double t0 = al_now();
-    /* The driver catches SIGINT/SIGTERM from before the load, so there is
-     * no moment between the run's beginning and the sweep where a signal
-     * would end the process with the run left 'running'. Before the task,
-     * not the sweep: building the names task for a large --n takes a
-     * while, and Ctrl-C must end that too. */
-    o.stop = &al_stop;
-    /* everything the task or the model can refuse, before a run exists */
-    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh.m.cfg.d_vocab, &allowed, &n_allowed,
-                        e))
-        goto out;
-    o.allowed = allowed;
-    int made = al_patch_task_make(&t, &bh.m, bh.tok, al_behave_bos(&bh), &o, e) == 0;
-    if (al_stop) { /* while the task was made (it may have stopped for it): no run */
-        al_errf(e, "interrupted");
-        rc = 130;
-        goto out;
-    }
-    if (!made) goto out;
-    if (paths && L > 2) {
-        al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)", a->w.model, L);
-        goto out;
-    }
-    al_behave_warn_probe(&bh, t.T);
-    if (al_behave_begin(&bh, kind, fl, e)) goto out;
-    o.progress = dr->progress;
-    int failed = paths ? al_paths_run(&bh.m, &t, &o, &pr, e) : al_patch_run(&bh.m, &t, &o, &r, e);
-    if (!failed && al_drive_warnings(dr, &bh, paths ? (const void *)&pr : (const void *)&r, e))
-        failed = 1;
-    if (al_stop) { /* also when it came after the last configuration */
-        al_errf(e, "interrupted");
-        rc = 130;
-        goto fail;
-    }
-    if (failed || al_store_tx_begin(bh.st, e) || al_drive_store_warnings(dr, &bh, e) ||
-        (paths ? al_store_put_paths(bh.st, bh.run_id, bh.model_id, &t, &pr, e)
-               : al_store_put_patch(bh.st, bh.run_id, bh.model_id, &t, &r, e)) ||
-        al_store_run_finish(bh.st, bh.run_id, e))
-        goto fail;
+/* The run's state between the driver's phases (patch and paths share it:
+ * r is patch's result, pr paths'). */
+typedef struct patch_state {
+    al_patch_opts o;        /* the options with the task's ids, the stop flag and progress */
+    unsigned char *allowed; /* --probe-tokens: the induction task's ids (NULL: all) */
+    int n_allowed;
+    al_pairs t;
+    al_patch_result r;
+    al_paths_result pr;
+    double t0;              /* when the model was loaded: the printed total */
+} patch_state;
+
+/* Everything the task or the model can refuse, before a run exists. The
+ * driver catches SIGINT/SIGTERM from before the load, and the names task
+ * listens to the stop flag while it is made (a large --n takes a while):
+ * a signal then ends the command with no run (exit 130). */
+static int prepare_common(patch_args *a, patch_state *s, al_drive *dr, int paths, al_err *e) {
+    al_behave *bh = dr->b;
+    int L = bh->m.cfg.n_layers;
+    s->t0 = al_now();
+    s->o = a->o;
+    s->o.stop = &al_stop;
+    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab, &s->allowed,
+                        &s->n_allowed, e))
+        return -1;
+    s->o.allowed = s->allowed;
+    int made = al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e) == 0;
+    if (al_stop) return al_errf(e, "interrupted"); /* the task may have stopped for it */
+    if (!made) return -1;
+    if (paths && L > 2)
+        return al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)",
+                       a->w.model, L);
+    al_behave_warn_probe(bh, s->t.T);
+    return 0;
+}
+
+static int patch_prepare(void *args, void *state, al_drive *dr, al_err *e) {
+    return prepare_common(args, state, dr, 0, e);
+}
+static int paths_prepare(void *args, void *state, al_drive *dr, al_err *e) {
+    return prepare_common(args, state, dr, 1, e);
+}
+
+/* The sweep; a signal also counts when it came after the last
+ * configuration (the run is then failed "interrupted"). */
+static int compute_common(patch_state *s, al_drive *dr, int paths, al_err *e) {
+    s->o.progress = dr->progress;
+    int failed = paths ? al_paths_run(&dr->b->m, &s->t, &s->o, &s->pr, e)
+                       : al_patch_run(&dr->b->m, &s->t, &s->o, &s->r, e);
+    if (al_stop) return al_errf(e, "interrupted");
+    return failed ? -1 : 0;
+}
+
+static int patch_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    (void)args;
+    return compute_common(state, dr, 0, e);
+}
+static int paths_compute(void *args, void *state, al_drive *dr, al_err *e) {
+    (void)args;
+    return compute_common(state, dr, 1, e);
+}
+
+static int patch_store(void *args, void *state, al_drive *dr, al_err *e) {
+    patch_state *s = state;
+    (void)args;
+    return al_store_put_patch(dr->b->st, dr->b->run_id, dr->b->model_id, &s->t, &s->r, e);
+}
+static int paths_store(void *args, void *state, al_drive *dr, al_err *e) {
+    patch_state *s = state;
+    (void)args;
+    return al_store_put_paths(dr->b->st, dr->b->run_id, dr->b->model_id, &s->t, &s->pr, e);
+}
+
+static int print_common(const patch_args *a, const patch_state *s, const al_drive *dr, int paths,
+                        al_err *e) {
+    const al_behave *bh = dr->b;
     if (dr->json) {
-        if (paths ? json_paths(dr->doc, a, &bh, &t, &pr) : json_patch(dr->doc, a, &bh, &t, &r)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-        if (run_id) *run_id = bh.run_id;
-        rc = 0;
-        goto out;
+        if (paths ? json_paths(dr->doc, a, &s->t, &s->pr)
+                  : json_patch(dr->doc, a, bh, &s->t, &s->r))
+            return al_errf(e, "out of memory");
+        return 0;
     }
-    if (allowed)
-        printf("induction pairs drawn from the %d token ids that occur in %s\n", n_allowed,
+    if (s->allowed)
+        printf("induction pairs drawn from the %d token ids that occur in %s\n", s->n_allowed,
                strcmp(a->probe_tokens, "seen") == 0 ? "the model's training data" : a->probe_tokens);
-    if (paths) print_paths(a, &bh, &t, &pr);
-    else print_patch(a, &bh, &t, &r);
-    int nb = (t.N + o.batch - 1) / o.batch;
-    printf("%s: %d %s x %d batch%s of pairs in %.2f s (total %.2f s)\n", kind,
-           paths ? pr.n_senders * (3 * pr.n_recv + 1) : r.n, paths ? "paths" : "configurations",
-           nb, nb == 1 ? "" : "es", paths ? pr.seconds : r.seconds, al_now() - t0);
-    if (run_id) *run_id = bh.run_id;
-    rc = 0;
-    goto out;
-fail:
-    al_behave_fail(&bh, e);
-out:
-    free(allowed);
-    al_pairs_free(&t);
-    al_patch_result_free(&r);
-    al_paths_result_free(&pr);
-    al_behave_close(&bh);
-    return rc;
+    if (paths) print_paths(a, bh, &s->t, &s->pr);
+    else print_patch(a, bh, &s->t, &s->r);
+    int nb = (s->t.N + s->o.batch - 1) / s->o.batch;
+    printf("%s: %d %s x %d batch%s of pairs in %.2f s (total %.2f s)\n", paths ? "paths" : "patch",
+           paths ? s->pr.n_senders * (3 * s->pr.n_recv + 1) : s->r.n,
+           paths ? "paths" : "configurations", nb, nb == 1 ? "" : "es",
+           paths ? s->pr.seconds : s->r.seconds, al_now() - s->t0);
+    return 0;
 }
 
-static int patch_do(void *args, const al_flag *fl, al_drive *d, int64_t *run_id, al_err *e) {
-    return do_common(args, fl, d, run_id, 0, e);
+static int patch_print(void *args, void *state, al_drive *dr, al_err *e) {
+    return print_common(args, state, dr, 0, e);
+}
+static int paths_print(void *args, void *state, al_drive *dr, al_err *e) {
+    return print_common(args, state, dr, 1, e);
 }
 
-static int paths_do(void *args, const al_flag *fl, al_drive *d, int64_t *run_id, al_err *e) {
-    return do_common(args, fl, d, run_id, 1, e);
+static void patch_release(void *state) {
+    patch_state *s = state;
+    free(s->allowed);
+    al_pairs_free(&s->t);
+    al_patch_result_free(&s->r);
+    al_paths_result_free(&s->pr);
 }
 
 static void patch_init(void *args) {
@@ -438,22 +459,26 @@ static void label(const char *name, int patch, const cJSON *v, char *buf, size_t
 static void patch_label(const cJSON *v, char *buf, size_t cap) { label("patch", 1, v, buf, cap); }
 static void paths_label(const cJSON *v, char *buf, size_t cap) { label("paths", 0, v, buf, cap); }
 
-static const al_warnings *patch_warnings(const void *r) {
-    return &((const al_patch_result *)r)->warn;
+static const al_warnings *patch_warnings(const void *state) {
+    return &((const patch_state *)state)->r.warn;
 }
-static const al_warnings *paths_warnings(const void *r) {
-    return &((const al_paths_result *)r)->warn;
+static const al_warnings *paths_warnings(const void *state) {
+    return &((const patch_state *)state)->pr.warn;
 }
 
 const al_analysis al_an_patch = {
     .name = "patch", .cmd = &al_cmd_patch, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_patch, .size = sizeof g_patch, .init = patch_init, .check = patch_check,
-    .run = patch_do, .warnings = patch_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .state_size = sizeof(patch_state), .prepare = patch_prepare, .compute = patch_compute,
+    .store = patch_store, .print = patch_print, .release = patch_release,
+    .warnings = patch_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
     .exp_label = patch_label};
 const al_analysis al_an_paths = {
     .name = "paths", .cmd = &al_cmd_paths, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_paths, .size = sizeof g_paths, .init = paths_init, .check = patch_check,
-    .run = paths_do, .warnings = paths_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
+    .state_size = sizeof(patch_state), .prepare = paths_prepare, .compute = paths_compute,
+    .store = paths_store, .print = paths_print, .release = patch_release,
+    .warnings = paths_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
     .exp_label = paths_label};
 
 static int run_patch(int argc, char **argv) { return al_drive_main(&al_an_patch, argc, argv); }

@@ -75,8 +75,11 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     }
     d->b = &b;
     int rc = 1;
-    if ((a->prepare && a->prepare(args, st, d, e)) || al_behave_begin(&b, a->name, flags, e))
+    if (a->prepare && a->prepare(args, st, d, e)) {
+        rc = a->stops && al_stop ? 130 : 1; /* a signal while preparing: no run */
         goto out;
+    }
+    if (al_behave_begin(&b, a->name, flags, e)) goto out;
     if (a->compute(args, st, d, e) || al_drive_warnings(d, &b, st, e) ||
         al_store_tx_begin(b.st, e) || al_drive_store_warnings(d, &b, e) ||
         (a->store && a->store(args, st, d, e)) || al_store_run_finish(b.st, b.run_id, e)) {
