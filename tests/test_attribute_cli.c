@@ -105,6 +105,27 @@ TEST(attribute_cli_induction_rows) {
 }
 
 /* 1 layer on plain text (every position scored) and a prompt on 2. */
+/* --center-unembed: the run is marked centred where it is stored and
+ * printed, and its components still sum to its metric (the mean logit of
+ * the answer less the mean logit, not the raw one). */
+TEST(attribute_cli_center_unembed) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.json");
+    t_tiny_model(dir.s, 2, 20);
+    for (int c = 0; c < 2; c++)
+        CHECK(t_sh("%s attribute --model %s/m2 --db %s --no-patching %s --json " TASK
+                   " > %s 2>/dev/null", t_bin(), dir.s, db.s, c ? "--center-unembed" : "", out.s) == 0);
+    char *j = t_slurp(out.s);
+    CHECKF(j && strstr(j, "logit of the answer less the mean logit"), "%s", j ? j : "");
+    free(j);
+    CHECK_SQL(db.s, "SELECT group_concat(centred) FROM (SELECT centred FROM attribution_runs "
+                    "ORDER BY run_id)", "0,1");
+    /* each run's components (pos NULL: the mean over items) sum to its metric */
+    CHECK_SQL(db.s, "SELECT group_concat(ok) FROM (SELECT abs(x.metric - (SELECT sum(value) FROM "
+                    "logit_attribution l WHERE l.run_id = x.run_id AND l.pos IS NULL)) < 1e-4 AS "
+                    "ok FROM attribution_runs x ORDER BY x.run_id)", "1,1");
+    CHECK_SQL(db.s, "SELECT count(DISTINCT metric) FROM attribution_runs", "2");
+}
+
 TEST(attribute_cli_data_and_prompt) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err");
     t_tiny_model(dir.s, 1, 20);

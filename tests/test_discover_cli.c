@@ -108,6 +108,25 @@ TEST(discover_cli_eap_one_layer) {
     check_file_matches(db.s, file, 1, 4, "run_id = 2");
 }
 
+/* The reference implementation's choices from the command line: the run
+ * records them in its config, and at tau 0 the rule decides the pos edges
+ * (growth exactly 0): kept under lt, removed under le. */
+TEST(discover_cli_reference_options) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("c");
+    t_tiny_model(dir.s, 2, 20);
+    for (int lt = 0; lt < 2; lt++)
+        CHECK(t_sh("%s discover --model %s/m2 --db %s --tau 0 --acdc-order latest-first "
+                   "--acdc-remove %s --out %s " TASK " >/dev/null 2>&1",
+                   t_bin(), dir.s, db.s, lt ? "lt" : "le", out.s) == 0);
+    CHECK_SQL(db.s, "SELECT group_concat(json_extract(config_json, '$.acdc_order') || '/' || "
+                    "json_extract(config_json, '$.acdc_remove'), ' ') FROM runs",
+              "latest-first/le latest-first/lt");
+    /* the pos edges (4 heads x 2 layers x q, k, v, and the logits: 25, every receiver alive
+     * here): none kept under le, all under lt */
+    CHECK_SQL(db.s, "SELECT group_concat(k, ' ') FROM (SELECT sum(e.kept) AS k FROM circuit_edges e "
+                    "WHERE e.sender = 'pos' GROUP BY e.run_id ORDER BY e.run_id)", "0 25");
+}
+
 /* ------------------------------------------------------------ bad input */
 
 TEST(discover_cli_bad_input) {
@@ -137,6 +156,9 @@ TEST(discover_cli_bad_input) {
         {"--metric l2", "unknown discovery metric 'l2' (known: kl, logit_diff)", 2},
         {"--method eap --recover 2", "0 <= recover <= 1", 2},
         {"--show -1", "--show must be >= 0", 2},
+        {"--acdc-order last", "unknown ACDC sender order 'last' (known: embed-first, latest-first)",
+         2},
+        {"--acdc-remove lte", "unknown ACDC removal rule 'lte' (known: le, lt)", 2},
         {"--task bogus", "unknown patching task 'bogus'", 2},
         {"--probe-r 20", "exceeds n_ctx 32", 1},
         {outfile, "afile", 1},

@@ -83,7 +83,7 @@ TEST(store_migrates_version_1) {
     al_store_close(s);
     /* turn it back into a version-1 file with one score in it (without
      * version 3's tables) */
-    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE models DROP COLUMN data_tokens; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
+    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
                "sweep_models; DROP TABLE merge_sources; DROP TABLE sweep_task; DROP INDEX "
                "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
                "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "

@@ -87,6 +87,8 @@ typedef struct al_attr_result {
     int L, H, N, T;          /* T = the task's padded length */
     int n_items, logit_diff; /* the task's */
     double metric;           /* mean metric logit over items (the model's) */
+    int centred;             /* o->center_unembed: log-prob items measured against the
+                              * mean logit */
     double loss;             /* mean item loss −log p(answer) (= lens_loss[L]) */
     /* direct logit attribution */
     int n_comp;              /* 2 + L·H */

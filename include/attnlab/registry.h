@@ -1,6 +1,6 @@
 /* registry.h -- the analysis registry: one descriptor per analysis command
  * (circuits, scores, ablate, prune, patch, paths, attribute, discover,
- * names), and the option groups they share.
+ * names, attnstats), and the option groups they share.
  *
  * main.c, `attnlab help`, the experiment loader and its runner walk
  * al_analyses[]; nothing generic compares command names. The run driver
@@ -104,8 +104,8 @@ typedef struct al_drive {
     int strict;          /* --strict: refuse (exit 1, nothing stored) on a gap/effect warning */
     struct cJSON *doc;   /* --json: the document ("schema" set); the run adds what its
                           * text shows, the driver adds "run" and "warnings" */
-    al_warnings warn;    /* the warnings raised by this run (al_drive_warnings), stored
-                          * by al_drive_store_warnings */
+    al_warnings warn;    /* the warnings raised by this run (the descriptor's accessor),
+                          * stored with the run */
 } al_drive;
 
 /* ---- the descriptor ---- */
@@ -134,10 +134,6 @@ typedef struct al_analysis {
      * release may be NULL; compute may not. Each returns 0, or −1 with e
      * set; print nothing on failure. */
     size_t state_size;
-    /* TRANSITION: the old single-function run (open, begin, analyse,
-     * store, print); used when compute is NULL. Removed once every
-     * command is in phases. */
-    int (*run)(void *args, const al_flag *flags, al_drive *d, int64_t *run_id, al_err *e);
     int (*prepare)(void *args, void *state, al_drive *d, al_err *e);
     int (*compute)(void *args, void *state, al_drive *d, al_err *e);
     int (*store)(void *args, void *state, al_drive *d, al_err *e);
@@ -177,9 +173,6 @@ int al_analysis_flags(const al_analysis *a, void *args, al_flag *out, int cap, a
  * opened). */
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
                  int64_t *run_id, al_err *e);
-/* TRANSITION (the old run functions): raise / store the warnings. */
-int al_drive_warnings(al_drive *d, struct al_behave *b, const void *result, al_err *e);
-int al_drive_store_warnings(const al_drive *d, struct al_behave *b, al_err *e);
 /* `attnlab <name> ...`: parse argv (the command's flags and the driver's
  * --json, --progress, --strict) into a->tmpl, run, print the JSON
  * document under --json; prints the error or usage; returns the exit

@@ -215,6 +215,7 @@ typedef struct al_attribution_run_row {
     const char *direction;     /* NULL: no attribution patching */
     double m_clean, m_corr, seconds, seconds_attrpatch, seconds_patch;
     const char *task_hash;     /* 16 hex digits of al_pairs_hash */
+    int centred;               /* 1: log-prob items against the mean logit (W_U centred) */
 } al_attribution_run_row;
 int al_store_put_attribution_run(al_store *s, int64_t run_id, int64_t model_id,
                                  const al_attribution_run_row *r, al_err *e);

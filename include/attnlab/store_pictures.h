@@ -83,6 +83,7 @@ typedef struct al_store_attr_run {
     al_store_run_head h;
     char metric_kind[16], direction[16];
     int seq_len, n_items;
+    int centred;          /* log-prob items against the mean logit (W_U centred) */
     double kind_dloss[3]; /* direct, head, virtual: all terms of the kind removed */
 } al_store_attr_run;
 int al_store_read_attr_run(al_store *s, long run, al_store_attr_run *out, al_err *e);

@@ -443,6 +443,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     al_hooks zr;
     replacements_off(m, &zr);
     int rc = -1;
+    r->centred = o->center_unembed;
     if (result_alloc(r, e) || ctx_init(&st.s, m, t->T, cap, e) ||
         (o->center_unembed && ctx_center(&st.s, e)))
         goto out;

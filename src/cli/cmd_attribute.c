@@ -31,10 +31,11 @@ typedef struct attr_args {
     const char *prompt;
     int windows, show, no_paths, no_patching, no_compare;
     const char *probe_tokens; /* all | seen | a token file: the induction task's ids */
+    int center_unembed;       /* al_attr_opts center_unembed */
 } attr_args;
 
 #define ATTR_ARGS_INIT                                                                             \
-    {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, NULL, 32, 10, 0, 0, 0, AL_PROBE_TOKENS_DEFAULT}
+    {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, NULL, 32, 10, 0, 0, 0, AL_PROBE_TOKENS_DEFAULT, 0}
 static attr_args g_attr = ATTR_ARGS_INIT;
 
 static al_flag attr_flags[] = {
@@ -52,6 +53,9 @@ static al_flag attr_flags[] = {
     AL_FLAG_MASK(g_attr),
     {"show", AL_INT, &g_attr.show, "N", "rows printed per list (largest first)", 0, 0},
     {"no-paths", AL_BOOL, &g_attr.no_paths, NULL, "skip the path expansion", 0, 0},
+    {"center-unembed", AL_BOOL, &g_attr.center_unembed, NULL,
+     "log-prob items: measure each contribution against the mean logit (W_U less its mean "
+     "column, as TransformerLens by default), leaving out the shift all logits share", 0, 0},
     {"no-patching", AL_BOOL, &g_attr.no_patching, NULL, "skip attribution patching", 0, 0},
     {"no-compare", AL_BOOL, &g_attr.no_compare, NULL,
      "attribution patching without the actual patching sweeps it is compared with", 0, 0},
@@ -136,7 +140,10 @@ static void print_summary(const attr_args *a, const al_behave *bh, const al_pair
     printf("task %s: %d sequence%s of %d tokens, %d scored item%s; metric = mean %s = %.4f, "
            "loss = %.4f\n",
            t->task, t->N, t->N == 1 ? "" : "s", t->T, r->n_items, r->n_items == 1 ? "" : "s",
-           r->logit_diff ? "logit(answer) - logit(wrong)" : "logit of the answer", r->metric,
+           r->logit_diff                ? "logit(answer) - logit(wrong)"
+           : a->center_unembed ? "logit of the answer less the mean logit (W_U centred)"
+                               : "logit of the answer",
+           r->metric,
            r->loss);
     int *idx = al_by_magnitude(r->dla, r->n_comp);
     if (!idx) return;
@@ -269,8 +276,10 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
     if (!(tk = cJSON_AddObjectToObject(doc, "task")) ||
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "sequences", t->N) ||
         num(tk, "T", t->T) || num(tk, "items", r->n_items) ||
-        !cJSON_AddStringToObject(tk, "metric", r->logit_diff ? "logit(answer) - logit(wrong)"
-                                                             : "logit of the answer") ||
+        !cJSON_AddStringToObject(tk, "metric",
+                                 r->logit_diff       ? "logit(answer) - logit(wrong)"
+                                 : a->center_unembed ? "logit of the answer less the mean logit"
+                                                     : "logit of the answer") ||
         !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
         num(doc, "metric", r->metric) || num(doc, "loss", r->loss) ||
         !(arr = cJSON_AddArrayToObject(doc, "direct_logit_attribution")))
@@ -352,6 +361,15 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
 
 /* ------------------------------------------------------------ running */
 
+/* The attribution options of the command's arguments. */
+static al_attr_opts attr_opts(const attr_args *a) {
+    al_attr_opts ao = al_attr_opts_defaults();
+    ao.batch = a->o.batch;
+    ao.paths = !a->no_paths;
+    ao.center_unembed = a->center_unembed;
+    return ao;
+}
+
 static int attr_check(const void *args, const al_flag *fl, al_err *e) {
     const attr_args *a = args;
     if ((al_flag_seen(fl, "task") || al_flag_seen(fl, "pairs")) + !!a->w.data + !!a->prompt > 1)
@@ -363,9 +381,7 @@ static int attr_check(const void *args, const al_flag *fl, al_err *e) {
     if (a->windows < 1 || a->windows > 1000000)
         return al_errf(e, "--windows must be 1..1000000 (got %d)", a->windows);
     if (a->show < 0) return al_errf(e, "--show must be >= 0");
-    al_attr_opts ao = al_attr_opts_defaults();
-    ao.batch = a->o.batch;
-    ao.paths = !a->no_paths;
+    al_attr_opts ao = attr_opts(a);
     return al_attr_opts_check(&ao, e) || al_threads_check(a->w.threads, e) ? -1 : 0;
 }
 
@@ -392,9 +408,7 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     int pairs_task = !a->w.data && !a->prompt, L = bh->m.cfg.n_layers;
     s->t0 = al_now();
     s->o = a->o;
-    s->ao = al_attr_opts_defaults();
-    s->ao.batch = s->o.batch;
-    s->ao.paths = !a->no_paths;
+    s->ao = attr_opts(a);
     s->o.stop = &al_stop;
     if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab, &s->allowed, NULL,
                         e))

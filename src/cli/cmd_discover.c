@@ -40,11 +40,12 @@ typedef struct disc_args {
     double tau, recover;
     int show;
     const char *probe_tokens; /* all | seen | a token file: the induction task's ids */
+    const char *acdc_order, *acdc_remove; /* al_discover_opts order, remove_if */
 } disc_args;
 
 #define DISC_ARGS_INIT                                                                             \
     {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, "acdc", "kl", NULL, NULL, 0.01, 0.9, 10,                 \
-     AL_PROBE_TOKENS_DEFAULT}
+     AL_PROBE_TOKENS_DEFAULT, "embed-first", "le"}
 static disc_args g_disc = DISC_ARGS_INIT;
 
 static al_flag disc_flags[] = {
@@ -58,6 +59,12 @@ static al_flag disc_flags[] = {
     {"tau", AL_FLOAT, &g_disc.tau, "X", "acdc: an edge goes if the loss grows by at most X", 0, 0},
     {"sweep", AL_STR, &g_disc.sweep, "X,Y,...",
      "acdc: also the circuit at each of these taus (the edges-vs-faithfulness curve)", 0, 0},
+    {"acdc-order", AL_STR, &g_disc.acdc_order, "O",
+     "acdc: a receiver's senders tried embed-first (index order) or latest-first (the reference "
+     "implementation's order: the latest head first, embed last)", 0, 0},
+    {"acdc-remove", AL_STR, &g_disc.acdc_remove, "R",
+     "acdc: remove an edge when the loss grows by le (at most tau) or lt (less than tau, the "
+     "reference implementation's rule)", 0, 0},
     {"recover", AL_FLOAT, &g_disc.recover, "R", "eap: keep edges until faithfulness reaches R", 0,
      0},
     {"out", AL_STR, &g_disc.out, "DIR", "where the circuit file goes (default: the model directory)",
@@ -270,14 +277,20 @@ static int write_circuit(const disc_args *a, const al_behave *bh, const al_pairs
     return rc;
 }
 
+/* The discovery options of the command's arguments. */
+static al_discover_opts disc_opts(const disc_args *a) {
+    al_discover_opts d = al_discover_opts_defaults();
+    d.method = a->method, d.metric = a->metric, d.tau = a->tau, d.recover = a->recover;
+    d.batch = a->o.batch, d.order = a->acdc_order, d.remove_if = a->acdc_remove;
+    return d;
+}
+
 static int disc_check(const void *args, const al_flag *fl, al_err *e) {
     const disc_args *a = args;
-    al_discover_opts d = al_discover_opts_defaults();
+    al_discover_opts d = disc_opts(a);
     double taus[MAX_SWEEP];
     int n_sweep = 0;
     (void)fl;
-    d.method = a->method, d.metric = a->metric, d.tau = a->tau, d.recover = a->recover;
-    d.batch = a->o.batch;
     if (al_patch_opts_check(&a->o, e)) return -1;
     if (strcmp(a->probe_tokens, "all") != 0 && strcmp(a->o.task, "induction") != 0)
         return al_errf(e, "--probe-tokens is for the induction task (got --task %s)", a->o.task);
@@ -313,9 +326,7 @@ static int disc_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     disc_state *s = state;
     al_behave *bh = dr->b;
     int L = bh->m.cfg.n_layers;
-    s->d = al_discover_opts_defaults();
-    s->d.method = a->method, s->d.metric = a->metric, s->d.tau = a->tau, s->d.recover = a->recover;
-    s->d.batch = a->o.batch;
+    s->d = disc_opts(a);
     if (a->sweep && parse_sweep(a->sweep, a->tau, s->taus + 1, &s->n_sweep, e)) return -1;
     s->t0 = al_now();
     s->o = a->o;

@@ -33,8 +33,14 @@ static al_flag drive_flags[] = {
      "refuse (exit 1, nothing stored) when a gap/effect warning is raised", 0, 0},
     AL_FLAGS_END};
 
-int al_drive_warnings(al_drive *d, al_behave *b, const void *result, al_err *e) {
-    const al_warnings *w = d->an && d->an->warnings ? d->an->warnings(result) : NULL;
+/* The one place gap/effect warnings of the computed state (a's warnings
+ * accessor) are raised: each printed on stderr as "attnlab: warning:
+ * ...", kept in d->warn for the run's rows and the --json document. Under
+ * --strict a warning refuses the run: the begun run and every row of it
+ * are deleted (b->run_id becomes 0, so a later al_behave_fail touches
+ * nothing) and −1 comes back with e saying why. 0 otherwise. */
+static int drive_warnings(al_drive *d, al_behave *b, const void *state, al_err *e) {
+    const al_warnings *w = d->an && d->an->warnings ? d->an->warnings(state) : NULL;
     if (!w || w->n == 0) return 0;
     for (int i = 0; i < w->n; i++) {
         fprintf(stderr, "attnlab: warning: %s\n", w->msg[i]);
@@ -46,7 +52,8 @@ int al_drive_warnings(al_drive *d, al_behave *b, const void *result, al_err *e) 
     return al_errf(e, "refused under --strict (nothing stored): %s", w->msg[0]);
 }
 
-int al_drive_store_warnings(const al_drive *d, al_behave *b, al_err *e) {
+/* d->warn as rows of the run (run_warnings), inside its transaction. */
+static int store_warnings(const al_drive *d, al_behave *b, al_err *e) {
     return d->warn.n ? al_store_put_warnings(b->st, b->run_id, b->model_id, &d->warn, e) : 0;
 }
 
@@ -80,8 +87,8 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
         goto out;
     }
     if (al_behave_begin(&b, a->name, flags, e)) goto out;
-    if (a->compute(args, st, d, e) || al_drive_warnings(d, &b, st, e) ||
-        al_store_tx_begin(b.st, e) || al_drive_store_warnings(d, &b, e) ||
+    if (a->compute(args, st, d, e) || drive_warnings(d, &b, st, e) ||
+        al_store_tx_begin(b.st, e) || store_warnings(d, &b, e) ||
         (a->store && a->store(args, st, d, e)) || al_store_run_finish(b.st, b.run_id, e)) {
         al_behave_fail(&b, e);
         rc = a->stops && al_stop ? 130 : 1;
@@ -118,7 +125,7 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
     memset(&d->warn, 0, sizeof d->warn);
     if (a->stops) al_stop_catch();
     d->t_start = al_now();
-    int rc = a->compute ? drive_phases(a, args, flags, d, &run, e) : a->run(args, flags, d, &run, e);
+    int rc = drive_phases(a, args, flags, d, &run, e);
     if (a->stops) al_stop_release();
     if (rc == 0 && d->json && !cJSON_GetObjectItemCaseSensitive(d->doc, "run") &&
         !cJSON_AddNumberToObject(d->doc, "run", (double)run))

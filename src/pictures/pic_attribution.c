@@ -31,7 +31,8 @@ static int attr_run_info(pic *p, al_attr_need need, const char *words, arun *r, 
 /* What the run's values are contributions to. */
 static const char *metric_words(const arun *r) {
     return strcmp(r->metric_kind, "logit_diff") == 0 ? "the logit difference (answer - wrong token)"
-                                                     : "the correct token's logit";
+           : r->centred ? "the correct token's logit less the mean logit (W_U centred)"
+                        : "the correct token's logit";
 }
 
 /* Token text as a label: spaces as ␣ and control bytes as \xNN, as the
@@ -123,7 +124,8 @@ int pic_draw_dla(pic *p, al_err *e) {
                     .cs = cs, .bar = 1, .cell = T <= 128 ? 14 : 0};
     snprintf(p->title, sizeof p->title, "direct logit attribution: mean contribution to %s "
              "(task %s)", strcmp(r.metric_kind, "logit_diff") == 0 ? "the logit difference"
-                          : "the correct token's logit", r.h.task);
+                          : r.centred ? "the correct token's logit less the mean logit"
+                                      : "the correct token's logit", r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     pic_note(p, "each cell: the mean contribution of a component's output at that position to %s, "
             "over the task's items there; a column sums to the mean metric", metric_words(&r));

@@ -79,8 +79,10 @@ int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     const char *run = al_rows_t(&a, 0, 0), *task = al_rows_t(&a, 0, 1) ? al_rows_t(&a, 0, 1) : "?";
     int diff = al_rows_t(&a, 0, 2) && strcmp(al_rows_t(&a, 0, 2), "logit_diff") == 0;
-    const char *metric = diff ? "the logit difference (answer &minus; wrong token)"
-                              : "the correct token's logit";
+    int centred = al_rows_x(&a, 0, 15) == 1; /* attribute --center-unembed */
+    const char *metric = diff      ? "the logit difference (answer &minus; wrong token)"
+                         : centred ? "the correct token's logit less the mean logit (W_U centred)"
+                                   : "the correct token's logit";
     char slug[64], cap[512], nl[16];
     snprintf(slug, sizeof slug, "%s-%s", task, run);
     rep_slug(slug, slug, sizeof slug);
@@ -96,8 +98,9 @@ int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     al_pic_opts po = al_pic_defaults();
     po.run_id = atol(run);
     snprintf(cap, sizeof cap, "Direct logit attribution (task %s): each component's mean "
-             "contribution to %s at each position.", task, diff ? "the logit difference" :
-             "the correct token's logit");
+             "contribution to %s at each position.", task, diff ? "the logit difference"
+             : centred ? "the correct token's logit less the mean logit"
+                       : "the correct token's logit");
     rep_run_picture(R, M, &po, "dla", slug, cap);
     int rc = 0;
     if (al_rows_x(&a, 0, 13) > 0) {

@@ -475,9 +475,13 @@ static const char schema_v10[] =
     "  PRIMARY KEY (run_id, metric, row, col));\n";
 
 /* v11: the size of a model's training data, so passes over it
- * (trained_tokens / data_tokens) can be read beside the tokens seen. */
+ * (trained_tokens / data_tokens) can be read beside the tokens seen; and
+ * whether a run's direct logit attribution was measured against the mean
+ * logit (attribute --center-unembed), whose numbers differ from the raw
+ * ones by the shift every logit shares. */
 static const char schema_v11[] =
-    "ALTER TABLE models ADD COLUMN data_tokens REAL; -- tokens in its training file\n";
+    "ALTER TABLE models ADD COLUMN data_tokens REAL; -- tokens in its training file\n"
+    "ALTER TABLE attribution_runs ADD COLUMN centred INTEGER NOT NULL DEFAULT 0;\n";
 
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
@@ -517,7 +521,7 @@ static const char *const stmt_sql[S_N] = {
                "VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_PATCH_RUN] = "INSERT OR REPLACE INTO patching_runs VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     [S_ATTR_RUN] = "INSERT OR REPLACE INTO attribution_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                   "?,?,?,?,?,?,?)",
+                   "?,?,?,?,?,?,?,?)",
     [S_LOGIT_ATTR] = "INSERT INTO logit_attribution VALUES(?,?,?,?,?,?,?)",
     [S_PATH_TERM] = "INSERT OR REPLACE INTO path_terms VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_LENS] = "INSERT OR REPLACE INTO logit_lens VALUES(?,?,?,?,?,?)",
@@ -1092,11 +1096,11 @@ int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
 
 int al_store_put_attribution_run(al_store *s, int64_t run_id, int64_t model_id,
                                  const al_attribution_run_row *r, al_err *e) {
-    return put_row(s, S_ATTR_RUN, e, "IIsiiisddddddddsddddds", run_id, model_id, r->task,
+    return put_row(s, S_ATTR_RUN, e, "IIsiiisddddddddsdddddsi", run_id, model_id, r->task,
                    r->n_pairs, r->seq_len, r->n_items, r->metric_kind, r->metric, r->loss,
                    r->kind_value[0], r->kind_value[1], r->kind_value[2], r->kind_dloss[0],
                    r->kind_dloss[1], r->kind_dloss[2], r->direction, r->m_clean, r->m_corr,
-                   r->seconds, r->seconds_attrpatch, r->seconds_patch, r->task_hash);
+                   r->seconds, r->seconds_attrpatch, r->seconds_patch, r->task_hash, r->centred);
 }
 
 int al_store_put_logit_attribution(al_store *s, int64_t run_id, int64_t model_id,

@@ -317,7 +317,8 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
                                  ap ? al_patch_direction_name(ap->direction) : NULL,
                                  ap ? ap->m_clean : NAN, ap ? ap->m_corr : NAN, r->seconds,
                                  ap ? ap->seconds : NAN,
-                                 ap && ap->compared ? ap->seconds_patch : NAN, hex};
+                                 ap && ap->compared ? ap->seconds_patch : NAN, hex,
+                                 r->centred};
     for (int k = 0; r->n_terms && k < 3; k++)
         ar.kind_value[k] = r->kind_value[k], ar.kind_dloss[k] = r->kind_dloss[k];
     if (al_store_put_attribution_run(s, run, mid, &ar, e)) return -1;

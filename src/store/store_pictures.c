@@ -295,6 +295,7 @@ static int arun_row(void *ctx, int nc, const char *const *t, const double *x, al
     r->seq_len = isnan(x[6]) ? 0 : (int)x[6];
     r->n_items = isnan(x[7]) ? 0 : (int)x[7];
     for (int k = 0; k < 3; k++) r->kind_dloss[k] = x[8 + k];
+    r->centred = x[11] == 1;
     return 0;
 }
 
@@ -302,7 +303,8 @@ int al_store_read_attr_run(al_store *s, long run, al_store_attr_run *out, al_err
     memset(out, 0, sizeof *out);
     out->h.run = run;
     return run_read(s, run, "attribution_runs", "x.metric_kind, x.direction, x.seq_len, "
-                    "x.n_items, x.direct_dloss, x.head_dloss, x.virtual_dloss", arun_row, out, e);
+                    "x.n_items, x.direct_dloss, x.head_dloss, x.virtual_dloss, x.centred", arun_row, out,
+                    e);
 }
 
 static int crun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {

@@ -348,8 +348,8 @@ int al_sr_attribution_run(al_store *s, const char *mid, al_rows *out, al_err *e)
                 "x.direct_value, x.head_value, x.virtual_value, x.direct_dloss, x.head_dloss, "
                 "x.virtual_dloss, x.direction, (SELECT count(*) FROM path_terms p WHERE p.run_id = "
                 "x.run_id), (SELECT count(actual) FROM attribution_patching p WHERE p.run_id = "
-                "x.run_id) FROM attribution_runs x JOIN runs r ON r.run_id = x.run_id WHERE "
-                "x.model_id = ?1 AND r." DONE " AND r.kind = 'attribute' ORDER BY x.run_id "
+                "x.run_id), x.centred FROM attribution_runs x JOIN runs r ON r.run_id = x.run_id "
+                "WHERE x.model_id = ?1 AND r." DONE " AND r.kind = 'attribute' ORDER BY x.run_id "
                 "DESC LIMIT 1", mid, NULL, out, e);
 }
 
