@@ -66,7 +66,7 @@ static long attr_fixture(const char *db, const char *dir, const attr_fix *f) {
     al_buf b = {0};
     long r = (long)run, id = (long)mid;
     sqlf(&b, "BEGIN;\nINSERT INTO attribution_runs VALUES(%ld, %ld, 'induction', 4, %d, 20, "
-         "'logprob', 1.5, 2.25, 0.9, 0.5, %s, 0.4, 0.8, %s, %s, 1, 0.5, 0.125, 2, 3, 'abc');\n",
+         "'logprob', 1.5, 2.25, 0.9, 0.5, %s, 0.4, 0.8, %s, %s, 1, 0.5, 0.125, 2, 3, 'abc', 0);\n",
          r, id, T_LEN, L == 2 ? "0.1" : "NULL", L == 2 ? "0" : "NULL",
          f->attrpatch ? "'denoise'" : "NULL");
     if (L == 2) sqlf(&b, "UPDATE attribution_runs SET virtual_dloss = %.17g WHERE run_id = %ld;\n",

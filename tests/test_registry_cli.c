@@ -11,6 +11,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "attnlab/behave.h"
+#include "attnlab/patch.h"
 #include "attnlab/registry.h"
 #include "test.h"
 
@@ -129,4 +131,43 @@ TEST(registry_cli_probe_tokens_seen) {
     for (const al_analysis *const *ap = al_analyses; *ap; ap++)
         if ((*ap)->groups & AL_GROUP_TASK) CHECKF(has_flag(*ap, "probe-tokens"), "%s", (*ap)->name);
     CHECK(n >= 6);
+    /* The pairs those runs used, read back through the task hash each stored: the task made
+     * here from the seen ids with the same options has that hash, holds only seen ids (clean
+     * and corrupted, BOS aside), and differs from the task of every id. The tiny corpus leaves
+     * most of the 320 ids unseen, so a task drawn from all ids would hold some. */
+    al_behave b;
+    al_err e;
+    t_pbuf mdir = t_pcopy("m2"), db2 = t_pcopy("x.db"); /* the model t_tiny_model made */
+    CHECK_OK(al_behave_load(&b, mdir.s, NULL, db2.s, &e), &e);
+    unsigned char *seen = NULL;
+    int n_seen = 0;
+    CHECK_OK(al_probe_tokens("seen", mdir.s, NULL, b.m.cfg.d_vocab, &seen, &n_seen, &e), &e);
+    CHECKF(n_seen > 2 && n_seen < b.m.cfg.d_vocab / 2, "%d of %d ids seen", n_seen,
+           b.m.cfg.d_vocab);
+    char hex[2][17];
+    for (int k = 0; k < 2; k++) {
+        al_patch_opts o = al_patch_opts_defaults();
+        o.probe_r = 6, o.probe_n = 4, o.allowed = k ? NULL : seen;
+        al_pairs t;
+        CHECK_OK(al_patch_task_make(&t, &b.m, b.tok, al_behave_bos(&b), &o, &e), &e);
+        snprintf(hex[k], 17, "%016llx", (unsigned long long)al_pairs_hash(&t));
+        int unseen = 0;
+        for (int i = 0; i < t.N; i++)
+            for (int p = 1; p < t.len[i]; p++) /* position 0: BOS */
+                unseen += !seen[t.clean[i * t.T + p]] + !seen[t.corr[i * t.T + p]];
+        CHECKF(k ? unseen > 0 : unseen == 0, "task of %s ids: %d unseen ids", k ? "all" : "seen",
+               unseen);
+        al_pairs_free(&t);
+    }
+    CHECK(strcmp(hex[0], hex[1]) != 0);
+    free(seen);
+    al_behave_close(&b);
+    const char *tables[] = {"patching_runs", "attribution_runs", "circuit_runs"};
+    for (int k = 0; k < 3; k++) {
+        char q[256];
+        snprintf(q, sizeof q, "SELECT count(*) FROM %s", tables[k]);
+        CHECKF(t_sql_long(db.s, q) >= 1, "%s: no run", tables[k]);
+        snprintf(q, sizeof q, "SELECT group_concat(DISTINCT task_hash) FROM %s", tables[k]);
+        CHECK_SQL(db.s, q, hex[0]);
+    }
 }
