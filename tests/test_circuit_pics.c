@@ -244,15 +244,15 @@ TEST(circpics_circuit) {
         /* a removed edge, 0.0 -> 1.3.q: pale q */
         top_of(h00, &x0, &y0);
         port_of(h13, 0, &x1, &y1);
-        int pale = on_segment(&im, x0, y0, x1, y1, al_graph_faint(COL_Q));
+        int pale = on_segment(&im, x0, y0, x1, y1, al_netplot_faint(COL_Q));
         CHECKF(pale >= 5, "removed edge: %d of 9 pale", pale);
         al_image_free(&im);
         /* --kept-only: gone, the kept edge still there */
         CHECK(draw(m.s, "--what circuit --kept-only", "kept.png", &im) == 0);
-        CHECKF(on_segment(&im, x0, y0, x1, y1, al_graph_faint(COL_Q)) <= 2, "%d of 9 pale", on_segment(&im, x0, y0, x1, y1, al_graph_faint(COL_Q)));
+        CHECKF(on_segment(&im, x0, y0, x1, y1, al_netplot_faint(COL_Q)) <= 2, "%d of 9 pale", on_segment(&im, x0, y0, x1, y1, al_netplot_faint(COL_Q)));
         int n = 0;
         for (int y = 0; y < im.h; y++)
-            for (int x = 0; x < im.w; x++) n += al_image_get(&im, x, y) == al_graph_faint(COL_Q);
+            for (int x = 0; x < im.w; x++) n += al_image_get(&im, x, y) == al_netplot_faint(COL_Q);
         CHECKF(n == 0, "%d pale q pixels with --kept-only", n);
         top_of(h01, &x0, &y0);
         port_of(h12, 1, &x1, &y1);

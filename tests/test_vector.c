@@ -204,7 +204,7 @@ TEST(vector_same_colours_every_format) {
 TEST(vector_circuit_graph_text) {
     need_python();
     /* embed, pos -> 0.1 -> 1.2 -> logits, q/k/v ports */
-    al_gnode n[5] = {
+    al_netnode n[5] = {
         {.label = "embed", .row = 0, .fill = 0xEEEEEE},
         {.label = "pos", .row = 0, .fill = 0xEEEEEE},
         {.label = "0.1", .row = 1, .n_ports = 3, .port_label = {"q", "k", "v"},
@@ -215,11 +215,11 @@ TEST(vector_circuit_graph_text) {
     };
     /* a token string with a control byte and U+FFFF, which XML forbids */
     n[1].label = "p\x01s\xef\xbf\xbf";
-    al_gedge ed[4] = {{0, 2, 0, 0x1F77B4, 2, 0}, {1, 2, 1, 0xD62728, 1, 1},
+    al_netedge ed[4] = {{0, 2, 0, 0x1F77B4, 2, 0}, {1, 2, 1, 0xD62728, 1, 1},
                       {2, 3, 1, 0xD62728, 4, 0}, {3, 4, -1, 0x9467BD, 3, 0}};
     const char *rows[4] = {"embeddings", "layer 0", "layer 1", "logits"};
-    al_panel p = {.kind = AL_PANEL_GRAPH,
-                  .graph = {.nodes = n, .n_nodes = 5, .edges = ed, .n_edges = 4, .row_names = rows,
+    al_panel p = {.kind = AL_PANEL_NET,
+                  .net = {.nodes = n, .n_nodes = 5, .edges = ed, .n_edges = 4, .row_names = rows,
                             .n_rows = 4}};
     al_legend_item leg[1] = {{"k edge", 0xD62728, 0}};
     al_figure f = {.title = "induction circuit", .notes = {"K-composition: 0.1 -> 1.2"}, .n_notes = 1,

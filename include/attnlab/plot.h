@@ -118,58 +118,59 @@ typedef struct al_bars {
     int h;                           /* plot area height (0 = 220) */
 } al_bars;
 
-/* A layered graph: boxes in rows, row 0 at the bottom, each row centred;
- * a box may have up to AL_GRAPH_PORTS labelled input ports along its
+/* A network plot (the drawing of a layered graph, not the head graph of
+ * graph.h): boxes in rows, row 0 at the bottom, each row centred;
+ * a box may have up to AL_NET_PORTS labelled input ports along its
  * lower edge. An edge runs straight from the top centre of its sender's
  * box to one port of its receiver (or to the receiver's lower edge's
  * centre). Faint edges are drawn first, 1 px and pale, then the others
  * thinnest first; boxes last, over the lines that cross them. The layout
- * is fixed by the counts (al_graph_place), which is what a drawing of a
+ * is fixed by the counts (al_netplot_place), which is what a drawing of a
  * few rows of known nodes needs: no crossing minimisation. */
-#define AL_GRAPH_PORTS 4
-typedef struct al_gnode {
+#define AL_NET_PORTS 4
+typedef struct al_netnode {
     const char *label;
     int row;                                  /* 0 = bottom */
-    int n_ports;                              /* 0..AL_GRAPH_PORTS */
-    const char *port_label[AL_GRAPH_PORTS];   /* one character reads best */
-    uint32_t port_colour[AL_GRAPH_PORTS];
+    int n_ports;                              /* 0..AL_NET_PORTS */
+    const char *port_label[AL_NET_PORTS];     /* one character reads best */
+    uint32_t port_colour[AL_NET_PORTS];
     uint32_t fill;                            /* box colour */
     int dim;                                  /* outline and label grey (not in the subgraph) */
-} al_gnode;
+} al_netnode;
 
-typedef struct al_gedge {
+typedef struct al_netedge {
     int from, to;       /* node indices; to's row above from's */
     int port;           /* receiver port, -1: the lower edge's centre */
     uint32_t colour;
     int width;          /* px (0 = 1) */
     int faint;          /* 1 px, colour mixed mostly with white, under the rest */
-} al_gedge;
+} al_netedge;
 
-typedef struct al_graph {
-    const al_gnode *nodes;
+typedef struct al_netplot {
+    const al_netnode *nodes;
     int n_nodes;
-    const al_gedge *edges;
+    const al_netedge *edges;
     int n_edges;
     const char *const *row_names; /* (n_rows) or NULL: written left of each row */
     int n_rows;
     int box_w, box_h;             /* 0 = 60 x 30 */
-} al_graph;
+} al_netplot;
 
 /* Where graph g puts node i's box ([x, x+w) x [y, y+h)) and the anchor of
  * its port (port >= 0), lower edge centre (-1) or upper edge centre (-2),
  * relative to the panel's plot area (al_plot_geom mx, my). -1 if i or
  * port is out of range. */
-int al_graph_place(const al_graph *g, int i, int port, int *x, int *y, int *w, int *h);
+int al_netplot_place(const al_netplot *g, int i, int port, int *x, int *y, int *w, int *h);
 /* A faint edge's colour: c mixed with 80% white. */
-uint32_t al_graph_faint(uint32_t c);
+uint32_t al_netplot_faint(uint32_t c);
 
-enum { AL_PANEL_HEATMAP, AL_PANEL_LINES, AL_PANEL_BARS, AL_PANEL_GRAPH };
+enum { AL_PANEL_HEATMAP, AL_PANEL_LINES, AL_PANEL_BARS, AL_PANEL_NET };
 typedef struct al_panel {
     int kind;
     al_hm hm;
     al_lines ln;
     al_bars bars;
-    al_graph graph;
+    al_netplot net;
 } al_panel;
 
 typedef struct al_legend_item {

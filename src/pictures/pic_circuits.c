@@ -99,7 +99,7 @@ static int circuit_node(pic *p, const char *s) {
 
 typedef struct cedges {
     pic *p;
-    al_gedge *ed;
+    al_netedge *ed;
     double *score;
     int n, cap, bad, kept;
 } cedges;
@@ -118,7 +118,7 @@ static void cedge_row(cedges *c, const al_store_edge_row *x) {
     }
     c->kept += kept;
     c->score[c->n] = x->score;
-    c->ed[c->n++] = (al_gedge){from, to, logits ? -1 : ch, channel_colour[ch], 1, !kept};
+    c->ed[c->n++] = (al_netedge){from, to, logits ? -1 : ch, channel_colour[ch], 1, !kept};
 }
 
 #define CIRCUIT_MAX_W 6 /* px of the strongest kept edge */
@@ -130,7 +130,7 @@ int pic_draw_circuit(pic *p, al_err *e) {
     if (pick < 0) return -1;
     const crow *c = &r.c[pick];
     int L = p->L, H = p->H, n_nodes = 3 + L * H;
-    al_gnode *nodes = pic_calloc(p, (size_t)n_nodes, sizeof *nodes, e);
+    al_netnode *nodes = pic_calloc(p, (size_t)n_nodes, sizeof *nodes, e);
     cedges ce = {.p = p, .cap = 6 * L * H + 3 * H * H + 2 + L * H};
     ce.ed = pic_calloc(p, (size_t)ce.cap, sizeof *ce.ed, e);
     ce.score = pic_calloc(p, (size_t)ce.cap, sizeof *ce.score, e);
@@ -153,7 +153,7 @@ int pic_draw_circuit(pic *p, al_err *e) {
     int *used = pic_calloc(p, (size_t)n_nodes, sizeof(int), e);
     if (!used) return -1;
     for (int i = 0; i < ce.n; i++) {
-        al_gedge *g = &ce.ed[i];
+        al_netedge *g = &ce.ed[i];
         if (g->faint) continue;
         double s = ce.score[i];
         g->width = top > 0 && isfinite(s) ? 1 + (int)lround((CIRCUIT_MAX_W - 1) * fabs(s) / top) : 2;
@@ -165,24 +165,24 @@ int pic_draw_circuit(pic *p, al_err *e) {
             if (!ce.ed[i].faint) ce.ed[k++] = ce.ed[i];
         ce.n = k;
     }
-    nodes[0] = (al_gnode){.label = "embed", .row = 0, .fill = 0xEEEEEE, .dim = !used[0]};
-    nodes[1] = (al_gnode){.label = "pos", .row = 0, .fill = 0xEEEEEE, .dim = !used[1]};
+    nodes[0] = (al_netnode){.label = "embed", .row = 0, .fill = 0xEEEEEE, .dim = !used[0]};
+    nodes[1] = (al_netnode){.label = "pos", .row = 0, .fill = 0xEEEEEE, .dim = !used[1]};
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++) {
-            al_gnode *n = &nodes[2 + l * H + h];
+            al_netnode *n = &nodes[2 + l * H + h];
             if (!(n->label = pic_printf(p, e, "%d.%d", l, h))) return -1;
             n->row = 1 + l, n->n_ports = 3, n->fill = 0xFFFFFF, n->dim = !used[2 + l * H + h];
             for (int k = 0; k < 3; k++)
                 n->port_label[k] = channel_name[k], n->port_colour[k] = channel_colour[k];
         }
-    nodes[2 + L * H] = (al_gnode){.label = "logits", .row = L + 1, .fill = 0xEEEEEE};
+    nodes[2 + L * H] = (al_netnode){.label = "logits", .row = L + 1, .fill = 0xEEEEEE};
     static const char *const rows2[] = {"embeddings", "layer 0", "layer 1", "logits"};
     static const char *const rows1[] = {"embeddings", "layer 0", "logits"};
-    al_panel *q = pic_add_panel(p, AL_PANEL_GRAPH);
-    q->graph = (al_graph){nodes, n_nodes, ce.ed, ce.n, L == 2 ? rows2 : rows1, L + 2, 0, 0};
+    al_panel *q = pic_add_panel(p, AL_PANEL_NET);
+    q->net = (al_netplot){nodes, n_nodes, ce.ed, ce.n, L == 2 ? rows2 : rows1, L + 2, 0, 0};
     for (int k = 0; k < 4; k++)
         p->legend[k] = (al_legend_item){channel_name[k], channel_colour[k], 0};
-    p->legend[4] = (al_legend_item){"removed (pale)", al_graph_faint(0x404040), 0};
+    p->legend[4] = (al_legend_item){"removed (pale)", al_netplot_faint(0x404040), 0};
     p->fig.legend = p->legend;
     p->fig.n_legend = p->o->hide_removed ? 4 : 5;
     int acdc = !isnan(c->tau);

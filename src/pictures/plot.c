@@ -941,11 +941,11 @@ typedef struct graph_lay {
     int w, h;             /* the panel */
 } graph_lay;
 
-static int graph_bw(const al_graph *g) { return g->box_w > 0 ? g->box_w : 60; }
-static int graph_bh(const al_graph *g) { return g->box_h > 0 ? g->box_h : 30; }
+static int graph_bw(const al_netplot *g) { return g->box_w > 0 ? g->box_w : 60; }
+static int graph_bh(const al_netplot *g) { return g->box_h > 0 ? g->box_h : 30; }
 
 /* Boxes of row r before node i (its column) and in all (the row's count). */
-static void graph_slot(const al_graph *g, int i, int *col, int *count) {
+static void graph_slot(const al_netplot *g, int i, int *col, int *count) {
     *col = *count = 0;
     for (int k = 0; k < g->n_nodes; k++)
         if (g->nodes[k].row == g->nodes[i].row) {
@@ -954,7 +954,7 @@ static void graph_slot(const al_graph *g, int i, int *col, int *count) {
         }
 }
 
-static void graph_measure(const al_graph *g, graph_lay *L) {
+static void graph_measure(const al_netplot *g, graph_lay *L) {
     memset(L, 0, sizeof *L);
     for (int r = 0; g->row_names && r < g->n_rows; r++)
         L->label_w = imax(L->label_w, tw(g->row_names[r]) + 10);
@@ -968,7 +968,7 @@ static void graph_measure(const al_graph *g, graph_lay *L) {
     L->h = n_rows * graph_bh(g) + (n_rows - 1) * GRAPH_ROW_GAP + GRAPH_PORT_TICK + 2;
 }
 
-int al_graph_place(const al_graph *g, int i, int port, int *x, int *y, int *w, int *h) {
+int al_netplot_place(const al_netplot *g, int i, int port, int *x, int *y, int *w, int *h) {
     if (i < 0 || i >= g->n_nodes || port < -2 || port >= g->nodes[i].n_ports) return -1;
     graph_lay L;
     graph_measure(g, &L);
@@ -990,31 +990,31 @@ int al_graph_place(const al_graph *g, int i, int port, int *x, int *y, int *w, i
     return 0;
 }
 
-/* The box's top-left (al_graph_place gives anchors). */
-static void graph_box(const al_graph *g, int i, int ox, int oy, int *x, int *y) {
+/* The box's top-left (al_netplot_place gives anchors). */
+static void graph_box(const al_netplot *g, int i, int ox, int oy, int *x, int *y) {
     int ax, ay;
-    al_graph_place(g, i, -2, &ax, &ay, NULL, NULL);
+    al_netplot_place(g, i, -2, &ax, &ay, NULL, NULL);
     *x = ox + ax - graph_bw(g) / 2;
     *y = oy + ay;
 }
 
-uint32_t al_graph_faint(uint32_t c) {
+uint32_t al_netplot_faint(uint32_t c) {
     int r = (int)(c >> 16 & 255), gg = (int)(c >> 8 & 255), b = (int)(c & 255);
     return al_rgb(r + (255 - r) * 4 / 5, gg + (255 - gg) * 4 / 5, b + (255 - b) * 4 / 5);
 }
 
-static void graph_edge(cv *im, const al_graph *g, const al_gedge *ed, int ox, int oy) {
+static void graph_edge(cv *im, const al_netplot *g, const al_netedge *ed, int ox, int oy) {
     int x0, y0, x1, y1;
-    if (al_graph_place(g, ed->from, -2, &x0, &y0, NULL, NULL) ||
-        al_graph_place(g, ed->to, ed->port, &x1, &y1, NULL, NULL))
+    if (al_netplot_place(g, ed->from, -2, &x0, &y0, NULL, NULL) ||
+        al_netplot_place(g, ed->to, ed->port, &x1, &y1, NULL, NULL))
         return;
     if (ed->faint)
-        cv_line(im, ox + x0, oy + y0, ox + x1, oy + y1, 1, 0, al_graph_faint(ed->colour));
+        cv_line(im, ox + x0, oy + y0, ox + x1, oy + y1, 1, 0, al_netplot_faint(ed->colour));
     else
         cv_line(im, ox + x0, oy + y0, ox + x1, oy + y1, imax(ed->width, 1), 0, ed->colour);
 }
 
-static void graph_draw(cv *im, const al_graph *g, const graph_lay *L, int x, int y,
+static void graph_draw(cv *im, const al_netplot *g, const graph_lay *L, int x, int y,
                        al_plot_geom *geo) {
     int ox = x, oy = y, bw = graph_bw(g), bh = graph_bh(g), n_rows = imax(g->n_rows, 1);
     for (int r = 0; g->row_names && r < g->n_rows; r++)
@@ -1031,7 +1031,7 @@ static void graph_draw(cv *im, const al_graph *g, const graph_lay *L, int x, int
             if (!g->edges[i].faint && imax(g->edges[i].width, 1) == w)
                 graph_edge(im, g, &g->edges[i], ox, oy);
     for (int i = 0; i < g->n_nodes; i++) {
-        const al_gnode *n = &g->nodes[i];
+        const al_netnode *n = &g->nodes[i];
         int bx, by;
         graph_box(g, i, ox, oy, &bx, &by);
         uint32_t line = n->dim ? 0xB0B0B0u : INK;
@@ -1040,7 +1040,7 @@ static void graph_draw(cv *im, const al_graph *g, const graph_lay *L, int x, int
         char lab[64];
         al_font_fit(n->label ? n->label : "", bw / AL_FONT_ADV - 1, lab, sizeof lab);
         cv_text(im, bx + bw / 2 - tw(lab) / 2, by + (n->n_ports ? 3 : bh / 2 - 4), lab, 1, line);
-        for (int k = 0; k < n->n_ports && k < AL_GRAPH_PORTS; k++) {
+        for (int k = 0; k < n->n_ports && k < AL_NET_PORTS; k++) {
             int px = bx + bw * (k + 1) / (n->n_ports + 1);
             cv_fill(im, px - 2, by + bh, 5, GRAPH_PORT_TICK, n->port_colour[k]);
             if (n->port_label[k])
@@ -1280,12 +1280,12 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
             }
             bars_measure(&p->bars, &pl[i].bars);
             pl[i].w = pl[i].bars.w, pl[i].h = pl[i].bars.h;
-        } else if (p->kind == AL_PANEL_GRAPH) {
-            if (!p->graph.nodes || p->graph.n_nodes <= 0 || (p->graph.n_edges && !p->graph.edges)) {
+        } else if (p->kind == AL_PANEL_NET) {
+            if (!p->net.nodes || p->net.n_nodes <= 0 || (p->net.n_edges && !p->net.edges)) {
                 al_errf(e, "graph panel %d has no nodes", i);
                 goto out;
             }
-            graph_measure(&p->graph, &pl[i].graph);
+            graph_measure(&p->net, &pl[i].graph);
             pl[i].w = pl[i].graph.w, pl[i].h = pl[i].graph.h;
         } else {
             ln_measure(&p->ln, &pl[i].ln);
@@ -1360,8 +1360,8 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
             hm_draw(out, &p->hm, &pl[i].hm, x, py, p->hm.bar && !f->shared_bar, &g);
         else if (p->kind == AL_PANEL_BARS)
             bars_draw(out, &p->bars, &pl[i].bars, x, py, &g);
-        else if (p->kind == AL_PANEL_GRAPH)
-            graph_draw(out, &p->graph, &pl[i].graph, x, py, &g);
+        else if (p->kind == AL_PANEL_NET)
+            graph_draw(out, &p->net, &pl[i].graph, x, py, &g);
         else
             ln_draw(out, &p->ln, &pl[i].ln, x, py, &g);
         if (geom) geom[i] = g;
