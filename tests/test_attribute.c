@@ -220,6 +220,7 @@ TEST(attr_center_unembed) {
     }
     CHECKF(moved > 0.1, "the raw attribution moved by at most %g", moved);
     CHECK_NEAR(raw2.loss, raw.loss, 1e-4);
+    al_attr_result_free(&raw2);
     o.center_unembed = 2;
     CHECK(al_attribute_run(&m, &t, &o, &raw2, &e) == -1 && strstr(e.msg, "center_unembed"));
     al_attr_result_free(&raw);
