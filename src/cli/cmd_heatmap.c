@@ -26,7 +26,7 @@ static al_flag flags[] = {
     {"model", AL_STR, &o_model, "DIR",
      "model directory (required, but for the kinds drawn from a run given --db and --run, and "
      "the kinds of every model of --db)", 0, 0},
-    {"what", AL_STR, &o.what, "KIND", AL_PIC_KINDS(KIND_BAR) + 3, 1, 0},
+    {"what", AL_STR, &o.what, "KIND", &AL_PIC_KINDS(KIND_BAR)[3], 1, 0},
     {"out", AL_STR, &o_out, "FILE", "picture to write (.png, .svg or .pdf)", 1, 0},
     {"format", AL_STR, &o_format, "F",
      "png | svg | pdf (default: from --out's extension, else png)", 0, 0},
