@@ -3,7 +3,7 @@
 # last release's and this checkout's) measured interleaved in one sitting,
 # old and new alternating, ROUNDS (3) times each, and the median of each
 # rate printed with new/old. For a change that must not slow the engine
-# (issue 25: within 3%): training and inference tokens/s, the patching
+# (a refactor must stay within 3%): training and inference tokens/s, the patching
 # sweep's configuration-pairs/s and ACDC's evaluations/s.
 #   env: THREADS (2), ROUNDS (3), MIN_TIME (3)
 # The machine should be otherwise idle.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Recipe study for induction heads on real text (issue 15).
+# Recipe study for induction heads on real text.
 #
 # Trains 2-layer attention-only models with different recipes on a text
 # corpus, logs head scores every EVERY steps into ONE database (train_head_scores),

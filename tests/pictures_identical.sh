@@ -1,7 +1,7 @@
 #!/bin/sh
 # pictures_identical.sh -- draw every picture kind with two attnlab
 # binaries from the same inputs and compare the files byte for byte
-# (issue 25: moving the pictures' code must not change a picture).
+# (moving the pictures' code must not change a picture).
 #
 # Usage: sh tests/pictures_identical.sh OLD_BIN NEW_BIN DEMO_DIR OUT_DIR
 #   DEMO_DIR  a copy of a `make demo` output: models/*, results.db,

@@ -406,7 +406,7 @@ static int count_colour(const al_image *im, uint32_t c) {
 }
 
 /* Ablation, pruning and training rows for model m, written with the
- * store API as the commands of issue 5 do. Singles: Δ(0.0) = +1,
+ * store API as the ablate, prune and train commands do. Singles: Δ(0.0) = +1,
  * Δ(1.3) = -1, others 0; pair interactions 0 except (0.0, 1.0) = 0.5. So
  * the picture has two cells at the red end (one per panel: each has its
  * own scale) and one at the blue end. */

@@ -1,4 +1,4 @@
-/* test_sweep.c -- sweeps of experiments (issue 16): the tasks and their
+/* test_sweep.c -- sweeps of experiments (one study file, many seeds): the tasks and their
  * order, each refusal one line with nothing created, --task K running
  * only task K with its values and its sweep_task row, --jobs 2 giving
  * bitwise the databases and checkpoints of the tasks run one by one, a

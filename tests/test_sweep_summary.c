@@ -1,4 +1,4 @@
-/* test_sweep_summary.c -- findings across seeds (issue 16): the views
+/* test_sweep_summary.c -- findings across the seeds of a sweep: the views
  * sweep_models, sweep_findings and sweep_summary (schema v7) on databases
  * crafted row by row with the sqlite3 CLI, so every number is known; the
  * sweep-induction picture; the report's "Across seeds" section; and a

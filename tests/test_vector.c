@@ -1,4 +1,4 @@
-/* test_vector.c -- figures as SVG and PDF (issue 17): the same drawing as
+/* test_vector.c -- figures as SVG and PDF: the same drawing as
  * the PNG, with real text. SVG must parse as XML and hold its labels as
  * <text>; PDF must render with pdftoppm to a non-blank page of the
  * figure's size, and pdftotext must find its title; a heatmap cell has

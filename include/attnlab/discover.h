@@ -1,5 +1,5 @@
-/* discover.h -- circuit discovery over the head graph (issue 14, first
- * slice: the library). ACDC (Conmy et al. 2023) and, for comparison, a
+/* discover.h -- circuit discovery over the head graph (the library; the
+ * command is cmd_discover.c). ACDC (Conmy et al. 2023) and, for comparison, a
  * ranking by edge attribution patching (Syed et al. 2023), on a task's
  * pairs (pairs.h, patch.h), for models of 1 or 2 layers.
  *

@@ -1,4 +1,4 @@
-/* merge.h -- merging results databases (`attnlab db merge`, issue 16).
+/* merge.h -- merging results databases (`attnlab db merge`).
  *
  * Every finished run of each input, with all its rows, is copied into
  * OUT under a new run id; models are matched by sha256 (one models row

@@ -95,12 +95,17 @@ int al_sr_warnings(al_store *s, const char *mid, al_rows *out, al_err *e) {
                 mid, NULL, out, e);
 }
 
+/* v is the metric's view of the latest finished run of model ?1 that
+ * stored it (an older run's view of the same metric is left out). */
+#define LATEST_VIEW_RUN                                                                  \
+    " AND v.run_id = (SELECT max(w.run_id) FROM views w JOIN runs q ON q.run_id = w.run_id " \
+    "WHERE w.model_id = ?1 AND w.metric = v.metric AND q." DONE ") "
+
 int al_sr_head_views(al_store *s, const char *mid, al_rows *out, al_err *e) {
     return rows(s, "SELECT r.kind, v.metric, v.title, h.layer, h.head, h.value FROM views v "
                 "JOIN runs r ON r.run_id = v.run_id JOIN head_scores h ON h.run_id = v.run_id AND "
                 "h.metric = v.metric WHERE v.model_id = ?1 AND v.shape = 'head' AND r." DONE
-                " AND v.run_id = (SELECT max(w.run_id) FROM views w JOIN runs q ON q.run_id = "
-                "w.run_id WHERE w.model_id = ?1 AND w.metric = v.metric AND q." DONE ") "
+                LATEST_VIEW_RUN
                 "ORDER BY r.kind, v.metric, h.layer, h.head",
                 mid, NULL, out, e);
 }
@@ -109,8 +114,7 @@ int al_sr_shaped_views(al_store *s, const char *mid, al_rows *out, al_err *e) {
     return rows(s, "SELECT v.run_id, r.kind, v.metric, v.shape, v.title FROM views v "
                 "JOIN runs r ON r.run_id = v.run_id WHERE v.model_id = ?1 AND "
                 "v.shape IN ('pair', 'edge', 'pos') AND r." DONE
-                " AND v.run_id = (SELECT max(w.run_id) FROM views w JOIN runs q ON q.run_id = "
-                "w.run_id WHERE w.model_id = ?1 AND w.metric = v.metric AND q." DONE ") "
+                LATEST_VIEW_RUN
                 "ORDER BY CASE v.shape WHEN 'pair' THEN 0 WHEN 'edge' THEN 1 ELSE 2 END, r.kind, "
                 "v.metric",
                 mid, NULL, out, e);
