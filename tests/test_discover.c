@@ -23,8 +23,9 @@ TEST(discover_graph_indexing) {
     CHECK(al_graph_n_edges(2, 8) == 306);
     CHECK(al_graph_n_edges(1, 4) == 6 * 4 + 2 + 4);
     CHECK(al_graph_n_edges(2, 3) == 36 + 27 + 8);
-    CHECK(al_graph_n_edges(3, 4) == 0 && al_graph_n_edges(0, 4) == 0);
-    for (int L = 1; L <= 2; L++)
+    CHECK(al_graph_n_edges(4, 8) == 192 + 1152 + 34);
+    CHECK(al_graph_n_edges(AL_GRAPH_MAX_LAYERS + 1, 4) == 0 && al_graph_n_edges(0, 4) == 0);
+    for (int L = 1; L <= 5; L++)
         for (int H = 1; H <= 8; H++) {
             int n = al_graph_n_edges(L, H), bad = 0, kinds[3] = {0};
             for (int k = 0; k < n; k++) {
@@ -34,7 +35,21 @@ TEST(discover_graph_indexing) {
             }
             CHECKF(!bad, "L %d H %d: %d edges do not round-trip", L, H, bad);
             CHECK(kinds[AL_EDGE_INPUT] == 6 * L * H);
-            CHECK(kinds[AL_EDGE_COMPOSITION] == (L == 2 ? 3 * H * H : 0));
+            CHECK(kinds[AL_EDGE_COMPOSITION] == 3 * H * H * L * (L - 1) / 2);
+            /* every (earlier head, later head, channel) exactly once */
+            int comp_bad = 0;
+            for (int l1 = 1; l1 < L; l1++)
+                for (int s = 0; s < l1 * H; s++)
+                    for (int h1 = 0; h1 < H; h1++)
+                        for (int c = 0; c < 3; c++) {
+                            al_edge ce = {AL_EDGE_COMPOSITION, 2 + s, l1, h1, c}, back;
+                            int k = al_graph_edge_index(L, H, &ce);
+                            comp_bad += k < 0 || al_graph_edge(L, H, k, &back) ||
+                                        back.kind != AL_EDGE_COMPOSITION || back.sender != 2 + s ||
+                                        back.recv_layer != l1 || back.recv_head != h1 ||
+                                        back.channel != c;
+                        }
+            CHECKF(!comp_bad, "L %d H %d: %d composition edges do not round-trip", L, H, comp_bad);
             CHECK(kinds[AL_EDGE_OUTPUT] == 2 + L * H);
             al_edge ed;
             CHECK(al_graph_edge(L, H, n, &ed) == -1 && al_graph_edge(L, H, -1, &ed) == -1);
@@ -57,6 +72,12 @@ TEST(discover_graph_indexing) {
     CHECK(!strcmp(al_graph_edge_name(2, 8, 96 + 192 + 2 + 8 + 2, b, sizeof b), "1.2->logits"));
     CHECK(!strcmp(al_graph_edge_name(2, 8, 96 + 192 + 1, b, sizeof b), "pos->logits"));
     CHECK(!strcmp(al_graph_edge_name(1, 2, 1, b, sizeof b), "pos->0.0.q"));
+    /* 4 layers: 1.5 -> 3.2.v sits in layer 3's block, after layers 1 (3·64) and 2 (3·128) */
+    CHECK(!strcmp(al_graph_edge_name(4, 8, 192 + 192 + 384 + ((8 + 5) * 8 + 2) * 3 + 2, b, sizeof b),
+                  "1.5->3.2.v"));
+    CHECK(!strcmp(al_graph_edge_name(4, 8, 192 + 1152 + 2 + 3 * 8 + 7, b, sizeof b), "3.7->logits"));
+    al_edge late = {AL_EDGE_COMPOSITION, 2 + 2 * 8, 2, 0, 0}; /* 2.0 -> 2.0: same layer */
+    CHECK(al_graph_edge_index(4, 8, &late) == -1);
     /* edges the graph does not have */
     al_edge no[] = {
         {AL_EDGE_COMPOSITION, 2, 1, 0, 0}, /* no composition in 1 layer (tested with L = 1) */

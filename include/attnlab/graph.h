@@ -1,4 +1,4 @@
-/* graph.h -- the head graph of a 1- or 2-layer attention-only model.
+/* graph.h -- the head graph of an attention-only model of any depth.
  * layer: engine
  *
  * Which node sends into which, and an index per edge. Circuit discovery
@@ -11,13 +11,19 @@
  *   input edges     sender embed (s = 0) or pos (s = 1) into head (l, h)'s
  *                   channel c (q 0, k 1, v 2):
  *                     k = ((l·H + h)·3 + c)·2 + s           [0, 6·L·H)
- *   composition     layer-0 head 0.h0 into layer-1 head 1.h1's channel c
- *   edges (L = 2):    k = 6·L·H + (h0·H + h1)·3 + c          [.., + 3·H·H)
+ *   composition     head l0.h0 of an earlier layer (l0 < l1) into head
+ *   edges             l1.h1's channel c; with s = l0·H + h0 (the sender
+ *                     head's index over all layers), by receiver layer:
+ *                     k = 6·L·H + 3·H²·l1(l1−1)/2 + (s·H + h1)·3 + c
+ *                     [.., + 3·H²·L(L−1)/2)
  *   output edges    embed, pos, then each head l.h into the logits:
- *                     k = 6·L·H + 3·H·H·(L == 2) + j, j = 0 embed, 1 pos,
+ *                     k = 6·L·H + 3·H²·L(L−1)/2 + j, j = 0 embed, 1 pos,
  *                     2 + l·H + h
- * n_edges = 6·L·H + 3·H²·(L == 2) + 2 + L·H (a 2-layer 8-head model:
- * 96 + 192 + 18 = 306; the 49 pos edges among them carry the same value
+ * n_edges = 6·L·H + 3·H²·L(L−1)/2 + 2 + L·H (a 2-layer 8-head model:
+ * 96 + 192 + 18 = 306, a 4-layer one 192 + 1152 + 34 = 1378; for 1 and 2
+ * layers the indices are those of the graph's first version, which
+ * covered only those depths, so stored edge indices keep their meaning;
+ * in a 2-layer model the 49 pos edges carry the same value
  * in both runs when the runs share positions, so ACDC removes them at no
  * cost). With shortformer positions (model.h) pos feeds only the q and k
  * channels (of every layer, directly, not through the residual stream):
@@ -32,6 +38,11 @@
 
 #include "attnlab/model.h"
 
+/* Deeper graphs are refused: 3·H²·L(L−1)/2 composition edges make ACDC's
+ * sweep quadratic in L, and no model here has more (16 layers of 8 heads
+ * is 23,424 edges). */
+#define AL_GRAPH_MAX_LAYERS 16
+
 typedef enum { AL_EDGE_INPUT, AL_EDGE_COMPOSITION, AL_EDGE_OUTPUT } al_edge_kind;
 
 typedef struct al_edge {
@@ -42,7 +53,8 @@ typedef struct al_edge {
     int channel;           /* 0 q, 1 k, 2 v, 3 the logits (direct) */
 } al_edge;
 
-/* Edges of an L-layer, H-head graph (0 when L is not 1 or 2). */
+/* Edges of an L-layer, H-head graph (0 when L or H is below 1, or
+ * L > AL_GRAPH_MAX_LAYERS). */
 int al_graph_n_edges(int L, int H);
 /* Edge k's ends; −1 if k is out of range. */
 int al_graph_edge(int L, int H, int k, al_edge *out);
@@ -160,9 +172,12 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
 static inline int al_graph_k_input(int H, int l, int h, int c, int s) {
     return ((l * H + h) * 3 + c) * 2 + s;
 }
-static inline int al_graph_k_comp(int L, int H, int h0, int h1, int c) {
-    return 6 * L * H + (h0 * H + h1) * 3 + c;
+/* s: the sender head's index over all layers (l0·H + h0, l0 < l1). */
+static inline int al_graph_k_comp(int L, int H, int s, int l1, int h1, int c) {
+    return 6 * L * H + 3 * H * H * l1 * (l1 - 1) / 2 + (s * H + h1) * 3 + c;
 }
-static inline int al_graph_k_out(int L, int H, int j) { return 6 * L * H + 3 * H * H * (L == 2) + j; }
+static inline int al_graph_k_out(int L, int H, int j) {
+    return 6 * L * H + 3 * H * H * L * (L - 1) / 2 + j;
+}
 
 #endif

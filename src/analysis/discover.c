@@ -343,14 +343,14 @@ static int acdc(drun *r, al_err *e) {
         for (int h = H - 1; h >= 0; h--) {
             int alive = r->kept[k_out(L, H, 2 + l * H + h)];
             for (int h1 = 0; l == 0 && L == 2 && h1 < H; h1++)
-                for (int ch = 0; ch < 3; ch++) alive |= r->kept[k_comp(L, H, h, h1, ch)];
+                for (int ch = 0; ch < 3; ch++) alive |= r->kept[k_comp(L, H, h, 1, h1, ch)];
             /* the receiver's incoming edges in index order (embed, pos,
              * then in layer 1 the layer-0 heads), or its reverse */
             const int ns = 2 + (l == 1 ? H : 0);
             for (int ch = 0; ch < 3; ch++)
                 for (int ii = 0; ii < ns; ii++) {
                     int i = rev ? ns - 1 - ii : ii;
-                    int k = i < 2 ? k_input(H, l, h, ch, i) : k_comp(L, H, i - 2, h, ch);
+                    int k = i < 2 ? k_input(H, l, h, ch, i) : k_comp(L, H, i - 2, 1, h, ch);
                     if (!alive) { /* cut off: its inputs cannot matter */
                         r->kept[k] = 0;
                         r->step++;
@@ -442,7 +442,7 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
             for (int h1 = 0; h1 < H; h1++)
                 for (int ch = 0; ch < 3; ch++) {
                     const float *wc = d->cd.wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D;
-                    est[k_comp(L, H, h0, h1, ch)] +=
+                    est[k_comp(L, H, h0, 1, h1, ch)] +=
                         w * dot_rows(A + (size_t)h0 * D * 3 * HD + (size_t)ch * HD + (size_t)h1 * D,
                                      3 * HD, wc, D, D, D);
                 }

@@ -197,7 +197,7 @@ static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
     const int BT = m->B * m->T, l = a->layer, ch = a->point - AL_HOOK_Q;
     for (int h = 0; h < H; h++) {
         int emb = !sp->kept[al_graph_k_input(H, l, h, ch, 0)], nh = 0;
-        for (int h0 = 0; l == 1 && h0 < H; h0++) nh += !sp->kept[al_graph_k_comp(L, H, h0, h, ch)];
+        for (int h0 = 0; l == 1 && h0 < H; h0++) nh += !sp->kept[al_graph_k_comp(L, H, h0, 1, h, ch)];
         if (!emb && !nh) continue;
         float *dst = a->data + (size_t)h * D;
         const float *w = head_w(m, l, h, ch);
@@ -214,7 +214,7 @@ static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
         /* stack (HD, D): W_O[0,h0] · W_c[1,h] for removed h0, else 0 */
         for (int h0 = 0; h0 < H; h0++) {
             float *blk = s->stack + (size_t)h0 * D * D;
-            if (sp->kept[al_graph_k_comp(L, H, h0, h, ch)]) memset(blk, 0, sizeof(float) * D * D);
+            if (sp->kept[al_graph_k_comp(L, H, h0, 1, h, ch)]) memset(blk, 0, sizeof(float) * D * D);
             else comp_block(m, h0, h, ch, blk);
         }
         sub_comp(dst, s->dz, s->stack, BT, H, D);
@@ -388,7 +388,7 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
         for (int h1 = 0; h1 < H; h1++)
             for (int ch = 0; ch < 3; ch++) {
                 int emb = !kept[al_graph_k_input(H, 1, h1, ch, 0)], nr = emb;
-                for (int h0 = 0; h0 < H; h0++) nr += !kept[al_graph_k_comp(L, H, h0, h1, ch)];
+                for (int h0 = 0; h0 < H; h0++) nr += !kept[al_graph_k_comp(L, H, h0, 1, h1, ch)];
                 if (!nr) continue;
                 memset(d->qm + ((size_t)(3 + ch) * H + h1) * T, 1, T);
                 size_t o = (size_t)ch * HD + (size_t)h1 * D;
@@ -410,7 +410,7 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
                 /* dst −= Σ over removed 0.h0 of Δzg_h0 · W_O[0,h0] W_c[1,h1] */
                 for (int h0 = 0; h0 < H; h0++) {
                     float *blk = d->stack + (size_t)h0 * D * D;
-                    if (kept[al_graph_k_comp(L, H, h0, h1, ch)]) memset(blk, 0, sizeof(float) * D * D);
+                    if (kept[al_graph_k_comp(L, H, h0, 1, h1, ch)]) memset(blk, 0, sizeof(float) * D * D);
                     else
                         memcpy(blk, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D,
                                sizeof(float) * D * D);

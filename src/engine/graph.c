@@ -4,21 +4,23 @@
 #include "attnlab/graph.h"
 
 int al_graph_n_edges(int L, int H) {
-    if ((L != 1 && L != 2) || H < 1) return 0;
-    return 6 * L * H + 3 * H * H * (L == 2) + 2 + L * H;
+    if (L < 1 || L > AL_GRAPH_MAX_LAYERS || H < 1 || H > 4096) return 0;
+    return al_graph_k_out(L, H, 2 + L * H);
 }
 
 int al_graph_edge(int L, int H, int k, al_edge *out) {
-    int n = al_graph_n_edges(L, H), n_in = 6 * L * H, n_comp = 3 * H * H * (L == 2);
+    int n = al_graph_n_edges(L, H), n_in = 6 * L * H, n_comp = al_graph_k_out(L, H, 0) - n_in;
     if (k < 0 || k >= n) return -1;
     al_edge ed;
     if (k < n_in) {
         ed.kind = AL_EDGE_INPUT, ed.sender = k % 2, ed.channel = k / 2 % 3;
         ed.recv_head = k / 6 % H, ed.recv_layer = k / 6 / H;
     } else if (k < n_in + n_comp) {
-        int j = k - n_in;
+        int l1 = 1; /* the receiver layer: its block starts at al_graph_k_comp(.., 0, l1, 0, 0) */
+        while (l1 + 1 < L && k >= al_graph_k_comp(L, H, 0, l1 + 1, 0, 0)) l1++;
+        int j = k - al_graph_k_comp(L, H, 0, l1, 0, 0);
         ed.kind = AL_EDGE_COMPOSITION, ed.channel = j % 3, ed.recv_head = j / 3 % H;
-        ed.sender = 2 + j / 3 / H, ed.recv_layer = 1;
+        ed.sender = 2 + j / 3 / H, ed.recv_layer = l1;
     } else {
         ed.kind = AL_EDGE_OUTPUT, ed.sender = k - n_in - n_comp;
         ed.recv_layer = ed.recv_head = -1, ed.channel = 3;
@@ -35,9 +37,9 @@ int al_graph_edge_index(int L, int H, const al_edge *ed) {
         if (s < 0 || s > 1 || l < 0 || l >= L || h < 0 || h >= H || c < 0 || c > 2) return -1;
         return al_graph_k_input(H, l, h, c, s);
     case AL_EDGE_COMPOSITION:
-        if (L != 2 || s < 2 || s >= 2 + H || l != 1 || h < 0 || h >= H || c < 0 || c > 2)
+        if (l < 1 || l >= L || s < 2 || s >= 2 + l * H || h < 0 || h >= H || c < 0 || c > 2)
             return -1;
-        return al_graph_k_comp(L, H, s - 2, h, c);
+        return al_graph_k_comp(L, H, s - 2, l, h, c);
     case AL_EDGE_OUTPUT:
         if (l != -1 || h != -1 || c != 3 || s < 0 || s >= 2 + L * H) return -1;
         return al_graph_k_out(L, H, s);
