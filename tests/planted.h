@@ -1,5 +1,9 @@
-/* planted.h -- a hand-built 2-layer induction circuit for the scores and
- * ablate tests (static functions: each test file gets its own copy).
+/* planted.h -- a hand-built induction circuit for the scores, ablate,
+ * patch and discovery tests (static functions: each test file gets its
+ * own copy). planted_model is the 2-layer circuit below;
+ * planted_model_deep(m, L, li) builds it in an L-layer model with the
+ * induction head at li.0 (li >= 1), so every layer strictly between 0 and
+ * li is idle on the circuit: K-composition 0.0 -> li.0 skips them.
  *
  * Residual stream (one-hot subspaces, C = 3V + P + 1):
  *   TOK  [0, V)        the current token          (W_E)
@@ -15,6 +19,8 @@
  *   0.1, 1.1 attend to position 0 and write nothing (W_O = 0): no effect.
  *   0.2, 1.2 attend to position 0 and read only BIAS: a constant output,
  *       +1 on the OUT logit of token 5 (0.2) and of token 7 (1.2).
+ *   Deeper (planted_model_deep): l.1 and l.2 of every layer as above (l.2
+ *       raises token 5 + 2l), l.0 all zero except 0.0 and li.0.
  * W_U also has small random rows on TOK and POS: a nontrivial direct path. */
 #ifndef ATTNLAB_TEST_PLANTED_H
 #define ATTNLAB_TEST_PLANTED_H
@@ -35,9 +41,9 @@ enum { PV = 128, PP = 32, PH = 3, PD = 128 };
 #define P_C (3 * PV + PP + 1)
 #define P_GAMMA 15.0f
 
-static inline void planted_model(al_model *m) {
+static inline void planted_model_deep(al_model *m, int L, int li) {
     al_config c = al_config_default();
-    c.n_layers = 2, c.d_model = P_C, c.n_heads = PH, c.d_head = PD, c.n_ctx = PP;
+    c.n_layers = L, c.d_model = P_C, c.n_heads = PH, c.d_head = PD, c.n_ctx = PP;
     c.d_vocab = PV, c.seed = 1;
     al_err e;
     CHECK_OK(al_model_alloc(m, &c, &e), &e);
@@ -63,23 +69,25 @@ static inline void planted_model(al_model *m) {
         al_head_wv(m, 0, 0)[(P_TOK + v) * D + v] = 1;
         al_head_wo(m, 0, 0)[v * C + P_PREV + v] = 1;
     }
-    /* 1.0 induction head */
+    /* li.0 induction head */
     for (int v = 0; v < V; v++) {
-        al_head_wq(m, 1, 0)[(P_TOK + v) * D + v] = alpha;
-        al_head_wk(m, 1, 0)[(P_PREV + v) * D + v] = 1;
-        al_head_wv(m, 1, 0)[(P_TOK + v) * D + v] = 1;
-        al_head_wo(m, 1, 0)[v * C + P_OUT + v] = P_GAMMA;
+        al_head_wq(m, li, 0)[(P_TOK + v) * D + v] = alpha;
+        al_head_wk(m, li, 0)[(P_PREV + v) * D + v] = 1;
+        al_head_wv(m, li, 0)[(P_TOK + v) * D + v] = 1;
+        al_head_wo(m, li, 0)[v * C + P_OUT + v] = P_GAMMA;
     }
-    /* the four heads attending to position 0 */
-    for (int l = 0; l < 2; l++)
+    /* the heads attending to position 0 */
+    for (int l = 0; l < L; l++)
         for (int h = 1; h <= 2; h++) {
             al_head_wq(m, l, h)[P_BIAS * D] = alpha;
             al_head_wk(m, l, h)[P_POS * D] = 1;
             if (h == 1) continue;
             al_head_wv(m, l, h)[P_BIAS * D] = 1;
-            al_head_wo(m, l, h)[P_OUT + (l == 0 ? 5 : 7)] = 1;
+            al_head_wo(m, l, h)[P_OUT + 5 + 2 * l] = 1;
         }
 }
+
+static inline void planted_model(al_model *m) { planted_model_deep(m, 2, 1); }
 
 /* rows sequences of BOS (0) + n random tokens (1..V-1) repeated twice,
  * T = 2n+1; targets = next token, -1 at the end. */
