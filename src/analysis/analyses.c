@@ -100,8 +100,10 @@ int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
     if (off) memcpy(r->off, off, LH);
     for (size_t i = 0; i < LH; i++) r->n_off += r->off[i] != 0;
     if (al_probe_make(&p, o->probe_r, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos,
-                      o->probe_allowed, e) ||
-        al_probe_run(m, &p, SCORES_PROBE_BATCH, &r->probe, e) ||
+                      o->probe_src, e))
+        goto fail;
+    r->probe_text = p.text, r->probe_recur = p.recur;
+    if (al_probe_run(m, &p, SCORES_PROBE_BATCH, &r->probe, e) ||
         (val && text_scores(m, val, o, r, e)))
         goto fail;
     al_probe_free(&p);
@@ -198,7 +200,7 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
     if (make_plan(L, H, off, o, r, e) || !(x = al_malloc((size_t)r->n, sizeof *x, e)) ||
         al_abl_set_text(&text, val, T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
         al_probe_make(&pr, o->probe_r, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos,
-                      o->probe_allowed, e))
+                      o->probe_src, e))
         goto out;
     if (2 * o->probe_r + 1 > m->cfg.n_ctx) {
         al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", 2 * o->probe_r + 1,

@@ -137,12 +137,18 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
     if (T > c->n_ctx)
         return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", T,
                        c->n_ctx);
-    al_probe p;
-    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, o->allowed, e)) return -1;
-    if (pairs_alloc(t, "induction", N, T, N * (R - 1), e)) {
+    al_probe p, q = {0};
+    int text = o->probe_src && o->probe_src->text;
+    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, o->probe_src, e)) return -1;
+    /* text: the corrupted first halves are other windows of the same text */
+    if ((text && al_probe_make(&q, R, N, o->probe_seed ^ CORRUPT_SEED_XOR, c->d_vocab, bos,
+                               o->probe_src, e)) ||
+        pairs_alloc(t, "induction", N, T, N * (R - 1), e)) {
         al_probe_free(&p);
+        al_probe_free(&q);
         return -1;
     }
+    const unsigned char *allowed = o->probe_src ? o->probe_src->allowed : NULL;
     al_rng r;
     al_rng_seed(&r, o->probe_seed ^ CORRUPT_SEED_XOR);
     al_pair_item *it = t->items;
@@ -151,13 +157,14 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
         int *x = t->corr + (size_t)n * T;
         memcpy(t->clean + (size_t)n * T, a, sizeof(int) * T);
         memcpy(x, a, sizeof(int) * T);
-        for (int i = 1; i <= R; i++) {
+        if (text) memcpy(x + 1, q.tokens + (size_t)n * T + 1, sizeof(int) * R);
+        for (int i = 1; !text && i <= R; i++) {
             int id;
             /* rejection, as the probe's: uniform over the allowed ids, and
              * without a mask the stream of earlier versions (al_probe_make
              * made sure two ids besides BOS are allowed) */
             do id = (int)al_rng_below(&r, (uint32_t)c->d_vocab);
-            while (id == bos || id == a[i] || (o->allowed && !o->allowed[id]));
+            while (id == bos || id == a[i] || (allowed && !allowed[id]));
             x[i] = id;
         }
         t->len[n] = T;
@@ -165,6 +172,7 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
             *it++ = (al_pair_item){n, pos, a[pos + 1], -1};
     }
     al_probe_free(&p);
+    al_probe_free(&q);
     return 0;
 }
 

@@ -389,7 +389,7 @@ static int attr_check(const void *args, const al_flag *fl, al_err *e) {
 typedef struct attr_state {
     al_patch_opts o;        /* the pair task and attribution patching */
     al_attr_opts ao;
-    unsigned char *allowed; /* --probe-tokens: the induction task's ids (NULL: all) */
+    al_probe_load pl;       /* --probe-tokens: what the induction task is made of */
     al_pairs t;
     al_attr_result r;
     al_attrpatch_result ap;
@@ -410,10 +410,10 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     s->o = a->o;
     s->ao = attr_opts(a);
     s->o.stop = &al_stop;
-    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab, &s->allowed, NULL,
-                        e))
+    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
+                           e))
         return -1;
-    s->o.allowed = s->allowed;
+    s->o.probe_src = al_probe_load_src(&s->pl);
     if (a->w.data ? data_task(bh, a->w.data, a->windows, &s->t, e)
         : a->prompt ? prompt_task(bh, a->prompt, &s->t, e)
                     : al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e))
@@ -481,7 +481,7 @@ static int attr_print(void *args, void *state, al_drive *dr, al_err *e) {
 
 static void attr_release(void *state) {
     attr_state *s = state;
-    free(s->allowed);
+    al_probe_load_free(&s->pl);
     al_pairs_free(&s->t);
     al_attr_result_free(&s->r);
     al_attrpatch_result_free(&s->ap);
