@@ -95,6 +95,11 @@ typedef struct al_probe_load {
  * *pl is zeroed on failure. Free with al_probe_load_free. */
 int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_dir,
                        const char *train_data, const char *val_data, int d_vocab, al_err *e);
+/* 0 if --probe-tokens which fits a run of the pair task `task` (NULL: a
+ * run without one, e.g. attribute --data): anything for induction, all
+ * or a text for the names tasks (their stories), only all otherwise;
+ * else -1 with e. Checked with the arguments, before anything loads. */
+int al_probe_tokens_check(const char *which, const char *task, al_err *e);
 /* The source to hand to the analyses: NULL for "all" (so the probe is the
  * random one of earlier versions, id for id), else &pl->src. */
 const al_probe_src *al_probe_load_src(const al_probe_load *pl);

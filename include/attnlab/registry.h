@@ -72,7 +72,7 @@ enum {
      "the model's training data) or FILE.bin (those in a token file); or windows of held-out "    \
      "text: text (the model's validation file) or text:FILE.bin", 0, 0}
 #define AL_FLAGS_TASK_FILE(G)                                                                      \
-    {"task", AL_STR, &G.o.task, "T", "induction, names or file (with --pairs)", 0, 0},            \
+    {"task", AL_STR, &G.o.task, "T", "induction, names, names-key (the corrupted name's first piece differs too) or file (with --pairs); names from held-out text with --probe-tokens text", 0, 0},            \
     {"pairs", AL_STR, &G.o.pairs, "FILE.jsonl",                                                    \
      "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0, 0}
 #define AL_FLAGS_TASK_DRAW(G)                                                                      \

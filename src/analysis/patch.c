@@ -87,9 +87,13 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
     al_patch_component c;
     al_patch_direction d;
     if (!o->task || (strcmp(o->task, "induction") && strcmp(o->task, "names") &&
-                     strcmp(o->task, "file")))
-        return al_errf(e, "unknown patching task '%s' (known: induction, names, file)",
+                     strcmp(o->task, "names-key") && strcmp(o->task, "file")))
+        return al_errf(e, "unknown patching task '%s' (known: induction, names, names-key, file)",
                        o->task ? o->task : "(null)");
+    if (o->probe_src && strcmp(o->task, "induction") &&
+        (strncmp(o->task, "names", 5) || !o->probe_src->text))
+        return al_errf(e, "task '%s' takes no %s (--probe-tokens)", o->task,
+                       o->probe_src->text ? "text" : "id mask");
     int file = !strcmp(o->task, "file");
     if (file && (!o->pairs || !*o->pairs))
         return al_errf(e, "task 'file' needs a JSONL pair file (--pairs FILE)");
@@ -205,8 +209,13 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
     else if (!tok)
         return al_errf(e, "task '%s' needs the model's tokenizer (tokenizer.json in the model "
                           "directory)", o->task);
-    else if (!strcmp(o->task, "names"))
-        rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos, o->stop, t, e);
+    else if (!strncmp(o->task, "names", 5) && o->probe_src && o->probe_src->text) {
+        al_tokens val = {(uint16_t *)o->probe_src->text, o->probe_src->n_text, 0};
+        rc = al_pairs_names_text(tok, &val, o->probe_n, o->probe_seed, m->cfg.n_ctx,
+                                 !strcmp(o->task, "names-key"), t, e);
+    } else if (!strncmp(o->task, "names", 5))
+        rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos,
+                            !strcmp(o->task, "names-key"), o->stop, t, e);
     else rc = al_pairs_load_jsonl(o->pairs, tok, m->cfg.n_ctx, t, e);
     if (rc == 0 && (al_pairs_check(t, m->cfg.n_ctx, m->cfg.d_vocab, e) || memory_fits(t, &m->cfg, o, e))) {
         al_pairs_free(t);

@@ -125,6 +125,15 @@ int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_d
     return rc;
 }
 
+int al_probe_tokens_check(const char *which, const char *task, al_err *e) {
+    if (!which || !strcmp(which, "all") || (task && !strcmp(task, "induction"))) return 0;
+    int text = !strcmp(which, "text") || !strncmp(which, "text:", 5);
+    if (task && !strncmp(task, "names", 5) && text) return 0;
+    return al_errf(e, "--probe-tokens %s is for the induction task%s (got %s%s)", which,
+                   text ? " and the names tasks" : "", task ? "--task " : "no pair task",
+                   task ? task : "");
+}
+
 const al_probe_src *al_probe_load_src(const al_probe_load *pl) {
     return pl->random_all ? NULL : &pl->src;
 }

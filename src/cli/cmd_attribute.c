@@ -375,9 +375,8 @@ static int attr_check(const void *args, const al_flag *fl, al_err *e) {
     if ((al_flag_seen(fl, "task") || al_flag_seen(fl, "pairs")) + !!a->w.data + !!a->prompt > 1)
         return al_errf(e, "give one task: --task/--pairs, --data or --prompt");
     if (al_patch_opts_check(&a->o, e)) return -1;
-    if (strcmp(a->probe_tokens, "all") != 0 &&
-        (a->w.data || a->prompt || strcmp(a->o.task, "induction") != 0))
-        return al_errf(e, "--probe-tokens is for the induction task");
+    if (al_probe_tokens_check(a->probe_tokens, a->w.data || a->prompt ? NULL : a->o.task, e))
+        return -1;
     if (a->windows < 1 || a->windows > 1000000)
         return al_errf(e, "--windows must be 1..1000000 (got %d)", a->windows);
     if (a->show < 0) return al_errf(e, "--show must be >= 0");

@@ -292,8 +292,7 @@ static int disc_check(const void *args, const al_flag *fl, al_err *e) {
     int n_sweep = 0;
     (void)fl;
     if (al_patch_opts_check(&a->o, e)) return -1;
-    if (strcmp(a->probe_tokens, "all") != 0 && strcmp(a->o.task, "induction") != 0)
-        return al_errf(e, "--probe-tokens is for the induction task (got --task %s)", a->o.task);
+    if (al_probe_tokens_check(a->probe_tokens, a->o.task, e)) return -1;
     if (!isfinite(a->tau) || a->tau < 0)
         return al_errf(e, "--tau must be a finite number >= 0 (got %g)", a->tau);
     if (al_discover_opts_check(&d, e)) return -1;

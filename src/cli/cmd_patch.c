@@ -311,12 +311,9 @@ static int json_paths(cJSON *doc, const patch_args *a, const al_pairs *t,
 
 /* ------------------------------------------------------------ running */
 
-/* The induction task's ids (--probe-tokens): refused for the other
- * tasks, which draw no random tokens. */
+/* --probe-tokens: for the induction task, and a text for the names tasks. */
 static int task_check(const patch_args *a, al_err *e) {
-    if (strcmp(a->probe_tokens, "all") != 0 && strcmp(a->o.task, "induction") != 0)
-        return al_errf(e, "--probe-tokens is for the induction task (got --task %s)", a->o.task);
-    return 0;
+    return al_probe_tokens_check(a->probe_tokens, a->o.task, e);
 }
 
 static int patch_check(const void *args, const al_flag *fl, al_err *e) {
