@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include "attnlab/data.h"
 #include "attnlab/patch.h"
 #include "attnlab/scores.h"
@@ -73,15 +74,28 @@ TEST(scores_icl_score_by_hand) {
         }
     tg[T + 255] = -1;
     loss[T + 255] = 0; /* as the engine leaves it */
-    double early, late, score;
+    double early, late, score, se;
     al_err e;
-    CHECK_OK(al_icl_score(loss, tg, 2, T, &early, &late, &score, &e), &e);
+    CHECK_OK(al_icl_score(loss, tg, 2, T, &early, &late, &score, &se, &e), &e);
     /* early: mean t over 20..29 = 24.5; late: (2*(246+...+255) - 255) / 19 */
     double late_t = (2.0 * (246 + 255) * 10 / 2 - 255) / 19;
     CHECK_NEAR(early, 5 - 24.5 / 100, 1e-5);
     CHECK_NEAR(late, 5 - late_t / 100, 1e-5);
     CHECK_NEAR(score, late - early, 1e-12);
-    CHECK(al_icl_score(loss, tg, 2, 4, &early, &late, &score, &e) == -1);
+    CHECK(al_icl_score(loss, tg, 2, 4, &early, &late, &score, NULL, &e) == -1);
+    /* the standard error over rows: per-row differences 0.2 (row 0:
+     * loss 3 early, 3.2 late) and 0.6 (row 1: 1 early, 1.6 late) → mean
+     * 0.4, sd 0.2828, se 0.2 */
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < T; t++) {
+            loss[b * T + t] = t < 128 ? (b ? 1.0f : 3.0f) : (b ? 1.6f : 3.2f);
+            tg[b * T + t] = 1;
+        }
+    CHECK_OK(al_icl_score(loss, tg, 2, T, &early, &late, &score, &se, &e), &e);
+    CHECK_NEAR(score, 0.4, 1e-6);
+    CHECK_NEAR(se, 0.2, 1e-6);
+    CHECK_OK(al_icl_score(loss, tg, 1, T, &early, &late, &score, &se, &e), &e);
+    CHECK(isnan(se)); /* one window: no spread to measure */
 }
 
 /* ------------------------------------------------------------ the CLI */
@@ -459,4 +473,42 @@ TEST(scores_text_probe_pair_task) {
     al_pairs_free(&t);
     free(text);
     al_model_free(&m);
+}
+
+/* icl_score carries its standard error: printed, in --json, stored as
+ * icl_score_se; a score within 2 standard errors of 0 gets a warning
+ * (printed, stored in run_warnings), one beyond does not. */
+TEST(scores_icl_score_se_warning) {
+    char dir[1024], db[1024], val[1024];
+    snprintf(dir, sizeof dir, "%s", t_path("model"));
+    snprintf(db, sizeof db, "%s", t_path("r.db"));
+    snprintf(val, sizeof val, "%s", t_path("val.bin"));
+    write_tokens(t_path("train.bin"), 20000, 1);
+    write_tokens(val, 3000, 2);
+    CHECK(t_sh("%s train --data %s --out %s --steps 30 " SMALL " 2>/dev/null", t_bin(),
+               t_path("train.bin"), dir) == 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches %d "
+                   "--batch 4 --json > %s 2> %s", t_bin(), dir, db, val, k ? 40 : 1,
+                   t_path("s.json"), t_path("err.txt")) == 0);
+        char *js = t_slurp(t_path("s.json")), *err = t_slurp(t_path("err.txt"));
+        cJSON *doc = js ? cJSON_Parse(js) : NULL;
+        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(doc, "text");
+        double sc = cJSON_GetObjectItemCaseSensitive(tx, "icl_score")->valuedouble;
+        double se = cJSON_GetObjectItemCaseSensitive(tx, "icl_score_se")->valuedouble;
+        CHECK(se > 0);
+        int warned = err && strstr(err, "standard errors") != NULL;
+        CHECKF(warned == (fabs(sc) < 2 * se), "score %+.4f se %.4f, warned %d:\n%s", sc, se,
+               warned, err ? err : "");
+        char q[256], want[64];
+        snprintf(q, sizeof q, "SELECT count(*) FROM run_warnings WHERE run_id = %d AND message "
+                 "LIKE '%%standard errors%%'", k + 1);
+        snprintf(want, sizeof want, "%d", warned);
+        CHECK_SQL(db, q, want);
+        snprintf(q, sizeof q, "SELECT abs(value - %.17g) < 1e-12 FROM model_scores WHERE run_id = "
+                 "%d AND metric = 'icl_score_se'", se, k + 1);
+        CHECK_SQL(db, q, "1");
+        cJSON_Delete(doc);
+        free(js), free(err);
+    }
 }

@@ -1,5 +1,6 @@
 /* scores.c -- the repeated-random-token probe and the attention scores
  * read from it (see scores.h for the definitions). */
+#include <math.h>
 #include "attnlab/scores.h"
 
 #include <stdlib.h>
@@ -176,22 +177,34 @@ al_icl_range al_icl_ranges(int T) {
 }
 
 int al_icl_score(const float *losses, const int *targets, int rows, int T,
-                 double *early, double *late, double *score, al_err *e) {
+                 double *early, double *late, double *score, double *se, al_err *e) {
     al_icl_range r = al_icl_ranges(T);
     if (T < 5) return al_errf(e, "in-context learning score needs windows of >= 5 tokens (got %d)", T);
-    double se = 0, sl = 0;
-    long ne = 0, nl = 0;
-    for (int b = 0; b < rows; b++)
+    double s_e = 0, s_l = 0, d_sum = 0, d_sq = 0;
+    long ne = 0, nl = 0, nd = 0;
+    for (int b = 0; b < rows; b++) {
+        double re = 0, rl = 0;
+        long ke = 0, kl = 0;
         for (int t = 0; t < T; t++) {
             size_t i = (size_t)b * T + t;
             if (targets[i] < 0) continue;
-            if (t >= r.e0 && t < r.e1) se += losses[i], ne++;
-            if (t >= r.l0 && t < r.l1) sl += losses[i], nl++;
+            if (t >= r.e0 && t < r.e1) re += losses[i], ke++;
+            if (t >= r.l0 && t < r.l1) rl += losses[i], kl++;
         }
+        s_e += re, ne += ke, s_l += rl, nl += kl;
+        if (ke && kl) {
+            double d = rl / kl - re / ke;
+            d_sum += d, d_sq += d * d, nd++;
+        }
+    }
     if (!ne || !nl) return al_errf(e, "in-context learning score: no targets in the early or late positions");
-    *early = se / ne;
-    *late = sl / nl;
+    *early = s_e / ne;
+    *late = s_l / nl;
     *score = *late - *early;
+    if (se) {
+        double mean = nd ? d_sum / nd : 0, var = nd > 1 ? (d_sq - nd * mean * mean) / (nd - 1) : NAN;
+        *se = nd > 1 ? sqrt(var > 0 ? var : 0) / sqrt((double)nd) : NAN;
+    }
     return 0;
 }
 

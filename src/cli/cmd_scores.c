@@ -122,9 +122,9 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
                "the first half; induction counts attention to the one position R-1 back only\n",
                100 * r->probe_recur);
     if (r->have_text)
-        printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f (late %d..%d %.4f - "
-               "early %d..%d %.4f); copy positions %.1f%% (loss %.4f)\n",
-               a->w.data, o->batches, o->batch, r->T, r->val_loss, r->icl_score, r->rg.l0,
+        printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f +- %.4f (late %d..%d "
+               "%.4f - early %d..%d %.4f); copy positions %.1f%% (loss %.4f)\n",
+               a->w.data, o->batches, o->batch, r->T, r->val_loss, r->icl_score, r->icl_se, r->rg.l0,
                r->rg.l1 - 1, r->icl_late, r->rg.e0, r->rg.e1 - 1, r->icl_early,
                100 * r->copy_fraction, r->val_loss_copy);
     else
@@ -202,6 +202,7 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
             !cJSON_AddNumberToObject(t, "T", r->T) ||
             !cJSON_AddNumberToObject(t, "loss", r->val_loss) ||
             !cJSON_AddNumberToObject(t, "icl_score", r->icl_score) ||
+            !cJSON_AddNumberToObject(t, "icl_score_se", r->icl_se) ||
             !cJSON_AddNumberToObject(t, "icl_late", r->icl_late) ||
             !cJSON_AddNumberToObject(t, "icl_early", r->icl_early) ||
             !cJSON_AddNumberToObject(t, "copy_fraction", r->copy_fraction) ||
@@ -289,11 +290,15 @@ static void scores_init(void *args) {
     *(scores_args *)args = dflt;
 }
 
+static const al_warnings *scores_warnings(const void *state) {
+    return &((const scores_state *)state)->r.warn;
+}
+
 const al_analysis al_an_scores = {
     .name = "scores", .cmd = &al_cmd_scores, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
     .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check,
     .state_size = sizeof(scores_state), .prepare = scores_prepare, .compute = scores_compute,
     .store = scores_store, .print = scores_print, .release = scores_release,
-    .exp_data = AL_EXP_DATA_VAL};
+    .warnings = scores_warnings, .exp_data = AL_EXP_DATA_VAL};
 
 static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }

@@ -38,6 +38,7 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
               {"probe_loss_first", ps->loss_first, 0},
               {"probe_loss_second", ps->loss_second, 0},
               {"icl_score", r->icl_score, 1},
+              {"icl_score_se", r->icl_se, 1},
               {"icl_loss_early", r->icl_early, 1},
               {"icl_loss_late", r->icl_late, 1},
               {"val_loss", r->val_loss, 1},
