@@ -403,6 +403,13 @@ TEST(attr_torch_shortformer) {
     run_case(2, 0);
 }
 
+/* Three layers, shortformer: heads deeper than layer 1 read embed alone
+ * as their "embed + pos" value part. */
+TEST(attr_torch_shortformer_3layer) {
+    g_pos_type = AL_POS_SHORTFORMER;
+    run_case(3, 0);
+}
+
 /* The check can fail: three numbers, each off by a little more than its
  * tolerance (an attribution Δloss, a gradient, an edge estimate), are
  * reported, each naming its array, and nothing else is. */

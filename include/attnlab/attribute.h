@@ -50,7 +50,7 @@
  * Shortformer positions (model.h, AL_POS_SHORTFORMER) never enter the
  * residual stream: x_L = embed + Σ out_{l,h}, so the pos component is
  * exactly 0, "embed + pos" above is embed alone (the direct term, the
- * layer-0 and layer-1 value inputs, the logit lens' x_0), and positions
+ * heads' value inputs, the logit lens' x_0), and positions
  * act only through the attention patterns, which are frozen here. The
  * sums are the same identities.
  *
@@ -141,7 +141,7 @@ void al_attr_result_free(al_attr_result *r);
 int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *out, al_err *e);
 
 /* The most path terms a run takes (4 layers × 8 heads have 418; 16 × 16
- * have 30977): beyond it the per-item table alone would not fit. */
+ * have 30978): beyond it the per-item table alone would not fit. */
 #define AL_ATTR_MAX_TERMS 1000000
 /* Number of path terms of an L-layer, H-head model: 1 + L·H + H²·L(L−1)/2,
  * plus 1 (the remainder) from 3 layers; 0 when L or H < 1 or above
