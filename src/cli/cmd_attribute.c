@@ -75,14 +75,15 @@ al_command al_cmd_attribute = {
     "On the clean sequences, read from one forward pass with the attention\n"
     "patterns as computed: direct logit attribution (embed, pos and each head's\n"
     "contribution to the metric logit, in total and per position; they sum to\n"
-    "it), the exact path expansion of a 1- or 2-layer model (direct, each head,\n"
-    "and each virtual head 0.h0>1.h1: value, and the change in mean loss with the\n"
-    "term removed), and the logit lens (the residual stream entering each layer\n"
+    "it), the exact path expansion (direct, each head reading embed + pos, each\n"
+    "virtual head l0.h0>l1.h1, and from 3 layers one remainder term chains>=3 for\n"
+    "every chain of three or more heads: value, and the change in mean loss with\n"
+    "the term removed), and the logit lens (the residual stream entering each layer\n"
     "through W_U: loss and accuracy). Pair tasks also get attribution patching:\n"
     "the first-order estimate of patching each head, head x position and path\n"
     "edge, beside actual patching and how well they agree (--no-compare: the\n"
-    "estimates only). Models of more than 2 layers: no paths, no attribution\n"
-    "patching. Rows go to attribution_runs, logit_attribution, path_terms,\n"
+    "estimates only). Models of more than 2 layers: no attribution patching.\n"
+    "Rows go to attribution_runs, logit_attribution, path_terms,\n"
     "logit_lens, attribution_patching, attribution_agreement and\n"
     "attribution_tokens. Ctrl-C stops it: the run is marked failed, nothing is\n"
     "stored, exit 130.",
@@ -163,11 +164,17 @@ static void print_summary(const attr_args *a, const al_behave *bh, const al_pair
         printf("path expansion (dloss = change in mean loss with the kind's terms removed; "
                "share = |dloss| / the sum of the kinds' |dloss|):\n  %-10s %9s %9s %7s\n",
                "kind", "value", "dloss", "share");
-        for (int k = 0; k < (r->L == 2 ? 3 : 2); k++) {
+        for (int k = 0; k < (r->L >= 2 ? 3 : 2); k++) {
             printf("  %-10s %+9.4f %+9.4f ", kinds[k], r->kind_value[k] + 0.0,
                    r->kind_dloss[k] + 0.0);
             if (tot != 0) printf("%6.1f%%\n", 100 * fabs(r->kind_dloss[k]) / tot);
             else printf("%7s\n", "n/a");
+        }
+        if (r->L >= 3) { /* the remainder, whether or not it is among the top terms */
+            int k = r->n_terms - 1;
+            printf("  virtual = every path through two or more heads; of it, the chains of "
+                   "three or more (one term, chains>=3): value %+.4f, dloss %+.4f\n",
+                   r->term_value[k] + 0.0, r->term_dloss[k] + 0.0);
         }
         idx = al_by_magnitude(r->term_dloss, r->n_terms);
         if (!idx) return;
@@ -303,7 +310,7 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
         static const char *const kinds[3] = {"direct", "head", "virtual"};
         cJSON *kj = cJSON_AddArrayToObject(doc, "path_kinds");
         if (!kj) return -1;
-        for (int k = 0; k < (r->L == 2 ? 3 : 2); k++) {
+        for (int k = 0; k < (r->L >= 2 ? 3 : 2); k++) {
             cJSON *j = cJSON_CreateObject();
             if (!j || !cJSON_AddItemToArray(kj, j) || !cJSON_AddStringToObject(j, "kind", kinds[k]) ||
                 num(j, "value", r->kind_value[k]) || num(j, "dloss", r->kind_dloss[k]))
@@ -419,11 +426,9 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
         return -1;
     if (al_stop) return al_errf(e, "interrupted");
     s->patching = pairs_task && !a->no_patching && L <= 2;
-    if (L > 2 && (s->ao.paths || (pairs_task && !a->no_patching)))
-        fprintf(stderr, "attnlab: note: %s has %d layers: the path expansion and attribution "
-                        "patching cover 1 and 2; direct logit attribution and the lens only\n",
-                a->w.model, L);
-    if (L > 2) s->ao.paths = 0;
+    if (L > 2 && pairs_task && !a->no_patching)
+        fprintf(stderr, "attnlab: note: %s has %d layers: attribution patching covers 1 and 2; "
+                        "no attribution patching\n", a->w.model, L);
     if (!pairs_task && !a->no_patching)
         fprintf(stderr, "attnlab: note: no attribution patching on %s: it needs clean / "
                         "corrupted pairs (a pair task)\n", a->w.data ? "--data" : "--prompt");
