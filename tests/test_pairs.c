@@ -122,7 +122,7 @@ TEST(pairs_jsonl_bpe) {
     al_pairs_free(&p);
     REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \" Zoubakir\", \"wrong\": "
             "\" the\"}",
-            "line 1: answer \" Zoubakir\" is ", "tokens; it must be exactly one");
+            "line 1: answer \" Zoubakir\" is ", "; it must be exactly one");
     al_tok_free(tok);
 }
 
@@ -151,7 +151,7 @@ TEST(pairs_jsonl_refusals) {
                  "\"d\"}",
             "line 2: clean is 3 tokens, corrupted 2", NULL);
     REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"cd\", \"wrong\": \"d\"}",
-            "line 1: answer \"cd\" is 2 tokens; it must be exactly one", NULL);
+            "line 1: answer \"cd\" is 2 tokens [c][d]; it must be exactly one", NULL);
     REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"c\", \"wrong\": \"def\"}",
             "line 1: wrong \"def\" is 3 tokens", NULL);
     REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"c\", \"wrong\": \"c\"}",

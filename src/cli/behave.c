@@ -148,7 +148,8 @@ void al_probe_load_free(al_probe_load *pl) {
  * load so that weights replaced mid-read are not filed under a wrong key. */
 static int load(al_behave *b, const char *dir, al_err *e) {
     char path[AL_PATH_MAX + 64], sha2[65];
-    if (al_path_join(path, sizeof path, dir, "model.safetensors", e) ||
+    if (al_ckpt_is_model_dir(dir, e) ||
+        al_path_join(path, sizeof path, dir, "model.safetensors", e) ||
         al_sha256_file(path, b->sha, e) || al_ckpt_load(dir, &b->m, NULL, e))
         return -1;
     b->loaded = 1;

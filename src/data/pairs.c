@@ -170,6 +170,26 @@ static int json_line_err(al_err *e, size_t line) {
 #define SHOW(s, buf) al_json_key_disp(s, buf)
 
 /* One line's pair, appended to bd; -1 with a message naming the line. */
+/* The tokens' pieces, "[␣Se][o][y]" (a space shown as ␣, other bytes
+ * below 0x20 as \xNN), into buf (always NUL-terminated, cut to cap): a
+ * token-count error shows where the tokenizer split the text. */
+static void pieces(const al_tokenizer *tok, const int *ids, size_t n, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && k + 16 < cap; i++) {
+        size_t nb = 0;
+        const unsigned char *b = al_tok_bytes(tok, ids[i], &nb);
+        buf[k++] = '[';
+        for (size_t j = 0; b && j < nb && k + 12 < cap; j++) {
+            if (b[j] == ' ') k += (size_t)snprintf(buf + k, cap - k, "\xe2\x90\xa3");
+            else if (b[j] < 0x20) k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", b[j]);
+            else buf[k++] = (char)b[j];
+        }
+        buf[k++] = ']';
+        buf[k] = 0;
+    }
+}
+
 static int parse_line(const char *s, size_t n, size_t line, const al_tokenizer *tok, int n_ctx,
                       builder *bd, al_err *e) {
     cJSON *o = NULL;
@@ -238,8 +258,11 @@ static int parse_line(const char *s, size_t n, size_t line, const al_tokenizer *
     }
     for (int k = 2; k < 4; k++)
         if (len[k] != 1) {
-            al_errf(e, "line %zu: %s \"%s\" is %zu tokens; it must be exactly one", line,
-                    FIELDS[k], SHOW(f[k]->valuestring, shown), len[k]);
+            char pc[160];
+            pieces(tok, ids[k], len[k], pc, sizeof pc);
+            al_errf(e, "line %zu: %s \"%s\" is %zu tokens %s; it must be exactly one (a "
+                       "leading space is often part of the token)", line, FIELDS[k],
+                    SHOW(f[k]->valuestring, shown), len[k], pc);
             goto out;
         }
     if (ids[2][0] == ids[3][0]) {
