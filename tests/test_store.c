@@ -56,7 +56,7 @@ TEST(store_schema_created) {
                  "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
                  "WHERE type IN ('table', 'view') ORDER BY name)",
                  "ablations attribution_agreement attribution_patching attribution_runs "
-                 "attribution_tokens circuit_edges circuit_runs composition eigenvalues head_overlap head_scores head_summary "
+                 "attribution_tokens circuit_edges circuit_main circuit_runs composition eigenvalues head_overlap head_scores head_summary "
                  "latest_run layer_scores logit_attribution logit_lens merge_sources model_scores models "
                  "patching patching_runs path_patching path_terms pruning_steps run_warnings runs singular_values skip_trigrams "
                  "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log view_cells views"));

@@ -29,12 +29,17 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 11
+#define AL_STORE_SCHEMA_VERSION 12
 
 typedef struct al_store al_store;
 
 /* Open or create path; create/migrate the schema; recover dead runs. */
 int al_store_open(const char *path, al_store **out, al_err *e);
+/* Open an existing results database to read only: nothing is created,
+ * migrated or recovered (a database of an older schema reads as it is).
+ * 0, or -1 with e: no such file, not SQLite, not an attnlab database, a
+ * newer schema. Close with al_store_close. */
+int al_store_open_readonly(const char *path, al_store **out, al_err *e);
 /* Close; an open transaction is rolled back. NULL is fine. */
 void al_store_close(al_store *s);
 const char *al_store_path(const al_store *s);

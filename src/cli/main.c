@@ -25,6 +25,7 @@
     X(report)      \
     X(experiment)  \
     X(db_merge)    \
+    X(db_show)     \
     X(debug_dump)
 
 #define DECLARE(n) extern al_command al_cmd_##n;

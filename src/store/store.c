@@ -483,10 +483,22 @@ static const char schema_v11[] =
     "ALTER TABLE models ADD COLUMN data_tokens REAL; -- tokens in its training file\n"
     "ALTER TABLE attribution_runs ADD COLUMN centred INTEGER NOT NULL DEFAULT 0;\n";
 
+/* v12: the main circuit of each discover run, one query away: the edges
+ * the run's own circuit keeps (ACDC at the run's --tau, the one its
+ * circuit file holds, not the sweep's other taus; or EAP's). Without it
+ * "which edges did ACDC keep" needed a json_extract on the run's config. */
+static const char schema_v12[] =
+    "CREATE VIEW IF NOT EXISTS circuit_main AS\n"
+    "  SELECT e.run_id, e.model_id, e.method, e.tau, e.edge, e.sender, e.receiver_layer,\n"
+    "         e.receiver_head, e.channel, e.score\n"
+    "  FROM circuit_edges e JOIN runs r ON r.run_id = e.run_id\n"
+    "  WHERE e.kept = 1 AND (e.method = 'eap' OR (json_valid(r.config_json) AND\n"
+    "        abs(e.tau - json_extract(r.config_json, '$.tau')) <= 1e-9 * abs(e.tau)));\n";
+
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
                                                schema_v6, schema_v7, schema_v8, schema_v9,
-                                               schema_v10, schema_v11};
+                                               schema_v10, schema_v11, schema_v12};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -778,6 +790,47 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
     }
     *out = s;
     return 0;
+}
+
+int al_store_open_readonly(const char *path, al_store **out, al_err *e) {
+    *out = NULL;
+    if (!al_file_exists(path)) return al_errf(e, "no database %s", path);
+    al_store *s = al_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    int v = 0, n = 0;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        al_errf(e, "cannot open database %s: %s", path,
+                s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        goto fail;
+    }
+    sqlite3_busy_timeout(s->db, AL_STORE_BUSY_MS);
+    if (user_version(s, &v, e)) goto fail;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                           "name IN ('runs', 'models')", -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW) {
+        db_err(s, e, "not an SQLite database attnlab can read");
+        goto fail;
+    }
+    n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    q = NULL;
+    if (n != 2 || v < 1) {
+        al_errf(e, "%s is not an attnlab results database (no runs and models tables)", path);
+        goto fail;
+    }
+    if (v > N_MIGRATIONS) {
+        al_errf(e, "database %s: schema version %d is newer than this attnlab's %d", path, v,
+                N_MIGRATIONS);
+        goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    sqlite3_finalize(q);
+    al_store_close(s);
+    return -1;
 }
 
 void al_store_close(al_store *s) {
