@@ -19,10 +19,14 @@
 #include "attnlab/model.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/stats.h"
+#include "attnlab/act_cache.h"
+#include "attnlab/data.h"
 
 static const char *o_model = NULL, *o_prompt = NULL, *o_prompt_file = NULL, *o_track = NULL,
                   *o_mask = NULL, *o_circuit = NULL, *o_fill = "corrupted", *o_corrupted = NULL,
-                  *o_mean_data = NULL;
+                  *o_mean_data = NULL, *o_save_cache = NULL, *o_hooks = NULL, *o_data = NULL;
+static int o_windows = 8;
+static double o_cache_mb = 2000;
 static int o_generate = 0, o_top_k = 0, o_json = 0, o_no_bos = 0, o_threads = 0, o_top = 5;
 static double o_temperature = 1.0;
 static uint64_t o_seed = 1;
@@ -51,6 +55,14 @@ static al_flag flags[] = {
     {"mean-data", AL_STR, &o_mean_data, "VAL.bin",
      "--fill mean: token file whose windows give the senders' mean values", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
+    {"save-cache", AL_STR, &o_save_cache, "FILE",
+     "write the activations (TransformerLens hook names and shapes) to FILE.safetensors", 0, 0},
+    {"hooks", AL_STR, &o_hooks, "LIST",
+     "--save-cache: which, comma-separated: embed, pos_embed, resid_pre, q, k, v, pattern, z, "
+     "result, resid_post (default: all)", 0, 0},
+    {"data", AL_STR, &o_data, "X.bin", "--save-cache: windows of this token file instead of a prompt", 0, 0},
+    {"windows", AL_INT, &o_windows, "N", "--data: how many windows (n_ctx tokens each, spread evenly)", 0, 0},
+    {"cache-max-mb", AL_FLOAT, &o_cache_mb, "MB", "--save-cache: refuse a cache larger than this", 0, 0},
     AL_FLAGS_END};
 
 static int run_run(int argc, char **argv);
@@ -436,14 +448,73 @@ static int apply_mask(al_model *m, al_err *e) {
     return 0;
 }
 
+/* --save-cache: the activations of tokens (B, T) to o_save_cache, and a
+ * line saying what was written (on stderr with --json, whose stdout is
+ * the document). */
+static int save_cache(al_model *m, const int *ids, int B, int T, al_err *e) {
+    char sha[65], p[AL_PATH_MAX + 32];
+    if (al_path_join(p, sizeof p, o_model, "model.safetensors", e) || al_sha256_file(p, sha, e))
+        return -1;
+    size_t bytes = al_cache_bytes(&m->cfg, B, T, o_hooks, e);
+    if (al_cache_write(m, ids, B, T, o_hooks, (size_t)(o_cache_mb * 1e6), sha, o_save_cache, e))
+        return al_err_prefix(e, "--save-cache %s", o_save_cache);
+    fprintf(o_json ? stderr : stdout, "wrote %s: %s of %d x %d tokens (%.1f MB)\n", o_save_cache,
+            o_hooks ? o_hooks : "every hook", B, T, bytes / 1e6);
+    return 0;
+}
+
+/* --data --windows: evenly spread windows of n_ctx tokens (fewer if the
+ * file is short), as the validation batches are. */
+static int save_cache_windows(al_model *m, al_err *e) {
+    al_tokens d;
+    if (al_tokens_load(o_data, &d, e)) return -1;
+    int rc = -1, T = m->cfg.n_ctx;
+    int *in = NULL, *tg = NULL;
+    if (d.n < 2) {
+        al_errf(e, "%s has %zu tokens: too few for a window", o_data, d.n);
+        goto out;
+    }
+    if ((size_t)T + 1 > d.n) T = (int)d.n - 1;
+    if (d.max_id >= m->cfg.d_vocab) {
+        al_errf(e, "%s holds id %d, outside the model's vocabulary (0..%d)", o_data, d.max_id,
+                m->cfg.d_vocab - 1);
+        goto out;
+    }
+    in = al_malloc((size_t)o_windows * T, sizeof(int), e);
+    tg = in ? al_malloc((size_t)o_windows * T, sizeof(int), e) : NULL;
+    if (!tg || al_batch_fixed(&d, o_windows, T, 0, 1, in, tg, e)) goto out;
+    rc = save_cache(m, in, o_windows, T, e);
+out:
+    free(in);
+    free(tg);
+    al_tokens_free(&d);
+    return rc;
+}
+
 static int run_run(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e) != 0)
         return al_cli_usage(&al_cmd_run, &e);
-    if (!o_prompt == !o_prompt_file) {
+    if (o_data && (!o_save_cache || o_prompt || o_prompt_file || o_generate || o_track)) {
+        al_errf(&e, "--data is for --save-cache alone (windows of a token file instead of a "
+                    "prompt)");
+        return al_cli_usage(&al_cmd_run, &e);
+    }
+    if (!o_data && !o_prompt == !o_prompt_file) {
         al_errf(&e, "give exactly one of --prompt and --prompt-file");
         return al_cli_usage(&al_cmd_run, &e);
     }
+    if ((o_hooks || o_data) && !o_save_cache) {
+        al_errf(&e, "--hooks and --data go with --save-cache FILE");
+        return al_cli_usage(&al_cmd_run, &e);
+    }
+    if (o_windows < 1 || o_windows > 100000 || !(o_cache_mb > 0)) {
+        al_errf(&e, "need 1 <= --windows <= 100000 and --cache-max-mb > 0");
+        return al_cli_usage(&al_cmd_run, &e);
+    }
+    if (o_save_cache && al_cache_bytes(&(al_config){.n_layers = 1, .d_model = 1, .n_heads = 1,
+                                                    .d_head = 1}, 1, 1, o_hooks, &e) == 0)
+        return al_cli_usage(&al_cmd_run, &e);
     /* --generate is bounded so that prompt + generated ids fit an int */
     if (!(o_temperature > 0) || o_generate < 0 || o_generate > 1000000 || o_top_k < 0 ||
         o_top < 1 || o_top > 64) {
@@ -463,8 +534,13 @@ static int run_run(int argc, char **argv) {
     char cdesc[256] = "";
     if (al_ckpt_load(o_model, &m, &tok, &e) != 0) return al_cli_error(&e);
     if (o_mask && apply_mask(&m, &e) != 0) goto out;
+    if (o_data) {
+        rc = save_cache_windows(&m, &e) ? 1 : 0;
+        goto out;
+    }
     if (prompt_ids(tok, m.cfg.n_ctx, &ids, &T, &e) != 0) goto out;
     if (o_circuit && setup_circuit(&m, tok, T, &cr, &cids, &e) != 0) goto out;
+    if (o_save_cache && save_cache(&m, ids, 1, T, &e) != 0) goto out;
     if (al_model_forward(&m, ids, NULL, 1, T, &e) != 0) goto out;
     p_tok = malloc(sizeof(float) * (size_t)T);
     if (!p_tok) {
