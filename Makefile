@@ -29,11 +29,12 @@ LDFLAGS += -fopenmp $(if $(filter 1,$(SAN)),$(SAN_LD))
 
 LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
 LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+PIC_OBJ  := $(patsubst src/%.c,$(BUILD)/pic/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst tests/%.c,$(BUILD)/tobj/%.o,$(TEST_SRC))
 
 .PHONY: all deps deps-test test demo bench clean fuzz valgrind layers test-slurm
-all: $(BUILD)/attnlab
+all: $(BUILD)/attnlab $(BUILD)/libattnlab.so
 
 deps:
 	@sh scripts/deps.sh
@@ -52,6 +53,16 @@ $(BUILD)/tobj/%.o: tests/%.c $(BUILD)/tests_list.h | $(BUILD)/tobj
 	$(CC) $(CFLAGS) -I$(BUILD) -Itests -c $< -o $@
 $(BUILD)/obj $(BUILD)/tobj:
 	@mkdir -p $@
+# The shared library (python/attnlab loads it with ctypes) is the same
+# sources compiled a second time as position-independent code, so the
+# binary's own objects, and so its arithmetic, stay as they are.
+$(BUILD)/pic/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC -c $< -o $@
+$(BUILD)/pic/report/viewer.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/pic/report/viewer.o: $(BUILD)/gen/viewer_js.h
+$(BUILD)/libattnlab.so: $(PIC_OBJ)
+	$(CC) -shared $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # The explorers' script of report --interactive is src/report/viewer.js,
 # compiled in as a C string (one line of JavaScript per line of C).
@@ -89,7 +100,7 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test: deps-test
-	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/test_runner
+	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/test_runner $(if $(filter 1,$(SAN)),,$(BUILD)/libattnlab.so)
 	@$(if $(filter 1,$(SAN)),$(SAN_ENV)) ATTNLAB_BIN=$(BUILD)/attnlab $(BUILD)/test_runner $(T)
 
 demo: deps
@@ -135,4 +146,4 @@ valgrind: deps
 clean:
 	rm -rf build build-san build-fuzz build-vg
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/cli/main.d $(BUILD)/bench_engine.d
+-include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/cli/main.d $(BUILD)/bench_engine.d
