@@ -40,6 +40,14 @@ static double max_diff(const float *a, const float *b, size_t n) {
 
 static int g_pos_type = AL_POS_STANDARD; /* circuit_run_shortformer sets it */
 
+/* rand_model, with gates that stay below 1.2 from 3 layers on (its
+ * gates grow with the head's index: 3.7 at 4 layers saturates the
+ * softmax, so the runs would not differ). */
+static void rand_any(al_model *m, int L) {
+    rand_model(m, L, 0, 20);
+    for (int k = 0; L >= 3 && k < L * m->cfg.n_heads; k++) m->gates[k] = 0.5f + 0.2f * (float)(k % 4);
+}
+
 /* The circuit attached to a test's model (hooks; graph.h): sp, or none. */
 static al_circuit_exec g_cx;
 static void use(al_model *m, const al_circuit_spec *sp) {
@@ -52,7 +60,7 @@ static void ends(int L) {
     al_model m;
     al_pairs t;
     al_err e;
-    rand_model(&m, L, 0, 20);
+    rand_any(&m, L);
     m.cfg.pos_type = g_pos_type;
     task(&t, &m, 5, 6, &e);
     const int B = t.N, T = t.T, H = m.cfg.n_heads;
@@ -80,6 +88,8 @@ static void ends(int L) {
 TEST(circuit_run_all_and_none) {
     ends(1);
     ends(2);
+    ends(3);
+    ends(4);
 }
 
 /* KL(clean || circuit) and the task's metric at the items, from probs. */
@@ -101,7 +111,7 @@ static void versus_discover(int L) {
     al_model m;
     al_pairs t;
     al_err e;
-    rand_model(&m, L, 0, 20);
+    rand_any(&m, L);
     m.cfg.pos_type = g_pos_type;
     task(&t, &m, 5, 6, &e);
     if (L == 2) as_logit_diff(&t, 20);
@@ -113,11 +123,25 @@ static void versus_discover(int L) {
     al_rng rng;
     al_rng_seed(&rng, 7 + (uint64_t)L);
     double worst_kl = 0.0, worst_m = 0.0;
-    for (int trial = 0; trial < 12; trial++) {
+    /* deeper models: one trial per layer l with edges removed only into
+     * layer l's channels and the logits (ACDC's usual state: the
+     * incremental forward alone), and one per l with the logits edges of
+     * later heads removed too (the layers between recomputed in full) */
+    const int n_trials = 12 + (L >= 3 ? 2 * L : 0);
+    for (int trial = 0; trial < n_trials; trial++) {
         /* keep each edge with probability 1/2 (trial 0: only composition
          * and output edges removed, the paths discovery cares most about) */
         for (int i = 0; i < n; i++)
             k[i] = trial == 0 ? i < 6 * L * H : (al_rng_u64(&rng) >> 11) % 2 == 0;
+        if (trial >= 12) {
+            const int l = (trial - 12) % L, with_out = trial - 12 >= L;
+            for (int i = 0; i < n; i++) {
+                al_edge ed;
+                al_graph_edge(L, H, i, &ed);
+                if (ed.recv_layer >= 0 && ed.recv_layer != l) k[i] = 1;
+                if (ed.recv_layer < 0 && !with_out) k[i] = 1;
+            }
+        }
         double kl_d, m_d, kl_e, m_e;
         CHECK_OK(al_circuit_eval(&m, &t, k, 2, &kl_d, &m_d, &e), &e);
         use(&m, &sp);
@@ -141,14 +165,24 @@ TEST(circuit_run_matches_discovery_eval) {
     versus_discover(2);
 }
 
+/* 3 and 4 layers: the hooks' full forward and discovery's incremental
+ * evaluation (whose deep path recomputes layers apart from the hooks)
+ * agree; the ends are the plain and the corrupted run. */
+TEST(circuit_run_deep_matches_discovery_eval) {
+    versus_discover(3);
+    versus_discover(4);
+}
+
 /* Shortformer positions (W_pos added to q and k after x·W, the circuit's
  * corrections after that): the ends and discovery's evaluation agree. */
 TEST(circuit_run_shortformer) {
     g_pos_type = AL_POS_SHORTFORMER;
     ends(1);
     ends(2);
+    ends(3);
     versus_discover(1);
     versus_discover(2);
+    versus_discover(3);
 }
 
 /* Resampling is the corrupted fill on the batch rotated by one sequence
@@ -203,16 +237,16 @@ TEST(circuit_run_resample_and_mean) {
     al_model_free(&m);
 }
 
-TEST(circuit_run_refuses_three_layers) {
+TEST(circuit_run_refuses_deeper_than_graph) {
     al_config c = al_config_default();
-    c.n_layers = 3, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 8, c.d_vocab = 10;
+    c.n_layers = AL_GRAPH_MAX_LAYERS + 1, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 8, c.d_vocab = 10;
     al_model m;
     al_err e;
     CHECK_OK(al_model_init(&m, &c, &e), &e);
     unsigned char k[1] = {1};
     al_circuit_spec sp = {.kept = k, .fill = AL_FILL_RESAMPLE};
     al_circuit_exec cx;
-    CHECK(al_circuit_attach(&cx, &m, &sp, &e) == -1 && strstr(e.msg, "1- and 2-layer"));
+    CHECK(al_circuit_attach(&cx, &m, &sp, &e) == -1 && strstr(e.msg, "1 to 16 layers"));
     CHECK(m.hooks.n == 0);
     al_model_free(&m);
 }

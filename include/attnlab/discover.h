@@ -1,7 +1,8 @@
 /* discover.h -- circuit discovery over the head graph (the library; the
  * command is cmd_discover.c). ACDC (Conmy et al. 2023) and, for comparison, a
  * ranking by edge attribution patching (Syed et al. 2023), on a task's
- * pairs (pairs.h, patch.h), for models of 1 or 2 layers.
+ * pairs (pairs.h, patch.h), for models of any depth the graph covers
+ * (1 to AL_GRAPH_MAX_LAYERS layers).
  *
  * The graph and its edge indices: graph.h.
  *
@@ -9,9 +10,9 @@
  * edge not kept carrying its sender's value from the corrupted run
  * instead (path-level, as path patching): a receiver's input is the sum
  * over its senders of (kept ? the sender's value in this run : the
- * sender's value in the corrupted run). A kept edge from a layer-0 head
- * carries that head's output as computed in this (circuit) run, so
- * removals upstream propagate. With every edge kept it is the clean run;
+ * sender's value in the corrupted run). A kept edge from a head carries
+ * that head's output as computed in this (circuit) run, so removals
+ * upstream propagate through every layer. With every edge kept it is the clean run;
  * with none kept, the corrupted run's logits. pos carries the same value
  * in both runs (they share positions), so its edges never change a
  * circuit. A model's gates and z replacements apply in both runs as in
