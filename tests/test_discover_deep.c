@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/circuit_file.h"
 #include "attnlab/discover.h"
 #include "attnlab/graph.h"
 #include "planted.h"
@@ -161,4 +162,77 @@ TEST(discover_deep_sender_order) {
     free(all);
     al_pairs_free(&t);
     al_model_free(&m);
+}
+
+/* ------------------------------------------------------------ the CLI */
+
+/* A tiny trained 3-layer model end to end: discover (ACDC with a sweep,
+ * both sender orders, and EAP) stores every edge of the 3-layer graph and
+ * writes a circuit file that names edges of all three layers and loads
+ * back as its rows' kept set; `scores --circuit FILE` runs the circuit
+ * (its probe loss differs from the full model's); the circuit picture
+ * and the report draw it. */
+TEST(discover_deep_cli) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.json");
+    const char *b = t_bin();
+    t_tiny_model(dir.s, 3, 30);
+    const int L = 3, H = 4, n = al_graph_n_edges(L, H); /* 72 + 144 + 14 = 230 */
+    CHECK(n == 230);
+    CHECK(t_sh("%s discover --model %s/m3 --db %s --probe-r 6 --n 8 --batch 4 --threads 2 --sweep "
+               "0.05 --json > %s 2>/dev/null",
+               b, dir.s, db.s, out.s) == 0);
+    char *js = t_slurp(out.s);
+    CHECKF(js && strstr(js, "\"edges\":\t230,"), "%s", js ? js : "");
+    free(js);
+    CHECK(t_sh("%s discover --model %s/m3 --db %s --probe-r 6 --n 8 --batch 4 --threads 2 "
+               "--acdc-order latest-first --acdc-remove lt --out %s >/dev/null 2>&1",
+               b, dir.s, db.s, dir.s) == 0);
+    CHECK(t_sh("%s discover --model %s/m3 --db %s --probe-r 6 --n 8 --batch 4 --threads 2 --method "
+               "eap >/dev/null 2>&1",
+               b, dir.s, db.s) == 0);
+    CHECK_SQL(db.s, "SELECT count(*), min(n_edges), max(n_edges) FROM circuit_runs", "4|230|230");
+    CHECK_SQL(db.s, "SELECT count(*) FROM circuit_edges", "920");
+    /* names of the deep edges: a skip-layer composition edge and a layer-2 receiver */
+    int k02 = al_graph_k_comp(L, H, 0 * H + 1, 2, 3, 1), kout = al_graph_k_out(L, H, 2 + 2 * H);
+    char q[200];
+    snprintf(q, sizeof q, "SELECT DISTINCT sender, receiver_layer, receiver_head, channel FROM "
+                          "circuit_edges WHERE edge IN (%d, %d) ORDER BY edge", k02, kout);
+    CHECK_SQL(db.s, q, "0.1|2|3|k\n2.0|||direct");
+    /* the files match their rows */
+    unsigned char kept[230];
+    al_err e = {{0}};
+    const char *files[2] = {"m3/circuit-induction-acdc.json", "m3/circuit-induction-eap.json"};
+    const char *where[2] = {"run_id = 1 AND tau = 0.01", "run_id = 3"};
+    for (int i = 0; i < 2; i++) {
+        char f[1200];
+        snprintf(f, sizeof f, "%s/%s", dir.s, files[i]);
+        CHECK_OK(al_circuit_load(f, L, H, kept, &e), &e);
+        snprintf(q, sizeof q, "SELECT group_concat(kept, '') FROM (SELECT kept FROM circuit_edges "
+                              "WHERE %s ORDER BY edge)", where[i]);
+        char *want = t_sql(db.s, q), got[232];
+        for (int k = 0; k < n; k++) got[k] = (char)('0' + kept[k]);
+        got[n] = 0;
+        CHECKF(want && !strcmp(want, got), "%s: file %s\n rows %s", files[i], got, want ? want : "");
+        free(want);
+    }
+    /* a circuit run: the probe's loss is the circuit's, not the model's */
+    CHECK(t_sh("%s scores --model %s/m3 --db %s --probe-r 8 --threads 2 >/dev/null 2>&1", b, dir.s,
+               db.s) == 0);
+    CHECK(t_sh("%s scores --model %s/m3 --db %s --probe-r 8 --threads 2 --circuit "
+               "%s/m3/circuit-induction-eap.json >/dev/null 2>&1",
+               b, dir.s, db.s, dir.s) == 0);
+    CHECK_SQL(db.s, "SELECT count(*), count(DISTINCT value) FROM model_scores WHERE metric = "
+                    "'probe_loss_second'", "2|2");
+    /* the picture (one row per layer) and the report */
+    CHECK(t_sh("%s heatmap --model %s/m3 --db %s --what circuit --run 1 --out %s/c.png > %s 2>&1",
+               b, dir.s, db.s, dir.s, t_path("hm.out")) == 0);
+    CHECK(al_file_exists(t_path("c.png")));
+    CHECK(t_sh("%s heatmap --model %s/m3 --db %s --what circuit-curve --run 1 --out %s/cc.png "
+               ">/dev/null 2>&1", b, dir.s, db.s, dir.s) == 0);
+    CHECK(t_sh("%s report --db %s --model %s/m3 --out %s/rep >/dev/null 2>&1", b, db.s, dir.s,
+               dir.s) == 0);
+    char *html = t_slurp(t_path("rep/index.html"));
+    CHECKF(html && strstr(html, "Heads in the circuit") && strstr(html, "circuit-induction"),
+           "the report has no circuit section");
+    free(html);
 }
