@@ -156,6 +156,7 @@ typedef struct al_circuit_delta {
     float *wqkv;            /* (L, C, 3·H·D) fused W_Q|W_K|W_V */
     float *xs;              /* (L+1, B, T, C) the circuit's residual */
     float *qkv, *att, *zb, *dxb; /* (B,T,3HD) (B,H,T,T) (B,T,HD) (B,T,C) */
+    float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
     unsigned char *qm, *zm, *dirty, *xm; /* (L,3,H,T) (L,H,T) (T) (L+1,T) */
     al_delta_ws ws;
 } al_circuit_delta;
@@ -170,14 +171,36 @@ void al_circuit_delta_free(al_circuit_delta *d);
  * the batch subtracts for a removed embed edge); nb <= d->B. Uses d->fix. */
 void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
                            const int *corr, int nb, float *embp);
+/* What the evaluations of one batch can reuse (3 or more layers): the
+ * corrected q/k/v channels of one layer from earlier evaluations, each
+ * with the kept bits of its senders then. A channel is reused only when
+ * the circuit's residual entering its layer is the clean run's (no
+ * removed channel edge in an earlier layer), where it depends on its own
+ * senders' kept bits alone, so ACDC's sweep through one layer's
+ * receivers corrects one channel per evaluation, not every removed one.
+ * Valid for one batch's cl, co and embp. */
+typedef struct al_circuit_memo {
+    float *syn;           /* (nb, T, 3, H, D) */
+    unsigned char *key;   /* (3·H, 2 + (L−1)·H): [0] 1 when stored, then the kept bits of
+                           * embed and of each earlier layer's heads */
+    int layer;            /* the layer of syn, −1 none */
+    int kw;               /* bytes per key */
+} al_circuit_memo;
+/* Room for batches of nb sequences of d: 0, or −1 with e (*mm zeroed). */
+int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e);
+void al_circuit_memo_free(al_circuit_memo *mm);
+
 /* The final residual xL (nb, T, C) of the circuit kept[] (n_edges) on the
  * clean sequences, and changed (nb·T): 1 where a row may differ from
  * cl's (elsewhere xL is cl's, bit for bit; every edge kept: nothing
  * changed). Runs a full forward of m when a layer-0 channel is patched
- * (m's activations change; its hooks run). 0, or −1 with e. */
+ * in a 1- or 2-layer model (m's activations change; its hooks run).
+ * memo: NULL, or the batch's memory (3 or more layers; unused below).
+ * 0, or −1 with e. */
 int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
-                         const float *embp, float *xL, unsigned char *changed, al_err *e);
+                         const float *embp, al_circuit_memo *memo, float *xL,
+                         unsigned char *changed, al_err *e);
 
 /* The index formulas above (no range checks: callers loop in range). */
 static inline int al_graph_k_input(int H, int l, int h, int c, int s) {

@@ -69,6 +69,7 @@ typedef struct dbatch {
     int n0, nb, i0, ni; /* pairs n0..n0+nb−1, items i0..i0+ni−1 */
     al_acts cl, co;
     float *embp; /* L >= 2: (L−1, nb, T, 3, H, D) (W_E[clean] − W_E[corr]) · W_c[l, h] */
+    al_circuit_memo memo; /* L >= 3: corrected channels the batch's evaluations reuse */
 } dbatch;
 
 typedef struct dctx {
@@ -95,6 +96,7 @@ static void ctx_free(dctx *d) {
         al_acts_free(&d->bt[i].cl);
         al_acts_free(&d->bt[i].co);
         free(d->bt[i].embp);
+        al_circuit_memo_free(&d->bt[i].memo);
     }
     free(d->bt);
     free(d->p);
@@ -109,7 +111,7 @@ static void ctx_free(dctx *d) {
 static int memory_fits(const al_pairs *t, const al_config *c, al_err *e) {
     double N = t->N, T = t->T, L = c->n_layers, H = c->n_heads, HD = H * c->d_head;
     double acts = (L + 1) * T * c->d_model + L * T * 3 * HD + L * H * T * T + 2 * L * T * HD;
-    double need = (2.0 * N * acts + (L > 2 ? L - 1 : 1) * N * T * 3 * HD +
+    double need = (2.0 * N * acts + (L > 2 ? L : 1) * N * T * 3 * HD +
                    (double)t->n_items * c->d_vocab) *
                   sizeof(float);
     double have = al_mem_total();
@@ -233,6 +235,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
         b->embp = al_malloc((L - 1) * bt * 3 * HD, sizeof(float), e);
         if (!b->embp) goto fail;
         al_circuit_delta_embp(&d->cd, m, in[0], in[1], b->nb, b->embp);
+        if (L >= 3 && al_circuit_memo_init(&b->memo, &d->cd, b->nb, e)) goto fail;
     }
     d->m_clean = sc / (double)NI, d->m_corr = sr / (double)NI;
     return 0;
@@ -247,10 +250,10 @@ fail:
 static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum, double *m_sum,
                       al_err *e) {
     const al_pairs *t = d->t;
-    const dbatch *b = &d->bt[bi];
+    dbatch *b = &d->bt[bi];
     const size_t off = (size_t)b->n0 * d->T;
     if (al_circuit_delta_run(&d->cd, d->m, kept, &b->cl, &b->co, t->clean + off, t->corr + off,
-                             b->embp, d->xL, d->changed, e))
+                             b->embp, &b->memo, d->xL, d->changed, e))
         return -1;
     item_eval(d, b, d->xL, d->changed, 0, d->im, d->ikl);
     for (int i = 0; i < b->ni; i++) *kl_sum += d->ikl[i], *m_sum += d->im[i];

@@ -322,7 +322,7 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
     const size_t nw = L >= 2 ? n_comp(d->L, d->H) * D * D : 1;
     /* the layers a deep circuit recomputes in full (L >= 3) */
     const size_t deep = L >= 3 ? L * C * 3 * HD + (L + 1) * BT * C + BT * 3 * HD +
-                                     BT * H * T + BT * HD + BT * C
+                                     BT * H * T + BT * HD + BT * C + 5 * BT * D
                                : 0;
     d->wcomp = al_malloc(nw + L * BT * 3 * HD + L * BT * HD + BT * C + L * BT * HD + BT * HD +
                              HD * D + deep,
@@ -345,6 +345,7 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
         d->att = d->qkv + BT * 3 * HD;
         d->zb = d->att + BT * H * T;
         d->dxb = d->zb + BT * HD;
+        d->qh = d->dxb + BT * C;
         for (int l = 0; l < d->L; l++) model_fuse_qkv(d->wqkv + (size_t)l * C * 3 * HD, m, l);
     }
     d->zm = d->qm + L * 3 * H * T; /* right after qm: one memset clears both */
@@ -393,16 +394,39 @@ static void copy_rows(float *dst, const float *src, size_t rows, int D, size_t l
 
 static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                           const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
-                          const float *embp, float *xL, unsigned char *changed, al_err *e);
+                          const float *embp, al_circuit_memo *memo, float *xL,
+                          unsigned char *changed, al_err *e);
+
+int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e) {
+    memset(mm, 0, sizeof *mm);
+    const size_t HD = (size_t)d->H * d->D;
+    mm->layer = -1;
+    mm->kw = 2 + (d->L - 1) * d->H;
+    mm->syn = al_malloc((size_t)nb * d->T * 3 * HD, sizeof(float), e);
+    mm->key = mm->syn ? al_calloc((size_t)3 * d->H * mm->kw, 1, e) : NULL;
+    if (!mm->key) {
+        al_circuit_memo_free(mm);
+        return -1;
+    }
+    return 0;
+}
+
+void al_circuit_memo_free(al_circuit_memo *mm) {
+    free(mm->syn);
+    free(mm->key);
+    memset(mm, 0, sizeof *mm);
+}
 
 int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
-                         const float *embp, float *xL, unsigned char *changed, al_err *e) {
+                         const float *embp, al_circuit_memo *memo, float *xL,
+                         unsigned char *changed, al_err *e) {
     const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
     if (nb > d->B || cl->T != T || co->B != nb || co->T != T)
         return al_errf(e, "circuit evaluation: runs of %dx%d and %dx%d for a workspace of %dx%d",
                        cl->B, cl->T, co->B, co->T, d->B, T);
-    if (L >= 3) return delta_run_deep(d, m, kept, cl, co, clean, corr, embp, xL, changed, e);
+    if (L >= 3)
+        return delta_run_deep(d, m, kept, cl, co, clean, corr, embp, memo, xL, changed, e);
     const size_t HD = (size_t)H * D, BT = (size_t)nb * T, Q = BT * 3 * HD, Z = BT * HD;
     memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
     /* layer-0 channels: embed + pos, and pos is the same in both runs */
@@ -552,34 +576,59 @@ static const float *deep_dz(deep *g, int l0) {
     return dz;
 }
 
-/* dst (BT rows of D, stride 3HD), channel (l, h, ch) as the circuit's own
- * residual gives it, minus what its removed edges carried (state 2:
- * every sender removed, the corrupted run's channel exactly). */
-static void deep_channel(deep *g, int l, int h, int ch, int state, float *dst) {
+/* dst (BT rows of D, stride ldd) = channel (l, h, ch) of the circuit.
+ * base (stride ldb): the channel as the circuit's own residual gives it.
+ * A channel's input is the sum over its senders of (kept ? the circuit's
+ * value : the corrupted run's), so it is either base minus the removed
+ * senders' differences or the corrupted run's channel plus the kept
+ * senders' differences: whichever has fewer senders to take through
+ * their D×D products (every one removed: the corrupted run's exactly).
+ * The chosen heads of a sending layer go through one sgemm, their Δzg
+ * columns and products gathered (into d->dzm and d->stack). */
+static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_t ldb,
+                         float *dst, size_t ldd) {
     al_circuit_delta *d = g->d;
     const int L = d->L, H = d->H, D = d->D;
-    const size_t HD = (size_t)H * D, o = (size_t)ch * HD + (size_t)h * D;
-    if (state == 2) {
-        copy_rows(dst, g->co->qkv + (size_t)l * g->Q + o, g->BT, D, 3 * HD);
-        return;
-    }
-    if (!g->kept[al_graph_k_input(H, l, h, ch, 0)]) { /* l >= 1 here: layer 0 has one sender */
-        const float *ep = g->embp + (size_t)(l - 1) * g->Q + o;
-        for (size_t r = 0; r < g->BT; r++)
-            for (int k = 0; k < D; k++) dst[r * 3 * HD + k] -= ep[r * 3 * HD + k];
+    const size_t HD = (size_t)H * D, o = (size_t)ch * HD + (size_t)h * D, BT = g->BT;
+    int nk = g->kept[al_graph_k_input(H, l, h, ch, 0)];
+    for (int s0 = 0; s0 < l * H; s0++) nk += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+    const int n = 1 + l * H, from_co = nk < n - nk;
+    const float *src = from_co ? g->co->qkv + (size_t)l * g->Q + o : base;
+    const size_t lds = from_co ? 3 * HD : ldb;
+    if (src != dst)
+        for (size_t r = 0; r < BT; r++) memcpy(dst + r * ldd, src + r * lds, sizeof(float) * D);
+    if (!nk) return;
+    /* from_co: add the kept senders' (circuit − corrupted); else subtract the removed ones' */
+    const float sign = from_co ? 1.0f : -1.0f;
+    const unsigned char want = from_co ? 1 : 0;
+    if (l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want) {
+        const float *ep = g->embp + (size_t)(l - 1) * g->Q + o; /* clean − corrupted */
+        for (size_t r = 0; r < BT; r++)
+            for (int k = 0; k < D; k++) dst[r * ldd + k] += sign * ep[r * 3 * HD + k];
     }
     for (int l0 = 0; l0 < l; l0++) {
-        int any = 0;
-        for (int h0 = 0; h0 < H; h0++) any |= !g->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)];
-        if (!any) continue;
+        int sel[AL_GRAPH_MAX_LAYERS * 64], cnt = 0;
         for (int h0 = 0; h0 < H; h0++) {
             int k = al_graph_k_comp(L, H, l0 * H + h0, l, h, ch);
-            float *blk = d->stack + (size_t)h0 * D * D;
-            if (g->kept[k]) memset(blk, 0, sizeof(float) * D * D);
-            else
-                memcpy(blk, d->wcomp + (size_t)(k - 6 * L * H) * D * D, sizeof(float) * D * D);
+            if (g->kept[k] == want && cnt < (int)(sizeof sel / sizeof sel[0])) sel[cnt++] = h0;
         }
-        sub_comp(dst, deep_dz(g, l0), d->stack, (int)g->BT, H, D);
+        if (!cnt) continue;
+        const float *dz = deep_dz(g, l0), *a = dz;
+        size_t lda = HD;
+        for (int i = 0; i < cnt; i++) {
+            int k = al_graph_k_comp(L, H, l0 * H + sel[i], l, h, ch);
+            memcpy(d->stack + (size_t)i * D * D, d->wcomp + (size_t)(k - 6 * L * H) * D * D,
+                   sizeof(float) * D * D);
+        }
+        if (cnt < H) { /* the chosen heads' Δzg columns, side by side */
+            for (size_t r = 0; r < BT; r++)
+                for (int i = 0; i < cnt; i++)
+                    memcpy(d->dzm + r * cnt * D + (size_t)i * D, dz + r * HD + (size_t)sel[i] * D,
+                           sizeof(float) * D);
+            a = d->dzm, lda = (size_t)cnt * D;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, D, cnt * D, sign, a,
+                    (int)lda, d->stack, D, 1.0f, dst, (int)ldd);
     }
 }
 
@@ -615,7 +664,8 @@ static void deep_qkv(deep *g, int l, const float *x, float *qkv) {
  * are not run (as al_model_forward_delta). */
 static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                           const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
-                          const float *embp, float *xL, unsigned char *changed, al_err *e) {
+                          const float *embp, al_circuit_memo *memo, float *xL,
+                          unsigned char *changed, al_err *e) {
     const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
     const size_t HD = (size_t)H * D, BT = (size_t)nb * T;
     deep g = {d, kept, cl, co, embp, BT, BT * 3 * HD, BT * HD, BT * C, 0};
@@ -640,26 +690,60 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
      * the layer (NULL: the clean run's) */
     const float *x = NULL;
     for (int l = l_first; l < l_stop; l++) {
-        deep_qkv(&g, l, x, d->qkv);
-        for (int h = 0; h < H; h++)
-            for (int ch = 0; ch < 3; ch++) {
-                int st = chan_state(kept, L, H, l, h, ch);
-                if (st) deep_channel(&g, l, h, ch, st, d->qkv + (size_t)ch * HD + (size_t)h * D);
-            }
-        attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1);
-        for (int h = 0; h < H; h++) { /* zb becomes the gated z */
-            const float gt = m->gates[l * H + h];
-            const int fixed = cl->zfixed[l * H + h];
-            for (size_t r = 0; r < BT; r++) {
-                float *z = d->zb + r * HD + (size_t)h * D;
-                if (fixed) memcpy(z, cl->zg + (size_t)l * g.Z + r * HD + (size_t)h * D, sizeof(float) * D);
-                else model_gate_row(z, z, gt, D);
-            }
-        }
         float *xn = d->xs + (size_t)(l + 1) * g.X;
-        memcpy(xn, x ? x : cl->x + (size_t)l * g.X, sizeof(float) * g.X);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f, d->zb,
-                    (int)HD, m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
+        if (!x) {
+            /* the residual entering l is the clean run's: only heads with a
+             * corrected channel change, so only their attention is run
+             * (one head at a time) and only their output moves the residual */
+            memcpy(d->zb, cl->zg + (size_t)l * g.Z, sizeof(float) * g.Z);
+            memcpy(xn, cl->x + (size_t)(l + 1) * g.X, sizeof(float) * g.X);
+            float *qh = d->qh, *zh = qh + BT * 3 * D, *dzh = zh + BT * D;
+            for (int h = 0; h < H; h++) {
+                int any = 0;
+                for (int ch = 0; ch < 3; ch++) any |= chan_state(kept, L, H, l, h, ch) != 0;
+                if (!any || cl->zfixed[l * H + h]) continue;
+                for (int ch = 0; ch < 3; ch++) {
+                    const float *b0 = cl->qkv + (size_t)l * g.Q + (size_t)ch * HD + (size_t)h * D;
+                    if (chan_state(kept, L, H, l, h, ch))
+                        deep_channel(&g, l, h, ch, b0, 3 * HD, qh + (size_t)ch * D, 3 * (size_t)D);
+                    else
+                        for (size_t r = 0; r < BT; r++)
+                            memcpy(qh + r * 3 * D + (size_t)ch * D, b0 + r * 3 * HD, sizeof(float) * D);
+                }
+                attention_forward(zh, d->att, qh, nb, T, 1, D, 1);
+                const float gt = m->gates[l * H + h];
+                for (size_t r = 0; r < BT; r++) {
+                    float *z = d->zb + r * HD + (size_t)h * D;
+                    const float *zc = cl->zg + (size_t)l * g.Z + r * HD + (size_t)h * D;
+                    model_gate_row(z, zh + r * D, gt, D);
+                    for (int k = 0; k < D; k++) dzh[r * D + k] = z[k] - zc[k];
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, D, 1.0f, dzh, D,
+                            al_head_wo(m, l, h), C, 1.0f, xn, C);
+            }
+        } else {
+            deep_qkv(&g, l, x, d->qkv);
+            for (int h = 0; h < H; h++)
+                for (int ch = 0; ch < 3; ch++)
+                    if (chan_state(kept, L, H, l, h, ch)) {
+                        float *q = d->qkv + (size_t)ch * HD + (size_t)h * D;
+                        deep_channel(&g, l, h, ch, q, 3 * HD, q, 3 * HD);
+                    }
+            attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1);
+            for (int h = 0; h < H; h++) { /* zb becomes the gated z */
+                const float gt = m->gates[l * H + h];
+                const int fixed = cl->zfixed[l * H + h];
+                for (size_t r = 0; r < BT; r++) {
+                    float *z = d->zb + r * HD + (size_t)h * D;
+                    if (fixed)
+                        memcpy(z, cl->zg + (size_t)l * g.Z + r * HD + (size_t)h * D, sizeof(float) * D);
+                    else model_gate_row(z, z, gt, D);
+                }
+            }
+            memcpy(xn, x, sizeof(float) * g.X);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f,
+                        d->zb, (int)HD, m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
+        }
         float *dz = d->dz + (size_t)l * g.Z;
         const float *zc = co->zg + (size_t)l * g.Z;
         for (size_t i = 0; i < g.Z; i++) dz[i] = d->zb[i] - zc[i];
@@ -667,19 +751,42 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
         x = xn;
     }
     if (x) memset(d->xm + (size_t)l_stop * T, 1, T); /* x is d->xs's layer l_stop */
-    /* layer l_stop's channels, as patches of the incremental forward */
+    /* layer l_stop's channels, as patches of the incremental forward;
+     * from the memo when the residual entering the layer is the clean
+     * run's and the channel's senders are as when it was stored */
     int qkv_done = 0;
+    const int use_memo = memo && memo->syn && !x && l_first < L;
+    if (use_memo && memo->layer != l_stop) {
+        memset(memo->key, 0, (size_t)3 * H * memo->kw);
+        memo->layer = l_stop;
+    }
+    unsigned char cur[2 + (AL_GRAPH_MAX_LAYERS - 1) * 64];
+    const int nk = 2 + l_stop * H;
     for (int h = 0; l_first < L && h < H; h++)
         for (int ch = 0; ch < 3; ch++) {
             int st = chan_state(kept, L, H, l_stop, h, ch);
             if (!st) continue;
-            if (x && !qkv_done) deep_qkv(&g, l_stop, x, d->qkv), qkv_done = 1;
-            const float *base = x ? d->qkv : cl->qkv + (size_t)l_stop * g.Q;
             size_t o = (size_t)ch * HD + (size_t)h * D;
             float *dst = d->syn + (size_t)l_stop * g.Q + o;
-            if (st == 1) copy_rows(dst, base + o, BT, D, 3 * HD);
-            deep_channel(&g, l_stop, h, ch, st, dst);
             memset(d->qm + (((size_t)l_stop * 3 + ch) * H + h) * T, 1, T);
+            unsigned char *key = NULL;
+            if (use_memo && nk <= (int)sizeof cur) {
+                key = memo->key + ((size_t)ch * H + h) * memo->kw;
+                cur[0] = 1, cur[1] = kept[al_graph_k_input(H, l_stop, h, ch, 0)];
+                for (int s0 = 0; s0 < l_stop * H; s0++)
+                    cur[2 + s0] = kept[al_graph_k_comp(L, H, s0, l_stop, h, ch)];
+                if (!memcmp(key, cur, (size_t)nk)) {
+                    copy_rows(dst, memo->syn + o, BT, D, 3 * HD);
+                    continue;
+                }
+            }
+            if (x && !qkv_done) deep_qkv(&g, l_stop, x, d->qkv), qkv_done = 1;
+            const float *base = x ? d->qkv : cl->qkv + (size_t)l_stop * g.Q;
+            deep_channel(&g, l_stop, h, ch, base + o, 3 * HD, dst, 3 * HD);
+            if (key) {
+                copy_rows(memo->syn + o, dst, BT, D, 3 * HD);
+                memcpy(key, cur, (size_t)nk);
+            }
         }
     /* last-layer heads: read by the logits only (as for 1 and 2 layers) */
     const int ll = L - 1;
