@@ -20,7 +20,8 @@
 #        PATCH_PAIRS (64), PATCH_NAIVE_PAIRS (8), PATCH_R (induction R, 50),
 #        ATTR_PAIRS (pairs of the attribution bench, 16: its reference is
 #        every patching sweep), DEEP (0: skip the 4-layer runs),
-#        DEEP_PAIRS (pairs of the 4-layer runs, 8)
+#        DEEP_PAIRS (pairs of the 4-layer runs, 8), DEEP_NAIVE_PAIRS (of its
+#        naive head_pos sweep, 2: 3,232 full forwards)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
 BUILD=${BUILD:-build}
@@ -35,6 +36,7 @@ PATCH_R=${PATCH_R:-50}
 ATTR_PAIRS=${ATTR_PAIRS:-16}
 DEEP=${DEEP:-1}
 DEEP_PAIRS=${DEEP_PAIRS:-8}
+DEEP_NAIVE_PAIRS=${DEEP_NAIVE_PAIRS:-2}
 BIN=$BUILD/bench_engine
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 DIR=$(dirname "$0")
@@ -119,7 +121,7 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
         --pairs "$DEEP_PAIRS" --probe-r "$PATCH_R" --wu-scale 256
 [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] &&
     run patch4 c 0 --mode patch --n-layers 4 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
-        --pairs "$DEEP_PAIRS" --naive-pairs "$DEEP_PAIRS" --probe-r "$PATCH_R"
+        --pairs "$DEEP_PAIRS" --naive-pairs "$DEEP_NAIVE_PAIRS" --probe-r "$PATCH_R"
 echo >&2
 
 BUSY1=$(busy)
@@ -252,7 +254,8 @@ if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/patch4.c.json" ]; then
     P=$TMP/patch4.c.json
     echo "activation patching, head_pos ($(jget "$P" configs) configurations): incremental" \
         "$(jget "$P" config_pairs_per_s) configuration-pairs/s, naive (one full patched forward" \
-        "each) $(jget "$P" naive_config_pairs_per_s): $(jget "$P" speedup)x (metrics within" \
+        "each, on $(jget "$P" naive_pairs) pairs) $(jget "$P" naive_config_pairs_per_s):" \
+        "$(jget "$P" speedup)x ($(jget "$P" speedup_same_pairs)x on the same pairs; metrics within" \
         "$(jget "$P" max_metric_diff))"
 fi
 

@@ -360,8 +360,9 @@ TEST(circuit_file_refusals) {
     snprintf(big, sizeof big, HDR "\"n_edges\": 9, \"edges\": [1,1,1,1,1,1,1,1,1,1]}");
     CHECK(al_circuit_parse(big, strlen(big), 1, 1, k1, &e) == -1);
     CHECKF(strstr(e.msg, "10 edges listed; the graph has 9"), "%s", e.msg);
-    /* a 3-layer model has no graph */
-    CHECK(al_circuit_parse("{}", 2, 3, 4, k1, &e) == -1 && strstr(e.msg, "no head graph"));
+    /* a model deeper than the graph has none */
+    CHECK(al_circuit_parse("{}", 2, AL_GRAPH_MAX_LAYERS + 1, 4, k1, &e) == -1 &&
+          strstr(e.msg, "no head graph"));
     /* a good one: exactly its edges */
     const char *ok = HDR "\"n_edges\": 3, \"edges\": [" E("0.1", "1.2", "k") ", " E("pos", "0.0", "q")
                          ", {\"sender\": \"1.7\", \"receiver\": \"logits\", \"channel\": \"direct\", "

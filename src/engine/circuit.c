@@ -560,8 +560,11 @@ typedef struct deep {
     const unsigned char *kept;
     const al_acts *cl, *co;
     const float *embp;
+    const al_model *m;
     size_t BT, Q, Z, X;
     unsigned ready; /* bit l0: d->dz block l0 holds the circuit's Δzg of layer l0 */
+    const float *x; /* the circuit's residual entering layer xl (NULL: the clean run's) */
+    int xl, dx_ready; /* d->dxb holds x − the clean residual */
 } deep;
 
 /* Δzg of layer l0 (circuit − corrupted). A layer before every changed
@@ -577,7 +580,9 @@ static const float *deep_dz(deep *g, int l0) {
 }
 
 /* dst (BT rows of D, stride ldd) = channel (l, h, ch) of the circuit.
- * base (stride ldb): the channel as the circuit's own residual gives it.
+ * base (stride ldb): the channel as the circuit's own residual gives it;
+ * NULL: formed here when needed, as the clean run's plus (x − clean x) ·
+ * W_c[l,h] with g->x the residual entering layer l (g->xl = l).
  * A channel's input is the sum over its senders of (kept ? the circuit's
  * value : the corrupted run's), so it is either base minus the removed
  * senders' differences or the corrupted run's channel plus the kept
@@ -594,9 +599,20 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
     for (int s0 = 0; s0 < l * H; s0++) nk += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
     const int n = 1 + l * H, from_co = nk < n - nk;
     const float *src = from_co ? g->co->qkv + (size_t)l * g->Q + o : base;
-    const size_t lds = from_co ? 3 * HD : ldb;
+    size_t lds = from_co ? 3 * HD : ldb;
+    if (!src) src = g->cl->qkv + (size_t)l * g->Q + o, lds = 3 * HD;
     if (src != dst)
         for (size_t r = 0; r < BT; r++) memcpy(dst + r * ldd, src + r * lds, sizeof(float) * D);
+    if (!from_co && !base && g->x) { /* the circuit's own channel: + (x − clean x) · W_c */
+        const int C = d->C;
+        if (!g->dx_ready) {
+            const float *xc = g->cl->x + (size_t)g->xl * g->X;
+            for (size_t i = 0; i < g->X; i++) d->dxb[i] = g->x[i] - xc[i];
+            g->dx_ready = 1;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, D, C, 1.0f, d->dxb, C,
+                    head_w(g->m, l, h, ch), D, 1.0f, dst, (int)ldd);
+    }
     if (!nk) return;
     /* from_co: add the kept senders' (circuit − corrupted); else subtract the removed ones' */
     const float sign = from_co ? 1.0f : -1.0f;
@@ -668,7 +684,7 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
                           unsigned char *changed, al_err *e) {
     const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
     const size_t HD = (size_t)H * D, BT = (size_t)nb * T;
-    deep g = {d, kept, cl, co, embp, BT, BT * 3 * HD, BT * HD, BT * C, 0};
+    deep g = {d, kept, cl, co, embp, m, BT, BT * 3 * HD, BT * HD, BT * C, 0, NULL, 0, 0};
     memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
     memset(d->xm, 0, (size_t)(L + 1) * T);
     int l_first = L, l_last = -1;
@@ -754,7 +770,7 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
     /* layer l_stop's channels, as patches of the incremental forward;
      * from the memo when the residual entering the layer is the clean
      * run's and the channel's senders are as when it was stored */
-    int qkv_done = 0;
+    g.x = x, g.xl = l_stop, g.dx_ready = 0;
     const int use_memo = memo && memo->syn && !x && l_first < L;
     if (use_memo && memo->layer != l_stop) {
         memset(memo->key, 0, (size_t)3 * H * memo->kw);
@@ -780,9 +796,7 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
                     continue;
                 }
             }
-            if (x && !qkv_done) deep_qkv(&g, l_stop, x, d->qkv), qkv_done = 1;
-            const float *base = x ? d->qkv : cl->qkv + (size_t)l_stop * g.Q;
-            deep_channel(&g, l_stop, h, ch, base + o, 3 * HD, dst, 3 * HD);
+            deep_channel(&g, l_stop, h, ch, NULL, 0, dst, 3 * HD);
             if (key) {
                 copy_rows(memo->syn + o, dst, BT, D, 3 * HD);
                 memcpy(key, cur, (size_t)nk);
