@@ -36,7 +36,9 @@
  * the composition products (comp_block) and the D-wide correction
  * (sub_comp), and takes exact corrupted-run values where a channel's
  * input is entirely the fill's (graph.h says why the two then agree to
- * float rounding rather than bit for bit). */
+ * float rounding rather than bit for bit). With 3 or more layers it takes
+ * its own path (delta_run_deep, at the end), which recomputes the layers
+ * between changed ones; 1 and 2 layers keep the path they always had. */
 #include "attnlab/graph.h"
 
 #include <cblas.h>
