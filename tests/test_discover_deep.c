@@ -1,8 +1,10 @@
 /* test_discover_deep.c -- circuit discovery (discover.h) on models of
  * more than 2 layers: the planted skip-layer induction circuit
  * (planted.h, planted_model_deep: previous-token head 0.0, induction
- * head 2.0 reading 0.0 by K-composition across the idle layer 1) is
- * what ACDC keeps in both sender orders and what EAP ranks first; on a
+ * head 2.0 reading 0.0 by K-composition across the idle layer 1; also
+ * 4 layers with the induction head in layer 3, and 3 with it in layer 1
+ * and layer 2 idle) is what ACDC keeps in both sender orders and what
+ * EAP ranks first; on a
  * random 3-layer model the sender orders visit what discover.h says. */
 #include <math.h>
 #include <stdlib.h>
@@ -15,7 +17,9 @@
 #include "randmodel.h"
 #include "test.h"
 
-enum { DL = 3, DLI = 2, DR = 10 }; /* 3 layers, induction head in layer 2; R = 10, T = 21 */
+enum { DL = 3, DR = 10 }; /* 3 layers (the random model's); R = 10, T = 21 */
+/* the planted model's depth and its induction head's layer (tests set them) */
+static int g_L = 3, g_li = 2;
 
 static void deep_task(al_pairs *t, const al_model *m) {
     al_patch_opts o = al_patch_opts_defaults();
@@ -26,7 +30,7 @@ static void deep_task(al_pairs *t, const al_model *m) {
 
 static int edge_of(al_edge_kind kind, int s, int l, int h, int c) {
     al_edge ed = {kind, s, l, h, c};
-    return al_graph_edge_index(DL, PH, &ed);
+    return al_graph_edge_index(g_L, PH, &ed);
 }
 
 /* The circuit, as in the 2-layer planted test (test_discover.c) with the
@@ -37,14 +41,15 @@ static int edge_of(al_edge_kind kind, int s, int l, int h, int c) {
  * edge through them carries a difference. */
 static void want_edges(int *w) {
     w[0] = edge_of(AL_EDGE_INPUT, 0, 0, 0, 2);
-    w[1] = edge_of(AL_EDGE_COMPOSITION, 2, DLI, 0, 1);
-    w[2] = edge_of(AL_EDGE_INPUT, 0, DLI, 0, 2);
-    w[3] = edge_of(AL_EDGE_OUTPUT, 2 + DLI * PH, -1, -1, 3);
+    w[1] = edge_of(AL_EDGE_COMPOSITION, 2, g_li, 0, 1);
+    w[2] = edge_of(AL_EDGE_INPUT, 0, g_li, 0, 2);
+    w[3] = edge_of(AL_EDGE_OUTPUT, 2 + g_li * PH, -1, -1, 3);
 }
 
-TEST(discover_deep_planted_acdc) {
+static void planted_acdc(void) {
+    const int DL = g_L;
     al_model m;
-    planted_model_deep(&m, DL, DLI);
+    planted_model_deep(&m, DL, g_li);
     al_pairs t;
     deep_task(&t, &m);
     int want[4];
@@ -79,7 +84,8 @@ TEST(discover_deep_planted_acdc) {
         memcpy(k2, r.kept, (size_t)r.n_edges);
         k2[want[1]] = 0;
         CHECK_OK(al_circuit_eval(&m, &t, k2, 8, &kl, &mv, &e), &e);
-        CHECKF(kl > 0.5 && mv < r.m_clean - 1.0, "without 0.0 -> 2.0.k: kl %g metric %g", kl, mv);
+        CHECKF(kl > 0.5 && mv < r.m_clean - 1.0, "L %d: without 0.0 -> %d.0.k: kl %g metric %g",
+               DL, g_li, kl, mv);
         free(k2);
         al_discover_result_free(&r);
     }
@@ -87,12 +93,24 @@ TEST(discover_deep_planted_acdc) {
     al_model_free(&m);
 }
 
+TEST(discover_deep_planted_acdc) {
+    g_L = 3, g_li = 2;
+    planted_acdc();
+    /* two idle layers between, and an idle layer after the induction head */
+    g_L = 4, g_li = 3;
+    planted_acdc();
+    g_L = 3, g_li = 1;
+    planted_acdc();
+    g_L = 3, g_li = 2;
+}
+
 /* EAP: the four planted edges carry the only nonzero estimates (as in
  * 2 layers), so 0.0 -> 2.0.k ranks among the top four, and the circuit
  * EAP keeps is the four at faithfulness 1. */
 TEST(discover_deep_planted_eap) {
+    g_L = 3, g_li = 2;
     al_model m;
-    planted_model_deep(&m, DL, DLI);
+    planted_model_deep(&m, DL, g_li);
     al_pairs t;
     deep_task(&t, &m);
     int want[4];
