@@ -6,8 +6,10 @@
 # patching sweep, incremental against one full forward per configuration
 # (bench_engine --mode patch); then attribution patching beside the
 # patching sweeps it estimates (bench_engine --mode attr); then ACDC's
-# edges tested per second (bench_engine --mode discover); then the
-# tokenizer bench.
+# edges tested per second (bench_engine --mode discover); then both on
+# a 4-layer model (ACDC over its full 1,378-edge graph, W_U scaled so
+# that every receiver is visited, and the head_pos sweep, each beside its
+# naive evaluation); then the tokenizer bench.
 # Every measurement runs in its own process, so each peak RSS is that
 # run's own. Rates are from the median step time (see bench_engine.c).
 #   env: BUILD (default build), THREADS (2), MIN_TIME (seconds per run, 3),
@@ -17,7 +19,9 @@
 #        PATCH (0: skip the patching sweep, which takes minutes),
 #        PATCH_PAIRS (64), PATCH_NAIVE_PAIRS (8), PATCH_R (induction R, 50),
 #        ATTR_PAIRS (pairs of the attribution bench, 16: its reference is
-#        every patching sweep)
+#        every patching sweep), DEEP (0: skip the 4-layer runs),
+#        DEEP_PAIRS (pairs of the 4-layer runs, 8), DEEP_NAIVE_PAIRS (of its
+#        naive head_pos sweep, 2: 3,232 full forwards)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
 BUILD=${BUILD:-build}
@@ -30,6 +34,9 @@ PATCH_PAIRS=${PATCH_PAIRS:-64}
 PATCH_NAIVE_PAIRS=${PATCH_NAIVE_PAIRS:-8}
 PATCH_R=${PATCH_R:-50}
 ATTR_PAIRS=${ATTR_PAIRS:-16}
+DEEP=${DEEP:-1}
+DEEP_PAIRS=${DEEP_PAIRS:-8}
+DEEP_NAIVE_PAIRS=${DEEP_NAIVE_PAIRS:-2}
 BIN=$BUILD/bench_engine
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 DIR=$(dirname "$0")
@@ -108,6 +115,13 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run discover c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs 32 --probe-r "$PATCH_R"
+# 4 layers: ACDC visits every receiver (W_U x d_model: logits of order 1)
+[ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] &&
+    run discover4 c 0 --mode discover --n-layers 4 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs "$DEEP_PAIRS" --probe-r "$PATCH_R" --wu-scale 256
+[ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] &&
+    run patch4 c 0 --mode patch --n-layers 4 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs "$DEEP_PAIRS" --naive-pairs "$DEEP_NAIVE_PAIRS" --probe-r "$PATCH_R"
 echo >&2
 
 BUSY1=$(busy)
@@ -223,6 +237,26 @@ if [ "$PATCH" = 1 ] && [ -s "$TMP/discover.c.json" ]; then
         "$(jget "$Q" kept) kept"
     echo "a naive evaluation (both runs forward, no reuse) takes at least" \
         "$(jget "$Q" naive_eval_floor_s) s: $(jget "$Q" speedup_vs_naive_floor)x slower per evaluation"
+fi
+
+if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/discover4.c.json" ]; then
+    Q=$TMP/discover4.c.json
+    echo
+    echo "4 layers (d_model 256, 8x32 heads, d_vocab 2048, random weights), induction," \
+        "$(jget "$Q" pairs) pairs, R $PATCH_R:"
+    echo "ACDC (tau 0.01, KL; W_U x 256 so every receiver is visited): $(jget "$Q" edges_tested) of" \
+        "$(jget "$Q" edges) edges tested, $(jget "$Q" evals) evaluations in $(jget "$Q" seconds) s" \
+        "($(jget "$Q" evals_per_s)/s), $(jget "$Q" kept) kept;"
+    echo "  a naive evaluation (both runs forward) takes at least $(jget "$Q" naive_eval_floor_s) s:" \
+        "ACDC is $(jget "$Q" speedup_vs_naive_floor)x faster per evaluation"
+fi
+if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/patch4.c.json" ]; then
+    P=$TMP/patch4.c.json
+    echo "activation patching, head_pos ($(jget "$P" configs) configurations): incremental" \
+        "$(jget "$P" config_pairs_per_s) configuration-pairs/s, naive (one full patched forward" \
+        "each, on $(jget "$P" naive_pairs) pairs) $(jget "$P" naive_config_pairs_per_s):" \
+        "$(jget "$P" speedup)x ($(jget "$P" speedup_same_pairs)x on the same pairs; metrics within" \
+        "$(jget "$P" max_metric_diff))"
 fi
 
 if [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then

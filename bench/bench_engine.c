@@ -15,7 +15,10 @@
  *                  induction pairs: edges tested and circuit evaluations
  *                  per second, beside one plain forward pass of the
  *                  clean and corrupted sequences (what a naive evaluation
- *                  of a circuit costs at least)
+ *                  of a circuit costs at least); --wu-scale d_model gives
+ *                  the random model logits of order 1, so that ACDC keeps
+ *                  heads alive and visits every receiver of the graph
+ *                  (at 1 it removes every logits edge and stops there)
  *   --mode patch   the activation-patching sweep al_patch_run (component
  *                  head_pos: every head x position, task induction) with
  *                  the incremental forward (al_model_forward_delta) on
@@ -48,7 +51,7 @@
 static const char *o_mode = "train";
 static int o_layers = 2, o_dmodel = 256, o_heads = 8, o_dhead = 32, o_ctx = 256;
 static int o_vocab = 4096, o_batch = 16, o_threads = 2, o_warmup = 2, o_sgemm_n = 4096;
-static double o_min_time = 3.0;
+static double o_min_time = 3.0, o_wu_scale = 1.0;
 static int o_pairs = 64, o_naive_pairs = 8, o_patch_r = 50, o_patch_batch = 8;
 
 static al_flag flags[] = {
@@ -68,6 +71,9 @@ static al_flag flags[] = {
     {"naive-pairs", AL_INT, &o_naive_pairs, "N", "patch: pairs of the naive sweep", 0, 0},
     {"probe-r", AL_INT, &o_patch_r, "R", "patch: induction task R", 0, 0},
     {"patch-batch", AL_INT, &o_patch_batch, "N", "patch: pairs per forward", 0, 0},
+    {"wu-scale", AL_FLOAT, &o_wu_scale, "X",
+     "discover: W_U times X (logits of order 1 at X = d_model, so ACDC visits every receiver)", 0,
+     0},
     AL_FLAGS_END};
 
 static double peak_rss_mb(void) {
@@ -320,6 +326,7 @@ static int bench_discover(void) {
     al_model m;
     if (sweep_model(&m, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
     const al_config c = m.cfg;
+    for (size_t i = 0; i < m.param_size[AL_P_WU]; i++) m.p[AL_P_WU][i] *= (float)o_wu_scale;
     al_patch_opts po = al_patch_opts_defaults();
     po.probe_r = o_patch_r, po.probe_n = o_pairs, po.batch = o_patch_batch;
     al_discover_opts o = al_discover_opts_defaults();

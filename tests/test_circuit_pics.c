@@ -328,10 +328,10 @@ TEST(circpics_curve) {
 }
 
 TEST(circpics_refusals) {
-    t_pbuf m = t_pcopy("m2"), m1 = t_pcopy("m1"), m3 = t_pcopy("m3");
+    t_pbuf m = t_pcopy("m2"), m1 = t_pcopy("m1"), m17 = t_pcopy("m17");
     make_model(m.s, 2, 4);
     make_model(m1.s, 1, 4);
-    make_model(m3.s, 3, 4);
+    make_model(m17.s, AL_GRAPH_MAX_LAYERS + 1, 1);
     /* a run of another kind only */
     circ_fix f = {.prev = 1, .sweep = 0, .eap = 0, .scores = 0, .kind = "attribute"};
     long other = circ_fixture(t_path("r.db"), m.s, &f);
@@ -348,8 +348,8 @@ TEST(circpics_refusals) {
     al_image_free(&im);
     refused(m.s, "--what circuit-curve", "no tau sweep");
     refused(m.s, "--what circuit --tau 0.5", "no ACDC circuit at tau 0.5 (its taus: 0.01)");
-    /* three layers: refused before the database is read */
-    refused(m3.s, "--what circuit", "1- and 2-layer models");
+    /* deeper than the graph: refused before the database is read */
+    refused(m17.s, "--what circuit", "covers models of 1 to 16 layers");
     /* no rows at all for the model */
     refused(m1.s, "--what circuit", "no results for model");
     /* a bad --tau is a usage error */

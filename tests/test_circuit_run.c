@@ -40,6 +40,14 @@ static double max_diff(const float *a, const float *b, size_t n) {
 
 static int g_pos_type = AL_POS_STANDARD; /* circuit_run_shortformer sets it */
 
+/* rand_model, with gates that stay below 1.2 from 3 layers on (its
+ * gates grow with the head's index: 3.7 at 4 layers saturates the
+ * softmax, so the runs would not differ). */
+static void rand_any(al_model *m, int L) {
+    rand_model(m, L, 0, 20);
+    for (int k = 0; L >= 3 && k < L * m->cfg.n_heads; k++) m->gates[k] = 0.5f + 0.2f * (float)(k % 4);
+}
+
 /* The circuit attached to a test's model (hooks; graph.h): sp, or none. */
 static al_circuit_exec g_cx;
 static void use(al_model *m, const al_circuit_spec *sp) {
@@ -52,7 +60,7 @@ static void ends(int L) {
     al_model m;
     al_pairs t;
     al_err e;
-    rand_model(&m, L, 0, 20);
+    rand_any(&m, L);
     m.cfg.pos_type = g_pos_type;
     task(&t, &m, 5, 6, &e);
     const int B = t.N, T = t.T, H = m.cfg.n_heads;
@@ -80,6 +88,8 @@ static void ends(int L) {
 TEST(circuit_run_all_and_none) {
     ends(1);
     ends(2);
+    ends(3);
+    ends(4);
 }
 
 /* KL(clean || circuit) and the task's metric at the items, from probs. */
@@ -101,7 +111,7 @@ static void versus_discover(int L) {
     al_model m;
     al_pairs t;
     al_err e;
-    rand_model(&m, L, 0, 20);
+    rand_any(&m, L);
     m.cfg.pos_type = g_pos_type;
     task(&t, &m, 5, 6, &e);
     if (L == 2) as_logit_diff(&t, 20);
@@ -113,11 +123,25 @@ static void versus_discover(int L) {
     al_rng rng;
     al_rng_seed(&rng, 7 + (uint64_t)L);
     double worst_kl = 0.0, worst_m = 0.0;
-    for (int trial = 0; trial < 12; trial++) {
+    /* deeper models: one trial per layer l with edges removed only into
+     * layer l's channels and the logits (ACDC's usual state: the
+     * incremental forward alone), and one per l with the logits edges of
+     * later heads removed too (the layers between recomputed in full) */
+    const int n_trials = 12 + (L >= 3 ? 2 * L : 0);
+    for (int trial = 0; trial < n_trials; trial++) {
         /* keep each edge with probability 1/2 (trial 0: only composition
          * and output edges removed, the paths discovery cares most about) */
         for (int i = 0; i < n; i++)
             k[i] = trial == 0 ? i < 6 * L * H : (al_rng_u64(&rng) >> 11) % 2 == 0;
+        if (trial >= 12) {
+            const int l = (trial - 12) % L, with_out = trial - 12 >= L;
+            for (int i = 0; i < n; i++) {
+                al_edge ed;
+                al_graph_edge(L, H, i, &ed);
+                if (ed.recv_layer >= 0 && ed.recv_layer != l) k[i] = 1;
+                if (ed.recv_layer < 0 && !with_out) k[i] = 1;
+            }
+        }
         double kl_d, m_d, kl_e, m_e;
         CHECK_OK(al_circuit_eval(&m, &t, k, 2, &kl_d, &m_d, &e), &e);
         use(&m, &sp);
@@ -141,14 +165,24 @@ TEST(circuit_run_matches_discovery_eval) {
     versus_discover(2);
 }
 
+/* 3 and 4 layers: the hooks' full forward and discovery's incremental
+ * evaluation (whose deep path recomputes layers apart from the hooks)
+ * agree; the ends are the plain and the corrupted run. */
+TEST(circuit_run_deep_matches_discovery_eval) {
+    versus_discover(3);
+    versus_discover(4);
+}
+
 /* Shortformer positions (W_pos added to q and k after x·W, the circuit's
  * corrections after that): the ends and discovery's evaluation agree. */
 TEST(circuit_run_shortformer) {
     g_pos_type = AL_POS_SHORTFORMER;
     ends(1);
     ends(2);
+    ends(3);
     versus_discover(1);
     versus_discover(2);
+    versus_discover(3);
 }
 
 /* Resampling is the corrupted fill on the batch rotated by one sequence
@@ -203,16 +237,75 @@ TEST(circuit_run_resample_and_mean) {
     al_model_free(&m);
 }
 
-TEST(circuit_run_refuses_three_layers) {
+TEST(circuit_run_refuses_deeper_than_graph) {
     al_config c = al_config_default();
-    c.n_layers = 3, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 8, c.d_vocab = 10;
+    c.n_layers = AL_GRAPH_MAX_LAYERS + 1, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 8, c.d_vocab = 10;
     al_model m;
     al_err e;
     CHECK_OK(al_model_init(&m, &c, &e), &e);
     unsigned char k[1] = {1};
     al_circuit_spec sp = {.kept = k, .fill = AL_FILL_RESAMPLE};
     al_circuit_exec cx;
-    CHECK(al_circuit_attach(&cx, &m, &sp, &e) == -1 && strstr(e.msg, "1- and 2-layer"));
+    CHECK(al_circuit_attach(&cx, &m, &sp, &e) == -1 && strstr(e.msg, "1 to 16 layers"));
     CHECK(m.hooks.n == 0);
+    al_model_free(&m);
+}
+
+/* The memory of corrected channels (al_circuit_memo, 4 layers): along an
+ * ACDC-like path (edges into layer 3, then layer 2, then the logits
+ * removed one at a time, every fourth put back), each circuit's final
+ * residual with the batch's memo is the one computed afresh (memo NULL),
+ * bit for bit: a reused channel is the same numbers, never a stale one. */
+TEST(circuit_delta_memo_matches_fresh) {
+    al_model m;
+    al_pairs t;
+    al_err e;
+    const int L = 4;
+    rand_any(&m, L);
+    task(&t, &m, 5, 4, &e);
+    const int B = t.N, T = t.T, H = m.cfg.n_heads, C = m.cfg.d_model, HD = H * m.cfg.d_head;
+    const int n = al_graph_n_edges(L, H);
+    al_acts cl, co;
+    CHECK_OK(al_acts_alloc(&cl, &m.cfg, B, T, &e), &e);
+    CHECK_OK(al_acts_alloc(&co, &m.cfg, B, T, &e), &e);
+    CHECK_OK(al_model_forward(&m, t.clean, NULL, B, T, &e) || al_acts_save(&m, &cl, &e), &e);
+    CHECK_OK(al_model_forward(&m, t.corr, NULL, B, T, &e) || al_acts_save(&m, &co, &e), &e);
+    al_circuit_delta d;
+    al_circuit_memo mm;
+    CHECK_OK(al_circuit_delta_init(&d, &m, B, T, &e), &e);
+    CHECK_OK(al_circuit_memo_init(&mm, &d, B, &e), &e);
+    float *embp = malloc(sizeof(float) * (size_t)(L - 1) * B * T * 3 * HD);
+    al_circuit_delta_embp(&d, &m, t.clean, t.corr, B, embp);
+    size_t X = (size_t)B * T * C;
+    float *a = malloc(sizeof(float) * X), *b = malloc(sizeof(float) * X);
+    unsigned char *ca = malloc((size_t)B * T), *cb = malloc((size_t)B * T);
+    unsigned char *k = kept_all(L, H, 1);
+    al_rng rng;
+    al_rng_seed(&rng, 99);
+    int steps = 0, reused = 0, differ = 0;
+    const int order[3] = {3, 2, -1}; /* receivers' layer; -1: the logits */
+    for (int p = 0; p < 3; p++)
+        for (int i = 0; i < n && steps < 120; i++) {
+            al_edge ed;
+            al_graph_edge(L, H, i, &ed);
+            if (ed.recv_layer != order[p] || (al_rng_u64(&rng) >> 11) % 3) continue;
+            k[i] = 0;
+            CHECK_OK(al_circuit_delta_run(&d, &m, k, &cl, &co, t.clean, t.corr, embp, &mm, a, ca, &e),
+                     &e);
+            CHECK_OK(al_circuit_delta_run(&d, &m, k, &cl, &co, t.clean, t.corr, embp, NULL, b, cb, &e),
+                     &e);
+            differ += memcmp(a, b, sizeof(float) * X) != 0 || memcmp(ca, cb, (size_t)B * T) != 0;
+            reused += mm.layer >= 0;
+            if (steps % 4 == 3) k[i] = 1;
+            steps++;
+        }
+    CHECKF(differ == 0 && steps > 30 && reused > 10, "%d of %d circuits differ (memo used %d times)",
+           differ, steps, reused);
+    free(k), free(a), free(b), free(ca), free(cb), free(embp);
+    al_circuit_memo_free(&mm);
+    al_circuit_delta_free(&d);
+    al_acts_free(&cl);
+    al_acts_free(&co);
+    al_pairs_free(&t);
     al_model_free(&m);
 }

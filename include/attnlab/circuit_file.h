@@ -41,7 +41,8 @@ typedef struct al_circuit_info {
  * graph (al_graph_n_edges(L, H) entries in kept and score; score may be
  * NULL: every score null), the kept edges in index order. 0 with *text
  * malloc'd (NUL-terminated, ending in a newline; the caller frees), or
- * −1 with e (a graph of other than 1 or 2 layers, out of memory). */
+ * −1 with e (a graph of no or more than AL_GRAPH_MAX_LAYERS layers, out of
+ * memory). */
 int al_circuit_format(const al_circuit_info *info, int L, int H, const unsigned char *kept,
                       const double *score, char **text, al_err *e);
 
@@ -55,7 +56,7 @@ int al_circuit_format(const al_circuit_info *info, int L, int H, const unsigned 
  * graph has, a count of edges other than n_edges, an edge naming a layer or head the
  * model lacks, a channel other than q, k, v, direct, an edge the graph
  * does not have (1.2 -> 0.3.q, embed -> logits.q), the same edge twice.
- * A model of other than 1 or 2 layers has no graph: −1. */
+ * A model deeper than AL_GRAPH_MAX_LAYERS has no graph: −1. */
 int al_circuit_parse(const char *text, size_t n, int L, int H, unsigned char *kept, al_err *e);
 
 /* al_circuit_parse on the file at path (at most AL_CIRCUIT_MAX_BYTES;

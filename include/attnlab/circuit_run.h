@@ -46,7 +46,7 @@ typedef struct al_circuit_run {
  * to AL_FILL_CORRUPTED and sets spec.corr) or "mean" (needs val: means
  * over batches × batch windows of T tokens; T <= n_ctx). Nothing is
  * attached to m. 0, or −1 with e and *cr zeroed: an unknown fill, a mean
- * without tokens, a model of other than 1 or 2 layers, a bad file, out
+ * without tokens, a model deeper than AL_GRAPH_MAX_LAYERS, a bad file, out
  * of memory. */
 int al_circuit_run_open(al_circuit_run *cr, al_model *m, const char *path, const char *fill,
                         const al_tokens *val, int T, int batches, int batch, al_err *e);

@@ -1,7 +1,8 @@
 /* discover.h -- circuit discovery over the head graph (the library; the
  * command is cmd_discover.c). ACDC (Conmy et al. 2023) and, for comparison, a
  * ranking by edge attribution patching (Syed et al. 2023), on a task's
- * pairs (pairs.h, patch.h), for models of 1 or 2 layers.
+ * pairs (pairs.h, patch.h), for models of any depth the graph covers
+ * (1 to AL_GRAPH_MAX_LAYERS layers).
  *
  * The graph and its edge indices: graph.h.
  *
@@ -9,9 +10,9 @@
  * edge not kept carrying its sender's value from the corrupted run
  * instead (path-level, as path patching): a receiver's input is the sum
  * over its senders of (kept ? the sender's value in this run : the
- * sender's value in the corrupted run). A kept edge from a layer-0 head
- * carries that head's output as computed in this (circuit) run, so
- * removals upstream propagate. With every edge kept it is the clean run;
+ * sender's value in the corrupted run). A kept edge from a head carries
+ * that head's output as computed in this (circuit) run, so removals
+ * upstream propagate through every layer. With every edge kept it is the clean run;
  * with none kept, the corrupted run's logits. pos carries the same value
  * in both runs (they share positions), so its edges never change a
  * circuit. A model's gates and z replacements apply in both runs as in
@@ -26,9 +27,10 @@
  * (1 = the circuit does all the model does; NaN when M_clean == M_corr).
  *
  * ACDC: receivers visited from the logits backwards (the logits, then
- * layer-1 heads from the last to the first, then layer-0 heads; channels
- * q, k, v in turn), and for each of a receiver's incoming edges in index
- * order: remove it; if the metric's loss grows by at most tau over its
+ * the last layer's heads from the last to the first, then the layer
+ * before, down to layer 0; channels q, k, v in turn), and for each of a
+ * receiver's incoming edges in the order o->order says (embed, pos, then
+ * the heads of earlier layers from layer 0 up, or the reverse): remove it; if the metric's loss grows by at most tau over its
  * value before this removal, it stays removed, else it is put back (at
  * most, so that tau = 0 removes exactly the edges that change nothing; a
  * pos edge is removed at growth 0 without an evaluation). A head none of
@@ -69,8 +71,8 @@ typedef struct al_discover_opts {
     /* acdc: the order in which a receiver's senders are tried.
      * "embed-first" (default): index order, embed, pos, then the heads
      * of earlier layers from layer 0 up; "latest-first": the reverse,
-     * the latest head first and embed last, as the reference
-     * implementation of Conmy et al. (2023) does. */
+     * the latest layer's last head first and embed last (at any depth),
+     * as the reference implementation of Conmy et al. (2023) does. */
     const char *order;
     /* acdc: remove an edge when the loss grows by "le" (default): at
      * most tau; "lt": less than tau, as the reference implementation. */
@@ -85,8 +87,8 @@ int al_discover_opts_check(const al_discover_opts *o, al_err *e);
 
 /* The metrics of task t with only the edges kept[k] != 0 (n_edges
  * entries) as above: *kl (mean KL from the clean run) and *metric (the
- * task's metric M); either may be NULL. −1 with e: a model of more than 2
- * layers, a task that does not fit m, out of memory. */
+ * task's metric M); either may be NULL. −1 with e: a model deeper than
+ * AL_GRAPH_MAX_LAYERS, a task that does not fit m, out of memory. */
 int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, int batch,
                     double *kl, double *metric, al_err *e);
 
@@ -107,8 +109,8 @@ typedef struct al_discover_result {
 } al_discover_result;
 
 /* Discover a circuit for task t with o. −1 (nothing assigned): bad
- * options, a model of more than 2 layers, a task that does not fit m, no
- * items, out of memory, interrupted. */
+ * options, a model deeper than AL_GRAPH_MAX_LAYERS, a task that does not
+ * fit m, no items, out of memory, interrupted. */
 int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
                     al_discover_result *r, al_err *e);
 void al_discover_result_free(al_discover_result *r);

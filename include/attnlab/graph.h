@@ -73,8 +73,9 @@ const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
  * and circuit discovery do). A receiver's input (head l.h's q, k or v
  * input; the logits' residual) is the sum over its senders of
  * (kept ? the sender's value in this run : the sender's fill value), so
- * a layer-1 head reading a kept edge from 0.h0 gets 0.h0's output as
- * computed in the circuit run (removals upstream propagate). A sender's
+ * a head reading a kept edge from an earlier head l0.h0 gets l0.h0's
+ * output as computed in the circuit run (removals upstream propagate,
+ * through any number of layers). A sender's
  * value: embed W_E[token], a head's output zg_h · W_O[l,h] (its gated z:
  * gates and z replacements apply in the fill runs too). pos carries the
  * same value under every fill (the fill runs share positions; a mean at
@@ -84,7 +85,7 @@ const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
  *                      taking sequence (b + 1) mod B's tokens (B >= 2);
  *   AL_FILL_MEAN       per-position means given (mean_x0, mean_zg).
  * All edges kept: the plain forward, bit for bit (nothing is adjusted).
- * Models of 1 or 2 layers only. Costs one extra forward for a corrupted
+ * Models of 1 to AL_GRAPH_MAX_LAYERS layers. Costs one extra forward for a corrupted
  * or resampled fill; the adjustments are small matmuls (D-wide).
  *
  * The run is a set of hooks (hooks.h; circuit.c): al_circuit_attach
@@ -110,11 +111,11 @@ typedef struct al_circuit_exec {
     float *ws;            /* scratch (circuit.c), grown on demand */
     size_t cap;
     int de_ready;         /* this forward's embedding differences are computed */
-    int dz_ready;         /* this forward's layer-0 Δzg (all heads) is computed */
+    unsigned dz_ready;    /* bit l: this forward's layer-l Δzg (all heads) is computed */
 } al_circuit_exec;
 
 /* Run circuit sp (borrowed) in m's forwards from now on: 0, or −1 with e
- * (no edges, a model of other than 1 or 2 layers, an unknown fill, a
+ * (no edges, a model deeper than AL_GRAPH_MAX_LAYERS, an unknown fill, a
  * mean fill without its means, no room for the hooks). x is zeroed
  * first. */
 int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp, al_err *e);
@@ -131,42 +132,75 @@ void al_circuit_detach(al_circuit_exec *x);
  * plain forwards of clean and corr, (nb, T) each). A circuit is one
  * incremental patched forward from cl (al_model_forward_delta): a
  * layer-0 channel whose embed edge is removed is patched with co's q/k/v
- * (pos is the same in both runs); a layer-1 channel gets cl's minus the
- * removed senders' differences (a channel with every sender removed:
- * co's, exactly); a removed last-layer head → logits edge patches its z
- * with co's; removed embed and layer-0 head logits edges are subtracted
- * from the final residual. So it agrees with the hooks' full forward to
- * float rounding, not bit for bit (that one subtracts throughout). */
+ * (pos is the same in both runs); a later channel gets the circuit's own
+ * minus the removed senders' differences (a channel with every sender
+ * removed: co's, exactly); a removed last-layer head → logits edge
+ * patches its z with co's; removed embed and earlier heads' logits edges
+ * are subtracted from the final residual. With 3 or more layers, the
+ * layers between the first and the last one with a removed channel edge
+ * are recomputed in full first (circuit.c, delta_run_deep), so their
+ * Δzg is the circuit's; ACDC mostly changes one layer at a time. So it
+ * agrees with the hooks' full forward to float rounding, not bit for
+ * bit (that one subtracts throughout). */
 typedef struct al_circuit_delta {
     int L, H, D, C, B, T;   /* B, T: capacity */
-    float *wcomp;           /* L = 2: (H0, H1, 3, D, D) W_O[0,h0] · W_c[1,h1] */
+    float *wcomp;           /* L >= 2: (D, D) W_O[l0,h0] · W_c[l1,h1] per composition
+                             * edge k, at (k − 6·L·H)·D² */
     float *syn;             /* (L, B, T, 3, H, D) q/k/v sources */
     float *zsrc;            /* (L, B, T, H, D) z sources */
-    float *fix;             /* (B, T, C) removed logits edges of layer-0 heads */
-    float *dz;              /* (B, T, H, D) layer-0 zg: circuit − corrupted */
-    float *dzm;             /* (B, T, H, D) the same, heads kept zeroed */
+    float *fix;             /* (B, T, C) removed logits edges of earlier heads */
+    float *dz;              /* (L, B, T, H, D) zg per layer: circuit − corrupted */
+    float *dzm;             /* (B, T, H, D) one layer's, heads kept zeroed */
     float *stack;           /* (H·D, D) */
-    unsigned char *qm, *zm, *dirty; /* (L,3,H,T) (L,H,T) (T) */
+    /* L >= 3 (else NULL): layers recomputed in full */
+    float *wqkv;            /* (L, C, 3·H·D) fused W_Q|W_K|W_V */
+    float *xs;              /* (L+1, B, T, C) the circuit's residual */
+    float *qkv, *att, *zb, *dxb; /* (B,T,3HD) (B,H,T,T) (B,T,HD) (B,T,C) */
+    float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
+    unsigned char *qm, *zm, *dirty, *xm; /* (L,3,H,T) (L,H,T) (T) (L+1,T) */
     al_delta_ws ws;
 } al_circuit_delta;
 
-/* Workspace for batches of up to B sequences of T tokens of m (1 or 2
- * layers), with the composition products: 0, or −1 with e (*d zeroed). */
+/* Workspace for batches of up to B sequences of T tokens of m (1 to
+ * AL_GRAPH_MAX_LAYERS layers), with the composition products: 0, or −1
+ * with e (*d zeroed). */
 int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e);
 void al_circuit_delta_free(al_circuit_delta *d);
-/* L = 2: embp (nb, T, 3, H, D) = (W_E[clean] − W_E[corr]) · W_c[1, h]
- * for every layer-1 head and channel (what every evaluation of the batch
- * subtracts for a removed embed edge); nb <= d->B. Uses d->fix. */
+/* L >= 2: embp (L−1, nb, T, 3, H, D) = (W_E[clean] − W_E[corr]) · W_c[l, h]
+ * for every head of layers 1..L−1 and channel (what every evaluation of
+ * the batch subtracts for a removed embed edge); nb <= d->B. Uses d->fix. */
 void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
                            const int *corr, int nb, float *embp);
+/* What the evaluations of one batch can reuse (3 or more layers): the
+ * corrected q/k/v channels of one layer from earlier evaluations, each
+ * with the kept bits of its senders then. A channel is reused only when
+ * the circuit's residual entering its layer is the clean run's (no
+ * removed channel edge in an earlier layer), where it depends on its own
+ * senders' kept bits alone, so ACDC's sweep through one layer's
+ * receivers corrects one channel per evaluation, not every removed one.
+ * Valid for one batch's cl, co and embp. */
+typedef struct al_circuit_memo {
+    float *syn;           /* (nb, T, 3, H, D) */
+    unsigned char *key;   /* (3·H, 2 + (L−1)·H): [0] 1 when stored, then the kept bits of
+                           * embed and of each earlier layer's heads */
+    int layer;            /* the layer of syn, −1 none */
+    int kw;               /* bytes per key */
+} al_circuit_memo;
+/* Room for batches of nb sequences of d: 0, or −1 with e (*mm zeroed). */
+int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e);
+void al_circuit_memo_free(al_circuit_memo *mm);
+
 /* The final residual xL (nb, T, C) of the circuit kept[] (n_edges) on the
  * clean sequences, and changed (nb·T): 1 where a row may differ from
  * cl's (elsewhere xL is cl's, bit for bit; every edge kept: nothing
  * changed). Runs a full forward of m when a layer-0 channel is patched
- * (m's activations change; its hooks run). 0, or −1 with e. */
+ * in a 1- or 2-layer model (m's activations change; its hooks run).
+ * memo: NULL, or the batch's memory (3 or more layers; unused below).
+ * 0, or −1 with e. */
 int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
-                         const float *embp, float *xL, unsigned char *changed, al_err *e);
+                         const float *embp, al_circuit_memo *memo, float *xL,
+                         unsigned char *changed, al_err *e);
 
 /* The index formulas above (no range checks: callers loop in range). */
 static inline int al_graph_k_input(int H, int l, int h, int c, int s) {

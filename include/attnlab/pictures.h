@@ -34,7 +34,8 @@
  *                given; else the ACDC circuit at the run's own tau
  *                (runs.config_json "tau"); else its EAP circuit; else the
  *                ACDC circuit of the smallest tau (the most faithful of a
- *                sweep). 1- and 2-layer models only
+ *                sweep). Models the head graph covers (graph.h: 1 to
+ *                AL_GRAPH_MAX_LAYERS layers), one row of nodes per layer
  *   circuit-curve  the run's tau sweep: edges kept against faithfulness,
  *                one point per ACDC circuit labelled with its tau (and
  *                the EAP circuit's point when there is one); refused
@@ -93,7 +94,7 @@ enum {
     AL_PIC_MODEL = 1,     /* a model's weights (without it: every model of --db, no weights) */
     AL_PIC_DB = 2,        /* --db is required (else read when given) */
     AL_PIC_RUN_MODEL = 4, /* without --model: the model of --run (needs --db and --run) */
-    AL_PIC_SMALL = 8      /* 1- and 2-layer models only (checked before the database) */
+    AL_PIC_GRAPH = 8      /* models the head graph covers (checked before the database) */
 };
 
 /* The picture kinds, one line each, in the order they are listed:
@@ -135,12 +136,12 @@ enum {
       "--db: its attribution patching estimates against actual patching, per grid (the run must "  \
       "have compared them)")                                                                  \
     X(circuit, "circuit", "circuits",                                                         \
-      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_SMALL,                             \
+      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_GRAPH,                             \
       "--db: an attnlab discover run's circuit as a layered graph: colour = channel, width = "      \
       "score, removed edges pale (--kept-only: absent); at --tau, else the run's own tau, "   \
       "else EAP, else the smallest tau")                                                      \
     X(circuit_curve, "circuit-curve", "circuits",                                             \
-      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_SMALL,                             \
+      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_GRAPH,                             \
       "--db: the run's tau sweep: edges kept against faithfulness")                                 \
     X(view, "view", "views", AL_PIC_MODEL | AL_PIC_DB,                                      \
       "--db --metric M: any result an analysis stored as a view (e.g. attnstats's "           \

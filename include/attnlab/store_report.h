@@ -191,7 +191,7 @@ int al_sr_circuit(al_store *s, const char *run, const char *method, const char *
 /* Heads in a kept edge of the circuit, by name: name. */
 int al_sr_circuit_heads(al_store *s, const char *run, const char *method, const char *tau,
                         al_rows *out, al_err *e);
-/* Kept layer-0 -> layer-1 K edges, strongest first: sender, "1.h",
+/* Kept head -> later head K edges (any layers), strongest first: sender, "l.h",
  * score, K-composition score, its baseline, path patching's effect. */
 int al_sr_circuit_k_edges(al_store *s, const char *run, const char *method, const char *tau,
                           al_rows *out, al_err *e);

@@ -56,7 +56,8 @@ int al_circuit_format(const al_circuit_info *info, int L, int H, const unsigned 
                       const double *score, char **text, al_err *e) {
     *text = NULL;
     int n = al_graph_n_edges(L, H), n_kept = 0;
-    if (!n) return al_errf(e, "circuit file: a %d-layer model has no head graph (1 or 2 layers)", L);
+    if (!n) return al_errf(e, "circuit file: a %d-layer model has no head graph (1 to %d layers)", L,
+                          AL_GRAPH_MAX_LAYERS);
     for (int k = 0; k < n; k++) n_kept += kept[k] != 0;
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
     int ok = root && add_str(root, "format", AL_CIRCUIT_FORMAT) &&
@@ -198,7 +199,8 @@ static int parse_head(const cJSON *root, int n_graph, const cJSON **edges, al_er
 
 int al_circuit_parse(const char *text, size_t n, int L, int H, unsigned char *kept, al_err *e) {
     int n_graph = al_graph_n_edges(L, H);
-    if (!n_graph) return al_errf(e, "a %d-layer model has no head graph (1 or 2 layers)", L);
+    if (!n_graph) return al_errf(e, "a %d-layer model has no head graph (1 to %d layers)", L,
+                                  AL_GRAPH_MAX_LAYERS);
     cJSON *root = NULL;
     const cJSON *edges = NULL;
     if (al_json_parse(text, n, NULL, &root, e)) return -1;

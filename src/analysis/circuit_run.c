@@ -75,8 +75,8 @@ int al_circuit_run_open(al_circuit_run *cr, al_model *m, const char *path, const
     cr->L = c->n_layers, cr->H = c->n_heads;
     cr->n_edges = al_graph_n_edges(cr->L, cr->H);
     if (!cr->n_edges)
-        return al_errf(e, "a circuit runs on 1- and 2-layer models (this one has %d layers)",
-                       cr->L);
+        return al_errf(e, "a circuit runs on models of 1 to %d layers (this one has %d)",
+                       AL_GRAPH_MAX_LAYERS, cr->L);
     cr->kept = al_malloc((size_t)cr->n_edges, 1, e);
     if (!cr->kept || al_circuit_load(path, cr->L, cr->H, cr->kept, e)) goto fail;
     for (int k = 0; k < cr->n_edges; k++) cr->n_kept += cr->kept[k];

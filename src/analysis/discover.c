@@ -3,8 +3,8 @@
  * Both runs of every batch of pairs are computed once and cached (al_acts),
  * with what every evaluation reads from them: the clean run's next-token
  * distributions at the items (for KL), both runs' item values, and the
- * embedding difference already taken through each layer-1 head's W_Q,
- * W_K, W_V. A circuit is then evaluated by the engine's incremental
+ * embedding difference already taken through each later-layer head's
+ * W_Q, W_K, W_V. A circuit is then evaluated by the engine's incremental
  * circuit run (graph.h, al_circuit_delta_run in engine/circuit.c: one
  * incremental patched forward per batch from the clean cache, the
  * arithmetic of edge removal beside the hooks that run circuits in a full
@@ -68,7 +68,8 @@ int al_discover_opts_check(const al_discover_opts *o, al_err *e) {
 typedef struct dbatch {
     int n0, nb, i0, ni; /* pairs n0..n0+nb−1, items i0..i0+ni−1 */
     al_acts cl, co;
-    float *embp; /* L = 2: (nb, T, 3, H, D) (W_E[clean] − W_E[corr]) · W_c[1, h] */
+    float *embp; /* L >= 2: (L−1, nb, T, 3, H, D) (W_E[clean] − W_E[corr]) · W_c[l, h] */
+    al_circuit_memo memo; /* L >= 3: corrected channels the batch's evaluations reuse */
 } dbatch;
 
 typedef struct dctx {
@@ -95,6 +96,7 @@ static void ctx_free(dctx *d) {
         al_acts_free(&d->bt[i].cl);
         al_acts_free(&d->bt[i].co);
         free(d->bt[i].embp);
+        al_circuit_memo_free(&d->bt[i].memo);
     }
     free(d->bt);
     free(d->p);
@@ -109,7 +111,8 @@ static void ctx_free(dctx *d) {
 static int memory_fits(const al_pairs *t, const al_config *c, al_err *e) {
     double N = t->N, T = t->T, L = c->n_layers, H = c->n_heads, HD = H * c->d_head;
     double acts = (L + 1) * T * c->d_model + L * T * 3 * HD + L * H * T * T + 2 * L * T * HD;
-    double need = (2.0 * N * acts + N * T * 3 * HD + (double)t->n_items * c->d_vocab) *
+    double need = (2.0 * N * acts + (L > 2 ? L : 1) * N * T * 3 * HD +
+                   (double)t->n_items * c->d_vocab) *
                   sizeof(float);
     double have = al_mem_total();
     if (have > 0 && need > 0.8 * have)
@@ -177,9 +180,9 @@ static void item_eval(dctx *d, const dbatch *b, const float *xL, const unsigned 
 static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *e) {
     memset(d, 0, sizeof *d);
     const al_config *c = &m->cfg;
-    if (c->n_layers > 2)
-        return al_errf(e, "circuit discovery covers 1- and 2-layer models (this one has %d layers)",
-                       c->n_layers);
+    if (al_graph_n_edges(c->n_layers, c->n_heads) <= 0)
+        return al_errf(e, "circuit discovery covers models of 1 to %d layers (this one has %d)",
+                       AL_GRAPH_MAX_LAYERS, c->n_layers);
     if (batch < 1 || batch > 100000)
         return al_errf(e, "discovery needs 1 <= batch <= 100000 (got %d)", batch);
     if (al_pairs_check(t, c->n_ctx, c->d_vocab, e) || memory_fits(t, c, e)) return -1;
@@ -227,11 +230,12 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
             if (k == 1) memcpy(d->kl_co + b->i0, d->ikl, sizeof(double) * b->ni);
         }
         for (int k = 0; k < b->ni; k++) sc += vals[0][k], sr += vals[1][k];
-        if (L != 2) continue;
-        /* Δembed (clean − corrupted) through each layer-1 head's W_c */
-        b->embp = al_malloc(bt * 3 * HD, sizeof(float), e);
+        if (L < 2) continue;
+        /* Δembed (clean − corrupted) through each later-layer head's W_c */
+        b->embp = al_malloc((L - 1) * bt * 3 * HD, sizeof(float), e);
         if (!b->embp) goto fail;
         al_circuit_delta_embp(&d->cd, m, in[0], in[1], b->nb, b->embp);
+        if (L >= 3 && al_circuit_memo_init(&b->memo, &d->cd, b->nb, e)) goto fail;
     }
     d->m_clean = sc / (double)NI, d->m_corr = sr / (double)NI;
     return 0;
@@ -246,10 +250,10 @@ fail:
 static int eval_batch(dctx *d, int bi, const unsigned char *kept, double *kl_sum, double *m_sum,
                       al_err *e) {
     const al_pairs *t = d->t;
-    const dbatch *b = &d->bt[bi];
+    dbatch *b = &d->bt[bi];
     const size_t off = (size_t)b->n0 * d->T;
     if (al_circuit_delta_run(&d->cd, d->m, kept, &b->cl, &b->co, t->clean + off, t->corr + off,
-                             b->embp, d->xL, d->changed, e))
+                             b->embp, &b->memo, d->xL, d->changed, e))
         return -1;
     item_eval(d, b, d->xL, d->changed, 0, d->im, d->ikl);
     for (int i = 0; i < b->ni; i++) *kl_sum += d->ikl[i], *m_sum += d->im[i];
@@ -341,16 +345,19 @@ static int acdc(drun *r, al_err *e) {
     }
     for (int l = L - 1; l >= 0; l--)
         for (int h = H - 1; h >= 0; h--) {
+            /* alive: some outgoing edge kept, to the logits or a later head */
             int alive = r->kept[k_out(L, H, 2 + l * H + h)];
-            for (int h1 = 0; l == 0 && L == 2 && h1 < H; h1++)
-                for (int ch = 0; ch < 3; ch++) alive |= r->kept[k_comp(L, H, h, 1, h1, ch)];
+            for (int l1 = l + 1; l1 < L; l1++)
+                for (int h1 = 0; h1 < H; h1++)
+                    for (int ch = 0; ch < 3; ch++) alive |= r->kept[k_comp(L, H, l * H + h, l1, h1, ch)];
             /* the receiver's incoming edges in index order (embed, pos,
-             * then in layer 1 the layer-0 heads), or its reverse */
-            const int ns = 2 + (l == 1 ? H : 0);
+             * then the heads of earlier layers from layer 0 up), or its
+             * reverse (the latest layer's last head first, embed last) */
+            const int ns = 2 + l * H;
             for (int ch = 0; ch < 3; ch++)
                 for (int ii = 0; ii < ns; ii++) {
                     int i = rev ? ns - 1 - ii : ii;
-                    int k = i < 2 ? k_input(H, l, h, ch, i) : k_comp(L, H, i - 2, 1, h, ch);
+                    int k = i < 2 ? k_input(H, l, h, ch, i) : k_comp(L, H, i - 2, l, h, ch);
                     if (!alive) { /* cut off: its inputs cannot matter */
                         r->kept[k] = 0;
                         r->step++;
@@ -375,7 +382,10 @@ static double dot_rows(const float *a, size_t lda, const float *b, size_t ldb, s
  * (al_attrpatch_grad). The path-patching edges are attrpatch.h's; the
  * others the same way: an input edge into a layer-0 channel is Δq·∂M/∂q
  * with Δq the corrupted − clean q (pos is the same in both runs), a
- * last-layer head into the logits is head patching, Δzg·∂M/∂zg. */
+ * later layer's the embedding difference through W_c, a composition edge
+ * l0.h0 → l1.h1.c is Δzg_{l0,h0} · W_O[l0,h0] W_c[l1,h1] · ∂M/∂c, a
+ * last-layer head into the logits is head patching, Δzg·∂M/∂zg, an
+ * earlier head's Δzg · (∂M/∂x_L · W_O[l,h]ᵀ). */
 static int eap_estimates(drun *r, double *est, al_err *e) {
     dctx *d = &r->d;
     al_model *m = d->m;
@@ -408,9 +418,10 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
                         s += ((double)b->co.qkv[j] - b->cl.qkv[j]) * dqkv[j];
                     }
                 est[k_input(H, 0, h, ch, 0)] += w * s;
-                if (L == 2) /* embp is clean − corrupted */
-                    est[k_input(H, 1, h, ch, 0)] -=
-                        w * dot_rows(b->embp + o, 3 * HD, dqkv + Q + o, 3 * HD, BT, D);
+                for (int l = 1; l < L; l++) /* embp is clean − corrupted */
+                    est[k_input(H, l, h, ch, 0)] -=
+                        w * dot_rows(b->embp + (size_t)(l - 1) * Q + o, 3 * HD,
+                                     dqkv + (size_t)l * Q + o, 3 * HD, BT, D);
             }
         const int *ic = t->clean + (size_t)b->n0 * T, *ir = t->corr + (size_t)b->n0 * T;
         double s = 0.0;
@@ -431,27 +442,35 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
                 }
             est[k_out(L, H, 2 + ll * H + h)] += w * a;
         }
-        if (L != 2) continue;
-        float *dz = d->cd.dz;
-        for (size_t i = 0; i < Z; i++) dz[i] = b->co.zg[i] - b->cl.zg[i];
-        /* A = Δzgᵀ (HD, BT) · ∂M/∂qkv of layer 1 (BT, 3HD): each block
-         * (h0; c, h1) against W_O[0,h0]·W_c[1,h1] is that edge's Σ Δq·∂M/∂q */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)HD, (int)(3 * HD), (int)BT, 1.0f,
-                    dz, (int)HD, dqkv + Q, (int)(3 * HD), 0.0f, A, (int)(3 * HD));
-        for (int h0 = 0; h0 < H; h0++)
-            for (int h1 = 0; h1 < H; h1++)
-                for (int ch = 0; ch < 3; ch++) {
-                    const float *wc = d->cd.wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D;
-                    est[k_comp(L, H, h0, 1, h1, ch)] +=
-                        w * dot_rows(A + (size_t)h0 * D * 3 * HD + (size_t)ch * HD + (size_t)h1 * D,
-                                     3 * HD, wc, D, D, D);
-                }
-        /* layer-0 heads → logits directly: Δzg · (∂M/∂x_L · W_O[0,h]ᵀ) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BT, (int)HD, C, 1.0f, dxL, C,
-                    al_head_wo(m, 0, 0), C, 0.0f, GL, (int)HD);
-        for (int h = 0; h < H; h++)
-            est[k_out(L, H, 2 + h)] +=
-                w * dot_rows(dz + (size_t)h * D, HD, GL + (size_t)h * D, HD, BT, D);
+        for (int l0 = 0; l0 < L - 1; l0++) {
+            float *dz = d->cd.dz;
+            for (size_t i = 0; i < Z; i++)
+                dz[i] = b->co.zg[(size_t)l0 * Z + i] - b->cl.zg[(size_t)l0 * Z + i];
+            for (int l1 = l0 + 1; l1 < L; l1++) {
+                /* A = Δzgᵀ (HD, BT) · ∂M/∂qkv of layer l1 (BT, 3HD): each
+                 * block (h0; c, h1) against W_O[l0,h0]·W_c[l1,h1] is that
+                 * edge's Σ Δq·∂M/∂q */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)HD, (int)(3 * HD),
+                            (int)BT, 1.0f, dz, (int)HD, dqkv + (size_t)l1 * Q, (int)(3 * HD), 0.0f,
+                            A, (int)(3 * HD));
+                for (int h0 = 0; h0 < H; h0++)
+                    for (int h1 = 0; h1 < H; h1++)
+                        for (int ch = 0; ch < 3; ch++) {
+                            int k = k_comp(L, H, l0 * H + h0, l1, h1, ch);
+                            const float *wc = d->cd.wcomp + (size_t)(k - 6 * L * H) * D * D;
+                            est[k] += w * dot_rows(A + (size_t)h0 * D * 3 * HD + (size_t)ch * HD +
+                                                       (size_t)h1 * D,
+                                                   3 * HD, wc, D, D, D);
+                        }
+            }
+            /* heads before the last layer → logits directly: Δzg ·
+             * (∂M/∂x_L · W_O[l0,h]ᵀ) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BT, (int)HD, C, 1.0f, dxL, C,
+                        al_head_wo(m, l0, 0), C, 0.0f, GL, (int)HD);
+            for (int h = 0; h < H; h++)
+                est[k_out(L, H, 2 + l0 * H + h)] +=
+                    w * dot_rows(dz + (size_t)h * D, HD, GL + (size_t)h * D, HD, BT, D);
+        }
     }
     free(dx);
     return rc ? -1 : 0;

@@ -5,8 +5,8 @@
  *
  * As patch and attribute (the driver's phases, registry.h), everything
  * the options, the model or the task can refuse is refused before a run
- * is begun (check, prepare): a model of more than 2 layers (the graph
- * covers 1 and 2), a bad --tau or --sweep item, an --out that cannot be
+ * is begun (check, prepare): a model deeper than the graph covers
+ * (AL_GRAPH_MAX_LAYERS), a bad --tau or --sweep item, an --out that cannot be
  * made. SIGINT/SIGTERM marks the run failed with "interrupted", commits
  * none of its rows, writes no file and exits 130.
  *
@@ -79,7 +79,7 @@ extern const al_analysis al_an_discover;
 
 al_command al_cmd_discover = {
     "discover",
-    "circuit discovery: ACDC or an EAP ranking over the head graph of a 1- or 2-layer model",
+    "circuit discovery: ACDC or an EAP ranking over the head graph of a model of any depth",
     "--model DIR --db FILE [--task induction|names|file] [--method acdc|eap] [--metric kl|logit_diff]",
     "The graph: embed, pos and every head's output into every later head's q, k and\n"
     "v input and into the logits. ACDC (Conmy et al. 2023) visits the receivers\n"
@@ -94,7 +94,8 @@ al_command al_cmd_discover = {
     "to circuit_runs (one per circuit: each tau) and circuit_edges (every edge of\n"
     "each circuit, its score and whether it was kept); the main circuit also goes\n"
     "to OUT/circuit-<task>-<method>.json (--out, default the model directory).\n"
-    "Models of more than 2 layers are refused. Ctrl-C stops it: the run is marked\n"
+    "Models of 1 to 16 layers (the graph of an L-layer model has every earlier\n"
+    "head into every later head's q, k, v). Ctrl-C stops it: the run is marked\n"
     "failed, nothing is stored, exit 130.",
     disc_flags,
     run_discover,
@@ -330,9 +331,9 @@ static int disc_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     s->t0 = al_now();
     s->o = a->o;
     s->o.stop = &al_stop;
-    if (L > 2)
-        return al_errf(e, "%s has %d layers; circuit discovery covers models of 1 and 2 layers",
-                       a->w.model, L);
+    if (al_graph_n_edges(L, bh->m.cfg.n_heads) <= 0)
+        return al_errf(e, "%s has %d layers; circuit discovery covers models of 1 to %d layers",
+                       a->w.model, L, AL_GRAPH_MAX_LAYERS);
     if (a->out && al_mkdir_p(a->out, e)) return -1;
     if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
                            e))

@@ -8,10 +8,14 @@
  * is its input in this run minus, over the removed senders s, (value_s −
  * fill_s). The forward therefore runs as usual and the hooks subtract:
  * at Q/K/V of layer l, for a head's channel c, Δ · W_c[l,h] where Δ is
- * the removed embedding rows' difference (BT, C) and, for layer-1 heads,
- * Σ over removed 0.h0 of Δzg_h0 · W_O[0,h0] W_c[1,h] (the product
- * precomputed per receiver, D×D per sender, so the correction is
- * D-wide, not C-wide); at RESID_POST of the last layer (the logits'
+ * the removed embedding rows' difference (BT, C) and, for heads of later
+ * layers, Σ over removed senders l0.h0 (l0 < l) of Δzg_{l0,h0} ·
+ * W_O[l0,h0] W_c[l,h] (the product formed per receiver, D×D per sender,
+ * so the correction is D-wide, not C-wide; one sgemm per sending layer).
+ * Δzg of layer l0 is this run's gated z minus the fill run's, taken when
+ * a later layer first needs it: this run's z of layer l0 already carries
+ * the removals into layers <= l0, so removals upstream propagate. At
+ * RESID_POST of the last layer (the logits'
  * input), the removed senders' differences in the residual. Nothing is
  * touched for a receiver with every edge kept, so the full circuit is
  * the plain forward bit for bit. The fill run (corrupted or resampled
@@ -22,8 +26,8 @@
  * Scratch (x->ws, grown on demand), for the forward's (B, T):
  *   fe    (BT, C)      fill embeddings W_E[fill token] (not for mean)
  *   de    (BT, C)      W_E[token] − fill embedding
- *   dz    (BT, HD)     zg − fill zg of one layer
- *   stack (HD, D)      Σ-weights of one layer-1 receiver
+ *   dz    (L, BT, HD)  zg − fill zg per layer (block 0 reused at RESID_POST)
+ *   stack (HD, D)      Σ-weights of one receiver from one sending layer
  *   ft    (BT + H)     the resampled tokens (ints), later removed-head flags
  * The fill's gated z's are read from x->fill.zg.
  *
@@ -32,13 +36,16 @@
  * the composition products (comp_block) and the D-wide correction
  * (sub_comp), and takes exact corrupted-run values where a channel's
  * input is entirely the fill's (graph.h says why the two then agree to
- * float rounding rather than bit for bit). */
+ * float rounding rather than bit for bit). With 3 or more layers it takes
+ * its own path (delta_run_deep, at the end), which recomputes the layers
+ * between changed ones; 1 and 2 layers keep the path they always had. */
 #include "attnlab/graph.h"
 
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/layers.h"
 #include "model_internal.h"
 
 typedef struct cscr {
@@ -48,7 +55,8 @@ typedef struct cscr {
 
 static size_t scratch_floats(const al_config *c, size_t BT) {
     size_t C = c->d_model, HD = (size_t)c->n_heads * c->d_head;
-    return BT * C + BT * C + BT * HD + HD * c->d_head + BT + (size_t)c->n_heads;
+    return BT * C + BT * C + (size_t)c->n_layers * BT * HD + HD * c->d_head + BT +
+           (size_t)c->n_heads;
 }
 
 static void views(const al_circuit_exec *x, cscr *s) {
@@ -60,7 +68,7 @@ static void views(const al_circuit_exec *x, cscr *s) {
     s->fz = x->fill.zg;
     s->de = s->fe + BT * C;
     s->dz = s->de + BT * C;
-    s->stack = s->dz + BT * HD;
+    s->stack = s->dz + (size_t)c->n_layers * BT * HD;
     s->ft = (int *)(s->stack + HD * c->d_head);
 }
 
@@ -140,9 +148,10 @@ static void need_de(al_circuit_exec *x, cscr *s) {
     x->de_ready = 1;
 }
 
-/* dz = layer l's zg − its fill, with the heads not in `removed` (H
- * flags; NULL: all) zeroed. */
-static void make_dz(const al_circuit_exec *x, cscr *s, int l, const unsigned char *removed) {
+/* dz (BT, HD) = layer l's zg − its fill, with the heads not in
+ * `removed` (H flags; NULL: all) zeroed. */
+static void make_dz(const al_circuit_exec *x, cscr *s, int l, const unsigned char *removed,
+                    float *dz) {
     const al_model *m = x->m;
     const al_circuit_spec *sp = x->sp;
     const al_config *c = &m->cfg;
@@ -150,7 +159,7 @@ static void make_dz(const al_circuit_exec *x, cscr *s, int l, const unsigned cha
     const float *zg = m->zg + (size_t)l * BT * HD;
     for (size_t r = 0; r < BT; r++)
         for (size_t h = 0; h < H; h++) {
-            float *d = s->dz + r * HD + h * D;
+            float *d = dz + r * HD + h * D;
             if (removed && !removed[h]) {
                 memset(d, 0, sizeof(float) * D);
                 continue;
@@ -167,16 +176,17 @@ static const float *head_w(const al_model *m, int l, int h, int ch) {
     return ch == 0 ? al_head_wq(m, l, h) : ch == 1 ? al_head_wk(m, l, h) : al_head_wv(m, l, h);
 }
 
-/* blk (D, D) = W_O[0,h0] · W_c[1,h1]: what a composition edge 0.h0 →
- * 1.h1.c multiplies its sender's Δzg by (both paths use this product). */
-static void comp_block(const al_model *m, int h0, int h1, int ch, float *blk) {
+/* blk (D, D) = W_O[l0,h0] · W_c[l1,h1]: what a composition edge l0.h0
+ * → l1.h1.c multiplies its sender's Δzg by (both paths use this
+ * product). */
+static void comp_block(const al_model *m, int l0, int h0, int l1, int h1, int ch, float *blk) {
     const int C = m->cfg.d_model, D = m->cfg.d_head;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, C, 1.0f, al_head_wo(m, 0, h0), C,
-                head_w(m, 1, h1, ch), D, 0.0f, blk, D);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, C, 1.0f, al_head_wo(m, l0, h0), C,
+                head_w(m, l1, h1, ch), D, 0.0f, blk, D);
 }
 
 /* dst (BT rows of D, stride 3·H·D) −= dz (BT, H·D) · stack (H·D, D): a
- * layer-1 channel minus its removed layer-0 senders' differences. */
+ * channel minus its removed senders' differences from one layer. */
 static void sub_comp(float *dst, const float *dz, const float *stack, int BT, int H, int D) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, H * D, -1.0f, dz, H * D, stack,
                 D, 1.0f, dst, 3 * H * D);
@@ -197,7 +207,7 @@ static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
     const int BT = m->B * m->T, l = a->layer, ch = a->point - AL_HOOK_Q;
     for (int h = 0; h < H; h++) {
         int emb = !sp->kept[al_graph_k_input(H, l, h, ch, 0)], nh = 0;
-        for (int h0 = 0; l == 1 && h0 < H; h0++) nh += !sp->kept[al_graph_k_comp(L, H, h0, 1, h, ch)];
+        for (int s0 = 0; s0 < l * H; s0++) nh += !sp->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
         if (!emb && !nh) continue;
         float *dst = a->data + (size_t)h * D;
         const float *w = head_w(m, l, h, ch);
@@ -206,18 +216,25 @@ static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, C, -1.0f, s->de, C, w,
                         D, 1.0f, dst, 3 * HD);
         }
-        if (!nh) continue;
-        if (!x->dz_ready) { /* s->dz: layer 0's full difference, until RESID_POST */
-            make_dz(x, s, 0, NULL);
-            x->dz_ready = 1;
+        for (int l0 = 0; nh && l0 < l; l0++) {
+            int any = 0;
+            for (int h0 = 0; h0 < H; h0++) any |= !sp->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)];
+            if (!any) continue;
+            /* layer l0's full difference, kept until RESID_POST */
+            float *dz = s->dz + (size_t)l0 * BT * HD;
+            if (!(x->dz_ready & 1u << l0)) {
+                make_dz(x, s, l0, NULL, dz);
+                x->dz_ready |= 1u << l0;
+            }
+            /* stack (HD, D): W_O[l0,h0] · W_c[l,h] for removed h0, else 0 */
+            for (int h0 = 0; h0 < H; h0++) {
+                float *blk = s->stack + (size_t)h0 * D * D;
+                if (sp->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)])
+                    memset(blk, 0, sizeof(float) * D * D);
+                else comp_block(m, l0, h0, l, h, ch, blk);
+            }
+            sub_comp(dst, dz, s->stack, BT, H, D);
         }
-        /* stack (HD, D): W_O[0,h0] · W_c[1,h] for removed h0, else 0 */
-        for (int h0 = 0; h0 < H; h0++) {
-            float *blk = s->stack + (size_t)h0 * D * D;
-            if (sp->kept[al_graph_k_comp(L, H, h0, 1, h, ch)]) memset(blk, 0, sizeof(float) * D * D);
-            else comp_block(m, h0, h, ch, blk);
-        }
-        sub_comp(dst, s->dz, s->stack, BT, H, D);
     }
     return 0;
 }
@@ -246,7 +263,7 @@ static int circuit_out(al_hook_act *a, void *ctx, al_err *e) {
         int any = 0;
         for (int h = 0; h < H; h++) any |= removed[h] = !sp->kept[al_graph_k_out(L, H, 2 + l * H + h)];
         if (!any) continue;
-        make_dz(x, s, l, removed);
+        make_dz(x, s, l, removed, s->dz);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, HD, -1.0f, s->dz, HD,
                     m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xL, C);
     }
@@ -256,9 +273,9 @@ static int circuit_out(al_hook_act *a, void *ctx, al_err *e) {
 int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp, al_err *e) {
     memset(x, 0, sizeof *x);
     const al_config *c = &m->cfg;
-    if (c->n_layers != 1 && c->n_layers != 2)
-        return al_errf(e, "a circuit runs on 1- and 2-layer models (this one has %d layers)",
-                       c->n_layers);
+    if (al_graph_n_edges(c->n_layers, c->n_heads) <= 0)
+        return al_errf(e, "a circuit runs on models of 1 to %d layers (this one has %d)",
+                       AL_GRAPH_MAX_LAYERS, c->n_layers);
     if (!sp || !sp->kept) return al_errf(e, "circuit spec without its edges");
     switch (sp->fill) {
     case AL_FILL_CORRUPTED:
@@ -293,35 +310,56 @@ void al_circuit_detach(al_circuit_exec *x) {
 
 /* --------------------------------------------- incremental evaluation */
 
+/* Composition products W_O[l0,h0] · W_c[l1,h1]: one per composition edge. */
+static size_t n_comp(int L, int H) { return (size_t)3 * H * H * L * (L - 1) / 2; }
+
 int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e) {
     memset(d, 0, sizeof *d);
     const al_config *c = &m->cfg;
-    if (c->n_layers != 1 && c->n_layers != 2)
-        return al_errf(e, "circuit evaluation covers 1- and 2-layer models (this one has %d)",
-                       c->n_layers);
+    if (al_graph_n_edges(c->n_layers, c->n_heads) <= 0)
+        return al_errf(e, "circuit evaluation covers models of 1 to %d layers (this one has %d)",
+                       AL_GRAPH_MAX_LAYERS, c->n_layers);
     d->L = c->n_layers, d->H = c->n_heads, d->D = c->d_head, d->C = c->d_model, d->B = B, d->T = T;
     const size_t L = d->L, H = d->H, D = d->D, C = d->C, HD = H * D, BT = (size_t)B * T;
-    d->wcomp = al_malloc((L == 2 ? 3 * H * H * D * D : 1) + L * BT * 3 * HD + L * BT * HD +
-                             BT * C + 2 * BT * HD + HD * D,
+    const size_t nw = L >= 2 ? n_comp(d->L, d->H) * D * D : 1;
+    /* the layers a deep circuit recomputes in full (L >= 3) */
+    const size_t deep = L >= 3 ? L * C * 3 * HD + (L + 1) * BT * C + BT * 3 * HD +
+                                     BT * H * T + BT * HD + BT * C + 5 * BT * D
+                               : 0;
+    d->wcomp = al_malloc(nw + L * BT * 3 * HD + L * BT * HD + BT * C + L * BT * HD + BT * HD +
+                             HD * D + deep,
                          sizeof(float), e);
-    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T, 1, e) : NULL;
+    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T + (L + 1) * T, 1, e) : NULL;
     if (!d->qm) {
         al_circuit_delta_free(d);
         return -1;
     }
-    d->syn = d->wcomp + (L == 2 ? 3 * H * H * D * D : 1);
+    d->syn = d->wcomp + nw;
     d->zsrc = d->syn + L * BT * 3 * HD;
     d->fix = d->zsrc + L * BT * HD;
     d->dz = d->fix + BT * C;
-    d->dzm = d->dz + BT * HD;
+    d->dzm = d->dz + L * BT * HD;
     d->stack = d->dzm + BT * HD;
+    if (deep) {
+        d->wqkv = d->stack + HD * D;
+        d->xs = d->wqkv + L * C * 3 * HD;
+        d->qkv = d->xs + (L + 1) * BT * C;
+        d->att = d->qkv + BT * 3 * HD;
+        d->zb = d->att + BT * H * T;
+        d->dxb = d->zb + BT * HD;
+        d->qh = d->dxb + BT * C;
+        for (int l = 0; l < d->L; l++) model_fuse_qkv(d->wqkv + (size_t)l * C * 3 * HD, m, l);
+    }
     d->zm = d->qm + L * 3 * H * T; /* right after qm: one memset clears both */
     d->dirty = d->zm + L * H * T;
-    if (L == 2)
-        for (int h0 = 0; h0 < d->H; h0++)
+    d->xm = d->dirty + T;
+    for (int l1 = 1; l1 < d->L; l1++)
+        for (int s0 = 0; s0 < l1 * d->H; s0++)
             for (int h1 = 0; h1 < d->H; h1++)
-                for (int ch = 0; ch < 3; ch++)
-                    comp_block(m, h0, h1, ch, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D);
+                for (int ch = 0; ch < 3; ch++) {
+                    size_t k = (size_t)al_graph_k_comp(d->L, d->H, s0, l1, h1, ch) - 6 * L * H;
+                    comp_block(m, s0 / d->H, s0 % d->H, l1, h1, ch, d->wcomp + k * D * D);
+                }
     return 0;
 }
 
@@ -341,11 +379,14 @@ void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *cl
         const float *z = m->p[AL_P_WE] + (size_t)corr[r] * C;
         for (size_t k = 0; k < C; k++) de[r * C + k] = a[k] - z[k];
     }
-    for (int h = 0; h < d->H; h++)
-        for (int ch = 0; ch < 3; ch++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bt, (int)D, (int)C, 1.0f,
-                        de, (int)C, head_w(m, 1, h, ch), (int)D, 0.0f, embp + ch * HD + h * D,
-                        (int)(3 * HD));
+    for (int l = 1; l < d->L; l++) {
+        float *out = embp + (size_t)(l - 1) * bt * 3 * HD;
+        for (int h = 0; h < d->H; h++)
+            for (int ch = 0; ch < 3; ch++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bt, (int)D, (int)C,
+                            1.0f, de, (int)C, head_w(m, l, h, ch), (int)D, 0.0f,
+                            out + ch * HD + h * D, (int)(3 * HD));
+    }
 }
 
 /* Copy channel slices (nb·T rows of D, row stride ld) from src to dst. */
@@ -353,13 +394,41 @@ static void copy_rows(float *dst, const float *src, size_t rows, int D, size_t l
     for (size_t r = 0; r < rows; r++) memcpy(dst + r * ld, src + r * ld, sizeof(float) * D);
 }
 
+static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
+                          const float *embp, al_circuit_memo *memo, float *xL,
+                          unsigned char *changed, al_err *e);
+
+int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e) {
+    memset(mm, 0, sizeof *mm);
+    const size_t HD = (size_t)d->H * d->D;
+    mm->layer = -1;
+    mm->kw = 2 + (d->L - 1) * d->H;
+    mm->syn = al_malloc((size_t)nb * d->T * 3 * HD, sizeof(float), e);
+    mm->key = mm->syn ? al_calloc((size_t)3 * d->H * mm->kw, 1, e) : NULL;
+    if (!mm->key) {
+        al_circuit_memo_free(mm);
+        return -1;
+    }
+    return 0;
+}
+
+void al_circuit_memo_free(al_circuit_memo *mm) {
+    free(mm->syn);
+    free(mm->key);
+    memset(mm, 0, sizeof *mm);
+}
+
 int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
-                         const float *embp, float *xL, unsigned char *changed, al_err *e) {
+                         const float *embp, al_circuit_memo *memo, float *xL,
+                         unsigned char *changed, al_err *e) {
     const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
     if (nb > d->B || cl->T != T || co->B != nb || co->T != T)
         return al_errf(e, "circuit evaluation: runs of %dx%d and %dx%d for a workspace of %dx%d",
                        cl->B, cl->T, co->B, co->T, d->B, T);
+    if (L >= 3)
+        return delta_run_deep(d, m, kept, cl, co, clean, corr, embp, memo, xL, changed, e);
     const size_t HD = (size_t)H * D, BT = (size_t)nb * T, Q = BT * 3 * HD, Z = BT * HD;
     memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
     /* layer-0 channels: embed + pos, and pos is the same in both runs */
@@ -474,6 +543,321 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
                 changed[r] = 1;
             }
         }
+    }
+    return 0;
+}
+
+/* ------------------------------------------- incremental, 3+ layers */
+
+/* Channel (l, h, ch)'s removed senders (pos never counts: it carries the
+ * same value in both runs): 0 none, 1 some, 2 every one. */
+static int chan_state(const unsigned char *kept, int L, int H, int l, int h, int ch) {
+    int n = !kept[al_graph_k_input(H, l, h, ch, 0)];
+    for (int s0 = 0; s0 < l * H; s0++) n += !kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+    return n == 0 ? 0 : n == 1 + l * H ? 2 : 1;
+}
+
+typedef struct deep {
+    al_circuit_delta *d;
+    const unsigned char *kept;
+    const al_acts *cl, *co;
+    const float *embp;
+    const al_model *m;
+    size_t BT, Q, Z, X;
+    unsigned ready; /* bit l0: d->dz block l0 holds the circuit's Δzg of layer l0 */
+    const float *x; /* the circuit's residual entering layer xl (NULL: the clean run's) */
+    int xl, dx_ready; /* d->dxb holds x − the clean residual */
+} deep;
+
+/* Δzg of layer l0 (circuit − corrupted). A layer before every changed
+ * one is the clean run's; a recomputed layer set its block itself. */
+static const float *deep_dz(deep *g, int l0) {
+    float *dz = g->d->dz + (size_t)l0 * g->Z;
+    if (!(g->ready & 1u << l0)) {
+        const float *a = g->cl->zg + (size_t)l0 * g->Z, *b = g->co->zg + (size_t)l0 * g->Z;
+        for (size_t i = 0; i < g->Z; i++) dz[i] = a[i] - b[i];
+        g->ready |= 1u << l0;
+    }
+    return dz;
+}
+
+/* dst (BT rows of D, stride ldd) = channel (l, h, ch) of the circuit.
+ * base (stride ldb): the channel as the circuit's own residual gives it;
+ * NULL: formed here when needed, as the clean run's plus (x − clean x) ·
+ * W_c[l,h] with g->x the residual entering layer l (g->xl = l).
+ * A channel's input is the sum over its senders of (kept ? the circuit's
+ * value : the corrupted run's), so it is either base minus the removed
+ * senders' differences or the corrupted run's channel plus the kept
+ * senders' differences: whichever has fewer senders to take through
+ * their D×D products (every one removed: the corrupted run's exactly).
+ * The chosen heads of a sending layer go through one sgemm, their Δzg
+ * columns and products gathered (into d->dzm and d->stack). */
+static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_t ldb,
+                         float *dst, size_t ldd) {
+    al_circuit_delta *d = g->d;
+    const int L = d->L, H = d->H, D = d->D;
+    const size_t HD = (size_t)H * D, o = (size_t)ch * HD + (size_t)h * D, BT = g->BT;
+    int nk = g->kept[al_graph_k_input(H, l, h, ch, 0)];
+    for (int s0 = 0; s0 < l * H; s0++) nk += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+    const int n = 1 + l * H, from_co = nk < n - nk;
+    const float *src = from_co ? g->co->qkv + (size_t)l * g->Q + o : base;
+    size_t lds = from_co ? 3 * HD : ldb;
+    if (!src) src = g->cl->qkv + (size_t)l * g->Q + o, lds = 3 * HD;
+    if (src != dst)
+        for (size_t r = 0; r < BT; r++) memcpy(dst + r * ldd, src + r * lds, sizeof(float) * D);
+    if (!from_co && !base && g->x) { /* the circuit's own channel: + (x − clean x) · W_c */
+        const int C = d->C;
+        if (!g->dx_ready) {
+            const float *xc = g->cl->x + (size_t)g->xl * g->X;
+            for (size_t i = 0; i < g->X; i++) d->dxb[i] = g->x[i] - xc[i];
+            g->dx_ready = 1;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, D, C, 1.0f, d->dxb, C,
+                    head_w(g->m, l, h, ch), D, 1.0f, dst, (int)ldd);
+    }
+    if (!nk) return;
+    /* from_co: add the kept senders' (circuit − corrupted); else subtract the removed ones' */
+    const float sign = from_co ? 1.0f : -1.0f;
+    const unsigned char want = from_co ? 1 : 0;
+    if (l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want) {
+        const float *ep = g->embp + (size_t)(l - 1) * g->Q + o; /* clean − corrupted */
+        for (size_t r = 0; r < BT; r++)
+            for (int k = 0; k < D; k++) dst[r * ldd + k] += sign * ep[r * 3 * HD + k];
+    }
+    for (int l0 = 0; l0 < l; l0++) {
+        int sel[AL_GRAPH_MAX_LAYERS * 64], cnt = 0;
+        for (int h0 = 0; h0 < H; h0++) {
+            int k = al_graph_k_comp(L, H, l0 * H + h0, l, h, ch);
+            if (g->kept[k] == want && cnt < (int)(sizeof sel / sizeof sel[0])) sel[cnt++] = h0;
+        }
+        if (!cnt) continue;
+        const float *dz = deep_dz(g, l0), *a = dz;
+        size_t lda = HD;
+        for (int i = 0; i < cnt; i++) {
+            int k = al_graph_k_comp(L, H, l0 * H + sel[i], l, h, ch);
+            memcpy(d->stack + (size_t)i * D * D, d->wcomp + (size_t)(k - 6 * L * H) * D * D,
+                   sizeof(float) * D * D);
+        }
+        if (cnt < H) { /* the chosen heads' Δzg columns, side by side */
+            for (size_t r = 0; r < BT; r++)
+                for (int i = 0; i < cnt; i++)
+                    memcpy(d->dzm + r * cnt * D + (size_t)i * D, dz + r * HD + (size_t)sel[i] * D,
+                           sizeof(float) * D);
+            a = d->dzm, lda = (size_t)cnt * D;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, D, cnt * D, sign, a,
+                    (int)lda, d->stack, D, 1.0f, dst, (int)ldd);
+    }
+}
+
+/* qkv (BT, 3HD) = layer l's q|k|v from the circuit's residual x (NULL:
+ * the clean run's, unchanged): the clean run's plus (x − clean x) · W_qkv,
+ * so shortformer positions (the same in both) need no term of their own. */
+static void deep_qkv(deep *g, int l, const float *x, float *qkv) {
+    al_circuit_delta *d = g->d;
+    const size_t C = d->C, HD3 = 3 * (size_t)d->H * d->D;
+    memcpy(qkv, g->cl->qkv + (size_t)l * g->Q, sizeof(float) * g->Q);
+    if (!x) return;
+    const float *xc = g->cl->x + (size_t)l * g->X;
+    for (size_t i = 0; i < g->X; i++) d->dxb[i] = x[i] - xc[i];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->BT, (int)HD3, (int)C, 1.0f,
+                d->dxb, (int)C, d->wqkv + (size_t)l * C * HD3, (int)HD3, 1.0f, qkv, (int)HD3);
+}
+
+/* A circuit of a model of 3 or more layers. Let l_first be the first
+ * layer with a removed edge into a channel and l_stop the layer the
+ * incremental forward starts at: the last such layer, or later when a
+ * head of a layer from l_first on (before the last) has its logits edge
+ * removed, since that edge's Δzg must be known. Layers before l_first
+ * are the clean run's; layers l_first..l_stop−1 are recomputed in full
+ * here (q|k|v from the circuit's residual, the channels corrected,
+ * attention, gates, the next residual), keeping each one's Δzg; layer
+ * l_stop's channels are corrected the same way and handed, with the
+ * circuit's residual entering it and the last layer's removed logits
+ * edges as z patches, to al_model_forward_delta; removed embed and
+ * earlier heads' logits edges are then subtracted from the final
+ * residual. ACDC's sweep, receivers from the logits back, mostly changes
+ * one layer at a time, where nothing is recomputed in full. Heads whose z
+ * a hook set in full (zfixed) keep the clean run's output; other hooks
+ * are not run (as al_model_forward_delta). */
+static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
+                          const float *embp, al_circuit_memo *memo, float *xL,
+                          unsigned char *changed, al_err *e) {
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
+    const size_t HD = (size_t)H * D, BT = (size_t)nb * T;
+    deep g = {d, kept, cl, co, embp, m, BT, BT * 3 * HD, BT * HD, BT * C, 0, NULL, 0, 0};
+    memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
+    memset(d->xm, 0, (size_t)(L + 1) * T);
+    int l_first = L, l_last = -1;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            for (int ch = 0; ch < 3; ch++)
+                if (chan_state(kept, L, H, l, h, ch)) {
+                    if (l < l_first) l_first = l;
+                    l_last = l;
+                }
+    int l_stop = L - 1;
+    if (l_first < L) {
+        l_stop = l_last;
+        for (int l0 = l_first; l0 < L - 1; l0++)
+            for (int h = 0; h < H; h++)
+                if (!kept[al_graph_k_out(L, H, 2 + l0 * H + h)] && l0 + 1 > l_stop) l_stop = l0 + 1;
+    }
+    /* layers l_first..l_stop−1 in full; x: the circuit's residual entering
+     * the layer (NULL: the clean run's) */
+    const float *x = NULL;
+    for (int l = l_first; l < l_stop; l++) {
+        float *xn = d->xs + (size_t)(l + 1) * g.X;
+        if (!x) {
+            /* the residual entering l is the clean run's: only heads with a
+             * corrected channel change, so only their attention is run
+             * (one head at a time) and only their output moves the residual */
+            memcpy(d->zb, cl->zg + (size_t)l * g.Z, sizeof(float) * g.Z);
+            memcpy(xn, cl->x + (size_t)(l + 1) * g.X, sizeof(float) * g.X);
+            float *qh = d->qh, *zh = qh + BT * 3 * D, *dzh = zh + BT * D;
+            for (int h = 0; h < H; h++) {
+                int any = 0;
+                for (int ch = 0; ch < 3; ch++) any |= chan_state(kept, L, H, l, h, ch) != 0;
+                if (!any || cl->zfixed[l * H + h]) continue;
+                for (int ch = 0; ch < 3; ch++) {
+                    const float *b0 = cl->qkv + (size_t)l * g.Q + (size_t)ch * HD + (size_t)h * D;
+                    if (chan_state(kept, L, H, l, h, ch))
+                        deep_channel(&g, l, h, ch, b0, 3 * HD, qh + (size_t)ch * D, 3 * (size_t)D);
+                    else
+                        for (size_t r = 0; r < BT; r++)
+                            memcpy(qh + r * 3 * D + (size_t)ch * D, b0 + r * 3 * HD, sizeof(float) * D);
+                }
+                attention_forward(zh, d->att, qh, nb, T, 1, D, 1);
+                const float gt = m->gates[l * H + h];
+                for (size_t r = 0; r < BT; r++) {
+                    float *z = d->zb + r * HD + (size_t)h * D;
+                    const float *zc = cl->zg + (size_t)l * g.Z + r * HD + (size_t)h * D;
+                    model_gate_row(z, zh + r * D, gt, D);
+                    for (int k = 0; k < D; k++) dzh[r * D + k] = z[k] - zc[k];
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, D, 1.0f, dzh, D,
+                            al_head_wo(m, l, h), C, 1.0f, xn, C);
+            }
+        } else {
+            deep_qkv(&g, l, x, d->qkv);
+            for (int h = 0; h < H; h++)
+                for (int ch = 0; ch < 3; ch++)
+                    if (chan_state(kept, L, H, l, h, ch)) {
+                        float *q = d->qkv + (size_t)ch * HD + (size_t)h * D;
+                        deep_channel(&g, l, h, ch, q, 3 * HD, q, 3 * HD);
+                    }
+            attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1);
+            for (int h = 0; h < H; h++) { /* zb becomes the gated z */
+                const float gt = m->gates[l * H + h];
+                const int fixed = cl->zfixed[l * H + h];
+                for (size_t r = 0; r < BT; r++) {
+                    float *z = d->zb + r * HD + (size_t)h * D;
+                    if (fixed)
+                        memcpy(z, cl->zg + (size_t)l * g.Z + r * HD + (size_t)h * D, sizeof(float) * D);
+                    else model_gate_row(z, z, gt, D);
+                }
+            }
+            memcpy(xn, x, sizeof(float) * g.X);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f,
+                        d->zb, (int)HD, m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
+        }
+        float *dz = d->dz + (size_t)l * g.Z;
+        const float *zc = co->zg + (size_t)l * g.Z;
+        for (size_t i = 0; i < g.Z; i++) dz[i] = d->zb[i] - zc[i];
+        g.ready |= 1u << l;
+        x = xn;
+    }
+    if (x) memset(d->xm + (size_t)l_stop * T, 1, T); /* x is d->xs's layer l_stop */
+    /* layer l_stop's channels, as patches of the incremental forward;
+     * from the memo when the residual entering the layer is the clean
+     * run's and the channel's senders are as when it was stored */
+    g.x = x, g.xl = l_stop, g.dx_ready = 0;
+    const int use_memo = memo && memo->syn && !x && l_first < L;
+    if (use_memo && memo->layer != l_stop) {
+        memset(memo->key, 0, (size_t)3 * H * memo->kw);
+        memo->layer = l_stop;
+    }
+    unsigned char cur[2 + (AL_GRAPH_MAX_LAYERS - 1) * 64];
+    const int nk = 2 + l_stop * H;
+    for (int h = 0; l_first < L && h < H; h++)
+        for (int ch = 0; ch < 3; ch++) {
+            int st = chan_state(kept, L, H, l_stop, h, ch);
+            if (!st) continue;
+            size_t o = (size_t)ch * HD + (size_t)h * D;
+            float *dst = d->syn + (size_t)l_stop * g.Q + o;
+            memset(d->qm + (((size_t)l_stop * 3 + ch) * H + h) * T, 1, T);
+            unsigned char *key = NULL;
+            if (use_memo && nk <= (int)sizeof cur) {
+                key = memo->key + ((size_t)ch * H + h) * memo->kw;
+                cur[0] = 1, cur[1] = kept[al_graph_k_input(H, l_stop, h, ch, 0)];
+                for (int s0 = 0; s0 < l_stop * H; s0++)
+                    cur[2 + s0] = kept[al_graph_k_comp(L, H, s0, l_stop, h, ch)];
+                if (!memcmp(key, cur, (size_t)nk)) {
+                    copy_rows(dst, memo->syn + o, BT, D, 3 * HD);
+                    continue;
+                }
+            }
+            deep_channel(&g, l_stop, h, ch, NULL, 0, dst, 3 * HD);
+            if (key) {
+                copy_rows(memo->syn + o, dst, BT, D, 3 * HD);
+                memcpy(key, cur, (size_t)nk);
+            }
+        }
+    /* last-layer heads: read by the logits only (as for 1 and 2 layers) */
+    const int ll = L - 1;
+    for (int h = 0; h < H; h++) {
+        if (kept[al_graph_k_out(L, H, 2 + ll * H + h)] || co->zfixed[ll * H + h]) continue;
+        memset(d->zm + ((size_t)ll * H + h) * T, 1, T);
+        float *dst = d->zsrc + (size_t)ll * g.Z + (size_t)h * D;
+        for (size_t r = 0; r < BT; r++)
+            memcpy(dst + r * HD, co->z + (size_t)ll * g.Z + r * HD + (size_t)h * D,
+                   sizeof(float) * D);
+    }
+    al_patch_spec sp = {x ? d->xs : NULL, d->zsrc, x ? d->xm : NULL, d->zm, d->syn, NULL, d->qm, NULL};
+    if (al_model_forward_delta(m, cl, &sp, xL, d->dirty, &d->ws, e)) return -1;
+    for (size_t r = 0; r < BT; r++) changed[r] = d->dirty[r % T];
+    /* the logits' other senders: embed and the heads before the last layer */
+    int all = !kept[al_graph_k_out(L, H, 0)];
+    for (int j = 2; j < 2 + L * H; j++) all &= !kept[al_graph_k_out(L, H, j)];
+    if (all) { /* the corrupted run's final residual, exactly */
+        memcpy(xL, co->x + (size_t)L * g.X, sizeof(float) * g.X);
+        memset(changed, 1, BT);
+        return 0;
+    }
+    if (!kept[al_graph_k_out(L, H, 0)])
+        for (size_t r = 0; r < BT; r++) {
+            if (clean[r] == corr[r]) continue;
+            const float *a = m->p[AL_P_WE] + (size_t)clean[r] * C;
+            const float *z = m->p[AL_P_WE] + (size_t)corr[r] * C;
+            float *xr = xL + r * C;
+            for (int k = 0; k < C; k++) xr[k] -= a[k] - z[k];
+            changed[r] = 1;
+        }
+    int nfix = 0; /* fix (BT, C) = Σ over layers of the removed heads' Δzg · W_O[l0] */
+    for (int l0 = 0; l0 < L - 1; l0++) {
+        int any = 0;
+        for (int h = 0; h < H; h++) any |= !kept[al_graph_k_out(L, H, 2 + l0 * H + h)];
+        if (!any) continue;
+        const float *dz = deep_dz(&g, l0);
+        for (size_t r = 0; r < BT; r++)
+            for (int h = 0; h < H; h++) {
+                float *o = d->dzm + r * HD + (size_t)h * D;
+                if (kept[al_graph_k_out(L, H, 2 + l0 * H + h)]) memset(o, 0, sizeof(float) * D);
+                else memcpy(o, dz + r * HD + (size_t)h * D, sizeof(float) * D);
+            }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f, d->dzm,
+                    (int)HD, al_head_wo(m, l0, 0), C, nfix ? 1.0f : 0.0f, d->fix, C);
+        nfix++;
+    }
+    for (size_t r = 0; nfix && r < BT; r++) {
+        const float *f = d->fix + r * C;
+        float *xr = xL + r * C;
+        int nz = 0;
+        for (int k = 0; k < C; k++) nz |= f[k] != 0.0f;
+        if (!nz) continue;
+        for (int k = 0; k < C; k++) xr[k] -= f[k];
+        changed[r] = 1;
     }
     return 0;
 }

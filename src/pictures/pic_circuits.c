@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "pictures_internal.h"
 
+#include "attnlab/graph.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +133,7 @@ int pic_draw_circuit(pic *p, al_err *e) {
     const crow *c = &r.c[pick];
     int L = p->L, H = p->H, n_nodes = 3 + L * H;
     al_netnode *nodes = pic_calloc(p, (size_t)n_nodes, sizeof *nodes, e);
-    cedges ce = {.p = p, .cap = 6 * L * H + 3 * H * H + 2 + L * H};
+    cedges ce = {.p = p, .cap = al_graph_n_edges(L, H)};
     ce.ed = pic_calloc(p, (size_t)ce.cap, sizeof *ce.ed, e);
     ce.score = pic_calloc(p, (size_t)ce.cap, sizeof *ce.score, e);
     if (!nodes || !ce.ed || !ce.score) return -1;
@@ -176,10 +178,14 @@ int pic_draw_circuit(pic *p, al_err *e) {
                 n->port_label[k] = channel_name[k], n->port_colour[k] = channel_colour[k];
         }
     nodes[2 + L * H] = (al_netnode){.label = "logits", .row = L + 1, .fill = 0xEEEEEE};
-    static const char *const rows2[] = {"embeddings", "layer 0", "layer 1", "logits"};
-    static const char *const rows1[] = {"embeddings", "layer 0", "logits"};
+    /* one row per layer between the embeddings and the logits */
+    const char **row_names = pic_calloc(p, (size_t)L + 2, sizeof *row_names, e);
+    if (!row_names) return -1;
+    row_names[0] = "embeddings", row_names[L + 1] = "logits";
+    for (int l = 0; l < L; l++)
+        if (!(row_names[1 + l] = pic_printf(p, e, "layer %d", l))) return -1;
     al_panel *q = pic_add_panel(p, AL_PANEL_NET);
-    q->net = (al_netplot){nodes, n_nodes, ce.ed, ce.n, L == 2 ? rows2 : rows1, L + 2, 0, 0};
+    q->net = (al_netplot){nodes, n_nodes, ce.ed, ce.n, row_names, L + 2, 0, 0};
     for (int k = 0; k < 4; k++)
         p->legend[k] = (al_legend_item){channel_name[k], channel_colour[k], 0};
     p->legend[4] = (al_legend_item){"removed (pale)", al_netplot_faint(0x404040), 0};

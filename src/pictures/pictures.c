@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "attnlab/checkpoint.h"
+#include "attnlab/graph.h"
 #include "attnlab/png.h"
 
 #define PIC_KIND_ENTRY(id, name, family, needs, help) {name, family, help, needs, pic_draw_##id},
@@ -71,12 +72,13 @@ static int load(pic *p, al_err *e) {
     return 0;
 }
 
-/* Circuit discovery covers 1 and 2 layers: any other model is refused
- * before the database is read (it cannot have a circuit there). */
-static int small_model(pic *p, al_err *e) {
-    if (p->L >= 1 && p->L <= 2) return 0;
-    return al_errf(e, "--what %s: circuit discovery covers 1- and 2-layer models; %s has %d "
-                   "layers", p->o->what, p->dir, p->L);
+/* Circuit discovery covers the models the head graph does (graph.h):
+ * any other model is refused before the database is read (it cannot have
+ * a circuit there). */
+static int graph_model(pic *p, al_err *e) {
+    if (al_graph_n_edges(p->L, p->H) > 0) return 0;
+    return al_errf(e, "--what %s: circuit discovery covers models of 1 to %d layers; %s has %d "
+                   "layers", p->o->what, AL_GRAPH_MAX_LAYERS, p->dir, p->L);
 }
 
 /* The database, and the model's id in it (0: never analysed into it). */
@@ -196,7 +198,7 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     p->fig.title = p->title;
     p->fig.panels = p->panels;
     int rc = load(p, e);
-    if (rc == 0 && (k->needs & AL_PIC_SMALL)) rc = small_model(p, e);
+    if (rc == 0 && (k->needs & AL_PIC_GRAPH)) rc = graph_model(p, e);
     if (rc == 0) rc = open_db(p, (k->needs & AL_PIC_DB) != 0, e);
     if (rc == 0) rc = k->draw(p, e);
     if (rc == 0) rc = write_fig(p, out_png, w, h, e);

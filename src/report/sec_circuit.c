@@ -40,7 +40,7 @@ static void identified_sentence(al_buf *h, const char *what, const al_rows *iden
     al_buf_puts(h, ".");
 }
 
-/* The K edges "a &rarr; 1.b.k" of kq whose sender is in from (NULL: any)
+/* The K edges "a &rarr; l.b.k" of kq whose sender is in from (NULL: any)
  * and receiver in to, comma-separated. */
 static void k_edges(al_buf *h, const al_rows *kq, const al_rows *from, const al_rows *to) {
     for (int r = 0, k = 0; r < kq->nr; r++)
@@ -54,7 +54,7 @@ static void k_edges(al_buf *h, const al_rows *kq, const al_rows *from, const al_
 }
 
 /* The answer to "is it the previous-token -> induction circuit?" from the
- * circuit's kept layer-0 -> layer-1 K edges (kq: sender, receiver head
+ * circuit's kept K edges, any layers (kq: sender, receiver head
  * name) and the heads head_summary identifies (prev, ind). */
 static void induction_answer(al_buf *h, const rmodel *M, const al_rows *kq, const al_rows *prev,
                              const al_rows *ind, const al_rows *heads) {
@@ -137,8 +137,10 @@ int sec_circuit(rep *R, const rmodel *M, al_err *e) {
         al_buf_puts(h, ").</p>\n<p>Heads in the circuit (in a kept edge): ");
         name_run(h, &heads);
         al_buf_puts(h, ".");
-        if (M->cfg.n_layers == 2) {
-            al_buf_puts(h, " Layer-0 &rarr; layer-1 K-composition edges kept: ");
+        if (M->cfg.n_layers >= 2) {
+            al_buf_puts(h, M->cfg.n_layers == 2 ? " Layer-0 &rarr; layer-1 K-composition edges kept: "
+                                                : " K-composition edges kept (an earlier layer's "
+                                                  "head &rarr; a later head's keys): ");
             if (!kq.nr) al_buf_puts(h, "none");
             for (int r = 0; r < kq.nr; r++) {
                 al_buf_puts(h, r ? "; " : "");

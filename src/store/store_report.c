@@ -421,17 +421,20 @@ int al_sr_circuit_heads(al_store *s, const char *run, const char *method, const 
  * path, where the database has them */
 int al_sr_circuit_k_edges(al_store *s, const char *run, const char *method, const char *tau,
                           al_rows *out, al_err *e) {
-    return rows3(s, CIRCUIT_KEPT "SELECT k.sender, '1.' || k.receiver_head, k.score, "
-                 "c.score, c.baseline, (SELECT p.value FROM path_patching p JOIN runs r ON "
-                 "r.run_id = p.run_id WHERE r." DONE " AND p.model_id = k.model_id AND "
-                 "p.sender = k.sender AND p.receiver_layer = 1 AND p.receiver_head = "
-                 "k.receiver_head AND p.channel = 'k' ORDER BY p.run_id DESC LIMIT 1) FROM k "
-                 "LEFT JOIN composition c ON c.run_id = (SELECT max(y.run_id) FROM composition "
-                 "y JOIN runs r ON r.run_id = y.run_id WHERE r." DONE " AND y.model_id "
-                 "= k.model_id AND y.kind = 'K') AND c.kind = 'K' AND c.layer1 = 0 AND "
-                 "c.head1 = CAST(substr(k.sender, 3) AS INTEGER) AND c.layer2 = 1 AND c.head2 "
-                 "= k.receiver_head WHERE k.channel = 'k' AND k.receiver_layer = 1 AND "
-                 "k.sender GLOB '0.*' ORDER BY k.score DESC, k.edge", run, method, tau, out, e);
+    /* any depth: sender "l0.h0" of an earlier layer into any later head */
+    return rows3(s, CIRCUIT_KEPT "SELECT k.sender, k.receiver_layer || '.' || k.receiver_head, "
+                 "k.score, c.score, c.baseline, (SELECT p.value FROM path_patching p JOIN runs r "
+                 "ON r.run_id = p.run_id WHERE r." DONE " AND p.model_id = k.model_id AND "
+                 "p.sender = k.sender AND p.receiver_layer = k.receiver_layer AND "
+                 "p.receiver_head = k.receiver_head AND p.channel = 'k' ORDER BY p.run_id DESC "
+                 "LIMIT 1) FROM k LEFT JOIN composition c ON c.run_id = (SELECT max(y.run_id) "
+                 "FROM composition y JOIN runs r ON r.run_id = y.run_id WHERE r." DONE " AND "
+                 "y.model_id = k.model_id AND y.kind = 'K') AND c.kind = 'K' AND c.layer1 = "
+                 "CAST(substr(k.sender, 1, instr(k.sender, '.') - 1) AS INTEGER) AND c.head1 = "
+                 "CAST(substr(k.sender, instr(k.sender, '.') + 1) AS INTEGER) AND c.layer2 = "
+                 "k.receiver_layer AND c.head2 = k.receiver_head WHERE k.channel = 'k' AND "
+                 "k.receiver_layer >= 1 AND k.sender NOT IN ('embed', 'pos') ORDER BY k.score "
+                 "DESC, k.edge", run, method, tau, out, e);
 }
 
 /* ------------------------------------------------------ across seeds */
