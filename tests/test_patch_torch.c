@@ -161,8 +161,9 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
                "%s: layouts", what);
         CHECKF(rn.m_clean == r.m_clean && rn.m_corr == r.m_corr, "%s: naive M", what);
         if (rn.n == r.n) same_numbers(what, r.metric, rn.metric, r.n);
-        CHECKF(r.n == 4 * r.n_senders * c->n_heads && r.n_senders == 2 + c->n_heads &&
-                   r.n_recv == (c->n_layers == 2 ? c->n_heads : 0),
+        int W = (c->n_layers > 1 ? c->n_layers - 1 : 1) * c->n_heads;
+        CHECKF(r.width == W && r.n == 4 * r.n_senders * W && r.n_senders == 2 + W &&
+                   r.n_recv == (c->n_layers - 1) * c->n_heads,
                "%s: n %d, n_senders %d, n_recv %d", what, r.n, r.n_senders, r.n_recv);
         CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->hooks.n == 0,
                "%s: gates or patch spec changed", what);
@@ -279,6 +280,23 @@ TEST(patch_torch_1layer) {
     const float *gates[1] = {g};
     run_case("--n-layers 1 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 6 --tied",
              gates, 1);
+}
+
+/* Three layers: senders embed, pos and the heads of layers 0 and 1;
+ * receivers the q/k/v of the heads of layers 1 and 2 (from every earlier
+ * sender) and the logits; every path in both directions. */
+TEST(patch_torch_3layer) {
+    static const float g[12] = {0.5f, 1.5f, 1.0f, 0.0f, 2.0f, 0.75f,
+                                1.25f, 1.0f, 0.8f, 1.1f, 0.0f, 1.3f};
+    const float *gates[2] = {NULL, g};
+    run_case("--n-layers 3 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 8", gates, 2);
+}
+
+/* Four layers (receivers in layers 1-3, a sender two layers before its
+ * receiver), tied embeddings. */
+TEST(patch_torch_4layer) {
+    run_case("--n-layers 4 --d-model 24 --n-heads 3 --d-head 8 --n-ctx 16 --seed 9 --tied", NULL,
+             1);
 }
 
 /* Shortformer positions (W_pos in every head's q and k only): the
