@@ -223,7 +223,8 @@ int pic_draw_paths(pic *p, al_err *e) {
                         .col_labels = k == 3 ? logits : cl,
                         .title = k < 3 && L > 2 ? deep_titles[k] : titles[k],
                         .row_title = "sender", .col_title = k == 3 ? "receiver" : ct,
-                        .cs = cs, .annotate = 1, .cell = L > 2 ? 26 : 34};
+                        .cs = cs, .annotate = L <= 2 || W <= 8,
+                        .cell = L > 2 && W > 8 ? 22 : 34}; /* wide deep grids: no values */
     }
     p->fig.shared_bar = cs;
     snprintf(p->title, sizeof p->title, "path patching: sender -> receiver, %s (task %s)",
@@ -233,7 +234,7 @@ int pic_draw_paths(pic *p, al_err *e) {
     pic_note(p, "only the path from the sender to the receiver carries the other run's value; "
             "every other head is frozen");
     if (L > 2)
-        pic_note(p, "a blank cell: no such path (the sender's layer is not before the receiver's)");
+        pic_note(p, "a grey cell: no such path (the sender's layer is not before the receiver's)");
     pic_note(p, "an induction circuit: a previous-token head (sender) into an induction head's keys (k)");
     pic_note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs); %s", r.m_clean, r.m_corr,
          strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
