@@ -275,21 +275,24 @@ TEST(attribute_cli_bad_input) {
     CHECK_SQL(db.s, "SELECT count(*) FROM runs", "0");
 }
 
-/* More than 2 layers: DLA and the lens run, paths and attribution
- * patching are skipped with one note. */
+/* More than 2 layers: DLA, the lens and attribution patching run (its
+ * edges: path patching's 202 paths of 3 layers of 4 heads, beside 12
+ * heads and 12 x 13 head-positions); the path expansion is skipped with
+ * one note. */
 TEST(attribute_cli_three_layers_noted) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err");
     t_tiny_model(dir.s, 3, 5);
     /* one batch: no progress line beside the note */
     CHECK(t_sh("%s attribute --model %s/m3 --db %s --probe-r 6 --n 4 --batch 4 >/dev/null 2>%s",
                t_bin(), dir.s, db.s, err.s) == 0);
-    CHECK(t_one_line(err.s, "has 3 layers: the path expansion and attribution patching cover 1 "
-                            "and 2"));
+    CHECK(t_one_line(err.s, "has 3 layers: the path expansion covers 1 and 2"));
     CHECK_SQL(db.s, "SELECT status FROM runs", "done");
     CHECK_SQL(db.s, "SELECT (SELECT count(*) FROM path_terms), (SELECT count(*) FROM "
                     "attribution_patching), (SELECT count(*) FROM logit_lens), (SELECT count(*) "
-                    "FROM logit_attribution WHERE pos IS NULL)", "0|0|4|14");
-    CHECK_SQL(db.s, "SELECT direction IS NULL, direct_value IS NULL FROM attribution_runs", "1|1");
+                    "FROM logit_attribution WHERE pos IS NULL)", "0|370|4|14");
+    CHECK_SQL(db.s, "SELECT count(*), count(receiver_layer), max(receiver_layer) FROM "
+                    "attribution_patching WHERE grid = 'edge'", "202|192|2");
+    CHECK_SQL(db.s, "SELECT direction IS NULL, direct_value IS NULL FROM attribution_runs", "0|1");
     check_sums(db.s, 1, 0);
 }
 
