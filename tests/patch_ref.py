@@ -55,6 +55,19 @@ Layout: [(c*n_senders + s)*W + r] for c = 0 q, 1 k, 2 v, 3 direct; NaN
 where no path exists (a sender head of layer >= l1, direct at r > 0, q/k/v
 of a 1-layer model).
 
+Attribution patching's edges (attrpatch.h, results key "attrpatch"), the
+first-order estimate of
+each path above: with every hook point's output plus a zero tensor that
+requires grad (so autograd gives dM/d(that output), every path after it
+live), on the base run (= the target: corrupted when denoising, clean when
+noising),
+    edge[c, s, l1.h1] = sum_{b,t} Δsender . (dM/d hook_c[l1][..., h1, :]) W_c[l1,h1]^T
+    edge[3, s, 0]     = sum_{b,t} Δsender . dM/d hook_resid_final
+normalised as the effects (denoise est / (M_clean - M_corr), noise
+-est / (...)), NaN where the path does not exist; the raw estimates
+compared always (the C's un-normalised with its own M's), the normalised
+ones where |M_clean - M_corr| >= min-den.
+
 Speed: the configurations of one component (the senders of pass 2, the
 paths of pass 3) run in one forward, configuration i on its own copy of
 the N pairs (batch rows i*N..(i+1)*N-1), its hooks editing only those
@@ -309,6 +322,51 @@ if torch is not None:
             out[(c * ns + s) * W + r] = m
         return out, formula_err
 
+    def attr_edges(model, tok, tgt, src, L, H, items, logit_diff):
+        """attrpatch.h's raw (un-normalised) edge estimates, in the
+        results' layout, from the gradient at the base run tok (cache
+        tgt; the source run's cache src)."""
+        W = max(1, L - 1) * H
+        ns = 2 + W
+        eps = {}
+
+        def add_eps(name):
+            def f(out):
+                e = torch.zeros_like(out, requires_grad=True)
+                eps[name] = e
+                return out + e
+            return f
+        names = ["hook_resid_final"] + ["blocks.%d.attn.hook_%s" % (l, c)
+                                        for l in range(1, L) for c in "qkv"]
+        with torch.enable_grad():
+            logits = model.run_with_hooks(tok, [(n, add_eps(n)) for n in names])
+            n, t, a, w = (torch.tensor(c, dtype=torch.long) for c in zip(*items))
+            at = logits[n, t]
+            i = torch.arange(len(items))
+            vals = at[i, a] - at[i, w] if logit_diff else at.log_softmax(-1)[i, a]
+            grads = torch.autograd.grad(vals.mean(), [eps[k] for k in names])
+        g = dict(zip(names, grads))
+        sender = lambda c, s: (c["hook_embed"] if s == 0 else c["hook_pos_embed"] if s == 1
+                               else c["blocks.%d.attn.hook_result" % ((s - 2) // H)]
+                               [:, :, (s - 2) % H])
+        out = [float("nan")] * (4 * ns * W)
+        for s in range(ns):
+            # pos: both runs share positions (and a shortformer model has none in the residual)
+            delta = sender(src, s) - sender(tgt, s)
+            if s == 1 and model.shortformer:
+                delta = torch.zeros_like(delta)
+            out[(3 * ns + s) * W] = float((delta * g["hook_resid_final"]).sum())
+            l0 = -1 if s < 2 else (s - 2) // H
+            for r in range(W if L > 1 else 0):
+                l1, h1 = r // H + 1, r % H
+                if l0 >= l1:
+                    continue
+                for c, ch in enumerate("qkv"):
+                    Wc = getattr(model.blocks[l1].attn, "W_" + ch.upper())[h1]  # (C, D)
+                    gin = g["blocks.%d.attn.hook_%s" % (l1, ch)][:, :, h1] @ Wc.t()
+                    out[(c * ns + s) * W + r] = float((delta * gin).sum())
+        return out
+
     def effect(mp, m_clean, m_corr, direction):
         den = m_clean - m_corr
         if den == 0 or not math.isfinite(mp):
@@ -409,10 +467,16 @@ def main():
                     "noise": (clean, cache_clean, cache_corr)}
             checks = [(r["component"], r["direction"], r) for r in case["patch"]]
             checks += [("paths", r["direction"], r) for r in case["paths"]]
+            checks += [("attrpatch", r["direction"], r) for r in case.get("attrpatch", [])]
             seen = set()
             for comp, direction, r in checks:
                 seen.add((comp, direction))
-                if comp == "paths":
+                if comp == "attrpatch":
+                    W = max(1, L - 1) * H
+                    want = {"n_senders": 2 + W, "n_recv": (L - 1) * H,
+                            "n_edge": 4 * (2 + W) * W}
+                    n_want = 4 * (2 + W) * W
+                elif comp == "paths":
                     W = max(1, L - 1) * H
                     want = {"n_senders": 2 + W, "n_recv": (L - 1) * H}
                     n_want = 4 * (2 + W) * W
@@ -421,6 +485,28 @@ def main():
                             "cols": {"head": H}.get(comp, T)}
                     n_want = want["rows"] * want["cols"]
                 got = {k: r.get(k) for k in want}
+                if comp == "attrpatch":
+                    if got != want or len(r["edge"]) != n_want:
+                        print("  case %d attrpatch %s: layout %s, %d values; want %s, %d  FAIL"
+                              % (ci, direction, got, len(r["edge"]), want, n_want))
+                        all_ok = False
+                        continue
+                    tok, tgt, src = runs[direction]
+                    raw = attr_edges(model, tok, tgt, src, L, H, items, task["logit_diff"])
+                    den = m_clean - m_corr
+                    ref_e = [x / den if direction == "denoise" else -x / den for x in raw]
+                    # raw estimates compared always (the C's un-normalised with its own
+                    # M's), the normalised ones where the gap is not tiny
+                    sign = 1.0 if direction == "denoise" else -1.0
+                    c_den = (r["m_clean"] or 0.0) - (r["m_corr"] or 0.0)
+                    c_raw = [None if x is None else x * c_den * sign for x in r["edge"]]
+                    line, ok, err = compare("case %d attrpatch %s" % (ci, direction), raw,
+                                            ref_e, c_raw, r["edge"], m_clean, m_corr,
+                                            r["m_clean"], r["m_corr"], args.tol, args.min_den)
+                    print(line)
+                    all_ok &= ok
+                    worst = max(worst, err)
+                    continue
                 if (got != want or len(r["metric"]) != n_want or len(r["effect"]) != n_want
                         or (r["L"], r["H"], r["N"], r["T"]) != (L, H, N, T)):
                     print("  case %d %s %s: layout %s, %d values; want %s, %d  FAIL"
