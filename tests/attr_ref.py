@@ -19,11 +19,21 @@ The task metric M (pairs.h) is the mean over items of the logit difference
 
 Attribution (attribute.h), from one forward of the clean tokens:
   components  embed, pos, each head's out: contribution = out_c(pos) . u
-  path terms  direct (x0), 0.h (out[0,h]), 1.h from x0 (g A1 (x0 W_V1) W_O1),
-              virtual 0.h0>1.h1 (g A1 (out[0,h0] W_V1) W_O1), patterns frozen;
+  path terms  with through(l, h, v) = g[l,h] A[l,h] (v W_V[l,h]) W_O[l,h] (head
+              l.h reading the residual part v through its value input,
+              patterns frozen) and d[l,h] = through(l, h, x0) (its direct
+              part; d[0,h] = out[0,h]):
+              direct (x0); l.h = d[l,h]; virtual l0.h0>l1.h1 (l0 < l1) =
+              through(l1, h1, d[l0,h0]); from 3 layers the remainder
+              chains>=3 = the sum over every chain of three or more heads
+              l0.h0 > l1.h1 > ... (l0 < l1 < ...) of through(.., through(l1,
+              h1, d[l0,h0])), each chain enumerated one by one (not the
+              logits less the other terms, so that the terms summing to
+              x_L is an identity checked here, not assumed);
               value = mean contribution, dloss = mean item loss with the
-              term's logits subtracted - mean item loss; per kind the same
-              with all the kind's terms subtracted at once
+              term's logits subtracted - mean item loss; per kind (direct,
+              head, virtual = the rest) the same with all the kind's terms
+              subtracted at once
   logit lens  x_l W_U: mean item loss and top-1 accuracy (ties: lower id)
 
 Attribution patching (attrpatch.h), with torch autograd. Every activation
@@ -46,6 +56,7 @@ RESULTS_FILE is written by tests/test_attr_torch.c. Prints one line per
 compared array with its largest error. Exit 0 iff all agree within their
 tolerances (below), 1 if not, 2 on bad input, 77 without PyTorch.
 """
+import itertools
 import math
 import sys
 
@@ -124,17 +135,28 @@ if torch is not None:
 
         def path_terms(self, c):
             """(n_terms, B, T, C) residual vectors of attribute.h's terms."""
+            L, H = self.L, self.H
             x0 = c["embed"] + c["pos"]
-            terms = [x0] + [c["out"][0][:, :, h] for h in range(self.H)]
-            if self.L == 2:
-                W, g, A = self.W[1], self.g[1], c["A"][1]
 
-                def through(h1, src):  # head 1.h1 reading src through its value input
-                    v = src @ W["W_V"][h1]
-                    return g[h1] * (A[:, h1] @ v) @ W["W_O"][h1]
-                terms += [through(h, x0) for h in range(self.H)]
-                terms += [through(h1, c["out"][0][:, :, h0])
-                          for h0 in range(self.H) for h1 in range(self.H)]
+            def through(l, h, src):  # head l.h reading src through its value input
+                W, g, A = self.W[l], self.g[l], c["A"][l]
+                v = src @ W["W_V"][h]
+                return g[h] * (A[:, h] @ v) @ W["W_O"][h]
+            d = {(l, h): c["out"][0][:, :, h] if l == 0 else through(l, h, x0)
+                 for l in range(L) for h in range(H)}
+            terms = [x0] + [d[l, h] for l in range(L) for h in range(H)]
+            terms += [through(l1, h1, d[s // H, s % H])
+                      for l1 in range(1, L) for s in range(l1 * H) for h1 in range(H)]
+            if L >= 3:
+                rem = torch.zeros_like(x0)
+                for k in range(3, L + 1):
+                    for layers in itertools.combinations(range(L), k):
+                        for heads in itertools.product(range(H), repeat=k):
+                            v = d[layers[0], heads[0]]
+                            for l, h in zip(layers[1:], heads[1:]):
+                                v = through(l, h, v)
+                            rem = rem + v
+                terms.append(rem)
             return torch.stack(terms)
 
     def item_index(items):
@@ -192,6 +214,9 @@ if torch is not None:
         # path terms
         terms = model.path_terms(c)
         r["term_sum_err"] = float((terms.sum(0) - c["x"][L]).abs().max())
+        # how much the chains of >= 3 heads carry (0 below 3 layers): the
+        # identity above only tests the remainder if it is not negligible
+        r["rem_scale"] = float(terms[-1].abs().max()) if L >= 3 else 0.0
         item_term = torch.stack([dot(v) for v in terms], 1)
         r["item_term"], r["term_value"] = item_term, item_term.mean(0)
         tl = terms @ model.W_U  # (n_terms, B, T, V)
@@ -329,7 +354,7 @@ def main():
     if args is None:
         return rc
     try:
-        cfg, weights, res = load_results(args)
+        cfg, weights, res = load_results(args, None)  # the path expansion: any depth
         L, H = cfg["n_layers"], cfg["n_heads"]
         model = Model(cfg, weights, res["gates"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -352,7 +377,9 @@ def main():
             with torch.no_grad():
                 r = attribution(model, clean, items, ld, T)
             print("  (mean max attention prob %.3f; path terms sum to x_L within %.1e; "
-                  "%d near-ties in the lens)" % (r["att_max"], r["term_sum_err"], r["lens_ties"]))
+                  "%d near-ties in the lens%s)" % (r["att_max"], r["term_sum_err"], r["lens_ties"],
+                                                   "; chains of >= 3 heads up to %.3g"
+                                                   % r["rem_scale"] if L >= 3 else ""))
             if r["term_sum_err"] > 1e-9:  # float64 rounding only
                 print("  %s reference's path terms do not add up  FAIL" % name)
                 rep.ok = False

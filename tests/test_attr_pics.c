@@ -67,9 +67,9 @@ static long attr_fixture(const char *db, const char *dir, const attr_fix *f) {
     long r = (long)run, id = (long)mid;
     sqlf(&b, "BEGIN;\nINSERT INTO attribution_runs VALUES(%ld, %ld, 'induction', 4, %d, 20, "
          "'logprob', 1.5, 2.25, 0.9, 0.5, %s, 0.4, 0.8, %s, %s, 1, 0.5, 0.125, 2, 3, 'abc', 0);\n",
-         r, id, T_LEN, L == 2 ? "0.1" : "NULL", L == 2 ? "0" : "NULL",
+         r, id, T_LEN, L >= 2 ? "0.1" : "NULL", L >= 2 ? "0" : "NULL",
          f->attrpatch ? "'denoise'" : "NULL");
-    if (L == 2) sqlf(&b, "UPDATE attribution_runs SET virtual_dloss = %.17g WHERE run_id = %ld;\n",
+    if (L >= 2) sqlf(&b, "UPDATE attribution_runs SET virtual_dloss = %.17g WHERE run_id = %ld;\n",
                      f->virt_dloss, r);
     for (int c = 0; c < 2 + L * H; c++) {
         char name[32];
@@ -106,6 +106,18 @@ static long attr_fixture(const char *db, const char *dir, const attr_fix *f) {
                 sqlf(&b, "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', '0.%d>1.%d', "
                      "'virtual', 1, %d, %d, 0.01, %.17g);\n", r, id, a, h, h, a,
                      a == 3 && h == 5 ? 1.2 : 0.02 * ((a * H + h) % 5) - 0.04);
+        /* 3 layers and more: every virtual head l0.h0>l1.h1 (src_head = l0·H + h0), the
+         * planted 2.1>3.4 at -1.0, and the remainder chains>=3 (no head) at 2.0 */
+        for (int l1 = 1; L >= 3 && l1 < L; l1++)
+            for (int src = 0; src < l1 * H; src++)
+                for (int h = 0; h < H; h++)
+                    sqlf(&b, "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', '%d.%d>%d.%d', "
+                         "'virtual', %d, %d, %d, 0.01, %.17g);\n", r, id, src / H, src % H, l1, h,
+                         l1, h, src, src == 2 * H + 1 && l1 == 3 && h == 4 ? -1.0
+                                                                          : 0.001 * (src % 7));
+        if (L >= 3)
+            sqlf(&b, "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', 'chains>=3', 'virtual', "
+                 "NULL, NULL, NULL, 0.5, 2.0);\n", r, id);
     }
     for (int l = 0; l <= L; l++)
         sqlf(&b, "INSERT INTO logit_lens VALUES(%ld, %ld, 'induction', %d, %.17g, %.17g);\n", r, id,
@@ -241,6 +253,28 @@ TEST(attrpics_terms) {
     CHECK(draw(m1.s, "--what terms", "terms1.png", &im) == 0);
     CHECK(colour_height(&im, al_plot_colour(2)) == 0 && colour_height(&im, al_plot_colour(3)) == 0);
     CHECK(colour_height(&im, al_plot_colour(1)) > 2 * colour_height(&im, al_plot_colour(0)));
+    al_image_free(&im);
+}
+
+/* 4 layers x 8 heads: 418 terms, of which the 40 largest |Δloss| are
+ * drawn, grouped direct, heads, virtual heads, chains of 3+ heads: the
+ * planted remainder (2.0) the tallest bar, the planted virtual head
+ * 2.1>3.4 (-1.0) drawn below 0. */
+TEST(attrpics_terms_deep) {
+    t_pbuf m4 = t_pcopy("m4");
+    make_model(m4.s, 4, 8);
+    attr_fix f = {.tokens = 1, .paths = 1, .attrpatch = 0, .virt_dloss = 1.5};
+    attr_fixture(t_path("r.db"), m4.s, &f);
+    CHECK(t_sql_long(t_path("r.db"), "SELECT count(*) FROM path_terms") == 418);
+    al_image im;
+    CHECK(draw(m4.s, "--what terms", "terms4.png", &im) == 0);
+    int hc = colour_height(&im, al_plot_colour(3)), hv = colour_height(&im, al_plot_colour(2));
+    CHECKF(hc > 0 && hv > 0 && hc > hv, "chains %d px, virtual %d px", hc, hv);
+    for (int g = 0; g < 2; g++)
+        CHECKF(colour_height(&im, al_plot_colour(g)) < hc / 2, "group %d: %d px, chains %d px", g,
+               colour_height(&im, al_plot_colour(g)), hc);
+    /* 40 bars, not 418: the picture is as wide as a 2-layer one's, not ten times */
+    CHECKF(im.w < 1600, "%d px wide", im.w);
     al_image_free(&im);
 }
 

@@ -1,9 +1,9 @@
 /* test_attribute.c -- attribution (attribute.h): direct logit attribution
  * and the path expansion add up to the model's logits exactly (random
- * models of 1 and 2 layers, tied and untied, gates != 1), known answers
- * on the hand-built circuit of planted.h (and on a copy of it with a
- * planted V-composition), the logit lens against the forward's loss, and
- * refused options. */
+ * models of 1 to 4 layers, tied and untied, gates != 1), the term
+ * indices, known answers on the hand-built circuit of planted.h (2 and 3
+ * layers, and copies with a planted V-composition), the logit lens
+ * against the forward's loss, and refused options. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +40,7 @@ static double rel(double sum, double ref, const double *parts, int n, size_t str
  * (log-prob and logit difference). Gates are as set, and m's z
  * replacements and patch spec are back on return. */
 static void exact_random_models(int pos_type) {
-    for (int L = 1; L <= 2; L++)
+    for (int L = 1; L <= 4; L++)
         for (int tied = 0; tied < 2; tied++)
             for (int diff = 0; diff < 2; diff++) {
                 al_model m;
@@ -54,11 +54,11 @@ static void exact_random_models(int pos_type) {
                     for (int i = 0; i < t.n_items; i++)
                         t.items[i].wrong = (t.items[i].answer + 1 + i % 5) % 13;
                 }
-                float gates[6];
+                float gates[12];
                 memcpy(gates, m.gates, sizeof(float) * L * 3);
                 float zbuf[1];
                 al_patch_spec ps = {0};
-                const float *zr[6] = {NULL, zbuf};
+                const float *zr[12] = {NULL, zbuf};
                 CHECK_OK(al_zrep_hooks_add(&m, zr, &e), &e);
                 CHECK_OK(al_patch_hooks_add(&m, &ps, &e), &e);
                 int nh = m.hooks.n;
@@ -70,7 +70,9 @@ static void exact_random_models(int pos_type) {
                       m.hooks.h[nh - 1].ctx == (void *)&ps);
                 CHECK(!memcmp(gates, m.gates, sizeof(float) * L * 3));
                 al_hook_clear(&m);
-                CHECK(r.n_comp == 2 + 3 * L && r.n_terms == (L == 1 ? 4 : 16));
+                /* 1 + 3L + 9·L(L−1)/2, and the remainder from 3 layers */
+                static const int nterms[5] = {0, 4, 16, 38, 68};
+                CHECK(r.n_comp == 2 + 3 * L && r.n_terms == nterms[L]);
                 const int V = 13, nt = r.n_terms;
                 float row[13], *pl = malloc(sizeof(float) * nt * V);
                 double worst_c = 0, worst_t = 0, worst_row = 0, msum = 0;
@@ -103,7 +105,11 @@ static void exact_random_models(int pos_type) {
                             for (int k = 0; k < nt; k++) {
                                 double c = pl[k * V + v] -
                                            (it->wrong >= 0 ? pl[k * V + it->wrong] : 0.0);
-                                CHECK_NEAR(r.item_term[(size_t)i * nt + k], c, 1e-5);
+                                /* float rounding on the scale of the term's row (deep
+                                 * random models: tens) */
+                                double sc = 1;
+                                for (int w = 0; w < V; w++) sc = fmax(sc, fabs(pl[k * V + w]));
+                                CHECK_NEAR(r.item_term[(size_t)i * nt + k], c, 2e-5 * sc);
                             }
                     }
                     if (dv / mx > worst_row) worst_row = dv / mx;
@@ -141,6 +147,49 @@ TEST(attr_exact_random_models) { exact_random_models(AL_POS_STANDARD); }
 /* Shortformer positions (W_pos in q and k only): the pos component is 0
  * and the same identities hold. */
 TEST(attr_exact_random_models_shortformer) { exact_random_models(AL_POS_SHORTFORMER); }
+
+/* The term indices: the header's formulas, names and heads agree for
+ * every term, in order; 1 and 2 layers keep their indices. */
+TEST(attr_term_indices) {
+    CHECK(al_attr_n_terms(1, 8) == 9 && al_attr_n_terms(2, 8) == 1 + 16 + 64 &&
+          al_attr_n_terms(3, 8) == 1 + 24 + 3 * 64 + 1 && al_attr_n_terms(4, 8) == 418);
+    CHECK(al_attr_n_terms(0, 3) == 0 && al_attr_n_terms(64, 256) == 0);
+    for (int L = 1; L <= 5; L++) {
+        const int H = 3, nt = al_attr_n_terms(L, H);
+        int k = 0, ok = 1;
+        char buf[32], want[32];
+        ok &= al_attr_term_kind_of(L, H, k++) == AL_ATTR_DIRECT;
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++, k++) {
+                int tl, th, ts;
+                ok &= al_attr_term_heads(L, H, k, &tl, &th, &ts) == AL_ATTR_HEAD && tl == l &&
+                      th == h && ts == -1;
+                snprintf(want, sizeof want, "%d.%d", l, h);
+                ok &= !strcmp(al_attr_term_name(L, H, k, buf, sizeof buf), want);
+            }
+        for (int l1 = 1; l1 < L; l1++)
+            for (int src = 0; src < l1 * H; src++)
+                for (int h1 = 0; h1 < H; h1++, k++) {
+                    int tl, th, ts;
+                    ok &= al_attr_virtual_index(L, H, src, l1, h1) == k &&
+                          k == 1 + L * H + H * H * l1 * (l1 - 1) / 2 + src * H + h1;
+                    ok &= al_attr_term_heads(L, H, k, &tl, &th, &ts) == AL_ATTR_VIRTUAL &&
+                          tl == l1 && th == h1 && ts == src;
+                    snprintf(want, sizeof want, "%d.%d>%d.%d", src / H, src % H, l1, h1);
+                    ok &= !strcmp(al_attr_term_name(L, H, k, buf, sizeof buf), want);
+                }
+        if (L >= 3) {
+            int tl, th, ts;
+            ok &= al_attr_term_heads(L, H, k, &tl, &th, &ts) == AL_ATTR_VIRTUAL && tl == -1 &&
+                  th == -1 && ts == -1;
+            ok &= !strcmp(al_attr_term_name(L, H, k, buf, sizeof buf), "chains>=3");
+            k++;
+        }
+        CHECKF(ok && k == nt, "L %d: %d terms walked, %d counted", L, k, nt);
+    }
+    /* 2 layers: the indices they always had */
+    CHECK(al_attr_virtual_index(2, 4, 3, 1, 2) == 1 + 8 + 3 * 4 + 2);
+}
 
 /* DLA on any number of layers (paths off), exact on a 3-layer model. */
 TEST(attr_dla_three_layers) {
@@ -355,8 +404,80 @@ TEST(attr_planted_v_composition) {
     al_model_free(&m);
 }
 
-/* Refused: batch 0, paths on 3 layers, bad paths flag, an item outside
- * its pair; one line, result zeroed. */
+/* planted_model_deep(3, 2): previous-token head 0.0, induction head 2.0,
+ * layer 1 idle. 2.0's value reads TOK, which only the embedding writes,
+ * so the induction logit (GAMMA on the answer at each repeated position)
+ * is in the term "2.0" (2.0 reading embed + pos); the virtual head
+ * 0.0 > 2.0 is 0 (0.0 writes PREV, which 2.0's value ignores), and so is
+ * every other virtual head and the remainder: no head's value reads
+ * what another head writes. The lens: the answer appears only after
+ * layer 2. With 2.0's value reading PREV instead, all of it moves to
+ * the virtual head 0.0 > 2.0. */
+TEST(attr_planted_deep) {
+    for (int vcomp = 0; vcomp < 2; vcomp++) {
+        al_model m;
+        planted_model_deep(&m, 3, 2);
+        if (vcomp) {
+            float *wv = al_head_wv(&m, 2, 0);
+            for (int v = 0; v < PV; v++) {
+                wv[(P_TOK + v) * PD + v] = 0;
+                wv[(P_PREV + v) * PD + v] = 1;
+            }
+        }
+        al_pairs t;
+        al_attr_result r;
+        planted_run(&m, &t, &r);
+        const int L = 3, nt = al_attr_n_terms(L, PH);
+        const int k20 = 1 + 2 * PH, kv = al_attr_virtual_index(L, PH, 0, 2, 0);
+        const int on = vcomp ? kv : k20, off = vcomp ? k20 : kv, c20 = 2 + 2 * PH;
+        CHECK(r.n_terms == nt && nt == 1 + 3 * PH + PH * PH * 3 + 1);
+        char buf[32];
+        CHECK(!strcmp(al_attr_term_name(L, PH, kv, buf, sizeof buf), "0.0>2.0"));
+        /* the term holds all of 2.0's contribution */
+        CHECKF(fabs(r.term_value[on] - r.dla[c20]) < 1e-4, "vcomp %d: term %g, DLA of 2.0 %g",
+               vcomp, r.term_value[on], r.dla[c20]);
+        if (!vcomp) {
+            CHECKF(r.dla[c20] > 0.9 * P_GAMMA && r.dla[c20] < 1.01 * P_GAMMA, "2.0: %g",
+                   r.dla[c20]);
+            CHECKF(r.term_dloss[on] > 3, "Δloss of 2.0: %g", r.term_dloss[on]);
+            CHECKF(r.lens_loss[2] > r.lens_loss[3] + 3 && r.lens_acc[3] > 0.9,
+                   "lens loss %g %g %g %g acc %g", r.lens_loss[0], r.lens_loss[1],
+                   r.lens_loss[2], r.lens_loss[3], r.lens_acc[3]);
+        } else /* copying x[s−1] = the current token: a large loss change either way */
+            CHECKF(fabs(r.term_dloss[on]) > 1, "Δloss of 0.0>2.0: %g", r.term_dloss[on]);
+        CHECK(fabs(r.term_value[off]) < 1e-6 && fabs(r.term_dloss[off]) < 1e-5);
+        /* every other virtual head and the remainder: 0 */
+        double worst = 0;
+        for (int k = 1 + L * PH; k < nt; k++)
+            if (k != kv) worst = fmax(worst, fabs(r.term_value[k]) + fabs(r.term_dloss[k]));
+        CHECKF(worst < 1e-5, "vcomp %d: a virtual term of %g", vcomp, worst);
+        CHECK(fabs(r.term_value[nt - 1]) < 1e-6);
+        /* the idle layer: nothing through 1.0 or 1.1 */
+        CHECK(fabs(r.term_value[1 + PH]) < 1e-6 && fabs(r.term_value[1 + PH + 1]) < 1e-6);
+        /* at the second occurrence: GAMMA in that one term, on the answer
+         * (the V-composition: on the current token, x[s−1] of the
+         * attended s) */
+        const al_pair_item *it = &t.items[3];
+        const int want = vcomp ? t.clean[(size_t)it->pair * t.T + it->pos] : it->answer;
+        float *pl = malloc(sizeof(float) * nt * PV);
+        al_err e;
+        CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T, it->pos, pl,
+                                     &e), &e);
+        CHECKF(fabs(pl[on * PV + want] - P_GAMMA) < 0.05 * P_GAMMA, "vcomp %d: term logit %g",
+               vcomp, pl[on * PV + want]);
+        CHECK(fabs(pl[off * PV + want]) < 1e-6);
+        float most = 0;
+        for (int v = 0; v < PV; v++) most = fmaxf(most, fabsf(pl[(nt - 1) * PV + v]));
+        CHECKF(most < 1e-6, "the remainder's logits reach %g", most);
+        free(pl);
+        al_attr_result_free(&r);
+        al_pairs_free(&t);
+        al_model_free(&m);
+    }
+}
+
+/* Refused: batch 0, bad paths flag, an item outside its pair; one line,
+ * result zeroed. A 3-layer model's paths are not refused. */
 TEST(attr_bad_options) {
     al_model m2, m3;
     rand_model(&m2, 2, 0, 13);
@@ -370,7 +491,7 @@ TEST(attr_bad_options) {
         al_model *m;
         int batch, paths;
         const char *want;
-    } bad[] = {{&m2, 0, 1, "batch"}, {&m2, 100001, 1, "batch"}, {&m3, 8, 1, "2 layers"},
+    } bad[] = {{&m2, 0, 1, "batch"}, {&m2, 100001, 1, "batch"}, {&m3, 8, 2, "paths"},
                {&m2, 8, 2, "paths"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         al_attr_opts o = {bad[i].batch, bad[i].paths, 0, NULL, 0};
@@ -390,8 +511,8 @@ TEST(attr_bad_options) {
     memset(&r, 0xab, sizeof r);
     CHECK(al_attribute_run(&m2, &t, &o, &r, &e) == -1 && strstr(e.msg, "position"));
     CHECK(!memcmp(&r, &zero, sizeof r));
-    float out[16 * 13];
-    CHECK(al_attr_path_logits(&m3, t.clean, t.T, 0, out, &e) == -1);
+    float out[38 * 13];
+    CHECK_OK(al_attr_path_logits(&m3, t.clean, t.T, 0, out, &e), &e);
     CHECK(al_attr_path_logits(&m2, t.clean, t.T, t.T, out, &e) == -1);
     al_pairs_free(&t);
     al_model_free(&m2);

@@ -271,7 +271,8 @@ TEST(gap_masked_induction_task) {
     int ids[5] = {3, 7, 8, 21, 39};
     for (int i = 0; i < 5; i++) mask[ids[i]] = 1;
     mask[0] = 1; /* BOS flagged too: still never drawn */
-    o.allowed = mask;
+    al_probe_src src = {.allowed = mask};
+    o.probe_src = &src;
     al_pairs t;
     al_err e;
     CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
@@ -286,17 +287,17 @@ TEST(gap_masked_induction_task) {
     CHECKF(bad == 0, "%d tokens outside the mask", bad);
     for (int i = 0; i < 5; i++) CHECKF(seen[ids[i]] > 0, "id %d never drawn", ids[i]);
     al_probe p;
-    CHECK_OK(al_probe_make(&p, 6, 30, o.probe_seed, 40, 0, mask, &e), &e);
+    CHECK_OK(al_probe_make(&p, 6, 30, o.probe_seed, 40, 0, &src, &e), &e);
     CHECK(!memcmp(t.clean, p.tokens, sizeof(int) * 30 * T));
     al_probe_free(&p);
     al_pairs_free(&t);
     /* too few ids: refused as the probe refuses */
     unsigned char one[40] = {0};
     one[5] = 1;
-    o.allowed = one;
+    src.allowed = one;
     CHECK(al_patch_task_make(&t, &m, NULL, 0, &o, &e) == -1 && strstr(e.msg, "2 token ids"));
     /* NULL: the old pairs */
-    o.allowed = NULL;
+    o.probe_src = NULL;
     CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
     CHECK_OK(al_probe_make(&p, 6, 30, o.probe_seed, 40, 0, NULL, &e), &e);
     CHECK(!memcmp(t.clean, p.tokens, sizeof(int) * 30 * T));

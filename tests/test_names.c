@@ -7,6 +7,7 @@
 #include "attnlab/model.h"
 #include "attnlab/namecopy.h"
 #include "attnlab/names_text.h"
+#include "attnlab/pairs.h"
 #include "test.h"
 
 static const char *STORY_A =
@@ -141,4 +142,80 @@ TEST(names_cli_matches_direct_forward) {
     al_tokens_free(&v);
     al_tok_free(tok);
     al_model_free(&m);
+}
+
+/* The names pair task on real text: each pair is an al_names_in_text
+ * story cut after the second appearance's first piece; the corrupted run
+ * differs only at the first appearance, in the second piece (value
+ * variant: the first piece is kept) or in the first piece too (key
+ * variant); lower-case stories get lower-case replacements; the item
+ * reads the name's second piece against the replacement's. */
+TEST(names_text_pair_task) {
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 1, 3);
+    al_err e;
+    al_tokenizer *tok;
+    char p[1100];
+    snprintf(p, sizeof p, "%s/tok.json", dir);
+    CHECK_OK(al_tok_load(p, &tok, &e), &e);
+    al_tokens v = {0};
+    int *a, *b;
+    size_t na, nb;
+    CHECK(make_val(tok, &v, &a, &na, &b, &nb) == 0);
+    al_name_stories s;
+    CHECK_OK(al_names_in_text(tok, &v, 5, NULL, 7, 256, &s, &e), &e);
+    for (int key = 0; key <= 1; key++) {
+        al_pairs t;
+        CHECK_OK(al_pairs_names_text(tok, &v, 5, 7, 256, key, &t, &e), &e);
+        CHECK(!strcmp(t.task, key ? "names-text-key" : "names-text"));
+        CHECKF(t.N == s.n && t.n_items == t.N, "%d pairs of %d stories", t.N, s.n);
+        for (int i = 0; i < t.N && i < s.n; i++) {
+            const al_name_story *st = &s.s[i];
+            const int *cl = t.clean + (size_t)i * t.T, *co = t.corr + (size_t)i * t.T;
+            CHECK(t.len[i] == st->second + 1);
+            CHECK(!memcmp(cl, st->ids, sizeof(int) * (size_t)(st->second + 1)));
+            int outside = 0, lower_ok = 1;
+            for (int j = 0; j < t.len[i]; j++)
+                if (j < st->first || j >= st->first + st->k) outside += co[j] != cl[j];
+            for (int j = st->first; j < st->first + st->k; j++) {
+                size_t nbytes;
+                const unsigned char *bt = al_tok_bytes(tok, co[j], &nbytes);
+                for (size_t q = 0; bt && q < nbytes; q++) lower_ok &= !(bt[q] >= 'A' && bt[q] <= 'Z');
+            }
+            CHECK(outside == 0 && lower_ok);
+            CHECK(key ? co[st->first] != cl[st->first] : co[st->first] == cl[st->first]);
+            CHECK(co[st->first + 1] != cl[st->first + 1]);
+            const al_pair_item *it = &t.items[i];
+            CHECK(it->pair == i && it->pos == st->second && it->answer == st->piece[1] &&
+                  it->wrong == co[st->first + 1]);
+        }
+        al_pairs_free(&t);
+    }
+    al_name_stories_free(&s);
+    free(a);
+    free(b);
+    al_tokens_free(&v);
+    al_tok_free(tok);
+}
+
+/* `patch --task names|names-key --probe-tokens text` runs on held-out
+ * text and stores the task's name; an id mask for names is refused. */
+TEST(names_text_pair_task_cli) {
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 2, 5);
+    const char *db = t_path("r.db");
+    char val[1100], mdir[1100];
+    snprintf(val, sizeof val, "%s/s.val.bin", dir);
+    snprintf(mdir, sizeof mdir, "%s/m2", dir);
+    CHECK(t_sh("%s patch --model %s --db %s --task names --probe-tokens text:%s --n 3 > %s 2>&1",
+               t_bin(), mdir, db, val, t_path("out.txt")) == 0);
+    CHECK(t_sh("%s patch --model %s --db %s --task names-key --probe-tokens text:%s --n 3 "
+               "> /dev/null 2>&1", t_bin(), mdir, db, val) == 0);
+    CHECK_SQL(db, "SELECT task FROM patching_runs ORDER BY run_id", "names-text\nnames-text-key");
+    CHECK(t_sh("%s patch --model %s --db %s --task names --probe-tokens seen 2> %s", t_bin(), mdir,
+               db, t_path("err.txt")) == 2); /* a usage error */
+    char *err = t_slurp(t_path("err.txt"));
+    CHECKF(err && strstr(err, "is for the induction task"), "%s", err ? err : "");
+    free(err);
+    CHECK_SQL(db, "SELECT count(*) FROM runs", "2");
 }

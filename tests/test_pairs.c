@@ -122,7 +122,7 @@ TEST(pairs_jsonl_bpe) {
     al_pairs_free(&p);
     REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \" Zoubakir\", \"wrong\": "
             "\" the\"}",
-            "line 1: answer \" Zoubakir\" is ", "tokens; it must be exactly one");
+            "line 1: answer \" Zoubakir\" is ", "; it must be exactly one");
     al_tok_free(tok);
 }
 
@@ -151,7 +151,7 @@ TEST(pairs_jsonl_refusals) {
                  "\"d\"}",
             "line 2: clean is 3 tokens, corrupted 2", NULL);
     REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"cd\", \"wrong\": \"d\"}",
-            "line 1: answer \"cd\" is 2 tokens; it must be exactly one", NULL);
+            "line 1: answer \"cd\" is 2 tokens [c][d]; it must be exactly one", NULL);
     REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"c\", \"wrong\": \"def\"}",
             "line 1: wrong \"def\" is 3 tokens", NULL);
     REFUSED("{\"clean\": \"a\", \"corrupted\": \"b\", \"answer\": \"c\", \"wrong\": \"c\"}",
@@ -364,11 +364,11 @@ TEST(pairs_names) {
     int bos = al_tok_eot(tok);
     al_pairs p;
     al_err e;
-    CHECK_OK(al_pairs_names(tok, 16, 1, 256, bos, NULL, &p, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 16, 1, 256, bos, 0, NULL, &p, &e), &e);
     check_names(tok, &p, 16, 1, 256, bos);
     /* no BOS; a short n_ctx (stories too long are skipped) */
     al_pairs q;
-    CHECK_OK(al_pairs_names(tok, 8, 2, 40, -1, NULL, &q, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 8, 2, 40, -1, 0, NULL, &q, &e), &e);
     check_names(tok, &q, 8, 2, 40, -1);
     al_pairs_free(&q);
     al_pairs_free(&p);
@@ -380,7 +380,7 @@ TEST(pairs_names_bytes) {
     al_tokenizer *tok = byte_tok();
     al_pairs p;
     al_err e;
-    CHECK_OK(al_pairs_names(tok, 64, 7, 512, al_tok_eot(tok), NULL, &p, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 64, 7, 512, al_tok_eot(tok), 0, NULL, &p, &e), &e);
     check_names(tok, &p, 64, 7, 512, al_tok_eot(tok));
     for (int i = 0; i < p.N; i++) CHECK(p.clean[(size_t)i * p.T + p.len[i] - 1] == ' ');
     al_pairs_free(&p);
@@ -398,12 +398,12 @@ TEST(pairs_names_deterministic) {
     al_tokenizer *tok = synth_tok(600);
     al_pairs a, b, c, d;
     al_err e;
-    CHECK_OK(al_pairs_names(tok, 12, 1, 256, 0, NULL, &a, &e), &e);
-    CHECK_OK(al_pairs_names(tok, 12, 1, 256, 0, NULL, &b, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 12, 1, 256, 0, 0, NULL, &a, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 12, 1, 256, 0, 0, NULL, &b, &e), &e);
     CHECK(same_pairs(&a, &b));
     /* fewer pairs: the first ones of the same stream */
     al_pairs h;
-    CHECK_OK(al_pairs_names(tok, 5, 1, 256, 0, NULL, &h, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 5, 1, 256, 0, 0, NULL, &h, &e), &e);
     for (int i = 0; i < 5; i++)
         CHECK(h.len[i] == a.len[i] &&
               !memcmp(h.clean + (size_t)i * h.T, a.clean + (size_t)i * a.T,
@@ -413,7 +413,7 @@ TEST(pairs_names_deterministic) {
               !memcmp(&h.items[i], &a.items[i], sizeof h.items[i]));
     al_pairs_free(&h);
     /* another seed: other stories */
-    CHECK_OK(al_pairs_names(tok, 12, 2, 256, 0, NULL, &c, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 12, 2, 256, 0, 0, NULL, &c, &e), &e);
     CHECK(c.N == 12 && !same_pairs(&a, &c));
     int common = 0;
     for (int i = 0; i < 12; i++)
@@ -423,7 +423,7 @@ TEST(pairs_names_deterministic) {
                               (size_t)a.len[i] * sizeof(int));
     CHECK(common == 0);
     /* the same stories without BOS: every pair one token shorter */
-    CHECK_OK(al_pairs_names(tok, 12, 1, 256, -1, NULL, &d, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 12, 1, 256, -1, 0, NULL, &d, &e), &e);
     for (int i = 0; i < 12; i++)
         CHECK(d.len[i] == a.len[i] - 1 &&
               !memcmp(d.corr + (size_t)i * d.T, a.corr + (size_t)i * a.T + 1,
@@ -431,10 +431,10 @@ TEST(pairs_names_deterministic) {
     /* n_ctx exactly the first pair's length keeps it; one less skips its
      * story (its name is the one with the earliest second mention) */
     al_pairs f;
-    CHECK_OK(al_pairs_names(tok, 1, 1, a.len[0], 0, NULL, &f, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 1, 1, a.len[0], 0, 0, NULL, &f, &e), &e);
     CHECK(f.T == a.len[0] && !memcmp(f.clean, a.clean, (size_t)f.T * sizeof(int)));
     al_pairs_free(&f);
-    CHECK_OK(al_pairs_names(tok, 1, 1, a.len[0] - 1, 0, NULL, &f, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 1, 1, a.len[0] - 1, 0, 0, NULL, &f, &e), &e);
     CHECK(f.T <= a.len[0] - 1 && memcmp(f.clean, a.clean, (size_t)f.T * sizeof(int)) != 0);
     al_pairs_free(&f);
     al_pairs_free(&a);
@@ -450,13 +450,13 @@ TEST(pairs_names_refusals) {
     al_err e;
     memset(&p, 0xab, sizeof p);
     double t0 = al_now();
-    CHECK(al_pairs_names(tok, 4, 1, 8, al_tok_eot(tok), NULL, &p, &e) == -1);
+    CHECK(al_pairs_names(tok, 4, 1, 8, al_tok_eot(tok), 0, NULL, &p, &e) == -1);
     CHECKF(al_now() - t0 < 10, "n_ctx 8 took %.1f s", al_now() - t0);
     CHECKF(strstr(e.msg, "only 0 of 4 stories found in 1400 tries") && strstr(e.msg, "n_ctx 8"),
            "got [%s]", e.msg);
     CHECK(t_all_zero(&p, sizeof p));
     memset(&p, 0xab, sizeof p);
-    CHECK(al_pairs_names(tok, 4, 1, 256, al_tok_vocab_size(tok), NULL, &p, &e) == -1);
+    CHECK(al_pairs_names(tok, 4, 1, 256, al_tok_vocab_size(tok), 0, NULL, &p, &e) == -1);
     CHECKF(strstr(e.msg, "BOS id") != NULL, "got [%s]", e.msg);
     CHECK(t_all_zero(&p, sizeof p));
     /* every n_ctx from hopeless to ample: a refusal in one line with
@@ -464,7 +464,7 @@ TEST(pairs_names_refusals) {
     for (int n_ctx = 1; n_ctx <= 40; n_ctx += 3)
         for (int bos = -1; bos <= 0; bos++) {
             memset(&p, 0xab, sizeof p);
-            if (al_pairs_names(tok, 2, (uint64_t)n_ctx, n_ctx, bos, NULL, &p, &e) == 0) {
+            if (al_pairs_names(tok, 2, (uint64_t)n_ctx, n_ctx, bos, 0, NULL, &p, &e) == 0) {
                 CHECKF(p.N == 2 && p.T <= n_ctx, "n_ctx %d: N %d T %d", n_ctx, p.N, p.T);
                 al_pairs_free(&p);
             } else {
@@ -472,9 +472,9 @@ TEST(pairs_names_refusals) {
                 CHECK(t_all_zero(&p, sizeof p));
             }
         }
-    CHECK(al_pairs_names(tok, 0, 1, 256, 0, NULL, &p, &e) == -1 &&
+    CHECK(al_pairs_names(tok, 0, 1, 256, 0, 0, NULL, &p, &e) == -1 &&
           strstr(e.msg, "number of pairs"));
-    CHECK(al_pairs_names(tok, 4, 1, 0, 0, NULL, &p, &e) == -1 && strstr(e.msg, "n_ctx"));
+    CHECK(al_pairs_names(tok, 4, 1, 0, 0, 0, NULL, &p, &e) == -1 && strstr(e.msg, "n_ctx"));
     CHECK(t_all_zero(&p, sizeof p));
     al_tok_free(tok);
 }
@@ -488,15 +488,15 @@ TEST(pairs_names_stop) {
     volatile sig_atomic_t stop = 1;
     memset(&p, 0xab, sizeof p);
     double t0 = al_now();
-    CHECK(al_pairs_names(tok, 1000000, 1, 256, 0, &stop, &p, &e) == -1);
+    CHECK(al_pairs_names(tok, 1000000, 1, 256, 0, 0, &stop, &p, &e) == -1);
     CHECKF(!strcmp(e.msg, "interrupted"), "got [%s]", e.msg);
     CHECKF(al_now() - t0 < 1, "took %.2f s", al_now() - t0);
     CHECK(t_all_zero(&p, sizeof p));
     /* a flag that stays clear changes nothing */
     al_pairs a, b;
     stop = 0;
-    CHECK_OK(al_pairs_names(tok, 6, 1, 256, 0, &stop, &a, &e), &e);
-    CHECK_OK(al_pairs_names(tok, 6, 1, 256, 0, NULL, &b, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 6, 1, 256, 0, 0, &stop, &a, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 6, 1, 256, 0, 0, NULL, &b, &e), &e);
     CHECK(same_pairs(&a, &b));
     al_pairs_free(&a);
     al_pairs_free(&b);
@@ -539,4 +539,34 @@ TEST(pairs_batch_items) {
     CHECK(al_pairs_batch_items(&t, 2, 3, &i0) == 2 && i0 == 2);
     CHECK(al_pairs_batch_items(&t, 4, 1, &i0) == 0 && i0 == 4);
     CHECK(al_pairs_batch_items(&t, 0, 5, &i0) == 4 && i0 == 0);
+}
+
+/* The key variant: the replacement's first piece differs from the
+ * name's too (and its second), and nothing else of the story changes. */
+TEST(pairs_names_key) {
+    al_tokenizer *tok = synth_tok(600);
+    al_pairs p, v;
+    al_err e;
+    CHECK_OK(al_pairs_names(tok, 12, 1, 256, 0, 1, NULL, &p, &e), &e);
+    CHECK_OK(al_pairs_names(tok, 12, 1, 256, 0, 0, NULL, &v, &e), &e);
+    CHECK(!strcmp(p.task, "names-key") && !strcmp(v.task, "names"));
+    CHECK(p.N == 12 && v.N == 12);
+    int bad = 0;
+    for (int i = 0; i < p.N; i++) {
+        const int *cl = p.clean + (size_t)i * p.T, *co = p.corr + (size_t)i * p.T;
+        int first = -1, last = -1;
+        for (int j = 0; j < p.len[i]; j++)
+            if (cl[j] != co[j]) last = j, first = first < 0 ? j : first;
+        /* the first difference is the first piece itself: the item's
+         * position holds the name's first piece, which the corrupted run
+         * no longer has at the first appearance */
+        int pos = p.items[i].pos;
+        bad += first < 0 || cl[first] != cl[pos] || co[first] == cl[pos];
+        bad += last < first + 1 || p.items[i].answer != cl[first + 1] ||
+               p.items[i].wrong != co[first + 1] || p.items[i].wrong == p.items[i].answer;
+    }
+    CHECKF(bad == 0, "%d faults", bad);
+    al_pairs_free(&p);
+    al_pairs_free(&v);
+    al_tok_free(tok);
 }

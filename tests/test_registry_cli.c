@@ -139,15 +139,16 @@ TEST(registry_cli_probe_tokens_seen) {
     al_err e;
     t_pbuf mdir = t_pcopy("m2"), db2 = t_pcopy("x.db"); /* the model t_tiny_model made */
     CHECK_OK(al_behave_load(&b, mdir.s, NULL, db2.s, &e), &e);
-    unsigned char *seen = NULL;
-    int n_seen = 0;
-    CHECK_OK(al_probe_tokens("seen", mdir.s, NULL, b.m.cfg.d_vocab, &seen, &n_seen, &e), &e);
+    al_probe_load pl;
+    CHECK_OK(al_probe_load_open(&pl, "seen", mdir.s, NULL, NULL, b.m.cfg.d_vocab, &e), &e);
+    const unsigned char *seen = pl.allowed;
+    int n_seen = pl.n_ids;
     CHECKF(n_seen > 2 && n_seen < b.m.cfg.d_vocab / 2, "%d of %d ids seen", n_seen,
            b.m.cfg.d_vocab);
     char hex[2][17];
     for (int k = 0; k < 2; k++) {
         al_patch_opts o = al_patch_opts_defaults();
-        o.probe_r = 6, o.probe_n = 4, o.allowed = k ? NULL : seen;
+        o.probe_r = 6, o.probe_n = 4, o.probe_src = k ? NULL : al_probe_load_src(&pl);
         al_pairs t;
         CHECK_OK(al_patch_task_make(&t, &b.m, b.tok, al_behave_bos(&b), &o, &e), &e);
         snprintf(hex[k], 17, "%016llx", (unsigned long long)al_pairs_hash(&t));
@@ -160,7 +161,7 @@ TEST(registry_cli_probe_tokens_seen) {
         al_pairs_free(&t);
     }
     CHECK(strcmp(hex[0], hex[1]) != 0);
-    free(seen);
+    al_probe_load_free(&pl);
     al_behave_close(&b);
     const char *tables[] = {"patching_runs", "attribution_runs", "circuit_runs"};
     for (int k = 0; k < 3; k++) {

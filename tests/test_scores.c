@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include "attnlab/data.h"
+#include "attnlab/patch.h"
 #include "attnlab/scores.h"
 #include "planted.h"
 #include "test.h"
@@ -72,15 +74,28 @@ TEST(scores_icl_score_by_hand) {
         }
     tg[T + 255] = -1;
     loss[T + 255] = 0; /* as the engine leaves it */
-    double early, late, score;
+    double early, late, score, se;
     al_err e;
-    CHECK_OK(al_icl_score(loss, tg, 2, T, &early, &late, &score, &e), &e);
+    CHECK_OK(al_icl_score(loss, tg, 2, T, &early, &late, &score, &se, &e), &e);
     /* early: mean t over 20..29 = 24.5; late: (2*(246+...+255) - 255) / 19 */
     double late_t = (2.0 * (246 + 255) * 10 / 2 - 255) / 19;
     CHECK_NEAR(early, 5 - 24.5 / 100, 1e-5);
     CHECK_NEAR(late, 5 - late_t / 100, 1e-5);
     CHECK_NEAR(score, late - early, 1e-12);
-    CHECK(al_icl_score(loss, tg, 2, 4, &early, &late, &score, &e) == -1);
+    CHECK(al_icl_score(loss, tg, 2, 4, &early, &late, &score, NULL, &e) == -1);
+    /* the standard error over rows: per-row differences 0.2 (row 0:
+     * loss 3 early, 3.2 late) and 0.6 (row 1: 1 early, 1.6 late) → mean
+     * 0.4, sd 0.2828, se 0.2 */
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < T; t++) {
+            loss[b * T + t] = t < 128 ? (b ? 1.0f : 3.0f) : (b ? 1.6f : 3.2f);
+            tg[b * T + t] = 1;
+        }
+    CHECK_OK(al_icl_score(loss, tg, 2, T, &early, &late, &score, &se, &e), &e);
+    CHECK_NEAR(score, 0.4, 1e-6);
+    CHECK_NEAR(se, 0.2, 1e-6);
+    CHECK_OK(al_icl_score(loss, tg, 1, T, &early, &late, &score, &se, &e), &e);
+    CHECK(isnan(se)); /* one window: no spread to measure */
 }
 
 /* ------------------------------------------------------------ the CLI */
@@ -200,7 +215,7 @@ TEST(scores_probe_tokens) {
     al_probe p, q;
     unsigned char allow[PV] = {0};
     allow[3] = allow[5] = allow[7] = 1;
-    CHECK_OK(al_probe_make(&p, 20, 8, 9, PV, 0, allow, &e), &e);
+    CHECK_OK(al_probe_make(&p, 20, 8, 9, PV, 0, &(al_probe_src){.allowed = allow}, &e), &e);
     int seen[PV] = {0};
     for (int n = 0; n < 8; n++)
         for (int t = 1; t <= 40; t++) seen[p.tokens[n * 41 + t]]++;
@@ -209,7 +224,7 @@ TEST(scores_probe_tokens) {
     al_probe_free(&p);
     /* a mask of every id draws exactly what no mask draws */
     memset(allow, 1, sizeof allow);
-    CHECK_OK(al_probe_make(&p, 20, 8, 9, PV, 0, allow, &e), &e);
+    CHECK_OK(al_probe_make(&p, 20, 8, 9, PV, 0, &(al_probe_src){.allowed = allow}, &e), &e);
     CHECK_OK(al_probe_make(&q, 20, 8, 9, PV, 0, NULL, &e), &e);
     CHECK(memcmp(p.tokens, q.tokens, sizeof(int) * 8 * 41) == 0);
     al_probe_free(&p);
@@ -217,7 +232,7 @@ TEST(scores_probe_tokens) {
     /* the BOS alone, or one id, is nothing to draw from */
     memset(allow, 0, sizeof allow);
     allow[0] = allow[4] = 1;
-    CHECK(al_probe_make(&p, 20, 8, 9, PV, 0, allow, &e) == -1 && strstr(e.msg, "1 allowed"));
+    CHECK(al_probe_make(&p, 20, 8, 9, PV, 0, &(al_probe_src){.allowed = allow}, &e) == -1 && strstr(e.msg, "1 allowed"));
 
     /* the ids present in a token file */
     int ids[5] = {1, 2, 2, 9, 1};
@@ -249,7 +264,7 @@ TEST(scores_probe_tokens) {
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen --probe-r 15 --probe-n 16 "
                "--probe-seed 20240520 > %s 2>&1", t_bin(), dir, db, t_path("out.txt")) == 0);
     char *out = t_slurp(t_path("out.txt")), want[128];
-    snprintf(want, sizeof want, "probe drawn from the %d token ids that occur in the model's "
+    snprintf(want, sizeof want, "probe made of the %d token ids that occur in the model's "
              "training data", n_text);
     CHECKF(out && strstr(out, want), "wanted \"%s\" in:\n%s", want, out ? out : "");
     free(out);
@@ -269,7 +284,7 @@ TEST(scores_probe_tokens) {
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens %s --probe-r 10 --probe-n 8 > %s 2>&1",
                t_bin(), dir, db, t_path("few.bin"), t_path("out.txt")) == 0);
     out = t_slurp(t_path("out.txt"));
-    CHECK(out && strstr(out, "probe drawn from the 3 token ids that occur in"));
+    CHECK(out && strstr(out, "probe made of the 3 token ids that occur in"));
     free(out);
     CHECK(t_sh("rm -f %s/state.json", dir) == 0);
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen 2> %s", t_bin(), dir, db,
@@ -281,4 +296,219 @@ TEST(scores_probe_tokens) {
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens %s 2>/dev/null", t_bin(), dir, db,
                t_path("nope.bin")) == 1);
     CHECK_SQL(db, "SELECT count(*) FROM runs", "4");
+}
+
+/* ------------------------------------------------------- the text probe */
+
+/* A text probe's halves are windows of the text, repeated; a window
+ * across a document boundary (the BOS id) is redrawn; ids past the
+ * vocabulary and a text shorter than a half are refused; the recurrence
+ * share counts what it says. */
+TEST(scores_text_probe_windows) {
+    al_err e;
+    enum { NT = 400, R = 12, N = 20 };
+    uint16_t text[NT];
+    al_rng r;
+    al_rng_seed(&r, 5);
+    for (int i = 0; i < NT; i++) text[i] = (uint16_t)(1 + al_rng_below(&r, PV - 1));
+    for (int i = 0; i < NT; i += 40) text[i] = 0; /* documents of 39 tokens */
+    al_probe_src src = {.text = text, .n_text = NT};
+    al_probe p;
+    CHECK_OK(al_probe_make(&p, R, N, 7, PV, 0, &src, &e), &e);
+    CHECK(p.text == 1 && p.R == R && p.N == N);
+    int bad = 0, crossing = 0;
+    for (int n = 0; n < N; n++) {
+        const int *row = p.tokens + n * (2 * R + 1);
+        bad += row[0] != 0;
+        for (int i = 1; i <= R; i++) bad += row[i] != row[i + R];
+        /* the half is a window: find it in the text */
+        int found = 0;
+        for (int s = 0; s + R <= NT && !found; s++) {
+            int same = 1;
+            for (int i = 0; i < R && same; i++) same = text[s + i] == row[1 + i];
+            found = same;
+        }
+        bad += !found;
+        for (int i = 1; i <= R; i++) crossing += row[i] == 0;
+    }
+    CHECKF(bad == 0, "%d rows are not BOS + a text window twice", bad);
+    CHECKF(crossing == 0, "%d windows hold a document boundary", crossing);
+    CHECK(p.recur >= 0 && p.recur < 0.2); /* random ids over 127: few recurrences */
+    al_probe_free(&p);
+    /* the same seed: the same windows; another seed: others */
+    al_probe q, q2;
+    CHECK_OK(al_probe_make(&q, R, N, 7, PV, 0, &src, &e), &e);
+    CHECK_OK(al_probe_make(&q2, R, N, 8, PV, 0, &src, &e), &e);
+    CHECK_OK(al_probe_make(&p, R, N, 7, PV, 0, &src, &e), &e);
+    CHECK(!memcmp(p.tokens, q.tokens, sizeof(int) * N * (2 * R + 1)));
+    CHECK(memcmp(p.tokens, q2.tokens, sizeof(int) * N * (2 * R + 1)) != 0);
+    al_probe_free(&p), al_probe_free(&q), al_probe_free(&q2);
+    /* recurrences: a text of one repeated pattern "1 2 3 1 2 3 ..." */
+    uint16_t cyc[60];
+    for (int i = 0; i < 60; i++) cyc[i] = (uint16_t)(1 + i % 3);
+    src = (al_probe_src){.text = cyc, .n_text = 60};
+    CHECK_OK(al_probe_make(&p, 6, 4, 1, PV, 0, &src, &e), &e);
+    CHECK_NEAR(p.recur, 1.0, 1e-12); /* every token of a half of 6 occurs twice in it */
+    al_probe_free(&p);
+    /* refusals */
+    src.n_text = 6;
+    CHECK(al_probe_make(&p, 6, 4, 1, PV, 0, &src, &e) == -1 && strstr(e.msg, "at least 7"));
+    cyc[3] = PV;
+    src.n_text = 60;
+    CHECK(al_probe_make(&p, 6, 4, 1, PV, 0, &src, &e) == -1 && strstr(e.msg, "another tokenizer"));
+}
+
+/* On the planted circuit the text probe finds the induction head as the
+ * random probe does: a text of random ids gives the same scores' shape
+ * (1.0 near 1, the rest near 0 on induction). */
+TEST(scores_text_probe_planted) {
+    al_model m;
+    planted_model(&m);
+    al_err e;
+    enum { NT = 3000 };
+    uint16_t *text = malloc(sizeof(uint16_t) * NT);
+    al_rng r;
+    al_rng_seed(&r, 11);
+    for (int i = 0; i < NT; i++) text[i] = (uint16_t)(1 + al_rng_below(&r, PV - 1));
+    al_probe_src src = {.text = text, .n_text = NT};
+    al_probe p;
+    CHECK_OK(al_probe_make(&p, 12, 16, 3, PV, 0, &src, &e), &e);
+    al_probe_scores s;
+    CHECK_OK(al_probe_run(&m, &p, 8, &s, &e), &e);
+    /* recurrences inside a half split 1.0's attention; few at 12 of 127 ids */
+    CHECKF(s.induction[PH + 0] > 0.9 - p.recur, "1.0 induction %.3f (recur %.3f)",
+           s.induction[PH + 0], p.recur);
+    for (int i = 0; i < 2 * PH; i++)
+        if (i != PH) CHECKF(s.induction[i] < 0.1, "head %d induction %.3f", i, s.induction[i]);
+    CHECK(s.prev_token[0] > 0.99);
+    al_probe_scores_free(&s);
+    al_probe_free(&p);
+    free(text);
+    al_model_free(&m);
+}
+
+/* The CLI: --probe-tokens text:FILE and text (the model's validation
+ * file from state.json); the induction pair task from text: the clean
+ * halves are the probe's windows and the corrupted first half another
+ * window; bad values refused before any run. */
+TEST(scores_text_probe_cli) {
+    char dir[1024], db[1024], train[1024], val[1024];
+    snprintf(dir, sizeof dir, "%s", t_path("model"));
+    snprintf(db, sizeof db, "%s", t_path("t.db"));
+    snprintf(train, sizeof train, "%s", t_path("train.bin"));
+    snprintf(val, sizeof val, "%s", t_path("val.bin"));
+    write_tokens(train, 20000, 1);
+    write_tokens(val, 3000, 2);
+    CHECK(t_sh("%s train --data %s --val %s --out %s --steps 20 --db %s --probe-tokens text "
+               SMALL " 2>/dev/null", t_bin(), train, val, dir, db) == 0);
+    CHECK_SQL(db, "SELECT count(*) > 0 FROM train_head_scores WHERE metric = 'induction'", "1");
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text --probe-r 10 --probe-n 8 --json "
+               "> %s 2>/dev/null", t_bin(), dir, db, t_path("a.json")) == 0);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text:%s --probe-r 10 --probe-n 8 "
+               "--json > %s 2>/dev/null", t_bin(), dir, db, val, t_path("b.json")) == 0);
+    char *a = t_slurp(t_path("a.json")), *b = t_slurp(t_path("b.json"));
+    CHECKF(a && strstr(a, "\"recurrence\""), "%s", a ? a : "");
+    /* the same file by both names: the same numbers */
+    const char *ha = a ? strstr(a, "\"heads\"") : NULL, *hb = b ? strstr(b, "\"heads\"") : NULL;
+    const char *ea = ha ? strstr(ha, "\"probe\"") : NULL, *eb = hb ? strstr(hb, "\"probe\"") : NULL;
+    CHECK(ea && eb && ea - ha == eb - hb && !memcmp(ha, hb, (size_t)(ea - ha)));
+    free(a), free(b);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text:%s --probe-r 10 --probe-n 8 "
+               "> %s 2>&1", t_bin(), dir, db, val, t_path("out.txt")) == 0);
+    char *out = t_slurp(t_path("out.txt"));
+    CHECKF(out && strstr(out, "probe made of windows of the text of") &&
+               strstr(out, "text probe: at "), "%s", out ? out : "");
+    free(out);
+    /* patch's induction task from text: one run, its task stored */
+    CHECK(t_sh("%s patch --model %s --db %s --probe-tokens text --probe-r 6 --n 4 > %s 2>&1",
+               t_bin(), dir, db, t_path("out.txt")) == 0);
+    out = t_slurp(t_path("out.txt"));
+    CHECKF(out && strstr(out, "induction pairs made of windows of the text of"), "%s",
+           out ? out : "");
+    free(out);
+    int runs_before = 5; /* train, three scores, patch */
+    CHECK_SQL(db, "SELECT count(*) FROM runs", "5");
+    /* refusals: an empty text: form, text without a validation file named */
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text: 2> %s", t_bin(), dir, db,
+               t_path("err.txt")) == 1);
+    out = t_slurp(t_path("err.txt"));
+    CHECKF(out && strstr(out, "text:FILE.bin"), "%s", out ? out : "");
+    free(out);
+    CHECK(t_sh("%s train --data %s --out %s --steps 2 --db %s --probe-tokens text --force "
+               SMALL " 2> %s", t_bin(), train, t_path("m2"), db, t_path("err.txt")) == 1);
+    out = t_slurp(t_path("err.txt"));
+    CHECKF(out && strstr(out, "--val FILE.bin"), "%s", out ? out : "");
+    free(out);
+    char q[64];
+    snprintf(q, sizeof q, "%d", runs_before);
+    CHECK_SQL(db, "SELECT count(*) FROM runs", q);
+}
+
+/* The induction pair task from text: clean = BOS + W + W for a window W
+ * of the text, corrupted = BOS + W' + W for another window W'. */
+TEST(scores_text_probe_pair_task) {
+    al_model m;
+    planted_model(&m);
+    enum { NT = 2000 };
+    uint16_t *text = malloc(sizeof(uint16_t) * NT);
+    al_rng r;
+    al_rng_seed(&r, 12);
+    for (int i = 0; i < NT; i++) text[i] = (uint16_t)(1 + al_rng_below(&r, PV - 1));
+    al_probe_src src = {.text = text, .n_text = NT};
+    al_patch_opts o = al_patch_opts_defaults();
+    o.probe_r = 8, o.probe_n = 6, o.probe_src = &src;
+    al_pairs t;
+    al_err e;
+    CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
+    al_probe p;
+    CHECK_OK(al_probe_make(&p, 8, 6, o.probe_seed, PV, 0, &src, &e), &e);
+    CHECK(!memcmp(t.clean, p.tokens, sizeof(int) * 6 * 17));
+    int differ = 0, same_second = 0;
+    for (int n = 0; n < 6; n++) {
+        differ += memcmp(t.corr + n * 17 + 1, t.clean + n * 17 + 1, sizeof(int) * 8) != 0;
+        same_second += !memcmp(t.corr + n * 17 + 9, t.clean + n * 17 + 9, sizeof(int) * 8);
+    }
+    CHECK(differ == 6 && same_second == 6);
+    al_probe_free(&p);
+    al_pairs_free(&t);
+    free(text);
+    al_model_free(&m);
+}
+
+/* icl_score carries its standard error: printed, in --json, stored as
+ * icl_score_se; a score within 2 standard errors of 0 gets a warning
+ * (printed, stored in run_warnings), one beyond does not. */
+TEST(scores_icl_score_se_warning) {
+    char dir[1024], db[1024], val[1024];
+    snprintf(dir, sizeof dir, "%s", t_path("model"));
+    snprintf(db, sizeof db, "%s", t_path("r.db"));
+    snprintf(val, sizeof val, "%s", t_path("val.bin"));
+    write_tokens(t_path("train.bin"), 20000, 1);
+    write_tokens(val, 3000, 2);
+    CHECK(t_sh("%s train --data %s --out %s --steps 30 " SMALL " 2>/dev/null", t_bin(),
+               t_path("train.bin"), dir) == 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches %d "
+                   "--batch 4 --json > %s 2> %s", t_bin(), dir, db, val, k ? 40 : 1,
+                   t_path("s.json"), t_path("err.txt")) == 0);
+        char *js = t_slurp(t_path("s.json")), *err = t_slurp(t_path("err.txt"));
+        cJSON *doc = js ? cJSON_Parse(js) : NULL;
+        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(doc, "text");
+        double sc = cJSON_GetObjectItemCaseSensitive(tx, "icl_score")->valuedouble;
+        double se = cJSON_GetObjectItemCaseSensitive(tx, "icl_score_se")->valuedouble;
+        CHECK(se > 0);
+        int warned = err && strstr(err, "standard errors") != NULL;
+        CHECKF(warned == (fabs(sc) < 2 * se), "score %+.4f se %.4f, warned %d:\n%s", sc, se,
+               warned, err ? err : "");
+        char q[256], want[64];
+        snprintf(q, sizeof q, "SELECT count(*) FROM run_warnings WHERE run_id = %d AND message "
+                 "LIKE '%%standard errors%%'", k + 1);
+        snprintf(want, sizeof want, "%d", warned);
+        CHECK_SQL(db, q, want);
+        snprintf(q, sizeof q, "SELECT abs(value - %.17g) < 1e-12 FROM model_scores WHERE run_id = "
+                 "%d AND metric = 'icl_score_se'", se, k + 1);
+        CHECK_SQL(db, q, "1");
+        cJSON_Delete(doc);
+        free(js), free(err);
+    }
 }

@@ -193,16 +193,16 @@ def results_cli(doc, results_help, extra=()):
     return args, None
 
 
-def load_results(args):
+def load_results(args, max_layers=2):
     """Config, weights and results JSON of results_cli's args; ValueError
-    unless the results are for this model's L and H and L is 1 or 2 (what
-    patching and the path expansion support)."""
+    unless the results are for this model's L and H and 1 <= L <=
+    max_layers (None: any L; the caller says what its reference covers)."""
     cfg = load_config(args.model)
     weights, _ = read_safetensors(os.path.join(args.model, "model.safetensors"))
     with open(args.results) as f:
         res = json.load(f)
     L, H = cfg["n_layers"], cfg["n_heads"]
-    if (res["L"], res["H"]) != (L, H) or L not in (1, 2):
+    if (res["L"], res["H"]) != (L, H) or L < 1 or (max_layers is not None and L > max_layers):
         raise ValueError("results are for L=%d H=%d, the model has L=%d H=%d"
                          % (res["L"], res["H"], L, H))
     return cfg, weights, res

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include "attnlab/ablate.h"
 #include "attnlab/data.h"
+#include "attnlab/gap.h"
 #include "attnlab/model.h"
 #include "attnlab/scores.h"
 #include "attnlab/util.h"
@@ -38,11 +39,13 @@ typedef struct al_scores_opts {
     int batches;         /* validation batches (4), 1..100000 */
     int batch;           /* sequences per validation batch (8), 1..100000 */
     int progress;        /* progress line on stderr (0) */
-    const unsigned char *probe_allowed; /* d_vocab flags: the probe's ids
-                          * come only from these (NULL = all; borrowed) */
+    const al_probe_src *probe_src; /* what the probe is made of (scores.h;
+                          * NULL = random ids over the whole vocabulary; borrowed) */
 } al_scores_opts;
 
 #define AL_SCORES_OPTS_INIT {50, 64, 1, 4, 8, 0, NULL}
+/* icl_score closer to 0 than this many standard errors gets a warning */
+#define AL_ICL_N_SE 2.0
 al_scores_opts al_scores_opts_defaults(void);
 /* 0 if the options are in range, else -1 with e naming the limits. */
 int al_scores_opts_check(const al_scores_opts *o, al_err *e);
@@ -57,7 +60,11 @@ typedef struct al_scores_result {
     int have_text, T;       /* T: window length */
     double val_loss, val_loss_copy, copy_fraction;
     double icl_early, icl_late, icl_score;
+    double icl_se;          /* icl_score's standard error over the windows (al_icl_score) */
     al_icl_range rg;        /* the early and late position ranges */
+    int probe_text;         /* 1: the probe's halves were text windows (al_probe) */
+    double probe_recur;     /* the probe's recurrences (al_probe.recur) */
+    al_warnings warn;       /* icl_score within AL_ICL_N_SE standard errors of 0 */
     double *copying;        /* (L*H) copying_ablation, NaN for heads off */
     double *excess;         /* (L*H) copying_ablation_excess, NaN for heads off
                              * or without other positions; inside copying's block */
@@ -87,7 +94,7 @@ typedef struct al_ablate_opts {
     int probe_n;         /* (64) 1..1000000 */
     uint64_t probe_seed; /* (1) */
     int progress;        /* progress line on stderr (0) */
-    const unsigned char *probe_allowed; /* as in al_scores_opts (NULL) */
+    const al_probe_src *probe_src; /* as in al_scores_opts (NULL) */
 } al_ablate_opts;
 
 #define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 50, 64, 1, 0, NULL}

@@ -1,6 +1,6 @@
 /* attribute.h -- attribution on a task's clean sequences: direct logit
- * attribution, the exact path expansion of a 1- or 2-layer model with
- * virtual heads (Elhage et al. 2021), and the logit lens. Library only.
+ * attribution, the exact path expansion with virtual heads (Elhage et
+ * al. 2021; any depth), and the logit lens. Library only.
  *
  * Everything is read from one normal forward pass per batch of the task's
  * clean sequences (pairs.h), with the attention patterns frozen as that
@@ -19,27 +19,38 @@
  *   0 embed (W_E[tok]), 1 pos (W_pos[pos]), 2 + l·H + h head l.h;
  * contribution = out_c(pos) · u. They sum to the metric logit.
  *
- * Path terms (1 or 2 layers), index k:
+ * Path terms (any depth), index k, l = layer, h = head, L·H heads:
  *   0                       direct: embed + pos straight to W_U
- *   1 + h                   head 0.h (reading embed + pos)
- *   1 + H + h               head 1.h reading embed + pos through its value
- *                           input (2 layers)
- *   1 + 2H + h0·H + h1      virtual head 0.h0 → 1.h1: g·A1 (out_{0,h0} W_V1) W_O1
- *                           (2 layers)
- * Layer 1's value input is x1 = embed + pos + Σ_h0 out_{0,h0}, so each
- * layer-1 head's output splits exactly into its embed+pos part and one
- * part per layer-0 head; the terms' logits add up to the model's logits
- * (whole rows, not only the metric's direction). Per term: its mean
+ *   1 + l·H + h             head l.h reading embed + pos through its value
+ *                           input (for l = 0 that is all head 0.h does)
+ *   1 + L·H + H²·l1(l1−1)/2 + s·H + h1   (s = l0·H + h0, l0 < l1)
+ *                           virtual head l0.h0 → l1.h1: l1.h1's output from
+ *                           the part of its value input that l0.h0 wrote
+ *                           reading embed + pos, g1·A1 (d0 W_V1) W_O1 with
+ *                           d0 = g0·A0 (x0 W_V0) W_O0 (= out_{0,h0} for l0 = 0)
+ *   last (3 layers or more) the remainder "chains>=3": every chain of three
+ *                           or more heads l0.h0 → l1.h1 → l2.h2 → ...
+ * For 1 and 2 layers this is the list it always was (1 + H + h1 for head
+ * 1.h1, 1 + 2H + h0·H + h1 for 0.h0 → 1.h1). Head l.h's value input is
+ * x_l = embed + pos + Σ_{l'<l,h'} out_{l',h'}, and each out splits into
+ * its direct part (reading embed + pos) and the chains of two or more
+ * heads that end at it; so each head's output splits exactly into its
+ * embed+pos part, one part per earlier head's direct part, and the
+ * longer chains; the terms' logits add up to the model's logits (whole
+ * rows, not only the metric's direction). The remainder is computed
+ * forward from the head outputs (attribute.c), not as the model's
+ * logits less the other terms. Per term: its mean
  * contribution to the metric logit, and its importance: the change in
  * mean item loss when that term alone is subtracted from the logits;
- * per kind (direct, head, virtual), the same with all of the kind's terms
- * subtracted together (importances do not add up: the loss is not linear
- * in the logits).
+ * per kind (direct; head: the terms 1 + l·H + h; virtual: every path
+ * through two or more heads, the remainder included), the same with all
+ * of the kind's terms subtracted together (importances do not add up:
+ * the loss is not linear in the logits).
  *
  * Shortformer positions (model.h, AL_POS_SHORTFORMER) never enter the
  * residual stream: x_L = embed + Σ out_{l,h}, so the pos component is
  * exactly 0, "embed + pos" above is embed alone (the direct term, the
- * layer-0 and layer-1 value inputs, the logit lens' x_0), and positions
+ * heads' value inputs, the logit lens' x_0), and positions
  * act only through the attention patterns, which are frozen here. The
  * sums are the same identities.
  *
@@ -64,7 +75,7 @@
 
 typedef struct al_attr_opts {
     int batch;    /* pairs per forward pass (8), 1..100000 */
-    int paths;    /* 1 (default): the path expansion too (needs 1 or 2 layers); 0: not */
+    int paths;    /* 1 (default): the path expansion too; 0: not */
     int progress; /* 1: a progress line on stderr per batch */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
     /* 1: on items without a wrong token (log-prob tasks) u is W_U[:,answer]
@@ -98,7 +109,7 @@ typedef struct al_attr_result {
     double *item_metric;     /* (n_items) the model's metric logit at each item */
     double *item_dla;        /* (n_items, n_comp) */
     /* path expansion (n_terms = 0 and NULL arrays when o->paths is 0) */
-    int n_terms;             /* 1 + L·H + (L == 2 ? H·H : 0) */
+    int n_terms;             /* al_attr_n_terms(L, H) */
     double *term_value;      /* (n_terms) mean contribution to the metric logit */
     double *term_dloss;      /* (n_terms) Δ mean item loss with the term removed */
     double *item_term;       /* (n_items, n_terms) contribution at each item */
@@ -114,7 +125,7 @@ typedef struct al_attr_result {
 } al_attr_result;
 
 /* All three analyses on task t's clean sequences. −1 (nothing assigned):
- * bad options, paths on a model of more than 2 layers, a task that does
+ * bad options, paths on a model with more than AL_ATTR_MAX_TERMS terms, a task that does
  * not fit m (ids, lengths, an item outside its pair), no items, out of
  * memory, interrupted (o->stop). */
 int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_attr_result *r,
@@ -125,14 +136,27 @@ void al_attr_result_free(al_attr_result *r);
  * position pos: out gets n_terms rows of d_vocab floats, term order as
  * above, computed exactly as al_attribute_run computes them; their sum
  * is the model's logits row at pos. Runs one forward (m's activations
- * are overwritten). 0, or −1 with e (more than 2 layers, bad ids, pos
- * outside 0..T−1, out of memory). */
+ * are overwritten). 0, or −1 with e (more than AL_ATTR_MAX_TERMS terms,
+ * bad ids, pos outside 0..T−1, out of memory). */
 int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *out, al_err *e);
 
-/* Number of path terms of an L-layer, H-head model (0 when L > 2). */
+/* The most path terms a run takes (4 layers × 8 heads have 418; 16 × 16
+ * have 30978): beyond it the per-item table alone would not fit. */
+#define AL_ATTR_MAX_TERMS 1000000
+/* Number of path terms of an L-layer, H-head model: 1 + L·H + H²·L(L−1)/2,
+ * plus 1 (the remainder) from 3 layers; 0 when L or H < 1 or above
+ * AL_ATTR_MAX_TERMS. */
 int al_attr_n_terms(int L, int H);
-/* Kind of term k, and its name into buf: "direct", "0.h", "1.h" (the
- * head's embed+pos path) or "0.h0>1.h1"; returns buf. */
+/* Index of the virtual head from sender s = l0·H + h0 (s < l1·H) into
+ * head l1.h1 (no range check). */
+int al_attr_virtual_index(int L, int H, int s, int l1, int h1);
+/* Kind of term k (0 <= k < al_attr_n_terms(L, H)), and its heads: layer,
+ * head = the head whose output it is (virtual: the receiver l1.h1), src =
+ * the virtual head's sender s = l0·H + h0; −1 where there is none (the
+ * direct term; the remainder, a virtual term with all three −1). */
+al_attr_term_kind al_attr_term_heads(int L, int H, int k, int *layer, int *head, int *src);
+/* Kind of term k, and its name into buf: "direct", "l.h" (the head's
+ * embed+pos path), "l0.h0>l1.h1" or "chains>=3"; returns buf. */
 al_attr_term_kind al_attr_term_kind_of(int L, int H, int k);
 const char *al_attr_term_name(int L, int H, int k, char *buf, size_t cap);
 /* Name of component c: "embed", "pos" or "l.h"; returns buf. */

@@ -14,6 +14,7 @@
 #include "attnlab/data.h"
 #include "attnlab/model.h"
 #include "attnlab/registry.h"
+#include "attnlab/scores.h"
 #include "attnlab/store.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
@@ -67,15 +68,42 @@ void al_behave_print_circuit(const al_behave *b, const char *path);
 /* Warn on stderr if a probe of len tokens reaches positions the model
  * never trained on (its numbers there say little about the model). */
 void al_behave_warn_probe(const al_behave *b, int len);
-/* Which ids a probe draws from (--probe-tokens of train and every command
- * that draws a probe or builds the induction task): which NULL or "all": the whole vocabulary (*allowed NULL);
- * "seen": the ids that occur in the training token file, train_data when
- * given, else the one model_dir's state.json names; anything else: a token
- * file, the ids that occur in it. *allowed is malloc'd (the caller frees),
- * *n (may be NULL) the count of ids it flags. 0, or -1 with e set (a
- * model without state.json, an unreadable file, ids past d_vocab). */
-int al_probe_tokens(const char *which, const char *model_dir, const char *train_data,
-                    int d_vocab, unsigned char **allowed, int *n, al_err *e);
+/* What a probe is made of (--probe-tokens of train and of every command
+ * that draws a probe or builds the induction task; scores.h's
+ * al_probe_src), loaded:
+ *   NULL, "all"     random ids over the whole vocabulary (src() NULL);
+ *   "seen"          random ids among those in the training token file:
+ *                   train_data when given, else the one model_dir's
+ *                   state.json names;
+ *   FILE.bin        random ids among those in a token file;
+ *   "text"          windows of held-out text: val_data when given, else
+ *                   the validation file model_dir's state.json names;
+ *   "text:FILE.bin" windows of that token file's text.
+ * n_ids: the ids the probe can hold (d_vocab for "all"); what: a phrase
+ * for the printout ("the 312 token ids that occur in X", "windows of the
+ * text of X (86858 tokens)"). */
+typedef struct al_probe_load {
+    al_probe_src src;        /* points into this struct */
+    int random_all;          /* "all": al_probe_load_src gives NULL */
+    unsigned char *allowed;  /* owned, or NULL */
+    al_tokens text;          /* owned (zeroed unless a text probe) */
+    int n_ids;
+    char what[AL_PATH_MAX + 96];
+} al_probe_load;
+/* 0, or -1 with e set (a model without state.json naming the file, an
+ * unreadable or non-token file, ids past d_vocab, an unknown "text:" form);
+ * *pl is zeroed on failure. Free with al_probe_load_free. */
+int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_dir,
+                       const char *train_data, const char *val_data, int d_vocab, al_err *e);
+/* 0 if --probe-tokens which fits a run of the pair task `task` (NULL: a
+ * run without one, e.g. attribute --data): anything for induction, all
+ * or a text for the names tasks (their stories), only all otherwise;
+ * else -1 with e. Checked with the arguments, before anything loads. */
+int al_probe_tokens_check(const char *which, const char *task, al_err *e);
+/* The source to hand to the analyses: NULL for "all" (so the probe is the
+ * random one of earlier versions, id for id), else &pl->src. */
+const al_probe_src *al_probe_load_src(const al_probe_load *pl);
+void al_probe_load_free(al_probe_load *pl);
 /* --json (registry.h): "model" (the directory), "sha256", "db", "model_id"
  * of b into doc. 0, or −1 when out of memory. */
 struct cJSON;

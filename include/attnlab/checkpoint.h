@@ -59,6 +59,12 @@ int al_ckpt_read_state(const char *dir, al_train_state *st, al_err *e);
  * tensors not in the model, and with tied embeddings checks that a stored
  * unembed.W_U equals W_Eᵀ. On failure m is freed (zeroed) and *tok NULL. */
 int al_ckpt_load(const char *dir, al_model *m, al_tokenizer **tok, al_err *e);
+/* 0 if dir holds a checkpoint (or one being saved), else -1 with e
+ * saying dir is no model directory and what to give instead. The
+ * readers (al_ckpt_load, al_ckpt_load_state; al_ckpt_read_state returns
+ * 1) check this before they lock, so a folder that is no model never
+ * gets a .lock file. */
+int al_ckpt_is_model_dir(const char *dir, al_err *e);
 /* Load state.json and optim.safetensors (n floats each for m and v). */
 int al_ckpt_load_state(const char *dir, al_train_state *st, float *adam_m,
                        float *adam_v, size_t n, al_err *e);

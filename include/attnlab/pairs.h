@@ -79,7 +79,13 @@ int al_pairs_load_jsonl(const char *path, const al_tokenizer *tok, int n_ctx, al
  * copying what followed the first piece earlier gives answer in the
  * clean run and wrong in the corrupted one. One item per pair at the last
  * position: answer = the name's second piece, wrong = the replacement's
- * second piece (logit_diff = 1). The name is written " Name" (after a
+ * second piece (logit_diff = 1). With key set (task "names-key") the
+ * replacement differs in its first piece as well as its second, so the
+ * last position's piece occurs nowhere earlier in the corrupted run:
+ * what differs is where an induction head finds something to attend to
+ * (the key side, through the previous-token head), not only what it
+ * copies (the value side, the only side the default variant changes).
+ * The name is written " Name" (after a
  * space, one pre-split piece) at both occurrences, and mentioned nowhere
  * else before the second; of several such names, the one whose second
  * occurrence comes first. Stories with no such name, whose pair does
@@ -94,8 +100,21 @@ int al_pairs_load_jsonl(const char *path, const al_tokenizer *tok, int n_ctx, al
  * every story: once it is set (by a signal handler, stop.h), −1 with
  * "interrupted" and nothing assigned (*out zeroed). */
 #define AL_PAIRS_NAMES_SEED_XOR 0x6e616d6573000000ULL /* "names" << 24 */
-int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos,
+int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos, int key,
                    volatile sig_atomic_t *stop, al_pairs *out, al_err *e);
+/* The names task on held-out real text: up to n stories of val with an
+ * invented name inserted twice (al_names_in_text, names_text.h: the
+ * insertions of `attnlab names`, seed and n_ctx passed on), each a pair
+ * as above (clean up to and including the second appearance's first
+ * piece, which begins with BOS; corrupted with the first appearance
+ * replaced by another invented name of as many pieces, the same first
+ * piece and another second one, or with key set another first piece
+ * too; written in lower case where the story is). Task "names-text" or
+ * "names-text-key". Fewer than n pairs is fine (out->N says how many),
+ * none is an error; −1 with e as al_names_in_text fails. Deterministic in
+ * its arguments. *out is the caller's (al_pairs_free). */
+int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, uint64_t seed,
+                        int n_ctx, int key, al_pairs *out, al_err *e);
 
 /* 0 if pair set t fits a model of context n_ctx and vocabulary d_vocab:
  * at least one pair and one item, T <= n_ctx, every token and answer id

@@ -8,9 +8,11 @@
  *              corrupted = BOS + A' + A (A' from a second stream seeded
  *              from the seed; A'[i] != A[i], != BOS). Items: every
  *              t = R+1..2R−1, answer = the clean next token, log-prob.
- *              With o->allowed, A and A' are drawn only from the ids it
- *              flags (as al_probe_make's allowed; without it the pairs
- *              are those of earlier versions, id for id).
+ *              With o->probe_src, A and A' are drawn as the probe's
+ *              halves are (scores.h): random ids only over its allowed
+ *              ids, or two windows of its text (A' a second window
+ *              drawn with the second stream); without it the pairs
+ *              are those of earlier versions, id for id.
  *   names      held-out synthetic stories with a repeated invented name
  *              (al_pairs_names), logit difference.
  *   file       the user's JSONL pairs (al_pairs_load_jsonl), logit
@@ -76,6 +78,7 @@
 #include "attnlab/graph.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
+#include "attnlab/scores.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
 
@@ -103,8 +106,8 @@ typedef struct al_patch_opts {
     int naive;             /* 1: one full forward per configuration */
     int progress;          /* 1: a progress line on stderr */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, −1 "interrupted" */
-    const unsigned char *allowed; /* (d_vocab) ids the induction task draws from, clean and
-                                   * corrupted; NULL = all */
+    const al_probe_src *probe_src; /* what the induction task's halves are made of, clean
+                                    * and corrupted (scores.h); NULL = random ids, all */
 } al_patch_opts;
 
 #define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 50, 64, 1, 8, 0, 0, NULL, NULL}

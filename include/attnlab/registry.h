@@ -68,10 +68,11 @@ enum {
 #define AL_FLAG_THREADS(G) {"threads", AL_INT, &G.w.threads, "N", "threads (0 = default)", 0, 0}
 #define AL_FLAG_PROBE_TOKENS(G)                                                                    \
     {"probe-tokens", AL_STR, &G.probe_tokens, "WHICH",                                             \
-     "the ids the probe draws from: all (the vocabulary), seen (those in the model's training "    \
-     "data) or FILE.bin (those in a token file)", 0, 0}
+     "what the probe's repeated half is: random ids over all (the vocabulary), seen (those in "    \
+     "the model's training data) or FILE.bin (those in a token file); or windows of held-out "    \
+     "text: text (the model's validation file) or text:FILE.bin", 0, 0}
 #define AL_FLAGS_TASK_FILE(G)                                                                      \
-    {"task", AL_STR, &G.o.task, "T", "induction, names or file (with --pairs)", 0, 0},            \
+    {"task", AL_STR, &G.o.task, "T", "induction, names, names-key (the corrupted name's first piece differs too) or file (with --pairs); names from held-out text with --probe-tokens text", 0, 0},            \
     {"pairs", AL_STR, &G.o.pairs, "FILE.jsonl",                                                    \
      "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0, 0}
 #define AL_FLAGS_TASK_DRAW(G)                                                                      \
@@ -81,8 +82,9 @@ enum {
     {"seed", AL_U64, &G.o.probe_seed, "S", "induction, names: seed of the pairs", 0, 0},           \
     {"batch", AL_INT, &G.o.batch, "B", "pairs (sequences) per forward pass", 0, 0},                \
     {"probe-tokens", AL_STR, &G.probe_tokens, "WHICH",                                             \
-     "induction: the ids clean and corrupted tokens are drawn from: all (the vocabulary), seen "   \
-     "(those in the model's training data) or FILE.bin (those in a token file)", 0, 0}
+     "induction: what the halves are: random ids over all (the vocabulary), seen (those in the "  \
+     "model's training data) or FILE.bin (those in a token file); or windows of held-out text: "  \
+     "text (the model's validation file) or text:FILE.bin", 0, 0}
 #define AL_FLAGS_CIRCUIT(G, FILL_HELP)                                                             \
     {"circuit", AL_STR, &G.circuit, "FILE",                                                        \
      "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},        \

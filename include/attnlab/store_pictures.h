@@ -185,8 +185,9 @@ typedef struct al_store_token_row {
 int al_store_read_attr_tokens(al_store *s, long run, al_store_token_row **rows, int *n,
                               al_err *e);
 
-/* path_terms in bar order: direct, heads by layer, virtual; then
- * src_head, head. */
+/* path_terms in term order (attribute.h): direct, heads by layer,
+ * virtual heads by receiver layer, sender (src_head), receiver head, the
+ * remainder (layer NULL) last. */
 typedef struct al_store_term_row {
     const char *term, *kind;
     double layer, dloss;

@@ -18,8 +18,8 @@
 typedef struct al_train_record {
     const char *db_path;     /* SQLite file (borrowed; created if absent) */
     const char *config_json; /* the run's config column (borrowed; NULL = "{}") */
-    const unsigned char *probe_allowed; /* d_vocab flags for the probe's ids
-                              * (borrowed; NULL = the whole vocabulary) */
+    const al_probe_src *probe_src; /* what the probe is made of (scores.h;
+                              * borrowed; NULL = random ids, the whole vocabulary) */
     /* the observer's own, zero before on_start */
     al_store *db;
     int64_t run_id;

@@ -83,6 +83,20 @@ int al_atomic_commit(al_atomic_file *af, int ok, al_err *e);
 int al_mkdir_p(const char *path, al_err *e);
 int al_file_exists(const char *path);
 /* Join dir and name into buf; fails if it does not fit. */
+/* Edit distance (insertions, deletions, substitutions, each 1) between
+ * a[0..na) and b[0..nb); words longer than 64 bytes count as far apart
+ * (returns 1000), which is all a spelling suggestion needs. */
+int al_edit_distance(const char *a, size_t na, const char *b, size_t nb);
+/* The candidate (of n; NULL entries skipped) nearest to word[0..len) by
+ * al_edit_distance, if it is near enough to be what was meant (at most 2
+ * edits, and fewer than half the word's length); NULL otherwise. Ties go
+ * to the earlier candidate. */
+const char *al_nearest_word(const char *word, size_t len, const char *const *cands, int n);
+/* The path of `to` relative to directory `from`, both absolute and
+ * canonical (realpath), e.g. from /a/b/out to /a/db.sqlite:
+ * "../../db.sqlite"; into buf. 0, or -1 when either is not absolute or
+ * buf is too small. */
+int al_path_relative(const char *from, const char *to, char *buf, size_t cap);
 int al_path_join(char *buf, size_t cap, const char *dir, const char *name,
                  al_err *e);
 

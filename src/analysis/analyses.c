@@ -50,8 +50,12 @@ static int text_scores(al_model *m, const al_tokens *d, const al_scores_opts *o,
         al_abl_set_text(&s, d, r->T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
         al_abl_prepare(m, &s, e) ||
         al_icl_score(s.clean, s.targets, s.rows, s.T, &r->icl_early, &r->icl_late,
-                     &r->icl_score, e))
+                     &r->icl_score, &r->icl_se, e))
         goto out;
+    if (isfinite(r->icl_se) && fabs(r->icl_score) < AL_ICL_N_SE * r->icl_se)
+        al_warnings_add(&r->warn, "icl_score %+.3f is within %g standard errors (%.3f) of 0 over "
+                        "%d windows: its sign says nothing at this sample size (more windows: "
+                        "--batches)", r->icl_score, AL_ICL_N_SE, r->icl_se, s.rows);
     r->rg = al_icl_ranges(s.T);
     r->val_loss = s.clean_mean[0];
     r->val_loss_copy = s.clean_mean[1];
@@ -93,15 +97,17 @@ int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
     r->L = m->cfg.n_layers, r->H = m->cfg.n_heads;
     r->T = T;
     r->val_loss = r->val_loss_copy = r->copy_fraction = NAN;
-    r->icl_early = r->icl_late = r->icl_score = NAN;
+    r->icl_early = r->icl_late = r->icl_score = r->icl_se = NAN;
     size_t LH = (size_t)r->L * r->H;
     al_probe p = {0};
     if (!(r->off = al_calloc(LH, 1, e))) goto fail;
     if (off) memcpy(r->off, off, LH);
     for (size_t i = 0; i < LH; i++) r->n_off += r->off[i] != 0;
     if (al_probe_make(&p, o->probe_r, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos,
-                      o->probe_allowed, e) ||
-        al_probe_run(m, &p, SCORES_PROBE_BATCH, &r->probe, e) ||
+                      o->probe_src, e))
+        goto fail;
+    r->probe_text = p.text, r->probe_recur = p.recur;
+    if (al_probe_run(m, &p, SCORES_PROBE_BATCH, &r->probe, e) ||
         (val && text_scores(m, val, o, r, e)))
         goto fail;
     al_probe_free(&p);
@@ -198,7 +204,7 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
     if (make_plan(L, H, off, o, r, e) || !(x = al_malloc((size_t)r->n, sizeof *x, e)) ||
         al_abl_set_text(&text, val, T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
         al_probe_make(&pr, o->probe_r, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos,
-                      o->probe_allowed, e))
+                      o->probe_src, e))
         goto out;
     if (2 * o->probe_r + 1 > m->cfg.n_ctx) {
         al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", 2 * o->probe_r + 1,

@@ -10,9 +10,15 @@
  *   - each path term's logits at the batch's items, one term at a time
  *     (ni × V floats): a head's term is a (ni, D) block of z's times
  *     W_O W_U (D × V, computed once per head and batch), so the V-wide
- *     product costs D, not C, per row. Layer-1 head h1's z splits by
- *     value source: z = g Σ_s A[t,s] (x0[s] W_V + Σ_h0 zg0[s,h0] W_O0 W_V),
- *     the parts computed per sequence as (T, D) value blocks.
+ *     product costs D, not C, per row. A later head l1.h1's z splits by
+ *     value source: z = g Σ_u A[t,u] (x0[u] W_V + Σ_{l0<l1,h0} zd[u] W_O0 W_V
+ *     + the rest), zd the direct z of sender l0.h0 (its z from reading
+ *     x0 alone: the forward's zg in layer 0, computed once per batch
+ *     for later layers); the parts are computed per sequence as (T, D)
+ *     value blocks;
+ *   - from 3 layers, the remainder (chains of three or more heads) built
+ *     forward layer by layer from the head outputs, never as a
+ *     difference of logits (see chains3).
  * Each term's logits are also summed per kind (3 × ni × V) for the
  * kinds' joint importance. Sums over items run in item order, so the
  * results do not depend on the thread count. */
@@ -43,23 +49,44 @@ int al_attr_opts_check(const al_attr_opts *o, al_err *e) {
 }
 
 int al_attr_n_terms(int L, int H) {
-    if (L < 1 || L > 2) return 0;
-    return 1 + L * H + (L == 2 ? H * H : 0);
+    if (L < 1 || H < 1) return 0;
+    long long n = 1 + (long long)L * H + (long long)H * H * L * (L - 1) / 2 + (L >= 3);
+    return n > AL_ATTR_MAX_TERMS ? 0 : (int)n;
 }
 
-al_attr_term_kind al_attr_term_kind_of(int L, int H, int k) {
-    (void)L;
+int al_attr_virtual_index(int L, int H, int s, int l1, int h1) {
+    return 1 + L * H + H * H * l1 * (l1 - 1) / 2 + s * H + h1;
+}
+
+al_attr_term_kind al_attr_term_heads(int L, int H, int k, int *layer, int *head, int *src) {
+    *layer = *head = *src = -1;
     if (k == 0) return AL_ATTR_DIRECT;
-    if (k <= 2 * H) return AL_ATTR_HEAD;
+    if (k <= L * H) {
+        *layer = (k - 1) / H, *head = (k - 1) % H;
+        return AL_ATTR_HEAD;
+    }
+    int j = k - 1 - L * H, l1 = 1;
+    /* receiver layer l1 holds l1·H·H terms from H²·l1(l1−1)/2 on */
+    while (l1 < L && j >= H * H * l1 * (l1 + 1) / 2) l1++;
+    if (l1 < L) { /* not the remainder */
+        j -= H * H * l1 * (l1 - 1) / 2;
+        *layer = l1, *head = j % H, *src = j / H;
+    }
     return AL_ATTR_VIRTUAL;
 }
 
+al_attr_term_kind al_attr_term_kind_of(int L, int H, int k) {
+    int l, h, src;
+    return al_attr_term_heads(L, H, k, &l, &h, &src);
+}
+
 const char *al_attr_term_name(int L, int H, int k, char *buf, size_t cap) {
-    (void)L;
-    if (k == 0) snprintf(buf, cap, "direct");
-    else if (k <= H) snprintf(buf, cap, "0.%d", k - 1);
-    else if (k <= 2 * H) snprintf(buf, cap, "1.%d", k - 1 - H);
-    else snprintf(buf, cap, "0.%d>1.%d", (k - 1 - 2 * H) / H, (k - 1 - 2 * H) % H);
+    int l, h, src;
+    al_attr_term_kind kd = al_attr_term_heads(L, H, k, &l, &h, &src);
+    if (kd == AL_ATTR_DIRECT) snprintf(buf, cap, "direct");
+    else if (kd == AL_ATTR_HEAD) snprintf(buf, cap, "%d.%d", l, h);
+    else if (l < 0) snprintf(buf, cap, "chains>=3");
+    else snprintf(buf, cap, "%d.%d>%d.%d", src / H, src % H, l, h);
     return buf;
 }
 
@@ -90,8 +117,9 @@ typedef struct ctx {
     al_model *m;
     int L, H, C, D, V, T;
     int nb;          /* sequences of the last forward */
+    int nbmax;       /* the most sequences a forward holds (zd's room) */
     float *ou;       /* (D, V) W_O[l,h] W_U */
-    float *dd;       /* (D, D) W_O[0,h0] W_V[1,h1] */
+    float *dd;       /* (D, D) W_O[l0,h0] W_V[l1,h1] */
     float *seq;      /* (T, D) gathered zg0 of one sequence */
     float *val;      /* (T, D) value part of one sequence */
     float *Z;        /* (cap, D) */
@@ -99,6 +127,12 @@ typedef struct ctx {
     float *TL;       /* (cap, V) one term's logits */
     float *full;     /* (cap, V) the model's logits */
     double *ubar;    /* (C) the mean unembedding column, when centring; else NULL */
+    /* 3 layers and more (else NULL): */
+    float *zd;       /* (L, nbmax, H, T, D) direct z of heads in layers >= 1 */
+    float *S;        /* (T, C) the head outputs of the layers below, summed */
+    float *R;        /* (L, T, C) chains of >= 2 heads ending below layer l */
+    float *oc;       /* (T, C) one head's output part */
+    float *zt;       /* (T, D) one head's z part */
 } ctx;
 
 /* Called with term k's logits TL (ni, V) at the items (rows rb, rt). */
@@ -107,14 +141,16 @@ typedef void (*term_fn)(void *arg, int k, float *TL, int ni);
 static void ctx_free(ctx *s) {
     free(s->ou);
     free(s->ubar);
+    free(s->zd);
     memset(s, 0, sizeof *s);
 }
 
-static int ctx_init(ctx *s, al_model *m, int T, int cap, al_err *e) {
+/* cap: the most items of a batch; nbmax: the most sequences. */
+static int ctx_init(ctx *s, al_model *m, int T, int cap, int nbmax, al_err *e) {
     memset(s, 0, sizeof *s);
     const al_config *c = &m->cfg;
     s->m = m, s->L = c->n_layers, s->H = c->n_heads, s->C = c->d_model, s->D = c->d_head;
-    s->V = c->d_vocab, s->T = T;
+    s->V = c->d_vocab, s->T = T, s->nbmax = nbmax;
     size_t D = s->D, V = s->V, C = s->C, n = cap;
     size_t tot = D * V + D * D + 2 * (size_t)T * D + n * (D + C + 2 * V);
     s->ou = al_malloc(tot, sizeof(float), e);
@@ -126,6 +162,17 @@ static int ctx_init(ctx *s, al_model *m, int T, int cap, al_err *e) {
     s->rows = s->Z + n * D;
     s->TL = s->rows + n * C;
     s->full = s->TL + n * V;
+    if (s->L >= 3) {
+        size_t L = s->L, zd = L * nbmax * s->H * T * D, tc = (size_t)T * C;
+        if (!(s->zd = al_malloc(zd + (L + 2) * tc + (size_t)T * D, sizeof(float), e))) {
+            ctx_free(s);
+            return -1;
+        }
+        s->S = s->zd + zd;
+        s->R = s->S + tc;
+        s->oc = s->R + L * tc;
+        s->zt = s->oc + tc;
+    }
     return 0;
 }
 
@@ -161,43 +208,124 @@ static const float *x_at(const ctx *s, int l, int b, int t) {
     return s->m->x + (((size_t)l * s->nb + b) * s->T + t) * s->C;
 }
 
-/* Layer-1 head h1's z parts at the items from value source src (−1:
- * embed + pos, the residual entering layer 0, which for shortformer
- * positions is embed alone; h0: head 0.h0), into s->Z; s->dd must hold W_O0h0 W_V1h1
- * for src >= 0. */
-static void layer1_part(ctx *s, int h1, int src, const int *rb, const int *rt, int ni) {
+/* The (T, D) direct z block of head (l, h), l >= 1, at sequence b. */
+static float *zd_at(const ctx *s, int l, int b, int h) {
+    return s->zd + (((size_t)l * s->nbmax + b) * s->H + h) * (size_t)s->T * s->D;
+}
+
+/* z (D) = g[l,h] Σ_{u<=t} A[l,h](t, u) val[u]: head (l, h)'s z at (b, t)
+ * from the value block val (T, D), with the forward's pattern. */
+static void mix(const ctx *s, int l, int h, int b, int t, const float *val, float *z) {
     const al_model *m = s->m;
     const int T = s->T, D = s->D, H = s->H;
-    const float g = m->gates[H + h1];
+    const float g = m->gates[l * H + h];
+    const float *A = m->att + ((((size_t)l * s->nb + b) * H + h) * T + t) * T;
+    for (int d = 0; d < D; d++) z[d] = 0.0f;
+    for (int u = 0; u <= t; u++) {
+        const float a = A[u], *v = val + (size_t)u * D;
+        for (int d = 0; d < D; d++) z[d] += a * v[d];
+    }
+    for (int d = 0; d < D; d++) z[d] *= g;
+}
+
+/* Head l1.h1's (l1 >= 1) z parts at the items from value source src
+ * (−1: embed + pos, the residual entering layer 0, which for shortformer
+ * positions is embed alone; s >= 0: the direct part of sender head s =
+ * l0·H + h0, l0 < l1), into s->Z; s->dd must hold W_O[l0,h0] W_V[l1,h1]
+ * for src >= 0. */
+static void head_part(ctx *s, int l1, int h1, int src, const int *rb, const int *rt, int ni) {
+    const al_model *m = s->m;
+    const int T = s->T, D = s->D, H = s->H;
     int cur = -1;
     for (int i = 0; i < ni; i++) {
         int b = rb[i], t = rt[i];
         if (b != cur) { /* value block of sequence b, positions 0..T−1 */
             cur = b;
-            if (src < 0) matmul_forward(s->val, x_at(s, 0, b, 0), al_head_wv(m, 1, h1), T, s->C,
+            if (src < 0) matmul_forward(s->val, x_at(s, 0, b, 0), al_head_wv(m, l1, h1), T, s->C,
                                         D, 0.0f);
-            else {
+            else if (src < H) { /* layer 0: the forward's own z is its direct z */
                 for (int u = 0; u < T; u++)
                     memcpy(s->seq + (size_t)u * D, zg_at(s, 0, b, u, src), sizeof(float) * D);
                 matmul_forward(s->val, s->seq, s->dd, T, D, D, 0.0f);
-            }
+            } else matmul_forward(s->val, zd_at(s, src / H, b, src % H), s->dd, T, D, D, 0.0f);
         }
-        const float *A = m->att + ((((size_t)1 * s->nb + b) * H + h1) * T + t) * T;
-        float *z = s->Z + (size_t)i * D;
-        for (int d = 0; d < D; d++) z[d] = 0.0f;
-        for (int u = 0; u <= t; u++) {
-            const float a = A[u], *v = s->val + (size_t)u * D;
-            for (int d = 0; d < D; d++) z[d] += a * v[d];
-        }
-        for (int d = 0; d < D; d++) z[d] *= g;
+        mix(s, l1, h1, b, t, s->val, s->Z + (size_t)i * D);
     }
 }
 
-/* Every path term's logits at the items (rb, rt) of the last forward, in
- * term order, each handed to fn. */
+/* zd for the batch's sequences with items: each head of layers 1..L−2
+ * (the senders of virtual heads beyond layer 0) reading embed + pos
+ * only, at every position. */
+static void direct_z(ctx *s, const int *rb, int ni) {
+    const al_model *m = s->m;
+    const int T = s->T, D = s->D, H = s->H;
+    for (int i = 0; i < ni; i++) {
+        int b = rb[i];
+        if (i && b == rb[i - 1]) continue;
+        for (int l = 1; l <= s->L - 2; l++)
+            for (int h = 0; h < H; h++) {
+                float *zd = zd_at(s, l, b, h);
+                matmul_forward(s->val, x_at(s, 0, b, 0), al_head_wv(m, l, h), T, s->C, D, 0.0f);
+                for (int t = 0; t < T; t++) mix(s, l, h, b, t, s->val, zd + (size_t)t * D);
+            }
+    }
+}
+
+/* acc (n, C) += z (n, D) W_O[l,h]. */
+static void add_out(const ctx *s, int l, int h, const float *z, int n, float *acc) {
+    matmul_forward(s->oc, z, al_head_wo(s->m, l, h), n, s->D, s->C, 0.0f);
+    for (size_t k = 0; k < (size_t)n * s->C; k++) acc[k] += s->oc[k];
+}
+
+/* The remainder's residual rows at the items into s->rows: every chain
+ * of three or more heads, l0.h0 → l1.h1 → ... → lk.hk (k >= 2), with the
+ * patterns frozen. Built forward, never as a difference of terms: head
+ * l.h's output splits into its direct part (its value reading x0) and
+ * I[l,h] = g A ((Σ_{l'<l,h'} out[l',h']) W_V) W_O, which is every chain
+ * of two or more heads ending at l.h; R[l] = Σ_{l'<l,h'} I[l',h'] is
+ * what chains of >= 2 heads bring to layer l's value input, and the
+ * remainder is Σ_{l>=2,h} g A (R[l] W_V) W_O. */
+static void chains3(ctx *s, const int *rb, const int *rt, int ni) {
+    const al_model *m = s->m;
+    const int T = s->T, D = s->D, H = s->H, C = s->C, L = s->L;
+    const size_t tc = (size_t)T * C;
+    memset(s->rows, 0, sizeof(float) * (size_t)ni * C);
+    for (int i0 = 0, i1; i0 < ni; i0 = i1) {
+        const int b = rb[i0];
+        for (i1 = i0; i1 < ni && rb[i1] == b; i1++) {}
+        memset(s->S, 0, sizeof(float) * tc);
+        memset(s->R, 0, sizeof(float) * tc * L);
+        for (int l0 = 0; l0 <= L - 2; l0++) {
+            for (int h0 = 0; l0 >= 1 && h0 < H; h0++) { /* I[l0,h0], added to R[l] for l > l0 */
+                matmul_forward(s->val, s->S, al_head_wv(m, l0, h0), T, C, D, 0.0f);
+                for (int t = 0; t < T; t++) mix(s, l0, h0, b, t, s->val, s->zt + (size_t)t * D);
+                matmul_forward(s->oc, s->zt, al_head_wo(m, l0, h0), T, D, C, 0.0f);
+                for (int l = l0 + 1; l < L; l++)
+                    for (size_t k = 0; k < tc; k++) s->R[l * tc + k] += s->oc[k];
+            }
+            for (int h = 0; h < H; h++) { /* S += out[l0,h] */
+                for (int u = 0; u < T; u++)
+                    memcpy(s->seq + (size_t)u * D, zg_at(s, l0, b, u, h), sizeof(float) * D);
+                add_out(s, l0, h, s->seq, T, s->S);
+            }
+        }
+        for (int l1 = 2; l1 < L; l1++)
+            for (int h1 = 0; h1 < H; h1++) {
+                matmul_forward(s->val, s->R + l1 * tc, al_head_wv(m, l1, h1), T, C, D, 0.0f);
+                for (int i = i0; i < i1; i++) {
+                    mix(s, l1, h1, b, rt[i], s->val, s->zt);
+                    add_out(s, l1, h1, s->zt, 1, s->rows + (size_t)i * C);
+                }
+            }
+    }
+}
+
+/* Every path term's logits at the items (rb, rt) of the last forward,
+ * each handed to fn (one or two layers: in the order they always were,
+ * which the kinds' float sums depend on). */
 static void path_terms(ctx *s, const int *rb, const int *rt, int ni, term_fn fn, void *arg) {
     al_model *m = s->m;
-    const int H = s->H, D = s->D, V = s->V;
+    const int H = s->H, D = s->D, V = s->V, L = s->L;
     for (int i = 0; i < ni; i++)
         memcpy(s->rows + (size_t)i * s->C, x_at(s, 0, rb[i], rt[i]), sizeof(float) * s->C);
     al_model_unembed(m, s->rows, ni, s->TL);
@@ -209,18 +337,25 @@ static void path_terms(ctx *s, const int *rb, const int *rt, int ni, term_fn fn,
         matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
         fn(arg, 1 + h, s->TL, ni);
     }
-    if (s->L < 2) return;
-    for (int h1 = 0; h1 < H; h1++) {
-        head_ou(s, 1, h1);
-        layer1_part(s, h1, -1, rb, rt, ni);
-        matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
-        fn(arg, 1 + H + h1, s->TL, ni);
-        for (int h0 = 0; h0 < H; h0++) {
-            matmul_forward(s->dd, al_head_wo(m, 0, h0), al_head_wv(m, 1, h1), D, s->C, D, 0.0f);
-            layer1_part(s, h1, h0, rb, rt, ni);
+    if (L >= 3) direct_z(s, rb, ni);
+    for (int l1 = 1; l1 < L; l1++)
+        for (int h1 = 0; h1 < H; h1++) {
+            head_ou(s, l1, h1);
+            head_part(s, l1, h1, -1, rb, rt, ni);
             matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
-            fn(arg, 1 + 2 * H + h0 * H + h1, s->TL, ni);
+            fn(arg, 1 + l1 * H + h1, s->TL, ni);
+            for (int src = 0; src < l1 * H; src++) {
+                matmul_forward(s->dd, al_head_wo(m, src / H, src % H), al_head_wv(m, l1, h1), D,
+                               s->C, D, 0.0f);
+                head_part(s, l1, h1, src, rb, rt, ni);
+                matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
+                fn(arg, al_attr_virtual_index(L, H, src, l1, h1), s->TL, ni);
+            }
         }
+    if (L >= 3) {
+        chains3(s, rb, rt, ni);
+        al_model_unembed(m, s->rows, ni, s->TL);
+        fn(arg, al_attr_n_terms(L, H) - 1, s->TL, ni);
     }
 }
 
@@ -422,9 +557,9 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     memset(r, 0, sizeof *r);
     const al_config *c = &m->cfg;
     if (al_attr_opts_check(o, e)) return -1;
-    if (o->paths && c->n_layers > 2)
-        return al_errf(e, "path expansion needs a model of 1 or 2 layers (this one has %d); "
-                          "run with paths off", c->n_layers);
+    if (o->paths && !al_attr_n_terms(c->n_layers, c->n_heads))
+        return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms; run "
+                          "with paths off", c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);
     if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     double t0 = al_now();
     r->L = c->n_layers, r->H = c->n_heads, r->N = t->N, r->T = t->T;
@@ -444,7 +579,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     replacements_off(m, &zr);
     int rc = -1;
     r->centred = o->center_unembed;
-    if (result_alloc(r, e) || ctx_init(&st.s, m, t->T, cap, e) ||
+    if (result_alloc(r, e) || ctx_init(&st.s, m, t->T, cap, o->paths ? B : 0, e) ||
         (o->center_unembed && ctx_center(&st.s, e)))
         goto out;
     st.base = al_malloc(2 * (size_t)cap, sizeof(double), e);
@@ -507,9 +642,9 @@ static void copy_term(void *arg, int k, float *TL, int ni) {
 
 int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *out, al_err *e) {
     const al_config *c = &m->cfg;
-    if (c->n_layers > 2)
-        return al_errf(e, "path expansion needs a model of 1 or 2 layers (this one has %d)",
-                       c->n_layers);
+    if (!al_attr_n_terms(c->n_layers, c->n_heads))
+        return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms",
+                       c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);
     if (T < 1 || T > c->n_ctx || pos < 0 || pos >= T)
         return al_errf(e, "path logits need 1 <= T <= n_ctx %d and 0 <= pos < T (got %d, %d)",
                        c->n_ctx, T, pos);
@@ -517,7 +652,7 @@ int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *o
     replacements_off(m, &zr);
     ctx s;
     int rc = -1;
-    if (ctx_init(&s, m, T, 1, e) == 0 && al_model_forward(m, tokens, NULL, 1, T, e) == 0) {
+    if (ctx_init(&s, m, T, 1, 1, e) == 0 && al_model_forward(m, tokens, NULL, 1, T, e) == 0) {
         s.nb = 1;
         int rb = 0, rt = pos;
         copy_st cs = {out, c->d_vocab};

@@ -108,9 +108,13 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
     al_patch_component c;
     al_patch_direction d;
     if (!o->task || (strcmp(o->task, "induction") && strcmp(o->task, "names") &&
-                     strcmp(o->task, "file")))
-        return al_errf(e, "unknown patching task '%s' (known: induction, names, file)",
+                     strcmp(o->task, "names-key") && strcmp(o->task, "file")))
+        return al_errf(e, "unknown patching task '%s' (known: induction, names, names-key, file)",
                        o->task ? o->task : "(null)");
+    if (o->probe_src && strcmp(o->task, "induction") &&
+        (strncmp(o->task, "names", 5) || !o->probe_src->text))
+        return al_errf(e, "task '%s' takes no %s (--probe-tokens)", o->task,
+                       o->probe_src->text ? "text" : "id mask");
     int file = !strcmp(o->task, "file");
     if (file && (!o->pairs || !*o->pairs))
         return al_errf(e, "task 'file' needs a JSONL pair file (--pairs FILE)");
@@ -158,12 +162,18 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
     if (T > c->n_ctx)
         return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", T,
                        c->n_ctx);
-    al_probe p;
-    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, o->allowed, e)) return -1;
-    if (pairs_alloc(t, "induction", N, T, N * (R - 1), e)) {
+    al_probe p, q = {0};
+    int text = o->probe_src && o->probe_src->text;
+    if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, o->probe_src, e)) return -1;
+    /* text: the corrupted first halves are other windows of the same text */
+    if ((text && al_probe_make(&q, R, N, o->probe_seed ^ CORRUPT_SEED_XOR, c->d_vocab, bos,
+                               o->probe_src, e)) ||
+        pairs_alloc(t, "induction", N, T, N * (R - 1), e)) {
         al_probe_free(&p);
+        al_probe_free(&q);
         return -1;
     }
+    const unsigned char *allowed = o->probe_src ? o->probe_src->allowed : NULL;
     al_rng r;
     al_rng_seed(&r, o->probe_seed ^ CORRUPT_SEED_XOR);
     al_pair_item *it = t->items;
@@ -172,13 +182,14 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
         int *x = t->corr + (size_t)n * T;
         memcpy(t->clean + (size_t)n * T, a, sizeof(int) * T);
         memcpy(x, a, sizeof(int) * T);
-        for (int i = 1; i <= R; i++) {
+        if (text) memcpy(x + 1, q.tokens + (size_t)n * T + 1, sizeof(int) * R);
+        for (int i = 1; !text && i <= R; i++) {
             int id;
             /* rejection, as the probe's: uniform over the allowed ids, and
              * without a mask the stream of earlier versions (al_probe_make
              * made sure two ids besides BOS are allowed) */
             do id = (int)al_rng_below(&r, (uint32_t)c->d_vocab);
-            while (id == bos || id == a[i] || (o->allowed && !o->allowed[id]));
+            while (id == bos || id == a[i] || (allowed && !allowed[id]));
             x[i] = id;
         }
         t->len[n] = T;
@@ -186,6 +197,7 @@ static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patc
             *it++ = (al_pair_item){n, pos, a[pos + 1], -1};
     }
     al_probe_free(&p);
+    al_probe_free(&q);
     return 0;
 }
 
@@ -218,8 +230,13 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
     else if (!tok)
         return al_errf(e, "task '%s' needs the model's tokenizer (tokenizer.json in the model "
                           "directory)", o->task);
-    else if (!strcmp(o->task, "names"))
-        rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos, o->stop, t, e);
+    else if (!strncmp(o->task, "names", 5) && o->probe_src && o->probe_src->text) {
+        al_tokens val = {(uint16_t *)o->probe_src->text, o->probe_src->n_text, 0};
+        rc = al_pairs_names_text(tok, &val, o->probe_n, o->probe_seed, m->cfg.n_ctx,
+                                 !strcmp(o->task, "names-key"), t, e);
+    } else if (!strncmp(o->task, "names", 5))
+        rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos,
+                            !strcmp(o->task, "names-key"), o->stop, t, e);
     else rc = al_pairs_load_jsonl(o->pairs, tok, m->cfg.n_ctx, t, e);
     if (rc == 0 && (al_pairs_check(t, m->cfg.n_ctx, m->cfg.d_vocab, e) || memory_fits(t, &m->cfg, o, e))) {
         al_pairs_free(t);

@@ -1,15 +1,57 @@
 /* scores.c -- the repeated-random-token probe and the attention scores
  * read from it (see scores.h for the definitions). */
+#include <math.h>
 #include "attnlab/scores.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* One text window of R tokens into row[1..R] (and row[R+1..2R]): a start
+ * drawn uniformly, redrawn while the window holds a document boundary. */
+static void text_half(const al_probe_src *src, int R, int special_id, al_rng *r, int *row) {
+    size_t span = src->n_text - (size_t)R + 1, start = 0;
+    for (int tries = 0; tries < 64; tries++) {
+        start = span > 0xffffffffu ? (size_t)(al_rng_u64(r) % span) : al_rng_below(r, (uint32_t)span);
+        int clean = 1;
+        for (int i = 0; i < R && clean; i++) clean = src->text[start + i] != special_id;
+        if (clean) break;
+    }
+    for (int i = 1; i <= R; i++) row[i] = row[i + R] = src->text[start + i - 1];
+}
+
+/* Share of second-half positions whose token sits at another first-half
+ * position too. */
+static double recurrences(const int *tokens, int R, int N) {
+    long hit = 0, all = 0;
+    for (int n = 0; n < N; n++) {
+        const int *row = tokens + (size_t)n * (2 * R + 1);
+        for (int t = R + 1; t <= 2 * R; t++, all++) {
+            int other = 0;
+            for (int s = 1; s <= R && !other; s++) other = s != t - R && row[s] == row[t];
+            hit += other;
+        }
+    }
+    return all ? (double)hit / (double)all : 0.0;
+}
+
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
-                  int special_id, const unsigned char *allowed, al_err *e) {
+                  int special_id, const al_probe_src *src, al_err *e) {
     memset(p, 0, sizeof *p);
     if (R < 2 || N < 1) return al_errf(e, "probe needs R >= 2 and N >= 1 (got R %d, N %d)", R, N);
     if (d_vocab < 3) return al_errf(e, "probe needs a vocabulary of at least 3 tokens");
+    const unsigned char *allowed = src ? src->allowed : NULL;
+    int text = src && src->text;
+    if (text) {
+        if (src->n_text < (size_t)R + 1)
+            return al_errf(e, "the probe's text has %zu tokens; a half of %d needs at least %d",
+                           src->n_text, R, R + 1);
+        for (size_t i = 0; i < src->n_text; i++)
+            if (src->text[i] >= d_vocab)
+                return al_errf(e, "the probe's text holds id %d, outside the model's vocabulary "
+                               "(0..%d): was it encoded with another tokenizer?",
+                               src->text[i], d_vocab - 1);
+        allowed = NULL;
+    }
     int n_ok = 0;
     for (int i = 0; allowed && i < d_vocab; i++) n_ok += allowed[i] && i != special_id;
     if (allowed && n_ok < 2)
@@ -22,6 +64,10 @@ int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
     for (int n = 0; n < N; n++) {
         int *row = p->tokens + (size_t)n * S;
         row[0] = special_id >= 0 ? special_id : 0;
+        if (text) {
+            text_half(src, R, special_id, &r, row);
+            continue;
+        }
         for (int i = 1; i <= R; i++) {
             int id;
             /* rejection keeps the draw uniform over what is allowed and,
@@ -33,6 +79,8 @@ int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
     }
     p->R = R;
     p->N = N;
+    p->text = text;
+    p->recur = recurrences(p->tokens, R, N);
     return 0;
 }
 
@@ -129,22 +177,34 @@ al_icl_range al_icl_ranges(int T) {
 }
 
 int al_icl_score(const float *losses, const int *targets, int rows, int T,
-                 double *early, double *late, double *score, al_err *e) {
+                 double *early, double *late, double *score, double *se, al_err *e) {
     al_icl_range r = al_icl_ranges(T);
     if (T < 5) return al_errf(e, "in-context learning score needs windows of >= 5 tokens (got %d)", T);
-    double se = 0, sl = 0;
-    long ne = 0, nl = 0;
-    for (int b = 0; b < rows; b++)
+    double s_e = 0, s_l = 0, d_sum = 0, d_sq = 0;
+    long ne = 0, nl = 0, nd = 0;
+    for (int b = 0; b < rows; b++) {
+        double re = 0, rl = 0;
+        long ke = 0, kl = 0;
         for (int t = 0; t < T; t++) {
             size_t i = (size_t)b * T + t;
             if (targets[i] < 0) continue;
-            if (t >= r.e0 && t < r.e1) se += losses[i], ne++;
-            if (t >= r.l0 && t < r.l1) sl += losses[i], nl++;
+            if (t >= r.e0 && t < r.e1) re += losses[i], ke++;
+            if (t >= r.l0 && t < r.l1) rl += losses[i], kl++;
         }
+        s_e += re, ne += ke, s_l += rl, nl += kl;
+        if (ke && kl) {
+            double d = rl / kl - re / ke;
+            d_sum += d, d_sq += d * d, nd++;
+        }
+    }
     if (!ne || !nl) return al_errf(e, "in-context learning score: no targets in the early or late positions");
-    *early = se / ne;
-    *late = sl / nl;
+    *early = s_e / ne;
+    *late = s_l / nl;
     *score = *late - *early;
+    if (se) {
+        double mean = nd ? d_sum / nd : 0, var = nd > 1 ? (d_sq - nd * mean * mean) / (nd - 1) : NAN;
+        *se = nd > 1 ? sqrt(var > 0 ? var : 0) / sqrt((double)nd) : NAN;
+    }
     return 0;
 }
 

@@ -13,6 +13,16 @@ static al_flag *find_flag(al_flag *flags, const char *name, size_t len) {
     return NULL;
 }
 
+/* "unknown option" with the nearest flag name, when one is near. */
+static int unknown_flag(const al_flag *flags, const char *name, size_t len, al_err *e) {
+    const char *names[256];
+    int n = 0;
+    for (const al_flag *f = flags; f && f->name && n < 256; f++) names[n++] = f->name;
+    const char *near = al_nearest_word(name, len, names, n);
+    if (near) return al_errf(e, "unknown option '--%.*s' (did you mean --%s?)", (int)len, name, near);
+    return al_errf(e, "unknown option '--%.*s'", (int)len, name);
+}
+
 static int set_value(al_flag *f, const char *v, al_err *e) {
     char *end;
     errno = 0;
@@ -64,7 +74,7 @@ int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos,
         const char *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         al_flag *f = find_flag(flags, name, len);
-        if (!f) return al_errf(e, "unknown option '--%.*s'", (int)len, name);
+        if (!f) return unknown_flag(flags, name, len, e);
         f->seen = 1;
         if (f->type == AL_BOOL) {
             if (eq) return al_errf(e, "--%s takes no value", f->name);

@@ -36,49 +36,120 @@ static int trained_len(const char *dir, int n_ctx) {
     return T;
 }
 
-int al_probe_tokens(const char *which, const char *model_dir, const char *train_data,
-                    int d_vocab, unsigned char **allowed, int *n, al_err *e) {
-    *allowed = NULL;
-    if (n) *n = d_vocab;
-    if (!which || strcmp(which, "all") == 0) return 0;
+/* The token file state.json of model_dir names under key ("data" for
+ * the training data, "val" for the validation file), malloc'd; NULL with
+ * e set when it names none. */
+static char *state_file(const char *model_dir, const char *key, const char *which, al_err *e) {
+    if (!model_dir) {
+        al_errf(e, "--probe-tokens %s: no %s file named (give --probe-tokens %sFILE.bin%s)", which,
+                strcmp(key, "val") ? "training" : "validation", strcmp(key, "val") ? "" : "text:",
+                strcmp(key, "val") ? "" : ", or --val FILE.bin to train");
+        return NULL;
+    }
+    al_train_state st;
+    int rc = al_ckpt_read_state(model_dir, &st, e);
+    if (rc == 1) {
+        al_errf(e, "--probe-tokens %s: %s has no state.json naming its %s; give the token file "
+                "instead (--probe-tokens %sFILE.bin)", which, model_dir,
+                strcmp(key, "val") ? "training data" : "validation data",
+                strcmp(key, "val") ? "" : "text:");
+        return NULL;
+    }
+    if (rc != 0) {
+        al_err_prefix(e, "--probe-tokens %s", which);
+        return NULL;
+    }
+    cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    char *path = cJSON_IsString(j) ? strdup(j->valuestring) : NULL;
+    int named = cJSON_IsString(j);
+    cJSON_Delete(o);
+    al_state_free(&st);
+    if (!path) {
+        if (named) al_errf(e, "out of memory");
+        else
+            al_errf(e, "--probe-tokens %s: the state.json of %s names no %s file; give the token "
+                    "file instead (--probe-tokens %sFILE.bin)", which, model_dir,
+                    strcmp(key, "val") ? "training data" : "validation", strcmp(key, "val") ? "" : "text:");
+    }
+    return path;
+}
+
+int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_dir,
+                       const char *train_data, const char *val_data, int d_vocab, al_err *e) {
+    memset(pl, 0, sizeof *pl);
+    pl->n_ids = d_vocab;
+    if (!which || strcmp(which, "all") == 0) {
+        pl->random_all = 1;
+        snprintf(pl->what, sizeof pl->what, "random ids over the whole vocabulary");
+        return 0;
+    }
+    int text = strcmp(which, "text") == 0 || strncmp(which, "text:", 5) == 0;
+    int seen = strcmp(which, "seen") == 0;
+    if (strncmp(which, "text:", 5) == 0 && !which[5])
+        return al_errf(e, "--probe-tokens text: needs a token file after the colon "
+                          "(text:FILE.bin), or say text for the model's validation file");
     char *path = NULL;
-    if (strcmp(which, "seen") == 0 && !train_data) {
-        if (!model_dir) return al_errf(e, "--probe-tokens seen: no training data to read");
-        al_train_state st;
-        int rc = al_ckpt_read_state(model_dir, &st, e);
-        if (rc == 1)
-            return al_errf(e, "--probe-tokens seen: %s has no state.json naming its training "
-                           "data; give the token file instead (--probe-tokens FILE.bin)", model_dir);
-        if (rc != 0) return al_err_prefix(e, "--probe-tokens seen");
-        cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
-        const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "data");
-        path = cJSON_IsString(j) ? strdup(j->valuestring) : NULL;
-        int named = cJSON_IsString(j);
-        cJSON_Delete(o);
-        al_state_free(&st);
-        if (!path)
-            return named ? al_errf(e, "out of memory")
-                         : al_errf(e, "--probe-tokens seen: the state.json of %s names no "
-                                   "training data; give the token file instead", model_dir);
+    const char *file = which;
+    if (seen) file = train_data ? train_data : (path = state_file(model_dir, "data", which, e));
+    else if (strcmp(which, "text") == 0)
+        file = val_data ? val_data : (path = state_file(model_dir, "val", which, e));
+    else if (text) file = which + 5;
+    if (!file) return -1;
+    int rc = al_tokens_load(file, &pl->text, e);
+    if (rc == 0 && text) {
+        int n = 0;
+        unsigned char *ids = al_tokens_present(&pl->text, 65536, &n, e);
+        if (!ids) rc = -1;
+        else if (pl->text.max_id >= d_vocab)
+            rc = al_errf(e, "%s holds id %d, outside the model's vocabulary (0..%d): encoded "
+                         "with another tokenizer?", file, pl->text.max_id, d_vocab - 1);
+        free(ids);
+        pl->n_ids = n;
+        pl->src.text = pl->text.tok, pl->src.n_text = pl->text.n;
+        snprintf(pl->what, sizeof pl->what, "windows of the text of %s (%zu tokens, %d distinct ids)",
+                 file, pl->text.n, n);
+    } else if (rc == 0) {
+        pl->allowed = al_tokens_present(&pl->text, d_vocab, &pl->n_ids, e);
+        rc = pl->allowed ? 0 : -1;
+        al_tokens_free(&pl->text);
+        pl->src.allowed = pl->allowed;
+        snprintf(pl->what, sizeof pl->what, "the %d token ids that occur in %s", pl->n_ids,
+                 seen ? "the model's training data" : file);
     }
-    const char *file = path ? path : strcmp(which, "seen") == 0 ? train_data : which;
-    al_tokens t;
-    int rc = al_tokens_load(file, &t, e);
-    if (rc == 0) {
-        *allowed = al_tokens_present(&t, d_vocab, n, e);
-        rc = *allowed ? 0 : -1;
-        al_tokens_free(&t);
+    if (rc != 0) {
+        al_err_prefix(e, "--probe-tokens %s", which);
+        al_probe_load_free(pl);
     }
-    if (rc != 0) al_err_prefix(e, "--probe-tokens %s", which);
     free(path);
     return rc;
+}
+
+int al_probe_tokens_check(const char *which, const char *task, al_err *e) {
+    if (!which || !strcmp(which, "all") || (task && !strcmp(task, "induction"))) return 0;
+    int text = !strcmp(which, "text") || !strncmp(which, "text:", 5);
+    if (task && !strncmp(task, "names", 5) && text) return 0;
+    return al_errf(e, "--probe-tokens %s is for the induction task%s (got %s%s)", which,
+                   text ? " and the names tasks" : "", task ? "--task " : "no pair task",
+                   task ? task : "");
+}
+
+const al_probe_src *al_probe_load_src(const al_probe_load *pl) {
+    return pl->random_all ? NULL : &pl->src;
+}
+
+void al_probe_load_free(al_probe_load *pl) {
+    free(pl->allowed);
+    al_tokens_free(&pl->text);
+    memset(pl, 0, sizeof *pl);
 }
 
 /* Model (and tokenizer if present); sha256 taken before and after the
  * load so that weights replaced mid-read are not filed under a wrong key. */
 static int load(al_behave *b, const char *dir, al_err *e) {
     char path[AL_PATH_MAX + 64], sha2[65];
-    if (al_path_join(path, sizeof path, dir, "model.safetensors", e) ||
+    if (al_ckpt_is_model_dir(dir, e) ||
+        al_path_join(path, sizeof path, dir, "model.safetensors", e) ||
         al_sha256_file(path, b->sha, e) || al_ckpt_load(dir, &b->m, NULL, e))
         return -1;
     b->loaded = 1;

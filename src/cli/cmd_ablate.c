@@ -207,7 +207,7 @@ static int check_heads(const ablate_args *a, const al_behave *bh, al_err *e) {
 typedef struct ablate_state {
     al_tokens d;
     int T;
-    unsigned char *allowed; /* --probe-tokens: the ids the probe draws from; NULL: all */
+    al_probe_load pl;       /* --probe-tokens: what the probe is made of */
     double t0;              /* al_now() as the run began (the printed total) */
     al_ablate_result r;
 } ablate_state;
@@ -219,8 +219,8 @@ static int ablate_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     ablate_state *s = state;
     al_behave *bh = dr->b;
     return check_heads(a, bh, e) ||
-                   al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab,
-                                   &s->allowed, NULL, e) ||
+                   al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL,
+                                      bh->m.cfg.d_vocab, e) ||
                    al_behave_tokens(bh, a->w.data, &s->d, &s->T, e) ||
                    (a->circuit && al_behave_circuit(bh, a->circuit, a->fill, &s->d, s->T,
                                                     a->o.batches, a->o.batch, e))
@@ -235,7 +235,7 @@ static int ablate_compute(void *args, void *state, al_drive *dr, al_err *e) {
     al_ablate_opts o = a->o;
     s->t0 = al_now();
     o.progress = dr->progress;
-    o.probe_allowed = s->allowed;
+    o.probe_src = al_probe_load_src(&s->pl);
     al_behave_warn_probe(bh, 2 * o.probe_r + 1);
     return al_ablate_run(&bh->m, &s->d, s->T, al_behave_bos(bh), bh->off, &o, &s->r, e);
 }
@@ -269,7 +269,7 @@ static int ablate_print(void *args, void *state, al_drive *dr, al_err *e) {
 
 static void ablate_release(void *state) {
     ablate_state *s = state;
-    free(s->allowed);
+    al_probe_load_free(&s->pl);
     al_ablate_result_free(&s->r);
     al_tokens_free(&s->d);
 }

@@ -75,15 +75,16 @@ al_command al_cmd_attribute = {
     "On the clean sequences, read from one forward pass with the attention\n"
     "patterns as computed: direct logit attribution (embed, pos and each head's\n"
     "contribution to the metric logit, in total and per position; they sum to\n"
-    "it), the exact path expansion of a 1- or 2-layer model (direct, each head,\n"
-    "and each virtual head 0.h0>1.h1: value, and the change in mean loss with the\n"
-    "term removed), and the logit lens (the residual stream entering each layer\n"
+    "it), the exact path expansion (direct, each head reading embed + pos, each\n"
+    "virtual head l0.h0>l1.h1, and from 3 layers one remainder term chains>=3 for\n"
+    "every chain of three or more heads: value, and the change in mean loss with\n"
+    "the term removed), and the logit lens (the residual stream entering each layer\n"
     "through W_U: loss and accuracy). Pair tasks also get attribution patching:\n"
     "the first-order estimate of patching each head, head x position and path\n"
     "edge, beside actual patching and how well they agree (--no-compare: the\n"
-    "estimates only). Models of more than 2 layers: no path expansion.\n"
-    "Rows go to attribution_runs, logit_attribution, path_terms,\n"
-    "logit_lens, attribution_patching, attribution_agreement and\n"
+    "estimates only; models of up to 16 layers). Rows go to attribution_runs,\n"
+    "logit_attribution, path_terms, logit_lens, attribution_patching,\n"
+    "attribution_agreement and\n"
     "attribution_tokens. Ctrl-C stops it: the run is marked failed, nothing is\n"
     "stored, exit 130.",
     attr_flags,
@@ -163,11 +164,17 @@ static void print_summary(const attr_args *a, const al_behave *bh, const al_pair
         printf("path expansion (dloss = change in mean loss with the kind's terms removed; "
                "share = |dloss| / the sum of the kinds' |dloss|):\n  %-10s %9s %9s %7s\n",
                "kind", "value", "dloss", "share");
-        for (int k = 0; k < (r->L == 2 ? 3 : 2); k++) {
+        for (int k = 0; k < (r->L >= 2 ? 3 : 2); k++) {
             printf("  %-10s %+9.4f %+9.4f ", kinds[k], r->kind_value[k] + 0.0,
                    r->kind_dloss[k] + 0.0);
             if (tot != 0) printf("%6.1f%%\n", 100 * fabs(r->kind_dloss[k]) / tot);
             else printf("%7s\n", "n/a");
+        }
+        if (r->L >= 3) { /* the remainder, whether or not it is among the top terms */
+            int k = r->n_terms - 1;
+            printf("  virtual = every path through two or more heads; of it, the chains of "
+                   "three or more (one term, chains>=3): value %+.4f, dloss %+.4f\n",
+                   r->term_value[k] + 0.0, r->term_dloss[k] + 0.0);
         }
         idx = al_by_magnitude(r->term_dloss, r->n_terms);
         if (!idx) return;
@@ -306,7 +313,7 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
         static const char *const kinds[3] = {"direct", "head", "virtual"};
         cJSON *kj = cJSON_AddArrayToObject(doc, "path_kinds");
         if (!kj) return -1;
-        for (int k = 0; k < (r->L == 2 ? 3 : 2); k++) {
+        for (int k = 0; k < (r->L >= 2 ? 3 : 2); k++) {
             cJSON *j = cJSON_CreateObject();
             if (!j || !cJSON_AddItemToArray(kj, j) || !cJSON_AddStringToObject(j, "kind", kinds[k]) ||
                 num(j, "value", r->kind_value[k]) || num(j, "dloss", r->kind_dloss[k]))
@@ -378,9 +385,8 @@ static int attr_check(const void *args, const al_flag *fl, al_err *e) {
     if ((al_flag_seen(fl, "task") || al_flag_seen(fl, "pairs")) + !!a->w.data + !!a->prompt > 1)
         return al_errf(e, "give one task: --task/--pairs, --data or --prompt");
     if (al_patch_opts_check(&a->o, e)) return -1;
-    if (strcmp(a->probe_tokens, "all") != 0 &&
-        (a->w.data || a->prompt || strcmp(a->o.task, "induction") != 0))
-        return al_errf(e, "--probe-tokens is for the induction task");
+    if (al_probe_tokens_check(a->probe_tokens, a->w.data || a->prompt ? NULL : a->o.task, e))
+        return -1;
     if (a->windows < 1 || a->windows > 1000000)
         return al_errf(e, "--windows must be 1..1000000 (got %d)", a->windows);
     if (a->show < 0) return al_errf(e, "--show must be >= 0");
@@ -392,7 +398,7 @@ static int attr_check(const void *args, const al_flag *fl, al_err *e) {
 typedef struct attr_state {
     al_patch_opts o;        /* the pair task and attribution patching */
     al_attr_opts ao;
-    unsigned char *allowed; /* --probe-tokens: the induction task's ids (NULL: all) */
+    al_probe_load pl;       /* --probe-tokens: what the induction task is made of */
     al_pairs t;
     al_attr_result r;
     al_attrpatch_result ap;
@@ -413,23 +419,19 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     s->o = a->o;
     s->ao = attr_opts(a);
     s->o.stop = &al_stop;
-    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab, &s->allowed, NULL,
-                        e))
+    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
+                           e))
         return -1;
-    s->o.allowed = s->allowed;
+    s->o.probe_src = al_probe_load_src(&s->pl);
     if (a->w.data ? data_task(bh, a->w.data, a->windows, &s->t, e)
         : a->prompt ? prompt_task(bh, a->prompt, &s->t, e)
                     : al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e))
         return -1;
     if (al_stop) return al_errf(e, "interrupted");
     s->patching = pairs_task && !a->no_patching && L <= AL_PATHS_MAX_LAYERS;
-    if (L > 2 && s->ao.paths)
-        fprintf(stderr, "attnlab: note: %s has %d layers: the path expansion covers 1 and 2; "
-                        "no path terms\n", a->w.model, L);
     if (L > AL_PATHS_MAX_LAYERS && pairs_task && !a->no_patching)
-        fprintf(stderr, "attnlab: note: %s has %d layers: attribution patching covers up to %d\n",
-                a->w.model, L, AL_PATHS_MAX_LAYERS);
-    if (L > 2) s->ao.paths = 0;
+        fprintf(stderr, "attnlab: note: %s has %d layers: attribution patching covers up to %d; "
+                        "no attribution patching\n", a->w.model, L, AL_PATHS_MAX_LAYERS);
     if (!pairs_task && !a->no_patching)
         fprintf(stderr, "attnlab: note: no attribution patching on %s: it needs clean / "
                         "corrupted pairs (a pair task)\n", a->w.data ? "--data" : "--prompt");
@@ -486,7 +488,7 @@ static int attr_print(void *args, void *state, al_drive *dr, al_err *e) {
 
 static void attr_release(void *state) {
     attr_state *s = state;
-    free(s->allowed);
+    al_probe_load_free(&s->pl);
     al_pairs_free(&s->t);
     al_attr_result_free(&s->r);
     al_attrpatch_result_free(&s->ap);

@@ -292,8 +292,7 @@ static int disc_check(const void *args, const al_flag *fl, al_err *e) {
     int n_sweep = 0;
     (void)fl;
     if (al_patch_opts_check(&a->o, e)) return -1;
-    if (strcmp(a->probe_tokens, "all") != 0 && strcmp(a->o.task, "induction") != 0)
-        return al_errf(e, "--probe-tokens is for the induction task (got --task %s)", a->o.task);
+    if (al_probe_tokens_check(a->probe_tokens, a->o.task, e)) return -1;
     if (!isfinite(a->tau) || a->tau < 0)
         return al_errf(e, "--tau must be a finite number >= 0 (got %g)", a->tau);
     if (al_discover_opts_check(&d, e)) return -1;
@@ -308,7 +307,7 @@ static int disc_check(const void *args, const al_flag *fl, al_err *e) {
 typedef struct disc_state {
     al_patch_opts o;        /* the pair task */
     al_discover_opts d;     /* d.tau: the main circuit's (between the phases) */
-    unsigned char *allowed; /* --probe-tokens: the induction task's ids (NULL: all) */
+    al_probe_load pl;       /* --probe-tokens: what the induction task is made of */
     al_pairs t;
     double taus[MAX_SWEEP + 1];           /* [0] the main circuit's, then --sweep's */
     int n_sweep, n_done;                  /* circuits asked beyond the main one; found */
@@ -335,10 +334,10 @@ static int disc_prepare(void *args, void *state, al_drive *dr, al_err *e) {
         return al_errf(e, "%s has %d layers; circuit discovery covers models of 1 and 2 layers",
                        a->w.model, L);
     if (a->out && al_mkdir_p(a->out, e)) return -1;
-    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab, &s->allowed, NULL,
-                        e))
+    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
+                           e))
         return -1;
-    s->o.allowed = s->allowed;
+    s->o.probe_src = al_probe_load_src(&s->pl);
     if (al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e)) return -1;
     if (al_stop) return al_errf(e, "interrupted");
     al_behave_warn_probe(bh, s->t.T);
@@ -425,7 +424,7 @@ static int disc_print(void *args, void *state, al_drive *dr, al_err *e) {
 
 static void disc_release(void *state) {
     disc_state *s = state;
-    free(s->allowed);
+    al_probe_load_free(&s->pl);
     al_pairs_free(&s->t);
     for (int i = 0; i < s->n_done; i++) al_discover_result_free(&s->rs[i]);
 }

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "attnlab/args.h"
 #include "attnlab/pictures.h"
@@ -101,6 +102,18 @@ static int run_heatmap(int argc, char **argv) {
     /* the format: --format, else --out's extension; both given must agree,
      * so a file's name never lies about its contents */
     int by_ext = al_fig_format_of_path(o_out);
+    /* an extension that names another picture format would lie about the
+     * bytes; any other unknown one needs --format to say what to write */
+    const char *base = strrchr(o_out, '/'), *dot = strrchr(base ? base : o_out, '.');
+    static const char *const other_images[] = {".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff",
+                                               ".webp", ".eps", ".ps", ".ico", ".avif", ".heic"};
+    int other = 0;
+    for (size_t i = 0; dot && i < sizeof other_images / sizeof *other_images; i++)
+        other |= strcasecmp(dot, other_images[i]) == 0;
+    if (by_ext < 0 && dot && dot[1] && dot != (base ? base + 1 : o_out) && (other || !o_format)) {
+        al_errf(&e, "--out %s: attnlab draws .png, .svg and .pdf pictures, not %s", o_out, dot);
+        return al_cli_usage(&al_cmd_heatmap, &e);
+    }
     if (o_format) {
         o.format = al_fig_format_parse(o_format);
         if (o.format < 0) {

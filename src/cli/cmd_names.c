@@ -99,6 +99,9 @@ static int names_check(const void *args, const al_flag *fl, al_err *e) {
     if (a->n < 1 || a->n > 100000)
         return al_errf(e, "--stories must be in [1, 100000] (got %d)", a->n);
     if (!a->w.data) return al_errf(e, "--data is required (the held-out stories)");
+    if (a->name && !a->name[strspn(a->name, " \t")])
+        return al_errf(e, "--name is empty: give a name (e.g. --name Seoyeon), or leave the "
+                          "option out to invent one per story");
     return 0;
 }
 

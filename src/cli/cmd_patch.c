@@ -325,12 +325,9 @@ static int json_paths(cJSON *doc, const patch_args *a, const al_pairs *t,
 
 /* ------------------------------------------------------------ running */
 
-/* The induction task's ids (--probe-tokens): refused for the other
- * tasks, which draw no random tokens. */
+/* --probe-tokens: for the induction task, and a text for the names tasks. */
 static int task_check(const patch_args *a, al_err *e) {
-    if (strcmp(a->probe_tokens, "all") != 0 && strcmp(a->o.task, "induction") != 0)
-        return al_errf(e, "--probe-tokens is for the induction task (got --task %s)", a->o.task);
-    return 0;
+    return al_probe_tokens_check(a->probe_tokens, a->o.task, e);
 }
 
 static int patch_check(const void *args, const al_flag *fl, al_err *e) {
@@ -345,8 +342,7 @@ static int patch_check(const void *args, const al_flag *fl, al_err *e) {
  * r is patch's result, pr paths'). */
 typedef struct patch_state {
     al_patch_opts o;        /* the options with the task's ids, the stop flag and progress */
-    unsigned char *allowed; /* --probe-tokens: the induction task's ids (NULL: all) */
-    int n_allowed;
+    al_probe_load pl;       /* --probe-tokens: what the induction task is made of */
     al_pairs t;
     al_patch_result r;
     al_paths_result pr;
@@ -363,10 +359,10 @@ static int prepare_common(patch_args *a, patch_state *s, al_drive *dr, int paths
     s->t0 = al_now();
     s->o = a->o;
     s->o.stop = &al_stop;
-    if (al_probe_tokens(a->probe_tokens, a->w.model, NULL, bh->m.cfg.d_vocab, &s->allowed,
-                        &s->n_allowed, e))
+    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
+                           e))
         return -1;
-    s->o.allowed = s->allowed;
+    s->o.probe_src = al_probe_load_src(&s->pl);
     int made = al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e) == 0;
     if (al_stop) return al_errf(e, "interrupted"); /* the task may have stopped for it */
     if (!made) return -1;
@@ -423,9 +419,7 @@ static int print_common(const patch_args *a, const patch_state *s, const al_driv
             return al_errf(e, "out of memory");
         return 0;
     }
-    if (s->allowed)
-        printf("induction pairs drawn from the %d token ids that occur in %s\n", s->n_allowed,
-               strcmp(a->probe_tokens, "seen") == 0 ? "the model's training data" : a->probe_tokens);
+    if (!s->pl.random_all) printf("induction pairs made of %s\n", s->pl.what);
     if (paths) print_paths(a, bh, &s->t, &s->pr);
     else print_patch(a, bh, &s->t, &s->r);
     int nb = (s->t.N + s->o.batch - 1) / s->o.batch;
@@ -445,7 +439,7 @@ static int paths_print(void *args, void *state, al_drive *dr, al_err *e) {
 
 static void patch_release(void *state) {
     patch_state *s = state;
-    free(s->allowed);
+    al_probe_load_free(&s->pl);
     al_pairs_free(&s->t);
     al_patch_result_free(&s->r);
     al_paths_result_free(&s->pr);

@@ -117,10 +117,14 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
     printf("probe (R %d, N %d, seed %llu): loss first repeat %.4f, second %.4f, icl_gain %.4f\n",
            o->probe_r, o->probe_n, (unsigned long long)o->probe_seed, ps->loss_first,
            ps->loss_second, ps->icl_gain);
+    if (r->probe_text)
+        printf("text probe: at %.1f%% of second-half positions the token also sits elsewhere in "
+               "the first half; induction counts attention to the one position R-1 back only\n",
+               100 * r->probe_recur);
     if (r->have_text)
-        printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f (late %d..%d %.4f - "
-               "early %d..%d %.4f); copy positions %.1f%% (loss %.4f)\n",
-               a->w.data, o->batches, o->batch, r->T, r->val_loss, r->icl_score, r->rg.l0,
+        printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f +- %.4f (late %d..%d "
+               "%.4f - early %d..%d %.4f); copy positions %.1f%% (loss %.4f)\n",
+               a->w.data, o->batches, o->batch, r->T, r->val_loss, r->icl_score, r->icl_se, r->rg.l0,
                r->rg.l1 - 1, r->icl_late, r->rg.e0, r->rg.e1 - 1, r->icl_early,
                100 * r->copy_fraction, r->val_loss_copy);
     else
@@ -189,7 +193,8 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
         !cJSON_AddNumberToObject(probe, "seed", (double)o->probe_seed) ||
         !cJSON_AddNumberToObject(probe, "loss_first", ps->loss_first) ||
         !cJSON_AddNumberToObject(probe, "loss_second", ps->loss_second) ||
-        !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain))
+        !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain) ||
+        (r->probe_text && !cJSON_AddNumberToObject(probe, "recurrence", r->probe_recur)))
         return -1;
     if (r->have_text) {
         cJSON *t = cJSON_AddObjectToObject(doc, "text");
@@ -197,6 +202,7 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
             !cJSON_AddNumberToObject(t, "T", r->T) ||
             !cJSON_AddNumberToObject(t, "loss", r->val_loss) ||
             !cJSON_AddNumberToObject(t, "icl_score", r->icl_score) ||
+            !cJSON_AddNumberToObject(t, "icl_score_se", r->icl_se) ||
             !cJSON_AddNumberToObject(t, "icl_late", r->icl_late) ||
             !cJSON_AddNumberToObject(t, "icl_early", r->icl_early) ||
             !cJSON_AddNumberToObject(t, "copy_fraction", r->copy_fraction) ||
@@ -223,8 +229,8 @@ static int scores_check(const void *args, const al_flag *fl, al_err *e) {
 /* The run's state between the driver's phases. */
 typedef struct scores_state {
     al_tokens d;
-    int T, n_allowed;
-    unsigned char *allowed; /* --probe-tokens: the ids the probe draws from; NULL: all */
+    int T;
+    al_probe_load pl;       /* --probe-tokens: what the probe is made of */
     al_scores_result r;
 } scores_state;
 
@@ -233,8 +239,8 @@ static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     scores_args *a = args;
     scores_state *s = state;
     al_behave *b = dr->b;
-    return al_probe_tokens(a->probe_tokens, a->w.model, NULL, b->m.cfg.d_vocab, &s->allowed,
-                           &s->n_allowed, e) ||
+    return al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, b->m.cfg.d_vocab,
+                              e) ||
                    (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) ||
                    (a->circuit && al_behave_circuit(b, a->circuit, a->fill,
                                                     a->w.data ? &s->d : NULL, s->T, a->o.batches,
@@ -249,12 +255,10 @@ static int scores_compute(void *args, void *state, al_drive *dr, al_err *e) {
     al_behave *b = dr->b;
     al_scores_opts o = a->o;
     o.progress = dr->progress;
-    o.probe_allowed = s->allowed;
+    o.probe_src = al_probe_load_src(&s->pl);
     /* said before the (long) analysis, as the run begins */
     al_behave_warn_probe(b, 2 * o.probe_r + 1);
-    if (s->allowed && !dr->json)
-        printf("probe drawn from the %d token ids that occur in %s\n", s->n_allowed,
-               strcmp(a->probe_tokens, "seen") == 0 ? "the model's training data" : a->probe_tokens);
+    if (!s->pl.random_all && !dr->json) printf("probe made of %s\n", s->pl.what);
     return al_scores_run(&b->m, a->w.data ? &s->d : NULL, s->T, al_behave_bos(b), b->off, &o,
                          &s->r, e);
 }
@@ -269,14 +273,14 @@ static int scores_print(void *args, void *state, al_drive *dr, al_err *e) {
     scores_args *a = args;
     scores_state *s = state;
     if (!dr->json) print_summary(a, dr->b, &s->r);
-    else if (json_scores(dr->doc, a, s->n_allowed, &s->r))
+    else if (json_scores(dr->doc, a, s->pl.n_ids, &s->r))
         return al_errf(e, "out of memory");
     return 0;
 }
 
 static void scores_release(void *state) {
     scores_state *s = state;
-    free(s->allowed);
+    al_probe_load_free(&s->pl);
     al_scores_result_free(&s->r);
     al_tokens_free(&s->d);
 }
@@ -286,11 +290,15 @@ static void scores_init(void *args) {
     *(scores_args *)args = dflt;
 }
 
+static const al_warnings *scores_warnings(const void *state) {
+    return &((const scores_state *)state)->r.warn;
+}
+
 const al_analysis al_an_scores = {
     .name = "scores", .cmd = &al_cmd_scores, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
     .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check,
     .state_size = sizeof(scores_state), .prepare = scores_prepare, .compute = scores_compute,
     .store = scores_store, .print = scores_print, .release = scores_release,
-    .exp_data = AL_EXP_DATA_VAL};
+    .warnings = scores_warnings, .exp_data = AL_EXP_DATA_VAL};
 
 static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }

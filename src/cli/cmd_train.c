@@ -54,8 +54,9 @@ void al_train_cli_flags(al_train_cli *c, al_flag f[AL_TRAIN_CLI_NFLAGS]) {
         {"val-fraction", AL_FLOAT, &o->val_fraction, "X", "share of --data held out when --val is absent", 0, 0},
         {"threads", AL_INT, &o->threads, "N", "threads (0 = OMP_NUM_THREADS or all cores)", 0, 0},
         {"stop-at", AL_INT, &o->stop_at, "N", "save and stop after step N, as Ctrl-C would (to split a run)", 0, 0},
-        {"probe-tokens", AL_STR, &c->probe_tokens, "WHICH", "the ids --db's induction probe draws "
-         "from: all (the vocabulary), seen (those in --data) or FILE.bin (those in a token file)", 0, 0},
+        {"probe-tokens", AL_STR, &c->probe_tokens, "WHICH", "what --db's induction probe repeats: "
+         "random ids over all (the vocabulary), seen (those in --data) or FILE.bin (those in a token "
+         "file); or windows of held-out text: text (--val) or text:FILE.bin", 0, 0},
         AL_FLAGS_END};
     _Static_assert(sizeof t / sizeof t[0] <= AL_TRAIN_CLI_NFLAGS, "AL_TRAIN_CLI_NFLAGS too small");
     memcpy(f, t, sizeof t);
@@ -104,16 +105,16 @@ int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *
     al_train_record rec = {.db_path = c->db, .config_json = json};
     al_train_observer obs = al_train_record_observer(&rec);
     al_trainer *t = NULL;
-    unsigned char *allowed = NULL;
-    /* before the trainer, which writes the step-0 checkpoint; flags for
-     * every id a token file can hold (the trainer itself refuses ids past
-     * the model's vocabulary) */
-    int rc = c->db && c->t.data
-                 ? al_probe_tokens(c->probe_tokens, NULL, c->t.data, 65536, &allowed, NULL, e)
-                 : 0;
-    rec.probe_allowed = allowed;
+    al_probe_load pl = {0};
+    /* before the trainer, which writes the step-0 checkpoint; for every id
+     * a token file can hold (the trainer itself refuses ids past the
+     * model's vocabulary, and the probe ids past it) */
+    int rc = c->db && c->t.data ? al_probe_load_open(&pl, c->probe_tokens, NULL, c->t.data,
+                                                     c->t.val, 65536, e)
+                                : 0;
+    rec.probe_src = al_probe_load_src(&pl);
     if (rc != 0 || al_trainer_init(&t, &c->t, c->db ? &obs : NULL, e) != 0) {
-        free(allowed);
+        al_probe_load_free(&pl);
         c->t.opts_json = NULL; /* c may be reused: point at nothing freed */
         c->t.stop = NULL;
         free(json);
@@ -126,7 +127,7 @@ int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *
     al_stop_release();
     if (rc == 0 && *interrupted) al_log("continue with --resume %s", al_trainer_dir(t));
     al_trainer_free(t);
-    free(allowed);
+    al_probe_load_free(&pl);
     c->t.opts_json = NULL;
     c->t.stop = NULL;
     free(json);

@@ -87,6 +87,27 @@ static al_command *lookup(int argc, char **argv, int *used) {
     return NULL;
 }
 
+/* "unknown command" on stderr, with the nearest command when one is near
+ * (a two-word command matches on its first word or on both). */
+static void unknown_command(int argc, char **argv) {
+    const char *names[128] = {0};
+    char both[128][64];
+    int n = 0;
+    for (int i = 0; i < n_commands && n < 128; i++) names[n++] = commands[i]->name;
+    const char *near = al_nearest_word(argv[0], strlen(argv[0]), names, n);
+    if (!near && argc > 1) { /* "db merg" */
+        for (int i = 0; i < n; i++) snprintf(both[i], sizeof both[i], "%s", names[i]);
+        char w[128];
+        snprintf(w, sizeof w, "%s %s", argv[0], argv[1]);
+        const char *cands[128];
+        for (int i = 0; i < n; i++) cands[i] = strchr(both[i], ' ') ? both[i] : NULL;
+        near = al_nearest_word(w, strlen(w), cands, n);
+    }
+    if (near) fprintf(stderr, "attnlab: unknown command '%s' (did you mean 'attnlab %s'?)\n",
+                      argv[0], near);
+    else fprintf(stderr, "attnlab: unknown command '%s'\n", argv[0]);
+}
+
 /* A group word like "data" or "tokenizer" alone: list its subcommands. */
 static int group_help(FILE *f, const char *word) {
     int found = 0;
@@ -121,7 +142,9 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (group_help(stdout, argv[2])) return 0;
-        fprintf(stderr, "attnlab: unknown command '%s'\n", argv[2]);
+        unknown_command(argc - 2, argv + 2);
+        fputc('\n', stderr);
+        overview(stderr);
         return 2;
     }
     if (strcmp(argv[1], "--version") == 0) {
@@ -132,8 +155,8 @@ int main(int argc, char **argv) {
     al_command *c = lookup(argc - 1, argv + 1, &used);
     if (!c) {
         if (group_help(stderr, argv[1])) return 2;
-        fprintf(stderr, "attnlab: unknown command '%s' (see 'attnlab help')\n",
-                argv[1]);
+        unknown_command(argc - 1, argv + 1);
+        fprintf(stderr, "see 'attnlab help' for the commands\n");
         return 2;
     }
     int sub_argc = argc - 1 - used;

@@ -46,7 +46,7 @@ static int on_start(void *ctx, al_trainer *t, al_err *e) {
     if (R > 50) R = 50;
     if (R < 2) return al_errf(e, "--db needs sequences of at least 5 tokens for the induction probe");
     if (al_probe_make(&r->probe, R, DYN_PROBE_N, DYN_PROBE_SEED, al_trainer_model(t)->cfg.d_vocab,
-                      al_tok_eot(al_trainer_tokenizer(t)), r->probe_allowed, e) != 0)
+                      al_tok_eot(al_trainer_tokenizer(t)), r->probe_src, e) != 0)
         return -1;
     if (al_store_open(r->db_path, &r->db, e) != 0) return -1;
     if (al_store_run_begin(r->db, "train", r->config_json ? r->config_json : "{}", 0, &r->run_id,

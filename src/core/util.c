@@ -463,3 +463,59 @@ int al_sha256_file(const char *path, char hex[65], al_err *e) {
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
     return 0;
 }
+
+int al_edit_distance(const char *a, size_t na, const char *b, size_t nb) {
+    if (na > 64 || nb > 64) return 1000;
+    int row[65];
+    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[nb];
+}
+
+const char *al_nearest_word(const char *word, size_t len, const char *const *cands, int n) {
+    const char *best = NULL;
+    int bd = 3;
+    for (int i = 0; i < n; i++) {
+        if (!cands[i]) continue;
+        int d = al_edit_distance(word, len, cands[i], strlen(cands[i]));
+        if (d < bd && 2 * (size_t)d < len + (len == 1)) best = cands[i], bd = d;
+    }
+    return best;
+}
+
+int al_path_relative(const char *from, const char *to, char *buf, size_t cap) {
+    if (from[0] != '/' || to[0] != '/' || cap < 2) return -1;
+    /* the longest common prefix that ends at a component boundary */
+    size_t i = 0, common = 0;
+    while (from[i] && from[i] == to[i]) {
+        i++;
+        if (from[i - 1] == '/') common = i;
+    }
+    if (!from[i] && (to[i] == '/' || !to[i])) common = i + (to[i] == '/');
+    size_t k = 0;
+    buf[0] = 0;
+    /* one ".." per component of from past the common part */
+    size_t nf = strlen(from);
+    for (const char *p = from + (common < nf ? common : nf); *p;) {
+        const char *q = strchr(p, '/');
+        if (k + 4 >= cap) return -1;
+        memcpy(buf + k, "../", 3), k += 3;
+        if (!q) break;
+        p = q + 1;
+    }
+    size_t nt = strlen(to), rest = common < nt ? nt - common : 0;
+    if (k + rest + 1 > cap) return -1;
+    memcpy(buf + k, to + (common < nt ? common : nt), rest + 1);
+    if (!buf[0]) snprintf(buf, cap, ".");
+    return 0;
+}

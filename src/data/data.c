@@ -17,6 +17,23 @@ static uint32_t le32(const unsigned char *p) {
            (uint32_t)p[3] << 24;
 }
 
+/* 1 if the n bytes look like text (no NUL, no control bytes besides
+ * tab, newline and carriage return; bytes >= 0x80 are allowed: UTF-8):
+ * what a token file's binary header never is, and what a user who gave
+ * the corpus instead of its encoding has given. */
+static int looks_like_text(const unsigned char *b, size_t n) {
+    if (!n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] < 0x20 && b[i] != '\t' && b[i] != '\n' && b[i] != '\r') return 0;
+    return 1;
+}
+
+static int text_not_tokens(const char *path, al_err *e) {
+    return al_errf(e, "%s is a text file, not a token file: make one with attnlab encode "
+                   "--tokenizer T --in %s --out X.bin (it writes X.train.bin and X.val.bin)",
+                   path, path);
+}
+
 int al_tokens_load(const char *path, al_tokens *out, al_err *e) {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
@@ -27,14 +44,17 @@ int al_tokens_load(const char *path, al_tokens *out, al_err *e) {
         return al_errf(e, "cannot read token file %s: not a regular file", path);
     }
     unsigned char hdr[HEADER_BYTES];
-    if (st.st_size < HEADER_BYTES || fread(hdr, 1, HEADER_BYTES, f) != HEADER_BYTES) {
+    size_t hgot = fread(hdr, 1, HEADER_BYTES, f);
+    if (st.st_size < HEADER_BYTES || hgot != HEADER_BYTES) {
         fclose(f);
+        if (looks_like_text(hdr, hgot)) return text_not_tokens(path, e);
         return al_errf(e, "cannot read token file %s: shorter than its %d-byte header",
                        path, HEADER_BYTES);
     }
     uint32_t magic = le32(hdr), version = le32(hdr + 4), count = le32(hdr + 8);
     if (magic != AL_TOKENS_MAGIC || version != AL_TOKENS_VERSION) {
         fclose(f);
+        if (looks_like_text(hdr, hgot)) return text_not_tokens(path, e);
         return al_errf(e, "cannot read token file %s: bad magic/version (%u/%u, want %d/%d)",
                        path, magic, version, AL_TOKENS_MAGIC, AL_TOKENS_VERSION);
     }

@@ -32,6 +32,7 @@
 
 #include "attnlab/buf.h"
 #include "attnlab/json.h"
+#include "attnlab/names_text.h"
 #include "attnlab/synth.h"
 
 #define MAX_PAIRS 1000000
@@ -169,6 +170,26 @@ static int json_line_err(al_err *e, size_t line) {
 #define SHOW(s, buf) al_json_key_disp(s, buf)
 
 /* One line's pair, appended to bd; -1 with a message naming the line. */
+/* The tokens' pieces, "[␣Se][o][y]" (a space shown as ␣, other bytes
+ * below 0x20 as \xNN), into buf (always NUL-terminated, cut to cap): a
+ * token-count error shows where the tokenizer split the text. */
+static void pieces(const al_tokenizer *tok, const int *ids, size_t n, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && k + 16 < cap; i++) {
+        size_t nb = 0;
+        const unsigned char *b = al_tok_bytes(tok, ids[i], &nb);
+        buf[k++] = '[';
+        for (size_t j = 0; b && j < nb && k + 12 < cap; j++) {
+            if (b[j] == ' ') k += (size_t)snprintf(buf + k, cap - k, "\xe2\x90\xa3");
+            else if (b[j] < 0x20) k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", b[j]);
+            else buf[k++] = (char)b[j];
+        }
+        buf[k++] = ']';
+        buf[k] = 0;
+    }
+}
+
 static int parse_line(const char *s, size_t n, size_t line, const al_tokenizer *tok, int n_ctx,
                       builder *bd, al_err *e) {
     cJSON *o = NULL;
@@ -237,8 +258,11 @@ static int parse_line(const char *s, size_t n, size_t line, const al_tokenizer *
     }
     for (int k = 2; k < 4; k++)
         if (len[k] != 1) {
-            al_errf(e, "line %zu: %s \"%s\" is %zu tokens; it must be exactly one", line,
-                    FIELDS[k], SHOW(f[k]->valuestring, shown), len[k]);
+            char pc[160];
+            pieces(tok, ids[k], len[k], pc, sizeof pc);
+            al_errf(e, "line %zu: %s \"%s\" is %zu tokens %s; it must be exactly one (a "
+                       "leading space is often part of the token)", line, FIELDS[k],
+                    SHOW(f[k]->valuestring, shown), len[k], pc);
             goto out;
         }
     if (ids[2][0] == ids[3][0]) {
@@ -395,20 +419,27 @@ static int put_syllable(const al_synth *sy, size_t n_cons, al_rng *r, size_t *ca
  * followed S[0] earlier, the name's second piece in the clean run and
  * the replacement's in the corrupted one. So the spelling starts with
  * the letters of S[0] (syllables that agree with them), and the
- * tokenizer has the last word. Its ids go to R. 1 if one was found
- * within REPLACE_TRIES draws, 0 if not, -1 on error. */
+ * tokenizer has the last word.
+ * With key set, the replacement's first piece differs too (and its
+ * second): at the last position S[0] then occurs nowhere earlier, so
+ * nothing tells an induction head where to look (the key side of the
+ * circuit, the previous-token information, is what differs), not only
+ * what to copy. A name the story writes in lower case gets a lower-case
+ * replacement. taken: the story's names (n_taken). Its ids go to R. 1
+ * if one was found within REPLACE_TRIES draws, 0 if not, -1 on error. */
 static int invent_name(const al_synth *sy, size_t n_cons, size_t *cand, al_rng *r,
-                       const al_tokenizer *tok, const al_synth_doc *d, const int *S, size_t k,
-                       int *R, al_err *e) {
+                       const al_tokenizer *tok, const char (*taken_names)[AL_SYNTH_NAME_MAX], int n_taken,
+                       const int *S, size_t k, int key, int *R, al_err *e) {
     char first[AL_SYNTH_NAME_MAX];
     size_t fl = 0;
     const unsigned char *fb = al_tok_bytes(tok, S[0], &fl);
     if (!fb || fl < 1 || fl > sizeof first) return 0;
     for (size_t i = 1; i < fl; i++) first[i - 1] = (char)tolower(fb[i]);
     first[fl - 1] = 0;
+    int lower = fl > 1 && islower(fb[1]);
     for (int t = 0; t < REPLACE_TRIES; t++) {
         char w[AL_SYNTH_NAME_MAX * 2] = "";
-        const char *rem = first, *none = "";
+        const char *rem = key ? "" : first, *none = "";
         int n_parts = 2 + (int)al_rng_below(r, 3), i = 0, bad = 0;
         while (!bad && *rem) bad = put_syllable(sy, n_cons, r, cand, i++ == 0, &rem, w, sizeof w);
         while (!bad && i < n_parts) bad = put_syllable(sy, n_cons, r, cand, i++ == 0, &none, w,
@@ -418,11 +449,12 @@ static int invent_name(const al_synth *sy, size_t n_cons, size_t *cand, al_rng *
         w[0] = (char)toupper((unsigned char)w[0]);
         if (al_synth_is_word(sy, w)) continue;
         int taken = 0;
-        for (int j = 0; j < d->n_names; j++) taken |= strcmp(d->names[j], w) == 0;
+        for (int j = 0; j < n_taken; j++) taken |= strcmp(taken_names[j], w) == 0;
         if (taken) continue;
+        if (lower) w[0] = (char)tolower((unsigned char)w[0]);
         size_t nr;
         if (encode_name(tok, w, R, &nr, e)) return -1;
-        if (nr == k && R[0] == S[0] && R[1] != S[1]) return 1;
+        if (nr == k && (key ? R[0] != S[0] : R[0] == S[0]) && R[1] != S[1]) return 1;
     }
     return 0;
 }
@@ -450,7 +482,25 @@ static int story_encode(story *st, const al_tokenizer *tok, const char *text, si
     return 0;
 }
 
-int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos,
+/* The story stream of the names task (and the syllables of replacement
+ * names), and how many of its syllables start with a consonant
+ * (they come first, synth.h, and may follow another syllable). */
+static int names_synth(uint64_t seed, long n_docs, al_synth_opts *so, al_synth **sy,
+                       size_t *n_cons, al_err *e) {
+    al_synth_defaults(so);
+    so->seed = seed ^ AL_PAIRS_NAMES_SEED_XOR;
+    so->n_docs = n_docs;
+    so->repeat_fraction = 0;
+    *sy = NULL;
+    if (al_synth_new(sy, so, e)) return al_err_prefix(e, "names");
+    *n_cons = 0;
+    while (*n_cons < al_synth_n_syllables(*sy) &&
+           !strchr("aeiou", al_synth_syllable(*sy, *n_cons)[0]))
+        (*n_cons)++;
+    return 0;
+}
+
+int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int bos, int key,
                    volatile sig_atomic_t *stop, al_pairs *out, al_err *e) {
     memset(out, 0, sizeof *out);
     if (n < 1 || n > MAX_PAIRS)
@@ -461,18 +511,9 @@ int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int
                        al_tok_vocab_size(tok));
     long tries = 100L * n + 1000;
     al_synth_opts so;
-    al_synth_defaults(&so);
-    so.seed = seed ^ AL_PAIRS_NAMES_SEED_XOR;
-    so.n_docs = tries;
-    so.repeat_fraction = 0;
     al_synth *sy = NULL;
-    if (al_synth_new(&sy, &so, e)) return al_err_prefix(e, "names");
-    /* Consonant-initial syllables come first (synth.h); they may follow
-     * another syllable. */
-    size_t n_cons = 0;
-    while (n_cons < al_synth_n_syllables(sy) &&
-           !strchr("aeiou", al_synth_syllable(sy, n_cons)[0]))
-        n_cons++;
+    size_t n_cons;
+    if (names_synth(seed, tries, &so, &sy, &n_cons, e)) return -1;
     builder bd = {AL_BUF_INIT, 0, 0};
     story st = {NULL, 0, NULL, 0};
     int *clean = al_malloc((size_t)n_ctx, sizeof(int), e);
@@ -510,7 +551,7 @@ int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int
         al_rng r;
         al_rng_seed(&r, so.seed ^ REPLACE_SEED_SALT ^ ((uint64_t)t * 0x9e3779b97f4a7c15ULL));
         int R[AL_SYNTH_NAME_MAX * 2];
-        int got = invent_name(sy, n_cons, cand, &r, tok, &d, Sb, kb, R, e);
+        int got = invent_name(sy, n_cons, cand, &r, tok, d.names, d.n_names, Sb, kb, key, R, e);
         if (got < 0) goto out;
         if (!got) continue;
         int T = b + (int)m2b + 1;
@@ -526,7 +567,7 @@ int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int
                 n_ctx);
         goto out;
     }
-    rc = pairs_finish(&bd, "names", out, e);
+    rc = pairs_finish(&bd, key ? "names-key" : "names", out, e);
 out:
     al_buf_free(&bd.b);
     free(clean);
@@ -535,6 +576,56 @@ out:
     free(st.ids);
     free(st.off);
     al_synth_free(sy);
+    return rc;
+}
+
+int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, uint64_t seed,
+                        int n_ctx, int key, al_pairs *out, al_err *e) {
+    memset(out, 0, sizeof *out);
+    if (n < 1 || n > MAX_PAIRS)
+        return al_errf(e, "names: the number of pairs must be in [1, %d] (got %d)", MAX_PAIRS, n);
+    al_name_stories ns = {0};
+    al_synth_opts so;
+    al_synth *sy = NULL;
+    size_t n_cons;
+    if (al_names_in_text(tok, val, n, NULL, seed, n_ctx, &ns, e)) return al_err_prefix(e, "names");
+    if (names_synth(seed, 1, &so, &sy, &n_cons, e)) {
+        al_name_stories_free(&ns);
+        return -1;
+    }
+    builder bd = {AL_BUF_INIT, 0, 0};
+    int *corr = al_malloc((size_t)n_ctx, sizeof(int), e);
+    size_t *cand = corr ? al_malloc(al_synth_n_syllables(sy), sizeof(size_t), e) : NULL;
+    int rc = -1;
+    if (!cand) goto out;
+    for (int i = 0; i < ns.n; i++) {
+        const al_name_story *st = &ns.s[i];
+        al_rng r;
+        al_rng_seed(&r, so.seed ^ REPLACE_SEED_SALT ^ ((uint64_t)i * 0x9e3779b97f4a7c15ULL));
+        int R[AL_SYNTH_NAME_MAX * 2];
+        char taken[1][AL_SYNTH_NAME_MAX];
+        snprintf(taken[0], sizeof taken[0], "%s", st->name);
+        int got = invent_name(sy, n_cons, cand, &r, tok, taken, 1, st->piece, (size_t)st->k, key,
+                              R, e);
+        if (got < 0) goto out;
+        if (!got) continue;
+        int T = st->second + 1; /* up to and including the second appearance's first piece */
+        memcpy(corr, st->ids, (size_t)T * sizeof(int));
+        memcpy(corr + st->first, R, (size_t)st->k * sizeof(int));
+        put_pair(&bd, st->ids, corr, T, st->piece[1], R[1]);
+    }
+    if (bd.N < 1) {
+        al_errf(e, "names: no story of the text took an invented name twice with a replacement "
+                   "found (%d stories read)", ns.n);
+        goto out;
+    }
+    rc = pairs_finish(&bd, key ? "names-text-key" : "names-text", out, e);
+out:
+    al_buf_free(&bd.b);
+    free(corr);
+    free(cand);
+    al_synth_free(sy);
+    al_name_stories_free(&ns);
     return rc;
 }
 

@@ -80,6 +80,35 @@ static int lock_dir(const char *dir, al_err *e) {
     return fd;
 }
 
+/* 1 if dir holds a checkpoint, or what is left of one mid-save (a
+ * COMMIT record): the readers below check this first, so that pointing
+ * one at a folder that is no model (a data folder, a typo) neither
+ * leaves a .lock file there nor says less than what went wrong. */
+static int holds_checkpoint(const char *dir) {
+    char p[AL_PATH_MAX];
+    const char *names[] = {FILES[F_MODEL], FILES[F_CONFIG], COMMIT_NAME};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        al_err e;
+        if (join2(p, dir, names[i], "", &e) == 0 && al_file_exists(p)) return 1;
+    }
+    return 0;
+}
+
+static int not_a_model(const char *dir, al_err *e) {
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return al_errf(e, "cannot read checkpoint %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return al_errf(e, "%s is not a model directory (it is a file): give the --out "
+                       "directory of attnlab train", dir);
+    return al_errf(e, "%s is not a model directory (no model.safetensors or config.json in it): "
+                   "give the --out directory of attnlab train", dir);
+}
+
+int al_ckpt_is_model_dir(const char *dir, al_err *e) {
+    return holds_checkpoint(dir) ? 0 : not_a_model(dir, e);
+}
+
 static void unlock_dir(int fd) {
     if (fd >= 0) close(fd);
 }
@@ -369,6 +398,7 @@ int al_ckpt_read_state(const char *dir, al_train_state *st, al_err *e) {
     char *txt = NULL;
     memset(st, 0, sizeof *st);
     if (join2(path, dir, "state.json", "", e) != 0) return -1;
+    if (!holds_checkpoint(dir)) return 1; /* no model, so no state: nothing locked */
     int fd = lock_dir(dir, e);
     if (fd == -1) return -1;
     int rc = recover_locked(dir, e);
@@ -468,6 +498,7 @@ static int load_locked(const char *dir, al_model *m, al_tokenizer **tok, al_err 
 int al_ckpt_load(const char *dir, al_model *m, al_tokenizer **tok, al_err *e) {
     memset(m, 0, sizeof *m);
     if (tok) *tok = NULL;
+    if (!holds_checkpoint(dir)) return not_a_model(dir, e);
     int fd = lock_dir(dir, e);
     if (fd == -1) return -1;
     int rc = load_locked(dir, m, tok, e);
@@ -508,6 +539,7 @@ int al_ckpt_load_state(const char *dir, al_train_state *st, float *adam_m,
                        float *adam_v, size_t n, al_err *e) {
     memset(st, 0, sizeof *st);
     if (n > (size_t)INT64_MAX / 4) return al_errf(e, "bad optimizer size %zu", n);
+    if (!holds_checkpoint(dir)) return not_a_model(dir, e);
     int fd = lock_dir(dir, e);
     if (fd == -1) return -1;
     int rc = load_state_locked(dir, st, adam_m, adam_v, n, e);

@@ -160,9 +160,88 @@ static int term_row(term_bars *b, const al_store_term_row *x, al_err *e) {
     return 0;
 }
 
+/* Deep models (3 layers and more): 1 + L·H + H²·L(L−1)/2 + 1 terms (418
+ * at 4 × 8) would be bars too thin to read, and almost all of them are
+ * near 0: the TERMS_SHOWN largest by |Δloss|, in term order, each named,
+ * and a note on the rest. */
+#define TERMS_SHOWN 40
+enum { TD_DIRECT, TD_HEAD, TD_VIRTUAL, TD_CHAINS, TD_N };
+
+static int draw_terms_deep(pic *p, const arun *r, const al_store_term_row *rows, int n_rows,
+                           al_err *e) {
+    double *v = pic_calloc(p, (size_t)n_rows, sizeof(double), e);
+    int *group = pic_calloc(p, (size_t)n_rows, sizeof(int), e);
+    const char **lab = pic_calloc(p, (size_t)n_rows, sizeof(char *), e);
+    char *keep = pic_calloc(p, (size_t)n_rows, 1, e);
+    if (!v || !group || !lab || !keep) return -1;
+    int n_fin = 0, shown = 0, n = 0;
+    for (int i = 0; i < n_rows; i++) n_fin += rows[i].term && rows[i].kind && isfinite(rows[i].dloss);
+    for (; shown < TERMS_SHOWN && shown < n_fin; shown++) { /* the largest |Δloss| first */
+        int best = -1;
+        for (int i = 0; i < n_rows; i++)
+            if (rows[i].term && rows[i].kind && isfinite(rows[i].dloss) && !keep[i] &&
+                (best < 0 || fabs(rows[i].dloss) > fabs(rows[best].dloss)))
+                best = i;
+        keep[best] = 1;
+    }
+    double rest_max = 0, rest_sum = 0;
+    for (int i = 0; i < n_rows; i++) {
+        const al_store_term_row *x = &rows[i];
+        if (!keep[i]) {
+            if (x->term && x->kind && isfinite(x->dloss)) {
+                rest_max = fmax(rest_max, fabs(x->dloss));
+                rest_sum += fabs(x->dloss);
+            }
+            continue;
+        }
+        group[n] = strcmp(x->kind, "direct") == 0 ? TD_DIRECT
+                   : strcmp(x->kind, "head") == 0 ? TD_HEAD
+                   : isnan(x->layer)              ? TD_CHAINS /* the remainder: no head */
+                                                  : TD_VIRTUAL;
+        v[n] = x->dloss;
+        if (!(lab[n] = pic_printf(p, e, "%s", x->term))) return -1;
+        n++;
+    }
+    static const char *const names[TD_N] = {"direct", "heads (from embed+pos)",
+                                            "virtual heads a>b", "chains of 3+ heads"};
+    al_panel *q = pic_add_panel(p, AL_PANEL_BARS);
+    q->bars = (al_bars){.v = v, .n = n, .group = group, .group_names = names, .n_groups = TD_N,
+                        .labels = lab, .y_title = "\xce\x94 loss (nats)", .bar_w = 0, .h = 240};
+    if (n < n_rows)
+        snprintf(p->title, sizeof p->title, "path expansion: loss increase with each term removed, "
+                 "the %d largest (task %s)", n, r->h.task);
+    else
+        snprintf(p->title, sizeof p->title, "path expansion: loss increase with each term removed "
+                 "(task %s)", r->h.task);
+    snprintf(p->head_txt, sizeof p->head_txt, "all");
+    pic_note(p, "each bar: how much the mean item loss rises when that term alone is subtracted from "
+            "the logits (below 0: the model does better without it)");
+    if (n < n_rows)
+        pic_note(p, "shown: the %d of the %d terms with the largest |\xce\x94 loss|, in term order; "
+                "the other %d are not drawn (each |\xce\x94 loss| at most %.3g, %.3g summed)", n,
+                n_rows, n_rows - n, rest_max, rest_sum);
+    pic_note(p, "direct = embed+pos straight to the unembedding; l.h = head l.h reading embed+pos; "
+            "a>b = virtual head: head b reading through its values what head a wrote from "
+            "embed+pos; chains>=3 = every chain of three or more heads, one term");
+    pic_note(p, "each kind removed at once: direct %+.3f, heads %+.3f, virtual (chains>=3 "
+            "included) %+.3f nats", r->kind_dloss[0], r->kind_dloss[1], r->kind_dloss[2]);
+    pic_note(p, "%s", p->run_txt);
+    return 0;
+}
+
 int pic_draw_terms(pic *p, al_err *e) {
     arun r;
     if (attr_run_info(p, AL_ATTR_TERMS, "with a path expansion", &r, e)) return -1;
+    if (p->L >= 3) {
+        al_store_term_row *rows;
+        int n_rows;
+        if (al_store_read_path_terms(p->st, r.h.run, &rows, &n_rows, e) || !pic_keep(p, rows, e))
+            return -1;
+        if (!n_rows)
+            return al_errf(e, "run %ld has no path expansion (path_terms is empty: it was turned "
+                           "off)", r.h.run);
+        return draw_terms_deep(p, &r, rows, n_rows, e);
+    }
     int cap = 1 + p->L * p->H + p->H * p->H;
     term_bars b = {.p = p, .cap = cap};
     b.v = pic_calloc(p, (size_t)cap, sizeof(double), e);
@@ -176,8 +255,8 @@ int pic_draw_terms(pic *p, al_err *e) {
     for (int i = 0; i < n_rows; i++)
         if (term_row(&b, &rows[i], e)) return -1;
     if (!b.n)
-        return al_errf(e, "run %ld has no path expansion (path_terms is empty: it covers 1- and "
-                       "2-layer models, and can be turned off)", r.h.run);
+        return al_errf(e, "run %ld has no path expansion (path_terms is empty: it was turned "
+                       "off, or the run is older than the expansion of deeper models)", r.h.run);
     /* Of the virtual terms only the largest few are named: 64 names
      * would be unreadable and most of the terms are near 0. */
     int n_virt = 0, named = 0;

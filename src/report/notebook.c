@@ -74,15 +74,13 @@ static const char nb_setup[] =
     "    print('(%d row%s)' % (len(rows), '' if len(rows) == 1 else 's'))\n"
     "\n";
 
-/* Path of the database as the notebook (in out_dir) should open it. */
+/* Path of the database as the notebook (in out_dir) should open it:
+ * relative to out_dir, so the folder can be moved or copied with its
+ * database (an absolute path only when no relative one can be made). */
 static void db_for_notebook(const char *db, const char *out_dir, char *buf, size_t cap) {
     char *rd = realpath(db, NULL), *ro = realpath(out_dir, NULL);
     if (rd && ro) {
-        size_t k = strlen(ro);
-        if (strncmp(rd, ro, k) == 0 && rd[k] == '/' && !strchr(rd + k + 1, '/'))
-            snprintf(buf, cap, "%s", rd + k + 1);
-        else
-            snprintf(buf, cap, "%s", rd);
+        if (al_path_relative(ro, rd, buf, cap) != 0) snprintf(buf, cap, "%s", rd);
     } else {
         snprintf(buf, cap, "%s", db);
     }

@@ -31,7 +31,9 @@ static int virtual_sentence(rep *R, const rmodel *M, const al_rows *a, al_err *e
         al_buf_puts(h, "Not measured: the run has no path expansion.</p>\n");
         return 0;
     }
-    int n = M->cfg.n_heads * M->cfg.n_heads;
+    /* virtual terms: H² per pair of layers, and from 3 layers the remainder */
+    const int L = M->cfg.n_layers, H = M->cfg.n_heads;
+    int n = H * H * L * (L - 1) / 2 + (L >= 3);
     if (!(tot > 0)) {
         al_buf_puts(h, "Cannot say: removing the terms of any kind leaves the loss as it "
                        "is.</p>\n");
@@ -104,10 +106,18 @@ int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     rep_run_picture(R, M, &po, "dla", slug, cap);
     int rc = 0;
     if (al_rows_x(&a, 0, 13) > 0) {
-        al_buf_puts(h, "<p>Path expansion: the logits as a sum of exact terms (direct, each "
-                       "head reading embed+pos, and in two layers each virtual head 0.a&gt;1.b); "
-                       "per kind, its terms' summed contribution to the metric and the rise in "
-                       "loss with all of them removed at once.</p>\n");
+        if (M->cfg.n_layers <= 2)
+            al_buf_puts(h, "<p>Path expansion: the logits as a sum of exact terms (direct, each "
+                           "head reading embed+pos, and in two layers each virtual head 0.a&gt;1.b); "
+                           "per kind, its terms' summed contribution to the metric and the rise in "
+                           "loss with all of them removed at once.</p>\n");
+        else
+            al_buf_puts(h, "<p>Path expansion: the logits as a sum of exact terms (direct, each "
+                           "head reading embed+pos, each virtual head a&gt;b of two heads in "
+                           "different layers, and one term <code>chains&gt;=3</code> for every "
+                           "chain of three or more heads, counted with the virtual kind); per "
+                           "kind, its terms' summed contribution to the metric and the rise in "
+                           "loss with all of them removed at once.</p>\n");
         static const char *const heads[] = {"kind", "value", "\xce\x94loss (nats)",
                                             "share of \xce\xa3|\xce\x94loss|", NULL};
         al_rows q;

@@ -38,6 +38,7 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
               {"probe_loss_first", ps->loss_first, 0},
               {"probe_loss_second", ps->loss_second, 0},
               {"icl_score", r->icl_score, 1},
+              {"icl_score_se", r->icl_se, 1},
               {"icl_loss_early", r->icl_early, 1},
               {"icl_loss_late", r->icl_late, 1},
               {"val_loss", r->val_loss, 1},
@@ -339,12 +340,11 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
     }
     static const char *const kinds[3] = {"direct", "head", "virtual"};
     for (int k = 0; k < r->n_terms; k++) {
-        al_attr_term_kind kd = al_attr_term_kind_of(r->L, r->H, k);
-        /* term order of attribute.h: direct; 1 + l·H + h; 1 + 2H + h0·H + h1 */
-        int layer = -1, head = -1, src = -1;
-        if (kd == AL_ATTR_HEAD) layer = (k - 1) / r->H, head = (k - 1) % r->H;
-        else if (kd == AL_ATTR_VIRTUAL)
-            layer = 1, head = (k - 1 - 2 * r->H) % r->H, src = (k - 1 - 2 * r->H) / r->H;
+        /* layer, head: the term's head (virtual: the receiver); src_head:
+         * the virtual head's sender over all layers, l0·H + h0 (h0 for a
+         * 2-layer model); all NULL for the direct term and the remainder */
+        int layer, head, src;
+        al_attr_term_kind kd = al_attr_term_heads(r->L, r->H, k, &layer, &head, &src);
         al_path_term_row w = {task, al_attr_term_name(r->L, r->H, k, name, sizeof name),
                               kinds[kd], layer, head, src, r->term_value[k], r->term_dloss[k]};
         if (al_store_put_path_term(s, run, mid, &w, e)) return -1;

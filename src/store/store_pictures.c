@@ -492,8 +492,8 @@ int al_store_read_attr_tokens(al_store *s, long run, al_store_token_row **rows, 
 ROW_FN(term_row, al_store_term_row, t[0], t[1], x[2], x[3])
 int al_store_read_path_terms(al_store *s, long run, al_store_term_row **rows, int *n, al_err *e) {
     BLOCK(rows, run_rows(s, run, "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = "
-                    "?1 ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 + layer ELSE 3 "
-                    "END, src_head, head", term_row, sizeof **rows,
+                    "?1 ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 ELSE 2 END, "
+                    "layer IS NULL, layer, src_head, head", term_row, sizeof **rows,
                     STRS(offsetof(al_store_term_row, term), offsetof(al_store_term_row, kind)),
                     &blk_, n, e));
 }

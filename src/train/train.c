@@ -152,7 +152,8 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
         char p[AL_PATH_MAX + 64];
         if (al_path_join(p, sizeof p, o->out, "model.safetensors", e) != 0) goto fail;
         if (al_file_exists(p)) {
-            al_errf(e, "%s already holds a checkpoint: resume it, or force overwriting it", o->out);
+            al_errf(e, "%s already holds a checkpoint: continue it with --resume %s, or start "
+                    "over in it with --force (or give another --out)", o->out, o->out);
             goto fail;
         }
     }
