@@ -35,19 +35,38 @@ Activation patching components, grid index k:
     q, k, v   hook_q / hook_k / hook_v of (l,h) at t          k = (l*H+h)*T + t
     pattern   hook_pattern row t of (l,h) (z recomputed)      k = (l*H+h)*T + t
 
-Path patching (Wang et al. 2022), senders s: 0 embed, 1 pos, 2+h head 0.h;
-the patched run ("target") is the corrupted one when denoising, the clean
-one when noising, the other is the "source". Two passes, as in the paper:
+Path patching (Wang et al. 2022), any depth. W = max(1, L-1)*H; senders
+s: 0 embed, 1 pos, 2 + l*H + h head l.h for l = 0..max(0, L-2); receivers
+of the q/k/v channels: head l1.h1 for l1 = 1..L-1 at r = (l1-1)*H + h1;
+the direct path (the logits) at r = 0. The patched run ("target") is the
+corrupted one when denoising, the clean one when noising, the other is
+the "source". Two passes, as in the paper:
   pass 2: target tokens with the sender's activation (hook_embed,
-    hook_pos_embed, or head 0.h's hook_z) from the source and every other
-    head's hook_z frozen at the target's; cache layer 1's hook_q/k/v and
-    the logits. So the residual entering layer 1 is target − sender_target
-    + sender_source, and the final one the same (layer 1 frozen).
-  pass 3 (2 layers): target tokens with receiver head 1.h's q (k, v) at
-    every position from pass 2.
+    hook_pos_embed, or head l.h's hook_z) from the source and every other
+    head's hook_z frozen at the target's; cache every layer's
+    hook_q/k/v and the logits. So the residual entering every layer after
+    the sender's is target − sender_target + sender_source, and the final
+    one the same (every other head frozen).
+  pass 3 (L >= 2): target tokens with receiver head l1.h1's q (k, v) at
+    every position from pass 2's layer l1, nothing frozen (the layers
+    after l1 recomputed), for every sender of a layer before l1.
   direct: the metric of pass 2.
-Layout: [(c*n_senders + s)*H + h] for c = 0 q, 1 k, 2 v; direct at
-(3*n_senders + s)*H; NaN elsewhere (and for q/k/v of a 1-layer model).
+Layout: [(c*n_senders + s)*W + r] for c = 0 q, 1 k, 2 v, 3 direct; NaN
+where no path exists (a sender head of layer >= l1, direct at r > 0, q/k/v
+of a 1-layer model).
+
+Attribution patching's edges (attrpatch.h, results key "attrpatch"), the
+first-order estimate of
+each path above: with every hook point's output plus a zero tensor that
+requires grad (so autograd gives dM/d(that output), every path after it
+live), on the base run (= the target: corrupted when denoising, clean when
+noising),
+    edge[c, s, l1.h1] = sum_{b,t} Δsender . (dM/d hook_c[l1][..., h1, :]) W_c[l1,h1]^T
+    edge[3, s, 0]     = sum_{b,t} Δsender . dM/d hook_resid_final
+normalised as the effects (denoise est / (M_clean - M_corr), noise
+-est / (...)), NaN where the path does not exist; the raw estimates
+compared always (the C's un-normalised with its own M's), the normalised
+ones where |M_clean - M_corr| >= min-den.
 
 Speed: the configurations of one component (the senders of pass 2, the
 paths of pass 3) run in one forward, configuration i on its own copy of
@@ -66,7 +85,9 @@ task is the one patch.h defines; 1 if not, 2 on bad input, 77 if PyTorch
 is not importable.
 """
 import contextlib
+import json
 import math
+import os
 import sys
 
 try:
@@ -76,7 +97,24 @@ try:
 except Exception:  # ImportError, or a broken install: results_cli says so
     torch = None
 
-from torch_ref import load_results, results_cli  # the same directory; safe without torch
+from torch_ref import load_config, read_safetensors, results_cli  # the same directory
+
+MAX_LAYERS = 16  # patch.h's AL_PATHS_MAX_LAYERS
+
+
+def load_results(args):
+    """Config, weights and results JSON of results_cli's args; ValueError
+    unless the results are for this model's L and H and 1 <= L <= 16 (the
+    depths path patching covers)."""
+    cfg = load_config(args.model)
+    weights, _ = read_safetensors(os.path.join(args.model, "model.safetensors"))
+    with open(args.results) as f:
+        res = json.load(f)
+    L, H = cfg["n_layers"], cfg["n_heads"]
+    if (res["L"], res["H"]) != (L, H) or not 1 <= L <= MAX_LAYERS:
+        raise ValueError("results are for L=%d H=%d, the model has L=%d H=%d"
+                         % (res["L"], res["H"], L, H))
+    return cfg, weights, res
 
 COMPONENTS = ("resid", "head", "head_pos", "q", "k", "v", "pattern")
 DIRECTIONS = ("denoise", "noise")
@@ -229,8 +267,10 @@ if torch is not None:
 
     def paths(model, tok, tgt, src, L, H, M):
         """M_p of every sender -> receiver path, in the results' layout."""
-        N, ns = tok.shape[0], 2 + H
-        out = [float("nan")] * (4 * ns * H)
+        N, W = tok.shape[0], max(1, L - 1) * H
+        ns = 2 + W
+        out = [float("nan")] * (4 * ns * W)
+        sender_layer = lambda s: -1 if s < 2 else (s - 2) // H  # embed, pos: before layer 0
         # pass 2, sender s in rows s*N..: every head frozen at the target's
         # z, then the sender at the source's activation
         cfgs = []
@@ -242,40 +282,90 @@ if torch is not None:
             elif s == 1:
                 edits.append(("hook_pos_embed", ALL, src["hook_pos_embed"]))
             else:
-                edits.append(("blocks.0.attn.hook_z", (ALL, ALL, s - 2),
-                              src["blocks.0.attn.hook_z"]))
+                l0 = sender_layer(s)
+                edits.append(("blocks.%d.attn.hook_z" % l0, (ALL, ALL, (s - 2) % H),
+                              src["blocks.%d.attn.hook_z" % l0]))
             cfgs.append(edits)
         recv = {}
-        saver = lambda c: lambda o: recv.__setitem__(c, o.detach().clone())
-        extra = [("blocks.1.attn.hook_" + c, saver(c)) for c in "qkv"] if L == 2 else []
+        saver = lambda key: lambda o: recv.__setitem__(key, o.detach().clone())
+        extra = [("blocks.%d.attn.hook_%s" % (l, c), saver((l, c)))
+                 for l in range(1, L) for c in "qkv"]
         direct = run_patched(model, tok, cfgs, M, extra)
         for s in range(ns):
-            out[(3 * ns + s) * H] = direct[s]
+            out[(3 * ns + s) * W] = direct[s]
         # patch.h's formula, directly: receiver input = target residual −
         # sender_target + sender_source; pass 2 must have computed just that
         sender = lambda c, s: (c["hook_embed"] if s == 0 else c["hook_pos_embed"] if s == 1
-                               else c["blocks.0.attn.hook_result"][:, :, s - 2])
+                               else c["blocks.%d.attn.hook_result" % sender_layer(s)]
+                               [:, :, (s - 2) % H])
         formula_err = 0.0
         for s in range(ns):
             delta = sender(src, s) - sender(tgt, s)
             m = M((tgt["hook_resid_final"] + delta) @ model.W_U)[0]
             formula_err = max(formula_err, abs(m - direct[s]))
-            for c, ch in enumerate("qkv" if L == 2 else ""):
-                W = getattr(model.blocks[1].attn, "W_" + ch.upper())
-                inp = tgt["blocks.1.hook_resid_pre"] + delta
-                if model.shortformer and ch in "qk":
-                    inp = inp + tgt["hook_pos_embed"]
-                x = torch.einsum("btc,hcd->bthd", inp, W)
-                formula_err = max(formula_err, float((x - recv[ch][s * N:(s + 1) * N]).abs().max()))
-        if L == 2:
-            # pass 3: receiver head 1.h's q (k, v) at every position from
-            # sender s's pass 2, everything else the target's
-            keys = [(c, s, h) for c in range(3) for s in range(ns) for h in range(H)]
-            cfgs = [[("blocks.1.attn.hook_" + "qkv"[c], (ALL, ALL, h),
-                      recv["qkv"[c]][s * N:(s + 1) * N])] for c, s, h in keys]
-            for (c, s, h), m in zip(keys, run_patched(model, tok, cfgs, M)):
-                out[(c * ns + s) * H + h] = m
+            for l1 in range(max(1, sender_layer(s) + 1), L):
+                for ch in "qkv":
+                    W_c = getattr(model.blocks[l1].attn, "W_" + ch.upper())
+                    inp = tgt["blocks.%d.hook_resid_pre" % l1] + delta
+                    if model.shortformer and ch in "qk":
+                        inp = inp + tgt["hook_pos_embed"]
+                    x = torch.einsum("btc,hcd->bthd", inp, W_c)
+                    formula_err = max(formula_err, float(
+                        (x - recv[(l1, ch)][s * N:(s + 1) * N]).abs().max()))
+        # pass 3: receiver head l1.h1's q (k, v) at every position from
+        # sender s's pass 2, everything else computed as it comes
+        keys = [(c, s, r) for c in range(3) for s in range(ns) for r in range(W if L > 1 else 0)
+                if sender_layer(s) < r // H + 1]
+        cfgs = [[("blocks.%d.attn.hook_%s" % (r // H + 1, "qkv"[c]), (ALL, ALL, r % H),
+                  recv[(r // H + 1, "qkv"[c])][s * N:(s + 1) * N])] for c, s, r in keys]
+        for (c, s, r), m in zip(keys, run_patched(model, tok, cfgs, M) if cfgs else []):
+            out[(c * ns + s) * W + r] = m
         return out, formula_err
+
+    def attr_edges(model, tok, tgt, src, L, H, items, logit_diff):
+        """attrpatch.h's raw (un-normalised) edge estimates, in the
+        results' layout, from the gradient at the base run tok (cache
+        tgt; the source run's cache src)."""
+        W = max(1, L - 1) * H
+        ns = 2 + W
+        eps = {}
+
+        def add_eps(name):
+            def f(out):
+                e = torch.zeros_like(out, requires_grad=True)
+                eps[name] = e
+                return out + e
+            return f
+        names = ["hook_resid_final"] + ["blocks.%d.attn.hook_%s" % (l, c)
+                                        for l in range(1, L) for c in "qkv"]
+        with torch.enable_grad():
+            logits = model.run_with_hooks(tok, [(n, add_eps(n)) for n in names])
+            n, t, a, w = (torch.tensor(c, dtype=torch.long) for c in zip(*items))
+            at = logits[n, t]
+            i = torch.arange(len(items))
+            vals = at[i, a] - at[i, w] if logit_diff else at.log_softmax(-1)[i, a]
+            grads = torch.autograd.grad(vals.mean(), [eps[k] for k in names])
+        g = dict(zip(names, grads))
+        sender = lambda c, s: (c["hook_embed"] if s == 0 else c["hook_pos_embed"] if s == 1
+                               else c["blocks.%d.attn.hook_result" % ((s - 2) // H)]
+                               [:, :, (s - 2) % H])
+        out = [float("nan")] * (4 * ns * W)
+        for s in range(ns):
+            # pos: both runs share positions (and a shortformer model has none in the residual)
+            delta = sender(src, s) - sender(tgt, s)
+            if s == 1 and model.shortformer:
+                delta = torch.zeros_like(delta)
+            out[(3 * ns + s) * W] = float((delta * g["hook_resid_final"]).sum())
+            l0 = -1 if s < 2 else (s - 2) // H
+            for r in range(W if L > 1 else 0):
+                l1, h1 = r // H + 1, r % H
+                if l0 >= l1:
+                    continue
+                for c, ch in enumerate("qkv"):
+                    Wc = getattr(model.blocks[l1].attn, "W_" + ch.upper())[h1]  # (C, D)
+                    gin = g["blocks.%d.attn.hook_%s" % (l1, ch)][:, :, h1] @ Wc.t()
+                    out[(c * ns + s) * W + r] = float((delta * gin).sum())
+        return out
 
     def effect(mp, m_clean, m_corr, direction):
         den = m_clean - m_corr
@@ -377,17 +467,46 @@ def main():
                     "noise": (clean, cache_clean, cache_corr)}
             checks = [(r["component"], r["direction"], r) for r in case["patch"]]
             checks += [("paths", r["direction"], r) for r in case["paths"]]
+            checks += [("attrpatch", r["direction"], r) for r in case.get("attrpatch", [])]
             seen = set()
             for comp, direction, r in checks:
                 seen.add((comp, direction))
-                if comp == "paths":
-                    want = {"n_senders": 2 + H, "n_recv": H if L == 2 else 0}
-                    n_want = 4 * (2 + H) * H
+                if comp == "attrpatch":
+                    W = max(1, L - 1) * H
+                    want = {"n_senders": 2 + W, "n_recv": (L - 1) * H,
+                            "n_edge": 4 * (2 + W) * W}
+                    n_want = 4 * (2 + W) * W
+                elif comp == "paths":
+                    W = max(1, L - 1) * H
+                    want = {"n_senders": 2 + W, "n_recv": (L - 1) * H}
+                    n_want = 4 * (2 + W) * W
                 else:
                     want = {"rows": {"resid": L, "head": L}.get(comp, L * H),
                             "cols": {"head": H}.get(comp, T)}
                     n_want = want["rows"] * want["cols"]
                 got = {k: r.get(k) for k in want}
+                if comp == "attrpatch":
+                    if got != want or len(r["edge"]) != n_want:
+                        print("  case %d attrpatch %s: layout %s, %d values; want %s, %d  FAIL"
+                              % (ci, direction, got, len(r["edge"]), want, n_want))
+                        all_ok = False
+                        continue
+                    tok, tgt, src = runs[direction]
+                    raw = attr_edges(model, tok, tgt, src, L, H, items, task["logit_diff"])
+                    den = m_clean - m_corr
+                    ref_e = [x / den if direction == "denoise" else -x / den for x in raw]
+                    # raw estimates compared always (the C's un-normalised with its own
+                    # M's), the normalised ones where the gap is not tiny
+                    sign = 1.0 if direction == "denoise" else -1.0
+                    c_den = (r["m_clean"] or 0.0) - (r["m_corr"] or 0.0)
+                    c_raw = [None if x is None else x * c_den * sign for x in r["edge"]]
+                    line, ok, err = compare("case %d attrpatch %s" % (ci, direction), raw,
+                                            ref_e, c_raw, r["edge"], m_clean, m_corr,
+                                            r["m_clean"], r["m_corr"], args.tol, args.min_den)
+                    print(line)
+                    all_ok &= ok
+                    worst = max(worst, err)
+                    continue
                 if (got != want or len(r["metric"]) != n_want or len(r["effect"]) != n_want
                         or (r["L"], r["H"], r["N"], r["T"]) != (L, H, N, T)):
                     print("  case %d %s %s: layout %s, %d values; want %s, %d  FAIL"

@@ -147,7 +147,10 @@ TEST(attrpatch_grad_finite_differences_shortformer) {
 /* With logit differences the metric is linear in the final residual, so
  * every direct edge's estimate equals path patching's effect, and every
  * head of the last layer (nothing after it bends its output) equals
- * activation patching's; in a 1-layer model that is every head. */
+ * activation patching's; in a 1-layer model that is every head. So is
+ * every edge into a last-layer head's values (its attention does not
+ * move), from every sender of every earlier layer: in a deeper model
+ * that checks the receivers' layout beyond layer 1. */
 static void check_exact(int L, const char *direction) {
     al_model m;
     sharp_model(&m, L);
@@ -160,17 +163,24 @@ static void check_exact(int L, const char *direction) {
     o.batch = 4; /* two batches, the last short */
     al_attrpatch_result r;
     CHECK_OK(al_attrpatch_run(&m, &t, &o, 1, &r, &e), &e);
-    CHECK(r.compared && r.L == L && r.H == 3 && r.T == t.T && r.n_senders == 5);
-    CHECK(r.n_recv == (L == 2 ? 3 : 0) && r.n_edge == 4 * 5 * 3);
+    const int W = L > 1 ? (L - 1) * 3 : 3, ns = 2 + W;
+    CHECK(r.compared && r.L == L && r.H == 3 && r.T == t.T && r.n_senders == ns);
+    CHECK(r.n_recv == (L - 1) * 3 && r.n_edge == 4 * ns * W);
     double scale = 0.0;
     for (int i = 0; i < r.n_edge; i++)
         if (isfinite(r.act_edge[i]) && fabs(r.act_edge[i]) > scale) scale = fabs(r.act_edge[i]);
     CHECK(scale > 1e-3);
-    for (int s = 0; s < 5; s++) {
-        size_t i = ((size_t)3 * 5 + s) * 3; /* the direct path of sender s */
+    for (int s = 0; s < ns; s++) {
+        size_t i = ((size_t)3 * ns + s) * W; /* the direct path of sender s */
         CHECKF(fabs(r.edge[i] - r.act_edge[i]) <= 1e-4 * scale + 1e-6,
                "%s, sender %d direct: estimate %.7g, actual %.7g", direction, s, r.edge[i],
                r.act_edge[i]);
+        for (int rr = (L - 2) * 3; L > 1 && rr < W; rr++) { /* v of the last layer's heads */
+            size_t k = ((size_t)2 * ns + s) * W + rr;
+            CHECKF(isfinite(r.edge[k]) && fabs(r.edge[k] - r.act_edge[k]) <= 1e-4 * scale + 1e-6,
+                   "%s, sender %d -> v of receiver %d: estimate %.7g, actual %.7g", direction, s,
+                   rr, r.edge[k], r.act_edge[k]);
+        }
     }
     for (int h = 0; h < 3; h++) {
         int lh = (L - 1) * 3 + h;
@@ -183,10 +193,14 @@ static void check_exact(int L, const char *direction) {
         }
     }
     /* pos paths are 0 on both sides (the runs share positions) and left out */
-    CHECK(r.edge[(size_t)3 * 5 * 3 + 3] == 0.0);
+    CHECK(r.edge[(size_t)3 * ns * W + W] == 0.0);
     CHECK(r.agree[AL_AP_HEAD].n == L * 3 && r.agree[AL_AP_HEAD_POS].n == L * 3 * t.T);
-    /* senders embed, 0.0-0.2 (not pos) x receivers: 9 q/k/v + direct, or direct alone */
-    CHECK(r.agree[AL_AP_EDGE].n == (L == 2 ? 4 * 10 : 4));
+    /* every path but pos's: per receiver layer l1, 3 channels x 3 heads x (embed + the
+     * 3·l1 heads before it); direct from embed and every sender head */
+    int want = 1 + W;
+    for (int l1 = 1; l1 < L; l1++) want += 9 * (1 + 3 * l1);
+    CHECK(r.agree[AL_AP_EDGE].n == want);
+    if (L == 2) CHECK(want == 4 * 10);
     if (L == 1) CHECK_NEAR(r.agree[AL_AP_HEAD].pearson, 1.0, 1e-6);
     CHECK(r.agree[AL_AP_EDGE].top5 >= 0 && r.agree[AL_AP_EDGE].top5 <= 5);
     /* the unpatched metrics are patching's */
@@ -205,6 +219,12 @@ TEST(attrpatch_exact_where_linear) {
     check_exact(2, "denoise");
     check_exact(2, "noise");
     check_exact(1, "denoise");
+}
+
+TEST(attrpatch_exact_where_linear_deep) {
+    check_exact(3, "denoise");
+    check_exact(3, "noise");
+    check_exact(4, "noise");
 }
 
 /* The same run twice gives the same bits; layer-0 heads, where the
@@ -247,7 +267,9 @@ TEST(attrpatch_refusals) {
     al_model m3;
     rand_model(&m3, 3, 0, 20);
     task(&t, &m3, 5, 2, &e);
-    CHECK(al_attrpatch_run(&m3, &t, &o, 1, &r, &e) == -1 && strstr(e.msg, "1- and 2-layer"));
+    al_model_free(&m3);
+    rand_model(&m3, AL_PATHS_MAX_LAYERS + 1, 0, 20); /* deeper than its edges' layout goes */
+    CHECK(al_attrpatch_run(&m3, &t, &o, 1, &r, &e) == -1 && strstr(e.msg, "up to 16 layers"));
     CHECK(r.head == NULL);
     al_model_free(&m3);
     al_model m;

@@ -380,14 +380,16 @@ TEST(patch_bad_options) {
  * which only a query token 0 — BOS, never drawn by the probe — would
  * use), so a query with no match attends to BOS and copies token 0
  * instead of averaging the first half's values. */
-static void sink_model(al_model *m) {
-    planted_model(m);
+static void sink_model_deep(al_model *m, int L, int li) {
+    planted_model_deep(m, L, li);
     const int D = PD;
     const float alpha = 30.0f * sqrtf((float)D);
-    al_head_wk(m, 1, 0)[(P_PREV + 0) * D + 0] = 0;
-    al_head_wk(m, 1, 0)[(P_POS + 0) * D + 0] = 1;
-    al_head_wq(m, 1, 0)[P_BIAS * D + 0] = alpha / 2;
+    al_head_wk(m, li, 0)[(P_PREV + 0) * D + 0] = 0;
+    al_head_wk(m, li, 0)[(P_POS + 0) * D + 0] = 1;
+    al_head_wq(m, li, 0)[P_BIAS * D + 0] = alpha / 2;
 }
+
+static void sink_model(al_model *m) { sink_model_deep(m, 2, 1); }
 
 /* One sweep of component comp; then sums of head lh's effects over the
  * first half (1..R) and the second (R+1..2R) with sums_of. */
@@ -446,8 +448,9 @@ TEST(patch_planted_qkv_pattern) {
     al_model_free(&m);
 }
 
+/* Path (channel c, sender s, receiver r) of patch.h's layout. */
 static double path_at(const al_paths_result *r, int c, int s, int h) {
-    return r->effect[((size_t)c * r->n_senders + s) * r->H + h];
+    return r->effect[((size_t)c * r->n_senders + s) * r->width + h];
 }
 
 /* The issue's known answer: the previous-token head 0.0 feeds the
@@ -491,9 +494,98 @@ TEST(patch_planted_paths_known_answers) {
     al_model_free(&m);
 }
 
+/* The planted circuit with a skip: previous-token head 0.0, induction
+ * head li.0 of an L-layer model, every layer between them idle. Noising,
+ * path patching must find 0.0 -> li.0 through the keys (the whole
+ * effect) and not through q or v; embed -> li.0 v carries the copied
+ * values (either path alone breaks the copy). Denoising needs both at
+ * once (restored keys find the clean position but read the corrupted
+ * token there), so each alone restores little. In both directions
+ * nothing else carries anything (the heads of the idle layers write
+ * nothing or a constant, and read nothing that differs), and paths from
+ * a sender of the receiver's layer or a later one are NaN. The
+ * incremental sweep equals the naive one. */
+static void deep_paths_case(int L, int li) {
+    al_model m;
+    sink_model_deep(&m, L, li);
+    const int H = PH, W = (L - 1) * H, ns = 2 + W;
+    for (int d = 0; d < 2; d++) {
+        const char *dir = d ? "noise" : "denoise";
+        al_patch_opts o = small_opts("head", dir);
+        al_pairs t;
+        al_paths_result r, rn;
+        al_err e;
+        CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
+        CHECK_OK(al_paths_run(&m, &t, &o, &r, &e), &e);
+        CHECK(r.L == L && r.width == W && r.n_senders == ns && r.n_recv == W &&
+              r.n == 4 * ns * W);
+        int rk = (li - 1) * H; /* receiver li.0 */
+        CHECKF(d ? path_at(&r, 1, 2, rk) >= 0.9 : fabs(path_at(&r, 1, 2, rk)) < 0.1,
+               "L %d %s: 0.0 -> %d.0 k: %g", L, dir, li, path_at(&r, 1, 2, rk));
+        CHECKF(fabs(path_at(&r, 0, 2, rk)) <= 0.05, "L %d %s: 0.0 -> %d.0 q: %g", L, dir, li,
+               path_at(&r, 0, 2, rk));
+        CHECKF(fabs(path_at(&r, 2, 2, rk)) <= 0.05, "L %d %s: 0.0 -> %d.0 v: %g", L, dir, li,
+               path_at(&r, 2, 2, rk));
+        CHECKF(d ? path_at(&r, 2, 0, rk) >= 0.9 : fabs(path_at(&r, 2, 0, rk)) < 0.1,
+               "L %d %s: embed -> %d.0 v: %g", L, dir, li, path_at(&r, 2, 0, rk));
+        int n_nan = 0;
+        for (int c = 0; c < 4; c++)
+            for (int s = 0; s < ns; s++)
+                for (int h = 0; h < W; h++) {
+                    double v = path_at(&r, c, s, h);
+                    int l1 = h / H + 1, exists = c == 3 ? h == 0 : s < 2 || (s - 2) / H < l1;
+                    int key = h == rk && ((c == 1 && s == 2) || (c == 2 && s == 0));
+                    if (!exists) n_nan += isnan(v);
+                    else if (!key && c < 3) CHECKF(fabs(v) < 1e-6, "L %d %s: %d %d %d: %g", L,
+                                                   dir, c, s, h, v);
+                    else if (c == 3) CHECKF(fabs(v) < 0.02, "direct %d: %g", s, v);
+                }
+        /* NaN: direct at r > 0, and q/k/v from a sender head not before the receiver */
+        int want = ns * (W - 1);
+        for (int h = 0; h < W; h++) want += 3 * (W - (h / H + 1) * H > 0 ? W - (h / H + 1) * H : 0);
+        CHECKF(n_nan == want, "L %d: %d NaN paths, want %d", L, n_nan, want);
+        CHECK(al_paths_count(L, H) == r.n - want);
+        o.naive = 1;
+        CHECK_OK(al_paths_run(&m, &t, &o, &rn, &e), &e);
+        for (int i = 0; i < r.n; i++)
+            CHECKF((isnan(r.metric[i]) && isnan(rn.metric[i])) ||
+                       fabs(r.metric[i] - rn.metric[i]) < 1e-6,
+                   "L %d naive %d: %g vs %g", L, i, r.metric[i], rn.metric[i]);
+        al_paths_result_free(&rn);
+        al_paths_result_free(&r);
+        al_pairs_free(&t);
+    }
+    al_model_free(&m);
+}
+
+TEST(patch_planted_paths_skip_layer) {
+    deep_paths_case(3, 2);
+    deep_paths_case(4, 3);
+}
+
+/* The layout's existence rule and names, and that 1 and 2 layers keep
+ * the layout of earlier versions (n_senders 2 + H, width H). */
+TEST(patch_paths_layout) {
+    CHECK(al_paths_width(1, 3) == 3 && al_paths_width(2, 3) == 3 && al_paths_width(4, 3) == 9);
+    CHECK(al_paths_count(1, 3) == 5 && al_paths_count(2, 3) == 5 * 10);
+    /* 3 layers, 2 heads: senders embed, pos, 0.0, 0.1, 1.0, 1.1; receivers 1.0 1.1 2.0 2.1 */
+    CHECK(al_paths_exists(3, 2, 1, 2, 0) && !al_paths_exists(3, 2, 1, 4, 0) &&
+          !al_paths_exists(3, 2, 1, 4, 1) && al_paths_exists(3, 2, 1, 4, 2) &&
+          al_paths_exists(3, 2, 0, 0, 3) && al_paths_exists(3, 2, 3, 5, 0) &&
+          !al_paths_exists(3, 2, 3, 5, 1) && !al_paths_exists(3, 2, 1, 6, 2) &&
+          !al_paths_exists(1, 2, 0, 0, 0) && al_paths_exists(1, 2, 3, 3, 0));
+    /* per receiver layer l1: 3·(2 + l1·H) paths per head, plus 2 + (L−1)·H direct */
+    CHECK(al_paths_count(3, 2) == 3 * 2 * (2 + 2) + 3 * 2 * (2 + 4) + 6);
+    char b[16];
+    CHECK(!strcmp(al_paths_sender_name(2, 5, b, sizeof b), "1.1"));
+    CHECK(!strcmp(al_paths_sender_name(2, 1, b, sizeof b), "pos"));
+    CHECK(!strcmp(al_paths_receiver_name(2, 3, b, sizeof b), "2.1"));
+    CHECK(!strcmp(al_paths_receiver_name(3, 2, b, sizeof b), "1.2"));
+}
+
 /* A 1-layer model has only the direct path (q, k, v are NaN), and pos
- * carries nothing (both runs have the same positions). More than two
- * layers is refused, leaving the result zeroed. */
+ * carries nothing (both runs have the same positions). More than
+ * AL_PATHS_MAX_LAYERS layers is refused, leaving the result zeroed. */
 TEST(patch_paths_one_layer_and_refusals) {
     al_model m;
     al_config c = al_config_default();
@@ -516,12 +608,12 @@ TEST(patch_paths_one_layer_and_refusals) {
     al_paths_result_free(&r);
     al_pairs_free(&t);
     al_model_free(&m);
-    /* three layers: refused */
-    c.n_layers = 3;
+    /* too deep: refused */
+    c.n_layers = AL_PATHS_MAX_LAYERS + 1;
     CHECK_OK(al_model_init(&m, &c, &e), &e);
     CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
     memset(&r, 0xab, sizeof r);
-    CHECK(al_paths_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, "2-layer"));
+    CHECK(al_paths_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, "up to 16 layers"));
     CHECK(r.metric == NULL && r.n == 0);
     al_pairs_free(&t);
     al_model_free(&m);

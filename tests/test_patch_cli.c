@@ -18,6 +18,8 @@
 #include "attnlab/util.h"
 #include "planted.h"
 #include "proc.h"
+#include <cjson/cJSON.h>
+
 #include "test.h"
 
 #define TASK "--probe-r 6 --n 4 --batch 2 --threads 2"
@@ -126,6 +128,84 @@ TEST(patch_cli_paths_rows_and_summary) {
     txt = t_slurp(out.s);
     CHECK(txt && strstr(txt, "only direct paths") && strstr(txt, "top 6 of 6 paths"));
     free(txt);
+}
+
+/* A 3-layer model end to end: senders embed, pos and the heads of layers
+ * 0 and 1; receivers the heads of layers 1 and 2, each from the senders
+ * of earlier layers only; the text, --json, the rows, the picture and the
+ * report section agree on them. A model deeper than 16 layers is refused
+ * with one line before any run exists. */
+static int png_ok(const char *path, int *w, int *h);
+
+TEST(patch_cli_paths_three_layers) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.txt"),
+           js = t_pcopy("out.json"), err = t_pcopy("err"), png = t_pcopy("p.png"),
+           rep = t_pcopy("rep");
+    t_tiny_model(dir.s, 3, 20);
+    const char *b = t_bin();
+    CHECK(t_sh("%s paths --model %s/m3 --db %s " TASK " > %s 2>/dev/null", b, dir.s, db.s,
+               out.s) == 0);
+    /* per channel: 4 layer-1 heads x 6 senders + 4 layer-2 heads x 10; direct: 10 senders */
+    CHECK_SQL(db.s, "SELECT channel, count(*), count(DISTINCT sender), min(receiver_layer), "
+                    "max(receiver_layer) FROM path_patching GROUP BY channel ORDER BY channel",
+              "direct|10|10||\nk|64|10|1|2\nq|64|10|1|2\nv|64|10|1|2");
+    /* a layer-1 sender reaches layer 2 only */
+    CHECK_SQL(db.s, "SELECT count(*), min(receiver_layer) FROM path_patching WHERE sender GLOB "
+                    "'1.*' AND channel != 'direct'", "48|2");
+    CHECK_SQL(db.s, "SELECT count(*) FROM path_patching WHERE value IS NULL", "0");
+    char *txt = t_slurp(out.s);
+    CHECK(txt && strstr(txt, "top 10 of 202 paths") && strstr(txt, "layers 0-1") &&
+          strstr(txt, "k:2.3"));
+    /* the K matrix row of sender 1.2: "." under the layer-1 heads, then its layer-2 values */
+    char *row = t_sql(db.s, "SELECT printf('%-7s', '1.2') || '       .       .       .       .' "
+                            "|| group_concat(printf(' %+7.3f', value + 0.0), '') || (SELECT "
+                            "printf(' | %+7.3f', value + 0.0) FROM path_patching WHERE channel = "
+                            "'direct' AND sender = '1.2') FROM (SELECT value FROM path_patching "
+                            "WHERE channel = 'k' AND sender = '1.2' ORDER BY receiver_head)");
+    CHECKF(txt && row && strstr(txt, row), "matrix row [%s] not in\n%s", row ? row : "",
+           txt ? txt : "");
+    free(row);
+    free(txt);
+    CHECK(t_sh("%s paths --model %s/m3 --db %s --json " TASK " > %s 2>/dev/null", b, dir.s, db.s,
+               js.s) == 0);
+    txt = t_slurp(js.s);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    const cJSON *ps = cJSON_GetObjectItem(j, "paths");
+    CHECK(cJSON_GetArraySize(ps) == 202);
+    int deep = 0, wrong = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, ps) {
+        const cJSON *snd = cJSON_GetObjectItem(p, "sender"), *rcv = cJSON_GetObjectItem(p, "receiver");
+        if (!cJSON_IsString(rcv)) continue;
+        deep += rcv->valuestring[0] == '2';
+        /* never from a sender of the receiver's layer or a later one */
+        wrong += snd->valuestring[0] == '1' && rcv->valuestring[0] == '1';
+    }
+    CHECK(deep == 3 * 4 * 10 && wrong == 0);
+    cJSON_Delete(j);
+    free(txt);
+    /* the picture, and the report's section with it */
+    CHECK(t_sh("%s heatmap --what paths --db %s --run 1 --out %s >/dev/null 2>%s", b, db.s, png.s,
+               err.s) == 0);
+    int w = 0, h = 0;
+    CHECK(png_ok(png.s, &w, &h) && w > 600 && h > 200);
+    CHECK(t_sh("%s report --model %s/m3 --db %s --out %s >/dev/null 2>&1", b, dir.s, db.s,
+               rep.s) == 0);
+    char idx[1100], pic[1100];
+    snprintf(idx, sizeof idx, "%s/index.html", rep.s);
+    snprintf(pic, sizeof pic, "%s/m3-paths-induction-noise.png", rep.s);
+    txt = t_slurp(idx);
+    CHECK(txt && strstr(txt, "<h3>Path patching</h3>") && strstr(txt, "a head of an earlier layer") &&
+          strstr(txt, "m3-paths-induction-noise.png") && png_ok(pic, &w, &h));
+    free(txt);
+    /* too deep: one line, exit 1, no run */
+    t_tiny_model(dir.s, 17, 1);
+    CHECK(t_sh("%s paths --model %s/m17 --db %s/deep.db " TASK " >/dev/null 2>%s", b, dir.s,
+               dir.s, err.s) == 1);
+    CHECK(t_one_line(err.s, "path patching covers models of up to 16 layers"));
+    char ddb[1100];
+    snprintf(ddb, sizeof ddb, "%s/deep.db", dir.s);
+    CHECK_SQL(ddb, "SELECT count(*) FROM runs", "0");
 }
 
 /* The planted circuit of planted.h (previous-token head 0.0 feeding the

@@ -7,8 +7,10 @@
  * it (R = 6, N = 6 pairs, batches of 4: the last one is partial), runs
  * al_patch_run for every component in both directions and al_paths_run
  * in both directions (each also with o.naive = 1, which must give the
- * same numbers to 1e-5), and writes the task's tokens and items and
- * every result to a JSON file. tests/patch_ref.py recomputes all of it
+ * same numbers to 1e-5) and attribution patching's edges (the first-order
+ * estimate of each path, al_attrpatch_run) in both directions, and writes
+ * the task's tokens and items and every result to a JSON file. Models
+ * of 1 to 4 layers. tests/patch_ref.py recomputes all of it
  * in float64 with forward hooks on its own small nn.Modules,
  * written from the definitions of patch.h and docs/design.md §2 and §5
  * (not from the C): exit 0 means every metric agrees within 1e-4, and
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/attrpatch.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/data.h"
 #include "attnlab/model.h"
@@ -161,8 +164,9 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
                "%s: layouts", what);
         CHECKF(rn.m_clean == r.m_clean && rn.m_corr == r.m_corr, "%s: naive M", what);
         if (rn.n == r.n) same_numbers(what, r.metric, rn.metric, r.n);
-        CHECKF(r.n == 4 * r.n_senders * c->n_heads && r.n_senders == 2 + c->n_heads &&
-                   r.n_recv == (c->n_layers == 2 ? c->n_heads : 0),
+        int W = (c->n_layers > 1 ? c->n_layers - 1 : 1) * c->n_heads;
+        CHECKF(r.width == W && r.n == 4 * r.n_senders * W && r.n_senders == 2 + W &&
+                   r.n_recv == (c->n_layers - 1) * c->n_heads,
                "%s: n %d, n_senders %d, n_recv %d", what, r.n, r.n_senders, r.n_recv);
         CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->hooks.n == 0,
                "%s: gates or patch spec changed", what);
@@ -179,6 +183,29 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
         fputc('}', f);
         al_paths_result_free(&r);
         al_paths_result_free(&rn);
+    }
+    /* attribution patching's edges: the first-order estimate of each path */
+    fputs("],\n \"attrpatch\": [", f);
+    for (int d = 0; d < 2; d++) {
+        al_patch_opts o = al_patch_opts_defaults();
+        o.direction = dirs[d], o.probe_r = PR, o.probe_n = PN, o.batch = PB;
+        al_attrpatch_result r;
+        if (al_attrpatch_run(m, t, &o, 0, &r, &e) != 0) {
+            t_fail(__FILE__, __LINE__, "attrpatch %s: %s", dirs[d], e.msg);
+            return -1;
+        }
+        fprintf(f, "%s\n  {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
+                   "\"n_edge\": %d, \"m_clean\": ",
+                d ? "," : "", dirs[d], r.n_senders, r.n_recv, r.n_edge);
+        ref_put_num(f, r.m_clean);
+        fputs(", \"m_corr\": ", f);
+        ref_put_num(f, r.m_corr);
+        fputs(",\n   \"edge\": ", f);
+        char what[64];
+        snprintf(what, sizeof what, "attrpatch %s", dirs[d]);
+        ref_put_nums(f, r.edge, r.n_edge, perturbed(pt, what), pt ? pt->by : 0);
+        fputc('}', f);
+        al_attrpatch_result_free(&r);
     }
     fputs("]}", f);
     return 0;
@@ -242,11 +269,11 @@ static void check_covered(int n_cases) {
     if (!out) return;
     CHECKF(strstr(out, "task ok") != NULL, "the task was not checked:\n%s", out);
     for (int i = 0; i < n_cases; i++)
-        for (int ci = 0; ci <= NCOMP; ci++)
+        for (int ci = 0; ci <= NCOMP + 1; ci++)
             for (int d = 0; d < 2; d++) {
                 char name[64];
-                snprintf(name, sizeof name, "case %d %s %s", i, ci < NCOMP ? comps[ci] : "paths",
-                         dirs[d]);
+                snprintf(name, sizeof name, "case %d %s %s", i,
+                         ci < NCOMP ? comps[ci] : ci == NCOMP ? "paths" : "attrpatch", dirs[d]);
                 CHECKF(strstr(out, name) != NULL, "patch_ref.py did not compare %s", name);
             }
     free(out);
@@ -281,6 +308,23 @@ TEST(patch_torch_1layer) {
              gates, 1);
 }
 
+/* Three layers: senders embed, pos and the heads of layers 0 and 1;
+ * receivers the q/k/v of the heads of layers 1 and 2 (from every earlier
+ * sender) and the logits; every path in both directions. */
+TEST(patch_torch_3layer) {
+    static const float g[12] = {0.5f, 1.5f, 1.0f, 0.0f, 2.0f, 0.75f,
+                                1.25f, 1.0f, 0.8f, 1.1f, 0.0f, 1.3f};
+    const float *gates[2] = {NULL, g};
+    run_case("--n-layers 3 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 8", gates, 2);
+}
+
+/* Four layers (receivers in layers 1-3, a sender two layers before its
+ * receiver), tied embeddings. */
+TEST(patch_torch_4layer) {
+    run_case("--n-layers 4 --d-model 24 --n-heads 3 --d-head 8 --n-ctx 16 --seed 9 --tied", NULL,
+             1);
+}
+
 /* Shortformer positions (W_pos in every head's q and k only): the
  * reference model reads positional_embedding_type from config.json. */
 TEST(patch_torch_shortformer) {
@@ -290,8 +334,9 @@ TEST(patch_torch_shortformer) {
              gates, 2);
 }
 
-/* The check can fail: one metric off by 3e-4 (in a grid entry and in a
- * path) is reported, naming the result it is in and no other. */
+/* The check can fail: one number off by 3e-4 (in a grid entry, in a path
+ * and in an attribution patching edge) is reported, naming the result it
+ * is in and no other. */
 TEST(patch_torch_detects_mismatch) {
     ref_need_torch("tests/patch_ref.py");
     write_tokens(t_path("tok.bin"), 40000);
@@ -299,10 +344,14 @@ TEST(patch_torch_detects_mismatch) {
     snprintf(dir, sizeof dir, "%s", t_path("model"));
     if (train(dir, 200, "--n-layers 1 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 7"))
         return;
-    /* head 0.0's pattern row 9; the direct path of sender 2 (head 0.0) */
-    const perturb pts[2] = {{"pattern noise", 9, 3e-4}, {"paths denoise", (3 * 6 + 2) * 4, -3e-4}};
-    const char *fail[2] = {"case 0 pattern noise", "case 0 paths denoise"};
-    for (int i = 0; i < 2; i++) {
+    /* head 0.0's pattern row 9; the direct path of sender 2 (head 0.0); its
+     * attribution patching estimate */
+    const perturb pts[3] = {{"pattern noise", 9, 3e-4},
+                            {"paths denoise", (3 * 6 + 2) * 4, -3e-4},
+                            {"attrpatch noise", (3 * 6 + 2) * 4, 3e-4}};
+    const char *fail[3] = {"case 0 pattern noise", "case 0 paths denoise",
+                           "case 0 attrpatch noise"};
+    for (int i = 0; i < 3; i++) {
         const char *res = t_path("results.json");
         if (write_results(dir, NULL, 1, res, &pts[i]) != 0) return;
         int rc = patch_ref(dir, res);

@@ -21,10 +21,13 @@
  *   edges     path patching's sender → receiver (patch.h, same layout and
  *             NaN where no channel exists): Σ_t Δsender[t] · ∂M/∂(the
  *             receiver's input)[t], where the receiver's input is
- *             layer-1 head h's residual as its W_Q, W_K or W_V reads it
- *             (∂M/∂q_h · W_Q[1,h]ᵀ, ...) or the final residual (direct);
- *             every other head is frozen, as in path patching, so this is
- *             the gradient through that one receiver only.
+ *             head l1.h's residual as its W_Q, W_K or W_V reads it
+ *             (∂M/∂q_h · W_Q[l1,h]ᵀ, ...; the gradient flows through
+ *             every layer after l1, as path patching recomputes them) or
+ *             the final residual (direct); every other head's input is
+ *             held, as in path patching, so this is the gradient through
+ *             that one receiver only, for a model of any depth up to
+ *             AL_PATHS_MAX_LAYERS.
  * M is the task's metric (pairs.h): its gradient at an item is
  * onehot(answer) − softmax for log-prob items and onehot(answer) −
  * onehot(wrong) for logit differences, so with logit differences the
@@ -68,7 +71,8 @@ typedef struct al_attrpatch_result {
     /* estimates, normalised as patch.h's effect; one allocation */
     double *head;     /* (L, H) */
     double *head_pos; /* (L·H, T) */
-    double *edge;     /* (4·n_senders·H) as al_paths_result's effect */
+    double *edge;     /* (4·n_senders·W) as al_paths_result's effect (W =
+                       * al_paths_width(L, H)) */
     int n_senders, n_recv, n_edge;
     double seconds;   /* the attribution itself */
     /* when compared (o->compare): actual patching, same layouts */
@@ -82,8 +86,8 @@ typedef struct al_attrpatch_result {
  * task t in o->direction (o->batch, o->progress and o->stop as patch.h;
  * o->component is ignored). compare = 1 also runs the actual patching
  * sweeps and fills the agreement. −1 (nothing assigned): bad options, a
- * model of more than 2 layers, a task that does not fit m, no items, out
- * of memory, interrupted. */
+ * model of more than AL_PATHS_MAX_LAYERS layers, a task that does not
+ * fit m, no items, out of memory, interrupted. */
 int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int compare,
                      al_attrpatch_result *r, al_err *e);
 void al_attrpatch_result_free(al_attrpatch_result *r);

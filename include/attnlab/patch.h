@@ -39,13 +39,20 @@
  *             the other run:                        k = (l·H+h)·T + t (L·H, T)
  * A head's output is its z (pre-W_O); the gate still scales it.
  *
- * Path patching (Wang et al. 2022): senders are embed, pos and each head
- * of layer 0; receivers are each layer-1 head's q, k and v input, and the
- * logits directly (the only receiver of a 1-layer model). Noising: the
- * receiver's input becomes clean residual − sender_clean + sender_corr,
- * every other head frozen at its clean activations; denoising is the
- * mirror image (corrupted run, sender's clean value). Models of more than
- * 2 layers are refused. pos is the same in both runs, so its paths are 0
+ * Path patching (Wang et al. 2022), any depth up to AL_PATHS_MAX_LAYERS:
+ * senders are embed, pos and each head of layers 0..L−2; receivers are
+ * the q, k and v input of each head of layers 1..L−1 (from every sender
+ * of an earlier layer), and the logits directly (the only receiver of a
+ * 1-layer model, whose one sender layer is layer 0). Δsender = the
+ * sender's own output (an embed row, 0 for pos, head l0.h0's zg·W_O) in
+ * the source run minus in the target run. The receiver's input becomes
+ * the target run's input + Δsender (so its q, k or v: target + Δsender ·
+ * W_c[l1,h1]); every other head keeps the target run's input, and
+ * everything from the receiver's layer on is recomputed, so the
+ * receiver's change reaches the logits through every later layer. The
+ * direct path: the target's final residual + Δsender. Noising: target
+ * the clean run, source the corrupted one; denoising the mirror image.
+ * pos is the same in both runs, so its paths are 0
  * (with shortformer positions, model.h, pos never reaches v or the logits
  * at all; it feeds each layer's q and k directly, with the same value in
  * both runs). Everything else holds for shortformer models as written: the
@@ -68,6 +75,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include "attnlab/gap.h"
+#include "attnlab/graph.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/scores.h"
@@ -168,29 +176,48 @@ int al_patch_eval(al_model *m, const al_pairs *t, const al_patch_opts *o,
                   const unsigned char *qkv_mask, const unsigned char *att_mask,
                   double *m_patched, double *m_clean, double *m_corr, al_err *e);
 
-/* Path patching. Senders s: 0 = embed, 1 = pos, 2+h = head 0.h
- * (n_senders = 2 + H). Channels c: 0 = q, 1 = k, 2 = v (receiver heads
- * of layer 1, n_recv = H; 0 for a 1-layer model), 3 = direct (the logits;
- * one receiver). Value [c][s][h] at index (c·n_senders + s)·H + h; the
- * direct path at (3·n_senders + s)·H (h = 0). */
+/* Path patching's layout, the same for every depth (for 1 and 2 layers
+ * the one of earlier versions, index for index). W = max(1, L−1)·H
+ * (al_paths_width). Senders s: 0 = embed, 1 = pos, 2 + l·H + h = head l.h
+ * for l = 0..max(0, L−2) (n_senders = 2 + W). Receivers r of channels c
+ * = 0 q, 1 k, 2 v: head l1.h1 for l1 = 1..L−1 at r = (l1−1)·H + h1
+ * (n_recv = (L−1)·H); c = 3 is the direct path into the logits, r = 0.
+ * Value [c][s][r] at index (c·n_senders + s)·W + r; NaN where no such
+ * path exists (al_paths_exists: a sender head in a layer >= the
+ * receiver's, direct at r > 0, q/k/v of a 1-layer model). */
+#define AL_PATHS_MAX_LAYERS AL_GRAPH_MAX_LAYERS
 typedef struct al_paths_result {
     int L, H, N, T;
-    int n_senders, n_recv;
+    int n_senders, n_recv;           /* 2 + W; (L−1)·H q/k/v receivers */
+    int width;                       /* W */
     al_patch_direction direction;
     double m_clean, m_corr;
-    int n;                           /* 4·n_senders·H */
+    int n;                           /* 4·n_senders·W */
     double *metric, *effect;         /* (n) each, one allocation; NaN where
-                                      * a channel does not exist (1 layer) */
+                                      * no path exists */
     double seconds;
     al_warnings warn;                /* the gap check and the effects' range (gap.h) */
 } al_paths_result;
 
-/* Every sender × receiver path in o->direction on task t. */
+/* Every sender × receiver path in o->direction on task t; a model of
+ * more than AL_PATHS_MAX_LAYERS layers: −1. */
 int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_paths_result *r,
                  al_err *e);
 void al_paths_result_free(al_paths_result *r);
-/* "embed", "pos" or "0.h" into buf; returns buf. */
-const char *al_paths_sender_name(int s, char *buf, size_t cap);
+/* W = max(1, L−1)·H. */
+int al_paths_width(int L, int H);
+/* 1 if path (channel c, sender s, receiver r) exists in an L-layer,
+ * H-head model (the layout above), else 0 (also out of range). */
+int al_paths_exists(int L, int H, int c, int s, int r);
+/* Sender s's name in an H-head model: "embed", "pos" or "l.h" into buf;
+ * returns buf. */
+const char *al_paths_sender_name(int H, int s, char *buf, size_t cap);
+/* q/k/v receiver r's head "l1.h1" (l1 = r / H + 1, h1 = r % H) into buf;
+ * returns buf. */
+const char *al_paths_receiver_name(int H, int r, char *buf, size_t cap);
+/* How many paths exist (the layout's non-NaN entries): for 1 and 2
+ * layers n_senders·(3·n_recv + 1). */
+int al_paths_count(int L, int H);
 /* "q", "k", "v" or "direct". */
 const char *al_paths_channel_name(int c);
 

@@ -125,7 +125,7 @@ enum {
       "--db: an attnlab patch run's effects: layer x position (resid), layer x head (head), or "    \
       "head x position, positions labelled with pair 0's clean tokens")                       \
     X(paths, "paths", "patching", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                \
-      "--db: an attnlab paths run's effects, one panel per channel q/k/v (senders x layer-1 heads) " \
+      "--db: an attnlab paths run's effects, one panel per channel q/k/v (senders x later heads) " \
       "and the direct path")                                                                  \
     X(dla, "dla", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                 \
       "--db: an attnlab attribute run's direct logit attribution, component x position, signed")    \

@@ -162,7 +162,7 @@ int al_store_read_patching(al_store *s, long run, al_store_patching_row **rows, 
 
 typedef struct al_store_path_row {
     const char *sender;
-    double receiver_head;
+    double receiver_layer, receiver_head; /* NaN for the direct path */
     const char *channel;
     double value;
 } al_store_path_row;

@@ -6,13 +6,13 @@
  * dot product of an activation difference with a gradient:
  *
  *   head (l,h), position t:  Σ_d Δzg[l,t,h,d] · ∂M/∂zg[l,t,h,d]
- *   edge s → (1,h) channel c: Σ_t Δs[t] · (∂M/∂c_h[t] · W_c[1,h]ᵀ)
+ *   edge s → (l1,h) channel c: Σ_t Δs[t] · (∂M/∂c_h[t] · W_c[l1,h]ᵀ)
  *   edge s → logits:          Σ_t Δs[t] · ∂M/∂x_L[t]
  *
  * with Δs the sender's output difference in the residual stream (W_E
  * rows for embed, 0 for pos -- both runs share positions, and with
  * shortformer positions pos is not in the residual stream at all, only in
- * q and k --, Δzg·W_O[0,h] for head 0.h), computed once
+ * q and k --, Δzg·W_O[l0,h] for head l0.h), computed once
  * per sender and batch, and each receiver's input gradient once per
  * receiver and batch: about one forward and one backward in all.
  * Reductions run in double in a fixed order, each result summed by one
@@ -126,7 +126,8 @@ typedef struct ap_state {
     al_model *m;
     const al_pairs *t;
     int L, H, D, C, T, B, nb, n0;
-    int ns, nr, n_recv_all; /* senders; layer-1 receiver heads; receivers incl. direct */
+    int ns, nr, W, n_recv_all; /* senders; q/k/v receiver heads ((L−1)·H); the layout's
+                                * width; receivers incl. direct */
     int den;
     float *dxL, *dx, *dzg, *dqkv; /* base-run gradients: (B,T,C) (L+1,B,T,C) (L,B,T,HD) (L,B,T,3HD) */
     float *zg_src;                /* (L, B, T, H, D) */
@@ -146,7 +147,8 @@ static int ap_init(ap_state *s, al_model *m, const al_pairs *t, int B, al_err *e
     const al_config *c = &m->cfg;
     s->m = m, s->t = t, s->B = B;
     s->L = c->n_layers, s->H = c->n_heads, s->D = c->d_head, s->C = c->d_model, s->T = t->T;
-    s->ns = 2 + s->H, s->nr = s->L == 2 ? s->H : 0, s->n_recv_all = 3 * s->nr + 1;
+    s->W = al_paths_width(s->L, s->H);
+    s->ns = 2 + s->W, s->nr = (s->L - 1) * s->H, s->n_recv_all = 3 * s->nr + 1;
     size_t BT = (size_t)B * s->T, C = s->C, HD = (size_t)s->H * s->D, L = s->L;
     size_t n = BT * C + (L + 1) * BT * C + L * BT * HD + L * BT * 3 * HD + L * BT * HD +
                (size_t)s->ns * BT * C + (size_t)s->n_recv_all * BT * C;
@@ -226,30 +228,33 @@ static void sender_deltas(ap_state *s) {
     }
     memset(dp, 0, sizeof(float) * rows * C); /* pos: both runs share positions */
     float *dz = s->grad; /* scratch before the gradients are laid out: (rows, D) */
-    for (int h = 0; h < H; h++) {
+    for (int j = 0; j < s->W; j++) { /* sender 2 + j: head l0.h, j = l0·H + h */
+        int l0 = j / H, h = j % H;
+        size_t lay = (size_t)l0 * rows * HD; /* m->zg's layer stride is the batch's nb */
         for (size_t i = 0; i < rows; i++)
             for (int d = 0; d < D; d++) {
-                size_t k = i * HD + (size_t)h * D + d;
+                size_t k = lay + i * HD + (size_t)h * D + d;
                 dz[i * D + d] = s->zg_src[k] - m->zg[k];
             }
-        /* Δout (rows, C) = Δzg (rows, D) · W_O[0,h] (D, C) */
+        /* Δout (rows, C) = Δzg (rows, D) · W_O[l0,h] (D, C) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, C, D, 1.0f, dz, D,
-                    al_head_wo(m, 0, h), C, 0.0f, s->delta + (size_t)(2 + h) * rows * C, C);
+                    al_head_wo(m, l0, h), C, 0.0f, s->delta + (size_t)(2 + j) * rows * C, C);
     }
 }
 
-/* s->grad: each receiver's input gradient (nb·T, C): receiver r = c·nr + h
- * (c = q, k, v of head 1.h) is ∂M/∂c_h · W_c[1,h]ᵀ, and the last is the
- * direct one, ∂M/∂x_L. */
+/* s->grad: each receiver's input gradient (nb·T, C): receiver r = c·nr +
+ * (l1−1)·H + h (c = q, k, v of head l1.h) is ∂M/∂c_h · W_c[l1,h]ᵀ, and
+ * the last is the direct one, ∂M/∂x_L. ∂M/∂c_h is the backward's, through
+ * every later layer: the gradient of patching that one receiver. */
 static void receiver_grads(ap_state *s) {
     const al_model *m = s->m;
     int C = s->C, D = s->D, H = s->H, nr = s->nr;
     size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D;
     for (int r = 0; r < 3 * nr; r++) {
-        int c = r / nr, h = r % nr;
-        const float *w = c == 0 ? al_head_wq(m, 1, h) : c == 1 ? al_head_wk(m, 1, h)
-                                                               : al_head_wv(m, 1, h); /* (C, D) */
-        const float *dq = s->dqkv + rows * 3 * HD + (size_t)c * HD + (size_t)h * D; /* layer 1 */
+        int c = r / nr, l1 = r % nr / H + 1, h = r % nr % H;
+        const float *w = c == 0 ? al_head_wq(m, l1, h) : c == 1 ? al_head_wk(m, l1, h)
+                                                                : al_head_wv(m, l1, h); /* (C, D) */
+        const float *dq = s->dqkv + (size_t)l1 * rows * 3 * HD + (size_t)c * HD + (size_t)h * D;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, C, D, 1.0f, dq,
                     (int)(3 * HD), w, D, 0.0f, s->grad + (size_t)r * rows * C, C);
     }
@@ -259,16 +264,17 @@ static void receiver_grads(ap_state *s) {
 
 /* edge sums: Σ over the batch's rows of Δsender · receiver gradient. */
 static void edge_sums(ap_state *s) {
-    int ns = s->ns, nr = s->nr, H = s->H, na = s->n_recv_all;
+    int ns = s->ns, nr = s->nr, L = s->L, H = s->H, W = s->W, na = s->n_recv_all;
     size_t n = (size_t)s->nb * s->T * s->C;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int snd = 0; snd < ns; snd++)
         for (int r = 0; r < na; r++) {
+            int ch = r < 3 * nr ? r / nr : 3, rr = r < 3 * nr ? r % nr : 0;
+            if (!al_paths_exists(L, H, ch, snd, rr)) continue;
             const float *d = s->delta + (size_t)snd * n, *g = s->grad + (size_t)r * n;
             double acc = 0.0;
             for (size_t i = 0; i < n; i++) acc += (double)d[i] * g[i];
-            int ch = r < 3 * nr ? r / nr : 3, h = r < 3 * nr ? r % nr : 0;
-            s->edge[((size_t)ch * ns + snd) * H + h] += acc;
+            s->edge[((size_t)ch * ns + snd) * W + rr] += acc;
         }
 }
 
@@ -319,8 +325,9 @@ static int compare_actual(al_model *m, const al_pairs *t, const al_patch_opts *o
     r->seconds_patch = al_now() - t0;
     unsigned char *skip = al_calloc((size_t)r->n_edge, 1, e);
     if (!skip) return -1;
+    int W = al_paths_width(r->L, r->H);
     for (int ch = 0; ch < 4; ch++)
-        for (int h = 0; h < r->H; h++) skip[((size_t)ch * r->n_senders + 1) * r->H + h] = 1;
+        for (int rr = 0; rr < W; rr++) skip[((size_t)ch * r->n_senders + 1) * W + rr] = 1;
     int rc = agree(r->head, r->act_head, (int)nh, NULL, &r->agree[AL_AP_HEAD], e) ||
              agree(r->head_pos, r->act_head_pos, (int)np, NULL, &r->agree[AL_AP_HEAD_POS], e) ||
              agree(r->edge, r->act_edge, r->n_edge, skip, &r->agree[AL_AP_EDGE], e);
@@ -336,10 +343,10 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
     double t0 = al_now();
     const al_config *c = &m->cfg;
     if (al_patch_opts_check(o, e) || al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
-    if (c->n_layers > 2)
-        return al_errf(e, "attribution patching covers 1- and 2-layer models (this one has %d "
-                          "layers): its edges are path patching's",
-                       c->n_layers);
+    if (c->n_layers > AL_PATHS_MAX_LAYERS)
+        return al_errf(e, "attribution patching covers models of up to %d layers (this one has "
+                          "%d): its edges are path patching's",
+                       AL_PATHS_MAX_LAYERS, c->n_layers);
     if (compare != 0 && compare != 1) return al_errf(e, "compare must be 0 or 1 (got %d)", compare);
     al_patch_direction dir;
     al_patch_direction_parse(o->direction, &dir);
@@ -347,8 +354,8 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
     int B = o->batch < t->N ? o->batch : t->N;
     if (ap_init(&s, m, t, B, e)) return -1;
     s.den = dir == AL_PATCH_DENOISE;
-    int L = s.L, H = s.H, T = s.T, ns = s.ns;
-    size_t nh = (size_t)L * H, np = nh * T, ne = (size_t)4 * ns * H;
+    int L = s.L, H = s.H, T = s.T, ns = s.ns, W = s.W;
+    size_t nh = (size_t)L * H, np = nh * T, ne = (size_t)4 * ns * W;
     /* estimates then (compare) actuals, one allocation */
     double *buf = al_calloc(2 * (nh + np + ne), sizeof(double), e);
     al_progress pg;
@@ -385,10 +392,9 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
         }
         for (int ch = 0; ch < 4; ch++)
             for (int snd = 0; snd < ns; snd++)
-                for (int h = 0; h < H; h++) {
-                    size_t i = ((size_t)ch * ns + snd) * H + h;
-                    int exists = ch == 3 ? h == 0 : h < s.nr;
-                    r->edge[i] = exists ? r->edge[i] * f : NAN;
+                for (int rr = 0; rr < W; rr++) {
+                    size_t i = ((size_t)ch * ns + snd) * W + rr;
+                    r->edge[i] = al_paths_exists(L, H, ch, snd, rr) ? r->edge[i] * f : NAN;
                 }
         r->L = L, r->H = H, r->N = t->N, r->T = T;
         r->direction = dir;

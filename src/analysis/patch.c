@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/graph.h"
 #include "attnlab/layers.h"
 #include "attnlab/scores.h"
 
@@ -76,11 +77,31 @@ const char *al_patch_direction_name(al_patch_direction d) {
 }
 const char *al_paths_channel_name(int c) { return chan_names[c]; }
 
-const char *al_paths_sender_name(int s, char *buf, size_t cap) {
-    if (s == 0) snprintf(buf, cap, "embed");
-    else if (s == 1) snprintf(buf, cap, "pos");
-    else snprintf(buf, cap, "0.%d", s - 2);
+const char *al_paths_sender_name(int H, int s, char *buf, size_t cap) {
+    return al_graph_sender_name(H, s, buf, cap);
+}
+
+const char *al_paths_receiver_name(int H, int r, char *buf, size_t cap) {
+    snprintf(buf, cap, "%d.%d", r / H + 1, r % H);
     return buf;
+}
+
+int al_paths_count(int L, int H) {
+    int n = 0, W = al_paths_width(L, H);
+    for (int c = 0; c < 4; c++)
+        for (int s = 0; s < 2 + W; s++)
+            for (int r = 0; r < W; r++) n += al_paths_exists(L, H, c, s, r);
+    return n;
+}
+
+int al_paths_width(int L, int H) { return (L > 1 ? L - 1 : 1) * H; }
+
+int al_paths_exists(int L, int H, int c, int s, int r) {
+    if (L < 1 || H < 1 || c < 0 || c > 3 || s < 0 || s >= 2 + al_paths_width(L, H) || r < 0)
+        return 0;
+    if (c == 3) return r == 0;
+    if (r >= (L - 1) * H) return 0; /* also every q/k/v of a 1-layer model */
+    return s < 2 || (s - 2) / H < r / H + 1; /* a sender head of an earlier layer */
 }
 
 int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
@@ -615,7 +636,7 @@ int al_patch_gap(al_model *m, const al_pairs *t, const al_patch_opts *o, al_warn
 
 /* s->delta (nb, T, C) = sender snd's output on the source run minus on
  * the target run: embed rows of W_E, zero for pos (both runs have the
- * same positions), or zg·W_O of head 0.h. */
+ * same positions), or zg·W_O of head l0.h0 (snd = 2 + l0·H + h0). */
 static void sender_delta(sweep *s, int snd, const al_acts *tgt, const al_acts *src,
                          const int *tin, const int *sin) {
     const al_model *m = s->m;
@@ -623,6 +644,9 @@ static void sender_delta(sweep *s, int snd, const al_acts *tgt, const al_acts *s
     size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D;
     memset(s->delta, 0, sizeof(float) * rows * C);
     if (snd == 1) return;
+    int l0 = snd < 2 ? 0 : (snd - 2) / H, h = snd < 2 ? 0 : (snd - 2) % H;
+    const float *wo = snd < 2 ? NULL : al_head_wo(m, l0, h); /* (D, C) */
+    size_t lay = (size_t)l0 * rows * HD; /* the caches' layer stride is the batch's own nb */
     for (size_t i = 0; i < rows; i++) {
         float *d = s->delta + i * C;
         if (snd == 0) {
@@ -631,9 +655,8 @@ static void sender_delta(sweep *s, int snd, const al_acts *tgt, const al_acts *s
             for (int c = 0; c < C; c++) d[c] = a[c] - b[c];
             continue;
         }
-        int h = snd - 2;
-        const float *wo = al_head_wo(m, 0, h); /* (D, C) */
-        const float *za = src->zg + i * HD + (size_t)h * D, *zb = tgt->zg + i * HD + (size_t)h * D;
+        const float *za = src->zg + lay + i * HD + (size_t)h * D;
+        const float *zb = tgt->zg + lay + i * HD + (size_t)h * D;
         for (int k = 0; k < D; k++) {
             float dz = za[k] - zb[k];
             if (dz == 0.0f) continue;
@@ -643,16 +666,17 @@ static void sender_delta(sweep *s, int snd, const al_acts *tgt, const al_acts *s
 }
 
 /* s->syn as a q/k/v source: the target's qkv with channel ch of head
- * (1, h) = target + Δsender · W_ch[1, h] at every position. */
-static void synth_qkv(sweep *s, const al_acts *tgt, int ch, int h) {
+ * (l1, h) = target + Δsender · W_ch[l1, h] at every position. */
+static void synth_qkv(sweep *s, const al_acts *tgt, int ch, int l1, int h) {
     const al_model *m = s->m;
     int C = s->C, D = m->cfg.d_head, H = s->H;
     size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D, lay = rows * 3 * HD;
-    const float *w = ch == 0 ? al_head_wq(m, 1, h) : ch == 1 ? al_head_wk(m, 1, h)
-                                                             : al_head_wv(m, 1, h); /* (C, D) */
-    memcpy(s->syn + lay, tgt->qkv + lay, sizeof(float) * lay);
+    const float *w = ch == 0 ? al_head_wq(m, l1, h) : ch == 1 ? al_head_wk(m, l1, h)
+                                                              : al_head_wv(m, l1, h); /* (C, D) */
+    float *sl = s->syn + (size_t)l1 * lay;
+    memcpy(sl, tgt->qkv + (size_t)l1 * lay, sizeof(float) * lay);
     for (size_t i = 0; i < rows; i++) {
-        float *o = s->syn + lay + i * 3 * HD + (size_t)ch * HD + (size_t)h * D;
+        float *o = sl + i * 3 * HD + (size_t)ch * HD + (size_t)h * D;
         const float *d = s->delta + i * C;
         for (int c = 0; c < C; c++) {
             if (d[c] == 0.0f) continue;
@@ -667,11 +691,15 @@ void al_paths_result_free(al_paths_result *r) {
 }
 
 /* Every sender's path into every receiver of the current batch: sums
- * laid out as al_paths_result's metric. */
+ * laid out as al_paths_result's metric. Receivers of layer l1 are
+ * patched at layer l1 and everything after it is recomputed (the
+ * incremental forward), so a receiver's change reaches the logits
+ * through every later layer, as in Wang et al.'s last pass. */
 static int paths_batch(sweep *s, void *ctx, double *sums, al_err *e) {
     (void)ctx;
     const al_pairs *t = s->t;
-    int L = s->L, H = s->H, T = s->T, C = s->C, ns = 2 + H, nr = L == 2 ? H : 0;
+    int L = s->L, H = s->H, T = s->T, C = s->C, W = al_paths_width(L, H), ns = 2 + W;
+    int nr = (L - 1) * H;
     int den = s->dir == AL_PATCH_DENOISE;
     const al_acts *tgt = den ? &s->co : &s->cl, *src = den ? &s->cl : &s->co;
     size_t off = (size_t)s->n0 * T, rows = (size_t)s->nb * T;
@@ -679,7 +707,8 @@ static int paths_batch(sweep *s, void *ctx, double *sums, al_err *e) {
     for (int snd = 0; snd < ns; snd++) {
         sender_delta(s, snd, tgt, src, tin, sin);
         for (int c = 0; c < 3 * nr + 1; c++) {
-            int ch = c < 3 * nr ? c / nr : 3, h = c < 3 * nr ? c % nr : 0, rc;
+            int ch = c < 3 * nr ? c / nr : 3, r = c < 3 * nr ? c % nr : 0, rc;
+            if (!al_paths_exists(L, H, ch, snd, r)) continue;
             double v;
             clear_masks(s);
             if (ch == 3) { /* direct: the final residual + Δsender */
@@ -689,12 +718,13 @@ static int paths_batch(sweep *s, void *ctx, double *sums, al_err *e) {
                 memset(s->xm + (size_t)L * T, 1, T);
                 rc = patched_sum(s, src, NULL, s->syn, &v, e);
             } else {
-                synth_qkv(s, tgt, ch, h);
-                memset(s->qm + (((size_t)1 * 3 + ch) * H + h) * T, 1, T);
+                int l1 = r / H + 1, h = r % H;
+                synth_qkv(s, tgt, ch, l1, h);
+                memset(s->qm + (((size_t)l1 * 3 + ch) * H + h) * T, 1, T);
                 rc = patched_sum(s, src, s->syn, NULL, &v, e);
             }
             if (rc || tick(s, e)) return -1;
-            sums[((size_t)ch * ns + snd) * H + h] += v;
+            sums[((size_t)ch * ns + snd) * W + r] += v;
         }
     }
     return 0;
@@ -704,24 +734,26 @@ int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_path
                  al_err *e) {
     memset(r, 0, sizeof *r);
     double t0 = al_now();
-    if (m->cfg.n_layers > 2)
-        return al_errf(e, "path patching covers 1- and 2-layer models (this one has %d layers)",
-                       m->cfg.n_layers);
+    if (m->cfg.n_layers > AL_PATHS_MAX_LAYERS)
+        return al_errf(e, "path patching covers models of up to %d layers (this one has %d)",
+                       AL_PATHS_MAX_LAYERS, m->cfg.n_layers);
     sweep s;
     if (sweep_init(&s, m, t, o, 1, e)) return -1;
-    int L = s.L, H = s.H, ns = 2 + H, nr = L == 2 ? H : 0;
-    int n = 4 * ns * H;
+    int L = s.L, H = s.H, W = al_paths_width(L, H), ns = 2 + W, nr = (L - 1) * H;
+    int n = 4 * ns * W, n_cfg = 0;
     double *buf = al_calloc((size_t)n * 2, sizeof(double), e);
     /* grid entries no path fills: NaN, which drive keeps */
     for (int ch = 0; buf && ch < 4; ch++)
         for (int snd = 0; snd < ns; snd++)
-            for (int h = 0; h < H; h++)
-                if (!(ch == 3 ? h == 0 : h < nr)) buf[((size_t)ch * ns + snd) * H + h] = NAN;
+            for (int rr = 0; rr < W; rr++) {
+                if (al_paths_exists(L, H, ch, snd, rr)) n_cfg++;
+                else buf[((size_t)ch * ns + snd) * W + rr] = NAN;
+            }
     double *items = buf ? al_malloc(2 * (size_t)t->n_items, sizeof(double), e) : NULL;
     char label[64];
     snprintf(label, sizeof label, "path effect (%s)", al_patch_direction_name(s.dir));
     s.what = "paths";
-    s.n_cfg = ns * (3 * nr + 1);
+    s.n_cfg = n_cfg;
     s.it_cl = items, s.it_co = items ? items + t->n_items : NULL;
     if (!items || drive(&s, n, paths_batch, NULL, buf, buf + n, &r->m_clean, &r->m_corr, e) ||
         sweep_warnings(&s, buf + n, n, label, &r->warn, e)) {
@@ -733,7 +765,7 @@ int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_path
     }
     free(items);
     r->L = L, r->H = H, r->N = t->N, r->T = s.T;
-    r->n_senders = ns, r->n_recv = nr;
+    r->n_senders = ns, r->n_recv = nr, r->width = W;
     r->direction = s.dir;
     r->n = n;
     r->metric = buf;

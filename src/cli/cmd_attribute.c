@@ -82,9 +82,9 @@ al_command al_cmd_attribute = {
     "through W_U: loss and accuracy). Pair tasks also get attribution patching:\n"
     "the first-order estimate of patching each head, head x position and path\n"
     "edge, beside actual patching and how well they agree (--no-compare: the\n"
-    "estimates only). Models of more than 2 layers: no attribution patching.\n"
-    "Rows go to attribution_runs, logit_attribution, path_terms,\n"
-    "logit_lens, attribution_patching, attribution_agreement and\n"
+    "estimates only; models of up to 16 layers). Rows go to attribution_runs,\n"
+    "logit_attribution, path_terms, logit_lens, attribution_patching,\n"
+    "attribution_agreement and\n"
     "attribution_tokens. Ctrl-C stops it: the run is marked failed, nothing is\n"
     "stored, exit 130.",
     attr_flags,
@@ -214,11 +214,14 @@ static void ap_name(const al_behave *bh, const al_pairs *t, const al_attrpatch_r
         return;
     }
     k -= LH * ap->T;
-    int ns = ap->n_senders, c = k / (ns * ap->H), s = k / ap->H % ns, h = k % ap->H;
-    char nm[32];
-    al_paths_sender_name(s, nm, sizeof nm);
+    int ns = ap->n_senders, W = al_paths_width(ap->L, ap->H);
+    int c = k / (ns * W), s = k / W % ns, h = k % W;
+    char nm[32], rn[16];
+    al_paths_sender_name(ap->H, s, nm, sizeof nm);
     if (c == 3) snprintf(buf, cap, "%s -> logits", nm);
-    else snprintf(buf, cap, "%s -> 1.%d %s", nm, h, al_paths_channel_name(c));
+    else
+        snprintf(buf, cap, "%s -> %s %s", nm, al_paths_receiver_name(ap->H, h, rn, sizeof rn),
+                 al_paths_channel_name(c));
 }
 
 static void print_attrpatch(const attr_args *a, const al_behave *bh, const al_pairs *t,
@@ -232,7 +235,7 @@ static void print_attrpatch(const attr_args *a, const al_behave *bh, const al_pa
                    ap->agree[g].pearson, ap->agree[g].spearman, ap->agree[g].top5);
     }
     /* the grids end to end, so the largest estimates of all of them show */
-    int LH = ap->L * ap->H, n = LH + LH * ap->T + 4 * ap->n_senders * ap->H;
+    int LH = ap->L * ap->H, n = LH + LH * ap->T + ap->n_edge;
     double *est = malloc(sizeof(double) * (size_t)n), *act = malloc(sizeof(double) * (size_t)n);
     int *idx = NULL;
     if (est && act) {
@@ -343,7 +346,7 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
             return -1;
     }
     /* the grids end to end, as the text ranks them */
-    int LH = ap->L * ap->H, n = LH + LH * ap->T + 4 * ap->n_senders * ap->H;
+    int LH = ap->L * ap->H, n = LH + LH * ap->T + ap->n_edge;
     for (int k = 0; k < n; k++) {
         const double *e = k < LH ? ap->head + k : k < LH + LH * ap->T ? ap->head_pos + (k - LH)
                                                                      : ap->edge + (k - LH - LH * ap->T);
@@ -399,7 +402,7 @@ typedef struct attr_state {
     al_pairs t;
     al_attr_result r;
     al_attrpatch_result ap;
-    int patching;           /* attribution patching is due (a pair task, <= 2 layers) */
+    int patching;           /* attribution patching is due (a pair task, <= 16 layers) */
     int have_ap;            /* ... and done */
     double t0;              /* when the model was loaded: the printed total */
 } attr_state;
@@ -425,10 +428,10 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
                     : al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e))
         return -1;
     if (al_stop) return al_errf(e, "interrupted");
-    s->patching = pairs_task && !a->no_patching && L <= 2;
-    if (L > 2 && pairs_task && !a->no_patching)
-        fprintf(stderr, "attnlab: note: %s has %d layers: attribution patching covers 1 and 2; "
-                        "no attribution patching\n", a->w.model, L);
+    s->patching = pairs_task && !a->no_patching && L <= AL_PATHS_MAX_LAYERS;
+    if (L > AL_PATHS_MAX_LAYERS && pairs_task && !a->no_patching)
+        fprintf(stderr, "attnlab: note: %s has %d layers: attribution patching covers up to %d; "
+                        "no attribution patching\n", a->w.model, L, AL_PATHS_MAX_LAYERS);
     if (!pairs_task && !a->no_patching)
         fprintf(stderr, "attnlab: note: no attribution patching on %s: it needs clean / "
                         "corrupted pairs (a pair task)\n", a->w.data ? "--data" : "--prompt");

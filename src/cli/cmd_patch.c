@@ -98,14 +98,16 @@ al_command al_cmd_patch = {
 
 al_command al_cmd_paths = {
     "paths",
-    "path patching: embed, pos and each layer-0 head into each layer-1 head's q, k, v and the logits",
+    "path patching: embed, pos and each head into each later head's q, k, v and the logits",
     "--model DIR --db FILE [--task induction|names|file] [--direction noise|denoise]",
     TASKS_HELP
-    "Senders: embed, pos and every layer-0 head; receivers: the query, key and value\n"
-    "input of every layer-1 head, and the logits directly (the only receiver of a\n"
-    "1-layer model). Noising runs the clean sequences with the receiver's input\n"
-    "computed from clean residual - sender(clean) + sender(corrupted), everything\n"
-    "else frozen clean; denoising is the mirror image. The induction circuit shows\n"
+    "Senders: embed, pos and every head of layers 0..L-2; receivers: the query, key\n"
+    "and value input of every head of layers 1..L-1 (from the senders of earlier\n"
+    "layers), and the logits directly (the only receiver of a 1-layer model).\n"
+    "Noising runs the clean sequences with the receiver's input computed from clean\n"
+    "residual - sender(clean) + sender(corrupted), every other head's input clean,\n"
+    "the layers after the receiver's recomputed; denoising is the mirror image.\n"
+    "Models of up to 16 layers. The induction circuit shows\n"
     "as a previous-token head's path into an induction head's keys (channel k).\n"
     "Rows go to table path_patching (direct paths: channel 'direct', receiver NULL)\n"
     "and patching_runs. Ctrl-C stops the sweep: the run is marked failed, nothing is\n"
@@ -196,42 +198,54 @@ static void print_patch(const patch_args *a, const al_behave *bh, const al_pairs
     free(idx);
 }
 
-/* The K channel as a matrix (senders x layer-1 heads) beside the direct
- * path, then the strongest paths over every channel. */
+/* The K channel as a matrix (senders x receiver heads of layers 1..L-1)
+ * beside the direct path, then the strongest paths over every channel. A
+ * path that does not exist (a sender head in the receiver's layer or a
+ * later one) prints as "." in the matrix. */
 static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs *t,
                         const al_paths_result *r) {
-    int ns = r->n_senders, H = r->H;
-    char nm[32];
-    print_head(a, bh, t, "paths from embed, pos and layer 0", r->direction);
+    int ns = r->n_senders, H = r->H, L = r->L, W = r->width;
+    char nm[32], what[64];
+    if (L <= 2) snprintf(what, sizeof what, "paths from embed, pos and layer 0");
+    else snprintf(what, sizeof what, "paths from embed, pos and layers 0-%d", L - 2);
+    print_head(a, bh, t, what, r->direction);
     print_metrics(r->m_clean, r->m_corr, r->direction);
-    if (r->n_recv)
+    if (L > 2)
+        printf("effect of each sender's path into the keys of each head of layers 1-%d "
+               "(channel k), and directly into the logits:\n%-7s", L - 1, "sender");
+    else if (r->n_recv)
         printf("effect of each sender's path into the keys of each layer-1 head (channel k), "
                "and directly into the logits:\n%-7s", "sender");
     else
         printf("a 1-layer model has only direct paths (sender -> logits):\n%-7s", "sender");
     for (int h = 0; h < r->n_recv; h++) {
-        char c[16];
-        snprintf(c, sizeof c, "k:1.%d", h);
+        char c[16], rn[16];
+        snprintf(c, sizeof c, "k:%s", al_paths_receiver_name(H, h, rn, sizeof rn));
         printf(" %7s", c);
     }
     printf(" | %7s\n", "direct");
     for (int s = 0; s < ns; s++) {
-        printf("%-7s", al_paths_sender_name(s, nm, sizeof nm));
+        printf("%-7s", al_paths_sender_name(H, s, nm, sizeof nm));
         for (int h = 0; h < r->n_recv; h++) /* + 0.0: no "-0.000" */
-            printf(" %+7.3f", r->effect[((size_t)1 * ns + s) * H + h] + 0.0);
-        printf(" | %+7.3f\n", r->effect[((size_t)3 * ns + s) * H] + 0.0);
+            if (al_paths_exists(L, H, 1, s, h))
+                printf(" %+7.3f", r->effect[((size_t)1 * ns + s) * W + h] + 0.0);
+            else
+                printf(" %7s", ".");
+        printf(" | %+7.3f\n", r->effect[((size_t)3 * ns + s) * W] + 0.0);
     }
     int *idx = al_by_magnitude(r->effect, r->n);
     if (!idx) return;
-    int n_paths = ns * (3 * r->n_recv + 1), show = a->show < n_paths ? a->show : n_paths;
+    int n_paths = al_paths_count(L, H), show = a->show < n_paths ? a->show : n_paths;
     printf("top %d of %d paths by |effect|:\n", show, n_paths);
     printf("  %-20s %9s %10s\n", "path", "effect", "metric");
     for (int i = 0; i < show; i++) {
-        int k = idx[i], c = k / (ns * H), s = k / H % ns, h = k % H;
-        char name[64];
-        al_paths_sender_name(s, nm, sizeof nm);
+        int k = idx[i], c = k / (ns * W), s = k / W % ns, h = k % W;
+        char name[64], rn[16];
+        al_paths_sender_name(H, s, nm, sizeof nm);
         if (c == 3) snprintf(name, sizeof name, "%s -> logits", nm);
-        else snprintf(name, sizeof name, "%s -> 1.%d %s", nm, h, al_paths_channel_name(c));
+        else
+            snprintf(name, sizeof name, "%s -> %s %s", nm,
+                     al_paths_receiver_name(H, h, rn, sizeof rn), al_paths_channel_name(c));
         printf("  %-20s %+9.4f %10.4f\n", name, r->effect[k] + 0.0, r->metric[k]);
     }
     free(idx);
@@ -285,17 +299,17 @@ static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, cons
 static int json_paths(cJSON *doc, const patch_args *a, const al_pairs *t,
                       const al_paths_result *r) {
     cJSON *ps;
-    int ns = r->n_senders, H = r->H;
+    int ns = r->n_senders, H = r->H, W = r->width;
     if (json_head(doc, a, t, r->direction, r->m_clean, r->m_corr) ||
         !(ps = cJSON_AddArrayToObject(doc, "paths")))
         return -1;
     int *idx = al_by_magnitude(r->effect, r->n), rc = idx ? 0 : -1;
     for (int i = 0; rc == 0 && i < r->n; i++) {
-        int k = idx[i], c = k / (ns * H), s = k / H % ns, h = k % H;
-        if (c == 3 ? h != 0 : h >= r->n_recv) continue; /* no such path */
+        int k = idx[i], c = k / (ns * W), s = k / W % ns, h = k % W;
+        if (!al_paths_exists(r->L, H, c, s, h)) continue; /* no such path */
         char nm[32], recv[32];
-        al_paths_sender_name(s, nm, sizeof nm);
-        snprintf(recv, sizeof recv, "1.%d", h);
+        al_paths_sender_name(H, s, nm, sizeof nm);
+        al_paths_receiver_name(H, h, recv, sizeof recv);
         cJSON *j = cJSON_CreateObject();
         if (!j || !cJSON_AddItemToArray(ps, j) || !cJSON_AddStringToObject(j, "sender", nm) ||
             !(c == 3 ? cJSON_AddNullToObject(j, "receiver")
@@ -352,9 +366,9 @@ static int prepare_common(patch_args *a, patch_state *s, al_drive *dr, int paths
     int made = al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e) == 0;
     if (al_stop) return al_errf(e, "interrupted"); /* the task may have stopped for it */
     if (!made) return -1;
-    if (paths && L > 2)
-        return al_errf(e, "path patching covers 1- and 2-layer models (%s has %d layers)",
-                       a->w.model, L);
+    if (paths && L > AL_PATHS_MAX_LAYERS)
+        return al_errf(e, "path patching covers models of up to %d layers (%s has %d)",
+                       AL_PATHS_MAX_LAYERS, a->w.model, L);
     al_behave_warn_probe(bh, s->t.T);
     return 0;
 }
@@ -410,7 +424,7 @@ static int print_common(const patch_args *a, const patch_state *s, const al_driv
     else print_patch(a, bh, &s->t, &s->r);
     int nb = (s->t.N + s->o.batch - 1) / s->o.batch;
     printf("%s: %d %s x %d batch%s of pairs in %.2f s (total %.2f s)\n", paths ? "paths" : "patch",
-           paths ? s->pr.n_senders * (3 * s->pr.n_recv + 1) : s->r.n,
+           paths ? al_paths_count(s->pr.L, s->pr.H) : s->r.n,
            paths ? "paths" : "configurations", nb, nb == 1 ? "" : "es",
            paths ? s->pr.seconds : s->r.seconds, al_now() - s->t0);
     return 0;

@@ -145,34 +145,50 @@ int pic_draw_patching(pic *p, al_err *e) {
 
 typedef struct path_cells {
     pic *p;
-    float *v[4]; /* q, k, v: (2+H, H); direct: (2+H, 1) */
-    int n;
+    float *v[4]; /* q, k, v: (2+W, W); direct: (2+W, 1) (patch.h's layout, W wide) */
+    int W, n;
 } path_cells;
 
+/* Sender s of a stored name ("embed", "pos", "l.h"); −1 if unknown. */
+static int sender_index(const char *name, int H) {
+    if (strcmp(name, "embed") == 0) return 0;
+    if (strcmp(name, "pos") == 0) return 1;
+    int l, h;
+    char end;
+    if (sscanf(name, "%d.%d%c", &l, &h, &end) != 2 || l < 0 || h < 0 || h >= H) return -1;
+    return 2 + l * H + h;
+}
+
 static void path_row(path_cells *c, const al_store_path_row *x) {
-    int H = c->p->H, s = -1, ch = -1;
+    int H = c->p->H, L = c->p->L, W = c->W, ch = -1;
     if (!x->sender || !x->channel) return;
-    if (strcmp(x->sender, "embed") == 0) s = 0;
-    else if (strcmp(x->sender, "pos") == 0) s = 1;
-    else if (strncmp(x->sender, "0.", 2) == 0) s = 2 + atoi(x->sender + 2);
+    int s = sender_index(x->sender, H);
     for (int k = 0; k < 4; k++)
         if (strcmp(x->channel, al_paths_channel_name(k)) == 0) ch = k;
-    int h = ch == 3 ? 0 : isnan(x->receiver_head) ? -1 : (int)x->receiver_head, w = ch == 3 ? 1 : H;
-    if (s < 0 || s >= 2 + H || ch < 0 || h < 0 || h >= w) return;
-    c->v[ch][s * w + h] = (float)x->value;
+    int r = ch == 3 ? 0
+            : isnan(x->receiver_head) || isnan(x->receiver_layer)
+                ? -1
+                : ((int)x->receiver_layer - 1) * H + (int)x->receiver_head;
+    int w = ch == 3 ? 1 : W;
+    if (ch < 0 || (ch < 3 && (x->receiver_head < 0 || x->receiver_head >= H)) ||
+        !al_paths_exists(L, H, ch, s, r))
+        return;
+    c->v[ch][s * w + r] = (float)x->value;
     c->n++;
 }
 
 int pic_draw_paths(pic *p, al_err *e) {
     prun r;
     if (patch_run_info(p, "paths", &r, e)) return -1;
-    if (p->L > 2) return al_errf(e, "path patching covers 1- and 2-layer models (%d layers)", p->L);
-    int H = p->H, ns = 2 + H;
-    path_cells c = {.p = p};
-    float *all = pic_floats(p, (size_t)ns * (3 * H + 1), e);
+    if (p->L > AL_PATHS_MAX_LAYERS)
+        return al_errf(e, "path patching covers models of up to %d layers (%d layers)",
+                       AL_PATHS_MAX_LAYERS, p->L);
+    int H = p->H, L = p->L, W = al_paths_width(L, H), ns = 2 + W;
+    path_cells c = {.p = p, .W = W};
+    float *all = pic_floats(p, (size_t)ns * (3 * W + 1), e);
     if (!all) return -1;
-    for (int k = 0; k < 4; k++) c.v[k] = all + (size_t)k * ns * H;
-    for (int i = 0; i < ns * (3 * H + 1); i++) all[i] = NAN;
+    for (int k = 0; k < 4; k++) c.v[k] = all + (size_t)k * ns * W;
+    for (int i = 0; i < ns * (3 * W + 1); i++) all[i] = NAN;
     al_store_path_row *rows;
     int n_rows;
     if (al_store_read_path_patching(p->st, r.h.run, &rows, &n_rows, e) || !pic_keep(p, rows, e))
@@ -180,24 +196,35 @@ int pic_draw_paths(pic *p, al_err *e) {
     for (int i = 0; i < n_rows; i++) path_row(&c, &rows[i]);
     if (!c.n) return al_errf(e, "run %ld has no path_patching rows", r.h.run);
     const char **rl = pic_calloc(p, (size_t)ns, sizeof(char *), e);
-    const char **cl = p->L == 2 ? pic_head_labels(p, 1, 2, e) : NULL;
+    /* receivers: the heads of layers 1..L−1, labelled l.h, so the columns
+     * group by layer */
+    const char **cl = L >= 2 ? pic_head_labels(p, 1, L, e) : NULL;
     static const char *const logits[1] = {"logits"};
-    if (!rl || (p->L == 2 && !cl)) return -1;
+    if (!rl || (L >= 2 && !cl)) return -1;
     for (int s = 0; s < ns; s++) {
         char b[32];
-        if (!(rl[s] = pic_printf(p, e, "%s", al_paths_sender_name(s, b, sizeof b)))) return -1;
+        if (!(rl[s] = pic_printf(p, e, "%s", al_paths_sender_name(H, s, b, sizeof b)))) return -1;
     }
     al_cscale *cs = pic_scale(p, 0, 1, NAN, NAN, "normalised effect");
-    al_cscale_fit(cs, all, (size_t)ns * (3 * H + 1));
+    al_cscale_fit(cs, all, (size_t)ns * (3 * W + 1));
     static const char *const titles[4] = {"into each layer-1 head's queries (q)",
                                           "into each layer-1 head's keys (k)",
                                           "into each layer-1 head's values (v)", "direct"};
-    for (int k = p->L == 2 ? 0 : 3; k < 4; k++) {
+    static const char *const deep_titles[3] = {"into each later head's queries (q)",
+                                               "into each later head's keys (k)",
+                                               "into each later head's values (v)"};
+    char col_title[64] = "receiver head";
+    if (L > 2) snprintf(col_title, sizeof col_title, "receiver head (layers 1-%d)", L - 1);
+    const char *ct = pic_printf(p, e, "%s", col_title);
+    if (!ct) return -1;
+    for (int k = L >= 2 ? 0 : 3; k < 4; k++) {
         al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-        q->hm = (al_hm){.v = c.v[k], .rows = ns, .cols = k == 3 ? 1 : H, .row_labels = rl,
-                        .col_labels = k == 3 ? logits : cl, .title = titles[k],
-                        .row_title = "sender", .col_title = k == 3 ? "receiver" : "receiver head",
-                        .cs = cs, .annotate = 1, .cell = 34};
+        q->hm = (al_hm){.v = c.v[k], .rows = ns, .cols = k == 3 ? 1 : W, .row_labels = rl,
+                        .col_labels = k == 3 ? logits : cl,
+                        .title = k < 3 && L > 2 ? deep_titles[k] : titles[k],
+                        .row_title = "sender", .col_title = k == 3 ? "receiver" : ct,
+                        .cs = cs, .annotate = L <= 2 || W <= 8,
+                        .cell = L > 2 && W > 8 ? 22 : 34}; /* wide deep grids: no values */
     }
     p->fig.shared_bar = cs;
     snprintf(p->title, sizeof p->title, "path patching: sender -> receiver, %s (task %s)",
@@ -206,6 +233,8 @@ int pic_draw_paths(pic *p, al_err *e) {
     pic_dir_notes(p, r.direction);
     pic_note(p, "only the path from the sender to the receiver carries the other run's value; "
             "every other head is frozen");
+    if (L > 2)
+        pic_note(p, "a grey cell: no such path (the sender's layer is not before the receiver's)");
     pic_note(p, "an induction circuit: a previous-token head (sender) into an induction head's keys (k)");
     pic_note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs); %s", r.m_clean, r.m_corr,
          strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",

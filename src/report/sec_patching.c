@@ -16,7 +16,7 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
     if (al_sr_patching_runs(R->st, M->mid, &runs, e)) return -1;
     static const char *const heads[] = {"configuration", "effect", "metric", NULL};
     static const char *const pheads[] = {"path", "effect", "metric", NULL};
-    int rc = 0, n_patch = 0, n_paths = 0;
+    int rc = 0, n_patch = 0, n_paths = 0, deep = M->cfg.n_layers > 2;
     for (int i = 0; rc == 0 && i < runs.nr; i++) {
         const char *run = al_rows_t(&runs, i, 0), *task = al_rows_t(&runs, i, 1),
                    *comp = al_rows_t(&runs, i, 2), *dir = al_rows_t(&runs, i, 3);
@@ -29,11 +29,17 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
                                   "restores the clean behaviour; noising (M<sub>clean</sub> &minus; "
                                   "M<sub>patched</sub>) / (M<sub>clean</sub> &minus; "
                                   "M<sub>corr</sub>), 1 = it breaks it.</p>\n"
-                                : "<h3>Path patching</h3>\n<p>Only the path from a sender (embed, "
-                                  "pos, a layer-0 head) to a receiver (a layer-1 head's query, key "
-                                  "or value input, or the logits directly) carries the other run's "
-                                  "value. An induction circuit shows as a previous-token head's "
-                                  "path into an induction head's keys.</p>\n");
+                   : deep ? "<h3>Path patching</h3>\n<p>Only the path from a sender (embed, "
+                            "pos, a head of an earlier layer) to a receiver (a later head's query, "
+                            "key or value input, or the logits directly) carries the other run's "
+                            "value; the layers after the receiver's are recomputed. An induction "
+                            "circuit shows as a previous-token head's path into an induction "
+                            "head's keys, across any layers between them.</p>\n"
+                          : "<h3>Path patching</h3>\n<p>Only the path from a sender (embed, "
+                            "pos, a layer-0 head) to a receiver (a layer-1 head's query, key "
+                            "or value input, or the logits directly) carries the other run's "
+                            "value. An induction circuit shows as a previous-token head's "
+                            "path into an induction head's keys.</p>\n");
         const char *ding = strcmp(dir, "noise") == 0 ? "noising" : "denoising";
         al_buf_puts(h, "<p><b>");
         rep_esc(h, comp ? comp : "paths");
@@ -59,8 +65,8 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
                      "patching each configuration.", comp, ding, task);
         else
             snprintf(cap, sizeof cap, "Path patching (%s, task %s): the effect of each "
-                     "sender's path into each layer-1 head's q, k and v, and directly into the "
-                     "logits.", ding, task);
+                     "sender's path into each %s head's q, k and v, and directly into the "
+                     "logits.", ding, task, deep ? "later" : "layer-1");
         rep_picture(R, M, &po, file, cap);
     }
     al_rows_free(&runs);

@@ -252,12 +252,14 @@ int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
                               r->m_clean, r->m_corr, r->seconds, hex};
     if (al_store_put_patching_run(s, run, mid, &pr, e)) return -1;
     char sender[32];
+    int H = r->H, W = al_paths_width(r->L, H);
     for (int c = 0; c < 4; c++)
         for (int snd = 0; snd < r->n_senders; snd++)
             for (int h = 0; h < (c == 3 ? 1 : r->n_recv); h++) {
-                size_t i = ((size_t)c * r->n_senders + snd) * r->H + h;
-                al_path_patching_row pw = {task, dir, al_paths_sender_name(snd, sender, sizeof sender),
-                                           c == 3 ? -1 : 1, c == 3 ? -1 : h,
+                if (!al_paths_exists(r->L, H, c, snd, h)) continue; /* a later sender */
+                size_t i = ((size_t)c * r->n_senders + snd) * W + h;
+                al_path_patching_row pw = {task, dir, al_paths_sender_name(H, snd, sender, sizeof sender),
+                                           c == 3 ? -1 : h / H + 1, c == 3 ? -1 : h % H,
                                            al_paths_channel_name(c), r->effect[i], r->metric[i]};
                 if (al_store_put_path_patching(s, run, mid, &pw, e)) return -1;
             }
@@ -286,14 +288,16 @@ static int put_attrpatch(al_store *s, int64_t run, int64_t mid, const char *task
         }
     }
     char sender[32];
+    int H = ap->H, W = al_paths_width(ap->L, H);
     for (int c = 0; c < 4; c++)
         for (int snd = 0; snd < ap->n_senders; snd++)
             for (int h = 0; h < (c == 3 ? 1 : ap->n_recv); h++) {
-                size_t i = ((size_t)c * ap->n_senders + snd) * ap->H + h;
+                if (!al_paths_exists(ap->L, H, c, snd, h)) continue; /* a later sender */
+                size_t i = ((size_t)c * ap->n_senders + snd) * W + h;
                 al_attribution_patching_row w = {
                     task, dir, al_attrpatch_grid_name(AL_AP_EDGE), -1, -1, -1,
-                    al_paths_sender_name(snd, sender, sizeof sender), c == 3 ? -1 : 1,
-                    c == 3 ? -1 : h, al_paths_channel_name(c), ap->edge[i],
+                    al_paths_sender_name(H, snd, sender, sizeof sender), c == 3 ? -1 : h / H + 1,
+                    c == 3 ? -1 : h % H, al_paths_channel_name(c), ap->edge[i],
                     ap->compared ? ap->act_edge[i] : NAN};
                 if (al_store_put_attribution_patching(s, run, mid, &w, e)) return -1;
             }

@@ -456,10 +456,10 @@ int al_store_read_patching(al_store *s, long run, al_store_patching_row **rows, 
                     patching_row, sizeof **rows, NO_STRS, &blk_, n, e));
 }
 
-ROW_FN(path_row, al_store_path_row, t[0], x[1], t[2], x[3])
+ROW_FN(path_row, al_store_path_row, t[0], x[1], x[2], t[3], x[4])
 int al_store_read_path_patching(al_store *s, long run, al_store_path_row **rows, int *n,
                                 al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT sender, receiver_head, channel, value FROM "
+    BLOCK(rows, run_rows(s, run, "SELECT sender, receiver_layer, receiver_head, channel, value FROM "
                     "path_patching WHERE run_id = ?1", path_row, sizeof **rows,
                     STRS(offsetof(al_store_path_row, sender), offsetof(al_store_path_row, channel)),
                     &blk_, n, e));

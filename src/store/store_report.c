@@ -458,6 +458,7 @@ int al_sr_sweep_summary(al_store *s, al_rows *out, al_err *e) {
 /* Row and column labels shared by path patching and attribution
  * patching's edge grid. */
 #define SENDER_KEY "CASE sender WHEN 'embed' THEN -2 WHEN 'pos' THEN -1 ELSE " \
+    "CAST(substr(sender, 1, instr(sender, '.') - 1) AS INTEGER) * 1000 + " \
     "CAST(substr(sender, instr(sender, '.') + 1) AS INTEGER) END"
 #define RECEIVER "CASE WHEN channel = 'direct' THEN 'logits' ELSE receiver_layer || '.' || " \
     "receiver_head || ' ' || channel END"
