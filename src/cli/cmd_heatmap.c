@@ -110,7 +110,8 @@ static int run_heatmap(int argc, char **argv) {
     int other = 0;
     for (size_t i = 0; dot && i < sizeof other_images / sizeof *other_images; i++)
         other |= strcasecmp(dot, other_images[i]) == 0;
-    if (by_ext < 0 && dot && dot[1] && dot != (base ? base + 1 : o_out) && (other || !o_format)) {
+    if (by_ext < 0 && dot && dot[1] && dot != (base ? base + 1 : o_out) && (other || !o_format) &&
+        !(o_format && al_fig_format_parse(o_format) < 0)) { /* a bad --format is said first */
         al_errf(&e, "--out %s: attnlab draws .png, .svg and .pdf pictures, not %s", o_out, dot);
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
