@@ -157,7 +157,7 @@ TEST(attr_term_indices) {
     for (int L = 1; L <= 5; L++) {
         const int H = 3, nt = al_attr_n_terms(L, H);
         int k = 0, ok = 1;
-        char buf[32], want[32];
+        char buf[64], want[64];
         ok &= al_attr_term_kind_of(L, H, k++) == AL_ATTR_DIRECT;
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++, k++) {
