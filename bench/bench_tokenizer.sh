@@ -2,7 +2,7 @@
 # bench_tokenizer.sh -- BPE training time (4 MB of text to vocab 4096) and
 # encoding speed, as the commands themselves measure them (file reading
 # and writing excluded). Text: $TOKBENCH_TEXT, else data/tinystories.txt (the
-# README says how to make it), else 4 MB of `attnlab data synth` stories.
+# docs/commands.md says how to make it), else 4 MB of `attnlab data synth` stories.
 #   usage: sh bench/bench_tokenizer.sh [path/to/attnlab]
 BIN=${1:-${ATTNLAB_BIN:-build/attnlab}}
 TEXT=${TOKBENCH_TEXT:-data/tinystories.txt}

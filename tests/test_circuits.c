@@ -731,13 +731,13 @@ TEST(circ_cli_database) {
     al_model_free(&m);
 }
 
-/* Every ```sql block of README.md runs as written (on a database made by
- * `attnlab circuits` on a 2-layer model). Skipped until README has them. */
+/* Every ```sql block of docs/sql.md runs as written (on a database made
+ * by `attnlab circuits` on a 2-layer model). */
 TEST(circ_readme_queries_run) {
-    char *readme = t_slurp("README.md");
+    char *readme = t_slurp("docs/sql.md");
     if (!readme || !strstr(readme, "```sql\n")) {
         free(readme);
-        t_skip("README.md has no ```sql blocks (run from the repository root)");
+        t_skip("docs/sql.md has no ```sql blocks (run from the repository root)");
     }
     al_config c = al_config_default();
     c.d_vocab = 257;
@@ -767,7 +767,7 @@ TEST(circ_readme_queries_run) {
         fclose(f);
         int rc = t_sh("sqlite3 -bail '%s' < '%s' > /dev/null 2> '%s'", db, qf, t_path("q.err"));
         char *err = t_slurp(t_path("q.err"));
-        CHECKF(rc == 0 && err && !err[0], "README query %d fails: %s\n%s", n + 1,
+        CHECKF(rc == 0 && err && !err[0], "docs/sql.md query %d fails: %s\n%s", n + 1,
                err ? err : "", p);
         free(err);
         n++;

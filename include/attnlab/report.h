@@ -25,7 +25,7 @@
  *                 sweep_summary view, sentences from its numbers and the
  *                 sweep-induction picture.
  *   report.ipynb  nbformat 4.5: cells that open the database with
- *                 Python's sqlite3, run the README's queries and show the
+ *                 Python's sqlite3, run the queries of docs/sql.md and show the
  *                 pictures, to carry the analysis on in Jupyter.
  *
  * Every token string is HTML-escaped (they hold quotes, <, & and stray

@@ -228,7 +228,7 @@ typedef struct al_sr_nb_query {
     const char *title; /* a markdown heading */
     const char *sql;   /* the query, as the notebook shows it */
 } al_sr_nb_query;
-/* The README's queries the notebook carries, in order; *n of them.
+/* The queries of docs/sql.md the notebook carries, in order; *n of them.
  * Static storage. */
 const al_sr_nb_query *al_sr_notebook_queries(size_t *n);
 /* The query of the notebook's first cell, listing the models. */

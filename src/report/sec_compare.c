@@ -13,7 +13,7 @@
 /* The open question of seed 003: does copying_eigen agree with ablation
  * when embeddings are tied vs untied? Answered from the numbers when the
  * report has models of both kinds, by two measures: the share of heads
- * both scores classify alike (thresholds as README) and Spearman's rho
+ * both scores classify alike (thresholds.h) and Spearman's rho
  * (no threshold). A difference under 0.1 in a measure counts as none. */
 typedef struct side {
     int n, agree, copy, neg, n_rho;

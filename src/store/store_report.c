@@ -497,7 +497,7 @@ int al_sr_heatmap_cells(al_store *s, al_sr_heatmap kind, const char *run, const 
 
 /* ---------------------------------------------------------- notebook */
 
-/* The README's queries (its Circuits and Behaviour sections, patching
+/* The queries of docs/sql.md (its Circuits and Behaviour sections, patching
  * included). */
 static const al_sr_nb_query nb_queries[] = {
     {"The most positive copying heads of every model, with the second copying score beside it",

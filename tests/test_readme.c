@@ -1,0 +1,75 @@
+/* test_readme.c -- the README's commands run as written: every ```sh
+ * block of README.md (the quick start) runs under `sh -e` against a small
+ * trained model, with the demo's paths replaced by this test's, so the
+ * front page cannot drift from the flags the commands take. Indented
+ * blocks (set-up, training recipes that take minutes) are not run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "test.h"
+
+/* s with every `from` replaced by `to` (malloc'd). */
+static char *replace_all(const char *s, const char *from, const char *to) {
+    size_t nf = strlen(from), nt = strlen(to), n = 0;
+    for (const char *p = strstr(s, from); p; p = strstr(p + nf, from)) n++;
+    char *out = malloc(strlen(s) + n * (nt > nf ? nt - nf : 0) + 1), *o = out;
+    for (const char *p = s;;) {
+        const char *q = strstr(p, from);
+        if (!q) {
+            strcpy(o, p);
+            break;
+        }
+        memcpy(o, p, (size_t)(q - p)), o += q - p;
+        memcpy(o, to, nt), o += nt;
+        p = q + nf;
+    }
+    return out;
+}
+
+TEST(readme_commands_run) {
+    char *readme = t_slurp("README.md");
+    if (!readme) t_skip("README.md not found (run from the repository root)");
+    if (!readme) return;
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 2, 2); /* the corpus, tokenizer and token files */
+    /* n_ctx 128: the commands' default induction task is 2·50 + 1 tokens */
+    CHECK(t_sh("%s train --data %s/s.train.bin --val %s/s.val.bin --tokenizer %s/tok.json --out "
+               "%s/demo/models/2l --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 128 "
+               "--batch 2 --steps 5 --eval-every 0 --db %s/demo/results.db > /dev/null 2>&1",
+               t_bin(), dir, dir, dir, dir, dir) == 0);
+    CHECK(t_sh("mkdir -p %s/demo/data && cp %s/s.val.bin %s/demo/data/tokens.val.bin", dir, dir,
+               dir) == 0);
+    int n = 0;
+    for (char *p = strstr(readme, "```sh\n"); p; p = strstr(p, "```sh\n")) {
+        p += 6;
+        char *end = strstr(p, "\n```");
+        if (!end) break;
+        *end = 0;
+        char root[1100], bin[1100];
+        snprintf(root, sizeof root, "%s/", dir);
+        snprintf(bin, sizeof bin, "%s ", t_bin());
+        char *a = replace_all(p, "notebooks-out/", root);
+        char *b = replace_all(a, "\nattnlab ", "\n__AL__ ");
+        char *c = replace_all(b, "__AL__ ", bin);
+        char *d = replace_all(c, "\x01", ""); /* a copy */
+        if (!strncmp(c, "attnlab ", 8)) {
+            free(d);
+            d = replace_all(c, "attnlab ", bin);
+        }
+        FILE *f = fopen(t_path("block.sh"), "w");
+        CHECK(f != NULL);
+        if (f) {
+            fprintf(f, "set -e\n%s\n", d);
+            fclose(f);
+        }
+        int rc = t_sh("sh %s > %s 2>&1", t_path("block.sh"), t_path("block.out"));
+        char *out = t_slurp(t_path("block.out"));
+        CHECKF(rc == 0, "README sh block %d failed (%d):\n%s\n--- output:\n%s", n + 1, rc, d,
+               out ? out : "");
+        free(out), free(a), free(b), free(c), free(d);
+        n++;
+        p = end + 4;
+    }
+    CHECK(n >= 1);
+    free(readme);
+}
