@@ -126,15 +126,22 @@ static void write_tokens(const char *path, size_t n, uint64_t seed) {
 #define SMALL "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 0 " \
               "--eval-batches 2 --threads 2 --warmup 2"
 
-TEST(scores_cli_end_to_end) {
-    char dir[1024], db[1024], val[1024];
-    snprintf(dir, sizeof dir, "%s", t_path("model"));
-    snprintf(db, sizeof db, "%s", t_path("r.db"));
-    snprintf(val, sizeof val, "%s", t_path("val.bin"));
+/* A small model trained 30 steps on write_tokens text: dir = its folder
+ * (t_path("model")), val = validation tokens (t_path("val.bin")), db =
+ * t_path("r.db") (not created). */
+static void small_model(char *dir, char *db, char *val, size_t cap) {
+    snprintf(dir, cap, "%s", t_path("model"));
+    snprintf(db, cap, "%s", t_path("r.db"));
+    snprintf(val, cap, "%s", t_path("val.bin"));
     write_tokens(t_path("train.bin"), 20000, 1);
     write_tokens(val, 3000, 2);
     CHECK(t_sh("%s train --data %s --out %s --steps 30 " SMALL " 2>/dev/null", t_bin(),
                t_path("train.bin"), dir) == 0);
+}
+
+TEST(scores_cli_end_to_end) {
+    char dir[1024], db[1024], val[1024];
+    small_model(dir, db, val, sizeof dir);
     CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches 2 "
                "--batch 4 > %s 2>&1", t_bin(), dir, db, val, t_path("out.txt")) == 0);
     char *out = t_slurp(t_path("out.txt"));
@@ -480,13 +487,7 @@ TEST(scores_text_probe_pair_task) {
  * (printed, stored in run_warnings), one beyond does not. */
 TEST(scores_icl_score_se_warning) {
     char dir[1024], db[1024], val[1024];
-    snprintf(dir, sizeof dir, "%s", t_path("model"));
-    snprintf(db, sizeof db, "%s", t_path("r.db"));
-    snprintf(val, sizeof val, "%s", t_path("val.bin"));
-    write_tokens(t_path("train.bin"), 20000, 1);
-    write_tokens(val, 3000, 2);
-    CHECK(t_sh("%s train --data %s --out %s --steps 30 " SMALL " 2>/dev/null", t_bin(),
-               t_path("train.bin"), dir) == 0);
+    small_model(dir, db, val, sizeof dir);
     for (int k = 0; k < 2; k++) {
         CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches %d "
                    "--batch 4 --json > %s 2> %s", t_bin(), dir, db, val, k ? 40 : 1,

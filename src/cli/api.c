@@ -1,7 +1,7 @@
 /* api.c -- the C interface of api.h: thin wrappers over the checkpoint
  * loader, tokenizer, forward pass, activation cache and the registry's
  * driver, so that another language sees the CLI's numbers. */
-#define _POSIX_C_SOURCE 200809L /* fileno, dup, mkstemp */
+#define _POSIX_C_SOURCE 200809L /* fileno, dup, pread */
 #include "attnlab/api.h"
 
 #include <cblas.h>
@@ -150,14 +150,14 @@ int al_api_run(const char *name, int argc, const char *const *argv, const char *
     v[0] = (char *)name;
     for (int i = 0; i < argc; i++) v[i + 1] = (char *)argv[i];
     v[argc + 1] = "--json";
-    char tmpl[] = "/tmp/attnlab-api-XXXXXX";
-    int efd = mkstemp(tmpl), out = -1, saved1 = -1, saved2 = -1, rc = -1;
+    /* stderr goes to an anonymous temporary file (tmpfile: already unlinked) */
+    FILE *ef = tmpfile();
+    int efd = ef ? fileno(ef) : -1, out = -1, saved1 = -1, saved2 = -1, rc = -1;
     FILE *jf = fopen(json_path, "w");
     if (efd < 0 || !jf) {
         put_err(err, ecap, "cannot open the output files");
         goto done;
     }
-    unlink(tmpl);
     fflush(stdout), fflush(stderr);
     out = fileno(jf);
     saved1 = dup(1), saved2 = dup(2);
@@ -178,7 +178,7 @@ done:
     if (saved1 >= 0) close(saved1);
     if (saved2 >= 0) close(saved2);
     if (jf) fclose(jf);
-    if (efd >= 0) close(efd);
+    if (ef) fclose(ef);
     free(v);
     return rc;
 }
