@@ -22,6 +22,19 @@ TEST(messages_edit_distance) {
     CHECK(al_nearest_word("ab", 2, (const char *[]){"xy"}, 1) == NULL); /* 2 edits of 2 letters */
 }
 
+/* A message quoting a file name or JSON key with a newline is still one
+ * line (the fuzzer found a duplicated experiment key doing this). */
+TEST(messages_one_line_whatever_they_quote) {
+    al_err e;
+    CHECK(al_errf(&e, "cannot open %s", "a\nb\r\tc\x7f") == -1);
+    CHECK(!strcmp(e.msg, "cannot open a?b??c?"));
+    CHECK(al_err_prefix(&e, "file %s", "x\ny") == -1);
+    CHECK(!strcmp(e.msg, "file x?y: cannot open a?b??c?"));
+    const char *dup = t_write("dup.json", "{\"a\\n b\": 1, \"a\\n b\": 2}");
+    CHECK(t_sh("%s experiment %s --dry-run 2> %s", t_bin(), dup, t_path("e")) == 1);
+    CHECK(t_one_line(t_path("e"), "a? b: given twice"));
+}
+
 TEST(messages_path_relative) {
     char b[256];
     CHECK(al_path_relative("/a/b/out", "/a/db.sqlite", b, sizeof b) == 0 && !strcmp(b, "../../db.sqlite"));

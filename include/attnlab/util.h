@@ -28,7 +28,8 @@ typedef struct al_err {
 } al_err;
 
 /* Fill e->msg (if e is non-NULL) and return -1, so callers can write
- * `return al_errf(e, "...", ...);`. */
+ * `return al_errf(e, "...", ...);`. The message is one line: control
+ * bytes in it (a quoted file name or key with a newline) become '?'. */
 int al_errf(al_err *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Prefix an existing message: "ctx: old message". Returns -1. */

@@ -260,7 +260,6 @@ static int load_data(jx *j, const cJSON *d) {
         if (get_str(j, d, "data", "text", &x->text)) return -1;
         if (j->text) {
             free(x->text);
-    free(x->brown_from);
             if (!(x->text = strdup(j->text))) return bad(j, "data.text", "out of memory");
             return al_file_exists(x->text) ? 0 : bad(j, "data.text", "--text: no such file: %s", x->text);
         }
@@ -658,7 +657,11 @@ static int load_top(jx *j, const cJSON *root) {
     al_experiment *x = j->x;
     if (!cJSON_IsObject(root)) return al_errf(j->e, "%s: top level must be a JSON object", j->src);
     const char *d = dup_key(root);
-    if (d) return bad(j, d, "given twice");
+    if (d) {
+        char kp[80];
+        kpath(kp, sizeof kp, "", d);
+        return bad(j, kp, "given twice");
+    }
     if (cJSON_GetObjectItemCaseSensitive(root, "sweep"))
         return bad(j, "sweep", "this file is a sweep: run its tasks with --list-tasks, --task K "
                                "or --jobs N (a task cannot hold a sweep)");

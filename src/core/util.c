@@ -19,12 +19,20 @@
 
 int al_quiet = 0;
 
+/* A message is printed as one line whatever text it quotes (a file name,
+ * a JSON key or value can hold a newline): control bytes become '?'. */
+static void one_line(char *m) {
+    for (; *m; m++)
+        if ((unsigned char)*m < 0x20 || *m == 0x7f) *m = '?';
+}
+
 int al_errf(al_err *e, const char *fmt, ...) {
     if (e) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
+        one_line(e->msg);
     }
     return -1;
 }
@@ -45,6 +53,7 @@ int al_err_prefix(al_err *e, const char *fmt, ...) {
         if (lo > cap - lp - 3) lo = cap - lp - 3;
         memcpy(e->msg + lp + 2, old, lo);
         e->msg[lp + 2 + lo] = 0;
+        one_line(e->msg);
     }
     return -1;
 }

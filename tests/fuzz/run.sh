@@ -23,7 +23,16 @@ run_one() {
         echo "fuzz $t: ${execs:-?} executions in ${secs}s, no crash"
     else
         echo "fuzz $t: FAILED (exit $rc) -- see $b/logs/$t.log"
-        tail -n 40 "$b/logs/$t.log" | sed 's/^/    /'
+        # what failed first (a CI log shows only its tail), then the
+        # input itself, so that a crash on another machine can be replayed
+        grep -m 5 -e 'property failed' -e '^==[0-9]*==ERROR' -e 'runtime error' \
+            -e '^SUMMARY' "$b/logs/$t.log" | sed 's/^/    /'
+        tail -n 20 "$b/logs/$t.log" | sed 's/^/    /'
+        for c in "$b/crash-$t-"*; do
+            [ -f "$c" ] || continue
+            echo "    input $c (base64, first 4 KB):"
+            head -c 4096 "$c" | base64 | sed 's/^/      /'
+        done
     fi
     return $rc
 }
