@@ -264,8 +264,8 @@ TEST(synth_deterministic) {
     free(c);
 }
 
-/* The document's words are k copies of one span of 20-60 pieces. */
-static int repeated_span(const char *t, int *k_out, int *pieces_out) {
+/* The document's words are k copies of one span of lo..hi pieces. */
+static int repeated_span_in(const char *t, int lo, int hi, int *k_out, int *pieces_out) {
     char *copy = strdup(t), *save = NULL;
     char *w[400];
     int n = 0;
@@ -276,10 +276,46 @@ static int repeated_span(const char *t, int *k_out, int *pieces_out) {
         if (n % k) continue;
         int m = n / k, same = 1;
         for (int i = m; i < n && same; i++) same = strcmp(w[i], w[i % m]) == 0;
-        if (same && m >= 20 && m <= 60) found = 1, *k_out = k, *pieces_out = m;
+        if (same && m >= lo && m <= hi) found = 1, *k_out = k, *pieces_out = m;
     }
     free(copy);
     return found;
+}
+
+static int repeated_span(const char *t, int *k_out, int *pieces_out) {
+    return repeated_span_in(t, 20, 60, k_out, pieces_out);
+}
+
+/* --span-min/--span-max bound the span read back from the text; the
+ * defaults draw what the generator always drew (synth_deterministic and
+ * the demo's corpus hash hold them), and bad bounds are refused. */
+TEST(synth_span_bounds) {
+    al_err e;
+    al_synth_opts o;
+    al_synth_defaults(&o);
+    CHECK(o.span_min == 20 && o.span_max == 60);
+    o.seed = 21;
+    o.repeat_fraction = 1;
+    o.span_min = 6;
+    o.span_max = 9;
+    al_synth *s = NULL;
+    CHECK_OK(al_synth_new(&s, &o, &e), &e);
+    int seen[10] = {0};
+    for (int d = 0; s && d < 400; d++) {
+        const char *t;
+        size_t n;
+        al_synth_doc info;
+        CHECK_OK(al_synth_next(s, &t, &n, &info, &e), &e);
+        int k = 0, m = 0;
+        CHECKF(repeated_span_in(t, 6, 9, &k, &m) && m == info.span_pieces, "doc %d: %.80s", d, t);
+        if (m >= 6 && m <= 9) seen[m]++;
+    }
+    al_synth_free(s);
+    for (int m = 6; m <= 9; m++) CHECKF(seen[m] > 50, "span %d drawn %d times of 400", m, seen[m]);
+    o.span_max = 5;
+    CHECK(al_synth_check(&o, &e) == -1 && strstr(e.msg, "--span-max"));
+    o.span_min = 0;
+    CHECK(al_synth_check(&o, &e) == -1 && strstr(e.msg, "--span-min"));
 }
 
 TEST(synth_repeat_documents) {

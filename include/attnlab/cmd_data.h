@@ -12,12 +12,12 @@ typedef struct al_synth_cli {
     int stories;           /* --stories */
     uint64_t seed;         /* --seed */
     double repeat_fraction; /* --repeat-fraction */
-    int min_sentences, max_sentences;
+    int min_sentences, max_sentences, span_min, span_max;
     const char *names_out; /* --names-out, or NULL */
 } al_synth_cli;
 
 /* Room for the flag table (its flags + the end marker). */
-#define AL_SYNTH_CLI_NFLAGS 8
+#define AL_SYNTH_CLI_NFLAGS 10
 
 al_synth_cli al_synth_cli_defaults(void);
 /* Fill f with the flag table over *o (the table the command parses and

@@ -20,6 +20,8 @@ typedef struct al_synth_opts {
     double repeat_fraction; /* share of repeated-span documents, [0,1] */
     int min_sentences;      /* body sentences per story (plus opening, */
     int max_sentences;      /* introductions and a closer) */
+    int span_min, span_max; /* pieces in a repeated span (20, 60): shorter
+                               spans fit more whole repeats in a short window */
 } al_synth_opts;
 
 void al_synth_defaults(al_synth_opts *o);

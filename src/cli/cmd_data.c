@@ -12,7 +12,7 @@
 
 al_synth_cli al_synth_cli_defaults(void) {
     al_synth_cli o = {.stories = 1000, .seed = 1, .repeat_fraction = 0.1, .min_sentences = 6,
-                      .max_sentences = 14};
+                      .max_sentences = 14, .span_min = 20, .span_max = 60};
     return o;
 }
 
@@ -22,7 +22,9 @@ void al_synth_cli_flags(al_synth_cli *o, al_flag f[AL_SYNTH_CLI_NFLAGS]) {
         {"stories", AL_INT, &o->stories, "N", "number of documents (stories plus repeated-span documents)", 0, 0},
         {"seed", AL_U64, &o->seed, "S", "random seed; the output is a pure function of the options", 0, 0},
         {"repeat-fraction", AL_FLOAT, &o->repeat_fraction, "F",
-         "share of documents that are a random span of 20-60 pieces repeated 2-3 times", 0, 0},
+         "share of documents that are a random span of --span-min to --span-max pieces repeated 2-3 times", 0, 0},
+        {"span-min", AL_INT, &o->span_min, "N", "fewest pieces (words or invented words) in a repeated span", 0, 0},
+        {"span-max", AL_INT, &o->span_max, "N", "most pieces in a repeated span", 0, 0},
         {"min-sentences", AL_INT, &o->min_sentences, "N", "fewest body sentences per story", 0, 0},
         {"max-sentences", AL_INT, &o->max_sentences, "N", "most body sentences per story", 0, 0},
         {"names-out", AL_STR, &o->names_out, "FILE",
@@ -92,6 +94,8 @@ int al_synth_cli_run(const al_synth_cli *c, al_err *e) {
     o.repeat_fraction = c->repeat_fraction;
     o.min_sentences = c->min_sentences;
     o.max_sentences = c->max_sentences;
+    o.span_min = c->span_min;
+    o.span_max = c->span_max;
     if (al_synth_check(&o, e)) return 2;
     double t0 = al_now();
     size_t bytes = 0;

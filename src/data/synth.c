@@ -754,10 +754,10 @@ static int gen_story(al_synth *s, al_synth_doc *info, al_err *e) {
     return 0;
 }
 
-/* A span of 20-60 pieces (random syllables or story words) written 2-3
+/* A span of span_min..span_max (default 20-60) pieces (random syllables or story words) written 2-3
  * times: copying the span is the only way to predict its later copies. */
 static void gen_repeat(al_synth *s, al_synth_doc *info) {
-    int pieces = 20 + (int)al_rng_below(&s->rng, 41);
+    int pieces = s->o.span_min + (int)al_rng_below(&s->rng, (uint32_t)(s->o.span_max - s->o.span_min + 1));
     int reps = 2 + (int)al_rng_below(&s->rng, 2);
     al_buf *b = &s->sent;
     al_buf_reset(b);
@@ -806,6 +806,8 @@ void al_synth_defaults(al_synth_opts *o) {
     o->repeat_fraction = 0.1;
     o->min_sentences = 6;
     o->max_sentences = 14;
+    o->span_min = 20;
+    o->span_max = 60;
 }
 
 int al_synth_check(const al_synth_opts *o, al_err *e) {
@@ -817,6 +819,10 @@ int al_synth_check(const al_synth_opts *o, al_err *e) {
     if (o->max_sentences < o->min_sentences || o->max_sentences > 1000)
         return al_errf(e, "--max-sentences must be in [min-sentences,1000] (got %d)",
                        o->max_sentences);
+    if (o->span_min < 1 || o->span_min > 1000)
+        return al_errf(e, "--span-min must be in [1,1000] (got %d)", o->span_min);
+    if (o->span_max < o->span_min || o->span_max > 1000)
+        return al_errf(e, "--span-max must be in [span-min,1000] (got %d)", o->span_max);
     return 0;
 }
 
