@@ -3,9 +3,11 @@
  * trained model, with the demo's paths replaced by this test's, so the
  * front page cannot drift from the flags the commands take. Indented
  * blocks (set-up, training recipes that take minutes) are not run. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "test.h"
 
 /* s with every `from` replaced by `to` (malloc'd). */
@@ -72,4 +74,35 @@ TEST(readme_commands_run) {
     }
     CHECK(n >= 1);
     free(readme);
+}
+
+/* `make quickstart` (scripts/quickstart.sh) as written, on a tiny model
+ * (QUICK_STORIES, QUICK_TRAIN shrink it; the recipe itself is measured in
+ * docs/findings.md): every stage runs in the README's order, each stores
+ * its run, the circuit file and the report are written, and the closing
+ * line gives the time. */
+TEST(readme_quickstart_script) {
+    if (access("scripts/quickstart.sh", R_OK) != 0)
+        t_skip("scripts/quickstart.sh not found (run from the repository root)");
+    char out[1100];
+    snprintf(out, sizeof out, "%s/qs", t_tmpdir());
+    int rc = t_sh("QUICK_OUT=%s QUICK_STORIES=300 QUICK_THREADS=2 ATTNLAB_BIN=%s "
+                  "QUICK_TRAIN='--steps 6 --d-model 32 --n-heads 4 --d-head 8 --batch 2 "
+                  "--eval-every 3' sh scripts/quickstart.sh > %s 2>&1",
+                  out, t_bin(), t_path("qs.out"));
+    char *log = t_slurp(t_path("qs.out"));
+    CHECKF(rc == 0, "quickstart.sh exit %d:\n%s", rc, log ? log : "");
+    const char *order[] = {"== data:", "== train:", "== scores:", "== patch:", "== paths:",
+                           "== discover:", "== report:", "quick start: report written"};
+    const char *at = log;
+    for (size_t i = 0; at && i < sizeof order / sizeof *order; i++) {
+        at = strstr(at, order[i]);
+        CHECKF(at != NULL, "'%s' missing or out of order", order[i]);
+    }
+    char db[1200];
+    snprintf(db, sizeof db, "%s/results.db", out);
+    CHECK_SQL(db, "SELECT group_concat(kind, ',') FROM (SELECT kind FROM runs WHERE status = 'done' "
+                  "ORDER BY run_id)", "train,scores,patch,paths,discover");
+    CHECK(t_sh("test -s %s/report/index.html && test -s %s/circuit-induction-acdc.json", out, out) == 0);
+    free(log);
 }

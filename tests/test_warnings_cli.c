@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "attnlab/data.h"
 #include "test.h"
 
 TEST(warnings_untrained_model_end_to_end) {
@@ -105,4 +106,44 @@ TEST(warnings_attnstats_experiment_report_picture) {
     /* a metric no run stored: one clear refusal, no file */
     CHECK(t_sh("%s heatmap --what view --metric nope --model %s --db %s --out %s.2.png "
                "> /dev/null 2>&1", t_bin(), model, db, png.s) == 1);
+}
+
+/* The "all" probe over a vocabulary the training data uses only part of:
+ * scores warns with the unseen count (checked against the training token
+ * file read here), stores it with the run, and --probe-tokens seen (ids
+ * the data holds) raises nothing. */
+TEST(warnings_probe_unseen_ids) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err.txt");
+    t_tiny_model(dir.s, 1, 1);
+    al_tokens d = {0};
+    al_err e;
+    char train[1100];
+    snprintf(train, sizeof train, "%s/s.train.bin", dir.s);
+    CHECK_OK(al_tokens_load(train, &d, &e), &e);
+    CHECK(t_sh("%s scores --model %s/m1 --db %s --probe-r 6 --threads 2 > /dev/null 2> %s",
+               t_bin(), dir.s, db.s, err.s) == 0);
+    char *txt = t_slurp(err.s);
+    const char *w = txt ? strstr(txt, "attnlab: warning: ") : NULL;
+    int unseen = -1, vocab = -1;
+    CHECKF(w && sscanf(w, "attnlab: warning: %d of the probe's %d ids", &unseen, &vocab) == 2,
+           "stderr: %s", txt ? txt : "");
+    if (vocab > 0) {
+        int n = 0;
+        unsigned char *ids = al_tokens_present(&d, vocab, &n, &e);
+        CHECK(ids != NULL);
+        CHECKF(unseen == vocab - n, "warned %d unseen, the file leaves %d of %d", unseen, vocab - n,
+               vocab);
+        CHECK(unseen > 0.2 * vocab);
+        free(ids);
+    }
+    char *n = t_sql(db.s, "SELECT count(*) FROM run_warnings w JOIN runs r USING (run_id) "
+                          "WHERE r.kind = 'scores' AND w.message LIKE '%never occur%'");
+    CHECKF(n && atoi(n) == 1, "stored: %s", n ? n : "(none)");
+    free(txt), free(n);
+    CHECK(t_sh("%s scores --model %s/m1 --db %s --probe-r 6 --threads 2 --probe-tokens seen "
+               "> /dev/null 2> %s", t_bin(), dir.s, db.s, err.s) == 0);
+    txt = t_slurp(err.s);
+    CHECKF(txt && !strstr(txt, "never occur"), "seen probe warned: %s", txt ? txt : "");
+    free(txt);
+    al_tokens_free(&d);
 }

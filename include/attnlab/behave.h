@@ -89,10 +89,23 @@ typedef struct al_probe_load {
     al_tokens text;          /* owned (zeroed unless a text probe) */
     int n_ids;
     char what[AL_PATH_MAX + 96];
+    /* "all" on a model whose training data is known: ids of the vocabulary
+     * that data never holds (their embeddings never trained, so a head
+     * cannot attend by them and the probe's scores shrink by about their
+     * share), and the warning when that share passes AL_PROBE_UNSEEN_WARN */
+    int n_unseen;
+    char warn[AL_WARN_LEN];
 } al_probe_load;
+/* Above this share of never-seen ids, "all" warns (a byte-level BPE of
+ * 512 pieces over ASCII text leaves ~40% of its ids unseen, halving the
+ * induction score; a 2048-piece one ~10%). */
+#define AL_PROBE_UNSEEN_WARN 0.2
 /* 0, or -1 with e set (a model without state.json naming the file, an
  * unreadable or non-token file, ids past d_vocab, an unknown "text:" form);
- * *pl is zeroed on failure. Free with al_probe_load_free. */
+ * *pl is zeroed on failure. Free with al_probe_load_free. For "all", the
+ * training data (train_data, else the one model_dir's state.json names)
+ * is read when it can be, to fill n_unseen and warn; when it cannot, both
+ * stay empty and nothing fails. */
 int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_dir,
                        const char *train_data, const char *val_data, int d_vocab, al_err *e);
 /* 0 if --probe-tokens which fits a run of the pair task `task` (NULL: a

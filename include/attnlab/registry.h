@@ -173,6 +173,15 @@ int al_analysis_flags(const al_analysis *a, void *args, al_flag *out, int cap, a
  * run_id), 1 on failure, 130 when SIGINT/SIGTERM stopped it (e
  * "interrupted"), or 2 when the options are refused (e set, nothing
  * opened). */
+/* A warning the prepare phase raises itself (not from the computed state:
+ * e.g. the probe's unseen ids, known when it loads): kept in d->warn, so
+ * it is stored with the run and in the --json document like the state's,
+ * and printed on stderr as "attnlab: warning: msg" once prepare has
+ * succeeded (a refused run prints only its one-line error). Not a
+ * --strict refusal (that is for the gap/effect warnings). msg NULL or "":
+ * nothing. */
+void al_drive_warn(al_drive *d, const char *msg);
+
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
                  int64_t *run_id, al_err *e);
 /* `attnlab <name> ...`: parse argv (the command's flags and the driver's

@@ -75,6 +75,33 @@ static char *state_file(const char *model_dir, const char *key, const char *whic
     return path;
 }
 
+/* n_unseen and the warning of the "all" probe (behave.h). Best effort: a
+ * model whose training data moved or was never named just gets neither. */
+static void probe_unseen(al_probe_load *pl, const char *model_dir, const char *train_data,
+                         int d_vocab) {
+    al_err e2;
+    char *path = NULL;
+    const char *file = train_data;
+    if (!file && model_dir) file = path = state_file(model_dir, "data", "all", &e2);
+    al_tokens d = {0};
+    if (file && al_tokens_load(file, &d, &e2) == 0 && d.max_id < d_vocab) {
+        int n = 0;
+        unsigned char *ids = al_tokens_present(&d, d_vocab, &n, &e2);
+        if (ids) {
+            pl->n_unseen = d_vocab - n;
+            if (pl->n_unseen > AL_PROBE_UNSEEN_WARN * d_vocab)
+                snprintf(pl->warn, sizeof pl->warn,
+                         "%d of the probe's %d ids (%.0f%%) never occur in the model's training "
+                         "data, so no head can attend by them: the induction scores shrink by "
+                         "about that share (--probe-tokens seen draws only ids it saw)",
+                         pl->n_unseen, d_vocab, 100.0 * pl->n_unseen / d_vocab);
+        }
+        free(ids);
+    }
+    al_tokens_free(&d);
+    free(path);
+}
+
 int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_dir,
                        const char *train_data, const char *val_data, int d_vocab, al_err *e) {
     memset(pl, 0, sizeof *pl);
@@ -82,6 +109,7 @@ int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_d
     if (!which || strcmp(which, "all") == 0) {
         pl->random_all = 1;
         snprintf(pl->what, sizeof pl->what, "random ids over the whole vocabulary");
+        probe_unseen(pl, model_dir, train_data, d_vocab);
         return 0;
     }
     int text = strcmp(which, "text") == 0 || strncmp(which, "text:", 5) == 0;

@@ -218,10 +218,11 @@ static int ablate_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     ablate_args *a = args;
     ablate_state *s = state;
     al_behave *bh = dr->b;
-    return check_heads(a, bh, e) ||
-                   al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL,
-                                      bh->m.cfg.d_vocab, e) ||
-                   al_behave_tokens(bh, a->w.data, &s->d, &s->T, e) ||
+    if (check_heads(a, bh, e) || al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL,
+                                                    NULL, bh->m.cfg.d_vocab, e))
+        return -1;
+    al_drive_warn(dr, s->pl.warn);
+    return al_behave_tokens(bh, a->w.data, &s->d, &s->T, e) ||
                    (a->circuit && al_behave_circuit(bh, a->circuit, a->fill, &s->d, s->T,
                                                     a->o.batches, a->o.batch, e))
                ? -1

@@ -423,6 +423,7 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
                            e))
         return -1;
     s->o.probe_src = al_probe_load_src(&s->pl);
+    if (pairs_task && (!s->o.task || !strcmp(s->o.task, "induction"))) al_drive_warn(dr, s->pl.warn);
     if (a->w.data ? data_task(bh, a->w.data, a->windows, &s->t, e)
         : a->prompt ? prompt_task(bh, a->prompt, &s->t, e)
                     : al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e))

@@ -363,6 +363,7 @@ static int prepare_common(patch_args *a, patch_state *s, al_drive *dr, int paths
                            e))
         return -1;
     s->o.probe_src = al_probe_load_src(&s->pl);
+    if (!s->o.task || !strcmp(s->o.task, "induction")) al_drive_warn(dr, s->pl.warn);
     int made = al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e) == 0;
     if (al_stop) return al_errf(e, "interrupted"); /* the task may have stopped for it */
     if (!made) return -1;

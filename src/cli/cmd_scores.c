@@ -239,9 +239,10 @@ static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     scores_args *a = args;
     scores_state *s = state;
     al_behave *b = dr->b;
-    return al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, b->m.cfg.d_vocab,
-                              e) ||
-                   (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) ||
+    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, b->m.cfg.d_vocab, e))
+        return -1;
+    al_drive_warn(dr, s->pl.warn);
+    return (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) ||
                    (a->circuit && al_behave_circuit(b, a->circuit, a->fill,
                                                     a->w.data ? &s->d : NULL, s->T, a->o.batches,
                                                     a->o.batch, e))

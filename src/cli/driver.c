@@ -52,6 +52,10 @@ static int drive_warnings(al_drive *d, al_behave *b, const void *state, al_err *
     return al_errf(e, "refused under --strict (nothing stored): %s", w->msg[0]);
 }
 
+void al_drive_warn(al_drive *d, const char *msg) {
+    if (msg && *msg) al_warnings_add(&d->warn, "%s", msg);
+}
+
 /* d->warn as rows of the run (run_warnings), inside its transaction. */
 static int store_warnings(const al_drive *d, al_behave *b, al_err *e) {
     return d->warn.n ? al_store_put_warnings(b->st, b->run_id, b->model_id, &d->warn, e) : 0;
@@ -86,6 +90,8 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
         rc = a->stops && al_stop ? 130 : 1; /* a signal while preparing: no run */
         goto out;
     }
+    for (int i = 0; i < d->warn.n; i++) /* al_drive_warn's, now that the run goes ahead */
+        fprintf(stderr, "attnlab: warning: %s\n", d->warn.msg[i]);
     if (al_behave_begin(&b, a->name, flags, e)) goto out;
     if (a->compute(args, st, d, e) || drive_warnings(d, &b, st, e) ||
         al_store_tx_begin(b.st, e) || store_warnings(d, &b, e) ||
