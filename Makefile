@@ -33,7 +33,7 @@ PIC_OBJ  := $(patsubst src/%.c,$(BUILD)/pic/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst tests/%.c,$(BUILD)/tobj/%.o,$(TEST_SRC))
 
-.PHONY: all deps deps-test test demo bench clean fuzz valgrind layers test-slurm
+.PHONY: all deps deps-test test demo quickstart bench clean fuzz valgrind layers test-slurm
 all: $(BUILD)/attnlab $(BUILD)/libattnlab.so
 
 deps:
@@ -106,6 +106,11 @@ test: deps-test
 demo: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab
 	@sh scripts/demo.sh
+
+# the README's quick start (scripts/quickstart.sh): its clock starts after the build
+quickstart: deps
+	@$(MAKE) --no-print-directory $(BUILD)/attnlab
+	@ATTNLAB_BIN=$(BUILD)/attnlab sh scripts/quickstart.sh
 
 bench:
 	@sh scripts/deps.sh bench
