@@ -2,11 +2,15 @@
  * case, forward/loss/gradients against tests/sae_ref.py (PyTorch
  * autograd, float64), central finite differences, the config checks and
  * the training update's invariants. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attnlab/sae.h"
+#include "attnlab/sae_io.h"
+#include "attnlab/safetensors.h"
 #include "refio.h"
 #include "test.h"
 
@@ -372,4 +376,193 @@ TEST(sae_init_and_step) {
     al_sae_adam_free(&ob);
     al_sae_free(&a);
     al_sae_free(&b);
+}
+
+/* ------------------------------------------------------- the SAELens layout */
+
+static void small_sae(al_sae *s, int arch) {
+    al_err e;
+    al_sae_cfg c = al_sae_cfg_default(6, 20);
+    c.arch = arch;
+    c.k = 3;
+    c.k_aux = 2;
+    c.l1_coeff = 0.25;
+    CHECK_OK(al_sae_init(s, &c, 9, &e), &e);
+    for (int i = 0; i < 20; i++) s->b_enc[i] = 0.01f * (float)i - 0.1f;
+    for (int i = 0; i < 6; i++) s->b_dec[i] = 0.5f - 0.1f * (float)i;
+}
+
+/* Save then load: the same bits, config and metadata; the files are
+ * SAELens's (names, shapes, F32; cfg.json's keys) read by the plain
+ * safetensors and JSON readers; no temporary file is left behind. */
+TEST(sae_io_roundtrip) {
+    for (int arch = AL_SAE_TOPK; arch <= AL_SAE_L1; arch++) {
+        al_sae s, t;
+        al_sae_meta m = {.site = arch == AL_SAE_TOPK ? AL_SAE_SITE_Z : AL_SAE_SITE_RESID_PRE,
+                         .hook_layer = 1, .normalized = 1, .scale = 0.1 + 1.0 / 3,
+                         .seed = 18446744073709551557ull},
+                    m2;
+        memset(m.model_sha256, 'a', 64);
+        m.model_sha256[64] = 0;
+        small_sae(&s, arch);
+        al_err e;
+        const char *dir = t_path(arch ? "l1" : "topk");
+        CHECK_OK(al_sae_save(dir, &s, &m, &e), &e);
+        CHECK_OK(al_sae_load(dir, &t, &m2, &e), &e);
+        CHECK(t.n_params == s.n_params &&
+              memcmp(t.params, s.params, s.n_params * sizeof(float)) == 0);
+        CHECK(t.cfg.d_in == 6 && t.cfg.d_sae == 20 && t.cfg.arch == arch &&
+              t.cfg.dead_tokens == s.cfg.dead_tokens);
+        if (arch == AL_SAE_TOPK)
+            CHECK(t.cfg.k == 3 && t.cfg.k_aux == 2 && t.cfg.aux_coeff == s.cfg.aux_coeff);
+        else
+            CHECK(t.cfg.l1_coeff == 0.25);
+        CHECK(m2.site == m.site && m2.hook_layer == 1 && m2.normalized == 1 && m2.scale == m.scale &&
+              m2.seed == m.seed && strcmp(m2.model_sha256, m.model_sha256) == 0);
+        char p[1200];
+        snprintf(p, sizeof p, "%s/cfg.json", dir);
+        char *cfg = t_slurp(p);
+        CHECK(cfg && strstr(cfg, arch ? "\"hook_name\":\t\"blocks.1.hook_resid_pre\""
+                                      : "\"hook_name\":\t\"blocks.1.attn.hook_z\""));
+        CHECK(cfg && strstr(cfg, arch ? "\"architecture\":\t\"standard\""
+                                      : "\"architecture\":\t\"topk\""));
+        CHECK(cfg && strstr(cfg, "\"normalize_activations\":\t\"expected_average_only_in\""));
+        CHECK(cfg && (arch || strstr(cfg, "\"k\":\t3")));
+        free(cfg);
+        snprintf(p, sizeof p, "%s/sae_weights.safetensors", dir);
+        al_st_file *f;
+        CHECK_OK(al_st_open(p, &f, &e), &e);
+        const al_st_tensor *w = al_st_get(f, "W_enc"), *wd = al_st_get(f, "W_dec");
+        CHECK(al_st_count(f) == 4 && w && wd && w->shape[0] == 6 && w->shape[1] == 20 &&
+              wd->shape[0] == 20 && wd->shape[1] == 6 && w->dtype == AL_DT_F32);
+        al_st_close(f);
+        CHECK(t_sh("ls -a %s | grep -c tmp > /dev/null", dir) != 0); /* no temp file */
+        al_sae_free(&s);
+        al_sae_free(&t);
+    }
+}
+
+/* Read a file into memory for the mutations below. */
+static unsigned char *slurp_n(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    *n = fread(b, 1, (size_t)len, f);
+    fclose(f);
+    return b;
+}
+
+static char *replace1(const char *s, const char *from, const char *to) {
+    const char *p = strstr(s, from);
+    CHECKF(p != NULL, "'%s' not in cfg.json", from);
+    if (!p) return strdup(s);
+    size_t a = (size_t)(p - s), lf = strlen(from), lt = strlen(to);
+    char *r = malloc(strlen(s) - lf + lt + 1);
+    memcpy(r, s, a);
+    memcpy(r + a, to, lt);
+    strcpy(r + a + lt, p + lf);
+    return r;
+}
+
+/* A refused load: one line holding want, nothing allocated. */
+static void refused(const char *cfg, const void *st, size_t st_n, const char *want) {
+    al_sae s;
+    al_sae_meta m;
+    al_err e;
+    memset(&e, 0, sizeof e);
+    int rc = al_sae_load_mem(cfg, strlen(cfg), st, st_n, "dir", &s, &m, &e);
+    CHECKF(rc == -1, "accepted (want '%s')", want);
+    CHECKF(strstr(e.msg, want) != NULL && !strchr(e.msg, '\n'), "message [%s], want [%s]", e.msg,
+           want);
+    CHECK(s.params == NULL);
+    if (rc == 0) al_sae_free(&s);
+}
+
+/* Damaged and hostile directories: each refused with one line. */
+TEST(sae_io_bad) {
+    al_sae s;
+    small_sae(&s, AL_SAE_TOPK);
+    al_sae_meta m = {.site = AL_SAE_SITE_Z, .hook_layer = 0, .scale = 1};
+    al_err e;
+    const char *dir = t_path("ok");
+    CHECK_OK(al_sae_save(dir, &s, &m, &e), &e);
+    char p[1200];
+    snprintf(p, sizeof p, "%s/cfg.json", dir);
+    char *cfg = t_slurp(p);
+    snprintf(p, sizeof p, "%s/sae_weights.safetensors", dir);
+    size_t wn;
+    unsigned char *w = slurp_n(p, &wn);
+    if (!cfg || !w) return;
+    al_sae t;
+    al_sae_meta m2;
+    CHECK_OK(al_sae_load_mem(cfg, strlen(cfg), w, wn, "dir", &t, &m2, &e), &e);
+    al_sae_free(&t);
+    struct {
+        const char *from, *to, *want;
+    } muts[] = {
+        {"\"d_in\":\t6", "\"d_in\":\t7", "W_enc must be F32 of shape [7, 20]"},
+        {"\"d_sae\":\t20", "\"d_sae\":\t21", "W_enc must be F32 of shape [6, 21]"},
+        /* a hostile size: refused by the shapes before any allocation */
+        {"\"d_sae\":\t20", "\"d_sae\":\t1000000", "must be F32 of shape"},
+        {"\"d_sae\":\t20", "\"d_sae\":\t1e300", "d_sae' must be an integer"},
+        {"\"k\":\t3", "\"k\":\t21", "'k' must be an integer in 1..20"},
+        {"\"k\":\t3", "\"k\":\t0", "'k' must be an integer in 1..20"},
+        {"\"architecture\":\t\"topk\"", "\"architecture\":\t\"jumprelu\"", "architecture must be"},
+        {"\"hook_name\":\t\"blocks.0.attn.hook_z\"", "\"hook_name\":\t\"blocks.0.hook_mlp_out\"",
+         "hook_name must be"},
+        {"\"hook_layer\":\t0", "\"hook_layer\":\t1", "differs from the layer of hook_name"},
+        {"\"dtype\":\t\"float32\"", "\"dtype\":\t\"float16\"", "dtype must be float32"},
+        {"\"aux_coeff\":\t0.03125", "\"aux_coeff\":\t-1", "aux_coeff must be finite and >= 0"},
+        {"\"norm_scaling_factor\":\t1", "\"norm_scaling_factor\":\t0",
+         "norm_scaling_factor must be positive"},
+        {"\"apply_b_dec_to_input\":\ttrue", "\"apply_b_dec_to_input\":\tfalse",
+         "apply_b_dec_to_input must be true"},
+        {"\"d_in\":\t6,", "", "key 'd_in' missing"},
+    };
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        char *c2 = replace1(cfg, muts[i].from, muts[i].to);
+        refused(c2, w, wn, muts[i].want);
+        free(c2);
+    }
+    refused("{\"d_in\": ", w, wn, "invalid JSON");
+    refused("[1]", w, wn, "not a JSON object");
+    /* the weights: truncated, a NaN, an extra tensor */
+    refused(cfg, w, wn - 1, "sae_weights.safetensors");
+    refused(cfg, w, 7, "sae_weights.safetensors");
+    unsigned char *w2 = malloc(wn);
+    memcpy(w2, w, wn);
+    const float nan = NAN;
+    memcpy(w2 + wn - 4, &nan, 4);
+    refused(cfg, w2, wn, "b_dec");
+    free(w2);
+    {
+        al_st_tensor tt[5] = {
+            {.name = "W_enc", .dtype = AL_DT_F32, .ndim = 2, .shape = {6, 20}, .data = s.W_enc},
+            {.name = "b_enc", .dtype = AL_DT_F32, .ndim = 1, .shape = {20}, .data = s.b_enc},
+            {.name = "W_dec", .dtype = AL_DT_F32, .ndim = 2, .shape = {20, 6}, .data = s.W_dec},
+            {.name = "b_dec", .dtype = AL_DT_F32, .ndim = 1, .shape = {6}, .data = s.b_dec},
+            {.name = "threshold", .dtype = AL_DT_F32, .ndim = 1, .shape = {20}, .data = s.b_enc}};
+        const char *x = t_path("extra.st");
+        CHECK_OK(al_st_write(x, tt, 5, NULL, NULL, 0, &e), &e);
+        size_t xn;
+        unsigned char *xb = slurp_n(x, &xn);
+        refused(cfg, xb, xn, "tensor 'threshold' is not part of an SAE");
+        /* b_dec missing */
+        CHECK_OK(al_st_write(x, tt, 3, NULL, NULL, 0, &e), &e);
+        free(xb);
+        xb = slurp_n(x, &xn);
+        refused(cfg, xb, xn, "tensor b_dec missing");
+        free(xb);
+    }
+    /* a directory without the files, and nothing saved from NaN weights */
+    CHECK(al_sae_load(t_path("none"), &t, &m2, &e) == -1 && strstr(e.msg, "no SAE directory"));
+    s.W_dec[3] = NAN;
+    CHECK(al_sae_save(t_path("nan"), &s, &m, &e) == -1 && strstr(e.msg, "non-finite"));
+    CHECK(!al_file_exists(t_path("nan")));
+    free(cfg);
+    free(w);
+    al_sae_free(&s);
 }
