@@ -66,9 +66,10 @@ TEST(sae_exact_tiny) {
     /* b_dec: dx̂ − W_enc · gb_enc = (0, 0, −1 + 0.4·0.01875, 0) */
     const float want_gbdec[4] = {0, 0, -0.9925f, 0};
     for (int r = 0; r < 4; r++) CHECK_NEAR(s.gb_dec[r], want_gbdec[r], 1e-7);
-    /* the counters: the active latents fired, the others aged by B = 1 */
+    /* the counters: the active latents fired, the others aged by B = 1
+     * (a dead one stays at dead_tokens) */
     al_sae_update_dead(&s);
-    CHECK(s.since[0] == 0 && s.since[5] == 0 && s.since[1] == 1 && s.since[2] == 11);
+    CHECK(s.since[0] == 0 && s.since[5] == 0 && s.since[1] == 1 && s.since[2] == 10); /* saturated */
     CHECK(al_sae_count_dead(&s) == 2);
     al_sae_free(&s);
 }

@@ -71,7 +71,7 @@ al_sae_cfg al_sae_cfg_default(int d_in, int d_sae);
 /* Refuse an impossible config with one line naming the field: d_in and
  * d_sae in 1..2^20 with d_in·d_sae ≤ 2^31, unknown arch, k outside
  * 1..d_sae, k_aux outside 0..d_sae, a non-finite or negative coefficient,
- * l1_coeff ≤ 0 for L1, dead_tokens < 1. */
+ * l1_coeff ≤ 0 for L1, dead_tokens outside 1..2^31−1. */
 int al_sae_cfg_check(const al_sae_cfg *c, al_err *e);
 
 typedef struct al_sae {
@@ -129,8 +129,9 @@ int al_sae_encode(al_sae *s, const float *x, int B, al_err *e);
 /* Gradients of the last forward's loss into s->grads (overwritten, not
  * accumulated). 0, or −1 with e: no forward yet, out of memory. */
 int al_sae_backward(al_sae *s, al_err *e);
-/* After a training forward: each latent's count grows by B, and is reset
- * to 0 for the latents that fired (f > 0) in some row. */
+/* After a training forward: each latent's count grows by B (saturating
+ * at dead_tokens), and is reset to 0 for the latents that fired (f > 0)
+ * in some row. */
 void al_sae_update_dead(al_sae *s);
 /* Dead latents by the counters now. */
 int al_sae_count_dead(const al_sae *s);

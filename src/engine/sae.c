@@ -78,8 +78,8 @@ int al_sae_cfg_check(const al_sae_cfg *c, al_err *e) {
         if (!isfinite(c->l1_coeff) || c->l1_coeff <= 0)
             return al_errf(e, "l1_coeff must be finite and > 0 (got %g)", c->l1_coeff);
     }
-    if (c->dead_tokens < 1)
-        return al_errf(e, "dead_tokens must be >= 1 (got %ld)", c->dead_tokens);
+    if (c->dead_tokens < 1 || c->dead_tokens > 2147483647L)
+        return al_errf(e, "dead_tokens must be in 1..2^31-1 (got %ld)", c->dead_tokens);
     return 0;
 }
 
@@ -567,7 +567,10 @@ int al_sae_backward(al_sae *s, al_err *e) {
 
 void al_sae_update_dead(al_sae *s) {
     const int n = s->cfg.d_sae, B = s->B;
-    for (int i = 0; i < n; i++) s->since[i] += B;
+    /* saturated at dead_tokens: a dead latent stays dead until it fires,
+     * and the counters fit in 32 bits (the trainer's checkpoint) */
+    for (int i = 0; i < n; i++)
+        s->since[i] = s->since[i] + B < s->cfg.dead_tokens ? s->since[i] + B : s->cfg.dead_tokens;
     if (s->cfg.arch == AL_SAE_TOPK) {
         const size_t m = (size_t)B * s->cfg.k;
         for (size_t j = 0; j < m; j++)

@@ -167,7 +167,7 @@ static int parse_cfg(const cJSON *o, al_sae_cfg *c, al_sae_meta *m, const char *
         if (r < 0) return -1;
         if (r == 0) c->l1_coeff = v;
     }
-    int r = get_int(o, "dead_tokens", 1, 9007199254740992.0, 0, &v, src, e);
+    int r = get_int(o, "dead_tokens", 1, 2147483647.0, 0, &v, src, e);
     if (r < 0) return -1;
     if (r == 0) c->dead_tokens = (long)v;
     if (al_sae_cfg_check(c, e) != 0) return al_err_prefix(e, "%s", src);
