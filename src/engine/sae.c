@@ -280,6 +280,7 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
             for (int j = 0; j < k; j++) {
                 if (vv[j] == 0) continue;
                 const float *w = s->W_dec + (size_t)ii[j] * d;
+#pragma omp simd
                 for (int r = 0; r < d; r++) xh[r] += vv[j] * w[r];
             }
         }
@@ -340,6 +341,7 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
                 for (int j = 0; j < kk; j++) {
                     if (vv[j] == 0) continue;
                     const float *w = s->W_dec + (size_t)ii[j] * d;
+#pragma omp simd
                     for (int r = 0; r < d; r++) eh[r] += vv[j] * w[r];
                 }
             }
@@ -401,6 +403,7 @@ typedef struct {
 
 static double dotf(const float *a, const float *b, int n) {
     float acc = 0;
+#pragma omp simd reduction(+ : acc)
     for (int r = 0; r < n; r++) acc += a[r] * b[r];
     return acc;
 }
@@ -475,7 +478,9 @@ static int backward_topk(al_sae *s, al_err *e) {
         free(cur);
     }
     memset(s->grads, 0, s->n_params * sizeof(float));
-#pragma omp parallel for schedule(static)
+    /* latents fire unevenly: dynamic chunks (each latent's sums are its
+     * own, so the schedule cannot change a bit) */
+#pragma omp parallel for schedule(dynamic, 8)
     for (int i = 0; i < n; i++) {
         if (off[i] == off[i + 1]) continue;
         float *gd = s->gW_dec + (size_t)i * d, *ge = gT + (size_t)i * d;
@@ -485,11 +490,15 @@ static int backward_topk(al_sae *s, al_err *e) {
             const entry_t *t = &ent[q];
             if (t->f != 0) {
                 const float *g = (t->aux ? daux : dxhat) + (size_t)t->b * d;
-                for (int r = 0; r < d; r++) gd[r] += t->f * g[r];
+                const float fv = t->f;
+#pragma omp simd
+                for (int r = 0; r < d; r++) gd[r] += fv * g[r];
             }
             if (t->dpre != 0) {
                 const float *xc = s->xc + (size_t)t->b * d;
-                for (int r = 0; r < d; r++) ge[r] += t->dpre * xc[r];
+                const float dv = t->dpre;
+#pragma omp simd
+                for (int r = 0; r < d; r++) ge[r] += dv * xc[r];
                 gb += t->dpre;
             }
         }
@@ -624,7 +633,7 @@ void al_sae_adam_step(al_sae *s, al_sae_adam *o, double lr, double beta1, double
     const float bc2 = (float)(1.0 - pow(beta2, (double)t));
     const long np = (long)s->n_params;
     float *w = s->params, *g = s->grads, *mm = o->m, *vv = o->v;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (long i = 0; i < np; i++) {
         float gi = g[i];
         float mi = b1 * mm[i] + (1.0f - b1) * gi;
