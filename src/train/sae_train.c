@@ -5,8 +5,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/sae_train.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,10 +297,29 @@ static int load_resume(al_sae_trainer *t, al_err *e) {
     }
     t->step = st;
     t->meta.scale = sc;
+    t->meta.normalized = t->o.normalize != 0; /* part of opts, checked above */
     rc = 0;
 out:
     al_st_close(f);
     return rc;
+}
+
+/* Temporary files a killed save left behind (NAME.tmp.<pid> of the three
+ * files the trainer writes; nothing else is touched). */
+static void remove_strays(const char *dir) {
+    static const char *names[3] = {AL_SAE_RESUME_FILE, AL_SAE_WEIGHTS_FILE, AL_SAE_CFG_FILE};
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        for (int i = 0; i < 3; i++) {
+            size_t n = strlen(names[i]);
+            if (strncmp(de->d_name, names[i], n) == 0 && strncmp(de->d_name + n, ".tmp.", 5) == 0) {
+                char p[AL_PATH_MAX + 320];
+                if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) < (int)sizeof p) unlink(p);
+            }
+        }
+    closedir(d);
 }
 
 /* ------------------------------------------------------------- init */
@@ -422,6 +443,7 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
         goto fail;
     if (o->resume) {
         if (load_resume(t, e) != 0) goto fail;
+        remove_strays(o->out);
         al_log("resuming the SAE in %s at step %ld", o->out, t->step);
     } else {
         if (!o->force && (al_file_exists(cp) || al_file_exists(rp))) {
@@ -431,6 +453,7 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
         al_rng_seed(&t->rng, o->seed ^ 0xda7a0dd3ull);
         if (estimate_scale(t, e) != 0) goto fail;
         t->step = 0;
+        remove_strays(o->out);
         if (save(t, e) != 0) goto fail;
     }
     *out = t;
