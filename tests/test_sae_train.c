@@ -431,7 +431,9 @@ TEST(sae_train_crash) {
     long last = -1;
     for (int it = 0; it < 80 && !done; it++) {
         pid_t c = spawn_run(o);
-        struct timespec ts = {0, (long)(5 + al_rng_below(&r, 120)) * 1000000L};
+        /* random delays, growing so that a slow (sanitizer) build finishes too */
+        long ms = 5 + (long)al_rng_below(&r, 120) + 25L * it;
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         kill(c, SIGKILL);
         int rc = wait_rc(c);

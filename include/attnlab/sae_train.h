@@ -26,12 +26,14 @@
  * empty, so the RNG, the step and the weights say everything): every
  * ckpt_every steps (rounded up to the next boundary), at a stop request
  * or stop_at (also at the next boundary: at most buffer_batches steps
- * later), and at the end. OUT/sae_resume.safetensors holds the
- * parameters, Adam's moments and the dead-latent counters, with the step,
- * RNG, scale and the options that shape the run in its metadata: one file,
- * written to a temporary name and renamed, so a crash leaves the old
- * checkpoint or the new one. Then OUT/sae_weights.safetensors and
- * OUT/cfg.json (sae_io.h) are rewritten the same way. */
+ * later), and at the end. OUT/sae_weights.safetensors and OUT/cfg.json
+ * (sae_io.h) are written first, then OUT/sae_resume.safetensors, which
+ * holds the parameters, Adam's moments and the dead-latent counters, with
+ * the step, RNG, scale and the options that shape the run in its
+ * metadata: one file, written to a temporary name and renamed, so a crash
+ * leaves the old checkpoint or the new one, and a resume file always has
+ * the SAELens pair beside it (of its step, or of the next when a crash
+ * came between the two writes). */
 #ifndef ATTNLAB_SAE_TRAIN_H
 #define ATTNLAB_SAE_TRAIN_H
 

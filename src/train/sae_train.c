@@ -231,11 +231,13 @@ static int save(al_sae_trainer *t, al_err *e) {
     opts_key(t, key, sizeof key);
     const char *mk[5] = {"format", "step", "rng", "scale", "opts"};
     const char *mv[5] = {"attnlab-sae-resume-1", step, rng, scale, key};
-    int rc = al_mkdir_p(t->o.out, e);
+    /* the SAELens pair first, the resume file last: a resume file on disk
+     * always has a pair beside it (of its step, or of the next one when a
+     * crash came between the two) */
+    int rc = al_sae_save(t->o.out, &t->sae, &t->meta, e);
     if (rc == 0) rc = al_st_write(path, ts, 4, mk, mv, 5, e);
     free(since);
-    if (rc != 0) return -1;
-    return al_sae_save(t->o.out, &t->sae, &t->meta, e);
+    return rc;
 }
 
 static int load_resume(al_sae_trainer *t, al_err *e) {
