@@ -501,3 +501,40 @@ TEST(sae_train_stop_flag) {
     al_sae_free(&full);
     al_sae_free(&res);
 }
+
+/* The L1 ("standard") architecture through the trainer: on the planted
+ * data it explains most of the variance with a sparse code, its decoder
+ * rows stay at unit norm, and the directory it saves loads as
+ * "standard" with its coefficient. */
+TEST(sae_train_l1) {
+    planted p;
+    planted_init(&p, 8);
+    al_sae_train_opts o = planted_opts(&p, t_path("l1"));
+    o.arch = AL_SAE_L1;
+    o.l1_coeff = 0.3;
+    o.steps = 1500;
+    al_sae_trainer *t;
+    al_err e;
+    CHECK_OK(al_sae_trainer_init(&t, &o, &e), &e);
+    if (!t) return;
+    int stopped;
+    CHECK_OK(al_sae_trainer_run(t, &stopped, &e), &e);
+    al_sae_eval ev;
+    CHECK_OK(al_sae_trainer_eval(t, &ev, &e), &e);
+    const al_sae *s = al_sae_trainer_sae(t);
+    printf("  l1: FVE %.4f, L0 %.2f of %d, dead %.2f\n", ev.fve, ev.l0, s->cfg.d_sae, ev.dead_frac);
+    CHECKF(ev.fve > 0.9, "FVE %g", ev.fve);
+    CHECKF(ev.l0 < 16, "L0 %g", ev.l0);
+    for (int i = 0; i < s->cfg.d_sae; i++) {
+        double q = 0;
+        for (int r = 0; r < PL_D; r++) q += (double)s->W_dec[i * PL_D + r] * s->W_dec[i * PL_D + r];
+        CHECK_NEAR(q, 1, 1e-5);
+    }
+    al_sae l;
+    al_sae_meta m;
+    CHECK_OK(al_sae_load(t_path("l1"), &l, &m, &e), &e);
+    CHECK(l.cfg.arch == AL_SAE_L1 && l.cfg.l1_coeff == 0.3);
+    CHECK(memcmp(l.params, s->params, s->n_params * sizeof(float)) == 0);
+    al_sae_free(&l);
+    al_sae_trainer_free(t);
+}
