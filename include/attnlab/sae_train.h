@@ -7,8 +7,8 @@
  * line on stderr. It knows nothing of flags, databases or signals.
  *
  * Activations: windows of T = n_ctx tokens at offsets drawn by the
- * data-order RNG from the training part of the token file (the tail
- * val_fraction is held out for evaluation), run through the model with a
+ * data-order RNG from the token file (its tail val_fraction held out for
+ * evaluation unless a val file is given), run through the model with a
  * hook at the site -- Z of layer L (each head's z, flattened head-major:
  * head h, dimension e at h·d_head + e, as TransformerLens's hook_z) or
  * RESID_PRE of layer L -- that copies the activation and stops the
@@ -56,6 +56,7 @@ typedef int (*al_sae_source_fn)(void *ctx, float *x, int n, al_rng *rng, al_err 
 typedef struct al_sae_train_opts {
     const char *model;   /* model directory (required unless source) */
     const char *data;    /* token file (required unless source) */
+    const char *val;     /* held-out token file; NULL: the tail val_fraction of data */
     const char *out;     /* SAE directory (required) */
     int site;            /* AL_SAE_SITE_Z (default) or AL_SAE_SITE_RESID_PRE */
     int layer;           /* the site's layer (0) */

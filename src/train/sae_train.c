@@ -329,6 +329,11 @@ static void remove_strays(const char *dir) {
 static int load_data(al_sae_trainer *t, al_err *e) {
     const al_sae_train_opts *o = &t->o;
     if (al_tokens_load(o->data, &t->train, e) != 0) return -1;
+    if (o->val && *o->val) {
+        if (al_tokens_load(o->val, &t->val, e) != 0) return -1;
+        if (t->val.max_id > t->train.max_id) t->train.max_id = t->val.max_id; /* checked below */
+        return 0;
+    }
     size_t n_val = (size_t)((double)t->train.n * o->val_fraction);
     if (n_val < 2 || t->train.n - n_val < 2)
         return al_errf(e, "%s has %zu tokens: too few to hold out a validation split", o->data,
@@ -352,8 +357,8 @@ static int setup_model(al_sae_trainer *t, al_err *e) {
                        c->n_layers, c->n_layers == 1 ? "" : "s", c->n_layers - 1);
     if (load_data(t, e) != 0) return -1;
     if (t->train.max_id >= c->d_vocab)
-        return al_errf(e, "token id %d in %s is >= d_vocab %d: was it encoded with this model's "
-                       "tokenizer?", t->train.max_id, o->data, c->d_vocab);
+        return al_errf(e, "token id %d in the data is >= d_vocab %d: was it encoded with this "
+                       "model's tokenizer?", t->train.max_id, c->d_vocab);
     t->T = c->n_ctx;
     if ((size_t)t->T + 1 > t->train.n || (size_t)t->T + 1 > t->val.n)
         return al_errf(e, "windows of n_ctx %d tokens need more data than %s has (train %zu, "
@@ -613,6 +618,7 @@ int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_to
                        "layers)", d, meta->hook_layer, want_d, m->cfg.n_layers);
     if (n_windows < 1 || bm < 1 || T < 1 || T > m->cfg.n_ctx)
         return al_errf(e, "SAE evaluation: bad window counts");
+    if (bm > n_windows) bm = n_windows; /* so the windows spread over all of val */
     ev_sums a;
     if (ev_init(&a, s, e) != 0) return -1;
     const size_t rows = (size_t)bm * T;
@@ -627,8 +633,8 @@ int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_to
     const float sc = (float)meta->scale;
     for (int k = 0; k < n_batches; k++) {
         int nw = n_windows - k * bm < bm ? n_windows - k * bm : bm;
-        /* al_batch_fixed spreads bm·n_batches windows; a short last batch
-         * uses the first nw of its bm */
+        /* al_batch_fixed spreads bm·n_batches windows evenly over val; a
+         * short last batch uses the first nw of its bm */
         if (al_batch_fixed(val, bm, T, k, n_batches, in, tg, e) != 0) goto out;
         cap_ctx cc = {.mode = CAP_COPY, .d_in = d, .dst = z};
         int pt = site_point(meta->site);
@@ -638,11 +644,14 @@ int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_to
         if (f != 0) goto out;
         double nvalid = m->n_valid;
         lc += (double)m->mean_loss * nvalid;
-        const size_t nr = (size_t)nw * T;
+        const size_t nr = (size_t)nw * T, chunk = 4096; /* bounds the SAE's (rows, d_sae) */
         for (size_t i = 0; i < nr * d; i++) z[i] *= sc;
-        if (al_sae_encode(s, z, (int)nr, e) != 0) goto out;
-        ev_add(&a, s, z, (int)nr);
-        for (size_t i = 0; i < nr * d; i++) rec[i] = s->xhat[i] / sc;
+        for (size_t r0 = 0; r0 < nr; r0 += chunk) {
+            int nb = (int)(nr - r0 < chunk ? nr - r0 : chunk);
+            if (al_sae_encode(s, z + r0 * d, nb, e) != 0) goto out;
+            ev_add(&a, s, z + r0 * d, nb);
+            for (size_t i = 0; i < (size_t)nb * d; i++) rec[r0 * d + i] = s->xhat[i] / sc;
+        }
         cap_ctx cr = {.mode = CAP_REPLACE, .d_in = d, .src = rec};
         if (al_hook_add(m, pt, meta->hook_layer, site_hook, &cr, e) != 0) goto out;
         f = al_model_forward(m, in, tg, nw, T, e);
