@@ -220,6 +220,21 @@ TEST(sae_train_resume_and_reproduce) {
     CHECK_OK(al_sha256_file(mp, sha, &e), &e);
     CHECK(strcmp(m.model_sha256, sha) == 0 && m.site == AL_SAE_SITE_Z && m.hook_layer == 1 &&
           m.normalized == 1 && m.scale > 0 && l.cfg.d_in == 32 && l.cfg.d_sae == 128);
+    /* another model's SAE: the width, the layer, the hash */
+    al_model mm;
+    char md[1100];
+    snprintf(md, sizeof md, "%s/m2", dir);
+    CHECK_OK(al_ckpt_load(md, &mm, NULL, &e), &e);
+    CHECK_OK(al_sae_fits_model(&l, &m, &mm.cfg, sha, &e), &e);
+    CHECK(al_sae_fits_model(&l, &m, &mm.cfg, "00", &e) == -1 && strstr(e.msg, "another model"));
+    al_config c2 = mm.cfg;
+    c2.n_heads = 2;
+    CHECK(al_sae_fits_model(&l, &m, &c2, sha, &e) == -1 && strstr(e.msg, "d_in 32 is not the width 16"));
+    c2 = mm.cfg;
+    c2.n_layers = 1;
+    CHECK(al_sae_fits_model(&l, &m, &c2, sha, &e) == -1 &&
+          strstr(e.msg, "reads blocks.1.attn.hook_z, but the model has 1 layer"));
+    al_model_free(&mm);
     char *cfg = t_slurp(t_path("a/cfg.json"));
     CHECK(cfg && strstr(cfg, "\"hook_name\":\t\"blocks.1.attn.hook_z\""));
     free(cfg);

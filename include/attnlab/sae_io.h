@@ -59,6 +59,15 @@ int al_sae_hook_name(int site, int layer, char *buf, size_t cap);
 /* Back: 0 with *site and *layer, or −1 (no such hook name). */
 int al_sae_hook_parse(const char *name, int *site, int *layer);
 
+/* 0 if the SAE reads a site this model has: hook_layer < n_layers, d_in
+ * the site's width (n_heads·d_head for z, d_model for resid_pre), and,
+ * when both are known (non-empty), meta's model_sha256 equal to
+ * model_sha256 (of the model's model.safetensors). Else −1 with one line
+ * saying which. */
+struct al_config;
+int al_sae_fits_model(const al_sae *s, const al_sae_meta *meta, const struct al_config *c,
+                      const char *model_sha256, al_err *e);
+
 /* Write OUT/sae_weights.safetensors then OUT/cfg.json (creating OUT),
  * each to a temporary name, fsynced and renamed. Refuses non-finite
  * weights or scale before writing anything. 0, or −1 with e. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "attnlab/json.h"
+#include "attnlab/model.h"
 #include "attnlab/safetensors.h"
 
 int al_sae_hook_name(int site, int layer, char *buf, size_t cap) {
@@ -45,6 +46,25 @@ int al_sae_hook_parse(const char *name, int *site, int *layer) {
         return -1;
     *site = st;
     *layer = (int)l;
+    return 0;
+}
+
+int al_sae_fits_model(const al_sae *s, const al_sae_meta *meta, const al_config *c,
+                      const char *model_sha256, al_err *e) {
+    char hook[64];
+    if (al_sae_hook_name(meta->site, meta->hook_layer, hook, sizeof hook) != 0)
+        return al_errf(e, "the SAE's site is unknown");
+    if (meta->hook_layer >= c->n_layers)
+        return al_errf(e, "the SAE reads %s, but the model has %d layer%s", hook, c->n_layers,
+                       c->n_layers == 1 ? "" : "s");
+    int w = meta->site == AL_SAE_SITE_Z ? c->n_heads * c->d_head : c->d_model;
+    if (s->cfg.d_in != w)
+        return al_errf(e, "the SAE's d_in %d is not the width %d of %s in this model", s->cfg.d_in,
+                       w, hook);
+    if (model_sha256 && *model_sha256 && meta->model_sha256[0] &&
+        strcmp(model_sha256, meta->model_sha256) != 0)
+        return al_errf(e, "the SAE was trained on another model (sha256 %.12s..., this one "
+                       "%.12s...)", meta->model_sha256, model_sha256);
     return 0;
 }
 

@@ -229,13 +229,13 @@ static int save(al_sae_trainer *t, al_err *e) {
              t->rng.s[0], t->rng.s[1], t->rng.s[2], t->rng.s[3]);
     snprintf(scale, sizeof scale, "%.17g", t->meta.scale);
     opts_key(t, key, sizeof key);
-    const char *mk[5] = {"format", "step", "rng", "scale", "opts"};
-    const char *mv[5] = {"attnlab-sae-resume-1", step, rng, scale, key};
+    const char *mk[6] = {"format", "step", "rng", "scale", "opts", "model_sha256"};
+    const char *mv[6] = {"attnlab-sae-resume-1", step, rng, scale, key, t->meta.model_sha256};
     /* the SAELens pair first, the resume file last: a resume file on disk
      * always has a pair beside it (of its step, or of the next one when a
      * crash came between the two) */
     int rc = al_sae_save(t->o.out, &t->sae, &t->meta, e);
-    if (rc == 0) rc = al_st_write(path, ts, 4, mk, mv, 5, e);
+    if (rc == 0) rc = al_st_write(path, ts, 4, mk, mv, 6, e);
     free(since);
     return rc;
 }
@@ -263,6 +263,12 @@ static int load_resume(al_sae_trainer *t, al_err *e) {
     }
     if (strcmp(okey, key) != 0) {
         al_errf(e, "%s was made with other options than these; resume with the same ones", path);
+        goto out;
+    }
+    const char *msha = al_st_meta(f, "model_sha256");
+    if (!msha || strcmp(msha, t->meta.model_sha256) != 0) {
+        al_errf(e, "%s was trained on another model than %s (model sha256 differs)", path,
+                t->o.model ? t->o.model : "the source");
         goto out;
     }
     long st = strtol(step, &end, 10);
@@ -612,10 +618,7 @@ int al_sae_evaluate_acts(al_sae *s, const float *x, long n, al_sae_eval *ev, al_
 int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *val,
                     int n_windows, int T, int bm, al_sae_eval *ev, al_err *e) {
     const int d = s->cfg.d_in;
-    const int want_d = meta->site == AL_SAE_SITE_Z ? m->cfg.n_heads * m->cfg.d_head : m->cfg.d_model;
-    if (d != want_d || meta->hook_layer >= m->cfg.n_layers)
-        return al_errf(e, "the SAE (d_in %d, layer %d) does not fit the model (site width %d, %d "
-                       "layers)", d, meta->hook_layer, want_d, m->cfg.n_layers);
+    if (al_sae_fits_model(s, meta, &m->cfg, NULL, e) != 0) return -1;
     if (n_windows < 1 || bm < 1 || T < 1 || T > m->cfg.n_ctx)
         return al_errf(e, "SAE evaluation: bad window counts");
     if (bm > n_windows) bm = n_windows; /* so the windows spread over all of val */
