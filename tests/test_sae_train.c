@@ -308,6 +308,33 @@ TEST(sae_train_eval_recomputed) {
     CHECK_NEAR(ev.fve, 1 - sse / var, 1e-9);
     CHECK_NEAR(ev.l0, l0 / (W * T), 1e-12);
     CHECK_NEAR(ev.mse, sse / (W * T), 1e-9);
+    /* the same from the saved files by PyTorch (tests/sae_ref.py --eval),
+     * on the raw z (the reference applies cfg.json's scale itself) */
+    {
+        FILE *f = fopen(t_path("acts.json"), "w");
+        CHECK(f != NULL);
+        if (f) {
+            fputs("{\"x\": [", f);
+            const float *zr = m.z + (size_t)1 * W * T * H * D;
+            for (int i = 0; i < W * T * d; i++) fprintf(f, i ? ",%.9g" : "%.9g", (double)zr[i]);
+            fprintf(f, "], \"l0\": %.17g, \"mse\": %.17g, \"fve\": %.17g}\n", ev.l0, ev.mse,
+                    ev.fve);
+            fclose(f);
+            char args[2400];
+            snprintf(args, sizeof args, "--eval %s %s", t_path("ev"), t_path("acts.json"));
+            int rc = t_sh("/usr/bin/python3 tests/sae_ref.py %s > %s 2>&1", args, t_path("ref.out"));
+            char *out = t_slurp(t_path("ref.out"));
+            if (rc == 77 || rc == 127) {
+                printf("  (no PyTorch: the reference recomputation was skipped)\n");
+            } else {
+                CHECKF(rc == 0 && out && strstr(out, "fve ref"), "sae_ref.py --eval exit %d: %s",
+                       rc, out ? out : "");
+                const char *mx = out ? strstr(out, "max ") : NULL;
+                printf("  PyTorch recomputation from the saved SAE: %s", mx ? mx : "?\n");
+            }
+            free(out);
+        }
+    }
     /* z replacement per head of layer 1: zeros, then the reconstruction */
     float *rep = calloc((size_t)W * T * d, sizeof(float));
     const float *reps[8] = {0};

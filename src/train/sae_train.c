@@ -80,7 +80,9 @@ struct al_sae_trainer {
     al_rng rng;         /* data order: windows and the shuffle, nothing else */
     long step;
     int d_in, T, bm;    /* bm: windows per model forward */
-    float *buf;         /* (buffer_batches·batch, d_in) */
+    float *buf;         /* (buffer_batches·batch, d_in), in the order drawn */
+    int *perm;          /* (buffer_batches·batch) the shuffled order */
+    float *batch;       /* (batch, d_in) one batch gathered */
     float *cap;         /* (bm·T, d_in) captured activations */
     int *in, *tg;       /* (bm, T) */
     double rate;
@@ -99,6 +101,8 @@ void al_sae_trainer_free(al_sae_trainer *t) {
     al_sae_free(&t->sae);
     al_sae_adam_free(&t->adam);
     free(t->buf);
+    free(t->perm);
+    free(t->batch);
     free(t->cap);
     free(t->in);
     free(t);
@@ -153,13 +157,15 @@ static int capture(al_model *m, const al_sae_meta *meta, int d_in, const int *in
 
 /* ------------------------------------------------------ activations */
 
-static void shuffle_rows(float *x, long n, int d, al_rng *rng, float *tmp) {
+/* Fisher-Yates on the row order (the rows themselves stay put; a batch
+ * gathers its rows through perm). */
+static void shuffle_perm(int *perm, long n, al_rng *rng) {
+    for (long i = 0; i < n; i++) perm[i] = (int)i;
     for (long i = n - 1; i > 0; i--) {
         long j = (long)al_rng_below(rng, (uint32_t)(i + 1));
-        if (j == i) continue;
-        memcpy(tmp, x + (size_t)i * d, (size_t)d * sizeof(float));
-        memcpy(x + (size_t)i * d, x + (size_t)j * d, (size_t)d * sizeof(float));
-        memcpy(x + (size_t)j * d, tmp, (size_t)d * sizeof(float));
+        int tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
     }
 }
 
@@ -187,8 +193,17 @@ static int fill_buffer(al_sae_trainer *t, al_err *e) {
     if (draw(t, t->buf, n, &t->rng, e) != 0) return -1;
     const float s = (float)t->meta.scale;
     for (long i = 0; i < n * t->d_in; i++) t->buf[i] *= s;
-    shuffle_rows(t->buf, n, t->d_in, &t->rng, t->cap);
+    shuffle_perm(t->perm, n, &t->rng);
     return 0;
+}
+
+/* Batch pos of the buffer, gathered in shuffled order into t->batch. */
+static const float *batch_at(al_sae_trainer *t, int pos) {
+    const int B = t->o.batch, d = t->d_in;
+    const int *p = t->perm + (size_t)pos * B;
+    for (int b = 0; b < B; b++)
+        memcpy(t->batch + (size_t)b * d, t->buf + (size_t)p[b] * d, (size_t)d * sizeof(float));
+    return t->batch;
 }
 
 /* ------------------------------------------------------ checkpoints */
@@ -443,12 +458,18 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
     if (al_sae_init(&t->sae, &c, o->seed, e) != 0) goto fail;
     if (al_sae_adam_init(&t->adam, t->sae.n_params, e) != 0) goto fail;
     const size_t nbuf = (size_t)o->buffer_batches * (size_t)o->batch;
+    if (nbuf > 0x7fffffffu) {
+        al_errf(e, "buffer_batches x batch must be below 2^31");
+        goto fail;
+    }
     t->buf = al_malloc(nbuf * t->d_in, sizeof(float), e);
+    t->perm = al_malloc(nbuf, sizeof(int), e);
+    t->batch = al_malloc((size_t)o->batch * t->d_in, sizeof(float), e);
     size_t ncap = (size_t)t->bm * t->T;
     if (ncap < 1) ncap = 1;
     t->cap = al_malloc(ncap * t->d_in, sizeof(float), e);
     t->in = al_malloc((size_t)t->bm * t->T * 2, sizeof(int), e);
-    if (!t->buf || !t->cap || !t->in) goto fail;
+    if (!t->buf || !t->perm || !t->batch || !t->cap || !t->in) goto fail;
     t->tg = t->in + (size_t)t->bm * t->T;
     char cp[AL_PATH_MAX + 64], rp[AL_PATH_MAX + 64];
     if (al_path_join(cp, sizeof cp, o->out, AL_SAE_CFG_FILE, e) != 0 ||
@@ -490,7 +511,7 @@ int al_sae_trainer_run(al_sae_trainer *t, int *stopped, al_err *e) {
     double t0 = al_now();
     while (t->step < o->steps) {
         if (pos == 0 && fill_buffer(t, e) != 0) return -1;
-        const float *x = t->buf + (size_t)pos * o->batch * t->d_in;
+        const float *x = batch_at(t, pos);
         if (al_sae_forward(&t->sae, x, o->batch, e) != 0) return -1;
         if (!isfinite(t->sae.loss)) {
             al_progress_done(&pr);
