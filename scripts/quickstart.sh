@@ -18,7 +18,7 @@ say() { printf '   %s\n' "$@"; }
 
 rm -rf "$OUT/data" "$OUT/results.db" "$OUT/report"
 mkdir -p "$OUT/data"
-M=$OUT/model DB=$OUT/results.db
+M=$OUT/models/2l DB=$OUT/results.db
 
 step "data: 16000 built-in documents (80% a random span of 5-15 words repeated), a 512-piece tokenizer"
 $BIN data synth --out "$OUT/data/stories.txt" --stories "$STORIES" --seed 1 --repeat-fraction 0.8 \
