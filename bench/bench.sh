@@ -21,7 +21,8 @@
 #        ATTR_PAIRS (pairs of the attribution bench, 16: its reference is
 #        every patching sweep), DEEP (0: skip the 4-layer runs),
 #        DEEP_PAIRS (pairs of the 4-layer runs, 8), DEEP_NAIVE_PAIRS (of its
-#        naive head_pos sweep, 2: 3,232 full forwards)
+#        naive head_pos sweep, 2: 3,232 full forwards), SAE (0: skip the
+#        sparse-autoencoder runs), SAE_STEPS (steps of the streamed run, 100)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
 BUILD=${BUILD:-build}
@@ -37,6 +38,8 @@ ATTR_PAIRS=${ATTR_PAIRS:-16}
 DEEP=${DEEP:-1}
 DEEP_PAIRS=${DEEP_PAIRS:-8}
 DEEP_NAIVE_PAIRS=${DEEP_NAIVE_PAIRS:-2}
+SAE=${SAE:-1}
+SAE_STEPS=${SAE_STEPS:-100}
 BIN=$BUILD/bench_engine
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 DIR=$(dirname "$0")
@@ -115,6 +118,23 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run discover c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs 32 --probe-r "$PATCH_R"
+# sparse autoencoders: TopK training steps on random activations (C and
+# PyTorch), then the whole trainer on a 2-layer model's layer-1 z (a
+# model trained one step on built-in stories: the forward's cost does not
+# depend on what the weights learned)
+if [ "$SAE" = 1 ]; then
+    run sae c "$MIN_TIME" --mode sae
+    run sae torch "$MIN_TIME" --mode sae
+    A=$BUILD/attnlab
+    if [ -x "$A" ] && "$A" data synth --out "$TMP/s.txt" --stories 3000 >/dev/null 2>&1 &&
+        "$A" tokenizer train --in "$TMP/s.txt" --vocab 2048 --out "$TMP/tok.json" >/dev/null 2>&1 &&
+        "$A" encode --tokenizer "$TMP/tok.json" --in "$TMP/s.txt" --out "$TMP/s.bin" >/dev/null 2>&1 &&
+        "$A" train --data "$TMP/s.train.bin" --tokenizer "$TMP/tok.json" --out "$TMP/m2" \
+            --steps 1 --eval-every 0 --threads "$THREADS" >/dev/null 2>&1; then
+        run sae-stream c 0 --mode sae-stream --sae-model "$TMP/m2" --sae-data "$TMP/s.train.bin" \
+            --sae-out "$TMP/sae" --sae-layer 1 --sae-steps "$SAE_STEPS"
+    fi
+fi
 # 4 layers: ACDC visits every receiver (W_U x d_model: logits of order 1)
 [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] &&
     run discover4 c 0 --mode discover --n-layers 4 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
@@ -257,6 +277,28 @@ if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/patch4.c.json" ]; then
         "each, on $(jget "$P" naive_pairs) pairs) $(jget "$P" naive_config_pairs_per_s):" \
         "$(jget "$P" speedup)x ($(jget "$P" speedup_same_pairs)x on the same pairs; metrics within" \
         "$(jget "$P" max_metric_diff))"
+fi
+
+if [ "$SAE" = 1 ] && [ -s "$TMP/sae.c.json" ]; then
+    S=$TMP/sae.c.json T=$TMP/sae.torch.json
+    echo
+    echo "sparse autoencoder (TopK k $(jget "$S" k), d_in $(jget "$S" d_in), d_sae $(jget "$S" d_sae)," \
+        "batch $(jget "$S" batch)): training steps on random activations"
+    printf '%-24s %12s %20s %8s\n' "" "activations/s" "dense-equiv GFLOP/s" "%sgemm"
+    for f in "$S" "$T"; do
+        [ -s "$f" ] || continue
+        printf '%-24s %12s %20s %8s\n' "$([ "$f" = "$S" ] && echo "C (sparse TopK)" || echo "PyTorch (dense, SAELens)")" \
+            "$(jget "$f" acts_per_s)" "$(jget "$f" gflops_dense_equiv)" \
+            "$(awk -v a="$(jget "$f" gflops_dense_equiv)" -v b="$SGEMM" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b }')"
+    done
+    [ -s "$T" ] && echo "C/PyTorch $(awk -v a="$(jget "$S" acts_per_s)" -v b="$(jget "$T" acts_per_s)" 'BEGIN { printf "%.1fx", a / b }');" \
+        "dense-equivalent = the 6·batch·d_in·d_sae FLOPs a dense implementation does, as a share of sgemm"
+    if [ -s "$TMP/sae-stream.c.json" ]; then
+        W=$TMP/sae-stream.c.json
+        echo "the whole trainer on layer-1 z of a 2-layer model (d_model 256, n_ctx 256; the model's forward" \
+            "included), $(jget "$W" steps) steps: $(jget "$W" acts_per_s) activations/s," \
+            "$(jget "$W" minutes_per_10m) min per 10 M activations"
+    fi
 fi
 
 if [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then

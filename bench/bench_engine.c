@@ -19,6 +19,11 @@
  *                  the random model logits of order 1, so that ACDC keeps
  *                  heads alive and visits every receiver of the graph
  *                  (at 1 it removes every logits edge and stops there)
+ *   --mode sae     TopK SAE training steps (al_sae_forward, _backward,
+ *                  Adam) on random activations of d_in = n_heads x d_head
+ *   --mode sae-stream  the SAE trainer (al_sae_trainer_run) on --sae-model
+ *                  and --sae-data: the model's forward to the z site
+ *                  included, its own activations/s
  *   --mode patch   the activation-patching sweep al_patch_run (component
  *                  head_pos: every head x position, task induction) with
  *                  the incremental forward (al_model_forward_delta) on
@@ -47,15 +52,21 @@
 #include "attnlab/attrpatch.h"
 #include "attnlab/discover.h"
 #include "attnlab/patch.h"
+#include "attnlab/sae.h"
+#include "attnlab/sae_train.h"
 
 static const char *o_mode = "train";
 static int o_layers = 2, o_dmodel = 256, o_heads = 8, o_dhead = 32, o_ctx = 256;
 static int o_vocab = 4096, o_batch = 16, o_threads = 2, o_warmup = 2, o_sgemm_n = 4096;
 static double o_min_time = 3.0, o_wu_scale = 1.0;
 static int o_pairs = 64, o_naive_pairs = 8, o_patch_r = 50, o_patch_batch = 8;
+static int o_sae_expansion = 8, o_sae_k = 32, o_sae_batch = 4096, o_sae_layer = 1;
+static int o_sae_steps = 200;
+static const char *o_sae_model = NULL, *o_sae_data = NULL, *o_sae_out = NULL;
 
 static al_flag flags[] = {
-    {"mode", AL_STR, &o_mode, "M", "train, infer, sgemm, patch, attr or discover", 0, 0},
+    {"mode", AL_STR, &o_mode, "M", "train, infer, sgemm, patch, attr, discover, sae or sae-stream",
+     0, 0},
     {"n-layers", AL_INT, &o_layers, "N", "attention layers", 0, 0},
     {"d-model", AL_INT, &o_dmodel, "N", "residual width", 0, 0},
     {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
@@ -71,6 +82,14 @@ static al_flag flags[] = {
     {"naive-pairs", AL_INT, &o_naive_pairs, "N", "patch: pairs of the naive sweep", 0, 0},
     {"probe-r", AL_INT, &o_patch_r, "R", "patch: induction task R", 0, 0},
     {"patch-batch", AL_INT, &o_patch_batch, "N", "patch: pairs per forward", 0, 0},
+    {"sae-expansion", AL_INT, &o_sae_expansion, "N", "sae: d_sae = N x d_in", 0, 0},
+    {"sae-k", AL_INT, &o_sae_k, "K", "sae: TopK k", 0, 0},
+    {"sae-batch", AL_INT, &o_sae_batch, "N", "sae: activations per step", 0, 0},
+    {"sae-layer", AL_INT, &o_sae_layer, "L", "sae-stream: the z site's layer", 0, 0},
+    {"sae-steps", AL_INT, &o_sae_steps, "N", "sae-stream: training steps", 0, 0},
+    {"sae-model", AL_STR, &o_sae_model, "DIR", "sae-stream: model directory", 0, 0},
+    {"sae-data", AL_STR, &o_sae_data, "FILE", "sae-stream: token file", 0, 0},
+    {"sae-out", AL_STR, &o_sae_out, "DIR", "sae-stream: SAE directory to write", 0, 0},
     {"wu-scale", AL_FLOAT, &o_wu_scale, "X",
      "discover: W_U times X (logits of order 1 at X = d_model, so ACDC visits every receiver)", 0,
      0},
@@ -365,6 +384,100 @@ static int bench_discover(void) {
     return 0;
 }
 
+/* One SAE training step on a fixed batch of random activations: forward,
+ * backward, dead counters, Adam with the decoder-row constraint (the
+ * trainer's inner loop without the model). */
+typedef struct sae_arg {
+    al_sae *s;
+    al_sae_adam *o;
+    const float *x;
+    int B;
+    long t;
+} sae_arg;
+
+static int sae_step(void *p) {
+    sae_arg *g = p;
+    al_err e;
+    if (al_sae_forward(g->s, g->x, g->B, &e) || al_sae_backward(g->s, &e)) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        return -1;
+    }
+    al_sae_update_dead(g->s);
+    al_sae_adam_step(g->s, g->o, 1e-4, 0.9, 0.999, 1e-8, ++g->t);
+    return 0;
+}
+
+/* TopK SAE on z of the default model's width (d_in = n_heads x d_head):
+ * activations/s from the median step; dense-equivalent GFLOP/s counts
+ * the 6·B·d_in·d_sae a dense implementation does (encoder and decoder,
+ * forward and backward), which TopK's sparse decoder and backward skip. */
+static int bench_sae(void) {
+    al_err e;
+    int d_in = o_heads * o_dhead, d_sae = o_sae_expansion * d_in, B = o_sae_batch;
+    al_sae_cfg c = al_sae_cfg_default(d_in, d_sae);
+    c.k = o_sae_k;
+    al_sae s = {0};
+    al_sae_adam o = {0};
+    float *x = malloc(sizeof(float) * (size_t)B * d_in);
+    if (!x || al_sae_init(&s, &c, 1, &e) || al_sae_adam_init(&o, s.n_params, &e)) {
+        fprintf(stderr, "bench_engine: %s\n", x ? e.msg : "out of memory");
+        return 1;
+    }
+    al_rng r;
+    al_rng_seed(&r, 7);
+    for (size_t i = 0; i < (size_t)B * d_in; i++) x[i] = (float)al_rng_normal(&r);
+    sae_arg g = {&s, &o, x, B, 0};
+    double total;
+    int it = time_loop(sae_step, &g, o_warmup, o_min_time, &total);
+    if (it < 0) return 1;
+    double med = median(it), dense = 6.0 * B * d_in * (double)d_sae;
+    printf("{\"impl\": \"c\", \"mode\": \"sae\", \"d_in\": %d, \"d_sae\": %d, \"k\": %d, "
+           "\"batch\": %d, \"threads\": %d, \"iters\": %d, \"seconds\": %.4f, "
+           "\"acts_per_s\": %.1f, \"acts_per_s_mean\": %.1f, \"gflops_dense_equiv\": %.2f, "
+           "\"loss\": %.5f, ",
+           d_in, d_sae, c.k, B, o_threads, it, total, B / med, (double)B * it / total,
+           dense / med / 1e9, s.loss);
+    print_tail();
+    free(x);
+    al_sae_adam_free(&o);
+    al_sae_free(&s);
+    return 0;
+}
+
+/* The whole trainer (al_sae_trainer_run): windows of the token file
+ * through the model up to the z site of --sae-layer, the shuffle buffer,
+ * the SAE steps; its own activations/s (model forward included). */
+static int bench_sae_stream(void) {
+    al_err e;
+    if (!o_sae_model || !o_sae_data || !o_sae_out) {
+        fprintf(stderr, "bench_engine: --mode sae-stream needs --sae-model, --sae-data, --sae-out\n");
+        return 2;
+    }
+    al_sae_train_opts o = al_sae_train_opts_defaults();
+    o.model = o_sae_model, o.data = o_sae_data, o.out = o_sae_out;
+    o.layer = o_sae_layer, o.expansion = o_sae_expansion, o.k = o_sae_k;
+    o.batch = o_sae_batch, o.steps = o_sae_steps, o.threads = o_threads, o.force = 1;
+    o.ckpt_every = 0;
+    al_sae_trainer *t = NULL;
+    int stopped = 0;
+    double t0 = al_now();
+    if (al_sae_trainer_init(&t, &o, &e) || al_sae_trainer_run(t, &stopped, &e)) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        al_sae_trainer_free(t);
+        return 1;
+    }
+    double secs = al_now() - t0, rate = al_sae_trainer_rate(t);
+    const al_sae *s = al_sae_trainer_sae(t);
+    printf("{\"impl\": \"c\", \"mode\": \"sae-stream\", \"d_in\": %d, \"d_sae\": %d, "
+           "\"k\": %d, \"batch\": %d, \"steps\": %ld, \"threads\": %d, \"seconds\": %.3f, "
+           "\"acts_per_s\": %.1f, \"minutes_per_10m\": %.2f, ",
+           s->cfg.d_in, s->cfg.d_sae, s->cfg.k, o.batch, al_sae_trainer_step(t), o_threads, secs,
+           rate, rate > 0 ? 1e7 / rate / 60 : 0.0);
+    print_tail();
+    al_sae_trainer_free(t);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(flags, argc - 1, argv + 1, NULL, 0, NULL, &e) != 0) {
@@ -385,7 +498,9 @@ int main(int argc, char **argv) {
     if (!strcmp(o_mode, "patch")) return bench_patch();
     if (!strcmp(o_mode, "attr")) return bench_attr();
     if (!strcmp(o_mode, "discover")) return bench_discover();
-    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm, patch, attr or discover)\n",
-            o_mode);
+    if (!strcmp(o_mode, "sae")) return bench_sae();
+    if (!strcmp(o_mode, "sae-stream")) return bench_sae_stream();
+    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm, patch, attr, discover, "
+                    "sae or sae-stream)\n", o_mode);
     return 2;
 }

@@ -12,6 +12,11 @@ meaningless).
   --mode train   forward + backward + clip_grad_norm_ + AdamW
   --mode infer   forward (logits and loss) under torch.no_grad
   --mode sgemm   torch.mm on 4096x4096 matrices
+  --mode sae     TopK SAE training steps on random activations, written as
+                 SAELens trains one (dense encoder and decoder matmuls,
+                 torch.topk, autograd, Adam, decoder rows kept at unit norm
+                 with the parallel gradient removed); the C side is
+                 bench_engine --mode sae
 Exit 77 when torch cannot be imported.
 """
 import argparse
@@ -61,9 +66,48 @@ def timed(step, warmup, min_time):
     return len(times), time.perf_counter() - t0, statistics.median(times)
 
 
+def sae_bench(a):
+    """One TopK SAE training step per iteration on a fixed random batch."""
+    d_in = a.n_heads * a.d_head
+    d_sae, k, B = a.sae_expansion * d_in, a.sae_k, a.sae_batch
+    g = torch.Generator().manual_seed(7)
+    W_dec = torch.randn(d_sae, d_in, generator=g)
+    W_dec /= W_dec.norm(dim=1, keepdim=True)
+    W_dec.requires_grad_(True)
+    W_enc = W_dec.detach().t().clone().requires_grad_(True)
+    b_enc = torch.zeros(d_sae, requires_grad=True)
+    b_dec = torch.zeros(d_in, requires_grad=True)
+    params = [W_enc, b_enc, W_dec, b_dec]
+    opt = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8)
+    x = torch.randn(B, d_in, generator=g)
+    last = {}
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        pre = (x - b_dec) @ W_enc + b_enc
+        val, idx = torch.topk(pre, k, dim=1)
+        f = torch.zeros_like(pre).scatter(1, idx, torch.relu(val))
+        xhat = f @ W_dec + b_dec
+        loss = ((xhat - x) ** 2).sum(dim=1).mean()
+        loss.backward()
+        with torch.no_grad():
+            W_dec.grad -= (W_dec.grad * W_dec).sum(dim=1, keepdim=True) * W_dec
+        opt.step()
+        with torch.no_grad():
+            W_dec.div_(W_dec.norm(dim=1, keepdim=True))
+        last["loss"] = loss.item()
+
+    it, t, med = timed(step, a.warmup, a.min_time)
+    return dict(d_in=d_in, d_sae=d_sae, k=k, batch=B, threads=a.threads, iters=it,
+                seconds=round(t, 4), acts_per_s=round(B / med, 1),
+                acts_per_s_mean=round(B * it / t, 1),
+                gflops_dense_equiv=round(6.0 * B * d_in * d_sae / med / 1e9, 2),
+                loss=round(last["loss"], 5))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mode", default="train", choices=["train", "infer", "sgemm"])
+    ap.add_argument("--mode", default="train", choices=["train", "infer", "sgemm", "sae"])
     ap.add_argument("--n-layers", type=int, default=2)
     ap.add_argument("--d-model", type=int, default=256)
     ap.add_argument("--n-heads", type=int, default=8)
@@ -75,6 +119,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--min-time", type=float, default=3.0)
     ap.add_argument("--sgemm-n", type=int, default=4096)
+    ap.add_argument("--sae-expansion", type=int, default=8)
+    ap.add_argument("--sae-k", type=int, default=32)
+    ap.add_argument("--sae-batch", type=int, default=4096)
     a = ap.parse_args()
     if torch is None:
         print("skipped: cannot import torch (%s)" % torch_ref.TORCH_ERROR)
@@ -89,6 +136,8 @@ def main():
         out.update(n=n, threads=a.threads, iters=it, seconds=round(t, 4),
                    gflops=round(2.0 * n ** 3 / med / 1e9, 2),
                    gflops_mean=round(2.0 * n ** 3 * it / t / 1e9, 2))
+    elif a.mode == "sae":
+        out.update(sae_bench(a))
     else:
         cfg = {"n_layers": a.n_layers, "d_model": a.d_model, "n_heads": a.n_heads,
                "d_head": a.d_head, "n_ctx": a.n_ctx, "d_vocab": a.d_vocab, "tied": False}

@@ -216,29 +216,53 @@ static int cmp_rank(const void *a, const void *b) {
     return better(x->v, x->i, y->v, y->i) ? -1 : better(y->v, y->i, x->v, x->i) ? 1 : 0;
 }
 
+/* Offer (v, i) to the heap of the n ≤ k best kept so far; *thr is the
+ * heap's worst value once it holds k. */
+static inline void heap_offer(vi_t *heap, int *n, int k, float v, int i, float *thr) {
+    if (*n < k) {
+        /* sift up */
+        int c = (*n)++;
+        heap[c] = (vi_t){v, i};
+        while (c > 0) {
+            int p = (c - 1) / 2;
+            if (!better(heap[p].v, heap[p].i, heap[c].v, heap[c].i)) break;
+            vi_t t = heap[p];
+            heap[p] = heap[c];
+            heap[c] = t;
+            c = p;
+        }
+        if (*n == k) *thr = heap[0].v;
+    } else if (better(v, i, heap[0].v, heap[0].i)) {
+        heap[0] = (vi_t){v, i};
+        sift_down(heap, *n, 0);
+        *thr = heap[0].v;
+    }
+}
+
 /* The k best of row[cand[j]] (cand NULL: of row[0..m)), by descending
- * rank, into out_i / out_v (ReLU applied to the value). heap: k slots. */
+ * rank, into out_i / out_v (ReLU applied to the value). heap: k slots.
+ * Once the heap is full, an entry below its worst value can never enter
+ * (exact, ties included), so a dense row is scanned in chunks of 16 whose
+ * maximum (one vector reduction) is compared first: after the first few
+ * hundred entries almost every chunk is skipped whole. */
 static void select_top(const float *row, const int *cand, int m, int k, vi_t *heap, int *out_i,
                        float *out_v) {
+    enum { CH = 16 };
     int n = 0;
-    for (int j = 0; j < m; j++) {
-        int i = cand ? cand[j] : j;
-        float v = row[i];
-        if (n < k) {
-            /* sift up */
-            int c = n++;
-            heap[c] = (vi_t){v, i};
-            while (c > 0) {
-                int p = (c - 1) / 2;
-                if (!better(heap[p].v, heap[p].i, heap[c].v, heap[c].i)) break;
-                vi_t t = heap[p];
-                heap[p] = heap[c];
-                heap[c] = t;
-                c = p;
-            }
-        } else if (better(v, i, heap[0].v, heap[0].i)) {
-            heap[0] = (vi_t){v, i};
-            sift_down(heap, n, 0);
+    float thr = -INFINITY;
+    for (int j = 0; j < m; j += CH) {
+        int end = j + CH < m ? j + CH : m;
+        if (!cand && n == k) {
+            float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+            for (int t = j; t < end; t++) mx = row[t] > mx ? row[t] : mx;
+            if (mx < thr) continue;
+        }
+        for (int t = j; t < end; t++) {
+            int i = cand ? cand[t] : t;
+            float v = row[i];
+            if (n == k && v < thr) continue;
+            heap_offer(heap, &n, k, v, i, &thr);
         }
     }
     qsort(heap, (size_t)n, sizeof *heap, cmp_rank);
@@ -246,6 +270,30 @@ static void select_top(const float *row, const int *cand, int m, int k, vi_t *he
         out_i[j] = heap[j].i;
         out_v[j] = heap[j].v > 0 ? heap[j].v : 0.0f;
     }
+}
+
+/* select_top over a whole row of n pre-activations, cheaper: the
+ * (2k·S/n)-th largest of the first S = n/8 entries estimates a value
+ * about 2k entries of the row reach; the entries at or above it (one
+ * vectorisable pass) are the candidates, and when there are at least k of
+ * them they hold every entry of the exact top k (ties included, as all
+ * entries ≥ the estimate are in), so select_top over them gives the same
+ * answer as over the row. Fewer than k: the whole row. cand: n slots. */
+static void select_top_dense(const float *row, int n, int k, vi_t *heap, int *cand, int *out_i,
+                             float *out_v) {
+    int S = n / 8, ks = S > 0 ? (int)(((long)2 * k * S + n - 1) / n) : 0;
+    if (ks < 1 || ks > S || ks > k) {
+        select_top(row, NULL, n, k, heap, out_i, out_v);
+        return;
+    }
+    int h = 0;
+    float est = -INFINITY;
+    for (int t = 0; t < S; t++) heap_offer(heap, &h, ks, row[t], t, &est);
+    int c = 0;
+    for (int t = 0; t < n; t++)
+        if (row[t] >= est) cand[c++] = t;
+    if (c >= k) select_top(row, cand, c, k, heap, out_i, out_v);
+    else select_top(row, NULL, n, k, heap, out_i, out_v);
 }
 
 static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
@@ -269,13 +317,18 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
     if (s->cfg.arch == AL_SAE_TOPK) {
         const int k = s->cfg.k;
         vi_t *heap = al_malloc((size_t)k, sizeof *heap * (size_t)max_threads(), e);
-        if (!heap) return -1;
+        int *cand = heap ? al_malloc((size_t)n, sizeof(int) * (size_t)max_threads(), e) : NULL;
+        if (!cand) {
+            free(heap);
+            return -1;
+        }
 #pragma omp parallel for schedule(static)
         for (int b = 0; b < B; b++) {
             vi_t *h = heap + (size_t)k * (size_t)thread_num();
             int *ii = s->idx + (size_t)b * k;
             float *vv = s->val + (size_t)b * k;
-            select_top(s->pre + (size_t)b * n, NULL, n, k, h, ii, vv);
+            select_top_dense(s->pre + (size_t)b * n, n, k, h, cand + (size_t)n * thread_num(), ii,
+                             vv);
             float *xh = s->xhat + (size_t)b * d;
             for (int j = 0; j < k; j++) {
                 if (vv[j] == 0) continue;
@@ -285,6 +338,7 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
             }
         }
         free(heap);
+        free(cand);
         for (size_t j = 0; j < (size_t)B * k; j++) l0 += s->val[j] > 0;
     } else {
         const size_t Bn = (size_t)B * n;
