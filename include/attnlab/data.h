@@ -31,6 +31,11 @@ void al_tokens_free(al_tokens *t);
  * out of memory or when t holds an id >= d_vocab (a token file of another
  * vocabulary). */
 unsigned char *al_tokens_present(const al_tokens *t, int d_vocab, int *n_present, al_err *e);
+/* Hold out the last share frac of train's tokens as val (a copy; train
+ * keeps the rest), for runs given one token file. name is the file, for
+ * the message. 0, or −1 with e (val untouched) when either part would
+ * have fewer than 2 tokens or out of memory. */
+int al_tokens_hold_out(al_tokens *train, double frac, const char *name, al_tokens *val, al_err *e);
 
 /* Fill inputs/targets (B,T) from a random window per row. Needs n > T. */
 int al_batch_random(const al_tokens *d, int B, int T, al_rng *rng,

@@ -130,6 +130,21 @@ void al_tokens_free(al_tokens *t) {
     memset(t, 0, sizeof *t);
 }
 
+int al_tokens_hold_out(al_tokens *train, double frac, const char *name, al_tokens *val, al_err *e) {
+    size_t n_val = (size_t)((double)train->n * frac);
+    if (n_val < 2 || train->n - n_val < 2)
+        return al_errf(e, "%s has %zu tokens: too few to hold out a validation split", name,
+                       train->n);
+    uint16_t *tok = al_malloc(n_val, sizeof(uint16_t), e);
+    if (!tok) return -1;
+    memcpy(tok, train->tok + train->n - n_val, n_val * sizeof(uint16_t));
+    val->tok = tok;
+    val->n = n_val;
+    val->max_id = train->max_id;
+    train->n -= n_val;
+    return 0;
+}
+
 unsigned char *al_tokens_present(const al_tokens *t, int d_vocab, int *n_present, al_err *e) {
     if (t->max_id >= d_vocab) {
         al_errf(e, "the token file holds id %d, outside the model's vocabulary of %d", t->max_id,

@@ -79,17 +79,7 @@ static int load_data(al_trainer *t, al_err *e) {
     if (al_tokens_load(o->data, &t->train, e) != 0) return -1;
     if (o->val && *o->val) return al_tokens_load(o->val, &t->val, e);
     /* hold out the tail: no separate file needed for quick runs */
-    size_t n_val = (size_t)((double)t->train.n * o->val_fraction);
-    if (n_val < 2 || t->train.n - n_val < 2)
-        return al_errf(e, "%s has %zu tokens: too few to hold out a validation split",
-                       o->data, t->train.n);
-    t->val.tok = al_malloc(n_val, sizeof(uint16_t), e);
-    if (!t->val.tok) return -1;
-    memcpy(t->val.tok, t->train.tok + t->train.n - n_val, n_val * sizeof(uint16_t));
-    t->val.n = n_val;
-    t->val.max_id = t->train.max_id;
-    t->train.n -= n_val;
-    return 0;
+    return al_tokens_hold_out(&t->train, o->val_fraction, o->data, &t->val, e);
 }
 
 static int setup_model(al_trainer *t, al_err *e) {
