@@ -41,10 +41,18 @@ static int has_flag(const al_analysis *a, const char *flag) {
     return 0;
 }
 
-/* "--data DIR/s.val.bin" for the commands that read tokens */
+/* "--data DIR/s.val.bin" for the commands that read tokens, and the
+ * inputs of the commands that need more (the SAE commands: a directory in
+ * DIR; `sae train` runs first and makes the SAE `sae features` reads) */
 static void data_arg(const al_analysis *a, const char *dir, char *buf, size_t cap) {
     if (a->exp_data == AL_EXP_DATA_VAL) snprintf(buf, cap, "--data %s/s.val.bin", dir);
     else buf[0] = 0;
+    size_t n = strlen(buf);
+    if (!strcmp(a->name, "sae"))
+        snprintf(buf + n, cap - n, " --val %s/s.val.bin --layer 1 --out %s/sae-walk --force "
+                 "--steps 4 --batch 64 --eval-windows 2", dir, dir);
+    else if (!strcmp(a->name, "sae_features"))
+        snprintf(buf + n, cap - n, " --sae %s/sae-walk --windows 4 --probe-r 6 --probe-n 4", dir);
 }
 
 TEST(registry_cli_json_every_analysis) {
@@ -53,10 +61,10 @@ TEST(registry_cli_json_every_analysis) {
     int n = 0;
     for (const al_analysis *const *ap = al_analyses; *ap; ap++, n++) {
         const al_analysis *a = *ap;
-        char data[1200], want[64];
+        char data[4096], want[64];
         data_arg(a, dir.s, data, sizeof data);
         int rc = t_sh("%s %s --model %s/m2 --db %s %s %s --threads 2 --json > %s 2>/dev/null",
-                      t_bin(), a->name, dir.s, db.s, data, small(a->name), out.s);
+                      t_bin(), a->cmd->name, dir.s, db.s, data, small(a->name), out.s);
         CHECKF(rc == 0, "%s --json: exit %d", a->name, rc);
         char *txt = t_slurp(out.s);
         cJSON *j = txt ? cJSON_Parse(txt) : NULL;
@@ -91,7 +99,7 @@ TEST(registry_cli_bad_input_leaves_no_run) {
     t_pbuf badp = t_pcopy("bad.jsonl");
     for (const al_analysis *const *ap = al_analyses; *ap; ap++) {
         const al_analysis *a = *ap;
-        char data[1200];
+        char data[4096];
         data_arg(a, dir.s, data, sizeof data);
         struct { const char *flag, *args, *file; } cases[] = {
             {"mask", "--mask", bad.s}, {"circuit", "--circuit", bad.s},
@@ -101,7 +109,7 @@ TEST(registry_cli_bad_input_leaves_no_run) {
             /* ablate's --pairs is its pair mode, not the task group's file */
             if (!strcmp(cases[k].flag, "pairs") && !(a->groups & AL_GROUP_TASK)) continue;
             int rc = t_sh("%s %s --model %s/m2 --db %s %s %s %s %s --threads 2 >/dev/null "
-                          "2>/dev/null", t_bin(), a->name, dir.s, db.s, data, small(a->name),
+                          "2>/dev/null", t_bin(), a->cmd->name, dir.s, db.s, data, small(a->name),
                           cases[k].args, cases[k].file);
             CHECKF(rc == 1, "%s --%s bad: exit %d", a->name, cases[k].flag, rc);
             long runs = t_sql_long(db.s, "SELECT count(*) FROM runs");
@@ -120,10 +128,10 @@ TEST(registry_cli_probe_tokens_seen) {
         CHECKF((a->groups & AL_GROUP_TASK) || !strcmp(a->name, "scores") ||
                    !strcmp(a->name, "ablate"), "%s: --probe-tokens outside the task group",
                a->name);
-        char data[1200];
+        char data[4096];
         data_arg(a, dir.s, data, sizeof data);
         int rc = t_sh("%s %s --model %s/m2 --db %s %s %s --probe-tokens seen --threads 2 "
-                      ">/dev/null 2>&1", t_bin(), a->name, dir.s, db.s, data, small(a->name));
+                      ">/dev/null 2>&1", t_bin(), a->cmd->name, dir.s, db.s, data, small(a->name));
         CHECKF(rc == 0, "%s --probe-tokens seen: exit %d", a->name, rc);
         n++;
     }

@@ -1,6 +1,6 @@
 /* registry.h -- the analysis registry: one descriptor per analysis command
  * (circuits, scores, ablate, prune, patch, paths, attribute, discover,
- * names, attnstats), and the option groups they share.
+ * names, attnstats, sae, sae_features), and the option groups they share.
  *
  * main.c, `attnlab help`, the experiment loader and its runner walk
  * al_analyses[]; nothing generic compares command names. The run driver
@@ -120,7 +120,9 @@ typedef enum {
 } al_exp_data;
 
 typedef struct al_analysis {
-    const char *name;    /* the command, the runs.kind, the experiment key */
+    const char *name;    /* the runs.kind, the experiment key, the --json schema; the
+                          * command typed is cmd->name (the same word, or a group's
+                          * subcommand: "sae train" for "sae") */
     al_command *cmd;     /* summary, help, flags (bound to *tmpl) */
     unsigned groups;     /* AL_GROUP_* its flag table holds */
     void *tmpl;          /* the command's own static arguments */

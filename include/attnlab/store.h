@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 12
+#define AL_STORE_SCHEMA_VERSION 13
 
 typedef struct al_store al_store;
 
@@ -278,6 +278,62 @@ typedef struct al_circuit_edge_row {
 } al_circuit_edge_row;
 int al_store_put_circuit_edge(al_store *s, int64_t run_id, int64_t model_id,
                               const al_circuit_edge_row *r, al_err *e);
+/* Sparse autoencoders (schema version 13). One sae_runs row per `sae
+ * train` run: the SAE's shape, its training and its evaluation (k < 0:
+ * NULL, for standard; l1_coeff NaN: NULL, for topk; NaN metrics NULL). */
+typedef struct al_sae_run_row {
+    int layer;
+    const char *site;       /* "z" or "resid_pre" */
+    const char *hook_name;
+    int d_in, d_sae;
+    const char *arch;       /* "topk" or "standard" */
+    int k;
+    double l1_coeff;
+    long steps;
+    int batch;
+    double activations;     /* steps x batch */
+    uint64_t seed;
+    double scale;
+    long eval_n;
+    double l0, fve, mse, dead_frac, dense_frac, ce_clean, ce_sae, ce_zero, ce_recovered;
+    double seconds, rate;
+    const char *out_dir;
+} al_sae_run_row;
+int al_store_put_sae_run(al_store *s, int64_t run_id, int64_t model_id,
+                         const al_sae_run_row *r, al_err *e);
+/* One `sae features` run: its SAE and the text and probe it read. */
+typedef struct al_sae_feature_run_row {
+    const char *sae_dir, *hook_name;
+    int layer, d_sae, n_live, windows, seq_len;
+    long positions;
+    int probe_r, probe_n;
+    double seconds;
+} al_sae_feature_run_row;
+int al_store_put_sae_feature_run(al_store *s, int64_t run_id, int64_t model_id,
+                                 const al_sae_feature_run_row *r, al_err *e);
+/* One live feature (top_layer/top_head < 0: NULL; NaN: NULL). */
+typedef struct al_sae_feature_row {
+    int feature;
+    long fired;
+    double density, mean_act, max_act, first_mean, second_mean, induction_index;
+    int top_layer, top_head;
+    double top_share;
+} al_sae_feature_row;
+int al_store_put_sae_feature(al_store *s, int64_t run_id, int64_t model_id,
+                             const al_sae_feature_row *r, al_err *e);
+/* One top context of a feature (rank 1 = the largest); token_str: len bytes. */
+int al_store_put_sae_feature_context(al_store *s, int64_t run_id, int64_t model_id, int feature,
+                                     int rank, int window, long offset, int pos, int token,
+                                     const char *token_str, size_t len, double act, al_err *e);
+/* One logit effect of a feature; direction "up" or "down". */
+int al_store_put_sae_feature_logit(al_store *s, int64_t run_id, int64_t model_id, int feature,
+                                   const char *direction, int rank, int token,
+                                   const char *token_str, size_t len, double value, al_err *e);
+/* A feature's direct attribution to one head of its layer. */
+int al_store_put_sae_feature_head(al_store *s, int64_t run_id, int64_t model_id, int feature,
+                                  int layer, int head, double contribution, double share,
+                                  al_err *e);
+
 typedef struct al_train_log_row {
     long step;
     double tokens, train_loss, val_loss, icl_gain, lr, seconds;

@@ -495,10 +495,90 @@ static const char schema_v12[] =
     "  WHERE e.kept = 1 AND (e.method = 'eap' OR (json_valid(r.config_json) AND\n"
     "        abs(e.tau - json_extract(r.config_json, '$.tau')) <= 1e-9 * abs(e.tau)));\n";
 
+/* v13: sparse autoencoders. sae_runs: one row per `sae train` run, the
+ * SAE's shape and training and its evaluation (sae_train.h). The feature
+ * tables: one `sae features` run's SAE (sae_feature_runs) and, per live
+ * feature, its numbers (sae_features), top contexts, logit effects and
+ * direct feature attribution by head (sae_features.h). Two views make the
+ * common questions one query: sae_head_features (the features whose DFA
+ * share to a head is at least 0.5) and sae_induction_features (an
+ * induction index of at least 0.8 on the probe). */
+static const char schema_v13[] =
+    "CREATE TABLE IF NOT EXISTS sae_runs(\n"
+    "  run_id INTEGER PRIMARY KEY REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL,\n"
+    "  site TEXT NOT NULL CHECK (site IN ('z', 'resid_pre')),\n"
+    "  hook_name TEXT NOT NULL,            -- blocks.L.attn.hook_z or blocks.L.hook_resid_pre\n"
+    "  d_in INTEGER NOT NULL, d_sae INTEGER NOT NULL,\n"
+    "  arch TEXT NOT NULL CHECK (arch IN ('topk', 'standard')),\n"
+    "  k INTEGER,                          -- topk; NULL for standard (L1)\n"
+    "  l1_coeff REAL,                      -- standard; NULL for topk\n"
+    "  steps INTEGER NOT NULL, batch INTEGER NOT NULL,\n"
+    "  activations REAL NOT NULL,          -- steps x batch\n"
+    "  seed INTEGER NOT NULL,\n"
+    "  scale REAL,                         -- norm_scaling_factor\n"
+    "  eval_n INTEGER,                     -- held-out activations evaluated\n"
+    "  l0 REAL, fve REAL, mse REAL, dead_frac REAL, dense_frac REAL,\n"
+    "  ce_clean REAL, ce_sae REAL, ce_zero REAL, ce_recovered REAL,\n"
+    "  seconds REAL, rate REAL,            -- training wall time; activations per second\n"
+    "  out_dir TEXT NOT NULL);\n"
+    "CREATE INDEX IF NOT EXISTS sae_runs_by_model ON sae_runs(model_id, layer);\n"
+    "CREATE TABLE IF NOT EXISTS sae_feature_runs(\n"
+    "  run_id INTEGER PRIMARY KEY REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  sae_dir TEXT NOT NULL, hook_name TEXT NOT NULL, layer INTEGER NOT NULL,\n"
+    "  d_sae INTEGER NOT NULL, n_live INTEGER NOT NULL,\n"
+    "  windows INTEGER NOT NULL, seq_len INTEGER NOT NULL, positions INTEGER NOT NULL,\n"
+    "  probe_r INTEGER NOT NULL, probe_n INTEGER NOT NULL, seconds REAL);\n"
+    "CREATE TABLE IF NOT EXISTS sae_features(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  feature INTEGER NOT NULL,\n"
+    "  fired INTEGER NOT NULL,             -- text positions with f > 0\n"
+    "  density REAL NOT NULL, mean_act REAL, max_act REAL,\n"
+    "  first_mean REAL, second_mean REAL,  -- mean f on the probe's 1st / 2nd occurrence\n"
+    "  induction_index REAL,               -- second / (first + second); NULL: silent on it\n"
+    "  top_layer INTEGER, top_head INTEGER, top_share REAL,  -- the head of the largest DFA share\n"
+    "  PRIMARY KEY (run_id, feature));\n"
+    "CREATE TABLE IF NOT EXISTS sae_feature_contexts(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  feature INTEGER NOT NULL, rank INTEGER NOT NULL,  -- rank 1: the largest activation\n"
+    "  window INTEGER NOT NULL, offset INTEGER NOT NULL, -- the window; its first token's index\n"
+    "  pos INTEGER NOT NULL, token INTEGER NOT NULL, token_str TEXT,\n"
+    "  activation REAL NOT NULL,\n"
+    "  PRIMARY KEY (run_id, feature, rank));\n"
+    "CREATE TABLE IF NOT EXISTS sae_feature_logits(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  feature INTEGER NOT NULL,\n"
+    "  direction TEXT NOT NULL CHECK (direction IN ('up', 'down')),\n"
+    "  rank INTEGER NOT NULL, token INTEGER NOT NULL, token_str TEXT,\n"
+    "  value REAL NOT NULL,                -- logit change per unit of activation\n"
+    "  PRIMARY KEY (run_id, feature, direction, rank));\n"
+    "CREATE TABLE IF NOT EXISTS sae_feature_heads(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  feature INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,\n"
+    "  contribution REAL,                  -- mean pre-activation term of the head's z slice\n"
+    "  share REAL,                         -- contribution / the sum over heads\n"
+    "  PRIMARY KEY (run_id, feature, head));\n"
+    "CREATE VIEW IF NOT EXISTS sae_head_features AS\n"
+    "  SELECT h.run_id, h.model_id, h.layer, h.head, h.layer || '.' || h.head AS name,\n"
+    "         h.feature, h.share, f.density, f.mean_act, f.induction_index\n"
+    "  FROM sae_feature_heads h JOIN sae_features f\n"
+    "       ON f.run_id = h.run_id AND f.feature = h.feature\n"
+    "  WHERE h.share >= 0.5;\n"
+    "CREATE VIEW IF NOT EXISTS sae_induction_features AS\n"
+    "  SELECT f.run_id, f.model_id, f.feature, f.induction_index, f.first_mean, f.second_mean,\n"
+    "         f.density, f.top_layer, f.top_head, f.top_share\n"
+    "  FROM sae_features f WHERE f.induction_index >= 0.8;\n";
+
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
                                                schema_v6, schema_v7, schema_v8, schema_v9,
-                                               schema_v10, schema_v11, schema_v12};
+                                               schema_v10, schema_v11, schema_v12, schema_v13};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -508,7 +588,8 @@ enum {
     S_HEAD_SCORE, S_LAYER_SCORE, S_MODEL_SCORE, S_SV, S_EIG, S_TRI, S_COMP,
     S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN,
     S_ATTR_RUN, S_LOGIT_ATTR, S_PATH_TERM, S_LENS, S_AP, S_AP_AGREE, S_ATTR_TOK, S_CIRC_RUN,
-    S_CIRC_EDGE, S_WARN, S_VIEW, S_N
+    S_CIRC_EDGE, S_WARN, S_VIEW, S_SAE_RUN, S_SAE_FRUN, S_SAE_FEAT, S_SAE_CTX, S_SAE_LOGIT,
+    S_SAE_HEAD, S_N
 };
 static const char *const stmt_sql[S_N] = {
     [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
@@ -547,6 +628,13 @@ static const char *const stmt_sql[S_N] = {
     [S_WARN] = "INSERT INTO run_warnings(run_id, model_id, seq, message) VALUES(?,?,?,?)",
     [S_VIEW] = "INSERT OR REPLACE INTO views(run_id, model_id, metric, shape, title) "
                "VALUES(?,?,?,?,?)",
+    [S_SAE_RUN] = "INSERT INTO sae_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                  "?,?,?,?)",
+    [S_SAE_FRUN] = "INSERT INTO sae_feature_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_SAE_FEAT] = "INSERT INTO sae_features VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_SAE_CTX] = "INSERT INTO sae_feature_contexts VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_SAE_LOGIT] = "INSERT INTO sae_feature_logits VALUES(?,?,?,?,?,?,?,?)",
+    [S_SAE_HEAD] = "INSERT INTO sae_feature_heads VALUES(?,?,?,?,?,?,?)",
 };
 
 struct al_store {
@@ -1205,6 +1293,51 @@ int al_store_put_circuit_edge(al_store *s, int64_t run_id, int64_t model_id,
     return put_row(s, S_CIRC_EDGE, e, "IIsdisoosdi", run_id, model_id, r->method, r->tau,
                    r->edge, r->sender, r->receiver_layer, r->receiver_head, r->channel, r->score,
                    r->kept);
+}
+
+int al_store_put_sae_run(al_store *s, int64_t run_id, int64_t model_id,
+                         const al_sae_run_row *r, al_err *e) {
+    return put_row(s, S_SAE_RUN, e, "IIissiisodIiIIdIddddddddddds", run_id, model_id, r->layer,
+                   r->site, r->hook_name, r->d_in, r->d_sae, r->arch, r->k, r->l1_coeff,
+                   (int64_t)r->steps, r->batch, (int64_t)r->activations, (int64_t)r->seed,
+                   r->scale, (int64_t)r->eval_n, r->l0, r->fve, r->mse, r->dead_frac,
+                   r->dense_frac, r->ce_clean, r->ce_sae, r->ce_zero, r->ce_recovered,
+                   r->seconds, r->rate, r->out_dir);
+}
+
+int al_store_put_sae_feature_run(al_store *s, int64_t run_id, int64_t model_id,
+                                 const al_sae_feature_run_row *r, al_err *e) {
+    return put_row(s, S_SAE_FRUN, e, "IIssiiiiiIiid", run_id, model_id, r->sae_dir,
+                   r->hook_name, r->layer, r->d_sae, r->n_live, r->windows, r->seq_len,
+                   (int64_t)r->positions, r->probe_r, r->probe_n, r->seconds);
+}
+
+int al_store_put_sae_feature(al_store *s, int64_t run_id, int64_t model_id,
+                             const al_sae_feature_row *r, al_err *e) {
+    return put_row(s, S_SAE_FEAT, e, "IIiIddddddood", run_id, model_id, r->feature,
+                   (int64_t)r->fired, r->density, r->mean_act, r->max_act, r->first_mean,
+                   r->second_mean, r->induction_index, r->top_layer, r->top_head, r->top_share);
+}
+
+int al_store_put_sae_feature_context(al_store *s, int64_t run_id, int64_t model_id, int feature,
+                                     int rank, int window, long offset, int pos, int token,
+                                     const char *token_str, size_t len, double act, al_err *e) {
+    return put_row(s, S_SAE_CTX, e, "IIiiiIiitd", run_id, model_id, feature, rank, window,
+                   (int64_t)offset, pos, token, token_str, len, act);
+}
+
+int al_store_put_sae_feature_logit(al_store *s, int64_t run_id, int64_t model_id, int feature,
+                                   const char *direction, int rank, int token,
+                                   const char *token_str, size_t len, double value, al_err *e) {
+    return put_row(s, S_SAE_LOGIT, e, "IIisiitd", run_id, model_id, feature, direction, rank,
+                   token, token_str, len, value);
+}
+
+int al_store_put_sae_feature_head(al_store *s, int64_t run_id, int64_t model_id, int feature,
+                                  int layer, int head, double contribution, double share,
+                                  al_err *e) {
+    return put_row(s, S_SAE_HEAD, e, "IIiiidd", run_id, model_id, feature, layer, head,
+                   contribution, share);
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id,

@@ -1,0 +1,374 @@
+/* sae_features.c -- the features of an SAE on a layer's z
+ * (sae_features.h): one pass over text windows (density, activations, top
+ * contexts, direct feature attribution by head), one over the induction
+ * probe (activation on the first and second occurrence), and the logit
+ * effects from the weights alone. */
+#include "attnlab/sae_features.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/hooks.h"
+#include "attnlab/scores.h"
+
+al_sae_feat_opts al_sae_feat_opts_defaults(void) {
+    al_sae_feat_opts o = AL_SAE_FEAT_OPTS_INIT;
+    return o;
+}
+
+int al_sae_feat_opts_check(const al_sae_feat_opts *o, al_err *e) {
+    if (o->windows < 1 || o->windows > 100000)
+        return al_errf(e, "--windows must be 1..100000 (got %d)", o->windows);
+    if (o->top_n < 1 || o->top_n > 100)
+        return al_errf(e, "--top-n must be 1..100 (got %d)", o->top_n);
+    if (o->logit_n < 1 || o->logit_n > 100)
+        return al_errf(e, "--logit-n must be 1..100 (got %d)", o->logit_n);
+    if (o->probe_r < 0 || o->probe_r > 100000)
+        return al_errf(e, "--probe-r must be 0..100000 (got %d)", o->probe_r);
+    if (o->probe_n < 1 || o->probe_n > 100000)
+        return al_errf(e, "--probe-n must be 1..100000 (got %d)", o->probe_n);
+    return 0;
+}
+
+void al_sae_feat_result_free(al_sae_feat_result *r) {
+    free(r->fired);
+    free(r->density);
+    free(r->contrib);
+    free(r->ctx);
+    free(r->up_tok);
+    free(r->up_val);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------- the site's capture */
+
+typedef struct zcap {
+    int d;
+    float *dst;  /* (B·T, d) */
+    int stopped;
+} zcap;
+
+/* Copy z and stop the forward: nothing after the site is needed. */
+static int zcap_hook(al_hook_act *a, void *vctx, al_err *e) {
+    zcap *c = vctx;
+    const size_t rows = (size_t)a->m->B * (size_t)a->m->T, d = (size_t)c->d;
+    for (size_t r = 0; r < rows; r++) memcpy(c->dst + r * d, a->data + r * a->ld, d * sizeof(float));
+    c->stopped = 1;
+    return al_errf(e, "forward stopped at the SAE site");
+}
+
+static int capture(al_model *m, int layer, int d, const int *in, int B, int T, float *dst,
+                   al_err *e) {
+    zcap c = {d, dst, 0};
+    if (al_hook_add(m, AL_HOOK_Z, layer, zcap_hook, &c, e) != 0) return -1;
+    al_err fe;
+    int rc = al_model_forward(m, in, NULL, B, T, &fe);
+    al_hook_remove(m, &c);
+    if (rc == 0 || c.stopped) return 0;
+    *e = fe;
+    return -1;
+}
+
+/* The firing latents of row b of the last encode: n pairs (lat, val),
+ * val > 0, in latent order for L1 and by descending pre for TopK. */
+static int row_codes(const al_sae *s, int b, int *lat, float *val) {
+    int n = 0;
+    if (s->cfg.arch == AL_SAE_TOPK) {
+        const int k = s->cfg.k;
+        for (int j = 0; j < k; j++) {
+            float v = s->val[(size_t)b * k + j];
+            if (v > 0) lat[n] = s->idx[(size_t)b * k + j], val[n++] = v;
+        }
+    } else {
+        const float *f = s->f + (size_t)b * s->cfg.d_sae;
+        for (int i = 0; i < s->cfg.d_sae; i++)
+            if (f[i] > 0) lat[n] = i, val[n++] = f[i];
+    }
+    return n;
+}
+
+/* Insert a context into feature i's slots (sorted by act descending;
+ * a tie keeps the earlier one, which came first). */
+static void ctx_insert(al_sae_feat_ctx *slots, int n, const al_sae_feat_ctx *c) {
+    int at = n;
+    for (int j = 0; j < n; j++)
+        if (slots[j].window < 0 || c->act > slots[j].act) {
+            at = j;
+            break;
+        }
+    if (at == n) return;
+    memmove(slots + at + 1, slots + at, (size_t)(n - 1 - at) * sizeof *slots);
+    slots[at] = *c;
+}
+
+/* The m largest (up) or smallest values of x (n) into tok/val, ties to
+ * the lower id. */
+static void extremes(const double *x, int n, int m, int up, int *tok, float *val) {
+    int have = 0;
+    for (int v = 0; v < n; v++) {
+        double y = up ? x[v] : -x[v];
+        int at = have;
+        while (at > 0) {
+            double z = up ? (double)x[tok[at - 1]] : -(double)x[tok[at - 1]];
+            if (y > z) at--;
+            else break;
+        }
+        if (at >= m) continue;
+        int last = have < m ? have : m - 1;
+        for (int j = last; j > at; j--) tok[j] = tok[j - 1];
+        tok[at] = v;
+        if (have < m) have++;
+    }
+    for (int j = 0; j < m; j++) val[j] = j < have ? (float)x[tok[j]] : 0.0f;
+    for (int j = have; j < m; j++) tok[j] = -1;
+}
+
+static int alloc_result(al_sae_feat_result *r, al_err *e) {
+    const size_t F = (size_t)r->d_sae;
+    r->fired = al_calloc(F, sizeof *r->fired, e);
+    r->density = al_calloc(F * 6, sizeof(double), e);
+    r->contrib = al_calloc(F * r->H * 2, sizeof(double), e);
+    r->ctx = al_malloc(F * r->top_n, sizeof *r->ctx, e);
+    r->up_tok = al_calloc(F * r->logit_n * 2, sizeof(int), e);
+    r->up_val = al_calloc(F * r->logit_n * 2, sizeof(float), e);
+    if (!r->fired || !r->density || !r->contrib || !r->ctx || !r->up_tok || !r->up_val) return -1;
+    r->mean_act = r->density + F;
+    r->max_act = r->density + 2 * F;
+    r->first_mean = r->density + 3 * F;
+    r->second_mean = r->density + 4 * F;
+    r->induction_index = r->density + 5 * F;
+    r->share = r->contrib + F * r->H;
+    r->down_tok = r->up_tok + F * r->logit_n;
+    r->down_val = r->up_val + F * r->logit_n;
+    for (size_t i = 0; i < F * r->top_n; i++)
+        r->ctx[i] = (al_sae_feat_ctx){.window = -1, .offset = -1, .pos = -1, .token = -1};
+    return 0;
+}
+
+/* The text pass: windows of T tokens, bm per forward. */
+static int text_pass(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
+                     const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
+    const int T = r->T, d = s->cfg.d_in, F = s->cfg.d_sae, H = r->H, D = d / H;
+    int bm = 4096 / T > 0 ? 4096 / T : 1;
+    if (bm > o->windows) bm = o->windows;
+    const size_t rows = (size_t)bm * T;
+    int *in = al_malloc(rows * 2, sizeof(int), e);
+    float *z = al_malloc(rows * d, sizeof(float), e);
+    float *xc = al_malloc((size_t)d, sizeof(float), e);
+    float *wt = al_malloc((size_t)F * d, sizeof(float), e); /* W_encᵀ (d_sae, d_in) */
+    int *lat = al_malloc((size_t)F, sizeof(int), e);
+    float *val = al_malloc((size_t)F, sizeof(float), e);
+    double *csum = al_calloc((size_t)F * H, sizeof(double), e);
+    int rc = -1;
+    if (!in || !z || !xc || !wt || !lat || !val || !csum) goto out;
+    for (int j = 0; j < d; j++)
+        for (int i = 0; i < F; i++) wt[(size_t)i * d + j] = s->W_enc[(size_t)j * F + i];
+    const size_t span = data->n - (size_t)T;
+    const float sc = (float)meta->scale;
+    al_progress pr;
+    al_progress_init(&pr, 2.0);
+    for (int w0 = 0; w0 < o->windows; w0 += bm) {
+        if (o->stop && *o->stop) {
+            al_errf(e, "interrupted");
+            goto out;
+        }
+        if (o->progress)
+            al_progress_count(&pr, w0 == 0, w0, o->windows, "sae features: window %d/%d", w0,
+                              o->windows);
+        int nw = o->windows - w0 < bm ? o->windows - w0 : bm;
+        for (int b = 0; b < nw; b++)
+            if (al_batch_fixed(data, 1, T, w0 + b, o->windows, in + (size_t)b * T,
+                               in + rows + (size_t)b * T, e) != 0)
+                goto out;
+        if (capture(m, meta->hook_layer, d, in, nw, T, z, e) != 0) goto out;
+        const size_t nr = (size_t)nw * T;
+        for (size_t i = 0; i < nr * d; i++) z[i] *= sc;
+        const size_t chunk = 4096;
+        for (size_t r0 = 0; r0 < nr; r0 += chunk) {
+            int nb = (int)(nr - r0 < chunk ? nr - r0 : chunk);
+            if (al_sae_encode(s, z + r0 * d, nb, e) != 0) goto out;
+            for (int b = 0; b < nb; b++) {
+                const size_t row = r0 + (size_t)b;
+                const int w = w0 + (int)(row / T), t = (int)(row % T);
+                const float *x = z + row * d;
+                for (int j = 0; j < d; j++) xc[j] = x[j] - s->b_dec[j];
+                int n = row_codes(s, b, lat, val);
+                for (int q = 0; q < n; q++) {
+                    const int i = lat[q];
+                    const float v = val[q];
+                    r->fired[i]++;
+                    r->mean_act[i] += v;
+                    if (v > r->max_act[i]) r->max_act[i] = v;
+                    size_t start = (size_t)((double)w * (double)span / (double)o->windows);
+                    if (start >= span) start = span - 1;
+                    al_sae_feat_ctx c = {.window = w, .offset = (long)start, .pos = t,
+                                         .token = in[row], .act = v};
+                    ctx_insert(r->ctx + (size_t)i * r->top_n, r->top_n, &c);
+                    const float *wi = wt + (size_t)i * d;
+                    for (int h = 0; h < H; h++) {
+                        double ch = 0;
+                        for (int k = 0; k < D; k++) ch += (double)xc[h * D + k] * wi[h * D + k];
+                        csum[(size_t)i * H + h] += ch;
+                    }
+                }
+            }
+        }
+    }
+    if (o->progress) al_progress_done(&pr);
+    for (int i = 0; i < F; i++) {
+        r->density[i] = (double)r->fired[i] / (double)r->positions;
+        if (r->fired[i]) r->n_live++;
+        r->mean_act[i] = r->fired[i] ? r->mean_act[i] / (double)r->fired[i] : 0;
+        double tot = 0;
+        for (int h = 0; h < H; h++) {
+            double c = r->fired[i] ? csum[(size_t)i * H + h] / (double)r->fired[i] : 0;
+            r->contrib[(size_t)i * H + h] = c;
+            tot += c;
+        }
+        for (int h = 0; h < H; h++)
+            r->share[(size_t)i * H + h] =
+                tot != 0 ? r->contrib[(size_t)i * H + h] / tot : NAN;
+    }
+    rc = 0;
+out:
+    free(in);
+    free(z);
+    free(xc);
+    free(wt);
+    free(lat);
+    free(val);
+    free(csum);
+    return rc;
+}
+
+/* The probe pass: mean activation on the first and second occurrence. */
+static int probe_pass(al_model *m, al_sae *s, const al_sae_meta *meta,
+                      const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
+    const int R = r->probe_r, N = r->probe_n, Tp = 2 * R + 1, d = s->cfg.d_in,
+              F = s->cfg.d_sae;
+    al_probe p;
+    if (al_probe_make(&p, R, N, o->probe_seed, m->cfg.d_vocab, o->bos, NULL, e) != 0) return -1;
+    int bm = 4096 / Tp > 0 ? 4096 / Tp : 1;
+    if (bm > N) bm = N;
+    float *z = al_malloc((size_t)bm * Tp * d, sizeof(float), e);
+    int *lat = al_malloc((size_t)F, sizeof(int), e);
+    float *val = al_malloc((size_t)F, sizeof(float), e);
+    int rc = -1;
+    if (!z || !lat || !val) goto out;
+    const float sc = (float)meta->scale;
+    for (int n0 = 0; n0 < N; n0 += bm) {
+        if (o->stop && *o->stop) {
+            al_errf(e, "interrupted");
+            goto out;
+        }
+        int nb = N - n0 < bm ? N - n0 : bm;
+        if (capture(m, meta->hook_layer, d, p.tokens + (size_t)n0 * Tp, nb, Tp, z, e) != 0)
+            goto out;
+        const size_t nr = (size_t)nb * Tp;
+        for (size_t i = 0; i < nr * d; i++) z[i] *= sc;
+        if (al_sae_encode(s, z, (int)nr, e) != 0) goto out;
+        for (size_t row = 0; row < nr; row++) {
+            int t = (int)(row % Tp);
+            if (t == 0) continue; /* BOS */
+            double *acc = t <= R ? r->first_mean : r->second_mean;
+            int n = row_codes(s, (int)row, lat, val);
+            for (int q = 0; q < n; q++) acc[lat[q]] += val[q];
+        }
+    }
+    for (int i = 0; i < F; i++) {
+        r->first_mean[i] /= (double)N * R;
+        r->second_mean[i] /= (double)N * R;
+        double t = r->first_mean[i] + r->second_mean[i];
+        r->induction_index[i] = t > 0 ? r->second_mean[i] / t : NAN;
+    }
+    rc = 0;
+out:
+    al_probe_free(&p);
+    free(z);
+    free(lat);
+    free(val);
+    return rc;
+}
+
+/* Logit effects of every live feature from the weights. */
+static int logit_pass(al_model *m, const al_sae *s, const al_sae_meta *meta,
+                      al_sae_feat_result *r, al_err *e) {
+    const int C = m->cfg.d_model, V = m->cfg.d_vocab, H = r->H, d = s->cfg.d_in, D = d / H;
+    double *res = al_malloc((size_t)C, sizeof(double), e);
+    double *lg = al_malloc((size_t)V, sizeof(double), e);
+    if (!res || !lg) {
+        free(res);
+        free(lg);
+        return -1;
+    }
+    const float *wu = al_model_wu(m), *we = m->p[AL_P_WE];
+    for (int i = 0; i < s->cfg.d_sae; i++) {
+        if (!r->fired[i]) continue;
+        const float *wd = s->W_dec + (size_t)i * d;
+        for (int c = 0; c < C; c++) res[c] = 0;
+        for (int h = 0; h < H; h++) {
+            const float *wo = al_head_wo(m, r->layer, h); /* (D, C) */
+            for (int k = 0; k < D; k++) {
+                double a = (double)wd[h * D + k] / meta->scale;
+                if (a == 0) continue;
+                for (int c = 0; c < C; c++) res[c] += a * wo[(size_t)k * C + c];
+            }
+        }
+        for (int v = 0; v < V; v++) {
+            double y = 0;
+            if (wu)
+                for (int c = 0; c < C; c++) y += res[c] * wu[(size_t)c * V + v];
+            else
+                for (int c = 0; c < C; c++) y += res[c] * we[(size_t)v * C + c];
+            lg[v] = y;
+        }
+        const size_t o = (size_t)i * r->logit_n;
+        extremes(lg, V, r->logit_n, 1, r->up_tok + o, r->up_val + o);
+        extremes(lg, V, r->logit_n, 0, r->down_tok + o, r->down_val + o);
+    }
+    free(res);
+    free(lg);
+    return 0;
+}
+
+int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
+                        int T, const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
+    memset(r, 0, sizeof *r);
+    if (al_sae_feat_opts_check(o, e) != 0) return -1;
+    if (meta->site != AL_SAE_SITE_Z)
+        return al_errf(e, "sae features: only SAEs on a layer's z are supported (this one reads "
+                       "the residual stream of layer %d)", meta->hook_layer);
+    if (al_sae_fits_model(s, meta, &m->cfg, NULL, e) != 0) return -1;
+    if (T < 2 || T > m->cfg.n_ctx)
+        return al_errf(e, "sae features need windows of 2..%d tokens (got %d)", m->cfg.n_ctx, T);
+    if ((size_t)T + 1 > data->n)
+        return al_errf(e, "windows of %d tokens need at least %d tokens; the data has %zu", T,
+                       T + 1, data->n);
+    if (data->max_id >= m->cfg.d_vocab)
+        return al_errf(e, "token id %d in the data is >= d_vocab %d", data->max_id,
+                       m->cfg.d_vocab);
+    int R = o->probe_r;
+    if (R == 0) R = (m->cfg.n_ctx - 1) / 2 < 50 ? (m->cfg.n_ctx - 1) / 2 : 50;
+    if (R < 1 || 2 * R + 1 > m->cfg.n_ctx)
+        return al_errf(e, "--probe-r %d: the probe's 2R+1 tokens must fit n_ctx %d", R,
+                       m->cfg.n_ctx);
+    double t0 = al_now();
+    r->d_sae = s->cfg.d_sae;
+    r->layer = meta->hook_layer;
+    r->H = m->cfg.n_heads;
+    r->T = T;
+    r->windows = o->windows;
+    r->top_n = o->top_n;
+    r->logit_n = o->logit_n;
+    r->probe_r = R;
+    r->probe_n = o->probe_n;
+    r->positions = (long)o->windows * T;
+    if (alloc_result(r, e) != 0 || text_pass(m, s, meta, data, o, r, e) != 0 ||
+        probe_pass(m, s, meta, o, r, e) != 0 || logit_pass(m, s, meta, r, e) != 0) {
+        al_sae_feat_result_free(r);
+        return -1;
+    }
+    r->seconds = al_now() - t0;
+    return 0;
+}

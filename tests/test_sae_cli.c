@@ -1,0 +1,447 @@
+/* test_sae_cli.c -- `attnlab sae train` and `attnlab sae features`, and the
+ * features analysis (sae_features.h): a hand-set SAE on the planted
+ * induction model's layer-1 z whose features are known one-hot directions
+ * (so density, activations, head attribution, logit effects and the
+ * induction index are recomputed here from plain forwards, without the
+ * SAE code), the stored rows equal to the --json numbers, the evaluation
+ * recomputed from the saved weights through the forward's own z cache, and
+ * bad input refused with one line and no run. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "attnlab/checkpoint.h"
+#include "attnlab/data.h"
+#include "attnlab/sae.h"
+#include "attnlab/sae_features.h"
+#include "attnlab/sae_io.h"
+#include "attnlab/scores.h"
+#include "planted.h"
+#include "test.h"
+
+enum { SD = PH * PD, SF = 4, ST = PP, SW = 16 };
+static const float THR = 0.6f; /* the token detectors' threshold */
+
+/* The hand-set SAE on layer 1's z of the planted model (L1 architecture,
+ * so every code is ReLU(pre)): feature 0 reads head 1.0's dimension 3
+ * (its z is the one-hot of the attended token: 3 is predicted by
+ * induction) above THR, feature 1 the same for token 9, feature 2 head
+ * 1.2's dimension 0 (constant 1: it attends BOS and reads the bias),
+ * feature 3 nothing (dead). Decoder rows: the same one-hot directions
+ * (feature 3: head 1.1's dimension 0). */
+static void planted_sae(al_sae *s, al_sae_meta *meta, const char *sha) {
+    al_sae_cfg c = al_sae_cfg_default(SD, SF);
+    c.arch = AL_SAE_L1;
+    c.k_aux = 0;
+    al_err e;
+    CHECK_OK(al_sae_alloc(s, &c, &e), &e);
+    s->W_enc[(0 * PD + 3) * SF + 0] = 1;
+    s->W_enc[(0 * PD + 9) * SF + 1] = 1;
+    s->W_enc[(2 * PD + 0) * SF + 2] = 1;
+    s->b_enc[0] = s->b_enc[1] = -THR;
+    s->b_enc[3] = -1;
+    s->W_dec[0 * SD + 0 * PD + 3] = 1;
+    s->W_dec[1 * SD + 0 * PD + 9] = 1;
+    s->W_dec[2 * SD + 2 * PD + 0] = 1;
+    s->W_dec[3 * SD + 1 * PD + 0] = 1;
+    memset(meta, 0, sizeof *meta);
+    meta->site = AL_SAE_SITE_Z;
+    meta->hook_layer = 1;
+    meta->scale = 1;
+    if (sha) snprintf(meta->model_sha256, sizeof meta->model_sha256, "%s", sha);
+}
+
+/* Token ids of 40 repeated random sequences (BOS 0 + 15 ids, twice), each
+ * half holding token 3 and token 9 once, at positions 2..15 of the half
+ * (so the second occurrence is predictable by induction inside the
+ * sequence), the other ids random among the rest of 1..127. */
+static int *planted_ids(size_t *n) {
+    enum { ROWS = 40, NR = 15, TT = 2 * NR + 1 };
+    int *in = malloc(sizeof(int) * ROWS * TT);
+    CHECK(in != NULL);
+    al_rng r;
+    al_rng_seed(&r, 7);
+    for (int b = 0; b < ROWS; b++) {
+        int *x = in + b * TT;
+        x[0] = 0;
+        for (int i = 1; i <= NR; i++) {
+            int v;
+            do v = 1 + (int)al_rng_below(&r, PV - 1);
+            while (v == 3 || v == 9);
+            x[i] = v;
+        }
+        int a = 2 + (int)al_rng_below(&r, NR - 1), c;
+        do c = 2 + (int)al_rng_below(&r, NR - 1);
+        while (c == a);
+        x[a] = 3, x[c] = 9;
+        for (int i = 1; i <= NR; i++) x[NR + i] = x[i];
+    }
+    *n = (size_t)ROWS * TT;
+    return in;
+}
+
+/* Layer 1's z of head h, dimension k at (b, t) of the last forward of B
+ * rows of T (the forward's own cache, m->z: (L, B, T, H, D)). */
+static float zc(const al_model *m, int B, int T, int b, int t, int h, int k) {
+    return m->z[(((size_t)1 * B + b) * T + t) * SD + (size_t)h * PD + k];
+}
+
+TEST(sae_features_planted) {
+    al_model m;
+    al_err e;
+    planted_model(&m);
+    al_sae s;
+    al_sae_meta meta;
+    planted_sae(&s, &meta, NULL);
+    size_t n;
+    int *ids = planted_ids(&n);
+    al_tokens d = {0};
+    d.tok = malloc(n * sizeof *d.tok);
+    CHECK(d.tok != NULL);
+    for (size_t i = 0; i < n; i++) {
+        d.tok[i] = (uint16_t)ids[i];
+        if (ids[i] > d.max_id) d.max_id = ids[i];
+    }
+    d.n = n;
+    al_sae_feat_opts o = al_sae_feat_opts_defaults();
+    o.windows = SW;
+    al_sae_feat_result r;
+    CHECK_OK(al_sae_features_run(&m, &s, &meta, &d, ST, &o, &r, &e), &e);
+    CHECK(r.d_sae == SF && r.layer == 1 && r.H == PH && r.positions == SW * ST);
+    CHECK(r.probe_r == 15 && r.probe_n == 64);
+
+    /* the text pass again, from plain forwards of the same windows */
+    long fired[2] = {0, 0};
+    double sum[2] = {0, 0}, mx[2] = {0, 0};
+    static float act[SW][ST][2];
+    int in[2 * ST];
+    for (int w = 0; w < SW; w++) {
+        CHECK_OK(al_batch_fixed(&d, 1, ST, w, SW, in, in + ST, &e), &e);
+        CHECK_OK(al_model_forward(&m, in, NULL, 1, ST, &e), &e);
+        for (int t = 0; t < ST; t++)
+            for (int f = 0; f < 2; f++) {
+                float a = zc(&m, 1, ST, 0, t, 0, f ? 9 : 3) + (-THR);
+                act[w][t][f] = a;
+                if (a > 0) fired[f]++, sum[f] += a, mx[f] = a > mx[f] ? a : mx[f];
+            }
+    }
+    for (int f = 0; f < 2; f++) {
+        CHECKF(fired[f] > 0 && r.fired[f] == fired[f], "feature %d fired %ld, by hand %ld", f,
+               r.fired[f], fired[f]);
+        CHECK_NEAR(r.density[f], (double)fired[f] / (SW * ST), 1e-12);
+        CHECK_NEAR(r.mean_act[f], sum[f] / (double)fired[f], 1e-6);
+        CHECK_NEAR(r.max_act[f], mx[f], 1e-6);
+        /* the whole pre-activation comes from head 1.0's slice */
+        CHECK_NEAR(r.share[f * PH + 0], 1.0, 1e-12);
+        CHECK_NEAR(r.share[f * PH + 1], 0.0, 1e-12);
+        CHECK_NEAR(r.share[f * PH + 2], 0.0, 1e-12);
+        CHECK_NEAR(r.contrib[f * PH + 0], sum[f] / (double)fired[f] + THR, 1e-5);
+        /* through W_O[1,0] (x GAMMA into OUT) and W_U (OUT is the identity): only its token */
+        CHECK(r.up_tok[f * r.logit_n] == (f ? 9 : 3));
+        CHECK_NEAR(r.up_val[f * r.logit_n], P_GAMMA, 1e-5);
+        CHECK_NEAR(r.up_val[f * r.logit_n + 1], 0.0, 1e-6);
+        CHECK_NEAR(r.down_val[f * r.logit_n], 0.0, 1e-6);
+        /* contexts: descending, each the activation recomputed at its window and
+         * position, its token the file's at offset + pos; mostly where the next token is
+         * the feature's (induction; a chance match across a sequence boundary may not be) */
+        int used = 0, next_ok = 0;
+        for (int j = 0; j < r.top_n; j++) {
+            const al_sae_feat_ctx *c = r.ctx + (size_t)f * r.top_n + j;
+            if (c->window < 0) {
+                CHECK(j == fired[f]); /* fewer firings than slots */
+                break;
+            }
+            used++;
+            CHECK(c->window < SW && c->pos >= 0 && c->pos < ST);
+            CHECK_NEAR(c->act, act[c->window][c->pos][f], 1e-6);
+            if (j == 0) CHECK_NEAR(c->act, r.max_act[f], 1e-6);
+            else CHECK(c->act <= r.ctx[(size_t)f * r.top_n + j - 1].act);
+            CHECK(c->token == d.tok[c->offset + c->pos]);
+            next_ok += c->offset + c->pos + 1 < (long)d.n &&
+                       d.tok[c->offset + c->pos + 1] == (f ? 9 : 3);
+        }
+        CHECKF(used > 0 && 2 * next_ok >= used, "feature %d: %d of %d contexts predict it", f,
+               next_ok, used);
+        /* no firing position is larger than the smallest kept context when all slots are used */
+        if (used == r.top_n) {
+            int above = 0;
+            float last = r.ctx[(size_t)f * r.top_n + used - 1].act;
+            for (int w = 0; w < SW; w++)
+                for (int t = 0; t < ST; t++) above += act[w][t][f] > last + 1e-6f;
+            CHECKF(above < used, "feature %d: %d positions above the kept contexts", f, above);
+        }
+    }
+    /* feature 2: head 1.2's constant output */
+    CHECK(r.fired[2] == SW * ST);
+    CHECK_NEAR(r.density[2], 1.0, 0);
+    CHECK_NEAR(r.mean_act[2], 1.0, 1e-5);
+    CHECK_NEAR(r.share[2 * PH + 2], 1.0, 1e-12);
+    CHECK(r.up_tok[2 * r.logit_n] == 7); /* 1.2 raises token 7 by 1 */
+    CHECK_NEAR(r.up_val[2 * r.logit_n], 1.0, 1e-6);
+    CHECK_NEAR(r.induction_index[2], 0.5, 1e-6);
+    /* feature 3: dead */
+    CHECK(r.fired[3] == 0 && r.n_live == 3);
+
+    /* the induction index again, on the same probe, from plain forwards */
+    al_probe p;
+    CHECK_OK(al_probe_make(&p, 15, 64, 1, PV, -1, NULL, &e), &e);
+    const int TP = 31;
+    CHECK_OK(al_model_forward(&m, p.tokens, NULL, 64, TP, &e), &e);
+    for (int f = 0; f < 2; f++) {
+        double first = 0, second = 0;
+        for (int b = 0; b < 64; b++)
+            for (int t = 1; t < TP; t++) {
+                float a = zc(&m, 64, TP, b, t, 0, f ? 9 : 3) + (-THR);
+                if (a > 0) *(t <= 15 ? &first : &second) += a;
+            }
+        first /= 64.0 * 15, second /= 64.0 * 15;
+        CHECK_NEAR(r.first_mean[f], first, 1e-6);
+        CHECK_NEAR(r.second_mean[f], second, 1e-6);
+        CHECKF(second > 0 && r.induction_index[f] > 0.9, "feature %d: induction index %g", f,
+               r.induction_index[f]);
+        CHECK_NEAR(r.induction_index[f], second / (first + second), 1e-6);
+    }
+    al_probe_free(&p);
+    /* the same again: deterministic */
+    al_sae_feat_result r2;
+    CHECK_OK(al_sae_features_run(&m, &s, &meta, &d, ST, &o, &r2, &e), &e);
+    CHECK(memcmp(r.density, r2.density, sizeof(double) * SF * 6) == 0);
+    CHECK(memcmp(r.contrib, r2.contrib, sizeof(double) * SF * PH * 2) == 0);
+    al_sae_feat_result_free(&r2);
+    /* a residual-stream SAE is refused, and the result is zeroed */
+    meta.site = AL_SAE_SITE_RESID_PRE;
+    CHECK(al_sae_features_run(&m, &s, &meta, &d, ST, &o, &r2, &e) == -1);
+    CHECK(strstr(e.msg, "residual stream") != NULL);
+    CHECK(t_all_zero(&r2, sizeof r2));
+    al_sae_feat_result_free(&r);
+    al_tokens_free(&d);
+    free(ids);
+    al_sae_free(&s);
+    al_model_free(&m);
+}
+
+/* The planted model, its token file and the hand-set SAE on disk. */
+static void planted_files(const char *mdir, const char *bin, const char *sdir) {
+    al_model m;
+    al_err e;
+    planted_model(&m);
+    CHECK_OK(al_ckpt_save(mdir, &m, NULL, NULL, NULL, NULL, &e), &e);
+    char mp[1100], sha[65];
+    snprintf(mp, sizeof mp, "%s/model.safetensors", mdir);
+    CHECK_OK(al_sha256_file(mp, sha, &e), &e);
+    size_t n;
+    int *ids = planted_ids(&n);
+    CHECK_OK(al_tokens_save(bin, ids, n, &e), &e);
+    al_sae s;
+    al_sae_meta meta;
+    planted_sae(&s, &meta, sha);
+    CHECK_OK(al_sae_save(sdir, &s, &meta, &e), &e);
+    al_sae_free(&s);
+    free(ids);
+    al_model_free(&m);
+}
+
+static double num(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* "(abs(col - v) <= 1e-14 * abs(v))": a stored double against its --json
+ * number, which cJSON prints with 15 significant digits when they read
+ * back within one double epsilon (so the two may differ in the last bit). */
+static const char *near(const char *col, double v) {
+    static char buf[4][160];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "(abs(%s - %.17g) <= 1e-14 * abs(%.17g))", col, v, v);
+    return buf[k];
+}
+
+TEST(sae_features_cli_rows_equal_json) {
+    t_pbuf md = t_pcopy("planted"), bin = t_pcopy("p.bin"), sd = t_pcopy("sae"),
+           db = t_pcopy("r.db"), out = t_pcopy("f.json");
+    planted_files(md.s, bin.s, sd.s);
+    CHECK(t_sh("%s sae features --model %s --sae %s --data %s --db %s --windows %d --json > %s",
+               t_bin(), md.s, sd.s, bin.s, db.s, SW, out.s) == 0);
+    char *txt = t_slurp(out.s);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    CHECK(j != NULL);
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "schema");
+    CHECK(cJSON_IsString(sc) && !strcmp(sc->valuestring, "attnlab.sae_features/1"));
+    CHECK(num(j, "n_live") == 3 && num(j, "d_sae") == SF && num(j, "run") == 1);
+    CHECK_SQL(db.s, "SELECT kind, status FROM runs", "sae_features|done");
+    CHECK_SQL(db.s, "SELECT hook_name, layer, d_sae, n_live, windows, seq_len FROM sae_feature_runs",
+              "blocks.1.attn.hook_z|1|4|3|16|32");
+    CHECK_SQL(db.s, "SELECT count(*) FROM sae_features", "3");
+    const cJSON *fs = cJSON_GetObjectItemCaseSensitive(j, "features"), *f;
+    CHECK(cJSON_GetArraySize(fs) == 3);
+    cJSON_ArrayForEach(f, fs) {
+        int i = (int)num(f, "feature");
+        char q[1024], want[512];
+        char q2[512];
+        snprintf(q2, sizeof q2, "%s, %s, ", near("density", num(f, "density")),
+                 near("mean_act", num(f, "mean_act")));
+        snprintf(q, sizeof q, "SELECT fired, %s%s, %s, %s FROM sae_features WHERE feature = %d",
+                 q2, near("max_act", num(f, "max_act")), near("first_mean", num(f, "first_mean")),
+                 near("second_mean", num(f, "second_mean")), i);
+        snprintf(want, sizeof want, "%.0f|1|1|1|1|1", num(f, "fired"));
+        CHECK_SQL(db.s, q, want);
+        const cJSON *h, *u;
+        cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(f, "heads")) {
+            snprintf(q, sizeof q,
+                     "SELECT %s, %s FROM sae_feature_heads WHERE feature = %d AND head = %d",
+                     near("share", num(h, "share")), near("contribution", num(h, "contribution")),
+                     i, (int)num(h, "head"));
+            CHECK_SQL(db.s, q, "1|1");
+        }
+        int rank = 1;
+        cJSON_ArrayForEach(u, cJSON_GetObjectItemCaseSensitive(f, "up")) {
+            snprintf(q, sizeof q,
+                     "SELECT token, %s FROM sae_feature_logits WHERE "
+                     "feature = %d AND direction = 'up' AND rank = %d", near("value", num(u, "value")),
+                     i, rank++);
+            snprintf(want, sizeof want, "%d|1", (int)num(u, "token"));
+            CHECK_SQL(db.s, q, want);
+        }
+        snprintf(q, sizeof q, "SELECT count(*) FROM sae_feature_contexts WHERE feature = %d", i);
+        snprintf(want, sizeof want, "%d",
+                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(f, "contexts")));
+        CHECK_SQL(db.s, q, want);
+    }
+    CHECK_SQL(db.s, "SELECT token, value FROM sae_feature_logits WHERE feature = 0 AND "
+              "direction = 'up' AND rank = 1", "3|15.0");
+    /* the two questions, one query each */
+    CHECK_SQL(db.s, "SELECT group_concat(feature) FROM (SELECT feature FROM sae_head_features "
+              "WHERE name = '1.0' ORDER BY feature)", "0,1");
+    CHECK_SQL(db.s, "SELECT group_concat(feature) FROM (SELECT feature FROM sae_head_features "
+              "WHERE name = '1.2' ORDER BY feature)", "2");
+    CHECK_SQL(db.s, "SELECT group_concat(feature) FROM (SELECT feature FROM "
+              "sae_induction_features ORDER BY feature)", "0,1");
+    CHECK_SQL(db.s, "SELECT top_layer, top_head FROM sae_features WHERE feature = 1", "1|0");
+    cJSON_Delete(j);
+    free(txt);
+}
+
+/* The evaluation of `sae train` recomputed from the saved weights: the
+ * held-out windows through a plain forward (the model's own z cache, no
+ * hook), encoded by the loaded SAE; L0, variance explained and MSE summed
+ * here. And the sae_runs row equals the --json numbers. */
+TEST(sae_train_cli_rows_equal_json) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("t.json"),
+           sd = t_pcopy("sae1");
+    t_tiny_model(dir.s, 2, 20);
+    CHECK(t_sh("%s sae train --model %s/m2 --layer 1 --data %s/s.train.bin --val %s/s.val.bin "
+               "--db %s --out %s --steps 8 --batch 128 --eval-windows 4 --threads 2 --json > %s "
+               "2>/dev/null",
+               t_bin(), dir.s, dir.s, dir.s, db.s, sd.s, out.s) == 0);
+    char *txt = t_slurp(out.s);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    CHECK(j != NULL);
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "schema");
+    CHECK(cJSON_IsString(sc) && !strcmp(sc->valuestring, "attnlab.sae/1"));
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(j, "eval");
+    CHECK(num(j, "d_in") == 32 && num(j, "d_sae") == 256 && num(j, "k") == 32 &&
+          num(j, "steps") == 8 && num(j, "activations") == 1024);
+    CHECK_SQL(db.s, "SELECT kind, status FROM runs", "sae|done");
+    CHECK_SQL(db.s, "SELECT layer, site, hook_name, d_in, d_sae, arch, k, l1_coeff IS NULL, steps, "
+              "batch FROM sae_runs", "1|z|blocks.1.attn.hook_z|32|256|topk|32|1|8|128");
+    const char *keys[] = {"l0", "fve", "mse", "dead_frac", "dense_frac", "ce_clean", "ce_sae",
+                          "ce_zero", "ce_recovered"};
+    for (int i = 0; i < 9; i++) {
+        char q[256];
+        snprintf(q, sizeof q, "SELECT %s FROM sae_runs", near(keys[i], num(ev, keys[i])));
+        CHECK_SQL(db.s, q, "1");
+    }
+    CHECK(num(ev, "ce_zero") > num(ev, "ce_clean"));
+    /* recompute from the directory */
+    al_model m;
+    al_sae s;
+    al_sae_meta meta;
+    al_tokens val;
+    al_err e;
+    char mdir[1100], vpath[1100];
+    snprintf(mdir, sizeof mdir, "%s/m2", dir.s);
+    snprintf(vpath, sizeof vpath, "%s/s.val.bin", dir.s);
+    CHECK_OK(al_ckpt_load(mdir, &m, NULL, &e), &e);
+    CHECK_OK(al_sae_load(sd.s, &s, &meta, &e), &e);
+    CHECK_OK(al_tokens_load(vpath, &val, &e), &e);
+    const int T = m.cfg.n_ctx, B = 4, d = s.cfg.d_in;
+    int *in = malloc(sizeof(int) * B * T * 2);
+    float *x = malloc(sizeof(float) * B * T * d);
+    CHECK(in && x);
+    CHECK_OK(al_batch_fixed(&val, B, T, 0, 1, in, in + B * T, &e), &e);
+    CHECK_OK(al_model_forward(&m, in, in + B * T, B, T, &e), &e);
+    CHECK_NEAR(m.mean_loss, num(ev, "ce_clean"), 1e-5);
+    const int H = m.cfg.n_heads, D = m.cfg.d_head;
+    for (int r = 0; r < B * T; r++)
+        for (int k = 0; k < d; k++)
+            x[(size_t)r * d + k] =
+                m.z[(((size_t)1 * B) * T + r) * H * D + k] * (float)meta.scale;
+    CHECK_OK(al_sae_encode(&s, x, B * T, &e), &e);
+    double l0 = 0, sse = 0, ss = 0, mean[64] = {0};
+    for (int r = 0; r < B * T; r++)
+        for (int k = 0; k < d; k++) mean[k] += x[(size_t)r * d + k] / (double)(B * T);
+    for (int r = 0; r < B * T; r++) {
+        for (int q = 0; q < s.cfg.k; q++) l0 += s.val[(size_t)r * s.cfg.k + q] > 0;
+        for (int k = 0; k < d; k++) {
+            double a = x[(size_t)r * d + k], dd = a - s.xhat[(size_t)r * d + k];
+            sse += dd * dd;
+            ss += (a - mean[k]) * (a - mean[k]);
+        }
+    }
+    CHECK_NEAR(l0 / (B * T), num(ev, "l0"), 1e-9);
+    CHECK_NEAR(sse / (B * T), num(ev, "mse"), 1e-4 * (1 + sse / (B * T)));
+    CHECK_NEAR(1 - sse / ss, num(ev, "fve"), 1e-4);
+    free(in);
+    free(x);
+    al_tokens_free(&val);
+    al_sae_free(&s);
+    al_model_free(&m);
+    cJSON_Delete(j);
+    free(txt);
+}
+
+/* Bad input: one line on stderr, no run row. */
+TEST(sae_cli_bad_input_no_run) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), db2 = t_pcopy("other.db"),
+           err = t_pcopy("err.txt");
+    t_tiny_model(dir.s, 2, 20);
+    t_tiny_model(dir.s, 1, 20);
+    /* SAEs of the 1-layer model: on its z, and on its residual stream */
+    CHECK(t_sh("%s sae train --model %s/m1 --layer 0 --data %s/s.train.bin --db %s --out %s/s1 "
+               "--steps 4 --batch 64 --eval-windows 2 >/dev/null 2>&1",
+               t_bin(), dir.s, dir.s, db2.s, dir.s) == 0);
+    CHECK(t_sh("%s sae train --model %s/m2 --layer 0 --site resid --data %s/s.train.bin --db %s "
+               "--out %s/sr --steps 4 --batch 64 --eval-windows 2 >/dev/null 2>&1",
+               t_bin(), dir.s, dir.s, db2.s, dir.s) == 0);
+    struct {
+        const char *args, *want;
+        int rc;
+    } cases[] = {
+        {"sae train --model %s/m2 --layer 2 --data %s/s.train.bin --out %s/x", "--layer 2", 1},
+        {"sae train --model %s/m2 --layer 1 --k 300 --data %s/s.train.bin --out %s/x",
+         "larger than the dictionary", 1},
+        {"sae train --model %s/m2 --layer 1 --arch l1 --l1-coeff nan --data %s/s.train.bin "
+         "--out %s/x", "--l1-coeff", 2},
+        {"sae train --model %s/m2 --layer 1 --lr inf --data %s/s.train.bin --out %s/x", "--lr", 2},
+        {"sae train --model %s/m2 --layer 0 --resume --steps 4 --batch 64 --data %s/s.train.bin "
+         "--out %s/s1", "another model", 1},
+        {"sae train --model %s/m2 --layer 0 --site q --data %s/s.train.bin --out %s/x", "--site",
+         2},
+        {"sae features --model %s/m2 --data %s/s.val.bin --sae %s/s1", "another model", 1},
+        {"sae features --model %s/m2 --data %s/s.val.bin --sae %s/sr", "residual stream", 1},
+        {"sae features --model %s/m2 --data %s/s.val.bin --sae %s/nothing", "nothing", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, cases[i].args, dir.s, dir.s, dir.s);
+        int rc = t_sh("%s %s --db %s 2> %s > /dev/null", t_bin(), cmd, db.s, err.s);
+        CHECKF(rc == cases[i].rc, "case %zu: exit %d: %s", i, rc, cmd);
+        CHECKF(t_one_line(err.s, cases[i].want), "case %zu: %s", i, cmd);
+        CHECKF(t_sql_long(db.s, "SELECT count(*) FROM runs") <= 0, "case %zu left a run", i);
+    }
+}
