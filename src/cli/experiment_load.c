@@ -53,9 +53,7 @@ static int bad(jx *j, const char *path, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
-    for (char *c = m; *c; c++) /* values (file names) from the JSON: one line */
-        if ((unsigned char)*c < 0x20) *c = '?';
-    return al_errf(j->e, "%s: %s: %s", j->src, path, m);
+    return al_errf(j->e, "%s: %s: %s", j->src, path, m); /* al_errf keeps it one line */
 }
 
 /* parent.key (a key printable in one line) or parent[i]. */
