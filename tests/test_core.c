@@ -1,11 +1,14 @@
 /* test_core.c -- the shared core pieces: al_buf (the one growable byte
  * buffer) and al_ckpt_read_state (the one reader of state.json). */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attnlab/buf.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/stats.h"
+#include "attnlab/util.h"
 #include "test.h"
 
 TEST(buf_appends) {
@@ -138,4 +141,37 @@ TEST(core_grow_doubles_only_when_full) {
     CHECK(cap == 64); /* 4, 8, 16, 32, 64 */
     for (int n = 0; n < 40; n++) CHECK(a[n] == n);
     free(a);
+}
+
+/* AUROC: hand cases (perfect, reversed, ties count half, implicit zeros
+ * as the value 0) and random sparse data against the pairwise count. */
+TEST(core_auroc) {
+    const double a[] = {3, 4}, b[] = {1, 2};
+    CHECK_NEAR(al_auroc(a, 2, 0, b, 2, 0), 1.0, 0);
+    CHECK_NEAR(al_auroc(b, 2, 0, a, 2, 0), 0.0, 0);
+    const double t[] = {2, 2};
+    CHECK_NEAR(al_auroc(t, 2, 0, t, 2, 0), 0.5, 0);
+    /* pos {1, 0, 0}, neg {0, 0, 0, 0}: 4 + 0.5*4*2 = 8 of 12 pairs */
+    const double one[] = {1};
+    CHECK_NEAR(al_auroc(one, 1, 2, NULL, 0, 4), 8.0 / 12, 1e-15);
+    /* a negative score sits below the implicit zeros */
+    const double neg[] = {-1};
+    CHECK_NEAR(al_auroc(neg, 1, 1, NULL, 0, 1), 0.25, 1e-15);
+    CHECK(isnan(al_auroc(NULL, 0, 0, a, 2, 0)));
+    al_rng r;
+    al_rng_seed(&r, 3);
+    enum { N = 300 };
+    double p[N], q[N], pn[N], qn[N];
+    int np = 0, nq = 0;
+    for (int i = 0; i < N; i++) {
+        p[i] = al_rng_uniform(&r) < 0.3 ? (double)(1 + (int)(4 * al_rng_uniform(&r))) : 0;
+        q[i] = al_rng_uniform(&r) < 0.5 ? (double)(1 + (int)(3 * al_rng_uniform(&r))) : 0;
+        if (p[i] != 0) pn[np++] = p[i];
+        if (q[i] != 0) qn[nq++] = q[i];
+    }
+    double u = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) u += p[i] > q[j] ? 1 : p[i] == q[j] ? 0.5 : 0;
+    CHECK_NEAR(al_auroc(p, N, 0, q, N, 0), u / (N * N), 1e-12);
+    CHECK_NEAR(al_auroc(pn, np, N - np, qn, nq, N - nq), u / (N * N), 1e-12);
 }

@@ -112,7 +112,7 @@ TEST(sae_features_planted) {
     al_sae_feat_result r;
     CHECK_OK(al_sae_features_run(&m, &s, &meta, &d, ST, &o, &r, &e), &e);
     CHECK(r.d_sae == SF && r.layer == 1 && r.H == PH && r.positions == SW * ST);
-    CHECK(r.probe_r == 15 && r.probe_n == 64);
+    CHECK(r.probe_r == 15 && r.probe_n == 1024);
 
     /* the text pass again, from plain forwards of the same windows */
     long fired[2] = {0, 0};
@@ -186,30 +186,95 @@ TEST(sae_features_planted) {
     /* feature 3: dead */
     CHECK(r.fired[3] == 0 && r.n_live == 3);
 
-    /* the induction index again, on the same probe, from plain forwards */
+    /* the induction numbers again, on the same probe, from plain forwards:
+     * means, firing counts, the binomial tail, and the AUROCs by brute force
+     * over every (second, first) pair */
+    enum { PN = 1024, PR = 15, TP = 2 * PR + 1, NH = PN * PR };
     al_probe p;
-    CHECK_OK(al_probe_make(&p, 15, 64, 1, PV, -1, NULL, &e), &e);
-    const int TP = 31;
-    CHECK_OK(al_model_forward(&m, p.tokens, NULL, 64, TP, &e), &e);
-    for (int f = 0; f < 2; f++) {
-        double first = 0, second = 0;
-        for (int b = 0; b < 64; b++)
-            for (int t = 1; t < TP; t++) {
-                float a = zc(&m, 64, TP, b, t, 0, f ? 9 : 3) + (-THR);
-                if (a > 0) *(t <= 15 ? &first : &second) += a;
+    CHECK_OK(al_probe_make(&p, PR, PN, 1, PV, -1, NULL, &e), &e);
+    CHECK_OK(al_model_forward(&m, p.tokens, NULL, PN, TP, &e), &e);
+    static double code[3][2][NH], znorm[PH][2][NH];
+    for (int b = 0; b < PN; b++)
+        for (int t = 1; t < TP; t++) {
+            const int sec = t > PR, slot = b * PR + (sec ? t - PR - 1 : t - 1);
+            for (int f = 0; f < 2; f++) {
+                float a = zc(&m, PN, TP, b, t, 0, f ? 9 : 3) + (-THR);
+                code[f][sec][slot] = a > 0 ? a : 0;
             }
-        first /= 64.0 * 15, second /= 64.0 * 15;
+            for (int h = 0; h < PH; h++) {
+                double q = 0;
+                for (int k = 0; k < PD; k++) q += (double)zc(&m, PN, TP, b, t, h, k) *
+                                                  zc(&m, PN, TP, b, t, h, k);
+                znorm[h][sec][slot] = sqrt(q);
+            }
+            code[2][sec][slot] = code[0][sec][slot] + code[1][sec][slot];
+        }
+    for (int f = 0; f < 3; f++) { /* 2: the two induction features summed */
+        double first = 0, second = 0, u = 0;
+        long n1 = 0, n2 = 0;
+        for (int j = 0; j < NH; j++) {
+            first += code[f][0][j], second += code[f][1][j];
+            n1 += code[f][0][j] > 0, n2 += code[f][1][j] > 0;
+        }
+        /* every (second, first) pair: the zeros of each side in closed form,
+         * the firings compared one by one */
+        for (int j = 0; j < NH; j++) {
+            double v = code[f][1][j];
+            if (v == 0) {
+                u += 0.5 * (double)(NH - n1);
+                continue;
+            }
+            u += (double)(NH - n1);
+            for (int k = 0; k < NH; k++) {
+                double w = code[f][0][k];
+                if (w > 0) u += w < v ? 1 : w == v ? 0.5 : 0;
+            }
+        }
+        double auc = u / ((double)NH * NH);
+        if (f == 2) {
+            CHECK(r.n_induction == 2);
+            CHECK_NEAR(r.group_auroc, auc, 1e-9);
+            continue;
+        }
+        CHECK(r.first_fired[f] == n1 && r.second_fired[f] == n2);
+        first /= NH, second /= NH;
         CHECK_NEAR(r.first_mean[f], first, 1e-6);
         CHECK_NEAR(r.second_mean[f], second, 1e-6);
         CHECKF(second > 0 && r.induction_index[f] > 0.9, "feature %d: induction index %g", f,
                r.induction_index[f]);
         CHECK_NEAR(r.induction_index[f], second / (first + second), 1e-6);
+        CHECK_NEAR(r.auroc[f], auc, 1e-9);
+        CHECKF(auc > 0.5, "feature %d: AUROC %g", f, auc);
+        /* binomial tail by the recurrence, in double */
+        double pt = 0, term = pow(0.5, (double)(n1 + n2)); /* C(n,0)/2^n */
+        for (long j = 0; j <= n1 + n2; j++) {
+            if (j >= n2) pt += term;
+            term = term * (double)(n1 + n2 - j) / (double)(j + 1);
+        }
+        CHECK_NEAR(r.induction_p[f] / pt, 1.0, 1e-9);
+        /* its token is due on about N·R/V second occurrences: enough to count */
+        CHECKF(r.induction[f] == 1, "feature %d: %ld / %ld firings, p %g", f, n1, n2,
+               r.induction_p[f]);
+    }
+    /* feature 2 fires everywhere: even, p near 1, not an induction feature */
+    CHECK(r.first_fired[2] == NH && r.second_fired[2] == NH && r.induction[2] == 0);
+    CHECK_NEAR(r.auroc[2], 0.5, 0.02);
+    CHECK(r.induction_p[2] > 0.4);
+    for (int h = 0; h < PH; h++) {
+        double u = 0;
+        for (int j = 0; j < NH; j++)
+            for (int k = 0; k < NH; k++) {
+                double v = znorm[h][1][j], w = znorm[h][0][k];
+                u += w < v ? 1 : w == v ? 0.5 : 0;
+            }
+        CHECK_NEAR(r.head_auroc[h], u / ((double)NH * NH), 1e-9);
     }
     al_probe_free(&p);
     /* the same again: deterministic */
     al_sae_feat_result r2;
     CHECK_OK(al_sae_features_run(&m, &s, &meta, &d, ST, &o, &r2, &e), &e);
-    CHECK(memcmp(r.density, r2.density, sizeof(double) * SF * 6) == 0);
+    CHECK(memcmp(r.density, r2.density, sizeof(double) * SF * 8) == 0);
+    CHECK(memcmp(r.head_auroc, r2.head_auroc, sizeof(double) * PH) == 0);
     CHECK(memcmp(r.contrib, r2.contrib, sizeof(double) * SF * PH * 2) == 0);
     al_sae_feat_result_free(&r2);
     /* a residual-stream SAE is refused, and the result is zeroed */

@@ -60,7 +60,7 @@ TEST(store_schema_created) {
                  "latest_run layer_scores logit_attribution logit_lens merge_sources model_scores models "
                  "patching patching_runs path_patching path_terms pruning_steps run_warnings runs "
                  "sae_feature_contexts sae_feature_heads sae_feature_logits sae_feature_runs sae_features "
-                 "sae_head_features sae_induction_features sae_runs singular_values skip_trigrams "
+                 "sae_head_features sae_induction_features sae_probe_heads sae_runs singular_values skip_trigrams "
                  "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log view_cells views"));
     /* the DESIGN §6 minimum columns */
     CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
@@ -85,7 +85,11 @@ TEST(store_migrates_version_1) {
     al_store_close(s);
     /* turn it back into a version-1 file with one score in it (without
      * version 3's tables) */
-    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
+    CHECK(t_sh("sqlite3 '%s' \"DROP VIEW sae_head_features; DROP VIEW sae_induction_features; "
+               "DROP TABLE sae_probe_heads; DROP TABLE sae_feature_heads; DROP TABLE "
+               "sae_feature_logits; DROP TABLE sae_feature_contexts; DROP TABLE sae_features; "
+               "DROP TABLE sae_feature_runs; DROP TABLE sae_runs; "
+               "ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
                "sweep_models; DROP TABLE merge_sources; DROP TABLE sweep_task; DROP INDEX "
                "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
                "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "

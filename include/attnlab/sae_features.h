@@ -35,7 +35,25 @@
  *                  second_mean, the mean f_i over positions 1..R and
  *                  R+1..2R; induction_index = second / (first + second),
  *                  the share of its probe activation on the second
- *                  occurrence (NaN when it never fires on the probe).
+ *                  occurrence (NaN when it never fires on the probe);
+ *                  first_fired and second_fired, its firing counts on each;
+ *                  induction_p = P(X >= second_fired) for X ~ Binomial(
+ *                  first_fired + second_fired, 1/2), the chance a feature
+ *                  blind to repetition fires that lopsidedly; auroc, the
+ *                  AUROC of f_i for second against first occurrence
+ *                  positions (0.5: blind; 1: every second-occurrence
+ *                  position above every first); per head, the same AUROC
+ *                  of ‖z‖ (head_auroc), the head-level baseline; and
+ *                  group_auroc, the AUROC of the induction features' (below)
+ *                  summed code, chosen on the same probe (in-sample).
+ *   induction      a feature is an induction feature when its index is at
+ *   feature        least AL_SAE_INDUCTION_INDEX and induction_p is below
+ *                  AL_SAE_INDUCTION_P. The index alone is a ratio: a
+ *                  feature that fires twice on the probe, both on second
+ *                  occurrences, reaches 1. The count test keeps a feature
+ *                  specific to one token (it fires only where that token
+ *                  is due, a few dozen times in a large probe) while it
+ *                  rejects such flukes.
  *
  * Only z-site SAEs: a residual-stream SAE has no head slices. */
 #ifndef ATTNLAB_SAE_FEATURES_H
@@ -55,13 +73,15 @@ typedef struct al_sae_feat_opts {
     int top_n;            /* contexts per feature (10), 1..100 */
     int logit_n;          /* tokens each way (10), 1..100 */
     int probe_r;          /* induction probe: ids per half (0: min(50, (n_ctx−1)/2)) */
-    int probe_n;          /* sequences (64), 1..100000 */
+    int probe_n;          /* sequences (1024), 1..100000: a token-specific feature
+                           * needs its token due on second occurrences often
+                           * enough to count (about probe_n·R/d_vocab times) */
     uint64_t probe_seed;  /* (1) */
     int bos;              /* the probe's BOS id (−1: 0) */
     int progress;         /* progress line on stderr (0) */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, −1 "interrupted" */
 } al_sae_feat_opts;
-#define AL_SAE_FEAT_OPTS_INIT {64, 10, 10, 0, 64, 1, -1, 0, NULL}
+#define AL_SAE_FEAT_OPTS_INIT {64, 10, 10, 0, 1024, 1, -1, 0, NULL}
 al_sae_feat_opts al_sae_feat_opts_defaults(void);
 /* 0, or −1 with e naming the option out of range. */
 int al_sae_feat_opts_check(const al_sae_feat_opts *o, al_err *e);
@@ -84,6 +104,12 @@ typedef struct al_sae_feat_result {
     long *fired;          /* text positions with f > 0 */
     double *density, *mean_act, *max_act;
     double *first_mean, *second_mean, *induction_index;
+    long *first_fired, *second_fired; /* probe firings on each occurrence */
+    double *induction_p, *auroc;
+    unsigned char *induction; /* al_sae_is_induction */
+    int n_induction;
+    double group_auroc;   /* AUROC of the induction features' summed code (in-sample) */
+    double *head_auroc;   /* (H) AUROC of ‖z‖ of each head of the layer */
     double *contrib;      /* (d_sae, H) */
     double *share;        /* (d_sae, H) */
     al_sae_feat_ctx *ctx; /* (d_sae, top_n) by act descending */
@@ -102,6 +128,12 @@ typedef struct al_sae_feat_result {
  * vocabulary, a short file, out of memory, stopped). */
 int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
                         int T, const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e);
+#define AL_SAE_INDUCTION_INDEX 0.8
+#define AL_SAE_INDUCTION_P 1e-4
+/* 1 when a feature with this induction index and binomial tail counts as
+ * an induction feature (above), else 0; NaN counts as no. */
+int al_sae_is_induction(double index, double p);
+
 /* Frees and zeroes r; harmless on a zeroed struct. */
 void al_sae_feat_result_free(al_sae_feat_result *r);
 

@@ -11,6 +11,14 @@
 
 /* Pearson's correlation of x and y. */
 double al_pearson(const double *x, const double *y, int n);
+/* The area under the ROC curve of a score separating positives from
+ * negatives: P(score of a positive > score of a negative) + P(tie) / 2,
+ * the Mann-Whitney U over np·nn. pos_zeros and neg_zeros add that many
+ * implicit scores of exactly 0 to each side, so a sparse code (most
+ * entries 0) needs only its nonzero entries. NaN when a side is empty or
+ * out of memory. 1 means every positive scores above every negative. */
+double al_auroc(const double *pos, long np, long pos_zeros, const double *neg, long nn,
+                long neg_zeros);
 /* Spearman's rank correlation, ties given their average rank. */
 double al_spearman(const double *x, const double *y, int n);
 /* Of the k entries largest in |x| and the k largest in |y| (ties to the

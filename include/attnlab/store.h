@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 13
+#define AL_STORE_SCHEMA_VERSION 14
 
 typedef struct al_store al_store;
 
@@ -308,6 +308,8 @@ typedef struct al_sae_feature_run_row {
     long positions;
     int probe_r, probe_n;
     double seconds;
+    int n_induction;
+    double group_auroc;
 } al_sae_feature_run_row;
 int al_store_put_sae_feature_run(al_store *s, int64_t run_id, int64_t model_id,
                                  const al_sae_feature_run_row *r, al_err *e);
@@ -318,9 +320,15 @@ typedef struct al_sae_feature_row {
     double density, mean_act, max_act, first_mean, second_mean, induction_index;
     int top_layer, top_head;
     double top_share;
+    long first_fired, second_fired;
+    double induction_p, auroc;
+    int induction;
 } al_sae_feature_row;
 int al_store_put_sae_feature(al_store *s, int64_t run_id, int64_t model_id,
                              const al_sae_feature_row *r, al_err *e);
+/* One head's ‖z‖ AUROC on a `sae features` run's induction probe. */
+int al_store_put_sae_probe_head(al_store *s, int64_t run_id, int64_t model_id, int layer,
+                                int head, double auroc, al_err *e);
 /* One top context of a feature (rank 1 = the largest); token_str: len bytes. */
 int al_store_put_sae_feature_context(al_store *s, int64_t run_id, int64_t model_id, int feature,
                                      int rank, int window, long offset, int pos, int token,

@@ -11,10 +11,15 @@
 
 #include "attnlab/hooks.h"
 #include "attnlab/scores.h"
+#include "attnlab/stats.h"
 
 al_sae_feat_opts al_sae_feat_opts_defaults(void) {
     al_sae_feat_opts o = AL_SAE_FEAT_OPTS_INIT;
     return o;
+}
+
+int al_sae_is_induction(double index, double p) {
+    return index >= AL_SAE_INDUCTION_INDEX && p < AL_SAE_INDUCTION_P;
 }
 
 int al_sae_feat_opts_check(const al_sae_feat_opts *o, al_err *e) {
@@ -33,6 +38,9 @@ int al_sae_feat_opts_check(const al_sae_feat_opts *o, al_err *e) {
 
 void al_sae_feat_result_free(al_sae_feat_result *r) {
     free(r->fired);
+    free(r->first_fired);
+    free(r->induction);
+    free(r->head_auroc);
     free(r->density);
     free(r->contrib);
     free(r->ctx);
@@ -127,17 +135,24 @@ static void extremes(const double *x, int n, int m, int up, int *tok, float *val
 static int alloc_result(al_sae_feat_result *r, al_err *e) {
     const size_t F = (size_t)r->d_sae;
     r->fired = al_calloc(F, sizeof *r->fired, e);
-    r->density = al_calloc(F * 6, sizeof(double), e);
+    r->first_fired = al_calloc(F * 2, sizeof *r->first_fired, e);
+    r->density = al_calloc(F * 8, sizeof(double), e);
+    r->induction = al_calloc(F, 1, e);
+    r->head_auroc = al_calloc((size_t)r->H, sizeof(double), e);
     r->contrib = al_calloc(F * r->H * 2, sizeof(double), e);
     r->ctx = al_malloc(F * r->top_n, sizeof *r->ctx, e);
     r->up_tok = al_calloc(F * r->logit_n * 2, sizeof(int), e);
     r->up_val = al_calloc(F * r->logit_n * 2, sizeof(float), e);
-    if (!r->fired || !r->density || !r->contrib || !r->ctx || !r->up_tok || !r->up_val) return -1;
+    if (!r->fired || !r->first_fired || !r->induction || !r->head_auroc || !r->density ||
+        !r->contrib || !r->ctx || !r->up_tok || !r->up_val) return -1;
     r->mean_act = r->density + F;
     r->max_act = r->density + 2 * F;
     r->first_mean = r->density + 3 * F;
     r->second_mean = r->density + 4 * F;
     r->induction_index = r->density + 5 * F;
+    r->induction_p = r->density + 6 * F;
+    r->auroc = r->density + 7 * F;
+    r->second_fired = r->first_fired + F;
     r->share = r->contrib + F * r->H;
     r->down_tok = r->up_tok + F * r->logit_n;
     r->down_val = r->up_val + F * r->logit_n;
@@ -242,11 +257,29 @@ out:
     return rc;
 }
 
-/* The probe pass: mean activation on the first and second occurrence. */
+/* P(X >= k) for X ~ Binomial(n, 1/2), in logs so n in the tens of
+ * thousands neither overflows nor underflows to a useless 0 too early. */
+static double binom_half_tail(long k, long n) {
+    if (k <= 0) return 1.0;
+    if (k > n) return 0.0;
+    double acc = 0, lfn = lgamma((double)n + 1), l2 = (double)n * log(2.0);
+    for (long j = k; j <= n; j++) {
+        double t = exp(lfn - lgamma((double)j + 1) - lgamma((double)(n - j) + 1) - l2);
+        acc += t;
+        if (t < acc * 1e-17) break; /* the terms only shrink past the mode */
+    }
+    return acc < 1 ? acc : 1;
+}
+
+/* The probe pass: per feature its mean activation and firing count on
+ * the first and second occurrence and the AUROC of its code between them;
+ * per head the AUROC of its z norm. Codes are kept sparsely, (feature,
+ * half, value) per firing, then bucketed by feature. */
 static int probe_pass(al_model *m, al_sae *s, const al_sae_meta *meta,
                       const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
     const int R = r->probe_r, N = r->probe_n, Tp = 2 * R + 1, d = s->cfg.d_in,
-              F = s->cfg.d_sae;
+              F = s->cfg.d_sae, H = r->H, D = d / H;
+    const long half = (long)N * R;
     al_probe p;
     if (al_probe_make(&p, R, N, o->probe_seed, m->cfg.d_vocab, o->bos, NULL, e) != 0) return -1;
     int bm = 4096 / Tp > 0 ? 4096 / Tp : 1;
@@ -254,8 +287,16 @@ static int probe_pass(al_model *m, al_sae *s, const al_sae_meta *meta,
     float *z = al_malloc((size_t)bm * Tp * d, sizeof(float), e);
     int *lat = al_malloc((size_t)F, sizeof(int), e);
     float *val = al_malloc((size_t)F, sizeof(float), e);
+    double *hn = al_malloc((size_t)H * 2 * half, sizeof(double), e); /* (H, 2, N·R) */
+    size_t cap = (size_t)half * 2 * 8, n_ent = 0;
+    int *ef = al_malloc(cap, sizeof(int), e);
+    float *ev = al_malloc(cap, sizeof(float), e);
+    unsigned char *eh = al_malloc(cap, 1, e);
+    long *es = al_malloc(cap, sizeof(long), e); /* probe position: sec·N·R + slot */
+    size_t *at = al_calloc((size_t)F + 1, sizeof(size_t), e);
+    double *sa = NULL, *sb = NULL;
     int rc = -1;
-    if (!z || !lat || !val) goto out;
+    if (!z || !lat || !val || !hn || !ef || !ev || !eh || !es || !at) goto out;
     const float sc = (float)meta->scale;
     for (int n0 = 0; n0 < N; n0 += bm) {
         if (o->stop && *o->stop) {
@@ -266,21 +307,110 @@ static int probe_pass(al_model *m, al_sae *s, const al_sae_meta *meta,
         if (capture(m, meta->hook_layer, d, p.tokens + (size_t)n0 * Tp, nb, Tp, z, e) != 0)
             goto out;
         const size_t nr = (size_t)nb * Tp;
+        for (size_t row = 0; row < nr; row++) {
+            int t = (int)(row % Tp);
+            if (t == 0) continue;
+            const int sec = t > R;
+            const long slot = (long)(n0 + (int)(row / Tp)) * R + (sec ? t - R - 1 : t - 1);
+            for (int h = 0; h < H; h++) {
+                double q = 0;
+                for (int k = 0; k < D; k++) {
+                    double v = z[row * d + (size_t)h * D + k];
+                    q += v * v;
+                }
+                hn[((size_t)h * 2 + (size_t)sec) * half + slot] = sqrt(q);
+            }
+        }
         for (size_t i = 0; i < nr * d; i++) z[i] *= sc;
         if (al_sae_encode(s, z, (int)nr, e) != 0) goto out;
         for (size_t row = 0; row < nr; row++) {
             int t = (int)(row % Tp);
             if (t == 0) continue; /* BOS */
-            double *acc = t <= R ? r->first_mean : r->second_mean;
+            const int sec = t > R;
+            const long slot = (long)(n0 + (int)(row / Tp)) * R + (sec ? t - R - 1 : t - 1);
+            double *acc = sec ? r->second_mean : r->first_mean;
+            long *cnt = sec ? r->second_fired : r->first_fired;
             int n = row_codes(s, (int)row, lat, val);
-            for (int q = 0; q < n; q++) acc[lat[q]] += val[q];
+            for (int q = 0; q < n; q++) {
+                acc[lat[q]] += val[q];
+                cnt[lat[q]]++;
+                if (n_ent == cap) {
+                    size_t nc = cap * 2;
+                    int *f2 = realloc(ef, nc * sizeof *ef);
+                    if (f2) ef = f2;
+                    float *v2 = realloc(ev, nc * sizeof *ev);
+                    if (v2) ev = v2;
+                    unsigned char *h2 = realloc(eh, nc);
+                    if (h2) eh = h2;
+                    long *s2 = realloc(es, nc * sizeof *es);
+                    if (s2) es = s2;
+                    if (!f2 || !v2 || !h2 || !s2) {
+                        al_errf(e, "out of memory");
+                        goto out;
+                    }
+                    cap = nc;
+                }
+                ef[n_ent] = lat[q], ev[n_ent] = val[q], eh[n_ent] = (unsigned char)sec;
+                es[n_ent++] = sec * half + slot;
+            }
         }
     }
+    /* Bucket the firings by feature (counting sort, stable). */
+    for (size_t j = 0; j < n_ent; j++) at[ef[j] + 1]++;
+    for (int i = 0; i < F; i++) at[i + 1] += at[i];
+    size_t maxn = 0;
+    for (int i = 0; i < F; i++)
+        if (at[i + 1] - at[i] > maxn) maxn = at[i + 1] - at[i];
+    sa = al_malloc(maxn + (size_t)half * 2 + 1, sizeof(double), e);
+    if (!sa) goto out;
+    sb = sa + maxn;
+    {
+        size_t *fill = al_malloc((size_t)F, sizeof(size_t), e);
+        double *sv = al_malloc(n_ent + 1, sizeof(double), e);
+        unsigned char *sh = al_malloc(n_ent + 1, 1, e);
+        if (!fill || !sv || !sh) {
+            free(fill), free(sv), free(sh);
+            goto out;
+        }
+        memcpy(fill, at, sizeof(size_t) * (size_t)F);
+        for (size_t j = 0; j < n_ent; j++) {
+            size_t k = fill[ef[j]]++;
+            sv[k] = ev[j], sh[k] = eh[j];
+        }
+        for (int i = 0; i < F; i++) {
+            long n1 = r->first_fired[i], n2 = r->second_fired[i], a = 0, b = 0;
+            for (size_t k = at[i]; k < at[i + 1]; k++) {
+                if (sh[k]) sb[b++] = sv[k];
+                else sa[a++] = sv[k];
+            }
+            r->auroc[i] = n1 + n2 ? al_auroc(sb, b, half - n2, sa, a, half - n1) : NAN;
+            r->induction_p[i] = binom_half_tail(n2, n1 + n2);
+        }
+        free(fill), free(sv), free(sh);
+    }
+    for (int h = 0; h < H; h++) {
+        const double *h1 = hn + (size_t)h * 2 * half, *h2 = h1 + half;
+        r->head_auroc[h] = al_auroc(h2, half, 0, h1, half, 0);
+    }
     for (int i = 0; i < F; i++) {
-        r->first_mean[i] /= (double)N * R;
-        r->second_mean[i] /= (double)N * R;
+        r->first_mean[i] /= (double)half;
+        r->second_mean[i] /= (double)half;
         double t = r->first_mean[i] + r->second_mean[i];
         r->induction_index[i] = t > 0 ? r->second_mean[i] / t : NAN;
+        r->induction[i] = al_sae_is_induction(r->induction_index[i], r->induction_p[i]);
+        r->n_induction += r->induction[i];
+    }
+    /* The induction features together: their summed code at each probe
+     * position, in firing order (fixed), against the head baseline. The
+     * features were chosen on this same probe, so it is an in-sample
+     * figure. hn is free to reuse as the (2, N·R) sum. */
+    r->group_auroc = NAN;
+    if (r->n_induction) {
+        double *g = hn;
+        memset(g, 0, sizeof(double) * 2 * (size_t)half);
+        for (size_t j = 0; j < n_ent; j++)
+            if (r->induction[ef[j]]) g[es[j]] += ev[j];
+        r->group_auroc = al_auroc(g + half, half, 0, g, half, 0);
     }
     rc = 0;
 out:
@@ -288,6 +418,13 @@ out:
     free(z);
     free(lat);
     free(val);
+    free(hn);
+    free(ef);
+    free(ev);
+    free(eh);
+    free(es);
+    free(at);
+    free(sa);
     return rc;
 }
 

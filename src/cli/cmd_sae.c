@@ -440,6 +440,10 @@ static cJSON *feat_json(const al_sae_feat_result *r, int i, const al_tokenizer *
              json_num(f, "first_mean", r->first_mean[i]) &&
              json_num(f, "second_mean", r->second_mean[i]) &&
              json_num(f, "induction_index", r->induction_index[i]) &&
+             cJSON_AddNumberToObject(f, "first_fired", (double)r->first_fired[i]) &&
+             cJSON_AddNumberToObject(f, "second_fired", (double)r->second_fired[i]) &&
+             json_num(f, "induction_p", r->induction_p[i]) && json_num(f, "auroc", r->auroc[i]) &&
+             cJSON_AddBoolToObject(f, "induction", r->induction[i]) &&
              (hs = cJSON_AddArrayToObject(f, "heads")) && (up = cJSON_AddArrayToObject(f, "up")) &&
              (dn = cJSON_AddArrayToObject(f, "down")) &&
              (cx = cJSON_AddArrayToObject(f, "contexts"));
@@ -485,9 +489,14 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
     int n = 0;
     int *ix = by_density(r, &n);
     if (!ix) return al_errf(e, "out of memory");
-    int rc = 0;
+    int rc = 0, best = -1, bh = -1;
+    for (int i = 0; i < r->d_sae; i++)
+        if (r->fired[i] && isfinite(r->auroc[i]) && (best < 0 || r->auroc[i] > r->auroc[best]))
+            best = i;
+    for (int h = 0; h < r->H; h++)
+        if (isfinite(r->head_auroc[h]) && (bh < 0 || r->head_auroc[h] > r->head_auroc[bh])) bh = h;
     if (dr->json) {
-        cJSON *d = dr->doc, *fs = NULL;
+        cJSON *d = dr->doc, *fs = NULL, *ha = NULL;
         int ok = cJSON_AddStringToObject(d, "sae", a->sae) &&
                  cJSON_AddStringToObject(d, "hook_name", s->hook) &&
                  cJSON_AddNumberToObject(d, "layer", r->layer) &&
@@ -498,7 +507,18 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
                  cJSON_AddNumberToObject(d, "positions", (double)r->positions) &&
                  cJSON_AddNumberToObject(d, "probe_r", r->probe_r) &&
                  cJSON_AddNumberToObject(d, "probe_n", r->probe_n) &&
+                 cJSON_AddNumberToObject(d, "n_induction", r->n_induction) &&
+                 json_num(d, "group_auroc", r->group_auroc) &&
+                 (best < 0 || (cJSON_AddNumberToObject(d, "best_auroc_feature", best) &&
+                               json_num(d, "best_auroc", r->auroc[best]))) &&
+                 (ha = cJSON_AddArrayToObject(d, "head_auroc")) &&
                  (fs = cJSON_AddArrayToObject(d, "features"));
+        for (int h = 0; ok && h < r->H; h++) {
+            cJSON *o = cJSON_CreateObject();
+            ok = o && cJSON_AddItemToArray(ha, o) &&
+                 cJSON_AddNumberToObject(o, "layer", r->layer) &&
+                 cJSON_AddNumberToObject(o, "head", h) && json_num(o, "auroc", r->head_auroc[h]);
+        }
         for (int i = 0; ok && i < r->d_sae; i++) {
             if (!r->fired[i]) continue;
             cJSON *f = feat_json(r, i, dr->b->tok);
@@ -512,9 +532,16 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
            "%d tokens; induction probe R %d, N %d\n",
            a->w.model, (long long)dr->b->run_id, a->w.db, a->sae, s->hook, r->n_live, r->d_sae,
            r->windows, r->T, r->probe_r, r->probe_n);
+    printf("induction features (index >= %.1f, binomial p < %g): %d", AL_SAE_INDUCTION_INDEX,
+           AL_SAE_INDUCTION_P, r->n_induction);
+    if (best >= 0)
+        printf("; best AUROC second vs first occurrence: feature %d %.3f", best, r->auroc[best]);
+    if (bh >= 0) printf(", best head z norm %d.%d %.3f", r->layer, bh, r->head_auroc[bh]);
+    if (r->n_induction) printf(", induction features summed %.3f", r->group_auroc);
+    printf("\n");
     if (n > 0 && a->show > 0)
-        printf("%-8s %8s %8s %8s %9s %6s %6s  %s\n", "feature", "density", "mean", "max",
-               "induction", "head", "share", "raises");
+        printf("%-8s %8s %8s %8s %9s %6s %6s %6s  %s\n", "feature", "density", "mean", "max",
+               "induction", "auroc", "head", "share", "raises");
     for (int q = 0; q < n && q < a->show; q++) {
         int i = ix[q], top = -1;
         for (int h = 0; h < r->H; h++) {
@@ -525,8 +552,9 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
         if (top >= 0) snprintf(head, sizeof head, "%d.%d", r->layer, top);
         int t0 = r->up_tok[(size_t)i * r->logit_n];
         if (t0 >= 0) al_store_token_str(dr->b->tok, t0, tk, sizeof tk);
-        printf("%-8d %8.4f %8.3f %8.3f %9.3f %6s %6.3f  %s\n", i, r->density[i], r->mean_act[i],
-               r->max_act[i], r->induction_index[i], head,
+        printf("%-8d %8.4f %8.3f %8.3f %8.3f%s %6.3f %6s %6.3f  %s\n", i, r->density[i],
+               r->mean_act[i], r->max_act[i], r->induction_index[i], r->induction[i] ? "*" : " ",
+               r->auroc[i], head,
                top >= 0 ? r->share[(size_t)i * r->H + top] : NAN, tk);
     }
     free(ix);

@@ -1,4 +1,4 @@
-/* stats.c -- rank and linear correlations, top-k overlap (stats.h).
+/* stats.c -- rank and linear correlations, AUROC, top-k overlap (stats.h).
  * Sums run in index order in double, so results do not depend on the
  * thread count. */
 #include "attnlab/stats.h"
@@ -106,4 +106,46 @@ void al_top_k(const float *row, int n, int k, int *idx) {
         memmove(idx + pos + 1, idx + pos, sizeof(int) * (size_t)(k - pos - 1));
         idx[pos] = v;
     }
+}
+
+static int by_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Entries of sorted v[0..n) below x (strict) or at most x. */
+static long count_below(const double *v, long n, double x, int or_equal) {
+    long lo = 0, hi = n;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (v[mid] < x || (or_equal && v[mid] == x)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+double al_auroc(const double *pos, long np, long pos_zeros, const double *neg, long nn,
+                long neg_zeros) {
+    long NP = np + pos_zeros, NN = nn + neg_zeros;
+    if (NP <= 0 || NN <= 0) return NAN;
+    double *sn = malloc(sizeof(double) * (size_t)(nn > 0 ? nn : 1));
+    if (!sn) return NAN;
+    memcpy(sn, neg, sizeof(double) * (size_t)nn);
+    qsort(sn, (size_t)nn, sizeof *sn, by_double);
+    /* U: over positives, the negatives below plus half those tied, the
+     * implicit zeros of each side counted as the value 0. Half-integer
+     * sums in double stay exact below 2^52. */
+    double u = 0;
+    for (long i = 0; i <= np; i++) {
+        double p = i < np ? pos[i] : 0.0;
+        long times = i < np ? 1 : pos_zeros;
+        if (!times) continue;
+        long lt = count_below(sn, nn, p, 0), le = count_below(sn, nn, p, 1);
+        double w = (double)lt + 0.5 * (double)(le - lt);
+        if (p > 0) w += (double)neg_zeros;
+        else if (p == 0) w += 0.5 * (double)neg_zeros;
+        u += w * (double)times;
+    }
+    free(sn);
+    return u / ((double)NP * (double)NN);
 }

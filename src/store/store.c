@@ -575,10 +575,39 @@ static const char schema_v13[] =
     "         f.density, f.top_layer, f.top_head, f.top_share\n"
     "  FROM sae_features f WHERE f.induction_index >= 0.8;\n";
 
+/* v14: an induction feature by counts, not by the mean ratio alone. A
+ * feature that fires twice on the probe, both times on the second
+ * occurrence, has an induction index of 1; the firing counts on each
+ * occurrence and their binomial tail (sae_features.h) tell such a fluke
+ * from a feature that fires only where its token is due. The AUROC of
+ * each feature and of each head's ‖z‖ (sae_probe_heads) between the two
+ * occurrences put features and heads on one scale. */
+static const char schema_v14[] =
+    "ALTER TABLE sae_feature_runs ADD COLUMN n_induction INTEGER;\n"
+    "ALTER TABLE sae_feature_runs ADD COLUMN group_auroc REAL;  -- induction features summed\n"
+    "ALTER TABLE sae_features ADD COLUMN first_fired INTEGER;   -- probe firings, 1st occurrence\n"
+    "ALTER TABLE sae_features ADD COLUMN second_fired INTEGER;  -- and on the 2nd\n"
+    "ALTER TABLE sae_features ADD COLUMN induction_p REAL;      -- P(Bin(n1+n2, 1/2) >= n2)\n"
+    "ALTER TABLE sae_features ADD COLUMN auroc REAL;            -- 2nd vs 1st occurrence\n"
+    "ALTER TABLE sae_features ADD COLUMN induction INTEGER;     -- 1: an induction feature\n"
+    "CREATE TABLE IF NOT EXISTS sae_probe_heads(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL, head INTEGER NOT NULL,\n"
+    "  auroc REAL,                         -- of the head's z norm, 2nd vs 1st occurrence\n"
+    "  PRIMARY KEY (run_id, head));\n"
+    "DROP VIEW IF EXISTS sae_induction_features;\n"
+    "CREATE VIEW sae_induction_features AS\n"
+    "  SELECT f.run_id, f.model_id, f.feature, f.induction_index, f.first_fired,\n"
+    "         f.second_fired, f.induction_p, f.auroc, f.first_mean, f.second_mean,\n"
+    "         f.density, f.top_layer, f.top_head, f.top_share\n"
+    "  FROM sae_features f WHERE f.induction = 1;\n";
+
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
                                                schema_v6, schema_v7, schema_v8, schema_v9,
-                                               schema_v10, schema_v11, schema_v12, schema_v13};
+                                               schema_v10, schema_v11, schema_v12, schema_v13,
+                                               schema_v14};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -589,7 +618,7 @@ enum {
     S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN,
     S_ATTR_RUN, S_LOGIT_ATTR, S_PATH_TERM, S_LENS, S_AP, S_AP_AGREE, S_ATTR_TOK, S_CIRC_RUN,
     S_CIRC_EDGE, S_WARN, S_VIEW, S_SAE_RUN, S_SAE_FRUN, S_SAE_FEAT, S_SAE_CTX, S_SAE_LOGIT,
-    S_SAE_HEAD, S_N
+    S_SAE_HEAD, S_SAE_PHEAD, S_N
 };
 static const char *const stmt_sql[S_N] = {
     [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
@@ -630,11 +659,12 @@ static const char *const stmt_sql[S_N] = {
                "VALUES(?,?,?,?,?)",
     [S_SAE_RUN] = "INSERT INTO sae_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
                   "?,?,?,?)",
-    [S_SAE_FRUN] = "INSERT INTO sae_feature_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    [S_SAE_FEAT] = "INSERT INTO sae_features VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_SAE_FRUN] = "INSERT INTO sae_feature_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_SAE_FEAT] = "INSERT INTO sae_features VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_SAE_CTX] = "INSERT INTO sae_feature_contexts VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_SAE_LOGIT] = "INSERT INTO sae_feature_logits VALUES(?,?,?,?,?,?,?,?)",
     [S_SAE_HEAD] = "INSERT INTO sae_feature_heads VALUES(?,?,?,?,?,?,?)",
+    [S_SAE_PHEAD] = "INSERT INTO sae_probe_heads VALUES(?,?,?,?,?)",
 };
 
 struct al_store {
@@ -1307,16 +1337,19 @@ int al_store_put_sae_run(al_store *s, int64_t run_id, int64_t model_id,
 
 int al_store_put_sae_feature_run(al_store *s, int64_t run_id, int64_t model_id,
                                  const al_sae_feature_run_row *r, al_err *e) {
-    return put_row(s, S_SAE_FRUN, e, "IIssiiiiiIiid", run_id, model_id, r->sae_dir,
+    return put_row(s, S_SAE_FRUN, e, "IIssiiiiiIiidid", run_id, model_id, r->sae_dir,
                    r->hook_name, r->layer, r->d_sae, r->n_live, r->windows, r->seq_len,
-                   (int64_t)r->positions, r->probe_r, r->probe_n, r->seconds);
+                   (int64_t)r->positions, r->probe_r, r->probe_n, r->seconds, r->n_induction,
+                   r->group_auroc);
 }
 
 int al_store_put_sae_feature(al_store *s, int64_t run_id, int64_t model_id,
                              const al_sae_feature_row *r, al_err *e) {
-    return put_row(s, S_SAE_FEAT, e, "IIiIddddddood", run_id, model_id, r->feature,
+    return put_row(s, S_SAE_FEAT, e, "IIiIddddddoodIIddi", run_id, model_id, r->feature,
                    (int64_t)r->fired, r->density, r->mean_act, r->max_act, r->first_mean,
-                   r->second_mean, r->induction_index, r->top_layer, r->top_head, r->top_share);
+                   r->second_mean, r->induction_index, r->top_layer, r->top_head, r->top_share,
+                   (int64_t)r->first_fired, (int64_t)r->second_fired, r->induction_p, r->auroc,
+                   r->induction);
 }
 
 int al_store_put_sae_feature_context(al_store *s, int64_t run_id, int64_t model_id, int feature,
@@ -1338,6 +1371,11 @@ int al_store_put_sae_feature_head(al_store *s, int64_t run_id, int64_t model_id,
                                   al_err *e) {
     return put_row(s, S_SAE_HEAD, e, "IIiiidd", run_id, model_id, feature, layer, head,
                    contribution, share);
+}
+
+int al_store_put_sae_probe_head(al_store *s, int64_t run_id, int64_t model_id, int layer,
+                                int head, double auroc, al_err *e) {
+    return put_row(s, S_SAE_PHEAD, e, "IIiid", run_id, model_id, layer, head, auroc);
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id,

@@ -12,10 +12,15 @@ int al_store_put_sae_features(al_store *s, int64_t run_id, int64_t model_id, con
                                  .d_sae = r->d_sae, .n_live = r->n_live, .windows = r->windows,
                                  .seq_len = r->T, .positions = r->positions,
                                  .probe_r = r->probe_r, .probe_n = r->probe_n,
-                                 .seconds = r->seconds};
+                                 .seconds = r->seconds, .n_induction = r->n_induction,
+                                 .group_auroc = r->group_auroc};
     if (al_store_put_sae_feature_run(s, run_id, model_id, &fr, e) != 0) return -1;
     const int H = r->H;
     char buf[256];
+    for (int h = 0; h < H; h++)
+        if (al_store_put_sae_probe_head(s, run_id, model_id, r->layer, h, r->head_auroc[h], e) !=
+            0)
+            return -1;
     for (int i = 0; i < r->d_sae; i++) {
         if (!r->fired[i]) continue;
         int top = -1;
@@ -28,7 +33,10 @@ int al_store_put_sae_features(al_store *s, int64_t run_id, int64_t model_id, con
             .mean_act = r->mean_act[i], .max_act = r->max_act[i],
             .first_mean = r->first_mean[i], .second_mean = r->second_mean[i],
             .induction_index = r->induction_index[i], .top_layer = top >= 0 ? r->layer : -1,
-            .top_head = top, .top_share = top >= 0 ? r->share[(size_t)i * H + top] : NAN};
+            .top_head = top, .top_share = top >= 0 ? r->share[(size_t)i * H + top] : NAN,
+            .first_fired = r->first_fired[i], .second_fired = r->second_fired[i],
+            .induction_p = r->induction_p[i], .auroc = r->auroc[i],
+            .induction = r->induction[i]};
         if (al_store_put_sae_feature(s, run_id, model_id, &row, e) != 0) return -1;
         for (int j = 0; j < r->top_n; j++) {
             const al_sae_feat_ctx *c = r->ctx + (size_t)i * r->top_n + j;
