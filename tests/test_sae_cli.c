@@ -255,6 +255,11 @@ TEST(sae_features_planted) {
         /* its token is due on about N·R/V second occurrences: enough to count */
         CHECKF(r.induction[f] == 1, "feature %d: %ld / %ld firings, p %g", f, n1, n2,
                r.induction_p[f]);
+        /* token-specific: where it fires on a second occurrence, its token is due next
+         * (not always: an id repeated inside a half of 15 draws from 128 sends the
+         * induction head to another copy: feature 1 has 0.897) */
+        CHECKF(r.next_token[f] == (f ? 9 : 3) && r.next_share[f] > 0.8,
+               "feature %d: next token %d, share %g", f, r.next_token[f], r.next_share[f]);
     }
     /* feature 2 fires everywhere: even, p near 1, not an induction feature */
     CHECK(r.first_fired[2] == NH && r.second_fired[2] == NH && r.induction[2] == 0);
@@ -509,4 +514,65 @@ TEST(sae_cli_bad_input_no_run) {
         CHECKF(t_one_line(err.s, cases[i].want), "case %zu: %s", i, cmd);
         CHECKF(t_sql_long(db.s, "SELECT count(*) FROM runs") <= 0, "case %zu left a run", i);
     }
+}
+
+/* The experiment keys: `sae` trains on the experiment's training tokens
+ * into the model's sae-L1, `sae_features` finds it by that name; both run
+ * after training whatever their order in the file, are reused on a second
+ * run, and a path the runner owns ("out") is refused. */
+TEST(sae_experiment_stages) {
+    if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
+    static const char x[] =
+        "{\"name\": \"saetiny\",\n"
+        " \"data\": {\"synthetic\": {\"stories\": 600, \"seed\": 2, \"repeat_fraction\": 0.3},"
+        " \"val\": 0.05},\n"
+        " \"tokenizer\": {\"vocab\": 300},\n"
+        " \"train\": {\"d_model\": 64, \"n_heads\": 4, \"d_head\": 16, \"n_ctx\": 64, \"batch\": 8,"
+        " \"steps\": 30, \"lr\": 0.01, \"warmup\": 10, \"eval_every\": 30, \"eval_batches\": 2},\n"
+        " \"models\": [{\"name\": \"2l\", \"n_layers\": 2}],\n"
+        " \"analyses\": {\"sae_features\": {\"sae\": \"sae-L1\", \"windows\": 8, \"probe_n\": 64},\n"
+        "   \"sae\": {\"layer\": 1, \"steps\": 12, \"batch\": 256, \"eval_windows\": 4}},\n"
+        " \"report\": false}\n";
+    t_write("x.json", x);
+    char out[600], db[700], sae[700];
+    snprintf(out, sizeof out, "%s", t_path("out"));
+    snprintf(db, sizeof db, "%s/results.db", out);
+    snprintf(sae, sizeof sae, "%s/models/2l/sae-L1", out);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("x.json"), out,
+               t_path("run1")) == 0);
+    char *log = t_slurp(t_path("run1"));
+    CHECK(log && strstr(log, "$ attnlab sae train") && strstr(log, "tokens.train.bin") &&
+          strstr(log, "$ attnlab sae features"));
+    CHECK(log && strstr(log, "$ attnlab sae train") < strstr(log, "$ attnlab sae features"));
+    free(log);
+    char p[800];
+    snprintf(p, sizeof p, "%s/cfg.json", sae);
+    CHECK(al_file_exists(p));
+    CHECK(t_sql_long(db, "SELECT count(*) FROM sae_runs WHERE steps = 12 AND out_dir LIKE "
+                         "'%/models/2l/sae-L1'") == 1);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM sae_feature_runs WHERE sae_dir LIKE "
+                         "'%/models/2l/sae-L1' AND windows = 8 AND probe_n = 64") == 1);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM sae_probe_heads") == 4);
+    /* again: both reused, nothing new */
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("x.json"), out,
+               t_path("run2")) == 0);
+    log = t_slurp(t_path("run2"));
+    int reused = 0;
+    for (const char *q = log; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++)
+        reused++;
+    CHECKF(reused == 6, "%d stages reused", reused);
+    free(log);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM runs") == 3);
+    /* the runner owns the SAE's directory */
+    static const char bad[] =
+        "{\"name\": \"saebad\", \"data\": {\"synthetic\": {\"stories\": 600}},"
+        " \"train\": {\"d_model\": 64, \"n_heads\": 4, \"d_head\": 16, \"n_ctx\": 64},"
+        " \"models\": [{\"name\": \"2l\", \"n_layers\": 2}],"
+        " \"analyses\": {\"sae\": {\"layer\": 1, \"out\": \"elsewhere\"}}}";
+    t_write("bad.json", bad);
+    CHECK(t_sh("%s experiment %s --out %s/b > %s 2>&1", t_bin(), t_path("bad.json"), out,
+               t_path("err")) != 0);
+    char *err = t_slurp(t_path("err"));
+    CHECKF(err && strstr(err, "out"), "%s", err ? err : "(none)");
+    free(err);
 }

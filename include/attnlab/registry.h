@@ -112,6 +112,13 @@ typedef struct al_drive {
 
 /* ---- the descriptor ---- */
 
+/* The experiment's files an analysis may take paths from (exp_paths). */
+typedef struct al_exp_paths {
+    const char *model_dir;  /* this stage's model */
+    const char *train_bin;  /* the experiment's training and validation tokens */
+    const char *val_bin;
+} al_exp_paths;
+
 /* What --data an experiment stage passes (the runner's --data rule). */
 typedef enum {
     AL_EXP_DATA_NONE,    /* no tokens (circuits; the pair tasks make their own) */
@@ -156,6 +163,11 @@ typedef struct al_analysis {
     /* The stage label ("patch (induction, head, denoise)") from the
      * analysis's object v (NULL when it was `true`). NULL: the name. */
     void (*exp_label)(const struct cJSON *v, char *buf, size_t cap);
+    /* Paths beyond --data that the stage takes from the experiment (an
+     * output directory under the model's, the training tokens), set on
+     * the argument struct after its JSON options: 0, or −1 with e. The
+     * strings it sets live in the argument struct. NULL: none. */
+    int (*exp_paths)(void *args, const al_exp_paths *p, struct al_err *e);
 } al_analysis;
 
 /* Every analysis, in `attnlab help` order; NULL-terminated. */

@@ -45,7 +45,11 @@
  *                  position above every first); per head, the same AUROC
  *                  of ‖z‖ (head_auroc), the head-level baseline; and
  *                  group_auroc, the AUROC of the induction features' (below)
- *                  summed code, chosen on the same probe (in-sample).
+ *                  summed code, chosen on the same probe (in-sample);
+ *                  next_token and next_share: at its second-occurrence
+ *                  firings, the token due next (the one induction copies)
+ *                  that is most common, and its share: a feature specific
+ *                  to one token has a share near 1.
  *   induction      a feature is an induction feature when its index is at
  *   feature        least AL_SAE_INDUCTION_INDEX and induction_p is below
  *                  AL_SAE_INDUCTION_P. The index alone is a ratio: a
@@ -106,6 +110,10 @@ typedef struct al_sae_feat_result {
     double *first_mean, *second_mean, *induction_index;
     long *first_fired, *second_fired; /* probe firings on each occurrence */
     double *induction_p, *auroc;
+    int *next_token;      /* the token most often next at its second-occurrence firings
+                           * (what induction predicts there), −1: none */
+    double *next_share;   /* that token's share of them: near 1 for a token-specific
+                           * induction feature (NaN: none) */
     unsigned char *induction; /* al_sae_is_induction */
     int n_induction;
     double group_auroc;   /* AUROC of the induction features' summed code (in-sample) */

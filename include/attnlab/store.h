@@ -323,6 +323,10 @@ typedef struct al_sae_feature_row {
     long first_fired, second_fired;
     double induction_p, auroc;
     int induction;
+    int next_token;             /* −1: NULL */
+    const char *next_token_str; /* next_token_len bytes */
+    size_t next_token_len;
+    double next_share;
 } al_sae_feature_row;
 int al_store_put_sae_feature(al_store *s, int64_t run_id, int64_t model_id,
                              const al_sae_feature_row *r, al_err *e);

@@ -39,6 +39,7 @@ int al_sae_feat_opts_check(const al_sae_feat_opts *o, al_err *e) {
 void al_sae_feat_result_free(al_sae_feat_result *r) {
     free(r->fired);
     free(r->first_fired);
+    free(r->next_token);
     free(r->induction);
     free(r->head_auroc);
     free(r->density);
@@ -136,14 +137,15 @@ static int alloc_result(al_sae_feat_result *r, al_err *e) {
     const size_t F = (size_t)r->d_sae;
     r->fired = al_calloc(F, sizeof *r->fired, e);
     r->first_fired = al_calloc(F * 2, sizeof *r->first_fired, e);
-    r->density = al_calloc(F * 8, sizeof(double), e);
+    r->density = al_calloc(F * 9, sizeof(double), e);
+    r->next_token = al_malloc(F, sizeof(int), e);
     r->induction = al_calloc(F, 1, e);
     r->head_auroc = al_calloc((size_t)r->H, sizeof(double), e);
     r->contrib = al_calloc(F * r->H * 2, sizeof(double), e);
     r->ctx = al_malloc(F * r->top_n, sizeof *r->ctx, e);
     r->up_tok = al_calloc(F * r->logit_n * 2, sizeof(int), e);
     r->up_val = al_calloc(F * r->logit_n * 2, sizeof(float), e);
-    if (!r->fired || !r->first_fired || !r->induction || !r->head_auroc || !r->density ||
+    if (!r->fired || !r->first_fired || !r->next_token || !r->induction || !r->head_auroc || !r->density ||
         !r->contrib || !r->ctx || !r->up_tok || !r->up_val) return -1;
     r->mean_act = r->density + F;
     r->max_act = r->density + 2 * F;
@@ -152,6 +154,7 @@ static int alloc_result(al_sae_feat_result *r, al_err *e) {
     r->induction_index = r->density + 5 * F;
     r->induction_p = r->density + 6 * F;
     r->auroc = r->density + 7 * F;
+    r->next_share = r->density + 8 * F;
     r->second_fired = r->first_fired + F;
     r->share = r->contrib + F * r->H;
     r->down_tok = r->up_tok + F * r->logit_n;
@@ -365,28 +368,42 @@ static int probe_pass(al_model *m, al_sae *s, const al_sae_meta *meta,
     if (!sa) goto out;
     sb = sa + maxn;
     {
+        const int V = m->cfg.d_vocab;
         size_t *fill = al_malloc((size_t)F, sizeof(size_t), e);
         double *sv = al_malloc(n_ent + 1, sizeof(double), e);
         unsigned char *sh = al_malloc(n_ent + 1, 1, e);
-        if (!fill || !sv || !sh) {
-            free(fill), free(sv), free(sh);
+        int *snx = al_malloc(n_ent + 1, sizeof(int), e);
+        long *tc = al_calloc((size_t)V, sizeof(long), e);
+        if (!fill || !sv || !sh || !snx || !tc) {
+            free(fill), free(sv), free(sh), free(snx), free(tc);
             goto out;
         }
         memcpy(fill, at, sizeof(size_t) * (size_t)F);
         for (size_t j = 0; j < n_ent; j++) {
             size_t k = fill[ef[j]]++;
-            sv[k] = ev[j], sh[k] = eh[j];
+            sv[k] = ev[j], sh[k] = eh[j], snx[k] = -1;
+            if (eh[j]) { /* the token induction predicts there: the next one */
+                long slot = es[j] - half, n = slot / R;
+                int t = R + 1 + (int)(slot % R);
+                if (t + 1 < Tp) snx[k] = p.tokens[(size_t)n * Tp + (size_t)t + 1];
+            }
         }
         for (int i = 0; i < F; i++) {
-            long n1 = r->first_fired[i], n2 = r->second_fired[i], a = 0, b = 0;
+            long n1 = r->first_fired[i], n2 = r->second_fired[i], a = 0, b = 0, best = 0;
+            int bt = -1;
             for (size_t k = at[i]; k < at[i + 1]; k++) {
                 if (sh[k]) sb[b++] = sv[k];
                 else sa[a++] = sv[k];
+                if (snx[k] >= 0 && ++tc[snx[k]] > best) best = tc[snx[k]], bt = snx[k];
             }
+            for (size_t k = at[i]; k < at[i + 1]; k++)
+                if (snx[k] >= 0) tc[snx[k]] = 0;
             r->auroc[i] = n1 + n2 ? al_auroc(sb, b, half - n2, sa, a, half - n1) : NAN;
             r->induction_p[i] = binom_half_tail(n2, n1 + n2);
+            r->next_token[i] = bt;
+            r->next_share[i] = n2 ? (double)best / (double)n2 : NAN;
         }
-        free(fill), free(sv), free(sh);
+        free(fill), free(sv), free(sh), free(snx), free(tc);
     }
     for (int h = 0; h < H; h++) {
         const double *h1 = hn + (size_t)h * 2 * half, *h2 = h1 + half;

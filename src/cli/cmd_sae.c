@@ -51,11 +51,12 @@ typedef struct sae_args {
     int layer, expansion, k, steps, batch, resume, force, eval_windows, ckpt_every;
     uint64_t tokens, seed;
     double l1_coeff, lr;
+    char out_buf[1100];   /* an experiment's --out (sae_exp_paths) */
 } sae_args;
 
 #define SAE_ARGS_INIT                                                                              \
     {AL_AN_WHERE_INIT, NULL, "z", "topk", NULL, 0, 8, 32, 2000, 4096, 0, 0, 64, 500, 0, 1, 5.0,    \
-     1e-3}
+     1e-3, ""}
 static sae_args g_sae = SAE_ARGS_INIT;
 
 static al_flag sae_flags[] = {
@@ -303,12 +304,33 @@ static void sae_init(void *args) {
     *(sae_args *)args = d;
 }
 
+/* In an experiment: activations from the training tokens, evaluated on
+ * the validation tokens, written under the model's directory as sae-L<l>
+ * (z) or sae-resid-L<l>, where `sae features` stages find them. A stage
+ * runs again only when it did not finish, so it starts over (--force). */
+static int sae_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
+    sae_args *a = args;
+    int site = AL_SAE_SITE_Z;
+    site_parse(a->site, &site);
+    int n = snprintf(a->out_buf, sizeof a->out_buf, "%s/sae-%sL%d", p->model_dir,
+                     site == AL_SAE_SITE_Z ? "" : "resid-", a->layer);
+    if (n < 0 || (size_t)n >= sizeof a->out_buf)
+        return al_errf(e, "the model directory's path is too long for an SAE under it");
+    a->out = a->out_buf;
+    a->w.data = p->train_bin;
+    a->val = p->val_bin;
+    a->force = 1;
+    return 0;
+}
+
+static const char *const sae_deny[] = {"out", "val", "resume", "force", NULL};
+
 const al_analysis al_an_sae = {
     .name = "sae", .cmd = &al_cmd_sae_train, .groups = AL_GROUP_WHERE, .tmpl = &g_sae,
     .size = sizeof g_sae, .init = sae_init, .check = sae_check,
     .state_size = sizeof(sae_state), .prepare = sae_prepare, .compute = sae_compute,
     .store = sae_store, .print = sae_print, .release = sae_release, .stops = 1,
-    .exp_data = AL_EXP_DATA_VAL};
+    .exp_data = AL_EXP_DATA_NONE, .exp_deny = sae_deny, .exp_paths = sae_exp_paths};
 
 static int run_sae(int argc, char **argv) { return al_drive_main(&al_an_sae, argc, argv); }
 
@@ -319,9 +341,10 @@ typedef struct feat_args {
     const char *sae;
     al_sae_feat_opts o;
     int show;
+    char sae_buf[1100];   /* an experiment's --sae, under the model's directory */
 } feat_args;
 
-#define FEAT_ARGS_INIT {AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10}
+#define FEAT_ARGS_INIT {AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, ""}
 static feat_args g_feat = FEAT_ARGS_INIT;
 
 static al_flag feat_flags[] = {
@@ -444,6 +467,10 @@ static cJSON *feat_json(const al_sae_feat_result *r, int i, const al_tokenizer *
              cJSON_AddNumberToObject(f, "second_fired", (double)r->second_fired[i]) &&
              json_num(f, "induction_p", r->induction_p[i]) && json_num(f, "auroc", r->auroc[i]) &&
              cJSON_AddBoolToObject(f, "induction", r->induction[i]) &&
+             (r->next_token[i] < 0 ? cJSON_AddNullToObject(f, "next_token") != NULL
+                                   : cJSON_AddNumberToObject(f, "next_token", r->next_token[i])
+                                         != NULL) &&
+             json_num(f, "next_share", r->next_share[i]) &&
              (hs = cJSON_AddArrayToObject(f, "heads")) && (up = cJSON_AddArrayToObject(f, "up")) &&
              (dn = cJSON_AddArrayToObject(f, "down")) &&
              (cx = cJSON_AddArrayToObject(f, "contexts"));
@@ -573,12 +600,26 @@ static void feat_init(void *args) {
     *(feat_args *)args = d;
 }
 
+/* In an experiment "sae" names the SAE's directory under the model's
+ * (sae-L1: what an `sae` stage with layer 1 writes). */
+static int feat_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
+    feat_args *a = args;
+    if (!a->sae) return al_errf(e, "\"sae\" must name the SAE's directory under the model's, "
+                                   "e.g. \"sae-L1\" (what an sae stage with layer 1 writes)");
+    if (a->sae[0] == '/') return 0;
+    int n = snprintf(a->sae_buf, sizeof a->sae_buf, "%s/%s", p->model_dir, a->sae);
+    if (n < 0 || (size_t)n >= sizeof a->sae_buf)
+        return al_errf(e, "the model directory's path is too long for an SAE under it");
+    a->sae = a->sae_buf;
+    return 0;
+}
+
 const al_analysis al_an_sae_features = {
     .name = "sae_features", .cmd = &al_cmd_sae_features, .groups = AL_GROUP_WHERE,
     .tmpl = &g_feat, .size = sizeof g_feat, .init = feat_init, .check = feat_check,
     .state_size = sizeof(feat_state), .prepare = feat_prepare, .compute = feat_compute,
     .store = feat_store, .print = feat_print, .release = feat_release, .stops = 1,
-    .exp_data = AL_EXP_DATA_VAL};
+    .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths};
 
 static int run_feat(int argc, char **argv) {
     return al_drive_main(&al_an_sae_features, argc, argv);

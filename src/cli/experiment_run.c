@@ -476,7 +476,12 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
         w->threads = R->x->threads;
         /* the descriptor says whether the stage reads the validation tokens */
         if (c->exp_data == AL_EXP_DATA_VAL || (asked && asked_val)) w->data = R->val_bin;
+        al_exp_paths ep = {R->model_dir[s->model], R->train_bin, R->val_bin};
+        if (c->exp_paths && c->exp_paths(args, &ep, e)) rc = -1;
         mark_seen(fl, owned);
+        /* the paths the hook set show in the logged command line */
+        for (al_flag *f = fl; c->exp_paths && f->name; f++)
+            if (f->type == AL_STR && *(const char *const *)f->dst) f->seen = 1;
         print_stage(c->cmd, fl, owned);
     }
     al_drive d = {.an = c, .progress = isatty(STDERR_FILENO)};

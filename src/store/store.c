@@ -590,6 +590,9 @@ static const char schema_v14[] =
     "ALTER TABLE sae_features ADD COLUMN induction_p REAL;      -- P(Bin(n1+n2, 1/2) >= n2)\n"
     "ALTER TABLE sae_features ADD COLUMN auroc REAL;            -- 2nd vs 1st occurrence\n"
     "ALTER TABLE sae_features ADD COLUMN induction INTEGER;     -- 1: an induction feature\n"
+    "ALTER TABLE sae_features ADD COLUMN next_token INTEGER;    -- most often due at its 2nd-\n"
+    "ALTER TABLE sae_features ADD COLUMN next_token_str TEXT;   -- occurrence firings\n"
+    "ALTER TABLE sae_features ADD COLUMN next_share REAL;       -- that token's share of them\n"
     "CREATE TABLE IF NOT EXISTS sae_probe_heads(\n"
     "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
     "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
@@ -599,7 +602,8 @@ static const char schema_v14[] =
     "DROP VIEW IF EXISTS sae_induction_features;\n"
     "CREATE VIEW sae_induction_features AS\n"
     "  SELECT f.run_id, f.model_id, f.feature, f.induction_index, f.first_fired,\n"
-    "         f.second_fired, f.induction_p, f.auroc, f.first_mean, f.second_mean,\n"
+    "         f.second_fired, f.induction_p, f.auroc, f.next_token, f.next_token_str,\n"
+    "         f.next_share, f.first_mean, f.second_mean,\n"
     "         f.density, f.top_layer, f.top_head, f.top_share\n"
     "  FROM sae_features f WHERE f.induction = 1;\n";
 
@@ -660,7 +664,7 @@ static const char *const stmt_sql[S_N] = {
     [S_SAE_RUN] = "INSERT INTO sae_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
                   "?,?,?,?)",
     [S_SAE_FRUN] = "INSERT INTO sae_feature_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    [S_SAE_FEAT] = "INSERT INTO sae_features VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_SAE_FEAT] = "INSERT INTO sae_features VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_SAE_CTX] = "INSERT INTO sae_feature_contexts VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_SAE_LOGIT] = "INSERT INTO sae_feature_logits VALUES(?,?,?,?,?,?,?,?)",
     [S_SAE_HEAD] = "INSERT INTO sae_feature_heads VALUES(?,?,?,?,?,?,?)",
@@ -1345,11 +1349,12 @@ int al_store_put_sae_feature_run(al_store *s, int64_t run_id, int64_t model_id,
 
 int al_store_put_sae_feature(al_store *s, int64_t run_id, int64_t model_id,
                              const al_sae_feature_row *r, al_err *e) {
-    return put_row(s, S_SAE_FEAT, e, "IIiIddddddoodIIddi", run_id, model_id, r->feature,
+    return put_row(s, S_SAE_FEAT, e, "IIiIddddddoodIIddiotd", run_id, model_id, r->feature,
                    (int64_t)r->fired, r->density, r->mean_act, r->max_act, r->first_mean,
                    r->second_mean, r->induction_index, r->top_layer, r->top_head, r->top_share,
                    (int64_t)r->first_fired, (int64_t)r->second_fired, r->induction_p, r->auroc,
-                   r->induction);
+                   r->induction, r->next_token, r->next_token_str, r->next_token_len,
+                   r->next_share);
 }
 
 int al_store_put_sae_feature_context(al_store *s, int64_t run_id, int64_t model_id, int feature,

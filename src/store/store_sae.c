@@ -36,7 +36,13 @@ int al_store_put_sae_features(al_store *s, int64_t run_id, int64_t model_id, con
             .top_head = top, .top_share = top >= 0 ? r->share[(size_t)i * H + top] : NAN,
             .first_fired = r->first_fired[i], .second_fired = r->second_fired[i],
             .induction_p = r->induction_p[i], .auroc = r->auroc[i],
-            .induction = r->induction[i]};
+            .induction = r->induction[i], .next_token = r->next_token[i],
+            .next_share = r->next_share[i]};
+        char nb[256];
+        if (r->next_token[i] >= 0) {
+            row.next_token_len = al_store_token_str(tok, r->next_token[i], nb, sizeof nb);
+            row.next_token_str = nb;
+        }
         if (al_store_put_sae_feature(s, run_id, model_id, &row, e) != 0) return -1;
         for (int j = 0; j < r->top_n; j++) {
             const al_sae_feat_ctx *c = r->ctx + (size_t)i * r->top_n + j;
