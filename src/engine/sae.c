@@ -272,6 +272,18 @@ static void select_top(const float *row, const int *cand, int m, int k, vi_t *he
     }
 }
 
+/* out += Σ_j vv[j]·W_dec[ii[j]] over the k selected latents: the sparse
+ * decode of one row, for the main code and the auxiliary (dead) one. */
+static void decode_add(float *out, const int *ii, const float *vv, int k, const float *W_dec,
+                       int d) {
+    for (int j = 0; j < k; j++) {
+        if (vv[j] == 0) continue;
+        const float *w = W_dec + (size_t)ii[j] * d;
+#pragma omp simd
+        for (int r = 0; r < d; r++) out[r] += vv[j] * w[r];
+    }
+}
+
 /* select_top over a whole row of n pre-activations, cheaper: the
  * (2k·S/n)-th largest of the first S = n/8 entries estimates a value
  * about 2k entries of the row reach; the entries at or above it (one
@@ -329,13 +341,7 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
             float *vv = s->val + (size_t)b * k;
             select_top_dense(s->pre + (size_t)b * n, n, k, h, cand + (size_t)n * thread_num(), ii,
                              vv);
-            float *xh = s->xhat + (size_t)b * d;
-            for (int j = 0; j < k; j++) {
-                if (vv[j] == 0) continue;
-                const float *w = s->W_dec + (size_t)ii[j] * d;
-#pragma omp simd
-                for (int r = 0; r < d; r++) xh[r] += vv[j] * w[r];
-            }
+            decode_add(s->xhat + (size_t)b * d, ii, vv, k, s->W_dec, d);
         }
         free(heap);
         free(cand);
@@ -391,13 +397,7 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
                 int *ii = s->aidx + (size_t)b * ka;
                 float *vv = s->aval + (size_t)b * ka;
                 select_top(s->pre + (size_t)b * n, dead, nd, kk, h, ii, vv);
-                float *eh = s->ehat + (size_t)b * d;
-                for (int j = 0; j < kk; j++) {
-                    if (vv[j] == 0) continue;
-                    const float *w = s->W_dec + (size_t)ii[j] * d;
-#pragma omp simd
-                    for (int r = 0; r < d; r++) eh[r] += vv[j] * w[r];
-                }
+                decode_add(s->ehat + (size_t)b * d, ii, vv, kk, s->W_dec, d);
             }
             free(heap);
             double aux = 0;
