@@ -105,4 +105,14 @@ int t_all_zero(const void *p, size_t n);
         free(got_);                                                      \
     } while (0)
 
+/* SQL that removes the SAE tables and views (schema versions 13 and 14),
+ * for the tests that turn a new database back into an older version: a
+ * file of that version never had them, and version 14 adds columns to
+ * them, which SQLite refuses to add twice. */
+#define T_DROP_SAE_SQL                                                                            \
+    "DROP VIEW sae_head_features; DROP VIEW sae_induction_features; DROP TABLE sae_probe_heads; " \
+    "DROP TABLE sae_feature_heads; DROP TABLE sae_feature_logits; DROP TABLE "                    \
+    "sae_feature_contexts; DROP TABLE sae_features; DROP TABLE sae_feature_runs; DROP TABLE "      \
+    "sae_runs; "
+
 #endif

@@ -288,7 +288,7 @@ TEST(patch_cli_migrates_version_2) {
     al_err e;
     CHECK_OK(al_store_open(db.s, &s, &e), &e);
     al_store_close(s);
-    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE models DROP COLUMN data_tokens; DROP VIEW "
+    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "ALTER TABLE models DROP COLUMN data_tokens; DROP VIEW "
                "sweep_summary; DROP VIEW sweep_findings; DROP VIEW sweep_models; DROP TABLE "
                "merge_sources; DROP TABLE sweep_task; DROP INDEX "
                "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "

@@ -49,8 +49,8 @@ static void data_arg(const al_analysis *a, const char *dir, char *buf, size_t ca
     else buf[0] = 0;
     size_t n = strlen(buf);
     if (!strcmp(a->name, "sae"))
-        snprintf(buf + n, cap - n, " --val %s/s.val.bin --layer 1 --out %s/sae-walk --force "
-                 "--steps 4 --batch 64 --eval-windows 2", dir, dir);
+        snprintf(buf + n, cap - n, " --data %s/s.train.bin --val %s/s.val.bin --layer 1 --out "
+                 "%s/sae-walk --force --steps 4 --batch 64 --eval-windows 2", dir, dir, dir);
     else if (!strcmp(a->name, "sae_features"))
         snprintf(buf + n, cap - n, " --sae %s/sae-walk --windows 4 --probe-r 6 --probe-n 4", dir);
 }

@@ -85,11 +85,7 @@ TEST(store_migrates_version_1) {
     al_store_close(s);
     /* turn it back into a version-1 file with one score in it (without
      * version 3's tables) */
-    CHECK(t_sh("sqlite3 '%s' \"DROP VIEW sae_head_features; DROP VIEW sae_induction_features; "
-               "DROP TABLE sae_probe_heads; DROP TABLE sae_feature_heads; DROP TABLE "
-               "sae_feature_logits; DROP TABLE sae_feature_contexts; DROP TABLE sae_features; "
-               "DROP TABLE sae_feature_runs; DROP TABLE sae_runs; "
-               "ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
+    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
                "sweep_models; DROP TABLE merge_sources; DROP TABLE sweep_task; DROP INDEX "
                "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
                "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
@@ -109,6 +105,41 @@ TEST(store_migrates_version_1) {
     al_store_close(s);
     CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
     CHECK(sql_is(db, "SELECT name, copying_ablation_excess FROM head_summary", "0.3|0.25"));
+}
+
+/* A version-13 file with an SAE feature row: version 14 adds the count
+ * and AUROC columns (NULL for the old row), sae_probe_heads, and the
+ * induction view by counts, which the old row (no counts) is not in. */
+TEST(store_migrates_version_13_sae) {
+    if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
+    char db[1024];
+    snprintf(db, sizeof db, "%s", t_path("v13.db"));
+    al_store *s;
+    al_err e;
+    CHECK_OK(al_store_open(db, &s, &e), &e);
+    al_store_close(s);
+    CHECK(t_sh("sqlite3 '%s' \"DROP VIEW sae_induction_features; DROP TABLE sae_probe_heads; "
+               "ALTER TABLE sae_features DROP COLUMN first_fired; ALTER TABLE sae_features DROP "
+               "COLUMN second_fired; ALTER TABLE sae_features DROP COLUMN induction_p; ALTER "
+               "TABLE sae_features DROP COLUMN auroc; ALTER TABLE sae_features DROP COLUMN "
+               "induction; ALTER TABLE sae_features DROP COLUMN next_token; ALTER TABLE "
+               "sae_features DROP COLUMN next_token_str; ALTER TABLE sae_features DROP COLUMN "
+               "next_share; ALTER TABLE sae_feature_runs DROP COLUMN n_induction; ALTER TABLE "
+               "sae_feature_runs DROP COLUMN group_auroc; CREATE VIEW sae_induction_features AS "
+               "SELECT * FROM sae_features WHERE induction_index >= 0.8; INSERT INTO "
+               "models(sha256, added_at) VALUES('x', 'now'); INSERT INTO runs(kind, started_at, "
+               "status, attnlab_version) VALUES('sae_features', 'now', 'done', 'v'); INSERT INTO "
+               "sae_features VALUES(1, 1, 7, 3, 0.1, 1.0, 2.0, 0.0, 0.5, 1.0, 1, 2, 0.6); "
+               "PRAGMA user_version = 13\"",
+               db) == 0);
+    CHECK(sql_is(db, "SELECT count(*) FROM sae_induction_features", "1"));
+    CHECK_OK(al_store_open(db, &s, &e), &e);
+    al_store_close(s);
+    CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
+    CHECK(sql_is(db, "SELECT feature, fired, first_fired IS NULL, induction IS NULL FROM "
+                     "sae_features", "7|3|1|1"));
+    CHECK(sql_is(db, "SELECT count(*) FROM sae_induction_features", "0"));
+    CHECK(sql_is(db, "SELECT count(*) FROM sae_probe_heads", "0"));
 }
 
 TEST(store_refuses_bad_files) {

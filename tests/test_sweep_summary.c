@@ -166,7 +166,7 @@ TEST(sweep_summary_unmerged) {
 TEST(sweep_summary_migrates_version_6) {
     t_pbuf db = t_pcopy("v6.db");
     make_db(db.s, PLAIN);
-    CHECK(t_sh("sqlite3 '%s' \"DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
+    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
                "sweep_models; ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE "
                "attribution_runs DROP COLUMN centred; PRAGMA user_version = 6\"", db.s) == 0);
     CHECK_SQL(db.s, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'sweep_%'", "1");

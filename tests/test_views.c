@@ -292,7 +292,7 @@ TEST(views_migrates_version_9) {
     al_err e;
     CHECK_OK(al_store_open(db.s, &st, &e), &e);
     al_store_close(st);
-    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; INSERT INTO models(sha256, added_at) "
+    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; INSERT INTO models(sha256, added_at) "
                "VALUES('x', 'now'); INSERT INTO runs(kind, started_at, status, attnlab_version) "
                "VALUES('attnstats', 'now', 'done', 'v'); INSERT INTO views VALUES(1, 1, "
                "'attn_entropy', 'head', 'attention entropy (nats)'); PRAGMA user_version = 9\"",
