@@ -1,0 +1,218 @@
+/* test_sae_pics.c -- the pictures of an `attnlab sae features` run
+ * (`heatmap --what sae-feature | sae-heads`), drawn from a real run of the
+ * planted SAE (saefix.h), whose answers are known: feature 0 raises token
+ * 3 by P_GAMMA and takes all of its pre-activation from head 1.0, feature
+ * 2 all of its from head 1.2, feature 3 never fires. What the pictures
+ * show is checked against those, against the rows (sqlite3) and against
+ * the token file read here. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/data.h"
+#include "attnlab/plot.h"
+#include "attnlab/png.h"
+#include "picfix.h"
+#include "saefix.h"
+#include "test.h"
+
+#define DIV_POS 0x67001Fu /* the red end of the diverging scale */
+#define UP_RED 0xB2182Bu  /* the logit bars: raises */
+
+/* A k x k block of colour c (its four corners), the first in row order. */
+static int find_block(const al_image *im, uint32_t c, int k, int *x, int *y) {
+    for (int j = 0; j + k <= im->h; j++)
+        for (int i = 0; i + k <= im->w; i++)
+            if (al_image_get(im, i, j) == c && al_image_get(im, i + k - 1, j + k - 1) == c &&
+                al_image_get(im, i + k - 1, j) == c && al_image_get(im, i, j + k - 1) == c) {
+                *x = i, *y = j;
+                return 1;
+            }
+    return 0;
+}
+
+/* Pixels of exactly colour c. */
+static long count_colour(const al_image *im, uint32_t c) {
+    long n = 0;
+    for (int y = 0; y < im->h; y++)
+        for (int x = 0; x < im->w; x++) n += al_image_get(im, x, y) == c;
+    return n;
+}
+
+/* How far left of (x, y) the first pixel of the plot frame is (-1: none):
+ * where a bar stands in its bar chart, whatever the panel's place. */
+static int left_frame(const al_image *im, int x, int y) {
+    for (int i = x; i >= 0; i--)
+        if (al_image_get(im, i, y) == FRAME) return x - i;
+    return -1;
+}
+
+/* The text of an SVG's elements, each followed by one space: the note
+ * lines a figure wraps read as one again. malloc'd. */
+static char *svg_words(const char *svg) {
+    char *out = malloc(strlen(svg) + 1), *o = out;
+    if (!out) return NULL;
+    for (const char *p = svg; (p = strstr(p, "<text")) != NULL;) {
+        const char *a = strchr(p, '>'), *b = a ? strstr(a, "</text>") : NULL;
+        if (!b) break;
+        memcpy(o, a + 1, (size_t)(b - a - 1));
+        o += b - a - 1;
+        *o++ = ' ';
+        p = b;
+    }
+    *o = 0;
+    return out;
+}
+
+TEST(saepics_feature_dashboard) {
+    saefix_run();
+    t_pbuf md = t_pcopy("planted");
+    al_image f0, f2;
+    CHECK(draw(md.s, "--what sae-feature --feature 0", "f0.png", &f0) == 0);
+    CHECK(draw(md.s, "--what sae-feature --feature 2", "f2.png", &f2) == 0);
+    /* the strongest context's token is the top of the activation scale
+     * (its activation is the feature's max): a filled cell of that colour */
+    int x, y;
+    uint32_t top = al_cmap_viridis(1.0);
+    CHECKF(find_block(&f0, top, 10, &x, &y), "no cell of the top activation colour %06x", top);
+    /* raises token 3 by 15, nothing else: one tall red bar, the others on
+     * the zero line */
+    int rx, ry;
+    CHECK(find_block(&f0, UP_RED, 10, &rx, &ry));
+    CHECKF(count_colour(&f0, UP_RED) > 23 * 100, "red bar of %ld px", count_colour(&f0, UP_RED));
+    /* head attribution: the top head's bar is the highlighted colour; feature 0's
+     * is head 1.0, feature 2's head 1.2, two bars (24 px each) to the right */
+    int h0x, h0y, h2x, h2y;
+    uint32_t hi = al_plot_colour(1);
+    CHECK(find_block(&f0, hi, 10, &h0x, &h0y) && find_block(&f2, hi, 10, &h2x, &h2y));
+    int d0 = left_frame(&f0, h0x, h0y + 5), d2 = left_frame(&f2, h2x, h2y + 5);
+    CHECKF(d0 > 0 && d2 - d0 == 2 * 24, "top-head bar %d px (feature 0), %d px (feature 2) "
+           "right of its plot's frame", d0, d2);
+    CHECK(f0.w != f2.w || f0.h != f2.h || memcmp(f0.px, f2.px, (size_t)f0.w * f0.h * 3) != 0);
+    al_image_free(&f2);
+    /* the title and the provenance */
+    al_png_meta meta;
+    al_err e;
+    al_image im;
+    CHECK_OK(al_png_read(t_path("f0.png"), &im, &meta, &e), &e);
+    const char *title = al_png_meta_get(&meta, "Title");
+    CHECK(title && strcmp(title, "SAE feature 0 of layer 1 (run 1)") == 0);
+    const char *db = al_png_meta_get(&meta, "db");
+    CHECK(db && strstr(db, "sae_features run 1"));
+    al_png_meta_free(&meta);
+    al_image_free(&im);
+    /* drawn from the run alone (no --model): the same picture */
+    t_pbuf out = t_pcopy("byrun.png");
+    CHECK(t_sh("%s heatmap --what sae-feature --feature 0 --db %s --run 1 --out %s > /dev/null",
+               t_bin(), t_path("r.db"), out.s) == 0);
+    CHECK_OK(al_png_read(out.s, &im, NULL, &e), &e);
+    CHECK(im.w == f0.w && im.h == f0.h && memcmp(im.px, f0.px, (size_t)im.w * im.h * 3) == 0);
+    al_image_free(&im);
+    al_image_free(&f0);
+}
+
+/* The context rows hold the tokens around each stored position, read
+ * here from the token file: in the SVG every label is a <text>. */
+TEST(saepics_feature_contexts_from_file) {
+    saefix_run();
+    t_pbuf md = t_pcopy("planted"), svg = t_pcopy("f0.svg");
+    CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 1 --out %s > /dev/null",
+               t_bin(), md.s, t_path("r.db"), svg.s) == 0);
+    char *raw = t_slurp(svg.s), *s = raw ? svg_words(raw) : NULL;
+    free(raw);
+    CHECK(s != NULL);
+    al_tokens d;
+    al_err e;
+    CHECK_OK(al_tokens_load(t_path("p.bin"), &d, &e), &e);
+    /* the strongest context: its token, the one before it and its label */
+    char *row = t_sql(t_path("r.db"), "SELECT offset, pos, token, printf('%.3f', activation), "
+                                      "window FROM sae_feature_contexts WHERE feature = 1 AND "
+                                      "pos >= 1 ORDER BY rank LIMIT 1");
+    long off = -1;
+    int pos = -1, tok = -1, win = -1;
+    char act[32] = "";
+    CHECK(row && sscanf(row, "%ld|%d|%d|%31[^|]|%d", &off, &pos, &tok, act, &win) == 5);
+    CHECK(off >= 0 && pos >= 1 && (size_t)(off + pos) < d.n && d.tok[off + pos] == tok);
+    char want[96];
+    snprintf(want, sizeof want, " #%d #%d ", d.tok[off + pos - 1], tok);
+    CHECKF(s && strstr(s, want), "no %s in the SVG", want);
+    snprintf(want, sizeof want, " %s  w%d:%d ", act, win, pos);
+    CHECKF(s && strstr(s, want), "no %s in the SVG", want);
+    CHECK(s && strstr(s, "the tokens around it are from"));
+    free(s);
+    free(row);
+    al_tokens_free(&d);
+    /* without the token file: the stored tokens only, and a note why */
+    CHECK(t_sh("mv %s %s", t_path("p.bin"), t_path("gone.bin")) == 0);
+    CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 1 --out %s > /dev/null",
+               t_bin(), md.s, t_path("r.db"), svg.s) == 0);
+    raw = t_slurp(svg.s), s = raw ? svg_words(raw) : NULL;
+    free(raw);
+    CHECK(s && strstr(s, "cannot be read") && strstr(s, "give --data FILE.bin"));
+    free(s);
+    /* --data names it again */
+    CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 1 --data %s --out %s "
+               "> /dev/null", t_bin(), md.s, t_path("r.db"), t_path("gone.bin"), svg.s) == 0);
+    raw = t_slurp(svg.s), s = raw ? svg_words(raw) : NULL;
+    free(raw);
+    CHECK(s && strstr(s, "the tokens around it are from"));
+    free(s);
+    /* another file of the same length is caught by the stored tokens */
+    size_t n;
+    int *ids = saefix_ids(&n);
+    for (size_t i = 0; i < n; i++) ids[i] = (ids[i] + 1) % PV;
+    CHECK_OK(al_tokens_save(t_path("other.bin"), ids, n, &e), &e);
+    free(ids);
+    CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 1 --data %s --out %s "
+               "> /dev/null", t_bin(), md.s, t_path("r.db"), t_path("other.bin"), svg.s) == 0);
+    raw = t_slurp(svg.s), s = raw ? svg_words(raw) : NULL;
+    free(raw);
+    CHECK(s && strstr(s, "does not hold the stored tokens"));
+    free(s);
+}
+
+TEST(saepics_refusals) {
+    saefix_run();
+    t_pbuf md = t_pcopy("planted");
+    refused(md.s, "--what sae-feature --feature 3", "feature 3 of run 1 never fired");
+    refused(md.s, "--what sae-feature --feature 4", "--feature 4 is out of range");
+    refused(md.s, "--what sae-feature", "needs --feature N");
+    refused(md.s, "--what sae-feature --feature 0 --run 7", "has no run 7");
+    /* another kind of run */
+    CHECK(t_sh("sqlite3 %s \"INSERT INTO runs(kind, model_id, started_at, status, "
+               "attnlab_version) VALUES('scores', 1, 'now', 'done', 'x')\"", t_path("r.db")) == 0);
+    refused(md.s, "--what sae-heads --run 2", "is a 'scores' run");
+    /* a model with no sae features run */
+    t_pbuf m2 = t_pcopy("m2");
+    make_model(m2.s, 2, 3);
+    refused(m2.s, "--what sae-heads", "no results for model");
+}
+
+/* Head x feature: rows by density (feature 2 fires everywhere, then 0 and
+ * 1), each share 1 on one head and 0 elsewhere: red on (f2, 1.2), (f0,
+ * 1.0), (f1, 1.0), white around them; 28-px cells. */
+TEST(saepics_heads_grid) {
+    saefix_run();
+    t_pbuf md = t_pcopy("planted");
+    CHECK_SQL(t_path("r.db"), "SELECT group_concat(feature) FROM (SELECT feature FROM "
+              "sae_features ORDER BY density DESC, feature)", "2,0,1");
+    al_image im;
+    CHECK(draw(md.s, "--what sae-heads", "heads.png", &im) == 0);
+    int x, y;
+    CHECK(find_block(&im, DIV_POS, 12, &x, &y));
+    /* the first red block in row order is (row 0, head 2): the grid's origin */
+    int gx = x - 2 * 28, gy = y;
+    CHECK(al_image_get(&im, gx + 4, gy + 28 + 4) == DIV_POS);     /* f0, head 0 */
+    CHECK(al_image_get(&im, gx + 4, gy + 2 * 28 + 4) == DIV_POS); /* f1, head 0 */
+    CHECK(al_image_get(&im, gx + 28 + 4, gy + 4) == 0xFFFFFFu);   /* f2, head 1 */
+    CHECK(al_image_get(&im, gx + 4, gy + 4) == 0xFFFFFFu);        /* f2, head 0 */
+    CHECK(al_image_get(&im, gx + 2 * 28 + 4, gy + 28 + 4) == 0xFFFFFFu);
+    al_image_free(&im);
+    /* --top-n 1: only feature 2's row */
+    CHECK(draw(md.s, "--what sae-heads --top-n 1", "heads1.png", &im) == 0);
+    CHECK(find_block(&im, DIV_POS, 12, &x, &y));
+    CHECK(al_image_get(&im, x - 2 * 28 + 4, y + 28 + 4) != DIV_POS);
+    al_image_free(&im);
+}
