@@ -216,3 +216,55 @@ TEST(saepics_heads_grid) {
     CHECK(al_image_get(&im, x - 2 * 28 + 4, y + 28 + 4) != DIV_POS);
     al_image_free(&im);
 }
+
+/* The report's SAE section: the training evaluation as the rows hold it,
+ * a warning where a number is easy to misread, each features run's
+ * densest features (their DFA head and raised token known from the
+ * planted SAE) and its pictures. */
+TEST(saepics_report_section) {
+    saefix_run();
+    t_pbuf md = t_pcopy("planted"), db = t_pcopy("r.db");
+    CHECK(t_sh("%s sae train --model %s --layer 1 --data %s --db %s --out %s --expansion 1 --k 4 "
+               "--steps 4 --batch 64 --eval-windows 2 --threads 2 > /dev/null 2>&1",
+               t_bin(), md.s, t_path("p.bin"), db.s, t_path("sae-t")) == 0);
+    CHECK_SQL(db.s, "SELECT count(*) FROM sae_runs", "1");
+    const char *dirs[1] = {md.s};
+    int n_pics = 0;
+    char *html = report_html(dirs, 1, "sae-feature,sae-heads", &n_pics);
+    CHECK(html && strstr(html, "<h3>Sparse autoencoders</h3>"));
+    /* the evaluation row: the numbers as the database holds them */
+    char *want = t_sql(db.s, "SELECT printf('<td>%.2f</td><td>%.3f</td><td>%.4g</td><td>%.4f</td>"
+                             "<td>%.4f</td><td>%.4f</td><td>%.3f</td>', l0, fve, mse, ce_clean, "
+                             "ce_sae, ce_zero, ce_recovered) FROM sae_runs");
+    CHECKF(html && want && strstr(html, want), "no %s", want ? want : "?");
+    free(want);
+    /* the densest features first: 2 (everywhere, head 1.2, raises token 7 by 1), then 0
+     * and 1 (head 1.0, raising 3 and 9 by 15) */
+    const char *t2 = html ? strstr(html, "<tr><td>2</td><td>1.0000</td>") : NULL;
+    const char *t0 = html ? strstr(html, "<tr><td>0</td>") : NULL;
+    const char *t1 = html ? strstr(html, "<tr><td>1</td>") : NULL;
+    CHECK(t2 && t0 && t1 && t2 < t0 && t0 < t1);
+    CHECK(t2 && strstr(t2, "<td class=t>1.2</td><td>1.000</td>"));
+    CHECK(t0 && strstr(t0, "<td class=t>1.0</td><td>1.000</td>"));
+    CHECK(t0 && strstr(t0, "#3 (+15)"));
+    CHECK(t2 && strstr(t2, "#7 (+1)"));
+    /* three dashboards (three live features) and the head x feature picture */
+    CHECK(n_pics == 4);
+    CHECK(html && strstr(html, "src=\"planted-sae-feature-r1-f2.png\""));
+    CHECK(html && strstr(html, "src=\"planted-sae-heads-r1.png\""));
+    CHECK(al_file_exists(t_path("out/planted-sae-feature-r1-f0.png")));
+    free(html);
+    /* a healthy SAE has no warning; a tiny CE gap and many dead latents are flagged */
+    CHECK(t_sh("sqlite3 %s 'UPDATE sae_runs SET ce_zero = ce_clean + 1, ce_recovered = 0.9, "
+               "dead_frac = 0.1, dense_frac = 0'", db.s) == 0);
+    html = report_html(dirs, 1, "sae-heads", NULL);
+    CHECK(html && strstr(html, "<h3>Sparse autoencoders</h3>") && !strstr(html, "class=warn>Run"));
+    free(html);
+    CHECK(t_sh("sqlite3 %s 'UPDATE sae_runs SET ce_zero = ce_clean + 0.01, dead_frac = 0.5'",
+               db.s) == 0);
+    html = report_html(dirs, 1, "sae-heads", NULL);
+    CHECK(html && strstr(html, "class=warn>Run 2: CE recovered"));
+    CHECK(html && strstr(html, "gap of only 0.0100 nats"));
+    CHECK(html && strstr(html, "class=warn>Run 2: 50% of the latents never fired"));
+    free(html);
+}
