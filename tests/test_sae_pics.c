@@ -6,10 +6,12 @@
  * show is checked against those, against the rows (sqlite3) and against
  * the token file read here. */
 #define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attnlab/data.h"
 #include "attnlab/plot.h"
@@ -267,4 +269,189 @@ TEST(saepics_report_section) {
     CHECK(html && strstr(html, "gap of only 0.0100 nats"));
     CHECK(html && strstr(html, "class=warn>Run 2: 50% of the latents never fired"));
     free(html);
+}
+
+/* ------------------------------------------------- the features browser */
+
+/* The interactive report of the planted model into t_path("out"); the
+ * page (malloc'd). */
+static char *interactive_page(void) {
+    t_pbuf md = t_pcopy("planted");
+    CHECK(t_sh("%s report --db %s --model %s --out %s --pictures sae-heads --interactive "
+               "> /dev/null 2>&1", t_bin(), t_path("r.db"), md.s, t_path("out")) == 0);
+    return t_slurp(t_path("out/index.html"));
+}
+
+/* The JSON of the model's explorers (cJSON, caller deletes). */
+static cJSON *page_data(const char *html) {
+    const char *key = "<script type=\"application/json\" id=\"al-data-planted\">";
+    const char *a = html ? strstr(html, key) : NULL, *b = a ? strstr(a, "</script>") : NULL;
+    if (!b) return NULL;
+    a += strlen(key);
+    char *txt = strndup(a, (size_t)(b - a));
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    return j;
+}
+
+/* The first cell sqlite3 prints for q, as a number (NaN: none). */
+static double db_num(const char *q) {
+    char *s = t_sql(t_path("r.db"), q);
+    double v = s ? strtod(s, NULL) : NAN;
+    free(s);
+    return v;
+}
+
+/* The features the page embeds are the run's, every number as stored. */
+TEST(saepics_viewer_json) {
+    saefix_run();
+    char *html = interactive_page();
+    cJSON *j = page_data(html);
+    CHECK(j != NULL);
+    const cJSON *runs = cJSON_GetObjectItem(j, "sae"), *r = cJSON_GetArrayItem(runs, 0);
+    CHECK(cJSON_GetArraySize(runs) == 1);
+    CHECK(cJSON_GetObjectItem(r, "run") && cJSON_GetObjectItem(r, "run")->valuedouble == 1);
+    CHECK(cJSON_GetObjectItem(r, "layer") && cJSON_GetObjectItem(r, "layer")->valuedouble == 1);
+    const cJSON *fs = cJSON_GetObjectItem(r, "features"), *f;
+    CHECK(cJSON_GetArraySize(fs) == 3);
+    int order[3], k = 0;
+    cJSON_ArrayForEach(f, fs) {
+        int i = (int)cJSON_GetObjectItem(f, "feature")->valuedouble;
+        if (k < 3) order[k++] = i;
+        char q[256];
+        /* exact: SQLite reads a 17-digit decimal back to the same double */
+        snprintf(q, sizeof q, "SELECT density = %.17g FROM sae_features WHERE feature = %d",
+                 cJSON_GetObjectItem(f, "density")->valuedouble, i);
+        CHECK(db_num(q) == 1);
+        snprintf(q, sizeof q, "SELECT count(*) FROM sae_feature_contexts WHERE feature = %d", i);
+        CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(f, "contexts")) == (int)db_num(q));
+        const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "contexts"), 0);
+        CHECK(c0 != NULL);
+        snprintf(q, sizeof q, "SELECT activation = %.17g FROM sae_feature_contexts WHERE "
+                 "feature = %d AND rank = 1", c0 ? cJSON_GetArrayItem(c0, 1)->valuedouble : NAN, i);
+        CHECK(db_num(q) == 1);
+        CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(f, "heads")) == PH);
+    }
+    CHECK(k == 3 && order[0] == 2 && order[1] == 0 && order[2] == 1); /* densest first */
+    /* feature 0: raises token 3 by 15, all of it from head 1.0 */
+    const cJSON *f0 = cJSON_GetArrayItem(fs, 1), *u0 = cJSON_GetArrayItem(cJSON_GetObjectItem(f0, "up"), 0);
+    CHECK(u0 && !strcmp(cJSON_GetArrayItem(u0, 0)->valuestring, "#3") &&
+          fabs(cJSON_GetArrayItem(u0, 1)->valuedouble - P_GAMMA) < 1e-5);
+    const cJSON *h0 = cJSON_GetArrayItem(cJSON_GetObjectItem(f0, "heads"), 0);
+    CHECK(h0 && !strcmp(cJSON_GetArrayItem(h0, 0)->valuestring, "1.0") &&
+          fabs(cJSON_GetArrayItem(h0, 1)->valuedouble - 1) < 1e-12);
+    CHECK(!strcmp(cJSON_GetObjectItem(f0, "top_head")->valuestring, "1.0"));
+    cJSON_Delete(j);
+    free(html);
+    /* without --interactive the page has no data and no script */
+    t_pbuf md = t_pcopy("planted");
+    CHECK(t_sh("%s report --db %s --model %s --out %s --pictures sae-heads > /dev/null 2>&1",
+               t_bin(), t_path("r.db"), md.s, t_path("static")) == 0);
+    html = t_slurp(t_path("static/index.html"));
+    CHECK(html && !strstr(html, "<script") && strstr(html, "<h3>Sparse autoencoders</h3>"));
+    free(html);
+}
+
+/* A row of sqlite3 output split at '|' into at most n fields (in place). */
+static int split(char *row, char **f, int n) {
+    int k = 0;
+    for (char *p = row; p && k < n; k++) {
+        f[k] = p;
+        p = strchr(p, '|');
+        if (p) *p++ = 0;
+    }
+    return k;
+}
+
+/* The browser: sorting and clicking show the rows sqlite3 reads. */
+TEST(saepics_viewer_browser) {
+    if (access("/usr/bin/chromium", X_OK) != 0) t_skip("/usr/bin/chromium is not installed");
+    if (t_sh("node --version >/dev/null 2>&1") != 0) t_skip("node is not installed");
+    if (access("tests/browser/node_modules/puppeteer-core/package.json", R_OK) != 0)
+        t_skip("puppeteer-core is not installed (make deps-test: npm ci in tests/browser)");
+    saefix_run();
+    char *html = interactive_page();
+    free(html);
+    cJSON *spec = cJSON_CreateObject(), *sae = cJSON_AddArrayToObject(spec, "sae");
+    t_pbuf page = t_pcopy("out/index.html");
+    cJSON_AddStringToObject(spec, "page", page.s);
+    static const char *const sorts[3][2] = {
+        {"density", "density DESC, feature"},
+        {"induction", "induction_index IS NULL, induction_index DESC, density DESC, feature"},
+        {"head", "top_head IS NULL, top_layer, top_head, top_share DESC, feature"}};
+    for (int s = 0; s < 3; s++) {
+        char q[256];
+        snprintf(q, sizeof q, "SELECT group_concat(feature) FROM (SELECT feature FROM sae_features "
+                 "ORDER BY %s)", sorts[s][1]);
+        char *order = t_sql(t_path("r.db"), q);
+        cJSON *w = cJSON_CreateObject(), *o = cJSON_AddArrayToObject(w, "order");
+        cJSON_AddStringToObject(w, "model", "planted");
+        cJSON_AddNumberToObject(w, "run", 1);
+        cJSON_AddStringToObject(w, "sort", sorts[s][0]);
+        for (char *t = order ? strtok(order, ",") : NULL; t; t = strtok(NULL, ","))
+            cJSON_AddItemToArray(o, cJSON_CreateString(t));
+        free(order);
+        cJSON_AddItemToArray(sae, w);
+    }
+    /* feature 1's dashboard: its first two contexts, the token it raises most, its heads */
+    cJSON *w = cJSON_CreateObject();
+    cJSON_AddStringToObject(w, "model", "planted");
+    cJSON_AddNumberToObject(w, "run", 1);
+    cJSON_AddNumberToObject(w, "click", 1);
+    cJSON *ctx = cJSON_AddArrayToObject(w, "ctx"), *up = cJSON_AddArrayToObject(w, "up"),
+          *heads = cJSON_AddArrayToObject(w, "heads");
+    char *rows = t_sql(t_path("r.db"), "SELECT rank - 1, token_str, printf('%.17g', activation) "
+                                       "FROM sae_feature_contexts WHERE feature = 1 AND rank <= 2 "
+                                       "ORDER BY rank");
+    for (char *line = rows ? strtok(rows, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        char *f[3];
+        if (split(line, f, 3) != 3) continue;
+        cJSON *a = cJSON_CreateArray();
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(atoi(f[0])));
+        cJSON_AddItemToArray(a, cJSON_CreateString(f[1]));
+        cJSON_AddItemToArray(a, cJSON_CreateString(f[2]));
+        cJSON_AddItemToArray(ctx, a);
+    }
+    free(rows);
+    CHECK(cJSON_GetArraySize(ctx) == 2);
+    char *u = t_sql(t_path("r.db"), "SELECT token_str, printf('%.17g', value) FROM "
+                                    "sae_feature_logits WHERE feature = 1 AND direction = 'up' "
+                                    "AND rank = 1");
+    char *uf[2];
+    if (u && split(u, uf, 2) == 2) {
+        cJSON *a = cJSON_CreateArray();
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(0));
+        cJSON_AddItemToArray(a, cJSON_CreateString(uf[0]));
+        cJSON_AddItemToArray(a, cJSON_CreateString(uf[1]));
+        cJSON_AddItemToArray(up, a);
+        CHECK(!strcmp(uf[0], "#9"));
+    }
+    free(u);
+    for (int h = 0; h < PH; h++) {
+        char q[200];
+        snprintf(q, sizeof q, "SELECT printf('%%.17g', share) FROM sae_feature_heads WHERE "
+                 "feature = 1 AND head = %d", h);
+        char *v = t_sql(t_path("r.db"), q), name[16];
+        snprintf(name, sizeof name, "1.%d", h);
+        cJSON *a = cJSON_CreateArray();
+        cJSON_AddItemToArray(a, cJSON_CreateString(name));
+        cJSON_AddItemToArray(a, cJSON_CreateString(v ? v : "?"));
+        cJSON_AddItemToArray(heads, a);
+        free(v);
+    }
+    cJSON_AddItemToArray(sae, w);
+    cJSON_AddNumberToObject(spec, "scripts", 1);
+    char *txt = cJSON_Print(spec);
+    t_write("spec.json", txt);
+    free(txt);
+    cJSON_Delete(spec);
+    int rc = t_sh("node tests/browser/check.js %s > %s 2> %s", t_path("spec.json"),
+                  t_path("verdict.json"), t_path("node.err"));
+    char *v = t_slurp(t_path("verdict.json")), *err = t_slurp(t_path("node.err"));
+    cJSON *j = v ? cJSON_Parse(v) : NULL;
+    CHECKF(rc == 0 && cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")), "browser check failed (exit %d): "
+           "%s %s", rc, v ? v : "(no verdict)", err ? err : "");
+    cJSON_Delete(j);
+    free(v);
+    free(err);
 }

@@ -25,6 +25,7 @@
 #include "attnlab/patch.h"
 #include "attnlab/report.h"
 #include "attnlab/store_report.h"
+#include "attnlab/store_sae_read.h"
 #include "attnlab/tokenizer.h"
 #include "viewer_js.h" /* static const char viewer_js[] */
 
@@ -58,6 +59,9 @@ void al_viewer_head(al_buf *h) {
                    "font-family:monospace}\n"
                    ".al-scroll-x{overflow-x:auto;max-width:100%}.al-info{font-size:.9em;min-height:1.4em;font-family:monospace;white-space:pre}"
                    ".al-hm{margin:1em 0}.al-hm-title{font-weight:bold}\n"
+                   ".al-feat{cursor:pointer}.al-feat.sel{background:#dbe9f6}"
+                   ".al-sae-sort button{margin-right:.5em}.al-sae-sort button.sel{font-weight:bold}"
+                   ".al-sae-nums{font-family:monospace;font-size:.9em;margin:.3em 0}\n"
                    "@media print{.al-x{display:none}}\n"
                    "</style>\n");
 }
@@ -457,6 +461,97 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char 
     return rc;
 }
 
+/* ------------------------------------------------------- SAE features */
+
+/* A feature's dashboard data as JSON: its numbers, contexts [token,
+ * activation, window, position], logit effects [token, value] each way
+ * and heads [head, share, contribution], the values as stored. */
+static cJSON *feature_json(const al_sae_feature *f) {
+    cJSON *o = cJSON_CreateObject(), *cx = NULL, *up = NULL, *dn = NULL, *hs = NULL;
+    char head[32];
+    snprintf(head, sizeof head, "%d.%d", f->top_layer, f->top_head);
+    int bad = !o || add(o, "feature", cJSON_CreateNumber(f->feature)) ||
+              add(o, "fired", cJSON_CreateNumber((double)f->fired)) ||
+              add(o, "density", jnum(f->density)) || add(o, "mean_act", jnum(f->mean_act)) ||
+              add(o, "max_act", jnum(f->max_act)) ||
+              add(o, "induction_index", jnum(f->induction_index)) ||
+              add(o, "first_mean", jnum(f->first_mean)) ||
+              add(o, "second_mean", jnum(f->second_mean)) ||
+              add(o, "top_head", f->top_head >= 0 ? jstr(head) : cJSON_CreateNull()) ||
+              add(o, "top_share", jnum(f->top_share)) ||
+              add(o, "contexts", cx = cJSON_CreateArray()) || add(o, "up", up = cJSON_CreateArray()) ||
+              add(o, "down", dn = cJSON_CreateArray()) || add(o, "heads", hs = cJSON_CreateArray());
+    for (int i = 0; !bad && i < f->n_ctx; i++) {
+        cJSON *r = cJSON_CreateArray();
+        bad = add(cx, NULL, r) || add(r, NULL, jstr(f->ctx[i].token_str ? f->ctx[i].token_str : "?")) ||
+              add(r, NULL, jnum(f->ctx[i].act)) || add(r, NULL, cJSON_CreateNumber(f->ctx[i].window)) ||
+              add(r, NULL, cJSON_CreateNumber(f->ctx[i].pos));
+    }
+    for (int d = 0; !bad && d < 2; d++) {
+        const al_sae_flogit *l = d ? f->down : f->up;
+        for (int i = 0; !bad && i < (d ? f->n_down : f->n_up); i++) {
+            cJSON *r = cJSON_CreateArray();
+            bad = add(d ? dn : up, NULL, r) ||
+                  add(r, NULL, jstr(l[i].token_str ? l[i].token_str : "?")) ||
+                  add(r, NULL, jnum(l[i].value));
+        }
+    }
+    for (int i = 0; !bad && i < f->n_heads; i++) {
+        cJSON *r = cJSON_CreateArray();
+        snprintf(head, sizeof head, "%d.%d", f->heads[i].layer, f->heads[i].head);
+        bad = add(hs, NULL, r) || add(r, NULL, jstr(head)) || add(r, NULL, jnum(f->heads[i].share)) ||
+              add(r, NULL, jnum(f->heads[i].contribution));
+    }
+    if (bad) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* "sae": every finished `sae features` run of the model, each with its
+ * AL_VIEWER_SAE_MAX densest features. */
+static int sae_json(cJSON *root, al_store *st, const char *mid, al_err *e) {
+    long *runs = NULL;
+    int n = 0;
+    if (al_store_sae_fruns_of_model(st, (int64_t)atoll(mid), &runs, &n, e)) return -1;
+    cJSON *list = NULL;
+    int rc = 0;
+    if (n && add(root, "sae", list = cJSON_CreateArray())) rc = al_errf(e, "out of memory");
+    for (int i = 0; i < n && !rc; i++) {
+        al_sae_frun fr;
+        al_rows q;
+        if (al_store_read_sae_frun(st, runs[i], &fr, e)) {
+            rc = -1;
+            break;
+        }
+        memset(&q, 0, sizeof q);
+        cJSON *r = cJSON_CreateObject(), *fs = NULL; /* owned by the list once added */
+        if (add(list, NULL, r) || add(r, "run", cJSON_CreateNumber((double)runs[i])) ||
+            add(r, "layer", cJSON_CreateNumber(fr.layer)) ||
+            add(r, "hook_name", jstr(fr.hook_name ? fr.hook_name : "")) ||
+            add(r, "sae_dir", jstr(fr.sae_dir ? fr.sae_dir : "")) ||
+            add(r, "d_sae", cJSON_CreateNumber(fr.d_sae)) ||
+            add(r, "n_live", cJSON_CreateNumber(fr.n_live)) ||
+            add(r, "positions", cJSON_CreateNumber((double)fr.positions)) ||
+            add(r, "probe_r", cJSON_CreateNumber(fr.probe_r)) ||
+            add(r, "probe_n", cJSON_CreateNumber(fr.probe_n)) ||
+            add(r, "features", fs = cJSON_CreateArray()))
+            rc = al_errf(e, "out of memory");
+        if (!rc) rc = al_store_sae_top_features(st, runs[i], AL_SAE_BY_DENSITY, AL_VIEWER_SAE_MAX, &q, e);
+        for (int k = 0; !rc && k < q.nr; k++) {
+            al_sae_feature f;
+            rc = al_store_read_sae_feature(st, runs[i], (int)al_rows_x(&q, k, 0), &f, e);
+            if (!rc && add(fs, NULL, feature_json(&f))) rc = al_errf(e, "out of memory");
+            al_sae_feature_free(&f);
+        }
+        al_rows_free(&q);
+        al_sae_frun_free(&fr);
+    }
+    free(runs);
+    return rc;
+}
+
 /* ------------------------------------------------------------ the block */
 
 int al_viewer_model_block(al_buf *h, al_store *st, const al_viewer_model *vm, al_err *e) {
@@ -477,7 +572,8 @@ int al_viewer_model_block(al_buf *h, al_store *st, const al_viewer_model *vm, al
             }
         }
     }
-    if (vm->model_id && strcmp(vm->model_id, "0") != 0 && heatmaps_json(root, st, vm->dir, vm->model_id, e)) {
+    if (vm->model_id && strcmp(vm->model_id, "0") != 0 &&
+        (heatmaps_json(root, st, vm->dir, vm->model_id, e) || sae_json(root, st, vm->model_id, e))) {
         cJSON_Delete(root);
         return -1;
     }
