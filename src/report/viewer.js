@@ -303,7 +303,9 @@
       f.heads.forEach(function (h) { if (typeof h[1] === 'number') m = Math.max(m, Math.abs(h[1])); });
       f.heads.forEach(function (h) {
         addRow(hs, [h[0], sig6(h[1]), sig6(h[2])]);
-        hs.tBodies[0].lastChild.cells[1].style.background = diverging(h[1], m);
+        var td = hs.tBodies[0].lastChild.cells[1];
+        td.style.background = diverging(h[1], m);
+        td.style.color = typeof h[1] === 'number' && m > 0 && Math.abs(h[1]) / m > 0.6 ? '#fff' : '';
       });
       [['top contexts (the activating token)', cx], ['logit effects', up], ['', dn],
        ['head attribution', hs]].forEach(function (p) {
