@@ -15,6 +15,7 @@
 
 #include "attnlab/data.h"
 #include "attnlab/plot.h"
+#include "attnlab/sae_acts.h"
 #include "attnlab/png.h"
 #include "picfix.h"
 #include "saefix.h"
@@ -142,7 +143,7 @@ TEST(saepics_feature_contexts_from_file) {
     CHECKF(s && strstr(s, want), "no %s in the SVG", want);
     snprintf(want, sizeof want, " %s  w%d:%d ", act, win, pos);
     CHECKF(s && strstr(s, want), "no %s in the SVG", want);
-    CHECK(s && strstr(s, "the tokens around it are from"));
+    CHECK(s && strstr(s, "every token coloured by the activation recomputed with the SAE"));
     free(s);
     free(row);
     al_tokens_free(&d);
@@ -159,7 +160,7 @@ TEST(saepics_feature_contexts_from_file) {
                "> /dev/null", t_bin(), md.s, t_path("r.db"), t_path("gone.bin"), svg.s) == 0);
     raw = t_slurp(svg.s), s = raw ? svg_words(raw) : NULL;
     free(raw);
-    CHECK(s && strstr(s, "the tokens around it are from"));
+    CHECK(s && strstr(s, "every token coloured by the activation recomputed with the SAE"));
     free(s);
     /* another file of the same length is caught by the stored tokens */
     size_t n;
@@ -172,6 +173,103 @@ TEST(saepics_feature_contexts_from_file) {
     raw = t_slurp(svg.s), s = raw ? svg_words(raw) : NULL;
     free(raw);
     CHECK(s && strstr(s, "does not hold the stored tokens"));
+    free(s);
+}
+
+/* Layer 1's z of head h, dimension k at row r of the last forward (the
+ * forward's own cache, m->z: (L, B, T, H, D)), B·T rows in all. */
+static float zc(const al_model *m, size_t rows, size_t r, int h, int k) {
+    return m->z[(rows + r) * SAE_D + (size_t)h * PD + k];
+}
+
+/* The recomputed activations are the planted features' definitions read
+ * off a plain forward's z cache (no SAE code), for the L1 and the TopK
+ * encoder (k = 2: the constant feature and at most one detector are ever
+ * positive together, so TopK keeps exactly the positive ones). */
+TEST(saepics_feature_acts) {
+    al_model m;
+    al_err e;
+    planted_model(&m);
+    size_t n;
+    int *ids = saefix_ids(&n);
+    enum { B = 5, T = SAE_T };
+    CHECK(n >= (size_t)B * T);
+    static float a[B * T];
+    for (int arch = 0; arch < 2; arch++) {
+        al_sae s;
+        al_sae_meta meta;
+        saefix_sae(&s, &meta, NULL);
+        if (arch) s.cfg.arch = AL_SAE_TOPK, s.cfg.k = 2;
+        CHECK_OK(al_model_forward(&m, ids, NULL, B, T, &e), &e);
+        static float want[3][B * T];
+        for (size_t r = 0; r < (size_t)B * T; r++) {
+            float f0 = zc(&m, B * T, r, 0, 3) - SAE_THR, f1 = zc(&m, B * T, r, 0, 9) - SAE_THR;
+            want[0][r] = f0 > 0 ? f0 : 0;
+            want[1][r] = f1 > 0 ? f1 : 0;
+            want[2][r] = zc(&m, B * T, r, 2, 0);
+        }
+        int fired = 0;
+        for (int f = 0; f < 3; f++) {
+            CHECK_OK(al_sae_feature_acts(&m, &s, &meta, f, ids, B, T, a, &e), &e);
+            for (size_t r = 0; r < (size_t)B * T; r++) {
+                CHECKF(fabsf(a[r] - want[f][r]) < 1e-5f, "arch %d feature %d row %zu: %g, by hand %g",
+                       arch, f, r, a[r], want[f][r]);
+                fired += f < 2 && a[r] > 0;
+            }
+        }
+        CHECK(fired > 0);
+        CHECK_OK(al_sae_feature_acts(&m, &s, &meta, 3, ids, B, T, a, &e), &e);
+        for (size_t r = 0; r < (size_t)B * T; r++) CHECK(a[r] == 0);
+        CHECK(al_sae_feature_acts(&m, &s, &meta, 4, ids, B, T, a, &e) == -1 &&
+              strstr(e.msg, "out of range"));
+        CHECK(al_sae_feature_acts(&m, &s, &meta, 0, ids, 1, PP + 1, a, &e) == -1);
+        meta.site = AL_SAE_SITE_RESID_PRE;
+        CHECK(al_sae_feature_acts(&m, &s, &meta, 0, ids, B, T, a, &e) == -1 &&
+              strstr(e.msg, "residual stream"));
+        al_sae_free(&s);
+    }
+    free(ids);
+    al_model_free(&m);
+}
+
+/* Feature 2 fires everywhere (1.0, the top of its scale): with the
+ * activations recomputed every token of its context rows is that colour;
+ * with the SAE gone or changed only the stored position is, and a note
+ * says why. */
+TEST(saepics_feature_recomputed) {
+    saefix_run();
+    t_pbuf md = t_pcopy("planted");
+    al_image im;
+    uint32_t top = al_cmap_viridis(1.0);
+    CHECK(draw(md.s, "--what sae-feature --feature 2", "all.png", &im) == 0);
+    long all = count_colour(&im, top);
+    al_image_free(&im);
+    CHECK(t_sh("mv %s %s", t_path("sae"), t_path("sae-moved")) == 0);
+    CHECK(draw(md.s, "--what sae-feature --feature 2", "one.png", &im) == 0);
+    long one = count_colour(&im, top);
+    al_image_free(&im);
+    CHECKF(one > 0 && all > 8 * one, "top-colour pixels: %ld recomputed, %ld stored only", all, one);
+    t_pbuf svg = t_pcopy("one.svg");
+    CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 2 --out %s > /dev/null",
+               t_bin(), md.s, t_path("r.db"), svg.s) == 0);
+    char *raw = t_slurp(svg.s), *s = raw ? svg_words(raw) : NULL;
+    free(raw);
+    CHECK(s && strstr(s, "only the activating token's activation is stored") &&
+          strstr(s, "the SAE cannot be read"));
+    free(s);
+    /* an SAE retrained since the run: its activations disagree with the stored ones */
+    al_sae sae;
+    al_sae_meta meta;
+    al_err e;
+    CHECK_OK(al_sae_load(t_path("sae-moved"), &sae, &meta, &e), &e);
+    sae.b_enc[2] = 0.5f; /* feature 2: 1.5 instead of 1 */
+    CHECK_OK(al_sae_save(t_path("sae"), &sae, &meta, &e), &e);
+    al_sae_free(&sae);
+    CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 2 --out %s > /dev/null",
+               t_bin(), md.s, t_path("r.db"), svg.s) == 0);
+    raw = t_slurp(svg.s), s = raw ? svg_words(raw) : NULL;
+    free(raw);
+    CHECK(s && strstr(s, "gives 1.5 at window") && strstr(s, "where the run stored 1"));
     free(s);
 }
 

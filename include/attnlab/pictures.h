@@ -43,10 +43,12 @@
  *   sae-feature  one feature of an attnlab sae features run (--feature):
  *                header numbers, logit effects (raises | lowers), the DFA
  *                share of each head, the top contexts as token rows centred
- *                on the activating token (only it is coloured: only its
- *                activation is stored; the tokens around it come from the
- *                run's token file, or o->data, and are left out with a
- *                note when that file is gone or differs)
+ *                on the activating token (outlined); the tokens around it
+ *                come from the run's token file, or o->data (left out with
+ *                a note when that file is gone or differs), coloured by
+ *                the activation recomputed with the run's SAE when that
+ *                agrees with the stored one (else only the stored
+ *                position is coloured, with a note)
  *   sae-heads    the run's top_n densest features x the layer's heads,
  *                DFA share, diverging
  *   sweep-induction  every model of the database (model_dir unused, may

@@ -180,6 +180,7 @@ typedef struct al_tokrows {
     const al_cscale *cs;           /* required */
     int bar;                       /* draw its own colour bar */
     int max_cells;                 /* cut tokens longer than this (0 = 12) */
+    int mark, mark_col;            /* mark 1: column mark_col's tokens outlined in ink */
 } al_tokrows;
 
 enum { AL_PANEL_HEATMAP, AL_PANEL_LINES, AL_PANEL_BARS, AL_PANEL_NET, AL_PANEL_TOKENS };

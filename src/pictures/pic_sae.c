@@ -7,17 +7,22 @@
  *                tokens centred on the activating one
  *   sae-heads    head x feature DFA shares of the run's densest features
  *
- * The database holds only the activation at each context's own position,
- * so only that token is coloured; the tokens around it are read from the
- * token file the run read (runs.config_json "data", or --data), checked
- * against the stored token, and left out with a note when that file is
- * gone or is another one. */
+ * The database holds only the activation at each context's own position.
+ * The tokens around it are read from the token file the run read
+ * (runs.config_json "data", or --data), checked against the stored
+ * tokens, and left out with a note when that file is gone or is another
+ * one; their activations are recomputed with the run's SAE directory
+ * (sae_acts.h) and used only when they agree with the stored ones at the
+ * stored positions, else only the stored position is coloured, with a
+ * note saying why. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attnlab/data.h"
+#include "attnlab/sae_acts.h"
+#include "attnlab/sae_io.h"
 #include "attnlab/store_sae_read.h"
 #include "pictures_internal.h"
 
@@ -49,11 +54,60 @@ static int sae_run(pic *p, al_sae_frun *r, al_err *e) {
     return 0;
 }
 
+/* The feature's activation at every position of its contexts' windows
+ * (tokens from d), recomputed with the run's SAE into a (n_ctx, seq_len,
+ * on p's list); 1 when that worked and agrees with the activation the run
+ * stored at each context's own position, else 0 with why. The SAE may
+ * have been moved or retrained since the run: the agreement says it is
+ * still the one the run read. */
+static int recompute(pic *p, const al_sae_frun *r, const al_sae_feature *f, const al_tokens *d,
+                     float **a, char *why, size_t cap) {
+    al_sae s;
+    al_sae_meta meta;
+    al_err le;
+    if (!r->sae_dir) {
+        snprintf(why, cap, "the run names no SAE directory");
+        return 0;
+    }
+    if (al_sae_load(r->sae_dir, &s, &meta, &le) != 0) {
+        snprintf(why, cap, "the SAE cannot be read (%s)", le.msg);
+        return 0;
+    }
+    const int B = f->n_ctx, T = r->seq_len;
+    int *tok = al_malloc((size_t)B * T, sizeof(int), &le), ok = tok != NULL;
+    *a = ok ? pic_floats(p, (size_t)B * T, &le) : NULL;
+    ok = ok && *a;
+    for (int j = 0; ok && j < B; j++) {
+        if (f->ctx[j].offset < 0 || (size_t)f->ctx[j].offset + (size_t)T > d->n) {
+            ok = 0;
+            snprintf(le.msg, sizeof le.msg, "window %d runs past the token file", f->ctx[j].window);
+            break;
+        }
+        for (int t = 0; t < T; t++) tok[(size_t)j * T + t] = d->tok[f->ctx[j].offset + t];
+    }
+    if (ok) ok = al_sae_feature_acts(&p->m, &s, &meta, f->feature, tok, B, T, *a, &le) == 0;
+    if (!ok) snprintf(why, cap, "not recomputed: %s", le.msg);
+    for (int j = 0; ok && j < B; j++) {
+        double got = (*a)[(size_t)j * T + f->ctx[j].pos], want = f->ctx[j].act;
+        if (!(fabs(got - want) <= 1e-3 * fmax(1, fabs(want)))) {
+            ok = 0;
+            snprintf(why, cap, "not recomputed: the SAE at %s gives %.6g at window %d position "
+                     "%d where the run stored %.6g (retrained since?)", r->sae_dir, got,
+                     f->ctx[j].window, f->ctx[j].pos, want);
+        }
+    }
+    free(tok);
+    al_sae_free(&s);
+    return ok;
+}
+
 /* The context rows: tokens around each stored position from the token
- * file, or the stored tokens alone (and why, in *why) when the file
+ * file, coloured by the feature's activation recomputed with the run's
+ * SAE (*acts_why "" then, else why not: only the stored position is
+ * coloured), or the stored tokens alone (and why, in *why) when the file
  * cannot be read or does not hold them. */
 static int contexts_panel(pic *p, const al_sae_frun *r, const al_sae_feature *f, char *why,
-                          size_t why_cap, al_err *e) {
+                          size_t why_cap, char *acts_why, size_t acts_cap, al_err *e) {
     const int rows = f->n_ctx, cols = CTX_BEFORE + 1 + CTX_AFTER;
     const char **tok = pic_calloc(p, (size_t)rows * cols, sizeof(char *), e);
     float *v = pic_floats(p, (size_t)rows * cols, e);
@@ -82,6 +136,9 @@ static int contexts_panel(pic *p, const al_sae_frun *r, const al_sae_feature *f,
                          "offsets (another file? give --data FILE.bin)", path);
         }
     }
+    float *acts = NULL;
+    acts_why[0] = 0;
+    int all = have && recompute(p, r, f, &d, &acts, acts_why, acts_cap);
     for (int j = 0; j < rows; j++) {
         const al_sae_fctx *c = f->ctx + j;
         const char **row = tok + (size_t)j * cols;
@@ -94,6 +151,8 @@ static int contexts_panel(pic *p, const al_sae_frun *r, const al_sae_feature *f,
             size_t at = (size_t)c->offset + (size_t)q;
             if (at >= d.n) continue;
             if (!(row[CTX_BEFORE + k] = pic_tok_label(p, d.tok[at], e))) goto fail;
+            float a = all ? acts[(size_t)j * r->seq_len + q] : 0;
+            if (a > 0) v[(size_t)j * cols + CTX_BEFORE + k] = a; /* 0: left uncoloured */
         }
     }
     al_tokens_free(&d);
@@ -102,7 +161,7 @@ static int contexts_panel(pic *p, const al_sae_frun *r, const al_sae_feature *f,
     if (!pn) return al_errf(e, "too many panels");
     pn->tr = (al_tokrows){.tok = tok, .v = v, .rows = rows, .cols = cols, .row_labels = rl,
                           .title = "top activating contexts (activation  window:position)",
-                          .cs = cs, .bar = 1};
+                          .cs = cs, .bar = 1, .mark = 1, .mark_col = CTX_BEFORE};
     return 0;
 fail:
     al_tokens_free(&d);
@@ -166,8 +225,9 @@ int pic_draw_sae_feature(pic *p, al_err *e) {
     if (rc == 0 && !f.found)
         rc = al_errf(e, "feature %d of run %ld never fired on its text (%d of %d features are "
                      "live; only those are stored)", p->o->feature, r.run, r.n_live, r.d_sae);
-    char why[AL_PATH_MAX + 256];
-    if (rc == 0 && f.n_ctx > 0) rc = contexts_panel(p, &r, &f, why, sizeof why, e);
+    char why[AL_PATH_MAX + 256], acts_why[AL_PATH_MAX + 256];
+    if (rc == 0 && f.n_ctx > 0)
+        rc = contexts_panel(p, &r, &f, why, sizeof why, acts_why, sizeof acts_why, e);
     if (rc == 0) rc = logits_panel(p, &f, e);
     if (rc == 0) rc = heads_panel(p, &r, &f, e);
     if (rc == 0) {
@@ -194,9 +254,14 @@ int pic_draw_sae_feature(pic *p, al_err *e) {
             pic_note(p, "top head %d.%d, DFA share %.3f; logit effects: each logit's change per "
                      "unit of activation through W_O and W_U", f.top_layer, f.top_head,
                      f.top_share);
-        if (f.n_ctx > 0 && !why[0])
+        if (f.n_ctx > 0 && !why[0] && !acts_why[0])
+            pic_note(p, "contexts (outlined: the stored position): the windows of %s, every "
+                     "token coloured by the activation recomputed with the SAE (it agrees with "
+                     "the stored one at each outlined token); uncoloured: 0",
+                     p->o->data ? p->o->data : r.data);
+        else if (f.n_ctx > 0 && !why[0])
             pic_note(p, "contexts: only the activating token's activation is stored, so only it "
-                     "is coloured; the tokens around it are from %s",
+                     "is coloured (%s); the tokens around it are from %s", acts_why,
                      p->o->data ? p->o->data : r.data);
         else if (f.n_ctx > 0)
             pic_note(p, "contexts: the stored activating tokens only; %s", why);

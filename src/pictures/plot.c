@@ -1258,6 +1258,7 @@ static void tr_draw(cv *im, const al_tokrows *p, const tr_lay *L, int x, int y, 
                 ink = ink_on(bg);
             }
             cv_text(im, cx + (w - tw(b)) / 2, ry + 3, b, 1, ink);
+            if (p->mark && c == p->mark_col) cv_rect(im, cx, ry + 1, w, TR_PITCH - 2, INK);
         }
     }
     if (p->title) cv_text(im, x, y, p->title, 1, INK);
