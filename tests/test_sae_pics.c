@@ -218,6 +218,14 @@ TEST(saepics_feature_acts) {
             }
         }
         CHECK(fired > 0);
+        /* several at once, a repeat among them, in chunks of 4096 / T windows */
+        static const int fs[4] = {2, 0, 2, 1};
+        static float many[B * T * 4];
+        CHECK_OK(al_sae_features_acts(&m, &s, &meta, fs, 4, ids, B, T, many, &e), &e);
+        for (size_t r = 0; r < (size_t)B * T; r++)
+            for (int j = 0; j < 4; j++)
+                CHECKF(fabsf(many[r * 4 + j] - want[fs[j]][r]) < 1e-5f, "arch %d row %zu col %d", arch,
+                       r, j);
         CHECK_OK(al_sae_feature_acts(&m, &s, &meta, 3, ids, B, T, a, &e), &e);
         for (size_t r = 0; r < (size_t)B * T; r++) CHECK(a[r] == 0);
         CHECK(al_sae_feature_acts(&m, &s, &meta, 4, ids, B, T, a, &e) == -1 &&
@@ -439,6 +447,51 @@ TEST(saepics_viewer_json) {
     CHECK(h0 && !strcmp(cJSON_GetArrayItem(h0, 0)->valuestring, "1.0") &&
           fabs(cJSON_GetArrayItem(h0, 1)->valuedouble - 1) < 1e-12);
     CHECK(!strcmp(cJSON_GetObjectItem(f0, "top_head")->valuestring, "1.0"));
+    /* the context windows: the file's tokens around each context, the activations
+     * recomputed (feature 2: 1 everywhere; at the context itself: the stored one) */
+    const cJSON *note = cJSON_GetObjectItem(r, "context_note");
+    CHECK(cJSON_IsString(note) && note->valuestring[0] == 0);
+    al_tokens d;
+    al_err e;
+    CHECK_OK(al_tokens_load(t_path("p.bin"), &d, &e), &e);
+    int checked = 0;
+    cJSON_ArrayForEach(f, fs) {
+        int i = (int)cJSON_GetObjectItem(f, "feature")->valuedouble;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(f, "contexts")) {
+            int win = (int)cJSON_GetArrayItem(c, 2)->valuedouble, pos = (int)cJSON_GetArrayItem(c, 3)->valuedouble;
+            char q[256];
+            snprintf(q, sizeof q, "SELECT offset FROM sae_feature_contexts WHERE feature = %d AND "
+                     "window = %d AND pos = %d", i, win, pos);
+            long off = (long)db_num(q);
+            const cJSON *ts = cJSON_GetArrayItem(c, 4), *as = cJSON_GetArrayItem(c, 5);
+            int at = (int)cJSON_GetArrayItem(c, 6)->valuedouble, lo = pos - at;
+            CHECK(at == (pos < 8 ? pos : 8) && cJSON_GetArraySize(ts) == cJSON_GetArraySize(as));
+            for (int k = 0; k < cJSON_GetArraySize(ts); k++) {
+                char want[32];
+                snprintf(want, sizeof want, "#%d", d.tok[off + lo + k]);
+                CHECK(!strcmp(cJSON_GetArrayItem(ts, k)->valuestring, want));
+                double a = cJSON_GetArrayItem(as, k)->valuedouble;
+                if (i == 2) CHECK(fabs(a - 1) < 1e-5);
+                if (k == at) CHECK(fabs(a - cJSON_GetArrayItem(c, 1)->valuedouble) < 1e-5);
+                checked++;
+            }
+        }
+    }
+    CHECKF(checked > 100, "%d context tokens checked", checked);
+    al_tokens_free(&d);
+    cJSON_Delete(j);
+    free(html);
+    /* the SAE gone: the tokens stay, the activations around the contexts go, a note says why */
+    CHECK(t_sh("mv %s %s", t_path("sae"), t_path("sae-moved")) == 0);
+    html = interactive_page();
+    j = page_data(html);
+    r = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "sae"), 0);
+    note = cJSON_GetObjectItem(r, "context_note");
+    CHECK(cJSON_IsString(note) && strstr(note->valuestring, "cannot be read"));
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+        cJSON_GetObjectItem(r, "features"), 0), "contexts"), 0);
+    CHECK(cJSON_GetArraySize(cJSON_GetArrayItem(c0, 4)) > 1 && cJSON_IsNull(cJSON_GetArrayItem(c0, 5)));
     cJSON_Delete(j);
     free(html);
     /* without --interactive the page has no data and no script */

@@ -21,5 +21,11 @@
  * memory). */
 int al_sae_feature_acts(al_model *m, al_sae *s, const al_sae_meta *meta, int feature,
                         const int *tokens, int B, int T, float *out, al_err *e);
+/* The same for nf features at once (features: nf ids, repeats allowed):
+ * out (B·T, nf) row-major gets f_features[j] at row r in out[r·nf + j].
+ * The windows go through the model and the encoder in chunks of about
+ * 4096 positions, so memory stays that of one chunk's codes whatever B. */
+int al_sae_features_acts(al_model *m, al_sae *s, const al_sae_meta *meta, const int *features,
+                         int nf, const int *tokens, int B, int T, float *out, al_err *e);
 
 #endif

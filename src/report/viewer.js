@@ -253,7 +253,10 @@
       ' live features (of ' + R.d_sae + ') of the SAE on ' + R.hook_name + '. Sort the list by ' +
       'density, induction index or top head; click a feature for its top contexts, the tokens ' +
       'it raises and lowers (per unit of activation) and the share of its pre-activation from ' +
-      'each head. Values as stored, to 6 significant digits.'));
+      'each head. Values as stored, to 6 significant digits; a context\u2019s neighbours are ' +
+      'read from the run\u2019s token file and coloured by the activation recomputed with its ' +
+      'SAE (the outlined token is the stored one).'));
+    if (R.context_note) x.appendChild(el('p', 'warn al-sae-note', R.context_note));
     var box = el('div', 'al-sae'), sorts = el('div', 'al-sae-sort'), cur = null;
     box.setAttribute('data-run', R.run);
     var list = table('al-sae-list', ['feature', 'density', 'induction', 'top head', 'share', 'raises most']);
@@ -288,12 +291,24 @@
         sig6(f.max_act) + '; induction index ' + sig6(f.induction_index) + ' (probe R ' +
         R.probe_r + ', N ' + R.probe_n + ')'));
       var panel = el('div', 'al-panel');
-      var cx = table('al-sae-ctx', ['rank', 'token', 'activation', 'window:pos']);
+      var cx = table('al-sae-ctx', ['rank', 'token', 'activation', 'window:pos', 'context']);
+      function shade(node, a) {
+        var v = f.max_act > 0 ? a / f.max_act : 0;
+        node.style.background = viridis(v);
+        node.style.color = v < 0.6 ? '#fff' : '';
+      }
       f.contexts.forEach(function (c, i) {
-        addRow(cx, [i + 1, c[0], sig6(c[1]), c[2] + ':' + c[3]]);
-        var td = cx.tBodies[0].lastChild.cells[2], v = f.max_act > 0 ? c[1] / f.max_act : 0;
-        td.style.background = viridis(v);
-        td.style.color = v < 0.6 ? '#fff' : '';
+        addRow(cx, [i + 1, c[0], sig6(c[1]), c[2] + ':' + c[3], '']);
+        var tr = cx.tBodies[0].lastChild, ctx = tr.cells[4];
+        shade(tr.cells[2], c[1]);
+        ctx.className = 'al-sae-win';
+        (c[4] || []).forEach(function (t, k) {
+          var sp = el('span', 'al-tok' + (k === c[6] ? ' cur' : ''), t);
+          var a = c[5] ? c[5][k] : (k === c[6] ? c[1] : null);
+          if (typeof a === 'number' && a > 0) shade(sp, a);
+          if (c[5]) sp.title = sig6(c[5][k]);
+          ctx.appendChild(sp);
+        });
       });
       var up = table('al-sae-up', ['raises', 'logit / act']);
       f.up.forEach(function (u) { addRow(up, [u[0], sig6(u[1])]); });
