@@ -606,3 +606,34 @@ TEST(saepics_viewer_browser) {
     free(v);
     free(err);
 }
+
+/* The token-row panel (plot.h's al_tokrows): a token with a value is
+ * filled with its scale colour and, in the marked column, outlined in
+ * ink; one without is plain text on the background (odd rows banded);
+ * columns are as wide as their widest token plus padding. */
+TEST(saepics_token_rows) {
+    static const char *const tok[6] = {"a", "bb", NULL, "a", "ccc", "dd"};
+    const float v[6] = {NAN, 1.0f, NAN, NAN, NAN, 0.0f};
+    al_cscale cs = {.diverging = 0, .lo = 0, .hi = 1, .label = "activation"};
+    al_panel pn = {.kind = AL_PANEL_TOKENS};
+    pn.tr = (al_tokrows){.tok = tok, .v = v, .rows = 2, .cols = 3, .cs = &cs, .mark = 1,
+                         .mark_col = 1};
+    al_figure f = {.title = "t", .panels = &pn, .n_panels = 1};
+    al_image im;
+    al_plot_geom g;
+    al_err e;
+    CHECK_OK(al_plot_figure(&f, &im, &g, &e), &e);
+    const int pitch = g.cell_h, c1 = g.mx + 13; /* column 0: "a" in 12 px, then 1 px */
+    CHECK(pitch == 17);
+    CHECKF(g.mw == 13 + 25 + 19, "mw %d", g.mw); /* "ccc": 3 cells + 6 px; "dd": 2 cells + 6 */
+    CHECK(al_image_get(&im, c1 + 1, g.my + 8) == al_cmap_viridis(1.0)); /* row 0, "bb" */
+    CHECK(al_image_get(&im, c1, g.my + 8) == AL_PLOT_INK);              /* its outline */
+    CHECK(al_image_get(&im, g.mx + 1, g.my + 8) == 0xFFFFFFu);          /* row 0, "a" */
+    CHECK(al_image_get(&im, g.mx + 1, g.my + pitch + 8) == 0xF4F4F4u);  /* row 1: banded */
+    CHECK(al_image_get(&im, c1, g.my + pitch + 8) == AL_PLOT_INK); /* "ccc": the marked column */
+    CHECK(al_image_get(&im, c1 + 25 + 1, g.my + pitch + 8) == al_cmap_viridis(0.0)); /* "dd": 0 */
+    al_image_free(&im);
+    /* no tokens, or no scale: refused */
+    pn.tr.cs = NULL;
+    CHECK(al_plot_figure(&f, &im, NULL, &e) == -1 && strstr(e.msg, "token panel 0"));
+}
