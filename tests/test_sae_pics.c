@@ -113,6 +113,15 @@ TEST(saepics_feature_dashboard) {
     CHECK_OK(al_png_read(out.s, &im, NULL, &e), &e);
     CHECK(im.w == f0.w && im.h == f0.h && memcmp(im.px, f0.px, (size_t)im.w * im.h * 3) == 0);
     al_image_free(&im);
+    /* the height follows the rows: two contexts fewer, two 17-px token rows less (the
+     * contexts panel is the figure's last row and taller than its colour bar's 100 px;
+     * the width follows the widest token of each column, so it may shrink too) */
+    CHECK_SQL(t_path("r.db"), "SELECT count(*) FROM sae_feature_contexts WHERE feature = 0", "10");
+    CHECK(t_sh("sqlite3 %s 'DELETE FROM sae_feature_contexts WHERE feature = 0 AND rank > 8'",
+               t_path("r.db")) == 0);
+    CHECK(draw(md.s, "--what sae-feature --feature 0", "f0-8.png", &im) == 0);
+    CHECKF(im.w <= f0.w && im.h == f0.h - 2 * 17, "%d x %d, was %d x %d", im.w, im.h, f0.w, f0.h);
+    al_image_free(&im);
     al_image_free(&f0);
 }
 

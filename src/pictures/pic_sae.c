@@ -240,9 +240,10 @@ int pic_draw_sae_feature(pic *p, al_err *e) {
         snprintf(p->title, sizeof p->title, "SAE feature %d of layer %d (run %ld)", f.feature,
                  r.layer, r.run);
         snprintf(p->head_txt, sizeof p->head_txt, "feature %d", f.feature);
-        pic_note(p, "SAE %s on %s; density %.4g (%ld of %ld positions), mean activation %.4g, "
-                 "max %.4g", r.sae_dir ? r.sae_dir : "?", r.hook_name ? r.hook_name : "?",
-                 f.density, f.fired, r.positions, f.mean_act, f.max_act);
+        pic_note(p, "model %s, SAE %s on %s; density %.4g (%ld of %ld positions), mean "
+                 "activation %.4g, max %.4g", p->dir, r.sae_dir ? r.sae_dir : "?",
+                 r.hook_name ? r.hook_name : "?", f.density, f.fired, r.positions, f.mean_act,
+                 f.max_act);
         if (isnan(f.induction_index))
             pic_note(p, "induction index: none (silent on the induction probe, R %d, N %d)",
                      r.probe_r, r.probe_n);
