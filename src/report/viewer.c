@@ -534,7 +534,7 @@ static void sae_windows_make(sae_windows *w, const char *dir, const al_sae_frun 
         for (int j = 0; j < F[k].n_ctx; j++)
             if (w->row[F[k].ctx[j].window] < 0) w->row[F[k].ctx[j].window] = B++;
     }
-    if (ok && (size_t)B * w->T * nf > ((size_t)1 << 26)) {
+    if (ok && (size_t)B * w->T * nf > ((size_t)1 << 24)) { /* 64 MB of activations */
         snprintf(w->note, sizeof w->note, "activations around the contexts not recomputed: "
                  "%d windows of %d features is too many for the page", B, nf);
         ok = 0;
