@@ -40,6 +40,17 @@
  *                one point per ACDC circuit labelled with its tau (and
  *                the EAP circuit's point when there is one); refused
  *                with fewer than two ACDC circuits
+ *   sae-feature  one feature of an attnlab sae features run (--feature):
+ *                header numbers, logit effects (raises | lowers), the DFA
+ *                share of each head, the top contexts as token rows centred
+ *                on the activating token (outlined); the tokens around it
+ *                come from the run's token file, or o->data (left out with
+ *                a note when that file is gone or differs), coloured by
+ *                the activation recomputed with the run's SAE when that
+ *                agrees with the stored one (else only the stored
+ *                position is coloured, with a note)
+ *   sae-heads    the run's top_n densest features x the layer's heads,
+ *                DFA share, diverging
  *   sweep-induction  every model of the database (model_dir unused, may
  *                be NULL): the best head's induction score over the steps
  *                of its latest finished train run, one faint line per
@@ -52,7 +63,7 @@
  * read the database instead when one is given); ablation, pruning and
  * training read it (tables ablations, pruning_steps, train_log and
  * train_head_scores of the model's latest finished run, or run_id);
- * patching, paths, dla, terms, attrpatch and the circuit kinds read the newest finished run
+ * patching, paths, dla, terms, attrpatch, the circuit and the sae kinds read the newest finished run
  * of their command for the model, or run_id (model_dir may then be NULL:
  * the run's own model). No such run: -1, and no file is written.
  * Every PNG carries text chunks: model, what, head, prompt (attention),
@@ -74,8 +85,9 @@ typedef struct al_pic_opts {
     int repeat;         /* attention without prompt: BOS + this many random tokens, twice */
     uint64_t seed;      /* of those random tokens */
     const char *tokens; /* qk/ov: "a,b,c" (␣ or a space for a leading space; #ID for an id) */
-    int top_n;          /* qk/ov: this many tokens when no list is given */
-    const char *data;   /* qk/ov: token file whose most frequent tokens are shown */
+    int top_n;          /* qk/ov: this many tokens when no list is given; sae-heads: features */
+    const char *data;   /* qk/ov: token file whose most frequent tokens are shown;
+                           sae-feature: the token file of the contexts (NULL: the run's) */
     int n_pos;          /* qk-pos: positions shown */
     const char *db;     /* SQLite file (see above) */
     long run_id;        /* that run instead of the latest finished one (0) */
@@ -85,6 +97,7 @@ typedef struct al_pic_opts {
     double tau;         /* circuit: the ACDC circuit at this tau (NaN: the rule above) */
     int hide_removed;   /* circuit: removed edges not drawn (else pale) */
     int format;         /* AL_FIG_PNG (0), AL_FIG_SVG or AL_FIG_PDF (plot.h) */
+    int feature;        /* sae-feature: the SAE feature drawn (-1: none given) */
 } al_pic_opts;
 
 al_pic_opts al_pic_defaults(void);
@@ -147,6 +160,13 @@ enum {
       "--db --metric M: any result an analysis stored as a view (e.g. attnstats's "           \
       "attn_entropy), from its newest finished run (or --run): per head layers x heads, per "  \
       "head pair sender x receiver heads, per edge senders x receivers, per position a line") \
+    X(sae_feature, "sae-feature", "sae", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,        \
+      "--db --feature N: one feature of an attnlab sae features run as a dashboard: its "      \
+      "numbers, logit effects, head attribution (DFA) and top contexts (--data: the token "    \
+      "file, else the run's)")                                                                 \
+    X(sae_heads, "sae-heads", "sae", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,            \
+      "--db: the DFA share of each head for the --top-n densest features of an attnlab sae "   \
+      "features run, signed")                                                                  \
     X(sweep_induction, "sweep-induction", "sweeps", AL_PIC_DB,              \
       "--db (no --model): every model's best induction score over training: one faint line per "   \
       "seed, their mean bold, one panel per setting and layer count")
@@ -156,7 +176,8 @@ struct al_pic; /* a picture being drawn (private to src/pictures/) */
 /* One kind of picture: an entry of the table below. */
 typedef struct al_pic_kind {
     const char *name;   /* --what */
-    const char *family; /* weights | behaviour | patching | attribution | circuits | sweeps */
+    const char *family; /* weights | behaviour | patching | attribution | circuits | views |
+                           sae | sweeps */
     const char *help;   /* one line */
     int needs;          /* AL_PIC_* bits */
     int (*draw)(struct al_pic *p, al_err *e);

@@ -3,8 +3,9 @@
  *
  * A figure is a title, a few note lines, an optional legend, and a grid of
  * panels; each panel is a heatmap (al_hm), a line plot (al_lines; a
- * scatter plot is one whose series are points only) or a bar chart
- * (al_bars).
+ * scatter plot is one whose series are points only), a bar chart
+ * (al_bars), a layered graph (al_netplot) or rows of text tokens with
+ * coloured backgrounds (al_tokrows).
  * Heatmaps put row labels on the left and column labels below, rotated
  * to read upwards, and thin them (every k-th, with a tick) when cells are
  * smaller than a text line, so labels never overlap. Cells are at least
@@ -164,13 +165,32 @@ int al_netplot_place(const al_netplot *g, int i, int port, int *x, int *y, int *
 /* A faint edge's colour: c mixed with 80% white. */
 uint32_t al_netplot_faint(uint32_t c);
 
-enum { AL_PANEL_HEATMAP, AL_PANEL_LINES, AL_PANEL_BARS, AL_PANEL_NET };
+/* Rows of tokens, one text cell each, in columns as wide as their widest
+ * token (so a column lines up: the activating token of every context in
+ * the middle one); a token with a value has its cell filled with the
+ * scale's colour (text black or white by luminance), one without it is
+ * plain text on the background; an empty slot (NULL) is left blank. What
+ * feature dashboards show: contexts with the activating token marked. */
+typedef struct al_tokrows {
+    const char *const *tok;        /* (rows, cols) row-major display strings; NULL: no token */
+    const float *v;                /* (rows, cols) values; NaN: not coloured */
+    int rows, cols;
+    const char *const *row_labels; /* (rows) or NULL: written left of each row */
+    const char *title;
+    const al_cscale *cs;           /* required */
+    int bar;                       /* draw its own colour bar */
+    int max_cells;                 /* cut tokens longer than this (0 = 12) */
+    int mark, mark_col;            /* mark 1: column mark_col's tokens outlined in ink */
+} al_tokrows;
+
+enum { AL_PANEL_HEATMAP, AL_PANEL_LINES, AL_PANEL_BARS, AL_PANEL_NET, AL_PANEL_TOKENS };
 typedef struct al_panel {
     int kind;
     al_hm hm;
     al_lines ln;
     al_bars bars;
     al_netplot net;
+    al_tokrows tr;
 } al_panel;
 
 typedef struct al_legend_item {
@@ -196,7 +216,7 @@ typedef struct al_plot_geom {
     int x, y, w, h;                 /* the panel's box */
     int mx, my, mw, mh;             /* matrix or plot area */
     int zero_y;                     /* bar charts: the zero line's pixel row */
-    int cell_w, cell_h;             /* heatmap cell size */
+    int cell_w, cell_h;             /* heatmap cell size; token rows: cell_h the row pitch */
     int bar_x, bar_y, bar_w, bar_h; /* its colour bar (own or shared); 0 = none */
 } al_plot_geom;
 

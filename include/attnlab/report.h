@@ -17,7 +17,11 @@
  *                 the tau sweep's curve), attribution (the newest attribute run: its
  *                 pictures, path-expansion kinds, logit lens, agreement
  *                 and whether virtual heads matter, against
- *                 AL_TH_VIRTUAL_SHARE) and the pictures. With several models a comparison comes first,
+ *                 AL_TH_VIRTUAL_SHARE), sparse autoencoders (each finished
+ *                 sae train run's evaluation with warnings where a number
+ *                 misleads; each sae features run's densest features,
+ *                 their dashboards and the head x feature picture) and
+ *                 the pictures. With several models a comparison comes first,
  *                 including the tied-vs-untied answer when both kinds are
  *                 present. A database holding a sweep (merge_sources rows,
  *                 or several seeds of one setting and layer count) gets an

@@ -15,7 +15,10 @@
  *     probability and loss given the tokens before it and the model's
  *     top-5 predictions at that position, and heatmaps built from the
  *     database rows of the newest patching, path patching, logit
- *     attribution and attribution patching runs (the values as stored);
+ *     attribution and attribution patching runs (the values as stored),
+ *     and every finished `sae features` run's densest features with
+ *     their contexts, logit effects and head attribution (the features
+ *     browser);
  *   - one inline script that draws the explorers from that data.
  *
  * Data is never markup: the JSON text has <, >, &, U+2028 and U+2029
@@ -32,6 +35,10 @@
 /* The attention explorer keeps at most this many prompt tokens (the last
  * ones): L·H·T(T+1)/2 numbers must stay a sane page size. */
 #define AL_VIEWER_MAX_T 128
+/* The features browser holds at most this many features of each `sae
+ * features` run (the densest): each brings its contexts, logit effects
+ * and heads, about 1 KB. */
+#define AL_VIEWER_SAE_MAX 256
 
 /* The CSP meta tag and the explorers' CSS; goes in <head>, before any
  * other resource. */

@@ -18,7 +18,8 @@
 #define KIND_LINE(id, name, family, needs, help) "  " name " (" family "): " help "\n"
 
 /* Same defaults as al_pic_defaults(), here so that help shows them. */
-static al_pic_opts o = {.layer = -1, .head = -1, .seed = 1, .top_n = 40, .n_pos = 64, .tau = NAN};
+static al_pic_opts o = {.layer = -1, .head = -1, .seed = 1, .top_n = 40, .n_pos = 64, .tau = NAN,
+                        .feature = -1};
 static const char *o_model = NULL, *o_out = NULL, *o_format = NULL;
 static int o_threads = 0;
 static uint64_t o_run = 0;
@@ -38,8 +39,9 @@ static al_flag flags[] = {
     {"layer", AL_INT, &o.layer, "L", "layer; -1 = layer 0 (composition: the later layer, -1 = the last)", 0, 0},
     {"head", AL_INT, &o.head, "H", "head within the layer; -1 = all heads as a grid (attention only)", 0, 0},
     {"tokens", AL_STR, &o.tokens, "LIST", "qk/ov: tokens to show, e.g. \"␣the,␣a,.\" (␣ or a space leads; #ID for an id)", 0, 0},
-    {"top-n", AL_INT, &o.top_n, "N", "qk/ov: number of tokens when --tokens is absent", 0, 0},
-    {"data", AL_STR, &o.data, "FILE", "qk/ov: token file; show its --top-n most frequent tokens", 0, 0},
+    {"top-n", AL_INT, &o.top_n, "N", "qk/ov: number of tokens when --tokens is absent; sae-heads: features shown (densest first)", 0, 0},
+    {"data", AL_STR, &o.data, "FILE", "qk/ov: token file; show its --top-n most frequent tokens; sae-feature: the token file of the contexts (default: the run's --data)", 0, 0},
+    {"feature", AL_INT, &o.feature, "N", "sae-feature: the SAE feature to draw", 0, 0},
     {"n-pos", AL_INT, &o.n_pos, "N", "qk-pos: show the first N positions", 0, 0},
     {"db", AL_STR, &o.db, "FILE",
      "results database (needed by the kinds that read one; composition and spectrum read it "
@@ -72,9 +74,9 @@ al_command al_cmd_heatmap = {
     "flows key -> query. Kinds (family):\n"
     AL_PIC_KINDS(KIND_LINE)
     "composition and spectrum read --db when given, else compute from the weights.\n"
-    "The kinds of the patching, attribution and circuits families draw --run ID (else\n"
-    "the model's latest such run); with --run the model is the run's own, so --model\n"
-    "may be left out.",
+    "The kinds of the patching, attribution, circuits and sae families draw --run ID\n"
+    "(else the model's latest such run); with --run the model is the run's own, so\n"
+    "--model may be left out.",
     flags,
     run_heatmap,
 };
@@ -83,8 +85,10 @@ static int run_heatmap(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e) != 0)
         return al_cli_usage(&al_cmd_heatmap, &e);
-    if (o.layer < -1 || o.head < -1 || o.top_n < 1 || o.n_pos < 1 || o.repeat < 0) {
-        al_errf(&e, "need --layer >= 0, --head >= 0, --top-n >= 1, --n-pos >= 1, --repeat >= 0");
+    if (o.layer < -1 || o.head < -1 || o.top_n < 1 || o.n_pos < 1 || o.repeat < 0 ||
+        o.feature < -1) {
+        al_errf(&e, "need --layer >= 0, --head >= 0, --top-n >= 1, --n-pos >= 1, --repeat >= 0, "
+                "--feature >= 0");
         return al_cli_usage(&al_cmd_heatmap, &e);
     }
     if (o.prompt && o.repeat) {

@@ -25,9 +25,12 @@ static al_flag flags[] = {
     {"top-n", AL_INT, &o.top_n, "N", "tokens in the QK/OV pictures", 0, 0},
     {"pictures", AL_STR, &o.pictures, "LIST",
      "picture kinds to draw, comma-separated (default: all of training, attention, spectrum, "
-     "qk-pos, qk, ov, composition, ablation, pruning, sweep-induction)", 0, 0},
+     "qk-pos, qk, ov, composition, ablation, pruning, sweep-induction, and the run kinds: "
+     "patching, paths, dla, terms, attrpatch, circuit, circuit-curve, view, sae-feature, "
+     "sae-heads)", 0, 0},
     {"interactive", AL_BOOL, &o.interactive, NULL,
-     "add explorers (attention and loss on --prompt, patching and attribution heatmaps): inline "
+     "add explorers (attention and loss on --prompt, patching and attribution heatmaps, the SAE "
+     "features browser): inline "
      "JavaScript and JSON, still one folder with no network access", 0, 0},
     {"figures", AL_STR, &o_figures, "F",
      "png | svg: the page shows SVG pictures (drawn beside the PNGs, which the notebook shows)",
@@ -44,7 +47,9 @@ al_command al_cmd_report = {
     "(inline CSS, pictures as relative <img> links) with, per model, the model\n"
     "card, the training curve, the head summary, induction / previous-token /\n"
     "copying heads, whether copying_eigen agrees with copying_ablation,\n"
-    "skip-trigrams, composition, ablation and pruning results and every picture\n"
+    "skip-trigrams, composition, ablation and pruning results, the SAEs (each\n"
+    "sae train run's evaluation, each sae features run's densest features and\n"
+    "their dashboards) and every picture\n"
     "the database allows (drawn into DIR like `attnlab heatmap`). With several\n"
     "models a comparison table comes first, and with both tied and untied\n"
     "models it states whether the eigenvalue copying score agrees with ablation\n"
@@ -58,8 +63,10 @@ al_command al_cmd_report = {
     "inline JSON (a Content-Security-Policy allows nothing else): attention of\n"
     "every head on --prompt (thumbnails; click one to enlarge, hover a token for\n"
     "its row and column), the prompt's tokens coloured by their loss with the\n"
-    "top-5 predictions on hover, and heatmaps of the patching, path-patching\n"
-    "and attribution rows with the value under the cursor. With --figures svg\n"
+    "top-5 predictions on hover, heatmaps of the patching, path-patching\n"
+    "and attribution rows with the value under the cursor, and per sae features\n"
+    "run a features browser (sort by density, induction index or head; click a\n"
+    "feature for its contexts, logit effects and head shares). With --figures svg\n"
     "every picture is also drawn as NAME.svg (real text, for papers) and the\n"
     "page shows those.",
     flags,

@@ -4,7 +4,7 @@
  * Each kind fills one al_figure: its numbers, labels and words; its draw
  * function lives in the file of its family (pic_weights.c,
  * pic_behaviour.c, pic_patching.c, pic_attribution.c, pic_circuits.c,
- * pic_sweeps.c; shared helpers in pic_common.c). Layout and drawing are
+ * pic_views.c, pic_sae.c, pic_sweeps.c; shared helpers in pic_common.c). Layout and drawing are
  * plot.c's business; provenance goes into PNG text chunks. The driver
  * walks the table: what a kind needs (weights, database, the model of a
  * run, a small model) decides what is loaded and checked before it draws. */
@@ -37,7 +37,7 @@ const al_pic_kind *al_pic_kind_find(const char *name) {
 
 al_pic_opts al_pic_defaults(void) {
     al_pic_opts o = {.what = NULL, .layer = -1, .head = -1, .repeat = 0, .seed = 1,
-                     .top_n = 40, .n_pos = 64, .tau = NAN};
+                     .top_n = 40, .n_pos = 64, .tau = NAN, .feature = -1};
     return o;
 }
 

@@ -1,5 +1,5 @@
 /* plot.c -- figures: layout, heatmaps, colour bars, line and scatter
- * plots, bar charts (see plot.h).
+ * plots, bar charts, layered graphs, token rows (see plot.h).
  *
  * Every panel is first measured (where its matrix or plot area goes, how
  * wide its labels are), then the figure places panels on a grid whose
@@ -1193,6 +1193,85 @@ static int svg_finish(al_buf *vec, const cv *c, const al_figure *f, const al_png
     return 0;
 }
 
+/* ----------------------------------------------------------- token rows */
+
+#define TR_MAX_COLS 128
+#define TR_PAD 3          /* text inset in a token's cell */
+#define TR_PITCH (LINE + 6) /* one row of tokens */
+
+typedef struct tr_lay {
+    int w, h, mx, my, mw, mh, rl_w, bar_h;
+    int cx[TR_MAX_COLS + 1]; /* column x offsets from mx; cx[cols] the width */
+} tr_lay;
+
+static void tr_tok(const al_tokrows *p, int r, int c, char *buf, size_t cap) {
+    const char *s = p->tok[(size_t)r * p->cols + c];
+    buf[0] = 0;
+    if (s) al_font_fit(s, p->max_cells > 0 ? p->max_cells : 12, buf, cap);
+}
+
+static void tr_measure(const al_tokrows *p, int own_bar, tr_lay *L) {
+    memset(L, 0, sizeof *L);
+    char b[256];
+    int cols = imin(p->cols, TR_MAX_COLS);
+    for (int c = 0; c < cols; c++) {
+        int w = 2 * TR_PAD + AL_FONT_ADV; /* an empty column still shows */
+        for (int r = 0; r < p->rows; r++) {
+            tr_tok(p, r, c, b, sizeof b);
+            w = imax(w, tw(b) + 2 * TR_PAD);
+        }
+        L->cx[c + 1] = L->cx[c] + w + 1;
+    }
+    for (int r = 0; p->row_labels && r < p->rows; r++)
+        L->rl_w = imax(L->rl_w, tw(p->row_labels[r]));
+    L->mx = L->rl_w ? L->rl_w + 8 : 0;
+    L->my = (p->title ? LINE + 4 : 0) + 3;
+    L->mw = L->cx[cols];
+    L->mh = p->rows * TR_PITCH;
+    L->w = imax(L->mx + L->mw + 2, tw(p->title) + 2);
+    L->h = L->my + L->mh + 4;
+    if (own_bar) {
+        L->bar_h = imax(L->mh, 100);
+        L->w = imax(L->w, L->mx + L->mw + 2 + bar_block_w(p->cs, L->bar_h));
+        L->h = imax(L->h, L->my + L->bar_h + 6);
+    }
+}
+
+static void tr_draw(cv *im, const al_tokrows *p, const tr_lay *L, int x, int y, int own_bar,
+                    al_plot_geom *g) {
+    int mx = x + L->mx, my = y + L->my, cols = imin(p->cols, TR_MAX_COLS);
+    char b[256];
+    for (int r = 0; r < p->rows; r++) {
+        int ry = my + r * TR_PITCH;
+        if (r % 2) cv_fill(im, mx, ry, L->mw, TR_PITCH, 0xF4F4F4); /* banded rows */
+        if (p->row_labels && p->row_labels[r])
+            cv_text(im, x + L->rl_w - tw(p->row_labels[r]), ry + 3, p->row_labels[r], 1, INK);
+        for (int c = 0; c < cols; c++) {
+            tr_tok(p, r, c, b, sizeof b);
+            if (!b[0]) continue;
+            double v = p->v ? p->v[(size_t)r * p->cols + c] : NAN;
+            int cx = mx + L->cx[c], w = L->cx[c + 1] - L->cx[c] - 1;
+            uint32_t ink = 0x505050;
+            if (!isnan(v)) {
+                uint32_t bg = al_cscale_colour(p->cs, v);
+                cv_fill(im, cx, ry + 1, w, TR_PITCH - 2, bg);
+                ink = ink_on(bg);
+            }
+            cv_text(im, cx + (w - tw(b)) / 2, ry + 3, b, 1, ink);
+            if (p->mark && c == p->mark_col) cv_rect(im, cx, ry + 1, w, TR_PITCH - 2, INK);
+        }
+    }
+    if (p->title) cv_text(im, x, y, p->title, 1, INK);
+    if (g) {
+        g->mx = mx;
+        g->my = my;
+        g->mw = L->mw;
+        g->mh = L->mh;
+        g->cell_h = TR_PITCH;
+    }
+    if (own_bar) draw_bar(im, p->cs, mx + L->mw + 1, my, L->bar_h, g);
+}
+
 /* --------------------------------------------------------------- figure */
 
 typedef struct panel_lay {
@@ -1200,6 +1279,7 @@ typedef struct panel_lay {
     ln_lay ln;
     bar_lay bars;
     graph_lay graph;
+    tr_lay tr;
     int w, h;
 } panel_lay;
 
@@ -1287,6 +1367,15 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
             }
             graph_measure(&p->net, &pl[i].graph);
             pl[i].w = pl[i].graph.w, pl[i].h = pl[i].graph.h;
+        } else if (p->kind == AL_PANEL_TOKENS) {
+            if (!p->tr.tok || !p->tr.cs || p->tr.rows <= 0 || p->tr.cols <= 0 ||
+                p->tr.cols > TR_MAX_COLS) {
+                al_errf(e, "token panel %d has no tokens, no colour scale or over %d columns", i,
+                        TR_MAX_COLS);
+                goto out;
+            }
+            tr_measure(&p->tr, p->tr.bar, &pl[i].tr);
+            pl[i].w = pl[i].tr.w, pl[i].h = pl[i].tr.h;
         } else {
             ln_measure(&p->ln, &pl[i].ln);
             pl[i].w = pl[i].ln.w, pl[i].h = pl[i].ln.h;
@@ -1362,6 +1451,8 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
             bars_draw(out, &p->bars, &pl[i].bars, x, py, &g);
         else if (p->kind == AL_PANEL_NET)
             graph_draw(out, &p->net, &pl[i].graph, x, py, &g);
+        else if (p->kind == AL_PANEL_TOKENS)
+            tr_draw(out, &p->tr, &pl[i].tr, x, py, p->tr.bar, &g);
         else
             ln_draw(out, &p->ln, &pl[i].ln, x, py, &g);
         if (geom) geom[i] = g;

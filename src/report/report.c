@@ -106,6 +106,7 @@ static const sec_desc SECTIONS[] = {
     {"patching", "patching", PER_MODEL, sec_patching},
     {"circuit", "circuit", PER_MODEL, sec_circuit},
     {"attribution", "attribution", PER_MODEL, sec_attribution},
+    {"sparse autoencoders", "sae", PER_MODEL, sec_sae},
     {"per-head results", "views", PER_MODEL, sec_views},
     {"attention patterns and circuits", "weights", PER_MODEL, sec_pictures},
     {"explorers", "report", PER_MODEL, sec_explorers},

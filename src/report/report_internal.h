@@ -121,6 +121,7 @@ int sec_pruning(rep *R, const rmodel *M, al_err *e);     /* sec_behaviour.c */
 int sec_patching(rep *R, const rmodel *M, al_err *e);    /* sec_patching.c */
 int sec_circuit(rep *R, const rmodel *M, al_err *e);     /* sec_circuit.c */
 int sec_attribution(rep *R, const rmodel *M, al_err *e); /* sec_attribution.c */
+int sec_sae(rep *R, const rmodel *M, al_err *e);         /* sec_sae.c */
 int sec_pictures(rep *R, const rmodel *M, al_err *e);    /* sec_weights.c */
 
 #endif

@@ -20,11 +20,15 @@
 #include <string.h>
 
 #include "attnlab/checkpoint.h"
+#include "attnlab/data.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/patch.h"
 #include "attnlab/report.h"
+#include "attnlab/sae_acts.h"
+#include "attnlab/sae_io.h"
 #include "attnlab/store_report.h"
+#include "attnlab/store_sae_read.h"
 #include "attnlab/tokenizer.h"
 #include "viewer_js.h" /* static const char viewer_js[] */
 
@@ -58,6 +62,10 @@ void al_viewer_head(al_buf *h) {
                    "font-family:monospace}\n"
                    ".al-scroll-x{overflow-x:auto;max-width:100%}.al-info{font-size:.9em;min-height:1.4em;font-family:monospace;white-space:pre}"
                    ".al-hm{margin:1em 0}.al-hm-title{font-weight:bold}\n"
+                   ".al-feat{cursor:pointer}.al-feat.sel{background:#dbe9f6}"
+                   ".al-sae-sort button{margin-right:.5em}.al-sae-sort button.sel{font-weight:bold}"
+                   ".al-sae-nums{font-family:monospace;font-size:.9em;margin:.3em 0}"
+                   ".al-x td.al-sae-win{text-align:left;white-space:nowrap}\n"
                    "@media print{.al-x{display:none}}\n"
                    "</style>\n");
 }
@@ -457,6 +465,252 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char 
     return rc;
 }
 
+/* ------------------------------------------------------- SAE features */
+
+/* Each feature's context windows for the browser: the tokens around each
+ * context's position from the run's token file and, when the model and
+ * the run's SAE reproduce the stored activations, the feature's
+ * activation at each of them (recomputed as the sae-feature picture
+ * does). */
+#define SAE_WIN_BEFORE 8
+#define SAE_WIN_AFTER 3
+typedef struct sae_windows {
+    al_tokens d;          /* the run's token file (d.tok NULL: none) */
+    al_tokenizer *tok;    /* display forms (NULL: "#id") */
+    int T;                /* window length */
+    int *row;             /* (windows) window -> its row in acts, -1 */
+    float *acts;          /* (rows·T, nf) or NULL */
+    char note[AL_PATH_MAX + 1536]; /* why the windows or the activations are missing ("" : none) */
+} sae_windows;
+
+static void sae_windows_free(sae_windows *w) {
+    al_tokens_free(&w->d);
+    al_tok_free(w->tok);
+    free(w->row);
+    free(w->acts);
+    memset(w, 0, sizeof *w);
+}
+
+/* Fill w for run fr's features F (nf). Problems are notes, not errors:
+ * the browser then shows what the database holds. */
+static void sae_windows_make(sae_windows *w, const char *dir, const al_sae_frun *fr,
+                             const al_sae_feature *F, int nf) {
+    memset(w, 0, sizeof *w);
+    w->T = fr->seq_len;
+    al_err le;
+    if (!fr->data || al_tokens_load(fr->data, &w->d, &le) != 0) {
+        snprintf(w->note, sizeof w->note, "the run's token file %s cannot be read: contexts show "
+                 "the activating token only", fr->data ? fr->data : "(none)");
+        memset(&w->d, 0, sizeof w->d);
+        return;
+    }
+    for (int k = 0; k < nf; k++)
+        for (int j = 0; j < F[k].n_ctx; j++) {
+            const al_sae_fctx *c = F[k].ctx + j;
+            if (c->offset < 0 || c->window < 0 || c->window >= fr->windows ||
+                (size_t)c->offset + (size_t)w->T > w->d.n || c->pos < 0 || c->pos >= w->T ||
+                w->d.tok[c->offset + c->pos] != c->token) {
+                snprintf(w->note, sizeof w->note, "%s does not hold the stored tokens at the "
+                         "stored offsets: contexts show the activating token only", fr->data);
+                al_tokens_free(&w->d);
+                return;
+            }
+        }
+    char tp[AL_PATH_MAX + 64];
+    if (al_path_join(tp, sizeof tp, dir, "tokenizer.json", &le) == 0 && al_file_exists(tp))
+        al_tok_load(tp, &w->tok, &le);
+    /* the activations: every window any context is in, through the model and the SAE */
+    w->row = malloc(sizeof(int) * (size_t)(fr->windows > 0 ? fr->windows : 1));
+    int *feat = malloc(sizeof(int) * (size_t)(nf > 0 ? nf : 1)), B = 0;
+    al_model m;
+    al_sae sae;
+    al_sae_meta meta;
+    memset(&m, 0, sizeof m);
+    memset(&sae, 0, sizeof sae);
+    int *in = NULL, ok = w->row && feat && nf > 0;
+    for (int i = 0; ok && i < fr->windows; i++) w->row[i] = -1;
+    for (int k = 0; ok && k < nf; k++) {
+        feat[k] = F[k].feature;
+        for (int j = 0; j < F[k].n_ctx; j++)
+            if (w->row[F[k].ctx[j].window] < 0) w->row[F[k].ctx[j].window] = B++;
+    }
+    if (ok && (size_t)B * w->T * nf > ((size_t)1 << 24)) { /* 64 MB of activations */
+        snprintf(w->note, sizeof w->note, "activations around the contexts not recomputed: "
+                 "%d windows of %d features is too many for the page", B, nf);
+        ok = 0;
+    }
+    if (ok && (!fr->sae_dir || al_sae_load(fr->sae_dir, &sae, &meta, &le) != 0)) {
+        snprintf(w->note, sizeof w->note, "activations around the contexts not recomputed: the "
+                 "SAE %s cannot be read", fr->sae_dir ? fr->sae_dir : "(none)");
+        memset(&sae, 0, sizeof sae);
+        ok = 0;
+    }
+    if (ok && al_ckpt_load(dir, &m, NULL, &le) != 0) {
+        snprintf(w->note, sizeof w->note, "activations around the contexts not recomputed: %s",
+                 le.msg);
+        memset(&m, 0, sizeof m);
+        ok = 0;
+    }
+    in = ok ? malloc(sizeof(int) * (size_t)B * w->T) : NULL;
+    w->acts = ok ? malloc(sizeof(float) * (size_t)B * w->T * nf) : NULL;
+    ok = ok && in && w->acts;
+    for (int k = 0; ok && k < nf; k++)
+        for (int j = 0; j < F[k].n_ctx; j++) {
+            const al_sae_fctx *c = F[k].ctx + j;
+            for (int t = 0; t < w->T; t++)
+                in[(size_t)w->row[c->window] * w->T + t] = w->d.tok[c->offset + t];
+        }
+    if (ok && al_sae_features_acts(&m, &sae, &meta, feat, nf, in, B, w->T, w->acts, &le) != 0) {
+        snprintf(w->note, sizeof w->note, "activations around the contexts not recomputed: %s",
+                 le.msg);
+        ok = 0;
+    }
+    for (int k = 0; ok && k < nf; k++) /* the SAE must still be the run's */
+        for (int j = 0; ok && j < F[k].n_ctx; j++) {
+            const al_sae_fctx *c = F[k].ctx + j;
+            double got = w->acts[((size_t)w->row[c->window] * w->T + c->pos) * nf + k];
+            if (!(fabs(got - c->act) <= 1e-3 * fmax(1, fabs(c->act)))) {
+                snprintf(w->note, sizeof w->note, "activations around the contexts not "
+                         "recomputed: the SAE at %s gives %.6g where the run stored %.6g "
+                         "(retrained since?)", fr->sae_dir, got, c->act);
+                ok = 0;
+            }
+        }
+    if (!ok) {
+        free(w->acts);
+        w->acts = NULL;
+    }
+    free(in);
+    free(feat);
+    al_sae_free(&sae);
+    al_model_free(&m);
+}
+
+/* Context j of feature k (column k of w->acts): the window's tokens
+ * around it and their activations (null without them), and where the
+ * context's own token is in that list. */
+static int window_json(cJSON *r, const sae_windows *w, const al_sae_fctx *c, int k, int nf) {
+    if (!w->d.tok) return 0;
+    cJSON *ts = cJSON_CreateArray(), *as = w->acts ? cJSON_CreateArray() : cJSON_CreateNull();
+    if (add(r, NULL, ts) || add(r, NULL, as)) return -1;
+    int lo = c->pos - SAE_WIN_BEFORE < 0 ? 0 : c->pos - SAE_WIN_BEFORE;
+    int hi = c->pos + SAE_WIN_AFTER >= w->T ? w->T - 1 : c->pos + SAE_WIN_AFTER;
+    char b[256];
+    for (int t = lo; t <= hi; t++) {
+        int id = w->d.tok[c->offset + t];
+        if (w->tok && id < al_tok_vocab_size(w->tok)) al_tok_display(w->tok, id, b, sizeof b);
+        else snprintf(b, sizeof b, "#%d", id);
+        if (add(ts, NULL, jstr(b))) return -1;
+        if (w->acts &&
+            add(as, NULL, jnum(w->acts[((size_t)w->row[c->window] * w->T + t) * nf + k])))
+            return -1;
+    }
+    return add(r, NULL, cJSON_CreateNumber(c->pos - lo));
+}
+
+/* A feature's dashboard data as JSON: its numbers, contexts [token,
+ * activation, window, position(, window tokens, their activations or
+ * null, the context's index among them)], logit effects [token, value]
+ * each way and heads [head, share, contribution], the values as stored. */
+static cJSON *feature_json(const al_sae_feature *f, const sae_windows *w, int k, int nf) {
+    cJSON *o = cJSON_CreateObject(), *cx = NULL, *up = NULL, *dn = NULL, *hs = NULL;
+    char head[32];
+    snprintf(head, sizeof head, "%d.%d", f->top_layer, f->top_head);
+    int bad = !o || add(o, "feature", cJSON_CreateNumber(f->feature)) ||
+              add(o, "fired", cJSON_CreateNumber((double)f->fired)) ||
+              add(o, "density", jnum(f->density)) || add(o, "mean_act", jnum(f->mean_act)) ||
+              add(o, "max_act", jnum(f->max_act)) ||
+              add(o, "induction_index", jnum(f->induction_index)) ||
+              add(o, "first_mean", jnum(f->first_mean)) ||
+              add(o, "second_mean", jnum(f->second_mean)) ||
+              add(o, "top_head", f->top_head >= 0 ? jstr(head) : cJSON_CreateNull()) ||
+              add(o, "top_share", jnum(f->top_share)) ||
+              add(o, "contexts", cx = cJSON_CreateArray()) || add(o, "up", up = cJSON_CreateArray()) ||
+              add(o, "down", dn = cJSON_CreateArray()) || add(o, "heads", hs = cJSON_CreateArray());
+    for (int i = 0; !bad && i < f->n_ctx; i++) {
+        cJSON *r = cJSON_CreateArray();
+        bad = add(cx, NULL, r) || add(r, NULL, jstr(f->ctx[i].token_str ? f->ctx[i].token_str : "?")) ||
+              add(r, NULL, jnum(f->ctx[i].act)) || add(r, NULL, cJSON_CreateNumber(f->ctx[i].window)) ||
+              add(r, NULL, cJSON_CreateNumber(f->ctx[i].pos)) || window_json(r, w, f->ctx + i, k, nf);
+    }
+    for (int d = 0; !bad && d < 2; d++) {
+        const al_sae_flogit *l = d ? f->down : f->up;
+        for (int i = 0; !bad && i < (d ? f->n_down : f->n_up); i++) {
+            cJSON *r = cJSON_CreateArray();
+            bad = add(d ? dn : up, NULL, r) ||
+                  add(r, NULL, jstr(l[i].token_str ? l[i].token_str : "?")) ||
+                  add(r, NULL, jnum(l[i].value));
+        }
+    }
+    for (int i = 0; !bad && i < f->n_heads; i++) {
+        cJSON *r = cJSON_CreateArray();
+        snprintf(head, sizeof head, "%d.%d", f->heads[i].layer, f->heads[i].head);
+        bad = add(hs, NULL, r) || add(r, NULL, jstr(head)) || add(r, NULL, jnum(f->heads[i].share)) ||
+              add(r, NULL, jnum(f->heads[i].contribution));
+    }
+    if (bad) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* "sae": every finished `sae features` run of the model, each with its
+ * AL_VIEWER_SAE_MAX densest features. */
+static int sae_json(cJSON *root, al_store *st, const char *dir, const char *mid, al_err *e) {
+    long *runs = NULL;
+    int n = 0;
+    if (al_store_sae_fruns_of_model(st, (int64_t)atoll(mid), &runs, &n, e)) return -1;
+    cJSON *list = NULL;
+    int rc = 0;
+    if (n && add(root, "sae", list = cJSON_CreateArray())) rc = al_errf(e, "out of memory");
+    for (int i = 0; i < n && !rc; i++) {
+        al_sae_frun fr;
+        al_rows q;
+        if (al_store_read_sae_frun(st, runs[i], &fr, e)) {
+            rc = -1;
+            break;
+        }
+        memset(&q, 0, sizeof q);
+        cJSON *r = cJSON_CreateObject(), *fs = NULL; /* owned by the list once added */
+        if (add(list, NULL, r) || add(r, "run", cJSON_CreateNumber((double)runs[i])) ||
+            add(r, "layer", cJSON_CreateNumber(fr.layer)) ||
+            add(r, "hook_name", jstr(fr.hook_name ? fr.hook_name : "")) ||
+            add(r, "sae_dir", jstr(fr.sae_dir ? fr.sae_dir : "")) ||
+            add(r, "d_sae", cJSON_CreateNumber(fr.d_sae)) ||
+            add(r, "n_live", cJSON_CreateNumber(fr.n_live)) ||
+            add(r, "positions", cJSON_CreateNumber((double)fr.positions)) ||
+            add(r, "probe_r", cJSON_CreateNumber(fr.probe_r)) ||
+            add(r, "probe_n", cJSON_CreateNumber(fr.probe_n)) ||
+            add(r, "features", fs = cJSON_CreateArray()))
+            rc = al_errf(e, "out of memory");
+        if (!rc) rc = al_store_sae_top_features(st, runs[i], AL_SAE_BY_DENSITY, AL_VIEWER_SAE_MAX, &q, e);
+        al_sae_feature *F = rc ? NULL : calloc((size_t)(q.nr > 0 ? q.nr : 1), sizeof *F);
+        if (!rc && !F) rc = al_errf(e, "out of memory");
+        int nf = 0;
+        for (int k = 0; !rc && k < q.nr; k++, nf++)
+            rc = al_store_read_sae_feature(st, runs[i], (int)al_rows_x(&q, k, 0), &F[k], e);
+        sae_windows w;
+        memset(&w, 0, sizeof w);
+        if (!rc) sae_windows_make(&w, dir, &fr, F, nf);
+        if (!rc && (add(r, "context_before", cJSON_CreateNumber(SAE_WIN_BEFORE)) ||
+                    add(r, "context_after", cJSON_CreateNumber(SAE_WIN_AFTER)) ||
+                    add(r, "context_note", jstr(w.note))))
+            rc = al_errf(e, "out of memory");
+        if (!rc && w.note[0])
+            fprintf(stderr, "attnlab: warning: features browser of run %ld: %s\n", runs[i], w.note);
+        for (int k = 0; !rc && k < nf; k++)
+            if (add(fs, NULL, feature_json(&F[k], &w, k, nf))) rc = al_errf(e, "out of memory");
+        for (int k = 0; F && k < nf; k++) al_sae_feature_free(&F[k]);
+        free(F);
+        sae_windows_free(&w);
+        al_rows_free(&q);
+        al_sae_frun_free(&fr);
+    }
+    free(runs);
+    return rc;
+}
+
 /* ------------------------------------------------------------ the block */
 
 int al_viewer_model_block(al_buf *h, al_store *st, const al_viewer_model *vm, al_err *e) {
@@ -477,7 +731,9 @@ int al_viewer_model_block(al_buf *h, al_store *st, const al_viewer_model *vm, al
             }
         }
     }
-    if (vm->model_id && strcmp(vm->model_id, "0") != 0 && heatmaps_json(root, st, vm->dir, vm->model_id, e)) {
+    if (vm->model_id && strcmp(vm->model_id, "0") != 0 &&
+        (heatmaps_json(root, st, vm->dir, vm->model_id, e) ||
+         sae_json(root, st, vm->dir, vm->model_id, e))) {
         cJSON_Delete(root);
         return -1;
     }

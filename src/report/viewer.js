@@ -232,6 +232,126 @@
     x.appendChild(info);
   }
 
+  /* ---- SAE features: a sortable list and the dashboard of the one clicked */
+  var SAE_SORTS = {
+    density: function (a, b) { return b.density - a.density || a.feature - b.feature; },
+    induction: function (a, b) {
+      var x = a.induction_index, y = b.induction_index;
+      if ((x === null) !== (y === null)) return x === null ? 1 : -1;
+      return (x !== null ? y - x : 0) || b.density - a.density || a.feature - b.feature;
+    },
+    head: function (a, b) {
+      if ((a.top_head === null) !== (b.top_head === null)) return a.top_head === null ? 1 : -1;
+      var p = (a.top_head || '0.0').split('.'), q = (b.top_head || '0.0').split('.');
+      return p[0] - q[0] || p[1] - q[1] || (b.top_share || 0) - (a.top_share || 0) ||
+        a.feature - b.feature;
+    }
+  };
+  function saeRun(x, R) {
+    x.appendChild(el('h4', null, 'SAE features, layer ' + R.layer + ' (run ' + R.run + ')'));
+    x.appendChild(el('p', 'meta', 'The ' + R.features.length + ' densest of the ' + R.n_live +
+      ' live features (of ' + R.d_sae + ') of the SAE on ' + R.hook_name + '. Sort the list by ' +
+      'density, induction index or top head; click a feature for its top contexts, the tokens ' +
+      'it raises and lowers (per unit of activation) and the share of its pre-activation from ' +
+      'each head. Values as stored, to 6 significant digits; a context\u2019s neighbours are ' +
+      'read from the run\u2019s token file and coloured by the activation recomputed with its ' +
+      'SAE (the outlined token is the stored one).'));
+    if (R.context_note) x.appendChild(el('p', 'warn al-sae-note', R.context_note));
+    var box = el('div', 'al-sae'), sorts = el('div', 'al-sae-sort'), cur = null;
+    box.setAttribute('data-run', R.run);
+    var list = table('al-sae-list', ['feature', 'density', 'induction', 'top head', 'share', 'raises most']);
+    var scroll = el('div', 'al-scroll'), detail = el('div', 'al-sae-detail');
+    var byF = {};
+    R.features.forEach(function (f) { byF[f.feature] = f; });
+    function render(key) {
+      Array.prototype.forEach.call(sorts.children, function (b) {
+        b.classList.toggle('sel', b.getAttribute('data-sort') === key);
+      });
+      var fs = R.features.slice().sort(SAE_SORTS[key]);
+      list.tBodies[0].textContent = '';
+      fs.forEach(function (f) {
+        addRow(list, [f.feature, sig6(f.density), sig6(f.induction_index), f.top_head || '–',
+          sig6(f.top_share), f.up.length ? f.up[0][0] : '–']);
+        var tr = list.tBodies[0].lastChild;
+        tr.className = 'al-feat' + (cur === f.feature ? ' sel' : '');
+        tr.setAttribute('data-f', f.feature);
+      });
+    }
+    function show(n) {
+      var f = byF[n];
+      cur = n;
+      Array.prototype.forEach.call(list.tBodies[0].rows, function (tr) {
+        tr.classList.toggle('sel', +tr.getAttribute('data-f') === n);
+      });
+      detail.textContent = '';
+      detail.setAttribute('data-f', n);
+      detail.appendChild(el('h5', 'al-sae-title', 'feature ' + n));
+      detail.appendChild(el('div', 'al-sae-nums', 'density ' + sig6(f.density) + ' (' + f.fired +
+        ' of ' + R.positions + ' positions), mean activation ' + sig6(f.mean_act) + ', max ' +
+        sig6(f.max_act) + '; induction index ' + sig6(f.induction_index) + ' (probe R ' +
+        R.probe_r + ', N ' + R.probe_n + ')'));
+      var panel = el('div', 'al-panel');
+      var cx = table('al-sae-ctx', ['rank', 'token', 'activation', 'window:pos', 'context']);
+      function shade(node, a) {
+        var v = f.max_act > 0 ? a / f.max_act : 0;
+        node.style.background = viridis(v);
+        node.style.color = v < 0.6 ? '#fff' : '';
+      }
+      f.contexts.forEach(function (c, i) {
+        addRow(cx, [i + 1, c[0], sig6(c[1]), c[2] + ':' + c[3], '']);
+        var tr = cx.tBodies[0].lastChild, ctx = tr.cells[4];
+        shade(tr.cells[2], c[1]);
+        ctx.className = 'al-sae-win';
+        (c[4] || []).forEach(function (t, k) {
+          var sp = el('span', 'al-tok' + (k === c[6] ? ' cur' : ''), t);
+          var a = c[5] ? c[5][k] : (k === c[6] ? c[1] : null);
+          if (typeof a === 'number' && a > 0) shade(sp, a);
+          if (c[5]) sp.title = sig6(c[5][k]);
+          ctx.appendChild(sp);
+        });
+      });
+      var up = table('al-sae-up', ['raises', 'logit / act']);
+      f.up.forEach(function (u) { addRow(up, [u[0], sig6(u[1])]); });
+      var dn = table('al-sae-down', ['lowers', 'logit / act']);
+      f.down.forEach(function (u) { addRow(dn, [u[0], sig6(u[1])]); });
+      var hs = table('al-sae-heads', ['head', 'DFA share', 'contribution']), m = 0;
+      f.heads.forEach(function (h) { if (typeof h[1] === 'number') m = Math.max(m, Math.abs(h[1])); });
+      f.heads.forEach(function (h) {
+        addRow(hs, [h[0], sig6(h[1]), sig6(h[2])]);
+        var td = hs.tBodies[0].lastChild.cells[1];
+        td.style.background = diverging(h[1], m);
+        td.style.color = typeof h[1] === 'number' && m > 0 && Math.abs(h[1]) / m > 0.6 ? '#fff' : '';
+      });
+      [['top contexts (the activating token)', cx], ['logit effects', up], ['', dn],
+       ['head attribution', hs]].forEach(function (p) {
+        var d = el('div');
+        d.appendChild(el('div', null, p[0]));
+        d.appendChild(p[1]);
+        panel.appendChild(d);
+      });
+      detail.appendChild(panel);
+    }
+    [['density', 'by density'], ['induction', 'by induction index'], ['head', 'by top head']].forEach(
+      function (k) {
+        var b = el('button', null, k[1]);
+        b.type = 'button';
+        b.setAttribute('data-sort', k[0]);
+        b.addEventListener('click', render.bind(null, k[0]));
+        sorts.appendChild(b);
+      });
+    list.tBodies[0].addEventListener('click', function (ev) {
+      var tr = ev.target.closest('tr');
+      if (tr && tr.getAttribute('data-f') !== null) show(+tr.getAttribute('data-f'));
+    });
+    box.appendChild(sorts);
+    scroll.appendChild(list);
+    box.appendChild(scroll);
+    box.appendChild(detail);
+    x.appendChild(box);
+    render('density');
+    if (R.features.length) show(R.features.slice().sort(SAE_SORTS.density)[0].feature);
+  }
+
   function fill(x, D) {
     if (D.prompt) {
       attention(x, D.prompt);
@@ -252,6 +372,7 @@
       var m = signedMax(s.cells, 2);
       x.appendChild(heatmap(s, function (v) { return diverging(v, m); }));
     });
+    (D.sae || []).forEach(function (R) { saeRun(x, R); });
   }
 
   function init() {

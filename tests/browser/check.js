@@ -17,6 +17,12 @@
 //               e.g. "pos 3" and the token there); the
 //               value shown must be the database's (v_db, as sqlite3 printed
 //               it with 17 digits) to 6 significant digits, as the page shows
+//   sae         [{model, run, sort?, order?, click?, ctx?, up?, heads?}]: in the features
+//               browser of that run, click the sort button (density | induction |
+//               head) and compare the list's features in order; click feature `click`
+//               and compare its dashboard: ctx [[i, token, v_db]] (row i of the top
+//               contexts), up [[i, token, v_db]] (row i of the raised tokens), heads
+//               [[head, v_db]] (its DFA share), values to 6 significant digits
 //   images      true: every <img> of the static page loaded (under the CSP)
 //   scripts     how many executable (untyped) <script> elements the page has
 //   texts       strings that must be on the page as visible text
@@ -147,6 +153,47 @@ async function main() {
           (want2 !== undefined && got.v2 !== want2))
         fail(`heatmap "${w.title_has}" ${w.row} / ${w.col}: shows ${JSON.stringify(got)}, want ` +
              JSON.stringify(w));
+    }
+
+    for (const w of spec.sae || []) {
+      const x = `#al-x-${w.model} .al-sae[data-run="${w.run}"]`;
+      if (w.sort) {
+        const b = await page.$(`${x} .al-sae-sort button[data-sort="${w.sort}"]`);
+        const c = await centre(page, b, `features sort ${w.sort}`);
+        if (c) await page.mouse.click(c.x, c.y);
+      }
+      if (w.order) {
+        const got = await page.$$eval(`${x} .al-sae-list tbody tr`,
+          (l) => l.map((r) => r.getAttribute('data-f')));
+        if (got.join() !== w.order.join())
+          fail(`features sorted by ${w.sort}: ${got.join()}, want ${w.order.join()}`);
+      }
+      if (w.click === undefined) continue;
+      const row = await page.$(`${x} .al-sae-list tbody tr[data-f="${w.click}"]`);
+      const c = await centre(page, row, `feature ${w.click} in the list`);
+      if (!c) continue;
+      await page.mouse.click(c.x, c.y);
+      const got = await page.$eval(`${x} .al-sae-detail`, (d) => {
+        const rows = (sel) => Array.from(d.querySelectorAll(sel + ' tbody tr')).map(
+          (r) => Array.from(r.cells).map((td) => td.textContent));
+        return {f: d.getAttribute('data-f'), title: (d.querySelector('.al-sae-title') || {}).textContent,
+                sel: Array.from(d.parentNode.querySelectorAll('.al-feat.sel')).map((r) => r.getAttribute('data-f')),
+                ctx: rows('.al-sae-ctx'), up: rows('.al-sae-up'), heads: rows('.al-sae-heads')};
+      });
+      const p6 = (v) => Number(v).toPrecision(6);
+      if (got.f !== String(w.click) || got.title !== `feature ${w.click}` || got.sel.join() !== String(w.click))
+        fail(`after clicking feature ${w.click}: ${JSON.stringify({f: got.f, title: got.title, sel: got.sel})}`);
+      for (const [i, tok, v] of w.ctx || [])
+        if (!got.ctx[i] || got.ctx[i][1] !== tok || got.ctx[i][2] !== p6(v))
+          fail(`feature ${w.click} context ${i}: ${JSON.stringify(got.ctx[i])}, want ${tok} ${p6(v)}`);
+      for (const [i, tok, v] of w.up || [])
+        if (!got.up[i] || got.up[i][0] !== tok || got.up[i][1] !== p6(v))
+          fail(`feature ${w.click} raised token ${i}: ${JSON.stringify(got.up[i])}, want ${tok} ${p6(v)}`);
+      for (const [head, v] of w.heads || []) {
+        const r = got.heads.find((h) => h[0] === head);
+        if (!r || r[1] !== p6(v))
+          fail(`feature ${w.click} head ${head}: ${JSON.stringify(r)}, want ${p6(v)}`);
+      }
     }
 
     const body = await page.evaluate(() => document.body.innerText);
