@@ -125,6 +125,31 @@ TEST(saepics_feature_dashboard) {
     al_image_free(&f0);
 }
 
+/* The header states the probe's verdict from the stored counts: the
+ * planted token detectors are induction features (their token due next
+ * at most of their second-occurrence firings), the constant one is not. */
+TEST(saepics_feature_induction_note) {
+    saefix_run();
+    t_pbuf md = t_pcopy("planted"), svg = t_pcopy("n.svg");
+    for (int f = 0; f < 3; f += 2) {
+        CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature %d --out %s "
+                   "> /dev/null", t_bin(), md.s, t_path("r.db"), f, svg.s) == 0);
+        char *raw = t_slurp(svg.s), *s = raw ? svg_words(raw) : NULL;
+        free(raw);
+        char *row = t_sql(t_path("r.db"), f ? "SELECT first_fired || ' on second' FROM "
+                                               "sae_features WHERE feature = 2"
+                                             : "SELECT second_fired || ' on second' FROM "
+                                               "sae_features WHERE feature = 0");
+        CHECK(row != NULL);
+        CHECKF(s && strstr(s, f ? "not an induction feature" : "an induction feature: fires"),
+               "feature %d: no verdict", f);
+        CHECKF(s && row && strstr(s, row), "feature %d: no '%s' in the SVG", f, row ? row : "");
+        if (!f) CHECK(s && strstr(s, "due next where it fires on a second occurrence: #3"));
+        free(s);
+        free(row);
+    }
+}
+
 /* The context rows hold the tokens around each stored position, read
  * here from the token file: in the SVG every label is a <text>. */
 TEST(saepics_feature_contexts_from_file) {

@@ -66,6 +66,12 @@ typedef struct al_sae_feature {
     double density, mean_act, max_act, first_mean, second_mean, induction_index;
     int top_layer, top_head; /* -1 when NULL */
     double top_share;
+    long first_fired, second_fired; /* probe firings on each occurrence; -1: NULL (an older
+                                     * file) */
+    double induction_p, auroc, next_share; /* NaN when NULL */
+    int induction;           /* 1: an induction feature (sae_features.h); -1: NULL */
+    int next_token;          /* -1 when NULL */
+    char next_str[64];       /* its token string ("" when NULL) */
     al_sae_fctx *ctx; /* by rank */
     int n_ctx;
     al_sae_flogit *up, *down; /* by rank: the largest and the smallest logit effects */

@@ -251,6 +251,14 @@ int pic_draw_sae_feature(pic *p, al_err *e) {
             pic_note(p, "induction index %.3f (mean activation %.4g on the probe's first "
                      "occurrence, %.4g on the second; R %d, N %d)", f.induction_index,
                      f.first_mean, f.second_mean, r.probe_r, r.probe_n);
+        if (f.first_fired >= 0 && f.second_fired >= 0)
+            pic_note(p, "%s: fires %ld times on first occurrences, %ld on second (binomial "
+                     "p %.2g), AUROC %.3f", f.induction == 1 ? "an induction feature"
+                     : "not an induction feature", f.first_fired, f.second_fired,
+                     f.induction_p, f.auroc);
+        if (f.next_token >= 0 && isfinite(f.next_share))
+            pic_note(p, "the token most often due next where it fires on a second occurrence: "
+                     "%s (%.0f%% of those firings)", f.next_str, 100 * f.next_share);
         if (f.top_head >= 0)
             pic_note(p, "top head %d.%d, DFA share %.3f; logit effects: each logit's change per "
                      "unit of activation through W_O and W_U", f.top_layer, f.top_head,

@@ -178,6 +178,14 @@ static int feat_row(void *ctx, int nc, const char *const *t, const double *x, al
     f->top_layer = to_int(x[7], -1);
     f->top_head = to_int(x[8], -1);
     f->top_share = x[9];
+    f->first_fired = isnan(x[10]) ? -1 : (long)x[10];
+    f->second_fired = isnan(x[11]) ? -1 : (long)x[11];
+    f->induction_p = x[12];
+    f->auroc = x[13];
+    f->induction = to_int(x[14], -1);
+    f->next_token = to_int(x[15], -1);
+    snprintf(f->next_str, sizeof f->next_str, "%s", t[16] ? t[16] : "");
+    f->next_share = x[17];
     return 0;
 }
 
@@ -234,7 +242,9 @@ int al_store_read_sae_feature(al_store *s, long run, int feature, al_sae_feature
     int rc = al_store_query(
         s,
         "SELECT fired, density, mean_act, max_act, first_mean, second_mean, induction_index, "
-        "top_layer, top_head, top_share FROM sae_features WHERE run_id = ?1 AND feature = ?2",
+        "top_layer, top_head, top_share, first_fired, second_fired, induction_p, auroc, "
+        "induction, next_token, next_token_str, next_share FROM sae_features "
+        "WHERE run_id = ?1 AND feature = ?2",
         params, 2, feat_row, out, e);
     if (rc == 0 && out->found)
         rc = al_store_query(s,
