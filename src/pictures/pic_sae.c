@@ -253,9 +253,10 @@ int pic_draw_sae_feature(pic *p, al_err *e) {
                      f.first_mean, f.second_mean, r.probe_r, r.probe_n);
         if (f.first_fired >= 0 && f.second_fired >= 0)
             pic_note(p, "%s: fires %ld times on first occurrences, %ld on second (binomial "
-                     "p %.2g), AUROC %.3f", f.induction == 1 ? "an induction feature"
+                     "p %s%.2g), AUROC %.3f", f.induction == 1 ? "an induction feature"
                      : "not an induction feature", f.first_fired, f.second_fired,
-                     f.induction_p, f.auroc);
+                     f.induction_p > 0 ? "" : "< ", f.induction_p > 0 ? f.induction_p : 1e-300,
+                     f.auroc);
         if (f.next_token >= 0 && isfinite(f.next_share))
             pic_note(p, "the token most often due next where it fires on a second occurrence: "
                      "%s (%.0f%% of those firings)", f.next_str, 100 * f.next_share);
