@@ -67,7 +67,6 @@
  * single-threaded sgemms, so the same thread count gives the same bits. */
 #include "attnlab/model.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +74,7 @@
 #include <omp.h>
 #endif
 
+#include "attnlab/gemm.h"
 #include "attnlab/layers.h"
 #include "model_internal.h"
 
@@ -117,7 +117,7 @@ static void rows_sgemm(int M, int N, int K, const float *a, int lda, const float
 #pragma omp parallel for schedule(static) num_threads(nc) if (nc > 1)
     for (int i = 0; i < nc; i++) {
         int r0 = (int)((long)M * i / nc), r1 = (int)((long)M * (i + 1) / nc);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, N, K, 1.0f,
+        al_sgemm(false, false, r1 - r0, N, K, 1.0f,
                     a + (size_t)r0 * lda, lda, w, ldw, beta, out + (size_t)r0 * ldo, ldo);
     }
 }
@@ -347,10 +347,10 @@ static void head_rows(const dstate *s, int l, int b, int h, float *ts) {
             for (int i = 0; i < n; i++)
                 memcpy(Q + (size_t)i * D, (cq[rows[i]] ? nq : bq) + rows[i] * rs,
                        sizeof(float) * D);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nkb, D, scale, Q, D, K, D,
+            al_sgemm(false, true, n, nkb, D, scale, Q, D, K, D,
                         0.0f, S, T);
             for (int i = 0; i < n; i++) attention_softmax_row(S + (size_t)i * T, rows[i] + 1, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, nkb, 1.0f, S, T, V, D,
+            al_sgemm(false, false, n, D, nkb, 1.0f, S, T, V, D,
                         0.0f, Z, D);
             for (int i = 0; i < n; i++)
                 model_gate_row(zg + (size_t)rows[i] * HD, Z + (size_t)i * D, g, D);
