@@ -54,10 +54,10 @@
  * same softmax, gate and patched-row code via layers.h and
  * model_internal.h), so e.g. patching every position of a layer with
  * another run's residual gives that run's final residual bit for bit; the
- * analysis' identity tests rely on this. It assumes OpenBLAS computes an
- * element of a product the same way whatever the number of rows (true of
- * its x86 kernels, which split work over rows and columns, never over the
- * summed dimension). Only the Δzg form of step 5 rounds differently from
+ * analysis' identity tests rely on this. It assumes the matrix product
+ * computes an element the same way whatever the number of rows (al_sgemm
+ * on oneDNN guarantees it, gemm.h; OpenBLAS's x86 kernels too, which
+ * split work over rows and columns, never over the summed dimension). Only the Δzg form of step 5 rounds differently from
  * the full forward (within float rounding; it is never used where every
  * head of a row changed).
  *
@@ -109,8 +109,9 @@ typedef struct dstate {
  * each other by spinning on flags, which on shared cores costs more than
  * these products: the head_pos sweep's incremental forwards took 13 ms
  * each that way, 8 ms this way and 2 ms on one thread, with other
- * processes on both cores. An element's value does not depend on the
- * split (OpenBLAS sums each over K in the same order whatever M is). */
+ * processes on both cores (measured on OpenBLAS; on oneDNN each share
+ * is a one-thread primitive). An element's value does not depend on the
+ * split (gemm.h). */
 static void rows_sgemm(int M, int N, int K, const float *a, int lda, const float *w, int ldw,
                        float beta, float *out, int ldo, int nthreads) {
     int nc = (double)M * N * K < 4 * 65536.0 ? 1 : nthreads < M ? nthreads : M;

@@ -1,6 +1,6 @@
 /* layers.c -- forward and backward of each op (see layers.h).
  *
- * Matmuls go through cblas_sgemm over all B*T rows at once. Attention
+ * Matmuls go through al_sgemm (gemm.h) over all B*T rows at once. Attention
  * is parallel over (batch, head) with OpenMP, each (b,h) a few small
  * single-threaded sgemms: it is only ~8% of a step's FLOPs, but as plain
  * scalar loops (dot products over d_head 32 do not vectorise without
@@ -163,8 +163,8 @@ void attention_softmax_row(float *row, int n, int T) {
     for (int s = n; s < T; s++) row[s] = 0.0f;
 }
 
-/* Attention is done per (b,h) with single-threaded sgemms (OpenBLAS runs
- * one thread inside an OpenMP region) on strided views of qkv: q, k, v
+/* Attention is done per (b,h) with single-threaded sgemms (al_sgemm runs
+ * on the calling thread alone inside an OpenMP region) on strided views of qkv: q, k, v
  * of head h are (T,D) with row stride 3·H·D. Query rows go in blocks of
  * ATT_BLOCK (layers.h), each against keys 0..end of the block only, so
  * under the causal mask the multiplies skip most of the zero upper
