@@ -9,7 +9,9 @@
  * comparison and for the old arithmetic: ATTNLAB_MATMUL=openblas in the
  * environment (read once, at the first product or at al_gemm_init)
  * selects it; ATTNLAB_MATMUL unset, empty or "onednn" selects oneDNN.
- * LAPACK, sgemv and dgemm stay on OpenBLAS in every case.
+ * LAPACK, sgemv and dgemm stay on OpenBLAS in every case, and so does
+ * every product on a CPU without AVX-512, where oneDNN has no brgemm
+ * kernel (gemm.c says why).
  *
  * Arithmetic: on oneDNN an element of C is the same bits whatever M,
  * the leading dimensions, the thread count, and whether the call is made
