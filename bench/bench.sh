@@ -9,7 +9,10 @@
 # edges tested per second (bench_engine --mode discover); then both on
 # a 4-layer model (ACDC over its full 1,378-edge graph, W_U scaled so
 # that every receiver is visited, and the head_pos sweep, each beside its
-# naive evaluation); then the tokenizer bench.
+# naive evaluation); then the tokenizer bench. The 1- and 2-layer rows
+# also run with the engine's products on OpenBLAS (ATTNLAB_MATMUL=
+# openblas) beside oneDNN, against oneDNN's rate on the engine's shapes
+# (bench_engine --mode matmul, f32 and bf16).
 # Every measurement runs in its own process, so each peak RSS is that
 # run's own. Rates are from the median step time (see bench_engine.c).
 #   env: BUILD (default build), THREADS (2), MIN_TIME (seconds per run, 3),
@@ -22,7 +25,8 @@
 #        every patching sweep), DEEP (0: skip the 4-layer runs),
 #        DEEP_PAIRS (pairs of the 4-layer runs, 8), DEEP_NAIVE_PAIRS (of its
 #        naive head_pos sweep, 2: 3,232 full forwards), SAE (0: skip the
-#        sparse-autoencoder runs), SAE_STEPS (steps of the streamed run, 100)
+#        sparse-autoencoder runs), SAE_STEPS (steps of the streamed run, 100),
+#        TOKBENCH (0: skip the tokenizer bench)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
 BUILD=${BUILD:-build}
@@ -65,6 +69,9 @@ run() {
     out=$TMP/$name.$impl.json
     if [ "$impl" = c ]; then
         "$BIN" --threads "$THREADS" --min-time "$secs" "$@" >"$out" 2>"$out.err"
+    elif [ "$impl" = cob ]; then # the C engine with its products on OpenBLAS
+        ATTNLAB_MATMUL=openblas "$BIN" --threads "$THREADS" --min-time "$secs" "$@" \
+            >"$out" 2>"$out.err"
     elif [ "$HAVE_TORCH" = 1 ]; then
         "$PY" "$DIR/torch_bench.py" --threads "$THREADS" --min-time "$secs" "$@" \
             >"$out" 2>"$out.err"
@@ -90,9 +97,11 @@ BUSY0=$(busy)
 printf 'bench: measuring (%s threads, %s s per run)' "$THREADS" "$MIN_TIME" >&2
 run sgemm c "$MIN_TIME" --mode sgemm
 run sgemm torch "$MIN_TIME" --mode sgemm
+run matmul c "$MIN_TIME" --mode matmul
 for L in 1 2; do
     for mode in train infer; do
         run "L$L-$mode" c "$MIN_TIME" --mode "$mode" --n-layers "$L"
+        run "L$L-$mode" cob "$MIN_TIME" --mode "$mode" --n-layers "$L"
         run "L$L-$mode" torch "$MIN_TIME" --mode "$mode" --n-layers "$L"
     done
 done
@@ -213,6 +222,31 @@ echo "tok/s from the median step; training = forward + backward + AdamW with cli
 echo "inference = forward with loss; GFLOP/s counted analytically (training = 3x forward);"
 echo "%sgemm = C GFLOP/s as a share of the C sgemm rate above; pt = PyTorch."
 
+# the engine's matrix products on OpenBLAS (ATTNLAB_MATMUL=openblas) and on
+# oneDNN (the default), each run beside the other in this one invocation,
+# against the rate of the engine's own shapes (bench_engine --mode matmul)
+if [ -s "$TMP/matmul.c.json" ]; then
+    M=$TMP/matmul.c.json
+    MF=$(jget "$M" onednn_f32_gflops)
+    echo
+    echo "matmul on the engine's shapes (GFLOP/s): oneDNN f32 $MF, oneDNN bf16" \
+        "$(jget "$M" onednn_bf16_gflops), OpenBLAS $(jget "$M" openblas_gflops)," \
+        "al_sgemm $(jget "$M" al_sgemm_gflops) ($(jget "$M" impl_f32))"
+    printf '%-24s %12s %12s %8s %9s %9s\n' "" "tok/s OpenBLAS" "tok/s oneDNN" "ratio" \
+        "%mm OB" "%mm DNNL"
+    for L in 1 2; do
+        for mode in train infer; do
+            o=$TMP/L$L-$mode.cob.json d=$TMP/L$L-$mode.c.json
+            [ -s "$o" ] && [ -s "$d" ] || continue
+            awk -v lab="$L-layer $mode" -v ot="$(jget "$o" tokens_per_s)" -v dt="$(jget "$d" tokens_per_s)" \
+                -v og="$(jget "$o" gflops)" -v dg="$(jget "$d" gflops)" -v mf="$MF" 'BEGIN {
+                printf "%-24s %12s %12s %7.2fx %8.0f%% %8.0f%%\n", lab, ot, dt, dt / ot,
+                    100 * og / mf, 100 * dg / mf }'
+        done
+    done
+    echo "%mm = the run's GFLOP/s as a share of oneDNN's f32 rate on the engine's shapes."
+fi
+
 if [ "$PATCH" = 1 ] && [ -s "$TMP/patch.c.json" ]; then
     P=$TMP/patch.c.json
     NP=$(jget "$P" pairs) NN=$(jget "$P" naive_pairs)
@@ -301,7 +335,7 @@ if [ "$SAE" = 1 ] && [ -s "$TMP/sae.c.json" ]; then
     fi
 fi
 
-if [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then
+if [ "${TOKBENCH:-1}" = 1 ] && [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then
     echo
     sh "$DIR/bench_tokenizer.sh" "$BUILD/attnlab"
 fi
