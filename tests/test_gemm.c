@@ -5,6 +5,7 @@
  * model's loss and gradients, and training repeatable bit for bit. */
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,4 +253,159 @@ TEST(gemm_unknown_backend_is_one_line) {
                t_path("m"), t_path("err")) == 2);
     CHECK(t_one_line(t_path("err"), "ATTNLAB_MATMUL=mkl: unknown matmul backend"));
     CHECK(t_sh("test -e %s", t_path("m")) != 0);
+}
+
+/* ------------------------------------------------------------- bf16 */
+
+static int have_bf16(void) {
+    al_err e;
+    al_gemm_set_backend(AL_MATMUL_ONEDNN);
+    int ok = al_gemm_set_precision(AL_PREC_BF16, &e) == 0;
+    al_gemm_set_precision(AL_PREC_F32, &e);
+    return ok;
+}
+
+static float bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* In bf16, the product is that of the inputs rounded to bfloat16 (nearest
+ * even), accumulated in f32: against a double loop over the rounded
+ * inputs (whose pairwise products are exact in f32), the same worst-case
+ * float-accumulation tolerance as above; against the unrounded inputs it
+ * must differ (or bf16 was not used). Every transpose, wide leading
+ * dimensions, beta 0 with NaN in C and beta 1. */
+TEST(gemm_bf16_is_the_product_of_rounded_inputs) {
+    if (!have_bf16()) t_skip("no native bf16 matmul on this CPU");
+    al_err e;
+    CHECK_OK(al_gemm_set_precision(AL_PREC_BF16, &e), &e);
+    al_rng r;
+    al_rng_seed(&r, 9);
+    const int M = 37, N = 29, K = 70, pad = 3;
+    int bad = 0, differs = 0;
+    for (int t = 0; t < 4; t++)
+        for (int bi = 0; bi < 2; bi++) {
+            bool ta = t & 1, tb = t >> 1;
+            float beta = (float)bi;
+            int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+            float *A = mat(&r, ta ? K : M, ta ? M : K, lda, 0), *B = mat(&r, tb ? N : K, tb ? K : N, ldb, 0);
+            float *C = mat(&r, M, N, ldc, 0), *C0 = malloc(sizeof(float) * (size_t)M * ldc);
+            if (beta == 0.0f)
+                for (int i = 0; i < M * ldc; i++) C[i] = NAN;
+            memcpy(C0, C, sizeof(float) * (size_t)M * ldc);
+            al_sgemm(ta, tb, M, N, K, -1.0f, A, lda, B, ldb, beta, C, ldc);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double s = 0, mag = 0, s32 = 0;
+                    for (int k = 0; k < K; k++) {
+                        float a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                        float b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                        double p = (double)bf16_round(a) * bf16_round(b);
+                        s += p, mag += fabs(p), s32 += (double)a * b;
+                    }
+                    double bc = beta != 0.0f ? C0[(size_t)i * ldc + j] : 0.0;
+                    double want = -s + bc, got = C[(size_t)i * ldc + j];
+                    double tol = (K + 2) * 0x1p-23 * (mag + fabs(bc) + fabs(want));
+                    bad += !(fabs(got - want) <= tol);
+                    differs += fabs(got - (-s32 + bc)) > tol;
+                }
+            free(A), free(B), free(C), free(C0);
+        }
+    CHECKF(bad == 0, "%d elements off the rounded-input product", bad);
+    CHECKF(differs > 100, "only %d elements differ from the f32 product: bf16 not used?", differs);
+    CHECK_OK(al_gemm_set_precision(AL_PREC_F32, &e), &e);
+}
+
+/* A bf16 forward of a random 2-layer model against the f32 one: the mean
+ * loss within 0.2% relative and every probability within 0.01 absolute
+ * (bf16 keeps 8 bits of mantissa: every product input moves by up to
+ * 2^-9 relative, so logits spanning ~8 nats move by ~1e-2 at most;
+ * measured here: loss 3e-4 relative, probabilities 3e-3); and not
+ * bit-identical (bf16 was used). */
+TEST(gemm_bf16_forward_close_to_f32) {
+    if (!have_bf16()) t_skip("no native bf16 matmul on this CPU");
+    al_err e;
+    al_model m;
+    rand_model(&m, 2, 0, 40);
+    /* logits spanning ~8 nats, a trained model's range (rand_model's span
+     * ~66: bf16's 2^-9 relative input error would then move logits by
+     * tenths) */
+    for (size_t i = 0; i < m.param_size[AL_P_WU]; i++) m.p[AL_P_WU][i] /= 8.0f;
+    const int B = 3, T = 16, V = 40;
+    int in[3 * 16], tg[3 * 16];
+    al_rng r;
+    al_rng_seed(&r, 13);
+    for (int i = 0; i < B * T; i++) in[i] = (int)al_rng_below(&r, 40), tg[i] = (int)al_rng_below(&r, 40);
+    float loss[2], *p[2];
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(al_gemm_set_precision(k ? AL_PREC_BF16 : AL_PREC_F32, &e), &e);
+        CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
+        loss[k] = m.mean_loss;
+        p[k] = malloc(sizeof(float) * B * T * V);
+        memcpy(p[k], m.probs, sizeof(float) * B * T * V);
+    }
+    CHECK_OK(al_gemm_set_precision(AL_PREC_F32, &e), &e);
+    double worst = 0, span = 0;
+    for (int i = 0; i < B * T * V; i++) worst = fmax(worst, fabs((double)p[0][i] - p[1][i]));
+    for (int i = 0; i < B * T; i++) {
+        float lo = 1, hi = 0;
+        for (int v = 0; v < V; v++) lo = fminf(lo, p[0][i * V + v]), hi = fmaxf(hi, p[0][i * V + v]);
+        span = fmax(span, log(hi / lo));
+    }
+    CHECKF(span > 6, "logits span only %g nats", span);
+    CHECKF(fabsf(loss[0] - loss[1]) <= 2e-3f * loss[0], "loss f32 %.6g bf16 %.6g", loss[0], loss[1]);
+    CHECKF(worst <= 0.01 && worst > 0, "max probability difference %g", worst);
+    free(p[0]), free(p[1]);
+    al_model_free(&m);
+}
+
+/* bf16 training: the same run twice gives the same bytes (1 and 2
+ * threads), the run stopped at step 6 and resumed ends byte-identical to
+ * the uninterrupted one, the precision is in state.json and survives the
+ * resume, and the model differs from the f32 run's. */
+TEST(gemm_bf16_training_repeatable_and_resume_exact) {
+    if (!have_bf16()) t_skip("no native bf16 matmul on this CPU");
+    t_phrase_corpus(t_path("c.bin"), 20000);
+    const char *d = t_tmpdir(), *c = t_path("c.bin");
+#define SM "--steps 12 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 5 " \
+           "--eval-batches 2 --warmup 2 --ckpt-every 100"
+    for (int th = 1; th <= 2; th++) {
+        for (int run = 0; run < 2; run++)
+            CHECK(t_sh("%s train --data %s --out %s/b%d%d --precision bf16 --threads %d " SM
+                       " 2>/dev/null", t_bin(), c, d, th, run, th) == 0);
+        CHECKF(t_sh("cmp -s %s/b%d0/model.safetensors %s/b%d1/model.safetensors", d, th, d, th) == 0 &&
+               t_sh("cmp -s %s/b%d0/optim.safetensors %s/b%d1/optim.safetensors", d, th, d, th) == 0,
+               "bf16 at %d threads: not repeatable", th);
+    }
+    CHECK(t_sh("%s train --data %s --out %s/half --precision bf16 --threads 2 --stop-at 6 " SM
+               " 2>/dev/null", t_bin(), c, d) == 130);
+    CHECK(t_sh("%s train --resume %s/half 2>/dev/null", t_bin(), d) == 0);
+    CHECK(t_sh("cmp -s %s/b20/model.safetensors %s/half/model.safetensors", d, d) == 0);
+    CHECK(t_sh("cmp -s %s/b20/optim.safetensors %s/half/optim.safetensors", d, d) == 0);
+    char *st = t_slurp(t_path("half/state.json"));
+    CHECKF(st && strstr(st, "\"precision\":\t\"bf16\""), "%s", st ? st : "(none)");
+    free(st);
+    CHECK(t_sh("%s train --data %s --out %s/f --threads 2 " SM " 2>/dev/null", t_bin(), c, d) == 0);
+    CHECK(t_sh("cmp -s %s/b20/model.safetensors %s/f/model.safetensors", d, d) != 0);
+#undef SM
+}
+
+/* Without a native bf16 kernel (oneDNN told to stop at AVX-512 without
+ * BF16), or on the OpenBLAS backend, --precision bf16 is one line and a
+ * non-zero exit, before any checkpoint. */
+TEST(gemm_bf16_unavailable_is_one_line) {
+    t_phrase_corpus(t_path("c.bin"), 2000);
+    CHECK(t_sh("DNNL_MAX_CPU_ISA=avx2 %s train --data %s --out %s --precision bf16 --steps 2 "
+               "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 2>%s", t_bin(), t_path("c.bin"),
+               t_path("m"), t_path("err")) == 1);
+    CHECK(t_one_line(t_path("err"), "no native bf16 matrix multiply"));
+    CHECK(t_sh("ATTNLAB_MATMUL=openblas %s train --data %s --out %s --precision bf16 --steps 2 "
+               "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 2>%s", t_bin(), t_path("c.bin"),
+               t_path("m"), t_path("err")) == 1);
+    CHECK(t_one_line(t_path("err"), "needs the onednn matmul backend"));
+    CHECK(t_sh("test -e %s/model.safetensors", t_path("m")) != 0);
 }

@@ -43,13 +43,32 @@ const char *al_gemm_backend_name(void);
  * thread multiplies. */
 void al_gemm_set_backend(al_matmul_backend b);
 
+/* Precision of the products' inputs. AL_PREC_BF16: A and B are rounded
+ * to bfloat16 (nearest even) and multiplied by oneDNN's bf16 matmul,
+ * which accumulates in f32 and writes C in f32; alpha and beta apply in
+ * f32. C, and everything else (weights, gradients, optimiser state),
+ * stays f32. Mixed-precision training uses it (train --precision bf16). */
+typedef enum { AL_PREC_F32 = 0, AL_PREC_BF16 = 1 } al_precision;
+
+/* "f32" / "bf16" -> *p; -1 for anything else. */
+int al_precision_parse(const char *s, al_precision *p);
+const char *al_precision_name(al_precision p);
+/* Set the precision of every later al_sgemm in the process. bf16 needs
+ * the oneDNN backend and a CPU on which oneDNN has a native bf16 kernel
+ * (AVX512-BF16 or AMX): otherwise -1 with e filled and the precision
+ * unchanged (never a silent slow path). Not to be called while another
+ * thread multiplies. */
+int al_gemm_set_precision(al_precision p, al_err *e);
+al_precision al_gemm_precision(void);
+
 /* C (M,N) = alpha · op(A) · op(B) + beta · C, row-major, exactly
  * cblas_sgemm(CblasRowMajor, ...)'s meaning: op(A) is (M,K), A is (M,K)
  * with row stride lda when !transA and (K,M) when transA; likewise B is
  * (K,N) or (N,K) with ldb; C has row stride ldc. beta = 0 never reads
  * C (NaN there does not propagate). Safe to call from several threads at
  * once, inside or outside OpenMP parallel regions. Never fails: a shape
- * oneDNN has no fast kernel for goes to OpenBLAS. */
+ * oneDNN has no fast kernel for goes to OpenBLAS (in bf16, to the f32
+ * path). */
 void al_sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc);
 

@@ -30,6 +30,13 @@
  * concurrent calls share nothing but the read-only primitives; the table
  * is guarded by a mutex held only to look up and insert.
  *
+ * bf16 (al_gemm_set_precision): A and B are rounded into per-thread bf16
+ * buffers (always a copy, so strides cost nothing extra) and multiplied
+ * by a bf16 primitive writing f32 C; the key's `bf16` makes these their
+ * own primitives. A shape without a native bf16 kernel takes the f32
+ * path; al_gemm_set_precision refuses bf16 outright on a CPU that has
+ * none, so that is never every product.
+ *
  * alpha is oneDNN's output scale, beta its "sum" post-op; with beta = 0
  * there is no post-op, so C is never read. A problem for which oneDNN
  * picks anything but brgemm, or fails to make a primitive, goes to
@@ -55,7 +62,7 @@
 /* Everything that makes a product a different primitive (operands are
  * dense, so no leading dimensions). All ints, so memcmp is equality. */
 typedef struct {
-    int ta, tb, M, N, K, nthr;
+    int ta, tb, M, N, K, nthr, bf16;
     uint32_t alpha, beta; /* bits */
 } gkey;
 
@@ -73,9 +80,11 @@ static size_t cap, used;
 static dnnl_engine_t eng;
 static int ready;        /* al_gemm_init ran */
 static al_matmul_backend backend = AL_MATMUL_ONEDNN;
+static al_precision precision = AL_PREC_F32;
 
 static _Thread_local dnnl_stream_t tl_stream;
-/* per-thread buffers: 0 scratchpad, 1..3 dense copies of A, B, C */
+/* per-thread buffers: 0 scratchpad, 1..3 dense (or bf16) copies of A,
+ * B, C */
 static _Thread_local void *tl_buf[4];
 static _Thread_local size_t tl_buf_n[4];
 
@@ -175,8 +184,9 @@ static void make_prim(gentry *g) {
     memcpy(&alpha, &k->alpha, sizeof alpha);
     memcpy(&beta, &k->beta, sizeof beta);
     dnnl_matmul_desc_t md;
-    if (!DN(dnnl_memory_desc_init_by_strides(&g->a, 2, ad, dnnl_f32, as)) ||
-        !DN(dnnl_memory_desc_init_by_strides(&g->b, 2, bd, dnnl_f32, bs)) ||
+    dnnl_data_type_t in = k->bf16 ? dnnl_bf16 : dnnl_f32;
+    if (!DN(dnnl_memory_desc_init_by_strides(&g->a, 2, ad, in, as)) ||
+        !DN(dnnl_memory_desc_init_by_strides(&g->b, 2, bd, in, bs)) ||
         !DN(dnnl_memory_desc_init_by_strides(&g->c, 2, cd, dnnl_f32, cs)) ||
         !DN(dnnl_matmul_desc_init(&md, &g->a, &g->b, NULL, &g->c)))
         return;
@@ -196,7 +206,7 @@ static void make_prim(gentry *g) {
     if (ok) ok = DN(dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL));
     const char *impl = NULL;
     if (ok) ok = DN(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
-    if (ok && impl && !strncmp(impl, "brg", 3)) {
+    if (ok && impl && !strncmp(impl, "brg", 3) && (!k->bf16 || strstr(impl, "bf16"))) {
         const dnnl_memory_desc_t *sm = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         if (sm) g->scratch = *sm;
         g->scratch_bytes = sm ? dnnl_memory_desc_get_size(sm) : 0;
@@ -213,10 +223,10 @@ static void make_prim(gentry *g) {
     if (attr) dnnl_primitive_attr_destroy(attr);
 }
 
-static gkey make_key(bool ta, bool tb, int M, int N, int K, float alpha, float beta) {
+static gkey make_key(bool ta, bool tb, int M, int N, int K, float alpha, float beta, int bf16) {
     gkey k;
     memset(&k, 0, sizeof k);
-    k.ta = ta, k.tb = tb, k.M = M, k.N = N, k.K = K;
+    k.ta = ta, k.tb = tb, k.M = M, k.N = N, k.K = K, k.bf16 = bf16;
     memcpy(&k.alpha, &alpha, sizeof alpha);
     memcpy(&k.beta, &beta, sizeof beta);
 #ifdef _OPENMP
@@ -273,6 +283,35 @@ static float *dense(int i, const float *src, int rows, int cols, int ld) {
     return d;
 }
 
+/* f32 -> bf16, round to nearest even; NaN stays NaN (quietened). */
+static inline uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* rows x cols at src (row stride ld) rounded to a dense bf16 matrix in
+ * buffer i; NULL when out of memory. Rows in parallel when the call is
+ * not already inside a parallel region and the matrix is big enough to
+ * pay for it (each element is independent: the same bits either way). */
+static uint16_t *dense_bf16(int i, const float *src, int rows, int cols, int ld) {
+    uint16_t *d = buf(i, sizeof(uint16_t) * (size_t)rows * cols);
+    if (!d) return NULL;
+    int par = (size_t)rows * cols >= ((size_t)1 << 16);
+#ifdef _OPENMP
+    par = par && !omp_in_parallel();
+#endif
+#pragma omp parallel for schedule(static) if (par)
+    for (int r = 0; r < rows; r++) {
+        const float *s = src + (size_t)r * ld;
+        uint16_t *o = d + (size_t)r * cols;
+#pragma omp simd
+        for (int c = 0; c < cols; c++) o[c] = to_bf16(s[c]);
+    }
+    return d;
+}
+
 /* Execute g; -1 if oneDNN refused to (out of memory for a stream, a
  * buffer or a memory object), having written nothing to C, and the
  * caller then does the product on OpenBLAS. */
@@ -284,8 +323,10 @@ static int run(const gentry *g, const float *A, int lda, const float *B, int ldb
         return -1;
     }
     void *scratch = g->scratch_bytes ? buf(0, g->scratch_bytes) : NULL;
-    const float *a = dense(1, A, k->ta ? k->K : k->M, k->ta ? k->M : k->K, lda);
-    const float *b = dense(2, B, k->tb ? k->N : k->K, k->tb ? k->K : k->N, ldb);
+    int ar = k->ta ? k->K : k->M, ac = k->ta ? k->M : k->K;
+    int br = k->tb ? k->N : k->K, bc = k->tb ? k->K : k->N;
+    const void *a = k->bf16 ? (void *)dense_bf16(1, A, ar, ac, lda) : (void *)dense(1, A, ar, ac, lda);
+    const void *b = k->bf16 ? (void *)dense_bf16(2, B, br, bc, ldb) : (void *)dense(2, B, br, bc, ldb);
     float *c = C;
     if (ldc != k->N) {
         c = beta != 0.0f ? dense(3, C, k->M, k->N, ldc) : buf(3, sizeof(float) * (size_t)k->M * k->N);
@@ -322,17 +363,58 @@ void al_sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const 
         blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    gkey k = make_key(transA, transB, M, N, K, alpha, beta);
+    if (precision == AL_PREC_BF16) {
+        gkey k = make_key(transA, transB, M, N, K, alpha, beta, 1);
+        const gentry *g = lookup(&k);
+        if (g && g->prim && !run(g, A, lda, B, ldb, beta, C, ldc)) return;
+    }
+    gkey k = make_key(transA, transB, M, N, K, alpha, beta, 0);
     const gentry *g = lookup(&k);
     if (!g || !g->prim || run(g, A, lda, B, ldb, beta, C, ldc))
         blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int al_precision_parse(const char *s, al_precision *p) {
+    if (s && !strcmp(s, "f32")) return *p = AL_PREC_F32, 0;
+    if (s && !strcmp(s, "bf16")) return *p = AL_PREC_BF16, 0;
+    return -1;
+}
+
+const char *al_precision_name(al_precision p) {
+    return p == AL_PREC_BF16 ? "bf16" : "f32";
+}
+
+al_precision al_gemm_precision(void) {
+    return precision;
+}
+
+int al_gemm_set_precision(al_precision p, al_err *e) {
+    lazy_init();
+    if (p == AL_PREC_BF16) {
+        if (backend != AL_MATMUL_ONEDNN)
+            return al_errf(e, "precision bf16 needs the onednn matmul backend "
+                              "(ATTNLAB_MATMUL is openblas)");
+        /* a product of the engine's kind: oneDNN's choice for it says
+         * whether this CPU multiplies bf16 natively */
+        gkey k = make_key(false, false, 256, 256, 256, 1.0f, 0.0f, 1);
+        const gentry *g = lookup(&k);
+        if (!g || !g->prim)
+            return al_errf(e, "precision bf16: this CPU has no native bf16 matrix multiply "
+                              "(oneDNN needs AVX512-BF16 or AMX); use precision f32");
+    }
+    precision = p;
+    return 0;
 }
 
 const char *al_sgemm_impl(bool transA, bool transB, int M, int N, int K, float alpha,
                           float beta) {
     lazy_init();
     if (backend == AL_MATMUL_OPENBLAS || M <= 0 || N <= 0 || K <= 0) return "openblas";
-    gkey k = make_key(transA, transB, M, N, K, alpha, beta);
+    gkey k = make_key(transA, transB, M, N, K, alpha, beta, precision == AL_PREC_BF16);
     const gentry *g = lookup(&k);
+    if (g && !g->prim && k.bf16) {
+        k.bf16 = 0;
+        g = lookup(&k);
+    }
     return g ? g->impl : "openblas";
 }
