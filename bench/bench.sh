@@ -72,6 +72,9 @@ run() {
     elif [ "$impl" = cob ]; then # the C engine with its products on OpenBLAS
         ATTNLAB_MATMUL=openblas "$BIN" --threads "$THREADS" --min-time "$secs" "$@" \
             >"$out" 2>"$out.err"
+    elif [ "$impl" = cbf ]; then # the C engine, products in bf16 (where the CPU has it)
+        "$BIN" --threads "$THREADS" --min-time "$secs" --precision bf16 "$@" \
+            >"$out" 2>"$out.err"
     elif [ "$HAVE_TORCH" = 1 ]; then
         "$PY" "$DIR/torch_bench.py" --threads "$THREADS" --min-time "$secs" "$@" \
             >"$out" 2>"$out.err"
@@ -102,6 +105,7 @@ for L in 1 2; do
     for mode in train infer; do
         run "L$L-$mode" c "$MIN_TIME" --mode "$mode" --n-layers "$L"
         run "L$L-$mode" cob "$MIN_TIME" --mode "$mode" --n-layers "$L"
+        run "L$L-$mode" cbf "$MIN_TIME" --mode "$mode" --n-layers "$L"
         run "L$L-$mode" torch "$MIN_TIME" --mode "$mode" --n-layers "$L"
     done
 done
@@ -232,19 +236,26 @@ if [ -s "$TMP/matmul.c.json" ]; then
     echo "matmul on the engine's shapes (GFLOP/s): oneDNN f32 $MF, oneDNN bf16" \
         "$(jget "$M" onednn_bf16_gflops), OpenBLAS $(jget "$M" openblas_gflops)," \
         "al_sgemm $(jget "$M" al_sgemm_gflops) ($(jget "$M" impl_f32))"
-    printf '%-24s %12s %12s %8s %9s %9s\n' "" "tok/s OpenBLAS" "tok/s oneDNN" "ratio" \
-        "%mm OB" "%mm DNNL"
+    MB=$(jget "$M" onednn_bf16_gflops)
+    printf '%-18s %10s %10s %10s %8s %8s %7s %7s %7s\n' "" "tok/s OB" "tok/s f32" "tok/s bf16" \
+        "f32/OB" "bf16/OB" "%mm OB" "%mm f32" "%mm bf"
     for L in 1 2; do
         for mode in train infer; do
-            o=$TMP/L$L-$mode.cob.json d=$TMP/L$L-$mode.c.json
+            o=$TMP/L$L-$mode.cob.json d=$TMP/L$L-$mode.c.json b=$TMP/L$L-$mode.cbf.json
             [ -s "$o" ] && [ -s "$d" ] || continue
+            bt=-; bg=0
+            [ -s "$b" ] && bt=$(jget "$b" tokens_per_s) bg=$(jget "$b" gflops)
             awk -v lab="$L-layer $mode" -v ot="$(jget "$o" tokens_per_s)" -v dt="$(jget "$d" tokens_per_s)" \
-                -v og="$(jget "$o" gflops)" -v dg="$(jget "$d" gflops)" -v mf="$MF" 'BEGIN {
-                printf "%-24s %12s %12s %7.2fx %8.0f%% %8.0f%%\n", lab, ot, dt, dt / ot,
-                    100 * og / mf, 100 * dg / mf }'
+                -v bt="$bt" -v og="$(jget "$o" gflops)" -v dg="$(jget "$d" gflops)" -v bg="$bg" \
+                -v mf="$MF" -v mb="$MB" 'BEGIN {
+                printf "%-18s %10s %10s %10s %7.2fx %7s %6.0f%% %6.0f%% %6s\n", lab, ot, dt, bt,
+                    dt / ot, bt == "-" ? "-" : sprintf("%.2fx", bt / ot), 100 * og / mf,
+                    100 * dg / mf, bt == "-" ? "-" : sprintf("%.0f%%", 100 * bg / mb) }'
         done
     done
-    echo "%mm = the run's GFLOP/s as a share of oneDNN's f32 rate on the engine's shapes."
+    echo "OB = products on OpenBLAS (ATTNLAB_MATMUL=openblas), f32 and bf16 on oneDNN (bf16 '-'"
+    echo "when the CPU has no native bf16); %mm = the run's GFLOP/s as a share of oneDNN's rate"
+    echo "on the engine's shapes in its precision (the OpenBLAS and f32 runs: the f32 rate)."
 fi
 
 if [ "$PATCH" = 1 ] && [ -s "$TMP/patch.c.json" ]; then

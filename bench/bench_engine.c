@@ -65,7 +65,7 @@
 #include "attnlab/sae.h"
 #include "attnlab/sae_train.h"
 
-static const char *o_mode = "train";
+static const char *o_mode = "train", *o_precision = "f32";
 static int o_layers = 2, o_dmodel = 256, o_heads = 8, o_dhead = 32, o_ctx = 256;
 static int o_vocab = 4096, o_batch = 16, o_threads = 2, o_warmup = 2, o_sgemm_n = 4096;
 static double o_min_time = 3.0, o_wu_scale = 1.0;
@@ -88,6 +88,7 @@ static al_flag flags[] = {
     {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
     {"warmup", AL_INT, &o_warmup, "N", "untimed iterations first", 0, 0},
     {"min-time", AL_FLOAT, &o_min_time, "S", "time iterations for at least S seconds", 0, 0},
+    {"precision", AL_STR, &o_precision, "P", "matmul inputs: f32 or bf16 (gemm.h)", 0, 0},
     {"sgemm-n", AL_INT, &o_sgemm_n, "N", "matrix size for --mode sgemm", 0, 0},
     {"pairs", AL_INT, &o_pairs, "N", "patch: pairs of the incremental sweep", 0, 0},
     {"naive-pairs", AL_INT, &o_naive_pairs, "N", "patch: pairs of the naive sweep", 0, 0},
@@ -115,9 +116,10 @@ static double peak_rss_mb(void) {
 /* Common tail of every JSON line: the matmul backend (ATTNLAB_MATMUL),
  * the BLAS identity and memory. */
 static void print_tail(void) {
-    printf("\"matmul\": \"%s\", \"peak_rss_mb\": %.1f, \"blas\": \"%s\", "
-           "\"blas_threads\": %d}\n",
-           al_gemm_backend_name(), peak_rss_mb(), openblas_get_config(),
+    printf("\"matmul\": \"%s\", \"precision\": \"%s\", \"peak_rss_mb\": %.1f, "
+           "\"blas\": \"%s\", \"blas_threads\": %d}\n",
+           al_gemm_backend_name(), al_precision_name(al_gemm_precision()), peak_rss_mb(),
+           openblas_get_config(),
            openblas_get_num_threads());
 }
 
@@ -599,6 +601,15 @@ int main(int argc, char **argv) {
     }
     al_set_threads(o_threads);
     openblas_set_num_threads(o_threads);
+    al_precision prec;
+    if (al_precision_parse(o_precision, &prec) != 0) {
+        fprintf(stderr, "bench_engine: --precision must be f32 or bf16\n");
+        return 2;
+    }
+    if (al_gemm_set_precision(prec, &e) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        return 2;
+    }
     if (!strcmp(o_mode, "sgemm")) return bench_sgemm();
     if (!strcmp(o_mode, "matmul")) return bench_matmul();
     if (!strcmp(o_mode, "train") || !strcmp(o_mode, "infer"))
