@@ -58,6 +58,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#ifdef __AVX512BF16__
+#include <immintrin.h>
+#endif
 
 /* Everything that makes a product a different primitive (operands are
  * dense, so no leading dimensions). All ints, so memcmp is equality. */
@@ -283,12 +286,30 @@ static float *dense(int i, const float *src, int rows, int cols, int ld) {
     return d;
 }
 
-/* f32 -> bf16, round to nearest even; NaN stays NaN (quietened). */
+/* f32 -> bf16 as the AVX512-BF16 instruction VCVTNEPS2BF16 does it, so
+ * that the vector and scalar paths below agree bit for bit: round to
+ * nearest even, NaN stays NaN (quietened), a denormal becomes a zero of
+ * its sign. */
 static inline uint16_t to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    if (!(u & 0x7f800000u)) return (uint16_t)((u >> 16) & 0x8000u);
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* n floats to bf16: 32 at a time with the instruction where the build
+ * targets it (-march=native on such a CPU: it is ~10x the scalar loop,
+ * which took a tenth of a bf16 training step), the rest one by one. */
+static void row_bf16(uint16_t *o, const float *s, int n) {
+    int c = 0;
+#ifdef __AVX512BF16__
+    for (; c + 32 <= n; c += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + c + 16), _mm512_loadu_ps(s + c));
+        _mm512_storeu_si512((void *)(o + c), (__m512i)v);
+    }
+#endif
+    for (; c < n; c++) o[c] = to_bf16(s[c]);
 }
 
 /* rows x cols at src (row stride ld) rounded to a dense bf16 matrix in
@@ -303,12 +324,7 @@ static uint16_t *dense_bf16(int i, const float *src, int rows, int cols, int ld)
     par = par && !omp_in_parallel();
 #endif
 #pragma omp parallel for schedule(static) if (par)
-    for (int r = 0; r < rows; r++) {
-        const float *s = src + (size_t)r * ld;
-        uint16_t *o = d + (size_t)r * cols;
-#pragma omp simd
-        for (int c = 0; c < cols; c++) o[c] = to_bf16(s[c]);
-    }
+    for (int r = 0; r < rows; r++) row_bf16(d + (size_t)r * cols, src + (size_t)r * ld, cols);
     return d;
 }
 
