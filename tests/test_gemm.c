@@ -366,7 +366,8 @@ TEST(gemm_bf16_forward_close_to_f32) {
 /* bf16 training: the same run twice gives the same bytes (1 and 2
  * threads), the run stopped at step 6 and resumed ends byte-identical to
  * the uninterrupted one, the precision is in state.json and survives the
- * resume, and the model differs from the f32 run's. */
+ * resume, the model differs from the f32 run's, and the database's
+ * training run has it in its config. */
 TEST(gemm_bf16_training_repeatable_and_resume_exact) {
     if (!have_bf16()) t_skip("no native bf16 matmul on this CPU");
     t_phrase_corpus(t_path("c.bin"), 20000);
@@ -392,6 +393,14 @@ TEST(gemm_bf16_training_repeatable_and_resume_exact) {
     CHECK(t_sh("%s train --data %s --out %s/f --threads 2 " SM " 2>/dev/null", t_bin(), c, d) == 0);
     CHECK(t_sh("cmp -s %s/b20/model.safetensors %s/f/model.safetensors", d, d) != 0);
 #undef SM
+    /* the database's training run records it with the other options */
+    CHECK(t_sh("%s train --data %s --out %s/db --precision bf16 --steps 2 --d-model 32 --n-heads 4 "
+               "--d-head 8 --n-ctx 32 --batch 4 --eval-batches 1 --db %s 2>/dev/null", t_bin(), c,
+               d, t_path("r.db")) == 0);
+    char *p = t_sql(t_path("r.db"), "SELECT json_extract(config_json, '$.precision') FROM runs "
+                                    "WHERE kind = 'train'");
+    CHECKF(p && !strcmp(p, "bf16"), "runs.config_json precision: %s", p ? p : "(none)");
+    free(p);
 }
 
 /* Without a native bf16 kernel (oneDNN told to stop at AVX-512 without
