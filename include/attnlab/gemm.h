@@ -46,7 +46,9 @@ void al_gemm_set_backend(al_matmul_backend b);
 /* Precision of the products' inputs. AL_PREC_BF16: A and B are rounded
  * to bfloat16 (nearest even) and multiplied by oneDNN's bf16 matmul,
  * which accumulates in f32 and writes C in f32; alpha and beta apply in
- * f32. C, and everything else (weights, gradients, optimiser state),
+ * f32. Products called inside an OpenMP parallel region (attention's
+ * small per-(b,h) ones) stay f32: rounding their operands costs more
+ * than bf16 saves (gemm.c). C, and everything else (weights, gradients, optimiser state),
  * stays f32. Mixed-precision training uses it (train --precision bf16). */
 typedef enum { AL_PREC_F32 = 0, AL_PREC_BF16 = 1 } al_precision;
 
