@@ -11,8 +11,9 @@
 # that every receiver is visited, and the head_pos sweep, each beside its
 # naive evaluation); then the tokenizer bench. The 1- and 2-layer rows
 # also run with the engine's products on OpenBLAS (ATTNLAB_MATMUL=
-# openblas) beside oneDNN, against oneDNN's rate on the engine's shapes
-# (bench_engine --mode matmul, f32 and bf16).
+# openblas) and in bf16 beside oneDNN f32, against oneDNN's rate on the
+# engine's shapes (bench_engine --mode matmul, f32 and bf16); the
+# 2-layer patching sweep and ACDC also run on OpenBLAS.
 # Every measurement runs in its own process, so each peak RSS is that
 # run's own. Rates are from the median step time (see bench_engine.c).
 #   env: BUILD (default build), THREADS (2), MIN_TIME (seconds per run, 3),
@@ -130,6 +131,14 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
         --pairs "$ATTR_PAIRS" --probe-r "$PATCH_R"
 [ "$PATCH" = 1 ] &&
     run discover c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs 32 --probe-r "$PATCH_R"
+# the same two analyses with the products on OpenBLAS, beside (the naive
+# patching sweep only on 2 pairs: its rate, not the comparison, needs 8)
+[ "$PATCH" = 1 ] &&
+    run patch cob 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs "$PATCH_PAIRS" --naive-pairs 2 --probe-r "$PATCH_R"
+[ "$PATCH" = 1 ] &&
+    run discover cob 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs 32 --probe-r "$PATCH_R"
 # sparse autoencoders: TopK training steps on random activations (C and
 # PyTorch), then the whole trainer on a 2-layer model's layer-1 z (a
@@ -302,6 +311,14 @@ if [ "$PATCH" = 1 ] && [ -s "$TMP/discover.c.json" ]; then
         "$(jget "$Q" kept) kept"
     echo "a naive evaluation (both runs forward, no reuse) takes at least" \
         "$(jget "$Q" naive_eval_floor_s) s: $(jget "$Q" speedup_vs_naive_floor)x slower per evaluation"
+    QO=$TMP/discover.cob.json PO=$TMP/patch.cob.json
+    if [ -s "$QO" ] && [ -s "$PO" ]; then
+        echo "with the products on OpenBLAS (ATTNLAB_MATMUL=openblas):" \
+            "ACDC $(jget "$QO" evals_per_s) evaluations/s (oneDNN/OpenBLAS" \
+            "$(awk -v a="$(jget "$Q" evals_per_s)" -v b="$(jget "$QO" evals_per_s)" 'BEGIN { if (b > 0) printf "%.2f", a / b }')x)," \
+            "head_pos patching $(jget "$PO" config_pairs_per_s) configuration-pairs/s (oneDNN/OpenBLAS" \
+            "$(awk -v a="$(jget "$TMP/patch.c.json" config_pairs_per_s)" -v b="$(jget "$PO" config_pairs_per_s)" 'BEGIN { if (b > 0) printf "%.2f", a / b }')x)"
+    fi
 fi
 
 if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/discover4.c.json" ]; then

@@ -37,9 +37,10 @@
  * the ones inside, attention's per-(b,h) products of T x d_head slices,
  * stay f32, because rounding their small strided operands costs more
  * than bf16 saves (attention forward + backward alone, default sizes,
- * measured 1.3-1.7x slower in bf16 than in f32). A shape without a native bf16 kernel takes the f32
- * path; al_gemm_set_precision refuses bf16 outright on a CPU that has
- * none, so that is never every product.
+ * measured 1.3-1.7x slower in bf16 than in f32). A shape without a
+ * native bf16 kernel takes the f32 path; on a CPU with no native bf16
+ * at all, al_gemm_set_precision refuses bf16 outright, so bf16 never
+ * silently means f32 everywhere.
  *
  * alpha is oneDNN's output scale, beta its "sum" post-op; with beta = 0
  * there is no post-op, so C is never read. A problem for which oneDNN
