@@ -9,7 +9,11 @@
 # edges tested per second (bench_engine --mode discover); then both on
 # a 4-layer model (ACDC over its full 1,378-edge graph, W_U scaled so
 # that every receiver is visited, and the head_pos sweep, each beside its
-# naive evaluation); then the tokenizer bench.
+# naive evaluation); then the tokenizer bench. The 1- and 2-layer rows
+# also run with the engine's products on OpenBLAS (ATTNLAB_MATMUL=
+# openblas) and in bf16 beside oneDNN f32, against oneDNN's rate on the
+# engine's shapes (bench_engine --mode matmul, f32 and bf16); the
+# 2-layer patching sweep and ACDC also run on OpenBLAS.
 # Every measurement runs in its own process, so each peak RSS is that
 # run's own. Rates are from the median step time (see bench_engine.c).
 #   env: BUILD (default build), THREADS (2), MIN_TIME (seconds per run, 3),
@@ -22,7 +26,8 @@
 #        every patching sweep), DEEP (0: skip the 4-layer runs),
 #        DEEP_PAIRS (pairs of the 4-layer runs, 8), DEEP_NAIVE_PAIRS (of its
 #        naive head_pos sweep, 2: 3,232 full forwards), SAE (0: skip the
-#        sparse-autoencoder runs), SAE_STEPS (steps of the streamed run, 100)
+#        sparse-autoencoder runs), SAE_STEPS (steps of the streamed run, 100),
+#        TOKBENCH (0: skip the tokenizer bench)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
 BUILD=${BUILD:-build}
@@ -65,6 +70,12 @@ run() {
     out=$TMP/$name.$impl.json
     if [ "$impl" = c ]; then
         "$BIN" --threads "$THREADS" --min-time "$secs" "$@" >"$out" 2>"$out.err"
+    elif [ "$impl" = cob ]; then # the C engine with its products on OpenBLAS
+        ATTNLAB_MATMUL=openblas "$BIN" --threads "$THREADS" --min-time "$secs" "$@" \
+            >"$out" 2>"$out.err"
+    elif [ "$impl" = cbf ]; then # the C engine, products in bf16 (where the CPU has it)
+        "$BIN" --threads "$THREADS" --min-time "$secs" --precision bf16 "$@" \
+            >"$out" 2>"$out.err"
     elif [ "$HAVE_TORCH" = 1 ]; then
         "$PY" "$DIR/torch_bench.py" --threads "$THREADS" --min-time "$secs" "$@" \
             >"$out" 2>"$out.err"
@@ -90,9 +101,12 @@ BUSY0=$(busy)
 printf 'bench: measuring (%s threads, %s s per run)' "$THREADS" "$MIN_TIME" >&2
 run sgemm c "$MIN_TIME" --mode sgemm
 run sgemm torch "$MIN_TIME" --mode sgemm
+run matmul c "$MIN_TIME" --mode matmul
 for L in 1 2; do
     for mode in train infer; do
         run "L$L-$mode" c "$MIN_TIME" --mode "$mode" --n-layers "$L"
+        run "L$L-$mode" cob "$MIN_TIME" --mode "$mode" --n-layers "$L"
+        run "L$L-$mode" cbf "$MIN_TIME" --mode "$mode" --n-layers "$L"
         run "L$L-$mode" torch "$MIN_TIME" --mode "$mode" --n-layers "$L"
     done
 done
@@ -117,6 +131,14 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
         --pairs "$ATTR_PAIRS" --probe-r "$PATCH_R"
 [ "$PATCH" = 1 ] &&
     run discover c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs 32 --probe-r "$PATCH_R"
+# the same two analyses with the products on OpenBLAS, beside (the naive
+# patching sweep only on 2 pairs: its rate, not the comparison, needs 8)
+[ "$PATCH" = 1 ] &&
+    run patch cob 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs "$PATCH_PAIRS" --naive-pairs 2 --probe-r "$PATCH_R"
+[ "$PATCH" = 1 ] &&
+    run discover cob 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs 32 --probe-r "$PATCH_R"
 # sparse autoencoders: TopK training steps on random activations (C and
 # PyTorch), then the whole trainer on a 2-layer model's layer-1 z (a
@@ -213,6 +235,38 @@ echo "tok/s from the median step; training = forward + backward + AdamW with cli
 echo "inference = forward with loss; GFLOP/s counted analytically (training = 3x forward);"
 echo "%sgemm = C GFLOP/s as a share of the C sgemm rate above; pt = PyTorch."
 
+# the engine's matrix products on OpenBLAS (ATTNLAB_MATMUL=openblas) and on
+# oneDNN (the default), each run beside the other in this one invocation,
+# against the rate of the engine's own shapes (bench_engine --mode matmul)
+if [ -s "$TMP/matmul.c.json" ]; then
+    M=$TMP/matmul.c.json
+    MF=$(jget "$M" onednn_f32_gflops)
+    echo
+    echo "matmul on the engine's shapes (GFLOP/s): oneDNN f32 $MF, oneDNN bf16" \
+        "$(jget "$M" onednn_bf16_gflops), OpenBLAS $(jget "$M" openblas_gflops)," \
+        "al_sgemm $(jget "$M" al_sgemm_gflops) ($(jget "$M" impl_f32))"
+    MB=$(jget "$M" onednn_bf16_gflops)
+    printf '%-18s %10s %10s %10s %8s %8s %7s %7s %7s\n' "" "tok/s OB" "tok/s f32" "tok/s bf16" \
+        "f32/OB" "bf16/OB" "%mm OB" "%mm f32" "%mm bf"
+    for L in 1 2; do
+        for mode in train infer; do
+            o=$TMP/L$L-$mode.cob.json d=$TMP/L$L-$mode.c.json b=$TMP/L$L-$mode.cbf.json
+            [ -s "$o" ] && [ -s "$d" ] || continue
+            bt=-; bg=0
+            [ -s "$b" ] && bt=$(jget "$b" tokens_per_s) bg=$(jget "$b" gflops)
+            awk -v lab="$L-layer $mode" -v ot="$(jget "$o" tokens_per_s)" -v dt="$(jget "$d" tokens_per_s)" \
+                -v bt="$bt" -v og="$(jget "$o" gflops)" -v dg="$(jget "$d" gflops)" -v bg="$bg" \
+                -v mf="$MF" -v mb="$MB" 'BEGIN {
+                printf "%-18s %10s %10s %10s %7.2fx %7s %6.0f%% %6.0f%% %6s\n", lab, ot, dt, bt,
+                    dt / ot, bt == "-" ? "-" : sprintf("%.2fx", bt / ot), 100 * og / mf,
+                    100 * dg / mf, bt == "-" ? "-" : sprintf("%.0f%%", 100 * bg / mb) }'
+        done
+    done
+    echo "OB = products on OpenBLAS (ATTNLAB_MATMUL=openblas), f32 and bf16 on oneDNN (bf16 '-'"
+    echo "when the CPU has no native bf16); %mm = the run's GFLOP/s as a share of oneDNN's rate"
+    echo "on the engine's shapes in its precision (the OpenBLAS and f32 runs: the f32 rate)."
+fi
+
 if [ "$PATCH" = 1 ] && [ -s "$TMP/patch.c.json" ]; then
     P=$TMP/patch.c.json
     NP=$(jget "$P" pairs) NN=$(jget "$P" naive_pairs)
@@ -257,6 +311,14 @@ if [ "$PATCH" = 1 ] && [ -s "$TMP/discover.c.json" ]; then
         "$(jget "$Q" kept) kept"
     echo "a naive evaluation (both runs forward, no reuse) takes at least" \
         "$(jget "$Q" naive_eval_floor_s) s: $(jget "$Q" speedup_vs_naive_floor)x slower per evaluation"
+    QO=$TMP/discover.cob.json PO=$TMP/patch.cob.json
+    if [ -s "$QO" ] && [ -s "$PO" ]; then
+        echo "with the products on OpenBLAS (ATTNLAB_MATMUL=openblas):" \
+            "ACDC $(jget "$QO" evals_per_s) evaluations/s (oneDNN/OpenBLAS" \
+            "$(awk -v a="$(jget "$Q" evals_per_s)" -v b="$(jget "$QO" evals_per_s)" 'BEGIN { if (b > 0) printf "%.2f", a / b }')x)," \
+            "head_pos patching $(jget "$PO" config_pairs_per_s) configuration-pairs/s (oneDNN/OpenBLAS" \
+            "$(awk -v a="$(jget "$TMP/patch.c.json" config_pairs_per_s)" -v b="$(jget "$PO" config_pairs_per_s)" 'BEGIN { if (b > 0) printf "%.2f", a / b }')x)"
+    fi
 fi
 
 if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/discover4.c.json" ]; then
@@ -301,7 +363,7 @@ if [ "$SAE" = 1 ] && [ -s "$TMP/sae.c.json" ]; then
     fi
 fi
 
-if [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then
+if [ "${TOKBENCH:-1}" = 1 ] && [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then
     echo
     sh "$DIR/bench_tokenizer.sh" "$BUILD/attnlab"
 fi

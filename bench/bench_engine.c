@@ -5,6 +5,13 @@
  *   --mode train   forward + backward + AdamW (clip 1.0) on random tokens
  *   --mode infer   forward only (logits, softmax, loss)
  *   --mode sgemm   cblas_sgemm on 4096x4096x4096, the machine's ceiling
+ *   --mode matmul  the engine's product shapes at the default sizes
+ *                  (B·T 4096, d_model 256, 3·H·D 768, d_vocab 4096;
+ *                  forward and gradient products): GFLOP/s of al_sgemm
+ *                  (the selected backend, packing included), of OpenBLAS,
+ *                  and of oneDNN's matmul primitive called directly in
+ *                  f32 and in bf16 (bf16 inputs, f32 output), the rates
+ *                  the engine's tok/s is measured against
  *   --mode attr    attribution patching (al_attrpatch_run: every head,
  *                  head x position and path edge) on --pairs induction
  *                  pairs, beside the patching sweeps it approximates
@@ -46,7 +53,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include "attnlab/args.h"
+#include "attnlab/gemm.h"
 #include "attnlab/model.h"
 #include "attnlab/optim.h"
 #include "attnlab/attrpatch.h"
@@ -55,7 +65,7 @@
 #include "attnlab/sae.h"
 #include "attnlab/sae_train.h"
 
-static const char *o_mode = "train";
+static const char *o_mode = "train", *o_precision = "f32";
 static int o_layers = 2, o_dmodel = 256, o_heads = 8, o_dhead = 32, o_ctx = 256;
 static int o_vocab = 4096, o_batch = 16, o_threads = 2, o_warmup = 2, o_sgemm_n = 4096;
 static double o_min_time = 3.0, o_wu_scale = 1.0;
@@ -65,7 +75,8 @@ static int o_sae_steps = 200;
 static const char *o_sae_model = NULL, *o_sae_data = NULL, *o_sae_out = NULL;
 
 static al_flag flags[] = {
-    {"mode", AL_STR, &o_mode, "M", "train, infer, sgemm, patch, attr, discover, sae or sae-stream",
+    {"mode", AL_STR, &o_mode, "M",
+     "train, infer, sgemm, matmul, patch, attr, discover, sae or sae-stream",
      0, 0},
     {"n-layers", AL_INT, &o_layers, "N", "attention layers", 0, 0},
     {"d-model", AL_INT, &o_dmodel, "N", "residual width", 0, 0},
@@ -77,6 +88,7 @@ static al_flag flags[] = {
     {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
     {"warmup", AL_INT, &o_warmup, "N", "untimed iterations first", 0, 0},
     {"min-time", AL_FLOAT, &o_min_time, "S", "time iterations for at least S seconds", 0, 0},
+    {"precision", AL_STR, &o_precision, "P", "matmul inputs: f32 or bf16 (gemm.h)", 0, 0},
     {"sgemm-n", AL_INT, &o_sgemm_n, "N", "matrix size for --mode sgemm", 0, 0},
     {"pairs", AL_INT, &o_pairs, "N", "patch: pairs of the incremental sweep", 0, 0},
     {"naive-pairs", AL_INT, &o_naive_pairs, "N", "patch: pairs of the naive sweep", 0, 0},
@@ -101,10 +113,14 @@ static double peak_rss_mb(void) {
     return ru.ru_maxrss / 1024.0; /* Linux: kilobytes */
 }
 
-/* Common tail of every JSON line: the BLAS identity and memory. */
+/* Common tail of every JSON line: the matmul backend (ATTNLAB_MATMUL),
+ * the BLAS identity and memory. */
 static void print_tail(void) {
-    printf("\"peak_rss_mb\": %.1f, \"blas\": \"%s\", \"blas_threads\": %d}\n",
-           peak_rss_mb(), openblas_get_config(), openblas_get_num_threads());
+    printf("\"matmul\": \"%s\", \"precision\": \"%s\", \"peak_rss_mb\": %.1f, "
+           "\"blas\": \"%s\", \"blas_threads\": %d}\n",
+           al_gemm_backend_name(), al_precision_name(al_gemm_precision()), peak_rss_mb(),
+           openblas_get_config(),
+           openblas_get_num_threads());
 }
 
 /* Per-iteration times, for the median. */
@@ -166,6 +182,99 @@ static int bench_sgemm(void) {
            n, o_threads, it, total, fl / median(it) / 1e9, fl * it / total / 1e9);
     print_tail();
     free(a);
+    return 0;
+}
+
+/* --mode matmul. The engine's products at the default sizes (M, N, K,
+ * transA, transB): q|k|v, unembedding, dx from dlogits, W_U's and
+ * W_QKV's gradients, the residual's W_O product. */
+static const int MM_SHAPES[][5] = {{4096, 768, 256, 0, 0},  {4096, 4096, 256, 0, 0},
+                                   {4096, 256, 4096, 0, 1}, {256, 4096, 4096, 1, 0},
+                                   {256, 768, 4096, 1, 0},  {4096, 256, 256, 0, 0}};
+#define MM_N (int)(sizeof MM_SHAPES / sizeof *MM_SHAPES)
+
+/* Best of 5 timed runs (after one untimed) of one product, seconds. */
+static double mm_best(int which, const int *s, const float *a, const float *b, float *c,
+                      dnnl_engine_t eng, dnnl_stream_t st, int bf16) {
+    int M = s[0], N = s[1], K = s[2], ta = s[3], tb = s[4];
+    dnnl_primitive_t prim = NULL;
+    dnnl_memory_t am = NULL, bm = NULL, cm = NULL;
+    if (which == 2) { /* oneDNN direct: dense operands, the same layouts */
+        dnnl_data_type_t dt = bf16 ? dnnl_bf16 : dnnl_f32;
+        dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N};
+        dnnl_dims_t as = {ta ? 1 : K, ta ? M : 1}, bs = {tb ? 1 : N, tb ? K : 1}, cs = {N, 1};
+        dnnl_memory_desc_t amd, bmd, cmd;
+        dnnl_matmul_desc_t md;
+        dnnl_primitive_desc_t pd;
+        if (dnnl_memory_desc_init_by_strides(&amd, 2, ad, dt, as) ||
+            dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dt, bs) ||
+            dnnl_memory_desc_init_by_strides(&cmd, 2, cd, dnnl_f32, cs) ||
+            dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd) ||
+            dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL))
+            return -1;
+        int bad = dnnl_primitive_create(&prim, pd) ||
+                  dnnl_memory_create(&am, &amd, eng, DNNL_MEMORY_ALLOCATE) ||
+                  dnnl_memory_create(&bm, &bmd, eng, DNNL_MEMORY_ALLOCATE) ||
+                  dnnl_memory_create(&cm, &cmd, eng, c);
+        dnnl_primitive_desc_destroy(pd);
+        if (bad) return -1;
+        void *h;
+        dnnl_memory_get_data_handle(am, &h);
+        memset(h, 0x3c, (size_t)M * K * (bf16 ? 2 : 4));
+        dnnl_memory_get_data_handle(bm, &h);
+        memset(h, 0x3c, (size_t)K * N * (bf16 ? 2 : 4));
+    }
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        double t = al_now();
+        if (which == 0)
+            al_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 0.0f, c, N);
+        else if (which == 1)
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ta ? M : K, b,
+                        tb ? K : N, 0.0f, c, N);
+        else {
+            dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+            if (dnnl_primitive_execute(prim, st, 3, args) || dnnl_stream_wait(st)) return -1;
+        }
+        t = al_now() - t;
+        if (r && t < best) best = t;
+    }
+    if (prim) dnnl_primitive_destroy(prim);
+    if (am) dnnl_memory_destroy(am), dnnl_memory_destroy(bm), dnnl_memory_destroy(cm);
+    return best;
+}
+
+static int bench_matmul(void) {
+    size_t big = (size_t)4096 * 4096;
+    float *a = malloc(sizeof(float) * big), *b = malloc(sizeof(float) * big),
+          *c = malloc(sizeof(float) * big);
+    if (!a || !b || !c) return fprintf(stderr, "bench_engine: out of memory\n"), 1;
+    for (size_t i = 0; i < big; i++) a[i] = b[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) ||
+        dnnl_stream_create(&st, eng, dnnl_stream_default_flags))
+        return fprintf(stderr, "bench_engine: oneDNN engine\n"), 1;
+    /* rate over all shapes: total FLOPs / total best time */
+    static const char *names[4] = {"al_sgemm", "openblas", "onednn_f32", "onednn_bf16"};
+    double fl = 0, t[4] = {0};
+    for (int s = 0; s < MM_N; s++) {
+        fl += 2.0 * MM_SHAPES[s][0] * MM_SHAPES[s][1] * MM_SHAPES[s][2];
+        for (int w = 0; w < 4; w++) {
+            double x = mm_best(w < 2 ? w : 2, MM_SHAPES[s], a, b, c, eng, st, w == 3);
+            if (x < 0) return fprintf(stderr, "bench_engine: oneDNN %s failed\n", names[w]), 1;
+            t[w] += x;
+        }
+    }
+    printf("{\"impl\": \"c\", \"mode\": \"matmul\", \"threads\": %d, \"shapes\": %d, ",
+           o_threads, MM_N);
+    for (int w = 0; w < 4; w++) printf("\"%s_gflops\": %.1f, ", names[w], fl / t[w] / 1e9);
+    printf("\"impl_f32\": \"%s\", ", al_sgemm_impl(false, false, 4096, 768, 256, 1.0f, 0.0f));
+    print_tail();
+    dnnl_stream_destroy(st);
+    dnnl_engine_destroy(eng);
+    free(a), free(b), free(c);
     return 0;
 }
 
@@ -492,7 +601,17 @@ int main(int argc, char **argv) {
     }
     al_set_threads(o_threads);
     openblas_set_num_threads(o_threads);
+    al_precision prec;
+    if (al_precision_parse(o_precision, &prec) != 0) {
+        fprintf(stderr, "bench_engine: --precision must be f32 or bf16\n");
+        return 2;
+    }
+    if (al_gemm_set_precision(prec, &e) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", e.msg);
+        return 2;
+    }
     if (!strcmp(o_mode, "sgemm")) return bench_sgemm();
+    if (!strcmp(o_mode, "matmul")) return bench_matmul();
     if (!strcmp(o_mode, "train") || !strcmp(o_mode, "infer"))
         return bench_model(!strcmp(o_mode, "train"));
     if (!strcmp(o_mode, "patch")) return bench_patch();
@@ -500,7 +619,7 @@ int main(int argc, char **argv) {
     if (!strcmp(o_mode, "discover")) return bench_discover();
     if (!strcmp(o_mode, "sae")) return bench_sae();
     if (!strcmp(o_mode, "sae-stream")) return bench_sae_stream();
-    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm, patch, attr, discover, "
-                    "sae or sae-stream)\n", o_mode);
+    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm, matmul, patch, attr, "
+                    "discover, sae or sae-stream)\n", o_mode);
     return 2;
 }

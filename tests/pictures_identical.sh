@@ -14,6 +14,9 @@
 # When the database has no patch or paths run, OLD_BIN makes one first
 # (both binaries then read the same database). Prints the number of
 # identical and differing files; exits 1 if any differ.
+# Analyses multiply matrices on oneDNN by default; comparing against a
+# binary from before that backend, run with ATTNLAB_MATMUL=openblas in the
+# environment so both sides use OpenBLAS's arithmetic.
 set -eu
 OLD=$(readlink -f "$1") NEW=$(readlink -f "$2") DEMO=$3 OUT=$4
 PROMPT="Once upon a time, a girl named Bamurik found a red ball. Bamurik gave the ball to her friend Seoyeon, and Seoyeon said thank you to Bamurik."

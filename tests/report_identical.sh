@@ -11,6 +11,9 @@
 #
 # Usage: sh tests/report_identical.sh OLD_BIN NEW_BIN DEMO_DIR WORK_DIR
 # Exit status 0 when every file is identical.
+# Analyses multiply matrices on oneDNN by default; comparing against a
+# binary from before that backend, run with ATTNLAB_MATMUL=openblas in the
+# environment so both sides use OpenBLAS's arithmetic.
 set -eu
 OLD=$1 NEW=$2 DEMO=$3 WORK=$4
 [ -f "$DEMO/results.db" ] || { echo "no $DEMO/results.db" >&2; exit 2; }

@@ -11,7 +11,10 @@
 #
 # The binary must not use AVX-512 (valgrind 3.19 cannot decode it), hence
 # the x86-64-v2 build, and OpenBLAS is told to use its Haswell (AVX2)
-# kernels. One thread: valgrind runs threads one at a time anyway.
+# kernels. oneDNN sees valgrind's CPU, which has no AVX-512, so al_sgemm
+# runs every product on OpenBLAS here (gemm.c); the primitive cache is
+# still exercised (each shape's failed lookup is cached). One thread:
+# valgrind runs threads one at a time anyway.
 set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 tmp=$(mktemp -d /tmp/attnlab-valgrind-XXXXXX)

@@ -60,6 +60,7 @@ typedef struct al_train_opts {
     int eval_batches;      /* validation batches per evaluation (8) */
     int ckpt_every;        /* checkpoint every N steps; 0 = only at the end (500) */
     int threads;           /* 0 = OMP_NUM_THREADS or all cores (0) */
+    const char *precision; /* matmul inputs: "f32" or "bf16" (gemm.h); NULL: f32 */
     int stop_at;           /* save and stop after this step, as a stop
                             * request would; 0 = never (0) */
     double val_fraction;   /* tail share of data held out when val is NULL (0.05) */

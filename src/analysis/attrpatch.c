@@ -20,11 +20,11 @@
  * engine's matrix products do). */
 #include "attnlab/attrpatch.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/gemm.h"
 #include "attnlab/layers.h"
 #include "attnlab/stats.h"
 
@@ -237,7 +237,7 @@ static void sender_deltas(ap_state *s) {
                 dz[i * D + d] = s->zg_src[k] - m->zg[k];
             }
         /* Δout (rows, C) = Δzg (rows, D) · W_O[l0,h] (D, C) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, C, D, 1.0f, dz, D,
+        al_sgemm(false, false, (int)rows, C, D, 1.0f, dz, D,
                     al_head_wo(m, l0, h), C, 0.0f, s->delta + (size_t)(2 + j) * rows * C, C);
     }
 }
@@ -255,7 +255,7 @@ static void receiver_grads(ap_state *s) {
         const float *w = c == 0 ? al_head_wq(m, l1, h) : c == 1 ? al_head_wk(m, l1, h)
                                                                 : al_head_wv(m, l1, h); /* (C, D) */
         const float *dq = s->dqkv + (size_t)l1 * rows * 3 * HD + (size_t)c * HD + (size_t)h * D;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, C, D, 1.0f, dq,
+        al_sgemm(false, true, (int)rows, C, D, 1.0f, dq,
                     (int)(3 * HD), w, D, 0.0f, s->grad + (size_t)r * rows * C, C);
     }
     memcpy(s->grad + (size_t)3 * nr * rows * C, s->dx + (size_t)s->L * rows * C,

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/gemm.h"
 #include "attnlab/linalg.h"
 
 const char *const al_comp_names[AL_COMP_N] = {"Q", "K", "V"};
@@ -297,7 +298,7 @@ int al_circ_comp_baseline(int C, int D, int samples, uint64_t seed,
 static void rows_times(const float *w, const int *idx, int n, int C,
                        const float *mat, int D, float *out) {
     if (!idx) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, C, 1.0f,
+        al_sgemm(false, false, n, D, C, 1.0f,
                     w, C, mat, D, 0.0f, out, D);
         return;
     }
@@ -313,10 +314,10 @@ static void wo_wu(const al_model *m, const float *wo, const int *outs, int n,
     const float *wu = al_model_wu(m), *we = m->p[AL_P_WE];
     if (!outs) {
         if (wu)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, V, C,
+            al_sgemm(false, false, D, V, C,
                         1.0f, wo, C, wu, V, 0.0f, ou, V);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, D, V, C, 1.0f,
+            al_sgemm(false, true, D, V, C, 1.0f,
                         wo, C, we, C, 0.0f, ou, V);
         return;
     }
@@ -352,7 +353,7 @@ int al_circ_full_qk(const al_model *m, int l, int h, const int *dst, int n_dst,
     }
     rows_times(m->p[AL_P_WE], dst, n_dst, C, al_head_wq(m, l, h), D, eq);
     rows_times(m->p[AL_P_WE], src, n_src, C, al_head_wk(m, l, h), D, ek);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_dst, n_src, D, 1.0f,
+    al_sgemm(false, true, n_dst, n_src, D, 1.0f,
                 eq, D, ek, D, 0.0f, out, n_src);
     free(eq), free(ek);
     return 0;
@@ -372,7 +373,7 @@ int al_circ_full_ov(const al_model *m, int l, int h, const int *src, int n_src,
     }
     rows_times(m->p[AL_P_WE], src, n_src, C, al_head_wv(m, l, h), D, ev);
     wo_wu(m, al_head_wo(m, l, h), outs, n_out, ou);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_src, n_out, D,
+    al_sgemm(false, false, n_src, n_out, D,
                 1.0f, ev, D, ou, n_out, 0.0f, out, n_out);
     free(ev), free(ou);
     return 0;
@@ -390,7 +391,7 @@ int al_circ_positional_qk(const al_model *m, int l, int h, float *out,
     }
     rows_times(m->p[AL_P_WPOS], NULL, T, C, al_head_wq(m, l, h), D, pq);
     rows_times(m->p[AL_P_WPOS], NULL, T, C, al_head_wk(m, l, h), D, pk);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, pq, D,
+    al_sgemm(false, true, T, T, D, 1.0f, pq, D,
                 pk, D, 0.0f, out, T);
     free(pq), free(pk);
     return 0;
@@ -631,9 +632,9 @@ static void full_circuits(const al_model *m, int l, int h, int blk, int k,
     for (int a0 = 0; a0 < V; a0 += blk) {
         int nb = V - a0 < blk ? V - a0 : blk;
         /* bqk[i][B] = QKc[B, a0+i]; bov[i][C] = OVc[a0+i, C] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, V, D, 1.0f,
+        al_sgemm(false, true, nb, V, D, 1.0f,
                     w->ek + (size_t)a0 * D, D, w->eq, D, 0.0f, w->bqk, V);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, V, D, 1.0f,
+        al_sgemm(false, false, nb, V, D, 1.0f,
                     w->ev + (size_t)a0 * D, D, w->ou, V, 0.0f, w->bov, V);
         for (int i = 0; i < nb; i++) {
             int a = a0 + i;

@@ -17,13 +17,13 @@
  * count (as the engine's products do). */
 #include "attnlab/discover.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attnlab/attrpatch.h"
+#include "attnlab/gemm.h"
 #include "attnlab/layers.h"
 
 /* Item rows unembedded at once: bounds the logits scratch to ROWS·V. */
@@ -450,7 +450,7 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
                 /* A = Δzgᵀ (HD, BT) · ∂M/∂qkv of layer l1 (BT, 3HD): each
                  * block (h0; c, h1) against W_O[l0,h0]·W_c[l1,h1] is that
                  * edge's Σ Δq·∂M/∂q */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)HD, (int)(3 * HD),
+                al_sgemm(true, false, (int)HD, (int)(3 * HD),
                             (int)BT, 1.0f, dz, (int)HD, dqkv + (size_t)l1 * Q, (int)(3 * HD), 0.0f,
                             A, (int)(3 * HD));
                 for (int h0 = 0; h0 < H; h0++)
@@ -465,7 +465,7 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
             }
             /* heads before the last layer → logits directly: Δzg ·
              * (∂M/∂x_L · W_O[l0,h]ᵀ) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BT, (int)HD, C, 1.0f, dxL, C,
+            al_sgemm(false, true, (int)BT, (int)HD, C, 1.0f, dxL, C,
                         al_head_wo(m, l0, 0), C, 0.0f, GL, (int)HD);
             for (int h = 0; h < H; h++)
                 est[k_out(L, H, 2 + l0 * H + h)] +=

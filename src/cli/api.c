@@ -4,7 +4,6 @@
 #define _POSIX_C_SOURCE 200809L /* fileno, dup, pread */
 #include "attnlab/api.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "attnlab/act_cache.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
+#include "attnlab/gemm.h"
 #include "attnlab/model.h"
 #include "attnlab/registry.h"
 #include "attnlab/tokenizer.h"
@@ -111,10 +111,10 @@ int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
     if (logits) { /* the final residual through the unembedding, as the forward computes them */
         const float *xL = m->x + (size_t)m->cfg.n_layers * BT * C;
         if (m->cfg.tied_embeddings)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BT, (int)V, (int)C, 1.0f, xL,
+            al_sgemm(false, true, (int)BT, (int)V, (int)C, 1.0f, xL,
                         (int)C, m->p[AL_P_WE], (int)C, 0.0f, logits, (int)V);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, (int)V, (int)C, 1.0f,
+            al_sgemm(false, false, (int)BT, (int)V, (int)C, 1.0f,
                         xL, (int)C, m->p[AL_P_WU], (int)V, 0.0f, logits, (int)V);
     }
     return 0;

@@ -53,6 +53,9 @@ void al_train_cli_flags(al_train_cli *c, al_flag f[AL_TRAIN_CLI_NFLAGS]) {
         {"ckpt-every", AL_INT, &o->ckpt_every, "N", "checkpoint every N steps (and at the end)", 0, 0},
         {"val-fraction", AL_FLOAT, &o->val_fraction, "X", "share of --data held out when --val is absent", 0, 0},
         {"threads", AL_INT, &o->threads, "N", "threads (0 = OMP_NUM_THREADS or all cores)", 0, 0},
+        {"precision", AL_STR, &o->precision, "P", "matrix-product inputs: f32, or bf16 (rounded to "
+         "bfloat16, f32 accumulation; attention's per-head products, weights, gradients and "
+         "AdamW state stay f32)", 0, 0},
         {"stop-at", AL_INT, &o->stop_at, "N", "save and stop after step N, as Ctrl-C would (to split a run)", 0, 0},
         {"probe-tokens", AL_STR, &c->probe_tokens, "WHICH", "what --db's induction probe repeats: "
          "random ids over all (the vocabulary), seen (those in --data) or FILE.bin (those in a token "

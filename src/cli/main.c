@@ -8,6 +8,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/config.h"
+#include "attnlab/gemm.h"
 #include "attnlab/registry.h"
 #include "attnlab/util.h"
 
@@ -167,6 +168,11 @@ int main(int argc, char **argv) {
             command_help(stdout, c);
             return 0;
         }
+    al_err e;
+    if (al_gemm_init(&e)) { /* a mistyped ATTNLAB_MATMUL, before any work */
+        fprintf(stderr, "attnlab: %s\n", e.msg);
+        return 2;
+    }
     int rc = c->run(sub_argc, sub_argv);
     al_config_arena_free();
     return rc;

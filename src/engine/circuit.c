@@ -41,10 +41,10 @@
  * between changed ones; 1 and 2 layers keep the path they always had. */
 #include "attnlab/graph.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/gemm.h"
 #include "attnlab/layers.h"
 #include "model_internal.h"
 
@@ -181,14 +181,14 @@ static const float *head_w(const al_model *m, int l, int h, int ch) {
  * product). */
 static void comp_block(const al_model *m, int l0, int h0, int l1, int h1, int ch, float *blk) {
     const int C = m->cfg.d_model, D = m->cfg.d_head;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, C, 1.0f, al_head_wo(m, l0, h0), C,
+    al_sgemm(false, false, D, D, C, 1.0f, al_head_wo(m, l0, h0), C,
                 head_w(m, l1, h1, ch), D, 0.0f, blk, D);
 }
 
 /* dst (BT rows of D, stride 3·H·D) −= dz (BT, H·D) · stack (H·D, D): a
  * channel minus its removed senders' differences from one layer. */
 static void sub_comp(float *dst, const float *dz, const float *stack, int BT, int H, int D) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, H * D, -1.0f, dz, H * D, stack,
+    al_sgemm(false, false, BT, D, H * D, -1.0f, dz, H * D, stack,
                 D, 1.0f, dst, 3 * H * D);
 }
 
@@ -213,7 +213,7 @@ static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
         const float *w = head_w(m, l, h, ch);
         if (emb) {
             need_de(x, s);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, D, C, -1.0f, s->de, C, w,
+            al_sgemm(false, false, BT, D, C, -1.0f, s->de, C, w,
                         D, 1.0f, dst, 3 * HD);
         }
         for (int l0 = 0; nh && l0 < l; l0++) {
@@ -264,7 +264,7 @@ static int circuit_out(al_hook_act *a, void *ctx, al_err *e) {
         for (int h = 0; h < H; h++) any |= removed[h] = !sp->kept[al_graph_k_out(L, H, 2 + l * H + h)];
         if (!any) continue;
         make_dz(x, s, l, removed, s->dz);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, HD, -1.0f, s->dz, HD,
+        al_sgemm(false, false, (int)BT, C, HD, -1.0f, s->dz, HD,
                     m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xL, C);
     }
     return 0;
@@ -383,7 +383,7 @@ void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *cl
         float *out = embp + (size_t)(l - 1) * bt * 3 * HD;
         for (int h = 0; h < d->H; h++)
             for (int ch = 0; ch < 3; ch++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bt, (int)D, (int)C,
+                al_sgemm(false, false, (int)bt, (int)D, (int)C,
                             1.0f, de, (int)C, head_w(m, l, h, ch), (int)D, 0.0f,
                             out + ch * HD + h * D, (int)(3 * HD));
     }
@@ -531,7 +531,7 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
                     else memcpy(o, d->dz + r * HD + (size_t)h * D, sizeof(float) * D);
                 }
             /* fix (BT, C) = Δzg of the removed heads · W_O[0] (H·D, C) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f,
+            al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f,
                         d->dzm, (int)HD, al_head_wo(m, 0, 0), C, 0.0f, d->fix, C);
             for (size_t r = 0; r < BT; r++) {
                 const float *f = d->fix + r * C;
@@ -612,7 +612,7 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
             for (size_t i = 0; i < g->X; i++) d->dxb[i] = g->x[i] - xc[i];
             g->dx_ready = 1;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, D, C, 1.0f, d->dxb, C,
+        al_sgemm(false, false, (int)BT, D, C, 1.0f, d->dxb, C,
                     head_w(g->m, l, h, ch), D, 1.0f, dst, (int)ldd);
     }
     if (!nk) return;
@@ -645,7 +645,7 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
                            sizeof(float) * D);
             a = d->dzm, lda = (size_t)cnt * D;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, D, cnt * D, sign, a,
+        al_sgemm(false, false, (int)BT, D, cnt * D, sign, a,
                     (int)lda, d->stack, D, 1.0f, dst, (int)ldd);
     }
 }
@@ -660,7 +660,7 @@ static void deep_qkv(deep *g, int l, const float *x, float *qkv) {
     if (!x) return;
     const float *xc = g->cl->x + (size_t)l * g->X;
     for (size_t i = 0; i < g->X; i++) d->dxb[i] = x[i] - xc[i];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->BT, (int)HD3, (int)C, 1.0f,
+    al_sgemm(false, false, (int)g->BT, (int)HD3, (int)C, 1.0f,
                 d->dxb, (int)C, d->wqkv + (size_t)l * C * HD3, (int)HD3, 1.0f, qkv, (int)HD3);
 }
 
@@ -736,7 +736,7 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
                     model_gate_row(z, zh + r * D, gt, D);
                     for (int k = 0; k < D; k++) dzh[r * D + k] = z[k] - zc[k];
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, D, 1.0f, dzh, D,
+                al_sgemm(false, false, (int)BT, C, D, 1.0f, dzh, D,
                             al_head_wo(m, l, h), C, 1.0f, xn, C);
             }
         } else {
@@ -759,7 +759,7 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
                 }
             }
             memcpy(xn, x, sizeof(float) * g.X);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f,
+            al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f,
                         d->zb, (int)HD, m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
         }
         float *dz = d->dz + (size_t)l * g.Z;
@@ -846,7 +846,7 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
                 if (kept[al_graph_k_out(L, H, 2 + l0 * H + h)]) memset(o, 0, sizeof(float) * D);
                 else memcpy(o, dz + r * HD + (size_t)h * D, sizeof(float) * D);
             }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, (int)HD, 1.0f, d->dzm,
+        al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f, d->dzm,
                     (int)HD, al_head_wo(m, l0, 0), C, nfix ? 1.0f : 0.0f, d->fix, C);
         nfix++;
     }

@@ -54,10 +54,10 @@
  * same softmax, gate and patched-row code via layers.h and
  * model_internal.h), so e.g. patching every position of a layer with
  * another run's residual gives that run's final residual bit for bit; the
- * analysis' identity tests rely on this. It assumes OpenBLAS computes an
- * element of a product the same way whatever the number of rows (true of
- * its x86 kernels, which split work over rows and columns, never over the
- * summed dimension). Only the Δzg form of step 5 rounds differently from
+ * analysis' identity tests rely on this. It assumes the matrix product
+ * computes an element the same way whatever the number of rows (al_sgemm
+ * on oneDNN guarantees it, gemm.h; OpenBLAS's x86 kernels too, which
+ * split work over rows and columns, never over the summed dimension). Only the Δzg form of step 5 rounds differently from
  * the full forward (within float rounding; it is never used where every
  * head of a row changed).
  *
@@ -67,7 +67,6 @@
  * single-threaded sgemms, so the same thread count gives the same bits. */
 #include "attnlab/model.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +74,7 @@
 #include <omp.h>
 #endif
 
+#include "attnlab/gemm.h"
 #include "attnlab/layers.h"
 #include "model_internal.h"
 
@@ -109,15 +109,16 @@ typedef struct dstate {
  * each other by spinning on flags, which on shared cores costs more than
  * these products: the head_pos sweep's incremental forwards took 13 ms
  * each that way, 8 ms this way and 2 ms on one thread, with other
- * processes on both cores. An element's value does not depend on the
- * split (OpenBLAS sums each over K in the same order whatever M is). */
+ * processes on both cores (measured on OpenBLAS; on oneDNN each share
+ * is a one-thread primitive). An element's value does not depend on the
+ * split (gemm.h). */
 static void rows_sgemm(int M, int N, int K, const float *a, int lda, const float *w, int ldw,
                        float beta, float *out, int ldo, int nthreads) {
     int nc = (double)M * N * K < 4 * 65536.0 ? 1 : nthreads < M ? nthreads : M;
 #pragma omp parallel for schedule(static) num_threads(nc) if (nc > 1)
     for (int i = 0; i < nc; i++) {
         int r0 = (int)((long)M * i / nc), r1 = (int)((long)M * (i + 1) / nc);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, N, K, 1.0f,
+        al_sgemm(false, false, r1 - r0, N, K, 1.0f,
                     a + (size_t)r0 * lda, lda, w, ldw, beta, out + (size_t)r0 * ldo, ldo);
     }
 }
@@ -347,10 +348,10 @@ static void head_rows(const dstate *s, int l, int b, int h, float *ts) {
             for (int i = 0; i < n; i++)
                 memcpy(Q + (size_t)i * D, (cq[rows[i]] ? nq : bq) + rows[i] * rs,
                        sizeof(float) * D);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nkb, D, scale, Q, D, K, D,
+            al_sgemm(false, true, n, nkb, D, scale, Q, D, K, D,
                         0.0f, S, T);
             for (int i = 0; i < n; i++) attention_softmax_row(S + (size_t)i * T, rows[i] + 1, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, nkb, 1.0f, S, T, V, D,
+            al_sgemm(false, false, n, D, nkb, 1.0f, S, T, V, D,
                         0.0f, Z, D);
             for (int i = 0; i < n; i++)
                 model_gate_row(zg + (size_t)rows[i] * HD, Z + (size_t)i * D, g, D);

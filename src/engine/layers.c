@@ -1,6 +1,6 @@
 /* layers.c -- forward and backward of each op (see layers.h).
  *
- * Matmuls go through cblas_sgemm over all B*T rows at once. Attention
+ * Matmuls go through al_sgemm (gemm.h) over all B*T rows at once. Attention
  * is parallel over (batch, head) with OpenMP, each (b,h) a few small
  * single-threaded sgemms: it is only ~8% of a step's FLOPs, but as plain
  * scalar loops (dot products over d_head 32 do not vectorise without
@@ -8,11 +8,12 @@
  * thread in a fixed order, so it does not depend on the thread count. */
 #include "attnlab/layers.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "attnlab/gemm.h"
 
 void encoder_forward(float *out, const int *inp, const float *wte,
                      const float *wpe, int B, int T, int C) {
@@ -49,7 +50,7 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout,
 
 void posqk_project(float *pos, const float *wpe, const float *wqkv, int T, int C, int HD) {
     // pos (T,2HD) = wpe (T,C) @ wqkv[:, :2HD] (C,2HD; row stride 3HD)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, 2 * HD, C, 1.0f, wpe, C, wqkv,
+    al_sgemm(false, false, T, 2 * HD, C, 1.0f, wpe, C, wqkv,
                 3 * HD, 0.0f, pos, 2 * HD);
 }
 
@@ -74,28 +75,28 @@ void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
         }
     }
     // dwqkv[:, :2HD] (C,2HD; stride 3HD) += wpe[:T]ᵀ (C,T) @ dpos (T,2HD)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, 2 * HD, T, 1.0f, wpe, C, dpos,
+    al_sgemm(true, false, C, 2 * HD, T, 1.0f, wpe, C, dpos,
                 2 * HD, 1.0f, dwqkv, 3 * HD);
     // dwpe[:T] (T,C) += dpos (T,2HD) @ wqkv[:, :2HD]ᵀ (2HD,C)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C, 2 * HD, 1.0f, dpos, 2 * HD, wqkv,
+    al_sgemm(false, true, T, C, 2 * HD, 1.0f, dpos, 2 * HD, wqkv,
                 3 * HD, 1.0f, dwpe, C);
 }
 
 void matmul_forward(float *out, const float *inp, const float *w, int M,
                     int K, int N, float beta) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp,
+    al_sgemm(false, false, M, N, K, 1.0f, inp,
                 K, w, N, beta, out, N);
 }
 
 void matmul_forward_wt(float *out, const float *inp, const float *w, int M,
                        int K, int N, float beta) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K,
+    al_sgemm(false, true, M, N, K, 1.0f, inp, K,
                 w, K, beta, out, N);
 }
 
 void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M,
                         int K, int N, float beta) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, K,
+    al_sgemm(true, false, K, N, M, 1.0f, inp, K,
                 dout, N, beta, dw, N);
 }
 
@@ -162,8 +163,8 @@ void attention_softmax_row(float *row, int n, int T) {
     for (int s = n; s < T; s++) row[s] = 0.0f;
 }
 
-/* Attention is done per (b,h) with single-threaded sgemms (OpenBLAS runs
- * one thread inside an OpenMP region) on strided views of qkv: q, k, v
+/* Attention is done per (b,h) with single-threaded sgemms (al_sgemm runs
+ * on the calling thread alone inside an OpenMP region) on strided views of qkv: q, k, v
  * of head h are (T,D) with row stride 3·H·D. Query rows go in blocks of
  * ATT_BLOCK (layers.h), each against keys 0..end of the block only, so
  * under the causal mask the multiplies skip most of the zero upper
@@ -182,11 +183,11 @@ static void attention_head_forward(float *z0, float *a, const float *q0,
         int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK;
         int nk = att_keys(t0, nt, T, causal);
         float *S = a + (size_t)t0 * T; // (nt, nk) of ld T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, nk, D, scale,
+        al_sgemm(false, true, nt, nk, D, scale,
                     q0 + (size_t)t0 * rs, rs, k0, rs, 0.0f, S, T);
         for (int i = 0; i < nt; i++)
             attention_softmax_row(S + (size_t)i * T, causal ? t0 + i + 1 : T, T);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, D, nk, 1.0f,
+        al_sgemm(false, false, nt, D, nk, 1.0f,
                     S, T, v0, rs, 0.0f, z0 + (size_t)t0 * zs, zs);
     }
 }
@@ -218,9 +219,9 @@ static void attention_head_backward(float *dq0, float *dk0, float *dv0,
         int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK;
         int nk = att_keys(t0, nt, T, causal);
         const float *A = a + (size_t)t0 * T, *dZ = dz0 + (size_t)t0 * zs;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, nk, D, 1.0f,
+        al_sgemm(false, true, nt, nk, D, 1.0f,
                     dZ, zs, v0, rs, 0.0f, G, T);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nt, 1.0f,
+        al_sgemm(true, false, nk, D, nt, 1.0f,
                     A, T, dZ, zs, 1.0f, dv0, rs);
         for (int i = 0; i < nt; i++) {
             const float *ar = A + (size_t)i * T;
@@ -233,9 +234,9 @@ static void attention_head_backward(float *dq0, float *dk0, float *dv0,
             for (int s = 0; s < n; s++) gr[s] = ar[s] * (gr[s] - dot) * scale;
             for (int s = n; s < nk; s++) gr[s] = 0.0f;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, D, nk, 1.0f,
+        al_sgemm(false, false, nt, D, nk, 1.0f,
                     G, T, k0, rs, 0.0f, dq0 + (size_t)t0 * rs, rs);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nt, 1.0f,
+        al_sgemm(true, false, nk, D, nt, 1.0f,
                     G, T, q0 + (size_t)t0 * rs, rs, 1.0f, dk0, rs);
     }
 }

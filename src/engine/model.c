@@ -9,11 +9,11 @@
  * copy is 3·C·H·D floats per layer, negligible next to the matmul. */
 #include "attnlab/model.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/gemm.h"
 #include "attnlab/layers.h"
 #include "model_internal.h"
 
@@ -398,7 +398,7 @@ static int add_results(al_model *m, int l, float *xn, const float *zg, al_err *e
     const int H = m->cfg.n_heads, D = m->cfg.d_head, C = m->cfg.d_model, HD = H * D;
     const size_t BT = (size_t)m->B * m->T;
     for (int h = 0; h < H; h++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, D, 1.0f, zg + h * D, HD,
+        al_sgemm(false, false, (int)BT, C, D, 1.0f, zg + h * D, HD,
                     al_head_wo(m, l, h), C, 0.0f, m->result + (size_t)h * C, H * C);
     if (hook(m, AL_HOOK_RESULT, l, m->result, (size_t)H * C, NULL, NULL, e)) return -1;
     for (size_t r = 0; r < BT; r++)

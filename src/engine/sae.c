@@ -16,6 +16,8 @@
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
+
+#include "attnlab/gemm.h"
 #endif
 
 /* scratch slots for the parallel loops: one per possible thread */
@@ -322,7 +324,7 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
     for (int b = 0; b < B; b++)
         for (int r = 0; r < d; r++) s->xc[(size_t)b * d + r] = x[(size_t)b * d + r] - s->b_dec[r];
     for (int b = 0; b < B; b++) memcpy(s->pre + (size_t)b * n, s->b_enc, (size_t)n * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, n, d, 1.0f, s->xc, d, s->W_enc, n,
+    al_sgemm(false, false, B, n, d, 1.0f, s->xc, d, s->W_enc, n,
                 1.0f, s->pre, n);
     for (int b = 0; b < B; b++) memcpy(s->xhat + (size_t)b * d, s->b_dec, (size_t)d * sizeof(float));
     double l0 = 0;
@@ -352,7 +354,7 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
             s->f[j] = s->pre[j] > 0 ? s->pre[j] : 0.0f;
             l0 += s->f[j] > 0;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, n, 1.0f, s->f, n, s->W_dec, d,
+        al_sgemm(false, false, B, d, n, 1.0f, s->f, n, s->W_dec, d,
                     1.0f, s->xhat, d);
     }
     s->l0 = l0 / B;
@@ -590,7 +592,7 @@ static int backward_l1(al_sae *s, al_err *e) {
     /* ∂loss/∂f = dx̂ W_decᵀ + (l1_coeff/B) ‖W_dec,i‖, through the ReLU */
     for (int b = 0; b < B; b++)
         for (int i = 0; i < n; i++) dpre[(size_t)b * n + i] = (float)(c * nrm[i]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, n, d, 1.0f, dxhat, d, s->W_dec, d,
+    al_sgemm(false, true, B, n, d, 1.0f, dxhat, d, s->W_dec, d,
                 1.0f, dpre, n);
     for (size_t j = 0; j < Bn; j++)
         if (!(s->pre[j] > 0)) dpre[j] = 0;
@@ -601,9 +603,9 @@ static int backward_l1(al_sae *s, al_err *e) {
         float a = nrm[i] > 0 ? (float)(c * fs[i] / nrm[i]) : 0.0f;
         for (int r = 0; r < d; r++) g[r] = a * w[r];
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, B, 1.0f, s->f, n, dxhat, d, 1.0f,
+    al_sgemm(true, false, n, d, B, 1.0f, s->f, n, dxhat, d, 1.0f,
                 s->gW_dec, d);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, n, B, 1.0f, s->xc, d, dpre, n, 0.0f,
+    al_sgemm(true, false, d, n, B, 1.0f, s->xc, d, dpre, n, 0.0f,
                 s->gW_enc, n);
     for (int i = 0; i < n; i++) {
         double a = 0;

@@ -9,6 +9,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/data.h"
+#include "attnlab/gemm.h"
 #include "attnlab/optim.h"
 
 al_train_opts al_train_opts_defaults(void) {
@@ -45,6 +46,9 @@ static int check_opts(const al_train_opts *o, al_err *e) {
     if (o->val_fraction <= 0 || o->val_fraction >= 1)
         return al_errf(e, "val_fraction must be in (0,1) (got %g)", o->val_fraction);
     if (al_threads_check(o->threads, e)) return -1;
+    al_precision prec;
+    if (o->precision && al_precision_parse(o->precision, &prec) != 0)
+        return al_errf(e, "precision must be f32 or bf16 (got '%s')", o->precision);
     int pt;
     if (o->pos && al_pos_type_parse(o->pos, &pt) != 0)
         return al_errf(e, "pos must be standard or shortformer (got '%s')", o->pos);
@@ -59,6 +63,7 @@ static int check_opts(const al_train_opts *o, al_err *e) {
 
 struct al_trainer {
     al_train_opts o;
+    al_precision prec_before; /* the process's matmul precision, restored by free */
     al_train_observer obs;
     al_model m;
     al_tokenizer *tok;
@@ -138,6 +143,12 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
     t->o = *o;
     if (obs) t->obs = *obs;
     al_set_threads(o->threads);
+    al_precision prec = AL_PREC_F32;
+    if (o->precision) al_precision_parse(o->precision, &prec); /* checked above */
+    /* process-wide, so analyses run after training (an experiment) get
+     * their own precision back from al_trainer_free */
+    t->prec_before = al_gemm_precision();
+    if (al_gemm_set_precision(prec, e) != 0) goto fail;
     if (!o->resume && !o->force) {
         char p[AL_PATH_MAX + 64];
         if (al_path_join(p, sizeof p, o->out, "model.safetensors", e) != 0) goto fail;
@@ -183,6 +194,7 @@ fail:
 
 void al_trainer_free(al_trainer *t) {
     if (!t) return;
+    al_gemm_set_precision(t->prec_before, NULL); /* was in use: cannot fail */
     free(t->in);
     al_adamw_free(&t->adam);
     al_tokens_free(&t->train);
