@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/checkpoint.h"
 #include "attnlab/gemm.h"
 #include "attnlab/model.h"
 #include "attnlab/util.h"
@@ -417,4 +418,52 @@ TEST(gemm_bf16_unavailable_is_one_line) {
                t_path("m"), t_path("err")) == 1);
     CHECK(t_one_line(t_path("err"), "needs the onednn matmul backend"));
     CHECK(t_sh("test -e %s/model.safetensors", t_path("m")) != 0);
+}
+
+/* --precision on an analysis (the shared option group): bf16 scores are
+ * near the f32 ones but not the same bits, the run stores the option and
+ * a warning that identities hold only to bf16 rounding; f32 is the
+ * default and gives no warning; a bad value or an unavailable bf16 is one
+ * line and no run. */
+TEST(gemm_analysis_precision_option) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
+    /* the standard shape (a tiny model's products are too small for the
+     * bf16 path: they stay f32), random weights */
+    al_config c = al_config_default();
+    c.n_layers = 2, c.d_vocab = 512;
+    al_model m;
+    al_err e;
+    CHECK_OK(al_model_init(&m, &c, &e), &e);
+    char md[1100];
+    snprintf(md, sizeof md, "%s/m2", dir.s);
+    CHECK_OK(al_ckpt_save(md, &m, NULL, NULL, NULL, NULL, &e), &e);
+    al_model_free(&m);
+    CHECK(t_sh("%s scores --model %s/m2 --db %s --json > %s 2>/dev/null", t_bin(), dir.s, db.s,
+               t_path("f32.json")) == 0);
+    CHECK(t_sh("%s scores --model %s/m2 --db %s --precision bf17 2>%s", t_bin(), dir.s, db.s,
+               t_path("err")) == 2);
+    CHECK(t_one_line(t_path("err"), "--precision must be f32 or bf16"));
+    CHECK(t_sh("ATTNLAB_MATMUL=openblas %s scores --model %s/m2 --db %s --precision bf16 2>%s",
+               t_bin(), dir.s, db.s, t_path("err")) == 2);
+    CHECK(t_one_line(t_path("err"), "needs the onednn matmul backend"));
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs") == 1);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings") == 0);
+    if (!have_bf16()) t_skip("no native bf16 matmul on this CPU");
+    CHECK(t_sh("%s scores --model %s/m2 --db %s --precision bf16 > /dev/null 2>%s", t_bin(),
+               dir.s, db.s, t_path("err")) == 0);
+    CHECK(t_one_line(t_path("err"), "rounded to bfloat16"));
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs WHERE json_extract(config_json, "
+                           "'$.precision') = 'bf16'") == 1);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings WHERE run_id = 2 AND message "
+                           "LIKE '%bfloat16%'") == 1);
+    /* the same heads, each score within bf16's reach of the f32 one, not all the same bits */
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM head_scores a JOIN head_scores b USING "
+                           "(layer, head, metric) WHERE a.run_id = 1 AND b.run_id = 2") == 
+          t_sql_long(db.s, "SELECT count(*) FROM head_scores WHERE run_id = 1"));
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM head_scores a JOIN head_scores b USING "
+                           "(layer, head, metric) WHERE a.run_id = 1 AND b.run_id = 2 AND "
+                           "abs(a.value - b.value) > 0.02 + 0.02 * abs(a.value)") == 0);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM head_scores a JOIN head_scores b USING "
+                           "(layer, head, metric) WHERE a.run_id = 1 AND b.run_id = 2 AND "
+                           "a.value != b.value") > 0);
 }

@@ -45,8 +45,9 @@ struct al_behave;   /* behave.h */
 typedef struct al_an_where {
     const char *model, *db, *data, *mask;
     int threads;
+    const char *precision; /* the products' inputs: NULL or "f32", or "bf16" (gemm.h) */
 } al_an_where;
-#define AL_AN_WHERE_INIT {NULL, NULL, NULL, NULL, 0}
+#define AL_AN_WHERE_INIT {NULL, NULL, NULL, NULL, 0, NULL}
 
 /* Which groups a descriptor's flag table holds (al_analysis.groups). */
 enum {
@@ -65,7 +66,12 @@ enum {
      1, 0}
 #define AL_FLAG_MASK(G) \
     {"mask", AL_STR, &G.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0}
-#define AL_FLAG_THREADS(G) {"threads", AL_INT, &G.w.threads, "N", "threads (0 = default)", 0, 0}
+#define AL_FLAG_THREADS(G)                                                                         \
+    {"threads", AL_INT, &G.w.threads, "N", "threads (0 = default)", 0, 0},                         \
+    {"precision", AL_STR, &G.w.precision, "P",                                                     \
+     "matrix-product inputs: f32 (default: exact identities such as path terms summing to the "  \
+     "logits hold) or bf16 (rounded to bfloat16, f32 accumulation; faster, identities only to "   \
+     "bf16 rounding)", 0, 0}
 #define AL_FLAG_PROBE_TOKENS(G)                                                                    \
     {"probe-tokens", AL_STR, &G.probe_tokens, "WHICH",                                             \
      "what the probe's repeated half is: random ids over all (the vocabulary), seen (those in "    \

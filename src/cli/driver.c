@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "attnlab/behave.h"
+#include "attnlab/gemm.h"
 #include "attnlab/stop.h"
 #include "attnlab/store.h"
 
@@ -118,6 +119,11 @@ out:
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
                  int64_t *run_id, al_err *e) {
     if (a->check && a->check(args, flags, e)) return 2;
+    const al_an_where *w = args;
+    al_precision prec = AL_PREC_F32;
+    if (w->precision && al_precision_parse(w->precision, &prec))
+        return al_errf(e, "--precision must be f32 or bf16 (got '%s')", w->precision), 2;
+    if (prec != AL_PREC_F32 && al_gemm_set_precision(prec, e)) return 2;
     char schema[64];
     snprintf(schema, sizeof schema, "attnlab.%s/1", a->name);
     if (d->json) {
@@ -131,7 +137,12 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
     memset(&d->warn, 0, sizeof d->warn);
     if (a->stops) al_stop_catch();
     d->t_start = al_now();
+    if (prec != AL_PREC_F32)
+        al_drive_warn(d, "the products' inputs are rounded to bfloat16 (--precision bf16): "
+                         "exact identities (path terms summing to the logits, patching a "
+                         "run with itself) hold only to that rounding");
     int rc = drive_phases(a, args, flags, d, &run, e);
+    if (prec != AL_PREC_F32) al_gemm_set_precision(AL_PREC_F32, NULL);
     if (a->stops) al_stop_release();
     if (rc == 0 && d->json && !cJSON_GetObjectItemCaseSensitive(d->doc, "run") &&
         !cJSON_AddNumberToObject(d->doc, "run", (double)run))
