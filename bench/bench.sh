@@ -76,6 +76,9 @@ run() {
     elif [ "$impl" = cbf ]; then # the C engine, products in bf16 (where the CPU has it)
         "$BIN" --threads "$THREADS" --min-time "$secs" --precision bf16 "$@" \
             >"$out" 2>"$out.err"
+    elif [ "$HAVE_TORCH" = 1 ] && [ "$impl" = tbf ]; then # PyTorch under bf16 autocast
+        "$PY" "$DIR/torch_bench.py" --threads "$THREADS" --min-time "$secs" --precision bf16 \
+            "$@" >"$out" 2>"$out.err"
     elif [ "$HAVE_TORCH" = 1 ]; then
         "$PY" "$DIR/torch_bench.py" --threads "$THREADS" --min-time "$secs" "$@" \
             >"$out" 2>"$out.err"
@@ -101,6 +104,7 @@ BUSY0=$(busy)
 printf 'bench: measuring (%s threads, %s s per run)' "$THREADS" "$MIN_TIME" >&2
 run sgemm c "$MIN_TIME" --mode sgemm
 run sgemm torch "$MIN_TIME" --mode sgemm
+run sgemm tbf "$MIN_TIME" --mode sgemm
 run matmul c "$MIN_TIME" --mode matmul
 for L in 1 2; do
     for mode in train infer; do
@@ -108,6 +112,7 @@ for L in 1 2; do
         run "L$L-$mode" cob "$MIN_TIME" --mode "$mode" --n-layers "$L"
         run "L$L-$mode" cbf "$MIN_TIME" --mode "$mode" --n-layers "$L"
         run "L$L-$mode" torch "$MIN_TIME" --mode "$mode" --n-layers "$L"
+        run "L$L-$mode" tbf "$MIN_TIME" --mode "$mode" --n-layers "$L"
     done
 done
 for T in 64 128 256 512 1024; do
@@ -265,6 +270,31 @@ if [ -s "$TMP/matmul.c.json" ]; then
     echo "OB = products on OpenBLAS (ATTNLAB_MATMUL=openblas), f32 and bf16 on oneDNN (bf16 '-'"
     echo "when the CPU has no native bf16); %mm = the run's GFLOP/s as a share of oneDNN's rate"
     echo "on the engine's shapes in its precision (the OpenBLAS and f32 runs: the f32 rate)."
+    if [ "$HAVE_TORCH" = 1 ]; then
+        echo
+        echo "beside PyTorch $(jget "$TMP/sgemm.torch.json" torch) in f32 and under bf16 CPU autocast" \
+            "(its own 4096^3 product: f32 $(jget "$TMP/sgemm.torch.json" gflops) GFLOP/s, bf16" \
+            "$(jget "$TMP/sgemm.tbf.json" gflops) GFLOP/s)"
+        printf '%-18s %10s %10s %10s %10s %9s %9s
+' "" "tok/s f32" "tok/s pt" "tok/s bf16" \
+            "tok/s ptbf" "f32/pt" "bf16/ptbf"
+        for L in 1 2; do
+            for mode in train infer; do
+                d=$TMP/L$L-$mode.c.json t=$TMP/L$L-$mode.torch.json
+                b=$TMP/L$L-$mode.cbf.json tb=$TMP/L$L-$mode.tbf.json
+                [ -s "$d" ] && [ -s "$t" ] || continue
+                bt=-; tbt=-
+                [ -s "$b" ] && bt=$(jget "$b" tokens_per_s)
+                [ -s "$tb" ] && tbt=$(jget "$tb" tokens_per_s)
+                awk -v lab="$L-layer $mode" -v dt="$(jget "$d" tokens_per_s)" \
+                    -v tt="$(jget "$t" tokens_per_s)" -v bt="$bt" -v tbt="$tbt" 'BEGIN {
+                    printf "%-18s %10s %10s %10s %10s %8.2fx %9s\n", lab, dt, tt, bt, tbt, dt / tt,
+                        (bt == "-" || tbt == "-") ? "-" : sprintf("%.2fx", bt / tbt) }'
+            done
+        done
+        echo "pt = PyTorch f32, ptbf = PyTorch under torch.autocast(\"cpu\", bfloat16); both on"
+        echo "$THREADS threads, the same model, batch and sequence length as the engine's rows."
+    fi
 fi
 
 if [ "$PATCH" = 1 ] && [ -s "$TMP/patch.c.json" ]; then

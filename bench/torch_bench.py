@@ -119,6 +119,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--min-time", type=float, default=3.0)
     ap.add_argument("--sgemm-n", type=int, default=4096)
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                    help="bf16: the model under CPU autocast (bf16 matmuls, f32 weights, "
+                         "gradients and optimiser); sgemm: the product in bf16")
     ap.add_argument("--sae-expansion", type=int, default=8)
     ap.add_argument("--sae-k", type=int, default=32)
     ap.add_argument("--sae-batch", type=int, default=4096)
@@ -128,10 +131,16 @@ def main():
         return 77
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    out = {"impl": "torch", "mode": a.mode}
+    out = {"impl": "torch", "mode": a.mode, "precision": a.precision}
+    bf = a.precision == "bf16"
+
+    def amp():
+        # CPU autocast: matmuls in bf16 with f32 weights (PyTorch's mixed precision)
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf)
     if a.mode == "sgemm":
         n = a.sgemm_n
-        x, y = torch.rand(n, n), torch.rand(n, n)
+        dt = torch.bfloat16 if bf else torch.float32
+        x, y = torch.rand(n, n).to(dt), torch.rand(n, n).to(dt)
         it, t, med = timed(lambda: torch.mm(x, y), 1, a.min_time / 2)
         out.update(n=n, threads=a.threads, iters=it, seconds=round(t, 4),
                    gflops=round(2.0 * n ** 3 / med / 1e9, 2),
@@ -152,15 +161,18 @@ def main():
 
             def step():
                 opt.zero_grad(set_to_none=True)
-                loss = torch_ref.loss_fn(model(tokens), targets)
+                with amp():
+                    logits = model(tokens)
+                loss = torch_ref.loss_fn(logits.float(), targets)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
                 opt.step()
                 last["loss"] = loss.item()
         else:
             def step():
-                with torch.no_grad():
-                    last["loss"] = torch_ref.loss_fn(model(tokens), targets).item()
+                with torch.no_grad(), amp():
+                    logits = model(tokens)
+                last["loss"] = torch_ref.loss_fn(logits.float(), targets).item()
         it, t, med = timed(step, a.warmup, a.min_time)
         # the C side counts FLOPs analytically the same way (al_model_forward_flops)
         BT, C, HD = a.batch * a.n_ctx, a.d_model, a.n_heads * a.d_head
