@@ -318,7 +318,7 @@ int pic_draw_sae_heads(pic *p, al_err *e) {
         al_panel *pn = pic_add_panel(p, AL_PANEL_HEATMAP);
         pn->hm = (al_hm){.v = v, .rows = nf, .cols = p->H, .row_labels = rl, .col_labels = cl,
                          .row_title = "feature (densest first)", .col_title = "head", .cs = cs,
-                         .bar = 1, .annotate = nf <= 40, .cell = nf <= 24 ? 28 : nf <= 40 ? 20 : 0};
+                         .bar = 1, .annotate = nf <= 40, .cell = nf <= 40 ? 28 : 0};
         snprintf(p->title, sizeof p->title, "Head attribution of SAE features, layer %d (run %ld)",
                  r.layer, r.run);
         snprintf(p->head_txt, sizeof p->head_txt, "layer %d", r.layer);
