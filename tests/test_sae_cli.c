@@ -21,68 +21,16 @@
 #include "attnlab/sae_io.h"
 #include "attnlab/scores.h"
 #include "planted.h"
+#include "saefix.h"
 #include "test.h"
 
-enum { SD = PH * PD, SF = 4, ST = PP, SW = 16 };
-static const float THR = 0.6f; /* the token detectors' threshold */
-
-/* The hand-set SAE on layer 1's z of the planted model (L1 architecture,
- * so every code is ReLU(pre)): feature 0 reads head 1.0's dimension 3
- * (its z is the one-hot of the attended token: 3 is predicted by
- * induction) above THR, feature 1 the same for token 9, feature 2 head
- * 1.2's dimension 0 (constant 1: it attends BOS and reads the bias),
- * feature 3 nothing (dead). Decoder rows: the same one-hot directions
- * (feature 3: head 1.1's dimension 0). */
-static void planted_sae(al_sae *s, al_sae_meta *meta, const char *sha) {
-    al_sae_cfg c = al_sae_cfg_default(SD, SF);
-    c.arch = AL_SAE_L1;
-    c.k_aux = 0;
-    al_err e;
-    CHECK_OK(al_sae_alloc(s, &c, &e), &e);
-    s->W_enc[(0 * PD + 3) * SF + 0] = 1;
-    s->W_enc[(0 * PD + 9) * SF + 1] = 1;
-    s->W_enc[(2 * PD + 0) * SF + 2] = 1;
-    s->b_enc[0] = s->b_enc[1] = -THR;
-    s->b_enc[3] = -1;
-    s->W_dec[0 * SD + 0 * PD + 3] = 1;
-    s->W_dec[1 * SD + 0 * PD + 9] = 1;
-    s->W_dec[2 * SD + 2 * PD + 0] = 1;
-    s->W_dec[3 * SD + 1 * PD + 0] = 1;
-    memset(meta, 0, sizeof *meta);
-    meta->site = AL_SAE_SITE_Z;
-    meta->hook_layer = 1;
-    meta->scale = 1;
-    if (sha) snprintf(meta->model_sha256, sizeof meta->model_sha256, "%s", sha);
-}
-
-/* Token ids of 40 repeated random sequences (BOS 0 + 15 ids, twice), each
- * half holding token 3 and token 9 once, at positions 2..15 of the half
- * (so the second occurrence is predictable by induction inside the
- * sequence), the other ids random among the rest of 1..127. */
-static int *planted_ids(size_t *n) {
-    enum { ROWS = 40, NR = 15, TT = 2 * NR + 1 };
-    int *in = malloc(sizeof(int) * ROWS * TT);
-    CHECK(in != NULL);
-    al_rng r;
-    al_rng_seed(&r, 7);
-    for (int b = 0; b < ROWS; b++) {
-        int *x = in + b * TT;
-        x[0] = 0;
-        for (int i = 1; i <= NR; i++) {
-            int v;
-            do v = 1 + (int)al_rng_below(&r, PV - 1);
-            while (v == 3 || v == 9);
-            x[i] = v;
-        }
-        int a = 2 + (int)al_rng_below(&r, NR - 1), c;
-        do c = 2 + (int)al_rng_below(&r, NR - 1);
-        while (c == a);
-        x[a] = 3, x[c] = 9;
-        for (int i = 1; i <= NR; i++) x[NR + i] = x[i];
-    }
-    *n = (size_t)ROWS * TT;
-    return in;
-}
+/* The hand-set SAE, its token file and its constants are saefix.h's
+ * (shared with the picture and report tests). */
+enum { SD = SAE_D, SF = SAE_F, ST = SAE_T, SW = SAE_W };
+#define THR SAE_THR
+#define planted_sae saefix_sae
+#define planted_ids saefix_ids
+#define planted_files saefix_files
 
 /* Layer 1's z of head h, dimension k at (b, t) of the last forward of B
  * rows of T (the forward's own cache, m->z: (L, B, T, H, D)). */
@@ -291,27 +239,6 @@ TEST(sae_features_planted) {
     al_tokens_free(&d);
     free(ids);
     al_sae_free(&s);
-    al_model_free(&m);
-}
-
-/* The planted model, its token file and the hand-set SAE on disk. */
-static void planted_files(const char *mdir, const char *bin, const char *sdir) {
-    al_model m;
-    al_err e;
-    planted_model(&m);
-    CHECK_OK(al_ckpt_save(mdir, &m, NULL, NULL, NULL, NULL, &e), &e);
-    char mp[1100], sha[65];
-    snprintf(mp, sizeof mp, "%s/model.safetensors", mdir);
-    CHECK_OK(al_sha256_file(mp, sha, &e), &e);
-    size_t n;
-    int *ids = planted_ids(&n);
-    CHECK_OK(al_tokens_save(bin, ids, n, &e), &e);
-    al_sae s;
-    al_sae_meta meta;
-    planted_sae(&s, &meta, sha);
-    CHECK_OK(al_sae_save(sdir, &s, &meta, &e), &e);
-    al_sae_free(&s);
-    free(ids);
     al_model_free(&m);
 }
 

@@ -11,4 +11,9 @@
 /* The open connection (owned by s; never NULL for an open store). */
 sqlite3 *al_store_sqlite(al_store *s);
 
+/* An al_store_query row callback that appends the row to the al_rows at
+ * ctx (store_report.h), every cell copied: 0, or -1 with e when out of
+ * memory (the rows so far stay in ctx for al_rows_free). */
+int al_store_rows_collect(void *ctx, int nc, const char *const *t, const double *x, al_err *e);
+
 #endif

@@ -8,6 +8,7 @@
  * number), as the report always read them. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "attnlab/store_report.h"
+#include "store_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 
 /* ------------------------------------------------------------ rows */
 
-static int collect(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+int al_store_rows_collect(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
     al_rows *q = ctx;
     q->nc = nc;
     if (q->nr == q->cap) {
@@ -57,7 +58,7 @@ static int rows3(al_store *s, const char *sql, const char *p1, const char *p2, c
                  al_rows *out, al_err *e) {
     const char *params[3] = {p1, p2, p3};
     memset(out, 0, sizeof *out);
-    if (al_store_query(s, sql, params, 3, collect, out, e) == 0) return 0;
+    if (al_store_query(s, sql, params, 3, al_store_rows_collect, out, e) == 0) return 0;
     al_rows_free(out);
     return -1;
 }

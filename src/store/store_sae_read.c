@@ -4,6 +4,7 @@
  * here. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "attnlab/store_sae_read.h"
+#include "store_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,35 +24,11 @@ static char *dup_or_null(const char *s, int *oom) {
 
 static int to_int(double x, int dflt) { return isnan(x) ? dflt : (int)x; }
 
-/* Rows into an al_rows (the report's row set), every cell copied. */
-static int collect(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
-    al_rows *q = ctx;
-    q->nc = nc;
-    if (q->nr == q->cap) {
-        int cap = q->cap ? 2 * q->cap : 16;
-        char **nt = realloc(q->t, sizeof(char *) * (size_t)cap * (size_t)nc);
-        if (!nt) return al_errf(e, "out of memory");
-        q->t = nt;
-        double *nx = realloc(q->x, sizeof(double) * (size_t)cap * (size_t)nc);
-        if (!nx) return al_errf(e, "out of memory");
-        q->x = nx;
-        q->cap = cap;
-    }
-    for (int c = 0; c < nc; c++) {
-        size_t k = (size_t)q->nr * nc + c;
-        q->t[k] = t[c] ? strdup(t[c]) : NULL;
-        if (t[c] && !q->t[k]) return al_errf(e, "out of memory");
-        q->x[k] = x[c];
-    }
-    q->nr++;
-    return 0;
-}
-
 static int rows2(al_store *s, const char *sql, const char *p1, const char *p2, al_rows *out,
                  al_err *e) {
     const char *params[2] = {p1, p2};
     memset(out, 0, sizeof *out);
-    if (al_store_query(s, sql, params, 2, collect, out, e) == 0) return 0;
+    if (al_store_query(s, sql, params, 2, al_store_rows_collect, out, e) == 0) return 0;
     al_rows_free(out);
     return -1;
 }
