@@ -130,8 +130,10 @@ double al_auroc(const double *pos, long np, long pos_zeros, const double *neg, l
     if (NP <= 0 || NN <= 0) return NAN;
     double *sn = malloc(sizeof(double) * (size_t)(nn > 0 ? nn : 1));
     if (!sn) return NAN;
-    memcpy(sn, neg, sizeof(double) * (size_t)nn);
-    qsort(sn, (size_t)nn, sizeof *sn, by_double);
+    if (nn > 0) { /* neg may be NULL when every negative is an implicit zero */
+        memcpy(sn, neg, sizeof(double) * (size_t)nn);
+        qsort(sn, (size_t)nn, sizeof *sn, by_double);
+    }
     /* U: over positives, the negatives below plus half those tied, the
      * implicit zeros of each side counted as the value 0. Half-integer
      * sums in double stay exact below 2^52. */
