@@ -19,6 +19,20 @@
 
 #define FRAME 0x808080u /* plot.c's frame around a plot area */
 
+/* The first k x k block of colour c in row order (its four corners that
+ * colour): 1 with its top-left pixel in *x, *y, or 0 with both -1. */
+static inline int find_block(const al_image *im, uint32_t c, int k, int *x, int *y) {
+    *x = *y = -1;
+    for (int j = 0; j + k <= im->h; j++)
+        for (int i = 0; i + k <= im->w; i++)
+            if (al_image_get(im, i, j) == c && al_image_get(im, i + k - 1, j + k - 1) == c &&
+                al_image_get(im, i + k - 1, j) == c && al_image_get(im, i, j + k - 1) == c) {
+                *x = i, *y = j;
+                return 1;
+            }
+    return 0;
+}
+
 /* A model directory of L layers x H heads (untrained: the pictures read
  * only its shape and its sha256, so the shape tells models apart). */
 static inline void make_model(const char *dir, int L, int H) {

@@ -157,18 +157,6 @@ static long attr_fixture(const char *db, const char *dir, const attr_fix *f) {
 
 /* ------------------------------------------------------------- helpers */
 
-/* Top-left pixel of the first block of colour c at least k x k px. */
-static int find_block(const al_image *im, uint32_t c, int k, int *x, int *y) {
-    for (int j = 0; j + k <= im->h; j++)
-        for (int i = 0; i + k <= im->w; i++)
-            if (al_image_get(im, i, j) == c && al_image_get(im, i + k - 1, j + k - 1) == c &&
-                al_image_get(im, i + k - 1, j) == c && al_image_get(im, i, j + k - 1) == c) {
-                *x = i, *y = j;
-                return 1;
-            }
-    return 0;
-}
-
 /* Rows spanned by colour c in the image (0 if absent). */
 static int colour_height(const al_image *im, uint32_t c) {
     int y0 = -1, y1 = -1;

@@ -24,18 +24,6 @@
 #define DIV_POS 0x67001Fu /* the red end of the diverging scale */
 #define UP_RED 0xB2182Bu  /* the logit bars: raises */
 
-/* A k x k block of colour c (its four corners), the first in row order. */
-static int find_block(const al_image *im, uint32_t c, int k, int *x, int *y) {
-    for (int j = 0; j + k <= im->h; j++)
-        for (int i = 0; i + k <= im->w; i++)
-            if (al_image_get(im, i, j) == c && al_image_get(im, i + k - 1, j + k - 1) == c &&
-                al_image_get(im, i + k - 1, j) == c && al_image_get(im, i, j + k - 1) == c) {
-                *x = i, *y = j;
-                return 1;
-            }
-    return 0;
-}
-
 /* Pixels of exactly colour c. */
 static long count_colour(const al_image *im, uint32_t c) {
     long n = 0;
