@@ -252,8 +252,8 @@ TEST(circuit_run_refuses_deeper_than_graph) {
 }
 
 /* The memory of corrected channels (al_circuit_memo, 4 layers): along an
- * ACDC-like path (edges into layer 3, then layer 2, then the logits
- * removed one at a time, every fourth put back), each circuit's final
+ * ACDC-like path (edges into the logits, then layers 3, 2 and 1, then
+ * the logits again, removed one at a time, every fourth put back), each circuit's final
  * residual with the batch's memo is the one computed afresh (memo NULL),
  * bit for bit: a reused channel is the same numbers, never a stale one. */
 TEST(circuit_delta_memo_matches_fresh) {
@@ -283,9 +283,11 @@ TEST(circuit_delta_memo_matches_fresh) {
     al_rng rng;
     al_rng_seed(&rng, 99);
     int steps = 0, reused = 0, differ = 0;
-    const int order[3] = {3, 2, -1}; /* receivers' layer; -1: the logits */
-    for (int p = 0; p < 3; p++)
-        for (int i = 0; i < n && steps < 120; i++) {
+    /* receivers' layer as ACDC visits them (-1: the logits), then the
+     * logits again (removed logits edges with channel edges removed) */
+    const int order[5] = {-1, 3, 2, 1, -1};
+    for (int p = 0; p < 5; p++)
+        for (int i = 0, ph = 0; i < n && ph < 30; i++) {
             al_edge ed;
             al_graph_edge(L, H, i, &ed);
             if (ed.recv_layer != order[p] || (al_rng_u64(&rng) >> 11) % 3) continue;
@@ -295,11 +297,11 @@ TEST(circuit_delta_memo_matches_fresh) {
             CHECK_OK(al_circuit_delta_run(&d, &m, k, &cl, &co, t.clean, t.corr, embp, NULL, b, cb, &e),
                      &e);
             differ += memcmp(a, b, sizeof(float) * X) != 0 || memcmp(ca, cb, (size_t)B * T) != 0;
-            reused += mm.layer >= 0;
+            reused = (int)mm.hits;
             if (steps % 4 == 3) k[i] = 1;
-            steps++;
+            steps++, ph++;
         }
-    CHECKF(differ == 0 && steps > 30 && reused > 10, "%d of %d circuits differ (memo used %d times)",
+    CHECKF(differ == 0 && steps > 60 && reused > 30, "%d of %d circuits differ (memo used %d times)",
            differ, steps, reused);
     free(k), free(a), free(b), free(ca), free(cb), free(embp);
     al_circuit_memo_free(&mm);

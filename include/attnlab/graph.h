@@ -157,7 +157,9 @@ typedef struct al_circuit_delta {
     float *xs;              /* (L+1, B, T, C) the circuit's residual */
     float *qkv, *att, *zb, *dxb; /* (B,T,3HD) (B,H,T,T) (B,T,HD) (B,T,C) */
     float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
-    unsigned char *qm, *zm, *dirty, *xm; /* (L,3,H,T) (L,H,T) (T) (L+1,T) */
+    float *lowt;            /* (B,T,D) a channel's correction from the clean layers */
+    float *wmask;           /* (H·D, 3·H·D) one sending layer's masked products */
+    unsigned char *qm, *zm, *dirty; /* (L,3,H,T) (L,H,T) (T) */
     al_delta_ws ws;
 } al_circuit_delta;
 
@@ -171,20 +173,32 @@ void al_circuit_delta_free(al_circuit_delta *d);
  * the batch subtracts for a removed embed edge); nb <= d->B. Uses d->fix. */
 void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
                            const int *corr, int nb, float *embp);
-/* What the evaluations of one batch can reuse (3 or more layers): the
- * corrected q/k/v channels of one layer from earlier evaluations, each
- * with the kept bits of its senders then. A channel is reused only when
- * the circuit's residual entering its layer is the clean run's (no
- * removed channel edge in an earlier layer), where it depends on its own
- * senders' kept bits alone, so ACDC's sweep through one layer's
- * receivers corrects one channel per evaluation, not every removed one.
- * Valid for one batch's cl, co and embp. */
+/* What the evaluations of one batch can reuse (3 or more layers). The
+ * layers before the first one with a removed channel edge (l_first) are
+ * the clean run's, so whatever depends on them alone is the same in
+ * every evaluation with the same kept bits: a head of layer l_first (its
+ * gated z), the part of a later channel that comes from embed and those
+ * layers, and their heads' removed logits edges. Each is stored with the
+ * kept bits it was computed for and reused when they match, so ACDC's
+ * sweep, which changes one channel per evaluation, recomputes one head,
+ * not every head with a removed edge. Valid for one batch's cl, co and
+ * embp. */
 typedef struct al_circuit_memo {
-    float *syn;           /* (nb, T, 3, H, D) */
-    unsigned char *key;   /* (3·H, 2 + (L−1)·H): [0] 1 when stored, then the kept bits of
-                           * embed and of each earlier layer's heads */
-    int layer;            /* the layer of syn, −1 none */
-    int kw;               /* bytes per key */
+    float *zh;            /* (L, nb, T, H, D) gated z of a head of layer l_first */
+    unsigned char *hkey;  /* (L, H, hw): [0] 1 when stored, then per channel the kept
+                           * bits of embed and of each earlier layer's heads */
+    int hw;               /* bytes per hkey */
+    float *low;           /* (L−1, nb, T, 3, H, D) a channel's correction from embed and
+                           * the senders of layers < l_first (layers 1..L−1) */
+    unsigned char *lkey;  /* (L−1, 3·H, lw): [0] 1 when stored, [1] l_first, [2] the
+                           * channel taken from the corrupted run, [3] embed's kept
+                           * bit, then the senders' */
+    int lw;               /* bytes per lkey */
+    float *fix;           /* (nb, T, C) the removed logits edges of heads of layers < l_first */
+    unsigned char *fkey;  /* 2 + (L−1)·H: [0] 1 when stored, [1] the layers summed, then the
+                           * kept bits of their heads' logits edges */
+    int fn;               /* products summed into fix (0: it is unused) */
+    long hits;            /* parts taken from the memo (for tests) */
 } al_circuit_memo;
 /* Room for batches of nb sequences of d: 0, or −1 with e (*mm zeroed). */
 int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e);

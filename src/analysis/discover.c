@@ -27,7 +27,7 @@
 #include "attnlab/layers.h"
 
 /* Item rows unembedded at once: bounds the logits scratch to ROWS·V. */
-#define ROWS 64
+#define ROWS 256
 
 /* Edge indices (graph.h), short. */
 #define k_input al_graph_k_input
@@ -111,8 +111,11 @@ static void ctx_free(dctx *d) {
 static int memory_fits(const al_pairs *t, const al_config *c, al_err *e) {
     double N = t->N, T = t->T, L = c->n_layers, H = c->n_heads, HD = H * c->d_head;
     double acts = (L + 1) * T * c->d_model + L * T * 3 * HD + L * H * T * T + 2 * L * T * HD;
-    double need = (2.0 * N * acts + (L > 2 ? L : 1) * N * T * 3 * HD +
-                   (double)t->n_items * c->d_vocab) *
+    /* per batch: embp (L−1 layers of q|k|v) and, 3 or more layers, the
+     * memo (graph.h: L layers of z, L−1 of q|k|v, one residual) */
+    double embp = L > 1 ? (L - 1) * T * 3 * HD : 0.0;
+    double memo = L > 2 ? L * T * HD + (L - 1) * T * 3 * HD + T * c->d_model : 0.0;
+    double need = (2.0 * N * acts + N * (embp + memo) + (double)t->n_items * c->d_vocab) *
                   sizeof(float);
     double have = al_mem_total();
     if (have > 0 && need > 0.8 * have)

@@ -37,8 +37,10 @@
  * (sub_comp), and takes exact corrupted-run values where a channel's
  * input is entirely the fill's (graph.h says why the two then agree to
  * float rounding rather than bit for bit). With 3 or more layers it takes
- * its own path (delta_run_deep, at the end), which recomputes the layers
- * between changed ones; 1 and 2 layers keep the path they always had. */
+ * its own path (delta_run_deep, at the end): the first changed layer head
+ * by head, every later one in full, reusing across a batch's evaluations
+ * what depends only on the unchanged layers (al_circuit_memo); 1 and 2
+ * layers keep the path they always had. */
 #include "attnlab/graph.h"
 
 #include <stdlib.h>
@@ -324,12 +326,12 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
     const size_t nw = L >= 2 ? n_comp(d->L, d->H) * D * D : 1;
     /* the layers a deep circuit recomputes in full (L >= 3) */
     const size_t deep = L >= 3 ? L * C * 3 * HD + (L + 1) * BT * C + BT * 3 * HD +
-                                     BT * H * T + BT * HD + BT * C + 5 * BT * D
+                                     BT * H * T + BT * HD + BT * C + 6 * BT * D + HD * 3 * HD
                                : 0;
     d->wcomp = al_malloc(nw + L * BT * 3 * HD + L * BT * HD + BT * C + L * BT * HD + BT * HD +
                              HD * D + deep,
                          sizeof(float), e);
-    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T + (L + 1) * T, 1, e) : NULL;
+    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T, 1, e) : NULL;
     if (!d->qm) {
         al_circuit_delta_free(d);
         return -1;
@@ -348,11 +350,12 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
         d->zb = d->att + BT * H * T;
         d->dxb = d->zb + BT * HD;
         d->qh = d->dxb + BT * C;
+        d->lowt = d->qh + 5 * BT * D;
+        d->wmask = d->lowt + BT * D;
         for (int l = 0; l < d->L; l++) model_fuse_qkv(d->wqkv + (size_t)l * C * 3 * HD, m, l);
     }
     d->zm = d->qm + L * 3 * H * T; /* right after qm: one memset clears both */
     d->dirty = d->zm + L * H * T;
-    d->xm = d->dirty + T;
     for (int l1 = 1; l1 < d->L; l1++)
         for (int s0 = 0; s0 < l1 * d->H; s0++)
             for (int h1 = 0; h1 < d->H; h1++)
@@ -401,21 +404,27 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
 
 int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e) {
     memset(mm, 0, sizeof *mm);
-    const size_t HD = (size_t)d->H * d->D;
-    mm->layer = -1;
-    mm->kw = 2 + (d->L - 1) * d->H;
-    mm->syn = al_malloc((size_t)nb * d->T * 3 * HD, sizeof(float), e);
-    mm->key = mm->syn ? al_calloc((size_t)3 * d->H * mm->kw, 1, e) : NULL;
-    if (!mm->key) {
+    const size_t HD = (size_t)d->H * d->D, L = (size_t)d->L, H = (size_t)d->H;
+    const size_t bt = (size_t)nb * d->T;
+    mm->hw = 1 + 3 * (1 + (d->L - 1) * d->H);
+    mm->lw = 4 + (d->L - 1) * d->H;
+    mm->zh = al_malloc(L * bt * HD + (L - 1) * bt * 3 * HD + bt * d->C, sizeof(float), e);
+    mm->hkey = mm->zh ? al_calloc(L * H * mm->hw + (L - 1) * 3 * H * mm->lw + (size_t)mm->lw, 1, e)
+                      : NULL;
+    if (!mm->hkey) {
         al_circuit_memo_free(mm);
         return -1;
     }
+    mm->low = mm->zh + L * bt * HD;
+    mm->fix = mm->low + (L - 1) * bt * 3 * HD;
+    mm->lkey = mm->hkey + L * H * mm->hw;
+    mm->fkey = mm->lkey + (L - 1) * 3 * H * mm->lw;
     return 0;
 }
 
 void al_circuit_memo_free(al_circuit_memo *mm) {
-    free(mm->syn);
-    free(mm->key);
+    free(mm->zh);
+    free(mm->hkey);
     memset(mm, 0, sizeof *mm);
 }
 
@@ -549,6 +558,28 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
 
 /* ------------------------------------------- incremental, 3+ layers */
 
+/* o = a − b over n floats, vectorized and, when large, split over the
+ * threads (each element is exact whatever the split). */
+static void sub_f(float *restrict o, const float *restrict a, const float *restrict b, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 16))
+    for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i];
+}
+
+/* memcpy of n floats, split over the threads when large. */
+static void copy_f(float *restrict o, const float *restrict a, size_t n) {
+    const size_t chunk = (size_t)1 << 15;
+    if (n < 2 * chunk) {
+        memcpy(o, a, sizeof(float) * n);
+        return;
+    }
+    const long nc = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < nc; c++) {
+        size_t i = (size_t)c * chunk, m = n - i < chunk ? n - i : chunk;
+        memcpy(o + i, a + i, sizeof(float) * m);
+    }
+}
+
 /* Channel (l, h, ch)'s removed senders (pos never counts: it carries the
  * same value in both runs): 0 none, 1 some, 2 every one. */
 static int chan_state(const unsigned char *kept, int L, int H, int l, int h, int ch) {
@@ -565,8 +596,8 @@ typedef struct deep {
     const al_model *m;
     size_t BT, Q, Z, X;
     unsigned ready; /* bit l0: d->dz block l0 holds the circuit's Δzg of layer l0 */
-    const float *x; /* the circuit's residual entering layer xl (NULL: the clean run's) */
-    int xl, dx_ready; /* d->dxb holds x − the clean residual */
+    int lo;         /* l_first: layers below it are the clean run's */
+    al_circuit_memo *memo; /* NULL: nothing is reused */
 } deep;
 
 /* Δzg of layer l0 (circuit − corrupted). A layer before every changed
@@ -575,79 +606,158 @@ static const float *deep_dz(deep *g, int l0) {
     float *dz = g->d->dz + (size_t)l0 * g->Z;
     if (!(g->ready & 1u << l0)) {
         const float *a = g->cl->zg + (size_t)l0 * g->Z, *b = g->co->zg + (size_t)l0 * g->Z;
-        for (size_t i = 0; i < g->Z; i++) dz[i] = a[i] - b[i];
+        sub_f(dz, a, b, g->Z);
         g->ready |= 1u << l0;
     }
     return dz;
 }
 
-/* dst (BT rows of D, stride ldd) = channel (l, h, ch) of the circuit.
- * base (stride ldb): the channel as the circuit's own residual gives it;
- * NULL: formed here when needed, as the clean run's plus (x − clean x) ·
- * W_c[l,h] with g->x the residual entering layer l (g->xl = l).
- * A channel's input is the sum over its senders of (kept ? the circuit's
- * value : the corrupted run's), so it is either base minus the removed
- * senders' differences or the corrupted run's channel plus the kept
- * senders' differences: whichever has fewer senders to take through
- * their D×D products (every one removed: the corrupted run's exactly).
- * The chosen heads of a sending layer go through one sgemm, their Δzg
- * columns and products gathered (into d->dzm and d->stack). */
+/* dst (BT rows of D, stride ldd) = beta·dst + sign · Σ over the heads
+ * h0 of layer l0 whose edge into channel (l, h, ch) has kept bit want of
+ * Δzg_{l0,h0} · W_O[l0,h0] W_c[l,h]: one sgemm, the chosen heads' Δzg
+ * columns and products gathered (into d->dzm and d->stack). Returns 1
+ * when some head was chosen (else dst is untouched). */
+static int sender_terms(deep *g, int l0, int l, int h, int ch, unsigned char want, float sign,
+                        int beta, float *dst, size_t ldd) {
+    al_circuit_delta *d = g->d;
+    const int L = d->L, H = d->H, D = d->D;
+    const size_t HD = (size_t)H * D, BT = g->BT;
+    int sel[64], cnt = 0;
+    for (int h0 = 0; h0 < H && cnt < (int)(sizeof sel / sizeof sel[0]); h0++)
+        if (g->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)] == want) sel[cnt++] = h0;
+    if (!cnt) return 0;
+    const float *dz = deep_dz(g, l0), *a = dz;
+    size_t lda = HD;
+    for (int i = 0; i < cnt; i++) {
+        int k = al_graph_k_comp(L, H, l0 * H + sel[i], l, h, ch);
+        memcpy(d->stack + (size_t)i * D * D, d->wcomp + (size_t)(k - 6 * L * H) * D * D,
+               sizeof(float) * D * D);
+    }
+    if (cnt < H) { /* the chosen heads' Δzg columns, side by side */
+        for (size_t r = 0; r < BT; r++)
+            for (int i = 0; i < cnt; i++)
+                memcpy(d->dzm + r * cnt * D + (size_t)i * D, dz + r * HD + (size_t)sel[i] * D,
+                       sizeof(float) * D);
+        a = d->dzm, lda = (size_t)cnt * D;
+    }
+    al_sgemm(false, false, (int)BT, D, cnt * D, sign, a, (int)lda, d->stack, D,
+             beta ? 1.0f : 0.0f, dst, (int)ldd);
+    return 1;
+}
+
+/* A channel's input is the sum over its senders of (kept ? the circuit's
+ * value : the corrupted run's), so it is either the circuit's own channel
+ * minus the removed senders' differences or the corrupted run's channel
+ * plus the kept senders' differences: whichever has fewer senders to
+ * take through their D×D products (every one removed: the corrupted
+ * run's exactly). 1 for the corrupted run's; *nk gets the kept count. */
+static int chan_from_co(const deep *g, int l, int h, int ch, int *nk) {
+    const int L = g->d->L, H = g->d->H;
+    int n = g->kept[al_graph_k_input(H, l, h, ch, 0)];
+    for (int s0 = 0; s0 < l * H; s0++) n += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+    *nk = n;
+    return n < 1 + l * H - n;
+}
+
+/* dst (BT rows of D, stride ldd) = channel (l, h, ch) of the circuit,
+ * from base (stride ldb), the channel as the circuit's own residual
+ * gives it (chan_from_co says which form). The part from embed and the
+ * layers below l_first comes from, or goes to, g->memo; the senders of
+ * later layers are added only when high (else the caller adds them). */
 static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_t ldb,
-                         float *dst, size_t ldd) {
+                         float *dst, size_t ldd, int high) {
     al_circuit_delta *d = g->d;
     const int L = d->L, H = d->H, D = d->D;
     const size_t HD = (size_t)H * D, o = (size_t)ch * HD + (size_t)h * D, BT = g->BT;
-    int nk = g->kept[al_graph_k_input(H, l, h, ch, 0)];
-    for (int s0 = 0; s0 < l * H; s0++) nk += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
-    const int n = 1 + l * H, from_co = nk < n - nk;
+    int nk;
+    const int from_co = chan_from_co(g, l, h, ch, &nk);
     const float *src = from_co ? g->co->qkv + (size_t)l * g->Q + o : base;
-    size_t lds = from_co ? 3 * HD : ldb;
-    if (!src) src = g->cl->qkv + (size_t)l * g->Q + o, lds = 3 * HD;
+    const size_t lds = from_co ? 3 * HD : ldb;
     if (src != dst)
         for (size_t r = 0; r < BT; r++) memcpy(dst + r * ldd, src + r * lds, sizeof(float) * D);
-    if (!from_co && !base && g->x) { /* the circuit's own channel: + (x − clean x) · W_c */
-        const int C = d->C;
-        if (!g->dx_ready) {
-            const float *xc = g->cl->x + (size_t)g->xl * g->X;
-            for (size_t i = 0; i < g->X; i++) d->dxb[i] = g->x[i] - xc[i];
-            g->dx_ready = 1;
-        }
-        al_sgemm(false, false, (int)BT, D, C, 1.0f, d->dxb, C,
-                    head_w(g->m, l, h, ch), D, 1.0f, dst, (int)ldd);
-    }
     if (!nk) return;
     /* from_co: add the kept senders' (circuit − corrupted); else subtract the removed ones' */
     const float sign = from_co ? 1.0f : -1.0f;
     const unsigned char want = from_co ? 1 : 0;
-    if (l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want) {
+    const int lo = g->lo < l ? g->lo : l, emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
+    if (lo > 0) {
+        /* embed and the senders of layers < lo are the clean run's in
+         * every evaluation with this l_first: their sum is formed apart
+         * (so that a stored one gives the same bits) and kept in the memo */
+        int nlow = emb;
+        for (int s0 = 0; s0 < lo * H; s0++) nlow += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)] == want;
+        if (nlow) {
+            float *low = d->lowt;
+            size_t ldl = D;
+            unsigned char cur[4 + AL_GRAPH_MAX_LAYERS * 64], *key = NULL;
+            const int nkey = 4 + lo * H;
+            int hit = 0;
+            if (g->memo && g->memo->low && nkey <= g->memo->lw) {
+                al_circuit_memo *mm = g->memo;
+                key = mm->lkey + (((size_t)(l - 1) * 3 + ch) * H + h) * mm->lw;
+                cur[0] = 1, cur[1] = (unsigned char)lo, cur[2] = (unsigned char)from_co;
+                cur[3] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
+                for (int s0 = 0; s0 < lo * H; s0++) cur[4 + s0] = g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+                low = mm->low + (size_t)(l - 1) * g->Q + o, ldl = 3 * HD;
+                hit = !memcmp(key, cur, (size_t)nkey);
+                g->memo->hits += hit;
+            }
+            if (!hit) {
+                int started = 0;
+                if (emb) {
+                    const float *ep = g->embp + (size_t)(l - 1) * g->Q + o; /* clean − corrupted */
+                    for (size_t r = 0; r < BT; r++)
+#pragma omp simd
+                        for (int k = 0; k < D; k++) low[r * ldl + k] = sign * ep[r * 3 * HD + k];
+                    started = 1;
+                }
+                for (int l0 = 0; l0 < lo; l0++)
+                    started |= sender_terms(g, l0, l, h, ch, want, sign, started, low, ldl);
+                if (key) memcpy(key, cur, (size_t)nkey);
+            }
+            for (size_t r = 0; r < BT; r++)
+#pragma omp simd
+                for (int k = 0; k < D; k++) dst[r * ldd + k] += low[r * ldl + k];
+        }
+    } else if (emb) {
         const float *ep = g->embp + (size_t)(l - 1) * g->Q + o; /* clean − corrupted */
         for (size_t r = 0; r < BT; r++)
+#pragma omp simd
             for (int k = 0; k < D; k++) dst[r * ldd + k] += sign * ep[r * 3 * HD + k];
     }
-    for (int l0 = 0; l0 < l; l0++) {
-        int sel[AL_GRAPH_MAX_LAYERS * 64], cnt = 0;
-        for (int h0 = 0; h0 < H; h0++) {
-            int k = al_graph_k_comp(L, H, l0 * H + h0, l, h, ch);
-            if (g->kept[k] == want && cnt < (int)(sizeof sel / sizeof sel[0])) sel[cnt++] = h0;
+    for (int l0 = lo; high && l0 < l; l0++) sender_terms(g, l0, l, h, ch, want, sign, 1, dst, ldd);
+}
+
+/* w (H·D, 3·H·D) = what layer l0's Δzg (BT, H·D) is multiplied by to
+ * give every channel of layer l its terms from l0 as deep_channel forms
+ * them: block (h0, ch·H + h) is sign · W_O[l0,h0] W_c[l,h] where the
+ * edge's kept bit is the channel's want, else zero. Returns whether any
+ * block is nonzero. */
+static int mask_weights(deep *g, int l0, int l, float *w) {
+    const al_circuit_delta *d = g->d;
+    const int L = d->L, H = d->H, D = d->D;
+    const size_t HD = (size_t)H * D, W = 3 * HD;
+    int any = 0;
+    memset(w, 0, sizeof(float) * HD * W);
+    for (int h = 0; h < H; h++)
+        for (int ch = 0; ch < 3; ch++) {
+            if (!chan_state(g->kept, L, H, l, h, ch)) continue;
+            int nk;
+            const int from_co = chan_from_co(g, l, h, ch, &nk);
+            const unsigned char want = from_co ? 1 : 0;
+            const float sign = from_co ? 1.0f : -1.0f;
+            for (int h0 = 0; h0 < H; h0++) {
+                int k = al_graph_k_comp(L, H, l0 * H + h0, l, h, ch);
+                if (g->kept[k] != want) continue;
+                const float *blk = d->wcomp + (size_t)(k - 6 * L * H) * D * D;
+                float *o = w + (size_t)h0 * D * W + (size_t)ch * HD + (size_t)h * D;
+                for (int i = 0; i < D; i++)
+#pragma omp simd
+                    for (int j = 0; j < D; j++) o[(size_t)i * W + j] = sign * blk[(size_t)i * D + j];
+                any = 1;
+            }
         }
-        if (!cnt) continue;
-        const float *dz = deep_dz(g, l0), *a = dz;
-        size_t lda = HD;
-        for (int i = 0; i < cnt; i++) {
-            int k = al_graph_k_comp(L, H, l0 * H + sel[i], l, h, ch);
-            memcpy(d->stack + (size_t)i * D * D, d->wcomp + (size_t)(k - 6 * L * H) * D * D,
-                   sizeof(float) * D * D);
-        }
-        if (cnt < H) { /* the chosen heads' Δzg columns, side by side */
-            for (size_t r = 0; r < BT; r++)
-                for (int i = 0; i < cnt; i++)
-                    memcpy(d->dzm + r * cnt * D + (size_t)i * D, dz + r * HD + (size_t)sel[i] * D,
-                           sizeof(float) * D);
-            a = d->dzm, lda = (size_t)cnt * D;
-        }
-        al_sgemm(false, false, (int)BT, D, cnt * D, sign, a,
-                    (int)lda, d->stack, D, 1.0f, dst, (int)ldd);
-    }
+    return any;
 }
 
 /* qkv (BT, 3HD) = layer l's q|k|v from the circuit's residual x (NULL:
@@ -656,167 +766,177 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
 static void deep_qkv(deep *g, int l, const float *x, float *qkv) {
     al_circuit_delta *d = g->d;
     const size_t C = d->C, HD3 = 3 * (size_t)d->H * d->D;
-    memcpy(qkv, g->cl->qkv + (size_t)l * g->Q, sizeof(float) * g->Q);
+    copy_f(qkv, g->cl->qkv + (size_t)l * g->Q, g->Q);
     if (!x) return;
     const float *xc = g->cl->x + (size_t)l * g->X;
-    for (size_t i = 0; i < g->X; i++) d->dxb[i] = x[i] - xc[i];
+    sub_f(d->dxb, x, xc, g->X);
     al_sgemm(false, false, (int)g->BT, (int)HD3, (int)C, 1.0f,
                 d->dxb, (int)C, d->wqkv + (size_t)l * C * HD3, (int)HD3, 1.0f, qkv, (int)HD3);
 }
 
-/* A circuit of a model of 3 or more layers. Let l_first be the first
- * layer with a removed edge into a channel and l_stop the layer the
- * incremental forward starts at: the last such layer, or later when a
- * head of a layer from l_first on (before the last) has its logits edge
- * removed, since that edge's Δzg must be known. Layers before l_first
- * are the clean run's; layers l_first..l_stop−1 are recomputed in full
- * here (q|k|v from the circuit's residual, the channels corrected,
- * attention, gates, the next residual), keeping each one's Δzg; layer
- * l_stop's channels are corrected the same way and handed, with the
- * circuit's residual entering it and the last layer's removed logits
- * edges as z patches, to al_model_forward_delta; removed embed and
- * earlier heads' logits edges are then subtracted from the final
- * residual. ACDC's sweep, receivers from the logits back, mostly changes
- * one layer at a time, where nothing is recomputed in full. Heads whose z
- * a hook set in full (zfixed) keep the clean run's output; other hooks
- * are not run (as al_model_forward_delta). */
-static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char *kept,
-                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
-                          const float *embp, al_circuit_memo *memo, float *xL,
-                          unsigned char *changed, al_err *e) {
-    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
-    const size_t HD = (size_t)H * D, BT = (size_t)nb * T;
-    deep g = {d, kept, cl, co, embp, m, BT, BT * 3 * HD, BT * HD, BT * C, 0, NULL, 0, 0};
-    memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
-    memset(d->xm, 0, (size_t)(L + 1) * T);
-    int l_first = L, l_last = -1;
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            for (int ch = 0; ch < 3; ch++)
-                if (chan_state(kept, L, H, l, h, ch)) {
-                    if (l < l_first) l_first = l;
-                    l_last = l;
-                }
-    int l_stop = L - 1;
-    if (l_first < L) {
-        l_stop = l_last;
-        for (int l0 = l_first; l0 < L - 1; l0++)
-            for (int h = 0; h < H; h++)
-                if (!kept[al_graph_k_out(L, H, 2 + l0 * H + h)] && l0 + 1 > l_stop) l_stop = l0 + 1;
+/* Layer l of the circuit in full, from the circuit's residual x entering
+ * it (not the clean run's) into xn: q|k|v from x, the channels with
+ * removed senders corrected, attention, gates, x + zg·W_O; the gated z's
+ * stay in d->zb. In the last layer a head whose logits edge is removed
+ * outputs the corrupted run's zg (the logits are its only receiver). */
+static void deep_layer(deep *g, int l, const float *x, float *xn) {
+    al_circuit_delta *d = g->d;
+    const al_model *m = g->m;
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = g->cl->B;
+    const size_t HD = (size_t)H * D, BT = g->BT;
+    deep_qkv(g, l, x, d->qkv);
+    for (int h = 0; h < H; h++)
+        for (int ch = 0; ch < 3; ch++)
+            if (chan_state(g->kept, L, H, l, h, ch)) {
+                float *q = d->qkv + (size_t)ch * HD + (size_t)h * D;
+                deep_channel(g, l, h, ch, q, 3 * HD, q, 3 * HD, 0);
+            }
+    /* the senders of recomputed layers (l_first..l−1), for every channel
+     * at once: one product per sending layer with the edges' products
+     * masked, rather than one gathered product per channel (by ACDC's
+     * later layers most edges are removed, so the mask wastes little) */
+    for (int l0 = g->lo < l ? g->lo : l; l0 < l; l0++)
+        if (mask_weights(g, l0, l, d->wmask))
+            al_sgemm(false, false, (int)BT, (int)(3 * HD), (int)HD, 1.0f, deep_dz(g, l0), (int)HD,
+                     d->wmask, (int)(3 * HD), 1.0f, d->qkv, (int)(3 * HD));
+    attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1);
+    for (int h = 0; h < H; h++) { /* zb becomes the gated z */
+        const float gt = m->gates[l * H + h];
+        const float *keep = g->cl->zfixed[l * H + h] ? g->cl->zg : NULL;
+        if (!keep && l == L - 1 && !g->kept[al_graph_k_out(L, H, 2 + l * H + h)])
+            keep = g->co->zg;
+        for (size_t r = 0; r < BT; r++) {
+            float *z = d->zb + r * HD + (size_t)h * D;
+            if (keep) memcpy(z, keep + (size_t)l * g->Z + r * HD + (size_t)h * D, sizeof(float) * D);
+            else model_gate_row(z, z, gt, D);
+        }
     }
-    /* layers l_first..l_stop−1 in full; x: the circuit's residual entering
-     * the layer (NULL: the clean run's) */
-    const float *x = NULL;
-    for (int l = l_first; l < l_stop; l++) {
-        float *xn = d->xs + (size_t)(l + 1) * g.X;
-        if (!x) {
-            /* the residual entering l is the clean run's: only heads with a
-             * corrected channel change, so only their attention is run
-             * (one head at a time) and only their output moves the residual */
-            memcpy(d->zb, cl->zg + (size_t)l * g.Z, sizeof(float) * g.Z);
-            memcpy(xn, cl->x + (size_t)(l + 1) * g.X, sizeof(float) * g.X);
-            float *qh = d->qh, *zh = qh + BT * 3 * D, *dzh = zh + BT * D;
-            for (int h = 0; h < H; h++) {
-                int any = 0;
-                for (int ch = 0; ch < 3; ch++) any |= chan_state(kept, L, H, l, h, ch) != 0;
-                if (!any || cl->zfixed[l * H + h]) continue;
+    copy_f(xn, x, g->X);
+    al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f, d->zb, (int)HD,
+             m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
+}
+
+/* Layer l of the circuit into xn when the residual entering it is the
+ * clean run's (l = l_first, or the last layer when no channel edge is
+ * removed): only heads with a removed edge into a channel, or (last
+ * layer) into the logits, change, so only their attention is run, one
+ * head at a time, and xn is the clean run's next residual plus their
+ * Δzg · W_O, head by head. A head whose channels' senders are as in an
+ * earlier evaluation takes its gated z from the memo. d->zb gets the
+ * layer's gated z's. */
+static void deep_partial(deep *g, int l, float *xn) {
+    al_circuit_delta *d = g->d;
+    const al_model *m = g->m;
+    const al_acts *cl = g->cl;
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
+    const size_t HD = (size_t)H * D, BT = g->BT;
+    al_circuit_memo *mm = g->memo && g->memo->zh ? g->memo : NULL;
+    copy_f(d->zb, cl->zg + (size_t)l * g->Z, g->Z);
+    copy_f(xn, cl->x + (size_t)(l + 1) * g->X, g->X);
+    float *qh = d->qh, *zh = qh + BT * 3 * D, *dzh = zh + BT * D;
+    unsigned char cur[1 + 3 * (1 + (AL_GRAPH_MAX_LAYERS - 1) * 64)];
+    const int nkey = 1 + 3 * (1 + l * H);
+    for (int h = 0; h < H; h++) {
+        if (cl->zfixed[l * H + h]) continue; /* its output does not depend on its channels */
+        const float gt = m->gates[l * H + h];
+        const float *src = NULL; /* the head's gated z, stride sld */
+        size_t sld = D;
+        if (l == L - 1 && !g->kept[al_graph_k_out(L, H, 2 + l * H + h)]) {
+            src = g->co->zg + (size_t)l * g->Z + (size_t)h * D, sld = HD;
+        } else {
+            int any = 0;
+            for (int ch = 0; ch < 3; ch++) any |= chan_state(g->kept, L, H, l, h, ch) != 0;
+            if (!any) continue;
+            unsigned char *key = NULL;
+            int hit = 0;
+            if (mm && nkey <= mm->hw) {
+                key = mm->hkey + ((size_t)l * H + h) * mm->hw;
+                int n = 0;
+                cur[n++] = 1;
                 for (int ch = 0; ch < 3; ch++) {
-                    const float *b0 = cl->qkv + (size_t)l * g.Q + (size_t)ch * HD + (size_t)h * D;
-                    if (chan_state(kept, L, H, l, h, ch))
-                        deep_channel(&g, l, h, ch, b0, 3 * HD, qh + (size_t)ch * D, 3 * (size_t)D);
+                    cur[n++] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
+                    for (int s0 = 0; s0 < l * H; s0++) cur[n++] = g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+                }
+                hit = !memcmp(key, cur, (size_t)nkey);
+                mm->hits += hit;
+            }
+            float *out = key ? mm->zh + (size_t)l * g->Z + (size_t)h * D : zh;
+            const size_t old = key ? HD : (size_t)D;
+            if (!hit) {
+                for (int ch = 0; ch < 3; ch++) {
+                    const float *b0 = cl->qkv + (size_t)l * g->Q + (size_t)ch * HD + (size_t)h * D;
+                    if (chan_state(g->kept, L, H, l, h, ch))
+                        deep_channel(g, l, h, ch, b0, 3 * HD, qh + (size_t)ch * D, 3 * (size_t)D, 1);
                     else
                         for (size_t r = 0; r < BT; r++)
                             memcpy(qh + r * 3 * D + (size_t)ch * D, b0 + r * 3 * HD, sizeof(float) * D);
                 }
                 attention_forward(zh, d->att, qh, nb, T, 1, D, 1);
-                const float gt = m->gates[l * H + h];
-                for (size_t r = 0; r < BT; r++) {
-                    float *z = d->zb + r * HD + (size_t)h * D;
-                    const float *zc = cl->zg + (size_t)l * g.Z + r * HD + (size_t)h * D;
-                    model_gate_row(z, zh + r * D, gt, D);
-                    for (int k = 0; k < D; k++) dzh[r * D + k] = z[k] - zc[k];
-                }
-                al_sgemm(false, false, (int)BT, C, D, 1.0f, dzh, D,
-                            al_head_wo(m, l, h), C, 1.0f, xn, C);
+                for (size_t r = 0; r < BT; r++) model_gate_row(out + r * old, zh + r * D, gt, D);
+                if (key) memcpy(key, cur, (size_t)nkey);
             }
-        } else {
-            deep_qkv(&g, l, x, d->qkv);
-            for (int h = 0; h < H; h++)
-                for (int ch = 0; ch < 3; ch++)
-                    if (chan_state(kept, L, H, l, h, ch)) {
-                        float *q = d->qkv + (size_t)ch * HD + (size_t)h * D;
-                        deep_channel(&g, l, h, ch, q, 3 * HD, q, 3 * HD);
-                    }
-            attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1);
-            for (int h = 0; h < H; h++) { /* zb becomes the gated z */
-                const float gt = m->gates[l * H + h];
-                const int fixed = cl->zfixed[l * H + h];
-                for (size_t r = 0; r < BT; r++) {
-                    float *z = d->zb + r * HD + (size_t)h * D;
-                    if (fixed)
-                        memcpy(z, cl->zg + (size_t)l * g.Z + r * HD + (size_t)h * D, sizeof(float) * D);
-                    else model_gate_row(z, z, gt, D);
-                }
-            }
-            memcpy(xn, x, sizeof(float) * g.X);
-            al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f,
-                        d->zb, (int)HD, m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
+            src = out, sld = old;
         }
-        float *dz = d->dz + (size_t)l * g.Z;
-        const float *zc = co->zg + (size_t)l * g.Z;
-        for (size_t i = 0; i < g.Z; i++) dz[i] = d->zb[i] - zc[i];
-        g.ready |= 1u << l;
+        for (size_t r = 0; r < BT; r++) {
+            float *z = d->zb + r * HD + (size_t)h * D;
+            const float *zc = cl->zg + (size_t)l * g->Z + r * HD + (size_t)h * D;
+            memcpy(z, src + r * sld, sizeof(float) * D);
+#pragma omp simd
+            for (int k = 0; k < D; k++) dzh[r * D + k] = z[k] - zc[k];
+        }
+        al_sgemm(false, false, (int)BT, C, D, 1.0f, dzh, D, al_head_wo(m, l, h), C, 1.0f, xn, C);
+    }
+}
+
+/* A circuit of a model of 3 or more layers. Let l_first be the first
+ * layer with a removed edge into a channel. Layers before it are the
+ * clean run's; layer l_first changes only in the heads with such an edge
+ * (deep_partial); every later layer may change in every row, so each is
+ * recomputed in full (deep_layer: q|k|v from the circuit's residual, the
+ * channels corrected, attention, gates, the next residual), keeping each
+ * one's Δzg for the channels and logits edges it sends to. With no
+ * channel edge removed only the last layer's heads with removed logits
+ * edges change. Removed embed and earlier heads' logits edges are then
+ * subtracted from the final residual. ACDC's sweep, receivers from the
+ * logits back, changes one channel per evaluation: what depends only on
+ * the layers before l_first (a head of layer l_first, the part of a
+ * later channel from those layers, the removed logits edges of their
+ * heads) is kept in the memo across evaluations. Heads whose z a hook set
+ * in full (zfixed) keep the clean run's output; other hooks are not run.
+ * Rows of xL equal to the clean run's are not marked changed. */
+static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
+                          const float *embp, al_circuit_memo *memo, float *xL,
+                          unsigned char *changed, al_err *e) {
+    (void)e;
+    const int L = d->L, H = d->H, D = d->D, C = d->C, nb = cl->B;
+    const size_t HD = (size_t)H * D, BT = (size_t)nb * d->T;
+    deep g = {d, kept, cl, co, embp, m, BT, BT * 3 * HD, BT * HD, BT * C, 0, L, memo};
+    int l_first = L;
+    for (int l = 0; l < L && l_first == L; l++)
+        for (int h = 0; h < H && l_first == L; h++)
+            for (int ch = 0; ch < 3; ch++)
+                if (chan_state(kept, L, H, l, h, ch)) {
+                    l_first = l;
+                    break;
+                }
+    g.lo = l_first;
+    const float *x = NULL;
+    for (int l = l_first < L ? l_first : L - 1; l < L; l++) {
+        float *xn = l == L - 1 ? xL : d->xs + (size_t)(l + 1) * g.X;
+        if (!x) deep_partial(&g, l, xn);
+        else deep_layer(&g, l, x, xn);
+        if (l < L - 1) {
+            float *dz = d->dz + (size_t)l * g.Z;
+            const float *zc = co->zg + (size_t)l * g.Z;
+            sub_f(dz, d->zb, zc, g.Z);
+            g.ready |= 1u << l;
+        }
         x = xn;
     }
-    if (x) memset(d->xm + (size_t)l_stop * T, 1, T); /* x is d->xs's layer l_stop */
-    /* layer l_stop's channels, as patches of the incremental forward;
-     * from the memo when the residual entering the layer is the clean
-     * run's and the channel's senders are as when it was stored */
-    g.x = x, g.xl = l_stop, g.dx_ready = 0;
-    const int use_memo = memo && memo->syn && !x && l_first < L;
-    if (use_memo && memo->layer != l_stop) {
-        memset(memo->key, 0, (size_t)3 * H * memo->kw);
-        memo->layer = l_stop;
-    }
-    unsigned char cur[2 + (AL_GRAPH_MAX_LAYERS - 1) * 64];
-    const int nk = 2 + l_stop * H;
-    for (int h = 0; l_first < L && h < H; h++)
-        for (int ch = 0; ch < 3; ch++) {
-            int st = chan_state(kept, L, H, l_stop, h, ch);
-            if (!st) continue;
-            size_t o = (size_t)ch * HD + (size_t)h * D;
-            float *dst = d->syn + (size_t)l_stop * g.Q + o;
-            memset(d->qm + (((size_t)l_stop * 3 + ch) * H + h) * T, 1, T);
-            unsigned char *key = NULL;
-            if (use_memo && nk <= (int)sizeof cur) {
-                key = memo->key + ((size_t)ch * H + h) * memo->kw;
-                cur[0] = 1, cur[1] = kept[al_graph_k_input(H, l_stop, h, ch, 0)];
-                for (int s0 = 0; s0 < l_stop * H; s0++)
-                    cur[2 + s0] = kept[al_graph_k_comp(L, H, s0, l_stop, h, ch)];
-                if (!memcmp(key, cur, (size_t)nk)) {
-                    copy_rows(dst, memo->syn + o, BT, D, 3 * HD);
-                    continue;
-                }
-            }
-            deep_channel(&g, l_stop, h, ch, NULL, 0, dst, 3 * HD);
-            if (key) {
-                copy_rows(memo->syn + o, dst, BT, D, 3 * HD);
-                memcpy(key, cur, (size_t)nk);
-            }
-        }
-    /* last-layer heads: read by the logits only (as for 1 and 2 layers) */
-    const int ll = L - 1;
-    for (int h = 0; h < H; h++) {
-        if (kept[al_graph_k_out(L, H, 2 + ll * H + h)] || co->zfixed[ll * H + h]) continue;
-        memset(d->zm + ((size_t)ll * H + h) * T, 1, T);
-        float *dst = d->zsrc + (size_t)ll * g.Z + (size_t)h * D;
-        for (size_t r = 0; r < BT; r++)
-            memcpy(dst + r * HD, co->z + (size_t)ll * g.Z + r * HD + (size_t)h * D,
-                   sizeof(float) * D);
-    }
-    al_patch_spec sp = {x ? d->xs : NULL, d->zsrc, x ? d->xm : NULL, d->zm, d->syn, NULL, d->qm, NULL};
-    if (al_model_forward_delta(m, cl, &sp, xL, d->dirty, &d->ws, e)) return -1;
-    for (size_t r = 0; r < BT; r++) changed[r] = d->dirty[r % T];
+    const float *xc = cl->x + (size_t)L * g.X;
+#pragma omp parallel for schedule(static) if (BT >= 256)
+    for (size_t r = 0; r < BT; r++) changed[r] = memcmp(xL + r * C, xc + r * C, sizeof(float) * C) != 0;
     /* the logits' other senders: embed and the heads before the last layer */
     int all = !kept[al_graph_k_out(L, H, 0)];
     for (int j = 2; j < 2 + L * H; j++) all &= !kept[al_graph_k_out(L, H, j)];
@@ -831,11 +951,37 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
             const float *a = m->p[AL_P_WE] + (size_t)clean[r] * C;
             const float *z = m->p[AL_P_WE] + (size_t)corr[r] * C;
             float *xr = xL + r * C;
+#pragma omp simd
             for (int k = 0; k < C; k++) xr[k] -= a[k] - z[k];
             changed[r] = 1;
         }
-    int nfix = 0; /* fix (BT, C) = Σ over layers of the removed heads' Δzg · W_O[l0] */
-    for (int l0 = 0; l0 < L - 1; l0++) {
+    /* fix (BT, C) = Σ over layers of the removed heads' Δzg · W_O[l0].
+     * The layers below l_first are the clean run's, so their part is the
+     * same in every evaluation that removes the same logits edges (after
+     * ACDC's first sweep, all of them): the memo keeps it */
+    const int lc = l_first < L - 1 ? l_first : L - 1;
+    const int fkn = 2 + lc * H;
+    unsigned char fk[2 + (AL_GRAPH_MAX_LAYERS - 1) * 64];
+    int nfix = 0, l0 = 0, store = 0;
+    const float *fix = d->fix;
+    if (memo && memo->fix && lc > 0) {
+        fk[0] = 1, fk[1] = (unsigned char)lc;
+        for (int j = 0; j < lc * H; j++) fk[2 + j] = kept[al_graph_k_out(L, H, 2 + j)];
+        if (!memcmp(memo->fkey, fk, (size_t)fkn)) {
+            nfix = memo->fn, l0 = lc, memo->hits++;
+            if (nfix && lc == L - 1) fix = memo->fix;
+            else if (nfix) memcpy(d->fix, memo->fix, sizeof(float) * g.X);
+        } else
+            store = 1;
+    }
+    for (;; l0++) {
+        if (store && l0 == lc) {
+            if (nfix) memcpy(memo->fix, d->fix, sizeof(float) * g.X);
+            memo->fn = nfix;
+            memcpy(memo->fkey, fk, (size_t)fkn);
+            store = 0;
+        }
+        if (l0 >= L - 1) break;
         int any = 0;
         for (int h = 0; h < H; h++) any |= !kept[al_graph_k_out(L, H, 2 + l0 * H + h)];
         if (!any) continue;
@@ -851,11 +997,13 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
         nfix++;
     }
     for (size_t r = 0; nfix && r < BT; r++) {
-        const float *f = d->fix + r * C;
+        const float *f = fix + r * C;
         float *xr = xL + r * C;
         int nz = 0;
+#pragma omp simd reduction(|:nz)
         for (int k = 0; k < C; k++) nz |= f[k] != 0.0f;
         if (!nz) continue;
+#pragma omp simd
         for (int k = 0; k < C; k++) xr[k] -= f[k];
         changed[r] = 1;
     }
