@@ -158,7 +158,6 @@ typedef struct al_circuit_delta {
     float *qkv, *att, *zb, *dxb; /* (B,T,3HD) (B,H,T,T) (B,T,HD) (B,T,C) */
     float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
     float *lowt;            /* (B,T,D) a channel's correction from the clean layers */
-    float *wmask;           /* (H·D, 3·H·D) one sending layer's masked products */
     unsigned char *qm, *zm, *dirty; /* (L,3,H,T) (L,H,T) (T) */
     al_delta_ws ws;
 } al_circuit_delta;

@@ -326,7 +326,7 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
     const size_t nw = L >= 2 ? n_comp(d->L, d->H) * D * D : 1;
     /* the layers a deep circuit recomputes in full (L >= 3) */
     const size_t deep = L >= 3 ? L * C * 3 * HD + (L + 1) * BT * C + BT * 3 * HD +
-                                     BT * H * T + BT * HD + BT * C + 6 * BT * D + HD * 3 * HD
+                                     BT * H * T + BT * HD + BT * C + 6 * BT * D
                                : 0;
     d->wcomp = al_malloc(nw + L * BT * 3 * HD + L * BT * HD + BT * C + L * BT * HD + BT * HD +
                              HD * D + deep,
@@ -351,7 +351,6 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
         d->dxb = d->zb + BT * HD;
         d->qh = d->dxb + BT * C;
         d->lowt = d->qh + 5 * BT * D;
-        d->wmask = d->lowt + BT * D;
         for (int l = 0; l < d->L; l++) model_fuse_qkv(d->wqkv + (size_t)l * C * 3 * HD, m, l);
     }
     d->zm = d->qm + L * 3 * H * T; /* right after qm: one memset clears both */
@@ -662,10 +661,9 @@ static int chan_from_co(const deep *g, int l, int h, int ch, int *nk) {
 /* dst (BT rows of D, stride ldd) = channel (l, h, ch) of the circuit,
  * from base (stride ldb), the channel as the circuit's own residual
  * gives it (chan_from_co says which form). The part from embed and the
- * layers below l_first comes from, or goes to, g->memo; the senders of
- * later layers are added only when high (else the caller adds them). */
+ * layers below l_first comes from, or goes to, g->memo. */
 static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_t ldb,
-                         float *dst, size_t ldd, int high) {
+                         float *dst, size_t ldd) {
     al_circuit_delta *d = g->d;
     const int L = d->L, H = d->H, D = d->D;
     const size_t HD = (size_t)H * D, o = (size_t)ch * HD + (size_t)h * D, BT = g->BT;
@@ -725,39 +723,7 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
 #pragma omp simd
             for (int k = 0; k < D; k++) dst[r * ldd + k] += sign * ep[r * 3 * HD + k];
     }
-    for (int l0 = lo; high && l0 < l; l0++) sender_terms(g, l0, l, h, ch, want, sign, 1, dst, ldd);
-}
-
-/* w (H·D, 3·H·D) = what layer l0's Δzg (BT, H·D) is multiplied by to
- * give every channel of layer l its terms from l0 as deep_channel forms
- * them: block (h0, ch·H + h) is sign · W_O[l0,h0] W_c[l,h] where the
- * edge's kept bit is the channel's want, else zero. Returns whether any
- * block is nonzero. */
-static int mask_weights(deep *g, int l0, int l, float *w) {
-    const al_circuit_delta *d = g->d;
-    const int L = d->L, H = d->H, D = d->D;
-    const size_t HD = (size_t)H * D, W = 3 * HD;
-    int any = 0;
-    memset(w, 0, sizeof(float) * HD * W);
-    for (int h = 0; h < H; h++)
-        for (int ch = 0; ch < 3; ch++) {
-            if (!chan_state(g->kept, L, H, l, h, ch)) continue;
-            int nk;
-            const int from_co = chan_from_co(g, l, h, ch, &nk);
-            const unsigned char want = from_co ? 1 : 0;
-            const float sign = from_co ? 1.0f : -1.0f;
-            for (int h0 = 0; h0 < H; h0++) {
-                int k = al_graph_k_comp(L, H, l0 * H + h0, l, h, ch);
-                if (g->kept[k] != want) continue;
-                const float *blk = d->wcomp + (size_t)(k - 6 * L * H) * D * D;
-                float *o = w + (size_t)h0 * D * W + (size_t)ch * HD + (size_t)h * D;
-                for (int i = 0; i < D; i++)
-#pragma omp simd
-                    for (int j = 0; j < D; j++) o[(size_t)i * W + j] = sign * blk[(size_t)i * D + j];
-                any = 1;
-            }
-        }
-    return any;
+    for (int l0 = lo; l0 < l; l0++) sender_terms(g, l0, l, h, ch, want, sign, 1, dst, ldd);
 }
 
 /* qkv (BT, 3HD) = layer l's q|k|v from the circuit's residual x (NULL:
@@ -789,16 +755,8 @@ static void deep_layer(deep *g, int l, const float *x, float *xn) {
         for (int ch = 0; ch < 3; ch++)
             if (chan_state(g->kept, L, H, l, h, ch)) {
                 float *q = d->qkv + (size_t)ch * HD + (size_t)h * D;
-                deep_channel(g, l, h, ch, q, 3 * HD, q, 3 * HD, 0);
+                deep_channel(g, l, h, ch, q, 3 * HD, q, 3 * HD);
             }
-    /* the senders of recomputed layers (l_first..l−1), for every channel
-     * at once: one product per sending layer with the edges' products
-     * masked, rather than one gathered product per channel (by ACDC's
-     * later layers most edges are removed, so the mask wastes little) */
-    for (int l0 = g->lo < l ? g->lo : l; l0 < l; l0++)
-        if (mask_weights(g, l0, l, d->wmask))
-            al_sgemm(false, false, (int)BT, (int)(3 * HD), (int)HD, 1.0f, deep_dz(g, l0), (int)HD,
-                     d->wmask, (int)(3 * HD), 1.0f, d->qkv, (int)(3 * HD));
     attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1);
     for (int h = 0; h < H; h++) { /* zb becomes the gated z */
         const float gt = m->gates[l * H + h];
@@ -866,7 +824,7 @@ static void deep_partial(deep *g, int l, float *xn) {
                 for (int ch = 0; ch < 3; ch++) {
                     const float *b0 = cl->qkv + (size_t)l * g->Q + (size_t)ch * HD + (size_t)h * D;
                     if (chan_state(g->kept, L, H, l, h, ch))
-                        deep_channel(g, l, h, ch, b0, 3 * HD, qh + (size_t)ch * D, 3 * (size_t)D, 1);
+                        deep_channel(g, l, h, ch, b0, 3 * HD, qh + (size_t)ch * D, 3 * (size_t)D);
                     else
                         for (size_t r = 0; r < BT; r++)
                             memcpy(qh + r * 3 * D + (size_t)ch * D, b0 + r * 3 * HD, sizeof(float) * D);
