@@ -158,6 +158,8 @@ typedef struct al_circuit_delta {
     float *qkv, *att, *zb, *dxb; /* (B,T,3HD) (B,H,T,T) (B,T,HD) (B,T,C) */
     float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
     float *lowt;            /* (B,T,D) a channel's correction from the clean layers */
+    int *sel;               /* (H) the sender heads of one product */
+    unsigned char *kh, *kc, *kf; /* memo keys being built: a head's, a channel's, the fix's */
     unsigned char *qm, *zm, *dirty; /* (L,3,H,T) (L,H,T) (T) */
     al_delta_ws ws;
 } al_circuit_delta;
@@ -181,7 +183,8 @@ void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *cl
  * kept bits it was computed for and reused when they match, so ACDC's
  * sweep, which changes one channel per evaluation, recomputes one head,
  * not every head with a removed edge. Valid for one batch's cl, co and
- * embp. */
+ * embp, and the model's weights and gates as they were (its keys hold
+ * kept bits only). */
 typedef struct al_circuit_memo {
     float *zh;            /* (L, nb, T, H, D) gated z of a head of layer l_first */
     unsigned char *hkey;  /* (L, H, hw): [0] 1 when stored, then per channel the kept
@@ -198,6 +201,7 @@ typedef struct al_circuit_memo {
                            * kept bits of their heads' logits edges */
     int fn;               /* products summed into fix (0: it is unused) */
     long hits;            /* parts taken from the memo (for tests) */
+    int nb;               /* the batch size it was made for */
 } al_circuit_memo;
 /* Room for batches of nb sequences of d: 0, or −1 with e (*mm zeroed). */
 int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e);

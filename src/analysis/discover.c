@@ -111,11 +111,17 @@ static void ctx_free(dctx *d) {
 static int memory_fits(const al_pairs *t, const al_config *c, al_err *e) {
     double N = t->N, T = t->T, L = c->n_layers, H = c->n_heads, HD = H * c->d_head;
     double acts = (L + 1) * T * c->d_model + L * T * 3 * HD + L * H * T * T + 2 * L * T * HD;
-    /* per batch: embp (L−1 layers of q|k|v) and, 3 or more layers, the
-     * memo (graph.h: L layers of z, L−1 of q|k|v, one residual) */
+    /* per sequence: embp (L−1 layers of q|k|v) and, 3 or more layers, the
+     * memo (graph.h: L layers of z, L−1 of q|k|v, one residual); per
+     * batch the memo's keys (bytes), taken here as one per sequence at
+     * worst (batch 1); and the logits scratch of ROWS items */
     double embp = L > 1 ? (L - 1) * T * 3 * HD : 0.0;
     double memo = L > 2 ? L * T * HD + (L - 1) * T * 3 * HD + T * c->d_model : 0.0;
-    double need = (2.0 * N * acts + N * (embp + memo) + (double)t->n_items * c->d_vocab) *
+    double keys = L > 2 ? (L * H * (1 + 3 * (1 + (L - 1) * H)) + L * 3 * H * (4 + (L - 1) * H)) /
+                              (double)sizeof(float)
+                        : 0.0;
+    double need = (2.0 * N * acts + N * (embp + memo + keys) + (double)t->n_items * c->d_vocab +
+                   (double)ROWS * (c->d_model + 2.0 * c->d_vocab)) *
                   sizeof(float);
     double have = al_mem_total();
     if (have > 0 && need > 0.8 * have)

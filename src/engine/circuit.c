@@ -329,9 +329,12 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
                                      BT * H * T + BT * HD + BT * C + 6 * BT * D
                                : 0;
     d->wcomp = al_malloc(nw + L * BT * 3 * HD + L * BT * HD + BT * C + L * BT * HD + BT * HD +
-                             HD * D + deep,
+                             HD * D + deep + H,
                          sizeof(float), e);
-    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T, 1, e) : NULL;
+    /* a deep circuit's memo keys (al_circuit_memo: hw, lw bytes) being built */
+    const size_t hw = 1 + 3 * (1 + (L - 1) * H), lw = 4 + (L - 1) * H;
+    const size_t keys = L >= 3 ? hw + 2 * lw : 0;
+    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T + keys, 1, e) : NULL;
     if (!d->qm) {
         al_circuit_delta_free(d);
         return -1;
@@ -351,6 +354,10 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
         d->dxb = d->zb + BT * HD;
         d->qh = d->dxb + BT * C;
         d->lowt = d->qh + 5 * BT * D;
+        d->sel = (int *)(d->lowt + BT * D); /* H ints in H floats' room */
+        d->kh = d->qm + L * 3 * H * T + L * H * T + T;
+        d->kc = d->kh + hw;
+        d->kf = d->kc + lw;
         for (int l = 0; l < d->L; l++) model_fuse_qkv(d->wqkv + (size_t)l * C * 3 * HD, m, l);
     }
     d->zm = d->qm + L * 3 * H * T; /* right after qm: one memset clears both */
@@ -405,6 +412,7 @@ int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb,
     memset(mm, 0, sizeof *mm);
     const size_t HD = (size_t)d->H * d->D, L = (size_t)d->L, H = (size_t)d->H;
     const size_t bt = (size_t)nb * d->T;
+    mm->nb = nb;
     mm->hw = 1 + 3 * (1 + (d->L - 1) * d->H);
     mm->lw = 4 + (d->L - 1) * d->H;
     mm->zh = al_malloc(L * bt * HD + (L - 1) * bt * 3 * HD + bt * d->C, sizeof(float), e);
@@ -435,6 +443,10 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
     if (nb > d->B || cl->T != T || co->B != nb || co->T != T)
         return al_errf(e, "circuit evaluation: runs of %dx%d and %dx%d for a workspace of %dx%d",
                        cl->B, cl->T, co->B, co->T, d->B, T);
+    if (L >= 3 && memo && memo->zh && (memo->nb < nb || memo->hw != 1 + 3 * (1 + (L - 1) * H)))
+        return al_errf(e, "circuit evaluation: a memo made for %d sequences of another workspace "
+                          "(this batch has %d)",
+                       memo->nb, nb);
     if (L >= 3)
         return delta_run_deep(d, m, kept, cl, co, clean, corr, embp, memo, xL, changed, e);
     const size_t HD = (size_t)H * D, BT = (size_t)nb * T, Q = BT * 3 * HD, Z = BT * HD;
@@ -621,8 +633,8 @@ static int sender_terms(deep *g, int l0, int l, int h, int ch, unsigned char wan
     al_circuit_delta *d = g->d;
     const int L = d->L, H = d->H, D = d->D;
     const size_t HD = (size_t)H * D, BT = g->BT;
-    int sel[64], cnt = 0;
-    for (int h0 = 0; h0 < H && cnt < (int)(sizeof sel / sizeof sel[0]); h0++)
+    int *sel = d->sel, cnt = 0;
+    for (int h0 = 0; h0 < H; h0++)
         if (g->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)] == want) sel[cnt++] = h0;
     if (!cnt) return 0;
     const float *dz = deep_dz(g, l0), *a = dz;
@@ -687,7 +699,7 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
         if (nlow) {
             float *low = d->lowt;
             size_t ldl = D;
-            unsigned char cur[4 + AL_GRAPH_MAX_LAYERS * 64], *key = NULL;
+            unsigned char *cur = d->kc, *key = NULL; /* lw bytes */
             const int nkey = 4 + lo * H;
             int hit = 0;
             if (g->memo && g->memo->low && nkey <= g->memo->lw) {
@@ -792,7 +804,7 @@ static void deep_partial(deep *g, int l, float *xn) {
     copy_f(d->zb, cl->zg + (size_t)l * g->Z, g->Z);
     copy_f(xn, cl->x + (size_t)(l + 1) * g->X, g->X);
     float *qh = d->qh, *zh = qh + BT * 3 * D, *dzh = zh + BT * D;
-    unsigned char cur[1 + 3 * (1 + (AL_GRAPH_MAX_LAYERS - 1) * 64)];
+    unsigned char *cur = d->kh; /* hw bytes */
     const int nkey = 1 + 3 * (1 + l * H);
     for (int h = 0; h < H; h++) {
         if (cl->zfixed[l * H + h]) continue; /* its output does not depend on its channels */
@@ -919,7 +931,7 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
      * ACDC's first sweep, all of them): the memo keeps it */
     const int lc = l_first < L - 1 ? l_first : L - 1;
     const int fkn = 2 + lc * H;
-    unsigned char fk[2 + (AL_GRAPH_MAX_LAYERS - 1) * 64];
+    unsigned char *fk = d->kf; /* lw bytes: 2 + (L−1)·H needed */
     int nfix = 0, l0 = 0, store = 0;
     const float *fix = d->fix;
     if (memo && memo->fix && lc > 0) {
