@@ -212,8 +212,9 @@ void al_circuit_memo_free(al_circuit_memo *mm);
  * cl's (elsewhere xL is cl's, bit for bit; every edge kept: nothing
  * changed). Runs a full forward of m when a layer-0 channel is patched
  * in a 1- or 2-layer model (m's activations change; its hooks run).
- * memo: NULL, or the batch's memory (3 or more layers; unused below).
- * 0, or −1 with e. */
+ * memo: NULL, or the batch's memory (3 or more layers; unused below;
+ * refused, −1, when made for fewer sequences or another workspace); the
+ * result is the same bits with it as without. 0, or −1 with e. */
 int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
                          const float *embp, al_circuit_memo *memo, float *xL,
