@@ -690,50 +690,43 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
     const float sign = from_co ? 1.0f : -1.0f;
     const unsigned char want = from_co ? 1 : 0;
     const int lo = g->lo < l ? g->lo : l, emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
-    if (lo > 0) {
-        /* embed and the senders of layers < lo are the clean run's in
-         * every evaluation with this l_first: their sum is formed apart
-         * (so that a stored one gives the same bits) and kept in the memo */
-        int nlow = emb;
-        for (int s0 = 0; s0 < lo * H; s0++) nlow += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)] == want;
-        if (nlow) {
-            float *low = d->lowt;
-            size_t ldl = D;
-            unsigned char *cur = d->kc, *key = NULL; /* lw bytes */
-            const int nkey = 4 + lo * H;
-            int hit = 0;
-            if (g->memo && g->memo->low && nkey <= g->memo->lw) {
-                al_circuit_memo *mm = g->memo;
-                key = mm->lkey + (((size_t)(l - 1) * 3 + ch) * H + h) * mm->lw;
-                cur[0] = 1, cur[1] = (unsigned char)lo, cur[2] = (unsigned char)from_co;
-                cur[3] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
-                for (int s0 = 0; s0 < lo * H; s0++) cur[4 + s0] = g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
-                low = mm->low + (size_t)(l - 1) * g->Q + o, ldl = 3 * HD;
-                hit = !memcmp(key, cur, (size_t)nkey);
-                g->memo->hits += hit;
-            }
-            if (!hit) {
-                int started = 0;
-                if (emb) {
-                    const float *ep = g->embp + (size_t)(l - 1) * g->Q + o; /* clean − corrupted */
-                    for (size_t r = 0; r < BT; r++)
-#pragma omp simd
-                        for (int k = 0; k < D; k++) low[r * ldl + k] = sign * ep[r * 3 * HD + k];
-                    started = 1;
-                }
-                for (int l0 = 0; l0 < lo; l0++)
-                    started |= sender_terms(g, l0, l, h, ch, want, sign, started, low, ldl);
-                if (key) memcpy(key, cur, (size_t)nkey);
-            }
-            for (size_t r = 0; r < BT; r++)
-#pragma omp simd
-                for (int k = 0; k < D; k++) dst[r * ldd + k] += low[r * ldl + k];
+    /* embed and the senders of layers < lo are the clean run's in every
+     * evaluation with this l_first: their sum is formed apart (so that a
+     * stored one gives the same bits) and kept in the memo */
+    int nlow = emb;
+    for (int s0 = 0; s0 < lo * H; s0++) nlow += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)] == want;
+    if (nlow) {
+        float *low = d->lowt;
+        size_t ldl = D;
+        unsigned char *cur = d->kc, *key = NULL; /* lw bytes */
+        const int nkey = 4 + lo * H;
+        int hit = 0;
+        if (lo > 0 && g->memo && g->memo->low && nkey <= g->memo->lw) {
+            al_circuit_memo *mm = g->memo;
+            key = mm->lkey + (((size_t)(l - 1) * 3 + ch) * H + h) * mm->lw;
+            cur[0] = 1, cur[1] = (unsigned char)lo, cur[2] = (unsigned char)from_co;
+            cur[3] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
+            for (int s0 = 0; s0 < lo * H; s0++) cur[4 + s0] = g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+            low = mm->low + (size_t)(l - 1) * g->Q + o, ldl = 3 * HD;
+            hit = !memcmp(key, cur, (size_t)nkey);
+            mm->hits += hit;
         }
-    } else if (emb) {
-        const float *ep = g->embp + (size_t)(l - 1) * g->Q + o; /* clean − corrupted */
+        if (!hit) {
+            int started = 0;
+            if (emb) {
+                const float *ep = g->embp + (size_t)(l - 1) * g->Q + o; /* clean − corrupted */
+                for (size_t r = 0; r < BT; r++)
+#pragma omp simd
+                    for (int k = 0; k < D; k++) low[r * ldl + k] = sign * ep[r * 3 * HD + k];
+                started = 1;
+            }
+            for (int l0 = 0; l0 < lo; l0++)
+                started |= sender_terms(g, l0, l, h, ch, want, sign, started, low, ldl);
+            if (key) memcpy(key, cur, (size_t)nkey);
+        }
         for (size_t r = 0; r < BT; r++)
 #pragma omp simd
-            for (int k = 0; k < D; k++) dst[r * ldd + k] += sign * ep[r * 3 * HD + k];
+            for (int k = 0; k < D; k++) dst[r * ldd + k] += low[r * ldl + k];
     }
     for (int l0 = lo; l0 < l; l0++) sender_terms(g, l0, l, h, ch, want, sign, 1, dst, ldd);
 }
