@@ -22,7 +22,7 @@ OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sani
 endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CFLAGS  += -std=c11 -Wall -Wextra -Werror $(OPT) $(ARCH) -fopenmp -Iinclude $(PKG_CFLAGS) -MMD -MP
+CFLAGS  += -std=c11 -Wall -Wextra -Werror $(OPT) $(ARCH) -fno-math-errno -fopenmp -Iinclude $(PKG_CFLAGS) -MMD -MP
 LDLIBS  += $(PKG_LIBS) -ldnnl -lm
 SAN_LD  := -fsanitize=address,undefined
 LDFLAGS += -fopenmp $(if $(filter 1,$(SAN)),$(SAN_LD))

@@ -62,6 +62,7 @@
 #include "attnlab/attrpatch.h"
 #include "attnlab/discover.h"
 #include "attnlab/patch.h"
+#include "attnlab/prof.h"
 #include "attnlab/sae.h"
 #include "attnlab/sae_train.h"
 
@@ -70,6 +71,7 @@ static int o_layers = 2, o_dmodel = 256, o_heads = 8, o_dhead = 32, o_ctx = 256;
 static int o_vocab = 4096, o_batch = 16, o_threads = 2, o_warmup = 2, o_sgemm_n = 4096;
 static double o_min_time = 3.0, o_wu_scale = 1.0;
 static int o_pairs = 64, o_naive_pairs = 8, o_patch_r = 50, o_patch_batch = 8;
+static int o_profile = 0;
 static int o_sae_expansion = 8, o_sae_k = 32, o_sae_batch = 4096, o_sae_layer = 1;
 static int o_sae_steps = 200;
 static const char *o_sae_model = NULL, *o_sae_data = NULL, *o_sae_out = NULL;
@@ -88,6 +90,7 @@ static al_flag flags[] = {
     {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
     {"warmup", AL_INT, &o_warmup, "N", "untimed iterations first", 0, 0},
     {"min-time", AL_FLOAT, &o_min_time, "S", "time iterations for at least S seconds", 0, 0},
+    {"profile", AL_BOOL, &o_profile, NULL, "train, infer: ms per step of each operation (prof.h)", 0, 0},
     {"precision", AL_STR, &o_precision, "P", "matmul inputs: f32 or bf16 (gemm.h)", 0, 0},
     {"sgemm-n", AL_INT, &o_sgemm_n, "N", "matrix size for --mode sgemm", 0, 0},
     {"pairs", AL_INT, &o_pairs, "N", "patch: pairs of the incremental sweep", 0, 0},
@@ -284,7 +287,7 @@ typedef struct model_arg {
     al_optim_cfg *oc;
     const int *in;
     int B, T, train;
-    long step;
+    long step, calls;
 } model_arg;
 
 /* One inference forward, or one training step (forward, backward, AdamW). */
@@ -292,6 +295,7 @@ static int model_step(void *p) {
     model_arg *g = p;
     al_err e;
     int BT = g->B * g->T;
+    g->calls++;
     if (al_model_forward(g->m, g->in, g->in + BT, g->B, g->T, &e) != 0 ||
         (g->train && al_model_backward(g->m, &e) != 0)) {
         fprintf(stderr, "bench_engine: %s\n", e.msg);
@@ -320,8 +324,9 @@ static int bench_model(int train) {
     for (int i = 0; i < 2 * BT; i++) in[i] = (int)al_rng_below(&r, (uint32_t)c.d_vocab);
     al_optim_cfg oc = {.lr = 1e-3, .min_lr_frac = 1.0, .beta1 = 0.9, .beta2 = 0.95,
                        .eps = 1e-8, .weight_decay = 0.1, .grad_clip = 1.0};
-    model_arg g = {&m, &opt, &oc, in, B, T, train, 0};
+    model_arg g = {&m, &opt, &oc, in, B, T, train, 0, 0};
     double total;
+    al_prof_enable(o_profile);
     int it = time_loop(model_step, &g, o_warmup, o_min_time, &total);
     if (it < 0) return 1;
     double flops = al_model_forward_flops(&c, B, T) * (train ? 3.0 : 1.0), med = median(it);
@@ -332,6 +337,19 @@ static int bench_model(int train) {
            train ? "train" : "infer", c.n_layers, c.d_model, c.n_heads, c.d_head, c.n_ctx,
            c.d_vocab, B, o_threads, it, total, BT / med, (double)BT * it / total,
            flops / med / 1e9, m.mean_loss);
+    if (o_profile) {
+        /* ms per step of each operation (warm-up steps included in both
+         * the totals and the count), and what no operation covers */
+        double all = 0.0;
+        printf("\"profile_ms\": {");
+        for (int op = 0; op < AL_OP_N; op++) {
+            double ms = 1e3 * al_prof_seconds(op) / (double)g.calls;
+            all += ms;
+            printf("\"%s\": %.2f, ", al_prof_name(op), ms);
+        }
+        printf("\"sum\": %.2f, \"step\": %.2f}, ", all, 1e3 * med);
+        al_prof_enable(0);
+    }
     print_tail();
     free(in);
     al_adamw_free(&opt);

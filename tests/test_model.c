@@ -3,8 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "attnlab/layers.h"
 #include "attnlab/model.h"
+#include "attnlab/optim.h"
+#include "attnlab/prof.h"
 #include "test.h"
 
 static al_config tiny_cfg(int L, int tied) {
@@ -304,4 +308,74 @@ TEST(model_attention_long_matches_naive) {
     CHECKF(max_err < 1e-5, "attention probabilities differ by %g", max_err);
     CHECKF(max_gerr < 1e-4, "dqkv differs by %g (relative)", max_gerr);
     free(qkv); free(dqkv); free(z); free(w); free(att); free(nd); free(a); free(da);
+}
+
+/* One training step (forward, backward, AdamW) of a model big enough for
+ * every parallel loop to split (residual copies over 2^16 floats, two
+ * attention blocks), with gates other than 1 and one head's gate 0; the
+ * weights, gradients and gate gradients after it, or NULL on failure. */
+static float *step_at_threads(int threads, size_t *n, float *gate_grads) {
+    al_config c = al_config_default();
+    c.n_layers = 2, c.d_model = 128, c.n_heads = 4, c.d_head = 16, c.n_ctx = 128;
+    c.d_vocab = 97, c.seed = 11;
+    al_model m;
+    al_adamw o = {0};
+    al_err e;
+    if (al_model_init(&m, &c, &e) || al_adamw_init(&o, m.n_params, &e)) return NULL;
+    for (int i = 0; i < 2 * c.n_heads; i++) m.gates[i] = 0.25f * (float)(i % 5);
+    int B = 4, T = 128, *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
+    random_batch(in, tg, B * T, c.d_vocab, 5);
+    al_optim_cfg oc = {.lr = 1e-2, .min_lr_frac = 1.0, .beta1 = 0.9, .beta2 = 0.95,
+                       .eps = 1e-8, .weight_decay = 0.1, .grad_clip = 1.0};
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    float *out = NULL;
+    if (!al_model_forward(&m, in, tg, B, T, &e) && !al_model_backward(&m, &e)) {
+        memcpy(gate_grads, m.gate_grads, sizeof(float) * 2 * c.n_heads);
+        al_adamw_step(&o, &m, &oc, 1, oc.lr);
+        *n = 2 * m.n_params;
+        if ((out = malloc(sizeof(float) * *n))) {
+            memcpy(out, m.params, sizeof(float) * m.n_params);
+            memcpy(out + m.n_params, m.grads, sizeof(float) * m.n_params);
+        }
+    }
+    omp_set_num_threads(saved);
+    free(in), free(tg);
+    al_adamw_free(&o);
+    al_model_free(&m);
+    return out;
+}
+
+/* The engine's parallel loops (gates, residual copies, attention, AdamW
+ * in vector lanes) give every element the same bits whatever the thread
+ * count: what makes a run's checkpoint depend on the seed alone. */
+TEST(model_step_same_bits_at_1_and_2_threads) {
+    size_t n1 = 0, n2 = 0;
+    float g1[8], g2[8];
+    float *a = step_at_threads(1, &n1, g1), *b = step_at_threads(2, &n2, g2);
+    CHECK(a && b && n1 == n2);
+    if (a && b && n1 == n2) {
+        CHECK(memcmp(a, b, sizeof(float) * n1) == 0);
+        CHECK(memcmp(g1, g2, sizeof g1) == 0);
+        int nonzero = 0; /* the gates were exercised: gradients flowed to them */
+        for (int i = 0; i < 8; i++) nonzero += g1[i] != 0.0f;
+        CHECKF(nonzero >= 6, "only %d gate gradients non-zero", nonzero);
+    }
+    free(a), free(b);
+}
+
+/* The per-operation profile (prof.h): a training step puts time on each
+ * operation it runs, nothing while profiling is off. */
+TEST(model_profile_counts_each_operation) {
+    size_t n;
+    float g[8];
+    al_prof_enable(0);
+    free(step_at_threads(2, &n, g));
+    for (int op = 0; op < AL_OP_N; op++) CHECK(al_prof_seconds(op) == 0.0);
+    al_prof_enable(1);
+    free(step_at_threads(2, &n, g));
+    for (int op = 0; op < AL_OP_N; op++)
+        CHECKF(al_prof_seconds(op) > 0.0, "no time on %s", al_prof_name(op));
+    CHECK(strcmp(al_prof_name(AL_OP_ATT_BWD), "att_bwd") == 0);
+    al_prof_enable(0);
 }

@@ -576,21 +576,6 @@ static void sub_f(float *restrict o, const float *restrict a, const float *restr
     for (size_t i = 0; i < n; i++) o[i] = a[i] - b[i];
 }
 
-/* memcpy of n floats, split over the threads when large. */
-static void copy_f(float *restrict o, const float *restrict a, size_t n) {
-    const size_t chunk = (size_t)1 << 15;
-    if (n < 2 * chunk) {
-        memcpy(o, a, sizeof(float) * n);
-        return;
-    }
-    const long nc = (long)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-    for (long c = 0; c < nc; c++) {
-        size_t i = (size_t)c * chunk, m = n - i < chunk ? n - i : chunk;
-        memcpy(o + i, a + i, sizeof(float) * m);
-    }
-}
-
 /* Channel (l, h, ch)'s removed senders (pos never counts: it carries the
  * same value in both runs): 0 none, 1 some, 2 every one. */
 static int chan_state(const unsigned char *kept, int L, int H, int l, int h, int ch) {
@@ -737,7 +722,7 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
 static void deep_qkv(deep *g, int l, const float *x, float *qkv) {
     al_circuit_delta *d = g->d;
     const size_t C = d->C, HD3 = 3 * (size_t)d->H * d->D;
-    copy_f(qkv, g->cl->qkv + (size_t)l * g->Q, g->Q);
+    model_copy(qkv, g->cl->qkv + (size_t)l * g->Q, g->Q);
     if (!x) return;
     const float *xc = g->cl->x + (size_t)l * g->X;
     sub_f(d->dxb, x, xc, g->X);
@@ -774,7 +759,7 @@ static void deep_layer(deep *g, int l, const float *x, float *xn) {
             else model_gate_row(z, z, gt, D);
         }
     }
-    copy_f(xn, x, g->X);
+    model_copy(xn, x, g->X);
     al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f, d->zb, (int)HD,
              m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
 }
@@ -794,8 +779,8 @@ static void deep_partial(deep *g, int l, float *xn) {
     const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
     const size_t HD = (size_t)H * D, BT = g->BT;
     al_circuit_memo *mm = g->memo && g->memo->zh ? g->memo : NULL;
-    copy_f(d->zb, cl->zg + (size_t)l * g->Z, g->Z);
-    copy_f(xn, cl->x + (size_t)(l + 1) * g->X, g->X);
+    model_copy(d->zb, cl->zg + (size_t)l * g->Z, g->Z);
+    model_copy(xn, cl->x + (size_t)(l + 1) * g->X, g->X);
     float *qh = d->qh, *zh = qh + BT * 3 * D, *dzh = zh + BT * D;
     unsigned char *cur = d->kh; /* hw bytes */
     const int nkey = 1 + 3 * (1 + l * H);

@@ -17,6 +17,7 @@
 
 void encoder_forward(float *out, const int *inp, const float *wte,
                      const float *wpe, int B, int T, int C) {
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *o = out + ((size_t)b * T + t) * C;

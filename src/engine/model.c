@@ -15,6 +15,7 @@
 
 #include "attnlab/gemm.h"
 #include "attnlab/layers.h"
+#include "attnlab/prof.h"
 #include "model_internal.h"
 
 al_config al_config_default(void) {
@@ -321,16 +322,30 @@ static void unfuse_qkv_grads(al_model *m, const float *dwqkv, int l) {
         }
 }
 
+void model_copy(float *restrict o, const float *restrict a, size_t n) {
+    const size_t chunk = (size_t)1 << 15;
+    if (n < 2 * chunk) {
+        memcpy(o, a, sizeof(float) * n);
+        return;
+    }
+    const long nc = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < nc; c++) {
+        size_t i = (size_t)c * chunk, m = n - i < chunk ? n - i : chunk;
+        memcpy(o + i, a + i, sizeof(float) * m);
+    }
+}
+
 /* zg (B,T,H,D) = gate · src, src being z or what the Z hooks made of it. */
 static void apply_gates(const al_model *m, int l, float *zg, const float *src, int BT) {
     int H = m->cfg.n_heads, D = m->cfg.d_head;
-    for (int h = 0; h < H; h++) {
-        float g = m->gates[l * H + h];
-        for (int i = 0; i < BT; i++) {
+    const float *g = m->gates + (size_t)l * H;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < BT; i++)
+        for (int h = 0; h < H; h++) {
             size_t off = ((size_t)i * H + h) * D;
-            model_gate_row(zg + off, src + off, g, D);
+            model_gate_row(zg + off, src + off, g[h], D);
         }
-    }
 }
 
 /* Run the hooks at (point, l) on data (ld floats per (b, t) row);
@@ -427,12 +442,16 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
         float *zg = m->zg + (size_t)l * BT * HD;               // (B,T,H,D)
         const float *zsrc = z;
         if (any && hook(m, AL_HOOK_RESID_PRE, l, x, C, NULL, NULL, e)) return -1;
+        double t0 = al_prof_t();
         model_fuse_qkv(m->wqkv, m, l);
         matmul_forward(qkv, x, m->wqkv, BT, C, 3 * HD, 0.0f);
         pos_qk_forward(m, qkv);
+        al_prof_add(AL_OP_QKV, t0);
         for (int s = 0; any && s < 3; s++)
             if (hook(m, AL_HOOK_Q + s, l, qkv + (size_t)s * HD, 3 * HD, NULL, NULL, e)) return -1;
+        t0 = al_prof_t();
         attention_forward(z, att, qkv, B, T, H, D, 1);
+        al_prof_add(AL_OP_ATT_FWD, t0);
         if (any && al_hook_any(m, AL_HOOK_PATTERN, l)) {
             /* rows a hook wrote: z = row · v there, for every sequence */
             memset(m->rows, 0, (size_t)H * T);
@@ -457,28 +476,34 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
             m->zhooked[l] = 1;
             zsrc = zs;
         }
+        t0 = al_prof_t();
         apply_gates(m, l, zg, zsrc, BT);
-        memcpy(xn, x, sizeof(float) * (size_t)BT * C);
+        model_copy(xn, x, (size_t)BT * C);
         if (any && al_hook_any(m, AL_HOOK_RESULT, l)) {
             if (add_results(m, l, xn, zg, e)) return -1;
         } else
             matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
+        al_prof_add(AL_OP_WO, t0);
         if (any && hook(m, AL_HOOK_RESID_POST, l, xn, C, NULL, NULL, e)) return -1;
     }
     float *xL = m->x + (size_t)L * BT * C;
     if (!unembed) return 0;
+    double t0 = al_prof_t();
     if (c->tied_embeddings)
         matmul_forward_wt(m->probs, xL, m->p[AL_P_WE], BT, C, V, 0.0f);
     else
         matmul_forward(m->probs, xL, m->p[AL_P_WU], BT, C, V, 0.0f);
+    al_prof_add(AL_OP_UNEMBED, t0);
     return 0;
 }
 
 static int forward_body(al_model *m, const int *inputs, int unembed, al_err *e) {
     const al_config *c = &m->cfg;
     int shortformer = c->pos_type == AL_POS_SHORTFORMER; /* W_pos goes into q and k only */
+    double t0 = al_prof_t();
     encoder_forward(m->x, inputs, m->p[AL_P_WE], shortformer ? NULL : m->p[AL_P_WPOS], m->B, m->T,
                     c->d_model);
+    al_prof_add(AL_OP_EMBED, t0);
     m->intervened = 0;
     return forward_layers(m, unembed, e);
 }
@@ -500,7 +525,9 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
         m->intervened = 1;
         return -1;
     }
+    double t0 = al_prof_t();
     m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, BT, V);
+    al_prof_add(AL_OP_CE, t0);
     double sum = 0.0;
     for (int i = 0; i < BT; i++) sum += m->losses[i];
     m->mean_loss = m->n_valid ? (float)(sum / m->n_valid) : -1.0f;
@@ -539,15 +566,19 @@ void model_shared_free(al_model *own) {
  * (0 for replaced heads: nothing upstream produced their output). */
 /* dz = g·dzg in place for layer l (0 for a head whose z a hook set in
  * full: nothing upstream of it reaches W_O). */
+static float gate_of(const al_model *m, int l, int h) {
+    int H = m->cfg.n_heads;
+    return m->zfixed[l * H + h] ? 0.0f : m->gates[l * H + h];
+}
+
 static void scale_by_gates(const al_model *m, int l, float *dzg, size_t BT) {
     int H = m->cfg.n_heads, D = m->cfg.d_head;
-    for (int h = 0; h < H; h++) {
-        float g = m->zfixed[l * H + h] ? 0.0f : m->gates[l * H + h];
-        for (size_t i = 0; i < BT; i++) {
-            float *p = dzg + (i * H + h) * D;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < BT; i++)
+        for (int h = 0; h < H; h++) {
+            float g = gate_of(m, l, h), *p = dzg + (i * H + h) * D;
             for (int d = 0; d < D; d++) p[d] *= g;
         }
-    }
 }
 
 static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B, int T) {
@@ -558,9 +589,12 @@ static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B,
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             double acc = 0.0;
+            float g = gate_of(m, l, h);
             for (int t = 0; t < T; t++) {
                 size_t i = (size_t)b * T + t, off = (i * H + h) * D;
                 for (int d = 0; d < D; d++) acc += (double)dzg[off + d] * src[off + d];
+                /* then dz = g·dzg (scale_by_gates), while the row is in cache */
+                for (int d = 0; d < D; d++) dzg[off + d] *= g;
             }
             m->gate_part[b * H + h] = (float)acc;
         }
@@ -569,7 +603,6 @@ static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B,
         for (int b = 0; b < B; b++) s += m->gate_part[b * H + h];
         m->gate_grads[l * H + h] = (float)s;
     }
-    scale_by_gates(m, l, dzg, (size_t)B * T);
 }
 
 int al_model_backward(al_model *m, al_err *e) {
@@ -582,7 +615,10 @@ int al_model_backward(al_model *m, al_err *e) {
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
     int B = m->B, T = m->T, BT = B * T, HD = H * D;
     float *dlogits = m->probs;                                  // (B,T,V)
+    double t0 = al_prof_t();
     crossentropy_softmax_backward(dlogits, m->targets, BT, V, m->n_valid);
+    al_prof_add(AL_OP_CE, t0);
+    t0 = al_prof_t();
     memset(m->g[AL_P_WPOS], 0, sizeof(float) * m->param_size[AL_P_WPOS]);
     const float *xL = m->x + (size_t)L * BT * C;
     if (c->tied_embeddings) {
@@ -594,6 +630,7 @@ int al_model_backward(al_model *m, al_err *e) {
         matmul_forward_wt(m->dx, dlogits, m->p[AL_P_WU], BT, V, C, 0.0f);
         matmul_weight_grad(m->g[AL_P_WU], xL, dlogits, BT, C, V, 0.0f);
     }
+    al_prof_add(AL_OP_UNEMBED_BWD, t0);
     for (int l = L - 1; l >= 0; l--) {
         const float *x = m->x + (size_t)l * BT * C;
         const float *qkv = m->qkv + (size_t)l * BT * 3 * HD;
@@ -602,18 +639,26 @@ int al_model_backward(al_model *m, al_err *e) {
         const float *zg = m->zg + (size_t)l * BT * HD;
         const float *wo = m->p[AL_P_WO] + (size_t)l * HD * C;
         /* x_{l+1} = x_l + zg W_O: dx passes through unchanged, plus the head path */
+        t0 = al_prof_t();
         matmul_forward_wt(m->dzg, m->dx, wo, BT, C, HD, 0.0f);   // (B,T,H,D)
         matmul_weight_grad(m->g[AL_P_WO] + (size_t)l * HD * C, zg, m->dx, BT, HD, C, 0.0f);
         gate_backward(m, l, m->dzg, z, B, T);
+        al_prof_add(AL_OP_WO_BWD, t0);
+        t0 = al_prof_t();
         attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1);
+        al_prof_add(AL_OP_ATT_BWD, t0);
+        t0 = al_prof_t();
         model_fuse_qkv(m->wqkv, m, l);
         matmul_weight_grad(m->dwqkv, x, m->dqkv, BT, C, 3 * HD, 0.0f);
         pos_qk_backward(m, m->dwqkv);
         unfuse_qkv_grads(m, m->dwqkv, l);
         matmul_forward_wt(m->dx, m->dqkv, m->wqkv, BT, 3 * HD, C, 1.0f);
+        al_prof_add(AL_OP_QKV_BWD, t0);
     }
+    t0 = al_prof_t();
     encoder_backward(m->g[AL_P_WE], c->pos_type == AL_POS_SHORTFORMER ? NULL : m->g[AL_P_WPOS],
                      m->dx, m->inputs, B, T, C);
+    al_prof_add(AL_OP_EMBED_BWD, t0);
     return 0;
 }
 

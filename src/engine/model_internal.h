@@ -16,6 +16,11 @@
  * holds W_{Q,K,V}[l,h][:, d], so one sgemm gives q|k|v of every head. */
 void model_fuse_qkv(float *wqkv, const al_model *m, int l);
 
+/* memcpy of n floats, split over the threads when large (a residual
+ * stream is 4 MB at the default sizes; one thread copies it at a fraction
+ * of the memory bandwidth while the other waits). */
+void model_copy(float *restrict o, const float *restrict a, size_t n);
+
 /* One head's gated output at one position: zg[d] = g · src[d], where src
  * is the head's z, its z replacement or a patched z. */
 static inline void model_gate_row(float *zg, const float *src, float g, int D) {
