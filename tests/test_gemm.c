@@ -321,6 +321,48 @@ TEST(gemm_bf16_is_the_product_of_rounded_inputs) {
     CHECK_OK(al_gemm_set_precision(AL_PREC_F32, &e), &e);
 }
 
+/* al_gemm_bf16_reserve: a copy the caller rounded (al_round_bf16) gives
+ * the bits of the product that rounds for itself, as A and as B; the copy
+ * is what is read (zeros written there give a zero product) and only
+ * for that matrix and shape; after the release the product rounds again;
+ * in f32 nothing is reserved. */
+TEST(gemm_bf16_reserved_copy_same_bits) {
+    al_err e;
+    if (!have_bf16()) t_skip("no native bf16 matmul on this CPU");
+    CHECK(al_gemm_bf16_reserve(NULL, 4, 4) == NULL); /* f32 precision */
+    CHECK_OK(al_gemm_set_precision(AL_PREC_BF16, &e), &e);
+    al_rng r;
+    al_rng_seed(&r, 21);
+    const int M = 300, N = 70, K = 260;
+    float *A = mat(&r, M, K, K, 0), *B = mat(&r, K, N, N, 0), *Bt = mat(&r, M, N, N, 0);
+    float *C0 = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * M * N);
+    float *D0 = malloc(sizeof(float) * K * N), *D1 = malloc(sizeof(float) * K * N);
+    al_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C0, N);   /* A as A */
+    al_sgemm(true, false, K, N, M, 1.0f, A, K, Bt, N, 0.0f, D0, N);   /* Aᵀ: A read as (M,K) */
+    uint16_t *c = al_gemm_bf16_reserve(A, M, K);
+    CHECK(c != NULL);
+    if (c) {
+        al_round_bf16(c, A, (size_t)M * K);
+        al_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N);
+        CHECK(memcmp(C0, C1, sizeof(float) * M * N) == 0);
+        al_sgemm(true, false, K, N, M, 1.0f, A, K, Bt, N, 0.0f, D1, N);
+        CHECK(memcmp(D0, D1, sizeof(float) * K * N) == 0);
+        memset(c, 0, sizeof(uint16_t) * M * K);
+        al_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N);
+        int zero = 1;
+        for (int i = 0; i < M * N; i++) zero &= C1[i] == 0.0f;
+        CHECKF(zero, "the reserved copy was not the one read");
+        /* another shape of the same pointer rounds for itself */
+        al_sgemm(false, false, M - 1, N, K, 1.0f, A, K, B, N, 0.0f, C1, N);
+        CHECK(memcmp(C0, C1, sizeof(float) * (M - 1) * N) == 0);
+    }
+    al_gemm_bf16_release();
+    al_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N);
+    CHECK(memcmp(C0, C1, sizeof(float) * M * N) == 0);
+    free(A), free(B), free(Bt), free(C0), free(C1), free(D0), free(D1);
+    CHECK_OK(al_gemm_set_precision(AL_PREC_F32, &e), &e);
+}
+
 /* A bf16 forward of a random 2-layer model against the f32 one: the mean
  * loss within 0.2% relative and every probability within 0.01 absolute
  * (bf16 keeps 8 bits of mantissa: every product input moves by up to

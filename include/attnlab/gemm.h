@@ -22,6 +22,8 @@
 #define ATTNLAB_GEMM_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "attnlab/util.h"
 
@@ -62,6 +64,23 @@ const char *al_precision_name(al_precision p);
  * thread multiplies. */
 int al_gemm_set_precision(al_precision p, al_err *e);
 al_precision al_gemm_precision(void);
+
+/* n floats to bfloat16 (round to nearest even; NaN stays NaN, a
+ * denormal becomes a zero of its sign), as the bf16 products round
+ * their inputs. */
+void al_round_bf16(uint16_t *out, const float *in, size_t n);
+
+/* A bf16 copy of the dense matrix src (rows x cols floats) that the
+ * caller fills itself, so that a matrix it is writing anyway is rounded
+ * in the same pass instead of once per product: returns a buffer of
+ * rows·cols bf16 values to fill with al_round_bf16 of src's final
+ * values; until al_gemm_bf16_release, this thread's bf16 products whose
+ * A or B is src, dense and of that shape, read the buffer instead of
+ * rounding src (the same bits). NULL (nothing kept; products round as
+ * usual) in f32 precision or when out of memory. The buffer belongs to
+ * gemm.c and is reused by the next call. */
+uint16_t *al_gemm_bf16_reserve(const float *src, size_t rows, size_t cols);
+void al_gemm_bf16_release(void);
 
 /* C (M,N) = alpha · op(A) · op(B) + beta · C, row-major, exactly
  * cblas_sgemm(CblasRowMajor, ...)'s meaning: op(A) is (M,K), A is (M,K)

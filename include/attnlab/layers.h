@@ -6,6 +6,7 @@
 #define ATTNLAB_LAYERS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* out (B,T,C) = W_E[inp] + W_pos[t] (wpe NULL: W_E[inp] alone, the
  * shortformer embedding) */
@@ -74,8 +75,10 @@ void attention_backward(float *dqkv, const float *dz, const float *qkv,
  * rows with a target. Out-of-range targets must be checked by callers. */
 int crossentropy_softmax_forward(float *probs_inout, float *losses,
                                  const int *targets, int N, int V);
-/* In place: probs (N,V) -> dlogits of mean loss over n_valid rows. */
+/* In place: probs (N,V) -> dlogits of mean loss over n_valid rows; with
+ * bf16 non-NULL, also dlogits rounded to bfloat16 there (N·V values),
+ * while each row is in cache (al_gemm_bf16_reserve). */
 void crossentropy_softmax_backward(float *probs_inout, const int *targets,
-                                   int N, int V, int n_valid);
+                                   int N, int V, int n_valid, uint16_t *bf16);
 
 #endif

@@ -40,7 +40,11 @@
  * measured 1.3-1.7x slower in bf16 than in f32). A shape without a
  * native bf16 kernel takes the f32 path; on a CPU with no native bf16
  * at all, al_gemm_set_precision refuses bf16 outright, so bf16 never
- * silently means f32 everywhere.
+ * silently means f32 everywhere. The logits gradient (B·T x d_vocab, the
+ * biggest operand by far) is an input of two products; rounding it twice
+ * read 64 MB twice a step at the default sizes, so the cross-entropy
+ * backward rounds each row as it writes it, into a copy reserved here
+ * (al_gemm_bf16_reserve), which both products then read.
  *
  * alpha is oneDNN's output scale, beta its "sum" post-op; with beta = 0
  * there is no post-op, so C is never read. A problem for which oneDNN
@@ -93,8 +97,11 @@ static al_precision precision = AL_PREC_F32;
 static _Thread_local dnnl_stream_t tl_stream;
 /* per-thread buffers: 0 scratchpad, 1..3 dense (or bf16) copies of A,
  * B, C */
-static _Thread_local void *tl_buf[4];
-static _Thread_local size_t tl_buf_n[4];
+static _Thread_local void *tl_buf[5];
+static _Thread_local size_t tl_buf_n[5];
+/* al_gemm_bf16_reserve's matrix and its copy (tl_buf[4]) */
+static _Thread_local const float *kept_src;
+static _Thread_local size_t kept_n;
 
 static int parse_backend(const char *v, al_matmul_backend *b) {
     if (!v || !*v || !strcmp(v, "onednn")) {
@@ -331,11 +338,30 @@ static void row_bf16(uint16_t *o, const float *s, int n) {
     for (; c < n; c++) o[c] = to_bf16(s[c]);
 }
 
+void al_round_bf16(uint16_t *out, const float *in, size_t n) {
+    const size_t step = (size_t)1 << 30; /* row_bf16 counts in int */
+    for (size_t i = 0; i < n; i += step) row_bf16(out + i, in + i, (int)(n - i < step ? n - i : step));
+}
+
+uint16_t *al_gemm_bf16_reserve(const float *src, size_t rows, size_t cols) {
+    kept_src = NULL;
+    if (precision != AL_PREC_BF16 || backend != AL_MATMUL_ONEDNN) return NULL;
+    uint16_t *d = buf(4, sizeof(uint16_t) * rows * cols);
+    if (d) kept_src = src, kept_n = rows * cols;
+    return d;
+}
+
+void al_gemm_bf16_release(void) {
+    kept_src = NULL;
+}
+
 /* rows x cols at src (row stride ld) rounded to a dense bf16 matrix in
- * buffer i; NULL when out of memory. Rows in parallel when the call is
- * not already inside a parallel region and the matrix is big enough to
- * pay for it (each element is independent: the same bits either way). */
+ * buffer i (or the reserved copy when src is that matrix); NULL when out
+ * of memory. Rows in parallel when the call is not already inside a
+ * parallel region and the matrix is big enough to pay for it (each
+ * element is independent: the same bits either way). */
 static uint16_t *dense_bf16(int i, const float *src, int rows, int cols, int ld) {
+    if (src == kept_src && ld == cols && (size_t)rows * cols == kept_n) return tl_buf[4];
     uint16_t *d = buf(i, sizeof(uint16_t) * (size_t)rows * cols);
     if (!d) return NULL;
     int par = (size_t)rows * cols >= ((size_t)1 << 16);

@@ -295,17 +295,18 @@ int crossentropy_softmax_forward(float *probs, float *losses,
 }
 
 void crossentropy_softmax_backward(float *probs, const int *targets, int N,
-                                   int V, int n_valid) {
+                                   int V, int n_valid, uint16_t *bf16) {
     float scale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float *row = probs + (size_t)i * V;
         if (targets[i] < 0) {
             memset(row, 0, sizeof(float) * (size_t)V);
-            continue;
-        }
+        } else {
 #pragma omp simd
-        for (int j = 0; j < V; j++) row[j] *= scale;
-        row[targets[i]] -= scale;
+            for (int j = 0; j < V; j++) row[j] *= scale;
+            row[targets[i]] -= scale;
+        }
+        if (bf16) al_round_bf16(bf16 + (size_t)i * V, row, (size_t)V);
     }
 }

@@ -616,7 +616,9 @@ int al_model_backward(al_model *m, al_err *e) {
     int B = m->B, T = m->T, BT = B * T, HD = H * D;
     float *dlogits = m->probs;                                  // (B,T,V)
     double t0 = al_prof_t();
-    crossentropy_softmax_backward(dlogits, m->targets, BT, V, m->n_valid);
+    /* in bf16, both products of dlogits read one copy rounded here */
+    uint16_t *d16 = al_gemm_bf16_reserve(dlogits, (size_t)BT, (size_t)V);
+    crossentropy_softmax_backward(dlogits, m->targets, BT, V, m->n_valid, d16);
     al_prof_add(AL_OP_CE, t0);
     t0 = al_prof_t();
     memset(m->g[AL_P_WPOS], 0, sizeof(float) * m->param_size[AL_P_WPOS]);
@@ -630,6 +632,7 @@ int al_model_backward(al_model *m, al_err *e) {
         matmul_forward_wt(m->dx, dlogits, m->p[AL_P_WU], BT, V, C, 0.0f);
         matmul_weight_grad(m->g[AL_P_WU], xL, dlogits, BT, C, V, 0.0f);
     }
+    al_gemm_bf16_release();
     al_prof_add(AL_OP_UNEMBED_BWD, t0);
     for (int l = L - 1; l >= 0; l--) {
         const float *x = m->x + (size_t)l * BT * C;
