@@ -115,6 +115,8 @@ for L in 1 2; do
         run "L$L-$mode" tbf "$MIN_TIME" --mode "$mode" --n-layers "$L"
     done
 done
+# where a 2-layer training step's time goes, per backend (prof.h)
+for impl in cob c cbf; do run prof2 "$impl" "$MIN_TIME" --mode train --n-layers 2 --profile; done
 for T in 64 128 256 512 1024; do
     B=$((4096 / T))
     if [ "$T" = 256 ]; then # the default 2-layer run above
@@ -270,6 +272,19 @@ if [ -s "$TMP/matmul.c.json" ]; then
     echo "OB = products on OpenBLAS (ATTNLAB_MATMUL=openblas), f32 and bf16 on oneDNN (bf16 '-'"
     echo "when the CPU has no native bf16); %mm = the run's GFLOP/s as a share of oneDNN's rate"
     echo "on the engine's shapes in its precision (the OpenBLAS and f32 runs: the f32 rate)."
+    if [ -s "$TMP/prof2.c.json" ]; then
+        echo
+        echo "where a 2-layer training step goes (ms per step, bench_engine --profile)"
+        printf '%-12s %10s %10s %10s\n' "" "OpenBLAS" "oneDNN f32" "oneDNN bf16"
+        for op in embed qkv att_fwd wo unembed ce unembed_bwd wo_bwd att_bwd qkv_bwd embed_bwd \
+            adamw sum step; do
+            v() { [ -s "$TMP/prof2.$1.json" ] && jget "$TMP/prof2.$1.json" "$op" || echo -; }
+            printf '%-12s %10s %10s %10s\n' "$op" "$(v cob)" "$(v c)" "$(v cbf)"
+        done
+        echo "each operation's wall-clock time (its products, its own loops and the waits inside"
+        echo "it; qkv = q|k|v projection, wo = gates and output projection, ce = cross-entropy"
+        echo "forward and backward, adamw = gradient norm, clipping, update); step = the median step."
+    fi
     if [ "$HAVE_TORCH" = 1 ]; then
         echo
         echo "beside PyTorch $(jget "$TMP/sgemm.torch.json" torch) in f32 and under bf16 CPU autocast" \
