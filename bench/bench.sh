@@ -147,12 +147,20 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run discover cob 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs 32 --probe-r "$PATCH_R"
+# the same analyses with bf16 products (--precision bf16), beside
+[ "$PATCH" = 1 ] &&
+    run patch cbf 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs "$PATCH_PAIRS" --naive-pairs 2 --probe-r "$PATCH_R"
+[ "$PATCH" = 1 ] &&
+    run discover cbf 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs 32 --probe-r "$PATCH_R"
 # sparse autoencoders: TopK training steps on random activations (C and
 # PyTorch), then the whole trainer on a 2-layer model's layer-1 z (a
 # model trained one step on built-in stories: the forward's cost does not
 # depend on what the weights learned)
 if [ "$SAE" = 1 ]; then
     run sae c "$MIN_TIME" --mode sae
+    run sae cbf "$MIN_TIME" --mode sae
     run sae torch "$MIN_TIME" --mode sae
     A=$BUILD/attnlab
     if [ -x "$A" ] && "$A" data synth --out "$TMP/s.txt" --stories 3000 >/dev/null 2>&1 &&
@@ -406,6 +414,30 @@ if [ "$SAE" = 1 ] && [ -s "$TMP/sae.c.json" ]; then
             "included), $(jget "$W" steps) steps: $(jget "$W" acts_per_s) activations/s," \
             "$(jget "$W" minutes_per_10m) min per 10 M activations"
     fi
+fi
+
+# f32 against bf16 products for the analyses and the SAE
+BF_LINE=
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }'; }
+if [ -s "$TMP/patch.cbf.json" ]; then
+    f=$(jget "$TMP/patch.c.json" config_pairs_per_s) b=$(jget "$TMP/patch.cbf.json" config_pairs_per_s)
+    BF_LINE="$BF_LINE
+  head_pos patching (2 layers): f32 $f, bf16 $b configuration-pairs/s (bf16/f32 $(ratio "$b" "$f")x)"
+fi
+if [ -s "$TMP/discover.cbf.json" ]; then
+    f=$(jget "$TMP/discover.c.json" evals_per_s) b=$(jget "$TMP/discover.cbf.json" evals_per_s)
+    BF_LINE="$BF_LINE
+  ACDC (2 layers, 32 pairs): f32 $f, bf16 $b circuit evaluations/s (bf16/f32 $(ratio "$b" "$f")x)"
+fi
+if [ -s "$TMP/sae.cbf.json" ]; then
+    f=$(jget "$TMP/sae.c.json" acts_per_s) b=$(jget "$TMP/sae.cbf.json" acts_per_s)
+    BF_LINE="$BF_LINE
+  SAE training steps (TopK, random activations): f32 $f, bf16 $b activations/s (bf16/f32 $(ratio "$b" "$f")x)"
+fi
+if [ -n "$BF_LINE" ]; then
+    echo
+    echo "analyses and SAE training in both precisions (oneDNN; --precision bf16 rounds the inputs"
+    echo "of products made outside a parallel region; the rest stays f32, gemm.h):$BF_LINE"
 fi
 
 if [ "${TOKBENCH:-1}" = 1 ] && [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then
