@@ -173,13 +173,13 @@ TEST(model_attention_permutation_equivariant) {
     int perm[6] = {3, 0, 5, 1, 4, 2};
     for (int t = 0; t < T; t++)
         memcpy(qkvp + t * 3 * HD, qkv + perm[t] * 3 * HD, sizeof(float) * 3 * HD);
-    attention_forward(z, att, qkv, B, T, H, D, 0);
-    attention_forward(zp, attp, qkvp, B, T, H, D, 0);
+    CHECK(attention_forward(z, att, qkv, B, T, H, D, 0) == 0);
+    CHECK(attention_forward(zp, attp, qkvp, B, T, H, D, 0) == 0);
     for (int t = 0; t < T; t++)
         for (int i = 0; i < HD; i++) CHECK_NEAR(zp[t * HD + i], z[perm[t] * HD + i], 1e-5);
     /* and with the mask it is not (sanity: the test can fail) */
-    attention_forward(z, att, qkv, B, T, H, D, 1);
-    attention_forward(zp, attp, qkvp, B, T, H, D, 1);
+    CHECK(attention_forward(z, att, qkv, B, T, H, D, 1) == 0);
+    CHECK(attention_forward(zp, attp, qkvp, B, T, H, D, 1) == 0);
     double diff = 0;
     for (int t = 0; t < T; t++)
         for (int i = 0; i < HD; i++) diff += fabs(zp[t * HD + i] - z[perm[t] * HD + i]);
@@ -261,8 +261,8 @@ TEST(model_attention_long_matches_naive) {
     al_rng_seed(&r, 42);
     for (size_t i = 0; i < nq; i++) qkv[i] = (float)(2.0 * al_rng_normal(&r));
     for (size_t i = 0; i < nz; i++) w[i] = (float)al_rng_normal(&r);
-    attention_forward(z, att, qkv, B, T, H, D, 1);
-    attention_backward(dqkv, w, qkv, att, B, T, H, D, 1);
+    CHECK(attention_forward(z, att, qkv, B, T, H, D, 1) == 0);
+    CHECK(attention_backward(dqkv, w, qkv, att, B, T, H, D, 1) == 0);
     double scale = 1.0 / sqrt((double)D), max_err = 0, max_gerr = 0;
     double *a = malloc(sizeof(double) * T), *da = malloc(sizeof(double) * T);
     for (int b = 0; b < B; b++)

@@ -49,9 +49,11 @@ void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M,
 /* Causal attention per (b,h). qkv (B,T,3,H,D) holds q|k|v; att
  * (B,H,T,T) receives the probabilities (0 above the diagonal); z
  * (B,T,H,D) the attention-weighted values. If causal is 0 every
- * position attends to every position (used by tests only). */
-void attention_forward(float *z, float *att, const float *qkv, int B, int T,
-                       int H, int D, int causal);
+ * position attends to every position (used by tests only). Returns 0,
+ * or -1 when a thread's scratch ((4·T·D + 64·T) floats, kept for the
+ * next call) could not be allocated; z and att are then incomplete. */
+int attention_forward(float *z, float *att, const float *qkv, int B, int T,
+                      int H, int D, int causal);
 /* Query rows per block of attention_forward: block i holds rows
  * [i·ATT_BLOCK, (i+1)·ATT_BLOCK) and uses keys 0..end of the block, so
  * each z row is a sum over that many keys (zeros past the diagonal).
@@ -65,10 +67,12 @@ void attention_forward(float *z, float *att, const float *qkv, int B, int T,
  * x is overwritten with exp(x[i] − max). */
 double logsumexp_row(float *x, int n);
 void attention_softmax_row(float *row, int n, int T);
-/* dqkv (B,T,3,H,D) = gradient from dz (B,T,H,D); overwrites dqkv. */
-void attention_backward(float *dqkv, const float *dz, const float *qkv,
-                        const float *att, int B, int T, int H, int D,
-                        int causal);
+/* dqkv (B,T,3,H,D) = gradient from dz (B,T,H,D); overwrites dqkv.
+ * Returns 0, or -1 (dqkv incomplete) when a thread's scratch ((7·T·D +
+ * 128·T) floats) could not be allocated. */
+int attention_backward(float *dqkv, const float *dz, const float *qkv,
+                       const float *att, int B, int T, int H, int D,
+                       int causal);
 
 /* Row softmax of logits (N,V) in place into probabilities; losses[i] =
  * -log p[i, targets[i]] (0 where target < 0). Returns the number of

@@ -734,8 +734,9 @@ static void deep_qkv(deep *g, int l, const float *x, float *qkv) {
  * it (not the clean run's) into xn: q|k|v from x, the channels with
  * removed senders corrected, attention, gates, x + zg·W_O; the gated z's
  * stay in d->zb. In the last layer a head whose logits edge is removed
- * outputs the corrupted run's zg (the logits are its only receiver). */
-static void deep_layer(deep *g, int l, const float *x, float *xn) {
+ * outputs the corrupted run's zg (the logits are its only receiver).
+ * Returns 0, or -1 when attention's scratch could not be allocated. */
+static int deep_layer(deep *g, int l, const float *x, float *xn) {
     al_circuit_delta *d = g->d;
     const al_model *m = g->m;
     const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = g->cl->B;
@@ -747,7 +748,7 @@ static void deep_layer(deep *g, int l, const float *x, float *xn) {
                 float *q = d->qkv + (size_t)ch * HD + (size_t)h * D;
                 deep_channel(g, l, h, ch, q, 3 * HD, q, 3 * HD);
             }
-    attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1);
+    if (attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1)) return -1;
     for (int h = 0; h < H; h++) { /* zb becomes the gated z */
         const float gt = m->gates[l * H + h];
         const float *keep = g->cl->zfixed[l * H + h] ? g->cl->zg : NULL;
@@ -762,6 +763,7 @@ static void deep_layer(deep *g, int l, const float *x, float *xn) {
     model_copy(xn, x, g->X);
     al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f, d->zb, (int)HD,
              m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
+    return 0;
 }
 
 /* Layer l of the circuit into xn when the residual entering it is the
@@ -771,8 +773,8 @@ static void deep_layer(deep *g, int l, const float *x, float *xn) {
  * head at a time, and xn is the clean run's next residual plus their
  * Δzg · W_O, head by head. A head whose channels' senders are as in an
  * earlier evaluation takes its gated z from the memo. d->zb gets the
- * layer's gated z's. */
-static void deep_partial(deep *g, int l, float *xn) {
+ * layer's gated z's. Returns 0, or -1 as deep_layer. */
+static int deep_partial(deep *g, int l, float *xn) {
     al_circuit_delta *d = g->d;
     const al_model *m = g->m;
     const al_acts *cl = g->cl;
@@ -819,7 +821,7 @@ static void deep_partial(deep *g, int l, float *xn) {
                         for (size_t r = 0; r < BT; r++)
                             memcpy(qh + r * 3 * D + (size_t)ch * D, b0 + r * 3 * HD, sizeof(float) * D);
                 }
-                attention_forward(zh, d->att, qh, nb, T, 1, D, 1);
+                if (attention_forward(zh, d->att, qh, nb, T, 1, D, 1)) return -1;
                 for (size_t r = 0; r < BT; r++) model_gate_row(out + r * old, zh + r * D, gt, D);
                 if (key) memcpy(key, cur, (size_t)nkey);
             }
@@ -834,6 +836,7 @@ static void deep_partial(deep *g, int l, float *xn) {
         }
         al_sgemm(false, false, (int)BT, C, D, 1.0f, dzh, D, al_head_wo(m, l, h), C, 1.0f, xn, C);
     }
+    return 0;
 }
 
 /* A circuit of a model of 3 or more layers. Let l_first be the first
@@ -856,7 +859,6 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
                           const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
                           const float *embp, al_circuit_memo *memo, float *xL,
                           unsigned char *changed, al_err *e) {
-    (void)e;
     const int L = d->L, H = d->H, D = d->D, C = d->C, nb = cl->B;
     const size_t HD = (size_t)H * D, BT = (size_t)nb * d->T;
     deep g = {d, kept, cl, co, embp, m, BT, BT * 3 * HD, BT * HD, BT * C, 0, L, memo};
@@ -872,8 +874,8 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
     const float *x = NULL;
     for (int l = l_first < L ? l_first : L - 1; l < L; l++) {
         float *xn = l == L - 1 ? xL : d->xs + (size_t)(l + 1) * g.X;
-        if (!x) deep_partial(&g, l, xn);
-        else deep_layer(&g, l, x, xn);
+        if (!x ? deep_partial(&g, l, xn) : deep_layer(&g, l, x, xn))
+            return al_errf(e, "out of memory (attention scratch)");
         if (l < L - 1) {
             float *dz = d->dz + (size_t)l * g.Z;
             const float *zc = co->zg + (size_t)l * g.Z;

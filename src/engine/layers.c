@@ -6,6 +6,7 @@
  * scalar loops (dot products over d_head 32 do not vectorise without
  * -ffast-math) it took half the step. Every result is computed by one
  * thread in a fixed order, so it does not depend on the thread count. */
+#define _POSIX_C_SOURCE 200809L /* posix_memalign */
 #include "attnlab/layers.h"
 
 #include <math.h>
@@ -165,68 +166,117 @@ void attention_softmax_row(float *row, int n, int T) {
 }
 
 /* Attention is done per (b,h) with single-threaded sgemms (al_sgemm runs
- * on the calling thread alone inside an OpenMP region) on strided views of qkv: q, k, v
- * of head h are (T,D) with row stride 3·H·D. Query rows go in blocks of
- * ATT_BLOCK (layers.h), each against keys 0..end of the block only, so
- * under the causal mask the multiplies skip most of the zero upper
- * triangle. */
+ * on the calling thread alone inside an OpenMP region). Query rows go in
+ * blocks of ATT_BLOCK (layers.h), each against keys 0..end of the block
+ * only, so under the causal mask the multiplies skip most of the zero
+ * upper triangle.
+ *
+ * A head's q, k, v (and dz, dq, dk, dv in the backward pass) are strided
+ * slices of the (B,T,3,H,D) buffers, and its probabilities are rows of
+ * length T; oneDNN's brgemm takes only dense operands, so al_sgemm would
+ * copy each strided operand per product (k and v up to four times a head,
+ * a block of probabilities twice). Instead each is copied once per (b,h)
+ * into a dense block of this thread's scratch, and every product works on
+ * dense operands. The bits are the same either way: an element of a
+ * product does not depend on the leading dimensions (gemm.h). */
 
 static int att_keys(int t0, int nt, int T, int causal) {
     return causal ? t0 + nt : T;
 }
 
-/* One (b,h): a (T,T) probabilities, z0 (T,D) with row stride zs. */
-static void attention_head_forward(float *z0, float *a, const float *q0,
-                                   const float *k0, const float *v0, int T,
-                                   int rs, int zs, int D, float scale,
+/* This thread's scratch of at least n floats (64-byte aligned), kept
+ * for the next call; NULL when out of memory. */
+static float *att_scratch(size_t n) {
+    static _Thread_local float *p;
+    static _Thread_local size_t cap;
+    if (n > cap) {
+        void *q = NULL;
+        if (posix_memalign(&q, 64, n * sizeof(float))) return NULL;
+        free(p);
+        p = q, cap = n;
+    }
+    return p;
+}
+
+/* rows x D from src (row stride ld) to dense dst, and back. */
+static void rows_in(float *dst, const float *src, int rows, int D, size_t ld) {
+    for (int r = 0; r < rows; r++) memcpy(dst + (size_t)r * D, src + r * ld, sizeof(float) * D);
+}
+static void rows_out(float *dst, size_t ld, const float *src, int rows, int D) {
+    for (int r = 0; r < rows; r++) memcpy(dst + r * ld, src + (size_t)r * D, sizeof(float) * D);
+}
+
+/* One (b,h) on dense q, k, v (T,D): a (T,T) probabilities, z (T,D)
+ * dense; S is (ATT_BLOCK, T) scratch. */
+static void attention_head_forward(float *z, float *a, const float *q, const float *k,
+                                   const float *v, float *S, int T, int D, float scale,
                                    int causal) {
     for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
         int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK;
         int nk = att_keys(t0, nt, T, causal);
-        float *S = a + (size_t)t0 * T; // (nt, nk) of ld T
-        al_sgemm(false, true, nt, nk, D, scale,
-                    q0 + (size_t)t0 * rs, rs, k0, rs, 0.0f, S, T);
-        for (int i = 0; i < nt; i++)
-            attention_softmax_row(S + (size_t)i * T, causal ? t0 + i + 1 : T, T);
-        al_sgemm(false, false, nt, D, nk, 1.0f,
-                    S, T, v0, rs, 0.0f, z0 + (size_t)t0 * zs, zs);
+        al_sgemm(false, true, nt, nk, D, scale, q + (size_t)t0 * D, D, k, D, 0.0f, S, nk);
+        for (int i = 0; i < nt; i++) {
+            float *row = S + (size_t)i * nk, *out = a + (size_t)(t0 + i) * T;
+            attention_softmax_row(row, causal ? t0 + i + 1 : T, nk);
+            memcpy(out, row, sizeof(float) * nk);
+            if (nk < T) memset(out + nk, 0, sizeof(float) * (T - nk));
+        }
+        al_sgemm(false, false, nt, D, nk, 1.0f, S, nk, v, D, 0.0f, z + (size_t)t0 * D, D);
     }
 }
 
-void attention_forward(float *z, float *att, const float *qkv, int B, int T,
-                       int H, int D, int causal) {
+int attention_forward(float *z, float *att, const float *qkv, int B, int T,
+                      int H, int D, int causal) {
     const int HD = H * D, rs = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *q0 = qkv + (size_t)b * T * rs + (size_t)h * D;
-            attention_head_forward(z + (size_t)b * T * HD + (size_t)h * D,
-                                   att + ((size_t)b * H + h) * T * T, q0, q0 + HD,
-                                   q0 + 2 * HD, T, rs, HD, D, scale, causal);
+    const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
+    int fail = 0;
+#pragma omp parallel
+    {
+        /* q, k, v, z (T,D) dense, then the scores of a block */
+        float *w = att_scratch((size_t)4 * T * D + (size_t)rows * T);
+        if (!w) {
+#pragma omp atomic write
+            fail = 1;
         }
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                if (!w) continue;
+                size_t TD = (size_t)T * D;
+                float *q = w, *k = q + TD, *v = k + TD, *zd = v + TD, *S = zd + TD;
+                const float *q0 = qkv + (size_t)b * T * rs + (size_t)h * D;
+                rows_in(q, q0, T, D, rs);
+                rows_in(k, q0 + HD, T, D, rs);
+                rows_in(v, q0 + 2 * HD, T, D, rs);
+                attention_head_forward(zd, att + ((size_t)b * H + h) * T * T, q, k, v, S, T, D,
+                                       scale, causal);
+                rows_out(z + (size_t)b * T * HD + (size_t)h * D, HD, zd, T, D);
+            }
+    }
+    return fail ? -1 : 0;
 }
 
-/* One (b,h), per block of query rows, with G (nt, nk) scratch of ld T:
+/* One (b,h), per block of query rows, on dense (T,D) operands, with A
+ * and G (ATT_BLOCK, T) scratch:
  *   dA = dZ Vᵀ;  dV += Aᵀ dZ;  dS = A ⊙ (dA − Σ_s A dA) · scale;
  *   dQ = dS K;   dK += dSᵀ Q.
- * dq0, dk0, dv0 have row stride rs; dk0 and dv0 must start zeroed. */
-static void attention_head_backward(float *dq0, float *dk0, float *dv0,
-                                    const float *dz0, const float *q0,
-                                    const float *k0, const float *v0,
-                                    const float *a, float *G, int T, int rs,
-                                    int zs, int D, float scale, int causal) {
+ * dk and dv must start zeroed. */
+static void attention_head_backward(float *dq, float *dk, float *dv, const float *dz,
+                                    const float *q, const float *k, const float *v,
+                                    const float *a, float *A, float *G, int T, int D,
+                                    float scale, int causal) {
     for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
         int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK;
         int nk = att_keys(t0, nt, T, causal);
-        const float *A = a + (size_t)t0 * T, *dZ = dz0 + (size_t)t0 * zs;
-        al_sgemm(false, true, nt, nk, D, 1.0f,
-                    dZ, zs, v0, rs, 0.0f, G, T);
-        al_sgemm(true, false, nk, D, nt, 1.0f,
-                    A, T, dZ, zs, 1.0f, dv0, rs);
+        const float *dZ = dz + (size_t)t0 * D;
+        for (int i = 0; i < nt; i++)
+            memcpy(A + (size_t)i * nk, a + (size_t)(t0 + i) * T, sizeof(float) * nk);
+        al_sgemm(false, true, nt, nk, D, 1.0f, dZ, D, v, D, 0.0f, G, nk);
+        al_sgemm(true, false, nk, D, nt, 1.0f, A, nk, dZ, D, 1.0f, dv, D);
         for (int i = 0; i < nt; i++) {
-            const float *ar = A + (size_t)i * T;
-            float *gr = G + (size_t)i * T;
+            const float *ar = A + (size_t)i * nk;
+            float *gr = G + (size_t)i * nk;
             int n = causal ? t0 + i + 1 : T;
             float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
@@ -235,40 +285,48 @@ static void attention_head_backward(float *dq0, float *dk0, float *dv0,
             for (int s = 0; s < n; s++) gr[s] = ar[s] * (gr[s] - dot) * scale;
             for (int s = n; s < nk; s++) gr[s] = 0.0f;
         }
-        al_sgemm(false, false, nt, D, nk, 1.0f,
-                    G, T, k0, rs, 0.0f, dq0 + (size_t)t0 * rs, rs);
-        al_sgemm(true, false, nk, D, nt, 1.0f,
-                    G, T, q0 + (size_t)t0 * rs, rs, 1.0f, dk0, rs);
+        al_sgemm(false, false, nt, D, nk, 1.0f, G, nk, k, D, 0.0f, dq + (size_t)t0 * D, D);
+        al_sgemm(true, false, nk, D, nt, 1.0f, G, nk, q + (size_t)t0 * D, D, 1.0f, dk, D);
     }
 }
 
-void attention_backward(float *dqkv, const float *dz, const float *qkv,
-                        const float *att, int B, int T, int H, int D,
-                        int causal) {
+int attention_backward(float *dqkv, const float *dz, const float *qkv,
+                       const float *att, int B, int T, int H, int D,
+                       int causal) {
     const int HD = H * D, rs = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D);
     const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
+    int fail = 0;
 #pragma omp parallel
     {
-        float *G = malloc(sizeof(float) * (size_t)rows * T);
+        /* q, k, v, dz, dq, dk, dv (T,D) dense, then A and G of a block */
+        float *w = att_scratch((size_t)7 * T * D + (size_t)2 * rows * T);
+        if (!w) {
+#pragma omp atomic write
+            fail = 1;
+        }
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
+                if (!w) continue;
+                size_t TD = (size_t)T * D;
+                float *q = w, *k = q + TD, *v = k + TD, *dzd = v + TD, *dq = dzd + TD;
+                float *dk = dq + TD, *dv = dk + TD, *A = dv + TD, *G = A + (size_t)rows * T;
                 size_t off = (size_t)b * T * rs + (size_t)h * D;
-                const float *q0 = qkv + off;
-                float *dq0 = dqkv + off;
-                for (int t = 0; t < T; t++) {
-                    memset(dq0 + (size_t)t * rs + HD, 0, sizeof(float) * D);
-                    memset(dq0 + (size_t)t * rs + 2 * HD, 0, sizeof(float) * D);
-                }
-                attention_head_backward(dq0, dq0 + HD, dq0 + 2 * HD,
-                                        dz + (size_t)b * T * HD + (size_t)h * D,
-                                        q0, q0 + HD, q0 + 2 * HD,
-                                        att + ((size_t)b * H + h) * T * T, G, T,
-                                        rs, HD, D, scale, causal);
+                rows_in(q, qkv + off, T, D, rs);
+                rows_in(k, qkv + off + HD, T, D, rs);
+                rows_in(v, qkv + off + 2 * HD, T, D, rs);
+                rows_in(dzd, dz + (size_t)b * T * HD + (size_t)h * D, T, D, HD);
+                memset(dk, 0, sizeof(float) * 2 * TD);
+                attention_head_backward(dq, dk, dv, dzd, q, k, v,
+                                        att + ((size_t)b * H + h) * T * T, A, G, T, D, scale,
+                                        causal);
+                rows_out(dqkv + off, rs, dq, T, D);
+                rows_out(dqkv + off + HD, rs, dk, T, D);
+                rows_out(dqkv + off + 2 * HD, rs, dv, T, D);
             }
-        free(G);
     }
+    return fail ? -1 : 0;
 }
 
 int crossentropy_softmax_forward(float *probs, float *losses,

@@ -450,7 +450,8 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
         for (int s = 0; any && s < 3; s++)
             if (hook(m, AL_HOOK_Q + s, l, qkv + (size_t)s * HD, 3 * HD, NULL, NULL, e)) return -1;
         t0 = al_prof_t();
-        attention_forward(z, att, qkv, B, T, H, D, 1);
+        if (attention_forward(z, att, qkv, B, T, H, D, 1))
+            return al_errf(e, "out of memory (attention scratch)");
         al_prof_add(AL_OP_ATT_FWD, t0);
         if (any && al_hook_any(m, AL_HOOK_PATTERN, l)) {
             /* rows a hook wrote: z = row · v there, for every sequence */
@@ -648,7 +649,8 @@ int al_model_backward(al_model *m, al_err *e) {
         gate_backward(m, l, m->dzg, z, B, T);
         al_prof_add(AL_OP_WO_BWD, t0);
         t0 = al_prof_t();
-        attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1);
+        if (attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1))
+            return al_errf(e, "out of memory (attention scratch)");
         al_prof_add(AL_OP_ATT_BWD, t0);
         t0 = al_prof_t();
         model_fuse_qkv(m->wqkv, m, l);
@@ -684,7 +686,8 @@ int al_model_backward_acts(al_model *m, const float *dxL, float *dx, float *dzg,
         matmul_forward_wt(m->dzg, m->dx, wo, BT, C, HD, 0.0f);
         if (dzg) memcpy(dzg + (size_t)l * nz, m->dzg, sizeof(float) * nz);
         scale_by_gates(m, l, m->dzg, (size_t)BT);
-        attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1);
+        if (attention_backward(m->dqkv, m->dzg, qkv, att, B, T, H, D, 1))
+            return al_errf(e, "out of memory (attention scratch)");
         if (dqkv) memcpy(dqkv + (size_t)l * 3 * nz, m->dqkv, sizeof(float) * 3 * nz);
         model_fuse_qkv(m->wqkv, m, l);
         matmul_forward_wt(m->dx, m->dqkv, m->wqkv, BT, 3 * HD, C, 1.0f);
