@@ -313,6 +313,7 @@ static int bench_model(int train) {
     al_model m;
     al_adamw opt = {0};
     if (al_model_init(&m, &c, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    m.skip_gate_grads = train; /* as the trainer does */
     int B = o_batch, T = o_ctx, BT = B * T;
     int *in = malloc(sizeof(int) * 2 * (size_t)BT);
     if (!in || (train && al_adamw_init(&opt, m.n_params, &e) != 0)) {

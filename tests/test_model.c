@@ -312,9 +312,10 @@ TEST(model_attention_long_matches_naive) {
 
 /* One training step (forward, backward, AdamW) of a model big enough for
  * every parallel loop to split (residual copies over 2^16 floats, two
- * attention blocks), with gates other than 1 and one head's gate 0; the
- * weights, gradients and gate gradients after it, or NULL on failure. */
-static float *step_at_threads(int threads, size_t *n, float *gate_grads) {
+ * attention blocks), with gates other than 1 and one head's gate 0 (all
+ * 1 with ones), skip_gate_grads as given; the weights, gradients and
+ * gate gradients after it, or NULL on failure. */
+static float *step_at(int threads, int skip, int ones, size_t *n, float *gate_grads) {
     al_config c = al_config_default();
     c.n_layers = 2, c.d_model = 128, c.n_heads = 4, c.d_head = 16, c.n_ctx = 128;
     c.d_vocab = 97, c.seed = 11;
@@ -322,7 +323,9 @@ static float *step_at_threads(int threads, size_t *n, float *gate_grads) {
     al_adamw o = {0};
     al_err e;
     if (al_model_init(&m, &c, &e) || al_adamw_init(&o, m.n_params, &e)) return NULL;
-    for (int i = 0; i < 2 * c.n_heads; i++) m.gates[i] = 0.25f * (float)(i % 5);
+    for (int i = 0; i < 2 * c.n_heads; i++) m.gates[i] = ones ? 1.0f : 0.25f * (float)(i % 5);
+    for (int i = 0; i < 2 * c.n_heads; i++) m.gate_grads[i] = -7.0f; /* to see them written */
+    m.skip_gate_grads = skip;
     int B = 4, T = 128, *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
     random_batch(in, tg, B * T, c.d_vocab, 5);
     al_optim_cfg oc = {.lr = 1e-2, .min_lr_frac = 1.0, .beta1 = 0.9, .beta2 = 0.95,
@@ -352,7 +355,7 @@ static float *step_at_threads(int threads, size_t *n, float *gate_grads) {
 TEST(model_step_same_bits_at_1_and_2_threads) {
     size_t n1 = 0, n2 = 0;
     float g1[8], g2[8];
-    float *a = step_at_threads(1, &n1, g1), *b = step_at_threads(2, &n2, g2);
+    float *a = step_at(1, 0, 0, &n1, g1), *b = step_at(2, 0, 0, &n2, g2);
     CHECK(a && b && n1 == n2);
     if (a && b && n1 == n2) {
         CHECK(memcmp(a, b, sizeof(float) * n1) == 0);
@@ -370,12 +373,31 @@ TEST(model_profile_counts_each_operation) {
     size_t n;
     float g[8];
     al_prof_enable(0);
-    free(step_at_threads(2, &n, g));
+    free(step_at(2, 0, 0, &n, g));
     for (int op = 0; op < AL_OP_N; op++) CHECK(al_prof_seconds(op) == 0.0);
     al_prof_enable(1);
-    free(step_at_threads(2, &n, g));
+    free(step_at(2, 0, 0, &n, g));
     for (int op = 0; op < AL_OP_N; op++)
         CHECKF(al_prof_seconds(op) > 0.0, "no time on %s", al_prof_name(op));
     CHECK(strcmp(al_prof_name(AL_OP_ATT_BWD), "att_bwd") == 0);
     al_prof_enable(0);
+}
+
+/* skip_gate_grads (the trainer's setting) changes nothing but the gate
+ * gradients, which it leaves as they were: the same weights and gradients
+ * to the bit with every gate 1 (the scaling is skipped) and with other
+ * gates (it is not). */
+TEST(model_skip_gate_grads_same_step) {
+    for (int ones = 0; ones < 2; ones++) {
+        size_t n1 = 0, n2 = 0;
+        float g1[8], g2[8];
+        float *a = step_at(2, 0, ones, &n1, g1), *b = step_at(2, 1, ones, &n2, g2);
+        CHECK(a && b && n1 == n2);
+        if (a && b && n1 == n2) CHECKF(memcmp(a, b, sizeof(float) * n1) == 0, "gates %s", ones ? "1" : "mixed");
+        int kept = 1, written = 0;
+        for (int i = 0; i < 8; i++) kept &= g2[i] == -7.0f, written += g1[i] != -7.0f;
+        CHECK(kept);
+        CHECK(written == 8);
+        free(a), free(b);
+    }
 }

@@ -134,6 +134,9 @@ typedef struct al_model {
     /* head gates and their gradients, (L, H) */
     float *gates;
     float *gate_grads;
+    int skip_gate_grads; /* 1: backward leaves gate_grads as they were (the
+                            trainer: gates are not trained, and their
+                            gradient is a serial pass over every z) */
     /* interventions: hooks the forward calls (hooks.h; borrowed contexts) */
     al_hooks hooks;
 
@@ -206,7 +209,8 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets,
                      int B, int T, al_err *e);
 /* Backward of the mean loss of the last forward (which must have had
  * targets and no hook that set `intervened`: -1 otherwise). Overwrites m->grads and
- * m->gate_grads (no accumulation). Destroys m->probs (used in place for
+ * m->gate_grads (no accumulation; gate_grads untouched with
+ * m->skip_gate_grads). Destroys m->probs (used in place for
  * dlogits). */
 int al_model_backward(al_model *m, al_err *e);
 

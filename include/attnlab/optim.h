@@ -31,6 +31,11 @@ double al_lr_at(const al_optim_cfg *c, long step);
 double al_grad_norm(const al_model *m);
 /* One update (t = 1-based step count for bias correction). Scales the
  * gradients by min(1, clip/norm) first. Returns the pre-clip norm. */
+/* The same with the gradient norm already computed (al_grad_norm of
+ * these gradients): the trainer checks it for non-finite values first,
+ * and it is a serial pass over every gradient. */
+void al_adamw_step_norm(al_adamw *o, al_model *m, const al_optim_cfg *c, long t, double lr,
+                        double norm);
 double al_adamw_step(al_adamw *o, al_model *m, const al_optim_cfg *c, long t,
                      double lr);
 

@@ -584,6 +584,13 @@ static void scale_by_gates(const al_model *m, int l, float *dzg, size_t BT) {
 
 static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B, int T) {
     int H = m->cfg.n_heads, D = m->cfg.d_head;
+    if (m->skip_gate_grads) {
+        /* dz = g·dzg still; with every gate 1 that is dzg itself, exactly */
+        int one = 1;
+        for (int h = 0; h < H; h++) one &= gate_of(m, l, h) == 1.0f;
+        if (!one) scale_by_gates(m, l, dzg, (size_t)B * T);
+        return;
+    }
     /* what the gate scaled: z, or what the Z hooks made of it */
     const float *src = m->zhooked[l] ? m->zs + (size_t)l * B * T * H * D : z;
 #pragma omp parallel for collapse(2) schedule(static)

@@ -43,6 +43,14 @@ double al_adamw_step(al_adamw *o, al_model *m, const al_optim_cfg *c, long t,
                      double lr) {
     double t0 = al_prof_t();
     double norm = al_grad_norm(m);
+    al_prof_add(AL_OP_ADAMW, t0);
+    al_adamw_step_norm(o, m, c, t, lr, norm);
+    return norm;
+}
+
+void al_adamw_step_norm(al_adamw *o, al_model *m, const al_optim_cfg *c, long t, double lr,
+                        double norm) {
+    double t0 = al_prof_t();
     float scale = 1.0f;
     if (c->grad_clip > 0 && norm > c->grad_clip) scale = (float)(c->grad_clip / norm);
     const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
@@ -68,5 +76,4 @@ double al_adamw_step(al_adamw *o, al_model *m, const al_optim_cfg *c, long t,
         w[i] -= flr * (mhat / (sqrtf(vhat) + eps) + decay);
     }
     al_prof_add(AL_OP_ADAMW, t0);
-    return norm;
 }

@@ -104,6 +104,7 @@ static int setup_model(al_trainer *t, al_err *e) {
         if (o->pos) al_pos_type_parse(o->pos, &c.pos_type); /* checked by check_opts */
         if (al_model_init(&t->m, &c, e) != 0) return -1;
     }
+    t->m.skip_gate_grads = 1;
     int V = t->m.cfg.d_vocab;
     if (t->train.max_id >= V || t->val.max_id >= V)
         return al_errf(e, "token id %d in the data is >= d_vocab %d: was it encoded with this tokenizer?",
@@ -243,7 +244,7 @@ static int step_once(al_trainer *t, double *loss, double *norm, al_err *e) {
      * leaves the parameters (and the last checkpoint) as they were. */
     *norm = al_grad_norm(&t->m);
     if (!isfinite(*norm)) return 1;
-    al_adamw_step(&t->adam, &t->m, &t->oc, step + 1, lr);
+    al_adamw_step_norm(&t->adam, &t->m, &t->oc, step + 1, lr, *norm);
     t->st.step = step + 1;
     t->st.tokens_seen += (double)t->B * t->T;
     t->st.last_train_loss = *loss;
