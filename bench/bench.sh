@@ -139,21 +139,16 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run discover c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs 32 --probe-r "$PATCH_R"
-# the same two analyses with the products on OpenBLAS, beside (the naive
-# patching sweep only on 2 pairs: its rate, not the comparison, needs 8)
-[ "$PATCH" = 1 ] &&
-    run patch cob 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+# the same two analyses with the products on OpenBLAS (cob), then in bf16
+# (cbf), beside (the naive patching sweep only on 2 pairs: its rate, not
+# the comparison, needs 8)
+for impl in cob cbf; do
+    [ "$PATCH" = 1 ] || break
+    run patch "$impl" 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$PATCH_PAIRS" --naive-pairs 2 --probe-r "$PATCH_R"
-[ "$PATCH" = 1 ] &&
-    run discover cob 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+    run discover "$impl" 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs 32 --probe-r "$PATCH_R"
-# the same analyses with bf16 products (--precision bf16), beside
-[ "$PATCH" = 1 ] &&
-    run patch cbf 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
-        --pairs "$PATCH_PAIRS" --naive-pairs 2 --probe-r "$PATCH_R"
-[ "$PATCH" = 1 ] &&
-    run discover cbf 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
-        --pairs 32 --probe-r "$PATCH_R"
+done
 # sparse autoencoders: TopK training steps on random activations (C and
 # PyTorch), then the whole trainer on a 2-layer model's layer-1 z (a
 # model trained one step on built-in stories: the forward's cost does not

@@ -198,6 +198,16 @@ static float *att_scratch(size_t n) {
     return p;
 }
 
+/* att_scratch inside a parallel region: NULL sets the team's *fail. */
+static float *att_team_scratch(size_t n, int *fail) {
+    float *w = att_scratch(n);
+    if (!w) {
+#pragma omp atomic write
+        *fail = 1;
+    }
+    return w;
+}
+
 /* rows x D from src (row stride ld) to dense dst, and back. */
 static void rows_in(float *dst, const float *src, int rows, int D, size_t ld) {
     for (int r = 0; r < rows; r++) memcpy(dst + (size_t)r * D, src + r * ld, sizeof(float) * D);
@@ -234,11 +244,7 @@ int attention_forward(float *z, float *att, const float *qkv, int B, int T,
 #pragma omp parallel
     {
         /* q, k, v, z (T,D) dense, then the scores of a block */
-        float *w = att_scratch((size_t)4 * T * D + (size_t)rows * T);
-        if (!w) {
-#pragma omp atomic write
-            fail = 1;
-        }
+        float *w = att_team_scratch((size_t)4 * T * D + (size_t)rows * T, &fail);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
@@ -300,11 +306,7 @@ int attention_backward(float *dqkv, const float *dz, const float *qkv,
 #pragma omp parallel
     {
         /* q, k, v, dz, dq, dk, dv (T,D) dense, then A and G of a block */
-        float *w = att_scratch((size_t)7 * T * D + (size_t)2 * rows * T);
-        if (!w) {
-#pragma omp atomic write
-            fail = 1;
-        }
+        float *w = att_team_scratch((size_t)7 * T * D + (size_t)2 * rows * T, &fail);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
