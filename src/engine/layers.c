@@ -178,7 +178,10 @@ void attention_softmax_row(float *row, int n, int T) {
  * a block of probabilities twice). Instead each is copied once per (b,h)
  * into a dense block of this thread's scratch, and every product works on
  * dense operands. The bits are the same either way: an element of a
- * product does not depend on the leading dimensions (gemm.h). */
+ * product does not depend on the leading dimensions (gemm.h). Heads are
+ * dealt out dynamically: on shared cores one thread often runs slower
+ * than the other, and a head is computed by one thread whichever it is,
+ * so the bits do not depend on the schedule either. */
 
 static int att_keys(int t0, int nt, int T, int causal) {
     return causal ? t0 + nt : T;
@@ -245,7 +248,7 @@ int attention_forward(float *z, float *att, const float *qkv, int B, int T,
     {
         /* q, k, v, z (T,D) dense, then the scores of a block */
         float *w = att_team_scratch((size_t)4 * T * D + (size_t)rows * T, &fail);
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
                 if (!w) continue;
@@ -307,7 +310,7 @@ int attention_backward(float *dqkv, const float *dz, const float *qkv,
     {
         /* q, k, v, dz, dq, dk, dv (T,D) dense, then A and G of a block */
         float *w = att_team_scratch((size_t)7 * T * D + (size_t)2 * rows * T, &fail);
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
                 if (!w) continue;
