@@ -5,6 +5,8 @@
 
 #include <omp.h>
 
+#include "attnlab/gemm.h"
+#include "attnlab/hooks.h"
 #include "attnlab/layers.h"
 #include "attnlab/model.h"
 #include "attnlab/optim.h"
@@ -400,4 +402,44 @@ TEST(model_skip_gate_grads_same_step) {
         CHECK(written == 8);
         free(a), free(b);
     }
+}
+
+static int noop_hook(al_hook_act *a, void *ctx, al_err *e) {
+    (void)a, (void)ctx, (void)e;
+    return 0;
+}
+
+/* al_model_forward_backward (the trainer's step) gives forward then
+ * backward's losses, mean loss and gradients to the bit, in f32 and in
+ * bf16 (where the CPU has it), with some positions without a target; it
+ * refuses a call without targets, or with a hook set. */
+TEST(model_forward_backward_same_bits) {
+    al_config c = al_config_default();
+    c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.d_head = 16, c.n_ctx = 96;
+    c.d_vocab = 53, c.seed = 3;
+    al_err e;
+    int B = 3, T = 96, *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
+    random_batch(in, tg, B * T, c.d_vocab, 17);
+    for (int i = 0; i < B * T; i += 7) tg[i] = -1;
+    for (int prec = 0; prec < 2; prec++) {
+        if (prec && al_gemm_set_precision(AL_PREC_BF16, &e) != 0) break; /* no bf16 here */
+        al_model a, b;
+        CHECK_OK(al_model_init(&a, &c, &e), &e);
+        CHECK_OK(al_model_init(&b, &c, &e), &e);
+        CHECK_OK(al_model_forward(&a, in, tg, B, T, &e), &e);
+        CHECK_OK(al_model_backward(&a, &e), &e);
+        CHECK_OK(al_model_forward_backward(&b, in, tg, B, T, &e), &e);
+        CHECKF(memcmp(a.grads, b.grads, sizeof(float) * a.n_params) == 0, "%s gradients differ",
+               prec ? "bf16" : "f32");
+        CHECK(memcmp(a.losses, b.losses, sizeof(float) * B * T) == 0);
+        CHECK(a.mean_loss == b.mean_loss && a.n_valid == b.n_valid);
+        CHECK(a.n_valid == B * T - (B * T + 6) / 7);
+        CHECK(al_model_forward_backward(&b, in, NULL, B, T, &e) == -1);
+        CHECK_OK(al_hook_add(&b, AL_HOOK_RESID_PRE, 0, noop_hook, NULL, &e), &e);
+        CHECK(al_model_forward_backward(&b, in, tg, B, T, &e) == -1);
+        al_model_free(&a);
+        al_model_free(&b);
+    }
+    al_gemm_set_precision(AL_PREC_F32, &e);
+    free(in), free(tg);
 }

@@ -84,5 +84,10 @@ int crossentropy_softmax_forward(float *probs_inout, float *losses,
  * while each row is in cache (al_gemm_bf16_reserve). */
 void crossentropy_softmax_backward(float *probs_inout, const int *targets,
                                    int N, int V, int n_valid, uint16_t *bf16);
+/* Both in one pass over the rows (training: each row is read from memory
+ * once, not twice): logits (N,V) in place into dlogits, losses as the
+ * forward's; the same bits as the two calls. Returns n_valid. */
+int crossentropy_softmax_forward_backward(float *probs_inout, float *losses,
+                                          const int *targets, int N, int V, uint16_t *bf16);
 
 #endif

@@ -213,6 +213,13 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets,
  * m->skip_gate_grads). Destroys m->probs (used in place for
  * dlogits). */
 int al_model_backward(al_model *m, al_err *e);
+/* al_model_forward then al_model_backward, for training: the same losses,
+ * mean_loss and gradients to the bit, with the cross-entropy's forward
+ * and backward in one pass over the logits (which leaves m->probs holding
+ * dlogits, never probabilities). Needs targets and no hooks: -1
+ * otherwise, as for either call's errors. */
+int al_model_forward_backward(al_model *m, const int *inputs, const int *targets, int B, int T,
+                              al_err *e);
 
 /* The last forward's cache, for a later patched forward of the same
  * (B, T): x gets m->x, (L+1)·B·T·C floats (the residual stream entering

@@ -334,25 +334,38 @@ int attention_backward(float *dqkv, const float *dz, const float *qkv,
     return fail ? -1 : 0;
 }
 
+/* One row of logits to probabilities in place; the loss against target
+ * t, or 0 when t < 0 (no target). */
+static float ce_row(float *row, int V, int t) {
+    float maxv = max_of(row, V);
+    float tlogit = t >= 0 ? row[t] : 0.0f;
+    double sum = exp_shift_sum(row, V, maxv);
+    float inv = (float)(1.0 / sum);
+#pragma omp simd
+    for (int j = 0; j < V; j++) row[j] *= inv;
+    /* from the logits, not log(p): exact even when p underflows */
+    return t >= 0 ? (float)(log(sum) + maxv - tlogit) : 0.0f;
+}
+
+/* One row of probabilities to its share of the mean loss's gradient. */
+static void ce_grad_row(float *row, int V, int t, float scale) {
+    if (t < 0) {
+        memset(row, 0, sizeof(float) * (size_t)V);
+        return;
+    }
+#pragma omp simd
+    for (int j = 0; j < V; j++) row[j] *= scale;
+    row[t] -= scale;
+}
+
 int crossentropy_softmax_forward(float *probs, float *losses,
                                  const int *targets, int N, int V) {
     int n_valid = 0;
 #pragma omp parallel for schedule(static) reduction(+ : n_valid)
     for (int i = 0; i < N; i++) {
-        float *row = probs + (size_t)i * V;
-        float maxv = max_of(row, V);
-        float tlogit = targets && targets[i] >= 0 ? row[targets[i]] : 0.0f;
-        double sum = exp_shift_sum(row, V, maxv);
-        float inv = (float)(1.0 / sum);
-#pragma omp simd
-        for (int j = 0; j < V; j++) row[j] *= inv;
-        if (targets && targets[i] >= 0) {
-            /* from the logits, not log(p): exact even when p underflows */
-            losses[i] = (float)(log(sum) + maxv - tlogit);
-            n_valid++;
-        } else {
-            losses[i] = 0.0f;
-        }
+        int t = targets ? targets[i] : -1;
+        losses[i] = ce_row(probs + (size_t)i * V, V, t);
+        n_valid += t >= 0;
     }
     return n_valid;
 }
@@ -363,13 +376,22 @@ void crossentropy_softmax_backward(float *probs, const int *targets, int N,
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float *row = probs + (size_t)i * V;
-        if (targets[i] < 0) {
-            memset(row, 0, sizeof(float) * (size_t)V);
-        } else {
-#pragma omp simd
-            for (int j = 0; j < V; j++) row[j] *= scale;
-            row[targets[i]] -= scale;
-        }
+        ce_grad_row(row, V, targets[i], scale);
         if (bf16) al_round_bf16(bf16 + (size_t)i * V, row, (size_t)V);
     }
+}
+
+int crossentropy_softmax_forward_backward(float *probs, float *losses, const int *targets,
+                                          int N, int V, uint16_t *bf16) {
+    int n_valid = 0;
+    for (int i = 0; i < N; i++) n_valid += targets[i] >= 0;
+    float scale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *row = probs + (size_t)i * V;
+        losses[i] = ce_row(row, V, targets[i]);
+        ce_grad_row(row, V, targets[i], scale);
+        if (bf16) al_round_bf16(bf16 + (size_t)i * V, row, (size_t)V);
+    }
+    return n_valid;
 }

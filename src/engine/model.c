@@ -509,29 +509,40 @@ static int forward_body(al_model *m, const int *inputs, int unembed, al_err *e) 
     return forward_layers(m, unembed, e);
 }
 
-int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
-                     int T, al_err *e) {
+/* al_model_forward up to the logits (checks, inputs and targets kept,
+ * layers, unembedding). */
+static int model_forward_begin(al_model *m, const int *inputs, const int *targets, int B, int T,
+                               al_err *e) {
     if (check_inputs(m, inputs, targets, B, T, e) != 0) return -1;
     if (ensure_acts(m, B, T, e) != 0) return -1;
-    const al_config *c = &m->cfg;
-    int V = c->d_vocab, BT = B * T;
+    const int BT = B * T;
     m->B = B;
     m->T = T;
     memcpy(m->inputs, inputs, sizeof(int) * BT);
     m->has_targets = targets != NULL;
     for (int i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
-
     if (forward_body(m, inputs, 1, e)) {
         m->has_targets = 0; /* no backward of a failed forward */
         m->intervened = 1;
         return -1;
     }
-    double t0 = al_prof_t();
-    m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, BT, V);
-    al_prof_add(AL_OP_CE, t0);
+    return 0;
+}
+
+static void model_mean_loss(al_model *m) {
     double sum = 0.0;
-    for (int i = 0; i < BT; i++) sum += m->losses[i];
+    for (int i = 0; i < m->B * m->T; i++) sum += m->losses[i];
     m->mean_loss = m->n_valid ? (float)(sum / m->n_valid) : -1.0f;
+}
+
+int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
+                     int T, al_err *e) {
+    if (model_forward_begin(m, inputs, targets, B, T, e)) return -1;
+    double t0 = al_prof_t();
+    m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, B * T,
+                                              m->cfg.d_vocab);
+    al_prof_add(AL_OP_CE, t0);
+    model_mean_loss(m);
     return 0;
 }
 
@@ -613,22 +624,14 @@ static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B,
     }
 }
 
-int al_model_backward(al_model *m, al_err *e) {
-    if (!m->acts || !m->has_targets)
-        return al_errf(e, "backward needs a forward pass with targets first");
-    if (m->intervened)
-        return al_errf(e, "backward of a patched forward pass (or a circuit run) is not supported");
-    if (al_model_alloc_grads(m, e) != 0) return -1;
+/* The backward pass from the logits' gradient, which m->probs holds
+ * (and, in bf16, the copy al_gemm_bf16_reserve gave, released here). */
+static int backward_from_dlogits(al_model *m, al_err *e) {
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
     int B = m->B, T = m->T, BT = B * T, HD = H * D;
-    float *dlogits = m->probs;                                  // (B,T,V)
+    const float *dlogits = m->probs;                            // (B,T,V)
     double t0 = al_prof_t();
-    /* in bf16, both products of dlogits read one copy rounded here */
-    uint16_t *d16 = al_gemm_bf16_reserve(dlogits, (size_t)BT, (size_t)V);
-    crossentropy_softmax_backward(dlogits, m->targets, BT, V, m->n_valid, d16);
-    al_prof_add(AL_OP_CE, t0);
-    t0 = al_prof_t();
     memset(m->g[AL_P_WPOS], 0, sizeof(float) * m->param_size[AL_P_WPOS]);
     const float *xL = m->x + (size_t)L * BT * C;
     if (c->tied_embeddings) {
@@ -672,6 +675,36 @@ int al_model_backward(al_model *m, al_err *e) {
                      m->dx, m->inputs, B, T, C);
     al_prof_add(AL_OP_EMBED_BWD, t0);
     return 0;
+}
+
+int al_model_backward(al_model *m, al_err *e) {
+    if (!m->acts || !m->has_targets)
+        return al_errf(e, "backward needs a forward pass with targets first");
+    if (m->intervened)
+        return al_errf(e, "backward of a patched forward pass (or a circuit run) is not supported");
+    if (al_model_alloc_grads(m, e) != 0) return -1;
+    const int BT = m->B * m->T, V = m->cfg.d_vocab;
+    double t0 = al_prof_t();
+    /* in bf16, both products of dlogits read one copy rounded here */
+    uint16_t *d16 = al_gemm_bf16_reserve(m->probs, (size_t)BT, (size_t)V);
+    crossentropy_softmax_backward(m->probs, m->targets, BT, V, m->n_valid, d16);
+    al_prof_add(AL_OP_CE, t0);
+    return backward_from_dlogits(m, e);
+}
+
+int al_model_forward_backward(al_model *m, const int *inputs, const int *targets, int B, int T,
+                              al_err *e) {
+    if (!targets) return al_errf(e, "forward_backward needs targets");
+    if (m->hooks.n > 0) return al_errf(e, "forward_backward does not run hooks (training only)");
+    if (al_model_alloc_grads(m, e) != 0) return -1;
+    if (model_forward_begin(m, inputs, targets, B, T, e)) return -1;
+    const int BT = B * T, V = m->cfg.d_vocab;
+    double t0 = al_prof_t();
+    uint16_t *d16 = al_gemm_bf16_reserve(m->probs, (size_t)BT, (size_t)V);
+    m->n_valid = crossentropy_softmax_forward_backward(m->probs, m->losses, m->targets, BT, V, d16);
+    al_prof_add(AL_OP_CE, t0);
+    model_mean_loss(m);
+    return backward_from_dlogits(m, e);
 }
 
 int al_model_backward_acts(al_model *m, const float *dxL, float *dx, float *dzg, float *dqkv,

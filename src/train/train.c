@@ -234,11 +234,10 @@ int al_trainer_evaluate(al_trainer *t, double *loss, al_err *e) {
 static int step_once(al_trainer *t, double *loss, double *norm, al_err *e) {
     long step = t->st.step;
     if (al_batch_random(&t->train, t->B, t->T, &t->st.rng, t->in, t->tg, e) != 0 ||
-        al_model_forward(&t->m, t->in, t->tg, t->B, t->T, e) != 0)
+        al_model_forward_backward(&t->m, t->in, t->tg, t->B, t->T, e) != 0)
         return -1;
     *loss = t->m.mean_loss;
     if (!isfinite(*loss)) return 1;
-    if (al_model_backward(&t->m, e) != 0) return -1;
     double lr = al_lr_at(&t->oc, step);
     /* The norm is checked before it can touch the weights, so a blow-up
      * leaves the parameters (and the last checkpoint) as they were. */
