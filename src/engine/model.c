@@ -576,15 +576,19 @@ void model_shared_free(al_model *own) {
  * summed per batch row first and then over rows in a fixed order, so the
  * value does not depend on the thread count. Then dz = g · dzg in place
  * (0 for replaced heads: nothing upstream produced their output). */
-/* dz = g·dzg in place for layer l (0 for a head whose z a hook set in
- * full: nothing upstream of it reaches W_O). */
+/* Head h's gate as backward sees it: 0 for a head whose z a hook set in
+ * full (nothing upstream of it reaches W_O). */
 static float gate_of(const al_model *m, int l, int h) {
     int H = m->cfg.n_heads;
     return m->zfixed[l * H + h] ? 0.0f : m->gates[l * H + h];
 }
 
+/* dz = g·dzg in place for layer l; nothing to do when every gate is 1
+ * (the product would be dzg itself, exactly). */
 static void scale_by_gates(const al_model *m, int l, float *dzg, size_t BT) {
-    int H = m->cfg.n_heads, D = m->cfg.d_head;
+    int H = m->cfg.n_heads, D = m->cfg.d_head, one = 1;
+    for (int h = 0; h < H; h++) one &= gate_of(m, l, h) == 1.0f;
+    if (one) return;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < BT; i++)
         for (int h = 0; h < H; h++) {
@@ -595,11 +599,8 @@ static void scale_by_gates(const al_model *m, int l, float *dzg, size_t BT) {
 
 static void gate_backward(al_model *m, int l, float *dzg, const float *z, int B, int T) {
     int H = m->cfg.n_heads, D = m->cfg.d_head;
-    if (m->skip_gate_grads) {
-        /* dz = g·dzg still; with every gate 1 that is dzg itself, exactly */
-        int one = 1;
-        for (int h = 0; h < H; h++) one &= gate_of(m, l, h) == 1.0f;
-        if (!one) scale_by_gates(m, l, dzg, (size_t)B * T);
+    if (m->skip_gate_grads) { /* dz = g·dzg still */
+        scale_by_gates(m, l, dzg, (size_t)B * T);
         return;
     }
     /* what the gate scaled: z, or what the Z hooks made of it */
