@@ -249,6 +249,34 @@ TEST(model_refuses_bad_input) {
     CHECK(strstr(e.msg, "d_vocab") != NULL);
 }
 
+/* A call whose probabilities pass 8 MB writes them by non-temporal
+ * stores (layers.c); each (b,h) is independent, so the same sequences
+ * one at a time (ordinary stores) must give the same bits, here at a
+ * length whose rows do not start on 64-byte boundaries and end in a
+ * partial vector. */
+TEST(model_attention_streamed_rows_same_bits) {
+    int B = 4, T = 203, H = 14, D = 8, HD = H * D, rs = 3 * HD;
+    size_t nq = (size_t)B * T * rs, nz = (size_t)B * T * HD, na = (size_t)B * H * T * T;
+    CHECK(sizeof(float) * na > ((size_t)8 << 20));
+    CHECK(sizeof(float) * na / B < ((size_t)8 << 20));
+    float *qkv = malloc(sizeof(float) * nq), *z = malloc(sizeof(float) * nz);
+    float *z1 = malloc(sizeof(float) * nz);
+    float *att = malloc(sizeof(float) * (na + 1)), *att1 = malloc(sizeof(float) * na);
+    al_rng r;
+    al_rng_seed(&r, 7);
+    for (size_t i = 0; i < nq; i++) qkv[i] = (float)(2.0 * al_rng_normal(&r));
+    /* att + 1: rows misaligned by 4 bytes, so every row has a head and a tail */
+    for (size_t i = 0; i <= na; i++) att[i] = NAN;
+    CHECK(attention_forward(z, att + 1, qkv, B, T, H, D, 1) == 0);
+    for (int b = 0; b < B; b++)
+        CHECK(attention_forward(z1 + (size_t)b * T * HD, att1 + (size_t)b * H * T * T,
+                                qkv + (size_t)b * T * rs, 1, T, H, D, 1) == 0);
+    CHECK(memcmp(z, z1, sizeof(float) * nz) == 0);
+    CHECK(memcmp(att + 1, att1, sizeof(float) * na) == 0);
+    CHECK(att1[1] == 0.0f && att1[(size_t)T * T - 1] > 0.0f);
+    free(qkv), free(z), free(z1), free(att), free(att1);
+}
+
 /* The attention kernel works on blocks of query rows; check it against a
  * plain triple loop at a length that spans several blocks, forward and
  * backward (dL/dqkv for L = Σ z ⊙ w with a fixed random w). */

@@ -16,6 +16,10 @@
 
 #include "attnlab/gemm.h"
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 void encoder_forward(float *out, const int *inp, const float *wte,
                      const float *wpe, int B, int T, int C) {
 #pragma omp parallel for collapse(2) schedule(static)
@@ -219,11 +223,55 @@ static void rows_out(float *dst, size_t ld, const float *src, int rows, int D) {
     for (int r = 0; r < rows; r++) memcpy(dst + r * ld, src + (size_t)r * D, sizeof(float) * D);
 }
 
+/* out[0..n) = row[0..n), out[n..T) = 0: one row of probabilities into
+ * the (B,H,T,T) output. With stream set, past the first 64-byte
+ * boundary it goes by non-temporal stores: the default training step
+ * writes 32 MB of probabilities a layer, read again only by the backward
+ * pass long after, so reading each line into the cache before writing
+ * it (as ordinary stores do) only doubled the traffic. The values are
+ * the same either way. */
+static void att_row_out(float *out, const float *row, int n, int T, int stream) {
+    int s = 0;
+#ifdef __AVX512F__
+    if (stream) {
+        for (; s < T && ((uintptr_t)(out + s) & 63); s++) out[s] = s < n ? row[s] : 0.0f;
+        for (; s + 16 <= T; s += 16) {
+            __m512 v;
+            if (s + 16 <= n)
+                v = _mm512_loadu_ps(row + s);
+            else if (s < n)
+                v = _mm512_maskz_loadu_ps((__mmask16)((1u << (n - s)) - 1u), row + s);
+            else
+                v = _mm512_setzero_ps();
+            _mm512_stream_ps(out + s, v);
+        }
+    }
+#else
+    (void)stream;
+#endif
+    if (s < n) memcpy(out + s, row + s, sizeof(float) * (size_t)(n - s));
+    if (s < T) memset(out + (s > n ? s : n), 0, sizeof(float) * (size_t)(T - (s > n ? s : n)));
+}
+
+/* Non-temporal stores are weakly ordered: fence them before the
+ * probabilities are read, by this thread or another after the region. */
+static void att_stream_fence(int stream) {
+#ifdef __AVX512F__
+    if (stream) _mm_sfence();
+#else
+    (void)stream;
+#endif
+}
+
+/* Probabilities past this many bytes in all are written by streaming
+ * stores (smaller ones are likely read again while still in the cache). */
+#define ATT_STREAM_BYTES ((size_t)8 << 20)
+
 /* One (b,h) on dense q, k, v (T,D): a (T,T) probabilities, z (T,D)
  * dense; S is (ATT_BLOCK, T) scratch. */
 static void attention_head_forward(float *z, float *a, const float *q, const float *k,
                                    const float *v, float *S, int T, int D, float scale,
-                                   int causal) {
+                                   int causal, int stream) {
     for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
         int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK;
         int nk = att_keys(t0, nt, T, causal);
@@ -231,11 +279,11 @@ static void attention_head_forward(float *z, float *a, const float *q, const flo
         for (int i = 0; i < nt; i++) {
             float *row = S + (size_t)i * nk, *out = a + (size_t)(t0 + i) * T;
             attention_softmax_row(row, causal ? t0 + i + 1 : T, nk);
-            memcpy(out, row, sizeof(float) * nk);
-            if (nk < T) memset(out + nk, 0, sizeof(float) * (T - nk));
+            att_row_out(out, row, nk, T, stream);
         }
         al_sgemm(false, false, nt, D, nk, 1.0f, S, nk, v, D, 0.0f, z + (size_t)t0 * D, D);
     }
+    att_stream_fence(stream);
 }
 
 int attention_forward(float *z, float *att, const float *qkv, int B, int T,
@@ -243,6 +291,7 @@ int attention_forward(float *z, float *att, const float *qkv, int B, int T,
     const int HD = H * D, rs = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D);
     const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
+    const int stream = sizeof(float) * (size_t)B * H * T * T > ATT_STREAM_BYTES;
     int fail = 0;
 #pragma omp parallel
     {
@@ -259,7 +308,7 @@ int attention_forward(float *z, float *att, const float *qkv, int B, int T,
                 rows_in(k, q0 + HD, T, D, rs);
                 rows_in(v, q0 + 2 * HD, T, D, rs);
                 attention_head_forward(zd, att + ((size_t)b * H + h) * T * T, q, k, v, S, T, D,
-                                       scale, causal);
+                                       scale, causal, stream);
                 rows_out(z + (size_t)b * T * HD + (size_t)h * D, HD, zd, T, D);
             }
     }
