@@ -52,13 +52,13 @@ TEST(hooks_points_and_noop) {
     memcpy(plain, m.probs, sizeof(float) * HB * HT * HV);
     counter c = {0}, one = {0};
     for (int p = 0; p < AL_HOOK_N_POINTS; p++)
-        if (p != AL_HOOK_RESULT) CHECK_OK(al_hook_add(&m, p, -1, count, &c, &e), &e);
+        if (p != AL_HOOK_RESULT && al_hook_runs(p)) CHECK_OK(al_hook_add(&m, p, -1, count, &c, &e), &e);
     CHECK_OK(al_hook_add(&m, AL_HOOK_Z, 1, count, &one, &e), &e);
     CHECK_OK(al_model_forward(&m, in, NULL, HB, HT, &e), &e);
     CHECK(!memcmp(plain, m.probs, sizeof(float) * HB * HT * HV));
     for (int p = 0; p < AL_HOOK_N_POINTS; p++)
         for (int l = 0; l < HL; l++)
-            CHECKF(c.calls[p][l] == (p != AL_HOOK_RESULT), "point %d layer %d", p, l);
+            CHECKF(c.calls[p][l] == (p != AL_HOOK_RESULT && al_hook_runs(p)), "point %d layer %d", p, l);
     CHECK(one.calls[AL_HOOK_Z][1] == 1 && one.calls[AL_HOOK_Z][0] == 0);
     CHECK(c.ld[AL_HOOK_RESID_PRE] == HC && c.ld[AL_HOOK_Q] == 3 * HH * HD &&
           c.ld[AL_HOOK_Z] == HH * HD && c.ld[AL_HOOK_RESID_POST] == HC);
@@ -150,5 +150,61 @@ TEST(hooks_refusals) {
     unsigned char zm[HL * HH * HT] = {0};
     al_patch_spec bad = {.z_mask = zm};
     CHECK(al_patch_hooks_add(&m, &bad, &e) == -1 && m.hooks.n == 0);
+    al_model_free(&m);
+}
+
+/* The name table (docs/hooks.md): every point's TransformerLens name
+ * parses back to it at every layer, shapes are TransformerLens's, and
+ * names that are not hook points, or past the model's layers, are
+ * refused with the name in the message. */
+TEST(hooks_name_table) {
+    al_err e;
+    char nm[64];
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        for (int l = 0; l < 3; l++) {
+            CHECK(al_hook_name(p, l, nm, sizeof nm) > 0);
+            al_hook_point q = AL_HOOK_N_POINTS;
+            int ql = -1;
+            CHECK_OK(al_hook_parse(nm, 3, &q, &ql, &e), &e);
+            CHECKF(q == (al_hook_point)p && ql == (al_hook_is_model_level(p) ? 0 : l), "%s", nm);
+        }
+    struct { const char *name; al_hook_point p; int l; int nd; int64_t s[4]; } want[] = {
+        {"blocks.1.attn.hook_pattern", AL_HOOK_PATTERN, 1, 4, {2, 8, 5, 5}},
+        {"blocks.0.attn.hook_z", AL_HOOK_Z, 0, 4, {2, 5, 8, 32}},
+        {"blocks.0.attn.hook_result", AL_HOOK_RESULT, 0, 4, {2, 5, 8, 256}},
+        {"blocks.2.hook_resid_post", AL_HOOK_RESID_POST, 2, 3, {2, 5, 256}},
+        {"blocks.0.ln1.hook_scale", AL_HOOK_LN1_SCALE, 0, 3, {2, 5, 1}},
+        {"blocks.1.hook_q_input", AL_HOOK_Q_INPUT, 1, 4, {2, 5, 8, 256}},
+        {"blocks.1.attn.hook_attn_scores", AL_HOOK_ATTN_SCORES, 1, 4, {2, 8, 5, 5}},
+        {"ln_final.hook_normalized", AL_HOOK_LNF_NORMALIZED, 0, 3, {2, 5, 256}},
+        {"hook_embed", AL_HOOK_EMBED, 0, 3, {2, 5, 256}},
+        {"logits", AL_HOOK_LOGITS, 0, 3, {2, 5, 100}},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        al_hook_point q;
+        int ql;
+        CHECK_OK(al_hook_parse(want[i].name, 3, &q, &ql, &e), &e);
+        CHECKF(q == want[i].p && ql == want[i].l, "%s", want[i].name);
+        int64_t s[4] = {0};
+        int nd = al_hook_shape(q, 2, 5, 256, 8, 32, 100, s);
+        CHECKF(nd == want[i].nd && !memcmp(s, want[i].s, sizeof(int64_t) * nd), "%s", want[i].name);
+    }
+    const char *bad[] = {"blocks.3.hook_resid_pre", "blocks.x.hook_resid_pre", "blocks.0",
+                         "blocks.0.hook_embed", "hook_resid_pre", "ln_final.hook_sale", "",
+                         "blocks.99999999999.attn.hook_z"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        al_hook_point q;
+        int ql;
+        CHECKF(al_hook_parse(bad[i], 3, &q, &ql, &e) == -1 && strstr(e.msg, bad[i]), "%s: %s",
+               bad[i], e.msg);
+    }
+    /* a point the forward does not run is refused by name, not ignored */
+    al_model m;
+    hmodel(&m);
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        if (!al_hook_runs(p)) {
+            CHECK(al_hook_add(&m, p, 0, count, NULL, &e) == -1 && strstr(e.msg, "not run"));
+            break;
+        }
     al_model_free(&m);
 }

@@ -49,11 +49,18 @@
 #define ATTNLAB_HOOKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attnlab/util.h"
 
 struct al_model;
 
+/* The points' TransformerLens names, shapes and order are one table,
+ * docs/hooks.md (TransformerLens 2.x semantics), kept in hooks.c
+ * (al_hook_name, al_hook_parse, al_hook_shape). New points are added
+ * at the end, so the values above stay. A point whose `runs` entry in
+ * that table is 0 is named and parsed but not yet run by the forward:
+ * al_hook_add refuses it. */
 typedef enum {
     AL_HOOK_RESID_PRE,
     AL_HOOK_Q,
@@ -63,8 +70,38 @@ typedef enum {
     AL_HOOK_Z,
     AL_HOOK_RESULT,
     AL_HOOK_RESID_POST,
+    AL_HOOK_EMBED,          /* hook_embed                (B, T, C)     model */
+    AL_HOOK_POS_EMBED,      /* hook_pos_embed            (B, T, C)     model */
+    AL_HOOK_Q_INPUT,        /* blocks.l.hook_q_input     (B, T, H, C)        */
+    AL_HOOK_K_INPUT,        /* blocks.l.hook_k_input     (B, T, H, C)        */
+    AL_HOOK_V_INPUT,        /* blocks.l.hook_v_input     (B, T, H, C)        */
+    AL_HOOK_LN1_SCALE,      /* blocks.l.ln1.hook_scale   (B, T, 1)           */
+    AL_HOOK_LN1_NORMALIZED, /* blocks.l.ln1.hook_normalized (B, T, C)        */
+    AL_HOOK_ATTN_SCORES,    /* blocks.l.attn.hook_attn_scores (B, H, T, T)   */
+    AL_HOOK_ATTN_OUT,       /* blocks.l.hook_attn_out    (B, T, C)           */
+    AL_HOOK_LNF_SCALE,      /* ln_final.hook_scale       (B, T, 1)     model */
+    AL_HOOK_LNF_NORMALIZED, /* ln_final.hook_normalized  (B, T, C)     model */
+    AL_HOOK_LOGITS,         /* logits                    (B, T, V)     model */
     AL_HOOK_N_POINTS
 } al_hook_point;
+
+/* TransformerLens's name of point at layer (model-level points ignore
+ * layer) into buf: its length, or -1 for an unknown point. */
+int al_hook_name(al_hook_point point, int layer, char *buf, size_t cap);
+/* The point and layer a TransformerLens hook name names
+ * ("blocks.1.attn.hook_pattern" -> PATTERN, 1; "ln_final.hook_scale" ->
+ * LNF_SCALE, 0; model-level points get layer 0): 0, or -1 with e naming
+ * the name (and, for a layer >= n_layers, the model's layer count). */
+int al_hook_parse(const char *name, int n_layers, al_hook_point *point, int *layer, al_err *e);
+/* 1 if point is at model level (one per model, not per layer). */
+int al_hook_is_model_level(al_hook_point point);
+/* 1 if the forward runs hooks at point (see the `runs` column). */
+int al_hook_runs(al_hook_point point);
+/* TransformerLens's shape of point for a batch B x T of a model with
+ * d_model C, H heads of D, vocabulary V: the number of dims (3 or 4),
+ * or -1 for an unknown point. */
+int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V,
+                  int64_t shape[4]);
 
 /* What a hook sees. data is writable; the rest describes it. */
 typedef struct al_hook_act {

@@ -3,14 +3,119 @@
  * z replacement (hooks.h). Circuit runs are hooks too (circuit.c). */
 #include "attnlab/hooks.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "attnlab/model.h"
 
+/* ------------------------------------------------------- the table */
+
+/* docs/hooks.md is this table in prose. `tail` is the name after
+ * "blocks.{l}." (block points) or the whole name (model-level points);
+ * `shape` lists the dims by letter (B batch, T positions, S source
+ * positions (= T), H heads, D d_head, C d_model, V d_vocab, 1). */
+static const struct hook_row {
+    const char *tail;
+    int model_level;
+    int runs; /* the forward runs hooks here */
+    const char *shape;
+} HOOKS[AL_HOOK_N_POINTS] = {
+    [AL_HOOK_RESID_PRE] = {"hook_resid_pre", 0, 1, "BTC"},
+    [AL_HOOK_Q] = {"attn.hook_q", 0, 1, "BTHD"},
+    [AL_HOOK_K] = {"attn.hook_k", 0, 1, "BTHD"},
+    [AL_HOOK_V] = {"attn.hook_v", 0, 1, "BTHD"},
+    [AL_HOOK_PATTERN] = {"attn.hook_pattern", 0, 1, "BHTS"},
+    [AL_HOOK_Z] = {"attn.hook_z", 0, 1, "BTHD"},
+    [AL_HOOK_RESULT] = {"attn.hook_result", 0, 1, "BTHC"},
+    [AL_HOOK_RESID_POST] = {"hook_resid_post", 0, 1, "BTC"},
+    [AL_HOOK_EMBED] = {"hook_embed", 1, 0, "BTC"},
+    [AL_HOOK_POS_EMBED] = {"hook_pos_embed", 1, 0, "BTC"},
+    [AL_HOOK_Q_INPUT] = {"hook_q_input", 0, 0, "BTHC"},
+    [AL_HOOK_K_INPUT] = {"hook_k_input", 0, 0, "BTHC"},
+    [AL_HOOK_V_INPUT] = {"hook_v_input", 0, 0, "BTHC"},
+    [AL_HOOK_LN1_SCALE] = {"ln1.hook_scale", 0, 0, "BT1"},
+    [AL_HOOK_LN1_NORMALIZED] = {"ln1.hook_normalized", 0, 0, "BTC"},
+    [AL_HOOK_ATTN_SCORES] = {"attn.hook_attn_scores", 0, 0, "BHTS"},
+    [AL_HOOK_ATTN_OUT] = {"hook_attn_out", 0, 0, "BTC"},
+    [AL_HOOK_LNF_SCALE] = {"ln_final.hook_scale", 1, 0, "BT1"},
+    [AL_HOOK_LNF_NORMALIZED] = {"ln_final.hook_normalized", 1, 0, "BTC"},
+    [AL_HOOK_LOGITS] = {"logits", 1, 0, "BTV"},
+};
+
+static int known(al_hook_point p) { return (int)p >= 0 && p < AL_HOOK_N_POINTS; }
+
+int al_hook_is_model_level(al_hook_point point) {
+    return known(point) && HOOKS[point].model_level;
+}
+
+int al_hook_runs(al_hook_point point) { return known(point) && HOOKS[point].runs; }
+
+int al_hook_name(al_hook_point point, int layer, char *buf, size_t cap) {
+    if (!known(point)) return -1;
+    int n = HOOKS[point].model_level ? snprintf(buf, cap, "%s", HOOKS[point].tail)
+                                     : snprintf(buf, cap, "blocks.%d.%s", layer, HOOKS[point].tail);
+    return n;
+}
+
+int al_hook_parse(const char *name, int n_layers, al_hook_point *point, int *layer, al_err *e) {
+    if (!name) return al_errf(e, "hook name: none given");
+    int l = 0;
+    const char *tail = name;
+    int block = !strncmp(name, "blocks.", 7);
+    if (block) {
+        const char *p = name + 7;
+        if (*p < '0' || *p > '9') return al_errf(e, "hook name '%s': no layer after 'blocks.'", name);
+        long v = 0;
+        while (*p >= '0' && *p <= '9' && v <= 1000000) v = v * 10 + (*p++ - '0');
+        if (*p != '.') return al_errf(e, "hook name '%s': no '.' after the layer", name);
+        if (v >= n_layers)
+            return al_errf(e, "hook name '%s': layer %ld, but the model has %d layer%s", name, v,
+                           n_layers, n_layers == 1 ? "" : "s");
+        l = (int)v, tail = p + 1;
+    }
+    for (int i = 0; i < AL_HOOK_N_POINTS; i++)
+        if (HOOKS[i].model_level == !block && !strcmp(HOOKS[i].tail, tail)) {
+            *point = (al_hook_point)i, *layer = l;
+            return 0;
+        }
+    return al_errf(e, "unknown hook name '%s' (docs/hooks.md lists them, e.g. "
+                   "blocks.0.attn.hook_pattern, blocks.0.hook_resid_post, ln_final.hook_scale)",
+                   name);
+}
+
+int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V,
+                  int64_t shape[4]) {
+    if (!known(point)) return -1;
+    int n = 0;
+    for (const char *s = HOOKS[point].shape; *s; s++) {
+        int64_t v = 1;
+        switch (*s) {
+        case 'B': v = B; break;
+        case 'T': case 'S': v = T; break;
+        case 'H': v = H; break;
+        case 'D': v = D; break;
+        case 'C': v = C; break;
+        case 'V': v = V; break;
+        }
+        shape[n++] = v;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------- the list */
+
 int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx,
                 al_err *e) {
-    if ((int)point < 0 || point >= AL_HOOK_N_POINTS || !fn)
+    if (!known(point) || !fn)
         return al_errf(e, "hook: unknown point %d (or no function)", (int)point);
+    if (!HOOKS[point].runs) {
+        char nm[64];
+        al_hook_name(point, layer < 0 ? 0 : layer, nm, sizeof nm);
+        return al_errf(e, "hook point %s is not run by this engine's forward", nm);
+    }
+    if (HOOKS[point].model_level && layer > 0)
+        return al_errf(e, "hook: %s is a model-level point (layer %d given)", HOOKS[point].tail,
+                       layer);
     if (layer < -1 || layer >= m->cfg.n_layers)
         return al_errf(e, "hook: layer %d outside the model's %d layers", layer, m->cfg.n_layers);
     if (m->hooks.n >= AL_MAX_HOOKS) return al_errf(e, "hook: more than %d hooks", AL_MAX_HOOKS);
