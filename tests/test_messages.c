@@ -15,6 +15,9 @@ TEST(messages_edit_distance) {
     CHECK(al_edit_distance("", 0, "abc", 3) == 3);
     CHECK(al_edit_distance("layers", 6, "n-layers", 8) == 2);
     CHECK(al_edit_distance("same", 4, "same", 4) == 0);
+    CHECK(al_edit_distance("trian", 5, "train", 5) == 1); /* a swap is one edit */
+    CHECK(al_edit_distance("scroes", 6, "scores", 6) == 1);
+    CHECK(al_edit_distance("heads", 5, "threads", 7) == 2);
     const char *c[] = {"n-layers", "steps", NULL, "step-size"};
     CHECK(!strcmp(al_nearest_word("layers", 6, c, 4), "n-layers"));
     CHECK(!strcmp(al_nearest_word("step", 4, c, 4), "steps")); /* a tie goes to the earlier */

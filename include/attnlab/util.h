@@ -84,14 +84,15 @@ int al_atomic_commit(al_atomic_file *af, int ok, al_err *e);
 int al_mkdir_p(const char *path, al_err *e);
 int al_file_exists(const char *path);
 /* Join dir and name into buf; fails if it does not fit. */
-/* Edit distance (insertions, deletions, substitutions, each 1) between
+/* Edit distance (insertions, deletions, substitutions and swaps of two
+ * neighbouring letters, each 1: optimal string alignment) between
  * a[0..na) and b[0..nb); words longer than 64 bytes count as far apart
  * (returns 1000), which is all a spelling suggestion needs. */
 int al_edit_distance(const char *a, size_t na, const char *b, size_t nb);
 /* The candidate (of n; NULL entries skipped) nearest to word[0..len) by
  * al_edit_distance, if it is near enough to be what was meant (at most 2
- * edits, and fewer than half the word's length); NULL otherwise. Ties go
- * to the earlier candidate. */
+ * edits, and at most a third of the word's length); NULL otherwise. Ties
+ * go to the earlier candidate. */
 const char *al_nearest_word(const char *word, size_t len, const char *const *cands, int n);
 /* The path of `to` relative to directory `from`, both absolute and
  * canonical (realpath), e.g. from /a/b/out to /a/db.sqlite:

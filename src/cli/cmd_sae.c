@@ -182,6 +182,15 @@ static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (arch == AL_SAE_TOPK && a->k > d_in * a->expansion)
         return al_errf(e, "--k %d is larger than the dictionary (d_sae %ld = %d x %ld)", a->k,
                        d_in * a->expansion, a->expansion, d_in);
+    if (!a->resume && !a->force) { /* before any work, naming the flags */
+        char cp[AL_PATH_MAX + 64], rp[AL_PATH_MAX + 64];
+        if (al_path_join(cp, sizeof cp, a->out, AL_SAE_CFG_FILE, e) ||
+            al_path_join(rp, sizeof rp, a->out, AL_SAE_RESUME_FILE, e))
+            return -1;
+        if (al_file_exists(cp) || al_file_exists(rp))
+            return al_errf(e, "%s already holds an SAE: --resume continues it, --force replaces it",
+                           a->out);
+    }
     al_sae_train_opts o = al_sae_train_opts_defaults();
     o.model = a->w.model;
     o.data = a->w.data;

@@ -208,6 +208,13 @@ int al_atomic_open(al_atomic_file *af, const char *path, al_err *e) {
     af->f = NULL;
     if (strlen(path) >= sizeof af->final_path)
         return al_errf(e, "path too long: %s", path);
+    /* A folder given where a file is wanted: the temporary file would be
+     * made inside it and the rename fail with a baffling errno. */
+    struct stat st;
+    size_t len = strlen(path);
+    if (len == 0) return al_errf(e, "no file name given");
+    if (path[len - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+        return al_errf(e, "%s is a folder, not a file name", path);
     snprintf(af->final_path, sizeof af->final_path, "%s", path);
     snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", path,
              (long)getpid());
@@ -475,20 +482,25 @@ int al_sha256_file(const char *path, char hex[65], al_err *e) {
 
 int al_edit_distance(const char *a, size_t na, const char *b, size_t nb) {
     if (na > 64 || nb > 64) return 1000;
-    int row[65];
-    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+    /* three rows of the optimal-string-alignment table: the one before
+     * last is needed for a swap of neighbours */
+    int r0[65], r1[65], r2[65], *pp = r0, *p = r1, *c = r2;
+    for (size_t j = 0; j <= nb; j++) p[j] = (int)j;
     for (size_t i = 1; i <= na; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
+        c[0] = (int)i;
         for (size_t j = 1; j <= nb; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
+            int best = p[j - 1] + (a[i - 1] != b[j - 1]);
+            if (p[j] + 1 < best) best = p[j] + 1;
+            if (c[j - 1] + 1 < best) best = c[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                pp[j - 2] + 1 < best)
+                best = pp[j - 2] + 1;
+            c[j] = best;
         }
+        int *t = pp;
+        pp = p, p = c, c = t;
     }
-    return row[nb];
+    return p[nb];
 }
 
 const char *al_nearest_word(const char *word, size_t len, const char *const *cands, int n) {
@@ -497,7 +509,9 @@ const char *al_nearest_word(const char *word, size_t len, const char *const *can
     for (int i = 0; i < n; i++) {
         if (!cands[i]) continue;
         int d = al_edit_distance(word, len, cands[i], strlen(cands[i]));
-        if (d < bd && 2 * (size_t)d < len + (len == 1)) best = cands[i], bd = d;
+        /* At most a third of the word may be edited: two edits turn
+         * "heads" into "threads", which is no typo of it. */
+        if (d < bd && 3 * (size_t)d <= len + (len == 1)) best = cands[i], bd = d;
     }
     return best;
 }

@@ -126,6 +126,7 @@ int al_png_write(const char *path, const al_image *im, const al_png_text *text, 
     al_buf_free(&b);
     if (rc != 0) { /* name the picture, not the temporary file; keep the reason */
         const char *why = strrchr(e2.msg, ':');
+        if (!why) return al_errf(e, "cannot write picture %s: %s", path, e2.msg);
         return al_errf(e, "cannot write picture %s: %s", path, why ? why + 2 : e2.msg);
     }
     return 0;

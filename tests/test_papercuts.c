@@ -1,0 +1,66 @@
+/* test_papercuts.c -- small refusals a new user met: a database path that
+ * stores nothing, a misspelling corrected into another option, a folder
+ * given where a picture file is wanted, an SAE folder in use. Each
+ * checks the exit code, one line naming the fix, and that nothing was
+ * written. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "test.h"
+
+/* SQLite takes "" as a private temporary database and ":memory:" as one
+ * in memory; a run stored there is gone at exit, so both are refused
+ * before anything runs. */
+TEST(papercut_db_empty_path_refused) {
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 1, 2);
+    const char *bad[] = {"''", ":memory:"};
+    for (int i = 0; i < 2; i++) {
+        CHECK(t_sh("cd %s && %s scores --model m1 --db %s --probe-r 5 --probe-n 2 > %s 2> %s", dir,
+                   t_bin(), bad[i], t_path("o"), t_path("e")) == 1);
+        CHECK(t_one_line(t_path("e"), "no database file given"));
+        char *o = t_slurp(t_path("o"));
+        CHECK(o && !*o); /* no "run 1 of" */
+        free(o);
+    }
+}
+
+/* A suggestion must be a plausible typo: "--heads" (an option of
+ * ablate) is not "--threads" misspelt. Real typos still get one. */
+TEST(papercut_no_far_fetched_suggestion) {
+    CHECK(t_sh("%s patch --heads 9.9 2> %s", t_bin(), t_path("e")) == 2);
+    char *s = t_slurp(t_path("e"));
+    CHECK(s && strstr(s, "unknown option '--heads'") && !strstr(s, "did you mean"));
+    free(s);
+    CHECK(t_sh("%s patch --threds 2 2> %s", t_bin(), t_path("e2")) == 2);
+    CHECK(t_one_line(t_path("e2"), "(did you mean --threads?)"));
+}
+
+/* A folder (with or without a trailing slash) where a file is wanted:
+ * said as such, and nothing is left inside the folder. */
+TEST(papercut_out_is_a_folder) {
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 1, 2);
+    CHECK(t_sh("mkdir -p %s/pics", dir) == 0);
+    const char *outs[] = {"pics/", "pics"};
+    for (int i = 0; i < 2; i++) {
+        CHECK(t_sh("cd %s && %s heatmap --model m1 --what qk --layer 0 --head 0 --out %s 2> %s",
+                   dir, t_bin(), outs[i], t_path("e")) == 1);
+        CHECK(t_one_line(t_path("e"), "is a folder, not a file name"));
+        CHECK(t_sh("test -z \"$(ls -A %s/pics)\"", dir) == 0);
+    }
+}
+
+/* An SAE folder in use is refused before any work, naming both flags. */
+TEST(papercut_sae_folder_in_use_names_flags) {
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 1, 2);
+    CHECK(t_sh("mkdir -p %s/sae && echo '{}' > %s/sae/cfg.json", dir, dir) == 0);
+    CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --out sae --db r.db --steps 2 "
+               "2> %s", dir, t_bin(), t_path("e")) == 1);
+    CHECK(t_one_line(t_path("e"), "--resume continues it, --force replaces it"));
+    t_pbuf db;
+    snprintf(db.s, sizeof db.s, "%s/r.db", dir);
+    CHECK(t_sh("test -e %s", db.s) != 0 || t_sql_long(db.s, "SELECT count(*) FROM runs") == 0);
+    CHECK(t_sh("test \"$(ls -A %s/sae)\" = cfg.json", dir) == 0);
+}
