@@ -1,11 +1,17 @@
 /* test_papercuts.c -- small refusals a new user met: a database path that
  * stores nothing, a misspelling corrected into another option, a folder
- * given where a picture file is wanted, an SAE folder in use. Each
+ * given where a picture file is wanted, an SAE folder in use, Ctrl-C in
+ * ablate and prune. Each
  * checks the exit code, one line naming the fix, and that nothing was
  * written. */
+#define _DEFAULT_SOURCE /* wait4 (proc.h) */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "attnlab/util.h"
+#include "proc.h"
 #include "test.h"
 
 /* SQLite takes "" as a private temporary database and ":memory:" as one
@@ -63,4 +69,35 @@ TEST(papercut_sae_folder_in_use_names_flags) {
     snprintf(db.s, sizeof db.s, "%s/r.db", dir);
     CHECK(t_sh("test -e %s", db.s) != 0 || t_sql_long(db.s, "SELECT count(*) FROM runs") == 0);
     CHECK(t_sh("test \"$(ls -A %s/sae)\" = cfg.json", dir) == 0);
+}
+
+/* Ctrl-C in ablate and prune: exit 130 with one "interrupted" line, the
+ * run marked failed, nothing stored, no mask written (they ran to the
+ * end, or exited 130 silently leaving the run "running"). */
+static void sigint_case(const char *args, const char *kind, const char *table) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err");
+    t_tiny_model(dir.s, 2, 5);
+    pid_t p = t_spawn(NULL, err.s, "%s --model %s/m2 --db %s --data %s/s.val.bin --threads 1",
+                      args, dir.s, db.s, dir.s);
+    CHECK(t_wait_running(db.s));
+    t_sleep(0.3);
+    kill(p, SIGINT);
+    int rc = t_wait(p, NULL);
+    CHECKF(rc == 130, "%s: exit %d", kind, rc);
+    CHECK(t_sh("tail -n 1 %s | grep -qx 'attnlab: interrupted'", err.s) == 0);
+    char want[64], q[128];
+    snprintf(want, sizeof want, "%s|failed|interrupted", kind);
+    CHECK_SQL(db.s, "SELECT kind, status, error FROM runs", want);
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s", table);
+    CHECK_SQL(db.s, q, "0");
+    CHECK(t_sh("ls %s/m2/mask-*.json >/dev/null 2>&1", dir.s) != 0);
+}
+
+TEST(papercut_ablate_sigint) {
+    sigint_case("ablate --pairs --batches 60000 --batch 8 --probe-r 6 --probe-n 4", "ablate",
+                "ablations");
+}
+
+TEST(papercut_prune_sigint) {
+    sigint_case("prune --method ablation --budget -1 --batches 60000", "prune", "pruning_steps");
 }

@@ -42,6 +42,7 @@
 #ifndef ATTNLAB_ABLATE_H
 #define ATTNLAB_ABLATE_H
 
+#include <signal.h>
 #include <stdint.h>
 #include "attnlab/data.h"
 #include "attnlab/model.h"
@@ -61,6 +62,9 @@ typedef struct al_abl_set {
     float *zmean;            /* (L, H, T, D) mean z over rows per position */
     double clean_mean[AL_SEL_GROUPS]; /* mean clean loss per group; NaN if empty */
     long count[AL_SEL_GROUPS];
+    /* non-NULL and set (Ctrl-C, stop.h): the passes over this set stop
+     * between batches, −1 "interrupted" */
+    volatile sig_atomic_t *stop;
 } al_abl_set;
 
 /* A set from arrays (copied). sel NULL: AL_SEL_LOSS where target >= 0. */

@@ -95,9 +95,10 @@ typedef struct al_ablate_opts {
     uint64_t probe_seed; /* (1) */
     int progress;        /* progress line on stderr (0) */
     const al_probe_src *probe_src; /* as in al_scores_opts (NULL) */
+    volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
 } al_ablate_opts;
 
-#define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 50, 64, 1, 0, NULL}
+#define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 50, 64, 1, 0, NULL, NULL}
 al_ablate_opts al_ablate_opts_defaults(void);
 /* 0 if the options are consistent and in range (at most one mode, a known
  * method, resample with batch >= 2), else -1 with e set. */
@@ -146,9 +147,10 @@ typedef struct al_prune_opts {
     int batches;         /* (8) 2..100000: first half estimates, second evaluates */
     int batch;           /* (8) 1..100000 */
     int progress;        /* progress line on stderr (0) */
+    volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
 } al_prune_opts;
 
-#define AL_PRUNE_OPTS_INIT {NULL, 0.1, 1, 8, 8, 0}
+#define AL_PRUNE_OPTS_INIT {NULL, 0.1, 1, 8, 8, 0, NULL}
 al_prune_opts al_prune_opts_defaults(void);
 int al_prune_opts_check(const al_prune_opts *o, al_err *e);
 

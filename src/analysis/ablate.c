@@ -120,6 +120,10 @@ int al_abl_prepare(al_model *m, al_abl_set *s, al_err *e) {
     }
     s->L = L, s->H = H, s->D = D;
     for (int k = 0; k < n_batches(s); k++) {
+        if (s->stop && *s->stop) {
+            free(acc);
+            return al_errf(e, "interrupted");
+        }
         int Bk = batch_rows(s, k);
         if (forward_batch(m, s, k, e)) {
             free(acc);
@@ -239,6 +243,10 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
     int nb = n_batches(s), rc = -1;
     long done = 0, total = (long)nb * n_sets;
     for (int k = 0; k < nb; k++) {
+        if (s->stop && *s->stop) {
+            al_errf(e, "interrupted");
+            goto out;
+        }
         int Bk = batch_rows(s, k);
         if (method == AL_ABL_RESAMPLE) {
             if (forward_batch(m, s, k, e)) goto out;
@@ -530,6 +538,7 @@ int al_gate_importance(al_model *m, const al_abl_set *s, double *imp, al_err *e)
     for (int i = 0; i < LH; i++) imp[i] = 0;
     long n = 0;
     for (int r = 0; r < s->rows; r++) {
+        if (s->stop && *s->stop) return al_errf(e, "interrupted");
         const int *tg = s->targets + (size_t)r * T;
         int any = 0;
         for (int t = 0; t < T && !any; t++) any = tg[t] >= 0;

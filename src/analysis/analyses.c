@@ -214,6 +214,7 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
     int pb = 32; /* probe batch; for resample no batch may be a single row */
     while (r->method == AL_ABL_RESAMPLE && o->probe_n % pb == 1 && pb < o->probe_n) pb++;
     if (al_abl_set_probe(&probe, &pr, pb, e)) goto out;
+    text.stop = probe.stop = o->stop;
     double t1 = al_now();
     if (al_abl_prepare(m, &text, e) || al_abl_prepare(m, &probe, e)) goto out;
     r->seconds_clean = al_now() - t1;
@@ -283,6 +284,7 @@ int al_prune_run(al_model *m, const al_tokens *val, int T,
     if (al_abl_set_text(&est, val, T, o->batch, 0, r->est_batches, o->batches, V, e) ||
         al_abl_set_text(&eval, val, T, o->batch, r->est_batches, r->eval_batches, o->batches, V,
                         e) ||
+        ((est.stop = eval.stop = o->stop), 0) ||
         al_prune(m, &est, &eval, r->method, o->budget, o->seed, o->progress, &r->p, e))
         goto out;
     r->last = r->p.n_steps - 1 - r->p.stopped_by_budget;

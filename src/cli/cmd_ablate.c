@@ -18,6 +18,7 @@
 #include "attnlab/ablate.h"
 #include "attnlab/circuit_run.h"
 #include "attnlab/registry.h"
+#include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
 
 #include <cjson/cJSON.h>
@@ -69,7 +70,8 @@ al_command al_cmd_ablate = {
     "repeat (what induction heads predict). --pairs adds every pair (for 2 layers the\n"
     "layer-0 x layer-1 pairs) with interaction = Δ(pair) - Δ(h1) - Δ(h2). Each\n"
     "configuration is a row in table ablations (kind none = the clean model, single,\n"
-    "pair or set). Cost: one forward pass per configuration and batch.",
+    "pair or set). Cost: one forward pass per configuration and batch. Ctrl-C stops\n"
+    "it: the run is marked failed, nothing is stored, and the exit code is 130.",
     flags,
     run_ablate,
 };
@@ -236,6 +238,7 @@ static int ablate_compute(void *args, void *state, al_drive *dr, al_err *e) {
     al_ablate_opts o = a->o;
     s->t0 = al_now();
     o.progress = dr->progress;
+    o.stop = &al_stop;
     o.probe_src = al_probe_load_src(&s->pl);
     al_behave_warn_probe(bh, 2 * o.probe_r + 1);
     return al_ablate_run(&bh->m, &s->d, s->T, al_behave_bos(bh), bh->off, &o, &s->r, e);
@@ -294,7 +297,7 @@ const al_analysis al_an_ablate = {
     .name = "ablate", .cmd = &al_cmd_ablate, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
     .tmpl = &g, .size = sizeof g, .init = ablate_init, .check = ablate_check,
     .state_size = sizeof(ablate_state), .prepare = ablate_prepare, .compute = ablate_compute,
-    .store = ablate_store, .print = ablate_print, .release = ablate_release,
+    .store = ablate_store, .print = ablate_print, .release = ablate_release, .stops = 1,
     .exp_list = 1, .exp_data = AL_EXP_DATA_VAL, .exp_label = ablate_label};
 
 static int run_ablate(int argc, char **argv) { return al_drive_main(&al_an_ablate, argc, argv); }

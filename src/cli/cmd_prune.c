@@ -14,6 +14,7 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/registry.h"
+#include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
 
 #include <cjson/cJSON.h>
@@ -57,7 +58,8 @@ al_command al_cmd_prune = {
     "recorded but not part of the mask. The mask (heads off, JSON) is written\n"
     "atomically to DIR/mask-<method>.json; use it with --mask in run, scores, ablate.\n"
     "With gradient, every head's importance in the full model also goes to\n"
-    "head_scores as gradient_importance.",
+    "head_scores as gradient_importance. Ctrl-C stops it: the run is marked failed,\n"
+    "no mask is written, and the exit code is 130.",
     flags,
     run_prune,
 };
@@ -146,6 +148,7 @@ static int prune_compute(void *args, void *state, al_drive *dr, al_err *e) {
     prune_state *s = state;
     al_prune_opts o = a->o;
     o.progress = dr->progress;
+    o.stop = &al_stop;
     return al_prune_run(&dr->b->m, &s->d, s->T, &o, &s->r, e);
 }
 
@@ -207,7 +210,7 @@ const al_analysis al_an_prune = {
     .name = "prune", .cmd = &al_cmd_prune, .groups = AL_GROUP_WHERE, .tmpl = &g, .size = sizeof g,
     .init = prune_init, .check = prune_check, .state_size = sizeof(prune_state),
     .prepare = prune_prepare, .compute = prune_compute, .store = prune_store,
-    .print = prune_print, .release = prune_release, .exp_data = AL_EXP_DATA_VAL,
+    .print = prune_print, .release = prune_release, .stops = 1, .exp_data = AL_EXP_DATA_VAL,
     .exp_deny = prune_deny, .exp_methods = prune_methods};
 
 static int run_prune(int argc, char **argv) { return al_drive_main(&al_an_prune, argc, argv); }
