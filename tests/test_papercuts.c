@@ -128,3 +128,14 @@ TEST(papercut_sql_doc_lists_schema) {
     free(names);
     free(doc);
 }
+
+/* run --json names its schema like every other document. */
+TEST(papercut_run_json_schema) {
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 1, 2);
+    CHECK(t_sh("cd %s && %s run --model m1 --prompt 'a b' --json > %s 2>/dev/null", dir, t_bin(),
+               t_path("o")) == 0);
+    char *o = t_slurp(t_path("o"));
+    CHECK(o && strstr(o, "\"schema\":\t\"attnlab.run/1\""));
+    free(o);
+}

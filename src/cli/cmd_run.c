@@ -552,6 +552,7 @@ static int run_run(int argc, char **argv) {
     if (o_circuit) al_circuit_run_describe(&cr, cdesc, sizeof cdesc);
     if (o_json) {
         root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "schema", "attnlab.run/1");
         cJSON_AddStringToObject(root, "model", o_model);
         if (o_circuit) {
             cJSON_AddStringToObject(root, "circuit", o_circuit);
