@@ -139,3 +139,14 @@ TEST(papercut_run_json_schema) {
     CHECK(o && strstr(o, "\"schema\":\t\"attnlab.run/1\""));
     free(o);
 }
+
+/* The docs describe the software and its measurements, not how they
+ * were made: no sessions, issue numbers or first-person narration. */
+TEST(papercut_docs_do_not_narrate) {
+    if (t_sh("test -d docs && test -f README.md") != 0) t_skip("run from the checkout");
+    CHECK(t_sh("grep -rniE '\\bsession\\b|\\bissue [0-9]|the issue (measured|was filed|asks)|"
+               "\\bI (have|measured|tried|found)\\b' docs README.md > %s", t_path("hits")) != 0);
+    char *h = t_slurp(t_path("hits"));
+    CHECKF(h && !*h, "narration in the docs:\n%s", h ? h : "");
+    free(h);
+}
