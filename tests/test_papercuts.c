@@ -24,7 +24,7 @@ TEST(papercut_db_empty_path_refused) {
     const char *bad[] = {"''", ":memory:"};
     for (int i = 0; i < 2; i++) {
         CHECK(t_sh("cd %s && %s scores --model m1 --db %s --probe-r 5 --probe-n 2 > %s 2> %s", dir,
-                   t_bin(), bad[i], t_path("o"), t_path("e")) == 1);
+                   t_bin(), bad[i], t_path("o"), t_path("e")) == 2);
         CHECK(t_one_line(t_path("e"), "no database file given"));
         char *o = t_slurp(t_path("o"));
         CHECK(o && !*o); /* no "run 1 of" */
@@ -149,4 +149,20 @@ TEST(papercut_docs_do_not_narrate) {
     char *h = t_slurp(t_path("hits"));
     CHECKF(h && !*h, "narration in the docs:\n%s", h ? h : "");
     free(h);
+}
+
+/* circuits ranks skip-trigrams over every id, trained or not: like the
+ * probe of scores, it warns (printed and stored with the run) when many
+ * ids never occur in the training data. */
+TEST(papercut_circuits_warns_unseen_ids) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
+    t_tiny_model(dir.s, 1, 2);
+    CHECK(t_sh("cd %s && %s circuits --model m1 --db %s > /dev/null 2> %s", dir.s, t_bin(), db.s,
+               t_path("e")) == 0);
+    char *s = t_slurp(t_path("e"));
+    CHECKF(s && strstr(s, "never occur in its training data") && strstr(s, "skip-trigrams"),
+           "%s", s ? s : "");
+    free(s);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings WHERE message LIKE "
+                           "'%never occur in its training data%'") == 1);
 }

@@ -108,6 +108,15 @@ typedef struct al_probe_load {
  * stay empty and nothing fails. */
 int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_dir,
                        const char *train_data, const char *val_data, int d_vocab, al_err *e);
+/* The warning of an analysis that ranks or averages over every token id
+ * (circuits' skip-trigrams and copying scores, an SAE feature's logit
+ * effects), when more than AL_PROBE_UNSEEN_WARN of the vocabulary never
+ * occurs in the training data model_dir's state.json names: those ids
+ * keep their random initial embeddings, so what is ranked by them is
+ * noise. `what` names what is ranked. Best effort: 0 (and warn empty)
+ * when the data is unknown or the share is small; else 1 with warn set. */
+int al_unseen_ids_warning(const char *model_dir, int d_vocab, const char *what, char *warn,
+                          size_t cap);
 /* 0 if --probe-tokens which fits a run of the pair task `task` (NULL: a
  * run without one, e.g. attribute --data): anything for induction, all
  * or a text for the names tasks (their stories), only all otherwise;

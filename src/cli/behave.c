@@ -102,6 +102,20 @@ static void probe_unseen(al_probe_load *pl, const char *model_dir, const char *t
     free(path);
 }
 
+int al_unseen_ids_warning(const char *model_dir, int d_vocab, const char *what, char *warn,
+                          size_t cap) {
+    al_probe_load pl;
+    memset(&pl, 0, sizeof pl);
+    warn[0] = 0;
+    probe_unseen(&pl, model_dir, NULL, d_vocab);
+    if (!pl.warn[0]) return 0;
+    snprintf(warn, cap,
+             "%d of the model's %d ids (%.0f%%) never occur in its training data and keep their "
+             "random initial embeddings: %s over all ids include them (their values are noise)",
+             pl.n_unseen, d_vocab, 100.0 * pl.n_unseen / d_vocab, what);
+    return 1;
+}
+
 int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_dir,
                        const char *train_data, const char *val_data, int d_vocab, al_err *e) {
     memset(pl, 0, sizeof *pl);

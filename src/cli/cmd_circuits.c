@@ -218,6 +218,17 @@ typedef struct circuits_state {
     al_circ_result r;
 } circuits_state;
 
+/* Skip-trigrams and copying scores rank every id, trained or not. */
+static int circuits_prepare(void *args, void *state, al_drive *dr, al_err *e) {
+    circuits_args *a = args;
+    (void)state, (void)e;
+    char w[AL_WARN_LEN];
+    if (al_unseen_ids_warning(a->w.model, dr->b->m.cfg.d_vocab,
+                              "the skip-trigrams and copying scores", w, sizeof w))
+        al_drive_warn(dr, w);
+    return 0;
+}
+
 static int circuits_compute(void *args, void *state, al_drive *dr, al_err *e) {
     circuits_args *a = args;
     circuits_state *s = state;
@@ -262,7 +273,7 @@ static void circuits_init(void *args) {
 const al_analysis al_an_circuits = {
     .name = "circuits", .cmd = &al_cmd_circuits, .groups = AL_GROUP_WHERE, .tmpl = &g,
     .size = sizeof g, .init = circuits_init, .check = circuits_check,
-    .state_size = sizeof(circuits_state), .compute = circuits_compute, .store = circuits_store,
+    .state_size = sizeof(circuits_state), .prepare = circuits_prepare, .compute = circuits_compute, .store = circuits_store,
     .print = circuits_print, .release = circuits_release,
     .exp_data = AL_EXP_DATA_NONE};
 

@@ -426,6 +426,10 @@ static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (s->d.max_id >= dr->b->m.cfg.d_vocab)
         return al_errf(e, "token id %d in %s is >= d_vocab %d: was it encoded with this model's "
                        "tokenizer?", s->d.max_id, a->w.data, dr->b->m.cfg.d_vocab);
+    char w[AL_WARN_LEN]; /* the logit effects rank every id, trained or not */
+    if (al_unseen_ids_warning(a->w.model, dr->b->m.cfg.d_vocab,
+                              "the features' logit effects (raises, lowers)", w, sizeof w))
+        al_drive_warn(dr, w);
     return 0;
 }
 

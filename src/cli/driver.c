@@ -118,8 +118,11 @@ out:
 
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
                  int64_t *run_id, al_err *e) {
-    if (a->check && a->check(args, flags, e)) return 2;
     const al_an_where *w = args;
+    if (w->db && (!*w->db || !strcmp(w->db, ":memory:"))) /* SQLite would keep nothing */
+        return al_errf(e, "no database file given (--db '%s'): name a file, e.g. --db results.db",
+                       w->db), 2;
+    if (a->check && a->check(args, flags, e)) return 2;
     al_precision prec = AL_PREC_F32;
     if (w->precision && al_precision_parse(w->precision, &prec))
         return al_errf(e, "--precision must be f32 or bf16 (got '%s')", w->precision), 2;

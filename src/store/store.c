@@ -885,12 +885,12 @@ static int set_wal(al_store *s, al_err *e) {
 
 int al_store_open(const char *path, al_store **out, al_err *e) {
     *out = NULL;
-    /* SQLite opens "" as a private temporary database and ":memory:" as
-     * one in memory: both would take a run's rows and drop them at
-     * close, so a command would report success and store nothing. */
-    if (!path || !*path || !strcmp(path, ":memory:"))
-        return al_errf(e, "no database file given (--db '%s'): name a file, e.g. --db results.db",
-                       path ? path : "");
+    /* SQLite opens "" as a private temporary database: it would take a
+     * run's rows and drop them at close, so a command would report
+     * success and store nothing. (":memory:" is the same, but db merge
+     * uses one for the schema; the commands refuse it as --db.) */
+    if (!path || !*path)
+        return al_errf(e, "no database file given (--db ''): name a file, e.g. --db results.db");
     al_store *s = al_calloc(1, sizeof *s, e);
     if (!s) return -1;
     snprintf(s->path, sizeof s->path, "%s", path);
