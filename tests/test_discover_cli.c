@@ -180,8 +180,9 @@ TEST(discover_cli_sigint) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), m = t_pcopy("m2");
     t_tiny_model(dir.s, 2, 5);
     /* 2000 pairs at tau 0, one thread: seconds of evaluations */
+    t_pbuf out = t_pcopy("circ-out");
     pid_t p = t_spawn(NULL, err.s, "discover --model %s --db %s --n 2000 --probe-r 12 --tau 0 "
-                                   "--threads 1", m.s, db.s);
+                                   "--threads 1 --out %s", m.s, db.s, out.s);
     CHECK(t_wait_running(db.s));
     t_sleep(0.3);
     kill(p, SIGINT);
@@ -192,6 +193,7 @@ TEST(discover_cli_sigint) {
     CHECK_SQL(db.s, "SELECT (SELECT count(*) FROM circuit_runs) + (SELECT count(*) FROM "
                     "circuit_edges)", "0");
     CHECK(t_sh("ls %s | grep -q circuit-", m.s) != 0);
+    CHECK(t_sh("test -e %s", out.s) != 0); /* no empty --out folder left */
 }
 
 /* ------------------------------------------------------------ experiment */

@@ -83,6 +83,12 @@ int al_atomic_open(al_atomic_file *af, const char *path, al_err *e);
 int al_atomic_commit(al_atomic_file *af, int ok, al_err *e);
 int al_mkdir_p(const char *path, al_err *e);
 int al_file_exists(const char *path);
+/* 0 if al_mkdir_p(path) could succeed now (every existing prefix is a
+ * folder, the deepest writable when more is to be made), else -1 with e;
+ * creates nothing. For refusing before work instead of after it. */
+int al_mkdir_p_check(const char *path, al_err *e);
+/* 1 if path is a directory (following links). */
+int al_is_dir(const char *path);
 /* Join dir and name into buf; fails if it does not fit. */
 /* Edit distance (insertions, deletions, substitutions and swaps of two
  * neighbouring letters, each 1: optimal string alignment) between

@@ -334,7 +334,9 @@ static int disc_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (al_graph_n_edges(L, bh->m.cfg.n_heads) <= 0)
         return al_errf(e, "%s has %d layers; circuit discovery covers models of 1 to %d layers",
                        a->w.model, L, AL_GRAPH_MAX_LAYERS);
-    if (a->out && al_mkdir_p(a->out, e)) return -1;
+    /* --out is made when the circuit is written: a refused or interrupted
+     * run leaves no empty folder behind */
+    if (a->out && al_mkdir_p_check(a->out, e)) return -1;
     if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
                            e))
         return -1;
@@ -393,6 +395,7 @@ static int disc_store(void *args, void *state, al_drive *dr, al_err *e) {
         rc = al_store_put_discover(bh->st, bh->run_id, bh->model_id, &s->t, &s->d, &s->rs[i], e);
     }
     s->d.tau = a->tau;
+    if (!rc && a->out && al_mkdir_p(a->out, e)) return -1;
     return rc ? -1 : write_circuit(a, bh, &s->t, &s->d, &s->rs[0], s->path, sizeof s->path, e);
 }
 

@@ -278,6 +278,44 @@ int al_mkdir_p(const char *path, al_err *e) {
     return 0;
 }
 
+int al_mkdir_p_check(const char *path, al_err *e) {
+    char buf[AL_PATH_MAX];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof buf)
+        return al_errf(e, "bad directory path '%s'", path);
+    memcpy(buf, path, len + 1);
+    /* every existing prefix must be a folder; the deepest one writable
+     * when something is still to be made below it */
+    char last[AL_PATH_MAX] = ".";
+    int missing = 0;
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != 0) continue;
+        char c = buf[i];
+        buf[i] = 0;
+        struct stat st;
+        if (stat(buf, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                return al_errf(e, "cannot create directory %s: %s is not a directory", path, buf);
+            memcpy(last, buf, i + 1);
+        } else if (errno == ENOENT) {
+            missing = 1;
+            buf[i] = c;
+            break;
+        } else {
+            return al_errf(e, "cannot create directory %s: %s", buf, strerror(errno));
+        }
+        buf[i] = c;
+    }
+    if (missing && access(last, W_OK | X_OK) != 0)
+        return al_errf(e, "cannot create directory %s: %s: %s", path, last, strerror(errno));
+    return 0;
+}
+
+int al_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int al_file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
