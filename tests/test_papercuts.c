@@ -166,3 +166,25 @@ TEST(papercut_circuits_warns_unseen_ids) {
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings WHERE message LIKE "
                            "'%never occur in its training data%'") == 1);
 }
+
+/* The report: the training table says it shows 12 of 18 evaluations,
+ * the card shows the sequence length trained on (not "seq_len 0", the
+ * flag's "n_ctx"), and no "No composition scores" stands above a
+ * composition picture without saying where the picture comes from. */
+TEST(papercut_report_training_card_composition) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), rep = t_pcopy("rep");
+    t_tiny_model(dir.s, 1, 2); /* corpus and tokenizer */
+    CHECK(t_sh("cd %s && %s train --data s.train.bin --val s.val.bin --tokenizer tok.json --out m "
+               "--steps 34 --eval-every 2 --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 "
+               "--n-ctx 32 --batch 4 --warmup 2 --db %s >/dev/null 2>&1", dir.s, t_bin(),
+               db.s) == 0);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM train_log") == 18); /* steps 0, 2, ..., 34 */
+    CHECK(t_sh("cd %s && %s report --model m --db %s --out %s >/dev/null 2>&1", dir.s, t_bin(),
+               db.s, rep.s) == 0);
+    char *h = t_slurp(t_path("rep/index.html"));
+    CHECK(h && strstr(h, "12 of the 18 evaluations"));
+    CHECK(h && strstr(h, "seq_len 32") && !strstr(h, "seq_len 0"));
+    CHECK(h && !strstr(h, "No composition scores (run attnlab circuits).") &&
+          strstr(h, "the picture below is computed from the weights"));
+    free(h);
+}

@@ -23,7 +23,11 @@ static void train_opts_rows(al_buf *h, const rmodel *M) {
         char v[1024] = "", one[128];
         for (int i = 0; o && keys[i]; i++) {
             const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
-            if (cJSON_IsNumber(j)) snprintf(one, sizeof one, "%s%s %g", v[0] ? ", " : "", keys[i], j->valuedouble);
+            if (cJSON_IsNumber(j) && !strcmp(keys[i], "seq_len") && j->valuedouble == 0)
+                /* 0 means "n_ctx" to train */
+                snprintf(one, sizeof one, "%s%s %d", v[0] ? ", " : "", keys[i], M->cfg.n_ctx);
+            else if (cJSON_IsNumber(j))
+                snprintf(one, sizeof one, "%s%s %g", v[0] ? ", " : "", keys[i], j->valuedouble);
             /* the probe over every id is the default; say only when not */
             else if (cJSON_IsString(j) && strcmp(j->valuestring, "all") != 0)
                 snprintf(one, sizeof one, "%s%s %.60s", v[0] ? ", " : "", keys[i], j->valuestring);
@@ -141,6 +145,10 @@ int sec_training(rep *R, const rmodel *M, al_err *e) {
     }
     static const char *const heads[] = {"step", "tokens", "train loss", "val loss", "icl_gain",
                                         "seconds", "best induction score", NULL};
+    if (keep < q.nr)
+        al_buf_printf(&R->h, "<p>%d of the %d evaluations, evenly spaced (the first and the last "
+                             "included); the database's <code>train_log</code> holds them all.</p>\n",
+                      keep, q.nr);
     rep_table(R, &s, heads, "ii44+iI");
     free(s.t);
     free(s.x);

@@ -170,9 +170,15 @@ int sec_composition(rep *R, const rmodel *M, al_err *e) {
                                         "random baseline", "sd above", NULL};
     al_rows q;
     int rc = al_sr_composition_top(R->st, M->mid, &q, e);
-    if (rep_rows_table(R, rc, &q, heads, "sss332", "No composition scores (run attnlab circuits).") < 0)
+    int pic = rep_want_pic(R, "composition");
+    /* the picture is computed from the weights, so it is there even when
+     * no circuits run stored the scores */
+    if (rep_rows_table(R, rc, &q, heads, "sss332",
+                       pic ? "No composition scores in the database (attnlab circuits stores "
+                             "them); the picture below is computed from the weights."
+                           : "No composition scores (run attnlab circuits).") < 0)
         return -1;
-    if (rep_want_pic(R, "composition")) {
+    if (pic) {
         al_pic_opts po = al_pic_defaults();
         po.what = "composition";
         char file[256];
