@@ -1,6 +1,6 @@
 /* test_readme.c -- the README's commands run as written: every ```sh
  * block of README.md (the quick start) runs under `sh -e` against a small
- * trained model, with the demo's paths replaced by this test's, so the
+ * trained model, with the quick start's paths replaced by this test's, so the
  * front page cannot drift from the flags the commands take. Indented
  * blocks (set-up, training recipes that take minutes) are not run. */
 #define _POSIX_C_SOURCE 200809L
@@ -36,11 +36,11 @@ TEST(readme_commands_run) {
     t_tiny_model(dir, 2, 2); /* the corpus, tokenizer and token files */
     /* n_ctx 128: the commands' default induction task is 2·50 + 1 tokens */
     CHECK(t_sh("%s train --data %s/s.train.bin --val %s/s.val.bin --tokenizer %s/tok.json --out "
-               "%s/demo/models/2l --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 128 "
-               "--batch 2 --steps 5 --eval-every 0 --db %s/demo/results.db > /dev/null 2>&1",
+               "%s/quickstart/models/2l --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 128 "
+               "--batch 2 --steps 5 --eval-every 0 --db %s/quickstart/results.db > /dev/null 2>&1",
                t_bin(), dir, dir, dir, dir, dir) == 0);
-    CHECK(t_sh("mkdir -p %s/demo/data && cp %s/s.val.bin %s/demo/data/tokens.val.bin", dir, dir,
-               dir) == 0);
+    CHECK(t_sh("mkdir -p %s/quickstart/data && cp %s/s.val.bin %s/quickstart/data/s.val.bin", dir,
+               dir, dir) == 0);
     int n = 0;
     for (char *p = strstr(readme, "```sh\n"); p; p = strstr(p, "```sh\n")) {
         p += 6;
