@@ -188,3 +188,21 @@ TEST(papercut_report_training_card_composition) {
           strstr(h, "the picture below is computed from the weights"));
     free(h);
 }
+
+/* On a busy machine the binary restarts itself with passive OpenMP
+ * waiting (spinning threads took the cores: a short command swung from
+ * 1.7 to 19.5 s). Forced here with ATTNLAB_OMP_PASSIVE; a policy the user
+ * set is kept; the numbers are the same either way. */
+TEST(papercut_openmp_wait_policy) {
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 1, 2);
+    CHECK(t_sh("env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=1 %s --version | grep -qx 'OpenMP threads "
+               "wait: passive'", t_bin()) == 0);
+    CHECK(t_sh("env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=0 %s --version | grep -q 'default'",
+               t_bin()) == 0);
+    CHECK(t_sh("OMP_WAIT_POLICY=active ATTNLAB_OMP_PASSIVE=1 %s --version | grep -qx 'OpenMP "
+               "threads wait: active'", t_bin()) == 0);
+    CHECK(t_sh("cd %s && env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=1 %s run --model m1 --prompt "
+               "'a b c' --json > p1 && env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=0 %s run --model "
+               "m1 --prompt 'a b c' --json > p0 && cmp -s p0 p1", dir, t_bin(), t_bin()) == 0);
+}

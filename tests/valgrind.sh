@@ -19,6 +19,9 @@ set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 tmp=$(mktemp -d /tmp/attnlab-valgrind-XXXXXX)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell
+# no restart with a passive wait policy on a busy machine (main.c): the
+# new process would run outside valgrind
+export ATTNLAB_OMP_PASSIVE=0
 fail=0
 n=0
 t0=$(date +%s)
