@@ -145,8 +145,14 @@ static void wait_policy(char **argv) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         if (getloadavg(load, 1) != 1 || ncpu < 1 || load[0] < (double)ncpu) return;
     }
+    /* the binary's own path, not /proc/self/exe, so the process keeps
+     * its name ("attnlab" in ps, pkill) */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof self - 1) return;
+    self[n] = 0;
     if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-    execv("/proc/self/exe", argv);
+    execv(self, argv);
     /* exec failed: run on as started (the variable now changes nothing) */
     unsetenv("OMP_WAIT_POLICY");
 }
