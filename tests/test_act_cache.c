@@ -138,6 +138,10 @@ TEST(act_cache_windows_hooks_and_refusals) {
     CHECK(t_sh("%s run --model %s/m1 --prompt hi --hooks zz --save-cache %s/x.safetensors 2> %s",
                t_bin(), dir, dir, t_path("e2")) == 2);
     CHECK(t_one_line(t_path("e2"), "unknown hook kind 'zz'"));
+    /* no kinds at all: refused, not a cache of the tokens alone */
+    CHECK(t_sh("%s run --model %s/m1 --prompt hi --hooks '' --save-cache %s/x.safetensors 2> %s",
+               t_bin(), dir, dir, t_path("e4")) == 2);
+    CHECK(t_one_line(t_path("e4"), "no hook kinds given"));
     CHECK(t_sh("%s run --model %s/m1 --data %s/s.val.bin 2> %s", t_bin(), dir, dir, t_path("e3")) == 2);
     CHECK(t_one_line(t_path("e3"), "--data is for --save-cache"));
     CHECK(t_sh("test -e %s/x.safetensors", dir) != 0);

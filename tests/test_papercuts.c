@@ -206,3 +206,22 @@ TEST(papercut_openmp_wait_policy) {
                "'a b c' --json > p1 && env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=0 %s run --model "
                "m1 --prompt 'a b c' --json > p0 && cmp -s p0 p1", dir, t_bin(), t_bin()) == 0);
 }
+
+/* The induction task's R defaults to min(50, (n_ctx-1)/2): patch, paths,
+ * attribute and discover run on a model of n_ctx 32 without --probe-r
+ * (they refused it at R 50, where sae features adapted); a given R is
+ * still checked. */
+TEST(papercut_probe_r_fits_short_context) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
+    t_tiny_model(dir.s, 2, 2); /* n_ctx 32 */
+    const char *cmds[] = {"patch --n 4", "paths --n 4", "attribute --n 4 --no-patching",
+                          "discover --n 4"};
+    for (int i = 0; i < 4; i++)
+        CHECKF(t_sh("cd %s && %s %s --model m2 --db %s > /dev/null 2> %s", dir.s, t_bin(), cmds[i],
+                    db.s, t_path("e")) == 0,
+               "%s", cmds[i]);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs WHERE status = 'done'") == 4);
+    CHECK(t_sh("cd %s && %s patch --model m2 --db %s --probe-r 20 2> %s", dir.s, t_bin(), db.s,
+               t_path("e2")) == 1);
+    CHECK(t_one_line(t_path("e2"), "exceeds n_ctx 32"));
+}

@@ -228,6 +228,8 @@ TEST(st_refuses_bad_entries) {
         {"{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
          "unsupported dtype BF16"},
         {"{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", "tensor a has no dtype"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,8]}}",
+         "tensor a has a shape entry of 4.61e+18, past the largest size read (2^53)"},
         {"{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", "tensor a has no shape"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999]}}",
          "tensor a: data_offsets end 99999 beyond the data area (32 bytes)"},

@@ -55,6 +55,8 @@ TEST(warnings_untrained_model_end_to_end) {
     free(txt);
     txt = t_slurp(err.s);
     CHECK(txt && strstr(txt, "refused under --strict"));
+    /* one line: the refusal, not the warnings and then the refusal */
+    CHECK(t_one_line(err.s, "refused under --strict (nothing stored): "));
     char *runs1 = t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
     CHECKF(runs0 && runs1 && strcmp(runs0, runs1) == 0, "runs/warnings %s -> %s", runs0, runs1);
     free(runs0), free(runs1), free(txt), free(n), free(msg), free(jt), free(html);

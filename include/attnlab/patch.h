@@ -99,7 +99,9 @@ typedef struct al_patch_opts {
     const char *component; /* "resid", "head" (default), "head_pos", "q", "k", "v",
                             * "pattern" (ignored by al_paths_run) */
     const char *direction; /* "denoise" (default) or "noise" */
-    int probe_r;           /* induction: random tokens per half (50), >= 2 */
+    int probe_r;           /* induction: random tokens per half, >= 2; 0 (the default):
+                            * min(50, (n_ctx − 1) / 2), so a model of short context
+                            * runs without the flag (al_patch_probe_r) */
     int probe_n;           /* induction, names: pairs (64), 1..1000000 */
     uint64_t probe_seed;   /* induction, names: seed (1) */
     int batch;             /* pairs per forward pass (8), 1..100000 */
@@ -110,7 +112,9 @@ typedef struct al_patch_opts {
                                     * and corrupted (scores.h); NULL = random ids, all */
 } al_patch_opts;
 
-#define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 50, 64, 1, 8, 0, 0, NULL, NULL}
+#define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 0, 64, 1, 8, 0, 0, NULL, NULL}
+/* The induction task's R for opts o on a model of context n_ctx. */
+int al_patch_probe_r(const struct al_patch_opts *o, int n_ctx);
 al_patch_opts al_patch_opts_defaults(void);
 /* The task options a patching run stored in its config_json (the
  * command's flags: task, pairs, probe_r, n, seed as a number or a

@@ -82,8 +82,8 @@ enum {
     {"pairs", AL_STR, &G.o.pairs, "FILE.jsonl",                                                    \
      "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0, 0}
 #define AL_FLAGS_TASK_DRAW(G)                                                                      \
-    {"probe-r", AL_INT, &G.o.probe_r, "R", "induction: random tokens per half (length 2R+1)", 0,   \
-     0},                                                                                           \
+    {"probe-r", AL_INT, &G.o.probe_r, "R",                                                         \
+     "induction: random tokens per half (length 2R+1; 0: min(50, (n_ctx-1)/2))", 0, 0},            \
     {"n", AL_INT, &G.o.probe_n, "N", "induction, names: pairs", 0, 0},                             \
     {"seed", AL_U64, &G.o.probe_seed, "S", "induction, names: seed of the pairs", 0, 0},           \
     {"batch", AL_INT, &G.o.batch, "B", "pairs (sequences) per forward pass", 0, 0},                \

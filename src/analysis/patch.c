@@ -129,7 +129,8 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
                        o->direction ? o->direction : "(null)");
     /* probe_r is the induction task's, probe_n also the names task's; a
      * file has its own sizes */
-    int r_bad = !strcmp(o->task, "induction") && (o->probe_r < 2 || o->probe_r > 1000000);
+    int r_bad = !strcmp(o->task, "induction") && o->probe_r != 0 &&
+                (o->probe_r < 2 || o->probe_r > 1000000);
     int n_bad = !file && (o->probe_n < 1 || o->probe_n > 1000000);
     if (r_bad || n_bad || o->batch < 1 || o->batch > 100000)
         return al_errf(e, "patching needs 2 <= probe_r <= 1000000, 1 <= n <= 1000000 "
@@ -155,10 +156,19 @@ static int pairs_alloc(al_pairs *t, const char *task, int N, int T, int n_items,
     return 0;
 }
 
+int al_patch_probe_r(const al_patch_opts *o, int n_ctx) {
+    if (o->probe_r) return o->probe_r;
+    int r = (n_ctx - 1) / 2;
+    return r < 50 ? r : 50;
+}
+
 static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patch_opts *o,
                           al_err *e) {
     const al_config *c = &m->cfg;
-    int R = o->probe_r, N = o->probe_n, T = 2 * R + 1;
+    int R = al_patch_probe_r(o, c->n_ctx), N = o->probe_n, T = 2 * R + 1;
+    if (R < 2)
+        return al_errf(e, "n_ctx %d is too short for the induction task (2R+1 tokens, R >= 2)",
+                       c->n_ctx);
     if (T > c->n_ctx)
         return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", T,
                        c->n_ctx);

@@ -44,13 +44,18 @@ static int drive_warnings(al_drive *d, al_behave *b, const void *state, al_err *
     const al_warnings *w = d->an && d->an->warnings ? d->an->warnings(state) : NULL;
     if (!w || w->n == 0) return 0;
     for (int i = 0; i < w->n; i++) {
-        fprintf(stderr, "attnlab: warning: %s\n", w->msg[i]);
+        /* under --strict the refusal below is the one line said */
+        if (!d->strict) fprintf(stderr, "attnlab: warning: %s\n", w->msg[i]);
         al_warnings_add(&d->warn, "%s", w->msg[i]);
     }
     if (!d->strict) return 0;
     al_err e2;
     if (b->st && b->run_id && al_store_run_discard(b->st, b->run_id, &e2) == 0) b->run_id = 0;
-    return al_errf(e, "refused under --strict (nothing stored): %s", w->msg[0]);
+    /* the prepare phase's warnings (not printed yet under --strict) count too */
+    int more = d->warn.n - 1;
+    if (more == 0) return al_errf(e, "refused under --strict (nothing stored): %s", w->msg[0]);
+    return al_errf(e, "refused under --strict (nothing stored): %s (and %d more warning%s; run "
+                      "without --strict to see them)", w->msg[0], more, more == 1 ? "" : "s");
 }
 
 void al_drive_warn(al_drive *d, const char *msg) {
@@ -91,11 +96,20 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
         rc = a->stops && al_stop ? 130 : 1; /* a signal while preparing: no run */
         goto out;
     }
-    for (int i = 0; i < d->warn.n; i++) /* al_drive_warn's, now that the run goes ahead */
+    /* al_drive_warn's, now that the run goes ahead; under --strict only
+     * once it is not refused, so a refusal is one line */
+    int n_prep = d->warn.n;
+    for (int i = 0; !d->strict && i < n_prep; i++)
         fprintf(stderr, "attnlab: warning: %s\n", d->warn.msg[i]);
     if (al_behave_begin(&b, a->name, flags, e)) goto out;
-    if (a->compute(args, st, d, e) || drive_warnings(d, &b, st, e) ||
-        al_store_tx_begin(b.st, e) || store_warnings(d, &b, e) ||
+    if (a->compute(args, st, d, e) || drive_warnings(d, &b, st, e)) {
+        al_behave_fail(&b, e);
+        rc = a->stops && al_stop ? 130 : 1;
+        goto out;
+    }
+    for (int i = 0; d->strict && i < n_prep; i++)
+        fprintf(stderr, "attnlab: warning: %s\n", d->warn.msg[i]);
+    if (al_store_tx_begin(b.st, e) || store_warnings(d, &b, e) ||
         (a->store && a->store(args, st, d, e)) || al_store_run_finish(b.st, b.run_id, e)) {
         al_behave_fail(&b, e);
         rc = a->stops && al_stop ? 130 : 1;

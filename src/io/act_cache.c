@@ -19,6 +19,8 @@ static int parse_hooks(const char *hooks, int *want, al_err *e) {
     int all = !hooks || !strcmp(hooks, "all");
     for (int k = 0; k < N_KINDS; k++) want[k] = all;
     if (all) return 0;
+    if (!*hooks) /* a cache of the tokens alone is no cache */
+        return al_errf(e, "no hook kinds given (--hooks ''): name some (e.g. pattern,z) or all");
     for (const char *p = hooks; *p;) {
         size_t n = strcspn(p, ",");
         int k = 0;

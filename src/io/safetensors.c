@@ -288,8 +288,14 @@ static int parse_tensor(const cJSON *j, al_st_tensor *t, uint64_t span[2],
     int d = 0;
     for (const cJSON *x = sh->child; x; x = x->next, d++) {
         uint64_t v;
-        if (json_uint(x, &v) != 0)
+        if (json_uint(x, &v) != 0) {
+            /* a whole number past 2^53 is an integer, just not one JSON's
+             * doubles hold exactly: say that, not "not an integer" */
+            if (cJSON_IsNumber(x) && x->valuedouble > MAX_EXACT)
+                return al_errf(e, "tensor %s has a shape entry of %.3g, past the largest "
+                                  "size read (2^53)", nm, x->valuedouble);
             return al_errf(e, "tensor %s has a shape entry that is not a non-negative integer", nm);
+        }
         t->shape[d] = (int64_t)v;
     }
     uint64_t bytes;
