@@ -333,7 +333,7 @@ static int load_storages(al_pt_file *f, zctx *c, const al_pk_result *r,
             rc = al_errf(e, "storage %s has %" PRIu64 " bytes, but %" PRId64 " %s elements "
                          "need %zu", dn.s, size, s->numel, al_pt_dtype_name(s->dtype), bytes);
         } else {
-            unsigned char *b = al_malloc(bytes + 1, 1, e);
+            unsigned char *b = al_malloc(bytes ? bytes : 1, 1, e); /* exact, for ASan */
             if (!b || read_entry(c, idx, b, bytes, e) != 0) {
                 free(b);
                 rc = -1;

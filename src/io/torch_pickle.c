@@ -151,6 +151,7 @@ static int pop(vm *v, int *o) {
 
 static int add_items(vm *v, int o, const int *items, int k) {
     pv *c = &v->obj[o];
+    if (k == 0) return 0; /* an empty tuple has no items array */
     if (v->items + k > MAX_ITEMS) return fail(v, "too many container items in the pickle");
     if (c->n + k > c->cap) {
         int cap = c->cap ? c->cap : 4;
