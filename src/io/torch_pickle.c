@@ -547,11 +547,11 @@ static int walk(vm *v, int o, char *buf, size_t len, int depth) {
     if (x->kind != PV_DICT && x->kind != PV_LIST && x->kind != PV_TUPLE) return 0;
     if (depth >= MAX_DEPTH)
         return al_errf(v->e, "the checkpoint nests dicts more than %d deep", MAX_DEPTH);
-    int dict = x->kind == PV_DICT, step = dict ? 2 : 1;
-    for (int i = 0; i + step <= x->n; i += step) {
+    int dict = x->kind == PV_DICT, per = dict ? 2 : 1; /* a dict: key, value, ... */
+    for (int i = 0; i + per <= x->n; i += per) {
         if (++v->visits > MAX_VISIT)
             return al_errf(v->e, "the checkpoint's containers hold too many entries");
-        int val = x->items[i + step - 1];
+        int val = x->items[i + per - 1];
         int vk = v->obj[val].kind;
         if (vk != PV_TENSOR && vk != PV_DICT && vk != PV_LIST && vk != PV_TUPLE) continue;
         char part[32];
