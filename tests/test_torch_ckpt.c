@@ -227,6 +227,15 @@ TEST(torch_ckpt_stem_nested_dict_and_single_tensor) {
         CHECK(strcmp(al_pt_at(f, 17)->name, "ema.embed.W_E") == 0);
         al_pt_close(f);
     }
+    f = open_ok(in(d, "module.pt")); /* nn.Module.state_dict(): _metadata by BUILD */
+    if (f) {
+        CHECK(al_pt_count(f) == 4);
+        same_f32(d, "module.pt", f, "0.weight", 2, SHAPE(2, 3));
+        same_f32(d, "module.pt", f, "0.bias", 1, SHAPE(2));
+        same_f32(d, "module.pt", f, "1.weight", 1, SHAPE(2));
+        same_f32(d, "module.pt", f, "1.bias", 1, SHAPE(2));
+        al_pt_close(f);
+    }
     f = open_ok(in(d, "single.pt"));
     if (f) {
         CHECK(al_pt_count(f) == 1 && strcmp(al_pt_at(f, 0)->name, "") == 0);
@@ -279,7 +288,18 @@ TEST(torch_ckpt_pickle_naming_os_system_refused_and_not_run) {
     REFUSED(in(d, "proto0.pt"), "not a pickle of protocol 2 to 5");
     REFUSED(in(d, "double.pt"), "refusing pickle global 'torch.DoubleStorage'");
     REFUSED(in(d, "double.pt"), "(attnlab reads float32, float16, bfloat16, int64 and bool tensors)");
-    /* the hand-built layout itself is accepted */
+    /* the hand-built layout itself is accepted, stored or deflated */
+    al_pt_file *z = open_ok(in(d, "deflated.pt"));
+    if (z) {
+        float *w = malloc(4096 * sizeof *w);
+        al_err e;
+        CHECK_OK(al_pt_read_f32(z, "w", 2, SHAPE(64, 64), w, &e), &e);
+        int bad = 0;
+        for (int i = 0; i < 4096; i++) bad += w[i] != (float)(i % 7);
+        CHECK(bad == 0);
+        free(w);
+        al_pt_close(z);
+    }
     al_pt_file *f = open_ok(in(d, "ok.pt"));
     if (f) {
         float w[6];
@@ -307,6 +327,7 @@ TEST(torch_ckpt_hostile_sizes_refused_in_one_line) {
     REFUSED(in(d, "dup_name.pt"), "tensor name a.b occurs twice");
     REFUSED(in(d, "huge_entry.pt"), "cannot read checkpoint");
     REFUSED(in(d, "zip64_count.pt"), "the zip claims 1099511627776 entries");
+    REFUSED(in(d, "deflate_bomb.pt"), "deflated zip entry deflated/data/0 claims 2147483632 bytes");
     REFUSED(in(d, "absent.pt"), "No such file");
     REFUSED(d, "not a regular file");
     REFUSED(t_write("text.pt", "hello\n"), "not a PyTorch checkpoint");

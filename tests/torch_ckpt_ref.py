@@ -67,8 +67,9 @@ def one_tensor(path, numel, offset, size, stride, raw=None, cls="FloatStorage", 
     return zip_ckpt(path, pkl, [("0", raw if raw is not None else f32(*range(numel)))], **kw)
 
 
-def patch_sizes(raw, name, value):
-    """Set both sizes of entry `name` in its local and central headers."""
+def patch_sizes(raw, name, value, compressed=True):
+    """Set the sizes (uncompressed, and compressed too unless told) of entry `name` in its
+    local and central headers."""
     raw = bytearray(raw)
     for sig, name_len, name_at, sizes_at in ((b"PK\x03\x04", 26, 30, 18),
                                              (b"PK\x01\x02", 28, 46, 20)):
@@ -76,9 +77,21 @@ def patch_sizes(raw, name, value):
         while at >= 0:
             n = struct.unpack_from("<H", raw, at + name_len)[0]
             if raw[at + name_at:at + name_at + n].endswith(name):
-                struct.pack_into("<II", raw, at + sizes_at, value, value)
+                if compressed:
+                    struct.pack_into("<I", raw, at + sizes_at, value)
+                struct.pack_into("<I", raw, at + sizes_at + 4, value)
             at = raw.find(sig, at + 4)
     return bytes(raw)
+
+
+def deflated(pkl, storages, stem="d"):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(stem + "/data.pkl", pkl)
+        for key, raw in storages:
+            z.writestr(stem + "/data/" + key, raw)
+        z.writestr(stem + "/version", "3\n")
+    return buf.getvalue()
 
 
 class Evil:
@@ -119,6 +132,11 @@ def hostile(d):
     # the local and central headers of data/0 claim 4 GB
     open(j("huge_entry.pt"), "wb").write(patch_sizes(one_tensor(None, 6, 0, [6], [1]),
                                                       b"data/0", 0xFFFFFFF0))
+    # deflated entries are read; one claiming more than deflate can expand to is refused
+    pkl = p_dict([("w", p_tensor("FloatStorage", "0", 4096, 0, [64, 64], [64, 1]))])
+    z = deflated(pkl, [("0", f32(*[float(i % 7) for i in range(4096)]))], stem="deflated")
+    open(j("deflated.pt"), "wb").write(z)
+    open(j("deflate_bomb.pt"), "wb").write(patch_sizes(z, b"data/0", 0x7FFFFFF0, False))
     # a zip64 end record claiming 2^40 entries in front of a valid end record
     raw = one_tensor(None, 6, 0, [6], [1])
     eocd = raw.rfind(b"PK\x05\x06")
@@ -215,6 +233,10 @@ def real(d):
     torch.save({"w": torch.randn(4, generator=g)}, j("legacy.pt"),
                _use_new_zipfile_serialization=False)
     torch.save({"w": torch.arange(6.0)}, j("small.pt"))
+    # a module's state_dict() carries _metadata, set by BUILD
+    m = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.LayerNorm(2))
+    torch.save(m.state_dict(), j("module.pt"))
+    dump_ref(d, "module.pt", m.state_dict())
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@
  *
  * libzip reads the archive, from the file or from memory. Before it is
  * given the bytes, a check of our own reads the end of central directory
- * records (and every candidate for one that libzip would try), because
- * libzip 1.7 allocates a zip64 record's entry count before comparing it
- * with the directory's size: counts, sizes and offsets must fit in the
- * file, one disk only. Then every entry's sizes are checked against the
- * file size and caps before anything is read, storages are read once per
- * key and their size compared with their element count, and each tensor's
- * extent is checked inside its storage with overflow-checked arithmetic. */
+ * records (the last, and every earlier zip64 candidate libzip may try):
+ * counts, sizes and offsets must fit in the file, one disk only, so what
+ * libzip allocates for the directory is bounded by the file's size
+ * whatever the installed libzip checks. Then every entry's sizes are
+ * checked against the file size and caps before anything is read,
+ * storages are read once per key and their size compared with their
+ * element count, and each tensor's extent is checked inside its storage
+ * with overflow-checked arithmetic. */
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/torch_ckpt.h"
 

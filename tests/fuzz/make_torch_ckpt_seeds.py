@@ -28,7 +28,7 @@ with tempfile.TemporaryDirectory() as tmp:
     ref.hostile(tmp)
     for n in ("ok.pt", "small_storage.pt", "huge_shape.pt", "stride_overflow.pt", "evil.pt",
               "evil4.pt", "dup_name.pt", "zip64_count.pt", "big_endian.pt", "ndim9.pt",
-              "entry_short.pt", "double.pt"):
+              "entry_short.pt", "double.pt", "deflate_bomb.pt"):
         put("hand-" + n, open(os.path.join(tmp, n), "rb").read())
 
 # deflated entries (torch.save stores; libzip inflates what others may write)
