@@ -286,6 +286,7 @@ TEST(torch_ckpt_pickle_naming_os_system_refused_and_not_run) {
     struct stat st;
     CHECK(stat(in(d, "MARKER"), &st) != 0);
     REFUSED(in(d, "proto0.pt"), "not a pickle of protocol 2 to 5");
+    REFUSED(in(d, "empty_tuple.pt"), "the pickle holds a tuple, not a dict of tensors");
     REFUSED(in(d, "double.pt"), "refusing pickle global 'torch.DoubleStorage'");
     REFUSED(in(d, "double.pt"), "(attnlab reads float32, float16, bfloat16, int64 and bool tensors)");
     /* the hand-built layout itself is accepted, stored or deflated */

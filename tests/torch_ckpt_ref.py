@@ -110,6 +110,7 @@ def hostile(d):
     zip_ckpt(j("evil.pt"), pickle.dumps({"w": Evil("touch " + marker)}, protocol=2), [])
     zip_ckpt(j("evil4.pt"), pickle.dumps(Evil("touch " + marker), protocol=4), [])
     zip_ckpt(j("proto0.pt"), pickle.dumps({"w": 1}, protocol=0), [])
+    zip_ckpt(j("empty_tuple.pt"), b"\x80\x02(t.", [])  # MARK, TUPLE before any push
     zip_ckpt(j("double.pt"), p_dict([("w", p_tensor("DoubleStorage", "0", 2, 0, [2], [1]))]),
              [("0", struct.pack("<2d", 1, 2))])
     one_tensor(j("ok.pt"), 6, 0, [2, 3], [3, 1])

@@ -172,7 +172,8 @@ static int add_items(vm *v, int o, const int *items, int k) {
 static int make_tuple(vm *v, int base) {
     int k = v->sp - base;
     int o = new_obj(v, PV_TUPLE);
-    if (o < 0 || add_items(v, o, v->stack + base, k) != 0) return -1;
+    /* k == 0: the stack may still be unallocated (NULL + 0 is undefined) */
+    if (o < 0 || (k && add_items(v, o, v->stack + base, k) != 0)) return -1;
     v->sp = base;
     return push(v, o);
 }
