@@ -192,7 +192,7 @@ static int eval_(al_model *m, const al_patch_opts *o, const unsigned char *xm,
 TEST(patch_opts_defaults) {
     al_patch_opts o = al_patch_opts_defaults();
     CHECK(!strcmp(o.task, "induction") && !strcmp(o.component, "head") &&
-          !strcmp(o.direction, "denoise") && o.probe_r == 50 && o.probe_n == 64 &&
+          !strcmp(o.direction, "denoise") && o.probe_r == 0 && o.probe_n == 64 &&
           o.probe_seed == 1 && o.batch == 8);
     al_err e;
     CHECK_OK(al_patch_opts_check(&o, &e), &e);
@@ -617,4 +617,13 @@ TEST(patch_paths_one_layer_and_refusals) {
     CHECK(r.metric == NULL && r.n == 0);
     al_pairs_free(&t);
     al_model_free(&m);
+}
+
+/* R 0 is the model's: min(50, (n_ctx - 1) / 2). */
+TEST(patch_probe_r_default_fits_context) {
+    al_patch_opts o = al_patch_opts_defaults();
+    CHECK(al_patch_probe_r(&o, 256) == 50 && al_patch_probe_r(&o, 101) == 50 &&
+          al_patch_probe_r(&o, 64) == 31 && al_patch_probe_r(&o, 32) == 15);
+    o.probe_r = 7;
+    CHECK(al_patch_probe_r(&o, 32) == 7);
 }
