@@ -733,3 +733,46 @@ TEST(hf_tokenizer_cli) {
                t_path("err3")) == 1);
     CHECK(t_one_line(t_path("err3"), "unsupported model type 'WordPiece'"));
 }
+
+/* One tokenizer used by several threads at once (Oniguruma searches in
+ * each, the word cache goes to one of them): each gets the ids one
+ * thread alone gets. */
+TEST(hf_tokenizer_threads) {
+    cJSON *r = mini();
+    merge(r, "t", "h");
+    merge(r, "th", "e");
+    merge(r, "\xc4\xa0", "th"); /* "Ġth" */
+    merge(r, "o", "n");
+    set(r, "normalizer", "{\"type\": \"NFC\"}");
+    set(r, "pre_tokenizer",
+        "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\":"
+        " false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false}]}");
+    set(r, "added_tokens", "[{\"id\": 260, \"content\": \"<|endoftext|>\", \"single_word\": false,"
+                           " \"lstrip\": false, \"rstrip\": false, \"normalized\": false,"
+                           " \"special\": true}]");
+    al_tokenizer *t = load_mini(r);
+    if (!t) return;
+    size_t n;
+    char *text = mixed_text(200000, 11, 1, &n);
+    int *want;
+    size_t nw;
+    al_err e;
+    CHECK_OK(al_tok_encode(t, (const unsigned char *)text, n, 1, &want, &nw, &e), &e);
+    int bad = 0;
+#pragma omp parallel num_threads(4) reduction(+ : bad)
+    for (int rep = 0; rep < 3; rep++) {
+        int *ids;
+        size_t m;
+        al_err e2;
+        if (al_tok_encode(t, (const unsigned char *)text, n, 1, &ids, &m, &e2) != 0) {
+            bad++;
+            continue;
+        }
+        bad += m != nw || memcmp(ids, want, m * sizeof(int)) != 0;
+        free(ids);
+    }
+    CHECKF(bad == 0, "%d of 12 encodings differ from one thread's", bad);
+    free(want);
+    free(text);
+    al_tok_free(t);
+}

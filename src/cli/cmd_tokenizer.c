@@ -131,7 +131,6 @@ al_command al_cmd_tokenizer_show = {
 };
 
 static int show(al_err *e) {
-    if (!show_text == !show_in) return al_errf(e, "give one of --text and --in");
     al_tokenizer *t;
     if (al_tok_load(show_tok, &t, e) != 0) return -1;
     unsigned char *file = NULL;
@@ -162,7 +161,8 @@ static int show(al_err *e) {
 
 static int show_run(int argc, char **argv) {
     al_err e;
-    if (al_flags_parse(show_flags, argc, argv, NULL, 0, NULL, &e) != 0)
+    if (al_flags_parse(show_flags, argc, argv, NULL, 0, NULL, &e) != 0 ||
+        (!show_text == !show_in && al_errf(&e, "give one of --text and --in")))
         return al_cli_usage(&al_cmd_tokenizer_show, &e);
     return show(&e) ? al_cli_error(&e) : 0;
 }
