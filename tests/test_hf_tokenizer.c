@@ -630,6 +630,18 @@ TEST(hf_tokenizer_refusals) {
                "%s = %s: message \"%s\", want \"%s\"", cases[c].key, cases[c].json, e.msg,
                cases[c].want);
     }
+    /* a key given twice (Hugging Face's reader would keep the last) */
+    for (int k = 0; k < 2; k++) {
+        cJSON *r = mini();
+        if (k == 0) cJSON_AddItemToObject(r, "normalizer", cJSON_CreateNull());
+        else cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(r, "model"), "type", "BPE");
+        al_tokenizer *t;
+        al_err e;
+        CHECK(al_tok_load(write_json(r, "twice.json"), &t, &e) == -1);
+        CHECKF(strstr(e.msg, k ? "model: repeated key 'type'" : "repeated key 'normalizer'"),
+               "%s", e.msg);
+        cJSON_Delete(r);
+    }
 }
 
 /* The commands on GPT-2's tokenizer.json: tokenizer show, encode, train

@@ -137,13 +137,15 @@ const char *hf_quote(char *buf, size_t cap, const char *s) {
 
 /* Refuse keys of obj that are not in keys (NULL-terminated). */
 static int only_keys(const cJSON *obj, const char *const *keys, const char *what, al_err *e) {
+    unsigned seen = 0; /* a key given twice would be read once: refused */
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int ok = 0;
-        for (int i = 0; keys[i] && !ok; i++) ok = strcmp(it->string, keys[i]) == 0;
-        if (!ok) {
-            char q[64];
-            return al_errf(e, "%s: unsupported key %s", what, hf_quote(q, sizeof q, it->string));
-        }
+        int k = 0;
+        while (keys[k] && strcmp(it->string, keys[k]) != 0) k++;
+        char q[64];
+        if (!keys[k]) return al_errf(e, "%s: unsupported key %s", what, hf_quote(q, sizeof q, it->string));
+        if (seen >> k & 1)
+            return al_errf(e, "%s: repeated key %s", what, hf_quote(q, sizeof q, it->string));
+        seen |= 1u << k;
     }
     return 0;
 }
