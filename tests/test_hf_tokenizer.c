@@ -199,6 +199,7 @@ static void parity(const char *name, int roundtrip, int numerals_too) {
         double dt2 = al_now() - t1, ms1 = 0, ms2 = 0;
         char *out = t_slurp(t_path("js.out"));
         if (!out || sscanf(out, "ms %lf %lf", &ms1, &ms2) != 2) ms1 = ms2 = 0;
+        free(out);
         printf("     %s: %.2f MB, %zu ids: attnlab %.1f MB/s (again: %.1f), tokenizers.js "
                "%.2f MB/s (again: %.2f)\n", name, n / 1e6, no, n / 1e6 / dt, n / 1e6 / dt2,
                ms1 > 0 ? n / 1e3 / ms1 : 0.0, ms2 > 0 ? n / 1e3 / ms2 : 0.0);
@@ -706,6 +707,7 @@ TEST(hf_tokenizer_cli) {
     CHECK(t_sh("cmp -s %s %s/tokenizer.json", tok.s, t_path("m")) == 0);
     CHECK(t_sh("%s run --model %s --prompt 'Hello world café' > %s 2>&1", b, t_path("m"),
                t_path("run.out")) == 0);
+    free(out);
     out = t_slurp(t_path("run.out"));
     CHECKF(out && strstr(out, "<|endoftext|>") && strstr(out, "Hello") &&
                strstr(out, "\xe2\x90\xa3world") && strstr(out, "\xe2\x90\xa3" "café"),
@@ -723,10 +725,12 @@ TEST(hf_tokenizer_cli) {
                    "bos=True); print(list(map(int, ids)), m.config['eot_id'], "
                    "m.decode(ids[1:]).decode())\" %s > %s 2>&1", lib, t_path("m"),
                    t_path("py.out")) == 0);
+        free(out);
         out = t_slurp(t_path("py.out"));
         CHECKF(out && strcmp(out, "[50256, 15496, 995, 40304] 50256 Hello world café\n") == 0,
                "python printed: %s", out ? out : "(nothing)");
     }
+    free(out);
     /* no <|endoftext|>: encode has nothing to put before a document */
     cJSON *r = mini();
     write_json(r, "noeot.json");
