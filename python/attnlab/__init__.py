@@ -96,6 +96,8 @@ class Model:
         """Token ids of text (str: UTF-8; bytes: as they are), as `attnlab` encodes it;
         bos puts <|endoftext|> first."""
         b = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if bos and self.config["eot_id"] < 0:
+            raise AttnlabError("the tokenizer has no <|endoftext|> to put first")
         out = (ctypes.c_int * max(1, len(b)))()
         e = _err()
         n = library().al_api_encode(self._h, b, len(b), int(allow_special), out, len(b), e, len(e))

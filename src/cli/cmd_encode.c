@@ -18,7 +18,8 @@ al_encode_cli al_encode_cli_defaults(void) {
 
 void al_encode_cli_flags(al_encode_cli *o, al_flag f[AL_ENCODE_CLI_NFLAGS]) {
     const al_flag t[] = {
-        {"tokenizer", AL_STR, &o->tokenizer, "FILE", "tokenizer.json from `attnlab tokenizer train`", 1, 0},
+        {"tokenizer", AL_STR, &o->tokenizer, "FILE",
+         "tokenizer.json from `attnlab tokenizer train`, or a Hugging Face one (byte-level BPE)", 1, 0},
         {"in", AL_STR, &o->in, "FILE", "text to encode", 1, 0},
         {"out", AL_STR, &o->out, "PATH",
          "data/x.bin writes data/x.train.bin and data/x.val.bin", 1, 0},
@@ -241,6 +242,12 @@ int al_encode_cli_run(const al_encode_cli *o, al_err *e) {
     }
     al_tokenizer *t;
     if (al_tok_load(o->tokenizer, &t, e) != 0) return 1;
+    if (al_tok_eot(t) < 0) { /* a Hugging Face tokenizer without one */
+        al_errf(e, "tokenizer %s has no special <|endoftext|> token to put before each "
+                "document", o->tokenizer);
+        al_tok_free(t);
+        return 1;
+    }
     if (al_tok_vocab_size(t) > 65536) {
         al_errf(e, "tokenizer %s has %d tokens; token files hold uint16 ids, so at most 65536",
                 o->tokenizer, al_tok_vocab_size(t));

@@ -289,8 +289,11 @@ static int text_ids(const al_tokenizer *tok, const unsigned char *text, size_t n
                     const char *what, int **ids, int *T, al_err *e) {
     size_t nid;
     int *raw;
-    if (al_tok_encode(tok, text, n, 1, &raw, &nid, e) != 0) return -1;
     int bos = !o_no_bos;
+    if (bos && al_tok_eot(tok) < 0)
+        return al_errf(e, "the tokenizer has no <|endoftext|> to begin the %s with: use --no-bos",
+                       what);
+    if (al_tok_encode(tok, text, n, 1, &raw, &nid, e) != 0) return -1;
     size_t total = nid + (size_t)bos;
     if (total == 0) {
         free(raw);

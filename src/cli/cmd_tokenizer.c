@@ -1,5 +1,7 @@
 /* cmd_tokenizer.c -- `attnlab tokenizer train`: learn BPE merges from a
- * text file and write tokenizer.json. */
+ * text file and write tokenizer.json; `attnlab tokenizer show`: the
+ * tokens a tokenizer (attnlab's or a Hugging Face tokenizer.json) cuts a
+ * text into. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +102,67 @@ static int run(int argc, char **argv) {
 __attribute__((constructor)) static void init_flags(void) {
     help_opts = al_tok_cli_defaults();
     al_tok_cli_flags(&help_opts, flags);
+}
+
+/* ---------------------------------------------------- tokenizer show */
+
+static const char *show_tok, *show_text, *show_in;
+static int show_special;
+static al_flag show_flags[] = {
+    {"tokenizer", AL_STR, &show_tok, "FILE", "tokenizer.json: attnlab's or a Hugging Face one", 1, 0},
+    {"text", AL_STR, &show_text, "TEXT", "the text to encode", 0, 0},
+    {"in", AL_STR, &show_in, "FILE", "encode this file instead of --text", 0, 0},
+    {"special", AL_BOOL, &show_special, NULL,
+     "match \"<|endoftext|>\" (and a Hugging Face file's other special tokens)", 0, 0},
+    AL_FLAGS_END};
+
+static int show_run(int argc, char **argv);
+
+al_command al_cmd_tokenizer_show = {
+    "tokenizer show",
+    "encode a text and list its tokens",
+    "--tokenizer FILE (--text TEXT | --in FILE) [--special]",
+    "Prints what the tokenizer is (attnlab's or Hugging Face's, its size and\n"
+    "<|endoftext|> id), then one line per token: its position, id and display\n"
+    "form (a space as \"\xe2\x90\xa3\", newline as \\n, tab as \\t, other control bytes and\n"
+    "bytes that end inside a character as \\xNN).",
+    show_flags,
+    show_run,
+};
+
+static int show(al_err *e) {
+    al_tokenizer *t;
+    if (al_tok_load(show_tok, &t, e) != 0) return -1;
+    unsigned char *file = NULL;
+    const unsigned char *s = (const unsigned char *)show_text;
+    size_t n = show_text ? strlen(show_text) : 0;
+    int *ids = NULL;
+    size_t n_ids = 0;
+    int rc = show_in ? al_read_file(show_in, &file, &n, 0, e) : 0;
+    if (show_in) s = file;
+    if (rc == 0) rc = al_tok_encode(t, s, n, show_special, &ids, &n_ids, e);
+    if (rc == 0) {
+        int eot = al_tok_eot(t);
+        printf("%s: %s, %d tokens, <|endoftext|> = ", show_tok, al_tok_kind(t),
+               al_tok_vocab_size(t));
+        printf(eot >= 0 ? "%d\n" : "none\n", eot);
+        printf("%zu bytes -> %zu tokens\n", n, n_ids);
+        for (size_t i = 0; i < n_ids; i++) {
+            char d[256];
+            al_tok_display(t, ids[i], d, sizeof d);
+            printf("%6zu %7d  %s\n", i, ids[i], d);
+        }
+    }
+    free(ids);
+    free(file);
+    al_tok_free(t);
+    return rc;
+}
+
+static int show_run(int argc, char **argv) {
+    al_err e;
+    if (al_flags_parse(show_flags, argc, argv, NULL, 0, NULL, &e) != 0 ||
+        (!show_text == !show_in && al_errf(&e, "give one of --text and --in")))
+        return al_cli_usage(&al_cmd_tokenizer_show, &e);
+    return show(&e) ? al_cli_error(&e) : 0;
 }

@@ -23,7 +23,7 @@ void al_train_cli_flags(al_train_cli *c, al_flag f[AL_TRAIN_CLI_NFLAGS]) {
         {"config", AL_STR, &c->config, "FILE", "JSON file with any of these options (keys with _ or -)", 0, 0},
         {"data", AL_STR, &o->data, "FILE", "training token file (attnlab encode)", 0, 0},
         {"val", AL_STR, &o->val, "FILE", "validation token file (default: the tail of --data)", 0, 0},
-        {"tokenizer", AL_STR, &o->tokenizer, "FILE", "tokenizer.json the data was encoded with (default: bytes)", 0, 0},
+        {"tokenizer", AL_STR, &o->tokenizer, "FILE", "tokenizer.json the data was encoded with, attnlab's or a Hugging Face one (default: bytes)", 0, 0},
         {"out", AL_STR, &o->out, "DIR", "model directory to write", 0, 0},
         {"resume", AL_STR, &o->resume, "DIR", "continue the run saved in DIR exactly where it stopped", 0, 0},
         {"force", AL_BOOL, &o->force, NULL, "overwrite a checkpoint already in --out", 0, 0},

@@ -21,6 +21,7 @@
     X(data_synth)      \
     X(data_brown)      \
     X(tokenizer_train) \
+    X(tokenizer_show)  \
     X(encode)          \
     X(train)           \
     X(run)

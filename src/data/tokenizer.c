@@ -1,7 +1,8 @@
 /* tokenizer.c -- byte-level BPE: GPT-2-style pre-splitting by hand,
  * training that updates pair counts incrementally (only the words that
  * hold the merged pair are touched), encoding by merge rank with a word
- * cache, and tokenizer.json I/O.
+ * cache, and tokenizer.json I/O. A Hugging Face tokenizer.json is the
+ * other kind of al_tokenizer (tok_hf.c): the functions below hand it on.
  *
  * Training keeps, for every adjacent pair, its count and the list of
  * words that may hold it, plus a max-heap of (count, pair) with lazy
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "attnlab/buf.h"
+#include "tok_hf.h"
 
 #define EOT_LEN (sizeof AL_EOT_TEXT - 1)
 #define MAX_VOCAB (1 << 24)
@@ -45,6 +47,7 @@ struct al_tokenizer {
     size_t rmask;
     cache_slot *cache; /* lazily allocated; guarded by cache_busy */
     atomic_flag cache_busy;
+    al_tokhf *hf; /* a Hugging Face tokenizer: only vocab_size and eot above */
 };
 
 static inline uint64_t pair_key(int32_t a, int32_t b) {
@@ -128,6 +131,7 @@ void al_tok_free(al_tokenizer *t) {
     free(t->rkey);
     free(t->rval);
     free(t->cache);
+    al_tokhf_free(t->hf);
     free(t);
 }
 
@@ -203,8 +207,12 @@ int al_tok_byte_level(al_tokenizer **out, al_err *e) {
 
 int al_tok_vocab_size(const al_tokenizer *t) { return t->vocab_size; }
 int al_tok_eot(const al_tokenizer *t) { return t->eot; }
+const char *al_tok_kind(const al_tokenizer *t) {
+    return t->hf ? "Hugging Face byte-level BPE" : "attnlab byte-level BPE";
+}
 
 const unsigned char *al_tok_bytes(const al_tokenizer *t, int id, size_t *len) {
+    if (t->hf) return al_tokhf_bytes(t->hf, id, len);
     if (id < 0 || id >= t->vocab_size) {
         if (len) *len = 0;
         return NULL;
@@ -214,7 +222,7 @@ const unsigned char *al_tok_bytes(const al_tokenizer *t, int id, size_t *len) {
 }
 
 int al_tok_merge(const al_tokenizer *t, int id, int *left, int *right) {
-    if (id < 256 || id >= 256 + t->n_merges) return -1;
+    if (t->hf || id < 256 || id >= 256 + t->n_merges) return -1;
     *left = t->merges[2 * (id - 256)];
     *right = t->merges[2 * (id - 256) + 1];
     return 0;
@@ -716,6 +724,10 @@ static int encode_plain(const al_tokenizer *t, const unsigned char *s, size_t n,
 int al_tok_encode_into(const al_tokenizer *t, const unsigned char *text, size_t n,
                        int allow_special, int *ids, size_t *n_ids, al_err *e) {
     *n_ids = 0;
+    if (t->hf) {
+        size_t cap = n;
+        return al_tokhf_encode(t->hf, text, n, allow_special, &ids, &cap, 1, n_ids, e);
+    }
     al_tokenizer *mt = (al_tokenizer *)t; /* the cache is not part of the value */
     cache_slot *cache = NULL;
     /* One caller at a time uses the cache; a concurrent one goes without. */
@@ -739,6 +751,18 @@ int al_tok_encode(const al_tokenizer *t, const unsigned char *text, size_t n,
                   int allow_special, int **ids, size_t *n_ids, al_err *e) {
     *ids = NULL;
     *n_ids = 0;
+    if (t->hf) { /* it may need more ids than bytes: a prefix space, NFC */
+        int *buf = NULL;
+        size_t cap = 0;
+        if (al_tokhf_encode(t->hf, text, n, allow_special, &buf, &cap, 0, n_ids, e) != 0 ||
+            (!buf && !(buf = al_malloc(1, sizeof(int), e)))) {
+            free(buf);
+            *n_ids = 0;
+            return -1;
+        }
+        *ids = buf;
+        return 0;
+    }
     int *buf = al_malloc(n ? n : 1, sizeof(int), e);
     if (!buf) return -1;
     if (al_tok_encode_into(t, text, n, allow_special, buf, n_ids, e) != 0) {
@@ -758,14 +782,17 @@ int al_tok_decode(const al_tokenizer *t, const int *ids, size_t n, unsigned char
         if (ids[i] < 0 || ids[i] >= t->vocab_size)
             return al_errf(e, "cannot decode: token %d at position %zu is not in the "
                            "vocabulary (size %d)", ids[i], i, t->vocab_size);
-        total += t->off[ids[i] + 1] - t->off[ids[i]];
+        size_t l;
+        al_tok_bytes(t, ids[i], &l);
+        total += l;
     }
     unsigned char *buf = al_malloc(total + 1, 1, e);
     if (!buf) return -1;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t l = t->off[ids[i] + 1] - t->off[ids[i]];
-        memcpy(buf + o, t->bytes + t->off[ids[i]], l);
+        size_t l;
+        const unsigned char *b = al_tok_bytes(t, ids[i], &l);
+        memcpy(buf + o, b, l);
         o += l;
     }
     buf[o] = 0;
@@ -802,7 +829,7 @@ size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap) {
     if (cap == 0) return 0;
     size_t len, o = 0;
     const unsigned char *s = al_tok_bytes(t, id, &len);
-    if (!s || id == t->eot) {
+    if (!s || id == t->eot) { /* (-1 when a Hugging Face tokenizer has none) */
         snprintf(buf, cap, "%s", s ? AL_EOT_TEXT : "<bad id>");
         return strlen(buf);
     }
@@ -839,6 +866,7 @@ size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap) {
 /* Laid out one merge and one token per line so a person can read and diff
  * it; cJSON does all string escaping. */
 int al_tok_save(const al_tokenizer *t, const char *path, al_err *e) {
+    if (t->hf) return al_tokhf_save(t->hf, path, e);
     al_buf b = AL_BUF_INIT;
     al_buf_printf(&b,
                   "{\n  \"type\": \"%s\",\n  \"version\": 1,\n  \"pretokenizer\": \"%s\",\n"
@@ -1012,8 +1040,35 @@ int al_tok_load(const char *path, al_tokenizer **out, al_err *e) {
         free(data);
         return al_errf(e, "cannot read tokenizer %s: not valid JSON (near byte %zu)", path, at);
     }
-    free(data);
-    int rc = load_json(root, path, out, e);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (!model) {
+        free(data);
+        int rc = load_json(root, path, out, e);
+        cJSON_Delete(root);
+        return rc;
+    }
+    /* a Hugging Face tokenizer.json: the model object says what it is */
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
+    al_tokenizer *t = NULL;
+    int rc;
+    if (!cJSON_IsString(type)) {
+        free(data);
+        rc = al_errf(e, "cannot read tokenizer %s: \"model\" has no \"type\"", path);
+    } else if (strcmp(type->valuestring, "BPE") != 0) {
+        char k[48];
+        snprintf(k, sizeof k, "%s", type->valuestring);
+        free(data);
+        rc = al_errf(e, "cannot read tokenizer %s: unsupported model type '%s' (only BPE, "
+                     "byte-level, is supported)", path, k);
+    } else if (!(t = al_calloc(1, sizeof *t, e))) {
+        free(data);
+        rc = -1;
+    } else if ((rc = al_tokhf_load(root, data, n, path, &t->hf, e)) == 0) {
+        t->vocab_size = al_tokhf_vocab_size(t->hf);
+        t->eot = al_tokhf_eot(t->hf);
+        *out = t;
+    }
+    if (rc) al_tok_free(t);
     cJSON_Delete(root);
     return rc;
 }
