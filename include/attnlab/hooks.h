@@ -126,22 +126,39 @@ typedef struct al_hook {
     void *ctx;
 } al_hook;
 
-#define AL_MAX_HOOKS 32
-/* The model's hook list (in al_model; a plain value: a caller may save
- * and restore it by assignment). */
+/* The model's hook list (in al_model). It grows on demand (hundreds of
+ * hooks, one per head of every layer, are common) and the model owns its
+ * storage: al_model_free frees it. So it is no plain value: a caller that
+ * must run without the hooks in force moves them out with al_hooks_save
+ * and back with al_hooks_restore, never by assignment. */
 typedef struct al_hooks {
-    int n;
-    al_hook h[AL_MAX_HOOKS];
+    int n, cap;
+    al_hook *h;
 } al_hooks;
 
-/* Register fn(ctx) at point, layer (−1: every layer) on m: 0, or −1 with
- * e when the point or layer is out of range or AL_MAX_HOOKS are set. */
+/* Register fn(ctx) at point, layer (−1: every layer) on m, after the
+ * hooks already there: 0, or −1 with e when the point or layer is out
+ * of range, the forward does not run the point, or out of memory. */
 int al_hook_add(struct al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx,
                 al_err *e);
 /* Remove every hook registered with ctx (none: no-op). */
 void al_hook_remove(struct al_model *m, const void *ctx);
-/* Remove every hook. */
+/* Remove every hook (the storage stays for later ones). */
 void al_hook_clear(struct al_model *m);
+/* Move m's hooks into *saved, leaving m with none (no allocation: it
+ * cannot fail). Hooks added to m meanwhile are its own; al_hooks_restore
+ * drops them and puts *saved back. */
+void al_hooks_save(struct al_model *m, al_hooks *saved);
+/* Remove m's hooks (freeing their storage) and move *saved back into m;
+ * *saved is then empty. */
+void al_hooks_restore(struct al_model *m, al_hooks *saved);
+/* dst = the hooks of src whose ctx is not skip, in order, dst's storage
+ * reused and grown as needed (a second forward beside the model's own
+ * that runs its hooks: model_forward_shared): 0, or −1 with e (out of
+ * memory; dst then holds none). */
+int al_hooks_copy(al_hooks *dst, const al_hooks *src, const void *skip, al_err *e);
+/* Free a list's storage (a zeroed list is empty; fine twice). */
+void al_hooks_free(al_hooks *hs);
 /* 1 if a hook is registered at (point, l). */
 int al_hook_any(const struct al_model *m, al_hook_point point, int l);
 /* Run the hooks at (point, a->layer) in order on a (the forward calls

@@ -3,7 +3,9 @@
  * z replacement (hooks.h). Circuit runs are hooks too (circuit.c). */
 #include "attnlab/hooks.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attnlab/model.h"
@@ -104,6 +106,18 @@ int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V,
 
 /* ------------------------------------------------------- the list */
 
+/* Room for need hooks in hs (doubling, so n adds cost O(n) copies). */
+static int grow(al_hooks *hs, int need, al_err *e) {
+    if (need <= hs->cap) return 0;
+    if (need > INT_MAX / 2) return al_errf(e, "hook: more than %d hooks", INT_MAX / 2);
+    int cap = hs->cap ? hs->cap : 16;
+    while (cap < need) cap *= 2;
+    al_hook *h = realloc(hs->h, sizeof *h * (size_t)cap);
+    if (!h) return al_errf(e, "out of memory (a list of %d hooks)", cap);
+    hs->h = h, hs->cap = cap;
+    return 0;
+}
+
 int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx,
                 al_err *e) {
     if (!known(point) || !fn)
@@ -118,7 +132,7 @@ int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void
                        layer);
     if (layer < -1 || layer >= m->cfg.n_layers)
         return al_errf(e, "hook: layer %d outside the model's %d layers", layer, m->cfg.n_layers);
-    if (m->hooks.n >= AL_MAX_HOOKS) return al_errf(e, "hook: more than %d hooks", AL_MAX_HOOKS);
+    if (grow(&m->hooks, m->hooks.n + 1, e)) return -1;
     m->hooks.h[m->hooks.n++] = (al_hook){point, layer, fn, ctx};
     return 0;
 }
@@ -131,6 +145,30 @@ void al_hook_remove(al_model *m, const void *ctx) {
 }
 
 void al_hook_clear(al_model *m) { m->hooks.n = 0; }
+
+void al_hooks_save(al_model *m, al_hooks *saved) {
+    *saved = m->hooks;
+    memset(&m->hooks, 0, sizeof m->hooks);
+}
+
+void al_hooks_restore(al_model *m, al_hooks *saved) {
+    al_hooks_free(&m->hooks);
+    m->hooks = *saved;
+    memset(saved, 0, sizeof *saved);
+}
+
+int al_hooks_copy(al_hooks *dst, const al_hooks *src, const void *skip, al_err *e) {
+    dst->n = 0;
+    if (grow(dst, src->n, e)) return -1;
+    for (int i = 0; i < src->n; i++)
+        if (src->h[i].ctx != skip) dst->h[dst->n++] = src->h[i];
+    return 0;
+}
+
+void al_hooks_free(al_hooks *hs) {
+    free(hs->h);
+    memset(hs, 0, sizeof *hs);
+}
 
 int al_hook_any(const al_model *m, al_hook_point point, int l) {
     for (int i = 0; i < m->hooks.n; i++)
