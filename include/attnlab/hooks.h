@@ -115,6 +115,14 @@ typedef struct al_hook_act {
     int intervened;         /* set 1: the forward is not differentiable */
 } al_hook_act;
 
+/* a->data as TransformerLens's array at a->point: shape as al_hook_shape
+ * for the forward's B × T, strides in floats (the row of a position,
+ * letter T of the shape, is a->ld floats from the next; the dims after
+ * it are contiguous; those before it step over whole rows), so a view
+ * into the fused q|k|v buffer or the pattern needs no copy. The number
+ * of dims, or −1 for an unknown point. */
+int al_hook_view(const al_hook_act *a, int64_t shape[4], int64_t strides[4]);
+
 /* A hook: 0, or −1 with e (the forward then fails with that error). */
 typedef int (*al_hook_fn)(al_hook_act *a, void *ctx, al_err *e);
 

@@ -104,6 +104,23 @@ int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V,
     return n;
 }
 
+int al_hook_view(const al_hook_act *a, int64_t shape[4], int64_t strides[4]) {
+    const al_model *m = a->m;
+    const al_config *c = &m->cfg;
+    int nd = al_hook_shape(a->point, m->B, m->T, c->d_model, c->n_heads, c->d_head, c->d_vocab,
+                           shape);
+    if (nd < 0) return -1;
+    const char *s = HOOKS[a->point].shape;
+    int64_t st = 1;
+    for (int k = nd - 1; k >= 0; k--) {
+        /* the query position's dim steps by ld (0: contiguous rows) */
+        if (s[k] == 'T' && a->ld) st = (int64_t)a->ld;
+        strides[k] = st;
+        st *= shape[k];
+    }
+    return nd;
+}
+
 /* ------------------------------------------------------- the list */
 
 /* Room for need hooks in hs (doubling, so n adds cost O(n) copies). */
