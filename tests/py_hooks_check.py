@@ -88,6 +88,9 @@ for n in cache:  # (seen had hook_result hooked: the heads added one by one)
     close(cache[n], seen[n][0], 1e-6, "run_with_cache's %s against the hook's view" % n)
 if not np.array_equal(cache["pattern", 1], cache["blocks.1.attn.hook_pattern"]):
     fail("cache['pattern', 1]")
+for k, l in (("pattern", 1), ("z", 0), ("q", 1), ("resid_pre", 0), ("resid_post", 1)):
+    if attnlab.get_act_name(k, l) not in cache:
+        fail("get_act_name(%r, %d) = %s, not a cached name" % (k, l, attnlab.get_act_name(k, l)))
 _, short = m.run_with_cache(ids, names_filter=["pattern", "blocks.0.hook_resid_post"])
 if sorted(short) != sorted(["blocks.%d.attn.hook_pattern" % l for l in range(L)] +
                            ["blocks.0.hook_resid_post"]):
