@@ -95,6 +95,11 @@ int al_hook_name(al_hook_point point, int layer, char *buf, size_t cap);
 int al_hook_parse(const char *name, int n_layers, al_hook_point *point, int *layer, al_err *e);
 /* 1 if point is at model level (one per model, not per layer). */
 int al_hook_is_model_level(al_hook_point point);
+/* The letters of point's shape in the table ("BTHD", "BHTS", ...: B
+ * batch, T positions, S key positions, H heads, D d_head, C d_model, V
+ * d_vocab, 1), or NULL for an unknown point: which axis is the head's,
+ * the position's, the vector's. */
+const char *al_hook_layout(al_hook_point point);
 /* 1 if the forward runs hooks at point (see the `runs` column). */
 int al_hook_runs(al_hook_point point);
 /* TransformerLens's shape of point for a batch B x T of a model with

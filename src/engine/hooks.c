@@ -52,6 +52,8 @@ int al_hook_is_model_level(al_hook_point point) {
 
 int al_hook_runs(al_hook_point point) { return known(point) && HOOKS[point].runs; }
 
+const char *al_hook_layout(al_hook_point point) { return known(point) ? HOOKS[point].shape : NULL; }
+
 int al_hook_name(al_hook_point point, int layer, char *buf, size_t cap) {
     if (!known(point)) return -1;
     int n = HOOKS[point].model_level ? snprintf(buf, cap, "%s", HOOKS[point].tail)
