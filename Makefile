@@ -33,7 +33,7 @@ PIC_OBJ  := $(patsubst src/%.c,$(BUILD)/pic/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst tests/%.c,$(BUILD)/tobj/%.o,$(TEST_SRC))
 
-.PHONY: all deps deps-test test demo quickstart bench clean fuzz valgrind layers test-slurm
+.PHONY: all deps deps-test test demo quickstart bench clean fuzz valgrind layers test-slurm python
 all: $(BUILD)/attnlab $(BUILD)/libattnlab.so
 
 deps:
@@ -103,14 +103,31 @@ test: deps-test
 	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/test_runner $(if $(filter 1,$(SAN)),,$(BUILD)/libattnlab.so)
 	@$(if $(filter 1,$(SAN)),$(SAN_ENV)) ATTNLAB_BIN=$(BUILD)/attnlab $(BUILD)/test_runner $(T)
 
+# demo and quickstart build the Python package's library too, so that
+# attnlab.Model(...) works on their models from the checkout afterwards
 demo: deps
-	@$(MAKE) --no-print-directory $(BUILD)/attnlab
+	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/libattnlab.so
 	@sh scripts/demo.sh
 
 # the README's quick start (scripts/quickstart.sh): its clock starts after the build
 quickstart: deps
-	@$(MAKE) --no-print-directory $(BUILD)/attnlab
+	@$(MAKE) --no-print-directory $(BUILD)/attnlab $(BUILD)/libattnlab.so
 	@ATTNLAB_BIN=$(BUILD)/attnlab sh scripts/quickstart.sh
+
+# The Python package (docs/python.md) installed into $(VENV): Debian's
+# python3 refuses pip installs into the system Python and there is no
+# network for pip's build isolation, so a venv that sees the system's
+# NumPy (--system-site-packages) and a build without isolation; the
+# package's build step runs `make build/libattnlab.so` here and ships
+# the library inside the package.
+VENV ?= .venv
+python:
+	@sh scripts/deps.sh python
+	@$(MAKE) --no-print-directory $(BUILD)/libattnlab.so
+	@test -x $(VENV)/bin/pip || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	@$(VENV)/bin/pip install --quiet --no-build-isolation ./python
+	@cd / && $(abspath $(VENV))/bin/python -c "import attnlab; print('attnlab', attnlab.__version__, \
+	    'installed in $(VENV):', attnlab._find_library())"
 
 bench:
 	@sh scripts/deps.sh bench

@@ -16,7 +16,13 @@
 #                                 (GPT-2's vocabulary) for the Hugging Face
 #                                 tokenizer's parity tests
 #                                 poppler-utils (pdftoppm, pdftotext) for
-#                                 the test that renders PDF figures
+#                                 the test that renders PDF figures, and
+#                                 python3-venv, python3-pip and
+#                                 python3-setuptools for the test that
+#                                 installs the Python package into a venv
+#   sh scripts/deps.sh python     also NumPy, venv, pip and setuptools,
+#                                 required (`make python` installs the
+#                                 package into .venv: docs/python.md)
 #   sh scripts/deps.sh bench      also PyTorch and NumPy, the reference of
 #                                 `make bench`
 #   sh scripts/deps.sh fuzz       also clang with libFuzzer (`make fuzz`):
@@ -42,12 +48,13 @@ need="gcc make pkg-config libcjson-dev libzip-dev libpng-dev libcairo2-dev fonts
 extra=""
 for group in "$@"; do
     case $group in
-        test) extra="$extra python3-torch python3-numpy chromium poppler-utils nodejs npm"; browser=1 ;;
+        test) extra="$extra python3-torch python3-numpy chromium poppler-utils nodejs npm python3-venv python3-pip python3-setuptools"; browser=1 ;;
+        python) need="$need python3-numpy python3-venv python3-pip python3-setuptools" ;;
         bench) extra="$extra python3-torch python3-numpy" ;;
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;
         slurm) need="$need slurm-wlm munge" ;;
-        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, fuzz, valgrind, slurm)" >&2; exit 2 ;;
+        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, python, fuzz, valgrind, slurm)" >&2; exit 2 ;;
     esac
 done
 # each package once (test and bench share PyTorch), in first-named order

@@ -36,9 +36,17 @@ TEST(deps_demo_list_has_no_cross_check_packages) {
     free(d);
     char *t = deps("ATTNLAB_DEPS_PRINT=1", "test");
     CHECKF(t && listed(t, "optional:", "python3-torch") && listed(t, "optional:", "python3-numpy") &&
-           listed(t, "optional:", "chromium") && listed(t, "required:", "libopenblas-openmp-dev"),
+           listed(t, "optional:", "chromium") && listed(t, "required:", "libopenblas-openmp-dev") &&
+           listed(t, "optional:", "python3-venv") && listed(t, "optional:", "python3-pip") &&
+           listed(t, "optional:", "python3-setuptools"),
            "the tests' list: %s", t ? t : "");
     free(t);
+    /* make python's group: what the venv install needs, required */
+    char *py = deps("ATTNLAB_DEPS_PRINT=1", "python");
+    CHECKF(py && listed(py, "required:", "python3-venv") && listed(py, "required:", "python3-pip") &&
+           listed(py, "required:", "python3-setuptools") && listed(py, "required:", "python3-numpy"),
+           "%s", py ? py : "");
+    free(py);
     /* CI's groups together: PyTorch, wanted by test and bench, once */
     char *c = deps("ATTNLAB_DEPS_PRINT=1", "test bench fuzz valgrind");
     int n_torch = 0;

@@ -144,13 +144,99 @@ TEST(hooks_refusals) {
     al_err e;
     CHECK(al_hook_add(&m, AL_HOOK_Q, HL, count, NULL, &e) == -1 && strstr(e.msg, "layer"));
     CHECK(al_hook_add(&m, AL_HOOK_N_POINTS, 0, count, NULL, &e) == -1);
-    for (int i = 0; i < AL_MAX_HOOKS; i++) CHECK_OK(al_hook_add(&m, AL_HOOK_Q, 0, count, NULL, &e), &e);
-    CHECK(al_hook_add(&m, AL_HOOK_Q, 0, count, NULL, &e) == -1 && strstr(e.msg, "hooks"));
-    al_hook_clear(&m);
     unsigned char zm[HL * HH * HT] = {0};
     al_patch_spec bad = {.z_mask = zm};
     CHECK(al_patch_hooks_add(&m, &bad, &e) == -1 && m.hooks.n == 0);
     al_model_free(&m);
+}
+
+typedef struct hlog {
+    int n;
+    int who[4096], point[4096], layer[4096];
+} hlog;
+
+typedef struct hslot {
+    hlog *log;
+    int idx;
+} hslot;
+
+static int log_hook(al_hook_act *a, void *ctx, al_err *e) {
+    hslot *s = ctx;
+    if (s->log->n >= 4096) return al_errf(e, "log full");
+    s->log->who[s->log->n] = s->idx, s->log->point[s->log->n] = a->point;
+    s->log->layer[s->log->n++] = a->layer;
+    return 0;
+}
+
+/* No fixed cap: 500 hooks over every point that runs (per layer and for
+ * every layer) each run once per matching layer, in the order they were
+ * added at each point, the forward unchanged to the bit; the list moves
+ * out and back (al_hooks_save/restore) with hooks added in between
+ * dropped, and al_hooks_copy skips one ctx. */
+TEST(hooks_many_in_order) {
+    enum { NH = 500 };
+    al_model m;
+    hmodel(&m);
+    int in[HB * HT];
+    toks(in, 3);
+    al_err e;
+    CHECK_OK(al_model_forward(&m, in, NULL, HB, HT, &e), &e);
+    float *plain = malloc(sizeof(float) * HB * HT * HV);
+    memcpy(plain, m.probs, sizeof(float) * HB * HT * HV);
+    int pts[AL_HOOK_N_POINTS], np = 0;
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        if (al_hook_runs(p) && p != AL_HOOK_RESULT && !al_hook_is_model_level(p)) pts[np++] = p;
+    static hlog log;
+    static hslot slot[NH];
+    int want_calls = 0;
+    for (int i = 0; i < NH; i++) {
+        slot[i] = (hslot){&log, i};
+        int p = pts[i % np], l = (i / np) % (HL + 1) - 1; /* -1: every layer */
+        CHECK_OK(al_hook_add(&m, p, l, log_hook, &slot[i], &e), &e);
+        want_calls += l < 0 ? HL : 1;
+    }
+    CHECK(m.hooks.n == NH && m.hooks.cap >= NH);
+    log.n = 0;
+    CHECK_OK(al_model_forward(&m, in, NULL, HB, HT, &e), &e);
+    CHECK(!memcmp(plain, m.probs, sizeof(float) * HB * HT * HV));
+    CHECKF(log.n == want_calls, "%d calls, want %d", log.n, want_calls);
+    /* at each (point, layer) the hooks ran in the order they were added */
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        for (int l = 0; l < HL; l++) {
+            int last = -1, n = 0, want = 0;
+            for (int k = 0; k < log.n; k++)
+                if (log.point[k] == p && log.layer[k] == l) {
+                    CHECKF(log.who[k] > last, "point %d layer %d: hook %d after %d", p, l,
+                           log.who[k], last);
+                    last = log.who[k], n++;
+                }
+            for (int i = 0; i < NH; i++)
+                want += m.hooks.h[i].point == (al_hook_point)p &&
+                        (m.hooks.h[i].layer < 0 || m.hooks.h[i].layer == l);
+            CHECKF(n == want, "point %d layer %d: %d calls, want %d", p, l, n, want);
+        }
+    /* save, add, restore: the 500 are back, the one added meanwhile gone */
+    al_hooks saved;
+    al_hooks_save(&m, &saved);
+    CHECK(m.hooks.n == 0 && saved.n == NH);
+    counter c = {0};
+    CHECK_OK(al_hook_add(&m, AL_HOOK_Z, -1, count, &c, &e), &e);
+    CHECK_OK(al_model_forward(&m, in, NULL, HB, HT, &e), &e);
+    CHECK(c.calls[AL_HOOK_Z][0] == 1 && c.calls[AL_HOOK_Z][1] == 1);
+    al_hooks_restore(&m, &saved);
+    CHECK(m.hooks.n == NH && saved.n == 0 && saved.h == NULL);
+    for (int i = 0; i < NH; i++) CHECK(m.hooks.h[i].ctx == &slot[i]);
+    /* a copy without one ctx */
+    al_hooks cp = {0};
+    CHECK_OK(al_hooks_copy(&cp, &m.hooks, &slot[7], &e), &e);
+    CHECK(cp.n == NH - 1 && cp.h[6].ctx == &slot[6] && cp.h[7].ctx == &slot[8]);
+    al_hooks_free(&cp);
+    al_hooks_free(&cp);
+    al_hook_remove(&m, &slot[0]);
+    CHECK(m.hooks.n == NH - 1 && m.hooks.h[0].ctx == &slot[1]);
+    free(plain);
+    al_model_free(&m); /* frees the list (the sanitizer build checks) */
+    CHECK(m.hooks.h == NULL && m.hooks.n == 0);
 }
 
 /* The name table (docs/hooks.md): every point's TransformerLens name

@@ -12,8 +12,14 @@
 #define ATTNLAB_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct al_api_model al_api_model;
+
+/* One call at a time per model: a call on a model that is inside
+ * another (from a hook, or from another thread) fails at once with
+ * "busy" in err, never races. Calls on different models are
+ * independent. */
 
 /* The version string of this library ("0.1.0"). */
 const char *al_api_version(void);
@@ -44,6 +50,73 @@ int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
  * max_mb megabytes. */
 int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks,
                  double max_mb, const char *path, char *err, size_t ecap);
+/* ------------------------------------------------------------ hooks */
+
+/* Hook point `point` (hooks.h's al_hook_point, 0 .. ; docs/hooks.md):
+ * its TransformerLens name at layer into name (cap bytes), info[0] = 1
+ * if the forward runs it (al_hook_runs), info[1] = 1 if it is at model
+ * level, info[2] = 1 if it exists only when hooked (docs/hooks.md:
+ * hook_result, hook_q/k/v_input, which TransformerLens computes only
+ * with use_attn_result / use_split_qkv_input, and which change how the
+ * layer computes when hooked), and its shape for a batch B × T: the
+ * number of dims, or −1 past the last point (so a caller can list them
+ * all). */
+int al_api_hook_point(const al_api_model *h, int point, int layer, int B, int T, char *name,
+                      size_t cap, int *info, int64_t *shape);
+/* The point and layer of a TransformerLens hook name (al_hook_parse with
+ * the model's layer count): 0, or −1 with err naming the name. */
+int al_api_hook_parse(const al_api_model *h, const char *name, int *point, int *layer, char *err,
+                      size_t ecap);
+
+/* A hook from another language: called at one registered point of the
+ * forward with the activation in TransformerLens's shape (docs/hooks.md):
+ * data is the engine's own buffer, writable, seen through shape and
+ * strides (ndim of each; strides in floats: a view into the fused q|k|v
+ * buffer or the pattern, not a copy), valid only during the call. slot
+ * is the registration's index. Return 0, or non-zero to stop the
+ * forward (the call then fails with "a hook failed at NAME"). */
+typedef int (*al_api_hook_fn)(void *user, int slot, float *data, int ndim, const int64_t *shape,
+                              const int64_t *strides);
+
+/* A forward of ids (B, T) with n hooks: hook i at point points[i]
+ * (hooks.h's al_hook_point) and layer layers[i] (0 for model-level
+ * points), all calling fn(user, i, ...); at one point in the order i.
+ * Every point al_hook_runs says the forward runs may be hooked; no cap
+ * on n. A hook that changes its activation (compared bit for bit with
+ * what it was given) is an intervention: the forward goes on from what
+ * it wrote (a changed pattern row's z is recomputed from it), and
+ * al_api_grads then refuses that forward. loss = 1: targets are the next
+ * tokens (the last position has none), and *mean_loss (may be NULL)
+ * their mean cross-entropy, losses (B, T) (may be NULL) each one (0 at
+ * the last position). logits (B, T, d_vocab) may be NULL. The model's
+ * hooks are removed again before it returns. */
+int al_api_run_hooks(al_api_model *h, const int *ids, int B, int T, int loss, int n,
+                     const int *points, const int *layers, al_api_hook_fn fn, void *user,
+                     float *logits, float *losses, double *mean_loss, char *err, size_t ecap);
+
+/* The metrics of al_api_grads. */
+enum {
+    AL_API_METRIC_LOSS = 0,    /* the mean loss of a loss = 1 forward */
+    AL_API_METRIC_LOGPROB = 1, /* Σ_b log p(target[b] | ids[b, 0..pos]) */
+    AL_API_METRIC_DLOGITS = 2  /* Σ dlogits · logits for a given dlogits (B, T, V) */
+};
+/* Gradients of a metric of the last forward (al_api_run_hooks) at hook
+ * points: out[i] (TransformerLens's shape of points[i], contiguous)
+ * gets ∂metric/∂(the activation at points[i], layers[i]); *value (may
+ * be NULL) the metric. Points: RESID_PRE, RESID_POST, Q, K, V, PATTERN,
+ * Z, RESULT (al_model_backward_acts's, with z = the gate's input:
+ * ∂/∂z = g · ∂/∂zg; the pattern's ∂/∂A[t, s] = ∂/∂z_t · v_s for s <= t
+ * and 0 above the diagonal, which the forward never reads (where
+ * TransformerLens, whose z sums over every s, has ∂/∂z_t · v_s too); a
+ * head's result gets the gradient of the residual it is added to).
+ * Refused: no forward yet, a forward whose hooks wrote an activation
+ * (the engine does not differentiate through an intervention), LOSS
+ * after a forward without loss, pos or a target out of range, any other
+ * point. */
+int al_api_grads(al_api_model *h, int metric, int pos, const int *target, const float *dlogits,
+                 int n, const int *points, const int *layers, float *const *out, double *value,
+                 char *err, size_t ecap);
+
 /* Run the registered analysis `name` (scores, ablate, patch, ...) as the
  * CLI would with argv (argc strings, the command's options, e.g.
  * "--model", "DIR", "--db", "r.db") and --json: its JSON document is

@@ -95,6 +95,11 @@ int al_hook_name(al_hook_point point, int layer, char *buf, size_t cap);
 int al_hook_parse(const char *name, int n_layers, al_hook_point *point, int *layer, al_err *e);
 /* 1 if point is at model level (one per model, not per layer). */
 int al_hook_is_model_level(al_hook_point point);
+/* The letters of point's shape in the table ("BTHD", "BHTS", ...: B
+ * batch, T positions, S key positions, H heads, D d_head, C d_model, V
+ * d_vocab, 1), or NULL for an unknown point: which axis is the head's,
+ * the position's, the vector's. */
+const char *al_hook_layout(al_hook_point point);
 /* 1 if the forward runs hooks at point (see the `runs` column). */
 int al_hook_runs(al_hook_point point);
 /* TransformerLens's shape of point for a batch B x T of a model with
@@ -115,6 +120,14 @@ typedef struct al_hook_act {
     int intervened;         /* set 1: the forward is not differentiable */
 } al_hook_act;
 
+/* a->data as TransformerLens's array at a->point: shape as al_hook_shape
+ * for the forward's B × T, strides in floats (the row of a position,
+ * letter T of the shape, is a->ld floats from the next; the dims after
+ * it are contiguous; those before it step over whole rows), so a view
+ * into the fused q|k|v buffer or the pattern needs no copy. The number
+ * of dims, or −1 for an unknown point. */
+int al_hook_view(const al_hook_act *a, int64_t shape[4], int64_t strides[4]);
+
 /* A hook: 0, or −1 with e (the forward then fails with that error). */
 typedef int (*al_hook_fn)(al_hook_act *a, void *ctx, al_err *e);
 
@@ -126,22 +139,39 @@ typedef struct al_hook {
     void *ctx;
 } al_hook;
 
-#define AL_MAX_HOOKS 32
-/* The model's hook list (in al_model; a plain value: a caller may save
- * and restore it by assignment). */
+/* The model's hook list (in al_model). It grows on demand (hundreds of
+ * hooks, one per head of every layer, are common) and the model owns its
+ * storage: al_model_free frees it. So it is no plain value: a caller that
+ * must run without the hooks in force moves them out with al_hooks_save
+ * and back with al_hooks_restore, never by assignment. */
 typedef struct al_hooks {
-    int n;
-    al_hook h[AL_MAX_HOOKS];
+    int n, cap;
+    al_hook *h;
 } al_hooks;
 
-/* Register fn(ctx) at point, layer (−1: every layer) on m: 0, or −1 with
- * e when the point or layer is out of range or AL_MAX_HOOKS are set. */
+/* Register fn(ctx) at point, layer (−1: every layer) on m, after the
+ * hooks already there: 0, or −1 with e when the point or layer is out
+ * of range, the forward does not run the point, or out of memory. */
 int al_hook_add(struct al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx,
                 al_err *e);
 /* Remove every hook registered with ctx (none: no-op). */
 void al_hook_remove(struct al_model *m, const void *ctx);
-/* Remove every hook. */
+/* Remove every hook (the storage stays for later ones). */
 void al_hook_clear(struct al_model *m);
+/* Move m's hooks into *saved, leaving m with none (no allocation: it
+ * cannot fail). Hooks added to m meanwhile are its own; al_hooks_restore
+ * drops them and puts *saved back. */
+void al_hooks_save(struct al_model *m, al_hooks *saved);
+/* Remove m's hooks (freeing their storage) and move *saved back into m;
+ * *saved is then empty. */
+void al_hooks_restore(struct al_model *m, al_hooks *saved);
+/* dst = the hooks of src whose ctx is not skip, in order, dst's storage
+ * reused and grown as needed (a second forward beside the model's own
+ * that runs its hooks: model_forward_shared): 0, or −1 with e (out of
+ * memory; dst then holds none). */
+int al_hooks_copy(al_hooks *dst, const al_hooks *src, const void *skip, al_err *e);
+/* Free a list's storage (a zeroed list is empty; fine twice). */
+void al_hooks_free(al_hooks *hs);
 /* 1 if a hook is registered at (point, l). */
 int al_hook_any(const struct al_model *m, al_hook_point point, int l);
 /* Run the hooks at (point, a->layer) in order on a (the forward calls

@@ -402,10 +402,7 @@ static void run_term(void *arg, int k, float *TL, int ni) {
 
 /* Save m's hooks (z replacements, patches: hooks.h) into saved and
  * clear them: the decompositions hold for the model's own z's. */
-static void replacements_off(al_model *m, al_hooks *saved) {
-    *saved = m->hooks;
-    al_hook_clear(m);
-}
+static void replacements_off(al_model *m, al_hooks *saved) { al_hooks_save(m, saved); }
 
 static int result_alloc(al_attr_result *r, al_err *e) {
     size_t nc = r->n_comp, ni = r->n_items, nt = r->n_terms, L1 = r->L + 1;
@@ -619,7 +616,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     r->seconds = al_now() - t0;
     rc = 0;
 out:
-    m->hooks = zr;
+    al_hooks_restore(m, &zr);
     free(st.base);
     free(st.kind);
     ctx_free(&st.s);
@@ -659,7 +656,7 @@ int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *o
         path_terms(&s, &rb, &rt, 1, copy_term, &cs);
         rc = 0;
     }
-    m->hooks = zr;
+    al_hooks_restore(m, &zr);
     ctx_free(&s);
     return rc;
 }

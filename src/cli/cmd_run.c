@@ -16,6 +16,7 @@
 #include "attnlab/checkpoint.h"
 #include "attnlab/circuit_run.h"
 #include "attnlab/data.h"
+#include "attnlab/intervene.h"
 #include "attnlab/model.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/stats.h"
@@ -24,7 +25,8 @@
 
 static const char *o_model = NULL, *o_prompt = NULL, *o_prompt_file = NULL, *o_track = NULL,
                   *o_mask = NULL, *o_circuit = NULL, *o_fill = "corrupted", *o_corrupted = NULL,
-                  *o_mean_data = NULL, *o_save_cache = NULL, *o_hooks = NULL, *o_data = NULL;
+                  *o_mean_data = NULL, *o_save_cache = NULL, *o_hooks = NULL, *o_data = NULL,
+                  *o_intervene = NULL;
 static int o_windows = 8;
 static double o_cache_mb = 2000;
 static int o_generate = 0, o_top_k = 0, o_json = 0, o_no_bos = 0, o_threads = 0, o_top = 5;
@@ -54,6 +56,9 @@ static al_flag flags[] = {
      "--fill corrupted: the prompt's corrupted counterpart (the same number of tokens)", 0, 0},
     {"mean-data", AL_STR, &o_mean_data, "VAL.bin",
      "--fill mean: token file whose windows give the senders' mean values", 0, 0},
+    {"intervene", AL_STR, &o_intervene, "FILE",
+     "apply an intervention file's operations (zero, scale, add, set at hook points; "
+     "docs/formats.md) in every forward", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
     {"save-cache", AL_STR, &o_save_cache, "FILE",
      "write the activations (TransformerLens hook names and shapes) to FILE.safetensors", 0, 0},
@@ -534,9 +539,17 @@ static int run_run(int argc, char **argv) {
     float *p_tok = NULL;
     cJSON *root = NULL;
     al_circuit_run cr = {0};
+    al_intervention iv = {0};
     char cdesc[256] = "";
     if (al_ckpt_load(o_model, &m, &tok, &e) != 0) return al_cli_error(&e);
     if (o_mask && apply_mask(&m, &e) != 0) goto out;
+    /* before the circuit's: at one point, the file's ops run first */
+    if (o_intervene && (al_intervention_load(o_intervene, &m.cfg, &iv, &e) ||
+                        al_intervention_attach(&m, &iv, &e)))
+        goto out;
+    if (o_intervene && !o_json)
+        fprintf(o_data ? stderr : stdout, "intervention %s: %d op%s at their hook points\n",
+                o_intervene, iv.n, iv.n == 1 ? "" : "s");
     if (o_data) {
         rc = save_cache_windows(&m, &e) ? 1 : 0;
         goto out;
@@ -561,6 +574,10 @@ static int run_run(int argc, char **argv) {
             cJSON_AddStringToObject(root, "circuit", o_circuit);
             cJSON_AddStringToObject(root, "circuit_run", cdesc);
         }
+        if (o_intervene) { /* the file as it was read, so the run records what was done */
+            cJSON_AddStringToObject(root, "intervene", o_intervene);
+            cJSON_AddItemToObject(root, "intervention", cJSON_Parse(iv.json));
+        }
         cJSON_AddItemToObject(root, "tokens", json_table(&m, tok, ids, T, p_tok));
     }
     if (o_track) {
@@ -583,6 +600,8 @@ out:
     free(ids);
     free(cids);
     al_circuit_run_close(&cr);
+    al_intervention_detach(&m, &iv);
+    al_intervention_free(&iv);
     al_tok_free(tok);
     al_model_free(&m);
     return rc;

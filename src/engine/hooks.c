@@ -3,7 +3,9 @@
  * z replacement (hooks.h). Circuit runs are hooks too (circuit.c). */
 #include "attnlab/hooks.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attnlab/model.h"
@@ -49,6 +51,8 @@ int al_hook_is_model_level(al_hook_point point) {
 }
 
 int al_hook_runs(al_hook_point point) { return known(point) && HOOKS[point].runs; }
+
+const char *al_hook_layout(al_hook_point point) { return known(point) ? HOOKS[point].shape : NULL; }
 
 int al_hook_name(al_hook_point point, int layer, char *buf, size_t cap) {
     if (!known(point)) return -1;
@@ -102,7 +106,36 @@ int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V,
     return n;
 }
 
+int al_hook_view(const al_hook_act *a, int64_t shape[4], int64_t strides[4]) {
+    const al_model *m = a->m;
+    const al_config *c = &m->cfg;
+    int nd = al_hook_shape(a->point, m->B, m->T, c->d_model, c->n_heads, c->d_head, c->d_vocab,
+                           shape);
+    if (nd < 0) return -1;
+    const char *s = HOOKS[a->point].shape;
+    int64_t st = 1;
+    for (int k = nd - 1; k >= 0; k--) {
+        /* the query position's dim steps by ld (0: contiguous rows) */
+        if (s[k] == 'T' && a->ld) st = (int64_t)a->ld;
+        strides[k] = st;
+        st *= shape[k];
+    }
+    return nd;
+}
+
 /* ------------------------------------------------------- the list */
+
+/* Room for need hooks in hs (doubling, so n adds cost O(n) copies). */
+static int grow(al_hooks *hs, int need, al_err *e) {
+    if (need <= hs->cap) return 0;
+    if (need > INT_MAX / 2) return al_errf(e, "hook: more than %d hooks", INT_MAX / 2);
+    int cap = hs->cap ? hs->cap : 16;
+    while (cap < need) cap *= 2;
+    al_hook *h = realloc(hs->h, sizeof *h * (size_t)cap);
+    if (!h) return al_errf(e, "out of memory (a list of %d hooks)", cap);
+    hs->h = h, hs->cap = cap;
+    return 0;
+}
 
 int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx,
                 al_err *e) {
@@ -118,7 +151,7 @@ int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void
                        layer);
     if (layer < -1 || layer >= m->cfg.n_layers)
         return al_errf(e, "hook: layer %d outside the model's %d layers", layer, m->cfg.n_layers);
-    if (m->hooks.n >= AL_MAX_HOOKS) return al_errf(e, "hook: more than %d hooks", AL_MAX_HOOKS);
+    if (grow(&m->hooks, m->hooks.n + 1, e)) return -1;
     m->hooks.h[m->hooks.n++] = (al_hook){point, layer, fn, ctx};
     return 0;
 }
@@ -131,6 +164,30 @@ void al_hook_remove(al_model *m, const void *ctx) {
 }
 
 void al_hook_clear(al_model *m) { m->hooks.n = 0; }
+
+void al_hooks_save(al_model *m, al_hooks *saved) {
+    *saved = m->hooks;
+    memset(&m->hooks, 0, sizeof m->hooks);
+}
+
+void al_hooks_restore(al_model *m, al_hooks *saved) {
+    al_hooks_free(&m->hooks);
+    m->hooks = *saved;
+    memset(saved, 0, sizeof *saved);
+}
+
+int al_hooks_copy(al_hooks *dst, const al_hooks *src, const void *skip, al_err *e) {
+    dst->n = 0;
+    if (grow(dst, src->n, e)) return -1;
+    for (int i = 0; i < src->n; i++)
+        if (src->h[i].ctx != skip) dst->h[dst->n++] = src->h[i];
+    return 0;
+}
+
+void al_hooks_free(al_hooks *hs) {
+    free(hs->h);
+    memset(hs, 0, sizeof *hs);
+}
 
 int al_hook_any(const al_model *m, al_hook_point point, int l) {
     for (int i = 0; i < m->hooks.n; i++)

@@ -158,6 +158,7 @@ void al_model_free(al_model *m) {
     free(m->gate_grads);
     free(m->acts);
     free(m->inputs);
+    al_hooks_free(&m->hooks);
     memset(m, 0, sizeof *m);
 }
 
@@ -555,10 +556,7 @@ int model_forward_shared(al_model *own, const al_model *m, const void *skip, con
     own->params = m->params;
     memcpy(own->p, m->p, sizeof own->p);
     own->gates = m->gates;
-    own->hooks.n = 0;
-    for (int i = 0; i < m->hooks.n; i++)
-        if (m->hooks.h[i].ctx != skip) own->hooks.h[own->hooks.n++] = m->hooks.h[i];
-    if (ensure_acts(own, B, T, e) != 0) return -1;
+    if (ensure_acts(own, B, T, e) != 0 || al_hooks_copy(&own->hooks, &m->hooks, skip, e)) return -1;
     own->B = B, own->T = T;
     memcpy(own->inputs, inputs, sizeof(int) * (size_t)B * T);
     own->has_targets = 0;
@@ -567,6 +565,7 @@ int model_forward_shared(al_model *own, const al_model *m, const void *skip, con
 }
 
 void model_shared_free(al_model *own) {
+    al_hooks_free(&own->hooks);
     free(own->acts);
     free(own->inputs);
     memset(own, 0, sizeof *own);

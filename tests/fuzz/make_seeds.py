@@ -172,4 +172,40 @@ circuits = {
 }
 for k, v in circuits.items():
     put("circuit", k, v)
+
+
+# intervention files (fuzz_intervene: the JSON and the .npy reader on the same bytes)
+def npy(major, descr, shape, data):
+    hdr = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    off = 10 if major == 1 else 12
+    pad = (64 - (off + len(hdr) + 1) % 64) % 64
+    h = (hdr + " " * pad + "\n").encode()
+    size = struct.pack("<H", len(h)) if major == 1 else struct.pack("<I", len(h))
+    return b"\x93NUMPY" + bytes([major, 0]) + size + h + data
+
+
+def iv(*ops, **kw):
+    d = {"attnlab_intervention": 1, "ops": list(ops)}
+    d.update(kw)
+    return json.dumps(d)
+
+
+interventions = {
+    "zero-pattern.json": iv({"hook": "blocks.1.attn.hook_pattern", "head": 3, "op": "zero"}),
+    "steer.json": iv({"hook": "blocks.0.hook_resid_post", "pos": -1, "op": "add",
+                      "values": [0.5] * 16}, description="steer"),
+    "scale-set.json": iv({"hook": "blocks.1.attn.hook_z", "head": 2, "op": "scale", "factor": 0.5},
+                         {"hook": "blocks.0.attn.hook_pattern", "head": 0, "pos": 3, "op": "set",
+                          "values": [1, 0, 0, 0]}),
+    "npy-vector.json": iv({"hook": "blocks.0.attn.hook_q", "op": "add", "vector": "v.npy"}),
+    "result-set.json": iv({"hook": "blocks.0.attn.hook_result", "head": 1, "pos": 7, "op": "set",
+                           "values": [0] * 16}),
+    "dup-key.json": '{"attnlab_intervention": 1, "ops": [{"hook": "blocks.0.attn.hook_z", '
+                    '"op": "zero", "op": "zero"}]}',
+    "f32.npy": npy(1, "<f4", "(4,)", struct.pack("<4f", 1, 2, 3, 4)),
+    "f64.npy": npy(2, "<f8", "(3,)", struct.pack("<3d", 0.5, -1, 1e30)),
+    "two-axes.npy": npy(1, "<f4", "(2, 2)", struct.pack("<4f", 1, 2, 3, 4)),
+}
+for k, v in interventions.items():
+    put("intervene", k, v)
 print("seeds written under", here)
