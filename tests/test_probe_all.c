@@ -40,12 +40,13 @@ TEST(probe_all_recurring_token) {
     CHECK_NEAR(p.prev_all, 3.0 / 6, 1e-12);                /* x[t-2] = x[t] there too */
     double uni = (3.0 / 8 + 1.0 / 9 + 4.0 / 10 + 1.0 / 11 + 5.0 / 12 + 1.0 / 13) / 6;
     CHECK_NEAR(p.uniform_all, uni, 1e-12);
+    double old = (1.0 / 3 + 1 + 1.0 / 4 + 1 + 1.0 / 5 + 1) / 6; /* 0.6306 */
+    CHECK_NEAR(p.ceiling, old, 1e-12);
     al_model m;
     planted_model(&m);
     al_probe_scores s;
     al_err e;
     CHECK_OK(al_probe_run(&m, &p, 2, &s, &e), &e);
-    double old = (1.0 / 3 + 1 + 1.0 / 4 + 1 + 1.0 / 5 + 1) / 6; /* 0.6306 */
     CHECKF(fabs(s.induction_all[PH] - 1.0) < 1e-6, "1.0 induction_all %.9f", s.induction_all[PH]);
     CHECKF(fabs(s.induction[PH] - old) < 1e-6, "1.0 induction %.9f, want %.9f", s.induction[PH], old);
     /* heads that attend to BOS score 0 on both; the previous-token head
@@ -113,7 +114,7 @@ TEST(probe_all_old_scores_bitwise) {
     int half[12];
     for (int i = 0; i < R; i++) half[i] = 1 + (i * 13) % 127;
     hand_probe(&p, half, R, 16);
-    CHECK(p.recur == 0 && p.prev_all == 0);
+    CHECK(p.recur == 0 && p.prev_all == 0 && p.ceiling == 1);
     CHECK_OK(al_probe_run(&m, &p, B, &s, &e), &e);
     CHECK(memcmp(s.induction, s.induction_all, sizeof(double) * LH) == 0);
     CHECK(memcmp(s.layer_induction, s.layer_induction_all, sizeof(double) * 2) == 0);

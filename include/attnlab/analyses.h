@@ -67,6 +67,7 @@ typedef struct al_scores_result {
     double probe_recur;     /* the probe's recurrences (al_probe.recur) */
     double probe_uniform_all, probe_prev_all; /* induction_all's chance and positional
                              * levels on the probe (al_probe) */
+    double probe_ceiling;   /* induction of an even all-occurrences head (al_probe) */
     al_warnings warn;       /* icl_score within AL_ICL_N_SE standard errors of 0 */
     double *copying;        /* (L*H) copying_ablation, NaN for heads off */
     double *excess;         /* (L*H) copying_ablation_excess, NaN for heads off

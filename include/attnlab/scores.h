@@ -57,6 +57,9 @@ typedef struct al_probe {
     double prev_all; /* induction_all of a perfect previous-token head (share
                      * of second-half t with t−1 in S(t), i.e. token[t−2] =
                      * token[t]): what position alone earns on it */
+    double ceiling; /* induction of a head attending evenly over S(t) (mean
+                     * of 1/|S(t)|): what a perfect all-occurrences
+                     * induction head reads on induction here */
 } al_probe;
 
 /* What a probe's repeated half is made of (the shared --probe-tokens
@@ -94,8 +97,9 @@ typedef struct al_probe_src {
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
                   int special_id, const al_probe_src *src, al_err *e);
 void al_probe_free(al_probe *p);
-/* Fill p->recur, p->uniform_all and p->prev_all from p->tokens, p->R and
- * p->N (al_probe_make does; for a probe whose tokens were set by hand). */
+/* Fill p->recur, p->uniform_all, p->prev_all and p->ceiling from
+ * p->tokens, p->R and p->N (al_probe_make does; for a probe whose tokens
+ * were set by hand). */
 void al_probe_measure(al_probe *p);
 
 typedef struct al_probe_scores {

@@ -20,12 +20,13 @@ static void text_half(const al_probe_src *src, int R, int special_id, al_rng *r,
 }
 
 /* The share of second-half positions whose token sits at another
- * first-half position too, and the chance and positional levels of
- * induction_all (scores.h): from the tokens alone. */
+ * first-half position too, the chance and positional levels of
+ * induction_all and the ceiling of induction (scores.h): from the tokens
+ * alone. */
 void al_probe_measure(al_probe *p) {
     int R = p->R, N = p->N;
     long hit = 0, all = 0, prev = 0;
-    double uniform = 0;
+    double uniform = 0, even = 0;
     for (int n = 0; n < N; n++) {
         const int *row = p->tokens + (size_t)n * (2 * R + 1);
         for (int t = R + 1; t <= 2 * R; t++, all++) {
@@ -35,11 +36,13 @@ void al_probe_measure(al_probe *p) {
             hit += other;
             prev += row[t - 2] == row[t];
             uniform += (double)in_s / (t + 1);
+            even += 1.0 / in_s; /* S(t) holds t-R+1 at least: in_s >= 1 */
         }
     }
     p->recur = all ? (double)hit / (double)all : 0.0;
     p->uniform_all = all ? uniform / (double)all : 0.0;
     p->prev_all = all ? (double)prev / (double)all : 0.0;
+    p->ceiling = all ? even / (double)all : 0.0;
 }
 
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,

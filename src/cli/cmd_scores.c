@@ -140,8 +140,9 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
         printf("text probe: at %.1f%% of second-half positions the token also sits elsewhere in "
                "the first half; induction counts attention to the one position R-1 back only, "
                "ind_all (induction_all) to the successor of every earlier occurrence (%.3f for "
-               "uniform attention, %.3f for a previous-token head)\n",
-               100 * r->probe_recur, r->probe_uniform_all, r->probe_prev_all);
+               "uniform attention, %.3f for a previous-token head); a head attending evenly to "
+               "those successors reads %.3f on induction\n",
+               100 * r->probe_recur, r->probe_uniform_all, r->probe_prev_all, r->probe_ceiling);
         printf("induction mass by layer (heads summed, induction / induction_all):");
         for (int l = 0; l < L; l++)
             printf("%s layer %d %.3f / %.3f", l ? "," : "", l, ps->layer_induction[l],
@@ -235,7 +236,8 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
         !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain) ||
         (r->probe_text && (!cJSON_AddNumberToObject(probe, "recurrence", r->probe_recur) ||
                            !cJSON_AddNumberToObject(probe, "uniform_all", r->probe_uniform_all) ||
-                           !cJSON_AddNumberToObject(probe, "prev_all", r->probe_prev_all))))
+                           !cJSON_AddNumberToObject(probe, "prev_all", r->probe_prev_all) ||
+                           !cJSON_AddNumberToObject(probe, "induction_ceiling", r->probe_ceiling))))
         return -1;
     if (r->have_text) {
         cJSON *t = cJSON_AddObjectToObject(doc, "text");
