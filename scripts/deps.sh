@@ -34,6 +34,13 @@
 #   sh scripts/deps.sh slurm      also Slurm and MUNGE (`make test-slurm`:
 #                                 slurm-wlm for slurmctld, slurmd and the
 #                                 client commands, munge for its auth)
+#   sh scripts/deps.sh corpora    also the Debian packages the real corpora
+#                                 of `attnlab data code` and `data prose`
+#                                 are read from (optional; never needed by
+#                                 `make test` or `make demo`): golang-src
+#                                 (Go's standard library), python3-doc (the
+#                                 Python documentation's sources),
+#                                 bible-kjv-text and its reader bible-kjv
 # Optional packages are attempted but their absence is not an error: the
 # tests that need them skip. PyTorch needs no BLAS of its own here: the
 # required libopenblas-openmp-dev already makes OpenBLAS the system
@@ -54,7 +61,8 @@ for group in "$@"; do
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;
         slurm) need="$need slurm-wlm munge" ;;
-        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, python, fuzz, valgrind, slurm)" >&2; exit 2 ;;
+        corpora) extra="$extra golang-src python3-doc bible-kjv bible-kjv-text" ;;
+        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, python, fuzz, valgrind, slurm, corpora)" >&2; exit 2 ;;
     esac
 done
 # each package once (test and bench share PyTorch), in first-named order

@@ -125,11 +125,11 @@ TEST(concurrency_two_trainings_one_db) {
     CHECK_SQL(db.s, "PRAGMA integrity_check", "ok");
     CHECK_SQL(db.s, "SELECT group_concat(status) FROM runs", "done,done");
     CHECK_SQL(db.s, "SELECT count(*) FROM models", "2");
-    /* steps 0, 5, ..., 1000 and 3 scores of 8 heads at each, for each run */
+    /* steps 0, 5, ..., 1000 and 4 scores of 8 heads at each, for each run */
     CHECK_SQL(db.s, "SELECT group_concat(n) FROM (SELECT count(*) AS n FROM train_log "
                     "GROUP BY run_id)", "201,201");
     CHECK_SQL(db.s, "SELECT group_concat(n) FROM (SELECT count(*) AS n FROM train_head_scores "
-                    "GROUP BY run_id)", "4824,4824");
+                    "GROUP BY run_id)", "6432,6432");
     CHECK_SQL(db.s, "SELECT count(*) FROM runs r JOIN models m USING (model_id)", "2");
 }
 

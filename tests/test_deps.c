@@ -58,6 +58,16 @@ TEST(deps_demo_list_has_no_cross_check_packages) {
     char *sl = deps("ATTNLAB_DEPS_PRINT=1", "slurm");
     CHECKF(sl && listed(sl, "required:", "slurm-wlm") && listed(sl, "required:", "munge"), "%s", sl ? sl : "");
     free(sl);
+    /* the real corpora's packages: optional, and in no other group's list */
+    char *co = deps("ATTNLAB_DEPS_PRINT=1", "corpora");
+    CHECKF(co && listed(co, "optional:", "golang-src") && listed(co, "optional:", "bible-kjv-text") &&
+           listed(co, "optional:", "bible-kjv") && listed(co, "optional:", "python3-doc") &&
+           !listed(co, "required:", "golang-src"), "%s", co ? co : "");
+    free(co);
+    char *all = deps("ATTNLAB_DEPS_PRINT=1", "test bench fuzz valgrind slurm");
+    CHECKF(all && !strstr(all, "golang") && !strstr(all, "bible") && !strstr(all, "python3-doc"),
+           "%s", all ? all : "");
+    free(all);
     /* an unknown group is refused (exit 2) */
     CHECK(t_sh("ATTNLAB_DEPS_PRINT=1 sh scripts/deps.sh demo >/dev/null 2>&1") == 2);
 }

@@ -146,13 +146,19 @@ TEST(scores_cli_end_to_end) {
                "--batch 4 > %s 2>&1", t_bin(), dir, db, val, t_path("out.txt")) == 0);
     char *out = t_slurp(t_path("out.txt"));
     CHECKF(out && strstr(out, "induction heads (induction > 0.4):") &&
-               strstr(out, "previous-token heads (prev_token > 0.4):") && strstr(out, "icl_score"),
-           "summary:\n%s", out ? out : "");
+               strstr(out, "previous-token heads (prev_token > 0.4):") && strstr(out, "icl_score") &&
+               !strstr(out, "ind_all") && !strstr(out, "by layer"),
+           "summary (a random probe's as before):\n%s", out ? out : "");
     free(out);
     CHECK_SQL(db, "SELECT kind, status FROM runs", "scores|done");
     CHECK_SQL(db, "SELECT metric, count(*) FROM head_scores GROUP BY metric ORDER BY metric",
               "copying_ablation|8\ncopying_ablation_excess|8\nduplicate_token|8\ninduction|8\n"
-              "prev_token|8");
+              "induction_all|8\nprev_token|8");
+    /* per layer the heads' sums */
+    CHECK_SQL(db, "SELECT count(*) FROM layer_scores l WHERE l.metric = 'induction_all_sum' AND "
+                  "abs(l.value - (SELECT sum(value) FROM head_scores h WHERE h.run_id = l.run_id "
+                  "AND h.layer = l.layer AND h.metric = 'induction_all')) < 1e-9", "2");
+    CHECK_SQL(db, "SELECT count(*) FROM layer_scores WHERE metric = 'induction_sum'", "2");
     CHECK_SQL(db, "SELECT count(*) FROM head_summary WHERE induction BETWEEN 0 AND 1 AND "
                   "prev_token BETWEEN 0 AND 1 AND copying_ablation IS NOT NULL", "8");
     /* model-level: icl_gain = first - second; icl_score = late - early */
@@ -170,7 +176,7 @@ TEST(scores_cli_end_to_end) {
     out = t_slurp(t_path("out.txt"));
     CHECK(out && strstr(out, "no --data"));
     free(out);
-    CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 2", "24");
+    CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 2", "32");
     CHECK_SQL(db, "SELECT count(*) FROM model_scores WHERE run_id = 2 AND metric = 'icl_score'", "0");
     /* a mask: the masked head gets no copying_ablation */
     CHECK(t_sh("printf '{\"n_layers\": 2, \"n_heads\": 4, \"off\": [\"1.2\"]}' > %s",
@@ -280,7 +286,7 @@ TEST(scores_probe_tokens) {
      * from the probe over all 256 ids */
     CHECK_SQL(db, "SELECT count(*) FROM train_head_scores t JOIN head_scores s ON s.run_id = 2 "
                   "AND s.layer = t.layer AND s.head = t.head AND s.metric = t.metric WHERE "
-                  "t.run_id = 1 AND t.step = 20 AND abs(t.value - s.value) < 1e-6", "24");
+                  "t.run_id = 1 AND t.step = 20 AND abs(t.value - s.value) < 1e-6", "32");
     CHECK(t_sh("%s scores --model %s --db %s --probe-r 15 --probe-n 16 --probe-seed 20240520 "
                "> /dev/null 2>&1", t_bin(), dir, db) == 0);
     CHECK_SQL(db, "SELECT count(*) > 0 FROM head_scores a JOIN head_scores b ON b.run_id = 3 AND "
@@ -414,7 +420,10 @@ TEST(scores_text_probe_cli) {
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text:%s --probe-r 10 --probe-n 8 "
                "--json > %s 2>/dev/null", t_bin(), dir, db, val, t_path("b.json")) == 0);
     char *a = t_slurp(t_path("a.json")), *b = t_slurp(t_path("b.json"));
-    CHECKF(a && strstr(a, "\"recurrence\""), "%s", a ? a : "");
+    CHECKF(a && strstr(a, "\"recurrence\"") && strstr(a, "\"uniform_all\"") &&
+               strstr(a, "\"induction_heads_by\":\t\"induction_all\"") &&
+               strstr(a, "\"induction_all_sum\""), "%s", a ? a : "");
+    CHECK_SQL(db, "SELECT count(*) > 0 FROM train_head_scores WHERE metric = 'induction_all'", "1");
     /* the same file by both names: the same numbers */
     const char *ha = a ? strstr(a, "\"heads\"") : NULL, *hb = b ? strstr(b, "\"heads\"") : NULL;
     const char *ea = ha ? strstr(ha, "\"probe\"") : NULL, *eb = hb ? strstr(hb, "\"probe\"") : NULL;
@@ -424,7 +433,9 @@ TEST(scores_text_probe_cli) {
                "> %s 2>&1", t_bin(), dir, db, val, t_path("out.txt")) == 0);
     char *out = t_slurp(t_path("out.txt"));
     CHECKF(out && strstr(out, "probe made of windows of the text of") &&
-               strstr(out, "text probe: at "), "%s", out ? out : "");
+               strstr(out, "text probe: at ") && strstr(out, "ind_all") &&
+               strstr(out, "induction mass by layer") &&
+               strstr(out, "induction heads (induction_all > 0.4):"), "%s", out ? out : "");
     free(out);
     /* patch's induction task from text: one run, its task stored */
     CHECK(t_sh("%s patch --model %s --db %s --probe-tokens text --probe-r 6 --n 4 > %s 2>&1",

@@ -142,6 +142,34 @@ TEST(store_migrates_version_13_sae) {
     CHECK(sql_is(db, "SELECT count(*) FROM sae_probe_heads", "0"));
 }
 
+/* A version-14 file (head_summary without induction_all) with an
+ * induction_all row already in head_scores: version 15 rebuilds the view
+ * with the column, and the views that read head_summary still work. */
+TEST(store_migrates_version_14_induction_all) {
+    if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
+    char db[1024];
+    snprintf(db, sizeof db, "%s", t_path("v14.db"));
+    al_store *s;
+    al_err e;
+    CHECK_OK(al_store_open(db, &s, &e), &e);
+    al_store_close(s);
+    CHECK(t_sh("sqlite3 '%s' \"DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT "
+               "model_id, layer, head, layer || '.' || head AS name, MAX(CASE WHEN metric = "
+               "'induction' THEN value END) AS induction FROM head_scores GROUP BY model_id, "
+               "layer, head; INSERT INTO models(sha256, added_at) VALUES('x', 'now'); INSERT INTO "
+               "runs(kind, started_at, status, attnlab_version) VALUES('scores', 'now', 'done', "
+               "'v'); INSERT INTO head_scores VALUES(1, 1, 1, 2, 'induction', 0.25); INSERT INTO "
+               "head_scores VALUES(1, 1, 1, 2, 'induction_all', 0.75); PRAGMA user_version = 14\"",
+               db) == 0);
+    CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('head_summary') WHERE name = "
+                     "'induction_all'", "0"));
+    CHECK_OK(al_store_open(db, &s, &e), &e);
+    al_store_close(s);
+    CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
+    CHECK(sql_is(db, "SELECT name, induction, induction_all FROM head_summary", "1.2|0.25|0.75"));
+    CHECK(sql_is(db, "SELECT count(*) >= 0 FROM sweep_models", "1"));
+}
+
 TEST(store_refuses_bad_files) {
     char txt[1024];
     snprintf(txt, sizeof txt, "%s", t_path("notes.txt"));

@@ -262,7 +262,7 @@ TEST(train_cli_resume_carries_curve) {
     free(row20);
     CHECK_SQL(db, "SELECT count(*) FROM train_head_scores a JOIN train_head_scores b ON b.run_id = 1 "
                   "AND a.step = b.step AND a.layer = b.layer AND a.head = b.head AND a.metric = "
-                  "b.metric AND a.value = b.value WHERE a.run_id = 2 AND a.step <= 15", "96");
+                  "b.metric AND a.value = b.value WHERE a.run_id = 2 AND a.step <= 15", "128");
     /* a fresh run replaced the checkpoint without --db: nothing to carry */
     CHECK(t_sh("%s train --data %s --out %s --steps 30 --stop-at 10 --force " SMALL " 2>/dev/null",
                t_bin(), c, m) == 130);

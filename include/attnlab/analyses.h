@@ -52,7 +52,8 @@ int al_scores_opts_check(const al_scores_opts *o, al_err *e);
 
 typedef struct al_scores_result {
     int L, H;
-    al_probe_scores probe;  /* per-head induction, duplicate_token, prev_token; probe losses */
+    al_probe_scores probe;  /* per-head induction, duplicate_token, prev_token, induction_all;
+                             * per-layer sums; probe losses */
     unsigned char *off;     /* (L*H) the heads off by the mask */
     int n_off;
     /* On validation windows (have_text = 1 only when tokens were given;
@@ -64,6 +65,9 @@ typedef struct al_scores_result {
     al_icl_range rg;        /* the early and late position ranges */
     int probe_text;         /* 1: the probe's halves were text windows (al_probe) */
     double probe_recur;     /* the probe's recurrences (al_probe.recur) */
+    double probe_uniform_all, probe_prev_all; /* induction_all's chance and positional
+                             * levels on the probe (al_probe) */
+    double probe_ceiling;   /* induction of an even all-occurrences head (al_probe) */
     al_warnings warn;       /* icl_score within AL_ICL_N_SE standard errors of 0 */
     double *copying;        /* (L*H) copying_ablation, NaN for heads off */
     double *excess;         /* (L*H) copying_ablation_excess, NaN for heads off

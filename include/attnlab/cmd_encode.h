@@ -10,11 +10,12 @@ typedef struct al_encode_cli {
     const char *in;        /* --in: the text (required) */
     const char *out;       /* --out: X.bin names X.train.bin and X.val.bin (required) */
     double val;            /* --val: share of documents for validation */
-    const char *docs;      /* --docs: blank, line or eot */
+    const char *docs;      /* --docs: blank, line, eot or story */
+    const char *val_pick;  /* --val-pick: last or hash (corpus.h, al_corpus_val_split) */
 } al_encode_cli;
 
 /* Room for the flag table (its flags + the end marker). */
-#define AL_ENCODE_CLI_NFLAGS 6
+#define AL_ENCODE_CLI_NFLAGS 7
 
 al_encode_cli al_encode_cli_defaults(void);
 /* Fill f with the flag table over *o (what the command parses and

@@ -6,6 +6,14 @@
  *   induction       = mean over the second repeat of A[t, t−R+1]
  *   duplicate_token = mean over the second repeat of A[t, t−R]
  *   prev_token      = mean over t >= 2 of A[t, t−1]
+ *   induction_all   = mean over the second repeat of the attention mass
+ *                     on S(t) = {s : 1 <= s <= t, token[s−1] = token[t]},
+ *                     the successors of every earlier occurrence of the
+ *                     current token (= induction where no token recurs
+ *                     inside a half: S(t) is then {t−R+1})
+ * Per layer: the sums of induction and of induction_all over its heads
+ * (an induction mass spread over several heads shows there, though no
+ * one head passes the threshold).
  * Per model: icl_gain = mean loss on the first repeat − on the second
  * (targets at positions 2..R vs R+2..2R: the ones an induction head can
  * predict).
@@ -43,6 +51,15 @@ typedef struct al_probe {
     double recur;   /* share of second-half positions whose token also sits
                      * at another position of the first half (text: often;
                      * random ids: rarely) */
+    double uniform_all; /* induction_all of a head attending uniformly
+                     * (mean over the second half of |S(t)| / (t+1)): the
+                     * chance level, which recurrences raise */
+    double prev_all; /* induction_all of a perfect previous-token head (share
+                     * of second-half t with t−1 in S(t), i.e. token[t−2] =
+                     * token[t]): what position alone earns on it */
+    double ceiling; /* induction of a head attending evenly over S(t) (mean
+                     * of 1/|S(t)|): what a perfect all-occurrences
+                     * induction head reads on induction here */
 } al_probe;
 
 /* What a probe's repeated half is made of (the shared --probe-tokens
@@ -68,20 +85,28 @@ typedef struct al_probe_src {
  * a mask the sequences are those of earlier versions, id for id. Text
  * halves (src->text): a window at a uniformly drawn start; a window
  * holding special_id (a document boundary) is redrawn, up to 64 times,
- * then kept. Tokens that recur inside a half are kept as they are: the
- * scores read attention to the one position R−1 back, so where the
+ * then kept. Tokens that recur inside a half are kept as they are:
+ * induction reads attention to the one position R−1 back, so where the
  * current token also occurred elsewhere in the first half an induction
- * head may split its attention, and the score is lower than for a half
- * without recurrences (p->recur says how often that happens). Fails
+ * head may split its attention, and that score is lower than for a half
+ * without recurrences (p->recur says how often that happens);
+ * induction_all counts every such place (p->uniform_all and p->prev_all
+ * are its chance and positional levels on this probe). Fails
  * (-1, e) when no id is left to draw, the text is shorter than R + 1
  * tokens or holds ids >= d_vocab. Needs 2R+1 <= n_ctx. */
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
                   int special_id, const al_probe_src *src, al_err *e);
 void al_probe_free(al_probe *p);
+/* Fill p->recur, p->uniform_all, p->prev_all and p->ceiling from
+ * p->tokens, p->R and p->N (al_probe_make does; for a probe whose tokens
+ * were set by hand). */
+void al_probe_measure(al_probe *p);
 
 typedef struct al_probe_scores {
     int n_layers, n_heads;
     double *induction, *duplicate_token, *prev_token; /* (L,H) each, one allocation */
+    double *induction_all;                            /* (L,H), in the same allocation */
+    double *layer_induction, *layer_induction_all;    /* (L): the heads' sums, same allocation */
     double loss_first, loss_second, icl_gain;
 } al_probe_scores;
 

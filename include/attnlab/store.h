@@ -29,7 +29,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 14
+#define AL_STORE_SCHEMA_VERSION 15
 
 typedef struct al_store al_store;
 

@@ -20,8 +20,10 @@
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
 
-/* head_scores: induction, duplicate_token, prev_token per head, and with
- * text copying_ablation(_excess) for heads not off; model_scores: the
+/* head_scores: induction, duplicate_token, prev_token, induction_all per
+ * head, and with text copying_ablation(_excess) for heads not off;
+ * layer_scores: induction_sum and induction_all_sum (the layer's heads
+ * summed); model_scores: the
  * probe losses, icl_gain, heads_off, and with text icl_score, its early
  * and late losses, val_loss, val_loss_copy, copy_fraction. */
 int al_store_put_scores(al_store *s, int64_t run_id, int64_t model_id,

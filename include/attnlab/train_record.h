@@ -1,7 +1,8 @@
 /* train_record.h -- the training observer that records a run's dynamics
  * in a SQLite database: one `runs` row of kind "train", and at every
- * evaluation one train_log row and L x H x 3 train_head_scores rows
- * (induction, prev_token, duplicate_token on a small fixed probe),
+ * evaluation one train_log row and L x H x 4 train_head_scores rows
+ * (induction, prev_token, duplicate_token, induction_all on a small fixed
+ * probe),
  * committed together so the curve can be watched while training runs.
  * At the end the final checkpoint is attached as the run's model and the
  * run marked done, or the run is marked failed with the reason. Used by

@@ -107,6 +107,8 @@ int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
                       o->probe_src, e))
         goto fail;
     r->probe_text = p.text, r->probe_recur = p.recur;
+    r->probe_uniform_all = p.uniform_all, r->probe_prev_all = p.prev_all;
+    r->probe_ceiling = p.ceiling;
     if (al_probe_run(m, &p, SCORES_PROBE_BATCH, &r->probe, e) ||
         (val && text_scores(m, val, o, r, e)))
         goto fail;

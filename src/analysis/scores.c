@@ -19,19 +19,30 @@ static void text_half(const al_probe_src *src, int R, int special_id, al_rng *r,
     for (int i = 1; i <= R; i++) row[i] = row[i + R] = src->text[start + i - 1];
 }
 
-/* Share of second-half positions whose token sits at another first-half
- * position too. */
-static double recurrences(const int *tokens, int R, int N) {
-    long hit = 0, all = 0;
+/* The share of second-half positions whose token sits at another
+ * first-half position too, the chance and positional levels of
+ * induction_all and the ceiling of induction (scores.h): from the tokens
+ * alone. */
+void al_probe_measure(al_probe *p) {
+    int R = p->R, N = p->N;
+    long hit = 0, all = 0, prev = 0;
+    double uniform = 0, even = 0;
     for (int n = 0; n < N; n++) {
-        const int *row = tokens + (size_t)n * (2 * R + 1);
+        const int *row = p->tokens + (size_t)n * (2 * R + 1);
         for (int t = R + 1; t <= 2 * R; t++, all++) {
-            int other = 0;
+            int other = 0, in_s = 0;
             for (int s = 1; s <= R && !other; s++) other = s != t - R && row[s] == row[t];
+            for (int s = 1; s <= t; s++) in_s += row[s - 1] == row[t];
             hit += other;
+            prev += row[t - 2] == row[t];
+            uniform += (double)in_s / (t + 1);
+            even += 1.0 / in_s; /* S(t) holds t-R+1 at least: in_s >= 1 */
         }
     }
-    return all ? (double)hit / (double)all : 0.0;
+    p->recur = all ? (double)hit / (double)all : 0.0;
+    p->uniform_all = all ? uniform / (double)all : 0.0;
+    p->prev_all = all ? (double)prev / (double)all : 0.0;
+    p->ceiling = all ? even / (double)all : 0.0;
 }
 
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
@@ -80,7 +91,7 @@ int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
     p->R = R;
     p->N = N;
     p->text = text;
-    p->recur = recurrences(p->tokens, R, N);
+    al_probe_measure(p);
     return 0;
 }
 
@@ -94,23 +105,37 @@ void al_probe_scores_free(al_probe_scores *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Add one batch's attention statistics (sums, divided at the end). */
-static void accumulate(const al_model *m, int B, int R, al_probe_scores *o) {
+/* Add one batch's attention statistics (sums, divided at the end).
+ * in_s (2R+1)^2 bytes of scratch: in_s[t*T+s] = 1 when s is in S(t). For
+ * a t whose S(t) is {t−R+1} alone, the all-occurrences sum adds the same
+ * float to 0 and then to the running sum as `ind` does, so on a probe
+ * without recurrences induction_all equals induction bit for bit. */
+static void accumulate(const al_model *m, const int *in, int B, int R, unsigned char *in_s,
+                       al_probe_scores *o) {
     int L = m->cfg.n_layers, H = m->cfg.n_heads, T = 2 * R + 1;
-    for (int l = 0; l < L; l++)
-        for (int b = 0; b < B; b++)
+    for (int b = 0; b < B; b++) {
+        const int *row = in + (size_t)b * T;
+        for (int t = R + 1; t <= 2 * R; t++)
+            for (int s = 0; s < T; s++) in_s[t * T + s] = s >= 1 && s <= t && row[s - 1] == row[t];
+        for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++) {
                 const float *A = m->att + (((size_t)l * B + b) * H + h) * T * T;
-                double ind = 0, dup = 0, prev = 0;
+                double ind = 0, dup = 0, prev = 0, all = 0;
                 for (int t = R + 1; t <= 2 * R; t++) {
                     ind += A[(size_t)t * T + (t - R + 1)];
                     dup += A[(size_t)t * T + (t - R)];
+                    double mass = 0;
+                    for (int s = 1; s <= t; s++)
+                        if (in_s[t * T + s]) mass += A[(size_t)t * T + s];
+                    all += mass;
                 }
                 for (int t = 2; t < T; t++) prev += A[(size_t)t * T + (t - 1)];
                 o->induction[l * H + h] += ind;
                 o->duplicate_token[l * H + h] += dup;
                 o->prev_token[l * H + h] += prev;
+                o->induction_all[l * H + h] += all;
             }
+    }
 }
 
 int al_probe_run(al_model *m, const al_probe *p, int batch,
@@ -121,15 +146,20 @@ int al_probe_run(al_model *m, const al_probe *p, int batch,
         return al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d", T, m->cfg.n_ctx);
     if (batch < 1) batch = 1;
     size_t LH = (size_t)L * H;
-    out->induction = al_calloc(3 * LH, sizeof(double), e);
+    out->induction = al_calloc(4 * LH + 2 * (size_t)L, sizeof(double), e);
     int *tg = al_malloc((size_t)batch * T, sizeof(int), e);
-    if (!out->induction || !tg) {
+    unsigned char *in_s = al_malloc((size_t)T * T, 1, e);
+    if (!out->induction || !tg || !in_s) {
         free(tg);
+        free(in_s);
         al_probe_scores_free(out);
         return -1;
     }
     out->duplicate_token = out->induction + LH;
     out->prev_token = out->induction + 2 * LH;
+    out->induction_all = out->induction + 3 * LH;
+    out->layer_induction = out->induction + 4 * LH;
+    out->layer_induction_all = out->layer_induction + L;
     out->n_layers = L;
     out->n_heads = H;
     double first = 0, second = 0;
@@ -140,10 +170,11 @@ int al_probe_run(al_model *m, const al_probe *p, int batch,
             for (int t = 0; t < T; t++) tg[b * T + t] = t + 1 < T ? in[b * T + t + 1] : -1;
         if (al_model_forward(m, in, tg, B, T, e) != 0) {
             free(tg);
+            free(in_s);
             al_probe_scores_free(out);
             return -1;
         }
-        accumulate(m, B, R, out);
+        accumulate(m, in, B, R, in_s, out);
         /* target at position t+1 is predicted at t */
         for (int b = 0; b < B; b++) {
             for (int t = 1; t <= R - 1; t++) first += m->losses[b * T + t];
@@ -151,12 +182,19 @@ int al_probe_run(al_model *m, const al_probe *p, int batch,
         }
     }
     free(tg);
+    free(in_s);
     double N = p->N;
     for (size_t i = 0; i < LH; i++) {
         out->induction[i] /= N * R;
         out->duplicate_token[i] /= N * R;
         out->prev_token[i] /= N * (T - 2);
+        out->induction_all[i] /= N * R;
     }
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            out->layer_induction[l] += out->induction[l * H + h];
+            out->layer_induction_all[l] += out->induction_all[l * H + h];
+        }
     out->loss_first = first / (N * (R - 1));
     out->loss_second = second / (N * (R - 1));
     out->icl_gain = out->loss_first - out->loss_second;

@@ -59,17 +59,21 @@ al_command al_cmd_scores = {
     "sequences. Per head: induction = mean attention from the second repeat to\n"
     "the token after the current token's first occurrence (t -> t-R+1);\n"
     "duplicate_token = to that occurrence itself (t -> t-R); prev_token = to the\n"
-    "previous token (t -> t-1, t >= 2). Per model: icl_gain = probe loss on the\n"
-    "first repeat - on the second. With --data, on validation windows: icl_score\n"
-    "= loss at late - at early positions (Olsson et al.; n_ctx 256: positions\n"
-    "246..255 - 20..29; negative = in-context learning) and per head\n"
-    "copying_ablation = mean drop in log p(next token) at copy positions (next\n"
-    "token already in the window) when the head is mean-ablated, and\n"
-    "copying_ablation_excess = that drop minus the mean drop at the other\n"
-    "positions (what the head does for copying beyond its general use). Heads with\n"
-    "induction > " AL_TH_STR(AL_TH_INDUCTION) " are named induction heads, prev_token > "
-    AL_TH_STR(AL_TH_PREV_TOKEN) " previous-token\n"
-    "heads. Tables head_scores and model_scores (one run). With --circuit every\n"
+    "previous token (t -> t-1, t >= 2); induction_all = to the successor of every\n"
+    "earlier occurrence of the current token (the same as induction unless a token\n"
+    "recurs inside a half, as on a text probe); per layer the heads' sums. Per\n"
+    "model: icl_gain = probe loss on the first repeat - on the second. With\n"
+    "--data, on validation windows: icl_score = loss at late - at early positions\n"
+    "(Olsson et al.; n_ctx 256: positions 246..255 - 20..29; negative = in-context\n"
+    "learning) and per head copying_ablation = mean drop in log p(next token) at\n"
+    "copy positions (next token already in the window) when the head is\n"
+    "mean-ablated, and copying_ablation_excess = that drop minus the mean drop at\n"
+    "the other positions (what the head does for copying beyond its general use).\n"
+    "Heads with induction > " AL_TH_STR(AL_TH_INDUCTION) " (on a text probe induction_all > "
+    AL_TH_STR(AL_TH_INDUCTION) ") are named\n"
+    "induction heads, prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) " previous-token heads. Tables head_scores,\n"
+    "layer_scores and model_scores (one run). With --circuit every\n"
+
     "forward runs only the circuit's edges (docs/design.md, running a circuit):\n"
     "the removed edges carry the next sequence's values (--fill corrupted,\n"
     "resampling) or their senders' means over the --data windows (--fill mean).",
@@ -96,6 +100,18 @@ static void print_named(const char *what, const double *v, const unsigned char *
     free(used);
 }
 
+/* The score that names induction heads: induction_all on a text probe,
+ * induction on random ids (docs/design.md §5). On text an induction head
+ * matches "previous token = my token" wherever that holds, so induction,
+ * which reads the one position R-1 back, is only a lower bound that
+ * falls as recurrences rise; on random ids the two are equal but for the
+ * rare id that recurs, and the named heads stay those of earlier
+ * versions. */
+static const double *verdict_scores(const al_scores_result *r, const char **name) {
+    *name = r->probe_text ? "induction_all" : "induction";
+    return r->probe_text ? r->probe.induction_all : r->probe.induction;
+}
+
 static void print_summary(const scores_args *a, const al_behave *b, const al_scores_result *r) {
     int L = r->L, H = r->H;
     const al_probe_scores *ps = &r->probe;
@@ -104,11 +120,14 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
            b->sha, L, L == 1 ? "" : "s", H, r->n_off ? ", masked" : "", (long long)b->run_id,
            a->w.db);
     al_behave_print_circuit(b, a->circuit);
-    printf("%-5s %9s %9s %9s %12s %12s\n", "head", "induction", "dup_token", "prev_tok",
-           "copying_abl", "excess");
+    /* induction_all's column only for a text probe, where it differs */
+    printf("%-5s %9s %9s %9s", "head", "induction", "dup_token", "prev_tok");
+    if (r->probe_text) printf(" %9s", "ind_all");
+    printf(" %12s %12s\n", "copying_abl", "excess");
     for (int i = 0; i < L * H; i++) {
         printf("%d.%-3d %9.3f %9.3f %9.3f", i / H, i % H, ps->induction[i],
                ps->duplicate_token[i], ps->prev_token[i]);
+        if (r->probe_text) printf(" %9.3f", ps->induction_all[i]);
         if (r->off[i]) printf(" %12s\n", "(off)");
         else if (r->have_text && isnan(r->excess[i])) printf(" %+12.4f %12s\n", r->copying[i], "-");
         else if (r->have_text) printf(" %+12.4f %+12.4f\n", r->copying[i], r->excess[i]);
@@ -117,10 +136,19 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
     printf("probe (R %d, N %d, seed %llu): loss first repeat %.4f, second %.4f, icl_gain %.4f\n",
            o->probe_r, o->probe_n, (unsigned long long)o->probe_seed, ps->loss_first,
            ps->loss_second, ps->icl_gain);
-    if (r->probe_text)
+    if (r->probe_text) {
         printf("text probe: at %.1f%% of second-half positions the token also sits elsewhere in "
-               "the first half; induction counts attention to the one position R-1 back only\n",
-               100 * r->probe_recur);
+               "the first half; induction counts attention to the one position R-1 back only, "
+               "ind_all (induction_all) to the successor of every earlier occurrence (%.3f for "
+               "uniform attention, %.3f for a previous-token head); a head attending evenly to "
+               "those successors reads %.3f on induction\n",
+               100 * r->probe_recur, r->probe_uniform_all, r->probe_prev_all, r->probe_ceiling);
+        printf("induction mass by layer (heads summed, induction / induction_all):");
+        for (int l = 0; l < L; l++)
+            printf("%s layer %d %.3f / %.3f", l ? "," : "", l, ps->layer_induction[l],
+                   ps->layer_induction_all[l]);
+        printf("\n");
+    }
     if (r->have_text)
         printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f +- %.4f (late %d..%d "
                "%.4f - early %d..%d %.4f); copy positions %.1f%% (loss %.4f)\n",
@@ -129,8 +157,11 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
                100 * r->copy_fraction, r->val_loss_copy);
     else
         printf("no --data: icl_score and copying_ablation skipped\n");
-    print_named("induction heads (induction > " AL_TH_STR(AL_TH_INDUCTION) ")", ps->induction,
-                r->off, L * H, H, AL_TH_INDUCTION);
+    const char *by;
+    const double *v = verdict_scores(r, &by);
+    char what[96];
+    snprintf(what, sizeof what, "induction heads (%s > " AL_TH_STR(AL_TH_INDUCTION) ")", by);
+    print_named(what, v, r->off, L * H, H, AL_TH_INDUCTION);
     print_named("previous-token heads (prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) ")",
                 ps->prev_token, r->off, L * H, H, AL_TH_PREV_TOKEN);
 }
@@ -180,6 +211,7 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
             !cJSON_AddNumberToObject(j, "induction", ps->induction[i]) ||
             !cJSON_AddNumberToObject(j, "duplicate_token", ps->duplicate_token[i]) ||
             !cJSON_AddNumberToObject(j, "prev_token", ps->prev_token[i]) ||
+            !cJSON_AddNumberToObject(j, "induction_all", ps->induction_all[i]) ||
             !cJSON_AddBoolToObject(j, "off", r->off[i]))
             return -1;
         if (r->have_text && !r->off[i] &&
@@ -187,14 +219,25 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
              !cJSON_AddNumberToObject(j, "copying_ablation_excess", r->excess[i])))
             return -1;
     }
-    if (!(probe = cJSON_AddObjectToObject(doc, "probe")) ||
+    cJSON *layers = cJSON_AddArrayToObject(doc, "layers");
+    for (int l = 0; layers && l < L; l++) {
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(layers, j) || !cJSON_AddNumberToObject(j, "layer", l) ||
+            !cJSON_AddNumberToObject(j, "induction_sum", ps->layer_induction[l]) ||
+            !cJSON_AddNumberToObject(j, "induction_all_sum", ps->layer_induction_all[l]))
+            return -1;
+    }
+    if (!layers || !(probe = cJSON_AddObjectToObject(doc, "probe")) ||
         !cJSON_AddNumberToObject(probe, "r", o->probe_r) ||
         !cJSON_AddNumberToObject(probe, "n", o->probe_n) ||
         !cJSON_AddNumberToObject(probe, "seed", (double)o->probe_seed) ||
         !cJSON_AddNumberToObject(probe, "loss_first", ps->loss_first) ||
         !cJSON_AddNumberToObject(probe, "loss_second", ps->loss_second) ||
         !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain) ||
-        (r->probe_text && !cJSON_AddNumberToObject(probe, "recurrence", r->probe_recur)))
+        (r->probe_text && (!cJSON_AddNumberToObject(probe, "recurrence", r->probe_recur) ||
+                           !cJSON_AddNumberToObject(probe, "uniform_all", r->probe_uniform_all) ||
+                           !cJSON_AddNumberToObject(probe, "prev_all", r->probe_prev_all) ||
+                           !cJSON_AddNumberToObject(probe, "induction_ceiling", r->probe_ceiling))))
         return -1;
     if (r->have_text) {
         cJSON *t = cJSON_AddObjectToObject(doc, "text");
@@ -210,7 +253,10 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
             return -1;
     } else if (!cJSON_AddNullToObject(doc, "text"))
         return -1;
-    return json_named(doc, "induction_heads", ps->induction, r->off, L * H, H, AL_TH_INDUCTION) ||
+    const char *by;
+    const double *v = verdict_scores(r, &by);
+    return !cJSON_AddStringToObject(doc, "induction_heads_by", by) ||
+                   json_named(doc, "induction_heads", v, r->off, L * H, H, AL_TH_INDUCTION) ||
                    json_named(doc, "previous_token_heads", ps->prev_token, r->off, L * H, H,
                               AL_TH_PREV_TOKEN)
                ? -1

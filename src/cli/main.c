@@ -20,6 +20,9 @@
 #define BEFORE(X)      \
     X(data_synth)      \
     X(data_brown)      \
+    X(data_code)       \
+    X(data_prose)      \
+    X(data_mix)        \
     X(tokenizer_train) \
     X(tokenizer_show)  \
     X(encode)          \

@@ -65,10 +65,12 @@ static int on_eval(void *ctx, al_trainer *t, const al_train_eval *ev, al_err *e)
                             .seconds = ev->seconds};
     int rc = al_store_tx_begin(r->db, e) != 0 || al_store_put_train_log(r->db, r->run_id, &row, e) != 0;
     int H = m->cfg.n_heads;
-    static const char *const metric[3] = {"induction", "prev_token", "duplicate_token"};
+    static const char *const metric[4] = {"induction", "prev_token", "duplicate_token",
+                                          "induction_all"};
     for (int i = 0; !rc && i < m->cfg.n_layers * H; i++) {
-        const double v[3] = {ps.induction[i], ps.prev_token[i], ps.duplicate_token[i]};
-        for (int k = 0; !rc && k < 3; k++)
+        const double v[4] = {ps.induction[i], ps.prev_token[i], ps.duplicate_token[i],
+                             ps.induction_all[i]};
+        for (int k = 0; !rc && k < 4; k++)
             rc = al_store_put_train_head_score(r->db, r->run_id, ev->step, i / H, i % H, metric[k],
                                                v[k], e) != 0;
     }

@@ -33,8 +33,10 @@
     X(ov_rank) X(qk_effective_rank) X(ov_effective_rank) X(qk_stable_rank)   \
     X(ov_stable_rank) X(qk_fro) X(ov_fro) X(qk_top1_self) X(pos_prev_token)  \
     X(induction) X(duplicate_token) X(prev_token) X(gradient_importance)
-/* Version 2 adds copying_ablation_excess (scores.h). */
-#define HEAD_METRICS(X) HEAD_METRICS_V1(X) X(copying_ablation_excess)
+/* Version 2 adds copying_ablation_excess (scores.h), version 15
+ * induction_all. */
+#define HEAD_METRICS_V2(X) HEAD_METRICS_V1(X) X(copying_ablation_excess)
+#define HEAD_METRICS(X) HEAD_METRICS_V2(X) X(induction_all)
 
 #define PIVOT(m) ",\n  MAX(CASE WHEN metric = '" #m "' THEN value END) AS " #m
 
@@ -156,7 +158,7 @@ static const char schema_v1[] =
     "WHERE status = 'done' GROUP BY model_id, kind;\n";
 
 /* A view only: files written by version 1 keep every row. */
-static const char schema_v2[] = "DROP VIEW head_summary;\n" HEAD_SUMMARY(HEAD_METRICS);
+static const char schema_v2[] = "DROP VIEW head_summary;\n" HEAD_SUMMARY(HEAD_METRICS_V2);
 
 /* Version 3: activation patching and path patching (patch.h). One row
  * per configuration; head is NULL where a component has none (resid),
@@ -607,11 +609,18 @@ static const char schema_v14[] =
     "         f.density, f.top_layer, f.top_head, f.top_share\n"
     "  FROM sae_features f WHERE f.induction = 1;\n";
 
+/* v15: head_summary gains induction_all, the all-occurrences induction
+ * score (scores.h), a column beside induction. A view only: every row
+ * is kept; the views that read head_summary read it by name, so they
+ * need no rebuilding. */
+static const char schema_v15[] =
+    "DROP VIEW IF EXISTS head_summary;\n" HEAD_SUMMARY(HEAD_METRICS);
+
 /* migrations[i] takes user_version i to i+1. */
 static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
                                                schema_v6, schema_v7, schema_v8, schema_v9,
                                                schema_v10, schema_v11, schema_v12, schema_v13,
-                                               schema_v14};
+                                               schema_v14, schema_v15};
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == AL_STORE_SCHEMA_VERSION, "one migration per version");
 

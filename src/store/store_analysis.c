@@ -22,7 +22,9 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
             if (al_store_put_head_score(s, run, mid, l, h, "induction", ps->induction[i], e) ||
                 al_store_put_head_score(s, run, mid, l, h, "duplicate_token",
                                         ps->duplicate_token[i], e) ||
-                al_store_put_head_score(s, run, mid, l, h, "prev_token", ps->prev_token[i], e))
+                al_store_put_head_score(s, run, mid, l, h, "prev_token", ps->prev_token[i], e) ||
+                al_store_put_head_score(s, run, mid, l, h, "induction_all", ps->induction_all[i],
+                                        e))
                 return -1;
             if (r->have_text && !r->off[i] &&
                 (al_store_put_head_score(s, run, mid, l, h, "copying_ablation", r->copying[i], e) ||
@@ -30,6 +32,11 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
                                          r->excess[i], e)))
                 return -1;
         }
+    for (int l = 0; l < r->L; l++)
+        if (al_store_put_layer_score(s, run, mid, l, "induction_sum", ps->layer_induction[l], e) ||
+            al_store_put_layer_score(s, run, mid, l, "induction_all_sum",
+                                     ps->layer_induction_all[l], e))
+            return -1;
     struct {
         const char *k;
         double v;
