@@ -20,7 +20,8 @@
 
 al_config al_config_default(void) {
     al_config c = {.n_layers = 2, .d_model = 256, .n_heads = 8, .d_head = 32,
-                   .n_ctx = 256, .d_vocab = 0, .tied_embeddings = 0, .seed = 1337};
+                   .n_ctx = 256, .d_vocab = 0, .tied_embeddings = 0, .seed = 1337,
+                   .norm_type = AL_NORM_NONE, .ln_eps = 1e-5, .biases = 0};
     return c;
 }
 
@@ -40,7 +41,76 @@ int al_config_validate(const al_config *c, al_err *e) {
     if (!al_pos_type_name(c->pos_type))
         return al_errf(e, "pos_type must be %d (standard) or %d (shortformer) (got %d)",
                        AL_POS_STANDARD, AL_POS_SHORTFORMER, c->pos_type);
+    if (c->norm_type < AL_NORM_NONE || c->norm_type > AL_NORM_LNPRE)
+        return al_errf(e, "norm_type must be %d (none), %d (LN) or %d (LNPre) (got %d)",
+                       AL_NORM_NONE, AL_NORM_LN, AL_NORM_LNPRE, c->norm_type);
+    if (!isfinite(c->ln_eps) || c->ln_eps < 0 || c->ln_eps > 1)
+        return al_errf(e, "ln_eps must be in [0, 1] (got %g)", c->ln_eps);
+    if (c->norm_type != AL_NORM_NONE && !(c->ln_eps > 0))
+        return al_errf(e, "ln_eps must be positive with LayerNorm (got %g)", c->ln_eps);
+    if (c->biases & ~(unsigned)AL_BIAS_ALL)
+        return al_errf(e, "biases must be a set of AL_BIAS_* bits (got %#x)", c->biases);
     return 0;
+}
+
+const char *al_norm_type_name(int norm_type) {
+    return norm_type == AL_NORM_LN ? "LN" : norm_type == AL_NORM_LNPRE ? "LNPre" : NULL;
+}
+
+int al_norm_type_parse(const char *name, int *norm_type) {
+    if (!name) *norm_type = AL_NORM_NONE;
+    else if (!strcmp(name, "LN")) *norm_type = AL_NORM_LN;
+    else if (!strcmp(name, "LNPre")) *norm_type = AL_NORM_LNPRE;
+    else return -1;
+    return 0;
+}
+
+static const char *const BIAS_NAMES[] = {"b_Q", "b_K", "b_V", "b_O", "b_U"};
+
+const char *al_bias_name(unsigned bit) {
+    for (int i = 0; i < 5; i++)
+        if (bit == 1u << i) return BIAS_NAMES[i];
+    return NULL;
+}
+
+unsigned al_bias_parse(const char *name) {
+    for (int i = 0; name && i < 5; i++)
+        if (!strcmp(name, BIAS_NAMES[i])) return 1u << i;
+    return 0;
+}
+
+int al_bias_spec_parse(const char *spec, unsigned *bits) {
+    if (!spec) return -1;
+    if (!strcmp(spec, "none") || !strcmp(spec, "all")) {
+        *bits = spec[0] == 'a' ? AL_BIAS_ALL : 0;
+        return 0;
+    }
+    unsigned b = 0;
+    for (const char *p = spec; *p; p++) {
+        const char *at = strchr("qkvou", *p);
+        if (*p == ',') continue;
+        if (!at || (b >> (at - "qkvou") & 1)) return -1;
+        b |= 1u << (at - "qkvou");
+    }
+    if (!b) return -1;
+    *bits = b;
+    return 0;
+}
+
+int al_config_is_plain(const al_config *c) {
+    return c->norm_type == AL_NORM_NONE && c->biases == 0;
+}
+
+int al_config_plain_check(const al_config *c, const char *what, al_err *e) {
+    if (al_config_is_plain(c)) return 0;
+    char has[96] = "";
+    size_t k = 0;
+    if (c->norm_type != AL_NORM_NONE)
+        k += (size_t)snprintf(has, sizeof has, "normalization_type %s", al_norm_type_name(c->norm_type));
+    for (unsigned b = 1; b <= AL_BIAS_U && k < sizeof has; b <<= 1)
+        if (c->biases & b) k += (size_t)snprintf(has + k, sizeof has - k, "%s%s", k ? ", " : "", al_bias_name(b));
+    return al_errf(e, "%s does not yet support LayerNorm or bias models (this one has %s); it needs "
+                   "a model with normalization_type null and no biases", what, has);
 }
 
 const char *al_pos_type_name(int pos_type) {
@@ -68,6 +138,16 @@ static void set_sizes(al_model *m) {
     m->param_size[AL_P_WV] = L * H * C * D;
     m->param_size[AL_P_WO] = L * H * D * C;
     m->param_size[AL_P_WU] = c->tied_embeddings ? 0 : C * (size_t)c->d_vocab;
+    /* the optional tensors: size 0 (and a NULL view) when absent */
+    size_t ln = c->norm_type == AL_NORM_LN;
+    unsigned b = c->biases;
+    m->param_size[AL_P_LN1W] = m->param_size[AL_P_LN1B] = ln * L * C;
+    m->param_size[AL_P_BQ] = (b & AL_BIAS_Q) ? L * H * D : 0;
+    m->param_size[AL_P_BK] = (b & AL_BIAS_K) ? L * H * D : 0;
+    m->param_size[AL_P_BV] = (b & AL_BIAS_V) ? L * H * D : 0;
+    m->param_size[AL_P_BO] = (b & AL_BIAS_O) ? L * C : 0;
+    m->param_size[AL_P_LNFW] = m->param_size[AL_P_LNFB] = ln * C;
+    m->param_size[AL_P_BU] = (b & AL_BIAS_U) ? (size_t)c->d_vocab : 0;
     m->n_params = 0;
     for (int i = 0; i < AL_NPARAM; i++) m->n_params += m->param_size[i];
 }
@@ -140,6 +220,12 @@ int al_model_init(al_model *m, const al_config *cfg, al_err *e) {
     for (int i = AL_P_WQ; i <= AL_P_WO; i++)
         init_normal(m->p[i], m->param_size[i], 1.0 / sqrt(C), &r);
     if (m->p[AL_P_WU]) init_normal(m->p[AL_P_WU], m->param_size[AL_P_WU], 1.0 / C, &r);
+    /* LayerNorm w = 1 (b and every bias stay 0, as TransformerLens
+     * initialises them); no random draws, so the tensors above get the
+     * plain model's values whatever the config's LayerNorm and biases */
+    const int ones[] = {AL_P_LN1W, AL_P_LNFW};
+    for (int i = 0; i < 2; i++)
+        for (size_t k = 0; k < m->param_size[ones[i]]; k++) m->p[ones[i]][k] = 1.0f;
     return 0;
 }
 
@@ -191,10 +277,19 @@ float *al_head_wo(const al_model *m, int l, int h) {
 }
 float *al_model_wu(const al_model *m) { return m->p[AL_P_WU]; }
 
+int al_param_per_layer(int which) {
+    return (which >= AL_P_WQ && which <= AL_P_WO) || (which >= AL_P_LN1W && which <= AL_P_BO);
+}
+
 size_t al_param_layer_size(const al_model *m, int which) {
-    if (which >= AL_P_WQ && which <= AL_P_WO)
-        return m->param_size[which] / (size_t)m->cfg.n_layers;
+    if (al_param_per_layer(which)) return m->param_size[which] / (size_t)m->cfg.n_layers;
     return m->param_size[which];
+}
+
+size_t al_param_decay_end(const al_model *m) {
+    size_t n = 0;
+    for (int i = AL_P_WE; i <= AL_P_WU; i++) n += m->param_size[i];
+    return n;
 }
 
 int al_param_tl_name(const al_model *m, int which, int l, char *name,
@@ -214,6 +309,30 @@ int al_param_tl_name(const al_model *m, int which, int l, char *name,
         snprintf(name, cap, "unembed.W_U");
         shape[0] = c->d_model, shape[1] = c->d_vocab;
         return 2;
+    case AL_P_LN1W:
+    case AL_P_LN1B:
+        snprintf(name, cap, "blocks.%d.ln1.%c", l, which == AL_P_LN1W ? 'w' : 'b');
+        shape[0] = c->d_model;
+        return 1;
+    case AL_P_BQ:
+    case AL_P_BK:
+    case AL_P_BV:
+        snprintf(name, cap, "blocks.%d.attn.b_%c", l, "QKV"[which - AL_P_BQ]);
+        shape[0] = c->n_heads, shape[1] = c->d_head;
+        return 2;
+    case AL_P_BO:
+        snprintf(name, cap, "blocks.%d.attn.b_O", l);
+        shape[0] = c->d_model;
+        return 1;
+    case AL_P_LNFW:
+    case AL_P_LNFB:
+        snprintf(name, cap, "ln_final.%c", which == AL_P_LNFW ? 'w' : 'b');
+        shape[0] = c->d_model;
+        return 1;
+    case AL_P_BU:
+        snprintf(name, cap, "unembed.b_U");
+        shape[0] = c->d_vocab;
+        return 1;
     default:
         snprintf(name, cap, "blocks.%d.attn.%s", l, attn[which - AL_P_WQ]);
         shape[0] = c->n_heads;
@@ -371,6 +490,7 @@ void model_att_row_z(float *z, const float *row, int t, const float *v, size_t v
 static int check_inputs(const al_model *m, const int *in, const int *tg, int B,
                         int T, al_err *e) {
     if (B < 1 || T < 1) return al_errf(e, "batch shape %dx%d is empty", B, T);
+    if (al_config_plain_check(&m->cfg, "the forward pass", e)) return -1;
     if (T > m->cfg.n_ctx)
         return al_errf(e, "sequence length %d exceeds n_ctx %d", T, m->cfg.n_ctx);
     size_t BT = (size_t)B * T;
