@@ -9,6 +9,9 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
+#include "attnlab/hooks.h"
+#include "attnlab/layers.h"
+#include "attnlab/model.h"
 #include "attnlab/safetensors.h"
 #include "test.h"
 
@@ -293,4 +296,235 @@ TEST(lnorm_checkpoint_roundtrip_and_refusals) {
     CHECK(al_ckpt_load(dir, &r, NULL, &le) == -1);
     CHECKF(strstr(le.msg, "unexpected tensor blocks.0.ln1.w"), "%s", le.msg);
     al_model_free(&m);
+}
+
+/* ------------------------------------------------- layernorm_backward */
+
+/* TransformerLens's LayerNorm of one row in double, from its definition. */
+static void ln_ref(double *out, const double *x, const double *w, const double *b, int C,
+                   double eps) {
+    double mu = 0, v = 0;
+    for (int c = 0; c < C; c++) mu += x[c];
+    mu /= C;
+    for (int c = 0; c < C; c++) v += (x[c] - mu) * (x[c] - mu);
+    double scale = sqrt(v / C + eps);
+    for (int c = 0; c < C; c++) out[c] = (x[c] - mu) / scale * (w ? w[c] : 1) + (b ? b[c] : 0);
+}
+
+/* f = Σ dout · LN(x): layernorm_backward's dx, dw, db against central
+ * differences of the double reference, for LN and LNPre, overwrite and
+ * accumulate; and layernorm_forward against the reference. */
+TEST(lnorm_layernorm_backward_finite_differences) {
+    enum { N = 5, C = 24 };
+    const double eps = 1e-5;
+    al_rng r;
+    al_rng_seed(&r, 11);
+    float x[N * C], w[C], b[C], dout[N * C], out[N * C], mean[N], scale[N];
+    double xd[N * C], wd[C], bd[C];
+    for (int i = 0; i < N * C; i++) xd[i] = x[i] = (float)(3 * al_rng_normal(&r) + (i / C));
+    for (int c = 0; c < C; c++) {
+        wd[c] = w[c] = (float)(1 + 0.5 * al_rng_normal(&r));
+        bd[c] = b[c] = (float)al_rng_normal(&r);
+    }
+    for (int i = 0; i < N * C; i++) dout[i] = (float)al_rng_normal(&r);
+    for (int pre = 0; pre < 2; pre++) {
+        const float *fw = pre ? NULL : w, *fb = pre ? NULL : b;
+        const double *rw = pre ? NULL : wd, *rb = pre ? NULL : bd;
+        layernorm_forward(out, mean, scale, x, fw, fb, N, C, eps);
+        double ref[C], worst = 0;
+        for (int n = 0; n < N; n++) {
+            ln_ref(ref, xd + n * C, rw, rb, C, eps);
+            for (int c = 0; c < C; c++)
+                worst = fmax(worst, fabs(out[n * C + c] - ref[c]) / (fabs(ref[c]) + 1e-3));
+        }
+        CHECKF(worst < 1e-5, "forward (pre %d): worst relative error %g", pre, worst);
+        float dx[N * C], dw[C], db[C], acc[N * C];
+        for (int i = 0; i < N * C; i++) acc[i] = 0.25f * (float)i;
+        layernorm_backward(dx, pre ? NULL : dw, pre ? NULL : db, dout, x, mean, scale, fw, N, C, 0);
+        layernorm_backward(acc, NULL, NULL, dout, x, mean, scale, fw, N, C, 1);
+        /* f(x) = Σ_n Σ_c dout · LN(x_n), in double */
+        const double h = 1e-6;
+        double o1[C], o2[C], wc = 0;
+        for (int i = 0; i < N * C; i++) {
+            int n = i / C;
+            double keep = xd[i];
+            xd[i] = keep + h, ln_ref(o1, xd + n * C, rw, rb, C, eps);
+            xd[i] = keep - h, ln_ref(o2, xd + n * C, rw, rb, C, eps);
+            xd[i] = keep;
+            double fd = 0;
+            for (int c = 0; c < C; c++) fd += dout[n * C + c] * (o1[c] - o2[c]) / (2 * h);
+            wc = fmax(wc, fabs(dx[i] - fd) / (fabs(fd) + 1e-2));
+            CHECKF(acc[i] == 0.25f * (float)i + dx[i], "accumulate at %d", i);
+        }
+        CHECKF(wc < 1e-4, "dx (pre %d): worst relative error %g", pre, wc);
+        for (int c = 0; c < C && !pre; c++) { /* dw, db: LN is linear in them */
+            double sw = 0, sb = 0;
+            for (int n = 0; n < N; n++) {
+                double tmp[C];
+                ln_ref(tmp, xd + n * C, NULL, NULL, C, eps);
+                sw += dout[n * C + c] * tmp[c];
+                sb += dout[n * C + c];
+            }
+            CHECKF(fabs(dw[c] - sw) <= 1e-5 * (fabs(sw) + 1) && fabs(db[c] - sb) <= 1e-5 * (fabs(sb) + 1),
+                   "dw/db[%d]: %g %g vs %g %g", c, dw[c], db[c], sw, sb);
+        }
+    }
+}
+
+/* ------------------------------------------------- the model's gradients */
+
+/* Random LayerNorm weights and biases far from their initial values, so
+ * that every one of them matters to the loss. */
+static void randomise_extras(al_model *m, uint64_t seed) {
+    al_rng r;
+    al_rng_seed(&r, seed);
+    for (int p = AL_P_LN1W; p < AL_NPARAM; p++)
+        for (size_t i = 0; i < m->param_size[p]; i++) {
+            double v = 0.3 * al_rng_normal(&r);
+            m->p[p][i] = (float)(p == AL_P_LN1W || p == AL_P_LNFW ? 1 + v : v);
+        }
+}
+
+static double mean_loss(al_model *m, const int *in, const int *tg, int B, int T) {
+    al_err e;
+    return al_model_forward(m, in, tg, B, T, &e) ? NAN : m->mean_loss;
+}
+
+/* The directional derivative of the loss along a random direction of
+ * the tensor, and 3 single entries, against central differences. */
+static void fd_tensor(al_model *m, float *w, const float *g, size_t n, const char *name,
+                      const int *in, const int *tg, int B, int T) {
+    const double eps = 1e-2;
+    al_rng r;
+    al_rng_seed(&r, 5 + n);
+    float *u = malloc(sizeof(float) * n);
+    double dir = 0;
+    for (size_t i = 0; i < n; i++) u[i] = (float)al_rng_normal(&r), dir += (double)u[i] * g[i];
+    for (size_t i = 0; i < n; i++) w[i] += (float)(eps * u[i]);
+    double lp = mean_loss(m, in, tg, B, T);
+    for (size_t i = 0; i < n; i++) w[i] -= (float)(2 * eps * u[i]);
+    double lm = mean_loss(m, in, tg, B, T);
+    for (size_t i = 0; i < n; i++) w[i] += (float)(eps * u[i]);
+    double fd = (lp - lm) / (2 * eps);
+    CHECKF(fabs(fd - dir) <= 1e-2 * fabs(fd) + 3e-4, "%s: directional fd %.6g vs analytic %.6g",
+           name, fd, dir);
+    for (int k = 0; k < 3; k++) {
+        size_t i = al_rng_below(&r, (uint32_t)n);
+        float keep = w[i];
+        w[i] = keep + (float)eps, lp = mean_loss(m, in, tg, B, T);
+        w[i] = keep - (float)eps, lm = mean_loss(m, in, tg, B, T);
+        w[i] = keep;
+        fd = (lp - lm) / (2 * eps);
+        CHECKF(fabs(fd - g[i]) <= 2e-2 * fabs(fd) + 4e-4, "%s[%zu]: fd %.6g vs analytic %.6g",
+               name, i, fd, g[i]);
+    }
+    free(u);
+}
+
+static void gradcheck_ln(int L, int norm, unsigned biases, int pos, int tied) {
+    al_config c = ln_cfg(L, norm, biases);
+    c.pos_type = pos, c.tied_embeddings = tied, c.n_ctx = 8;
+    al_model m;
+    al_err e;
+    CHECK_OK(al_model_init(&m, &c, &e), &e);
+    randomise_extras(&m, 17);
+    int B = 2, T = 7, in[14], tg[14];
+    al_rng r;
+    al_rng_seed(&r, 4);
+    for (int i = 0; i < B * T; i++)
+        in[i] = (int)al_rng_below(&r, 13), tg[i] = i == 5 ? -1 : (int)al_rng_below(&r, 13);
+    for (int i = 0; i < L * c.n_heads; i++) m.gates[i] = 0.5f + 0.25f * (float)i;
+    CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
+    CHECK_OK(al_model_backward(&m, &e), &e);
+    float *g = malloc(sizeof(float) * m.n_params), gg[16];
+    memcpy(g, m.grads, sizeof(float) * m.n_params);
+    memcpy(gg, m.gate_grads, sizeof(float) * L * c.n_heads);
+    /* forward_backward: the same gradients to the bit */
+    float *g2 = malloc(sizeof(float) * m.n_params);
+    CHECK_OK(al_model_forward_backward(&m, in, tg, B, T, &e), &e);
+    memcpy(g2, m.grads, sizeof(float) * m.n_params);
+    CHECK(memcmp(g, g2, sizeof(float) * m.n_params) == 0);
+    size_t off = 0;
+    for (int p = 0; p < AL_NPARAM; p++) {
+        char nm[64];
+        int64_t shape[4];
+        al_param_tl_name(&m, p, 0, nm, sizeof nm, shape);
+        if (m.param_size[p]) fd_tensor(&m, m.p[p], g + off, m.param_size[p], nm, in, tg, B, T);
+        off += m.param_size[p];
+    }
+    fd_tensor(&m, m.gates, gg, (size_t)L * c.n_heads, "gates", in, tg, B, T);
+    free(g);
+    free(g2);
+    al_model_free(&m);
+}
+
+TEST(lnorm_gradcheck_ln_biases) {
+    gradcheck_ln(1, AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD, 0);
+    gradcheck_ln(2, AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD, 0);
+}
+TEST(lnorm_gradcheck_lnpre_shortformer_tied) {
+    gradcheck_ln(2, AL_NORM_LNPRE, AL_BIAS_Q | AL_BIAS_V | AL_BIAS_U, AL_POS_SHORTFORMER, 1);
+    gradcheck_ln(2, AL_NORM_LN, AL_BIAS_K | AL_BIAS_O, AL_POS_SHORTFORMER, 0);
+}
+TEST(lnorm_gradcheck_biases_only) { gradcheck_ln(2, AL_NORM_NONE, AL_BIAS_ALL, AL_POS_STANDARD, 0); }
+
+/* ------------------------------------------------- hook points */
+
+static int noop(al_hook_act *a, void *ctx, al_err *e) {
+    (void)a, (void)ctx, (void)e;
+    return 0;
+}
+
+static int has_point(const al_config *c, int p) {
+    int ln_point = p == AL_HOOK_LN1_SCALE || p == AL_HOOK_LN1_NORMALIZED ||
+                   p == AL_HOOK_LNF_SCALE || p == AL_HOOK_LNF_NORMALIZED;
+    return !ln_point || c->norm_type != AL_NORM_NONE;
+}
+
+/* A hook that writes nothing, at each point alone and at all at once,
+ * leaves the probabilities and the gradients bit for bit, on plain,
+ * LayerNorm and LNPre models with biases, standard and shortformer
+ * positions. */
+TEST(lnorm_noop_hooks_same_bits) {
+    struct { int norm; unsigned biases; int pos; } cases[] = {
+        {AL_NORM_NONE, 0, AL_POS_STANDARD},         {AL_NORM_NONE, 0, AL_POS_SHORTFORMER},
+        {AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD}, {AL_NORM_LNPRE, AL_BIAS_ALL, AL_POS_SHORTFORMER},
+        {AL_NORM_LN, AL_BIAS_Q | AL_BIAS_U, AL_POS_SHORTFORMER}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        al_config c = ln_cfg(2, cases[k].norm, cases[k].biases);
+        c.pos_type = cases[k].pos;
+        al_model m;
+        al_err e;
+        CHECK_OK(al_model_init(&m, &c, &e), &e);
+        randomise_extras(&m, 8 + k);
+        int B = 3, T = 6, in[18], tg[18];
+        for (int i = 0; i < B * T; i++) in[i] = (i * 5 + 1) % 13, tg[i] = (i * 7 + 2) % 13;
+        size_t np = (size_t)B * T * c.d_vocab;
+        float *p0 = malloc(sizeof(float) * np), *g0 = malloc(sizeof(float) * m.n_params);
+        CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
+        memcpy(p0, m.probs, sizeof(float) * np);
+        CHECK_OK(al_model_backward(&m, &e), &e);
+        memcpy(g0, m.grads, sizeof(float) * m.n_params);
+        for (int p = 0; p <= AL_HOOK_N_POINTS; p++) { /* N_POINTS: all of them */
+            if (p < AL_HOOK_N_POINTS && (p == AL_HOOK_RESULT || !has_point(&c, p))) continue;
+            for (int q = 0; q < AL_HOOK_N_POINTS; q++)
+                if ((q == p || (p == AL_HOOK_N_POINTS && q != AL_HOOK_RESULT)) && has_point(&c, q))
+                    CHECK_OK(al_hook_add(&m, q, al_hook_is_model_level(q) ? 0 : -1, noop, &m, &e),
+                             &e);
+            CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
+            CHECKF(!memcmp(p0, m.probs, sizeof(float) * np) && !m.intervened,
+                   "case %zu: a no-op hook at point %d changed the forward", k, p);
+            CHECK_OK(al_model_backward(&m, &e), &e);
+            CHECKF(!memcmp(g0, m.grads, sizeof(float) * m.n_params),
+                   "case %zu: a no-op hook at point %d changed the gradients", k, p);
+            al_hook_remove(&m, &m);
+        }
+        /* the LayerNorm points exist only with LayerNorm */
+        CHECK((al_hook_add(&m, AL_HOOK_LNF_SCALE, 0, noop, &m, &e) == 0) ==
+              (c.norm_type != AL_NORM_NONE));
+        al_hook_remove(&m, &m);
+        free(p0);
+        free(g0);
+        al_model_free(&m);
+    }
 }

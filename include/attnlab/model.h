@@ -237,6 +237,22 @@ typedef struct al_model {
     float *gate_part; /* (B, H) per-batch partial ∂L/∂g, summed in order */
     float *posqk;     /* (T, 2, H, D) shortformer: a layer's W_pos W_Q | W_pos W_K
                          (forward), Σ_b dq | dk (backward); scratch */
+    /* LayerNorm (norm_type LN or LNPre; NULL without), allocated with acts */
+    float *ln1;       /* (L, B, T, C) ln1's output: what W_Q, W_K, W_V read */
+    float *ln1_mean;  /* (L, B, T) */
+    float *ln1_scale; /* (L, B, T) as the LN1_SCALE hooks left it */
+    float *lnf;       /* (B, T, C) ln_final's output: what W_U reads */
+    float *lnf_mean;  /* (B, T) */
+    float *lnf_scale; /* (B, T) */
+    float *dln;       /* (B, T, C) backward scratch: ∂ of a LayerNorm's output */
+    /* scratch of the hook points that need arithmetic of their own (split
+     * inputs, attn_out, pos_embed), allocated when such a hook is added
+     * and the forward reaches it */
+    float *hk;        /* per-layer scratch */
+    size_t hk_cap;    /* floats */
+    float *pos;       /* (B, T, C) the POS_EMBED hooks' W_pos[t] */
+    size_t pos_cap;
+    int pos_changed;  /* shortformer: the POS_EMBED hooks changed it: q, k read m->pos */
     int n_valid;      /* positions with a target in the last forward */
     int intervened;   /* a hook of the last forward set `intervened` (hooks.h) */
 } al_model;
@@ -344,16 +360,20 @@ int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec
 /* Free ws's scratch (a zeroed ws is empty; fine to free twice). */
 void al_delta_ws_free(al_delta_ws *ws);
 
-/* Logits of n residual rows x (n, C) into logits (n, V): x W_U (or x W_Eᵀ
- * when tied), the same product forward uses. */
+/* Logits of n final residual rows x (n, C) into logits (n, V):
+ * ln_final(x) W_U + b_U (W_Eᵀ when tied; without LayerNorm and b_U,
+ * x W_U), the same arithmetic the forward uses. */
 void al_model_unembed(const al_model *m, const float *x, int n, float *logits);
-/* One logit: x (C) · W_U[:, v]. */
+/* One logit of a final residual row x (C): ln_final(x) · W_U[:, v] +
+ * b_U[v], summed in double. */
 float al_model_logit(const al_model *m, const float *x, int v);
 
 /* dx (n, C) = dlogits (n, V) · W_Uᵀ (or · W_E when tied): the gradient
  * of a function of n logits rows with respect to the residual rows they
- * were read from (al_model_unembed's backward). */
-void al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx);
+ * were read from (al_model_unembed's backward). 0, or −1 with e for a
+ * LayerNorm model (ln_final's backward needs the rows themselves). */
+int al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx,
+                              al_err *e);
 
 /* Activation gradients of a scalar function f of the last forward's
  * final residual stream, for attribution patching (attrpatch.h). dxL
