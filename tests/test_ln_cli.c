@@ -123,3 +123,21 @@ TEST(ln_cli_run_heatmap_report) {
           strstr(html, "Circuits from the weights (spectra, QK and OV circuits, composition) are "
                        "not drawn"));
 }
+
+/* An experiment's models take norm, biases and ln_eps as train does, and
+ * a value train would refuse is refused when the file is loaded. */
+TEST(ln_cli_experiment_keys) {
+    const char *exp_json = T_EXP_TINY_2L("ln") " \"analyses\": {\"scores\": true}}";
+    char *text = malloc(strlen(exp_json) + 64);
+    const char *at = strstr(exp_json, "\"n_layers\": 2}");
+    CHECK(at != NULL);
+    if (!at) return;
+    snprintf(text, strlen(exp_json) + 64, "%.*s\"n_layers\": 2, \"norm\": \"ln\", \"biases\": \"qkvo\"}%s",
+             (int)(at - exp_json), exp_json, at + strlen("\"n_layers\": 2}"));
+    t_exp_refused(text, "\"norm\": \"ln\"", "\"norm\": \"rms\"",
+                  "models[0].norm: must be \"none\", \"ln\" or \"lnpre\"");
+    t_exp_refused(text, "\"biases\": \"qkvo\"", "\"biases\": \"qkvx\"",
+                  "models[0].biases: must be \"none\", \"all\" or letters of q, k, v, o, u");
+    t_exp_refused(text, "\"norm\": \"ln\"", "\"norm\": 3", "models[0].norm");
+    free(text);
+}

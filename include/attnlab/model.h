@@ -67,9 +67,9 @@ typedef struct al_config {
     int pos_type; /* AL_POS_* (0, standard, when zeroed) */
     uint64_t seed;
     int norm_type;   /* AL_NORM_* (0, none, when zeroed) */
+    unsigned biases; /* AL_BIAS_* bits (0: none) */
     double ln_eps;   /* LayerNorm's eps (TransformerLens `eps`; 1e-5 by default;
                         unused without LayerNorm, where 0 is accepted) */
-    unsigned biases; /* AL_BIAS_* bits (0: none) */
 } al_config;
 
 /* "standard" / "shortformer" (NULL for an unknown type), and back: 0, or
@@ -245,6 +245,9 @@ typedef struct al_model {
     float *lnf_mean;  /* (B, T) */
     float *lnf_scale; /* (B, T) */
     float *dln;       /* (B, T, C) backward scratch: ∂ of a LayerNorm's output */
+    float *part;      /* backward scratch of the block sums of b_U's gradient
+                         (layers.h); NULL without b_U */
+    int bu_pending;   /* the last forward's logits lack b_U: its cross-entropy adds it */
     /* scratch of the hook points that need arithmetic of their own (split
      * inputs, attn_out, pos_embed), allocated when such a hook is added
      * and the forward reaches it */

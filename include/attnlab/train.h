@@ -79,6 +79,10 @@ typedef struct al_train_opts {
     volatile sig_atomic_t *stop;
 } al_train_opts;
 
+/* train's norm option ("none", "ln", "lnpre": lower case, as the other
+ * options' values) to AL_NORM_*: 0, or −1 for another word. */
+int al_train_norm_parse(const char *s, int *norm);
+
 /* The defaults noted above (those of `attnlab train`); data NULL. */
 al_train_opts al_train_opts_defaults(void);
 

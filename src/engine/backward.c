@@ -130,7 +130,6 @@ static int backward_from_dlogits(al_model *m, al_err *e) {
         matmul_weight_grad(m->g[AL_P_WU], u, dlogits, BT, C, V, 0.0f);
     }
     al_gemm_bf16_release();
-    if (m->p[AL_P_BU]) bias_backward(m->g[AL_P_BU], dlogits, (size_t)BT, V, (size_t)V);
     if (ln)
         layernorm_backward(m->dx, m->g[AL_P_LNFW], m->g[AL_P_LNFB], m->dln, xL, m->lnf_mean,
                            m->lnf_scale, m->p[AL_P_LNFW], (size_t)BT, C, 0);
@@ -154,10 +153,14 @@ static int backward_from_dlogits(al_model *m, al_err *e) {
             return al_errf(e, "out of memory (attention scratch)");
         al_prof_add(AL_OP_ATT_BWD, t0);
         t0 = al_prof_t();
-        for (int s = 0; s < 3; s++)
-            if (m->p[AL_P_BQ + s])
-                bias_backward(m->g[AL_P_BQ + s] + (size_t)l * HD, m->dqkv + (size_t)s * HD,
-                              (size_t)BT, HD, 3 * (size_t)HD);
+        if (m->p[AL_P_BQ] || m->p[AL_P_BK] || m->p[AL_P_BV]) {
+            /* db_Q|db_K|db_V (3HD) in one pass, into dwqkv (scratch until below) */
+            bias_backward(m->dwqkv, m->dqkv, (size_t)BT, 3 * HD, 3 * (size_t)HD);
+            for (int s = 0; s < 3; s++)
+                if (m->p[AL_P_BQ + s])
+                    memcpy(m->g[AL_P_BQ + s] + (size_t)l * HD, m->dwqkv + (size_t)s * HD,
+                           sizeof(float) * HD);
+        }
         /* q|k|v = inp W_QKV (+ positions): inp is ln1(x) or x */
         const float *inp = ln ? m->ln1 + (size_t)l * BT * C : x;
         model_fuse_qkv(m->wqkv, m, l);
@@ -188,7 +191,8 @@ int al_model_backward(al_model *m, al_err *e) {
     double t0 = al_prof_t();
     /* in bf16, both products of dlogits read one copy rounded here */
     uint16_t *d16 = al_gemm_bf16_reserve(m->probs, (size_t)BT, (size_t)V);
-    crossentropy_softmax_backward(m->probs, m->targets, BT, V, m->n_valid, d16);
+    crossentropy_softmax_backward(m->probs, m->targets, BT, V, m->n_valid, d16, m->g[AL_P_BU],
+                                  m->part);
     al_prof_add(AL_OP_CE, t0);
     return backward_from_dlogits(m, e);
 }
@@ -202,7 +206,9 @@ int al_model_forward_backward(al_model *m, const int *inputs, const int *targets
     const int BT = B * T, V = m->cfg.d_vocab;
     double t0 = al_prof_t();
     uint16_t *d16 = al_gemm_bf16_reserve(m->probs, (size_t)BT, (size_t)V);
-    m->n_valid = crossentropy_softmax_forward_backward(m->probs, m->losses, m->targets, BT, V, d16);
+    m->n_valid = crossentropy_softmax_forward_backward(m->probs, m->losses, m->targets, BT, V, d16,
+                                                       m->bu_pending ? m->p[AL_P_BU] : NULL,
+                                                       m->g[AL_P_BU], m->part);
     al_prof_add(AL_OP_CE, t0);
     model_mean_loss(m);
     return backward_from_dlogits(m, e);

@@ -163,16 +163,24 @@ static void pos_qk_forward(al_model *m, float *qkv) {
     posqk_forward(qkv, m->posqk, m->B, m->T, HD);
 }
 
-/* q|k|v (B,T,3,H,D) of layer l after the product: + b_Q, b_K, b_V, then
- * the shortformer positions. */
+/* q|k|v (B,T,3,H,D) of layer l after the product: + b_Q, b_K, b_V and
+ * the shortformer positions, in one pass when there are biases. */
 static void qkv_extras(al_model *m, int l, float *qkv) {
-    const int HD = m->cfg.n_heads * m->cfg.d_head;
-    const size_t BT = (size_t)m->B * m->T;
+    const int HD = m->cfg.n_heads * m->cfg.d_head, C = m->cfg.d_model;
+    const float *b[3];
     for (int s = 0; s < 3; s++)
-        if (m->p[AL_P_BQ + s])
-            bias_forward(qkv + (size_t)s * HD, m->p[AL_P_BQ + s] + (size_t)l * HD, BT, HD,
-                         3 * (size_t)HD);
-    pos_qk_forward(m, qkv);
+        b[s] = m->p[AL_P_BQ + s] ? m->p[AL_P_BQ + s] + (size_t)l * HD : NULL;
+    if (!b[0] && !b[1] && !b[2]) {
+        pos_qk_forward(m, qkv);
+        return;
+    }
+    const float *pos = NULL;
+    if (m->cfg.pos_type == AL_POS_SHORTFORMER && !m->pos_changed) {
+        posqk_project(m->posqk, m->p[AL_P_WPOS], m->wqkv, m->T, C, HD); // (T,2HD)
+        pos = m->posqk;
+    }
+    qkv_bias_forward(qkv, b[0], b[1], b[2], pos, m->B, m->T, HD);
+    if (m->pos_changed) pos_qk_forward(m, qkv);
 }
 
 /* Split inputs of layer l (docs/hooks.md, TransformerLens's
@@ -366,13 +374,15 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
         }
         t0 = al_prof_t();
         apply_gates(m, l, zg, zsrc, BT);
-        model_copy(xn, x, (size_t)BT * C);
+        if (m->p[AL_P_BO]) /* x + b_O, then + Σ_h results */
+            copy_bias_forward(xn, x, m->p[AL_P_BO] + (size_t)l * C, (size_t)BT, C);
+        else
+            model_copy(xn, x, (size_t)BT * C);
         int results = hooked(m, AL_HOOK_RESULT, l);
         if (results) {
             if (add_results(m, l, xn, zg, e)) return -1;
         } else
             matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
-        if (m->p[AL_P_BO]) bias_forward(xn, m->p[AL_P_BO] + (size_t)l * C, (size_t)BT, C, C);
         al_prof_add(AL_OP_WO, t0);
         if (hooked(m, AL_HOOK_ATTN_OUT, l) && attn_out_hook(m, l, x, xn, zg, results, e))
             return -1;
@@ -388,9 +398,13 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
             return -1;
         u = m->lnf;
     }
-    model_unembed_rows(m, u, BT, m->probs);
+    /* b_U: added by the cross-entropy's pass over the logits, unless the
+     * LOGITS hooks see them first */
+    int logits_hooked = hooked(m, AL_HOOK_LOGITS, 0);
+    model_unembed_rows(m, u, BT, m->probs, logits_hooked);
+    m->bu_pending = m->p[AL_P_BU] && !logits_hooked;
     al_prof_add(AL_OP_UNEMBED, t0);
-    if (any && hook(m, AL_HOOK_LOGITS, 0, m->probs, V, NULL, NULL, e)) return -1;
+    if (logits_hooked && hook(m, AL_HOOK_LOGITS, 0, m->probs, V, NULL, NULL, e)) return -1;
     return 0;
 }
 
@@ -431,7 +445,8 @@ int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
     if (model_forward_begin(m, inputs, targets, B, T, e)) return -1;
     double t0 = al_prof_t();
     m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, B * T,
-                                              m->cfg.d_vocab);
+                                              m->cfg.d_vocab,
+                                              m->bu_pending ? m->p[AL_P_BU] : NULL);
     al_prof_add(AL_OP_CE, t0);
     model_mean_loss(m);
     return 0;

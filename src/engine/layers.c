@@ -118,75 +118,78 @@ static void ln_row_apply(float *out, const float *x, float mu, float scale, cons
     }
 }
 
+/* The LayerNorm and bias passes below run on the calling thread: each is
+ * a few MB of memory-bound work (ln1 of the default batch is 4 MB), a
+ * fraction of a millisecond on one core, while starting the team for it
+ * costs more than that whenever the cores are shared with other work (a
+ * parallel region waits for every thread to be scheduled). Rows in order,
+ * so every sum is in a fixed order. */
+
 void layernorm_stats(float *mean, float *scale, const float *x, size_t N, int C, double eps) {
-#pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) ln_row_stats(x + n * C, C, eps, mean + n, scale + n);
 }
 
 void layernorm_apply(float *out, const float *x, const float *mean, const float *scale,
                      const float *w, const float *b, size_t N, int C) {
-#pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++)
         ln_row_apply(out + n * C, x + n * C, mean[n], scale[n], w, b, C);
 }
 
 void layernorm_forward(float *out, float *mean, float *scale, const float *x, const float *w,
                        const float *b, size_t N, int C, double eps) {
-#pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) {
         ln_row_stats(x + n * C, C, eps, mean + n, scale + n);
         ln_row_apply(out + n * C, x + n * C, mean[n], scale[n], w, b, C);
     }
 }
 
-/* Columns per chunk of the column sums below: a chunk's sums live in
- * registers while its rows stream past. */
-#define COL_CHUNK 64
+/* Rows per block of the sums made while the rows are computed in
+ * parallel (b_U's gradient in the cross-entropy): a fixed partition of
+ * the rows, each block's sum made by one thread in order, then the
+ * blocks' sums added in order (sum_blocks), so the result does not
+ * depend on the thread count. */
+#define SUM_BLOCK 32
+
+/* One row of layernorm_backward: dx row (accumulated or not); with dw,
+ * db, the row's dout·x̂ and dout added to them. */
+static void ln_row_backward(float *o, float *dw, float *db, const float *d, const float *xr,
+                            float mu, float scale, const float *w, int C, int accumulate) {
+    float inv = 1.0f / scale;
+    double sg = 0.0, sgx = 0.0;
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int c = 0; c < C; c++) {
+        float xh = (xr[c] - mu) * inv, g = w ? d[c] * w[c] : d[c];
+        sg += g;
+        sgx += (double)g * xh;
+    }
+    float mg = (float)(sg / C), mgx = (float)(sgx / C);
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        float xh = (xr[c] - mu) * inv, g = w ? d[c] * w[c] : d[c];
+        float v = (g - mg - xh * mgx) * inv;
+        o[c] = accumulate ? o[c] + v : v;
+    }
+    if (!dw) return;
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        dw[c] += d[c] * ((xr[c] - mu) * inv);
+        db[c] += d[c];
+    }
+}
 
 void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                         const float *mean, const float *scale, const float *w, size_t N, int C,
                         int accumulate) {
-#pragma omp parallel for schedule(static)
-    for (size_t n = 0; n < N; n++) {
-        const float *xr = x + n * C, *d = dout + n * C;
-        float *o = dx + n * C, mu = mean[n], inv = 1.0f / scale[n];
-        double sg = 0.0, sgx = 0.0;
-#pragma omp simd reduction(+ : sg, sgx)
-        for (int c = 0; c < C; c++) {
-            float xh = (xr[c] - mu) * inv, g = w ? d[c] * w[c] : d[c];
-            sg += g;
-            sgx += (double)g * xh;
-        }
-        float mg = (float)(sg / C), mgx = (float)(sgx / C);
-#pragma omp simd
-        for (int c = 0; c < C; c++) {
-            float xh = (xr[c] - mu) * inv, g = w ? d[c] * w[c] : d[c];
-            float v = (g - mg - xh * mgx) * inv;
-            o[c] = accumulate ? o[c] + v : v;
-        }
+    if (dw) {
+        memset(dw, 0, sizeof(float) * (size_t)C);
+        memset(db, 0, sizeof(float) * (size_t)C);
     }
-    if (!dw && !db) return;
-    const int nch = (C + COL_CHUNK - 1) / COL_CHUNK;
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < nch; ch++) {
-        int c0 = ch * COL_CHUNK, nc = C - c0 < COL_CHUNK ? C - c0 : COL_CHUNK;
-        float aw[COL_CHUNK] = {0}, ab[COL_CHUNK] = {0};
-        for (size_t n = 0; n < N; n++) {
-            const float *xr = x + n * C + c0, *d = dout + n * C + c0;
-            float mu = mean[n], inv = 1.0f / scale[n];
-#pragma omp simd
-            for (int j = 0; j < nc; j++) {
-                aw[j] += d[j] * ((xr[j] - mu) * inv);
-                ab[j] += d[j];
-            }
-        }
-        if (dw) memcpy(dw + c0, aw, sizeof(float) * nc);
-        if (db) memcpy(db + c0, ab, sizeof(float) * nc);
-    }
+    for (size_t n = 0; n < N; n++)
+        ln_row_backward(dx + n * C, dw, db, dout + n * C, x + n * C, mean[n], scale[n], w, C,
+                        accumulate);
 }
 
 void bias_forward(float *out, const float *b, size_t N, int M, size_t ld) {
-#pragma omp parallel for schedule(static)
     for (size_t n = 0; n < N; n++) {
         float *o = out + n * ld;
 #pragma omp simd
@@ -194,18 +197,39 @@ void bias_forward(float *out, const float *b, size_t N, int M, size_t ld) {
     }
 }
 
-void bias_backward(float *db, const float *dout, size_t N, int M, size_t ld) {
-    const int nch = (M + COL_CHUNK - 1) / COL_CHUNK;
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < nch; ch++) {
-        int j0 = ch * COL_CHUNK, nc = M - j0 < COL_CHUNK ? M - j0 : COL_CHUNK;
-        float acc[COL_CHUNK] = {0};
-        for (size_t n = 0; n < N; n++) {
-            const float *d = dout + n * ld + j0;
+void qkv_bias_forward(float *qkv, const float *bq, const float *bk, const float *bv,
+                      const float *pos, int B, int T, int HD) {
+    const float *b3[3] = {bq, bk, bv};
+    for (size_t i = 0; i < (size_t)B * T; i++) {
+        float *r = qkv + i * 3 * HD;
+        for (int s = 0; s < 3; s++) {
+            if (!b3[s]) continue;
+            float *o = r + (size_t)s * HD;
 #pragma omp simd
-            for (int j = 0; j < nc; j++) acc[j] += d[j];
+            for (int j = 0; j < HD; j++) o[j] += b3[s][j];
         }
-        memcpy(db + j0, acc, sizeof(float) * nc);
+        if (!pos) continue;
+        const float *p = pos + (i % T) * 2 * HD;
+#pragma omp simd
+        for (int j = 0; j < 2 * HD; j++) r[j] += p[j];
+    }
+}
+
+void copy_bias_forward(float *out, const float *x, const float *b, size_t N, int M) {
+    for (size_t n = 0; n < N; n++) {
+        float *o = out + n * M;
+        const float *a = x + n * M;
+#pragma omp simd
+        for (int j = 0; j < M; j++) o[j] = a[j] + b[j];
+    }
+}
+
+void bias_backward(float *db, const float *dout, size_t N, int M, size_t ld) {
+    memset(db, 0, sizeof(float) * (size_t)M);
+    for (size_t n = 0; n < N; n++) {
+        const float *d = dout + n * ld;
+#pragma omp simd
+        for (int j = 0; j < M; j++) db[j] += d[j];
     }
 }
 
@@ -619,21 +643,68 @@ static void ce_grad_row(float *row, int V, int t, float scale) {
     row[t] -= scale;
 }
 
+/* db[j] = Σ_k part[k·M + j] over nb blocks, k ascending: the blocks are
+ * a fixed partition of the rows, so the sum does not depend on the
+ * thread count. Serial: it is a few hundred thousand additions, less
+ * than what starting the threads can cost on a busy machine. */
+static void sum_blocks(float *db, const float *part, int nb, int M) {
+    memcpy(db, part, sizeof(float) * (size_t)M);
+    for (int k = 1; k < nb; k++) {
+        const float *p = part + (size_t)k * M;
+#pragma omp simd
+        for (int j = 0; j < M; j++) db[j] += p[j];
+    }
+}
+
+static void add_row(float *row, const float *b, int V) {
+#pragma omp simd
+    for (int j = 0; j < V; j++) row[j] += b[j];
+}
+
 int crossentropy_softmax_forward(float *probs, float *losses,
-                                 const int *targets, int N, int V) {
+                                 const int *targets, int N, int V, const float *bias) {
     int n_valid = 0;
 #pragma omp parallel for schedule(static) reduction(+ : n_valid)
     for (int i = 0; i < N; i++) {
         int t = targets ? targets[i] : -1;
+        if (bias) add_row(probs + (size_t)i * V, bias, V);
         losses[i] = ce_row(probs + (size_t)i * V, V, t);
         n_valid += t >= 0;
     }
     return n_valid;
 }
 
+/* Rows [k·SUM_BLOCK, ...) of block k: (with bias: + bias, softmax and
+ * loss,) gradient rows, their bf16 copy, and their sum into part[k]. */
+static void ce_block(float *probs, float *losses, const int *targets, int N, int V, float scale,
+                     uint16_t *bf16, const float *bias, float *part, int k) {
+    float *p = part + (size_t)k * V;
+    memset(p, 0, sizeof(float) * (size_t)V);
+    int i1 = (k + 1) * SUM_BLOCK < N ? (k + 1) * SUM_BLOCK : N;
+    for (int i = k * SUM_BLOCK; i < i1; i++) {
+        float *row = probs + (size_t)i * V;
+        if (losses) {
+            if (bias) add_row(row, bias, V);
+            losses[i] = ce_row(row, V, targets[i]);
+        }
+        ce_grad_row(row, V, targets[i], scale);
+        if (bf16) al_round_bf16(bf16 + (size_t)i * V, row, (size_t)V);
+        add_row(p, row, V);
+    }
+}
+
 void crossentropy_softmax_backward(float *probs, const int *targets, int N,
-                                   int V, int n_valid, uint16_t *bf16) {
+                                   int V, int n_valid, uint16_t *bf16, float *dbias,
+                                   float *part) {
     float scale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
+    if (dbias) {
+        const int nb = (N + SUM_BLOCK - 1) / SUM_BLOCK;
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < nb; k++)
+            ce_block(probs, NULL, targets, N, V, scale, bf16, NULL, part, k);
+        sum_blocks(dbias, part, nb, V);
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float *row = probs + (size_t)i * V;
@@ -643,13 +714,23 @@ void crossentropy_softmax_backward(float *probs, const int *targets, int N,
 }
 
 int crossentropy_softmax_forward_backward(float *probs, float *losses, const int *targets,
-                                          int N, int V, uint16_t *bf16) {
+                                          int N, int V, uint16_t *bf16, const float *bias,
+                                          float *dbias, float *part) {
     int n_valid = 0;
     for (int i = 0; i < N; i++) n_valid += targets[i] >= 0;
     float scale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
+    if (dbias) {
+        const int nb = (N + SUM_BLOCK - 1) / SUM_BLOCK;
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < nb; k++)
+            ce_block(probs, losses, targets, N, V, scale, bf16, bias, part, k);
+        sum_blocks(dbias, part, nb, V);
+        return n_valid;
+    }
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float *row = probs + (size_t)i * V;
+        if (bias) add_row(row, bias, V);
         losses[i] = ce_row(row, V, targets[i]);
         ce_grad_row(row, V, targets[i], scale);
         if (bf16) al_round_bf16(bf16 + (size_t)i * V, row, (size_t)V);

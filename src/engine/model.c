@@ -369,6 +369,7 @@ int model_ensure_acts(al_model *m, int B, int T, al_err *e) {
     size_t L = c->n_layers, C = c->d_model, HD = (size_t)c->n_heads * c->d_head;
     size_t BT = (size_t)B * T, V = c->d_vocab, H = c->n_heads;
     size_t ln = c->norm_type != AL_NORM_NONE; /* the LayerNorm buffers: 0 floats without */
+    size_t part = (c->biases & AL_BIAS_U) ? CE_PART_FLOATS(BT, V) : 0; /* b_U's block sums */
     size_t sizes[] = {
         (L + 1) * BT * C,     /* x */
         L * BT * 3 * HD,      /* qkv */
@@ -393,6 +394,7 @@ int model_ensure_acts(al_model *m, int B, int T, al_err *e) {
         ln * BT,              /* lnf_mean */
         ln * BT,              /* lnf_scale */
         ln * BT * C,          /* dln */
+        part,                 /* part */
     };
     size_t total = 0, nbytes = L * H + L + H * (size_t)T; /* zfixed, zhooked, rows */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
@@ -412,7 +414,7 @@ int model_ensure_acts(al_model *m, int B, int T, al_err *e) {
                        &m->probs, &m->losses, &m->dx, &m->dzg, &m->dqkv,
                        &m->wqkv, &m->dwqkv, &m->gate_part, &m->posqk, &m->result,
                        &m->ln1, &m->ln1_mean, &m->ln1_scale, &m->lnf, &m->lnf_mean,
-                       &m->lnf_scale, &m->dln};
+                       &m->lnf_scale, &m->dln, &m->part};
     _Static_assert(sizeof views / sizeof views[0] == sizeof sizes / sizeof sizes[0],
                    "a view per buffer");
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -554,13 +556,14 @@ int al_acts_save(const al_model *m, al_acts *a, al_err *e) {
     return 0;
 }
 
-void model_unembed_rows(const al_model *m, const float *u, int n, float *logits) {
+void model_unembed_rows(const al_model *m, const float *u, int n, float *logits, int bias) {
     const al_config *c = &m->cfg;
     if (c->tied_embeddings)
         matmul_forward_wt(logits, u, m->p[AL_P_WE], n, c->d_model, c->d_vocab, 0.0f);
     else
         matmul_forward(logits, u, m->p[AL_P_WU], n, c->d_model, c->d_vocab, 0.0f);
-    if (m->p[AL_P_BU]) bias_forward(logits, m->p[AL_P_BU], (size_t)n, c->d_vocab, c->d_vocab);
+    if (bias && m->p[AL_P_BU])
+        bias_forward(logits, m->p[AL_P_BU], (size_t)n, c->d_vocab, c->d_vocab);
 }
 
 /* Rows normalised at once by al_model_unembed: at most 64, and at most
@@ -573,7 +576,7 @@ void al_model_unembed(const al_model *m, const float *x, int n, float *logits) {
     const al_config *c = &m->cfg;
     int C = c->d_model;
     if (c->norm_type == AL_NORM_NONE) {
-        model_unembed_rows(m, x, n, logits);
+        model_unembed_rows(m, x, n, logits, 1);
         return;
     }
     float u[UNEMBED_FLOATS], mean[UNEMBED_ROWS], scale[UNEMBED_ROWS];
@@ -582,7 +585,7 @@ void al_model_unembed(const al_model *m, const float *x, int n, float *logits) {
         int k = n - i < per ? n - i : per;
         layernorm_forward(u, mean, scale, x + (size_t)i * C, m->p[AL_P_LNFW], m->p[AL_P_LNFB],
                           (size_t)k, C, c->ln_eps);
-        model_unembed_rows(m, u, k, logits + (size_t)i * c->d_vocab);
+        model_unembed_rows(m, u, k, logits + (size_t)i * c->d_vocab, 1);
     }
 }
 

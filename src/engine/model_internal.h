@@ -16,9 +16,10 @@
  * enough): 0, or −1 with e. */
 int model_ensure_acts(al_model *m, int B, int T, al_err *e);
 
-/* logits (n, V) = u W_U (or u W_Eᵀ) + b_U of n rows u (n, C) that
- * ln_final has already normalised (the forward's last product). */
-void model_unembed_rows(const al_model *m, const float *u, int n, float *logits);
+/* logits (n, V) = u W_U (or u W_Eᵀ) (+ b_U, when bias is set) of n rows
+ * u (n, C) that ln_final has already normalised (the forward's last
+ * product; without bias, its cross-entropy adds b_U). */
+void model_unembed_rows(const al_model *m, const float *u, int n, float *logits, int bias);
 
 /* The batch shape and token ids of a forward (targets may be NULL; −1
  * ignores a position): 0, or −1 with e naming the first bad one. */

@@ -24,8 +24,7 @@ al_train_opts al_train_opts_defaults(void) {
     return o;
 }
 
-/* --norm's words (lower case, as the other flags' values) to AL_NORM_*. */
-static int norm_parse(const char *s, int *norm) {
+int al_train_norm_parse(const char *s, int *norm) {
     static const char *const names[] = {"none", "ln", "lnpre"};
     for (int i = 0; i < 3; i++)
         if (!strcmp(s, names[i])) {
@@ -63,7 +62,7 @@ static int check_opts(const al_train_opts *o, al_err *e) {
     int pt;
     if (o->pos && al_pos_type_parse(o->pos, &pt) != 0)
         return al_errf(e, "pos must be standard or shortformer (got '%s')", o->pos);
-    if (o->norm && norm_parse(o->norm, &pt) != 0)
+    if (o->norm && al_train_norm_parse(o->norm, &pt) != 0)
         return al_errf(e, "norm must be none, ln or lnpre (got '%s')", o->norm);
     unsigned bits;
     if (o->biases && al_bias_spec_parse(o->biases, &bits) != 0)
@@ -121,7 +120,7 @@ static int setup_model(al_trainer *t, al_err *e) {
                        .d_vocab = al_tok_vocab_size(t->tok),
                        .tied_embeddings = o->tied, .seed = o->seed};
         if (o->pos) al_pos_type_parse(o->pos, &c.pos_type); /* checked by check_opts */
-        if (o->norm) norm_parse(o->norm, &c.norm_type);
+        if (o->norm) al_train_norm_parse(o->norm, &c.norm_type);
         if (o->biases) al_bias_spec_parse(o->biases, &c.biases);
         c.ln_eps = o->ln_eps;
         if (al_model_init(&t->m, &c, e) != 0) return -1;
