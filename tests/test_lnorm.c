@@ -95,6 +95,9 @@ TEST(lnorm_config_json_refuses) {
         {",\"d_vocab_out\":7", "key 'd_vocab_out' must be d_vocab (11)"},
         {",\"output_logits_soft_cap\":30", "key 'output_logits_soft_cap' must be -1"},
         {",\"attn_scores_soft_cap\":50.0", "key 'attn_scores_soft_cap' must be -1"},
+        {",\"processing\":\"fold_ln\"", "key 'processing' must be an array"},
+        {",\"processing\":[\"fold_ln\",\"fold\"]", "key 'processing' holds something other than"},
+        {",\"processing\":[\"center_unembed\",\"center_unembed\"]", "lists center_unembed twice"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char json[512];

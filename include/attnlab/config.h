@@ -12,9 +12,10 @@
  * normalization_type null, "LN" or "LNPre" (al_config.norm_type), eps
  * (ln_eps; written for every model, read as 1e-5 when absent),
  * positional_embedding_type "standard" or "shortformer" (pos_type), ...)
- * plus ours (tied_embeddings, seed, attnlab_version, and "biases": the
- * names of the bias tensors the model has, from b_Q, b_K, b_V, b_O, b_U;
- * [] or absent: none). Reading refuses, with a message naming the key,
+ * plus ours (tied_embeddings, seed, attnlab_version, "biases": the
+ * names of the bias tensors the model has, from b_Q, b_K, b_V, b_O, b_U,
+ * [] or absent: none; and, for a processed model (process.h),
+ * "processing": the steps done, absent: none). Reading refuses, with a message naming the key,
  * every value of these keys that the engine does not compute, and the
  * TransformerLens keys whose non-default values would change an
  * attention-only model (use_attn_scale, attn_scale, attention_dir,

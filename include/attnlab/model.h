@@ -59,6 +59,16 @@ enum {
     AL_BIAS_ALL = 31
 };
 
+/* Weight processing done to a model (al_config.processed; process.h):
+ * config.json's "processing" lists their names. */
+enum {
+    AL_PROC_FOLD_LN = 1,
+    AL_PROC_CENTER_WRITING = 2,
+    AL_PROC_CENTER_UNEMBED = 4,
+    AL_PROC_FOLD_VALUE_BIASES = 8,
+    AL_PROC_ALL = 15
+};
+
 /* A zeroed config (but its sizes) is the plain model: standard positions,
  * no LayerNorm, no biases. */
 typedef struct al_config {
@@ -70,6 +80,7 @@ typedef struct al_config {
     unsigned biases; /* AL_BIAS_* bits (0: none) */
     double ln_eps;   /* LayerNorm's eps (TransformerLens `eps`; 1e-5 by default;
                         unused without LayerNorm, where 0 is accepted) */
+    unsigned processed; /* AL_PROC_* bits: the weight processing done (0: none) */
 } al_config;
 
 /* "standard" / "shortformer" (NULL for an unknown type), and back: 0, or
@@ -85,6 +96,11 @@ int al_norm_type_parse(const char *name, int *norm_type);
  * for anything else; and the bit of such a name (0: none). */
 const char *al_bias_name(unsigned bit);
 unsigned al_bias_parse(const char *name);
+/* The name of one AL_PROC_* bit ("fold_ln", "center_writing_weights",
+ * "center_unembed", "fold_value_biases": TransformerLens's option names),
+ * NULL for anything else; and the bit of such a name (0: none). */
+const char *al_process_name(unsigned bit);
+unsigned al_process_parse(const char *name);
 /* A set of biases as a user writes it: "none", "all", or letters from
  * q, k, v, o, u, each at most once, commas ignored ("qkvo", "qkvo,u"):
  * 0 and *bits, or −1. */

@@ -50,6 +50,23 @@ int al_config_validate(const al_config *c, al_err *e) {
         return al_errf(e, "ln_eps must be positive with LayerNorm (got %g)", c->ln_eps);
     if (c->biases & ~(unsigned)AL_BIAS_ALL)
         return al_errf(e, "biases must be a set of AL_BIAS_* bits (got %#x)", c->biases);
+    if (c->processed & ~(unsigned)AL_PROC_ALL)
+        return al_errf(e, "processed must be a set of AL_PROC_* bits (got %#x)", c->processed);
+    return 0;
+}
+
+static const char *const PROC_NAMES[] = {"fold_ln", "center_writing_weights", "center_unembed",
+                                         "fold_value_biases"};
+
+const char *al_process_name(unsigned bit) {
+    for (int i = 0; i < 4; i++)
+        if (bit == 1u << i) return PROC_NAMES[i];
+    return NULL;
+}
+
+unsigned al_process_parse(const char *name) {
+    for (int i = 0; name && i < 4; i++)
+        if (!strcmp(name, PROC_NAMES[i])) return 1u << i;
     return 0;
 }
 

@@ -38,6 +38,9 @@ char *al_config_to_json(const al_config *c) {
     cJSON *bs = cJSON_AddArrayToObject(o, "biases");
     for (unsigned b = 1; bs && b <= AL_BIAS_U; b <<= 1)
         if (c->biases & b) cJSON_AddItemToArray(bs, cJSON_CreateString(al_bias_name(b)));
+    cJSON *pr = c->processed ? cJSON_AddArrayToObject(o, "processing") : NULL;
+    for (unsigned b = 1; pr && b <= AL_PROC_FOLD_VALUE_BIASES; b <<= 1)
+        if (c->processed & b) cJSON_AddItemToArray(pr, cJSON_CreateString(al_process_name(b)));
     const char *pt = al_pos_type_name(c->pos_type);
     cJSON_AddStringToObject(o, "positional_embedding_type", pt ? pt : "standard");
     cJSON_AddNullToObject(o, "d_mlp");
@@ -102,6 +105,26 @@ static int check_tl_other(const cJSON *o, const al_config *t, const char *src, a
         j = cJSON_GetObjectItemCaseSensitive(o, caps[i]);
         if (j && !cJSON_IsNull(j) && !(cJSON_IsNumber(j) && j->valuedouble <= 0))
             return al_errf(e, "%s: key '%s' must be -1 (no soft cap)", src, caps[i]);
+    }
+    return 0;
+}
+
+/* "processing": an array of distinct names of the weight processing done
+ * (process.h; absent: none). */
+static int get_processing(const cJSON *o, unsigned *bits, const char *src, al_err *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "processing");
+    *bits = 0;
+    if (!j) return 0;
+    if (!cJSON_IsArray(j))
+        return al_errf(e, "%s: key 'processing' must be an array of names", src);
+    for (const cJSON *p = j->child; p; p = p->next) {
+        unsigned bit = cJSON_IsString(p) ? al_process_parse(p->valuestring) : 0;
+        if (!bit)
+            return al_errf(e, "%s: key 'processing' holds something other than fold_ln, "
+                              "center_writing_weights, center_unembed, fold_value_biases", src);
+        if (*bits & bit)
+            return al_errf(e, "%s: key 'processing' lists %s twice", src, al_process_name(bit));
+        *bits |= bit;
     }
     return 0;
 }
@@ -173,7 +196,8 @@ int al_config_from_json(const char *json_text, al_config *c,
     if (get_dim(o, "n_layers", &t.n_layers, src, e) || get_dim(o, "d_model", &t.d_model, src, e) ||
         get_dim(o, "n_heads", &t.n_heads, src, e) || get_dim(o, "d_head", &t.d_head, src, e) ||
         get_dim(o, "n_ctx", &t.n_ctx, src, e) || get_dim(o, "d_vocab", &t.d_vocab, src, e) ||
-        check_tl_keys(o, &t, src, e) || get_biases(o, &t.biases, src, e))
+        check_tl_keys(o, &t, src, e) || get_biases(o, &t.biases, src, e) ||
+        get_processing(o, &t.processed, src, e))
         goto done;
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "tied_embeddings");
     if (j && !cJSON_IsBool(j)) {
