@@ -115,6 +115,11 @@ for L in 1 2; do
         run "L$L-$mode" tbf "$MIN_TIME" --mode "$mode" --n-layers "$L"
     done
 done
+# the same 2-layer model with TransformerLens's LayerNorm and every bias,
+# beside the plain one (f32 and bf16; PyTorch's reference model has them too)
+for impl in c cbf; do
+    run L2ln-train "$impl" "$MIN_TIME" --mode train --n-layers 2 --norm ln --biases all
+done
 # where a 2-layer training step's time goes, per backend (prof.h)
 for impl in cob c cbf; do run prof2 "$impl" "$MIN_TIME" --mode train --n-layers 2 --profile; done
 for T in 64 128 256 512 1024; do
@@ -234,6 +239,13 @@ header "default models: d_model 256, 8x32 heads, n_ctx 256, batch 16, d_vocab 40
 for L in 1 2; do
     row "$L-layer training" "L$L-train"
     row "$L-layer inference" "L$L-infer"
+done
+row "2-layer LN + biases" "L2ln-train"
+# LayerNorm and biases' share of a training step: plain tok/s over LN tok/s
+for impl in c cbf; do
+    a=$(jget "$TMP/L2-train.$impl.json" tokens_per_s) b=$(jget "$TMP/L2ln-train.$impl.json" tokens_per_s)
+    awk -v a="$a" -v b="$b" -v i="$impl" 'BEGIN { if (a > 0 && b > 0)
+        printf "  LN + biases: a %s training step takes %.3fx the plain one'"'"'s\n", i == "c" ? "f32" : "bf16", a / b }'
 done
 echo
 header "2-layer training at 4096 tokens per step"

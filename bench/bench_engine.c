@@ -3,7 +3,8 @@
  * reports belongs to that measurement alone).
  *
  *   --mode train   forward + backward + AdamW (clip 1.0) on random tokens
- *   --mode infer   forward only (logits, softmax, loss)
+ *   --mode infer   forward only (logits, softmax, loss); both with --norm
+ *                  and --biases for LayerNorm and bias models
  *   --mode sgemm   cblas_sgemm on 4096x4096x4096, the machine's ceiling
  *   --mode matmul  the engine's product shapes at the default sizes
  *                  (B·T 4096, d_model 256, 3·H·D 768, d_vocab 4096;
@@ -66,7 +67,7 @@
 #include "attnlab/sae.h"
 #include "attnlab/sae_train.h"
 
-static const char *o_mode = "train", *o_precision = "f32";
+static const char *o_mode = "train", *o_precision = "f32", *o_norm = "none", *o_biases = "none";
 static int o_layers = 2, o_dmodel = 256, o_heads = 8, o_dhead = 32, o_ctx = 256;
 static int o_vocab = 4096, o_batch = 16, o_threads = 2, o_warmup = 2, o_sgemm_n = 4096;
 static double o_min_time = 3.0, o_wu_scale = 1.0;
@@ -85,6 +86,8 @@ static al_flag flags[] = {
     {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
     {"d-head", AL_INT, &o_dhead, "N", "head width", 0, 0},
     {"n-ctx", AL_INT, &o_ctx, "N", "context length = sequence length", 0, 0},
+    {"norm", AL_STR, &o_norm, "TYPE", "train, infer: LayerNorm none, ln or lnpre", 0, 0},
+    {"biases", AL_STR, &o_biases, "SET", "train, infer: biases none, all or letters of qkvou", 0, 0},
     {"d-vocab", AL_INT, &o_vocab, "N", "vocabulary size", 0, 0},
     {"batch", AL_INT, &o_batch, "N", "sequences per step", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
@@ -311,6 +314,9 @@ static int bench_model(int train) {
     al_config c = al_config_default();
     c.n_layers = o_layers, c.d_model = o_dmodel, c.n_heads = o_heads, c.d_head = o_dhead;
     c.n_ctx = o_ctx, c.d_vocab = o_vocab, c.seed = 1;
+    c.norm_type = !strcmp(o_norm, "ln") ? AL_NORM_LN : !strcmp(o_norm, "lnpre") ? AL_NORM_LNPRE : 0;
+    if ((c.norm_type == 0 && strcmp(o_norm, "none")) || al_bias_spec_parse(o_biases, &c.biases))
+        return fprintf(stderr, "bench_engine: --norm none|ln|lnpre, --biases none|all|qkvou\n"), 1;
     al_model m;
     al_adamw opt = {0};
     if (al_model_init(&m, &c, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
@@ -334,10 +340,11 @@ static int bench_model(int train) {
     double flops = al_model_forward_flops(&c, B, T) * (train ? 3.0 : 1.0), med = median(it);
     printf("{\"impl\": \"c\", \"mode\": \"%s\", \"n_layers\": %d, \"d_model\": %d, "
            "\"n_heads\": %d, \"d_head\": %d, \"n_ctx\": %d, \"d_vocab\": %d, \"batch\": %d, "
+           "\"norm\": \"%s\", \"biases\": \"%s\", "
            "\"threads\": %d, \"iters\": %d, \"seconds\": %.4f, \"tokens_per_s\": %.1f, "
            "\"tokens_per_s_mean\": %.1f, \"gflops\": %.2f, \"loss\": %.4f, ",
            train ? "train" : "infer", c.n_layers, c.d_model, c.n_heads, c.d_head, c.n_ctx,
-           c.d_vocab, B, o_threads, it, total, BT / med, (double)BT * it / total,
+           c.d_vocab, B, o_norm, o_biases, o_threads, it, total, BT / med, (double)BT * it / total,
            flops / med / 1e9, m.mean_loss);
     if (o_profile) {
         /* ms per step of each operation (warm-up steps included in both

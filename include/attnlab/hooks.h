@@ -35,9 +35,24 @@
  *                                from the one fused product it uses
  *                                otherwise (within float rounding)
  *   RESID_POST  (B, T, C)        the residual stream after layer l (at
- *                                l = L − 1: the final one, read by W_U)
- * Order within a layer: RESID_PRE, Q, K, V, PATTERN, Z, gates, RESULT,
- * W_O, RESID_POST; at one point, hooks run in the order they were added.
+ *                                l = L − 1: the final one, read by
+ *                                ln_final and W_U)
+ * and the points of TransformerLens's whole attention-only model
+ * (docs/hooks.md):
+ *   EMBED, POS_EMBED (B, T, C)   W_E[tok], W_pos[t] (model level)
+ *   Q_INPUT, K_INPUT, V_INPUT    (B, T, H, C) each head's own copy of
+ *                                resid_pre (ld H·C): split inputs
+ *   LN1_SCALE   (B, T, 1)        ln1's scale (ld 1); LN1_NORMALIZED (B,
+ *                                T, C) its output; with split inputs a
+ *                                head axis (ld H, H·C), three calls
+ *                                (al_hook_act.input 0, 1, 2)
+ *   ATTN_SCORES (B, H, T, T)     q·k/√D, −inf above the diagonal (ld T)
+ *   ATTN_OUT    (B, T, C)        Σ_h result + b_O
+ *   LNF_SCALE, LNF_NORMALIZED, LOGITS  (B, T, 1), (B, T, C), (B, T, V)
+ *                                (model level)
+ * Order within a layer: RESID_PRE, Q/K/V_INPUT, LN1_SCALE, LN1_NORMALIZED,
+ * Q, K, V, ATTN_SCORES, PATTERN, Z, gates, RESULT, W_O, ATTN_OUT,
+ * RESID_POST; at one point, hooks run in the order they were added.
  * RESID_POST of layer l < L − 1 is the same buffer as RESID_PRE of l + 1
  * (its hooks run first). A hook that writes what backward cannot
  * differentiate (a patched value) sets `intervened`: backward and
@@ -118,6 +133,11 @@ typedef struct al_hook_act {
     unsigned char *rows;    /* PATTERN: (H, T) rows written; else NULL */
     unsigned char *fixed;   /* Z: (H) heads set in full; else NULL */
     int intervened;         /* set 1: the forward is not differentiable */
+    int input;              /* LN1_SCALE, LN1_NORMALIZED under split inputs
+                               (docs/hooks.md): 0, 1, 2 for the ln1 of the
+                               query, key, value input, whose data then has
+                               a head axis, (B, T, H, 1) and (B, T, H, C)
+                               (ld H and H·C); −1 otherwise */
 } al_hook_act;
 
 /* a->data as TransformerLens's array at a->point: shape as al_hook_shape

@@ -46,6 +46,11 @@ typedef struct al_train_opts {
     int n_layers, d_model, n_heads, d_head, n_ctx, tied;
     const char *pos;       /* positional embeddings, "standard" or "shortformer"
                             * (model.h, AL_POS_*); NULL: standard */
+    const char *norm;      /* LayerNorm: "none", "ln" or "lnpre" (model.h,
+                            * AL_NORM_*); NULL: none */
+    const char *biases;    /* the biases: "none", "all" or letters of q, k, v,
+                            * o, u (al_bias_spec_parse); NULL: none */
+    double ln_eps;         /* LayerNorm's eps (1e-5) */
     uint64_t seed;         /* initialisation and data order */
     int steps;             /* optimizer steps in total (1000) */
     int batch;             /* sequences per step (16) */
@@ -73,6 +78,10 @@ typedef struct al_train_opts {
      * signal handler may set it. NULL: never. */
     volatile sig_atomic_t *stop;
 } al_train_opts;
+
+/* train's norm option ("none", "ln", "lnpre": lower case, as the other
+ * options' values) to AL_NORM_*: 0, or −1 for another word. */
+int al_train_norm_parse(const char *s, int *norm);
 
 /* The defaults noted above (those of `attnlab train`); data NULL. */
 al_train_opts al_train_opts_defaults(void);

@@ -316,7 +316,10 @@ static int metric_dxl(al_model *m, int metric, int pos, const int *target, const
             for (int v = 0; v < V; v++) d[i * V + v] = w * m->probs[i * V + v];
             d[i * V + m->targets[i]] -= w;
         }
-        al_model_unembed_backward(m, d, (int)BT, dxL);
+        if (al_model_unembed_backward(m, d, (int)BT, dxL, e)) {
+            free(d);
+            return -1;
+        }
         *val = m->mean_loss;
     } else if (metric == AL_API_METRIC_LOGPROB) {
         if (pos < 0 || pos >= T)
@@ -337,7 +340,10 @@ static int metric_dxl(al_model *m, int metric, int pos, const int *target, const
             *val += lg[target[b]] - mx - log(s);
             for (int v = 0; v < V; v++) d[v] = -(float)(exp(lg[v] - mx) / s);
             d[target[b]] += 1.0f;
-            al_model_unembed_backward(m, d, 1, dxL + row * C);
+            if (al_model_unembed_backward(m, d, 1, dxL + row * C, e)) {
+                free(d);
+                return -1;
+            }
         }
     } else if (metric == AL_API_METRIC_DLOGITS) {
         if (!dlogits) return al_errf(e, "the dlogits metric needs dlogits (B, T, d_vocab)");
@@ -346,7 +352,10 @@ static int metric_dxl(al_model *m, int metric, int pos, const int *target, const
         double s = 0;
         for (size_t i = 0; i < BT * V; i++) s += (double)dlogits[i] * d[i];
         *val = s;
-        al_model_unembed_backward(m, dlogits, (int)BT, dxL);
+        if (al_model_unembed_backward(m, dlogits, (int)BT, dxL, e)) {
+            free(d);
+            return -1;
+        }
     } else
         return al_errf(e, "unknown metric %d (loss 0, log-prob 1, dlogits 2)", metric);
     free(d);

@@ -367,6 +367,11 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models, const 
         M->tied = tied ? cJSON_IsTrue(tied) : dflt.t.tied;
         const cJSON *pos = cJSON_GetObjectItemCaseSensitive(mine, "pos");
         int pos_type, pos_ok = !cJSON_IsString(pos) || al_pos_type_parse(pos->valuestring, &pos_type) == 0;
+        const cJSON *norm = cJSON_GetObjectItemCaseSensitive(mine, "norm");
+        const cJSON *bias = cJSON_GetObjectItemCaseSensitive(mine, "biases");
+        unsigned bits;
+        int norm_ok = !cJSON_IsString(norm) || al_train_norm_parse(norm->valuestring, &pos_type) == 0;
+        int bias_ok = !cJSON_IsString(bias) || al_bias_spec_parse(bias->valuestring, &bits) == 0;
         int rc = keep_json(j, kp, mine, &M->train);
         mine = NULL;
         if (rc) goto fail;
@@ -383,6 +388,16 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models, const 
         kpath(np, sizeof np, kp, "pos");
         if (!pos_ok) {
             bad(j, np, "must be \"standard\" or \"shortformer\"");
+            goto fail;
+        }
+        kpath(np, sizeof np, kp, "norm");
+        if (!norm_ok) {
+            bad(j, np, "must be \"none\", \"ln\" or \"lnpre\"");
+            goto fail;
+        }
+        kpath(np, sizeof np, kp, "biases");
+        if (!bias_ok) {
+            bad(j, np, "must be \"none\", \"all\" or letters of q, k, v, o, u");
             goto fail;
         }
     }

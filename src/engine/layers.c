@@ -88,6 +88,153 @@ void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
                 3 * HD, 1.0f, dwpe, C);
 }
 
+/* ------------------------------------------------------- LayerNorm */
+
+static void ln_row_stats(const float *x, int C, double eps, float *mean, float *scale) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; c++) s += x[c];
+    float mu = (float)(s / C);
+    double v = 0.0;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; c++) {
+        double d = (double)(x[c] - mu);
+        v += d * d;
+    }
+    *mean = mu;
+    *scale = (float)sqrt(v / C + eps);
+}
+
+/* out may be x: each element is read before it is written */
+static void ln_row_apply(float *out, const float *x, float mu, float scale, const float *w,
+                         const float *b, int C) {
+    float inv = 1.0f / scale;
+    if (w) {
+#pragma omp simd
+        for (int c = 0; c < C; c++) out[c] = (x[c] - mu) * inv * w[c] + b[c];
+    } else {
+#pragma omp simd
+        for (int c = 0; c < C; c++) out[c] = (x[c] - mu) * inv;
+    }
+}
+
+/* The LayerNorm and bias passes below run on the calling thread: each is
+ * a few MB of memory-bound work (ln1 of the default batch is 4 MB), a
+ * fraction of a millisecond on one core, while starting the team for it
+ * costs more than that whenever the cores are shared with other work (a
+ * parallel region waits for every thread to be scheduled). Rows in order,
+ * so every sum is in a fixed order. */
+
+void layernorm_stats(float *mean, float *scale, const float *x, size_t N, int C, double eps) {
+    for (size_t n = 0; n < N; n++) ln_row_stats(x + n * C, C, eps, mean + n, scale + n);
+}
+
+void layernorm_apply(float *out, const float *x, const float *mean, const float *scale,
+                     const float *w, const float *b, size_t N, int C) {
+    for (size_t n = 0; n < N; n++)
+        ln_row_apply(out + n * C, x + n * C, mean[n], scale[n], w, b, C);
+}
+
+void layernorm_forward(float *out, float *mean, float *scale, const float *x, const float *w,
+                       const float *b, size_t N, int C, double eps) {
+    for (size_t n = 0; n < N; n++) {
+        ln_row_stats(x + n * C, C, eps, mean + n, scale + n);
+        ln_row_apply(out + n * C, x + n * C, mean[n], scale[n], w, b, C);
+    }
+}
+
+/* Rows per block of the sums made while the rows are computed in
+ * parallel (b_U's gradient in the cross-entropy): a fixed partition of
+ * the rows, each block's sum made by one thread in order, then the
+ * blocks' sums added in order (sum_blocks), so the result does not
+ * depend on the thread count. */
+#define SUM_BLOCK 32
+
+/* One row of layernorm_backward: dx row (accumulated or not); with dw,
+ * db, the row's dout·x̂ and dout added to them. */
+static void ln_row_backward(float *o, float *dw, float *db, const float *d, const float *xr,
+                            float mu, float scale, const float *w, int C, int accumulate) {
+    float inv = 1.0f / scale;
+    double sg = 0.0, sgx = 0.0;
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int c = 0; c < C; c++) {
+        float xh = (xr[c] - mu) * inv, g = w ? d[c] * w[c] : d[c];
+        sg += g;
+        sgx += (double)g * xh;
+    }
+    float mg = (float)(sg / C), mgx = (float)(sgx / C);
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        float xh = (xr[c] - mu) * inv, g = w ? d[c] * w[c] : d[c];
+        float v = (g - mg - xh * mgx) * inv;
+        o[c] = accumulate ? o[c] + v : v;
+    }
+    if (!dw) return;
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        dw[c] += d[c] * ((xr[c] - mu) * inv);
+        db[c] += d[c];
+    }
+}
+
+void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *mean, const float *scale, const float *w, size_t N, int C,
+                        int accumulate) {
+    if (dw) {
+        memset(dw, 0, sizeof(float) * (size_t)C);
+        memset(db, 0, sizeof(float) * (size_t)C);
+    }
+    for (size_t n = 0; n < N; n++)
+        ln_row_backward(dx + n * C, dw, db, dout + n * C, x + n * C, mean[n], scale[n], w, C,
+                        accumulate);
+}
+
+void bias_forward(float *out, const float *b, size_t N, int M, size_t ld) {
+    for (size_t n = 0; n < N; n++) {
+        float *o = out + n * ld;
+#pragma omp simd
+        for (int j = 0; j < M; j++) o[j] += b[j];
+    }
+}
+
+void qkv_bias_forward(float *qkv, const float *bq, const float *bk, const float *bv,
+                      const float *pos, int B, int T, int HD) {
+    const float *b3[3] = {bq, bk, bv};
+    for (size_t i = 0; i < (size_t)B * T; i++) {
+        float *r = qkv + i * 3 * HD;
+        for (int s = 0; s < 3; s++) {
+            if (!b3[s]) continue;
+            float *o = r + (size_t)s * HD;
+#pragma omp simd
+            for (int j = 0; j < HD; j++) o[j] += b3[s][j];
+        }
+        if (!pos) continue;
+        const float *p = pos + (i % T) * 2 * HD;
+#pragma omp simd
+        for (int j = 0; j < 2 * HD; j++) r[j] += p[j];
+    }
+}
+
+void copy_bias_forward(float *out, const float *x, const float *b, size_t N, int M) {
+    for (size_t n = 0; n < N; n++) {
+        float *o = out + n * M;
+        const float *a = x + n * M;
+#pragma omp simd
+        for (int j = 0; j < M; j++) o[j] = a[j] + b[j];
+    }
+}
+
+void bias_backward(float *db, const float *dout, size_t N, int M, size_t ld) {
+    memset(db, 0, sizeof(float) * (size_t)M);
+    for (size_t n = 0; n < N; n++) {
+        const float *d = dout + n * ld;
+#pragma omp simd
+        for (int j = 0; j < M; j++) db[j] += d[j];
+    }
+}
+
+/* ------------------------------------------------------- products */
+
 void matmul_forward(float *out, const float *inp, const float *w, int M,
                     int K, int N, float beta) {
     al_sgemm(false, false, M, N, K, 1.0f, inp,
@@ -315,6 +462,95 @@ int attention_forward(float *z, float *att, const float *qkv, int B, int T,
     return fail ? -1 : 0;
 }
 
+/* attention_forward's two halves (layers.h). Scores of one (b,h) on
+ * dense q, k (T,D) into sc (T,T): the blocks and products of
+ * attention_head_forward, −inf above the diagonal; S is (ATT_BLOCK, T)
+ * scratch. */
+static void attention_head_scores(float *sc, const float *q, const float *k, float *S, int T,
+                                  int D, float scale) {
+    for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
+        int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK, nk = t0 + nt;
+        al_sgemm(false, true, nt, nk, D, scale, q + (size_t)t0 * D, D, k, D, 0.0f, S, nk);
+        for (int i = 0; i < nt; i++) {
+            int t = t0 + i;
+            float *row = sc + (size_t)t * T;
+            memcpy(row, S + (size_t)i * nk, sizeof(float) * (size_t)(t + 1));
+            for (int u = t + 1; u < T; u++) row[u] = -INFINITY;
+        }
+    }
+}
+
+/* Probabilities of one (b,h) in place of its scores a (T,T), and z
+ * (T,D) dense from dense v: a row's keys end at its last score that is
+ * not −inf, a block's products span its rows' keys (the causal ones when
+ * the scores are as attention_head_scores left them, so the products and
+ * the bits are attention_head_forward's). */
+static void attention_head_pattern(float *z, float *a, const float *v, float *S, int T, int D) {
+    for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
+        int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK, nk = t0 + nt, n[ATT_BLOCK];
+        for (int i = 0; i < nt; i++) {
+            const float *row = a + (size_t)(t0 + i) * T;
+            int k = T;
+            while (k > 0 && row[k - 1] == -INFINITY) k--;
+            n[i] = k;
+            if (k > nk) nk = k;
+        }
+        for (int i = 0; i < nt; i++) {
+            float *row = S + (size_t)i * nk;
+            memcpy(row, a + (size_t)(t0 + i) * T, sizeof(float) * nk);
+            if (n[i] > 0) attention_softmax_row(row, n[i], nk);
+            else memset(row, 0, sizeof(float) * nk); /* every key masked: no attention */
+            att_row_out(a + (size_t)(t0 + i) * T, row, nk, T, 0);
+        }
+        al_sgemm(false, false, nt, D, nk, 1.0f, S, nk, v, D, 0.0f, z + (size_t)t0 * D, D);
+    }
+}
+
+int attention_scores_forward(float *scores, const float *qkv, int B, int T, int H, int D) {
+    const int HD = H * D, rs = 3 * HD;
+    const float scale = 1.0f / sqrtf((float)D);
+    const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
+    int fail = 0;
+#pragma omp parallel
+    {
+        float *w = att_team_scratch((size_t)2 * T * D + (size_t)rows * T, &fail);
+#pragma omp for collapse(2) schedule(dynamic)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                if (!w) continue;
+                size_t TD = (size_t)T * D;
+                float *q = w, *k = q + TD, *S = k + TD;
+                const float *q0 = qkv + (size_t)b * T * rs + (size_t)h * D;
+                rows_in(q, q0, T, D, rs);
+                rows_in(k, q0 + HD, T, D, rs);
+                attention_head_scores(scores + ((size_t)b * H + h) * T * T, q, k, S, T, D, scale);
+            }
+    }
+    return fail ? -1 : 0;
+}
+
+int attention_pattern_forward(float *z, float *att, const float *qkv, int B, int T, int H,
+                              int D) {
+    const int HD = H * D, rs = 3 * HD;
+    const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
+    int fail = 0;
+#pragma omp parallel
+    {
+        float *w = att_team_scratch((size_t)2 * T * D + (size_t)rows * T, &fail);
+#pragma omp for collapse(2) schedule(dynamic)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                if (!w) continue;
+                size_t TD = (size_t)T * D;
+                float *v = w, *zd = v + TD, *S = zd + TD;
+                rows_in(v, qkv + (size_t)b * T * rs + 2 * HD + (size_t)h * D, T, D, rs);
+                attention_head_pattern(zd, att + ((size_t)b * H + h) * T * T, v, S, T, D);
+                rows_out(z + (size_t)b * T * HD + (size_t)h * D, HD, zd, T, D);
+            }
+    }
+    return fail ? -1 : 0;
+}
+
 /* One (b,h), per block of query rows, on dense (T,D) operands, with A
  * and G (ATT_BLOCK, T) scratch:
  *   dA = dZ Vᵀ;  dV += Aᵀ dZ;  dS = A ⊙ (dA − Σ_s A dA) · scale;
@@ -407,21 +643,68 @@ static void ce_grad_row(float *row, int V, int t, float scale) {
     row[t] -= scale;
 }
 
+/* db[j] = Σ_k part[k·M + j] over nb blocks, k ascending: the blocks are
+ * a fixed partition of the rows, so the sum does not depend on the
+ * thread count. Serial: it is a few hundred thousand additions, less
+ * than what starting the threads can cost on a busy machine. */
+static void sum_blocks(float *db, const float *part, int nb, int M) {
+    memcpy(db, part, sizeof(float) * (size_t)M);
+    for (int k = 1; k < nb; k++) {
+        const float *p = part + (size_t)k * M;
+#pragma omp simd
+        for (int j = 0; j < M; j++) db[j] += p[j];
+    }
+}
+
+static void add_row(float *row, const float *b, int V) {
+#pragma omp simd
+    for (int j = 0; j < V; j++) row[j] += b[j];
+}
+
 int crossentropy_softmax_forward(float *probs, float *losses,
-                                 const int *targets, int N, int V) {
+                                 const int *targets, int N, int V, const float *bias) {
     int n_valid = 0;
 #pragma omp parallel for schedule(static) reduction(+ : n_valid)
     for (int i = 0; i < N; i++) {
         int t = targets ? targets[i] : -1;
+        if (bias) add_row(probs + (size_t)i * V, bias, V);
         losses[i] = ce_row(probs + (size_t)i * V, V, t);
         n_valid += t >= 0;
     }
     return n_valid;
 }
 
+/* Rows [k·SUM_BLOCK, ...) of block k: (with bias: + bias, softmax and
+ * loss,) gradient rows, their bf16 copy, and their sum into part[k]. */
+static void ce_block(float *probs, float *losses, const int *targets, int N, int V, float scale,
+                     uint16_t *bf16, const float *bias, float *part, int k) {
+    float *p = part + (size_t)k * V;
+    memset(p, 0, sizeof(float) * (size_t)V);
+    int i1 = (k + 1) * SUM_BLOCK < N ? (k + 1) * SUM_BLOCK : N;
+    for (int i = k * SUM_BLOCK; i < i1; i++) {
+        float *row = probs + (size_t)i * V;
+        if (losses) {
+            if (bias) add_row(row, bias, V);
+            losses[i] = ce_row(row, V, targets[i]);
+        }
+        ce_grad_row(row, V, targets[i], scale);
+        if (bf16) al_round_bf16(bf16 + (size_t)i * V, row, (size_t)V);
+        add_row(p, row, V);
+    }
+}
+
 void crossentropy_softmax_backward(float *probs, const int *targets, int N,
-                                   int V, int n_valid, uint16_t *bf16) {
+                                   int V, int n_valid, uint16_t *bf16, float *dbias,
+                                   float *part) {
     float scale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
+    if (dbias) {
+        const int nb = (N + SUM_BLOCK - 1) / SUM_BLOCK;
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < nb; k++)
+            ce_block(probs, NULL, targets, N, V, scale, bf16, NULL, part, k);
+        sum_blocks(dbias, part, nb, V);
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float *row = probs + (size_t)i * V;
@@ -431,13 +714,23 @@ void crossentropy_softmax_backward(float *probs, const int *targets, int N,
 }
 
 int crossentropy_softmax_forward_backward(float *probs, float *losses, const int *targets,
-                                          int N, int V, uint16_t *bf16) {
+                                          int N, int V, uint16_t *bf16, const float *bias,
+                                          float *dbias, float *part) {
     int n_valid = 0;
     for (int i = 0; i < N; i++) n_valid += targets[i] >= 0;
     float scale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
+    if (dbias) {
+        const int nb = (N + SUM_BLOCK - 1) / SUM_BLOCK;
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < nb; k++)
+            ce_block(probs, losses, targets, N, V, scale, bf16, bias, part, k);
+        sum_blocks(dbias, part, nb, V);
+        return n_valid;
+    }
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float *row = probs + (size_t)i * V;
+        if (bias) add_row(row, bias, V);
         losses[i] = ce_row(row, V, targets[i]);
         ce_grad_row(row, V, targets[i], scale);
         if (bf16) al_round_bf16(bf16 + (size_t)i * V, row, (size_t)V);

@@ -82,6 +82,12 @@ cfgs = {
                       '"last_train_loss": null, "last_val_loss": -0.0, '
                       '"rng": ["0", "1", "ffffffffffffffff", "0123456789abcdef"], "train": {"a": 1}}',
     "dup.json": '{"steps": 1, "steps": 2}',
+    "config-ln.json": '{"n_layers": 2, "d_model": 8, "n_heads": 2, "d_head": 4, "n_ctx": 8, '
+                      '"d_vocab": 280, "attn_only": true, "normalization_type": "LN", '
+                      '"eps": 1e-06, "biases": ["b_Q", "b_K", "b_V", "b_O", "b_U"], '
+                      '"positional_embedding_type": "shortformer", "use_attn_scale": true, '
+                      '"attn_scale": 2, "attention_dir": "causal", "n_key_value_heads": null, '
+                      '"d_mlp": null, "tied_embeddings": false, "seed": 1337}',
 }
 for k, v in cfgs.items():
     put("config", k, v)
