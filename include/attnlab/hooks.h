@@ -117,6 +117,10 @@ int al_hook_is_model_level(al_hook_point point);
 const char *al_hook_layout(al_hook_point point);
 /* 1 if the forward runs hooks at point (see the `runs` column). */
 int al_hook_runs(al_hook_point point);
+/* 1 if point exists in a model of config c (the LayerNorm points only
+ * with LayerNorm); al_hook_add refuses the others. */
+struct al_config;
+int al_hook_exists(const struct al_config *c, al_hook_point point);
 /* TransformerLens's shape of point for a batch B x T of a model with
  * d_model C, H heads of D, vocabulary V: the number of dims (3 or 4),
  * or -1 for an unknown point. */

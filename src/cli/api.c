@@ -162,7 +162,8 @@ int al_api_hook_point(const al_api_model *h, int point, int layer, int B, int T,
     const al_config *c = &h->m.cfg;
     if (point < 0 || point >= AL_HOOK_N_POINTS) return -1;
     al_hook_name(point, layer, name, cap);
-    info[0] = al_hook_runs(point), info[1] = al_hook_is_model_level(point);
+    info[0] = al_hook_runs(point) && al_hook_exists(c, point);
+    info[1] = al_hook_is_model_level(point);
     info[2] = point == AL_HOOK_RESULT || point == AL_HOOK_Q_INPUT || point == AL_HOOK_K_INPUT ||
               point == AL_HOOK_V_INPUT;
     return al_hook_shape(point, B, T, c->d_model, c->n_heads, c->d_head, c->d_vocab, shape);

@@ -48,7 +48,8 @@ static int known(al_hook_point p) { return (int)p >= 0 && p < AL_HOOK_N_POINTS; 
 
 /* The LayerNorm points exist only in models with LayerNorm (the table's
  * "when it exists" column of docs/hooks.md). */
-static int exists_in(const al_config *c, al_hook_point p) {
+int al_hook_exists(const al_config *c, al_hook_point p) {
+    if (!known(p)) return 0;
     int ln_point = p == AL_HOOK_LN1_SCALE || p == AL_HOOK_LN1_NORMALIZED ||
                    p == AL_HOOK_LNF_SCALE || p == AL_HOOK_LNF_NORMALIZED;
     return !ln_point || c->norm_type != AL_NORM_NONE;
@@ -154,7 +155,7 @@ int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void
         al_hook_name(point, layer < 0 ? 0 : layer, nm, sizeof nm);
         return al_errf(e, "hook point %s is not run by this engine's forward", nm);
     }
-    if (!exists_in(&m->cfg, point)) {
+    if (!al_hook_exists(&m->cfg, point)) {
         char nm[64];
         al_hook_name(point, layer < 0 ? 0 : layer, nm, sizeof nm);
         return al_errf(e, "hook point %s does not exist in a model without LayerNorm", nm);
