@@ -340,9 +340,10 @@ TEST(analysis_store_rows) {
 
     char q[300];
 #define Q(...) (snprintf(q, sizeof q, __VA_ARGS__), count(db, q))
-    /* scores: 3 probe + 2 copying scores per head; 3 probe + 7 text (icl_score_se among
-     * them) + heads_off */
-    CHECK(Q("SELECT count(*) FROM head_scores WHERE run_id = %lld", (long long)run[0]) == 5 * LH);
+    /* scores: 4 probe + 2 copying scores per head; 2 layer sums per layer; 3 probe + 7
+     * text (icl_score_se among them) + heads_off */
+    CHECK(Q("SELECT count(*) FROM head_scores WHERE run_id = %lld", (long long)run[0]) == 6 * LH);
+    CHECK(Q("SELECT count(*) FROM layer_scores WHERE run_id = %lld", (long long)run[0]) == 2 * 2);
     CHECK(Q("SELECT count(*) FROM model_scores WHERE run_id = %lld", (long long)run[0]) == 11);
     CHECK(Q("SELECT count(*) FROM head_scores WHERE run_id = %lld AND metric = 'induction' "
             "AND layer = 1 AND head = 0 AND value > 0.9", (long long)run[0]) == 1);

@@ -7,7 +7,6 @@
  * has the flags, the sources' table and the sidecar. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
