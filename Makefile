@@ -12,7 +12,7 @@
 # started on this machine (as root).
 
 CC      ?= cc
-PKGS    := openblas lapacke libcjson libpng sqlite3 cairo
+PKGS    := openblas lapacke libcjson libpng sqlite3 cairo libzip
 ARCH    ?= -march=native
 BUILD   ?= build
 OPT     ?= -O2

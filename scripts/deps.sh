@@ -35,7 +35,7 @@
 # nothing (the test of this script uses it).
 set -u
 browser=0
-need="gcc make pkg-config libcjson-dev libpng-dev libcairo2-dev fonts-dejavu-core libsqlite3-dev libopenblas-openmp-dev libdnnl-dev liblapacke-dev sqlite3"
+need="gcc make pkg-config libcjson-dev libzip-dev libpng-dev libcairo2-dev fonts-dejavu-core libsqlite3-dev libopenblas-openmp-dev libdnnl-dev liblapacke-dev sqlite3"
 extra=""
 for group in "$@"; do
     case $group in

@@ -29,6 +29,7 @@ TEST(deps_demo_list_has_no_cross_check_packages) {
     char *d = deps("ATTNLAB_DEPS_PRINT=1", "");
     CHECKF(d && listed(d, "required:", "libopenblas-openmp-dev") && listed(d, "required:", "gcc") &&
            listed(d, "required:", "libdnnl-dev") &&
+           listed(d, "required:", "libzip-dev") &&
            listed(d, "required:", "sqlite3"), "%s", d ? d : "");
     CHECKF(d && strstr(d, "optional:") && !strstr(d, "torch") && !strstr(d, "chromium") &&
            !strstr(d, "numpy"), "the demo's list: %s", d ? d : "");
