@@ -156,7 +156,8 @@ static double metric_dxL(al_model *m, const al_pairs *t, int n0, int nb, float *
         for (int v = 0; v < V; v++) d[v] -= (float)(exp(row[v] - mx) / s) / n;
         d[it->answer] += 1.0f / n;
     }
-    if (dl) al_model_unembed_backward(m, dl, nb * T, dxL);
+    al_err ue;
+    if (dl) CHECK_OK(al_model_unembed_backward(m, dl, nb * T, dxL, &ue), &ue);
     free(dl);
     free(row);
     return M / n;

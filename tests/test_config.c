@@ -210,7 +210,7 @@ TEST(config_model_json_refuses) {
     const char *base = "\"n_layers\":1,\"d_model\":16,\"n_heads\":2,\"d_head\":8,\"n_ctx\":4";
     struct { const char *extra, *msg; } cases[] = {
         {",\"d_vocab\":11,\"attn_only\":false", "m/config.json: key 'attn_only' must be true"},
-        {",\"d_vocab\":11,\"normalization_type\":\"LN\"", "key 'normalization_type' must be null"},
+        {",\"d_vocab\":11,\"normalization_type\":\"RMS\"", "key 'normalization_type' must be null, \"LN\" or \"LNPre\""},
         {",\"d_vocab\":11,\"positional_embedding_type\":\"rotary\"",
          "key 'positional_embedding_type' must be \"standard\""},
         {",\"d_vocab\":11,\"d_mlp\":64", "key 'd_mlp' must be null"},

@@ -107,7 +107,7 @@ static void gradcheck(int L, int tied, int use_replace) {
     memcpy(grads, m.grads, sizeof(float) * m.n_params);
     float gate_g[16];
     memcpy(gate_g, m.gate_grads, sizeof(float) * L * c.n_heads);
-    static const char *names[] = {"W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_U"};
+    static const char *names[AL_NPARAM] = {"W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_U"};
     size_t off = 0;
     for (int p = 0; p < AL_NPARAM; p++) {
         if (m.param_size[p])

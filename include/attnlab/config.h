@@ -9,9 +9,17 @@
 
 /* config.json of a model directory: TransformerLens keys (n_layers,
  * d_model, n_heads, d_head, n_ctx, d_vocab, attn_only=true,
- * normalization_type=null, positional_embedding_type="standard" or
- * "shortformer" (al_config.pos_type), ...)
- * plus ours (tied_embeddings, seed, attnlab_version). */
+ * normalization_type null, "LN" or "LNPre" (al_config.norm_type), eps
+ * (ln_eps; written for every model, read as 1e-5 when absent),
+ * positional_embedding_type "standard" or "shortformer" (pos_type), ...)
+ * plus ours (tied_embeddings, seed, attnlab_version, and "biases": the
+ * names of the bias tensors the model has, from b_Q, b_K, b_V, b_O, b_U;
+ * [] or absent: none). Reading refuses, with a message naming the key,
+ * every value of these keys that the engine does not compute, and the
+ * TransformerLens keys whose non-default values would change an
+ * attention-only model (use_attn_scale, attn_scale, attention_dir,
+ * use_local_attn, n_key_value_heads, final_rms, d_vocab_out, soft caps,
+ * ...); other keys are ignored. */
 char *al_config_to_json(const al_config *c);
 int al_config_from_json(const char *json_text, al_config *c,
                         const char *source_name, al_err *e);

@@ -113,6 +113,11 @@ typedef struct al_hook_act {
     unsigned char *rows;    /* PATTERN: (H, T) rows written; else NULL */
     unsigned char *fixed;   /* Z: (H) heads set in full; else NULL */
     int intervened;         /* set 1: the forward is not differentiable */
+    int input;              /* LN1_SCALE, LN1_NORMALIZED under split inputs
+                               (docs/hooks.md): 0, 1, 2 for the ln1 of the
+                               query, key, value input, whose data then has
+                               a head axis, (B, T, H, 1) and (B, T, H, C)
+                               (ld H and H·C); −1 otherwise */
 } al_hook_act;
 
 /* A hook: 0, or −1 with e (the forward then fails with that error). */

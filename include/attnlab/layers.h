@@ -34,6 +34,39 @@ void posqk_forward(float *qkv, const float *pos, int B, int T, int HD);
 void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
                     const float *wpe, const float *wqkv, int B, int T, int C, int HD);
 
+/* LayerNorm as TransformerLens defines it, per row x (C):
+ *   x_c = x − mean(x),  scale = sqrt(mean(x_c²) + eps),  out = x_c / scale · w + b
+ * (w and b NULL: LNPre, out = x_c / scale). The sums are in double, the
+ * rest in float, per row in a fixed order (rows run in parallel): the
+ * result does not depend on the thread count.
+ *   layernorm_stats:   mean, scale (N) of rows x (N, C)
+ *   layernorm_apply:   out (N, C) from x, mean and scale (a hook may have
+ *                      changed scale in between); out may be x (in place)
+ *   layernorm_forward: both, the same bits as the two calls */
+void layernorm_stats(float *mean, float *scale, const float *x, size_t N, int C, double eps);
+void layernorm_apply(float *out, const float *x, const float *mean, const float *scale,
+                     const float *w, const float *b, size_t N, int C);
+void layernorm_forward(float *out, float *mean, float *scale, const float *x, const float *w,
+                       const float *b, size_t N, int C, double eps);
+/* Backward of layernorm_forward from dout (N, C), with x, mean and scale
+ * as the forward had them: dx (N, C) = the input's gradient (accumulate:
+ * dx += it, else dx = it); dw, db (C) = Σ_rows dout · x̂ and Σ_rows dout
+ * (overwritten; NULL: not wanted, and NULL for LNPre along with w). x̂ =
+ * (x − mean) / scale, and with g = dout · w (LNPre: dout),
+ *   dx = (g − mean(g) − x̂ · mean(g · x̂)) / scale.
+ * Rows in parallel, the column sums by columns (rows in order): the same
+ * bits for any thread count. */
+void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *mean, const float *scale, const float *w, size_t N, int C,
+                        int accumulate);
+
+/* Biases of a product's output: out[n·ld + j] += b[j] for rows n < N,
+ * columns j < M (bias_forward); db[j] = Σ_n dout[n·ld + j], rows summed
+ * in order, columns in parallel (bias_backward: the same bits for any
+ * thread count). */
+void bias_forward(float *out, const float *b, size_t N, int M, size_t ld);
+void bias_backward(float *db, const float *dout, size_t N, int M, size_t ld);
+
 /* out (M,N) = inp (M,K) @ w (K,N), beta 0 or 1 (accumulate). */
 void matmul_forward(float *out, const float *inp, const float *w, int M,
                     int K, int N, float beta);
@@ -54,6 +87,20 @@ void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M,
  * next call) could not be allocated; z and att are then incomplete. */
 int attention_forward(float *z, float *att, const float *qkv, int B, int T,
                       int H, int D, int causal);
+/* attention_forward in two halves, for a hook between them that reads
+ * or writes the scores (TransformerLens's hook_attn_scores):
+ *   attention_scores_forward: scores (B,H,T,T) = q·k / sqrt(D), −inf
+ *     above the diagonal (causal);
+ *   attention_pattern_forward: att holds scores on entry and the
+ *     probabilities on return; each row t is the softmax of its entries
+ *     up to its last one that is not −inf (a hook may give a row more or
+ *     fewer keys; a row of −inf only becomes zeros), and z (B,T,H,D) =
+ *     probabilities · v.
+ * With the scores as the first half left them, att and z are
+ * attention_forward's to the bit (the same blocks and products).
+ * 0, or −1 as attention_forward. */
+int attention_scores_forward(float *scores, const float *qkv, int B, int T, int H, int D);
+int attention_pattern_forward(float *z, float *att, const float *qkv, int B, int T, int H, int D);
 /* Query rows per block of attention_forward: block i holds rows
  * [i·ATT_BLOCK, (i+1)·ATT_BLOCK) and uses keys 0..end of the block, so
  * each z row is a sum over that many keys (zeros past the diagonal).

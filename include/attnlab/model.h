@@ -1,7 +1,7 @@
 /* model.h -- the attention-only transformer of docs/design.md §2.
  *
- * Row-vector convention (as TransformerLens). No MLP, no LayerNorm, no
- * biases. One flat buffer holds all parameters, one their gradients, one
+ * Row-vector convention (as TransformerLens). No MLP; LayerNorm and
+ * biases optional (al_config: none by default). One flat buffer holds all parameters, one their gradients, one
  * the activations (llm.c style). Parameter tensors are stored in exactly
  * the TransformerLens layout, so a checkpoint is a plain dump:
  *
@@ -38,23 +38,81 @@
  *              k = (x_l + W_pos[t]) W_K[l,h], v = x_l W_V[l,h]. */
 enum { AL_POS_STANDARD = 0, AL_POS_SHORTFORMER = 1 };
 
+/* LayerNorm (TransformerLens' normalization_type), before every layer's
+ * attention (ln1) and before the unembedding (ln_final):
+ *  none   (null)     no normalisation (0, when zeroed)
+ *  LN     ("LN")     x_c = x − mean(x), scale = sqrt(mean(x_c²) + ln_eps),
+ *                    ln(x) = x_c / scale · w + b (w, b learned, (C) each)
+ *  LNPre  ("LNPre")  ln(x) = x_c / scale: TransformerLens's LayerNorm with
+ *                    w and b folded into the next weights (fold_ln) */
+enum { AL_NORM_NONE = 0, AL_NORM_LN = 1, AL_NORM_LNPRE = 2 };
+
+/* Biases (al_config.biases, a bitmask; TransformerLens has all five):
+ * q = ln1(x) W_Q + b_Q (and k, v alike); attn_out = Σ_h z_h W_O[h] + b_O;
+ * logits = ln_final(x) W_U + b_U. */
+enum {
+    AL_BIAS_Q = 1,
+    AL_BIAS_K = 2,
+    AL_BIAS_V = 4,
+    AL_BIAS_O = 8,
+    AL_BIAS_U = 16,
+    AL_BIAS_ALL = 31
+};
+
+/* A zeroed config (but its sizes) is the plain model: standard positions,
+ * no LayerNorm, no biases. */
 typedef struct al_config {
     int n_layers, d_model, n_heads, d_head, n_ctx, d_vocab;
     int tied_embeddings;
     int pos_type; /* AL_POS_* (0, standard, when zeroed) */
     uint64_t seed;
+    int norm_type;   /* AL_NORM_* (0, none, when zeroed) */
+    double ln_eps;   /* LayerNorm's eps (TransformerLens `eps`; 1e-5 by default;
+                        unused without LayerNorm, where 0 is accepted) */
+    unsigned biases; /* AL_BIAS_* bits (0: none) */
 } al_config;
 
 /* "standard" / "shortformer" (NULL for an unknown type), and back: 0, or
  * -1 when name is neither. */
 const char *al_pos_type_name(int pos_type);
 int al_pos_type_parse(const char *name, int *pos_type);
+/* TransformerLens's normalization_type of norm_type: NULL for none (JSON
+ * null), "LN", "LNPre"; and back (name NULL: none): 0, or −1 for another
+ * name. */
+const char *al_norm_type_name(int norm_type);
+int al_norm_type_parse(const char *name, int *norm_type);
+/* TransformerLens's name of one AL_BIAS_* bit ("b_Q", ..., "b_U"), NULL
+ * for anything else; and the bit of such a name (0: none). */
+const char *al_bias_name(unsigned bit);
+unsigned al_bias_parse(const char *name);
+/* A set of biases as a user writes it: "none", "all", or letters from
+ * q, k, v, o, u, each at most once, commas ignored ("qkvo", "qkvo,u"):
+ * 0 and *bits, or −1. */
+int al_bias_spec_parse(const char *spec, unsigned *bits);
+/* 1 if c is the plain model of docs/design.md §2 (no LayerNorm, no
+ * biases), the one every analysis supports. */
+int al_config_is_plain(const al_config *c);
+/* 0 when c is plain; else −1 with e = "WHAT does not yet support
+ * LayerNorm or bias models (this one has ...)": the one refusal of the
+ * analyses and engine paths that assume the plain model. */
+int al_config_plain_check(const al_config *c, const char *what, al_err *e);
 
 /* Defaults of docs/design.md §2 (d_vocab must still be set). */
 al_config al_config_default(void);
 /* Refuse impossible configs with a message naming the field. */
 int al_config_validate(const al_config *c, al_err *e);
 
+/* The parameter tensors, in the order of the flat buffer. Those after
+ * W_U exist only with LayerNorm or biases (size 0 otherwise), so a plain
+ * model's buffer, arithmetic and checkpoint are those of W_E..W_U alone:
+ *
+ *   ln1.w, ln1.b  (L, C)      blocks.{l}.ln1.w / .b          LN only
+ *   b_Q, b_K, b_V (L, H, D)   blocks.{l}.attn.b_Q, b_K, b_V  (H, D) a layer
+ *   b_O           (L, C)      blocks.{l}.attn.b_O
+ *   ln_final.w, .b (C)        ln_final.w / .b                LN only
+ *   b_U           (V)         unembed.b_U
+ *
+ * (LNPre has no w or b: its LayerNorms only centre and scale.) */
 enum {
     AL_P_WE,
     AL_P_WPOS,
@@ -63,6 +121,15 @@ enum {
     AL_P_WV,
     AL_P_WO,
     AL_P_WU,
+    AL_P_LN1W,
+    AL_P_LN1B,
+    AL_P_BQ,
+    AL_P_BK,
+    AL_P_BV,
+    AL_P_BO,
+    AL_P_LNFW,
+    AL_P_LNFB,
+    AL_P_BU,
     AL_NPARAM
 };
 
@@ -170,6 +237,22 @@ typedef struct al_model {
     float *gate_part; /* (B, H) per-batch partial ∂L/∂g, summed in order */
     float *posqk;     /* (T, 2, H, D) shortformer: a layer's W_pos W_Q | W_pos W_K
                          (forward), Σ_b dq | dk (backward); scratch */
+    /* LayerNorm (norm_type LN or LNPre; NULL without), allocated with acts */
+    float *ln1;       /* (L, B, T, C) ln1's output: what W_Q, W_K, W_V read */
+    float *ln1_mean;  /* (L, B, T) */
+    float *ln1_scale; /* (L, B, T) as the LN1_SCALE hooks left it */
+    float *lnf;       /* (B, T, C) ln_final's output: what W_U reads */
+    float *lnf_mean;  /* (B, T) */
+    float *lnf_scale; /* (B, T) */
+    float *dln;       /* (B, T, C) backward scratch: ∂ of a LayerNorm's output */
+    /* scratch of the hook points that need arithmetic of their own (split
+     * inputs, attn_out, pos_embed), allocated when such a hook is added
+     * and the forward reaches it */
+    float *hk;        /* per-layer scratch */
+    size_t hk_cap;    /* floats */
+    float *pos;       /* (B, T, C) the POS_EMBED hooks' W_pos[t] */
+    size_t pos_cap;
+    int pos_changed;  /* shortformer: the POS_EMBED hooks changed it: q, k read m->pos */
     int n_valid;      /* positions with a target in the last forward */
     int intervened;   /* a hook of the last forward set `intervened` (hooks.h) */
 } al_model;
@@ -198,6 +281,13 @@ float *al_model_wu(const al_model *m);
 int al_param_tl_name(const al_model *m, int which, int l, char *name,
                      size_t cap, int64_t shape[4]);
 size_t al_param_layer_size(const al_model *m, int which);
+/* 1 if tensor `which` has one slice per layer (W_Q..W_O, ln1, b_Q..b_O). */
+int al_param_per_layer(int which);
+/* Floats of params (and grads) from W_Q to the end of W_U: the span
+ * AdamW's weight decay applies to (docs/design.md §2: not the
+ * embeddings, the LayerNorm weights or the biases). Starts at
+ * param_size[AL_P_WE] + param_size[AL_P_WPOS]. */
+size_t al_param_decay_end(const al_model *m);
 
 /* Forward pass on inputs (B,T) token ids; targets (B,T) may be NULL (no
  * loss) and may hold -1 to ignore a position. T <= n_ctx. After it,
@@ -270,16 +360,20 @@ int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec
 /* Free ws's scratch (a zeroed ws is empty; fine to free twice). */
 void al_delta_ws_free(al_delta_ws *ws);
 
-/* Logits of n residual rows x (n, C) into logits (n, V): x W_U (or x W_Eᵀ
- * when tied), the same product forward uses. */
+/* Logits of n final residual rows x (n, C) into logits (n, V):
+ * ln_final(x) W_U + b_U (W_Eᵀ when tied; without LayerNorm and b_U,
+ * x W_U), the same arithmetic the forward uses. */
 void al_model_unembed(const al_model *m, const float *x, int n, float *logits);
-/* One logit: x (C) · W_U[:, v]. */
+/* One logit of a final residual row x (C): ln_final(x) · W_U[:, v] +
+ * b_U[v], summed in double. */
 float al_model_logit(const al_model *m, const float *x, int v);
 
 /* dx (n, C) = dlogits (n, V) · W_Uᵀ (or · W_E when tied): the gradient
  * of a function of n logits rows with respect to the residual rows they
- * were read from (al_model_unembed's backward). */
-void al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx);
+ * were read from (al_model_unembed's backward). 0, or −1 with e for a
+ * LayerNorm model (ln_final's backward needs the rows themselves). */
+int al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx,
+                              al_err *e);
 
 /* Activation gradients of a scalar function f of the last forward's
  * final residual stream, for attribution patching (attrpatch.h). dxL

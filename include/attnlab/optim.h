@@ -14,7 +14,8 @@ typedef struct al_optim_cfg {
     long warmup;         /* linear warm-up steps */
     long total_steps;    /* schedule length */
     double beta1, beta2, eps;
-    double weight_decay; /* not applied to W_E, W_pos (embeddings) */
+    double weight_decay; /* not applied to W_E, W_pos (embeddings), LayerNorm
+                            weights or biases (al_param_decay_end) */
     double grad_clip;    /* max global L2 norm; <= 0 disables */
 } al_optim_cfg;
 

@@ -46,6 +46,11 @@ typedef struct al_train_opts {
     int n_layers, d_model, n_heads, d_head, n_ctx, tied;
     const char *pos;       /* positional embeddings, "standard" or "shortformer"
                             * (model.h, AL_POS_*); NULL: standard */
+    const char *norm;      /* LayerNorm: "none", "ln" or "lnpre" (model.h,
+                            * AL_NORM_*); NULL: none */
+    const char *biases;    /* the biases: "none", "all" or letters of q, k, v,
+                            * o, u (al_bias_spec_parse); NULL: none */
+    double ln_eps;         /* LayerNorm's eps (1e-5) */
     uint64_t seed;         /* initialisation and data order */
     int steps;             /* optimizer steps in total (1000) */
     int batch;             /* sequences per step (16) */

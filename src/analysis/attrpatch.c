@@ -80,7 +80,10 @@ static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const fl
         d[it->answer] += 1.0f;
     }
     if (dxL) {
-        al_model_unembed_backward(m, dl, ni, dx);
+        if (al_model_unembed_backward(m, dl, ni, dx, e)) {
+            free(rows);
+            return -1;
+        }
         for (int i = 0; i < ni; i++) { /* items may share a row: add */
             const al_pair_item *it = &t->items[i0 + i];
             float *o = dxL + ((size_t)(it->pair - n0) * T + it->pos) * C;

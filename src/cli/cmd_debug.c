@@ -52,8 +52,9 @@ static int parse_gates(al_model *m, al_err *e) {
 /* Everything the check compares, in one file. */
 static int dump(al_model *m, const int *in, const int *tg, int B, int T, const float *logits,
                 const float *adam_losses, al_err *e) {
-    al_st_tensor t[64];
-    char names[64][96];
+    enum { MAXT = 8 + 10 * 64 }; /* W_E, W_pos, ln_final, W_U, b_U and 10 a layer */
+    static al_st_tensor t[MAXT];
+    static char names[MAXT][96];
     int n = 0, L = m->cfg.n_layers;
     t[n++] = (al_st_tensor){"inputs", AL_DT_I32, 2, {B, T}, in};
     t[n++] = (al_st_tensor){"targets", AL_DT_I32, 2, {B, T}, tg};
@@ -64,7 +65,7 @@ static int dump(al_model *m, const int *in, const int *tg, int B, int T, const f
     t[n++] = (al_st_tensor){"adam_losses", AL_DT_F32, 1, {o_steps + 1}, adam_losses};
     for (int p = 0; p < AL_NPARAM; p++) {
         if (!m->param_size[p]) continue;
-        int layers = p >= AL_P_WQ && p <= AL_P_WO ? L : 1;
+        int layers = al_param_per_layer(p) ? L : 1;
         for (int l = 0; l < layers; l++) {
             char nm[80];
             int64_t shape[4];

@@ -36,6 +36,12 @@ void al_train_cli_flags(al_train_cli *c, al_flag f[AL_TRAIN_CLI_NFLAGS]) {
         {"tied", AL_BOOL, &o->tied, NULL, "tie the unembedding to the embedding (W_U = W_E^T)", 0, 0},
         {"pos", AL_STR, &o->pos, "TYPE", "positions: standard (W_pos in the residual stream) or "
          "shortformer (W_pos added to every head's query and key inputs only)", 0, 0},
+        {"norm", AL_STR, &o->norm, "TYPE", "LayerNorm before every layer's attention and before "
+         "the unembedding: none, ln (TransformerLens's LN: learned w and b) or lnpre (LNPre: "
+         "centre and scale only)", 0, 0},
+        {"biases", AL_STR, &o->biases, "SET", "bias tensors: none, all (b_Q, b_K, b_V, b_O, "
+         "b_U), or letters of q, k, v, o, u (e.g. qkvo)", 0, 0},
+        {"ln-eps", AL_FLOAT, &o->ln_eps, "X", "LayerNorm's eps", 0, 0},
         {"seed", AL_U64, &o->seed, "N", "seed for initialisation and data order", 0, 0},
         {"steps", AL_INT, &o->steps, "N", "optimizer steps in total", 0, 0},
         {"batch", AL_INT, &o->batch, "N", "sequences per step", 0, 0},

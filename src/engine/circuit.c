@@ -275,6 +275,8 @@ static int circuit_out(al_hook_act *a, void *ctx, al_err *e) {
 int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp, al_err *e) {
     memset(x, 0, sizeof *x);
     const al_config *c = &m->cfg;
+    /* an edge is removed from its receiver's input by linearity */
+    if (al_config_plain_check(c, "a circuit run", e)) return -1;
     if (al_graph_n_edges(c->n_layers, c->n_heads) <= 0)
         return al_errf(e, "a circuit runs on models of 1 to %d layers (this one has %d)",
                        AL_GRAPH_MAX_LAYERS, c->n_layers);
@@ -318,6 +320,7 @@ static size_t n_comp(int L, int H) { return (size_t)3 * H * H * L * (L - 1) / 2;
 int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e) {
     memset(d, 0, sizeof *d);
     const al_config *c = &m->cfg;
+    if (al_config_plain_check(c, "circuit evaluation", e)) return -1;
     if (al_graph_n_edges(c->n_layers, c->n_heads) <= 0)
         return al_errf(e, "circuit evaluation covers models of 1 to %d layers (this one has %d)",
                        AL_GRAPH_MAX_LAYERS, c->n_layers);

@@ -480,6 +480,8 @@ void al_delta_ws_free(al_delta_ws *ws) {
 int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
                            float *xL, unsigned char *dirty, al_delta_ws *ws, al_err *e) {
     const al_config *c = &m->cfg;
+    /* it recomputes q, k, v from residual rows by W_Q, W_K, W_V alone */
+    if (al_config_plain_check(c, "the incremental patched forward", e)) return -1;
     if (!base || !base->x || base->B < 1 || base->T < 1 || base->T > c->n_ctx)
         return al_errf(e, "incremental patched forward: the run cache has batch shape %dx%d "
                           "(needs B >= 1 and 1 <= T <= n_ctx %d)",

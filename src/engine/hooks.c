@@ -28,21 +28,29 @@ static const struct hook_row {
     [AL_HOOK_Z] = {"attn.hook_z", 0, 1, "BTHD"},
     [AL_HOOK_RESULT] = {"attn.hook_result", 0, 1, "BTHC"},
     [AL_HOOK_RESID_POST] = {"hook_resid_post", 0, 1, "BTC"},
-    [AL_HOOK_EMBED] = {"hook_embed", 1, 0, "BTC"},
-    [AL_HOOK_POS_EMBED] = {"hook_pos_embed", 1, 0, "BTC"},
-    [AL_HOOK_Q_INPUT] = {"hook_q_input", 0, 0, "BTHC"},
-    [AL_HOOK_K_INPUT] = {"hook_k_input", 0, 0, "BTHC"},
-    [AL_HOOK_V_INPUT] = {"hook_v_input", 0, 0, "BTHC"},
-    [AL_HOOK_LN1_SCALE] = {"ln1.hook_scale", 0, 0, "BT1"},
-    [AL_HOOK_LN1_NORMALIZED] = {"ln1.hook_normalized", 0, 0, "BTC"},
-    [AL_HOOK_ATTN_SCORES] = {"attn.hook_attn_scores", 0, 0, "BHTS"},
-    [AL_HOOK_ATTN_OUT] = {"hook_attn_out", 0, 0, "BTC"},
-    [AL_HOOK_LNF_SCALE] = {"ln_final.hook_scale", 1, 0, "BT1"},
-    [AL_HOOK_LNF_NORMALIZED] = {"ln_final.hook_normalized", 1, 0, "BTC"},
-    [AL_HOOK_LOGITS] = {"logits", 1, 0, "BTV"},
+    [AL_HOOK_EMBED] = {"hook_embed", 1, 1, "BTC"},
+    [AL_HOOK_POS_EMBED] = {"hook_pos_embed", 1, 1, "BTC"},
+    [AL_HOOK_Q_INPUT] = {"hook_q_input", 0, 1, "BTHC"},
+    [AL_HOOK_K_INPUT] = {"hook_k_input", 0, 1, "BTHC"},
+    [AL_HOOK_V_INPUT] = {"hook_v_input", 0, 1, "BTHC"},
+    [AL_HOOK_LN1_SCALE] = {"ln1.hook_scale", 0, 1, "BT1"},
+    [AL_HOOK_LN1_NORMALIZED] = {"ln1.hook_normalized", 0, 1, "BTC"},
+    [AL_HOOK_ATTN_SCORES] = {"attn.hook_attn_scores", 0, 1, "BHTS"},
+    [AL_HOOK_ATTN_OUT] = {"hook_attn_out", 0, 1, "BTC"},
+    [AL_HOOK_LNF_SCALE] = {"ln_final.hook_scale", 1, 1, "BT1"},
+    [AL_HOOK_LNF_NORMALIZED] = {"ln_final.hook_normalized", 1, 1, "BTC"},
+    [AL_HOOK_LOGITS] = {"logits", 1, 1, "BTV"},
 };
 
 static int known(al_hook_point p) { return (int)p >= 0 && p < AL_HOOK_N_POINTS; }
+
+/* The LayerNorm points exist only in models with LayerNorm (the table's
+ * "when it exists" column of docs/hooks.md). */
+static int exists_in(const al_config *c, al_hook_point p) {
+    int ln_point = p == AL_HOOK_LN1_SCALE || p == AL_HOOK_LN1_NORMALIZED ||
+                   p == AL_HOOK_LNF_SCALE || p == AL_HOOK_LNF_NORMALIZED;
+    return !ln_point || c->norm_type != AL_NORM_NONE;
+}
 
 int al_hook_is_model_level(al_hook_point point) {
     return known(point) && HOOKS[point].model_level;
@@ -112,6 +120,11 @@ int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void
         char nm[64];
         al_hook_name(point, layer < 0 ? 0 : layer, nm, sizeof nm);
         return al_errf(e, "hook point %s is not run by this engine's forward", nm);
+    }
+    if (!exists_in(&m->cfg, point)) {
+        char nm[64];
+        al_hook_name(point, layer < 0 ? 0 : layer, nm, sizeof nm);
+        return al_errf(e, "hook point %s does not exist in a model without LayerNorm", nm);
     }
     if (HOOKS[point].model_level && layer > 0)
         return al_errf(e, "hook: %s is a model-level point (layer %d given)", HOOKS[point].tail,

@@ -88,6 +88,129 @@ void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
                 3 * HD, 1.0f, dwpe, C);
 }
 
+/* ------------------------------------------------------- LayerNorm */
+
+static void ln_row_stats(const float *x, int C, double eps, float *mean, float *scale) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; c++) s += x[c];
+    float mu = (float)(s / C);
+    double v = 0.0;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; c++) {
+        double d = (double)(x[c] - mu);
+        v += d * d;
+    }
+    *mean = mu;
+    *scale = (float)sqrt(v / C + eps);
+}
+
+/* out may be x: each element is read before it is written */
+static void ln_row_apply(float *out, const float *x, float mu, float scale, const float *w,
+                         const float *b, int C) {
+    float inv = 1.0f / scale;
+    if (w) {
+#pragma omp simd
+        for (int c = 0; c < C; c++) out[c] = (x[c] - mu) * inv * w[c] + b[c];
+    } else {
+#pragma omp simd
+        for (int c = 0; c < C; c++) out[c] = (x[c] - mu) * inv;
+    }
+}
+
+void layernorm_stats(float *mean, float *scale, const float *x, size_t N, int C, double eps) {
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) ln_row_stats(x + n * C, C, eps, mean + n, scale + n);
+}
+
+void layernorm_apply(float *out, const float *x, const float *mean, const float *scale,
+                     const float *w, const float *b, size_t N, int C) {
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++)
+        ln_row_apply(out + n * C, x + n * C, mean[n], scale[n], w, b, C);
+}
+
+void layernorm_forward(float *out, float *mean, float *scale, const float *x, const float *w,
+                       const float *b, size_t N, int C, double eps) {
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        ln_row_stats(x + n * C, C, eps, mean + n, scale + n);
+        ln_row_apply(out + n * C, x + n * C, mean[n], scale[n], w, b, C);
+    }
+}
+
+/* Columns per chunk of the column sums below: a chunk's sums live in
+ * registers while its rows stream past. */
+#define COL_CHUNK 64
+
+void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *mean, const float *scale, const float *w, size_t N, int C,
+                        int accumulate) {
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        const float *xr = x + n * C, *d = dout + n * C;
+        float *o = dx + n * C, mu = mean[n], inv = 1.0f / scale[n];
+        double sg = 0.0, sgx = 0.0;
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int c = 0; c < C; c++) {
+            float xh = (xr[c] - mu) * inv, g = w ? d[c] * w[c] : d[c];
+            sg += g;
+            sgx += (double)g * xh;
+        }
+        float mg = (float)(sg / C), mgx = (float)(sgx / C);
+#pragma omp simd
+        for (int c = 0; c < C; c++) {
+            float xh = (xr[c] - mu) * inv, g = w ? d[c] * w[c] : d[c];
+            float v = (g - mg - xh * mgx) * inv;
+            o[c] = accumulate ? o[c] + v : v;
+        }
+    }
+    if (!dw && !db) return;
+    const int nch = (C + COL_CHUNK - 1) / COL_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < nch; ch++) {
+        int c0 = ch * COL_CHUNK, nc = C - c0 < COL_CHUNK ? C - c0 : COL_CHUNK;
+        float aw[COL_CHUNK] = {0}, ab[COL_CHUNK] = {0};
+        for (size_t n = 0; n < N; n++) {
+            const float *xr = x + n * C + c0, *d = dout + n * C + c0;
+            float mu = mean[n], inv = 1.0f / scale[n];
+#pragma omp simd
+            for (int j = 0; j < nc; j++) {
+                aw[j] += d[j] * ((xr[j] - mu) * inv);
+                ab[j] += d[j];
+            }
+        }
+        if (dw) memcpy(dw + c0, aw, sizeof(float) * nc);
+        if (db) memcpy(db + c0, ab, sizeof(float) * nc);
+    }
+}
+
+void bias_forward(float *out, const float *b, size_t N, int M, size_t ld) {
+#pragma omp parallel for schedule(static)
+    for (size_t n = 0; n < N; n++) {
+        float *o = out + n * ld;
+#pragma omp simd
+        for (int j = 0; j < M; j++) o[j] += b[j];
+    }
+}
+
+void bias_backward(float *db, const float *dout, size_t N, int M, size_t ld) {
+    const int nch = (M + COL_CHUNK - 1) / COL_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < nch; ch++) {
+        int j0 = ch * COL_CHUNK, nc = M - j0 < COL_CHUNK ? M - j0 : COL_CHUNK;
+        float acc[COL_CHUNK] = {0};
+        for (size_t n = 0; n < N; n++) {
+            const float *d = dout + n * ld + j0;
+#pragma omp simd
+            for (int j = 0; j < nc; j++) acc[j] += d[j];
+        }
+        memcpy(db + j0, acc, sizeof(float) * nc);
+    }
+}
+
+/* ------------------------------------------------------- products */
+
 void matmul_forward(float *out, const float *inp, const float *w, int M,
                     int K, int N, float beta) {
     al_sgemm(false, false, M, N, K, 1.0f, inp,
@@ -309,6 +432,95 @@ int attention_forward(float *z, float *att, const float *qkv, int B, int T,
                 rows_in(v, q0 + 2 * HD, T, D, rs);
                 attention_head_forward(zd, att + ((size_t)b * H + h) * T * T, q, k, v, S, T, D,
                                        scale, causal, stream);
+                rows_out(z + (size_t)b * T * HD + (size_t)h * D, HD, zd, T, D);
+            }
+    }
+    return fail ? -1 : 0;
+}
+
+/* attention_forward's two halves (layers.h). Scores of one (b,h) on
+ * dense q, k (T,D) into sc (T,T): the blocks and products of
+ * attention_head_forward, −inf above the diagonal; S is (ATT_BLOCK, T)
+ * scratch. */
+static void attention_head_scores(float *sc, const float *q, const float *k, float *S, int T,
+                                  int D, float scale) {
+    for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
+        int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK, nk = t0 + nt;
+        al_sgemm(false, true, nt, nk, D, scale, q + (size_t)t0 * D, D, k, D, 0.0f, S, nk);
+        for (int i = 0; i < nt; i++) {
+            int t = t0 + i;
+            float *row = sc + (size_t)t * T;
+            memcpy(row, S + (size_t)i * nk, sizeof(float) * (size_t)(t + 1));
+            for (int u = t + 1; u < T; u++) row[u] = -INFINITY;
+        }
+    }
+}
+
+/* Probabilities of one (b,h) in place of its scores a (T,T), and z
+ * (T,D) dense from dense v: a row's keys end at its last score that is
+ * not −inf, a block's products span its rows' keys (the causal ones when
+ * the scores are as attention_head_scores left them, so the products and
+ * the bits are attention_head_forward's). */
+static void attention_head_pattern(float *z, float *a, const float *v, float *S, int T, int D) {
+    for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
+        int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK, nk = t0 + nt, n[ATT_BLOCK];
+        for (int i = 0; i < nt; i++) {
+            const float *row = a + (size_t)(t0 + i) * T;
+            int k = T;
+            while (k > 0 && row[k - 1] == -INFINITY) k--;
+            n[i] = k;
+            if (k > nk) nk = k;
+        }
+        for (int i = 0; i < nt; i++) {
+            float *row = S + (size_t)i * nk;
+            memcpy(row, a + (size_t)(t0 + i) * T, sizeof(float) * nk);
+            if (n[i] > 0) attention_softmax_row(row, n[i], nk);
+            else memset(row, 0, sizeof(float) * nk); /* every key masked: no attention */
+            att_row_out(a + (size_t)(t0 + i) * T, row, nk, T, 0);
+        }
+        al_sgemm(false, false, nt, D, nk, 1.0f, S, nk, v, D, 0.0f, z + (size_t)t0 * D, D);
+    }
+}
+
+int attention_scores_forward(float *scores, const float *qkv, int B, int T, int H, int D) {
+    const int HD = H * D, rs = 3 * HD;
+    const float scale = 1.0f / sqrtf((float)D);
+    const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
+    int fail = 0;
+#pragma omp parallel
+    {
+        float *w = att_team_scratch((size_t)2 * T * D + (size_t)rows * T, &fail);
+#pragma omp for collapse(2) schedule(dynamic)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                if (!w) continue;
+                size_t TD = (size_t)T * D;
+                float *q = w, *k = q + TD, *S = k + TD;
+                const float *q0 = qkv + (size_t)b * T * rs + (size_t)h * D;
+                rows_in(q, q0, T, D, rs);
+                rows_in(k, q0 + HD, T, D, rs);
+                attention_head_scores(scores + ((size_t)b * H + h) * T * T, q, k, S, T, D, scale);
+            }
+    }
+    return fail ? -1 : 0;
+}
+
+int attention_pattern_forward(float *z, float *att, const float *qkv, int B, int T, int H,
+                              int D) {
+    const int HD = H * D, rs = 3 * HD;
+    const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
+    int fail = 0;
+#pragma omp parallel
+    {
+        float *w = att_team_scratch((size_t)2 * T * D + (size_t)rows * T, &fail);
+#pragma omp for collapse(2) schedule(dynamic)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                if (!w) continue;
+                size_t TD = (size_t)T * D;
+                float *v = w, *zd = v + TD, *S = zd + TD;
+                rows_in(v, qkv + (size_t)b * T * rs + 2 * HD + (size_t)h * D, T, D, rs);
+                attention_head_pattern(zd, att + ((size_t)b * H + h) * T * T, v, S, T, D);
                 rows_out(z + (size_t)b * T * HD + (size_t)h * D, HD, zd, T, D);
             }
     }

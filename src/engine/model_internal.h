@@ -12,6 +12,29 @@
 
 #include "attnlab/model.h"
 
+/* m's activation buffers for a forward of (B, T) (kept when big
+ * enough): 0, or −1 with e. */
+int model_ensure_acts(al_model *m, int B, int T, al_err *e);
+
+/* logits (n, V) = u W_U (or u W_Eᵀ) + b_U of n rows u (n, C) that
+ * ln_final has already normalised (the forward's last product). */
+void model_unembed_rows(const al_model *m, const float *u, int n, float *logits);
+
+/* The batch shape and token ids of a forward (targets may be NULL; −1
+ * ignores a position): 0, or −1 with e naming the first bad one. */
+int model_check_inputs(const al_model *m, const int *in, const int *tg, int B, int T,
+                       al_err *e);
+/* The forward from the embeddings on, for m->B x m->T inputs (forward.c;
+ * unembed 0: no ln_final and logits). */
+int model_forward_body(al_model *m, const int *inputs, int unembed, al_err *e);
+
+/* The forward up to the logits for backward (forward.c): checks, inputs
+ * and targets kept, layers, unembedding into m->probs; and the mean loss
+ * of m->losses over the positions with a target. */
+int model_forward_begin(al_model *m, const int *inputs, const int *targets, int B, int T,
+                        al_err *e);
+void model_mean_loss(al_model *m);
+
 /* wqkv (C, 3·H·D) = layer l's W_Q|W_K|W_V fused: column s·HD + h·D + d
  * holds W_{Q,K,V}[l,h][:, d], so one sgemm gives q|k|v of every head. */
 void model_fuse_qkv(float *wqkv, const al_model *m, int l);

@@ -57,8 +57,10 @@ void al_adamw_step_norm(al_adamw *o, al_model *m, const al_optim_cfg *c, long t,
     const float bc1 = (float)(1.0 - pow(c->beta1, (double)t));
     const float bc2 = (float)(1.0 - pow(c->beta2, (double)t));
     const float flr = (float)lr;
-    /* decay everything after the embeddings: W_Q..W_O and an untied W_U */
+    /* decay the weight matrices between the embeddings and the LayerNorm
+     * weights and biases (which follow W_U): W_Q..W_O and an untied W_U */
     const size_t no_decay = m->param_size[AL_P_WE] + m->param_size[AL_P_WPOS];
+    const size_t decay_end = al_param_decay_end(m);
     const float wd = (float)c->weight_decay;
     const long n = (long)m->n_params;
     float *w = m->params, *g = m->grads, *mm = o->m, *vv = o->v;
@@ -72,7 +74,7 @@ void al_adamw_step_norm(al_adamw *o, al_model *m, const al_optim_cfg *c, long t,
         mm[i] = mi;
         vv[i] = vi;
         float mhat = mi / bc1, vhat = vi / bc2;
-        float decay = (size_t)i >= no_decay ? wd * w[i] : 0.0f;
+        float decay = (size_t)i >= no_decay && (size_t)i < decay_end ? wd * w[i] : 0.0f;
         w[i] -= flr * (mhat / (sqrtf(vhat) + eps) + decay);
     }
     al_prof_add(AL_OP_ADAMW, t0);

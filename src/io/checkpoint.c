@@ -251,18 +251,32 @@ static void add_tensor(tensor_list *tl, const al_model *m, int which, int l, con
     tl->n++;
 }
 
+/* Tensor `which` of layer l, if the model has it (optional tensors have
+ * size 0 when absent). */
+static void add_layer_tensor(tensor_list *tl, const al_model *m, int which, int l) {
+    if (m->param_size[which])
+        add_tensor(tl, m, which, l, m->p[which] + (size_t)l * al_param_layer_size(m, which));
+}
+
 static int model_tensors(const al_model *m, tensor_list *tl, al_err *e) {
     memset(tl, 0, sizeof *tl);
     const al_config *c = &m->cfg;
-    int cap = 3 + 4 * c->n_layers;
+    /* a layer's ln1.w, ln1.b, W_Q..W_O, b_Q..b_O; W_E, W_pos, ln_final.w,
+     * ln_final.b, W_U, b_U */
+    int cap = 6 + 10 * c->n_layers;
     tl->t = al_calloc((size_t)cap, sizeof *tl->t, e);
     tl->names = al_calloc((size_t)cap, sizeof *tl->names, e);
     if (!tl->t || !tl->names) return -1;
     add_tensor(tl, m, AL_P_WE, 0, m->p[AL_P_WE]);
     add_tensor(tl, m, AL_P_WPOS, 0, m->p[AL_P_WPOS]);
+    /* TransformerLens's state-dict order: ln1, W_Q..W_O, b_Q..b_O */
+    static const int layer_order[] = {AL_P_LN1W, AL_P_LN1B, AL_P_WQ, AL_P_WK, AL_P_WV,
+                                      AL_P_WO,   AL_P_BQ,   AL_P_BK, AL_P_BV, AL_P_BO};
     for (int l = 0; l < c->n_layers; l++)
-        for (int w = AL_P_WQ; w <= AL_P_WO; w++)
-            add_tensor(tl, m, w, l, m->p[w] + (size_t)l * al_param_layer_size(m, w));
+        for (size_t i = 0; i < sizeof layer_order / sizeof layer_order[0]; i++)
+            add_layer_tensor(tl, m, layer_order[i], l);
+    add_layer_tensor(tl, m, AL_P_LNFW, 0);
+    add_layer_tensor(tl, m, AL_P_LNFB, 0);
     const float *wu = m->p[AL_P_WU];
     if (c->tied_embeddings) {
         size_t V = (size_t)c->d_vocab, C = (size_t)c->d_model;
@@ -273,6 +287,7 @@ static int model_tensors(const al_model *m, tensor_list *tl, al_err *e) {
         wu = tl->wu_t;
     }
     add_tensor(tl, m, AL_P_WU, 0, wu);
+    add_layer_tensor(tl, m, AL_P_BU, 0);
     return 0;
 }
 
@@ -441,11 +456,12 @@ static int load_weights(const char *path, al_model *m, al_err *e) {
     if (al_st_open(path, &f, e) != 0) return -1;
     tensor_list tl;
     int rc = model_tensors(m, &tl, e);
-    /* the list's data pointers are where each tensor belongs in m */
-    int n_expect = tl.n - (m->cfg.tied_embeddings ? 1 : 0);
-    for (int i = 0; rc == 0 && i < n_expect; i++)
-        rc = al_st_read_f32(f, tl.t[i].name, tl.t[i].ndim, tl.t[i].shape,
-                            (float *)tl.t[i].data, e);
+    /* the list's data pointers are where each tensor belongs in m; with
+     * tied embeddings, unembed.W_U's is our transposed copy (checked below) */
+    for (int i = 0; rc == 0 && i < tl.n; i++)
+        if (!(m->cfg.tied_embeddings && tl.t[i].data == tl.wu_t))
+            rc = al_st_read_f32(f, tl.t[i].name, tl.t[i].ndim, tl.t[i].shape,
+                                (float *)tl.t[i].data, e);
     if (rc == 0 && m->cfg.tied_embeddings) rc = check_tied_wu(f, m, path, e);
     for (int i = 0; rc == 0 && i < al_st_count(f); i++) {
         const char *nm = al_st_at(f, i)->name;

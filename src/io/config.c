@@ -30,7 +30,14 @@ char *al_config_to_json(const al_config *c) {
     cJSON_AddNumberToObject(o, "n_ctx", c->n_ctx);
     cJSON_AddNumberToObject(o, "d_vocab", c->d_vocab);
     cJSON_AddTrueToObject(o, "attn_only");
-    cJSON_AddNullToObject(o, "normalization_type");
+    const char *nt = al_norm_type_name(c->norm_type);
+    if (nt) cJSON_AddStringToObject(o, "normalization_type", nt);
+    else cJSON_AddNullToObject(o, "normalization_type");
+    /* written for every model, so TransformerLens reads the eps we use */
+    cJSON_AddItemToObject(o, "eps", al_json_num_item(c->ln_eps > 0 ? c->ln_eps : 1e-5));
+    cJSON *bs = cJSON_AddArrayToObject(o, "biases");
+    for (unsigned b = 1; bs && b <= AL_BIAS_U; b <<= 1)
+        if (c->biases & b) cJSON_AddItemToArray(bs, cJSON_CreateString(al_bias_name(b)));
     const char *pt = al_pos_type_name(c->pos_type);
     cJSON_AddStringToObject(o, "positional_embedding_type", pt ? pt : "standard");
     cJSON_AddNullToObject(o, "d_mlp");
@@ -54,28 +61,101 @@ static int get_dim(const cJSON *o, const char *key, int *out, const char *src, a
     return 0;
 }
 
-/* TransformerLens keys we do not use must still say "attention-only,
- * no LayerNorm, learned positions" if present, or the weights would be
- * read as a different model. Other keys are ignored (TL has many).
- * positional_embedding_type is "standard" (also when absent) or
- * "shortformer" (W_pos added to every head's query and key inputs only),
- * into *pos_type. */
-static int check_tl_keys(const cJSON *o, int *pos_type, const char *src, al_err *e) {
+/* TransformerLens keys that would change the model from what attnlab
+ * computes: each is refused unless absent or at the value that leaves an
+ * attention-only model as ours (TransformerLens has many other keys, which
+ * do not change its numbers: hook switches, names, devices; those are
+ * ignored). */
+static int check_tl_other(const cJSON *o, const al_config *t, const char *src, al_err *e) {
+    static const char *const must_false[] = {"use_local_attn", "scale_attn_by_inverse_layer_idx",
+                                             "final_rms", "post_embedding_ln", "use_qk_norm",
+                                             "use_normalization_before_and_after"};
+    for (size_t i = 0; i < sizeof must_false / sizeof must_false[0]; i++) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, must_false[i]);
+        if (j && !cJSON_IsFalse(j) && !cJSON_IsNull(j))
+            return al_errf(e, "%s: key '%s' must be false (attnlab models do not have it)", src,
+                           must_false[i]);
+    }
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "use_attn_scale");
+    if (j && !cJSON_IsTrue(j))
+        return al_errf(e, "%s: key 'use_attn_scale' must be true (scores are divided by "
+                          "sqrt(d_head))", src);
+    j = cJSON_GetObjectItemCaseSensitive(o, "attn_scale");
+    double want = sqrt((double)t->d_head);
+    if (j && !cJSON_IsNull(j) &&
+        !(cJSON_IsNumber(j) && (j->valuedouble == -1.0 ||
+                                fabs(j->valuedouble - want) <= 1e-6 * want)))
+        return al_errf(e, "%s: key 'attn_scale' must be sqrt(d_head) = %g", src, want);
+    j = cJSON_GetObjectItemCaseSensitive(o, "attention_dir");
+    if (j && !(cJSON_IsString(j) && !strcmp(j->valuestring, "causal")))
+        return al_errf(e, "%s: key 'attention_dir' must be \"causal\"", src);
+    j = cJSON_GetObjectItemCaseSensitive(o, "n_key_value_heads");
+    if (j && !cJSON_IsNull(j) && !(cJSON_IsNumber(j) && j->valuedouble == t->n_heads))
+        return al_errf(e, "%s: key 'n_key_value_heads' must be null or n_heads (%d)", src,
+                       t->n_heads);
+    j = cJSON_GetObjectItemCaseSensitive(o, "d_vocab_out");
+    if (j && !cJSON_IsNull(j) &&
+        !(cJSON_IsNumber(j) && (j->valuedouble == -1.0 || j->valuedouble == t->d_vocab)))
+        return al_errf(e, "%s: key 'd_vocab_out' must be d_vocab (%d)", src, t->d_vocab);
+    static const char *const caps[] = {"attn_scores_soft_cap", "output_logits_soft_cap"};
+    for (size_t i = 0; i < 2; i++) {
+        j = cJSON_GetObjectItemCaseSensitive(o, caps[i]);
+        if (j && !cJSON_IsNull(j) && !(cJSON_IsNumber(j) && j->valuedouble <= 0))
+            return al_errf(e, "%s: key '%s' must be -1 (no soft cap)", src, caps[i]);
+    }
+    return 0;
+}
+
+/* "biases": an array of distinct names from b_Q, b_K, b_V, b_O, b_U
+ * (absent: none, as files written before biases existed). */
+static int get_biases(const cJSON *o, unsigned *bits, const char *src, al_err *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "biases");
+    *bits = 0;
+    if (!j) return 0;
+    if (!cJSON_IsArray(j))
+        return al_errf(e, "%s: key 'biases' must be an array of names (b_Q, b_K, b_V, b_O, b_U)",
+                       src);
+    for (const cJSON *b = j->child; b; b = b->next) {
+        unsigned bit = cJSON_IsString(b) ? al_bias_parse(b->valuestring) : 0;
+        if (!bit)
+            return al_errf(e, "%s: key 'biases' holds something other than b_Q, b_K, b_V, b_O, "
+                              "b_U", src);
+        if (*bits & bit)
+            return al_errf(e, "%s: key 'biases' lists %s twice", src, al_bias_name(bit));
+        *bits |= bit;
+    }
+    return 0;
+}
+
+/* The TransformerLens keys of the architecture: attn_only must be true,
+ * d_mlp null; normalization_type null, "LN" or "LNPre" (into norm_type),
+ * eps a positive number (1e-5 when absent), positional_embedding_type
+ * "standard" (also when absent) or "shortformer" (W_pos added to every
+ * head's query and key inputs only); then the keys of check_tl_other. */
+static int check_tl_keys(const cJSON *o, al_config *t, const char *src, al_err *e) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "attn_only");
     if (j && !cJSON_IsTrue(j))
         return al_errf(e, "%s: key 'attn_only' must be true (attnlab models have no MLP)", src);
     j = cJSON_GetObjectItemCaseSensitive(o, "normalization_type");
-    if (j && !cJSON_IsNull(j))
-        return al_errf(e, "%s: key 'normalization_type' must be null (no LayerNorm)", src);
+    t->norm_type = AL_NORM_NONE;
+    if (j && !cJSON_IsNull(j) &&
+        !(cJSON_IsString(j) && al_norm_type_parse(j->valuestring, &t->norm_type) == 0))
+        return al_errf(e, "%s: key 'normalization_type' must be null, \"LN\" or \"LNPre\" "
+                          "(RMS norms are not supported)", src);
+    j = cJSON_GetObjectItemCaseSensitive(o, "eps");
+    t->ln_eps = 1e-5;
+    if (j && !(cJSON_IsNumber(j) && j->valuedouble > 0 && j->valuedouble <= 1))
+        return al_errf(e, "%s: key 'eps' must be a number in (0, 1]", src);
+    if (j) t->ln_eps = j->valuedouble;
     j = cJSON_GetObjectItemCaseSensitive(o, "positional_embedding_type");
-    *pos_type = AL_POS_STANDARD;
-    if (j && !(cJSON_IsString(j) && al_pos_type_parse(j->valuestring, pos_type) == 0))
+    t->pos_type = AL_POS_STANDARD;
+    if (j && !(cJSON_IsString(j) && al_pos_type_parse(j->valuestring, &t->pos_type) == 0))
         return al_errf(e, "%s: key 'positional_embedding_type' must be \"standard\" or "
                           "\"shortformer\"", src);
     j = cJSON_GetObjectItemCaseSensitive(o, "d_mlp");
     if (j && !cJSON_IsNull(j))
         return al_errf(e, "%s: key 'd_mlp' must be null (no MLP)", src);
-    return 0;
+    return check_tl_other(o, t, src, e);
 }
 
 int al_config_from_json(const char *json_text, al_config *c,
@@ -93,7 +173,7 @@ int al_config_from_json(const char *json_text, al_config *c,
     if (get_dim(o, "n_layers", &t.n_layers, src, e) || get_dim(o, "d_model", &t.d_model, src, e) ||
         get_dim(o, "n_heads", &t.n_heads, src, e) || get_dim(o, "d_head", &t.d_head, src, e) ||
         get_dim(o, "n_ctx", &t.n_ctx, src, e) || get_dim(o, "d_vocab", &t.d_vocab, src, e) ||
-        check_tl_keys(o, &t.pos_type, src, e))
+        check_tl_keys(o, &t, src, e) || get_biases(o, &t.biases, src, e))
         goto done;
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "tied_embeddings");
     if (j && !cJSON_IsBool(j)) {

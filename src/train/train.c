@@ -20,8 +20,19 @@ al_train_opts al_train_opts_defaults(void) {
         .steps = 1000, .batch = 16, .seq_len = 0, .lr = 3e-3, .min_lr_frac = 0.1,
         .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
         .grad_clip = 1.0, .warmup = 100, .eval_every = 100, .eval_batches = 8,
-        .ckpt_every = 500, .threads = 0, .val_fraction = 0.05};
+        .ckpt_every = 500, .threads = 0, .val_fraction = 0.05, .ln_eps = c.ln_eps};
     return o;
+}
+
+/* --norm's words (lower case, as the other flags' values) to AL_NORM_*. */
+static int norm_parse(const char *s, int *norm) {
+    static const char *const names[] = {"none", "ln", "lnpre"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, names[i])) {
+            *norm = i; /* AL_NORM_NONE, AL_NORM_LN, AL_NORM_LNPRE */
+            return 0;
+        }
+    return -1;
 }
 
 /* Messages name the options by their field names, which are also their
@@ -52,6 +63,14 @@ static int check_opts(const al_train_opts *o, al_err *e) {
     int pt;
     if (o->pos && al_pos_type_parse(o->pos, &pt) != 0)
         return al_errf(e, "pos must be standard or shortformer (got '%s')", o->pos);
+    if (o->norm && norm_parse(o->norm, &pt) != 0)
+        return al_errf(e, "norm must be none, ln or lnpre (got '%s')", o->norm);
+    unsigned bits;
+    if (o->biases && al_bias_spec_parse(o->biases, &bits) != 0)
+        return al_errf(e, "biases must be none, all, or letters of q, k, v, o, u (got '%s')",
+                       o->biases);
+    if (!(o->ln_eps > 0 && o->ln_eps <= 1))
+        return al_errf(e, "ln_eps must be in (0, 1] (got %g)", o->ln_eps);
     if (o->d_model > 0 && o->n_heads > 0 && o->d_head > 0 &&
         o->n_heads * o->d_head != o->d_model)
         return al_errf(e, "n_heads x d_head must equal d_model (%d x %d != %d)",
@@ -102,6 +121,9 @@ static int setup_model(al_trainer *t, al_err *e) {
                        .d_vocab = al_tok_vocab_size(t->tok),
                        .tied_embeddings = o->tied, .seed = o->seed};
         if (o->pos) al_pos_type_parse(o->pos, &c.pos_type); /* checked by check_opts */
+        if (o->norm) norm_parse(o->norm, &c.norm_type);
+        if (o->biases) al_bias_spec_parse(o->biases, &c.biases);
+        c.ln_eps = o->ln_eps;
         if (al_model_init(&t->m, &c, e) != 0) return -1;
     }
     t->m.skip_gate_grads = 1;
