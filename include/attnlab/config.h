@@ -14,7 +14,8 @@
  * positional_embedding_type "standard" or "shortformer" (pos_type), ...)
  * plus ours (tied_embeddings, seed, attnlab_version, and "biases": the
  * names of the bias tensors the model has, from b_Q, b_K, b_V, b_O, b_U;
- * [] or absent: none). Reading refuses, with a message naming the key,
+ * [] or absent: none; "processing", written for processed models only:
+ * {"fold_ln": true, ...}, al_config.processing of process.h). Reading refuses, with a message naming the key,
  * every value of these keys that the engine does not compute, and the
  * TransformerLens keys whose non-default values would change an
  * attention-only model (use_attn_scale, attn_scale, attention_dir,

@@ -70,6 +70,9 @@ typedef struct al_config {
     double ln_eps;   /* LayerNorm's eps (TransformerLens `eps`; 1e-5 by default;
                         unused without LayerNorm, where 0 is accepted) */
     unsigned biases; /* AL_BIAS_* bits (0: none) */
+    unsigned processing; /* AL_PROC_* bits (process.h): the TransformerLens
+                            weight processing applied (0: none; a record,
+                            the arithmetic does not read it) */
 } al_config;
 
 /* "standard" / "shortformer" (NULL for an unknown type), and back: 0, or

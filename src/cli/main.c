@@ -23,7 +23,9 @@
     X(tokenizer_train) \
     X(encode)          \
     X(train)           \
-    X(run)
+    X(import)          \
+    X(run)             \
+    X(compare)
 #define AFTER(X)   \
     X(heatmap)     \
     X(report)      \

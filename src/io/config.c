@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/process.h"
+
 #define MAX_EXACT 9007199254740992.0 /* 2^53 */
 
 /* -------------------------------------------------------- config.json */
@@ -45,6 +47,11 @@ char *al_config_to_json(const al_config *c) {
     cJSON_AddStringToObject(o, "original_architecture", "attnlab");
     cJSON_AddBoolToObject(o, "tied_embeddings", c->tied_embeddings != 0);
     cJSON_AddItemToObject(o, "seed", al_json_u64_item(c->seed));
+    if (c->processing) { /* only for processed models, so other files stay as they were */
+        cJSON *pr = cJSON_AddObjectToObject(o, "processing");
+        for (unsigned b = 1; pr && b <= AL_PROC_FOLD_VALUE_BIASES; b <<= 1)
+            cJSON_AddBoolToObject(pr, al_proc_name(b), (c->processing & b) != 0);
+    }
     cJSON_AddStringToObject(o, "attnlab_version", AL_VERSION);
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
@@ -127,6 +134,25 @@ static int get_biases(const cJSON *o, unsigned *bits, const char *src, al_err *e
     return 0;
 }
 
+/* "processing": {"fold_ln": true, ...}, the steps of process.h applied
+ * (absent: none); every key one of their names, every value a bool. */
+static int get_processing(const cJSON *o, unsigned *bits, const char *src, al_err *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "processing");
+    *bits = 0;
+    if (!j || cJSON_IsNull(j)) return 0;
+    if (!cJSON_IsObject(j))
+        return al_errf(e, "%s: key 'processing' must be an object of true/false", src);
+    for (const cJSON *p = j->child; p; p = p->next) {
+        unsigned bit = al_proc_parse(p->string);
+        if (!bit || !cJSON_IsBool(p))
+            return al_errf(e, "%s: key 'processing' holds something other than fold_ln, "
+                              "center_writing_weights, center_unembed, fold_value_biases: "
+                              "true/false", src);
+        if (cJSON_IsTrue(p)) *bits |= bit;
+    }
+    return 0;
+}
+
 /* The TransformerLens keys of the architecture: attn_only must be true,
  * d_mlp null; normalization_type null, "LN" or "LNPre" (into norm_type),
  * eps a positive number (1e-5 when absent), positional_embedding_type
@@ -173,7 +199,8 @@ int al_config_from_json(const char *json_text, al_config *c,
     if (get_dim(o, "n_layers", &t.n_layers, src, e) || get_dim(o, "d_model", &t.d_model, src, e) ||
         get_dim(o, "n_heads", &t.n_heads, src, e) || get_dim(o, "d_head", &t.d_head, src, e) ||
         get_dim(o, "n_ctx", &t.n_ctx, src, e) || get_dim(o, "d_vocab", &t.d_vocab, src, e) ||
-        check_tl_keys(o, &t, src, e) || get_biases(o, &t.biases, src, e))
+        check_tl_keys(o, &t, src, e) || get_biases(o, &t.biases, src, e) ||
+        get_processing(o, &t.processing, src, e))
         goto done;
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "tied_embeddings");
     if (j && !cJSON_IsBool(j)) {
