@@ -63,7 +63,8 @@ const char *al_proc_name(unsigned bit);
 unsigned al_proc_parse(const char *name);
 /* The AL_PROC_* steps al_model_process would apply to a model of config
  * c under o (the rules above: a step asked for that cannot apply is left
- * out; a model without b_V has no value biases to fold). */
+ * out; a model without b_V has no value biases to fold, unless fold_ln
+ * makes them). */
 unsigned al_process_plan(const al_config *c, const al_process_opts *o);
 /* Apply the plan to m's weights: m is replaced by a model of the new
  * config (LNPre after fold_ln, biases added as above; its gates and

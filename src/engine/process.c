@@ -34,7 +34,9 @@ unsigned al_process_plan(const al_config *c, const al_process_opts *o) {
     if (o->center_writing_weights && !shortformer && c->norm_type != AL_NORM_NONE)
         p |= AL_PROC_CENTER_WRITING;
     if (o->center_unembed && !shortformer) p |= AL_PROC_CENTER_UNEMBED;
-    if (o->fold_value_biases && (c->biases & AL_BIAS_V)) p |= AL_PROC_FOLD_VALUE_BIASES;
+    /* fold_ln makes b_V (ln1.b W_V) where there was none */
+    if (o->fold_value_biases && ((c->biases & AL_BIAS_V) || (p & AL_PROC_FOLD_LN)))
+        p |= AL_PROC_FOLD_VALUE_BIASES;
     return p;
 }
 

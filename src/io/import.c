@@ -453,6 +453,9 @@ int al_import_write(const char *out, const al_import_opts *o, const al_model *m,
     }
     snprintf(tmp, sizeof tmp, "%s.import-XXXXXX", base);
     if (!mkdtemp(tmp)) return al_errf(e, "cannot make a folder beside %s: %s", base, strerror(errno));
+    mode_t mask = umask(0); /* mkdtemp made it 0700: give it a new folder's mode */
+    umask(mask);
+    chmod(tmp, 0777 & ~mask);
     char *card = import_json(o, m, info, e);
     char p[AL_PATH_MAX + 128];
     int rc = -1;
