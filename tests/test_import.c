@@ -407,6 +407,8 @@ TEST(import_compare_against_reference_run) {
     snprintf(opts, sizeof opts, "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
              "--no-fold-ln --compare %s/ln_std.cmp.safetensors", d, d, d);
     CHECK(import_cli(t_path("nope2"), opts) == 1);
+    /* the script that writes such references from TransformerLens: its help needs no PyTorch */
+    CHECK(t_sh(PY " scripts/tl-compare.py --help > %s 2>&1", t_path("tlc.out")) == 0);
     CHECK(t_one_line(t_path("imp.err"), "processed with 'fold_ln,center_writing_weights,center_"
                                         "unembed,fold_value_biases'") && !exists(t_path("nope2")));
 }

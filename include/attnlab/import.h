@@ -95,6 +95,10 @@ const al_import_preset *al_import_preset_find(const char *name);
  * Refusals name the file and the key. */
 int al_import_config(const al_import_opts *o, al_config *c, int *norm_known,
                      al_import_info *info, al_err *e);
+/* The same with the config.json given as n bytes of text (src names it
+ * in messages; o->config is not read). For fuzzing. */
+int al_import_config_mem(const al_import_opts *o, const char *text, size_t n, const char *src,
+                         al_config *c, int *norm_known, al_import_info *info, al_err *e);
 
 /* Read the checkpoint into m (uninitialised) with the configuration of
  * o, and process its weights as o->process says. On failure m is zeroed

@@ -342,11 +342,11 @@ static int check_keys(const cJSON *o, const char *ignore, al_import_info *info, 
     return rc;
 }
 
-static int read_config_file(const al_import_opts *o, al_config *c, int *norm_known,
-                            int *pos_known, al_import_info *info, al_err *e) {
+static int read_config_json(const al_import_opts *o, const char *text, size_t n, const char *src,
+                            al_config *c, int *norm_known, int *pos_known, al_import_info *info,
+                            al_err *e) {
     cJSON *j;
-    if (al_json_read_file(o->config, 1u << 20, &j, e)) return -1;
-    const char *src = o->config;
+    if (al_json_parse(text, n, src, &j, e)) return -1;
     int rc = -1;
     if (!cJSON_IsObject(j)) {
         al_errf(e, "%s: top level must be a JSON object", src);
@@ -363,8 +363,8 @@ done:
     return rc;
 }
 
-int al_import_config(const al_import_opts *o, al_config *c, int *norm_known,
-                     al_import_info *info, al_err *e) {
+static int settle(const al_import_opts *o, const char *text, size_t n, const char *src,
+                  al_config *c, int *norm_known, al_import_info *info, al_err *e) {
     memset(c, 0, sizeof *c);
     c->ln_eps = 1e-5;
     info->attn_scale = -1, info->n_kv_heads = -1, info->d_vocab_out = -1;
@@ -372,7 +372,7 @@ int al_import_config(const al_import_opts *o, al_config *c, int *norm_known,
     info->ignored[0] = 0;
     int pos_known = 0;
     *norm_known = 0;
-    if (o->preset && o->config)
+    if (o->preset && (o->config || text))
         return al_errf(e, "give --preset or --config, not both");
     if (o->preset) {
         const al_import_preset *p = al_import_preset_find(o->preset);
@@ -388,8 +388,8 @@ int al_import_config(const al_import_opts *o, al_config *c, int *norm_known,
         *c = p->cfg;
         *norm_known = pos_known = 1;
         snprintf(info->config_format, sizeof info->config_format, "preset %s", p->name);
-    } else if (o->config) {
-        if (read_config_file(o, c, norm_known, &pos_known, info, e)) return -1;
+    } else if (text) {
+        if (read_config_json(o, text, n, src, c, norm_known, &pos_known, info, e)) return -1;
     } else
         snprintf(info->config_format, sizeof info->config_format, "options");
     int *sizes[6] = {&c->n_layers, &c->d_model, &c->n_heads, &c->d_head, &c->n_ctx, &c->d_vocab};
@@ -414,4 +414,19 @@ int al_import_config(const al_import_opts *o, al_config *c, int *norm_known,
         return al_errf(e, "the positions are not known: give --positions standard|shortformer "
                           "(or --config, or --preset)");
     return 0;
+}
+
+int al_import_config(const al_import_opts *o, al_config *c, int *norm_known,
+                     al_import_info *info, al_err *e) {
+    unsigned char *text = NULL;
+    size_t n = 0;
+    if (o->config && !o->preset && al_read_file(o->config, &text, &n, 1u << 20, e)) return -1;
+    int rc = settle(o, (const char *)text, n, o->config, c, norm_known, info, e);
+    free(text);
+    return rc;
+}
+
+int al_import_config_mem(const al_import_opts *o, const char *text, size_t n, const char *src,
+                         al_config *c, int *norm_known, al_import_info *info, al_err *e) {
+    return settle(o, text, n, src, c, norm_known, info, e);
 }
