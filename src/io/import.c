@@ -292,6 +292,7 @@ static int late_checks(const al_config *c, const al_import_info *info, const cha
 
 int al_import_model(const al_import_opts *o, al_model *m, al_import_info *info, al_err *e) {
     memset(m, 0, sizeof *m);
+    memset(info, 0, sizeof *info);
     al_config cfg;
     int norm_known;
     if (!o->checkpoint) return al_errf(e, "no checkpoint given");
