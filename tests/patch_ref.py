@@ -20,6 +20,13 @@ With positional_embedding_type "shortformer" x0 = W_E[tok] alone and every
 head's q and k read x + W_pos[t] (v reads x), as TransformerLens'
 shortformer attention does; hook_pos_embed still holds W_pos.
 
+With normalization_type "LN" or "LNPre" and "biases" (TransformerLens's
+LayerNorm: ln(x) = x_c / sqrt(mean(x_c^2) + eps) * w + b, x_c = x -
+mean(x); LNPre without w, b): q, k, v read ln1(x) (shortformer: ln1(x) +
+W_pos[t] for q, k) plus b_Q, b_K, b_V; a layer adds sum_h r[l,h] + b_O;
+logits = ln_final(hook_resid_final(x)) W_U + b_U. Only activation patching
+is checked on such models (path patching refuses them).
+
 Task (given in the results file, checked against patch.h's definition
 of `induction`): N clean / corrupted pairs and items (pair, pos, answer,
 wrong); M = mean over items of log p(answer) (logit(answer) −
@@ -128,28 +135,40 @@ if torch is not None:
         def forward(self, x):
             return x
 
+    def layer_norm(x, w, b, norm, eps):
+        """TransformerLens's LayerNorm (LNPre: w, b None); identity without."""
+        if norm is None:
+            return x
+        x = x - x.mean(-1, keepdim=True)
+        x = x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+        return x * w + b if w is not None else x
+
     class Attention(nn.Module):
-        def __init__(self, W_Q, W_K, W_V, W_O, gates):
+        def __init__(self, W_Q, W_K, W_V, W_O, gates, extra=None):
             super().__init__()
             self.W_Q, self.W_K, self.W_V, self.W_O = W_Q, W_K, W_V, W_O  # (H,C,D) / (H,D,C)
             self.gates = gates                                          # (H)
+            # LayerNorm and biases: {"norm", "eps", "ln1.w", "ln1.b", "b_Q", ..., "b_O"}
+            self.extra = extra or {"norm": None}
             for name in ("q", "k", "v", "pattern", "z", "result"):
                 setattr(self, "hook_" + name, HookPoint())
 
         def forward(self, x, pos=None):
             # pos: shortformer positions (B,T,C), added to the q and k inputs only
             T, D = x.shape[1], self.W_Q.shape[2]
+            ex = self.extra
+            x = layer_norm(x, ex.get("ln1.w"), ex.get("ln1.b"), ex["norm"], ex.get("eps"))
             xqk = x if pos is None else x + pos
-            q = self.hook_q(torch.einsum("btc,hcd->bthd", xqk, self.W_Q))
-            k = self.hook_k(torch.einsum("btc,hcd->bthd", xqk, self.W_K))
-            v = self.hook_v(torch.einsum("btc,hcd->bthd", x, self.W_V))
+            q = self.hook_q(torch.einsum("btc,hcd->bthd", xqk, self.W_Q) + ex.get("b_Q", 0.0))
+            k = self.hook_k(torch.einsum("btc,hcd->bthd", xqk, self.W_K) + ex.get("b_K", 0.0))
+            v = self.hook_v(torch.einsum("btc,hcd->bthd", x, self.W_V) + ex.get("b_V", 0.0))
             scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(D)
             future = torch.ones(T, T, dtype=torch.bool).triu(1)
             pattern = self.hook_pattern(scores.masked_fill(future, float("-inf")).softmax(-1))
             z = self.hook_z(torch.einsum("bhts,bshd->bthd", pattern, v))
             result = self.hook_result(torch.einsum("bthd,hdc->bthc", z, self.W_O)
                                       * self.gates.view(1, 1, -1, 1))
-            return result.sum(2)
+            return result.sum(2) + ex.get("b_O", 0.0)
 
     class Block(nn.Module):
         def __init__(self, attn):
@@ -170,11 +189,23 @@ if torch is not None:
             self.W_U = self.W_E.t() if cfg["tied"] else t(w["unembed.W_U"])
             g = t(gates).view(cfg["n_layers"], cfg["n_heads"])
             self.hook_embed, self.hook_pos_embed = HookPoint(), HookPoint()
+            norm, eps = cfg.get("norm"), cfg.get("eps", 1e-5)
+
+            def extra(l):
+                ex = {"norm": norm, "eps": eps}
+                for n in ("ln1.w", "ln1.b", "attn.b_Q", "attn.b_K", "attn.b_V", "attn.b_O"):
+                    name = "blocks.%d.%s" % (l, n)
+                    if name in w:
+                        ex[n.split(".", 1)[1] if n.startswith("attn.") else n] = t(w[name])
+                return ex
             self.blocks = nn.ModuleList(
                 Block(Attention(*(t(w["blocks.%d.attn.%s" % (l, n)])
-                                  for n in ("W_Q", "W_K", "W_V", "W_O")), g[l]))
+                                  for n in ("W_Q", "W_K", "W_V", "W_O")), g[l], extra(l)))
                 for l in range(cfg["n_layers"]))
             self.hook_resid_final = HookPoint()
+            self.final = (norm, eps, t(w["ln_final.w"]) if "ln_final.w" in w else None,
+                          t(w["ln_final.b"]) if "ln_final.b" in w else None)
+            self.b_U = t(w["unembed.b_U"]) if "unembed.b_U" in w else 0.0
 
         def forward(self, tokens):
             B, T = tokens.shape
@@ -183,7 +214,8 @@ if torch is not None:
             x = self.hook_embed(self.W_E[tokens]) + (0 if self.shortformer else pos)
             for b in self.blocks:
                 x = b(x, pos if self.shortformer else None)
-            return self.hook_resid_final(x) @ self.W_U
+            norm, eps, w, b = self.final
+            return layer_norm(self.hook_resid_final(x), w, b, norm, eps) @ self.W_U + self.b_U
 
         @contextlib.contextmanager
         def hooks(self, fwd):
@@ -530,8 +562,9 @@ def main():
                 print(line)
                 all_ok &= ok
                 worst = max(worst, err)
-            missing = [(c, d) for c in COMPONENTS + ("paths",) for d in DIRECTIONS
-                       if (c, d) not in seen]
+            plain = cfg.get("norm") is None and not cfg.get("biases")
+            missing = [(c, d) for c in COMPONENTS + (("paths",) if plain else ())
+                       for d in DIRECTIONS if (c, d) not in seen]
             if missing:
                 print("  case %d: results missing for %s  FAIL" % (ci, missing))
                 all_ok = False

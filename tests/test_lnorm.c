@@ -528,3 +528,148 @@ TEST(lnorm_noop_hooks_same_bits) {
         al_model_free(&m);
     }
 }
+
+/* A hook that writes its point: ctx says how. */
+typedef struct writer {
+    int what;   /* the case below */
+    int layer;  /* the layer it writes (block points) */
+    int calls;
+} writer;
+
+static int write_hook(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    writer *w = ctx;
+    const al_model *m = a->m;
+    const al_config *c = &m->cfg;
+    int B = m->B, T = m->T, C = c->d_model, H = c->n_heads, V = c->d_vocab;
+    if (!al_hook_is_model_level(a->point) && a->layer != w->layer) return 0;
+    w->calls++;
+    a->intervened = 1;
+    switch (w->what) {
+    case 0: /* ATTN_SCORES: every score of head 1 is 0, also above the diagonal at t = 2 */
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int s = 0; s < T; s++)
+                    if (s <= t || t == 2) a->data[(((size_t)b * H + 1) * T + t) * T + s] = 0.0f;
+        break;
+    case 1: /* LOGITS: all 0 */
+        memset(a->data, 0, sizeof(float) * (size_t)B * T * V);
+        break;
+    case 2: /* Q_INPUT: head 1's query input is 0 */
+        for (size_t i = 0; i < (size_t)B * T; i++) memset(a->data + i * a->ld + C, 0, 4 * C);
+        break;
+    case 3: /* ATTN_OUT: 0 */
+        memset(a->data, 0, sizeof(float) * (size_t)B * T * C);
+        break;
+    case 4: /* POS_EMBED: 0 */
+        memset(a->data, 0, sizeof(float) * (size_t)B * T * C);
+        break;
+    case 5: /* LN1_SCALE: doubled */
+        for (size_t i = 0; i < (size_t)B * T; i++) a->data[i] *= 2.0f;
+        break;
+    case 6: /* EMBED: 0 */
+        memset(a->data, 0, sizeof(float) * (size_t)B * T * C);
+        break;
+    }
+    return 0;
+}
+
+/* Writes at the new points change the forward as TransformerLens's
+ * would, and mark it intervened (backward refuses it). */
+TEST(lnorm_hook_writes) {
+    al_config c = ln_cfg(2, AL_NORM_LN, AL_BIAS_ALL);
+    c.pos_type = AL_POS_SHORTFORMER;
+    al_model m, z;
+    al_err e;
+    CHECK_OK(al_model_init(&m, &c, &e), &e);
+    randomise_extras(&m, 5);
+    enum { B = 2, T = 5 };
+    int in[B * T], tg[B * T];
+    for (int i = 0; i < B * T; i++) in[i] = (i * 3 + 1) % 13, tg[i] = (i * 5) % 13;
+    const int C = c.d_model, H = c.n_heads, D = c.d_head, HD = H * D, V = c.d_vocab;
+    const size_t BT = B * T;
+    CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
+    float *q0 = malloc(sizeof(float) * 2 * BT * 3 * HD), *x0 = malloc(sizeof(float) * 3 * BT * C);
+    memcpy(q0, m.qkv, sizeof(float) * 2 * BT * 3 * HD);
+    memcpy(x0, m.x, sizeof(float) * 3 * BT * C);
+    struct { int point, what, layer; } cases[] = {
+        {AL_HOOK_ATTN_SCORES, 0, 1}, {AL_HOOK_LOGITS, 1, 0}, {AL_HOOK_Q_INPUT, 2, 0},
+        {AL_HOOK_ATTN_OUT, 3, 1},    {AL_HOOK_POS_EMBED, 4, 0}, {AL_HOOK_LN1_SCALE, 5, 0},
+        {AL_HOOK_EMBED, 6, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        writer w = {cases[k].what, cases[k].layer, 0};
+        CHECK_OK(al_hook_add(&m, cases[k].point, al_hook_is_model_level(cases[k].point) ? 0 : -1,
+                             write_hook, &w, &e), &e);
+        CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
+        CHECKF(w.calls == 1 && m.intervened, "case %zu: %d calls", k, w.calls);
+        CHECK(al_model_backward(&m, &e) == -1);
+        al_hook_remove(&m, &w);
+        const float *att1 = m.att + (size_t)BT * H * T; /* layer 1's (B,H,T,T) */
+        switch (cases[k].what) {
+        case 0: /* head 1 of layer 1 uniform over s <= t; at t = 2 over every s */
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++)
+                    for (int s = 0; s < T; s++) {
+                        float want = t == 2 ? 1.0f / T : s <= t ? 1.0f / (t + 1) : 0.0f;
+                        float got = att1[(((size_t)b * H + 1) * T + t) * T + s];
+                        CHECKF(fabsf(got - want) < 1e-6f, "pattern [%d,%d,%d] = %g, want %g", b,
+                               t, s, got, want);
+                    }
+            break;
+        case 1: /* uniform probabilities, loss ln V */
+            for (size_t i = 0; i < BT * V; i++) CHECK(fabsf(m.probs[i] - 1.0f / V) < 1e-7f);
+            CHECK(fabs(m.mean_loss - log(V)) < 1e-5);
+            break;
+        case 2: { /* head 1's q = ln1(0) W_Q + b_Q + pos W_Q = (b + pos) W_Q + b_Q; head 0's unchanged */
+            for (size_t i = 0; i < BT; i++) {
+                CHECK(!memcmp(m.qkv + i * 3 * HD, q0 + i * 3 * HD, 4 * (size_t)D));
+                CHECK(!memcmp(m.qkv + i * 3 * HD + HD, q0 + i * 3 * HD + HD, 4 * 2 * (size_t)HD));
+                int t = (int)(i % T);
+                for (int d = 0; d < D; d++) {
+                    double s = m.p[AL_P_BQ][D + d]; /* b_Q[0, 1] */
+                    for (int k2 = 0; k2 < C; k2++)
+                        s += ((double)m.p[AL_P_LN1B][k2] + m.p[AL_P_WPOS][t * C + k2]) *
+                             al_head_wq(&m, 0, 1)[k2 * D + d];
+                    CHECKF(fabs(m.qkv[i * 3 * HD + D + d] - s) < 1e-4, "q[%zu, 1, %d] = %g vs %g",
+                           i, d, m.qkv[i * 3 * HD + D + d], s);
+                }
+            }
+            break;
+        }
+        case 3: /* layer 1 adds nothing */
+            CHECK(!memcmp(m.x + 2 * BT * C, m.x + BT * C, sizeof(float) * BT * C));
+            break;
+        case 4: { /* as the model with W_pos = 0 (shortformer: only q and k read it) */
+            CHECK_OK(al_model_init(&z, &c, &e), &e);
+            memcpy(z.params, m.params, sizeof(float) * m.n_params);
+            memset(z.p[AL_P_WPOS], 0, sizeof(float) * z.param_size[AL_P_WPOS]);
+            CHECK_OK(al_model_forward(&z, in, tg, B, T, &e), &e);
+            double worst = 0;
+            for (size_t i = 0; i < BT * V; i++) worst = fmax(worst, fabs(z.probs[i] - m.probs[i]));
+            CHECKF(worst < 1e-6, "W_pos hooked to 0 vs W_pos = 0: %g", worst);
+            al_model_free(&z);
+            break;
+        }
+        case 5: /* ln1 of layer 0 with the scale doubled: (x_c / 2s) w + b */
+            for (size_t i = 0; i < BT; i++) {
+                double mu = 0, v = 0;
+                for (int k2 = 0; k2 < C; k2++) mu += m.x[i * C + k2] / C;
+                for (int k2 = 0; k2 < C; k2++) v += pow(m.x[i * C + k2] - mu, 2) / C;
+                CHECK(fabs(m.ln1_scale[i] - 2 * sqrt(v + 1e-5)) < 1e-5 * m.ln1_scale[i]);
+            }
+            for (size_t i = 0; i < BT; i++)
+                for (int k2 = 0; k2 < C; k2++) {
+                    float xc = m.x[i * C + k2] - m.ln1_mean[i];
+                    float want = xc / m.ln1_scale[i] * m.p[AL_P_LN1W][k2] + m.p[AL_P_LN1B][k2];
+                    CHECK(fabsf(m.ln1[i * C + k2] - want) < 1e-5f * (1 + fabsf(want)));
+                }
+            break;
+        case 6: /* shortformer: x_0 = embed = 0 */
+            for (size_t i = 0; i < BT * C; i++) CHECK(m.x[i] == 0.0f);
+            break;
+        }
+    }
+    free(q0);
+    free(x0);
+    al_model_free(&m);
+}

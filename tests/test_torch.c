@@ -128,6 +128,29 @@ TEST(torch_crosscheck_shortformer_tied) {
              "--pos shortformer", "1,0.5,1.25,2", 1, 1, 3);
 }
 
+/* LayerNorm and biases (TransformerLens's LN, every bias; LNPre with some
+ * biases, shortformer, tied): trained by the CLI, then logits, loss, every
+ * gradient and an AdamW trajectory (no decay on LayerNorm weights and
+ * biases) against torch_ref.py. */
+TEST(torch_crosscheck_ln_biases) {
+    run_case("--n-layers 2 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 10 --norm ln "
+             "--biases all", "0.5,1,1.5,0.25,2,1,0.75,1.25", 2, 0, 3);
+    char *out = t_slurp(t_path("ref.out"));
+    CHECK(out && strstr(out, "norm=LN biases=b_K,b_O,b_Q,b_U,b_V") &&
+          strstr(out, "grad.blocks.1.ln1.w") && strstr(out, "grad.ln_final.b") &&
+          strstr(out, "grad.blocks.0.attn.b_O") && strstr(out, "grad.unembed.b_U"));
+    free(out);
+}
+
+TEST(torch_crosscheck_lnpre_shortformer_tied) {
+    run_case("--n-layers 2 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 11 --norm lnpre "
+             "--biases qkvo --pos shortformer --tied", "1,0.5,1.25,2,0.75,1,1.5,0.25", 2, 1, 3);
+    char *out = t_slurp(t_path("ref.out"));
+    CHECK(out && strstr(out, "norm=LNPre biases=b_K,b_O,b_Q,b_V") &&
+          strstr(out, "grad.blocks.1.attn.b_V") && !strstr(out, "ln1.w"));
+    free(out);
+}
+
 /* The check can fail: engine numbers of one model against the weights of
  * another (different seed) must be rejected. */
 TEST(torch_crosscheck_detects_mismatch) {

@@ -20,6 +20,14 @@ query and key inputs only:
     q, k    = (x + W_pos[t]) W_Q[l,h], (x + W_pos[t]) W_K[l,h]
     v       = x W_V[l,h]
 
+With normalization_type "LN" or "LNPre" and "biases" (TransformerLens's
+LayerNorm, tests/ln_ref.py has the hook points too): q, k, v read
+ln1(x) (shortformer: ln1(x) + W_pos[t] for q and k), each plus its bias
+b_Q, b_K, b_V; the layer adds sum_h g r[l,h] + b_O; logits =
+ln_final(x^L) W_U + b_U, where ln(x) = x_c / sqrt(mean(x_c^2) + eps) * w
++ b with x_c = x - mean(x) (LNPre: no w, b). AdamW decays W_Q..W_O and
+W_U only (not the embeddings, LayerNorm weights or biases).
+
 Usage:
     torch_ref.py --model DIR --dump FILE [--dtype float64|float32] [--tol 1e-4]
 
@@ -79,17 +87,31 @@ def load_config(model_dir):
             "n_heads": int(c["n_heads"]), "d_head": int(c["d_head"]),
             "n_ctx": int(c["n_ctx"]), "d_vocab": int(c["d_vocab"]),
             "tied": bool(c.get("tied_embeddings", False)),
-            "pos": c.get("positional_embedding_type", "standard")}
+            "pos": c.get("positional_embedding_type", "standard"),
+            "norm": c.get("normalization_type"), "eps": float(c.get("eps", 1e-5)),
+            "biases": set(c.get("biases", []))}
 
 
 def param_names(cfg):
     """TransformerLens state-dict names of every trainable tensor."""
+    ln, bs = cfg.get("norm") == "LN", cfg.get("biases", set())
     names = ["embed.W_E", "pos_embed.W_pos"]
     for l in range(cfg["n_layers"]):
-        names += ["blocks.%d.attn.%s" % (l, w) for w in ("W_Q", "W_K", "W_V", "W_O")]
+        a = "blocks.%d." % l
+        names += [a + "ln1.w", a + "ln1.b"] if ln else []
+        names += [a + "attn." + w for w in ("W_Q", "W_K", "W_V", "W_O")]
+        names += [a + "attn." + b for b in ("b_Q", "b_K", "b_V", "b_O") if b in bs]
+    names += ["ln_final.w", "ln_final.b"] if ln else []
     if not cfg["tied"]:
         names.append("unembed.W_U")
+    if "b_U" in bs:
+        names.append("unembed.b_U")
     return names
+
+
+def decayed(name):
+    """AdamW's weight decay applies to these (W_Q..W_O, W_U) only."""
+    return name.split(".")[-1] in ("W_Q", "W_K", "W_V", "W_O", "W_U")
 
 
 if torch is not None:
@@ -101,11 +123,15 @@ if torch is not None:
             self.cfg = cfg
             C, H, D, V = cfg["d_model"], cfg["n_heads"], cfg["d_head"], cfg["d_vocab"]
             shapes = {"embed.W_E": (V, C), "pos_embed.W_pos": (cfg["n_ctx"], C),
-                      "unembed.W_U": (C, V)}
+                      "unembed.W_U": (C, V), "unembed.b_U": (V,), "ln_final.w": (C,),
+                      "ln_final.b": (C,)}
             for l in range(cfg["n_layers"]):
+                a = "blocks.%d." % l
                 for w in ("W_Q", "W_K", "W_V"):
-                    shapes["blocks.%d.attn.%s" % (l, w)] = (H, C, D)
-                shapes["blocks.%d.attn.W_O" % l] = (H, D, C)
+                    shapes[a + "attn." + w] = (H, C, D)
+                    shapes[a + "attn.b_" + w[-1]] = (H, D)
+                shapes[a + "attn.W_O"] = (H, D, C)
+                shapes[a + "attn.b_O"] = shapes[a + "ln1.w"] = shapes[a + "ln1.b"] = (C,)
             self.names = param_names(cfg)
             self.params = torch.nn.ParameterDict()
             for name in self.names:
@@ -126,6 +152,18 @@ if torch is not None:
         def named(self):
             return [(n, self.w(n)) for n in self.names]
 
+        def ln(self, x, prefix):
+            """TransformerLens's LayerNorm (LNPre: no w, b); identity without."""
+            norm = self.cfg.get("norm")
+            if norm is None:
+                return x
+            x = x - x.mean(-1, keepdim=True)
+            x = x / (x.pow(2).mean(-1, keepdim=True) + self.cfg["eps"]).sqrt()
+            return x * self.w(prefix + "w") + self.w(prefix + "b") if norm == "LN" else x
+
+        def b(self, name):
+            return self.w(name) if name in self.names else 0.0
+
         def forward(self, tokens, gates=None):
             """tokens (B,T) long -> logits (B,T,V). gates (L,H) or None (1)."""
             cfg = self.cfg
@@ -134,23 +172,32 @@ if torch is not None:
             shortformer = cfg.get("pos", "standard") == "shortformer"
             if cfg.get("pos", "standard") not in ("standard", "shortformer"):
                 raise ValueError("positional_embedding_type %r" % cfg["pos"])
+            if cfg.get("norm") not in (None, "LN", "LNPre"):
+                raise ValueError("normalization_type %r" % cfg["norm"])
             x = self.w("embed.W_E")[tokens] + (0 if shortformer else pos)
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             for l in range(cfg["n_layers"]):
                 a = "blocks.%d.attn." % l
-                xqk = x + pos if shortformer else x
+                n = self.ln(x, "blocks.%d.ln1." % l)
+                xqk = n + pos if shortformer else n
                 q = torch.einsum("btc,hcd->bhtd", xqk, self.w(a + "W_Q"))
                 k = torch.einsum("btc,hcd->bhtd", xqk, self.w(a + "W_K"))
-                v = torch.einsum("btc,hcd->bhtd", x, self.w(a + "W_V"))
+                v = torch.einsum("btc,hcd->bhtd", n, self.w(a + "W_V"))
+                if a + "b_Q" in self.names:
+                    q = q + self.w(a + "b_Q").unsqueeze(1)             # (H,1,D)
+                if a + "b_K" in self.names:
+                    k = k + self.w(a + "b_K").unsqueeze(1)
+                if a + "b_V" in self.names:
+                    v = v + self.w(a + "b_V").unsqueeze(1)
                 scores = q @ k.transpose(-1, -2) / math.sqrt(cfg["d_head"])
                 pattern = scores.masked_fill(mask, float("-inf")).softmax(-1)
                 z = pattern @ v                                     # (B,H,T,D)
                 r = torch.einsum("bhtd,hdc->bhtc", z, self.w(a + "W_O"))
                 if gates is not None:
                     r = r * gates[l].view(1, -1, 1, 1)
-                x = x + r.sum(1)
+                x = x + r.sum(1) + self.b(a + "b_O")
             W_U = self.w("embed.W_E").t() if cfg["tied"] else self.w("unembed.W_U")
-            return x @ W_U
+            return self.ln(x, "ln_final.") @ W_U + self.b("unembed.b_U")
 
     def loss_fn(logits, targets):
         """Mean cross-entropy over positions whose target is >= 0."""
@@ -158,9 +205,10 @@ if torch is not None:
             logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
 
     def make_adamw(model, lr, weight_decay):
-        """AdamW as DESIGN §2's engine uses it: no decay on the embeddings."""
-        decay = [p for n, p in model.named() if n not in ("embed.W_E", "pos_embed.W_pos")]
-        no_decay = [p for n, p in model.named() if n in ("embed.W_E", "pos_embed.W_pos")]
+        """AdamW as DESIGN §2's engine uses it: no decay on the embeddings,
+        LayerNorm weights or biases."""
+        decay = [p for n, p in model.named() if decayed(n)]
+        no_decay = [p for n, p in model.named() if not decayed(n)]
         return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                   {"params": no_decay, "weight_decay": 0.0}],
                                  lr=lr, betas=(0.9, 0.95), eps=1e-8)
@@ -248,10 +296,11 @@ def main():
     targets = torch.tensor(dump["targets"].astype(np.int64))
     L, H = cfg["n_layers"], cfg["n_heads"]
     gates = torch.tensor(dump["gates"].reshape(L, H), dtype=dtype, requires_grad=True)
-    print("torch %s, %s, %d threads; model %s: L=%d C=%d H=%d D=%d n_ctx=%d V=%d tied=%s pos=%s; "
-          "batch %s" % (torch.__version__, args.dtype, args.threads, args.model, L, cfg["d_model"],
-                        H, cfg["d_head"], cfg["n_ctx"], cfg["d_vocab"], cfg["tied"], cfg["pos"],
-                        tuple(inputs.shape)))
+    print("torch %s, %s, %d threads; model %s: L=%d C=%d H=%d D=%d n_ctx=%d V=%d tied=%s pos=%s "
+          "norm=%s biases=%s; batch %s" % (
+              torch.__version__, args.dtype, args.threads, args.model, L, cfg["d_model"], H,
+              cfg["d_head"], cfg["n_ctx"], cfg["d_vocab"], cfg["tied"], cfg["pos"], cfg["norm"],
+              ",".join(sorted(cfg["biases"])) or "-", tuple(inputs.shape)))
 
     results = []
     if cfg["tied"] and "unembed.W_U" in weights:
@@ -265,8 +314,15 @@ def main():
     print("  logits max |c - torch| %.3e" % float(np.max(np.abs(
         np.asarray(dump["logits"], dtype=np.float64).ravel() - logits.detach().numpy().ravel()))))
     results.append(("loss", rel_err(dump["loss"], [loss.item()])))
+    # b_K's gradient is 0 in exact arithmetic (the softmax ignores a
+    # constant added to a row of scores): compared to the largest gradient
+    gmax = max(float(p.grad.norm()) for _, p in model.named())
     for name, p in model.named():
-        results.append(("grad." + name, rel_err(dump["grad." + name], p.grad.numpy())))
+        if float(p.grad.norm()) <= 1e-12 * gmax:
+            c = np.asarray(dump["grad." + name], dtype=np.float64)
+            results.append(("grad." + name, (float(np.linalg.norm(c)) / gmax, "zero")))
+        else:
+            results.append(("grad." + name, rel_err(dump["grad." + name], p.grad.numpy())))
     results.append(("grad.gates", rel_err(dump["grad.gates"], gates.grad.numpy())))
 
     # AdamW on the same batch, gates fixed, constant lr; loss before each step and after the last

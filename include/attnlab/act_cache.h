@@ -13,10 +13,10 @@
  *   blocks.l.attn.hook_q|k|v       (B, T, H, D)  (shortformer: q and k of x + W_pos)
  *   blocks.l.attn.hook_pattern     (B, H, T, T)  attention probabilities
  *   blocks.l.attn.hook_z           (B, T, H, D)  before the head gates
- *   blocks.l.attn.hook_result      (B, T, H, C)  each head's output g·z W_O
+ *   blocks.l.attn.hook_result      (B, T, H, C)  each head's output g·z W_O (no b_O)
  *   blocks.l.hook_resid_post       (B, T, C)     = resid_pre of l + 1; the last
  *                                                layer's is the final residual
- *                                                (logits = it · W_U)
+ *                                                (logits = ln_final(it) W_U + b_U)
  * Kinds (the `hooks` list, comma-separated; NULL or "all": every one):
  * embed, pos_embed, resid_pre, q, k, v, pattern, z, result, resid_post
  * (tokens always). Metadata: "format" = "attnlab-cache", the model's

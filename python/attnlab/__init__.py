@@ -86,6 +86,11 @@ class Model:
                 "tied_embeddings", "eot_id"]
         self.config = dict(zip(keys, list(cfg)))
         self.config["positional_embedding_type"] = "shortformer" if cfg[6] == 1 else "standard"
+        with open(os.path.join(self.path, "config.json")) as f:  # checked by the loader
+            j = json.load(f)
+        self.config["normalization_type"] = j.get("normalization_type")
+        self.config["eps"] = j.get("eps", 1e-5)
+        self.config["biases"] = list(j.get("biases", []))
 
     def __del__(self):
         if getattr(self, "_h", None):

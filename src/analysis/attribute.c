@@ -556,7 +556,8 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
                      al_err *e) {
     memset(r, 0, sizeof *r);
     const al_config *c = &m->cfg;
-    if (al_attr_opts_check(o, e)) return -1;
+    /* components add up to the logits only through W_U alone */
+    if (al_config_plain_check(c, "attribution", e) || al_attr_opts_check(o, e)) return -1;
     if (o->paths && !al_attr_n_terms(c->n_layers, c->n_heads))
         return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms; run "
                           "with paths off", c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);
@@ -642,6 +643,7 @@ static void copy_term(void *arg, int k, float *TL, int ni) {
 
 int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *out, al_err *e) {
     const al_config *c = &m->cfg;
+    if (al_config_plain_check(c, "path expansion", e)) return -1;
     if (!al_attr_n_terms(c->n_layers, c->n_heads))
         return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms",
                        c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);

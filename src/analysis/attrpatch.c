@@ -98,6 +98,7 @@ static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const fl
 int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb, double *metric,
                       float *dx, float *dzg, float *dqkv, al_err *e) {
     const al_config *c = &m->cfg;
+    if (al_config_plain_check(c, "attribution patching", e)) return -1;
     if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     if (which != 0 && which != 1) return al_errf(e, "run must be 0 (clean) or 1 (corrupted)");
     if (n0 < 0 || nb < 1 || n0 + nb > t->N)
@@ -345,7 +346,10 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
     memset(r, 0, sizeof *r);
     double t0 = al_now();
     const al_config *c = &m->cfg;
-    if (al_patch_opts_check(o, e) || al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
+    /* its estimates move each sender's output through the weights alone */
+    if (al_config_plain_check(c, "attribution patching", e) || al_patch_opts_check(o, e) ||
+        al_pairs_check(t, c->n_ctx, c->d_vocab, e))
+        return -1;
     if (c->n_layers > AL_PATHS_MAX_LAYERS)
         return al_errf(e, "attribution patching covers models of up to %d layers (this one has "
                           "%d): its edges are path patching's",

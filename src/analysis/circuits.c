@@ -102,7 +102,11 @@ static int head_factors(const al_model *m, int l, int h, factors *f,
     return rc;
 }
 
+/* Every circuit here is read from the weights alone, exact only for the
+ * plain model: LayerNorm scales each position differently, and biases
+ * add terms no product of weights shows. */
 static int check_head(const al_model *m, int l, int h, al_err *e) {
+    if (al_config_plain_check(&m->cfg, "circuits from the weights", e)) return -1;
     if (l < 0 || l >= m->cfg.n_layers || h < 0 || h >= m->cfg.n_heads)
         return al_errf(e, "no head %d.%d in a model of %d layers x %d heads", l,
                        h, m->cfg.n_layers, m->cfg.n_heads);
@@ -818,6 +822,7 @@ void al_circ_result_free(al_circ_result *r) {
 }
 
 static int check_opts(const al_model *m, const al_circ_opts *o, al_err *e) {
+    if (al_config_plain_check(&m->cfg, "circuits", e)) return -1;
     if (o->top_k < 1 || o->top_k > 100000)
         return al_errf(e, "circuits: top-k must be in 1..100000, got %d", o->top_k);
     if (o->block < 1) return al_errf(e, "circuits: block must be >= 1");

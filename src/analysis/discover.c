@@ -281,6 +281,7 @@ static int eval_all(dctx *d, const unsigned char *kept, double *kl, double *metr
 int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, int batch,
                     double *kl, double *metric, al_err *e) {
     if (!kept) return al_errf(e, "al_circuit_eval: no edge set (kept is NULL)");
+    if (al_config_plain_check(&m->cfg, "circuit evaluation", e)) return -1;
     dctx d;
     double k = 0, v = 0;
     int rc = ctx_init(&d, m, t, batch, e) || eval_all(&d, kept, &k, &v, e);
@@ -548,7 +549,8 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
                     al_discover_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
     double t0 = al_now();
-    if (al_discover_opts_check(o, e)) return -1;
+    if (al_config_plain_check(&m->cfg, "circuit discovery", e) || al_discover_opts_check(o, e))
+        return -1;
     drun run;
     memset(&run, 0, sizeof run);
     run.o = o;

@@ -489,7 +489,9 @@ static int logit_pass(al_model *m, const al_sae *s, const al_sae_meta *meta,
 int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
                         int T, const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
-    if (al_sae_feat_opts_check(o, e) != 0) return -1;
+    /* the logit effects go through W_U alone */
+    if (al_config_plain_check(&m->cfg, "sae features", e) || al_sae_feat_opts_check(o, e) != 0)
+        return -1;
     if (meta->site != AL_SAE_SITE_Z)
         return al_errf(e, "sae features: only SAEs on a layer's z are supported (this one reads "
                        "the residual stream of layer %d)", meta->hook_layer);

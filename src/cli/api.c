@@ -108,15 +108,8 @@ int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
     }
     const size_t BT = (size_t)B * T, V = m->cfg.d_vocab, C = m->cfg.d_model;
     if (probs) memcpy(probs, m->probs, sizeof(float) * BT * V);
-    if (logits) { /* the final residual through the unembedding, as the forward computes them */
-        const float *xL = m->x + (size_t)m->cfg.n_layers * BT * C;
-        if (m->cfg.tied_embeddings)
-            al_sgemm(false, true, (int)BT, (int)V, (int)C, 1.0f, xL,
-                        (int)C, m->p[AL_P_WE], (int)C, 0.0f, logits, (int)V);
-        else
-            al_sgemm(false, false, (int)BT, (int)V, (int)C, 1.0f,
-                        xL, (int)C, m->p[AL_P_WU], (int)V, 0.0f, logits, (int)V);
-    }
+    if (logits) /* the final residual through ln_final and the unembedding, as the forward */
+        al_model_unembed(m, m->x + (size_t)m->cfg.n_layers * BT * C, (int)BT, logits);
     return 0;
 }
 

@@ -9,7 +9,6 @@
 #include "attnlab/args.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/data.h"
-#include "attnlab/layers.h"
 #include "attnlab/optim.h"
 #include "attnlab/safetensors.h"
 
@@ -106,11 +105,8 @@ static int run_debug(int argc, char **argv) {
     if (al_batch_fixed(&d, B, T, 0, 1, in, in + BT, &e) != 0 ||
         al_model_forward(&m, in, in + BT, B, T, &e) != 0)
         goto out;
-    const float *xL = m.x + (size_t)m.cfg.n_layers * BT * m.cfg.d_model;
-    if (m.cfg.tied_embeddings)
-        matmul_forward_wt(logits, xL, m.p[AL_P_WE], BT, m.cfg.d_model, V, 0.0f);
-    else
-        matmul_forward(logits, xL, m.p[AL_P_WU], BT, m.cfg.d_model, V, 0.0f);
+    /* the final residual through ln_final and the unembedding, as the forward does */
+    al_model_unembed(&m, m.x + (size_t)m.cfg.n_layers * BT * m.cfg.d_model, BT, logits);
     float loss0 = m.mean_loss;
     if (al_model_backward(&m, &e) != 0) goto out;
     memcpy(keep_grads, m.grads, sizeof(float) * m.n_params);

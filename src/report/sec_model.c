@@ -55,6 +55,20 @@ int sec_card(rep *R, const rmodel *M, al_err *e) {
                                  ? "shortformer (W_pos added to every head's query and key "
                                    "inputs, not to the residual stream)"
                                  : "standard (W_pos added to the residual stream)");
+    if (c->norm_type != AL_NORM_NONE) {
+        snprintf(v, sizeof v, "%s before every layer's attention and before the unembedding "
+                 "(eps %g)", c->norm_type == AL_NORM_LN ? "LayerNorm (w, b)" : "LNPre (no w, b)",
+                 c->ln_eps);
+        rep_card_row(h, "normalisation", v);
+    }
+    if (c->biases) {
+        v[0] = 0;
+        for (unsigned b = 1; b <= AL_BIAS_U; b <<= 1)
+            if (c->biases & b)
+                snprintf(v + strlen(v), sizeof v - strlen(v), "%s%s", v[0] ? ", " : "",
+                         al_bias_name(b));
+        rep_card_row(h, "biases", v);
+    }
     al_rows q;
     if (al_sr_model_card(R->st, M->mid, &q, e)) return -1;
     if (q.nr) {

@@ -12,6 +12,16 @@
 #include "attnlab/stats.h"
 #include "attnlab/thresholds.h"
 
+/* 1 if M's circuits can be drawn from its weights (the plain model);
+ * otherwise a note says why they are not, and 0. */
+static int weights_drawn(rep *R, const rmodel *M) {
+    if (al_config_is_plain(&M->cfg)) return 1;
+    al_buf_puts(&R->h, "<p>Circuits from the weights (spectra, QK and OV circuits, composition) "
+                       "are not drawn: this model has LayerNorm or biases, and they are exact "
+                       "only for a model without.</p>\n");
+    return 0;
+}
+
 int sec_heads(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     al_buf_puts(h, "<h3>Heads at a glance</h3>\n<p>Latest value of each score per head (view "
@@ -178,7 +188,7 @@ int sec_composition(rep *R, const rmodel *M, al_err *e) {
                              "them); the picture below is computed from the weights."
                            : "No composition scores (run attnlab circuits).") < 0)
         return -1;
-    if (pic) {
+    if (pic && weights_drawn(R, M)) {
         al_pic_opts po = al_pic_defaults();
         po.what = "composition";
         char file[256];
@@ -215,6 +225,7 @@ int sec_pictures(rep *R, const rmodel *M, al_err *e) {
             rep_picture(R, M, &po, file, cap);
         }
     }
+    if (!weights_drawn(R, M)) return 0;
     if (rep_want_pic(R, "spectrum")) {
         al_pic_opts po = al_pic_defaults();
         po.what = "spectrum";

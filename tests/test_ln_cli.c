@@ -1,0 +1,125 @@
+/* test_ln_cli.c -- LayerNorm and bias models through the CLI: trained by
+ * `attnlab train --norm ln --biases all`, every analysis of the registry
+ * either runs on them or refuses them in one line before its run row
+ * (those that assume the plain model), and the commands around them
+ * (run, heatmap, report) take them. */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/registry.h"
+#include "test.h"
+
+/* A tiny LN + bias model in DIR/ln (t_tiny_model's data and shape). */
+static void ln_model(const char *dir, const char *flags) {
+    t_tiny_model(dir, 1, 1); /* the corpus, tokenizer and token files */
+    CHECK(t_sh("%s train --data %s/s.train.bin --val %s/s.val.bin --tokenizer %s/tok.json --out "
+               "%s/ln --steps 30 --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 "
+               "--batch 4 --eval-every 0 --warmup 2 --lr 0.01 --threads 2 %s > %s 2>&1",
+               t_bin(), dir, dir, dir, dir, flags, t_path("train.log")) == 0);
+}
+
+static const char *small(const char *name) {
+    static const char *const opts[][2] = {
+        {"circuits", "--top-k 5 --mc-samples 10"},
+        {"scores", "--probe-r 6 --probe-n 4 --batches 1 --batch 2"},
+        {"ablate", "--probe-r 6 --probe-n 4 --batches 1 --batch 2"},
+        {"prune", "--method gradient --batches 2 --batch 2"},
+        {"patch", "--probe-r 6 --n 4 --batch 2"},
+        {"paths", "--probe-r 6 --n 4 --batch 2"},
+        {"attribute", "--probe-r 6 --n 4 --batch 2 --no-compare"},
+        {"discover", "--probe-r 6 --n 4 --batch 2 --sweep 0.1"},
+        {"names", "--stories 3"},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (strcmp(opts[i][0], name) == 0) return opts[i][1];
+    return "";
+}
+
+static void data_arg(const al_analysis *a, const char *dir, char *buf, size_t cap) {
+    if (a->exp_data == AL_EXP_DATA_VAL) snprintf(buf, cap, "--data %s/s.val.bin", dir);
+    else buf[0] = 0;
+    size_t n = strlen(buf);
+    if (!strcmp(a->name, "sae"))
+        snprintf(buf + n, cap - n, " --data %s/s.train.bin --val %s/s.val.bin --layer 1 --out "
+                 "%s/sae-ln --force --steps 4 --batch 64 --eval-windows 2", dir, dir, dir);
+    else if (!strcmp(a->name, "sae_features"))
+        snprintf(buf + n, cap - n, " --sae %s/sae-ln --windows 4 --probe-r 6 --probe-n 4", dir);
+}
+
+/* The analyses that run on the plain model only: each refuses in one line,
+ * and stores nothing; the others run. */
+TEST(ln_cli_every_analysis) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("out.json");
+    t_pbuf err = t_pcopy("err.txt");
+    ln_model(dir.s, "--norm ln --biases all");
+    char *cfg = t_slurp(t_path("ln/config.json"));
+    CHECK(cfg && strstr(cfg, "\"normalization_type\":\t\"LN\"") &&
+          strstr(cfg, "\"b_Q\", \"b_K\", \"b_V\", \"b_O\", \"b_U\""));
+    const char *refused[] = {"circuits", "paths", "attribute", "discover", "sae_features"};
+    int done = 0;
+    for (const al_analysis *const *ap = al_analyses; *ap; ap++) {
+        const al_analysis *a = *ap;
+        int refuse = 0;
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+            refuse |= !strcmp(refused[i], a->name);
+        CHECKF(a->plain_only == refuse, "%s: plain_only %d", a->name, a->plain_only);
+        char data[4096];
+        data_arg(a, dir.s, data, sizeof data);
+        long before = t_sql_long(db.s, "SELECT count(*) FROM runs");
+        int rc = t_sh("%s %s --model %s/ln --db %s %s %s --threads 2 --json > %s 2> %s", t_bin(),
+                      a->cmd->name, dir.s, db.s, data, small(a->name), out.s, err.s);
+        long after = t_sql_long(db.s, "SELECT count(*) FROM runs");
+        if (refuse) {
+            char want[128];
+            snprintf(want, sizeof want, "%s does not yet support LayerNorm or bias models",
+                     a->cmd->name);
+            CHECKF(rc == 1 && t_one_line(err.s, want), "%s: exit %d", a->name, rc);
+            CHECKF(after == (before < 0 ? 0 : before) || (before < 0 && after <= 0),
+                   "%s: a refused run left rows (%ld -> %ld)", a->name, before, after);
+            continue;
+        }
+        CHECKF(rc == 0, "%s on a LayerNorm model: exit %d: %s", a->name, rc, t_slurp(err.s));
+        char *txt = t_slurp(out.s);
+        cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+        CHECKF(j != NULL, "%s --json: not one JSON document", a->name);
+        cJSON_Delete(j);
+        done++;
+    }
+    char want[32];
+    snprintf(want, sizeof want, "%d|%d", done, done);
+    CHECK_SQL(db.s, "SELECT count(*), sum(status = 'done') FROM runs", want);
+    /* a circuit run (--circuit) refuses the model too, before the run row */
+    t_write("c.json", "{\"edges\": []}");
+    int rc = t_sh("%s scores --model %s/ln --db %s --circuit %s %s --threads 2 > /dev/null 2> %s",
+                  t_bin(), dir.s, db.s, t_path("c.json"), small("scores"), err.s);
+    CHECKF(rc == 1 && t_one_line(err.s, "a circuit run (--circuit) does not yet support LayerNorm"),
+           "scores --circuit: exit %d", rc);
+    snprintf(want, sizeof want, "%d", done);
+    CHECK_SQL(db.s, "SELECT count(*) FROM runs", want);
+}
+
+/* run, heatmap and report take a LayerNorm model; the pictures read from
+ * its weights refuse it by name, and the report says why it has none. */
+TEST(ln_cli_run_heatmap_report) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err.txt");
+    ln_model(dir.s, "--norm lnpre --biases qkvo,u --pos shortformer");
+    CHECK(t_sh("%s run --model %s/ln --prompt 'Once upon a time' --save-cache %s > %s 2> %s",
+               t_bin(), dir.s, t_path("cache.safetensors"), t_path("run.out"), err.s) == 0);
+    CHECK(t_sh("%s heatmap --model %s/ln --what attention --layer 1 --prompt 'the cat' --out %s "
+               "> /dev/null 2> %s", t_bin(), dir.s, t_path("att.png"), err.s) == 0);
+    int rc = t_sh("%s heatmap --model %s/ln --what qk --layer 0 --head 1 --out %s > /dev/null 2> %s",
+                  t_bin(), dir.s, t_path("qk.png"), err.s);
+    CHECKF(rc == 1 && t_one_line(err.s, "circuits from the weights does not yet support LayerNorm"),
+           "heatmap qk: exit %d", rc);
+    CHECK(t_sh("%s scores --model %s/ln --db %s %s --threads 2 > /dev/null 2>&1", t_bin(), dir.s,
+               db.s, small("scores")) == 0);
+    CHECK(t_sh("%s report --db %s --model %s/ln --out %s --repeat 6 > /dev/null 2> %s", t_bin(),
+               db.s, dir.s, t_path("rep"), err.s) == 0);
+    char *html = t_slurp(t_path("rep/index.html"));
+    CHECK(html && strstr(html, "LNPre (no w, b) before every layer") &&
+          strstr(html, "b_Q, b_K, b_V, b_O, b_U") &&
+          strstr(html, "Circuits from the weights (spectra, QK and OV circuits, composition) are "
+                       "not drawn"));
+}
