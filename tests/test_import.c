@@ -526,15 +526,18 @@ TEST(import_tokenizer_and_commands_on_imported_model) {
     int rc = import_cli(t_path("hf"), opts);
     CHECK(rc == 0 || (rc == 1 && t_one_line(t_path("imp.err"), "hf.json") && !exists(t_path("hf"))));
     /* every analysis runs on the imported model (LNPre and biases) or refuses it in one line */
-    t_phrase_corpus(t_path("d.bin"), 4000);
+    CHECK(t_sh("%s data synth --out %s --stories 60 > /dev/null 2>&1 && %s encode --tokenizer %s "
+               "--in %s --out %s --val 0.3 > /dev/null 2>&1", t_bin(), t_path("s.txt"), t_bin(),
+               t_path("tokenizer.json"), t_path("s.txt"), t_path("d.bin")) == 0);
     static const char *const cmds[] = {
         "circuits", "scores --probe-r 20", "ablate --data %s --probe-r 20",
         "prune --data %s --method ablation", "patch --probe-r 20", "paths --probe-r 20",
         "attribute --probe-r 20", "discover --probe-r 20", "names --data %s",
-        "attnstats --data %s --batches 1", "sae train --data %s --layer 0 --out %s/sae --steps 3"};
+        "attnstats --data %s --batches 1", "sae train --data %s --layer 0 --out %s/sae --steps 3",
+        "sae features --data %s --sae %s/sae --windows 8"};
     for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
         char args[1200];
-        snprintf(args, sizeof args, cmds[k], t_path("d.bin"), t_tmpdir());
+        snprintf(args, sizeof args, cmds[k], t_path("d.val.bin"), t_tmpdir());
         rc = t_sh("%s %s --model %s --db %s > %s 2> %s", t_bin(), args, t_path("m"), t_path("r.db"),
                   t_path("an.out"), t_path("an.err"));
         char *err = t_slurp(t_path("an.err"));
