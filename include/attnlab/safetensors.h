@@ -15,7 +15,8 @@
 #include <stdint.h>
 #include "attnlab/util.h"
 
-typedef enum { AL_DT_F32 = 0, AL_DT_I32 = 1 } al_dtype;
+/* F16 and BF16 are read (al_st_read_f32 widens them exactly), not written. */
+typedef enum { AL_DT_F32 = 0, AL_DT_I32 = 1, AL_DT_F16 = 2, AL_DT_BF16 = 3 } al_dtype;
 
 #define AL_ST_MAX_DIMS 4
 
@@ -47,8 +48,9 @@ const al_st_tensor *al_st_at(const al_st_file *f, int i);
 const al_st_tensor *al_st_get(const al_st_file *f, const char *name);
 /* Metadata value for key, or NULL. */
 const char *al_st_meta(const al_st_file *f, const char *key);
-/* Check that tensor `name` exists with dtype F32 and exactly this shape,
- * and that all values are finite; copy it into dst. Messages name the
+/* Check that tensor `name` exists with dtype F32 (or F16, BF16, widened
+ * exactly) and exactly this shape, and that all values are finite; copy
+ * it into dst as float32. Messages name the
  * tensor and what differs. */
 int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
                    const int64_t *shape, float *dst, al_err *e);

@@ -27,7 +27,9 @@
     X(tokenizer_show)  \
     X(encode)          \
     X(train)           \
-    X(run)
+    X(import)          \
+    X(run)             \
+    X(compare)
 #define AFTER(X)   \
     X(heatmap)     \
     X(report)      \

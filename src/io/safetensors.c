@@ -46,8 +46,10 @@ struct al_st_file {
     int n_meta;
 };
 
-static size_t dtype_size(al_dtype d) { (void)d; return 4; }
-static const char *dtype_name(al_dtype d) { return d == AL_DT_I32 ? "I32" : "F32"; }
+static size_t dtype_size(al_dtype d) { return d == AL_DT_F16 || d == AL_DT_BF16 ? 2 : 4; }
+static const char *dtype_name(al_dtype d) {
+    return d == AL_DT_I32 ? "I32" : d == AL_DT_F16 ? "F16" : d == AL_DT_BF16 ? "BF16" : "F32";
+}
 
 static uint64_t le64(const unsigned char *p) {
     uint64_t x = 0;
@@ -259,6 +261,8 @@ static int parse_dtype(const cJSON *j, al_dtype *d) {
     if (!cJSON_IsString(j)) return -1;
     if (strcmp(j->valuestring, "F32") == 0) *d = AL_DT_F32;
     else if (strcmp(j->valuestring, "I32") == 0) *d = AL_DT_I32;
+    else if (strcmp(j->valuestring, "F16") == 0) *d = AL_DT_F16;
+    else if (strcmp(j->valuestring, "BF16") == 0) *d = AL_DT_BF16;
     else return -1;
     return 0;
 }
@@ -275,7 +279,7 @@ static int parse_tensor(const cJSON *j, al_st_tensor *t, uint64_t span[2],
     const cJSON *of = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
     if (parse_dtype(dt, &t->dtype) != 0) {
         if (cJSON_IsString(dt))
-            return al_errf(e, "tensor %s has unsupported dtype %.40s (attnlab reads F32 and I32)",
+            return al_errf(e, "tensor %s has unsupported dtype %.40s (attnlab reads F32, F16, BF16 and I32)",
                            nm, disp(dt->valuestring).s);
         return al_errf(e, "tensor %s has no dtype string", nm);
     }
@@ -470,6 +474,29 @@ const char *al_st_meta(const al_st_file *f, const char *key) {
     return NULL;
 }
 
+/* One little-endian F16 or BF16 element as float32 (exact: every such
+ * value is a float32). */
+static float half_to_f32(const unsigned char *p, al_dtype d) {
+    uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8, bits;
+    if (d == AL_DT_BF16) {
+        bits = h << 16; /* bf16 is a float32's top half */
+    } else {
+        uint32_t sign = (h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+        if (ex == 0x1f) {
+            bits = sign | 0x7f800000u | man << 13;
+        } else if (ex == 0) {
+            int sh = 0;
+            while (man && !(man & 0x400u)) man <<= 1, sh++;
+            bits = man ? sign | (uint32_t)(113 - sh) << 23 | (man & 0x3ffu) << 13 : sign;
+        } else {
+            bits = sign | (ex + 112) << 23 | man << 13;
+        }
+    }
+    float x;
+    memcpy(&x, &bits, 4);
+    return x;
+}
+
 static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
     size_t k = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < ndim && k < cap; i++)
@@ -483,9 +510,9 @@ int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
     dname dn = disp(name); /* names may come from the file: one line */
     name = dn.s;
     if (!t) return al_errf(e, "cannot read checkpoint %s: tensor %s missing", f->path, name);
-    if (t->dtype != AL_DT_F32)
-        return al_errf(e, "cannot read checkpoint %s: tensor %s has dtype %s, expected F32",
-                       f->path, name, dtype_name(t->dtype));
+    if (t->dtype == AL_DT_I32)
+        return al_errf(e, "cannot read checkpoint %s: tensor %s has dtype %s, expected F32, F16 "
+                       "or BF16", f->path, name, dtype_name(t->dtype));
     int same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
@@ -497,14 +524,19 @@ int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
     }
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)shape[i]; /* validated at open */
-    memcpy(dst, t->data, n * sizeof(float));
+    if (t->dtype != AL_DT_F32) {
+        const unsigned char *b = t->data;
+        for (size_t i = 0; i < n; i++) dst[i] = half_to_f32(b + 2 * i, t->dtype);
+    } else {
+        memcpy(dst, t->data, n * sizeof(float));
 #if AL_BIG_ENDIAN
-    for (size_t i = 0; i < n; i++) {
-        unsigned char *p = (unsigned char *)&dst[i], c;
-        c = p[0]; p[0] = p[3]; p[3] = c;
-        c = p[1]; p[1] = p[2]; p[2] = c;
-    }
+        for (size_t i = 0; i < n; i++) {
+            unsigned char *p = (unsigned char *)&dst[i], c;
+            c = p[0]; p[0] = p[3]; p[3] = c;
+            c = p[1]; p[1] = p[2]; p[2] = c;
+        }
 #endif
+    }
     for (size_t i = 0; i < n; i++)
         if (!isfinite(dst[i]))
             return al_errf(e, "cannot read checkpoint %s: tensor %s contains NaN/Inf at index %zu",
