@@ -219,14 +219,47 @@ TEST(st_refuses_bad_json) {
     free(h);
 }
 
+/* F16 and BF16 are read, widened exactly: normal, negative, largest and
+ * subnormal halves; NaN and Inf refused as in F32. */
+TEST(st_reads_f16_and_bf16) {
+    const char *p = t_path("h.safetensors");
+    const unsigned char raw[] = {0x00, 0x3c, 0x00, 0xc1, 0xff, 0x7b, 0x01, 0x00,  /* F16 */
+                                 0x80, 0x3f, 0x20, 0xc0, 0x7f, 0x7f, 0x01, 0x00}; /* BF16 */
+    raw_file(p, "{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]},"
+                "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[8,16]}}",
+             raw, sizeof raw);
+    al_st_file *f = NULL;
+    al_err e;
+    CHECK_OK(al_st_open(p, &f, &e), &e);
+    if (!f) return;
+    float h[4], b[4];
+    CHECK_OK(al_st_read_f32(f, "h", 1, (const int64_t[]){4}, h, &e), &e);
+    CHECK(h[0] == 1.0f && h[1] == -2.5f && h[2] == 65504.0f && h[3] == ldexpf(1.0f, -24));
+    CHECK_OK(al_st_read_f32(f, "b", 2, (const int64_t[]){2, 2}, b, &e), &e);
+    uint32_t top = 0x7f7fu << 16, tiny = 1u << 16;
+    float big, sub;
+    memcpy(&big, &top, 4);
+    memcpy(&sub, &tiny, 4);
+    CHECK(b[0] == 1.0f && b[1] == -2.5f && b[2] == big && b[3] == sub);
+    al_st_close(f);
+    const unsigned char nan16[] = {0x00, 0x7e};
+    raw_file(p, "{\"h\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}}", nan16, 2);
+    CHECK_OK(al_st_open(p, &f, &e), &e);
+    if (!f) return;
+    CHECK(al_st_read_f32(f, "h", 1, (const int64_t[]){1}, h, &e) != 0 && strstr(e.msg, "NaN/Inf"));
+    al_st_close(f);
+}
+
 TEST(st_refuses_bad_entries) {
     const char *p = t_path("e.safetensors");
     float z[8] = {0};
     struct { const char *hdr; const char *want; } cases[] = {
-        {"{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
-         "tensor a has unsupported dtype F16"},
-        {"{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
-         "unsupported dtype BF16"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
+         "tensor a has unsupported dtype F64"},
+        {"{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+         "data span is 8 bytes but dtype and shape need 4"},
+        {"{\"a\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,4]}}",
+         "data span is 4 bytes but dtype and shape need 6"},
         {"{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", "tensor a has no dtype"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,8]}}",
          "tensor a has a shape entry of 4.61e+18, past the largest size read (2^53)"},
