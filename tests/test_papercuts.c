@@ -15,6 +15,14 @@
 #include "proc.h"
 #include "test.h"
 
+/* The binary by absolute path: these tests cd into their folder, and
+ * make test gives ATTNLAB_BIN relative to the checkout. */
+static const char *abin(void) {
+    static char buf[4096];
+    if (!buf[0] && !realpath(t_bin(), buf)) snprintf(buf, sizeof buf, "%s", t_bin());
+    return buf;
+}
+
 /* SQLite takes "" as a private temporary database and ":memory:" as one
  * in memory; a run stored there is gone at exit, so both are refused
  * before anything runs. */
@@ -24,7 +32,7 @@ TEST(papercut_db_empty_path_refused) {
     const char *bad[] = {"''", ":memory:"};
     for (int i = 0; i < 2; i++) {
         CHECK(t_sh("cd %s && %s scores --model m1 --db %s --probe-r 5 --probe-n 2 > %s 2> %s", dir,
-                   t_bin(), bad[i], t_path("o"), t_path("e")) == 2);
+                   abin(), bad[i], t_path("o"), t_path("e")) == 2);
         CHECK(t_one_line(t_path("e"), "no database file given"));
         char *o = t_slurp(t_path("o"));
         CHECK(o && !*o); /* no "run 1 of" */
@@ -35,11 +43,11 @@ TEST(papercut_db_empty_path_refused) {
 /* A suggestion must be a plausible typo: "--heads" (an option of
  * ablate) is not "--threads" misspelt. Real typos still get one. */
 TEST(papercut_no_far_fetched_suggestion) {
-    CHECK(t_sh("%s patch --heads 9.9 2> %s", t_bin(), t_path("e")) == 2);
+    CHECK(t_sh("%s patch --heads 9.9 2> %s", abin(), t_path("e")) == 2);
     char *s = t_slurp(t_path("e"));
     CHECK(s && strstr(s, "unknown option '--heads'") && !strstr(s, "did you mean"));
     free(s);
-    CHECK(t_sh("%s patch --threds 2 2> %s", t_bin(), t_path("e2")) == 2);
+    CHECK(t_sh("%s patch --threds 2 2> %s", abin(), t_path("e2")) == 2);
     CHECK(t_one_line(t_path("e2"), "(did you mean --threads?)"));
 }
 
@@ -52,7 +60,7 @@ TEST(papercut_out_is_a_folder) {
     const char *outs[] = {"pics/", "pics"};
     for (int i = 0; i < 2; i++) {
         CHECK(t_sh("cd %s && %s heatmap --model m1 --what qk --layer 0 --head 0 --out %s 2> %s",
-                   dir, t_bin(), outs[i], t_path("e")) == 1);
+                   dir, abin(), outs[i], t_path("e")) == 1);
         CHECK(t_one_line(t_path("e"), "is a folder, not a file name"));
         CHECK(t_sh("test -z \"$(ls -A %s/pics)\"", dir) == 0);
     }
@@ -64,7 +72,7 @@ TEST(papercut_sae_folder_in_use_names_flags) {
     t_tiny_model(dir, 1, 2);
     CHECK(t_sh("mkdir -p %s/sae && echo '{}' > %s/sae/cfg.json", dir, dir) == 0);
     CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --out sae --db r.db --steps 2 "
-               "2> %s", dir, t_bin(), t_path("e")) == 1);
+               "2> %s", dir, abin(), t_path("e")) == 1);
     CHECK(t_one_line(t_path("e"), "--resume continues it, --force replaces it"));
     t_pbuf db;
     snprintf(db.s, sizeof db.s, "%s/r.db", dir);
@@ -133,7 +141,7 @@ TEST(papercut_sql_doc_lists_schema) {
 TEST(papercut_run_json_schema) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 1, 2);
-    CHECK(t_sh("cd %s && %s run --model m1 --prompt 'a b' --json > %s 2>/dev/null", dir, t_bin(),
+    CHECK(t_sh("cd %s && %s run --model m1 --prompt 'a b' --json > %s 2>/dev/null", dir, abin(),
                t_path("o")) == 0);
     char *o = t_slurp(t_path("o"));
     CHECK(o && strstr(o, "\"schema\":\t\"attnlab.run/1\""));
@@ -157,7 +165,7 @@ TEST(papercut_docs_do_not_narrate) {
 TEST(papercut_circuits_warns_unseen_ids) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
     t_tiny_model(dir.s, 1, 2);
-    CHECK(t_sh("cd %s && %s circuits --model m1 --db %s > /dev/null 2> %s", dir.s, t_bin(), db.s,
+    CHECK(t_sh("cd %s && %s circuits --model m1 --db %s > /dev/null 2> %s", dir.s, abin(), db.s,
                t_path("e")) == 0);
     char *s = t_slurp(t_path("e"));
     CHECKF(s && strstr(s, "never occur in its training data") && strstr(s, "skip-trigrams"),
@@ -176,10 +184,10 @@ TEST(papercut_report_training_card_composition) {
     t_tiny_model(dir.s, 1, 2); /* corpus and tokenizer */
     CHECK(t_sh("cd %s && %s train --data s.train.bin --val s.val.bin --tokenizer tok.json --out m "
                "--steps 34 --eval-every 2 --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 "
-               "--n-ctx 32 --batch 4 --warmup 2 --db %s >/dev/null 2>&1", dir.s, t_bin(),
+               "--n-ctx 32 --batch 4 --warmup 2 --db %s >/dev/null 2>&1", dir.s, abin(),
                db.s) == 0);
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM train_log") == 18); /* steps 0, 2, ..., 34 */
-    CHECK(t_sh("cd %s && %s report --model m --db %s --out %s >/dev/null 2>&1", dir.s, t_bin(),
+    CHECK(t_sh("cd %s && %s report --model m --db %s --out %s >/dev/null 2>&1", dir.s, abin(),
                db.s, rep.s) == 0);
     char *h = t_slurp(t_path("rep/index.html"));
     CHECK(h && strstr(h, "12 of the 18 evaluations"));
@@ -197,14 +205,14 @@ TEST(papercut_openmp_wait_policy) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 1, 2);
     CHECK(t_sh("env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=1 %s --version | grep -qx 'OpenMP threads "
-               "wait: passive'", t_bin()) == 0);
+               "wait: passive'", abin()) == 0);
     CHECK(t_sh("env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=0 %s --version | grep -q 'default'",
-               t_bin()) == 0);
+               abin()) == 0);
     CHECK(t_sh("OMP_WAIT_POLICY=active ATTNLAB_OMP_PASSIVE=1 %s --version | grep -qx 'OpenMP "
-               "threads wait: active'", t_bin()) == 0);
+               "threads wait: active'", abin()) == 0);
     CHECK(t_sh("cd %s && env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=1 %s run --model m1 --prompt "
                "'a b c' --json > p1 && env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=0 %s run --model "
-               "m1 --prompt 'a b c' --json > p0 && cmp -s p0 p1", dir, t_bin(), t_bin()) == 0);
+               "m1 --prompt 'a b c' --json > p0 && cmp -s p0 p1", dir, abin(), abin()) == 0);
 }
 
 /* The induction task's R defaults to min(50, (n_ctx-1)/2): patch, paths,
@@ -217,11 +225,11 @@ TEST(papercut_probe_r_fits_short_context) {
     const char *cmds[] = {"patch --n 4", "paths --n 4", "attribute --n 4 --no-patching",
                           "discover --n 4"};
     for (int i = 0; i < 4; i++)
-        CHECKF(t_sh("cd %s && %s %s --model m2 --db %s > /dev/null 2> %s", dir.s, t_bin(), cmds[i],
+        CHECKF(t_sh("cd %s && %s %s --model m2 --db %s > /dev/null 2> %s", dir.s, abin(), cmds[i],
                     db.s, t_path("e")) == 0,
                "%s", cmds[i]);
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs WHERE status = 'done'") == 4);
-    CHECK(t_sh("cd %s && %s patch --model m2 --db %s --probe-r 20 2> %s", dir.s, t_bin(), db.s,
+    CHECK(t_sh("cd %s && %s patch --model m2 --db %s --probe-r 20 2> %s", dir.s, abin(), db.s,
                t_path("e2")) == 1);
     CHECK(t_one_line(t_path("e2"), "exceeds n_ctx 32"));
 }
