@@ -116,7 +116,8 @@ typedef struct al_circuit_exec {
 
 /* Run circuit sp (borrowed) in m's forwards from now on: 0, or −1 with e
  * (no edges, a model deeper than AL_GRAPH_MAX_LAYERS, an unknown fill, a
- * mean fill without its means, no room for the hooks). x is zeroed
+ * mean fill without its means, no room for the hooks, a LayerNorm or bias
+ * model: an edge is removed from its receiver by linearity). x is zeroed
  * first. */
 int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp, al_err *e);
 /* Remove x's hooks from its model and free its scratch (a zeroed or
@@ -165,8 +166,9 @@ typedef struct al_circuit_delta {
 } al_circuit_delta;
 
 /* Workspace for batches of up to B sequences of T tokens of m (1 to
- * AL_GRAPH_MAX_LAYERS layers), with the composition products: 0, or −1
- * with e (*d zeroed). */
+ * AL_GRAPH_MAX_LAYERS layers, the plain model: LayerNorm and bias models
+ * are refused), with the composition products: 0, or −1 with e (*d
+ * zeroed). */
 int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e);
 void al_circuit_delta_free(al_circuit_delta *d);
 /* L >= 2: embp (L−1, nb, T, 3, H, D) = (W_E[clean] − W_E[corr]) · W_c[l, h]

@@ -374,6 +374,9 @@ typedef struct al_delta_ws {
     float *p;
     size_t cap; /* floats */
 } al_delta_ws;
+/* Plain models only (al_config_is_plain): −1 with al_config_plain_check's
+ * message for LayerNorm or bias models, whose full forward with sp's
+ * hooks is the way to patch them. */
 int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
                            float *xL, unsigned char *dirty, al_delta_ws *ws, al_err *e);
 /* Free ws's scratch (a zeroed ws is empty; fine to free twice). */
@@ -395,7 +398,8 @@ int al_model_unembed_backward(const al_model *m, const float *dlogits, int n, fl
                               al_err *e);
 
 /* Activation gradients of a scalar function f of the last forward's
- * final residual stream, for attribution patching (attrpatch.h). dxL
+ * final residual stream (before ln_final), for attribution patching
+ * (attrpatch.h); through every later layer's ln1 too. dxL
  * (B, T, C) is ∂f/∂x_L (zero rows where f does not read; e.g. from
  * al_model_unembed_backward). Fills, where non-NULL:
  *   dx   (L+1, B, T, C)      ∂f/∂x_l, the residual stream entering layer l

@@ -589,13 +589,11 @@ void model_unembed_rows(const al_model *m, const float *u, int n, float *logits,
 #define UNEMBED_FLOATS 16384
 #define UNEMBED_ROWS 64
 
-void al_model_unembed(const al_model *m, const float *x, int n, float *logits) {
+/* al_model_unembed with ln_final (its own function: only it needs the
+ * stack buffer). */
+static void unembed_ln(const al_model *m, const float *x, int n, float *logits) {
     const al_config *c = &m->cfg;
     int C = c->d_model;
-    if (c->norm_type == AL_NORM_NONE) {
-        model_unembed_rows(m, x, n, logits, 1);
-        return;
-    }
     float u[UNEMBED_FLOATS], mean[UNEMBED_ROWS], scale[UNEMBED_ROWS];
     int per = UNEMBED_FLOATS / C < UNEMBED_ROWS ? UNEMBED_FLOATS / C : UNEMBED_ROWS;
     for (int i = 0; i < n; i += per) {
@@ -604,6 +602,11 @@ void al_model_unembed(const al_model *m, const float *x, int n, float *logits) {
                           (size_t)k, C, c->ln_eps);
         model_unembed_rows(m, u, k, logits + (size_t)i * c->d_vocab, 1);
     }
+}
+
+void al_model_unembed(const al_model *m, const float *x, int n, float *logits) {
+    if (m->cfg.norm_type == AL_NORM_NONE) model_unembed_rows(m, x, n, logits, 1);
+    else unembed_ln(m, x, n, logits);
 }
 
 float al_model_logit(const al_model *m, const float *x, int v) {

@@ -207,6 +207,17 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
            t->m.cfg.n_layers, t->m.cfg.d_model, t->m.cfg.n_heads, t->m.cfg.d_head,
            t->m.cfg.n_ctx, al_pos_type_name(t->m.cfg.pos_type), t->m.cfg.d_vocab, t->m.n_params, t->train.n, t->val.n, t->B,
            t->T, al_get_threads());
+    const al_config *mc = &t->m.cfg;
+    if (!al_config_is_plain(mc)) {
+        char bs[64] = "";
+        for (unsigned b = 1; b <= AL_BIAS_U; b <<= 1)
+            if (mc->biases & b)
+                snprintf(bs + strlen(bs), sizeof bs - strlen(bs), "%s%s", bs[0] ? ", " : "",
+                         al_bias_name(b));
+        al_log("model: normalization %s (eps %g), biases %s",
+               mc->norm_type == AL_NORM_NONE ? "none" : al_norm_type_name(mc->norm_type),
+               mc->ln_eps, bs[0] ? bs : "none");
+    }
     *out = t;
     return 0;
 fail:
