@@ -74,13 +74,20 @@ TEST(crash_train_sigkill_resume_exact) {
                       data, ref, CRASH_STEPS);
     CHECK(t_wait(p, NULL) == 0);
     double t_run = al_now() - t0;
-    /* About 25 kills per run through: delays uniform in [0, t_run / 12]
-     * (startup included, so some kills land while a checkpoint is being
-     * loaded or recovered). If a series finishes before enough kills, a
-     * new one starts in a fresh directory. */
+    /* a process's start-up and checkpoint load, so that on a busy machine
+     * (where they take longer against the steps) kills still land in saves */
+    t0 = al_now();
+    CHECK(t_sh("%s run --model %s --prompt 'the cat' >/dev/null 2>&1", t_bin(), ref) == 0);
+    double t_start = al_now() - t0;
+    /* About 25 kills per run through: delays uniform in [0, t_start +
+     * t_run / 12] (so some kills land while a checkpoint is being loaded
+     * or recovered). Kills that leave no checkpoint yet are not
+     * counted, and lengthen the next delay. If a series finishes before
+     * enough kills, a new one starts in a fresh directory. */
     al_rng rng;
     al_rng_seed(&rng, 20240607);
-    int kills = 0, mid_save = 0, series = 0;
+    int kills = 0, mid_save = 0, series = 0, early = 0;
+    double pre = 0;
     while (kills < CRASH_KILLS && series < 6) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/k%d", t_tmpdir(), series++);
@@ -94,7 +101,9 @@ TEST(crash_train_sigkill_resume_exact) {
                     NULL, err,
                     "train --data %s --out %s --steps %d --ckpt-every 1 --force " CRASH_MODEL, data,
                     dir, CRASH_STEPS);
-            t_sleep(al_rng_uniform(&rng) * t_run / 12);
+            /* before the first checkpoint, a start-up slower than the
+             * delays (a busy machine) would leave nothing to resume */
+            t_sleep(al_rng_uniform(&rng) * (t_start + t_run / 12) + (have_ckpt ? 0 : pre));
             kill(p, SIGKILL);
             int rc = t_wait(p, NULL);
             if (rc == 0) {
@@ -102,7 +111,6 @@ TEST(crash_train_sigkill_resume_exact) {
                 break;
             }
             CHECKF(rc == 128 + SIGKILL, "train exited %d before the kill", rc);
-            kills++;
             mid_save += stray_files(dir) > 0;
             /* any loader finishes or undoes the interrupted save */
             int ok = t_sh("%s run --model %s --prompt 'the cat' >/dev/null 2>%s", t_bin(), dir,
@@ -113,8 +121,15 @@ TEST(crash_train_sigkill_resume_exact) {
                 snprintf(mp, sizeof mp, "%s/model.safetensors", dir);
                 CHECKF(!have_ckpt && !al_file_exists(mp) && state_step(dir) < 0,
                        "kill %d: no loadable checkpoint in %s", kills, dir);
+                /* not counted: wait longer next time */
+                pre = pre > 0 ? 2 * pre : t_run / 12;
+                if (++early >= 30) {
+                    CHECKF(0, "%d kills before a first checkpoint", early);
+                    return;
+                }
                 continue;
             }
+            kills++;
             have_ckpt = 1;
             CHECKF(stray_files(dir) == 0, "kill %d: files of the interrupted save left", kills);
             long step = state_step(dir);
@@ -123,7 +138,13 @@ TEST(crash_train_sigkill_resume_exact) {
             last_step = step;
         }
         if (!done) { /* enough kills: finish this series without interruption */
-            CHECK(t_wait(t_spawn(NULL, err, "train --resume %s", dir), NULL) == 0);
+            int rc = t_wait(t_spawn(NULL, err, "train --resume %s", dir), NULL);
+            if (rc != 0) {
+                char *msg = t_slurp(err);
+                CHECKF(0, "series %d: resume after %d kills exited %d: %s", series, kills, rc,
+                       msg ? msg : "(no stderr)");
+                free(msg);
+            }
             done = 1;
         }
         CHECK(state_step(dir) == CRASH_STEPS);
