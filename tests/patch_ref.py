@@ -24,8 +24,9 @@ With normalization_type "LN" or "LNPre" and "biases" (TransformerLens's
 LayerNorm: ln(x) = x_c / sqrt(mean(x_c^2) + eps) * w + b, x_c = x -
 mean(x); LNPre without w, b): q, k, v read ln1(x) (shortformer: ln1(x) +
 W_pos[t] for q, k) plus b_Q, b_K, b_V; a layer adds sum_h r[l,h] + b_O;
-logits = ln_final(hook_resid_final(x)) W_U + b_U. Only activation patching
-is checked on such models (path patching refuses them).
+logits = ln_final(hook_resid_final(x)) W_U + b_U. Activation and path
+patching are checked on such models (attribution patching refuses them); a
+path's receiver reads ln1(target residual + delta), its own LayerNorm.
 
 Task (given in the results file, checked against patch.h's definition
 of `induction`): N clean / corrupted pairs and items (pair, pos, answer,
@@ -331,17 +332,21 @@ if torch is not None:
                                else c["blocks.%d.attn.hook_result" % sender_layer(s)]
                                [:, :, (s - 2) % H])
         formula_err = 0.0
+        norm, eps, fw, fb = model.final
         for s in range(ns):
             delta = sender(src, s) - sender(tgt, s)
-            m = M((tgt["hook_resid_final"] + delta) @ model.W_U)[0]
+            u = layer_norm(tgt["hook_resid_final"] + delta, fw, fb, norm, eps)
+            m = M(u @ model.W_U + model.b_U)[0]
             formula_err = max(formula_err, abs(m - direct[s]))
             for l1 in range(max(1, sender_layer(s) + 1), L):
+                ex = model.blocks[l1].attn.extra
                 for ch in "qkv":
                     W_c = getattr(model.blocks[l1].attn, "W_" + ch.upper())
-                    inp = tgt["blocks.%d.hook_resid_pre" % l1] + delta
+                    inp = layer_norm(tgt["blocks.%d.hook_resid_pre" % l1] + delta,
+                                     ex.get("ln1.w"), ex.get("ln1.b"), ex["norm"], ex.get("eps"))
                     if model.shortformer and ch in "qk":
                         inp = inp + tgt["hook_pos_embed"]
-                    x = torch.einsum("btc,hcd->bthd", inp, W_c)
+                    x = torch.einsum("btc,hcd->bthd", inp, W_c) + ex.get("b_" + ch.upper(), 0.0)
                     formula_err = max(formula_err, float(
                         (x - recv[(l1, ch)][s * N:(s + 1) * N]).abs().max()))
         # pass 3: receiver head l1.h1's q (k, v) at every position from
@@ -562,8 +567,7 @@ def main():
                 print(line)
                 all_ok &= ok
                 worst = max(worst, err)
-            plain = cfg.get("norm") is None and not cfg.get("biases")
-            missing = [(c, d) for c in COMPONENTS + (("paths",) if plain else ())
+            missing = [(c, d) for c in COMPONENTS + ("paths",)
                        for d in DIRECTIONS if (c, d) not in seen]
             if missing:
                 print("  case %d: results missing for %s  FAIL" % (ci, missing))

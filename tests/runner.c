@@ -11,6 +11,7 @@
 #include "test.h"
 #include "attnlab/data.h"
 #include "attnlab/experiment.h"
+#include "attnlab/model.h"
 #include "attnlab/util.h"
 
 #define X(n) void test_##n(void);
@@ -251,4 +252,16 @@ int main(int argc, char **argv) {
     else
         printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
+}
+
+void t_ln_perturb(al_model *m, uint64_t seed) {
+    al_rng r;
+    al_rng_seed(&r, seed);
+    for (int p = AL_P_LN1W; p < AL_NPARAM; p++)
+        for (size_t i = 0; i < m->param_size[p]; i++) {
+            double v = 0.4 * al_rng_normal(&r);
+            m->p[p][i] = (float)(p == AL_P_LN1W || p == AL_P_LNFW ? 1 + v : v);
+        }
+    for (int i = 0; i < m->cfg.n_layers * m->cfg.n_heads; i++)
+        m->gates[i] = 0.5f + 0.125f * (float)(i % 9);
 }

@@ -9,6 +9,7 @@
 #define ATTNLAB_TEST_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,12 @@ void t_phrase_corpus(const char *path, size_t n);
  * (d_model 32, n_ctx 32) trained `steps` steps, in DIR/m<L>; the corpus
  * and tokenizer are made once per directory. */
 void t_tiny_model(const char *dir, int n_layers, int steps);
+/* A LayerNorm or bias model's LayerNorm weights and biases far from
+ * their initial values (w = 1 + 0.4 N(0,1), b and biases 0.4 N(0,1)) and
+ * its head gates not 1 (0.5 + 0.125 (i mod 9)), from seed: what the
+ * PyTorch references check the engine on. */
+struct al_model;
+void t_ln_perturb(struct al_model *m, uint64_t seed);
 /* The start of a tiny experiment file (60 synthetic stories, vocab 300,
  * one 2-layer model "two" of t_tiny_model's shape trained 10 steps), up
  * to its "analyses"; name is a string literal. */

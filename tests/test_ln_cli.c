@@ -1,8 +1,8 @@
 /* test_ln_cli.c -- LayerNorm and bias models through the CLI: trained by
  * `attnlab train --norm ln --biases all`, every analysis of the registry
  * either runs on them or refuses them in one line before its run row
- * (those that assume the plain model), and the commands around them
- * (run, heatmap, report) take them. */
+ * (those that assume the plain model), `--circuit` runs take them, and
+ * the commands around them (run, heatmap, report) take them. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -57,7 +57,7 @@ TEST(ln_cli_every_analysis) {
     char *cfg = t_slurp(t_path("ln/config.json"));
     CHECK(cfg && strstr(cfg, "\"normalization_type\":\t\"LN\"") &&
           strstr(cfg, "\"b_Q\", \"b_K\", \"b_V\", \"b_O\", \"b_U\""));
-    const char *refused[] = {"circuits", "paths", "attribute", "discover", "sae_features"};
+    const char *refused[] = {"circuits", "attribute", "sae_features"};
     int done = 0;
     for (const al_analysis *const *ap = al_analyses; *ap; ap++) {
         const al_analysis *a = *ap;
@@ -90,13 +90,16 @@ TEST(ln_cli_every_analysis) {
     char want[32];
     snprintf(want, sizeof want, "%d|%d", done, done);
     CHECK_SQL(db.s, "SELECT count(*), sum(status = 'done') FROM runs", want);
-    /* a circuit run (--circuit) refuses the model too, before the run row */
-    t_write("c.json", "{\"edges\": []}");
-    int rc = t_sh("%s scores --model %s/ln --db %s --circuit %s %s --threads 2 > /dev/null 2> %s",
-                  t_bin(), dir.s, db.s, t_path("c.json"), small("scores"), err.s);
-    CHECKF(rc == 1 && t_one_line(err.s, "a circuit run (--circuit) does not yet support LayerNorm"),
-           "scores --circuit: exit %d", rc);
-    snprintf(want, sizeof want, "%d", done);
+    /* a circuit run (--circuit) takes the model too: the empty circuit
+     * (every edge carries the resampled run's value) */
+    t_write("c.json", "{\"format\": \"attnlab-circuit\", \"version\": 1, \"n_edges\": 0, \"edges\": []}");
+    int rc = t_sh("%s scores --model %s/ln --db %s --circuit %s %s --threads 2 > %s 2> %s",
+                  t_bin(), dir.s, db.s, t_path("c.json"), small("scores"), out.s, err.s);
+    CHECKF(rc == 0, "scores --circuit: exit %d: %s", rc, t_slurp(err.s));
+    char *txt = t_slurp(out.s);
+    CHECKF(txt && strstr(txt, "0 of "), "scores --circuit printed: %s", txt ? txt : "");
+    free(txt);
+    snprintf(want, sizeof want, "%d", done + 1);
     CHECK_SQL(db.s, "SELECT count(*) FROM runs", want);
 }
 

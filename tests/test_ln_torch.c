@@ -92,15 +92,12 @@ static void make_case(const ln_case *k, uint64_t seed, const char *dir, const ch
     al_model m;
     al_err e;
     CHECK_OK(al_model_init(&m, &c, &e), &e);
-    al_rng r;
-    al_rng_seed(&r, seed * 31 + 7);
-    for (int p = AL_P_LN1W; p < AL_NPARAM; p++) /* far from w = 1, b = 0 */
-        for (size_t i = 0; i < m.param_size[p]; i++) {
-            double v = 0.4 * al_rng_normal(&r);
-            m.p[p][i] = (float)(p == AL_P_LN1W || p == AL_P_LNFW ? 1 + v : v);
-        }
+    t_ln_perturb(&m, seed * 31 + 7);
     for (size_t i = 0; i < m.param_size[AL_P_WU]; i++) m.p[AL_P_WU][i] *= (float)sqrt(c.d_model);
-    for (int i = 0; i < c.n_layers * c.n_heads; i++) m.gates[i] = 0.5f + 0.125f * (float)(i % 9);
+    al_rng r; /* the inputs: the stream after the perturbation's */
+    al_rng_seed(&r, seed * 31 + 7);
+    for (int p = AL_P_LN1W; p < AL_NPARAM; p++)
+        for (size_t i = 0; i < m.param_size[p]; i++) al_rng_normal(&r);
     CHECK_OK(al_ckpt_save(dir, &m, NULL, NULL, NULL, NULL, &e), &e);
     const int B = 2, T = 11;
     int in[22], tg[22];

@@ -77,7 +77,7 @@ const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
  * output as computed in the circuit run (removals upstream propagate,
  * through any number of layers). A sender's
  * value: embed W_E[token], a head's output zg_h · W_O[l,h] (its gated z:
- * gates and z replacements apply in the fill runs too). pos carries the
+ * gates and hooks apply in the fill runs too). pos carries the
  * same value under every fill (the fill runs share positions; a mean at
  * position t is W_pos[t]), so its edges never change anything. Fill:
  *   AL_FILL_CORRUPTED  the model's own run on corr (B, T) tokens;
@@ -102,6 +102,8 @@ typedef struct al_circuit_spec {
     const float *mean_x0;      /* AL_FILL_MEAN: (mean_T, C) mean W_E[token] per position */
     const float *mean_zg;      /* AL_FILL_MEAN: (L, mean_T, H, D) mean gated z per position */
     int mean_T;                /* >= the forward's T */
+    const float *fill_zg;      /* AL_FILL_CORRUPTED: NULL, or the corrupted run's gated z
+                                * (L, B, T, H, D), already computed: no fill forward */
 } al_circuit_spec;
 
 typedef struct al_circuit_exec {
@@ -116,9 +118,12 @@ typedef struct al_circuit_exec {
 
 /* Run circuit sp (borrowed) in m's forwards from now on: 0, or −1 with e
  * (no edges, a model deeper than AL_GRAPH_MAX_LAYERS, an unknown fill, a
- * mean fill without its means, no room for the hooks, a LayerNorm or bias
- * model: an edge is removed from its receiver by linearity). x is zeroed
- * first. */
+ * mean fill without its means, no room for the hooks). x is zeroed
+ * first. Without LayerNorm an edge comes off a receiver's q, k or v after
+ * the projection (linear; biases cancel in the difference); with it, off
+ * each head's own input before ln1 (the split inputs, hooks.h's
+ * Q_INPUT..V_INPUT), so ln1 renormalises per receiver, as
+ * TransformerLens's use_split_qkv_input does. */
 int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp, al_err *e);
 /* Remove x's hooks from its model and free its scratch (a zeroed or
  * detached x: no-op). */
@@ -160,15 +165,18 @@ typedef struct al_circuit_delta {
     float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
     float *lowt;            /* (B,T,D) a channel's correction from the clean layers */
     int *sel;               /* (H) the sender heads of one product */
+    int full;               /* a LayerNorm or bias model: every evaluation is a full
+                             * forward with the circuit's hooks (al_circuit_attach) */
     unsigned char *kh, *kc, *kf; /* memo keys being built: a head's, a channel's, the fix's */
     unsigned char *qm, *zm, *dirty; /* (L,3,H,T) (L,H,T) (T) */
     al_delta_ws ws;
 } al_circuit_delta;
 
 /* Workspace for batches of up to B sequences of T tokens of m (1 to
- * AL_GRAPH_MAX_LAYERS layers, the plain model: LayerNorm and bias models
- * are refused), with the composition products: 0, or −1 with e (*d
- * zeroed). */
+ * AL_GRAPH_MAX_LAYERS layers), with the composition products: 0, or −1
+ * with e (*d zeroed). A LayerNorm or bias model needs none of it: its
+ * evaluations are full forwards with the circuit's hooks, reading the
+ * corrupted run's cached z instead of running it again. */
 int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e);
 void al_circuit_delta_free(al_circuit_delta *d);
 /* L >= 2: embp (L−1, nb, T, 3, H, D) = (W_E[clean] − W_E[corr]) · W_c[l, h]

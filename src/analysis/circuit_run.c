@@ -65,7 +65,6 @@ int al_circuit_run_open(al_circuit_run *cr, al_model *m, const char *path, const
                         const al_tokens *val, int T, int batches, int batch, al_err *e) {
     memset(cr, 0, sizeof *cr);
     const al_config *c = &m->cfg;
-    if (al_config_plain_check(c, "a circuit run (--circuit)", e)) return -1;
     if (al_circuit_fill_check(fill, e)) return -1;
     int mean = strcmp(fill, "mean") == 0;
     if (mean && !val)

@@ -239,7 +239,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
             if (k == 1) memcpy(d->kl_co + b->i0, d->ikl, sizeof(double) * b->ni);
         }
         for (int k = 0; k < b->ni; k++) sc += vals[0][k], sr += vals[1][k];
-        if (L < 2) continue;
+        if (L < 2 || d->cd.full) continue;
         /* Δembed (clean − corrupted) through each later-layer head's W_c */
         b->embp = al_malloc((L - 1) * bt * 3 * HD, sizeof(float), e);
         if (!b->embp) goto fail;
@@ -281,7 +281,6 @@ static int eval_all(dctx *d, const unsigned char *kept, double *kl, double *metr
 int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, int batch,
                     double *kl, double *metric, al_err *e) {
     if (!kept) return al_errf(e, "al_circuit_eval: no edge set (kept is NULL)");
-    if (al_config_plain_check(&m->cfg, "circuit evaluation", e)) return -1;
     dctx d;
     double k = 0, v = 0;
     int rc = ctx_init(&d, m, t, batch, e) || eval_all(&d, kept, &k, &v, e);
@@ -549,8 +548,12 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
                     al_discover_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
     double t0 = al_now();
-    if (al_config_plain_check(&m->cfg, "circuit discovery", e) || al_discover_opts_check(o, e))
-        return -1;
+    if (al_discover_opts_check(o, e)) return -1;
+    /* EAP's estimates take each receiver's gradient after its projection,
+     * which LayerNorm makes per-receiver nonlinear */
+    if (!strcmp(o->method, "eap") && m->cfg.norm_type != AL_NORM_NONE)
+        return al_errf(e, "discovery method eap is not available for LayerNorm models "
+                          "(use --method acdc)");
     drun run;
     memset(&run, 0, sizeof run);
     run.o = o;

@@ -14,8 +14,10 @@
  *
  * Path patching is the same machinery with a synthesised source: the
  * receiver's q, k or v computed from target residual + Δsender (linear,
- * so target q + Δsender·W_Q), or for the direct path the final residual
- * plus Δsender; everything else stays at the target run's values. */
+ * so target q + Δsender·W_Q; with LayerNorm, through the receiver's own
+ * ln1), or for the direct path the final residual plus Δsender (ln_final
+ * follows it in the unembedding); everything else stays at the target
+ * run's values. */
 #include "attnlab/patch.h"
 
 #include <cjson/cJSON.h>
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/gemm.h"
 #include "attnlab/graph.h"
 #include "attnlab/layers.h"
 #include "attnlab/scores.h"
@@ -301,8 +304,6 @@ static int sweep_init(sweep *s, al_model *m, const al_pairs *t, const al_patch_o
     const al_config *c = &m->cfg;
     if (al_patch_opts_check(o, e)) return -1;
     if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
-    /* path patching synthesises its sources through the weights alone */
-    if (paths && al_config_plain_check(c, "path patching", e)) return -1;
     al_patch_direction_parse(o->direction, &s->dir);
     /* the incremental forward is the plain model's: with LayerNorm or
      * biases every configuration is one full patched forward */
@@ -334,7 +335,9 @@ static int sweep_init(sweep *s, al_model *m, const al_pairs *t, const al_patch_o
     s->dirty = s->am + L * H * T;
     if (paths) {
         size_t nq = L * s->B * T * 3 * HD, nx = (L + 1) * BTC;
-        s->syn = al_malloc((nq > nx ? nq : nx) + BTC, sizeof(float), e);
+        /* LayerNorm: two ln1 outputs and their statistics (synth_qkv) */
+        size_t nl = c->norm_type != AL_NORM_NONE ? 2 * BTC + 4 * (size_t)s->B * T : 0;
+        s->syn = al_malloc((nq > nx ? nq : nx) + BTC + nl, sizeof(float), e);
         if (!s->syn) goto fail;
         s->delta = s->syn + (nq > nx ? nq : nx);
     }
@@ -680,7 +683,11 @@ static void sender_delta(sweep *s, int snd, const al_acts *tgt, const al_acts *s
 }
 
 /* s->syn as a q/k/v source: the target's qkv with channel ch of head
- * (l1, h) = target + Δsender · W_ch[l1, h] at every position. */
+ * (l1, h) = target + Δsender · W_ch[l1, h] at every position; with
+ * LayerNorm, target + (ln1(x + Δsender) − ln1(x)) · W_ch[l1, h], x the
+ * target's resid_pre of layer l1 (the receiver's own input renormalised,
+ * as the split inputs do it; biases and shortformer positions are the
+ * target's). */
 static void synth_qkv(sweep *s, const al_acts *tgt, int ch, int l1, int h) {
     const al_model *m = s->m;
     int C = s->C, D = m->cfg.d_head, H = s->H;
@@ -689,6 +696,20 @@ static void synth_qkv(sweep *s, const al_acts *tgt, int ch, int l1, int h) {
                                                               : al_head_wv(m, l1, h); /* (C, D) */
     float *sl = s->syn + (size_t)l1 * lay;
     memcpy(sl, tgt->qkv + (size_t)l1 * lay, sizeof(float) * lay);
+    if (m->cfg.norm_type != AL_NORM_NONE) {
+        const size_t n = rows * C;
+        const float *x = tgt->x + (size_t)l1 * n;
+        float *a = s->delta + n, *b = a + n, *mu = b + n, *sc = mu + rows;
+        const float *lw = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l1 * C : NULL;
+        const float *lb = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l1 * C : NULL;
+        for (size_t i = 0; i < n; i++) b[i] = x[i] + s->delta[i];
+        layernorm_forward(a, mu, sc, x, lw, lb, rows, C, m->cfg.ln_eps);
+        layernorm_forward(b, mu, sc, b, lw, lb, rows, C, m->cfg.ln_eps);
+        for (size_t i = 0; i < n; i++) b[i] -= a[i];
+        al_sgemm(false, false, (int)rows, D, C, 1.0f, b, C, w, D, 1.0f,
+                 sl + (size_t)ch * HD + (size_t)h * D, (int)(3 * HD));
+        return;
+    }
     for (size_t i = 0; i < rows; i++) {
         float *o = sl + i * 3 * HD + (size_t)ch * HD + (size_t)h * D;
         const float *d = s->delta + i * C;

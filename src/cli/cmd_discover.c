@@ -460,7 +460,7 @@ const al_analysis al_an_discover = {
     .tmpl = &g_disc, .size = sizeof g_disc, .init = disc_init, .check = disc_check,
     .state_size = sizeof(disc_state), .prepare = disc_prepare, .compute = disc_compute,
     .store = disc_store, .print = disc_print, .release = disc_release,
-    .warnings = disc_warnings, .stops = 1, .plain_only = 1, .exp_list = 1,
+    .warnings = disc_warnings, .stops = 1, .exp_list = 1,
     .exp_data = AL_EXP_DATA_NONE, .exp_deny = disc_deny, .exp_label = disc_label};
 
 static int run_discover(int argc, char **argv) { return al_drive_main(&al_an_discover, argc, argv); }

@@ -487,7 +487,7 @@ const al_analysis al_an_paths = {
     .tmpl = &g_paths, .size = sizeof g_paths, .init = paths_init, .check = patch_check,
     .state_size = sizeof(patch_state), .prepare = paths_prepare, .compute = paths_compute,
     .store = paths_store, .print = paths_print, .release = patch_release,
-    .warnings = paths_warnings, .stops = 1, .plain_only = 1, .exp_list = 1,
+    .warnings = paths_warnings, .stops = 1, .exp_list = 1,
     .exp_data = AL_EXP_DATA_NONE, .exp_label = paths_label};
 
 static int run_patch(int argc, char **argv) { return al_drive_main(&al_an_patch, argc, argv); }

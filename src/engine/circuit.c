@@ -3,10 +3,11 @@
  * what their sender computes in this run (contract in graph.h,
  * al_circuit_spec and al_circuit_attach).
  *
- * The model is linear between the embeddings and each head's q/k/v (no
- * LayerNorm, no biases), so a receiver's input with some edges removed
- * is its input in this run minus, over the removed senders s, (value_s −
- * fill_s). The forward therefore runs as usual and the hooks subtract:
+ * Without LayerNorm the model is linear between the embeddings and each
+ * head's q/k/v (biases cancel in a difference), so a receiver's input
+ * with some edges removed is its input in this run minus, over the
+ * removed senders s, (value_s − fill_s). The forward therefore runs as
+ * usual and the hooks subtract:
  * at Q/K/V of layer l, for a head's channel c, Δ · W_c[l,h] where Δ is
  * the removed embedding rows' difference (BT, C) and, for heads of later
  * layers, Σ over removed senders l0.h0 (l0 < l) of Δzg_{l0,h0} ·
@@ -29,7 +30,14 @@
  *   dz    (L, BT, HD)  zg − fill zg per layer (block 0 reused at RESID_POST)
  *   stack (HD, D)      Σ-weights of one receiver from one sending layer
  *   ft    (BT + H)     the resampled tokens (ints), later removed-head flags
- * The fill's gated z's are read from x->fill.zg.
+ * The fill's gated z's are read from x->fill.zg (or the spec's fill_zg).
+ *
+ * With LayerNorm, ln1 normalises each receiver's input with statistics of
+ * its own, so the subtraction moves before it: the hooks sit on the split
+ * inputs (Q_INPUT..V_INPUT, each head's own copy of resid_pre) and take
+ * the removed senders' differences off C-wide (circuit_qkv_in); the
+ * forward then normalises each head's input separately. The final
+ * residual is adjusted as without LayerNorm, and ln_final follows it.
  *
  * Discovery's incremental evaluation (al_circuit_delta_run, below) is the
  * same edge removal against cached clean and corrupted runs: it shares
@@ -40,7 +48,9 @@
  * its own path (delta_run_deep, at the end): the first changed layer head
  * by head, every later one in full, reusing across a batch's evaluations
  * what depends only on the unchanged layers (al_circuit_memo); 1 and 2
- * layers keep the path they always had. */
+ * layers keep the path they always had. A LayerNorm or bias model's
+ * evaluation is the hooks' full forward (delta_run_hooks), with the
+ * cached corrupted z as its fill. */
 #include "attnlab/graph.h"
 
 #include <stdlib.h>
@@ -51,7 +61,8 @@
 #include "model_internal.h"
 
 typedef struct cscr {
-    float *fe, *fz, *de, *dz, *stack;
+    float *fe, *de, *dz, *stack;
+    const float *fz;
     int *ft;
 } cscr;
 
@@ -67,7 +78,7 @@ static void views(const al_circuit_exec *x, cscr *s) {
     size_t BT = (size_t)m->B * m->T, C = c->d_model;
     size_t HD = (size_t)c->n_heads * c->d_head;
     s->fe = x->ws;
-    s->fz = x->fill.zg;
+    s->fz = x->sp->fill_zg ? x->sp->fill_zg : x->fill.zg;
     s->de = s->fe + BT * C;
     s->dz = s->de + BT * C;
     s->stack = s->dz + (size_t)c->n_layers * BT * HD;
@@ -128,8 +139,9 @@ static int circuit_begin(al_hook_act *a, void *ctx, al_err *e) {
             memcpy(s->ft + (size_t)b * T, inputs + (size_t)((b + 1) % B) * T, sizeof(int) * T);
         fill = s->ft;
     }
-    /* the fill run: the same model (gates, other hooks) without this circuit */
-    if (model_forward_shared(&x->fill, m, x, fill, B, T, e))
+    /* the fill run: the same model (gates, other hooks) without this
+     * circuit, unless the caller has it already */
+    if (!sp->fill_zg && model_forward_shared(&x->fill, m, x, fill, B, T, e))
         return al_err_prefix(e, "the circuit's fill run");
     embed_rows(m, fill, BT, s->fe);
     return 0;
@@ -241,6 +253,55 @@ static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
     return 0;
 }
 
+/* Q, K or V input of layer l under LayerNorm (the split inputs, (B, T,
+ * H, C), docs/hooks.md): ln1 normalises each receiver's input with its
+ * own statistics, so an edge cannot be removed after the projection as
+ * circuit_qkv does. Each head's own copy of resid_pre gets the removed
+ * senders' differences subtracted here, C-wide, before the forward
+ * normalises it: de for embed, Δzg·W_O[l0] over the removed heads of each
+ * earlier layer (one sgemm per sending layer, with the kept heads' Δzg
+ * zeroed). A head with every edge kept is untouched, and the forward
+ * keeps its fused product's value bit for bit. */
+static int circuit_qkv_in(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    al_circuit_exec *x = ctx;
+    const al_circuit_spec *sp = x->sp;
+    const al_model *m = a->m;
+    cscr v, *s = &v;
+    views(x, s);
+    const al_config *c = &m->cfg;
+    const int L = c->n_layers, H = c->n_heads, D = c->d_head, C = c->d_model, HD = H * D;
+    const int BT = m->B * m->T, l = a->layer, ch = a->point - AL_HOOK_Q_INPUT;
+    const size_t ld = (size_t)H * C;
+    unsigned char *removed = (unsigned char *)s->ft; /* the fill tokens are used by now */
+    for (int h = 0; h < H; h++) {
+        int emb = !sp->kept[al_graph_k_input(H, l, h, ch, 0)], nh = 0;
+        for (int s0 = 0; s0 < l * H; s0++) nh += !sp->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+        if (!emb && !nh) continue;
+        a->intervened = 1;
+        float *dst = a->data + (size_t)h * C;
+        if (emb) {
+            need_de(x, s);
+            for (int r = 0; r < BT; r++) {
+                float *o = dst + (size_t)r * ld;
+                const float *d = s->de + (size_t)r * C;
+                for (int k = 0; k < C; k++) o[k] -= d[k];
+            }
+        }
+        for (int l0 = 0; nh && l0 < l; l0++) {
+            int any = 0;
+            for (int h0 = 0; h0 < H; h0++)
+                any |= removed[h0] = !sp->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)];
+            if (!any) continue;
+            float *dz = s->dz + (size_t)l0 * BT * HD; /* not cached: the flags differ per head */
+            make_dz(x, s, l0, removed, dz);
+            al_sgemm(false, false, BT, C, HD, -1.0f, dz, HD, m->p[AL_P_WO] + (size_t)l0 * HD * C,
+                     C, 1.0f, dst, (int)ld);
+        }
+    }
+    return 0;
+}
+
 /* RESID_POST of the last layer: the final residual minus what the
  * removed logits edges carried. */
 static int circuit_out(al_hook_act *a, void *ctx, al_err *e) {
@@ -275,8 +336,6 @@ static int circuit_out(al_hook_act *a, void *ctx, al_err *e) {
 int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp, al_err *e) {
     memset(x, 0, sizeof *x);
     const al_config *c = &m->cfg;
-    /* an edge is removed from its receiver's input by linearity */
-    if (al_config_plain_check(c, "a circuit run", e)) return -1;
     if (al_graph_n_edges(c->n_layers, c->n_heads) <= 0)
         return al_errf(e, "a circuit runs on models of 1 to %d layers (this one has %d)",
                        AL_GRAPH_MAX_LAYERS, c->n_layers);
@@ -294,8 +353,13 @@ int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp
     x->sp = sp, x->m = m;
     int L = c->n_layers;
     int rc = al_hook_add(m, AL_HOOK_RESID_PRE, 0, circuit_begin, x, e);
+    /* Without LayerNorm a receiver's q, k and v are linear in its input
+     * (biases cancel in a difference), so edges come off after the
+     * projection, D-wide; with it, before ln1, on each head's own input. */
+    const int ln = c->norm_type != AL_NORM_NONE;
     for (int ch = 0; rc == 0 && ch < 3; ch++)
-        rc = al_hook_add(m, AL_HOOK_Q + ch, -1, circuit_qkv, x, e);
+        rc = ln ? al_hook_add(m, AL_HOOK_Q_INPUT + ch, -1, circuit_qkv_in, x, e)
+                : al_hook_add(m, AL_HOOK_Q + ch, -1, circuit_qkv, x, e);
     if (rc == 0) rc = al_hook_add(m, AL_HOOK_RESID_POST, L - 1, circuit_out, x, e);
     if (rc) {
         al_hook_remove(m, x);
@@ -320,11 +384,15 @@ static size_t n_comp(int L, int H) { return (size_t)3 * H * H * L * (L - 1) / 2;
 int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e) {
     memset(d, 0, sizeof *d);
     const al_config *c = &m->cfg;
-    if (al_config_plain_check(c, "circuit evaluation", e)) return -1;
     if (al_graph_n_edges(c->n_layers, c->n_heads) <= 0)
         return al_errf(e, "circuit evaluation covers models of 1 to %d layers (this one has %d)",
                        AL_GRAPH_MAX_LAYERS, c->n_layers);
     d->L = c->n_layers, d->H = c->n_heads, d->D = c->d_head, d->C = c->d_model, d->B = B, d->T = T;
+    /* the incremental forward (delta.c) is the plain model's */
+    if (!al_config_is_plain(c)) {
+        d->full = 1;
+        return 0;
+    }
     const size_t L = d->L, H = d->H, D = d->D, C = d->C, HD = H * D, BT = (size_t)B * T;
     const size_t nw = L >= 2 ? n_comp(d->L, d->H) * D * D : 1;
     /* the layers a deep circuit recomputes in full (L >= 3) */
@@ -384,6 +452,7 @@ void al_circuit_delta_free(al_circuit_delta *d) {
 
 void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
                            const int *corr, int nb, float *embp) {
+    if (d->full) return;
     const size_t C = d->C, D = d->D, HD = (size_t)d->H * D, bt = (size_t)nb * d->T;
     float *de = d->fix; /* scratch (bt, C) */
     for (size_t r = 0; r < bt; r++) {
@@ -413,6 +482,7 @@ static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char 
 
 int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e) {
     memset(mm, 0, sizeof *mm);
+    if (d->full) return 0; /* nothing to remember: every evaluation is a full forward */
     const size_t HD = (size_t)d->H * d->D, L = (size_t)d->L, H = (size_t)d->H;
     const size_t bt = (size_t)nb * d->T;
     mm->nb = nb;
@@ -438,6 +508,28 @@ void al_circuit_memo_free(al_circuit_memo *mm) {
     memset(mm, 0, sizeof *mm);
 }
 
+/* A LayerNorm or bias model's circuit: one full forward of the clean tokens with
+ * the circuit's hooks, the corrupted run's z read from co (so no fill
+ * forward); changed marks the rows whose final residual differs from
+ * cl's, bit for bit (every edge kept: none). */
+static int delta_run_hooks(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+                           const al_acts *cl, const al_acts *co, const int *clean,
+                           const int *corr, float *xL, unsigned char *changed, al_err *e) {
+    const int nb = cl->B, T = d->T;
+    const size_t C = d->C, BT = (size_t)nb * T, fin = (size_t)d->L * BT * C;
+    al_circuit_spec sp = {.kept = kept, .fill = AL_FILL_CORRUPTED, .corr = corr,
+                          .fill_zg = co->zg};
+    al_circuit_exec x;
+    if (al_circuit_attach(&x, m, &sp, e)) return -1;
+    int rc = al_model_forward(m, clean, NULL, nb, T, e);
+    al_circuit_detach(&x);
+    if (rc) return -1;
+    const float *xf = m->x + fin, *xc = cl->x + fin;
+    memcpy(xL, xf, sizeof(float) * BT * C);
+    for (size_t r = 0; r < BT; r++) changed[r] = memcmp(xf + r * C, xc + r * C, sizeof(float) * C) != 0;
+    return 0;
+}
+
 int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
                          const float *embp, al_circuit_memo *memo, float *xL,
@@ -446,6 +538,7 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
     if (nb > d->B || cl->T != T || co->B != nb || co->T != T)
         return al_errf(e, "circuit evaluation: runs of %dx%d and %dx%d for a workspace of %dx%d",
                        cl->B, cl->T, co->B, co->T, d->B, T);
+    if (d->full) return delta_run_hooks(d, m, kept, cl, co, clean, corr, xL, changed, e);
     if (L >= 3 && memo && memo->zh && (memo->nb < nb || memo->hw != 1 + 3 * (1 + (L - 1) * H)))
         return al_errf(e, "circuit evaluation: a memo made for %d sequences of another workspace "
                           "(this batch has %d)",
