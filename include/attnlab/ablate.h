@@ -1,6 +1,6 @@
 /* ablate.h -- head ablation, pruning and head masks (docs/design.md §5).
  *
- * Everything goes through the engine's head gates and z replacements
+ * Everything goes through the engine's head gates and hooks
  * (model.h): weights are never copied or edited. Ablating a set of heads
  * with method
  *   zero      sets their gates to 0;

@@ -59,7 +59,7 @@
  * accuracy (argmax == answer, ties to the lower id); x_L's are the
  * model's own.
  *
- * The run uses m's gates; m's z replacements and patch spec are ignored
+ * The run uses m's gates; m's hooks are ignored
  * (cleared for the run) and, like the gates, as before on return. Failure
  * contract as the analyses of analyses.h: 0 with *r filled (free with
  * al_attr_result_free), or −1 with e set to one line and *r zeroed. */

@@ -45,7 +45,7 @@
  *
  * Ownership and failure contract as the analyses of analyses.h: 0 with
  * *r filled (al_attrpatch_result_free), or −1 with e set and *r zeroed;
- * m's gates, z replacements and patch spec are as before on return. */
+ * m's gates and hooks are as before on return. */
 #ifndef ATTNLAB_ATTRPATCH_H
 #define ATTNLAB_ATTRPATCH_H
 

@@ -15,7 +15,7 @@
  * upstream propagate through every layer. With every edge kept it is the clean run;
  * with none kept, the corrupted run's logits. pos carries the same value
  * in both runs (they share positions), so its edges never change a
- * circuit. A model's gates and z replacements apply in both runs as in
+ * circuit. A model's gates and hooks apply in both runs as in
  * patch.h.
  *
  * Metrics (o->metric): "kl" = mean over the task's items of
@@ -48,7 +48,7 @@
  *
  * Ownership and failure contract as the analyses of analyses.h: 0 with
  * *r filled (al_discover_result_free), or −1 with e set and *r zeroed;
- * m's gates, z replacements and patch spec are as before on return. */
+ * m's gates and hooks are as before on return. */
 #ifndef ATTNLAB_DISCOVER_H
 #define ATTNLAB_DISCOVER_H
 

@@ -68,7 +68,7 @@
  *
  * Ownership and failure contract as the analyses of analyses.h: 0 with
  * *r filled (free with its _free), or −1 with e set and *r zeroed; m's
- * gates, z replacements and patch spec are as before on return. */
+ * gates and hooks are as before on return. */
 #ifndef ATTNLAB_PATCH_H
 #define ATTNLAB_PATCH_H
 
@@ -162,7 +162,7 @@ int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patc
 void al_patch_result_free(al_patch_result *r);
 
 /* The gap check (gap.h) of task t alone: both unpatched runs, as a sweep
- * computes them (o->batch, o->stop; m's gates and z replacements apply),
+ * computes them (o->batch, o->stop; m's gates and hooks apply),
  * their per-pair metric values into al_gap_check_items; *m_clean and
  * *m_corr (either may be NULL) get M as al_patch_run's. For analyses
  * that report a pair task without patching it (al_attribute_run). 0, or

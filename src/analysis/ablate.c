@@ -1,5 +1,5 @@
 /* ablate.c -- ablation sweeps, pruning and head-mask files through the
- * engine's gates and z replacements (see ablate.h for the definitions).
+ * engine's gates and hooks (see ablate.h for the definitions).
  *
  * Cost model: al_abl_prepare is one clean pass over a set; al_abl_run is
  * one forward per (ablated set, batch), plus one clean forward per batch

@@ -400,7 +400,7 @@ static void run_term(void *arg, int k, float *TL, int ni) {
     r->term_dloss[k] += sum;
 }
 
-/* Save m's hooks (z replacements, patches: hooks.h) into saved and
+/* Save m's hooks (z replacements, patches and any other: hooks.h) into saved and
  * clear them: the decompositions hold for the model's own z's. */
 static void replacements_off(al_model *m, al_hooks *saved) { al_hooks_save(m, saved); }
 
