@@ -6,7 +6,8 @@
 # patching sweep, incremental against one full forward per configuration
 # (bench_engine --mode patch); then attribution patching beside the
 # patching sweeps it estimates (bench_engine --mode attr); then ACDC's
-# edges tested per second (bench_engine --mode discover); then both on
+# edges tested per second (bench_engine --mode discover; also on the same
+# shape with LayerNorm and biases); then both on
 # a 4-layer model (ACDC over its full 1,378-edge graph, W_U scaled so
 # that every receiver is visited, and the head_pos sweep, each beside its
 # naive evaluation); then the tokenizer bench. The 1- and 2-layer rows
@@ -144,6 +145,11 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run discover c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs 32 --probe-r "$PATCH_R"
+# ACDC on the same shape with LayerNorm and every bias (each evaluation a
+# full forward with the circuit's hooks)
+[ "$PATCH" = 1 ] &&
+    run discover-ln c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs 8 --probe-r "$PATCH_R" --norm ln --biases all
 # the same two analyses with the products on OpenBLAS (cob), then in bf16
 # (cbf), beside (the naive patching sweep only on 2 pairs: its rate, not
 # the comparison, needs 8)
@@ -379,6 +385,14 @@ if [ "$PATCH" = 1 ] && [ -s "$TMP/discover.c.json" ]; then
             "head_pos patching $(jget "$PO" config_pairs_per_s) configuration-pairs/s (oneDNN/OpenBLAS" \
             "$(awk -v a="$(jget "$TMP/patch.c.json" config_pairs_per_s)" -v b="$(jget "$PO" config_pairs_per_s)" 'BEGIN { if (b > 0) printf "%.2f", a / b }')x)"
     fi
+fi
+
+if [ "$PATCH" = 1 ] && [ -s "$TMP/discover-ln.c.json" ]; then
+    Q=$TMP/discover-ln.c.json
+    echo "with LayerNorm and every bias ($(jget "$Q" pairs) pairs): $(jget "$Q" evals) evaluations in" \
+        "$(jget "$Q" seconds) s ($(jget "$Q" evals_per_s)/s), each one full forward with the" \
+        "circuit's hooks; a naive evaluation takes at least $(jget "$Q" naive_eval_floor_s) s:" \
+        "$(jget "$Q" speedup_vs_naive_floor)x"
 fi
 
 if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/discover4.c.json" ]; then

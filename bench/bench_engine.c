@@ -86,8 +86,10 @@ static al_flag flags[] = {
     {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
     {"d-head", AL_INT, &o_dhead, "N", "head width", 0, 0},
     {"n-ctx", AL_INT, &o_ctx, "N", "context length = sequence length", 0, 0},
-    {"norm", AL_STR, &o_norm, "TYPE", "train, infer: LayerNorm none, ln or lnpre", 0, 0},
-    {"biases", AL_STR, &o_biases, "SET", "train, infer: biases none, all or letters of qkvou", 0, 0},
+    {"norm", AL_STR, &o_norm, "TYPE", "train, infer, patch, discover: LayerNorm none, ln or lnpre",
+     0, 0},
+    {"biases", AL_STR, &o_biases, "SET",
+     "train, infer, patch, discover: biases none, all or letters of qkvou", 0, 0},
     {"d-vocab", AL_INT, &o_vocab, "N", "vocabulary size", 0, 0},
     {"batch", AL_INT, &o_batch, "N", "sequences per step", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
@@ -384,11 +386,14 @@ static int patch_sweep(al_model *m, int naive, int pairs, al_patch_result *r) {
 }
 
 /* The model of the patching and attribution benches: the sizes of the
- * flags, seed 1. */
+ * flags (LayerNorm and biases too), seed 1. */
 static int sweep_model(al_model *m, al_err *e) {
     al_config c = al_config_default();
     c.n_layers = o_layers, c.d_model = o_dmodel, c.n_heads = o_heads, c.d_head = o_dhead;
     c.n_ctx = o_ctx, c.d_vocab = o_vocab, c.seed = 1;
+    c.norm_type = !strcmp(o_norm, "ln") ? AL_NORM_LN : !strcmp(o_norm, "lnpre") ? AL_NORM_LNPRE : 0;
+    if ((c.norm_type == 0 && strcmp(o_norm, "none")) || al_bias_spec_parse(o_biases, &c.biases))
+        return al_errf(e, "bad --norm '%s' or --biases '%s'", o_norm, o_biases);
     return al_model_init(m, &c, e);
 }
 
@@ -511,12 +516,13 @@ static int bench_discover(void) {
     }
     int tested = 0;
     for (int k = 0; k < r.n_edges; k++) tested += !isnan(r.score[k]);
-    printf("{\"impl\": \"c\", \"mode\": \"discover\", \"n_layers\": %d, \"d_model\": %d, "
+    printf("{\"impl\": \"c\", \"mode\": \"discover\", \"norm\": \"%s\", \"biases\": \"%s\", "
+           "\"n_layers\": %d, \"d_model\": %d, "
            "\"n_heads\": %d, \"d_head\": %d, \"d_vocab\": %d, \"probe_r\": %d, \"pairs\": %d, "
            "\"batch\": %d, \"threads\": %d, \"edges\": %d, \"edges_tested\": %d, \"evals\": %ld, "
            "\"kept\": %d, \"seconds\": %.2f, \"edges_per_s\": %.1f, \"evals_per_s\": %.2f, "
            "\"naive_eval_floor_s\": %.3f, \"speedup_vs_naive_floor\": %.1f, ",
-           c.n_layers, c.d_model, c.n_heads, c.d_head, c.d_vocab, o_patch_r, o_pairs,
+           o_norm, o_biases, c.n_layers, c.d_model, c.n_heads, c.d_head, c.d_vocab, o_patch_r, o_pairs,
            o_patch_batch, o_threads, r.n_edges, tested, r.evals, r.n_kept, r.seconds,
            tested / r.seconds, r.evals / r.seconds, fwd, fwd * r.evals / r.seconds);
     print_tail();
