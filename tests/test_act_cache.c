@@ -13,6 +13,21 @@
 #include "attnlab/safetensors.h"
 #include "test.h"
 
+/* A tensor that may hold −inf (the masked attention scores, as
+ * TransformerLens keeps them): its data as stored, shape checked. */
+static float *raw_tensor(const al_st_file *f, const char *name, int ndim, const int64_t *shape,
+                         size_t n) {
+    const al_st_tensor *t = al_st_get(f, name);
+    CHECKF(t && t->dtype == AL_DT_F32 && t->ndim == ndim &&
+               !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)ndim),
+           "%s: missing or of another shape", name);
+    if (!t || t->ndim != ndim || memcmp(t->shape, shape, sizeof(int64_t) * (size_t)ndim))
+        return NULL;
+    float *v = malloc(sizeof(float) * n);
+    memcpy(v, t->data, sizeof(float) * n);
+    return v;
+}
+
 static float *tensor(const al_st_file *f, const char *name, int ndim, const int64_t *shape,
                      size_t n) {
     float *v = malloc(sizeof(float) * n);
@@ -145,4 +160,100 @@ TEST(act_cache_windows_hooks_and_refusals) {
     CHECK(t_sh("%s run --model %s/m1 --data %s/s.val.bin 2> %s", t_bin(), dir, dir, t_path("e3")) == 2);
     CHECK(t_one_line(t_path("e3"), "--data is for --save-cache"));
     CHECK(t_sh("test -e %s/x.safetensors", dir) != 0);
+}
+
+/* Every point of a LayerNorm model with biases (docs/hooks.md), each
+ * checked against the ones around it: ln1's output is resid_pre
+ * normalised by its scale (w, b applied), softmax of the scores is the
+ * pattern, attn_out is the heads' results plus b_O, resid_post is
+ * resid_pre plus attn_out, the logits are ln_final's output through W_U
+ * plus b_U; a plain model refuses the LayerNorm kinds in one line. */
+TEST(act_cache_every_point_layernorm) {
+    const char *dir = t_tmpdir();
+    t_tiny_model(dir, 1, 1); /* the data, tokenizer and a plain model m1 */
+    CHECK(t_sh("%s train --data %s/s.train.bin --tokenizer %s/tok.json --out %s/ln --steps 20 "
+               "--n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 "
+               "--eval-every 0 --warmup 2 --lr 0.01 --threads 1 --norm ln --biases all > %s 2>&1",
+               t_bin(), dir, dir, dir, t_path("train.log")) == 0);
+    char mdir[1100], cpath[1100];
+    snprintf(mdir, sizeof mdir, "%s/ln", dir);
+    snprintf(cpath, sizeof cpath, "%s/c.safetensors", dir);
+    CHECK(t_sh("%s run --model %s --data %s/s.val.bin --windows 2 --save-cache %s > %s 2>&1",
+               t_bin(), mdir, dir, cpath, t_path("run.out")) == 0);
+    al_model m;
+    al_err e;
+    CHECK_OK(al_ckpt_load(mdir, &m, NULL, &e), &e);
+    al_st_file *f;
+    CHECK_OK(al_st_open(cpath, &f, &e), &e);
+    const int L = 2, B = 2, T = 32, H = 4, C = 32, V = m.cfg.d_vocab;
+    /* tokens, embed and pos_embed, 12 per layer, ln_final's two and the logits */
+    CHECKF(al_st_count(f) == 1 + 2 + 12 * L + 3, "%d tensors", al_st_count(f));
+    const size_t BT = (size_t)B * T;
+    int64_t s3[3] = {B, T, C}, s1[3] = {B, T, 1}, sr[4] = {B, T, H, C}, sa[4] = {B, H, T, T};
+    int64_t sv[3] = {B, T, V};
+    double ln_err = 0, sm_err = 0, out_err = 0, post_err = 0;
+    char nm[96];
+    for (int l = 0; l < L; l++) {
+#define GET(var, name, nd, shp, n)                                    \
+    snprintf(nm, sizeof nm, "blocks.%d." name, l);                    \
+    float *var = tensor(f, nm, nd, shp, n)
+        GET(pre, "hook_resid_pre", 3, s3, BT * C);
+        GET(scale, "ln1.hook_scale", 3, s1, BT);
+        GET(nrm, "ln1.hook_normalized", 3, s3, BT * C);
+        snprintf(nm, sizeof nm, "blocks.%d.attn.hook_attn_scores", l);
+        float *sc = raw_tensor(f, nm, 4, sa, (size_t)B * H * T * T);
+        GET(pat, "attn.hook_pattern", 4, sa, (size_t)B * H * T * T);
+        GET(res, "attn.hook_result", 4, sr, BT * H * C);
+        GET(out, "hook_attn_out", 3, s3, BT * C);
+        GET(post, "hook_resid_post", 3, s3, BT * C);
+#undef GET
+        if (!pre || !scale || !nrm || !sc || !pat || !res || !out || !post) return;
+        const float *w = m.p[AL_P_LN1W] + (size_t)l * C, *b = m.p[AL_P_LN1B] + (size_t)l * C;
+        const float *bo = m.p[AL_P_BO] + (size_t)l * C;
+        for (size_t r = 0; r < BT; r++) {
+            double mu = 0;
+            for (int c = 0; c < C; c++) mu += pre[r * C + c];
+            mu /= C;
+            for (int c = 0; c < C; c++) {
+                double want = (pre[r * C + c] - mu) / scale[r] * w[c] + b[c];
+                ln_err = fmax(ln_err, fabs(want - nrm[r * C + c]));
+                double s = bo[c];
+                for (int h = 0; h < H; h++) s += res[(r * H + h) * C + c];
+                out_err = fmax(out_err, fabs(s - out[r * C + c]));
+                post_err = fmax(post_err, fabs(pre[r * C + c] + out[r * C + c] - post[r * C + c]));
+            }
+        }
+        for (size_t row = 0; row < (size_t)B * H * T; row++) {
+            int t = (int)(row % T);
+            const float *srow = sc + row * T, *prow = pat + row * T;
+            double mx = -1e300, z = 0;
+            for (int u = 0; u <= t; u++) mx = fmax(mx, srow[u]);
+            for (int u = 0; u <= t; u++) z += exp(srow[u] - mx);
+            for (int u = 0; u <= t; u++) sm_err = fmax(sm_err, fabs(exp(srow[u] - mx) / z - prow[u]));
+            for (int u = t + 1; u < T; u++) CHECK(isinf(srow[u]) && srow[u] < 0 && prow[u] == 0);
+        }
+        free(pre), free(scale), free(nrm), free(sc), free(pat), free(res), free(out), free(post);
+    }
+    float *fn = tensor(f, "ln_final.hook_normalized", 3, s3, BT * C);
+    float *lg = tensor(f, "logits", 3, sv, BT * V);
+    float *fs = tensor(f, "ln_final.hook_scale", 3, s1, BT);
+    double lg_err = 0;
+    for (size_t r = 0; fn && lg && r < BT; r++)
+        for (int v = 0; v < V; v++) {
+            double s = m.p[AL_P_BU][v];
+            for (int c = 0; c < C; c++) s += (double)fn[r * C + c] * m.p[AL_P_WU][(size_t)c * V + v];
+            lg_err = fmax(lg_err, fabs(s - lg[r * V + v]));
+        }
+    CHECKF(ln_err < 1e-4 && sm_err < 1e-5 && out_err < 1e-4 && post_err < 1e-5 && lg_err < 1e-4,
+           "ln1 %.3g softmax %.3g attn_out %.3g resid_post %.3g logits %.3g", ln_err, sm_err,
+           out_err, post_err, lg_err);
+    CHECK(fs != NULL);
+    free(fn), free(lg), free(fs);
+    al_st_close(f);
+    al_model_free(&m);
+    /* the LayerNorm kinds on a plain model: one line, no file */
+    CHECK(t_sh("%s run --model %s/m1 --prompt hi --hooks ln1_scale,pattern --save-cache "
+               "%s/p.safetensors 2> %s", t_bin(), dir, dir, t_path("e")) == 1);
+    CHECK(t_one_line(t_path("e"), "hook kind 'ln1_scale' needs a model with LayerNorm"));
+    CHECK(t_sh("test -e %s/p.safetensors", dir) != 0);
 }

@@ -4,23 +4,26 @@
  * opened from NumPy or PyTorch (safetensors.numpy / .torch) beside a
  * TransformerLens run of the same weights.
  *
- * Tensors (B sequences of T tokens; all float32 but tokens):
- *   tokens                         (B, T) int32
+ * Tensors (B sequences of T tokens; all float32 but tokens), in the order
+ * the forward runs them: tokens (B, T) int32, then each chosen hook point
+ * of docs/hooks.md under its name and shape, holding exactly what a hook
+ * there sees (per layer for block points), e.g.
  *   hook_embed                     (B, T, C)     W_E[token]
- *   hook_pos_embed                 (B, T, C)     W_pos[t] (also for shortformer
- *                                                positions, as TransformerLens)
  *   blocks.l.hook_resid_pre        (B, T, C)     the residual entering layer l
- *   blocks.l.attn.hook_q|k|v       (B, T, H, D)  (shortformer: q and k of x + W_pos)
+ *   blocks.l.ln1.hook_scale        (B, T, 1)     LayerNorm models only
+ *   blocks.l.attn.hook_q|k|v       (B, T, H, D)  biases and shortformer positions in
+ *   blocks.l.attn.hook_attn_scores (B, H, T, T)  scaled and masked, before the softmax
  *   blocks.l.attn.hook_pattern     (B, H, T, T)  attention probabilities
- *   blocks.l.attn.hook_z           (B, T, H, D)  before the head gates
  *   blocks.l.attn.hook_result      (B, T, H, C)  each head's output g·z W_O (no b_O)
- *   blocks.l.hook_resid_post       (B, T, C)     = resid_pre of l + 1; the last
- *                                                layer's is the final residual
- *                                                (logits = ln_final(it) W_U + b_U)
- * Kinds (the `hooks` list, comma-separated; NULL or "all": every one):
- * embed, pos_embed, resid_pre, q, k, v, pattern, z, result, resid_post
- * (tokens always). Metadata: "format" = "attnlab-cache", the model's
- * sha256 when given, n_layers, n_heads, d_head, d_model, B, T. */
+ *   ln_final.hook_normalized, logits (B, T, V)
+ * Kinds (the `hooks` list, comma-separated): each point's name without
+ * "blocks.l.", "attn." and "hook_", dots as underscores (embed, pos_embed,
+ * resid_pre, ln1_scale, ln1_normalized, q, k, v, attn_scores, pattern, z,
+ * result, attn_out, resid_post, ln_final_scale, ln_final_normalized,
+ * logits); NULL or "all": every one the model has (the LayerNorm points
+ * only with LayerNorm). The split q/k/v inputs are not cached (a hook on
+ * them changes how ln1 runs). Metadata: "format" = "attnlab-cache", the
+ * model's sha256 when given, n_layers, n_heads, d_head, d_model, B, T. */
 #ifndef ATTNLAB_ACT_CACHE_H
 #define ATTNLAB_ACT_CACHE_H
 
@@ -28,8 +31,9 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-/* Bytes the cache of hooks (as above) would take for B × T tokens of m
- * (tensor data, the header aside); 0 with e on an unknown kind. */
+/* Bytes the cache of hooks (as above) would take for B × T tokens of a
+ * model of config c (tensor data, the header aside); 0 with e on an
+ * unknown kind or one c's model does not have. */
 size_t al_cache_bytes(const al_config *c, int B, int T, const char *hooks, al_err *e);
 
 /* Run m on tokens (B, T) and write the chosen activations to path

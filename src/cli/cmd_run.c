@@ -63,8 +63,9 @@ static al_flag flags[] = {
     {"save-cache", AL_STR, &o_save_cache, "FILE",
      "write the activations (TransformerLens hook names and shapes) to FILE.safetensors", 0, 0},
     {"hooks", AL_STR, &o_hooks, "LIST",
-     "--save-cache: which, comma-separated: embed, pos_embed, resid_pre, q, k, v, pattern, z, "
-     "result, resid_post (default: all)", 0, 0},
+     "--save-cache: which, comma-separated: embed, pos_embed, resid_pre, q, k, v, attn_scores, "
+     "pattern, z, result, attn_out, resid_post, logits; with LayerNorm ln1_scale, "
+     "ln1_normalized, ln_final_scale, ln_final_normalized (default: all)", 0, 0},
     {"data", AL_STR, &o_data, "X.bin", "--save-cache: windows of this token file instead of a prompt", 0, 0},
     {"windows", AL_INT, &o_windows, "N", "--data: how many windows (n_ctx tokens each, spread evenly)", 0, 0},
     {"cache-max-mb", AL_FLOAT, &o_cache_mb, "MB", "--save-cache: refuse a cache larger than this", 0, 0},
@@ -520,8 +521,12 @@ static int run_run(int argc, char **argv) {
         al_errf(&e, "need 1 <= --windows <= 100000 and --cache-max-mb > 0");
         return al_cli_usage(&al_cmd_run, &e);
     }
+    /* the names alone (a LayerNorm config accepts every kind; the model's
+     * own is checked when the cache is written) */
     if (o_save_cache && al_cache_bytes(&(al_config){.n_layers = 1, .d_model = 1, .n_heads = 1,
-                                                    .d_head = 1}, 1, 1, o_hooks, &e) == 0)
+                                                    .d_head = 1, .d_vocab = 1,
+                                                    .norm_type = AL_NORM_LN},
+                                       1, 1, o_hooks, &e) == 0)
         return al_cli_usage(&al_cmd_run, &e);
     /* --generate is bounded so that prompt + generated ids fit an int */
     if (!(o_temperature > 0) || o_generate < 0 || o_generate > 1000000 || o_top_k < 0 ||

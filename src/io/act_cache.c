@@ -1,154 +1,183 @@
 /* act_cache.c -- activations out under TransformerLens hook names
- * (act_cache.h). The engine keeps every activation of a forward in its
- * own layout (q|k|v interleaved per position, gated z); this file copies
- * them into TransformerLens's shapes, one tensor per hook and layer. */
+ * (act_cache.h). Each chosen point gets a hook that copies what the
+ * forward shows it (al_hook_view: TransformerLens's shape, the engine's
+ * strides) into one contiguous tensor per point and layer, so the cache
+ * holds exactly what a hook there sees. */
 #include "attnlab/act_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/hooks.h"
 #include "attnlab/safetensors.h"
 
-enum { K_EMBED, K_POS, K_RESID_PRE, K_Q, K_K, K_V, K_PATTERN, K_Z, K_RESULT, K_RESID_POST, N_KINDS };
-static const char *const KIND[N_KINDS] = {"embed", "pos_embed", "resid_pre", "q", "k",
-                                          "v", "pattern", "z", "result", "resid_post"};
+/* The split q/k/v inputs are left out: with a hook on them ln1 runs per
+ * head and input (docs/hooks.md), so they would change what the ln1
+ * points hold; Python's run_with_cache reads them. */
+static int cacheable(al_hook_point p) {
+    return al_hook_runs(p) && p != AL_HOOK_Q_INPUT && p != AL_HOOK_K_INPUT &&
+           p != AL_HOOK_V_INPUT;
+}
 
-/* want[k] = 1 for each kind in the comma-separated list. */
-static int parse_hooks(const char *hooks, int *want, al_err *e) {
+/* A point's kind: its hook name without "blocks.l.", "attn." and "hook_",
+ * dots as underscores ("pattern", "resid_pre", "ln1_scale", "logits"). */
+static void kind_name(al_hook_point p, char *buf, size_t cap) {
+    char full[64];
+    if (al_hook_name(p, 0, full, sizeof full) < 0) full[0] = 0;
+    const char *s = full;
+    if (!strncmp(s, "blocks.0.", 9)) s += 9;
+    if (!strncmp(s, "attn.", 5)) s += 5;
+    size_t n = 0;
+    for (; *s && n + 1 < cap; s++) {
+        if (!strncmp(s, "hook_", 5)) {
+            s += 4;
+            continue;
+        }
+        buf[n++] = *s == '.' ? '_' : *s;
+    }
+    buf[n] = 0;
+}
+
+/* want[p] = 1 for each point in the comma-separated list of kinds (NULL
+ * or "all": every cacheable point the model has). */
+static int parse_hooks(const al_config *c, const char *hooks, int *want, al_err *e) {
     int all = !hooks || !strcmp(hooks, "all");
-    for (int k = 0; k < N_KINDS; k++) want[k] = all;
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        want[p] = all && cacheable((al_hook_point)p) && al_hook_exists(c, (al_hook_point)p);
     if (all) return 0;
     if (!*hooks) /* a cache of the tokens alone is no cache */
         return al_errf(e, "no hook kinds given (--hooks ''): name some (e.g. pattern,z) or all");
-    for (const char *p = hooks; *p;) {
-        size_t n = strcspn(p, ",");
-        int k = 0;
-        while (k < N_KINDS && (strlen(KIND[k]) != n || strncmp(KIND[k], p, n))) k++;
-        if (k == N_KINDS)
-            return al_errf(e, "unknown hook kind '%.*s' (known: embed, pos_embed, resid_pre, q, "
-                           "k, v, pattern, z, result, resid_post, or all)", (int)n, p);
-        want[k] = 1;
-        p += n + (p[n] == ',');
+    for (const char *s = hooks; *s;) {
+        size_t n = strcspn(s, ",");
+        int p = 0;
+        char k[64];
+        for (; p < AL_HOOK_N_POINTS; p++) {
+            if (!cacheable((al_hook_point)p)) continue;
+            kind_name((al_hook_point)p, k, sizeof k);
+            if (strlen(k) == n && !strncmp(k, s, n)) break;
+        }
+        if (p == AL_HOOK_N_POINTS) {
+            char known[512] = "";
+            for (int q = 0; q < AL_HOOK_N_POINTS; q++)
+                if (cacheable((al_hook_point)q)) {
+                    kind_name((al_hook_point)q, k, sizeof k);
+                    snprintf(known + strlen(known), sizeof known - strlen(known), "%s, ", k);
+                }
+            return al_errf(e, "unknown hook kind '%.*s' (known: %sor all)", (int)n, s, known);
+        }
+        if (!al_hook_exists(c, (al_hook_point)p))
+            return al_errf(e, "hook kind '%.*s' needs a model with LayerNorm", (int)n, s);
+        want[p] = 1;
+        s += n + (s[n] == ',');
     }
     return 0;
 }
 
-/* Floats of one kind's tensor for one layer (embed and pos_embed: once). */
-static size_t kind_floats(const al_config *c, int k, size_t BT, size_t T) {
-    size_t C = c->d_model, H = c->n_heads, D = c->d_head;
-    switch (k) {
-    case K_Q: case K_K: case K_V: case K_Z: return BT * H * D;
-    case K_PATTERN: return BT * H * T;
-    case K_RESULT: return BT * H * C;
-    default: return BT * C;
-    }
+/* Floats of point p's tensor for one layer (model-level points: the one). */
+static size_t point_floats(const al_config *c, int p, int B, int T) {
+    int64_t sh[4];
+    int nd = al_hook_shape((al_hook_point)p, B, T, c->d_model, c->n_heads, c->d_head, c->d_vocab,
+                           sh);
+    size_t n = 1;
+    for (int k = 0; k < nd; k++) n *= (size_t)sh[k];
+    return n;
 }
 
 size_t al_cache_bytes(const al_config *c, int B, int T, const char *hooks, al_err *e) {
-    int want[N_KINDS];
-    if (parse_hooks(hooks, want, e)) return 0;
-    size_t BT = (size_t)B * T, total = BT * 4;
-    for (int k = 0; k < N_KINDS; k++)
-        if (want[k])
-            total += 4 * kind_floats(c, k, BT, (size_t)T) *
-                     (k == K_EMBED || k == K_POS ? 1 : (size_t)c->n_layers);
+    int want[AL_HOOK_N_POINTS];
+    if (parse_hooks(c, hooks, want, e)) return 0;
+    size_t total = (size_t)B * T * 4;
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        if (want[p])
+            total += 4 * point_floats(c, p, B, T) *
+                     (al_hook_is_model_level((al_hook_point)p) ? 1 : (size_t)c->n_layers);
     return total;
+}
+
+/* The tensors being filled, in the order the forward shows them. */
+typedef struct cap {
+    al_st_tensor *ts;
+    char (*names)[64];
+    int n, cap;
+    float *w; /* the next free float of the buffer */
+} cap;
+
+static int capture(al_hook_act *a, void *ctx, al_err *e) {
+    cap *k = ctx;
+    if (a->input >= 0) return 0; /* ln1 of a split input: not cached (cacheable) */
+    if (k->n >= k->cap) return al_errf(e, "activation cache: more tensors than planned");
+    int64_t sh[4], st[4];
+    int nd = al_hook_view(a, sh, st);
+    al_st_tensor *t = &k->ts[k->n];
+    al_hook_name(a->point, a->layer, k->names[k->n], 64);
+    *t = (al_st_tensor){k->names[k->n], AL_DT_F32, nd, {0}, k->w};
+    memcpy(t->shape, sh, sizeof(int64_t) * (size_t)nd);
+    /* copy rows of the last dim, walking the others by their strides */
+    size_t rows = 1, len = (size_t)sh[nd - 1];
+    for (int d = 0; d < nd - 1; d++) rows *= (size_t)sh[d];
+    for (size_t r = 0; r < rows; r++) {
+        size_t off = 0, rem = r;
+        for (int d = nd - 2; d >= 0; d--) {
+            off += (rem % (size_t)sh[d]) * (size_t)st[d];
+            rem /= (size_t)sh[d];
+        }
+        memcpy(k->w + r * len, a->data + off, sizeof(float) * len);
+    }
+    k->w += rows * len;
+    k->n++;
+    return 0;
 }
 
 int al_cache_write(al_model *m, const int *tokens, int B, int T, const char *hooks,
                    size_t max_bytes, const char *sha256, const char *path, al_err *e) {
     const al_config *c = &m->cfg;
-    int want[N_KINDS];
-    if (parse_hooks(hooks, want, e)) return -1;
+    int want[AL_HOOK_N_POINTS];
+    if (parse_hooks(c, hooks, want, e)) return -1;
     size_t need = al_cache_bytes(c, B, T, hooks, e);
     if (need > max_bytes)
         return al_errf(e, "the cache would take %.1f MB (%d x %d tokens, %d layers), over the "
                        "limit of %.1f MB: fewer windows or hooks, or raise the limit",
                        need / 1e6, B, T, c->n_layers, max_bytes / 1e6);
-    if (al_model_forward(m, tokens, NULL, B, T, e)) return -1;
-    const size_t L = c->n_layers, H = c->n_heads, D = c->d_head, C = c->d_model, V = c->d_vocab;
-    const size_t BT = (size_t)B * T, HD = H * D;
-    (void)V;
-    int n_t = 1 + 2 + (int)L * (N_KINDS - 2);
-    al_st_tensor *ts = al_calloc((size_t)n_t, sizeof *ts, e);
-    char (*names)[64] = ts ? al_calloc((size_t)n_t, 64, e) : NULL;
-    float *buf = names ? al_malloc(need / 4 + 1, sizeof(float), e) : NULL;
+    const size_t BT = (size_t)B * T;
+    int n_t = 1;
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        if (want[p]) n_t += al_hook_is_model_level((al_hook_point)p) ? 1 : c->n_layers;
+    cap k = {0};
+    k.ts = al_calloc((size_t)n_t, sizeof *k.ts, e);
+    k.names = k.ts ? al_calloc((size_t)n_t, 64, e) : NULL;
+    float *buf = k.names ? al_malloc(need / 4 + 1, sizeof(float), e) : NULL;
     int32_t *tok32 = buf ? al_malloc(BT, sizeof(int32_t), e) : NULL;
-    int rc = -1, n = 0;
+    int rc = -1;
     if (!tok32) goto out;
     for (size_t i = 0; i < BT; i++) tok32[i] = tokens[i];
-    ts[n++] = (al_st_tensor){"tokens", AL_DT_I32, 2, {B, T}, tok32};
-    float *w = buf;
-    if (want[K_EMBED]) {
-        for (size_t i = 0; i < BT; i++)
-            memcpy(w + i * C, m->p[AL_P_WE] + (size_t)tokens[i] * C, sizeof(float) * C);
-        ts[n++] = (al_st_tensor){"hook_embed", AL_DT_F32, 3, {B, T, (int64_t)C}, w};
-        w += BT * C;
-    }
-    if (want[K_POS]) {
-        for (size_t i = 0; i < BT; i++)
-            memcpy(w + i * C, m->p[AL_P_WPOS] + (i % (size_t)T) * C, sizeof(float) * C);
-        ts[n++] = (al_st_tensor){"hook_pos_embed", AL_DT_F32, 3, {B, T, (int64_t)C}, w};
-        w += BT * C;
-    }
-    for (size_t l = 0; l < L; l++) {
-        const float *qkv = m->qkv + l * BT * 3 * HD, *att = m->att + l * B * H * T * T;
-        const float *z = m->z + l * BT * HD, *zg = m->zg + l * BT * HD;
-        for (int k = K_RESID_PRE; k < N_KINDS; k++) {
-            if (!want[k]) continue;
-            al_st_tensor *t = &ts[n];
-            t->dtype = AL_DT_F32, t->data = w, t->name = names[n];
-            const char *pre = k == K_RESID_PRE || k == K_RESID_POST ? "" : "attn.";
-            snprintf(names[n], 64, "blocks.%zu.%shook_%s", l, pre, KIND[k]);
-            switch (k) {
-            case K_RESID_PRE: case K_RESID_POST:
-                memcpy(w, m->x + (l + (k == K_RESID_POST)) * BT * C, sizeof(float) * BT * C);
-                t->ndim = 3, t->shape[0] = B, t->shape[1] = T, t->shape[2] = (int64_t)C;
-                break;
-            case K_Q: case K_K: case K_V:
-                for (size_t i = 0; i < BT; i++)
-                    memcpy(w + i * HD, qkv + i * 3 * HD + (size_t)(k - K_Q) * HD, sizeof(float) * HD);
-                t->ndim = 4, t->shape[0] = B, t->shape[1] = T, t->shape[2] = (int64_t)H;
-                t->shape[3] = (int64_t)D;
-                break;
-            case K_Z:
-                memcpy(w, z, sizeof(float) * BT * HD);
-                t->ndim = 4, t->shape[0] = B, t->shape[1] = T, t->shape[2] = (int64_t)H;
-                t->shape[3] = (int64_t)D;
-                break;
-            case K_PATTERN:
-                memcpy(w, att, sizeof(float) * B * H * T * T);
-                t->ndim = 4, t->shape[0] = B, t->shape[1] = (int64_t)H, t->shape[2] = T;
-                t->shape[3] = T;
-                break;
-            case K_RESULT: /* each head's output: its gated z through its W_O rows */
-                for (size_t i = 0; i < BT; i++)
-                    for (size_t h = 0; h < H; h++) {
-                        float *o = w + (i * H + h) * C;
-                        const float *zz = zg + i * HD + h * D, *wo = al_head_wo(m, (int)l, (int)h);
-                        memset(o, 0, sizeof(float) * C);
-                        for (size_t d = 0; d < D; d++)
-                            for (size_t cc = 0; cc < C; cc++) o[cc] += zz[d] * wo[d * C + cc];
-                    }
-                t->ndim = 4, t->shape[0] = B, t->shape[1] = T, t->shape[2] = (int64_t)H;
-                t->shape[3] = (int64_t)C;
-                break;
-            }
-            w += kind_floats(c, k, BT, (size_t)T);
-            n++;
-        }
+    k.ts[k.n++] = (al_st_tensor){"tokens", AL_DT_I32, 2, {B, T}, tok32};
+    k.cap = n_t, k.w = buf;
+    /* the cache sees the model's own forward: its other hooks (an
+     * intervention) stay, and run before these */
+    for (int p = 0; p < AL_HOOK_N_POINTS; p++)
+        if (want[p] && al_hook_add(m, (al_hook_point)p,
+                                   al_hook_is_model_level((al_hook_point)p) ? 0 : -1, capture, &k,
+                                   e))
+            goto out;
+    int fwd = al_model_forward(m, tokens, NULL, B, T, e);
+    al_hook_remove(m, &k);
+    if (fwd) goto out;
+    if (k.n != n_t) {
+        al_errf(e, "activation cache: %d tensors for %d planned", k.n, n_t);
+        goto out;
     }
     char sL[16], sH[16], sD[16], sC[16], sB[16], sT[16];
-    snprintf(sL, sizeof sL, "%zu", L), snprintf(sH, sizeof sH, "%zu", H);
-    snprintf(sD, sizeof sD, "%zu", D), snprintf(sC, sizeof sC, "%zu", C);
+    snprintf(sL, sizeof sL, "%d", c->n_layers), snprintf(sH, sizeof sH, "%d", c->n_heads);
+    snprintf(sD, sizeof sD, "%d", c->d_head), snprintf(sC, sizeof sC, "%d", c->d_model);
     snprintf(sB, sizeof sB, "%d", B), snprintf(sT, sizeof sT, "%d", T);
     const char *mk[] = {"format", "n_layers", "n_heads", "d_head", "d_model", "B", "T", "model_sha256"};
     const char *mv[] = {"attnlab-cache", sL, sH, sD, sC, sB, sT, sha256 ? sha256 : ""};
-    rc = al_st_write(path, ts, n, mk, mv, sha256 ? 8 : 7, e);
+    rc = al_st_write(path, k.ts, k.n, mk, mv, sha256 ? 8 : 7, e);
 out:
-    free(ts);
-    free(names);
+    al_hook_remove(m, &k);
+    free(k.ts);
+    free(k.names);
     free(buf);
     free(tok32);
     return rc;
