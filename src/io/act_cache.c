@@ -4,6 +4,7 @@
  * them into TransformerLens's shapes, one tensor per hook and layer. */
 #include "attnlab/act_cache.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ static int parse_hooks(const char *hooks, int *want, al_err *e) {
         size_t n = strcspn(p, ",");
         int k = 0;
         while (k < N_KINDS && (strlen(KIND[k]) != n || strncmp(KIND[k], p, n))) k++;
+        const char *near = k == N_KINDS ? al_nearest_word(p, n, KIND, N_KINDS) : NULL;
+        if (near)
+            return al_errf(e, "unknown hook kind '%.*s' (did you mean '%s'?)", (int)n, p, near);
         if (k == N_KINDS)
             return al_errf(e, "unknown hook kind '%.*s' (known: embed, pos_embed, resid_pre, q, "
                            "k, v, pattern, z, result, resid_post, or all)", (int)n, p);
@@ -43,6 +47,13 @@ static size_t kind_floats(const al_config *c, int k, size_t BT, size_t T) {
     case K_RESULT: return BT * H * C;
     default: return BT * C;
     }
+}
+
+int al_cache_limit_check(double max_mb, al_err *e) {
+    if (!(max_mb > 0) || isinf(max_mb))
+        return al_errf(e, "the cache limit must be a finite number of megabytes > 0, not %g",
+                       max_mb);
+    return 0;
 }
 
 size_t al_cache_bytes(const al_config *c, int B, int T, const char *hooks, al_err *e) {
