@@ -329,12 +329,16 @@ TEST(api_checks_wide_values) {
     const double bad[] = {-1, 0, INFINITY, NAN};
     int one[AT] = {1, 2, 3};
     for (int i = 0; i < 4; i++) {
-        CHECK(al_api_check_cache_mb(bad[i], err, sizeof err) == -1 && strstr(err, "cache limit"));
+        CHECK(al_api_check_cache(NULL, bad[i], err, sizeof err) == -1 && strstr(err, "cache limit"));
         CHECK(al_api_cache(h, one, 1, 3, "z", bad[i], t_path("c.st"), err, sizeof err) == -1);
         CHECKF(strstr(err, "the cache limit must be a finite number of megabytes > 0"), "%s", err);
         CHECK(!al_file_exists(t_path("c.st")));
     }
-    CHECK(al_api_check_cache_mb(0.5, err, sizeof err) == 0);
+    CHECK(al_api_check_cache(NULL, 0.5, err, sizeof err) == 0);
+    CHECK(al_api_check_cache("z,pattern", 0.5, err, sizeof err) == 0);
+    CHECK(al_api_check_cache("z,patern", 0.5, err, sizeof err) == -1);
+    CHECKF(!strcmp(err, "unknown hook kind 'patern' (did you mean 'pattern'?)"), "%s", err);
+    CHECK(al_api_check_cache("", 0.5, err, sizeof err) == -1 && strstr(err, "no hook kinds"));
     CHECK(al_api_cache(h, one, 1, 3, "patern", 10, t_path("c.st"), err, sizeof err) == -1);
     CHECKF(!strcmp(err, "unknown hook kind 'patern' (did you mean 'pattern'?)"), "%s", err);
     const char *cands[] = {"logits", NULL, "loss", "both"};

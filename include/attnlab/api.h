@@ -145,9 +145,9 @@ int al_api_check_ids(const al_api_model *h, const int64_t *ids, int64_t B, int64
  * and target (B ids) in 0 .. d_vocab-1. */
 int al_api_check_logprob(const al_api_model *h, int64_t pos, const int64_t *target, int64_t B,
                          int64_t T, char *err, size_t ecap);
-/* A cache limit in megabytes (al_api_cache's max_mb, the CLI's
- * --cache-max-mb): a finite number > 0 (al_cache_limit_check). */
-int al_api_check_cache_mb(double max_mb, char *err, size_t ecap);
+/* al_api_cache's hooks (its kinds; NULL = all) and max_mb (a finite
+ * number > 0: al_cache_limit_check, the CLI's --cache-max-mb). */
+int al_api_check_cache(const char *hooks, double max_mb, char *err, size_t ecap);
 /* The index of the candidate (of n; NULL entries skipped) that word is
  * near enough to be a misspelling of (al_nearest_word: the CLI's "did you
  * mean"), or -1. */

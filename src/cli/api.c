@@ -148,7 +148,7 @@ int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
 int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks,
                  double max_mb, const char *path, char *err, size_t ecap) {
     al_err e;
-    if (al_api_check_cache_mb(max_mb, err, ecap) || enter(h, err, ecap)) return -1;
+    if (al_api_check_cache(hooks, max_mb, err, ecap) || enter(h, err, ecap)) return -1;
     int rc = al_cache_write(&h->m, ids, B, T, hooks, (size_t)(max_mb * 1e6), h->sha, path, &e);
     if (rc) put_err(err, ecap, e.msg);
     leave(h);
@@ -594,9 +594,10 @@ int al_api_check_logprob(const al_api_model *h, int64_t pos, const int64_t *targ
     return 0;
 }
 
-int al_api_check_cache_mb(double max_mb, char *err, size_t ecap) {
+int al_api_check_cache(const char *hooks, double max_mb, char *err, size_t ecap) {
     al_err e;
-    if (al_cache_limit_check(max_mb, &e)) {
+    al_config one = {.n_layers = 1, .d_model = 1, .n_heads = 1, .d_head = 1};
+    if (al_cache_limit_check(max_mb, &e) || al_cache_bytes(&one, 1, 1, hooks, &e) == 0) {
         put_err(err, ecap, e.msg);
         return -1;
     }
