@@ -478,6 +478,7 @@ class Model:
 
     def to_tokens(self, text, prepend_bos=True):
         """TransformerLens's to_tokens: (1, T) ids of text, <|endoftext|> first."""
+        self._handle()  # closed before anything else, as every call
         return self.encode(text, bos=_bool(prepend_bos, "prepend_bos"))[None, :]
 
     def to_string(self, ids):
@@ -939,6 +940,7 @@ def read_safetensors(path):
     """({name: NumPy array}, {metadata}) of a safetensors file (model weights, a
     --save-cache file, an SAE): a plain reader, no library needed. A file
     that is not one raises ValueError naming what is wrong."""
+    path = os.fspath(path)  # a path: open() would take an int as a descriptor, and close it
     with open(path, "rb") as f:
         data = f.read()
 
