@@ -189,7 +189,7 @@ def child(model, work, seed, calls):
         if k == 5:
             return array()
         if k == 6:
-            return rng.choice(hook_fns + preds + [print, len, object])
+            return rng.choice(hook_fns + preds + [str, len, object])
         if k == 7:
             return rng.choice([object(), {}, {"a": 1}, set(), any_model(),
                                left_points[0] if left_points else None, left_cache])
@@ -213,12 +213,15 @@ def child(model, work, seed, calls):
         return [(rng.choice(good_names + preds + bad_names[:2]), rng.choice(hook_fns))
                 for _ in range(n)]
 
+    def flag():
+        return rng.choice([True, False])
+
     plausible = {
         "ids": good_ids, "text": lambda: rng.choice(["once upon a time", b"\xff\x00ab", ""]),
-        "bos": lambda: rng.choice([True, False]), "allow_special": lambda: rng.choice([True, False]),
-        "prepend_bos": lambda: rng.choice([True, False]), "all": lambda: rng.choice([True, False]),
-        "fwd_hooks": good_hooks, "return_type": lambda: rng.choice(["logits", "loss", "both", None]),
-        "loss_per_token": lambda: rng.choice([True, False]),
+        "bos": flag, "allow_special": flag, "prepend_bos": flag, "all": flag,
+        "fwd_hooks": good_hooks,
+        "return_type": lambda: rng.choice(["logits", "loss", "both", None]),
+        "loss_per_token": flag,
         "names_filter": lambda: rng.choice([None, rng.choice(good_names), good_names[:3]] + preds),
         "names": lambda: rng.choice(["blocks.0.attn.hook_z", ["blocks.0.hook_resid_pre"], [], "z"]),
         "metric": lambda: rng.choice(["loss", ("logprob", -1, 3), ("logprob", 2, [1, 2]),
@@ -281,7 +284,8 @@ def child(model, work, seed, calls):
             out = type(ex).__name__
             check_message(ex, what)
             if expect_closed and binds:
-                if not (isinstance(ex, attnlab.AttnlabValueError) and str(ex) == "the model is closed"):
+                if not (isinstance(ex, attnlab.AttnlabValueError)
+                        and str(ex) == "the model is closed"):
                     fail("%s on a closed model raised %s(%r)" % (what, out, str(ex)))
                 closed_refusals += 1
         except BaseException as ex:  # noqa: B036 -- any other type is the failure
@@ -354,8 +358,16 @@ def child(model, work, seed, calls):
             if left_cache:
                 key = rng.choice(list(left_cache) + [("pattern", 0), ("z", 0)])
                 float(np.asarray(left_cache[key]).sum())
+            key = rng.choice([value(), (value(), value()), ("z", rng.choice(ints))])
+            f = rng.choice([left_cache.__getitem__, left_cache.__contains__, left_cache.get])
+            run("#%d cache.%s(%s)" % (i, f.__name__, short(key)), f, [key], {}, False,
+                also=(KeyError,))
             if left_points:
                 p = rng.choice(left_points)
+                run("#%d %r.layer()" % (i, p), p.layer, [], {}, False)
+            hp = [rng.choice(good_names + [value()]), value(), rng.choice([0, 1, value()])]
+            if run("#%d HookPoint(%s)" % (i, short(hp)), attnlab.HookPoint, hp, {}, False):
+                p = attnlab.HookPoint(*hp)
                 run("#%d %r.layer()" % (i, p), p.layer, [], {}, False)
             a, snap = rng.choice(left_acts)
             if not np.array_equal(a, snap, equal_nan=True) and a.shape == snap.shape:
@@ -374,12 +386,13 @@ def child(model, work, seed, calls):
                 fail("model %d's forward changed after the fuzz" % k)
             still += 1
     logf.close()
-    print("ok fuzz: %d calls (seed %d): %s; %d calls on closed models raised 'the model is closed'; "
-          "models closed or reopened between them: %s; %d models still open give their first "
-          "forward" % (sum(tally.values()), seed,
-                       ", ".join("%s %d" % kv for kv in sorted(tally.items())), closed_refusals,
-                       ", ".join("%s %d" % kv for kv in sorted(actions.items())), still),
-          flush=True)
+    def counts(d):
+        return ", ".join("%s %d" % kv for kv in sorted(d.items()))
+
+    print("ok fuzz: %d calls (seed %d): %s; %d calls on closed models raised 'the model is "
+          "closed'; models closed or reopened between them: %s; %d models still open give "
+          "their first forward" % (sum(tally.values()), seed, counts(tally), closed_refusals,
+                                   counts(actions), still), flush=True)
     return 0
 
 

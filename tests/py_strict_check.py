@@ -169,7 +169,8 @@ raises(TypeError, "position must be an integer, not bool", m.backward_at, ids, z
        metric=("logprob", True, 1))
 raises(VE, "the log-prob metric's position %d is outside 0..%d" % (-T - 1, T - 1), m.backward_at,
        ids, z, metric=("logprob", -T - 1, 1))
-raises(VE, "position %d is outside" % 2 ** 80, m.backward_at, ids, z, metric=("logprob", 2 ** 80, 1))
+raises(VE, "position %d is outside" % 2 ** 80, m.backward_at, ids, z,
+       metric=("logprob", 2 ** 80, 1))
 raises(VE, "target id %d (sequence 0) is outside the vocabulary (d_vocab %d)" % (2 ** 32 + 1, V),
        m.backward_at, ids, z, metric=("logprob", 1, 2 ** 32 + 1))
 raises(TypeError, "target must be integers, not float64", m.backward_at, ids, z,
@@ -190,8 +191,34 @@ raises(TypeError, "the model directory must be a str, not int", attnlab.Model, 5
 raises(ValueError, "is not a safetensors file this reads: a header of",
        attnlab.read_safetensors, os.path.join(model, "config.json"))
 raises(FileNotFoundError, "no results database", attnlab.open_results, os.path.join(work, "no.db"))
+raises(TypeError, "expected str, bytes or os.PathLike object, not bool", attnlab.read_cache, True)
+os.fstat(1)  # (open(True) would have closed stdout)
+
+
+def st_file(header, data=b""):
+    h = json.dumps(header).encode()
+    path = os.path.join(work, "bad.safetensors")
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + data)
+    return path
+
+
+f4 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+for header, data, want in (({"__metadata__": 5, "a": f4}, bytes(8), "__metadata__ is not"),
+                           ({"a": dict(f4, shape=[3])}, bytes(8), "does not take 8 bytes"),
+                           ({"a": dict(f4, data_offsets=[0, 16])}, bytes(8), "offsets 0..16 of 8"),
+                           ({"a": dict(f4, shape=[-2])}, bytes(8), "shape [-2]"),
+                           ({"a": [1, 2]}, b"", "no dtype, shape and data_offsets"),
+                           ({"a": dict(f4, dtype=["F32"])}, bytes(8), "dtype ['F32'] is not read"),
+                           ([1], b"", "not a JSON object")):
+    raises(ValueError, want, attnlab.read_safetensors, st_file(header, data))
+raises(ValueError, "attnlab activation cache", attnlab.read_cache, st_file({"a": f4}, bytes(8)))
+raises(TypeError, "a hook point's name is a str, not int", attnlab.HookPoint, 5, 0, 0)
+raises(TypeError, "layer must be an integer, not float", attnlab.HookPoint, "hook_z", 0, 1.5)
+raises(ValueError, "hook_embed is not in a block", attnlab.HookPoint("hook_embed", 8, 0).layer)
 print("ok types: hooks, names, flags, metrics, options and paths of the wrong type raise TypeError "
-      "naming it; positions and targets beyond int64 keep their value in the message")
+      "naming it; positions and targets beyond int64 keep their value in the message; malformed "
+      "safetensors raise ValueError naming the fault")
 
 # 5. each analysis call starts from the defaults (the earlier call's options are gone)
 db = os.path.join(work, "s.db")
@@ -263,4 +290,5 @@ with attnlab.Model(model) as other:
     same = m.hook_names() == other.hook_names()
 if not np.array_equal(m.forward(ids)[0], base) or not same:
     fail("a changed m.config changed the forward or the hook names")
-print("ok config: m.config changed by the caller, the forward's logits are (B, T, %d) as before" % V)
+print("ok config: m.config changed by the caller, the forward's logits are (B, T, %d) as before"
+      % V)

@@ -283,12 +283,14 @@ class HookPoint:
     __slots__ = ("name", "point", "_layer")
 
     def __init__(self, name, point, layer):
-        self.name, self.point, self._layer = name, point, layer
+        if not isinstance(name, str):
+            raise TypeError("a hook point's name is a str, not %s" % type(name).__name__)
+        self.name, self.point, self._layer = name, _int(point, "point"), _int(layer, "layer")
 
     def layer(self):
         """The block's index (blocks.L....); model-level points have none."""
-        if not self.name.startswith("blocks."):
-            raise ValueError("%s is not in a block" % self.name)
+        if not (isinstance(self.name, str) and self.name.startswith("blocks.")):
+            raise ValueError("%s is not in a block" % (self.name,))
         return self._layer
 
     def __repr__(self):
@@ -308,6 +310,9 @@ class ActivationCache(dict):
         if isinstance(key, tuple):
             key = get_act_name(*key)
         return dict.__contains__(self, key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
 
 
 class _Use:
@@ -959,6 +964,8 @@ def read_safetensors(path):
     if not isinstance(header, dict):
         raise bad("the header is not a JSON object")
     meta = header.pop("__metadata__", {}) or {}
+    if not isinstance(meta, dict):
+        raise bad("__metadata__ is not a JSON object")
     out = {}
     size = len(data) - 8 - n
     for name, d in header.items():
@@ -966,15 +973,16 @@ def read_safetensors(path):
             dt, shape, (b0, b1) = d["dtype"], list(d["shape"]), d["data_offsets"]
         except (TypeError, KeyError, ValueError) as ex:
             raise bad("tensor %s: no dtype, shape and data_offsets (%s)" % (name, ex)) from None
-        if _DTYPES.get(dt) is None:
-            raise ValueError("%s: dtype %s is not read here" % (name, dt))
+        if not isinstance(dt, str) or _DTYPES.get(dt) is None:
+            raise ValueError("%s: dtype %r is not read here" % (name, dt))
         if not all(_is_int(x) and x >= 0 for x in shape + [b0, b1]) or not b0 <= b1 <= size:
             raise bad("tensor %s: shape %s, offsets %s..%s of %d bytes" % (name, shape, b0, b1,
                                                                            size))
         if int(np.prod(shape, dtype=object)) * np.dtype(_DTYPES[dt]).itemsize != b1 - b0:
             raise bad("tensor %s: shape %s of %s does not take %d bytes" % (name, shape, dt,
                                                                             b1 - b0))
-        out[name] = np.frombuffer(data[8 + n + b0:8 + n + b1], dtype=_DTYPES[dt]).reshape(shape).copy()
+        raw = data[8 + n + b0:8 + n + b1]
+        out[name] = np.frombuffer(raw, dtype=_DTYPES[dt]).reshape(shape).copy()
     return out, meta
 
 
