@@ -124,7 +124,8 @@ int al_api_grads(al_api_model *h, int metric, int pos, const int *target, const 
  * written to json_path. Returns the CLI's exit code (0 success, 1
  * failure, 2 bad options or a name that is no analysis (err suggests the
  * nearest, as the CLI does for a mistyped command), 130 interrupted; -1
- * when the output cannot be redirected), err holding what the CLI
+ * when the output cannot be redirected or name or an argv entry is
+ * NULL), err holding what the CLI
  * printed on stderr (its first line). Each call starts from the
  * command's defaults: no option of an earlier call carries over. */
 int al_api_run(const char *name, int argc, const char *const *argv, const char *json_path,
