@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """py_hooks_check.py MODEL_DIR -- the Python package's hooks, caches and
-gradients against independent computations: every point's view equals the
-activation cache `attnlab run --save-cache` writes (act_cache.c, another
-path through the engine); writes at each point have the effect the
+gradients against independent computations: every point's activation (the
+hook's own array, unchanged by later forwards) equals the activation cache
+`attnlab run --save-cache` writes (act_cache.c, another path through the
+engine); writes at each point have the effect the
 architecture implies (zeroing a head's v, z, result or pattern rows gives
 one forward; zeroing q or k makes its pattern uniform); hooks run in the
 order given, 500 of them; a returned array is copied in; exceptions are
@@ -60,8 +61,8 @@ rng = np.random.default_rng(5)
 ids = rng.integers(0, V - 1, (2, 12))
 B, T = ids.shape
 
-# 1. every point's view: the engine's buffer (not a copy, strided where the
-# layout is), equal to the activation cache file's copy of it
+# 1. every point's activation: the hook's own array (a copy it may keep,
+# written back after it returns), equal to the activation cache file's copy
 names = m.hook_names(all=True)
 want = {"hook_resid_pre", "hook_q", "hook_k", "hook_v", "hook_pattern", "hook_z", "hook_result",
         "hook_resid_post"}
@@ -72,18 +73,20 @@ seen = {}
 
 def look(act, hook):
     layer = hook.layer() if hook.name.startswith("blocks.") else None
-    seen[hook.name] = (act.copy(), act.flags.owndata, act.flags.c_contiguous, layer)
+    seen[hook.name] = (act, act.flags.owndata and act.flags.writeable, layer)
 
 
 m.run_with_hooks(ids, fwd_hooks=[(n, look) for n in names])
+kept = {n: v[0].copy() for n, v in seen.items()}
+m.run_with_hooks(ids[:1, :5])  # another forward, another shape: the kept arrays stay
 _, old = m.run_with_cache(ids, hooks=["resid_pre", "q", "k", "v", "pattern", "z", "result",
                                       "resid_post"])
 for n in names:
-    a, own, contig, layer = seen[n]
-    if own or (n.startswith("blocks.") and layer != int(n.split(".")[1])):
-        fail("%s: a copy (owndata) or layer %s" % (n, layer))
-    if n.endswith(("hook_q", "hook_k", "hook_v")) and contig:
-        fail("%s is contiguous: not the view into the fused q|k|v buffer" % n)
+    a, own, layer = seen[n]
+    if not own or (n.startswith("blocks.") and layer != int(n.split(".")[1])):
+        fail("%s: not the hook's own writable array, or layer %s" % (n, layer))
+    if not np.array_equal(a, kept[n]):
+        fail("%s: the array a hook kept changed with a later forward" % n)
     if n in old:
         close(a, old[n], 1e-6, "view of %s against run --save-cache" % n)
 if sum(n in old for n in names) != 8 * L:
@@ -102,7 +105,8 @@ _, short = m.run_with_cache(ids, names_filter=["pattern", "blocks.0.hook_resid_p
 if sorted(short) != sorted(["blocks.%d.attn.hook_pattern" % l for l in range(L)] +
                            ["blocks.0.hook_resid_post"]):
     fail("names_filter with a short kind: %s" % sorted(short))
-print("ok views: %d points are views (q/k/v strided) equal to run --save-cache's copies" % len(names))
+print("ok views: %d points give the hook its own array, equal to run --save-cache's copies and "
+      "unchanged by a later forward" % len(names))
 
 # 2. writes: their effect on what follows
 base = m.run_with_hooks(ids)
@@ -250,11 +254,12 @@ raises(ValueError, "token id 18446744073709551615", m.forward, np.array([2 ** 64
 raises(ValueError, "empty", m.forward, np.zeros((1, 0), np.int64))
 raises(ValueError, "(T,) or (B, T)", m.forward, np.zeros((1, 2, 3), np.int64))
 raises(attnlab.AttnlabError, "exceeds n_ctx", m.forward, np.zeros(c["n_ctx"] + 1, np.int64))
-raises(ValueError, "max_mb", m.run_with_cache, ids, max_mb=-1)
+raises(ValueError, "the cache limit must be a finite number of megabytes > 0, not -1",
+       m.run_with_cache, ids, max_mb=-1)
 raises(attnlab.AttnlabError, "above the limit", m.run_with_cache, ids, max_mb=1e-6)
-raises(attnlab.AttnlabError, "blocks.9.attn.hook_z", m.run_with_hooks, ids,
+raises(attnlab.AttnlabValueError, "blocks.9.attn.hook_z", m.run_with_hooks, ids,
        fwd_hooks=[("blocks.9.attn.hook_z", boom)])
-raises(attnlab.AttnlabError, "hook_zz", m.run_with_hooks, ids,
+raises(attnlab.AttnlabValueError, "hook_zz", m.run_with_hooks, ids,
        fwd_hooks=[("blocks.0.attn.hook_zz", boom)])
 planned = [n for n in ("hook_embed", "blocks.0.hook_attn_out", "logits") if n not in names]
 for n in planned:
@@ -320,8 +325,8 @@ with attnlab.Model(model) as m2:
 for f, args in ((m2.forward, (ids,)), (m2.run_with_hooks, (ids,)), (m2.run_with_cache, (ids,)),
                 (m2.backward_at, (ids, ["blocks.0.attn.hook_z"])), (m2.encode, ("a",)),
                 (m2.decode, ([1],)), (m2.hook_names, ()), (m2.state_dict, ())):
-    raises(attnlab.AttnlabError, "closed", f, *args)
+    raises(attnlab.AttnlabValueError, "closed", f, *args)
 m2.close()
 m.close()
-raises(attnlab.AttnlabError, "closed", m.run_with_hooks, ids)
+raises(attnlab.AttnlabValueError, "closed", m.run_with_hooks, ids)
 print("ok closed: every call on a closed model raises; the interpreter is alive")

@@ -14,6 +14,7 @@
 #include "attnlab/api.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/model.h"
+#include "attnlab/util.h"
 #include "test.h"
 
 enum { AB = 2, AT = 7, AL = 2, AH = 3, AD = 4, AC = 8, AV = 11 };
@@ -265,6 +266,105 @@ TEST(api_grads_finite_differences) {
     free(g);
     free(dir);
     free(lg);
+    al_api_free(h);
+    al_model_free(&m);
+}
+
+/* al_api_run twice in one process: the second call starts from the
+ * command's defaults (its options came from an argv that is gone: the
+ * strings are overwritten here), so a required option it lacks is
+ * refused, never taken from the first call. A mistyped analysis gets the
+ * CLI's "did you mean". */
+TEST(api_run_starts_from_defaults) {
+    char model[64] = "/nonexistent/model", db[64], err[512];
+    snprintf(db, sizeof db, "%s", t_path("x.db"));
+    const char *argv[] = {"--model", model, "--db", db};
+    const char *out = t_path("doc.json");
+    CHECK(al_api_run("scores", 4, argv, out, err, sizeof err) == 1);
+    CHECKF(strstr(err, "/nonexistent/model"), "%s", err);
+    memset(model, 'x', sizeof model - 1), memset(db, 'x', sizeof db - 1);
+    CHECK(al_api_run("scores", 0, NULL, out, err, sizeof err) == 2);
+    CHECKF(strstr(err, "--model is required"), "%s", err);
+    CHECK(al_api_run("scroes", 0, NULL, out, err, sizeof err) == 2);
+    CHECKF(!strcmp(err, "unknown analysis 'scroes' (did you mean 'scores'?)"), "%s", err);
+    CHECK(al_api_run("zzzzzzzz", 0, NULL, out, err, sizeof err) == 2);
+    CHECKF(strstr(err, "unknown analysis 'zzzzzzzz' (the analyses: ") && strstr(err, "scores"),
+           "%s", err);
+    CHECK(al_api_run(NULL, 0, NULL, out, err, sizeof err) == -1);
+    const char *holey[] = {"--model", NULL};
+    CHECK(al_api_run("scores", 2, holey, out, err, sizeof err) == -1 && strstr(err, "NULL"));
+}
+
+/* api.h's checks for wider values, with the calls' and the CLI's
+ * messages; the cache limit refused by the call too (once it fell back
+ * to 2000) and by the CLI; hook names with the nearest one. */
+TEST(api_checks_wide_values) {
+    al_model m;
+    t_pbuf mdir = t_pcopy("m");
+    char *dir = mdir.s, err[512];
+    al_api_model *h = api_model(&m, dir);
+    int64_t ids[2 * AT] = {0};
+    ids[3] = (int64_t)1 << 32 | 1; /* would wrap to 1 as an int */
+    CHECK(al_api_check_ids(h, ids, 1, 4, 1, err, sizeof err) == -1);
+    CHECKF(!strcmp(err, "token id 4294967297 at position 3 is outside the vocabulary (d_vocab 11)"),
+           "%s", err);
+    ids[3] = -1;
+    CHECK(al_api_check_ids(h, ids, 2, 2, 0, err, sizeof err) == -1 && strstr(err, "token id -1"));
+    ids[3] = AV - 1;
+    CHECK(al_api_check_ids(h, ids, 2, AT, 1, err, sizeof err) == 0);
+    CHECK(al_api_check_ids(h, ids, 1, 2 * AT, 0, err, sizeof err) == 0); /* decode: no n_ctx */
+    CHECK(al_api_check_ids(h, ids, 1, 2 * AT, 1, err, sizeof err) == -1);
+    CHECKF(!strcmp(err, "sequence length 14 exceeds n_ctx 7"), "%s", err);
+    CHECK(al_api_check_ids(h, ids, 0, 3, 1, err, sizeof err) == -1);
+    CHECKF(!strcmp(err, "batch shape 0x3 is empty"), "%s", err);
+    CHECK(al_api_check_ids(NULL, ids, 1, 1, 1, err, sizeof err) == -1 && strstr(err, "closed"));
+    int64_t tg[2] = {3, (int64_t)1 << 40};
+    CHECK(al_api_check_logprob(h, AT, tg, 2, AT, err, sizeof err) == -1);
+    CHECKF(!strcmp(err, "the log-prob metric's position 7 is outside 0..6"), "%s", err);
+    CHECK(al_api_check_logprob(h, -3, tg, 2, AT, err, sizeof err) == -1 && strstr(err, "-3"));
+    CHECK(al_api_check_logprob(h, 2, tg, 2, AT, err, sizeof err) == -1);
+    CHECKF(!strcmp(err, "target id 1099511627776 (sequence 1) is outside the vocabulary (d_vocab "
+                        "11)"), "%s", err);
+    CHECK(al_api_check_logprob(h, 2, tg, 1, AT, err, sizeof err) == 0);
+    const double bad[] = {-1, 0, INFINITY, NAN};
+    int one[AT] = {1, 2, 3};
+    for (int i = 0; i < 4; i++) {
+        CHECK(al_api_check_cache(NULL, bad[i], err, sizeof err) == -1 && strstr(err, "cache limit"));
+        CHECK(al_api_cache(h, one, 1, 3, "z", bad[i], t_path("c.st"), err, sizeof err) == -1);
+        CHECKF(strstr(err, "the cache limit must be a finite number of megabytes > 0"), "%s", err);
+        CHECK(!al_file_exists(t_path("c.st")));
+    }
+    CHECK(al_api_check_cache(NULL, 0.5, err, sizeof err) == 0);
+    CHECK(al_api_check_cache("z,pattern", 0.5, err, sizeof err) == 0);
+    CHECK(al_api_check_cache("z,patern", 0.5, err, sizeof err) == -1);
+    CHECKF(!strcmp(err, "unknown hook kind 'patern' (did you mean 'pattern'?)"), "%s", err);
+    CHECK(al_api_check_cache("", 0.5, err, sizeof err) == -1 && strstr(err, "no hook kinds"));
+    CHECK(al_api_cache(h, one, 1, 3, "patern", 10, t_path("c.st"), err, sizeof err) == -1);
+    CHECKF(!strcmp(err, "unknown hook kind 'patern' (did you mean 'pattern'?)"), "%s", err);
+    const char *cands[] = {"logits", NULL, "loss", "both"};
+    CHECK(al_api_nearest("los", 4, cands) == 2 && al_api_nearest("logit", 4, cands) == 0);
+    CHECK(al_api_nearest("zzzz", 4, cands) == -1 && al_api_nearest(NULL, 4, cands) == -1);
+    const char *names[][2] = {{"blocks.1.attn.hook_patern", "'blocks.1.attn.hook_pattern'"},
+                              {"attn.hook_z", "'blocks.0.attn.hook_z'"},
+                              {"blocks.0.hook_embd", "'hook_embed'"},
+                              {"hook_resid_pst", "'blocks.0.hook_resid_post'"},
+                              {"ln_finl.hook_scale", "'ln_final.hook_scale'"}};
+    for (int i = 0; i < 5; i++) {
+        int pt, ly;
+        char want[128];
+        snprintf(want, sizeof want, "unknown hook name '%s' (did you mean %s?)", names[i][0],
+                 names[i][1]);
+        CHECK(al_api_hook_parse(h, names[i][0], &pt, &ly, err, sizeof err) == -1);
+        CHECKF(!strcmp(err, want), "%s, want %s", err, want);
+    }
+    /* the CLI: the same limit check, and the suggestion for a kind */
+    CHECK(t_sh("%s run --model %s --prompt ab --save-cache %s --cache-max-mb -1 2> %s", t_bin(), dir,
+               t_path("c.st"), t_path("e1")) == 2);
+    CHECK(t_one_line(t_path("e1"), "--cache-max-mb: the cache limit must be a finite number of "
+                                   "megabytes > 0, not -1"));
+    CHECK(t_sh("%s run --model %s --prompt ab --save-cache %s --hooks z,patern 2> %s", t_bin(), dir,
+               t_path("c.st"), t_path("e2")) == 2);
+    CHECK(t_one_line(t_path("e2"), "unknown hook kind 'patern' (did you mean 'pattern'?)"));
     al_api_free(h);
     al_model_free(&m);
 }

@@ -1,8 +1,11 @@
 /* test_python.c -- python/attnlab (ctypes over build/libattnlab.so)
  * against the CLI and the C library: tests/py_api_check.py (tokenizer,
  * forward, an analysis by name), tests/py_hooks_check.py (hooks, caches,
- * gradients), tests/py_doc_examples.py (docs/python.md's examples, one
- * of them compared here with al_attrpatch_run), and the install route of
+ * gradients), tests/py_strict_check.py (refused input and closed models,
+ * with the CLI's messages), tests/py_fuzz.py (random calls in a child
+ * process: no crash, no hang, only documented exceptions),
+ * tests/py_doc_examples.py (docs/python.md's examples, one of them
+ * compared here with al_attrpatch_run), and the install route of
  * docs/python.md in a fresh venv. Each script exits 1 at the first
  * mismatch. Skipped without NumPy, and under the sanitizers (python
  * cannot load an ASan-built library). */
@@ -60,6 +63,35 @@ TEST(python_hooks) {
     const char *want[] = {"ok views", "ok writes", "ok order", "ok exceptions", "ok busy",
                           "ok input", "ok gradients", "ok closed"};
     py_ok(t_path("py.out"), want, 8);
+}
+
+/* Refusals with their types and messages (tests/py_strict_check.py says
+ * what each is compared with: the CLI's stderr for the same value, or the
+ * C library called directly). */
+TEST(python_strict_inputs) {
+    const char *lib = py_lib(), *dir = t_tmpdir();
+    t_tiny_model(dir, 2, 10);
+    CHECK(t_sh("ATTNLAB_LIB=%s /usr/bin/python3 tests/py_strict_check.py %s/m2 %s %s > %s 2>&1",
+               lib, dir, dir, t_bin(), t_path("py.out")) == 0);
+    const char *want[] = {"ok ids", "ok max_mb", "ok names", "ok types", "ok analysis",
+                          "ok closed", "ok config"};
+    py_ok(t_path("py.out"), want, 7);
+}
+
+/* tests/py_fuzz.py: 1,500 random calls on open, closed and never-opened
+ * models in a child process; a crash or a hang fails with the call that
+ * caused it, as does an exception the package does not document. The
+ * seed is printed (ATTNLAB_FUZZ_SEED picks another). */
+TEST(python_fuzz) {
+    const char *lib = py_lib(), *dir = t_tmpdir();
+    t_tiny_model(dir, 2, 10);
+    int rc = t_sh("ATTNLAB_LIB=%s /usr/bin/python3 tests/py_fuzz.py %s/m2 %s > %s 2>&1", lib, dir,
+                  dir, t_path("py.out"));
+    char *out = t_slurp(t_path("py.out"));
+    const char *ok = out ? strstr(out, "ok fuzz: ") : NULL;
+    CHECKF(rc == 0 && out && strstr(out, "seed ") && ok && atoi(ok + 9) >= 1000, "%s",
+           out ? out : "(no output)");
+    free(out);
 }
 
 /* docs/python.md's examples as written (tests/py_doc_examples.py), and

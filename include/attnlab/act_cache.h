@@ -36,6 +36,10 @@
  * unknown kind or one c's model does not have. */
 size_t al_cache_bytes(const al_config *c, int B, int T, const char *hooks, al_err *e);
 
+/* The check of a cache's size limit in megabytes (`run --cache-max-mb`,
+ * the Python package's max_mb): a finite number > 0. 0, or -1 with e. */
+int al_cache_limit_check(double max_mb, al_err *e);
+
 /* Run m on tokens (B, T) and write the chosen activations to path
  * (written to a temporary name and renamed: no partial file). Refused
  * before the forward pass when al_cache_bytes exceeds max_bytes (the

@@ -47,7 +47,8 @@ int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
 /* Forward ids (B, T) and write the activations named by hooks (a
  * comma-separated list of act_cache.h's kinds, NULL = all) to path, a
  * safetensors file under TransformerLens hook names; refused above
- * max_mb megabytes. */
+ * max_mb megabytes, which must be a finite number > 0 (as the CLI's
+ * --cache-max-mb). */
 int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks,
                  double max_mb, const char *path, char *err, size_t ecap);
 /* ------------------------------------------------------------ hooks */
@@ -121,10 +122,36 @@ int al_api_grads(al_api_model *h, int metric, int pos, const int *target, const 
  * CLI would with argv (argc strings, the command's options, e.g.
  * "--model", "DIR", "--db", "r.db") and --json: its JSON document is
  * written to json_path. Returns the CLI's exit code (0 success, 1
- * failure, 2 bad options, 130 interrupted; -1 when name is no analysis
- * or the output cannot be redirected), err holding what the CLI printed
- * on stderr (its first line). */
+ * failure, 2 bad options or a name that is no analysis (err suggests the
+ * nearest, as the CLI does for a mistyped command), 130 interrupted; -1
+ * when the output cannot be redirected or name or an argv entry is
+ * NULL), err holding what the CLI
+ * printed on stderr (its first line). Each call starts from the
+ * command's defaults: no option of an earlier call carries over. */
 int al_api_run(const char *name, int argc, const char *const *argv, const char *json_path,
                char *err, size_t ecap);
+
+/* ------------------------------------------------------------ checks */
+
+/* The checks of the calls above, for a caller whose values are wider than
+ * the calls' types (the Python package checks its int64 ids, positions
+ * and limits here before it narrows them), with the messages the calls
+ * and the CLI give: 0, or -1 with err. */
+
+/* Token ids (B, T): each in 0 .. d_vocab-1 (al_check_token), and with
+ * forward = 1 also the forward's shape checks (not empty, T <= n_ctx). */
+int al_api_check_ids(const al_api_model *h, const int64_t *ids, int64_t B, int64_t T, int forward,
+                     char *err, size_t ecap);
+/* The log-prob metric of al_api_grads for a batch B x T: pos in 0 .. T-1
+ * and target (B ids) in 0 .. d_vocab-1. */
+int al_api_check_logprob(const al_api_model *h, int64_t pos, const int64_t *target, int64_t B,
+                         int64_t T, char *err, size_t ecap);
+/* al_api_cache's hooks (its kinds; NULL = all) and max_mb (a finite
+ * number > 0: al_cache_limit_check, the CLI's --cache-max-mb). */
+int al_api_check_cache(const char *hooks, double max_mb, char *err, size_t ecap);
+/* The index of the candidate (of n; NULL entries skipped) that word is
+ * near enough to be a misspelling of (al_nearest_word: the CLI's "did you
+ * mean"), or -1. */
+int al_api_nearest(const char *word, int n, const char *const *cands);
 
 #endif

@@ -7,6 +7,7 @@
 #ifndef ATTNLAB_ARGS_H
 #define ATTNLAB_ARGS_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "attnlab/util.h"
 
@@ -32,6 +33,24 @@ int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos,
                    int max_pos, int *npos, al_err *e);
 /* True if the flag of that name was given on the command line. */
 int al_flag_seen(const al_flag *flags, const char *name);
+
+/* One flag's value and seen mark, as al_flags_save found them. */
+typedef struct al_flag_val {
+    union {
+        const char *s;
+        int i;
+        double d;
+        uint64_t u;
+    } v;
+    int seen;
+} al_flag_val;
+/* The values and seen marks of every flag of a table into vals (a slot
+ * per flag), and back again: a process that parses one table more than
+ * once (the library's al_api_run, once per call) puts the defaults back
+ * after each parse, so that a call never runs with an earlier call's
+ * options, nor reads strings of an argv it no longer owns. */
+void al_flags_save(const al_flag *flags, al_flag_val *vals);
+void al_flags_restore(al_flag *flags, const al_flag_val *vals);
 
 /* A subcommand. `name` may have two words ("tokenizer train"). run()
  * returns 0 on success, 1 on bad input/failure (it has printed the error

@@ -106,7 +106,9 @@ int al_hook_name(al_hook_point point, int layer, char *buf, size_t cap);
 /* The point and layer a TransformerLens hook name names
  * ("blocks.1.attn.hook_pattern" -> PATTERN, 1; "ln_final.hook_scale" ->
  * LNF_SCALE, 0; model-level points get layer 0): 0, or -1 with e naming
- * the name (and, for a layer >= n_layers, the model's layer count). */
+ * the name (with the nearest known name when one is near, as the CLI
+ * suggests a mistyped command; for a layer >= n_layers, the model's layer
+ * count). */
 int al_hook_parse(const char *name, int n_layers, al_hook_point *point, int *layer, al_err *e);
 /* 1 if point is at model level (one per model, not per layer). */
 int al_hook_is_model_level(al_hook_point point);

@@ -308,6 +308,13 @@ int al_param_per_layer(int which);
  * param_size[AL_P_WE] + param_size[AL_P_WPOS]. */
 size_t al_param_decay_end(const al_model *m);
 
+/* The forward's checks of its token ids, with its messages, for callers
+ * that hold ids wider than an int (the Python package checks its int64
+ * ids here before narrowing them): a batch B x T that is not empty and
+ * whose T fits n_ctx; an id in 0 .. d_vocab-1 (pos its index in the
+ * flattened batch). 0, or -1 with e. */
+int al_check_batch(int64_t B, int64_t T, int n_ctx, al_err *e);
+int al_check_token(int64_t id, size_t pos, int d_vocab, al_err *e);
 /* Forward pass on inputs (B,T) token ids; targets (B,T) may be NULL (no
  * loss) and may hold -1 to ignore a position. T <= n_ctx. After it,
  * m->probs holds softmax probabilities and m->losses the per-position

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L /* fileno, dup, pread */
 #include "attnlab/api.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -147,8 +148,7 @@ int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
 int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks,
                  double max_mb, const char *path, char *err, size_t ecap) {
     al_err e;
-    if (enter(h, err, ecap)) return -1;
-    if (!(max_mb > 0)) max_mb = 2000;
+    if (al_api_check_cache(hooks, max_mb, err, ecap) || enter(h, err, ecap)) return -1;
     int rc = al_cache_write(&h->m, ids, B, T, hooks, (size_t)(max_mb * 1e6), h->sha, path, &e);
     if (rc) put_err(err, ecap, e.msg);
     leave(h);
@@ -254,14 +254,7 @@ int al_api_run_hooks(al_api_model *h, const int *ids, int B, int T, int loss, in
     int *tg = NULL, rc = -1;
     al_hooks saved;
     al_hooks_save(m, &saved);
-    if (B < 1 || T < 1) {
-        al_errf(&e, "batch shape %dx%d is empty", B, T);
-        goto out;
-    }
-    if (T > m->cfg.n_ctx) {
-        al_errf(&e, "sequence length %d exceeds n_ctx %d", T, m->cfg.n_ctx);
-        goto out;
-    }
+    if (al_check_batch(B, T, m->cfg.n_ctx, &e)) goto out;
     if (n < 0 || (n > 0 && (!points || !layers || !fn))) {
         al_errf(&e, "hooks: %d given without their points, layers or function", n);
         goto out;
@@ -298,6 +291,21 @@ static int grad_point(int p) {
            p == AL_HOOK_V || p == AL_HOOK_PATTERN || p == AL_HOOK_Z || p == AL_HOOK_RESULT;
 }
 
+/* The log-prob metric's position and one sequence's target, in range. */
+static int logprob_pos(int64_t pos, int64_t T, al_err *e) {
+    if (pos < 0 || pos >= T)
+        return al_errf(e, "the log-prob metric's position %" PRId64 " is outside 0..%" PRId64, pos,
+                       T - 1);
+    return 0;
+}
+
+static int logprob_target(int64_t target, int64_t b, int V, al_err *e) {
+    if (target < 0 || target >= V)
+        return al_errf(e, "target id %" PRId64 " (sequence %" PRId64 ") is outside the vocabulary "
+                       "(d_vocab %d)", target, b, V);
+    return 0;
+}
+
 /* ∂metric/∂x_L (B, T, C) into dxL (zeroed) and the metric into *val. */
 static int metric_dxl(al_model *m, int metric, int pos, const int *target, const float *dlogits,
                       float *dxL, double *val, al_err *e) {
@@ -323,12 +331,10 @@ static int metric_dxl(al_model *m, int metric, int pos, const int *target, const
         }
         *val = m->mean_loss;
     } else if (metric == AL_API_METRIC_LOGPROB) {
-        if (pos < 0 || pos >= T)
-            return al_errf(e, "the log-prob metric's position %d is outside 0..%d", pos, T - 1);
+        if (logprob_pos(pos, T, e)) return -1;
+        if (!target) return al_errf(e, "the log-prob metric needs a target id per sequence");
         for (int b = 0; b < B; b++)
-            if (!target || target[b] < 0 || target[b] >= V)
-                return al_errf(e, "target id %d (sequence %d) is outside the vocabulary (d_vocab %d)",
-                               target ? target[b] : -1, b, V);
+            if (logprob_target(target[b], b, V, e)) return -1;
         if (!(d = al_malloc(2 * (size_t)V, sizeof(float), e))) return -1;
         float *lg = d + V;
         for (int b = 0; b < B; b++) {
@@ -479,11 +485,31 @@ out:
 int al_api_run(const char *name, int argc, const char *const *argv, const char *json_path,
                char *err, size_t ecap) {
     const al_analysis *a = NULL;
-    for (const al_analysis *const *p = al_analyses; *p; p++)
-        if (!strcmp((*p)->name, name)) a = *p;
-    if (!a) {
-        put_err(err, ecap, "no analysis of that name");
+    if (!name || argc < 0 || (argc > 0 && !argv)) {
+        put_err(err, ecap, "al_api_run: no analysis name, or no argv");
         return -1;
+    }
+    for (int i = 0; i < argc; i++)
+        if (!argv[i]) {
+            put_err(err, ecap, "al_api_run: an argument is NULL");
+            return -1;
+        }
+    const char *names[64] = {0};
+    int n = 0;
+    for (const al_analysis *const *p = al_analyses; *p; p++) {
+        if (!strcmp((*p)->name, name)) a = *p;
+        if (n < 64) names[n++] = (*p)->name;
+    }
+    if (!a) { /* the CLI's "unknown command", with the nearest name or the list */
+        const char *near = al_nearest_word(name, strlen(name), names, n);
+        char list[1024] = "";
+        for (int i = 0, k = 0; i < n && k < (int)sizeof list; i++)
+            k += snprintf(list + k, sizeof list - (size_t)k, "%s%s", i ? ", " : "", names[i]);
+        if (near && err && ecap) snprintf(err, ecap, "unknown analysis '%s' (did you mean '%s'?)",
+                                          name, near);
+        else if (err && ecap) snprintf(err, ecap, "unknown analysis '%s' (the analyses: %s)", name,
+                                       list);
+        return 2;
     }
     char **v = calloc((size_t)argc + 3, sizeof *v);
     if (!v) {
@@ -524,4 +550,64 @@ done:
     if (ef) fclose(ef);
     free(v);
     return rc;
+}
+
+/* ------------------------------------------------------------ checks */
+
+int al_api_check_ids(const al_api_model *h, const int64_t *ids, int64_t B, int64_t T, int forward,
+                     char *err, size_t ecap) {
+    al_err e;
+    if (!h) {
+        put_err(err, ecap, "no model (it was closed)");
+        return -1;
+    }
+    const al_config *c = &h->m.cfg;
+    if (forward && al_check_batch(B, T, c->n_ctx, &e)) {
+        put_err(err, ecap, e.msg);
+        return -1;
+    }
+    size_t n = B > 0 && T > 0 ? (size_t)B * (size_t)T : 0;
+    for (size_t i = 0; i < n; i++)
+        if (al_check_token(ids[i], i, c->d_vocab, &e)) {
+            put_err(err, ecap, e.msg);
+            return -1;
+        }
+    return 0;
+}
+
+int al_api_check_logprob(const al_api_model *h, int64_t pos, const int64_t *target, int64_t B,
+                         int64_t T, char *err, size_t ecap) {
+    al_err e;
+    if (!h) {
+        put_err(err, ecap, "no model (it was closed)");
+        return -1;
+    }
+    if (logprob_pos(pos, T, &e)) {
+        put_err(err, ecap, e.msg);
+        return -1;
+    }
+    for (int64_t b = 0; b < B; b++)
+        if (logprob_target(target[b], b, h->m.cfg.d_vocab, &e)) {
+            put_err(err, ecap, e.msg);
+            return -1;
+        }
+    return 0;
+}
+
+int al_api_check_cache(const char *hooks, double max_mb, char *err, size_t ecap) {
+    al_err e;
+    al_config one = {.n_layers = 1, .d_model = 1, .n_heads = 1, .d_head = 1};
+    if (al_cache_limit_check(max_mb, &e) || al_cache_bytes(&one, 1, 1, hooks, &e) == 0) {
+        put_err(err, ecap, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int al_api_nearest(const char *word, int n, const char *const *cands) {
+    if (!word || !cands || n < 1) return -1;
+    const char *near = al_nearest_word(word, strlen(word), cands, n);
+    for (int i = 0; near && i < n; i++)
+        if (cands[i] == near) return i;
+    return -1;
 }

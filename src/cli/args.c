@@ -101,6 +101,31 @@ int al_flag_seen(const al_flag *flags, const char *name) {
     return 0;
 }
 
+void al_flags_save(const al_flag *flags, al_flag_val *vals) {
+    for (const al_flag *f = flags; f && f->name; f++, vals++) {
+        memset(vals, 0, sizeof *vals);
+        vals->seen = f->seen;
+        switch (f->type) {
+        case AL_STR: vals->v.s = *(const char **)f->dst; break;
+        case AL_INT: case AL_BOOL: vals->v.i = *(int *)f->dst; break;
+        case AL_FLOAT: vals->v.d = *(double *)f->dst; break;
+        case AL_U64: vals->v.u = *(uint64_t *)f->dst; break;
+        }
+    }
+}
+
+void al_flags_restore(al_flag *flags, const al_flag_val *vals) {
+    for (al_flag *f = flags; f && f->name; f++, vals++) {
+        f->seen = vals->seen;
+        switch (f->type) {
+        case AL_STR: *(const char **)f->dst = vals->v.s; break;
+        case AL_INT: case AL_BOOL: *(int *)f->dst = vals->v.i; break;
+        case AL_FLOAT: *(double *)f->dst = vals->v.d; break;
+        case AL_U64: *(uint64_t *)f->dst = vals->v.u; break;
+        }
+    }
+}
+
 static void format_default(const al_flag *f, char *buf, size_t cap) {
     buf[0] = 0;
     switch (f->type) {

@@ -517,8 +517,13 @@ static int run_run(int argc, char **argv) {
         al_errf(&e, "--hooks and --data go with --save-cache FILE");
         return al_cli_usage(&al_cmd_run, &e);
     }
-    if (o_windows < 1 || o_windows > 100000 || !(o_cache_mb > 0)) {
-        al_errf(&e, "need 1 <= --windows <= 100000 and --cache-max-mb > 0");
+    if (o_windows < 1 || o_windows > 100000) {
+        al_errf(&e, "need 1 <= --windows <= 100000");
+        return al_cli_usage(&al_cmd_run, &e);
+    }
+    al_err lim;
+    if (al_cache_limit_check(o_cache_mb, &lim)) {
+        al_errf(&e, "--cache-max-mb: %s", lim.msg);
         return al_cli_usage(&al_cmd_run, &e);
     }
     /* the names alone (a LayerNorm config accepts every kind; the model's

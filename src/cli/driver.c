@@ -173,33 +173,42 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
 /* The command's flags and the driver's in one table for the parser. */
 #define MAX_FLAGS 64
 
+/* One parse and run. The flags are put back as they were before it (their
+ * defaults) on the way out: the library runs analyses again and again in
+ * one process (al_api_run), and a call must not inherit the options of
+ * the one before, whose strings belonged to that call's argv. */
 int al_drive_main(const al_analysis *a, int argc, char **argv) {
     al_err e;
     al_flag all[MAX_FLAGS];
-    int n = 0, nc;
+    al_flag_val saved[MAX_FLAGS];
+    int n = 0, nc, rc;
     for (const al_flag *f = a->cmd->flags; f->name && n < MAX_FLAGS - 4; f++) all[n++] = *f;
     nc = n;
     for (const al_flag *f = drive_flags; f->name; f++) all[n++] = *f;
     all[n] = (al_flag)AL_FLAGS_END;
-    if (al_flags_parse(all, argc, argv, NULL, 0, NULL, &e) != 0)
-        return al_cli_usage(a->cmd, &e);
-    for (int i = 0; i < nc; i++) a->cmd->flags[i].seen = all[i].seen;
-    al_drive d = {.an = a, .json = g_json, .progress = g_progress || isatty(STDERR_FILENO), .strict = g_strict};
-    int rc = al_drive_run(a, a->tmpl, a->cmd->flags, &d, NULL, &e);
-    if (rc == 0 && d.json) {
-        char *s = cJSON_Print(d.doc);
-        if (!s) rc = (al_errf(&e, "out of memory"), 1);
-        else {
-            printf("%s\n", s);
-            free(s);
+    al_flags_save(all, saved);
+    if (al_flags_parse(all, argc, argv, NULL, 0, NULL, &e) != 0) rc = al_cli_usage(a->cmd, &e);
+    else {
+        for (int i = 0; i < nc; i++) a->cmd->flags[i].seen = all[i].seen;
+        al_drive d = {.an = a, .json = g_json, .progress = g_progress || isatty(STDERR_FILENO),
+                      .strict = g_strict};
+        rc = al_drive_run(a, a->tmpl, a->cmd->flags, &d, NULL, &e);
+        if (rc == 0 && d.json) {
+            char *s = cJSON_Print(d.doc);
+            if (!s) rc = (al_errf(&e, "out of memory"), 1);
+            else {
+                printf("%s\n", s);
+                free(s);
+            }
         }
+        cJSON_Delete(d.doc);
+        if (rc == 130) /* interrupted: the message, and the signal's exit code */
+            al_cli_error(&e);
+        else rc = rc == 2 ? al_cli_usage(a->cmd, &e) : rc ? al_cli_error(&e) : 0;
     }
-    cJSON_Delete(d.doc);
-    if (rc == 130) { /* interrupted: the message, and the signal's exit code */
-        al_cli_error(&e);
-        return 130;
-    }
-    return rc == 2 ? al_cli_usage(a->cmd, &e) : rc ? al_cli_error(&e) : 0;
+    al_flags_restore(all, saved);
+    for (int i = 0; i < nc; i++) a->cmd->flags[i].seen = all[i].seen;
+    return rc;
 }
 
 void al_drive_help(FILE *f, const al_analysis *a) {

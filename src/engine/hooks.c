@@ -91,6 +91,19 @@ int al_hook_parse(const char *name, int n_layers, al_hook_point *point, int *lay
             *point = (al_hook_point)i, *layer = l;
             return 0;
         }
+    /* the nearest name of the same kind, else of the other: a block point
+     * named without its "blocks.L.", or a model-level one with it */
+    const char *same[AL_HOOK_N_POINTS], *other[AL_HOOK_N_POINTS];
+    for (int i = 0; i < AL_HOOK_N_POINTS; i++) {
+        int mine = HOOKS[i].model_level == !block;
+        same[i] = mine ? HOOKS[i].tail : NULL, other[i] = mine ? NULL : HOOKS[i].tail;
+    }
+    const char *near = al_nearest_word(tail, strlen(tail), same, AL_HOOK_N_POINTS);
+    int flip = !near;
+    if (flip) near = al_nearest_word(tail, strlen(tail), other, AL_HOOK_N_POINTS);
+    if (near && block != flip)
+        return al_errf(e, "unknown hook name '%s' (did you mean 'blocks.%d.%s'?)", name, l, near);
+    if (near) return al_errf(e, "unknown hook name '%s' (did you mean '%s'?)", name, near);
     return al_errf(e, "unknown hook name '%s' (docs/hooks.md lists them, e.g. "
                    "blocks.0.attn.hook_pattern, blocks.0.hook_resid_post, ln_final.hook_scale)",
                    name);

@@ -9,6 +9,7 @@
  * copy is 3·C·H·D floats per layer, negligible next to the matmul. */
 #include "attnlab/model.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,16 +489,25 @@ int al_model_unembed_backward(const al_model *m, const float *dlogits, int n, fl
     return 0;
 }
 
+int al_check_batch(int64_t B, int64_t T, int n_ctx, al_err *e) {
+    if (B < 1 || T < 1) return al_errf(e, "batch shape %" PRId64 "x%" PRId64 " is empty", B, T);
+    if (T > n_ctx) return al_errf(e, "sequence length %" PRId64 " exceeds n_ctx %d", T, n_ctx);
+    return 0;
+}
+
+int al_check_token(int64_t id, size_t pos, int d_vocab, al_err *e) {
+    if (id < 0 || id >= d_vocab)
+        return al_errf(e, "token id %" PRId64 " at position %zu is outside the vocabulary "
+                       "(d_vocab %d)", id, pos, d_vocab);
+    return 0;
+}
+
 int model_check_inputs(const al_model *m, const int *in, const int *tg, int B, int T,
                        al_err *e) {
-    if (B < 1 || T < 1) return al_errf(e, "batch shape %dx%d is empty", B, T);
-    if (T > m->cfg.n_ctx)
-        return al_errf(e, "sequence length %d exceeds n_ctx %d", T, m->cfg.n_ctx);
+    if (al_check_batch(B, T, m->cfg.n_ctx, e)) return -1;
     size_t BT = (size_t)B * T;
     for (size_t i = 0; i < BT; i++) {
-        if (in[i] < 0 || in[i] >= m->cfg.d_vocab)
-            return al_errf(e, "token id %d at position %zu is outside the vocabulary (d_vocab %d)",
-                           in[i], i, m->cfg.d_vocab);
+        if (al_check_token(in[i], i, m->cfg.d_vocab, e)) return -1;
         if (tg && tg[i] >= m->cfg.d_vocab)
             return al_errf(e, "target id %d at position %zu is outside the vocabulary (d_vocab %d)",
                            tg[i], i, m->cfg.d_vocab);

@@ -5,6 +5,7 @@
  * holds exactly what a hook there sees. */
 #include "attnlab/act_cache.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,12 +59,19 @@ static int parse_hooks(const al_config *c, const char *hooks, int *want, al_err 
             if (strlen(k) == n && !strncmp(k, s, n)) break;
         }
         if (p == AL_HOOK_N_POINTS) {
-            char known[512] = "";
+            char known[512] = "", names[AL_HOOK_N_POINTS][32];
+            const char *cands[AL_HOOK_N_POINTS];
+            int nc = 0;
             for (int q = 0; q < AL_HOOK_N_POINTS; q++)
                 if (cacheable((al_hook_point)q)) {
-                    kind_name((al_hook_point)q, k, sizeof k);
-                    snprintf(known + strlen(known), sizeof known - strlen(known), "%s, ", k);
+                    kind_name((al_hook_point)q, names[nc], sizeof names[nc]);
+                    snprintf(known + strlen(known), sizeof known - strlen(known), "%s, ",
+                             names[nc]);
+                    cands[nc] = names[nc], nc++;
                 }
+            const char *near = al_nearest_word(s, n, cands, nc);
+            if (near)
+                return al_errf(e, "unknown hook kind '%.*s' (did you mean '%s'?)", (int)n, s, near);
             return al_errf(e, "unknown hook kind '%.*s' (known: %sor all)", (int)n, s, known);
         }
         if (!al_hook_exists(c, (al_hook_point)p))
@@ -82,6 +90,13 @@ static size_t point_floats(const al_config *c, int p, int B, int T) {
     size_t n = 1;
     for (int k = 0; k < nd; k++) n *= (size_t)sh[k];
     return n;
+}
+
+int al_cache_limit_check(double max_mb, al_err *e) {
+    if (!(max_mb > 0) || isinf(max_mb))
+        return al_errf(e, "the cache limit must be a finite number of megabytes > 0, not %g",
+                       max_mb);
+    return 0;
 }
 
 size_t al_cache_bytes(const al_config *c, int B, int T, const char *hooks, al_err *e) {
