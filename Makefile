@@ -55,14 +55,15 @@ $(BUILD)/obj $(BUILD)/tobj:
 	@mkdir -p $@
 # The shared library (python/attnlab loads it with ctypes) is the same
 # sources compiled a second time as position-independent code, so the
-# binary's own objects, and so its arithmetic, stay as they are.
+# binary's own objects, and so its arithmetic, stay as they are; with
+# hidden visibility, so that it exports api.h's AL_API functions alone.
 $(BUILD)/pic/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fPIC -c $< -o $@
+	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 $(BUILD)/pic/report/viewer.o: CFLAGS += -I$(BUILD)/gen
 $(BUILD)/pic/report/viewer.o: $(BUILD)/gen/viewer_js.h
-$(BUILD)/libattnlab.so: $(PIC_OBJ)
-	$(CC) -shared $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(BUILD)/libattnlab.so: $(PIC_OBJ) src/cli/api.map
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/cli/api.map $(PIC_OBJ) $(LDLIBS) -o $@
 
 # The explorers' script of report --interactive is src/report/viewer.js,
 # compiled in as a C string (one line of JavaScript per line of C).

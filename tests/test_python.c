@@ -187,3 +187,21 @@ TEST(python_package_installs) {
            "%s", out ? out : "(no output)");
     free(out);
 }
+
+/* The shared library exports api.h's AL_API functions and nothing else
+ * (no engine internals a caller could bind to). */
+TEST(python_library_exports_only_the_api) {
+    char lib[1100];
+    snprintf(lib, sizeof lib, "%s", t_bin());
+    char *slash = strrchr(lib, '/');
+    snprintf(slash ? slash + 1 : lib, sizeof lib - (size_t)(slash ? slash + 1 - lib : 0),
+             "libattnlab.so");
+    if (!al_file_exists(lib)) t_skip("no libattnlab.so beside the binary (a sanitizer build?)");
+    CHECK(t_sh("nm -D --defined-only %s | awk '{print $3}' | sort > %s", lib, t_path("nm")) == 0);
+    CHECK(t_sh("sed -n 's/^AL_API .*\\b\\(al_api_[a-z_0-9]*\\)(.*/\\1/p' include/attnlab/api.h | "
+               "sort > %s", t_path("api")) == 0);
+    char *got = t_slurp(t_path("nm")), *want = t_slurp(t_path("api"));
+    CHECKF(got && want && strlen(want) > 100 && !strcmp(got, want),
+           "exported:\n%s\ndeclared AL_API in api.h:\n%s", got ? got : "", want ? want : "");
+    free(got), free(want);
+}

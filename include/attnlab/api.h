@@ -14,6 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The shared library exports these functions and nothing else: its
+ * objects are compiled with -fvisibility=hidden (Makefile) and AL_API
+ * marks the API, so the engine's internals (matmul_forward, pic_*, ...)
+ * are not symbols a caller can bind to. */
+#define AL_API __attribute__((visibility("default")))
+
 typedef struct al_api_model al_api_model;
 
 /* One call at a time per model: a call on a model that is inside
@@ -22,34 +28,34 @@ typedef struct al_api_model al_api_model;
  * independent. */
 
 /* The version string of this library ("0.1.0"). */
-const char *al_api_version(void);
+AL_API const char *al_api_version(void);
 /* Load a model directory (weights, and the tokenizer if it has one).
  * NULL on failure with err. Free with al_api_free. */
-al_api_model *al_api_load(const char *dir, char *err, size_t cap);
-void al_api_free(al_api_model *h);
+AL_API al_api_model *al_api_load(const char *dir, char *err, size_t cap);
+AL_API void al_api_free(al_api_model *h);
 /* cfg[0..7] = n_layers, d_model, n_heads, d_head, n_ctx, d_vocab,
  * positional type (0 standard, 1 shortformer), tied (0/1); eot id into
  * cfg[8] (-1 without a tokenizer). */
-void al_api_config(const al_api_model *h, int *cfg);
+AL_API void al_api_config(const al_api_model *h, int *cfg);
 /* Encode n bytes (any bytes; allow_special: the literal <|endoftext|>
  * becomes that token) into out (room for cap ids; n ids always
  * suffice): the count, or -1 with err (no tokenizer). */
-long al_api_encode(al_api_model *h, const unsigned char *bytes, size_t n, int allow_special,
+AL_API long al_api_encode(al_api_model *h, const unsigned char *bytes, size_t n, int allow_special,
                    int *out, size_t cap, char *err, size_t ecap);
 /* Decode ids into out (room for cap bytes): the byte count (which may
  * exceed cap: call again with more room), or -1 with err. */
-long al_api_decode(al_api_model *h, const int *ids, size_t n, unsigned char *out, size_t cap,
+AL_API long al_api_decode(al_api_model *h, const int *ids, size_t n, unsigned char *out, size_t cap,
                    char *err, size_t ecap);
 /* Forward ids (B, T): logits (B, T, d_vocab) into logits (may be NULL),
  * softmax probabilities into probs (may be NULL). */
-int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits, float *probs,
+AL_API int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits, float *probs,
                    char *err, size_t ecap);
 /* Forward ids (B, T) and write the activations named by hooks (a
  * comma-separated list of act_cache.h's kinds, NULL = all) to path, a
  * safetensors file under TransformerLens hook names; refused above
  * max_mb megabytes, which must be a finite number > 0 (as the CLI's
  * --cache-max-mb). */
-int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks,
+AL_API int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks,
                  double max_mb, const char *path, char *err, size_t ecap);
 /* ------------------------------------------------------------ hooks */
 
@@ -62,11 +68,11 @@ int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hook
  * layer computes when hooked), and its shape for a batch B × T: the
  * number of dims, or −1 past the last point (so a caller can list them
  * all). */
-int al_api_hook_point(const al_api_model *h, int point, int layer, int B, int T, char *name,
+AL_API int al_api_hook_point(const al_api_model *h, int point, int layer, int B, int T, char *name,
                       size_t cap, int *info, int64_t *shape);
 /* The point and layer of a TransformerLens hook name (al_hook_parse with
  * the model's layer count): 0, or −1 with err naming the name. */
-int al_api_hook_parse(const al_api_model *h, const char *name, int *point, int *layer, char *err,
+AL_API int al_api_hook_parse(const al_api_model *h, const char *name, int *point, int *layer, char *err,
                       size_t ecap);
 
 /* A hook from another language: called at one registered point of the
@@ -91,7 +97,7 @@ typedef int (*al_api_hook_fn)(void *user, int slot, float *data, int ndim, const
  * their mean cross-entropy, losses (B, T) (may be NULL) each one (0 at
  * the last position). logits (B, T, d_vocab) may be NULL. The model's
  * hooks are removed again before it returns. */
-int al_api_run_hooks(al_api_model *h, const int *ids, int B, int T, int loss, int n,
+AL_API int al_api_run_hooks(al_api_model *h, const int *ids, int B, int T, int loss, int n,
                      const int *points, const int *layers, al_api_hook_fn fn, void *user,
                      float *logits, float *losses, double *mean_loss, char *err, size_t ecap);
 
@@ -114,7 +120,7 @@ enum {
  * (the engine does not differentiate through an intervention), LOSS
  * after a forward without loss, pos or a target out of range, any other
  * point. */
-int al_api_grads(al_api_model *h, int metric, int pos, const int *target, const float *dlogits,
+AL_API int al_api_grads(al_api_model *h, int metric, int pos, const int *target, const float *dlogits,
                  int n, const int *points, const int *layers, float *const *out, double *value,
                  char *err, size_t ecap);
 
@@ -128,7 +134,7 @@ int al_api_grads(al_api_model *h, int metric, int pos, const int *target, const 
  * NULL), err holding what the CLI
  * printed on stderr (its first line). Each call starts from the
  * command's defaults: no option of an earlier call carries over. */
-int al_api_run(const char *name, int argc, const char *const *argv, const char *json_path,
+AL_API int al_api_run(const char *name, int argc, const char *const *argv, const char *json_path,
                char *err, size_t ecap);
 
 /* ------------------------------------------------------------ checks */
@@ -140,18 +146,18 @@ int al_api_run(const char *name, int argc, const char *const *argv, const char *
 
 /* Token ids (B, T): each in 0 .. d_vocab-1 (al_check_token), and with
  * forward = 1 also the forward's shape checks (not empty, T <= n_ctx). */
-int al_api_check_ids(const al_api_model *h, const int64_t *ids, int64_t B, int64_t T, int forward,
+AL_API int al_api_check_ids(const al_api_model *h, const int64_t *ids, int64_t B, int64_t T, int forward,
                      char *err, size_t ecap);
 /* The log-prob metric of al_api_grads for a batch B x T: pos in 0 .. T-1
  * and target (B ids) in 0 .. d_vocab-1. */
-int al_api_check_logprob(const al_api_model *h, int64_t pos, const int64_t *target, int64_t B,
+AL_API int al_api_check_logprob(const al_api_model *h, int64_t pos, const int64_t *target, int64_t B,
                          int64_t T, char *err, size_t ecap);
 /* al_api_cache's hooks (its kinds; NULL = all) and max_mb (a finite
  * number > 0: al_cache_limit_check, the CLI's --cache-max-mb). */
-int al_api_check_cache(const char *hooks, double max_mb, char *err, size_t ecap);
+AL_API int al_api_check_cache(const char *hooks, double max_mb, char *err, size_t ecap);
 /* The index of the candidate (of n; NULL entries skipped) that word is
  * near enough to be a misspelling of (al_nearest_word: the CLI's "did you
  * mean"), or -1. */
-int al_api_nearest(const char *word, int n, const char *const *cands);
+AL_API int al_api_nearest(const char *word, int n, const char *const *cands);
 
 #endif
