@@ -35,7 +35,7 @@
  * With LayerNorm, ln1 normalises each receiver's input with statistics of
  * its own, so the subtraction moves before it: the hooks sit on the split
  * inputs (Q_INPUT..V_INPUT, each head's own copy of resid_pre) and take
- * the removed senders' differences off C-wide (circuit_qkv_in); the
+ * the removed senders' differences off C-wide (circuit_recv); the
  * forward then normalises each head's input separately. The final
  * residual is adjusted as without LayerNorm, and ln_final follows it.
  *
@@ -206,36 +206,68 @@ static void sub_comp(float *dst, const float *dz, const float *stack, int BT, in
                 D, 1.0f, dst, 3 * H * D);
 }
 
-/* Q, K or V of layer l (channel ch): this run's minus what the removed
- * edges into each head's channel carried. */
-static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
+/* A receiver: head l.h's q, k or v (channel ch), or under LayerNorm its
+ * own input to them, minus what its removed edges carried.
+ *
+ * Without LayerNorm the hook sits at Q, K or V (rows of 3·H·D) and takes
+ * the differences off after the projection, D-wide: Δembed · W_c[l,h],
+ * and per sending layer Δzg · (W_O[l0,h0] W_c[l,h]) over the removed h0.
+ *
+ * With LayerNorm ln1 normalises each receiver's input with statistics of
+ * its own, so the hook sits at the split inputs Q_INPUT..V_INPUT ((B, T,
+ * H, C): each head's own copy of resid_pre, docs/hooks.md) and takes them
+ * off before it, C-wide: Δembed, and per sending layer Δzg · W_O[l0] with
+ * the kept heads' Δzg zeroed; the forward then normalises each head's
+ * input on its own.
+ *
+ * A head with every edge kept is untouched, so it keeps the forward's
+ * own value bit for bit. */
+static int circuit_recv(al_hook_act *a, void *ctx, al_err *e) {
     (void)e;
     al_circuit_exec *x = ctx;
     const al_circuit_spec *sp = x->sp;
     const al_model *m = a->m;
     cscr v, *s = &v;
     views(x, s);
-    a->intervened = 1;
     const al_config *c = &m->cfg;
     const int L = c->n_layers, H = c->n_heads, D = c->d_head, C = c->d_model, HD = H * D;
-    const int BT = m->B * m->T, l = a->layer, ch = a->point - AL_HOOK_Q;
+    const int split = a->point >= AL_HOOK_Q_INPUT; /* LayerNorm: before ln1 */
+    const int BT = m->B * m->T, l = a->layer;
+    const int ch = a->point - (split ? AL_HOOK_Q_INPUT : AL_HOOK_Q);
+    const size_t ld = split ? (size_t)H * C : 3 * (size_t)HD;
+    unsigned char *removed = (unsigned char *)s->ft; /* the fill tokens are used by now */
+    if (!split) a->intervened = 1;
     for (int h = 0; h < H; h++) {
         int emb = !sp->kept[al_graph_k_input(H, l, h, ch, 0)], nh = 0;
         for (int s0 = 0; s0 < l * H; s0++) nh += !sp->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
         if (!emb && !nh) continue;
-        float *dst = a->data + (size_t)h * D;
-        const float *w = head_w(m, l, h, ch);
+        a->intervened = 1;
+        float *dst = a->data + (size_t)h * (split ? C : D);
         if (emb) {
             need_de(x, s);
-            al_sgemm(false, false, BT, D, C, -1.0f, s->de, C, w,
-                        D, 1.0f, dst, 3 * HD);
+            if (split)
+                for (int r = 0; r < BT; r++) {
+                    float *o = dst + (size_t)r * ld;
+                    const float *d = s->de + (size_t)r * C;
+                    for (int k = 0; k < C; k++) o[k] -= d[k];
+                }
+            else
+                al_sgemm(false, false, BT, D, C, -1.0f, s->de, C, head_w(m, l, h, ch), D, 1.0f,
+                         dst, (int)ld);
         }
         for (int l0 = 0; nh && l0 < l; l0++) {
             int any = 0;
-            for (int h0 = 0; h0 < H; h0++) any |= !sp->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)];
+            for (int h0 = 0; h0 < H; h0++)
+                any |= removed[h0] = !sp->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)];
             if (!any) continue;
-            /* layer l0's full difference, kept until RESID_POST */
             float *dz = s->dz + (size_t)l0 * BT * HD;
+            if (split) { /* the flags differ per head: not cached */
+                make_dz(x, s, l0, removed, dz);
+                al_sgemm(false, false, BT, C, HD, -1.0f, dz, HD,
+                         m->p[AL_P_WO] + (size_t)l0 * HD * C, C, 1.0f, dst, (int)ld);
+                continue;
+            }
+            /* layer l0's full difference, kept until RESID_POST */
             if (!(x->dz_ready & 1u << l0)) {
                 make_dz(x, s, l0, NULL, dz);
                 x->dz_ready |= 1u << l0;
@@ -243,60 +275,10 @@ static int circuit_qkv(al_hook_act *a, void *ctx, al_err *e) {
             /* stack (HD, D): W_O[l0,h0] · W_c[l,h] for removed h0, else 0 */
             for (int h0 = 0; h0 < H; h0++) {
                 float *blk = s->stack + (size_t)h0 * D * D;
-                if (sp->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)])
-                    memset(blk, 0, sizeof(float) * D * D);
+                if (!removed[h0]) memset(blk, 0, sizeof(float) * D * D);
                 else comp_block(m, l0, h0, l, h, ch, blk);
             }
             sub_comp(dst, dz, s->stack, BT, H, D);
-        }
-    }
-    return 0;
-}
-
-/* Q, K or V input of layer l under LayerNorm (the split inputs, (B, T,
- * H, C), docs/hooks.md): ln1 normalises each receiver's input with its
- * own statistics, so an edge cannot be removed after the projection as
- * circuit_qkv does. Each head's own copy of resid_pre gets the removed
- * senders' differences subtracted here, C-wide, before the forward
- * normalises it: de for embed, Δzg·W_O[l0] over the removed heads of each
- * earlier layer (one sgemm per sending layer, with the kept heads' Δzg
- * zeroed). A head with every edge kept is untouched, and the forward
- * keeps its fused product's value bit for bit. */
-static int circuit_qkv_in(al_hook_act *a, void *ctx, al_err *e) {
-    (void)e;
-    al_circuit_exec *x = ctx;
-    const al_circuit_spec *sp = x->sp;
-    const al_model *m = a->m;
-    cscr v, *s = &v;
-    views(x, s);
-    const al_config *c = &m->cfg;
-    const int L = c->n_layers, H = c->n_heads, D = c->d_head, C = c->d_model, HD = H * D;
-    const int BT = m->B * m->T, l = a->layer, ch = a->point - AL_HOOK_Q_INPUT;
-    const size_t ld = (size_t)H * C;
-    unsigned char *removed = (unsigned char *)s->ft; /* the fill tokens are used by now */
-    for (int h = 0; h < H; h++) {
-        int emb = !sp->kept[al_graph_k_input(H, l, h, ch, 0)], nh = 0;
-        for (int s0 = 0; s0 < l * H; s0++) nh += !sp->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
-        if (!emb && !nh) continue;
-        a->intervened = 1;
-        float *dst = a->data + (size_t)h * C;
-        if (emb) {
-            need_de(x, s);
-            for (int r = 0; r < BT; r++) {
-                float *o = dst + (size_t)r * ld;
-                const float *d = s->de + (size_t)r * C;
-                for (int k = 0; k < C; k++) o[k] -= d[k];
-            }
-        }
-        for (int l0 = 0; nh && l0 < l; l0++) {
-            int any = 0;
-            for (int h0 = 0; h0 < H; h0++)
-                any |= removed[h0] = !sp->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)];
-            if (!any) continue;
-            float *dz = s->dz + (size_t)l0 * BT * HD; /* not cached: the flags differ per head */
-            make_dz(x, s, l0, removed, dz);
-            al_sgemm(false, false, BT, C, HD, -1.0f, dz, HD, m->p[AL_P_WO] + (size_t)l0 * HD * C,
-                     C, 1.0f, dst, (int)ld);
         }
     }
     return 0;
@@ -358,8 +340,7 @@ int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp
      * projection, D-wide; with it, before ln1, on each head's own input. */
     const int ln = c->norm_type != AL_NORM_NONE;
     for (int ch = 0; rc == 0 && ch < 3; ch++)
-        rc = ln ? al_hook_add(m, AL_HOOK_Q_INPUT + ch, -1, circuit_qkv_in, x, e)
-                : al_hook_add(m, AL_HOOK_Q + ch, -1, circuit_qkv, x, e);
+        rc = al_hook_add(m, (ln ? AL_HOOK_Q_INPUT : AL_HOOK_Q) + ch, -1, circuit_recv, x, e);
     if (rc == 0) rc = al_hook_add(m, AL_HOOK_RESID_POST, L - 1, circuit_out, x, e);
     if (rc) {
         al_hook_remove(m, x);
