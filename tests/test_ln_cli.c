@@ -111,7 +111,8 @@ TEST(ln_cli_run_heatmap_report) {
                "> /dev/null 2> %s", t_bin(), dir.s, t_path("att.png"), err.s) == 0);
     int rc = t_sh("%s heatmap --model %s/ln --what qk --layer 0 --head 1 --out %s > /dev/null 2> %s",
                   t_bin(), dir.s, t_path("qk.png"), err.s);
-    CHECKF(rc == 1 && t_one_line(err.s, "circuits from the weights does not yet support LayerNorm"),
+    CHECKF(rc == 1 && t_one_line(err.s, "circuits from the weights need a model's LayerNorm "
+                                        "folded into them (this one has normalization_type LNPre"),
            "heatmap qk: exit %d", rc);
     CHECK(t_sh("%s scores --model %s/ln --db %s %s --threads 2 > /dev/null 2>&1", t_bin(), dir.s,
                db.s, small("scores")) == 0);
