@@ -12,8 +12,18 @@ attrpatch.c or the engine's backward), in float64:
     z       = A v;  zg = g[l,h] z;  out[l,h] = zg W_O[l,h]
     x^{l+1} = x^l + sum_h out[l,h];  logits = x^L W_U  (W_E^T when tied)
 
+With LayerNorm and biases (config.json's normalization_type and biases;
+TransformerLens's definitions, as tests/ln_ref.py writes them):
+
+    ln(x)   = (x - mean x) / scale * w + b,  scale = sqrt(mean((x - mean x)^2) + eps)
+              (LNPre: no w, b)
+    q, k, v = ln1(x) W_Q + b_Q, ...            (shortformer: ln1(x) + W_pos[t] for q, k)
+    x^{l+1} = x^l + sum_h out[l,h] + b_O[l];  logits = ln_final(x^L) W_U + b_U
+
 Item (pair, pos, answer, wrong): metric logit x_L(pos) . u, u = W_U[:,answer]
 - W_U[:,wrong] (W_U[:,answer] when wrong < 0); item loss -log p(answer).
+(With LayerNorm or biases: the logit difference, or the answer's logit, of
+the model's logits.)
 The task metric M (pairs.h) is the mean over items of the logit difference
 (logit_diff) or of log p(answer).
 
@@ -35,6 +45,18 @@ Attribution (attribute.h), from one forward of the clean tokens:
               head, virtual = the rest) the same with all the kind's terms
               subtracted at once
   logit lens  x_l W_U: mean item loss and top-1 accuracy (ties: lower id)
+  LayerNorm and biases: every component and term is read out with the
+              clean run's ln_final scale sf frozen, as TransformerLens's
+              apply_ln_to_stack: read(y) = ((y - mean y) / sf * w_f) W_U;
+              components embed, pos, heads, b_O[l] per layer, and const =
+              b_f W_U + b_U; in the path terms each value split by source
+              divides by the clean run's ln1 scale s1 of its layer:
+              through(l, h, y) = g A (((y - mean y) / s1 * w1) W_V) W_O, and
+              a head's own part d[l,h] = g A (ln1~(base_l) W_V + b_V) W_O
+              with ln1~ the affine map of ln1 at the frozen scale and
+              base_l = x0 + sum_{l' < l} b_O[l'] (d[0,h] = out[0,h] still);
+              direct = base_L, read out plus const. The lens reads each
+              stream through ln_final with its own scale, plus b_U.
 
 Attribution patching (attrpatch.h), with torch autograd. Every activation
 whose gradient is wanted gets a zero tensor added where it is formed (the
@@ -100,6 +122,28 @@ if torch is not None:
             self.W = [{n: t(w["blocks.%d.attn.%s" % (l, n)]) for n in ("W_Q", "W_K", "W_V", "W_O")}
                       for l in range(self.L)]
             self.g = t(gates).view(self.L, self.H)
+            # LayerNorm (None: none; w, b None: LNPre) and biases (zeros when absent)
+            self.norm, self.eps = cfg.get("norm"), cfg.get("eps", 1e-5)
+            C, H, D = self.W_E.shape[1], self.H, self.D
+            opt = lambda name, shape: t(w[name]) if name in w else torch.zeros(shape, dtype=torch.float64)
+            lnw = lambda name: t(w[name]) if self.norm == "LN" else None
+            self.ln1 = [(lnw("blocks.%d.ln1.w" % l), lnw("blocks.%d.ln1.b" % l)) for l in range(self.L)]
+            self.lnf = (lnw("ln_final.w"), lnw("ln_final.b"))
+            self.b = [{n: opt("blocks.%d.attn.%s" % (l, n), (C,) if n == "b_O" else (H, D))
+                       for n in ("b_Q", "b_K", "b_V", "b_O")} for l in range(self.L)]
+            self.b_U = opt("unembed.b_U", (self.W_U.shape[1],))
+            self.plain = self.norm is None and not cfg.get("biases")
+
+        def ln(self, x, wb, scale=None):
+            """TransformerLens's LayerNorm of x over its last axis (scale:
+            frozen, else x's own); returns (output, scale)."""
+            if self.norm is None:
+                return x, torch.ones_like(x[..., :1])
+            xc = x - x.mean(-1, keepdim=True)
+            if scale is None:
+                scale = (xc.pow(2).mean(-1, keepdim=True) + self.eps).sqrt()
+            out = xc / scale
+            return (out if wb[0] is None else out * wb[0] + wb[1]), scale
 
         def forward(self, tok, eps=None):
             """Cache of one forward of tok (B,T). eps: the zero tensors to add
@@ -113,14 +157,19 @@ if torch is not None:
             x = c["embed"] + c["pos"] + e("x", 0)
             c["x"], c["A"], c["zg"], c["out"] = [x], [], [], []
             future = torch.ones(T, T, dtype=torch.bool).triu(1)
+            c["s1"] = []
             for l in range(self.L):
                 W = self.W[l]
                 qkv = []
+                c["s1"].append(self.ln(x, self.ln1[l])[1])
                 for s, n in enumerate("qkv"):
-                    # each head reads its own copy of x (an edge's receiver)
-                    xin = x + P if self.shortformer and n in "qk" else x
-                    rows = [torch.einsum("btc,cd->btd", xin + e("r" + n, l, h), W["W_" + n.upper()][h])
-                            for h in range(self.H)]
+                    # each head reads its own copy of x (an edge's receiver), before ln1
+                    rows = []
+                    for h in range(self.H):
+                        xin = self.ln(x + e("r" + n, l, h), self.ln1[l])[0]
+                        xin = xin + P if self.shortformer and n in "qk" else xin
+                        rows.append(torch.einsum("btc,cd->btd", xin, W["W_" + n.upper()][h]) +
+                                    self.b[l]["b_" + n.upper()][h])
                     qkv.append(torch.stack(rows, 2) + e(n, l))  # (B,T,H,D)
                 q, k, v = qkv
                 A = (torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(self.D)) \
@@ -128,21 +177,51 @@ if torch is not None:
                 z = torch.einsum("bhts,bshd->bthd", A, v)
                 zg = z * self.g[l].view(1, 1, -1, 1) + e("zg", l)
                 out = torch.einsum("bthd,hdc->bthc", zg, W["W_O"])  # (B,T,H,C)
-                x = x + out.sum(2) + e("x", l + 1)
+                x = x + out.sum(2) + self.b[l]["b_O"] + e("x", l + 1)
                 c["A"].append(A), c["zg"].append(zg), c["out"].append(out), c["x"].append(x)
-            c["logits"] = x @ self.W_U
+            c["sf"] = self.ln(x, self.lnf)[1]
+            c["logits"] = self.unembed(x)
             return c
+
+        def unembed(self, x):
+            """The model's logits of residual x: ln_final with x's own scale."""
+            return self.ln(x, self.lnf)[0] @ self.W_U + self.b_U
+
+        def readout(self, c, vec):
+            """Logits of residual part vec with the clean run's ln_final
+            scale frozen (apply_ln_to_stack, then w), no constant."""
+            if self.norm is None:
+                return vec @ self.W_U
+            out = (vec - vec.mean(-1, keepdim=True)) / c["sf"]
+            return (out if self.lnf[0] is None else out * self.lnf[0]) @ self.W_U
+
+        def const(self):
+            """(V) ln_final.b W_U + b_U."""
+            return (self.b_U if self.lnf[1] is None else self.lnf[1] @ self.W_U + self.b_U)
+
+        def base(self, c, l):
+            """x0 and the b_O of the layers below l: the stream less the heads."""
+            v = c["embed"] + c["pos"]
+            for k in range(l):
+                v = v + self.b[k]["b_O"]
+            return v
 
         def path_terms(self, c):
             """(n_terms, B, T, C) residual vectors of attribute.h's terms."""
             L, H = self.L, self.H
-            x0 = c["embed"] + c["pos"]
+            x0 = self.base(c, L)  # the direct term: x0 and every b_O
 
-            def through(l, h, src):  # head l.h reading src through its value input
+            def through(l, h, src, cst=False):  # head l.h reading src through its value input
                 W, g, A = self.W[l], self.g[l], c["A"][l]
-                v = src @ W["W_V"][h]
+                if self.norm is None:
+                    v = src @ W["W_V"][h]
+                else:  # ln1 at the clean run's scale: affine with the constant, else linear
+                    xc = (src - src.mean(-1, keepdim=True)) / c["s1"][l]
+                    w1, b1 = self.ln1[l]
+                    v = (xc if w1 is None else xc * w1 + (b1 if cst else 0.0)) @ W["W_V"][h]
+                v = v + (self.b[l]["b_V"][h] if cst else 0.0)
                 return g[h] * (A[:, h] @ v) @ W["W_O"][h]
-            d = {(l, h): c["out"][0][:, :, h] if l == 0 else through(l, h, x0)
+            d = {(l, h): c["out"][0][:, :, h] if l == 0 else through(l, h, self.base(c, l), True)
                  for l in range(L) for h in range(H)}
             terms = [x0] + [d[l, h] for l in range(L) for h in range(H)]
             terms += [through(l1, h1, d[s // H, s % H])
@@ -185,15 +264,28 @@ if torch is not None:
         """attribute.h's numbers, as a dict named as al_attr_result."""
         L, H = model.L, model.H
         c = model.forward(tok)
-        n, t, _, _ = item_index(items)
-        u = u_vectors(model, items)
-        dot = lambda vec: (vec[n, t] * u).sum(-1)  # vec (B,T,C) -> (n_items)
+        n, t, a, w = item_index(items)
+        i = torch.arange(len(items))
+        has = (w >= 0).double()
+        # (B,T,V) logits -> (n_items) metric logit
+        metric = lambda lg: lg[n, t][i, a] - has * lg[n, t][i, w.clamp(min=0)]
+        if model.plain:
+            u = u_vectors(model, items)
+            dot = lambda vec: (vec[n, t] * u).sum(-1)  # vec (B,T,C) -> (n_items)
+        else:
+            dot = lambda vec: metric(model.readout(c, vec))
         comps = [c["embed"], c["pos"]] + [c["out"][l][:, :, h] for l in range(L) for h in range(H)]
+        if not model.plain:
+            comps += [model.b[l]["b_O"].expand_as(c["embed"]) for l in range(L)]
         item_dla = torch.stack([dot(v) for v in comps], 1)
-        r = {"item_metric": dot(c["x"][L]), "item_dla": item_dla, "dla": item_dla.mean(0)}
+        if not model.plain:
+            cst = model.const().expand(c["logits"].shape)
+            item_dla = torch.cat([item_dla, metric(cst).unsqueeze(1)], 1)
+        r = {"item_metric": dot(c["x"][L]) if model.plain else metric(c["logits"]),
+             "item_dla": item_dla, "dla": item_dla.mean(0)}
         r["metric"] = r["item_metric"].mean()
         r["pos_items"] = torch.bincount(t, minlength=T)
-        dla_pos = torch.full((len(comps), T), float("nan"), dtype=torch.float64)
+        dla_pos = torch.full((item_dla.shape[1], T), float("nan"), dtype=torch.float64)
         for p in range(T):
             if r["pos_items"][p] > 0:
                 dla_pos[:, p] = item_dla[t == p].mean(0)
@@ -203,7 +295,7 @@ if torch is not None:
         # the lens
         lens_loss, lens_acc, ties = [], [], 0
         for l in range(L + 1):
-            lg = c["x"][l] @ model.W_U
+            lg = c["x"][l] @ model.W_U if model.plain else model.unembed(c["x"][l])
             lens_loss.append(item_loss(lg, items).mean())
             row = lg[n, t]
             best = row.argmax(-1)  # the first of equal maxima: ties to the lower id
@@ -214,12 +306,16 @@ if torch is not None:
         # path terms
         terms = model.path_terms(c)
         r["term_sum_err"] = float((terms.sum(0) - c["x"][L]).abs().max())
+        if model.plain:
+            tl = terms @ model.W_U  # (n_terms, B, T, V)
+        else:
+            tl = torch.stack([model.readout(c, v) for v in terms])
+            tl[0] = tl[0] + model.const()
         # how much the chains of >= 3 heads carry (0 below 3 layers): the
         # identity above only tests the remainder if it is not negligible
         r["rem_scale"] = float(terms[-1].abs().max()) if L >= 3 else 0.0
-        item_term = torch.stack([dot(v) for v in terms], 1)
+        item_term = torch.stack([metric(x) for x in tl], 1)
         r["item_term"], r["term_value"] = item_term, item_term.mean(0)
-        tl = terms @ model.W_U  # (n_terms, B, T, V)
         r["term_dloss"] = torch.stack([item_loss(c["logits"] - tl[k], items).mean() - base
                                        for k in range(len(terms))])
         kinds = [[0], list(range(1, 1 + L * H)), list(range(1 + L * H, len(terms)))]
@@ -360,9 +456,10 @@ def main():
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print("attr_ref: %s" % exc, file=sys.stderr)
         return 2
-    print("torch %s, float64; model %s: L=%d C=%d H=%d D=%d tied=%s; gates %s"
-          % (torch.__version__, args.model, L, cfg["d_model"], H, cfg["d_head"], cfg["tied"],
-             res["gates"]))
+    print("torch %s, float64; model %s: L=%d C=%d H=%d D=%d tied=%s pos=%s norm=%s biases=%s; "
+          "gates %s" % (torch.__version__, args.model, L, cfg["d_model"], H, cfg["d_head"],
+                        cfg["tied"], cfg["pos"], cfg["norm"], ",".join(sorted(cfg["biases"])) or "-",
+                        res["gates"]))
     rep = Report()
     for run in res["runs"]:
         task, name = run["task"], run["name"]

@@ -16,8 +16,11 @@
  *   - al_attrpatch_run's estimates (compare = 0) in both directions.
  * tests/attr_ref.py recomputes all of it in float64 from the headers'
  * definitions (autograd for the gradients) and exits 0 iff every array
- * agrees within its tolerance (the script says which and why). Skipped
- * only when PyTorch cannot be imported. */
+ * agrees within its tolerance (the script says which and why). The
+ * LayerNorm and bias cases run the same on models with LN, LNPre and
+ * biases, which attr_ref.py builds from TransformerLens's definitions,
+ * the attribution read with the clean run's LayerNorm scales frozen
+ * (attribute.h). Skipped only when PyTorch cannot be imported. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +105,8 @@ static void attr_section(writer *w, al_model *m, const al_pairs *t) {
         return;
     }
     int L = m->cfg.n_layers;
-    CHECK(r.n_comp == 2 + L * 3 && r.n_terms == al_attr_n_terms(L, 3) && r.T == t->T);
+    CHECK(r.n_comp == al_attr_n_comp(&m->cfg) && r.n_terms == al_attr_n_terms(L, 3) &&
+          r.T == t->T);
     fputs(",\n  \"attr\": {", w->f);
     w->first = 1;
     num(w, "metric", r.metric);
@@ -129,7 +133,7 @@ static void attr_section(writer *w, al_model *m, const al_pairs *t) {
  * of their metric (pairs.h), at the last forward (of those pairs):
  * ∂M/∂logits at an item is (onehot(answer) − onehot(wrong)) / n for a
  * logit difference, (onehot(answer) − softmax) / n for a log-prob, then
- * through W_U. Returns M. */
+ * through W_U (and ln_final). Returns M. */
 static double metric_dxL(al_model *m, const al_pairs *t, int n0, int nb, float *dxL) {
     const int T = t->T, C = m->cfg.d_model, V = m->cfg.d_vocab;
     float *dl = calloc((size_t)nb * T * V, sizeof(float));
@@ -157,7 +161,10 @@ static double metric_dxL(al_model *m, const al_pairs *t, int n0, int nb, float *
         d[it->answer] += 1.0f / n;
     }
     al_err ue;
-    if (dl) CHECK_OK(al_model_unembed_backward(m, dl, nb * T, dxL, &ue), &ue);
+    if (dl)
+        CHECK_OK(al_model_unembed_backward_x(m, m->x + (size_t)m->cfg.n_layers * nb * T * C, dl,
+                                             nb * T, dxL, &ue),
+                 &ue);
     free(dl);
     free(row);
     return M / n;
@@ -352,12 +359,37 @@ static void check_covered(int attr_only) {
  * sharp heads they reach 20, a saturated softmax whose log-prob gradient
  * is nearly onehot(answer) − onehot(argmax), a weaker test. */
 static int g_pos_type = AL_POS_STANDARD; /* attr_torch_shortformer sets it */
+static int g_norm = AL_NORM_NONE;       /* the LayerNorm cases set these */
+static unsigned g_biases = 0;
 static void case_model(al_model *m, int L, int tied) {
-    rand_model(m, L, tied, AV);
-    m->cfg.pos_type = g_pos_type;
-    scale_qk(m, 3.0f); /* QK scores ×9: far from uniform */
-    if (!tied)
-        for (size_t i = 0; i < m->param_size[AL_P_WU]; i++) m->p[AL_P_WU][i] *= 0.25f;
+    if (g_norm == AL_NORM_NONE && !g_biases) {
+        rand_model(m, L, tied, AV);
+        m->cfg.pos_type = g_pos_type;
+        scale_qk(m, 3.0f); /* QK scores ×9: far from uniform */
+        if (!tied)
+            for (size_t i = 0; i < m->param_size[AL_P_WU]; i++) m->p[AL_P_WU][i] *= 0.25f;
+        return;
+    }
+    /* LayerNorm and biases: rand_model's shape, LayerNorm weights and
+     * biases far from their initial values; ln1's output has unit-variance
+     * coordinates, so W_Q, W_K as initialised already give scores of order
+     * 1 (×4 here), and W_U × 4 logits of a few units */
+    al_config c = al_config_default();
+    c.n_layers = L, c.d_model = 24, c.n_heads = 3, c.d_head = 8, c.n_ctx = 16, c.d_vocab = AV;
+    c.tied_embeddings = tied, c.pos_type = g_pos_type, c.norm_type = g_norm, c.biases = g_biases;
+    c.seed = 17 + (uint64_t)L;
+    al_err e;
+    CHECK_OK(al_model_init(m, &c, &e), &e);
+    al_rng r;
+    al_rng_seed(&r, 23 + (uint64_t)L);
+    for (int p = AL_P_LN1W; p < AL_NPARAM; p++)
+        for (size_t i = 0; i < m->param_size[p]; i++) {
+            double v = 0.3 * al_rng_normal(&r);
+            m->p[p][i] = (float)(p == AL_P_LN1W || p == AL_P_LNFW ? 1 + v : v);
+        }
+    scale_qk(m, 2.0f);
+    for (size_t i = 0; i < m->param_size[AL_P_WU]; i++) m->p[AL_P_WU][i] *= 4.0f;
+    for (int k = 0; k < L * c.n_heads; k++) m->gates[k] = 0.4f + 0.3f * (float)k;
 }
 
 /* Results of the model written (with perturbation pt) and compared:
@@ -409,6 +441,36 @@ TEST(attr_torch_shortformer) {
 TEST(attr_torch_shortformer_3layer) {
     g_pos_type = AL_POS_SHORTFORMER;
     run_case(3, 0);
+}
+
+/* LayerNorm and every bias, two layers: DLA and the path expansion with
+ * the clean run's ln_final and ln1 scales frozen (apply_ln_to_stack),
+ * b_O per layer and the constant as components, the logit lens through
+ * the whole unembedding, the activation gradients through ln1 and
+ * ln_final, and attribution patching's edges at each head's copy of the
+ * residual before ln1; as attr_ref.py computes them from TransformerLens's
+ * definitions. */
+TEST(attr_torch_ln_biases) {
+    g_norm = AL_NORM_LN, g_biases = AL_BIAS_ALL;
+    run_case(2, 0);
+}
+
+/* The same with shortformer positions (added to q, k after ln1), and
+ * LNPre with some biases at three layers (attribution only: the chains
+ * of three or more heads through frozen ln1 scales). */
+TEST(attr_torch_ln_shortformer) {
+    g_norm = AL_NORM_LN, g_biases = AL_BIAS_ALL, g_pos_type = AL_POS_SHORTFORMER;
+    run_case(2, 0);
+}
+TEST(attr_torch_lnpre_3layer) {
+    g_norm = AL_NORM_LNPRE, g_biases = AL_BIAS_Q | AL_BIAS_V | AL_BIAS_O | AL_BIAS_U;
+    run_case(3, 0);
+}
+
+/* Biases alone, no LayerNorm, one layer with tied embeddings. */
+TEST(attr_torch_biases_only) {
+    g_biases = AL_BIAS_ALL;
+    run_case(1, 1);
 }
 
 /* The check can fail: three numbers, each off by a little more than its

@@ -351,7 +351,7 @@ TEST(attr_planted_induction) {
     CHECK(!strcmp(al_attr_term_name(2, PH, TERM_VIRT(0, 1), buf, sizeof buf), "0.0>1.1"));
     CHECK(!strcmp(al_attr_term_name(2, PH, TERM_HEAD1(2), buf, sizeof buf), "1.2"));
     CHECK(!strcmp(al_attr_term_name(2, PH, 0, buf, sizeof buf), "direct"));
-    CHECK(!strcmp(al_attr_comp_name(PH, c11, buf, sizeof buf), "1.1"));
+    CHECK(!strcmp(al_attr_comp_name(2, PH, c11, buf, sizeof buf), "1.1"));
     CHECK(al_attr_term_kind_of(2, PH, TERM_VIRT(2, 2)) == AL_ATTR_VIRTUAL &&
           al_attr_term_kind_of(2, PH, TERM_HEAD1(0)) == AL_ATTR_HEAD &&
           al_attr_term_kind_of(2, PH, 0) == AL_ATTR_DIRECT);

@@ -57,7 +57,7 @@ TEST(ln_cli_every_analysis) {
     char *cfg = t_slurp(t_path("ln/config.json"));
     CHECK(cfg && strstr(cfg, "\"normalization_type\":\t\"LN\"") &&
           strstr(cfg, "\"b_Q\", \"b_K\", \"b_V\", \"b_O\", \"b_U\""));
-    const char *refused[] = {"circuits", "attribute", "sae_features"};
+    const char *refused[] = {"sae_features"};
     int done = 0;
     for (const al_analysis *const *ap = al_analyses; *ap; ap++) {
         const al_analysis *a = *ap;
@@ -90,6 +90,15 @@ TEST(ln_cli_every_analysis) {
     char want[32];
     snprintf(want, sizeof want, "%d|%d", done, done);
     CHECK_SQL(db.s, "SELECT count(*), sum(status = 'done') FROM runs", want);
+    /* attribute and circuits store what they fold, freeze and leave out
+     * with the run (run_warnings) */
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings w JOIN runs r USING (run_id) "
+                           "WHERE r.kind = 'attribute' AND w.message LIKE 'attribution freezes "
+                           "LayerNorm scales%'") == 1);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings w JOIN runs r USING (run_id) "
+                           "WHERE r.kind = 'circuits' AND (w.message LIKE 'circuits of a LayerNorm "
+                           "model read its weights with LayerNorm folded in%' OR w.message LIKE "
+                           "'circuits leave the biases out%')") == 2);
     /* a circuit run (--circuit) takes the model too: the empty circuit
      * (every edge carries the resampled run's value) */
     t_write("c.json", "{\"format\": \"attnlab-circuit\", \"version\": 1, \"n_edges\": 0, \"edges\": []}");
@@ -103,6 +112,36 @@ TEST(ln_cli_every_analysis) {
     CHECK_SQL(db.s, "SELECT count(*) FROM runs", want);
 }
 
+/* attribute on a LayerNorm model, compared with actual patching: heads and
+ * head x position are, edges are not (empty agreement, no actuals); the
+ * components include each layer's b_O and the constant, the dla picture
+ * draws them, and the notes are stored with the run. */
+TEST(ln_cli_attribute_compared) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err.txt");
+    ln_model(dir.s, "--norm ln --biases all");
+    CHECK(t_sh("%s attribute --model %s/ln --db %s --probe-r 6 --n 4 --batch 2 --threads 2 > %s "
+               "2> %s", t_bin(), dir.s, db.s, t_path("out.txt"), err.s) == 0);
+    CHECK_SQL(db.s, "SELECT grid, n, pearson IS NULL FROM attribution_agreement ORDER BY grid",
+              "edge|0|1\nhead|8|0\nhead_pos|104|0");
+    CHECK_SQL(db.s, "SELECT count(*) > 0, sum(actual IS NULL) = count(*) FROM attribution_patching "
+                    "WHERE grid = 'edge'", "1|1");
+    CHECK_SQL(db.s, "SELECT group_concat(component, ' ') FROM (SELECT component FROM "
+                    "logit_attribution WHERE pos IS NULL AND component NOT LIKE '%.%' ORDER BY "
+                    "component)", "b_O_0 b_O_1 const embed pos");
+    CHECK_SQL(db.s, "SELECT count(*) FROM run_warnings WHERE message LIKE 'attribution freezes%' "
+                    "OR message LIKE 'attribution of biases%' OR message LIKE 'attribution "
+                    "patching''s edge estimates are not compared%'", "3");
+    char *txt = t_slurp(err.s);
+    CHECK(txt && strstr(txt, "attnlab: warning: attribution freezes LayerNorm scales"));
+    free(txt);
+    /* the picture's rows: an SVG's labels are text */
+    CHECK(t_sh("%s heatmap --model %s/ln --db %s --what dla --out %s > /dev/null 2> %s", t_bin(),
+               dir.s, db.s, t_path("dla.svg"), err.s) == 0);
+    char *svg = t_slurp(t_path("dla.svg"));
+    CHECK(svg && strstr(svg, ">b_O_0<") && strstr(svg, ">b_O_1<") && strstr(svg, ">const<"));
+    free(svg);
+}
+
 /* run, heatmap and report take a LayerNorm model; the pictures read from
  * its weights refuse it by name, and the report says why it has none. */
 TEST(ln_cli_run_heatmap_report) {
@@ -114,8 +153,16 @@ TEST(ln_cli_run_heatmap_report) {
                "> /dev/null 2> %s", t_bin(), dir.s, t_path("att.png"), err.s) == 0);
     int rc = t_sh("%s heatmap --model %s/ln --what qk --layer 0 --head 1 --out %s > /dev/null 2> %s",
                   t_bin(), dir.s, t_path("qk.png"), err.s);
-    CHECKF(rc == 1 && t_one_line(err.s, "circuits from the weights does not yet support LayerNorm"),
+    CHECKF(rc == 1 && t_one_line(err.s, "circuits from the weights need a model's LayerNorm "
+                                        "folded into them (this one has normalization_type LNPre"),
            "heatmap qk: exit %d", rc);
+    /* circuits cannot fold a shortformer model's LayerNorm: one line, no run */
+    rc = t_sh("%s circuits --model %s/ln --db %s %s > /dev/null 2> %s", t_bin(), dir.s, db.s,
+              small("circuits"), err.s);
+    CHECKF(rc == 1 && t_one_line(err.s, "circuits of a shortformer model with LayerNorm: positions "
+                                        "join q and k after ln1"),
+           "circuits on a shortformer LN model: exit %d", rc);
+    CHECK_SQL(db.s, "SELECT count(*) FROM runs WHERE kind = 'circuits'", "0");
     CHECK(t_sh("%s scores --model %s/ln --db %s %s --threads 2 > /dev/null 2>&1", t_bin(), dir.s,
                db.s, small("scores")) == 0);
     CHECK(t_sh("%s report --db %s --model %s/ln --out %s --repeat 6 > /dev/null 2> %s", t_bin(),

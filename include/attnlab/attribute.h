@@ -59,6 +59,33 @@
  * accuracy (argmax == answer, ties to the lower id); x_L's are the
  * model's own.
  *
+ * LayerNorm and biases (model.h; any norm_type and bias set): the logits
+ * are ln_final(x_L) W_U + b_U, ln_final(x) = (x − mean x) / scale · w + b
+ * (LNPre: no w, b). With ln_final's scale frozen at its value in the
+ * clean run at that item (TransformerLens's apply_ln_to_stack: centre
+ * each component, divide by the clean run's ln_final.hook_scale), the
+ * logits are linear in x_L again and split exactly, for the clean run:
+ *   component y:  ((y − mean y) / scale · w) W_U      (no LayerNorm: y W_U)
+ *   const:        b W_U + b_U                          (ln_final.b, b_U)
+ * The components are embed, pos, the heads (as above, g·z W_O: b_V is in
+ * z), then one per layer, 2 + L·H + l: that layer's b_O ("b_O_l", 0
+ * without b_O), and last, 2 + L·H + L, the constant ("const"):
+ * al_attr_n_comp. On a model whose ln_final is folded (process.h:
+ * LNPre, its w and b already in W_U and b_U) the same formula reads the
+ * folded weights. The path expansion freezes each layer's ln1 scale too:
+ * head l.h's value reading part y of its input is ((y − mean y) /
+ * scale1 · ln1.w) W_V, its constant ln1.b W_V + b_V; so "embed + pos"
+ * above becomes the stream less the heads' outputs: the direct term is
+ * (x0 + Σ_l b_O[l]) read out plus the constant's logits, and head l.h's
+ * own term reads x0 + the b_O of the layers below l, plus its value
+ * constant (a layer-0 head's term is still its whole output; a sender's
+ * direct part is its own term's output). The terms still add up to the
+ * model's logits rows for the clean run (the frozen scales are its own):
+ * exactly, to float rounding, and a linearisation of the model anywhere
+ * else (al_attr_notes words it for a run's notes). The logit lens reads
+ * each stream through the whole unembedding, ln_final with the stream's
+ * own scale and b_U.
+ *
  * The run uses m's gates; m's hooks are ignored
  * (cleared for the run) and, like the gates, as before on return. Failure
  * contract as the analyses of analyses.h: 0 with *r filled (free with
@@ -102,7 +129,7 @@ typedef struct al_attr_result {
                               * mean logit */
     double loss;             /* mean item loss −log p(answer) (= lens_loss[L]) */
     /* direct logit attribution */
-    int n_comp;              /* 2 + L·H */
+    int n_comp;              /* al_attr_n_comp: 2 + L·H (plain model), 3 + L·H + L */
     double *dla;             /* (n_comp) mean contribution over items */
     double *dla_pos;         /* (n_comp, T) mean over the items at pos; NaN where none */
     int *pos_items;          /* (T) items at each position */
@@ -159,7 +186,17 @@ al_attr_term_kind al_attr_term_heads(int L, int H, int k, int *layer, int *head,
  * embed+pos path), "l0.h0>l1.h1" or "chains>=3"; returns buf. */
 al_attr_term_kind al_attr_term_kind_of(int L, int H, int k);
 const char *al_attr_term_name(int L, int H, int k, char *buf, size_t cap);
-/* Name of component c: "embed", "pos" or "l.h"; returns buf. */
-const char *al_attr_comp_name(int H, int c, char *buf, size_t cap);
+/* Components of a model of config c: 2 + L·H for the plain model; with
+ * LayerNorm or biases 3 + L·H + L (each layer's b_O, the constant). */
+int al_attr_n_comp(const al_config *c);
+/* Name of component c of an L-layer, H-head model: "embed", "pos",
+ * "l.h", "b_O_l" (no dot, so a LIKE '%.%' on names still picks the
+ * heads) or "const"; returns buf. */
+const char *al_attr_comp_name(int L, int H, int c, char *buf, size_t cap);
+/* The sentences a run on a model of config c records as notes (at most
+ * 2, into notes; each under AL_WARN_LEN): the frozen LayerNorm scales
+ * (with LayerNorm) and where the biases go (LayerNorm or biases).
+ * Returns how many (0 for the plain model). */
+int al_attr_notes(const al_config *c, const char *notes[2]);
 
 #endif

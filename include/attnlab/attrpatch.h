@@ -28,20 +28,33 @@
  *             held, as in path patching, so this is the gradient through
  *             that one receiver only, for a model of any depth up to
  *             AL_PATHS_MAX_LAYERS.
+ * LayerNorm and biases: the receiver's input is then the head's own copy
+ * of the residual before ln1 (docs/hooks.md's hook_q_input, k_input,
+ * v_input, which ln1 normalises alone), so its gradient is ∂M/∂q_h ·
+ * W_Q[l1,h]ᵀ taken on through ln1's backward at that layer's rows, mean
+ * and scale; the direct receiver's goes through ln_final's. Each estimate
+ * is still the exact first-order term (the derivative of M along the
+ * sender's difference added to that one input). Biases are the same in
+ * both runs and carry no difference.
  * M is the task's metric (pairs.h): its gradient at an item is
  * onehot(answer) − softmax for log-prob items and onehot(answer) −
  * onehot(wrong) for logit differences, so with logit differences the
  * estimate is exact (to float rounding) wherever M is linear in the
  * patched activation: every direct edge, and each head of the last
- * layer. Elsewhere the attention softmax bends it; how much is what the
- * agreement measures.
+ * layer, on a model without LayerNorm (ln_final's scale bends those too
+ * where there is one). Elsewhere
+ * the attention softmax bends it; how much is what the agreement
+ * measures.
  *
  * Agreement (o->compare): al_patch_run (components head and head_pos) and
  * al_paths_run in the same direction on the same task; for heads,
  * head × position and edges: Pearson and Spearman over the configurations
  * where both are finite (edges leave out the pos sender, whose paths are
  * 0 in both: the two runs share positions), and how many of the five
- * largest in |effect| are the same five.
+ * largest in |effect| are the same five. Path patching takes the plain
+ * model only (patch.h), so on a LayerNorm or bias model the edges are not
+ * compared: act_edge stays NaN and agree[AL_AP_EDGE] is {0, NaN, NaN, 0};
+ * al_attrpatch_note says so.
  *
  * Ownership and failure contract as the analyses of analyses.h: 0 with
  * *r filled (al_attrpatch_result_free), or −1 with e set and *r zeroed;
@@ -93,6 +106,10 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
 void al_attrpatch_result_free(al_attrpatch_result *r);
 /* "head", "head_pos" or "edge". */
 const char *al_attrpatch_grid_name(int grid);
+/* What a run with compare = 1 leaves out on a model of config c, as one
+ * sentence for a run's notes (the edges' comparison on a LayerNorm or
+ * bias model), or NULL when nothing is. */
+const char *al_attrpatch_note(const al_config *c);
 
 /* ∂M/∂(everything) of task t's base runs, for tests and the finite
  * difference check: the gradient of the task's metric (mean over items,

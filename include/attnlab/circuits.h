@@ -16,7 +16,22 @@
  *
  * Orientation: full QK has rows = destination (query) token B and
  * columns = source (key) token A; full OV has rows = source token A and
- * columns = output token C. W_U is W_Eᵀ for tied embeddings. */
+ * columns = output token C. W_U is W_Eᵀ for tied embeddings.
+ *
+ * LayerNorm and biases (model.h): the circuits read the weights with
+ * LayerNorm folded in (process.h: TransformerLens's fold_ln, so W_Q, W_K,
+ * W_V and W_U hold ln.w and read centred inputs, and
+ * center_writing_weights, so W_E, W_pos and W_O write only what a reader
+ * sees); LayerNorm's per-position scale, which no weight shows, is left
+ * out, so each circuit is the model's up to it. al_circ_analyse folds a
+ * copy of a model whose LayerNorm is not folded (config.processed lacks
+ * AL_PROC_FOLD_LN) and refuses a shortformer model with LayerNorm, whose
+ * positions join q and k after ln1 (fold_ln skips it); the pieces below
+ * take a model without LayerNorm or with it folded, and refuse others.
+ * Biases are left out everywhere: the QK circuit is the token parts'
+ * bilinear form x W_Q W_Kᵀ yᵀ (what b_Q and b_K add to a score is
+ * dropped), OV is W_V W_O (b_V, b_O dropped), full circuits read W_U
+ * without b_U. al_circ_notes says both for a run's notes. */
 #ifndef ATTNLAB_CIRCUITS_H
 #define ATTNLAB_CIRCUITS_H
 
@@ -85,9 +100,17 @@ typedef struct al_circ_result {
     double seconds;        /* wall time of the analysis */
 } al_circ_result;
 
-/* Everything above for every head of m. */
+/* Everything above for every head of m (a LayerNorm model: on its
+ * weights with LayerNorm folded in, a folded copy when they are not). */
 int al_circ_analyse(const al_model *m, const al_circ_opts *o,
                     al_circ_result *r, al_err *e);
+/* 0 if al_circ_analyse takes a model of config c; −1 with e for a
+ * shortformer model with LayerNorm not folded (above). */
+int al_circ_model_check(const al_config *c, al_err *e);
+/* The sentences a run on a model of config c records as notes (at most
+ * 2, into notes; each under AL_WARN_LEN): LayerNorm folded and its scale
+ * left out; biases left out. Returns how many (0: the plain model). */
+int al_circ_notes(const al_config *c, const char *notes[2]);
 void al_circ_result_free(al_circ_result *r);
 
 /* ---- pieces, for tests, pictures and other commands ---- */

@@ -403,6 +403,14 @@ float al_model_logit(const al_model *m, const float *x, int v);
  * LayerNorm model (ln_final's backward needs the rows themselves). */
 int al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx,
                               al_err *e);
+/* The same for any model, given the rows x (n, C) the logits were read
+ * from: dx = ln_final's backward of dlogits · W_Uᵀ at x (its mean and
+ * scale recomputed from x as the forward computes them), so the gradient
+ * reaches the residual stream before ln_final; without LayerNorm it is
+ * al_model_unembed_backward's, bit for bit. 0, or −1 with e (out of
+ * memory). */
+int al_model_unembed_backward_x(const al_model *m, const float *x, const float *dlogits, int n,
+                                float *dx, al_err *e);
 
 /* Activation gradients of a scalar function f of the last forward's
  * final residual stream (before ln_final), for attribution patching

@@ -90,11 +90,33 @@ const char *al_attr_term_name(int L, int H, int k, char *buf, size_t cap) {
     return buf;
 }
 
-const char *al_attr_comp_name(int H, int c, char *buf, size_t cap) {
+int al_attr_n_comp(const al_config *c) {
+    int LH = c->n_layers * c->n_heads;
+    return al_config_is_plain(c) ? 2 + LH : 3 + LH + c->n_layers;
+}
+
+const char *al_attr_comp_name(int L, int H, int c, char *buf, size_t cap) {
     if (c == 0) snprintf(buf, cap, "embed");
     else if (c == 1) snprintf(buf, cap, "pos");
-    else snprintf(buf, cap, "%d.%d", (c - 2) / H, (c - 2) % H);
+    else if (c < 2 + L * H) snprintf(buf, cap, "%d.%d", (c - 2) / H, (c - 2) % H);
+    else if (c < 2 + L * H + L) snprintf(buf, cap, "b_O_%d", c - 2 - L * H);
+    else snprintf(buf, cap, "const");
     return buf;
+}
+
+int al_attr_notes(const al_config *c, const char *notes[2]) {
+    int n = 0;
+    if (c->norm_type != AL_NORM_NONE)
+        notes[n++] = "attribution freezes LayerNorm scales at the clean run's: ln_final's for "
+                     "every component and path term (TransformerLens's apply_ln_to_stack: "
+                     "centred, divided by it, times ln_final.w), each ln1's in the path terms' "
+                     "values; exact for the clean run, a linearisation for anything else";
+    if (!al_config_is_plain(c))
+        notes[n++] = "attribution of biases: each layer's b_O (b_O_l) and ln_final.b W_U + b_U "
+                     "(const) are components of their own; in the path expansion the direct "
+                     "term carries them, and each head's embed+pos term its value constant "
+                     "ln1.b W_V + b_V and the b_O of the layers below it";
+    return n;
 }
 
 void al_attr_result_free(al_attr_result *r) {
@@ -127,6 +149,19 @@ typedef struct ctx {
     float *TL;       /* (cap, V) one term's logits */
     float *full;     /* (cap, V) the model's logits */
     double *ubar;    /* (C) the mean unembedding column, when centring; else NULL */
+    /* LayerNorm or bias models (np; else all NULL): the frozen-scale
+     * readout of attribute.h */
+    int np, ln;      /* not the plain model; norm_type != none */
+    double *cst;     /* (V) the constant's logits: ln_final.b W_U + b_U */
+    double cst_mean; /* its mean over the vocabulary (centring) */
+    double bu_mean;  /* b_U's mean (0 without) */
+    double *yh;      /* (C) one component as W_U reads it (DLA) */
+    float *bsum;     /* (L+1, C) Σ_{l'<l} b_O[l']: what the biases put in the stream
+                      * entering layer l (0 without b_O) */
+    float *wo2;      /* (D, C) one head's W_O read through ln_final (rows centred, × w) */
+    float *veff;     /* (C, D) one head's W_V read through ln1: P diag(ln1.w) W_V */
+    float *cv;       /* (D) that head's value constant: ln1.b W_V + b_V */
+    float *xb;       /* (T, C) the bias-and-embedding stream of one sequence at a layer */
     /* 3 layers and more (else NULL): */
     float *zd;       /* (L, nbmax, H, T, D) direct z of heads in layers >= 1 */
     float *S;        /* (T, C) the head outputs of the layers below, summed */
@@ -142,7 +177,51 @@ static void ctx_free(ctx *s) {
     free(s->ou);
     free(s->ubar);
     free(s->zd);
+    free(s->cst);
+    free(s->bsum);
     memset(s, 0, sizeof *s);
+}
+
+/* x (C) as W_U (or tied W_Eᵀ) reads it at column v, in double. */
+static double col_dot(const ctx *s, const double *x, int v) {
+    const al_model *m = s->m;
+    const int C = s->C, V = s->V;
+    double a = 0.0;
+    for (int k = 0; k < C; k++)
+        a += x[k] * (m->cfg.tied_embeddings ? m->p[AL_P_WE][(size_t)v * C + k]
+                                            : m->p[AL_P_WU][(size_t)k * V + v]);
+    return a;
+}
+
+/* The LayerNorm or bias model's constants (s->np; nothing for the plain
+ * model): the constant term's logits, the biases' stream per layer, and
+ * scratch. */
+static int ctx_init_np(ctx *s, al_err *e) {
+    const al_model *m = s->m;
+    const al_config *c = &m->cfg;
+    if (al_config_is_plain(c)) return 0;
+    s->np = 1, s->ln = c->norm_type != AL_NORM_NONE;
+    const size_t C = s->C, D = s->D, V = s->V, L = s->L, T = s->T;
+    s->cst = al_malloc(V + C, sizeof(double), e);
+    s->bsum = al_calloc((L + 1) * C + 2 * D * C + D + T * C, sizeof(float), e);
+    if (!s->cst || !s->bsum) return -1;
+    s->yh = s->cst + V;
+    s->wo2 = s->bsum + (L + 1) * C;
+    s->veff = s->wo2 + D * C;
+    s->cv = s->veff + C * D;
+    s->xb = s->cv + D;
+    const float *bf = m->p[AL_P_LNFB], *bu = m->p[AL_P_BU];
+    for (size_t k = 0; k < C; k++) s->yh[k] = bf ? bf[k] : 0.0;
+    s->cst_mean = s->bu_mean = 0.0;
+    for (int v = 0; v < s->V; v++) {
+        s->cst[v] = (bf ? col_dot(s, s->yh, v) : 0.0) + (bu ? bu[v] : 0.0);
+        s->cst_mean += s->cst[v], s->bu_mean += bu ? bu[v] : 0.0;
+    }
+    s->cst_mean /= s->V, s->bu_mean /= s->V;
+    for (size_t l = 1; l <= L && m->p[AL_P_BO]; l++)
+        for (size_t k = 0; k < C; k++)
+            s->bsum[l * C + k] = s->bsum[(l - 1) * C + k] + m->p[AL_P_BO][(l - 1) * C + k];
+    return 0;
 }
 
 /* cap: the most items of a batch; nbmax: the most sequences. */
@@ -173,7 +252,7 @@ static int ctx_init(ctx *s, al_model *m, int T, int cap, int nbmax, al_err *e) {
         s->oc = s->R + L * tc;
         s->zt = s->oc + tc;
     }
-    return 0;
+    return ctx_init_np(s, e);
 }
 
 /* s->ubar = the mean over the vocabulary of W_U's columns: x · ubar is
@@ -191,12 +270,94 @@ static int ctx_center(ctx *s, al_err *e) {
     return 0;
 }
 
-/* ou = W_O[l,h] W_U (D, V). */
-static void head_ou(ctx *s, int l, int h) {
+/* Rows x (n, C) in place as ln_final reads them with its scale frozen,
+ * less that scale: each row centred and times ln_final.w (LN; LNPre:
+ * centred only). Without LayerNorm: unchanged. */
+static void ln_rows(const ctx *s, float *x, int n) {
+    if (!s->ln) return;
+    const float *w = s->m->p[AL_P_LNFW];
+    const int C = s->C;
+    for (int i = 0; i < n; i++) {
+        float *r = x + (size_t)i * C;
+        double mu = 0.0;
+        for (int k = 0; k < C; k++) mu += r[k];
+        mu /= C;
+        for (int k = 0; k < C; k++) r[k] = (float)((r[k] - mu) * (w ? w[k] : 1.0f));
+    }
+}
+
+/* out (n, V) = x (n, C) W_U (W_Eᵀ when tied), no bias. */
+static void unembed_lin(const ctx *s, const float *x, int n, float *out) {
     const al_model *m = s->m;
     if (m->cfg.tied_embeddings)
-        matmul_forward_wt(s->ou, al_head_wo(m, l, h), m->p[AL_P_WE], s->D, s->C, s->V, 0.0f);
-    else matmul_forward(s->ou, al_head_wo(m, l, h), m->p[AL_P_WU], s->D, s->C, s->V, 0.0f);
+        matmul_forward_wt(out, x, m->p[AL_P_WE], n, s->C, s->V, 0.0f);
+    else matmul_forward(out, x, m->p[AL_P_WU], n, s->C, s->V, 0.0f);
+}
+
+/* Logits rows TL (ni, V) of the items /= ln_final's scale frozen at each
+ * item's (b, t) in the clean run (LayerNorm only). */
+static void by_final_scale(const ctx *s, float *TL, const int *rb, const int *rt, int ni) {
+    if (!s->ln) return;
+    for (int i = 0; i < ni; i++) {
+        const float sc = s->m->lnf_scale[(size_t)rb[i] * s->T + rt[i]];
+        float *r = TL + (size_t)i * s->V;
+        for (int v = 0; v < s->V; v++) r[v] /= sc;
+    }
+}
+
+/* ou = W_O[l,h] W_U (D, V); with LayerNorm, W_O's rows as ln_final reads
+ * them (ln_rows; the scale is divided out of the logits). */
+static void head_ou(ctx *s, int l, int h) {
+    const al_model *m = s->m;
+    const float *wo = al_head_wo(m, l, h);
+    if (s->ln) {
+        memcpy(s->wo2, wo, sizeof(float) * (size_t)s->D * s->C);
+        ln_rows(s, s->wo2, s->D);
+        wo = s->wo2;
+    }
+    unembed_lin(s, wo, s->D, s->ou);
+}
+
+/* Head (l, h)'s W_V as it reads the residual stream: with LayerNorm
+ * P diag(ln1.w) W_V (P centres over d_model; ln1's scale is divided out
+ * per position, value_rows), else W_V itself; and (np) s->cv = its value
+ * constant ln1.b W_V + b_V. */
+static const float *head_veff(ctx *s, int l, int h) {
+    const al_model *m = s->m;
+    const int C = s->C, D = s->D;
+    const float *wv = al_head_wv(m, l, h);
+    if (!s->np) return wv;
+    const float *w = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL;
+    const float *b = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
+    const float *bv = m->p[AL_P_BV] ? m->p[AL_P_BV] + ((size_t)l * s->H + h) * D : NULL;
+    for (int d = 0; d < D; d++) {
+        double mu = 0.0, cb = bv ? bv[d] : 0.0;
+        for (int k = 0; k < C; k++) {
+            mu += (double)wv[(size_t)k * D + d] * (w ? w[k] : 1.0f);
+            if (b) cb += (double)b[k] * wv[(size_t)k * D + d];
+        }
+        mu /= C;
+        s->cv[d] = (float)cb;
+        for (int k = 0; s->ln && k < C; k++)
+            s->veff[(size_t)k * D + d] = (float)(wv[(size_t)k * D + d] * (w ? w[k] : 1.0f) - mu);
+    }
+    return s->ln ? s->veff : wv;
+}
+
+/* A value block val (T, D) of sequence b read from part of the stream
+ * entering layer l: divided by ln1's scale frozen at each position
+ * (LayerNorm), then plus the value constant s->cv where cst (the head's
+ * own embed+pos part, which carries its biases). */
+static void value_rows(const ctx *s, int l, int b, float *val, int cst) {
+    const int T = s->T, D = s->D;
+    const float *sc = s->m->ln1_scale + ((size_t)l * s->nb + b) * T;
+    for (int u = 0; u < T; u++) {
+        float *r = val + (size_t)u * D;
+        if (s->ln)
+            for (int d = 0; d < D; d++) r[d] /= sc[u];
+        if (cst)
+            for (int d = 0; d < D; d++) r[d] += s->cv[d];
+    }
 }
 
 /* zg of head (l, h) at sequence b, position t (D floats, gated). */
@@ -228,26 +389,44 @@ static void mix(const ctx *s, int l, int h, int b, int t, const float *val, floa
     for (int d = 0; d < D; d++) z[d] *= g;
 }
 
+/* What head (l, h)'s value reads of embed + pos at sequence b, into
+ * s->val (T, D): x0 W_V; with LayerNorm or biases, the stream entering
+ * layer l less every head's output (x0 + the b_O of layers below l)
+ * through the head's value readout wv (head_veff), ln1's frozen scale and
+ * the value constant. */
+static void base_value(ctx *s, int l, int b, const float *wv) {
+    const int T = s->T, C = s->C;
+    if (!s->np) {
+        matmul_forward(s->val, x_at(s, 0, b, 0), wv, T, C, s->D, 0.0f);
+        return;
+    }
+    const float *x0 = x_at(s, 0, b, 0), *bs = s->bsum + (size_t)l * C;
+    for (size_t i = 0; i < (size_t)T * C; i++) s->xb[i] = x0[i] + bs[i % C];
+    matmul_forward(s->val, s->xb, wv, T, C, s->D, 0.0f);
+    value_rows(s, l, b, s->val, 1);
+}
+
 /* Head l1.h1's (l1 >= 1) z parts at the items from value source src
  * (−1: embed + pos, the residual entering layer 0, which for shortformer
- * positions is embed alone; s >= 0: the direct part of sender head s =
- * l0·H + h0, l0 < l1), into s->Z; s->dd must hold W_O[l0,h0] W_V[l1,h1]
- * for src >= 0. */
-static void head_part(ctx *s, int l1, int h1, int src, const int *rb, const int *rt, int ni) {
-    const al_model *m = s->m;
+ * positions is embed alone; with biases also the b_O below l1 and the
+ * head's value constant, base_value; s >= 0: the direct part of sender
+ * head s = l0·H + h0, l0 < l1), into s->Z; wv is head_veff(l1, h1), and
+ * s->dd must hold W_O[l0,h0] wv for src >= 0. */
+static void head_part(ctx *s, int l1, int h1, int src, const float *wv, const int *rb,
+                      const int *rt, int ni) {
     const int T = s->T, D = s->D, H = s->H;
     int cur = -1;
     for (int i = 0; i < ni; i++) {
         int b = rb[i], t = rt[i];
         if (b != cur) { /* value block of sequence b, positions 0..T−1 */
             cur = b;
-            if (src < 0) matmul_forward(s->val, x_at(s, 0, b, 0), al_head_wv(m, l1, h1), T, s->C,
-                                        D, 0.0f);
+            if (src < 0) base_value(s, l1, b, wv);
             else if (src < H) { /* layer 0: the forward's own z is its direct z */
                 for (int u = 0; u < T; u++)
                     memcpy(s->seq + (size_t)u * D, zg_at(s, 0, b, u, src), sizeof(float) * D);
                 matmul_forward(s->val, s->seq, s->dd, T, D, D, 0.0f);
             } else matmul_forward(s->val, zd_at(s, src / H, b, src % H), s->dd, T, D, D, 0.0f);
+            if (src >= 0 && s->np) value_rows(s, l1, b, s->val, 0);
         }
         mix(s, l1, h1, b, t, s->val, s->Z + (size_t)i * D);
     }
@@ -257,7 +436,6 @@ static void head_part(ctx *s, int l1, int h1, int src, const int *rb, const int 
  * (the senders of virtual heads beyond layer 0) reading embed + pos
  * only, at every position. */
 static void direct_z(ctx *s, const int *rb, int ni) {
-    const al_model *m = s->m;
     const int T = s->T, D = s->D, H = s->H;
     for (int i = 0; i < ni; i++) {
         int b = rb[i];
@@ -265,7 +443,7 @@ static void direct_z(ctx *s, const int *rb, int ni) {
         for (int l = 1; l <= s->L - 2; l++)
             for (int h = 0; h < H; h++) {
                 float *zd = zd_at(s, l, b, h);
-                matmul_forward(s->val, x_at(s, 0, b, 0), al_head_wv(m, l, h), T, s->C, D, 0.0f);
+                base_value(s, l, b, head_veff(s, l, h));
                 for (int t = 0; t < T; t++) mix(s, l, h, b, t, s->val, zd + (size_t)t * D);
             }
     }
@@ -297,7 +475,8 @@ static void chains3(ctx *s, const int *rb, const int *rt, int ni) {
         memset(s->R, 0, sizeof(float) * tc * L);
         for (int l0 = 0; l0 <= L - 2; l0++) {
             for (int h0 = 0; l0 >= 1 && h0 < H; h0++) { /* I[l0,h0], added to R[l] for l > l0 */
-                matmul_forward(s->val, s->S, al_head_wv(m, l0, h0), T, C, D, 0.0f);
+                matmul_forward(s->val, s->S, head_veff(s, l0, h0), T, C, D, 0.0f);
+                if (s->np) value_rows(s, l0, b, s->val, 0);
                 for (int t = 0; t < T; t++) mix(s, l0, h0, b, t, s->val, s->zt + (size_t)t * D);
                 matmul_forward(s->oc, s->zt, al_head_wo(m, l0, h0), T, D, C, 0.0f);
                 for (int l = l0 + 1; l < L; l++)
@@ -311,7 +490,8 @@ static void chains3(ctx *s, const int *rb, const int *rt, int ni) {
         }
         for (int l1 = 2; l1 < L; l1++)
             for (int h1 = 0; h1 < H; h1++) {
-                matmul_forward(s->val, s->R + l1 * tc, al_head_wv(m, l1, h1), T, C, D, 0.0f);
+                matmul_forward(s->val, s->R + l1 * tc, head_veff(s, l1, h1), T, C, D, 0.0f);
+                if (s->np) value_rows(s, l1, b, s->val, 0);
                 for (int i = i0; i < i1; i++) {
                     mix(s, l1, h1, b, rt[i], s->val, s->zt);
                     add_out(s, l1, h1, s->zt, 1, s->rows + (size_t)i * C);
@@ -320,41 +500,65 @@ static void chains3(ctx *s, const int *rb, const int *rt, int ni) {
     }
 }
 
+/* The logits of residual rows s->rows (ni, C) at the items: the model's
+ * unembedding for the plain model; else the frozen-scale readout (the
+ * constant's logits added when cst: the direct term carries them). */
+static void rows_logits(ctx *s, const int *rb, const int *rt, int ni, int cst) {
+    if (!s->np) {
+        al_model_unembed(s->m, s->rows, ni, s->TL);
+        return;
+    }
+    ln_rows(s, s->rows, ni);
+    unembed_lin(s, s->rows, ni, s->TL);
+    by_final_scale(s, s->TL, rb, rt, ni);
+    for (int i = 0; cst && i < ni; i++)
+        for (int v = 0; v < s->V; v++) s->TL[(size_t)i * s->V + v] += (float)s->cst[v];
+}
+
 /* Every path term's logits at the items (rb, rt) of the last forward,
  * each handed to fn (one or two layers: in the order they always were,
- * which the kinds' float sums depend on). */
+ * which the kinds' float sums depend on). With LayerNorm or biases the
+ * direct term is the whole stream less the heads' outputs (x0 and every
+ * b_O) and carries the constant's logits (ln_final.b W_U + b_U), and
+ * each head's own term its value constant (base_value). */
 static void path_terms(ctx *s, const int *rb, const int *rt, int ni, term_fn fn, void *arg) {
     al_model *m = s->m;
-    const int H = s->H, D = s->D, V = s->V, L = s->L;
-    for (int i = 0; i < ni; i++)
-        memcpy(s->rows + (size_t)i * s->C, x_at(s, 0, rb[i], rt[i]), sizeof(float) * s->C);
-    al_model_unembed(m, s->rows, ni, s->TL);
+    const int H = s->H, D = s->D, V = s->V, L = s->L, C = s->C;
+    for (int i = 0; i < ni; i++) {
+        float *r = s->rows + (size_t)i * C;
+        memcpy(r, x_at(s, 0, rb[i], rt[i]), sizeof(float) * C);
+        for (int k = 0; s->np && k < C; k++) r[k] += s->bsum[(size_t)L * C + k];
+    }
+    rows_logits(s, rb, rt, ni, 1);
     fn(arg, 0, s->TL, ni);
     for (int h = 0; h < H; h++) {
         head_ou(s, 0, h);
         for (int i = 0; i < ni; i++)
             memcpy(s->Z + (size_t)i * D, zg_at(s, 0, rb[i], rt[i], h), sizeof(float) * D);
         matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
+        by_final_scale(s, s->TL, rb, rt, ni);
         fn(arg, 1 + h, s->TL, ni);
     }
     if (L >= 3) direct_z(s, rb, ni);
     for (int l1 = 1; l1 < L; l1++)
         for (int h1 = 0; h1 < H; h1++) {
             head_ou(s, l1, h1);
-            head_part(s, l1, h1, -1, rb, rt, ni);
+            const float *wv = head_veff(s, l1, h1);
+            head_part(s, l1, h1, -1, wv, rb, rt, ni);
             matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
+            by_final_scale(s, s->TL, rb, rt, ni);
             fn(arg, 1 + l1 * H + h1, s->TL, ni);
             for (int src = 0; src < l1 * H; src++) {
-                matmul_forward(s->dd, al_head_wo(m, src / H, src % H), al_head_wv(m, l1, h1), D,
-                               s->C, D, 0.0f);
-                head_part(s, l1, h1, src, rb, rt, ni);
+                matmul_forward(s->dd, al_head_wo(m, src / H, src % H), wv, D, C, D, 0.0f);
+                head_part(s, l1, h1, src, wv, rb, rt, ni);
                 matmul_forward(s->TL, s->Z, s->ou, ni, D, V, 0.0f);
+                by_final_scale(s, s->TL, rb, rt, ni);
                 fn(arg, al_attr_virtual_index(L, H, src, l1, h1), s->TL, ni);
             }
         }
     if (L >= 3) {
         chains3(s, rb, rt, ni);
-        al_model_unembed(m, s->rows, ni, s->TL);
+        rows_logits(s, rb, rt, ni, 0);
         fn(arg, al_attr_n_terms(L, H) - 1, s->TL, ni);
     }
 }
@@ -431,6 +635,13 @@ static double mean_logit(const ctx *s, const float *x) {
     return a;
 }
 
+/* yh · ubar, in double. */
+static double dot_ubar(const ctx *s, const double *yh) {
+    double a = 0.0;
+    for (int k = 0; k < s->C; k++) a += yh[k] * s->ubar[k];
+    return a;
+}
+
 /* Direct logit attribution of one item at (b, t) of the last forward. */
 static void item_dla(const ctx *s, const al_pair_item *it, int b, int t, int tok, double *out,
                      double *metric, float *buf) {
@@ -453,6 +664,76 @@ static void item_dla(const ctx *s, const al_pair_item *it, int b, int t, int tok
         }
     *metric = DIFF(x_at(s, s->L, b, t));
 #undef DIFF
+}
+
+/* s->yh (C) = component y as W_U reads it under ln_final's scale sf,
+ * frozen: (y − mean(y)) / sf · ln_final.w (LN; LNPre: no w); y itself
+ * without LayerNorm. */
+static void readout(const ctx *s, const float *y, float sf) {
+    const int C = s->C;
+    const float *w = s->m->p[AL_P_LNFW];
+    double mu = 0.0;
+    for (int k = 0; s->ln && k < C; k++) mu += y[k];
+    mu /= C;
+    for (int k = 0; k < C; k++)
+        s->yh[k] = s->ln ? (y[k] - mu) / sf * (w ? w[k] : 1.0f) : (double)y[k];
+}
+
+/* The model's mean logit of final residual row x (centring): ln_final(x)
+ * as al_model_logit computes it, times the mean column, plus b_U's mean. */
+static double model_mean_logit(const ctx *s, const float *x) {
+    const al_model *m = s->m;
+    const int C = s->C;
+    const float *w = m->p[AL_P_LNFW], *b = m->p[AL_P_LNFB];
+    float mu = 0.0f, inv = 1.0f, scale;
+    if (s->ln) {
+        layernorm_stats(&mu, &scale, x, 1, C, m->cfg.ln_eps);
+        inv = 1.0f / scale;
+    }
+    double a = s->bu_mean;
+    for (int k = 0; k < C; k++) {
+        float u = !s->ln ? x[k] : w ? (x[k] - mu) * inv * w[k] + b[k] : (x[k] - mu) * inv;
+        a += (double)u * s->ubar[k];
+    }
+    return a;
+}
+
+/* item_dla of a LayerNorm or bias model: every component (embed, pos,
+ * heads, each layer's b_O) centred and divided by ln_final's scale at
+ * (b, t) in this run (TransformerLens's apply_ln_to_stack), times
+ * ln_final.w, through W_U; then the constant ln_final.b W_U + b_U. They
+ * add up to the model's metric logit, which is read through the whole
+ * unembedding. */
+static void item_dla_np(const ctx *s, const al_pair_item *it, int b, int t, int tok, double *out,
+                        double *metric, float *buf) {
+    const al_model *m = s->m;
+    const int C = s->C, D = s->D, H = s->H, L = s->L;
+    const float sf = s->ln ? m->lnf_scale[(size_t)b * s->T + t] : 1.0f;
+    double *yh = s->yh, sum;
+#define DIFF_NP(y)                                                                                 \
+    (readout(s, (y), sf), sum = col_dot(s, yh, it->answer),                                        \
+     sum - (it->wrong >= 0 ? col_dot(s, yh, it->wrong) : s->ubar ? dot_ubar(s, yh) : 0.0))
+    out[0] = DIFF_NP(m->p[AL_P_WE] + (size_t)tok * C);
+    out[1] = m->cfg.pos_type == AL_POS_SHORTFORMER ? 0.0 : DIFF_NP(m->p[AL_P_WPOS] + (size_t)t * C);
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            const float *z = zg_at(s, l, b, t, h), *wo = al_head_wo(m, l, h);
+            for (int c = 0; c < C; c++) buf[c] = 0.0f;
+            for (int d = 0; d < D; d++)
+                for (int c = 0; c < C; c++) buf[c] += z[d] * wo[(size_t)d * C + c];
+            out[2 + l * H + h] = DIFF_NP(buf);
+        }
+    for (int l = 0; l < L; l++)
+        out[2 + L * H + l] = m->p[AL_P_BO] ? DIFF_NP(m->p[AL_P_BO] + (size_t)l * C) : 0.0;
+    out[2 + L * H + L] = s->cst[it->answer] - (it->wrong >= 0 ? s->cst[it->wrong]
+                                               : s->ubar      ? s->cst_mean
+                                                              : 0.0);
+#undef DIFF_NP
+    const float *xL = x_at(s, L, b, t);
+    *metric = (double)al_model_logit(m, xL, it->answer) -
+              (it->wrong >= 0 ? (double)al_model_logit(m, xL, it->wrong)
+               : s->ubar      ? model_mean_logit(s, xL)
+                              : 0.0);
 }
 
 static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
@@ -491,8 +772,10 @@ static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
         for (int i = 0; i < ni; i++) {
             const al_pair_item *it = &t->items[i0 + i];
             rb[i] = it->pair - n0, rt[i] = it->pos;
-            item_dla(s, it, rb[i], rt[i], t->clean[(size_t)it->pair * T + it->pos],
-                     r->item_dla + (size_t)(i0 + i) * nc, &r->item_metric[i0 + i], buf);
+            (s->np ? item_dla_np : item_dla)(s, it, rb[i], rt[i],
+                                             t->clean[(size_t)it->pair * T + it->pos],
+                                             r->item_dla + (size_t)(i0 + i) * nc,
+                                             &r->item_metric[i0 + i], buf);
         }
         /* logit lens; x_L's logits stay in s->full */
         for (int l = 0; l <= L; l++) {
@@ -553,8 +836,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
                      al_err *e) {
     memset(r, 0, sizeof *r);
     const al_config *c = &m->cfg;
-    /* components add up to the logits only through W_U alone */
-    if (al_config_plain_check(c, "attribution", e) || al_attr_opts_check(o, e)) return -1;
+    if (al_attr_opts_check(o, e)) return -1;
     if (o->paths && !al_attr_n_terms(c->n_layers, c->n_heads))
         return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms; run "
                           "with paths off", c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);
@@ -562,7 +844,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     double t0 = al_now();
     r->L = c->n_layers, r->H = c->n_heads, r->N = t->N, r->T = t->T;
     r->n_items = t->n_items, r->logit_diff = t->logit_diff;
-    r->n_comp = 2 + r->L * r->H;
+    r->n_comp = al_attr_n_comp(c);
     r->n_terms = o->paths ? al_attr_n_terms(r->L, r->H) : 0;
     const int B = o->batch < t->N ? o->batch : t->N;
     int cap = 0; /* the most items any batch holds */
@@ -640,7 +922,6 @@ static void copy_term(void *arg, int k, float *TL, int ni) {
 
 int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *out, al_err *e) {
     const al_config *c = &m->cfg;
-    if (al_config_plain_check(c, "path expansion", e)) return -1;
     if (!al_attr_n_terms(c->n_layers, c->n_heads))
         return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms",
                        c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);

@@ -34,6 +34,13 @@ const char *al_attrpatch_grid_name(int grid) {
     return grid >= 0 && grid < AL_AP_NGRID ? grid_names[grid] : "?";
 }
 
+const char *al_attrpatch_note(const al_config *c) {
+    return al_config_is_plain(c) ? NULL
+           : "attribution patching's edge estimates are not compared with actual path patching "
+             "on a LayerNorm or bias model (path patching takes the plain model only); heads and "
+             "head x position are";
+}
+
 void al_attrpatch_result_free(al_attrpatch_result *r) {
     free(r->head);
     memset(r, 0, sizeof *r);
@@ -80,7 +87,7 @@ static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const fl
         d[it->answer] += 1.0f;
     }
     if (dxL) {
-        if (al_model_unembed_backward(m, dl, ni, dx, e)) {
+        if (al_model_unembed_backward_x(m, rows, dl, ni, dx, e)) {
             free(rows);
             return -1;
         }
@@ -98,7 +105,6 @@ static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const fl
 int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb, double *metric,
                       float *dx, float *dzg, float *dqkv, al_err *e) {
     const al_config *c = &m->cfg;
-    if (al_config_plain_check(c, "attribution patching", e)) return -1;
     if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     if (which != 0 && which != 1) return al_errf(e, "run must be 0 (clean) or 1 (corrupted)");
     if (n0 < 0 || nb < 1 || n0 + nb > t->N)
@@ -137,6 +143,8 @@ typedef struct ap_state {
     float *zg_src;                /* (L, B, T, H, D) */
     float *delta;                 /* (ns, B·T, C) sender differences */
     float *grad;                  /* (n_recv_all, B·T, C) receiver input gradients */
+    float *lnd;                   /* (B·T, C) with LayerNorm: ∂M/∂(ln1's output) of one
+                                   * receiver (scratch; NULL without) */
     double *head_pos, *edge;      /* sums, laid out as the result's */
     double sum_base, sum_src;
 } ap_state;
@@ -155,7 +163,8 @@ static int ap_init(ap_state *s, al_model *m, const al_pairs *t, int B, al_err *e
     s->ns = 2 + s->W, s->nr = (s->L - 1) * s->H, s->n_recv_all = 3 * s->nr + 1;
     size_t BT = (size_t)B * s->T, C = s->C, HD = (size_t)s->H * s->D, L = s->L;
     size_t n = BT * C + (L + 1) * BT * C + L * BT * HD + L * BT * 3 * HD + L * BT * HD +
-               (size_t)s->ns * BT * C + (size_t)s->n_recv_all * BT * C;
+               (size_t)s->ns * BT * C + (size_t)s->n_recv_all * BT * C +
+               (c->norm_type != AL_NORM_NONE ? BT * C : 0);
     s->dxL = al_malloc(n, sizeof(float), e);
     if (!s->dxL) return al_err_prefix(e, "attribution patching: cannot hold a batch of %d", B);
     s->dx = s->dxL + BT * C;
@@ -164,6 +173,7 @@ static int ap_init(ap_state *s, al_model *m, const al_pairs *t, int B, al_err *e
     s->zg_src = s->dqkv + L * BT * 3 * HD;
     s->delta = s->zg_src + L * BT * HD;
     s->grad = s->delta + (size_t)s->ns * BT * C;
+    if (c->norm_type != AL_NORM_NONE) s->lnd = s->grad + (size_t)s->n_recv_all * BT * C;
     return 0;
 }
 
@@ -249,7 +259,12 @@ static void sender_deltas(ap_state *s) {
 /* s->grad: each receiver's input gradient (nb·T, C): receiver r = c·nr +
  * (l1−1)·H + h (c = q, k, v of head l1.h) is ∂M/∂c_h · W_c[l1,h]ᵀ, and
  * the last is the direct one, ∂M/∂x_L. ∂M/∂c_h is the backward's, through
- * every later layer: the gradient of patching that one receiver. */
+ * every later layer: the gradient of patching that one receiver. With
+ * LayerNorm that is the gradient at ln1's output; the receiver's input
+ * is the head's own copy of the residual before ln1 (hook_q_input, ...:
+ * path patching's split input, which ln1 normalises alone), so it goes
+ * on through ln1's backward at layer l1's rows, mean and scale (in the
+ * base run every copy is the residual itself). */
 static void receiver_grads(ap_state *s) {
     const al_model *m = s->m;
     int C = s->C, D = s->D, H = s->H, nr = s->nr;
@@ -259,8 +274,14 @@ static void receiver_grads(ap_state *s) {
         const float *w = c == 0 ? al_head_wq(m, l1, h) : c == 1 ? al_head_wk(m, l1, h)
                                                                 : al_head_wv(m, l1, h); /* (C, D) */
         const float *dq = s->dqkv + (size_t)l1 * rows * 3 * HD + (size_t)c * HD + (size_t)h * D;
-        al_sgemm(false, true, (int)rows, C, D, 1.0f, dq,
-                    (int)(3 * HD), w, D, 0.0f, s->grad + (size_t)r * rows * C, C);
+        float *g = s->grad + (size_t)r * rows * C;
+        al_sgemm(false, true, (int)rows, C, D, 1.0f, dq, (int)(3 * HD), w, D, 0.0f,
+                 s->lnd ? s->lnd : g, C);
+        if (s->lnd)
+            layernorm_backward(g, NULL, NULL, s->lnd, m->x + (size_t)l1 * rows * C,
+                               m->ln1_mean + (size_t)l1 * rows, m->ln1_scale + (size_t)l1 * rows,
+                               m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l1 * C : NULL, rows,
+                               C, 0);
     }
     memcpy(s->grad + (size_t)3 * nr * rows * C, s->dx + (size_t)s->L * rows * C,
            sizeof(float) * rows * C);
@@ -307,24 +328,27 @@ static int agree(const double *est, const double *act, int n, const unsigned cha
 }
 
 /* The actual sweeps of the same grids and their agreement with r's
- * estimates. */
+ * estimates. Path patching takes the plain model only: on a LayerNorm or
+ * bias model the edges' actuals stay NaN and their agreement empty
+ * (n = 0). */
 static int compare_actual(al_model *m, const al_pairs *t, const al_patch_opts *o,
                           al_attrpatch_result *r, al_err *e) {
     double t0 = al_now();
     al_patch_opts po = *o;
     al_patch_result ph = {0}, pp = {0};
     al_paths_result pa = {0};
+    const int paths = al_config_is_plain(&m->cfg);
     po.component = "head";
     if (al_patch_run(m, t, &po, &ph, e)) return -1;
     po.component = "head_pos";
-    if (al_patch_run(m, t, &po, &pp, e) || al_paths_run(m, t, &po, &pa, e)) {
+    if (al_patch_run(m, t, &po, &pp, e) || (paths && al_paths_run(m, t, &po, &pa, e))) {
         al_patch_result_free(&ph), al_patch_result_free(&pp);
         return -1;
     }
     size_t nh = (size_t)r->L * r->H, np = nh * r->T;
     memcpy(r->act_head, ph.effect, sizeof(double) * nh);
     memcpy(r->act_head_pos, pp.effect, sizeof(double) * np);
-    memcpy(r->act_edge, pa.effect, sizeof(double) * (size_t)r->n_edge);
+    if (paths) memcpy(r->act_edge, pa.effect, sizeof(double) * (size_t)r->n_edge);
     al_patch_result_free(&ph), al_patch_result_free(&pp), al_paths_result_free(&pa);
     r->seconds_patch = al_now() - t0;
     unsigned char *skip = al_calloc((size_t)r->n_edge, 1, e);
@@ -334,7 +358,8 @@ static int compare_actual(al_model *m, const al_pairs *t, const al_patch_opts *o
         for (int rr = 0; rr < W; rr++) skip[((size_t)ch * r->n_senders + 1) * W + rr] = 1;
     int rc = agree(r->head, r->act_head, (int)nh, NULL, &r->agree[AL_AP_HEAD], e) ||
              agree(r->head_pos, r->act_head_pos, (int)np, NULL, &r->agree[AL_AP_HEAD_POS], e) ||
-             agree(r->edge, r->act_edge, r->n_edge, skip, &r->agree[AL_AP_EDGE], e);
+             (paths ? agree(r->edge, r->act_edge, r->n_edge, skip, &r->agree[AL_AP_EDGE], e)
+                    : (r->agree[AL_AP_EDGE] = (al_agreement){0, NAN, NAN, 0}, 0));
     free(skip);
     if (rc) return -1;
     r->compared = 1;
@@ -346,10 +371,7 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
     memset(r, 0, sizeof *r);
     double t0 = al_now();
     const al_config *c = &m->cfg;
-    /* its estimates move each sender's output through the weights alone */
-    if (al_config_plain_check(c, "attribution patching", e) || al_patch_opts_check(o, e) ||
-        al_pairs_check(t, c->n_ctx, c->d_vocab, e))
-        return -1;
+    if (al_patch_opts_check(o, e) || al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     if (c->n_layers > AL_PATHS_MAX_LAYERS)
         return al_errf(e, "attribution patching covers models of up to %d layers (this one has "
                           "%d): its edges are path patching's",

@@ -16,6 +16,7 @@
 
 #include "attnlab/gemm.h"
 #include "attnlab/linalg.h"
+#include "attnlab/process.h"
 
 const char *const al_comp_names[AL_COMP_N] = {"Q", "K", "V"};
 
@@ -102,11 +103,22 @@ static int head_factors(const al_model *m, int l, int h, factors *f,
     return rc;
 }
 
-/* Every circuit here is read from the weights alone, exact only for the
- * plain model: LayerNorm scales each position differently, and biases
- * add terms no product of weights shows. */
+/* 1 if c's weights can be read as circuits: no LayerNorm, or its
+ * LayerNorm folded in (process.h; LNPre then only divides by the scale,
+ * which no weight shows). */
+static int weights_folded(const al_config *c) {
+    return c->norm_type == AL_NORM_NONE || (c->processed & AL_PROC_FOLD_LN);
+}
+
+/* Every circuit here is read from the weights alone: LayerNorm must be
+ * folded into them (al_circ_analyse folds a copy), and its per-position
+ * scale and the biases are left out (circuits.h). */
 static int check_head(const al_model *m, int l, int h, al_err *e) {
-    if (al_config_plain_check(&m->cfg, "circuits from the weights", e)) return -1;
+    if (!weights_folded(&m->cfg))
+        return al_errf(e, "circuits from the weights need a model's LayerNorm folded into them "
+                          "(this one has normalization_type %s, not folded: `attnlab circuits` "
+                          "folds a copy, `attnlab import` folds by default)",
+                       al_norm_type_name(m->cfg.norm_type));
     if (l < 0 || l >= m->cfg.n_layers || h < 0 || h >= m->cfg.n_heads)
         return al_errf(e, "no head %d.%d in a model of %d layers x %d heads", l,
                        h, m->cfg.n_layers, m->cfg.n_heads);
@@ -821,8 +833,16 @@ void al_circ_result_free(al_circ_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+int al_circ_model_check(const al_config *c, al_err *e) {
+    if (c->norm_type != AL_NORM_NONE && c->pos_type == AL_POS_SHORTFORMER && !weights_folded(c))
+        return al_errf(e, "circuits of a shortformer model with LayerNorm: positions join q and "
+                          "k after ln1, so its LayerNorm cannot be folded into W_Q and W_K "
+                          "(TransformerLens's fold_ln skips such models too)");
+    return 0;
+}
+
 static int check_opts(const al_model *m, const al_circ_opts *o, al_err *e) {
-    if (al_config_plain_check(&m->cfg, "circuits", e)) return -1;
+    if (al_circ_model_check(&m->cfg, e)) return -1;
     if (o->top_k < 1 || o->top_k > 100000)
         return al_errf(e, "circuits: top-k must be in 1..100000, got %d", o->top_k);
     if (o->block < 1) return al_errf(e, "circuits: block must be >= 1");
@@ -884,10 +904,10 @@ static int analyse_heads(const al_model *m, const al_circ_opts *o,
     return failed ? -1 : 0;
 }
 
-int al_circ_analyse(const al_model *m, const al_circ_opts *o,
-                    al_circ_result *r, al_err *e) {
+/* al_circ_analyse on a model whose weights are folded. */
+static int analyse_folded(const al_model *m, const al_circ_opts *o, al_circ_result *r,
+                          al_err *e) {
     double t0 = al_now();
-    if (check_opts(m, o, e)) return -1;
     if (result_alloc(m, o, r, e)) {
         al_circ_result_free(r);
         return -1;
@@ -918,4 +938,46 @@ done:
     if (rc) al_circ_result_free(r);
     r->seconds = al_now() - t0;
     return rc;
+}
+
+/* *f = a copy of m processed with TransformerLens's fold_ln and
+ * center_writing_weights (the readers' LayerNorm folded in; the writers
+ * centred, as every reader sees them). */
+static int folded_copy(const al_model *m, al_model *f, al_err *e) {
+    if (al_model_alloc(f, &m->cfg, e)) return -1;
+    memcpy(f->params, m->params, sizeof(float) * m->n_params);
+    memcpy(f->gates, m->gates, sizeof(float) * (size_t)m->cfg.n_layers * m->cfg.n_heads);
+    const al_process_opts po = {.fold_ln = 1, .center_writing_weights = 1};
+    if (al_model_process(f, &po, e)) {
+        al_model_free(f);
+        return -1;
+    }
+    return 0;
+}
+
+int al_circ_analyse(const al_model *m, const al_circ_opts *o, al_circ_result *r, al_err *e) {
+    double t0 = al_now();
+    memset(r, 0, sizeof *r);
+    if (check_opts(m, o, e)) return -1;
+    if (weights_folded(&m->cfg)) return analyse_folded(m, o, r, e);
+    al_model f;
+    if (folded_copy(m, &f, e)) return -1;
+    int rc = analyse_folded(&f, o, r, e);
+    al_model_free(&f);
+    r->seconds = al_now() - t0;
+    return rc;
+}
+
+int al_circ_notes(const al_config *c, const char *notes[2]) {
+    int n = 0;
+    if (c->norm_type != AL_NORM_NONE)
+        notes[n++] = "circuits of a LayerNorm model read its weights with LayerNorm folded in "
+                     "(TransformerLens's fold_ln and center_writing_weights, on a copy when the "
+                     "model's are not) and leave out its per-position scale: each circuit is "
+                     "the model's up to ln1's and ln_final's scale";
+    if (!al_config_is_plain(c))
+        notes[n++] = "circuits leave the biases out: QK is the token parts' x W_Q W_K^T y^T "
+                     "alone (the terms b_Q and b_K add are dropped), OV is W_V W_O without b_V "
+                     "and b_O, and the full circuits read W_U without b_U";
+    return n;
 }

@@ -153,7 +153,7 @@ static void print_summary(const attr_args *a, const al_behave *bh, const al_pair
     printf("direct logit attribution: top %d of %d components by |value| (they sum to the "
            "metric)\n  %-10s %9s\n", show, r->n_comp, "component", "value");
     for (int i = 0; i < show; i++)
-        printf("  %-10s %+9.4f\n", al_attr_comp_name(r->H, idx[i], nm, sizeof nm),
+        printf("  %-10s %+9.4f\n", al_attr_comp_name(r->L, r->H, idx[i], nm, sizeof nm),
                r->dla[idx[i]] + 0.0);
     free(idx);
     if (r->n_terms) {
@@ -297,7 +297,7 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
     for (int c = 0; c < r->n_comp; c++) {
         cJSON *j = cJSON_CreateObject();
         if (!j || !cJSON_AddItemToArray(arr, j) ||
-            !cJSON_AddStringToObject(j, "component", al_attr_comp_name(r->H, c, nm, sizeof nm)) ||
+            !cJSON_AddStringToObject(j, "component", al_attr_comp_name(r->L, r->H, c, nm, sizeof nm)) ||
             num(j, "value", r->dla[c]))
             return -1;
     }
@@ -437,6 +437,11 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
         fprintf(stderr, "attnlab: note: no attribution patching on %s: it needs clean / "
                         "corrupted pairs (a pair task)\n", a->w.data ? "--data" : "--prompt");
     if (pairs_task) al_behave_warn_probe(bh, s->t.T);
+    /* LayerNorm and biases: what the decomposition freezes and where the
+     * biases go, stored with the run */
+    const char *notes[2];
+    for (int i = 0, n = al_attr_notes(&bh->m.cfg, notes); i < n; i++) al_drive_warn(dr, notes[i]);
+    if (s->patching && !a->no_compare) al_drive_warn(dr, al_attrpatch_note(&bh->m.cfg));
     return 0;
 }
 
@@ -520,7 +525,7 @@ const al_analysis al_an_attribute = {
     .tmpl = &g_attr, .size = sizeof g_attr, .init = attr_init, .check = attr_check,
     .state_size = sizeof(attr_state), .prepare = attr_prepare, .compute = attr_compute,
     .store = attr_store, .print = attr_print, .release = attr_release,
-    .warnings = attr_warnings, .stops = 1, .plain_only = 1, .exp_list = 1,
+    .warnings = attr_warnings, .stops = 1, .exp_list = 1,
     .exp_data = AL_EXP_DATA_ASKED, .exp_label = attr_label};
 
 static int run_attribute(int argc, char **argv) { return al_drive_main(&al_an_attribute, argc, argv); }

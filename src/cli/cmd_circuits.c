@@ -221,11 +221,15 @@ typedef struct circuits_state {
 /* Skip-trigrams and copying scores rank every id, trained or not. */
 static int circuits_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     circuits_args *a = args;
-    (void)state, (void)e;
+    (void)state;
+    if (al_circ_model_check(&dr->b->m.cfg, e)) return -1;
     char w[AL_WARN_LEN];
     if (al_unseen_ids_warning(a->w.model, dr->b->m.cfg.d_vocab,
                               "the skip-trigrams and copying scores", w, sizeof w))
         al_drive_warn(dr, w);
+    /* LayerNorm and biases: what the circuits fold in and leave out */
+    const char *notes[2];
+    for (int i = 0, n = al_circ_notes(&dr->b->m.cfg, notes); i < n; i++) al_drive_warn(dr, notes[i]);
     return 0;
 }
 
@@ -274,7 +278,7 @@ const al_analysis al_an_circuits = {
     .name = "circuits", .cmd = &al_cmd_circuits, .groups = AL_GROUP_WHERE, .tmpl = &g,
     .size = sizeof g, .init = circuits_init, .check = circuits_check,
     .state_size = sizeof(circuits_state), .prepare = circuits_prepare, .compute = circuits_compute,
-    .store = circuits_store, .print = circuits_print, .release = circuits_release, .plain_only = 1,
+    .store = circuits_store, .print = circuits_print, .release = circuits_release,
     .exp_data = AL_EXP_DATA_NONE};
 
 static int run_circuits(int argc, char **argv) { return al_drive_main(&al_an_circuits, argc, argv); }

@@ -502,6 +502,25 @@ int al_check_token(int64_t id, size_t pos, int d_vocab, al_err *e) {
     return 0;
 }
 
+int al_model_unembed_backward_x(const al_model *m, const float *x, const float *dlogits, int n,
+                                float *dx, al_err *e) {
+    const al_config *c = &m->cfg;
+    if (c->norm_type == AL_NORM_NONE) return al_model_unembed_backward(m, dlogits, n, dx, e);
+    const int C = c->d_model;
+    /* du (n, C) = ∂ of ln_final's output, then its mean and scale (n each) */
+    float *du = al_malloc((size_t)n * (C + 2), sizeof(float), e);
+    if (!du) return al_err_prefix(e, "the unembedding's backward of %d rows", n);
+    float *mean = du + (size_t)n * C, *scale = mean + n;
+    if (c->tied_embeddings)
+        matmul_forward(du, dlogits, m->p[AL_P_WE], n, c->d_vocab, C, 0.0f);
+    else
+        matmul_forward_wt(du, dlogits, m->p[AL_P_WU], n, c->d_vocab, C, 0.0f);
+    layernorm_stats(mean, scale, x, (size_t)n, C, c->ln_eps);
+    layernorm_backward(dx, NULL, NULL, du, x, mean, scale, m->p[AL_P_LNFW], (size_t)n, C, 0);
+    free(du);
+    return 0;
+}
+
 int model_check_inputs(const al_model *m, const int *in, const int *tg, int B, int T,
                        al_err *e) {
     if (al_check_batch(B, T, m->cfg.n_ctx, e)) return -1;

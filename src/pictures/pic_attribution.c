@@ -55,15 +55,24 @@ typedef struct dla_cells {
     int rows, cols, n;
 } dla_cells;
 
-/* component, pos, value -> the cell (row: embed, pos, then heads). */
-/* component, pos, value -> the cell (row: embed, pos, then heads). */
+/* The row of a component beyond the heads (LayerNorm or bias models,
+ * attribute.h): b_O_l at 2 + L·H + l, const after them; −1 otherwise. */
+static int dla_bias_row(const pic *p, const char *t0) {
+    int l, k = 0, LH = p->L * p->H;
+    if (!strcmp(t0, "const")) return 2 + LH + p->L;
+    if (sscanf(t0, "b_O_%d%n", &l, &k) == 1 && !t0[k] && l >= 0 && l < p->L) return 2 + LH + l;
+    return -1;
+}
+
+/* component, pos, value -> the cell (row: embed, pos, then heads, then
+ * each layer's b_O and the constant when the run has them). */
 static void dla_row(dla_cells *c, const al_store_dla_row *x) {
     const char *end;
     const char *t0 = x->component;
     int row = !t0 ? -1 : strcmp(t0, "embed") == 0 ? 0 : strcmp(t0, "pos") == 0 ? 1 : -1;
     if (row < 0 && t0) {
         int k = pic_parse_head(c->p, t0, &end);
-        row = k >= 0 && !*end ? 2 + k : -1;
+        row = k >= 0 && !*end ? 2 + k : dla_bias_row(c->p, t0);
     }
     int col = isnan(x->pos) ? -1 : (int)x->pos;
     if (row < 0 || row >= c->rows || col < 0 || col >= c->cols) return;
@@ -85,12 +94,16 @@ int pic_draw_dla(pic *p, al_err *e) {
     int T = r.seq_len;
     if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.h.run, T);
     dla_cells c = {.p = p, .rows = 2 + p->L * p->H, .cols = T};
-    if (!(c.v = pic_floats(p, (size_t)c.rows * T, e))) return -1;
-    for (int i = 0; i < c.rows * T; i++) c.v[i] = NAN;
     char top[256] = "";
     al_store_dla_row *rows;
     int n_rows;
     if (al_store_read_dla(p->st, r.h.run, &rows, &n_rows, e) || !pic_keep(p, rows, e)) return -1;
+    int bias_rows = 0; /* a LayerNorm or bias model's b_O_l and const */
+    for (int i = 0; i < n_rows && !bias_rows; i++)
+        bias_rows = rows[i].component && dla_bias_row(p, rows[i].component) >= 0;
+    if (bias_rows) c.rows += p->L + 1;
+    if (!(c.v = pic_floats(p, (size_t)c.rows * T, e))) return -1;
+    for (int i = 0; i < c.rows * T; i++) c.v[i] = NAN;
     for (int i = 0; i < n_rows; i++) dla_row(&c, &rows[i]);
     if (!c.n) return al_errf(e, "run %ld has no per-position logit attribution rows", r.h.run);
     al_store_token_row *toks;
@@ -115,6 +128,9 @@ int pic_draw_dla(pic *p, al_err *e) {
     if (!rl || !hl) return -1;
     rl[0] = "embed", rl[1] = "pos";
     for (int k = 0; k < p->L * p->H; k++) rl[2 + k] = hl[k];
+    for (int l = 0; bias_rows && l <= p->L; l++)
+        if (!(rl[2 + p->L * p->H + l] = l < p->L ? pic_printf(p, e, "b_O_%d", l) : "const"))
+            return -1;
     al_cscale *cs = pic_scale(p, 0, 1, NAN, NAN, "mean contribution to the metric logit");
     al_cscale_fit(cs, c.v, (size_t)c.rows * T);
     al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);

@@ -174,6 +174,16 @@ static int whole_db_picture(const al_pic_kind *k, const al_pic_opts *o, const ch
     p->fig.panels = p->panels;
     int rc = al_store_open(o->db, &p->st, e);
     if (rc == 0) rc = k->draw(p, e);
+    /* circuits from the weights of a LayerNorm or bias model: what they
+     * leave out (circuits.h; the model's LayerNorm is folded, or the
+     * circuits refused it) */
+    if (rc == 0 && !strcmp(k->family, "weights") && strcmp(k->name, "attention") &&
+        !al_config_is_plain(&p->m.cfg))
+        pic_note(p, "%s", p->m.cfg.norm_type != AL_NORM_NONE
+                              ? "read from the weights with LayerNorm folded in and the biases "
+                                "left out: each circuit is the model's up to LayerNorm's "
+                                "per-position scale"
+                              : "read from the weights with the biases left out");
     if (rc == 0) rc = write_fig(p, out_png, w, h, e);
     pic_free(p);
     return rc;
@@ -201,6 +211,16 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
     if (rc == 0 && (k->needs & AL_PIC_GRAPH)) rc = graph_model(p, e);
     if (rc == 0) rc = open_db(p, (k->needs & AL_PIC_DB) != 0, e);
     if (rc == 0) rc = k->draw(p, e);
+    /* circuits from the weights of a LayerNorm or bias model: what they
+     * leave out (circuits.h; the model's LayerNorm is folded, or the
+     * circuits refused it) */
+    if (rc == 0 && !strcmp(k->family, "weights") && strcmp(k->name, "attention") &&
+        !al_config_is_plain(&p->m.cfg))
+        pic_note(p, "%s", p->m.cfg.norm_type != AL_NORM_NONE
+                              ? "read from the weights with LayerNorm folded in and the biases "
+                                "left out: each circuit is the model's up to LayerNorm's "
+                                "per-position scale"
+                              : "read from the weights with the biases left out");
     if (rc == 0) rc = write_fig(p, out_png, w, h, e);
     pic_free(p);
     return rc;

@@ -335,7 +335,7 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
         ar.kind_value[k] = r->kind_value[k], ar.kind_dloss[k] = r->kind_dloss[k];
     if (al_store_put_attribution_run(s, run, mid, &ar, e)) return -1;
     for (int c = 0; c < r->n_comp; c++) {
-        al_attr_comp_name(r->H, c, name, sizeof name);
+        al_attr_comp_name(r->L, r->H, c, name, sizeof name);
         if (al_store_put_logit_attribution(s, run, mid, task, name, -1, r->dla[c], r->n_items, e))
             return -1;
         for (int p = 0; p < r->T; p++)
