@@ -19,18 +19,26 @@
 
 enum { AB = 2, AT = 7, AL = 2, AH = 3, AD = 4, AC = 8, AV = 11 };
 
-/* A random model saved to dir (no tokenizer), and the same loaded. */
-static al_api_model *api_model(al_model *m, const char *dir) {
+/* A random model saved to dir (no tokenizer), and the same loaded; with
+ * norm != AL_NORM_NONE, LayerNorm and every bias, far from their
+ * initial values. */
+static al_api_model *api_model_norm(al_model *m, const char *dir, int norm) {
     al_config c = al_config_default();
     c.n_layers = AL, c.d_model = AC, c.n_heads = AH, c.d_head = AD, c.n_ctx = AT, c.d_vocab = AV;
     c.seed = 9;
+    if (norm != AL_NORM_NONE) c.norm_type = norm, c.biases = AL_BIAS_ALL;
     al_err e;
     CHECK_OK(al_model_init(m, &c, &e), &e);
+    if (norm != AL_NORM_NONE) t_ln_perturb(m, 12);
     CHECK_OK(al_ckpt_save(dir, m, NULL, NULL, NULL, NULL, &e), &e);
     char err[256];
     al_api_model *h = al_api_load(dir, err, sizeof err);
     CHECKF(h != NULL, "%s", err);
     return h;
+}
+
+static al_api_model *api_model(al_model *m, const char *dir) {
+    return api_model_norm(m, dir, AL_NORM_NONE);
 }
 
 static void ids_of(int *ids) {
@@ -196,9 +204,12 @@ TEST(api_hooks_order_failures_busy) {
 
 /* Each gradient against a central finite difference of the log-prob
  * metric, the activation moved along a random direction by a hook. */
-TEST(api_grads_finite_differences) {
+/* Gradients at every kind of point against central differences of the
+ * log-prob, through an added direction at that point; then the
+ * refusals (plain model only). */
+static void grads_fd(int norm) {
     al_model m;
-    al_api_model *h = api_model(&m, t_path("m"));
+    al_api_model *h = api_model_norm(&m, t_path("m"), norm);
     int ids[AB * AT];
     ids_of(ids);
     const int pos = AT - 2, tgt[AB] = {4, 9};
@@ -253,6 +264,7 @@ TEST(api_grads_finite_differences) {
     }
     int zl = 0, zp = AL_HOOK_Z;
     float *o1[1] = {g};
+    if (norm == AL_NORM_NONE) { /* the refusals, once */
     /* the last forward wrote (the finite differences): refused; then a plain one without loss */
     CHECK(al_api_grads(h, AL_API_METRIC_LOGPROB, pos, tgt, NULL, 1, &zp, &zl, o1, NULL, err,
                        sizeof err) == -1 && strstr(err, "intervention"));
@@ -262,6 +274,7 @@ TEST(api_grads_finite_differences) {
                        sizeof err) == -1 && strstr(err, "loss"));
     CHECK(al_api_grads(h, AL_API_METRIC_LOGPROB, AT, tgt, NULL, 1, &zp, &zl, o1, NULL, err,
                        sizeof err) == -1 && strstr(err, "position"));
+    }
     free(p);
     free(g);
     free(dir);
@@ -269,6 +282,11 @@ TEST(api_grads_finite_differences) {
     al_api_free(h);
     al_model_free(&m);
 }
+
+TEST(api_grads_finite_differences) { grads_fd(AL_NORM_NONE); }
+
+/* Through ln1 and ln_final too: a LayerNorm model with every bias. */
+TEST(api_grads_finite_differences_layernorm) { grads_fd(AL_NORM_LN); }
 
 /* al_api_run twice in one process: the second call starts from the
  * command's defaults (its options came from an argv that is gone: the

@@ -325,7 +325,7 @@ static int metric_dxl(al_model *m, int metric, int pos, const int *target, const
             for (int v = 0; v < V; v++) d[i * V + v] = w * m->probs[i * V + v];
             d[i * V + m->targets[i]] -= w;
         }
-        if (al_model_unembed_backward(m, d, (int)BT, dxL, e)) {
+        if (al_model_unembed_backward_x(m, xL, d, (int)BT, dxL, e)) {
             free(d);
             return -1;
         }
@@ -347,7 +347,7 @@ static int metric_dxl(al_model *m, int metric, int pos, const int *target, const
             *val += lg[target[b]] - mx - log(s);
             for (int v = 0; v < V; v++) d[v] = -(float)(exp(lg[v] - mx) / s);
             d[target[b]] += 1.0f;
-            if (al_model_unembed_backward(m, d, 1, dxL + row * C, e)) {
+            if (al_model_unembed_backward_x(m, xL + row * C, d, 1, dxL + row * C, e)) {
                 free(d);
                 return -1;
             }
@@ -359,7 +359,7 @@ static int metric_dxl(al_model *m, int metric, int pos, const int *target, const
         double s = 0;
         for (size_t i = 0; i < BT * V; i++) s += (double)dlogits[i] * d[i];
         *val = s;
-        if (al_model_unembed_backward(m, dlogits, (int)BT, dxL, e)) {
+        if (al_model_unembed_backward_x(m, xL, dlogits, (int)BT, dxL, e)) {
             free(d);
             return -1;
         }
