@@ -26,6 +26,7 @@
 
 #include "attnlab/graph.h"
 #include "attnlab/layers.h"
+#include "attnlab/membudget.h"
 #include "attnlab/scores.h"
 
 /* The corrupted halves come from their own stream, so changing how they
@@ -223,12 +224,9 @@ static int memory_fits(const al_pairs *t, const al_config *c, const al_patch_opt
     double acts = (L + 1) * B * T * C + L * B * T * 3 * HD + L * B * H * T * T +
                   2 * L * B * T * HD + B * T * c->d_vocab;
     double need = 5.0 * acts * sizeof(float);
-    double have = al_mem_total();
-    if (have > 0 && need > 0.8 * have)
-        return al_errf(e, "patching %d pairs of %d tokens in batches of %d needs about %.1f GiB of "
-                          "activations; this machine has %.1f GiB (lower --batch)",
-                       t->N, t->T, (int)B, need / 1073741824.0, have / 1073741824.0);
-    return 0;
+    char what[96];
+    snprintf(what, sizeof what, "--batch %d pairs of %d tokens", (int)B, t->T);
+    return al_mem_check(need, "patching", what, "lower --batch", e);
 }
 
 int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, int bos,

@@ -17,6 +17,7 @@
 #include "attnlab/behave.h"
 #include "attnlab/ablate.h"
 #include "attnlab/circuit_run.h"
+#include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
@@ -224,9 +225,17 @@ static int ablate_prepare(void *args, void *state, al_drive *dr, al_err *e) {
                                                     NULL, bh->m.cfg.d_vocab, e))
         return -1;
     al_drive_warn(dr, s->pl.warn);
-    return al_behave_tokens(bh, a->w.data, &s->d, &s->T, e) ||
-                   (a->circuit && al_behave_circuit(bh, a->circuit, a->fill, &s->d, s->T,
-                                                    a->o.batches, a->o.batch, e))
+    if (al_probe_fits(a->o.probe_r, bh->m.cfg.n_ctx, e) ||
+        al_behave_tokens(bh, a->w.data, &s->d, &s->T, e))
+        return -1;
+    char what[160];
+    snprintf(what, sizeof what, "--batch %d x --batches %d windows of %d tokens and --probe-n %d",
+             a->o.batch, a->o.batches, s->T, a->o.probe_n);
+    if (al_mem_check(al_ablate_bytes(&bh->m.cfg, s->T, &a->o), "ablate", what,
+                     "lower --batch, --batches or --probe-n", e))
+        return -1;
+    return a->circuit && al_behave_circuit(bh, a->circuit, a->fill, &s->d, s->T, a->o.batches,
+                                           a->o.batch, e)
                ? -1
                : 0;
 }

@@ -342,7 +342,9 @@ static int disc_prepare(void *args, void *state, al_drive *dr, al_err *e) {
         return -1;
     s->o.probe_src = al_probe_load_src(&s->pl);
     if (!s->o.task || !strcmp(s->o.task, "induction")) al_drive_warn(dr, s->pl.warn);
-    if (al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e)) return -1;
+    if (al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e) ||
+        al_discover_memory_check(&s->t, &bh->m.cfg, e))
+        return -1;
     if (al_stop) return al_errf(e, "interrupted");
     al_behave_warn_probe(bh, s->t.T);
     return 0;

@@ -25,6 +25,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/sae.h"
 #include "attnlab/sae_features.h"
@@ -214,6 +215,14 @@ static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     o.force = a->force;
     o.stop = &al_stop;
     s->steps = o.steps;
+    /* from the options and the model's shape, before the trainer loads or
+     * writes anything (its own check would name its fields, not the flags) */
+    char what[128];
+    snprintf(what, sizeof what, "--batch %d x --expansion %d (d_sae %ld)", a->batch,
+             a->expansion, d_in * a->expansion);
+    if (al_mem_check(al_sae_train_bytes(&o, (int)d_in, c), "sae train", what,
+                     "lower --batch or --expansion", e))
+        return -1;
     if (al_sae_hook_name(site, a->layer, s->hook, sizeof s->hook) != 0)
         return al_errf(e, "--layer %d: no hook name", a->layer);
     return al_sae_trainer_init(&s->t, &o, e);

@@ -15,6 +15,7 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/circuit_run.h"
+#include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/store_analysis.h"
 #include "attnlab/thresholds.h"
@@ -288,10 +289,16 @@ static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, b->m.cfg.d_vocab, e))
         return -1;
     al_drive_warn(dr, s->pl.warn);
-    return (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) ||
-                   (a->circuit && al_behave_circuit(b, a->circuit, a->fill,
-                                                    a->w.data ? &s->d : NULL, s->T, a->o.batches,
-                                                    a->o.batch, e))
+    if (al_probe_fits(a->o.probe_r, b->m.cfg.n_ctx, e)) return -1;
+    if (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) return -1;
+    char what[160]; /* the windows only with --data; the probe always */
+    snprintf(what, sizeof what, "--batch %d x --batches %d windows of %d tokens and --probe-n %d",
+             a->o.batch, a->o.batches, a->w.data ? s->T : 0, a->o.probe_n);
+    if (al_mem_check(al_scores_bytes(&b->m.cfg, a->w.data ? s->T : 0, &a->o), "scores", what,
+                     "lower --batch, --batches or --probe-n", e))
+        return -1;
+    return a->circuit && al_behave_circuit(b, a->circuit, a->fill, a->w.data ? &s->d : NULL, s->T,
+                                           a->o.batches, a->o.batch, e)
                ? -1
                : 0;
 }

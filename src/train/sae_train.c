@@ -15,6 +15,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/hooks.h"
+#include "attnlab/membudget.h"
 #include "attnlab/safetensors.h"
 
 al_sae_train_opts al_sae_train_opts_defaults(void) {
@@ -411,6 +412,36 @@ static int estimate_scale(al_sae_trainer *t, al_err *e) {
     return 0;
 }
 
+/* d_sae of options o on a site of width d_in */
+static double opts_d_sae(const al_sae_train_opts *o, int d_in) {
+    return o->d_sae > 0 ? o->d_sae : (double)o->expansion * d_in;
+}
+
+double al_sae_train_bytes(const al_sae_train_opts *o, int d_in, const al_config *mc) {
+    const double n = opts_d_sae(o, d_in), d = d_in, B = o->batch;
+    const int T = mc ? mc->n_ctx : 1;
+    int bm = mc ? (4096 / T > 0 ? 4096 / T : 1) : 1;
+    if (bm > 64) bm = 64;
+    al_sae_cfg c = al_sae_cfg_default(d_in, n < (1 << 30) ? (int)n : 1 << 30);
+    c.arch = o->arch;
+    c.k = o->k;
+    if (o->k_aux >= 0) c.k_aux = o->k_aux;
+    /* the SAE's activations grow to the larger of a training batch and
+     * the evaluation's chunks (4096 rows, at most bm windows') */
+    double rows = (double)bm * T < 4096 ? (double)bm * T : 4096;
+    int Bmax = B > rows ? o->batch : (int)rows;
+    double b = al_sae_bytes(&c, Bmax);
+    b += (2 * d * n + n + d) * 2 * sizeof(float);                    /* Adam */
+    const double nbuf = (double)o->buffer_batches * B;
+    b += nbuf * (d + 1) * sizeof(float) + B * d * sizeof(float);      /* buffer, perm, batch */
+    b += (double)o->norm_batches * B * d * sizeof(float);            /* the scale's sample */
+    b += (double)bm * T * (d * sizeof(float) + 2 * sizeof(int));      /* capture */
+    if (mc) /* the model, its activations, the evaluation's two copies of the site */
+        b += al_model_param_floats(mc) * sizeof(float) + al_model_acts_bytes(mc, bm, T) +
+             2.0 * bm * T * d * sizeof(float);
+    return b;
+}
+
 int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err *e) {
     *out = NULL;
     if (check_opts(o, e) != 0) return -1;
@@ -441,6 +472,10 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
         al_errf(e, "k %d is larger than the dictionary (d_sae %ld)", o->k, d_sae);
         goto fail;
     }
+    if (al_mem_check(al_sae_train_bytes(o, t->d_in, o->source ? NULL : &t->m.cfg),
+                     "SAE training", "this batch and dictionary", "lower batch or expansion",
+                     e) != 0)
+        goto fail;
     if (o->k_aux >= 0) c.k_aux = o->k_aux;
     c.aux_coeff = o->aux_coeff;
     c.l1_coeff = o->l1_coeff;

@@ -1,0 +1,185 @@
+/* test_refusals.c -- "nothing touched, nothing half-made": commands whose
+ * options cannot work are refused with one line on stderr and a non-zero
+ * exit, and leave their folder and database byte for byte as they were
+ * (no run row, no folder, no file). Also the memory budget's sizes
+ * against what the engine really allocates, and the other refusals and
+ * warnings that belong to the same rule (a partly trained SAE, a token
+ * file shorter than a window, an experiment's stage values). */
+#define _GNU_SOURCE /* malloc_usable_size */
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnlab/membudget.h"
+#include "attnlab/model.h"
+#include "attnlab/sae.h"
+#include "attnlab/util.h"
+#include "test.h"
+
+/* The binary by absolute path: these tests cd into their folder. */
+static const char *abin(void) {
+    static char buf[4096];
+    if (!buf[0] && !realpath(t_bin(), buf)) snprintf(buf, sizeof buf, "%s", t_bin());
+    return buf;
+}
+
+/* Every path and file under dir with its bytes' hash, into t_path(sig)
+ * (outside dir): two calls around a command compare the whole folder. */
+static char *tree_sig(const char *dir, const char *sig) {
+    CHECK(t_sh("cd %s && { find . | LC_ALL=C sort; find . -type f | LC_ALL=C sort | "
+               "xargs -r sha256sum; } > %s",
+               dir, t_path(sig)) == 0);
+    return t_slurp(t_path(sig));
+}
+
+/* A tiny 1-layer model in DIR/w/m1 with a database DIR/w/r.db that already
+ * holds one run (so "byte-identical" covers an existing database). */
+static t_pbuf work_dir(void) {
+    t_pbuf w = t_pcopy("w");
+    CHECK(t_sh("mkdir -p %s", w.s) == 0);
+    t_tiny_model(w.s, 1, 2);
+    CHECK(t_sh("cd %s && %s scores --model m1 --db r.db --probe-r 5 --probe-n 2 --threads 2 "
+               ">/dev/null 2>&1", w.s, abin()) == 0);
+    return w;
+}
+
+/* Run `env attnlab cmd` (in dir w, stderr to t_path("e")), which must
+ * exit with code rc, say one line holding want, and leave w exactly as it
+ * was. env: variables for the command ("" for none). */
+static void refused_untouched(const char *w, const char *env, const char *cmd, int rc,
+                              const char *want) {
+    char *before = tree_sig(w, "sig0");
+    int got = t_sh("cd %s && %s %s %s > /dev/null 2> %s", w, env, abin(), cmd, t_path("e"));
+    CHECKF(got == rc, "%s: exit %d, want %d", cmd, got, rc);
+    CHECKF(t_one_line(t_path("e"), want), "%s", cmd);
+    char *after = tree_sig(w, "sig1");
+    CHECKF(before && after && !strcmp(before, after), "%s changed the folder:\n%s\nvs\n%s", cmd,
+           before ? before : "", after ? after : "");
+    free(before);
+    free(after);
+}
+
+/* ------------------------------------------------------ memory budget */
+
+TEST(refusal_mem_limit_env) {
+    char e_msg[1024];
+    al_err e;
+    setenv("ATTNLAB_MEM_LIMIT", "2G", 1);
+    int env = 0;
+    CHECK(al_mem_limit(&env) == 2e9 && env == 1);
+    CHECK(al_mem_check(1.9e9, "x", "y", "z", &e) == 0);
+    CHECK(al_mem_check(2.1e9, "sae train", "--batch 9", "lower --batch", &e) == -1);
+    snprintf(e_msg, sizeof e_msg, "%s", e.msg);
+    CHECKF(!strcmp(e_msg, "sae train would allocate 2.1 GB for --batch 9 (limit: 2.0 GB, "
+                          "ATTNLAB_MEM_LIMIT); lower --batch"), "%s", e_msg);
+    CHECK(al_mem_check(NAN, "x", "y", "z", &e) == -1);
+    setenv("ATTNLAB_MEM_LIMIT", "512k", 1);
+    CHECK(al_mem_limit(NULL) == 512e3);
+    setenv("ATTNLAB_MEM_LIMIT", "lots", 1); /* unparsable: the machine's */
+    CHECK(al_mem_limit(&env) == 0.8 * al_mem_total() && env == 0);
+    unsetenv("ATTNLAB_MEM_LIMIT");
+    CHECK(al_mem_limit(NULL) == 0.8 * al_mem_total());
+}
+
+/* The sizes computed from a config alone against the engine's own
+ * allocations (what malloc handed out: at least what was asked for, and
+ * the slack of each block is a few words). */
+TEST(refusal_mem_sizes_match_engine) {
+    al_err e;
+    for (int k = 0; k < 4; k++) {
+        al_config c = al_config_default();
+        c.n_layers = 1 + k % 3, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 12;
+        c.d_vocab = 37 + k, c.tied_embeddings = k == 1, c.seed = 3;
+        if (k >= 2) c.norm_type = AL_NORM_LN, c.biases = k == 3 ? AL_BIAS_ALL : AL_BIAS_Q;
+        al_model m;
+        CHECK_OK(al_model_init(&m, &c, &e), &e);
+        CHECKF(al_model_param_floats(&c) == (double)m.n_params, "config %d: %.0f vs %zu", k,
+               al_model_param_floats(&c), m.n_params);
+        const int B = 3 + k, T = 5 + k;
+        int in[64] = {0}, tg[64] = {0};
+        for (int i = 0; i < B * T; i++) in[i] = tg[i] = i % c.d_vocab;
+        CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
+        double got = (double)malloc_usable_size(m.acts) + (double)malloc_usable_size(m.inputs);
+        double want = al_model_acts_bytes(&c, B, T);
+        CHECKF(got >= want && got - want < 64, "config %d: activations %.0f bytes, computed %.0f",
+               k, got, want);
+        al_model_free(&m);
+    }
+    for (int arch = 0; arch < 2; arch++) {
+        al_sae_cfg c = al_sae_cfg_default(16, 96);
+        c.arch = arch;
+        al_sae s;
+        CHECK_OK(al_sae_init(&s, &c, 1, &e), &e);
+        const int B = 40;
+        float x[40 * 16];
+        for (int i = 0; i < B * 16; i++) x[i] = sinf((float)i);
+        CHECK_OK(al_sae_forward(&s, x, B, &e), &e);
+        CHECK_OK(al_sae_backward(&s, &e), &e);
+        double got = (double)malloc_usable_size(s.params) + (double)malloc_usable_size(s.since) +
+                     (double)malloc_usable_size(s.xin) + (double)malloc_usable_size(s.scratch);
+        double want = al_sae_bytes(&c, B);
+        /* want also counts the forward's heaps, freed again; the aux part of
+         * the backward's scratch only when latents are dead; 64 bytes of
+         * slack a block */
+        CHECKF(got <= want + 4 * 64 && got > 0.6 * want, "arch %d: %.0f bytes, computed %.0f",
+               arch, got, want);
+        al_sae_free(&s);
+    }
+}
+
+/* sae train with a dictionary and batch this machine cannot hold: refused
+ * before the run row and before the SAE folder exists (it used to leave
+ * an untrained SAE and a failed run). */
+TEST(refusal_mem_sae_train) {
+    t_pbuf w = work_dir();
+    refused_untouched(w.s, "",
+                      "sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
+                      "--expansion 1024 --batch 262144 --threads 2",
+                      1, "sae train would allocate");
+    CHECK(t_one_line(t_path("e"), "for --batch 262144 x --expansion 1024"));
+    CHECK(t_one_line(t_path("e"), "; lower --batch or --expansion"));
+    /* the budget is the environment's when set, and a database the run
+     * would have made is not left behind either */
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=100k",
+                      "sae train --model m1 --layer 0 --data s.train.bin --db new.db --out sae "
+                      "--steps 2 --threads 2",
+                      1, "(limit: 100.0 kB, ATTNLAB_MEM_LIMIT)");
+}
+
+/* train: four copies of the parameters and a batch's activations. */
+TEST(refusal_mem_train) {
+    t_pbuf w = work_dir();
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=1G",
+                      "train --data s.train.bin --tokenizer tok.json --out big --steps 2 "
+                      "--n-layers 1 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 100000 "
+                      "--threads 2",
+                      1, "train would allocate");
+    CHECK(t_one_line(t_path("e"), "for --batch 100000 x 32-token sequences"));
+}
+
+/* scores and ablate: a batch of windows, the probe; patching: five copies
+ * of a batch's activations; run --save-cache: the forward and the cache. */
+TEST(refusal_mem_analyses) {
+    t_pbuf w = work_dir();
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=20M",
+                      "scores --model m1 --db r.db --data s.val.bin --probe-r 5 --batch 2000 "
+                      "--batches 1 --threads 2",
+                      1, "scores would allocate");
+    CHECK(t_one_line(t_path("e"), "--batch 2000 x --batches 1 windows of 32 tokens"));
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=20M",
+                      "ablate --model m1 --db r.db --data s.val.bin --probe-r 5 --batch 2000 "
+                      "--batches 1 --threads 2",
+                      1, "ablate would allocate");
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=1M", "patch --model m1 --db r.db --batch 64", 1,
+                      "patching would allocate");
+    CHECK(t_one_line(t_path("e"), "for --batch 64 pairs of 31 tokens"));
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=1M",
+                      "run --model m1 --data s.val.bin --save-cache c.st --windows 50 --hooks z", 1,
+                      "run --save-cache would allocate");
+    CHECK(t_one_line(t_path("e"), "for 50 windows of 32 tokens"));
+    /* and a probe longer than the model's context, before the run row */
+    refused_untouched(w.s, "", "scores --model m1 --db r.db --threads 2", 1,
+                      "probe length 2R+1 = 101 exceeds n_ctx 32 (lower --probe-r)");
+}
