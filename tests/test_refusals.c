@@ -5,9 +5,10 @@
  * against what the engine really allocates, and the other refusals and
  * warnings that belong to the same rule (a partly trained SAE, a token
  * file shorter than a window, an experiment's stage values). */
-#define _GNU_SOURCE /* malloc_usable_size */
+#define _GNU_SOURCE /* malloc_usable_size, wait4 (proc.h) */
 #include <malloc.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,10 @@
 #include "attnlab/membudget.h"
 #include "attnlab/model.h"
 #include "attnlab/sae.h"
+#include "attnlab/sae_io.h"
+#include "attnlab/sae_train.h"
 #include "attnlab/util.h"
+#include "proc.h"
 #include "test.h"
 
 /* The binary by absolute path: these tests cd into their folder. */
@@ -182,4 +186,108 @@ TEST(refusal_mem_analyses) {
     /* and a probe longer than the model's context, before the run row */
     refused_untouched(w.s, "", "scores --model m1 --db r.db --threads 2", 1,
                       "probe length 2R+1 = 101 exceeds n_ctx 32 (lower --probe-r)");
+}
+
+/* ------------------------------------------------- a partly trained SAE */
+
+static int gauss_source(void *ctx, float *x, int n, al_rng *rng, al_err *e) {
+    (void)ctx, (void)e;
+    for (int i = 0; i < n * 8; i++) x[i] = (float)al_rng_normal(rng);
+    return 0;
+}
+
+/* The trainer marks its folder from the step-0 checkpoint on and removes
+ * the mark with the last step's: stopped half-way it is partial (with its
+ * step), resumed to the end it is not. */
+TEST(refusal_sae_partial_mark) {
+    al_err e;
+    t_pbuf out = t_pcopy("sae");
+    al_sae_train_opts o = al_sae_train_opts_defaults();
+    o.source = gauss_source, o.source_d_in = 8, o.out = out.s;
+    o.expansion = 2, o.k = 4, o.steps = 8, o.batch = 16, o.buffer_batches = 1;
+    o.stop_at = 4, o.ckpt_every = 0, o.eval_windows = 1, o.threads = 1;
+    al_sae_trainer *t;
+    CHECK_OK(al_sae_trainer_init(&t, &o, &e), &e);
+    al_sae s;
+    al_sae_meta m;
+    CHECK_OK(al_sae_load(out.s, &s, &m, &e), &e); /* the step-0 SAE */
+    CHECK(m.partial == 1 && m.partial_step == 0 && m.partial_steps == 8);
+    al_sae_free(&s);
+    int stopped = 0;
+    CHECK_OK(al_sae_trainer_run(t, &stopped, &e), &e);
+    CHECK(stopped == 1 && al_sae_trainer_step(t) == 4);
+    al_sae_trainer_free(t);
+    CHECK_OK(al_sae_load(out.s, &s, &m, &e), &e);
+    CHECK(m.partial == 1 && m.partial_step == 4 && m.partial_steps == 8);
+    char msg[512];
+    al_sae_partial_msg("D", &m, msg, sizeof msg);
+    CHECKF(!strcmp(msg, "the SAE D is partly trained (step 4 of 8: its training was interrupted "
+                        "or failed; sae train --resume finishes it)"), "%s", msg);
+    al_sae_free(&s);
+    o.stop_at = 0, o.resume = 1;
+    CHECK_OK(al_sae_trainer_init(&t, &o, &e), &e);
+    CHECK_OK(al_sae_trainer_run(t, &stopped, &e), &e);
+    CHECK(stopped == 0 && al_sae_trainer_step(t) == 8);
+    al_sae_trainer_free(t);
+    CHECK_OK(al_sae_load(out.s, &s, &m, &e), &e);
+    CHECK(m.partial == 0 && m.partial_step == -1);
+    al_sae_free(&s);
+    CHECK(t_sh("test ! -e %s/" AL_SAE_PARTIAL_FILE, out.s) == 0);
+    /* a mark that does not read as the trainer's still marks the folder */
+    CHECK(t_sh("echo '{\"step\": -3}' > %s/" AL_SAE_PARTIAL_FILE, out.s) == 0);
+    CHECK_OK(al_sae_load(out.s, &s, &m, &e), &e);
+    CHECK(m.partial == 1 && m.partial_step == -1);
+    al_sae_partial_msg("D", &m, msg, sizeof msg);
+    CHECK(strstr(msg, "the SAE D is partly trained (its training"));
+    al_sae_free(&s);
+}
+
+/* sae train killed mid-run (SIGKILL: no handler runs) leaves a marked
+ * folder; sae features on it warns (stored with the run, in --json) and
+ * under --strict refuses in one line, storing nothing. */
+TEST(refusal_sae_killed_features_warn) {
+    t_pbuf w = work_dir();
+    t_pbuf db = t_pcopy("w/r.db"), rf = t_pcopy("w/sae/" AL_SAE_RESUME_FILE);
+    pid_t p = t_spawn(NULL, NULL,
+                      "sae train --model %s/m1 --layer 0 --data %s/s.train.bin --db %s --out "
+                      "%s/sae --steps 1000000 --batch 64 --ckpt-every 8 --threads 1",
+                      w.s, w.s, db.s, w.s);
+    int seen = 0;
+    for (int i = 0; i < 600 && !seen; i++) {
+        t_sleep(0.05);
+        seen = al_file_exists(rf.s);
+    }
+    CHECK(seen);
+    t_sleep(0.2);
+    kill(p, SIGKILL);
+    CHECK(t_wait(p, NULL) == 128 + SIGKILL);
+    CHECK(t_sh("test -e %s/sae/" AL_SAE_PARTIAL_FILE, w.s) == 0);
+    const char *feat = "sae features --model m1 --sae sae --data s.val.bin --db r.db --windows 4 "
+                       "--probe-n 8 --threads 2";
+    /* first without --strict: this also marks the killed run failed, the
+     * store's housekeeping on opening, which the refusal below then finds
+     * done */
+    CHECK(t_sh("cd %s && %s %s --json > %s 2> %s", w.s, abin(), feat, t_path("o"),
+               t_path("e")) == 0);
+    CHECK(t_sh("grep -q '^attnlab: warning: the SAE sae is partly trained (step [0-9]* of "
+               "1000000: its training was interrupted or failed; sae train --resume finishes "
+               "it)$' %s", t_path("e")) == 0);
+    CHECK(t_sh("grep -q 'the SAE sae is partly trained' %s", t_path("o")) == 0);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings JOIN runs USING (run_id) WHERE "
+                           "kind = 'sae_features' AND message LIKE '%partly trained%'") == 1);
+    refused_untouched(w.s, "", "sae features --model m1 --sae sae --data s.val.bin --db r.db "
+                      "--windows 4 --probe-n 8 --threads 2 --strict", 1,
+                      "refused under --strict (nothing stored): the SAE sae is partly trained "
+                      "(step ");
+}
+
+/* --probe-r that cannot fit the model's context: refused before the run
+ * row (it used to be refused by the computation, leaving a failed run). */
+TEST(refusal_sae_features_probe_r) {
+    t_pbuf w = work_dir();
+    CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
+               "--steps 2 --batch 64 --threads 2 >/dev/null 2>&1", w.s, abin()) == 0);
+    refused_untouched(w.s, "",
+                      "sae features --model m1 --sae sae --data s.val.bin --db r.db --probe-r 1000",
+                      1, "--probe-r 1000: the probe's 2R+1 tokens must fit n_ctx 32");
 }

@@ -33,7 +33,11 @@
  * metadata: one file, written to a temporary name and renamed, so a crash
  * leaves the old checkpoint or the new one, and a resume file always has
  * the SAELens pair beside it (of its step, or of the next when a crash
- * came between the two writes). */
+ * came between the two writes). Every checkpoint before the last step is
+ * preceded by the partial mark OUT/sae_partial.json (sae_io.h), which the
+ * last step's checkpoint removes: a folder whose training stopped on the
+ * way (a stop, stop_at, a kill, a crash, a non-finite loss) is marked
+ * partly trained, and al_sae_load says so. */
 #ifndef ATTNLAB_SAE_TRAIN_H
 #define ATTNLAB_SAE_TRAIN_H
 

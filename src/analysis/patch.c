@@ -158,9 +158,7 @@ static int pairs_alloc(al_pairs *t, const char *task, int N, int T, int n_items,
 }
 
 int al_patch_probe_r(const al_patch_opts *o, int n_ctx) {
-    if (o->probe_r) return o->probe_r;
-    int r = (n_ctx - 1) / 2;
-    return r < 50 ? r : 50;
+    return al_probe_r_default(o->probe_r, n_ctx);
 }
 
 static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patch_opts *o,

@@ -424,8 +424,16 @@ typedef struct feat_state {
 static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     feat_args *a = args;
     feat_state *s = state;
+    int R;
+    if (al_sae_feat_probe_r(&a->o, dr->b->m.cfg.n_ctx, &R, e)) return -1;
     if (al_sae_load(a->sae, &s->sae, &s->meta, e) != 0) return -1;
     if (al_sae_fits_model(&s->sae, &s->meta, &dr->b->m.cfg, dr->b->sha, e) != 0) return -1;
+    if (s->meta.partial) { /* a warning; under --strict the one line of a refusal */
+        char w[AL_WARN_LEN];
+        al_sae_partial_msg(a->sae, &s->meta, w, sizeof w);
+        if (dr->strict) return al_errf(e, "refused under --strict (nothing stored): %s", w);
+        al_drive_warn(dr, w);
+    }
     if (s->meta.site != AL_SAE_SITE_Z)
         return al_errf(e, "%s reads the residual stream of layer %d: sae features needs an SAE "
                        "on a layer's z", a->sae, s->meta.hook_layer);

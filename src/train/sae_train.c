@@ -249,9 +249,14 @@ static int save(al_sae_trainer *t, al_err *e) {
     const char *mv[6] = {"attnlab-sae-resume-1", step, rng, scale, key, t->meta.model_sha256};
     /* the SAELens pair first, the resume file last: a resume file on disk
      * always has a pair beside it (of its step, or of the next one when a
-     * crash came between the two) */
-    int rc = al_sae_save(t->o.out, &t->sae, &t->meta, e);
+     * crash came between the two). Before both, while steps remain, the
+     * partial mark; after the last step's, its removal: a folder whose
+     * training stopped anywhere on the way is marked so. */
+    const int last = t->step >= t->o.steps;
+    int rc = last ? 0 : al_sae_partial_mark(t->o.out, t->step, t->o.steps, e);
+    if (rc == 0) rc = al_sae_save(t->o.out, &t->sae, &t->meta, e);
     if (rc == 0) rc = al_st_write(path, ts, 4, mk, mv, 6, e);
+    if (rc == 0 && last) rc = al_sae_partial_clear(t->o.out, e);
     free(since);
     return rc;
 }
@@ -328,15 +333,16 @@ out:
     return rc;
 }
 
-/* Temporary files a killed save left behind (NAME.tmp.<pid> of the three
+/* Temporary files a killed save left behind (NAME.tmp.<pid> of the four
  * files the trainer writes; nothing else is touched). */
 static void remove_strays(const char *dir) {
-    static const char *names[3] = {AL_SAE_RESUME_FILE, AL_SAE_WEIGHTS_FILE, AL_SAE_CFG_FILE};
+    static const char *names[4] = {AL_SAE_RESUME_FILE, AL_SAE_WEIGHTS_FILE, AL_SAE_CFG_FILE,
+                                   AL_SAE_PARTIAL_FILE};
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *de;
     while ((de = readdir(d)) != NULL)
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             size_t n = strlen(names[i]);
             if (strncmp(de->d_name, names[i], n) == 0 && strncmp(de->d_name + n, ".tmp.", 5) == 0) {
                 char p[AL_PATH_MAX + 320];
