@@ -18,6 +18,7 @@
 #include "attnlab/sae.h"
 #include "attnlab/sae_io.h"
 #include "attnlab/sae_train.h"
+#include "attnlab/safetensors.h"
 #include "attnlab/util.h"
 #include "proc.h"
 #include "test.h"
@@ -290,4 +291,51 @@ TEST(refusal_sae_features_probe_r) {
     refused_untouched(w.s, "",
                       "sae features --model m1 --sae sae --data s.val.bin --db r.db --probe-r 1000",
                       1, "--probe-r 1000: the probe's 2R+1 tokens must fit n_ctx 32");
+}
+
+/* An SAE's weight file that cannot be read is called an SAE in the
+ * message, not a checkpoint: a missing, short or damaged file and a
+ * non-finite weight, from the library and from the command. */
+TEST(refusal_sae_weights_named_sae) {
+    al_err e;
+    t_pbuf dir = t_pcopy("sae");
+    al_sae s;
+    al_sae_meta m = {.site = AL_SAE_SITE_Z, .hook_layer = 0, .scale = 1.0};
+    al_sae_cfg c = al_sae_cfg_default(32, 64);
+    CHECK_OK(al_sae_init(&s, &c, 1, &e), &e);
+    CHECK_OK(al_sae_save(dir.s, &s, &m, &e), &e);
+    char want[2048];
+    snprintf(want, sizeof want, "cannot read SAE %s/" AL_SAE_WEIGHTS_FILE ": ", dir.s);
+    /* W_enc with a NaN, written as a valid file */
+    s.W_enc[5] = NAN;
+    const int64_t d = 32, n = 64;
+    al_st_tensor t[4] = {
+        {.name = "W_enc", .dtype = AL_DT_F32, .ndim = 2, .shape = {d, n}, .data = s.W_enc},
+        {.name = "b_enc", .dtype = AL_DT_F32, .ndim = 1, .shape = {n}, .data = s.b_enc},
+        {.name = "W_dec", .dtype = AL_DT_F32, .ndim = 2, .shape = {n, d}, .data = s.W_dec},
+        {.name = "b_dec", .dtype = AL_DT_F32, .ndim = 1, .shape = {d}, .data = s.b_dec}};
+    char wpath[2048];
+    snprintf(wpath, sizeof wpath, "%s/" AL_SAE_WEIGHTS_FILE, dir.s);
+    CHECK_OK(al_st_write(wpath, t, 4, NULL, NULL, 0, &e), &e);
+    al_sae_free(&s);
+    al_sae s2;
+    CHECK(al_sae_load(dir.s, &s2, &m, &e) == -1);
+    CHECKF(!strncmp(e.msg, want, strlen(want)) && strstr(e.msg, "NaN/Inf"), "%s", e.msg);
+    /* cut short */
+    CHECK(t_sh("head -c 100 %s > %s.x && mv %s.x %s", wpath, wpath, wpath, wpath) == 0);
+    CHECK(al_sae_load(dir.s, &s2, &m, &e) == -1);
+    CHECKF(!strncmp(e.msg, want, strlen(want)), "%s", e.msg);
+    CHECK(!strstr(e.msg, "checkpoint"));
+    /* not a regular file */
+    CHECK(t_sh("rm %s && mkdir %s", wpath, wpath) == 0);
+    CHECK(al_sae_load(dir.s, &s2, &m, &e) == -1);
+    CHECKF(!strncmp(e.msg, want, strlen(want)) && strstr(e.msg, "not a regular file"), "%s",
+           e.msg);
+    /* the command says the same in its one line */
+    t_pbuf w = work_dir();
+    CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
+               "--steps 2 --batch 64 --threads 2 >/dev/null 2>&1 && head -c 64 sae/"
+               AL_SAE_WEIGHTS_FILE " > x && mv x sae/" AL_SAE_WEIGHTS_FILE, w.s, abin()) == 0);
+    refused_untouched(w.s, "", "sae features --model m1 --sae sae --data s.val.bin --db r.db", 1,
+                      "attnlab: cannot read SAE sae/" AL_SAE_WEIGHTS_FILE ": ");
 }

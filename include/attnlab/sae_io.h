@@ -26,7 +26,8 @@
  * no other tensor may be present) before the SAE is allocated, so a
  * hostile cfg.json cannot make it allocate more than the weights file
  * holds; every value must be finite. One line names the file and what is
- * wrong. */
+ * wrong ("cannot read SAE DIR/sae_weights.safetensors: ..." for the
+ * weights). */
 #ifndef ATTNLAB_SAE_IO_H
 #define ATTNLAB_SAE_IO_H
 

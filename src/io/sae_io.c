@@ -358,7 +358,7 @@ int al_sae_load_mem(const char *cfg_json, size_t cfg_n, const void *st, size_t s
     snprintf(src, sizeof src, "%s/%s", name, AL_SAE_WEIGHTS_FILE);
     al_st_file *f;
     int rc = -1;
-    if (al_st_open_mem(st, st_n, src, &f, e) == 0) {
+    if (al_st_open_mem_as(st, st_n, src, "SAE", &f, e) == 0) {
         rc = load_parsed(root, f, name, s, m, e);
         al_st_close(f);
     }
@@ -382,7 +382,7 @@ int al_sae_load(const char *dir, al_sae *s, al_sae_meta *m, al_err *e) {
     if (al_json_read_file(cpath, AL_SAE_CFG_MAX, &root, e) != 0) return -1;
     al_st_file *f;
     int rc = -1;
-    if (al_st_open(wpath, &f, e) == 0) {
+    if (al_st_open_as(wpath, "SAE", &f, e) == 0) {
         rc = load_parsed(root, f, dir, s, m, e);
         al_st_close(f);
     }

@@ -268,7 +268,7 @@ static int load_resume(al_sae_trainer *t, al_err *e) {
         return al_errf(e, "%s holds no SAE checkpoint to resume (%s missing)", t->o.out,
                        AL_SAE_RESUME_FILE);
     al_st_file *f;
-    if (al_st_open(path, &f, e) != 0) return -1;
+    if (al_st_open_as(path, "SAE checkpoint", &f, e) != 0) return -1;
     int rc = -1;
     char key[1024];
     opts_key(t, key, sizeof key);
