@@ -339,3 +339,30 @@ TEST(refusal_sae_weights_named_sae) {
     refused_untouched(w.s, "", "sae features --model m1 --sae sae --data s.val.bin --db r.db", 1,
                       "attnlab: cannot read SAE sae/" AL_SAE_WEIGHTS_FILE ": ");
 }
+
+/* attnstats on a token file shorter than one window of the model's
+ * length: every window would be the same few tokens, so it says so (a
+ * warning, stored with the run and in --json); a file of whole windows
+ * gets none. */
+TEST(refusal_attnstats_short_data_warns) {
+    t_pbuf w = work_dir();
+    t_pbuf shortf = t_pcopy("w/short.bin"), db = t_pcopy("w/r.db");
+    t_phrase_corpus(shortf.s, 10);
+    CHECK(t_sh("cd %s && %s attnstats --model m1 --db r.db --data short.bin --threads 2 --json "
+               "> %s 2> %s", w.s, abin(), t_path("o"), t_path("e")) == 0);
+    const char *want = "the token file short.bin has 10 tokens, fewer than one window of the "
+                       "model's 32 (+1): each of the 32 windows (--batches 4 x --batch 8) is the "
+                       "same 9 tokens";
+    char *err = t_slurp(t_path("e")), *out = t_slurp(t_path("o"));
+    CHECKF(err && strstr(err, want), "stderr: %s", err ? err : "");
+    CHECK(out && strstr(out, want));
+    free(err);
+    free(out);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings JOIN runs USING (run_id) WHERE kind "
+                           "= 'attnstats' AND message LIKE '%fewer than one window%'") == 1);
+    CHECK(t_sh("cd %s && %s attnstats --model m1 --db r.db --data s.val.bin --threads 2 > /dev/null "
+               "2> %s", w.s, abin(), t_path("e2")) == 0);
+    char *e2 = t_slurp(t_path("e2"));
+    CHECK(e2 && !strstr(e2, "fewer than one window"));
+    free(e2);
+}
