@@ -366,3 +366,33 @@ TEST(refusal_attnstats_short_data_warns) {
     CHECK(e2 && !strstr(e2, "fewer than one window"));
     free(e2);
 }
+
+/* sae features stores its SAE folder and token file as the model's path
+ * is stored (absolute), so heatmap --what sae-feature drawn from another
+ * folder finds all three and recomputes the contexts' activations. */
+TEST(refusal_heatmap_sae_paths_from_db) {
+    t_pbuf w = work_dir();
+    CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
+               "--steps 20 --batch 64 --threads 2 >/dev/null 2>&1 && %s sae features --model m1 "
+               "--sae sae --data s.val.bin --db r.db --windows 4 --probe-n 8 --threads 2 "
+               ">/dev/null 2>&1", w.s, abin(), abin()) == 0);
+    t_pbuf db = t_pcopy("w/r.db");
+    long run = t_sql_long(db.s, "SELECT max(run_id) FROM runs WHERE kind = 'sae_features'");
+    long feat = t_sql_long(db.s, "SELECT min(feature) FROM sae_features WHERE run_id = (SELECT "
+                                 "max(run_id) FROM runs WHERE kind = 'sae_features')");
+    CHECK(run > 0 && feat >= 0);
+    char *dir = t_sql(db.s, "SELECT sae_dir FROM sae_feature_runs");
+    char *data = t_sql(db.s, "SELECT json_extract(config_json, '$.data') FROM runs WHERE kind = "
+                             "'sae_features'");
+    CHECKF(dir && dir[0] == '/' && strstr(dir, "/w/sae"), "%s", dir ? dir : "");
+    CHECKF(data && data[0] == '/' && strstr(data, "/w/s.val.bin"), "%s", data ? data : "");
+    free(dir);
+    free(data);
+    /* from the test's folder, one above the run's */
+    CHECK(t_sh("cd %s && %s heatmap --what sae-feature --db w/r.db --run %ld --feature %ld --out "
+               "f.svg > /dev/null 2> %s", t_tmpdir(), abin(), run, feat, t_path("e")) == 0);
+    char *svg = t_slurp(t_path("f.svg"));
+    CHECK(svg && strstr(svg, "recomputed with the SAE (it agrees with the stored one"));
+    CHECK(svg && !strstr(svg, "cannot be read"));
+    free(svg);
+}

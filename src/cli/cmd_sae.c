@@ -18,6 +18,8 @@
  * SIGINT/SIGTERM: the trainer saves a checkpoint at the next buffer
  * boundary, the run is marked failed with "interrupted" (exit 130), and
  * `--resume` continues it. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,9 +362,14 @@ typedef struct feat_args {
     al_sae_feat_opts o;
     int show;
     char sae_buf[1100];   /* an experiment's --sae, under the model's directory */
+    const char *sae_typed; /* --sae as given, for the text and --json */
+    /* --sae and --data resolved (realpath) before the run row, so the run
+     * stores them as the model's path is stored: absolute, found by a
+     * picture or the report from any folder */
+    char sae_abs[AL_PATH_MAX], data_abs[AL_PATH_MAX];
 } feat_args;
 
-#define FEAT_ARGS_INIT {AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, ""}
+#define FEAT_ARGS_INIT {AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, "", NULL, "", ""}
 static feat_args g_feat = FEAT_ARGS_INIT;
 
 static al_flag feat_flags[] = {
@@ -447,6 +454,9 @@ static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (al_unseen_ids_warning(a->w.model, dr->b->m.cfg.d_vocab,
                               "the features' logit effects (raises, lowers)", w, sizeof w))
         al_drive_warn(dr, w);
+    a->sae_typed = a->sae;
+    if (realpath(a->sae, a->sae_abs)) a->sae = a->sae_abs;
+    if (realpath(a->w.data, a->data_abs)) a->w.data = a->data_abs;
     return 0;
 }
 
@@ -554,7 +564,7 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
         if (isfinite(r->head_auroc[h]) && (bh < 0 || r->head_auroc[h] > r->head_auroc[bh])) bh = h;
     if (dr->json) {
         cJSON *d = dr->doc, *fs = NULL, *ha = NULL;
-        int ok = cJSON_AddStringToObject(d, "sae", a->sae) &&
+        int ok = cJSON_AddStringToObject(d, "sae", a->sae_typed) &&
                  cJSON_AddStringToObject(d, "hook_name", s->hook) &&
                  cJSON_AddNumberToObject(d, "layer", r->layer) &&
                  cJSON_AddNumberToObject(d, "d_sae", r->d_sae) &&
@@ -587,7 +597,8 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
     }
     printf("model %s -> run %lld of %s; SAE %s on %s: %d of %d features live on %d windows of "
            "%d tokens; induction probe R %d, N %d\n",
-           a->w.model, (long long)dr->b->run_id, a->w.db, a->sae, s->hook, r->n_live, r->d_sae,
+           a->w.model, (long long)dr->b->run_id, a->w.db, a->sae_typed, s->hook, r->n_live,
+           r->d_sae,
            r->windows, r->T, r->probe_r, r->probe_n);
     printf("induction features (index >= %.1f, binomial p < %g): %d", AL_SAE_INDUCTION_INDEX,
            AL_SAE_INDUCTION_P, r->n_induction);
