@@ -396,3 +396,55 @@ TEST(refusal_heatmap_sae_paths_from_db) {
     CHECK(svg && !strstr(svg, "cannot be read"));
     free(svg);
 }
+
+/* ------------------------------------------------------- experiments */
+
+/* An experiment checks every stage's values, with the commands' own
+ * checks, before its first stage runs and under --dry-run: a layer the
+ * declared model lacks, k 0, an SAE no stage makes, a probe longer than
+ * the declared context, windows -1 after an SAE stage. Refused in one
+ * line naming the stage; a real run makes no folder at all. */
+TEST(refusal_experiment_stage_values) {
+    static const struct {
+        const char *analyses, *want;
+    } cases[] = {
+        {"{\"sae\": {\"layer\": 7, \"steps\": 2}}",
+         "(sae: model two): --layer 7: the model in "},
+        {"{\"sae\": {\"layer\": 1, \"k\": 0}}", "(sae: model two): --k must be >= 1 (got 0)"},
+        {"{\"sae\": {\"layer\": 1, \"k\": 100000}}",
+         "--k 100000 is larger than the dictionary (d_sae 256 = 8 x 32)"},
+        {"{\"sae_features\": {\"sae\": \"sae-L1\"}}",
+         "(sae_features: model two): it reads "},
+        {"{\"sae\": {\"layer\": 0}, \"sae_features\": {\"sae\": \"sae-L1\"}}",
+         "/models/two/sae-L1, which no stage before it writes"},
+        {"{\"sae\": {\"layer\": 1, \"steps\": 2}, \"sae_features\": {\"sae\": \"sae-L1\", "
+         "\"windows\": -1}}",
+         "(sae_features: model two): --windows must be"},
+        {"{\"sae_features\": {\"sae\": \"/\", \"probe_r\": 1000}}",
+         "--probe-r 1000: the probe's 2R+1 tokens must fit n_ctx 32"},
+        {"{\"scores\": {\"probe_r\": 50}}",
+         "(scores: model two): probe length 2R+1 = 101 exceeds n_ctx 32 (lower --probe-r)"},
+        {"{\"patch\": {\"probe_r\": 40}}",
+         "induction task length 2R+1 = 81 exceeds n_ctx 32 (lower --probe-r)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[2048];
+        snprintf(text, sizeof text, T_EXP_TINY_2L("x") " \"analyses\": %s, \"report\": false}",
+                 cases[i].analyses);
+        t_write("x.json", text);
+        for (int dry = 1; dry >= 0; dry--) {
+            int rc = t_sh("cd %s && %s experiment x.json --out out %s > /dev/null 2> %s",
+                          t_tmpdir(), abin(), dry ? "--dry-run" : "", t_path("e"));
+            CHECKF(rc == 1, "case %zu (dry %d): exit %d", i, dry, rc);
+            CHECKF(t_one_line(t_path("e"), cases[i].want), "case %zu (dry %d)", i, dry);
+            CHECKF(t_sh("test ! -e %s/out", t_tmpdir()) == 0, "case %zu left a folder", i);
+        }
+    }
+    /* the same stages with good values pass the dry run */
+    t_write("x.json", T_EXP_TINY_2L("x") " \"analyses\": {\"sae\": {\"layer\": 1}, "
+                                          "\"sae_features\": {\"sae\": \"sae-L1\"}, \"scores\": "
+                                          "{\"probe_r\": 10}, \"patch\": true}, \"report\": "
+                                          "false}");
+    CHECK(t_sh("cd %s && %s experiment x.json --out out --dry-run > /dev/null 2> %s", t_tmpdir(),
+               abin(), t_path("e")) == 0);
+}

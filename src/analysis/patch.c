@@ -161,16 +161,23 @@ int al_patch_probe_r(const al_patch_opts *o, int n_ctx) {
     return al_probe_r_default(o->probe_r, n_ctx);
 }
 
+int al_patch_task_fits(const al_patch_opts *o, int n_ctx, al_err *e) {
+    if (!o->task || strcmp(o->task, "induction")) return 0;
+    int R = al_patch_probe_r(o, n_ctx);
+    if (R < 2)
+        return al_errf(e, "n_ctx %d is too short for the induction task (2R+1 tokens, R >= 2)",
+                       n_ctx);
+    if (2.0 * R + 1 > n_ctx)
+        return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)",
+                       2 * R + 1, n_ctx);
+    return 0;
+}
+
 static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patch_opts *o,
                           al_err *e) {
     const al_config *c = &m->cfg;
     int R = al_patch_probe_r(o, c->n_ctx), N = o->probe_n, T = 2 * R + 1;
-    if (R < 2)
-        return al_errf(e, "n_ctx %d is too short for the induction task (2R+1 tokens, R >= 2)",
-                       c->n_ctx);
-    if (T > c->n_ctx)
-        return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", T,
-                       c->n_ctx);
+    if (al_patch_task_fits(o, c->n_ctx, e)) return -1;
     al_probe p, q = {0};
     int text = o->probe_src && o->probe_src->text;
     if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, o->probe_src, e)) return -1;

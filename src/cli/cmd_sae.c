@@ -171,10 +171,9 @@ typedef struct sae_state {
     char hook[64];
 } sae_state;
 
-static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
-    sae_args *a = args;
-    sae_state *s = state;
-    const al_config *c = &dr->b->m.cfg;
+/* The layer and k against the model's shape. */
+static int sae_check_model(const void *args, const al_config *c, al_err *e) {
+    const sae_args *a = args;
     int site = AL_SAE_SITE_Z, arch = AL_SAE_TOPK;
     site_parse(a->site, &site);
     arch_parse(a->arch, &arch);
@@ -185,6 +184,17 @@ static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (arch == AL_SAE_TOPK && a->k > d_in * a->expansion)
         return al_errf(e, "--k %d is larger than the dictionary (d_sae %ld = %d x %ld)", a->k,
                        d_in * a->expansion, a->expansion, d_in);
+    return 0;
+}
+
+static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
+    sae_args *a = args;
+    sae_state *s = state;
+    const al_config *c = &dr->b->m.cfg;
+    int site = AL_SAE_SITE_Z, arch = AL_SAE_TOPK;
+    site_parse(a->site, &site);
+    arch_parse(a->arch, &arch);
+    long d_in = site == AL_SAE_SITE_Z ? (long)c->n_heads * c->d_head : c->d_model;
     if (!a->resume && !a->force) { /* before any work, naming the flags */
         char cp[AL_PATH_MAX + 64], rp[AL_PATH_MAX + 64];
         if (al_path_join(cp, sizeof cp, a->out, AL_SAE_CFG_FILE, e) ||
@@ -328,6 +338,8 @@ static void sae_init(void *args) {
  * the validation tokens, written under the model's directory as sae-L<l>
  * (z) or sae-resid-L<l>, where `sae features` stages find them. A stage
  * runs again only when it did not finish, so it starts over (--force). */
+static const char *sae_exp_output(const void *args) { return ((const sae_args *)args)->out; }
+
 static int sae_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
     sae_args *a = args;
     int site = AL_SAE_SITE_Z;
@@ -347,10 +359,11 @@ static const char *const sae_deny[] = {"out", "val", "resume", "force", NULL};
 
 const al_analysis al_an_sae = {
     .name = "sae", .cmd = &al_cmd_sae_train, .groups = AL_GROUP_WHERE, .tmpl = &g_sae,
-    .size = sizeof g_sae, .init = sae_init, .check = sae_check,
+    .size = sizeof g_sae, .init = sae_init, .check = sae_check, .check_model = sae_check_model,
     .state_size = sizeof(sae_state), .prepare = sae_prepare, .compute = sae_compute,
     .store = sae_store, .print = sae_print, .release = sae_release, .stops = 1,
-    .exp_data = AL_EXP_DATA_NONE, .exp_deny = sae_deny, .exp_paths = sae_exp_paths};
+    .exp_data = AL_EXP_DATA_NONE, .exp_deny = sae_deny, .exp_paths = sae_exp_paths,
+    .exp_output = sae_exp_output};
 
 static int run_sae(int argc, char **argv) { return al_drive_main(&al_an_sae, argc, argv); }
 
@@ -428,11 +441,15 @@ typedef struct feat_state {
     al_sae_feat_result r;
 } feat_state;
 
+/* The induction probe against the model's context. */
+static int feat_check_model(const void *args, const al_config *c, al_err *e) {
+    int R;
+    return al_sae_feat_probe_r(&((const feat_args *)args)->o, c->n_ctx, &R, e);
+}
+
 static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     feat_args *a = args;
     feat_state *s = state;
-    int R;
-    if (al_sae_feat_probe_r(&a->o, dr->b->m.cfg.n_ctx, &R, e)) return -1;
     if (al_sae_load(a->sae, &s->sae, &s->meta, e) != 0) return -1;
     if (al_sae_fits_model(&s->sae, &s->meta, &dr->b->m.cfg, dr->b->sha, e) != 0) return -1;
     if (s->meta.partial) { /* a warning; under --strict the one line of a refusal */
@@ -655,12 +672,16 @@ static int feat_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
     return 0;
 }
 
+static const char *feat_exp_input(const void *args) { return ((const feat_args *)args)->sae; }
+
 const al_analysis al_an_sae_features = {
     .name = "sae_features", .cmd = &al_cmd_sae_features, .groups = AL_GROUP_WHERE,
     .tmpl = &g_feat, .size = sizeof g_feat, .init = feat_init, .check = feat_check,
+    .check_model = feat_check_model,
     .state_size = sizeof(feat_state), .prepare = feat_prepare, .compute = feat_compute,
     .store = feat_store, .print = feat_print, .release = feat_release, .stops = 1,
-    .plain_only = 1, .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths};
+    .plain_only = 1, .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths,
+    .exp_input = feat_exp_input};
 
 static int run_feat(int argc, char **argv) {
     return al_drive_main(&al_an_sae_features, argc, argv);

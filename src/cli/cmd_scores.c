@@ -281,6 +281,11 @@ typedef struct scores_state {
     al_scores_result r;
 } scores_state;
 
+/* The probe against the model's context. */
+static int scores_check_model(const void *args, const al_config *c, al_err *e) {
+    return al_probe_fits(((const scores_args *)args)->o.probe_r, c->n_ctx, e);
+}
+
 /* The probe's ids, the tokens and the circuit, before the run row exists. */
 static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     scores_args *a = args;
@@ -289,7 +294,6 @@ static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, b->m.cfg.d_vocab, e))
         return -1;
     al_drive_warn(dr, s->pl.warn);
-    if (al_probe_fits(a->o.probe_r, b->m.cfg.n_ctx, e)) return -1;
     if (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) return -1;
     char what[160]; /* the windows only with --data; the probe always */
     snprintf(what, sizeof what, "--batch %d x --batches %d windows of %d tokens and --probe-n %d",
@@ -351,8 +355,9 @@ static const al_warnings *scores_warnings(const void *state) {
 const al_analysis al_an_scores = {
     .name = "scores", .cmd = &al_cmd_scores, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
     .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check,
-    .state_size = sizeof(scores_state), .prepare = scores_prepare, .compute = scores_compute,
-    .store = scores_store, .print = scores_print, .release = scores_release,
-    .warnings = scores_warnings, .exp_data = AL_EXP_DATA_VAL};
+    .check_model = scores_check_model, .state_size = sizeof(scores_state),
+    .prepare = scores_prepare, .compute = scores_compute, .store = scores_store,
+    .print = scores_print, .release = scores_release, .warnings = scores_warnings,
+    .exp_data = AL_EXP_DATA_VAL};
 
 static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }
