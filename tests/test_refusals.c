@@ -19,6 +19,7 @@
 #include "attnlab/sae_io.h"
 #include "attnlab/sae_train.h"
 #include "attnlab/safetensors.h"
+#include "attnlab/scores.h"
 #include "attnlab/util.h"
 #include "proc.h"
 #include "test.h"
@@ -447,4 +448,31 @@ TEST(refusal_experiment_stage_values) {
                                           "false}");
     CHECK(t_sh("cd %s && %s experiment x.json --out out --dry-run > /dev/null 2> %s", t_tmpdir(),
                abin(), t_path("e")) == 0);
+}
+
+/* --probe-r 0 (the default) is min(50, (n_ctx-1)/2) for every command
+ * that takes it that way, by one helper: paths, attribute and discover
+ * on a model of n_ctx 64 use R 31 (2R+1 = 63 tokens) as patch and sae
+ * features do; a given R that cannot fit is refused before the run row. */
+TEST(refusal_probe_r_default_adapts) {
+    CHECK(al_probe_r_default(0, 64) == 31 && al_probe_r_default(0, 32) == 15);
+    CHECK(al_probe_r_default(0, 256) == 50 && al_probe_r_default(0, 101) == 50);
+    CHECK(al_probe_r_default(7, 32) == 7 && al_probe_r_default(0, 4) == 1);
+    t_pbuf w = work_dir();
+    CHECK(t_sh("cd %s && %s train --data s.train.bin --val s.val.bin --tokenizer tok.json --out "
+               "m64 --steps 2 --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 64 "
+               "--batch 4 --eval-every 0 --warmup 2 --threads 2 >/dev/null 2>&1", w.s,
+               abin()) == 0);
+    const char *cmds[] = {"paths --n 4", "attribute --n 4 --no-patching", "discover --n 4",
+                          "patch --n 4"};
+    for (int i = 0; i < 4; i++) {
+        CHECKF(t_sh("cd %s && %s %s --model m64 --db r.db --threads 2 --json > %s 2> %s", w.s,
+                    abin(), cmds[i], t_path("o"), t_path("e")) == 0, "%s", cmds[i]);
+        CHECKF(t_sh("grep -q '\"T\":[[:space:]]*63,' %s", t_path("o")) == 0, "%s: not R 31",
+               cmds[i]);
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "%s --model m64 --db r.db --probe-r 40", cmds[i]);
+        refused_untouched(w.s, "", cmd, 1,
+                          "induction task length 2R+1 = 81 exceeds n_ctx 64 (lower --probe-r)");
+    }
 }
