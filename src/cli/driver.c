@@ -98,7 +98,7 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     al_set_threads(w->threads);
     /* a database this run creates is removed again when the run is
      * refused before its run row: a refusal leaves no file behind */
-    int db_new = !al_file_exists(w->db);
+    int db_new = w->db && !al_file_exists(w->db);
     if (al_behave_load(&b, w->model, w->mask, w->db, e)) {
         free(st);
         if (db_new) remove_db(w->db);
