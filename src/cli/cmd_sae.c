@@ -334,12 +334,13 @@ static void sae_init(void *args) {
     *(sae_args *)args = d;
 }
 
+/* The folder an experiment's sae stage writes (sae_exp_paths set it). */
+static const char *sae_exp_output(const void *args) { return ((const sae_args *)args)->out; }
+
 /* In an experiment: activations from the training tokens, evaluated on
  * the validation tokens, written under the model's directory as sae-L<l>
  * (z) or sae-resid-L<l>, where `sae features` stages find them. A stage
  * runs again only when it did not finish, so it starts over (--force). */
-static const char *sae_exp_output(const void *args) { return ((const sae_args *)args)->out; }
-
 static int sae_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
     sae_args *a = args;
     int site = AL_SAE_SITE_Z;
@@ -615,8 +616,7 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
     printf("model %s -> run %lld of %s; SAE %s on %s: %d of %d features live on %d windows of "
            "%d tokens; induction probe R %d, N %d\n",
            a->w.model, (long long)dr->b->run_id, a->w.db, a->sae_typed, s->hook, r->n_live,
-           r->d_sae,
-           r->windows, r->T, r->probe_r, r->probe_n);
+           r->d_sae, r->windows, r->T, r->probe_r, r->probe_n);
     printf("induction features (index >= %.1f, binomial p < %g): %d", AL_SAE_INDUCTION_INDEX,
            AL_SAE_INDUCTION_P, r->n_induction);
     if (best >= 0)
