@@ -187,18 +187,19 @@ TEST(scores_cli_end_to_end) {
     CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 3 AND metric = 'copying_ablation'",
               "7");
     CHECK_SQL(db, "SELECT value FROM model_scores WHERE run_id = 3 AND metric = 'heads_off'", "1.0");
-    /* bad input: exit 1 (probe too long for n_ctx 32; bad mask), 2 for usage */
+    /* bad input: exit 1 (probe too long for n_ctx 32; bad mask), 2 for usage, each before a
+     * run row exists */
     CHECK(t_sh("%s scores --model %s --db %s --probe-r 20 2> %s", t_bin(), dir, db,
                t_path("err.txt")) == 1);
     out = t_slurp(t_path("err.txt"));
     CHECKF(out && strstr(out, "n_ctx"), "%s", out ? out : "");
     free(out);
-    CHECK_SQL(db, "SELECT status FROM runs WHERE run_id = 4", "failed");
+    CHECK_SQL(db, "SELECT count(*) FROM runs", "3");
     CHECK(t_sh("printf '{\"n_layers\": 2, \"n_heads\": 8, \"off\": []}' > %s",
                t_path("bad.json")) == 0);
     CHECK(t_sh("%s scores --model %s --db %s --mask %s 2>/dev/null", t_bin(), dir, db,
                t_path("bad.json")) == 1);
-    CHECK_SQL(db, "SELECT count(*) FROM runs", "4");
+    CHECK_SQL(db, "SELECT count(*) FROM runs", "3");
     CHECK(t_sh("%s scores --model %s --db %s --probe-r 1 2>/dev/null", t_bin(), dir, db) == 2);
     CHECK_SQL(db, "PRAGMA integrity_check", "ok");
     /* run 1's copying scores against `ablate` on the same windows:
@@ -300,14 +301,15 @@ TEST(scores_probe_tokens) {
     CHECK(out && strstr(out, "probe made of the 3 token ids that occur in"));
     free(out);
     CHECK(t_sh("rm -f %s/state.json", dir) == 0);
-    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen 2> %s", t_bin(), dir, db,
-               t_path("err.txt")) == 1);
+    /* (R 10: the default R 50 does not fit n_ctx 32 and would be refused first) */
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen --probe-r 10 2> %s", t_bin(),
+               dir, db, t_path("err.txt")) == 1);
     out = t_slurp(t_path("err.txt"));
     CHECKF(out && strstr(out, "no state.json") && !strchr(strchr(out, '\n') + 1, '\n'), "%s",
            out ? out : "");
     free(out);
-    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens %s 2>/dev/null", t_bin(), dir, db,
-               t_path("nope.bin")) == 1);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens %s --probe-r 10 2>/dev/null", t_bin(),
+               dir, db, t_path("nope.bin")) == 1);
     CHECK_SQL(db, "SELECT count(*) FROM runs", "4");
 }
 
@@ -447,8 +449,8 @@ TEST(scores_text_probe_cli) {
     int runs_before = 5; /* train, three scores, patch */
     CHECK_SQL(db, "SELECT count(*) FROM runs", "5");
     /* refusals: an empty text: form, text without a validation file named */
-    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text: 2> %s", t_bin(), dir, db,
-               t_path("err.txt")) == 1);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text: --probe-r 10 2> %s", t_bin(),
+               dir, db, t_path("err.txt")) == 1);
     out = t_slurp(t_path("err.txt"));
     CHECKF(out && strstr(out, "text:FILE.bin"), "%s", out ? out : "");
     free(out);

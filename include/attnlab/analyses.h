@@ -80,6 +80,13 @@ typedef struct al_scores_result {
  * whose copying scores are NaN. On success *r is filled and owned by the
  * caller (al_scores_result_free); on failure returns -1 with e set and
  * *r empty (nothing to free, freeing is harmless). */
+/* Bytes al_scores_run allocates at most for a model of c, windows of T
+ * tokens (0: no validation tokens) and options o: for refusing before a
+ * run begins (membudget.h). */
+double al_scores_bytes(const al_config *c, int T, const al_scores_opts *o);
+/* 0 when the probe of R tokens per repeat (2R+1 in all) fits n_ctx; else
+ * −1 with e ("... (lower --probe-r)"). */
+int al_probe_fits(int probe_r, int n_ctx, al_err *e);
 int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
                   const unsigned char *off, const al_scores_opts *o,
                   al_scores_result *r, al_err *e);
@@ -136,6 +143,8 @@ typedef struct al_ablate_result {
  * NULL = none) off throughout and never ablated. Fails if no head is left,
  * the probe exceeds n_ctx, or the options are bad. Gates are restored.
  * Same ownership and failure contract as al_scores_run. */
+/* Bytes al_ablate_run allocates at most (as al_scores_bytes). */
+double al_ablate_bytes(const al_config *c, int T, const al_ablate_opts *o);
 int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
                   const unsigned char *off, const al_ablate_opts *o,
                   al_ablate_result *r, al_err *e);

@@ -108,6 +108,11 @@ typedef struct al_discover_result {
                              * corrupted run's KL) and the faithfulness's range (gap.h) */
 } al_discover_result;
 
+/* 0 when discovery's caches for task t (both runs of every pair, the
+ * clean distributions) fit the memory budget (membudget.h); else −1 with
+ * e naming --n. al_discover_run checks it first; a command checks it
+ * before its run begins. */
+int al_discover_memory_check(const al_pairs *t, const al_config *c, al_err *e);
 /* Discover a circuit for task t with o. −1 (nothing assigned): bad
  * options, a model deeper than AL_GRAPH_MAX_LAYERS, a task that does not
  * fit m, no items, out of memory, interrupted. */

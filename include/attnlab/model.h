@@ -284,6 +284,13 @@ int al_model_alloc(al_model *m, const al_config *cfg, al_err *e);
 void al_model_free(al_model *m);
 /* Allocate the gradient buffer (done lazily by backward as well). */
 int al_model_alloc_grads(al_model *m, al_err *e);
+/* Sizes from a config alone, for refusing work before it starts
+ * (membudget.h): the floats of the parameter buffer (n_params; the
+ * gradients and each of AdamW's moments are as many), and the bytes of
+ * the activations a forward (and backward) of (B, T) allocates. Computed
+ * in double: no product wraps, whatever the config. */
+double al_model_param_floats(const al_config *c);
+double al_model_acts_bytes(const al_config *c, int B, int T);
 
 /* Per-head views: W_Q[l,h] is (C,D) row-major; W_O[l,h] is (D,C). */
 float *al_head_wq(const al_model *m, int l, int h);

@@ -115,6 +115,11 @@ typedef struct al_patch_opts {
 #define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 0, 64, 1, 8, 0, 0, NULL, NULL}
 /* The induction task's R for opts o on a model of context n_ctx. */
 int al_patch_probe_r(const struct al_patch_opts *o, int n_ctx);
+/* 0 when o's task fits a model of context n_ctx (the induction task's
+ * 2R+1 tokens, R >= 2; the other tasks are checked when made), else −1
+ * with e. al_patch_task_make checks it; a command checks it before its
+ * run begins, an experiment before its first stage. */
+int al_patch_task_fits(const struct al_patch_opts *o, int n_ctx, al_err *e);
 al_patch_opts al_patch_opts_defaults(void);
 /* The task options a patching run stored in its config_json (the
  * command's flags: task, pairs, probe_r, n, seed as a number or a

@@ -9,6 +9,7 @@
  *
  *   check     the options alone                      (usage error: exit 2)
  *   --        driver: threads; open the database, load model and mask
+ *   check_model  the options against the model's shape
  *   prepare   every other input, checked against the loaded model
  *   --        driver: begin the run row (runs.kind = name, config = flags)
  *   compute   the analysis, polling al_stop, with a progress line
@@ -36,6 +37,7 @@
 
 struct cJSON;
 struct al_behave;   /* behave.h */
+struct al_config;   /* model.h */
 
 /* ---- shared option groups ---- */
 
@@ -144,6 +146,13 @@ typedef struct al_analysis {
     /* The options alone (ranges, names, combinations), before anything is
      * opened: 0, or −1 with e (a usage error, exit 2). NULL: none. */
     int (*check)(const void *args, const al_flag *flags, al_err *e);
+    /* The options against the model's shape c (n_layers, d_model,
+     * n_heads, d_head, n_ctx; d_vocab may be 0: unknown), the refusals of
+     * prepare that need nothing but the shape (a layer the model lacks, a
+     * probe longer than its context): 0, or −1 with e. The driver calls
+     * it before prepare; an experiment calls it, on each model's declared
+     * shape, before its first stage runs and under --dry-run. NULL: none. */
+    int (*check_model)(const void *args, const struct al_config *c, al_err *e);
     /* The phases (see the top of this file). Each gets the bound
      * argument struct, the command's state (state_size bytes, zeroed by
      * the driver; what it points to is freed by release) and the driver
@@ -177,6 +186,12 @@ typedef struct al_analysis {
      * the argument struct after its JSON options: 0, or −1 with e. The
      * strings it sets live in the argument struct. NULL: none. */
     int (*exp_paths)(void *args, const al_exp_paths *p, struct al_err *e);
+    /* After exp_paths: the folder the stage writes (sae: its --out), and
+     * the folder it reads, which an earlier stage must write or which must
+     * exist (sae_features: --sae); the experiment checks the second
+     * against the first before its first stage runs. NULL: none. */
+    const char *(*exp_output)(const void *args);
+    const char *(*exp_input)(const void *args);
 } al_analysis;
 
 /* Every analysis, in `attnlab help` order; NULL-terminated. */

@@ -113,6 +113,12 @@ int al_sae_init(al_sae *s, const al_sae_cfg *c, uint64_t seed, al_err *e);
 int al_sae_alloc(al_sae *s, const al_sae_cfg *c, al_err *e);
 /* Free everything; a zeroed s is fine; s is zeroed. */
 void al_sae_free(al_sae *s);
+/* Bytes an SAE of c takes when it trains on batches of B rows: its
+ * parameters and gradients, the dead-latent counters, a forward's
+ * activations and the backward's scratch (Adam's moments, al_sae_adam,
+ * are as many floats as the parameters again). In double, from the
+ * config alone: for refusing before anything is allocated (membudget.h). */
+double al_sae_bytes(const al_sae_cfg *c, int B);
 
 /* b_dec = the mean of the n rows of x (n, d_in): the geometric median of
  * SAELens's option is not needed at this scale, and the mean is what the

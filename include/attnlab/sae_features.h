@@ -134,6 +134,11 @@ typedef struct al_sae_feat_result {
  * al_sae_feat_result_free), or −1 with e and r zeroed (bad options, a
  * residual-stream SAE, an SAE that does not fit m, ids outside the
  * vocabulary, a short file, out of memory, stopped). */
+/* The induction probe's R for o on a model of context n_ctx
+ * (al_probe_r_default): 0 and *R, or −1 with e when its 2R+1 tokens do
+ * not fit n_ctx. al_sae_features_run checks it; a command checks it
+ * before its run begins. */
+int al_sae_feat_probe_r(const al_sae_feat_opts *o, int n_ctx, int *R, al_err *e);
 int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
                         int T, const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e);
 #define AL_SAE_INDUCTION_INDEX 0.8

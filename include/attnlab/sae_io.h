@@ -26,7 +26,8 @@
  * no other tensor may be present) before the SAE is allocated, so a
  * hostile cfg.json cannot make it allocate more than the weights file
  * holds; every value must be finite. One line names the file and what is
- * wrong. */
+ * wrong ("cannot read SAE DIR/sae_weights.safetensors: ..." for the
+ * weights). */
 #ifndef ATTNLAB_SAE_IO_H
 #define ATTNLAB_SAE_IO_H
 
@@ -39,6 +40,8 @@
 #define AL_SAE_WEIGHTS_FILE "sae_weights.safetensors"
 #define AL_SAE_CFG_FILE "cfg.json"
 #define AL_SAE_CFG_MAX (1u << 20) /* bytes of cfg.json read at most */
+/* The mark of an SAE whose training has not finished (below). */
+#define AL_SAE_PARTIAL_FILE "sae_partial.json"
 
 /* Sites an SAE reads. */
 enum { AL_SAE_SITE_Z = 0, AL_SAE_SITE_RESID_PRE = 1 };
@@ -51,6 +54,12 @@ typedef struct al_sae_meta {
     double scale;          /* norm_scaling_factor (1 when not normalised) */
     char model_sha256[65]; /* hex of the model's weights file ("" unknown) */
     uint64_t seed;
+    /* al_sae_load: 1 when the directory holds AL_SAE_PARTIAL_FILE (its
+     * training began and has not finished: interrupted, killed or failed),
+     * with the step of its last checkpoint and the steps it was to run
+     * (both −1 when the mark cannot be read); 0, −1, −1 otherwise */
+    int partial;
+    long partial_step, partial_steps;
 } al_sae_meta;
 
 /* TransformerLens's hook name of a site at a layer into buf:
@@ -73,8 +82,22 @@ int al_sae_fits_model(const al_sae *s, const al_sae_meta *meta, const struct al_
  * weights or scale before writing anything. 0, or −1 with e. */
 int al_sae_save(const char *dir, const al_sae *s, const al_sae_meta *meta, al_err *e);
 /* Load what al_sae_save wrote into an uninitialised s (free with
- * al_sae_free) and meta. On failure one line in e, s zeroed. */
+ * al_sae_free) and meta (meta->partial from the partial mark, below). On
+ * failure one line in e, s zeroed. */
 int al_sae_load(const char *dir, al_sae *s, al_sae_meta *meta, al_err *e);
+/* The partial mark: the trainer writes DIR/sae_partial.json ({"step": S,
+ * "steps": N}, atomically, creating DIR) before it writes any checkpoint
+ * of an unfinished run, and removes it once the last step's checkpoint is
+ * written, so a directory whose training was interrupted at any point
+ * (SIGINT, SIGTERM, SIGKILL, a crash, a non-finite loss) says so.
+ * al_sae_partial_mark: 0, or −1 with e; al_sae_partial_clear: 0 (also
+ * when there was no mark), or −1 with e. */
+int al_sae_partial_mark(const char *dir, long step, long steps, al_err *e);
+int al_sae_partial_clear(const char *dir, al_err *e);
+/* The one sentence about a partly trained SAE (meta->partial) into buf:
+ * "the SAE DIR is partly trained (step S of N: its training was
+ * interrupted or failed; sae train --resume finishes it)". */
+void al_sae_partial_msg(const char *dir, const al_sae_meta *meta, char *buf, size_t cap);
 /* The same from the two files' bytes (the fuzz target); name stands for
  * the directory in messages. */
 int al_sae_load_mem(const char *cfg_json, size_t cfg_n, const void *st, size_t st_n,

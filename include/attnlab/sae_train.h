@@ -33,7 +33,11 @@
  * metadata: one file, written to a temporary name and renamed, so a crash
  * leaves the old checkpoint or the new one, and a resume file always has
  * the SAELens pair beside it (of its step, or of the next when a crash
- * came between the two writes). */
+ * came between the two writes). Every checkpoint before the last step is
+ * preceded by the partial mark OUT/sae_partial.json (sae_io.h), which the
+ * last step's checkpoint removes: a folder whose training stopped on the
+ * way (a stop, stop_at, a kill, a crash, a non-finite loss) is marked
+ * partly trained, and al_sae_load says so. */
 #ifndef ATTNLAB_SAE_TRAIN_H
 #define ATTNLAB_SAE_TRAIN_H
 
@@ -117,10 +121,18 @@ typedef struct al_sae_trainer al_sae_trainer;
  * check the site, then either build a new SAE (refusing an out that holds
  * one unless force), estimate the scale, and save the step-0 checkpoint,
  * or (resume) load out's checkpoint, refusing one made with other
- * options. Sets the thread count. Nothing is written (not even out's
+ * options; options whose allocations exceed the memory budget
+ * (al_sae_train_bytes) are refused first. Sets the thread count. Nothing is written (not even out's
  * directory) when anything is refused. 0 with *out, or −1 with e and
  * *out NULL. */
 int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err *e);
+/* Bytes a trainer of options o allocates at most, from the options, the
+ * site's width d_in and the model's config mc (NULL with a source): the
+ * SAE (al_sae_bytes), Adam, the shuffle buffer, the scale's sample, the
+ * model's copy and its activations. al_sae_trainer_init refuses, before
+ * it allocates or writes anything, when they exceed the memory budget
+ * (membudget.h); a caller names its own options the same way. */
+double al_sae_train_bytes(const al_sae_train_opts *o, int d_in, const al_config *mc);
 /* Train to opts.steps (or a stop): progress line, checkpoints. 0
  * (*stopped 1 if stopped), or −1 with e (a non-finite loss names the step
  * and leaves the last checkpoint as it was). */

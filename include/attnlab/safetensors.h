@@ -42,6 +42,11 @@ int al_st_open(const char *path, al_st_file **out, al_err *e);
  * messages. For fuzzing and for files read some other way. */
 int al_st_open_mem(const void *data, size_t n, const char *name, al_st_file **out,
                    al_err *e);
+/* The same, with messages calling the file `kind` instead of
+ * "checkpoint" ("cannot read SAE X: ..."); kind must be a static string. */
+int al_st_open_as(const char *path, const char *kind, al_st_file **out, al_err *e);
+int al_st_open_mem_as(const void *data, size_t n, const char *name, const char *kind,
+                      al_st_file **out, al_err *e);
 void al_st_close(al_st_file *f);
 int al_st_count(const al_st_file *f);
 const al_st_tensor *al_st_at(const al_st_file *f, int i);
@@ -50,7 +55,7 @@ const al_st_tensor *al_st_get(const al_st_file *f, const char *name);
 const char *al_st_meta(const al_st_file *f, const char *key);
 /* Check that tensor `name` exists with dtype F32 (or F16, BF16, widened
  * exactly) and exactly this shape, and that all values are finite; copy
- * it into dst as float32. Messages name the
+ * it into dst as float32. Messages name the file (by its kind), the
  * tensor and what differs. */
 int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
                    const int64_t *shape, float *dst, al_err *e);

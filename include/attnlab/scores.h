@@ -96,6 +96,12 @@ typedef struct al_probe_src {
  * tokens or holds ids >= d_vocab. Needs 2R+1 <= n_ctx. */
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
                   int special_id, const al_probe_src *src, al_err *e);
+/* The probe's R per half for a model of context n_ctx: probe_r when it
+ * is not 0, else the default min(50, (n_ctx − 1) / 2), so a model of
+ * short context runs without --probe-r. The one rule of every command
+ * whose --probe-r defaults to 0 (patch, paths, attribute, discover, sae
+ * features). */
+int al_probe_r_default(int probe_r, int n_ctx);
 void al_probe_free(al_probe *p);
 /* Fill p->recur, p->uniform_all, p->prev_all and p->ceiling from
  * p->tokens, p->R and p->N (al_probe_make does; for a probe whose tokens

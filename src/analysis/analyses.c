@@ -30,6 +30,35 @@ int al_scores_opts_check(const al_scores_opts *o, al_err *e) {
     return 0;
 }
 
+/* What the validation windows of an ablation set cost: the model's
+ * activations for a batch, the mean-ablation replacement z of a batch,
+ * the set's ids, selection and clean losses, the mean z (and its sums). */
+static double text_bytes(const al_config *c, int T, int batch, int batches) {
+    double LHD = (double)c->n_layers * c->n_heads * c->d_head, rows = (double)batch * batches;
+    return al_model_acts_bytes(c, batch, T) + LHD * batch * T * sizeof(float) +
+           rows * T * (2 * sizeof(int) + 1 + sizeof(float)) +
+           LHD * T * (sizeof(float) + sizeof(double));
+}
+
+/* The probe's N sequences of 2R+1 tokens in forwards of pb. */
+static double probe_bytes(const al_config *c, int R, int N, int pb) {
+    double T = 2.0 * R + 1;
+    return al_model_acts_bytes(c, pb, (int)T) + (double)N * T * (3 * sizeof(int) + 1 + 4) +
+           text_bytes(c, (int)T, pb, 1) - al_model_acts_bytes(c, pb, (int)T);
+}
+
+double al_scores_bytes(const al_config *c, int T, const al_scores_opts *o) {
+    return probe_bytes(c, o->probe_r, o->probe_n, SCORES_PROBE_BATCH) +
+           (T > 0 ? text_bytes(c, T, o->batch, o->batches) : 0);
+}
+
+int al_probe_fits(int probe_r, int n_ctx, al_err *e) {
+    if (2.0 * probe_r + 1 > n_ctx)
+        return al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)",
+                       2 * probe_r + 1, n_ctx);
+    return 0;
+}
+
 void al_scores_result_free(al_scores_result *r) {
     al_probe_scores_free(&r->probe);
     free(r->off);
@@ -140,6 +169,10 @@ int al_ablate_opts_check(const al_ablate_opts *o, al_err *e) {
     if (method == AL_ABL_RESAMPLE && o->batch < 2)
         return al_errf(e, "resample ablation needs --batch >= 2");
     return 0;
+}
+
+double al_ablate_bytes(const al_config *c, int T, const al_ablate_opts *o) {
+    return probe_bytes(c, o->probe_r, o->probe_n, 32) + text_bytes(c, T, o->batch, o->batches);
 }
 
 void al_ablate_result_free(al_ablate_result *r) {

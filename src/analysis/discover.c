@@ -25,6 +25,7 @@
 #include "attnlab/attrpatch.h"
 #include "attnlab/gemm.h"
 #include "attnlab/layers.h"
+#include "attnlab/membudget.h"
 
 /* Item rows unembedded at once: bounds the logits scratch to ROWS·V. */
 #define ROWS 256
@@ -106,9 +107,9 @@ static void ctx_free(dctx *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* Refuse before anything is begun when the caches of every batch (two
- * runs' activations each) and the clean distributions cannot fit. */
-static int memory_fits(const al_pairs *t, const al_config *c, al_err *e) {
+/* The caches of every batch (two runs' activations each) and the clean
+ * distributions, against the memory budget. */
+int al_discover_memory_check(const al_pairs *t, const al_config *c, al_err *e) {
     double N = t->N, T = t->T, L = c->n_layers, H = c->n_heads, HD = H * c->d_head;
     double acts = (L + 1) * T * c->d_model + L * T * 3 * HD + L * H * T * T + 2 * L * T * HD;
     /* per sequence: embp (L−1 layers of q|k|v) and, 3 or more layers, the
@@ -123,12 +124,9 @@ static int memory_fits(const al_pairs *t, const al_config *c, al_err *e) {
     double need = (2.0 * N * acts + N * (embp + memo + keys) + (double)t->n_items * c->d_vocab +
                    (double)ROWS * (c->d_model + 2.0 * c->d_vocab)) *
                   sizeof(float);
-    double have = al_mem_total();
-    if (have > 0 && need > 0.8 * have)
-        return al_errf(e, "circuit discovery on %d pairs of %d tokens caches about %.1f GiB; this "
-                          "machine has %.1f GiB (use fewer pairs)",
-                       t->N, t->T, need / 1073741824.0, have / 1073741824.0);
-    return 0;
+    char what[96];
+    snprintf(what, sizeof what, "the caches of --n %d pairs of %d tokens", t->N, t->T);
+    return al_mem_check(need, "discover", what, "lower --n", e);
 }
 
 /* The items of batch b from final residual xL (nb, T, C): rows not
@@ -194,7 +192,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
                        AL_GRAPH_MAX_LAYERS, c->n_layers);
     if (batch < 1 || batch > 100000)
         return al_errf(e, "discovery needs 1 <= batch <= 100000 (got %d)", batch);
-    if (al_pairs_check(t, c->n_ctx, c->d_vocab, e) || memory_fits(t, c, e)) return -1;
+    if (al_pairs_check(t, c->n_ctx, c->d_vocab, e) || al_discover_memory_check(t, c, e)) return -1;
     d->m = m, d->t = t;
     d->L = c->n_layers, d->H = c->n_heads, d->D = c->d_head, d->C = c->d_model;
     d->V = c->d_vocab, d->T = t->T;

@@ -29,6 +29,7 @@
 #include "attnlab/gemm.h"
 #include "attnlab/graph.h"
 #include "attnlab/layers.h"
+#include "attnlab/membudget.h"
 #include "attnlab/scores.h"
 
 /* The corrupted halves come from their own stream, so changing how they
@@ -160,21 +161,26 @@ static int pairs_alloc(al_pairs *t, const char *task, int N, int T, int n_items,
 }
 
 int al_patch_probe_r(const al_patch_opts *o, int n_ctx) {
-    if (o->probe_r) return o->probe_r;
-    int r = (n_ctx - 1) / 2;
-    return r < 50 ? r : 50;
+    return al_probe_r_default(o->probe_r, n_ctx);
+}
+
+int al_patch_task_fits(const al_patch_opts *o, int n_ctx, al_err *e) {
+    if (!o->task || strcmp(o->task, "induction")) return 0;
+    int R = al_patch_probe_r(o, n_ctx);
+    if (R < 2)
+        return al_errf(e, "n_ctx %d is too short for the induction task (2R+1 tokens, R >= 2)",
+                       n_ctx);
+    if (2.0 * R + 1 > n_ctx)
+        return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)",
+                       2 * R + 1, n_ctx);
+    return 0;
 }
 
 static int induction_task(al_pairs *t, const al_model *m, int bos, const al_patch_opts *o,
                           al_err *e) {
     const al_config *c = &m->cfg;
     int R = al_patch_probe_r(o, c->n_ctx), N = o->probe_n, T = 2 * R + 1;
-    if (R < 2)
-        return al_errf(e, "n_ctx %d is too short for the induction task (2R+1 tokens, R >= 2)",
-                       c->n_ctx);
-    if (T > c->n_ctx)
-        return al_errf(e, "induction task length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", T,
-                       c->n_ctx);
+    if (al_patch_task_fits(o, c->n_ctx, e)) return -1;
     al_probe p, q = {0};
     int text = o->probe_src && o->probe_src->text;
     if (al_probe_make(&p, R, N, o->probe_seed, c->d_vocab, bos, o->probe_src, e)) return -1;
@@ -226,12 +232,9 @@ static int memory_fits(const al_pairs *t, const al_config *c, const al_patch_opt
     double acts = (L + 1) * B * T * C + L * B * T * 3 * HD + L * B * H * T * T +
                   2 * L * B * T * HD + B * T * c->d_vocab;
     double need = 5.0 * acts * sizeof(float);
-    double have = al_mem_total();
-    if (have > 0 && need > 0.8 * have)
-        return al_errf(e, "patching %d pairs of %d tokens in batches of %d needs about %.1f GiB of "
-                          "activations; this machine has %.1f GiB (lower --batch)",
-                       t->N, t->T, (int)B, need / 1073741824.0, have / 1073741824.0);
-    return 0;
+    char what[96];
+    snprintf(what, sizeof what, "--batch %d pairs of %d tokens", (int)B, t->T);
+    return al_mem_check(need, "patching", what, "lower --batch", e);
 }
 
 int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, int bos,

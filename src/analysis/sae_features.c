@@ -486,6 +486,13 @@ static int logit_pass(al_model *m, const al_sae *s, const al_sae_meta *meta,
     return 0;
 }
 
+int al_sae_feat_probe_r(const al_sae_feat_opts *o, int n_ctx, int *R, al_err *e) {
+    *R = al_probe_r_default(o->probe_r, n_ctx);
+    if (*R < 1 || 2.0 * *R + 1 > n_ctx)
+        return al_errf(e, "--probe-r %d: the probe's 2R+1 tokens must fit n_ctx %d", *R, n_ctx);
+    return 0;
+}
+
 int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
                         int T, const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
@@ -504,11 +511,8 @@ int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const a
     if (data->max_id >= m->cfg.d_vocab)
         return al_errf(e, "token id %d in the data is >= d_vocab %d", data->max_id,
                        m->cfg.d_vocab);
-    int R = o->probe_r;
-    if (R == 0) R = (m->cfg.n_ctx - 1) / 2 < 50 ? (m->cfg.n_ctx - 1) / 2 : 50;
-    if (R < 1 || 2 * R + 1 > m->cfg.n_ctx)
-        return al_errf(e, "--probe-r %d: the probe's 2R+1 tokens must fit n_ctx %d", R,
-                       m->cfg.n_ctx);
+    int R;
+    if (al_sae_feat_probe_r(o, m->cfg.n_ctx, &R, e)) return -1;
     double t0 = al_now();
     r->d_sae = s->cfg.d_sae;
     r->layer = meta->hook_layer;

@@ -45,6 +45,12 @@ void al_probe_measure(al_probe *p) {
     p->ceiling = all ? even / (double)all : 0.0;
 }
 
+int al_probe_r_default(int probe_r, int n_ctx) {
+    if (probe_r) return probe_r;
+    int r = (n_ctx - 1) / 2;
+    return r < 50 ? r : 50;
+}
+
 int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
                   int special_id, const al_probe_src *src, al_err *e) {
     memset(p, 0, sizeof *p);

@@ -17,6 +17,7 @@
 #include "attnlab/behave.h"
 #include "attnlab/ablate.h"
 #include "attnlab/circuit_run.h"
+#include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
@@ -214,6 +215,11 @@ typedef struct ablate_state {
     al_ablate_result r;
 } ablate_state;
 
+/* The probe against the model's context. */
+static int ablate_check_model(const void *args, const al_config *c, al_err *e) {
+    return al_probe_fits(((const ablate_args *)args)->o.probe_r, c->n_ctx, e);
+}
+
 /* Every input against the model before the run row exists: the heads,
  * the probe's ids, the tokens, the circuit. */
 static int ablate_prepare(void *args, void *state, al_drive *dr, al_err *e) {
@@ -224,9 +230,15 @@ static int ablate_prepare(void *args, void *state, al_drive *dr, al_err *e) {
                                                     NULL, bh->m.cfg.d_vocab, e))
         return -1;
     al_drive_warn(dr, s->pl.warn);
-    return al_behave_tokens(bh, a->w.data, &s->d, &s->T, e) ||
-                   (a->circuit && al_behave_circuit(bh, a->circuit, a->fill, &s->d, s->T,
-                                                    a->o.batches, a->o.batch, e))
+    if (al_behave_tokens(bh, a->w.data, &s->d, &s->T, e)) return -1;
+    char what[160];
+    snprintf(what, sizeof what, "--batch %d x --batches %d windows of %d tokens and --probe-n %d",
+             a->o.batch, a->o.batches, s->T, a->o.probe_n);
+    if (al_mem_check(al_ablate_bytes(&bh->m.cfg, s->T, &a->o), "ablate", what,
+                     "lower --batch, --batches or --probe-n", e))
+        return -1;
+    return a->circuit && al_behave_circuit(bh, a->circuit, a->fill, &s->d, s->T, a->o.batches,
+                                           a->o.batch, e)
                ? -1
                : 0;
 }
@@ -296,8 +308,9 @@ static void ablate_label(const cJSON *v, char *buf, size_t cap) {
 const al_analysis al_an_ablate = {
     .name = "ablate", .cmd = &al_cmd_ablate, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
     .tmpl = &g, .size = sizeof g, .init = ablate_init, .check = ablate_check,
-    .state_size = sizeof(ablate_state), .prepare = ablate_prepare, .compute = ablate_compute,
-    .store = ablate_store, .print = ablate_print, .release = ablate_release, .stops = 1,
-    .exp_list = 1, .exp_data = AL_EXP_DATA_VAL, .exp_label = ablate_label};
+    .check_model = ablate_check_model, .state_size = sizeof(ablate_state),
+    .prepare = ablate_prepare, .compute = ablate_compute, .store = ablate_store,
+    .print = ablate_print, .release = ablate_release, .stops = 1, .exp_list = 1,
+    .exp_data = AL_EXP_DATA_VAL, .exp_label = ablate_label};
 
 static int run_ablate(int argc, char **argv) { return al_drive_main(&al_an_ablate, argc, argv); }

@@ -66,7 +66,18 @@ typedef struct attnstats_state {
 static int attnstats_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     attnstats_args *a = args;
     attnstats_state *s = state;
-    return al_behave_tokens(dr->b, a->w.data, &s->d, &s->T, e);
+    if (al_behave_tokens(dr->b, a->w.data, &s->d, &s->T, e)) return -1;
+    /* shorter than one window of the trained length: every window is the
+     * whole file, the same tokens counted batches x batch times */
+    if (s->T < dr->b->train_T) {
+        char w[AL_WARN_LEN];
+        snprintf(w, sizeof w, "the token file %s has %zu tokens, fewer than one window of the "
+                 "model's %d (+1): each of the %d windows (--batches %d x --batch %d) is the same "
+                 "%d tokens", a->w.data, s->d.n, dr->b->train_T, a->o.batches * a->o.batch,
+                 a->o.batches, a->o.batch, s->T);
+        al_drive_warn(dr, w);
+    }
+    return 0;
 }
 
 static int attnstats_compute(void *args, void *state, al_drive *dr, al_err *e) {

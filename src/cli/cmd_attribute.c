@@ -520,10 +520,16 @@ static const al_warnings *attr_warnings(const void *state) {
     return &((const attr_state *)state)->r.warn;
 }
 
+/* The pair task (not --data or --prompt) against the model's context. */
+static int attr_check_model(const void *args, const al_config *c, al_err *e) {
+    const attr_args *a = args;
+    return a->w.data || a->prompt ? 0 : al_patch_task_fits(&a->o, c->n_ctx, e);
+}
+
 const al_analysis al_an_attribute = {
     .name = "attribute", .cmd = &al_cmd_attribute, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_attr, .size = sizeof g_attr, .init = attr_init, .check = attr_check,
-    .state_size = sizeof(attr_state), .prepare = attr_prepare, .compute = attr_compute,
+    .check_model = attr_check_model, .state_size = sizeof(attr_state), .prepare = attr_prepare, .compute = attr_compute,
     .store = attr_store, .print = attr_print, .release = attr_release,
     .warnings = attr_warnings, .stops = 1, .exp_list = 1,
     .exp_data = AL_EXP_DATA_ASKED, .exp_label = attr_label};

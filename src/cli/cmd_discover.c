@@ -342,7 +342,9 @@ static int disc_prepare(void *args, void *state, al_drive *dr, al_err *e) {
         return -1;
     s->o.probe_src = al_probe_load_src(&s->pl);
     if (!s->o.task || !strcmp(s->o.task, "induction")) al_drive_warn(dr, s->pl.warn);
-    if (al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e)) return -1;
+    if (al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e) ||
+        al_discover_memory_check(&s->t, &bh->m.cfg, e))
+        return -1;
     if (al_stop) return al_errf(e, "interrupted");
     al_behave_warn_probe(bh, s->t.T);
     return 0;
@@ -455,10 +457,15 @@ static const al_warnings *disc_warnings(const void *state) {
     return &((const disc_state *)state)->warn;
 }
 
+/* The induction task against the model's context. */
+static int disc_check_model(const void *args, const al_config *c, al_err *e) {
+    return al_patch_task_fits(&((const disc_args *)args)->o, c->n_ctx, e);
+}
+
 const al_analysis al_an_discover = {
     .name = "discover", .cmd = &al_cmd_discover, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_disc, .size = sizeof g_disc, .init = disc_init, .check = disc_check,
-    .state_size = sizeof(disc_state), .prepare = disc_prepare, .compute = disc_compute,
+    .check_model = disc_check_model, .state_size = sizeof(disc_state), .prepare = disc_prepare, .compute = disc_compute,
     .store = disc_store, .print = disc_print, .release = disc_release,
     .warnings = disc_warnings, .stops = 1, .exp_list = 1,
     .exp_data = AL_EXP_DATA_NONE, .exp_deny = disc_deny, .exp_label = disc_label};

@@ -475,17 +475,22 @@ static const al_warnings *paths_warnings(const void *state) {
     return &((const patch_state *)state)->pr.warn;
 }
 
+/* The induction task against the model's context. */
+static int patch_check_model(const void *args, const al_config *c, al_err *e) {
+    return al_patch_task_fits(&((const patch_args *)args)->o, c->n_ctx, e);
+}
+
 const al_analysis al_an_patch = {
     .name = "patch", .cmd = &al_cmd_patch, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_patch, .size = sizeof g_patch, .init = patch_init, .check = patch_check,
-    .state_size = sizeof(patch_state), .prepare = patch_prepare, .compute = patch_compute,
+    .check_model = patch_check_model, .state_size = sizeof(patch_state), .prepare = patch_prepare, .compute = patch_compute,
     .store = patch_store, .print = patch_print, .release = patch_release,
     .warnings = patch_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
     .exp_label = patch_label};
 const al_analysis al_an_paths = {
     .name = "paths", .cmd = &al_cmd_paths, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
     .tmpl = &g_paths, .size = sizeof g_paths, .init = paths_init, .check = patch_check,
-    .state_size = sizeof(patch_state), .prepare = paths_prepare, .compute = paths_compute,
+    .check_model = patch_check_model, .state_size = sizeof(patch_state), .prepare = paths_prepare, .compute = paths_compute,
     .store = paths_store, .print = paths_print, .release = patch_release,
     .warnings = paths_warnings, .stops = 1, .exp_list = 1,
     .exp_data = AL_EXP_DATA_NONE, .exp_label = paths_label};

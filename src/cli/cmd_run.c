@@ -17,6 +17,7 @@
 #include "attnlab/circuit_run.h"
 #include "attnlab/data.h"
 #include "attnlab/intervene.h"
+#include "attnlab/membudget.h"
 #include "attnlab/model.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/stats.h"
@@ -465,6 +466,14 @@ static int save_cache(al_model *m, const int *ids, int B, int T, al_err *e) {
     if (al_path_join(p, sizeof p, o_model, "model.safetensors", e) || al_sha256_file(p, sha, e))
         return -1;
     size_t bytes = al_cache_bytes(&m->cfg, B, T, o_hooks, e);
+    /* the forward's activations and the cache's copy of some of them,
+     * before the forward: --cache-max-mb bounds only the file */
+    char what[96];
+    snprintf(what, sizeof what, "%d window%s of %d tokens", B, B == 1 ? "" : "s", T);
+    if (bytes <= (size_t)(o_cache_mb * 1e6) &&
+        al_mem_check(al_model_acts_bytes(&m->cfg, B, T) + (double)bytes, "run --save-cache", what,
+                     "lower --windows", e))
+        return -1;
     if (al_cache_write(m, ids, B, T, o_hooks, (size_t)(o_cache_mb * 1e6), sha, o_save_cache, e))
         return al_err_prefix(e, "--save-cache %s", o_save_cache);
     fprintf(o_json ? stderr : stdout, "wrote %s: %s of %d x %d tokens (%.1f MB)\n", o_save_cache,

@@ -18,6 +18,8 @@
  * SIGINT/SIGTERM: the trainer saves a checkpoint at the next buffer
  * boundary, the run is marked failed with "interrupted" (exit 130), and
  * `--resume` continues it. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/sae.h"
 #include "attnlab/sae_features.h"
@@ -168,10 +171,9 @@ typedef struct sae_state {
     char hook[64];
 } sae_state;
 
-static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
-    sae_args *a = args;
-    sae_state *s = state;
-    const al_config *c = &dr->b->m.cfg;
+/* The layer and k against the model's shape. */
+static int sae_check_model(const void *args, const al_config *c, al_err *e) {
+    const sae_args *a = args;
     int site = AL_SAE_SITE_Z, arch = AL_SAE_TOPK;
     site_parse(a->site, &site);
     arch_parse(a->arch, &arch);
@@ -182,6 +184,17 @@ static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (arch == AL_SAE_TOPK && a->k > d_in * a->expansion)
         return al_errf(e, "--k %d is larger than the dictionary (d_sae %ld = %d x %ld)", a->k,
                        d_in * a->expansion, a->expansion, d_in);
+    return 0;
+}
+
+static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
+    sae_args *a = args;
+    sae_state *s = state;
+    const al_config *c = &dr->b->m.cfg;
+    int site = AL_SAE_SITE_Z, arch = AL_SAE_TOPK;
+    site_parse(a->site, &site);
+    arch_parse(a->arch, &arch);
+    long d_in = site == AL_SAE_SITE_Z ? (long)c->n_heads * c->d_head : c->d_model;
     if (!a->resume && !a->force) { /* before any work, naming the flags */
         char cp[AL_PATH_MAX + 64], rp[AL_PATH_MAX + 64];
         if (al_path_join(cp, sizeof cp, a->out, AL_SAE_CFG_FILE, e) ||
@@ -214,6 +227,14 @@ static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     o.force = a->force;
     o.stop = &al_stop;
     s->steps = o.steps;
+    /* from the options and the model's shape, before the trainer loads or
+     * writes anything (its own check would name its fields, not the flags) */
+    char what[128];
+    snprintf(what, sizeof what, "--batch %d x --expansion %d (d_sae %ld)", a->batch,
+             a->expansion, d_in * a->expansion);
+    if (al_mem_check(al_sae_train_bytes(&o, (int)d_in, c), "sae train", what,
+                     "lower --batch or --expansion", e))
+        return -1;
     if (al_sae_hook_name(site, a->layer, s->hook, sizeof s->hook) != 0)
         return al_errf(e, "--layer %d: no hook name", a->layer);
     return al_sae_trainer_init(&s->t, &o, e);
@@ -313,6 +334,9 @@ static void sae_init(void *args) {
     *(sae_args *)args = d;
 }
 
+/* The folder an experiment's sae stage writes (sae_exp_paths set it). */
+static const char *sae_exp_output(const void *args) { return ((const sae_args *)args)->out; }
+
 /* In an experiment: activations from the training tokens, evaluated on
  * the validation tokens, written under the model's directory as sae-L<l>
  * (z) or sae-resid-L<l>, where `sae features` stages find them. A stage
@@ -336,10 +360,11 @@ static const char *const sae_deny[] = {"out", "val", "resume", "force", NULL};
 
 const al_analysis al_an_sae = {
     .name = "sae", .cmd = &al_cmd_sae_train, .groups = AL_GROUP_WHERE, .tmpl = &g_sae,
-    .size = sizeof g_sae, .init = sae_init, .check = sae_check,
+    .size = sizeof g_sae, .init = sae_init, .check = sae_check, .check_model = sae_check_model,
     .state_size = sizeof(sae_state), .prepare = sae_prepare, .compute = sae_compute,
     .store = sae_store, .print = sae_print, .release = sae_release, .stops = 1,
-    .exp_data = AL_EXP_DATA_NONE, .exp_deny = sae_deny, .exp_paths = sae_exp_paths};
+    .exp_data = AL_EXP_DATA_NONE, .exp_deny = sae_deny, .exp_paths = sae_exp_paths,
+    .exp_output = sae_exp_output};
 
 static int run_sae(int argc, char **argv) { return al_drive_main(&al_an_sae, argc, argv); }
 
@@ -351,9 +376,14 @@ typedef struct feat_args {
     al_sae_feat_opts o;
     int show;
     char sae_buf[1100];   /* an experiment's --sae, under the model's directory */
+    const char *sae_typed; /* --sae as given, for the text and --json */
+    /* --sae and --data resolved (realpath) before the run row, so the run
+     * stores them as the model's path is stored: absolute, found by a
+     * picture or the report from any folder */
+    char sae_abs[AL_PATH_MAX], data_abs[AL_PATH_MAX];
 } feat_args;
 
-#define FEAT_ARGS_INIT {AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, ""}
+#define FEAT_ARGS_INIT {AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, "", NULL, "", ""}
 static feat_args g_feat = FEAT_ARGS_INIT;
 
 static al_flag feat_flags[] = {
@@ -412,11 +442,23 @@ typedef struct feat_state {
     al_sae_feat_result r;
 } feat_state;
 
+/* The induction probe against the model's context. */
+static int feat_check_model(const void *args, const al_config *c, al_err *e) {
+    int R;
+    return al_sae_feat_probe_r(&((const feat_args *)args)->o, c->n_ctx, &R, e);
+}
+
 static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     feat_args *a = args;
     feat_state *s = state;
     if (al_sae_load(a->sae, &s->sae, &s->meta, e) != 0) return -1;
     if (al_sae_fits_model(&s->sae, &s->meta, &dr->b->m.cfg, dr->b->sha, e) != 0) return -1;
+    if (s->meta.partial) { /* a warning; under --strict the one line of a refusal */
+        char w[AL_WARN_LEN];
+        al_sae_partial_msg(a->sae, &s->meta, w, sizeof w);
+        if (dr->strict) return al_errf(e, "refused under --strict (nothing stored): %s", w);
+        al_drive_warn(dr, w);
+    }
     if (s->meta.site != AL_SAE_SITE_Z)
         return al_errf(e, "%s reads the residual stream of layer %d: sae features needs an SAE "
                        "on a layer's z", a->sae, s->meta.hook_layer);
@@ -430,6 +472,9 @@ static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (al_unseen_ids_warning(a->w.model, dr->b->m.cfg.d_vocab,
                               "the features' logit effects (raises, lowers)", w, sizeof w))
         al_drive_warn(dr, w);
+    a->sae_typed = a->sae;
+    if (realpath(a->sae, a->sae_abs)) a->sae = a->sae_abs;
+    if (realpath(a->w.data, a->data_abs)) a->w.data = a->data_abs;
     return 0;
 }
 
@@ -537,7 +582,7 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
         if (isfinite(r->head_auroc[h]) && (bh < 0 || r->head_auroc[h] > r->head_auroc[bh])) bh = h;
     if (dr->json) {
         cJSON *d = dr->doc, *fs = NULL, *ha = NULL;
-        int ok = cJSON_AddStringToObject(d, "sae", a->sae) &&
+        int ok = cJSON_AddStringToObject(d, "sae", a->sae_typed) &&
                  cJSON_AddStringToObject(d, "hook_name", s->hook) &&
                  cJSON_AddNumberToObject(d, "layer", r->layer) &&
                  cJSON_AddNumberToObject(d, "d_sae", r->d_sae) &&
@@ -570,8 +615,8 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
     }
     printf("model %s -> run %lld of %s; SAE %s on %s: %d of %d features live on %d windows of "
            "%d tokens; induction probe R %d, N %d\n",
-           a->w.model, (long long)dr->b->run_id, a->w.db, a->sae, s->hook, r->n_live, r->d_sae,
-           r->windows, r->T, r->probe_r, r->probe_n);
+           a->w.model, (long long)dr->b->run_id, a->w.db, a->sae_typed, s->hook, r->n_live,
+           r->d_sae, r->windows, r->T, r->probe_r, r->probe_n);
     printf("induction features (index >= %.1f, binomial p < %g): %d", AL_SAE_INDUCTION_INDEX,
            AL_SAE_INDUCTION_P, r->n_induction);
     if (best >= 0)
@@ -627,12 +672,16 @@ static int feat_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
     return 0;
 }
 
+static const char *feat_exp_input(const void *args) { return ((const feat_args *)args)->sae; }
+
 const al_analysis al_an_sae_features = {
     .name = "sae_features", .cmd = &al_cmd_sae_features, .groups = AL_GROUP_WHERE,
     .tmpl = &g_feat, .size = sizeof g_feat, .init = feat_init, .check = feat_check,
+    .check_model = feat_check_model,
     .state_size = sizeof(feat_state), .prepare = feat_prepare, .compute = feat_compute,
     .store = feat_store, .print = feat_print, .release = feat_release, .stops = 1,
-    .plain_only = 1, .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths};
+    .plain_only = 1, .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths,
+    .exp_input = feat_exp_input};
 
 static int run_feat(int argc, char **argv) {
     return al_drive_main(&al_an_sae_features, argc, argv);

@@ -15,6 +15,7 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/circuit_run.h"
+#include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/store_analysis.h"
 #include "attnlab/thresholds.h"
@@ -280,6 +281,11 @@ typedef struct scores_state {
     al_scores_result r;
 } scores_state;
 
+/* The probe against the model's context. */
+static int scores_check_model(const void *args, const al_config *c, al_err *e) {
+    return al_probe_fits(((const scores_args *)args)->o.probe_r, c->n_ctx, e);
+}
+
 /* The probe's ids, the tokens and the circuit, before the run row exists. */
 static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     scores_args *a = args;
@@ -288,10 +294,15 @@ static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, b->m.cfg.d_vocab, e))
         return -1;
     al_drive_warn(dr, s->pl.warn);
-    return (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) ||
-                   (a->circuit && al_behave_circuit(b, a->circuit, a->fill,
-                                                    a->w.data ? &s->d : NULL, s->T, a->o.batches,
-                                                    a->o.batch, e))
+    if (a->w.data && al_behave_tokens(b, a->w.data, &s->d, &s->T, e)) return -1;
+    char what[160]; /* the windows only with --data; the probe always */
+    snprintf(what, sizeof what, "--batch %d x --batches %d windows of %d tokens and --probe-n %d",
+             a->o.batch, a->o.batches, a->w.data ? s->T : 0, a->o.probe_n);
+    if (al_mem_check(al_scores_bytes(&b->m.cfg, a->w.data ? s->T : 0, &a->o), "scores", what,
+                     "lower --batch, --batches or --probe-n", e))
+        return -1;
+    return a->circuit && al_behave_circuit(b, a->circuit, a->fill, a->w.data ? &s->d : NULL, s->T,
+                                           a->o.batches, a->o.batch, e)
                ? -1
                : 0;
 }
@@ -344,8 +355,9 @@ static const al_warnings *scores_warnings(const void *state) {
 const al_analysis al_an_scores = {
     .name = "scores", .cmd = &al_cmd_scores, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
     .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check,
-    .state_size = sizeof(scores_state), .prepare = scores_prepare, .compute = scores_compute,
-    .store = scores_store, .print = scores_print, .release = scores_release,
-    .warnings = scores_warnings, .exp_data = AL_EXP_DATA_VAL};
+    .check_model = scores_check_model, .state_size = sizeof(scores_state),
+    .prepare = scores_prepare, .compute = scores_compute, .store = scores_store,
+    .print = scores_print, .release = scores_release, .warnings = scores_warnings,
+    .exp_data = AL_EXP_DATA_VAL};
 
 static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }

@@ -77,6 +77,16 @@ static int json_warnings(const al_drive *d) {
     return 0;
 }
 
+/* Remove the database file db (and SQLite's side files) that this run
+ * created, after it was refused. */
+static void remove_db(const char *db) {
+    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+    for (int i = 0; i < 4; i++) {
+        char p[AL_PATH_MAX + 16];
+        if (snprintf(p, sizeof p, "%s%s", db, side[i]) < (int)sizeof p) unlink(p);
+    }
+}
+
 /* The phases of a (registry.h), from the loaded model to the printed
  * result. Returns al_drive_run's codes. */
 static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
@@ -86,13 +96,18 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     void *st = a->state_size ? al_calloc(1, a->state_size, e) : NULL;
     if (a->state_size && !st) return 1;
     al_set_threads(w->threads);
+    /* a database this run creates is removed again when the run is
+     * refused before its run row: a refusal leaves no file behind */
+    int db_new = w->db && !al_file_exists(w->db);
     if (al_behave_load(&b, w->model, w->mask, w->db, e)) {
         free(st);
+        if (db_new) remove_db(w->db);
         return 1;
     }
     d->b = &b;
     int rc = 1;
     if (a->plain_only && al_config_plain_check(&b.m.cfg, a->cmd->name, e)) goto out;
+    if (a->check_model && a->check_model(args, &b.m.cfg, e)) goto out;
     if (a->prepare && a->prepare(args, st, d, e)) {
         rc = a->stops && al_stop ? 130 : 1; /* a signal while preparing: no run */
         goto out;
@@ -127,7 +142,9 @@ out:
     if (a->release && st) a->release(st);
     free(st);
     d->b = NULL;
+    int begun = b.run_id != 0;
     al_behave_close(&b);
+    if (rc != 0 && !begun && db_new) remove_db(w->db);
     return rc;
 }
 

@@ -427,34 +427,16 @@ static int run_train(runner *R, stage *s, al_err *e) {
 
 #define AN_MAX_FLAGS 32
 
-/* The analysis on one model: its options from the JSON onto a fresh
- * argument struct, the experiment's paths, then the command's function
- * (which begins the run, so its id comes back to be stamped). */
-static int run_analysis(runner *R, stage *s, al_err *e) {
-    static const char *const owned[] = {"model", "db", "threads", "data", NULL};
+/* A fresh argument struct of stage s's analysis c (malloc'd into *out):
+ * its options from the JSON, the experiment's paths; fl bound to it. 0,
+ * or −1 with e (*out NULL). */
+static int stage_args(const runner *R, const stage *s, const al_analysis *c, void **out,
+                      al_flag *fl, al_err *e) {
     const al_exp_analysis *an = &R->x->an[s->an];
-    char sha[65], key[65], val[80];
-    if (analysis_key(R, s, sha, key, e)) return -1;
-    stamp_read(R, s, key, val, sizeof val);
-    if (val[0]) {
-        al_store *st;
-        int done = 0;
-        if (db_open(R, &st, e)) return -1;
-        int rc = st ? al_store_run_done(st, val, sha, &done, e) : 0;
-        al_store_close(st);
-        if (rc) return -1;
-        if (done) {
-            s->reused = 1;
-            return 0;
-        }
-    }
-    const al_analysis *c = al_analysis_of(an->kind);
-    if (!c) return al_errf(e, "unknown analysis '%s'", an->kind);
+    *out = NULL;
     void *args = calloc(1, c->size);
     if (!args) return al_errf(e, "out of memory");
     c->init(args);
-    al_flag fl[AN_MAX_FLAGS];
-    int64_t run = 0;
     /* "data": true (AL_EXP_DATA_ASKED) is the experiment's, not a flag value */
     int asked = c->exp_data == AL_EXP_DATA_ASKED, asked_val = 0;
     char *opts = an->opts;
@@ -478,14 +460,50 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
         if (c->exp_data == AL_EXP_DATA_VAL || (asked && asked_val)) w->data = R->val_bin;
         al_exp_paths ep = {R->model_dir[s->model], R->train_bin, R->val_bin};
         if (c->exp_paths && c->exp_paths(args, &ep, e)) rc = -1;
-        mark_seen(fl, owned);
-        /* the paths the hook set show in the logged command line */
-        for (al_flag *f = fl; c->exp_paths && f->name; f++)
-            if (f->type == AL_STR && *(const char *const *)f->dst) f->seen = 1;
-        print_stage(c->cmd, fl, owned);
     }
+    if (rc) {
+        free(args);
+        return -1;
+    }
+    *out = args;
+    return 0;
+}
+
+/* The analysis on one model: its options from the JSON onto a fresh
+ * argument struct, the experiment's paths, then the command's function
+ * (which begins the run, so its id comes back to be stamped). */
+static int run_analysis(runner *R, stage *s, al_err *e) {
+    static const char *const owned[] = {"model", "db", "threads", "data", NULL};
+    const al_exp_analysis *an = &R->x->an[s->an];
+    char sha[65], key[65], val[80];
+    if (analysis_key(R, s, sha, key, e)) return -1;
+    stamp_read(R, s, key, val, sizeof val);
+    if (val[0]) {
+        al_store *st;
+        int done = 0;
+        if (db_open(R, &st, e)) return -1;
+        int rc = st ? al_store_run_done(st, val, sha, &done, e) : 0;
+        al_store_close(st);
+        if (rc) return -1;
+        if (done) {
+            s->reused = 1;
+            return 0;
+        }
+    }
+    const al_analysis *c = al_analysis_of(an->kind);
+    if (!c) return al_errf(e, "unknown analysis '%s'", an->kind);
+    al_flag fl[AN_MAX_FLAGS];
+    int64_t run = 0;
+    void *args;
+    if (stage_args(R, s, c, &args, fl, e)) return -1;
+    mark_seen(fl, owned);
+    /* the paths the hook set show in the logged command line */
+    for (al_flag *f = fl; c->exp_paths && f->name; f++)
+        if (f->type == AL_STR && *(const char *const *)f->dst) f->seen = 1;
+    print_stage(c->cmd, fl, owned);
     al_drive d = {.an = c, .progress = isatty(STDERR_FILENO)};
-    if (!rc && al_drive_run(c, args, fl, &d, &run, e)) {
+    int rc = 0;
+    if (al_drive_run(c, args, fl, &d, &run, e)) {
         al_err_prefix(e, "attnlab %s", an->kind);
         rc = -1;
     }
@@ -496,6 +514,67 @@ static int run_analysis(runner *R, stage *s, al_err *e) {
     if (rc) return -1;
     snprintf(val, sizeof val, "%lld", (long long)run);
     return stamp_write(R, s, key, val, e);
+}
+
+/* Model m's shape as the experiment declares it (its train options over
+ * the defaults); d_vocab 0: the tokenizer is not made yet. */
+static int declared_config(const runner *R, int m, al_config *c, al_err *e) {
+    const al_exp_model *M = &R->x->models[m];
+    al_train_cli o = al_train_cli_defaults();
+    al_flag f[AL_TRAIN_CLI_NFLAGS];
+    al_train_cli_flags(&o, f);
+    char src[96];
+    snprintf(src, sizeof src, "options of model %s", M->name);
+    if (al_flags_apply_json(f, M->train, src, e)) return -1;
+    *c = al_config_default();
+    c->n_layers = o.t.n_layers, c->d_model = o.t.d_model, c->n_heads = o.t.n_heads;
+    c->d_head = o.t.d_head, c->n_ctx = o.t.n_ctx, c->d_vocab = 0;
+    return 0;
+}
+
+/* Every analysis stage's values, before the first stage runs and under
+ * --dry-run, by the functions the commands use: the options alone (the
+ * descriptor's check), against the model's declared shape (check_model),
+ * and the folder it reads (exp_input) against what a stage before it
+ * writes (exp_output) or what exists. A stage that would be refused is
+ * refused before anything is trained or stored. */
+static int check_stages(const runner *R, al_err *e) {
+    char (*made)[RPATH] = calloc((size_t)R->n_st + 1, sizeof *made);
+    if (!made) return al_errf(e, "out of memory");
+    int n_made = 0, rc = 0;
+    for (int i = 0; rc == 0 && i < R->n_st; i++) {
+        const stage *s = &R->st[i];
+        if (s->k != ST_ANALYSIS) continue;
+        const al_exp_analysis *an = &R->x->an[s->an];
+        const al_analysis *c = al_analysis_of(an->kind);
+        if (!c) {
+            rc = al_errf(e, "unknown analysis '%s'", an->kind);
+            break;
+        }
+        al_flag fl[AN_MAX_FLAGS];
+        void *args;
+        al_config cfg;
+        if (stage_args(R, s, c, &args, fl, e)) {
+            rc = -1;
+        } else {
+            if ((c->check && c->check(args, fl, e)) ||
+                (c->check_model && (declared_config(R, s->model, &cfg, e) ||
+                                    c->check_model(args, &cfg, e))))
+                rc = -1;
+            const char *in = rc == 0 && c->exp_input ? c->exp_input(args) : NULL;
+            int found = !in || al_is_dir(in);
+            for (int k = 0; !found && k < n_made; k++) found = !strcmp(made[k], in);
+            if (!found)
+                rc = al_errf(e, "it reads %s, which no stage before it writes (and which does "
+                                "not exist)", in);
+            const char *out = rc == 0 && c->exp_output ? c->exp_output(args) : NULL;
+            if (out) snprintf(made[n_made++], RPATH, "%s", out);
+            free(args);
+        }
+        if (rc) al_err_prefix(e, "stage %d/%d (%s)", i + 1, R->n_st, s->title);
+    }
+    free(made);
+    return rc;
 }
 
 static int run_report(runner *R, stage *s, al_err *e) {
@@ -649,6 +728,11 @@ int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
     if (rc == 0) {
         printf("experiment %s (%s): %d stages -> %s/\n", x->name, x->source, R->n_st, x->out);
         for (int i = 0; o->dry_run && i < R->n_st; i++) printf("  %2d. %s\n", i + 1, R->st[i].title);
+        fflush(stdout);
+    }
+    if (rc == 0 && check_stages(R, e)) {
+        al_err_prefix(e, "experiment %s", x->name);
+        rc = -1;
     }
     if (rc || o->dry_run) goto out;
     if ((rc = al_mkdir_p(x->out, e)) != 0 || (rc = al_mkdir_p(R->data_dir, e)) != 0) goto out;

@@ -170,6 +170,17 @@ static void set_sizes(al_model *m) {
     for (int i = 0; i < AL_NPARAM; i++) m->n_params += m->param_size[i];
 }
 
+double al_model_param_floats(const al_config *c) {
+    double L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
+    double ln = c->norm_type == AL_NORM_LN;
+    unsigned b = c->biases;
+    /* set_sizes's terms in double, so no product can wrap */
+    return V * C + (double)c->n_ctx * C + 4 * L * H * C * D + (c->tied_embeddings ? 0 : C * V) +
+           ln * (2 * L * C + 2 * C) + (((b & AL_BIAS_Q) != 0) + ((b & AL_BIAS_K) != 0) +
+                                       ((b & AL_BIAS_V) != 0)) * L * H * D +
+           ((b & AL_BIAS_O) ? L * C : 0) + ((b & AL_BIAS_U) ? V : 0);
+}
+
 static void point_into(float *base, float **views, const size_t *sizes) {
     for (int i = 0; i < AL_NPARAM; i++) {
         views[i] = sizes[i] ? base : NULL;
@@ -382,14 +393,15 @@ double al_model_forward_flops(const al_config *c, int B, int T) {
 
 /* ------------------------------------------------------- activations */
 
-int model_ensure_acts(al_model *m, int B, int T, al_err *e) {
-    if (m->acts && B <= m->B_cap && T <= m->T_cap) return 0;
-    const al_config *c = &m->cfg;
+/* The activation buffers of a (B, T) forward of c, in floats, in the
+ * order of model_ensure_acts's views; returns their count. */
+#define N_ACT_BUFS 24
+static int acts_sizes(const al_config *c, int B, int T, size_t sizes[N_ACT_BUFS]) {
     size_t L = c->n_layers, C = c->d_model, HD = (size_t)c->n_heads * c->d_head;
     size_t BT = (size_t)B * T, V = c->d_vocab, H = c->n_heads;
     size_t ln = c->norm_type != AL_NORM_NONE; /* the LayerNorm buffers: 0 floats without */
     size_t part = (c->biases & AL_BIAS_U) ? CE_PART_FLOATS(BT, V) : 0; /* b_U's block sums */
-    size_t sizes[] = {
+    const size_t s[] = {
         (L + 1) * BT * C,     /* x */
         L * BT * 3 * HD,      /* qkv */
         L * B * H * T * T,    /* att */
@@ -415,6 +427,29 @@ int model_ensure_acts(al_model *m, int B, int T, al_err *e) {
         ln * BT * C,          /* dln */
         part,                 /* part */
     };
+    _Static_assert(sizeof s / sizeof s[0] == N_ACT_BUFS, "N_ACT_BUFS");
+    memcpy(sizes, s, sizeof s);
+    return N_ACT_BUFS;
+}
+
+double al_model_acts_bytes(const al_config *c, int B, int T) {
+    double BT = (double)B * T, L = c->n_layers, H = c->n_heads, C = c->d_model;
+    double HD = H * c->d_head, V = c->d_vocab, ln = c->norm_type != AL_NORM_NONE;
+    /* acts_sizes's terms in double, so no product can wrap */
+    double f = (L + 1) * BT * C + L * BT * 3 * HD + L * B * H * (double)T * T + 3 * L * BT * HD +
+               BT * V + BT + BT * C + BT * HD + BT * 3 * HD + 2 * C * 3 * HD + (double)B * H +
+               (double)T * 2 * HD + BT * H * C +
+               ln * (L * BT * C + 2 * L * BT + BT * C + 2 * BT + BT * C) +
+               ((c->biases & AL_BIAS_U) ? floor((BT + 31) / 32) * V : 0);
+    return f * sizeof(float) + L * H + L + H * (double)T + 2 * BT * sizeof(int);
+}
+
+int model_ensure_acts(al_model *m, int B, int T, al_err *e) {
+    if (m->acts && B <= m->B_cap && T <= m->T_cap) return 0;
+    const al_config *c = &m->cfg;
+    size_t L = c->n_layers, H = c->n_heads, BT = (size_t)B * T;
+    size_t sizes[N_ACT_BUFS];
+    acts_sizes(c, B, T, sizes);
     size_t total = 0, nbytes = L * H + L + H * (size_t)T; /* zfixed, zhooked, rows */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
     float *a = al_malloc(total + (nbytes + sizeof(float) - 1) / sizeof(float), sizeof(float), e);

@@ -85,6 +85,24 @@ int al_sae_cfg_check(const al_sae_cfg *c, al_err *e) {
     return 0;
 }
 
+double al_sae_bytes(const al_sae_cfg *c, int B) {
+    const double d = c->d_in, n = c->d_sae, Bd = (double)B * d, th = max_threads();
+    const int topk = c->arch == AL_SAE_TOPK;
+    const double k = topk ? c->k : 0, ka = topk ? c->k_aux : 0, dense = topk ? 0 : n;
+    const double np = 2 * d * n + n + d;
+    double b = np * 2 * sizeof(float) + n * sizeof(long);              /* al_sae_alloc */
+    b += (double)B * (4 * d + n + dense + 2 * k + 2 * ka) * sizeof(float); /* grow_acts */
+    if (topk) {
+        const double ne = (double)B * (k + ka);                        /* backward_topk */
+        b += 2 * Bd * sizeof(float) + (n + 1) * sizeof(int) + ne * (16 + sizeof(float)) +
+             n * d * sizeof(float);
+        b += th * (k + ka) * 8 + th * n * sizeof(int);                 /* forward's heaps */
+    } else {
+        b += (Bd + (double)B * n + 2 * n) * sizeof(float);              /* backward_l1 */
+    }
+    return b;
+}
+
 void al_sae_free(al_sae *s) {
     free(s->params);
     free(s->since);

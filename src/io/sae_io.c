@@ -5,11 +5,13 @@
 #include "attnlab/sae_io.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attnlab/json.h"
 #include "attnlab/model.h"
@@ -130,6 +132,58 @@ int al_sae_save(const char *dir, const al_sae *s, const al_sae_meta *m, al_err *
 out:
     free(txt);
     return rc;
+}
+
+/* ---------------------------------------------------------- partial mark */
+
+int al_sae_partial_mark(const char *dir, long step, long steps, al_err *e) {
+    char path[AL_PATH_MAX + 64], txt[160];
+    if (al_path_join(path, sizeof path, dir, AL_SAE_PARTIAL_FILE, e) != 0 ||
+        al_mkdir_p(dir, e) != 0)
+        return -1;
+    int n = snprintf(txt, sizeof txt, "{\"step\": %ld, \"steps\": %ld}\n", step, steps);
+    return al_write_file_atomic(path, txt, (size_t)n, e);
+}
+
+int al_sae_partial_clear(const char *dir, al_err *e) {
+    char path[AL_PATH_MAX + 64];
+    if (al_path_join(path, sizeof path, dir, AL_SAE_PARTIAL_FILE, e) != 0) return -1;
+    if (unlink(path) != 0 && errno != ENOENT)
+        return al_errf(e, "cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* meta's partial fields from dir's mark: absent 0; present 1, with its
+ * step and steps when it reads as the trainer writes it (it is a file of
+ * the directory like any other: nothing in it is trusted). */
+static void read_partial(const char *dir, al_sae_meta *m) {
+    char path[AL_PATH_MAX + 64];
+    m->partial = 0;
+    m->partial_step = m->partial_steps = -1;
+    if (al_path_join(path, sizeof path, dir, AL_SAE_PARTIAL_FILE, NULL) != 0 ||
+        !al_file_exists(path))
+        return;
+    m->partial = 1;
+    cJSON *root;
+    al_err le;
+    if (al_json_read_file(path, 4096, &root, &le) != 0) return;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "step"),
+                *b = cJSON_GetObjectItemCaseSensitive(root, "steps");
+    if (cJSON_IsNumber(a) && cJSON_IsNumber(b) && a->valuedouble >= 0 &&
+        b->valuedouble >= a->valuedouble && b->valuedouble < 1e15 &&
+        a->valuedouble == floor(a->valuedouble) && b->valuedouble == floor(b->valuedouble)) {
+        m->partial_step = (long)a->valuedouble;
+        m->partial_steps = (long)b->valuedouble;
+    }
+    cJSON_Delete(root);
+}
+
+void al_sae_partial_msg(const char *dir, const al_sae_meta *m, char *buf, size_t cap) {
+    char at[64] = "";
+    if (m->partial_step >= 0) snprintf(at, sizeof at, "step %ld of %ld: ", m->partial_step,
+                                       m->partial_steps);
+    snprintf(buf, cap, "the SAE %s is partly trained (%sits training was interrupted or failed; "
+             "sae train --resume finishes it)", dir, at);
 }
 
 /* ---------------------------------------------------------------- load */
@@ -304,12 +358,13 @@ int al_sae_load_mem(const char *cfg_json, size_t cfg_n, const void *st, size_t s
     snprintf(src, sizeof src, "%s/%s", name, AL_SAE_WEIGHTS_FILE);
     al_st_file *f;
     int rc = -1;
-    if (al_st_open_mem(st, st_n, src, &f, e) == 0) {
+    if (al_st_open_mem_as(st, st_n, src, "SAE", &f, e) == 0) {
         rc = load_parsed(root, f, name, s, m, e);
         al_st_close(f);
     }
     cJSON_Delete(root);
     if (rc != 0) memset(m, 0, sizeof *m);
+    else m->partial_step = m->partial_steps = -1; /* bytes alone: no mark */
     return rc;
 }
 
@@ -327,11 +382,12 @@ int al_sae_load(const char *dir, al_sae *s, al_sae_meta *m, al_err *e) {
     if (al_json_read_file(cpath, AL_SAE_CFG_MAX, &root, e) != 0) return -1;
     al_st_file *f;
     int rc = -1;
-    if (al_st_open(wpath, &f, e) == 0) {
+    if (al_st_open_as(wpath, "SAE", &f, e) == 0) {
         rc = load_parsed(root, f, dir, s, m, e);
         al_st_close(f);
     }
     cJSON_Delete(root);
     if (rc != 0) memset(m, 0, sizeof *m);
+    else read_partial(dir, m);
     return rc;
 }

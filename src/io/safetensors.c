@@ -37,6 +37,7 @@
 
 struct al_st_file {
     char *path;
+    const char *kind;   /* what messages call the file: "checkpoint", "SAE" (static) */
     unsigned char *buf; /* whole file */
     size_t size;
     cJSON *root;        /* tensor names and metadata point into it */
@@ -205,26 +206,28 @@ done:
 /* ------------------------------------------------------------ reader */
 
 /* Whole file into memory, with our own messages (path named once). */
-static int read_all(const char *path, unsigned char **buf, size_t *size, al_err *e) {
+static int read_all(const char *path, const char *kind, unsigned char **buf, size_t *size,
+                    al_err *e) {
     FILE *f = fopen(path, "rb");
-    if (!f) return al_errf(e, "cannot read checkpoint %s: %s", path, strerror(errno));
+    if (!f) return al_errf(e, "cannot read %s %s: %s", kind, path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);
-        return al_errf(e, "cannot read checkpoint %s: not a regular file", path);
+        return al_errf(e, "cannot read %s %s: not a regular file", kind, path);
     }
     size_t n = (size_t)st.st_size;
     unsigned char *b = malloc(n + 1);
     if (!b) {
         fclose(f);
-        return al_errf(e, "cannot read checkpoint %s: out of memory for %zu bytes", path, n);
+        return al_errf(e, "cannot read %s %s: out of memory for %zu bytes", kind, path,
+                       n);
     }
     size_t got = fread(b, 1, n, f);
     int bad = ferror(f);
     fclose(f);
     if (bad || got != n) {
         free(b);
-        return al_errf(e, "cannot read checkpoint %s: short read", path);
+        return al_errf(e, "cannot read %s %s: short read", kind, path);
     }
     *buf = b;
     *size = n;
@@ -405,8 +408,8 @@ static int parse_file(al_st_file *f, al_err *e) {
 }
 
 /* Takes ownership of buf (size bytes). */
-static int open_buf(const char *path, unsigned char *buf, size_t size, al_st_file **out,
-                    al_err *e) {
+static int open_buf(const char *path, const char *kind, unsigned char *buf, size_t size,
+                    al_st_file **out, al_err *e) {
     al_st_file *f = al_calloc(1, sizeof *f, e);
     if (!f) {
         free(buf);
@@ -414,13 +417,14 @@ static int open_buf(const char *path, unsigned char *buf, size_t size, al_st_fil
     }
     f->buf = buf;
     f->size = size;
+    f->kind = kind;
     f->path = strdup(path);
     if (!f->path) {
         al_st_close(f);
         return al_errf(e, "out of memory");
     }
     if (parse_file(f, e) != 0) {
-        al_err_prefix(e, "cannot read checkpoint %s", path);
+        al_err_prefix(e, "cannot read %s %s", kind, path);
         al_st_close(f);
         return -1;
     }
@@ -428,21 +432,30 @@ static int open_buf(const char *path, unsigned char *buf, size_t size, al_st_fil
     return 0;
 }
 
-int al_st_open(const char *path, al_st_file **out, al_err *e) {
+int al_st_open_as(const char *path, const char *kind, al_st_file **out, al_err *e) {
     *out = NULL;
     unsigned char *buf = NULL;
     size_t size = 0;
-    if (read_all(path, &buf, &size, e) != 0) return -1;
-    return open_buf(path, buf, size, out, e);
+    if (read_all(path, kind, &buf, &size, e) != 0) return -1;
+    return open_buf(path, kind, buf, size, out, e);
 }
 
-int al_st_open_mem(const void *data, size_t n, const char *name, al_st_file **out,
-                   al_err *e) {
+int al_st_open(const char *path, al_st_file **out, al_err *e) {
+    return al_st_open_as(path, "checkpoint", out, e);
+}
+
+int al_st_open_mem_as(const void *data, size_t n, const char *name, const char *kind,
+                      al_st_file **out, al_err *e) {
     *out = NULL;
     unsigned char *buf = al_malloc(n + 1, 1, e);
     if (!buf) return -1;
     if (n) memcpy(buf, data, n);
-    return open_buf(name, buf, n, out, e);
+    return open_buf(name, kind, buf, n, out, e);
+}
+
+int al_st_open_mem(const void *data, size_t n, const char *name, al_st_file **out,
+                   al_err *e) {
+    return al_st_open_mem_as(data, n, name, "checkpoint", out, e);
 }
 
 void al_st_close(al_st_file *f) {
@@ -509,18 +522,19 @@ int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
     const al_st_tensor *t = al_st_get(f, name);
     dname dn = disp(name); /* names may come from the file: one line */
     name = dn.s;
-    if (!t) return al_errf(e, "cannot read checkpoint %s: tensor %s missing", f->path, name);
+    if (!t) return al_errf(e, "cannot read %s %s: tensor %s missing", f->kind, f->path,
+                               name);
     if (t->dtype == AL_DT_I32)
-        return al_errf(e, "cannot read checkpoint %s: tensor %s has dtype %s, expected F32, F16 "
-                       "or BF16", f->path, name, dtype_name(t->dtype));
+        return al_errf(e, "cannot read %s %s: tensor %s has dtype %s, expected F32, F16 "
+                       "or BF16", f->kind, f->path, name, dtype_name(t->dtype));
     int same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
         char got[128], want[128];
         fmt_shape(got, sizeof got, t->ndim, t->shape);
         fmt_shape(want, sizeof want, ndim, shape);
-        return al_errf(e, "cannot read checkpoint %s: tensor %s has shape %s, expected %s",
-                       f->path, name, got, want);
+        return al_errf(e, "cannot read %s %s: tensor %s has shape %s, expected %s",
+                       f->kind, f->path, name, got, want);
     }
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)shape[i]; /* validated at open */
@@ -539,7 +553,7 @@ int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
     }
     for (size_t i = 0; i < n; i++)
         if (!isfinite(dst[i]))
-            return al_errf(e, "cannot read checkpoint %s: tensor %s contains NaN/Inf at index %zu",
-                           f->path, name, i);
+            return al_errf(e, "cannot read %s %s: tensor %s contains NaN/Inf at index %zu",
+                           f->kind, f->path, name, i);
     return 0;
 }

@@ -73,6 +73,11 @@ static int recompute(pic *p, const al_sae_frun *r, const al_sae_feature *f, cons
         snprintf(why, cap, "the SAE cannot be read (%s)", le.msg);
         return 0;
     }
+    if (meta.partial) {
+        char w[AL_PATH_MAX + 160];
+        al_sae_partial_msg(r->sae_dir, &meta, w, sizeof w);
+        pic_note(p, "%s", w);
+    }
     const int B = f->n_ctx, T = r->seq_len;
     int *tok = al_malloc((size_t)B * T, sizeof(int), &le), ok = tok != NULL;
     *a = ok ? pic_floats(p, (size_t)B * T, &le) : NULL;

@@ -15,6 +15,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/hooks.h"
+#include "attnlab/membudget.h"
 #include "attnlab/safetensors.h"
 
 al_sae_train_opts al_sae_train_opts_defaults(void) {
@@ -248,9 +249,14 @@ static int save(al_sae_trainer *t, al_err *e) {
     const char *mv[6] = {"attnlab-sae-resume-1", step, rng, scale, key, t->meta.model_sha256};
     /* the SAELens pair first, the resume file last: a resume file on disk
      * always has a pair beside it (of its step, or of the next one when a
-     * crash came between the two) */
-    int rc = al_sae_save(t->o.out, &t->sae, &t->meta, e);
+     * crash came between the two). Before both, while steps remain, the
+     * partial mark; after the last step's, its removal: a folder whose
+     * training stopped anywhere on the way is marked so. */
+    const int last = t->step >= t->o.steps;
+    int rc = last ? 0 : al_sae_partial_mark(t->o.out, t->step, t->o.steps, e);
+    if (rc == 0) rc = al_sae_save(t->o.out, &t->sae, &t->meta, e);
     if (rc == 0) rc = al_st_write(path, ts, 4, mk, mv, 6, e);
+    if (rc == 0 && last) rc = al_sae_partial_clear(t->o.out, e);
     free(since);
     return rc;
 }
@@ -262,7 +268,7 @@ static int load_resume(al_sae_trainer *t, al_err *e) {
         return al_errf(e, "%s holds no SAE checkpoint to resume (%s missing)", t->o.out,
                        AL_SAE_RESUME_FILE);
     al_st_file *f;
-    if (al_st_open(path, &f, e) != 0) return -1;
+    if (al_st_open_as(path, "SAE checkpoint", &f, e) != 0) return -1;
     int rc = -1;
     char key[1024];
     opts_key(t, key, sizeof key);
@@ -327,15 +333,16 @@ out:
     return rc;
 }
 
-/* Temporary files a killed save left behind (NAME.tmp.<pid> of the three
+/* Temporary files a killed save left behind (NAME.tmp.<pid> of the four
  * files the trainer writes; nothing else is touched). */
 static void remove_strays(const char *dir) {
-    static const char *names[3] = {AL_SAE_RESUME_FILE, AL_SAE_WEIGHTS_FILE, AL_SAE_CFG_FILE};
+    static const char *names[4] = {AL_SAE_RESUME_FILE, AL_SAE_WEIGHTS_FILE, AL_SAE_CFG_FILE,
+                                   AL_SAE_PARTIAL_FILE};
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *de;
     while ((de = readdir(d)) != NULL)
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             size_t n = strlen(names[i]);
             if (strncmp(de->d_name, names[i], n) == 0 && strncmp(de->d_name + n, ".tmp.", 5) == 0) {
                 char p[AL_PATH_MAX + 320];
@@ -411,6 +418,36 @@ static int estimate_scale(al_sae_trainer *t, al_err *e) {
     return 0;
 }
 
+/* d_sae of options o on a site of width d_in */
+static double opts_d_sae(const al_sae_train_opts *o, int d_in) {
+    return o->d_sae > 0 ? o->d_sae : (double)o->expansion * d_in;
+}
+
+double al_sae_train_bytes(const al_sae_train_opts *o, int d_in, const al_config *mc) {
+    const double n = opts_d_sae(o, d_in), d = d_in, B = o->batch;
+    const int T = mc ? mc->n_ctx : 1;
+    int bm = mc ? (4096 / T > 0 ? 4096 / T : 1) : 1;
+    if (bm > 64) bm = 64;
+    al_sae_cfg c = al_sae_cfg_default(d_in, n < (1 << 30) ? (int)n : 1 << 30);
+    c.arch = o->arch;
+    c.k = o->k;
+    if (o->k_aux >= 0) c.k_aux = o->k_aux;
+    /* the SAE's activations grow to the larger of a training batch and
+     * the evaluation's chunks (4096 rows, at most bm windows') */
+    double rows = (double)bm * T < 4096 ? (double)bm * T : 4096;
+    int Bmax = B > rows ? o->batch : (int)rows;
+    double b = al_sae_bytes(&c, Bmax);
+    b += (2 * d * n + n + d) * 2 * sizeof(float);                    /* Adam */
+    const double nbuf = (double)o->buffer_batches * B;
+    b += nbuf * (d + 1) * sizeof(float) + B * d * sizeof(float);      /* buffer, perm, batch */
+    b += (double)o->norm_batches * B * d * sizeof(float);            /* the scale's sample */
+    b += (double)bm * T * (d * sizeof(float) + 2 * sizeof(int));      /* capture */
+    if (mc) /* the model, its activations, the evaluation's two copies of the site */
+        b += al_model_param_floats(mc) * sizeof(float) + al_model_acts_bytes(mc, bm, T) +
+             2.0 * bm * T * d * sizeof(float);
+    return b;
+}
+
 int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err *e) {
     *out = NULL;
     if (check_opts(o, e) != 0) return -1;
@@ -441,6 +478,10 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
         al_errf(e, "k %d is larger than the dictionary (d_sae %ld)", o->k, d_sae);
         goto fail;
     }
+    if (al_mem_check(al_sae_train_bytes(o, t->d_in, o->source ? NULL : &t->m.cfg),
+                     "SAE training", "this batch and dictionary", "lower batch or expansion",
+                     e) != 0)
+        goto fail;
     if (o->k_aux >= 0) c.k_aux = o->k_aux;
     c.aux_coeff = o->aux_coeff;
     c.l1_coeff = o->l1_coeff;

@@ -10,6 +10,7 @@
 #include "attnlab/checkpoint.h"
 #include "attnlab/data.h"
 #include "attnlab/gemm.h"
+#include "attnlab/membudget.h"
 #include "attnlab/optim.h"
 
 al_train_opts al_train_opts_defaults(void) {
@@ -105,6 +106,19 @@ static int load_data(al_trainer *t, al_err *e) {
     return al_tokens_hold_out(&t->train, o->val_fraction, o->data, &t->val, e);
 }
 
+/* Training c on batches of (B, T) holds four copies of the parameters
+ * (weights, gradients, AdamW's two moments), the activations of a forward
+ * and backward, and the batch's ids: refused before any is allocated (or
+ * the step-0 checkpoint written) when that exceeds the memory budget. */
+static int memory_fits(const al_config *c, int B, int T, al_err *e) {
+    double need = 4 * al_model_param_floats(c) * sizeof(float) + al_model_acts_bytes(c, B, T) +
+                  2.0 * B * T * sizeof(int);
+    char what[160];
+    snprintf(what, sizeof what, "--batch %d x %d-token sequences (d_model %d, %d layers, d_vocab %d)",
+             B, T, c->d_model, c->n_layers, c->d_vocab);
+    return al_mem_check(need, "train", what, "lower --batch or --seq-len (or the model's size)", e);
+}
+
 static int setup_model(al_trainer *t, al_err *e) {
     const al_train_opts *o = &t->o;
     if (o->resume) {
@@ -123,6 +137,11 @@ static int setup_model(al_trainer *t, al_err *e) {
         if (o->norm) al_train_norm_parse(o->norm, &c.norm_type);
         if (o->biases) al_bias_spec_parse(o->biases, &c.biases);
         c.ln_eps = o->ln_eps;
+        int T = o->seq_len ? o->seq_len : c.n_ctx;
+        /* sizes the checks below refuse are left to them */
+        if (al_config_validate(&c, e) != 0 ||
+            (T <= c.n_ctx && memory_fits(&c, o->batch, T, e) != 0))
+            return -1;
         if (al_model_init(&t->m, &c, e) != 0) return -1;
     }
     t->m.skip_gate_grads = 1;
@@ -138,6 +157,7 @@ static int setup_model(al_trainer *t, al_err *e) {
         return al_errf(e, "sequence length %d needs more tokens than the data has "
                        "(train %zu, validation %zu): lower n_ctx/seq_len or use more data",
                        t->T, t->train.n, t->val.n);
+    if (o->resume && memory_fits(&t->m.cfg, t->B, t->T, e) != 0) return -1;
     if (al_model_alloc_grads(&t->m, e) != 0) return -1;
     if (al_adamw_init(&t->adam, t->m.n_params, e) != 0) return -1;
     t->in = al_malloc((size_t)t->B * t->T, 2 * sizeof(int), e);
