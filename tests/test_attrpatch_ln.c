@@ -194,10 +194,9 @@ static void attrpatch_fd(int pos) {
 TEST(attrpatch_ln_finite_differences) { attrpatch_fd(AL_POS_STANDARD); }
 TEST(attrpatch_ln_finite_differences_shortformer) { attrpatch_fd(AL_POS_SHORTFORMER); }
 
-/* Compared with actual patching on a LayerNorm model: heads and head ×
- * position are (activation patching takes any model), edges are not
- * (path patching takes the plain model only): their actuals NaN, their
- * agreement empty, and the note says so. */
+/* Compared with actual patching on a LayerNorm model: heads, head ×
+ * position and edges (path patching takes LayerNorm models too), every
+ * edge that exists with a finite actual effect. */
 TEST(attrpatch_ln_compare) {
     al_model m;
     ln_model(&m, 2, AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD, 71);
@@ -208,13 +207,15 @@ TEST(attrpatch_ln_compare) {
     al_attrpatch_result r;
     CHECK_OK(al_attrpatch_run(&m, &t, &o, 1, &r, &e), &e);
     CHECK(r.compared && r.agree[AL_AP_HEAD].n == 6 && r.agree[AL_AP_HEAD_POS].n == 6 * t.T);
-    CHECK(r.agree[AL_AP_EDGE].n == 0 && isnan(r.agree[AL_AP_EDGE].pearson));
-    for (int i = 0; i < r.n_edge; i++) CHECK(isnan(r.act_edge[i]));
+    int finite = 0;
+    for (int i = 0; i < r.n_edge; i++) finite += isfinite(r.act_edge[i]);
+    CHECKF(r.agree[AL_AP_EDGE].n > 0 && finite >= r.agree[AL_AP_EDGE].n &&
+               isfinite(r.agree[AL_AP_EDGE].pearson),
+           "edges compared %d, finite actuals %d", r.agree[AL_AP_EDGE].n, finite);
+    fprintf(stderr, "    edges: Pearson %.3f over %d (heads %.3f over %d)\n",
+            r.agree[AL_AP_EDGE].pearson, r.agree[AL_AP_EDGE].n, r.agree[AL_AP_HEAD].pearson,
+            r.agree[AL_AP_HEAD].n);
     CHECK(isfinite(r.act_head[0]) && isfinite(r.agree[AL_AP_HEAD].pearson));
-    CHECK(al_attrpatch_note(&m.cfg) && strstr(al_attrpatch_note(&m.cfg), "not compared"));
-    al_config plain = m.cfg;
-    plain.norm_type = AL_NORM_NONE, plain.biases = 0;
-    CHECK(al_attrpatch_note(&plain) == NULL);
     al_attrpatch_result_free(&r);
     al_pairs_free(&t);
     al_model_free(&m);

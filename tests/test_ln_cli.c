@@ -121,16 +121,16 @@ TEST(ln_cli_attribute_compared) {
     ln_model(dir.s, "--norm ln --biases all");
     CHECK(t_sh("%s attribute --model %s/ln --db %s --probe-r 6 --n 4 --batch 2 --threads 2 > %s "
                "2> %s", t_bin(), dir.s, db.s, t_path("out.txt"), err.s) == 0);
-    CHECK_SQL(db.s, "SELECT grid, n, pearson IS NULL FROM attribution_agreement ORDER BY grid",
-              "edge|0|1\nhead|8|0\nhead_pos|104|0");
-    CHECK_SQL(db.s, "SELECT count(*) > 0, sum(actual IS NULL) = count(*) FROM attribution_patching "
+    CHECK_SQL(db.s, "SELECT grid, n > 0, pearson IS NULL FROM attribution_agreement ORDER BY grid",
+              "edge|1|0\nhead|1|0\nhead_pos|1|0");
+    CHECK_SQL(db.s, "SELECT count(*) > 0, sum(actual IS NOT NULL) > 0 FROM attribution_patching "
                     "WHERE grid = 'edge'", "1|1");
     CHECK_SQL(db.s, "SELECT group_concat(component, ' ') FROM (SELECT component FROM "
                     "logit_attribution WHERE pos IS NULL AND component NOT LIKE '%.%' ORDER BY "
                     "component)", "b_O_0 b_O_1 const embed pos");
     CHECK_SQL(db.s, "SELECT count(*) FROM run_warnings WHERE message LIKE 'attribution freezes%' "
                     "OR message LIKE 'attribution of biases%' OR message LIKE 'attribution "
-                    "patching''s edge estimates are not compared%'", "3");
+                    "patching''s edge estimates are not compared%'", "2");
     char *txt = t_slurp(err.s);
     CHECK(txt && strstr(txt, "attnlab: warning: attribution freezes LayerNorm scales"));
     free(txt);

@@ -51,10 +51,8 @@
  * head × position and edges: Pearson and Spearman over the configurations
  * where both are finite (edges leave out the pos sender, whose paths are
  * 0 in both: the two runs share positions), and how many of the five
- * largest in |effect| are the same five. Path patching takes the plain
- * model only (patch.h), so on a LayerNorm or bias model the edges are not
- * compared: act_edge stays NaN and agree[AL_AP_EDGE] is {0, NaN, NaN, 0};
- * al_attrpatch_note says so.
+ * largest in |effect| are the same five (on LayerNorm and bias models
+ * too: path patching takes them).
  *
  * Ownership and failure contract as the analyses of analyses.h: 0 with
  * *r filled (al_attrpatch_result_free), or −1 with e set and *r zeroed;
@@ -106,10 +104,6 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
 void al_attrpatch_result_free(al_attrpatch_result *r);
 /* "head", "head_pos" or "edge". */
 const char *al_attrpatch_grid_name(int grid);
-/* What a run with compare = 1 leaves out on a model of config c, as one
- * sentence for a run's notes (the edges' comparison on a LayerNorm or
- * bias model), or NULL when nothing is. */
-const char *al_attrpatch_note(const al_config *c);
 
 /* ∂M/∂(everything) of task t's base runs, for tests and the finite
  * difference check: the gradient of the task's metric (mean over items,

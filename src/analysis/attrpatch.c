@@ -34,13 +34,6 @@ const char *al_attrpatch_grid_name(int grid) {
     return grid >= 0 && grid < AL_AP_NGRID ? grid_names[grid] : "?";
 }
 
-const char *al_attrpatch_note(const al_config *c) {
-    return al_config_is_plain(c) ? NULL
-           : "attribution patching's edge estimates are not compared with actual path patching "
-             "on a LayerNorm or bias model (path patching takes the plain model only); heads and "
-             "head x position are";
-}
-
 void al_attrpatch_result_free(al_attrpatch_result *r) {
     free(r->head);
     memset(r, 0, sizeof *r);
@@ -328,27 +321,24 @@ static int agree(const double *est, const double *act, int n, const unsigned cha
 }
 
 /* The actual sweeps of the same grids and their agreement with r's
- * estimates. Path patching takes the plain model only: on a LayerNorm or
- * bias model the edges' actuals stay NaN and their agreement empty
- * (n = 0). */
+ * estimates. */
 static int compare_actual(al_model *m, const al_pairs *t, const al_patch_opts *o,
                           al_attrpatch_result *r, al_err *e) {
     double t0 = al_now();
     al_patch_opts po = *o;
     al_patch_result ph = {0}, pp = {0};
     al_paths_result pa = {0};
-    const int paths = al_config_is_plain(&m->cfg);
     po.component = "head";
     if (al_patch_run(m, t, &po, &ph, e)) return -1;
     po.component = "head_pos";
-    if (al_patch_run(m, t, &po, &pp, e) || (paths && al_paths_run(m, t, &po, &pa, e))) {
+    if (al_patch_run(m, t, &po, &pp, e) || al_paths_run(m, t, &po, &pa, e)) {
         al_patch_result_free(&ph), al_patch_result_free(&pp);
         return -1;
     }
     size_t nh = (size_t)r->L * r->H, np = nh * r->T;
     memcpy(r->act_head, ph.effect, sizeof(double) * nh);
     memcpy(r->act_head_pos, pp.effect, sizeof(double) * np);
-    if (paths) memcpy(r->act_edge, pa.effect, sizeof(double) * (size_t)r->n_edge);
+    memcpy(r->act_edge, pa.effect, sizeof(double) * (size_t)r->n_edge);
     al_patch_result_free(&ph), al_patch_result_free(&pp), al_paths_result_free(&pa);
     r->seconds_patch = al_now() - t0;
     unsigned char *skip = al_calloc((size_t)r->n_edge, 1, e);
@@ -358,8 +348,7 @@ static int compare_actual(al_model *m, const al_pairs *t, const al_patch_opts *o
         for (int rr = 0; rr < W; rr++) skip[((size_t)ch * r->n_senders + 1) * W + rr] = 1;
     int rc = agree(r->head, r->act_head, (int)nh, NULL, &r->agree[AL_AP_HEAD], e) ||
              agree(r->head_pos, r->act_head_pos, (int)np, NULL, &r->agree[AL_AP_HEAD_POS], e) ||
-             (paths ? agree(r->edge, r->act_edge, r->n_edge, skip, &r->agree[AL_AP_EDGE], e)
-                    : (r->agree[AL_AP_EDGE] = (al_agreement){0, NAN, NAN, 0}, 0));
+             agree(r->edge, r->act_edge, r->n_edge, skip, &r->agree[AL_AP_EDGE], e);
     free(skip);
     if (rc) return -1;
     r->compared = 1;

@@ -441,7 +441,6 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
      * biases go, stored with the run */
     const char *notes[2];
     for (int i = 0, n = al_attr_notes(&bh->m.cfg, notes); i < n; i++) al_drive_warn(dr, notes[i]);
-    if (s->patching && !a->no_compare) al_drive_warn(dr, al_attrpatch_note(&bh->m.cfg));
     return 0;
 }
 
