@@ -12,6 +12,7 @@
 
 #include "attnlab/gap.h"
 #include "store_conn.h"
+#include "store_internal.h"
 
 /* The SQL of each statement (store_conn.h lists them). */
 static const char *const stmt_sql[S_N] = {
@@ -342,7 +343,7 @@ int al_store_put_view_row(al_store *s, int64_t run, int64_t mid, const char *met
 int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max_step,
                              int *carried, al_err *e) {
     static const char check[] =
-        "SELECT count(*) FROM runs WHERE run_id = ?1 AND kind = 'train' AND ?1 < ?2";
+        "SELECT count(*) FROM runs WHERE run_id = ?1 AND kind = ?3 AND ?1 < ?2";
     static const char *const copy[] = {
         "INSERT OR REPLACE INTO train_log SELECT ?1, step, tokens, train_loss, val_loss,"
         " icl_gain, lr, seconds FROM train_log WHERE run_id = ?2 AND step <= ?3",
@@ -351,9 +352,11 @@ int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max
     sqlite3_stmt *q;
     *carried = 0;
     if (s->in_tx) return al_errf(e, "database %s: carry_train_log inside a transaction", s->path);
-    if (store_prepare(s, check, &q, e)) return -1;
+    const char *kind = al_store_kind_needed(AL_RESULTS_TRAINING, e);
+    if (!kind || store_prepare(s, check, &q, e)) return -1;
     sqlite3_bind_int64(q, 1, from);
     sqlite3_bind_int64(q, 2, run_id);
+    store_bind_str(q, 3, kind);
     int rc = sqlite3_step(q);
     int found = rc == SQLITE_ROW && sqlite3_column_int(q, 0) == 1;
     sqlite3_finalize(q);

@@ -343,7 +343,12 @@ static const char schema_v6[] =
  *                       copying_ablation > AL_TH_COPY_ABLATION agree, as
  *                       the report counts it; NULL without such heads
  * sweep_summary aggregates them per (setting, n_layers); sd is the sample
- * sd (n - 1), NULL for fewer than two values. */
+ * sd (n - 1), NULL for fewer than two values.
+ * The views spell the run kinds they read ('train', 'scores', 'circuits'):
+ * a view's SQL is stored in every file this migration made and can bind
+ * no parameter, so these are the kinds as they were when it was
+ * released; renaming an analysis would need a migration that rebuilds
+ * the views. */
 #define TH_IND AL_TH_STR(AL_TH_INDUCTION)
 static const char schema_v7[] =
     "CREATE VIEW sweep_models AS\n"
