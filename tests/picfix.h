@@ -17,7 +17,7 @@
 #include "attnlab/report.h"
 #include "test.h"
 
-#define FRAME 0x808080u /* plot.c's frame around a plot area */
+#define FRAME 0x808080u /* the frame around a plot area (plot_internal.h) */
 
 /* The first k x k block of colour c in row order (its four corners that
  * colour): 1 with its top-left pixel in *x, *y, or 0 with both -1. */

@@ -12,6 +12,7 @@
 #include "attnlab/data.h"
 #include "attnlab/experiment.h"
 #include "attnlab/model.h"
+#include "attnlab/registry.h"
 #include "attnlab/util.h"
 
 #define X(n) void test_##n(void);
@@ -201,6 +202,11 @@ int main(int argc, char **argv) {
     int n = (int)(sizeof all_tests / sizeof all_tests[0]);
     int passed = 0, failed = 0, skipped = 0;
     char base[] = "/tmp/attnlab-test-XXXXXX";
+    al_err e;
+    if (al_registry_setup(&e)) { /* as main.c: the tests read the store in-process too */
+        fprintf(stderr, "runner: %s\n", e.msg);
+        return 1;
+    }
     if (!mkdtemp(base)) {
         perror("mkdtemp");
         return 1;

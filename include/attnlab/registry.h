@@ -25,7 +25,8 @@
  * the run is marked failed with the message (or deleted under --strict).
  *
  * Adding an analysis: its cmd_<name>.c defines an al_analysis; add it to
- * the table in registry.c. */
+ * the table in registry.c. The store never spells the name: a reader that
+ * looks for the analysis's newest run names a result family (.results). */
 #ifndef ATTNLAB_REGISTRY_H
 #define ATTNLAB_REGISTRY_H
 
@@ -33,6 +34,7 @@
 #include <stdint.h>
 #include "attnlab/args.h"
 #include "attnlab/gap.h"
+#include "attnlab/store.h"
 #include "attnlab/util.h"
 
 struct cJSON;
@@ -192,12 +194,23 @@ typedef struct al_analysis {
      * against the first before its first stage runs. NULL: none. */
     const char *(*exp_output)(const void *args);
     const char *(*exp_input)(const void *args);
+    /* the store: the family of tables its runs fill that readers find by
+     * the run's kind (store.h, "run kinds"; AL_RESULTS_NONE: none), told
+     * to the store with its name by al_registry_setup */
+    al_store_results results;
 } al_analysis;
 
 /* Every analysis, in `attnlab help` order; NULL-terminated. */
 extern const al_analysis *const al_analyses[];
 /* The analysis named name (a command / experiment key / runs.kind), or NULL. */
 const al_analysis *al_analysis_of(const char *name);
+
+/* Tell the store the run kind of each family of results (al_store_set_kind):
+ * each analysis's name for its .results, AL_TRAIN_RUN_KIND for training
+ * (train_record.h). The first call does it, later ones return its result;
+ * safe from several threads. main.c and al_api_run call it before running
+ * anything. 0, or -1 with e (two analyses claim one family: a bug). */
+int al_registry_setup(al_err *e);
 
 /* out[0..cap) = a's flag table bound to args (a struct of a->size bytes):
  * every dst moved from a->tmpl to args, nothing seen. -1 if cap is too

@@ -1,7 +1,7 @@
 /* store.h -- the SQLite results database (docs/design.md §6).
  *
  * One file holds many runs of many models. A run is one command
- * invocation (kind "circuits", "scores", "ablate", "prune", "train"); a
+ * invocation (its kind is the command's name: "circuits", "train", ...); a
  * model is one checkpoint, keyed by the SHA-256 of its model.safetensors,
  * so analysing the same weights twice gives one models row and two runs.
  *
@@ -43,6 +43,37 @@ int al_store_open_readonly(const char *path, al_store **out, al_err *e);
 /* Close; an open transaction is rolled back. NULL is fine. */
 void al_store_close(al_store *s);
 const char *al_store_path(const al_store *s);
+
+/* ---- run kinds ---- */
+
+/* Some readers look for the newest finished run of the analysis whose
+ * results fill a family of tables (the report's newest scores, the
+ * pictures' newest discovered circuit). runs.kind is that analysis's
+ * name, which the analysis registry owns (registry.h, above the store):
+ * so the store spells no kind, and the CLI names the kind of each family
+ * once at start-up (al_registry_setup), before any reader runs. */
+typedef enum {
+    AL_RESULTS_NONE,         /* results no reader finds by their run's kind */
+    AL_RESULTS_TRAINING,     /* train_log, train_head_scores (train_record.h) */
+    AL_RESULTS_SCORES,       /* the probe's head and model scores (al_store_put_scores) */
+    AL_RESULTS_WEIGHTS,      /* the weights' circuits: skip_trigrams, composition,
+                              * singular_values, ... (al_store_put_circuits) */
+    AL_RESULTS_NAMES,        /* the names_* model_scores (names in text) */
+    AL_RESULTS_ATTRIBUTION,  /* attribution_runs and its tables (al_store_put_attribute) */
+    AL_RESULTS_CIRCUIT,      /* discovered circuits: circuit_runs, circuit_edges
+                              * (al_store_put_discover) */
+    AL_RESULTS_SAE_FEATURES, /* sae_feature_runs and its tables (al_store_put_sae_features) */
+    AL_RESULTS_N
+} al_store_results;
+
+/* From now on, runs of kind `kind` hold the results of family r. kind is
+ * kept, not copied (a string literal or a descriptor's name). 0; or -1
+ * with e for AL_RESULTS_NONE or a family out of range, a NULL or empty
+ * kind, or a family already given another kind (the same kind again is
+ * fine). Not thread-safe: call it before any reader runs. */
+int al_store_set_kind(al_store_results r, const char *kind, al_err *e);
+/* The kind set for family r, or NULL if none is. */
+const char *al_store_kind(al_store_results r);
 
 /* ---- models ---- */
 

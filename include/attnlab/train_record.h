@@ -16,6 +16,9 @@
 #include "attnlab/store.h"
 #include "attnlab/train.h"
 
+/* runs.kind of a training run (the train command's name). */
+#define AL_TRAIN_RUN_KIND "train"
+
 typedef struct al_train_record {
     const char *db_path;     /* SQLite file (borrowed; created if absent) */
     const char *config_json; /* the run's config column (borrowed; NULL = "{}") */

@@ -511,6 +511,11 @@ int al_api_run(const char *name, int argc, const char *const *argv, const char *
                                        list);
         return 2;
     }
+    al_err se;
+    if (al_registry_setup(&se)) { /* the store learns the analyses' run kinds, as in main.c */
+        put_err(err, ecap, se.msg);
+        return -1;
+    }
     char **v = calloc((size_t)argc + 3, sizeof *v);
     if (!v) {
         put_err(err, ecap, "out of memory");

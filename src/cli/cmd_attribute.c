@@ -531,6 +531,6 @@ const al_analysis al_an_attribute = {
     .check_model = attr_check_model, .state_size = sizeof(attr_state), .prepare = attr_prepare, .compute = attr_compute,
     .store = attr_store, .print = attr_print, .release = attr_release,
     .warnings = attr_warnings, .stops = 1, .exp_list = 1,
-    .exp_data = AL_EXP_DATA_ASKED, .exp_label = attr_label};
+    .exp_data = AL_EXP_DATA_ASKED, .exp_label = attr_label, .results = AL_RESULTS_ATTRIBUTION};
 
 static int run_attribute(int argc, char **argv) { return al_drive_main(&al_an_attribute, argc, argv); }

@@ -279,6 +279,6 @@ const al_analysis al_an_circuits = {
     .size = sizeof g, .init = circuits_init, .check = circuits_check,
     .state_size = sizeof(circuits_state), .prepare = circuits_prepare, .compute = circuits_compute,
     .store = circuits_store, .print = circuits_print, .release = circuits_release,
-    .exp_data = AL_EXP_DATA_NONE};
+    .exp_data = AL_EXP_DATA_NONE, .results = AL_RESULTS_WEIGHTS};
 
 static int run_circuits(int argc, char **argv) { return al_drive_main(&al_an_circuits, argc, argv); }

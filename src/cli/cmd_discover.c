@@ -468,6 +468,7 @@ const al_analysis al_an_discover = {
     .check_model = disc_check_model, .state_size = sizeof(disc_state), .prepare = disc_prepare, .compute = disc_compute,
     .store = disc_store, .print = disc_print, .release = disc_release,
     .warnings = disc_warnings, .stops = 1, .exp_list = 1,
-    .exp_data = AL_EXP_DATA_NONE, .exp_deny = disc_deny, .exp_label = disc_label};
+    .exp_data = AL_EXP_DATA_NONE, .exp_deny = disc_deny, .exp_label = disc_label,
+    .results = AL_RESULTS_CIRCUIT};
 
 static int run_discover(int argc, char **argv) { return al_drive_main(&al_an_discover, argc, argv); }

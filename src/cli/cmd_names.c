@@ -197,6 +197,7 @@ const al_analysis al_an_names = {
     .name = "names", .cmd = &al_cmd_names, .groups = AL_GROUP_WHERE, .tmpl = &g, .size = sizeof g,
     .init = names_init, .check = names_check, .state_size = sizeof(names_state),
     .prepare = names_prepare, .compute = names_compute, .store = names_store,
-    .print = names_print, .release = names_release, .exp_data = AL_EXP_DATA_VAL};
+    .print = names_print, .release = names_release, .exp_data = AL_EXP_DATA_VAL,
+    .results = AL_RESULTS_NAMES};
 
 static int run_names(int argc, char **argv) { return al_drive_main(&al_an_names, argc, argv); }

@@ -681,7 +681,7 @@ const al_analysis al_an_sae_features = {
     .state_size = sizeof(feat_state), .prepare = feat_prepare, .compute = feat_compute,
     .store = feat_store, .print = feat_print, .release = feat_release, .stops = 1,
     .plain_only = 1, .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths,
-    .exp_input = feat_exp_input};
+    .exp_input = feat_exp_input, .results = AL_RESULTS_SAE_FEATURES};
 
 static int run_feat(int argc, char **argv) {
     return al_drive_main(&al_an_sae_features, argc, argv);

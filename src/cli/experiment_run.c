@@ -34,6 +34,7 @@
 #include "attnlab/report.h"
 #include "attnlab/store.h"
 #include "attnlab/store_runs_read.h"
+#include "attnlab/train_record.h"
 
 extern al_command al_cmd_data_synth, al_cmd_tokenizer_train, al_cmd_encode, al_cmd_train;
 
@@ -224,7 +225,7 @@ static int model_complete(const runner *R, const stage *s, const char *key, al_e
     long runs = 0;
     al_store *st;
     if (db_open(R, &st, e)) return -1;
-    int rc = st ? al_store_count_done(st, sha, "train", &runs, e) : 0;
+    int rc = st ? al_store_count_done(st, sha, AL_TRAIN_RUN_KIND, &runs, e) : 0;
     al_store_close(st);
     return rc ? -1 : runs > 0;
 }

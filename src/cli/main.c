@@ -214,6 +214,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attnlab: %s\n", e.msg);
         return 2;
     }
+    if (al_registry_setup(&e)) { /* the store learns the analyses' run kinds */
+        fprintf(stderr, "attnlab: %s\n", e.msg);
+        return 1;
+    }
     int rc = c->run(sub_argc, sub_argv);
     al_config_arena_free();
     return rc;

@@ -1,10 +1,15 @@
 /* registry.c -- the table of analysis commands (registry.h). Each
  * descriptor lives beside its command in cmd_<name>.c; this file only
- * lists them, in `attnlab help` order, and binds their flag tables to a
- * fresh argument struct for the experiment runner. */
+ * lists them, in `attnlab help` order, binds their flag tables to a
+ * fresh argument struct for the experiment runner, and tells the store
+ * the run kinds its readers look for. */
+#define _POSIX_C_SOURCE 200809L /* pthread_once */
 #include "attnlab/registry.h"
 
+#include <pthread.h>
 #include <string.h>
+
+#include "attnlab/train_record.h"
 
 extern const al_analysis al_an_circuits, al_an_scores, al_an_ablate, al_an_prune, al_an_patch,
     al_an_paths, al_an_attribute, al_an_discover, al_an_names, al_an_attnstats, al_an_sae,
@@ -36,4 +41,21 @@ int al_analysis_flags(const al_analysis *a, void *args, al_flag *out, int cap, a
     }
     out[n] = (al_flag)AL_FLAGS_END;
     return 0;
+}
+
+static int setup_rc;
+static al_err setup_err;
+
+static void setup_once(void) {
+    setup_rc = al_store_set_kind(AL_RESULTS_TRAINING, AL_TRAIN_RUN_KIND, &setup_err);
+    for (const al_analysis *const *a = al_analyses; *a && setup_rc == 0; a++)
+        if ((*a)->results != AL_RESULTS_NONE)
+            setup_rc = al_store_set_kind((*a)->results, (*a)->name, &setup_err);
+}
+
+int al_registry_setup(al_err *e) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, setup_once);
+    if (setup_rc && e) *e = setup_err;
+    return setup_rc;
 }

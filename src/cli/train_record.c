@@ -49,8 +49,8 @@ static int on_start(void *ctx, al_trainer *t, al_err *e) {
                       al_tok_eot(al_trainer_tokenizer(t)), r->probe_src, e) != 0)
         return -1;
     if (al_store_open(r->db_path, &r->db, e) != 0) return -1;
-    if (al_store_run_begin(r->db, "train", r->config_json ? r->config_json : "{}", 0, &r->run_id,
-                           e) != 0)
+    if (al_store_run_begin(r->db, AL_TRAIN_RUN_KIND, r->config_json ? r->config_json : "{}", 0,
+                           &r->run_id, e) != 0)
         return -1;
     return carry_curve(r, t, e);
 }

@@ -1,6 +1,6 @@
 /* font.c -- text metrics of picture text (see font.h): cells per
  * character, escapes for bytes no font can show, cutting to a width.
- * The glyphs themselves come from a real font through cairo (plot.c). */
+ * The glyphs themselves come from a real font through cairo (plot_canvas.c). */
 #include "attnlab/font.h"
 
 #include <string.h>

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store_internal.h"
+
 void al_store_rows_free(void *rows) { free(rows); }
 
 /* A finished run: written once here, for every "latest finished" pick. */
@@ -208,8 +210,9 @@ int al_store_latest_train_run(al_store *s, int64_t model_id, long *run, al_err *
     char mid[32];
     snprintf(mid, sizeof mid, "%lld", (long long)model_id);
     qval q;
-    if (query1(s, "SELECT MAX(run_id) FROM runs WHERE kind = 'train' AND model_id = ?1", mid, NULL,
-               &q, e))
+    const char *kind = al_store_kind_needed(AL_RESULTS_TRAINING, e);
+    if (!kind ||
+        query1(s, "SELECT MAX(run_id) FROM runs WHERE kind = ?2 AND model_id = ?1", mid, kind, &q, e))
         return -1;
     *run = q.found ? (long)q.v : 0;
     return 0;
@@ -225,11 +228,13 @@ int al_store_latest_attribute_run(al_store *s, int64_t model_id, al_attr_need ne
     const char *cond = need == AL_ATTR_TERMS    ? "r.kind = ?2 AND (x.direct_dloss IS NOT NULL)"
                        : need == AL_ATTR_PATCHING ? "r.kind = ?2 AND (x.direction IS NOT NULL)"
                                                   : "r.kind = ?2";
-    return latest_done(s, "attribution_runs x", cond, model_id, "attribute", run, e);
+    const char *kind = al_store_kind_needed(AL_RESULTS_ATTRIBUTION, e);
+    return kind ? latest_done(s, "attribution_runs x", cond, model_id, kind, run, e) : -1;
 }
 
 int al_store_latest_discover_run(al_store *s, int64_t model_id, long *run, al_err *e) {
-    return latest_done(s, "circuit_runs x", "r.kind = ?2", model_id, "discover", run, e);
+    const char *kind = al_store_kind_needed(AL_RESULTS_CIRCUIT, e);
+    return kind ? latest_done(s, "circuit_runs x", "r.kind = ?2", model_id, kind, run, e) : -1;
 }
 
 /* -------------------------------------------------------- run heads */
@@ -532,13 +537,17 @@ int al_store_read_circuit_edges(al_store *s, long run, const char *method, doubl
 
 ROW_FN(sweep_row, al_store_sweep_row, t[0], x[1], x[2], x[3], x[4], x[5])
 int al_store_read_sweep_induction(al_store *s, al_store_sweep_row **rows, int *n, al_err *e) {
+    const char *params[1] = {al_store_kind_needed(AL_RESULTS_TRAINING, e)};
+    *rows = NULL;
+    *n = 0;
+    if (!params[0]) return -1;
     BLOCK(rows, read_rows(s, "SELECT sm.setting, sm.n_layers, sm.model_id, sm.seed, t.step, "
                      "max(t.value) FROM sweep_models sm "
-                     "JOIN latest_run lr ON lr.model_id = sm.model_id AND lr.kind = 'train' "
+                     "JOIN latest_run lr ON lr.model_id = sm.model_id AND lr.kind = ?1 "
                      "JOIN train_head_scores t ON t.run_id = lr.run_id AND t.metric = 'induction' "
                      "GROUP BY sm.model_id, t.step "
                      "ORDER BY sm.setting, sm.n_layers, sm.seed, sm.model_id, t.step",
-                     NULL, 0, sweep_row, sizeof **rows, STRS(offsetof(al_store_sweep_row, setting)),
+                     params, 1, sweep_row, sizeof **rows, STRS(offsetof(al_store_sweep_row, setting)),
                      &blk_, n, e));
 }
 

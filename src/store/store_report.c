@@ -78,6 +78,25 @@ static int num(al_store *s, const char *sql, const char *p1, const char *p2, dou
     return 0;
 }
 
+/* rows and num with ?3 bound to the run kind of family r: the readers of
+ * one analysis's newest run spell no kind (store.h, "run kinds"). */
+static int rows_k(al_store *s, const char *sql, const char *p1, const char *p2,
+                  al_store_results r, al_rows *out, al_err *e) {
+    const char *kind = al_store_kind_needed(r, e);
+    if (kind) return rows3(s, sql, p1, p2, kind, out, e);
+    memset(out, 0, sizeof *out);
+    return -1;
+}
+
+static int num_k(al_store *s, const char *sql, const char *p1, const char *p2, al_store_results r,
+                 double *v, al_err *e) {
+    al_rows q;
+    if (rows_k(s, sql, p1, p2, r, &q, e)) return -1;
+    *v = q.nr && q.nc ? al_rows_x(&q, 0, 0) : NAN;
+    al_rows_free(&q);
+    return 0;
+}
+
 /* ------------------------------------------------- models, training */
 
 int al_sr_model_id(al_store *s, const char *sha, double *id, al_err *e) {
@@ -136,11 +155,11 @@ int al_sr_view_cells(al_store *s, const char *run, const char *metric, al_rows *
 }
 
 int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e) {
-    return rows(s, "SELECT t.step, t.tokens, t.train_loss, t.val_loss, t.icl_gain, t.seconds, "
+    return rows_k(s, "SELECT t.step, t.tokens, t.train_loss, t.val_loss, t.icl_gain, t.seconds, "
                 "(SELECT max(value) FROM train_head_scores s WHERE s.run_id = t.run_id AND s.step = t.step "
                 " AND s.metric = 'induction') FROM train_log t WHERE t.run_id = "
-                "(SELECT max(run_id) FROM runs WHERE kind = 'train' AND model_id = ?1) ORDER BY t.step",
-                mid, NULL, out, e);
+                "(SELECT max(run_id) FROM runs WHERE kind = ?3 AND model_id = ?1) ORDER BY t.step",
+                mid, NULL, AL_RESULTS_TRAINING, out, e);
 }
 
 int al_sr_final_val_loss(al_store *s, const char *mid, double *v, al_err *e) {
@@ -194,14 +213,15 @@ int al_sr_count_heads_above(al_store *s, const char *mid, al_sr_score sc, double
 }
 
 int al_sr_score_metrics(al_store *s, const char *mid, al_rows *out, al_err *e) {
-    return rows(s, "SELECT metric, value FROM model_scores WHERE run_id = (SELECT run_id "
-                "FROM latest_run WHERE model_id = ?1 AND kind = 'scores') ORDER BY metric",
-                mid, NULL, out, e);
+    return rows_k(s, "SELECT metric, value FROM model_scores WHERE run_id = (SELECT run_id "
+                  "FROM latest_run WHERE model_id = ?1 AND kind = ?3) ORDER BY metric",
+                  mid, NULL, AL_RESULTS_SCORES, out, e);
 }
 
 int al_sr_icl_gain(al_store *s, const char *mid, double *v, al_err *e) {
-    return num(s, "SELECT value FROM model_scores WHERE metric = 'icl_gain' AND run_id = (SELECT "
-               "run_id FROM latest_run WHERE model_id = ?1 AND kind = 'scores')", mid, NULL, v, e);
+    return num_k(s, "SELECT value FROM model_scores WHERE metric = 'icl_gain' AND run_id = (SELECT "
+                 "run_id FROM latest_run WHERE model_id = ?1 AND kind = ?3)", mid, NULL,
+                 AL_RESULTS_SCORES, v, e);
 }
 
 int al_sr_copy_pairs(al_store *s, const char *mid, int excess, al_rows *out, al_err *e) {
@@ -233,21 +253,22 @@ int al_sr_best_head(al_store *s, const char *mid, al_sr_pick p, int *l, int *h, 
 }
 
 int al_sr_skip_trigrams(al_store *s, const char *mid, al_rows *out, al_err *e) {
-    return rows(s, "SELECT h, tri, qk, ov, score FROM (SELECT t.layer || '.' || t.head AS h, "
-                "coalesce(t.a_str, '?') || ' … ' || coalesce(t.b_str, '?') || ' → ' || "
-                "coalesce(t.c_str, '?') AS tri, t.qk, t.ov, t.score, ROW_NUMBER() OVER "
-                "(PARTITION BY t.head ORDER BY t.score DESC) AS rn FROM skip_trigrams t JOIN "
-                "latest_run r ON r.run_id = t.run_id AND r.kind = 'circuits' WHERE r.model_id = ?1 "
-                "AND t.layer = 0) WHERE rn <= 2 ORDER BY score DESC", mid, NULL, out, e);
+    return rows_k(s, "SELECT h, tri, qk, ov, score FROM (SELECT t.layer || '.' || t.head AS h, "
+                  "coalesce(t.a_str, '?') || ' … ' || coalesce(t.b_str, '?') || ' → ' || "
+                  "coalesce(t.c_str, '?') AS tri, t.qk, t.ov, t.score, ROW_NUMBER() OVER "
+                  "(PARTITION BY t.head ORDER BY t.score DESC) AS rn FROM skip_trigrams t JOIN "
+                  "latest_run r ON r.run_id = t.run_id AND r.kind = ?3 WHERE r.model_id = ?1 "
+                  "AND t.layer = 0) WHERE rn <= 2 ORDER BY score DESC", mid, NULL,
+                  AL_RESULTS_WEIGHTS, out, e);
 }
 
 int al_sr_composition_top(al_store *s, const char *mid, al_rows *out, al_err *e) {
-    return rows(s, "SELECT kind, h1, h2, score, baseline, sd FROM (SELECT c.kind, c.layer1 || '.' "
-                "|| c.head1 AS h1, c.layer2 || '.' || c.head2 AS h2, c.score, c.baseline, (c.score - "
-                "c.baseline) / c.baseline_sd AS sd, ROW_NUMBER() OVER (PARTITION BY c.kind ORDER BY "
-                "(c.score - c.baseline) / c.baseline_sd DESC) AS rn FROM composition c JOIN latest_run r "
-                "ON r.run_id = c.run_id AND r.kind = 'circuits' WHERE r.model_id = ?1) WHERE rn <= 5 "
-                "ORDER BY kind, sd DESC", mid, NULL, out, e);
+    return rows_k(s, "SELECT kind, h1, h2, score, baseline, sd FROM (SELECT c.kind, c.layer1 || '.' "
+                  "|| c.head1 AS h1, c.layer2 || '.' || c.head2 AS h2, c.score, c.baseline, (c.score - "
+                  "c.baseline) / c.baseline_sd AS sd, ROW_NUMBER() OVER (PARTITION BY c.kind ORDER BY "
+                  "(c.score - c.baseline) / c.baseline_sd DESC) AS rn FROM composition c JOIN latest_run r "
+                  "ON r.run_id = c.run_id AND r.kind = ?3 WHERE r.model_id = ?1) WHERE rn <= 5 "
+                  "ORDER BY kind, sd DESC", mid, NULL, AL_RESULTS_WEIGHTS, out, e);
 }
 
 /* ------------------------------------------------ ablation, pruning */
@@ -296,23 +317,23 @@ int al_sr_pruning_steps(al_store *s, const char *run, al_rows *out, al_err *e) {
 
 /* ------------------------------------------------------------ names */
 
-#define NAMES_RUN "SELECT run_id FROM latest_run WHERE model_id = ?1 AND kind = 'names'"
+#define NAMES_RUN "SELECT run_id FROM latest_run WHERE model_id = ?1 AND kind = ?3"
 
 int al_sr_names_pieces(al_store *s, const char *mid, double *n, al_err *e) {
-    return num(s, "SELECT count(*) FROM model_scores WHERE metric LIKE 'names_first_p%' AND "
-               "run_id = (" NAMES_RUN ")", mid, NULL, n, e);
+    return num_k(s, "SELECT count(*) FROM model_scores WHERE metric LIKE 'names_first_p%' AND "
+                 "run_id = (" NAMES_RUN ")", mid, NULL, AL_RESULTS_NAMES, n, e);
 }
 
 int al_sr_names_run(al_store *s, al_rows *out, al_err *e) {
-    return rows(s, "SELECT json_extract(config_json, '$.name'), (SELECT value FROM model_scores s "
-                "WHERE s.run_id = r.run_id AND metric = 'names_stories') FROM runs r WHERE run_id IN "
-                "(SELECT run_id FROM latest_run WHERE kind = 'names') ORDER BY run_id DESC LIMIT 1",
-                NULL, NULL, out, e);
+    return rows_k(s, "SELECT json_extract(config_json, '$.name'), (SELECT value FROM model_scores s "
+                  "WHERE s.run_id = r.run_id AND metric = 'names_stories') FROM runs r WHERE run_id IN "
+                  "(SELECT run_id FROM latest_run WHERE kind = ?3) ORDER BY run_id DESC LIMIT 1",
+                  NULL, NULL, AL_RESULTS_NAMES, out, e);
 }
 
 int al_sr_names_value(al_store *s, const char *mid, const char *metric, double *v, al_err *e) {
-    return num(s, "SELECT value FROM model_scores WHERE metric = ?2 AND run_id = (" NAMES_RUN ")",
-               mid, metric, v, e);
+    return num_k(s, "SELECT value FROM model_scores WHERE metric = ?2 AND run_id = (" NAMES_RUN ")",
+                 mid, metric, AL_RESULTS_NAMES, v, e);
 }
 
 /* ---------------------------------------------------------- patching */
@@ -349,13 +370,13 @@ int al_sr_patching_run_info(al_store *s, const char *run, al_rows *out, al_err *
 /* ------------------------------------------------------- attribution */
 
 int al_sr_attribution_run(al_store *s, const char *mid, al_rows *out, al_err *e) {
-    return rows(s, "SELECT x.run_id, x.task, x.metric_kind, x.n_items, x.metric, x.loss, "
-                "x.direct_value, x.head_value, x.virtual_value, x.direct_dloss, x.head_dloss, "
-                "x.virtual_dloss, x.direction, (SELECT count(*) FROM path_terms p WHERE p.run_id = "
-                "x.run_id), (SELECT count(actual) FROM attribution_patching p WHERE p.run_id = "
-                "x.run_id), x.centred FROM attribution_runs x JOIN runs r ON r.run_id = x.run_id "
-                "WHERE x.model_id = ?1 AND r." DONE " AND r.kind = 'attribute' ORDER BY x.run_id "
-                "DESC LIMIT 1", mid, NULL, out, e);
+    return rows_k(s, "SELECT x.run_id, x.task, x.metric_kind, x.n_items, x.metric, x.loss, "
+                  "x.direct_value, x.head_value, x.virtual_value, x.direct_dloss, x.head_dloss, "
+                  "x.virtual_dloss, x.direction, (SELECT count(*) FROM path_terms p WHERE p.run_id = "
+                  "x.run_id), (SELECT count(actual) FROM attribution_patching p WHERE p.run_id = "
+                  "x.run_id), x.centred FROM attribution_runs x JOIN runs r ON r.run_id = x.run_id "
+                  "WHERE x.model_id = ?1 AND r." DONE " AND r.kind = ?3 ORDER BY x.run_id "
+                  "DESC LIMIT 1", mid, NULL, AL_RESULTS_ATTRIBUTION, out, e);
 }
 
 int al_sr_path_kinds(al_store *s, const char *run, al_rows *out, al_err *e) {
@@ -397,8 +418,9 @@ int al_sr_attr_agreement(al_store *s, const char *run, al_rows *out, al_err *e) 
     "IS CAST(?3 AS REAL) AND kept = 1) "
 
 int al_sr_latest_discover(al_store *s, const char *mid, double *run, al_err *e) {
-    return num(s, "SELECT max(x.run_id) FROM circuit_runs x JOIN runs r ON r.run_id = x.run_id "
-               "WHERE x.model_id = ?1 AND r." DONE " AND r.kind = 'discover'", mid, NULL, run, e);
+    return num_k(s, "SELECT max(x.run_id) FROM circuit_runs x JOIN runs r ON r.run_id = x.run_id "
+                 "WHERE x.model_id = ?1 AND r." DONE " AND r.kind = ?3", mid, NULL,
+                 AL_RESULTS_CIRCUIT, run, e);
 }
 
 int al_sr_circuit(al_store *s, const char *run, const char *method, const char *tau,
@@ -499,7 +521,10 @@ int al_sr_heatmap_cells(al_store *s, al_sr_heatmap kind, const char *run, const 
 /* ---------------------------------------------------------- notebook */
 
 /* The queries of docs/sql.md (its Circuits and Behaviour sections, patching
- * included). */
+ * included). They are text for the reader, copied into the notebook to be
+ * run and edited by hand, so they spell the run kinds they filter on
+ * ('circuits', 'prune', 'paths') as docs/sql.md does: a query that bound
+ * them would not run in the notebook as shown. */
 static const al_sr_nb_query nb_queries[] = {
     {"The most positive copying heads of every model, with the second copying score beside it",
      "SELECT m.path, s.name, round(s.copying_eigen, 3) AS copying_eigen,\n"

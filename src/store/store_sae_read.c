@@ -106,15 +106,16 @@ static int id_row(void *ctx, int nc, const char *const *t, const double *x, al_e
 int al_store_sae_fruns_of_model(al_store *s, int64_t model_id, long **runs, int *n, al_err *e) {
     char ms[32];
     snprintf(ms, sizeof ms, "%lld", (long long)model_id);
-    const char *params[1] = {ms};
+    const char *params[2] = {ms, al_store_kind_needed(AL_RESULTS_SAE_FEATURES, e)};
     idlist l = {0};
     *runs = NULL;
     *n = 0;
+    if (!params[1]) return -1;
     if (al_store_query(s,
                        "SELECT r.run_id FROM runs r JOIN sae_feature_runs f ON f.run_id = r.run_id "
-                       "WHERE r.model_id = ?1 AND r.kind = 'sae_features' AND " DONE
+                       "WHERE r.model_id = ?1 AND r.kind = ?2 AND " DONE
                        " ORDER BY f.layer, r.run_id DESC",
-                       params, 1, id_row, &l, e)) {
+                       params, 2, id_row, &l, e)) {
         free(l.v);
         return -1;
     }
@@ -126,14 +127,15 @@ int al_store_sae_fruns_of_model(al_store *s, int64_t model_id, long **runs, int 
 int al_store_latest_sae_frun(al_store *s, int64_t model_id, long *run, al_err *e) {
     char ms[32];
     snprintf(ms, sizeof ms, "%lld", (long long)model_id);
-    const char *params[1] = {ms};
+    const char *params[2] = {ms, al_store_kind_needed(AL_RESULTS_SAE_FEATURES, e)};
     idlist l = {0};
     *run = 0;
+    if (!params[1]) return -1;
     int rc = al_store_query(s,
                             "SELECT r.run_id FROM runs r JOIN sae_feature_runs f ON f.run_id = "
-                            "r.run_id WHERE r.model_id = ?1 AND r.kind = 'sae_features' AND " DONE
+                            "r.run_id WHERE r.model_id = ?1 AND r.kind = ?2 AND " DONE
                             " ORDER BY r.run_id DESC LIMIT 1",
-                            params, 1, id_row, &l, e);
+                            params, 2, id_row, &l, e);
     if (rc == 0 && l.n) *run = l.v[0];
     free(l.v);
     return rc ? -1 : 0;

@@ -1,7 +1,7 @@
 /* store_views.c -- generic result shapes as rows, written and read back
- * (store_views.h). Per-head and per-model views go through store.c's row
- * writers; the cells of the other shapes are inserted here with one
- * statement prepared per call (store.c's statement table stays the
+ * (store_views.h). Per-head and per-model views go through store_rows.c's
+ * row writers; the cells of the other shapes are inserted here with one
+ * statement prepared per call (store_rows.c's statement table stays the
  * fixed tables'), which is why this file reaches the connection through
  * store_internal.h. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
