@@ -520,9 +520,12 @@ static int mix(mix_input *in, int n_in, made *m, al_err *e) {
     if (al_corpus_mix(mi, n_in, (size_t)mix_bytes, mix_seed, &picks, &n, taken, &dups, e)) {
         if (strncmp(e->msg, "input ", 6)) return -1;
         char names[600] = "";
-        for (int i = 0; i < n_in; i++) /* the message counts inputs from 1 */
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%d = %s",
-                     i ? ", " : "", i + 1, in[i].path);
+        for (int i = 0; i < n_in; i++) { /* the message counts inputs from 1; long paths cut */
+            size_t k = strlen(names);
+            if (snprintf(names + k, sizeof names - k, "%s%d = %s", i ? ", " : "", i + 1,
+                         in[i].path) >= (int)(sizeof names - k))
+                break;
+        }
         return al_err_prefix(e, "inputs %s", names);
     }
     al_doc *docs = al_malloc(n ? n : 1, sizeof *docs, e);
