@@ -10,7 +10,7 @@
 static void one(const char *text, size_t n, int with_settings) {
     al_import_opts o;
     memset(&o, 0, sizeof o);
-    o.process = al_process_defaults();
+    o.process = (al_process_opts)AL_PROCESS_OPTS_INIT;
     if (with_settings) {
         o.n_layers = 2, o.d_model = 8, o.n_heads = 2, o.d_head = 4, o.n_ctx = 8, o.d_vocab = 16;
         o.positions = "shortformer";
