@@ -42,4 +42,29 @@ static inline void as_logit_diff(al_pairs *t, int d_vocab) {
     for (int i = 0; i < t->n_items; i++) t->items[i].wrong = (t->items[i].answer + 3) % d_vocab;
 }
 
+/* A random L-layer model with norm and biases (d_model 24, 3 heads of 8,
+ * n_ctx 16, vocabulary 13): LayerNorm weights and every bias far from
+ * their initial values, gates != 1, logits of order 1. */
+static inline void ln_model(al_model *m, int L, int norm, unsigned biases, int pos, uint64_t seed) {
+    al_config c = al_config_default();
+    c.n_layers = L, c.d_model = 24, c.n_heads = 3, c.d_head = 8, c.n_ctx = 16, c.d_vocab = 13;
+    c.norm_type = norm, c.biases = biases, c.pos_type = pos, c.seed = seed;
+    al_err e;
+    CHECK_OK(al_model_init(m, &c, &e), &e);
+    al_rng r;
+    al_rng_seed(&r, seed + 100);
+    for (int p = AL_P_LN1W; p < AL_NPARAM; p++)
+        for (size_t i = 0; i < m->param_size[p]; i++) {
+            double v = 0.3 * al_rng_normal(&r);
+            m->p[p][i] = (float)(p == AL_P_LN1W || p == AL_P_LNFW ? 1 + v : v);
+        }
+    /* ln_final's output has unit-variance coordinates: W_U of 1/√C gives
+     * logits of order 1 (a plain model's residual is smaller; rand_model
+     * scales differently) */
+    for (size_t i = 0; i < m->param_size[AL_P_WU]; i++)
+        m->p[AL_P_WU][i] *= norm == AL_NORM_NONE ? 24.0f : 5.0f;
+    scale_qk(m, 2.0f);
+    for (int k = 0; k < L * c.n_heads; k++) m->gates[k] = 0.4f + 0.3f * (float)k;
+}
+
 #endif
