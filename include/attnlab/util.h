@@ -100,6 +100,14 @@ int al_edit_distance(const char *a, size_t na, const char *b, size_t nb);
  * edits, and at most a third of the word's length); NULL otherwise. Ties
  * go to the earlier candidate. */
 const char *al_nearest_word(const char *word, size_t len, const char *const *cands, int n);
+
+/* An IEEE half (F16) or bfloat16 (BF16) value as float32: exact, since
+ * every such value is a float32 (subnormal halves normalised, inf and NaN
+ * kept). What the checkpoint readers of F16/BF16 files share. */
+float al_f16_to_f32(uint16_t h);
+float al_bf16_to_f32(uint16_t h);
+/* "[2,3,4]": a tensor shape for messages, cut to cap. */
+void al_fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape);
 /* The path of `to` relative to directory `from`, both absolute and
  * canonical (realpath), e.g. from /a/b/out to /a/db.sqlite:
  * "../../db.sqlite"; into buf. 0, or -1 when either is not absolute or

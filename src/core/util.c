@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -579,4 +580,41 @@ int al_path_relative(const char *from, const char *to, char *buf, size_t cap) {
     memcpy(buf + k, to + (common < nt ? common : nt), rest + 1);
     if (!buf[0]) snprintf(buf, cap, ".");
     return 0;
+}
+
+/* ------------------------------------------------------ half floats */
+
+float al_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t bits;
+    if (ex == 0x1f) {
+        bits = sign | 0x7f800000u | man << 13;
+    } else if (ex == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: man·2^-24, normalised */
+            int sh = 0;
+            while (!(man & 0x400u)) man <<= 1, sh++;
+            bits = sign | (uint32_t)(113 - sh) << 23 | (man & 0x3ffu) << 13;
+        }
+    } else {
+        bits = sign | (ex + 112) << 23 | man << 13;
+    }
+    float x;
+    memcpy(&x, &bits, 4);
+    return x;
+}
+
+float al_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16; /* bf16 is a float32's top half */
+    float x;
+    memcpy(&x, &bits, 4);
+    return x;
+}
+
+void al_fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%" PRId64, i ? "," : "", shape[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
 }

@@ -490,32 +490,10 @@ const char *al_st_meta(const al_st_file *f, const char *key) {
 /* One little-endian F16 or BF16 element as float32 (exact: every such
  * value is a float32). */
 static float half_to_f32(const unsigned char *p, al_dtype d) {
-    uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8, bits;
-    if (d == AL_DT_BF16) {
-        bits = h << 16; /* bf16 is a float32's top half */
-    } else {
-        uint32_t sign = (h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-        if (ex == 0x1f) {
-            bits = sign | 0x7f800000u | man << 13;
-        } else if (ex == 0) {
-            int sh = 0;
-            while (man && !(man & 0x400u)) man <<= 1, sh++;
-            bits = man ? sign | (uint32_t)(113 - sh) << 23 | (man & 0x3ffu) << 13 : sign;
-        } else {
-            bits = sign | (ex + 112) << 23 | man << 13;
-        }
-    }
-    float x;
-    memcpy(&x, &bits, 4);
-    return x;
+    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    return d == AL_DT_BF16 ? al_bf16_to_f32(h) : al_f16_to_f32(h);
 }
 
-static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
-    size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && k < cap; i++)
-        k += (size_t)snprintf(buf + k, cap - k, "%s%" PRId64, i ? "," : "", shape[i]);
-    if (k < cap) snprintf(buf + k, cap - k, "]");
-}
 
 int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
                    const int64_t *shape, float *dst, al_err *e) {
@@ -531,8 +509,8 @@ int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
         char got[128], want[128];
-        fmt_shape(got, sizeof got, t->ndim, t->shape);
-        fmt_shape(want, sizeof want, ndim, shape);
+        al_fmt_shape(got, sizeof got, t->ndim, t->shape);
+        al_fmt_shape(want, sizeof want, ndim, shape);
         return al_errf(e, "cannot read %s %s: tensor %s has shape %s, expected %s",
                        f->kind, f->path, name, got, want);
     }

@@ -532,47 +532,17 @@ const al_pt_tensor *al_pt_get(const al_pt_file *f, const char *name) {
 
 /* ------------------------------------------------------------ reading */
 
-static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    uint32_t bits;
-    if (ex == 0x1f) {
-        bits = sign | 0x7f800000u | man << 13;
-    } else if (ex == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal: man·2^-24, normalised */
-            int sh = 0;
-            while (!(man & 0x400u)) man <<= 1, sh++;
-            bits = sign | (uint32_t)(113 - sh) << 23 | (man & 0x3ffu) << 13;
-        }
-    } else {
-        bits = sign | (ex + 112) << 23 | man << 13;
-    }
-    float x;
-    memcpy(&x, &bits, 4);
-    return x;
-}
-
 static float load_f32(const unsigned char *b, al_pt_dtype d, uint64_t i) {
-    uint32_t bits;
-    if (d == AL_PT_F32) {
-        bits = (uint32_t)le(b + 4 * i, 4);
-    } else {
+    if (d != AL_PT_F32) {
         uint16_t h = (uint16_t)le(b + 2 * i, 2);
-        if (d == AL_PT_F16) return f16_to_f32(h);
-        bits = (uint32_t)h << 16; /* bf16 is a float32's top half */
+        return d == AL_PT_F16 ? al_f16_to_f32(h) : al_bf16_to_f32(h);
     }
+    uint32_t bits = (uint32_t)le(b + 4 * i, 4);
     float x;
     memcpy(&x, &bits, 4);
     return x;
 }
 
-static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
-    size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && k < cap; i++)
-        k += (size_t)snprintf(buf + k, cap - k, "%s%" PRId64, i ? "," : "", shape[i]);
-    if (k < cap) snprintf(buf + k, cap - k, "]");
-}
 
 int al_pt_read_f32(const al_pt_file *f, const char *name, int ndim, const int64_t *shape,
                    float *dst, al_err *e) {
@@ -586,8 +556,8 @@ int al_pt_read_f32(const al_pt_file *f, const char *name, int ndim, const int64_
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
         char got[200], want[200];
-        fmt_shape(got, sizeof got, t->ndim, t->shape);
-        fmt_shape(want, sizeof want, ndim, shape);
+        al_fmt_shape(got, sizeof got, t->ndim, t->shape);
+        al_fmt_shape(want, sizeof want, ndim, shape);
         return al_errf(e, "cannot read checkpoint %s: tensor %s has shape %s, expected %s",
                        f->path, dn.s, got, want);
     }
