@@ -711,29 +711,6 @@ static int rank_of(const al_tokhf *h, int32_t a, int32_t b) {
     }
 }
 
-static void heap_push(uint64_t *q, size_t *n, uint64_t x) {
-    size_t i = (*n)++;
-    while (i > 0 && q[(i - 1) / 2] > x) {
-        q[i] = q[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    q[i] = x;
-}
-
-static uint64_t heap_pop(uint64_t *q, size_t *n) {
-    uint64_t top = q[0], x = q[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && q[c + 1] < q[c]) c++;
-        if (q[c] >= x) break;
-        q[i] = q[c];
-        i = c;
-    }
-    if (*n > 0) q[i] = x;
-    return top;
-}
 
 typedef struct word {
     int32_t *sym, *prv, *nxt;
@@ -745,7 +722,7 @@ static void push_pair(const al_tokhf *h, word *w, int32_t pos) {
     int32_t nx = w->nxt[pos];
     if (nx < 0) return;
     int r = rank_of(h, w->sym[pos], w->sym[nx]);
-    if (r >= 0) heap_push(w->q, &w->qn, (uint64_t)r << 32 | (uint32_t)pos);
+    if (r >= 0) bpe_heap_push(w->q, &w->qn, (uint64_t)r << 32 | (uint32_t)pos);
 }
 
 /* Word::merge_all: the lowest rank first, then the leftmost; an entry
@@ -758,7 +735,7 @@ static size_t merge_all(const al_tokhf *h, word *w, size_t m) {
     }
     for (size_t i = 0; i + 1 < m; i++) push_pair(h, w, (int32_t)i);
     while (w->qn > 0) {
-        uint64_t top = heap_pop(w->q, &w->qn);
+        uint64_t top = bpe_heap_pop(w->q, &w->qn);
         int32_t pos = (int32_t)(uint32_t)top, r = (int32_t)(top >> 32), nx = w->nxt[pos];
         if (w->sym[pos] < 0 || nx < 0 || rank_of(h, w->sym[pos], w->sym[nx]) != r) continue;
         w->sym[pos] = h->mnew[r];

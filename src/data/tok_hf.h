@@ -67,6 +67,11 @@ int hf_pretokenize(const hf_pre *p, hf_scratch *sc, const unsigned char *s, size
 
 /* Length of the valid UTF-8 character at s (n > 0 bytes available), or 0. */
 size_t hf_utf8_len(const unsigned char *s, size_t n);
+
+/* tokenizer.c's merge queue, shared by both BPE kinds: a binary min-heap
+ * of uint64 keys (rank << 32 | position); n counts the keys in h. */
+void bpe_heap_push(uint64_t *h, size_t *n, uint64_t x);
+uint64_t bpe_heap_pop(uint64_t *h, size_t *n);
 /* Offset of the first byte of s that is not valid UTF-8, or n. */
 size_t hf_utf8_check(const unsigned char *s, size_t n);
 /* A JSON string for a message: quoted, control bytes as '?', cut at

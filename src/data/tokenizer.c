@@ -602,7 +602,10 @@ typedef struct word_scratch {
     uint64_t *heap;
 } word_scratch;
 
-static void u64_push(uint64_t *h, size_t *n, uint64_t x) {
+/* The merge queue of both BPE kinds (tok_hf.h): a binary min-heap of
+ * (rank << 32 | position) keys, so the lowest rank, then the leftmost
+ * position, comes first. */
+void bpe_heap_push(uint64_t *h, size_t *n, uint64_t x) {
     size_t i = (*n)++;
     while (i > 0 && h[(i - 1) / 2] > x) {
         h[i] = h[(i - 1) / 2];
@@ -611,7 +614,7 @@ static void u64_push(uint64_t *h, size_t *n, uint64_t x) {
     h[i] = x;
 }
 
-static uint64_t u64_pop(uint64_t *h, size_t *n) {
+uint64_t bpe_heap_pop(uint64_t *h, size_t *n) {
     uint64_t top = h[0], x = h[--*n];
     size_t i = 0;
     for (;;) {
@@ -630,7 +633,7 @@ static void push_pair(const al_tokenizer *t, word_scratch *w, size_t *hn, int32_
     int32_t q = w->nxt[pos];
     if (q < 0) return;
     int r = rank_of(t, w->sym[pos], w->sym[q]);
-    if (r >= 0) u64_push(w->heap, hn, (uint64_t)r << 32 | (uint32_t)pos);
+    if (r >= 0) bpe_heap_push(w->heap, hn, (uint64_t)r << 32 | (uint32_t)pos);
 }
 
 static size_t bpe_word(const al_tokenizer *t, const unsigned char *p, size_t len,
@@ -643,7 +646,7 @@ static size_t bpe_word(const al_tokenizer *t, const unsigned char *p, size_t len
     }
     for (size_t i = 0; i + 1 < len; i++) push_pair(t, w, &hn, (int32_t)i);
     while (hn > 0) {
-        uint64_t top = u64_pop(w->heap, &hn);
+        uint64_t top = bpe_heap_pop(w->heap, &hn);
         int32_t pos = (int32_t)(uint32_t)top, r = (int32_t)(top >> 32), q = w->nxt[pos];
         if (w->sym[pos] < 0 || q < 0 || rank_of(t, w->sym[pos], w->sym[q]) != r)
             continue; /* stale: one side was merged away meanwhile */
@@ -803,27 +806,6 @@ int al_tok_decode(const al_tokenizer *t, const int *ids, size_t n, unsigned char
 
 /* ------------------------------------------------------------ display */
 
-/* Length of the valid UTF-8 character at s (n bytes available), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the 2nd byte */
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0) lo = 0xa0; /* no overlongs */
-        if (c == 0xed) hi = 0x9f; /* no surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0) lo = 0x90;
-        if (c == 0xf4) hi = 0x8f; /* <= U+10FFFF */
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf) return 0;
-    return len;
-}
 
 size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap) {
     if (cap == 0) return 0;
@@ -842,7 +824,7 @@ size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap) {
         else if (c == '\t') pl = (size_t)snprintf(piece, sizeof piece, "\\t");
         else if (c < 0x20 || c == 0x7f) pl = (size_t)snprintf(piece, sizeof piece, "\\x%02x", c);
         else if (c < 0x80) piece[0] = (char)c;
-        else if ((adv = utf8_len(s + i, len - i)) > 0) {
+        else if ((adv = hf_utf8_len(s + i, len - i)) > 0) {
             memcpy(piece, s + i, adv);
             pl = adv;
         } else {
