@@ -57,6 +57,7 @@ TEST(ln_cli_every_analysis) {
     char *cfg = t_slurp(t_path("ln/config.json"));
     CHECK(cfg && strstr(cfg, "\"normalization_type\":\t\"LN\"") &&
           strstr(cfg, "\"b_Q\", \"b_K\", \"b_V\", \"b_O\", \"b_U\""));
+    free(cfg);
     const char *refused[] = {"sae_features"};
     int done = 0;
     for (const al_analysis *const *ap = al_analyses; *ap; ap++) {
@@ -85,6 +86,7 @@ TEST(ln_cli_every_analysis) {
         cJSON *j = txt ? cJSON_Parse(txt) : NULL;
         CHECKF(j != NULL, "%s --json: not one JSON document", a->name);
         cJSON_Delete(j);
+        free(txt);
         done++;
     }
     char want[32];
@@ -172,6 +174,7 @@ TEST(ln_cli_run_heatmap_report) {
           strstr(html, "b_Q, b_K, b_V, b_O, b_U") &&
           strstr(html, "Circuits from the weights (spectra, QK and OV circuits, composition) are "
                        "not drawn"));
+    free(html);
 }
 
 /* An experiment's models take norm, biases and ln_eps as train does, and

@@ -199,6 +199,7 @@ static void run_cases(size_t i0, size_t i1, const char *const *must, size_t n_mu
         CHECKF(out && strstr(out, must[i]), "ln_ref.py did not compare %s", must[i]);
     const char *w = out ? strstr(out, "worst:") : NULL; /* the measured errors, for the record */
     if (w) fprintf(stderr, "    %.*s\n", (int)strcspn(w, "\n"), w);
+    free(out);
 }
 
 /* Every kind of point, in every model. */
@@ -229,4 +230,5 @@ TEST(ln_torch_reference_biases_and_mismatch) {
     char *out = t_slurp(t_path("ref.out"));
     CHECKF(rc == 1 && out && strstr(out, "FAIL"),
            "ln_ref.py should refuse a dump of another model, exit %d:\n%s", rc, out ? out : "");
+    free(out);
 }
