@@ -19,9 +19,12 @@
  * Long writers (training logs) may call al_store_tx_commit to make rows
  * visible early; those rows belong to a run that is still 'running'.
  *
- * The database is in WAL mode with a busy timeout, so readers (sqlite3,
- * report) never block a writer and two writers wait for each other. The
- * schema version is PRAGMA user_version; opening migrates older files. */
+ * The database is in WAL mode while a writer has it open, with a busy
+ * timeout, so readers (sqlite3, report) never block a writer and two
+ * writers wait for each other; the last writer to close leaves it in
+ * rollback-journal mode, so that readers need write no file. The
+ * schema version is PRAGMA user_version; opening to write migrates older
+ * files. */
 #ifndef ATTNLAB_STORE_H
 #define ATTNLAB_STORE_H
 
@@ -36,10 +39,15 @@ typedef struct al_store al_store;
 /* Open or create path; create/migrate the schema; recover dead runs. */
 int al_store_open(const char *path, al_store **out, al_err *e);
 /* Open an existing results database to read only: nothing is created,
- * migrated or recovered (a database of an older schema reads as it is).
- * 0, or -1 with e: no such file, not SQLite, not an attnlab database, a
- * newer schema. Close with al_store_close. */
+ * migrated, recovered or written, no file appears beside it, and a file
+ * or folder the user cannot write is fine (a database of an older schema
+ * reads as it is). 0, or -1 with e: no such file, not SQLite, not an
+ * attnlab database, a newer schema. Close with al_store_close. */
 int al_store_open_readonly(const char *path, al_store **out, al_err *e);
+/* al_store_open_readonly for readers that query today's schema (the
+ * pictures, the report): a database of an older schema is copied into
+ * memory and migrated there, the file untouched. */
+int al_store_open_read(const char *path, al_store **out, al_err *e);
 /* Close; an open transaction is rolled back. NULL is fine. */
 void al_store_close(al_store *s);
 const char *al_store_path(const al_store *s);

@@ -999,6 +999,16 @@ def open_results(db):
     p = os.path.abspath(os.fsdecode(os.fspath(db)))
     if not os.path.isfile(p):
         raise FileNotFoundError("no results database at %s" % p)
-    con = sqlite3.connect("file:%s?mode=ro" % urllib.parse.quote(p), uri=True)
+    # as the C readers open it (store.c): a file at rest is in rollback-
+    # journal mode and mode=ro makes no file beside it; a WAL-mode file
+    # with no -wal has no connection open and is read immutable, so no
+    # -shm appears either (a writer starting meanwhile is not seen)
+    with open(p, "rb") as f:
+        hdr = f.read(20)
+    wal = len(hdr) == 20 and hdr[18] == 2 and hdr[19] == 2
+    immutable = wal and not os.path.exists(p + "-wal")
+    con = sqlite3.connect("file:%s?mode=ro%s" % (urllib.parse.quote(p),
+                                                 "&immutable=1" if immutable else ""),
+                          uri=True)
     con.row_factory = sqlite3.Row
     return con

@@ -49,7 +49,7 @@ static int run_model_dir(const al_pic_opts *o, char *dir, size_t cap, al_err *e)
         return al_errf(e, "--what %s needs --model DIR, or --db FILE and --run ID", o->what);
     if (!al_file_exists(o->db)) return al_errf(e, "database %s does not exist", o->db);
     al_store *st;
-    if (al_store_open(o->db, &st, e)) return -1;
+    if (al_store_open_read(o->db, &st, e)) return -1;
     char *path = NULL;
     int rc = al_store_run_model_path(st, o->run_id, &path, e);
     al_store_close(st);
@@ -88,7 +88,7 @@ static int open_db(pic *p, int required, al_err *e) {
         return 0;
     }
     if (!al_file_exists(p->o->db)) return al_errf(e, "database %s does not exist", p->o->db);
-    if (al_store_open(p->o->db, &p->st, e)) return -1;
+    if (al_store_open_read(p->o->db, &p->st, e)) return -1;
     char path[AL_PATH_MAX + 64], sha[65];
     if (al_path_join(path, sizeof path, p->dir, "model.safetensors", e) ||
         al_sha256_file(path, sha, e))
@@ -172,7 +172,7 @@ static int whole_db_picture(const al_pic_kind *k, const al_pic_opts *o, const ch
     p->dir = "(every model in the database)";
     p->fig.title = p->title;
     p->fig.panels = p->panels;
-    int rc = al_store_open(o->db, &p->st, e);
+    int rc = al_store_open_read(o->db, &p->st, e);
     if (rc == 0) rc = k->draw(p, e);
     /* circuits from the weights of a LayerNorm or bias model: what they
      * leave out (circuits.h; the model's LayerNorm is folded, or the

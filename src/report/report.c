@@ -228,7 +228,7 @@ int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
     R->o = o;
     if (o->threads > 0) al_set_threads(o->threads);
     const char *title = o->title ? o->title : "attnlab report";
-    int rc = al_store_open(o->db, &R->st, e);
+    int rc = al_store_open_read(o->db, &R->st, e);
     for (int i = 0; rc == 0 && i < o->n_models; i++) rc = load_model(R, i, e);
     if (rc == 0) rc = write_page(R, title, res, e);
     if (rc == 0) rc = rep_write_notebook(R, title, res->notebook_path, e);

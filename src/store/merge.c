@@ -206,15 +206,9 @@ static int in_open(const char *path, const al_merge_opts *o, sqlite3 **db, char 
     if (stat(path, &sb) != 0) return al_errf(e, "%s: %s", what, strerror(errno));
     if (!S_ISREG(sb.st_mode)) return al_errf(e, "%s: not a regular file", what);
     if (strlen(path) >= AL_PATH_MAX) return al_errf(e, "%s: path too long", what);
-    /* "file:..." would be read as a URI where SQLite is built to */
-    char p[AL_PATH_MAX + 8];
-    snprintf(p, sizeof p, "%s%s", strncmp(path, "file:", 5) ? "" : "./", path);
-    if (sqlite3_open_v2(p, db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        al_errf(e, "%s: cannot open: %s", what, *db ? sqlite3_errmsg(*db) : "out of memory");
-        sqlite3_close(*db);
-        *db = NULL;
-        return -1;
-    }
+    al_err oe;
+    if (store_sqlite_open_ro(path, db, &oe))
+        return al_errf(e, "%s: %s", what, oe.msg);
     watch(*db, o);
     return 0;
 }
@@ -812,6 +806,7 @@ static int merge(const char *out_path, const char *const *in_paths, int n_in,
     /* phase 2: OUT, then one transaction for everything */
     if (al_store_open(out_path, &s, e)) goto out;
     c.out = al_store_sqlite(s);
+    store_set_stop(s, o ? o->stop : NULL);
     snprintf(c.out_what, sizeof c.out_what, "database %s", out_path);
     watch(c.out, o);
     if (stat(out_path, &out_sb) == 0)
@@ -828,6 +823,7 @@ static int merge(const char *out_path, const char *const *in_paths, int n_in,
     if (query_text(c.out, c.out_what, "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')", c.now,
                    sizeof c.now, e))
         goto out;
+    if (store_before_write(s, "BEGIN IMMEDIATE", e)) goto out;
     if (sqlite3_exec(c.out, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
         sq_err(c.out, e, c.out_what, "cannot begin the merge");
         goto out;

@@ -11,6 +11,7 @@
 #define _XOPEN_SOURCE 700 /* kill, gethostname, nanosleep */
 #include "attnlab/store.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -39,8 +40,51 @@ int store_db_err(al_store *s, al_err *e, const char *what) {
     return al_errf(e, "database %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
+/* Switching a new file to WAL needs a moment's exclusive lock, and SQLite
+ * answers SQLITE_BUSY at once there instead of calling the busy handler,
+ * so processes that open one new database together would fail. Retry for
+ * as long as the busy timeout would have waited. */
+static int set_wal(al_store *s, al_err *e) {
+    for (long waited_ms = 0;; ) {
+        int rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
+        if (rc == SQLITE_OK) return 0;
+        if (s->stop && *s->stop) return al_errf(e, "interrupted");
+        if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= AL_STORE_BUSY_MS)
+            return store_db_err(s, e, "cannot switch to WAL journal");
+        long ms = 1 + waited_ms / 8; /* back off: 1 ms at first, then longer */
+        if (ms > 100) ms = 100;
+        struct timespec ts = {0, ms * 1000000L};
+        nanosleep(&ts, NULL);
+        waited_ms += ms;
+    }
+}
+
+/* The journal mode follows the writes. A file at rest is in rollback-
+ * journal mode (al_store_close), so a reader needs no -shm beside it; a
+ * connection switches it to WAL (readers never block a writer) just
+ * before its first write, so a command that opens the file and refuses
+ * before writing leaves it byte for byte as it was. A write is any
+ * statement SQLite does not call read-only (BEGIN IMMEDIATE included);
+ * the switch needs no transaction open, and the store's writes start in
+ * autocommit (a BEGIN IMMEDIATE, a run row, a model row). */
+void store_set_stop(al_store *s, volatile sig_atomic_t *stop) { s->stop = stop; }
+
+int store_before_write(al_store *s, const char *sql, al_err *e) {
+    if (s->wal || s->readonly || !sqlite3_get_autocommit(s->db)) return 0;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK)
+        return 0; /* the caller's own prepare reports it */
+    int ro = !q || sqlite3_stmt_readonly(q);
+    sqlite3_finalize(q);
+    if (ro) return 0;
+    if (set_wal(s, e)) return -1;
+    s->wal = 1;
+    return 0;
+}
+
 int store_exec(al_store *s, const char *sql, al_err *e) {
     char *msg = NULL;
+    if (!s->wal && store_before_write(s, sql, e)) return -1;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
         al_errf(e, "database %s: %s", s->path, msg ? msg : sqlite3_errmsg(s->db));
         sqlite3_free(msg);
@@ -50,6 +94,7 @@ int store_exec(al_store *s, const char *sql, al_err *e) {
 }
 
 int store_prepare(al_store *s, const char *sql, sqlite3_stmt **st, al_err *e) {
+    if (!s->wal && store_before_write(s, sql, e)) return -1;
     if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
         return store_db_err(s, e, "cannot prepare statement");
     return 0;
@@ -207,24 +252,6 @@ fail:
     return -1;
 }
 
-/* Switching a new file to WAL needs a moment's exclusive lock, and SQLite
- * answers SQLITE_BUSY at once there instead of calling the busy handler,
- * so processes that open one new database together would fail. Retry for
- * as long as the busy timeout would have waited. */
-static int set_wal(al_store *s, al_err *e) {
-    for (long waited_ms = 0;; ) {
-        int rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
-        if (rc == SQLITE_OK) return 0;
-        if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= AL_STORE_BUSY_MS)
-            return store_db_err(s, e, "cannot switch to WAL journal");
-        long ms = 1 + waited_ms / 8; /* back off: 1 ms at first, then longer */
-        if (ms > 100) ms = 100;
-        struct timespec ts = {0, ms * 1000000L};
-        nanosleep(&ts, NULL);
-        waited_ms += ms;
-    }
-}
-
 int al_store_open(const char *path, al_store **out, al_err *e) {
     *out = NULL;
     /* SQLite opens "" as a private temporary database: it would take a
@@ -244,9 +271,13 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
         return -1;
     }
     sqlite3_busy_timeout(s->db, AL_STORE_BUSY_MS);
-    if (set_wal(s, e) ||
-        store_exec(s, "PRAGMA synchronous = NORMAL", e) ||
-        store_exec(s, "PRAGMA foreign_keys = ON", e) || migrate(s, e) ||
+    /* connection settings, not writes (store_before_write would take
+     * these PRAGMAs for writes) */
+    s->wal = -1;
+    int set = store_exec(s, "PRAGMA synchronous = NORMAL", e) ||
+              store_exec(s, "PRAGMA foreign_keys = ON", e);
+    s->wal = 0;
+    if (set || migrate(s, e) ||
         recover_dead_runs(s, e)) {
         if (e) { /* "database P: why" -> "cannot open database P: why" */
             char why[sizeof e->msg], pfx[AL_PATH_MAX + 64];
@@ -262,20 +293,87 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
     return 0;
 }
 
-int al_store_open_readonly(const char *path, al_store **out, al_err *e) {
+/* A database opened to read is opened so that reading writes nothing:
+ * no journal switch, no -wal or -shm beside it, and it works on a file
+ * and folder the user cannot write.
+ *
+ * Writers leave the file in rollback-journal mode when they close (see
+ * al_store_close), and a rollback-mode file opened with mode=ro needs
+ * no other file. A file still in WAL mode is one a writer has open now,
+ * one whose writer died, or one an older attnlab wrote. If its -wal
+ * exists, a writer may be mid-transaction, so SQLite's own WAL reader
+ * is the only safe one (it makes a -shm when it may, and fails in a
+ * folder it cannot write, saying so). If there is no -wal, no
+ * connection has it open (WAL connections keep one while open) and the
+ * main file holds every committed page: it is opened immutable, which
+ * takes no lock and makes no file. That open would be unsafe if a
+ * writer started during the read and checkpointed into the main file;
+ * a checkpoint needs 1000 pages or the writer's close, longer than the
+ * reads here, and writers of this attnlab leave no WAL-mode file
+ * behind them. */
+int store_sqlite_open_ro(const char *path, sqlite3 **db, al_err *e) {
+    *db = NULL;
+    char uri[3 * AL_PATH_MAX + 64], wal[AL_PATH_MAX + 8];
+    if (strlen(path) >= AL_PATH_MAX) return al_errf(e, "database path too long: %s", path);
+    unsigned char hdr[20] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return al_errf(e, "cannot open database %s: %s", path, strerror(errno));
+    size_t got = fread(hdr, 1, sizeof hdr, f);
+    fclose(f);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    /* bytes 18 and 19: file format versions, 2 in WAL mode */
+    int immutable = got == sizeof hdr && hdr[18] == 2 && hdr[19] == 2 && !al_file_exists(wal);
+    /* a URI, so that mode=ro and immutable go with the name: percent-
+     * encode what a URI path may not hold */
+    size_t n = (size_t)snprintf(uri, sizeof uri, "file:%s", path[0] == '/' ? "//" : "");
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if (isalnum(*c) || strchr("/._-~", *c)) uri[n++] = (char)*c;
+        else n += (size_t)snprintf(uri + n, sizeof uri - n, "%%%02X", *c);
+    }
+    snprintf(uri + n, sizeof uri - n, "?mode=ro%s", immutable ? "&immutable=1" : "");
+    if (sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+        al_errf(e, "cannot open database %s: %s", path, *db ? sqlite3_errmsg(*db) : "out of memory");
+        sqlite3_close(*db);
+        *db = NULL;
+        return -1;
+    }
+    sqlite3_busy_timeout(*db, AL_STORE_BUSY_MS);
+    return 0;
+}
+
+/* An older schema read as today's: the file copied into an in-memory
+ * database and migrated there, so the readers' queries meet the columns
+ * they name and the file is not written. */
+static int migrate_in_memory(al_store *s, al_err *e) {
+    sqlite3 *mem = NULL;
+    if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        sqlite3_close(mem);
+        return al_errf(e, "database %s: out of memory", s->path);
+    }
+    sqlite3_backup *b = sqlite3_backup_init(mem, "main", s->db, "main");
+    int rc = b ? sqlite3_backup_step(b, -1) : sqlite3_errcode(mem);
+    sqlite3_backup_finish(b);
+    if (rc != SQLITE_DONE) {
+        al_errf(e, "database %s: cannot read it to migrate its schema: %s", s->path,
+                sqlite3_errstr(rc));
+        sqlite3_close(mem);
+        return -1;
+    }
+    sqlite3_close(s->db);
+    s->db = mem;
+    return store_exec(s, "PRAGMA foreign_keys = ON", e) || migrate(s, e) ? -1 : 0;
+}
+
+static int open_ro(const char *path, int current, al_store **out, al_err *e) {
     *out = NULL;
     if (!al_file_exists(path)) return al_errf(e, "no database %s", path);
     al_store *s = al_calloc(1, sizeof *s, e);
     if (!s) return -1;
     snprintf(s->path, sizeof s->path, "%s", path);
+    s->readonly = 1;
     int v = 0, n = 0;
     sqlite3_stmt *q = NULL;
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        al_errf(e, "cannot open database %s: %s", path,
-                s->db ? sqlite3_errmsg(s->db) : "out of memory");
-        goto fail;
-    }
-    sqlite3_busy_timeout(s->db, AL_STORE_BUSY_MS);
+    if (store_sqlite_open_ro(path, &s->db, e)) goto fail;
     if (user_version(s, &v, e)) goto fail;
     if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
                            "name IN ('runs', 'models')", -1, &q, NULL) != SQLITE_OK ||
@@ -295,6 +393,7 @@ int al_store_open_readonly(const char *path, al_store **out, al_err *e) {
                 AL_STORE_SCHEMA_VERSION);
         goto fail;
     }
+    if (current && v < AL_STORE_SCHEMA_VERSION && migrate_in_memory(s, e)) goto fail;
     *out = s;
     return 0;
 fail:
@@ -303,10 +402,27 @@ fail:
     return -1;
 }
 
+int al_store_open_readonly(const char *path, al_store **out, al_err *e) {
+    return open_ro(path, 0, out, e);
+}
+
+int al_store_open_read(const char *path, al_store **out, al_err *e) {
+    return open_ro(path, 1, out, e);
+}
+
 void al_store_close(al_store *s) {
     if (!s) return;
     if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     for (int i = 0; i < S_N; i++) sqlite3_finalize(s->st[i]);
+    /* A connection that wrote leaves the file in rollback-journal mode,
+     * so that a reader needs no -shm (store_sqlite_open_ro). Leaving WAL
+     * needs the file to itself: while another connection has it open
+     * this fails at once (no busy wait), and the last writer to close
+     * switches it. */
+    if (s->wal > 0 && strcmp(s->path, ":memory:")) {
+        sqlite3_busy_timeout(s->db, 0);
+        sqlite3_exec(s->db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+    }
     sqlite3_close(s->db);
     free(s);
 }

@@ -10,6 +10,7 @@
 #ifndef ATTNLAB_STORE_CONN_H
 #define ATTNLAB_STORE_CONN_H
 
+#include <signal.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include "attnlab/store.h"
@@ -28,6 +29,9 @@ struct al_store {
     sqlite3 *db;
     sqlite3_stmt *st[S_N];  /* NULL until first used */
     int in_tx;              /* inside al_store_tx_begin's transaction */
+    int readonly;           /* opened by al_store_open_read(only) */
+    int wal;                /* 1: switched to WAL for a write (store_before_write) */
+    volatile sig_atomic_t *stop; /* non-zero ends the wait for the WAL switch */
     char path[AL_PATH_MAX];
 };
 

@@ -5,11 +5,29 @@
 #ifndef ATTNLAB_STORE_INTERNAL_H
 #define ATTNLAB_STORE_INTERNAL_H
 
+#include <signal.h>
 #include <sqlite3.h>
 #include "attnlab/store.h"
 
 /* The open connection (owned by s; never NULL for an open store). */
 sqlite3 *al_store_sqlite(al_store *s);
+
+/* Open the SQLite file at path to read only, so that reading writes
+ * nothing beside it (no -wal, no -shm; see store.c for how a WAL-mode
+ * file is read). 0 with *db open (busy timeout set), or -1 with e and
+ * *db NULL. */
+int store_sqlite_open_ro(const char *path, sqlite3 **db, al_err *e);
+
+/* Call before running sql on the connection directly: if sql writes and
+ * is the connection's first write, the file goes to WAL mode (store.c
+ * says why; store_exec and store_prepare do this themselves). 0, or -1
+ * with e. */
+int store_before_write(al_store *s, const char *sql, al_err *e);
+
+/* While *stop is 0 the switch to WAL waits for other connections (as
+ * long as the busy timeout); once it is set, the wait ends with
+ * "interrupted". stop NULL: no such flag. */
+void store_set_stop(al_store *s, volatile sig_atomic_t *stop);
 
 /* An al_store_query row callback that appends the row to the al_rows at
  * ctx (store_report.h), every cell copied: 0, or -1 with e when out of
