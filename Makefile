@@ -6,6 +6,9 @@
 # `make bench` adds PyTorch, its reference (scripts/deps.sh says which).
 #   ARCH=-march=x86-64-v2   portable build instead of -march=native
 #   SAN=1                   AddressSanitizer + UBSan build (in build-san/)
+#   COV=1                   gcov-instrumented build (in build-cov/); `make
+#                           coverage` runs the tests on it and prints line
+#                           and branch coverage of src/ per folder (gcovr)
 # `make fuzz` builds the libFuzzer targets of tests/fuzz/ with clang and runs
 # each for FUZZ_SECONDS (60); `make valgrind` runs the CLI end to end under
 # valgrind memcheck; `make test-slurm` runs a sweep on a one-node Slurm
@@ -20,12 +23,17 @@ ifeq ($(SAN),1)
 BUILD   := build-san
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 endif
+ifeq ($(COV),1)
+BUILD   := build-cov
+# atomic counters: the engine's OpenMP threads run the same lines at once
+OPT     := -O1 -g --coverage -fprofile-update=atomic
+endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  += -std=c11 -Wall -Wextra -Werror $(OPT) $(ARCH) -fno-math-errno -fopenmp -Iinclude $(PKG_CFLAGS) -MMD -MP
 LDLIBS  += $(PKG_LIBS) -ldnnl -lm
 SAN_LD  := -fsanitize=address,undefined
-LDFLAGS += -fopenmp $(if $(filter 1,$(SAN)),$(SAN_LD))
+LDFLAGS += -fopenmp $(if $(filter 1,$(SAN)),$(SAN_LD)) $(if $(filter 1,$(COV)),--coverage)
 
 LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
 LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
@@ -33,7 +41,7 @@ PIC_OBJ  := $(patsubst src/%.c,$(BUILD)/pic/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst tests/%.c,$(BUILD)/tobj/%.o,$(TEST_SRC))
 
-.PHONY: all deps deps-test test demo quickstart bench clean fuzz valgrind layers test-slurm python
+.PHONY: all deps deps-test test demo quickstart bench clean fuzz valgrind layers test-slurm python coverage
 all: $(BUILD)/attnlab $(BUILD)/libattnlab.so
 
 deps:
@@ -161,12 +169,23 @@ test-slurm:
 	@ATTNLAB_BIN=$(BUILD)/attnlab sh tests/slurm/run.sh
 
 # ---- valgrind memcheck over the CLI end to end (tests/valgrind.sh).
+# The counts start from zero (old .gcda files removed), the whole suite
+# runs (its result is the target's), then gcovr reads the counts: every
+# file of src/, one line per folder and the total (scripts/coverage.py).
+coverage: deps-test
+	@sh scripts/deps.sh coverage
+	@$(MAKE) --no-print-directory COV=1 build-cov/attnlab build-cov/test_runner build-cov/libattnlab.so
+	@find build-cov -name '*.gcda' -delete
+	@s=0; ATTNLAB_BIN=build-cov/attnlab build-cov/test_runner $(T) || s=$$?; \
+	 gcovr --root . --filter 'src/' -j 2 --json-summary build-cov/coverage.json build-cov >/dev/null && \
+	 python3 scripts/coverage.py build-cov/coverage.json && exit $$s
+
 valgrind: deps
 	@sh scripts/deps.sh valgrind
 	@$(MAKE) --no-print-directory BUILD=build-vg OPT="-O1 -g" ARCH=-march=x86-64-v2 build-vg/attnlab
 	@sh tests/valgrind.sh build-vg/attnlab
 
 clean:
-	rm -rf build build-san build-fuzz build-vg
+	rm -rf build build-san build-fuzz build-vg build-cov
 
 -include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/cli/main.d $(BUILD)/bench_engine.d

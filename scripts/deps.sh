@@ -31,6 +31,7 @@
 #                                 libomp-14-dev (clang's -fopenmp), through
 #                                 Debian 12's default-version metapackages
 #   sh scripts/deps.sh valgrind   also valgrind (`make valgrind`)
+#   sh scripts/deps.sh coverage   also gcovr (`make coverage`)
 #   sh scripts/deps.sh slurm      also Slurm and MUNGE (`make test-slurm`:
 #                                 slurm-wlm for slurmctld, slurmd and the
 #                                 client commands, munge for its auth)
@@ -60,6 +61,7 @@ for group in "$@"; do
         bench) extra="$extra python3-torch python3-numpy" ;;
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;
+        coverage) need="$need gcovr" ;;
         slurm) need="$need slurm-wlm munge" ;;
         corpora) extra="$extra golang-src python3-doc bible-kjv bible-kjv-text" ;;
         *) echo "scripts/deps.sh: unknown group '$group' (test, bench, python, fuzz, valgrind, slurm, corpora)" >&2; exit 2 ;;
