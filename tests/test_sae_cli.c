@@ -20,7 +20,9 @@
 #include "attnlab/sae_features.h"
 #include "attnlab/sae_io.h"
 #include "attnlab/scores.h"
+#include "attnlab/hooks.h"
 #include "planted.h"
+#include "randmodel.h"
 #include "saefix.h"
 #include "test.h"
 
@@ -502,4 +504,116 @@ TEST(sae_experiment_stages) {
     char *err = t_slurp(t_path("err"));
     CHECKF(err && strstr(err, "out"), "%s", err ? err : "(none)");
     free(err);
+}
+
+/* Hooks of the LayerNorm check below: z of the SAE's layer set to one
+ * vector at every head and position (or zero), ln_final's scale set to 1,
+ * the logits read. */
+typedef struct lnfx {
+    const float *z;  /* (H·D) or NULL: zero */
+    float logits[64];
+    int V;
+} lnfx;
+
+static int lnfx_z(al_hook_act *a, void *vc, al_err *e) {
+    (void)e;
+    const lnfx *c = vc;
+    const int H = a->m->cfg.n_heads, HD = H * a->m->cfg.d_head;
+    for (int bt = 0; bt < a->m->B * a->m->T; bt++)
+        for (int i = 0; i < HD; i++) a->data[(size_t)bt * a->ld + i] = c->z ? c->z[i] : 0.0f;
+    for (int h = 0; h < H; h++) a->fixed[h] = 1;
+    return 0;
+}
+
+static int lnfx_scale(al_hook_act *a, void *vc, al_err *e) {
+    (void)vc, (void)e;
+    for (int bt = 0; bt < a->m->B * a->m->T; bt++) a->data[bt] = 1.0f;
+    return 0;
+}
+
+static int lnfx_logits(al_hook_act *a, void *vc, al_err *e) {
+    (void)e;
+    lnfx *c = vc;
+    memcpy(c->logits, a->data, sizeof(float) * (size_t)c->V); /* (0, 0)'s row */
+    return 0;
+}
+
+/* On LayerNorm models (LN and LNPre, with every bias) a feature's logit
+ * effects are its decoder row sent through the forward itself: z of the
+ * SAE's (last) layer set to W_dec[i] / scale, minus the same with z zero,
+ * with ln_final's scale held at 1 in both, read at the logits. The
+ * engine's own W_O, b_O, ln_final and W_U give what the analysis computes
+ * from the weights; the run stores the note that says so. */
+TEST(sae_features_layernorm_logit_effects) {
+    const int norms[2] = {AL_NORM_LN, AL_NORM_LNPRE};
+    for (int ni = 0; ni < 2; ni++) {
+        al_model m;
+        al_err e;
+        ln_model(&m, 2, norms[ni], AL_BIAS_Q | AL_BIAS_K | AL_BIAS_V | AL_BIAS_O | AL_BIAS_U,
+                 AL_POS_STANDARD, 7 + (uint64_t)ni);
+        for (int k = 0; k < 2 * m.cfg.n_heads; k++) m.gates[k] = 1.0f;
+        const int HD = m.cfg.n_heads * m.cfg.d_head, V = m.cfg.d_vocab, F = 6;
+        CHECK(V <= 64);
+        al_sae s;
+        al_sae_cfg sc = al_sae_cfg_default(HD, F);
+        sc.k = 3;
+        CHECK_OK(al_sae_init(&s, &sc, 11, &e), &e);
+        for (int f = 0; f < F; f++) s.b_enc[f] = 0.5f; /* every feature fires somewhere */
+        al_sae_meta meta = {.site = AL_SAE_SITE_Z, .hook_layer = 1, .scale = 1.7};
+        al_tokens d = {0};
+        d.n = 400;
+        d.tok = malloc(d.n * sizeof *d.tok);
+        al_rng r;
+        al_rng_seed(&r, 5);
+        for (size_t i = 0; d.tok && i < d.n; i++) {
+            d.tok[i] = (uint16_t)al_rng_below(&r, (uint64_t)V);
+            if (d.tok[i] > d.max_id) d.max_id = d.tok[i];
+        }
+        al_sae_feat_opts o = al_sae_feat_opts_defaults();
+        o.windows = 16, o.probe_n = 16, o.logit_n = 4;
+        al_sae_feat_result res;
+        CHECK_OK(al_sae_features_run(&m, &s, &meta, &d, 12, &o, &res, &e), &e);
+        CHECK(res.n_live > 0);
+        lnfx c = {.V = V};
+        CHECK_OK(al_hook_add(&m, AL_HOOK_Z, 1, lnfx_z, &c, &e), &e);
+        CHECK_OK(al_hook_add(&m, AL_HOOK_LNF_SCALE, 0, lnfx_scale, &c, &e), &e);
+        CHECK_OK(al_hook_add(&m, AL_HOOK_LOGITS, 0, lnfx_logits, &c, &e), &e);
+        int in[1] = {2};
+        float base[64], zrow[64 * 4];
+        CHECK_OK(al_model_forward(&m, in, NULL, 1, 1, &e), &e);
+        memcpy(base, c.logits, sizeof(float) * (size_t)V);
+        double worst = 0;
+        int checked = 0;
+        for (int f = 0; f < F; f++) {
+            if (!res.fired[f]) continue;
+            for (int i = 0; i < HD; i++) zrow[i] = (float)(s.W_dec[(size_t)f * HD + i] / meta.scale);
+            c.z = zrow;
+            CHECK_OK(al_model_forward(&m, in, NULL, 1, 1, &e), &e);
+            c.z = NULL;
+            for (int j = 0; j < o.logit_n; j++) {
+                const size_t at = (size_t)f * o.logit_n + j;
+                double up = c.logits[res.up_tok[at]] - base[res.up_tok[at]];
+                double dn = c.logits[res.down_tok[at]] - base[res.down_tok[at]];
+                double eu = fabs(up - res.up_val[at]) / (fabs(up) + 1e-3);
+                double ed = fabs(dn - res.down_val[at]) / (fabs(dn) + 1e-3);
+                worst = fmax(worst, fmax(eu, ed));
+            }
+            /* the largest raised is the largest difference over the vocabulary */
+            double best = -1e30;
+            for (int v = 0; v < V; v++) best = fmax(best, c.logits[v] - base[v]);
+            CHECK_NEAR(best, res.up_val[(size_t)f * o.logit_n], 1e-4 * (fabs(best) + 1e-3));
+            checked++;
+        }
+        printf("    %s: %d features, worst relative error %.2e\n", ni ? "LNPre" : "LN", checked,
+               worst);
+        CHECK(checked > 0 && worst < 1e-4);
+        CHECK(al_sae_feat_ln_note(&m.cfg) != NULL);
+        al_hook_clear(&m);
+        al_sae_feat_result_free(&res);
+        al_tokens_free(&d);
+        al_sae_free(&s);
+        al_model_free(&m);
+    }
+    al_config plain = al_config_default();
+    CHECK(al_sae_feat_ln_note(&plain) == NULL);
 }

@@ -170,9 +170,6 @@ typedef struct al_analysis {
     /* The gap/effect warnings of the computed state (gap.h), or NULL: none. */
     const struct al_warnings *(*warnings)(const void *state);
     int stops;           /* 1: polls al_stop; the driver catches SIGINT/SIGTERM */
-    int plain_only;      /* 1: computes on the plain model only (al_config_is_plain);
-                          * the driver refuses LayerNorm and bias models before the
-                          * run row, with al_config_plain_check's one line */
     /* the experiment file (experiment.h) */
     int exp_list;        /* "X": [{...}, ...] is one stage per object */
     al_exp_data exp_data;

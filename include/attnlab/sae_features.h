@@ -134,6 +134,9 @@ typedef struct al_sae_feat_result {
  * al_sae_feat_result_free), or −1 with e and r zeroed (bad options, a
  * residual-stream SAE, an SAE that does not fit m, ids outside the
  * vocabulary, a short file, out of memory, stopped). */
+/* What the logit effects freeze on a model with LayerNorm (a note a
+ * command stores with the run), or NULL for a model without. */
+const char *al_sae_feat_ln_note(const al_config *c);
 /* The induction probe's R for o on a model of context n_ctx
  * (al_probe_r_default): 0 and *R, or −1 with e when its 2R+1 tokens do
  * not fit n_ctx. al_sae_features_run checks it; a command checks it

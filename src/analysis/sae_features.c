@@ -445,7 +445,10 @@ out:
     return rc;
 }
 
-/* Logit effects of every live feature from the weights. */
+/* Logit effects of every live feature from the weights: its decoder row
+ * through the layer's W_O, then ln_final as it reads a direction with its
+ * scale frozen at 1 (centred, times w: al_sae_feat_ln_note), then W_U.
+ * Biases add the same to every feature and are left out. */
 static int logit_pass(al_model *m, const al_sae *s, const al_sae_meta *meta,
                       al_sae_feat_result *r, al_err *e) {
     const int C = m->cfg.d_model, V = m->cfg.d_vocab, H = r->H, d = s->cfg.d_in, D = d / H;
@@ -469,6 +472,13 @@ static int logit_pass(al_model *m, const al_sae *s, const al_sae_meta *meta,
                 for (int c = 0; c < C; c++) res[c] += a * wo[(size_t)k * C + c];
             }
         }
+        if (m->cfg.norm_type != AL_NORM_NONE) { /* through ln_final, its scale frozen at 1 */
+            const float *w = m->p[AL_P_LNFW]; /* NULL for LNPre */
+            double mu = 0.0;
+            for (int c = 0; c < C; c++) mu += res[c];
+            mu /= C;
+            for (int c = 0; c < C; c++) res[c] = (res[c] - mu) * (w ? w[c] : 1.0);
+        }
         for (int v = 0; v < V; v++) {
             double y = 0;
             if (wu)
@@ -486,6 +496,14 @@ static int logit_pass(al_model *m, const al_sae *s, const al_sae_meta *meta,
     return 0;
 }
 
+const char *al_sae_feat_ln_note(const al_config *c) {
+    if (c->norm_type == AL_NORM_NONE) return NULL;
+    return "sae features of a LayerNorm model: each feature's logit effects are of its direction "
+           "through ln_final with the scale frozen at 1 (centred, times ln_final.w; "
+           "TransformerLens's apply_ln_to_stack): their order is that of any frozen scale, their "
+           "size is per unit of it";
+}
+
 int al_sae_feat_probe_r(const al_sae_feat_opts *o, int n_ctx, int *R, al_err *e) {
     *R = al_probe_r_default(o->probe_r, n_ctx);
     if (*R < 1 || 2.0 * *R + 1 > n_ctx)
@@ -496,9 +514,7 @@ int al_sae_feat_probe_r(const al_sae_feat_opts *o, int n_ctx, int *R, al_err *e)
 int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
                         int T, const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
-    /* the logit effects go through W_U alone */
-    if (al_config_plain_check(&m->cfg, "sae features", e) || al_sae_feat_opts_check(o, e) != 0)
-        return -1;
+    if (al_sae_feat_opts_check(o, e) != 0) return -1;
     if (meta->site != AL_SAE_SITE_Z)
         return al_errf(e, "sae features: only SAEs on a layer's z are supported (this one reads "
                        "the residual stream of layer %d)", meta->hook_layer);

@@ -468,6 +468,7 @@ static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     if (s->d.max_id >= dr->b->m.cfg.d_vocab)
         return al_errf(e, "token id %d in %s is >= d_vocab %d: was it encoded with this model's "
                        "tokenizer?", s->d.max_id, a->w.data, dr->b->m.cfg.d_vocab);
+    al_drive_warn(dr, al_sae_feat_ln_note(&dr->b->m.cfg)); /* NULL without LayerNorm */
     char w[AL_WARN_LEN]; /* the logit effects rank every id, trained or not */
     if (al_unseen_ids_warning(a->w.model, dr->b->m.cfg.d_vocab,
                               "the features' logit effects (raises, lowers)", w, sizeof w))
@@ -680,7 +681,7 @@ const al_analysis al_an_sae_features = {
     .check_model = feat_check_model,
     .state_size = sizeof(feat_state), .prepare = feat_prepare, .compute = feat_compute,
     .store = feat_store, .print = feat_print, .release = feat_release, .stops = 1,
-    .plain_only = 1, .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths,
+    .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths,
     .exp_input = feat_exp_input, .results = AL_RESULTS_SAE_FEATURES};
 
 static int run_feat(int argc, char **argv) {

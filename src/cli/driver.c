@@ -106,7 +106,6 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     }
     d->b = &b;
     int rc = 1;
-    if (a->plain_only && al_config_plain_check(&b.m.cfg, a->cmd->name, e)) goto out;
     if (a->check_model && a->check_model(args, &b.m.cfg, e)) goto out;
     if (a->prepare && a->prepare(args, st, d, e)) {
         rc = a->stops && al_stop ? 130 : 1; /* a signal while preparing: no run */
