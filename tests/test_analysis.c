@@ -54,11 +54,13 @@ static al_ablate_opts small_ablate(void) {
  * parsing (al_analysis_flags binds that table to a fresh struct). */
 TEST(analysis_opts_defaults_match_cli) {
     al_scores_opts s = al_scores_opts_defaults();
-    CHECK(s.probe_r == 50 && s.probe_n == 64 && s.probe_seed == 1 && s.batches == 4 &&
+    /* probe_r 0: min(50, (n_ctx - 1)/2), 50 at n_ctx >= 101 */
+    CHECK(s.probe_r == 0 && al_probe_r_default(s.probe_r, 256) == 50 &&
+          al_probe_r_default(s.probe_r, 32) == 15 && s.probe_n == 64 && s.probe_seed == 1 && s.batches == 4 &&
           s.batch == 8 && s.progress == 0);
     al_ablate_opts a = al_ablate_opts_defaults();
     CHECK(!a.heads && !a.each && !a.pairs && strcmp(a.method, "zero") == 0 && a.batches == 4 &&
-          a.batch == 8 && a.probe_r == 50 && a.probe_n == 64 && a.probe_seed == 1);
+          a.batch == 8 && a.probe_r == 0 && a.probe_n == 64 && a.probe_seed == 1);
     al_prune_opts p = al_prune_opts_defaults();
     CHECK(!p.method && p.budget == 0.1 && p.seed == 1 && p.batches == 8 && p.batch == 8);
     for (const al_analysis *const *cs = al_analyses; *cs; cs++) {

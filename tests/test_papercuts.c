@@ -215,20 +215,25 @@ TEST(papercut_openmp_wait_policy) {
                "m1 --prompt 'a b c' --json > p0 && cmp -s p0 p1", dir, abin(), abin()) == 0);
 }
 
-/* The induction task's R defaults to min(50, (n_ctx-1)/2): patch, paths,
- * attribute and discover run on a model of n_ctx 32 without --probe-r
- * (they refused it at R 50, where sae features adapted); a given R is
- * still checked. */
+/* The induction task's R defaults to min(50, (n_ctx-1)/2): scores, ablate,
+ * patch, paths, attribute and discover run on a model of n_ctx 32 without
+ * --probe-r (they refused it at R 50, where sae features adapted), and
+ * record the R they used; a given R is still checked. */
 TEST(papercut_probe_r_fits_short_context) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
     t_tiny_model(dir.s, 2, 2); /* n_ctx 32 */
+    char abl[1200];
+    snprintf(abl, sizeof abl, "ablate --each --data %s/s.val.bin --batches 1 --batch 2", dir.s);
     const char *cmds[] = {"patch --n 4", "paths --n 4", "attribute --n 4 --no-patching",
-                          "discover --n 4"};
-    for (int i = 0; i < 4; i++)
+                          "discover --n 4", "scores", abl};
+    for (int i = 0; i < 6; i++)
         CHECKF(t_sh("cd %s && %s %s --model m2 --db %s > /dev/null 2> %s", dir.s, abin(), cmds[i],
                     db.s, t_path("e")) == 0,
                "%s", cmds[i]);
-    CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs WHERE status = 'done'") == 4);
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs WHERE status = 'done'") == 6);
+    /* the R each used, in its stored options */
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs WHERE kind IN ('scores', 'ablate') AND "
+                           "json_extract(config_json, '$.probe_r') = 15") == 2);
     CHECK(t_sh("cd %s && %s patch --model m2 --db %s --probe-r 20 2> %s", dir.s, abin(), db.s,
                t_path("e2")) == 1);
     CHECK(t_one_line(t_path("e2"), "exceeds n_ctx 32"));

@@ -186,7 +186,7 @@ TEST(refusal_mem_analyses) {
                       "run --save-cache would allocate");
     CHECK(t_one_line(t_path("e"), "for 50 windows of 32 tokens"));
     /* and a probe longer than the model's context, before the run row */
-    refused_untouched(w.s, "", "scores --model m1 --db r.db --threads 2", 1,
+    refused_untouched(w.s, "", "scores --model m1 --db r.db --probe-r 50 --threads 2", 1,
                       "probe length 2R+1 = 101 exceeds n_ctx 32 (lower --probe-r)");
 }
 

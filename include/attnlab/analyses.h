@@ -33,7 +33,8 @@
 
 /* Defaults are those of `attnlab scores`. */
 typedef struct al_scores_opts {
-    int probe_r;         /* random tokens per repeat of the probe (50), >= 2 */
+    int probe_r;         /* random tokens per repeat of the probe, >= 2; 0 (the
+                          * default): min(50, (n_ctx − 1)/2) (al_probe_r_default) */
     int probe_n;         /* probe sequences (64), 1..1000000 */
     uint64_t probe_seed; /* probe seed (1) */
     int batches;         /* validation batches (4), 1..100000 */
@@ -43,7 +44,7 @@ typedef struct al_scores_opts {
                           * NULL = random ids over the whole vocabulary; borrowed) */
 } al_scores_opts;
 
-#define AL_SCORES_OPTS_INIT {50, 64, 1, 4, 8, 0, NULL}
+#define AL_SCORES_OPTS_INIT {0, 64, 1, 4, 8, 0, NULL}
 /* icl_score closer to 0 than this many standard errors gets a warning */
 #define AL_ICL_N_SE 2.0
 al_scores_opts al_scores_opts_defaults(void);
@@ -84,8 +85,9 @@ typedef struct al_scores_result {
  * tokens (0: no validation tokens) and options o: for refusing before a
  * run begins (membudget.h). */
 double al_scores_bytes(const al_config *c, int T, const al_scores_opts *o);
-/* 0 when the probe of R tokens per repeat (2R+1 in all) fits n_ctx; else
- * −1 with e ("... (lower --probe-r)"). */
+/* 0 when the probe of R tokens per repeat (2R+1 in all; R 0: its default
+ * for n_ctx, al_probe_r_default) fits n_ctx; else −1 with e ("... (lower
+ * --probe-r)"). */
 int al_probe_fits(int probe_r, int n_ctx, al_err *e);
 int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
                   const unsigned char *off, const al_scores_opts *o,
@@ -101,7 +103,7 @@ typedef struct al_ablate_opts {
     int pairs;           /* every head alone and every pair */
     const char *method;  /* "zero" (default), "mean" or "resample" */
     int batches, batch;  /* validation batches (4) of (8) sequences, 1..100000 */
-    int probe_r;         /* (50) >= 2 */
+    int probe_r;         /* >= 2; 0 (the default): min(50, (n_ctx − 1)/2) */
     int probe_n;         /* (64) 1..1000000 */
     uint64_t probe_seed; /* (1) */
     int progress;        /* progress line on stderr (0) */
@@ -109,7 +111,7 @@ typedef struct al_ablate_opts {
     volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
 } al_ablate_opts;
 
-#define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 50, 64, 1, 0, NULL, NULL}
+#define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 0, 64, 1, 0, NULL, NULL}
 al_ablate_opts al_ablate_opts_defaults(void);
 /* 0 if the options are consistent and in range (at most one mode, a known
  * method, resample with batch >= 2), else -1 with e set. */

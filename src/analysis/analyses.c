@@ -23,7 +23,8 @@ al_scores_opts al_scores_opts_defaults(void) {
 }
 
 int al_scores_opts_check(const al_scores_opts *o, al_err *e) {
-    if (o->probe_r < 2 || o->probe_n < 1 || o->probe_n > 1000000 || o->batches < 1 ||
+    if ((o->probe_r != 0 && o->probe_r < 2) || o->probe_n < 1 || o->probe_n > 1000000 ||
+        o->batches < 1 ||
         o->batch < 1 || o->batches > 100000 || o->batch > 100000)
         return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and "
                           "--batch in 1..100000");
@@ -48,11 +49,13 @@ static double probe_bytes(const al_config *c, int R, int N, int pb) {
 }
 
 double al_scores_bytes(const al_config *c, int T, const al_scores_opts *o) {
-    return probe_bytes(c, o->probe_r, o->probe_n, SCORES_PROBE_BATCH) +
+    return probe_bytes(c, al_probe_r_default(o->probe_r, c->n_ctx), o->probe_n,
+                       SCORES_PROBE_BATCH) +
            (T > 0 ? text_bytes(c, T, o->batch, o->batches) : 0);
 }
 
 int al_probe_fits(int probe_r, int n_ctx, al_err *e) {
+    probe_r = al_probe_r_default(probe_r, n_ctx);
     if (2.0 * probe_r + 1 > n_ctx)
         return al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)",
                        2 * probe_r + 1, n_ctx);
@@ -132,8 +135,8 @@ int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
     if (!(r->off = al_calloc(LH, 1, e))) goto fail;
     if (off) memcpy(r->off, off, LH);
     for (size_t i = 0; i < LH; i++) r->n_off += r->off[i] != 0;
-    if (al_probe_make(&p, o->probe_r, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos,
-                      o->probe_src, e))
+    if (al_probe_make(&p, al_probe_r_default(o->probe_r, m->cfg.n_ctx), o->probe_n,
+                      o->probe_seed, m->cfg.d_vocab, bos, o->probe_src, e))
         goto fail;
     r->probe_text = p.text, r->probe_recur = p.recur;
     r->probe_uniform_all = p.uniform_all, r->probe_prev_all = p.prev_all;
@@ -162,7 +165,8 @@ int al_ablate_opts_check(const al_ablate_opts *o, al_err *e) {
         return al_errf(e, "give at most one of --heads, --each and --pairs");
     if (!o->method) return al_errf(e, "no ablation method (zero, mean or resample)");
     if (al_abl_method_parse(o->method, &method, e)) return -1;
-    if (o->probe_r < 2 || o->probe_n < 1 || o->probe_n > 1000000 || o->batches < 1 ||
+    if ((o->probe_r != 0 && o->probe_r < 2) || o->probe_n < 1 || o->probe_n > 1000000 ||
+        o->batches < 1 ||
         o->batch < 1 || o->batches > 100000 || o->batch > 100000)
         return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and --batch "
                           "in 1..100000, --show >= 0");
@@ -172,7 +176,8 @@ int al_ablate_opts_check(const al_ablate_opts *o, al_err *e) {
 }
 
 double al_ablate_bytes(const al_config *c, int T, const al_ablate_opts *o) {
-    return probe_bytes(c, o->probe_r, o->probe_n, 32) + text_bytes(c, T, o->batch, o->batches);
+    return probe_bytes(c, al_probe_r_default(o->probe_r, c->n_ctx), o->probe_n, 32) +
+           text_bytes(c, T, o->batch, o->batches);
 }
 
 void al_ablate_result_free(al_ablate_result *r) {
@@ -229,6 +234,7 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
     memset(r, 0, sizeof *r);
     if (al_ablate_opts_check(o, e)) return -1;
     int L = m->cfg.n_layers, H = m->cfg.n_heads, LH = L * H, rc = -1;
+    const int R = al_probe_r_default(o->probe_r, m->cfg.n_ctx);
     al_probe pr = {0};
     al_abl_set text = {0}, probe = {0};
     al_abl_metrics *x = NULL;
@@ -238,11 +244,11 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
     if (!off && !(off = none = al_calloc((size_t)LH, 1, e))) goto out;
     if (make_plan(L, H, off, o, r, e) || !(x = al_malloc((size_t)r->n, sizeof *x, e)) ||
         al_abl_set_text(&text, val, T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
-        al_probe_make(&pr, o->probe_r, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos,
+        al_probe_make(&pr, R, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos,
                       o->probe_src, e))
         goto out;
-    if (2 * o->probe_r + 1 > m->cfg.n_ctx) {
-        al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", 2 * o->probe_r + 1,
+    if (2 * R + 1 > m->cfg.n_ctx) {
+        al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", 2 * R + 1,
                 m->cfg.n_ctx);
         goto out;
     }

@@ -47,7 +47,8 @@ static al_flag flags[] = {
     {"method", AL_STR, &g.o.method, "M", "zero, mean or resample", 0, 0},
     {"batches", AL_INT, &g.o.batches, "N", "validation batches", 0, 0},
     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
-    {"probe-r", AL_INT, &g.o.probe_r, "R", "random tokens per repeat of the probe", 0, 0},
+    {"probe-r", AL_INT, &g.o.probe_r, "R",
+     "random tokens per repeat of the probe (0: min(50, (n_ctx-1)/2))", 0, 0},
     {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
     AL_FLAG_PROBE_TOKENS(g),
@@ -226,6 +227,8 @@ static int ablate_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     ablate_args *a = args;
     ablate_state *s = state;
     al_behave *bh = dr->b;
+    /* the probe's R for this model, so the run records and prints it */
+    a->o.probe_r = al_probe_r_default(a->o.probe_r, bh->m.cfg.n_ctx);
     if (check_heads(a, bh, e) || al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL,
                                                     NULL, bh->m.cfg.d_vocab, e))
         return -1;

@@ -38,7 +38,8 @@ static al_flag flags[] = {
     AL_FLAG_DB(g),
     {"data", AL_STR, &g.w.data, "VAL.bin",
      "validation tokens for icl_score and copying_ablation (skipped without)", 0, 0},
-    {"probe-r", AL_INT, &g.o.probe_r, "R", "random tokens per repeat of the probe", 0, 0},
+    {"probe-r", AL_INT, &g.o.probe_r, "R",
+     "random tokens per repeat of the probe (0: min(50, (n_ctx-1)/2))", 0, 0},
     {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
     AL_FLAG_PROBE_TOKENS(g),
@@ -54,7 +55,7 @@ static int run_scores(int argc, char **argv);
 al_command al_cmd_scores = {
     "scores",
     "measure induction, previous-token, duplicate-token and copying heads by running the model",
-    "--model DIR --db FILE [--data VAL.bin] [--probe-r 50 --probe-n 64] [--mask FILE]\n"
+    "--model DIR --db FILE [--data VAL.bin] [--probe-r R --probe-n 64] [--mask FILE]\n"
     "       [--circuit FILE [--fill corrupted|mean]]",
     "The probe: <|endoftext|> + R random tokens + the same R tokens again, N\n"
     "sequences. Per head: induction = mean attention from the second repeat to\n"
@@ -291,6 +292,8 @@ static int scores_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     scores_args *a = args;
     scores_state *s = state;
     al_behave *b = dr->b;
+    /* the probe's R for this model, so the run records and prints it */
+    a->o.probe_r = al_probe_r_default(a->o.probe_r, b->m.cfg.n_ctx);
     if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, b->m.cfg.d_vocab, e))
         return -1;
     al_drive_warn(dr, s->pl.warn);
