@@ -460,6 +460,70 @@ TEST(discover_eap_matches_attrpatch) {
     al_model_free(&m);
 }
 
+/* On LayerNorm models (LN and LNPre with every bias, standard and
+ * shortformer positions) EAP's estimates of the edges attribution
+ * patching also has are its estimates: the two take each receiver's
+ * input gradient back through its own ln1 in code of their own
+ * (discover.c's eap_estimates_ln, attrpatch.c's receiver_grads), and
+ * attribution patching's are checked against central differences
+ * (test_attrpatch_ln.c). The edges into layer 0, which attribution
+ * patching has not, are only checked to be finite and not all zero here
+ * (test_ln_circuit.c's planted model checks that EAP finds its circuit). */
+TEST(discover_eap_layernorm_matches_attrpatch) {
+    const int cases[4][2] = {{AL_NORM_LN, AL_POS_STANDARD},
+                             {AL_NORM_LNPRE, AL_POS_STANDARD},
+                             {AL_NORM_LN, AL_POS_SHORTFORMER},
+                             {AL_NORM_LNPRE, AL_POS_SHORTFORMER}};
+    for (int ci = 0; ci < 4; ci++) {
+        al_model m;
+        al_pairs t;
+        al_err e;
+        ln_model(&m, 2, cases[ci][0], AL_BIAS_ALL, cases[ci][1], 31 + (uint64_t)ci);
+        task(&t, &m, RR, RN, &e);
+        al_patch_opts po = al_patch_opts_defaults();
+        po.batch = 3, po.direction = "noise";
+        al_attrpatch_result ap;
+        CHECK_OK(al_attrpatch_run(&m, &t, &po, 0, &ap, &e), &e);
+        al_discover_opts o = al_discover_opts_defaults();
+        o.method = "eap", o.batch = 3;
+        al_discover_result r;
+        CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+        const int H = m.cfg.n_heads, ns = ap.n_senders;
+        const double scale = fabs(ap.m_clean - ap.m_corr);
+        int n = 0;
+        double worst = 0;
+        for (int c = 0; c < 4; c++)
+            for (int s = 0; s < ns; s++)
+                for (int h = 0; h < H; h++) {
+                    double a = ap.edge[((size_t)c * ns + s) * H + h];
+                    if (isnan(a)) continue;
+                    int k = path_edge(2, H, c, s, h);
+                    double err = fabs(r.score[k] - fabs(a) * scale) / (1e-3 + fabs(a) * scale);
+                    worst = fmax(worst, err);
+                    char nm[64];
+                    CHECKF(err < 1e-4, "case %d %s: %g vs attrpatch %g", ci,
+                           al_graph_edge_name(2, H, k, nm, sizeof nm), r.score[k],
+                           fabs(a) * scale);
+                    n++;
+                }
+        /* every edge has a finite estimate, and the layer-0 inputs are not all 0 */
+        double l0 = 0;
+        for (int k = 0; k < r.n_edges; k++) CHECK(isfinite(r.score[k]));
+        for (int h = 0; h < H; h++)
+            for (int ch = 0; ch < 3; ch++) {
+                al_edge ed = {AL_EDGE_INPUT, 0, 0, h, ch};
+                l0 += r.score[al_graph_edge_index(2, H, &ed)];
+            }
+        CHECK(l0 > 0);
+        printf("    case %d: %d edges as attribution patching's, worst relative %.2e\n", ci, n,
+               worst);
+        al_discover_result_free(&r);
+        al_attrpatch_result_free(&ap);
+        al_pairs_free(&t);
+        al_model_free(&m);
+    }
+}
+
 /* ACDC on a random model: tau = 0 keeps more than a moderate tau; the
  * scores are the measured growths; a second run (and one at batch 1's
  * caches being separate) repeats bit for bit; m's patch spec and gates

@@ -483,6 +483,84 @@ static int eap_estimates(drun *r, double *est, al_err *e) {
     return rc ? -1 : 0;
 }
 
+/* est[k] as eap_estimates, for a model with LayerNorm. ln1 normalises
+ * each receiver's own input (hook_q_input, ...), so an edge's estimate is
+ * the sender's output difference, C-wide, against that receiver's input
+ * gradient: ∂M/∂c · W_c[l,h]ᵀ taken back through ln1 at layer l's rows,
+ * mean and scale (in the clean run every copy is the residual itself),
+ * as attribution patching takes its receivers (attrpatch.c). Senders:
+ * the embeddings (W_E[corrupted] − W_E[clean]; pos is the same in both
+ * runs) and every head, Δzg · W_O[l0,h0]. The logits' receiver is
+ * ∂M/∂x_L, through ln_final's backward already. */
+static int eap_estimates_ln(drun *r, double *est, al_err *e) {
+    dctx *d = &r->d;
+    al_model *m = d->m;
+    const al_pairs *t = d->t;
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, LH = L * H;
+    const size_t HD = (size_t)H * D, BTc = (size_t)d->B * T;
+    /* dx (L+1, BT, C), dzg (L, BT, HD), dqkv (L, BT, 3HD), snd (1 + LH, BT, C),
+     * g and lnd (BT, C), dz (BT, D) */
+    float *dx = al_malloc((L + 1) * BTc * C + L * BTc * HD * 4 + (1 + (size_t)LH) * BTc * C +
+                              2 * BTc * C + BTc * D,
+                          sizeof(float), e);
+    if (!dx) return -1;
+    float *dzg = dx + (L + 1) * BTc * C, *dqkv = dzg + L * BTc * HD;
+    float *snd = dqkv + L * BTc * 3 * HD, *g = snd + (1 + (size_t)LH) * BTc * C;
+    float *lnd = g + BTc * C, *dz = lnd + BTc * C;
+    memset(est, 0, sizeof(double) * al_graph_n_edges(L, H));
+    int rc = 0;
+    for (int bi = 0; rc == 0 && bi < d->nbat; bi++) {
+        const dbatch *b = &d->bt[bi];
+        const size_t BT = (size_t)b->nb * T, Z = BT * HD, n = BT * C;
+        if ((rc = stopped(r->o, e))) break;
+        if ((rc = al_attrpatch_grad(m, t, 0, b->n0, b->nb, NULL, dx, dzg, dqkv, e))) break;
+        const double w = (double)b->ni / t->n_items;
+        const int *ic = t->clean + (size_t)b->n0 * T, *ir = t->corr + (size_t)b->n0 * T;
+        for (size_t i = 0; i < BT; i++) {
+            const float *a = m->p[AL_P_WE] + (size_t)ir[i] * C;
+            const float *z = m->p[AL_P_WE] + (size_t)ic[i] * C;
+            for (int k = 0; k < C; k++) snd[i * C + k] = a[k] - z[k];
+        }
+        for (int j = 0; j < LH; j++) { /* head l0.h0 = j: Δzg (BT, D) · W_O (D, C) */
+            const int l0 = j / H, h0 = j % H;
+            for (size_t i = 0; i < BT; i++)
+                for (int k = 0; k < D; k++) {
+                    size_t q = (size_t)l0 * Z + i * HD + (size_t)h0 * D + k;
+                    dz[i * D + k] = b->co.zg[q] - b->cl.zg[q];
+                }
+            al_sgemm(false, false, (int)BT, C, D, 1.0f, dz, D, al_head_wo(m, l0, h0), C, 0.0f,
+                     snd + (size_t)(1 + j) * n, C);
+        }
+        /* the logits' receiver: every sender directly */
+        const float *dxL = dx + (size_t)L * n;
+        est[k_out(L, H, 0)] += w * dot_rows(snd, C, dxL, C, BT, C);
+        for (int j = 0; j < LH; j++)
+            est[k_out(L, H, 2 + j)] += w * dot_rows(snd + (size_t)(1 + j) * n, C, dxL, C, BT, C);
+        /* each head's q, k and v input */
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++)
+                for (int ch = 0; ch < 3; ch++) {
+                    const float *wc = ch == 0 ? al_head_wq(m, l, h)
+                                      : ch == 1 ? al_head_wk(m, l, h)
+                                                : al_head_wv(m, l, h); /* (C, D) */
+                    const float *dq = dqkv + (size_t)l * BT * 3 * HD + (size_t)ch * HD +
+                                      (size_t)h * D;
+                    al_sgemm(false, true, (int)BT, C, D, 1.0f, dq, (int)(3 * HD), wc, D, 0.0f,
+                             lnd, C);
+                    layernorm_backward(g, NULL, NULL, lnd, m->x + (size_t)l * n,
+                                       m->ln1_mean + (size_t)l * BT, m->ln1_scale + (size_t)l * BT,
+                                       m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL,
+                                       BT, C, 0);
+                    est[k_input(H, l, h, ch, 0)] += w * dot_rows(snd, C, g, C, BT, C);
+                    for (int s0 = 0; s0 < l * H; s0++)
+                        est[k_comp(L, H, s0, l, h, ch)] +=
+                            w * dot_rows(snd + (size_t)(1 + s0) * n, C, g, C, BT, C);
+                }
+    }
+    free(dx);
+    return rc ? -1 : 0;
+}
+
 typedef struct ranked {
     double score;
     int k;
@@ -506,7 +584,8 @@ static int eap(drun *r, al_err *e) {
     if (n <= 0) return al_errf(e, "the model has no head graph"); /* ctx_init checked L */
     ranked *order = al_malloc((size_t)n, sizeof(ranked), e);
     if (!order) return -1;
-    int rc = eap_estimates(r, r->score, e);
+    int rc = r->d.m->cfg.norm_type != AL_NORM_NONE ? eap_estimates_ln(r, r->score, e)
+                                                    : eap_estimates(r, r->score, e);
     for (int k = 0; k < n; k++) {
         r->score[k] = fabs(r->score[k]);
         order[k] = (ranked){r->score[k], k};
@@ -547,11 +626,6 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
     memset(r, 0, sizeof *r);
     double t0 = al_now();
     if (al_discover_opts_check(o, e)) return -1;
-    /* EAP's estimates take each receiver's gradient after its projection,
-     * which LayerNorm makes per-receiver nonlinear */
-    if (!strcmp(o->method, "eap") && m->cfg.norm_type != AL_NORM_NONE)
-        return al_errf(e, "discovery method eap is not available for LayerNorm models "
-                          "(use --method acdc)");
     drun run;
     memset(&run, 0, sizeof run);
     run.o = o;
