@@ -10,7 +10,10 @@
 # shape with LayerNorm and biases); then both on
 # a 4-layer model (ACDC over its full 1,378-edge graph, W_U scaled so
 # that every receiver is visited, and the head_pos sweep, each beside its
-# naive evaluation); then the tokenizer bench. The 1- and 2-layer rows
+# naive evaluation); then the models from elsewhere at their true shapes
+# (bench_import.sh: attn-only-2l's forward beside PyTorch's on the same
+# weights, and every analysis' time and peak memory on attn-only-2l and
+# redwood_attn_2l); then the tokenizer bench. The 1- and 2-layer rows
 # also run with the engine's products on OpenBLAS (ATTNLAB_MATMUL=
 # openblas) and in bf16 beside oneDNN f32, against oneDNN's rate on the
 # engine's shapes (bench_engine --mode matmul, f32 and bf16); the
@@ -28,6 +31,7 @@
 #        DEEP_PAIRS (pairs of the 4-layer runs, 8), DEEP_NAIVE_PAIRS (of its
 #        naive head_pos sweep, 2: 3,232 full forwards), SAE (0: skip the
 #        sparse-autoencoder runs), SAE_STEPS (steps of the streamed run, 100),
+#        IMPORT (0: skip the imported models, which take tens of minutes),
 #        TOKBENCH (0: skip the tokenizer bench)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
@@ -459,6 +463,10 @@ if [ -n "$BF_LINE" ]; then
     echo
     echo "analyses and SAE training in both precisions (oneDNN; --precision bf16 rounds the inputs"
     echo "of products made outside a parallel region; the rest stays f32, gemm.h):$BF_LINE"
+fi
+
+if [ "${IMPORT:-1}" = 1 ] && [ -x "$BUILD/attnlab" ]; then
+    sh "$DIR/bench_import.sh" "$BUILD/attnlab" "$BIN" "$PY" "$THREADS" "$MIN_TIME"
 fi
 
 if [ "${TOKBENCH:-1}" = 1 ] && [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then

@@ -57,6 +57,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "attnlab/args.h"
+#include "attnlab/checkpoint.h"
 #include "attnlab/gemm.h"
 #include "attnlab/model.h"
 #include "attnlab/optim.h"
@@ -76,6 +77,7 @@ static int o_profile = 0;
 static int o_sae_expansion = 8, o_sae_k = 32, o_sae_batch = 4096, o_sae_layer = 1;
 static int o_sae_steps = 200;
 static const char *o_sae_model = NULL, *o_sae_data = NULL, *o_sae_out = NULL;
+static const char *o_model = NULL;
 
 static al_flag flags[] = {
     {"mode", AL_STR, &o_mode, "M",
@@ -91,6 +93,9 @@ static al_flag flags[] = {
     {"biases", AL_STR, &o_biases, "SET",
      "train, infer, patch, discover: biases none, all or letters of qkvou", 0, 0},
     {"d-vocab", AL_INT, &o_vocab, "N", "vocabulary size", 0, 0},
+    {"model", AL_STR, &o_model, "DIR",
+     "infer: a model directory's weights and shape instead of random ones (--n-ctx: the "
+     "sequence length)", 0, 0},
     {"batch", AL_INT, &o_batch, "N", "sequences per step", 0, 0},
     {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
     {"warmup", AL_INT, &o_warmup, "N", "untimed iterations first", 0, 0},
@@ -321,7 +326,23 @@ static int bench_model(int train) {
         return fprintf(stderr, "bench_engine: --norm none|ln|lnpre, --biases none|all|qkvou\n"), 1;
     al_model m;
     al_adamw opt = {0};
-    if (al_model_init(&m, &c, &e) != 0) return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    if (o_model && train) return fprintf(stderr, "bench_engine: --model is for --mode infer\n"), 1;
+    if (o_model ? al_ckpt_load(o_model, &m, NULL, &e) : al_model_init(&m, &c, &e))
+        return fprintf(stderr, "bench_engine: %s\n", e.msg), 1;
+    if (o_model) { /* its shape, the sequences of --n-ctx tokens */
+        int T = o_ctx;
+        c = m.cfg;
+        if (T > c.n_ctx)
+            return fprintf(stderr, "bench_engine: --n-ctx %d > the model's %d\n", T, c.n_ctx), 1;
+        c.n_ctx = T;
+        o_norm = c.norm_type == AL_NORM_LN ? "ln" : c.norm_type == AL_NORM_LNPRE ? "lnpre" : "none";
+        static char bs[8];
+        int n = 0;
+        for (int i = 0; i < 5; i++)
+            if (c.biases & (1u << i)) bs[n++] = "qkvou"[i];
+        bs[n] = 0;
+        o_biases = n ? bs : "none";
+    }
     m.skip_gate_grads = train; /* as the trainer does */
     int B = o_batch, T = o_ctx, BT = B * T;
     int *in = malloc(sizeof(int) * 2 * (size_t)BT);

@@ -10,7 +10,8 @@ reference BLAS is ~15x slower than OpenBLAS and would make any ratio
 meaningless).
 
   --mode train   forward + backward + clip_grad_norm_ + AdamW
-  --mode infer   forward (logits and loss) under torch.no_grad
+  --mode infer   forward (logits and loss) under torch.no_grad; with --model DIR
+                 the weights and shape of an attnlab model directory
   --mode sgemm   torch.mm on 4096x4096 matrices
   --mode sae     TopK SAE training steps on random activations, written as
                  SAELens trains one (dense encoder and decoder matmuls,
@@ -114,6 +115,9 @@ def main():
     ap.add_argument("--d-head", type=int, default=32)
     ap.add_argument("--n-ctx", type=int, default=256)
     ap.add_argument("--d-vocab", type=int, default=4096)
+    ap.add_argument("--model", default=None,
+                    help="infer: a model directory's weights and shape (config.json, "
+                         "model.safetensors) instead of random ones")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=2)
@@ -148,9 +152,21 @@ def main():
     elif a.mode == "sae":
         out.update(sae_bench(a))
     else:
-        cfg = {"n_layers": a.n_layers, "d_model": a.d_model, "n_heads": a.n_heads,
-               "d_head": a.d_head, "n_ctx": a.n_ctx, "d_vocab": a.d_vocab, "tied": False}
-        model = torch_ref.AttnOnly(cfg, None, torch.float32)
+        if a.model:  # a model directory's weights and shape, sequences of --n-ctx tokens
+            if a.mode != "infer":
+                raise SystemExit("torch_bench: --model is for --mode infer")
+            cfg = torch_ref.load_config(a.model)
+            if a.n_ctx > cfg["n_ctx"]:
+                raise SystemExit("torch_bench: --n-ctx %d > the model's %d" % (a.n_ctx, cfg["n_ctx"]))
+            weights, _ = torch_ref.read_safetensors(os.path.join(a.model, "model.safetensors"))
+            model = torch_ref.AttnOnly(cfg, weights, torch.float32)
+            for k in ("n_layers", "d_model", "n_heads", "d_head", "d_vocab"):
+                setattr(a, k, cfg[k])
+            out.update(norm=cfg["norm"] or "none", biases=",".join(sorted(cfg["biases"])) or "none")
+        else:
+            cfg = {"n_layers": a.n_layers, "d_model": a.d_model, "n_heads": a.n_heads,
+                   "d_head": a.d_head, "n_ctx": a.n_ctx, "d_vocab": a.d_vocab, "tied": False}
+            model = torch_ref.AttnOnly(cfg, None, torch.float32)
         g = torch.Generator().manual_seed(42)
         tokens = torch.randint(0, a.d_vocab, (a.batch, a.n_ctx), generator=g)
         targets = torch.randint(0, a.d_vocab, (a.batch, a.n_ctx), generator=g)

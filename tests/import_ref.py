@@ -3,6 +3,7 @@
 
   import_ref.py small DIR   each layout the importer reads, at small sizes, with references
   import_ref.py big DIR     one model of attn-only-2l's true shape (random weights)
+  import_ref.py redwood DIR one model of redwood_attn_2l's true shape (random weights)
 
 Layouts (random weights, TransformerLens key names, torch.save of the state dict):
   ln_std      LayerNorm, all biases, standard positions; TransformerLens config.json;
@@ -304,14 +305,22 @@ def small(d):
     return 0
 
 
-def big(d):
-    """attn-only-2l's shape: 2 layers, d_model 512, 8 heads of 64, n_ctx 1024, d_vocab 48262."""
+def true_shape(d, name, shape, shortformer, seed):
+    """A random LayerNorm model of a published model's shape: d/NAME.pth, d/NAME.config.json
+    (the hub format); returns its state dict and generator."""
     global V, C, H, D, NCTX, L
-    V, C, H, D, NCTX, L = 48262, 512, 8, 64, 1024, 2
-    g = torch.Generator().manual_seed(99)
+    V, C, H, D, NCTX, L = shape
+    g = torch.Generator().manual_seed(seed)
     sd = make_sd(g, "LN", v=V, c=C, h=H, d=D, nctx=NCTX)
-    torch.save(sd, os.path.join(d, "big.pth"))
-    dump_json(os.path.join(d, "big.config.json"), hub_config("LN", False))
+    torch.save(sd, os.path.join(d, name + ".pth"))
+    dump_json(os.path.join(d, name + ".config.json"), hub_config("LN", shortformer))
+    return sd, g
+
+
+def big(d):
+    """attn-only-2l's shape: 2 layers, d_model 512, 8 heads of 64, n_ctx 1024, d_vocab 48262;
+    with the log-probabilities of 4 random sequences (big.ref.safetensors)."""
+    sd, g = true_shape(d, "big", (48262, 512, 8, 64, 1024, 2), False, 99)
     tok = torch.randint(0, V, (4, 24), generator=g)
     w = weights(sd)
     logits = forward(w, tok, "LN", "standard", L)
@@ -321,7 +330,14 @@ def big(d):
     return 0
 
 
+def redwood(d):
+    """redwood_attn_2l's shape: 2 layers, d_model 256, 8 heads of 32, n_ctx 2048, d_vocab
+    50259, LayerNorm, shortformer positions."""
+    true_shape(d, "redwood", (50259, 256, 8, 32, 2048, 2), True, 98)
+    return 0
+
+
 if __name__ == "__main__":
     mode, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    sys.exit(small(out) if mode == "small" else big(out))
+    sys.exit({"small": small, "big": big, "redwood": redwood}[mode](out))

@@ -493,3 +493,62 @@ TEST(import_true_attn_only_2l_shape_and_get_model) {
               "> %s 2>&1", t_bin(), mirror, t_path("models"), t_path("get.out"));
     CHECK(rc == 1);
 }
+
+/* Every analysis command completes on an imported model of redwood_attn_2l's
+ * true shape (d_model 256, 8 heads of 32, n_ctx 2048, d_vocab 50259,
+ * LayerNorm, shortformer positions) with small options; `make bench` runs
+ * them at their defaults on it and on attn-only-2l's shape, with their
+ * peak memory (bench/bench_import.sh). Two run only there: circuits,
+ * whose copying score multiplies out every head's d_vocab x d_vocab OV
+ * circuit (about a minute here), and prune, which evaluates the model
+ * once per head per step on windows of 2048 tokens (minutes; ablate runs
+ * the same forwards here). Under the sanitizers (ASAN_OPTIONS set
+ * by make test SAN=1) the test is skipped: it would take many minutes,
+ * and the same code runs on small models there. */
+TEST(import_every_analysis_at_redwood_shape) {
+    if (getenv("ASAN_OPTIONS")) {
+        t_skip("the true-shape run is the plain build's (ASan would take many minutes)");
+        return;
+    }
+    const char *d = gen("redwood");
+    double t0 = al_now();
+    CHECK(t_sh("%s data synth --out %s --stories 60 > /dev/null 2>&1 && %s tokenizer train --in "
+               "%s --vocab 257 --out %s > /dev/null 2>&1 && %s encode --tokenizer %s --in %s "
+               "--out %s --val 0.3 > /dev/null 2>&1",
+               t_bin(), t_path("s.txt"), t_bin(), t_path("s.txt"), t_path("byte.json"), t_bin(),
+               t_path("byte.json"), t_path("s.txt"), t_path("d.bin")) == 0);
+    char opts[1400];
+    snprintf(opts, sizeof opts, "--checkpoint %s/redwood.pth --config %s/redwood.config.json "
+             "--tokenizer %s", d, d, t_path("byte.json"));
+    CHECK(import_cli(t_path("m"), opts) == 0);
+    char *cfg = t_slurp(t_path("m/config.json"));
+    CHECK(cfg && strstr(cfg, "\"d_vocab\":\t50259") && strstr(cfg, "\"n_ctx\":\t2048") &&
+          strstr(cfg, "\"positional_embedding_type\":\t\"shortformer\""));
+    free(cfg);
+    static const char *const cmds[] = {
+        "scores --probe-r 10 --probe-n 4",
+        "ablate --data %1$s --heads 1.6 --probe-r 10 --probe-n 4 --batches 1 --batch 1",
+        "patch --probe-r 10 --n 4", "paths --probe-r 10 --n 4",
+        "attribute --probe-r 10 --n 4 --no-patching", "discover --probe-r 10 --n 4",
+        "names --data %1$s --stories 8", "attnstats --data %1$s --batches 1 --batch 1",
+        "sae train --data %3$s --val %1$s --layer 1 --out %2$s/sae --steps 3 --batch 64 "
+        "--eval-windows 1 --expansion 1 --k 8",
+        "sae features --data %1$s --sae %2$s/sae --windows 2 --probe-r 10 --probe-n 8",
+        "run --prompt 'Once upon a time'"};
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char args[1400];
+        snprintf(args, sizeof args, cmds[k], t_path("d.val.bin"), t_tmpdir(),
+                 t_path("d.train.bin"));
+        double t1 = al_now();
+        int run = !strncmp(args, "run ", 4); /* stores nothing */
+        int rc = t_sh("%s %s --model %s %s %s --threads 2 > %s 2> %s", t_bin(), args,
+                      t_path("m"), run ? "" : "--db", run ? "" : t_path("r.db"), t_path("an.out"),
+                      t_path("an.err"));
+        char *err = t_slurp(t_path("an.err"));
+        CHECKF(rc == 0, "%s: exit %d, stderr %s", args, rc, err ? err : "");
+        free(err);
+        printf("    %-14.14s %5.1f s\n", args, al_now() - t1);
+    }
+    CHECK(t_sql_long(t_path("r.db"), "SELECT count(*) FROM runs WHERE status = 'done'") == 10);
+    printf("    redwood_attn_2l's shape: every analysis in %.0f s\n", al_now() - t0);
+}
