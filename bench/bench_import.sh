@@ -21,7 +21,10 @@
 #     their defaults, ablate --each runs 7 minutes and prune --method
 #     ablation hours here: every window's 1,024 positions go through the
 #     48,262-wide unembedding once per head and step; prune runs with
-#     --method gradient) and sae train for 20 steps.
+#     --method gradient), paths, attribute and discover on 8 pairs (on a
+#     LayerNorm model every configuration is one full forward: paths at
+#     its 64 pairs had not finished after 17 minutes) and sae train for
+#     20 steps.
 # Prints two tables. Exit 0; a part that cannot run says why.
 A=$1 BENCH=$2 PY=$3 THREADS=$4 MIN_TIME=$5
 DIR=$(dirname "$0")
@@ -73,8 +76,8 @@ printf '  %-44s %12s %12s %12s %12s\n' "analysis (defaults unless given)" "attn-
     "redwood_2l" "peak MB"
 V=$W/s.val.bin
 for c in "circuits" "scores" "ablate --data $V --each --batches 1 --batch 4" \
-    "prune --data $V --method gradient --batches 2 --batch 2" "patch" "paths" "attribute" \
-    "discover" "names --data $V" "attnstats --data $V --batches 1 --batch 4" \
+    "prune --data $V --method gradient --batches 2 --batch 2" "patch" "paths --n 8" \
+    "attribute --n 8" "discover --n 8" "names --data $V" "attnstats --data $V --batches 1 --batch 4" \
     "sae train --data $W/s.train.bin --val $V --layer 1 --out $W/SAE --steps 20 --eval-windows 2" \
     "sae features --data $V --sae $W/SAE --windows 8"; do
     line=
