@@ -531,8 +531,8 @@ TEST(import_every_analysis_at_redwood_shape) {
         "patch --probe-r 10 --n 4", "paths --probe-r 10 --n 4",
         "attribute --probe-r 10 --n 4 --no-patching", "discover --probe-r 10 --n 4",
         "names --data %1$s --stories 8", "attnstats --data %1$s --batches 1 --batch 1",
-        "sae train --data %3$s --val %1$s --layer 1 --out %2$s/sae --steps 3 --batch 64 "
-        "--eval-windows 1 --expansion 1 --k 8",
+        ("sae train --data %3$s --val %1$s --layer 1 --out %2$s/sae --steps 3 --batch 64 "
+         "--eval-windows 1 --expansion 1 --k 8"),
         "sae features --data %1$s --sae %2$s/sae --windows 2 --probe-r 10 --probe-n 8",
         "run --prompt 'Once upon a time'"};
     for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
