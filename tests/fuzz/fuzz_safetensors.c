@@ -23,10 +23,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             FZ_ASSERT(t->shape[k] >= 0);
             ne *= (size_t)t->shape[k];
         }
-        /* the accepted span lies in the input: touch its first and last byte */
+        /* the accepted span lies in the input: touch its first and last byte
+         * (F16 and BF16 elements are 2 bytes, F32 and I32 4) */
         if (ne > 0) {
+            const size_t esz = t->dtype == AL_DT_F16 || t->dtype == AL_DT_BF16 ? 2 : 4;
             const unsigned char *p = t->data;
-            volatile unsigned char x = p[0] ^ p[ne * 4 - 1];
+            volatile unsigned char x = p[0] ^ p[ne * esz - 1];
             (void)x;
         }
         if (t->dtype == AL_DT_F32 && ne <= (1u << 16)) {
