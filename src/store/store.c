@@ -271,12 +271,11 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
         return -1;
     }
     sqlite3_busy_timeout(s->db, AL_STORE_BUSY_MS);
-    /* connection settings, not writes (store_before_write would take
-     * these PRAGMAs for writes) */
-    s->wal = -1;
-    int set = store_exec(s, "PRAGMA synchronous = NORMAL", e) ||
-              store_exec(s, "PRAGMA foreign_keys = ON", e);
-    s->wal = 0;
+    /* connection settings, not writes: run past store_exec, which would
+     * take these PRAGMAs for writes and switch the file to WAL */
+    int set = sqlite3_exec(s->db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON", NULL,
+                           NULL, NULL) != SQLITE_OK;
+    if (set) store_db_err(s, e, "cannot set the connection's pragmas");
     if (set || migrate(s, e) ||
         recover_dead_runs(s, e)) {
         if (e) { /* "database P: why" -> "cannot open database P: why" */
