@@ -59,6 +59,8 @@ static int set_wal(al_store *s, al_err *e) {
     }
 }
 
+void store_set_stop(al_store *s, volatile sig_atomic_t *stop) { s->stop = stop; }
+
 /* The journal mode follows the writes. A file at rest is in rollback-
  * journal mode (al_store_close), so a reader needs no -shm beside it; a
  * connection switches it to WAL (readers never block a writer) just
@@ -67,8 +69,6 @@ static int set_wal(al_store *s, al_err *e) {
  * statement SQLite does not call read-only (BEGIN IMMEDIATE included);
  * the switch needs no transaction open, and the store's writes start in
  * autocommit (a BEGIN IMMEDIATE, a run row, a model row). */
-void store_set_stop(al_store *s, volatile sig_atomic_t *stop) { s->stop = stop; }
-
 int store_before_write(al_store *s, const char *sql, al_err *e) {
     if (s->wal || s->readonly || !sqlite3_get_autocommit(s->db)) return 0;
     sqlite3_stmt *q = NULL;
