@@ -96,6 +96,5 @@ for c in "circuits" "scores" "ablate --data $V --each --batches 1 --batch 4" \
     printf '  %-44.44s%s\n' "$label" "$line"
 done
 echo "  wall time and peak resident memory of each command (/usr/bin/time), $THREADS threads; the"
-echo "  machine has $(awk '/MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GB. refused: the command's one-line refusal (circuits"
-echo "  cannot fold a shortformer model's LayerNorm, docs/design.md §2)"
+echo "  machine has $(awk '/MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GB. refused: the command's one-line refusal"
 exit 0

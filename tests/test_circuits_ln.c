@@ -4,13 +4,15 @@
  * scores against the same products formed here, in double, from weights
  * folded by hand (TransformerLens's fold_ln and center_writing_weights);
  * the unfolded model's analysis is its folded copy's; biases are left
- * out; a shortformer model with LayerNorm and the pieces on an unfolded
- * model are refused; the notes. */
+ * out; a shortformer model with LayerNorm read in token and positional
+ * parts; the pieces on an unfolded model are refused; the notes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attnlab/circuits.h"
+#include "attnlab/gap.h"
+#include "attnlab/hooks.h"
 #include "attnlab/linalg.h"
 #include "attnlab/model.h"
 #include "attnlab/process.h"
@@ -239,25 +241,98 @@ TEST(circuits_ln_biases_left_out) {
     al_model_free(&m);
 }
 
-/* A shortformer model with LayerNorm is refused (its positions join q
- * and k after ln1: nothing to fold them into), before any work; the
- * notes say what is folded and left out. */
-TEST(circuits_ln_refusal_and_notes) {
-    al_model m;
-    rand_ln(&m, AL_NORM_LN, AL_BIAS_ALL, AL_POS_SHORTFORMER, 7);
+/* Layer 0's attention scores, (H, T, T), from a forward's hook. */
+typedef struct scores_cap {
+    float s[CH * CT * CT];
+} scores_cap;
+
+static int cap_scores(al_hook_act *a, void *ctx, al_err *e) {
+    (void)e;
+    if (a->layer == 0) memcpy(((scores_cap *)ctx)->s, a->data, sizeof(float) * CH * CT * CT);
+    return 0;
+}
+
+/* A shortformer model with LayerNorm: its positions join q and k after
+ * ln1, so no one folded model has its circuits. The token parts are
+ * those of the same weights with standard positions (nothing else enters
+ * ln1; that model's are checked by hand above), bit for bit; the
+ * positional ones are the raw W_pos W_Q W_Kᵀ W_posᵀ, which a forward with
+ * W_E and ln1.b zero shows as its layer-0 attention scores (times √D);
+ * pos_prev_token is their causal softmax at t−1. The notes say so. */
+TEST(circuits_ln_shortformer_parts) {
+    al_model m, s;
+    rand_ln(&m, AL_NORM_LN, 0, AL_POS_STANDARD, 7);
+    rand_ln(&s, AL_NORM_LN, 0, AL_POS_SHORTFORMER, 7);
+    CHECK(m.n_params == s.n_params);
+    memcpy(s.params, m.params, sizeof(float) * m.n_params);
     al_circ_opts o = al_circ_opts_default();
-    al_circ_result r;
+    o.top_k = 5, o.mc_samples = 20;
+    al_circ_result r, rs;
     al_err e;
-    CHECK(al_circ_model_check(&m.cfg, &e) == -1 &&
-          strstr(e.msg, "circuits of a shortformer model with LayerNorm"));
-    CHECK(al_circ_analyse(&m, &o, &r, &e) == -1 && strstr(e.msg, "shortformer") && !r.heads);
+    CHECK_OK(al_circ_analyse(&m, &o, &r, &e), &e);
+    CHECK_OK(al_circ_analyse(&s, &o, &rs, &e), &e);
+    static float pos[CT * CT];
+    double worst = 0;
+    for (int i = 0; i < 2 * CH; i++) {
+        const al_circ_head *a = &r.heads[i], *b = &rs.heads[i];
+        CHECK(!memcmp(a->qk_sv, b->qk_sv, sizeof(double) * CD) &&
+              !memcmp(a->ov_sv, b->ov_sv, sizeof(double) * CD) && a->n_tri == b->n_tri &&
+              !memcmp(a->tri, b->tri, sizeof(al_trigram) * a->n_tri) &&
+              a->copying_top1 == b->copying_top1);
+        /* pos_prev_token from the raw positional circuit, by hand */
+        CHECK_OK(al_circ_positional_qk(&s, i / CH, i % CH, pos, &e), &e);
+        double tot = 0;
+        for (int t = 1; t < CT; t++) {
+            double z = 0, mx = -INFINITY;
+            for (int u = 0; u <= t; u++) mx = fmax(mx, pos[t * CT + u] / sqrt(CD));
+            for (int u = 0; u <= t; u++) z += exp(pos[t * CT + u] / sqrt(CD) - mx);
+            tot += exp(pos[t * CT + t - 1] / sqrt(CD) - mx) / z;
+        }
+        worst = fmax(worst, fabs(b->pos_prev_token - tot / (CT - 1)));
+    }
+    CHECKF(worst <= 1e-7, "shortformer pos_prev_token vs by hand: %g", worst);
+    for (int i = 0; i < r.n_comp; i++)
+        CHECK(!memcmp(r.comp[i].score, rs.comp[i].score, sizeof r.comp[i].score));
+    /* the raw positional circuit is what the forward computes */
+    memset(s.p[AL_P_WE], 0, sizeof(float) * s.param_size[AL_P_WE]);
+    memset(s.p[AL_P_LN1B], 0, sizeof(float) * CC); /* layer 0's */
+    scores_cap *cap = calloc(1, sizeof *cap);
+    CHECK_OK(al_hook_add(&s, AL_HOOK_ATTN_SCORES, 0, cap_scores, cap, &e), &e);
+    int in[CT];
+    for (int t = 0; t < CT; t++) in[t] = (t * 5 + 2) % CV;
+    CHECK_OK(al_model_forward(&s, in, NULL, 1, CT, &e), &e);
+    double d = 0, big = 0;
+    for (int h = 0; h < CH; h++) {
+        CHECK_OK(al_circ_positional_qk(&s, 0, h, pos, &e), &e);
+        for (int t = 0; t < CT; t++)
+            for (int u = 0; u <= t; u++) {
+                double want = pos[t * CT + u] / sqrt(CD);
+                d = fmax(d, fabs(cap->s[(h * CT + t) * CT + u] - want)), big = fmax(big, fabs(want));
+            }
+    }
+    CHECKF(big > 0.1 && d <= 1e-5 * big, "positional circuit vs forward's scores: %g of %g", d,
+           big);
+    const char *notes[2];
+    CHECK(al_circ_notes(&s.cfg, notes) == 2 && strstr(notes[0], "as if positions were absent") &&
+          strlen(notes[0]) < AL_WARN_LEN);
+    free(cap);
+    al_circ_result_free(&r);
+    al_circ_result_free(&rs);
+    al_model_free(&m);
+    al_model_free(&s);
+}
+
+/* The notes say what is folded and left out. */
+TEST(circuits_ln_notes) {
+    al_model m;
+    rand_ln(&m, AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD, 7);
     const char *notes[2];
     CHECK(al_circ_notes(&m.cfg, notes) == 2 && strstr(notes[0], "folded in") &&
           strstr(notes[1], "biases out"));
-    for (int i = 0; i < 2; i++) CHECK(strlen(notes[i]) < 320);
+    for (int i = 0; i < 2; i++) CHECK(strlen(notes[i]) < AL_WARN_LEN);
     al_config c = m.cfg;
     c.norm_type = AL_NORM_NONE;
-    CHECK(al_circ_model_check(&c, &e) == 0 && al_circ_notes(&c, notes) == 1);
+    CHECK(al_circ_notes(&c, notes) == 1);
     c.biases = 0;
     CHECK(al_circ_notes(&c, notes) == 0);
     al_model_free(&m);

@@ -448,6 +448,16 @@ TEST(import_tokenizer_and_commands_on_imported_model) {
         printf("    %-16.16s %s\n", args, rc == 0 ? "runs" : "refuses");
         free(err);
     }
+    /* and circuits on redwood_attn_2l's layout (LayerNorm, shortformer:
+     * token parts folded, positional parts from the raw weights) */
+    snprintf(opts, sizeof opts, "--checkpoint %s/ln_sf.pth --config %s/ln_sf.config.json "
+             "--tokenizer %s", d, d, t_path("tokenizer.json"));
+    CHECK(import_cli(t_path("sf"), opts) == 0);
+    rc = t_sh("%s circuits --model %s --db %s > /dev/null 2> %s", t_bin(), t_path("sf"),
+              t_path("r.db"), t_path("an.err"));
+    CHECKF(rc == 0, "circuits on a shortformer LN import: exit %d", rc);
+    CHECK(t_sql_long(t_path("r.db"), "SELECT count(*) FROM run_warnings WHERE message LIKE "
+                                     "'circuits of a shortformer LayerNorm model%'") == 1);
 }
 
 TEST(import_true_attn_only_2l_shape_and_get_model) {

@@ -25,9 +25,13 @@
  * sees); LayerNorm's per-position scale, which no weight shows, is left
  * out, so each circuit is the model's up to it. al_circ_analyse folds a
  * copy of a model whose LayerNorm is not folded (config.processed lacks
- * AL_PROC_FOLD_LN) and refuses a shortformer model with LayerNorm, whose
- * positions join q and k after ln1 (fold_ln skips it); the pieces below
- * take a model without LayerNorm or with it folded, and refuse others.
+ * AL_PROC_FOLD_LN). A shortformer model's positions join q and k after
+ * ln1, so fold_ln cannot make it one folded model (TransformerLens skips
+ * it): its copy is folded as if positions were absent, which its token
+ * parts are (nothing else enters ln1), and its positional parts are read
+ * from the unfolded W_pos, W_Q, W_K, which are exact. The pieces below
+ * take a model without LayerNorm or with it folded (al_circ_positional_qk
+ * also any shortformer model), and refuse others.
  * Biases are left out everywhere: the QK circuit is the token parts'
  * bilinear form x W_Q W_Kᵀ yᵀ (what b_Q and b_K add to a score is
  * dropped), OV is W_V W_O (b_V, b_O dropped), full circuits read W_U
@@ -104,9 +108,6 @@ typedef struct al_circ_result {
  * weights with LayerNorm folded in, a folded copy when they are not). */
 int al_circ_analyse(const al_model *m, const al_circ_opts *o,
                     al_circ_result *r, al_err *e);
-/* 0 if al_circ_analyse takes a model of config c; −1 with e for a
- * shortformer model with LayerNorm not folded (above). */
-int al_circ_model_check(const al_config *c, al_err *e);
 /* The sentences a run on a model of config c records as notes (at most
  * 2, into notes; each under AL_WARN_LEN): LayerNorm folded and its scale
  * left out; biases left out. Returns how many (0: the plain model). */

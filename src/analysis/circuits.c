@@ -397,7 +397,8 @@ int al_circ_full_ov(const al_model *m, int l, int h, const int *src, int n_src,
 
 int al_circ_positional_qk(const al_model *m, int l, int h, float *out,
                           al_err *e) {
-    if (check_head(m, l, h, e)) return -1;
+    /* shortformer positions join q and k after ln1: W_pos W_Q is exact */
+    if (m->cfg.pos_type != AL_POS_SHORTFORMER && check_head(m, l, h, e)) return -1;
     int C = m->cfg.d_model, D = m->cfg.d_head, T = m->cfg.n_ctx;
     float *pq = al_malloc((size_t)T * D, sizeof *pq, e);
     float *pk = al_malloc((size_t)T * D, sizeof *pk, e);
@@ -698,9 +699,9 @@ static void spectrum_stats(const double *s, int D, int C, int *rank,
     *fro = al_fro_from_sv(s, D);
 }
 
-static int analyse_head(const al_model *m, int l, int h, const al_circ_opts *o,
-                        const double *g, const factors *f, full_ws *w,
-                        al_circ_head *out, al_err *e) {
+static int analyse_head(const al_model *m, const al_model *pm, int l, int h,
+                        const al_circ_opts *o, const double *g, const factors *f,
+                        full_ws *w, al_circ_head *out, al_err *e) {
     int C = m->cfg.d_model, D = m->cfg.d_head;
     out->layer = l, out->head = h;
     if (al_svd_values(f->cqk, D, D, out->qk_sv, e) ||
@@ -712,7 +713,7 @@ static int analyse_head(const al_model *m, int l, int h, const al_circ_opts *o,
                    &out->ov_stable_rank, &out->ov_fro);
     if (ov_eigen_g(m, l, h, g, out->eig_re, out->eig_im, &out->copying_eigen, e))
         return -1;
-    if (pos_prev_token(m, l, h, &out->pos_prev_token, e)) return -1;
+    if (pos_prev_token(pm, l, h, &out->pos_prev_token, e)) return -1;
     full_circuits(m, l, h, o->block, o->top_k, w, out);
     return 0;
 }
@@ -833,16 +834,7 @@ void al_circ_result_free(al_circ_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-int al_circ_model_check(const al_config *c, al_err *e) {
-    if (c->norm_type != AL_NORM_NONE && c->pos_type == AL_POS_SHORTFORMER && !weights_folded(c))
-        return al_errf(e, "circuits of a shortformer model with LayerNorm: positions join q and "
-                          "k after ln1, so its LayerNorm cannot be folded into W_Q and W_K "
-                          "(TransformerLens's fold_ln skips such models too)");
-    return 0;
-}
-
 static int check_opts(const al_model *m, const al_circ_opts *o, al_err *e) {
-    if (al_circ_model_check(&m->cfg, e)) return -1;
     if (o->top_k < 1 || o->top_k > 100000)
         return al_errf(e, "circuits: top-k must be in 1..100000, got %d", o->top_k);
     if (o->block < 1) return al_errf(e, "circuits: block must be >= 1");
@@ -855,7 +847,7 @@ static int check_opts(const al_model *m, const al_circ_opts *o, al_err *e) {
 }
 
 /* Factors and per-head analyses, heads in parallel. */
-static int analyse_heads(const al_model *m, const al_circ_opts *o,
+static int analyse_heads(const al_model *m, const al_model *pm, const al_circ_opts *o,
                          factors *fs, al_circ_result *r, al_err *e) {
     int nh = r->L * r->H, failed = 0, done = 0;
     double *g = NULL;
@@ -874,7 +866,7 @@ static int analyse_heads(const al_model *m, const al_circ_opts *o,
             f = failed;
             if (!ok || f) continue;
             if (head_factors(m, l, h, &fs[i], &le) ||
-                analyse_head(m, l, h, o, g, &fs[i], &w, &r->heads[i], &le)) {
+                analyse_head(m, pm, l, h, o, g, &fs[i], &w, &r->heads[i], &le)) {
                 ok = 0;
                 continue;
             }
@@ -904,9 +896,12 @@ static int analyse_heads(const al_model *m, const al_circ_opts *o,
     return failed ? -1 : 0;
 }
 
-/* al_circ_analyse on a model whose weights are folded. */
-static int analyse_folded(const al_model *m, const al_circ_opts *o, al_circ_result *r,
-                          al_err *e) {
+/* al_circ_analyse on a model m whose weights are folded; the positional
+ * parts are read from pm (m, or for a shortformer model the unfolded
+ * original: its positions join q and k after ln1, so its raw W_Q and W_K
+ * read them exactly). */
+static int analyse_folded(const al_model *m, const al_model *pm, const al_circ_opts *o,
+                          al_circ_result *r, al_err *e) {
     double t0 = al_now();
     if (result_alloc(m, o, r, e)) {
         al_circ_result_free(r);
@@ -916,7 +911,7 @@ static int analyse_folded(const al_model *m, const al_circ_opts *o, al_circ_resu
     factors *fs = al_calloc((size_t)nh, sizeof *fs, e);
     double *scr = al_malloc(2 * (size_t)r->D * r->D, sizeof *scr, e);
     int rc = -1;
-    if (!fs || !scr || analyse_heads(m, o, fs, r, e)) goto done;
+    if (!fs || !scr || analyse_heads(m, pm, o, fs, r, e)) goto done;
     for (int l = 0; l < r->L; l++)
         if (analyse_layer(m, l, &r->layers[l], e)) goto done;
     for (int i1 = 0; i1 < nh; i1++)
@@ -942,9 +937,15 @@ done:
 
 /* *f = a copy of m processed with TransformerLens's fold_ln and
  * center_writing_weights (the readers' LayerNorm folded in; the writers
- * centred, as every reader sees them). */
+ * centred, as every reader sees them). A shortformer model, which
+ * TransformerLens does not fold, is folded as if its positions were not
+ * there: the copy's token parts are the model's (its residual stream
+ * holds no positions, so ln1 sees only them), its W_pos is not (read
+ * positions from m). */
 static int folded_copy(const al_model *m, al_model *f, al_err *e) {
-    if (al_model_alloc(f, &m->cfg, e)) return -1;
+    al_config c = m->cfg;
+    c.pos_type = AL_POS_STANDARD; /* same tensors; lets process.c fold */
+    if (al_model_alloc(f, &c, e)) return -1;
     memcpy(f->params, m->params, sizeof(float) * m->n_params);
     memcpy(f->gates, m->gates, sizeof(float) * (size_t)m->cfg.n_layers * m->cfg.n_heads);
     const al_process_opts po = {.fold_ln = 1, .center_writing_weights = 1};
@@ -952,6 +953,7 @@ static int folded_copy(const al_model *m, al_model *f, al_err *e) {
         al_model_free(f);
         return -1;
     }
+    f->cfg.pos_type = m->cfg.pos_type;
     return 0;
 }
 
@@ -959,10 +961,10 @@ int al_circ_analyse(const al_model *m, const al_circ_opts *o, al_circ_result *r,
     double t0 = al_now();
     memset(r, 0, sizeof *r);
     if (check_opts(m, o, e)) return -1;
-    if (weights_folded(&m->cfg)) return analyse_folded(m, o, r, e);
+    if (weights_folded(&m->cfg)) return analyse_folded(m, m, o, r, e);
     al_model f;
     if (folded_copy(m, &f, e)) return -1;
-    int rc = analyse_folded(&f, o, r, e);
+    int rc = analyse_folded(&f, m, o, r, e);
     al_model_free(&f);
     r->seconds = al_now() - t0;
     return rc;
@@ -970,7 +972,12 @@ int al_circ_analyse(const al_model *m, const al_circ_opts *o, al_circ_result *r,
 
 int al_circ_notes(const al_config *c, const char *notes[2]) {
     int n = 0;
-    if (c->norm_type != AL_NORM_NONE)
+    if (c->norm_type != AL_NORM_NONE && c->pos_type == AL_POS_SHORTFORMER && !weights_folded(c))
+        notes[n++] = "circuits of a shortformer LayerNorm model read the token parts with ln1 and "
+                     "ln_final folded in as if positions were absent (on a copy) and the "
+                     "positional parts from the raw W_pos, W_Q, W_K (positions join q and k "
+                     "after ln1); LayerNorm's per-position scale is left out";
+    else if (c->norm_type != AL_NORM_NONE)
         notes[n++] = "circuits of a LayerNorm model read its weights with LayerNorm folded in "
                      "(TransformerLens's fold_ln and center_writing_weights, on a copy when the "
                      "model's are not) and leave out its per-position scale: each circuit is "
