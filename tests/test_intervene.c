@@ -294,3 +294,57 @@ TEST(intervene_run_cli) {
                b, dir, dir, dir) == 1);
     CHECK(t_one_line(t_path("err"), "op 0: \"head\" must be an integer in 0..3"));
 }
+
+/* An analysis takes --intervene as run does: the driver attaches the file
+ * before the analysis's own hooks, and the run's config records it as
+ * parsed. A file that zeroes head 1.2's output (hook_z) gives the stored
+ * numbers of --mask of that head: scores bit for bit (both are plain forwards),
+ * patch within float rounding (with hooks every configuration is a full
+ * patched forward, without them the incremental one). paths and ACDC
+ * complete under it; a bad file is refused in one line before the
+ * database exists. */
+TEST(intervene_analyses_match_mask) {
+    const char *dir = t_tmpdir(), *b = t_bin();
+    t_tiny_model(dir, 2, 5);
+    t_write("iv.json", "{\"attnlab_intervention\": 1, \"description\": \"head 1.2 off\", \"ops\": "
+                       "[{\"hook\": \"blocks.1.attn.hook_z\", \"head\": 2, \"op\": \"zero\"}]}");
+    t_write("mask.json", "{\"n_layers\": 2, \"n_heads\": 4, \"off\": [\"1.2\"]}");
+    static const char *const cmds[] = {"scores --probe-r 10", "patch --probe-r 10 --n 8"};
+    for (int k = 0; k < 2; k++) {
+        CHECK(t_sh("%s %s --model %s/m2 --db %s/m.db --mask %s/mask.json > /dev/null 2>&1", b,
+                   cmds[k], dir, dir, dir) == 0);
+        CHECK(t_sh("%s %s --model %s/m2 --db %s/i.db --intervene %s/iv.json > /dev/null 2> %s/err",
+                   b, cmds[k], dir, dir, dir, dir) == 0);
+    }
+    char q[600];
+    snprintf(q, sizeof q, "attach '%s/i.db' as i; select count(*) from head_scores a join "
+             "i.head_scores b using (run_id, layer, head, metric) where a.value is b.value", dir);
+    long same = t_sql_long(t_path("m.db"), q);
+    long all = t_sql_long(t_path("m.db"), "select count(*) from head_scores");
+    CHECKF(all > 0 && same == all, "scores: %ld of %ld stored values equal", same, all);
+    snprintf(q, sizeof q, "attach '%s/i.db' as i; select count(*), max(abs(a.value - b.value)) < "
+             "1e-6 from patching a join i.patching b on a.run_id = b.run_id and a.layer is b.layer "
+             "and a.head is b.head and a.pos is b.pos and a.component = b.component", dir);
+    char *pv = t_sql(t_path("m.db"), q);
+    CHECKF(pv && !strcmp(pv, "8|1"), "patch: %s", pv ? pv : "(null)");
+    free(pv);
+    /* the run records the file as parsed, and the note says it applied */
+    CHECK(t_sql_long(t_path("i.db"), "select count(*) from runs where config_json like "
+                                     "'%intervention%head 1.2 off%'") == 2);
+    char *err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "attnlab: note: intervention ") && strstr(err, "1 op applied"));
+    free(err);
+    CHECK(t_sh("%s paths --probe-r 10 --n 4 --model %s/m2 --db %s/i.db --intervene %s/iv.json "
+               "> /dev/null 2>&1", b, dir, dir, dir) == 0);
+    CHECK(t_sh("%s discover --probe-r 10 --n 4 --model %s/m2 --db %s/i.db --intervene %s/iv.json "
+               "> /dev/null 2>&1", b, dir, dir, dir) == 0);
+    CHECK(t_sh("%s discover --method eap --model %s/m2 --db %s/new.db --intervene %s/iv.json > "
+               "/dev/null 2> %s/err", b, dir, dir, dir, dir) == 2);
+    CHECK(t_one_line(t_path("err"), "--intervene is for --method acdc"));
+    t_write("bad.json", "{\"attnlab_intervention\": 1, \"ops\": [{\"hook\": \"blocks.1.attn.hook_z\", "
+                        "\"head\": 9, \"op\": \"zero\"}]}");
+    CHECK(t_sh("%s scores --model %s/m2 --db %s/new.db --intervene %s/bad.json > /dev/null 2> %s/err",
+               b, dir, dir, dir, dir) == 1);
+    CHECK(t_one_line(t_path("err"), "op 0: \"head\" must be an integer in 0..3"));
+    CHECK(!al_file_exists(t_path("new.db")));
+}

@@ -221,7 +221,9 @@ void al_circuit_memo_free(al_circuit_memo *mm);
  * clean sequences, and changed (nb·T): 1 where a row may differ from
  * cl's (elsewhere xL is cl's, bit for bit; every edge kept: nothing
  * changed). Runs a full forward of m when a layer-0 channel is patched
- * in a 1- or 2-layer model (m's activations change; its hooks run).
+ * in a 1- or 2-layer model (m's activations change; its hooks run), and
+ * for every circuit when m has hooks registered (an intervention: the
+ * incremental forward runs none) or LayerNorm or biases.
  * memo: NULL, or the batch's memory (3 or more layers; unused below;
  * refused, −1, when made for fewer sequences or another workspace); the
  * result is the same bits with it as without. 0, or −1 with e. */

@@ -358,7 +358,8 @@ void al_model_copy_acts(const al_model *m, float *x, float *z);
 int al_acts_alloc(al_acts *a, const al_config *c, int B, int T, al_err *e);
 void al_acts_free(al_acts *a);
 /* Copy the last forward's x, qkv, att, z and zg into a, whose B and T
- * must be the forward's (−1 with e otherwise). */
+ * must be the forward's (−1 with e otherwise); z as each layer used it,
+ * after its hook_z hooks (an intervention's, say) when they ran. */
 int al_acts_save(const al_model *m, al_acts *a, al_err *e);
 
 /* Incremental patched forward (delta.c). base is the cache of the run

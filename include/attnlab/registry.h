@@ -44,14 +44,15 @@ struct al_config;   /* model.h */
 /* ---- shared option groups ---- */
 
 /* The where group: the first member of every analysis's argument struct.
- * data and mask are NULL when not given (and ignored by the commands that
- * take none). */
+ * data, mask and intervene are NULL when not given (and ignored by the
+ * commands that take none). */
 typedef struct al_an_where {
     const char *model, *db, *data, *mask;
     int threads;
     const char *precision; /* the products' inputs: NULL or "f32", or "bf16" (gemm.h) */
+    const char *intervene; /* an intervention file (intervene.h): the driver attaches it */
 } al_an_where;
-#define AL_AN_WHERE_INIT {NULL, NULL, NULL, NULL, 0, NULL}
+#define AL_AN_WHERE_INIT {NULL, NULL, NULL, NULL, 0, NULL, NULL}
 
 /* Which groups a descriptor's flag table holds (al_analysis.groups). */
 enum {
@@ -70,6 +71,10 @@ enum {
      1, 0}
 #define AL_FLAG_MASK(G) \
     {"mask", AL_STR, &G.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0}
+#define AL_FLAG_INTERVENE(G)                                                                       \
+    {"intervene", AL_STR, &G.w.intervene, "FILE",                                                 \
+     "intervention file (JSON: zero, scale, add or set activations at hook points; "              \
+     "docs/formats.md): applied in every forward of the model", 0, 0}
 #define AL_FLAG_THREADS(G)                                                                         \
     {"threads", AL_INT, &G.w.threads, "N", "threads (0 = default)", 0, 0},                         \
     {"precision", AL_STR, &G.w.precision, "P",                                                     \

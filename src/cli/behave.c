@@ -226,8 +226,25 @@ fail:
     return -1;
 }
 
+/* cfg (a JSON object) with "intervention": the file as parsed, so the run
+ * records what was done, not only the file's name; cfg itself when that
+ * cannot be done (out of memory: the name is there). */
+static char *with_intervention(char *cfg, const char *iv_json) {
+    cJSON *o = cfg ? cJSON_Parse(cfg) : NULL, *iv = cJSON_Parse(iv_json);
+    char *out = NULL;
+    if (o && iv && cJSON_AddItemToObject(o, "intervention", iv)) {
+        iv = NULL;
+        out = cJSON_PrintUnformatted(o);
+    }
+    cJSON_Delete(o), cJSON_Delete(iv);
+    if (!out) return cfg;
+    free(cfg);
+    return out;
+}
+
 int al_behave_begin(al_behave *b, const char *kind, const al_flag *flags, al_err *e) {
     char *cfg = al_flags_to_json(flags);
+    if (b->iv_json) cfg = with_intervention(cfg, b->iv_json);
     int rc = al_store_model(b->st, b->dir, b->sha, &b->m, NULL, &b->model_id, e) ||
              al_store_run_begin(b->st, kind, cfg, b->model_id, &b->run_id, e);
     free(cfg);

@@ -53,6 +53,7 @@ static al_flag flags[] = {
     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
     AL_FLAG_PROBE_TOKENS(g),
     AL_FLAG_MASK(g),
+    AL_FLAG_INTERVENE(g),
     {"show", AL_INT, &g.show, "N", "pairs printed (largest |interaction| first)", 0, 0},
     AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
                         "values) or mean (over the --data windows)"),

@@ -27,6 +27,7 @@ static al_flag flags[] = {
     AL_FLAG_DB(g),
     {"data", AL_STR, &g.w.data, "VAL.bin", "validation tokens: the windows measured", 1, 0},
     AL_FLAG_MASK(g),
+    AL_FLAG_INTERVENE(g),
     {"batches", AL_INT, &g.o.batches, "N", "validation batches", 0, 0},
     {"batch", AL_INT, &g.o.batch, "B", "windows per batch", 0, 0},
     AL_FLAG_THREADS(g),

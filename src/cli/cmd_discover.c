@@ -70,6 +70,7 @@ static al_flag disc_flags[] = {
     {"out", AL_STR, &g_disc.out, "DIR", "where the circuit file goes (default: the model directory)",
      0, 0},
     AL_FLAG_MASK(g_disc),
+    AL_FLAG_INTERVENE(g_disc),
     {"show", AL_INT, &g_disc.show, "N", "kept edges printed (largest |score| first)", 0, 0},
     AL_FLAG_THREADS(g_disc),
     AL_FLAGS_END};
@@ -299,6 +300,9 @@ static int disc_check(const void *args, const al_flag *fl, al_err *e) {
     if (al_discover_opts_check(&d, e)) return -1;
     if (a->sweep && strcmp(d.method, "acdc"))
         return al_errf(e, "--sweep is for --method acdc (EAP has no tau)");
+    if (a->w.intervene && strcmp(d.method, "acdc"))
+        return al_errf(e, "--intervene is for --method acdc: EAP differentiates the forward, and "
+                          "an intervened forward has no backward");
     if (a->sweep && parse_sweep(a->sweep, a->tau, taus, &n_sweep, e)) return -1;
     if (a->show < 0) return al_errf(e, "--show must be >= 0");
     return al_threads_check(a->w.threads, e);

@@ -52,6 +52,7 @@ static al_flag patch_flags[] = {
     OWN_FLAGS(g_patch),
     AL_FLAGS_TASK_DRAW(g_patch),
     AL_FLAG_MASK(g_patch),
+    AL_FLAG_INTERVENE(g_patch),
     {"show", AL_INT, &g_patch.show, "N", "configurations printed (largest |effect| first)", 0, 0},
     AL_FLAG_THREADS(g_patch),
     AL_FLAGS_END};
@@ -63,6 +64,7 @@ static al_flag paths_flags[] = {
     OWN_FLAGS(g_paths),
     AL_FLAGS_TASK_DRAW(g_paths),
     AL_FLAG_MASK(g_paths),
+    AL_FLAG_INTERVENE(g_paths),
     {"show", AL_INT, &g_paths.show, "N", "paths printed (largest |effect| first)", 0, 0},
     AL_FLAG_THREADS(g_paths),
     AL_FLAGS_END};

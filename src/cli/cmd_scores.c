@@ -46,6 +46,7 @@ static al_flag flags[] = {
     {"batches", AL_INT, &g.o.batches, "N", "validation batches (windows of the trained length)", 0, 0},
     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
     {"mask", AL_STR, &g.w.mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
+    AL_FLAG_INTERVENE(g),
     AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
                         "values) or mean (needs --data)"),
     AL_FLAG_THREADS(g),

@@ -17,6 +17,7 @@
 
 #include "attnlab/behave.h"
 #include "attnlab/gemm.h"
+#include "attnlab/intervene.h"
 #include "attnlab/stop.h"
 #include "attnlab/store.h"
 
@@ -106,7 +107,19 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     }
     d->b = &b;
     int rc = 1;
+    al_intervention iv = {0};
     if (a->check_model && a->check_model(args, &b.m.cfg, e)) goto out;
+    /* the intervention's hooks come first, so an analysis's own hooks at
+     * the same point (patches, replacements) act on what it left */
+    if (w->intervene) {
+        if (al_intervention_load(w->intervene, &b.m.cfg, &iv, e) ||
+            al_intervention_attach(&b.m, &iv, e))
+            goto out;
+        b.iv_json = iv.json;
+        if (!d->json)
+            fprintf(stderr, "attnlab: note: intervention %s: %d op%s applied in every forward\n",
+                    w->intervene, iv.n, iv.n == 1 ? "" : "s");
+    }
     if (a->prepare && a->prepare(args, st, d, e)) {
         rc = a->stops && al_stop ? 130 : 1; /* a signal while preparing: no run */
         goto out;
@@ -142,7 +155,9 @@ out:
     free(st);
     d->b = NULL;
     int begun = b.run_id != 0;
+    al_intervention_detach(&b.m, &iv);
     al_behave_close(&b);
+    al_intervention_free(&iv);
     if (rc != 0 && !begun && db_new) remove_db(w->db);
     return rc;
 }

@@ -519,7 +519,10 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
     if (nb > d->B || cl->T != T || co->B != nb || co->T != T)
         return al_errf(e, "circuit evaluation: runs of %dx%d and %dx%d for a workspace of %dx%d",
                        cl->B, cl->T, co->B, co->T, d->B, T);
-    if (d->full) return delta_run_hooks(d, m, kept, cl, co, clean, corr, xL, changed, e);
+    /* the incremental forward runs no hooks: with hooks registered (an
+     * intervention) every evaluation is a full forward that runs them */
+    if (d->full || m->hooks.n > 0)
+        return delta_run_hooks(d, m, kept, cl, co, clean, corr, xL, changed, e);
     if (L >= 3 && memo && memo->zh && (memo->nb < nb || memo->hw != 1 + 3 * (1 + (L - 1) * H)))
         return al_errf(e, "circuit evaluation: a memo made for %d sequences of another workspace "
                           "(this batch has %d)",

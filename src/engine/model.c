@@ -631,7 +631,11 @@ int al_acts_save(const al_model *m, al_acts *a, al_err *e) {
     memcpy(a->x, m->x, sizeof(float) * (L + 1) * BT * c->d_model);
     memcpy(a->qkv, m->qkv, sizeof(float) * L * BT * 3 * HD);
     memcpy(a->att, m->att, sizeof(float) * L * a->B * c->n_heads * (size_t)a->T * a->T);
-    memcpy(a->z, m->z, sizeof(float) * L * BT * HD);
+    /* z as the layer used it: after its hook_z hooks (an intervention
+     * there is part of the run), the copy zs when they ran */
+    for (size_t l = 0; l < L; l++)
+        memcpy(a->z + l * BT * HD, (m->zhooked[l] ? m->zs : m->z) + l * BT * HD,
+               sizeof(float) * BT * HD);
     memcpy(a->zg, m->zg, sizeof(float) * L * BT * HD);
     memcpy(a->zfixed, m->zfixed, L * c->n_heads);
     return 0;
