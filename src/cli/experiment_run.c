@@ -281,11 +281,34 @@ static int run_brown(runner *R, stage *s, al_err *e) {
     return stamp_write(R, s, R->key[K_DATA], "-", e);
 }
 
+/* data.code: `data code` writes corpus.txt from the installed tree (or
+ * data.code.dir); reused while the stamp matches. The stamp keys on the
+ * source and the folder, not on the files: a changed Debian package
+ * needs a fresh experiment folder (the corpus's provenance file names
+ * each package's version). */
+static int run_code(runner *R, stage *s, al_err *e) {
+    al_experiment *x = R->x;
+    char opts[AL_PATH_MAX + 64], val[80];
+    snprintf(opts, sizeof opts, "%s %s", x->code_source, x->code_dir ? x->code_dir : "installed");
+    if (chain_key("", "data code", opts, R->key[K_DATA])) return al_errf(e, "out of memory");
+    stamp_read(R, s, R->key[K_DATA], val, sizeof val);
+    if (val[0] && al_file_exists(R->corpus)) {
+        s->reused = 1;
+        return 0;
+    }
+    printf("attnlab data code --source %s%s%s --out %s\n", x->code_source,
+           x->code_dir ? " --dir " : "", x->code_dir ? x->code_dir : "", R->corpus);
+    if (al_data_code_write(x->code_source, x->code_dir, R->corpus, e))
+        return al_err_prefix(e, "data code");
+    return stamp_write(R, s, R->key[K_DATA], "-", e);
+}
+
 static int run_data(runner *R, stage *s, al_err *e) {
     static const char *const owned[] = {"out", NULL};
     al_experiment *x = R->x;
     char val[80];
     if (x->brown) return run_brown(R, s, e);
+    if (x->code_source) return run_code(R, s, e);
     if (!x->synthetic) { /* the key is the text itself */
         char sha[65];
         if (al_sha256_file(x->text, sha, e)) return -1;
@@ -633,9 +656,10 @@ static int plan(runner *R) {
     al_experiment *x = R->x;
     char id[128];
     int rc = add_stage(R, ST_DATA, -1, -1, "data", "data: %s",
-                       x->synthetic ? "synthetic stories (attnlab data synth)"
-                       : x->brown   ? "the Brown corpus (attnlab data brown)"
-                                    : x->text) ||
+                       x->synthetic     ? "synthetic stories (attnlab data synth)"
+                       : x->brown       ? "the Brown corpus (attnlab data brown)"
+                       : x->code_source ? "code (attnlab data code)"
+                                        : x->text) ||
              add_stage(R, ST_TOK, -1, -1, "tokenizer", "tokenizer: %s",
                        x->tok_file ? x->tok_file : "byte-level BPE (attnlab tokenizer train)") ||
              add_stage(R, ST_ENCODE, -1, -1, "encode", "encode: train/validation token files");
