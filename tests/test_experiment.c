@@ -77,7 +77,7 @@ TEST(exp_rejects_bad_files) {
     expect_error("{\"name\": \"t\", \"data\": {\"synthetic\": {}, \"val\": 0}, " BASE_MODELS "}",
                  "data.val: must be > 0");
     expect_error("{\"name\": \"t\", \"data\": {}, " BASE_MODELS "}",
-                 "data: give exactly one of \"synthetic\", \"text\" and \"brown\"");
+                 "data: give exactly one of \"synthetic\", \"text\", \"brown\" and \"code\"");
     expect_error("{\"name\": \"t\", " BASE_DATA "}", "models: missing");
     expect_error("{\"name\": \"t\", \"name\": \"u\", " BASE_DATA ", " BASE_MODELS "}", "name: given twice");
     expect_error("{\"name\": \"t\", " BASE_DATA ",\n " BASE_MODELS ",}", "invalid JSON at line 2");

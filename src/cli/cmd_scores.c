@@ -362,6 +362,6 @@ const al_analysis al_an_scores = {
     .check_model = scores_check_model, .state_size = sizeof(scores_state),
     .prepare = scores_prepare, .compute = scores_compute, .store = scores_store,
     .print = scores_print, .release = scores_release, .warnings = scores_warnings,
-    .exp_data = AL_EXP_DATA_VAL, .results = AL_RESULTS_SCORES};
+    .exp_data = AL_EXP_DATA_VAL, .results = AL_RESULTS_SCORES, .exp_list = 1};
 
 static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }
