@@ -247,15 +247,23 @@ TEST(intervene_refusals) {
     al_model_free(&m);
 }
 
+/* A tiny 2-layer model in dir/m2, iv.json zeroing head 1.2 at the point
+ * `hook` (a full hook name) and mask.json with 1.2 off. */
+static void head_off_files(const char *dir, const char *hook) {
+    t_tiny_model(dir, 2, 5);
+    char iv[400];
+    snprintf(iv, sizeof iv, "{\"attnlab_intervention\": 1, \"description\": \"head 1.2 off\", "
+             "\"ops\": [{\"hook\": \"%s\", \"head\": 2, \"op\": \"zero\"}]}", hook);
+    t_write("iv.json", iv);
+    t_write("mask.json", "{\"n_layers\": 2, \"n_heads\": 4, \"off\": [\"1.2\"]}");
+}
+
 /* The CLI: run --intervene zeroing head 1.2's pattern = run --mask with
  * 1.2 off; the JSON records the file; --save-cache holds the zeroed
  * pattern; a bad file is one line and exit 1. */
 TEST(intervene_run_cli) {
     const char *dir = t_tmpdir(), *b = t_bin();
-    t_tiny_model(dir, 2, 5);
-    t_write("iv.json", "{\"attnlab_intervention\": 1, \"description\": \"head 1.2 off\", \"ops\": "
-                       "[{\"hook\": \"blocks.1.attn.hook_pattern\", \"head\": 2, \"op\": \"zero\"}]}");
-    t_write("mask.json", "{\"n_layers\": 2, \"n_heads\": 4, \"off\": [\"1.2\"]}");
+    head_off_files(dir, "blocks.1.attn.hook_pattern");
     CHECK(t_sh("%s run --model %s/m2 --prompt 'the cat sat' --top 64 --intervene %s/iv.json --json "
                "> %s/a.json", b, dir, dir, dir) == 0);
     CHECK(t_sh("%s run --model %s/m2 --prompt 'the cat sat' --top 64 --mask %s/mask.json --json "
@@ -305,10 +313,7 @@ TEST(intervene_run_cli) {
  * database exists. */
 TEST(intervene_analyses_match_mask) {
     const char *dir = t_tmpdir(), *b = t_bin();
-    t_tiny_model(dir, 2, 5);
-    t_write("iv.json", "{\"attnlab_intervention\": 1, \"description\": \"head 1.2 off\", \"ops\": "
-                       "[{\"hook\": \"blocks.1.attn.hook_z\", \"head\": 2, \"op\": \"zero\"}]}");
-    t_write("mask.json", "{\"n_layers\": 2, \"n_heads\": 4, \"off\": [\"1.2\"]}");
+    head_off_files(dir, "blocks.1.attn.hook_z");
     static const char *const cmds[] = {"scores --probe-r 10", "patch --probe-r 10 --n 8"};
     for (int k = 0; k < 2; k++) {
         CHECK(t_sh("%s %s --model %s/m2 --db %s/m.db --mask %s/mask.json > /dev/null 2>&1", b,

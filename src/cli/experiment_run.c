@@ -245,18 +245,26 @@ static int analysis_key(const runner *R, const stage *s, char sha[65], char key[
     return chain_key("", what, a->opts, key) ? al_errf(e, "out of memory") : 0;
 }
 
+/* The data stage's key: the command that writes corpus.txt and its
+ * options. 1 (s->reused set) when corpus.txt is there under this key's
+ * stamp, 0 when it must be written, −1 with e (out of memory). */
+static int data_reused(runner *R, stage *s, const char *cmd, const char *opts, al_err *e) {
+    char val[80];
+    if (chain_key("", cmd, opts, R->key[K_DATA])) return al_errf(e, "out of memory");
+    stamp_read(R, s, R->key[K_DATA], val, sizeof val);
+    if (!val[0] || !al_file_exists(R->corpus)) return 0;
+    s->reused = 1;
+    return 1;
+}
+
 /* data.brown: fetch (or read "from") and convert into corpus.txt as
  * `attnlab data brown` does; reused while the stamp matches. */
 static int run_brown(runner *R, stage *s, al_err *e) {
     al_experiment *x = R->x;
-    char opts[AL_PATH_MAX + 64], val[80];
+    char opts[AL_PATH_MAX + 64];
     snprintf(opts, sizeof opts, "%s %s", x->brown_unit, x->brown_from ? x->brown_from : "npm");
-    if (chain_key("", "data brown", opts, R->key[K_DATA])) return al_errf(e, "out of memory");
-    stamp_read(R, s, R->key[K_DATA], val, sizeof val);
-    if (val[0] && al_file_exists(R->corpus)) {
-        s->reused = 1;
-        return 0;
-    }
+    int r = data_reused(R, s, "data brown", opts, e);
+    if (r) return r < 0 ? -1 : 0;
     printf("attnlab data brown --out %s%s%s --unit %s\n", R->corpus, x->brown_from ? " --from " : "",
            x->brown_from ? x->brown_from : "", x->brown_unit);
     const char *from = x->brown_from, *dir = from;
@@ -288,14 +296,10 @@ static int run_brown(runner *R, stage *s, al_err *e) {
  * each package's version). */
 static int run_code(runner *R, stage *s, al_err *e) {
     al_experiment *x = R->x;
-    char opts[AL_PATH_MAX + 64], val[80];
+    char opts[AL_PATH_MAX + 64];
     snprintf(opts, sizeof opts, "%s %s", x->code_source, x->code_dir ? x->code_dir : "installed");
-    if (chain_key("", "data code", opts, R->key[K_DATA])) return al_errf(e, "out of memory");
-    stamp_read(R, s, R->key[K_DATA], val, sizeof val);
-    if (val[0] && al_file_exists(R->corpus)) {
-        s->reused = 1;
-        return 0;
-    }
+    int r = data_reused(R, s, "data code", opts, e);
+    if (r) return r < 0 ? -1 : 0;
     printf("attnlab data code --source %s%s%s --out %s\n", x->code_source,
            x->code_dir ? " --dir " : "", x->code_dir ? x->code_dir : "", R->corpus);
     if (al_data_code_write(x->code_source, x->code_dir, R->corpus, e))
@@ -306,7 +310,6 @@ static int run_code(runner *R, stage *s, al_err *e) {
 static int run_data(runner *R, stage *s, al_err *e) {
     static const char *const owned[] = {"out", NULL};
     al_experiment *x = R->x;
-    char val[80];
     if (x->brown) return run_brown(R, s, e);
     if (x->code_source) return run_code(R, s, e);
     if (!x->synthetic) { /* the key is the text itself */
@@ -315,12 +318,8 @@ static int run_data(runner *R, stage *s, al_err *e) {
         s->reused = 1;
         return chain_key("", sha, NULL, R->key[K_DATA]);
     }
-    if (chain_key("", "data synth", x->synth, R->key[K_DATA])) return al_errf(e, "out of memory");
-    stamp_read(R, s, R->key[K_DATA], val, sizeof val);
-    if (val[0] && al_file_exists(R->corpus)) {
-        s->reused = 1;
-        return 0;
-    }
+    int r = data_reused(R, s, "data synth", x->synth, e);
+    if (r) return r < 0 ? -1 : 0;
     al_synth_cli o = al_synth_cli_defaults();
     al_flag f[AL_SYNTH_CLI_NFLAGS];
     al_synth_cli_flags(&o, f);
