@@ -426,6 +426,14 @@ TEST(scores_text_probe_cli) {
                strstr(a, "\"induction_heads_by\":\t\"induction_all\"") &&
                strstr(a, "\"induction_all_sum\""), "%s", a ? a : "");
     CHECK_SQL(db, "SELECT count(*) > 0 FROM train_head_scores WHERE metric = 'induction_all'", "1");
+    /* the training curve of a text-probe run draws induction_all, and says
+     * which probe (an SVG's text is its labels) */
+    CHECK(t_sh("%s heatmap --model %s --db %s --what training --out %s > /dev/null 2>&1", t_bin(),
+               dir, db, t_path("tr.svg")) == 0);
+    char *svg = t_slurp(t_path("tr.svg"));
+    CHECK(svg && strstr(svg, "induction_all score per head") &&
+          strstr(svg, "measured on windows of held-out text (the text probe)"));
+    free(svg);
     /* the same file by both names: the same numbers */
     const char *ha = a ? strstr(a, "\"heads\"") : NULL, *hb = b ? strstr(b, "\"heads\"") : NULL;
     const char *ea = ha ? strstr(ha, "\"probe\"") : NULL, *eb = hb ? strstr(hb, "\"probe\"") : NULL;

@@ -39,6 +39,10 @@ int al_store_latest_pruning_run(al_store *s, int64_t model_id, const char *metho
 /* The newest 'train' run of model_id, whatever its status (the curve of
  * a run still training is worth drawing); 0 if none. */
 int al_store_latest_train_run(al_store *s, int64_t model_id, long *run, al_err *e);
+/* *text = 1 if training run `run` recorded its head scores on a text
+ * probe (--probe-tokens text...: windows of held-out text, where
+ * induction_all names induction heads), else 0. */
+int al_store_train_text_probe(al_store *s, long run, int *text, al_err *e);
 
 /* The newest finished run of a command with its row in the command's run
  * table (patching_runs, attribution_runs, circuit_runs); 0 if none.

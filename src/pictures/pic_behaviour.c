@@ -278,7 +278,7 @@ static int train_head_panel(pic *p, long run, const tlog *t, const char *metric,
         if (col && !sr[n - 1].label) return -1;
     }
     al_panel *q = pic_add_panel(p, AL_PANEL_LINES);
-    int ind = strcmp(metric, "induction") == 0;
+    int ind = strcmp(metric, "induction") == 0 || strcmp(metric, "induction_all") == 0;
     q->ln = (al_lines){.s = sr, .n = n, .title = pic_printf(p, e, "%s score per head", metric),
                        .x_title = "step", .y_title = pic_printf(p, e, "%s score", metric), .w = 420,
                        .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN, .y_hi = NAN,
@@ -289,9 +289,11 @@ static int train_head_panel(pic *p, long run, const tlog *t, const char *metric,
 }
 
 int pic_draw_training(pic *p, al_err *e) {
-    const char *metric = p->o->metric ? p->o->metric : "induction";
-    if (strcmp(metric, "induction") && strcmp(metric, "prev_token") && strcmp(metric, "duplicate_token"))
-        return al_errf(e, "--metric %s: for training use induction, prev_token or duplicate_token", metric);
+    const char *metric = p->o->metric;
+    if (metric && strcmp(metric, "induction") && strcmp(metric, "induction_all") &&
+        strcmp(metric, "prev_token") && strcmp(metric, "duplicate_token"))
+        return al_errf(e, "--metric %s: for training use induction, induction_all, prev_token or "
+                          "duplicate_token", metric);
     long run = p->o->run_id;
     if (run <= 0) {
         if (al_store_latest_train_run(p->st, p->model_id, &run, e)) return -1;
@@ -299,13 +301,18 @@ int pic_draw_training(pic *p, al_err *e) {
             return al_errf(e, "database %s has no training run for model %s (train with --db, or give "
                            "--run ID)", p->o->db, p->dir);
     }
+    /* on a text probe induction_all names the heads (docs/findings.md) */
+    int text = 0;
+    if (al_store_train_text_probe(p->st, run, &text, e)) return -1;
+    if (!metric) metric = text ? "induction_all" : "induction";
     tlog t = {0};
     if (train_loss_panel(p, run, &t, e) || train_head_panel(p, run, &t, metric, e)) return -1;
     pic_run_note(p, "train", run);
     snprintf(p->title, sizeof p->title, "training: loss and %s score over steps", metric);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "%s score of every head, measured on the random-token probe at each evaluation "
-            "(the %d highest in colour); %s", metric, p->L * p->H < 6 ? p->L * p->H : 6, p->run_txt);
+    pic_note(p, "%s score of every head, measured on %s at each evaluation (the %d highest in "
+            "colour); %s", metric, text ? "windows of held-out text (the text probe)" :
+            "the random-token probe", p->L * p->H < 6 ? p->L * p->H : 6, p->run_txt);
     return 0;
 }
 

@@ -173,7 +173,8 @@ int sec_training(rep *R, const rmodel *M, al_err *e) {
         char file[256];
         snprintf(file, sizeof file, "%s-training.png", M->slug);
         rep_picture(R, M, &po, file, "Training: train and validation loss, and every head's induction "
-                                  "score on the random-token probe, over steps.");
+                                  "score over steps, on the probe training recorded (on a text "
+                                  "probe, induction_all).");
     }
     return 0;
 }

@@ -218,6 +218,17 @@ int al_store_latest_train_run(al_store *s, int64_t model_id, long *run, al_err *
     return 0;
 }
 
+int al_store_train_text_probe(al_store *s, long run, int *text, al_err *e) {
+    char rid[32];
+    snprintf(rid, sizeof rid, "%ld", run);
+    qval q;
+    if (query1(s, "SELECT json_extract(config_json, '$.probe_tokens') LIKE 'text%' FROM runs "
+                  "WHERE run_id = ?1 AND json_valid(config_json)", rid, NULL, &q, e))
+        return -1;
+    *text = q.found && q.v == 1;
+    return 0;
+}
+
 int al_store_latest_patch_run(al_store *s, int64_t model_id, const char *kind, long *run,
                               al_err *e) {
     return latest_done(s, "patching_runs x", "r.kind = ?2", model_id, kind, run, e);
