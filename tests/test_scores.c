@@ -434,6 +434,15 @@ TEST(scores_text_probe_cli) {
     CHECK(svg && strstr(svg, "induction_all score per head") &&
           strstr(svg, "measured on windows of held-out text (the text probe)"));
     free(svg);
+    /* a run recorded before train --db kept induction_all: induction */
+    t_sh("cp %s %s && sqlite3 %s \"DELETE FROM train_head_scores WHERE metric = 'induction_all'\"",
+         db, t_path("old.db"), t_path("old.db"));
+    CHECK(t_sh("%s heatmap --model %s --db %s --what training --out %s > /dev/null 2>&1", t_bin(),
+               dir, t_path("old.db"), t_path("tr2.svg")) == 0);
+    svg = t_slurp(t_path("tr2.svg"));
+    CHECK(svg && strstr(svg, "induction score per head") &&
+          strstr(svg, "measured on windows of held-out text (the text probe)"));
+    free(svg);
     /* the same file by both names: the same numbers */
     const char *ha = a ? strstr(a, "\"heads\"") : NULL, *hb = b ? strstr(b, "\"heads\"") : NULL;
     const char *ea = ha ? strstr(ha, "\"probe\"") : NULL, *eb = hb ? strstr(hb, "\"probe\"") : NULL;

@@ -304,7 +304,14 @@ int pic_draw_training(pic *p, al_err *e) {
     /* on a text probe induction_all names the heads (docs/findings.md) */
     int text = 0;
     if (al_store_train_text_probe(p->st, run, &text, e)) return -1;
-    if (!metric) metric = text ? "induction_all" : "induction";
+    if (!metric && text) { /* a run from before train --db recorded induction_all draws induction */
+        al_store_head_step_row *rows = NULL;
+        int n_rows = 0;
+        if (al_store_read_train_head_scores(p->st, run, "induction_all", &rows, &n_rows, e)) return -1;
+        free(rows);
+        metric = n_rows > 0 ? "induction_all" : "induction";
+    }
+    if (!metric) metric = "induction";
     tlog t = {0};
     if (train_loss_panel(p, run, &t, e) || train_head_panel(p, run, &t, metric, e)) return -1;
     pic_run_note(p, "train", run);
