@@ -453,6 +453,20 @@ TEST(corpus_experiment_code) {
     char *log = t_slurp(t_path("log"));
     CHECK(log && strstr(log, "attnlab data code --source pystdlib --dir "));
     free(log);
+    /* scores as a list: one stage per probe, labelled by it */
+    const char *at0 = strstr(exp, "\"pictures\": false");
+    CHECK(at0 != NULL);
+    if (at0) {
+        char two[2300];
+        snprintf(two, sizeof two, "%.*s\"analyses\": {\"scores\": [{\"probe_tokens\": \"seen\"}, "
+                 "{\"probe_tokens\": \"text\"}]}, %s", (int)(at0 - exp), exp, at0);
+        const char *g = t_write("two.json", two);
+        CHECK(t_sh("%s experiment %s --dry-run > %s 2>&1", t_bin(), g, t_path("plan")) == 0);
+        char *plan = t_slurp(t_path("plan"));
+        CHECKF(plan && strstr(plan, "scores (probe seen): model one") &&
+                   strstr(plan, "scores (probe text): model one"), "%s", plan ? plan : "");
+        free(plan);
+    }
     static const char *const bad[][3] = {
         {"\"source\": \"pystdlib\"", "\"source\": \"perl\"", "data.code.source"},
         {"\"docs\": \"eot\"", "\"docs\": \"blank\"", "data.docs"},

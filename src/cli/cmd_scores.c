@@ -356,12 +356,24 @@ static const al_warnings *scores_warnings(const void *state) {
     return &((const scores_state *)state)->r.warn;
 }
 
+/* An experiment stage's label: the probe, so that a list of scores
+ * stages reads apart. */
+static void scores_label(const cJSON *v, char *buf, size_t cap) {
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(v, "probe_tokens");
+    if (!cJSON_IsString(pt)) pt = cJSON_GetObjectItemCaseSensitive(v, "probe-tokens");
+    if (cJSON_IsString(pt))
+        snprintf(buf, cap, "scores (probe %s)", pt->valuestring);
+    else
+        snprintf(buf, cap, "scores");
+}
+
 const al_analysis al_an_scores = {
     .name = "scores", .cmd = &al_cmd_scores, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
     .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check,
     .check_model = scores_check_model, .state_size = sizeof(scores_state),
     .prepare = scores_prepare, .compute = scores_compute, .store = scores_store,
     .print = scores_print, .release = scores_release, .warnings = scores_warnings,
-    .exp_data = AL_EXP_DATA_VAL, .results = AL_RESULTS_SCORES, .exp_list = 1};
+    .exp_data = AL_EXP_DATA_VAL, .results = AL_RESULTS_SCORES, .exp_list = 1,
+    .exp_label = scores_label};
 
 static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }
