@@ -312,6 +312,9 @@ TEST(circuits_ln_shortformer_parts) {
     }
     CHECKF(big > 0.1 && d <= 1e-5 * big, "positional circuit vs forward's scores: %g of %g", d,
            big);
+    /* unfolded, but still only heads the model has */
+    CHECK(al_circ_positional_qk(&s, 2, 0, pos, &e) == -1 && strstr(e.msg, "no head 2.0"));
+    CHECK(al_circ_positional_qk(&s, 0, CH, pos, &e) == -1);
     const char *notes[2];
     CHECK(al_circ_notes(&s.cfg, notes) == 2 && strstr(notes[0], "as if positions were absent") &&
           strlen(notes[0]) < AL_WARN_LEN);

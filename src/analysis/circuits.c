@@ -113,8 +113,11 @@ static int weights_folded(const al_config *c) {
 /* Every circuit here is read from the weights alone: LayerNorm must be
  * folded into them (al_circ_analyse folds a copy), and its per-position
  * scale and the biases are left out (circuits.h). */
-static int check_head(const al_model *m, int l, int h, al_err *e) {
-    if (!weights_folded(&m->cfg))
+static int check_head_for(const al_model *m, int l, int h, int positional, al_err *e) {
+    /* shortformer positions join q and k after ln1: their W_pos W_Q is
+     * exact without folding */
+    int exact = positional && m->cfg.pos_type == AL_POS_SHORTFORMER;
+    if (!exact && !weights_folded(&m->cfg))
         return al_errf(e, "circuits from the weights need a model's LayerNorm folded into them "
                           "(this one has normalization_type %s, not folded: `attnlab circuits` "
                           "folds a copy, `attnlab import` folds by default)",
@@ -123,6 +126,10 @@ static int check_head(const al_model *m, int l, int h, al_err *e) {
         return al_errf(e, "no head %d.%d in a model of %d layers x %d heads", l,
                        h, m->cfg.n_layers, m->cfg.n_heads);
     return 0;
+}
+
+static int check_head(const al_model *m, int l, int h, al_err *e) {
+    return check_head_for(m, l, h, 0, e);
 }
 
 /* ----------------------------------------------- small circuits (D x D) */
@@ -397,8 +404,7 @@ int al_circ_full_ov(const al_model *m, int l, int h, const int *src, int n_src,
 
 int al_circ_positional_qk(const al_model *m, int l, int h, float *out,
                           al_err *e) {
-    /* shortformer positions join q and k after ln1: W_pos W_Q is exact */
-    if (m->cfg.pos_type != AL_POS_SHORTFORMER && check_head(m, l, h, e)) return -1;
+    if (check_head_for(m, l, h, 1, e)) return -1;
     int C = m->cfg.d_model, D = m->cfg.d_head, T = m->cfg.n_ctx;
     float *pq = al_malloc((size_t)T * D, sizeof *pq, e);
     float *pk = al_malloc((size_t)T * D, sizeof *pk, e);
