@@ -6,11 +6,11 @@
 # patching sweep, incremental against one full forward per configuration
 # (bench_engine --mode patch); then attribution patching beside the
 # patching sweeps it estimates (bench_engine --mode attr); then ACDC's
-# edges tested per second (bench_engine --mode discover; also on the same
-# shape with LayerNorm and biases); then both on
-# a 4-layer model (ACDC over its full 1,378-edge graph, W_U scaled so
-# that every receiver is visited, and the head_pos sweep, each beside its
-# naive evaluation); then the models from elsewhere at their true shapes
+# edges tested per second (bench_engine --mode discover, W_U scaled so
+# that every receiver is visited; also on the same shape with LayerNorm
+# and biases), then ACDC at 3 and 4 layers (the full 746- and 1,378-edge
+# graphs), without and with LayerNorm, and the head_pos sweep at 4
+# layers, each beside its naive evaluation; then the models from elsewhere at their true shapes
 # (bench_import.sh: attn-only-2l's forward beside PyTorch's on the same
 # weights, and every analysis' time and peak memory on attn-only-2l and
 # redwood_attn_2l); then the tokenizer bench. The 1- and 2-layer rows
@@ -146,14 +146,15 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run attr c 0 --mode attr --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$ATTR_PAIRS" --probe-r "$PATCH_R"
+# ACDC visits every receiver (W_U x d_model: logits of order 1)
 [ "$PATCH" = 1 ] &&
     run discover c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
-        --pairs 32 --probe-r "$PATCH_R"
-# ACDC on the same shape with LayerNorm and every bias (each evaluation a
-# full forward with the circuit's hooks)
+        --pairs 32 --probe-r "$PATCH_R" --wu-scale 256
+# ACDC on the same shape with LayerNorm and every bias (each changed
+# channel formed before its own ln1)
 [ "$PATCH" = 1 ] &&
     run discover-ln c 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
-        --pairs 8 --probe-r "$PATCH_R" --norm ln --biases all
+        --pairs 32 --probe-r "$PATCH_R" --norm ln --biases all --wu-scale 256
 # the same two analyses with the products on OpenBLAS (cob), then in bf16
 # (cbf), beside (the naive patching sweep only on 2 pairs: its rate, not
 # the comparison, needs 8)
@@ -162,7 +163,7 @@ for impl in cob cbf; do
     run patch "$impl" 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$PATCH_PAIRS" --naive-pairs 2 --probe-r "$PATCH_R"
     run discover "$impl" 0 --mode discover --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
-        --pairs 32 --probe-r "$PATCH_R"
+        --pairs 32 --probe-r "$PATCH_R" --wu-scale 256
 done
 # sparse autoencoders: TopK training steps on random activations (C and
 # PyTorch), then the whole trainer on a 2-layer model's layer-1 z (a
@@ -182,10 +183,16 @@ if [ "$SAE" = 1 ]; then
             --sae-out "$TMP/sae" --sae-layer 1 --sae-steps "$SAE_STEPS"
     fi
 fi
-# 4 layers: ACDC visits every receiver (W_U x d_model: logits of order 1)
-[ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] &&
-    run discover4 c 0 --mode discover --n-layers 4 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+# 3 and 4 layers, without and with LayerNorm and every bias: ACDC visits
+# every receiver (W_U x d_model: logits of order 1)
+for nl in 3 4; do
+    [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] || break
+    run "discover$nl" c 0 --mode discover --n-layers "$nl" --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$DEEP_PAIRS" --probe-r "$PATCH_R" --wu-scale 256
+    run "discover$nl-ln" c 0 --mode discover --n-layers "$nl" --n-ctx "$PATCH_CTX" \
+        --d-vocab 2048 --pairs "$DEEP_PAIRS" --probe-r "$PATCH_R" --wu-scale 256 --norm ln \
+        --biases all
+done
 [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] &&
     run patch4 c 0 --mode patch --n-layers 4 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$DEEP_PAIRS" --naive-pairs "$DEEP_NAIVE_PAIRS" --probe-r "$PATCH_R"
@@ -394,21 +401,27 @@ fi
 if [ "$PATCH" = 1 ] && [ -s "$TMP/discover-ln.c.json" ]; then
     Q=$TMP/discover-ln.c.json
     echo "with LayerNorm and every bias ($(jget "$Q" pairs) pairs): $(jget "$Q" evals) evaluations in" \
-        "$(jget "$Q" seconds) s ($(jget "$Q" evals_per_s)/s), each one full forward with the" \
-        "circuit's hooks; a naive evaluation takes at least $(jget "$Q" naive_eval_floor_s) s:" \
-        "$(jget "$Q" speedup_vs_naive_floor)x"
+        "$(jget "$Q" seconds) s ($(jget "$Q" evals_per_s)/s), $(jget "$Q" kept) kept; a naive" \
+        "evaluation takes at least $(jget "$Q" naive_eval_floor_s) s:" \
+        "$(jget "$Q" speedup_vs_naive_floor)x faster per evaluation"
 fi
 
-if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/discover4.c.json" ]; then
-    Q=$TMP/discover4.c.json
-    echo
-    echo "4 layers (d_model 256, 8x32 heads, d_vocab 2048, random weights), induction," \
-        "$(jget "$Q" pairs) pairs, R $PATCH_R:"
-    echo "ACDC (tau 0.01, KL; W_U x 256 so every receiver is visited): $(jget "$Q" edges_tested) of" \
-        "$(jget "$Q" edges) edges tested, $(jget "$Q" evals) evaluations in $(jget "$Q" seconds) s" \
-        "($(jget "$Q" evals_per_s)/s), $(jget "$Q" kept) kept;"
-    echo "  a naive evaluation (both runs forward) takes at least $(jget "$Q" naive_eval_floor_s) s:" \
-        "ACDC is $(jget "$Q" speedup_vs_naive_floor)x faster per evaluation"
+if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ]; then
+    for nl in 3 4; do
+        for v in "" -ln; do
+            Q=$TMP/discover$nl$v.c.json
+            [ -s "$Q" ] || continue
+            [ "$nl$v" = 3 ] && echo
+            [ "$nl$v" = 3 ] && echo "ACDC (tau 0.01, KL; W_U x 256 so every receiver is visited) at 3 and 4" \
+                "layers (d_model 256, 8x32 heads, d_vocab 2048, random weights), induction," \
+                "$(jget "$Q" pairs) pairs, R $PATCH_R:"
+            echo "  $nl layers$([ -n "$v" ] && echo ", LayerNorm and every bias"):" \
+                "$(jget "$Q" edges_tested) of $(jget "$Q" edges) edges tested, $(jget "$Q" evals)" \
+                "evaluations in $(jget "$Q" seconds) s ($(jget "$Q" evals_per_s)/s)," \
+                "$(jget "$Q" kept) kept; naive floor $(jget "$Q" naive_eval_floor_s) s:" \
+                "$(jget "$Q" speedup_vs_naive_floor)x faster per evaluation"
+        done
+    done
 fi
 if [ "$PATCH" = 1 ] && [ "$DEEP" = 1 ] && [ -s "$TMP/patch4.c.json" ]; then
     P=$TMP/patch4.c.json

@@ -128,9 +128,7 @@ TEST(ln_circuit_reference) {
         float *lg_cl = last_logits(&m, LB, LT);
         al_circuit_delta d;
         CHECK_OK(al_circuit_delta_init(&d, &m, LB, LT, &e), &e);
-        CHECK(d.full == !al_config_is_plain(c));
-        size_t HD = (size_t)c->n_heads * c->d_head;
-        float *embp = calloc((size_t)(c->n_layers - 1) * BT * 3 * HD + 1, sizeof(float));
+        float *embp = calloc(al_circuit_delta_embp_floats(&d, LB) + 1, sizeof(float));
         al_circuit_delta_embp(&d, &m, clean, corr, LB, embp);
         float *xL = malloc(sizeof(float) * BT * C), *lg_d = malloc(sizeof(float) * BT * V);
         unsigned char changed[LB * LT], *kept = malloc((size_t)n);

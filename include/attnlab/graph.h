@@ -132,59 +132,60 @@ void al_circuit_detach(al_circuit_exec *x);
 
 /* Incremental evaluation of circuits against cached runs (circuit
  * discovery's fast path, discover.c; circuit.c holds both this and the
- * hooks above, so the arithmetic of edge removal lives in one file). The
- * fill is the corrupted run of the same pairs: cl and co are the clean
- * and corrupted runs of nb <= B sequences of T tokens (al_acts_save after
- * plain forwards of clean and corr, (nb, T) each). A circuit is one
- * incremental patched forward from cl (al_model_forward_delta): a
- * layer-0 channel whose embed edge is removed is patched with co's q/k/v
- * (pos is the same in both runs); a later channel gets the circuit's own
- * minus the removed senders' differences (a channel with every sender
- * removed: co's, exactly); a removed last-layer head → logits edge
- * patches its z with co's; removed embed and earlier heads' logits edges
- * are subtracted from the final residual. With 3 or more layers, the
- * layers between the first and the last one with a removed channel edge
- * are recomputed in full first (circuit.c, delta_run_deep), so their
- * Δzg is the circuit's; ACDC mostly changes one layer at a time. So it
- * agrees with the hooks' full forward to float rounding, not bit for
- * bit (that one subtracts throughout). */
+ * hooks above, so the arithmetic of edge removal lives in one file, and
+ * the hooks' full forward is this one's oracle in the tests). The fill
+ * is the corrupted run of the same pairs: cl and co are the clean and
+ * corrupted runs of nb <= B sequences of T tokens (al_acts_save after
+ * plain forwards of clean and corr, (nb, T) each). One implementation
+ * at every depth and architecture: let l_first be the first layer with
+ * a removed edge into a channel. Layers before it are the clean run's;
+ * in layer l_first only the heads with such an edge are run again, from
+ * their corrected channels; every later layer is recomputed in full from
+ * the circuit's own residual; a removed last-layer head → logits edge
+ * takes that head's z from co; removed embed and earlier heads' logits
+ * edges are subtracted from the final residual. A channel is built on
+ * its receiving head's own input: without LayerNorm D-wide after the
+ * projection (the channel minus its removed senders' Δ · W_O W_c, or
+ * co's channel plus its kept senders'; every sender removed: co's,
+ * exactly); with it C-wide before ln1, which then normalises that one
+ * head's input (circuit.c, ln_channel). So it agrees with the hooks'
+ * full forward to float rounding, not bit for bit (that one subtracts
+ * throughout). */
 typedef struct al_circuit_delta {
     int L, H, D, C, B, T;   /* B, T: capacity */
-    float *wcomp;           /* L >= 2: (D, D) W_O[l0,h0] · W_c[l1,h1] per composition
-                             * edge k, at (k − 6·L·H)·D² */
-    float *syn;             /* (L, B, T, 3, H, D) q/k/v sources */
-    float *zsrc;            /* (L, B, T, H, D) z sources */
+    int ln;                 /* LayerNorm: channels are formed C-wide before ln1 */
+    float *wcomp;           /* no LayerNorm, L >= 2: (D, D) W_O[l0,h0] · W_c[l1,h1] per
+                             * composition edge k, at (k − 6·L·H)·D² */
     float *fix;             /* (B, T, C) removed logits edges of earlier heads */
     float *dz;              /* (L, B, T, H, D) zg per layer: circuit − corrupted */
     float *dzm;             /* (B, T, H, D) one layer's, heads kept zeroed */
-    float *stack;           /* (H·D, D) */
-    /* L >= 3 (else NULL): layers recomputed in full */
+    float *stack;           /* (H·D, D), under LayerNorm (H·D, C) */
     float *wqkv;            /* (L, C, 3·H·D) fused W_Q|W_K|W_V */
     float *xs;              /* (L+1, B, T, C) the circuit's residual */
     float *qkv, *att, *zb, *dxb; /* (B,T,3HD) (B,H,T,T) (B,T,HD) (B,T,C) */
     float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
     float *lowt;            /* (B,T,D) a channel's correction from the clean layers */
-    int *sel;               /* (H) the sender heads of one product */
-    int full;               /* a LayerNorm or bias model: every evaluation is a full
-                             * forward with the circuit's hooks (al_circuit_attach) */
+    float *rb, *mean, *scale; /* LayerNorm: (B,T,C) a head's own input, (B,T) (B,T) */
+    float *posqk;           /* LayerNorm + shortformer: (L, T, 2·H·D) W_pos W_Q|W_K */
+    int *sel;               /* (H) the sender heads of one product, then H flags */
     unsigned char *kh, *kc, *kf; /* memo keys being built: a head's, a channel's, the fix's */
-    unsigned char *qm, *zm, *dirty; /* (L,3,H,T) (L,H,T) (T) */
-    al_delta_ws ws;
 } al_circuit_delta;
 
 /* Workspace for batches of up to B sequences of T tokens of m (1 to
- * AL_GRAPH_MAX_LAYERS layers), with the composition products: 0, or −1
- * with e (*d zeroed). A LayerNorm or bias model needs none of it: its
- * evaluations are full forwards with the circuit's hooks, reading the
- * corrupted run's cached z instead of running it again. */
+ * AL_GRAPH_MAX_LAYERS layers, any normalization, biases and positions),
+ * with the composition products: 0, or −1 with e (*d zeroed). */
 int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, al_err *e);
 void al_circuit_delta_free(al_circuit_delta *d);
-/* L >= 2: embp (L−1, nb, T, 3, H, D) = (W_E[clean] − W_E[corr]) · W_c[l, h]
- * for every head of layers 1..L−1 and channel (what every evaluation of
- * the batch subtracts for a removed embed edge); nb <= d->B. Uses d->fix. */
+/* Floats of a batch's embp for nb sequences (0: none is needed). */
+size_t al_circuit_delta_embp_floats(const al_circuit_delta *d, int nb);
+/* What every evaluation of a batch subtracts for a removed embed edge
+ * (L >= 2): without LayerNorm embp (L−1, nb, T, 3, H, D) = (W_E[clean] −
+ * W_E[corr]) · W_c[l, h] for every head of layers 1..L−1 and channel;
+ * with it embp (nb, T, C) = W_E[clean] − W_E[corr]. nb <= d->B; uses
+ * d->fix. */
 void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
                            const int *corr, int nb, float *embp);
-/* What the evaluations of one batch can reuse (3 or more layers). The
+/* What the evaluations of one batch can reuse. The
  * layers before the first one with a removed channel edge (l_first) are
  * the clean run's, so whatever depends on them alone is the same in
  * every evaluation with the same kept bits: a head of layer l_first (its
@@ -201,7 +202,8 @@ typedef struct al_circuit_memo {
                            * bits of embed and of each earlier layer's heads */
     int hw;               /* bytes per hkey */
     float *low;           /* (L−1, nb, T, 3, H, D) a channel's correction from embed and
-                           * the senders of layers < l_first (layers 1..L−1) */
+                           * the senders of layers < l_first (layers 1..L−1); NULL under
+                           * LayerNorm, which normalises that part with the rest */
     unsigned char *lkey;  /* (L−1, 3·H, lw): [0] 1 when stored, [1] l_first, [2] the
                            * channel taken from the corrupted run, [3] embed's kept
                            * bit, then the senders' */
@@ -220,13 +222,12 @@ void al_circuit_memo_free(al_circuit_memo *mm);
 /* The final residual xL (nb, T, C) of the circuit kept[] (n_edges) on the
  * clean sequences, and changed (nb·T): 1 where a row may differ from
  * cl's (elsewhere xL is cl's, bit for bit; every edge kept: nothing
- * changed). Runs a full forward of m when a layer-0 channel is patched
- * in a 1- or 2-layer model (m's activations change; its hooks run), and
- * for every circuit when m has hooks registered (an intervention: the
- * incremental forward runs none) or LayerNorm or biases.
- * memo: NULL, or the batch's memory (3 or more layers; unused below;
- * refused, −1, when made for fewer sequences or another workspace); the
- * result is the same bits with it as without. 0, or −1 with e. */
+ * changed). m's activations are left alone, except when m has hooks
+ * registered (an intervention: the incremental forward runs none), when
+ * every circuit is a full forward of m with the circuit's hooks.
+ * memo: NULL, or the batch's memory (refused, −1, when made for fewer
+ * sequences or another workspace); the result is the same bits with it
+ * as without. 0, or −1 with e. */
 int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
                          const float *embp, al_circuit_memo *memo, float *xL,

@@ -70,7 +70,7 @@ typedef struct dbatch {
     int n0, nb, i0, ni; /* pairs n0..n0+nb−1, items i0..i0+ni−1 */
     al_acts cl, co;
     float *embp; /* L >= 2: (L−1, nb, T, 3, H, D) (W_E[clean] − W_E[corr]) · W_c[l, h] */
-    al_circuit_memo memo; /* L >= 3: corrected channels the batch's evaluations reuse */
+    al_circuit_memo memo; /* heads and channel parts the batch's evaluations reuse */
 } dbatch;
 
 typedef struct dctx {
@@ -198,8 +198,8 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
     d->V = c->d_vocab, d->T = t->T;
     d->B = batch < t->N ? batch : t->N;
     d->nbat = (t->N + d->B - 1) / d->B;
-    const size_t L = d->L, H = d->H, D = d->D, C = d->C, V = d->V, T = d->T, B = d->B;
-    const size_t HD = H * D, BT = B * T, NI = t->n_items;
+    const size_t L = d->L, C = d->C, V = d->V, T = d->T, B = d->B;
+    const size_t BT = B * T, NI = t->n_items;
     d->bt = al_calloc((size_t)d->nbat, sizeof(dbatch), e);
     if (!d->bt) goto fail;
     for (int i = 0; i < d->nbat; i++) {
@@ -237,12 +237,14 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
             if (k == 1) memcpy(d->kl_co + b->i0, d->ikl, sizeof(double) * b->ni);
         }
         for (int k = 0; k < b->ni; k++) sc += vals[0][k], sr += vals[1][k];
-        if (L < 2 || d->cd.full) continue;
-        /* Δembed (clean − corrupted) through each later-layer head's W_c */
-        b->embp = al_malloc((L - 1) * bt * 3 * HD, sizeof(float), e);
-        if (!b->embp) goto fail;
-        al_circuit_delta_embp(&d->cd, m, in[0], in[1], b->nb, b->embp);
-        if (L >= 3 && al_circuit_memo_init(&b->memo, &d->cd, b->nb, e)) goto fail;
+        /* Δembed (clean − corrupted), or its product with each later head's W_c */
+        size_t ne = al_circuit_delta_embp_floats(&d->cd, b->nb);
+        if (ne) {
+            b->embp = al_malloc(ne, sizeof(float), e);
+            if (!b->embp) goto fail;
+            al_circuit_delta_embp(&d->cd, m, in[0], in[1], b->nb, b->embp);
+        }
+        if (al_circuit_memo_init(&b->memo, &d->cd, b->nb, e)) goto fail;
     }
     d->m_clean = sc / (double)NI, d->m_corr = sr / (double)NI;
     return 0;

@@ -40,17 +40,18 @@
  * residual is adjusted as without LayerNorm, and ln_final follows it.
  *
  * Discovery's incremental evaluation (al_circuit_delta_run, below) is the
- * same edge removal against cached clean and corrupted runs: it shares
- * the composition products (comp_block) and the D-wide correction
- * (sub_comp), and takes exact corrupted-run values where a channel's
- * input is entirely the fill's (graph.h says why the two then agree to
- * float rounding rather than bit for bit). With 3 or more layers it takes
- * its own path (delta_run_deep, at the end): the first changed layer head
- * by head, every later one in full, reusing across a batch's evaluations
- * what depends only on the unchanged layers (al_circuit_memo); 1 and 2
- * layers keep the path they always had. A LayerNorm or bias model's
- * evaluation is the hooks' full forward (delta_run_hooks), with the
- * cached corrupted z as its fill. */
+ * same edge removal against cached clean and corrupted runs, one
+ * implementation at every depth: the first changed layer head by head,
+ * every later one in full, reusing across a batch's evaluations what
+ * depends only on the unchanged layers (al_circuit_memo). It shares the
+ * composition products (comp_block), builds each channel on its
+ * receiving head's own input as the hooks do (D-wide after the
+ * projection without LayerNorm, C-wide before ln1 with it: ln_channel),
+ * and takes exact corrupted-run values where a channel's input is
+ * entirely the fill's (graph.h says why the two then agree to float
+ * rounding rather than bit for bit). With hooks registered (an
+ * intervention) its evaluation is the hooks' full forward
+ * (delta_run_hooks), with the cached corrupted z as its fill. */
 #include "attnlab/graph.h"
 
 #include <stdlib.h>
@@ -369,52 +370,54 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
         return al_errf(e, "circuit evaluation covers models of 1 to %d layers (this one has %d)",
                        AL_GRAPH_MAX_LAYERS, c->n_layers);
     d->L = c->n_layers, d->H = c->n_heads, d->D = c->d_head, d->C = c->d_model, d->B = B, d->T = T;
-    /* the incremental forward (delta.c) is the plain model's */
-    if (!al_config_is_plain(c)) {
-        d->full = 1;
-        return 0;
-    }
+    d->ln = c->norm_type != AL_NORM_NONE;
     const size_t L = d->L, H = d->H, D = d->D, C = d->C, HD = H * D, BT = (size_t)B * T;
-    const size_t nw = L >= 2 ? n_comp(d->L, d->H) * D * D : 1;
-    /* the layers a deep circuit recomputes in full (L >= 3) */
-    const size_t deep = L >= 3 ? L * C * 3 * HD + (L + 1) * BT * C + BT * 3 * HD +
-                                     BT * H * T + BT * HD + BT * C + 6 * BT * D
-                               : 0;
-    d->wcomp = al_malloc(nw + L * BT * 3 * HD + L * BT * HD + BT * C + L * BT * HD + BT * HD +
-                             HD * D + deep + H,
+    const int sf = d->ln && c->pos_type == AL_POS_SHORTFORMER;
+    /* LayerNorm takes a channel's removed senders off its C-wide input,
+     * so it needs no D×D products but a residual, its statistics and the
+     * senders' W_O rows */
+    const size_t nw = !d->ln && L >= 2 ? n_comp(d->L, d->H) * D * D : 0;
+    const size_t lnf = d->ln ? BT * C + 2 * BT + (sf ? L * (size_t)T * 2 * HD : 0) : 0;
+    const size_t stack = HD * (d->ln ? C : D);
+    d->wcomp = al_malloc(nw + BT * C + L * BT * HD + BT * HD + stack + L * C * 3 * HD +
+                             (L + 1) * BT * C + BT * 3 * HD + BT * H * T + BT * HD + BT * C +
+                             6 * BT * D + lnf + 2 * H,
                          sizeof(float), e);
-    /* a deep circuit's memo keys (al_circuit_memo: hw, lw bytes) being built */
+    /* memo keys (al_circuit_memo: hw, lw bytes) being built */
     const size_t hw = 1 + 3 * (1 + (L - 1) * H), lw = 4 + (L - 1) * H;
-    const size_t keys = L >= 3 ? hw + 2 * lw : 0;
-    d->qm = d->wcomp ? al_malloc(L * 3 * H * T + L * H * T + T + keys, 1, e) : NULL;
-    if (!d->qm) {
+    d->kh = d->wcomp ? al_malloc(hw + 2 * lw, 1, e) : NULL;
+    if (!d->kh) {
         al_circuit_delta_free(d);
         return -1;
     }
-    d->syn = d->wcomp + nw;
-    d->zsrc = d->syn + L * BT * 3 * HD;
-    d->fix = d->zsrc + L * BT * HD;
+    d->kc = d->kh + hw;
+    d->kf = d->kc + lw;
+    d->fix = d->wcomp + nw;
     d->dz = d->fix + BT * C;
     d->dzm = d->dz + L * BT * HD;
     d->stack = d->dzm + BT * HD;
-    if (deep) {
-        d->wqkv = d->stack + HD * D;
-        d->xs = d->wqkv + L * C * 3 * HD;
-        d->qkv = d->xs + (L + 1) * BT * C;
-        d->att = d->qkv + BT * 3 * HD;
-        d->zb = d->att + BT * H * T;
-        d->dxb = d->zb + BT * HD;
-        d->qh = d->dxb + BT * C;
-        d->lowt = d->qh + 5 * BT * D;
-        d->sel = (int *)(d->lowt + BT * D); /* H ints in H floats' room */
-        d->kh = d->qm + L * 3 * H * T + L * H * T + T;
-        d->kc = d->kh + hw;
-        d->kf = d->kc + lw;
-        for (int l = 0; l < d->L; l++) model_fuse_qkv(d->wqkv + (size_t)l * C * 3 * HD, m, l);
+    d->wqkv = d->stack + stack;
+    d->xs = d->wqkv + L * C * 3 * HD;
+    d->qkv = d->xs + (L + 1) * BT * C;
+    d->att = d->qkv + BT * 3 * HD;
+    d->zb = d->att + BT * H * T;
+    d->dxb = d->zb + BT * HD;
+    d->qh = d->dxb + BT * C;
+    d->lowt = d->qh + 5 * BT * D;
+    float *f = d->lowt + BT * D;
+    if (d->ln) {
+        d->rb = f, d->mean = d->rb + BT * C, d->scale = d->mean + BT;
+        f = d->scale + BT;
+        if (sf) d->posqk = f, f += L * (size_t)T * 2 * HD;
     }
-    d->zm = d->qm + L * 3 * H * T; /* right after qm: one memset clears both */
-    d->dirty = d->zm + L * H * T;
-    for (int l1 = 1; l1 < d->L; l1++)
+    d->sel = (int *)f; /* H ints, then H flags, in 2·H floats' room */
+    for (int l = 0; l < d->L; l++) {
+        float *w = d->wqkv + (size_t)l * C * 3 * HD;
+        model_fuse_qkv(w, m, l);
+        if (d->posqk) posqk_project(d->posqk + (size_t)l * T * 2 * HD, m->p[AL_P_WPOS], w, T,
+                                    (int)C, (int)HD);
+    }
+    for (int l1 = 1; nw && l1 < d->L; l1++)
         for (int s0 = 0; s0 < l1 * d->H; s0++)
             for (int h1 = 0; h1 < d->H; h1++)
                 for (int ch = 0; ch < 3; ch++) {
@@ -426,22 +429,27 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
 
 void al_circuit_delta_free(al_circuit_delta *d) {
     free(d->wcomp);
-    free(d->qm);
-    al_delta_ws_free(&d->ws);
+    free(d->kh);
     memset(d, 0, sizeof *d);
+}
+
+size_t al_circuit_delta_embp_floats(const al_circuit_delta *d, int nb) {
+    if (d->L < 2) return 0;
+    const size_t bt = (size_t)nb * d->T;
+    return d->ln ? bt * d->C : (size_t)(d->L - 1) * bt * 3 * d->H * d->D;
 }
 
 void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *clean,
                            const int *corr, int nb, float *embp) {
-    if (d->full) return;
+    if (d->L < 2) return;
     const size_t C = d->C, D = d->D, HD = (size_t)d->H * D, bt = (size_t)nb * d->T;
-    float *de = d->fix; /* scratch (bt, C) */
+    float *de = d->ln ? embp : d->fix; /* LayerNorm: Δembed itself; else scratch (bt, C) */
     for (size_t r = 0; r < bt; r++) {
         const float *a = m->p[AL_P_WE] + (size_t)clean[r] * C;
         const float *z = m->p[AL_P_WE] + (size_t)corr[r] * C;
         for (size_t k = 0; k < C; k++) de[r * C + k] = a[k] - z[k];
     }
-    for (int l = 1; l < d->L; l++) {
+    for (int l = 1; !d->ln && l < d->L; l++) {
         float *out = embp + (size_t)(l - 1) * bt * 3 * HD;
         for (int h = 0; h < d->H; h++)
             for (int ch = 0; ch < 3; ch++)
@@ -451,33 +459,30 @@ void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *cl
     }
 }
 
-/* Copy channel slices (nb·T rows of D, row stride ld) from src to dst. */
-static void copy_rows(float *dst, const float *src, size_t rows, int D, size_t ld) {
-    for (size_t r = 0; r < rows; r++) memcpy(dst + r * ld, src + r * ld, sizeof(float) * D);
-}
-
-static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+static int delta_run_incr(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                           const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
                           const float *embp, al_circuit_memo *memo, float *xL,
                           unsigned char *changed, al_err *e);
 
 int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e) {
     memset(mm, 0, sizeof *mm);
-    if (d->full) return 0; /* nothing to remember: every evaluation is a full forward */
     const size_t HD = (size_t)d->H * d->D, L = (size_t)d->L, H = (size_t)d->H;
     const size_t bt = (size_t)nb * d->T;
+    /* under LayerNorm a channel's lower part is C-wide and normalised
+     * with the rest, so only heads and the logits' fix are kept */
+    const size_t nlow = d->ln ? 0 : (L - 1) * bt * 3 * HD;
     mm->nb = nb;
     mm->hw = 1 + 3 * (1 + (d->L - 1) * d->H);
     mm->lw = 4 + (d->L - 1) * d->H;
-    mm->zh = al_malloc(L * bt * HD + (L - 1) * bt * 3 * HD + bt * d->C, sizeof(float), e);
+    mm->zh = al_malloc(L * bt * HD + nlow + bt * d->C, sizeof(float), e);
     mm->hkey = mm->zh ? al_calloc(L * H * mm->hw + (L - 1) * 3 * H * mm->lw + (size_t)mm->lw, 1, e)
                       : NULL;
     if (!mm->hkey) {
         al_circuit_memo_free(mm);
         return -1;
     }
-    mm->low = mm->zh + L * bt * HD;
-    mm->fix = mm->low + (L - 1) * bt * 3 * HD;
+    mm->low = nlow ? mm->zh + L * bt * HD : NULL;
+    mm->fix = mm->zh + L * bt * HD + nlow;
     mm->lkey = mm->hkey + L * H * mm->hw;
     mm->fkey = mm->lkey + (L - 1) * 3 * H * mm->lw;
     return 0;
@@ -489,8 +494,8 @@ void al_circuit_memo_free(al_circuit_memo *mm) {
     memset(mm, 0, sizeof *mm);
 }
 
-/* A LayerNorm or bias model's circuit: one full forward of the clean tokens with
- * the circuit's hooks, the corrupted run's z read from co (so no fill
+/* A circuit on a model with hooks registered: one full forward of the
+ * clean tokens with the circuit's hooks, the corrupted run's z read from co (so no fill
  * forward); changed marks the rows whose final residual differs from
  * cl's, bit for bit (every edge kept: none). */
 static int delta_run_hooks(al_circuit_delta *d, al_model *m, const unsigned char *kept,
@@ -515,139 +520,22 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
                          const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
                          const float *embp, al_circuit_memo *memo, float *xL,
                          unsigned char *changed, al_err *e) {
-    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
+    const int L = d->L, H = d->H, T = d->T, nb = cl->B;
     if (nb > d->B || cl->T != T || co->B != nb || co->T != T)
         return al_errf(e, "circuit evaluation: runs of %dx%d and %dx%d for a workspace of %dx%d",
                        cl->B, cl->T, co->B, co->T, d->B, T);
     /* the incremental forward runs no hooks: with hooks registered (an
      * intervention) every evaluation is a full forward that runs them */
-    if (d->full || m->hooks.n > 0)
+    if (m->hooks.n > 0)
         return delta_run_hooks(d, m, kept, cl, co, clean, corr, xL, changed, e);
-    if (L >= 3 && memo && memo->zh && (memo->nb < nb || memo->hw != 1 + 3 * (1 + (L - 1) * H)))
+    if (memo && memo->zh && (memo->nb < nb || memo->hw != 1 + 3 * (1 + (L - 1) * H)))
         return al_errf(e, "circuit evaluation: a memo made for %d sequences of another workspace "
                           "(this batch has %d)",
                        memo->nb, nb);
-    if (L >= 3)
-        return delta_run_deep(d, m, kept, cl, co, clean, corr, embp, memo, xL, changed, e);
-    const size_t HD = (size_t)H * D, BT = (size_t)nb * T, Q = BT * 3 * HD, Z = BT * HD;
-    memset(d->qm, 0, (size_t)L * 3 * H * T + (size_t)L * H * T);
-    /* layer-0 channels: embed + pos, and pos is the same in both runs */
-    int l0dirty = 0;
-    for (int h = 0; h < H; h++)
-        for (int ch = 0; ch < 3; ch++) {
-            if (kept[al_graph_k_input(H, 0, h, ch, 0)]) continue;
-            memset(d->qm + ((size_t)ch * H + h) * T, 1, T);
-            size_t o = (size_t)ch * HD + (size_t)h * D;
-            copy_rows(d->syn + o, co->qkv + o, BT, D, 3 * HD);
-            l0dirty = 1;
-        }
-    const float *zg0 = NULL; /* the circuit's layer-0 zg (nb, T, H, D) */
-    int dz_ready = 0;
-    if (L == 2) {
-        const float *q1 = cl->qkv + Q; /* layer 1's q/k/v from this run's residual */
-        if (l0dirty) {
-            /* layer 0 of the circuit first: a patched forward of the clean
-             * sequences; forward_delta below leaves m's activations alone */
-            al_patch_spec sa = {.src_qkv = d->syn, .qkv_mask = d->qm};
-            int rc = al_patch_hooks_add(m, &sa, e) || al_model_forward(m, clean, NULL, nb, T, e);
-            al_hook_remove(m, &sa);
-            if (rc) return -1;
-            zg0 = m->zg, q1 = m->qkv + Q;
-        } else zg0 = cl->zg;
-        for (int h1 = 0; h1 < H; h1++)
-            for (int ch = 0; ch < 3; ch++) {
-                int emb = !kept[al_graph_k_input(H, 1, h1, ch, 0)], nr = emb;
-                for (int h0 = 0; h0 < H; h0++) nr += !kept[al_graph_k_comp(L, H, h0, 1, h1, ch)];
-                if (!nr) continue;
-                memset(d->qm + ((size_t)(3 + ch) * H + h1) * T, 1, T);
-                size_t o = (size_t)ch * HD + (size_t)h1 * D;
-                float *dst = d->syn + Q + o;
-                if (nr == 1 + H) { /* every sender removed: the corrupted run's */
-                    copy_rows(dst, co->qkv + Q + o, BT, D, 3 * HD);
-                    continue;
-                }
-                copy_rows(dst, q1 + o, BT, D, 3 * HD);
-                if (emb)
-                    for (size_t r = 0; r < BT; r++)
-                        for (int k = 0; k < D; k++)
-                            dst[r * 3 * HD + k] -= embp[r * 3 * HD + o + k];
-                if (nr == emb) continue;
-                if (!dz_ready) {
-                    for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - co->zg[i];
-                    dz_ready = 1;
-                }
-                /* dst −= Σ over removed 0.h0 of Δzg_h0 · W_O[0,h0] W_c[1,h1] */
-                for (int h0 = 0; h0 < H; h0++) {
-                    float *blk = d->stack + (size_t)h0 * D * D;
-                    if (kept[al_graph_k_comp(L, H, h0, 1, h1, ch)]) memset(blk, 0, sizeof(float) * D * D);
-                    else
-                        memcpy(blk, d->wcomp + (((size_t)h0 * H + h1) * 3 + ch) * D * D,
-                               sizeof(float) * D * D);
-                }
-                sub_comp(dst, d->dz, d->stack, (int)BT, H, D);
-            }
-    }
-    /* last-layer heads: read by the logits only, so a removed logits edge
-     * is the head's z taken from the corrupted run (a head whose z a hook
-     * set in full, zfixed, has the same zg in both runs: nothing to do) */
-    const int ll = L - 1;
-    for (int h = 0; h < H; h++) {
-        if (kept[al_graph_k_out(L, H, 2 + ll * H + h)] || co->zfixed[ll * H + h]) continue;
-        memset(d->zm + ((size_t)ll * H + h) * T, 1, T);
-        float *dst = d->zsrc + (size_t)ll * Z + (size_t)h * D;
-        for (size_t r = 0; r < BT; r++)
-            memcpy(dst + r * HD, co->z + (size_t)ll * Z + r * HD + (size_t)h * D,
-                   sizeof(float) * D);
-    }
-    al_patch_spec sp = {NULL, d->zsrc, NULL, d->zm, d->syn, NULL, d->qm, NULL};
-    if (al_model_forward_delta(m, cl, &sp, xL, d->dirty, &d->ws, e)) return -1;
-    for (size_t r = 0; r < BT; r++) changed[r] = d->dirty[r % T];
-    /* the logits' other senders: embed and (2 layers) the layer-0 heads */
-    int all = !kept[al_graph_k_out(L, H, 0)], any0 = 0;
-    for (int j = 2; j < 2 + L * H; j++) all &= !kept[al_graph_k_out(L, H, j)];
-    for (int h = 0; L == 2 && h < H; h++) any0 |= !kept[al_graph_k_out(L, H, 2 + h)];
-    if (all) { /* the corrupted run's final residual, exactly */
-        memcpy(xL, co->x + (size_t)L * BT * C, sizeof(float) * BT * C);
-        memset(changed, 1, BT);
-    } else {
-        if (!kept[al_graph_k_out(L, H, 0)]) {
-            const int *ic = clean, *ir = corr;
-            for (size_t r = 0; r < BT; r++) {
-                if (ic[r] == ir[r]) continue;
-                const float *a = m->p[AL_P_WE] + (size_t)ic[r] * C;
-                const float *z = m->p[AL_P_WE] + (size_t)ir[r] * C;
-                float *x = xL + r * C;
-                for (int k = 0; k < C; k++) x[k] -= a[k] - z[k];
-                changed[r] = 1;
-            }
-        }
-        if (any0) {
-            if (!dz_ready)
-                for (size_t i = 0; i < Z; i++) d->dz[i] = zg0[i] - co->zg[i];
-            for (size_t r = 0; r < BT; r++)
-                for (int h = 0; h < H; h++) {
-                    float *o = d->dzm + r * HD + (size_t)h * D;
-                    if (kept[al_graph_k_out(L, H, 2 + h)]) memset(o, 0, sizeof(float) * D);
-                    else memcpy(o, d->dz + r * HD + (size_t)h * D, sizeof(float) * D);
-                }
-            /* fix (BT, C) = Δzg of the removed heads · W_O[0] (H·D, C) */
-            al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f,
-                        d->dzm, (int)HD, al_head_wo(m, 0, 0), C, 0.0f, d->fix, C);
-            for (size_t r = 0; r < BT; r++) {
-                const float *f = d->fix + r * C;
-                float *x = xL + r * C;
-                int nz = 0;
-                for (int k = 0; k < C; k++) nz |= f[k] != 0.0f;
-                if (!nz) continue;
-                for (int k = 0; k < C; k++) x[k] -= f[k];
-                changed[r] = 1;
-            }
-        }
-    }
-    return 0;
+    return delta_run_incr(d, m, kept, cl, co, clean, corr, embp, memo, xL, changed, e);
 }
 
-/* ------------------------------------------- incremental, 3+ layers */
+/* ------------------------------------------- the incremental forward */
 
 /* o = a − b over n floats, vectorized and, when large, split over the
  * threads (each element is exact whatever the split). */
@@ -796,51 +684,269 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
     for (int l0 = lo; l0 < l; l0++) sender_terms(g, l0, l, h, ch, want, sign, 1, dst, ldd);
 }
 
+/* layernorm_forward of N rows split over the threads (rows are
+ * independent: the same bits for any split). out may be x. */
+static void ln_rows(float *out, float *mean, float *scale, const float *x, const float *w,
+                    const float *b, size_t N, int C, double eps) {
+    const size_t blk = 64;
+    const long nb = (long)((N + blk - 1) / blk);
+#pragma omp parallel for schedule(static) if (nb > 1)
+    for (long i = 0; i < nb; i++) {
+        size_t r0 = (size_t)i * blk, n = N - r0 < blk ? N - r0 : blk;
+        layernorm_forward(out + r0 * C, mean + r0, scale + r0, x + r0 * C, w, b, n, C, eps);
+    }
+}
+
+/* dst (BT rows of D, stride ld) += b_c (NULL: none) and, for rows of
+ * position t, pq[t] (stride 2·H·D; NULL: none), split over the threads. */
+static void add_bias_pos(float *dst, size_t ld, const float *bc, const float *pq, size_t BT,
+                         int T, int D, size_t pld) {
+    if (!bc && !pq) return;
+#pragma omp parallel for schedule(static) if (BT >= 256)
+    for (size_t r = 0; r < BT; r++) {
+        float *o = dst + r * ld;
+        if (bc)
+#pragma omp simd
+            for (int k = 0; k < D; k++) o[k] += bc[k];
+        if (pq) {
+            const float *p = pq + (r % (size_t)T) * pld;
+#pragma omp simd
+            for (int k = 0; k < D; k++) o[k] += p[k];
+        }
+    }
+}
+
+/* LayerNorm: r (BT, C) += sign · Σ over the heads h0 of layer l0 whose
+ * edge into channel (l, h, ch) has kept bit want of Δzg_{l0,h0} ·
+ * W_O[l0,h0] (C-wide; the chosen heads' Δzg columns and W_O rows
+ * gathered into d->dzm and d->stack, one sgemm). */
+static void ln_sender_terms(deep *g, int l0, int l, int h, int ch, unsigned char want, float sign,
+                            float *r) {
+    al_circuit_delta *d = g->d;
+    const int L = d->L, H = d->H, D = d->D, C = d->C;
+    const size_t HD = (size_t)H * D, BT = g->BT;
+    int *sel = d->sel, cnt = 0;
+    for (int h0 = 0; h0 < H; h0++)
+        if (g->kept[al_graph_k_comp(L, H, l0 * H + h0, l, h, ch)] == want) sel[cnt++] = h0;
+    if (!cnt) return;
+    const float *dz = deep_dz(g, l0), *a = dz, *w = al_head_wo(g->m, l0, 0);
+    size_t lda = HD;
+    if (cnt < H) {
+#pragma omp parallel for schedule(static) if (BT >= 256)
+        for (size_t i = 0; i < BT; i++)
+            for (int j = 0; j < cnt; j++)
+                memcpy(d->dzm + i * cnt * D + (size_t)j * D, dz + i * HD + (size_t)sel[j] * D,
+                       sizeof(float) * D);
+        for (int j = 0; j < cnt; j++)
+            memcpy(d->stack + (size_t)j * D * C, al_head_wo(g->m, l0, sel[j]),
+                   sizeof(float) * D * C);
+        a = d->dzm, lda = (size_t)cnt * D, w = d->stack;
+    }
+    al_sgemm(false, false, (int)BT, C, cnt * D, sign, a, (int)lda, w, C, 1.0f, r, C);
+}
+
+/* LayerNorm: dst (BT rows of D, stride ldd) = ln1(r) W_c[l,h] + b_c[l,h],
+ * plus W_pos W_c for a query or key under shortformer positions: what
+ * the forward's split inputs compute for one head's own input r (BT, C),
+ * which is overwritten by its normalisation. */
+static void ln_project(deep *g, int l, int h, int ch, float *r, float *dst, size_t ldd) {
+    al_circuit_delta *d = g->d;
+    const al_model *m = g->m;
+    const int C = d->C, D = d->D, T = d->T;
+    const size_t HD = (size_t)d->H * D, BT = g->BT;
+    const float *w = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL;
+    const float *b = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
+    ln_rows(r, d->mean, d->scale, r, w, b, BT, C, m->cfg.ln_eps);
+    al_sgemm(false, false, (int)BT, D, C, 1.0f, r, C, head_w(m, l, h, ch), D, 0.0f, dst,
+             (int)ldd);
+    const float *bc = m->p[AL_P_BQ + ch] ? m->p[AL_P_BQ + ch] + (size_t)l * HD + (size_t)h * D
+                                         : NULL;
+    const float *pq = d->posqk && ch < 2
+                          ? d->posqk + (size_t)l * T * 2 * HD + (size_t)ch * HD + (size_t)h * D
+                          : NULL;
+    add_bias_pos(dst, ldd, bc, pq, BT, T, D, 2 * HD);
+}
+
+/* LayerNorm: dst = channel (l, h, ch) of the circuit, its input formed
+ * C-wide before ln1: the circuit's residual x entering layer l minus the
+ * removed senders' differences, or the corrupted run's residual plus the
+ * kept senders' (chan_from_co: whichever has fewer senders); every
+ * sender removed: the corrupted run's channel, exactly. */
+static void ln_channel(deep *g, int l, int h, int ch, const float *x, float *dst, size_t ldd) {
+    al_circuit_delta *d = g->d;
+    const int H = d->H, D = d->D;
+    const size_t HD = (size_t)H * D, o = (size_t)ch * HD + (size_t)h * D, BT = g->BT;
+    int nk;
+    const int from_co = chan_from_co(g, l, h, ch, &nk);
+    if (from_co && !nk) {
+        const float *src = g->co->qkv + (size_t)l * g->Q + o;
+        for (size_t r = 0; r < BT; r++) memcpy(dst + r * ldd, src + r * 3 * HD, sizeof(float) * D);
+        return;
+    }
+    float *r = d->rb;
+    const float *base = from_co ? g->co->x + (size_t)l * g->X : x;
+    const float sign = from_co ? 1.0f : -1.0f;
+    const unsigned char want = from_co ? 1 : 0;
+    if (l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want) {
+        const float *de = g->embp; /* (BT, C) W_E[clean] − W_E[corr] */
+        const size_t n = g->X;
+#pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 16))
+        for (size_t i = 0; i < n; i++) r[i] = base[i] + sign * de[i];
+    } else
+        model_copy(r, base, g->X);
+    for (int l0 = 0; l0 < l; l0++) ln_sender_terms(g, l0, l, h, ch, want, sign, r);
+    ln_project(g, l, h, ch, r, dst, ldd);
+}
+
+/* Channel (l, h, ch) of the circuit into dst: from base (the channel as
+ * the circuit's residual x gives it, stride ldb) without LayerNorm, from
+ * x itself with it. */
+static void chan(deep *g, int l, int h, int ch, const float *base, size_t ldb, const float *x,
+                 float *dst, size_t ldd) {
+    if (g->d->ln) ln_channel(g, l, h, ch, x, dst, ldd);
+    else deep_channel(g, l, h, ch, base, ldb, dst, ldd);
+}
+
 /* qkv (BT, 3HD) = layer l's q|k|v from the circuit's residual x (NULL:
  * the clean run's, unchanged): the clean run's plus (x − clean x) · W_qkv,
  * so shortformer positions (the same in both) need no term of their own. */
 static void deep_qkv(deep *g, int l, const float *x, float *qkv) {
     al_circuit_delta *d = g->d;
-    const size_t C = d->C, HD3 = 3 * (size_t)d->H * d->D;
+    const al_model *m = g->m;
+    const size_t C = d->C, HD = (size_t)d->H * d->D, HD3 = 3 * HD;
+    const float *w = d->wqkv + (size_t)l * C * HD3;
+    if (!x) {
+        model_copy(qkv, g->cl->qkv + (size_t)l * g->Q, g->Q);
+        return;
+    }
+    if (d->ln) { /* ln1(x) W_qkv + biases + shortformer positions, as the forward */
+        const float *lw = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL;
+        const float *lb = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
+        ln_rows(d->dxb, d->mean, d->scale, x, lw, lb, g->BT, (int)C, m->cfg.ln_eps);
+        al_sgemm(false, false, (int)g->BT, (int)HD3, (int)C, 1.0f, d->dxb, (int)C, w, (int)HD3,
+                 0.0f, qkv, (int)HD3);
+        const float *b[3];
+        for (int s = 0; s < 3; s++)
+            b[s] = m->p[AL_P_BQ + s] ? m->p[AL_P_BQ + s] + (size_t)l * HD : NULL;
+        const float *pos = d->posqk ? d->posqk + (size_t)l * d->T * 2 * HD : NULL;
+        qkv_bias_forward(qkv, b[0], b[1], b[2], pos, g->cl->B, d->T, (int)HD);
+        return;
+    }
     model_copy(qkv, g->cl->qkv + (size_t)l * g->Q, g->Q);
-    if (!x) return;
     const float *xc = g->cl->x + (size_t)l * g->X;
     sub_f(d->dxb, x, xc, g->X);
     al_sgemm(false, false, (int)g->BT, (int)HD3, (int)C, 1.0f,
-                d->dxb, (int)C, d->wqkv + (size_t)l * C * HD3, (int)HD3, 1.0f, qkv, (int)HD3);
+                d->dxb, (int)C, w, (int)HD3, 1.0f, qkv, (int)HD3);
+}
+
+/* 1 when head l.h outputs the corrupted run's z in the circuit: every
+ * edge out of it is removed (each receiver takes its corrupted value, so
+ * that value in the residual with Δzg 0 is the same circuit), or every
+ * sender into each of its channels is (its inputs are the corrupted
+ * run's). Its channels and attention are then not computed. */
+static int head_co(const deep *g, int l, int h) {
+    const int L = g->d->L, H = g->d->H;
+    int out = g->kept[al_graph_k_out(L, H, 2 + l * H + h)];
+    for (int l1 = l + 1; l1 < L && !out; l1++)
+        for (int h1 = 0; h1 < H && !out; h1++)
+            for (int ch = 0; ch < 3 && !out; ch++)
+                out = g->kept[al_graph_k_comp(L, H, l * H + h, l1, h1, ch)];
+    if (!out) return 1;
+    for (int ch = 0; ch < 3; ch++)
+        if (chan_state(g->kept, L, H, l, h, ch) != 2) return 0;
+    return 1;
+}
+
+/* qh (BT rows of 3D) = head l.h's q|k|v as the circuit's residual gives
+ * them (channels with removed senders then corrected by the caller),
+ * from d->dxb: x − the clean run's residual without LayerNorm, ln1(x)
+ * with it. Under LayerNorm a channel with removed senders is skipped:
+ * ln_channel forms it from the residual itself. */
+static void head_base(deep *g, int l, int h, float *qh) {
+    al_circuit_delta *d = g->d;
+    const al_model *m = g->m;
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T;
+    const size_t HD = (size_t)H * D, BT = g->BT, ld = 3 * (size_t)D;
+    const float *w = d->wqkv + (size_t)l * C * 3 * HD;
+    for (int s = 0; s < 3; s++) {
+        float *o = qh + (size_t)s * D;
+        const size_t col = (size_t)s * HD + (size_t)h * D;
+        if (!d->ln) {
+            const float *q0 = g->cl->qkv + (size_t)l * g->Q + col;
+            for (size_t r = 0; r < BT; r++) memcpy(o + r * ld, q0 + r * 3 * HD, sizeof(float) * D);
+            al_sgemm(false, false, (int)BT, D, C, 1.0f, d->dxb, C, w + col, (int)(3 * HD), 1.0f,
+                     o, (int)ld);
+            continue;
+        }
+        if (chan_state(g->kept, L, H, l, h, s)) continue;
+        al_sgemm(false, false, (int)BT, D, C, 1.0f, d->dxb, C, w + col, (int)(3 * HD), 0.0f, o,
+                 (int)ld);
+        add_bias_pos(o, ld,
+                     m->p[AL_P_BQ + s] ? m->p[AL_P_BQ + s] + (size_t)l * HD + (size_t)h * D : NULL,
+                     d->posqk && s < 2 ? d->posqk + (size_t)l * T * 2 * HD + col : NULL, BT, T, D,
+                     2 * HD);
+    }
 }
 
 /* Layer l of the circuit in full, from the circuit's residual x entering
  * it (not the clean run's) into xn: q|k|v from x, the channels with
  * removed senders corrected, attention, gates, x + zg·W_O; the gated z's
- * stay in d->zb. In the last layer a head whose logits edge is removed
- * outputs the corrupted run's zg (the logits are its only receiver).
+ * stay in d->zb. A head that outputs the corrupted run's z (head_co; in
+ * the last layer, one whose logits edge is removed) is not computed;
+ * when there are such heads, the others are computed one by one.
  * Returns 0, or -1 when attention's scratch could not be allocated. */
 static int deep_layer(deep *g, int l, const float *x, float *xn) {
     al_circuit_delta *d = g->d;
     const al_model *m = g->m;
-    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = g->cl->B;
+    const al_acts *cl = g->cl;
+    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
     const size_t HD = (size_t)H * D, BT = g->BT;
-    deep_qkv(g, l, x, d->qkv);
+    unsigned char *fixed = (unsigned char *)(d->sel + H); /* H flags: z not computed */
+    int nfixed = 0;
     for (int h = 0; h < H; h++)
-        for (int ch = 0; ch < 3; ch++)
-            if (chan_state(g->kept, L, H, l, h, ch)) {
-                float *q = d->qkv + (size_t)ch * HD + (size_t)h * D;
-                deep_channel(g, l, h, ch, q, 3 * HD, q, 3 * HD);
+        nfixed += fixed[h] = cl->zfixed[l * H + h] || head_co(g, l, h);
+    if (!nfixed) {
+        deep_qkv(g, l, x, d->qkv);
+        for (int h = 0; h < H; h++)
+            for (int ch = 0; ch < 3; ch++)
+                if (chan_state(g->kept, L, H, l, h, ch)) {
+                    float *q = d->qkv + (size_t)ch * HD + (size_t)h * D;
+                    chan(g, l, h, ch, q, 3 * HD, x, q, 3 * HD);
+                }
+        if (attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1)) return -1;
+        for (size_t r = 0; r < BT; r++) /* zb becomes the gated z */
+            for (int h = 0; h < H; h++) {
+                float *z = d->zb + r * HD + (size_t)h * D;
+                model_gate_row(z, z, m->gates[l * H + h], D);
             }
-    if (attention_forward(d->zb, d->att, d->qkv, nb, T, H, D, 1)) return -1;
-    for (int h = 0; h < H; h++) { /* zb becomes the gated z */
-        const float gt = m->gates[l * H + h];
-        const float *keep = g->cl->zfixed[l * H + h] ? g->cl->zg : NULL;
-        if (!keep && l == L - 1 && !g->kept[al_graph_k_out(L, H, 2 + l * H + h)])
-            keep = g->co->zg;
-        for (size_t r = 0; r < BT; r++) {
-            float *z = d->zb + r * HD + (size_t)h * D;
-            if (keep) memcpy(z, keep + (size_t)l * g->Z + r * HD + (size_t)h * D, sizeof(float) * D);
-            else model_gate_row(z, z, gt, D);
+    } else if (nfixed < H) {
+        if (d->ln) {
+            const float *lw = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL;
+            const float *lb = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
+            ln_rows(d->dxb, d->mean, d->scale, x, lw, lb, BT, C, m->cfg.ln_eps);
+        } else
+            sub_f(d->dxb, x, cl->x + (size_t)l * g->X, g->X);
+        float *qh = d->qh, *zh = qh + BT * 3 * D;
+        const size_t ld = 3 * (size_t)D;
+        for (int h = 0; h < H; h++) {
+            if (fixed[h]) continue;
+            head_base(g, l, h, qh);
+            for (int ch = 0; ch < 3; ch++)
+                if (chan_state(g->kept, L, H, l, h, ch))
+                    chan(g, l, h, ch, qh + (size_t)ch * D, ld, x, qh + (size_t)ch * D, ld);
+            if (attention_forward(zh, d->att, qh, nb, T, 1, D, 1)) return -1;
+            for (size_t r = 0; r < BT; r++)
+                model_gate_row(d->zb + r * HD + (size_t)h * D, zh + r * D, m->gates[l * H + h], D);
         }
     }
-    model_copy(xn, x, g->X);
+    for (int h = 0; nfixed && h < H; h++) {
+        if (!fixed[h]) continue;
+        const float *src = (cl->zfixed[l * H + h] ? cl->zg : g->co->zg) + (size_t)l * g->Z;
+        for (size_t r = 0; r < BT; r++)
+            memcpy(d->zb + r * HD + (size_t)h * D, src + r * HD + (size_t)h * D, sizeof(float) * D);
+    }
+    if (m->p[AL_P_BO]) copy_bias_forward(xn, x, m->p[AL_P_BO] + (size_t)l * C, BT, C);
+    else model_copy(xn, x, g->X);
     al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f, d->zb, (int)HD,
              m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
     return 0;
@@ -871,11 +977,12 @@ static int deep_partial(deep *g, int l, float *xn) {
         const float gt = m->gates[l * H + h];
         const float *src = NULL; /* the head's gated z, stride sld */
         size_t sld = D;
-        if (l == L - 1 && !g->kept[al_graph_k_out(L, H, 2 + l * H + h)]) {
+        int any = 0;
+        for (int ch = 0; ch < 3; ch++) any |= chan_state(g->kept, L, H, l, h, ch) != 0;
+        if ((l == L - 1 && !g->kept[al_graph_k_out(L, H, 2 + l * H + h)]) ||
+            (any && head_co(g, l, h))) {
             src = g->co->zg + (size_t)l * g->Z + (size_t)h * D, sld = HD;
         } else {
-            int any = 0;
-            for (int ch = 0; ch < 3; ch++) any |= chan_state(g->kept, L, H, l, h, ch) != 0;
             if (!any) continue;
             unsigned char *key = NULL;
             int hit = 0;
@@ -896,7 +1003,8 @@ static int deep_partial(deep *g, int l, float *xn) {
                 for (int ch = 0; ch < 3; ch++) {
                     const float *b0 = cl->qkv + (size_t)l * g->Q + (size_t)ch * HD + (size_t)h * D;
                     if (chan_state(g->kept, L, H, l, h, ch))
-                        deep_channel(g, l, h, ch, b0, 3 * HD, qh + (size_t)ch * D, 3 * (size_t)D);
+                        chan(g, l, h, ch, b0, 3 * HD, cl->x + (size_t)l * g->X,
+                             qh + (size_t)ch * D, 3 * (size_t)D);
                     else
                         for (size_t r = 0; r < BT; r++)
                             memcpy(qh + r * 3 * D + (size_t)ch * D, b0 + r * 3 * HD, sizeof(float) * D);
@@ -919,7 +1027,7 @@ static int deep_partial(deep *g, int l, float *xn) {
     return 0;
 }
 
-/* A circuit of a model of 3 or more layers. Let l_first be the first
+/* A circuit, incrementally, at any depth. Let l_first be the first
  * layer with a removed edge into a channel. Layers before it are the
  * clean run's; layer l_first changes only in the heads with such an edge
  * (deep_partial); every later layer may change in every row, so each is
@@ -935,7 +1043,7 @@ static int deep_partial(deep *g, int l, float *xn) {
  * heads) is kept in the memo across evaluations. Heads whose z a hook set
  * in full (zfixed) keep the clean run's output; other hooks are not run.
  * Rows of xL equal to the clean run's are not marked changed. */
-static int delta_run_deep(al_circuit_delta *d, al_model *m, const unsigned char *kept,
+static int delta_run_incr(al_circuit_delta *d, al_model *m, const unsigned char *kept,
                           const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
                           const float *embp, al_circuit_memo *memo, float *xL,
                           unsigned char *changed, al_err *e) {
