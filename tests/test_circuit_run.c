@@ -449,3 +449,25 @@ TEST(circuit_delta_acdc_matches_hooks) {
         al_model_free(&m);
     }
 }
+
+/* al_model_unembed_own (discovery's items) gives al_model_unembed's bits,
+ * with and without LayerNorm, for more rows than one chunk. */
+TEST(circuit_unembed_own_same_bits) {
+    for (int v = 0; v < 3; v++) {
+        al_model m;
+        if (v == 0) rand_any(&m, 2);
+        else ln_model(&m, 2, v == 1 ? AL_NORM_LN : AL_NORM_LNPRE, AL_BIAS_ALL, AL_POS_STANDARD, 9);
+        const int n = 150, C = m.cfg.d_model, V = m.cfg.d_vocab;
+        float *x = malloc(sizeof(float) * (size_t)n * C), *y = malloc(sizeof(float) * (size_t)n * C);
+        float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+        al_rng r;
+        al_rng_seed(&r, 3 + v);
+        for (int i = 0; i < n * C; i++) x[i] = y[i] = (float)(al_rng_normal(&r) * (1 + i % 7));
+        al_model_unembed(&m, x, n, a);
+        al_model_unembed_own(&m, y, n, b);
+        CHECKF(memcmp(a, b, sizeof(float) * (size_t)n * V) == 0, "case %d: logits differ (%g)", v,
+               max_diff(a, b, (size_t)n * V));
+        free(x), free(y), free(a), free(b);
+        al_model_free(&m);
+    }
+}

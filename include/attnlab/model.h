@@ -401,6 +401,10 @@ void al_delta_ws_free(al_delta_ws *ws);
  * ln_final(x) W_U + b_U (W_Eᵀ when tied; without LayerNorm and b_U,
  * x W_U), the same arithmetic the forward uses. */
 void al_model_unembed(const al_model *m, const float *x, int n, float *logits);
+/* The same bits, for rows the caller no longer needs: ln_final normalises
+ * x in place, then one product for all n rows (al_model_unembed works in
+ * chunks of a stack buffer so as not to touch x). */
+void al_model_unembed_own(const al_model *m, float *x, int n, float *logits);
 /* One logit of a final residual row x (C): ln_final(x) · W_U[:, v] +
  * b_U[v], summed in double. */
 float al_model_logit(const al_model *m, const float *x, int v);

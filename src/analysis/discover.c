@@ -151,7 +151,7 @@ static void item_eval(dctx *d, const dbatch *b, const float *xL, const unsigned 
             idx[n++] = i;
         }
         if (n < ROWS && (it || !n)) continue;
-        al_model_unembed(d->m, d->rows, n, d->logits);
+        al_model_unembed_own(d->m, d->rows, n, d->logits); /* rows are a copy */
         /* rows are independent: the same bits for any thread count */
 #pragma omp parallel for schedule(static)
         for (int k = 0; k < n; k++) {

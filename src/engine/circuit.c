@@ -857,18 +857,31 @@ static int head_co(const deep *g, int l, int h) {
     return 1;
 }
 
+/* 1 when channel (l, h, ch) of a recomputed layer starts from its value
+ * as the circuit's residual gives it: every sender kept, or, without
+ * LayerNorm, some removed and the channel formed as that value minus
+ * their differences (chan_from_co). Otherwise the channel is made from
+ * the corrupted run or, under LayerNorm, from the residual itself. */
+static int needs_base(const deep *g, int l, int h, int ch) {
+    const int st = chan_state(g->kept, g->d->L, g->d->H, l, h, ch);
+    if (st == 0) return 1;
+    if (g->d->ln || st == 2) return 0;
+    int nk;
+    return !chan_from_co(g, l, h, ch, &nk);
+}
+
 /* qh (BT rows of 3D) = head l.h's q|k|v as the circuit's residual gives
- * them (channels with removed senders then corrected by the caller),
- * from d->dxb: x − the clean run's residual without LayerNorm, ln1(x)
- * with it. Under LayerNorm a channel with removed senders is skipped:
- * ln_channel forms it from the residual itself. */
+ * them, for the channels that need it (needs_base; the caller corrects
+ * or replaces the others), from d->dxb: x − the clean run's residual
+ * without LayerNorm, ln1(x) with it. */
 static void head_base(deep *g, int l, int h, float *qh) {
     al_circuit_delta *d = g->d;
     const al_model *m = g->m;
-    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T;
+    const int H = d->H, D = d->D, C = d->C, T = d->T;
     const size_t HD = (size_t)H * D, BT = g->BT, ld = 3 * (size_t)D;
     const float *w = d->wqkv + (size_t)l * C * 3 * HD;
     for (int s = 0; s < 3; s++) {
+        if (!needs_base(g, l, h, s)) continue;
         float *o = qh + (size_t)s * D;
         const size_t col = (size_t)s * HD + (size_t)h * D;
         if (!d->ln) {
@@ -878,7 +891,6 @@ static void head_base(deep *g, int l, int h, float *qh) {
                      o, (int)ld);
             continue;
         }
-        if (chan_state(g->kept, L, H, l, h, s)) continue;
         al_sgemm(false, false, (int)BT, D, C, 1.0f, d->dxb, C, w + col, (int)(3 * HD), 0.0f, o,
                  (int)ld);
         add_bias_pos(o, ld,
@@ -893,7 +905,8 @@ static void head_base(deep *g, int l, int h, float *qh) {
  * removed senders corrected, attention, gates, x + zg·W_O; the gated z's
  * stay in d->zb. A head that outputs the corrupted run's z (head_co; in
  * the last layer, one whose logits edge is removed) is not computed;
- * when there are such heads, the others are computed one by one.
+ * when there are such heads, or channels that do not start from the
+ * layer's own q|k|v, the others are computed one by one.
  * Returns 0, or -1 when attention's scratch could not be allocated. */
 static int deep_layer(deep *g, int l, const float *x, float *xn) {
     al_circuit_delta *d = g->d;
@@ -902,10 +915,16 @@ static int deep_layer(deep *g, int l, const float *x, float *xn) {
     const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T, nb = cl->B;
     const size_t HD = (size_t)H * D, BT = g->BT;
     unsigned char *fixed = (unsigned char *)(d->sel + H); /* H flags: z not computed */
-    int nfixed = 0;
-    for (int h = 0; h < H; h++)
+    int nfixed = 0, nbase = 0;
+    for (int h = 0; h < H; h++) {
         nfixed += fixed[h] = cl->zfixed[l * H + h] || head_co(g, l, h);
-    if (!nfixed) {
+        for (int ch = 0; ch < 3 && !fixed[h]; ch++) nbase += needs_base(g, l, h, ch);
+    }
+    /* every head computed and every channel's base needed: one product
+     * for the layer; else head by head, only the bases needed (late in
+     * ACDC's sweep most channels come from the corrupted run or, under
+     * LayerNorm, from their own input) */
+    if (!nfixed && nbase == 3 * H) {
         deep_qkv(g, l, x, d->qkv);
         for (int h = 0; h < H; h++)
             for (int ch = 0; ch < 3; ch++)
@@ -920,11 +939,11 @@ static int deep_layer(deep *g, int l, const float *x, float *xn) {
                 model_gate_row(z, z, m->gates[l * H + h], D);
             }
     } else if (nfixed < H) {
-        if (d->ln) {
+        if (nbase && d->ln) {
             const float *lw = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL;
             const float *lb = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
             ln_rows(d->dxb, d->mean, d->scale, x, lw, lb, BT, C, m->cfg.ln_eps);
-        } else
+        } else if (nbase)
             sub_f(d->dxb, x, cl->x + (size_t)l * g->X, g->X);
         float *qh = d->qh, *zh = qh + BT * 3 * D;
         const size_t ld = 3 * (size_t)D;

@@ -677,6 +677,20 @@ void al_model_unembed(const al_model *m, const float *x, int n, float *logits) {
     else unembed_ln(m, x, n, logits);
 }
 
+void al_model_unembed_own(const al_model *m, float *x, int n, float *logits) {
+    const al_config *c = &m->cfg;
+    const int C = c->d_model;
+    if (c->norm_type != AL_NORM_NONE) {
+        float mean[UNEMBED_ROWS], scale[UNEMBED_ROWS];
+        for (int i = 0; i < n; i += UNEMBED_ROWS) {
+            int k = n - i < UNEMBED_ROWS ? n - i : UNEMBED_ROWS;
+            layernorm_forward(x + (size_t)i * C, mean, scale, x + (size_t)i * C,
+                              m->p[AL_P_LNFW], m->p[AL_P_LNFB], (size_t)k, C, c->ln_eps);
+        }
+    }
+    model_unembed_rows(m, x, n, logits, 1);
+}
+
 float al_model_logit(const al_model *m, const float *x, int v) {
     const al_config *c = &m->cfg;
     int C = c->d_model, V = c->d_vocab;
