@@ -27,6 +27,10 @@ typedef struct fix {
 /* Positional embedding type of fix_init's models (the shortformer tests
  * set it: W_pos in q and k, not in the residual stream). */
 static int g_pos_type = AL_POS_STANDARD;
+/* Normalization and biases of fix_init's models (the LayerNorm tests set
+ * them; t_ln_perturb moves their weights off their initial values). */
+static int g_norm = AL_NORM_NONE;
+static unsigned g_biases = 0;
 
 static void tokens(int *in, int n, uint64_t seed) {
     al_rng r;
@@ -39,9 +43,10 @@ static void fix_init(fix *f, int L, int tied, int T) {
     al_config c = al_config_default();
     c.n_layers = L, c.d_model = DC, c.n_heads = DH, c.d_head = DD, c.n_ctx = DT;
     c.d_vocab = DV, c.tied_embeddings = tied, c.seed = 11 + L + tied;
-    c.pos_type = g_pos_type;
+    c.pos_type = g_pos_type, c.norm_type = g_norm, c.biases = g_biases;
     al_err e;
     CHECK_OK(al_model_init(&f->m, &c, &e), &e);
+    if (g_norm != AL_NORM_NONE || g_biases) t_ln_perturb(&f->m, 17 + (uint64_t)L);
     f->L = L, f->T = T;
     for (int i = 0; i < L * DH; i++) f->m.gates[i] = 0.5f + 0.3f * (float)i;
     f->m.gates[1] = -1.25f;
@@ -330,6 +335,23 @@ static void full_resid(void) {
 TEST(delta_full_resid_reproduces_source) { full_resid(); }
 TEST(delta_shortformer_full_resid_reproduces_source) {
     g_pos_type = AL_POS_SHORTFORMER;
+    full_resid();
+}
+
+/* LayerNorm (LN and LNPre), every bias or some, standard and
+ * shortformer positions: every kind of mask against the full patched
+ * forward, and a whole patched residual reproduces the source run bit
+ * for bit. */
+TEST(delta_layernorm_matches_full_forward) {
+    g_norm = AL_NORM_LN, g_biases = AL_BIAS_ALL;
+    random_masks();
+    full_resid();
+    g_norm = AL_NORM_LNPRE, g_biases = AL_BIAS_Q | AL_BIAS_V | AL_BIAS_O;
+    g_pos_type = AL_POS_SHORTFORMER;
+    random_masks();
+    full_resid();
+    g_norm = AL_NORM_NONE, g_biases = AL_BIAS_ALL, g_pos_type = AL_POS_STANDARD;
+    random_masks();
     full_resid();
 }
 

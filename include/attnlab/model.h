@@ -389,9 +389,9 @@ typedef struct al_delta_ws {
     float *p;
     size_t cap; /* floats */
 } al_delta_ws;
-/* Plain models only (al_config_is_plain): −1 with al_config_plain_check's
- * message for LayerNorm or bias models, whose full forward with sp's
- * hooks is the way to patch them. */
+/* Any architecture: a recomputed row goes through ln1 (LayerNorm is per
+ * row), its q|k|v get the biases and shortformer positions, and a
+ * recomputed residual row gets b_O, as in the forward. */
 int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
                            float *xL, unsigned char *dirty, al_delta_ws *ws, al_err *e);
 /* Free ws's scratch (a zeroed ws is empty; fine to free twice). */

@@ -308,11 +308,10 @@ static int sweep_init(sweep *s, al_model *m, const al_pairs *t, const al_patch_o
     if (al_patch_opts_check(o, e)) return -1;
     if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     al_patch_direction_parse(o->direction, &s->dir);
-    /* the incremental forward is the plain model's and runs no hooks:
-     * with LayerNorm or biases, or hooks registered (an intervention),
-     * every configuration is one full patched forward */
+    /* the incremental forward runs no hooks: with hooks registered (an
+     * intervention) every configuration is one full patched forward */
     s->m = m, s->t = t, s->o = o;
-    s->naive = o->naive || !al_config_is_plain(c) || m->hooks.n > 0;
+    s->naive = o->naive || m->hooks.n > 0;
     s->L = c->n_layers, s->H = c->n_heads, s->T = t->T, s->C = c->d_model, s->V = c->d_vocab;
     s->B = o->batch < t->N ? o->batch : t->N;
     int maxi = 0; /* the most items any batch holds */

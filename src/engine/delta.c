@@ -12,8 +12,10 @@
  * with dx[t] = "the residual row entering this layer differs from base's"
  * (none at first), each layer does, in al_model_forward's order:
  *   1. x mask: copy the source rows, dx[t] = 1;
- *   2. q, k, v of the dx rows: an sgemm on the gathered rows with the
- *      fused weights (rows_sgemm), plus for shortformer positions
+ *   2. q, k, v of the dx rows: ln1 of the gathered rows (LayerNorm is
+ *      per row, so a row's q|k|v depend on that row alone), an sgemm
+ *      with the fused weights (rows_sgemm), b_Q, b_K, b_V, plus for
+ *      shortformer positions
  *      W_pos[t] W_Q, W_pos[t] W_K on q and k (a constant of the position,
  *      the same in every run, so it changes nothing about which rows
  *      differ); then the q/k/v mask. chg[s,h,t] marks every q, k or
@@ -28,7 +30,7 @@
  *      new) and the rows are computed in attention_forward's blocks;
  *   4. z mask: gate · source z;
  *   5. next residual, at the dx rows and the rows where some head's zg
- *      changed: x + zg·W_O as one sgemm on gathered rows, or, for rows
+ *      changed: x (+ b_O) + zg·W_O as one sgemm on gathered rows, or, for rows
  *      whose residual was unchanged when only a few heads changed (e.g. a
  *      z patch of one head), base's next residual + Δzg·W_O over those
  *      heads alone. A z patch at the last layer thus costs a D×C product
@@ -90,6 +92,7 @@ typedef struct dstate {
     float *gin, *gout;     /* gathered rows (BT, max(C,HD)) and (BT, max(3HD,C)) */
     float *wqkv;           /* (C, 3HD) fused weights */
     float *pos;            /* (T, 2HD) shortformer: W_pos W_Q | W_pos W_K of this layer */
+    float *lnm, *lns;      /* (BT) LayerNorm: ln1's mean and scale of the recomputed rows */
     float *ts;             /* attention scratch, ts_n floats per thread */
     size_t ts_n;
     int nthreads;
@@ -153,7 +156,7 @@ static int scratch(al_delta_ws *ws, dstate *s, al_err *e) {
     s->nthreads = al_get_threads() > 0 ? al_get_threads() : 1;
     s->ts_n = 2 * T * D + 2 * AB * D + AB * T; /* K, V, Q block, z block, scores */
     size_t nf = 2 * BT * C + BT * 3 * HD + BT * HD + n_gin + n_gout + C * 3 * HD + T * 2 * HD +
-                (size_t)s->nthreads * s->ts_n;
+                2 * BT + (size_t)s->nthreads * s->ts_n;
     size_t ni = 2 * T + H, nb = (2 + 5 * H) * T + H;
     size_t total = nf + ni + (nb + sizeof(float) - 1) / sizeof(float);
     if (ws->cap < total) {
@@ -172,6 +175,8 @@ static int scratch(al_delta_ws *ws, dstate *s, al_err *e) {
     s->gout = f, f += n_gout;
     s->wqkv = f, f += C * 3 * HD;
     s->pos = f, f += T * 2 * HD;
+    s->lnm = f, f += BT;
+    s->lns = f, f += BT;
     s->ts = f, f += (size_t)s->nthreads * s->ts_n;
     int *ip = (int *)f; /* int and float have the same size and alignment here */
     s->full = ip, ip += T;
@@ -219,9 +224,19 @@ static void qkv_layer(dstate *s, int l, const float *X) {
     for (size_t t = 0; t < T; t++)
         if (s->dx[t]) s->full[np++] = (int)t;
     if (np) {
-        model_fuse_qkv(s->wqkv, s->m, l);
+        const al_model *m = s->m;
+        const int ln = m->cfg.norm_type != AL_NORM_NONE;
+        const float *lw = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL;
+        const float *lb = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
+        model_fuse_qkv(s->wqkv, m, l);
         if ((size_t)np == T) {
-            rows_sgemm((int)s->BT, (int)rs, (int)C, X, (int)C, s->wqkv, (int)rs, 0.0f, s->qkv,
+            const float *in = X;
+            if (ln) { /* ln1 of every row, as the forward's layernorm_forward */
+                layernorm_forward(s->gin, s->lnm, s->lns, X, lw, lb, s->BT, (int)C,
+                                  m->cfg.ln_eps);
+                in = s->gin;
+            }
+            rows_sgemm((int)s->BT, (int)rs, (int)C, in, (int)C, s->wqkv, (int)rs, 0.0f, s->qkv,
                        (int)rs, s->nthreads);
         } else {
             int M = s->B * np;
@@ -229,6 +244,9 @@ static void qkv_layer(dstate *s, int l, const float *X) {
                 for (int j = 0; j < np; j++)
                     memcpy(s->gin + ((size_t)b * np + j) * C,
                            X + ((size_t)b * T + s->full[j]) * C, sizeof(float) * C);
+            if (ln) /* row by row: the same bits as over every row */
+                layernorm_forward(s->gin, s->lnm, s->lns, s->gin, lw, lb, (size_t)M, (int)C,
+                                  m->cfg.ln_eps);
             rows_sgemm(M, (int)rs, (int)C, s->gin, (int)C, s->wqkv, (int)rs, 0.0f, s->gout,
                        (int)rs, s->nthreads);
             for (int b = 0; b < s->B; b++)
@@ -236,17 +254,26 @@ static void qkv_layer(dstate *s, int l, const float *X) {
                     memcpy(s->qkv + ((size_t)b * T + s->full[j]) * rs,
                            s->gout + ((size_t)b * np + j) * rs, sizeof(float) * rs);
         }
-        if (s->m->cfg.pos_type == AL_POS_SHORTFORMER) {
-            /* the forward's pos_qk_forward, on the recomputed rows: the
-             * same product over all T positions, so the same bits */
-            posqk_project(s->pos, s->m->p[AL_P_WPOS], s->wqkv, (int)T, (int)C, (int)HD);
-            for (int b = 0; b < s->B; b++)
-                for (int j = 0; j < np; j++) {
-                    float *r = s->qkv + ((size_t)b * T + s->full[j]) * rs;
-                    const float *pp = s->pos + (size_t)s->full[j] * 2 * HD;
-                    for (size_t i = 0; i < 2 * HD; i++) r[i] += pp[i];
+        /* the forward's qkv_extras on the recomputed rows: b_Q, b_K, b_V,
+         * then the shortformer positions (posqk_project over all T
+         * positions, as the forward, so the same bits) */
+        const float *b3[3];
+        for (int k = 0; k < 3; k++)
+            b3[k] = m->p[AL_P_BQ + k] ? m->p[AL_P_BQ + k] + (size_t)l * HD : NULL;
+        const int sf = m->cfg.pos_type == AL_POS_SHORTFORMER;
+        if (sf) posqk_project(s->pos, m->p[AL_P_WPOS], s->wqkv, (int)T, (int)C, (int)HD);
+        for (int b = 0; (sf || b3[0] || b3[1] || b3[2]) && b < s->B; b++)
+            for (int j = 0; j < np; j++) {
+                float *r = s->qkv + ((size_t)b * T + s->full[j]) * rs;
+                for (int k = 0; k < 3; k++) {
+                    if (!b3[k]) continue;
+                    float *o = r + (size_t)k * HD;
+                    for (size_t i = 0; i < HD; i++) o[i] += b3[k][i];
                 }
-        }
+                if (!sf) continue;
+                const float *pp = s->pos + (size_t)s->full[j] * 2 * HD;
+                for (size_t i = 0; i < 2 * HD; i++) r[i] += pp[i];
+            }
         for (size_t sh = 0; sh < 3 * H; sh++)
             for (int j = 0; j < np; j++) s->chg[sh * T + s->full[j]] = 1;
     }
@@ -409,6 +436,7 @@ static void resid_layer(dstate *s, int l, const float *X, float *Xn) {
     const float *bx = s->base->x + (size_t)l * s->BT * C, *bxn = bx + s->BT * C;
     const float *bzg = s->base->zg + (size_t)l * s->BT * HD;
     const float *wo = m->p[AL_P_WO] + (size_t)l * HD * C;
+    const float *bo = m->p[AL_P_BO] ? m->p[AL_P_BO] + (size_t)l * C : NULL;
     memset(s->hmask, 0, (size_t)H);
     for (size_t t = 0; t < T; t++) {
         if (s->dx[t]) {
@@ -426,7 +454,7 @@ static void resid_layer(dstate *s, int l, const float *X, float *Xn) {
         nd = 0;
     }
     size_t Mf = (size_t)B * nf, Md = (size_t)B * nd;
-    /* full form: x + zg·W_O, as the forward computes it */
+    /* full form: x (+ b_O) + zg·W_O, as the forward computes it */
     for (int b = 0; b < B; b++)
         for (int j = 0; j < nf; j++) {
             size_t i = (size_t)b * nf + j, t = s->full[j], r = (size_t)b * T + t;
@@ -434,7 +462,11 @@ static void resid_layer(dstate *s, int l, const float *X, float *Xn) {
                 memcpy(s->gin + i * HD + h * D,
                        (s->zc[(size_t)h * T + t] ? s->zg : bzg) + r * HD + h * D,
                        sizeof(float) * D);
-            memcpy(s->gout + i * C, (s->dx[t] ? X : bx) + r * C, sizeof(float) * C);
+            const float *xr = (s->dx[t] ? X : bx) + r * C;
+            if (bo) /* x + b_O, as the forward's copy_bias_forward */
+                for (size_t k = 0; k < C; k++) s->gout[i * C + k] = xr[k] + bo[k];
+            else
+                memcpy(s->gout + i * C, xr, sizeof(float) * C);
         }
     if (Mf)
         rows_sgemm((int)Mf, (int)C, (int)HD, s->gin, (int)HD, wo, (int)C, 1.0f, s->gout, (int)C,
@@ -480,8 +512,6 @@ void al_delta_ws_free(al_delta_ws *ws) {
 int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
                            float *xL, unsigned char *dirty, al_delta_ws *ws, al_err *e) {
     const al_config *c = &m->cfg;
-    /* it recomputes q, k, v from residual rows by W_Q, W_K, W_V alone */
-    if (al_config_plain_check(c, "the incremental patched forward", e)) return -1;
     if (!base || !base->x || base->B < 1 || base->T < 1 || base->T > c->n_ctx)
         return al_errf(e, "incremental patched forward: the run cache has batch shape %dx%d "
                           "(needs B >= 1 and 1 <= T <= n_ctx %d)",
