@@ -4,7 +4,8 @@
 # sizes, same thread count, in this one invocation; then how cost grows
 # with n_ctx at a constant 4096 tokens per step; then the activation-
 # patching sweep, incremental against one full forward per configuration
-# (bench_engine --mode patch); then attribution patching beside the
+# (bench_engine --mode patch; also with LayerNorm and biases); then
+# attribution patching beside the
 # patching sweeps it estimates (bench_engine --mode attr); then ACDC's
 # edges tested per second (bench_engine --mode discover, W_U scaled so
 # that every receiver is visited; also on the same shape with LayerNorm
@@ -143,6 +144,12 @@ PATCH_CTX=$((2 * PATCH_R + 1 > 128 ? 2 * PATCH_R + 1 : 128))
 [ "$PATCH" = 1 ] &&
     run patch c 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$PATCH_PAIRS" --naive-pairs "$PATCH_NAIVE_PAIRS" --probe-r "$PATCH_R"
+# the same sweep with LayerNorm and every bias (its recomputed rows go
+# through ln1)
+[ "$PATCH" = 1 ] &&
+    run patch-ln c 0 --mode patch --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
+        --pairs "$PATCH_PAIRS" --naive-pairs "$PATCH_NAIVE_PAIRS" --probe-r "$PATCH_R" \
+        --norm ln --biases all
 [ "$PATCH" = 1 ] &&
     run attr c 0 --mode attr --n-layers 2 --n-ctx "$PATCH_CTX" --d-vocab 2048 \
         --pairs "$ATTR_PAIRS" --probe-r "$PATCH_R"
@@ -362,6 +369,14 @@ if [ "$PATCH" = 1 ] && [ -s "$TMP/patch.c.json" ]; then
     awk -v s="$(jget "$P" naive_seconds)" -v a="$NN" -v b="$NP" 'BEGIN {
         printf "* naive on %d of the %d pairs (all would take ~%.0f s); configs/s from its per-pair rate\n",
             a, b, s * b / a }'
+fi
+
+if [ "$PATCH" = 1 ] && [ -s "$TMP/patch-ln.c.json" ]; then
+    P=$TMP/patch-ln.c.json
+    echo "with LayerNorm and every bias: incremental $(jget "$P" config_pairs_per_s)" \
+        "configuration-pairs/s, naive $(jget "$P" naive_config_pairs_per_s) ($(jget "$P" naive_pairs)" \
+        "pairs): $(jget "$P" speedup)x ($(jget "$P" speedup_same_pairs)x on the same pairs," \
+        "metrics within $(jget "$P" max_metric_diff))"
 fi
 
 if [ "$PATCH" = 1 ] && [ -s "$TMP/attr.c.json" ]; then

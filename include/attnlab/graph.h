@@ -165,7 +165,8 @@ typedef struct al_circuit_delta {
     float *qkv, *att, *zb, *dxb; /* (B,T,3HD) (B,H,T,T) (B,T,HD) (B,T,C) */
     float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
     float *lowt;            /* (B,T,D) a channel's correction from the clean layers */
-    float *rb, *mean, *scale; /* LayerNorm: (B,T,C) a head's own input, (B,T) (B,T) */
+    float *rb, *lowb;       /* LayerNorm: (B,T,C) a head's own input, its lower part */
+    float *mean, *scale;    /* LayerNorm: (B,T) (B,T) */
     float *posqk;           /* LayerNorm + shortformer: (L, T, 2·H·D) W_pos W_Q|W_K */
     int *sel;               /* (H) the sender heads of one product, then H flags */
     unsigned char *kh, *kc, *kf; /* memo keys being built: a head's, a channel's, the fix's */
@@ -203,7 +204,7 @@ typedef struct al_circuit_memo {
     int hw;               /* bytes per hkey */
     float *low;           /* (L−1, nb, T, 3, H, D) a channel's correction from embed and
                            * the senders of layers < l_first (layers 1..L−1); NULL under
-                           * LayerNorm, which normalises that part with the rest */
+                           * LayerNorm (lowc) */
     unsigned char *lkey;  /* (L−1, 3·H, lw): [0] 1 when stored, [1] l_first, [2] the
                            * channel taken from the corrupted run, [3] embed's kept
                            * bit, then the senders' */
@@ -212,9 +213,16 @@ typedef struct al_circuit_memo {
     unsigned char *fkey;  /* 2 + (L−1)·H: [0] 1 when stored, [1] the layers summed, then the
                            * kept bits of their heads' logits edges */
     int fn;               /* products summed into fix (0: it is unused) */
+    float **lowc;         /* LayerNorm: (L−1, 3·H) slots of (nb, T, C), low's C-wide
+                           * counterpart (before ln1), each allocated when first stored
+                           * while lowc_used + its size <= lowc_cap floats (else not
+                           * kept: the same bits, more products) */
+    size_t lowc_used, lowc_cap;
     long hits;            /* parts taken from the memo (for tests) */
     int nb;               /* the batch size it was made for */
 } al_circuit_memo;
+/* The default lowc_cap, in MB (a caller with several memos may lower it). */
+#define AL_CIRCUIT_MEMO_LN_MB 64
 /* Room for batches of nb sequences of d: 0, or −1 with e (*mm zeroed). */
 int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb, al_err *e);
 void al_circuit_memo_free(al_circuit_memo *mm);

@@ -109,19 +109,29 @@ static void ctx_free(dctx *d) {
 
 /* The caches of every batch (two runs' activations each) and the clean
  * distributions, against the memory budget. */
+/* The LayerNorm memo parts (al_circuit_memo's lowc) of all batches
+ * together take at most this many MB. */
+#define LN_MEMO_MB 256
+
 int al_discover_memory_check(const al_pairs *t, const al_config *c, al_err *e) {
     double N = t->N, T = t->T, L = c->n_layers, H = c->n_heads, HD = H * c->d_head;
-    double acts = (L + 1) * T * c->d_model + L * T * 3 * HD + L * H * T * T + 2 * L * T * HD;
-    /* per sequence: embp (L−1 layers of q|k|v) and, 3 or more layers, the
-     * memo (graph.h: L layers of z, L−1 of q|k|v, one residual); per
-     * batch the memo's keys (bytes), taken here as one per sequence at
-     * worst (batch 1); and the logits scratch of ROWS items */
-    double embp = L > 1 ? (L - 1) * T * 3 * HD : 0.0;
-    double memo = L > 2 ? L * T * HD + (L - 1) * T * 3 * HD + T * c->d_model : 0.0;
-    double keys = L > 2 ? (L * H * (1 + 3 * (1 + (L - 1) * H)) + L * 3 * H * (4 + (L - 1) * H)) /
-                              (double)sizeof(float)
-                        : 0.0;
-    double need = (2.0 * N * acts + N * (embp + memo + keys) + (double)t->n_items * c->d_vocab +
+    double C = c->d_model;
+    const int ln = c->norm_type != AL_NORM_NONE;
+    double acts = (L + 1) * T * C + L * T * 3 * HD + L * H * T * T + 2 * L * T * HD;
+    /* per sequence: embp (Δembed, or L−1 layers of q|k|v) and the memo
+     * (graph.h: L layers of z, without LayerNorm L−1 of q|k|v, one
+     * residual); per batch the memo's keys (bytes), taken here as one per
+     * sequence at worst (batch 1); the LayerNorm memo's C-wide parts up to
+     * their budget; and the logits scratch of ROWS items */
+    double embp = L < 2 ? 0.0 : ln ? T * C : (L - 1) * T * 3 * HD;
+    double memo = L * T * HD + (ln ? 0.0 : (L - 1) * T * 3 * HD) + T * C;
+    double keys = (L * H * (1 + 3 * (1 + (L - 1) * H)) + (L - 1) * 3 * H * (4 + (L - 1) * H) +
+                   (4 + (L - 1) * H)) /
+                  (double)sizeof(float);
+    double lowc = ln ? fmin(N * (L - 1) * 3 * H * T * C, LN_MEMO_MB * 1048576.0 / sizeof(float))
+                     : 0.0;
+    double need = (2.0 * N * acts + N * (embp + memo + keys) + lowc +
+                   (double)t->n_items * c->d_vocab +
                    (double)ROWS * (c->d_model + 2.0 * c->d_vocab)) *
                   sizeof(float);
     char what[96];
@@ -245,6 +255,7 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
             al_circuit_delta_embp(&d->cd, m, in[0], in[1], b->nb, b->embp);
         }
         if (al_circuit_memo_init(&b->memo, &d->cd, b->nb, e)) goto fail;
+        if (b->memo.lowc) b->memo.lowc_cap = ((size_t)LN_MEMO_MB << 20) / sizeof(float) / d->nbat;
     }
     d->m_clean = sc / (double)NI, d->m_corr = sr / (double)NI;
     return 0;

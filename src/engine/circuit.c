@@ -377,7 +377,7 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
      * so it needs no D×D products but a residual, its statistics and the
      * senders' W_O rows */
     const size_t nw = !d->ln && L >= 2 ? n_comp(d->L, d->H) * D * D : 0;
-    const size_t lnf = d->ln ? BT * C + 2 * BT + (sf ? L * (size_t)T * 2 * HD : 0) : 0;
+    const size_t lnf = d->ln ? 2 * BT * C + 2 * BT + (sf ? L * (size_t)T * 2 * HD : 0) : 0;
     const size_t stack = HD * (d->ln ? C : D);
     d->wcomp = al_malloc(nw + BT * C + L * BT * HD + BT * HD + stack + L * C * 3 * HD +
                              (L + 1) * BT * C + BT * 3 * HD + BT * H * T + BT * HD + BT * C +
@@ -406,7 +406,8 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
     d->lowt = d->qh + 5 * BT * D;
     float *f = d->lowt + BT * D;
     if (d->ln) {
-        d->rb = f, d->mean = d->rb + BT * C, d->scale = d->mean + BT;
+        d->rb = f, d->lowb = d->rb + BT * C, d->mean = d->lowb + BT * C;
+        d->scale = d->mean + BT;
         f = d->scale + BT;
         if (sf) d->posqk = f, f += L * (size_t)T * 2 * HD;
     }
@@ -483,12 +484,23 @@ int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb,
     }
     mm->low = nlow ? mm->zh + L * bt * HD : NULL;
     mm->fix = mm->zh + L * bt * HD + nlow;
+    if (d->ln && L >= 2) { /* C-wide parts, allocated as they are first stored */
+        mm->lowc = al_calloc((L - 1) * 3 * H, sizeof(float *), e);
+        if (!mm->lowc) {
+            al_circuit_memo_free(mm);
+            return -1;
+        }
+        mm->lowc_cap = (size_t)AL_CIRCUIT_MEMO_LN_MB << 20 >> 2;
+    }
     mm->lkey = mm->hkey + L * H * mm->hw;
     mm->fkey = mm->lkey + (L - 1) * 3 * H * mm->lw;
     return 0;
 }
 
 void al_circuit_memo_free(al_circuit_memo *mm) {
+    if (mm->lowc)
+        for (size_t i = 0; i < (size_t)(mm->lw - 4) * 3; i++) free(mm->lowc[i]);
+    free(mm->lowc);
     free(mm->zh);
     free(mm->hkey);
     memset(mm, 0, sizeof *mm);
@@ -787,14 +799,57 @@ static void ln_channel(deep *g, int l, int h, int ch, const float *x, float *dst
     const float *base = from_co ? g->co->x + (size_t)l * g->X : x;
     const float sign = from_co ? 1.0f : -1.0f;
     const unsigned char want = from_co ? 1 : 0;
-    if (l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want) {
-        const float *de = g->embp; /* (BT, C) W_E[clean] − W_E[corr] */
+    /* embed and the senders of layers < lo are the clean run's in every
+     * evaluation with this l_first: their C-wide sum is formed apart (so
+     * that a stored one gives the same bits) and kept in the memo */
+    const int lo = g->lo < l ? g->lo : l, emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
+    int nlow = emb;
+    for (int s0 = 0; s0 < lo * H; s0++) nlow += g->kept[al_graph_k_comp(d->L, H, s0, l, h, ch)] == want;
+    const float *low = NULL;
+    if (nlow) {
+        al_circuit_memo *mm = g->memo;
+        unsigned char *cur = d->kc, *key = NULL; /* lw bytes */
+        float *slot = NULL;
+        const int nkey = 4 + lo * H;
+        int hit = 0;
+        if (lo > 0 && mm && mm->lowc && nkey <= mm->lw) {
+            const size_t si = ((size_t)(l - 1) * 3 + ch) * H + h;
+            slot = mm->lowc[si];
+            if (!slot && mm->lowc_used + g->X <= mm->lowc_cap &&
+                (slot = malloc(sizeof(float) * g->X)) != NULL) {
+                mm->lowc[si] = slot, mm->lowc_used += g->X;
+                memset(mm->lkey + si * mm->lw, 0, (size_t)mm->lw);
+            }
+            if (slot) {
+                key = mm->lkey + si * mm->lw;
+                cur[0] = 1, cur[1] = (unsigned char)lo, cur[2] = (unsigned char)from_co;
+                cur[3] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
+                for (int s0 = 0; s0 < lo * H; s0++) cur[4 + s0] = g->kept[al_graph_k_comp(d->L, H, s0, l, h, ch)];
+                hit = !memcmp(key, cur, (size_t)nkey);
+                mm->hits += hit;
+            }
+        }
+        float *lb = slot ? slot : d->lowb;
+        if (!hit) {
+            const float *de = g->embp; /* (BT, C) W_E[clean] − W_E[corr] */
+            const size_t n = g->X;
+            if (emb) {
+#pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 16))
+                for (size_t i = 0; i < n; i++) lb[i] = sign * de[i];
+            } else
+                memset(lb, 0, sizeof(float) * n);
+            for (int l0 = 0; l0 < lo; l0++) ln_sender_terms(g, l0, l, h, ch, want, sign, lb);
+            if (key) memcpy(key, cur, (size_t)nkey);
+        }
+        low = lb;
+    }
+    if (low) {
         const size_t n = g->X;
 #pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 16))
-        for (size_t i = 0; i < n; i++) r[i] = base[i] + sign * de[i];
+        for (size_t i = 0; i < n; i++) r[i] = base[i] + low[i];
     } else
         model_copy(r, base, g->X);
-    for (int l0 = 0; l0 < l; l0++) ln_sender_terms(g, l0, l, h, ch, want, sign, r);
+    for (int l0 = lo; l0 < l; l0++) ln_sender_terms(g, l0, l, h, ch, want, sign, r);
     ln_project(g, l, h, ch, r, dst, ldd);
 }
 
