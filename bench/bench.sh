@@ -402,7 +402,7 @@ if [ "$PATCH" = 1 ] && [ -s "$TMP/discover.c.json" ]; then
         "$(jget "$Q" edges_per_s) edges/s, $(jget "$Q" evals_per_s) circuit evaluations/s;" \
         "$(jget "$Q" kept) kept"
     echo "a naive evaluation (both runs forward, no reuse) takes at least" \
-        "$(jget "$Q" naive_eval_floor_s) s: $(jget "$Q" speedup_vs_naive_floor)x slower per evaluation"
+        "$(jget "$Q" naive_eval_floor_s) s: ACDC is $(jget "$Q" speedup_vs_naive_floor)x faster per evaluation"
     QO=$TMP/discover.cob.json PO=$TMP/patch.cob.json
     if [ -s "$QO" ] && [ -s "$PO" ]; then
         echo "with the products on OpenBLAS (ATTNLAB_MATMUL=openblas):" \
