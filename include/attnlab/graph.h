@@ -88,7 +88,7 @@ const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap);
  * Models of 1 to AL_GRAPH_MAX_LAYERS layers. Costs one extra forward for a corrupted
  * or resampled fill; the adjustments are small matmuls (D-wide).
  *
- * The run is a set of hooks (hooks.h; circuit.c): al_circuit_attach
+ * The run is a set of hooks (hooks.h; circuit_hooks.c): al_circuit_attach
  * registers them on m with x holding their state and scratch (the fill
  * run has its own activations, beside m's), and every forward of m then
  * runs the circuit, until al_circuit_detach. At a forward, −1 with e: a
@@ -110,7 +110,7 @@ typedef struct al_circuit_exec {
     const al_circuit_spec *sp;
     al_model *m;          /* attached to (NULL: not attached) */
     al_model fill;        /* the fill run: m's weights, gates and other hooks */
-    float *ws;            /* scratch (circuit.c), grown on demand */
+    float *ws;            /* scratch (circuit_hooks.c), grown on demand */
     size_t cap;
     int de_ready;         /* this forward's embedding differences are computed */
     unsigned dz_ready;    /* bit l: this forward's layer-l Δzg (all heads) is computed */
@@ -131,9 +131,9 @@ void al_circuit_detach(al_circuit_exec *x);
 
 
 /* Incremental evaluation of circuits against cached runs (circuit
- * discovery's fast path, discover.c; circuit.c holds both this and the
- * hooks above, so the arithmetic of edge removal lives in one file, and
- * the hooks' full forward is this one's oracle in the tests). The fill
+ * discovery's fast path, discover.c; circuit.c, beside the hooks of
+ * circuit_hooks.c, whose composition products it shares and whose full
+ * forward is its oracle in the tests). The fill
  * is the corrupted run of the same pairs: cl and co are the clean and
  * corrupted runs of nb <= B sequences of T tokens (al_acts_save after
  * plain forwards of clean and corr, (nb, T) each). One implementation

@@ -3,11 +3,11 @@
  * Both runs of every batch of pairs are computed once and cached (al_acts),
  * with what every evaluation reads from them: the clean run's next-token
  * distributions at the items (for KL), both runs' item values, and the
- * embedding difference already taken through each later-layer head's
- * W_Q, W_K, W_V. A circuit is then evaluated by the engine's incremental
- * circuit run (graph.h, al_circuit_delta_run in engine/circuit.c: one
- * incremental patched forward per batch from the clean cache, the
- * arithmetic of edge removal beside the hooks that run circuits in a full
+ * embedding difference (without LayerNorm already taken through each
+ * later-layer head's W_Q, W_K, W_V). A circuit is then evaluated by the
+ * engine's incremental circuit evaluation (graph.h, al_circuit_delta_run
+ * in engine/circuit.c: the layers from the first changed one, against
+ * the batch's cached runs, beside the hooks that run circuits in a full
  * forward). Only the item rows whose final residual changed are
  * unembedded; the others keep the clean run's values (KL 0), so the full
  * circuit is the clean run bit for bit.
@@ -69,7 +69,7 @@ int al_discover_opts_check(const al_discover_opts *o, al_err *e) {
 typedef struct dbatch {
     int n0, nb, i0, ni; /* pairs n0..n0+nb−1, items i0..i0+ni−1 */
     al_acts cl, co;
-    float *embp; /* L >= 2: (L−1, nb, T, 3, H, D) (W_E[clean] − W_E[corr]) · W_c[l, h] */
+    float *embp; /* L >= 2: al_circuit_delta_embp's (graph.h) */
     al_circuit_memo memo; /* heads and channel parts the batch's evaluations reuse */
 } dbatch;
 

@@ -1,6 +1,6 @@
 /* hooks.c -- the hook list of a model, and the two interventions the
  * engine itself offers as hooks: activation patching (al_patch_spec) and
- * z replacement (hooks.h). Circuit runs are hooks too (circuit.c). */
+ * z replacement (hooks.h). Circuit runs are hooks too (circuit_hooks.c). */
 #include "attnlab/hooks.h"
 
 #include <limits.h>

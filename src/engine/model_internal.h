@@ -58,7 +58,7 @@ void model_att_row_z(float *z, const float *row, int t, const float *v, size_t v
 /* A forward of m's weights, gates and hooks (except those whose ctx is
  * skip) on inputs (B, T) into own's activations, without the
  * unembedding: a second run beside m's own, for a hook that needs one
- * (a circuit's fill run, circuit.c). own is zeroed before its first use
+ * (a circuit's fill run, circuit_hooks.c). own is zeroed before its first use
  * and freed with model_shared_free (it borrows m's weights and gates).
  * 0, or −1 with e. */
 int model_forward_shared(al_model *own, const al_model *m, const void *skip, const int *inputs,
