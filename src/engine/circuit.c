@@ -285,6 +285,29 @@ static int sender_terms(deep *g, int l0, int l, int h, int ch, unsigned char wan
     return 1;
 }
 
+/* The lower part of channel (l, h, ch) in an evaluation whose first
+ * changed layer is lo or later: embed and the senders of layers < lo
+ * whose kept bit is the form's (removed ones when the channel is the
+ * circuit's own, kept ones when it is the corrupted run's: from_co).
+ * They are the clean run's in every evaluation with this l_first, so
+ * their sum is formed apart (a stored one gives the same bits) and kept
+ * in the memo under the key cur gets (4 + lo·H bytes: stored, lo, the
+ * form, embed's kept bit, then the senders'). Returns how many there are
+ * (0: none). */
+static int low_part(const deep *g, int l, int h, int ch, int lo, int from_co,
+                    unsigned char *cur) {
+    const int L = g->d->L, H = g->d->H;
+    const unsigned char want = from_co ? 1 : 0;
+    cur[0] = 1, cur[1] = (unsigned char)lo, cur[2] = (unsigned char)from_co;
+    cur[3] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
+    int n = l >= 1 && cur[3] == want;
+    for (int s0 = 0; s0 < lo * H; s0++) {
+        cur[4 + s0] = g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+        n += cur[4 + s0] == want;
+    }
+    return n;
+}
+
 /* A channel's input is the sum over its senders of (kept ? the circuit's
  * value : the corrupted run's), so it is either the circuit's own channel
  * minus the removed senders' differences or the corrupted run's channel
@@ -306,7 +329,7 @@ static int chan_from_co(const deep *g, int l, int h, int ch, int *nk) {
 static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_t ldb,
                          float *dst, size_t ldd) {
     al_circuit_delta *d = g->d;
-    const int L = d->L, H = d->H, D = d->D;
+    const int H = d->H, D = d->D;
     const size_t HD = (size_t)H * D, o = (size_t)ch * HD + (size_t)h * D, BT = g->BT;
     int nk;
     const int from_co = chan_from_co(g, l, h, ch, &nk);
@@ -319,23 +342,16 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
     const float sign = from_co ? 1.0f : -1.0f;
     const unsigned char want = from_co ? 1 : 0;
     const int lo = g->lo < l ? g->lo : l, emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
-    /* embed and the senders of layers < lo are the clean run's in every
-     * evaluation with this l_first: their sum is formed apart (so that a
-     * stored one gives the same bits) and kept in the memo */
-    int nlow = emb;
-    for (int s0 = 0; s0 < lo * H; s0++) nlow += g->kept[al_graph_k_comp(L, H, s0, l, h, ch)] == want;
-    if (nlow) {
+    unsigned char *cur = d->kc; /* lw bytes */
+    if (low_part(g, l, h, ch, lo, from_co, cur)) {
         float *low = d->lowt;
         size_t ldl = D;
-        unsigned char *cur = d->kc, *key = NULL; /* lw bytes */
+        unsigned char *key = NULL;
         const int nkey = 4 + lo * H;
         int hit = 0;
         if (lo > 0 && g->memo && g->memo->low && nkey <= g->memo->lw) {
             al_circuit_memo *mm = g->memo;
             key = mm->lkey + (((size_t)(l - 1) * 3 + ch) * H + h) * mm->lw;
-            cur[0] = 1, cur[1] = (unsigned char)lo, cur[2] = (unsigned char)from_co;
-            cur[3] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
-            for (int s0 = 0; s0 < lo * H; s0++) cur[4 + s0] = g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
             low = mm->low + (size_t)(l - 1) * g->Q + o, ldl = 3 * HD;
             hit = !memcmp(key, cur, (size_t)nkey);
             mm->hits += hit;
@@ -463,16 +479,13 @@ static void ln_channel(deep *g, int l, int h, int ch, const float *x, float *dst
     const float *base = from_co ? g->co->x + (size_t)l * g->X : x;
     const float sign = from_co ? 1.0f : -1.0f;
     const unsigned char want = from_co ? 1 : 0;
-    /* embed and the senders of layers < lo are the clean run's in every
-     * evaluation with this l_first: their C-wide sum is formed apart (so
-     * that a stored one gives the same bits) and kept in the memo */
+    /* the lower part (low_part), C-wide */
     const int lo = g->lo < l ? g->lo : l, emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
-    int nlow = emb;
-    for (int s0 = 0; s0 < lo * H; s0++) nlow += g->kept[al_graph_k_comp(d->L, H, s0, l, h, ch)] == want;
+    unsigned char *cur = d->kc; /* lw bytes */
     const float *low = NULL;
-    if (nlow) {
+    if (low_part(g, l, h, ch, lo, from_co, cur)) {
         al_circuit_memo *mm = g->memo;
-        unsigned char *cur = d->kc, *key = NULL; /* lw bytes */
+        unsigned char *key = NULL;
         float *slot = NULL;
         const int nkey = 4 + lo * H;
         int hit = 0;
@@ -486,9 +499,6 @@ static void ln_channel(deep *g, int l, int h, int ch, const float *x, float *dst
             }
             if (slot) {
                 key = mm->lkey + si * mm->lw;
-                cur[0] = 1, cur[1] = (unsigned char)lo, cur[2] = (unsigned char)from_co;
-                cur[3] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
-                for (int s0 = 0; s0 < lo * H; s0++) cur[4 + s0] = g->kept[al_graph_k_comp(d->L, H, s0, l, h, ch)];
                 hit = !memcmp(key, cur, (size_t)nkey);
                 mm->hits += hit;
             }
