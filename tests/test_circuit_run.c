@@ -168,7 +168,7 @@ TEST(circuit_run_matches_discovery_eval) {
 }
 
 /* 3 and 4 layers: the hooks' full forward and discovery's incremental
- * evaluation (whose deep path recomputes layers apart from the hooks)
+ * evaluation (which recomputes layers apart from the hooks)
  * agree; the ends are the plain and the corrupted run. */
 TEST(circuit_run_deep_matches_discovery_eval) {
     versus_discover(3);
