@@ -11,6 +11,8 @@ import random
 import sqlite3
 import subprocess
 import sys
+import tempfile
+import warnings
 
 import numpy as np
 
@@ -76,9 +78,31 @@ if np.abs(lg - logits).max() > 1e-3:
 print("ok cache: pattern rows sum to 1, final residual . W_U = logits")
 # 3. an analysis by name stores what the CLI stores
 a, b = os.path.join(work, "py.db"), os.path.join(work, "cli.db")
-d = attnlab.analysis("scores", model=model, db=a, probe_r=6, probe_n=4)
-subprocess.run([binary, "scores", "--model", model, "--db", b, "--probe-r", "6", "--probe-n", "4"],
-               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# in process: nothing written on the process's stdout or stderr (no
+# descriptor is redirected; the document comes back, warnings as warnings)
+outs = [tempfile.TemporaryFile() for _ in range(2)]
+saved = [os.dup(1), os.dup(2)]
+sys.stdout.flush(), sys.stderr.flush()
+os.dup2(outs[0].fileno(), 1), os.dup2(outs[1].fileno(), 2)
+try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = attnlab.analysis("scores", model=model, db=a, probe_r=6, probe_n=4)
+finally:
+    os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+said = [f.seek(0) or f.read() for f in outs]
+if said != [b"", b""]:
+    fail("analysis wrote on the process's stdout/stderr: %r" % said)
+cli = subprocess.run([binary, "scores", "--model", model, "--db", b, "--probe-r", "6",
+                      "--probe-n", "4", "--json"], check=True, capture_output=True)
+dc = json.loads(cli.stdout)
+if [str(w.message) for w in caught] != d["warnings"] or d["warnings"] != dc["warnings"]:
+    fail("analysis warnings %s, raised %s, CLI %s" % (d["warnings"], caught, dc["warnings"]))
+for k in ("db", "run"):
+    d.pop(k), dc.pop(k)
+if d != dc:
+    fail("analysis: the document differs from scores --json's: %s"
+         % sorted(k for k in set(d) | set(dc) if d.get(k) != dc.get(k)))
 q = "SELECT layer, head, metric, value FROM head_scores ORDER BY layer, head, metric"
 ra, rb = sqlite3.connect(a).execute(q).fetchall(), sqlite3.connect(b).execute(q).fetchall()
 if not ra or ra != rb:
@@ -94,4 +118,5 @@ try:
 except attnlab.AttnlabError as e:
     if "nope" not in str(e):
         fail("error message does not name the folder: %s" % e)
-print("ok analysis: scores by name stored %d rows equal to the CLI's; errors raise with the CLI's line" % len(ra))
+print("ok analysis: scores by name in process: the document equals --json's, %d stored rows "
+      "equal to the CLI's, nothing on stdout/stderr; errors raise with the CLI's line" % len(ra))

@@ -288,29 +288,42 @@ TEST(api_grads_finite_differences) { grads_fd(AL_NORM_NONE); }
 /* Through ln1 and ln_final too: a LayerNorm model with every bias. */
 TEST(api_grads_finite_differences_layernorm) { grads_fd(AL_NORM_LN); }
 
-/* al_api_run twice in one process: the second call starts from the
- * command's defaults (its options came from an argv that is gone: the
- * strings are overwritten here), so a required option it lacks is
- * refused, never taken from the first call. A mistyped analysis gets the
- * CLI's "did you mean". */
-TEST(api_run_starts_from_defaults) {
-    char model[64] = "/nonexistent/model", db[64], err[512];
-    snprintf(db, sizeof db, "%s", t_path("x.db"));
-    const char *argv[] = {"--model", model, "--db", db};
-    const char *out = t_path("doc.json");
-    CHECK(al_api_run("scores", 4, argv, out, err, sizeof err) == 1);
+/* al_api_analysis twice in one process: the second call starts from the
+ * command's defaults (the first call's option strings are gone), so a
+ * required option it lacks is refused, never taken from the first call.
+ * A mistyped analysis gets the CLI's "did you mean"; options that are not
+ * an object, a driver option that is not true/false, an unknown key and
+ * a wrong type are refused (2) with *doc left NULL. */
+TEST(api_analysis_starts_from_defaults) {
+    char opts[256], err[512], *doc = (char *)1;
+    snprintf(opts, sizeof opts, "{\"model\": \"/nonexistent/model\", \"db\": \"%s\"}",
+             t_path("x.db"));
+    CHECK(al_api_analysis("scores", opts, &doc, err, sizeof err) == 1 && doc == NULL);
     CHECKF(strstr(err, "/nonexistent/model"), "%s", err);
-    memset(model, 'x', sizeof model - 1), memset(db, 'x', sizeof db - 1);
-    CHECK(al_api_run("scores", 0, NULL, out, err, sizeof err) == 2);
+    memset(opts, 'x', sizeof opts - 1);
+    CHECK(al_api_analysis("scores", NULL, &doc, err, sizeof err) == 2);
     CHECKF(strstr(err, "--model is required"), "%s", err);
-    CHECK(al_api_run("scroes", 0, NULL, out, err, sizeof err) == 2);
+    CHECK(al_api_analysis("scroes", NULL, &doc, err, sizeof err) == 2);
     CHECKF(!strcmp(err, "unknown analysis 'scroes' (did you mean 'scores'?)"), "%s", err);
-    CHECK(al_api_run("zzzzzzzz", 0, NULL, out, err, sizeof err) == 2);
+    CHECK(al_api_analysis("zzzzzzzz", "{}", &doc, err, sizeof err) == 2);
     CHECKF(strstr(err, "unknown analysis 'zzzzzzzz' (the analyses: ") && strstr(err, "scores"),
            "%s", err);
-    CHECK(al_api_run(NULL, 0, NULL, out, err, sizeof err) == -1);
-    const char *holey[] = {"--model", NULL};
-    CHECK(al_api_run("scores", 2, holey, out, err, sizeof err) == -1 && strstr(err, "NULL"));
+    CHECK(al_api_analysis(NULL, NULL, &doc, err, sizeof err) == -1);
+    CHECK(al_api_analysis("scores", NULL, NULL, err, sizeof err) == -1);
+    static const struct { const char *opts, *msg; } bad[] = {
+        {"[1]", "must be a JSON object"},
+        {"{\"model\": ", "options"},
+        {"{\"strict\": 1}", "'strict' must be true or false"},
+        {"{\"json\": true}", "'json'"},
+        {"{\"modle\": \"m\"}", "unknown option '--modle' (did you mean --model?)"},
+        {"{\"probe_r\": \"six\"}", "'probe_r' must be"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        doc = (char *)1;
+        CHECKF(al_api_analysis("scores", bad[k].opts, &doc, err, sizeof err) == 2 && !doc,
+               "%s", bad[k].opts);
+        CHECKF(strstr(err, bad[k].msg), "%s: %s", bad[k].opts, err);
+    }
 }
 
 /* api.h's checks for wider values, with the calls' and the CLI's

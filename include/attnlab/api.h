@@ -124,18 +124,24 @@ AL_API int al_api_grads(al_api_model *h, int metric, int pos, const int *target,
                  int n, const int *points, const int *layers, float *const *out, double *value,
                  char *err, size_t ecap);
 
-/* Run the registered analysis `name` (scores, ablate, patch, ...) as the
- * CLI would with argv (argc strings, the command's options, e.g.
- * "--model", "DIR", "--db", "r.db") and --json: its JSON document is
- * written to json_path. Returns the CLI's exit code (0 success, 1
- * failure, 2 bad options or a name that is no analysis (err suggests the
- * nearest, as the CLI does for a mistyped command), 130 interrupted; -1
- * when the output cannot be redirected or name or an argv entry is
- * NULL), err holding what the CLI
- * printed on stderr (its first line). Each call starts from the
- * command's defaults: no option of an earlier call carries over. */
-AL_API int al_api_run(const char *name, int argc, const char *const *argv, const char *json_path,
-               char *err, size_t ecap);
+/* Run the registered analysis `name` (scores, ablate, patch, ...) in
+ * this process through the driver the CLI uses, on its typed options:
+ * options is a JSON object of the command's flags (NULL or "{}": the
+ * defaults), each key a flag name with '-' written as '_' or '-', the
+ * value a string, number or true/false as the flag takes (a flag the
+ * CLI takes without a value is true), plus the driver's "strict" and
+ * "progress" (true/false). *doc gets the run's JSON document, the one
+ * `attnlab NAME --json` prints (free it with al_api_string_free); its
+ * "warnings" are not also printed on stderr. Returns 0, or the CLI's
+ * exit code with err: 1 the run failed, 2 bad options or a name that is
+ * no analysis (err suggests the nearest, as the CLI does for a mistyped
+ * command), 130 interrupted; -1 when name or doc is NULL or another
+ * analysis is running in the process (one at a time: the threads, the
+ * products' precision and the stop flag are the process's). Each call
+ * starts from the command's defaults. */
+AL_API int al_api_analysis(const char *name, const char *options, char **doc, char *err,
+                           size_t ecap);
+AL_API void al_api_string_free(char *s);
 
 /* ------------------------------------------------------------ checks */
 

@@ -46,7 +46,7 @@ typedef struct al_flag_val {
 } al_flag_val;
 /* The values and seen marks of every flag of a table into vals (a slot
  * per flag), and back again: a process that parses one table more than
- * once (the library's al_api_run, once per call) puts the defaults back
+ * once (a test that runs commands in process) puts the defaults back
  * after each parse, so that a call never runs with an earlier call's
  * options, nor reads strings of an argv it no longer owns. */
 void al_flags_save(const al_flag *flags, al_flag_val *vals);
@@ -81,6 +81,9 @@ void al_config_arena_free(void);
  * frees; NULL when out of memory). Stored as the training options in
  * state.json. */
 char *al_flags_to_json(const al_flag *flags);
+/* "unknown option '--name'" with the nearest flag name of flags when one
+ * is near ("did you mean --model?"), in e: returns −1. */
+int al_flag_unknown(const al_flag *flags, const char *name, size_t len, al_err *e);
 /* The flag a JSON key names ('-' written as '_' or '-'), or NULL. */
 const al_flag *al_flag_for_key(const al_flag *flags, const char *key);
 /* 1 if the JSON value v fits flag f (the check al_flags_apply_json

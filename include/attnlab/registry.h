@@ -119,6 +119,8 @@ typedef struct al_drive {
     int json;            /* --json: print nothing on stdout; fill doc */
     int progress;        /* a progress line on stderr (stderr a tty, or --progress) */
     int strict;          /* --strict: refuse (exit 1, nothing stored) on a gap/effect warning */
+    int quiet;           /* no warning or note lines on stderr: they are in doc (the
+                          * library, whose caller shows them its own way) */
     struct cJSON *doc;   /* --json: the document ("schema" set); the run adds what its
                           * text shows, the driver adds "run" and "warnings" */
     al_warnings warn;    /* the warnings raised by this run (the descriptor's accessor),
@@ -210,7 +212,7 @@ const al_analysis *al_analysis_of(const char *name);
 /* Tell the store the run kind of each family of results (al_store_set_kind):
  * each analysis's name for its .results, AL_TRAIN_RUN_KIND for training
  * (train_record.h). The first call does it, later ones return its result;
- * safe from several threads. main.c and al_api_run call it before running
+ * safe from several threads. main.c and al_api_analysis call it before running
  * anything. 0, or -1 with e (two analyses claim one family: a bug). */
 int al_registry_setup(al_err *e);
 

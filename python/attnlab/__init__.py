@@ -20,6 +20,7 @@ python`); ATTNLAB_LIB names another copy. docs/python.md has the rest.
 """
 import ctypes
 import json
+import math
 import os
 import sqlite3
 import struct
@@ -27,11 +28,13 @@ import tempfile
 import threading
 import types
 import urllib.parse
+import warnings
 
 import numpy as np
 
 __version__ = "0.1.0"
-__all__ = ["Model", "HookPoint", "ActivationCache", "AttnlabError", "AttnlabValueError", "analysis",
+__all__ = ["Model", "HookPoint", "ActivationCache", "AttnlabError", "AttnlabValueError",
+           "AttnlabWarning", "analysis",
            "get_act_name", "read_safetensors", "read_cache", "open_results", "library"]
 
 _DTYPES = {"F32": "<f4", "F64": "<f8", "I32": "<i4", "I64": "<i8", "U16": "<u2", "BF16": None}
@@ -53,12 +56,19 @@ _BUSY = ("the model is busy: one call at a time per model (a hook, or another th
          "inside a forward of it)")
 _CLOSED = "the model is closed"
 _RETURN_TYPES = ("logits", "loss", "both", None)
-# one analysis at a time in the process: the CLI's options are globals
+# one analysis at a time in the process: the driver's threads, precision and
+# stop flag are the process's (the C library refuses a second one too)
 _RUN_LOCK = threading.Lock()
 
 
 class AttnlabError(RuntimeError):
     """What the C library said went wrong, one line."""
+
+
+class AttnlabWarning(UserWarning):
+    """A warning an analysis raised (the gap check, unseen probe ids, ...):
+    the line the CLI prints as "attnlab: warning: ...", also in the run's
+    JSON document and stored with the run."""
 
 
 class AttnlabValueError(AttnlabError, ValueError):
@@ -104,7 +114,8 @@ def library():
     lib.al_api_decode.argtypes = [P, ip, sz, c, sz, c, sz]
     lib.al_api_forward.argtypes = [P, ip, i, i, fp, fp, c, sz]
     lib.al_api_cache.argtypes = [P, ip, i, i, c, ctypes.c_double, c, c, sz]
-    lib.al_api_run.argtypes = [c, i, ctypes.POINTER(c), c, c, sz]
+    lib.al_api_analysis.argtypes = [c, c, ctypes.POINTER(ctypes.c_void_p), c, sz]
+    lib.al_api_string_free.argtypes = [ctypes.c_void_p]
     lib.al_api_hook_point.argtypes = [P, i, i, i, i, c, sz, ip, i64p]
     lib.al_api_hook_parse.argtypes = [P, c, ip, ip, c, sz]
     lib.al_api_run_hooks.argtypes = [P, ip, i, i, i, i, ip, ip, _HOOK_FN, P, fp, fp, dp, c, sz]
@@ -902,43 +913,56 @@ class Model:
 
 def analysis(name, **options):
     """Run the registered analysis `name` (scores, ablate, patch, paths, attribute,
-    discover, ...) exactly as `attnlab NAME --json` would; options are its flags
-    (model="DIR", db="r.db", probe_r=20; True for a flag without a value, False
-    or None to leave it out; values are str, paths, ints or floats). Returns
-    the JSON document as a dict. An unknown name (with the nearest one) or
-    options the CLI refuses raise AttnlabValueError, a failed run
-    AttnlabError, each with the CLI's message. Each call starts from the
-    analysis's defaults. One analysis runs at a time in a process."""
+    discover, ...) in this process, through the driver `attnlab NAME --json` uses;
+    options are its flags (model="DIR", db="r.db", probe_r=20; True for a flag
+    without a value, False or None to leave it out; values are str, paths, ints or
+    floats; strict=True and progress=True are the driver's --strict and
+    --progress). Returns the run's JSON document as a dict; its "warnings" are
+    also raised as AttnlabWarning. An unknown name (with the nearest one) or
+    options the CLI refuses raise AttnlabValueError, a failed run AttnlabError,
+    each with the CLI's message. Each call starts from the analysis's defaults.
+    One analysis runs at a time in a process."""
     nb = _cbytes(name, "the analysis name")
-    argv = []
+    opts = {}
     for k, v in options.items():
         if v is None or v is False or (isinstance(v, np.bool_) and not v):
             continue
-        argv.append(_cbytes("--" + k.replace("_", "-"), "the option name"))
+        if not isinstance(k, str) or not k:
+            raise TypeError("option names are non-empty str")
         if v is True or isinstance(v, np.bool_):
-            continue
-        if _is_int(v) or isinstance(v, (float, np.floating)):
-            v = str(v)
-        elif not isinstance(v, (str, bytes, os.PathLike)):
+            v = True
+        elif _is_int(v):
+            v = int(v)
+            if abs(v) > 2**53:  # JSON numbers are doubles; a 64-bit seed goes as its digits
+                v = str(v)
+        elif isinstance(v, (float, np.floating)):
+            v = float(v)
+            if not math.isfinite(v):
+                raise ValueError("option %s: %r is not a finite number" % (k, v))
+        elif isinstance(v, (str, bytes, os.PathLike)):
+            v = os.fsdecode(v)
+            _cbytes(v, "option %s" % k)  # refuses an embedded NUL
+        else:
             raise TypeError("option %s: a str, path, int, float or True/False/None, not %s"
                             % (k, type(v).__name__))
-        argv.append(_cbytes(v, "option %s" % k))
-    arr = (ctypes.c_char_p * max(1, len(argv)))(*argv)
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        e = _err()
-        with _RUN_LOCK:
-            rc = library().al_api_run(nb, len(argv), arr, os.fsencode(path), e, len(e))
-        with open(path) as f:
-            text = f.read()
-    finally:
-        os.unlink(path)
+        opts[k] = v
+    text = json.dumps(opts).encode()
+    lib = library()
+    e = _err()
+    doc = ctypes.c_void_p()
+    with _RUN_LOCK:
+        rc = lib.al_api_analysis(nb, text, ctypes.byref(doc), e, len(e))
     if rc == 2:
         raise AttnlabValueError(_msg(e, "analysis %s: bad options" % name))
     if rc != 0:
         raise AttnlabError(_msg(e, "analysis %s failed (%d)" % (name, rc)))
-    return json.loads(text)
+    try:
+        out = json.loads(ctypes.string_at(doc.value).decode())
+    finally:
+        lib.al_api_string_free(doc)
+    for w in out.get("warnings", ()):
+        warnings.warn(w, AttnlabWarning, stacklevel=2)
+    return out
 
 
 def read_safetensors(path):

@@ -2,7 +2,6 @@
  * loader, tokenizer, forward pass with hooks, activation gradients,
  * activation cache and the registry's driver, so that another language
  * sees the CLI's numbers. */
-#define _POSIX_C_SOURCE 200809L /* fileno, dup, pread */
 #include "attnlab/api.h"
 
 #include <inttypes.h>
@@ -11,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <cjson/cJSON.h>
 
 #include "attnlab/act_cache.h"
+#include "attnlab/args.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/config.h"
 #include "attnlab/hooks.h"
+#include "attnlab/json.h"
 #include "attnlab/model.h"
 #include "attnlab/registry.h"
 #include "attnlab/tokenizer.h"
@@ -480,82 +481,139 @@ out:
     return rc;
 }
 
-/* The analysis's stdout goes to json_path and its stderr to a temporary
- * file for the length of the call; both descriptors are restored. */
-int al_api_run(const char *name, int argc, const char *const *argv, const char *json_path,
-               char *err, size_t ecap) {
-    const al_analysis *a = NULL;
-    if (!name || argc < 0 || (argc > 0 && !argv)) {
-        put_err(err, ecap, "al_api_run: no analysis name, or no argv");
-        return -1;
-    }
-    for (int i = 0; i < argc; i++)
-        if (!argv[i]) {
-            put_err(err, ecap, "al_api_run: an argument is NULL");
-            return -1;
-        }
+/* The registered analysis called name, or NULL with err (rc 2) saying
+ * the CLI's "unknown command" with the nearest name or the list. */
+static const al_analysis *find_analysis(const char *name, char *err, size_t ecap) {
     const char *names[64] = {0};
     int n = 0;
     for (const al_analysis *const *p = al_analyses; *p; p++) {
-        if (!strcmp((*p)->name, name)) a = *p;
+        if (!strcmp((*p)->name, name)) return *p;
         if (n < 64) names[n++] = (*p)->name;
     }
-    if (!a) { /* the CLI's "unknown command", with the nearest name or the list */
-        const char *near = al_nearest_word(name, strlen(name), names, n);
-        char list[1024] = "";
-        for (int i = 0, k = 0; i < n && k < (int)sizeof list; i++)
-            k += snprintf(list + k, sizeof list - (size_t)k, "%s%s", i ? ", " : "", names[i]);
-        if (near && err && ecap) snprintf(err, ecap, "unknown analysis '%s' (did you mean '%s'?)",
-                                          name, near);
-        else if (err && ecap) snprintf(err, ecap, "unknown analysis '%s' (the analyses: %s)", name,
-                                       list);
-        return 2;
+    const char *near = al_nearest_word(name, strlen(name), names, n);
+    char list[1024] = "";
+    for (int i = 0, k = 0; i < n && k < (int)sizeof list; i++)
+        k += snprintf(list + k, sizeof list - (size_t)k, "%s%s", i ? ", " : "", names[i]);
+    if (near && err && ecap)
+        snprintf(err, ecap, "unknown analysis '%s' (did you mean '%s'?)", name, near);
+    else if (err && ecap)
+        snprintf(err, ecap, "unknown analysis '%s' (the analyses: %s)", name, list);
+    return NULL;
+}
+
+/* The driver's own options (--strict, --progress) out of the options
+ * object o, before the rest go onto the analysis's flags: 0, or −1 with
+ * e when one is not true or false. */
+static int take_driver_option(cJSON *o, const char *key, int *out, al_err *e) {
+    cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(o, key);
+    *out = 0;
+    if (!v) return 0;
+    int ok = cJSON_IsBool(v);
+    *out = cJSON_IsTrue(v);
+    cJSON_Delete(v);
+    return ok ? 0 : al_errf(e, "options: key '%s' must be true or false", key);
+}
+
+/* A number given for a string option (heads=3, a layer) is that option's
+ * text, as on the command line: replaced in o by its JSON spelling. 0, or
+ * −1 when out of memory. */
+static int numbers_as_text(cJSON *o, const al_flag *fl) {
+    for (cJSON *v = o->child; v; v = v->next) {
+        const al_flag *f = al_flag_for_key(fl, v->string);
+        if (!f || f->type != AL_STR || !cJSON_IsNumber(v)) continue;
+        char *txt = cJSON_PrintUnformatted(v);
+        cJSON *str = txt ? cJSON_CreateString(txt) : NULL;
+        cJSON_free(txt);
+        if (!str || !cJSON_ReplaceItemViaPointer(o, v, str)) return cJSON_Delete(str), -1;
+        v = str;
     }
-    al_err se;
-    if (al_registry_setup(&se)) { /* the store learns the analyses' run kinds, as in main.c */
-        put_err(err, ecap, se.msg);
+    return 0;
+}
+
+/* The process's analysis: the driver's state (threads, the products'
+ * precision, the stop flag, the option arena) is the process's. */
+static atomic_int g_analysis_busy;
+
+int al_api_analysis(const char *name, const char *options, char **doc, char *err, size_t ecap) {
+    if (doc) *doc = NULL;
+    if (!name || !doc) {
+        put_err(err, ecap, "al_api_analysis: no analysis name, or nowhere to put the document");
         return -1;
     }
-    char **v = calloc((size_t)argc + 3, sizeof *v);
-    if (!v) {
-        put_err(err, ecap, "out of memory");
+    const al_analysis *a = find_analysis(name, err, ecap);
+    if (!a) return 2;
+    if (atomic_exchange(&g_analysis_busy, 1)) {
+        put_err(err, ecap, "an analysis is already running in this process: one at a time");
         return -1;
     }
-    v[0] = (char *)name;
-    for (int i = 0; i < argc; i++) v[i + 1] = (char *)argv[i];
-    v[argc + 1] = "--json";
-    /* stderr goes to an anonymous temporary file (tmpfile: already unlinked) */
-    FILE *ef = tmpfile();
-    int efd = ef ? fileno(ef) : -1, out = -1, saved1 = -1, saved2 = -1, rc = -1;
-    FILE *jf = fopen(json_path, "w");
-    if (efd < 0 || !jf) {
-        put_err(err, ecap, "cannot open the output files");
-        goto done;
+    al_err e = {0};
+    int rc = 2, strict = 0, progress = 0;
+    cJSON *o = NULL;
+    char *rest = NULL;
+    void *args = NULL;
+    al_flag fl[64];
+    al_drive d = {.an = a, .json = 1, .quiet = 1};
+    if (al_registry_setup(&e)) { /* the store learns the analyses' run kinds, as in main.c */
+        rc = -1;
+        goto out;
     }
-    fflush(stdout), fflush(stderr);
-    out = fileno(jf);
-    saved1 = dup(1), saved2 = dup(2);
-    if (saved1 < 0 || saved2 < 0 || dup2(out, 1) < 0 || dup2(efd, 2) < 0) {
-        put_err(err, ecap, "cannot redirect the output");
-        goto done;
+    if (!options) options = "{}";
+    if (al_json_parse(options, strlen(options), "options", &o, &e)) goto out;
+    if (!cJSON_IsObject(o)) {
+        al_errf(&e, "options: must be a JSON object");
+        goto out;
     }
-    rc = al_drive_main(a, argc + 1, v + 1);
-    fflush(stdout), fflush(stderr);
-    dup2(saved1, 1), dup2(saved2, 2);
-    if (err && ecap) {
-        err[0] = 0;
-        ssize_t k = pread(efd, err, ecap - 1, 0);
-        err[k > 0 ? k : 0] = 0;
-        err[strcspn(err, "\n")] = 0;
+    if (take_driver_option(o, "strict", &strict, &e) ||
+        take_driver_option(o, "progress", &progress, &e))
+        goto out;
+    if (cJSON_GetObjectItemCaseSensitive(o, "json")) {
+        al_errf(&e, "options: 'json' is the library's already (the document comes back)");
+        goto out;
     }
-done:
-    if (saved1 >= 0) close(saved1);
-    if (saved2 >= 0) close(saved2);
-    if (jf) fclose(jf);
-    if (ef) fclose(ef);
-    free(v);
+    args = calloc(1, a->size);
+    if (!args) {
+        rc = (al_errf(&e, "out of memory"), -1);
+        goto out;
+    }
+    a->init(args);
+    if (al_analysis_flags(a, args, fl, (int)(sizeof fl / sizeof fl[0]), &e)) {
+        rc = -1;
+        goto out;
+    }
+    for (const cJSON *v = o->child; v; v = v->next) /* the CLI's line, with the nearest flag */
+        if (!al_flag_for_key(fl, v->string)) {
+            char key[128];
+            snprintf(key, sizeof key, "%s", v->string);
+            for (char *p = key; *p; p++)
+                if (*p == '_') *p = '-';
+            al_flag_unknown(fl, key, strlen(key), &e);
+            goto out;
+        }
+    if (numbers_as_text(o, fl) || !(rest = cJSON_PrintUnformatted(o))) {
+        rc = (al_errf(&e, "out of memory"), -1);
+        goto out;
+    }
+    if (al_flags_apply_json(fl, rest, "options", &e)) goto out;
+    for (const al_flag *f = fl; f->name; f++) /* the parser's check, which JSON skips */
+        if (f->required && !f->seen) {
+            al_errf(&e, "--%s is required", f->name);
+            goto out;
+        }
+    d.strict = strict, d.progress = progress;
+    rc = al_drive_run(a, args, fl, &d, NULL, &e);
+    if (rc == 0 && !(*doc = cJSON_PrintUnformatted(d.doc))) rc = (al_errf(&e, "out of memory"), 1);
+out:
+    if (rc) put_err(err, ecap, e.msg);
+    cJSON_Delete(d.doc);
+    cJSON_Delete(o);
+    cJSON_free(rest);
+    free(args);
+    al_config_arena_free(); /* the option strings, which lived as long as args */
+    atomic_store(&g_analysis_busy, 0);
     return rc;
 }
+
+void al_api_string_free(char *s) { cJSON_free(s); }
 
 /* ------------------------------------------------------------ checks */
 

@@ -13,8 +13,7 @@ static al_flag *find_flag(al_flag *flags, const char *name, size_t len) {
     return NULL;
 }
 
-/* "unknown option" with the nearest flag name, when one is near. */
-static int unknown_flag(const al_flag *flags, const char *name, size_t len, al_err *e) {
+int al_flag_unknown(const al_flag *flags, const char *name, size_t len, al_err *e) {
     const char *names[256];
     int n = 0;
     for (const al_flag *f = flags; f && f->name && n < 256; f++) names[n++] = f->name;
@@ -74,7 +73,7 @@ int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos,
         const char *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         al_flag *f = find_flag(flags, name, len);
-        if (!f) return unknown_flag(flags, name, len, e);
+        if (!f) return al_flag_unknown(flags, name, len, e);
         f->seen = 1;
         if (f->type == AL_BOOL) {
             if (eq) return al_errf(e, "--%s takes no value", f->name);

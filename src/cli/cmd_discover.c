@@ -393,7 +393,7 @@ static int disc_store(void *args, void *state, al_drive *dr, al_err *e) {
      * keep the first AL_WARN_MAX). */
     for (int i = 0, n = 0; i < s->n_done; i++)
         for (int k = 0; k < s->rs[i].warn.n; k++)
-            if (n++ >= AL_WARN_MAX)
+            if (n++ >= AL_WARN_MAX && !dr->quiet)
                 fprintf(stderr, "attnlab: warning: %s\n", s->rs[i].warn.msg[k]);
     int rc = 0;
     for (int i = 0; rc == 0 && i < s->n_done; i++) {

@@ -46,7 +46,7 @@ static int drive_warnings(al_drive *d, al_behave *b, const void *state, al_err *
     if (!w || w->n == 0) return 0;
     for (int i = 0; i < w->n; i++) {
         /* under --strict the refusal below is the one line said */
-        if (!d->strict) fprintf(stderr, "attnlab: warning: %s\n", w->msg[i]);
+        if (!d->strict && !d->quiet) fprintf(stderr, "attnlab: warning: %s\n", w->msg[i]);
         al_warnings_add(&d->warn, "%s", w->msg[i]);
     }
     if (!d->strict) return 0;
@@ -116,7 +116,7 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
             al_intervention_attach(&b.m, &iv, e))
             goto out;
         b.iv_json = iv.json;
-        if (!d->json)
+        if (!d->json && !d->quiet)
             fprintf(stderr, "attnlab: note: intervention %s: %d op%s applied in every forward\n",
                     w->intervene, iv.n, iv.n == 1 ? "" : "s");
     }
@@ -127,7 +127,7 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     /* al_drive_warn's, now that the run goes ahead; under --strict only
      * once it is not refused, so a refusal is one line */
     int n_prep = d->warn.n;
-    for (int i = 0; !d->strict && i < n_prep; i++)
+    for (int i = 0; !d->strict && !d->quiet && i < n_prep; i++)
         fprintf(stderr, "attnlab: warning: %s\n", d->warn.msg[i]);
     if (al_behave_begin(&b, a->name, flags, e)) goto out;
     if (a->compute(args, st, d, e) || drive_warnings(d, &b, st, e)) {
@@ -135,7 +135,7 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
         rc = a->stops && al_stop ? 130 : 1;
         goto out;
     }
-    for (int i = 0; d->strict && i < n_prep; i++)
+    for (int i = 0; d->strict && !d->quiet && i < n_prep; i++)
         fprintf(stderr, "attnlab: warning: %s\n", d->warn.msg[i]);
     if (al_store_tx_begin(b.st, e) || store_warnings(d, &b, e) ||
         (a->store && a->store(args, st, d, e)) || al_store_run_finish(b.st, b.run_id, e)) {
@@ -205,9 +205,9 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
 #define MAX_FLAGS 64
 
 /* One parse and run. The flags are put back as they were before it (their
- * defaults) on the way out: the library runs analyses again and again in
- * one process (al_api_run), and a call must not inherit the options of
- * the one before, whose strings belonged to that call's argv. */
+ * defaults) on the way out: a process that runs analyses again and again
+ * (the tests) must not inherit the options of the call before, whose
+ * strings belonged to that call's argv. */
 int al_drive_main(const al_analysis *a, int argc, char **argv) {
     al_err e;
     al_flag all[MAX_FLAGS];
