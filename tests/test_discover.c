@@ -477,15 +477,60 @@ TEST(discover_eap_matches_attrpatch) {
     al_model_free(&m);
 }
 
+/* The edges into layer 0, which attribution patching has not: without
+ * LayerNorm q, k and v are linear in the residual, so EAP's C-wide
+ * estimate (Δembed · ∂M/∂q · W_Qᵀ, edge_grad.h) must equal the same
+ * first-order term written in q-space, Σ (q_corr − q_clean) · ∂M/∂q, with
+ * q of both runs from full forwards and ∂M/∂q from one backward of the
+ * whole task's mean. */
+TEST(discover_eap_layer0_inputs_in_q_space) {
+    al_model m;
+    al_pairs t;
+    al_patch_opts po;
+    al_err e;
+    rand_setup(&m, &t, 2, &po);
+    al_discover_opts o = al_discover_opts_defaults();
+    o.method = "eap", o.batch = 3;
+    al_discover_result r;
+    CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
+    const int H = m.cfg.n_heads, D = m.cfg.d_head, C = m.cfg.d_model, L = 2;
+    const size_t BT = (size_t)t.N * t.T, HD = (size_t)H * D, Q = BT * 3 * HD;
+    float *qc = malloc(sizeof(float) * 2 * Q), *qr = qc + Q;
+    float *dx = malloc(sizeof(float) * ((L + 1) * BT * C + L * BT * HD + L * Q));
+    float *dzg = dx + (L + 1) * BT * C, *dqkv = dzg + L * BT * HD;
+    CHECK_OK(al_model_forward(&m, t.corr, NULL, t.N, t.T, &e), &e);
+    memcpy(qr, m.qkv, sizeof(float) * Q);
+    CHECK_OK(al_model_forward(&m, t.clean, NULL, t.N, t.T, &e), &e);
+    memcpy(qc, m.qkv, sizeof(float) * Q);
+    CHECK_OK(al_attrpatch_grad(&m, &t, 0, 0, t.N, NULL, dx, dzg, dqkv, &e), &e);
+    for (int h = 0; h < H; h++)
+        for (int ch = 0; ch < 3; ch++) {
+            double s = 0;
+            for (size_t i = 0; i < BT; i++)
+                for (int d = 0; d < D; d++) {
+                    size_t j = i * 3 * HD + (size_t)ch * HD + (size_t)h * D + d;
+                    s += ((double)qr[j] - qc[j]) * dqkv[j];
+                }
+            al_edge ed = {AL_EDGE_INPUT, 0, 0, h, ch};
+            double est = r.score[al_graph_edge_index(L, H, &ed)];
+            CHECKF(fabs(est - fabs(s)) <= 1e-5 * (1e-3 + fabs(s)), "head 0.%d channel %d: EAP %g, "
+                   "q-space %g", h, ch, est, fabs(s));
+        }
+    free(qc);
+    free(dx);
+    al_discover_result_free(&r);
+    al_pairs_free(&t);
+    al_model_free(&m);
+}
+
 /* On LayerNorm models (LN and LNPre with every bias, standard and
  * shortformer positions) EAP's estimates of the edges attribution
- * patching also has are its estimates: the two take each receiver's
- * input gradient back through its own ln1 in code of their own
- * (discover.c's eap_estimates_ln, attrpatch.c's receiver_grads), and
+ * patching also has are its estimates: both are edge_grad.h's, and
  * attribution patching's are checked against central differences
- * (test_attrpatch_ln.c). The edges into layer 0, which attribution
- * patching has not, are only checked to be finite and not all zero here
- * (test_ln_circuit.c's planted model checks that EAP finds its circuit). */
+ * (test_attrpatch_ln.c), so this holds EAP's batching and edge indexing
+ * to them. The edges into layer 0, which attribution patching has not,
+ * are only checked to be finite and not all zero here (test_ln_circuit.c's
+ * planted model checks that EAP finds its circuit). */
 TEST(discover_eap_layernorm_matches_attrpatch) {
     const int cases[4][2] = {{AL_NORM_LN, AL_POS_STANDARD},
                              {AL_NORM_LNPRE, AL_POS_STANDARD},

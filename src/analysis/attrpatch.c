@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attnlab/gemm.h"
+#include "attnlab/edge_grad.h"
 #include "attnlab/layers.h"
 #include "attnlab/stats.h"
 
@@ -221,63 +221,27 @@ static void head_sums(ap_state *s) {
 }
 
 /* s->delta: each sender's output on the source run minus the base run,
- * (nb·T, C) per sender, as path patching's sender_delta defines it. */
+ * (nb·T, C) per sender, as path patching's sender_delta defines it:
+ * embed, pos, then the heads of path patching's senders. */
 static void sender_deltas(ap_state *s) {
-    const al_model *m = s->m;
     const al_pairs *t = s->t;
-    int C = s->C, D = s->D, H = s->H;
-    size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D, off = (size_t)s->n0 * s->T;
+    size_t rows = (size_t)s->nb * s->T, off = (size_t)s->n0 * s->T;
     const int *bin = (s->den ? t->corr : t->clean) + off, *sin = (s->den ? t->clean : t->corr) + off;
-    float *de = s->delta, *dp = s->delta + rows * C;
-    for (size_t i = 0; i < rows; i++) {
-        const float *a = m->p[AL_P_WE] + (size_t)sin[i] * C, *b = m->p[AL_P_WE] + (size_t)bin[i] * C;
-        for (int c = 0; c < C; c++) de[i * C + c] = a[c] - b[c];
-    }
-    memset(dp, 0, sizeof(float) * rows * C); /* pos: both runs share positions */
-    float *dz = s->grad; /* scratch before the gradients are laid out: (rows, D) */
-    for (int j = 0; j < s->W; j++) { /* sender 2 + j: head l0.h, j = l0·H + h */
-        int l0 = j / H, h = j % H;
-        size_t lay = (size_t)l0 * rows * HD; /* m->zg's layer stride is the batch's nb */
-        for (size_t i = 0; i < rows; i++)
-            for (int d = 0; d < D; d++) {
-                size_t k = lay + i * HD + (size_t)h * D + d;
-                dz[i * D + d] = s->zg_src[k] - m->zg[k];
-            }
-        /* Δout (rows, C) = Δzg (rows, D) · W_O[l0,h] (D, C) */
-        al_sgemm(false, false, (int)rows, C, D, 1.0f, dz, D,
-                    al_head_wo(m, l0, h), C, 0.0f, s->delta + (size_t)(2 + j) * rows * C, C);
-    }
+    /* m->zg is the base run's; s->grad is scratch before the gradients are laid out */
+    al_edge_senders(s->m, sin, bin, rows, s->zg_src, s->m->zg, 1, s->W, s->grad, s->delta);
 }
 
 /* s->grad: each receiver's input gradient (nb·T, C): receiver r = c·nr +
- * (l1−1)·H + h (c = q, k, v of head l1.h) is ∂M/∂c_h · W_c[l1,h]ᵀ, and
- * the last is the direct one, ∂M/∂x_L. ∂M/∂c_h is the backward's, through
- * every later layer: the gradient of patching that one receiver. With
- * LayerNorm that is the gradient at ln1's output; the receiver's input
- * is the head's own copy of the residual before ln1 (hook_q_input, ...:
- * path patching's split input, which ln1 normalises alone), so it goes
- * on through ln1's backward at layer l1's rows, mean and scale (in the
- * base run every copy is the residual itself). */
+ * (l1−1)·H + h (c = q, k, v of head l1.h), edge_grad.h's, through every
+ * later layer (the gradient of patching that one receiver); the last is
+ * the direct one, ∂M/∂x_L. */
 static void receiver_grads(ap_state *s) {
-    const al_model *m = s->m;
-    int C = s->C, D = s->D, H = s->H, nr = s->nr;
-    size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D;
-    for (int r = 0; r < 3 * nr; r++) {
-        int c = r / nr, l1 = r % nr / H + 1, h = r % nr % H;
-        const float *w = c == 0 ? al_head_wq(m, l1, h) : c == 1 ? al_head_wk(m, l1, h)
-                                                                : al_head_wv(m, l1, h); /* (C, D) */
-        const float *dq = s->dqkv + (size_t)l1 * rows * 3 * HD + (size_t)c * HD + (size_t)h * D;
-        float *g = s->grad + (size_t)r * rows * C;
-        al_sgemm(false, true, (int)rows, C, D, 1.0f, dq, (int)(3 * HD), w, D, 0.0f,
-                 s->lnd ? s->lnd : g, C);
-        if (s->lnd)
-            layernorm_backward(g, NULL, NULL, s->lnd, m->x + (size_t)l1 * rows * C,
-                               m->ln1_mean + (size_t)l1 * rows, m->ln1_scale + (size_t)l1 * rows,
-                               m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l1 * C : NULL, rows,
-                               C, 0);
-    }
-    memcpy(s->grad + (size_t)3 * nr * rows * C, s->dx + (size_t)s->L * rows * C,
-           sizeof(float) * rows * C);
+    int H = s->H, nr = s->nr;
+    size_t rows = (size_t)s->nb * s->T, n = rows * s->C;
+    for (int r = 0; r < 3 * nr; r++)
+        al_edge_receiver_grad(s->m, s->dqkv, r % nr / H + 1, r % nr % H, r / nr, rows, s->lnd,
+                              s->grad + (size_t)r * n);
+    memcpy(s->grad + (size_t)3 * nr * n, s->dx + (size_t)s->L * n, sizeof(float) * n);
 }
 
 /* edge sums: Σ over the batch's rows of Δsender · receiver gradient. */
@@ -289,10 +253,8 @@ static void edge_sums(ap_state *s) {
         for (int r = 0; r < na; r++) {
             int ch = r < 3 * nr ? r / nr : 3, rr = r < 3 * nr ? r % nr : 0;
             if (!al_paths_exists(L, H, ch, snd, rr)) continue;
-            const float *d = s->delta + (size_t)snd * n, *g = s->grad + (size_t)r * n;
-            double acc = 0.0;
-            for (size_t i = 0; i < n; i++) acc += (double)d[i] * g[i];
-            s->edge[((size_t)ch * ns + snd) * W + rr] += acc;
+            s->edge[((size_t)ch * ns + snd) * W + rr] +=
+                al_edge_dot(s->delta + (size_t)snd * n, s->grad + (size_t)r * n, n);
         }
 }
 

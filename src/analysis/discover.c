@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "attnlab/attrpatch.h"
-#include "attnlab/gemm.h"
+#include "attnlab/edge_grad.h"
 #include "attnlab/layers.h"
 #include "attnlab/membudget.h"
 
@@ -388,124 +388,16 @@ static int acdc(drun *r, al_err *e) {
     return 0;
 }
 
-/* Σ_r Σ_d a[r·lda + d] · b[r·ldb + d] over rows r < n, d < D, in double. */
-static double dot_rows(const float *a, size_t lda, const float *b, size_t ldb, size_t n, int D) {
-    double s = 0.0;
-    for (size_t r = 0; r < n; r++)
-        for (int k = 0; k < D; k++) s += (double)a[r * lda + k] * b[r * ldb + k];
-    return s;
-}
-
 /* est[k]: the edge attribution patching estimate of every edge (noising
  * at the clean run: the change of the task's metric M when edge k alone
  * carries its corrupted value), from one backward per batch
- * (al_attrpatch_grad). The path-patching edges are attrpatch.h's; the
- * others the same way: an input edge into a layer-0 channel is Δq·∂M/∂q
- * with Δq the corrupted − clean q (pos is the same in both runs), a
- * later layer's the embedding difference through W_c, a composition edge
- * l0.h0 → l1.h1.c is Δzg_{l0,h0} · W_O[l0,h0] W_c[l1,h1] · ∂M/∂c, a
- * last-layer head into the logits is head patching, Δzg·∂M/∂zg, an
- * earlier head's Δzg · (∂M/∂x_L · W_O[l,h]ᵀ). */
+ * (al_attrpatch_grad), as edge_grad.h forms it, the estimate attribution
+ * patching makes of path patching's edges: each sender's difference,
+ * C-wide (the embeddings, W_E[corrupted] − W_E[clean]; every head,
+ * Δzg · W_O[l0,h0]), against each receiver's input gradient (each
+ * head's q, k and v input, through ln1 with LayerNorm; the logits'
+ * ∂M/∂x_L, through ln_final's backward already). */
 static int eap_estimates(drun *r, double *est, al_err *e) {
-    dctx *d = &r->d;
-    al_model *m = d->m;
-    const al_pairs *t = d->t;
-    const int L = d->L, H = d->H, D = d->D, C = d->C, T = d->T;
-    const size_t HD = (size_t)H * D, BTc = (size_t)d->B * T;
-    /* dx (L+1, BT, C), dzg (L, BT, HD), dqkv (L, BT, 3HD), A (HD, 3HD), GL (BT, HD) */
-    float *dx = al_malloc((L + 1) * BTc * C + L * BTc * HD * 4 + HD * 3 * HD + BTc * HD,
-                          sizeof(float), e);
-    if (!dx) return -1;
-    float *dzg = dx + (L + 1) * BTc * C, *dqkv = dzg + L * BTc * HD;
-    float *A = dqkv + L * BTc * 3 * HD, *GL = A + HD * 3 * HD;
-    memset(est, 0, sizeof(double) * al_graph_n_edges(L, H));
-    int rc = 0;
-    for (int bi = 0; rc == 0 && bi < d->nbat; bi++) {
-        const dbatch *b = &d->bt[bi];
-        const size_t BT = (size_t)b->nb * T, Q = BT * 3 * HD, Z = BT * HD;
-        if ((rc = stopped(r->o, e))) break;
-        if ((rc = al_attrpatch_grad(m, t, 0, b->n0, b->nb, NULL, dx, dzg, dqkv, e))) break;
-        /* the batch's mean → the task's mean */
-        const double w = (double)b->ni / t->n_items;
-        const float *dxL = dx + (size_t)L * BT * C;
-        for (int h = 0; h < H; h++)
-            for (int ch = 0; ch < 3; ch++) {
-                size_t o = (size_t)ch * HD + (size_t)h * D;
-                double s = 0.0; /* (co − cl) q/k/v of layer 0 · ∂M/∂q */
-                for (size_t i = 0; i < BT; i++)
-                    for (int k = 0; k < D; k++) {
-                        size_t j = i * 3 * HD + o + k;
-                        s += ((double)b->co.qkv[j] - b->cl.qkv[j]) * dqkv[j];
-                    }
-                est[k_input(H, 0, h, ch, 0)] += w * s;
-                for (int l = 1; l < L; l++) /* embp is clean − corrupted */
-                    est[k_input(H, l, h, ch, 0)] -=
-                        w * dot_rows(b->embp + (size_t)(l - 1) * Q + o, 3 * HD,
-                                     dqkv + (size_t)l * Q + o, 3 * HD, BT, D);
-            }
-        const int *ic = t->clean + (size_t)b->n0 * T, *ir = t->corr + (size_t)b->n0 * T;
-        double s = 0.0;
-        for (size_t i = 0; i < BT; i++) {
-            if (ic[i] == ir[i]) continue;
-            const float *a = m->p[AL_P_WE] + (size_t)ir[i] * C;
-            const float *z = m->p[AL_P_WE] + (size_t)ic[i] * C;
-            for (int k = 0; k < C; k++) s += ((double)a[k] - z[k]) * dxL[i * C + k];
-        }
-        est[k_out(L, H, 0)] += w * s;
-        const int ll = L - 1;
-        for (int h = 0; h < H; h++) {
-            double a = 0.0;
-            for (size_t i = 0; i < BT; i++)
-                for (int k = 0; k < D; k++) {
-                    size_t j = (size_t)ll * Z + i * HD + (size_t)h * D + k;
-                    a += ((double)b->co.zg[j] - b->cl.zg[j]) * dzg[j];
-                }
-            est[k_out(L, H, 2 + ll * H + h)] += w * a;
-        }
-        for (int l0 = 0; l0 < L - 1; l0++) {
-            float *dz = d->cd.dz;
-            for (size_t i = 0; i < Z; i++)
-                dz[i] = b->co.zg[(size_t)l0 * Z + i] - b->cl.zg[(size_t)l0 * Z + i];
-            for (int l1 = l0 + 1; l1 < L; l1++) {
-                /* A = Δzgᵀ (HD, BT) · ∂M/∂qkv of layer l1 (BT, 3HD): each
-                 * block (h0; c, h1) against W_O[l0,h0]·W_c[l1,h1] is that
-                 * edge's Σ Δq·∂M/∂q */
-                al_sgemm(true, false, (int)HD, (int)(3 * HD),
-                            (int)BT, 1.0f, dz, (int)HD, dqkv + (size_t)l1 * Q, (int)(3 * HD), 0.0f,
-                            A, (int)(3 * HD));
-                for (int h0 = 0; h0 < H; h0++)
-                    for (int h1 = 0; h1 < H; h1++)
-                        for (int ch = 0; ch < 3; ch++) {
-                            int k = k_comp(L, H, l0 * H + h0, l1, h1, ch);
-                            const float *wc = d->cd.wcomp + (size_t)(k - 6 * L * H) * D * D;
-                            est[k] += w * dot_rows(A + (size_t)h0 * D * 3 * HD + (size_t)ch * HD +
-                                                       (size_t)h1 * D,
-                                                   3 * HD, wc, D, D, D);
-                        }
-            }
-            /* heads before the last layer → logits directly: Δzg ·
-             * (∂M/∂x_L · W_O[l0,h]ᵀ) */
-            al_sgemm(false, true, (int)BT, (int)HD, C, 1.0f, dxL, C,
-                        al_head_wo(m, l0, 0), C, 0.0f, GL, (int)HD);
-            for (int h = 0; h < H; h++)
-                est[k_out(L, H, 2 + l0 * H + h)] +=
-                    w * dot_rows(dz + (size_t)h * D, HD, GL + (size_t)h * D, HD, BT, D);
-        }
-    }
-    free(dx);
-    return rc ? -1 : 0;
-}
-
-/* est[k] as eap_estimates, for a model with LayerNorm. ln1 normalises
- * each receiver's own input (hook_q_input, ...), so an edge's estimate is
- * the sender's output difference, C-wide, against that receiver's input
- * gradient: ∂M/∂c · W_c[l,h]ᵀ taken back through ln1 at layer l's rows,
- * mean and scale (in the clean run every copy is the residual itself),
- * as attribution patching takes its receivers (attrpatch.c). Senders:
- * the embeddings (W_E[corrupted] − W_E[clean]; pos is the same in both
- * runs) and every head, Δzg · W_O[l0,h0]. The logits' receiver is
- * ∂M/∂x_L, through ln_final's backward already. */
-static int eap_estimates_ln(drun *r, double *est, al_err *e) {
     dctx *d = &r->d;
     al_model *m = d->m;
     const al_pairs *t = d->t;
@@ -524,50 +416,27 @@ static int eap_estimates_ln(drun *r, double *est, al_err *e) {
     int rc = 0;
     for (int bi = 0; rc == 0 && bi < d->nbat; bi++) {
         const dbatch *b = &d->bt[bi];
-        const size_t BT = (size_t)b->nb * T, Z = BT * HD, n = BT * C;
+        const size_t BT = (size_t)b->nb * T, n = BT * C;
         if ((rc = stopped(r->o, e))) break;
         if ((rc = al_attrpatch_grad(m, t, 0, b->n0, b->nb, NULL, dx, dzg, dqkv, e))) break;
+        /* the batch's mean → the task's mean */
         const double w = (double)b->ni / t->n_items;
         const int *ic = t->clean + (size_t)b->n0 * T, *ir = t->corr + (size_t)b->n0 * T;
-        for (size_t i = 0; i < BT; i++) {
-            const float *a = m->p[AL_P_WE] + (size_t)ir[i] * C;
-            const float *z = m->p[AL_P_WE] + (size_t)ic[i] * C;
-            for (int k = 0; k < C; k++) snd[i * C + k] = a[k] - z[k];
-        }
-        for (int j = 0; j < LH; j++) { /* head l0.h0 = j: Δzg (BT, D) · W_O (D, C) */
-            const int l0 = j / H, h0 = j % H;
-            for (size_t i = 0; i < BT; i++)
-                for (int k = 0; k < D; k++) {
-                    size_t q = (size_t)l0 * Z + i * HD + (size_t)h0 * D + k;
-                    dz[i * D + k] = b->co.zg[q] - b->cl.zg[q];
-                }
-            al_sgemm(false, false, (int)BT, C, D, 1.0f, dz, D, al_head_wo(m, l0, h0), C, 0.0f,
-                     snd + (size_t)(1 + j) * n, C);
-        }
+        al_edge_senders(m, ir, ic, BT, b->co.zg, b->cl.zg, 0, LH, dz, snd);
         /* the logits' receiver: every sender directly */
         const float *dxL = dx + (size_t)L * n;
-        est[k_out(L, H, 0)] += w * dot_rows(snd, C, dxL, C, BT, C);
+        est[k_out(L, H, 0)] += w * al_edge_dot(snd, dxL, n);
         for (int j = 0; j < LH; j++)
-            est[k_out(L, H, 2 + j)] += w * dot_rows(snd + (size_t)(1 + j) * n, C, dxL, C, BT, C);
-        /* each head's q, k and v input */
+            est[k_out(L, H, 2 + j)] += w * al_edge_dot(snd + (size_t)(1 + j) * n, dxL, n);
+        /* each head's q, k and v input: the embeddings and every earlier head */
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++)
                 for (int ch = 0; ch < 3; ch++) {
-                    const float *wc = ch == 0 ? al_head_wq(m, l, h)
-                                      : ch == 1 ? al_head_wk(m, l, h)
-                                                : al_head_wv(m, l, h); /* (C, D) */
-                    const float *dq = dqkv + (size_t)l * BT * 3 * HD + (size_t)ch * HD +
-                                      (size_t)h * D;
-                    al_sgemm(false, true, (int)BT, C, D, 1.0f, dq, (int)(3 * HD), wc, D, 0.0f,
-                             lnd, C);
-                    layernorm_backward(g, NULL, NULL, lnd, m->x + (size_t)l * n,
-                                       m->ln1_mean + (size_t)l * BT, m->ln1_scale + (size_t)l * BT,
-                                       m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL,
-                                       BT, C, 0);
-                    est[k_input(H, l, h, ch, 0)] += w * dot_rows(snd, C, g, C, BT, C);
+                    al_edge_receiver_grad(m, dqkv, l, h, ch, BT, lnd, g);
+                    est[k_input(H, l, h, ch, 0)] += w * al_edge_dot(snd, g, n);
                     for (int s0 = 0; s0 < l * H; s0++)
                         est[k_comp(L, H, s0, l, h, ch)] +=
-                            w * dot_rows(snd + (size_t)(1 + s0) * n, C, g, C, BT, C);
+                            w * al_edge_dot(snd + (size_t)(1 + s0) * n, g, n);
                 }
     }
     free(dx);
@@ -597,8 +466,7 @@ static int eap(drun *r, al_err *e) {
     if (n <= 0) return al_errf(e, "the model has no head graph"); /* ctx_init checked L */
     ranked *order = al_malloc((size_t)n, sizeof(ranked), e);
     if (!order) return -1;
-    int rc = r->d.m->cfg.norm_type != AL_NORM_NONE ? eap_estimates_ln(r, r->score, e)
-                                                    : eap_estimates(r, r->score, e);
+    int rc = eap_estimates(r, r->score, e);
     for (int k = 0; k < n; k++) {
         r->score[k] = fabs(r->score[k]);
         order[k] = (ranked){r->score[k], k};
