@@ -79,46 +79,47 @@ static int o_sae_steps = 200;
 static const char *o_sae_model = NULL, *o_sae_data = NULL, *o_sae_out = NULL;
 static const char *o_model = NULL;
 
-static al_flag flags[] = {
-    {"mode", AL_STR, &o_mode, "M",
-     "train, infer, sgemm, matmul, patch, attr, discover, sae or sae-stream",
-     0, 0},
-    {"n-layers", AL_INT, &o_layers, "N", "attention layers", 0, 0},
-    {"d-model", AL_INT, &o_dmodel, "N", "residual width", 0, 0},
-    {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
-    {"d-head", AL_INT, &o_dhead, "N", "head width", 0, 0},
-    {"n-ctx", AL_INT, &o_ctx, "N", "context length = sequence length", 0, 0},
-    {"norm", AL_STR, &o_norm, "TYPE", "train, infer, patch, discover: LayerNorm none, ln or lnpre",
-     0, 0},
-    {"biases", AL_STR, &o_biases, "SET",
-     "train, infer, patch, discover: biases none, all or letters of qkvou", 0, 0},
-    {"d-vocab", AL_INT, &o_vocab, "N", "vocabulary size", 0, 0},
-    {"model", AL_STR, &o_model, "DIR",
-     "infer: a model directory's weights and shape instead of random ones (--n-ctx: the "
-     "sequence length)", 0, 0},
-    {"batch", AL_INT, &o_batch, "N", "sequences per step", 0, 0},
-    {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
-    {"warmup", AL_INT, &o_warmup, "N", "untimed iterations first", 0, 0},
-    {"min-time", AL_FLOAT, &o_min_time, "S", "time iterations for at least S seconds", 0, 0},
-    {"profile", AL_BOOL, &o_profile, NULL, "train, infer: ms per step of each operation (prof.h)", 0, 0},
-    {"precision", AL_STR, &o_precision, "P", "matmul inputs: f32 or bf16 (gemm.h)", 0, 0},
-    {"sgemm-n", AL_INT, &o_sgemm_n, "N", "matrix size for --mode sgemm", 0, 0},
-    {"pairs", AL_INT, &o_pairs, "N", "patch: pairs of the incremental sweep", 0, 0},
-    {"naive-pairs", AL_INT, &o_naive_pairs, "N", "patch: pairs of the naive sweep", 0, 0},
-    {"probe-r", AL_INT, &o_patch_r, "R", "patch: induction task R", 0, 0},
-    {"patch-batch", AL_INT, &o_patch_batch, "N", "patch: pairs per forward", 0, 0},
-    {"sae-expansion", AL_INT, &o_sae_expansion, "N", "sae: d_sae = N x d_in", 0, 0},
-    {"sae-k", AL_INT, &o_sae_k, "K", "sae: TopK k", 0, 0},
-    {"sae-batch", AL_INT, &o_sae_batch, "N", "sae: activations per step", 0, 0},
-    {"sae-layer", AL_INT, &o_sae_layer, "L", "sae-stream: the z site's layer", 0, 0},
-    {"sae-steps", AL_INT, &o_sae_steps, "N", "sae-stream: training steps", 0, 0},
-    {"sae-model", AL_STR, &o_sae_model, "DIR", "sae-stream: model directory", 0, 0},
-    {"sae-data", AL_STR, &o_sae_data, "FILE", "sae-stream: token file", 0, 0},
-    {"sae-out", AL_STR, &o_sae_out, "DIR", "sae-stream: SAE directory to write", 0, 0},
-    {"wu-scale", AL_FLOAT, &o_wu_scale, "X",
-     "discover: W_U times X (logits of order 1 at X = d_model, so ACDC visits every receiver)", 0,
-     0},
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {{"mode", AL_STR, &o_mode, "M",
+      "train, infer, sgemm, matmul, patch, attr, discover, sae or sae-stream", 0, 0},
+     {"n-layers", AL_INT, &o_layers, "N", "attention layers", 0, 0},
+     {"d-model", AL_INT, &o_dmodel, "N", "residual width", 0, 0},
+     {"n-heads", AL_INT, &o_heads, "N", "heads per layer", 0, 0},
+     {"d-head", AL_INT, &o_dhead, "N", "head width", 0, 0},
+     {"n-ctx", AL_INT, &o_ctx, "N", "context length = sequence length", 0, 0},
+     {"norm", AL_STR, &o_norm, "TYPE", "train, infer, patch, discover: LayerNorm none, ln or lnpre",
+      0, 0},
+     {"biases", AL_STR, &o_biases, "SET",
+      "train, infer, patch, discover: biases none, all or letters of qkvou", 0, 0},
+     {"d-vocab", AL_INT, &o_vocab, "N", "vocabulary size", 0, 0},
+     {"model", AL_STR, &o_model, "DIR",
+      "infer: a model directory's weights and shape instead of random ones (--n-ctx: the "
+      "sequence length)",
+      0, 0},
+     {"batch", AL_INT, &o_batch, "N", "sequences per step", 0, 0},
+     {"threads", AL_INT, &o_threads, "N", "OpenMP and OpenBLAS threads", 0, 0},
+     {"warmup", AL_INT, &o_warmup, "N", "untimed iterations first", 0, 0},
+     {"min-time", AL_FLOAT, &o_min_time, "S", "time iterations for at least S seconds", 0, 0},
+     {"profile", AL_BOOL, &o_profile, NULL, "train, infer: ms per step of each operation (prof.h)",
+      0, 0},
+     {"precision", AL_STR, &o_precision, "P", "matmul inputs: f32 or bf16 (gemm.h)", 0, 0},
+     {"sgemm-n", AL_INT, &o_sgemm_n, "N", "matrix size for --mode sgemm", 0, 0},
+     {"pairs", AL_INT, &o_pairs, "N", "patch: pairs of the incremental sweep", 0, 0},
+     {"naive-pairs", AL_INT, &o_naive_pairs, "N", "patch: pairs of the naive sweep", 0, 0},
+     {"probe-r", AL_INT, &o_patch_r, "R", "patch: induction task R", 0, 0},
+     {"patch-batch", AL_INT, &o_patch_batch, "N", "patch: pairs per forward", 0, 0},
+     {"sae-expansion", AL_INT, &o_sae_expansion, "N", "sae: d_sae = N x d_in", 0, 0},
+     {"sae-k", AL_INT, &o_sae_k, "K", "sae: TopK k", 0, 0},
+     {"sae-batch", AL_INT, &o_sae_batch, "N", "sae: activations per step", 0, 0},
+     {"sae-layer", AL_INT, &o_sae_layer, "L", "sae-stream: the z site's layer", 0, 0},
+     {"sae-steps", AL_INT, &o_sae_steps, "N", "sae-stream: training steps", 0, 0},
+     {"sae-model", AL_STR, &o_sae_model, "DIR", "sae-stream: model directory", 0, 0},
+     {"sae-data", AL_STR, &o_sae_data, "FILE", "sae-stream: token file", 0, 0},
+     {"sae-out", AL_STR, &o_sae_out, "DIR", "sae-stream: SAE directory to write", 0, 0},
+     {"wu-scale", AL_FLOAT, &o_wu_scale, "X",
+      "discover: W_U times X (logits of order 1 at X = d_model, so ACDC visits every receiver)", 0,
+      0},
+     AL_FLAGS_END};
 
 static double peak_rss_mb(void) {
     struct rusage ru;
@@ -132,8 +133,7 @@ static void print_tail(void) {
     printf("\"matmul\": \"%s\", \"precision\": \"%s\", \"peak_rss_mb\": %.1f, "
            "\"blas\": \"%s\", \"blas_threads\": %d}\n",
            al_gemm_backend_name(), al_precision_name(al_gemm_precision()), peak_rss_mb(),
-           openblas_get_config(),
-           openblas_get_num_threads());
+           openblas_get_config(), openblas_get_num_threads());
 }
 
 /* Per-iteration times, for the median. */
@@ -153,8 +153,7 @@ static double median(int n) {
 
 /* Run step() warmup times untimed, then timed until min_time seconds
  * and at least 3 iterations. Returns the count; *total the seconds. */
-static int time_loop(int (*step)(void *), void *arg, int warmup, double min_time,
-                     double *total) {
+static int time_loop(int (*step)(void *), void *arg, int warmup, double min_time, double *total) {
     for (int k = 0; k < warmup; k++)
         if (step(arg) != 0) return -1;
     int it = 0;
@@ -176,8 +175,8 @@ typedef struct sgemm_arg {
 
 static int sgemm_step(void *p) {
     sgemm_arg *g = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->n, g->n, g->n, 1.0f, g->a, g->n,
-                g->b, g->n, 0.0f, g->c, g->n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->n, g->n, g->n, 1.0f, g->a, g->n, g->b,
+                g->n, 0.0f, g->c, g->n);
     return 0;
 }
 
@@ -244,10 +243,12 @@ static double mm_best(int which, const int *s, const float *a, const float *b, f
             al_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 0.0f, c, N);
         else if (which == 1)
             cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                        tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ta ? M : K, b,
-                        tb ? K : N, 0.0f, c, N);
+                        tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N,
+                        0.0f, c, N);
         else {
-            dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+            dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, am},
+                                       {DNNL_ARG_WEIGHTS, bm},
+                                       {DNNL_ARG_DST, cm}};
             if (dnnl_primitive_execute(prim, st, 3, args) || dnnl_stream_wait(st)) return -1;
         }
         t = al_now() - t;
@@ -280,8 +281,8 @@ static int bench_matmul(void) {
             t[w] += x;
         }
     }
-    printf("{\"impl\": \"c\", \"mode\": \"matmul\", \"threads\": %d, \"shapes\": %d, ",
-           o_threads, MM_N);
+    printf("{\"impl\": \"c\", \"mode\": \"matmul\", \"threads\": %d, \"shapes\": %d, ", o_threads,
+           MM_N);
     for (int w = 0; w < 4; w++) printf("\"%s_gflops\": %.1f, ", names[w], fl / t[w] / 1e9);
     printf("\"impl_f32\": \"%s\", ", al_sgemm_impl(false, false, 4096, 768, 256, 1.0f, 0.0f));
     print_tail();
@@ -353,8 +354,13 @@ static int bench_model(int train) {
     al_rng r;
     al_rng_seed(&r, 42);
     for (int i = 0; i < 2 * BT; i++) in[i] = (int)al_rng_below(&r, (uint32_t)c.d_vocab);
-    al_optim_cfg oc = {.lr = 1e-3, .min_lr_frac = 1.0, .beta1 = 0.9, .beta2 = 0.95,
-                       .eps = 1e-8, .weight_decay = 0.1, .grad_clip = 1.0};
+    al_optim_cfg oc = {.lr = 1e-3,
+                       .min_lr_frac = 1.0,
+                       .beta1 = 0.9,
+                       .beta2 = 0.95,
+                       .eps = 1e-8,
+                       .weight_decay = 0.1,
+                       .grad_clip = 1.0};
     model_arg g = {&m, &opt, &oc, in, B, T, train, 0, 0};
     double total;
     al_prof_enable(o_profile);
@@ -433,7 +439,8 @@ static int bench_patch(void) {
         if (d > diff || d != d) diff = d;
     }
     int n = fast.n;
-    double cp = (double)n * o_pairs / fast.seconds, cpf = (double)n * o_naive_pairs / fast_few.seconds,
+    double cp = (double)n * o_pairs / fast.seconds,
+           cpf = (double)n * o_naive_pairs / fast_few.seconds,
            cpn = (double)n * o_naive_pairs / naive.seconds;
     printf("{\"impl\": \"c\", \"mode\": \"patch\", \"component\": \"head_pos\", \"n_layers\": %d, "
            "\"d_model\": %d, \"n_heads\": %d, \"d_head\": %d, \"n_ctx\": %d, \"d_vocab\": %d, "
@@ -442,9 +449,9 @@ static int bench_patch(void) {
            "\"naive_pairs\": %d, \"naive_seconds\": %.2f, \"naive_config_pairs_per_s\": %.1f, "
            "\"fast_few_seconds\": %.2f, \"fast_few_config_pairs_per_s\": %.1f, "
            "\"speedup\": %.2f, \"speedup_same_pairs\": %.2f, \"max_metric_diff\": %.3g, ",
-           c.n_layers, c.d_model, c.n_heads, c.d_head, c.n_ctx, c.d_vocab, o_patch_r,
-           o_patch_batch, o_threads, n, o_pairs, fast.seconds, n / fast.seconds, cp, o_naive_pairs,
-           naive.seconds, cpn, fast_few.seconds, cpf, cp / cpn, cpf / cpn, diff);
+           c.n_layers, c.d_model, c.n_heads, c.d_head, c.n_ctx, c.d_vocab, o_patch_r, o_patch_batch,
+           o_threads, n, o_pairs, fast.seconds, n / fast.seconds, cp, o_naive_pairs, naive.seconds,
+           cpn, fast_few.seconds, cpf, cp / cpn, cpf / cpn, diff);
     print_tail();
     al_patch_result_free(&fast);
     al_patch_result_free(&fast_few);
@@ -491,10 +498,9 @@ static int bench_attr(void) {
            "\"batch\": %d, \"threads\": %d, \"configs\": %d, \"attr_seconds\": %.3f, "
            "\"patch_seconds\": %.2f, \"fwd_bwd_seconds\": %.3f, \"speedup\": %.1f, "
            "\"attr_over_fwd_bwd\": %.2f, \"pearson_head\": %.3f, \"pearson_edge\": %.3f, ",
-           c.n_layers, c.d_model, c.n_heads, c.d_head, c.d_vocab, o_patch_r, o_pairs,
-           o_patch_batch, o_threads, configs, r.seconds, r.seconds_patch, fb,
-           r.seconds_patch / r.seconds, r.seconds / fb, r.agree[AL_AP_HEAD].pearson,
-           r.agree[AL_AP_EDGE].pearson);
+           c.n_layers, c.d_model, c.n_heads, c.d_head, c.d_vocab, o_patch_r, o_pairs, o_patch_batch,
+           o_threads, configs, r.seconds, r.seconds_patch, fb, r.seconds_patch / r.seconds,
+           r.seconds / fb, r.agree[AL_AP_HEAD].pearson, r.agree[AL_AP_EDGE].pearson);
     print_tail();
     al_attrpatch_result_free(&r);
     al_pairs_free(&t);
@@ -559,8 +565,8 @@ static int bench_discover(void) {
            "\"batch\": %d, \"threads\": %d, \"edges\": %d, \"edges_tested\": %d, \"evals\": %ld, "
            "\"kept\": %d, \"seconds\": %.2f, \"edges_per_s\": %.1f, \"evals_per_s\": %.2f, "
            "\"naive_eval_floor_s\": %.3f, \"speedup_vs_naive_floor\": %.1f, ",
-           o_norm, o_biases, c.n_layers, c.d_model, c.n_heads, c.d_head, c.d_vocab, o_patch_r, o_pairs,
-           o_patch_batch, o_threads, r.n_edges, tested, r.evals, r.n_kept, r.seconds,
+           o_norm, o_biases, c.n_layers, c.d_model, c.n_heads, c.d_head, c.d_vocab, o_patch_r,
+           o_pairs, o_patch_batch, o_threads, r.n_edges, tested, r.evals, r.n_kept, r.seconds,
            tested / r.seconds, r.evals / r.seconds, fwd, fwd * r.evals / r.seconds);
     print_tail();
     al_discover_result_free(&r);
@@ -635,7 +641,8 @@ static int bench_sae(void) {
 static int bench_sae_stream(void) {
     al_err e;
     if (!o_sae_model || !o_sae_data || !o_sae_out) {
-        fprintf(stderr, "bench_engine: --mode sae-stream needs --sae-model, --sae-data, --sae-out\n");
+        fprintf(stderr,
+                "bench_engine: --mode sae-stream needs --sae-model, --sae-data, --sae-out\n");
         return 2;
     }
     al_sae_train_opts o = al_sae_train_opts_defaults();
@@ -669,8 +676,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_engine: %s\n", e.msg);
         return 2;
     }
-    if (o_threads < 1 || o_batch < 1 || o_ctx < 1 || o_warmup < 0 || o_sgemm_n < 1 ||
-        o_pairs < 1 || o_naive_pairs < 1 || o_patch_batch < 1) {
+    if (o_threads < 1 || o_batch < 1 || o_ctx < 1 || o_warmup < 0 || o_sgemm_n < 1 || o_pairs < 1 ||
+        o_naive_pairs < 1 || o_patch_batch < 1) {
         fprintf(stderr, "bench_engine: --threads, --batch, --n-ctx, --sgemm-n, --pairs, "
                         "--naive-pairs, --patch-batch must be positive\n");
         return 2;
@@ -695,7 +702,9 @@ int main(int argc, char **argv) {
     if (!strcmp(o_mode, "discover")) return bench_discover();
     if (!strcmp(o_mode, "sae")) return bench_sae();
     if (!strcmp(o_mode, "sae-stream")) return bench_sae_stream();
-    fprintf(stderr, "bench_engine: unknown --mode %s (train, infer, sgemm, matmul, patch, attr, "
-                    "discover, sae or sae-stream)\n", o_mode);
+    fprintf(stderr,
+            "bench_engine: unknown --mode %s (train, infer, sgemm, matmul, patch, attr, "
+            "discover, sae or sae-stream)\n",
+            o_mode);
     return 2;
 }

@@ -62,8 +62,7 @@ static __attribute__((unused)) int t_wait(pid_t pid, long *maxrss_kb) {
 
 static __attribute__((unused)) void t_sleep(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
+    while (nanosleep(&ts, &ts) != 0) {}
 }
 
 /* Wait until db (a test's database) has exactly one run 'running' (up

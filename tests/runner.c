@@ -192,7 +192,8 @@ int t_one_line(const char *path, const char *want) {
     char *s = t_slurp(path);
     int ok = s && strncmp(s, "attnlab", 7) == 0 && strstr(s, want) &&
              strchr(s, '\n') == s + strlen(s) - 1;
-    if (!ok) fprintf(stderr, "    stderr was: [%s], want one line with [%s]\n", s ? s : "(none)", want);
+    if (!ok)
+        fprintf(stderr, "    stderr was: [%s], want one line with [%s]\n", s ? s : "(none)", want);
     free(s);
     return ok;
 }
@@ -234,7 +235,8 @@ int main(int argc, char **argv) {
             passed++;
             char cmd[700];
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
-            if (system(cmd) != 0) { /* leave it; harmless */ }
+            if (system(cmd) != 0) { /* leave it; harmless */
+            }
         } else if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
             printf("SKIP %s\n", t->name);
             skipped++;
@@ -251,7 +253,8 @@ int main(int argc, char **argv) {
     if (failed == 0) {
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-        if (system(cmd) != 0) { /* ignore */ }
+        if (system(cmd) != 0) { /* ignore */
+        }
     }
     if (skipped)
         printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);

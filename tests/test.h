@@ -16,8 +16,7 @@
 
 #define TEST(name) void test_##name(void)
 
-void t_fail(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void t_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Mark the current test skipped (exits the test process). */
 void t_skip(const char *why) __attribute__((noreturn));
 /* A fresh empty directory for this test (removed after a pass). */
@@ -63,12 +62,12 @@ void t_ln_perturb(struct al_model *m, uint64_t seed);
 /* The start of a tiny experiment file (60 synthetic stories, vocab 300,
  * one 2-layer model "two" of t_tiny_model's shape trained 10 steps), up
  * to its "analyses"; name is a string literal. */
-#define T_EXP_TINY_2L(name)                                                                      \
+#define T_EXP_TINY_2L(name)                                                                        \
     "{\"name\": \"" name "\", \"threads\": 2,\n"                                                   \
-    " \"data\": {\"synthetic\": {\"stories\": 60, \"seed\": 4}, \"val\": 0.1},\n"                    \
+    " \"data\": {\"synthetic\": {\"stories\": 60, \"seed\": 4}, \"val\": 0.1},\n"                  \
     " \"tokenizer\": {\"vocab\": 300},\n"                                                          \
     " \"train\": {\"d_model\": 32, \"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 32, \"batch\": 4,\n"  \
-    "           \"steps\": 10, \"eval_every\": 10, \"warmup\": 2},\n"                           \
+    "           \"steps\": 10, \"eval_every\": 10, \"warmup\": 2},\n"                              \
     " \"models\": [{\"name\": \"two\", \"n_layers\": 2}],\n"
 /* t_sql's output as a number (-1 if the query failed). */
 long t_sql_long(const char *db, const char *q);
@@ -82,43 +81,42 @@ int t_one_line(const char *path, const char *want);
 /* 1 if the n bytes at p are all 0 (a result zeroed on failure). */
 int t_all_zero(const void *p, size_t n);
 
-#define CHECK(c)                                                         \
-    do {                                                                 \
-        if (!(c)) t_fail(__FILE__, __LINE__, "%s", #c);                  \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) t_fail(__FILE__, __LINE__, "%s", #c);                                            \
     } while (0)
-#define CHECKF(c, ...)                                                   \
-    do {                                                                 \
-        if (!(c)) t_fail(__FILE__, __LINE__, __VA_ARGS__);               \
+#define CHECKF(c, ...)                                                                             \
+    do {                                                                                           \
+        if (!(c)) t_fail(__FILE__, __LINE__, __VA_ARGS__);                                         \
     } while (0)
-#define CHECK_NEAR(a, b, tol)                                            \
-    do {                                                                 \
-        double a_ = (a), b_ = (b);                                       \
-        if (!(fabs(a_ - b_) <= (tol)))                                   \
-            t_fail(__FILE__, __LINE__, "%s = %.9g, %s = %.9g, |diff| > %g", \
-                   #a, a_, #b, b_, (double)(tol));                       \
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    do {                                                                                           \
+        double a_ = (a), b_ = (b);                                                                 \
+        if (!(fabs(a_ - b_) <= (tol)))                                                             \
+            t_fail(__FILE__, __LINE__, "%s = %.9g, %s = %.9g, |diff| > %g", #a, a_, #b, b_,        \
+                   (double)(tol));                                                                 \
     } while (0)
-#define CHECK_OK(call, errp)                                             \
-    do {                                                                 \
-        if ((call) != 0)                                                 \
-            t_fail(__FILE__, __LINE__, "%s failed: %s", #call, (errp)->msg); \
+#define CHECK_OK(call, errp)                                                                       \
+    do {                                                                                           \
+        if ((call) != 0) t_fail(__FILE__, __LINE__, "%s failed: %s", #call, (errp)->msg);          \
     } while (0)
 
 /* The query's output must be exactly want. */
-#define CHECK_SQL(db, q, want)                                           \
-    do {                                                                 \
-        char *got_ = t_sql(db, q);                                       \
-        CHECKF(got_ && strcmp(got_, want) == 0, "%s: got [%s] want [%s]", \
-               q, got_ ? got_ : "(error)", want);                        \
-        free(got_);                                                      \
+#define CHECK_SQL(db, q, want)                                                                     \
+    do {                                                                                           \
+        char *got_ = t_sql(db, q);                                                                 \
+        CHECKF(got_ &&strcmp(got_, want) == 0, "%s: got [%s] want [%s]", q,                        \
+               got_ ? got_ : "(error)", want);                                                     \
+        free(got_);                                                                                \
     } while (0)
 
 /* SQL that removes the SAE tables and views (schema versions 13 and 14),
  * for the tests that turn a new database back into an older version: a
  * file of that version never had them, and version 14 adds columns to
  * them, which SQLite refuses to add twice. */
-#define T_DROP_SAE_SQL                                                                            \
-    "DROP VIEW sae_head_features; DROP VIEW sae_induction_features; DROP TABLE sae_probe_heads; " \
-    "DROP TABLE sae_feature_heads; DROP TABLE sae_feature_logits; DROP TABLE "                    \
+#define T_DROP_SAE_SQL                                                                             \
+    "DROP VIEW sae_head_features; DROP VIEW sae_induction_features; DROP TABLE sae_probe_heads; "  \
+    "DROP TABLE sae_feature_heads; DROP TABLE sae_feature_logits; DROP TABLE "                     \
     "sae_feature_contexts; DROP TABLE sae_features; DROP TABLE sae_feature_runs; DROP TABLE "      \
     "sae_runs; "
 

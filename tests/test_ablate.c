@@ -78,8 +78,10 @@ TEST(ablate_planted_circuit_and_pair_interaction) {
                            r[k].delta_copy - r[a[k]].delta_copy - r[b[k]].delta_copy,
                            r[k].delta_probe - r[a[k]].delta_probe - r[b[k]].delta_probe};
             for (int g = 0; g < 3; g++) {
-                if (a[k] == 0 && b[k] == PH) inter01[g] = v[g];
-                else if (fabs(v[g]) > best[g]) best[g] = fabs(v[g]);
+                if (a[k] == 0 && b[k] == PH)
+                    inter01[g] = v[g];
+                else if (fabs(v[g]) > best[g])
+                    best[g] = fabs(v[g]);
             }
         }
         for (int g = 0; g < 3; g++)
@@ -151,7 +153,7 @@ TEST(ablate_mean_of_constant_head_changes_nothing) {
     al_probe p;
     planted_sets(&m, &text, &probe, &p);
     unsigned char sets[3 * 2 * PH] = {0};
-    sets[2] = 1;              /* 0.2 */
+    sets[2] = 1; /* 0.2 */
     sets[2 * PH + PH + 2] = 1; /* 1.2 */
     sets[4 * PH + 2] = sets[4 * PH + PH + 2] = 1;
     al_err e;
@@ -221,7 +223,8 @@ TEST(ablate_methods_match_hand_computation) {
     int in[R * T], tg[R * T];
     al_rng r;
     al_rng_seed(&r, 8);
-    for (int i = 0; i < R * T; i++) in[i] = (int)al_rng_below(&r, 11), tg[i] = (int)al_rng_below(&r, 11);
+    for (int i = 0; i < R * T; i++)
+        in[i] = (int)al_rng_below(&r, 11), tg[i] = (int)al_rng_below(&r, 11);
     al_err e;
     /* clean z of every row, from one forward over all rows */
     static float zall[R * T * H * D], zrep[R * T * D];
@@ -289,7 +292,8 @@ TEST(ablate_heads_and_mask_files) {
     CHECK_OK(al_mask_load(t_path("m.json"), &c, sel, &e), &e);
     CHECK(memcmp(sel, off, sizeof off) == 0);
     char *txt = t_slurp(t_path("m.json"));
-    CHECKF(txt && strstr(txt, "\"1.4\"") && strstr(txt, "\"heads_left\":\t14"), "%s", txt ? txt : "");
+    CHECKF(txt && strstr(txt, "\"1.4\"") && strstr(txt, "\"heads_left\":\t14"), "%s",
+           txt ? txt : "");
     free(txt);
     /* every way a file can be wrong is refused with a message naming it */
     const char *files[][2] = {
@@ -311,8 +315,8 @@ TEST(ablate_heads_and_mask_files) {
         fputs(files[i][0], f);
         fclose(f);
         int rc = al_mask_load(t_path("bad.json"), &c, sel, &e);
-        CHECKF(rc == -1 && strstr(e.msg, files[i][1]) && strstr(e.msg, "bad.json"),
-               "%s -> %d %s", files[i][0], rc, e.msg);
+        CHECKF(rc == -1 && strstr(e.msg, files[i][1]) && strstr(e.msg, "bad.json"), "%s -> %d %s",
+               files[i][0], rc, e.msg);
     }
     CHECK(al_mask_load(t_path("missing.json"), &c, sel, &e) == -1);
     /* applying: gates 0 exactly where off */
@@ -336,7 +340,8 @@ TEST(prune_ablation_keeps_circuit_until_null_heads_are_gone) {
     al_err e;
     CHECK_OK(al_abl_set_from(&est, text.inputs, text.targets, text.sel, 16, NT, 8, &e), &e);
     CHECK_OK(al_abl_set_from(&eval, text.inputs + 16 * NT, text.targets + 16 * NT,
-                             text.sel + 16 * NT, 16, NT, 8, &e), &e);
+                             text.sel + 16 * NT, 16, NT, 8, &e),
+             &e);
     al_prune_result r;
     CHECK_OK(al_prune(&m, &est, &eval, AL_PRUNE_ABLATION, -1, 1, 0, &r, &e), &e);
     CHECK(r.n_steps == 2 * PH + 1 && !r.stopped_by_budget);
@@ -344,8 +349,8 @@ TEST(prune_ablation_keeps_circuit_until_null_heads_are_gone) {
     for (int k = 1; k < r.n_steps; k++) when[r.steps[k].layer * PH + r.steps[k].head] = k;
     /* the circuit's heads go last: after the null heads (0.1, 1.1) and the
      * constant ones (0.2, 1.2, which may even help a little) */
-    CHECKF(when[PH] >= 5 && when[0] >= 5, "circuit removed at steps %d (1.0), %d (0.0)",
-           when[PH], when[0]);
+    CHECKF(when[PH] >= 5 && when[0] >= 5, "circuit removed at steps %d (1.0), %d (0.0)", when[PH],
+           when[0]);
     for (int k = 1; k < r.n_steps; k++)
         if (r.steps[k].head == 1) CHECK(r.steps[k].importance == 0);
     CHECK(r.steps[0].layer == -1 && r.steps[0].heads_left == 2 * PH);
@@ -407,7 +412,8 @@ TEST(prune_gradient_importance_matches_finite_differences) {
     int in[R * T], tg[R * T];
     al_rng r;
     al_rng_seed(&r, 10);
-    for (int i = 0; i < R * T; i++) in[i] = (int)al_rng_below(&r, 11), tg[i] = (int)al_rng_below(&r, 11);
+    for (int i = 0; i < R * T; i++)
+        in[i] = (int)al_rng_below(&r, 11), tg[i] = (int)al_rng_below(&r, 11);
     tg[5] = -1;
     al_abl_set s;
     al_err e;
@@ -463,8 +469,9 @@ static void write_tokens(const char *path, size_t n, uint64_t seed) {
     free(ids);
 }
 
-#define SMALL "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 0 " \
-              "--eval-batches 2 --threads 2 --warmup 2"
+#define SMALL                                                                                      \
+    "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 0 "                     \
+    "--eval-batches 2 --threads 2 --warmup 2"
 #define PROBE "--probe-r 10 --probe-n 8 --batches 2 --batch 4"
 
 TEST(ablate_cli_end_to_end) {
@@ -478,48 +485,66 @@ TEST(ablate_cli_end_to_end) {
                t_path("train.bin"), dir) == 0);
     CHECK(t_sh("%s ablate --model %s --db %s --data %s --each " PROBE " > %s 2>&1", t_bin(), dir,
                db, val, t_path("out.txt")) == 0);
-    CHECK(t_sh("%s ablate --model %s --db %s --data %s --pairs --method mean " PROBE
-               " > %s 2>&1", t_bin(), dir, db, val, t_path("out2.txt")) == 0);
+    CHECK(t_sh("%s ablate --model %s --db %s --data %s --pairs --method mean " PROBE " > %s 2>&1",
+               t_bin(), dir, db, val, t_path("out2.txt")) == 0);
     CHECK(t_sh("%s ablate --model %s --db %s --data %s --heads 0.1,1.2 --method resample " PROBE
-               " > /dev/null 2>&1", t_bin(), dir, db, val) == 0);
+               " > /dev/null 2>&1",
+               t_bin(), dir, db, val) == 0);
     char *out = t_slurp(t_path("out2.txt"));
     CHECKF(out && strstr(out, "largest |interaction|") && strstr(out, "inter_probe"), "%s",
            out ? out : "");
     free(out);
-    CHECK_SQL(db, "SELECT run_id, kind, status FROM runs", "1|ablate|done\n2|ablate|done\n3|ablate|done");
+    CHECK_SQL(db, "SELECT run_id, kind, status FROM runs",
+              "1|ablate|done\n2|ablate|done\n3|ablate|done");
     CHECK_SQL(db, "SELECT run_id, method, kind, count(*) FROM ablations GROUP BY 1, 2, 3",
               "1|zero|none|1\n1|zero|single|8\n2|mean|none|1\n2|mean|pair|16\n2|mean|single|8\n"
               "3|resample|none|1\n3|resample|set|1");
-    CHECK_SQL(db, "SELECT heads, n_heads FROM ablations WHERE run_id = 3 AND kind = 'set'", "0.1,1.2|2");
+    CHECK_SQL(db, "SELECT heads, n_heads FROM ablations WHERE run_id = 3 AND kind = 'set'",
+              "0.1,1.2|2");
     /* every row: delta = loss - clean loss; interaction = Δpair - Δh1 - Δh2 */
-    CHECK_SQL(db, "SELECT count(*) FROM ablations a JOIN ablations n ON n.run_id = a.run_id AND "
-                  "n.kind = 'none' WHERE abs(a.loss - n.loss - a.delta_loss) < 1e-6", "36");
-    CHECK_SQL(db, "SELECT count(*) FROM ablations p JOIN ablations s1 ON s1.run_id = p.run_id "
-                  "AND s1.kind = 'single' JOIN ablations s2 ON s2.run_id = p.run_id AND "
-                  "s2.kind = 'single' WHERE p.kind = 'pair' AND p.heads = s1.heads || ',' || "
-                  "s2.heads AND abs(p.interaction - (p.delta_loss - s1.delta_loss - "
-                  "s2.delta_loss)) < 1e-9 AND s1.heads LIKE '0.%' AND s2.heads LIKE '1.%'", "16");
-    CHECK_SQL(db, "SELECT count(*) FROM ablations WHERE kind != 'none' AND (delta_loss_copy IS NULL "
-                  "OR delta_loss_probe IS NULL)", "0");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM ablations a JOIN ablations n ON n.run_id = a.run_id AND "
+              "n.kind = 'none' WHERE abs(a.loss - n.loss - a.delta_loss) < 1e-6",
+              "36");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM ablations p JOIN ablations s1 ON s1.run_id = p.run_id "
+              "AND s1.kind = 'single' JOIN ablations s2 ON s2.run_id = p.run_id AND "
+              "s2.kind = 'single' WHERE p.kind = 'pair' AND p.heads = s1.heads || ',' || "
+              "s2.heads AND abs(p.interaction - (p.delta_loss - s1.delta_loss - "
+              "s2.delta_loss)) < 1e-9 AND s1.heads LIKE '0.%' AND s2.heads LIKE '1.%'",
+              "16");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM ablations WHERE kind != 'none' AND (delta_loss_copy IS NULL "
+              "OR delta_loss_probe IS NULL)",
+              "0");
     /* prune: every step recorded, the mask usable by run, scores, ablate */
     CHECK(t_sh("%s prune --model %s --db %s --data %s --method ablation --budget -1 --batches 2 "
-               "--batch 4 > %s 2>&1", t_bin(), dir, db, val, t_path("p.txt")) == 0);
-    CHECK_SQL(db, "SELECT count(*), min(step), max(step), min(heads_left) FROM pruning_steps "
-                  "WHERE run_id = 4", "9|0|8|0");
-    CHECK_SQL(db, "SELECT count(*) FROM pruning_steps WHERE run_id = 4 AND step > 0 AND "
-                  "(layer IS NULL OR importance IS NULL)", "0");
+               "--batch 4 > %s 2>&1",
+               t_bin(), dir, db, val, t_path("p.txt")) == 0);
+    CHECK_SQL(db,
+              "SELECT count(*), min(step), max(step), min(heads_left) FROM pruning_steps "
+              "WHERE run_id = 4",
+              "9|0|8|0");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM pruning_steps WHERE run_id = 4 AND step > 0 AND "
+              "(layer IS NULL OR importance IS NULL)",
+              "0");
     CHECK(t_sh("%s prune --model %s --db %s --data %s --method gradient --budget 0.02 "
-               "--batches 2 --batch 4 > %s 2>&1", t_bin(), dir, db, val, t_path("p.txt")) == 0);
-    CHECK_SQL(db, "SELECT layer, round(sum(value * value), 9) FROM head_scores WHERE run_id = 5 "
-                  "AND metric = 'gradient_importance' GROUP BY layer", "0|1.0\n1|1.0");
+               "--batches 2 --batch 4 > %s 2>&1",
+               t_bin(), dir, db, val, t_path("p.txt")) == 0);
+    CHECK_SQL(db,
+              "SELECT layer, round(sum(value * value), 9) FROM head_scores WHERE run_id = 5 "
+              "AND metric = 'gradient_importance' GROUP BY layer",
+              "0|1.0\n1|1.0");
     CHECK(t_sh("%s prune --model %s --db %s --data %s --method random --seed 3 --budget -1 "
-               "--batches 2 --batch 4 --out %s > /dev/null 2>&1", t_bin(), dir, db, val,
-               t_path("r1.json")) == 0);
+               "--batches 2 --batch 4 --out %s > /dev/null 2>&1",
+               t_bin(), dir, db, val, t_path("r1.json")) == 0);
     CHECK(t_sh("%s prune --model %s --db %s --data %s --method random --seed 3 --budget -1 "
-               "--batches 2 --batch 4 --out %s > /dev/null 2>&1", t_bin(), dir, db, val,
-               t_path("r2.json")) == 0);
-    CHECK_SQL(db, "SELECT count(*) FROM pruning_steps a JOIN pruning_steps b ON a.step = b.step "
-                  "WHERE a.run_id = 6 AND b.run_id = 7 AND a.layer = b.layer AND a.head = b.head",
+               "--batches 2 --batch 4 --out %s > /dev/null 2>&1",
+               t_bin(), dir, db, val, t_path("r2.json")) == 0);
+    CHECK_SQL(db,
+              "SELECT count(*) FROM pruning_steps a JOIN pruning_steps b ON a.step = b.step "
+              "WHERE a.run_id = 6 AND b.run_id = 7 AND a.layer = b.layer AND a.head = b.head",
               "8");
     /* the gradient mask: exactly the heads of the last step within budget */
     char mask[1200];
@@ -533,25 +558,27 @@ TEST(ablate_cli_end_to_end) {
     for (int i = 0; i < 8; i++) n_off += off[i];
     char want[64];
     snprintf(want, sizeof want, "%d", n_off);
-    CHECK_SQL(db, "SELECT count(*) FROM pruning_steps WHERE run_id = 5 AND step > 0 AND "
-                  "loss <= 1.02 * (SELECT loss FROM pruning_steps WHERE run_id = 5 AND step = 0)",
+    CHECK_SQL(db,
+              "SELECT count(*) FROM pruning_steps WHERE run_id = 5 AND step > 0 AND "
+              "loss <= 1.02 * (SELECT loss FROM pruning_steps WHERE run_id = 5 AND step = 0)",
               want);
     CHECK(t_sh("%s run --model %s --prompt 'abcabc' --mask %s > %s 2>&1", t_bin(), dir,
                t_path("r1.json"), t_path("run.txt")) == 0);
-    CHECK(t_sh("%s run --model %s --prompt 'abcabc' > %s 2>&1", t_bin(), dir, t_path("run0.txt")) == 0);
+    CHECK(t_sh("%s run --model %s --prompt 'abcabc' > %s 2>&1", t_bin(), dir, t_path("run0.txt")) ==
+          0);
     CHECK(t_sh("cmp -s %s %s", t_path("run.txt"), t_path("run0.txt")) != 0); /* all heads off */
-    CHECK(t_sh("%s ablate --model %s --db %s --data %s --each --mask %s " PROBE
-               " > /dev/null 2>&1", t_bin(), dir, db, val, mask) == 0);
+    CHECK(t_sh("%s ablate --model %s --db %s --data %s --each --mask %s " PROBE " > /dev/null 2>&1",
+               t_bin(), dir, db, val, mask) == 0);
     snprintf(want, sizeof want, "%d", 8 - n_off);
     CHECK_SQL(db, "SELECT count(*) FROM ablations WHERE run_id = 8 AND kind = 'single'", want);
     /* errors: usage (2) and bad input (1), no run left behind */
     CHECK(t_sh("%s ablate --model %s --db %s --data %s --each --pairs 2>/dev/null", t_bin(), dir,
                db, val) == 2);
-    CHECK(t_sh("%s ablate --model %s --db %s --data %s --method half 2>/dev/null", t_bin(), dir,
-               db, val) == 2);
+    CHECK(t_sh("%s ablate --model %s --db %s --data %s --method half 2>/dev/null", t_bin(), dir, db,
+               val) == 2);
     CHECK(t_sh("%s prune --model %s --db %s --data %s 2>/dev/null", t_bin(), dir, db, val) == 2);
-    CHECK(t_sh("%s ablate --model %s --db %s --data %s --heads 0.9 2>/dev/null", t_bin(), dir,
-               db, val) == 1);
+    CHECK(t_sh("%s ablate --model %s --db %s --data %s --heads 0.9 2>/dev/null", t_bin(), dir, db,
+               val) == 1);
     CHECK(t_sh("%s run --model %s --prompt x --mask %s 2>/dev/null", t_bin(), dir, val) == 1);
     CHECK(t_sh("%s prune --model %s --db %s --data %s --method random 2>/dev/null", t_bin(), dir,
                db, t_path("nope.bin")) == 1);
@@ -576,9 +603,12 @@ TEST(ablate_uses_trained_sequence_length) {
                db, val, t_path("out.txt"), t_path("err.txt")) == 0);
     char *out = t_slurp(t_path("out.txt")), *err = t_slurp(t_path("err.txt"));
     CHECKF(out && strstr(out, "windows of 16,"), "%s", out ? out : "");
-    CHECKF(err && strstr(err, "trained on 16-token sequences (n_ctx 32); validation windows are 16 tokens") &&
-               strstr(err, "the probe is 21 tokens"),
-           "%s", err ? err : "");
+    CHECKF(
+        err &&
+            strstr(err,
+                   "trained on 16-token sequences (n_ctx 32); validation windows are 16 tokens") &&
+            strstr(err, "the probe is 21 tokens"),
+        "%s", err ? err : "");
     free(out);
     free(err);
     /* a probe within the trained length: no warning of it */

@@ -43,8 +43,10 @@ static float *tensor(const al_st_file *f, const char *name, int ndim, const int6
 TEST(act_cache_read_back) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 2, 10);
-    CHECK(t_sh("%s run --model %s/m2 --prompt 'the cat sat on the mat' --save-cache %s/c.safetensors "
-               "--json > %s 2> %s", t_bin(), dir, dir, t_path("run.json"), t_path("err")) == 0);
+    CHECK(
+        t_sh("%s run --model %s/m2 --prompt 'the cat sat on the mat' --save-cache %s/c.safetensors "
+             "--json > %s 2> %s",
+             t_bin(), dir, dir, t_path("run.json"), t_path("err")) == 0);
     char mdir[1100], cpath[1100];
     snprintf(mdir, sizeof mdir, "%s/m2", dir);
     snprintf(cpath, sizeof cpath, "%s/c.safetensors", dir);
@@ -71,14 +73,16 @@ TEST(act_cache_read_back) {
         double lg[512], mx = -1e300, z = 0;
         for (int v = 0; v < V && xf; v++) {
             double s = 0;
-            for (int c = 0; c < C; c++) s += (double)xf[pos * C + c] * m.p[AL_P_WU][(size_t)c * V + v];
+            for (int c = 0; c < C; c++)
+                s += (double)xf[pos * C + c] * m.p[AL_P_WU][(size_t)c * V + v];
             lg[v] = s, mx = s > mx ? s : mx;
         }
         for (int v = 0; v < V; v++) z += exp(lg[v] - mx);
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(tk, "top")) {
             int id = (int)cJSON_GetObjectItemCaseSensitive(c, "id")->valuedouble;
-            double p = exp(lg[id] - mx) / z, want = cJSON_GetObjectItemCaseSensitive(c, "p")->valuedouble;
+            double p = exp(lg[id] - mx) / z,
+                   want = cJSON_GetObjectItemCaseSensitive(c, "p")->valuedouble;
             worst = fmax(worst, fabs(p - want));
             n_cmp++;
         }
@@ -120,7 +124,8 @@ TEST(act_cache_read_back) {
         for (int h = 0; h < H; h++)
             for (int d = 0; d < D; d++) {
                 double s = 0;
-                for (int c = 0; c < C; c++) s += (double)pre1[t * C + c] * al_head_wq(&m, 1, h)[c * D + d];
+                for (int c = 0; c < C; c++)
+                    s += (double)pre1[t * C + c] * al_head_wq(&m, 1, h)[c * D + d];
                 q_err = fmax(q_err, fabs(s - q[((size_t)t * H + h) * D + d]));
             }
     CHECKF(q_err < 1e-4, "q off by %.3g", q_err);
@@ -136,7 +141,8 @@ TEST(act_cache_windows_hooks_and_refusals) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 1, 5);
     CHECK(t_sh("%s run --model %s/m1 --data %s/s.val.bin --windows 3 --hooks z,pattern "
-               "--save-cache %s/w.safetensors > %s", t_bin(), dir, dir, dir, t_path("out")) == 0);
+               "--save-cache %s/w.safetensors > %s",
+               t_bin(), dir, dir, dir, t_path("out")) == 0);
     char p[1100];
     snprintf(p, sizeof p, "%s/w.safetensors", dir);
     al_st_file *f;
@@ -145,8 +151,11 @@ TEST(act_cache_windows_hooks_and_refusals) {
     CHECK(al_st_count(f) == 3); /* tokens, z and pattern of one layer */
     al_st_close(f);
     /* too large: refused with the estimate, no file */
-    CHECK(t_sh("%s run --model %s/m1 --data %s/s.val.bin --windows 50 --save-cache %s/big.safetensors "
-               "--cache-max-mb 0.01 2> %s", t_bin(), dir, dir, dir, t_path("e1")) == 1);
+    CHECK(
+        t_sh(
+            "%s run --model %s/m1 --data %s/s.val.bin --windows 50 --save-cache %s/big.safetensors "
+            "--cache-max-mb 0.01 2> %s",
+            t_bin(), dir, dir, dir, t_path("e1")) == 1);
     CHECK(t_one_line(t_path("e1"), "over the limit of 0.0 MB"));
     CHECK(t_sh("test -e %s/big.safetensors", dir) != 0);
     /* an unknown hook kind; --data without --save-cache */
@@ -157,7 +166,8 @@ TEST(act_cache_windows_hooks_and_refusals) {
     CHECK(t_sh("%s run --model %s/m1 --prompt hi --hooks '' --save-cache %s/x.safetensors 2> %s",
                t_bin(), dir, dir, t_path("e4")) == 2);
     CHECK(t_one_line(t_path("e4"), "no hook kinds given"));
-    CHECK(t_sh("%s run --model %s/m1 --data %s/s.val.bin 2> %s", t_bin(), dir, dir, t_path("e3")) == 2);
+    CHECK(t_sh("%s run --model %s/m1 --data %s/s.val.bin 2> %s", t_bin(), dir, dir, t_path("e3")) ==
+          2);
     CHECK(t_one_line(t_path("e3"), "--data is for --save-cache"));
     CHECK(t_sh("test -e %s/x.safetensors", dir) != 0);
 }
@@ -194,8 +204,8 @@ TEST(act_cache_every_point_layernorm) {
     double ln_err = 0, sm_err = 0, out_err = 0, post_err = 0;
     char nm[96];
     for (int l = 0; l < L; l++) {
-#define GET(var, name, nd, shp, n)                                    \
-    snprintf(nm, sizeof nm, "blocks.%d." name, l);                    \
+#define GET(var, name, nd, shp, n)                                                                 \
+    snprintf(nm, sizeof nm, "blocks.%d." name, l);                                                 \
     float *var = tensor(f, nm, nd, shp, n)
         GET(pre, "hook_resid_pre", 3, s3, BT * C);
         GET(scale, "ln1.hook_scale", 3, s1, BT);
@@ -229,7 +239,8 @@ TEST(act_cache_every_point_layernorm) {
             double mx = -1e300, z = 0;
             for (int u = 0; u <= t; u++) mx = fmax(mx, srow[u]);
             for (int u = 0; u <= t; u++) z += exp(srow[u] - mx);
-            for (int u = 0; u <= t; u++) sm_err = fmax(sm_err, fabs(exp(srow[u] - mx) / z - prow[u]));
+            for (int u = 0; u <= t; u++)
+                sm_err = fmax(sm_err, fabs(exp(srow[u] - mx) / z - prow[u]));
             for (int u = t + 1; u < T; u++) CHECK(isinf(srow[u]) && srow[u] < 0 && prow[u] == 0);
         }
         free(pre), free(scale), free(nrm), free(sc), free(pat), free(res), free(out), free(post);
@@ -241,7 +252,8 @@ TEST(act_cache_every_point_layernorm) {
     for (size_t r = 0; fn && lg && r < BT; r++)
         for (int v = 0; v < V; v++) {
             double s = m.p[AL_P_BU][v];
-            for (int c = 0; c < C; c++) s += (double)fn[r * C + c] * m.p[AL_P_WU][(size_t)c * V + v];
+            for (int c = 0; c < C; c++)
+                s += (double)fn[r * C + c] * m.p[AL_P_WU][(size_t)c * V + v];
             lg_err = fmax(lg_err, fabs(s - lg[r * V + v]));
         }
     CHECKF(ln_err < 1e-4 && sm_err < 1e-5 && out_err < 1e-4 && post_err < 1e-5 && lg_err < 1e-4,
@@ -253,7 +265,8 @@ TEST(act_cache_every_point_layernorm) {
     al_model_free(&m);
     /* the LayerNorm kinds on a plain model: one line, no file */
     CHECK(t_sh("%s run --model %s/m1 --prompt hi --hooks ln1_scale,pattern --save-cache "
-               "%s/p.safetensors 2> %s", t_bin(), dir, dir, t_path("e")) == 1);
+               "%s/p.safetensors 2> %s",
+               t_bin(), dir, dir, t_path("e")) == 1);
     CHECK(t_one_line(t_path("e"), "hook kind 'ln1_scale' needs a model with LayerNorm"));
     CHECK(t_sh("test -e %s/p.safetensors", dir) != 0);
 }

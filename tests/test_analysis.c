@@ -56,8 +56,8 @@ TEST(analysis_opts_defaults_match_cli) {
     al_scores_opts s = al_scores_opts_defaults();
     /* probe_r 0: min(50, (n_ctx - 1)/2), 50 at n_ctx >= 101 */
     CHECK(s.probe_r == 0 && al_probe_r_default(s.probe_r, 256) == 50 &&
-          al_probe_r_default(s.probe_r, 32) == 15 && s.probe_n == 64 && s.probe_seed == 1 && s.batches == 4 &&
-          s.batch == 8 && s.progress == 0);
+          al_probe_r_default(s.probe_r, 32) == 15 && s.probe_n == 64 && s.probe_seed == 1 &&
+          s.batches == 4 && s.batch == 8 && s.progress == 0);
     al_ablate_opts a = al_ablate_opts_defaults();
     CHECK(!a.heads && !a.each && !a.pairs && strcmp(a.method, "zero") == 0 && a.batches == 4 &&
           a.batch == 8 && a.probe_r == 0 && a.probe_n == 64 && a.probe_seed == 1);
@@ -81,7 +81,8 @@ TEST(analysis_opts_defaults_match_cli) {
                 same = u == v || (u && v && strcmp(u, v) == 0);
                 break;
             }
-            case AL_INT: case AL_BOOL: same = *(const int *)x == *(const int *)y; break;
+            case AL_INT:
+            case AL_BOOL: same = *(const int *)x == *(const int *)y; break;
             case AL_FLOAT: same = *(const double *)x == *(const double *)y; break;
             case AL_U64: same = *(const uint64_t *)x == *(const uint64_t *)y; break;
             }
@@ -294,8 +295,10 @@ TEST(analysis_store_rows) {
     int64_t mid, run[5];
     al_model_facts facts = {NAN, -1, NAN, NAN, NAN};
     CHECK_OK(al_store_open(db, &st, &e), &e);
-    CHECK_OK(al_store_model(st, t_tmpdir(), "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-                            &m, &facts, &mid, &e), &e);
+    CHECK_OK(al_store_model(st, t_tmpdir(),
+                            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", &m,
+                            &facts, &mid, &e),
+             &e);
 
     al_scores_opts so = small_scores();
     al_scores_result sr;
@@ -348,26 +351,34 @@ TEST(analysis_store_rows) {
     CHECK(Q("SELECT count(*) FROM layer_scores WHERE run_id = %lld", (long long)run[0]) == 2 * 2);
     CHECK(Q("SELECT count(*) FROM model_scores WHERE run_id = %lld", (long long)run[0]) == 11);
     CHECK(Q("SELECT count(*) FROM head_scores WHERE run_id = %lld AND metric = 'induction' "
-            "AND layer = 1 AND head = 0 AND value > 0.9", (long long)run[0]) == 1);
+            "AND layer = 1 AND head = 0 AND value > 0.9",
+            (long long)run[0]) == 1);
     /* ablate: the clean row, 6 singles, 9 pairs; the interaction column */
     CHECK(Q("SELECT count(*) FROM ablations WHERE run_id = %lld", (long long)run[1]) == 1 + LH + 9);
-    CHECK(Q("SELECT count(*) FROM ablations WHERE run_id = %lld AND kind = 'none'", (long long)run[1]) == 1);
-    CHECK(Q("SELECT count(*) FROM ablations WHERE run_id = %lld AND kind = 'pair' AND heads = '0.0,1.0' "
-            "AND abs(interaction - (%.17g)) < 1e-12", (long long)run[1], inter) == 1);
+    CHECK(Q("SELECT count(*) FROM ablations WHERE run_id = %lld AND kind = 'none'",
+            (long long)run[1]) == 1);
+    CHECK(
+        Q("SELECT count(*) FROM ablations WHERE run_id = %lld AND kind = 'pair' AND heads = '0.0,1.0' "
+          "AND abs(interaction - (%.17g)) < 1e-12",
+          (long long)run[1], inter) == 1);
     /* prune: step 0 + one per head; gradient importance per head */
     CHECK(Q("SELECT count(*) FROM pruning_steps WHERE run_id = %lld", (long long)run[2]) == LH + 1);
-    CHECK(Q("SELECT count(*) FROM head_scores WHERE run_id = %lld AND metric = 'gradient_importance'",
-            (long long)run[2]) == LH);
+    CHECK(
+        Q("SELECT count(*) FROM head_scores WHERE run_id = %lld AND metric = 'gradient_importance'",
+          (long long)run[2]) == LH);
     /* circuits: 12 scores per head, D singular values of QK and OV and
      * eigenvalues, the trigrams, 3 overlaps of H x H and 6 scores per
      * layer, 3 composition kinds per pair */
     CHECK(Q("SELECT count(*) FROM head_scores WHERE run_id = %lld", (long long)run[3]) == 12 * LH);
-    CHECK(Q("SELECT count(*) FROM singular_values WHERE run_id = %lld", (long long)run[3]) == 2 * PD * LH);
+    CHECK(Q("SELECT count(*) FROM singular_values WHERE run_id = %lld", (long long)run[3]) ==
+          2 * PD * LH);
     CHECK(Q("SELECT count(*) FROM eigenvalues WHERE run_id = %lld", (long long)run[3]) == PD * LH);
     CHECK(Q("SELECT count(*) FROM skip_trigrams WHERE run_id = %lld", (long long)run[3]) == n_tri);
-    CHECK(Q("SELECT count(*) FROM head_overlap WHERE run_id = %lld", (long long)run[3]) == 3 * PH * PH * 2);
+    CHECK(Q("SELECT count(*) FROM head_overlap WHERE run_id = %lld", (long long)run[3]) ==
+          3 * PH * PH * 2);
     CHECK(Q("SELECT count(*) FROM layer_scores WHERE run_id = %lld", (long long)run[3]) == 6 * 2);
-    CHECK(Q("SELECT count(*) FROM composition WHERE run_id = %lld", (long long)run[3]) == 3 * n_comp);
+    CHECK(Q("SELECT count(*) FROM composition WHERE run_id = %lld", (long long)run[3]) ==
+          3 * n_comp);
     CHECK(Q("SELECT count(*) FROM runs WHERE status = 'done'") == 4);
 #undef Q
     al_ablate_result_free(&ar);

@@ -53,7 +53,7 @@ typedef struct probe {
     int busy_rc;
     char busy_msg[256];
     int fail_at, zero_head, order[700], n_order;
-    float add;  /* added along dir at slot 0 (finite differences) */
+    float add; /* added along dir at slot 0 (finite differences) */
     const float *dir;
 } probe;
 
@@ -107,9 +107,11 @@ TEST(api_hook_views_address_the_engine_buffers) {
     double loss = 0;
     char err[256];
     CHECKF(al_api_run_hooks(h, ids, AB, AT, 1, 3, pts, lys, probe_fn, p, lg, NULL, &loss, err,
-                            sizeof err) == 0, "%s", err);
+                            sizeof err) == 0,
+           "%s", err);
     CHECK(p->calls == 3 && p->ndim[0] == 4 && p->ndim[1] == 4 && p->ndim[2] == 3);
-    int64_t q_st[4] = {AT * 3 * AH * AD, 3 * AH * AD, AD, 1}, a_st[4] = {AH * AT * AT, AT * AT, AT, 1};
+    int64_t q_st[4] = {AT * 3 * AH * AD, 3 * AH * AD, AD, 1},
+            a_st[4] = {AH * AT * AT, AT * AT, AT, 1};
     int64_t q_sh[4] = {AB, AT, AH, AD}, a_sh[4] = {AB, AH, AT, AT};
     CHECK(!memcmp(p->strides[0], q_st, sizeof q_st) && !memcmp(p->shape[0], q_sh, sizeof q_sh));
     CHECK(!memcmp(p->strides[1], a_st, sizeof a_st) && !memcmp(p->shape[1], a_sh, sizeof a_sh));
@@ -138,7 +140,8 @@ TEST(api_hook_views_address_the_engine_buffers) {
     float *out[1] = {p->copy[7]};
     int zp = AL_HOOK_Z, zl = 0;
     CHECK(al_api_grads(h, AL_API_METRIC_LOSS, 0, NULL, NULL, 1, &zp, &zl, out, NULL, err,
-                       sizeof err) == -1 && strstr(err, "intervention"));
+                       sizeof err) == -1 &&
+          strstr(err, "intervention"));
     free(p);
     al_api_free(h);
     al_model_free(&m);
@@ -162,7 +165,8 @@ TEST(api_hooks_order_failures_busy) {
     probe *p = calloc(1, sizeof *p);
     p->h = h, p->fail_at = -1, p->zero_head = -1;
     CHECKF(al_api_run_hooks(h, ids, AB, AT, 0, N, pts, lys, probe_fn, p, NULL, NULL, NULL, err,
-                            sizeof err) == 0, "%s", err);
+                            sizeof err) == 0,
+           "%s", err);
     CHECK(p->calls == N && p->n_order == N);
     for (int pt = 0; pt < nr; pt++)
         for (int l = 0; l < AL; l++) { /* at each point, the order registered */
@@ -177,7 +181,8 @@ TEST(api_hooks_order_failures_busy) {
     /* a failing hook fails the forward, naming the point; the model works after */
     p->calls = 0, p->n_order = 0, p->fail_at = 3;
     CHECK(al_api_run_hooks(h, ids, AB, AT, 0, N, pts, lys, probe_fn, p, NULL, NULL, NULL, err,
-                           sizeof err) == -1 && strstr(err, "a hook failed at blocks."));
+                           sizeof err) == -1 &&
+          strstr(err, "a hook failed at blocks."));
     p->fail_at = -1, p->busy_rc = 1;
     CHECK(al_api_run_hooks(h, ids, AB, AT, 0, 1, pts, lys, probe_fn, p, NULL, NULL, NULL, err,
                            sizeof err) == 0);
@@ -189,14 +194,17 @@ TEST(api_hooks_order_failures_busy) {
         if (!al_hook_runs(q)) {
             int z = 0;
             CHECK(al_api_run_hooks(h, ids, AB, AT, 0, 1, &q, &z, probe_fn, p, NULL, NULL, NULL, err,
-                                   sizeof err) == -1 && strstr(err, "not run"));
+                                   sizeof err) == -1 &&
+                  strstr(err, "not run"));
             break;
         }
     CHECK(al_api_run_hooks(h, ids, AB, AT + 1, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, err,
-                           sizeof err) == -1 && strstr(err, "n_ctx"));
+                           sizeof err) == -1 &&
+          strstr(err, "n_ctx"));
     ids[3] = AV;
     CHECK(al_api_run_hooks(h, ids, AB, AT, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, err,
-                           sizeof err) == -1 && strstr(err, "outside the vocabulary"));
+                           sizeof err) == -1 &&
+          strstr(err, "outside the vocabulary"));
     free(p);
     al_api_free(h);
     al_model_free(&m);
@@ -213,8 +221,8 @@ static void grads_fd(int norm) {
     int ids[AB * AT];
     ids_of(ids);
     const int pos = AT - 2, tgt[AB] = {4, 9};
-    int pts[] = {AL_HOOK_RESID_PRE, AL_HOOK_Q, AL_HOOK_K, AL_HOOK_V, AL_HOOK_PATTERN, AL_HOOK_Z,
-                 AL_HOOK_RESULT, AL_HOOK_RESID_POST};
+    int pts[] = {AL_HOOK_RESID_PRE, AL_HOOK_Q, AL_HOOK_K,      AL_HOOK_V,
+                 AL_HOOK_PATTERN,   AL_HOOK_Z, AL_HOOK_RESULT, AL_HOOK_RESID_POST};
     enum { NP = sizeof pts / sizeof pts[0] };
     enum { MAXN = AB * AT * AH * AC };
     probe *p = calloc(1, sizeof *p);
@@ -233,7 +241,8 @@ static void grads_fd(int norm) {
         CHECK(al_api_run_hooks(h, ids, AB, AT, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, err,
                                sizeof err) == 0);
         CHECKF(al_api_grads(h, AL_API_METRIC_LOGPROB, pos, tgt, NULL, NP, pts, lys, out, &v0, err,
-                            sizeof err) == 0, "%s", err);
+                            sizeof err) == 0,
+               "%s", err);
         for (int i = 0; i < NP; i++) {
             int64_t sh[4];
             char nm[96];
@@ -265,15 +274,18 @@ static void grads_fd(int norm) {
     int zl = 0, zp = AL_HOOK_Z;
     float *o1[1] = {g};
     if (norm == AL_NORM_NONE) { /* the refusals, once */
-    /* the last forward wrote (the finite differences): refused; then a plain one without loss */
-    CHECK(al_api_grads(h, AL_API_METRIC_LOGPROB, pos, tgt, NULL, 1, &zp, &zl, o1, NULL, err,
-                       sizeof err) == -1 && strstr(err, "intervention"));
-    CHECK(al_api_run_hooks(h, ids, AB, AT, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, err,
-                           sizeof err) == 0);
-    CHECK(al_api_grads(h, AL_API_METRIC_LOSS, 0, NULL, NULL, 1, &zp, &zl, o1, NULL, err,
-                       sizeof err) == -1 && strstr(err, "loss"));
-    CHECK(al_api_grads(h, AL_API_METRIC_LOGPROB, AT, tgt, NULL, 1, &zp, &zl, o1, NULL, err,
-                       sizeof err) == -1 && strstr(err, "position"));
+        /* the last forward wrote (the finite differences): refused; then a plain one without loss */
+        CHECK(al_api_grads(h, AL_API_METRIC_LOGPROB, pos, tgt, NULL, 1, &zp, &zl, o1, NULL, err,
+                           sizeof err) == -1 &&
+              strstr(err, "intervention"));
+        CHECK(al_api_run_hooks(h, ids, AB, AT, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, err,
+                               sizeof err) == 0);
+        CHECK(al_api_grads(h, AL_API_METRIC_LOSS, 0, NULL, NULL, 1, &zp, &zl, o1, NULL, err,
+                           sizeof err) == -1 &&
+              strstr(err, "loss"));
+        CHECK(al_api_grads(h, AL_API_METRIC_LOGPROB, AT, tgt, NULL, 1, &zp, &zl, o1, NULL, err,
+                           sizeof err) == -1 &&
+              strstr(err, "position"));
     }
     free(p);
     free(g);
@@ -310,7 +322,9 @@ TEST(api_analysis_starts_from_defaults) {
            "%s", err);
     CHECK(al_api_analysis(NULL, NULL, &doc, err, sizeof err) == -1);
     CHECK(al_api_analysis("scores", NULL, NULL, err, sizeof err) == -1);
-    static const struct { const char *opts, *msg; } bad[] = {
+    static const struct {
+        const char *opts, *msg;
+    } bad[] = {
         {"[1]", "must be a JSON object"},
         {"{\"model\": ", "options"},
         {"{\"strict\": 1}", "'strict' must be true or false"},
@@ -320,8 +334,8 @@ TEST(api_analysis_starts_from_defaults) {
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         doc = (char *)1;
-        CHECKF(al_api_analysis("scores", bad[k].opts, &doc, err, sizeof err) == 2 && !doc,
-               "%s", bad[k].opts);
+        CHECKF(al_api_analysis("scores", bad[k].opts, &doc, err, sizeof err) == 2 && !doc, "%s",
+               bad[k].opts);
         CHECKF(strstr(err, bad[k].msg), "%s: %s", bad[k].opts, err);
     }
 }
@@ -355,12 +369,14 @@ TEST(api_checks_wide_values) {
     CHECK(al_api_check_logprob(h, -3, tg, 2, AT, err, sizeof err) == -1 && strstr(err, "-3"));
     CHECK(al_api_check_logprob(h, 2, tg, 2, AT, err, sizeof err) == -1);
     CHECKF(!strcmp(err, "target id 1099511627776 (sequence 1) is outside the vocabulary (d_vocab "
-                        "11)"), "%s", err);
+                        "11)"),
+           "%s", err);
     CHECK(al_api_check_logprob(h, 2, tg, 1, AT, err, sizeof err) == 0);
     const double bad[] = {-1, 0, INFINITY, NAN};
     int one[AT] = {1, 2, 3};
     for (int i = 0; i < 4; i++) {
-        CHECK(al_api_check_cache(NULL, bad[i], err, sizeof err) == -1 && strstr(err, "cache limit"));
+        CHECK(al_api_check_cache(NULL, bad[i], err, sizeof err) == -1 &&
+              strstr(err, "cache limit"));
         CHECK(al_api_cache(h, one, 1, 3, "z", bad[i], t_path("c.st"), err, sizeof err) == -1);
         CHECKF(strstr(err, "the cache limit must be a finite number of megabytes > 0"), "%s", err);
         CHECK(!al_file_exists(t_path("c.st")));
@@ -389,8 +405,8 @@ TEST(api_checks_wide_values) {
         CHECKF(!strcmp(err, want), "%s, want %s", err, want);
     }
     /* the CLI: the same limit check, and the suggestion for a kind */
-    CHECK(t_sh("%s run --model %s --prompt ab --save-cache %s --cache-max-mb -1 2> %s", t_bin(), dir,
-               t_path("c.st"), t_path("e1")) == 2);
+    CHECK(t_sh("%s run --model %s --prompt ab --save-cache %s --cache-max-mb -1 2> %s", t_bin(),
+               dir, t_path("c.st"), t_path("e1")) == 2);
     CHECK(t_one_line(t_path("e1"), "--cache-max-mb: the cache limit must be a finite number of "
                                    "megabytes > 0, not -1"));
     CHECK(t_sh("%s run --model %s --prompt ab --save-cache %s --hooks z,patern 2> %s", t_bin(), dir,

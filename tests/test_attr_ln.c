@@ -19,7 +19,6 @@
 
 enum { RR = 5, NV = 13 }; /* NV: ln_model's vocabulary */
 
-
 /* A copy of m (its config, parameters and gates). */
 static void copy_model(al_model *dst, const al_model *m) {
     al_err e;
@@ -129,8 +128,8 @@ TEST(attr_ln_sums_exact) {
                 CHECK_OK(al_model_process(&m, &po, &e), &e);
                 /* folding LN makes it LNPre with ln_final in W_U */
                 if (cases[k].norm == AL_NORM_LN && cases[k].pos == AL_POS_STANDARD)
-                    CHECK(m.cfg.norm_type == AL_NORM_LNPRE &&
-                          (m.cfg.processed & AL_PROC_FOLD_LN) && !m.p[AL_P_LNFW]);
+                    CHECK(m.cfg.norm_type == AL_NORM_LNPRE && (m.cfg.processed & AL_PROC_FOLD_LN) &&
+                          !m.p[AL_P_LNFW]);
             }
             char what[64];
             snprintf(what, sizeof what, "case %zu%s", k, processed ? " processed" : "");
@@ -144,7 +143,7 @@ TEST(attr_ln_sums_exact) {
 
 typedef struct capture {
     int L, H, C;
-    float *scale;  /* (B, T) ln_final's */
+    float *scale; /* (B, T) ln_final's */
     float *result; /* (L, B, T, H, C) */
     size_t bt;
 } capture;
@@ -152,7 +151,8 @@ typedef struct capture {
 static int cap_hook(al_hook_act *a, void *ctx, al_err *e) {
     (void)e;
     capture *c = ctx;
-    if (a->point == AL_HOOK_LNF_SCALE) memcpy(c->scale, a->data, sizeof(float) * c->bt);
+    if (a->point == AL_HOOK_LNF_SCALE)
+        memcpy(c->scale, a->data, sizeof(float) * c->bt);
     else
         memcpy(c->result + (size_t)a->layer * c->bt * c->H * c->C, a->data,
                sizeof(float) * c->bt * c->H * c->C);
@@ -167,7 +167,8 @@ static double by_hand(const al_model *m, const float *y, double scale, int a, in
     for (int k = 0; k < C; k++) mu += y[k];
     mu /= C;
     for (int k = 0; k < C; k++) {
-        double u = m->p[AL_P_WU][(size_t)k * V + a] - (w >= 0 ? m->p[AL_P_WU][(size_t)k * V + w] : 0);
+        double u =
+            m->p[AL_P_WU][(size_t)k * V + a] - (w >= 0 ? m->p[AL_P_WU][(size_t)k * V + w] : 0);
         s += (y[k] - mu) / scale * m->p[AL_P_LNFW][k] * u;
     }
     return s;
@@ -217,8 +218,8 @@ TEST(attr_ln_components_by_hand) {
         }
         double k0 = m.p[AL_P_BU][a] - m.p[AL_P_BU][w];
         for (int k = 0; k < C; k++)
-            k0 += m.p[AL_P_LNFB][k] * ((double)m.p[AL_P_WU][(size_t)k * NV + a] -
-                                       m.p[AL_P_WU][(size_t)k * NV + w]);
+            k0 += m.p[AL_P_LNFB][k] *
+                  ((double)m.p[AL_P_WU][(size_t)k * NV + a] - m.p[AL_P_WU][(size_t)k * NV + w]);
         want[2 + L * H + L] = k0;
         for (int k = 0; k < nc; k++) {
             double got = r.item_dla[(size_t)i * nc + k];
@@ -258,7 +259,8 @@ TEST(attr_ln_folded_same_attribution) {
         double worst = 0, big = 0;
         for (int i = 0; i < t.n_items; i++) {
             for (int k = 0; k < a.n_comp; k++) {
-                double x = a.item_dla[(size_t)i * a.n_comp + k], y = b.item_dla[(size_t)i * b.n_comp + k];
+                double x = a.item_dla[(size_t)i * a.n_comp + k],
+                       y = b.item_dla[(size_t)i * b.n_comp + k];
                 worst = fmax(worst, fabs(x - y) / (1 + fabs(x)));
                 big = fmax(big, fabs(x));
             }

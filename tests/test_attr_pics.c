@@ -26,9 +26,9 @@
 
 /* What the fixture plants. */
 typedef struct attr_fix {
-    int tokens;      /* attribution_tokens rows */
-    int paths;       /* path_terms rows */
-    int attrpatch;   /* attribution_patching rows: 0 none, 1 estimates only, 2 compared */
+    int tokens; /* attribution_tokens rows */
+    int paths; /* path_terms rows */
+    int attrpatch; /* attribution_patching rows: 0 none, 1 estimates only, 2 compared */
     double virt_dloss; /* attribution_runs.virtual_dloss (2 layers) */
 } attr_fix;
 
@@ -65,59 +65,75 @@ static long attr_fixture(const char *db, const char *dir, const attr_fix *f) {
     al_model_free(&m);
     al_buf b = {0};
     long r = (long)run, id = (long)mid;
-    sqlf(&b, "BEGIN;\nINSERT INTO attribution_runs VALUES(%ld, %ld, 'induction', 4, %d, 20, "
+    sqlf(&b,
+         "BEGIN;\nINSERT INTO attribution_runs VALUES(%ld, %ld, 'induction', 4, %d, 20, "
          "'logprob', 1.5, 2.25, 0.9, 0.5, %s, 0.4, 0.8, %s, %s, 1, 0.5, 0.125, 2, 3, 'abc', 0);\n",
          r, id, T_LEN, L >= 2 ? "0.1" : "NULL", L >= 2 ? "0" : "NULL",
          f->attrpatch ? "'denoise'" : "NULL");
-    if (L >= 2) sqlf(&b, "UPDATE attribution_runs SET virtual_dloss = %.17g WHERE run_id = %ld;\n",
-                     f->virt_dloss, r);
+    if (L >= 2)
+        sqlf(&b, "UPDATE attribution_runs SET virtual_dloss = %.17g WHERE run_id = %ld;\n",
+             f->virt_dloss, r);
     for (int c = 0; c < 2 + L * H; c++) {
         char name[32];
-        if (c < 2) snprintf(name, sizeof name, "%s", c ? "pos" : "embed");
-        else snprintf(name, sizeof name, "%d.%d", (c - 2) / H, (c - 2) % H);
+        if (c < 2)
+            snprintf(name, sizeof name, "%s", c ? "pos" : "embed");
+        else
+            snprintf(name, sizeof name, "%d.%d", (c - 2) / H, (c - 2) % H);
         for (int t = 1; t < T_LEN; t++) {
             double v = 0.4 * sin(7.0 * c + t);
             if (c == DLA_RED_ROW && t == 9) v = 3;
             if (c == DLA_BLUE_ROW && t == 3) v = -3;
-            sqlf(&b, "INSERT INTO logit_attribution VALUES(%ld, %ld, 'induction', '%s', %d, %.17g, "
-                 "2);\n", r, id, name, t, v);
+            sqlf(&b,
+                 "INSERT INTO logit_attribution VALUES(%ld, %ld, 'induction', '%s', %d, %.17g, "
+                 "2);\n",
+                 r, id, name, t, v);
         }
-        sqlf(&b, "INSERT INTO logit_attribution VALUES(%ld, %ld, 'induction', '%s', NULL, %.17g, "
-             "20);\n", r, id, name, c == DLA_RED_ROW ? 0.75 : 0.01 * c);
+        sqlf(&b,
+             "INSERT INTO logit_attribution VALUES(%ld, %ld, 'induction', '%s', NULL, %.17g, "
+             "20);\n",
+             r, id, name, c == DLA_RED_ROW ? 0.75 : 0.01 * c);
     }
-    static const char *const words[T_LEN] = {"<|endoftext|>", " the", " cat", "\n", " sat",
-                                             "'<&>\"", " the", " cat", " sat", " on", " a", " mat"};
+    static const char *const words[T_LEN] = {"<|endoftext|>", " the",   " cat", "\n",
+                                             " sat",          "'<&>\"", " the", " cat",
+                                             " sat",          " on",    " a",   " mat"};
     for (int t = 0; f->tokens && t < T_LEN; t++) {
-        char *q = sqlite3_mprintf("INSERT INTO attribution_tokens VALUES(%ld, %d, %d, %Q);\n", r,
-                                  t, t + 1, words[t]);
+        char *q = sqlite3_mprintf("INSERT INTO attribution_tokens VALUES(%ld, %d, %d, %Q);\n", r, t,
+                                  t + 1, words[t]);
         al_buf_puts(&b, q);
         sqlite3_free(q);
     }
     if (f->paths) {
-        sqlf(&b, "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', 'direct', 'direct', NULL, "
-             "NULL, NULL, 0.9, 0.3);\n", r, id);
+        sqlf(&b,
+             "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', 'direct', 'direct', NULL, "
+             "NULL, NULL, 0.9, 0.3);\n",
+             r, id);
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++)
-                sqlf(&b, "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', '%d.%d', 'head', %d, "
-                     "%d, NULL, 0.1, %.17g);\n", r, id, l, h, l, h,
-                     L == 1 && h == 1 ? 0.9 : 0.05 * (h % 3) - 0.03);
+                sqlf(&b,
+                     "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', '%d.%d', 'head', %d, "
+                     "%d, NULL, 0.1, %.17g);\n",
+                     r, id, l, h, l, h, L == 1 && h == 1 ? 0.9 : 0.05 * (h % 3) - 0.03);
         for (int a = 0; L == 2 && a < H; a++)
             for (int h = 0; h < H; h++)
-                sqlf(&b, "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', '0.%d>1.%d', "
-                     "'virtual', 1, %d, %d, 0.01, %.17g);\n", r, id, a, h, h, a,
-                     a == 3 && h == 5 ? 1.2 : 0.02 * ((a * H + h) % 5) - 0.04);
+                sqlf(&b,
+                     "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', '0.%d>1.%d', "
+                     "'virtual', 1, %d, %d, 0.01, %.17g);\n",
+                     r, id, a, h, h, a, a == 3 && h == 5 ? 1.2 : 0.02 * ((a * H + h) % 5) - 0.04);
         /* 3 layers and more: every virtual head l0.h0>l1.h1 (src_head = l0·H + h0), the
          * planted 2.1>3.4 at -1.0, and the remainder chains>=3 (no head) at 2.0 */
         for (int l1 = 1; L >= 3 && l1 < L; l1++)
             for (int src = 0; src < l1 * H; src++)
                 for (int h = 0; h < H; h++)
-                    sqlf(&b, "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', '%d.%d>%d.%d', "
-                         "'virtual', %d, %d, %d, 0.01, %.17g);\n", r, id, src / H, src % H, l1, h,
-                         l1, h, src, src == 2 * H + 1 && l1 == 3 && h == 4 ? -1.0
-                                                                          : 0.001 * (src % 7));
+                    sqlf(&b,
+                         "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', '%d.%d>%d.%d', "
+                         "'virtual', %d, %d, %d, 0.01, %.17g);\n",
+                         r, id, src / H, src % H, l1, h, l1, h, src,
+                         src == 2 * H + 1 && l1 == 3 && h == 4 ? -1.0 : 0.001 * (src % 7));
         if (L >= 3)
-            sqlf(&b, "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', 'chains>=3', 'virtual', "
-                 "NULL, NULL, NULL, 0.5, 2.0);\n", r, id);
+            sqlf(&b,
+                 "INSERT INTO path_terms VALUES(%ld, %ld, 'induction', 'chains>=3', 'virtual', "
+                 "NULL, NULL, NULL, 0.5, 2.0);\n",
+                 r, id);
     }
     for (int l = 0; l <= L; l++)
         sqlf(&b, "INSERT INTO logit_lens VALUES(%ld, %ld, 'induction', %d, %.17g, %.17g);\n", r, id,
@@ -127,28 +143,34 @@ static long attr_fixture(const char *db, const char *dir, const attr_fix *f) {
     for (int l = 0; f->attrpatch && l < L; l++)
         for (int h = 0; h < H; h++) {
             double v = 0.1 * (l * H + h) - 0.4, w = 0.5 + 0.1 * h;
-            sqlf(&b, "INSERT INTO attribution_patching(run_id, model_id, task, direction, grid, "
+            sqlf(&b,
+                 "INSERT INTO attribution_patching(run_id, model_id, task, direction, grid, "
                  "layer, head, estimate, actual) VALUES(%ld, %ld, 'induction', 'denoise', 'head', "
-                 "%d, %d, %.17g, %s);\n", r, id, l, h, v, f->attrpatch == 2 ? num(v) : "NULL");
+                 "%d, %d, %.17g, %s);\n",
+                 r, id, l, h, v, f->attrpatch == 2 ? num(v) : "NULL");
             for (int t = 0; t < T_LEN; t += 4)
-                sqlf(&b, "INSERT INTO attribution_patching(run_id, model_id, task, direction, grid, "
+                sqlf(&b,
+                     "INSERT INTO attribution_patching(run_id, model_id, task, direction, grid, "
                      "layer, head, pos, estimate, actual) VALUES(%ld, %ld, 'induction', 'denoise', "
-                     "'head_pos', %d, %d, %d, %.17g, %s);\n", r, id, l, h, t, w,
-                     f->attrpatch == 2 ? num(-w) : "NULL");
+                     "'head_pos', %d, %d, %d, %.17g, %s);\n",
+                     r, id, l, h, t, w, f->attrpatch == 2 ? num(-w) : "NULL");
         }
     for (int s = 0; f->attrpatch && L == 2 && s < 2 + H; s++)
-        sqlf(&b, "INSERT INTO attribution_patching(run_id, model_id, task, direction, grid, sender, "
+        sqlf(&b,
+             "INSERT INTO attribution_patching(run_id, model_id, task, direction, grid, sender, "
              "receiver_layer, receiver_head, channel, estimate, actual) VALUES(%ld, %ld, "
-             "'induction', 'denoise', 'edge', 'embed', 1, %d, 'k', %s, %s);\n", r, id, s % H,
-             s == 1 ? "NULL" : "0.05", f->attrpatch == 2 && s != 1 ? "0.06" : "NULL");
+             "'induction', 'denoise', 'edge', 'embed', 1, %d, 'k', %s, %s);\n",
+             r, id, s % H, s == 1 ? "NULL" : "0.05", f->attrpatch == 2 && s != 1 ? "0.06" : "NULL");
     if (f->attrpatch == 2) {
-        sqlf(&b, "INSERT INTO attribution_agreement VALUES(%ld, %ld, 'head', %d, 1, 1, 5);\n", r, id,
-             L * H);
+        sqlf(&b, "INSERT INTO attribution_agreement VALUES(%ld, %ld, 'head', %d, 1, 1, 5);\n", r,
+             id, L * H);
         sqlf(&b, "INSERT INTO attribution_agreement VALUES(%ld, %ld, 'head_pos', %d, -1, -1, 5);\n",
              r, id, L * H * 3);
         if (L == 2)
-            sqlf(&b, "INSERT INTO attribution_agreement VALUES(%ld, %ld, 'edge', %d, NULL, NULL, "
-                 "5);\n", r, id, 1 + H);
+            sqlf(&b,
+                 "INSERT INTO attribution_agreement VALUES(%ld, %ld, 'edge', %d, NULL, NULL, "
+                 "5);\n",
+                 r, id, 1 + H);
     }
     al_buf_puts(&b, "COMMIT;\n");
     exec_sql(db, &b);
@@ -362,8 +384,10 @@ TEST(attrpics_report_section) {
                *oa = strstr(o, "<h3>Attribution</h3>");
     CHECK(ya && ya < l && la && la < o && oa && oa < n && !strstr(n, "<h3>Attribution</h3>"));
     /* yes: 1.5 / 2.7 = 55.6%, the largest virtual term named (escaped) */
-    CHECK(strstr(y, "<td class=t>virtual</td><td>+0.1000</td><td>+1.5000</td><td class=t>55.6%</td>"));
-    CHECK(strstr(y, "<td class=t>direct</td><td>+0.9000</td><td>+0.4000</td><td class=t>14.8%</td>"));
+    CHECK(strstr(y,
+                 "<td class=t>virtual</td><td>+0.1000</td><td>+1.5000</td><td class=t>55.6%</td>"));
+    CHECK(
+        strstr(y, "<td class=t>direct</td><td>+0.9000</td><td>+0.4000</td><td class=t>14.8%</td>"));
     CHECK(strstr(y, "Yes: removing all 64 virtual terms together raises the loss by 1.5000 nats, "
                     "55.6%"));
     CHECK(strstr(y, "<code>0.3&gt;1.5</code> (&Delta;loss +1.2000 nats)"));
@@ -372,7 +396,8 @@ TEST(attrpics_report_section) {
     CHECK(strstr(y, "<td class=t>entering layer 1</td><td>3.0000</td><td>0.400</td>"));
     CHECK(strstr(y, "<td class=t>final (the model&#39;s own)</td><td>2.0000</td><td>0.700</td>") ||
           strstr(y, "<td class=t>final (the model's own)</td><td>2.0000</td><td>0.700</td>"));
-    CHECK(strstr(y, "<td class=t>head_pos</td><td>48</td><td>-1.000</td><td>-1.000</td><td>5</td>"));
+    CHECK(
+        strstr(y, "<td class=t>head_pos</td><td>48</td><td>-1.000</td><td>-1.000</td><td>5</td>"));
     CHECK(strstr(y, "<td class=t>edge</td><td>9</td><td class=na>&ndash;</td>"));
     /* its three pictures, drawn */
     const char *files[3] = {"-dla-", "-terms-", "-attrpatch-"};

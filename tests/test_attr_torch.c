@@ -54,7 +54,7 @@ typedef struct writer {
     FILE *f;
     const perturb *pt; /* NULL: none */
     const char *prefix; /* the run's and section's name, for perturb */
-    int first;          /* no member written yet in the current object */
+    int first; /* no member written yet in the current object */
 } writer;
 
 /* The perturbation of array name of the current section, or NULL. */
@@ -105,8 +105,7 @@ static void attr_section(writer *w, al_model *m, const al_pairs *t) {
         return;
     }
     int L = m->cfg.n_layers;
-    CHECK(r.n_comp == al_attr_n_comp(&m->cfg) && r.n_terms == al_attr_n_terms(L, 3) &&
-          r.T == t->T);
+    CHECK(r.n_comp == al_attr_n_comp(&m->cfg) && r.n_terms == al_attr_n_terms(L, 3) && r.T == t->T);
     fputs(",\n  \"attr\": {", w->f);
     w->first = 1;
     num(w, "metric", r.metric);
@@ -188,9 +187,7 @@ static int grad_alloc(grad_bufs *g, const al_config *c, int T) {
     return g->dxL && g->dx && g->dzg && g->dqkv ? 0 : -1;
 }
 
-static void grad_free(grad_bufs *g) {
-    free(g->dxL), free(g->dx), free(g->dzg), free(g->dqkv);
-}
+static void grad_free(grad_bufs *g) { free(g->dxL), free(g->dx), free(g->dzg), free(g->dqkv); }
 
 /* One gradient set (sizes for nb pairs) as a member of "grads". */
 static void grad_entry(writer *w, const char *run, const char *source, int which, int n0, int nb,
@@ -260,8 +257,9 @@ static void attrpatch_section(writer *w, al_model *m, const al_pairs *t, const c
         char prefix[128];
         snprintf(prefix, sizeof prefix, "%s attrpatch %s", run, dirs[d]);
         w->prefix = prefix;
-        fprintf(w->f, "%s\n   {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
-                      "\"n_edge\": %d",
+        fprintf(w->f,
+                "%s\n   {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
+                "\"n_edge\": %d",
                 d ? "," : "", dirs[d], r.n_senders, r.n_recv, r.n_edge);
         w->first = 0;
         num(w, "m_clean", r.m_clean);
@@ -337,12 +335,16 @@ static void check_covered(int attr_only) {
     char *out = t_slurp(t_path("ref.out"));
     CHECK(out != NULL);
     if (!out) return;
-    static const char *want[] = {"attr dla ", "attr term_dloss ", "attr kind_dloss ",
-                                 "attr lens_acc ", "grad engine clean 0+6 dqkv ",
+    static const char *want[] = {"attr dla ",
+                                 "attr term_dloss ",
+                                 "attr kind_dloss ",
+                                 "attr lens_acc ",
+                                 "grad engine clean 0+6 dqkv ",
                                  "grad engine corr 0+6 dx ",
                                  "grad attrpatch_grad clean 2+3 dzg ",
                                  "grad attrpatch_grad corr 0+6 dqkv ",
-                                 "attrpatch denoise edge ", "attrpatch noise head_pos "};
+                                 "attrpatch denoise edge ",
+                                 "attrpatch noise head_pos "};
     for (int run = 0; run < 2; run++) {
         for (size_t i = 0; i < (attr_only ? 4 : sizeof want / sizeof *want); i++) {
             char name[128];
@@ -359,7 +361,7 @@ static void check_covered(int attr_only) {
  * sharp heads they reach 20, a saturated softmax whose log-prob gradient
  * is nearly onehot(answer) − onehot(argmax), a weaker test. */
 static int g_pos_type = AL_POS_STANDARD; /* attr_torch_shortformer sets it */
-static int g_norm = AL_NORM_NONE;       /* the LayerNorm cases set these */
+static int g_norm = AL_NORM_NONE; /* the LayerNorm cases set these */
 static unsigned g_biases = 0;
 static void case_model(al_model *m, int L, int tied) {
     if (g_norm == AL_NORM_NONE && !g_biases) {
@@ -499,7 +501,8 @@ TEST(attr_torch_detects_mismatch) {
         n_fail++;
         int named = 0;
         for (int i = 0; i < n_want; i++) named |= !strncmp(line, pts[i].what, strlen(pts[i].what));
-        CHECKF(named, "a FAIL on an array that was not perturbed:\n%.*s", (int)(p - line + 4), line);
+        CHECKF(named, "a FAIL on an array that was not perturbed:\n%.*s", (int)(p - line + 4),
+               line);
     }
     CHECKF(n_fail == n_want, "%d FAIL lines, want %d:\n%s", n_fail, n_want, out ? out : "");
     free(out);

@@ -92,8 +92,9 @@ static void exact_random_models(int pos_type) {
                         CHECK(r.item_dla[(size_t)i * r.n_comp + 1] == 0.0);
                     if (b > worst_t) worst_t = b;
                     /* whole rows */
-                    CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T,
-                                                 it->pos, pl, &e), &e);
+                    CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T, it->pos,
+                                                 pl, &e),
+                             &e);
                     double mx = 0, dv = 0;
                     for (int v = 0; v < V; v++) {
                         double s = 0;
@@ -103,8 +104,8 @@ static void exact_random_models(int pos_type) {
                         /* the run's per-item term values are these rows' */
                         if (v == it->answer)
                             for (int k = 0; k < nt; k++) {
-                                double c = pl[k * V + v] -
-                                           (it->wrong >= 0 ? pl[k * V + it->wrong] : 0.0);
+                                double c =
+                                    pl[k * V + v] - (it->wrong >= 0 ? pl[k * V + it->wrong] : 0.0);
                                 /* float rounding on the scale of the term's row (deep
                                  * random models: tens) */
                                 double sc = 1;
@@ -316,7 +317,7 @@ static void planted_run(al_model *m, al_pairs *t, al_attr_result *r) {
 }
 
 #define TERM_HEAD1(h) (1 + PH + (h))
-#define TERM_VIRT(h0, h1) (1 + 2 * PH + (h0) * PH + (h1))
+#define TERM_VIRT(h0, h1) (1 + 2 * PH + (h0)*PH + (h1))
 
 /* planted.h: 1.0 carries the correct logit (≈ GAMMA) at the repeated
  * positions, 0.1 and 1.1 nothing; no virtual head does anything (1.0's
@@ -344,9 +345,8 @@ TEST(attr_planted_induction) {
         }
     CHECK(fabs(r.term_value[1 + 1]) < 1e-6 && fabs(r.term_value[TERM_HEAD1(1)]) < 1e-6);
     CHECK(fabs(r.kind_dloss[AL_ATTR_VIRTUAL]) < 1e-5 && r.kind_dloss[AL_ATTR_HEAD] > 3);
-    CHECKF(r.lens_loss[0] > r.lens_loss[2] + 3 && r.lens_acc[2] > 0.9,
-           "lens loss %g %g %g acc %g", r.lens_loss[0], r.lens_loss[1], r.lens_loss[2],
-           r.lens_acc[2]);
+    CHECKF(r.lens_loss[0] > r.lens_loss[2] + 3 && r.lens_acc[2] > 0.9, "lens loss %g %g %g acc %g",
+           r.lens_loss[0], r.lens_loss[1], r.lens_loss[2], r.lens_acc[2]);
     char buf[32];
     CHECK(!strcmp(al_attr_term_name(2, PH, TERM_VIRT(0, 1), buf, sizeof buf), "0.0>1.1"));
     CHECK(!strcmp(al_attr_term_name(2, PH, TERM_HEAD1(2), buf, sizeof buf), "1.2"));
@@ -393,10 +393,8 @@ TEST(attr_planted_v_composition) {
     const int tok = t.clean[(size_t)it->pair * t.T + it->pos];
     float *pl = malloc(sizeof(float) * r.n_terms * PV);
     al_err e;
-    CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T, it->pos, pl, &e),
-             &e);
-    CHECKF(fabs(pl[k * PV + tok] - P_GAMMA) < 0.05 * P_GAMMA, "virtual logit %g",
-           pl[k * PV + tok]);
+    CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T, it->pos, pl, &e), &e);
+    CHECKF(fabs(pl[k * PV + tok] - P_GAMMA) < 0.05 * P_GAMMA, "virtual logit %g", pl[k * PV + tok]);
     CHECK(fabs(pl[TERM_HEAD1(0) * PV + tok]) < 1e-6);
     free(pl);
     al_attr_result_free(&r);
@@ -441,8 +439,8 @@ TEST(attr_planted_deep) {
                    r.dla[c20]);
             CHECKF(r.term_dloss[on] > 3, "Δloss of 2.0: %g", r.term_dloss[on]);
             CHECKF(r.lens_loss[2] > r.lens_loss[3] + 3 && r.lens_acc[3] > 0.9,
-                   "lens loss %g %g %g %g acc %g", r.lens_loss[0], r.lens_loss[1],
-                   r.lens_loss[2], r.lens_loss[3], r.lens_acc[3]);
+                   "lens loss %g %g %g %g acc %g", r.lens_loss[0], r.lens_loss[1], r.lens_loss[2],
+                   r.lens_loss[3], r.lens_acc[3]);
         } else /* copying x[s−1] = the current token: a large loss change either way */
             CHECKF(fabs(r.term_dloss[on]) > 1, "Δloss of 0.0>2.0: %g", r.term_dloss[on]);
         CHECK(fabs(r.term_value[off]) < 1e-6 && fabs(r.term_dloss[off]) < 1e-5);
@@ -461,8 +459,8 @@ TEST(attr_planted_deep) {
         const int want = vcomp ? t.clean[(size_t)it->pair * t.T + it->pos] : it->answer;
         float *pl = malloc(sizeof(float) * nt * PV);
         al_err e;
-        CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T, it->pos, pl,
-                                     &e), &e);
+        CHECK_OK(al_attr_path_logits(&m, t.clean + (size_t)it->pair * t.T, t.T, it->pos, pl, &e),
+                 &e);
         CHECKF(fabs(pl[on * PV + want] - P_GAMMA) < 0.05 * P_GAMMA, "vcomp %d: term logit %g",
                vcomp, pl[on * PV + want]);
         CHECK(fabs(pl[off * PV + want]) < 1e-6);
@@ -491,7 +489,9 @@ TEST(attr_bad_options) {
         al_model *m;
         int batch, paths;
         const char *want;
-    } bad[] = {{&m2, 0, 1, "batch"}, {&m2, 100001, 1, "batch"}, {&m3, 8, 2, "paths"},
+    } bad[] = {{&m2, 0, 1, "batch"},
+               {&m2, 100001, 1, "batch"},
+               {&m3, 8, 2, "paths"},
                {&m2, 8, 2, "paths"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         al_attr_opts o = {bad[i].batch, bad[i].paths, 0, NULL, 0};

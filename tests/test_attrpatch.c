@@ -77,7 +77,8 @@ static void check_grads(int logit_diff) {
     if (logit_diff) as_logit_diff(&t, 20);
     int L = 2, H = 3, D = 8, C = 24, N = t.N, T = t.T;
     size_t BT = (size_t)N * T, HD = (size_t)H * D;
-    float *dx = malloc(sizeof(float) * (L + 1) * BT * C), *dzg = malloc(sizeof(float) * L * BT * HD);
+    float *dx = malloc(sizeof(float) * (L + 1) * BT * C),
+          *dzg = malloc(sizeof(float) * L * BT * HD);
     float *dqkv = malloc(sizeof(float) * L * BT * 3 * HD);
     double M;
     CHECK_OK(al_attrpatch_grad(&m, &t, 1, 0, N, &M, dx, dzg, dqkv, &e), &e);
@@ -116,15 +117,15 @@ static void check_grads(int logit_diff) {
             g = m.gates[l * H + h] * dzg[i], f = fd(&m, &t, &sp, sz, i, eps);
         } else { /* q, k or v */
             int s = (int)al_rng_below(&r, 3), d = (int)al_rng_below(&r, (uint32_t)D);
-            size_t i = ((size_t)l * BT + (size_t)b * T + tt) * 3 * HD + (size_t)s * HD +
-                       (size_t)h * D + d;
+            size_t i =
+                ((size_t)l * BT + (size_t)b * T + tt) * 3 * HD + (size_t)s * HD + (size_t)h * D + d;
             qm[((l * 3 + s) * H + h) * T + tt] = 1, sp.qkv_mask = qm;
             g = dqkv[i], f = fd(&m, &t, &sp, sq, i, eps);
         }
         if (fabs(g) > gmax) gmax = fabs(g);
         if (fabs(f - g) > 2e-4 + 2e-2 * fabs(g)) {
-            CHECKF(0, "kind %d l %d b %d t %d h %d: gradient %.6g, finite difference %.6g", kind,
-                   l, b, tt, h, g, f);
+            CHECKF(0, "kind %d l %d b %d t %d h %d: gradient %.6g, finite difference %.6g", kind, l,
+                   b, tt, h, g, f);
         }
         checked++;
     }
@@ -311,8 +312,10 @@ TEST(attrpatch_edges_near_linear) {
     double scale[4] = {0};
     for (int ch = 0; ch < 4; ch++)
         for (int i = ch * 15; i < ch * 15 + 15; i++)
-            if (isfinite(r.act_edge[i]) && fabs(r.act_edge[i]) > scale[ch]) scale[ch] = fabs(r.act_edge[i]);
-    for (int ch = 0; ch < 3; ch++) CHECKF(scale[ch] > 1e-4, "channel %d: largest effect %g", ch, scale[ch]);
+            if (isfinite(r.act_edge[i]) && fabs(r.act_edge[i]) > scale[ch])
+                scale[ch] = fabs(r.act_edge[i]);
+    for (int ch = 0; ch < 3; ch++)
+        CHECKF(scale[ch] > 1e-4, "channel %d: largest effect %g", ch, scale[ch]);
     for (int i = 0; i < r.n_edge; i++) {
         if (!isfinite(r.act_edge[i])) continue;
         int ch = i / 15;

@@ -18,7 +18,6 @@
 
 enum { RR = 5, NV = 13 }; /* NV: ln_model's vocabulary */
 
-
 /* eps · delta (B·T, C) added to a hook point's rows: the residual (ld C)
  * or one head's copy of it (split inputs, ld H·C, at head h). */
 typedef struct nudge {
@@ -48,7 +47,8 @@ static double base_metric(al_model *m, const al_pairs *t, int den) {
     double s = 0.0;
     for (int i = 0; i < t->n_items; i++) {
         const al_pair_item *it = &t->items[i];
-        al_model_unembed(m, m->x + (((size_t)m->cfg.n_layers * t->N + it->pair) * t->T + it->pos) * C,
+        al_model_unembed(m,
+                         m->x + (((size_t)m->cfg.n_layers * t->N + it->pair) * t->T + it->pos) * C,
                          1, row);
         if (t->logit_diff) {
             s += (double)row[it->answer] - row[it->wrong];
@@ -115,8 +115,8 @@ static void attrpatch_fd(int pos) {
         memset(delta, 0, sizeof(float) * (2 + L * H) * BT * C);
         for (size_t i = 0; i < BT; i++)
             for (int k = 0; k < C; k++)
-                delta[i * C + k] = m.p[AL_P_WE][(size_t)sin[i] * C + k] -
-                                   m.p[AL_P_WE][(size_t)bin[i] * C + k];
+                delta[i * C + k] =
+                    m.p[AL_P_WE][(size_t)sin[i] * C + k] - m.p[AL_P_WE][(size_t)bin[i] * C + k];
         for (int j = 0; j < L * H; j++) {
             const float *wo = al_head_wo(&m, j / H, j % H);
             for (size_t i = 0; i < BT; i++)
@@ -137,8 +137,8 @@ static void attrpatch_fd(int pos) {
                     const float *dl = delta + (size_t)(snd == 0 ? 0 : snd) * BT * C;
                     double est = r.edge[((size_t)ch * ns + snd) * W + rr] * un;
                     double f = ch == 3 ? fd_along(&m, &t, den, AL_HOOK_RESID_POST, L - 1, -1, dl)
-                                       : fd_along(&m, &t, den, (al_hook_point)(AL_HOOK_Q_INPUT + ch),
-                                                  1, rr, dl);
+                                       : fd_along(&m, &t, den,
+                                                  (al_hook_point)(AL_HOOK_Q_INPUT + ch), 1, rr, dl);
                     gmax = fmax(gmax, fabs(est));
                     worst = fmax(worst, fabs(f - est));
                     CHECKF(fabs(f - est) <= 2e-4 + 2e-2 * fabs(est),
@@ -151,8 +151,8 @@ static void attrpatch_fd(int pos) {
             double est = r.head[lh] * un;
             double f = fd_along(&m, &t, den, AL_HOOK_RESULT, lh / H, lh % H, dl);
             worst = fmax(worst, fabs(f - est));
-            CHECKF(fabs(f - est) <= 2e-4 + 2e-2 * fabs(est), "run %d head %d: estimate %.6g, fd %.6g",
-                   run, lh, est, f);
+            CHECKF(fabs(f - est) <= 2e-4 + 2e-2 * fabs(est),
+                   "run %d head %d: estimate %.6g, fd %.6g", run, lh, est, f);
             checked++;
         }
         al_attrpatch_result_free(&r);

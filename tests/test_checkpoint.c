@@ -88,13 +88,13 @@ TEST(ckpt_tl_names_and_shapes) {
     CHECK(h != NULL);
     if (!h) return;
     /* Exactly these tensors, in TransformerLens order, with these shapes. */
-    static const char *want[][2] = {
-        {"embed.W_E", "[11,16]"},         {"pos_embed.W_pos", "[5,16]"},
-        {"blocks.0.attn.W_Q", "[2,16,8]"}, {"blocks.0.attn.W_K", "[2,16,8]"},
-        {"blocks.0.attn.W_V", "[2,16,8]"}, {"blocks.0.attn.W_O", "[2,8,16]"},
-        {"blocks.1.attn.W_Q", "[2,16,8]"}, {"blocks.1.attn.W_K", "[2,16,8]"},
-        {"blocks.1.attn.W_V", "[2,16,8]"}, {"blocks.1.attn.W_O", "[2,8,16]"},
-        {"unembed.W_U", "[16,11]"}};
+    static const char *want[][2] =
+        {{"embed.W_E", "[11,16]"},          {"pos_embed.W_pos", "[5,16]"},
+         {"blocks.0.attn.W_Q", "[2,16,8]"}, {"blocks.0.attn.W_K", "[2,16,8]"},
+         {"blocks.0.attn.W_V", "[2,16,8]"}, {"blocks.0.attn.W_O", "[2,8,16]"},
+         {"blocks.1.attn.W_Q", "[2,16,8]"}, {"blocks.1.attn.W_K", "[2,16,8]"},
+         {"blocks.1.attn.W_V", "[2,16,8]"}, {"blocks.1.attn.W_O", "[2,8,16]"},
+         {"unembed.W_U", "[16,11]"}};
     cJSON *j = h->child;
     CHECK(j && strcmp(j->string, "__metadata__") == 0);
     cJSON *fmt = cJSON_GetObjectItem(j, "format");
@@ -119,7 +119,8 @@ TEST(ckpt_tl_names_and_shapes) {
     /* Element [h=1, c=3, d=5] of blocks.1.attn.W_Q sits where a row-major
      * (H,C,D) array puts it, and holds W_Q[1,1] (C,D) [3,5]. */
     cJSON *q1 = cJSON_GetObjectItem(h, "blocks.1.attn.W_Q");
-    size_t off = (size_t)cJSON_GetArrayItem(cJSON_GetObjectItem(q1, "data_offsets"), 0)->valuedouble;
+    size_t off =
+        (size_t)cJSON_GetArrayItem(cJSON_GetObjectItem(q1, "data_offsets"), 0)->valuedouble;
     float x = file_f32(p, ds + off + (size_t)((1 * 16 + 3) * 8 + 5) * 4);
     CHECK(x == al_head_wq(&m, 1, 1)[3 * 8 + 5]);
     /* W_O[0,1] (D,C) element [7,15] */
@@ -209,8 +210,7 @@ static int matches(const char *dir, const fixture *fx, al_err *e) {
     if (al_ckpt_load(dir, &m, &tok, e) != 0) return 0;
     int ok = m.n_params == fx->m.n_params &&
              memcmp(m.params, fx->m.params, m.n_params * sizeof(float)) == 0 &&
-             same_cfg(&m.cfg, &fx->m.cfg) &&
-             al_tok_vocab_size(tok) == al_tok_vocab_size(fx->tok);
+             same_cfg(&m.cfg, &fx->m.cfg) && al_tok_vocab_size(tok) == al_tok_vocab_size(fx->tok);
     size_t n = fx->m.n_params;
     float *am = malloc(n * sizeof(float)), *av = malloc(n * sizeof(float));
     al_train_state st;
@@ -219,8 +219,8 @@ static int matches(const char *dir, const fixture *fx, al_err *e) {
     } else {
         ok = ok && memcmp(am, fx->am, n * 4) == 0 && memcmp(av, fx->av, n * 4) == 0 &&
              st.step == fx->st.step && memcmp(&st.rng, &fx->st.rng, sizeof st.rng) == 0 &&
-             st.tokens_seen == fx->st.tokens_seen &&
-             st.last_train_loss == fx->st.last_train_loss && isnan(st.last_val_loss);
+             st.tokens_seen == fx->st.tokens_seen && st.last_train_loss == fx->st.last_train_loss &&
+             isnan(st.last_val_loss);
         al_state_free(&st);
     }
     free(am);
@@ -327,8 +327,10 @@ TEST(ckpt_load_refuses_bad_dirs) {
     CHECK(pos != NULL);
     pos[9] = '6';
     put(in_dir(dir, "config.json"), c6);
-    snprintf(want, sizeof want, "cannot read checkpoint %s/model.safetensors: tensor "
-             "pos_embed.W_pos has shape [5,16], expected [6,16]", dir);
+    snprintf(want, sizeof want,
+             "cannot read checkpoint %s/model.safetensors: tensor "
+             "pos_embed.W_pos has shape [5,16], expected [6,16]",
+             dir);
     LOAD_REFUSED(dir, want);
     /* one layer in config, two in the file: the extra tensor is named */
     strcpy(c6, cfg_ok);
@@ -343,7 +345,8 @@ TEST(ckpt_load_refuses_bad_dirs) {
     put(in_dir(dir, "config.json"), c6);
     LOAD_REFUSED(dir, "tensor unembed.W_U is not embed.W_E transposed");
     put(in_dir(dir, "config.json"), "{\"n_layers\": 2}");
-    snprintf(want, sizeof want, "cannot read checkpoint %s/config.json: key 'd_model' missing", dir);
+    snprintf(want, sizeof want, "cannot read checkpoint %s/config.json: key 'd_model' missing",
+             dir);
     LOAD_REFUSED(dir, want);
     unlink(in_dir(dir, "config.json"));
     snprintf(want, sizeof want, "cannot read checkpoint %s: config.json missing", dir);
@@ -358,15 +361,19 @@ TEST(ckpt_load_refuses_bad_dirs) {
     FILE *f = fopen(in_dir(dir, "model.safetensors"), "wb");
     fwrite(bad, 1, n, f);
     fclose(f);
-    snprintf(want, sizeof want, "cannot read checkpoint %s/model.safetensors: tensor embed.W_E "
-             "contains NaN/Inf at index 123", dir);
+    snprintf(want, sizeof want,
+             "cannot read checkpoint %s/model.safetensors: tensor embed.W_E "
+             "contains NaN/Inf at index 123",
+             dir);
     LOAD_REFUSED(dir, want);
     /* truncated weights */
     f = fopen(in_dir(dir, "model.safetensors"), "wb");
     fwrite(model_ok, 1, n - 1, f);
     fclose(f);
-    snprintf(want, sizeof want, "cannot read checkpoint %s/model.safetensors: tensor "
-             "unembed.W_U: data_offsets end", dir);
+    snprintf(want, sizeof want,
+             "cannot read checkpoint %s/model.safetensors: tensor "
+             "unembed.W_U: data_offsets end",
+             dir);
     LOAD_REFUSED(dir, want);
     /* header length 2^63 */
     memcpy(bad, model_ok, n);
@@ -458,7 +465,8 @@ TEST(ckpt_recover_rolls_back) {
     CHECK(!al_file_exists(in_dir(dir, "model.safetensors.new")));
     CHECK(!al_file_exists(in_dir(dir, "state.json.tmp.12345")));
     CHECK(!al_file_exists(in_dir(dir, "COMMIT.tmp.77")));
-    CHECK(al_file_exists(in_dir(dir, "notes.txt")) && al_file_exists(in_dir(dir, "model.safetensors.bak")));
+    CHECK(al_file_exists(in_dir(dir, "notes.txt")) &&
+          al_file_exists(in_dir(dir, "model.safetensors.bak")));
     CHECK(al_file_exists(in_dir(dir, "config.json.tmp.x1")));
     fixture_free(&a);
     fixture_free(&b);
@@ -551,8 +559,8 @@ TEST(ckpt_sigkill_during_saves) {
         CHECK(count_entries(dir) == 5);
     }
     if (getenv("ATTNLAB_TEST_VERBOSE"))
-        fprintf(stderr, "    30 kills: %d mid-save, recovered A %d times, B %d times\n",
-                mid_save, got_a, got_b);
+        fprintf(stderr, "    30 kills: %d mid-save, recovered A %d times, B %d times\n", mid_save,
+                got_a, got_b);
     CHECK(got_a + got_b == 30);
     (void)e;
     fixture_free(&a);

@@ -34,10 +34,10 @@
  * embed -> 1.2.q and .v, 1.2 -> logits, embed -> logits. Every other edge
  * removed. A 1-layer model: embed -> 0.1.q/k/v, 0.1 -> logits. */
 typedef struct circ_fix {
-    int prev;       /* the layer-0 head whose output 1.2's keys read */
-    int sweep;      /* 1: ACDC at taus 0.001, 0.01, 0.1; 0: only 0.01 */
-    int eap;        /* 1: an EAP circuit too (every planted edge but 1.2 -> logits) */
-    int scores;     /* 1: a scores run naming 0.1 previous-token and 1.2 induction heads */
+    int prev; /* the layer-0 head whose output 1.2's keys read */
+    int sweep; /* 1: ACDC at taus 0.001, 0.01, 0.1; 0: only 0.01 */
+    int eap; /* 1: an EAP circuit too (every planted edge but 1.2 -> logits) */
+    int scores; /* 1: a scores run naming 0.1 previous-token and 1.2 induction heads */
     const char *kind; /* runs.kind (NULL: discover) */
 } circ_fix;
 
@@ -50,7 +50,8 @@ static double planted(int L, int H, const al_edge *ed, int prev) {
         return 0;
     }
     if (ed->recv_layer == 0 && ed->recv_head == prev)
-        return (ed->sender == 1 && ed->channel < 2) || (ed->sender == 0 && ed->channel == 2) ? 0.04 : 0;
+        return (ed->sender == 1 && ed->channel < 2) || (ed->sender == 0 && ed->channel == 2) ? 0.04
+                                                                                             : 0;
     if (ed->recv_layer == 1 && ed->recv_head == 2) {
         if (sl == 0 && sh == prev && ed->channel == 1) return 0.5;
         if (ed->sender == 0 && ed->channel != 1) return 0.1;
@@ -77,7 +78,8 @@ static long circ_fixture(const char *db, const char *dir, const circ_fix *f) {
     }
     CHECK_OK(al_store_run_begin(st, f->kind ? f->kind : "discover",
                                 "{\"task\": \"induction\", \"method\": \"acdc\", \"tau\": 0.01}",
-                                mid, &run, &e), &e);
+                                mid, &run, &e),
+             &e);
     CHECK_OK(al_store_run_finish(st, run, &e), &e);
     al_store_close(st);
     int L = m.cfg.n_layers, H = m.cfg.n_heads, n = al_graph_n_edges(L, H);
@@ -110,25 +112,30 @@ static long circ_fixture(const char *db, const char *dir, const circ_fix *f) {
             double s = planted(L, H, &ed, f->prev);
             /* 0.001 keeps also every edge into 1.0; 0.1 only the K edge and 1.2 -> logits */
             int kept = s > 0;
-            if (t == 0 && ed.recv_layer == L - 1 && ed.recv_head == 0 && ed.sender < 2) kept = 1, s = 0.002;
+            if (t == 0 && ed.recv_layer == L - 1 && ed.recv_head == 0 && ed.sender < 2)
+                kept = 1, s = 0.002;
             if (t == 2) kept = s >= 0.3;
             if (eap) kept = s > 0 && !(ed.recv_layer < 0 && ed.sender >= 2);
             kept_n += kept;
             if (!s) s = 0.001 * (k % 7) / 7;
             const char *snd = ed.sender == 0 ? "embed" : ed.sender == 1 ? "pos" : NULL;
-            if (!snd) snprintf(name, sizeof name, "%d.%d", (ed.sender - 2) / H, (ed.sender - 2) % H);
+            if (!snd)
+                snprintf(name, sizeof name, "%d.%d", (ed.sender - 2) / H, (ed.sender - 2) % H);
             static const char *const ch[4] = {"q", "k", "v", "direct"};
             char rl[16] = "NULL", rh[16] = "NULL";
             if (ed.recv_layer >= 0) snprintf(rl, sizeof rl, "%d", ed.recv_layer);
             if (ed.recv_head >= 0) snprintf(rh, sizeof rh, "%d", ed.recv_head);
-            sqlf(&eb, "INSERT INTO circuit_edges VALUES(%ld, %ld, '%s', %s, %d, '%s', %s, %s, '%s', "
-                 "%.17g, %d);\n", r, id, eap ? "eap" : "acdc", tau, k, snd ? snd : name, rl, rh,
-                 ch[ed.channel], s, kept);
+            sqlf(&eb,
+                 "INSERT INTO circuit_edges VALUES(%ld, %ld, '%s', %s, %d, '%s', %s, %s, '%s', "
+                 "%.17g, %d);\n",
+                 r, id, eap ? "eap" : "acdc", tau, k, snd ? snd : name, rl, rh, ch[ed.channel], s,
+                 kept);
         }
         double faith = eap ? 0.93 : t == 0 ? 0.99 : t == 1 ? 0.91 : 0.55;
-        sqlf(&b, "INSERT INTO circuit_runs VALUES(%ld, %ld, 'induction', '%s', 'kl', %s, %s, %d, "
-             "%d, 1.5, -2.0, %.17g, %.17g, %.17g, 100, 0.5, 'abc');\n", r, id,
-             eap ? "eap" : "acdc", tau, eap ? "0.9" : "NULL", n, kept_n, -2.0 + 3.5 * faith,
+        sqlf(&b,
+             "INSERT INTO circuit_runs VALUES(%ld, %ld, 'induction', '%s', 'kl', %s, %s, %d, "
+             "%d, 1.5, -2.0, %.17g, %.17g, %.17g, 100, 0.5, 'abc');\n",
+             r, id, eap ? "eap" : "acdc", tau, eap ? "0.9" : "NULL", n, kept_n, -2.0 + 3.5 * faith,
              0.01 / faith, faith);
         char *es = al_buf_take(&eb, NULL);
         CHECK(es != NULL);
@@ -183,7 +190,8 @@ static int on_segment(const al_image *im, int x0, int y0, int x1, int y1, uint32
     for (int k = 1; k <= 9; k++) {
         int x = x0 + (x1 - x0) * k / 10, y = y0 + (y1 - y0) * k / 10, hit = 0;
         for (int dy = -1; dy <= 1; dy++)
-            for (int dx = -1; dx <= 1; dx++) hit |= near_colour(al_image_get(im, x + dx, y + dy), c, 16);
+            for (int dx = -1; dx <= 1; dx++)
+                hit |= near_colour(al_image_get(im, x + dx, y + dy), c, 16);
         hits += hit;
     }
     return hits;
@@ -207,8 +215,8 @@ static void port_of(const box *b, int k, int *x, int *y) {
 
 /* Model m2 (2 layers x 4 heads) with a sweep, an EAP circuit and scores
  * (*f), and its picture args into *im, at least min_w x min_h. */
-static t_pbuf sweep_model(circ_fix *f, const char *args, const char *name, al_image *im,
-                          int min_w, int min_h) {
+static t_pbuf sweep_model(circ_fix *f, const char *args, const char *name, al_image *im, int min_w,
+                          int min_h) {
     t_pbuf m = t_pcopy("m2");
     make_model(m.s, 2, 4);
     *f = (circ_fix){.prev = 1, .sweep = 1, .eap = 1, .scores = 1};
@@ -249,7 +257,8 @@ TEST(circpics_circuit) {
         al_image_free(&im);
         /* --kept-only: gone, the kept edge still there */
         CHECK(draw(m.s, "--what circuit --kept-only", "kept.png", &im) == 0);
-        CHECKF(on_segment(&im, x0, y0, x1, y1, al_netplot_faint(COL_Q)) <= 2, "%d of 9 pale", on_segment(&im, x0, y0, x1, y1, al_netplot_faint(COL_Q)));
+        CHECKF(on_segment(&im, x0, y0, x1, y1, al_netplot_faint(COL_Q)) <= 2, "%d of 9 pale",
+               on_segment(&im, x0, y0, x1, y1, al_netplot_faint(COL_Q)));
         int n = 0;
         for (int y = 0; y < im.h; y++)
             for (int x = 0; x < im.w; x++) n += al_image_get(&im, x, y) == al_netplot_faint(COL_Q);
@@ -283,8 +292,8 @@ TEST(circpics_circuit) {
 
 /* Centres of the 3 x 3 blocks of colour c inside [x0,x1] x [y0,y1],
  * blocks closer than 8 px merged: a marker each (a 2 px line has none). */
-static int markers(const al_image *im, uint32_t c, int x0, int y0, int x1, int y1, int *mx,
-                   int *my, int cap) {
+static int markers(const al_image *im, uint32_t c, int x0, int y0, int x1, int y1, int *mx, int *my,
+                   int cap) {
     int n = 0;
     for (int y = y0; y + 3 <= y1; y++)
         for (int x = x0; x + 3 <= x1; x++) {
@@ -313,8 +322,12 @@ TEST(circpics_curve) {
         for (int i = 0; i < 3; i++)
             for (int j = i + 1; j < 3; j++)
                 if (mx[j] < mx[i]) {
-                    int t = mx[i]; mx[i] = mx[j]; mx[j] = t;
-                    t = my[i]; my[i] = my[j]; my[j] = t;
+                    int t = mx[i];
+                    mx[i] = mx[j];
+                    mx[j] = t;
+                    t = my[i];
+                    my[i] = my[j];
+                    my[j] = t;
                 }
         CHECKF(my[0] > my[1] && my[1] > my[2], "y %d %d %d", my[0], my[1], my[2]);
         /* x proportional to edges kept: 2 -> 8 is as far as 8 -> 14 */
@@ -353,8 +366,8 @@ TEST(circpics_refusals) {
     /* no rows at all for the model */
     refused(m1.s, "--what circuit", "no results for model");
     /* a bad --tau is a usage error */
-    CHECK(t_sh("%s heatmap --model %s --db %s --what circuit --tau -1 --out %s 2> %s", t_bin(),
-               m.s, t_path("r.db"), t_path("bad.png"), t_path("bad.err")) == 2);
+    CHECK(t_sh("%s heatmap --model %s --db %s --what circuit --tau -1 --out %s 2> %s", t_bin(), m.s,
+               t_path("r.db"), t_path("bad.png"), t_path("bad.err")) == 2);
     CHECK(!al_file_exists(t_path("bad.png")));
 }
 
@@ -394,18 +407,21 @@ TEST(circpics_report_section) {
     CHECK(has(y, m, "the ACDC circuit at tau 0.01 (of the run's 4 circuits"));
     CHECK(has(y, m, "it keeps 8 of the 106 edges of the head graph, with faithfulness 0.910"));
     CHECK(has(y, m, "Heads in the circuit (in a kept edge): 0.1, 1.2."));
-    CHECK(has(y, m, "K-composition edges kept: 0.1 &rarr; 1.2.k (score 0.5; K-composition "
-                    "0.350, random baseline 0.100)."));
+    CHECK(has(y, m,
+              "K-composition edges kept: 0.1 &rarr; 1.2.k (score 0.5; K-composition "
+              "0.350, random baseline 0.100)."));
     CHECK(has(y, m, "Yes: it keeps 0.1 &rarr; 1.2.k, a previous-token head"));
-    CHECK(has(y, m, "Identified previous-token heads (prev_token &gt; 0.4): 0.1 (in the "
-                    "circuit). Identified induction heads (induction &gt; 0.4): 1.2 (in the "
-                    "circuit)."));
+    CHECK(has(y, m,
+              "Identified previous-token heads (prev_token &gt; 0.4): 0.1 (in the "
+              "circuit). Identified induction heads (induction &gt; 0.4): 1.2 (in the "
+              "circuit)."));
     CHECK(has(y, m, "-circuit-induction-") && has(y, m, "-circuit-curve-induction-"));
     /* miss: the induction head is in, the previous-token head missed; no sweep, no curve */
     CHECKF(has(m, o, "Heads in the circuit (in a kept edge): 0.3, 1.2."), "%.600s",
            strstr(m, "<h3>Circuit") ? strstr(m, "<h3>Circuit") : "");
-    CHECK(has(m, o, "Partly: it keeps K-composition into an induction head, but not from an "
-                    "identified previous-token head (0.3 &rarr; 1.2.k)."));
+    CHECK(has(m, o,
+              "Partly: it keeps K-composition into an induction head, but not from an "
+              "identified previous-token head (0.3 &rarr; 1.2.k)."));
     CHECK(has(m, o, "0.1 (missed)") && has(m, o, "1.2 (in the circuit)"));
     CHECK(has(m, o, "-circuit-induction-") && !has(m, o, "-circuit-curve-"));
     /* one layer */
@@ -414,7 +430,8 @@ TEST(circpics_report_section) {
     /* the pictures exist */
     const char *img = strstr(y, "<img src=\"");
     char name[256], path[512] = "";
-    if (img && sscanf(img, "<img src=\"%255[^\"]", name) == 1) snprintf(path, sizeof path, "out/%s", name);
+    if (img && sscanf(img, "<img src=\"%255[^\"]", name) == 1)
+        snprintf(path, sizeof path, "out/%s", name);
     CHECKF(path[0] && al_file_exists(t_path(path)), "no picture [%s]", path);
     free(html);
 }

@@ -67,8 +67,9 @@ static void write_results(const char *path, al_model *m, const al_pairs *t, int 
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     if (!f) return;
-    fprintf(f, "{\"L\": %d, \"H\": %d, \"D\": %d, \"C\": %d, \"V\": %d, \"n_ctx\": %d, "
-               "\"pos_type\": \"%s\",\n",
+    fprintf(f,
+            "{\"L\": %d, \"H\": %d, \"D\": %d, \"C\": %d, \"V\": %d, \"n_ctx\": %d, "
+            "\"pos_type\": \"%s\",\n",
             L, H, c->d_head, c->d_model, V, c->n_ctx, al_pos_type_name(c->pos_type));
     put(f, "W_E", m->p[AL_P_WE], m->param_size[AL_P_WE]);
     put(f, "W_pos", m->p[AL_P_WPOS], m->param_size[AL_P_WPOS]);

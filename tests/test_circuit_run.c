@@ -47,7 +47,8 @@ static int g_pos_type = AL_POS_STANDARD; /* circuit_run_shortformer sets it */
  * softmax, so the runs would not differ). */
 static void rand_any(al_model *m, int L) {
     rand_model(m, L, 0, 20);
-    for (int k = 0; L >= 3 && k < L * m->cfg.n_heads; k++) m->gates[k] = 0.5f + 0.2f * (float)(k % 4);
+    for (int k = 0; L >= 3 && k < L * m->cfg.n_heads; k++)
+        m->gates[k] = 0.5f + 0.2f * (float)(k % 4);
 }
 
 /* The circuit attached to a test's model (hooks; graph.h): sp, or none. */
@@ -72,8 +73,10 @@ static void ends(int L) {
     al_circuit_spec sp = {.kept = k, .fill = AL_FILL_CORRUPTED, .corr = t.corr};
     use(&m, &sp);
     float *all = probs_of(&m, t.clean, B, T);
-    CHECKF(memcmp(all, clean, sizeof(float) * n) == 0, "L %d: every edge kept is not the plain "
-           "forward bit for bit (max diff %g)", L, max_diff(all, clean, n));
+    CHECKF(memcmp(all, clean, sizeof(float) * n) == 0,
+           "L %d: every edge kept is not the plain "
+           "forward bit for bit (max diff %g)",
+           L, max_diff(all, clean, n));
     memset(k, 0, (size_t)al_graph_n_edges(L, H));
     float *none = probs_of(&m, t.clean, B, T);
     CHECKF(max_diff(none, corr, n) < 1e-5, "L %d: no edge kept vs the corrupted run: %g", L,
@@ -215,14 +218,20 @@ TEST(circuit_run_resample_and_mean) {
     use(&m, NULL);
     float *plain = probs_of(&m, t.clean, 1, T);
     float *mx = malloc(sizeof(float) * (size_t)T * C), *mz = malloc(sizeof(float) * 2 * T * H * D);
-    for (int r = 0; r < T; r++) memcpy(mx + r * C, m.p[AL_P_WE] + t.clean[r] * C, sizeof(float) * C);
-    memcpy(mz, m.zg, sizeof(float) * T * H * D);                      /* layer 0, B = 1 */
+    for (int r = 0; r < T; r++)
+        memcpy(mx + r * C, m.p[AL_P_WE] + t.clean[r] * C, sizeof(float) * C);
+    memcpy(mz, m.zg, sizeof(float) * T * H * D); /* layer 0, B = 1 */
     memcpy(mz + T * H * D, m.zg + T * H * D, sizeof(float) * T * H * D); /* layer 1 */
-    al_circuit_spec ms = {.kept = k, .fill = AL_FILL_MEAN, .mean_x0 = mx, .mean_zg = mz, .mean_T = T};
+    al_circuit_spec ms = {.kept = k,
+                          .fill = AL_FILL_MEAN,
+                          .mean_x0 = mx,
+                          .mean_zg = mz,
+                          .mean_T = T};
     use(&m, &ms);
     float *own = probs_of(&m, t.clean, 1, T);
     size_t n1 = (size_t)T * m.cfg.d_vocab;
-    CHECKF(max_diff(own, plain, n1) < 1e-5, "mean fill of its own values: %g", max_diff(own, plain, n1));
+    CHECKF(max_diff(own, plain, n1) < 1e-5, "mean fill of its own values: %g",
+           max_diff(own, plain, n1));
     /* refusals: too short a mean, a resample of one sequence, corrupted ids */
     ms.mean_T = T - 1;
     CHECK(al_model_forward(&m, t.clean, NULL, 1, T, &e) == -1 && strstr(e.msg, "positions"));
@@ -241,7 +250,8 @@ TEST(circuit_run_resample_and_mean) {
 
 TEST(circuit_run_refuses_deeper_than_graph) {
     al_config c = al_config_default();
-    c.n_layers = AL_GRAPH_MAX_LAYERS + 1, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 8, c.d_vocab = 10;
+    c.n_layers = AL_GRAPH_MAX_LAYERS + 1, c.d_model = 16, c.n_heads = 2, c.d_head = 8, c.n_ctx = 8,
+    c.d_vocab = 10;
     al_model m;
     al_err e;
     CHECK_OK(al_model_init(&m, &c, &e), &e);
@@ -353,13 +363,16 @@ static void memo_case(al_model *m, const char *what) {
             al_graph_edge(L, H, i, &ed);
             if (ed.recv_layer != order[p] || (al_rng_u64(&rng) >> 11) % 3) continue;
             k[i] = 0;
-            CHECK_OK(al_circuit_delta_run(&d, m, k, &cl, &co, t.clean, t.corr, embp, &mm, a, ca, &e),
+            CHECK_OK(al_circuit_delta_run(&d, m, k, &cl, &co, t.clean, t.corr, embp, &mm, a, ca,
+                                          &e),
                      &e);
-            CHECK_OK(al_circuit_delta_run(&d, m, k, &cl, &co, t.clean, t.corr, embp, NULL, b, cb, &e),
+            CHECK_OK(al_circuit_delta_run(&d, m, k, &cl, &co, t.clean, t.corr, embp, NULL, b, cb,
+                                          &e),
                      &e);
             differ += memcmp(a, b, sizeof(float) * X) != 0 || memcmp(ca, cb, (size_t)B * T) != 0;
             CHECK_OK(al_hook_add(m, AL_HOOK_RESID_POST, 0, noop_hook, &g_cx, &e), &e);
-            CHECK_OK(al_circuit_delta_run(&d, m, k, &cl, &co, t.clean, t.corr, embp, NULL, o, co_, &e),
+            CHECK_OK(al_circuit_delta_run(&d, m, k, &cl, &co, t.clean, t.corr, embp, NULL, o, co_,
+                                          &e),
                      &e);
             al_hook_remove(m, &g_cx);
             worst = fmax(worst, max_rel(a, o, X));
@@ -395,7 +408,10 @@ TEST(circuit_delta_memo_matches_fresh) {
  * (circuit.c, ln_channel): 1 to 4 layers, LN and LNPre, biases and
  * shortformer positions. */
 TEST(circuit_delta_layernorm_matches_hooks) {
-    static const struct { int L, norm, pos; unsigned biases; } cs[] = {
+    static const struct {
+        int L, norm, pos;
+        unsigned biases;
+    } cs[] = {
         {1, AL_NORM_LN, AL_POS_STANDARD, AL_BIAS_ALL},
         {2, AL_NORM_LN, AL_POS_SHORTFORMER, AL_BIAS_ALL},
         {3, AL_NORM_LNPRE, AL_POS_STANDARD, AL_BIAS_Q | AL_BIAS_O},
@@ -420,8 +436,10 @@ TEST(circuit_delta_layernorm_matches_hooks) {
 TEST(circuit_delta_acdc_matches_hooks) {
     for (int v = 0; v < 3; v++) {
         al_model m;
-        if (v == 0) rand_any(&m, 2);
-        else ln_model(&m, v + 1, AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD, 60 + v);
+        if (v == 0)
+            rand_any(&m, 2);
+        else
+            ln_model(&m, v + 1, AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD, 60 + v);
         al_pairs t;
         al_err e;
         task(&t, &m, 5, 6, &e);
@@ -455,11 +473,15 @@ TEST(circuit_delta_acdc_matches_hooks) {
 TEST(circuit_unembed_own_same_bits) {
     for (int v = 0; v < 3; v++) {
         al_model m;
-        if (v == 0) rand_any(&m, 2);
-        else ln_model(&m, 2, v == 1 ? AL_NORM_LN : AL_NORM_LNPRE, AL_BIAS_ALL, AL_POS_STANDARD, 9);
+        if (v == 0)
+            rand_any(&m, 2);
+        else
+            ln_model(&m, 2, v == 1 ? AL_NORM_LN : AL_NORM_LNPRE, AL_BIAS_ALL, AL_POS_STANDARD, 9);
         const int n = 150, C = m.cfg.d_model, V = m.cfg.d_vocab;
-        float *x = malloc(sizeof(float) * (size_t)n * C), *y = malloc(sizeof(float) * (size_t)n * C);
-        float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+        float *x = malloc(sizeof(float) * (size_t)n * C),
+              *y = malloc(sizeof(float) * (size_t)n * C);
+        float *a = malloc(sizeof(float) * (size_t)n * V),
+              *b = malloc(sizeof(float) * (size_t)n * V);
         al_rng r;
         al_rng_seed(&r, 3 + v);
         for (int i = 0; i < n * C; i++) x[i] = y[i] = (float)(al_rng_normal(&r) * (1 + i % 7));

@@ -72,8 +72,7 @@ static double *dense_wu(const al_model *m) {
     double *u = calloc((size_t)C * V, sizeof *u);
     const float *wu = al_model_wu(m), *we = m->p[AL_P_WE];
     for (int c = 0; c < C; c++)
-        for (int v = 0; v < V; v++)
-            u[c * V + v] = wu ? wu[c * V + v] : we[v * C + c];
+        for (int v = 0; v < V; v++) u[c * V + v] = wu ? wu[c * V + v] : we[v * C + c];
     return u;
 }
 
@@ -199,8 +198,10 @@ TEST(circ_chosen_rank_and_dense_singular_values) {
             for (int d = 0; d < D; d++) {
                 double s = 0;
                 for (int t = 0; t < rk; t++) s += a[c * rk + t] * b[t * D + d];
-                if (i == 2) w[d * C + c] = (float)s;
-                else w[c * D + d] = (float)s;
+                if (i == 2)
+                    w[d * C + c] = (float)s;
+                else
+                    w[c * D + d] = (float)s;
             }
         free(a), free(b);
     }
@@ -222,8 +223,8 @@ TEST(circ_chosen_rank_and_dense_singular_values) {
             const double *f = kind ? head_of(&r, 0, h)->ov_sv : head_of(&r, 0, h)->qk_sv;
             for (int i = 0; i < D; i++)
                 CHECKF(fabs(f[i] - s[i]) <= 1e-4 * (s[i] > 1e-6 * s[0] ? s[i] : s[0]),
-                       "head %d %s σ%d factored %.9g dense %.9g", h, kind ? "ov" : "qk",
-                       i, f[i], s[i]);
+                       "head %d %s σ%d factored %.9g dense %.9g", h, kind ? "ov" : "qk", i, f[i],
+                       s[i]);
             CHECK(s[D] < 1e-9 * s[0]); /* rank ≤ 32 */
             CHECK(al_rank(s, C, C, C) ==
                   (kind ? head_of(&r, 0, h)->ov_rank : head_of(&r, 0, h)->qk_rank));
@@ -261,8 +262,8 @@ TEST(circ_eigenvalues_match_dense) {
                 double best = INFINITY;
                 for (int j = 0; j < D + 4; j++)
                     best = fmin(best, hypot(fre[i] - re[j], fim[i] - im[j]));
-                CHECKF(best <= 1e-4 * big, "head %d λ%d (%g,%g) off by %g", h, i, fre[i],
-                       fim[i], best);
+                CHECKF(best <= 1e-4 * big, "head %d λ%d (%g,%g) off by %g", h, i, fre[i], fim[i],
+                       best);
             }
             CHECK(hypot(re[D], im[D]) < 1e-9 * big); /* the rest are zero */
             double num = 0, den = 0;
@@ -361,8 +362,14 @@ TEST(circ_skip_trigrams_planted) {
         m.p[AL_P_WE][i * C + i] = 1;
         m.p[AL_P_WU][i * V + i] = 1;
     }
-    struct { int b, a; float s; } qk[] = {{10, 5, 3}, {11, 5, 2}, {12, 7, 1.5f}, {13, 8, 1}};
-    struct { int a, c; float t; } ov[] = {{5, 20, 2}, {5, 21, 1}, {7, 22, 4}, {9, 23, 5}};
+    struct {
+        int b, a;
+        float s;
+    } qk[] = {{10, 5, 3}, {11, 5, 2}, {12, 7, 1.5f}, {13, 8, 1}};
+    struct {
+        int a, c;
+        float t;
+    } ov[] = {{5, 20, 2}, {5, 21, 1}, {7, 22, 4}, {9, 23, 5}};
     float *wq = al_head_wq(&m, 0, 0), *wk = al_head_wk(&m, 0, 0);
     float *wv = al_head_wv(&m, 0, 0), *wo = al_head_wo(&m, 0, 0);
     for (int i = 0; i < 4; i++) {
@@ -375,7 +382,10 @@ TEST(circ_skip_trigrams_planted) {
      * A=8 has no OV, A=9 no QK: neither forms a triple. */
     double q10 = 3 - 3.0 / V, q11 = 2 - 2.0 / V, q12 = 1.5 - 1.5 / V;
     double o20 = 2 - 3.0 / V, o21 = 1 - 3.0 / V, o22 = 4 - 4.0 / V;
-    struct { int a, b, c; double s; } want[] = {
+    struct {
+        int a, b, c;
+        double s;
+    } want[] = {
         {7, 12, 22, q12 * o22}, /* 5.814 */
         {5, 10, 20, q10 * o20}, /* 5.768 */
         {5, 11, 20, q11 * o20}, /* 3.845 */
@@ -389,10 +399,9 @@ TEST(circ_skip_trigrams_planted) {
         int n = k < 5 ? k : 5;
         CHECK(h->n_tri == n);
         for (int i = 0; i < n && i < h->n_tri; i++) {
-            CHECKF(h->tri[i].a == want[i].a && h->tri[i].b == want[i].b &&
-                       h->tri[i].c == want[i].c,
-                   "k=%d rank %d: got %d…%d→%d want %d…%d→%d", k, i, h->tri[i].a,
-                   h->tri[i].b, h->tri[i].c, want[i].a, want[i].b, want[i].c);
+            CHECKF(h->tri[i].a == want[i].a && h->tri[i].b == want[i].b && h->tri[i].c == want[i].c,
+                   "k=%d rank %d: got %d…%d→%d want %d…%d→%d", k, i, h->tri[i].a, h->tri[i].b,
+                   h->tri[i].c, want[i].a, want[i].b, want[i].c);
             CHECK_NEAR(h->tri[i].score, want[i].s, 1e-5);
             CHECK_NEAR(h->tri[i].qk * h->tri[i].ov, want[i].s, 1e-5);
         }
@@ -434,8 +443,8 @@ TEST(circ_k_composition_planted) {
         for (int k = 0; k < AL_COMP_N; k++)
             CHECKF(fabs(r.comp[i].score[k] - r.base_mean[k]) < 5 * r.base_sd[k],
                    "%s %d.%d->%d.%d: %g vs baseline %g ± %g", al_comp_names[k], r.comp[i].l1,
-                   r.comp[i].h1, r.comp[i].l2, r.comp[i].h2, r.comp[i].score[k],
-                   r.base_mean[k], r.base_sd[k]);
+                   r.comp[i].h1, r.comp[i].l2, r.comp[i].h2, r.comp[i].score[k], r.base_mean[k],
+                   r.base_sd[k]);
     }
     /* dense Frobenius ratios for the planted pair and one other */
     int pairs[2][4] = {{0, 5, 1, 3}, {0, 2, 1, 6}};
@@ -447,8 +456,8 @@ TEST(circ_k_composition_planted) {
                           fro_ratio(ov1, ov2, 0, C)};
         double got[3];
         al_err e;
-        CHECK_OK(al_circ_composition(&m, pairs[p][0], pairs[p][1], pairs[p][2], pairs[p][3],
-                                     got, &e),
+        CHECK_OK(al_circ_composition(&m, pairs[p][0], pairs[p][1], pairs[p][2], pairs[p][3], got,
+                                     &e),
                  &e);
         for (int k = 0; k < 3; k++) CHECK_NEAR(got[k] / want[k], 1, 1e-9);
         free(ov1), free(qk2), free(ov2);
@@ -473,9 +482,9 @@ TEST(circ_composition_baseline_dense) {
         for (int i = 0; i < C * D * 6; i++) w[i] = al_rng_normal(&g);
         double *v1 = w, *o1 = w + C * D, *q2 = w + 2 * C * D, *k2 = w + 3 * C * D,
                *v2 = w + 4 * C * D, *o2 = w + 5 * C * D; /* o as (D,C) */
-        al_dgemm(0, 0, C, C, D, v1, o1, m1);                 /* OV1 */
-        al_dgemm(0, 1, C, C, D, q2, k2, m2);                 /* QK2 */
-        al_dgemm(0, 0, C, C, D, v2, o2, m3);                 /* OV2 */
+        al_dgemm(0, 0, C, C, D, v1, o1, m1); /* OV1 */
+        al_dgemm(0, 1, C, C, D, q2, k2, m2); /* QK2 */
+        al_dgemm(0, 0, C, C, D, v2, o2, m3); /* OV2 */
         acc[0] += fro_ratio(m1, m2, 0, C) / N;
         acc[1] += fro_ratio(m1, m2, 1, C) / N;
         acc[2] += fro_ratio(m1, m3, 0, C) / N;
@@ -605,7 +614,8 @@ static const char *find_numpy_python(void) {
 TEST(circ_numpy_reference) {
     const char *py = find_numpy_python();
     if (!py) t_skip("no python3 with numpy");
-    if (!al_file_exists("tests/circuits_ref.py")) t_skip("tests/circuits_ref.py not found (run from the repository root)");
+    if (!al_file_exists("tests/circuits_ref.py"))
+        t_skip("tests/circuits_ref.py not found (run from the repository root)");
     al_model m;
     make_model(&m, 2, 512, 0);
     randomise(&m, 61);
@@ -636,8 +646,8 @@ TEST(circ_numpy_reference) {
             int rq, ro;
             double cp;
             CHECK(sscanf(line + off, "%d %d %lf", &rq, &ro, &cp) == 3);
-            CHECKF(rq == hd->qk_rank && ro == hd->ov_rank, "%d.%d ranks numpy %d/%d ours %d/%d",
-                   l, h, rq, ro, hd->qk_rank, hd->ov_rank);
+            CHECKF(rq == hd->qk_rank && ro == hd->ov_rank, "%d.%d ranks numpy %d/%d ours %d/%d", l,
+                   h, rq, ro, hd->qk_rank, hd->ov_rank);
             CHECK_NEAR(cp, hd->copying_eigen, 1e-5);
             n_head++;
         } else {
@@ -687,8 +697,8 @@ TEST(circ_cli_database) {
     snprintf(db, sizeof db, "%s", t_path("r.db"));
     CHECK_OK(al_ckpt_save(dir, &m, tok, NULL, NULL, NULL, &e), &e);
     for (int k = 0; k < 2; k++)
-        CHECK(t_sh("%s circuits --model '%s' --db '%s' --top-k 5 > '%s' 2> '%s'", t_bin(), dir,
-                   db, t_path("out.txt"), t_path("err.txt")) == 0);
+        CHECK(t_sh("%s circuits --model '%s' --db '%s' --top-k 5 > '%s' 2> '%s'", t_bin(), dir, db,
+                   t_path("out.txt"), t_path("err.txt")) == 0);
     char *out = t_slurp(t_path("out.txt"));
     CHECKF(out && strstr(out, "\" … ' → \\xc3"), "summary shows the trigram:\n%s", out ? out : "");
     /* heads 2..7 write nothing and head 0's full OV is nilpotent (one
@@ -701,8 +711,10 @@ TEST(circ_cli_database) {
     CHECK_SQL(db, "SELECT count(*), sum(status = 'done') FROM runs", "2|2");
     CHECK_SQL(db, "SELECT count(*) FROM models", "1");
     CHECK_SQL(db, "SELECT count(*) FROM head_summary", "8");
-    CHECK_SQL(db, "SELECT round(copying_eigen, 6), round(copying_top1, 6) FROM head_summary WHERE head = 1",
-              "1.0|0.124514"); /* 32/257 */
+    CHECK_SQL(
+        db,
+        "SELECT round(copying_eigen, 6), round(copying_top1, 6) FROM head_summary WHERE head = 1",
+        "1.0|0.124514"); /* 32/257 */
     CHECK_SQL(db, "SELECT qk_rank, ov_rank FROM head_summary WHERE head = 0", "1.0|1.0");
     CHECK_SQL(db, "SELECT count(*) FROM head_summary WHERE copying_eigen IS NULL AND head != 1",
               "7");
@@ -712,11 +724,16 @@ TEST(circ_cli_database) {
     al_tok_display(tok, 195, sc, sizeof sc);
     snprintf(want, sizeof want, "34|39|195|%s|%s|%s", sa, sb, sc);
     CHECK(strcmp(sa, "\"") == 0 && strcmp(sb, "'") == 0 && strcmp(sc, "\\xc3") == 0);
-    CHECK_SQL(db, "SELECT a, b, c, a_str, b_str, c_str FROM skip_trigrams WHERE run_id = 2 AND head = 0 AND rank = 1",
-              want);
+    CHECK_SQL(
+        db,
+        "SELECT a, b, c, a_str, b_str, c_str FROM skip_trigrams WHERE run_id = 2 AND head = 0 AND rank = 1",
+        want);
     /* (2 - 2/257) * (3 - 3/257) */
     snprintf(want, sizeof want, "%.4f", (2 - 2.0 / V) * (3 - 3.0 / V));
-    CHECK_SQL(db, "SELECT printf('%.4f', score) FROM skip_trigrams WHERE run_id = 2 AND head = 0 AND rank = 1", want);
+    CHECK_SQL(
+        db,
+        "SELECT printf('%.4f', score) FROM skip_trigrams WHERE run_id = 2 AND head = 0 AND rank = 1",
+        want);
     CHECK_SQL(db, "SELECT count(*) FROM singular_values WHERE run_id = 2", "512");
     CHECK_SQL(db, "SELECT count(*) FROM eigenvalues WHERE run_id = 2", "256");
     CHECK_SQL(db, "SELECT count(*) FROM head_overlap WHERE run_id = 2", "192");

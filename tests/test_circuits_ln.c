@@ -226,7 +226,8 @@ TEST(circuits_ln_biases_left_out) {
     float got[CV * CV];
     for (int i = 0; i < CV * CC; i++) we[i] = m.p[AL_P_WE][i];
     centre_rows(we, CV, CC);
-    for (int i = 0; i < CC * CD; i++) wq[i] = al_head_wq(&m, 1, 2)[i], wk[i] = al_head_wk(&m, 1, 2)[i];
+    for (int i = 0; i < CC * CD; i++)
+        wq[i] = al_head_wq(&m, 1, 2)[i], wk[i] = al_head_wk(&m, 1, 2)[i];
     mul(a, we, wq, CV, CC, CD, 0);
     mul(b, we, wk, CV, CC, CD, 0);
     mul(full, a, b, CV, CD, CV, 1);
@@ -307,7 +308,8 @@ TEST(circuits_ln_shortformer_parts) {
         for (int t = 0; t < CT; t++)
             for (int u = 0; u <= t; u++) {
                 double want = pos[t * CT + u] / sqrt(CD);
-                d = fmax(d, fabs(cap->s[(h * CT + t) * CT + u] - want)), big = fmax(big, fabs(want));
+                d = fmax(d, fabs(cap->s[(h * CT + t) * CT + u] - want)),
+                big = fmax(big, fabs(want));
             }
     }
     CHECKF(big > 0.1 && d <= 1e-5 * big, "positional circuit vs forward's scores: %g of %g", d,

@@ -30,7 +30,8 @@ static char *rows_by_table(const char *db, const char *kind) {
         for (char *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save))
             len += (size_t)snprintf(sql + len, cap - len,
                                     " || ' %s:' || (SELECT count(*) FROM %s WHERE run_id IN "
-                                    "(SELECT run_id FROM runs WHERE kind = '%s'))", t, t, kind);
+                                    "(SELECT run_id FROM runs WHERE kind = '%s'))",
+                                    t, t, kind);
         out = t_sql(db, sql);
     }
     free(sql);
@@ -90,18 +91,23 @@ TEST(concurrency_four_analyses_one_db) {
     char c[4][4096];
     snprintf(c[0], sizeof c[0], "circuits %s --db %%1$s --mc-samples 20000 --top-k 2000", m);
     snprintf(c[1], sizeof c[1], "scores %s --db %%1$s %s --probe-r 12 --probe-n 20000", m, val);
-    snprintf(c[2], sizeof c[2], "ablate %s --db %%1$s %s --pairs --method mean --probe-r 12 "
-                                "--batches 60", m, val);
-    snprintf(c[3], sizeof c[3], "patch %s --db %%1$s --component head_pos --probe-r 12 --n 256 "
-                                "--batch 8 --naive", m);
+    snprintf(c[2], sizeof c[2],
+             "ablate %s --db %%1$s %s --pairs --method mean --probe-r 12 "
+             "--batches 60",
+             m, val);
+    snprintf(c[3], sizeof c[3],
+             "patch %s --db %%1$s --component head_pos --probe-r 12 --n 256 "
+             "--batch 8 --naive",
+             m);
     const char *const cmds[4] = {c[0], c[1], c[2], c[3]};
     const char *const kinds[4] = {"circuits", "scores", "ablate", "patch"};
     double t0 = al_now();
     run_at_once(db.s, cmds, 4); /* into a database none of them finds made */
     fprintf(stderr, "    four analyses at once: %.1f s\n", al_now() - t0);
     CHECK_SQL(db.s, "PRAGMA integrity_check", "ok");
-    CHECK_SQL(db.s, "SELECT group_concat(kind || ':' || status, ' ') FROM (SELECT kind, status "
-                    "FROM runs ORDER BY kind)",
+    CHECK_SQL(db.s,
+              "SELECT group_concat(kind || ':' || status, ' ') FROM (SELECT kind, status "
+              "FROM runs ORDER BY kind)",
               "ablate:done circuits:done patch:done scores:done");
     CHECK_SQL(db.s, "SELECT count(*) FROM models", "1");
     same_rows_as_alone(db.s, cmds, kinds, 4);
@@ -126,10 +132,14 @@ TEST(concurrency_two_trainings_one_db) {
     CHECK_SQL(db.s, "SELECT group_concat(status) FROM runs", "done,done");
     CHECK_SQL(db.s, "SELECT count(*) FROM models", "2");
     /* steps 0, 5, ..., 1000 and 4 scores of 8 heads at each, for each run */
-    CHECK_SQL(db.s, "SELECT group_concat(n) FROM (SELECT count(*) AS n FROM train_log "
-                    "GROUP BY run_id)", "201,201");
-    CHECK_SQL(db.s, "SELECT group_concat(n) FROM (SELECT count(*) AS n FROM train_head_scores "
-                    "GROUP BY run_id)", "6432,6432");
+    CHECK_SQL(db.s,
+              "SELECT group_concat(n) FROM (SELECT count(*) AS n FROM train_log "
+              "GROUP BY run_id)",
+              "201,201");
+    CHECK_SQL(db.s,
+              "SELECT group_concat(n) FROM (SELECT count(*) AS n FROM train_head_scores "
+              "GROUP BY run_id)",
+              "6432,6432");
     CHECK_SQL(db.s, "SELECT count(*) FROM runs r JOIN models m USING (model_id)", "2");
 }
 

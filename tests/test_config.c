@@ -14,13 +14,12 @@ static const char *o_out;
 static int o_steps, o_tied;
 static double o_lr;
 static uint64_t o_seed;
-static al_flag flags[] = {
-    {"out-dir", AL_STR, &o_out, "DIR", "output", 0, 0},
-    {"steps", AL_INT, &o_steps, "N", "steps", 0, 0},
-    {"lr", AL_FLOAT, &o_lr, "X", "rate", 0, 0},
-    {"tied", AL_BOOL, &o_tied, NULL, "tie", 0, 0},
-    {"seed", AL_U64, &o_seed, "N", "seed", 0, 0},
-    AL_FLAGS_END};
+static al_flag flags[] = {{"out-dir", AL_STR, &o_out, "DIR", "output", 0, 0},
+                          {"steps", AL_INT, &o_steps, "N", "steps", 0, 0},
+                          {"lr", AL_FLOAT, &o_lr, "X", "rate", 0, 0},
+                          {"tied", AL_BOOL, &o_tied, NULL, "tie", 0, 0},
+                          {"seed", AL_U64, &o_seed, "N", "seed", 0, 0},
+                          AL_FLAGS_END};
 
 static void reset_flags(void) {
     o_out = "default";
@@ -49,8 +48,10 @@ TEST(config_flags_apply) {
     for (al_flag *f = flags; f->name; f++) f->seen = 0;
     flags[1].seen = 1;
     o_steps = 7;
-    CHECK_OK(al_flags_apply_json(flags, "{\"out-dir\": null, \"steps\": 5, \"seed\": 9007199254740992}",
-                                 "b.json", &e), &e);
+    CHECK_OK(al_flags_apply_json(flags,
+                                 "{\"out-dir\": null, \"steps\": 5, \"seed\": 9007199254740992}",
+                                 "b.json", &e),
+             &e);
     CHECK(o_out == NULL && o_steps == 7 && o_seed == 9007199254740992ULL);
     al_config_arena_free();
 }
@@ -58,7 +59,9 @@ TEST(config_flags_apply) {
 TEST(config_flags_errors_name_key) {
     reset_flags();
     al_err e;
-    struct { const char *json, *msg; } cases[] = {
+    struct {
+        const char *json, *msg;
+    } cases[] = {
         {"{\"stpes\": 5}", "train.json: unknown key 'stpes'"},
         {"{\"steps\": \"100\"}", "train.json: key 'steps' must be an integer"},
         {"{\"steps\": 1.5}", "train.json: key 'steps' must be an integer"},
@@ -69,7 +72,8 @@ TEST(config_flags_errors_name_key) {
         {"{\"out_dir\": 3}", "train.json: key 'out_dir' must be a string"},
         {"{\"seed\": -1}", "train.json: key 'seed' must be a non-negative integer"},
         {"{\"seed\": 1e300}", "train.json: key 'seed' must be a non-negative integer"},
-        {"{\"seed\": \"18446744073709551616\"}", "train.json: key 'seed' must be a non-negative integer"},
+        {"{\"seed\": \"18446744073709551616\"}",
+         "train.json: key 'seed' must be a non-negative integer"},
         {"{\"steps\": 1, \"steps\": 2}", "train.json: key 'steps' given twice"},
         {"{\"steps\": 1, \"steps\": 2}", "train.json: key 'steps' given twice"},
         {"[1, 2]", "train.json: top level must be a JSON object"},
@@ -181,12 +185,20 @@ TEST(config_model_json_roundtrip) {
     CHECK(s != NULL);
     if (!s) return;
     /* TransformerLens keys, checked as literal text */
-    const char *want[] = {"\"n_layers\":\t2", "\"d_model\":\t256", "\"n_heads\":\t8",
-                          "\"d_head\":\t32", "\"n_ctx\":\t256", "\"d_vocab\":\t4096",
-                          "\"attn_only\":\ttrue", "\"normalization_type\":\tnull",
-                          "\"positional_embedding_type\":\t\"standard\"", "\"d_mlp\":\tnull",
-                          "\"act_fn\":\tnull", "\"original_architecture\":\t\"attnlab\"",
-                          "\"tied_embeddings\":\ttrue", "\"seed\":\t\"18446744073709551614\"",
+    const char *want[] = {"\"n_layers\":\t2",
+                          "\"d_model\":\t256",
+                          "\"n_heads\":\t8",
+                          "\"d_head\":\t32",
+                          "\"n_ctx\":\t256",
+                          "\"d_vocab\":\t4096",
+                          "\"attn_only\":\ttrue",
+                          "\"normalization_type\":\tnull",
+                          "\"positional_embedding_type\":\t\"standard\"",
+                          "\"d_mlp\":\tnull",
+                          "\"act_fn\":\tnull",
+                          "\"original_architecture\":\t\"attnlab\"",
+                          "\"tied_embeddings\":\ttrue",
+                          "\"seed\":\t\"18446744073709551614\"",
                           "\"attnlab_version\":\t\"" AL_VERSION "\""};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CHECKF(strstr(s, want[i]), "missing %s in %s", want[i], s);
@@ -208,9 +220,12 @@ TEST(config_model_json_roundtrip) {
 
 TEST(config_model_json_refuses) {
     const char *base = "\"n_layers\":1,\"d_model\":16,\"n_heads\":2,\"d_head\":8,\"n_ctx\":4";
-    struct { const char *extra, *msg; } cases[] = {
+    struct {
+        const char *extra, *msg;
+    } cases[] = {
         {",\"d_vocab\":11,\"attn_only\":false", "m/config.json: key 'attn_only' must be true"},
-        {",\"d_vocab\":11,\"normalization_type\":\"RMS\"", "key 'normalization_type' must be null, \"LN\" or \"LNPre\""},
+        {",\"d_vocab\":11,\"normalization_type\":\"RMS\"",
+         "key 'normalization_type' must be null, \"LN\" or \"LNPre\""},
         {",\"d_vocab\":11,\"positional_embedding_type\":\"rotary\"",
          "key 'positional_embedding_type' must be \"standard\""},
         {",\"d_vocab\":11,\"d_mlp\":64", "key 'd_mlp' must be null"},
@@ -228,8 +243,8 @@ TEST(config_model_json_refuses) {
         al_config c;
         al_err e = {{0}};
         int rc = al_config_from_json(json, &c, "m/config.json", &e);
-        CHECKF(rc == -1 && strstr(e.msg, cases[i].msg), "case %zu: '%s' want '%s'", i,
-               e.msg, cases[i].msg);
+        CHECKF(rc == -1 && strstr(e.msg, cases[i].msg), "case %zu: '%s' want '%s'", i, e.msg,
+               cases[i].msg);
     }
     al_config c;
     al_err e;
@@ -270,8 +285,9 @@ TEST(config_state_roundtrip) {
     CHECK(memcmp(&t.tokens_seen, &s.tokens_seen, sizeof(double)) == 0);
     CHECK(memcmp(&t.last_train_loss, &s.last_train_loss, sizeof(double)) == 0);
     CHECK(isnan(t.last_val_loss));
-    CHECK(t.train_json && strcmp(t.train_json,
-                                 "{\"lr\":0.30000000000000004,\"steps\":100,\"data\":\"x.bin\"}") == 0);
+    CHECK(t.train_json &&
+          strcmp(t.train_json, "{\"lr\":0.30000000000000004,\"steps\":100,\"data\":\"x.bin\"}") ==
+              0);
     CHECK(t.curve_run == 4294967301LL && t.curve_db && strcmp(t.curve_db, "/runs/\"r\".db") == 0);
     /* the restored RNG continues the same stream */
     al_rng a = s.rng, b = t.rng;
@@ -290,13 +306,16 @@ TEST(config_state_roundtrip) {
 }
 
 TEST(config_state_refuses) {
-    struct { const char *json, *msg; } cases[] = {
+    struct {
+        const char *json, *msg;
+    } cases[] = {
         {"{\"step\":1,\"tokens_seen\":0,\"rng\":[\"1\",\"2\",\"3\",\"4\"]}",
          "s.json: key 'rng' entry 0 must be 16 hex digits"},
         {"{\"step\":1,\"tokens_seen\":0,\"rng\":[\"000000000000000g\",\"0\",\"0\",\"0\"]}",
          "key 'rng' entry 0 must be 16 hex digits"},
         {"{\"step\":1,\"tokens_seen\":0,\"rng\":[\"0000000000000000\",\"0000000000000000\","
-         "\"0000000000000000\",\"0000000000000000\"]}", "key 'rng' is all zero"},
+         "\"0000000000000000\",\"0000000000000000\"]}",
+         "key 'rng' is all zero"},
         {"{\"step\":1,\"tokens_seen\":0,\"rng\":[1,2,3,4]}", "key 'rng' entry 0 must be"},
         {"{\"step\":1,\"tokens_seen\":0}", "s.json: key 'rng' must be an array of 4"},
         {"{\"step\":-1,\"tokens_seen\":0}", "s.json: key 'step' must be a non-negative integer"},

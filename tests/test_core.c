@@ -87,7 +87,8 @@ static void save_ckpt(const char *dir, int with_state) {
     st.train_json = strdup("{\"steps\": 12}");
     float *am = calloc(m.n_params, sizeof(float)), *av = calloc(m.n_params, sizeof(float));
     CHECK_OK(al_ckpt_save(dir, &m, NULL, with_state ? &st : NULL, with_state ? am : NULL,
-                          with_state ? av : NULL, &e), &e);
+                          with_state ? av : NULL, &e),
+             &e);
     free(am);
     free(av);
     al_state_free(&st);
@@ -133,8 +134,10 @@ TEST(core_grow_doubles_only_when_full) {
         int *b = al_grow(a, &cap, n, sizeof *b, 4, &e);
         CHECK_OK(b ? 0 : -1, &e);
         if (!b) break;
-        if (n < had) CHECK(b == a && cap == had); /* room left: the same array */
-        else CHECK(cap == (had ? 2 * had : 4));
+        if (n < had)
+            CHECK(b == a && cap == had); /* room left: the same array */
+        else
+            CHECK(cap == (had ? 2 * had : 4));
         a = b;
         a[n] = n;
     }

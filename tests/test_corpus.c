@@ -49,10 +49,14 @@ TEST(corpus_split_modes) {
 /* Duplicates by normalised text: line ends, blanks before them and
  * around the document do not count; indentation and case do. */
 TEST(corpus_clean_duplicates) {
-    al_doc d[9] = {D("def f():\n    return 1\n"),   D("\n\ndef f():  \r\n    return 1"),
-                   D("def f():\n  return 1\n"),     D("   \n\t"),
-                   D("x <|endoftext|> y"),          D("DEF f():\n    return 1"),
-                   D("def f():\n    return 1 \t "), D("a\tb"),
+    al_doc d[9] = {D("def f():\n    return 1\n"),
+                   D("\n\ndef f():  \r\n    return 1"),
+                   D("def f():\n  return 1\n"),
+                   D("   \n\t"),
+                   D("x <|endoftext|> y"),
+                   D("DEF f():\n    return 1"),
+                   D("def f():\n    return 1 \t "),
+                   D("a\tb"),
                    D("a b")};
     unsigned char keep[9];
     al_corpus_stats st;
@@ -78,7 +82,8 @@ TEST(corpus_clean_duplicates) {
 
 /* Written and split again (--docs eot): the same documents. */
 TEST(corpus_write_round_trip) {
-    al_doc d[4] = {D("first\n\nwith a blank line"), D(" "), D("  indented code\n  more"), D("last")};
+    al_doc d[4] = {D("first\n\nwith a blank line"), D(" "), D("  indented code\n  more"),
+                   D("last")};
     unsigned char keep[4];
     al_corpus_stats st;
     al_err e;
@@ -131,7 +136,8 @@ TEST(corpus_val_split) {
         CHECK(k == 1); /* same hash: the tie is broken to keep one on each side */
     }
     /* refusals */
-    CHECK(al_corpus_val_split(d, 1, 0.1, AL_VAL_HASH, v, &k, &e) == -1 && strstr(e.msg, "at least 2"));
+    CHECK(al_corpus_val_split(d, 1, 0.1, AL_VAL_HASH, v, &k, &e) == -1 &&
+          strstr(e.msg, "at least 2"));
     CHECK(al_corpus_val_split(d, 5, 1.0, AL_VAL_LAST, v, &k, &e) == -1);
     al_val_pick p;
     CHECK(al_val_pick_parse("hash", &p, &e) == 0 && p == AL_VAL_HASH);
@@ -147,11 +153,13 @@ TEST(corpus_mix_shares) {
     al_rng r;
     al_rng_seed(&r, 3);
     for (int i = 0; i < NA; i++) {
-        snprintf(ta[i], sizeof ta[i], "code %d %.*s", i, (int)al_rng_below(&r, 30), "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+        snprintf(ta[i], sizeof ta[i], "code %d %.*s", i, (int)al_rng_below(&r, 30),
+                 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
         a[i] = D(ta[i]);
     }
     for (int i = 0; i < NB; i++) {
-        snprintf(tb[i], sizeof tb[i], "prose %d %.*s", i, (int)al_rng_below(&r, 40), "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy");
+        snprintf(tb[i], sizeof tb[i], "prose %d %.*s", i, (int)al_rng_below(&r, 40),
+                 "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy");
         b[i] = D(tb[i]);
     }
     snprintf(tb[7], sizeof tb[7], "code 5 %.*s", (int)strlen(ta[5]) - 7, ta[5] + 7); /* = a[5] */
@@ -164,7 +172,8 @@ TEST(corpus_mix_shares) {
     size_t n, nq, taken[2], taken2[2], dups;
     al_err e;
     CHECK_OK(al_corpus_mix(in, 2, 4000, 9, &p, &n, taken, &dups, &e), &e);
-    CHECK(taken[0] >= 3000 && taken[0] < 3000 + max_a && taken[1] >= 1000 && taken[1] < 1000 + max_b);
+    CHECK(taken[0] >= 3000 && taken[0] < 3000 + max_a && taken[1] >= 1000 &&
+          taken[1] < 1000 + max_b);
     size_t sum[2] = {0, 0};
     static unsigned char used_a[NA], used_b[NB];
     int twice = 0, from_b_first = -1;
@@ -188,8 +197,10 @@ TEST(corpus_mix_shares) {
     CHECK_OK(al_corpus_mix(in, 2, 0, 9, &p, &n, taken, &dups, &e), &e);
     double ta_ = (double)bytes_a / 0.75, tb_ = (double)bytes_b / 0.25;
     size_t all = (size_t)(ta_ < tb_ ? ta_ : tb_);
-    CHECKF((double)taken[0] >= 0.75 * (double)all && (double)taken[0] < 0.75 * (double)all + (double)max_a &&
-               (double)taken[1] >= 0.25 * (double)all && (double)taken[1] < 0.25 * (double)all + (double)max_b,
+    CHECKF((double)taken[0] >= 0.75 * (double)all &&
+               (double)taken[0] < 0.75 * (double)all + (double)max_a &&
+               (double)taken[1] >= 0.25 * (double)all &&
+               (double)taken[1] < 0.25 * (double)all + (double)max_b,
            "taken %zu + %zu of %zu", taken[0], taken[1], all);
     free(p);
     /* refusals */
@@ -198,7 +209,8 @@ TEST(corpus_mix_shares) {
     al_mix_in bad[2] = {{a, NA, 0.7}, {b, NB, 0.2}};
     CHECK(al_corpus_mix(bad, 2, 100, 9, &p, &n, taken, NULL, &e) == -1 && strstr(e.msg, "sum to"));
     al_mix_in empty[1] = {{a, 0, 1.0}};
-    CHECK(al_corpus_mix(empty, 1, 100, 9, &p, &n, taken, NULL, &e) == -1 && strstr(e.msg, "no documents"));
+    CHECK(al_corpus_mix(empty, 1, 100, 9, &p, &n, taken, NULL, &e) == -1 &&
+          strstr(e.msg, "no documents"));
 }
 
 /* `bible -l 100000` prints chapters like this; a narrower run wraps a
@@ -212,18 +224,18 @@ static const char KJV[] =
 TEST(corpus_kjv_parse) {
     al_err e;
     const al_kjv_unit units[3] = {AL_KJV_CHAPTER, AL_KJV_BOOK, AL_KJV_VERSE};
-    const char *want[3][4] = {
-        {"Genesis 1\n\n1 In the beginning God created the heaven and the earth.\n2 And the earth "
-         "was without form, and void; and darkness was upon the face of the deep.",
-         "Genesis 2\n\n1 Thus the heavens were finished.",
-         "1 Samuel 3\n\n10 And the LORD came, and stood.\n100 Verse of 3 digits.", NULL},
-        {"Genesis 1\n\n1 In the beginning God created the heaven and the earth.\n2 And the earth "
-         "was without form, and void; and darkness was upon the face of the deep.\n\nGenesis 2\n\n"
-         "1 Thus the heavens were finished.",
-         "1 Samuel 3\n\n10 And the LORD came, and stood.\n100 Verse of 3 digits.", NULL, NULL},
-        {"In the beginning God created the heaven and the earth.",
-         "And the earth was without form, and void; and darkness was upon the face of the deep.",
-         "Thus the heavens were finished.", "And the LORD came, and stood."}};
+    const char *want[3][4] =
+        {{"Genesis 1\n\n1 In the beginning God created the heaven and the earth.\n2 And the earth "
+          "was without form, and void; and darkness was upon the face of the deep.",
+          "Genesis 2\n\n1 Thus the heavens were finished.",
+          "1 Samuel 3\n\n10 And the LORD came, and stood.\n100 Verse of 3 digits.", NULL},
+         {"Genesis 1\n\n1 In the beginning God created the heaven and the earth.\n2 And the earth "
+          "was without form, and void; and darkness was upon the face of the deep.\n\nGenesis 2\n\n"
+          "1 Thus the heavens were finished.",
+          "1 Samuel 3\n\n10 And the LORD came, and stood.\n100 Verse of 3 digits.", NULL, NULL},
+         {"In the beginning God created the heaven and the earth.",
+          "And the earth was without form, and void; and darkness was upon the face of the deep.",
+          "Thus the heavens were finished.", "And the LORD came, and stood."}};
     const size_t n_want[3] = {3, 2, 5};
     for (int u = 0; u < 3; u++) {
         al_docset ds = AL_DOCSET_INIT;
@@ -244,7 +256,8 @@ TEST(corpus_kjv_parse) {
     al_docset ds = AL_DOCSET_INIT;
     al_kjv_counts c;
     const char *bad = "\nGenesis 1\n\nno verse here\n";
-    CHECK(al_kjv_parse((const unsigned char *)bad, strlen(bad), AL_KJV_CHAPTER, &ds, &c, &e) == -1 &&
+    CHECK(al_kjv_parse((const unsigned char *)bad, strlen(bad), AL_KJV_CHAPTER, &ds, &c, &e) ==
+              -1 &&
           strstr(e.msg, "line 4"));
     al_docset_free(&ds);
     CHECK(al_kjv_parse((const unsigned char *)"\n\n", 2, AL_KJV_CHAPTER, &ds, &c, &e) == -1 &&
@@ -285,7 +298,8 @@ TEST(corpus_tree_read) {
     size_t n;
     CHECK_OK(al_docset_docs(&ds, &d, &n, &e), &e);
     /* a/z.py, b.py, bin.py (skipped: NUL), l.py */
-    CHECKF(n == 3 && f.n == 3 && f.binary == 1, "%zu docs, %zu files, %zu binary", n, f.n, f.binary);
+    CHECKF(n == 3 && f.n == 3 && f.binary == 1, "%zu docs, %zu files, %zu binary", n, f.n,
+           f.binary);
     if (n == 3) {
         CHECK(doc_is(d[0], "z = 1\n") && doc_is(d[1], "b = 2\n") && doc_is(d[2], "linked\n"));
         CHECK(strstr(f.path[0], "/t/a/z.py") && strstr(f.path[2], "/t/l.py"));
@@ -329,14 +343,15 @@ TEST(corpus_cli_end_to_end) {
                out, t_path("log")) == 0);
     char *txt = t_slurp(out), *log = t_slurp(t_path("log"));
     /* sorted paths: other.py, pkg/dup.py (pkg/mod.py its duplicate) */
-    CHECKF(txt && !strcmp(txt, "import os\n\nprint(os.sep)\n<|endoftext|>\ndef f():\r\n    return 1\n"),
+    CHECKF(txt && !strcmp(txt,
+                          "import os\n\nprint(os.sep)\n<|endoftext|>\ndef f():\r\n    return 1\n"),
            "%s", txt ? txt : "");
     CHECKF(log && strstr(log, "2 documents") && strstr(log, "removed 1 duplicates, 1 empty"), "%s",
            log ? log : "");
     free(txt), free(log);
     cJSON *j = sidecar(js);
-    CHECK(j && num(j, "documents") == 2 && num(j, "duplicates_removed") == 1 && num(j, "files") == 4 &&
-          num(j, "empty_removed") == 1);
+    CHECK(j && num(j, "documents") == 2 && num(j, "duplicates_removed") == 1 &&
+          num(j, "files") == 4 && num(j, "empty_removed") == 1);
     const cJSON *sha = cJSON_GetObjectItemCaseSensitive(j, "sha256");
     char want[65];
     al_err e;
@@ -361,14 +376,15 @@ TEST(corpus_cli_end_to_end) {
     free(txt);
     /* a mixture: deterministic, the inputs' provenance inside */
     for (int k = 0; k < 2; k++)
-        CHECK(t_sh("%s data mix --in %s:0.5 --in=%s:0.5 --out %s --seed 4 > /dev/null 2>&1", t_bin(),
-                   out, t_path("kjv.txt"), t_path(k ? "m2.txt" : "m1.txt")) == 0);
+        CHECK(t_sh("%s data mix --in %s:0.5 --in=%s:0.5 --out %s --seed 4 > /dev/null 2>&1",
+                   t_bin(), out, t_path("kjv.txt"), t_path(k ? "m2.txt" : "m1.txt")) == 0);
     CHECK(t_sh("cmp -s %s %s", t_path("m1.txt"), t_path("m2.txt")) == 0);
     snprintf(js, sizeof js, "%s.json", t_path("m1.txt"));
     j = sidecar(js);
     const cJSON *ins = j ? cJSON_GetObjectItemCaseSensitive(j, "inputs") : NULL;
-    CHECK(cJSON_GetArraySize(ins) == 2 &&
-          cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ins, 1), "provenance")));
+    CHECK(
+        cJSON_GetArraySize(ins) == 2 &&
+        cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ins, 1), "provenance")));
     cJSON_Delete(j);
     /* encode: --docs eot gives the documents back; --val-pick hash holds
      * out whole documents; --val-pick last is the default, bit for bit */
@@ -377,15 +393,18 @@ TEST(corpus_cli_end_to_end) {
     CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s --docs eot --val 0.3 > %s 2>&1", t_bin(),
                t_path("tok.json"), t_path("kjv.txt"), t_path("a.bin"), t_path("log")) == 0);
     CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s --docs eot --val 0.3 --val-pick last "
-               "> /dev/null 2>&1", t_bin(), t_path("tok.json"), t_path("kjv.txt"), t_path("b.bin")) == 0);
+               "> /dev/null 2>&1",
+               t_bin(), t_path("tok.json"), t_path("kjv.txt"), t_path("b.bin")) == 0);
     CHECK(t_sh("cmp -s %s %s && cmp -s %s %s", t_path("a.train.bin"), t_path("b.train.bin"),
                t_path("a.val.bin"), t_path("b.val.bin")) == 0);
     log = t_slurp(t_path("log"));
     CHECKF(log && strstr(log, "3 documents") && strstr(log, "(2 documents)") &&
-               strstr(log, "(1 document)"), "%s", log ? log : "");
+               strstr(log, "(1 document)"),
+           "%s", log ? log : "");
     free(log);
     CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s --docs eot --val 0.3 --val-pick hash "
-               "> %s 2>&1", t_bin(), t_path("tok.json"), t_path("kjv.txt"), t_path("h.bin"),
+               "> %s 2>&1",
+               t_bin(), t_path("tok.json"), t_path("kjv.txt"), t_path("h.bin"),
                t_path("log")) == 0);
     log = t_slurp(t_path("log"));
     CHECKF(log && strstr(log, "picked by hash"), "%s", log ? log : "");
@@ -403,7 +422,8 @@ TEST(corpus_cli_end_to_end) {
     CHECK(t_sh("%s data code --source gostd --dir %s --out %s 2> %s", t_bin(), t_path("nope"),
                t_path("x.txt"), t_path("err")) == 1);
     CHECK(t_one_line(t_path("err"), "no such directory"));
-    CHECK(t_sh("%s data prose --source file --out %s 2> %s", t_bin(), t_path("x.txt"), t_path("err")) == 1);
+    CHECK(t_sh("%s data prose --source file --out %s 2> %s", t_bin(), t_path("x.txt"),
+               t_path("err")) == 1);
     CHECK(t_one_line(t_path("err"), "--in FILE"));
     CHECK(t_sh("%s data mix --in %s:0.9 --in %s:0.2 --out %s 2> %s", t_bin(), out, out,
                t_path("x.txt"), t_path("err")) == 1);
@@ -424,22 +444,23 @@ TEST(corpus_cli_end_to_end) {
 TEST(corpus_experiment_code) {
     char body[200];
     for (int i = 0; i < 40; i++) { /* enough text for a tokenizer and a few windows */
-        snprintf(body, sizeof body, "def f%d(x):\n    y%d = x + %d\n    return y%d * y%d\n", i, i, i,
-                 i, i);
+        snprintf(body, sizeof body, "def f%d(x):\n    y%d = x + %d\n    return y%d * y%d\n", i, i,
+                 i, i, i);
         char rel[64];
         snprintf(rel, sizeof rel, "lib/m%02d.py", i);
         put(rel, body);
     }
     char exp[2048];
-    snprintf(exp, sizeof exp,
-             "{\"name\": \"c\", \"threads\": 1,\n"
-             " \"data\": {\"code\": {\"source\": \"pystdlib\", \"dir\": \"%s\"}, \"docs\": \"eot\", "
-             "\"val\": 0.2},\n"
-             " \"tokenizer\": {\"vocab\": 270},\n"
-             " \"train\": {\"d_model\": 16, \"n_heads\": 2, \"d_head\": 8, \"n_ctx\": 8, \"batch\": 2,\n"
-             "           \"steps\": 2, \"eval_every\": 0, \"warmup\": 1},\n"
-             " \"models\": [{\"name\": \"one\", \"n_layers\": 1}], \"pictures\": false, \"report\": false}\n",
-             t_path("lib"));
+    snprintf(
+        exp, sizeof exp,
+        "{\"name\": \"c\", \"threads\": 1,\n"
+        " \"data\": {\"code\": {\"source\": \"pystdlib\", \"dir\": \"%s\"}, \"docs\": \"eot\", "
+        "\"val\": 0.2},\n"
+        " \"tokenizer\": {\"vocab\": 270},\n"
+        " \"train\": {\"d_model\": 16, \"n_heads\": 2, \"d_head\": 8, \"n_ctx\": 8, \"batch\": 2,\n"
+        "           \"steps\": 2, \"eval_every\": 0, \"warmup\": 1},\n"
+        " \"models\": [{\"name\": \"one\", \"n_layers\": 1}], \"pictures\": false, \"report\": false}\n",
+        t_path("lib"));
     const char *f = t_write("c.json", exp);
     t_pbuf out = t_pcopy("out");
     CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), f, out.s, t_path("log")) == 0);
@@ -458,19 +479,22 @@ TEST(corpus_experiment_code) {
     CHECK(at0 != NULL);
     if (at0) {
         char two[2300];
-        snprintf(two, sizeof two, "%.*s\"analyses\": {\"scores\": [{\"probe_tokens\": \"seen\"}, "
-                 "{\"probe_tokens\": \"text\"}]}, %s", (int)(at0 - exp), exp, at0);
+        snprintf(two, sizeof two,
+                 "%.*s\"analyses\": {\"scores\": [{\"probe_tokens\": \"seen\"}, "
+                 "{\"probe_tokens\": \"text\"}]}, %s",
+                 (int)(at0 - exp), exp, at0);
         const char *g = t_write("two.json", two);
         CHECK(t_sh("%s experiment %s --dry-run > %s 2>&1", t_bin(), g, t_path("plan")) == 0);
         char *plan = t_slurp(t_path("plan"));
         CHECKF(plan && strstr(plan, "scores (probe seen): model one") &&
-                   strstr(plan, "scores (probe text): model one"), "%s", plan ? plan : "");
+                   strstr(plan, "scores (probe text): model one"),
+               "%s", plan ? plan : "");
         free(plan);
     }
-    static const char *const bad[][3] = {
-        {"\"source\": \"pystdlib\"", "\"source\": \"perl\"", "data.code.source"},
-        {"\"docs\": \"eot\"", "\"docs\": \"blank\"", "data.docs"},
-        {"/lib\"", "/nolib\"", "data.code.dir"}};
+    static const char *const bad[][3] = {{"\"source\": \"pystdlib\"", "\"source\": \"perl\"",
+                                          "data.code.source"},
+                                         {"\"docs\": \"eot\"", "\"docs\": \"blank\"", "data.docs"},
+                                         {"/lib\"", "/nolib\"", "data.code.dir"}};
     for (int k = 0; k < 3; k++) {
         const char *at = strstr(exp, bad[k][0]);
         CHECK(at != NULL);

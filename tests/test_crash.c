@@ -206,7 +206,8 @@ static void stop_by_signal(int sig) {
     /* the resumed run's curve starts at step 0: every step up to the stop
      * (logged by the stopped run, or redone if the signal cut it short) */
     char q[256], want[32];
-    snprintf(q, sizeof q, "SELECT count(*) FROM train_log WHERE run_id = 2 AND step <= %ld", stopped);
+    snprintf(q, sizeof q, "SELECT count(*) FROM train_log WHERE run_id = 2 AND step <= %ld",
+             stopped);
     snprintf(want, sizeof want, "%ld", stopped + 1);
     CHECKF(strcmp(sql(db, q), want) == 0, "%s: %s, want %s", q, sql(db, q), want);
     /* the stopped run is recorded as such (and the resumed one as done) */
@@ -307,9 +308,9 @@ TEST(crash_db_sigkill_mid_write) {
                          data, m),
                  NULL) == 0);
     /* reference runs: 1 = circuits, 2 = scores, timed */
-    const char *cmd[2] = {
-        "circuits --model %s --db %s --threads 1 --mc-samples 400",
-        "scores --model %s --db %s --threads 1 --data %s --batches 16 --probe-r 10"};
+    const char *cmd[2] =
+        {"circuits --model %s --db %s --threads 1 --mc-samples 400",
+         "scores --model %s --db %s --threads 1 --data %s --batches 16 --probe-r 10"};
     double t_cmd[2];
     char ref[2][512];
     for (int k = 0; k < 2; k++) {

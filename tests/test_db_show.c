@@ -13,11 +13,14 @@
 static void fixture(const char *dir) {
     t_tiny_model(dir, 2, 20);
     CHECK(t_sh("%s scores --model %s/m2 --db %s/r.db --data %s/s.val.bin --probe-r 6 --probe-n 4 "
-               "--batches 1 --batch 2 > /dev/null 2>&1", t_bin(), dir, dir, dir) == 0);
+               "--batches 1 --batch 2 > /dev/null 2>&1",
+               t_bin(), dir, dir, dir) == 0);
     CHECK(t_sh("%s discover --model %s/m2 --db %s/r.db --probe-r 5 --n 4 --tau 0.0002 --sweep "
-               "0,0.002 --out %s/c > /dev/null 2>&1", t_bin(), dir, dir, dir) == 0);
+               "0,0.002 --out %s/c > /dev/null 2>&1",
+               t_bin(), dir, dir, dir) == 0);
     CHECK(t_sh("%s discover --model %s/m2 --db %s/r.db --probe-r 5 --n 4 --method eap --out %s/c "
-               "> /dev/null 2>&1", t_bin(), dir, dir, dir) == 0);
+               "> /dev/null 2>&1",
+               t_bin(), dir, dir, dir) == 0);
 }
 
 TEST(db_show_counts_match_sqlite) {
@@ -83,7 +86,8 @@ TEST(db_show_counts_match_sqlite) {
     /* the text form names the same runs */
     CHECK(t_sh("%s db show %s > %s", t_bin(), db, t_path("s.txt")) == 0);
     char *txt = t_slurp(t_path("s.txt"));
-    CHECK(txt && strstr(txt, "runs (3):") && strstr(txt, "discover") && strstr(txt, "circuit_main"));
+    CHECK(txt && strstr(txt, "runs (3):") && strstr(txt, "discover") &&
+          strstr(txt, "circuit_main"));
     free(txt);
     /* refusals: one line, exit 1 or 2, nothing written */
     CHECK(t_sh("%s db show %s 99 2> %s", t_bin(), db, t_path("e1")) == 1);
@@ -119,12 +123,16 @@ TEST(db_show_circuit_main_is_the_circuit_file) {
             const char *ch = cJSON_GetObjectItemCaseSensitive(ed, "channel")->valuestring;
             char q[512], where[128];
             int l, h;
-            if (!strcmp(rcv, "logits")) snprintf(where, sizeof where, "receiver_layer IS NULL");
+            if (!strcmp(rcv, "logits"))
+                snprintf(where, sizeof where, "receiver_layer IS NULL");
             else if (sscanf(rcv, "%d.%d", &l, &h) == 2)
                 snprintf(where, sizeof where, "receiver_layer = %d AND receiver_head = %d", l, h);
-            else snprintf(where, sizeof where, "0");
-            snprintf(q, sizeof q, "SELECT count(*) FROM circuit_main WHERE run_id = %d AND "
-                     "sender = '%s' AND channel = '%s' AND %s", k + 2, snd, ch, where);
+            else
+                snprintf(where, sizeof where, "0");
+            snprintf(q, sizeof q,
+                     "SELECT count(*) FROM circuit_main WHERE run_id = %d AND "
+                     "sender = '%s' AND channel = '%s' AND %s",
+                     k + 2, snd, ch, where);
             missing += t_sql_long(db, q) != 1;
         }
         char q[128];

@@ -21,7 +21,7 @@ typedef struct fix {
     int in_a[DB * DT], in_b[DB * DT];
     al_acts a, b;
     float rep[DB * DT * DD]; /* z replacement of head (0, 2) */
-    const float *zr[2 * DH];  /* its hook's per-head pointers */
+    const float *zr[2 * DH]; /* its hook's per-head pointers */
 } fix;
 
 /* Positional embedding type of fix_init's models (the shortformer tests
@@ -108,8 +108,8 @@ static void check_delta(fix *f, const al_patch_spec *sp, float *xL, unsigned cha
                 diff = fmax(diff, fabs((double)xL[o + c] - ref[o + c]));
             }
             if (diff > 1e-5 * big && bad++ < 3)
-                t_fail(__FILE__, __LINE__, "%s: b %d t %d differs by %g (row max %g)", what, b,
-                       t, diff, big);
+                t_fail(__FILE__, __LINE__, "%s: b %d t %d differs by %g (row max %g)", what, b, t,
+                       diff, big);
             if (!dirty[t] && memcmp(xL + o, base + o, sizeof(float) * DC) && notbase++ < 3)
                 t_fail(__FILE__, __LINE__, "%s: b %d t %d not dirty but not base's", what, b, t);
         }
@@ -184,8 +184,9 @@ static void random_masks(void) {
                     }
                 for (int rep = 0; rep < 6; rep++) {
                     double p = rep < 3 ? 0.01 : 0.05;
-                    int kinds = rep % 3 == 0 ? KALL : rep % 3 == 1 ? KZ | KQ | KK | KV | KATT
-                                                                  : KZ | KATT | KXL;
+                    int kinds = rep % 3 == 0   ? KALL
+                                : rep % 3 == 1 ? KZ | KQ | KK | KV | KATT
+                                               : KZ | KATT | KXL;
                     al_patch_spec sp = random_spec(&f, &k, kinds, p, &r);
                     snprintf(what, sizeof what, "L %d tied %d T %d combined %d p %g", L, tied, T,
                              kinds, p);
@@ -386,13 +387,16 @@ TEST(delta_errors) {
     masks k;
     memset(&k, 0, sizeof k);
     k.x[3] = k.z[3] = k.qkv[3] = k.att[3] = 1;
-    al_patch_spec bad[4] = {{.x_mask = k.x}, {.z_mask = k.z}, {.qkv_mask = k.qkv},
+    al_patch_spec bad[4] = {{.x_mask = k.x},
+                            {.z_mask = k.z},
+                            {.qkv_mask = k.qkv},
                             {.att_mask = k.att}};
     for (int i = 0; i < 4; i++) {
         al_err e = {0};
         memset(xL, 0xab, sizeof(float) * n);
         memset(dirty, 0xab, sizeof dirty);
-        CHECKF(al_model_forward_delta(&f.m, &f.a, &bad[i], xL, dirty, NULL, &e) == -1, "case %d", i);
+        CHECKF(al_model_forward_delta(&f.m, &f.a, &bad[i], xL, dirty, NULL, &e) == -1, "case %d",
+               i);
         CHECKF(strstr(e.msg, "without its source") != NULL, "case %d: '%s'", i, e.msg);
         CHECK(((unsigned char *)xL)[0] == 0xab && ((unsigned char *)xL)[4 * n - 1] == 0xab &&
               dirty[0] == 0xab && dirty[DT - 1] == 0xab);

@@ -30,8 +30,10 @@ TEST(discover_graph_indexing) {
             int n = al_graph_n_edges(L, H), bad = 0, kinds[3] = {0};
             for (int k = 0; k < n; k++) {
                 al_edge ed;
-                if (al_graph_edge(L, H, k, &ed) || al_graph_edge_index(L, H, &ed) != k) bad++;
-                else kinds[ed.kind]++;
+                if (al_graph_edge(L, H, k, &ed) || al_graph_edge_index(L, H, &ed) != k)
+                    bad++;
+                else
+                    kinds[ed.kind]++;
             }
             CHECKF(!bad, "L %d H %d: %d edges do not round-trip", L, H, bad);
             CHECK(kinds[AL_EDGE_INPUT] == 6 * L * H);
@@ -66,25 +68,27 @@ TEST(discover_graph_indexing) {
     CHECK(ed.kind == AL_EDGE_OUTPUT && ed.sender == 2 + 8 + 2 && ed.recv_layer == -1 &&
           ed.channel == 3);
     char b[64];
-    CHECK(!strcmp(al_graph_edge_name(2, 8, ((1 * 8 + 3) * 3 + 1) * 2, b, sizeof b),
-                  "embed->1.3.k"));
+    CHECK(
+        !strcmp(al_graph_edge_name(2, 8, ((1 * 8 + 3) * 3 + 1) * 2, b, sizeof b), "embed->1.3.k"));
     CHECK(!strcmp(al_graph_edge_name(2, 8, 96 + (4 * 8 + 6) * 3, b, sizeof b), "0.4->1.6.q"));
     CHECK(!strcmp(al_graph_edge_name(2, 8, 96 + 192 + 2 + 8 + 2, b, sizeof b), "1.2->logits"));
     CHECK(!strcmp(al_graph_edge_name(2, 8, 96 + 192 + 1, b, sizeof b), "pos->logits"));
     CHECK(!strcmp(al_graph_edge_name(1, 2, 1, b, sizeof b), "pos->0.0.q"));
     /* 4 layers: 1.5 -> 3.2.v sits in layer 3's block, after layers 1 (3·64) and 2 (3·128) */
-    CHECK(!strcmp(al_graph_edge_name(4, 8, 192 + 192 + 384 + ((8 + 5) * 8 + 2) * 3 + 2, b, sizeof b),
-                  "1.5->3.2.v"));
-    CHECK(!strcmp(al_graph_edge_name(4, 8, 192 + 1152 + 2 + 3 * 8 + 7, b, sizeof b), "3.7->logits"));
+    CHECK(
+        !strcmp(al_graph_edge_name(4, 8, 192 + 192 + 384 + ((8 + 5) * 8 + 2) * 3 + 2, b, sizeof b),
+                "1.5->3.2.v"));
+    CHECK(
+        !strcmp(al_graph_edge_name(4, 8, 192 + 1152 + 2 + 3 * 8 + 7, b, sizeof b), "3.7->logits"));
     al_edge late = {AL_EDGE_COMPOSITION, 2 + 2 * 8, 2, 0, 0}; /* 2.0 -> 2.0: same layer */
     CHECK(al_graph_edge_index(4, 8, &late) == -1);
     /* edges the graph does not have */
     al_edge no[] = {
         {AL_EDGE_COMPOSITION, 2, 1, 0, 0}, /* no composition in 1 layer (tested with L = 1) */
-        {AL_EDGE_INPUT, 2, 0, 0, 0},       /* a head is no input sender */
-        {AL_EDGE_INPUT, 0, 2, 0, 0},       /* no layer 2 */
-        {AL_EDGE_OUTPUT, 0, 1, 0, 3},      /* the logits are layer −1 */
-        {AL_EDGE_INPUT, 0, 0, 0, 3},       /* channel 3 is the logits' */
+        {AL_EDGE_INPUT, 2, 0, 0, 0}, /* a head is no input sender */
+        {AL_EDGE_INPUT, 0, 2, 0, 0}, /* no layer 2 */
+        {AL_EDGE_OUTPUT, 0, 1, 0, 3}, /* the logits are layer −1 */
+        {AL_EDGE_INPUT, 0, 0, 0, 3}, /* channel 3 is the logits' */
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
         CHECKF(al_graph_edge_index(1, 2, &no[i]) == -1, "case %zu", i);
@@ -118,8 +122,10 @@ static void rand_setup(al_model *m, al_pairs *t, int L, al_patch_opts *po) {
 /* The graph's index of path patching's path (patch.h: channel c, 3 =
  * direct; sender s; receiver head h of layer 1). */
 static int path_edge(int L, int H, int c, int s, int h) {
-    al_edge ed = {c == 3 ? AL_EDGE_OUTPUT : s < 2 ? AL_EDGE_INPUT : AL_EDGE_COMPOSITION, s,
-                  c == 3 ? -1 : 1, c == 3 ? -1 : h, c};
+    al_edge ed = {c == 3  ? AL_EDGE_OUTPUT
+                  : s < 2 ? AL_EDGE_INPUT
+                          : AL_EDGE_COMPOSITION,
+                  s, c == 3 ? -1 : 1, c == 3 ? -1 : h, c};
     return al_graph_edge_index(L, H, &ed);
 }
 
@@ -140,8 +146,8 @@ static void check_ends(int L) {
            mv, mc);
     memset(k, 0, (size_t)al_graph_n_edges(L, 3));
     CHECK_OK(al_circuit_eval(&m, &t, k, 3, &kl, &mv, &e), &e);
-    CHECKF(kl > 1e-3 && fabs(mv - mr) < 1e-9, "L %d none kept: kl %g, M %.9g vs corrupted %.9g",
-           L, kl, mv, mr);
+    CHECKF(kl > 1e-3 && fabs(mv - mr) < 1e-9, "L %d none kept: kl %g, M %.9g vs corrupted %.9g", L,
+           kl, mv, mr);
     /* the batch size does not matter beyond float rounding */
     double kl1, mv1;
     CHECK_OK(al_circuit_eval(&m, &t, k, 1, &kl1, &mv1, &e), &e);
@@ -444,8 +450,8 @@ static double eap_vs_attrpatch(al_model *m, const al_pairs *t, al_attrpatch_resu
                 double err = fabs(r->score[k] - fabs(a) * scale) / (1e-3 + fabs(a) * scale);
                 worst = fmax(worst, err);
                 char nm[64];
-                CHECKF(err < tol, "%s: %g vs attrpatch %g", al_graph_edge_name(2, H, k, nm, sizeof nm),
-                       r->score[k], fabs(a) * scale);
+                CHECKF(err < tol, "%s: %g vs attrpatch %g",
+                       al_graph_edge_name(2, H, k, nm, sizeof nm), r->score[k], fabs(a) * scale);
             }
     return worst;
 }
@@ -513,8 +519,10 @@ TEST(discover_eap_layer0_inputs_in_q_space) {
                 }
             al_edge ed = {AL_EDGE_INPUT, 0, 0, h, ch};
             double est = r.score[al_graph_edge_index(L, H, &ed)];
-            CHECKF(fabs(est - fabs(s)) <= 1e-5 * (1e-3 + fabs(s)), "head 0.%d channel %d: EAP %g, "
-                   "q-space %g", h, ch, est, fabs(s));
+            CHECKF(fabs(est - fabs(s)) <= 1e-5 * (1e-3 + fabs(s)),
+                   "head 0.%d channel %d: EAP %g, "
+                   "q-space %g",
+                   h, ch, est, fabs(s));
         }
     free(qc);
     free(dx);
@@ -555,8 +563,7 @@ TEST(discover_eap_layernorm_matches_attrpatch) {
                 l0 += r.score[al_graph_edge_index(2, H, &ed)];
             }
         CHECK(l0 > 0);
-        printf("    case %d: the edges attribution patching has, worst relative %.2e\n", ci,
-               worst);
+        printf("    case %d: the edges attribution patching has, worst relative %.2e\n", ci, worst);
         al_discover_result_free(&r);
         al_attrpatch_result_free(&ap);
         al_pairs_free(&t);
@@ -637,7 +644,8 @@ TEST(discover_acdc_reference_options) {
     memset(all, 1, (size_t)n);
     double kl_all, kl, mv;
     CHECK_OK(al_circuit_eval(&m, &t, all, 3, &kl_all, &mv, &e), &e);
-    al_edge first_idx = {AL_EDGE_OUTPUT, 0, -1, -1, 3}, first_rev = {AL_EDGE_OUTPUT, 1 + L * H, -1, -1, 3};
+    al_edge first_idx = {AL_EDGE_OUTPUT, 0, -1, -1, 3},
+            first_rev = {AL_EDGE_OUTPUT, 1 + L * H, -1, -1, 3};
     int ki = al_graph_edge_index(L, H, &first_idx), kr = al_graph_edge_index(L, H, &first_rev);
     al_discover_opts o = al_discover_opts_defaults();
     o.batch = 3, o.tau = 0.02;
@@ -662,8 +670,8 @@ TEST(discover_acdc_reference_options) {
         for (int k = 0; k < r.n_edges; k++) {
             if (isnan(r.score[k])) continue;
             zero += r.score[k] == 0.0;
-            CHECKF(r.kept[k] == (lt ? r.score[k] >= 0 : r.score[k] > 0), "%s: edge %d score %g kept %d",
-                   o.remove_if, k, r.score[k], r.kept[k]);
+            CHECKF(r.kept[k] == (lt ? r.score[k] >= 0 : r.score[k] > 0),
+                   "%s: edge %d score %g kept %d", o.remove_if, k, r.score[k], r.kept[k]);
         }
         CHECK(zero > 0); /* the pos edges */
         al_discover_result_free(&r);
@@ -685,7 +693,8 @@ TEST(discover_acdc_reference_options) {
         o.remove_if = c & 2 ? "lt" : "le";
         CHECK_OK(al_discover_run(&m, &t, &o, &r, &e), &e);
         int want[4] = {edge_of(AL_EDGE_INPUT, 0, 0, 0, 2), edge_of(AL_EDGE_COMPOSITION, 2, 1, 0, 1),
-                       edge_of(AL_EDGE_INPUT, 0, 1, 0, 2), edge_of(AL_EDGE_OUTPUT, 2 + PH, -1, -1, 3)};
+                       edge_of(AL_EDGE_INPUT, 0, 1, 0, 2),
+                       edge_of(AL_EDGE_OUTPUT, 2 + PH, -1, -1, 3)};
         CHECKF(r.n_kept == 4, "%s/%s: kept %d", o.order, o.remove_if, r.n_kept);
         for (int i = 0; i < 4; i++) CHECK(r.kept[want[i]]);
         al_discover_result_free(&r);
@@ -733,18 +742,12 @@ TEST(discover_refusals) {
         int batch;
         const char *msg;
     } bad[] = {
-        {"greedy", "kl", 0.01, 0.9, 8, "method"},
-        {NULL, "kl", 0.01, 0.9, 8, "method"},
-        {"acdc", "loss", 0.01, 0.9, 8, "metric"},
-        {"acdc", NULL, 0.01, 0.9, 8, "metric"},
-        {"acdc", "kl", -0.01, 0.9, 8, "tau"},
-        {"acdc", "kl", NAN, 0.9, 8, "tau"},
-        {"acdc", "kl", INFINITY, 0.9, 8, "tau"},
-        {"eap", "kl", 0.01, -0.1, 8, "recover"},
-        {"eap", "kl", 0.01, 1.5, 8, "recover"},
-        {"eap", "kl", 0.01, NAN, 8, "recover"},
-        {"acdc", "kl", 0.01, 0.9, 0, "batch"},
-        {"acdc", "kl", 0.01, 0.9, 100001, "batch"},
+        {"greedy", "kl", 0.01, 0.9, 8, "method"}, {NULL, "kl", 0.01, 0.9, 8, "method"},
+        {"acdc", "loss", 0.01, 0.9, 8, "metric"}, {"acdc", NULL, 0.01, 0.9, 8, "metric"},
+        {"acdc", "kl", -0.01, 0.9, 8, "tau"},     {"acdc", "kl", NAN, 0.9, 8, "tau"},
+        {"acdc", "kl", INFINITY, 0.9, 8, "tau"},  {"eap", "kl", 0.01, -0.1, 8, "recover"},
+        {"eap", "kl", 0.01, 1.5, 8, "recover"},   {"eap", "kl", 0.01, NAN, 8, "recover"},
+        {"acdc", "kl", 0.01, 0.9, 0, "batch"},    {"acdc", "kl", 0.01, 0.9, 100001, "batch"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         al_discover_opts o = al_discover_opts_defaults();
@@ -753,8 +756,8 @@ TEST(discover_refusals) {
         al_discover_result r;
         memset(&r, 0xab, sizeof r);
         e.msg[0] = 0;
-        CHECKF(al_discover_opts_check(&o, &e) == -1 && strstr(e.msg, bad[i].msg), "case %zu: %s",
-               i, e.msg);
+        CHECKF(al_discover_opts_check(&o, &e) == -1 && strstr(e.msg, bad[i].msg), "case %zu: %s", i,
+               e.msg);
         CHECKF(al_discover_run(&m, &t, &o, &r, &e) == -1 && strstr(e.msg, bad[i].msg),
                "case %zu: %s", i, e.msg);
         CHECKF(t_all_zero(&r, sizeof r), "case %zu: result not zeroed", i);

@@ -27,8 +27,10 @@ static void check_file_matches(const char *db, const char *file, int L, int H, c
     CHECK(n > 0 && n <= 400);
     CHECK_OK(al_circuit_load(file, L, H, kept, &e), &e);
     char q[300], *want, got[420];
-    snprintf(q, sizeof q, "SELECT group_concat(kept, '') FROM (SELECT kept FROM circuit_edges WHERE "
-                          "%s ORDER BY edge)", where);
+    snprintf(q, sizeof q,
+             "SELECT group_concat(kept, '') FROM (SELECT kept FROM circuit_edges WHERE "
+             "%s ORDER BY edge)",
+             where);
     want = t_sql(db, q);
     for (int k = 0; k < n; k++) got[k] = (char)('0' + kept[k]);
     got[n] = 0;
@@ -46,25 +48,32 @@ TEST(discover_cli_acdc_sweep_rows) {
                   t_bin(), dir.s, db.s, out.s);
     CHECK(rc == 0);
     CHECK_SQL(db.s, "SELECT kind, status FROM runs", "discover|done");
-    CHECK_SQL(db.s, "SELECT tau, method, metric, task, n_edges, recover IS NULL, length(task_hash), "
-                    "evals > 0 FROM circuit_runs ORDER BY tau",
+    CHECK_SQL(db.s,
+              "SELECT tau, method, metric, task, n_edges, recover IS NULL, length(task_hash), "
+              "evals > 0 FROM circuit_runs ORDER BY tau",
               "0.0|acdc|kl|induction|106|1|16|1\n0.001|acdc|kl|induction|106|1|16|1\n"
               "0.01|acdc|kl|induction|106|1|16|1\n0.1|acdc|kl|induction|106|1|16|1");
     /* every circuit: every edge once, its kept edges = n_kept */
-    CHECK_SQL(db.s, "SELECT count(*) FROM circuit_runs c WHERE n_edges = (SELECT count(DISTINCT edge) "
-                    "FROM circuit_edges WHERE run_id = c.run_id AND tau = c.tau) AND n_kept = "
-                    "(SELECT sum(kept) FROM circuit_edges WHERE run_id = c.run_id AND tau = c.tau)",
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM circuit_runs c WHERE n_edges = (SELECT count(DISTINCT edge) "
+              "FROM circuit_edges WHERE run_id = c.run_id AND tau = c.tau) AND n_kept = "
+              "(SELECT sum(kept) FROM circuit_edges WHERE run_id = c.run_id AND tau = c.tau)",
               "4");
     CHECK_SQL(db.s, "SELECT count(*) FROM circuit_edges", "424");
     /* names: the logits' edges have no receiver and channel direct */
-    CHECK_SQL(db.s, "SELECT count(*), count(receiver_layer), min(channel), max(channel) FROM "
-                    "circuit_edges WHERE tau = 0.01 AND edge >= 96", "10|0|direct|direct");
-    CHECK_SQL(db.s, "SELECT sender, receiver_layer, receiver_head, channel FROM circuit_edges WHERE "
-                    "tau = 0.01 AND edge IN (1, 64, 105) ORDER BY edge",
+    CHECK_SQL(db.s,
+              "SELECT count(*), count(receiver_layer), min(channel), max(channel) FROM "
+              "circuit_edges WHERE tau = 0.01 AND edge >= 96",
+              "10|0|direct|direct");
+    CHECK_SQL(db.s,
+              "SELECT sender, receiver_layer, receiver_head, channel FROM circuit_edges WHERE "
+              "tau = 0.01 AND edge IN (1, 64, 105) ORDER BY edge",
               "pos|0|0|q\n0.1|1|1|k\n1.3|||direct");
     /* a smaller tau never keeps fewer edges here (tau 0 keeps what matters at all) */
-    CHECK_SQL(db.s, "SELECT (SELECT n_kept FROM circuit_runs WHERE tau = 0) >= (SELECT n_kept FROM "
-                    "circuit_runs WHERE tau = 0.1)", "1");
+    CHECK_SQL(db.s,
+              "SELECT (SELECT n_kept FROM circuit_runs WHERE tau = 0) >= (SELECT n_kept FROM "
+              "circuit_runs WHERE tau = 0.1)",
+              "1");
     /* the file: the main circuit (tau 0.01), same kept set as its rows */
     char file[1200];
     snprintf(file, sizeof file, "%s/m2/circuit-induction-acdc.json", dir.s);
@@ -80,8 +89,8 @@ TEST(discover_cli_acdc_sweep_rows) {
     /* printed: the curve with all four taus, and the file's path */
     txt = t_slurp(out.s);
     CHECKF(txt && strstr(txt, "sweep (tau -> kept edges -> faithfulness)") &&
-               strstr(txt, "\n  0.001 ") && strstr(txt, "\n  0.1 ") && strstr(txt, "circuit file ") &&
-               strstr(txt, "edges kept"),
+               strstr(txt, "\n  0.001 ") && strstr(txt, "\n  0.1 ") &&
+               strstr(txt, "circuit file ") && strstr(txt, "edges kept"),
            "%s", txt ? txt : "");
     free(txt);
     /* no temporary file left beside it */
@@ -93,17 +102,23 @@ TEST(discover_cli_eap_one_layer) {
     t_tiny_model(dir.s, 1, 20);
     /* L = 1: 24 input + 6 output edges; the file into --out (made) */
     CHECK(t_sh("%s discover --model %s/m1 --db %s --method eap --metric logit_diff --recover 0.5 "
-               "--out %s/sub " TASK " >/dev/null 2>&1", t_bin(), dir.s, db.s, out.s) == 0);
-    CHECK_SQL(db.s, "SELECT method, metric, tau IS NULL, recover, n_edges, faithfulness IS NOT NULL "
-                    "OR m_clean = m_corr FROM circuit_runs", "eap|logit_diff|1|0.5|30|1");
-    CHECK_SQL(db.s, "SELECT count(*), count(tau), count(score), sum(kept) = (SELECT n_kept FROM "
-                    "circuit_runs) FROM circuit_edges", "30|0|30|1");
+               "--out %s/sub " TASK " >/dev/null 2>&1",
+               t_bin(), dir.s, db.s, out.s) == 0);
+    CHECK_SQL(db.s,
+              "SELECT method, metric, tau IS NULL, recover, n_edges, faithfulness IS NOT NULL "
+              "OR m_clean = m_corr FROM circuit_runs",
+              "eap|logit_diff|1|0.5|30|1");
+    CHECK_SQL(db.s,
+              "SELECT count(*), count(tau), count(score), sum(kept) = (SELECT n_kept FROM "
+              "circuit_runs) FROM circuit_edges",
+              "30|0|30|1");
     char file[1200];
     snprintf(file, sizeof file, "%s/sub/circuit-induction-eap.json", out.s);
     check_file_matches(db.s, file, 1, 4, "1");
     /* again: the file replaced, still one file, no temporary */
     CHECK(t_sh("%s discover --model %s/m1 --db %s --method eap --out %s/sub " TASK
-               " >/dev/null 2>&1", t_bin(), dir.s, db.s, out.s) == 0);
+               " >/dev/null 2>&1",
+               t_bin(), dir.s, db.s, out.s) == 0);
     CHECK(t_sh("test \"$(ls %s/sub)\" = circuit-induction-eap.json", out.s) == 0);
     check_file_matches(db.s, file, 1, 4, "run_id = 2");
 }
@@ -118,13 +133,16 @@ TEST(discover_cli_reference_options) {
         CHECK(t_sh("%s discover --model %s/m2 --db %s --tau 0 --acdc-order latest-first "
                    "--acdc-remove %s --out %s " TASK " >/dev/null 2>&1",
                    t_bin(), dir.s, db.s, lt ? "lt" : "le", out.s) == 0);
-    CHECK_SQL(db.s, "SELECT group_concat(json_extract(config_json, '$.acdc_order') || '/' || "
-                    "json_extract(config_json, '$.acdc_remove'), ' ') FROM runs",
+    CHECK_SQL(db.s,
+              "SELECT group_concat(json_extract(config_json, '$.acdc_order') || '/' || "
+              "json_extract(config_json, '$.acdc_remove'), ' ') FROM runs",
               "latest-first/le latest-first/lt");
     /* the pos edges (4 heads x 2 layers x q, k, v, and the logits: 25, every receiver alive
      * here): none kept under le, all under lt */
-    CHECK_SQL(db.s, "SELECT group_concat(k, ' ') FROM (SELECT sum(e.kept) AS k FROM circuit_edges e "
-                    "WHERE e.sender = 'pos' GROUP BY e.run_id ORDER BY e.run_id)", "0 25");
+    CHECK_SQL(db.s,
+              "SELECT group_concat(k, ' ') FROM (SELECT sum(e.kept) AS k FROM circuit_edges e "
+              "WHERE e.sender = 'pos' GROUP BY e.run_id ORDER BY e.run_id)",
+              "0 25");
 }
 
 /* ------------------------------------------------------------ bad input */
@@ -182,8 +200,10 @@ TEST(discover_cli_sigint) {
     t_tiny_model(dir.s, 2, 5);
     /* 2000 pairs at tau 0, one thread: seconds of evaluations */
     t_pbuf out = t_pcopy("circ-out");
-    pid_t p = t_spawn(NULL, err.s, "discover --model %s --db %s --n 2000 --probe-r 12 --tau 0 "
-                                   "--threads 1 --out %s", m.s, db.s, out.s);
+    pid_t p = t_spawn(NULL, err.s,
+                      "discover --model %s --db %s --n 2000 --probe-r 12 --tau 0 "
+                      "--threads 1 --out %s",
+                      m.s, db.s, out.s);
     CHECK(t_wait_running(db.s));
     t_sleep(0.3);
     kill(p, SIGINT);
@@ -191,20 +211,21 @@ TEST(discover_cli_sigint) {
     CHECKF(rc == 130, "exit %d", rc);
     CHECK(t_sh("tail -n 1 %s | grep -qx 'attnlab: interrupted'", err.s) == 0);
     CHECK_SQL(db.s, "SELECT kind, status, error FROM runs", "discover|failed|interrupted");
-    CHECK_SQL(db.s, "SELECT (SELECT count(*) FROM circuit_runs) + (SELECT count(*) FROM "
-                    "circuit_edges)", "0");
+    CHECK_SQL(db.s,
+              "SELECT (SELECT count(*) FROM circuit_runs) + (SELECT count(*) FROM "
+              "circuit_edges)",
+              "0");
     CHECK(t_sh("ls %s | grep -q circuit-", m.s) != 0);
     CHECK(t_sh("test -e %s", out.s) != 0); /* no empty --out folder left */
 }
 
 /* ------------------------------------------------------------ experiment */
 
-static const char exp_json[] =
-    T_EXP_TINY_2L("disc")
-    " \"analyses\": {\n"
-    "   \"discover\": [{\"task\": \"induction\", \"probe_r\": 6, \"n\": 4, \"sweep\": \"0.001,0.1\"},\n"
-    "                {\"method\": \"eap\", \"probe_r\": 6, \"n\": 4}]},\n"
-    " \"pictures\": false, \"report\": false}\n";
+static const char exp_json[] = T_EXP_TINY_2L(
+    "disc") " \"analyses\": {\n"
+            "   \"discover\": [{\"task\": \"induction\", \"probe_r\": 6, \"n\": 4, \"sweep\": \"0.001,0.1\"},\n"
+            "                {\"method\": \"eap\", \"probe_r\": 6, \"n\": 4}]},\n"
+            " \"pictures\": false, \"report\": false}\n";
 
 TEST(discover_cli_experiment) {
     t_pbuf js = t_pcopy("x.json"), out = t_pcopy("out"), log = t_pcopy("log");
@@ -218,8 +239,9 @@ TEST(discover_cli_experiment) {
                strstr(txt, "$ attnlab discover"),
            "%s", txt ? txt : "");
     free(txt);
-    CHECK_SQL(db, "SELECT r.kind, r.status, c.method, count(*) FROM runs r JOIN circuit_runs c "
-                  "USING (run_id) GROUP BY run_id ORDER BY run_id",
+    CHECK_SQL(db,
+              "SELECT r.kind, r.status, c.method, count(*) FROM runs r JOIN circuit_runs c "
+              "USING (run_id) GROUP BY run_id ORDER BY run_id",
               "discover|done|acdc|3\ndiscover|done|eap|1");
     char f[1300];
     snprintf(f, sizeof f, "%s/models/two/circuit-induction-acdc.json", out.s);
@@ -287,7 +309,8 @@ TEST(circuit_file_round_trip) {
 }
 
 #define HDR "{\"format\": \"attnlab-circuit\", \"version\": 1, "
-#define E(s, r, c) "{\"sender\": \"" s "\", \"receiver\": \"" r "\", \"channel\": \"" c "\", \"score\": 0.5}"
+#define E(s, r, c)                                                                                 \
+    "{\"sender\": \"" s "\", \"receiver\": \"" r "\", \"channel\": \"" c "\", \"score\": 0.5}"
 
 /* Each refusal: one line, the wanted words, nothing assigned. A 2-layer
  * graph of 8 heads. */
@@ -301,7 +324,8 @@ TEST(circuit_file_refusals) {
         {"{\"version\": 1, \"n_edges\": 0, \"edges\": []}", "missing \"format\""},
         {"{\"format\": \"attnlab-mask\", \"version\": 1, \"n_edges\": 0, \"edges\": []}",
          "format is \"attnlab-mask\", not \"attnlab-circuit\""},
-        {"{\"format\": 3, \"version\": 1, \"n_edges\": 0, \"edges\": []}", "format is not a string"},
+        {"{\"format\": 3, \"version\": 1, \"n_edges\": 0, \"edges\": []}",
+         "format is not a string"},
         {"{\"format\": \"attnlab-circuit\", \"n_edges\": 0, \"edges\": []}", "missing \"version\""},
         {"{\"format\": \"attnlab-circuit\", \"version\": 2, \"n_edges\": 0, \"edges\": []}",
          "circuit file version unknown; this attnlab reads version 1"},
@@ -309,8 +333,10 @@ TEST(circuit_file_refusals) {
         {HDR "\"n_edges\": 1.5, \"edges\": []}", "n_edges must be an integer 0..306"},
         {HDR "\"n_edges\": 0}", "missing \"edges\""},
         {HDR "\"n_edges\": 0, \"edges\": {}}", "\"edges\" must be an array"},
-        {HDR "\"n_edges\": 2, \"edges\": [" E("0.1", "1.2", "k") "]}", "1 edges listed, n_edges says 2"},
-        {HDR "\"n_edges\": 0, \"edges\": [" E("0.1", "1.2", "k") "]}", "1 edges listed, n_edges says 0"},
+        {HDR "\"n_edges\": 2, \"edges\": [" E("0.1", "1.2", "k") "]}",
+         "1 edges listed, n_edges says 2"},
+        {HDR "\"n_edges\": 0, \"edges\": [" E("0.1", "1.2", "k") "]}",
+         "1 edges listed, n_edges says 0"},
         {HDR "\"n_edges\": 1, \"edges\": [" E("0.1", "1.9", "k") "]}",
          "edges[0]: head 1.9 is not in the model (8 heads)"},
         {HDR "\"n_edges\": 1, \"edges\": [" E("2.1", "logits", "direct") "]}",
@@ -330,13 +356,17 @@ TEST(circuit_file_refusals) {
         {HDR "\"n_edges\": 2, \"edges\": [" E("0.1", "1.2", "k") ", " E("0.1", "1.2", "k") "]}",
          "edges[1]: 0.1->1.2.k is listed twice (also edges[0])"},
         {HDR "\"n_edges\": 1, \"edges\": [{\"sender\": \"pos\", \"receiver\": \"logits\", "
-             "\"score\": 1}]}", "edges[0]: missing \"channel\""},
+             "\"score\": 1}]}",
+         "edges[0]: missing \"channel\""},
         {HDR "\"n_edges\": 1, \"edges\": [{\"sender\": \"pos\", \"receiver\": \"logits\", "
-             "\"channel\": \"direct\"}]}", "edges[0]: missing \"score\""},
+             "\"channel\": \"direct\"}]}",
+         "edges[0]: missing \"score\""},
         {HDR "\"n_edges\": 1, \"edges\": [{\"sender\": \"pos\", \"receiver\": 1, "
-             "\"channel\": \"direct\", \"score\": 1}]}", "edges[0]: \"receiver\" must be a string"},
+             "\"channel\": \"direct\", \"score\": 1}]}",
+         "edges[0]: \"receiver\" must be a string"},
         {HDR "\"n_edges\": 1, \"edges\": [{\"sender\": \"pos\", \"receiver\": \"logits\", "
-             "\"channel\": \"direct\", \"score\": \"1\"}]}", "\"score\" must be a number or null"},
+             "\"channel\": \"direct\", \"score\": \"1\"}]}",
+         "\"score\" must be a number or null"},
         {HDR "\"n_edges\": 1, \"edges\": [7]}", "edges[0]: must be an object"},
         {HDR "\"n_edges\": 1, \"edges\": [" E("bad\\nname", "1.1", "q") "]}",
          "edges[0]: sender 'bad?name' is not"},
@@ -367,9 +397,10 @@ TEST(circuit_file_refusals) {
     CHECK(al_circuit_parse("{}", 2, AL_GRAPH_MAX_LAYERS + 1, 4, k1, &e) == -1 &&
           strstr(e.msg, "no head graph"));
     /* a good one: exactly its edges */
-    const char *ok = HDR "\"n_edges\": 3, \"edges\": [" E("0.1", "1.2", "k") ", " E("pos", "0.0", "q")
-                         ", {\"sender\": \"1.7\", \"receiver\": \"logits\", \"channel\": \"direct\", "
-                         "\"score\": null}], \"task\": \"x\"}\n";
+    const char *ok = HDR "\"n_edges\": 3, \"edges\": [" E("0.1", "1.2", "k") ", " E(
+        "pos", "0.0",
+        "q") ", {\"sender\": \"1.7\", \"receiver\": \"logits\", \"channel\": \"direct\", "
+             "\"score\": null}], \"task\": \"x\"}\n";
     unsigned char kept[306];
     memset(kept, 9, sizeof kept);
     CHECK_OK(al_circuit_parse(ok, strlen(ok), 2, 8, kept, &e), &e);
@@ -415,13 +446,15 @@ static const char *same_length(const char *dir, const char *circuit) {
     static const char *const cand[] = {"the hat sat", "the bat sat", "the cat sit", "the cot sat"};
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
         if (t_sh("%s run --model %s/m2 --prompt 'the cat sat' --circuit %s --corrupted '%s' "
-                 ">/dev/null 2>&1", t_bin(), dir, circuit, cand[i]) == 0)
+                 ">/dev/null 2>&1",
+                 t_bin(), dir, circuit, cand[i]) == 0)
             return cand[i];
     CHECKF(0, "no corrupted text of the prompt's length");
     return cand[0];
 }
 
-#define SCORES_Q "SELECT group_concat(value, ',') FROM (SELECT value FROM head_scores WHERE run_id = %d ORDER BY layer, head, metric)"
+#define SCORES_Q                                                                                   \
+    "SELECT group_concat(value, ',') FROM (SELECT value FROM head_scores WHERE run_id = %d ORDER BY layer, head, metric)"
 
 /* Every edge kept is the model itself: the same scores bit for bit
  * (through the CLI: the same rows as printed with %.17g). No edge kept
@@ -450,11 +483,13 @@ TEST(discover_cli_circuit_runs) {
     CHECK(t_sh("%s scores --model %s/m2 --db %s %s --circuit %s --fill corrupted > %s 2>&1",
                t_bin(), dir.s, db.s, sc, none.s, out.s) == 0);
     CHECK(has(out.s, "0 of 106 edges kept") && has(out.s, "resampled"));
-    CHECK_SQL(db.s, "SELECT (SELECT value FROM model_scores WHERE run_id = 1 AND metric = 'icl_gain') "
-                    "> (SELECT value FROM model_scores WHERE run_id = 3 AND metric = 'icl_gain')",
+    CHECK_SQL(db.s,
+              "SELECT (SELECT value FROM model_scores WHERE run_id = 1 AND metric = 'icl_gain') "
+              "> (SELECT value FROM model_scores WHERE run_id = 3 AND metric = 'icl_gain')",
               "1");
     CHECK(t_sh("%s scores --model %s/m2 --db %s --data %s/s.val.bin %s --circuit %s --fill mean "
-               "> %s 2>&1", t_bin(), dir.s, db.s, dir.s, sc, none.s, out.s) == 0);
+               "> %s 2>&1",
+               t_bin(), dir.s, db.s, dir.s, sc, none.s, out.s) == 0);
     CHECK(has(out.s, "mean values over 2 windows"));
     /* a discovered circuit, in ablate and run */
     CHECK(t_sh("%s discover --model %s/m2 --db %s --out %s " TASK " >/dev/null 2>&1", t_bin(),
@@ -467,7 +502,8 @@ TEST(discover_cli_circuit_runs) {
                t_bin(), dir.s, db.s, dir.s, file, out.s) == 0);
     CHECK(has(out.s, "edges kept; the removed edges carry their senders' mean"));
     CHECK(t_sh("%s run --model %s/m2 --prompt 'the cat sat' --circuit %s --corrupted '%s' "
-               "--json > %s 2>&1", t_bin(), dir.s, all.s, same_length(dir.s, all.s), out.s) == 0);
+               "--json > %s 2>&1",
+               t_bin(), dir.s, all.s, same_length(dir.s, all.s), out.s) == 0);
     CHECK(has(out.s, "\"circuit_run\":") && has(out.s, "corrupted input"));
     CHECK_SQL(db.s, "SELECT group_concat(kind || ':' || status, ' ') FROM runs",
               "scores:done scores:done scores:done scores:done discover:done ablate:done");
@@ -482,7 +518,8 @@ static int json_near(const char *a, const char *b, double tol) {
             double x = strtod(a, &ea), y = strtod(b, &eb);
             if (fabs(x - y) > tol) return 0;
             a = ea, b = eb;
-        } else if (*a++ != *b++) return 0;
+        } else if (*a++ != *b++)
+            return 0;
     }
     return *a == *b;
 }
@@ -503,9 +540,10 @@ TEST(discover_cli_circuit_run_prompt) {
     for (int i = 0; i < 4; i++) {
         char line[3000];
         if (cmd[i][1][0])
-            snprintf(line, sizeof line, "%s run --model %s/m2 --prompt '%s' --circuit %s "
-                     "--corrupted '%s' --json 2>&1 | grep -v '\"circuit'", t_bin(), dir.s, cmd[i][0],
-                     cmd[i][1], cmd[i][2]);
+            snprintf(line, sizeof line,
+                     "%s run --model %s/m2 --prompt '%s' --circuit %s "
+                     "--corrupted '%s' --json 2>&1 | grep -v '\"circuit'",
+                     t_bin(), dir.s, cmd[i][0], cmd[i][1], cmd[i][2]);
         else
             snprintf(line, sizeof line, "%s run --model %s/m2 --prompt '%s' --json 2>&1", t_bin(),
                      dir.s, cmd[i][0]);
@@ -554,10 +592,14 @@ TEST(discover_cli_circuit_refusals) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[600], *o = args;
         for (const char *s = cases[i].args; *s; s++) {
-            if (strncmp(s, "ALL", 3) == 0) o += sprintf(o, "%s", all.s), s += 2;
-            else if (strncmp(s, "BIG", 3) == 0) o += sprintf(o, "%s", big.s), s += 2;
-            else if (strncmp(s, "DIR", 3) == 0) o += sprintf(o, "%s", dir.s), s += 2;
-            else *o++ = *s;
+            if (strncmp(s, "ALL", 3) == 0)
+                o += sprintf(o, "%s", all.s), s += 2;
+            else if (strncmp(s, "BIG", 3) == 0)
+                o += sprintf(o, "%s", big.s), s += 2;
+            else if (strncmp(s, "DIR", 3) == 0)
+                o += sprintf(o, "%s", dir.s), s += 2;
+            else
+                *o++ = *s;
         }
         *o = 0;
         int db_arg = strncmp(args, "run", 3) != 0, w = (int)strcspn(args, " ");

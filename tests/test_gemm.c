@@ -19,9 +19,7 @@
 
 static const al_matmul_backend BACKENDS[2] = {AL_MATMUL_ONEDNN, AL_MATMUL_OPENBLAS};
 
-static float urand(al_rng *r) {
-    return (float)(al_rng_uniform(r) * 2.0 - 1.0);
-}
+static float urand(al_rng *r) { return (float)(al_rng_uniform(r) * 2.0 - 1.0); }
 
 /* A stored operand of rows x cols with row stride ld, random values in
  * the matrix and `fill` in the padding. */
@@ -70,10 +68,10 @@ static int check_one(bool ta, bool tb, int M, int N, int K, float alpha, float b
             double tol = (K + 2) * 0x1p-23 * (fabs(alpha) * mag + fabs(bc) + fabs(want));
             if (!(fabs(got - want) <= tol)) {
                 if (bad < 3)
-                    t_fail(__FILE__, __LINE__,
-                           "%s ta %d tb %d %dx%dx%d alpha %g beta %g pad %d: C[%d,%d] %.9g want %.9g",
-                           al_gemm_backend_name(), ta, tb, M, N, K, alpha, beta, pad, i, j, got,
-                           want);
+                    t_fail(
+                        __FILE__, __LINE__,
+                        "%s ta %d tb %d %dx%dx%d alpha %g beta %g pad %d: C[%d,%d] %.9g want %.9g",
+                        al_gemm_backend_name(), ta, tb, M, N, K, alpha, beta, pad, i, j, got, want);
                 bad++;
             }
         }
@@ -84,7 +82,11 @@ static int check_one(bool ta, bool tb, int M, int N, int K, float alpha, float b
 /* Every transpose combination, odd shapes, leading dimensions wider than
  * the matrix, alpha 1, -1 and 0.37, beta 0, 1 and 0.5, on both backends. */
 TEST(gemm_matches_naive_all_transposes) {
-    static const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 17, 65}, {64, 64, 32}, {130, 70, 257}};
+    static const int shapes[][3] = {{1, 1, 1},
+                                    {7, 13, 5},
+                                    {33, 17, 65},
+                                    {64, 64, 32},
+                                    {130, 70, 257}};
     static const float alphas[] = {1.0f, -1.0f, 0.37f}, betas[] = {0.0f, 1.0f, 0.5f};
     al_rng r;
     al_rng_seed(&r, 5);
@@ -140,8 +142,10 @@ TEST(gemm_beta1_accumulates) {
  * thread) rather than outside (on all of them). */
 TEST(gemm_element_independent_of_rows_ld_and_threads) {
     al_gemm_set_backend(AL_MATMUL_ONEDNN);
-    static const int shapes[][4] = {/* M N K tb */ {64, 64, 32, 1},  {64, 32, 128, 0},
-                                    {400, 72, 24, 0}, {300, 256, 256, 0},
+    static const int shapes[][4] = {/* M N K tb */ {64, 64, 32, 1},
+                                    {64, 32, 128, 0},
+                                    {400, 72, 24, 0},
+                                    {300, 256, 256, 0},
                                     {200, 1000, 96, 1}};
     al_rng r;
     al_rng_seed(&r, 8);
@@ -158,8 +162,8 @@ TEST(gemm_element_independent_of_rows_ld_and_threads) {
         for (int i = 0; i < 4; i++) {
             int m = rows[i] < M ? rows[i] : M, r0 = M - m;
             float *D = malloc(sizeof(float) * (size_t)m * (N + 5));
-            al_sgemm(false, tb, m, N, K, 0.5f, A + (size_t)r0 * (K + pad), K + pad, B, bc, 0.0f,
-                     D, N + 5);
+            al_sgemm(false, tb, m, N, K, 0.5f, A + (size_t)r0 * (K + pad), K + pad, B, bc, 0.0f, D,
+                     N + 5);
             for (int k = 0; k < m; k++)
                 bad += memcmp(D + (size_t)k * (N + 5), C + (size_t)(r0 + k) * N,
                               sizeof(float) * (size_t)N) != 0;
@@ -179,7 +183,10 @@ TEST(gemm_element_independent_of_rows_ld_and_threads) {
 TEST(gemm_onednn_has_a_kernel_for_engine_shapes) {
     al_gemm_set_backend(AL_MATMUL_ONEDNN);
     if (!__builtin_cpu_supports("avx512f")) t_skip("no AVX-512: every product is OpenBLAS's");
-    static const int shapes[][3] = {{4096, 768, 256}, {4096, 4096, 256}, {256, 4096, 4096}, {64, 64, 32}};
+    static const int shapes[][3] = {{4096, 768, 256},
+                                    {4096, 4096, 256},
+                                    {256, 4096, 4096},
+                                    {64, 64, 32}};
     for (int s = 0; s < 4; s++)
         for (int t = 0; t < 4; t++) {
             const char *impl = al_sgemm_impl(t & 1, t >> 1, shapes[s][0], shapes[s][1],
@@ -204,7 +211,8 @@ TEST(gemm_backends_agree_on_model_loss_and_grads) {
     int in[3 * 16], tg[3 * 16];
     al_rng r;
     al_rng_seed(&r, 12);
-    for (int i = 0; i < B * T; i++) in[i] = (int)al_rng_below(&r, 40), tg[i] = (int)al_rng_below(&r, 40);
+    for (int i = 0; i < B * T; i++)
+        in[i] = (int)al_rng_below(&r, 40), tg[i] = (int)al_rng_below(&r, 40);
     float loss[2];
     float *g[2];
     for (int be = 0; be < 2; be++) {
@@ -215,7 +223,8 @@ TEST(gemm_backends_agree_on_model_loss_and_grads) {
         g[be] = malloc(sizeof(float) * m.n_params);
         memcpy(g[be], m.grads, sizeof(float) * m.n_params);
     }
-    CHECKF(fabsf(loss[0] - loss[1]) <= 1e-5f * fabsf(loss[1]), "loss %.9g vs %.9g", loss[0], loss[1]);
+    CHECKF(fabsf(loss[0] - loss[1]) <= 1e-5f * fabsf(loss[1]), "loss %.9g vs %.9g", loss[0],
+           loss[1]);
     size_t off = 0;
     for (int p = 0; p < AL_NPARAM; p++) {
         size_t n = m.param_size[p];
@@ -242,9 +251,11 @@ TEST(gemm_training_repeatable_at_1_and_2_threads) {
                        "--warmup 2 --threads %d 2>/dev/null",
                        t_bin(), t_path("c.bin"), t_tmpdir(), th, run, th) == 0);
         CHECKF(t_sh("cmp -s %s/r%d0/model.safetensors %s/r%d1/model.safetensors", t_tmpdir(), th,
-                    t_tmpdir(), th) == 0, "threads %d: model differs", th);
+                    t_tmpdir(), th) == 0,
+               "threads %d: model differs", th);
         CHECKF(t_sh("cmp -s %s/r%d0/optim.safetensors %s/r%d1/optim.safetensors", t_tmpdir(), th,
-                    t_tmpdir(), th) == 0, "threads %d: optimiser state differs", th);
+                    t_tmpdir(), th) == 0,
+               "threads %d: optimiser state differs", th);
     }
 }
 
@@ -293,7 +304,8 @@ TEST(gemm_bf16_is_the_product_of_rounded_inputs) {
             bool ta = t & 1, tb = t >> 1;
             float beta = (float)bi;
             int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-            float *A = mat(&r, ta ? K : M, ta ? M : K, lda, 0), *B = mat(&r, tb ? N : K, tb ? K : N, ldb, 0);
+            float *A = mat(&r, ta ? K : M, ta ? M : K, lda, 0),
+                  *B = mat(&r, tb ? N : K, tb ? K : N, ldb, 0);
             float *C = mat(&r, M, N, ldc, 0), *C0 = malloc(sizeof(float) * (size_t)M * ldc);
             if (beta == 0.0f)
                 for (int i = 0; i < M * ldc; i++) C[i] = NAN;
@@ -337,8 +349,8 @@ TEST(gemm_bf16_reserved_copy_same_bits) {
     float *A = mat(&r, M, K, K, 0), *B = mat(&r, K, N, N, 0), *Bt = mat(&r, M, N, N, 0);
     float *C0 = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * M * N);
     float *D0 = malloc(sizeof(float) * K * N), *D1 = malloc(sizeof(float) * K * N);
-    al_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C0, N);   /* A as A */
-    al_sgemm(true, false, K, N, M, 1.0f, A, K, Bt, N, 0.0f, D0, N);   /* Aᵀ: A read as (M,K) */
+    al_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C0, N); /* A as A */
+    al_sgemm(true, false, K, N, M, 1.0f, A, K, Bt, N, 0.0f, D0, N); /* Aᵀ: A read as (M,K) */
     uint16_t *c = al_gemm_bf16_reserve(A, M, K);
     CHECK(c != NULL);
     if (c) {
@@ -382,7 +394,8 @@ TEST(gemm_bf16_forward_close_to_f32) {
     int in[3 * 16], tg[3 * 16];
     al_rng r;
     al_rng_seed(&r, 13);
-    for (int i = 0; i < B * T; i++) in[i] = (int)al_rng_below(&r, 40), tg[i] = (int)al_rng_below(&r, 40);
+    for (int i = 0; i < B * T; i++)
+        in[i] = (int)al_rng_below(&r, 40), tg[i] = (int)al_rng_below(&r, 40);
     float loss[2], *p[2];
     for (int k = 0; k < 2; k++) {
         CHECK_OK(al_gemm_set_precision(k ? AL_PREC_BF16 : AL_PREC_F32, &e), &e);
@@ -396,11 +409,13 @@ TEST(gemm_bf16_forward_close_to_f32) {
     for (int i = 0; i < B * T * V; i++) worst = fmax(worst, fabs((double)p[0][i] - p[1][i]));
     for (int i = 0; i < B * T; i++) {
         float lo = 1, hi = 0;
-        for (int v = 0; v < V; v++) lo = fminf(lo, p[0][i * V + v]), hi = fmaxf(hi, p[0][i * V + v]);
+        for (int v = 0; v < V; v++)
+            lo = fminf(lo, p[0][i * V + v]), hi = fmaxf(hi, p[0][i * V + v]);
         span = fmax(span, log(hi / lo));
     }
     CHECKF(span > 6, "logits span only %g nats", span);
-    CHECKF(fabsf(loss[0] - loss[1]) <= 2e-3f * loss[0], "loss f32 %.6g bf16 %.6g", loss[0], loss[1]);
+    CHECKF(fabsf(loss[0] - loss[1]) <= 2e-3f * loss[0], "loss f32 %.6g bf16 %.6g", loss[0],
+           loss[1]);
     CHECKF(worst <= 0.01 && worst > 0, "max probability difference %g", worst);
     free(p[0]), free(p[1]);
     al_model_free(&m);
@@ -415,18 +430,23 @@ TEST(gemm_bf16_training_repeatable_and_resume_exact) {
     if (!have_bf16()) t_skip("no native bf16 matmul on this CPU");
     t_phrase_corpus(t_path("c.bin"), 20000);
     const char *d = t_tmpdir(), *c = t_path("c.bin");
-#define SM "--steps 12 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 5 " \
-           "--eval-batches 2 --warmup 2 --ckpt-every 100"
+#define SM                                                                                         \
+    "--steps 12 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 5 "          \
+    "--eval-batches 2 --warmup 2 --ckpt-every 100"
     for (int th = 1; th <= 2; th++) {
         for (int run = 0; run < 2; run++)
             CHECK(t_sh("%s train --data %s --out %s/b%d%d --precision bf16 --threads %d " SM
-                       " 2>/dev/null", t_bin(), c, d, th, run, th) == 0);
-        CHECKF(t_sh("cmp -s %s/b%d0/model.safetensors %s/b%d1/model.safetensors", d, th, d, th) == 0 &&
-               t_sh("cmp -s %s/b%d0/optim.safetensors %s/b%d1/optim.safetensors", d, th, d, th) == 0,
+                       " 2>/dev/null",
+                       t_bin(), c, d, th, run, th) == 0);
+        CHECKF(t_sh("cmp -s %s/b%d0/model.safetensors %s/b%d1/model.safetensors", d, th, d, th) ==
+                       0 &&
+                   t_sh("cmp -s %s/b%d0/optim.safetensors %s/b%d1/optim.safetensors", d, th, d,
+                        th) == 0,
                "bf16 at %d threads: not repeatable", th);
     }
     CHECK(t_sh("%s train --data %s --out %s/half --precision bf16 --threads 2 --stop-at 6 " SM
-               " 2>/dev/null", t_bin(), c, d) == 130);
+               " 2>/dev/null",
+               t_bin(), c, d) == 130);
     CHECK(t_sh("%s train --resume %s/half 2>/dev/null", t_bin(), d) == 0);
     CHECK(t_sh("cmp -s %s/b20/model.safetensors %s/half/model.safetensors", d, d) == 0);
     CHECK(t_sh("cmp -s %s/b20/optim.safetensors %s/half/optim.safetensors", d, d) == 0);
@@ -438,8 +458,8 @@ TEST(gemm_bf16_training_repeatable_and_resume_exact) {
 #undef SM
     /* the database's training run records it with the other options */
     CHECK(t_sh("%s train --data %s --out %s/db --precision bf16 --steps 2 --d-model 32 --n-heads 4 "
-               "--d-head 8 --n-ctx 32 --batch 4 --eval-batches 1 --db %s 2>/dev/null", t_bin(), c,
-               d, t_path("r.db")) == 0);
+               "--d-head 8 --n-ctx 32 --batch 4 --eval-batches 1 --db %s 2>/dev/null",
+               t_bin(), c, d, t_path("r.db")) == 0);
     char *p = t_sql(t_path("r.db"), "SELECT json_extract(config_json, '$.precision') FROM runs "
                                     "WHERE kind = 'train'");
     CHECKF(p && !strcmp(p, "bf16"), "runs.config_json precision: %s", p ? p : "(none)");
@@ -452,12 +472,12 @@ TEST(gemm_bf16_training_repeatable_and_resume_exact) {
 TEST(gemm_bf16_unavailable_is_one_line) {
     t_phrase_corpus(t_path("c.bin"), 2000);
     CHECK(t_sh("DNNL_MAX_CPU_ISA=avx2 %s train --data %s --out %s --precision bf16 --steps 2 "
-               "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 2>%s", t_bin(), t_path("c.bin"),
-               t_path("m"), t_path("err")) == 1);
+               "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 2>%s",
+               t_bin(), t_path("c.bin"), t_path("m"), t_path("err")) == 1);
     CHECK(t_one_line(t_path("err"), "no native bf16 matrix multiply"));
     CHECK(t_sh("ATTNLAB_MATMUL=openblas %s train --data %s --out %s --precision bf16 --steps 2 "
-               "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 2>%s", t_bin(), t_path("c.bin"),
-               t_path("m"), t_path("err")) == 1);
+               "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 2>%s",
+               t_bin(), t_path("c.bin"), t_path("m"), t_path("err")) == 1);
     CHECK(t_one_line(t_path("err"), "needs the onednn matmul backend"));
     CHECK(t_sh("test -e %s/model.safetensors", t_path("m")) != 0);
 }
@@ -491,8 +511,8 @@ TEST(gemm_analysis_precision_option) {
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs") == 1);
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings") == 0);
     if (!have_bf16()) t_skip("no native bf16 matmul on this CPU");
-    CHECK(t_sh("%s scores --model %s/m2 --db %s --precision bf16 > /dev/null 2>%s", t_bin(),
-               dir.s, db.s, t_path("err")) == 0);
+    CHECK(t_sh("%s scores --model %s/m2 --db %s --precision bf16 > /dev/null 2>%s", t_bin(), dir.s,
+               db.s, t_path("err")) == 0);
     CHECK(t_one_line(t_path("err"), "rounded to bfloat16"));
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs WHERE json_extract(config_json, "
                            "'$.precision') = 'bf16'") == 1);
@@ -500,7 +520,7 @@ TEST(gemm_analysis_precision_option) {
                            "LIKE '%bfloat16%'") == 1);
     /* the same heads, each score within bf16's reach of the f32 one, not all the same bits */
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM head_scores a JOIN head_scores b USING "
-                           "(layer, head, metric) WHERE a.run_id = 1 AND b.run_id = 2") == 
+                           "(layer, head, metric) WHERE a.run_id = 1 AND b.run_id = 2") ==
           t_sql_long(db.s, "SELECT count(*) FROM head_scores WHERE run_id = 1"));
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM head_scores a JOIN head_scores b USING "
                            "(layer, head, metric) WHERE a.run_id = 1 AND b.run_id = 2 AND "

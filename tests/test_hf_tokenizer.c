@@ -58,36 +58,138 @@ static void write_all(const char *path, const void *d, size_t n) {
 
 /* ------------------------------------------------------ the mixed text */
 
-static const char *const words[] = {
-    "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "Once", "upon", "a", "time",
-    "there", "was", "little", "girl", "named", "Lily", "She", "loved", "to", "play", "in",
-    "park", "with", "her", "friends", "They", "HELLO", "World", "tokenizer", "attention",
-    "heads", "induction", "I", "A", "e.g.", "U.S.A.", "don", "can", "won", "it", "we", "you",
-    "they", "Mr.", "Dr", "x", "QwErTy", "snake_case", "camelCase", "http://example.com/a?b=c",
-    "user@example.org", "C++", "node.js", "#hashtag", "@mention", "$100", "50%", "a+b=c",
-    "->", "=>", "::", "...", "(x)", "[1]", "{k: v}", "'quoted'", "\"double\"", "--flag"};
-static const char *const contractions[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S",
-                                           "'LL", "'Re", "n't", "'", "''", "'99"};
-static const char *const latin_nfc[] = {
-    "café", "naïve", "résumé", "Ångström", "ñandú", "Zürich", "crème brûlée", "façade",
-    "São Paulo", "Dvořák", "Łódź", "Ærøskøbing", "œuvre", "straße", "İstanbul", "Tiếng Việt"};
+static const char *const words[] = {"the",
+                                    "quick",
+                                    "brown",
+                                    "fox",
+                                    "jumps",
+                                    "over",
+                                    "lazy",
+                                    "dog",
+                                    "Once",
+                                    "upon",
+                                    "a",
+                                    "time",
+                                    "there",
+                                    "was",
+                                    "little",
+                                    "girl",
+                                    "named",
+                                    "Lily",
+                                    "She",
+                                    "loved",
+                                    "to",
+                                    "play",
+                                    "in",
+                                    "park",
+                                    "with",
+                                    "her",
+                                    "friends",
+                                    "They",
+                                    "HELLO",
+                                    "World",
+                                    "tokenizer",
+                                    "attention",
+                                    "heads",
+                                    "induction",
+                                    "I",
+                                    "A",
+                                    "e.g.",
+                                    "U.S.A.",
+                                    "don",
+                                    "can",
+                                    "won",
+                                    "it",
+                                    "we",
+                                    "you",
+                                    "they",
+                                    "Mr.",
+                                    "Dr",
+                                    "x",
+                                    "QwErTy",
+                                    "snake_case",
+                                    "camelCase",
+                                    "http://example.com/a?b=c",
+                                    "user@example.org",
+                                    "C++",
+                                    "node.js",
+                                    "#hashtag",
+                                    "@mention",
+                                    "$100",
+                                    "50%",
+                                    "a+b=c",
+                                    "->",
+                                    "=>",
+                                    "::",
+                                    "...",
+                                    "(x)",
+                                    "[1]",
+                                    "{k: v}",
+                                    "'quoted'",
+                                    "\"double\"",
+                                    "--flag"};
+static const char *const contractions[] = {"'s", "'t",  "'re", "'ve", "'m", "'ll", "'d",
+                                           "'S", "'LL", "'Re", "n't", "'",  "''",  "'99"};
+static const char *const latin_nfc[] = {"café",      "naïve",  "résumé",       "Ångström",
+                                        "ñandú",     "Zürich", "crème brûlée", "façade",
+                                        "São Paulo", "Dvořák", "Łódź",         "Ærøskøbing",
+                                        "œuvre",     "straße", "İstanbul",     "Tiếng Việt"};
 /* the same words decomposed, and marks out of canonical order (NFC sorts them) */
-static const char *const latin_nfd[] = {
-    "cafe\u0301", "nai\u0308ve", "re\u0301sume\u0301", "A\u030Angstro\u0308m",
-    "n\u0303andu\u0301", "Zu\u0308rich", "cre\u0300me bru\u0302le\u0301e", "Dvor\u030Ca\u0301k",
-    "q\u0307\u0323", "a\u0323\u0302", "Tie\u0302\u0301ng Vie\u0323\u0302t", "\u1100\u1161\u11A8"};
-static const char *const other[] = {
-    "我们今天去公园散步。", "東京は日本の首都です", "こんにちは世界", "カタカナとひらがな",
-    "안녕하세요 세계", "漢字かな交じり文", "Ελληνικά γράμματα", "Русский текст",
-    "العربية لغة", "עברית", "हिन्दी भाषा", "ภาษาไทย", "«guillemets»", "„Anführung“",
-    "em—dash", "ellipsis…", "¿Qué?", "¡Hola!", "∑∫√∞", "→←↑↓", "\u00A0nbsp",
-    "soft\u00ADhyphen", "zero\u200Bwidth", "\x01\x02", "\x1b[0m", "\x7f", "\r\n"};
-static const char *const emoji[] = {
-    "😀", "👩\u200D💻", "👨\u200D👩\u200D👧\u200D👦", "🏳\uFE0F\u200D🌈", "👍🏽", "🇫🇷",
-    "❤\uFE0F", "🤖", "🧠", "😂😂😂", "✨", "🎉", "🙈🙉🙊"};
-static const char *const specials[] = {"<|endoftext|>", "<|endoftext", "endoftext|>",
-                                       "<|endoftext|><|endoftext|>", "<|endoftext|>>",
-                                       "<|endof text|>"};
+static const char *const latin_nfd[] = {"cafe\u0301",
+                                        "nai\u0308ve",
+                                        "re\u0301sume\u0301",
+                                        "A\u030Angstro\u0308m",
+                                        "n\u0303andu\u0301",
+                                        "Zu\u0308rich",
+                                        "cre\u0300me bru\u0302le\u0301e",
+                                        "Dvor\u030Ca\u0301k",
+                                        "q\u0307\u0323",
+                                        "a\u0323\u0302",
+                                        "Tie\u0302\u0301ng Vie\u0323\u0302t",
+                                        "\u1100\u1161\u11A8"};
+static const char *const other[] = {"我们今天去公园散步。",
+                                    "東京は日本の首都です",
+                                    "こんにちは世界",
+                                    "カタカナとひらがな",
+                                    "안녕하세요 세계",
+                                    "漢字かな交じり文",
+                                    "Ελληνικά γράμματα",
+                                    "Русский текст",
+                                    "العربية لغة",
+                                    "עברית",
+                                    "हिन्दी भाषा",
+                                    "ภาษาไทย",
+                                    "«guillemets»",
+                                    "„Anführung“",
+                                    "em—dash",
+                                    "ellipsis…",
+                                    "¿Qué?",
+                                    "¡Hola!",
+                                    "∑∫√∞",
+                                    "→←↑↓",
+                                    "\u00A0nbsp",
+                                    "soft\u00ADhyphen",
+                                    "zero\u200Bwidth",
+                                    "\x01\x02",
+                                    "\x1b[0m",
+                                    "\x7f",
+                                    "\r\n"};
+static const char *const emoji[] = {"😀",
+                                    "👩\u200D💻",
+                                    "👨\u200D👩\u200D👧\u200D👦",
+                                    "🏳\uFE0F\u200D🌈",
+                                    "👍🏽",
+                                    "🇫🇷",
+                                    "❤\uFE0F",
+                                    "🤖",
+                                    "🧠",
+                                    "😂😂😂",
+                                    "✨",
+                                    "🎉",
+                                    "🙈🙉🙊"};
+static const char *const specials[] = {"<|endoftext|>",  "<|endoftext",
+                                       "endoftext|>",    "<|endoftext|><|endoftext|>",
+                                       "<|endoftext|>>", "<|endof text|>"};
 /* numerals outside ASCII: Rust's char::is_numeric and Oniguruma's \p{N}
  * count them; tokenizers.js's Digits (JavaScript's \d) does not */
 static const char *const numerals[] = {"²", "½", "٣٤٥", "Ⅻ", "①②", "३"};
@@ -106,12 +208,18 @@ static char *mixed_text(size_t min, uint64_t seed, int numerals_too, size_t *n) 
         if (k < 45) {
             put(&b, PICK(&r, words));
             if (al_rng_below(&r, 8) == 0) put(&b, PICK(&r, contractions));
-        } else if (k < 52) put(&b, PICK(&r, latin_nfc));
-        else if (k < 58) put(&b, PICK(&r, latin_nfd));
-        else if (k < 66) put(&b, PICK(&r, other));
-        else if (k < 71) put(&b, PICK(&r, emoji));
-        else if (k < 73) put(&b, PICK(&r, specials));
-        else if (k < 74 && numerals_too) put(&b, PICK(&r, numerals));
+        } else if (k < 52)
+            put(&b, PICK(&r, latin_nfc));
+        else if (k < 58)
+            put(&b, PICK(&r, latin_nfd));
+        else if (k < 66)
+            put(&b, PICK(&r, other));
+        else if (k < 71)
+            put(&b, PICK(&r, emoji));
+        else if (k < 73)
+            put(&b, PICK(&r, specials));
+        else if (k < 74 && numerals_too)
+            put(&b, PICK(&r, numerals));
         else if (k < 80) { /* digit runs, numbers with separators */
             int len = 1 + (int)al_rng_below(&r, 20), o = 0;
             for (int i = 0; i < len; i++) num[o++] = (char)('0' + al_rng_below(&r, 10));
@@ -141,16 +249,17 @@ static void context(const unsigned char *s, size_t n, size_t at, char *out, size
     size_t a = at > 40 ? at - 40 : 0, b = at + 40 < n ? at + 40 : n, o = 0;
     for (size_t i = a; i < b && o + 8 < cap; i++) {
         if (i == at) o += (size_t)snprintf(out + o, cap - o, "[HERE]");
-        if (s[i] >= 0x20 && s[i] < 0x7f) out[o++] = (char)s[i];
-        else o += (size_t)snprintf(out + o, cap - o, "\\x%02x", s[i]);
+        if (s[i] >= 0x20 && s[i] < 0x7f)
+            out[o++] = (char)s[i];
+        else
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", s[i]);
     }
     out[o] = 0;
 }
 
 /* The first id where ours and theirs differ, with where it is in the text. */
 static void report_mismatch(const al_tokenizer *t, const char *name, const int *ours, size_t no,
-                            const int32_t *theirs, size_t nt, const unsigned char *text,
-                            size_t n) {
+                            const int32_t *theirs, size_t nt, const unsigned char *text, size_t n) {
     size_t i = 0, at = 0;
     while (i < no && i < nt && ours[i] == theirs[i]) {
         size_t l;
@@ -201,8 +310,9 @@ static void parity(const char *name, int roundtrip, int numerals_too) {
         if (!out || sscanf(out, "ms %lf %lf", &ms1, &ms2) != 2) ms1 = ms2 = 0;
         free(out);
         printf("     %s: %.2f MB, %zu ids: attnlab %.1f MB/s (again: %.1f), tokenizers.js "
-               "%.2f MB/s (again: %.2f)\n", name, n / 1e6, no, n / 1e6 / dt, n / 1e6 / dt2,
-               ms1 > 0 ? n / 1e3 / ms1 : 0.0, ms2 > 0 ? n / 1e3 / ms2 : 0.0);
+               "%.2f MB/s (again: %.2f)\n",
+               name, n / 1e6, no, n / 1e6 / dt, n / 1e6 / dt2, ms1 > 0 ? n / 1e3 / ms1 : 0.0,
+               ms2 > 0 ? n / 1e3 / ms2 : 0.0);
     }
     /* decode(encode(x)) = x, or NFC(x) as JavaScript's normalize('NFC') has it */
     unsigned char *back = NULL;
@@ -251,7 +361,8 @@ TEST(hf_tokenizer_gpt2_known) {
     CHECK(al_tok_display(t, 198, d, sizeof d) > 0 && strcmp(d, "\\n") == 0);
     CHECK(al_tok_display(t, 197, d, sizeof d) > 0 && strcmp(d, "\\t") == 0);
     CHECK(al_tok_display(t, 50256, d, sizeof d) > 0 && strcmp(d, "<|endoftext|>") == 0);
-    CHECK(al_tok_display(t, 40304, d, sizeof d) > 0 && strcmp(d, "\xe2\x90\xa3" "café") == 0);
+    CHECK(al_tok_display(t, 40304, d, sizeof d) > 0 && strcmp(d, "\xe2\x90\xa3"
+                                                                 "café") == 0);
     CHECK(al_tok_display(t, 127, d, sizeof d) > 0 && strcmp(d, "\\xc3") == 0); /* "Ã": byte 0xc3 */
     CHECK(al_tok_display(t, 50257, d, sizeof d) > 0 && strcmp(d, "<bad id>") == 0);
     /* the prefix of a longer text encodes the same way a fixed buffer does */
@@ -275,8 +386,10 @@ static void byte_char(int b, char out[3]) {
     for (int c = 0; c < b; c++)
         extra += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174);
     int cp = printable ? b : 256 + extra;
-    if (cp < 0x80) out[0] = (char)cp, out[1] = 0;
-    else out[0] = (char)(0xc0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3f)), out[2] = 0;
+    if (cp < 0x80)
+        out[0] = (char)cp, out[1] = 0;
+    else
+        out[0] = (char)(0xc0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3f)), out[2] = 0;
 }
 
 /* Vocabulary: id b is the character of byte b; no merges, no added
@@ -289,7 +402,8 @@ static cJSON *mini(void) {
         " \"decoder\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"dropout\":"
         " null, \"unk_token\": null, \"continuing_subword_prefix\": null, \"end_of_word_suffix\":"
         " null, \"fuse_unk\": false, \"byte_fallback\": false, \"vocab\": {}, \"merges\": []}}");
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "model"), "vocab");
+    cJSON *v =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "model"), "vocab");
     for (int b = 0; b < 256; b++) {
         char c[3];
         byte_char(b, c);
@@ -300,12 +414,14 @@ static cJSON *mini(void) {
 
 /* Add merge "a b" and its string to the vocabulary (the next id). */
 static void merge(cJSON *r, const char *a, const char *b) {
-    cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "model"), *v = cJSON_GetObjectItemCaseSensitive(m, "vocab");
+    cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "model"),
+          *v = cJSON_GetObjectItemCaseSensitive(m, "vocab");
     char s[64];
     snprintf(s, sizeof s, "%s %s", a, b);
     cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(m, "merges"), cJSON_CreateString(s));
     snprintf(s, sizeof s, "%s%s", a, b);
-    if (!cJSON_GetObjectItemCaseSensitive(v, s)) cJSON_AddNumberToObject(v, s, cJSON_GetArraySize(v));
+    if (!cJSON_GetObjectItemCaseSensitive(v, s))
+        cJSON_AddNumberToObject(v, s, cJSON_GetArraySize(v));
 }
 
 /* Replace top-level key (or model.key when key starts "model.") by json. */
@@ -314,8 +430,10 @@ static void set(cJSON *r, const char *key, const char *json) {
     if (strncmp(key, "model.", 6) == 0) o = cJSON_GetObjectItemCaseSensitive(r, "model"), key += 6;
     cJSON *v = cJSON_Parse(json);
     CHECKF(v != NULL, "bad JSON in the test: %s", json);
-    if (cJSON_GetObjectItemCaseSensitive(o, key)) cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
-    else cJSON_AddItemToObject(o, key, v);
+    if (cJSON_GetObjectItemCaseSensitive(o, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
+    else
+        cJSON_AddItemToObject(o, key, v);
 }
 
 static const char *write_json(cJSON *r, const char *name) {
@@ -333,8 +451,8 @@ static al_tokenizer *load_mini(cJSON *r) {
 
 /* The ids of text must be want (n of them), the ids written as bytes
  * (single characters) or merge numbers (256 + k). */
-static void expect(const al_tokenizer *t, const char *text, int special, const int *want,
-                   size_t n, int line) {
+static void expect(const al_tokenizer *t, const char *text, int special, const int *want, size_t n,
+                   int line) {
     int *ids;
     size_t m;
     al_err e;
@@ -351,10 +469,10 @@ static void expect(const al_tokenizer *t, const char *text, int special, const i
     if (!ok) t_fail(__FILE__, line, "\"%s\": ids%s, want%s", text, got, w);
     free(ids);
 }
-#define EXPECT(t, text, special, ...)                                                          \
-    do {                                                                                       \
-        const int w_[] = {__VA_ARGS__};                                                        \
-        expect(t, text, special, w_, sizeof w_ / sizeof w_[0], __LINE__);                      \
+#define EXPECT(t, text, special, ...)                                                              \
+    do {                                                                                           \
+        const int w_[] = {__VA_ARGS__};                                                            \
+        expect(t, text, special, w_, sizeof w_ / sizeof w_[0], __LINE__);                          \
     } while (0)
 
 /* a Split step, then ByteLevel without its pattern */
@@ -375,8 +493,10 @@ TEST(hf_tokenizer_split_behaviours) {
         const char *behavior;
         int invert, n, ids[4];
     } cases[] = {
-        {"Isolated", 0, 4, {'a', ',', ',', 'b'}}, {"Removed", 0, 2, {'a', 'b'}},
-        {"MergedWithPrevious", 0, 3, {256, ',', 'b'}}, {"MergedWithNext", 0, 3, {'a', ',', 258}},
+        {"Isolated", 0, 4, {'a', ',', ',', 'b'}},
+        {"Removed", 0, 2, {'a', 'b'}},
+        {"MergedWithPrevious", 0, 3, {256, ',', 'b'}},
+        {"MergedWithNext", 0, 3, {'a', ',', 258}},
         {"Contiguous", 0, 3, {'a', 257, 'b'}},
         {"Removed", 1, 2, {',', ','}}, /* inverted: the text between is the delimiter */
         {"Isolated", 1, 4, {'a', ',', ',', 'b'}},
@@ -389,8 +509,9 @@ TEST(hf_tokenizer_split_behaviours) {
             merge(r, ",", ",");
             merge(r, ",", "b");
             char pre[512];
-            set(r, "pre_tokenizer", split_pre(form ? "{\"Regex\": \",\"}" : "{\"String\": \",\"}",
-                                              cases[c].behavior, cases[c].invert, pre, sizeof pre));
+            set(r, "pre_tokenizer",
+                split_pre(form ? "{\"Regex\": \",\"}" : "{\"String\": \",\"}", cases[c].behavior,
+                          cases[c].invert, pre, sizeof pre));
             al_tokenizer *t = load_mini(r);
             if (!t) return;
             expect(t, "a,,b", 0, cases[c].ids, (size_t)cases[c].n, __LINE__);
@@ -410,8 +531,8 @@ TEST(hf_tokenizer_empty_matches) {
     merge(r, "b", "2");
     merge(r, "b", "b");
     char pre[512];
-    set(r, "pre_tokenizer", split_pre("{\"Regex\": \"\\\\d*\"}", "MergedWithPrevious", 0, pre,
-                                      sizeof pre));
+    set(r, "pre_tokenizer",
+        split_pre("{\"Regex\": \"\\\\d*\"}", "MergedWithPrevious", 0, pre, sizeof pre));
     al_tokenizer *t = load_mini(r);
     if (!t) return;
     EXPECT(t, "a1bbb2", 0, 256, 'b', 'b', 257);
@@ -447,7 +568,7 @@ TEST(hf_tokenizer_digits) {
         al_tokenizer *t = load_mini(r);
         if (!t) return;
         if (k == 0) EXPECT(t, "a²³", 0, 256, 0xb2, 258); /* one piece */
-        if (k == 1) EXPECT(t, "a²³", 0, 'a', 259);      /* "a" "²³" */
+        if (k == 1) EXPECT(t, "a²³", 0, 'a', 259); /* "a" "²³" */
         if (k == 2) EXPECT(t, "a²³", 0, 'a', 257, 258); /* "a" "²" "³" */
         if (k == 1) EXPECT(t, "x12y", 0, 'x', '1', '2', 'y');
         al_tok_free(t);
@@ -478,7 +599,7 @@ TEST(hf_tokenizer_added_tokens) {
     EXPECT(t, "a<mm>b", 1, 'a', 257, 'b');
     /* "<mm>" is found and passed over, so "<m" inside it is never found */
     EXPECT(t, "a<mm>b", 0, 'a', '<', 'm', 'm', '>', 'b');
-    EXPECT(t, "o\xcc\x8b", 0, 259);      /* NFD ő, matched after NFC */
+    EXPECT(t, "o\xcc\x8b", 0, 259); /* NFD ő, matched after NFC */
     EXPECT(t, "u\xcc\x8b", 0, 0xc5, 0xb1); /* NFD ű: a raw token matches only as written */
     EXPECT(t, "ű", 0, 260);
     size_t len;
@@ -520,7 +641,8 @@ TEST(hf_tokenizer_model_options) {
     al_tok_free(t);
     /* a vocabulary without "z": Hugging Face drops the byte */
     r = mini();
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "model"), "vocab");
+    cJSON *v =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "model"), "vocab");
     cJSON_DeleteItemFromObjectCaseSensitive(v, "z");
     cJSON_AddNumberToObject(v, "ab", 'z'); /* its id now names a string no word reaches */
     t = load_mini(r);
@@ -533,8 +655,11 @@ TEST(hf_tokenizer_model_options) {
         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\":"
         " true}, {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"use_regex\": true}]}");
     set(r, "model.merges", "[[\"\xc4\xa0\", \"1\"]]"); /* "Ġ1" */
-    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "model"), "vocab"),
-                            "\xc4\xa0" "1", 256);
+    cJSON_AddNumberToObject(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "model"), "vocab"),
+        "\xc4\xa0"
+        "1",
+        256);
     t = load_mini(r);
     if (!t) return;
     EXPECT(t, "12", 0, 256, ' ', '2');
@@ -559,29 +684,42 @@ TEST(hf_tokenizer_refusals) {
         {"model.type", "\"WordPiece\"", "unsupported model type 'WordPiece'"},
         {"model.type", "\"Unigram\"", "unsupported model type 'Unigram'"},
         {"normalizer", "{\"type\": \"Lowercase\"}", "unsupported normalizer 'Lowercase'"},
-        {"normalizer", "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
-                       "{\"type\": \"NFKC\"}]}", "unsupported normalizer 'NFKC'"},
+        {"normalizer",
+         "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
+         "{\"type\": \"NFKC\"}]}",
+         "unsupported normalizer 'NFKC'"},
         {"pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"_\"}",
          "unsupported pre_tokenizer 'Metaspace'"},
         {"pre_tokenizer", "{\"type\": \"Whitespace\"}", "unsupported pre_tokenizer 'Whitespace'"},
         {"pre_tokenizer", "null", "no pre_tokenizer"},
-        {"pre_tokenizer", "{\"type\": \"Digits\", \"individual_digits\": true}", "no ByteLevel step"},
-        {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\", "
-                          "\"add_prefix_space\": false}, {\"type\": \"Digits\", "
-                          "\"individual_digits\": true}]}", "a step after ByteLevel"},
-        {"pre_tokenizer", "{\"type\": \"ByteLevel\"}", "\"add_prefix_space\" must be true or false"},
-        {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
-                          "\"pattern\": {\"Regex\": \"(a\"}, \"behavior\": \"Isolated\", "
-                          "\"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": "
-                          "false}]}", "pattern '(a'"},
-        {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
-                          "\"pattern\": {\"String\": \"a\"}, \"behavior\": \"Glued\", "
-                          "\"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": "
-                          "false}]}", "unsupported behavior 'Glued'"},
-        {"post_processor", "{\"type\": \"BertProcessing\"}", "unsupported post_processor 'BertProcessing'"},
-        {"post_processor", "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
-                           "{\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
-                           "\"type_id\": 0}}]}", "no added tokens"},
+        {"pre_tokenizer", "{\"type\": \"Digits\", \"individual_digits\": true}",
+         "no ByteLevel step"},
+        {"pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\", "
+         "\"add_prefix_space\": false}, {\"type\": \"Digits\", "
+         "\"individual_digits\": true}]}",
+         "a step after ByteLevel"},
+        {"pre_tokenizer", "{\"type\": \"ByteLevel\"}",
+         "\"add_prefix_space\" must be true or false"},
+        {"pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+         "\"pattern\": {\"Regex\": \"(a\"}, \"behavior\": \"Isolated\", "
+         "\"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": "
+         "false}]}",
+         "pattern '(a'"},
+        {"pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+         "\"pattern\": {\"String\": \"a\"}, \"behavior\": \"Glued\", "
+         "\"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": "
+         "false}]}",
+         "unsupported behavior 'Glued'"},
+        {"post_processor", "{\"type\": \"BertProcessing\"}",
+         "unsupported post_processor 'BertProcessing'"},
+        {"post_processor",
+         "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
+         "{\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
+         "\"type_id\": 0}}]}",
+         "no added tokens"},
         {"decoder", "{\"type\": \"WordPiece\"}", "unsupported decoder 'WordPiece'"},
         {"truncation", "{\"max_length\": 8}", "truncation must be null"},
         {"version", "\"2.0\"", "\"version\" must be \"1.0\""},
@@ -600,17 +738,21 @@ TEST(hf_tokenizer_refusals) {
         {"model.vocab", "{\"a\": 0, \"b\": 0}", "0 is given twice"},
         {"model.vocab", "{\"a\": 0, \"b c\": 1}", "not in the ByteLevel alphabet"},
         {"model.vocab", "{}", "the vocab has 0 strings"},
-        {"added_tokens", "[{\"id\": 5, \"content\": \"<x>\", \"single_word\": false, \"lstrip\": "
-                         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}]",
+        {"added_tokens",
+         "[{\"id\": 5, \"content\": \"<x>\", \"single_word\": false, \"lstrip\": "
+         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}]",
          "but Hugging Face gives it 256"},
-        {"added_tokens", "[{\"id\": 256, \"content\": \"<x>\", \"single_word\": true, \"lstrip\": "
-                         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}]",
+        {"added_tokens",
+         "[{\"id\": 256, \"content\": \"<x>\", \"single_word\": true, \"lstrip\": "
+         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}]",
          "single_word true is not supported"},
-        {"added_tokens", "[{\"id\": 256, \"content\": \"<x>\", \"lstrip\": false, \"rstrip\": "
-                         "false, \"normalized\": false, \"special\": true}]",
+        {"added_tokens",
+         "[{\"id\": 256, \"content\": \"<x>\", \"lstrip\": false, \"rstrip\": "
+         "false, \"normalized\": false, \"special\": true}]",
          "\"single_word\" must be true or false"},
-        {"added_tokens", "[{\"id\": 256, \"content\": \"\", \"single_word\": false, \"lstrip\": "
-                         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}]",
+        {"added_tokens",
+         "[{\"id\": 256, \"content\": \"\", \"single_word\": false, \"lstrip\": "
+         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}]",
          "\"content\" must be a string of 1.."},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -634,13 +776,15 @@ TEST(hf_tokenizer_refusals) {
     /* a key given twice (Hugging Face's reader would keep the last) */
     for (int k = 0; k < 2; k++) {
         cJSON *r = mini();
-        if (k == 0) cJSON_AddItemToObject(r, "normalizer", cJSON_CreateNull());
-        else cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(r, "model"), "type", "BPE");
+        if (k == 0)
+            cJSON_AddItemToObject(r, "normalizer", cJSON_CreateNull());
+        else
+            cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(r, "model"), "type", "BPE");
         al_tokenizer *t;
         al_err e;
         CHECK(al_tok_load(write_json(r, "twice.json"), &t, &e) == -1);
-        CHECKF(strstr(e.msg, k ? "model: repeated key 'type'" : "repeated key 'normalizer'"),
-               "%s", e.msg);
+        CHECKF(strstr(e.msg, k ? "model: repeated key 'type'" : "repeated key 'normalizer'"), "%s",
+               e.msg);
         cJSON_Delete(r);
     }
 }
@@ -653,12 +797,15 @@ TEST(hf_tokenizer_cli) {
     const char *b = t_bin();
     t_pbuf tok = t_pcopy("gpt2.json");
     CHECK(t_sh("%s tokenizer show --tokenizer %s --special --text 'Hello world\n café\t"
-               "<|endoftext|>' > %s 2>&1", b, tok.s, t_path("show.out")) == 0);
+               "<|endoftext|>' > %s 2>&1",
+               b, tok.s, t_path("show.out")) == 0);
     char *out = t_slurp(t_path("show.out"));
     CHECKF(out && strstr(out, "Hugging Face byte-level BPE, 50257 tokens, <|endoftext|> = 50256") &&
                strstr(out, "15496  Hello\n") && strstr(out, "995  \xe2\x90\xa3world\n") &&
                strstr(out, "198  \\n\n") && strstr(out, "197  \\t\n") &&
-               strstr(out, "40304  \xe2\x90\xa3" "café\n") && strstr(out, "50256  <|endoftext|>\n"),
+               strstr(out, "40304  \xe2\x90\xa3"
+                           "café\n") &&
+               strstr(out, "50256  <|endoftext|>\n"),
            "tokenizer show printed: %s", out ? out : "(nothing)");
     /* encode: <|endoftext|> then each document, as the library encodes it */
     const char *docs[] = {"Once upon a time, Lily's café had 12 cats.\nThey're 😀 happy",
@@ -677,7 +824,8 @@ TEST(hf_tokenizer_cli) {
     al_tokenizer *t = load(tok.s);
     al_tokens tr, va;
     al_err e;
-    if (!t || al_tokens_load(t_path("d.train.bin"), &tr, &e) || al_tokens_load(t_path("d.val.bin"), &va, &e)) {
+    if (!t || al_tokens_load(t_path("d.train.bin"), &tr, &e) ||
+        al_tokens_load(t_path("d.val.bin"), &va, &e)) {
         t_fail(__FILE__, __LINE__, "no token files: %s", t_slurp(t_path("enc.out")));
         return;
     }
@@ -688,7 +836,8 @@ TEST(hf_tokenizer_cli) {
         int *ids;
         size_t n;
         CHECK_OK(al_tok_encode(t, (const unsigned char *)docs[k % 4], strlen(docs[k % 4]), 0, &ids,
-                               &n, &e), &e);
+                               &n, &e),
+                 &e);
         int ok = at + 1 + n <= f->n && f->tok[at] == 50256;
         for (size_t i = 0; ok && i < n; i++) ok = f->tok[at + 1 + i] == ids[i];
         CHECKF(ok, "document %d is not <|endoftext|> and its ids at %zu", k, at);
@@ -702,15 +851,18 @@ TEST(hf_tokenizer_cli) {
     /* train a tiny model on it, then read a prompt with it */
     CHECK(t_sh("%s train --data %s --val %s --tokenizer %s --out %s --steps 2 --n-layers 1 "
                "--d-model 16 --n-heads 2 --d-head 8 --n-ctx 16 --batch 2 --eval-every 0 "
-               "--warmup 1 --threads 2 > %s 2>&1", b, t_path("d.train.bin"), t_path("d.val.bin"),
-               tok.s, t_path("m"), t_path("train.out")) == 0);
+               "--warmup 1 --threads 2 > %s 2>&1",
+               b, t_path("d.train.bin"), t_path("d.val.bin"), tok.s, t_path("m"),
+               t_path("train.out")) == 0);
     CHECK(t_sh("cmp -s %s %s/tokenizer.json", tok.s, t_path("m")) == 0);
     CHECK(t_sh("%s run --model %s --prompt 'Hello world café' > %s 2>&1", b, t_path("m"),
                t_path("run.out")) == 0);
     free(out);
     out = t_slurp(t_path("run.out"));
     CHECKF(out && strstr(out, "<|endoftext|>") && strstr(out, "Hello") &&
-               strstr(out, "\xe2\x90\xa3world") && strstr(out, "\xe2\x90\xa3" "café"),
+               strstr(out, "\xe2\x90\xa3world") &&
+               strstr(out, "\xe2\x90\xa3"
+                           "café"),
            "run printed: %s", out ? out : "(nothing)");
     al_tok_free(t);
     /* the Python package reads the model directory's file the same way */
@@ -723,8 +875,8 @@ TEST(hf_tokenizer_cli) {
         CHECK(t_sh("ATTNLAB_LIB=%s PYTHONPATH=python /usr/bin/python3 -c \"import attnlab, sys; "
                    "m = attnlab.Model(sys.argv[1]); ids = m.encode('Hello world caf\\u00e9', "
                    "bos=True); print(list(map(int, ids)), m.config['eot_id'], "
-                   "m.decode(ids[1:]).decode())\" %s > %s 2>&1", lib, t_path("m"),
-                   t_path("py.out")) == 0);
+                   "m.decode(ids[1:]).decode())\" %s > %s 2>&1",
+                   lib, t_path("m"), t_path("py.out")) == 0);
         free(out);
         out = t_slurp(t_path("py.out"));
         CHECKF(out && strcmp(out, "[50256, 15496, 995, 40304] 50256 Hello world café\n") == 0,
@@ -763,9 +915,10 @@ TEST(hf_tokenizer_threads) {
     set(r, "pre_tokenizer",
         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\":"
         " false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false}]}");
-    set(r, "added_tokens", "[{\"id\": 260, \"content\": \"<|endoftext|>\", \"single_word\": false,"
-                           " \"lstrip\": false, \"rstrip\": false, \"normalized\": false,"
-                           " \"special\": true}]");
+    set(r, "added_tokens",
+        "[{\"id\": 260, \"content\": \"<|endoftext|>\", \"single_word\": false,"
+        " \"lstrip\": false, \"rstrip\": false, \"normalized\": false,"
+        " \"special\": true}]");
     al_tokenizer *t = load_mini(r);
     if (!t) return;
     size_t n;

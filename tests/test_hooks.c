@@ -267,7 +267,13 @@ TEST(hooks_name_table) {
             CHECK_OK(al_hook_parse(nm, 3, &q, &ql, &e), &e);
             CHECKF(q == (al_hook_point)p && ql == (al_hook_is_model_level(p) ? 0 : l), "%s", nm);
         }
-    struct { const char *name; al_hook_point p; int l; int nd; int64_t s[4]; } want[] = {
+    struct {
+        const char *name;
+        al_hook_point p;
+        int l;
+        int nd;
+        int64_t s[4];
+    } want[] = {
         {"blocks.1.attn.hook_pattern", AL_HOOK_PATTERN, 1, 4, {2, 8, 5, 5}},
         {"blocks.0.attn.hook_z", AL_HOOK_Z, 0, 4, {2, 5, 8, 32}},
         {"blocks.0.attn.hook_result", AL_HOOK_RESULT, 0, 4, {2, 5, 8, 256}},
@@ -288,8 +294,13 @@ TEST(hooks_name_table) {
         int nd = al_hook_shape(q, 2, 5, 256, 8, 32, 100, s);
         CHECKF(nd == want[i].nd && !memcmp(s, want[i].s, sizeof(int64_t) * nd), "%s", want[i].name);
     }
-    const char *bad[] = {"blocks.3.hook_resid_pre", "blocks.x.hook_resid_pre", "blocks.0",
-                         "blocks.0.hook_embed", "hook_resid_pre", "ln_final.hook_sale", "",
+    const char *bad[] = {"blocks.3.hook_resid_pre",
+                         "blocks.x.hook_resid_pre",
+                         "blocks.0",
+                         "blocks.0.hook_embed",
+                         "hook_resid_pre",
+                         "ln_final.hook_sale",
+                         "",
                          "blocks.99999999999.attn.hook_z"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         al_hook_point q;

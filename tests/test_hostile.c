@@ -215,7 +215,8 @@ static int valid_utf8(const char *str) {
  * UTF-8 are ordinary bytes: shown as \x00 and \xNN, and --json stays
  * valid JSON. */
 TEST(hostile_prompt_long_nul_non_utf8) {
-    t_pbuf dir = t_pcopy(""), m = t_pcopy("m"), out = t_pcopy("out"), err = t_pcopy("err"), p = t_pcopy("p.txt");
+    t_pbuf dir = t_pcopy(""), m = t_pcopy("m"), out = t_pcopy("out"), err = t_pcopy("err"),
+           p = t_pcopy("p.txt");
     al_err e;
     char *text = repeat_text("the cat sat on the mat. a dog ran home.\n\n", 300);
     small_model(dir.s, text, 1);
@@ -276,7 +277,8 @@ TEST(hostile_json_nested_10000) {
     for (int i = 0; i < D; i++) deep[k++] = '[';
     for (int i = 0; i < D; i++) deep[k++] = ']';
     k += snprintf(deep + k, cap - (size_t)k, "}");
-    t_pbuf exp = t_pcopy("exp.json"), err = t_pcopy("err"), data = t_pcopy("c.bin"), tok = t_pcopy("tok.json");
+    t_pbuf exp = t_pcopy("exp.json"), err = t_pcopy("err"), data = t_pcopy("c.bin"),
+           tok = t_pcopy("tok.json");
     t_pbuf m = t_pcopy("m"), mask = t_pcopy("mask.json");
     write_bytes(exp.s, deep, (size_t)k);
     CHECK(t_wait(t_spawn(NULL, err.s, "experiment %s --dry-run", exp.s), NULL) == 1);
@@ -323,7 +325,8 @@ static void put_u64(unsigned char *p, uint64_t v) {
  * file), and a tensor whose shape claims 2^62 elements: refused with the
  * file and the problem named, before anything is allocated from them. */
 TEST(hostile_safetensors_header_2pow63) {
-    t_pbuf data = t_pcopy("c.bin"), m = t_pcopy("m"), err = t_pcopy("err"), st = t_pcopy("m/model.safetensors");
+    t_pbuf data = t_pcopy("c.bin"), m = t_pcopy("m"), err = t_pcopy("err"),
+           st = t_pcopy("m/model.safetensors");
     int ids[4000];
     for (int i = 0; i < 4000; i++) ids[i] = "the cat sat. "[i % 13];
     al_err e;
@@ -442,7 +445,8 @@ TEST(hostile_train_lr_blowup_keeps_last_good) {
 /* A tensor name with a newline and an escape sequence in an otherwise
  * valid checkpoint: the error stays one line. */
 TEST(hostile_safetensors_control_char_name) {
-    t_pbuf data = t_pcopy("c.bin"), m = t_pcopy("m"), err = t_pcopy("err"), st = t_pcopy("m/model.safetensors");
+    t_pbuf data = t_pcopy("c.bin"), m = t_pcopy("m"), err = t_pcopy("err"),
+           st = t_pcopy("m/model.safetensors");
     int ids[4000];
     for (int i = 0; i < 4000; i++) ids[i] = "the cat sat. "[i % 13];
     al_err e;
@@ -458,8 +462,11 @@ TEST(hostile_safetensors_control_char_name) {
     al_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
     for (int i = 0; i < n; i++) t[i] = *al_st_at(f, i);
     float x = 1;
-    t[n] = (al_st_tensor){
-        .name = "evil\n\x1b[2Jname", .dtype = AL_DT_F32, .ndim = 1, .shape = {1}, .data = &x};
+    t[n] = (al_st_tensor){.name = "evil\n\x1b[2Jname",
+                          .dtype = AL_DT_F32,
+                          .ndim = 1,
+                          .shape = {1},
+                          .data = &x};
     t_pbuf tmp = t_pcopy("evil.safetensors");
     CHECK_OK(al_st_write(tmp.s, t, n + 1, NULL, NULL, 0, &e), &e);
     al_st_close(f);
@@ -480,7 +487,8 @@ TEST(hostile_threads_out_of_range) {
     free(text);
     const char *b = t_bin();
     const char *cmds[] = {"circuits --model %s/m --db %s", "patch --model %s/m --db %s",
-                          "run --model %s/m --prompt cat", "report --model %s/m --db %s --out rep.d",
+                          "run --model %s/m --prompt cat",
+                          "report --model %s/m --db %s --out rep.d",
                           "train --data %s/c.train.bin --out %s.m"};
     const char *bad[] = {"100000", "-1", "1025"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)

@@ -93,9 +93,6 @@ static void log_softmax(float *x, size_t n, int V) {
 
 /* ------------------------------------------------ processing (no PyTorch) */
 
-
-
-
 /* ------------------------------------------------ against PyTorch */
 
 typedef struct ref_file {
@@ -202,31 +199,38 @@ TEST(import_layouts_match_pytorch) {
             char out[64], all[1600];
             snprintf(out, sizeof out, "m%zu_%d", k, proc);
             snprintf(all, sizeof all, "%s%s", ck,
-                     proc ? "" : " --no-fold-ln --no-center-writing-weights --no-center-unembed "
-                                 "--no-fold-value-biases");
+                     proc ? ""
+                          : " --no-fold-ln --no-center-writing-weights --no-center-unembed "
+                            "--no-fold-value-biases");
             int rc = import_cli(t_path(out), all);
             CHECKF(rc == 0, "import %s: %s", all, t_slurp(t_path("imp.err")));
             if (rc) continue;
             double w = check_model(t_path(out), ref, proc);
-            if (proc) worst_proc = fmax(worst_proc, w);
-            else worst_raw = fmax(worst_raw, w);
+            if (proc)
+                worst_proc = fmax(worst_proc, w);
+            else
+                worst_raw = fmax(worst_raw, w);
         }
     }
     printf("    float32 files: logits %.2e, processed log-probs and weights %.2e (max relative "
-           "error against PyTorch)\n", worst_raw, worst_proc);
+           "error against PyTorch)\n",
+           worst_raw, worst_proc);
     /* what the import said and recorded */
     char cmd[1300];
     snprintf(cmd, sizeof cmd, "--checkpoint %s/nested.pth --config %s/ln_std.config.json", d, d);
     CHECK(import_cli(t_path("nest2"), cmd) == 0);
     char *so = t_slurp(t_path("imp.out"));
-    CHECKF(so && strstr(so, "state dict under model_state_dict.") &&
-           strstr(so, "processed: fold_ln, center_writing_weights, center_unembed, fold_value_biases"),
-           "%s", so ? so : "");
+    CHECKF(
+        so && strstr(so, "state dict under model_state_dict.") &&
+            strstr(so,
+                   "processed: fold_ln, center_writing_weights, center_unembed, fold_value_biases"),
+        "%s", so ? so : "");
     char *card = t_slurp(t_path("nest2/import.json"));
-    CHECK(card && strstr(card, "\"schema\":\t\"attnlab.import/1\"") && strstr(card, "\"sha256\":") &&
-          strstr(card, "\"buffers_skipped\":\t4"));
+    CHECK(card && strstr(card, "\"schema\":\t\"attnlab.import/1\"") &&
+          strstr(card, "\"sha256\":") && strstr(card, "\"buffers_skipped\":\t4"));
     char *cfg = t_slurp(t_path("nest2/config.json"));
-    CHECK(cfg && strstr(cfg, "\"normalization_type\":\t\"LNPre\"") && strstr(cfg, "\"processing\""));
+    CHECK(cfg && strstr(cfg, "\"normalization_type\":\t\"LNPre\"") &&
+          strstr(cfg, "\"processing\""));
     free(so), free(card), free(cfg);
     /* the hub format's keys are known and recorded */
     snprintf(cmd, sizeof cmd, "--checkpoint %s/ln_sf.pth --config %s/ln_sf.config.json", d, d);
@@ -246,7 +250,8 @@ TEST(import_half_precision_files) {
     for (int k = 0; k < 3; k++) {
         char opts[1300];
         snprintf(opts, sizeof opts, "--checkpoint %s/%s --config %s/ln_std.config.json %s", d,
-                 files[k][0], d, "--no-fold-ln --no-center-writing-weights --no-center-unembed "
+                 files[k][0], d,
+                 "--no-fold-ln --no-center-writing-weights --no-center-unembed "
                  "--no-fold-value-biases");
         char out[32];
         snprintf(out, sizeof out, "h%d", k);
@@ -268,8 +273,10 @@ TEST(import_compare_against_reference_run) {
     const char *names[] = {"ln_std", "none_sf", "ln_sf", "none_std"};
     for (int k = 0; k < 4; k++) {
         char opts[1300], out[32];
-        snprintf(opts, sizeof opts, "--checkpoint %s/%s.pth --config %s/%s.config.json "
-                 "--compare %s/%s.cmp.safetensors", d, names[k], d, names[k], d, names[k]);
+        snprintf(opts, sizeof opts,
+                 "--checkpoint %s/%s.pth --config %s/%s.config.json "
+                 "--compare %s/%s.cmp.safetensors",
+                 d, names[k], d, names[k], d, names[k]);
         snprintf(out, sizeof out, "c%d", k);
         int rc = import_cli(t_path(out), opts);
         CHECKF(rc == 0, "%s: %s", names[k], t_slurp(t_path("imp.err")));
@@ -284,12 +291,14 @@ TEST(import_compare_against_reference_run) {
         CHECK(rc == 0);
         so = t_slurp(t_path("cmp.out"));
         CHECK(so && strstr(so, "blocks.1.attn.hook_pattern") && strstr(so, "logits"));
-        if (k == 0) CHECK(so && strstr(so, "ln_final.hook_normalized") && strstr(so, "hook_attn_scores"));
+        if (k == 0)
+            CHECK(so && strstr(so, "ln_final.hook_normalized") && strstr(so, "hook_attn_scores"));
         free(so);
     }
     /* a reference with one activation off by 1e-3 of its scale fails, and
      * import --compare then writes nothing */
-    CHECK(t_sh(PY " -c \"import sys; sys.path.insert(0, 'tests'); import import_ref as r, numpy as "
+    CHECK(t_sh(PY
+               " -c \"import sys; sys.path.insert(0, 'tests'); import import_ref as r, numpy as "
                "np, json, struct; p='%s/ln_std.cmp.safetensors'; b=open(p,'rb').read(); n=struct."
                "unpack('<Q', b[:8])[0]; h=json.loads(b[8:8+n]); o=8+n+h['blocks.1.hook_attn_out']"
                "['data_offsets'][0]; x=np.frombuffer(b[o:o+4], '<f4')[0]; "
@@ -302,18 +311,23 @@ TEST(import_compare_against_reference_run) {
           strstr(so, "compare: FAIL"));
     free(so);
     char opts[1300];
-    snprintf(opts, sizeof opts, "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
-             "--compare %s", d, d, t_path("off.safetensors"));
+    snprintf(opts, sizeof opts,
+             "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
+             "--compare %s",
+             d, d, t_path("off.safetensors"));
     CHECK(import_cli(t_path("nope"), opts) == 1);
     CHECK(t_one_line(t_path("imp.err"), "does not match") && !exists(t_path("nope")));
     /* a reference of other processing is refused, not compared */
-    snprintf(opts, sizeof opts, "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
-             "--no-fold-ln --compare %s/ln_std.cmp.safetensors", d, d, d);
+    snprintf(opts, sizeof opts,
+             "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
+             "--no-fold-ln --compare %s/ln_std.cmp.safetensors",
+             d, d, d);
     CHECK(import_cli(t_path("nope2"), opts) == 1);
     /* the script that writes such references from TransformerLens: its help needs no PyTorch */
     CHECK(t_sh(PY " scripts/tl-compare.py --help > %s 2>&1", t_path("tlc.out")) == 0);
     CHECK(t_one_line(t_path("imp.err"), "processed with 'fold_ln,center_writing_weights,center_"
-                                        "unembed,fold_value_biases'") && !exists(t_path("nope2")));
+                                        "unembed,fold_value_biases'") &&
+          !exists(t_path("nope2")));
 }
 
 /* The command must fail with one line holding want, leaving no out. */
@@ -346,7 +360,8 @@ TEST(import_refusals_leave_nothing) {
     CHECK(t_sh("head -c 1000 %s/ln_std.safetensors > %s", d, t_path("cut.safetensors")) == 0);
     REFUSED("cut.safetensors", "--checkpoint %s --positions standard", t_path("cut.safetensors"));
     t_write("junk.pth", "not a checkpoint at all\n");
-    REFUSED("neither a torch.save file", "--checkpoint %s --positions standard", t_path("junk.pth"));
+    REFUSED("neither a torch.save file", "--checkpoint %s --positions standard",
+            t_path("junk.pth"));
     /* shapes and keys that do not fit */
     REFUSED("tensor blocks.1.attn.W_K has shape [4,32,9], expected [4,32,8]",
             "--checkpoint %s/bad_shape.pth --positions standard", d);
@@ -354,8 +369,10 @@ TEST(import_refusals_leave_nothing) {
             "--checkpoint %s/ln_std.pth --config %s/wrong_dmodel.config.json", d, d);
     REFUSED("key 'blocks.0.attn.W_X' is not a tensor of an attention-only TransformerLens model",
             "--checkpoint %s/extra_key.pth --positions standard", d);
-    REFUSED("tensor blocks.1.attn.W_V missing", "--checkpoint %s/missing_key.pth --positions standard", d);
-    REFUSED("is beyond the model's layers", "--checkpoint %s/ln_std.pth --positions standard --n-layers 1", d);
+    REFUSED("tensor blocks.1.attn.W_V missing",
+            "--checkpoint %s/missing_key.pth --positions standard", d);
+    REFUSED("is beyond the model's layers",
+            "--checkpoint %s/ln_std.pth --positions standard --n-layers 1", d);
     REFUSED("a LayerNorm weight, but the configuration's normalization has none",
             "--checkpoint %s/ln_std.pth --positions standard --norm none", d);
     REFUSED("has no LayerNorm weights: give --norm none or --norm LNPre",
@@ -363,8 +380,9 @@ TEST(import_refusals_leave_nothing) {
     REFUSED("tensor embed.W_E has shape [300,32], expected [48262,512]",
             "--checkpoint %s/ln_std.pth --preset attn-only-2l", d);
     /* MLP models: by the config and by the keys */
-    REFUSED("a model with MLP layers (attn_only false, d_mlp 128): attnlab takes attention-only models",
-            "--checkpoint %s/mlp.pth --config %s/mlp.config.json", d, d);
+    REFUSED(
+        "a model with MLP layers (attn_only false, d_mlp 128): attnlab takes attention-only models",
+        "--checkpoint %s/mlp.pth --config %s/mlp.config.json", d, d);
     REFUSED("holds MLP weights (blocks.0.ln2.", "--checkpoint %s/mlp.pth --positions standard", d);
     /* config keys: an unknown one, one at a value attnlab does not compute */
     char *c = t_slurp(in(d, "ln_std.config.json"));
@@ -388,15 +406,18 @@ TEST(import_refusals_leave_nothing) {
     /* cJSON keeps the first of two equal keys: the file's own "standard" wins, so the
      * duplicate is invisible; the rotary file is checked through --ignore-key instead */
     char opts[2400];
-    snprintf(opts, sizeof opts, "--checkpoint %s/ln_std.pth --config %s --ignore-key "
-             "rotary_frobnicate,other", d, t_path("unknown.json"));
+    snprintf(opts, sizeof opts,
+             "--checkpoint %s/ln_std.pth --config %s --ignore-key "
+             "rotary_frobnicate,other",
+             d, t_path("unknown.json"));
     CHECK(import_cli(t_path("ignored"), opts) == 0);
     char *card = t_slurp(t_path("ignored/import.json"));
     CHECK(card && strstr(card, "\"rotary_frobnicate\""));
     free(card);
     /* options */
     REFUSED("give --preset or --config, not both",
-            "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json --preset attn-only-2l", d, d);
+            "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json --preset attn-only-2l", d,
+            d);
     REFUSED("unknown preset 'redwood_attn_2' (did you mean 'redwood_attn_2l'?)",
             "--checkpoint %s/ln_std.pth --preset redwood_attn_2", d);
     REFUSED("the positions are not known", "--checkpoint %s/ln_std.pth", d);
@@ -414,30 +435,43 @@ TEST(import_tokenizer_and_commands_on_imported_model) {
     CHECK_OK(al_tok_save(tok, t_path("tokenizer.json"), &e), &e);
     al_tok_free(tok);
     char opts[1300];
-    snprintf(opts, sizeof opts, "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
-             "--tokenizer %s", d, d, t_path("tokenizer.json"));
+    snprintf(opts, sizeof opts,
+             "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
+             "--tokenizer %s",
+             d, d, t_path("tokenizer.json"));
     CHECK(import_cli(t_path("m"), opts) == 0);
     CHECK(t_sh("%s run --model %s --prompt 'Once upon a time' > %s 2>&1", t_bin(), t_path("m"),
                t_path("run.out")) == 0);
     /* a Hugging Face tokenizer.json goes through al_tok_load: accepted where
      * the reader knows the format, else refused in one line with nothing written */
-    t_write("hf.json", "{\"version\": \"1.0\", \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, "
-                       "\"b\": 1}, \"merges\": []}, \"added_tokens\": [], \"pre_tokenizer\": "
-                       "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}}");
-    snprintf(opts, sizeof opts, "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
-             "--tokenizer %s", d, d, t_path("hf.json"));
+    t_write("hf.json",
+            "{\"version\": \"1.0\", \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, "
+            "\"b\": 1}, \"merges\": []}, \"added_tokens\": [], \"pre_tokenizer\": "
+            "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}}");
+    snprintf(opts, sizeof opts,
+             "--checkpoint %s/ln_std.pth --config %s/ln_std.config.json "
+             "--tokenizer %s",
+             d, d, t_path("hf.json"));
     int rc = import_cli(t_path("hf"), opts);
-    CHECK(rc == 0 || (rc == 1 && t_one_line(t_path("imp.err"), "hf.json") && !exists(t_path("hf"))));
+    CHECK(rc == 0 ||
+          (rc == 1 && t_one_line(t_path("imp.err"), "hf.json") && !exists(t_path("hf"))));
     /* every analysis runs on the imported model (LNPre and biases) */
     CHECK(t_sh("%s data synth --out %s --stories 60 > /dev/null 2>&1 && %s encode --tokenizer %s "
-               "--in %s --out %s --val 0.3 > /dev/null 2>&1", t_bin(), t_path("s.txt"), t_bin(),
-               t_path("tokenizer.json"), t_path("s.txt"), t_path("d.bin")) == 0);
-    static const char *const cmds[] = {
-        "circuits", "scores --probe-r 20", "ablate --data %s --probe-r 20",
-        "prune --data %s --method ablation", "patch --probe-r 20", "paths --probe-r 20",
-        "attribute --probe-r 20", "discover --probe-r 20", "names --data %s",
-        "attnstats --data %s --batches 1", "sae train --data %s --layer 0 --out %s/sae --steps 3",
-        "sae features --data %s --sae %s/sae --windows 8"};
+               "--in %s --out %s --val 0.3 > /dev/null 2>&1",
+               t_bin(), t_path("s.txt"), t_bin(), t_path("tokenizer.json"), t_path("s.txt"),
+               t_path("d.bin")) == 0);
+    static const char *const cmds[] = {"circuits",
+                                       "scores --probe-r 20",
+                                       "ablate --data %s --probe-r 20",
+                                       "prune --data %s --method ablation",
+                                       "patch --probe-r 20",
+                                       "paths --probe-r 20",
+                                       "attribute --probe-r 20",
+                                       "discover --probe-r 20",
+                                       "names --data %s",
+                                       "attnstats --data %s --batches 1",
+                                       "sae train --data %s --layer 0 --out %s/sae --steps 3",
+                                       "sae features --data %s --sae %s/sae --windows 8"};
     for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
         char args[1200];
         snprintf(args, sizeof args, cmds[k], t_path("d.val.bin"), t_tmpdir());
@@ -450,8 +484,10 @@ TEST(import_tokenizer_and_commands_on_imported_model) {
     }
     /* and circuits on redwood_attn_2l's layout (LayerNorm, shortformer:
      * token parts folded, positional parts from the raw weights) */
-    snprintf(opts, sizeof opts, "--checkpoint %s/ln_sf.pth --config %s/ln_sf.config.json "
-             "--tokenizer %s", d, d, t_path("tokenizer.json"));
+    snprintf(opts, sizeof opts,
+             "--checkpoint %s/ln_sf.pth --config %s/ln_sf.config.json "
+             "--tokenizer %s",
+             d, d, t_path("tokenizer.json"));
     CHECK(import_cli(t_path("sf"), opts) == 0);
     rc = t_sh("%s circuits --model %s --db %s > /dev/null 2> %s", t_bin(), t_path("sf"),
               t_path("r.db"), t_path("an.err"));
@@ -475,10 +511,12 @@ TEST(import_true_attn_only_2l_shape_and_get_model) {
                "digits && cp %s %s/NeelNanda/gpt-neox-tokenizer-digits/tokenizer.json",
                mirror, mirror, d, d, mirror, t_path("tokenizer.json"), mirror) == 0);
     int rc = t_sh("ATTNLAB_BIN=%s ATTNLAB_HUB_MIRROR=%s sh scripts/get-model.sh attn-only-2l %s "
-                  "> %s 2>&1", t_bin(), mirror, t_path("models"), t_path("get.out"));
+                  "> %s 2>&1",
+                  t_bin(), mirror, t_path("models"), t_path("get.out"));
     CHECKF(rc == 0, "get-model.sh: %s", t_slurp(t_path("get.out")));
     char *so = t_slurp(t_path("get.out"));
-    CHECK(so && strstr(so, "model: 2 layers, d_model 512, 8 heads x 64, n_ctx 1024, d_vocab 48262"));
+    CHECK(so &&
+          strstr(so, "model: 2 layers, d_model 512, 8 heads x 64, n_ctx 1024, d_vocab 48262"));
     free(so);
     ref_file r;
     if (ref_open(&r, in(d, "big.ref.safetensors"))) return;
@@ -500,7 +538,8 @@ TEST(import_true_attn_only_2l_shape_and_get_model) {
     al_st_close(r.f);
     /* a second run finds the directory there and leaves it alone */
     rc = t_sh("ATTNLAB_BIN=%s ATTNLAB_HUB_MIRROR=%s sh scripts/get-model.sh attn-only-2l %s "
-              "> %s 2>&1", t_bin(), mirror, t_path("models"), t_path("get.out"));
+              "> %s 2>&1",
+              t_bin(), mirror, t_path("models"), t_path("get.out"));
     CHECK(rc == 1);
 }
 
@@ -528,32 +567,37 @@ TEST(import_every_analysis_at_redwood_shape) {
                t_bin(), t_path("s.txt"), t_bin(), t_path("s.txt"), t_path("byte.json"), t_bin(),
                t_path("byte.json"), t_path("s.txt"), t_path("d.bin")) == 0);
     char opts[1400];
-    snprintf(opts, sizeof opts, "--checkpoint %s/redwood.pth --config %s/redwood.config.json "
-             "--tokenizer %s", d, d, t_path("byte.json"));
+    snprintf(opts, sizeof opts,
+             "--checkpoint %s/redwood.pth --config %s/redwood.config.json "
+             "--tokenizer %s",
+             d, d, t_path("byte.json"));
     CHECK(import_cli(t_path("m"), opts) == 0);
     char *cfg = t_slurp(t_path("m/config.json"));
     CHECK(cfg && strstr(cfg, "\"d_vocab\":\t50259") && strstr(cfg, "\"n_ctx\":\t2048") &&
           strstr(cfg, "\"positional_embedding_type\":\t\"shortformer\""));
     free(cfg);
-    static const char *const cmds[] = {
-        "scores --probe-r 10 --probe-n 4",
-        "ablate --data %1$s --heads 1.6 --probe-r 10 --probe-n 4 --batches 1 --batch 1",
-        "patch --probe-r 10 --n 4", "paths --probe-r 10 --n 4",
-        "attribute --probe-r 10 --n 4 --no-patching", "discover --probe-r 10 --n 4",
-        "names --data %1$s --stories 8", "attnstats --data %1$s --batches 1 --batch 1",
-        ("sae train --data %3$s --val %1$s --layer 1 --out %2$s/sae --steps 3 --batch 64 "
-         "--eval-windows 1 --expansion 1 --k 8"),
-        "sae features --data %1$s --sae %2$s/sae --windows 2 --probe-r 10 --probe-n 8",
-        "run --prompt 'Once upon a time'"};
+    static const char *const cmds[] =
+        {"scores --probe-r 10 --probe-n 4",
+         "ablate --data %1$s --heads 1.6 --probe-r 10 --probe-n 4 --batches 1 --batch 1",
+         "patch --probe-r 10 --n 4",
+         "paths --probe-r 10 --n 4",
+         "attribute --probe-r 10 --n 4 --no-patching",
+         "discover --probe-r 10 --n 4",
+         "names --data %1$s --stories 8",
+         "attnstats --data %1$s --batches 1 --batch 1",
+         ("sae train --data %3$s --val %1$s --layer 1 --out %2$s/sae --steps 3 --batch 64 "
+          "--eval-windows 1 --expansion 1 --k 8"),
+         "sae features --data %1$s --sae %2$s/sae --windows 2 --probe-r 10 --probe-n 8",
+         "run --prompt 'Once upon a time'"};
     for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
         char args[1400];
         snprintf(args, sizeof args, cmds[k], t_path("d.val.bin"), t_tmpdir(),
                  t_path("d.train.bin"));
         double t1 = al_now();
         int run = !strncmp(args, "run ", 4); /* stores nothing */
-        int rc = t_sh("%s %s --model %s %s %s --threads 2 > %s 2> %s", t_bin(), args,
-                      t_path("m"), run ? "" : "--db", run ? "" : t_path("r.db"), t_path("an.out"),
-                      t_path("an.err"));
+        int rc =
+            t_sh("%s %s --model %s %s %s --threads 2 > %s 2> %s", t_bin(), args, t_path("m"),
+                 run ? "" : "--db", run ? "" : t_path("r.db"), t_path("an.out"), t_path("an.err"));
         char *err = t_slurp(t_path("an.err"));
         CHECKF(rc == 0, "%s: exit %d, stderr %s", args, rc, err ? err : "");
         free(err);

@@ -13,7 +13,8 @@ static void make_tree(const char *root, const char *const *specs) {
         CHECK(sscanf(specs[i], "%127[^/]/%127[^:]:%127s", dir, name, inc) >= 2);
         CHECK(t_sh("mkdir -p %s/src/%s", root, dir) == 0);
         if (inc[0])
-            CHECK(t_sh("printf '#include \"attnlab/%s\"\\n' > %s/src/%s/%s.c", inc, root, dir, name) == 0);
+            CHECK(t_sh("printf '#include \"attnlab/%s\"\\n' > %s/src/%s/%s.c", inc, root, dir,
+                       name) == 0);
         else
             CHECK(t_sh(": > %s/src/%s/%s.c", root, dir, name) == 0);
     }
@@ -47,8 +48,8 @@ TEST(layers_angle_bracket_include_is_checked) {
     CHECK(t_sh("printf '#include <attnlab/store.h>\\n' > %s/src/core/util.c", root) == 0);
     CHECK(t_sh("sh scripts/layers.sh %s > %s 2>&1", root, t_path("out")) == 1);
     char *out = t_slurp(t_path("out"));
-    CHECKF(out && strstr(out, "src/core/util.c (core) includes attnlab/store.h (store)"), "output: %s",
-           out ? out : "(none)");
+    CHECKF(out && strstr(out, "src/core/util.c (core) includes attnlab/store.h (store)"),
+           "output: %s", out ? out : "(none)");
     free(out);
 }
 
@@ -73,6 +74,7 @@ TEST(layers_header_without_source_needs_a_layer_comment) {
     CHECKF(out && strstr(out, "belongs to no layer"), "output: %s", out ? out : "(none)");
     free(out);
     /* with the comment it is placed, and core including a core header is fine */
-    CHECK(t_sh("printf '/* orphan.h (layer: core) */\\n' > %s/include/attnlab/orphan.h", root) == 0);
+    CHECK(t_sh("printf '/* orphan.h (layer: core) */\\n' > %s/include/attnlab/orphan.h", root) ==
+          0);
     CHECK(t_sh("sh scripts/layers.sh %s > %s 2>&1", root, t_path("out")) == 0);
 }

@@ -91,7 +91,7 @@ TEST(linalg_rank_rule_is_numpys) {
     double s[4] = {1, 1e-3, 1e-5, 1e-7};
     CHECK_NEAR(al_rank_tol(s, 4, 256, 256), 256 * 1.1920928955078125e-07, 1e-18);
     CHECK(al_rank(s, 4, 256, 256) == 2); /* 1e-5 < 3.05e-5 */
-    CHECK(al_rank(s, 4, 4, 4) == 3);     /* tol 4.8e-7: 1e-5 counts, 1e-7 not */
+    CHECK(al_rank(s, 4, 4, 4) == 3); /* tol 4.8e-7: 1e-5 counts, 1e-7 not */
     double z[2] = {0, 0};
     CHECK(al_rank(z, 2, 2, 2) == 0);
     /* a 6x5 matrix of rank 3: basis has 3 orthonormal columns spanning it */

@@ -78,8 +78,7 @@ static void mask(unsigned char *kept, int n, int j, al_rng *r) {
 
 /* The circuit kept[] on (clean, corr) by the hooks' full forward:
  * logits (B·T, V), malloc'd. */
-static float *run_hooks(al_model *m, const unsigned char *kept, const int *clean,
-                        const int *corr) {
+static float *run_hooks(al_model *m, const unsigned char *kept, const int *clean, const int *corr) {
     al_circuit_spec sp = {.kept = kept, .fill = AL_FILL_CORRUPTED, .corr = corr};
     al_circuit_exec x;
     al_err e;
@@ -265,8 +264,8 @@ TEST(ln_circuit_planted) {
     }
     CHECKF(r.n_kept == 4 && r.faithfulness > 0.99, "faithfulness %g with %d edges", r.faithfulness,
            r.n_kept);
-    fprintf(stderr, "    ACDC: %d of %d edges kept, faithfulness %.4f, %ld evaluations\n",
-            r.n_kept, r.n_edges, r.faithfulness, r.evals);
+    fprintf(stderr, "    ACDC: %d of %d edges kept, faithfulness %.4f, %ld evaluations\n", r.n_kept,
+            r.n_edges, r.faithfulness, r.evals);
     al_discover_result_free(&r);
     /* EAP (each receiver's gradient through its own ln1) ranks the planted
      * key path among the edges it needs to recover the effect */

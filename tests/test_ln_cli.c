@@ -38,12 +38,16 @@ static const char *small(const char *name) {
 }
 
 static void data_arg(const al_analysis *a, const char *dir, char *buf, size_t cap) {
-    if (a->exp_data == AL_EXP_DATA_VAL) snprintf(buf, cap, "--data %s/s.val.bin", dir);
-    else buf[0] = 0;
+    if (a->exp_data == AL_EXP_DATA_VAL)
+        snprintf(buf, cap, "--data %s/s.val.bin", dir);
+    else
+        buf[0] = 0;
     size_t n = strlen(buf);
     if (!strcmp(a->name, "sae"))
-        snprintf(buf + n, cap - n, " --data %s/s.train.bin --val %s/s.val.bin --layer 1 --out "
-                 "%s/sae-ln --force --steps 4 --batch 64 --eval-windows 2", dir, dir, dir);
+        snprintf(buf + n, cap - n,
+                 " --data %s/s.train.bin --val %s/s.val.bin --layer 1 --out "
+                 "%s/sae-ln --force --steps 4 --batch 64 --eval-windows 2",
+                 dir, dir, dir);
     else if (!strcmp(a->name, "sae_features"))
         snprintf(buf + n, cap - n, " --sae %s/sae-ln --windows 4 --probe-r 6 --probe-n 4", dir);
 }
@@ -87,9 +91,10 @@ TEST(ln_cli_every_analysis) {
                            "'circuits leave the biases out%')") == 2);
     /* a circuit run (--circuit) takes the model too: the empty circuit
      * (every edge carries the resampled run's value) */
-    t_write("c.json", "{\"format\": \"attnlab-circuit\", \"version\": 1, \"n_edges\": 0, \"edges\": []}");
-    int rc = t_sh("%s scores --model %s/ln --db %s --circuit %s %s --threads 2 > %s 2> %s",
-                  t_bin(), dir.s, db.s, t_path("c.json"), small("scores"), out.s, err.s);
+    t_write("c.json",
+            "{\"format\": \"attnlab-circuit\", \"version\": 1, \"n_edges\": 0, \"edges\": []}");
+    int rc = t_sh("%s scores --model %s/ln --db %s --circuit %s %s --threads 2 > %s 2> %s", t_bin(),
+                  dir.s, db.s, t_path("c.json"), small("scores"), out.s, err.s);
     CHECKF(rc == 0, "scores --circuit: exit %d: %s", rc, t_slurp(err.s));
     char *txt = t_slurp(out.s);
     CHECKF(txt && strstr(txt, "0 of "), "scores --circuit printed: %s", txt ? txt : "");
@@ -106,17 +111,24 @@ TEST(ln_cli_attribute_compared) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err.txt");
     ln_model(dir.s, "--norm ln --biases all");
     CHECK(t_sh("%s attribute --model %s/ln --db %s --probe-r 6 --n 4 --batch 2 --threads 2 > %s "
-               "2> %s", t_bin(), dir.s, db.s, t_path("out.txt"), err.s) == 0);
+               "2> %s",
+               t_bin(), dir.s, db.s, t_path("out.txt"), err.s) == 0);
     CHECK_SQL(db.s, "SELECT grid, n > 0, pearson IS NULL FROM attribution_agreement ORDER BY grid",
               "edge|1|0\nhead|1|0\nhead_pos|1|0");
-    CHECK_SQL(db.s, "SELECT count(*) > 0, sum(actual IS NOT NULL) > 0 FROM attribution_patching "
-                    "WHERE grid = 'edge'", "1|1");
-    CHECK_SQL(db.s, "SELECT group_concat(component, ' ') FROM (SELECT component FROM "
-                    "logit_attribution WHERE pos IS NULL AND component NOT LIKE '%.%' ORDER BY "
-                    "component)", "b_O_0 b_O_1 const embed pos");
-    CHECK_SQL(db.s, "SELECT count(*) FROM run_warnings WHERE message LIKE 'attribution freezes%' "
-                    "OR message LIKE 'attribution of biases%' OR message LIKE 'attribution "
-                    "patching''s edge estimates are not compared%'", "2");
+    CHECK_SQL(db.s,
+              "SELECT count(*) > 0, sum(actual IS NOT NULL) > 0 FROM attribution_patching "
+              "WHERE grid = 'edge'",
+              "1|1");
+    CHECK_SQL(db.s,
+              "SELECT group_concat(component, ' ') FROM (SELECT component FROM "
+              "logit_attribution WHERE pos IS NULL AND component NOT LIKE '%.%' ORDER BY "
+              "component)",
+              "b_O_0 b_O_1 const embed pos");
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM run_warnings WHERE message LIKE 'attribution freezes%' "
+              "OR message LIKE 'attribution of biases%' OR message LIKE 'attribution "
+              "patching''s edge estimates are not compared%'",
+              "2");
     char *txt = t_slurp(err.s);
     CHECK(txt && strstr(txt, "attnlab: warning: attribution freezes LayerNorm scales"));
     free(txt);
@@ -136,9 +148,11 @@ TEST(ln_cli_run_heatmap_report) {
     CHECK(t_sh("%s run --model %s/ln --prompt 'Once upon a time' --save-cache %s > %s 2> %s",
                t_bin(), dir.s, t_path("cache.safetensors"), t_path("run.out"), err.s) == 0);
     CHECK(t_sh("%s heatmap --model %s/ln --what attention --layer 1 --prompt 'the cat' --out %s "
-               "> /dev/null 2> %s", t_bin(), dir.s, t_path("att.png"), err.s) == 0);
-    int rc = t_sh("%s heatmap --model %s/ln --what qk --layer 0 --head 1 --out %s > /dev/null 2> %s",
-                  t_bin(), dir.s, t_path("qk.png"), err.s);
+               "> /dev/null 2> %s",
+               t_bin(), dir.s, t_path("att.png"), err.s) == 0);
+    int rc =
+        t_sh("%s heatmap --model %s/ln --what qk --layer 0 --head 1 --out %s > /dev/null 2> %s",
+             t_bin(), dir.s, t_path("qk.png"), err.s);
     CHECKF(rc == 1 && t_one_line(err.s, "circuits from the weights need a model's LayerNorm "
                                         "folded into them (this one has normalization_type LNPre"),
            "heatmap qk: exit %d", rc);
@@ -151,7 +165,8 @@ TEST(ln_cli_run_heatmap_report) {
                            "shortformer LayerNorm model read the token parts%'") == 1);
     /* the positional QK picture reads the raw weights too */
     CHECK(t_sh("%s heatmap --model %s/ln --what qk-pos --layer 1 --head 0 --out %s > /dev/null "
-               "2> %s", t_bin(), dir.s, t_path("qkpos.png"), err.s) == 0);
+               "2> %s",
+               t_bin(), dir.s, t_path("qkpos.png"), err.s) == 0);
     CHECK(t_sh("%s scores --model %s/ln --db %s %s --threads 2 > /dev/null 2>&1", t_bin(), dir.s,
                db.s, small("scores")) == 0);
     CHECK(t_sh("%s report --db %s --model %s/ln --out %s --repeat 6 > /dev/null 2> %s", t_bin(),
@@ -172,8 +187,9 @@ TEST(ln_cli_experiment_keys) {
     const char *at = strstr(exp_json, "\"n_layers\": 2}");
     CHECK(at != NULL);
     if (!at) return;
-    snprintf(text, strlen(exp_json) + 64, "%.*s\"n_layers\": 2, \"norm\": \"ln\", \"biases\": \"qkvo\"}%s",
-             (int)(at - exp_json), exp_json, at + strlen("\"n_layers\": 2}"));
+    snprintf(text, strlen(exp_json) + 64,
+             "%.*s\"n_layers\": 2, \"norm\": \"ln\", \"biases\": \"qkvo\"}%s", (int)(at - exp_json),
+             exp_json, at + strlen("\"n_layers\": 2}"));
     t_exp_refused(text, "\"norm\": \"ln\"", "\"norm\": \"rms\"",
                   "models[0].norm: must be \"none\", \"ln\" or \"lnpre\"");
     t_exp_refused(text, "\"biases\": \"qkvo\"", "\"biases\": \"qkvx\"",

@@ -72,7 +72,10 @@ static int capture(al_hook_act *a, void *ctx, al_err *e) {
     char nm[96], tl[64];
     al_hook_name(a->point, a->layer, tl, sizeof tl);
     snprintf(nm, sizeof nm, "%s%s%s", d->prefix, tl,
-             a->input < 0 ? "" : a->input == 0 ? ".q" : a->input == 1 ? ".k" : ".v");
+             a->input < 0    ? ""
+             : a->input == 0 ? ".q"
+             : a->input == 1 ? ".k"
+                             : ".v");
     put(d, nm, AL_DT_F32, nd, s, buf, 4 * total);
     free(buf);
     return 0;
@@ -123,8 +126,8 @@ static void make_case(const ln_case *k, uint64_t seed, const char *dir, const ch
     al_hook_remove(&m, &d);
     /* split inputs: q/k/v inputs and the per-head ln1 of each */
     d.prefix = "split.";
-    int split_pts[] = {AL_HOOK_Q_INPUT, AL_HOOK_K_INPUT, AL_HOOK_V_INPUT, AL_HOOK_LN1_SCALE,
-                       AL_HOOK_LN1_NORMALIZED, AL_HOOK_Q};
+    int split_pts[] = {AL_HOOK_Q_INPUT,   AL_HOOK_K_INPUT,        AL_HOOK_V_INPUT,
+                       AL_HOOK_LN1_SCALE, AL_HOOK_LN1_NORMALIZED, AL_HOOK_Q};
     for (size_t i = 0; i < sizeof split_pts / sizeof split_pts[0]; i++)
         if (c.norm_type != AL_NORM_NONE || i < 3 || i == 5)
             CHECK_OK(al_hook_add(&m, split_pts[i], -1, capture, &d, &e), &e);
@@ -203,14 +206,26 @@ static void run_cases(size_t i0, size_t i1, const char *const *must, size_t n_mu
 }
 
 /* Every kind of point, in every model. */
-static const char *const MUST[] = {
-    "hook.hook_embed", "hook.hook_pos_embed", "hook.blocks.0.ln1.hook_scale",
-    "hook.blocks.3.ln1.hook_normalized", "hook.blocks.0.attn.hook_attn_scores",
-    "hook.blocks.1.attn.hook_pattern", "hook.blocks.0.attn.hook_result",
-    "hook.blocks.3.hook_attn_out", "hook.ln_final.hook_scale", "hook.ln_final.hook_normalized",
-    "hook.logits", "split.blocks.1.hook_v_input", "split.blocks.0.ln1.hook_scale.k",
-    "split.blocks.2.ln1.hook_normalized.v", "grad.blocks.2.ln1.w", "grad.blocks.0.attn.b_Q",
-    "grad.blocks.1.attn.b_O", "grad.ln_final.b", "grad.unembed.b_U", "grad.pos_embed.W_pos"};
+static const char *const MUST[] = {"hook.hook_embed",
+                                   "hook.hook_pos_embed",
+                                   "hook.blocks.0.ln1.hook_scale",
+                                   "hook.blocks.3.ln1.hook_normalized",
+                                   "hook.blocks.0.attn.hook_attn_scores",
+                                   "hook.blocks.1.attn.hook_pattern",
+                                   "hook.blocks.0.attn.hook_result",
+                                   "hook.blocks.3.hook_attn_out",
+                                   "hook.ln_final.hook_scale",
+                                   "hook.ln_final.hook_normalized",
+                                   "hook.logits",
+                                   "split.blocks.1.hook_v_input",
+                                   "split.blocks.0.ln1.hook_scale.k",
+                                   "split.blocks.2.ln1.hook_normalized.v",
+                                   "grad.blocks.2.ln1.w",
+                                   "grad.blocks.0.attn.b_Q",
+                                   "grad.blocks.1.attn.b_O",
+                                   "grad.ln_final.b",
+                                   "grad.unembed.b_U",
+                                   "grad.pos_embed.W_pos"};
 
 TEST(ln_torch_reference_demo_shape) { run_cases(0, 4, MUST, sizeof MUST / sizeof MUST[0]); }
 TEST(ln_torch_reference_tl_shape) { run_cases(4, 8, MUST, sizeof MUST / sizeof MUST[0]); }

@@ -67,14 +67,17 @@ TEST(lnorm_config_json_roundtrip) {
     /* files written before these keys: the plain model, eps 1e-5 */
     CHECK_OK(al_config_from_json("{\"n_layers\":1,\"d_model\":8,\"n_heads\":2,\"d_head\":4,"
                                  "\"n_ctx\":4,\"d_vocab\":5,\"normalization_type\":null}",
-                                 &d, "old.json", &e), &e);
+                                 &d, "old.json", &e),
+             &e);
     CHECK(d.norm_type == AL_NORM_NONE && d.biases == 0 && d.ln_eps == 1e-5);
 }
 
 TEST(lnorm_config_json_refuses) {
     const char *base = "\"n_layers\":1,\"d_model\":16,\"n_heads\":2,\"d_head\":8,\"n_ctx\":4,"
                        "\"d_vocab\":11";
-    struct { const char *extra, *msg; } bad[] = {
+    struct {
+        const char *extra, *msg;
+    } bad[] = {
         {",\"normalization_type\":\"RMSPre\"", "key 'normalization_type' must be null, \"LN\""},
         {",\"normalization_type\":true", "key 'normalization_type' must be null"},
         {",\"eps\":0", "key 'eps' must be a number in (0, 1]"},
@@ -112,12 +115,12 @@ TEST(lnorm_config_json_refuses) {
         CHECKF(memcmp(&c, &keep, sizeof c) == 0, "case %zu changed the config", i);
     }
     /* the values that leave the model as attnlab computes it are accepted */
-    const char *good[] = {
-        ",\"use_attn_scale\":true,\"attn_scale\":2.8284271247461903",
-        ",\"attn_scale\":-1.0,\"attention_dir\":\"causal\",\"n_key_value_heads\":null",
-        ",\"n_key_value_heads\":2,\"d_vocab_out\":-1,\"final_rms\":false",
-        ",\"d_vocab_out\":11,\"output_logits_soft_cap\":-1.0,\"use_split_qkv_input\":true",
-        ",\"normalization_type\":\"LNPre\",\"eps\":1e-12,\"biases\":[]"};
+    const char *good[] =
+        {",\"use_attn_scale\":true,\"attn_scale\":2.8284271247461903",
+         ",\"attn_scale\":-1.0,\"attention_dir\":\"causal\",\"n_key_value_heads\":null",
+         ",\"n_key_value_heads\":2,\"d_vocab_out\":-1,\"final_rms\":false",
+         ",\"d_vocab_out\":11,\"output_logits_soft_cap\":-1.0,\"use_split_qkv_input\":true",
+         ",\"normalization_type\":\"LNPre\",\"eps\":1e-12,\"biases\":[]"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         char json[512];
         snprintf(json, sizeof json, "{%s%s}", base, good[i]);
@@ -140,10 +143,21 @@ TEST(lnorm_config_validate_and_spec) {
     CHECK(al_config_validate(&c, &e) == -1 && strstr(e.msg, "norm_type must be"));
     c.norm_type = AL_NORM_NONE, c.biases = 32;
     CHECK(al_config_validate(&c, &e) == -1 && strstr(e.msg, "biases must be"));
-    struct { const char *s; int rc; unsigned bits; } sp[] = {
-        {"all", 0, AL_BIAS_ALL}, {"none", 0, 0}, {"qkvo,u", 0, AL_BIAS_ALL},
-        {"qk", 0, AL_BIAS_Q | AL_BIAS_K}, {"u", 0, AL_BIAS_U}, {"o,v", 0, AL_BIAS_O | AL_BIAS_V},
-        {"qq", -1, 0}, {"x", -1, 0}, {"", -1, 0}, {",", -1, 0}, {"All", -1, 0}};
+    struct {
+        const char *s;
+        int rc;
+        unsigned bits;
+    } sp[] = {{"all", 0, AL_BIAS_ALL},
+              {"none", 0, 0},
+              {"qkvo,u", 0, AL_BIAS_ALL},
+              {"qk", 0, AL_BIAS_Q | AL_BIAS_K},
+              {"u", 0, AL_BIAS_U},
+              {"o,v", 0, AL_BIAS_O | AL_BIAS_V},
+              {"qq", -1, 0},
+              {"x", -1, 0},
+              {"", -1, 0},
+              {",", -1, 0},
+              {"All", -1, 0}};
     for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
         unsigned b = 999;
         int rc = al_bias_spec_parse(sp[i].s, &b);
@@ -178,20 +192,32 @@ TEST(lnorm_params_names_order_init) {
     CHECK_OK(al_ckpt_write_weights(p, &m, &e), &e);
     al_st_file *f;
     CHECK_OK(al_st_open(p, &f, &e), &e);
-    static const char *want[][2] = {
-        {"embed.W_E", "13x16"},        {"pos_embed.W_pos", "6x16"},
-        {"blocks.0.ln1.w", "16"},      {"blocks.0.ln1.b", "16"},
-        {"blocks.0.attn.W_Q", "2x16x8"}, {"blocks.0.attn.W_K", "2x16x8"},
-        {"blocks.0.attn.W_V", "2x16x8"}, {"blocks.0.attn.W_O", "2x8x16"},
-        {"blocks.0.attn.b_Q", "2x8"},  {"blocks.0.attn.b_K", "2x8"},
-        {"blocks.0.attn.b_V", "2x8"},  {"blocks.0.attn.b_O", "16"},
-        {"blocks.1.ln1.w", "16"},      {"blocks.1.ln1.b", "16"},
-        {"blocks.1.attn.W_Q", "2x16x8"}, {"blocks.1.attn.W_K", "2x16x8"},
-        {"blocks.1.attn.W_V", "2x16x8"}, {"blocks.1.attn.W_O", "2x8x16"},
-        {"blocks.1.attn.b_Q", "2x8"},  {"blocks.1.attn.b_K", "2x8"},
-        {"blocks.1.attn.b_V", "2x8"},  {"blocks.1.attn.b_O", "16"},
-        {"ln_final.w", "16"},          {"ln_final.b", "16"},
-        {"unembed.W_U", "16x13"},      {"unembed.b_U", "13"}};
+    static const char *want[][2] = {{"embed.W_E", "13x16"},
+                                    {"pos_embed.W_pos", "6x16"},
+                                    {"blocks.0.ln1.w", "16"},
+                                    {"blocks.0.ln1.b", "16"},
+                                    {"blocks.0.attn.W_Q", "2x16x8"},
+                                    {"blocks.0.attn.W_K", "2x16x8"},
+                                    {"blocks.0.attn.W_V", "2x16x8"},
+                                    {"blocks.0.attn.W_O", "2x8x16"},
+                                    {"blocks.0.attn.b_Q", "2x8"},
+                                    {"blocks.0.attn.b_K", "2x8"},
+                                    {"blocks.0.attn.b_V", "2x8"},
+                                    {"blocks.0.attn.b_O", "16"},
+                                    {"blocks.1.ln1.w", "16"},
+                                    {"blocks.1.ln1.b", "16"},
+                                    {"blocks.1.attn.W_Q", "2x16x8"},
+                                    {"blocks.1.attn.W_K", "2x16x8"},
+                                    {"blocks.1.attn.W_V", "2x16x8"},
+                                    {"blocks.1.attn.W_O", "2x8x16"},
+                                    {"blocks.1.attn.b_Q", "2x8"},
+                                    {"blocks.1.attn.b_K", "2x8"},
+                                    {"blocks.1.attn.b_V", "2x8"},
+                                    {"blocks.1.attn.b_O", "16"},
+                                    {"ln_final.w", "16"},
+                                    {"ln_final.b", "16"},
+                                    {"unembed.W_U", "16x13"},
+                                    {"unembed.b_U", "13"}};
     int n = (int)(sizeof want / sizeof want[0]);
     CHECKF(al_st_count(f) == n, "%d tensors", al_st_count(f));
     /* data in the order of the list: TransformerLens's state-dict order */
@@ -206,7 +232,8 @@ TEST(lnorm_params_names_order_init) {
                      (long long)t->shape[d]);
         CHECKF(!strcmp(shape, want[i][1]), "%s has shape %s, want %s", want[i][0], shape,
                want[i][1]);
-        size_t begin = (size_t)((const char *)t->data - (const char *)al_st_get(f, "embed.W_E")->data);
+        size_t begin =
+            (size_t)((const char *)t->data - (const char *)al_st_get(f, "embed.W_E")->data);
         CHECKF(begin >= prev_end, "%s is out of order", want[i][0]);
         size_t cnt = 1;
         for (int d = 0; d < t->ndim; d++) cnt *= (size_t)t->shape[d];
@@ -244,7 +271,11 @@ TEST(lnorm_checkpoint_roundtrip_and_refusals) {
     /* rewrite model.safetensors with one tensor broken */
     char path[1200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    struct { const char *name; int kind; const char *msg; } cases[] = {
+    struct {
+        const char *name;
+        int kind;
+        const char *msg;
+    } cases[] = {
         {"blocks.1.ln1.w", 0, "tensor blocks.1.ln1.w contains NaN/Inf"},
         {"blocks.0.attn.b_K", 1, "tensor blocks.0.attn.b_K has shape [2,7], expected [2,8]"},
         {"ln_final.b", 0, "tensor ln_final.b contains NaN/Inf"},
@@ -368,7 +399,8 @@ TEST(lnorm_layernorm_backward_finite_differences) {
                 sw += dout[n * C + c] * tmp[c];
                 sb += dout[n * C + c];
             }
-            CHECKF(fabs(dw[c] - sw) <= 1e-5 * (fabs(sw) + 1) && fabs(db[c] - sb) <= 1e-5 * (fabs(sb) + 1),
+            CHECKF(fabs(dw[c] - sw) <= 1e-5 * (fabs(sw) + 1) &&
+                       fabs(db[c] - sb) <= 1e-5 * (fabs(sb) + 1),
                    "dw/db[%d]: %g %g vs %g %g", c, dw[c], db[c], sw, sb);
         }
     }
@@ -418,8 +450,8 @@ static void fd_tensor(al_model *m, float *w, const float *g, size_t n, const cha
         w[i] = keep - (float)eps, lm = mean_loss(m, in, tg, B, T);
         w[i] = keep;
         fd = (lp - lm) / (2 * eps);
-        CHECKF(fabs(fd - g[i]) <= 2e-2 * fabs(fd) + 4e-4, "%s[%zu]: fd %.6g vs analytic %.6g",
-               name, i, fd, g[i]);
+        CHECKF(fabs(fd - g[i]) <= 2e-2 * fabs(fd) + 4e-4, "%s[%zu]: fd %.6g vs analytic %.6g", name,
+               i, fd, g[i]);
     }
     free(u);
 }
@@ -469,7 +501,9 @@ TEST(lnorm_gradcheck_lnpre_shortformer_tied) {
     gradcheck_ln(2, AL_NORM_LNPRE, AL_BIAS_Q | AL_BIAS_V | AL_BIAS_U, AL_POS_SHORTFORMER, 1);
     gradcheck_ln(2, AL_NORM_LN, AL_BIAS_K | AL_BIAS_O, AL_POS_SHORTFORMER, 0);
 }
-TEST(lnorm_gradcheck_biases_only) { gradcheck_ln(2, AL_NORM_NONE, AL_BIAS_ALL, AL_POS_STANDARD, 0); }
+TEST(lnorm_gradcheck_biases_only) {
+    gradcheck_ln(2, AL_NORM_NONE, AL_BIAS_ALL, AL_POS_STANDARD, 0);
+}
 
 /* ------------------------------------------------- hook points */
 
@@ -489,10 +523,15 @@ static int has_point(const al_config *c, int p) {
  * LayerNorm and LNPre models with biases, standard and shortformer
  * positions. */
 TEST(lnorm_noop_hooks_same_bits) {
-    struct { int norm; unsigned biases; int pos; } cases[] = {
-        {AL_NORM_NONE, 0, AL_POS_STANDARD},         {AL_NORM_NONE, 0, AL_POS_SHORTFORMER},
-        {AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD}, {AL_NORM_LNPRE, AL_BIAS_ALL, AL_POS_SHORTFORMER},
-        {AL_NORM_LN, AL_BIAS_Q | AL_BIAS_U, AL_POS_SHORTFORMER}};
+    struct {
+        int norm;
+        unsigned biases;
+        int pos;
+    } cases[] = {{AL_NORM_NONE, 0, AL_POS_STANDARD},
+                 {AL_NORM_NONE, 0, AL_POS_SHORTFORMER},
+                 {AL_NORM_LN, AL_BIAS_ALL, AL_POS_STANDARD},
+                 {AL_NORM_LNPRE, AL_BIAS_ALL, AL_POS_SHORTFORMER},
+                 {AL_NORM_LN, AL_BIAS_Q | AL_BIAS_U, AL_POS_SHORTFORMER}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         al_config c = ln_cfg(2, cases[k].norm, cases[k].biases);
         c.pos_type = cases[k].pos;
@@ -534,8 +573,8 @@ TEST(lnorm_noop_hooks_same_bits) {
 
 /* A hook that writes its point: ctx says how. */
 typedef struct writer {
-    int what;   /* the case below */
-    int layer;  /* the layer it writes (block points) */
+    int what; /* the case below */
+    int layer; /* the layer it writes (block points) */
     int calls;
 } writer;
 
@@ -555,24 +594,16 @@ static int write_hook(al_hook_act *a, void *ctx, al_err *e) {
                 for (int s = 0; s < T; s++)
                     if (s <= t || t == 2) a->data[(((size_t)b * H + 1) * T + t) * T + s] = 0.0f;
         break;
-    case 1: /* LOGITS: all 0 */
-        memset(a->data, 0, sizeof(float) * (size_t)B * T * V);
-        break;
+    case 1: /* LOGITS: all 0 */ memset(a->data, 0, sizeof(float) * (size_t)B * T * V); break;
     case 2: /* Q_INPUT: head 1's query input is 0 */
         for (size_t i = 0; i < (size_t)B * T; i++) memset(a->data + i * a->ld + C, 0, 4 * C);
         break;
-    case 3: /* ATTN_OUT: 0 */
-        memset(a->data, 0, sizeof(float) * (size_t)B * T * C);
-        break;
-    case 4: /* POS_EMBED: 0 */
-        memset(a->data, 0, sizeof(float) * (size_t)B * T * C);
-        break;
+    case 3: /* ATTN_OUT: 0 */ memset(a->data, 0, sizeof(float) * (size_t)B * T * C); break;
+    case 4: /* POS_EMBED: 0 */ memset(a->data, 0, sizeof(float) * (size_t)B * T * C); break;
     case 5: /* LN1_SCALE: doubled */
         for (size_t i = 0; i < (size_t)B * T; i++) a->data[i] *= 2.0f;
         break;
-    case 6: /* EMBED: 0 */
-        memset(a->data, 0, sizeof(float) * (size_t)B * T * C);
-        break;
+    case 6: /* EMBED: 0 */ memset(a->data, 0, sizeof(float) * (size_t)B * T * C); break;
     }
     return 0;
 }
@@ -595,14 +626,16 @@ TEST(lnorm_hook_writes) {
     float *q0 = malloc(sizeof(float) * 2 * BT * 3 * HD), *x0 = malloc(sizeof(float) * 3 * BT * C);
     memcpy(q0, m.qkv, sizeof(float) * 2 * BT * 3 * HD);
     memcpy(x0, m.x, sizeof(float) * 3 * BT * C);
-    struct { int point, what, layer; } cases[] = {
-        {AL_HOOK_ATTN_SCORES, 0, 1}, {AL_HOOK_LOGITS, 1, 0}, {AL_HOOK_Q_INPUT, 2, 0},
-        {AL_HOOK_ATTN_OUT, 3, 1},    {AL_HOOK_POS_EMBED, 4, 0}, {AL_HOOK_LN1_SCALE, 5, 0},
-        {AL_HOOK_EMBED, 6, 0}};
+    struct {
+        int point, what, layer;
+    } cases[] = {{AL_HOOK_ATTN_SCORES, 0, 1}, {AL_HOOK_LOGITS, 1, 0},    {AL_HOOK_Q_INPUT, 2, 0},
+                 {AL_HOOK_ATTN_OUT, 3, 1},    {AL_HOOK_POS_EMBED, 4, 0}, {AL_HOOK_LN1_SCALE, 5, 0},
+                 {AL_HOOK_EMBED, 6, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         writer w = {cases[k].what, cases[k].layer, 0};
         CHECK_OK(al_hook_add(&m, cases[k].point, al_hook_is_model_level(cases[k].point) ? 0 : -1,
-                             write_hook, &w, &e), &e);
+                             write_hook, &w, &e),
+                 &e);
         CHECK_OK(al_model_forward(&m, in, tg, B, T, &e), &e);
         CHECKF(w.calls == 1 && m.intervened, "case %zu: %d calls", k, w.calls);
         CHECK(al_model_backward(&m, &e) == -1);
@@ -615,8 +648,8 @@ TEST(lnorm_hook_writes) {
                     for (int s = 0; s < T; s++) {
                         float want = t == 2 ? 1.0f / T : s <= t ? 1.0f / (t + 1) : 0.0f;
                         float got = att1[(((size_t)b * H + 1) * T + t) * T + s];
-                        CHECKF(fabsf(got - want) < 1e-6f, "pattern [%d,%d,%d] = %g, want %g", b,
-                               t, s, got, want);
+                        CHECKF(fabsf(got - want) < 1e-6f, "pattern [%d,%d,%d] = %g, want %g", b, t,
+                               s, got, want);
                     }
             break;
         case 1: /* uniform probabilities, loss ln V */
@@ -725,8 +758,8 @@ TEST(lnorm_backward_acts_finite_differences) {
             f[s] = acc;
         }
         double fd = (f[0] - f[1]) / 2e-2;
-        CHECKF(fabs(fd - dx[n.at]) <= 2e-2 * fabs(fd) + 2e-3, "d f / d x_0[%zu]: fd %g, backward %g",
-               n.at, fd, dx[n.at]);
+        CHECKF(fabs(fd - dx[n.at]) <= 2e-2 * fabs(fd) + 2e-3,
+               "d f / d x_0[%zu]: fd %g, backward %g", n.at, fd, dx[n.at]);
     }
     al_hook_remove(&m, &n);
     free(cw);

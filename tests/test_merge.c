@@ -57,14 +57,17 @@ static void put_value(char *buf, size_t cap, sqlite3_stmt *q, int i) {
     size_t n = strlen(buf);
     switch (sqlite3_column_type(q, i)) {
     case SQLITE_NULL: snprintf(buf + n, cap - n, "|NULL"); break;
-    case SQLITE_INTEGER: snprintf(buf + n, cap - n, "|%lld", (long long)sqlite3_column_int64(q, i)); break;
+    case SQLITE_INTEGER:
+        snprintf(buf + n, cap - n, "|%lld", (long long)sqlite3_column_int64(q, i));
+        break;
     case SQLITE_FLOAT: snprintf(buf + n, cap - n, "|%.17g", sqlite3_column_double(q, i)); break;
     default: {
         /* text and blobs in hex: bytes, NULs included */
         const unsigned char *b = sqlite3_column_blob(q, i);
         int len = sqlite3_column_bytes(q, i);
         n += (size_t)snprintf(buf + n, cap - n, "|x");
-        for (int k = 0; k < len && n + 3 < cap; k++) n += (size_t)snprintf(buf + n, cap - n, "%02x", b[k]);
+        for (int k = 0; k < len && n + 3 < cap; k++)
+            n += (size_t)snprintf(buf + n, cap - n, "%02x", b[k]);
     }
     }
 }
@@ -74,11 +77,13 @@ static void canon_load(const char *path, canon *c) {
     sqlite3 *db;
     CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
     sqlite3_stmt *qt, *qc, *q;
-    CHECK(sqlite3_prepare_v2(db, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN "
-                                 "(SELECT m.name FROM sqlite_schema m, pragma_table_info(m.name) p "
-                                 "WHERE p.name = 'run_id')", -1, &qt, NULL) == SQLITE_OK);
-    CHECK(sqlite3_prepare_v2(db, "SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid", -1,
-                             &qc, NULL) == SQLITE_OK);
+    CHECK(sqlite3_prepare_v2(db,
+                             "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN "
+                             "(SELECT m.name FROM sqlite_schema m, pragma_table_info(m.name) p "
+                             "WHERE p.name = 'run_id')",
+                             -1, &qt, NULL) == SQLITE_OK);
+    CHECK(sqlite3_prepare_v2(db, "SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid",
+                             -1, &qc, NULL) == SQLITE_OK);
     while (sqlite3_step(qt) == SQLITE_ROW) {
         char tab[64], cols[4096] = "", sql[8192];
         snprintf(tab, sizeof tab, "%s", (const char *)sqlite3_column_text(qt, 0));
@@ -110,7 +115,8 @@ static void canon_load(const char *path, canon *c) {
                  "WHERE r.status = 'done'",
                  has_model ? "m.sha256" : "NULL", cols, tab,
                  has_model ? " LEFT JOIN models m ON m.model_id = t.model_id" : "");
-        CHECKF(sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(db));
+        CHECKF(sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK, "%s: %s", sql,
+               sqlite3_errmsg(db));
         char *buf = malloc(1 << 16);
         while (sqlite3_step(q) == SQLITE_ROW) {
             snprintf(buf, 1 << 16, "%s", tab);
@@ -141,7 +147,9 @@ static void check_union(const char *out, const char *const *in, int n_in) {
     size_t diff = 0;
     for (size_t k = 0; k < o.n && k < all.n; k++)
         if (strcmp(o.row[k], all.row[k])) {
-            if (!diff) t_fail(__FILE__, __LINE__, "first difference:\n  out %.200s\n  in  %.200s", o.row[k], all.row[k]);
+            if (!diff)
+                t_fail(__FILE__, __LINE__, "first difference:\n  out %.200s\n  in  %.200s",
+                       o.row[k], all.row[k]);
             diff++;
         }
     CHECKF(diff == 0, "%zu rows differ", diff);
@@ -171,11 +179,15 @@ static void make_a(void) {
     t_pbuf d = t_pcopy("."), a = t_pcopy("a.db");
     const char *x = t_bin();
     t_tiny_model(d.s, 2, 5);
-    CHECK(t_sh("%s ablate --model %s/m2 --db %s --data %s/s.val.bin --each --probe-r 10 --probe-n 8 "
-               "--batches 2 --batch 4 --threads 2 >/dev/null 2>&1", x, d.s, a.s, d.s) == 0);
-    CHECK(t_sh("%s circuits --model %s/m2 --db %s --top-k 5 --threads 2 >/dev/null 2>&1", x, d.s, a.s) == 0);
+    CHECK(
+        t_sh("%s ablate --model %s/m2 --db %s --data %s/s.val.bin --each --probe-r 10 --probe-n 8 "
+             "--batches 2 --batch 4 --threads 2 >/dev/null 2>&1",
+             x, d.s, a.s, d.s) == 0);
+    CHECK(t_sh("%s circuits --model %s/m2 --db %s --top-k 5 --threads 2 >/dev/null 2>&1", x, d.s,
+               a.s) == 0);
     CHECK(t_sh("%s patch --model %s/m2 --db %s " PROBE " >/dev/null 2>&1", x, d.s, a.s) == 0);
-    CHECK_SQL(a.s, "SELECT group_concat(run_id) FROM (SELECT run_id FROM runs ORDER BY run_id)", "1,2,3");
+    CHECK_SQL(a.s, "SELECT group_concat(run_id) FROM (SELECT run_id FROM runs ORDER BY run_id)",
+              "1,2,3");
 }
 
 static void make_inputs(void) {
@@ -183,18 +195,25 @@ static void make_inputs(void) {
     const char *x = t_bin();
     make_a();
     t_tiny_model(d.s, 1, 5);
-    CHECK(t_sh("%s circuits --model %s/m2 --db %s --top-k 5 --threads 2 >/dev/null 2>&1", x, d.s, b.s) == 0);
-    CHECK(t_sh("%s ablate --model %s/m1 --db %s --data %s/s.val.bin --pairs --probe-r 10 --probe-n 8 "
-               "--batches 2 --batch 4 --threads 2 >/dev/null 2>&1", x, d.s, b.s, d.s) == 0);
+    CHECK(t_sh("%s circuits --model %s/m2 --db %s --top-k 5 --threads 2 >/dev/null 2>&1", x, d.s,
+               b.s) == 0);
+    CHECK(
+        t_sh("%s ablate --model %s/m1 --db %s --data %s/s.val.bin --pairs --probe-r 10 --probe-n 8 "
+             "--batches 2 --batch 4 --threads 2 >/dev/null 2>&1",
+             x, d.s, b.s, d.s) == 0);
     CHECK(t_sh("%s attribute --model %s/m1 --db %s " PROBE " >/dev/null 2>&1", x, d.s, b.s) == 0);
     /* a failed run (a refused option after the run began is not
      * reachable cheaply, so mark one by hand) and one still running */
-    CHECK(t_sh("%s circuits --model %s/m1 --db %s --top-k 5 --threads 2 >/dev/null 2>&1", x, d.s, b.s) == 0);
-    CHECK(t_sh("sqlite3 %s \"UPDATE runs SET status = 'failed', error = 'x' WHERE run_id = 4; "
-               "INSERT INTO runs(kind, model_id, started_at, status, attnlab_version, pid, host, uid) "
-               "VALUES('scores', 1, 't', 'running', 'x', 1, 'elsewhere', lower(hex(randomblob(16))))\"",
+    CHECK(t_sh("%s circuits --model %s/m1 --db %s --top-k 5 --threads 2 >/dev/null 2>&1", x, d.s,
                b.s) == 0);
-    CHECK_SQL(b.s, "SELECT group_concat(run_id || status) FROM (SELECT * FROM runs ORDER BY run_id)",
+    CHECK(
+        t_sh(
+            "sqlite3 %s \"UPDATE runs SET status = 'failed', error = 'x' WHERE run_id = 4; "
+            "INSERT INTO runs(kind, model_id, started_at, status, attnlab_version, pid, host, uid) "
+            "VALUES('scores', 1, 't', 'running', 'x', 1, 'elsewhere', lower(hex(randomblob(16))))\"",
+            b.s) == 0);
+    CHECK_SQL(b.s,
+              "SELECT group_concat(run_id || status) FROM (SELECT * FROM runs ORDER BY run_id)",
               "1done,2done,3done,4failed,5running");
     /* colliding surrogate ids: both have ablation_id 1.. */
     CHECK_SQL(a.s, "SELECT min(ablation_id) FROM ablations", "1");
@@ -219,15 +238,16 @@ static void dump_hash(const char *path, char hex[65]) {
 }
 
 static int merge_cli(const char *out, const char *ins, const char *stdout_to) {
-    return t_sh("%s db merge %s %s > %s 2> %s", t_bin(), out, ins, stdout_to ? stdout_to : "/dev/null",
-                t_path("merge.err"));
+    return t_sh("%s db merge %s %s > %s 2> %s", t_bin(), out, ins,
+                stdout_to ? stdout_to : "/dev/null", t_path("merge.err"));
 }
 
 /* ------------------------------------------------------------ tests */
 
 TEST(merge_remaps_ids_and_models) {
     make_inputs();
-    t_pbuf a = t_pcopy("a.db"), b = t_pcopy("b.db"), out = t_pcopy("out.db"), so = t_pcopy("so.txt");
+    t_pbuf a = t_pcopy("a.db"), b = t_pcopy("b.db"), out = t_pcopy("out.db"),
+           so = t_pcopy("so.txt");
     char ins[2200], ha[65], hb[65], h[65];
     snprintf(ins, sizeof ins, "%s %s", a.s, b.s);
     file_hash(a.s, ha);
@@ -241,15 +261,22 @@ TEST(merge_remaps_ids_and_models) {
     file_hash(b.s, h);
     CHECK(!strcmp(h, hb));
     /* 3 + 3 done runs with new ids, m2 once (both analysed it) */
-    CHECK_SQL(out.s, "SELECT count(*), count(DISTINCT run_id), count(DISTINCT uid) FROM runs", "6|6|6");
+    CHECK_SQL(out.s, "SELECT count(*), count(DISTINCT run_id), count(DISTINCT uid) FROM runs",
+              "6|6|6");
     CHECK_SQL(out.s, "SELECT count(*), count(DISTINCT sha256) FROM models", "2|2");
     CHECK(t_sql_long(out.s, "SELECT count(*) FROM ablations") ==
           t_sql_long(a.s, "SELECT count(*) FROM ablations") +
               t_sql_long(b.s, "SELECT count(*) FROM ablations WHERE run_id IN "
                               "(SELECT run_id FROM runs WHERE status = 'done')"));
     /* every row points at its own run's model, every reference resolves */
-    CHECK_SQL(out.s, "SELECT count(*) FROM ablations x JOIN runs r USING(run_id) WHERE x.model_id != r.model_id", "0");
-    CHECK_SQL(out.s, "SELECT count(*) FROM circuit_runs x JOIN runs r USING(run_id) WHERE x.model_id != r.model_id", "0");
+    CHECK_SQL(
+        out.s,
+        "SELECT count(*) FROM ablations x JOIN runs r USING(run_id) WHERE x.model_id != r.model_id",
+        "0");
+    CHECK_SQL(
+        out.s,
+        "SELECT count(*) FROM circuit_runs x JOIN runs r USING(run_id) WHERE x.model_id != r.model_id",
+        "0");
     CHECK_SQL(out.s, "SELECT count(*) FROM pragma_foreign_key_check", "0");
     CHECK_SQL(out.s, "PRAGMA integrity_check", "ok");
     /* the per-input lines and the total */
@@ -268,11 +295,15 @@ TEST(merge_idempotent_and_order_free) {
     char ins[2200];
     snprintf(ins, sizeof ins, "%s %s", a.s, b.s);
     CHECK(merge_cli(x.s, ins, NULL) == 0);
-    char *before = t_sql(x.s, "SELECT count(*) || ',' || (SELECT count(*) FROM head_scores) || ',' || "
-                              "(SELECT count(*) FROM merge_sources) || ',' || (SELECT count(*) FROM models) FROM runs");
+    char *before = t_sql(
+        x.s,
+        "SELECT count(*) || ',' || (SELECT count(*) FROM head_scores) || ',' || "
+        "(SELECT count(*) FROM merge_sources) || ',' || (SELECT count(*) FROM models) FROM runs");
     CHECK(merge_cli(x.s, ins, so.s) == 0); /* again: nothing */
-    char *again = t_sql(x.s, "SELECT count(*) || ',' || (SELECT count(*) FROM head_scores) || ',' || "
-                             "(SELECT count(*) FROM merge_sources) || ',' || (SELECT count(*) FROM models) FROM runs");
+    char *again = t_sql(
+        x.s,
+        "SELECT count(*) || ',' || (SELECT count(*) FROM head_scores) || ',' || "
+        "(SELECT count(*) FROM merge_sources) || ',' || (SELECT count(*) FROM models) FROM runs");
     CHECK(before && again && strcmp(before, again) == 0);
     free(before);
     free(again);
@@ -287,8 +318,10 @@ TEST(merge_idempotent_and_order_free) {
     CHECK(merge_cli(z.s, x.s, NULL) == 0);
     CHECK(same_canon(x.s, z.s));
     char q[2400];
-    snprintf(q, sizeof q, "SELECT group_concat(p, ',') FROM (SELECT DISTINCT ms.path = '%s' OR "
-                          "ms.path = '%s' AS p FROM runs r JOIN merge_sources ms USING(source_id))", a.s, b.s);
+    snprintf(q, sizeof q,
+             "SELECT group_concat(p, ',') FROM (SELECT DISTINCT ms.path = '%s' OR "
+             "ms.path = '%s' AS p FROM runs r JOIN merge_sources ms USING(source_id))",
+             a.s, b.s);
     CHECK_SQL(z.s, q, "1");
     CHECK(merge_cli(z.s, y.s, NULL) == 0); /* y's runs are z's already */
     CHECK_SQL(z.s, "SELECT count(*) FROM runs", "6");
@@ -298,23 +331,31 @@ TEST(merge_idempotent_and_order_free) {
 TEST(merge_skips_unfinished_and_records_sources) {
     make_inputs();
     t_pbuf a = t_pcopy("a.db"), b = t_pcopy("b.db"), out = t_pcopy("out.db");
-    CHECK(t_sh("sqlite3 %s \"INSERT INTO sweep_task VALUES(1, 'lrsweep', 3, 8, 'train.lr=0.01', 42, "
-               "'{\\\"train.lr\\\": 0.01, \\\"seed\\\": 42}')\"", b.s) == 0);
+    CHECK(
+        t_sh("sqlite3 %s \"INSERT INTO sweep_task VALUES(1, 'lrsweep', 3, 8, 'train.lr=0.01', 42, "
+             "'{\\\"train.lr\\\": 0.01, \\\"seed\\\": 42}')\"",
+             b.s) == 0);
     char ins[2200];
     snprintf(ins, sizeof ins, "%s %s", a.s, b.s);
     CHECK(merge_cli(out.s, ins, NULL) == 0);
     CHECK_SQL(out.s, "SELECT count(*) FROM runs WHERE status != 'done' OR source_id IS NULL", "0");
     char q[2400], want[2400];
-    snprintf(q, sizeof q, "SELECT path, experiment, task, n_tasks, setting, seed, params_json FROM "
-                          "merge_sources WHERE path = '%s'", b.s);
-    snprintf(want, sizeof want, "%s|lrsweep|3|8|train.lr=0.01|42|{\"train.lr\": 0.01, \"seed\": 42}", b.s);
+    snprintf(q, sizeof q,
+             "SELECT path, experiment, task, n_tasks, setting, seed, params_json FROM "
+             "merge_sources WHERE path = '%s'",
+             b.s);
+    snprintf(want, sizeof want,
+             "%s|lrsweep|3|8|train.lr=0.01|42|{\"train.lr\": 0.01, \"seed\": 42}", b.s);
     CHECK_SQL(out.s, q, want);
-    snprintf(q, sizeof q, "SELECT experiment IS NULL, seed IS NULL FROM merge_sources WHERE path = '%s'", a.s);
+    snprintf(q, sizeof q,
+             "SELECT experiment IS NULL, seed IS NULL FROM merge_sources WHERE path = '%s'", a.s);
     CHECK_SQL(out.s, q, "1|1");
     /* one merge, one time; each run names its own file */
     CHECK_SQL(out.s, "SELECT count(DISTINCT merged_at), count(*) FROM merge_sources", "1|2");
-    snprintf(q, sizeof q, "SELECT group_concat(kind, ',') FROM (SELECT r.kind FROM runs r JOIN "
-                          "merge_sources ms USING(source_id) WHERE ms.path = '%s' ORDER BY r.run_id)", b.s);
+    snprintf(q, sizeof q,
+             "SELECT group_concat(kind, ',') FROM (SELECT r.kind FROM runs r JOIN "
+             "merge_sources ms USING(source_id) WHERE ms.path = '%s' ORDER BY r.run_id)",
+             b.s);
     CHECK_SQL(out.s, q, "circuits,ablate,attribute");
     /* the failed and the running run's rows are not there */
     CHECK_SQL(out.s, "SELECT count(*) FROM runs WHERE kind = 'scores'", "0");
@@ -341,8 +382,10 @@ TEST(merge_refusals_leave_out_unchanged) {
     struct {
         const char *name, *sql, *want;
     } cases[] = {
-        {"missing-table.db", "DROP TABLE attribution_tokens", "table attribution_tokens is missing"},
-        {"missing-col.db", "ALTER TABLE logit_lens DROP COLUMN accuracy", "table logit_lens has no column accuracy"},
+        {"missing-table.db", "DROP TABLE attribution_tokens",
+         "table attribution_tokens is missing"},
+        {"missing-col.db", "ALTER TABLE logit_lens DROP COLUMN accuracy",
+         "table logit_lens has no column accuracy"},
         {"wrong-type.db",
          "ALTER TABLE logit_lens RENAME TO old; CREATE TABLE logit_lens(run_id INTEGER, model_id INTEGER, "
          "task TEXT, layer TEXT, loss REAL, accuracy REAL); DROP TABLE old",
@@ -350,8 +393,10 @@ TEST(merge_refusals_leave_out_unchanged) {
         {"future.db", "PRAGMA user_version = 99", "made by a newer attnlab (schema version 99"},
         {"older.db", "PRAGMA user_version = 5", "made by an older attnlab (schema version 5"},
         {"no-uid.db", "UPDATE runs SET uid = NULL WHERE run_id = 2", "run 2 has no uid"},
-        {"dangling.db", "UPDATE runs SET model_id = 77 WHERE run_id = 1", "refers to a models row the file lacks"},
-        {"dangling-rows.db", "UPDATE ablations SET run_id = 99 WHERE ablation_id = 1", "a row of ablations"},
+        {"dangling.db", "UPDATE runs SET model_id = 77 WHERE run_id = 1",
+         "refers to a models row the file lacks"},
+        {"dangling-rows.db", "UPDATE ablations SET run_id = 99 WHERE ablation_id = 1",
+         "a row of ablations"},
         {"bad-source.db", "UPDATE runs SET source_id = 5", "names a merge source the file lacks"},
         /* valid to the checks, refused by OUT mid-copy: rolled back */
         {"check.db",
@@ -367,8 +412,8 @@ TEST(merge_refusals_leave_out_unchanged) {
         const char *bad = bad_copy(cases[i].name, cases[i].sql);
         /* a good input first: it must not be merged either */
         t_pbuf good = t_pcopy("good.db");
-        CHECK(t_sh("cp %s %s && sqlite3 %s \"UPDATE runs SET uid = lower(hex(randomblob(16)))\"", a.s,
-                   good.s, good.s) == 0);
+        CHECK(t_sh("cp %s %s && sqlite3 %s \"UPDATE runs SET uid = lower(hex(randomblob(16)))\"",
+                   a.s, good.s, good.s) == 0);
         snprintf(ins, sizeof ins, "%s %s", good.s, bad);
         CHECKF(merge_cli(out.s, ins, NULL) == 1, "%s", cases[i].name);
         CHECKF(t_one_line(err.s, cases[i].want), "%s", cases[i].name);
@@ -445,20 +490,21 @@ TEST(merge_library_stop_and_counts) {
     CHECK(st.models_added == 2 && st.sources_added == 2);
     CHECK(each[0].runs_added == 3 && each[1].runs_added == 3 && each[1].models_added == 1);
     CHECK(st.rows_added == each[0].rows_added + each[1].rows_added);
-    CHECK(st.rows_added == t_sql_long(out.s, "SELECT (SELECT count(*) FROM head_scores) + "
-                                             "(SELECT count(*) FROM ablations) + (SELECT count(*) FROM "
-                                             "patching) + (SELECT count(*) FROM logit_attribution) + "
-                                             "(SELECT count(*) FROM singular_values) + (SELECT count(*) FROM "
-                                             "eigenvalues) + (SELECT count(*) FROM skip_trigrams) + (SELECT "
-                                             "count(*) FROM composition) + (SELECT count(*) FROM head_overlap) "
-                                             "+ (SELECT count(*) FROM layer_scores) + (SELECT count(*) FROM "
-                                             "patching_runs) + (SELECT count(*) FROM attribution_runs) + "
-                                             "(SELECT count(*) FROM path_terms) + (SELECT count(*) FROM "
-                                             "logit_lens) + (SELECT count(*) FROM attribution_patching) + "
-                                             "(SELECT count(*) FROM attribution_agreement) + (SELECT count(*) "
-                                             "FROM attribution_tokens) + (SELECT count(*) FROM model_scores) + "
-                                             "(SELECT count(*) FROM run_warnings) + (SELECT count(*) FROM views) + "
-                                             "(SELECT count(*) FROM path_patching)"));
+    CHECK(st.rows_added ==
+          t_sql_long(out.s, "SELECT (SELECT count(*) FROM head_scores) + "
+                            "(SELECT count(*) FROM ablations) + (SELECT count(*) FROM "
+                            "patching) + (SELECT count(*) FROM logit_attribution) + "
+                            "(SELECT count(*) FROM singular_values) + (SELECT count(*) FROM "
+                            "eigenvalues) + (SELECT count(*) FROM skip_trigrams) + (SELECT "
+                            "count(*) FROM composition) + (SELECT count(*) FROM head_overlap) "
+                            "+ (SELECT count(*) FROM layer_scores) + (SELECT count(*) FROM "
+                            "patching_runs) + (SELECT count(*) FROM attribution_runs) + "
+                            "(SELECT count(*) FROM path_terms) + (SELECT count(*) FROM "
+                            "logit_lens) + (SELECT count(*) FROM attribution_patching) + "
+                            "(SELECT count(*) FROM attribution_agreement) + (SELECT count(*) "
+                            "FROM attribution_tokens) + (SELECT count(*) FROM model_scores) + "
+                            "(SELECT count(*) FROM run_warnings) + (SELECT count(*) FROM views) + "
+                            "(SELECT count(*) FROM path_patching)"));
     CHECK(al_store_merge(out.s, in, 2, NULL, NULL, &e) == 0); /* NULL opts and stats are fine */
 }
 
@@ -468,27 +514,29 @@ TEST(merge_library_stop_and_counts) {
 
 /* Per-table row counts and a sum over the big table: OUT's state. */
 static char *fingerprint(const char *db) {
-    return t_sql(db, "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM models) || ',' || "
-                     "(SELECT count(*) FROM merge_sources) || ',' || (SELECT count(*) FROM head_scores) || "
-                     "',' || (SELECT count(*) FROM ablations) || ',' || (SELECT count(*) FROM train_log) || "
-                     "',' || (SELECT total(train_loss) FROM train_log) || ',' || "
-                     "(SELECT group_concat(uid) FROM (SELECT uid FROM runs ORDER BY uid))");
+    return t_sql(
+        db, "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM models) || ',' || "
+            "(SELECT count(*) FROM merge_sources) || ',' || (SELECT count(*) FROM head_scores) || "
+            "',' || (SELECT count(*) FROM ablations) || ',' || (SELECT count(*) FROM train_log) || "
+            "',' || (SELECT total(train_loss) FROM train_log) || ',' || "
+            "(SELECT group_concat(uid) FROM (SELECT uid FROM runs ORDER BY uid))");
 }
 
 /* big.db: a.db with fresh uids and BIG_ROWS train_log rows on run 1;
  * base.db: OUT before (a.db merged); each kill starts from a copy. */
 static void make_big(void) {
     make_a();
-    CHECK(t_sh("cp %s %s && sqlite3 %s \"UPDATE runs SET uid = lower(hex(randomblob(16))); WITH "
-               "RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d) INSERT INTO "
-               "train_log SELECT 1, x, x * 1.0, 1.0 / x, 2.0, 0.1, 0.001, x * 0.01 FROM c\"",
-               t_path("a.db"), t_path("big.db"), t_path("big.db"), BIG_ROWS) == 0);
+    CHECK(
+        t_sh("cp %s %s && sqlite3 %s \"UPDATE runs SET uid = lower(hex(randomblob(16))); WITH "
+             "RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d) INSERT INTO "
+             "train_log SELECT 1, x, x * 1.0, 1.0 / x, 2.0, 0.1, 0.001, x * 0.01 FROM c\"",
+             t_path("a.db"), t_path("big.db"), t_path("big.db"), BIG_ROWS) == 0);
     CHECK(merge_cli(t_path("base.db"), t_path("a.db"), NULL) == 0);
 }
 
 static void reset_out(void) {
-    CHECK(t_sh("rm -f %s-wal %s-shm && cp %s %s", t_path("out.db"), t_path("out.db"), t_path("base.db"),
-               t_path("out.db")) == 0);
+    CHECK(t_sh("rm -f %s-wal %s-shm && cp %s %s", t_path("out.db"), t_path("out.db"),
+               t_path("base.db"), t_path("out.db")) == 0);
 }
 
 TEST(merge_sigkill_leaves_before_or_after) {
@@ -517,8 +565,9 @@ TEST(merge_sigkill_leaves_before_or_after) {
         CHECK_SQL(out.s, "PRAGMA integrity_check", "ok");
         char *now = fingerprint(out.s);
         int is_before = now && !strcmp(now, before), is_after = now && !strcmp(now, after);
-        CHECKF(is_before || is_after, "kill %d after %.2f s: OUT is neither as before nor merged: %.120s", k,
-               d, now ? now : "(error)");
+        CHECKF(is_before || is_after,
+               "kill %d after %.2f s: OUT is neither as before nor merged: %.120s", k, d,
+               now ? now : "(error)");
         n_before += is_before;
         n_after += is_after;
         free(now);

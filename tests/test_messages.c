@@ -40,7 +40,8 @@ TEST(messages_one_line_whatever_they_quote) {
 
 TEST(messages_path_relative) {
     char b[256];
-    CHECK(al_path_relative("/a/b/out", "/a/db.sqlite", b, sizeof b) == 0 && !strcmp(b, "../../db.sqlite"));
+    CHECK(al_path_relative("/a/b/out", "/a/db.sqlite", b, sizeof b) == 0 &&
+          !strcmp(b, "../../db.sqlite"));
     CHECK(al_path_relative("/a/b", "/a/b/r.db", b, sizeof b) == 0 && !strcmp(b, "r.db"));
     CHECK(al_path_relative("/a/bc", "/a/b/r.db", b, sizeof b) == 0 && !strcmp(b, "../b/r.db"));
     CHECK(al_path_relative("/", "/x/y", b, sizeof b) == 0 && !strcmp(b, "x/y"));
@@ -86,7 +87,8 @@ TEST(messages_text_file_is_not_tokens) {
     t_pbuf p = t_pcopy("corpus.txt");
     (void)txt;
     CHECK(t_sh("%s train --data %s --out %s 2> %s", t_bin(), p.s, t_path("m"), t_path("e")) == 1);
-    CHECK(t_one_line(t_path("e"), "is a text file, not a token file: make one with attnlab encode"));
+    CHECK(
+        t_one_line(t_path("e"), "is a text file, not a token file: make one with attnlab encode"));
     CHECK(t_sh("test -e %s", t_path("m")) != 0); /* nothing made */
     /* a binary file that is no token file keeps the plain message */
     CHECK(t_sh("head -c 2000 /dev/urandom > %s", t_path("junk.bin")) == 0);
@@ -99,7 +101,8 @@ TEST(messages_checkpoint_names_flags) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 1, 2);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s train --data %s/s.train.bin --tokenizer %s/tok.json --out %s/m1 "
+    snprintf(cmd, sizeof cmd,
+             "%s train --data %s/s.train.bin --tokenizer %s/tok.json --out %s/m1 "
              "--n-layers 1 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --steps 2 2> %s",
              t_bin(), dir, dir, dir, t_path("e"));
     CHECK(t_sh("%s", cmd) == 1);
@@ -112,17 +115,18 @@ TEST(messages_checkpoint_names_flags) {
 TEST(messages_picture_extension) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 1, 2);
-    CHECK(t_sh("%s heatmap --model %s/m1 --what qk --layer 0 --head 0 --out %s/x.jpg 2> %s", t_bin(), dir, dir,
-               t_path("e")) == 2);
+    CHECK(t_sh("%s heatmap --model %s/m1 --what qk --layer 0 --head 0 --out %s/x.jpg 2> %s",
+               t_bin(), dir, dir, t_path("e")) == 2);
     CHECK(t_one_line(t_path("e"), "attnlab draws .png, .svg and .pdf pictures, not .jpg"));
     CHECK(t_sh("test -e %s/x.jpg", dir) != 0);
     /* --format does not make another image format's name true */
     CHECK(t_sh("%s heatmap --model %s/m1 --what qk --layer 0 --head 0 --format png --out %s/x.jpg "
-               "2>/dev/null", t_bin(), dir, dir) == 2);
+               "2>/dev/null",
+               t_bin(), dir, dir) == 2);
     CHECK(t_sh("test -e %s/x.jpg", dir) != 0);
     /* no extension at all is still a PNG, as before */
-    CHECK(t_sh("%s heatmap --model %s/m1 --what qk --layer 0 --head 0 --out %s/x > /dev/null 2>&1", t_bin(), dir,
-               dir) == 0);
+    CHECK(t_sh("%s heatmap --model %s/m1 --what qk --layer 0 --head 0 --out %s/x > /dev/null 2>&1",
+               t_bin(), dir, dir) == 0);
     CHECK(t_sh("head -c 4 %s/x | grep -q PNG", dir) == 0);
 }
 

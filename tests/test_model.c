@@ -47,9 +47,8 @@ static double loss_at(al_model *m, const int *in, const int *tg, int B, int T) {
  * compare (a) the directional derivative along a random direction of the
  * whole tensor, which is large, to 1e-2 relative, and (b) a few single
  * entries to an absolute tolerance. */
-static void check_tensor_grad(al_model *m, float *w, const float *g, size_t n,
-                              const char *name, const int *in, const int *tg,
-                              int B, int T) {
+static void check_tensor_grad(al_model *m, float *w, const float *g, size_t n, const char *name,
+                              const int *in, const int *tg, int B, int T) {
     const double eps = 1e-2;
     float *u = malloc(n * sizeof *u);
     al_rng r;
@@ -76,8 +75,8 @@ static void check_tensor_grad(al_model *m, float *w, const float *g, size_t n,
         lm = loss_at(m, in, tg, B, T);
         w[i] = keep;
         fd = (lp - lm) / (2 * eps);
-        CHECKF(fabs(fd - g[i]) <= 2e-2 * fabs(fd) + 3e-4,
-               "%s[%zu]: fd %.6g vs analytic %.6g", name, i, fd, g[i]);
+        CHECKF(fabs(fd - g[i]) <= 2e-2 * fabs(fd) + 3e-4, "%s[%zu]: fd %.6g vs analytic %.6g", name,
+               i, fd, g[i]);
     }
     free(u);
 }
@@ -131,7 +130,10 @@ static void gradcheck(int L, int tied, int use_replace) {
 TEST(model_gradcheck_1layer) { gradcheck(1, 0, 0); }
 TEST(model_gradcheck_2layer) { gradcheck(2, 0, 0); }
 TEST(model_gradcheck_tied) { gradcheck(2, 1, 0); }
-TEST(model_gradcheck_replaced_head) { gradcheck(1, 0, 1); gradcheck(2, 0, 1); }
+TEST(model_gradcheck_replaced_head) {
+    gradcheck(1, 0, 1);
+    gradcheck(2, 0, 1);
+}
 
 TEST(model_attention_rows_causal) {
     al_config c = tiny_cfg(2, 0);
@@ -238,7 +240,7 @@ TEST(model_refuses_bad_input) {
     al_err e;
     CHECK_OK(al_model_init(&m, &c, &e), &e);
     int in[9] = {0}, tg[9] = {0};
-    CHECK(al_model_forward(&m, in, tg, 1, 9, &e) != 0);  /* T > n_ctx */
+    CHECK(al_model_forward(&m, in, tg, 1, 9, &e) != 0); /* T > n_ctx */
     CHECK(strstr(e.msg, "n_ctx") != NULL);
     in[2] = 11;
     CHECK(al_model_forward(&m, in, tg, 1, 4, &e) != 0);
@@ -337,7 +339,14 @@ TEST(model_attention_long_matches_naive) {
     }
     CHECKF(max_err < 1e-5, "attention probabilities differ by %g", max_err);
     CHECKF(max_gerr < 1e-4, "dqkv differs by %g (relative)", max_gerr);
-    free(qkv); free(dqkv); free(z); free(w); free(att); free(nd); free(a); free(da);
+    free(qkv);
+    free(dqkv);
+    free(z);
+    free(w);
+    free(att);
+    free(nd);
+    free(a);
+    free(da);
 }
 
 /* One training step (forward, backward, AdamW) of a model big enough for
@@ -358,8 +367,13 @@ static float *step_at(int threads, int skip, int ones, size_t *n, float *gate_gr
     m.skip_gate_grads = skip;
     int B = 4, T = 128, *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
     random_batch(in, tg, B * T, c.d_vocab, 5);
-    al_optim_cfg oc = {.lr = 1e-2, .min_lr_frac = 1.0, .beta1 = 0.9, .beta2 = 0.95,
-                       .eps = 1e-8, .weight_decay = 0.1, .grad_clip = 1.0};
+    al_optim_cfg oc = {.lr = 1e-2,
+                       .min_lr_frac = 1.0,
+                       .beta1 = 0.9,
+                       .beta2 = 0.95,
+                       .eps = 1e-8,
+                       .weight_decay = 0.1,
+                       .grad_clip = 1.0};
     int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
     float *out = NULL;
@@ -423,7 +437,8 @@ TEST(model_skip_gate_grads_same_step) {
         float g1[8], g2[8];
         float *a = step_at(2, 0, ones, &n1, g1), *b = step_at(2, 1, ones, &n2, g2);
         CHECK(a && b && n1 == n2);
-        if (a && b && n1 == n2) CHECKF(memcmp(a, b, sizeof(float) * n1) == 0, "gates %s", ones ? "1" : "mixed");
+        if (a && b && n1 == n2)
+            CHECKF(memcmp(a, b, sizeof(float) * n1) == 0, "gates %s", ones ? "1" : "mixed");
         int kept = 1, written = 0;
         for (int i = 0; i < 8; i++) kept &= g2[i] == -7.0f, written += g1[i] != -7.0f;
         CHECK(kept);

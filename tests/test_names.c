@@ -16,7 +16,8 @@ static const char *STORY_A =
 static const char *STORY_B = " the dog ran to the big red house and ate a bone";
 
 /* BOS + STORY_A + BOS + a 3-token document (too short) + BOS + STORY_B */
-static int make_val(const al_tokenizer *tok, al_tokens *v, int **a, size_t *na, int **b, size_t *nb) {
+static int make_val(const al_tokenizer *tok, al_tokens *v, int **a, size_t *na, int **b,
+                    size_t *nb) {
     al_err e;
     int *s;
     size_t ns;
@@ -116,8 +117,8 @@ TEST(names_cli_matches_direct_forward) {
     char val[1100], mdir[1100];
     snprintf(val, sizeof val, "%s/s.val.bin", dir);
     snprintf(mdir, sizeof mdir, "%s/m2", dir);
-    CHECK(t_sh("%s names --model %s --db %s --data %s --stories 3 --name Bamurik", t_bin(), mdir, db,
-               val) == 0);
+    CHECK(t_sh("%s names --model %s --db %s --data %s --stories 3 --name Bamurik", t_bin(), mdir,
+               db, val) == 0);
     al_err e;
     al_model m;
     al_tokenizer *tok;
@@ -180,7 +181,8 @@ TEST(names_text_pair_task) {
             for (int j = st->first; j < st->first + st->k; j++) {
                 size_t nbytes;
                 const unsigned char *bt = al_tok_bytes(tok, co[j], &nbytes);
-                for (size_t q = 0; bt && q < nbytes; q++) lower_ok &= !(bt[q] >= 'A' && bt[q] <= 'Z');
+                for (size_t q = 0; bt && q < nbytes; q++)
+                    lower_ok &= !(bt[q] >= 'A' && bt[q] <= 'Z');
             }
             CHECK(outside == 0 && lower_ok);
             CHECK(key ? co[st->first] != cl[st->first] : co[st->first] == cl[st->first]);
@@ -210,7 +212,8 @@ TEST(names_text_pair_task_cli) {
     CHECK(t_sh("%s patch --model %s --db %s --task names --probe-tokens text:%s --n 3 > %s 2>&1",
                t_bin(), mdir, db, val, t_path("out.txt")) == 0);
     CHECK(t_sh("%s patch --model %s --db %s --task names-key --probe-tokens text:%s --n 3 "
-               "> /dev/null 2>&1", t_bin(), mdir, db, val) == 0);
+               "> /dev/null 2>&1",
+               t_bin(), mdir, db, val) == 0);
     CHECK_SQL(db, "SELECT task FROM patching_runs ORDER BY run_id", "names-text\nnames-text-key");
     CHECK(t_sh("%s patch --model %s --db %s --task names --probe-tokens seen 2> %s", t_bin(), mdir,
                db, t_path("err.txt")) == 2); /* a usage error */

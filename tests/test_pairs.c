@@ -261,8 +261,8 @@ static int count_word(const char *text, const char *w) {
 /* Everything the names task promises of each pair, checked against the
  * stories it comes from (the synth stream, regenerated here in order:
  * pairs come from stories in stream order, one per story at most). */
-static void check_names(const al_tokenizer *tok, const al_pairs *p, int n, uint64_t seed,
-                        int n_ctx, int bos) {
+static void check_names(const al_tokenizer *tok, const al_pairs *p, int n, uint64_t seed, int n_ctx,
+                        int bos) {
     CHECK(p->N == n && p->n_items == n && p->logit_diff == 1 && !strcmp(p->task, "names"));
     CHECK(p->T <= n_ctx);
     al_synth_opts o;
@@ -293,8 +293,7 @@ static void check_names(const al_tokenizer *tok, const al_pairs *p, int n, uint6
         for (; story < 100 * n + 1000 && !found; story++) {
             CHECK_OK(al_synth_next(s, &text, &tl, &d, &e), &e);
             free(ids);
-            CHECK_OK(al_tok_encode(tok, (const unsigned char *)text, tl, 0, &ids, &n_ids, &e),
-                     &e);
+            CHECK_OK(al_tok_encode(tok, (const unsigned char *)text, tl, 0, &ids, &n_ids, &e), &e);
             found = n_ids >= (size_t)(len - b + 1) &&
                     !memcmp(ids, c + b, (size_t)(len - b) * sizeof(int)) &&
                     ids[len - b] == it->answer;
@@ -318,8 +317,8 @@ static void check_names(const al_tokenizer *tok, const al_pairs *p, int n, uint6
         }
         char name[40], repl[40];
         int S[40], R[40];
-        size_t k = word_ids(tok, (const char *)ct, name, S), kr = word_ids(tok, (const char *)xt,
-                                                                           repl, R);
+        size_t k = word_ids(tok, (const char *)ct, name, S),
+               kr = word_ids(tok, (const char *)xt, repl, R);
         int is_name = 0;
         for (int j = 0; j < d.n_names; j++) is_name |= !strcmp(d.names[j], name);
         CHECKF(is_name, "pair %d: the changed span [%s] is not a name of the story", i, name);
@@ -388,8 +387,7 @@ TEST(pairs_names_bytes) {
 }
 
 static int same_pairs(const al_pairs *a, const al_pairs *b) {
-    return a->N == b->N && a->T == b->T && a->n_items == b->n_items &&
-           !strcmp(a->task, b->task) &&
+    return a->N == b->N && a->T == b->T && a->n_items == b->n_items && !strcmp(a->task, b->task) &&
            !memcmp(a->clean, b->clean, (size_t)a->N * (2 * (size_t)a->T + 1) * sizeof(int)) &&
            !memcmp(a->items, b->items, (size_t)a->n_items * sizeof *a->items);
 }

@@ -71,8 +71,11 @@ TEST(papercut_sae_folder_in_use_names_flags) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 1, 2);
     CHECK(t_sh("mkdir -p %s/sae && echo '{}' > %s/sae/cfg.json", dir, dir) == 0);
-    CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --out sae --db r.db --steps 2 "
-               "2> %s", dir, abin(), t_path("e")) == 1);
+    CHECK(
+        t_sh(
+            "cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --out sae --db r.db --steps 2 "
+            "2> %s",
+            dir, abin(), t_path("e")) == 1);
     CHECK(t_one_line(t_path("e"), "--resume continues it, --force replaces it"));
     t_pbuf db;
     snprintf(db.s, sizeof db.s, "%s/r.db", dir);
@@ -86,8 +89,8 @@ TEST(papercut_sae_folder_in_use_names_flags) {
 static void sigint_case(const char *args, const char *kind, const char *table) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err");
     t_tiny_model(dir.s, 2, 5);
-    pid_t p = t_spawn(NULL, err.s, "%s --model %s/m2 --db %s --data %s/s.val.bin --threads 1",
-                      args, dir.s, db.s, dir.s);
+    pid_t p = t_spawn(NULL, err.s, "%s --model %s/m2 --db %s --data %s/s.val.bin --threads 1", args,
+                      dir.s, db.s, dir.s);
     CHECK(t_wait_running(db.s));
     t_sleep(0.3);
     kill(p, SIGINT);
@@ -153,7 +156,8 @@ TEST(papercut_run_json_schema) {
 TEST(papercut_docs_do_not_narrate) {
     if (t_sh("test -d docs && test -f README.md") != 0) t_skip("run from the checkout");
     CHECK(t_sh("grep -rniE '\\bsession\\b|\\bissue [0-9]|the issue (measured|was filed|asks)|"
-               "\\bI (have|measured|tried|found)\\b' docs README.md > %s", t_path("hits")) != 0);
+               "\\bI (have|measured|tried|found)\\b' docs README.md > %s",
+               t_path("hits")) != 0);
     char *h = t_slurp(t_path("hits"));
     CHECKF(h && !*h, "narration in the docs:\n%s", h ? h : "");
     free(h);
@@ -168,8 +172,8 @@ TEST(papercut_circuits_warns_unseen_ids) {
     CHECK(t_sh("cd %s && %s circuits --model m1 --db %s > /dev/null 2> %s", dir.s, abin(), db.s,
                t_path("e")) == 0);
     char *s = t_slurp(t_path("e"));
-    CHECKF(s && strstr(s, "never occur in its training data") && strstr(s, "skip-trigrams"),
-           "%s", s ? s : "");
+    CHECKF(s && strstr(s, "never occur in its training data") && strstr(s, "skip-trigrams"), "%s",
+           s ? s : "");
     free(s);
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings WHERE message LIKE "
                            "'%never occur in its training data%'") == 1);
@@ -184,11 +188,11 @@ TEST(papercut_report_training_card_composition) {
     t_tiny_model(dir.s, 1, 2); /* corpus and tokenizer */
     CHECK(t_sh("cd %s && %s train --data s.train.bin --val s.val.bin --tokenizer tok.json --out m "
                "--steps 34 --eval-every 2 --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 "
-               "--n-ctx 32 --batch 4 --warmup 2 --db %s >/dev/null 2>&1", dir.s, abin(),
-               db.s) == 0);
+               "--n-ctx 32 --batch 4 --warmup 2 --db %s >/dev/null 2>&1",
+               dir.s, abin(), db.s) == 0);
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM train_log") == 18); /* steps 0, 2, ..., 34 */
-    CHECK(t_sh("cd %s && %s report --model m --db %s --out %s >/dev/null 2>&1", dir.s, abin(),
-               db.s, rep.s) == 0);
+    CHECK(t_sh("cd %s && %s report --model m --db %s --out %s >/dev/null 2>&1", dir.s, abin(), db.s,
+               rep.s) == 0);
     char *h = t_slurp(t_path("rep/index.html"));
     CHECK(h && strstr(h, "12 of the 18 evaluations"));
     CHECK(h && strstr(h, "seq_len 32") && !strstr(h, "seq_len 0"));
@@ -204,15 +208,19 @@ TEST(papercut_report_training_card_composition) {
 TEST(papercut_openmp_wait_policy) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 1, 2);
-    CHECK(t_sh("env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=1 %s --version | grep -qx 'OpenMP threads "
-               "wait: passive'", abin()) == 0);
+    CHECK(
+        t_sh("env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=1 %s --version | grep -qx 'OpenMP threads "
+             "wait: passive'",
+             abin()) == 0);
     CHECK(t_sh("env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=0 %s --version | grep -q 'default'",
                abin()) == 0);
     CHECK(t_sh("OMP_WAIT_POLICY=active ATTNLAB_OMP_PASSIVE=1 %s --version | grep -qx 'OpenMP "
-               "threads wait: active'", abin()) == 0);
+               "threads wait: active'",
+               abin()) == 0);
     CHECK(t_sh("cd %s && env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=1 %s run --model m1 --prompt "
                "'a b c' --json > p1 && env -u OMP_WAIT_POLICY ATTNLAB_OMP_PASSIVE=0 %s run --model "
-               "m1 --prompt 'a b c' --json > p0 && cmp -s p0 p1", dir, abin(), abin()) == 0);
+               "m1 --prompt 'a b c' --json > p0 && cmp -s p0 p1",
+               dir, abin(), abin()) == 0);
 }
 
 /* The induction task's R defaults to min(50, (n_ctx-1)/2): scores, ablate,
@@ -224,8 +232,8 @@ TEST(papercut_probe_r_fits_short_context) {
     t_tiny_model(dir.s, 2, 2); /* n_ctx 32 */
     char abl[1200];
     snprintf(abl, sizeof abl, "ablate --each --data %s/s.val.bin --batches 1 --batch 2", dir.s);
-    const char *cmds[] = {"patch --n 4", "paths --n 4", "attribute --n 4 --no-patching",
-                          "discover --n 4", "scores", abl};
+    const char *cmds[] = {"patch --n 4",    "paths --n 4", "attribute --n 4 --no-patching",
+                          "discover --n 4", "scores",      abl};
     for (int i = 0; i < 6; i++)
         CHECKF(t_sh("cd %s && %s %s --model m2 --db %s > /dev/null 2> %s", dir.s, abin(), cmds[i],
                     db.s, t_path("e")) == 0,

@@ -265,8 +265,8 @@ TEST(patch_planted_heads) {
         CHECK(r.rows == 2 && r.cols == PH && r.n == 2 * PH);
         CHECKF(r.effect[1 * PH + 0] > 0.5, "%s: induction head effect %g", dirs[d],
                r.effect[1 * PH + 0]);
-        CHECKF(fabs(r.effect[0 * PH + 1]) < 0.05 && fabs(r.effect[1 * PH + 1]) < 0.05,
-               "%s: %g %g", dirs[d], r.effect[1], r.effect[PH + 1]);
+        CHECKF(fabs(r.effect[0 * PH + 1]) < 0.05 && fabs(r.effect[1 * PH + 1]) < 0.05, "%s: %g %g",
+               dirs[d], r.effect[1], r.effect[PH + 1]);
         /* the grid's entry is al_patch_eval of the same mask */
         unsigned char zm[2 * PH * PT] = {0};
         memset(zm + (1 * PH + 0) * PT, 1, PT);
@@ -403,8 +403,10 @@ static void sums_of(const al_patch_result *r, int lh, double *first, double *sec
     *first = *second = 0;
     for (int t = 0; t < PT; t++) {
         double v = r->effect[lh * PT + t];
-        if (t >= 1 && t <= PR) *first += v;
-        else if (t > PR) *second += v;
+        if (t >= 1 && t <= PR)
+            *first += v;
+        else if (t > PR)
+            *second += v;
     }
 }
 
@@ -425,8 +427,8 @@ TEST(patch_planted_qkv_pattern) {
         al_err e;
         CHECK_OK(run_(&m, &o, &r, &e), &e);
         CHECK(r.rows == 2 * PH && r.cols == PT);
-        for (int i = 0; i < r.n; i++) CHECKF(fabs(r.effect[i]) < 1e-9, "q %s %d: %g", dir, i,
-                                             r.effect[i]);
+        for (int i = 0; i < r.n; i++)
+            CHECKF(fabs(r.effect[i]) < 1e-9, "q %s %d: %g", dir, i, r.effect[i]);
         al_patch_result_free(&r);
     }
     const char *comps[] = {"k", "pattern", "v"};
@@ -478,15 +480,19 @@ TEST(patch_planted_paths_known_answers) {
             for (int h = 0; h < PH; h++) {
                 double v = path_at(&r, c, s, h);
                 int key = h == 0 && ((c == 1 && s == 2) || (c == 2 && s == 0));
-                if (c == 3 && h > 0) CHECK(isnan(v));
-                else if (!key && c < 3) CHECKF(fabs(v) < 1e-6, "%d %d %d: %g", c, s, h, v);
-                else if (c == 3) CHECKF(fabs(v) < 0.02, "direct %d: %g", s, v);
+                if (c == 3 && h > 0)
+                    CHECK(isnan(v));
+                else if (!key && c < 3)
+                    CHECKF(fabs(v) < 1e-6, "%d %d %d: %g", c, s, h, v);
+                else if (c == 3)
+                    CHECKF(fabs(v) < 0.02, "direct %d: %g", s, v);
             }
     /* the naive reference gives the same numbers */
     o.naive = 1;
     CHECK_OK(al_paths_run(&m, &t, &o, &rn, &e), &e);
     for (int i = 0; i < r.n; i++)
-        CHECKF((isnan(r.metric[i]) && isnan(rn.metric[i])) || fabs(r.metric[i] - rn.metric[i]) < 1e-6,
+        CHECKF((isnan(r.metric[i]) && isnan(rn.metric[i])) ||
+                   fabs(r.metric[i] - rn.metric[i]) < 1e-6,
                "%d: %g vs %g", i, r.metric[i], rn.metric[i]);
     al_paths_result_free(&rn);
     al_paths_result_free(&r);
@@ -517,8 +523,7 @@ static void deep_paths_case(int L, int li) {
         al_err e;
         CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &o, &e), &e);
         CHECK_OK(al_paths_run(&m, &t, &o, &r, &e), &e);
-        CHECK(r.L == L && r.width == W && r.n_senders == ns && r.n_recv == W &&
-              r.n == 4 * ns * W);
+        CHECK(r.L == L && r.width == W && r.n_senders == ns && r.n_recv == W && r.n == 4 * ns * W);
         int rk = (li - 1) * H; /* receiver li.0 */
         CHECKF(d ? path_at(&r, 1, 2, rk) >= 0.9 : fabs(path_at(&r, 1, 2, rk)) < 0.1,
                "L %d %s: 0.0 -> %d.0 k: %g", L, dir, li, path_at(&r, 1, 2, rk));
@@ -535,10 +540,12 @@ static void deep_paths_case(int L, int li) {
                     double v = path_at(&r, c, s, h);
                     int l1 = h / H + 1, exists = c == 3 ? h == 0 : s < 2 || (s - 2) / H < l1;
                     int key = h == rk && ((c == 1 && s == 2) || (c == 2 && s == 0));
-                    if (!exists) n_nan += isnan(v);
-                    else if (!key && c < 3) CHECKF(fabs(v) < 1e-6, "L %d %s: %d %d %d: %g", L,
-                                                   dir, c, s, h, v);
-                    else if (c == 3) CHECKF(fabs(v) < 0.02, "direct %d: %g", s, v);
+                    if (!exists)
+                        n_nan += isnan(v);
+                    else if (!key && c < 3)
+                        CHECKF(fabs(v) < 1e-6, "L %d %s: %d %d %d: %g", L, dir, c, s, h, v);
+                    else if (c == 3)
+                        CHECKF(fabs(v) < 0.02, "direct %d: %g", s, v);
                 }
         /* NaN: direct at r > 0, and q/k/v from a sender head not before the receiver */
         int want = ns * (W - 1);

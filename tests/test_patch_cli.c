@@ -38,20 +38,26 @@ TEST(patch_cli_rows_and_summary) {
     CHECK_SQL(db.s, "SELECT run_id, kind, status FROM runs",
               "1|patch|done\n2|patch|done\n3|patch|done\n4|patch|done\n5|patch|done");
     /* one row per configuration; head NULL only for resid, pos NULL only for head */
-    CHECK_SQL(db.s, "SELECT run_id, component, count(*), count(head), count(pos), count(value), "
-                    "min(layer), max(layer) FROM patching GROUP BY run_id",
+    CHECK_SQL(db.s,
+              "SELECT run_id, component, count(*), count(head), count(pos), count(value), "
+              "min(layer), max(layer) FROM patching GROUP BY run_id",
               "1|head_pos|104|104|104|104|0|1\n2|head|8|8|0|8|0|1\n3|resid|26|0|26|26|0|1\n"
               "4|k|104|104|104|104|0|1\n5|pattern|104|104|104|104|0|1");
-    CHECK_SQL(db.s, "SELECT count(DISTINCT layer || '.' || head || '@' || pos) FROM patching "
-                    "WHERE run_id = 1", "104");
-    CHECK_SQL(db.s, "SELECT run_id, task, direction, component, n_pairs, seq_len, m_clean IS NOT "
-                    "NULL, m_corr IS NOT NULL FROM patching_runs ORDER BY run_id",
+    CHECK_SQL(db.s,
+              "SELECT count(DISTINCT layer || '.' || head || '@' || pos) FROM patching "
+              "WHERE run_id = 1",
+              "104");
+    CHECK_SQL(db.s,
+              "SELECT run_id, task, direction, component, n_pairs, seq_len, m_clean IS NOT "
+              "NULL, m_corr IS NOT NULL FROM patching_runs ORDER BY run_id",
               "1|induction|denoise|head_pos|4|13|1|1\n2|induction|denoise|head|4|13|1|1\n"
               "3|induction|denoise|resid|4|13|1|1\n4|induction|denoise|k|4|13|1|1\n"
               "5|induction|denoise|pattern|4|13|1|1");
     /* value = (metric - M_corr) / (M_clean - M_corr) on every row */
-    CHECK_SQL(db.s, "SELECT count(*) FROM patching p JOIN patching_runs x USING (run_id) WHERE "
-                    "abs(p.value - (p.metric - x.m_corr) / (x.m_clean - x.m_corr)) < 1e-9", "346");
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM patching p JOIN patching_runs x USING (run_id) WHERE "
+              "abs(p.value - (p.metric - x.m_corr) / (x.m_clean - x.m_corr)) < 1e-9",
+              "346");
     /* the summary of the last patch (pattern) against its rows: M_clean, and
      * the first line of the top list is the largest |value| */
     char *txt = t_slurp(out.s);
@@ -75,14 +81,19 @@ TEST(patch_cli_rows_and_summary) {
     /* noising and --naive (one full forward per configuration) agree */
     CHECK(t_sh("%s patch --model %s/m2 --db %s --component head --naive " TASK " >/dev/null 2>&1",
                b, dir.s, db.s) == 0);
-    CHECK_SQL(db.s, "SELECT count(*) FROM patching a JOIN patching n ON n.layer = a.layer AND "
-                    "n.head = a.head WHERE a.run_id = 2 AND n.run_id = 6 AND abs(a.metric - "
-                    "n.metric) < 1e-4", "8");
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM patching a JOIN patching n ON n.layer = a.layer AND "
+              "n.head = a.head WHERE a.run_id = 2 AND n.run_id = 6 AND abs(a.metric - "
+              "n.metric) < 1e-4",
+              "8");
     CHECK(t_sh("%s patch --model %s/m2 --db %s --component head --direction noise " TASK
-               " >/dev/null 2>&1", b, dir.s, db.s) == 0);
-    CHECK_SQL(db.s, "SELECT count(*) FROM patching p JOIN patching_runs x USING (run_id) WHERE "
-                    "x.direction = 'noise' AND abs(p.value - (x.m_clean - p.metric) / (x.m_clean - "
-                    "x.m_corr)) < 1e-9", "8");
+               " >/dev/null 2>&1",
+               b, dir.s, db.s) == 0);
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM patching p JOIN patching_runs x USING (run_id) WHERE "
+              "x.direction = 'noise' AND abs(p.value - (x.m_clean - p.metric) / (x.m_clean - "
+              "x.m_corr)) < 1e-9",
+              "8");
 }
 
 TEST(patch_cli_paths_rows_and_summary) {
@@ -90,29 +101,30 @@ TEST(patch_cli_paths_rows_and_summary) {
     t_tiny_model(dir.s, 2, 20);
     t_tiny_model(dir.s, 1, 20);
     const char *b = t_bin();
-    CHECK(t_sh("%s paths --model %s/m2 --db %s " TASK " > %s 2>/dev/null", b, dir.s, db.s,
-               out.s) == 0);
+    CHECK(t_sh("%s paths --model %s/m2 --db %s " TASK " > %s 2>/dev/null", b, dir.s, db.s, out.s) ==
+          0);
     /* senders embed, pos, 0.0-0.3 (6) x (3 channels x 4 heads + direct) */
-    CHECK_SQL(db.s, "SELECT channel, count(*), count(receiver_layer), count(receiver_head), "
-                    "min(receiver_layer), count(DISTINCT sender) FROM path_patching GROUP BY "
-                    "channel ORDER BY channel",
+    CHECK_SQL(db.s,
+              "SELECT channel, count(*), count(receiver_layer), count(receiver_head), "
+              "min(receiver_layer), count(DISTINCT sender) FROM path_patching GROUP BY "
+              "channel ORDER BY channel",
               "direct|6|0|0||6\nk|24|24|24|1|6\nq|24|24|24|1|6\nv|24|24|24|1|6");
     CHECK_SQL(db.s, "SELECT direction, component IS NULL, n_pairs, seq_len FROM patching_runs",
               "noise|1|4|13");
     /* pos is the same in both runs: its paths change nothing */
-    CHECK_SQL(db.s, "SELECT count(*) FROM path_patching WHERE sender = 'pos' AND value = 0",
-              "13");
+    CHECK_SQL(db.s, "SELECT count(*) FROM path_patching WHERE sender = 'pos' AND value = 0", "13");
     /* the printed K matrix against the rows, row by row */
     char *txt = t_slurp(out.s);
     const char *senders[] = {"embed", "pos", "0.0", "0.1", "0.2", "0.3"};
     for (int s = 0; s < 6; s++) {
         char q[600];
-        snprintf(q, sizeof q,
-                 "SELECT printf('%%-7s', '%s') || group_concat(printf(' %%+7.3f', value + 0.0), '') "
-                 "|| (SELECT printf(' | %%+7.3f', value + 0.0) FROM path_patching WHERE channel = "
-                 "'direct' AND sender = '%s') FROM (SELECT value FROM path_patching WHERE "
-                 "channel = 'k' AND sender = '%s' ORDER BY receiver_head)",
-                 senders[s], senders[s], senders[s]);
+        snprintf(
+            q, sizeof q,
+            "SELECT printf('%%-7s', '%s') || group_concat(printf(' %%+7.3f', value + 0.0), '') "
+            "|| (SELECT printf(' | %%+7.3f', value + 0.0) FROM path_patching WHERE channel = "
+            "'direct' AND sender = '%s') FROM (SELECT value FROM path_patching WHERE "
+            "channel = 'k' AND sender = '%s' ORDER BY receiver_head)",
+            senders[s], senders[s], senders[s]);
         char *row = t_sql(db.s, q);
         CHECKF(txt && row && strstr(txt, row), "matrix row [%s] not in\n%s", row ? row : "",
                txt ? txt : "");
@@ -123,8 +135,10 @@ TEST(patch_cli_paths_rows_and_summary) {
     /* a 1-layer model has only the direct paths */
     CHECK(t_sh("%s paths --model %s/m1 --db %s --direction denoise " TASK " > %s 2>/dev/null", b,
                dir.s, db.s, out.s) == 0);
-    CHECK_SQL(db.s, "SELECT channel, count(*), count(receiver_head) FROM path_patching WHERE "
-                    "run_id = 2 GROUP BY channel", "direct|6|0");
+    CHECK_SQL(db.s,
+              "SELECT channel, count(*), count(receiver_head) FROM path_patching WHERE "
+              "run_id = 2 GROUP BY channel",
+              "direct|6|0");
     txt = t_slurp(out.s);
     CHECK(txt && strstr(txt, "only direct paths") && strstr(txt, "top 6 of 6 paths"));
     free(txt);
@@ -143,15 +157,18 @@ TEST(patch_cli_paths_three_layers) {
            rep = t_pcopy("rep");
     t_tiny_model(dir.s, 3, 20);
     const char *b = t_bin();
-    CHECK(t_sh("%s paths --model %s/m3 --db %s " TASK " > %s 2>/dev/null", b, dir.s, db.s,
-               out.s) == 0);
+    CHECK(t_sh("%s paths --model %s/m3 --db %s " TASK " > %s 2>/dev/null", b, dir.s, db.s, out.s) ==
+          0);
     /* per channel: 4 layer-1 heads x 6 senders + 4 layer-2 heads x 10; direct: 10 senders */
-    CHECK_SQL(db.s, "SELECT channel, count(*), count(DISTINCT sender), min(receiver_layer), "
-                    "max(receiver_layer) FROM path_patching GROUP BY channel ORDER BY channel",
+    CHECK_SQL(db.s,
+              "SELECT channel, count(*), count(DISTINCT sender), min(receiver_layer), "
+              "max(receiver_layer) FROM path_patching GROUP BY channel ORDER BY channel",
               "direct|10|10||\nk|64|10|1|2\nq|64|10|1|2\nv|64|10|1|2");
     /* a layer-1 sender reaches layer 2 only */
-    CHECK_SQL(db.s, "SELECT count(*), min(receiver_layer) FROM path_patching WHERE sender GLOB "
-                    "'1.*' AND channel != 'direct'", "48|2");
+    CHECK_SQL(db.s,
+              "SELECT count(*), min(receiver_layer) FROM path_patching WHERE sender GLOB "
+              "'1.*' AND channel != 'direct'",
+              "48|2");
     CHECK_SQL(db.s, "SELECT count(*) FROM path_patching WHERE value IS NULL", "0");
     char *txt = t_slurp(out.s);
     CHECK(txt && strstr(txt, "top 10 of 202 paths") && strstr(txt, "layers 0-1") &&
@@ -175,7 +192,8 @@ TEST(patch_cli_paths_three_layers) {
     int deep = 0, wrong = 0;
     const cJSON *p;
     cJSON_ArrayForEach(p, ps) {
-        const cJSON *snd = cJSON_GetObjectItem(p, "sender"), *rcv = cJSON_GetObjectItem(p, "receiver");
+        const cJSON *snd = cJSON_GetObjectItem(p, "sender"),
+                    *rcv = cJSON_GetObjectItem(p, "receiver");
         if (!cJSON_IsString(rcv)) continue;
         deep += rcv->valuestring[0] == '2';
         /* never from a sender of the receiver's layer or a later one */
@@ -189,19 +207,20 @@ TEST(patch_cli_paths_three_layers) {
                err.s) == 0);
     int w = 0, h = 0;
     CHECK(png_ok(png.s, &w, &h) && w > 600 && h > 200);
-    CHECK(t_sh("%s report --model %s/m3 --db %s --out %s >/dev/null 2>&1", b, dir.s, db.s,
-               rep.s) == 0);
+    CHECK(t_sh("%s report --model %s/m3 --db %s --out %s >/dev/null 2>&1", b, dir.s, db.s, rep.s) ==
+          0);
     char idx[1100], pic[1100];
     snprintf(idx, sizeof idx, "%s/index.html", rep.s);
     snprintf(pic, sizeof pic, "%s/m3-paths-induction-noise.png", rep.s);
     txt = t_slurp(idx);
-    CHECK(txt && strstr(txt, "<h3>Path patching</h3>") && strstr(txt, "a head of an earlier layer") &&
+    CHECK(txt && strstr(txt, "<h3>Path patching</h3>") &&
+          strstr(txt, "a head of an earlier layer") &&
           strstr(txt, "m3-paths-induction-noise.png") && png_ok(pic, &w, &h));
     free(txt);
     /* too deep: one line, exit 1, no run */
     t_tiny_model(dir.s, 17, 1);
-    CHECK(t_sh("%s paths --model %s/m17 --db %s/deep.db " TASK " >/dev/null 2>%s", b, dir.s,
-               dir.s, err.s) == 1);
+    CHECK(t_sh("%s paths --model %s/m17 --db %s/deep.db " TASK " >/dev/null 2>%s", b, dir.s, dir.s,
+               err.s) == 1);
     CHECK(t_one_line(err.s, "path patching covers models of up to 16 layers"));
     char ddb[1100];
     snprintf(ddb, sizeof ddb, "%s/deep.db", dir.s);
@@ -229,10 +248,14 @@ TEST(patch_cli_planted_circuit) {
     CHECKF(txt && strstr(txt, "configuration") && strstr(strstr(txt, "configuration"), "\n  1.0 "),
            "%s", txt ? txt : "");
     free(txt);
-    CHECK_SQL(db.s, "SELECT layer || '.' || head, value > 0.99 FROM patching WHERE run_id = 1 "
-                    "ORDER BY value DESC LIMIT 1", "1.0|1");
-    CHECK_SQL(db.s, "SELECT layer || '.' || head, value < -0.5 FROM patching WHERE run_id = 1 "
-                    "ORDER BY value LIMIT 1", "0.0|1");
+    CHECK_SQL(db.s,
+              "SELECT layer || '.' || head, value > 0.99 FROM patching WHERE run_id = 1 "
+              "ORDER BY value DESC LIMIT 1",
+              "1.0|1");
+    CHECK_SQL(db.s,
+              "SELECT layer || '.' || head, value < -0.5 FROM patching WHERE run_id = 1 "
+              "ORDER BY value LIMIT 1",
+              "0.0|1");
     CHECK_SQL(db.s, "SELECT count(*) FROM patching WHERE run_id = 1 AND abs(value) > 1e-6", "2");
     /* noising path by path: the previous-token head's path into the
      * induction head's keys breaks it (1.0 finds no match), embed into its
@@ -240,15 +263,23 @@ TEST(patch_cli_planted_circuit) {
      * reaches the queries (the second halves agree) */
     CHECK(t_sh("%s paths --model %s --db %s --probe-r 10 --n 8 > %s 2>/dev/null", b, dir.s, db.s,
                out.s) == 0);
-    CHECK_SQL(db.s, "SELECT sender, receiver_layer || '.' || receiver_head, value > 0.8 FROM "
-                    "path_patching WHERE channel = 'k' AND direction = 'noise' AND run_id = 2 "
-                    "ORDER BY value DESC LIMIT 1", "0.0|1.0|1");
-    CHECK_SQL(db.s, "SELECT count(*) FROM path_patching WHERE run_id = 2 AND channel = 'k' AND "
-                    "abs(value) > 1e-6", "1");
-    CHECK_SQL(db.s, "SELECT sender, receiver_head, value > 1 FROM path_patching WHERE run_id = 2 "
-                    "AND channel = 'v' ORDER BY value DESC LIMIT 1", "embed|0|1");
-    CHECK_SQL(db.s, "SELECT max(abs(value)) < 1e-6 FROM path_patching WHERE run_id = 2 AND "
-                    "channel = 'q'", "1");
+    CHECK_SQL(db.s,
+              "SELECT sender, receiver_layer || '.' || receiver_head, value > 0.8 FROM "
+              "path_patching WHERE channel = 'k' AND direction = 'noise' AND run_id = 2 "
+              "ORDER BY value DESC LIMIT 1",
+              "0.0|1.0|1");
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM path_patching WHERE run_id = 2 AND channel = 'k' AND "
+              "abs(value) > 1e-6",
+              "1");
+    CHECK_SQL(db.s,
+              "SELECT sender, receiver_head, value > 1 FROM path_patching WHERE run_id = 2 "
+              "AND channel = 'v' ORDER BY value DESC LIMIT 1",
+              "embed|0|1");
+    CHECK_SQL(db.s,
+              "SELECT max(abs(value)) < 1e-6 FROM path_patching WHERE run_id = 2 AND "
+              "channel = 'q'",
+              "1");
     txt = t_slurp(out.s);
     const char *top = txt ? strstr(txt, "paths by |effect|") : NULL;
     CHECKF(top && strstr(top, "\n  embed -> 1.0 v ") && strstr(top, "\n  0.0 -> 1.0 k ") &&
@@ -266,10 +297,11 @@ TEST(patch_cli_nan_effects_are_null) {
     CHECK(f != NULL);
     if (!f) return;
     fputs("{\"attnlab_mask\": 1, \"n_layers\": 2, \"n_heads\": 4, \"off\": [\"0.0\", \"0.1\", "
-          "\"0.2\", \"0.3\", \"1.0\", \"1.1\", \"1.2\", \"1.3\"]}", f);
+          "\"0.2\", \"0.3\", \"1.0\", \"1.1\", \"1.2\", \"1.3\"]}",
+          f);
     fclose(f);
-    CHECK(t_sh("%s patch --model %s/m2 --db %s --mask %s --component head_pos " TASK
-               " > %s 2>&1", t_bin(), dir.s, db.s, mask.s, t_path("o.txt")) == 0);
+    CHECK(t_sh("%s patch --model %s/m2 --db %s --mask %s --component head_pos " TASK " > %s 2>&1",
+               t_bin(), dir.s, db.s, mask.s, t_path("o.txt")) == 0);
     CHECK_SQL(db.s, "SELECT count(*), count(value), count(metric) FROM patching", "104|0|104");
     CHECK_SQL(db.s, "SELECT m_clean = m_corr FROM patching_runs", "1");
     char *txt = t_slurp(t_path("o.txt"));
@@ -288,27 +320,31 @@ TEST(patch_cli_migrates_version_2) {
     al_err e;
     CHECK_OK(al_store_open(db.s, &s, &e), &e);
     al_store_close(s);
-    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "ALTER TABLE models DROP COLUMN data_tokens; DROP VIEW "
-               "sweep_summary; DROP VIEW sweep_findings; DROP VIEW sweep_models; DROP TABLE "
-               "merge_sources; DROP TABLE sweep_task; DROP INDEX "
-               "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
-               "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
-               "patching_runs; DROP TABLE attribution_runs; DROP TABLE logit_attribution; DROP "
-               "TABLE path_terms; DROP TABLE logit_lens; DROP TABLE attribution_patching; DROP "
-               "TABLE attribution_agreement; DROP TABLE attribution_tokens; DROP TABLE circuit_runs; "
-               "DROP TABLE circuit_edges; INSERT INTO models(sha256, added_at) VALUES('x', 'now'); INSERT "
-               "INTO runs(kind, started_at, status, attnlab_version) VALUES('ablate', 'now', "
-               "'done', 'v'); INSERT INTO ablations(run_id, model_id, method, kind, heads, "
-               "n_heads, loss) VALUES(1, 1, 'zero', 'none', '', 0, 2.5); PRAGMA user_version = 2\"",
-               db.s) == 0);
+    CHECK(
+        t_sh(
+            "sqlite3 '%s' \"" T_DROP_SAE_SQL
+            "ALTER TABLE models DROP COLUMN data_tokens; DROP VIEW "
+            "sweep_summary; DROP VIEW sweep_findings; DROP VIEW sweep_models; DROP TABLE "
+            "merge_sources; DROP TABLE sweep_task; DROP INDEX "
+            "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
+            "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
+            "patching_runs; DROP TABLE attribution_runs; DROP TABLE logit_attribution; DROP "
+            "TABLE path_terms; DROP TABLE logit_lens; DROP TABLE attribution_patching; DROP "
+            "TABLE attribution_agreement; DROP TABLE attribution_tokens; DROP TABLE circuit_runs; "
+            "DROP TABLE circuit_edges; INSERT INTO models(sha256, added_at) VALUES('x', 'now'); INSERT "
+            "INTO runs(kind, started_at, status, attnlab_version) VALUES('ablate', 'now', "
+            "'done', 'v'); INSERT INTO ablations(run_id, model_id, method, kind, heads, "
+            "n_heads, loss) VALUES(1, 1, 'zero', 'none', '', 0, 2.5); PRAGMA user_version = 2\"",
+            db.s) == 0);
     CHECK_SQL(db.s, "SELECT count(*) FROM sqlite_master WHERE name LIKE '%patching%'", "0");
     CHECK(t_sh("%s patch --model %s/m2 --db %s --component head " TASK " >/dev/null 2>&1", t_bin(),
                dir.s, db.s) == 0);
     char want[8];
     snprintf(want, sizeof want, "%d", AL_STORE_SCHEMA_VERSION);
     CHECK_SQL(db.s, "PRAGMA user_version", want);
-    CHECK_SQL(db.s, "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master WHERE "
-                    "name LIKE '%patching%' ORDER BY name)",
+    CHECK_SQL(db.s,
+              "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master WHERE "
+              "name LIKE '%patching%' ORDER BY name)",
               "attribution_patching attribution_patching_by_run patching patching_by_run "
               "patching_runs patching_runs_by_model path_patching path_patching_by_run");
     CHECK_SQL(db.s, "SELECT loss FROM ablations", "2.5");
@@ -320,12 +356,13 @@ TEST(patch_cli_migrates_version_2) {
 /* ------------------------------------------------------------ bad input */
 
 TEST(patch_cli_bad_input) {
-    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), mask = t_pcopy("mask.json");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"),
+           mask = t_pcopy("mask.json");
     t_tiny_model(dir.s, 2, 5);
     const char *b = t_bin();
     /* a copy of the model without its tokenizer */
-    CHECK(t_sh("mkdir -p %s/notok && cp %s/m2/model.safetensors %s/m2/config.json %s/notok/",
-               dir.s, dir.s, dir.s, dir.s) == 0);
+    CHECK(t_sh("mkdir -p %s/notok && cp %s/m2/model.safetensors %s/m2/config.json %s/notok/", dir.s,
+               dir.s, dir.s, dir.s) == 0);
     FILE *f = fopen(mask.s, "w");
     CHECK(f != NULL);
     if (f) {
@@ -347,8 +384,8 @@ TEST(patch_cli_bad_input) {
         {"patch", "--pairs p.jsonl", "a pair file (--pairs) is for task 'file'", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = t_sh("%s %s --model %s/m2 --db %s %s >/dev/null 2>%s", b, cases[i].cmd, dir.s, db.s,
-                      cases[i].args, err.s);
+        int rc = t_sh("%s %s --model %s/m2 --db %s %s >/dev/null 2>%s", b, cases[i].cmd, dir.s,
+                      db.s, cases[i].args, err.s);
         CHECKF(rc == cases[i].rc, "%s %s: exit %d, want %d", cases[i].cmd, cases[i].args, rc,
                cases[i].rc);
         CHECK(t_one_line(err.s, cases[i].want));
@@ -357,7 +394,8 @@ TEST(patch_cli_bad_input) {
      * run begins (about 600 kB per pair of a batch for this model) */
     if (al_mem_total() > 0 && al_mem_total() < 40e9) {
         CHECK(t_sh("%s patch --model %s/m2 --db %s --probe-r 15 --n 100000 --batch 100000 "
-                   ">/dev/null 2>%s", b, dir.s, db.s, err.s) == 1);
+                   ">/dev/null 2>%s",
+                   b, dir.s, db.s, err.s) == 1);
         CHECK(t_one_line(err.s, "patching would allocate"));
         CHECK(t_one_line(err.s, "; lower --batch"));
     }
@@ -365,8 +403,8 @@ TEST(patch_cli_bad_input) {
     CHECK(t_sh("%s patch --model %s/notok --db %s --task names >/dev/null 2>%s", b, dir.s, db.s,
                err.s) == 1);
     CHECK(t_one_line(err.s, "task 'names' needs the model's tokenizer"));
-    CHECK(t_sh("%s paths --model %s/notok --db %s --task file --pairs %s >/dev/null 2>%s", b,
-               dir.s, db.s, mask.s, err.s) == 1);
+    CHECK(t_sh("%s paths --model %s/notok --db %s --task file --pairs %s >/dev/null 2>%s", b, dir.s,
+               db.s, mask.s, err.s) == 1);
     CHECK(t_one_line(err.s, "task 'file' needs the model's tokenizer"));
     /* a mask naming a head the model lacks */
     CHECK(t_sh("%s patch --model %s/m2 --db %s --mask %s >/dev/null 2>%s", b, dir.s, db.s, mask.s,
@@ -400,8 +438,10 @@ static void interrupt_with(int sig) {
     /* after the progress line: the one-line error */
     CHECK(t_sh("tail -n 1 %s | grep -qx 'attnlab: interrupted'", err.s) == 0);
     CHECK_SQL(db.s, "SELECT status, error FROM runs", "failed|interrupted");
-    CHECK_SQL(db.s, "SELECT (SELECT count(*) FROM patching) + (SELECT count(*) FROM "
-                    "patching_runs)", "0");
+    CHECK_SQL(db.s,
+              "SELECT (SELECT count(*) FROM patching) + (SELECT count(*) FROM "
+              "patching_runs)",
+              "0");
 }
 
 TEST(patch_cli_sigint_stops_sweep) { interrupt_with(SIGINT); }
@@ -414,8 +454,10 @@ TEST(patch_cli_sigterm_stops_sweep) { interrupt_with(SIGTERM); }
 TEST(patch_cli_sigint_while_names_task_built) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err"), m = t_pcopy("m2");
     t_tiny_model(dir.s, 2, 5);
-    pid_t p = t_spawn(NULL, err.s, "patch --model %s --db %s --task names --n 1000000 "
-                      "--threads 1", m.s, db.s);
+    pid_t p = t_spawn(NULL, err.s,
+                      "patch --model %s --db %s --task names --n 1000000 "
+                      "--threads 1",
+                      m.s, db.s);
     /* the database is opened when the model is loaded, just before the
      * signal handlers and the task */
     for (int i = 0; i < 600 && !al_file_exists(db.s); i++) t_sleep(0.1);
@@ -449,8 +491,10 @@ TEST(patch_cli_sigkill_leaves_no_rows) {
     CHECK(t_wait(p, NULL) == 128 + SIGKILL);
     CHECK_SQL(db.s, "PRAGMA integrity_check", "ok");
     CHECK_SQL(db.s, "SELECT status FROM runs", "running");
-    CHECK_SQL(db.s, "SELECT (SELECT count(*) FROM patching) + (SELECT count(*) FROM "
-                    "patching_runs)", "0");
+    CHECK_SQL(db.s,
+              "SELECT (SELECT count(*) FROM patching) + (SELECT count(*) FROM "
+              "patching_runs)",
+              "0");
     CHECK(t_sh("%s paths --model %s --db %s " TASK " >/dev/null 2>&1", t_bin(), m.s, db.s) == 0);
     CHECK_SQL(db.s, "SELECT run_id, kind, status FROM runs", "1|patch|failed\n2|paths|done");
     CHECK_SQL(db.s, "SELECT count(*) FROM patching", "0");
@@ -534,21 +578,23 @@ TEST(patch_cli_names_and_file_tasks) {
     t_tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
     CHECK(t_sh("%s patch --model %s/m2 --db %s --task names --n 3 --component head --threads 2 "
-               ">/dev/null 2>%s", b, dir.s, db.s, err.s) == 0);
+               ">/dev/null 2>%s",
+               b, dir.s, db.s, err.s) == 0);
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 1 AND task = 'names'") ==
           2 * 4);
-    const char *pairs = t_write("p.jsonl",
-                                "{\"clean\": \"qzxj\", \"corrupted\": \"qzyj\", "
-                                "\"answer\": \" the\", \"wrong\": \" a\"}\n");
+    const char *pairs = t_write("p.jsonl", "{\"clean\": \"qzxj\", \"corrupted\": \"qzyj\", "
+                                           "\"answer\": \" the\", \"wrong\": \" a\"}\n");
     t_pbuf pp = t_pcopy("p.jsonl");
     (void)pairs;
     int rc = t_sh("%s patch --model %s/m2 --db %s --task file --pairs %s --component head_pos "
-                  "--threads 2 >/dev/null 2>%s", b, dir.s, db.s, pp.s, err.s);
+                  "--threads 2 >/dev/null 2>%s",
+                  b, dir.s, db.s, pp.s, err.s);
     char *msg = t_slurp(err.s);
     CHECKF(rc == 0, "exit %d: %s", rc, msg ? msg : "");
     free(msg);
     long T = t_sql_long(db.s, "SELECT seq_len FROM patching_runs WHERE run_id = 2");
-    CHECK(T == 4 && t_sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 2") == 2 * 4 * T);
+    CHECK(T == 4 &&
+          t_sql_long(db.s, "SELECT count(*) FROM patching WHERE run_id = 2") == 2 * 4 * T);
     CHECK(t_sql_long(db.s, "SELECT length(task_hash) FROM patching_runs WHERE run_id = 2") == 16);
     CHECK(t_sh("%s heatmap --what patching --db %s --run 2 --out %s >/dev/null 2>%s", b, db.s,
                png.s, err.s) == 0);
@@ -570,10 +616,10 @@ TEST(patch_cli_report_section) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), rep = t_pcopy("rep");
     t_tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
-    CHECK(t_sh("%s scores --model %s/m2 --db %s --probe-r 6 --probe-n 4 >/dev/null 2>&1", b,
-               dir.s, db.s) == 0);
-    CHECK(t_sh("%s report --model %s/m2 --db %s --out %s >/dev/null 2>&1", b, dir.s, db.s,
-               rep.s) == 0);
+    CHECK(t_sh("%s scores --model %s/m2 --db %s --probe-r 6 --probe-n 4 >/dev/null 2>&1", b, dir.s,
+               db.s) == 0);
+    CHECK(t_sh("%s report --model %s/m2 --db %s --out %s >/dev/null 2>&1", b, dir.s, db.s, rep.s) ==
+          0);
     char idx[1100];
     snprintf(idx, sizeof idx, "%s/index.html", rep.s);
     char *html = t_slurp(idx);
@@ -582,8 +628,8 @@ TEST(patch_cli_report_section) {
     CHECK(t_sh("%s patch --model %s/m2 --db %s --component head_pos " TASK " >/dev/null 2>&1 && "
                "%s paths --model %s/m2 --db %s " TASK " >/dev/null 2>&1",
                b, dir.s, db.s, b, dir.s, db.s) == 0);
-    CHECK(t_sh("%s report --model %s/m2 --db %s --out %s >/dev/null 2>&1", b, dir.s, db.s,
-               rep.s) == 0);
+    CHECK(t_sh("%s report --model %s/m2 --db %s --out %s >/dev/null 2>&1", b, dir.s, db.s, rep.s) ==
+          0);
     html = t_slurp(idx);
     CHECK(html && strstr(html, "<h3>Activation patching</h3>") &&
           strstr(html, "<h3>Path patching</h3>"));
@@ -608,13 +654,12 @@ TEST(patch_cli_report_section) {
 
 /* ------------------------------------------------------------ experiment */
 
-static const char exp_json[] =
-    T_EXP_TINY_2L("patching")
-    " \"analyses\": {\n"
-    "   \"patch\": [{\"component\": \"head\", \"probe_r\": 6, \"n\": 4},\n"
-    "             {\"component\": \"head_pos\", \"probe_r\": 6, \"n\": 4, \"batch\": 2}],\n"
-    "   \"paths\": {\"direction\": \"noise\", \"probe_r\": 6, \"n\": 4}},\n"
-    " \"pictures\": {\"kinds\": [\"patching\", \"paths\"]}}\n";
+static const char exp_json[] = T_EXP_TINY_2L(
+    "patching") " \"analyses\": {\n"
+                "   \"patch\": [{\"component\": \"head\", \"probe_r\": 6, \"n\": 4},\n"
+                "             {\"component\": \"head_pos\", \"probe_r\": 6, \"n\": 4, \"batch\": 2}],\n"
+                "   \"paths\": {\"direction\": \"noise\", \"probe_r\": 6, \"n\": 4}},\n"
+                " \"pictures\": {\"kinds\": [\"patching\", \"paths\"]}}\n";
 
 TEST(patch_cli_experiment_stages) {
     t_pbuf js = t_pcopy("x.json"), out = t_pcopy("out"), log = t_pcopy("log");
@@ -630,10 +675,14 @@ TEST(patch_cli_experiment_stages) {
                strstr(txt, "$ attnlab patch --model") && strstr(txt, "--component head_pos"),
            "%s", txt ? txt : "");
     free(txt);
-    CHECK_SQL(db, "SELECT kind, status, count(*) FROM runs WHERE kind IN ('patch', 'paths') "
-                  "GROUP BY kind", "patch|done|2\npaths|done|1");
-    CHECK_SQL(db, "SELECT p.component, count(*) FROM patching p JOIN patching_runs x USING (run_id) "
-                  "GROUP BY p.component ORDER BY p.component", "head|8\nhead_pos|104");
+    CHECK_SQL(db,
+              "SELECT kind, status, count(*) FROM runs WHERE kind IN ('patch', 'paths') "
+              "GROUP BY kind",
+              "patch|done|2\npaths|done|1");
+    CHECK_SQL(db,
+              "SELECT p.component, count(*) FROM patching p JOIN patching_runs x USING (run_id) "
+              "GROUP BY p.component ORDER BY p.component",
+              "head|8\nhead_pos|104");
     CHECK_SQL(db, "SELECT count(*) FROM path_patching", "78");
     char idx[1200];
     snprintf(idx, sizeof idx, "%s/index.html", out.s);
@@ -646,7 +695,8 @@ TEST(patch_cli_experiment_stages) {
     CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), js.s, out.s, log.s) == 0);
     txt = t_slurp(log.s);
     int reused = 0;
-    for (const char *q = txt; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++) reused++;
+    for (const char *q = txt; q && (q = strstr(q, "reused: outputs complete")) != NULL; q++)
+        reused++;
     CHECKF(reused == 7, "%d stages reused", reused);
     free(txt);
     CHECK_SQL(db, "SELECT count(*) FROM runs WHERE kind IN ('patch', 'paths')", "3");

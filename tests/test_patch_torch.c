@@ -128,8 +128,9 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
             if (rn.n == r.n) same_numbers(what, r.metric, rn.metric, r.n);
             CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->hooks.n == 0,
                    "%s: gates or patch spec changed", what);
-            fprintf(f, "%s\n  {\"component\": \"%s\", \"direction\": \"%s\", \"rows\": %d, "
-                       "\"cols\": %d, \"L\": %d, \"H\": %d, \"N\": %d, \"T\": %d, \"m_clean\": ",
+            fprintf(f,
+                    "%s\n  {\"component\": \"%s\", \"direction\": \"%s\", \"rows\": %d, "
+                    "\"cols\": %d, \"L\": %d, \"H\": %d, \"N\": %d, \"T\": %d, \"m_clean\": ",
                     first ? "" : ",", comps[ci], dirs[d], r.rows, r.cols, r.L, r.H, r.N, r.T);
             first = 0;
             ref_put_num(f, r.m_clean);
@@ -162,8 +163,8 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
             al_paths_result_free(&r);
             return -1;
         }
-        CHECKF(rn.n == r.n && rn.n_senders == r.n_senders && rn.n_recv == r.n_recv,
-               "%s: layouts", what);
+        CHECKF(rn.n == r.n && rn.n_senders == r.n_senders && rn.n_recv == r.n_recv, "%s: layouts",
+               what);
         CHECKF(rn.m_clean == r.m_clean && rn.m_corr == r.m_corr, "%s: naive M", what);
         if (rn.n == r.n) same_numbers(what, r.metric, rn.metric, r.n);
         int W = (c->n_layers > 1 ? c->n_layers - 1 : 1) * c->n_heads;
@@ -172,8 +173,9 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
                "%s: n %d, n_senders %d, n_recv %d", what, r.n, r.n_senders, r.n_recv);
         CHECKF(!memcmp(gates, m->gates, sizeof(float) * (size_t)LH) && m->hooks.n == 0,
                "%s: gates or patch spec changed", what);
-        fprintf(f, "%s\n  {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
-                   "\"L\": %d, \"H\": %d, \"N\": %d, \"T\": %d, \"m_clean\": ",
+        fprintf(f,
+                "%s\n  {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
+                "\"L\": %d, \"H\": %d, \"N\": %d, \"T\": %d, \"m_clean\": ",
                 d ? "," : "", dirs[d], r.n_senders, r.n_recv, r.L, r.H, r.N, r.T);
         ref_put_num(f, r.m_clean);
         fputs(", \"m_corr\": ", f);
@@ -196,8 +198,9 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
             t_fail(__FILE__, __LINE__, "attrpatch %s: %s", dirs[d], e.msg);
             return -1;
         }
-        fprintf(f, "%s\n  {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
-                   "\"n_edge\": %d, \"m_clean\": ",
+        fprintf(f,
+                "%s\n  {\"direction\": \"%s\", \"n_senders\": %d, \"n_recv\": %d, "
+                "\"n_edge\": %d, \"m_clean\": ",
                 d ? "," : "", dirs[d], r.n_senders, r.n_recv, r.n_edge);
         ref_put_num(f, r.m_clean);
         fputs(", \"m_corr\": ", f);
@@ -216,8 +219,8 @@ static int write_case(FILE *f, al_model *m, const al_pairs *t, const perturb *pt
 /* The model in dir under each of n_cases gate settings (gates or gates[i]
  * NULL: all 1), into the JSON file out. 0, or −1 after recording a
  * failure. */
-static int write_results(const char *dir, const float *const *gates, int n_cases,
-                         const char *out, const perturb *pt) {
+static int write_results(const char *dir, const float *const *gates, int n_cases, const char *out,
+                         const perturb *pt) {
     al_model m;
     al_err e;
     al_set_threads(1); /* tiny batches; and 2 cores shared: OpenMP threads only wait */
@@ -276,7 +279,10 @@ static void check_covered(int n_cases, int plain) {
             for (int d = 0; d < 2; d++) {
                 char name[64];
                 snprintf(name, sizeof name, "case %d %s %s", i,
-                         ci < NCOMP ? comps[ci] : ci == NCOMP ? "paths" : "attrpatch", dirs[d]);
+                         ci < NCOMP    ? comps[ci]
+                         : ci == NCOMP ? "paths"
+                                       : "attrpatch",
+                         dirs[d]);
                 CHECKF(strstr(out, name) != NULL, "patch_ref.py did not compare %s", name);
             }
     free(out);
@@ -307,15 +313,15 @@ TEST(patch_torch_2layer) {
 TEST(patch_torch_1layer) {
     static const float g[4] = {1.5f, 0.5f, 1.0f, 2.0f};
     const float *gates[1] = {g};
-    run_case("--n-layers 1 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 6 --tied",
-             gates, 1);
+    run_case("--n-layers 1 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 6 --tied", gates,
+             1);
 }
 
 /* Three layers: senders embed, pos and the heads of layers 0 and 1;
  * receivers the q/k/v of the heads of layers 1 and 2 (from every earlier
  * sender) and the logits; every path in both directions. */
 TEST(patch_torch_3layer) {
-    static const float g[12] = {0.5f, 1.5f, 1.0f, 0.0f, 2.0f, 0.75f,
+    static const float g[12] = {0.5f,  1.5f, 1.0f, 0.0f, 2.0f, 0.75f,
                                 1.25f, 1.0f, 0.8f, 1.1f, 0.0f, 1.3f};
     const float *gates[2] = {NULL, g};
     run_case("--n-layers 3 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 8", gates, 2);
@@ -333,8 +339,9 @@ TEST(patch_torch_4layer) {
 TEST(patch_torch_shortformer) {
     static const float g[8] = {0.5f, 1.5f, 1.0f, 0.0f, 2.0f, 0.75f, 1.25f, 1.0f};
     const float *gates[2] = {NULL, g};
-    run_case("--n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 5 --pos shortformer",
-             gates, 2);
+    run_case(
+        "--n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 5 --pos shortformer",
+        gates, 2);
 }
 
 /* LayerNorm and biases: every configuration is one full patched forward
@@ -344,12 +351,14 @@ TEST(patch_torch_ln_biases) {
     static const float g[8] = {0.5f, 1.5f, 1.0f, 0.0f, 2.0f, 0.75f, 1.25f, 1.0f};
     const float *gates[1] = {g};
     run_case("--n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 5 --norm ln "
-             "--biases all", gates, 1);
+             "--biases all",
+             gates, 1);
 }
 
 TEST(patch_torch_lnpre_shortformer) {
     run_case("--n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 16 --seed 6 --norm lnpre "
-             "--biases qkvo --pos shortformer --tied", NULL, 1);
+             "--biases qkvo --pos shortformer --tied",
+             NULL, 1);
 }
 
 /* The check can fail: one number off by 3e-4 (in a grid entry, in a path

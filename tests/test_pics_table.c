@@ -16,8 +16,8 @@
  * name list, the lookup, the unknown-kind message and heatmap's help all
  * agree with it. */
 TEST(pics_kind_table) {
-    static const char *const families[] = {"weights", "behaviour", "patching",
-                                           "attribution", "circuits", "views", "sae", "sweeps"};
+    static const char *const families[] = {"weights",  "behaviour", "patching", "attribution",
+                                           "circuits", "views",     "sae",      "sweeps"};
     CHECK(al_pic_n_kinds == 20);
     for (int k = 0; k < al_pic_n_kinds; k++) {
         const al_pic_kind *d = &al_pic_kind_table[k];
@@ -28,7 +28,8 @@ TEST(pics_kind_table) {
         CHECKF(fam, "%s: family %s", d->name, d->family);
         CHECKF(al_pic_kinds[k] && strcmp(al_pic_kinds[k], d->name) == 0, "%s", d->name);
         CHECK(al_pic_kind_find(d->name) == d);
-        for (int j = 0; j < k; j++) CHECKF(strcmp(al_pic_kind_table[j].name, d->name), "%s twice", d->name);
+        for (int j = 0; j < k; j++)
+            CHECKF(strcmp(al_pic_kind_table[j].name, d->name), "%s twice", d->name);
         /* a kind without a model is about the whole database, which it must have */
         CHECKF((d->needs & AL_PIC_MODEL) || (d->needs & AL_PIC_DB), "%s", d->name);
         CHECKF(!(d->needs & AL_PIC_RUN_MODEL) || (d->needs & AL_PIC_DB), "%s", d->name);
@@ -81,8 +82,10 @@ TEST(pics_store_readers) {
         CHECK_OK(al_store_put_ablation(st, runs[k], mid, &r, &e), &e);
         al_ablation_row q = {"mean", "pair", "0.0,0.1", 2, 3, 0.5, 0, 0, -0.125};
         CHECK_OK(al_store_put_ablation(st, runs[k], mid, &q, &e), &e);
-        if (k < 2) CHECK_OK(al_store_run_finish(st, runs[k], &e), &e);
-        else CHECK_OK(al_store_tx_commit(st, &e), &e);
+        if (k < 2)
+            CHECK_OK(al_store_run_finish(st, runs[k], &e), &e);
+        else
+            CHECK_OK(al_store_tx_commit(st, &e), &e);
     }
     run1 = runs[0], run2 = runs[1], run3 = runs[2];
     long got;
@@ -99,7 +102,8 @@ TEST(pics_store_readers) {
     CHECK_OK(al_store_read_ablations(st, run2, "delta_loss_copy", NULL, &a, &n, &e), &e);
     CHECK(n == 2);
     int si = n == 2 && strcmp(a[0].kind, "single") != 0; /* no ORDER BY: either order */
-    CHECK(strcmp(a[si].kind, "single") == 0 && strcmp(a[si].heads, "0.1") == 0 && isnan(a[si].value));
+    CHECK(strcmp(a[si].kind, "single") == 0 && strcmp(a[si].heads, "0.1") == 0 &&
+          isnan(a[si].value));
     CHECK(isnan(a[si].interaction) && strcmp(a[si].method, "mean") == 0);
     CHECK(strcmp(a[1 - si].heads, "0.0,0.1") == 0 && a[1 - si].interaction == -0.125);
     CHECK(a[1 - si].value == 0);
@@ -114,7 +118,8 @@ TEST(pics_store_readers) {
     al_store_patch_run pr;
     CHECK_OK(al_store_read_patch_run(st, run2, &pr, &e), &e);
     CHECK(pr.h.found && !pr.h.has_row && strcmp(pr.h.kind, "ablate") == 0 &&
-          strcmp(pr.h.status, "done") == 0 && pr.h.model_id == mid && pr.config && pr.h.run == run2);
+          strcmp(pr.h.status, "done") == 0 && pr.h.model_id == mid && pr.config &&
+          pr.h.run == run2);
     al_store_patch_run_free(&pr);
     CHECK_OK(al_store_read_patch_run(st, 999, &pr, &e), &e);
     CHECK(!pr.h.found && pr.config == NULL);

@@ -36,7 +36,8 @@ TEST(plot_colour_maps) {
     CHECK(al_cmap_viridis(1) == VIR_HI);
     CHECK(al_cmap_viridis(-3) == VIR_LO && al_cmap_viridis(7) == VIR_HI); /* clamped */
     /* t = 0.5 lies between entries 127 and 128: within 1 of entry 128 */
-    CHECKF(near_colour(al_cmap_viridis(128 / 255.0), VIR_MID, 0), "%06x", al_cmap_viridis(128 / 255.0));
+    CHECKF(near_colour(al_cmap_viridis(128 / 255.0), VIR_MID, 0), "%06x",
+           al_cmap_viridis(128 / 255.0));
     CHECK(near_colour(al_cmap_viridis(0.5), VIR_MID, 1));
     CHECK(al_cmap_diverging(0) == 0xFFFFFF);
     CHECK(al_cmap_diverging(-1) == DIV_NEG);
@@ -58,10 +59,10 @@ TEST(plot_colour_maps) {
 
 TEST(plot_font_cells_and_display) {
     CHECK(al_font_cells("abc") == 3);
-    CHECK(al_font_cells("\xe2\x90\xa3the") == 4);      /* ␣ is one cell */
-    CHECK(al_font_cells("\x01") == 4);                 /* "\x01" */
-    CHECK(al_font_cells("\xff") == 4);                 /* invalid UTF-8 -> \xff */
-    CHECK(al_font_cells("\xc3\xa9") == 1);             /* é: a box, one cell */
+    CHECK(al_font_cells("\xe2\x90\xa3the") == 4); /* ␣ is one cell */
+    CHECK(al_font_cells("\x01") == 4); /* "\x01" */
+    CHECK(al_font_cells("\xff") == 4); /* invalid UTF-8 -> \xff */
+    CHECK(al_font_cells("\xc3\xa9") == 1); /* é: a box, one cell */
     CHECK(al_font_width("abc", 2) == 3 * AL_FONT_ADV * 2);
     char b[64];
     al_font_fit("abcdefgh", 5, b, sizeof b);
@@ -85,7 +86,8 @@ static void draw_one(const al_hm *hm, al_image *im, al_plot_geom *g) {
 }
 
 static uint32_t cell_centre(const al_image *im, const al_plot_geom *g, int r, int c) {
-    return al_image_get(im, g->mx + c * g->cell_w + g->cell_w / 2, g->my + r * g->cell_h + g->cell_h / 2);
+    return al_image_get(im, g->mx + c * g->cell_w + g->cell_w / 2,
+                        g->my + r * g->cell_h + g->cell_h / 2);
 }
 
 /* Non-background pixels in a rectangle. */
@@ -109,8 +111,16 @@ TEST(plot_heatmap_known_cells) {
     float v[12] = {0, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 1, 0.25f, 0.25f, 0.5f, 0.25f, NAN};
     const char *rows[3] = {"\xe2\x90\xa3the", "cat", "sat"}, *cols[4] = {"a", "b", "c", "d"};
     al_cscale cs = {.lo = 0, .hi = 1, .label = "probability"};
-    al_hm hm = {.v = v, .rows = 3, .cols = 4, .row_labels = rows, .col_labels = cols,
-                .row_title = "rows", .col_title = "cols", .cs = &cs, .bar = 1, .cell = 20};
+    al_hm hm = {.v = v,
+                .rows = 3,
+                .cols = 4,
+                .row_labels = rows,
+                .col_labels = cols,
+                .row_title = "rows",
+                .col_title = "cols",
+                .cs = &cs,
+                .bar = 1,
+                .cell = 20};
     al_image im, back;
     al_plot_geom g;
     al_err e;
@@ -127,7 +137,8 @@ TEST(plot_heatmap_known_cells) {
     /* every pixel of a cell has its colour (no gaps between cells) */
     int bad = 0;
     for (int y = 0; y < 20; y++)
-        for (int x = 0; x < 20; x++) bad += al_image_get(&back, g.mx + 40 + x, g.my + 20 + y) != VIR_HI;
+        for (int x = 0; x < 20; x++)
+            bad += al_image_get(&back, g.mx + 40 + x, g.my + 20 + y) != VIR_HI;
     CHECK(bad == 0);
     /* labels: ink left of each row, below each column, none inside the gaps */
     for (int r = 0; r < 3; r++) CHECK(ink(&back, g.mx - 60, g.my + r * 20 + 4, 54, 12) > 5);
@@ -164,8 +175,10 @@ TEST(plot_diverging_and_masked_triangle) {
     for (int t = 0; t < 6; t++)
         for (int s = 0; s < 6; s++) {
             uint32_t c = cell_centre(&im, &g, t, s);
-            if (s > t) n_masked++, grey += c == AL_PLOT_MASKED;
-            else wrong += c == AL_PLOT_MASKED;
+            if (s > t)
+                n_masked++, grey += c == AL_PLOT_MASKED;
+            else
+                wrong += c == AL_PLOT_MASKED;
         }
     CHECK(n_masked == 15 && grey == 15 && wrong == 0);
     /* zero sits in the middle of the bar (the middle pixel row is within
@@ -203,8 +216,14 @@ TEST(plot_labels_thinned_never_overlap) {
         lab[i] = buf[i];
     }
     al_cscale cs = {.lo = 0, .hi = 1};
-    al_hm hm = {.v = v, .rows = N, .cols = N, .row_labels = lab, .col_labels = lab, .cs = &cs,
-                .bar = 1, .cell = 8};
+    al_hm hm = {.v = v,
+                .rows = N,
+                .cols = N,
+                .row_labels = lab,
+                .col_labels = lab,
+                .cs = &cs,
+                .bar = 1,
+                .cell = 8};
     al_image im;
     al_plot_geom g;
     draw_one(&hm, &im, &g);
@@ -231,7 +250,8 @@ static int near_px(const al_image *im, int x, int y, uint32_t c) {
         for (int dx = -1; dx <= 1; dx++) {
             uint32_t p = al_image_get(im, x + dx, y + dy);
             int ok = 1;
-            for (int sh = 0; sh < 24; sh += 8) ok &= abs((int)(p >> sh & 255) - (int)(c >> sh & 255)) <= 48;
+            for (int sh = 0; sh < 24; sh += 8)
+                ok &= abs((int)(p >> sh & 255) - (int)(c >> sh & 255)) <= 48;
             if (ok) return 1;
         }
     return 0;
@@ -239,11 +259,23 @@ static int near_px(const al_image *im, int x, int y, uint32_t c) {
 
 TEST(plot_lines_known_points) {
     double x[2] = {0, 10}, y[2] = {0, 1}, y2[2] = {1, 1};
-    al_series s[2] = {{x, y, 2, "rising", 0xD62728, 1, 0, 0, 0, NULL}, {x, y2, 2, "flat", 0x2CA02C, 1, 0, 0, 0, NULL}};
+    al_series s[2] = {{x, y, 2, "rising", 0xD62728, 1, 0, 0, 0, NULL},
+                      {x, y2, 2, "flat", 0x2CA02C, 1, 0, 0, 0, NULL}};
     al_panel p = {.kind = AL_PANEL_LINES,
-                  .ln = {.s = s, .n = 2, .title = "t", .x_title = "x", .y_title = "y", .w = 200,
-                         .h = 100, .x_lo = 0, .x_hi = 10, .y_lo = 0, .y_hi = 1, .hline = 0.5,
-                         .hline_label = "half", .legend = 1}};
+                  .ln = {.s = s,
+                         .n = 2,
+                         .title = "t",
+                         .x_title = "x",
+                         .y_title = "y",
+                         .w = 200,
+                         .h = 100,
+                         .x_lo = 0,
+                         .x_hi = 10,
+                         .y_lo = 0,
+                         .y_hi = 1,
+                         .hline = 0.5,
+                         .hline_label = "half",
+                         .legend = 1}};
     al_figure f = {.title = "lines", .panels = &p, .n_panels = 1};
     al_image im;
     al_plot_geom g;
@@ -288,9 +320,17 @@ TEST(plot_bars_signed_groups) {
     uint32_t col[5] = {0xAA0000, 0x00AA00, 0x0000AA, 0xAAAA00, 0x00AAAA};
     const char *names[3] = {"first", "second", "third"}, *labels[5] = {"a", NULL, "c", "d", "e"};
     al_panel p = {.kind = AL_PANEL_BARS,
-                  .bars = {.v = v, .n = 5, .group = grp, .group_names = names, .n_groups = 3,
-                           .labels = labels, .colours = col, .title = "bars", .y_title = "value",
-                           .bar_w = 10, .h = 150}};
+                  .bars = {.v = v,
+                           .n = 5,
+                           .group = grp,
+                           .group_names = names,
+                           .n_groups = 3,
+                           .labels = labels,
+                           .colours = col,
+                           .title = "bars",
+                           .y_title = "value",
+                           .bar_w = 10,
+                           .h = 150}};
     al_figure f = {.title = "bars", .panels = &p, .n_panels = 1};
     al_image im;
     al_plot_geom g;
@@ -300,7 +340,8 @@ TEST(plot_bars_signed_groups) {
     int x0[5], x1[5], y0[5], y1[5];
     for (int i = 0; i < 5; i++) extent(&im, col[i], &x0[i], &x1[i], &y0[i], &y1[i]);
     /* each bar is 9 px wide (1 px gap), left to right, inside the plot area */
-    for (int i = 0; i < 4; i++) CHECKF(x1[i] - x0[i] == 8, "bar %d is %d px wide", i, x1[i] - x0[i] + 1);
+    for (int i = 0; i < 4; i++)
+        CHECKF(x1[i] - x0[i] == 8, "bar %d is %d px wide", i, x1[i] - x0[i] + 1);
     CHECK(x0[0] > g.mx && x1[3] < g.mx + g.mw && x0[0] < x0[1] && x0[1] < x0[2] && x0[2] < x0[3]);
     CHECK(x0[4] == -1); /* NaN: no bar */
     /* bars in one group touch but for the gap; groups lie further apart */
@@ -343,8 +384,18 @@ TEST(plot_scatter_points) {
         {xd, xd, 2, "y = x", 0x606060, 1, 0, 4, 0, NULL},
     };
     al_panel p = {.kind = AL_PANEL_LINES,
-                  .ln = {.s = s, .n = 3, .x_title = "x", .y_title = "y", .w = 201, .h = 201,
-                         .x_lo = 0, .x_hi = 4, .y_lo = 0, .y_hi = 4, .hline = NAN, .legend = 1}};
+                  .ln = {.s = s,
+                         .n = 3,
+                         .x_title = "x",
+                         .y_title = "y",
+                         .w = 201,
+                         .h = 201,
+                         .x_lo = 0,
+                         .x_hi = 4,
+                         .y_lo = 0,
+                         .y_hi = 4,
+                         .hline = NAN,
+                         .legend = 1}};
     al_figure f = {.title = "scatter", .panels = &p, .n_panels = 1};
     al_image im;
     al_plot_geom g;
@@ -391,9 +442,11 @@ static int heatmap(const char *args, const char *name, al_image *im) {
     al_png_meta meta;
     CHECK_OK(al_png_read(out, im, &meta, &e), &e);
     CHECKF(im->w == w && im->h == h, "%s: decoded %dx%d, reported %dx%d", name, im->w, im->h, w, h);
-    CHECK(al_png_meta_get(&meta, "model") && strcmp(al_png_meta_get(&meta, "model"), t_path("m")) == 0);
+    CHECK(al_png_meta_get(&meta, "model") &&
+          strcmp(al_png_meta_get(&meta, "model"), t_path("m")) == 0);
     CHECK(al_png_meta_get(&meta, "what") && al_png_meta_get(&meta, "head"));
-    CHECK(al_png_meta_get(&meta, "Software") && strstr(al_png_meta_get(&meta, "Software"), AL_VERSION));
+    CHECK(al_png_meta_get(&meta, "Software") &&
+          strstr(al_png_meta_get(&meta, "Software"), AL_VERSION));
     al_png_meta_free(&meta);
     return 0;
 }
@@ -439,8 +492,9 @@ static void fill_db(const char *db) {
         CHECK_OK(al_store_run_begin(st, "prune", "{}", mid, &run, &e), &e);
         CHECK_OK(al_store_tx_begin(st, &e), &e);
         for (int s = 0; s <= 8; s++) {
-            al_pruning_row r = {methods[k], s, s ? s % 2 : -1, s ? s / 2 : -1, 8 - s, 0.1,
-                                3 + 0.1 * s * (k + 1), 0.1 * s, ""};
+            al_pruning_row r = {methods[k], s,   s ? s % 2 : -1,        s ? s / 2 : -1,
+                                8 - s,      0.1, 3 + 0.1 * s * (k + 1), 0.1 * s,
+                                ""};
             CHECK_OK(al_store_put_pruning_step(st, run, mid, &r, &e), &e);
         }
         CHECK_OK(al_store_run_finish(st, run, &e), &e);
@@ -452,7 +506,8 @@ static void fill_db(const char *db) {
         CHECK_OK(al_store_put_train_log(st, run, &r, &e), &e);
         for (int i = 0; i < 8; i++)
             CHECK_OK(al_store_put_train_head_score(st, run, s, i / 4, i % 4, "induction",
-                                                   i == 5 ? s / 120.0 : 0.02 * i, &e), &e);
+                                                   i == 5 ? s / 120.0 : 0.02 * i, &e),
+                     &e);
     }
     CHECK_OK(al_store_run_finish(st, run, &e), &e);
     al_store_close(st);
@@ -503,7 +558,8 @@ TEST(plot_cli_heatmap_every_kind) {
     snprintf(a, sizeof a, "--what training --db %s", t_path("r.db"));
     if (heatmap(a, "train.png", &im) == 0) {
         /* 8 heads: the best 6 in palette colours 0..5, the rest grey */
-        CHECK(count_colour(&im, al_plot_colour(2)) > 100 && count_colour(&im, al_plot_colour(5)) > 100);
+        CHECK(count_colour(&im, al_plot_colour(2)) > 100 &&
+              count_colour(&im, al_plot_colour(5)) > 100);
         CHECK(count_colour(&im, al_plot_colour(6)) == 0);
         al_image_free(&im);
     }
@@ -521,7 +577,8 @@ TEST(plot_cli_heatmap_every_kind) {
     char *err = t_slurp(t_path("x.err"));
     CHECK(err && strstr(err, "Bamurik") && strstr(err, "not one"));
     free(err);
-    CHECK(t_sh("%s heatmap --model %s --out %s 2>/dev/null", t_bin(), t_path("m"), t_path("x.png")) == 2);
+    CHECK(t_sh("%s heatmap --model %s --out %s 2>/dev/null", t_bin(), t_path("m"),
+               t_path("x.png")) == 2);
     CHECK(!al_file_exists(t_path("x.png")));
 }
 
@@ -541,8 +598,10 @@ static int collect(void *ctx, int nc, const char *const *t, const double *x, al_
     if (nc != 2) return al_errf(e, "want 2 columns, got %d", nc);
     if (!q->n) snprintf(q->first, sizeof q->first, "%s", t[0] ? t[0] : "(null)");
     q->n++;
-    if (isnan(x[1])) q->nan_seen++;
-    else q->sum += x[1];
+    if (isnan(x[1]))
+        q->nan_seen++;
+    else
+        q->sum += x[1];
     return 0;
 }
 
@@ -567,18 +626,24 @@ TEST(plot_store_query) {
     snprintf(rs, sizeof rs, "%lld", (long long)run);
     const char *params[2] = {rs, "2"};
     qrows q = {0};
-    CHECK_OK(al_store_query(st, "SELECT step, val_loss FROM train_log WHERE run_id = ?1 AND step >= ?2 "
-                            "ORDER BY step", params, 2, collect, &q, &e), &e);
+    CHECK_OK(al_store_query(st,
+                            "SELECT step, val_loss FROM train_log WHERE run_id = ?1 AND step >= ?2 "
+                            "ORDER BY step",
+                            params, 2, collect, &q, &e),
+             &e);
     /* steps 2, 3, 4: val 1.0, NULL, 2.0 */
     CHECK(q.n == 3 && q.nan_seen == 1 && strcmp(q.first, "2") == 0);
     CHECK_NEAR(q.sum, 3.0, 1e-12);
     const char *null_param[2] = {rs, NULL}; /* step >= NULL matches nothing */
     q = (qrows){0};
-    CHECK_OK(al_store_query(st, "SELECT step, val_loss FROM train_log WHERE run_id = ?1 AND step >= ?2",
-                            null_param, 2, collect, &q, &e), &e);
+    CHECK_OK(al_store_query(st,
+                            "SELECT step, val_loss FROM train_log WHERE run_id = ?1 AND step >= ?2",
+                            null_param, 2, collect, &q, &e),
+             &e);
     CHECK(q.n == 0);
     int k = 0;
-    CHECK(al_store_query(st, "SELECT step, val_loss FROM train_log", NULL, 0, stop_at_two, &k, &e) == -1);
+    CHECK(al_store_query(st, "SELECT step, val_loss FROM train_log", NULL, 0, stop_at_two, &k,
+                         &e) == -1);
     CHECK(k == 2 && strcmp(e.msg, "stop") == 0);
     CHECK(al_store_query(st, "DELETE FROM train_log", NULL, 0, collect, &q, &e) == -1);
     CHECK(strstr(e.msg, "read-only") != NULL);

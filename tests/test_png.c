@@ -36,7 +36,9 @@ TEST(png_roundtrip_pixels_and_text) {
     al_err e;
     make_pattern(&im, 37, 23);
     const char *prompt = "Once \xc3\xa9t\xc3\xa9 \xe2\x90\xa3 \"quoted\""; /* UTF-8: goes in iTXt */
-    al_png_text t[] = {{"model", "runs/x"}, {"head", "1.4"}, {"prompt", prompt},
+    al_png_text t[] = {{"model", "runs/x"},
+                       {"head", "1.4"},
+                       {"prompt", prompt},
                        {"Software", "attnlab " AL_VERSION}};
     CHECK_OK(al_png_write(t_path("a.png"), &im, t, 4, &e), &e);
     al_png_meta m;

@@ -36,8 +36,8 @@ TEST(probe_all_recurring_token) {
     hand_probe(&p, half, R, 4);
     /* tokens 1..12: 3 7 3 9 3 4 | 3 7 3 9 3 4. |S(t)| for t = 7..12 (s <= t
      * with x[s-1] = x[t]): 3 (s 2,4,6), 1, 4 (2,4,6,8), 1, 5, 1 */
-    CHECK_NEAR(p.recur, 3.0 / 6, 1e-12);                   /* t 7, 9, 11: token 3 */
-    CHECK_NEAR(p.prev_all, 3.0 / 6, 1e-12);                /* x[t-2] = x[t] there too */
+    CHECK_NEAR(p.recur, 3.0 / 6, 1e-12); /* t 7, 9, 11: token 3 */
+    CHECK_NEAR(p.prev_all, 3.0 / 6, 1e-12); /* x[t-2] = x[t] there too */
     double uni = (3.0 / 8 + 1.0 / 9 + 4.0 / 10 + 1.0 / 11 + 5.0 / 12 + 1.0 / 13) / 6;
     CHECK_NEAR(p.uniform_all, uni, 1e-12);
     double old = (1.0 / 3 + 1 + 1.0 / 4 + 1 + 1.0 / 5 + 1) / 6; /* 0.6306 */
@@ -48,7 +48,8 @@ TEST(probe_all_recurring_token) {
     al_err e;
     CHECK_OK(al_probe_run(&m, &p, 2, &s, &e), &e);
     CHECKF(fabs(s.induction_all[PH] - 1.0) < 1e-6, "1.0 induction_all %.9f", s.induction_all[PH]);
-    CHECKF(fabs(s.induction[PH] - old) < 1e-6, "1.0 induction %.9f, want %.9f", s.induction[PH], old);
+    CHECKF(fabs(s.induction[PH] - old) < 1e-6, "1.0 induction %.9f, want %.9f", s.induction[PH],
+           old);
     /* heads that attend to BOS score 0 on both; the previous-token head
      * 0.0 scores the positional level prev_all on induction_all */
     for (int i = 0; i < 2 * PH; i++) {

@@ -80,7 +80,8 @@ TEST(process_ln_model_defaults) {
         for (int k = 0; k < C; k++) s += m.p[AL_P_WE][(size_t)v * C + k];
         worst = fmax(worst, fabs(s / C));
     }
-    for (int k = 0; k < C; k++) worst = fmax(worst, fabs(col_mean(m.p[AL_P_WU] + (size_t)k * V, V, 1, 0)));
+    for (int k = 0; k < C; k++)
+        worst = fmax(worst, fabs(col_mean(m.p[AL_P_WU] + (size_t)k * V, V, 1, 0)));
     for (int v = 0; v < V; v++) worst = fmax(worst, fabs(col_mean(m.p[AL_P_WU], C, V, v)));
     for (int d = 0; d < D; d++) worst = fmax(worst, fabs(col_mean(al_head_wq(&m, 1, 2), C, D, d)));
     CHECKF(worst < 1e-6, "a centred weight has mean %g", worst);

@@ -36,7 +36,8 @@ static const char *py_lib(void) {
 /* Every "ok NAME" of want is in the script's output (its FAIL line shown otherwise). */
 static void py_ok(const char *out_path, const char *const *want, int n) {
     char *out = t_slurp(out_path);
-    for (int i = 0; i < n; i++) CHECKF(out && strstr(out, want[i]), "%s", out ? out : "(no output)");
+    for (int i = 0; i < n; i++)
+        CHECKF(out && strstr(out, want[i]), "%s", out ? out : "(no output)");
     free(out);
 }
 
@@ -60,8 +61,8 @@ TEST(python_hooks) {
     t_tiny_model(dir, 2, 10);
     CHECK(t_sh("ATTNLAB_LIB=%s /usr/bin/python3 tests/py_hooks_check.py %s/m2 > %s 2>&1", lib, dir,
                t_path("py.out")) == 0);
-    const char *want[] = {"ok views", "ok writes", "ok order", "ok exceptions", "ok busy",
-                          "ok input", "ok gradients", "ok closed"};
+    const char *want[] = {"ok views", "ok writes", "ok order",     "ok exceptions",
+                          "ok busy",  "ok input",  "ok gradients", "ok closed"};
     py_ok(t_path("py.out"), want, 8);
 }
 
@@ -73,8 +74,8 @@ TEST(python_strict_inputs) {
     t_tiny_model(dir, 2, 10);
     CHECK(t_sh("ATTNLAB_LIB=%s /usr/bin/python3 tests/py_strict_check.py %s/m2 %s %s > %s 2>&1",
                lib, dir, dir, t_bin(), t_path("py.out")) == 0);
-    const char *want[] = {"ok ids", "ok max_mb", "ok names", "ok types", "ok analysis",
-                          "ok closed", "ok config"};
+    const char *want[] = {"ok ids",      "ok max_mb", "ok names", "ok types",
+                          "ok analysis", "ok closed", "ok config"};
     py_ok(t_path("py.out"), want, 7);
 }
 
@@ -108,8 +109,10 @@ TEST(python_doc_examples) {
     snprintf(pdir, sizeof pdir, "%s/planted", dir);
     CHECK_OK(al_ckpt_save(pdir, &pm, NULL, NULL, NULL, NULL, &e), &e);
     al_model_free(&pm);
-    CHECK(t_sh("ATTNLAB_LIB=%s /usr/bin/python3 tests/py_doc_examples.py docs/python.md %s/m2 %s/m1 "
-               "%s %s %s > %s 2>&1", lib, dir, dir, pdir, dir, t_bin(), t_path("py.out")) == 0);
+    CHECK(
+        t_sh("ATTNLAB_LIB=%s /usr/bin/python3 tests/py_doc_examples.py docs/python.md %s/m2 %s/m1 "
+             "%s %s %s > %s 2>&1",
+             lib, dir, dir, pdir, dir, t_bin(), t_path("py.out")) == 0);
     const char *want[] = {"ok a", "ok b", "ok c", "ok d"};
     py_ok(t_path("py.out"), want, 4);
     /* c: T pos answer m_clean m_corr / clean / corrupted / estimates (L, H) */
@@ -137,8 +140,8 @@ TEST(python_doc_examples) {
     o.batch = 1;
     al_attrpatch_result r;
     CHECK_OK(al_attrpatch_run(&m, &t, &o, 0, &r, &e), &e);
-    CHECKF(fabs(r.m_clean - mc) < 1e-5 && fabs(r.m_corr - mr) < 1e-5, "M %g %g vs %g %g",
-           r.m_clean, r.m_corr, mc, mr);
+    CHECKF(fabs(r.m_clean - mc) < 1e-5 && fabs(r.m_corr - mr) < 1e-5, "M %g %g vs %g %g", r.m_clean,
+           r.m_corr, mc, mr);
     double worst = 0, big = 0;
     for (int i = 0; i < LH; i++) {
         worst = fmax(worst, fabs(r.head[i] - est[i]));
@@ -170,7 +173,8 @@ TEST(python_package_installs) {
     CHECK(t_sh("/usr/bin/python3 -m venv --without-pip --system-site-packages %s > %s 2>&1", venv,
                t_path("venv.out")) == 0);
     CHECK(t_sh("env -u ATTNLAB_LIB %s/bin/python -m pip install --no-index --no-build-isolation "
-               "--quiet ./python > %s 2>&1", venv, t_path("pip.out")) == 0);
+               "--quiet ./python > %s 2>&1",
+               venv, t_path("pip.out")) == 0);
     CHECK(t_sh("cd %s && env -u ATTNLAB_LIB -u PYTHONPATH %s/bin/python -c \"import attnlab, numpy "
                "as np; print(attnlab.__file__); print(attnlab._find_library()); "
                "m = attnlab.Model('%s/m1'); seen = []; "
@@ -199,7 +203,8 @@ TEST(python_library_exports_only_the_api) {
     if (!al_file_exists(lib)) t_skip("no libattnlab.so beside the binary (a sanitizer build?)");
     CHECK(t_sh("nm -D --defined-only %s | awk '{print $3}' | sort > %s", lib, t_path("nm")) == 0);
     CHECK(t_sh("sed -n 's/^AL_API .*\\b\\(al_api_[a-z_0-9]*\\)(.*/\\1/p' include/attnlab/api.h | "
-               "sort > %s", t_path("api")) == 0);
+               "sort > %s",
+               t_path("api")) == 0);
     char *got = t_slurp(t_path("nm")), *want = t_slurp(t_path("api"));
     CHECKF(got && want && strlen(want) > 100 && !strcmp(got, want),
            "exported:\n%s\ndeclared AL_API in api.h:\n%s", got ? got : "", want ? want : "");

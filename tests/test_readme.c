@@ -35,10 +35,11 @@ TEST(readme_commands_run) {
     const char *dir = t_tmpdir();
     t_tiny_model(dir, 2, 2); /* the corpus, tokenizer and token files */
     /* n_ctx 128: the commands' default induction task is 2·50 + 1 tokens */
-    CHECK(t_sh("%s train --data %s/s.train.bin --val %s/s.val.bin --tokenizer %s/tok.json --out "
-               "%s/quickstart/models/2l --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 128 "
-               "--batch 2 --steps 5 --eval-every 0 --db %s/quickstart/results.db > /dev/null 2>&1",
-               t_bin(), dir, dir, dir, dir, dir) == 0);
+    CHECK(
+        t_sh("%s train --data %s/s.train.bin --val %s/s.val.bin --tokenizer %s/tok.json --out "
+             "%s/quickstart/models/2l --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 128 "
+             "--batch 2 --steps 5 --eval-every 0 --db %s/quickstart/results.db > /dev/null 2>&1",
+             t_bin(), dir, dir, dir, dir, dir) == 0);
     CHECK(t_sh("mkdir -p %s/quickstart/data && cp %s/s.val.bin %s/quickstart/data/s.val.bin", dir,
                dir, dir) == 0);
     int n = 0;
@@ -92,8 +93,10 @@ TEST(readme_quickstart_script) {
                   out, t_bin(), t_path("qs.out"));
     char *log = t_slurp(t_path("qs.out"));
     CHECKF(rc == 0, "quickstart.sh exit %d:\n%s", rc, log ? log : "");
-    const char *order[] = {"== data:", "== train:", "== scores:", "== patch:", "== paths:",
-                           "== discover:", "== report:", "quick start: report written"};
+    const char *order[] = {"== data:",   "== train:",
+                           "== scores:", "== patch:",
+                           "== paths:",  "== discover:",
+                           "== report:", "quick start: report written"};
     const char *at = log;
     for (size_t i = 0; at && i < sizeof order / sizeof *order; i++) {
         at = strstr(at, order[i]);
@@ -101,8 +104,11 @@ TEST(readme_quickstart_script) {
     }
     char db[1200];
     snprintf(db, sizeof db, "%s/results.db", out);
-    CHECK_SQL(db, "SELECT group_concat(kind, ',') FROM (SELECT kind FROM runs WHERE status = 'done' "
-                  "ORDER BY run_id)", "train,scores,patch,paths,discover");
-    CHECK(t_sh("test -s %s/report/index.html && test -s %s/circuit-induction-acdc.json", out, out) == 0);
+    CHECK_SQL(db,
+              "SELECT group_concat(kind, ',') FROM (SELECT kind FROM runs WHERE status = 'done' "
+              "ORDER BY run_id)",
+              "train,scores,patch,paths,discover");
+    CHECK(t_sh("test -s %s/report/index.html && test -s %s/circuit-induction-acdc.json", out,
+               out) == 0);
     free(log);
 }

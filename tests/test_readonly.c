@@ -34,13 +34,18 @@ static void read_everything(const char *db, const char *model, const char *tag, 
     CHECKF(t_sh("%s%s db show %s > %s/show.txt 2> %s/err.txt", who, t_bin(), db, out, out) == 0,
            "%s: db show", tag);
     CHECKF(t_sh("%s%s db show %s 1 --json > %s/show1.json 2> %s/err.txt", who, t_bin(), db, out,
-                out) == 0, "%s: db show RUN --json", tag);
+                out) == 0,
+           "%s: db show RUN --json", tag);
     CHECKF(t_sh("%s%s heatmap --db %s --model %s --what ablation --out %s/abl.png > /dev/null 2> "
-                "%s/err.txt", who, t_bin(), db, model, out, out) == 0, "%s: heatmap", tag);
+                "%s/err.txt",
+                who, t_bin(), db, model, out, out) == 0,
+           "%s: heatmap", tag);
     CHECKF(t_sh("%s%s report --db %s --model %s --out %s/rep --repeat 4 > /dev/null 2> %s/err.txt",
-                who, t_bin(), db, model, out, out) == 0, "%s: report", tag);
+                who, t_bin(), db, model, out, out) == 0,
+           "%s: report", tag);
     CHECKF(t_sh("%s%s db merge %s/merged.db %s > /dev/null 2> %s/err.txt", who, t_bin(), out, db,
-                out) == 0, "%s: db merge input", tag);
+                out) == 0,
+           "%s: db merge input", tag);
     CHECK_SQL(t_path("m.db"), "SELECT count(*) FROM runs", "2");
     char q[1400];
     snprintf(q, sizeof q, "%s/merged.db", out);
@@ -60,8 +65,10 @@ static void fixture(void) {
     snprintf(m, sizeof m, "%s", t_path("m2"));
     CHECK(t_sh("%s scores --model %s --db %s --probe-r 8 --threads 2 > /dev/null 2>&1", t_bin(), m,
                t_path("m.db")) == 0);
-    CHECK(t_sh("%s ablate --model %s --data %s --each --probe-r 8 --db %s --threads 2 > /dev/null 2>&1",
-               t_bin(), m, t_path("s.val.bin"), t_path("m.db")) == 0);
+    CHECK(
+        t_sh(
+            "%s ablate --model %s --data %s --each --probe-r 8 --db %s --threads 2 > /dev/null 2>&1",
+            t_bin(), m, t_path("s.val.bin"), t_path("m.db")) == 0);
 }
 
 /* A database a writer closed is in rollback-journal mode; one an older
@@ -81,8 +88,9 @@ TEST(readonly_readers_write_nothing) {
         char *before = snapshot(dir.s);
         read_everything(db.s, t_path("m2"), wal ? "out-wal" : "out-delete", 0);
         char *after = snapshot(dir.s);
-        CHECKF(before && after && !strcmp(before, after), "%s mode: the folder changed:\n%s\n--\n%s",
-               wal ? "WAL" : "rollback", before ? before : "", after ? after : "");
+        CHECKF(before && after && !strcmp(before, after),
+               "%s mode: the folder changed:\n%s\n--\n%s", wal ? "WAL" : "rollback",
+               before ? before : "", after ? after : "");
         free(before);
         free(after);
     }
@@ -103,7 +111,8 @@ TEST(readonly_folder_another_user) {
     snprintf(bin, sizeof bin, "%s%s%s", t_bin()[0] == '/' ? "" : cwd, t_bin()[0] == '/' ? "" : "/",
              t_bin());
     if (t_sh("setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'test -x %s && test -r "
-             "%s/python/attnlab/__init__.py'", bin, cwd) != 0) {
+             "%s/python/attnlab/__init__.py'",
+             bin, cwd) != 0) {
         t_skip("the checkout (the attnlab binary, the Python package) is not reachable by user "
                "nobody");
         return;
@@ -139,7 +148,8 @@ TEST(readonly_older_schema_read_in_memory) {
     fixture();
     t_pbuf db = t_pcopy("m.db");
     CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "DROP VIEW head_summary; CREATE VIEW head_summary "
-               "AS SELECT 1 AS x; PRAGMA user_version = 12\"", db.s) == 0);
+               "AS SELECT 1 AS x; PRAGMA user_version = 12\"",
+               db.s) == 0);
     char before[65], after[65];
     al_err e;
     CHECK_OK(al_sha256_file(db.s, before, &e), &e);

@@ -47,7 +47,8 @@ static t_pbuf work_dir(void) {
     CHECK(t_sh("mkdir -p %s", w.s) == 0);
     t_tiny_model(w.s, 1, 2);
     CHECK(t_sh("cd %s && %s scores --model m1 --db r.db --probe-r 5 --probe-n 2 --threads 2 "
-               ">/dev/null 2>&1", w.s, abin()) == 0);
+               ">/dev/null 2>&1",
+               w.s, abin()) == 0);
     return w;
 }
 
@@ -79,7 +80,8 @@ TEST(refusal_mem_limit_env) {
     CHECK(al_mem_check(2.1e9, "sae train", "--batch 9", "lower --batch", &e) == -1);
     snprintf(e_msg, sizeof e_msg, "%s", e.msg);
     CHECKF(!strcmp(e_msg, "sae train would allocate 2.1 GB for --batch 9 (limit: 2.0 GB, "
-                          "ATTNLAB_MEM_LIMIT); lower --batch"), "%s", e_msg);
+                          "ATTNLAB_MEM_LIMIT); lower --batch"),
+           "%s", e_msg);
     CHECK(al_mem_check(NAN, "x", "y", "z", &e) == -1);
     setenv("ATTNLAB_MEM_LIMIT", "512k", 1);
     CHECK(al_mem_limit(NULL) == 512e3);
@@ -129,8 +131,8 @@ TEST(refusal_mem_sizes_match_engine) {
         /* want also counts the forward's heaps, freed again; the aux part of
          * the backward's scratch only when latents are dead; 64 bytes of
          * slack a block */
-        CHECKF(got <= want + 4 * 64 && got > 0.6 * want, "arch %d: %.0f bytes, computed %.0f",
-               arch, got, want);
+        CHECKF(got <= want + 4 * 64 && got > 0.6 * want, "arch %d: %.0f bytes, computed %.0f", arch,
+               got, want);
         al_sae_free(&s);
     }
 }
@@ -224,7 +226,8 @@ TEST(refusal_sae_partial_mark) {
     char msg[512];
     al_sae_partial_msg("D", &m, msg, sizeof msg);
     CHECKF(!strcmp(msg, "the SAE D is partly trained (step 4 of 8: its training was interrupted "
-                        "or failed; sae train --resume finishes it)"), "%s", msg);
+                        "or failed; sae train --resume finishes it)"),
+           "%s", msg);
     al_sae_free(&s);
     o.stop_at = 0, o.resume = 1;
     CHECK_OK(al_sae_trainer_init(&t, &o, &e), &e);
@@ -269,16 +272,19 @@ TEST(refusal_sae_killed_features_warn) {
     /* first without --strict: this also marks the killed run failed, the
      * store's housekeeping on opening, which the refusal below then finds
      * done */
-    CHECK(t_sh("cd %s && %s %s --json > %s 2> %s", w.s, abin(), feat, t_path("o"),
-               t_path("e")) == 0);
+    CHECK(t_sh("cd %s && %s %s --json > %s 2> %s", w.s, abin(), feat, t_path("o"), t_path("e")) ==
+          0);
     CHECK(t_sh("grep -q '^attnlab: warning: the SAE sae is partly trained (step [0-9]* of "
                "1000000: its training was interrupted or failed; sae train --resume finishes "
-               "it)$' %s", t_path("e")) == 0);
+               "it)$' %s",
+               t_path("e")) == 0);
     CHECK(t_sh("grep -q 'the SAE sae is partly trained' %s", t_path("o")) == 0);
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings JOIN runs USING (run_id) WHERE "
                            "kind = 'sae_features' AND message LIKE '%partly trained%'") == 1);
-    refused_untouched(w.s, "", "sae features --model m1 --sae sae --data s.val.bin --db r.db "
-                      "--windows 4 --probe-n 8 --threads 2 --strict", 1,
+    refused_untouched(w.s, "",
+                      "sae features --model m1 --sae sae --data s.val.bin --db r.db "
+                      "--windows 4 --probe-n 8 --threads 2 --strict",
+                      1,
                       "refused under --strict (nothing stored): the SAE sae is partly trained "
                       "(step ");
 }
@@ -288,7 +294,8 @@ TEST(refusal_sae_killed_features_warn) {
 TEST(refusal_sae_features_probe_r) {
     t_pbuf w = work_dir();
     CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
-               "--steps 2 --batch 64 --threads 2 >/dev/null 2>&1", w.s, abin()) == 0);
+               "--steps 2 --batch 64 --threads 2 >/dev/null 2>&1",
+               w.s, abin()) == 0);
     refused_untouched(w.s, "",
                       "sae features --model m1 --sae sae --data s.val.bin --db r.db --probe-r 1000",
                       1, "--probe-r 1000: the probe's 2R+1 tokens must fit n_ctx 32");
@@ -310,11 +317,11 @@ TEST(refusal_sae_weights_named_sae) {
     /* W_enc with a NaN, written as a valid file */
     s.W_enc[5] = NAN;
     const int64_t d = 32, n = 64;
-    al_st_tensor t[4] = {
-        {.name = "W_enc", .dtype = AL_DT_F32, .ndim = 2, .shape = {d, n}, .data = s.W_enc},
-        {.name = "b_enc", .dtype = AL_DT_F32, .ndim = 1, .shape = {n}, .data = s.b_enc},
-        {.name = "W_dec", .dtype = AL_DT_F32, .ndim = 2, .shape = {n, d}, .data = s.W_dec},
-        {.name = "b_dec", .dtype = AL_DT_F32, .ndim = 1, .shape = {d}, .data = s.b_dec}};
+    al_st_tensor t[4] =
+        {{.name = "W_enc", .dtype = AL_DT_F32, .ndim = 2, .shape = {d, n}, .data = s.W_enc},
+         {.name = "b_enc", .dtype = AL_DT_F32, .ndim = 1, .shape = {n}, .data = s.b_enc},
+         {.name = "W_dec", .dtype = AL_DT_F32, .ndim = 2, .shape = {n, d}, .data = s.W_dec},
+         {.name = "b_dec", .dtype = AL_DT_F32, .ndim = 1, .shape = {d}, .data = s.b_dec}};
     char wpath[2048];
     snprintf(wpath, sizeof wpath, "%s/" AL_SAE_WEIGHTS_FILE, dir.s);
     CHECK_OK(al_st_write(wpath, t, 4, NULL, NULL, 0, &e), &e);
@@ -330,13 +337,15 @@ TEST(refusal_sae_weights_named_sae) {
     /* not a regular file */
     CHECK(t_sh("rm %s && mkdir %s", wpath, wpath) == 0);
     CHECK(al_sae_load(dir.s, &s2, &m, &e) == -1);
-    CHECKF(!strncmp(e.msg, want, strlen(want)) && strstr(e.msg, "not a regular file"), "%s",
-           e.msg);
+    CHECKF(!strncmp(e.msg, want, strlen(want)) && strstr(e.msg, "not a regular file"), "%s", e.msg);
     /* the command says the same in its one line */
     t_pbuf w = work_dir();
-    CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
-               "--steps 2 --batch 64 --threads 2 >/dev/null 2>&1 && head -c 64 sae/"
-               AL_SAE_WEIGHTS_FILE " > x && mv x sae/" AL_SAE_WEIGHTS_FILE, w.s, abin()) == 0);
+    CHECK(
+        t_sh(
+            "cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
+            "--steps 2 --batch 64 --threads 2 >/dev/null 2>&1 && head -c 64 sae/" AL_SAE_WEIGHTS_FILE
+            " > x && mv x sae/" AL_SAE_WEIGHTS_FILE,
+            w.s, abin()) == 0);
     refused_untouched(w.s, "", "sae features --model m1 --sae sae --data s.val.bin --db r.db", 1,
                       "attnlab: cannot read SAE sae/" AL_SAE_WEIGHTS_FILE ": ");
 }
@@ -350,7 +359,8 @@ TEST(refusal_attnstats_short_data_warns) {
     t_pbuf shortf = t_pcopy("w/short.bin"), db = t_pcopy("w/r.db");
     t_phrase_corpus(shortf.s, 10);
     CHECK(t_sh("cd %s && %s attnstats --model m1 --db r.db --data short.bin --threads 2 --json "
-               "> %s 2> %s", w.s, abin(), t_path("o"), t_path("e")) == 0);
+               "> %s 2> %s",
+               w.s, abin(), t_path("o"), t_path("e")) == 0);
     const char *want = "the token file short.bin has 10 tokens, fewer than one window of the "
                        "model's 32 (+1): each of the 32 windows (--batches 4 x --batch 8) is the "
                        "same 9 tokens";
@@ -361,8 +371,10 @@ TEST(refusal_attnstats_short_data_warns) {
     free(out);
     CHECK(t_sql_long(db.s, "SELECT count(*) FROM run_warnings JOIN runs USING (run_id) WHERE kind "
                            "= 'attnstats' AND message LIKE '%fewer than one window%'") == 1);
-    CHECK(t_sh("cd %s && %s attnstats --model m1 --db r.db --data s.val.bin --threads 2 > /dev/null "
-               "2> %s", w.s, abin(), t_path("e2")) == 0);
+    CHECK(
+        t_sh("cd %s && %s attnstats --model m1 --db r.db --data s.val.bin --threads 2 > /dev/null "
+             "2> %s",
+             w.s, abin(), t_path("e2")) == 0);
     char *e2 = t_slurp(t_path("e2"));
     CHECK(e2 && !strstr(e2, "fewer than one window"));
     free(e2);
@@ -376,7 +388,8 @@ TEST(refusal_heatmap_sae_paths_from_db) {
     CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
                "--steps 20 --batch 64 --threads 2 >/dev/null 2>&1 && %s sae features --model m1 "
                "--sae sae --data s.val.bin --db r.db --windows 4 --probe-n 8 --threads 2 "
-               ">/dev/null 2>&1", w.s, abin(), abin()) == 0);
+               ">/dev/null 2>&1",
+               w.s, abin(), abin()) == 0);
     t_pbuf db = t_pcopy("w/r.db");
     long run = t_sql_long(db.s, "SELECT max(run_id) FROM runs WHERE kind = 'sae_features'");
     long feat = t_sql_long(db.s, "SELECT min(feature) FROM sae_features WHERE run_id = (SELECT "
@@ -391,7 +404,8 @@ TEST(refusal_heatmap_sae_paths_from_db) {
     free(data);
     /* from the test's folder, one above the run's */
     CHECK(t_sh("cd %s && %s heatmap --what sae-feature --db w/r.db --run %ld --feature %ld --out "
-               "f.svg > /dev/null 2> %s", t_tmpdir(), abin(), run, feat, t_path("e")) == 0);
+               "f.svg > /dev/null 2> %s",
+               t_tmpdir(), abin(), run, feat, t_path("e")) == 0);
     char *svg = t_slurp(t_path("f.svg"));
     CHECK(svg && strstr(svg, "recomputed with the SAE (it agrees with the stored one"));
     CHECK(svg && !strstr(svg, "cannot be read"));
@@ -409,13 +423,11 @@ TEST(refusal_experiment_stage_values) {
     static const struct {
         const char *analyses, *want;
     } cases[] = {
-        {"{\"sae\": {\"layer\": 7, \"steps\": 2}}",
-         "(sae: model two): --layer 7: the model in "},
+        {"{\"sae\": {\"layer\": 7, \"steps\": 2}}", "(sae: model two): --layer 7: the model in "},
         {"{\"sae\": {\"layer\": 1, \"k\": 0}}", "(sae: model two): --k must be >= 1 (got 0)"},
         {"{\"sae\": {\"layer\": 1, \"k\": 100000}}",
          "--k 100000 is larger than the dictionary (d_sae 256 = 8 x 32)"},
-        {"{\"sae_features\": {\"sae\": \"sae-L1\"}}",
-         "(sae_features: model two): it reads "},
+        {"{\"sae_features\": {\"sae\": \"sae-L1\"}}", "(sae_features: model two): it reads "},
         {"{\"sae\": {\"layer\": 0}, \"sae_features\": {\"sae\": \"sae-L1\"}}",
          "/models/two/sae-L1, which no stage before it writes"},
         {"{\"sae\": {\"layer\": 1, \"steps\": 2}, \"sae_features\": {\"sae\": \"sae-L1\", "
@@ -443,9 +455,9 @@ TEST(refusal_experiment_stage_values) {
     }
     /* the same stages with good values pass the dry run */
     t_write("x.json", T_EXP_TINY_2L("x") " \"analyses\": {\"sae\": {\"layer\": 1}, "
-                                          "\"sae_features\": {\"sae\": \"sae-L1\"}, \"scores\": "
-                                          "{\"probe_r\": 10}, \"patch\": true}, \"report\": "
-                                          "false}");
+                                         "\"sae_features\": {\"sae\": \"sae-L1\"}, \"scores\": "
+                                         "{\"probe_r\": 10}, \"patch\": true}, \"report\": "
+                                         "false}");
     CHECK(t_sh("cd %s && %s experiment x.json --out out --dry-run > /dev/null 2> %s", t_tmpdir(),
                abin(), t_path("e")) == 0);
 }
@@ -461,13 +473,14 @@ TEST(refusal_probe_r_default_adapts) {
     t_pbuf w = work_dir();
     CHECK(t_sh("cd %s && %s train --data s.train.bin --val s.val.bin --tokenizer tok.json --out "
                "m64 --steps 2 --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 64 "
-               "--batch 4 --eval-every 0 --warmup 2 --threads 2 >/dev/null 2>&1", w.s,
-               abin()) == 0);
+               "--batch 4 --eval-every 0 --warmup 2 --threads 2 >/dev/null 2>&1",
+               w.s, abin()) == 0);
     const char *cmds[] = {"paths --n 4", "attribute --n 4 --no-patching", "discover --n 4",
                           "patch --n 4"};
     for (int i = 0; i < 4; i++) {
         CHECKF(t_sh("cd %s && %s %s --model m64 --db r.db --threads 2 --json > %s 2> %s", w.s,
-                    abin(), cmds[i], t_path("o"), t_path("e")) == 0, "%s", cmds[i]);
+                    abin(), cmds[i], t_path("o"), t_path("e")) == 0,
+               "%s", cmds[i]);
         CHECKF(t_sh("grep -q '\"T\":[[:space:]]*63,' %s", t_path("o")) == 0, "%s: not R 31",
                cmds[i]);
         char cmd[256];

@@ -45,12 +45,16 @@ static int has_flag(const al_analysis *a, const char *flag) {
  * inputs of the commands that need more (the SAE commands: a directory in
  * DIR; `sae train` runs first and makes the SAE `sae features` reads) */
 static void data_arg(const al_analysis *a, const char *dir, char *buf, size_t cap) {
-    if (a->exp_data == AL_EXP_DATA_VAL) snprintf(buf, cap, "--data %s/s.val.bin", dir);
-    else buf[0] = 0;
+    if (a->exp_data == AL_EXP_DATA_VAL)
+        snprintf(buf, cap, "--data %s/s.val.bin", dir);
+    else
+        buf[0] = 0;
     size_t n = strlen(buf);
     if (!strcmp(a->name, "sae"))
-        snprintf(buf + n, cap - n, " --data %s/s.train.bin --val %s/s.val.bin --layer 1 --out "
-                 "%s/sae-walk --force --steps 4 --batch 64 --eval-windows 2", dir, dir, dir);
+        snprintf(buf + n, cap - n,
+                 " --data %s/s.train.bin --val %s/s.val.bin --layer 1 --out "
+                 "%s/sae-walk --force --steps 4 --batch 64 --eval-windows 2",
+                 dir, dir, dir);
     else if (!strcmp(a->name, "sae_features"))
         snprintf(buf + n, cap - n, " --sae %s/sae-walk --windows 4 --probe-r 6 --probe-n 4", dir);
 }
@@ -82,7 +86,8 @@ TEST(registry_cli_json_every_analysis) {
     CHECK_SQL(db.s, "SELECT count(*), sum(status = 'done') FROM runs", want);
     /* discover --sweep lists every circuit of its run */
     CHECK(t_sh("%s discover --model %s/m2 --db %s --probe-r 6 --n 4 --batch 2 --sweep 0.1,1 "
-               "--threads 2 --json > %s 2>/dev/null", t_bin(), dir.s, db.s, out.s) == 0);
+               "--threads 2 --json > %s 2>/dev/null",
+               t_bin(), dir.s, db.s, out.s) == 0);
     char *txt = t_slurp(out.s);
     cJSON *j = txt ? cJSON_Parse(txt) : NULL;
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "sweep")) == 3);
@@ -101,16 +106,20 @@ TEST(registry_cli_bad_input_leaves_no_run) {
         const al_analysis *a = *ap;
         char data[4096];
         data_arg(a, dir.s, data, sizeof data);
-        struct { const char *flag, *args, *file; } cases[] = {
-            {"mask", "--mask", bad.s}, {"circuit", "--circuit", bad.s},
-            {"pairs", "--task file --pairs", badp.s}, {"heads", "--heads", "1.9"}};
+        struct {
+            const char *flag, *args, *file;
+        } cases[] = {{"mask", "--mask", bad.s},
+                     {"circuit", "--circuit", bad.s},
+                     {"pairs", "--task file --pairs", badp.s},
+                     {"heads", "--heads", "1.9"}};
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
             if (!has_flag(a, cases[k].flag)) continue;
             /* ablate's --pairs is its pair mode, not the task group's file */
             if (!strcmp(cases[k].flag, "pairs") && !(a->groups & AL_GROUP_TASK)) continue;
             int rc = t_sh("%s %s --model %s/m2 --db %s %s %s %s %s --threads 2 >/dev/null "
-                          "2>/dev/null", t_bin(), a->cmd->name, dir.s, db.s, data, small(a->name),
-                          cases[k].args, cases[k].file);
+                          "2>/dev/null",
+                          t_bin(), a->cmd->name, dir.s, db.s, data, small(a->name), cases[k].args,
+                          cases[k].file);
             CHECKF(rc == 1, "%s --%s bad: exit %d", a->name, cases[k].flag, rc);
             long runs = t_sql_long(db.s, "SELECT count(*) FROM runs");
             CHECKF(runs <= 0, "%s --%s bad: %ld runs", a->name, cases[k].flag, runs);
@@ -126,12 +135,13 @@ TEST(registry_cli_probe_tokens_seen) {
         const al_analysis *a = *ap;
         if (!has_flag(a, "probe-tokens")) continue;
         CHECKF((a->groups & AL_GROUP_TASK) || !strcmp(a->name, "scores") ||
-                   !strcmp(a->name, "ablate"), "%s: --probe-tokens outside the task group",
-               a->name);
+                   !strcmp(a->name, "ablate"),
+               "%s: --probe-tokens outside the task group", a->name);
         char data[4096];
         data_arg(a, dir.s, data, sizeof data);
         int rc = t_sh("%s %s --model %s/m2 --db %s %s %s --probe-tokens seen --threads 2 "
-                      ">/dev/null 2>&1", t_bin(), a->cmd->name, dir.s, db.s, data, small(a->name));
+                      ">/dev/null 2>&1",
+                      t_bin(), a->cmd->name, dir.s, db.s, data, small(a->name));
         CHECKF(rc == 0, "%s --probe-tokens seen: exit %d", a->name, rc);
         n++;
     }

@@ -53,9 +53,8 @@ TEST(report_spearman) {
 /* ------------------------------------------------------------ fixture */
 
 /* Text whose tokens hold every character HTML cares about. */
-static const char nasty[] =
-    "<b>\"x\"&'y'</b> Bamurik saw a cat. Bamurik said <hi> & \"bye\". "
-    "<b>\"x\"&'y'</b> Bamurik saw a cat. Bamurik said <hi> & \"bye\".\n";
+static const char nasty[] = "<b>\"x\"&'y'</b> Bamurik saw a cat. Bamurik said <hi> & \"bye\". "
+                            "<b>\"x\"&'y'</b> Bamurik saw a cat. Bamurik said <hi> & \"bye\".\n";
 
 static al_tokenizer *tokenizer(void) {
     al_err e;
@@ -78,7 +77,8 @@ static void make_model(const char *dir, const al_tokenizer *tok, int tied, uint6
 
 /* Rows for one model, as the commands would write them. eig/abl: the
  * copying scores of heads 0.0..0.3. */
-static void fill(al_store *st, const char *dir, const double *eig, const double *abl, int with_train) {
+static void fill(al_store *st, const char *dir, const double *eig, const double *abl,
+                 int with_train) {
     al_err e;
     al_model m;
     int64_t mid, run;
@@ -91,11 +91,15 @@ static void fill(al_store *st, const char *dir, const double *eig, const double 
         CHECK_OK(al_store_put_head_score(st, run, mid, 0, h, "copying_top1", 0.25, &e), &e);
         for (int i = 0; i < 4; i++) {
             CHECK_OK(al_store_put_singular_value(st, run, mid, 0, h, "qk", i, 4.0 - i, &e), &e);
-            CHECK_OK(al_store_put_singular_value(st, run, mid, 0, h, "ov", i, 3.0 - i * 0.5, &e), &e);
+            CHECK_OK(al_store_put_singular_value(st, run, mid, 0, h, "ov", i, 3.0 - i * 0.5, &e),
+                     &e);
         }
     }
     /* a skip-trigram whose strings need escaping, one with a stray byte */
-    const char *a = "<b>\"x\"&'y'", *b = "\xe2\x90\xa3" "Bam", *c = "\xff<";
+    const char *a = "<b>\"x\"&'y'",
+               *b = "\xe2\x90\xa3"
+                    "Bam",
+               *c = "\xff<";
     al_trigram_row t = {1, 3, 4, 5, a, b, c, strlen(a), strlen(b), strlen(c), 2.5, 1.5, 3.75};
     CHECK_OK(al_store_put_skip_trigram(st, run, mid, 0, 1, &t, &e), &e);
     CHECK_OK(al_store_run_finish(st, run, &e), &e);
@@ -103,8 +107,10 @@ static void fill(al_store *st, const char *dir, const double *eig, const double 
     CHECK_OK(al_store_tx_begin(st, &e), &e);
     for (int h = 0; h < 4; h++) {
         CHECK_OK(al_store_put_head_score(st, run, mid, 0, h, "copying_ablation", abl[h], &e), &e);
-        CHECK_OK(al_store_put_head_score(st, run, mid, 0, h, "induction", h == 2 ? 0.75 : 0.01, &e), &e);
-        CHECK_OK(al_store_put_head_score(st, run, mid, 0, h, "prev_token", h == 3 ? 0.5 : 0.02, &e), &e);
+        CHECK_OK(al_store_put_head_score(st, run, mid, 0, h, "induction", h == 2 ? 0.75 : 0.01, &e),
+                 &e);
+        CHECK_OK(al_store_put_head_score(st, run, mid, 0, h, "prev_token", h == 3 ? 0.5 : 0.02, &e),
+                 &e);
     }
     CHECK_OK(al_store_put_model_score(st, run, mid, "icl_gain", 0.125, &e), &e);
     CHECK_OK(al_store_run_finish(st, run, &e), &e);
@@ -112,10 +118,13 @@ static void fill(al_store *st, const char *dir, const double *eig, const double 
         CHECK_OK(al_store_run_begin(st, "train", "{}", mid, &run, &e), &e);
         CHECK_OK(al_store_tx_begin(st, &e), &e);
         for (long s = 0; s <= 40; s += 10) {
-            al_train_log_row r = {s, s * 64.0, 5 - s / 20.0, 5.1 - s / 20.0, 0.01 * s, 1e-3, s / 10.0};
+            al_train_log_row r = {s,        s * 64.0, 5 - s / 20.0, 5.1 - s / 20.0,
+                                  0.01 * s, 1e-3,     s / 10.0};
             CHECK_OK(al_store_put_train_log(st, run, &r, &e), &e);
             for (int h = 0; h < 4; h++)
-                CHECK_OK(al_store_put_train_head_score(st, run, s, 0, h, "induction", h * s / 100.0, &e), &e);
+                CHECK_OK(al_store_put_train_head_score(st, run, s, 0, h, "induction", h * s / 100.0,
+                                                       &e),
+                         &e);
         }
         CHECK_OK(al_store_run_finish(st, run, &e), &e);
     }
@@ -272,7 +281,8 @@ TEST(report_page_numbers_and_pictures) {
     if (!html) return;
     /* escaped everywhere: the label, the trigram strings, a stray byte */
     CHECK(strstr(html, "A&lt;untied&gt;") && !strstr(html, "A<untied>"));
-    CHECK(strstr(html, "&lt;b&gt;&quot;x&quot;&amp;&#39;y&#39; … \xe2\x90\xa3" "Bam → \\xff&lt;"));
+    CHECK(strstr(html, "&lt;b&gt;&quot;x&quot;&amp;&#39;y&#39; … \xe2\x90\xa3"
+                       "Bam → \\xff&lt;"));
     CHECK(!strstr(html, "<b>\"x\"") && !strstr(html, "<hi>"));
     /* model A's copying agreement (worked out above) */
     CHECK(strstr(html, "agree on <b>2 of 4</b> heads"));
@@ -291,7 +301,8 @@ TEST(report_page_numbers_and_pictures) {
     int V = al_tok_vocab_size(tok);
     al_tok_free(tok);
     char want[128];
-    snprintf(want, sizeof want, "<td>parameters</td><td>%d</td>", V * 16 + 48 * 16 + 4 * 4 * 16 * 4 + 16 * V);
+    snprintf(want, sizeof want, "<td>parameters</td><td>%d</td>",
+             V * 16 + 48 * 16 + 4 * 4 * 16 * 4 + 16 * V);
     CHECKF(strstr(html, want), "missing %s", want);
     /* head summary: one row per head of each model */
     CHECK(count(html, "<tr><td class=t>0.") >= 8);
@@ -306,8 +317,8 @@ TEST(report_page_numbers_and_pictures) {
         al_err e;
         CHECKF(al_png_read(t_path(p), &pic, NULL, &e) == 0, "%s: %s", im[i].src, e.msg);
         if (im[i].w <= 0) continue;
-        CHECKF(pic.w == im[i].w && pic.h == im[i].h, "%s is %dx%d, page says %dx%d", im[i].src, pic.w,
-               pic.h, im[i].w, im[i].h);
+        CHECKF(pic.w == im[i].w && pic.h == im[i].h, "%s is %dx%d, page says %dx%d", im[i].src,
+               pic.w, pic.h, im[i].w, im[i].h);
         al_image_free(&pic);
     }
     /* the full-circuit pictures show a head whose own OV copies: in B the
@@ -335,14 +346,17 @@ TEST(report_removes_its_stale_pictures) {
     CHECKF(l && strstr(l, "A_untied_-ov-0.0.png\n") && strstr(l, "tied-ov-0.2.png\n"), "%s",
            l ? l : "");
     free(l);
-    CHECK(t_sh("cd %s && printf x > old-ov-1.1.png && printf x > mine.png && printf x > keep.png && "
-               "printf 'old-ov-1.1.png\\n../escape.png\\n.hidden.png\\nmine.txt\\n' >> .report-pictures && "
-               "printf x > ../escape.png",
-               t_path("out")) == 0);
+    CHECK(
+        t_sh(
+            "cd %s && printf x > old-ov-1.1.png && printf x > mine.png && printf x > keep.png && "
+            "printf 'old-ov-1.1.png\\n../escape.png\\n.hidden.png\\nmine.txt\\n' >> .report-pictures && "
+            "printf x > ../escape.png",
+            t_path("out")) == 0);
     al_report_result r = write_report(2);
     CHECKF(r.n_removed == 1, "%d removed", r.n_removed);
     CHECK(t_sh("cd %s && test ! -e old-ov-1.1.png && test -e mine.png && test -e keep.png && "
-               "test -e ../escape.png && test -e A_untied_-ov-0.0.png", t_path("out")) == 0);
+               "test -e ../escape.png && test -e A_untied_-ov-0.0.png",
+               t_path("out")) == 0);
     l = t_slurp(list);
     CHECK(l && !strstr(l, "old-ov-1.1.png") && strstr(l, "A_untied_-ov-0.0.png\n"));
     free(l);
@@ -402,30 +416,33 @@ TEST(report_notebook_structure) {
     FILE *f = fopen(t_path("nbrun.py"), "w");
     CHECK(f != NULL);
     if (!f) return;
-    fputs("import json, os, sys, types\n"
-          "path = sys.argv[1]\n"
-          "nb = json.load(open(path, encoding='utf-8'))\n"
-          "try:\n"
-          "    import nbformat\n"
-          "    nbformat.validate(nbformat.reads(open(path, encoding='utf-8').read(), as_version=4))\n"
-          "    print('validated by nbformat')\n"
-          "except ImportError:\n"
-          "    pass\n"
-          "m = types.ModuleType('IPython'); d = types.ModuleType('IPython.display')\n"
-          "class Image:\n"
-          "    def __init__(self, filename):\n"
-          "        assert open(filename, 'rb').read(8) == b'\\x89PNG\\r\\n\\x1a\\n', filename\n"
-          "d.Image = Image; d.display = lambda x: None; m.display = d\n"
-          "sys.modules['IPython'] = m; sys.modules['IPython.display'] = d\n"
-          "os.chdir(os.path.dirname(os.path.abspath(path)))\n"
-          "g = {}\n"
-          "n = 0\n"
-          "for c in nb['cells']:\n"
-          "    if c['cell_type'] == 'code':\n"
-          "        exec(''.join(c['source']), g); n += 1\n"
-          "print('ran', n, 'cells')\n", f);
+    fputs(
+        "import json, os, sys, types\n"
+        "path = sys.argv[1]\n"
+        "nb = json.load(open(path, encoding='utf-8'))\n"
+        "try:\n"
+        "    import nbformat\n"
+        "    nbformat.validate(nbformat.reads(open(path, encoding='utf-8').read(), as_version=4))\n"
+        "    print('validated by nbformat')\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "m = types.ModuleType('IPython'); d = types.ModuleType('IPython.display')\n"
+        "class Image:\n"
+        "    def __init__(self, filename):\n"
+        "        assert open(filename, 'rb').read(8) == b'\\x89PNG\\r\\n\\x1a\\n', filename\n"
+        "d.Image = Image; d.display = lambda x: None; m.display = d\n"
+        "sys.modules['IPython'] = m; sys.modules['IPython.display'] = d\n"
+        "os.chdir(os.path.dirname(os.path.abspath(path)))\n"
+        "g = {}\n"
+        "n = 0\n"
+        "for c in nb['cells']:\n"
+        "    if c['cell_type'] == 'code':\n"
+        "        exec(''.join(c['source']), g); n += 1\n"
+        "print('ran', n, 'cells')\n",
+        f);
     fclose(f);
-    CHECK(t_sh("%s %s %s > %s 2>&1", py, t_path("nbrun.py"), r.notebook_path, t_path("nb.out")) == 0);
+    CHECK(t_sh("%s %s %s > %s 2>&1", py, t_path("nbrun.py"), r.notebook_path, t_path("nb.out")) ==
+          0);
     char *out = t_slurp(t_path("nb.out"));
     char want[64];
     snprintf(want, sizeof want, "ran %d cells", n_code);
@@ -438,12 +455,13 @@ TEST(report_notebook_structure) {
 TEST(report_cli) {
     fixture();
     /* one model, folder name as label; bad input */
-    CHECK(t_sh("%s report --db %s --model %s --out %s --repeat 4 > %s 2>&1", t_bin(), t_path("r.db"),
-               t_path("tied"), t_path("one"), t_path("o.txt")) == 0);
+    CHECK(t_sh("%s report --db %s --model %s --out %s --repeat 4 > %s 2>&1", t_bin(),
+               t_path("r.db"), t_path("tied"), t_path("one"), t_path("o.txt")) == 0);
     char *html = t_slurp(t_path("one/index.html"));
     CHECK(html && strstr(html, "<h2>Model tied</h2>") && !strstr(html, "Models compared"));
     free(html);
-    CHECK(t_sh("%s report --db %s --out %s 2>/dev/null", t_bin(), t_path("r.db"), t_path("x")) == 2);
+    CHECK(t_sh("%s report --db %s --out %s 2>/dev/null", t_bin(), t_path("r.db"), t_path("x")) ==
+          2);
     CHECK(t_sh("%s report --db %s --model %s --out %s 2>%s", t_bin(), t_path("nope.db"),
                t_path("tied"), t_path("x"), t_path("err.txt")) == 1);
     char *err = t_slurp(t_path("err.txt"));
@@ -451,8 +469,8 @@ TEST(report_cli) {
     free(err);
     CHECK(!al_file_exists(t_path("x/index.html")));
     /* two models and labels */
-    CHECK(t_sh("%s report --db %s --model %s --model=%s --labels U,T --out %s >/dev/null 2>&1", t_bin(),
-               t_path("r.db"), t_path("untied"), t_path("tied"), t_path("two")) == 0);
+    CHECK(t_sh("%s report --db %s --model %s --model=%s --labels U,T --out %s >/dev/null 2>&1",
+               t_bin(), t_path("r.db"), t_path("untied"), t_path("tied"), t_path("two")) == 0);
     html = t_slurp(t_path("two/index.html"));
     CHECK(html && strstr(html, "Models compared") && strstr(html, "<h2>Model U</h2>") &&
           strstr(html, "<h2>Model T</h2>"));
@@ -462,9 +480,9 @@ TEST(report_cli) {
 /* ------------------------------------------------------------ Chromium */
 
 #define CHROMIUM "/usr/bin/chromium"
-#define CHROMIUM_FLAGS                                                                         \
-    "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run "                   \
-    "--disable-background-networking --disable-component-update --disable-sync "             \
+#define CHROMIUM_FLAGS                                                                             \
+    "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run "                         \
+    "--disable-background-networking --disable-component-update --disable-sync "                   \
     "--hide-scrollbars --user-data-dir=%s"
 
 /* A copy of the page, in the same folder, whose only addition is a
@@ -483,7 +501,8 @@ static void check_copy(const char *html) {
           "    if (im.complete && im.naturalWidth > 0) ok++;\n"
           "  }\n"
           "  document.body.setAttribute('data-images', ok + ' of ' + n + ' loaded');\n"
-          "});</script>\n</body></html>\n", f);
+          "});</script>\n</body></html>\n",
+          f);
     fclose(f);
 }
 
@@ -491,7 +510,8 @@ static void check_copy(const char *html) {
 static int chromium_images(int *total) {
     *total = -1;
     int rc = t_sh(CHROMIUM " " CHROMIUM_FLAGS " --virtual-time-budget=10000 --dump-dom file://%s "
-                  "> %s 2>/dev/null", t_path("profile"), t_path("out/check.html"), t_path("dom.html"));
+                           "> %s 2>/dev/null",
+                  t_path("profile"), t_path("out/check.html"), t_path("dom.html"));
     char *dom = t_slurp(t_path("dom.html"));
     int ok = -1;
     const char *p = dom ? strstr(dom, "data-images=\"") : NULL;
@@ -511,10 +531,12 @@ TEST(report_chromium_images_load) {
     int n = images(html, im, 64), total;
     check_copy(html);
     int ok = chromium_images(&total);
-    CHECKF(total == n && ok == n && n >= 10, "chromium: %d of %d images loaded, page has %d", ok, total, n);
+    CHECKF(total == n && ok == n && n >= 10, "chromium: %d of %d images loaded, page has %d", ok,
+           total, n);
     /* a screenshot of the real page: the requested size, and not blank */
     CHECK(t_sh(CHROMIUM " " CHROMIUM_FLAGS " --window-size=1100,1500 --screenshot=%s file://%s "
-               ">/dev/null 2>&1", t_path("profile"), t_path("shot.png"), r.index_path) == 0);
+                        ">/dev/null 2>&1",
+               t_path("profile"), t_path("shot.png"), r.index_path) == 0);
     al_image shot;
     al_err e;
     if (al_png_read(t_path("shot.png"), &shot, NULL, &e) == 0) {

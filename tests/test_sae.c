@@ -51,8 +51,8 @@ TEST(sae_exact_tiny) {
     CHECK_OK(al_sae_backward(&s, &e), &e);
     /* dx̂ = 2(x̂ − x) = (0, 0, −1, 0); daux = 2/32 (ê − e) = −0.01875 e_2 */
     float want_gdec[32] = {0}, want_genc[32] = {0}, want_gbenc[8] = {0};
-    want_gdec[0 * 4 + 2] = -3;     /* f_0 · dx̂ */
-    want_gdec[5 * 4 + 2] = -1;     /* f_5 · dx̂ */
+    want_gdec[0 * 4 + 2] = -3; /* f_0 · dx̂ */
+    want_gdec[5 * 4 + 2] = -1; /* f_5 · dx̂ */
     want_gdec[2 * 4 + 2] = -0.00375f; /* a_2 · daux */
     /* latents 0 and 5: dpre = dx̂ · W_dec,i = 0; latent 2: daux · e_2 */
     const double dp2 = -0.01875;
@@ -69,7 +69,8 @@ TEST(sae_exact_tiny) {
     /* the counters: the active latents fired, the others aged by B = 1
      * (a dead one stays at dead_tokens) */
     al_sae_update_dead(&s);
-    CHECK(s.since[0] == 0 && s.since[5] == 0 && s.since[1] == 1 && s.since[2] == 10); /* saturated */
+    CHECK(s.since[0] == 0 && s.since[5] == 0 && s.since[1] == 1 &&
+          s.since[2] == 10); /* saturated */
     CHECK(al_sae_count_dead(&s) == 2);
     al_sae_free(&s);
 }
@@ -106,8 +107,9 @@ static void write_case(const char *path, const al_sae *s, const float *x, double
     if (!f) return;
     const al_sae_cfg *c = &s->cfg;
     const int B = s->B, d = c->d_in, n = c->d_sae;
-    fprintf(f, "{\"cfg\": {\"arch\": \"%s\", \"k\": %d, \"k_aux\": %d, \"aux_coeff\": %.17g, "
-               "\"l1_coeff\": %.17g, \"d_in\": %d, \"d_sae\": %d},\n\"B\": %d",
+    fprintf(f,
+            "{\"cfg\": {\"arch\": \"%s\", \"k\": %d, \"k_aux\": %d, \"aux_coeff\": %.17g, "
+            "\"l1_coeff\": %.17g, \"d_in\": %d, \"d_sae\": %d},\n\"B\": %d",
             al_sae_arch_name(c->arch), c->k, c->k_aux, c->aux_coeff, c->l1_coeff, d, n, B);
     put_arr(f, "x", x, (size_t)B * d);
     put_arr(f, "W_enc", s->W_enc, (size_t)d * n);
@@ -116,8 +118,8 @@ static void write_case(const char *path, const al_sae *s, const float *x, double
     put_arr(f, "b_dec", s->b_dec, (size_t)d);
     fputs(",\n\"dead\": [", f);
     for (int i = 0; i < n; i++) fprintf(f, i ? ",%d" : "%d", s->since[i] >= c->dead_tokens);
-    fprintf(f, "],\n\"mse\": %.17g, \"aux\": %.17g, \"l1\": %.17g, \"loss\": %.17g", s->mse,
-            s->aux, s->l1, s->loss);
+    fprintf(f, "],\n\"mse\": %.17g, \"aux\": %.17g, \"l1\": %.17g, \"loss\": %.17g", s->mse, s->aux,
+            s->l1, s->loss);
     put_arr(f, "x_hat", s->xhat, (size_t)B * d);
     if (c->arch == AL_SAE_TOPK) {
         fputs(",\n\"idx\": ", f);
@@ -400,7 +402,9 @@ TEST(sae_io_roundtrip) {
     for (int arch = AL_SAE_TOPK; arch <= AL_SAE_L1; arch++) {
         al_sae s, t;
         al_sae_meta m = {.site = arch == AL_SAE_TOPK ? AL_SAE_SITE_Z : AL_SAE_SITE_RESID_PRE,
-                         .hook_layer = 1, .normalized = 1, .scale = 0.1 + 1.0 / 3,
+                         .hook_layer = 1,
+                         .normalized = 1,
+                         .scale = 0.1 + 1.0 / 3,
                          .seed = 18446744073709551557ull},
                     m2;
         memset(m.model_sha256, 'a', 64);
@@ -418,8 +422,9 @@ TEST(sae_io_roundtrip) {
             CHECK(t.cfg.k == 3 && t.cfg.k_aux == 2 && t.cfg.aux_coeff == s.cfg.aux_coeff);
         else
             CHECK(t.cfg.l1_coeff == 0.25);
-        CHECK(m2.site == m.site && m2.hook_layer == 1 && m2.normalized == 1 && m2.scale == m.scale &&
-              m2.seed == m.seed && strcmp(m2.model_sha256, m.model_sha256) == 0);
+        CHECK(m2.site == m.site && m2.hook_layer == 1 && m2.normalized == 1 &&
+              m2.scale == m.scale && m2.seed == m.seed &&
+              strcmp(m2.model_sha256, m.model_sha256) == 0);
         char p[1200];
         snprintf(p, sizeof p, "%s/cfg.json", dir);
         char *cfg = t_slurp(p);
@@ -540,12 +545,12 @@ TEST(sae_io_bad) {
     refused(cfg, w2, wn, "b_dec");
     free(w2);
     {
-        al_st_tensor tt[5] = {
-            {.name = "W_enc", .dtype = AL_DT_F32, .ndim = 2, .shape = {6, 20}, .data = s.W_enc},
-            {.name = "b_enc", .dtype = AL_DT_F32, .ndim = 1, .shape = {20}, .data = s.b_enc},
-            {.name = "W_dec", .dtype = AL_DT_F32, .ndim = 2, .shape = {20, 6}, .data = s.W_dec},
-            {.name = "b_dec", .dtype = AL_DT_F32, .ndim = 1, .shape = {6}, .data = s.b_dec},
-            {.name = "threshold", .dtype = AL_DT_F32, .ndim = 1, .shape = {20}, .data = s.b_enc}};
+        al_st_tensor tt[5] =
+            {{.name = "W_enc", .dtype = AL_DT_F32, .ndim = 2, .shape = {6, 20}, .data = s.W_enc},
+             {.name = "b_enc", .dtype = AL_DT_F32, .ndim = 1, .shape = {20}, .data = s.b_enc},
+             {.name = "W_dec", .dtype = AL_DT_F32, .ndim = 2, .shape = {20, 6}, .data = s.W_dec},
+             {.name = "b_dec", .dtype = AL_DT_F32, .ndim = 1, .shape = {6}, .data = s.b_dec},
+             {.name = "threshold", .dtype = AL_DT_F32, .ndim = 1, .shape = {20}, .data = s.b_enc}};
         const char *x = t_path("extra.st");
         CHECK_OK(al_st_write(x, tt, 5, NULL, NULL, 0, &e), &e);
         size_t xn;

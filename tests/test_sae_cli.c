@@ -108,11 +108,13 @@ TEST(sae_features_planted) {
             used++;
             CHECK(c->window < SW && c->pos >= 0 && c->pos < ST);
             CHECK_NEAR(c->act, act[c->window][c->pos][f], 1e-6);
-            if (j == 0) CHECK_NEAR(c->act, r.max_act[f], 1e-6);
-            else CHECK(c->act <= r.ctx[(size_t)f * r.top_n + j - 1].act);
+            if (j == 0)
+                CHECK_NEAR(c->act, r.max_act[f], 1e-6);
+            else
+                CHECK(c->act <= r.ctx[(size_t)f * r.top_n + j - 1].act);
             CHECK(c->token == d.tok[c->offset + c->pos]);
-            next_ok += c->offset + c->pos + 1 < (long)d.n &&
-                       d.tok[c->offset + c->pos + 1] == (f ? 9 : 3);
+            next_ok +=
+                c->offset + c->pos + 1 < (long)d.n && d.tok[c->offset + c->pos + 1] == (f ? 9 : 3);
         }
         CHECKF(used > 0 && 2 * next_ok >= used, "feature %d: %d of %d contexts predict it", f,
                next_ok, used);
@@ -153,8 +155,8 @@ TEST(sae_features_planted) {
             }
             for (int h = 0; h < PH; h++) {
                 double q = 0;
-                for (int k = 0; k < PD; k++) q += (double)zc(&m, PN, TP, b, t, h, k) *
-                                                  zc(&m, PN, TP, b, t, h, k);
+                for (int k = 0; k < PD; k++)
+                    q += (double)zc(&m, PN, TP, b, t, h, k) * zc(&m, PN, TP, b, t, h, k);
                 znorm[h][sec][slot] = sqrt(q);
             }
             code[2][sec][slot] = code[0][sec][slot] + code[1][sec][slot];
@@ -273,7 +275,8 @@ TEST(sae_features_cli_rows_equal_json) {
     CHECK(cJSON_IsString(sc) && !strcmp(sc->valuestring, "attnlab.sae_features/1"));
     CHECK(num(j, "n_live") == 3 && num(j, "d_sae") == SF && num(j, "run") == 1);
     CHECK_SQL(db.s, "SELECT kind, status FROM runs", "sae_features|done");
-    CHECK_SQL(db.s, "SELECT hook_name, layer, d_sae, n_live, windows, seq_len FROM sae_feature_runs",
+    CHECK_SQL(db.s,
+              "SELECT hook_name, layer, d_sae, n_live, windows, seq_len FROM sae_feature_runs",
               "blocks.1.attn.hook_z|1|4|3|16|32");
     CHECK_SQL(db.s, "SELECT count(*) FROM sae_features", "3");
     const cJSON *fs = cJSON_GetObjectItemCaseSensitive(j, "features"), *f;
@@ -284,8 +287,8 @@ TEST(sae_features_cli_rows_equal_json) {
         char q2[512];
         snprintf(q2, sizeof q2, "%s, %s, ", near("density", num(f, "density")),
                  near("mean_act", num(f, "mean_act")));
-        snprintf(q, sizeof q, "SELECT fired, %s%s, %s, %s FROM sae_features WHERE feature = %d",
-                 q2, near("max_act", num(f, "max_act")), near("first_mean", num(f, "first_mean")),
+        snprintf(q, sizeof q, "SELECT fired, %s%s, %s, %s FROM sae_features WHERE feature = %d", q2,
+                 near("max_act", num(f, "max_act")), near("first_mean", num(f, "first_mean")),
                  near("second_mean", num(f, "second_mean")), i);
         snprintf(want, sizeof want, "%.0f|1|1|1|1|1", num(f, "fired"));
         CHECK_SQL(db.s, q, want);
@@ -301,8 +304,8 @@ TEST(sae_features_cli_rows_equal_json) {
         cJSON_ArrayForEach(u, cJSON_GetObjectItemCaseSensitive(f, "up")) {
             snprintf(q, sizeof q,
                      "SELECT token, %s FROM sae_feature_logits WHERE "
-                     "feature = %d AND direction = 'up' AND rank = %d", near("value", num(u, "value")),
-                     i, rank++);
+                     "feature = %d AND direction = 'up' AND rank = %d",
+                     near("value", num(u, "value")), i, rank++);
             snprintf(want, sizeof want, "%d|1", (int)num(u, "token"));
             CHECK_SQL(db.s, q, want);
         }
@@ -311,15 +314,23 @@ TEST(sae_features_cli_rows_equal_json) {
                  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(f, "contexts")));
         CHECK_SQL(db.s, q, want);
     }
-    CHECK_SQL(db.s, "SELECT token, value FROM sae_feature_logits WHERE feature = 0 AND "
-              "direction = 'up' AND rank = 1", "3|15.0");
+    CHECK_SQL(db.s,
+              "SELECT token, value FROM sae_feature_logits WHERE feature = 0 AND "
+              "direction = 'up' AND rank = 1",
+              "3|15.0");
     /* the two questions, one query each */
-    CHECK_SQL(db.s, "SELECT group_concat(feature) FROM (SELECT feature FROM sae_head_features "
-              "WHERE name = '1.0' ORDER BY feature)", "0,1");
-    CHECK_SQL(db.s, "SELECT group_concat(feature) FROM (SELECT feature FROM sae_head_features "
-              "WHERE name = '1.2' ORDER BY feature)", "2");
-    CHECK_SQL(db.s, "SELECT group_concat(feature) FROM (SELECT feature FROM "
-              "sae_induction_features ORDER BY feature)", "0,1");
+    CHECK_SQL(db.s,
+              "SELECT group_concat(feature) FROM (SELECT feature FROM sae_head_features "
+              "WHERE name = '1.0' ORDER BY feature)",
+              "0,1");
+    CHECK_SQL(db.s,
+              "SELECT group_concat(feature) FROM (SELECT feature FROM sae_head_features "
+              "WHERE name = '1.2' ORDER BY feature)",
+              "2");
+    CHECK_SQL(db.s,
+              "SELECT group_concat(feature) FROM (SELECT feature FROM "
+              "sae_induction_features ORDER BY feature)",
+              "0,1");
     CHECK_SQL(db.s, "SELECT top_layer, top_head FROM sae_features WHERE feature = 1", "1|0");
     cJSON_Delete(j);
     free(txt);
@@ -330,8 +341,7 @@ TEST(sae_features_cli_rows_equal_json) {
  * hook), encoded by the loaded SAE; L0, variance explained and MSE summed
  * here. And the sae_runs row equals the --json numbers. */
 TEST(sae_train_cli_rows_equal_json) {
-    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("t.json"),
-           sd = t_pcopy("sae1");
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("t.json"), sd = t_pcopy("sae1");
     t_tiny_model(dir.s, 2, 20);
     CHECK(t_sh("%s sae train --model %s/m2 --layer 1 --data %s/s.train.bin --val %s/s.val.bin "
                "--db %s --out %s --steps 8 --batch 128 --eval-windows 4 --threads 2 --json > %s "
@@ -346,10 +356,12 @@ TEST(sae_train_cli_rows_equal_json) {
     CHECK(num(j, "d_in") == 32 && num(j, "d_sae") == 256 && num(j, "k") == 32 &&
           num(j, "steps") == 8 && num(j, "activations") == 1024);
     CHECK_SQL(db.s, "SELECT kind, status FROM runs", "sae|done");
-    CHECK_SQL(db.s, "SELECT layer, site, hook_name, d_in, d_sae, arch, k, l1_coeff IS NULL, steps, "
-              "batch FROM sae_runs", "1|z|blocks.1.attn.hook_z|32|256|topk|32|1|8|128");
-    const char *keys[] = {"l0", "fve", "mse", "dead_frac", "dense_frac", "ce_clean", "ce_sae",
-                          "ce_zero", "ce_recovered"};
+    CHECK_SQL(db.s,
+              "SELECT layer, site, hook_name, d_in, d_sae, arch, k, l1_coeff IS NULL, steps, "
+              "batch FROM sae_runs",
+              "1|z|blocks.1.attn.hook_z|32|256|topk|32|1|8|128");
+    const char *keys[] = {"l0",       "fve",    "mse",     "dead_frac",   "dense_frac",
+                          "ce_clean", "ce_sae", "ce_zero", "ce_recovered"};
     for (int i = 0; i < 9; i++) {
         char q[256];
         snprintf(q, sizeof q, "SELECT %s FROM sae_runs", near(keys[i], num(ev, keys[i])));
@@ -378,8 +390,7 @@ TEST(sae_train_cli_rows_equal_json) {
     const int H = m.cfg.n_heads, D = m.cfg.d_head;
     for (int r = 0; r < B * T; r++)
         for (int k = 0; k < d; k++)
-            x[(size_t)r * d + k] =
-                m.z[(((size_t)1 * B) * T + r) * H * D + k] * (float)meta.scale;
+            x[(size_t)r * d + k] = m.z[(((size_t)1 * B) * T + r) * H * D + k] * (float)meta.scale;
     CHECK_OK(al_sae_encode(&s, x, B * T, &e), &e);
     double l0 = 0, sse = 0, ss = 0, mean[64] = {0};
     for (int r = 0; r < B * T; r++)
@@ -425,10 +436,12 @@ TEST(sae_cli_bad_input_no_run) {
         {"sae train --model %s/m2 --layer 1 --k 300 --data %s/s.train.bin --out %s/x",
          "larger than the dictionary", 1},
         {"sae train --model %s/m2 --layer 1 --arch l1 --l1-coeff nan --data %s/s.train.bin "
-         "--out %s/x", "--l1-coeff", 2},
+         "--out %s/x",
+         "--l1-coeff", 2},
         {"sae train --model %s/m2 --layer 1 --lr inf --data %s/s.train.bin --out %s/x", "--lr", 2},
         {"sae train --model %s/m2 --layer 0 --resume --steps 4 --batch 64 --data %s/s.train.bin "
-         "--out %s/s1", "another model", 1},
+         "--out %s/s1",
+         "another model", 1},
         {"sae train --model %s/m2 --layer 0 --site q --data %s/s.train.bin --out %s/x", "--site",
          2},
         {"sae features --model %s/m2 --data %s/s.val.bin --sae %s/s1", "another model", 1},
@@ -510,7 +523,7 @@ TEST(sae_experiment_stages) {
  * vector at every head and position (or zero), ln_final's scale set to 1,
  * the logits read. */
 typedef struct lnfx {
-    const float *z;  /* (H·D) or NULL: zero */
+    const float *z; /* (H·D) or NULL: zero */
     float logits[64];
     int V;
 } lnfx;
@@ -586,7 +599,8 @@ TEST(sae_features_layernorm_logit_effects) {
         int checked = 0;
         for (int f = 0; f < F; f++) {
             if (!res.fired[f]) continue;
-            for (int i = 0; i < HD; i++) zrow[i] = (float)(s.W_dec[(size_t)f * HD + i] / meta.scale);
+            for (int i = 0; i < HD; i++)
+                zrow[i] = (float)(s.W_dec[(size_t)f * HD + i] / meta.scale);
             c.z = zrow;
             CHECK_OK(al_model_forward(&m, in, NULL, 1, 1, &e), &e);
             c.z = NULL;

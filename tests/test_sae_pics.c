@@ -22,7 +22,7 @@
 #include "test.h"
 
 #define DIV_POS 0x67001Fu /* the red end of the diverging scale */
-#define UP_RED 0xB2182Bu  /* the logit bars: raises */
+#define UP_RED 0xB2182Bu /* the logit bars: raises */
 
 /* Pixels of exactly colour c. */
 static long count_colour(const al_image *im, uint32_t c) {
@@ -79,8 +79,10 @@ TEST(saepics_feature_dashboard) {
     uint32_t hi = al_plot_colour(1);
     CHECK(find_block(&f0, hi, 10, &h0x, &h0y) && find_block(&f2, hi, 10, &h2x, &h2y));
     int d0 = left_frame(&f0, h0x, h0y + 5), d2 = left_frame(&f2, h2x, h2y + 5);
-    CHECKF(d0 > 0 && d2 - d0 == 2 * 24, "top-head bar %d px (feature 0), %d px (feature 2) "
-           "right of its plot's frame", d0, d2);
+    CHECKF(d0 > 0 && d2 - d0 == 2 * 24,
+           "top-head bar %d px (feature 0), %d px (feature 2) "
+           "right of its plot's frame",
+           d0, d2);
     CHECK(f0.w != f2.w || f0.h != f2.h || memcmp(f0.px, f2.px, (size_t)f0.w * f0.h * 3) != 0);
     al_image_free(&f2);
     /* the title and the provenance */
@@ -121,13 +123,14 @@ TEST(saepics_feature_induction_note) {
     t_pbuf md = t_pcopy("planted"), svg = t_pcopy("n.svg");
     for (int f = 0; f < 3; f += 2) {
         CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature %d --out %s "
-                   "> /dev/null", t_bin(), md.s, t_path("r.db"), f, svg.s) == 0);
+                   "> /dev/null",
+                   t_bin(), md.s, t_path("r.db"), f, svg.s) == 0);
         char *raw = t_slurp(svg.s), *s = raw ? svg_words(raw) : NULL;
         free(raw);
         char *row = t_sql(t_path("r.db"), f ? "SELECT first_fired || ' on second' FROM "
-                                               "sae_features WHERE feature = 2"
-                                             : "SELECT second_fired || ' on second' FROM "
-                                               "sae_features WHERE feature = 0");
+                                              "sae_features WHERE feature = 2"
+                                            : "SELECT second_fired || ' on second' FROM "
+                                              "sae_features WHERE feature = 0");
         CHECK(row != NULL);
         CHECKF(s && strstr(s, f ? "not an induction feature" : "an induction feature: fires"),
                "feature %d: no verdict", f);
@@ -179,7 +182,8 @@ TEST(saepics_feature_contexts_from_file) {
     free(s);
     /* --data names it again */
     CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 1 --data %s --out %s "
-               "> /dev/null", t_bin(), md.s, t_path("r.db"), t_path("gone.bin"), svg.s) == 0);
+               "> /dev/null",
+               t_bin(), md.s, t_path("r.db"), t_path("gone.bin"), svg.s) == 0);
     raw = t_slurp(svg.s), s = raw ? svg_words(raw) : NULL;
     free(raw);
     CHECK(s && strstr(s, "every token coloured by the activation recomputed with the SAE"));
@@ -191,7 +195,8 @@ TEST(saepics_feature_contexts_from_file) {
     CHECK_OK(al_tokens_save(t_path("other.bin"), ids, n, &e), &e);
     free(ids);
     CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 1 --data %s --out %s "
-               "> /dev/null", t_bin(), md.s, t_path("r.db"), t_path("other.bin"), svg.s) == 0);
+               "> /dev/null",
+               t_bin(), md.s, t_path("r.db"), t_path("other.bin"), svg.s) == 0);
     raw = t_slurp(svg.s), s = raw ? svg_words(raw) : NULL;
     free(raw);
     CHECK(s && strstr(s, "does not hold the stored tokens"));
@@ -234,8 +239,8 @@ TEST(saepics_feature_acts) {
         for (int f = 0; f < 3; f++) {
             CHECK_OK(al_sae_feature_acts(&m, &s, &meta, f, ids, B, T, a, &e), &e);
             for (size_t r = 0; r < (size_t)B * T; r++) {
-                CHECKF(fabsf(a[r] - want[f][r]) < 1e-5f, "arch %d feature %d row %zu: %g, by hand %g",
-                       arch, f, r, a[r], want[f][r]);
+                CHECKF(fabsf(a[r] - want[f][r]) < 1e-5f,
+                       "arch %d feature %d row %zu: %g, by hand %g", arch, f, r, a[r], want[f][r]);
                 fired += f < 2 && a[r] > 0;
             }
         }
@@ -246,8 +251,8 @@ TEST(saepics_feature_acts) {
         CHECK_OK(al_sae_features_acts(&m, &s, &meta, fs, 4, ids, B, T, many, &e), &e);
         for (size_t r = 0; r < (size_t)B * T; r++)
             for (int j = 0; j < 4; j++)
-                CHECKF(fabsf(many[r * 4 + j] - want[fs[j]][r]) < 1e-5f, "arch %d row %zu col %d", arch,
-                       r, j);
+                CHECKF(fabsf(many[r * 4 + j] - want[fs[j]][r]) < 1e-5f, "arch %d row %zu col %d",
+                       arch, r, j);
         CHECK_OK(al_sae_feature_acts(&m, &s, &meta, 3, ids, B, T, a, &e), &e);
         for (size_t r = 0; r < (size_t)B * T; r++) CHECK(a[r] == 0);
         CHECK(al_sae_feature_acts(&m, &s, &meta, 4, ids, B, T, a, &e) == -1 &&
@@ -278,7 +283,8 @@ TEST(saepics_feature_recomputed) {
     CHECK(draw(md.s, "--what sae-feature --feature 2", "one.png", &im) == 0);
     long one = count_colour(&im, top);
     al_image_free(&im);
-    CHECKF(one > 0 && all > 8 * one, "top-colour pixels: %ld recomputed, %ld stored only", all, one);
+    CHECKF(one > 0 && all > 8 * one, "top-colour pixels: %ld recomputed, %ld stored only", all,
+           one);
     t_pbuf svg = t_pcopy("one.svg");
     CHECK(t_sh("%s heatmap --model %s --db %s --what sae-feature --feature 2 --out %s > /dev/null",
                t_bin(), md.s, t_path("r.db"), svg.s) == 0);
@@ -312,7 +318,8 @@ TEST(saepics_refusals) {
     refused(md.s, "--what sae-feature --feature 0 --run 7", "has no run 7");
     /* another kind of run */
     CHECK(t_sh("sqlite3 %s \"INSERT INTO runs(kind, model_id, started_at, status, "
-               "attnlab_version) VALUES('scores', 1, 'now', 'done', 'x')\"", t_path("r.db")) == 0);
+               "attnlab_version) VALUES('scores', 1, 'now', 'done', 'x')\"",
+               t_path("r.db")) == 0);
     refused(md.s, "--what sae-heads --run 2", "is a 'scores' run");
     /* a model with no sae features run */
     t_pbuf m2 = t_pcopy("m2");
@@ -326,18 +333,20 @@ TEST(saepics_refusals) {
 TEST(saepics_heads_grid) {
     saefix_run();
     t_pbuf md = t_pcopy("planted");
-    CHECK_SQL(t_path("r.db"), "SELECT group_concat(feature) FROM (SELECT feature FROM "
-              "sae_features ORDER BY density DESC, feature)", "2,0,1");
+    CHECK_SQL(t_path("r.db"),
+              "SELECT group_concat(feature) FROM (SELECT feature FROM "
+              "sae_features ORDER BY density DESC, feature)",
+              "2,0,1");
     al_image im;
     CHECK(draw(md.s, "--what sae-heads", "heads.png", &im) == 0);
     int x, y;
     CHECK(find_block(&im, DIV_POS, 12, &x, &y));
     /* the first red block in row order is (row 0, head 2): the grid's origin */
     int gx = x - 2 * 28, gy = y;
-    CHECK(al_image_get(&im, gx + 4, gy + 28 + 4) == DIV_POS);     /* f0, head 0 */
+    CHECK(al_image_get(&im, gx + 4, gy + 28 + 4) == DIV_POS); /* f0, head 0 */
     CHECK(al_image_get(&im, gx + 4, gy + 2 * 28 + 4) == DIV_POS); /* f1, head 0 */
-    CHECK(al_image_get(&im, gx + 28 + 4, gy + 4) == 0xFFFFFFu);   /* f2, head 1 */
-    CHECK(al_image_get(&im, gx + 4, gy + 4) == 0xFFFFFFu);        /* f2, head 0 */
+    CHECK(al_image_get(&im, gx + 28 + 4, gy + 4) == 0xFFFFFFu); /* f2, head 1 */
+    CHECK(al_image_get(&im, gx + 4, gy + 4) == 0xFFFFFFu); /* f2, head 0 */
     CHECK(al_image_get(&im, gx + 2 * 28 + 4, gy + 28 + 4) == 0xFFFFFFu);
     al_image_free(&im);
     /* --top-n 1: only feature 2's row */
@@ -386,7 +395,8 @@ TEST(saepics_report_section) {
     free(html);
     /* a healthy SAE has no warning; a tiny CE gap and many dead latents are flagged */
     CHECK(t_sh("sqlite3 %s 'UPDATE sae_runs SET ce_zero = ce_clean + 1, ce_recovered = 0.9, "
-               "dead_frac = 0.1, dense_frac = 0'", db.s) == 0);
+               "dead_frac = 0.1, dense_frac = 0'",
+               db.s) == 0);
     html = report_html(dirs, 1, "sae-heads", NULL);
     CHECK(html && strstr(html, "<h3>Sparse autoencoders</h3>") && !strstr(html, "class=warn>Run"));
     free(html);
@@ -406,7 +416,8 @@ TEST(saepics_report_section) {
 static char *interactive_page(void) {
     t_pbuf md = t_pcopy("planted");
     CHECK(t_sh("%s report --db %s --model %s --out %s --pictures sae-heads --interactive "
-               "> /dev/null 2>&1", t_bin(), t_path("r.db"), md.s, t_path("out")) == 0);
+               "> /dev/null 2>&1",
+               t_bin(), t_path("r.db"), md.s, t_path("out")) == 0);
     return t_slurp(t_path("out/index.html"));
 }
 
@@ -455,14 +466,17 @@ TEST(saepics_viewer_json) {
         CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(f, "contexts")) == (int)db_num(q));
         const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "contexts"), 0);
         CHECK(c0 != NULL);
-        snprintf(q, sizeof q, "SELECT activation = %.17g FROM sae_feature_contexts WHERE "
-                 "feature = %d AND rank = 1", c0 ? cJSON_GetArrayItem(c0, 1)->valuedouble : NAN, i);
+        snprintf(q, sizeof q,
+                 "SELECT activation = %.17g FROM sae_feature_contexts WHERE "
+                 "feature = %d AND rank = 1",
+                 c0 ? cJSON_GetArrayItem(c0, 1)->valuedouble : NAN, i);
         CHECK(db_num(q) == 1);
         CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(f, "heads")) == PH);
     }
     CHECK(k == 3 && order[0] == 2 && order[1] == 0 && order[2] == 1); /* densest first */
     /* feature 0: raises token 3 by 15, all of it from head 1.0 */
-    const cJSON *f0 = cJSON_GetArrayItem(fs, 1), *u0 = cJSON_GetArrayItem(cJSON_GetObjectItem(f0, "up"), 0);
+    const cJSON *f0 = cJSON_GetArrayItem(fs, 1),
+                *u0 = cJSON_GetArrayItem(cJSON_GetObjectItem(f0, "up"), 0);
     CHECK(u0 && !strcmp(cJSON_GetArrayItem(u0, 0)->valuestring, "#3") &&
           fabs(cJSON_GetArrayItem(u0, 1)->valuedouble - P_GAMMA) < 1e-5);
     const cJSON *h0 = cJSON_GetArrayItem(cJSON_GetObjectItem(f0, "heads"), 0);
@@ -481,10 +495,13 @@ TEST(saepics_viewer_json) {
         int i = (int)cJSON_GetObjectItem(f, "feature")->valuedouble;
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItem(f, "contexts")) {
-            int win = (int)cJSON_GetArrayItem(c, 2)->valuedouble, pos = (int)cJSON_GetArrayItem(c, 3)->valuedouble;
+            int win = (int)cJSON_GetArrayItem(c, 2)->valuedouble,
+                pos = (int)cJSON_GetArrayItem(c, 3)->valuedouble;
             char q[256];
-            snprintf(q, sizeof q, "SELECT offset FROM sae_feature_contexts WHERE feature = %d AND "
-                     "window = %d AND pos = %d", i, win, pos);
+            snprintf(q, sizeof q,
+                     "SELECT offset FROM sae_feature_contexts WHERE feature = %d AND "
+                     "window = %d AND pos = %d",
+                     i, win, pos);
             long off = (long)db_num(q);
             const cJSON *ts = cJSON_GetArrayItem(c, 4), *as = cJSON_GetArrayItem(c, 5);
             int at = (int)cJSON_GetArrayItem(c, 6)->valuedouble, lo = pos - at;
@@ -511,9 +528,14 @@ TEST(saepics_viewer_json) {
     r = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "sae"), 0);
     note = cJSON_GetObjectItem(r, "context_note");
     CHECK(cJSON_IsString(note) && strstr(note->valuestring, "cannot be read"));
-    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
-        cJSON_GetObjectItem(r, "features"), 0), "contexts"), 0);
-    CHECK(cJSON_GetArraySize(cJSON_GetArrayItem(c0, 4)) > 1 && cJSON_IsNull(cJSON_GetArrayItem(c0, 5)));
+    const cJSON *c0 =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r,
+                                                                                      "features"),
+                                                                  0),
+                                               "contexts"),
+                           0);
+    CHECK(cJSON_GetArraySize(cJSON_GetArrayItem(c0, 4)) > 1 &&
+          cJSON_IsNull(cJSON_GetArrayItem(c0, 5)));
     cJSON_Delete(j);
     free(html);
     /* without --interactive the page has no data and no script */
@@ -548,14 +570,16 @@ TEST(saepics_viewer_browser) {
     cJSON *spec = cJSON_CreateObject(), *sae = cJSON_AddArrayToObject(spec, "sae");
     t_pbuf page = t_pcopy("out/index.html");
     cJSON_AddStringToObject(spec, "page", page.s);
-    static const char *const sorts[3][2] = {
-        {"density", "density DESC, feature"},
-        {"induction", "induction_index IS NULL, induction_index DESC, density DESC, feature"},
-        {"head", "top_head IS NULL, top_layer, top_head, top_share DESC, feature"}};
+    static const char *const sorts[3][2] =
+        {{"density", "density DESC, feature"},
+         {"induction", "induction_index IS NULL, induction_index DESC, density DESC, feature"},
+         {"head", "top_head IS NULL, top_layer, top_head, top_share DESC, feature"}};
     for (int s = 0; s < 3; s++) {
         char q[256];
-        snprintf(q, sizeof q, "SELECT group_concat(feature) FROM (SELECT feature FROM sae_features "
-                 "ORDER BY %s)", sorts[s][1]);
+        snprintf(q, sizeof q,
+                 "SELECT group_concat(feature) FROM (SELECT feature FROM sae_features "
+                 "ORDER BY %s)",
+                 sorts[s][1]);
         char *order = t_sql(t_path("r.db"), q);
         cJSON *w = cJSON_CreateObject(), *o = cJSON_AddArrayToObject(w, "order");
         cJSON_AddStringToObject(w, "model", "planted");
@@ -602,8 +626,10 @@ TEST(saepics_viewer_browser) {
     free(u);
     for (int h = 0; h < PH; h++) {
         char q[200];
-        snprintf(q, sizeof q, "SELECT printf('%%.17g', share) FROM sae_feature_heads WHERE "
-                 "feature = 1 AND head = %d", h);
+        snprintf(q, sizeof q,
+                 "SELECT printf('%%.17g', share) FROM sae_feature_heads WHERE "
+                 "feature = 1 AND head = %d",
+                 h);
         char *v = t_sql(t_path("r.db"), q), name[16];
         snprintf(name, sizeof name, "1.%d", h);
         cJSON *a = cJSON_CreateArray();
@@ -622,8 +648,10 @@ TEST(saepics_viewer_browser) {
                   t_path("verdict.json"), t_path("node.err"));
     char *v = t_slurp(t_path("verdict.json")), *err = t_slurp(t_path("node.err"));
     cJSON *j = v ? cJSON_Parse(v) : NULL;
-    CHECKF(rc == 0 && cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")), "browser check failed (exit %d): "
-           "%s %s", rc, v ? v : "(no verdict)", err ? err : "");
+    CHECKF(rc == 0 && cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")),
+           "browser check failed (exit %d): "
+           "%s %s",
+           rc, v ? v : "(no verdict)", err ? err : "");
     cJSON_Delete(j);
     free(v);
     free(err);
@@ -638,8 +666,8 @@ TEST(saepics_token_rows) {
     const float v[6] = {NAN, 1.0f, NAN, NAN, NAN, 0.0f};
     al_cscale cs = {.diverging = 0, .lo = 0, .hi = 1, .label = "activation"};
     al_panel pn = {.kind = AL_PANEL_TOKENS};
-    pn.tr = (al_tokrows){.tok = tok, .v = v, .rows = 2, .cols = 3, .cs = &cs, .mark = 1,
-                         .mark_col = 1};
+    pn.tr =
+        (al_tokrows){.tok = tok, .v = v, .rows = 2, .cols = 3, .cs = &cs, .mark = 1, .mark_col = 1};
     al_figure f = {.title = "t", .panels = &pn, .n_panels = 1};
     al_image im;
     al_plot_geom g;
@@ -649,9 +677,9 @@ TEST(saepics_token_rows) {
     CHECK(pitch == 17);
     CHECKF(g.mw == 13 + 25 + 19, "mw %d", g.mw); /* "ccc": 3 cells + 6 px; "dd": 2 cells + 6 */
     CHECK(al_image_get(&im, c1 + 1, g.my + 8) == al_cmap_viridis(1.0)); /* row 0, "bb" */
-    CHECK(al_image_get(&im, c1, g.my + 8) == AL_PLOT_INK);              /* its outline */
-    CHECK(al_image_get(&im, g.mx + 1, g.my + 8) == 0xFFFFFFu);          /* row 0, "a" */
-    CHECK(al_image_get(&im, g.mx + 1, g.my + pitch + 8) == 0xF4F4F4u);  /* row 1: banded */
+    CHECK(al_image_get(&im, c1, g.my + 8) == AL_PLOT_INK); /* its outline */
+    CHECK(al_image_get(&im, g.mx + 1, g.my + 8) == 0xFFFFFFu); /* row 0, "a" */
+    CHECK(al_image_get(&im, g.mx + 1, g.my + pitch + 8) == 0xF4F4F4u); /* row 1: banded */
     CHECK(al_image_get(&im, c1, g.my + pitch + 8) == AL_PLOT_INK); /* "ccc": the marked column */
     CHECK(al_image_get(&im, c1 + 25 + 1, g.my + pitch + 8) == al_cmap_viridis(0.0)); /* "dd": 0 */
     al_image_free(&im);

@@ -110,7 +110,8 @@ TEST(sae_train_planted) {
         double best = -1;
         for (int j = 0; j < s->cfg.d_sae; j++) {
             double c = 0;
-            for (int r = 0; r < PL_D; r++) c += (double)p.dir[i][r] * s->W_dec[(size_t)j * PL_D + r];
+            for (int r = 0; r < PL_D; r++)
+                c += (double)p.dir[i][r] * s->W_dec[(size_t)j * PL_D + r];
             if (c > best) best = c;
         }
         if (best < worst) worst = best;
@@ -229,7 +230,8 @@ TEST(sae_train_resume_and_reproduce) {
     CHECK(al_sae_fits_model(&l, &m, &mm.cfg, "00", &e) == -1 && strstr(e.msg, "another model"));
     al_config c2 = mm.cfg;
     c2.n_heads = 2;
-    CHECK(al_sae_fits_model(&l, &m, &c2, sha, &e) == -1 && strstr(e.msg, "d_in 32 is not the width 16"));
+    CHECK(al_sae_fits_model(&l, &m, &c2, sha, &e) == -1 &&
+          strstr(e.msg, "d_in 32 is not the width 16"));
     c2 = mm.cfg;
     c2.n_layers = 1;
     CHECK(al_sae_fits_model(&l, &m, &c2, sha, &e) == -1 &&
@@ -322,7 +324,8 @@ TEST(sae_train_eval_recomputed) {
             fclose(f);
             char args[2400];
             snprintf(args, sizeof args, "--eval %s %s", t_path("ev"), t_path("acts.json"));
-            int rc = t_sh("/usr/bin/python3 tests/sae_ref.py %s > %s 2>&1", args, t_path("ref.out"));
+            int rc =
+                t_sh("/usr/bin/python3 tests/sae_ref.py %s > %s 2>&1", args, t_path("ref.out"));
             char *out = t_slurp(t_path("ref.out"));
             if (rc == 77 || rc == 127) {
                 printf("  (no PyTorch: the reference recomputation was skipped)\n");
@@ -369,9 +372,12 @@ TEST(sae_train_bad_input) {
     struct {
         int what;
         const char *want;
-    } cases[] = {{0, "layer 2: the model in"}, {1, "k 300 is larger than the dictionary (d_sae 128)"},
-                 {2, "l1_coeff must be finite"}, {3, "aux_coeff must be finite"},
-                 {4, "not a model directory"}, {5, "lr must be positive"},
+    } cases[] = {{0, "layer 2: the model in"},
+                 {1, "k 300 is larger than the dictionary (d_sae 128)"},
+                 {2, "l1_coeff must be finite"},
+                 {3, "aux_coeff must be finite"},
+                 {4, "not a model directory"},
+                 {5, "lr must be positive"},
                  {6, "/nonexistent/v.bin"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char out[1100];
@@ -380,7 +386,10 @@ TEST(sae_train_bad_input) {
         switch (cases[i].what) {
         case 0: o.layer = 2; break;
         case 1: o.k = 300; break;
-        case 2: o.arch = AL_SAE_L1; o.l1_coeff = NAN; break;
+        case 2:
+            o.arch = AL_SAE_L1;
+            o.l1_coeff = NAN;
+            break;
         case 3: o.aux_coeff = INFINITY; break;
         case 4: o.model = dir; break;
         case 5: o.lr = NAN; break;
@@ -530,7 +539,8 @@ TEST(sae_train_stop_flag) {
     al_err e;
     CHECK_OK(al_sae_trainer_init(&t, &o, &e), &e);
     CHECK_OK(al_sae_trainer_run(t, &stopped, &e), &e);
-    CHECK(stopped == 1 && al_sae_trainer_step(t) == 12); /* buffers of 4 steps: the 3rd ends at 12 */
+    CHECK(stopped == 1 &&
+          al_sae_trainer_step(t) == 12); /* buffers of 4 steps: the 3rd ends at 12 */
     al_sae_trainer_free(t);
     CHECK(resume_step(t_path("stopped")) == 12);
     stop_flag = 0;

@@ -89,9 +89,8 @@ TEST(st_exact_layout) {
     al_err e;
     const char *p = t_path("one.safetensors");
     CHECK_OK(al_st_write(p, &t, 1, mk, mv, 1, &e), &e);
-    const char *json =
-        "{\"__metadata__\":{\"format\":\"pt\"},"
-        "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    const char *json = "{\"__metadata__\":{\"format\":\"pt\"},"
+                       "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
     size_t jl = strlen(json), hl = (jl + 7) / 8 * 8; /* 85 -> 88 */
     CHECK(jl == 85 && hl == 88);
     unsigned char want[256] = {0};
@@ -155,10 +154,10 @@ TEST(st_refuses_truncated) {
     if (!d) return;
     const char *p = t_path("cut.safetensors");
     size_t cuts[] = {0, 1, 7, 8, 9, 8 + hl / 2, 8 + hl - 1, 8 + hl, 8 + hl + 4, n - 1};
-    const char *want[] = {"truncated file (0 bytes", "truncated file", "truncated file",
-                          "bad header length", "bad header length", "bad header length",
-                          "bad header length", "beyond the data area",
-                          "beyond the data area", "beyond the data area"};
+    const char *want[] = {"truncated file (0 bytes", "truncated file",       "truncated file",
+                          "bad header length",       "bad header length",    "bad header length",
+                          "bad header length",       "beyond the data area", "beyond the data area",
+                          "beyond the data area"};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         put_bytes(p, d, cuts[i]);
         REFUSED(p, want[i]);
@@ -223,10 +222,11 @@ TEST(st_refuses_bad_json) {
  * subnormal halves; NaN and Inf refused as in F32. */
 TEST(st_reads_f16_and_bf16) {
     const char *p = t_path("h.safetensors");
-    const unsigned char raw[] = {0x00, 0x3c, 0x00, 0xc1, 0xff, 0x7b, 0x01, 0x00,  /* F16 */
+    const unsigned char raw[] = {0x00, 0x3c, 0x00, 0xc1, 0xff, 0x7b, 0x01, 0x00, /* F16 */
                                  0x80, 0x3f, 0x20, 0xc0, 0x7f, 0x7f, 0x01, 0x00}; /* BF16 */
-    raw_file(p, "{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]},"
-                "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[8,16]}}",
+    raw_file(p,
+             "{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]},"
+             "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[8,16]}}",
              raw, sizeof raw);
     al_st_file *f = NULL;
     al_err e;
@@ -253,7 +253,10 @@ TEST(st_reads_f16_and_bf16) {
 TEST(st_refuses_bad_entries) {
     const char *p = t_path("e.safetensors");
     float z[8] = {0};
-    struct { const char *hdr; const char *want; } cases[] = {
+    struct {
+        const char *hdr;
+        const char *want;
+    } cases[] = {
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
          "tensor a has unsupported dtype F64"},
         {"{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,8]}}",
@@ -284,7 +287,8 @@ TEST(st_refuses_bad_entries) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}",
          "shape entry that is not a non-negative integer"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],"
-         "\"data_offsets\":[0,8]}}", "shape product overflows"},
+         "\"data_offsets\":[0,8]}}",
+         "shape product overflows"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,2],\"data_offsets\":[0,8]}}",
          "5 dimensions, at most 4"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
@@ -303,9 +307,11 @@ TEST(st_refuses_bad_entries) {
         REFUSED(p, cases[i].want);
     }
     /* Touching but not overlapping, and zero-size tensors, are fine. */
-    raw_file(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                "\"b\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[8,16]},"
-                "\"c\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}", z, 32);
+    raw_file(p,
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+             "\"b\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[8,16]},"
+             "\"c\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}",
+             z, 32);
     al_st_file *f;
     al_err e;
     CHECK_OK(al_st_open(p, &f, &e), &e);
@@ -332,8 +338,10 @@ TEST(st_read_f32_checks) {
     int64_t wrong[3] = {2, 3, 5}, right[3] = {2, 3, 4}, two[2] = {2, 12};
     char want[512];
     CHECK(al_st_read_f32(f, "blocks.0.attn.W_Q", 3, wrong, dst, &e) == -1);
-    snprintf(want, sizeof want, "cannot read checkpoint %s: tensor blocks.0.attn.W_Q has "
-             "shape [2,3,4], expected [2,3,5]", p);
+    snprintf(want, sizeof want,
+             "cannot read checkpoint %s: tensor blocks.0.attn.W_Q has "
+             "shape [2,3,4], expected [2,3,5]",
+             p);
     CHECKF(strcmp(e.msg, want) == 0, "%s", e.msg);
     CHECK(al_st_read_f32(f, "blocks.0.attn.W_Q", 2, two, dst, &e) == -1);
     CHECKF(strstr(e.msg, "has shape [2,3,4], expected [2,12]"), "%s", e.msg);

@@ -22,10 +22,15 @@ TEST(scores_planted_induction_head) {
     CHECK_OK(al_probe_make(&p, R, N, 3, PV, 0, NULL, &e), &e);
     CHECK_OK(al_probe_run(&m, &p, 16, &s, &e), &e);
     for (int i = 0; i < 2 * PH; i++) {
-        if (i == PH) CHECKF(s.induction[i] > 0.9, "induction of 1.0 = %g", s.induction[i]);
-        else CHECKF(s.induction[i] < 0.1, "induction of %d.%d = %g", i / PH, i % PH, s.induction[i]);
-        if (i == 0) CHECKF(s.prev_token[i] > 0.9, "prev_token of 0.0 = %g", s.prev_token[i]);
-        else CHECKF(s.prev_token[i] < 0.1, "prev_token of %d.%d = %g", i / PH, i % PH, s.prev_token[i]);
+        if (i == PH)
+            CHECKF(s.induction[i] > 0.9, "induction of 1.0 = %g", s.induction[i]);
+        else
+            CHECKF(s.induction[i] < 0.1, "induction of %d.%d = %g", i / PH, i % PH, s.induction[i]);
+        if (i == 0)
+            CHECKF(s.prev_token[i] > 0.9, "prev_token of 0.0 = %g", s.prev_token[i]);
+        else
+            CHECKF(s.prev_token[i] < 0.1, "prev_token of %d.%d = %g", i / PH, i % PH,
+                   s.prev_token[i]);
     }
     /* the repeated half is predicted: mean p(next) over positions R+1..2R-1 */
     int T = 2 * R + 1;
@@ -38,8 +43,8 @@ TEST(scores_planted_induction_head) {
                 psum += m.probs[((size_t)b * T + t) * PV + p.tokens[(b0 + b) * T + t + 1]];
     }
     CHECKF(psum / n > 0.9, "mean p(next) on the second repeat %g", psum / n);
-    CHECKF(s.loss_first > 3 && s.loss_second < 0.3 && s.icl_gain > 3,
-           "probe losses %g / %g", s.loss_first, s.loss_second);
+    CHECKF(s.loss_first > 3 && s.loss_second < 0.3 && s.icl_gain > 3, "probe losses %g / %g",
+           s.loss_first, s.loss_second);
     al_probe_scores_free(&s);
     al_probe_free(&p);
     al_model_free(&m);
@@ -123,8 +128,9 @@ static void write_tokens(const char *path, size_t n, uint64_t seed) {
     free(ids);
 }
 
-#define SMALL "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 0 " \
-              "--eval-batches 2 --threads 2 --warmup 2"
+#define SMALL                                                                                      \
+    "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 0 "                     \
+    "--eval-batches 2 --threads 2 --warmup 2"
 
 /* A small model trained 30 steps on write_tokens text: dir = its folder
  * (t_path("model")), val = validation tokens (t_path("val.bin")), db =
@@ -143,11 +149,12 @@ TEST(scores_cli_end_to_end) {
     char dir[1024], db[1024], val[1024];
     small_model(dir, db, val, sizeof dir);
     CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches 2 "
-               "--batch 4 > %s 2>&1", t_bin(), dir, db, val, t_path("out.txt")) == 0);
+               "--batch 4 > %s 2>&1",
+               t_bin(), dir, db, val, t_path("out.txt")) == 0);
     char *out = t_slurp(t_path("out.txt"));
     CHECKF(out && strstr(out, "induction heads (induction > 0.4):") &&
-               strstr(out, "previous-token heads (prev_token > 0.4):") && strstr(out, "icl_score") &&
-               !strstr(out, "ind_all") && !strstr(out, "by layer"),
+               strstr(out, "previous-token heads (prev_token > 0.4):") &&
+               strstr(out, "icl_score") && !strstr(out, "ind_all") && !strstr(out, "by layer"),
            "summary (a random probe's as before):\n%s", out ? out : "");
     free(out);
     CHECK_SQL(db, "SELECT kind, status FROM runs", "scores|done");
@@ -155,38 +162,51 @@ TEST(scores_cli_end_to_end) {
               "copying_ablation|8\ncopying_ablation_excess|8\nduplicate_token|8\ninduction|8\n"
               "induction_all|8\nprev_token|8");
     /* per layer the heads' sums */
-    CHECK_SQL(db, "SELECT count(*) FROM layer_scores l WHERE l.metric = 'induction_all_sum' AND "
-                  "abs(l.value - (SELECT sum(value) FROM head_scores h WHERE h.run_id = l.run_id "
-                  "AND h.layer = l.layer AND h.metric = 'induction_all')) < 1e-9", "2");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM layer_scores l WHERE l.metric = 'induction_all_sum' AND "
+              "abs(l.value - (SELECT sum(value) FROM head_scores h WHERE h.run_id = l.run_id "
+              "AND h.layer = l.layer AND h.metric = 'induction_all')) < 1e-9",
+              "2");
     CHECK_SQL(db, "SELECT count(*) FROM layer_scores WHERE metric = 'induction_sum'", "2");
-    CHECK_SQL(db, "SELECT count(*) FROM head_summary WHERE induction BETWEEN 0 AND 1 AND "
-                  "prev_token BETWEEN 0 AND 1 AND copying_ablation IS NOT NULL", "8");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM head_summary WHERE induction BETWEEN 0 AND 1 AND "
+              "prev_token BETWEEN 0 AND 1 AND copying_ablation IS NOT NULL",
+              "8");
     /* model-level: icl_gain = first - second; icl_score = late - early */
-    CHECK_SQL(db, "SELECT count(*) FROM model_scores WHERE metric IN ('icl_gain', 'icl_score', "
-                  "'probe_loss_first', 'probe_loss_second', 'icl_loss_early', 'icl_loss_late')", "6");
-    CHECK_SQL(db, "SELECT abs((SELECT value FROM model_scores WHERE metric = 'icl_gain') - "
-                  "(SELECT value FROM model_scores WHERE metric = 'probe_loss_first') + "
-                  "(SELECT value FROM model_scores WHERE metric = 'probe_loss_second')) < 1e-9", "1");
-    CHECK_SQL(db, "SELECT abs((SELECT value FROM model_scores WHERE metric = 'icl_score') - "
-                  "(SELECT value FROM model_scores WHERE metric = 'icl_loss_late') + "
-                  "(SELECT value FROM model_scores WHERE metric = 'icl_loss_early')) < 1e-9", "1");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM model_scores WHERE metric IN ('icl_gain', 'icl_score', "
+              "'probe_loss_first', 'probe_loss_second', 'icl_loss_early', 'icl_loss_late')",
+              "6");
+    CHECK_SQL(db,
+              "SELECT abs((SELECT value FROM model_scores WHERE metric = 'icl_gain') - "
+              "(SELECT value FROM model_scores WHERE metric = 'probe_loss_first') + "
+              "(SELECT value FROM model_scores WHERE metric = 'probe_loss_second')) < 1e-9",
+              "1");
+    CHECK_SQL(db,
+              "SELECT abs((SELECT value FROM model_scores WHERE metric = 'icl_score') - "
+              "(SELECT value FROM model_scores WHERE metric = 'icl_loss_late') + "
+              "(SELECT value FROM model_scores WHERE metric = 'icl_loss_early')) < 1e-9",
+              "1");
     /* without --data: probe scores only */
-    CHECK(t_sh("%s scores --model %s --db %s --probe-r 10 --probe-n 8 > %s 2>&1", t_bin(), dir,
-               db, t_path("out.txt")) == 0);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-r 10 --probe-n 8 > %s 2>&1", t_bin(), dir, db,
+               t_path("out.txt")) == 0);
     out = t_slurp(t_path("out.txt"));
     CHECK(out && strstr(out, "no --data"));
     free(out);
     CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 2", "32");
-    CHECK_SQL(db, "SELECT count(*) FROM model_scores WHERE run_id = 2 AND metric = 'icl_score'", "0");
+    CHECK_SQL(db, "SELECT count(*) FROM model_scores WHERE run_id = 2 AND metric = 'icl_score'",
+              "0");
     /* a mask: the masked head gets no copying_ablation */
     CHECK(t_sh("printf '{\"n_layers\": 2, \"n_heads\": 4, \"off\": [\"1.2\"]}' > %s",
                t_path("mask.json")) == 0);
     CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches 2 "
-               "--batch 4 --mask %s > /dev/null 2>&1", t_bin(), dir, db, val,
-               t_path("mask.json")) == 0);
-    CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 3 AND metric = 'copying_ablation'",
+               "--batch 4 --mask %s > /dev/null 2>&1",
+               t_bin(), dir, db, val, t_path("mask.json")) == 0);
+    CHECK_SQL(db,
+              "SELECT count(*) FROM head_scores WHERE run_id = 3 AND metric = 'copying_ablation'",
               "7");
-    CHECK_SQL(db, "SELECT value FROM model_scores WHERE run_id = 3 AND metric = 'heads_off'", "1.0");
+    CHECK_SQL(db, "SELECT value FROM model_scores WHERE run_id = 3 AND metric = 'heads_off'",
+              "1.0");
     /* bad input: exit 1 (probe too long for n_ctx 32; bad mask), 2 for usage, each before a
      * run row exists */
     CHECK(t_sh("%s scores --model %s --db %s --probe-r 20 2> %s", t_bin(), dir, db,
@@ -207,17 +227,22 @@ TEST(scores_cli_end_to_end) {
      * the Δ at the other positions, (Δall − f Δcopy) / (1 − f) with f the
      * copy fraction */
     CHECK(t_sh("%s ablate --model %s --db %s --data %s --each --method mean --batches 2 --batch 4 "
-               "--probe-r 10 --probe-n 8 > /dev/null 2>&1", t_bin(), dir, db, val) == 0);
-    CHECK_SQL(db, "SELECT count(*) FROM ablations a JOIN head_scores c ON c.run_id = 1 AND "
-                  "c.metric = 'copying_ablation' AND a.heads = c.layer || '.' || c.head JOIN "
-                  "head_scores x ON x.run_id = 1 AND x.metric = 'copying_ablation_excess' AND "
-                  "x.layer = c.layer AND x.head = c.head JOIN model_scores f ON f.run_id = 1 AND "
-                  "f.metric = 'copy_fraction' WHERE a.run_id = (SELECT max(run_id) FROM runs) AND "
-                  "a.kind = 'single' AND abs(a.delta_loss_copy - c.value) < 1e-6 AND abs(x.value - "
-                  "(a.delta_loss_copy - (a.delta_loss - f.value * a.delta_loss_copy) / "
-                  "(1 - f.value))) < 1e-6", "8");
-    CHECK_SQL(db, "SELECT count(*) FROM head_scores WHERE run_id = 1 AND metric = "
-                  "'copying_ablation_excess' AND value != 0", "8");
+               "--probe-r 10 --probe-n 8 > /dev/null 2>&1",
+               t_bin(), dir, db, val) == 0);
+    CHECK_SQL(db,
+              "SELECT count(*) FROM ablations a JOIN head_scores c ON c.run_id = 1 AND "
+              "c.metric = 'copying_ablation' AND a.heads = c.layer || '.' || c.head JOIN "
+              "head_scores x ON x.run_id = 1 AND x.metric = 'copying_ablation_excess' AND "
+              "x.layer = c.layer AND x.head = c.head JOIN model_scores f ON f.run_id = 1 AND "
+              "f.metric = 'copy_fraction' WHERE a.run_id = (SELECT max(run_id) FROM runs) AND "
+              "a.kind = 'single' AND abs(a.delta_loss_copy - c.value) < 1e-6 AND abs(x.value - "
+              "(a.delta_loss_copy - (a.delta_loss - f.value * a.delta_loss_copy) / "
+              "(1 - f.value))) < 1e-6",
+              "8");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM head_scores WHERE run_id = 1 AND metric = "
+              "'copying_ablation_excess' AND value != 0",
+              "8");
 }
 
 /* --probe-tokens: a probe drawn only from the ids a mask allows, the mask
@@ -246,7 +271,8 @@ TEST(scores_probe_tokens) {
     /* the BOS alone, or one id, is nothing to draw from */
     memset(allow, 0, sizeof allow);
     allow[0] = allow[4] = 1;
-    CHECK(al_probe_make(&p, 20, 8, 9, PV, 0, &(al_probe_src){.allowed = allow}, &e) == -1 && strstr(e.msg, "1 allowed"));
+    CHECK(al_probe_make(&p, 20, 8, 9, PV, 0, &(al_probe_src){.allowed = allow}, &e) == -1 &&
+          strstr(e.msg, "1 allowed"));
 
     /* the ids present in a token file */
     int ids[5] = {1, 2, 2, 9, 1};
@@ -273,26 +299,35 @@ TEST(scores_probe_tokens) {
     al_tokens_free(&tk);
     CHECKF(n_text > 20 && n_text < 40, "%d distinct bytes", n_text);
     CHECK(t_sh("%s train --data %s --out %s --steps 20 --db %s --probe-tokens seen " SMALL
-               " 2>/dev/null", t_bin(), train, dir, db) == 0);
+               " 2>/dev/null",
+               t_bin(), train, dir, db) == 0);
     CHECK_SQL(db, "SELECT json_extract(config_json, '$.probe_tokens') FROM runs", "seen");
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen --probe-r 15 --probe-n 16 "
-               "--probe-seed 20240520 > %s 2>&1", t_bin(), dir, db, t_path("out.txt")) == 0);
+               "--probe-seed 20240520 > %s 2>&1",
+               t_bin(), dir, db, t_path("out.txt")) == 0);
     char *out = t_slurp(t_path("out.txt")), want[128];
-    snprintf(want, sizeof want, "probe made of the %d token ids that occur in the model's "
-             "training data", n_text);
+    snprintf(want, sizeof want,
+             "probe made of the %d token ids that occur in the model's "
+             "training data",
+             n_text);
     CHECKF(out && strstr(out, want), "wanted \"%s\" in:\n%s", want, out ? out : "");
     free(out);
     /* the same probe (R 15 fits n_ctx 32; N and seed are train's): the
      * final training evaluation and scores agree head for head, and differ
      * from the probe over all 256 ids */
-    CHECK_SQL(db, "SELECT count(*) FROM train_head_scores t JOIN head_scores s ON s.run_id = 2 "
-                  "AND s.layer = t.layer AND s.head = t.head AND s.metric = t.metric WHERE "
-                  "t.run_id = 1 AND t.step = 20 AND abs(t.value - s.value) < 1e-6", "32");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM train_head_scores t JOIN head_scores s ON s.run_id = 2 "
+              "AND s.layer = t.layer AND s.head = t.head AND s.metric = t.metric WHERE "
+              "t.run_id = 1 AND t.step = 20 AND abs(t.value - s.value) < 1e-6",
+              "32");
     CHECK(t_sh("%s scores --model %s --db %s --probe-r 15 --probe-n 16 --probe-seed 20240520 "
-               "> /dev/null 2>&1", t_bin(), dir, db) == 0);
-    CHECK_SQL(db, "SELECT count(*) > 0 FROM head_scores a JOIN head_scores b ON b.run_id = 3 AND "
-                  "b.layer = a.layer AND b.head = a.head AND b.metric = a.metric WHERE "
-                  "a.run_id = 2 AND abs(a.value - b.value) > 1e-6", "1");
+               "> /dev/null 2>&1",
+               t_bin(), dir, db) == 0);
+    CHECK_SQL(db,
+              "SELECT count(*) > 0 FROM head_scores a JOIN head_scores b ON b.run_id = 3 AND "
+              "b.layer = a.layer AND b.head = a.head AND b.metric = a.metric WHERE "
+              "a.run_id = 2 AND abs(a.value - b.value) > 1e-6",
+              "1");
     /* a token file names the ids directly; without state.json "seen" is
      * refused before any run is filed */
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens %s --probe-r 10 --probe-n 8 > %s 2>&1",
@@ -302,8 +337,8 @@ TEST(scores_probe_tokens) {
     free(out);
     CHECK(t_sh("rm -f %s/state.json", dir) == 0);
     /* (R 10: the default R 50 does not fit n_ctx 32 and would be refused first) */
-    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen --probe-r 10 2> %s", t_bin(),
-               dir, db, t_path("err.txt")) == 1);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens seen --probe-r 10 2> %s", t_bin(), dir,
+               db, t_path("err.txt")) == 1);
     out = t_slurp(t_path("err.txt"));
     CHECKF(out && strstr(out, "no state.json") && !strchr(strchr(out, '\n') + 1, '\n'), "%s",
            out ? out : "");
@@ -414,17 +449,21 @@ TEST(scores_text_probe_cli) {
     snprintf(val, sizeof val, "%s", t_path("val.bin"));
     write_tokens(train, 20000, 1);
     write_tokens(val, 3000, 2);
-    CHECK(t_sh("%s train --data %s --val %s --out %s --steps 20 --db %s --probe-tokens text "
-               SMALL " 2>/dev/null", t_bin(), train, val, dir, db) == 0);
+    CHECK(t_sh("%s train --data %s --val %s --out %s --steps 20 --db %s --probe-tokens text " SMALL
+               " 2>/dev/null",
+               t_bin(), train, val, dir, db) == 0);
     CHECK_SQL(db, "SELECT count(*) > 0 FROM train_head_scores WHERE metric = 'induction'", "1");
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text --probe-r 10 --probe-n 8 --json "
-               "> %s 2>/dev/null", t_bin(), dir, db, t_path("a.json")) == 0);
+               "> %s 2>/dev/null",
+               t_bin(), dir, db, t_path("a.json")) == 0);
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text:%s --probe-r 10 --probe-n 8 "
-               "--json > %s 2>/dev/null", t_bin(), dir, db, val, t_path("b.json")) == 0);
+               "--json > %s 2>/dev/null",
+               t_bin(), dir, db, val, t_path("b.json")) == 0);
     char *a = t_slurp(t_path("a.json")), *b = t_slurp(t_path("b.json"));
     CHECKF(a && strstr(a, "\"recurrence\"") && strstr(a, "\"uniform_all\"") &&
                strstr(a, "\"induction_heads_by\":\t\"induction_all\"") &&
-               strstr(a, "\"induction_all_sum\""), "%s", a ? a : "");
+               strstr(a, "\"induction_all_sum\""),
+           "%s", a ? a : "");
     CHECK_SQL(db, "SELECT count(*) > 0 FROM train_head_scores WHERE metric = 'induction_all'", "1");
     /* the training curve of a text-probe run draws induction_all, and says
      * which probe (an SVG's text is its labels) */
@@ -449,12 +488,14 @@ TEST(scores_text_probe_cli) {
     CHECK(ea && eb && ea - ha == eb - hb && !memcmp(ha, hb, (size_t)(ea - ha)));
     free(a), free(b);
     CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text:%s --probe-r 10 --probe-n 8 "
-               "> %s 2>&1", t_bin(), dir, db, val, t_path("out.txt")) == 0);
+               "> %s 2>&1",
+               t_bin(), dir, db, val, t_path("out.txt")) == 0);
     char *out = t_slurp(t_path("out.txt"));
     CHECKF(out && strstr(out, "probe made of windows of the text of") &&
                strstr(out, "text probe: at ") && strstr(out, "ind_all") &&
                strstr(out, "induction mass by layer") &&
-               strstr(out, "induction heads (induction_all > 0.4):"), "%s", out ? out : "");
+               strstr(out, "induction heads (induction_all > 0.4):"),
+           "%s", out ? out : "");
     free(out);
     /* patch's induction task from text: one run, its task stored */
     CHECK(t_sh("%s patch --model %s --db %s --probe-tokens text --probe-r 6 --n 4 > %s 2>&1",
@@ -466,13 +507,14 @@ TEST(scores_text_probe_cli) {
     int runs_before = 5; /* train, three scores, patch */
     CHECK_SQL(db, "SELECT count(*) FROM runs", "5");
     /* refusals: an empty text: form, text without a validation file named */
-    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text: --probe-r 10 2> %s", t_bin(),
-               dir, db, t_path("err.txt")) == 1);
+    CHECK(t_sh("%s scores --model %s --db %s --probe-tokens text: --probe-r 10 2> %s", t_bin(), dir,
+               db, t_path("err.txt")) == 1);
     out = t_slurp(t_path("err.txt"));
     CHECKF(out && strstr(out, "text:FILE.bin"), "%s", out ? out : "");
     free(out);
-    CHECK(t_sh("%s train --data %s --out %s --steps 2 --db %s --probe-tokens text --force "
-               SMALL " 2> %s", t_bin(), train, t_path("m2"), db, t_path("err.txt")) == 1);
+    CHECK(t_sh("%s train --data %s --out %s --steps 2 --db %s --probe-tokens text --force " SMALL
+               " 2> %s",
+               t_bin(), train, t_path("m2"), db, t_path("err.txt")) == 1);
     out = t_slurp(t_path("err.txt"));
     CHECKF(out && strstr(out, "--val FILE.bin"), "%s", out ? out : "");
     free(out);
@@ -520,8 +562,8 @@ TEST(scores_icl_score_se_warning) {
     small_model(dir, db, val, sizeof dir);
     for (int k = 0; k < 2; k++) {
         CHECK(t_sh("%s scores --model %s --db %s --data %s --probe-r 10 --probe-n 8 --batches %d "
-                   "--batch 4 --json > %s 2> %s", t_bin(), dir, db, val, k ? 40 : 1,
-                   t_path("s.json"), t_path("err.txt")) == 0);
+                   "--batch 4 --json > %s 2> %s",
+                   t_bin(), dir, db, val, k ? 40 : 1, t_path("s.json"), t_path("err.txt")) == 0);
         char *js = t_slurp(t_path("s.json")), *err = t_slurp(t_path("err.txt"));
         cJSON *doc = js ? cJSON_Parse(js) : NULL;
         const cJSON *tx = cJSON_GetObjectItemCaseSensitive(doc, "text");
@@ -529,15 +571,19 @@ TEST(scores_icl_score_se_warning) {
         double se = cJSON_GetObjectItemCaseSensitive(tx, "icl_score_se")->valuedouble;
         CHECK(se > 0);
         int warned = err && strstr(err, "standard errors") != NULL;
-        CHECKF(warned == (fabs(sc) < 2 * se), "score %+.4f se %.4f, warned %d:\n%s", sc, se,
-               warned, err ? err : "");
+        CHECKF(warned == (fabs(sc) < 2 * se), "score %+.4f se %.4f, warned %d:\n%s", sc, se, warned,
+               err ? err : "");
         char q[256], want[64];
-        snprintf(q, sizeof q, "SELECT count(*) FROM run_warnings WHERE run_id = %d AND message "
-                 "LIKE '%%standard errors%%'", k + 1);
+        snprintf(q, sizeof q,
+                 "SELECT count(*) FROM run_warnings WHERE run_id = %d AND message "
+                 "LIKE '%%standard errors%%'",
+                 k + 1);
         snprintf(want, sizeof want, "%d", warned);
         CHECK_SQL(db, q, want);
-        snprintf(q, sizeof q, "SELECT abs(value - %.17g) < 1e-12 FROM model_scores WHERE run_id = "
-                 "%d AND metric = 'icl_score_se'", se, k + 1);
+        snprintf(q, sizeof q,
+                 "SELECT abs(value - %.17g) < 1e-12 FROM model_scores WHERE run_id = "
+                 "%d AND metric = 'icl_score_se'",
+                 se, k + 1);
         CHECK_SQL(db, q, "1");
         cJSON_Delete(doc);
         free(js), free(err);

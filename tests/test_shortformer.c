@@ -59,8 +59,8 @@ static double fd_tensor(al_model *m, float *w, const float *g, size_t n, const c
     double fd = (lp - lm) / (2 * eps);
     CHECKF(fabs(fd - dir) <= 1e-2 * fabs(fd) + 2e-4,
            "%s: directional derivative fd %.6g vs analytic %.6g", name, fd, dir);
-    CHECKF(fabs(dir) > 1e-4, "%s: directional derivative %.3g is too small to test anything",
-           name, dir);
+    CHECKF(fabs(dir) > 1e-4, "%s: directional derivative %.3g is too small to test anything", name,
+           dir);
     double rel = fabs(fd - dir) / fabs(fd);
     for (int k = 0; k < 4; k++) {
         size_t i = al_rng_below(&r, (uint32_t)n);
@@ -71,8 +71,8 @@ static double fd_tensor(al_model *m, float *w, const float *g, size_t n, const c
         lm = sf_loss(m, in, tg, B, T);
         w[i] = keep;
         fd = (lp - lm) / (2 * eps);
-        CHECKF(fabs(fd - g[i]) <= 2e-2 * fabs(fd) + 3e-4, "%s[%zu]: fd %.6g vs analytic %.6g",
-               name, i, fd, g[i]);
+        CHECKF(fabs(fd - g[i]) <= 2e-2 * fabs(fd) + 3e-4, "%s[%zu]: fd %.6g vs analytic %.6g", name,
+               i, fd, g[i]);
     }
     free(u);
     return rel;
@@ -309,9 +309,12 @@ TEST(shortformer_cli_every_analysis) {
                                        "discover --method eap %s"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         char args[512];
-        if (strstr(cmds[i], "%s/")) snprintf(args, sizeof args, cmds[i], dir.s);
-        else if (strstr(cmds[i], "%s")) snprintf(args, sizeof args, cmds[i], task);
-        else snprintf(args, sizeof args, "%s", cmds[i]);
+        if (strstr(cmds[i], "%s/"))
+            snprintf(args, sizeof args, cmds[i], dir.s);
+        else if (strstr(cmds[i], "%s"))
+            snprintf(args, sizeof args, cmds[i], task);
+        else
+            snprintf(args, sizeof args, "%s", cmds[i]);
         int rc = t_sh("%s %s --model %s --db %s >%s/out%zu.txt 2>%s", t_bin(), args, sf.s, db.s,
                       dir.s, i, err.s);
         CHECKF(rc == 0, "attnlab %s: exit %d: %s", args, rc, t_slurp(err.s));
@@ -321,16 +324,20 @@ TEST(shortformer_cli_every_analysis) {
     free(out);
     CHECK_SQL(db.s, "SELECT count(*), sum(status = 'done') FROM runs", "8|8");
     /* attribution: the pos component is 0 (no positions in the residual) */
-    CHECK_SQL(db.s, "SELECT count(*) > 0, max(abs(value)) FROM logit_attribution WHERE component = 'pos'",
+    CHECK_SQL(db.s,
+              "SELECT count(*) > 0, max(abs(value)) FROM logit_attribution WHERE component = 'pos'",
               "1|0.0");
-    CHECK(t_sh("%s heatmap --model %s --what qk-pos --layer 1 --head 2 --out %s/p.png >/dev/null 2>&1", t_bin(), sf.s,
-               dir.s) == 0);
+    CHECK(
+        t_sh(
+            "%s heatmap --model %s --what qk-pos --layer 1 --head 2 --out %s/p.png >/dev/null 2>&1",
+            t_bin(), sf.s, dir.s) == 0);
 }
 
 /* An experiment's model takes "pos" as any train option, and a type that
  * does not exist is refused when the file loads. */
 TEST(shortformer_experiment_key) {
-    const char *text = T_EXP_TINY_2L("sf") " \"analyses\": {}, \"pictures\": false, \"report\": false}";
+    const char *text =
+        T_EXP_TINY_2L("sf") " \"analyses\": {}, \"pictures\": false, \"report\": false}";
     char *t2 = malloc(strlen(text) + 64);
     const char *cut = strstr(text, "\"n_layers\": 2}");
     CHECK(cut != NULL);

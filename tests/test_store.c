@@ -19,7 +19,9 @@
 static int sql_is(const char *db, const char *q, const char *want) {
     char *got = t_sql(db, q);
     int ok = got && strcmp(got, want) == 0;
-    if (!ok) fprintf(stderr, "    %s\n      got  [%s]\n      want [%s]\n", q, got ? got : "(error)", want);
+    if (!ok)
+        fprintf(stderr, "    %s\n      got  [%s]\n      want [%s]\n", q, got ? got : "(error)",
+                want);
     free(got);
     return ok;
 }
@@ -54,22 +56,27 @@ TEST(store_schema_created) {
     al_store_close(s);
     CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
     CHECK(sql_is(db, "PRAGMA journal_mode", "delete"));
-    CHECK(sql_is(db,
-                 "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
-                 "WHERE type IN ('table', 'view') ORDER BY name)",
-                 "ablations attribution_agreement attribution_patching attribution_runs "
-                 "attribution_tokens circuit_edges circuit_main circuit_runs composition eigenvalues head_overlap head_scores head_summary "
-                 "latest_run layer_scores logit_attribution logit_lens merge_sources model_scores models "
-                 "patching patching_runs path_patching path_terms pruning_steps run_warnings runs "
-                 "sae_feature_contexts sae_feature_heads sae_feature_logits sae_feature_runs sae_features "
-                 "sae_head_features sae_induction_features sae_probe_heads sae_runs singular_values skip_trigrams "
-                 "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log view_cells views"));
+    CHECK(sql_is(
+        db,
+        "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
+        "WHERE type IN ('table', 'view') ORDER BY name)",
+        "ablations attribution_agreement attribution_patching attribution_runs "
+        "attribution_tokens circuit_edges circuit_main circuit_runs composition eigenvalues head_overlap head_scores head_summary "
+        "latest_run layer_scores logit_attribution logit_lens merge_sources model_scores models "
+        "patching patching_runs path_patching path_terms pruning_steps run_warnings runs "
+        "sae_feature_contexts sae_feature_heads sae_feature_logits sae_feature_runs sae_features "
+        "sae_head_features sae_induction_features sae_probe_heads sae_runs singular_values skip_trigrams "
+        "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log view_cells views"));
     /* the DESIGN §6 minimum columns */
-    CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
-                     "('run_id','kind','config_json','model_id','started_at','finished_at',"
-                     "'status','attnlab_version')", "8"));
-    CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('head_scores') WHERE name IN "
-                     "('run_id','model_id','layer','head','metric','value')", "6"));
+    CHECK(sql_is(db,
+                 "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
+                 "('run_id','kind','config_json','model_id','started_at','finished_at',"
+                 "'status','attnlab_version')",
+                 "8"));
+    CHECK(sql_is(db,
+                 "SELECT count(*) FROM pragma_table_info('head_scores') WHERE name IN "
+                 "('run_id','model_id','layer','head','metric','value')",
+                 "6"));
     /* reopening an up-to-date file changes nothing */
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
@@ -87,22 +94,27 @@ TEST(store_migrates_version_1) {
     al_store_close(s);
     /* turn it back into a version-1 file with one score in it (without
      * version 3's tables) */
-    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
-               "sweep_models; DROP TABLE merge_sources; DROP TABLE sweep_task; DROP INDEX "
-               "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
-               "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
-               "patching_runs; DROP TABLE attribution_runs; DROP TABLE logit_attribution; DROP TABLE "
-               "path_terms; DROP TABLE logit_lens; DROP TABLE attribution_patching; DROP TABLE "
-               "attribution_agreement; DROP TABLE attribution_tokens; DROP TABLE circuit_runs; DROP "
-               "TABLE circuit_edges; DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT 1 AS "
-               "model_id, 0 AS layer, 0 AS head, 'x' AS copying_ablation; INSERT INTO models(sha256, "
-               "added_at) VALUES('x', 'now'); INSERT INTO runs(kind, started_at, status, "
-               "attnlab_version) VALUES('scores', 'now', 'done', 'v'); INSERT INTO head_scores "
-               "VALUES(1, 1, 0, 3, 'copying_ablation_excess', 0.25); PRAGMA user_version = 1\"",
-               db) == 0);
+    CHECK(
+        t_sh(
+            "sqlite3 '%s' \"" T_DROP_SAE_SQL
+            "ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; DROP TABLE views; DROP TABLE run_warnings; DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
+            "sweep_models; DROP TABLE merge_sources; DROP TABLE sweep_task; DROP INDEX "
+            "runs_by_uid; ALTER TABLE runs DROP COLUMN uid; ALTER TABLE runs DROP COLUMN "
+            "source_id; DROP TABLE patching; DROP TABLE path_patching; DROP TABLE "
+            "patching_runs; DROP TABLE attribution_runs; DROP TABLE logit_attribution; DROP TABLE "
+            "path_terms; DROP TABLE logit_lens; DROP TABLE attribution_patching; DROP TABLE "
+            "attribution_agreement; DROP TABLE attribution_tokens; DROP TABLE circuit_runs; DROP "
+            "TABLE circuit_edges; DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT 1 AS "
+            "model_id, 0 AS layer, 0 AS head, 'x' AS copying_ablation; INSERT INTO models(sha256, "
+            "added_at) VALUES('x', 'now'); INSERT INTO runs(kind, started_at, status, "
+            "attnlab_version) VALUES('scores', 'now', 'done', 'v'); INSERT INTO head_scores "
+            "VALUES(1, 1, 0, 3, 'copying_ablation_excess', 0.25); PRAGMA user_version = 1\"",
+            db) == 0);
     CHECK(sql_is(db, "PRAGMA user_version", "1"));
-    CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('head_summary') WHERE name = "
-                     "'copying_ablation_excess'", "0"));
+    CHECK(sql_is(db,
+                 "SELECT count(*) FROM pragma_table_info('head_summary') WHERE name = "
+                 "'copying_ablation_excess'",
+                 "0"));
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
     CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
@@ -138,8 +150,10 @@ TEST(store_migrates_version_13_sae) {
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
     CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
-    CHECK(sql_is(db, "SELECT feature, fired, first_fired IS NULL, induction IS NULL FROM "
-                     "sae_features", "7|3|1|1"));
+    CHECK(sql_is(db,
+                 "SELECT feature, fired, first_fired IS NULL, induction IS NULL FROM "
+                 "sae_features",
+                 "7|3|1|1"));
     CHECK(sql_is(db, "SELECT count(*) FROM sae_induction_features", "0"));
     CHECK(sql_is(db, "SELECT count(*) FROM sae_probe_heads", "0"));
 }
@@ -163,8 +177,10 @@ TEST(store_migrates_version_14_induction_all) {
                "'v'); INSERT INTO head_scores VALUES(1, 1, 1, 2, 'induction', 0.25); INSERT INTO "
                "head_scores VALUES(1, 1, 1, 2, 'induction_all', 0.75); PRAGMA user_version = 14\"",
                db) == 0);
-    CHECK(sql_is(db, "SELECT count(*) FROM pragma_table_info('head_summary') WHERE name = "
-                     "'induction_all'", "0"));
+    CHECK(sql_is(db,
+                 "SELECT count(*) FROM pragma_table_info('head_summary') WHERE name = "
+                 "'induction_all'",
+                 "0"));
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
     CHECK(sql_is(db, "PRAGMA user_version", AL_STR(AL_STORE_SCHEMA_VERSION)));
@@ -217,8 +233,8 @@ TEST(store_model_keyed_by_sha256) {
     CHECK(sql_is(db, "SELECT count(*) FROM models", "2"));
     CHECK(sql_is(db, "SELECT count(*) FROM runs WHERE status = 'done' AND model_id = 1", "2"));
     /* the key is the file's sha256, as sha256sum computes it */
-    CHECK(t_sh("sha256sum '%s/model.safetensors' | cut -c1-64 > '%s'", d1c,
-               t_path("sha.txt")) == 0);
+    CHECK(t_sh("sha256sum '%s/model.safetensors' | cut -c1-64 > '%s'", d1c, t_path("sha.txt")) ==
+          0);
     char *want = t_slurp(t_path("sha.txt"));
     char q[256];
     snprintf(q, sizeof q, "SELECT sha256 || '\n' FROM models WHERE model_id = %lld",
@@ -226,8 +242,10 @@ TEST(store_model_keyed_by_sha256) {
     char *got = t_sql(db, q);
     CHECK(want && got && strncmp(want, got, 64) == 0);
     free(want), free(got);
-    CHECK(sql_is(db, "SELECT n_layers, d_model, n_heads, d_head, d_vocab FROM models "
-                     "WHERE model_id = 1", "2|256|8|32|32"));
+    CHECK(sql_is(db,
+                 "SELECT n_layers, d_model, n_heads, d_head, d_vocab FROM models "
+                 "WHERE model_id = 1",
+                 "2|256|8|32|32"));
     al_model_free(&m), al_model_free(&m2);
 }
 
@@ -250,10 +268,10 @@ TEST(store_head_summary_view) {
         for (int l = 0; l < 2; l++)
             for (int h = 0; h < 8; h++) {
                 CHECK_OK(al_store_put_head_score(s, run, mid, l, h, "copying_eigen",
-                                                 k + l * 0.1 + h * 0.01, &e), &e);
+                                                 k + l * 0.1 + h * 0.01, &e),
+                         &e);
                 if (k == 0) /* only the first run has ranks */
-                    CHECK_OK(al_store_put_head_score(s, run, mid, l, h, "qk_rank", 32 - h, &e),
-                             &e);
+                    CHECK_OK(al_store_put_head_score(s, run, mid, l, h, "qk_rank", 32 - h, &e), &e);
             }
         if (k < 2)
             CHECK_OK(al_store_run_finish(s, run, &e), &e);
@@ -262,9 +280,13 @@ TEST(store_head_summary_view) {
     }
     al_store_close(s);
     CHECK(sql_is(db, "SELECT count(*) FROM head_summary", "16"));
-    CHECK(sql_is(db, "SELECT count(DISTINCT model_id || '/' || layer || '/' || head) FROM head_summary", "16"));
-    CHECK(sql_is(db, "SELECT name, copying_eigen, qk_rank FROM head_summary WHERE layer = 1 AND head = 3",
-                 "1.3|1.13|29.0"));
+    CHECK(sql_is(db,
+                 "SELECT count(DISTINCT model_id || '/' || layer || '/' || head) FROM head_summary",
+                 "16"));
+    CHECK(
+        sql_is(db,
+               "SELECT name, copying_eigen, qk_rank FROM head_summary WHERE layer = 1 AND head = 3",
+               "1.3|1.13|29.0"));
     CHECK(sql_is(db, "SELECT count(*) FROM head_scores WHERE run_id = 3", "0"));
     CHECK(sql_is(db, "SELECT status, error FROM runs WHERE run_id = 3", "failed|test failure"));
     al_model_free(&m);
@@ -287,7 +309,7 @@ TEST(store_token_strings_round_trip) {
     CHECK_OK(al_store_tx_begin(s, &e), &e);
     const char a[] = "it's \"quoted\"; DROP TABLE runs; --";
     const char b[] = "\xe2\x90\xa3\xc3\xbc\xe5\xad\x97"; /* ␣ü字 */
-    const char c[] = "\xff\xfe\x01x";                   /* not UTF-8 */
+    const char c[] = "\xff\xfe\x01x"; /* not UTF-8 */
     al_trigram_row t = {1, 1, 2, 3, a, b, c, strlen(a), strlen(b), strlen(c), 0.5, 2, 1};
     CHECK_OK(al_store_put_skip_trigram(s, run, mid, 0, 0, &t, &e), &e);
     CHECK_OK(al_store_run_finish(s, run, &e), &e);

@@ -32,9 +32,9 @@ static const allowed allow[] = {
 typedef struct {
     const char *const *kinds;
     int n_kinds;
-    int hits;           /* outside the allowed places */
+    int hits; /* outside the allowed places */
     int allow_hits[N_ALLOW];
-    char first[512];    /* the first hit, for the message */
+    char first[512]; /* the first hit, for the message */
 } scan;
 
 /* The definition a line starts at column 0: the identifier before its
@@ -121,8 +121,8 @@ static int scan_dir(scan *S, const char *dir) {
     int files = 0;
     while ((ent = readdir(d))) {
         size_t n = strlen(ent->d_name);
-        if (n < 3 || ent->d_name[n - 2] != '.' || (ent->d_name[n - 1] != 'c' &&
-                                                   ent->d_name[n - 1] != 'h'))
+        if (n < 3 || ent->d_name[n - 2] != '.' ||
+            (ent->d_name[n - 1] != 'c' && ent->d_name[n - 1] != 'h'))
             continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
@@ -152,8 +152,10 @@ TEST(store_kinds_no_analysis_name_in_store_sql) {
     CHECK(S.n_kinds > 12);
     int files = scan_dir(&S, "src/store");
     CHECKF(files >= 15, "scanned %d files of src/store", files);
-    CHECKF(S.hits == 0, "%d run kinds spelled in src/store's strings outside the allowed places; "
-           "the first: %s (bind al_store_kind_needed's kind instead)", S.hits, S.first);
+    CHECKF(S.hits == 0,
+           "%d run kinds spelled in src/store's strings outside the allowed places; "
+           "the first: %s (bind al_store_kind_needed's kind instead)",
+           S.hits, S.first);
     /* an exception that no longer spells a kind is taken off the list */
     for (int a = 0; a < N_ALLOW; a++)
         CHECKF(S.allow_hits[a] > 0, "allowed place %s (%s) spells no run kind now", allow[a].file,

@@ -82,11 +82,11 @@ static const char CRAFTED[] =
     " (13, 2, 'zero', 'pair', '0.1,1.3', 2, -0.3), (13, 2, 'zero', 'pair', '0.2,1.3', 2, 0.1);\n";
 
 /* Every column, rounded so the text is exact; NULL prints empty. */
-#define SUMMARY_Q                                                                              \
+#define SUMMARY_Q                                                                                  \
     "SELECT setting, n_layers, n_seeds, n_models, n_scored, round(share_with_induction_head, 6), " \
-    "n_curves, n_never_crossed, round(first_step_mean, 6), round(first_step_sd, 6), "            \
-    "first_step_min, first_step_max, round(best_induction_mean, 6), best_induction_min, "        \
-    "best_induction_max, n_kcomp, round(kcomp_matches_interaction, 6), n_copying, "               \
+    "n_curves, n_never_crossed, round(first_step_mean, 6), round(first_step_sd, 6), "              \
+    "first_step_min, first_step_max, round(best_induction_mean, 6), best_induction_min, "          \
+    "best_induction_max, n_kcomp, round(kcomp_matches_interaction, 6), n_copying, "                \
     "round(copying_agreement, 6) FROM sweep_summary"
 
 /* A fresh database (schema through al_store_open) with sql run in it. */
@@ -104,8 +104,9 @@ TEST(sweep_summary_every_column) {
     make_db(db.s, CRAFTED);
     /* per model: its group, seed (the sweep's, not models.seed), curve,
      * first crossing, K-composition match and copying agreement */
-    CHECK_SQL(db.s, "SELECT model_id, setting, seed, n_layers, best_induction, has_curve, first_step, "
-                    "kcomp_match, round(copying_agreement, 6) FROM sweep_findings ORDER BY model_id",
+    CHECK_SQL(db.s,
+              "SELECT model_id, setting, seed, n_layers, best_induction, has_curve, first_step, "
+              "kcomp_match, round(copying_agreement, 6) FROM sweep_findings ORDER BY model_id",
               "1|train.lr=0.01|1|2|0.7|1|200|1|0.666667\n"
               "2|train.lr=0.01|2|2|0.55|1|400|0|1.0\n"
               "3|train.lr=0.01|3|2|0.35|1|||\n"
@@ -113,11 +114,12 @@ TEST(sweep_summary_every_column) {
               "5|train.lr=0.01|1|1|0.1|1|||");
     /* lr=0.01, 2 layers: 2 of 3 above 0.4; crossings 200 and 400, one
      * never: mean 300, sample sd sqrt(2 * 100^2 / 1) = 141.421356 */
-    CHECK_SQL(db.s, SUMMARY_Q,
-              "train.lr=0.01|1|1|1|1|0.0|1|1|||||0.1|0.1|0.1|0||0|\n"
-              "train.lr=0.01|2|3|3|3|0.666667|3|1|300.0|141.421356|200|400|0.533333|0.35|0.7|2|0.5|2|"
-              "0.833333\n"
-              "train.lr=0.03|2|1|1|1|1.0|1|0|150.0||150|150|0.8|0.8|0.8|0||0|");
+    CHECK_SQL(
+        db.s, SUMMARY_Q,
+        "train.lr=0.01|1|1|1|1|0.0|1|1|||||0.1|0.1|0.1|0||0|\n"
+        "train.lr=0.01|2|3|3|3|0.666667|3|1|300.0|141.421356|200|400|0.533333|0.35|0.7|2|0.5|2|"
+        "0.833333\n"
+        "train.lr=0.03|2|1|1|1|1.0|1|0|150.0||150|150|0.8|0.8|0.8|0||0|");
     /* the columns design.md names, in order */
     CHECK_SQL(db.s, "SELECT group_concat(name, ' ') FROM pragma_table_info('sweep_summary')",
               "setting n_layers n_seeds n_models n_scored share_with_induction_head n_curves "
@@ -128,9 +130,12 @@ TEST(sweep_summary_every_column) {
      * once model 1's ablation pair run fails, it no longer counts */
     CHECK(t_sh("sqlite3 '%s' \"INSERT INTO runs(run_id, kind, model_id, started_at, status, "
                "attnlab_version) VALUES(21, 'circuits', 3, 'now', 'done', 'v'); UPDATE runs SET "
-               "status = 'failed' WHERE run_id = 7\"", db.s) == 0);
-    CHECK_SQL(db.s, "SELECT setting, seed, kcomp_match IS NULL FROM sweep_findings WHERE model_id IN "
-                    "(1, 3) ORDER BY model_id", "train.lr=0.01|1|1\ntrain.lr=0.01|3|1");
+               "status = 'failed' WHERE run_id = 7\"",
+               db.s) == 0);
+    CHECK_SQL(db.s,
+              "SELECT setting, seed, kcomp_match IS NULL FROM sweep_findings WHERE model_id IN "
+              "(1, 3) ORDER BY model_id",
+              "train.lr=0.01|1|1\ntrain.lr=0.01|3|1");
 }
 
 /* A database that was not merged: setting '' (or its own sweep_task's),
@@ -154,7 +159,8 @@ TEST(sweep_summary_unmerged) {
     CHECK_SQL(db.s, "SELECT group_concat(seed) FROM sweep_models", "5,7");
     /* the database of one sweep task names its setting */
     CHECK(t_sh("sqlite3 '%s' \"INSERT INTO sweep_task VALUES(1, 'x', 0, 2, 'train.lr=0.1', 9, "
-               "'{}')\"", db.s) == 0);
+               "'{}')\"",
+               db.s) == 0);
     CHECK_SQL(db.s, "SELECT setting, n_seeds FROM sweep_summary", "train.lr=0.1|2");
     /* an empty database: no rows, not an error */
     t_pbuf empty = t_pcopy("e.db");
@@ -166,9 +172,11 @@ TEST(sweep_summary_unmerged) {
 TEST(sweep_summary_migrates_version_6) {
     t_pbuf db = t_pcopy("v6.db");
     make_db(db.s, PLAIN);
-    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
+    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL
+               "DROP VIEW sweep_summary; DROP VIEW sweep_findings; DROP VIEW "
                "sweep_models; ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE "
-               "attribution_runs DROP COLUMN centred; PRAGMA user_version = 6\"", db.s) == 0);
+               "attribution_runs DROP COLUMN centred; PRAGMA user_version = 6\"",
+               db.s) == 0);
     CHECK_SQL(db.s, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'sweep_%'", "1");
     al_store *s;
     al_err e;
@@ -218,9 +226,10 @@ TEST(sweep_summary_picture) {
     al_image_free(&im);
     /* a database without training curves: one line, no file */
     t_pbuf plain = t_pcopy("n.db"), none = t_pcopy("none.png");
-    make_db(plain.s, "INSERT INTO models(model_id, sha256, n_layers, added_at) VALUES(1, 'a', 2, 'now');"
-                     "INSERT INTO runs(kind, model_id, started_at, status, attnlab_version) "
-                     "VALUES('scores', 1, 'now', 'done', 'v');");
+    make_db(plain.s,
+            "INSERT INTO models(model_id, sha256, n_layers, added_at) VALUES(1, 'a', 2, 'now');"
+            "INSERT INTO runs(kind, model_id, started_at, status, attnlab_version) "
+            "VALUES('scores', 1, 'now', 'done', 'v');");
     CHECK(t_sh("%s heatmap --what sweep-induction --db %s --out %s 2> %s", t_bin(), plain.s, none.s,
                t_path("err.txt")) != 0);
     CHECK(t_one_line(t_path("err.txt"), "no training curves"));
@@ -304,7 +313,8 @@ TEST(sweep_summary_report_absent) {
     CHECK(!al_file_exists(f));
     CHECK(t_sh("sqlite3 '%s' 'DELETE FROM head_scores WHERE model_id = 2; DELETE FROM "
                "train_head_scores WHERE run_id = 3; DELETE FROM runs WHERE model_id = 2; DELETE "
-               "FROM models WHERE model_id = 2'", db.s) == 0);
+               "FROM models WHERE model_id = 2'",
+               db.s) == 0);
     h = report_page(db.s, dir.s, out.s);
     CHECK(h && strstr(h, "<h1>") && !strstr(h, "Across seeds"));
     free(h);
@@ -326,17 +336,23 @@ TEST(sweep_summary_end_to_end) {
                    "--db %s --probe-r 10 --probe-n 8 --threads 2 >/dev/null 2>&1",
                    t_bin(), dir.s, dir.s, dir.s, dir.s, seed, seed, db.s, t_bin(), dir.s, seed,
                    db.s) == 0);
-    CHECK_SQL(db.s, "SELECT group_concat(seed) || '|' || group_concat(has_curve) FROM "
-                    "(SELECT * FROM sweep_findings ORDER BY seed)", "1,2|1,1");
-    CHECK_SQL(db.s, "SELECT setting, n_layers, n_seeds, n_models, n_scored, n_curves FROM "
-                    "sweep_summary", "|2|2|2|2|2");
+    CHECK_SQL(db.s,
+              "SELECT group_concat(seed) || '|' || group_concat(has_curve) FROM "
+              "(SELECT * FROM sweep_findings ORDER BY seed)",
+              "1,2|1,1");
+    CHECK_SQL(db.s,
+              "SELECT setting, n_layers, n_seeds, n_models, n_scored, n_curves FROM "
+              "sweep_summary",
+              "|2|2|2|2|2");
     /* the view's final scores and crossings against the tables */
-    CHECK_SQL(db.s, "SELECT s.best_induction_max = (SELECT max(value) FROM head_scores WHERE "
-                    "metric = 'induction'), s.n_never_crossed = (SELECT count(*) FROM runs r WHERE "
-                    "r.kind = 'train' AND NOT EXISTS (SELECT 1 FROM train_head_scores t WHERE "
-                    "t.run_id = r.run_id AND t.metric = 'induction' AND t.value > 0.4)), "
-                    "s.first_step_min IS (SELECT min(step) FROM train_head_scores WHERE metric = "
-                    "'induction' AND value > 0.4) FROM sweep_summary s", "1|1|1");
+    CHECK_SQL(db.s,
+              "SELECT s.best_induction_max = (SELECT max(value) FROM head_scores WHERE "
+              "metric = 'induction'), s.n_never_crossed = (SELECT count(*) FROM runs r WHERE "
+              "r.kind = 'train' AND NOT EXISTS (SELECT 1 FROM train_head_scores t WHERE "
+              "t.run_id = r.run_id AND t.metric = 'induction' AND t.value > 0.4)), "
+              "s.first_step_min IS (SELECT min(step) FROM train_head_scores WHERE metric = "
+              "'induction' AND value > 0.4) FROM sweep_summary s",
+              "1|1|1");
     CHECK_SQL(db.s, "SELECT count(DISTINCT step) FROM train_head_scores", "5");
     CHECK(t_sh("%s heatmap --what sweep-induction --db %s --out %s > %s 2>&1", t_bin(), db.s, png.s,
                t_path("out.txt")) == 0);

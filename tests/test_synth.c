@@ -10,30 +10,27 @@
 /* Common English words a careless name generator could hit, written here
  * independently of the generator's own lists. */
 static const char *const ENGLISH[] = {
-    "banana", "tomato", "potato", "salami", "kimono", "lemon", "melon",
-    "robin", "panel", "timid", "limit", "visit", "venom", "denim", "rumor",
-    "humor", "sonar", "lunar", "solar", "polar", "bison", "robot", "pilot",
-    "radar", "motel", "hotel", "camel", "mural", "total", "metal", "medal",
-    "rival", "vital", "local", "legal", "lilac", "tulip", "zero", "hero",
-    "kilo", "hello", "yellow", "mama", "papa", "baby", "lady", "many",
-    "money", "honey", "tiny", "pony", "bunny", "kitten", "sister", "mister",
-    "dinner", "winter", "summer", "water", "paper", "tiger", "monkey",
-    "donkey", "turkey", "jelly", "belly", "happy", "sunny", "funny", "silly",
-    "party", "doctor", "sugar", "river", "never", "ever", "over", "under",
-    "wonder", "thunder", "garden", "kitchen", "chicken", "market", "basket",
-    "rocket", "pocket", "jacket", "button", "mitten", "lemonade", "dinosaur",
-    "balloon", "cookie", "pizza", "pasta", "salad", "music", "magic",
-    "tonic", "comic", "panic", "relish", "banish", "punish", "vanish",
-    "seven", "eleven", "heaven", "haven", "raven", "woman", "human", "salmon",
-    "cannon", "wagon", "dragon", "lemur", "tapir", "vapor", "manor", "tenor",
-    "honor", "color", "valor", "sailor", "tailor", "jaguar", "cougar",
-    "zebra", "koala", "llama", "panda", "cobra", "sofa", "soda", "tuna",
-    "pecan", "begin", "began", "open", "seven", "token", "spoken", "broken",
-    "woken", "chosen", "frozen", "dozen", "gallon", "talon", "baron",
-    "moron", "heron", "lotion", "motion", "nation", "ration", "potion",
-    "mango", "tango", "bingo", "lingo", "domino", "casino", "volcano",
-    "piano", "radio", "rodeo", "video", "studio", "patio", "cameo", "halo",
-    "solo", "polo", "memo", "demo", "judo", "sumo", "taco", "hippo",
+    "banana",   "tomato",   "potato",  "salami",  "kimono", "lemon",  "melon",  "robin",   "panel",
+    "timid",    "limit",    "visit",   "venom",   "denim",  "rumor",  "humor",  "sonar",   "lunar",
+    "solar",    "polar",    "bison",   "robot",   "pilot",  "radar",  "motel",  "hotel",   "camel",
+    "mural",    "total",    "metal",   "medal",   "rival",  "vital",  "local",  "legal",   "lilac",
+    "tulip",    "zero",     "hero",    "kilo",    "hello",  "yellow", "mama",   "papa",    "baby",
+    "lady",     "many",     "money",   "honey",   "tiny",   "pony",   "bunny",  "kitten",  "sister",
+    "mister",   "dinner",   "winter",  "summer",  "water",  "paper",  "tiger",  "monkey",  "donkey",
+    "turkey",   "jelly",    "belly",   "happy",   "sunny",  "funny",  "silly",  "party",   "doctor",
+    "sugar",    "river",    "never",   "ever",    "over",   "under",  "wonder", "thunder", "garden",
+    "kitchen",  "chicken",  "market",  "basket",  "rocket", "pocket", "jacket", "button",  "mitten",
+    "lemonade", "dinosaur", "balloon", "cookie",  "pizza",  "pasta",  "salad",  "music",   "magic",
+    "tonic",    "comic",    "panic",   "relish",  "banish", "punish", "vanish", "seven",   "eleven",
+    "heaven",   "haven",    "raven",   "woman",   "human",  "salmon", "cannon", "wagon",   "dragon",
+    "lemur",    "tapir",    "vapor",   "manor",   "tenor",  "honor",  "color",  "valor",   "sailor",
+    "tailor",   "jaguar",   "cougar",  "zebra",   "koala",  "llama",  "panda",  "cobra",   "sofa",
+    "soda",     "tuna",     "pecan",   "begin",   "began",  "open",   "seven",  "token",   "spoken",
+    "broken",   "woken",    "chosen",  "frozen",  "dozen",  "gallon", "talon",  "baron",   "moron",
+    "heron",    "lotion",   "motion",  "nation",  "ration", "potion", "mango",  "tango",   "bingo",
+    "lingo",    "domino",   "casino",  "volcano", "piano",  "radio",  "rodeo",  "video",   "studio",
+    "patio",    "cameo",    "halo",    "solo",    "polo",   "memo",   "demo",   "judo",    "sumo",
+    "taco",     "hippo",
 };
 
 static al_synth *new_gen(uint64_t seed, double rf) {
@@ -76,8 +73,8 @@ TEST(synth_names_recur) {
         for (int k = 0; k < info.n_names; k++) {
             int c = count_word(t, info.names[k]);
             CHECKF(c >= 3, "doc %d: %s appears %d times", d, info.names[k], c);
-            CHECKF(c == info.name_uses[k], "doc %d: %s counted %d, generator says %d",
-                   d, info.names[k], c, info.name_uses[k]);
+            CHECKF(c == info.name_uses[k], "doc %d: %s counted %d, generator says %d", d,
+                   info.names[k], c, info.name_uses[k]);
             for (int j = 0; j < k; j++)
                 CHECKF(strcmp(info.names[j], info.names[k]) != 0, "doc %d: name twice", d);
         }
@@ -122,7 +119,10 @@ TEST(synth_names_not_words) {
         }
         /* every other word of the story comes from the vocabulary */
         for (const char *p = t; *p;) {
-            if (!isalpha((unsigned char)*p)) { p++; continue; }
+            if (!isalpha((unsigned char)*p)) {
+                p++;
+                continue;
+            }
             char w[64];
             size_t k = 0;
             while (isalpha((unsigned char)*p)) {
@@ -138,9 +138,7 @@ TEST(synth_names_not_words) {
     al_synth_free(s);
 }
 
-static int cmp_s(const void *a, const void *b) {
-    return strcmp((const char *)a, (const char *)b);
-}
+static int cmp_s(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
 
 TEST(synth_names_unique) {
     al_synth *s = new_gen(13, 0.1);
@@ -389,8 +387,8 @@ TEST(synth_story_shape) {
 
 TEST(synth_cli) {
     const char *out = t_path("cli.txt");
-    CHECK(t_sh("%s data synth --out %s --stories 200 --seed 9 --repeat-fraction 0.2 2>%s",
-               t_bin(), out, t_path("err")) == 0);
+    CHECK(t_sh("%s data synth --out %s --stories 200 --seed 9 --repeat-fraction 0.2 2>%s", t_bin(),
+               out, t_path("err")) == 0);
     char *cli = t_slurp(out);
     char *lib = write_corpus("lib.txt", 9, 0.2, 200);
     CHECK(cli && lib && strcmp(cli, lib) == 0);

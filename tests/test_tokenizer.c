@@ -86,10 +86,10 @@ static size_t ref_encode(const al_tokenizer *t, const unsigned char *s, size_t n
 /* A deterministic text of invented words with punctuation, digits,
  * newlines and some UTF-8, so training learns a few hundred merges. */
 static char *gen_corpus(uint64_t seed, size_t n_words, size_t *len) {
-    static const char *syl[] = {"ba", "na", "to", "ri", "ka", "mu", "the", "and", "ing",
-                                "é",  "ö",  "日本", "se", "yeon", "lo", "ve"};
-    static const char *sep[] = {" ", " ", " ", " ", " ", ", ", ". ", "\n", "\n\n", " 42 ",
-                                "! ", "'s ", "  "};
+    static const char *syl[] = {"ba",  "na", "to", "ri",   "ka", "mu",   "the", "and",
+                                "ing", "é",  "ö",  "日本", "se", "yeon", "lo",  "ve"};
+    static const char *sep[] = {" ",  " ",    " ",    " ",  " ",   ", ", ". ",
+                                "\n", "\n\n", " 42 ", "! ", "'s ", "  "};
     al_rng r;
     al_rng_seed(&r, seed);
     size_t cap = n_words * 24 + 1, o = 0;
@@ -130,8 +130,7 @@ TEST(tok_presplit_like_gpt2) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char got[256];
         split_join(cases[i][0], got, sizeof got);
-        CHECKF(strcmp(got, cases[i][1]) == 0, "case %zu: got [%s] want [%s]", i, got,
-               cases[i][1]);
+        CHECKF(strcmp(got, cases[i][1]) == 0, "case %zu: got [%s] want [%s]", i, got, cases[i][1]);
     }
 }
 
@@ -156,8 +155,8 @@ TEST(tok_presplit_like_gpt2) {
  * 262 = (32,259): " aaaa" -> [262].   263 = (261,258): " bcbc" -> [263].
  * Then no pairs are left: 8 merges, <|endoftext|> = 264, vocab 265. */
 TEST(tok_hand_worked_merges) {
-    static const int want[8][2] = {{97, 97},   {32, 49},   {98, 99},   {256, 256},
-                                   {257, 50},  {32, 258},  {32, 259},  {261, 258}};
+    static const int want[8][2] = {{97, 97},  {32, 49},  {98, 99},  {256, 256},
+                                   {257, 50}, {32, 258}, {32, 259}, {261, 258}};
     const char *text = "aaaa aaaa bcbc. 12 12";
     al_tokenizer *t = train_str(text, strlen(text), 300); /* asks for more than exists */
     if (!t) return;
@@ -166,8 +165,8 @@ TEST(tok_hand_worked_merges) {
     for (int k = 0; k < 8; k++) {
         int a = -1, b = -1;
         CHECK(al_tok_merge(t, 256 + k, &a, &b) == 0);
-        CHECKF(a == want[k][0] && b == want[k][1], "merge %d: got (%d,%d) want (%d,%d)", k, a,
-               b, want[k][0], want[k][1]);
+        CHECKF(a == want[k][0] && b == want[k][1], "merge %d: got (%d,%d) want (%d,%d)", k, a, b,
+               want[k][0], want[k][1]);
     }
     int a, b;
     CHECK(al_tok_merge(t, 264, &a, &b) == -1 && al_tok_merge(t, 97, &a, &b) == -1);
@@ -185,8 +184,9 @@ TEST(tok_hand_worked_merges) {
         int *ids;
         size_t n;
         al_err e;
-        CHECK_OK(al_tok_encode(t, (const unsigned char *)enc[i].s, strlen(enc[i].s), 1, &ids,
-                               &n, &e), &e);
+        CHECK_OK(al_tok_encode(t, (const unsigned char *)enc[i].s, strlen(enc[i].s), 1, &ids, &n,
+                               &e),
+                 &e);
         int same = n == (size_t)enc[i].n;
         for (size_t k = 0; same && k < n; k++) same = ids[k] == enc[i].ids[k];
         CHECKF(same, "encode [%s]: got %zu ids, first %d", enc[i].s, n, n ? ids[0] : -1);
@@ -226,8 +226,9 @@ TEST(tok_round_trip_random_bytes) {
     free(corpus);
     if (!t) return;
     CHECK(al_tok_vocab_size(t) == 600);
-    static const char *pieces[] = {"ba", "na", "the ", " and", AL_EOT_TEXT, "\xc3", "\xff\xfe",
-                                   "\xe2\x82", "é", "日本", "\n\n", "  ", "'s", "42"};
+    static const char *pieces[] = {"ba",   "na",       "the ",     " and", AL_EOT_TEXT,
+                                   "\xc3", "\xff\xfe", "\xe2\x82", "é",    "日本",
+                                   "\n\n", "  ",       "'s",       "42"};
     al_rng r;
     al_rng_seed(&r, 99);
     size_t cap = 20000;
@@ -241,8 +242,10 @@ TEST(tok_round_trip_random_bytes) {
         }
         while (n < want) {
             uint32_t kind = al_rng_below(&r, 10);
-            if (kind < 3) s[n++] = (unsigned char)al_rng_below(&r, 256); /* NUL included */
-            else if (kind < 4) s[n++] = 0;
+            if (kind < 3)
+                s[n++] = (unsigned char)al_rng_below(&r, 256); /* NUL included */
+            else if (kind < 4)
+                s[n++] = 0;
             else {
                 const char *p = pieces[al_rng_below(&r, 14)];
                 size_t l = strlen(p);
@@ -266,8 +269,8 @@ TEST(tok_round_trip_random_bytes) {
                 n_eot += ids[k] == al_tok_eot(t);
             }
             CHECKF(same, "trial %d special %d: %zu ids vs reference %zu", trial, special, m, mr);
-            CHECKF(n_eot == (special ? n_eot_text : 0), "trial %d: %zu eot ids, %zu in text",
-                   trial, n_eot, n_eot_text);
+            CHECKF(n_eot == (special ? n_eot_text : 0), "trial %d: %zu eot ids, %zu in text", trial,
+                   n_eot, n_eot_text);
             CHECKF(m <= n, "more ids than bytes");
             unsigned char *back;
             size_t nb;
@@ -489,9 +492,9 @@ TEST(tok_display_strings) {
     struct {
         int id;
         const char *want;
-    } cases[] = {{' ', "\xe2\x90\xa3"}, {'\n', "\\n"}, {'\t', "\\t"}, {0, "\\x00"},
-                 {'\r', "\\x0d"},      {0x7f, "\\x7f"}, {'A', "A"},   {'\\', "\\"},
-                 {0xff, "\\xff"},      {0xc3, "\\xc3"}, {256, AL_EOT_TEXT}, {257, "<bad id>"},
+    } cases[] = {{' ', "\xe2\x90\xa3"}, {'\n', "\\n"},   {'\t', "\\t"},      {0, "\\x00"},
+                 {'\r', "\\x0d"},       {0x7f, "\\x7f"}, {'A', "A"},         {'\\', "\\"},
+                 {0xff, "\\xff"},       {0xc3, "\\xc3"}, {256, AL_EOT_TEXT}, {257, "<bad id>"},
                  {-1, "<bad id>"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t n = al_tok_display(t, cases[i].id, buf, sizeof buf);
@@ -523,8 +526,8 @@ TEST(tok_display_strings) {
 /* Documents of a few lines each, separated by blank lines (some with
  * spaces or \r, which still count as blank). */
 static char *gen_docs(int n_docs, char ***docs_out) {
-    static const char *words[] = {"the", "cat", "sat", "on", "a", "mat", "Seoyeon", "ran",
-                                  "home", "é", "42", "!"};
+    static const char *words[] = {"the",     "cat", "sat",  "on", "a",  "mat",
+                                  "Seoyeon", "ran", "home", "é",  "42", "!"};
     al_rng r;
     al_rng_seed(&r, 5);
     char **docs = calloc((size_t)n_docs, sizeof *docs);
@@ -544,7 +547,9 @@ static char *gen_docs(int n_docs, char ***docs_out) {
         doc[k] = 0;
         docs[d] = strdup(doc);
         o += (size_t)snprintf(all + o, cap - o, "%s%s", doc,
-                              d % 3 == 0 ? "\n\n" : d % 3 == 1 ? "\n  \n\n" : "\n\r\n");
+                              d % 3 == 0   ? "\n\n"
+                              : d % 3 == 1 ? "\n  \n\n"
+                                           : "\n\r\n");
     }
     *docs_out = docs;
     return all;
@@ -621,8 +626,8 @@ TEST(tok_cli_train_and_encode) {
     for (int d = 0; d < 30; d++) {
         int *ids;
         size_t m;
-        CHECK_OK(al_tok_encode(t, (const unsigned char *)docs[d], strlen(docs[d]), 0, &ids, &m,
-                               &e), &e);
+        CHECK_OK(al_tok_encode(t, (const unsigned char *)docs[d], strlen(docs[d]), 0, &ids, &m, &e),
+                 &e);
         n_lib += m + 1;
         free(ids);
     }
@@ -649,9 +654,10 @@ TEST(tok_cli_train_and_encode) {
                t_bin(), t_path("tok.json"), t_path("st.txt"), t_path("st.bin")) == 0);
     size_t ns, es;
     char *st = decode_file(t, t_path("st.train.bin"), &ns, &es);
-    CHECKF(es == 3 && st && !strcmp(st, "<|endoftext|>once a fox ran.\n\nthe fox slept."
-                                        "<|endoftext|>lily had a cat.\n\n\nthe cat sat.\n\nthe "
-                                        "end.<|endoftext|>bob swam."),
+    CHECKF(es == 3 && st &&
+               !strcmp(st, "<|endoftext|>once a fox ran.\n\nthe fox slept."
+                           "<|endoftext|>lily had a cat.\n\n\nthe cat sat.\n\nthe "
+                           "end.<|endoftext|>bob swam."),
            "%zu stories: [%s]", es, st ? st : "");
     free(st);
     CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s --val 0 --docs blank >/dev/null 2>&1",
@@ -666,8 +672,8 @@ TEST(tok_cli_train_and_encode) {
     char *err = t_slurp(t_path("err.txt"));
     CHECK(err && strstr(err, "nope.json"));
     write_file(t_path("one.txt"), "just one document\n", 18);
-    CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s 2>/dev/null", t_bin(),
-               t_path("tok.json"), t_path("one.txt"), t_path("z.bin")) == 1);
+    CHECK(t_sh("%s encode --tokenizer %s --in %s --out %s 2>/dev/null", t_bin(), t_path("tok.json"),
+               t_path("one.txt"), t_path("z.bin")) == 1);
     CHECK(!al_file_exists(t_path("z.train.bin")));
     CHECK(t_sh("%s tokenizer train --in %s --vocab 100 --out %s 2>/dev/null", t_bin(),
                t_path("in.txt"), t_path("t2.json")) == 2);

@@ -18,9 +18,9 @@
 /* n byte tokens of text-like data: words from a small list, so the model
  * has something to learn in a few steps. */
 static void write_tokens(const char *path, size_t n) {
-    static const char *words[] = {"the", "cat", "sat", "on", "a", "mat", "and",
-                                  "dog", "ate", "bone", "Mary", "John", "went",
-                                  "to", "store", "gave", "drink", "."};
+    static const char *words[] = {"the",  "cat", "sat",   "on",   "a",     "mat",
+                                  "and",  "dog", "ate",   "bone", "Mary",  "John",
+                                  "went", "to",  "store", "gave", "drink", "."};
     int *ids = malloc(sizeof(int) * n);
     al_rng r;
     al_rng_seed(&r, 2024);
@@ -67,7 +67,7 @@ static void check_covered(int n_layers, int tied) {
     char *out = t_slurp(t_path("ref.out"));
     CHECK(out != NULL);
     if (!out) return;
-    const char *always[] = {"logits", "loss", "grad.embed.W_E", "grad.pos_embed.W_pos",
+    const char *always[] = {"logits",     "loss",         "grad.embed.W_E", "grad.pos_embed.W_pos",
                             "grad.gates", "adam_loss[0]", "adam_loss[10]"};
     for (size_t i = 0; i < sizeof always / sizeof *always; i++)
         CHECKF(strstr(out, always[i]) != NULL, "torch_ref did not compare %s", always[i]);
@@ -116,8 +116,9 @@ TEST(torch_crosscheck_default_size) {
  * so the second layer's q/k read positions and a residual without them;
  * and 1 layer tied. */
 TEST(torch_crosscheck_shortformer) {
-    run_case("--n-layers 2 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 8 --pos shortformer",
-             "0.5,1,1.5,0.25,2,1,0.75,1.25", 2, 0, 3);
+    run_case(
+        "--n-layers 2 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 8 --pos shortformer",
+        "0.5,1,1.5,0.25,2,1,0.75,1.25", 2, 0, 3);
     char *out = t_slurp(t_path("ref.out"));
     CHECK(out && strstr(out, "pos=shortformer") != NULL);
     free(out);
@@ -125,7 +126,8 @@ TEST(torch_crosscheck_shortformer) {
 
 TEST(torch_crosscheck_shortformer_tied) {
     run_case("--n-layers 1 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 9 --tied "
-             "--pos shortformer", "1,0.5,1.25,2", 1, 1, 3);
+             "--pos shortformer",
+             "1,0.5,1.25,2", 1, 1, 3);
 }
 
 /* LayerNorm and biases (TransformerLens's LN, every bias; LNPre with some
@@ -134,7 +136,8 @@ TEST(torch_crosscheck_shortformer_tied) {
  * biases) against torch_ref.py. */
 TEST(torch_crosscheck_ln_biases) {
     run_case("--n-layers 2 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 10 --norm ln "
-             "--biases all", "0.5,1,1.5,0.25,2,1,0.75,1.25", 2, 0, 3);
+             "--biases all",
+             "0.5,1,1.5,0.25,2,1,0.75,1.25", 2, 0, 3);
     char *out = t_slurp(t_path("ref.out"));
     CHECK(out && strstr(out, "norm=LN biases=b_K,b_O,b_Q,b_U,b_V") &&
           strstr(out, "grad.blocks.1.ln1.w") && strstr(out, "grad.ln_final.b") &&
@@ -144,7 +147,8 @@ TEST(torch_crosscheck_ln_biases) {
 
 TEST(torch_crosscheck_lnpre_shortformer_tied) {
     run_case("--n-layers 2 --d-model 64 --n-heads 4 --d-head 16 --n-ctx 32 --seed 11 --norm lnpre "
-             "--biases qkvo --pos shortformer --tied", "1,0.5,1.25,2,0.75,1,1.5,0.25", 2, 1, 3);
+             "--biases qkvo --pos shortformer --tied",
+             "1,0.5,1.25,2,0.75,1,1.5,0.25", 2, 1, 3);
     char *out = t_slurp(t_path("ref.out"));
     CHECK(out && strstr(out, "norm=LNPre biases=b_K,b_O,b_Q,b_V") &&
           strstr(out, "grad.blocks.1.attn.b_V") && !strstr(out, "ln1.w"));

@@ -105,7 +105,8 @@ static void same_raw(const char *dir, const char *file, const al_pt_file *f, con
     free(r);
 }
 
-#define SHAPE(...) (const int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                 \
+    (const int64_t[]) { __VA_ARGS__ }
 
 /* The TransformerLens keys of torch_ckpt_ref.py's tl_state_dict (V 50, C
  * 16, H 2, D 8, n_ctx 12), prefixed by pre. */
@@ -288,7 +289,8 @@ TEST(torch_ckpt_pickle_naming_os_system_refused_and_not_run) {
     REFUSED(in(d, "proto0.pt"), "not a pickle of protocol 2 to 5");
     REFUSED(in(d, "empty_tuple.pt"), "the pickle holds a tuple, not a dict of tensors");
     REFUSED(in(d, "double.pt"), "refusing pickle global 'torch.DoubleStorage'");
-    REFUSED(in(d, "double.pt"), "(attnlab reads float32, float16, bfloat16, int64 and bool tensors)");
+    REFUSED(in(d, "double.pt"),
+            "(attnlab reads float32, float16, bfloat16, int64 and bool tensors)");
     /* the hand-built layout itself is accepted, stored or deflated */
     al_pt_file *z = open_ok(in(d, "deflated.pt"));
     if (z) {
@@ -355,8 +357,8 @@ static void every_prefix_refused(const char *path) {
         }
         free(cut);
     }
-    CHECKF(accepted == 0 && bad_msg == 0, "%s: %d of %zu prefixes accepted, %d bad messages",
-           path, accepted, n, bad_msg);
+    CHECKF(accepted == 0 && bad_msg == 0, "%s: %d of %zu prefixes accepted, %d bad messages", path,
+           accepted, n, bad_msg);
     al_pt_file *f = NULL;
     al_err e;
     CHECK_OK(al_pt_open_mem(b, n, "whole.pt", &f, &e), &e);
@@ -370,9 +372,7 @@ static void every_prefix_refused(const char *path) {
     free(b);
 }
 
-TEST(torch_ckpt_every_truncation_refused) {
-    every_prefix_refused(in(gen("hostile"), "ok.pt"));
-}
+TEST(torch_ckpt_every_truncation_refused) { every_prefix_refused(in(gen("hostile"), "ok.pt")); }
 
 /* The same for a file torch.save wrote (64-byte aligned entries). */
 TEST(torch_ckpt_every_truncation_of_a_torch_file_refused) {

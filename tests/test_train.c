@@ -22,8 +22,13 @@ TEST(train_lr_schedule) {
 /* One AdamW step by hand: the first step moves every weight by lr·sign(g)
  * (m̂ = g, v̂ = g²) plus decay, except embeddings which get no decay. */
 TEST(train_adamw_first_step_closed_form) {
-    al_config c = {.n_layers = 1, .d_model = 4, .n_heads = 1, .d_head = 4, .n_ctx = 4,
-                   .d_vocab = 5, .seed = 3};
+    al_config c = {.n_layers = 1,
+                   .d_model = 4,
+                   .n_heads = 1,
+                   .d_head = 4,
+                   .n_ctx = 4,
+                   .d_vocab = 5,
+                   .seed = 3};
     al_model m;
     al_err e;
     CHECK_OK(al_model_init(&m, &c, &e), &e);
@@ -33,8 +38,8 @@ TEST(train_adamw_first_step_closed_form) {
     for (size_t i = 0; i < m.n_params; i++) m.grads[i] = (i % 3 == 0) ? 0.5f : -0.25f;
     al_adamw o;
     CHECK_OK(al_adamw_init(&o, m.n_params, &e), &e);
-    al_optim_cfg oc = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                       .weight_decay = 0.1, .grad_clip = 0};
+    al_optim_cfg oc =
+        {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .grad_clip = 0};
     al_adamw_step(&o, &m, &oc, 1, 0.01);
     size_t n_emb = m.param_size[AL_P_WE] + m.param_size[AL_P_WPOS];
     for (size_t i = 0; i < m.n_params; i++) {
@@ -52,8 +57,13 @@ TEST(train_adamw_first_step_closed_form) {
 }
 
 TEST(train_overfits_tiny_batch) {
-    al_config c = {.n_layers = 2, .d_model = 32, .n_heads = 4, .d_head = 8, .n_ctx = 16,
-                   .d_vocab = 20, .seed = 5};
+    al_config c = {.n_layers = 2,
+                   .d_model = 32,
+                   .n_heads = 4,
+                   .d_head = 8,
+                   .n_ctx = 16,
+                   .d_vocab = 20,
+                   .seed = 5};
     al_model m;
     al_err e;
     CHECK_OK(al_model_init(&m, &c, &e), &e);
@@ -66,8 +76,12 @@ TEST(train_overfits_tiny_batch) {
     }
     al_adamw o;
     CHECK_OK(al_adamw_init(&o, m.n_params, &e), &e);
-    al_optim_cfg oc = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                       .weight_decay = 0.0, .grad_clip = 1.0};
+    al_optim_cfg oc = {.lr = 1e-2,
+                       .beta1 = 0.9,
+                       .beta2 = 0.95,
+                       .eps = 1e-8,
+                       .weight_decay = 0.0,
+                       .grad_clip = 1.0};
     /* best of the last 100 steps: once the loss is at its floor (2 ln 2 / 32
      * here: both rows start with the same token), Adam at lr 1e-2 has
      * occasional spikes, and where they fall depends on float rounding */
@@ -86,17 +100,16 @@ TEST(train_overfits_tiny_batch) {
 
 /* ------------------------------------------------------- CLI helpers */
 
-#define SMALL "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 5 " \
-              "--eval-batches 2 --threads 2 --warmup 2"
+#define SMALL                                                                                      \
+    "--d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 --eval-every 5 "                     \
+    "--eval-batches 2 --threads 2 --warmup 2"
 
-static int files_equal(const char *a, const char *b) {
-    return t_sh("cmp -s '%s' '%s'", a, b) == 0;
-}
+static int files_equal(const char *a, const char *b) { return t_sh("cmp -s '%s' '%s'", a, b) == 0; }
 
 TEST(train_cli_deterministic) {
     t_phrase_corpus(t_path("c.bin"), 20000);
-    CHECK(t_sh("%s train --data %s --out %s --steps 12 " SMALL " 2>%s", t_bin(),
-               t_path("c.bin"), t_path("a"), t_path("a.err")) == 0);
+    CHECK(t_sh("%s train --data %s --out %s --steps 12 " SMALL " 2>%s", t_bin(), t_path("c.bin"),
+               t_path("a"), t_path("a.err")) == 0);
     CHECK(t_sh("%s train --data %s --out %s --steps 12 " SMALL " 2>/dev/null", t_bin(),
                t_path("c.bin"), t_path("b")) == 0);
     CHECK(files_equal(t_path("a/model.safetensors"), t_path("b/model.safetensors")));
@@ -116,9 +129,10 @@ TEST(train_cli_resume_is_exact) {
                t_bin(), t_path("c.bin"), t_path("full")) == 0);
     /* the same run stopped after step 8 (as a Ctrl-C would), then resumed */
     CHECK(t_sh("%s train --data %s --out %s --steps 16 --ckpt-every 100 --stop-at 8 " SMALL
-               " 2>/dev/null", t_bin(), t_path("c.bin"), t_path("half")) == 130);
+               " 2>/dev/null",
+               t_bin(), t_path("c.bin"), t_path("half")) == 130);
     char *st = t_slurp(t_path("half/state.json"));
-    CHECKF(st && strstr(st, "\"step\":\t8") , "%s", st ? st : "");
+    CHECKF(st && strstr(st, "\"step\":\t8"), "%s", st ? st : "");
     free(st);
     CHECK(t_sh("%s train --resume %s 2>%s", t_bin(), t_path("half"), t_path("r.err")) == 0);
     CHECK(files_equal(t_path("full/model.safetensors"), t_path("half/model.safetensors")));
@@ -129,10 +143,12 @@ TEST(train_cli_nonfinite_stops) {
     t_phrase_corpus(t_path("c.bin"), 20000);
     int rc = t_sh("%s train --data %s --out %s --steps 200 --lr 1e6 --grad-clip 0 --warmup 0 "
                   "--ckpt-every 1000 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 --batch 4 "
-                  "2>%s", t_bin(), t_path("c.bin"), t_path("m"), t_path("err"));
+                  "2>%s",
+                  t_bin(), t_path("c.bin"), t_path("m"), t_path("err"));
     CHECK(rc == 1);
     char *err = t_slurp(t_path("err"));
-    CHECKF(err && strstr(err, "non-finite") && strstr(err, "at step"), "stderr: %s", err ? err : "");
+    CHECKF(err && strstr(err, "non-finite") && strstr(err, "at step"), "stderr: %s",
+           err ? err : "");
     free(err);
     /* the step-0 checkpoint is there and loads */
     CHECK(t_sh("%s run --model %s --prompt 'the cat' >/dev/null 2>&1", t_bin(), t_path("m")) == 0);
@@ -141,10 +157,15 @@ TEST(train_cli_nonfinite_stops) {
 TEST(train_cli_bad_input) {
     t_phrase_corpus(t_path("c.bin"), 2000);
     const char *bad[] = {
-        "--d-model 30 --n-heads 4 --d-head 8",  /* 4x8 != 30 */
-        "--n-ctx 4096",                         /* longer than the data */
-        "--steps 0", "--batch -1", "--lr -1", "--lr 0", "--n-heads 0",
-        "--warmup -3", "--eval-batches 0",
+        "--d-model 30 --n-heads 4 --d-head 8", /* 4x8 != 30 */
+        "--n-ctx 4096", /* longer than the data */
+        "--steps 0",
+        "--batch -1",
+        "--lr -1",
+        "--lr 0",
+        "--n-heads 0",
+        "--warmup -3",
+        "--eval-batches 0",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = t_sh("%s train --data %s --out %s --steps 2 %s 2>%s", t_bin(), t_path("c.bin"),
@@ -155,7 +176,8 @@ TEST(train_cli_bad_input) {
         free(err);
     }
     /* missing and empty files, unknown flag (usage: 2) */
-    CHECK(t_sh("%s train --data %s --out %s 2>/dev/null", t_bin(), t_path("none.bin"), t_path("m")) == 1);
+    CHECK(t_sh("%s train --data %s --out %s 2>/dev/null", t_bin(), t_path("none.bin"),
+               t_path("m")) == 1);
     CHECK(t_sh(": > %s && %s train --data %s --out %s 2>/dev/null", t_path("e.bin"), t_bin(),
                t_path("e.bin"), t_path("m")) == 1);
     CHECK(t_sh("%s train --data %s --bogus 1 2>/dev/null", t_bin(), t_path("c.bin")) == 2);
@@ -201,9 +223,11 @@ TEST(train_cli_refuses_overwrite) {
 TEST(train_cli_config_file_and_run_table) {
     t_phrase_corpus(t_path("c.bin"), 20000);
     FILE *f = fopen(t_path("cfg.json"), "w");
-    fprintf(f, "{\"data\": \"%s\", \"out\": \"%s\", \"steps\": 60, \"d_model\": 32, "
-               "\"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 32, \"batch\": 8, \"lr\": 0.01, "
-               "\"eval-every\": 30, \"warmup\": 5}", t_path("c.bin"), t_path("m"));
+    fprintf(f,
+            "{\"data\": \"%s\", \"out\": \"%s\", \"steps\": 60, \"d_model\": 32, "
+            "\"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 32, \"batch\": 8, \"lr\": 0.01, "
+            "\"eval-every\": 30, \"warmup\": 5}",
+            t_path("c.bin"), t_path("m"));
     fclose(f);
     CHECK(t_sh("%s train --config %s 2>/dev/null", t_bin(), t_path("cfg.json")) == 0);
     char *cfg = t_slurp(t_path("m/config.json"));
@@ -247,22 +271,28 @@ TEST(train_cli_resume_carries_curve) {
     CHECKF(st && strstr(st, "\"curve\"") && strstr(st, "\"run_id\":\t1"), "%s", st ? st : "");
     free(st);
     CHECK_SQL(db, "SELECT count(*) FROM models", "0"); /* no model row for a stopped run */
-    char *row20 = t_sql(db, "SELECT train_loss, val_loss FROM train_log WHERE run_id = 1 AND step = 20");
+    char *row20 =
+        t_sql(db, "SELECT train_loss, val_loss FROM train_log WHERE run_id = 1 AND step = 20");
     /* as if the interrupt had cut the step-20 evaluation short */
     CHECK(t_sh("sed -i 's/\"last_val_loss\":[^,]*/\"last_val_loss\": null/' %s/state.json && "
-               "sqlite3 %s 'DELETE FROM train_log WHERE run_id = 1 AND step = 20'", m, db) == 0);
+               "sqlite3 %s 'DELETE FROM train_log WHERE run_id = 1 AND step = 20'",
+               m, db) == 0);
     CHECK(t_sh("%s train --resume %s 2>%s", t_bin(), m, t_path("r.err")) == 0);
     char *err = t_slurp(t_path("r.err"));
     CHECKF(err && strstr(err, "training curve up to step 20 carried over from run 1"), "%s",
            err ? err : "");
     free(err);
-    CHECK_SQL(db, "SELECT group_concat(step) FROM train_log WHERE run_id = 2", "0,5,10,15,20,25,30");
-    snprintf(q, sizeof q, "SELECT train_loss, val_loss FROM train_log WHERE run_id = 2 AND step = 20");
+    CHECK_SQL(db, "SELECT group_concat(step) FROM train_log WHERE run_id = 2",
+              "0,5,10,15,20,25,30");
+    snprintf(q, sizeof q,
+             "SELECT train_loss, val_loss FROM train_log WHERE run_id = 2 AND step = 20");
     CHECK_SQL(db, q, row20 ? row20 : "?");
     free(row20);
-    CHECK_SQL(db, "SELECT count(*) FROM train_head_scores a JOIN train_head_scores b ON b.run_id = 1 "
-                  "AND a.step = b.step AND a.layer = b.layer AND a.head = b.head AND a.metric = "
-                  "b.metric AND a.value = b.value WHERE a.run_id = 2 AND a.step <= 15", "128");
+    CHECK_SQL(db,
+              "SELECT count(*) FROM train_head_scores a JOIN train_head_scores b ON b.run_id = 1 "
+              "AND a.step = b.step AND a.layer = b.layer AND a.head = b.head AND a.metric = "
+              "b.metric AND a.value = b.value WHERE a.run_id = 2 AND a.step <= 15",
+              "128");
     /* a fresh run replaced the checkpoint without --db: nothing to carry */
     CHECK(t_sh("%s train --data %s --out %s --steps 30 --stop-at 10 --force " SMALL " 2>/dev/null",
                t_bin(), c, m) == 130);

@@ -30,8 +30,8 @@ typedef struct seen {
     long eval_step[16], ckpt_step[16];
     al_train_eval ev[16];
     char end_msg[1024];
-    long stop_at_eval;                /* request a stop at this eval step (0: never) */
-    long fail_at_eval;                /* fail at this eval step (0: never) */
+    long stop_at_eval; /* request a stop at this eval step (0: never) */
+    long fail_at_eval; /* fail at this eval step (0: never) */
     volatile sig_atomic_t *stop;
 } seen;
 
@@ -126,7 +126,8 @@ TEST(trainer_run_observed) {
     CHECK_OK(al_ckpt_read_state(out, &st, &e), &e);
     CHECK(st.step == 20 && st.curve_run == 42 && st.curve_db &&
           strcmp(st.curve_db, "/nowhere/test.db") == 0);
-    CHECKF(st.train_json && strstr(st.train_json, "tiny"), "%s", st.train_json ? st.train_json : "");
+    CHECKF(st.train_json && strstr(st.train_json, "tiny"), "%s",
+           st.train_json ? st.train_json : "");
     al_state_free(&st);
 }
 
@@ -176,7 +177,8 @@ TEST(trainer_stop_then_resume_is_exact) {
     CHECK(memcmp(al_trainer_model(t)->params, want, n * sizeof(float)) == 0);
     al_trainer_free(t);
     CHECK(t_sh("cmp -s %s/model.safetensors %s/model.safetensors && "
-               "cmp -s %s/optim.safetensors %s/optim.safetensors", full, half, full, half) == 0);
+               "cmp -s %s/optim.safetensors %s/optim.safetensors",
+               full, half, full, half) == 0);
     free(want);
 }
 
@@ -241,10 +243,14 @@ TEST(trainer_invalid_options) {
     t_phrase_corpus(data, 6000);
     struct {
         const char *field, *want;
-    } bad[] = {{"steps", "steps must be positive"}, {"batch", "batch must be positive"},
-               {"lr", "lr must be positive"},       {"d_model", "n_heads x d_head must equal d_model"},
-               {"data", "data is required"},        {"eval_batches", "eval_batches > 0"},
-               {"val_fraction", "val_fraction"},    {"seq_len", "seq_len 17 exceeds n_ctx 16"}};
+    } bad[] = {{"steps", "steps must be positive"},
+               {"batch", "batch must be positive"},
+               {"lr", "lr must be positive"},
+               {"d_model", "n_heads x d_head must equal d_model"},
+               {"data", "data is required"},
+               {"eval_batches", "eval_batches > 0"},
+               {"val_fraction", "val_fraction"},
+               {"seq_len", "seq_len 17 exceeds n_ctx 16"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         al_train_opts o = tiny_opts(data, out);
         if (!strcmp(bad[i].field, "steps")) o.steps = 0;

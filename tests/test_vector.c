@@ -89,13 +89,14 @@ TEST(vector_heatmap_svg_pdf_cli) {
     CHECK(heatmap(m.s, args, "qk.png", &pw, &ph) == 0);
     CHECK(heatmap(m.s, args, "qk.svg", &sw, &sh) == 0);
     CHECK(heatmap(m.s, args, "qk.pdf", &dw, &dh) == 0);
-    CHECKF(sw == pw && sh == ph && dw == pw && dh == ph, "png %dx%d svg %dx%d pdf %dx%d", pw, ph, sw,
-           sh, dw, dh);
+    CHECKF(sw == pw && sh == ph && dw == pw && dh == ph, "png %dx%d svg %dx%d pdf %dx%d", pw, ph,
+           sw, sh, dw, dh);
     /* SVG: XML, the title and both axis titles as text, the provenance */
     char *txt = svg_texts(t_path("qk.svg"));
     CHECKF(txt, "qk.svg is not XML: %s", t_slurp(t_path("py.err")));
     CHECK(txt && strstr(txt, "positional QK, head 0.1"));
-    CHECK(txt && strstr(txt, "source (key) position") && strstr(txt, "destination (query) position"));
+    CHECK(txt && strstr(txt, "source (key) position") &&
+          strstr(txt, "destination (query) position"));
     CHECK(txt && strstr(txt, "what: qk-pos") && strstr(txt, "Software: attnlab"));
     free(txt);
     char *svg = t_slurp(t_path("qk.svg"));
@@ -104,8 +105,8 @@ TEST(vector_heatmap_svg_pdf_cli) {
     /* PDF: a page of the figure's size with ink on it, and searchable text */
     al_image im;
     if (pdf_render(t_path("qk.pdf"), &im) == 0) {
-        CHECKF(abs(im.w - pw) <= 1 && abs(im.h - ph) <= 1, "page %dx%d, figure %dx%d", im.w, im.h, pw,
-               ph);
+        CHECKF(abs(im.w - pw) <= 1 && abs(im.h - ph) <= 1, "page %dx%d, figure %dx%d", im.w, im.h,
+               pw, ph);
         int ink = non_white(&im);
         CHECKF(ink > im.w * im.h / 20, "%d of %d pixels inked", ink, im.w * im.h);
         al_image_free(&im);
@@ -133,8 +134,15 @@ static const float CELLS[4] = {0, 1, 0.5f, NAN};
 static al_figure cell_figure(al_panel *p, al_cscale *cs) {
     *cs = (al_cscale){.lo = 0, .hi = 1, .label = "value"};
     *p = (al_panel){.kind = AL_PANEL_HEATMAP,
-                    .hm = {.v = CELLS, .rows = 2, .cols = 2, .cell = 40, .cs = cs, .bar = 1,
-                           .title = "cells", .row_title = "row", .col_title = "column"}};
+                    .hm = {.v = CELLS,
+                           .rows = 2,
+                           .cols = 2,
+                           .cell = 40,
+                           .cs = cs,
+                           .bar = 1,
+                           .title = "cells",
+                           .row_title = "row",
+                           .col_title = "column"}};
     return (al_figure){.title = "known cells", .panels = p, .n_panels = 1};
 }
 
@@ -207,31 +215,57 @@ TEST(vector_circuit_graph_text) {
     al_netnode n[5] = {
         {.label = "embed", .row = 0, .fill = 0xEEEEEE},
         {.label = "pos", .row = 0, .fill = 0xEEEEEE},
-        {.label = "0.1", .row = 1, .n_ports = 3, .port_label = {"q", "k", "v"},
-         .port_colour = {0x1F77B4, 0xD62728, 0x2CA02C}, .fill = 0xFFFFFF},
-        {.label = "1.2", .row = 2, .n_ports = 3, .port_label = {"q", "k", "v"},
-         .port_colour = {0x1F77B4, 0xD62728, 0x2CA02C}, .fill = 0xFFFFFF},
+        {.label = "0.1",
+         .row = 1,
+         .n_ports = 3,
+         .port_label = {"q", "k", "v"},
+         .port_colour = {0x1F77B4, 0xD62728, 0x2CA02C},
+         .fill = 0xFFFFFF},
+        {.label = "1.2",
+         .row = 2,
+         .n_ports = 3,
+         .port_label = {"q", "k", "v"},
+         .port_colour = {0x1F77B4, 0xD62728, 0x2CA02C},
+         .fill = 0xFFFFFF},
         {.label = "logits", .row = 3, .fill = 0xEEEEEE},
     };
     /* a token string with a control byte and U+FFFF, which XML forbids */
     n[1].label = "p\x01s\xef\xbf\xbf";
-    al_netedge ed[4] = {{0, 2, 0, 0x1F77B4, 2, 0}, {1, 2, 1, 0xD62728, 1, 1},
-                      {2, 3, 1, 0xD62728, 4, 0}, {3, 4, -1, 0x9467BD, 3, 0}};
+    al_netedge ed[4] = {{0, 2, 0, 0x1F77B4, 2, 0},
+                        {1, 2, 1, 0xD62728, 1, 1},
+                        {2, 3, 1, 0xD62728, 4, 0},
+                        {3, 4, -1, 0x9467BD, 3, 0}};
     const char *rows[4] = {"embeddings", "layer 0", "layer 1", "logits"};
     al_panel p = {.kind = AL_PANEL_NET,
-                  .net = {.nodes = n, .n_nodes = 5, .edges = ed, .n_edges = 4, .row_names = rows,
-                            .n_rows = 4}};
+                  .net = {.nodes = n,
+                          .n_nodes = 5,
+                          .edges = ed,
+                          .n_edges = 4,
+                          .row_names = rows,
+                          .n_rows = 4}};
     al_legend_item leg[1] = {{"k edge", 0xD62728, 0}};
-    al_figure f = {.title = "induction circuit", .notes = {"K-composition: 0.1 -> 1.2"}, .n_notes = 1,
-                   .panels = &p, .n_panels = 1, .legend = leg, .n_legend = 1};
+    al_figure f = {.title = "induction circuit",
+                   .notes = {"K-composition: 0.1 -> 1.2"},
+                   .n_notes = 1,
+                   .panels = &p,
+                   .n_panels = 1,
+                   .legend = leg,
+                   .n_legend = 1};
     al_err e;
     al_png_text meta[1] = {{"prompt", "tab\there, bell\x07"}};
     CHECK_OK(al_plot_write(&f, AL_FIG_SVG, t_path("g.svg"), meta, 1, NULL, NULL, &e), &e);
     CHECK_OK(al_plot_write(&f, AL_FIG_PDF, t_path("g.pdf"), NULL, 0, NULL, NULL, &e), &e);
     char *txt = svg_texts(t_path("g.svg"));
     CHECKF(txt, "g.svg is not XML: %s", t_slurp(t_path("py.err")));
-    const char *want[] = {"induction circuit", "K-composition: 0.1 -> 1.2", "embed", "logits",
-                          "layer 0", "1.2", "k edge", "p\\x01s\xef\xbf\xbd", "bell\\x07"};
+    const char *want[] = {"induction circuit",
+                          "K-composition: 0.1 -> 1.2",
+                          "embed",
+                          "logits",
+                          "layer 0",
+                          "1.2",
+                          "k edge",
+                          "p\\x01s\xef\xbf\xbd",
+                          "bell\\x07"};
     for (size_t i = 0; txt && i < sizeof want / sizeof want[0]; i++)
         CHECKF(strstr(txt, want[i]), "no text '%s' in the SVG", want[i]);
     free(txt);
@@ -280,9 +314,11 @@ TEST(vector_report_svg_figures) {
                "/dev/null 2> %s",
                t_bin(), db.s, m.s, out.s, t_path("rep.err")) == 0);
     char *html = t_slurp(t_path("rep/index.html"));
-    CHECK(html && strstr(html, "<img src=\"m-spectrum.svg\"") && !strstr(html, "src=\"m-spectrum.png\""));
+    CHECK(html && strstr(html, "<img src=\"m-spectrum.svg\"") &&
+          !strstr(html, "src=\"m-spectrum.png\""));
     free(html);
-    CHECK(al_file_exists(t_path("rep/m-spectrum.svg")) && al_file_exists(t_path("rep/m-spectrum.png")));
+    CHECK(al_file_exists(t_path("rep/m-spectrum.svg")) &&
+          al_file_exists(t_path("rep/m-spectrum.png")));
     /* the notebook still shows the PNG */
     char *nb = t_slurp(t_path("rep/report.ipynb"));
     CHECK(nb && strstr(nb, "m-spectrum.png"));
@@ -290,7 +326,8 @@ TEST(vector_report_svg_figures) {
     /* drawn again with PNG figures: the SVG the page no longer shows goes */
     CHECK(t_sh("%s report --db %s --model %s --out %s --pictures spectrum > /dev/null 2>&1",
                t_bin(), db.s, m.s, out.s) == 0);
-    CHECK(!al_file_exists(t_path("rep/m-spectrum.svg")) && al_file_exists(t_path("rep/m-spectrum.png")));
+    CHECK(!al_file_exists(t_path("rep/m-spectrum.svg")) &&
+          al_file_exists(t_path("rep/m-spectrum.png")));
     html = t_slurp(t_path("rep/index.html"));
     CHECK(html && strstr(html, "<img src=\"m-spectrum.png\""));
     free(html);

@@ -37,9 +37,10 @@ TEST(viewer_json_escaping) {
     const char *in = "{\"a\":\"</script><script>x</script>\",\"b\":\"\\\"><img src=x>&amp;\","
                      "\"c\":\"l\xe2\x80\xa8m\xe2\x80\xa9n\xe2\x80\xa7\"}";
     char *out = al_viewer_json_for_html(in);
-    CHECK(out && strcmp(out, "{\"a\":\"\\u003c/script\\u003e\\u003cscript\\u003ex\\u003c/script\\u003e\","
-                             "\"b\":\"\\\"\\u003e\\u003cimg src=x\\u003e\\u0026amp;\","
-                             "\"c\":\"l\\u2028m\\u2029n\xe2\x80\xa7\"}") == 0);
+    CHECK(out &&
+          strcmp(out, "{\"a\":\"\\u003c/script\\u003e\\u003cscript\\u003ex\\u003c/script\\u003e\","
+                      "\"b\":\"\\\"\\u003e\\u003cimg src=x\\u003e\\u0026amp;\","
+                      "\"c\":\"l\\u2028m\\u2029n\xe2\x80\xa7\"}") == 0);
     /* and it is still the same JSON value */
     cJSON *a = cJSON_Parse(in), *b = out ? cJSON_Parse(out) : NULL;
     CHECK(a && b && cJSON_Compare(a, b, 1));
@@ -73,7 +74,8 @@ static const char *q(const char *s) {
 /* Skip (one line) unless Chromium, node and puppeteer-core are there. */
 static void need_browser(void) {
     if (access(CHROMIUM, X_OK) != 0) t_skip(CHROMIUM " is not installed (Debian package chromium)");
-    if (t_sh("node --version >/dev/null 2>&1") != 0) t_skip("node is not installed (Debian package nodejs)");
+    if (t_sh("node --version >/dev/null 2>&1") != 0)
+        t_skip("node is not installed (Debian package nodejs)");
     if (access(PUPPETEER, R_OK) != 0)
         t_skip("puppeteer-core is not installed (make deps-test: npm ci in tests/browser)");
 }
@@ -98,7 +100,8 @@ static int forward(const char *dir, const char *prompt, al_model *m, al_tokenize
     int *raw = NULL;
     size_t n = 0;
     CHECK_OK(al_ckpt_load(dir, m, tok, &e), &e);
-    CHECK_OK(al_tok_encode(*tok, (const unsigned char *)prompt, strlen(prompt), 1, &raw, &n, &e), &e);
+    CHECK_OK(al_tok_encode(*tok, (const unsigned char *)prompt, strlen(prompt), 1, &raw, &n, &e),
+             &e);
     ids[0] = al_tok_eot(*tok);
     for (size_t i = 0; i < n; i++) ids[i + 1] = raw[i];
     free(raw);
@@ -155,7 +158,8 @@ static cJSON *loss_check(const char *run_json, const char *slug, int t) {
     cJSON *top = cJSON_AddArrayToObject(w, "top"), *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(prev, "top")) {
         cJSON *pair = cJSON_CreateArray();
-        cJSON_AddItemToArray(pair, cJSON_CreateString(cJSON_GetObjectItem(c, "token")->valuestring));
+        cJSON_AddItemToArray(pair,
+                             cJSON_CreateString(cJSON_GetObjectItem(c, "token")->valuestring));
         cJSON_AddItemToArray(pair, fmt4(cJSON_GetObjectItem(c, "p")->valuedouble));
         cJSON_AddItemToArray(top, pair);
     }
@@ -198,8 +202,8 @@ static void run_checker(cJSON *spec) {
                   t_path("node.err"));
     char *v = t_slurp(t_path("verdict.json")), *err = t_slurp(t_path("node.err"));
     cJSON *j = v ? cJSON_Parse(v) : NULL;
-    CHECKF(rc == 0 && cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")), "browser check failed (exit %d): %s %s",
-           rc, v ? v : "(no verdict)", err ? err : "");
+    CHECKF(rc == 0 && cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")),
+           "browser check failed (exit %d): %s %s", rc, v ? v : "(no verdict)", err ? err : "");
     cJSON_Delete(j);
     free(v);
     free(err);
@@ -217,8 +221,8 @@ static void check_shot(const char *path) {
     long other = 0;
     for (int y = 0; y < im.h; y++)
         for (int x = 0; x < im.w; x++) other += al_image_get(&im, x, y) != first;
-    CHECKF(other > (long)im.w * im.h / 50, "screenshot %dx%d: only %ld pixels differ from the first",
-           im.w, im.h, other);
+    CHECKF(other > (long)im.w * im.h / 50,
+           "screenshot %dx%d: only %ld pixels differ from the first", im.w, im.h, other);
     al_image_free(&im);
 }
 
@@ -235,11 +239,14 @@ TEST(viewer_static_page_unchanged) {
     t_pbuf dir = t_pcopy(".");
     t_tiny_model(dir.s, 1, 5);
     const char *b = t_bin();
-    CHECK(t_sh("%s circuits --model %s/m1 --db %s/r.db --threads 2 >/dev/null 2>&1", b, dir.s, dir.s) == 0);
+    CHECK(t_sh("%s circuits --model %s/m1 --db %s/r.db --threads 2 >/dev/null 2>&1", b, dir.s,
+               dir.s) == 0);
     for (int k = 0; k < 2; k++)
-        CHECK(t_sh("%s report --db %s/r.db --model %s/m1 --out %s/o%d --prompt %s --pictures attention "
-                   "%s >/dev/null 2>&1", b, dir.s, dir.s, dir.s, k, q(PROMPT),
-                   k ? "--interactive" : "") == 0);
+        CHECK(
+            t_sh(
+                "%s report --db %s/r.db --model %s/m1 --out %s/o%d --prompt %s --pictures attention "
+                "%s >/dev/null 2>&1",
+                b, dir.s, dir.s, dir.s, k, q(PROMPT), k ? "--interactive" : "") == 0);
     char *s = t_slurp(t_path("o0/index.html")), *x = t_slurp(t_path("o1/index.html"));
     CHECK(s && x);
     if (!s || !x) {
@@ -276,7 +283,8 @@ TEST(viewer_static_page_unchanged) {
     /* the generated-at minute may differ between the two runs */
     char *ts = strstr(s, " &middot; 20"), *ty = strstr(y, " &middot; 20");
     if (ts && ty) memcpy(ty, ts, 22);
-    CHECKF(strcmp(s, y) == 0, "the page with --interactive is not the static page plus the explorers");
+    CHECKF(strcmp(s, y) == 0,
+           "the page with --interactive is not the static page plus the explorers");
     free(y);
     free(s);
     free(x);
@@ -287,15 +295,19 @@ TEST(viewer_browser_explorers) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
     t_tiny_model(dir.s, 2, 20);
     const char *b = t_bin();
-    CHECK(t_sh("%s circuits --model %s/m2 --db %s --threads 2 >/dev/null 2>&1", b, dir.s, db.s) == 0);
+    CHECK(t_sh("%s circuits --model %s/m2 --db %s --threads 2 >/dev/null 2>&1", b, dir.s, db.s) ==
+          0);
     CHECK(t_sh("%s patch --model %s/m2 --db %s --component head_pos " TASK " >/dev/null 2>&1", b,
                dir.s, db.s) == 0);
     CHECK(t_sh("%s paths --model %s/m2 --db %s " TASK " >/dev/null 2>&1", b, dir.s, db.s) == 0);
     CHECK(t_sh("%s attribute --model %s/m2 --db %s " TASK " >/dev/null 2>&1", b, dir.s, db.s) == 0);
     CHECK(t_sh("%s run --model %s/m2 --prompt %s --json > %s 2>/dev/null", b, dir.s, q(PROMPT),
                t_path("run.json")) == 0);
-    CHECK(t_sh("%s report --db %s --model %s/m2 --out %s/out --prompt %s --pictures attention,patching "
-               "--interactive > %s 2>&1", b, db.s, dir.s, dir.s, q(PROMPT), t_path("report.out")) == 0);
+    CHECK(
+        t_sh(
+            "%s report --db %s --model %s/m2 --out %s/out --prompt %s --pictures attention,patching "
+            "--interactive > %s 2>&1",
+            b, db.s, dir.s, dir.s, q(PROMPT), t_path("report.out")) == 0);
     t_pbuf page = t_pcopy("out/index.html");
     char *html = t_slurp(page.s);
     CHECK(html != NULL);
@@ -321,21 +333,33 @@ TEST(viewer_browser_explorers) {
     cJSON_AddItemToArray(loss, loss_check(t_path("run.json"), "m2", T - 1));
     cJSON *hm = cJSON_AddArrayToObject(spec, "heatmaps");
     /* the largest |effect| of each table: a cell anywhere in the grid */
-    cJSON_AddItemToArray(hm, hm_check(db.s, "m2", "Activation patching: head_pos",
-        "SELECT layer || '.' || head, 'pos ' || pos, printf('%.17g', value) FROM patching WHERE "
-        "run_id = (SELECT max(run_id) FROM patching) ORDER BY abs(value) DESC LIMIT 1"));
+    cJSON_AddItemToArray(
+        hm,
+        hm_check(
+            db.s, "m2", "Activation patching: head_pos",
+            "SELECT layer || '.' || head, 'pos ' || pos, printf('%.17g', value) FROM patching WHERE "
+            "run_id = (SELECT max(run_id) FROM patching) ORDER BY abs(value) DESC LIMIT 1"));
     /* its column label is the position and pair 0's token there */
     cJSON_AddTrueToObject(cJSON_GetArrayItem(hm, 0), "col_prefix");
-    cJSON_AddItemToArray(hm, hm_check(db.s, "m2", "Path patching",
-        "SELECT sender, CASE WHEN channel = 'direct' THEN 'logits' ELSE receiver_layer || '.' || "
-        "receiver_head || ' ' || channel END, printf('%.17g', value) FROM path_patching ORDER BY "
-        "abs(value) DESC LIMIT 1"));
-    cJSON_AddItemToArray(hm, hm_check(db.s, "m2", "Direct logit attribution",
-        "SELECT component, 'mean', printf('%.17g', value) FROM logit_attribution WHERE pos IS NULL "
-        "AND component = '1.1'"));
-    cJSON_AddItemToArray(hm, hm_check(db.s, "m2", "Attribution patching estimate, grid head,",
-        "SELECT layer || '.' || head, 'all', printf('%.17g', estimate), printf('%.17g', actual) FROM "
-        "attribution_patching WHERE grid = 'head' ORDER BY abs(estimate) DESC LIMIT 1"));
+    cJSON_AddItemToArray(
+        hm,
+        hm_check(
+            db.s, "m2", "Path patching",
+            "SELECT sender, CASE WHEN channel = 'direct' THEN 'logits' ELSE receiver_layer || '.' || "
+            "receiver_head || ' ' || channel END, printf('%.17g', value) FROM path_patching ORDER BY "
+            "abs(value) DESC LIMIT 1"));
+    cJSON_AddItemToArray(
+        hm,
+        hm_check(
+            db.s, "m2", "Direct logit attribution",
+            "SELECT component, 'mean', printf('%.17g', value) FROM logit_attribution WHERE pos IS NULL "
+            "AND component = '1.1'"));
+    cJSON_AddItemToArray(
+        hm,
+        hm_check(
+            db.s, "m2", "Attribution patching estimate, grid head,",
+            "SELECT layer || '.' || head, 'all', printf('%.17g', estimate), printf('%.17g', actual) FROM "
+            "attribution_patching WHERE grid = 'head' ORDER BY abs(estimate) DESC LIMIT 1"));
     run_checker(spec);
     check_shot(t_path("shot.png"));
     cJSON_Delete(spec);
@@ -429,22 +453,23 @@ TEST(viewer_browser_hostile_tokens) {
     CHECK(t_sh("%s run --model %s --prompt %s --json > %s 2>/dev/null", b, dir.s, q(prompt),
                t_path("run.json")) == 0);
     CHECK(t_sh("%s report --db %s --model %s --out %s --prompt %s --title %s --intro %s --pictures "
-               "attention --interactive >/dev/null 2>&1", b, t_path("r.db"), dir.s, t_path("out"),
-               q(prompt), q(title), q(HOSTILE[1])) == 0);
+               "attention --interactive >/dev/null 2>&1",
+               b, t_path("r.db"), dir.s, t_path("out"), q(prompt), q(title), q(HOSTILE[1])) == 0);
     /* in C: the JSON can neither close its element nor hold U+2028 */
     char *html = t_slurp(t_path("out/index.html"));
     CHECK(html != NULL);
     if (!html) return;
     const char *js = strstr(html, "<script type=\"application/json\"");
-    const char *body = js ? strchr(js, '>') + 1 : NULL, *end = body ? strstr(body, "</script>") : NULL;
+    const char *body = js ? strchr(js, '>') + 1 : NULL,
+               *end = body ? strstr(body, "</script>") : NULL;
     CHECK(body && end);
     if (body && end) {
         size_t n = (size_t)(end - body);
         CHECK(!memchr(body, '<', n) && !memchr(body, '>', n) && !memchr(body, '&', n));
         int ls = 0;
-        for (size_t i = 0; i + 2 < n; i++) ls |= (unsigned char)body[i] == 0xE2 &&
-                                                   (unsigned char)body[i + 1] == 0x80 &&
-                                                   ((unsigned char)body[i + 2] & 0xFE) == 0xA8;
+        for (size_t i = 0; i + 2 < n; i++)
+            ls |= (unsigned char)body[i] == 0xE2 && (unsigned char)body[i + 1] == 0x80 &&
+                  ((unsigned char)body[i + 2] & 0xFE) == 0xA8;
         CHECK(!ls);
         CHECK(strstr(body, "\\u003c/script\\u003e\\u003cscript\\u003edocument.title='x'"));
         CHECK(strstr(body, "line\\u2028sep"));
@@ -493,11 +518,10 @@ TEST(viewer_browser_hostile_tokens) {
 
 /* ------------------------------------------------------------ experiment */
 
-static const char exp_json[] =
-    T_EXP_TINY_2L("explore")
-    " \"analyses\": {\"patch\": {\"component\": \"head\", \"probe_r\": 6, \"n\": 4}},\n"
-    " \"pictures\": {\"kinds\": [\"attention\"], \"prompt\": \"Mira saw a cat.\"},\n"
-    " \"report\": {\"title\": \"explore\", \"interactive\": true}}\n";
+static const char exp_json[] = T_EXP_TINY_2L(
+    "explore") " \"analyses\": {\"patch\": {\"component\": \"head\", \"probe_r\": 6, \"n\": 4}},\n"
+               " \"pictures\": {\"kinds\": [\"attention\"], \"prompt\": \"Mira saw a cat.\"},\n"
+               " \"report\": {\"title\": \"explore\", \"interactive\": true}}\n";
 
 /* An experiment's report takes "interactive": true (a boolean only). */
 TEST(viewer_experiment_report_interactive) {

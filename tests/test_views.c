@@ -45,14 +45,30 @@ static void fixture_make(fixture *f) {
     for (int i = 0; i < NPOS; i++) f->pos[i] = sin(i) / (i + 1.0);
     f->pos[5] = NAN;
     const al_view v[5] = {
-        {.metric = "t_head", .title = "a head score", .shape = AL_VIEW_HEAD, .L = VL, .H = VH,
+        {.metric = "t_head",
+         .title = "a head score",
+         .shape = AL_VIEW_HEAD,
+         .L = VL,
+         .H = VH,
          .v = f->head},
         {.metric = "t_model", .title = "a model score", .shape = AL_VIEW_MODEL, .v = f->model},
-        {.metric = "t_pair", .title = "a pair score", .shape = AL_VIEW_PAIR, .L = VL, .H = VH,
+        {.metric = "t_pair",
+         .title = "a pair score",
+         .shape = AL_VIEW_PAIR,
+         .L = VL,
+         .H = VH,
          .v = f->pair},
-        {.metric = "t_edge", .title = "an edge score", .shape = AL_VIEW_EDGE, .v = f->edge, .n = 5,
-         .from = edge_from, .to = edge_to},
-        {.metric = "t_pos", .title = "a position score", .shape = AL_VIEW_POS, .v = f->pos,
+        {.metric = "t_edge",
+         .title = "an edge score",
+         .shape = AL_VIEW_EDGE,
+         .v = f->edge,
+         .n = 5,
+         .from = edge_from,
+         .to = edge_to},
+        {.metric = "t_pos",
+         .title = "a position score",
+         .shape = AL_VIEW_POS,
+         .v = f->pos,
          .n = NPOS},
     };
     memcpy(f->v, v, sizeof v);
@@ -91,12 +107,18 @@ TEST(views_store_read_back_every_shape) {
               "edge,head,model,pair,pos");
     /* pair: only the cells with a value (4 senders x 4 receivers), edges
      * and positions every one */
-    CHECK_SQL(db.s, "SELECT metric, count(*), count(value) FROM view_cells GROUP BY metric "
-                    "ORDER BY metric", "t_edge|5|4\nt_pair|16|16\nt_pos|31|30");
-    CHECK_SQL(db.s, "SELECT row_label, col_label FROM view_cells WHERE metric = 't_pair' "
-                    "ORDER BY row, col LIMIT 1", "0.0|1.0");
-    CHECK_SQL(db.s, "SELECT row_label || '>' || col_label FROM view_cells WHERE metric = 't_edge' "
-                    "AND row = 1", "0.3>1.2.k");
+    CHECK_SQL(db.s,
+              "SELECT metric, count(*), count(value) FROM view_cells GROUP BY metric "
+              "ORDER BY metric",
+              "t_edge|5|4\nt_pair|16|16\nt_pos|31|30");
+    CHECK_SQL(db.s,
+              "SELECT row_label, col_label FROM view_cells WHERE metric = 't_pair' "
+              "ORDER BY row, col LIMIT 1",
+              "0.0|1.0");
+    CHECK_SQL(db.s,
+              "SELECT row_label || '>' || col_label FROM view_cells WHERE metric = 't_edge' "
+              "AND row = 1",
+              "0.3>1.2.k");
     al_store *st;
     al_err e;
     CHECK_OK(al_store_open(db.s, &st, &e), &e);
@@ -105,11 +127,12 @@ TEST(views_store_read_back_every_shape) {
         al_view_read r;
         int found = 0;
         CHECK_OK(al_store_read_view(st, (long)run, w->metric, VL, VH, &r, &found, &e), &e);
-        CHECKF(found && r.v.shape == w->shape, "%s: found %d shape %d", w->metric, found, r.v.shape);
+        CHECKF(found && r.v.shape == w->shape, "%s: found %d shape %d", w->metric, found,
+               r.v.shape);
         if (!found) continue;
         CHECK(strcmp(r.v.metric, w->metric) == 0 && strcmp(r.v.title, w->title) == 0);
-        int cnt = w->shape == AL_VIEW_HEAD   ? VLH
-                  : w->shape == AL_VIEW_PAIR ? VLH * VLH
+        int cnt = w->shape == AL_VIEW_HEAD    ? VLH
+                  : w->shape == AL_VIEW_PAIR  ? VLH * VLH
                   : w->shape == AL_VIEW_MODEL ? 1
                                               : w->n;
         if (w->shape == AL_VIEW_EDGE || w->shape == AL_VIEW_POS) CHECK(r.v.n == w->n);
@@ -132,8 +155,13 @@ TEST(views_store_read_back_every_shape) {
     CHECK_OK(al_store_run_begin(st, "viewtest", "{}", 1, &bad, &e), &e);
     CHECK_OK(al_store_tx_begin(st, &e), &e);
     const char *const holes[2] = {"embed", NULL};
-    al_view nolab = {.metric = "t_bad", .title = "x", .shape = AL_VIEW_EDGE, .v = f.edge, .n = 2,
-                     .from = edge_from, .to = holes};
+    al_view nolab = {.metric = "t_bad",
+                     .title = "x",
+                     .shape = AL_VIEW_EDGE,
+                     .v = f.edge,
+                     .n = 2,
+                     .from = edge_from,
+                     .to = holes};
     CHECK(al_store_put_views(st, bad, 1, &nolab, 1, &e) == -1 && strstr(e.msg, "t_bad"));
     al_view noheads = {.metric = "t_bad2", .title = "x", .shape = AL_VIEW_PAIR, .v = f.pair};
     CHECK(al_store_put_views(st, bad, 1, &noheads, 1, &e) == -1 && strstr(e.msg, "t_bad2"));
@@ -185,13 +213,15 @@ TEST(views_pictures_report_merge) {
     char svg[1100];
     snprintf(svg, sizeof svg, "%s/e.svg", dir.s);
     CHECK(t_sh("%s heatmap --what view --metric t_edge --model %s --db %s --out %s > /dev/null "
-               "2>&1", t_bin(), m2.s, db.s, svg) == 0);
+               "2>&1",
+               t_bin(), m2.s, db.s, svg) == 0);
     char *s = t_slurp(svg);
     CHECK(s && strstr(s, "1.2.k") && strstr(s, "logits") && strstr(s, "an edge score"));
     free(s);
     /* one number has nothing to draw: one clear refusal, no file */
     CHECK(t_sh("%s heatmap --what view --metric t_model --model %s --db %s --out %s/x.png "
-               "> /dev/null 2> %s", t_bin(), m2.s, db.s, dir.s, out.s) == 1);
+               "> /dev/null 2> %s",
+               t_bin(), m2.s, db.s, dir.s, out.s) == 1);
     CHECK(t_one_line(out.s, "nothing to draw"));
     /* the report: each shape under its heading, with its title and picture */
     CHECK(t_sh("%s report --db %s --model %s --out %s > /dev/null 2>&1", t_bin(), db.s, m2.s,
@@ -200,11 +230,19 @@ TEST(views_pictures_report_merge) {
     snprintf(html, sizeof html, "%s/index.html", rep.s);
     char *h = t_slurp(html);
     CHECK(h != NULL);
-    const char *const want[] = {"<h3>Per-head results</h3>", "<h3>Per-head-pair results</h3>",
-                                "<h3>Per-edge results</h3>", "<h3>Per-position results</h3>",
-                                "a head score", "a pair score", "an edge score",
-                                "a position score", "-view-t_pair.png", "-view-t_edge.png",
-                                "-view-t_pos.png", "<td>1.2.k</td>", "31 positions"};
+    const char *const want[] = {"<h3>Per-head results</h3>",
+                                "<h3>Per-head-pair results</h3>",
+                                "<h3>Per-edge results</h3>",
+                                "<h3>Per-position results</h3>",
+                                "a head score",
+                                "a pair score",
+                                "an edge score",
+                                "a position score",
+                                "-view-t_pair.png",
+                                "-view-t_edge.png",
+                                "-view-t_pos.png",
+                                "<td>1.2.k</td>",
+                                "31 positions"};
     for (size_t i = 0; h && i < sizeof want / sizeof want[0]; i++)
         CHECKF(strstr(h, want[i]), "report lacks [%s]", want[i]);
     /* pair, edge, pos, in that order */
@@ -214,8 +252,10 @@ TEST(views_pictures_report_merge) {
     /* db merge copies the cells with their run */
     CHECK(t_sh("%s db merge %s %s > /dev/null 2>&1", t_bin(), merged.s, db.s) == 0);
     CHECK_SQL(merged.s, "SELECT count(*), count(value) FROM view_cells", "52|50");
-    CHECK_SQL(merged.s, "SELECT count(*) FROM view_cells c JOIN runs r USING (run_id) "
-                        "WHERE r.kind = 'viewtest' AND c.model_id = r.model_id", "52");
+    CHECK_SQL(merged.s,
+              "SELECT count(*) FROM view_cells c JOIN runs r USING (run_id) "
+              "WHERE r.kind = 'viewtest' AND c.model_id = r.model_id",
+              "52");
 }
 
 TEST(views_text_and_json) {
@@ -264,20 +304,23 @@ TEST(views_text_and_json) {
     cJSON *cells = cJSON_GetObjectItemCaseSensitive(pair, "cells");
     CHECK(cJSON_GetArraySize(cells) == 16);
     cJSON *c0 = cJSON_GetArrayItem(cells, 0);
-    CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pair, "shape")), "pair") == 0);
-    CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c0, "sender")), "0.0") == 0 &&
-          strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c0, "receiver")), "1.0") == 0);
+    CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pair, "shape")), "pair") ==
+          0);
+    CHECK(
+        strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c0, "sender")), "0.0") == 0 &&
+        strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c0, "receiver")), "1.0") == 0);
     CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c0, "value")) == f.pair[VH]);
     cJSON *edge = cJSON_GetObjectItemCaseSensitive(j, "t_edge");
     cJSON *edges = cJSON_GetObjectItemCaseSensitive(edge, "edges");
     CHECK(cJSON_GetArraySize(edges) == 5);
-    CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-                     cJSON_GetArrayItem(edges, 1), "receiver")), "1.2.k") == 0);
+    CHECK(strcmp(cJSON_GetStringValue(
+                     cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(edges, 1), "receiver")),
+                 "1.2.k") == 0);
     CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(edges, 3), "value")));
     CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(edge, "title")),
                  "an edge score") == 0);
-    cJSON *vals = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "t_pos"),
-                                                   "values");
+    cJSON *vals =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "t_pos"), "values");
     CHECK(cJSON_GetArraySize(vals) == NPOS && cJSON_IsNull(cJSON_GetArrayItem(vals, 5)));
     CHECK(cJSON_GetNumberValue(cJSON_GetArrayItem(vals, 7)) == f.pos[7]);
     cJSON_Delete(j);
@@ -292,11 +335,14 @@ TEST(views_migrates_version_9) {
     al_err e;
     CHECK_OK(al_store_open(db.s, &st, &e), &e);
     al_store_close(st);
-    CHECK(t_sh("sqlite3 '%s' \"" T_DROP_SAE_SQL "ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; INSERT INTO models(sha256, added_at) "
-               "VALUES('x', 'now'); INSERT INTO runs(kind, started_at, status, attnlab_version) "
-               "VALUES('attnstats', 'now', 'done', 'v'); INSERT INTO views VALUES(1, 1, "
-               "'attn_entropy', 'head', 'attention entropy (nats)'); PRAGMA user_version = 9\"",
-               db.s) == 0);
+    CHECK(
+        t_sh(
+            "sqlite3 '%s' \"" T_DROP_SAE_SQL
+            "ALTER TABLE models DROP COLUMN data_tokens; ALTER TABLE attribution_runs DROP COLUMN centred; DROP TABLE view_cells; INSERT INTO models(sha256, added_at) "
+            "VALUES('x', 'now'); INSERT INTO runs(kind, started_at, status, attnlab_version) "
+            "VALUES('attnstats', 'now', 'done', 'v'); INSERT INTO views VALUES(1, 1, "
+            "'attn_entropy', 'head', 'attention entropy (nats)'); PRAGMA user_version = 9\"",
+            db.s) == 0);
     CHECK_SQL(db.s, "SELECT count(*) FROM sqlite_schema WHERE name = 'view_cells'", "0");
     CHECK_OK(al_store_open(db.s, &st, &e), &e);
     al_store_close(st);

@@ -48,7 +48,8 @@ TEST(warnings_untrained_model_end_to_end) {
     CHECK(svg && strstr(svg, "warning: "));
     free(svg);
     /* --strict: exit 1, the refusal names it, nothing stored */
-    char *runs0 = t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
+    char *runs0 =
+        t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
     int rc = t_sh("%s patch --model %s/m2 --db %s %s --strict > /dev/null 2> %s", t_bin(), dir.s,
                   db.s, task, err.s);
     CHECKF(rc == 1, "--strict exit %d", rc);
@@ -57,7 +58,8 @@ TEST(warnings_untrained_model_end_to_end) {
     CHECK(txt && strstr(txt, "refused under --strict"));
     /* one line: the refusal, not the warnings and then the refusal */
     CHECK(t_one_line(err.s, "refused under --strict (nothing stored): "));
-    char *runs1 = t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
+    char *runs1 =
+        t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
     CHECKF(runs0 && runs1 && strcmp(runs0, runs1) == 0, "runs/warnings %s -> %s", runs0, runs1);
     free(runs0), free(runs1), free(txt), free(n), free(msg), free(jt), free(html);
 }
@@ -95,19 +97,23 @@ TEST(warnings_attnstats_experiment_report_picture) {
     snprintf(db, sizeof db, "%s/results.db", out.s);
     snprintf(html, sizeof html, "%s/index.html", out.s);
     snprintf(model, sizeof model, "%s/models/two", out.s);
-    CHECK_SQL(db, "SELECT r.kind, r.status, count(*) FROM runs r JOIN views v USING (run_id) "
-                  "GROUP BY r.run_id", "attnstats|done|3");
+    CHECK_SQL(db,
+              "SELECT r.kind, r.status, count(*) FROM runs r JOIN views v USING (run_id) "
+              "GROUP BY r.run_id",
+              "attnstats|done|3");
     char *h = t_slurp(html);
     CHECK(h && strstr(h, "Per-head results") && strstr(h, "attn_distance"));
     free(h);
     CHECK(t_sh("%s heatmap --what view --metric attn_entropy --model %s --db %s --out %s "
-               "> /dev/null 2>&1", t_bin(), model, db, png.s) == 0);
+               "> /dev/null 2>&1",
+               t_bin(), model, db, png.s) == 0);
     char *pic = t_slurp(png.s);
     CHECK(pic && memcmp(pic, "\x89PNG", 4) == 0);
     free(pic);
     /* a metric no run stored: one clear refusal, no file */
     CHECK(t_sh("%s heatmap --what view --metric nope --model %s --db %s --out %s.2.png "
-               "> /dev/null 2>&1", t_bin(), model, db, png.s) == 1);
+               "> /dev/null 2>&1",
+               t_bin(), model, db, png.s) == 1);
 }
 
 /* The "all" probe over a vocabulary the training data uses only part of:
@@ -122,8 +128,8 @@ TEST(warnings_probe_unseen_ids) {
     char train[1100];
     snprintf(train, sizeof train, "%s/s.train.bin", dir.s);
     CHECK_OK(al_tokens_load(train, &d, &e), &e);
-    CHECK(t_sh("%s scores --model %s/m1 --db %s --probe-r 6 --threads 2 > /dev/null 2> %s",
-               t_bin(), dir.s, db.s, err.s) == 0);
+    CHECK(t_sh("%s scores --model %s/m1 --db %s --probe-r 6 --threads 2 > /dev/null 2> %s", t_bin(),
+               dir.s, db.s, err.s) == 0);
     char *txt = t_slurp(err.s);
     const char *w = txt ? strstr(txt, "attnlab: warning: ") : NULL;
     int unseen = -1, vocab = -1;
@@ -143,7 +149,8 @@ TEST(warnings_probe_unseen_ids) {
     CHECKF(n && atoi(n) == 1, "stored: %s", n ? n : "(none)");
     free(txt), free(n);
     CHECK(t_sh("%s scores --model %s/m1 --db %s --probe-r 6 --threads 2 --probe-tokens seen "
-               "> /dev/null 2> %s", t_bin(), dir.s, db.s, err.s) == 0);
+               "> /dev/null 2> %s",
+               t_bin(), dir.s, db.s, err.s) == 0);
     txt = t_slurp(err.s);
     CHECKF(txt && !strstr(txt, "never occur"), "seen probe warned: %s", txt ? txt : "");
     free(txt);

@@ -53,13 +53,13 @@ enum { AL_SEL_LOSS = 1, AL_SEL_COPY = 2, AL_SEL_PROBE = 4 };
 #define AL_SEL_GROUPS 3 /* bit g of sel <-> group g: loss, copy, probe */
 
 typedef struct al_abl_set {
-    int rows, T, B;          /* rows sequences of T tokens, in batches of B */
-    int *inputs, *targets;   /* (rows, T); targets -1 = none */
-    unsigned char *sel;      /* (rows, T) AL_SEL_* bits */
+    int rows, T, B; /* rows sequences of T tokens, in batches of B */
+    int *inputs, *targets; /* (rows, T); targets -1 = none */
+    unsigned char *sel; /* (rows, T) AL_SEL_* bits */
     /* filled by al_abl_prepare, for the gates in force then */
     int L, H, D;
-    float *clean;            /* (rows, T) clean per-position losses */
-    float *zmean;            /* (L, H, T, D) mean z over rows per position */
+    float *clean; /* (rows, T) clean per-position losses */
+    float *zmean; /* (L, H, T, D) mean z over rows per position */
     double clean_mean[AL_SEL_GROUPS]; /* mean clean loss per group; NaN if empty */
     long count[AL_SEL_GROUPS];
     /* non-NULL and set (Ctrl-C, stop.h): the passes over this set stop
@@ -68,13 +68,13 @@ typedef struct al_abl_set {
 } al_abl_set;
 
 /* A set from arrays (copied). sel NULL: AL_SEL_LOSS where target >= 0. */
-int al_abl_set_from(al_abl_set *s, const int *inputs, const int *targets,
-                    const unsigned char *sel, int rows, int T, int B, al_err *e);
+int al_abl_set_from(al_abl_set *s, const int *inputs, const int *targets, const unsigned char *sel,
+                    int rows, int T, int B, al_err *e);
 /* Validation batches first..first+count-1 of al_batch_fixed(d, B, T, k,
  * n_batches): LOSS everywhere, COPY at copy positions. Ids must be below
  * d_vocab. */
-int al_abl_set_text(al_abl_set *s, const al_tokens *d, int T, int B, int first,
-                    int count, int n_batches, int d_vocab, al_err *e);
+int al_abl_set_text(al_abl_set *s, const al_tokens *d, int T, int B, int first, int count,
+                    int n_batches, int d_vocab, al_err *e);
 /* The probe's sequences in batches of B: LOSS everywhere, PROBE on the
  * second repeat (positions R+1..2R−1, as icl_gain's second half). */
 int al_abl_set_probe(al_abl_set *s, const al_probe *p, int B, al_err *e);
@@ -88,16 +88,15 @@ const char *al_abl_method_name(al_abl_method m);
 int al_abl_method_parse(const char *s, al_abl_method *out, al_err *e);
 
 typedef struct al_abl_out {
-    double loss[AL_SEL_GROUPS];  /* mean ablated loss per group (NaN if empty) */
+    double loss[AL_SEL_GROUPS]; /* mean ablated loss per group (NaN if empty) */
     double delta[AL_SEL_GROUPS]; /* mean of ablated − clean loss per group */
 } al_abl_out;
 
 /* sets (n_sets, L*H): nonzero = ablate that head (index l*H + h). s must
  * be prepared with the same gates. Gates and replacements are restored.
  * progress != 0: a progress line on stderr. */
-int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
-               const unsigned char *sets, int n_sets, al_abl_out *out,
-               int progress, al_err *e);
+int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method, const unsigned char *sets,
+               int n_sets, al_abl_out *out, int progress, al_err *e);
 
 /* docs/design.md §5 metrics of each set: loss and delta_loss (LOSS group) and
  * delta_copy from text, delta_probe from probe; either may be NULL
@@ -116,19 +115,17 @@ int al_abl_evaluate(al_model *m, const al_abl_set *text, const al_abl_set *probe
 int al_heads_parse(const char *s, int L, int H, unsigned char *sel, al_err *e);
 /* "0.3,1.4" of the heads i with (sel[i] != 0) == want; "" if none.
  * Returns the length it needed (truncated to cap like snprintf). */
-size_t al_heads_format(const unsigned char *sel, int L, int H, int want,
-                       char *buf, size_t cap);
+size_t al_heads_format(const unsigned char *sel, int L, int H, int want, char *buf, size_t cap);
 
 typedef struct al_mask_info {
-    const char *method;                 /* NULL: omitted */
-    double budget, base_loss, loss;     /* NaN: null */
+    const char *method; /* NULL: omitted */
+    double budget, base_loss, loss; /* NaN: null */
     uint64_t seed;
     int has_seed;
 } al_mask_info;
 /* Read and validate a mask file for a model of config c; off (L*H) = 1
  * for heads listed as off. */
-int al_mask_load(const char *path, const al_config *c, unsigned char *off,
-                 al_err *e);
+int al_mask_load(const char *path, const al_config *c, unsigned char *off, al_err *e);
 /* Write one atomically (info may be NULL). */
 int al_mask_save(const char *path, const al_config *c, const unsigned char *off,
                  const al_mask_info *info, al_err *e);
@@ -142,29 +139,28 @@ const char *al_prune_method_name(al_prune_method m);
 int al_prune_method_parse(const char *s, al_prune_method *out, al_err *e);
 
 typedef struct al_prune_step {
-    int step;          /* 0 = nothing removed yet */
-    int layer, head;   /* head removed at this step (-1 at step 0) */
+    int step; /* 0 = nothing removed yet */
+    int layer, head; /* head removed at this step (-1 at step 0) */
     int heads_left;
-    int over_budget;   /* this removal broke the budget (not in the mask) */
+    int over_budget; /* this removal broke the budget (not in the mask) */
     double importance; /* of the removed head (NaN at step 0) */
     double loss, delta_loss; /* eval loss after the step, minus base loss */
 } al_prune_step;
 
 typedef struct al_prune_result {
-    int n_steps;           /* rows of steps */
-    al_prune_step *steps;  /* (L*H + 1) */
+    int n_steps; /* rows of steps */
+    al_prune_step *steps; /* (L*H + 1) */
     unsigned char *removal_off; /* (n_steps, L*H): heads off after each step */
-    unsigned char *off;    /* (L*H) final mask: heads removed within budget */
-    double *importance0;   /* (L*H) every head's importance at step 1 (all on) */
+    unsigned char *off; /* (L*H) final mask: heads removed within budget */
+    double *importance0; /* (L*H) every head's importance at step 1 (all on) */
     double base_loss;
     int stopped_by_budget;
 } al_prune_result;
 
 /* Prune from all heads on (gates reset first and again at the end). est
  * and eval need not be prepared. */
-int al_prune(al_model *m, al_abl_set *est, al_abl_set *eval,
-             al_prune_method method, double budget, uint64_t seed, int progress,
-             al_prune_result *out, al_err *e);
+int al_prune(al_model *m, al_abl_set *est, al_abl_set *eval, al_prune_method method, double budget,
+             uint64_t seed, int progress, al_prune_result *out, al_err *e);
 void al_prune_result_free(al_prune_result *r);
 
 /* imp (L*H) = mean over the rows x of s of |∂L(x)/∂g_h|, L(x) the mean

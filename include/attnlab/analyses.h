@@ -33,18 +33,19 @@
 
 /* Defaults are those of `attnlab scores`. */
 typedef struct al_scores_opts {
-    int probe_r;         /* random tokens per repeat of the probe, >= 2; 0 (the
+    int probe_r; /* random tokens per repeat of the probe, >= 2; 0 (the
                           * default): min(50, (n_ctx − 1)/2) (al_probe_r_default) */
-    int probe_n;         /* probe sequences (64), 1..1000000 */
+    int probe_n; /* probe sequences (64), 1..1000000 */
     uint64_t probe_seed; /* probe seed (1) */
-    int batches;         /* validation batches (4), 1..100000 */
-    int batch;           /* sequences per validation batch (8), 1..100000 */
-    int progress;        /* progress line on stderr (0) */
+    int batches; /* validation batches (4), 1..100000 */
+    int batch; /* sequences per validation batch (8), 1..100000 */
+    int progress; /* progress line on stderr (0) */
     const al_probe_src *probe_src; /* what the probe is made of (scores.h;
                           * NULL = random ids over the whole vocabulary; borrowed) */
 } al_scores_opts;
 
-#define AL_SCORES_OPTS_INIT {0, 64, 1, 4, 8, 0, NULL}
+#define AL_SCORES_OPTS_INIT                                                                        \
+    { 0, 64, 1, 4, 8, 0, NULL }
 /* icl_score closer to 0 than this many standard errors gets a warning */
 #define AL_ICL_N_SE 2.0
 al_scores_opts al_scores_opts_defaults(void);
@@ -53,25 +54,25 @@ int al_scores_opts_check(const al_scores_opts *o, al_err *e);
 
 typedef struct al_scores_result {
     int L, H;
-    al_probe_scores probe;  /* per-head induction, duplicate_token, prev_token, induction_all;
+    al_probe_scores probe; /* per-head induction, duplicate_token, prev_token, induction_all;
                              * per-layer sums; probe losses */
-    unsigned char *off;     /* (L*H) the heads off by the mask */
+    unsigned char *off; /* (L*H) the heads off by the mask */
     int n_off;
     /* On validation windows (have_text = 1 only when tokens were given;
      * otherwise the doubles are NaN and the arrays NULL). */
-    int have_text, T;       /* T: window length */
+    int have_text, T; /* T: window length */
     double val_loss, val_loss_copy, copy_fraction;
     double icl_early, icl_late, icl_score;
-    double icl_se;          /* icl_score's standard error over the windows (al_icl_score) */
-    al_icl_range rg;        /* the early and late position ranges */
-    int probe_text;         /* 1: the probe's halves were text windows (al_probe) */
-    double probe_recur;     /* the probe's recurrences (al_probe.recur) */
+    double icl_se; /* icl_score's standard error over the windows (al_icl_score) */
+    al_icl_range rg; /* the early and late position ranges */
+    int probe_text; /* 1: the probe's halves were text windows (al_probe) */
+    double probe_recur; /* the probe's recurrences (al_probe.recur) */
     double probe_uniform_all, probe_prev_all; /* induction_all's chance and positional
                              * levels on the probe (al_probe) */
-    double probe_ceiling;   /* induction of an even all-occurrences head (al_probe) */
-    al_warnings warn;       /* icl_score within AL_ICL_N_SE standard errors of 0 */
-    double *copying;        /* (L*H) copying_ablation, NaN for heads off */
-    double *excess;         /* (L*H) copying_ablation_excess, NaN for heads off
+    double probe_ceiling; /* induction of an even all-occurrences head (al_probe) */
+    al_warnings warn; /* icl_score within AL_ICL_N_SE standard errors of 0 */
+    double *copying; /* (L*H) copying_ablation, NaN for heads off */
+    double *excess; /* (L*H) copying_ablation_excess, NaN for heads off
                              * or without other positions; inside copying's block */
 } al_scores_result;
 
@@ -89,29 +90,29 @@ double al_scores_bytes(const al_config *c, int T, const al_scores_opts *o);
  * for n_ctx, al_probe_r_default) fits n_ctx; else −1 with e ("... (lower
  * --probe-r)"). */
 int al_probe_fits(int probe_r, int n_ctx, al_err *e);
-int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
-                  const unsigned char *off, const al_scores_opts *o,
-                  al_scores_result *r, al_err *e);
+int al_scores_run(al_model *m, const al_tokens *val, int T, int bos, const unsigned char *off,
+                  const al_scores_opts *o, al_scores_result *r, al_err *e);
 void al_scores_result_free(al_scores_result *r);
 
 /* ---------------------------------------------------------- ablate */
 
 /* Defaults are those of `attnlab ablate`: each head alone, zero. */
 typedef struct al_ablate_opts {
-    const char *heads;   /* ablate this set together ("0.3,1.4"), or NULL */
-    int each;            /* every head alone (the default mode) */
-    int pairs;           /* every head alone and every pair */
-    const char *method;  /* "zero" (default), "mean" or "resample" */
-    int batches, batch;  /* validation batches (4) of (8) sequences, 1..100000 */
-    int probe_r;         /* >= 2; 0 (the default): min(50, (n_ctx − 1)/2) */
-    int probe_n;         /* (64) 1..1000000 */
+    const char *heads; /* ablate this set together ("0.3,1.4"), or NULL */
+    int each; /* every head alone (the default mode) */
+    int pairs; /* every head alone and every pair */
+    const char *method; /* "zero" (default), "mean" or "resample" */
+    int batches, batch; /* validation batches (4) of (8) sequences, 1..100000 */
+    int probe_r; /* >= 2; 0 (the default): min(50, (n_ctx − 1)/2) */
+    int probe_n; /* (64) 1..1000000 */
     uint64_t probe_seed; /* (1) */
-    int progress;        /* progress line on stderr (0) */
+    int progress; /* progress line on stderr (0) */
     const al_probe_src *probe_src; /* as in al_scores_opts (NULL) */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
 } al_ablate_opts;
 
-#define AL_ABLATE_OPTS_INIT {NULL, 0, 0, "zero", 4, 8, 0, 64, 1, 0, NULL, NULL}
+#define AL_ABLATE_OPTS_INIT                                                                        \
+    { NULL, 0, 0, "zero", 4, 8, 0, 64, 1, 0, NULL, NULL }
 al_ablate_opts al_ablate_opts_defaults(void);
 /* 0 if the options are consistent and in range (at most one mode, a known
  * method, resample with batch >= 2), else -1 with e set. */
@@ -119,9 +120,9 @@ int al_ablate_opts_check(const al_ablate_opts *o, al_err *e);
 
 /* One configuration: a row of table ablations. */
 typedef struct al_ablate_config {
-    int a, b;            /* single: head a, b = -1; pair: heads a < b;
+    int a, b; /* single: head a, b = -1; pair: heads a < b;
                           * the --heads set: a = b = -1 */
-    const char *kind;    /* "single", "pair" or "set" (static) */
+    const char *kind; /* "single", "pair" or "set" (static) */
     int n_heads;
     double loss, delta_loss, delta_copy, delta_probe;
     /* pairs: Δ(pair) − Δ(h1) − Δ(h2) of each metric; NaN otherwise */
@@ -131,13 +132,13 @@ typedef struct al_ablate_config {
 typedef struct al_ablate_result {
     int L, H, T;
     al_abl_method method;
-    int n;                    /* configurations */
-    al_ablate_config *c;      /* (n) */
-    unsigned char *sets;      /* (n, L*H): 1 = ablated in configuration k */
-    double clean_loss;        /* validation loss with no head ablated */
+    int n; /* configurations */
+    al_ablate_config *c; /* (n) */
+    unsigned char *sets; /* (n, L*H): 1 = ablated in configuration k */
+    double clean_loss; /* validation loss with no head ablated */
     double clean_delta_probe; /* 0, or NaN when the probe has no scored position */
-    double seconds_clean;     /* one clean pass over text and probe */
-    double seconds_ablate;    /* every configuration */
+    double seconds_clean; /* one clean pass over text and probe */
+    double seconds_ablate; /* every configuration */
 } al_ablate_result;
 
 /* Ablate the configurations of o on validation windows of T tokens of val
@@ -147,25 +148,25 @@ typedef struct al_ablate_result {
  * Same ownership and failure contract as al_scores_run. */
 /* Bytes al_ablate_run allocates at most (as al_scores_bytes). */
 double al_ablate_bytes(const al_config *c, int T, const al_ablate_opts *o);
-int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
-                  const unsigned char *off, const al_ablate_opts *o,
-                  al_ablate_result *r, al_err *e);
+int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos, const unsigned char *off,
+                  const al_ablate_opts *o, al_ablate_result *r, al_err *e);
 void al_ablate_result_free(al_ablate_result *r);
 
 /* ----------------------------------------------------------- prune */
 
 /* Defaults are those of `attnlab prune` (which requires a method). */
 typedef struct al_prune_opts {
-    const char *method;  /* "ablation", "gradient" or "random" (NULL: error) */
-    double budget;       /* (0.1) stop above (1+budget) x base loss; < 0: all */
-    uint64_t seed;       /* (1) seed of the random method */
-    int batches;         /* (8) 2..100000: first half estimates, second evaluates */
-    int batch;           /* (8) 1..100000 */
-    int progress;        /* progress line on stderr (0) */
+    const char *method; /* "ablation", "gradient" or "random" (NULL: error) */
+    double budget; /* (0.1) stop above (1+budget) x base loss; < 0: all */
+    uint64_t seed; /* (1) seed of the random method */
+    int batches; /* (8) 2..100000: first half estimates, second evaluates */
+    int batch; /* (8) 1..100000 */
+    int progress; /* progress line on stderr (0) */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
 } al_prune_opts;
 
-#define AL_PRUNE_OPTS_INIT {NULL, 0.1, 1, 8, 8, 0, NULL}
+#define AL_PRUNE_OPTS_INIT                                                                         \
+    { NULL, 0.1, 1, 8, 8, 0, NULL }
 al_prune_opts al_prune_opts_defaults(void);
 int al_prune_opts_check(const al_prune_opts *o, al_err *e);
 
@@ -175,14 +176,14 @@ typedef struct al_prune_run_result {
     int L, H, T;
     al_prune_method method;
     int est_batches, eval_batches; /* batches of each half */
-    al_prune_result p;   /* steps, masks after each step, final mask, importance */
-    int last;            /* index in p.steps of the last step within budget */
+    al_prune_result p; /* steps, masks after each step, final mask, importance */
+    int last; /* index in p.steps of the last step within budget */
 } al_prune_run_result;
 
 /* Prune m (gates reset first and at the end) on validation windows of T
  * tokens of val. Same ownership and failure contract as al_scores_run. */
-int al_prune_run(al_model *m, const al_tokens *val, int T,
-                 const al_prune_opts *o, al_prune_run_result *r, al_err *e);
+int al_prune_run(al_model *m, const al_tokens *val, int T, const al_prune_opts *o,
+                 al_prune_run_result *r, al_err *e);
 void al_prune_run_result_free(al_prune_run_result *r);
 
 #endif

@@ -41,22 +41,22 @@ AL_API void al_api_config(const al_api_model *h, int *cfg);
  * becomes that token) into out (room for cap ids; n ids always
  * suffice): the count, or -1 with err (no tokenizer). */
 AL_API long al_api_encode(al_api_model *h, const unsigned char *bytes, size_t n, int allow_special,
-                   int *out, size_t cap, char *err, size_t ecap);
+                          int *out, size_t cap, char *err, size_t ecap);
 /* Decode ids into out (room for cap bytes): the byte count (which may
  * exceed cap: call again with more room), or -1 with err. */
 AL_API long al_api_decode(al_api_model *h, const int *ids, size_t n, unsigned char *out, size_t cap,
-                   char *err, size_t ecap);
+                          char *err, size_t ecap);
 /* Forward ids (B, T): logits (B, T, d_vocab) into logits (may be NULL),
  * softmax probabilities into probs (may be NULL). */
-AL_API int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits, float *probs,
-                   char *err, size_t ecap);
+AL_API int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
+                          float *probs, char *err, size_t ecap);
 /* Forward ids (B, T) and write the activations named by hooks (a
  * comma-separated list of act_cache.h's kinds, NULL = all) to path, a
  * safetensors file under TransformerLens hook names; refused above
  * max_mb megabytes, which must be a finite number > 0 (as the CLI's
  * --cache-max-mb). */
 AL_API int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks,
-                 double max_mb, const char *path, char *err, size_t ecap);
+                        double max_mb, const char *path, char *err, size_t ecap);
 /* ------------------------------------------------------------ hooks */
 
 /* Hook point `point` (hooks.h's al_hook_point, 0 .. ; docs/hooks.md):
@@ -69,11 +69,11 @@ AL_API int al_api_cache(al_api_model *h, const int *ids, int B, int T, const cha
  * number of dims, or −1 past the last point (so a caller can list them
  * all). */
 AL_API int al_api_hook_point(const al_api_model *h, int point, int layer, int B, int T, char *name,
-                      size_t cap, int *info, int64_t *shape);
+                             size_t cap, int *info, int64_t *shape);
 /* The point and layer of a TransformerLens hook name (al_hook_parse with
  * the model's layer count): 0, or −1 with err naming the name. */
-AL_API int al_api_hook_parse(const al_api_model *h, const char *name, int *point, int *layer, char *err,
-                      size_t ecap);
+AL_API int al_api_hook_parse(const al_api_model *h, const char *name, int *point, int *layer,
+                             char *err, size_t ecap);
 
 /* A hook from another language: called at one registered point of the
  * forward with the activation in TransformerLens's shape (docs/hooks.md):
@@ -98,14 +98,15 @@ typedef int (*al_api_hook_fn)(void *user, int slot, float *data, int ndim, const
  * the last position). logits (B, T, d_vocab) may be NULL. The model's
  * hooks are removed again before it returns. */
 AL_API int al_api_run_hooks(al_api_model *h, const int *ids, int B, int T, int loss, int n,
-                     const int *points, const int *layers, al_api_hook_fn fn, void *user,
-                     float *logits, float *losses, double *mean_loss, char *err, size_t ecap);
+                            const int *points, const int *layers, al_api_hook_fn fn, void *user,
+                            float *logits, float *losses, double *mean_loss, char *err,
+                            size_t ecap);
 
 /* The metrics of al_api_grads. */
 enum {
-    AL_API_METRIC_LOSS = 0,    /* the mean loss of a loss = 1 forward */
+    AL_API_METRIC_LOSS = 0, /* the mean loss of a loss = 1 forward */
     AL_API_METRIC_LOGPROB = 1, /* Σ_b log p(target[b] | ids[b, 0..pos]) */
-    AL_API_METRIC_DLOGITS = 2  /* Σ dlogits · logits for a given dlogits (B, T, V) */
+    AL_API_METRIC_DLOGITS = 2 /* Σ dlogits · logits for a given dlogits (B, T, V) */
 };
 /* Gradients of a metric of the last forward (al_api_run_hooks) at hook
  * points: out[i] (TransformerLens's shape of points[i], contiguous)
@@ -120,9 +121,9 @@ enum {
  * (the engine does not differentiate through an intervention), LOSS
  * after a forward without loss, pos or a target out of range, any other
  * point. */
-AL_API int al_api_grads(al_api_model *h, int metric, int pos, const int *target, const float *dlogits,
-                 int n, const int *points, const int *layers, float *const *out, double *value,
-                 char *err, size_t ecap);
+AL_API int al_api_grads(al_api_model *h, int metric, int pos, const int *target,
+                        const float *dlogits, int n, const int *points, const int *layers,
+                        float *const *out, double *value, char *err, size_t ecap);
 
 /* Run the registered analysis `name` (scores, ablate, patch, ...) in
  * this process through the driver the CLI uses, on its typed options:
@@ -152,12 +153,12 @@ AL_API void al_api_string_free(char *s);
 
 /* Token ids (B, T): each in 0 .. d_vocab-1 (al_check_token), and with
  * forward = 1 also the forward's shape checks (not empty, T <= n_ctx). */
-AL_API int al_api_check_ids(const al_api_model *h, const int64_t *ids, int64_t B, int64_t T, int forward,
-                     char *err, size_t ecap);
+AL_API int al_api_check_ids(const al_api_model *h, const int64_t *ids, int64_t B, int64_t T,
+                            int forward, char *err, size_t ecap);
 /* The log-prob metric of al_api_grads for a batch B x T: pos in 0 .. T-1
  * and target (B ids) in 0 .. d_vocab-1. */
-AL_API int al_api_check_logprob(const al_api_model *h, int64_t pos, const int64_t *target, int64_t B,
-                         int64_t T, char *err, size_t ecap);
+AL_API int al_api_check_logprob(const al_api_model *h, int64_t pos, const int64_t *target,
+                                int64_t B, int64_t T, char *err, size_t ecap);
 /* al_api_cache's hooks (its kinds; NULL = all) and max_mb (a finite
  * number > 0: al_cache_limit_check, the CLI's --cache-max-mb). */
 AL_API int al_api_check_cache(const char *hooks, double max_mb, char *err, size_t ecap);

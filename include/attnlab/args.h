@@ -14,23 +14,24 @@
 typedef enum { AL_STR, AL_INT, AL_FLOAT, AL_BOOL, AL_U64 } al_flag_type;
 
 typedef struct al_flag {
-    const char *name;   /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     al_flag_type type;
-    void *dst;          /* const char **, int *, double *, int *, uint64_t * */
-    const char *meta;   /* e.g. "DIR"; NULL for AL_BOOL */
+    void *dst; /* const char **, int *, double *, int *, uint64_t * */
+    const char *meta; /* e.g. "DIR"; NULL for AL_BOOL */
     const char *help;
     int required;
-    int seen;           /* set by the parser */
+    int seen; /* set by the parser */
 } al_flag;
 
-#define AL_FLAGS_END {NULL, AL_STR, NULL, NULL, NULL, 0, 0}
+#define AL_FLAGS_END                                                                               \
+    { NULL, AL_STR, NULL, NULL, NULL, 0, 0 }
 
 /* Parse argv[0..argc) against flags. Accepts "--name value" and
  * "--name=value"; AL_BOOL flags take no value. Positional arguments are
  * refused unless pos/npos is given (then up to max_pos are collected).
  * Returns 0, or -1 with e set (a usage error: exit code 2). */
-int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos,
-                   int max_pos, int *npos, al_err *e);
+int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos, int max_pos, int *npos,
+                   al_err *e);
 /* True if the flag of that name was given on the command line. */
 int al_flag_seen(const al_flag *flags, const char *name);
 
@@ -58,7 +59,7 @@ void al_flags_restore(al_flag *flags, const al_flag_val *vals);
 typedef struct al_command {
     const char *name;
     const char *summary;
-    const char *usage;       /* one line of synopsis after the name */
+    const char *usage; /* one line of synopsis after the name */
     const char *description; /* paragraph for `attnlab help <name>`; may be NULL */
     al_flag *flags;
     int (*run)(int argc, char **argv);
@@ -74,8 +75,7 @@ typedef struct al_command {
  * JSON file) are not overwritten, and flags set here are marked seen, so
  * the first source applied wins. String values are kept alive in an
  * internal arena until al_config_arena_free(). (flags_json.c) */
-int al_flags_apply_json(al_flag *flags, const char *json_text,
-                        const char *source_name, al_err *e);
+int al_flags_apply_json(al_flag *flags, const char *json_text, const char *source_name, al_err *e);
 void al_config_arena_free(void);
 /* Serialize a flag table's current values as a JSON object (caller
  * frees; NULL when out of memory). Stored as the training options in

@@ -23,26 +23,27 @@
 #include "attnlab/view.h"
 
 typedef struct al_attnstats_opts {
-    int batches, batch;          /* validation batches (4) of (8) windows, 1..100000 */
-    int progress;                /* progress line on stderr (0) */
+    int batches, batch; /* validation batches (4) of (8) windows, 1..100000 */
+    int progress; /* progress line on stderr (0) */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, -1 "interrupted" */
 } al_attnstats_opts;
 
-#define AL_ATTNSTATS_OPTS_INIT {4, 8, 0, NULL}
+#define AL_ATTNSTATS_OPTS_INIT                                                                     \
+    { 4, 8, 0, NULL }
 al_attnstats_opts al_attnstats_opts_defaults(void);
 /* 0, or -1 with e naming the flag out of range. */
 int al_attnstats_opts_check(const al_attnstats_opts *o, al_err *e);
 
 typedef struct al_attnstats_result {
     int L, H, T;
-    int windows;          /* batches × batch */
-    double *entropy;      /* (L*H) mean over query positions 1..T-1 of
+    int windows; /* batches × batch */
+    double *entropy; /* (L*H) mean over query positions 1..T-1 of
                            * -Σ_s a_ts ln a_ts, in nats; one allocation
                            * holds all three arrays */
     double *entropy_norm; /* (L*H) the same with each row's entropy divided by
                            * ln(t+1), its uniform maximum: 0 = one-hot, 1 = uniform */
-    double *distance;     /* (L*H) mean of Σ_s a_ts (t - s), in tokens */
-    double seconds;       /* wall time */
+    double *distance; /* (L*H) mean of Σ_s a_ts (t - s), in tokens */
+    double seconds; /* wall time */
 } al_attnstats_result;
 
 /* The statistics of every head of m over val's windows of T tokens

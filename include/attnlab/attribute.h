@@ -101,8 +101,8 @@
 #include "attnlab/util.h"
 
 typedef struct al_attr_opts {
-    int batch;    /* pairs per forward pass (8), 1..100000 */
-    int paths;    /* 1 (default): the path expansion too; 0: not */
+    int batch; /* pairs per forward pass (8), 1..100000 */
+    int paths; /* 1 (default): the path expansion too; 0: not */
     int progress; /* 1: a progress line on stderr per batch */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
     /* 1: on items without a wrong token (log-prob tasks) u is W_U[:,answer]
@@ -114,7 +114,8 @@ typedef struct al_attr_opts {
     int center_unembed;
 } al_attr_opts;
 
-#define AL_ATTR_OPTS_INIT {8, 1, 0, NULL, 0}
+#define AL_ATTR_OPTS_INIT                                                                          \
+    { 8, 1, 0, NULL, 0 }
 al_attr_opts al_attr_opts_defaults(void);
 /* 0 if the numbers are in range, else −1 with e naming the limits. */
 int al_attr_opts_check(const al_attr_opts *o, al_err *e);
@@ -122,32 +123,32 @@ int al_attr_opts_check(const al_attr_opts *o, al_err *e);
 typedef enum { AL_ATTR_DIRECT, AL_ATTR_HEAD, AL_ATTR_VIRTUAL } al_attr_term_kind;
 
 typedef struct al_attr_result {
-    int L, H, N, T;          /* T = the task's padded length */
+    int L, H, N, T; /* T = the task's padded length */
     int n_items, logit_diff; /* the task's */
-    double metric;           /* mean metric logit over items (the model's) */
-    int centred;             /* o->center_unembed: log-prob items measured against the
+    double metric; /* mean metric logit over items (the model's) */
+    int centred; /* o->center_unembed: log-prob items measured against the
                               * mean logit */
-    double loss;             /* mean item loss −log p(answer) (= lens_loss[L]) */
+    double loss; /* mean item loss −log p(answer) (= lens_loss[L]) */
     /* direct logit attribution */
-    int n_comp;              /* al_attr_n_comp: 2 + L·H (plain model), 3 + L·H + L */
-    double *dla;             /* (n_comp) mean contribution over items */
-    double *dla_pos;         /* (n_comp, T) mean over the items at pos; NaN where none */
-    int *pos_items;          /* (T) items at each position */
-    double *item_metric;     /* (n_items) the model's metric logit at each item */
-    double *item_dla;        /* (n_items, n_comp) */
+    int n_comp; /* al_attr_n_comp: 2 + L·H (plain model), 3 + L·H + L */
+    double *dla; /* (n_comp) mean contribution over items */
+    double *dla_pos; /* (n_comp, T) mean over the items at pos; NaN where none */
+    int *pos_items; /* (T) items at each position */
+    double *item_metric; /* (n_items) the model's metric logit at each item */
+    double *item_dla; /* (n_items, n_comp) */
     /* path expansion (n_terms = 0 and NULL arrays when o->paths is 0) */
-    int n_terms;             /* al_attr_n_terms(L, H) */
-    double *term_value;      /* (n_terms) mean contribution to the metric logit */
-    double *term_dloss;      /* (n_terms) Δ mean item loss with the term removed */
-    double *item_term;       /* (n_items, n_terms) contribution at each item */
-    double kind_value[3];    /* per al_attr_term_kind: the sum of its terms' values */
-    double kind_dloss[3];    /* Δ mean item loss with all terms of the kind removed at
+    int n_terms; /* al_attr_n_terms(L, H) */
+    double *term_value; /* (n_terms) mean contribution to the metric logit */
+    double *term_dloss; /* (n_terms) Δ mean item loss with the term removed */
+    double *item_term; /* (n_items, n_terms) contribution at each item */
+    double kind_value[3]; /* per al_attr_term_kind: the sum of its terms' values */
+    double kind_dloss[3]; /* Δ mean item loss with all terms of the kind removed at
                               * once (0 when n_terms is 0) */
     /* logit lens */
-    double *lens_loss;       /* (L+1) mean item loss of x_l W_U */
-    double *lens_acc;        /* (L+1) top-1 accuracy */
-    double seconds;          /* wall time */
-    al_warnings warn;        /* pair tasks (not "data"): the gap check of the task's two
+    double *lens_loss; /* (L+1) mean item loss of x_l W_U */
+    double *lens_acc; /* (L+1) top-1 accuracy */
+    double seconds; /* wall time */
+    al_warnings warn; /* pair tasks (not "data"): the gap check of the task's two
                               * unpatched runs (al_patch_gap); else empty */
 } al_attr_result;
 

@@ -68,10 +68,10 @@
 enum { AL_AP_HEAD, AL_AP_HEAD_POS, AL_AP_EDGE, AL_AP_NGRID };
 
 typedef struct al_agreement {
-    int n;           /* configurations compared (both finite) */
-    double pearson;  /* NaN when undefined (n < 2, a constant side) */
+    int n; /* configurations compared (both finite) */
+    double pearson; /* NaN when undefined (n < 2, a constant side) */
     double spearman;
-    int top5;        /* of the five largest |effect| on each side, how many
+    int top5; /* of the five largest |effect| on each side, how many
                       * are in both (n < 5: of the n) */
 } al_agreement;
 
@@ -80,12 +80,12 @@ typedef struct al_attrpatch_result {
     al_patch_direction direction;
     double m_clean, m_corr;
     /* estimates, normalised as patch.h's effect; one allocation */
-    double *head;     /* (L, H) */
+    double *head; /* (L, H) */
     double *head_pos; /* (L·H, T) */
-    double *edge;     /* (4·n_senders·W) as al_paths_result's effect (W =
+    double *edge; /* (4·n_senders·W) as al_paths_result's effect (W =
                        * al_paths_width(L, H)) */
     int n_senders, n_recv, n_edge;
-    double seconds;   /* the attribution itself */
+    double seconds; /* the attribution itself */
     /* when compared (o->compare): actual patching, same layouts */
     int compared;
     double *act_head, *act_head_pos, *act_edge;

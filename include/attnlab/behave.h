@@ -21,49 +21,47 @@
 
 typedef struct al_behave {
     al_model m;
-    const char *dir;       /* the model directory (borrowed) */
+    const char *dir; /* the model directory (borrowed) */
     int loaded;
-    al_tokenizer *tok;     /* NULL if the directory has none */
-    char sha[65];          /* of model.safetensors */
-    unsigned char *off;    /* (L*H) heads off by the mask; all 0 without */
+    al_tokenizer *tok; /* NULL if the directory has none */
+    char sha[65]; /* of model.safetensors */
+    unsigned char *off; /* (L*H) heads off by the mask; all 0 without */
     int n_off;
     al_store *st;
     int64_t model_id, run_id; /* run_id 0 until a run is begun */
-    int train_T;           /* sequence length it was trained on (state.json) */
+    int train_T; /* sequence length it was trained on (state.json) */
     struct al_circuit_run *circ; /* --circuit: m.circuit points into it; NULL without */
-    const char *iv_json;   /* --intervene: the file as parsed (borrowed), recorded in the
+    const char *iv_json; /* --intervene: the file as parsed (borrowed), recorded in the
                               run's config by al_behave_begin; NULL without */
 } al_behave;
 
 /* Open db, load model_dir (and mask_path if not NULL: gates applied),
  * insert/update the models row and begin a run of `kind` whose config is
  * the flag table. On failure everything is released. */
-int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path,
-                   const char *db, const char *kind, const al_flag *flags,
-                   al_err *e);
+int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path, const char *db,
+                   const char *kind, const al_flag *flags, al_err *e);
 /* al_behave_open in two steps, for commands that check more input
  * against the loaded model before any run exists (patch, paths: the
  * task): al_behave_load opens the database and loads model and mask (on
  * failure everything is released); al_behave_begin files the model and
  * begins the run (on failure b stays open: al_behave_close it). */
-int al_behave_load(al_behave *b, const char *model_dir, const char *mask_path,
-                   const char *db, al_err *e);
+int al_behave_load(al_behave *b, const char *model_dir, const char *mask_path, const char *db,
+                   al_err *e);
 int al_behave_begin(al_behave *b, const char *kind, const al_flag *flags, al_err *e);
 /* The BOS id for probes: <|endoftext|> of the tokenizer, else -1. */
 int al_behave_bos(const al_behave *b);
 /* Load a validation token file and pick the window length: the length
  * the model was trained on (n_ctx unless --seq-len said less), or fewer if
  * the file is short (needs at least 6 tokens). */
-int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
-                     al_err *e);
+int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T, al_err *e);
 /* --circuit FILE --fill corrupted|mean of a batch analysis (scores,
  * ablate; circuit_run.h): load the circuit for b's model and run every
  * later forward of b.m with it. A mean fill takes its means over the
  * command's validation windows (val, T, batches × batch; val NULL: a mean
  * fill is refused). Call between al_behave_load and al_behave_begin, so
  * a bad file leaves no run behind. 0, or −1 with e (b unchanged). */
-int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al_tokens *val,
-                      int T, int batches, int batch, al_err *e);
+int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al_tokens *val, int T,
+                      int batches, int batch, al_err *e);
 /* "circuit FILE: 42 of 306 edges kept; ..." on stdout when b runs a
  * circuit; nothing otherwise. */
 void al_behave_print_circuit(const al_behave *b, const char *path);
@@ -85,10 +83,10 @@ void al_behave_warn_probe(const al_behave *b, int len);
  * for the printout ("the 312 token ids that occur in X", "windows of the
  * text of X (86858 tokens)"). */
 typedef struct al_probe_load {
-    al_probe_src src;        /* points into this struct */
-    int random_all;          /* "all": al_probe_load_src gives NULL */
-    unsigned char *allowed;  /* owned, or NULL */
-    al_tokens text;          /* owned (zeroed unless a text probe) */
+    al_probe_src src; /* points into this struct */
+    int random_all; /* "all": al_probe_load_src gives NULL */
+    unsigned char *allowed; /* owned, or NULL */
+    al_tokens text; /* owned (zeroed unless a text probe) */
     int n_ids;
     char what[AL_PATH_MAX + 96];
     /* "all" on a model whose training data is known: ids of the vocabulary

@@ -12,13 +12,14 @@
 #include <stddef.h>
 
 typedef struct al_buf {
-    char *p;      /* contents (NULL until the first append) */
-    size_t n;     /* bytes used */
-    size_t cap;   /* bytes allocated */
-    int oom;      /* an allocation failed: contents are incomplete */
+    char *p; /* contents (NULL until the first append) */
+    size_t n; /* bytes used */
+    size_t cap; /* bytes allocated */
+    int oom; /* an allocation failed: contents are incomplete */
 } al_buf;
 
-#define AL_BUF_INIT {NULL, 0, 0, 0}
+#define AL_BUF_INIT                                                                                \
+    { NULL, 0, 0, 0 }
 
 void al_buf_put(al_buf *b, const void *data, size_t n);
 void al_buf_puts(al_buf *b, const char *s);

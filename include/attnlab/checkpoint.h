@@ -39,8 +39,7 @@
  * replaces its last good checkpoint. With tied embeddings unembed.W_U is
  * still written (= W_Eᵀ) so the file loads in TransformerLens. */
 int al_ckpt_save(const char *dir, const al_model *m, const al_tokenizer *tok,
-                 const al_train_state *st, const float *adam_m,
-                 const float *adam_v, al_err *e);
+                 const al_train_state *st, const float *adam_m, const float *adam_v, al_err *e);
 /* Finish or undo an interrupted save (see above). */
 int al_ckpt_recover(const char *dir, al_err *e);
 /* Make the checkpoint in dir impossible to resume (state.json removed,
@@ -66,8 +65,8 @@ int al_ckpt_load(const char *dir, al_model *m, al_tokenizer **tok, al_err *e);
  * gets a .lock file. */
 int al_ckpt_is_model_dir(const char *dir, al_err *e);
 /* Load state.json and optim.safetensors (n floats each for m and v). */
-int al_ckpt_load_state(const char *dir, al_train_state *st, float *adam_m,
-                       float *adam_v, size_t n, al_err *e);
+int al_ckpt_load_state(const char *dir, al_train_state *st, float *adam_m, float *adam_v, size_t n,
+                       al_err *e);
 /* Write only model.safetensors for m to an explicit path (tests, tools). */
 int al_ckpt_write_weights(const char *path, const al_model *m, al_err *e);
 

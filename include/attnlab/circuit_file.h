@@ -32,9 +32,9 @@
 /* What the file says besides its edges. Strings are borrowed. */
 typedef struct al_circuit_info {
     const char *model_sha256, *task, *method, *metric;
-    double tau, recover;        /* NaN: null (tau for eap, recover for acdc) */
+    double tau, recover; /* NaN: null (tau for eap, recover for acdc) */
     double faithfulness, kl;
-    long long run_id;           /* the discover run that found it (0: none; written as null) */
+    long long run_id; /* the discover run that found it (0: none; written as null) */
 } al_circuit_info;
 
 /* The file's text for the circuit kept[k] != 0 of an L-layer, H-head

@@ -32,12 +32,12 @@
 
 typedef struct al_circuit_run {
     int L, H, n_edges, n_kept;
-    unsigned char *kept;    /* (n_edges) */
-    float *mean_x0;         /* mean fill: (T, C) mean W_E[token] per position, then
+    unsigned char *kept; /* (n_edges) */
+    float *mean_x0; /* mean fill: (T, C) mean W_E[token] per position, then
                              * (L, T, H, D) mean gated z (spec.mean_zg); else NULL */
-    int mean_windows;       /* windows the means are over (0: not mean) */
+    int mean_windows; /* windows the means are over (0: not mean) */
     al_circuit_spec spec;
-    al_circuit_exec x;      /* the run's hooks while attached */
+    al_circuit_exec x; /* the run's hooks while attached */
 } al_circuit_run;
 
 /* Load the circuit file at path for m (al_circuit_load: one-line errors

@@ -53,17 +53,17 @@ typedef struct al_trigram {
 
 typedef struct al_circ_head {
     int layer, head;
-    double *qk_sv, *ov_sv;            /* (D) singular values, descending */
-    int qk_rank, ov_rank;             /* numpy rule, shape d_model x d_model */
-    double qk_eff_rank, ov_eff_rank;  /* exp(entropy of σ/Σσ) */
+    double *qk_sv, *ov_sv; /* (D) singular values, descending */
+    int qk_rank, ov_rank; /* numpy rule, shape d_model x d_model */
+    double qk_eff_rank, ov_eff_rank; /* exp(entropy of σ/Σσ) */
     double qk_stable_rank, ov_stable_rank; /* ‖·‖_F² / σ_1² */
-    double qk_fro, ov_fro;            /* ‖W_QK‖_F, ‖W_OV‖_F */
-    double *eig_re, *eig_im;          /* (D) of W_O W_U W_E W_V, by |λ| desc */
-    double copying_eigen;             /* Re(Σλ)/Σ|λ|; NaN if all λ = 0 */
-    double copying_top1;              /* share of A with argmax_C OV[A,C] = A */
-    double qk_top1_self;              /* share of B with argmax_A QK[B,A] = B */
-    double pos_prev_token;            /* positional-only attention to t-1 */
-    al_trigram *tri;                  /* top skip-trigrams, best first */
+    double qk_fro, ov_fro; /* ‖W_QK‖_F, ‖W_OV‖_F */
+    double *eig_re, *eig_im; /* (D) of W_O W_U W_E W_V, by |λ| desc */
+    double copying_eigen; /* Re(Σλ)/Σ|λ|; NaN if all λ = 0 */
+    double copying_top1; /* share of A with argmax_C OV[A,C] = A */
+    double qk_top1_self; /* share of B with argmax_A QK[B,A] = B */
+    double pos_prev_token; /* positional-only attention to t-1 */
+    al_trigram *tri; /* top skip-trigrams, best first */
     int n_tri;
 } al_circ_head;
 
@@ -80,34 +80,33 @@ enum { AL_COMP_Q, AL_COMP_K, AL_COMP_V, AL_COMP_N };
 extern const char *const al_comp_names[AL_COMP_N]; /* "Q", "K", "V" */
 
 typedef struct al_circ_comp {
-    int l1, h1, l2, h2;           /* earlier head -> later head, l1 < l2 */
+    int l1, h1, l2, h2; /* earlier head -> later head, l1 < l2 */
     double score[AL_COMP_N];
 } al_circ_comp;
 
 typedef struct al_circ_opts {
-    int top_k;          /* skip-trigrams kept per head (default 50) */
-    int mc_samples;     /* random pairs for the composition baseline (100) */
-    uint64_t seed;      /* seed of the baseline (1) */
-    int block;          /* rows per block of full circuits (128) */
-    int progress;       /* show a progress line */
+    int top_k; /* skip-trigrams kept per head (default 50) */
+    int mc_samples; /* random pairs for the composition baseline (100) */
+    uint64_t seed; /* seed of the baseline (1) */
+    int block; /* rows per block of full circuits (128) */
+    int progress; /* show a progress line */
 } al_circ_opts;
 
 al_circ_opts al_circ_opts_default(void);
 
 typedef struct al_circ_result {
     int L, H, D, C, V;
-    al_circ_head *heads;   /* (L*H), index l*H + h */
+    al_circ_head *heads; /* (L*H), index l*H + h */
     al_circ_layer *layers; /* (L) */
-    al_circ_comp *comp;    /* every (l1,h1) -> (l2,h2) with l1 < l2 */
+    al_circ_comp *comp; /* every (l1,h1) -> (l2,h2) with l1 < l2 */
     int n_comp;
     double base_mean[AL_COMP_N], base_sd[AL_COMP_N];
-    double seconds;        /* wall time of the analysis */
+    double seconds; /* wall time of the analysis */
 } al_circ_result;
 
 /* Everything above for every head of m (a LayerNorm model: on its
  * weights with LayerNorm folded in, a folded copy when they are not). */
-int al_circ_analyse(const al_model *m, const al_circ_opts *o,
-                    al_circ_result *r, al_err *e);
+int al_circ_analyse(const al_model *m, const al_circ_opts *o, al_circ_result *r, al_err *e);
 /* The sentences a run on a model of config c records as notes (at most
  * 2, into notes; each under AL_WARN_LEN): LayerNorm folded and its scale
  * left out; biases left out. Returns how many (0: the plain model). */
@@ -120,24 +119,23 @@ void al_circ_result_free(al_circ_result *r);
 int al_circ_qk_svals(const al_model *m, int l, int h, double *s, al_err *e);
 int al_circ_ov_svals(const al_model *m, int l, int h, double *s, al_err *e);
 /* Eigenvalues (D) of W_O W_U W_E W_V and the copying score from them. */
-int al_circ_ov_eigen(const al_model *m, int l, int h, double *re, double *im,
-                     double *copying, al_err *e);
+int al_circ_ov_eigen(const al_model *m, int l, int h, double *re, double *im, double *copying,
+                     al_err *e);
 /* Full circuits on chosen tokens (uncentred):
  * out (n_dst, n_src) = full QK[dst_i, src_j];
  * out (n_src, n_out) = full OV[src_i, out_j]. */
-int al_circ_full_qk(const al_model *m, int l, int h, const int *dst, int n_dst,
-                    const int *src, int n_src, float *out, al_err *e);
-int al_circ_full_ov(const al_model *m, int l, int h, const int *src, int n_src,
-                    const int *outs, int n_out, float *out, al_err *e);
+int al_circ_full_qk(const al_model *m, int l, int h, const int *dst, int n_dst, const int *src,
+                    int n_src, float *out, al_err *e);
+int al_circ_full_ov(const al_model *m, int l, int h, const int *src, int n_src, const int *outs,
+                    int n_out, float *out, al_err *e);
 /* Positional QK = W_pos W_QK W_posᵀ, out (n_ctx, n_ctx), row = destination. */
-int al_circ_positional_qk(const al_model *m, int l, int h, float *out,
-                          al_err *e);
+int al_circ_positional_qk(const al_model *m, int l, int h, float *out, al_err *e);
 /* Composition scores of (l1,h1) -> (l2,h2), score[AL_COMP_N]. */
-int al_circ_composition(const al_model *m, int l1, int h1, int l2, int h2,
-                        double *score, al_err *e);
+int al_circ_composition(const al_model *m, int l1, int h1, int l2, int h2, double *score,
+                        al_err *e);
 /* Mean and standard deviation of the composition scores of independent
  * Gaussian heads of shape (C, D), over `samples` pairs from `seed`. */
-int al_circ_comp_baseline(int C, int D, int samples, uint64_t seed,
-                          double *mean, double *sd, al_err *e);
+int al_circ_comp_baseline(int C, int D, int samples, uint64_t seed, double *mean, double *sd,
+                          al_err *e);
 
 #endif

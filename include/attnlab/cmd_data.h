@@ -9,9 +9,9 @@
 #include "attnlab/args.h"
 
 typedef struct al_synth_cli {
-    const char *out;       /* --out: the text file (required) */
-    int stories;           /* --stories */
-    uint64_t seed;         /* --seed */
+    const char *out; /* --out: the text file (required) */
+    int stories; /* --stories */
+    uint64_t seed; /* --seed */
     double repeat_fraction; /* --repeat-fraction */
     int min_sentences, max_sentences, span_min, span_max;
     const char *names_out; /* --names-out, or NULL */

@@ -7,11 +7,11 @@
 
 typedef struct al_encode_cli {
     const char *tokenizer; /* --tokenizer (required) */
-    const char *in;        /* --in: the text (required) */
-    const char *out;       /* --out: X.bin names X.train.bin and X.val.bin (required) */
-    double val;            /* --val: share of documents for validation */
-    const char *docs;      /* --docs: blank, line, eot or story */
-    const char *val_pick;  /* --val-pick: last or hash (corpus.h, al_corpus_val_split) */
+    const char *in; /* --in: the text (required) */
+    const char *out; /* --out: X.bin names X.train.bin and X.val.bin (required) */
+    double val; /* --val: share of documents for validation */
+    const char *docs; /* --docs: blank, line, eot or story */
+    const char *val_pick; /* --val-pick: last or hash (corpus.h, al_corpus_val_split) */
 } al_encode_cli;
 
 /* Room for the flag table (its flags + the end marker). */

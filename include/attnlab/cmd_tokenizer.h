@@ -6,9 +6,9 @@
 #include "attnlab/args.h"
 
 typedef struct al_tok_cli {
-    const char *in;  /* --in: training text (required) */
+    const char *in; /* --in: training text (required) */
     const char *out; /* --out: tokenizer.json to write (required) */
-    int vocab;       /* --vocab */
+    int vocab; /* --vocab */
 } al_tok_cli;
 
 /* Room for the flag table (its flags + the end marker). */

@@ -11,7 +11,7 @@
 typedef struct al_train_cli {
     al_train_opts t;
     const char *config; /* --config: JSON file of the same keys */
-    const char *db;     /* --db: SQLite file for training dynamics */
+    const char *db; /* --db: SQLite file for training dynamics */
     const char *probe_tokens; /* --probe-tokens all|seen|FILE.bin: the ids
                          * --db's induction probe draws from ("all") */
 } al_train_cli;

@@ -22,8 +22,7 @@
  * use_local_attn, n_key_value_heads, final_rms, d_vocab_out, soft caps,
  * ...); other keys are ignored. */
 char *al_config_to_json(const al_config *c);
-int al_config_from_json(const char *json_text, al_config *c,
-                        const char *source_name, al_err *e);
+int al_config_from_json(const char *json_text, al_config *c, const char *source_name, al_err *e);
 
 /* state.json: everything needed to continue training exactly:
  * {"attnlab_version", "step", "tokens_seen", "last_train_loss",
@@ -32,24 +31,24 @@ int al_config_from_json(const char *json_text, al_config *c,
  *  object (train_json) or null}. Numbers are written so that they read
  *  back bit for bit. */
 typedef struct al_train_state {
-    long step;            /* optimizer steps completed */
-    al_rng rng;           /* data-order RNG after `step` batches */
+    long step; /* optimizer steps completed */
+    al_rng rng; /* data-order RNG after `step` batches */
     double tokens_seen;
     double last_train_loss, last_val_loss;
-    char *train_json;     /* training flags as JSON (owned) */
+    char *train_json; /* training flags as JSON (owned) */
     /* The training run (in the database curve_db, an absolute path) that
      * logged this checkpoint's curve; 0/NULL when it was trained without
      * --db. A resumed run copies that run's curve (src/cli/train_record.c). */
     int64_t curve_run;
-    char *curve_db;       /* owned */
+    char *curve_db; /* owned */
     /* Tokens in the training file (after any validation split): the data
      * a model saw tokens_seen / data_tokens times over. 0 when unknown
      * (checkpoints written before it was recorded). */
     double data_tokens;
 } al_train_state;
 char *al_state_to_json(const al_train_state *s);
-int al_state_from_json(const char *json_text, al_train_state *s,
-                       const char *source_name, al_err *e);
+int al_state_from_json(const char *json_text, al_train_state *s, const char *source_name,
+                       al_err *e);
 void al_state_free(al_train_state *s);
 
 #endif

@@ -59,12 +59,12 @@ int al_corpus_same(al_doc a, al_doc b);
 
 /* What al_corpus_clean removed and kept. */
 typedef struct al_corpus_stats {
-    size_t docs_in;      /* documents given */
-    size_t empty;        /* nothing but whitespace */
-    size_t separator;    /* held a literal <|endoftext|>, which would split them */
-    size_t duplicates;   /* equal to an earlier document (normalised) */
-    size_t docs;         /* kept */
-    size_t bytes;        /* the kept documents' bytes (trimmed, no separators) */
+    size_t docs_in; /* documents given */
+    size_t empty; /* nothing but whitespace */
+    size_t separator; /* held a literal <|endoftext|>, which would split them */
+    size_t duplicates; /* equal to an earlier document (normalised) */
+    size_t docs; /* kept */
+    size_t bytes; /* the kept documents' bytes (trimmed, no separators) */
 } al_corpus_stats;
 
 /* The cleaning of every source: each docs[i] is trimmed of surrounding
@@ -72,8 +72,7 @@ typedef struct al_corpus_stats {
  * empty, no literal <|endoftext|> in it, and not a duplicate of an
  * earlier kept document (the first of a group stays, so the result does
  * not depend on anything but the order). -1 with e when out of memory. */
-int al_corpus_clean(al_doc *docs, size_t n, unsigned char *keep, al_corpus_stats *st,
-                    al_err *e);
+int al_corpus_clean(al_doc *docs, size_t n, unsigned char *keep, al_corpus_stats *st, al_err *e);
 
 /* Append docs[i] with keep[i] (every one when keep is NULL) to out in the
  * format above. The documents must be clean (al_corpus_clean). Returns
@@ -101,7 +100,7 @@ int al_corpus_val_split(const al_doc *docs, size_t n, double frac, al_val_pick h
 typedef struct al_mix_in {
     const al_doc *docs;
     size_t n;
-    double share;     /* > 0; the shares of a mixture sum to 1 */
+    double share; /* > 0; the shares of a mixture sum to 1 */
 } al_mix_in;
 
 /* One document of a mixture: input `in`, its document `doc`. */
@@ -137,7 +136,8 @@ typedef struct al_docset {
     int open, oom;
 } al_docset;
 
-#define AL_DOCSET_INIT {AL_BUF_INIT, NULL, NULL, 0, 0, 0, 0}
+#define AL_DOCSET_INIT                                                                             \
+    { AL_BUF_INIT, NULL, NULL, 0, 0, 0, 0 }
 void al_docset_put(al_docset *s, const void *p, size_t n);
 void al_docset_end(al_docset *s);
 /* The documents (closing an open one), pointing into s->text (valid until

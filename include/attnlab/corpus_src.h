@@ -28,7 +28,7 @@ typedef struct al_tree_rule {
 typedef struct al_tree_files {
     char **path;
     size_t n;
-    size_t binary;   /* files skipped because they hold a NUL byte */
+    size_t binary; /* files skipped because they hold a NUL byte */
 } al_tree_files;
 
 /* Every file under dir that the rule takes, one document each, in the
@@ -87,8 +87,8 @@ typedef struct al_deb_pkg {
  * package owns. Without dpkg-query it finds none (0, every file
  * unowned): provenance is then the paths alone. -1 with e only when out
  * of memory or a temporary file cannot be written. */
-int al_deb_owners(char *const *paths, size_t n, al_deb_pkg **pkgs, size_t *n_pkgs,
-                  size_t *unowned, al_err *e);
+int al_deb_owners(char *const *paths, size_t n, al_deb_pkg **pkgs, size_t *n_pkgs, size_t *unowned,
+                  al_err *e);
 /* The installed version of a package into buf ("" when not installed or
  * no dpkg-query). */
 void al_deb_version(const char *pkg, char *buf, size_t cap);

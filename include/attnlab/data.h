@@ -38,11 +38,11 @@ unsigned char *al_tokens_present(const al_tokens *t, int d_vocab, int *n_present
 int al_tokens_hold_out(al_tokens *train, double frac, const char *name, al_tokens *val, al_err *e);
 
 /* Fill inputs/targets (B,T) from a random window per row. Needs n > T. */
-int al_batch_random(const al_tokens *d, int B, int T, al_rng *rng,
-                    int *inputs, int *targets, al_err *e);
+int al_batch_random(const al_tokens *d, int B, int T, al_rng *rng, int *inputs, int *targets,
+                    al_err *e);
 /* Fill validation batch k of n_batches: windows evenly spread over the
  * file, deterministic. */
-int al_batch_fixed(const al_tokens *d, int B, int T, int k, int n_batches,
-                   int *inputs, int *targets, al_err *e);
+int al_batch_fixed(const al_tokens *d, int B, int T, int k, int n_batches, int *inputs,
+                   int *targets, al_err *e);
 
 #endif

@@ -61,12 +61,12 @@
 #include "attnlab/util.h"
 
 typedef struct al_discover_opts {
-    const char *method;    /* "acdc" (default) or "eap" */
-    const char *metric;    /* "kl" (default) or "logit_diff" (the task's metric) */
-    double tau;            /* acdc: threshold, >= 0 and finite (0.01) */
-    double recover;        /* eap: faithfulness to reach, 0..1 (0.9) */
-    int batch;             /* pairs per forward pass (8), 1..100000 */
-    int progress;          /* 1: a progress line on stderr */
+    const char *method; /* "acdc" (default) or "eap" */
+    const char *metric; /* "kl" (default) or "logit_diff" (the task's metric) */
+    double tau; /* acdc: threshold, >= 0 and finite (0.01) */
+    double recover; /* eap: faithfulness to reach, 0..1 (0.9) */
+    int batch; /* pairs per forward pass (8), 1..100000 */
+    int progress; /* 1: a progress line on stderr */
     volatile sig_atomic_t *stop; /* set: stop, −1 "interrupted" */
     /* acdc: the order in which a receiver's senders are tried.
      * "embed-first" (default): index order, embed, pos, then the heads
@@ -79,7 +79,8 @@ typedef struct al_discover_opts {
     const char *remove_if;
 } al_discover_opts;
 
-#define AL_DISCOVER_OPTS_INIT {"acdc", "kl", 0.01, 0.9, 8, 0, NULL, "embed-first", "le"}
+#define AL_DISCOVER_OPTS_INIT                                                                      \
+    { "acdc", "kl", 0.01, 0.9, 8, 0, NULL, "embed-first", "le" }
 al_discover_opts al_discover_opts_defaults(void);
 /* 0 if the names are known and the numbers in range (tau negative or not
  * finite, recover outside 0..1 refused), else −1 with e naming them. */
@@ -94,17 +95,17 @@ int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, i
 
 typedef struct al_discover_result {
     int L, H, n_edges;
-    unsigned char *kept;   /* (n_edges) 1 = in the circuit; one allocation with score */
-    double *score;         /* (n_edges) acdc: loss growth when tried (NaN: never
+    unsigned char *kept; /* (n_edges) 1 = in the circuit; one allocation with score */
+    double *score; /* (n_edges) acdc: loss growth when tried (NaN: never
                             * tried, its receiver was already cut off); eap: |estimate| */
     int n_kept;
     double m_clean, m_corr; /* the task's metric on the two unpatched runs */
-    double m_circuit;       /* ... on the circuit */
-    double kl_circuit;      /* mean KL(clean || circuit) (−1e-15 or so: rounding) */
-    double faithfulness;    /* (m_circuit − m_corr) / (m_clean − m_corr) */
-    long evals;             /* circuit evaluations run (over all pairs each) */
+    double m_circuit; /* ... on the circuit */
+    double kl_circuit; /* mean KL(clean || circuit) (−1e-15 or so: rounding) */
+    double faithfulness; /* (m_circuit − m_corr) / (m_clean − m_corr) */
+    long evals; /* circuit evaluations run (over all pairs each) */
     double seconds;
-    al_warnings warn;       /* the gap check of the task's metric (and with metric kl of the
+    al_warnings warn; /* the gap check of the task's metric (and with metric kl of the
                              * corrupted run's KL) and the faithfulness's range (gap.h) */
 } al_discover_result;
 

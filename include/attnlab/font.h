@@ -16,10 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AL_FONT_ADV 6     /* horizontal advance per cell at scale 1 */
+#define AL_FONT_ADV 6 /* horizontal advance per cell at scale 1 */
 #define AL_FONT_GLYPH_H 9 /* rows a line of text may ink, from its top */
-#define AL_FONT_CAP 7     /* rows above the baseline */
-#define AL_FONT_LINE 11   /* line pitch at scale 1 */
+#define AL_FONT_CAP 7 /* rows above the baseline */
+#define AL_FONT_LINE 11 /* line pitch at scale 1 */
 
 /* Cells s occupies (a "\xNN" escape is 4); width in pixels is
  * cells * AL_FONT_ADV * scale. */

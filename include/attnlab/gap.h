@@ -37,8 +37,8 @@
 #define AL_EFFECT_HI 1.1
 
 typedef struct al_warnings {
-    int n;                               /* 0..AL_WARN_MAX */
-    char msg[AL_WARN_MAX][AL_WARN_LEN];  /* NUL-terminated */
+    int n; /* 0..AL_WARN_MAX */
+    char msg[AL_WARN_MAX][AL_WARN_LEN]; /* NUL-terminated */
 } al_warnings;
 
 /* Append one message (printf format); dropped when w already holds
@@ -51,8 +51,8 @@ void al_warnings_add(al_warnings *w, const char *fmt, ...) __attribute__((format
  * may be NULL: 0 for every pair). Adds at most one warning to w, giving
  * M_clean, M_corr (the pairs' means), the gap, its SE and what it means
  * for the effects; also when the gap is not finite. n_pairs < 1: nothing. */
-void al_gap_check(al_warnings *w, const char *metric, const double *m_clean,
-                  const double *m_corr, int n_pairs);
+void al_gap_check(al_warnings *w, const char *metric, const double *m_clean, const double *m_corr,
+                  int n_pairs);
 
 /* The same from per-item values of task t (v_clean, v_corr: n_items each,
  * in t's item order; v_clean NULL for "kl"). M is the items' mean, a
@@ -61,8 +61,8 @@ void al_gap_check(al_warnings *w, const char *metric, const double *m_clean,
  * every analysis computes it (to rounding), their spread is M's standard
  * error, and with equal counts (induction, names, files) each is the
  * pair's own mean. −1 with e when out of memory (w unchanged). */
-int al_gap_check_items(al_warnings *w, const al_pairs *t, const char *metric,
-                       const double *v_clean, const double *v_corr, al_err *e);
+int al_gap_check_items(al_warnings *w, const al_pairs *t, const char *metric, const double *v_clean,
+                       const double *v_corr, al_err *e);
 
 /* The name of task t's own metric for the messages: "logit difference"
  * or "log-prob". */

@@ -90,13 +90,12 @@ void al_gemm_bf16_release(void);
  * once, inside or outside OpenMP parallel regions. Never fails: a shape
  * oneDNN has no fast kernel for goes to OpenBLAS (in bf16, to the f32
  * path). */
-void al_sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float *A,
-              int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void al_sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc);
 
 /* Implementation name oneDNN picked for this product ("brg:avx512_core",
  * "gemm:jit", ...), or "openblas" when it goes to OpenBLAS. For tests and
  * the bench; creates the primitive if needed. The string is static. */
-const char *al_sgemm_impl(bool transA, bool transB, int M, int N, int K, float alpha,
-                          float beta);
+const char *al_sgemm_impl(bool transA, bool transB, int M, int N, int K, float alpha, float beta);
 
 #endif

@@ -47,10 +47,10 @@ typedef enum { AL_EDGE_INPUT, AL_EDGE_COMPOSITION, AL_EDGE_OUTPUT } al_edge_kind
 
 typedef struct al_edge {
     al_edge_kind kind;
-    int sender;            /* 0 embed, 1 pos, 2 + l·H + h head l.h */
-    int recv_layer;        /* −1 for the logits */
-    int recv_head;         /* −1 for the logits */
-    int channel;           /* 0 q, 1 k, 2 v, 3 the logits (direct) */
+    int sender; /* 0 embed, 1 pos, 2 + l·H + h head l.h */
+    int recv_layer; /* −1 for the logits */
+    int recv_head; /* −1 for the logits */
+    int channel; /* 0 q, 1 k, 2 v, 3 the logits (direct) */
 } al_edge;
 
 /* Edges of an L-layer, H-head graph (0 when L or H is below 1, or
@@ -98,22 +98,22 @@ typedef enum { AL_FILL_CORRUPTED, AL_FILL_RESAMPLE, AL_FILL_MEAN } al_fill_kind;
 typedef struct al_circuit_spec {
     const unsigned char *kept; /* (al_graph_n_edges(L, H)) 1: the edge is in the circuit */
     al_fill_kind fill;
-    const int *corr;           /* AL_FILL_CORRUPTED: (B, T) tokens */
-    const float *mean_x0;      /* AL_FILL_MEAN: (mean_T, C) mean W_E[token] per position */
-    const float *mean_zg;      /* AL_FILL_MEAN: (L, mean_T, H, D) mean gated z per position */
-    int mean_T;                /* >= the forward's T */
-    const float *fill_zg;      /* AL_FILL_CORRUPTED: NULL, or the corrupted run's gated z
+    const int *corr; /* AL_FILL_CORRUPTED: (B, T) tokens */
+    const float *mean_x0; /* AL_FILL_MEAN: (mean_T, C) mean W_E[token] per position */
+    const float *mean_zg; /* AL_FILL_MEAN: (L, mean_T, H, D) mean gated z per position */
+    int mean_T; /* >= the forward's T */
+    const float *fill_zg; /* AL_FILL_CORRUPTED: NULL, or the corrupted run's gated z
                                 * (L, B, T, H, D), already computed: no fill forward */
 } al_circuit_spec;
 
 typedef struct al_circuit_exec {
     const al_circuit_spec *sp;
-    al_model *m;          /* attached to (NULL: not attached) */
-    al_model fill;        /* the fill run: m's weights, gates and other hooks */
-    float *ws;            /* scratch (circuit_hooks.c), grown on demand */
+    al_model *m; /* attached to (NULL: not attached) */
+    al_model fill; /* the fill run: m's weights, gates and other hooks */
+    float *ws; /* scratch (circuit_hooks.c), grown on demand */
     size_t cap;
-    int de_ready;         /* this forward's embedding differences are computed */
-    unsigned dz_ready;    /* bit l: this forward's layer-l Δzg (all heads) is computed */
+    int de_ready; /* this forward's embedding differences are computed */
+    unsigned dz_ready; /* bit l: this forward's layer-l Δzg (all heads) is computed */
 } al_circuit_exec;
 
 /* Run circuit sp (borrowed) in m's forwards from now on: 0, or −1 with e
@@ -128,7 +128,6 @@ int al_circuit_attach(al_circuit_exec *x, al_model *m, const al_circuit_spec *sp
 /* Remove x's hooks from its model and free its scratch (a zeroed or
  * detached x: no-op). */
 void al_circuit_detach(al_circuit_exec *x);
-
 
 /* Incremental evaluation of circuits against cached runs (circuit
  * discovery's fast path, discover.c; circuit.c, beside the hooks of
@@ -152,23 +151,23 @@ void al_circuit_detach(al_circuit_exec *x);
  * full forward to float rounding, not bit for bit (that one subtracts
  * throughout). */
 typedef struct al_circuit_delta {
-    int L, H, D, C, B, T;   /* B, T: capacity */
-    int ln;                 /* LayerNorm: channels are formed C-wide before ln1 */
-    float *wcomp;           /* no LayerNorm, L >= 2: (D, D) W_O[l0,h0] · W_c[l1,h1] per
+    int L, H, D, C, B, T; /* B, T: capacity */
+    int ln; /* LayerNorm: channels are formed C-wide before ln1 */
+    float *wcomp; /* no LayerNorm, L >= 2: (D, D) W_O[l0,h0] · W_c[l1,h1] per
                              * composition edge k, at (k − 6·L·H)·D² */
-    float *fix;             /* (B, T, C) removed logits edges of earlier heads */
-    float *dz;              /* (L, B, T, H, D) zg per layer: circuit − corrupted */
-    float *dzm;             /* (B, T, H, D) one layer's, heads kept zeroed */
-    float *stack;           /* (H·D, D), under LayerNorm (H·D, C) */
-    float *wqkv;            /* (L, C, 3·H·D) fused W_Q|W_K|W_V */
-    float *xs;              /* (L+1, B, T, C) the circuit's residual */
+    float *fix; /* (B, T, C) removed logits edges of earlier heads */
+    float *dz; /* (L, B, T, H, D) zg per layer: circuit − corrupted */
+    float *dzm; /* (B, T, H, D) one layer's, heads kept zeroed */
+    float *stack; /* (H·D, D), under LayerNorm (H·D, C) */
+    float *wqkv; /* (L, C, 3·H·D) fused W_Q|W_K|W_V */
+    float *xs; /* (L+1, B, T, C) the circuit's residual */
     float *qkv, *att, *zb, *dxb; /* (B,T,3HD) (B,H,T,T) (B,T,HD) (B,T,C) */
-    float *qh;              /* (B,T,5D) one head's q|k|v, z and Δzg */
-    float *lowt;            /* (B,T,D) a channel's correction from the clean layers */
-    float *rb, *lowb;       /* LayerNorm: (B,T,C) a head's own input, its lower part */
-    float *mean, *scale;    /* LayerNorm: (B,T) (B,T) */
-    float *posqk;           /* LayerNorm + shortformer: (L, T, 2·H·D) W_pos W_Q|W_K */
-    int *sel;               /* (H) the sender heads of one product, then H flags */
+    float *qh; /* (B,T,5D) one head's q|k|v, z and Δzg */
+    float *lowt; /* (B,T,D) a channel's correction from the clean layers */
+    float *rb, *lowb; /* LayerNorm: (B,T,C) a head's own input, its lower part */
+    float *mean, *scale; /* LayerNorm: (B,T) (B,T) */
+    float *posqk; /* LayerNorm + shortformer: (L, T, 2·H·D) W_pos W_Q|W_K */
+    int *sel; /* (H) the sender heads of one product, then H flags */
     unsigned char *kh, *kc, *kf; /* memo keys being built: a head's, a channel's, the fix's */
 } al_circuit_delta;
 
@@ -198,28 +197,28 @@ void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *cl
  * embp, and the model's weights and gates as they were (its keys hold
  * kept bits only). */
 typedef struct al_circuit_memo {
-    float *zh;            /* (L, nb, T, H, D) gated z of a head of layer l_first */
-    unsigned char *hkey;  /* (L, H, hw): [0] 1 when stored, then per channel the kept
+    float *zh; /* (L, nb, T, H, D) gated z of a head of layer l_first */
+    unsigned char *hkey; /* (L, H, hw): [0] 1 when stored, then per channel the kept
                            * bits of embed and of each earlier layer's heads */
-    int hw;               /* bytes per hkey */
-    float *low;           /* (L−1, nb, T, 3, H, D) a channel's correction from embed and
+    int hw; /* bytes per hkey */
+    float *low; /* (L−1, nb, T, 3, H, D) a channel's correction from embed and
                            * the senders of layers < l_first (layers 1..L−1); NULL under
                            * LayerNorm (lowc) */
-    unsigned char *lkey;  /* (L−1, 3·H, lw): [0] 1 when stored, [1] l_first, [2] the
+    unsigned char *lkey; /* (L−1, 3·H, lw): [0] 1 when stored, [1] l_first, [2] the
                            * channel taken from the corrupted run, [3] embed's kept
                            * bit, then the senders' */
-    int lw;               /* bytes per lkey */
-    float *fix;           /* (nb, T, C) the removed logits edges of heads of layers < l_first */
-    unsigned char *fkey;  /* 2 + (L−1)·H: [0] 1 when stored, [1] the layers summed, then the
+    int lw; /* bytes per lkey */
+    float *fix; /* (nb, T, C) the removed logits edges of heads of layers < l_first */
+    unsigned char *fkey; /* 2 + (L−1)·H: [0] 1 when stored, [1] the layers summed, then the
                            * kept bits of their heads' logits edges */
-    int fn;               /* products summed into fix (0: it is unused) */
-    float **lowc;         /* LayerNorm: (L−1, 3·H) slots of (nb, T, C), low's C-wide
+    int fn; /* products summed into fix (0: it is unused) */
+    float **lowc; /* LayerNorm: (L−1, 3·H) slots of (nb, T, C), low's C-wide
                            * counterpart (before ln1), each allocated when first stored
                            * while lowc_used + its size <= lowc_cap floats (else not
                            * kept: the same bits, more products) */
     size_t lowc_used, lowc_cap;
-    long hits;            /* parts taken from the memo (for tests) */
-    int nb;               /* the batch size it was made for */
+    long hits; /* parts taken from the memo (for tests) */
+    int nb; /* the batch size it was made for */
 } al_circuit_memo;
 /* The default lowc_cap, in MB (a caller with several memos may lower it). */
 #define AL_CIRCUIT_MEMO_LN_MB 64

@@ -85,18 +85,18 @@ typedef enum {
     AL_HOOK_Z,
     AL_HOOK_RESULT,
     AL_HOOK_RESID_POST,
-    AL_HOOK_EMBED,          /* hook_embed                (B, T, C)     model */
-    AL_HOOK_POS_EMBED,      /* hook_pos_embed            (B, T, C)     model */
-    AL_HOOK_Q_INPUT,        /* blocks.l.hook_q_input     (B, T, H, C)        */
-    AL_HOOK_K_INPUT,        /* blocks.l.hook_k_input     (B, T, H, C)        */
-    AL_HOOK_V_INPUT,        /* blocks.l.hook_v_input     (B, T, H, C)        */
-    AL_HOOK_LN1_SCALE,      /* blocks.l.ln1.hook_scale   (B, T, 1)           */
+    AL_HOOK_EMBED, /* hook_embed                (B, T, C)     model */
+    AL_HOOK_POS_EMBED, /* hook_pos_embed            (B, T, C)     model */
+    AL_HOOK_Q_INPUT, /* blocks.l.hook_q_input     (B, T, H, C)        */
+    AL_HOOK_K_INPUT, /* blocks.l.hook_k_input     (B, T, H, C)        */
+    AL_HOOK_V_INPUT, /* blocks.l.hook_v_input     (B, T, H, C)        */
+    AL_HOOK_LN1_SCALE, /* blocks.l.ln1.hook_scale   (B, T, 1)           */
     AL_HOOK_LN1_NORMALIZED, /* blocks.l.ln1.hook_normalized (B, T, C)        */
-    AL_HOOK_ATTN_SCORES,    /* blocks.l.attn.hook_attn_scores (B, H, T, T)   */
-    AL_HOOK_ATTN_OUT,       /* blocks.l.hook_attn_out    (B, T, C)           */
-    AL_HOOK_LNF_SCALE,      /* ln_final.hook_scale       (B, T, 1)     model */
+    AL_HOOK_ATTN_SCORES, /* blocks.l.attn.hook_attn_scores (B, H, T, T)   */
+    AL_HOOK_ATTN_OUT, /* blocks.l.hook_attn_out    (B, T, C)           */
+    AL_HOOK_LNF_SCALE, /* ln_final.hook_scale       (B, T, 1)     model */
     AL_HOOK_LNF_NORMALIZED, /* ln_final.hook_normalized  (B, T, C)     model */
-    AL_HOOK_LOGITS,         /* logits                    (B, T, V)     model */
+    AL_HOOK_LOGITS, /* logits                    (B, T, V)     model */
     AL_HOOK_N_POINTS
 } al_hook_point;
 
@@ -126,20 +126,19 @@ int al_hook_exists(const struct al_config *c, al_hook_point point);
 /* TransformerLens's shape of point for a batch B x T of a model with
  * d_model C, H heads of D, vocabulary V: the number of dims (3 or 4),
  * or -1 for an unknown point. */
-int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V,
-                  int64_t shape[4]);
+int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V, int64_t shape[4]);
 
 /* What a hook sees. data is writable; the rest describes it. */
 typedef struct al_hook_act {
-    struct al_model *m;     /* the model (weights, gates, m->B, m->T, m->inputs) */
+    struct al_model *m; /* the model (weights, gates, m->B, m->T, m->inputs) */
     al_hook_point point;
     int layer;
-    float *data;            /* the activation (shape above) */
-    size_t ld;              /* floats between consecutive (b, t) rows (Q/K/V/Z/RESID) */
-    unsigned char *rows;    /* PATTERN: (H, T) rows written; else NULL */
-    unsigned char *fixed;   /* Z: (H) heads set in full; else NULL */
-    int intervened;         /* set 1: the forward is not differentiable */
-    int input;              /* LN1_SCALE, LN1_NORMALIZED under split inputs
+    float *data; /* the activation (shape above) */
+    size_t ld; /* floats between consecutive (b, t) rows (Q/K/V/Z/RESID) */
+    unsigned char *rows; /* PATTERN: (H, T) rows written; else NULL */
+    unsigned char *fixed; /* Z: (H) heads set in full; else NULL */
+    int intervened; /* set 1: the forward is not differentiable */
+    int input; /* LN1_SCALE, LN1_NORMALIZED under split inputs
                                (docs/hooks.md): 0, 1, 2 for the ln1 of the
                                query, key, value input, whose data then has
                                a head axis, (B, T, H, 1) and (B, T, H, C)

@@ -43,33 +43,33 @@
 #include "attnlab/util.h"
 
 typedef struct al_import_opts {
-    const char *checkpoint;  /* required */
-    const char *config;      /* config.json (either format) or NULL */
-    const char *tokenizer;   /* tokenizer.json or NULL (no tokenizer) */
-    const char *preset;      /* a preset name or NULL; not with config */
+    const char *checkpoint; /* required */
+    const char *config; /* config.json (either format) or NULL */
+    const char *tokenizer; /* tokenizer.json or NULL (no tokenizer) */
+    const char *preset; /* a preset name or NULL; not with config */
     /* Settings over the config's or preset's (0 / NULL: not given). */
     int n_layers, d_model, n_heads, d_head, n_ctx, d_vocab;
-    const char *norm;        /* "none", "LN", "LNPre" */
-    const char *positions;   /* "standard", "shortformer" */
+    const char *norm; /* "none", "LN", "LNPre" */
+    const char *positions; /* "standard", "shortformer" */
     double eps;
     const char *ignore_keys; /* comma-separated config keys that do not change the model */
-    const char *prefix;      /* the state dict's key prefix ("" top level); NULL: found */
+    const char *prefix; /* the state dict's key prefix ("" top level); NULL: found */
     al_process_opts process;
 } al_import_opts;
 
 /* What the import read and decided, for messages and import.json. */
 typedef struct al_import_info {
-    char config_format[64];   /* "transformerlens", "hub", "preset NAME", "options" */
-    char prefix[256];         /* the state dict's key prefix in the checkpoint */
-    char dtype[8];            /* of embed.W_E: "F32", "F16", "BF16" */
-    int n_read, n_skipped;    /* tensors read; buffers skipped */
-    char recorded[4096];      /* the config's keys that do not change the
+    char config_format[64]; /* "transformerlens", "hub", "preset NAME", "options" */
+    char prefix[256]; /* the state dict's key prefix in the checkpoint */
+    char dtype[8]; /* of embed.W_E: "F32", "F16", "BF16" */
+    int n_read, n_skipped; /* tensors read; buffers skipped */
+    char recorded[4096]; /* the config's keys that do not change the
                                  model but say what it is (model_name,
                                  tokenizer_name, n_params, seed, ...), as a
                                  JSON object; "{}" when none */
-    char ignored[4096];       /* the config's other keys that do not change
+    char ignored[4096]; /* the config's other keys that do not change
                                  the model, comma-separated */
-    unsigned processed;       /* AL_PROC_* bits applied */
+    unsigned processed; /* AL_PROC_* bits applied */
     /* checks that wait for the checkpoint's sizes: attn_scale (−1: none
      * given), n_key_value_heads and d_vocab_out (−1: none given) */
     double attn_scale;
@@ -79,9 +79,9 @@ typedef struct al_import_info {
 /* A built-in preset: the configuration of a published model. */
 typedef struct al_import_preset {
     const char *name;
-    const char *repo;         /* where it is published ("owner/name") */
+    const char *repo; /* where it is published ("owner/name") */
     al_config cfg;
-    const char *note;         /* one line: what it is */
+    const char *note; /* one line: what it is */
 } al_import_preset;
 /* The presets, NULL-terminated by name (attn-only-1l..4l, attn-only-demo,
  * redwood_attn_2l, attn_only_2L_half); and one by name (also its aliases,
@@ -93,8 +93,8 @@ const al_import_preset *al_import_preset_find(const char *name);
  * the preset or config.json, then o's settings. Sizes and norm_type may
  * be left unset (sizes 0, *norm_known 0) for the checkpoint to settle.
  * Refusals name the file and the key. */
-int al_import_config(const al_import_opts *o, al_config *c, int *norm_known,
-                     al_import_info *info, al_err *e);
+int al_import_config(const al_import_opts *o, al_config *c, int *norm_known, al_import_info *info,
+                     al_err *e);
 /* The same with the config.json given as n bytes of text (src names it
  * in messages; o->config is not read). For fuzzing. */
 int al_import_config_mem(const al_import_opts *o, const char *text, size_t n, const char *src,

@@ -37,21 +37,21 @@
 enum { AL_IV_ZERO, AL_IV_SCALE, AL_IV_ADD, AL_IV_SET };
 
 typedef struct al_iv_op {
-    int index;           /* in the file, for messages */
+    int index; /* in the file, for messages */
     al_hook_point point;
     int layer;
-    int head;            /* -1: every head (or no head axis) */
-    int has_pos, pos;    /* pos may be negative: from the end */
-    int op;              /* AL_IV_* */
-    float factor;        /* scale */
-    float *vec;          /* add, set: n_vec floats */
+    int head; /* -1: every head (or no head axis) */
+    int has_pos, pos; /* pos may be negative: from the end */
+    int op; /* AL_IV_* */
+    float factor; /* scale */
+    float *vec; /* add, set: n_vec floats */
     int n_vec;
 } al_iv_op;
 
 typedef struct al_intervention {
     int n;
     al_iv_op *ops;
-    char *json;          /* the file as parsed, one line: for the run's record */
+    char *json; /* the file as parsed, one line: for the run's record */
 } al_intervention;
 
 /* The limits of a file: ops and floats in one vector. */
@@ -80,7 +80,6 @@ void al_intervention_free(al_intervention *iv);
  * versions 1 to 3, at most max floats) as floats: 0 with *out (free it)
  * and *len, or −1 with e saying what is wrong (magic, version, header,
  * dtype, shape, size). */
-int al_npy_parse(const unsigned char *b, size_t n, size_t max, float **out, size_t *len,
-                 al_err *e);
+int al_npy_parse(const unsigned char *b, size_t n, size_t max, float **out, size_t *len, al_err *e);
 
 #endif

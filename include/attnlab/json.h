@@ -16,8 +16,8 @@
  * ..." if source_name is NULL). */
 #define AL_JSON_MAX_DEPTH 100
 struct cJSON;
-int al_json_parse(const char *text, size_t len, const char *source_name,
-                  struct cJSON **out, al_err *e);
+int al_json_parse(const char *text, size_t len, const char *source_name, struct cJSON **out,
+                  al_err *e);
 
 /* al_json_parse of the file at path (at most max bytes, read with
  * al_read_file; messages name the file). 0 with *out (cJSON_Delete it),

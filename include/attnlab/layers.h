@@ -10,13 +10,13 @@
 
 /* out (B,T,C) = W_E[inp] + W_pos[t] (wpe NULL: W_E[inp] alone, the
  * shortformer embedding) */
-void encoder_forward(float *out, const int *inp, const float *wte,
-                     const float *wpe, int B, int T, int C);
+void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B, int T,
+                     int C);
 /* dwte (V,C), dwpe (n_ctx,C) += scattered dout (B,T,C) (dwpe NULL: not
  * accumulated). Serial, so the summation order (and the result) does not
  * depend on threads. */
-void encoder_backward(float *dwte, float *dwpe, const float *dout,
-                      const int *inp, int B, int T, int C);
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T,
+                      int C);
 
 /* Shortformer positions (model.h, AL_POS_SHORTFORMER): W_pos feeds the
  * query and key inputs of every head, never the residual or the values.
@@ -31,8 +31,8 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout,
  * Serial sums and one sgemm each, so the result does not depend on threads. */
 void posqk_project(float *pos, const float *wpe, const float *wqkv, int T, int C, int HD);
 void posqk_forward(float *qkv, const float *pos, int B, int T, int HD);
-void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
-                    const float *wpe, const float *wqkv, int B, int T, int C, int HD);
+void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv, const float *wpe,
+                    const float *wqkv, int B, int T, int C, int HD);
 
 /* LayerNorm as TransformerLens defines it, per row x (C):
  *   x_c = x − mean(x),  scale = sqrt(mean(x_c²) + eps),  out = x_c / scale · w + b
@@ -75,16 +75,15 @@ void qkv_bias_forward(float *qkv, const float *bq, const float *bk, const float 
 void copy_bias_forward(float *out, const float *x, const float *b, size_t N, int M);
 
 /* out (M,N) = inp (M,K) @ w (K,N), beta 0 or 1 (accumulate). */
-void matmul_forward(float *out, const float *inp, const float *w, int M,
-                    int K, int N, float beta);
+void matmul_forward(float *out, const float *inp, const float *w, int M, int K, int N, float beta);
 /* out (M,N) = inp (M,K) @ wᵀ where w is (N,K). */
-void matmul_forward_wt(float *out, const float *inp, const float *w, int M,
-                       int K, int N, float beta);
+void matmul_forward_wt(float *out, const float *inp, const float *w, int M, int K, int N,
+                       float beta);
 
 /* dw (K,N) = inpᵀ @ dout for inp (M,K), dout (M,N): the weight gradient
  * of matmul_forward; also used for tied unembedding. */
-void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M,
-                        int K, int N, float beta);
+void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M, int K, int N,
+                        float beta);
 
 /* Causal attention per (b,h). qkv (B,T,3,H,D) holds q|k|v; att
  * (B,H,T,T) receives the probabilities (0 above the diagonal); z
@@ -92,8 +91,8 @@ void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M,
  * position attends to every position (used by tests only). Returns 0,
  * or -1 when a thread's scratch ((4·T·D + 64·T) floats, kept for the
  * next call) could not be allocated; z and att are then incomplete. */
-int attention_forward(float *z, float *att, const float *qkv, int B, int T,
-                      int H, int D, int causal);
+int attention_forward(float *z, float *att, const float *qkv, int B, int T, int H, int D,
+                      int causal);
 /* attention_forward in two halves, for a hook between them that reads
  * or writes the scores (TransformerLens's hook_attn_scores):
  *   attention_scores_forward: scores (B,H,T,T) = q·k / sqrt(D), −inf
@@ -124,32 +123,30 @@ void attention_softmax_row(float *row, int n, int T);
 /* dqkv (B,T,3,H,D) = gradient from dz (B,T,H,D); overwrites dqkv.
  * Returns 0, or -1 (dqkv incomplete) when a thread's scratch ((7·T·D +
  * 128·T) floats) could not be allocated. */
-int attention_backward(float *dqkv, const float *dz, const float *qkv,
-                       const float *att, int B, int T, int H, int D,
-                       int causal);
+int attention_backward(float *dqkv, const float *dz, const float *qkv, const float *att, int B,
+                       int T, int H, int D, int causal);
 
 /* Row softmax of logits (N,V) (+ bias (V) when non-NULL) in place into
  * probabilities; losses[i] = -log p[i, targets[i]] (0 where target < 0).
  * Returns the number of rows with a target. Out-of-range targets must be
  * checked by callers. */
-int crossentropy_softmax_forward(float *probs_inout, float *losses,
-                                 const int *targets, int N, int V, const float *bias);
+int crossentropy_softmax_forward(float *probs_inout, float *losses, const int *targets, int N,
+                                 int V, const float *bias);
 /* In place: probs (N,V) -> dlogits of mean loss over n_valid rows; with
  * bf16 non-NULL, also dlogits rounded to bfloat16 there (N·V values),
  * while each row is in cache (al_gemm_bf16_reserve); with dbias non-NULL,
  * dbias (V) = Σ_rows dlogits (b_U's gradient), summed per block of rows
  * while they are in cache into part (ceil(N/32)·V floats of scratch),
  * the blocks in a fixed order. */
-void crossentropy_softmax_backward(float *probs_inout, const int *targets,
-                                   int N, int V, int n_valid, uint16_t *bf16, float *dbias,
-                                   float *part);
+void crossentropy_softmax_backward(float *probs_inout, const int *targets, int N, int V,
+                                   int n_valid, uint16_t *bf16, float *dbias, float *part);
 /* Both in one pass over the rows (training: each row is read from memory
  * once, not twice): logits (N,V) in place into dlogits, losses as the
  * forward's; the same bits as the two calls. Returns n_valid. With bias
  * (V) non-NULL, both add it to every row of logits first (b_U, added
  * where the rows are read anyway). */
-int crossentropy_softmax_forward_backward(float *probs_inout, float *losses,
-                                          const int *targets, int N, int V, uint16_t *bf16,
-                                          const float *bias, float *dbias, float *part);
+int crossentropy_softmax_forward_backward(float *probs_inout, float *losses, const int *targets,
+                                          int N, int V, uint16_t *bf16, const float *bias,
+                                          float *dbias, float *part);
 
 #endif

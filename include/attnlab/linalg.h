@@ -17,8 +17,7 @@
 int al_svd_values(const double *a, int m, int n, double *s, al_err *e);
 /* Thin SVD a = U diag(s) Vt: u (m,k), s (k), vt (k,n), k = min(m,n).
  * u or vt may be NULL if not wanted (then values only for that side). */
-int al_svd(const double *a, int m, int n, double *u, double *s, double *vt,
-           al_err *e);
+int al_svd(const double *a, int m, int n, double *u, double *s, double *vt, al_err *e);
 /* Eigenvalues of a general (n,n) matrix: re[n], im[n], sorted by
  * |lambda| descending (ties: real part descending). */
 int al_eigvals(const double *a, int n, double *re, double *im, al_err *e);
@@ -27,8 +26,7 @@ int al_eigvals(const double *a, int n, double *re, double *im, al_err *e);
 int al_qr(const double *a, int m, int n, double *q, double *r, al_err *e);
 /* Orthonormal basis of a's column space: writes *rank columns into q,
  * which must hold m*min(m,n) doubles; q is (m, *rank) contiguous. */
-int al_col_basis(const double *a, int m, int n, double *q, int *rank,
-                 al_err *e);
+int al_col_basis(const double *a, int m, int n, double *q, int *rank, al_err *e);
 
 /* numpy's threshold and rank for values s[k] of an (m,n) matrix. */
 double al_rank_tol(const double *s, int k, int m, int n);
@@ -43,13 +41,12 @@ double al_fro_from_sv(const double *s, int k);
 /* Cosines of the principal angles between the column spaces of q1 (m,k1)
  * and q2 (m,k2), both with orthonormal columns: min(k1,k2) values,
  * descending, clamped to [0,1]. */
-int al_principal_cosines(const double *q1, int k1, const double *q2, int k2,
-                         int m, double *cosines, al_err *e);
+int al_principal_cosines(const double *q1, int k1, const double *q2, int k2, int m, double *cosines,
+                         al_err *e);
 
 /* c (m,n) = a (m,k) * b (k,n), optionally with a and/or b transposed as
  * stored (ta: a is stored (k,m); tb: b is stored (n,k)). */
-void al_dgemm(int ta, int tb, int m, int n, int k, const double *a,
-              const double *b, double *c);
+void al_dgemm(int ta, int tb, int m, int n, int k, const double *a, const double *b, double *c);
 /* Frobenius norm of an (m,n) matrix. */
 double al_fro(const double *a, int m, int n);
 

@@ -27,22 +27,23 @@
 #include "attnlab/util.h"
 
 typedef struct al_merge_stats {
-    int inputs;             /* inputs merged */
-    long runs_added;        /* done runs copied */
-    long runs_present;      /* done runs whose uid OUT already had */
-    long runs_not_done;     /* running or failed runs, skipped */
-    long models_added;      /* models rows OUT did not have */
-    long sources_added;     /* merge_sources rows */
-    long rows_added;        /* rows of the run tables, all tables */
+    int inputs; /* inputs merged */
+    long runs_added; /* done runs copied */
+    long runs_present; /* done runs whose uid OUT already had */
+    long runs_not_done; /* running or failed runs, skipped */
+    long models_added; /* models rows OUT did not have */
+    long sources_added; /* merge_sources rows */
+    long rows_added; /* rows of the run tables, all tables */
 } al_merge_stats;
 
 typedef struct al_merge_opts {
-    int progress;                   /* progress lines on stderr */
-    volatile sig_atomic_t *stop;    /* non-zero: stop, "interrupted" (NULL: none) */
-    al_merge_stats *each;           /* NULL, or n_in entries: the counts per input */
+    int progress; /* progress lines on stderr */
+    volatile sig_atomic_t *stop; /* non-zero: stop, "interrupted" (NULL: none) */
+    al_merge_stats *each; /* NULL, or n_in entries: the counts per input */
 } al_merge_opts;
 
-#define AL_MERGE_OPTS_INIT {0, NULL, NULL}
+#define AL_MERGE_OPTS_INIT                                                                         \
+    { 0, NULL, NULL }
 
 /* Merge in_paths[0..n_in) into out_path (created if missing, migrated
  * if older, as al_store_open does; n_in = 0 does only that). 0 with *st (if non-NULL) filled, or

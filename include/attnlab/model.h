@@ -76,9 +76,9 @@ typedef struct al_config {
     int tied_embeddings;
     int pos_type; /* AL_POS_* (0, standard, when zeroed) */
     uint64_t seed;
-    int norm_type;   /* AL_NORM_* (0, none, when zeroed) */
+    int norm_type; /* AL_NORM_* (0, none, when zeroed) */
     unsigned biases; /* AL_BIAS_* bits (0: none) */
-    double ln_eps;   /* LayerNorm's eps (TransformerLens `eps`; 1e-5 by default;
+    double ln_eps; /* LayerNorm's eps (TransformerLens `eps`; 1e-5 by default;
                         unused without LayerNorm, where 0 is accepted) */
     unsigned processed; /* AL_PROC_* bits: the weight processing done (0: none) */
 } al_config;
@@ -197,11 +197,11 @@ typedef struct al_patch_spec {
  * model's own; B and T those of the forward they were saved from). */
 typedef struct al_acts {
     int B, T;
-    float *x;   /* (L+1, B, T, C) */
+    float *x; /* (L+1, B, T, C) */
     float *qkv; /* (L, B, T, 3, H, D) */
     float *att; /* (L, B, H, T, T) */
-    float *z;   /* (L, B, T, H, D) before gates */
-    float *zg;  /* (L, B, T, H, D) gated (or replaced, or patched): input to W_O */
+    float *z; /* (L, B, T, H, D) before gates */
+    float *zg; /* (L, B, T, H, D) gated (or replaced, or patched): input to W_O */
     unsigned char *zfixed; /* (L, H) 1: a hook set the head's z in full (hooks.h) */
 } al_acts;
 
@@ -210,9 +210,9 @@ typedef struct al_model {
     /* parameters */
     size_t param_size[AL_NPARAM]; /* floats per tensor (W_U: 0 when tied) */
     size_t n_params;
-    float *params;                /* one allocation, n_params floats */
-    float *p[AL_NPARAM];          /* views into params */
-    float *grads;                 /* same layout as params; NULL until needed */
+    float *params; /* one allocation, n_params floats */
+    float *p[AL_NPARAM]; /* views into params */
+    float *grads; /* same layout as params; NULL until needed */
     float *g[AL_NPARAM];
     /* head gates and their gradients, (L, H) */
     float *gates;
@@ -224,56 +224,56 @@ typedef struct al_model {
     al_hooks hooks;
 
     /* activations for the current (B, T); (re)allocated by forward */
-    int B, T;         /* shapes of the last forward */
+    int B, T; /* shapes of the last forward */
     int B_cap, T_cap; /* allocated for */
-    float *acts;      /* one allocation */
-    float *x;         /* (L+1, B, T, C) residual stream before each layer and final */
-    float *qkv;       /* (L, B, T, 3, H, D) */
-    float *att;       /* (L, B, H, T, T) attention probabilities (causal) */
-    float *z;         /* (L, B, T, H, D) attention-weighted values, before gates */
-    float *zg;        /* (L, B, T, H, D) gated (or replaced) z: input to W_O */
-    float *zs;        /* (L, B, T, H, D) z after the Z hooks, where a layer has any */
-    float *result;    /* (B, T, H, C) one layer's head outputs, for RESULT hooks */
-    unsigned char *zfixed;  /* (L, H) 1: a Z hook set the head's z in full */
+    float *acts; /* one allocation */
+    float *x; /* (L+1, B, T, C) residual stream before each layer and final */
+    float *qkv; /* (L, B, T, 3, H, D) */
+    float *att; /* (L, B, H, T, T) attention probabilities (causal) */
+    float *z; /* (L, B, T, H, D) attention-weighted values, before gates */
+    float *zg; /* (L, B, T, H, D) gated (or replaced) z: input to W_O */
+    float *zs; /* (L, B, T, H, D) z after the Z hooks, where a layer has any */
+    float *result; /* (B, T, H, C) one layer's head outputs, for RESULT hooks */
+    unsigned char *zfixed; /* (L, H) 1: a Z hook set the head's z in full */
     unsigned char *zhooked; /* (L) 1: the layer's gates scaled zs, not z */
-    unsigned char *rows;    /* (H, T) PATTERN hooks' written rows (scratch) */
-    float *probs;     /* (B, T, V) softmax of logits (logits kept in place
+    unsigned char *rows; /* (H, T) PATTERN hooks' written rows (scratch) */
+    float *probs; /* (B, T, V) softmax of logits (logits kept in place
                          of probs only transiently) */
-    float *losses;    /* (B, T) per-position loss; 0 where target < 0 */
-    float mean_loss;  /* mean over positions with target >= 0; -1 if none */
+    float *losses; /* (B, T) per-position loss; 0 where target < 0 */
+    float mean_loss; /* mean over positions with target >= 0; -1 if none */
     int has_targets;
-    int *inputs;            /* owned copy */
-    int *targets;           /* owned copy; -1 = ignore */
+    int *inputs; /* owned copy */
+    int *targets; /* owned copy; -1 = ignore */
     /* backward scratch, allocated with acts */
-    float *dx;        /* (B, T, C) */
-    float *dzg;       /* (B, T, H, D) */
-    float *dqkv;      /* (B, T, 3, H, D) */
-    float *wqkv;      /* (C, 3*H*D) fused per-layer Q|K|V weights (scratch) */
-    float *dwqkv;     /* (C, 3*H*D) */
+    float *dx; /* (B, T, C) */
+    float *dzg; /* (B, T, H, D) */
+    float *dqkv; /* (B, T, 3, H, D) */
+    float *wqkv; /* (C, 3*H*D) fused per-layer Q|K|V weights (scratch) */
+    float *dwqkv; /* (C, 3*H*D) */
     float *gate_part; /* (B, H) per-batch partial ∂L/∂g, summed in order */
-    float *posqk;     /* (T, 2, H, D) shortformer: a layer's W_pos W_Q | W_pos W_K
+    float *posqk; /* (T, 2, H, D) shortformer: a layer's W_pos W_Q | W_pos W_K
                          (forward), Σ_b dq | dk (backward); scratch */
     /* LayerNorm (norm_type LN or LNPre; NULL without), allocated with acts */
-    float *ln1;       /* (L, B, T, C) ln1's output: what W_Q, W_K, W_V read */
-    float *ln1_mean;  /* (L, B, T) */
+    float *ln1; /* (L, B, T, C) ln1's output: what W_Q, W_K, W_V read */
+    float *ln1_mean; /* (L, B, T) */
     float *ln1_scale; /* (L, B, T) as the LN1_SCALE hooks left it */
-    float *lnf;       /* (B, T, C) ln_final's output: what W_U reads */
-    float *lnf_mean;  /* (B, T) */
+    float *lnf; /* (B, T, C) ln_final's output: what W_U reads */
+    float *lnf_mean; /* (B, T) */
     float *lnf_scale; /* (B, T) */
-    float *dln;       /* (B, T, C) backward scratch: ∂ of a LayerNorm's output */
-    float *part;      /* backward scratch of the block sums of b_U's gradient
+    float *dln; /* (B, T, C) backward scratch: ∂ of a LayerNorm's output */
+    float *part; /* backward scratch of the block sums of b_U's gradient
                          (layers.h); NULL without b_U */
-    int bu_pending;   /* the last forward's logits lack b_U: its cross-entropy adds it */
+    int bu_pending; /* the last forward's logits lack b_U: its cross-entropy adds it */
     /* scratch of the hook points that need arithmetic of their own (split
      * inputs, attn_out, pos_embed), allocated when such a hook is added
      * and the forward reaches it */
-    float *hk;        /* per-layer scratch */
-    size_t hk_cap;    /* floats */
-    float *pos;       /* (B, T, C) the POS_EMBED hooks' W_pos[t] */
+    float *hk; /* per-layer scratch */
+    size_t hk_cap; /* floats */
+    float *pos; /* (B, T, C) the POS_EMBED hooks' W_pos[t] */
     size_t pos_cap;
-    int pos_changed;  /* shortformer: the POS_EMBED hooks changed it: q, k read m->pos */
-    int n_valid;      /* positions with a target in the last forward */
-    int intervened;   /* a hook of the last forward set `intervened` (hooks.h) */
+    int pos_changed; /* shortformer: the POS_EMBED hooks changed it: q, k read m->pos */
+    int n_valid; /* positions with a target in the last forward */
+    int intervened; /* a hook of the last forward set `intervened` (hooks.h) */
 } al_model;
 
 /* Allocate parameters for cfg and initialise them from cfg->seed (see
@@ -304,8 +304,7 @@ float *al_model_wu(const al_model *m);
 /* TransformerLens name and shape of parameter tensor `which` at layer l
  * (l ignored for non-block tensors). Per-layer tensors are views
  * p[which] + l * per_layer. Returns the number of dims. */
-int al_param_tl_name(const al_model *m, int which, int l, char *name,
-                     size_t cap, int64_t shape[4]);
+int al_param_tl_name(const al_model *m, int which, int l, char *name, size_t cap, int64_t shape[4]);
 size_t al_param_layer_size(const al_model *m, int which);
 /* 1 if tensor `which` has one slice per layer (W_Q..W_O, ln1, b_Q..b_O). */
 int al_param_per_layer(int which);
@@ -328,8 +327,7 @@ int al_check_token(int64_t id, size_t pos, int d_vocab, al_err *e);
  * losses. Ids out of range are refused. The model's hooks run at their
  * points (hooks.h); a hook's error fails the forward (-1 with its
  * message; the activations are then undefined). */
-int al_model_forward(al_model *m, const int *inputs, const int *targets,
-                     int B, int T, al_err *e);
+int al_model_forward(al_model *m, const int *inputs, const int *targets, int B, int T, al_err *e);
 /* Backward of the mean loss of the last forward (which must have had
  * targets and no hook that set `intervened`: -1 otherwise). Overwrites m->grads and
  * m->gate_grads (no accumulation; gate_grads untouched with
@@ -392,8 +390,8 @@ typedef struct al_delta_ws {
 /* Any architecture: a recomputed row goes through ln1 (LayerNorm is per
  * row), its q|k|v get the biases and shortformer positions, and a
  * recomputed residual row gets b_O, as in the forward. */
-int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
-                           float *xL, unsigned char *dirty, al_delta_ws *ws, al_err *e);
+int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp, float *xL,
+                           unsigned char *dirty, al_delta_ws *ws, al_err *e);
 /* Free ws's scratch (a zeroed ws is empty; fine to free twice). */
 void al_delta_ws_free(al_delta_ws *ws);
 
@@ -413,8 +411,7 @@ float al_model_logit(const al_model *m, const float *x, int v);
  * of a function of n logits rows with respect to the residual rows they
  * were read from (al_model_unembed's backward). 0, or −1 with e for a
  * LayerNorm model (ln_final's backward needs the rows themselves). */
-int al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx,
-                              al_err *e);
+int al_model_unembed_backward(const al_model *m, const float *dlogits, int n, float *dx, al_err *e);
 /* The same for any model, given the rows x (n, C) the logits were read
  * from: dx = ln_final's backward of dlogits · W_Uᵀ at x (its mean and
  * scale recomputed from x as the forward computes them), so the gradient

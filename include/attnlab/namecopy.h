@@ -9,8 +9,8 @@
 #include "attnlab/util.h"
 
 typedef struct al_namecopy_result {
-    int n;                               /* stories */
-    int max_k;                           /* most pieces of any story's name */
+    int n; /* stories */
+    int max_k; /* most pieces of any story's name */
     /* per piece j (0-based): mean p(piece j | everything before it) at the
      * name's first and second appearance over the stories whose name has
      * more than j pieces (count[j] of them) */

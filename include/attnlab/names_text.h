@@ -21,12 +21,12 @@
 #define AL_NAME_MAX_PIECES 8
 
 typedef struct al_name_story {
-    int *ids;          /* BOS, the story's tokens with the name twice; len ids */
+    int *ids; /* BOS, the story's tokens with the name twice; len ids */
     int len;
-    int k;             /* name pieces, 2..AL_NAME_MAX_PIECES */
+    int k; /* name pieces, 2..AL_NAME_MAX_PIECES */
     int piece[AL_NAME_MAX_PIECES]; /* the name's token ids */
     int first, second; /* positions in ids of the first piece of each appearance */
-    char name[AL_SYNTH_NAME_MAX];  /* as written, without the leading space */
+    char name[AL_SYNTH_NAME_MAX]; /* as written, without the leading space */
 } al_name_story;
 
 typedef struct al_name_stories {

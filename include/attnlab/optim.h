@@ -9,14 +9,14 @@
 #include "attnlab/util.h"
 
 typedef struct al_optim_cfg {
-    double lr;           /* peak learning rate */
-    double min_lr_frac;  /* cosine decays to lr * min_lr_frac */
-    long warmup;         /* linear warm-up steps */
-    long total_steps;    /* schedule length */
+    double lr; /* peak learning rate */
+    double min_lr_frac; /* cosine decays to lr * min_lr_frac */
+    long warmup; /* linear warm-up steps */
+    long total_steps; /* schedule length */
     double beta1, beta2, eps;
     double weight_decay; /* not applied to W_E, W_pos (embeddings), LayerNorm
                             weights or biases (al_param_decay_end) */
-    double grad_clip;    /* max global L2 norm; <= 0 disables */
+    double grad_clip; /* max global L2 norm; <= 0 disables */
 } al_optim_cfg;
 
 typedef struct al_adamw {
@@ -37,7 +37,6 @@ double al_grad_norm(const al_model *m);
  * and it is a serial pass over every gradient. */
 void al_adamw_step_norm(al_adamw *o, al_model *m, const al_optim_cfg *c, long t, double lr,
                         double norm);
-double al_adamw_step(al_adamw *o, al_model *m, const al_optim_cfg *c, long t,
-                     double lr);
+double al_adamw_step(al_adamw *o, al_model *m, const al_optim_cfg *c, long t, double lr);
 
 #endif

@@ -23,20 +23,20 @@
 #include "attnlab/util.h"
 
 typedef struct al_pair_item {
-    int pair;   /* 0..N−1 */
-    int pos;    /* 0..len[pair]−1 */
+    int pair; /* 0..N−1 */
+    int pos; /* 0..len[pair]−1 */
     int answer; /* token id */
-    int wrong;  /* token id, or −1 when the metric is a log-prob */
+    int wrong; /* token id, or −1 when the metric is a log-prob */
 } al_pair_item;
 
 typedef struct al_pairs {
-    char task[16];         /* "induction", "names" or "file" */
-    int N, T;              /* pairs; the longest pair's length */
-    int *clean, *corr;     /* (N, T) each, 0-padded; one allocation with len */
-    int *len;              /* (N) */
+    char task[16]; /* "induction", "names" or "file" */
+    int N, T; /* pairs; the longest pair's length */
+    int *clean, *corr; /* (N, T) each, 0-padded; one allocation with len */
+    int *len; /* (N) */
     int n_items;
-    al_pair_item *items;   /* sorted by pair, then pos */
-    int logit_diff;        /* 1: logit differences, 0: log-probs */
+    al_pair_item *items; /* sorted by pair, then pos */
+    int logit_diff; /* 1: logit differences, 0: log-probs */
 } al_pairs;
 
 void al_pairs_free(al_pairs *p);

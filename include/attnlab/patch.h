@@ -94,25 +94,26 @@ typedef enum {
 typedef enum { AL_PATCH_DENOISE, AL_PATCH_NOISE } al_patch_direction;
 
 typedef struct al_patch_opts {
-    const char *task;      /* "induction" (default), "names" or "file" */
-    const char *pairs;     /* task "file": the JSONL path */
+    const char *task; /* "induction" (default), "names" or "file" */
+    const char *pairs; /* task "file": the JSONL path */
     const char *component; /* "resid", "head" (default), "head_pos", "q", "k", "v",
                             * "pattern" (ignored by al_paths_run) */
     const char *direction; /* "denoise" (default) or "noise" */
-    int probe_r;           /* induction: random tokens per half, >= 2; 0 (the default):
+    int probe_r; /* induction: random tokens per half, >= 2; 0 (the default):
                             * min(50, (n_ctx − 1) / 2), so a model of short context
                             * runs without the flag (al_patch_probe_r) */
-    int probe_n;           /* induction, names: pairs (64), 1..1000000 */
-    uint64_t probe_seed;   /* induction, names: seed (1) */
-    int batch;             /* pairs per forward pass (8), 1..100000 */
-    int naive;             /* 1: one full forward per configuration */
-    int progress;          /* 1: a progress line on stderr */
+    int probe_n; /* induction, names: pairs (64), 1..1000000 */
+    uint64_t probe_seed; /* induction, names: seed (1) */
+    int batch; /* pairs per forward pass (8), 1..100000 */
+    int naive; /* 1: one full forward per configuration */
+    int progress; /* 1: a progress line on stderr */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, −1 "interrupted" */
     const al_probe_src *probe_src; /* what the induction task's halves are made of, clean
                                     * and corrupted (scores.h); NULL = random ids, all */
 } al_patch_opts;
 
-#define AL_PATCH_OPTS_INIT {"induction", NULL, "head", "denoise", 0, 64, 1, 8, 0, 0, NULL, NULL}
+#define AL_PATCH_OPTS_INIT                                                                         \
+    { "induction", NULL, "head", "denoise", 0, 64, 1, 8, 0, 0, NULL, NULL }
 /* The induction task's R for opts o on a model of context n_ctx. */
 int al_patch_probe_r(const struct al_patch_opts *o, int n_ctx);
 /* 0 when o's task fits a model of context n_ctx (the induction task's
@@ -149,16 +150,16 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
                        const al_patch_opts *o, al_err *e);
 
 typedef struct al_patch_result {
-    int L, H, N, T;                  /* T = the task's padded length */
+    int L, H, N, T; /* T = the task's padded length */
     al_patch_component component;
     al_patch_direction direction;
-    double m_clean, m_corr;          /* the metric on the two unpatched runs */
-    int rows, cols;                  /* the grid of configurations (above) */
-    int n;                           /* rows·cols */
-    double *metric;                  /* (n) M_p; one allocation with effect */
-    double *effect;                  /* (n) normalised effect */
-    double seconds;                  /* wall time of the sweep */
-    al_warnings warn;                /* the gap check and the effects' range (gap.h) */
+    double m_clean, m_corr; /* the metric on the two unpatched runs */
+    int rows, cols; /* the grid of configurations (above) */
+    int n; /* rows·cols */
+    double *metric; /* (n) M_p; one allocation with effect */
+    double *effect; /* (n) normalised effect */
+    double seconds; /* wall time of the sweep */
+    al_warnings warn; /* the gap check and the effects' range (gap.h) */
 } al_patch_result;
 
 /* Patch every configuration of o->component in o->direction on task t. */
@@ -182,8 +183,8 @@ int al_patch_gap(al_model *m, const al_pairs *t, const al_patch_opts *o, al_warn
  * component grids do not cover (several positions or heads at once). */
 int al_patch_eval(al_model *m, const al_pairs *t, const al_patch_opts *o,
                   const unsigned char *x_mask, const unsigned char *z_mask,
-                  const unsigned char *qkv_mask, const unsigned char *att_mask,
-                  double *m_patched, double *m_clean, double *m_corr, al_err *e);
+                  const unsigned char *qkv_mask, const unsigned char *att_mask, double *m_patched,
+                  double *m_clean, double *m_corr, al_err *e);
 
 /* Path patching's layout, the same for every depth (for 1 and 2 layers
  * the one of earlier versions, index for index). W = max(1, L−1)·H
@@ -197,15 +198,15 @@ int al_patch_eval(al_model *m, const al_pairs *t, const al_patch_opts *o,
 #define AL_PATHS_MAX_LAYERS AL_GRAPH_MAX_LAYERS
 typedef struct al_paths_result {
     int L, H, N, T;
-    int n_senders, n_recv;           /* 2 + W; (L−1)·H q/k/v receivers */
-    int width;                       /* W */
+    int n_senders, n_recv; /* 2 + W; (L−1)·H q/k/v receivers */
+    int width; /* W */
     al_patch_direction direction;
     double m_clean, m_corr;
-    int n;                           /* 4·n_senders·W */
-    double *metric, *effect;         /* (n) each, one allocation; NaN where
+    int n; /* 4·n_senders·W */
+    double *metric, *effect; /* (n) each, one allocation; NaN where
                                       * no path exists */
     double seconds;
-    al_warnings warn;                /* the gap check and the effects' range (gap.h) */
+    al_warnings warn; /* the gap check and the effects' range (gap.h) */
 } al_paths_result;
 
 /* Every sender × receiver path in o->direction on task t; a model of

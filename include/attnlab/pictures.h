@@ -77,97 +77,96 @@
 #include "attnlab/util.h"
 
 typedef struct al_pic_opts {
-    const char *what;   /* one of al_pic_kinds */
-    int layer;          /* -1: 0 for attention/qk-pos/qk/ov, last for composition */
-    int head;           /* -1: all heads of the layer (attention only) */
+    const char *what; /* one of al_pic_kinds */
+    int layer; /* -1: 0 for attention/qk-pos/qk/ov, last for composition */
+    int head; /* -1: all heads of the layer (attention only) */
     const char *prompt; /* attention: text; BOS prepended unless no_bos */
     int no_bos;
-    int repeat;         /* attention without prompt: BOS + this many random tokens, twice */
-    uint64_t seed;      /* of those random tokens */
+    int repeat; /* attention without prompt: BOS + this many random tokens, twice */
+    uint64_t seed; /* of those random tokens */
     const char *tokens; /* qk/ov: "a,b,c" (␣ or a space for a leading space; #ID for an id) */
-    int top_n;          /* qk/ov: this many tokens when no list is given; sae-heads: features */
-    const char *data;   /* qk/ov: token file whose most frequent tokens are shown;
+    int top_n; /* qk/ov: this many tokens when no list is given; sae-heads: features */
+    const char *data; /* qk/ov: token file whose most frequent tokens are shown;
                            sae-feature: the token file of the contexts (NULL: the run's) */
-    int n_pos;          /* qk-pos: positions shown */
-    const char *db;     /* SQLite file (see above) */
-    long run_id;        /* that run instead of the latest finished one (0) */
+    int n_pos; /* qk-pos: positions shown */
+    const char *db; /* SQLite file (see above) */
+    long run_id; /* that run instead of the latest finished one (0) */
     const char *method; /* ablation: zero|mean|resample (NULL: any, latest) */
     const char *metric; /* ablation: delta_loss (default) | delta_loss_copy | delta_loss_probe;
                            training: induction (default) | prev_token | duplicate_token */
-    double tau;         /* circuit: the ACDC circuit at this tau (NaN: the rule above) */
-    int hide_removed;   /* circuit: removed edges not drawn (else pale) */
-    int format;         /* AL_FIG_PNG (0), AL_FIG_SVG or AL_FIG_PDF (plot.h) */
-    int feature;        /* sae-feature: the SAE feature drawn (-1: none given) */
+    double tau; /* circuit: the ACDC circuit at this tau (NaN: the rule above) */
+    int hide_removed; /* circuit: removed edges not drawn (else pale) */
+    int format; /* AL_FIG_PNG (0), AL_FIG_SVG or AL_FIG_PDF (plot.h) */
+    int feature; /* sae-feature: the SAE feature drawn (-1: none given) */
 } al_pic_opts;
 
 al_pic_opts al_pic_defaults(void);
 
 /* What a kind needs before it can draw (bits of al_pic_kind.needs). */
 enum {
-    AL_PIC_MODEL = 1,     /* a model's weights (without it: every model of --db, no weights) */
-    AL_PIC_DB = 2,        /* --db is required (else read when given) */
+    AL_PIC_MODEL = 1, /* a model's weights (without it: every model of --db, no weights) */
+    AL_PIC_DB = 2, /* --db is required (else read when given) */
     AL_PIC_RUN_MODEL = 4, /* without --model: the model of --run (needs --db and --run) */
-    AL_PIC_GRAPH = 8      /* models the head graph covers (checked before the database) */
+    AL_PIC_GRAPH = 8 /* models the head graph covers (checked before the database) */
 };
 
 /* The picture kinds, one line each, in the order they are listed:
  * X(id, name, family, needs, help). The kinds table, al_pic_kinds, the
  * dispatcher, its error message and `heatmap --what` are made from it, so
  * a new kind is one line here and its draw function pic_draw_<id>. */
-#define AL_PIC_KINDS(X)                                                                       \
-    X(attention, "attention", "weights", AL_PIC_MODEL,                                        \
-      "attention probabilities on --prompt TEXT (or --repeat N): --head H, or all heads of "  \
-      "--layer")                                                                              \
-    X(qk_pos, "qk-pos", "weights", AL_PIC_MODEL,                                              \
-      "positional QK of --layer/--head, the first --n-pos positions")                         \
-    X(qk, "qk", "weights", AL_PIC_MODEL,                                                      \
-      "full QK of --layer/--head on --tokens, or the --top-n most frequent tokens of --data " \
-      "(else the first BPE merges)")                                                          \
-    X(ov, "ov", "weights", AL_PIC_MODEL, "full OV of --layer/--head, tokens as for qk")       \
-    X(composition, "composition", "weights", AL_PIC_MODEL,                                    \
-      "Q/K/V composition into --layer, the random baseline on the bar (from --db when given)") \
-    X(ablation, "ablation", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                            \
-      "--db: Δloss per head and pair interactions (attnlab ablate)")                                \
-    X(pruning, "pruning", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                              \
-      "--db: loss against heads remaining, per method (attnlab prune)")                             \
-    X(training, "training", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                            \
-      "--db: losses and a per-head score over steps (attnlab train --db)")                          \
-    X(spectrum, "spectrum", "weights", AL_PIC_MODEL,                                          \
-      "singular values of every head's QK and OV (from --db when given)")                     \
-    X(patching, "patching", "patching", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,          \
-      "--db: an attnlab patch run's effects: layer x position (resid), layer x head (head), or "    \
-      "head x position, positions labelled with pair 0's clean tokens")                       \
-    X(paths, "paths", "patching", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                \
+#define AL_PIC_KINDS(X)                                                                            \
+    X(attention, "attention", "weights", AL_PIC_MODEL,                                             \
+      "attention probabilities on --prompt TEXT (or --repeat N): --head H, or all heads of "       \
+      "--layer")                                                                                   \
+    X(qk_pos, "qk-pos", "weights", AL_PIC_MODEL,                                                   \
+      "positional QK of --layer/--head, the first --n-pos positions")                              \
+    X(qk, "qk", "weights", AL_PIC_MODEL,                                                           \
+      "full QK of --layer/--head on --tokens, or the --top-n most frequent tokens of --data "      \
+      "(else the first BPE merges)")                                                               \
+    X(ov, "ov", "weights", AL_PIC_MODEL, "full OV of --layer/--head, tokens as for qk")            \
+    X(composition, "composition", "weights", AL_PIC_MODEL,                                         \
+      "Q/K/V composition into --layer, the random baseline on the bar (from --db when given)")     \
+    X(ablation, "ablation", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                                 \
+      "--db: Δloss per head and pair interactions (attnlab ablate)")                               \
+    X(pruning, "pruning", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                                   \
+      "--db: loss against heads remaining, per method (attnlab prune)")                            \
+    X(training, "training", "behaviour", AL_PIC_MODEL | AL_PIC_DB,                                 \
+      "--db: losses and a per-head score over steps (attnlab train --db)")                         \
+    X(spectrum, "spectrum", "weights", AL_PIC_MODEL,                                               \
+      "singular values of every head's QK and OV (from --db when given)")                          \
+    X(patching, "patching", "patching", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,               \
+      "--db: an attnlab patch run's effects: layer x position (resid), layer x head (head), or "   \
+      "head x position, positions labelled with pair 0's clean tokens")                            \
+    X(paths, "paths", "patching", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                     \
       "--db: an attnlab paths run's effects, one panel per channel q/k/v (senders x later heads) " \
-      "and the direct path")                                                                  \
-    X(dla, "dla", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                 \
-      "--db: an attnlab attribute run's direct logit attribution, component x position, signed")    \
-    X(terms, "terms", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,             \
-      "--db: its path expansion: Δloss of each term removed, as bars grouped direct | layer-0 "     \
-      "heads | layer-1 heads | virtual heads")                                                \
-    X(attrpatch, "attrpatch", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,     \
+      "and the direct path")                                                                       \
+    X(dla, "dla", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                      \
+      "--db: an attnlab attribute run's direct logit attribution, component x position, signed")   \
+    X(terms, "terms", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                  \
+      "--db: its path expansion: Δloss of each term removed, as bars grouped direct | layer-0 "   \
+      "heads | layer-1 heads | virtual heads")                                                     \
+    X(attrpatch, "attrpatch", "attribution", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,          \
       "--db: its attribution patching estimates against actual patching, per grid (the run must "  \
-      "have compared them)")                                                                  \
-    X(circuit, "circuit", "circuits",                                                         \
-      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_GRAPH,                             \
-      "--db: an attnlab discover run's circuit as a layered graph: colour = channel, width = "      \
-      "score, removed edges pale (--kept-only: absent); at --tau, else the run's own tau, "   \
-      "else EAP, else the smallest tau")                                                      \
-    X(circuit_curve, "circuit-curve", "circuits",                                             \
-      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_GRAPH,                             \
-      "--db: the run's tau sweep: edges kept against faithfulness")                                 \
-    X(view, "view", "views", AL_PIC_MODEL | AL_PIC_DB,                                      \
-      "--db --metric M: any result an analysis stored as a view (e.g. attnstats's "           \
-      "attn_entropy), from its newest finished run (or --run): per head layers x heads, per "  \
-      "head pair sender x receiver heads, per edge senders x receivers, per position a line") \
-    X(sae_feature, "sae-feature", "sae", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,        \
-      "--db --feature N: one feature of an attnlab sae features run as a dashboard: its "      \
-      "numbers, logit effects, head attribution (DFA) and top contexts (--data: the token "    \
-      "file, else the run's)")                                                                 \
-    X(sae_heads, "sae-heads", "sae", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,            \
-      "--db: the DFA share of each head for the --top-n densest features of an attnlab sae "   \
-      "features run, signed")                                                                  \
-    X(sweep_induction, "sweep-induction", "sweeps", AL_PIC_DB,              \
+      "have compared them)")                                                                       \
+    X(circuit, "circuit", "circuits", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_GRAPH,  \
+      "--db: an attnlab discover run's circuit as a layered graph: colour = channel, width = "     \
+      "score, removed edges pale (--kept-only: absent); at --tau, else the run's own tau, "        \
+      "else EAP, else the smallest tau")                                                           \
+    X(circuit_curve, "circuit-curve", "circuits",                                                  \
+      AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL | AL_PIC_GRAPH,                                  \
+      "--db: the run's tau sweep: edges kept against faithfulness")                                \
+    X(view, "view", "views", AL_PIC_MODEL | AL_PIC_DB,                                             \
+      "--db --metric M: any result an analysis stored as a view (e.g. attnstats's "                \
+      "attn_entropy), from its newest finished run (or --run): per head layers x heads, per "      \
+      "head pair sender x receiver heads, per edge senders x receivers, per position a line")      \
+    X(sae_feature, "sae-feature", "sae", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,              \
+      "--db --feature N: one feature of an attnlab sae features run as a dashboard: its "          \
+      "numbers, logit effects, head attribution (DFA) and top contexts (--data: the token "        \
+      "file, else the run's)")                                                                     \
+    X(sae_heads, "sae-heads", "sae", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                  \
+      "--db: the DFA share of each head for the --top-n densest features of an attnlab sae "       \
+      "features run, signed")                                                                      \
+    X(sweep_induction, "sweep-induction", "sweeps", AL_PIC_DB,                                     \
       "--db (no --model): every model's best induction score over training: one faint line per "   \
       "seed, their mean bold, one panel per setting and layer count")
 
@@ -175,11 +174,11 @@ struct al_pic; /* a picture being drawn (private to src/pictures/) */
 
 /* One kind of picture: an entry of the table below. */
 typedef struct al_pic_kind {
-    const char *name;   /* --what */
+    const char *name; /* --what */
     const char *family; /* weights | behaviour | patching | attribution | circuits | views |
                            sae | sweeps */
-    const char *help;   /* one line */
-    int needs;          /* AL_PIC_* bits */
+    const char *help; /* one line */
+    int needs; /* AL_PIC_* bits */
     int (*draw)(struct al_pic *p, al_err *e);
 } al_pic_kind;
 
@@ -196,8 +195,7 @@ extern const char *const al_pic_kinds[];
  * method ("acdc" or "eap", cap >= 8) and *tau (NaN for EAP) and tau_txt
  * (the tau as exact text for SQL, "" for EAP; cap >= 32); 0 if the run has
  * no circuit; -1 with e on a database error. */
-int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt,
-                      al_err *e);
+int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt, al_err *e);
 
 /* Draw the picture o->what of the model in model_dir into out_png in
  * o->format (written atomically, whatever the file's extension); its size

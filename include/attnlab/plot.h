@@ -44,10 +44,10 @@ uint32_t al_plot_colour(int i);
 
 #define AL_MAX_MARKS 4
 typedef struct al_cscale {
-    int diverging;          /* 0: viridis over [lo,hi]; 1: RdBu over [-m,m], m = max|lo|,|hi| */
-    double lo, hi;          /* NaN: from the data (al_cscale_fit) */
-    const char *label;      /* caption along the colour bar */
-    int n_marks;            /* values marked on the bar, e.g. a random baseline */
+    int diverging; /* 0: viridis over [lo,hi]; 1: RdBu over [-m,m], m = max|lo|,|hi| */
+    double lo, hi; /* NaN: from the data (al_cscale_fit) */
+    const char *label; /* caption along the colour bar */
+    int n_marks; /* values marked on the bar, e.g. a random baseline */
     double mark[AL_MAX_MARKS];
     const char *mark_label[AL_MAX_MARKS];
 } al_cscale;
@@ -59,17 +59,17 @@ void al_cscale_fit(al_cscale *cs, const float *v, size_t n);
 uint32_t al_cscale_colour(const al_cscale *cs, double v);
 
 typedef struct al_hm {
-    const float *v;                /* (rows, cols) row-major; NaN = masked */
+    const float *v; /* (rows, cols) row-major; NaN = masked */
     int rows, cols;
     const char *const *row_labels; /* (rows) or NULL: row numbers */
     const char *const *col_labels; /* (cols) or NULL: column numbers */
-    const char *title;             /* above the matrix (may be NULL) */
+    const char *title; /* above the matrix (may be NULL) */
     const char *row_title, *col_title;
-    int cell;                      /* px per cell (>= 8); 0 = from the size */
-    int annotate;                  /* print values in cells when they fit */
-    const al_cscale *cs;           /* required */
-    int bar;                       /* draw its own colour bar */
-    int max_label_cells;           /* cut labels longer than this (0 = 16) */
+    int cell; /* px per cell (>= 8); 0 = from the size */
+    int annotate; /* print values in cells when they fit */
+    const al_cscale *cs; /* required */
+    int bar; /* draw its own colour bar */
+    int max_label_cells; /* cut labels longer than this (0 = 16) */
 } al_hm;
 
 /* Marker shapes of al_series.marker. */
@@ -78,27 +78,28 @@ enum { AL_MARK_NONE, AL_MARK_SQUARE, AL_MARK_CIRCLE, AL_MARK_TRIANGLE, AL_MARK_D
 typedef struct al_series {
     const double *x, *y; /* (n); a NaN y breaks the line */
     int n;
-    const char *label;   /* legend text (NULL: not in the legend) */
+    const char *label; /* legend text (NULL: not in the legend) */
     uint32_t colour;
-    int width;           /* px (0 = 2) */
-    int marker;          /* AL_MARK_*: drawn at every point (1 = a square) */
-    int dash;            /* dash length in px (0 = solid) */
-    int points;          /* points only, no line (a scatter); markers 7 px, square if none */
-    const char *const *point_labels; /* (n) or NULL: text right of each point (a NULL entry: none) */
+    int width; /* px (0 = 2) */
+    int marker; /* AL_MARK_*: drawn at every point (1 = a square) */
+    int dash; /* dash length in px (0 = solid) */
+    int points; /* points only, no line (a scatter); markers 7 px, square if none */
+    const char *const
+        *point_labels; /* (n) or NULL: text right of each point (a NULL entry: none) */
 } al_series;
 
 typedef struct al_lines {
-    const al_series *s;         /* s[0] is drawn last (on top) and listed first */
+    const al_series *s; /* s[0] is drawn last (on top) and listed first */
     int n;
     const char *title, *x_title, *y_title;
-    int w, h;                   /* plot area in px (0 = 360 x 220) */
-    int log_y;                  /* logarithmic y (values <= 0 are skipped) */
-    int x_reverse;              /* x decreases to the right */
+    int w, h; /* plot area in px (0 = 360 x 220) */
+    int log_y; /* logarithmic y (values <= 0 are skipped) */
+    int x_reverse; /* x decreases to the right */
     double x_lo, x_hi, y_lo, y_hi; /* NaN = from the data */
-    double hline;               /* a dashed reference line (NaN = none) */
+    double hline; /* a dashed reference line (NaN = none) */
     const char *hline_label;
-    int legend;                 /* legend to the right of the plot area */
-    int x_integer;              /* ticks on integers only */
+    int legend; /* legend to the right of the plot area */
+    int x_integer; /* ticks on integers only */
 } al_lines;
 
 /* Signed vertical bars from a zero line, in groups left to right. Each
@@ -107,16 +108,16 @@ typedef struct al_lines {
  * written under the axis, reading upwards (a label closer than a text
  * line to the previous one is left out, so labels never overlap). */
 typedef struct al_bars {
-    const double *v;                 /* (n); NaN: no bar */
+    const double *v; /* (n); NaN: no bar */
     int n;
-    const int *group;                /* (n) non-decreasing in 0..n_groups-1, or NULL: all 0 */
-    const char *const *group_names;  /* (n_groups) or NULL */
-    int n_groups;                    /* 0 = 1 */
-    const char *const *labels;       /* (n) or NULL; a NULL entry: no label */
-    const uint32_t *colours;         /* (n) or NULL: al_plot_colour(group) */
+    const int *group; /* (n) non-decreasing in 0..n_groups-1, or NULL: all 0 */
+    const char *const *group_names; /* (n_groups) or NULL */
+    int n_groups; /* 0 = 1 */
+    const char *const *labels; /* (n) or NULL; a NULL entry: no label */
+    const uint32_t *colours; /* (n) or NULL: al_plot_colour(group) */
     const char *title, *y_title;
-    int bar_w;                       /* px per bar, its gap included (0 = from n) */
-    int h;                           /* plot area height (0 = 220) */
+    int bar_w; /* px per bar, its gap included (0 = from n) */
+    int h; /* plot area height (0 = 220) */
 } al_bars;
 
 /* A network plot (the drawing of a layered graph, not the head graph of
@@ -131,20 +132,20 @@ typedef struct al_bars {
 #define AL_NET_PORTS 4
 typedef struct al_netnode {
     const char *label;
-    int row;                                  /* 0 = bottom */
-    int n_ports;                              /* 0..AL_NET_PORTS */
-    const char *port_label[AL_NET_PORTS];     /* one character reads best */
+    int row; /* 0 = bottom */
+    int n_ports; /* 0..AL_NET_PORTS */
+    const char *port_label[AL_NET_PORTS]; /* one character reads best */
     uint32_t port_colour[AL_NET_PORTS];
-    uint32_t fill;                            /* box colour */
-    int dim;                                  /* outline and label grey (not in the subgraph) */
+    uint32_t fill; /* box colour */
+    int dim; /* outline and label grey (not in the subgraph) */
 } al_netnode;
 
 typedef struct al_netedge {
-    int from, to;       /* node indices; to's row above from's */
-    int port;           /* receiver port, -1: the lower edge's centre */
+    int from, to; /* node indices; to's row above from's */
+    int port; /* receiver port, -1: the lower edge's centre */
     uint32_t colour;
-    int width;          /* px (0 = 1) */
-    int faint;          /* 1 px, colour mixed mostly with white, under the rest */
+    int width; /* px (0 = 1) */
+    int faint; /* 1 px, colour mixed mostly with white, under the rest */
 } al_netedge;
 
 typedef struct al_netplot {
@@ -154,7 +155,7 @@ typedef struct al_netplot {
     int n_edges;
     const char *const *row_names; /* (n_rows) or NULL: written left of each row */
     int n_rows;
-    int box_w, box_h;             /* 0 = 60 x 30 */
+    int box_w, box_h; /* 0 = 60 x 30 */
 } al_netplot;
 
 /* Where graph g puts node i's box ([x, x+w) x [y, y+h)) and the anchor of
@@ -172,15 +173,15 @@ uint32_t al_netplot_faint(uint32_t c);
  * plain text on the background; an empty slot (NULL) is left blank. What
  * feature dashboards show: contexts with the activating token marked. */
 typedef struct al_tokrows {
-    const char *const *tok;        /* (rows, cols) row-major display strings; NULL: no token */
-    const float *v;                /* (rows, cols) values; NaN: not coloured */
+    const char *const *tok; /* (rows, cols) row-major display strings; NULL: no token */
+    const float *v; /* (rows, cols) values; NaN: not coloured */
     int rows, cols;
     const char *const *row_labels; /* (rows) or NULL: written left of each row */
     const char *title;
-    const al_cscale *cs;           /* required */
-    int bar;                       /* draw its own colour bar */
-    int max_cells;                 /* cut tokens longer than this (0 = 12) */
-    int mark, mark_col;            /* mark 1: column mark_col's tokens outlined in ink */
+    const al_cscale *cs; /* required */
+    int bar; /* draw its own colour bar */
+    int max_cells; /* cut tokens longer than this (0 = 12) */
+    int mark, mark_col; /* mark 1: column mark_col's tokens outlined in ink */
 } al_tokrows;
 
 enum { AL_PANEL_HEATMAP, AL_PANEL_LINES, AL_PANEL_BARS, AL_PANEL_NET, AL_PANEL_TOKENS };
@@ -201,22 +202,22 @@ typedef struct al_legend_item {
 
 #define AL_FIG_MAX_NOTES 6
 typedef struct al_figure {
-    const char *title;                    /* drawn at twice the label size */
-    const char *notes[AL_FIG_MAX_NOTES];  /* lines under the title */
+    const char *title; /* drawn at twice the label size */
+    const char *notes[AL_FIG_MAX_NOTES]; /* lines under the title */
     int n_notes;
     const al_panel *panels;
-    int n_panels, ncols;                  /* ncols 0 = all in one row */
-    const al_cscale *shared_bar;          /* one colour bar for all heatmaps */
-    const al_legend_item *legend;         /* one legend row under the notes */
+    int n_panels, ncols; /* ncols 0 = all in one row */
+    const al_cscale *shared_bar; /* one colour bar for all heatmaps */
+    const al_legend_item *legend; /* one legend row under the notes */
     int n_legend;
 } al_figure;
 
 /* Where things landed, for tests (all in image pixels). */
 typedef struct al_plot_geom {
-    int x, y, w, h;                 /* the panel's box */
-    int mx, my, mw, mh;             /* matrix or plot area */
-    int zero_y;                     /* bar charts: the zero line's pixel row */
-    int cell_w, cell_h;             /* heatmap cell size; token rows: cell_h the row pitch */
+    int x, y, w, h; /* the panel's box */
+    int mx, my, mw, mh; /* matrix or plot area */
+    int zero_y; /* bar charts: the zero line's pixel row */
+    int cell_w, cell_h; /* heatmap cell size; token rows: cell_h the row pitch */
     int bar_x, bar_y, bar_w, bar_h; /* its colour bar (own or shared); 0 = none */
 } al_plot_geom;
 

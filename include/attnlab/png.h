@@ -14,12 +14,12 @@
 #include "attnlab/util.h"
 
 typedef struct al_png_text {
-    const char *key;   /* 1..79 printable ASCII characters */
+    const char *key; /* 1..79 printable ASCII characters */
     const char *value; /* UTF-8 */
 } al_png_text;
 
-int al_png_write(const char *path, const al_image *im, const al_png_text *text,
-                 int n_text, al_err *e);
+int al_png_write(const char *path, const al_image *im, const al_png_text *text, int n_text,
+                 al_err *e);
 
 /* Text chunks read back from a file. */
 typedef struct al_png_meta {

@@ -44,7 +44,8 @@ typedef struct al_process_opts {
     int fold_value_biases;
 } al_process_opts;
 /* TransformerLens's from_pretrained defaults: all four. */
-#define AL_PROCESS_OPTS_INIT {1, 1, 1, 1}
+#define AL_PROCESS_OPTS_INIT                                                                       \
+    { 1, 1, 1, 1 }
 
 /* Rewrite m's weights with the steps o asks for (as they apply to m,
  * above), in double precision, and record the steps done in

@@ -10,18 +10,18 @@
 #define ATTNLAB_PROF_H
 
 typedef enum {
-    AL_OP_EMBED,       /* token + position embedding */
-    AL_OP_QKV,         /* q|k|v projection (and positions into q, k) */
-    AL_OP_ATT_FWD,     /* scores, softmax, mixing */
-    AL_OP_WO,          /* gates, output projection, residual add */
-    AL_OP_UNEMBED,     /* logits */
-    AL_OP_CE,          /* softmax cross-entropy, forward and backward */
+    AL_OP_EMBED, /* token + position embedding */
+    AL_OP_QKV, /* q|k|v projection (and positions into q, k) */
+    AL_OP_ATT_FWD, /* scores, softmax, mixing */
+    AL_OP_WO, /* gates, output projection, residual add */
+    AL_OP_UNEMBED, /* logits */
+    AL_OP_CE, /* softmax cross-entropy, forward and backward */
     AL_OP_UNEMBED_BWD, /* dx and dW_U from dlogits */
-    AL_OP_WO_BWD,      /* dz, dW_O, gate gradients */
-    AL_OP_ATT_BWD,     /* dq, dk, dv */
-    AL_OP_QKV_BWD,     /* dW_QKV, dx, positions */
-    AL_OP_EMBED_BWD,   /* dW_E, dW_pos */
-    AL_OP_ADAMW,       /* gradient norm, clipping, AdamW */
+    AL_OP_WO_BWD, /* dz, dW_O, gate gradients */
+    AL_OP_ATT_BWD, /* dq, dk, dv */
+    AL_OP_QKV_BWD, /* dW_QKV, dx, positions */
+    AL_OP_EMBED_BWD, /* dW_E, dW_pos */
+    AL_OP_ADAMW, /* gradient norm, clipping, AdamW */
     AL_OP_N
 } al_op;
 

@@ -38,8 +38,8 @@
 #include "attnlab/util.h"
 
 struct cJSON;
-struct al_behave;   /* behave.h */
-struct al_config;   /* model.h */
+struct al_behave; /* behave.h */
+struct al_config; /* model.h */
 
 /* ---- shared option groups ---- */
 
@@ -52,58 +52,92 @@ typedef struct al_an_where {
     const char *precision; /* the products' inputs: NULL or "f32", or "bf16" (gemm.h) */
     const char *intervene; /* an intervention file (intervene.h): the driver attaches it */
 } al_an_where;
-#define AL_AN_WHERE_INIT {NULL, NULL, NULL, NULL, 0, NULL, NULL}
+#define AL_AN_WHERE_INIT                                                                           \
+    { NULL, NULL, NULL, NULL, 0, NULL, NULL }
 
 /* Which groups a descriptor's flag table holds (al_analysis.groups). */
 enum {
-    AL_GROUP_WHERE = 1,   /* --model --db --threads (--mask where the command takes one) */
-    AL_GROUP_TASK = 2,    /* --task --pairs --probe-r --n --seed --batch --probe-tokens */
-    AL_GROUP_CIRCUIT = 4  /* --circuit --fill */
+    AL_GROUP_WHERE = 1, /* --model --db --threads (--mask where the command takes one) */
+    AL_GROUP_TASK = 2, /* --task --pairs --probe-r --n --seed --batch --probe-tokens */
+    AL_GROUP_CIRCUIT = 4 /* --circuit --fill */
 };
 
 /* The flags of each group, declared once; G is the command's static
  * argument struct (members w, and for the task group o (al_patch_opts)
  * and probe_tokens, for the circuit group circuit and fill). */
-#define AL_FLAG_MODEL(G) \
-    {"model", AL_STR, &G.w.model, "DIR", "model directory (from attnlab train)", 1, 0}
+#define AL_FLAG_MODEL(G)                                                                           \
+    { "model", AL_STR, &G.w.model, "DIR", "model directory (from attnlab train)", 1, 0 }
 #define AL_FLAG_DB(G)                                                                              \
-    {"db", AL_STR, &G.w.db, "FILE", "SQLite database to add the results to (created if missing)", \
-     1, 0}
-#define AL_FLAG_MASK(G) \
-    {"mask", AL_STR, &G.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0}
+    {                                                                                              \
+        "db", AL_STR, &G.w.db, "FILE",                                                             \
+            "SQLite database to add the results to (created if missing)", 1, 0                     \
+    }
+#define AL_FLAG_MASK(G)                                                                            \
+    { "mask", AL_STR, &G.w.mask, "FILE", "head mask (JSON): these heads are off throughout", 0, 0 }
 #define AL_FLAG_INTERVENE(G)                                                                       \
-    {"intervene", AL_STR, &G.w.intervene, "FILE",                                                 \
-     "intervention file (JSON: zero, scale, add or set activations at hook points; "              \
-     "docs/formats.md): applied in every forward of the model", 0, 0}
-#define AL_FLAG_THREADS(G)                                                                         \
-    {"threads", AL_INT, &G.w.threads, "N", "threads (0 = default)", 0, 0},                         \
-    {"precision", AL_STR, &G.w.precision, "P",                                                     \
-     "matrix-product inputs: f32 (default: exact identities such as path terms summing to the "  \
-     "logits hold) or bf16 (rounded to bfloat16, f32 accumulation; faster, identities only to "   \
-     "bf16 rounding)", 0, 0}
-#define AL_FLAG_PROBE_TOKENS(G)                                                                    \
-    {"probe-tokens", AL_STR, &G.probe_tokens, "WHICH",                                             \
-     "what the probe's repeated half is: random ids over all (the vocabulary), seen (those in "    \
-     "the model's training data) or FILE.bin (those in a token file); or windows of held-out "    \
-     "text: text (the model's validation file) or text:FILE.bin", 0, 0}
-#define AL_FLAGS_TASK_FILE(G)                                                                      \
-    {"task", AL_STR, &G.o.task, "T", "induction, names, names-key (the corrupted name's first piece differs too) or file (with --pairs); names from held-out text with --probe-tokens text", 0, 0},            \
-    {"pairs", AL_STR, &G.o.pairs, "FILE.jsonl",                                                    \
-     "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0, 0}
-#define AL_FLAGS_TASK_DRAW(G)                                                                      \
-    {"probe-r", AL_INT, &G.o.probe_r, "R",                                                         \
-     "induction: random tokens per half (length 2R+1; 0: min(50, (n_ctx-1)/2))", 0, 0},            \
-    {"n", AL_INT, &G.o.probe_n, "N", "induction, names: pairs", 0, 0},                             \
-    {"seed", AL_U64, &G.o.probe_seed, "S", "induction, names: seed of the pairs", 0, 0},           \
-    {"batch", AL_INT, &G.o.batch, "B", "pairs (sequences) per forward pass", 0, 0},                \
-    {"probe-tokens", AL_STR, &G.probe_tokens, "WHICH",                                             \
-     "induction: what the halves are: random ids over all (the vocabulary), seen (those in the "  \
-     "model's training data) or FILE.bin (those in a token file); or windows of held-out text: "  \
-     "text (the model's validation file) or text:FILE.bin", 0, 0}
+    {                                                                                              \
+        "intervene", AL_STR, &G.w.intervene, "FILE",                                               \
+            "intervention file (JSON: zero, scale, add or set activations at hook points; "        \
+            "docs/formats.md): applied in every forward of the model",                             \
+            0, 0                                                                                   \
+    }
+#define AL_FLAG_THREADS(G)                                                                             \
+    {"threads", AL_INT, &G.w.threads, "N", "threads (0 = default)", 0, 0}, {                           \
+        "precision", AL_STR, &G.w.precision, "P",                                                      \
+            "matrix-product inputs: f32 (default: exact identities such as path terms summing to the " \
+            "logits hold) or bf16 (rounded to bfloat16, f32 accumulation; faster, identities only to " \
+            "bf16 rounding)",                                                                          \
+            0, 0                                                                                       \
+    }
+#define AL_FLAG_PROBE_TOKENS(G)                                                                        \
+    {                                                                                                  \
+        "probe-tokens", AL_STR, &G.probe_tokens, "WHICH",                                              \
+            "what the probe's repeated half is: random ids over all (the vocabulary), seen (those in " \
+            "the model's training data) or FILE.bin (those in a token file); or windows of held-out "  \
+            "text: text (the model's validation file) or text:FILE.bin",                               \
+            0, 0                                                                                       \
+    }
+#define AL_FLAGS_TASK_FILE(G)                                                                                                                                \
+    {"task",                                                                                                                                                 \
+     AL_STR,                                                                                                                                                 \
+     &G.o.task,                                                                                                                                              \
+     "T",                                                                                                                                                    \
+     "induction, names, names-key (the corrupted name's first piece differs too) or file (with --pairs); names from held-out text with --probe-tokens text", \
+     0,                                                                                                                                                      \
+     0},                                                                                                                                                     \
+    {                                                                                                                                                        \
+        "pairs", AL_STR, &G.o.pairs, "FILE.jsonl",                                                                                                           \
+            "task file: one {\"clean\", \"corrupted\", \"answer\", \"wrong\"} object per line", 0,                                                           \
+            0                                                                                                                                                \
+    }
+#define AL_FLAGS_TASK_DRAW(G)                                                                           \
+    {"probe-r",                                                                                         \
+     AL_INT,                                                                                            \
+     &G.o.probe_r,                                                                                      \
+     "R",                                                                                               \
+     "induction: random tokens per half (length 2R+1; 0: min(50, (n_ctx-1)/2))",                        \
+     0,                                                                                                 \
+     0},                                                                                                \
+        {"n", AL_INT, &G.o.probe_n, "N", "induction, names: pairs", 0, 0},                              \
+        {"seed", AL_U64, &G.o.probe_seed, "S", "induction, names: seed of the pairs", 0, 0},            \
+        {"batch", AL_INT, &G.o.batch, "B", "pairs (sequences) per forward pass", 0, 0}, {               \
+        "probe-tokens", AL_STR, &G.probe_tokens, "WHICH",                                               \
+            "induction: what the halves are: random ids over all (the vocabulary), seen (those in the " \
+            "model's training data) or FILE.bin (those in a token file); or windows of held-out text: " \
+            "text (the model's validation file) or text:FILE.bin",                                      \
+            0, 0                                                                                        \
+    }
 #define AL_FLAGS_CIRCUIT(G, FILL_HELP)                                                             \
-    {"circuit", AL_STR, &G.circuit, "FILE",                                                        \
-     "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},        \
-    {"fill", AL_STR, &G.fill, "F", FILL_HELP, 0, 0}
+    {"circuit",                                                                                    \
+     AL_STR,                                                                                       \
+     &G.circuit,                                                                                   \
+     "FILE",                                                                                       \
+     "run the model with only this circuit's edges (a file from attnlab discover)",                \
+     0,                                                                                            \
+     0},                                                                                           \
+    {                                                                                              \
+        "fill", AL_STR, &G.fill, "F", FILL_HELP, 0, 0                                              \
+    }
 
 /* The one set of group defaults. */
 #define AL_PROBE_TOKENS_DEFAULT "all"
@@ -115,15 +149,15 @@ struct al_analysis;
 typedef struct al_drive {
     const struct al_analysis *an; /* set by al_drive_run */
     struct al_behave *b; /* the model, database and (after prepare) run */
-    double t_start;      /* al_now() when the driver began */
-    int json;            /* --json: print nothing on stdout; fill doc */
-    int progress;        /* a progress line on stderr (stderr a tty, or --progress) */
-    int strict;          /* --strict: refuse (exit 1, nothing stored) on a gap/effect warning */
-    int quiet;           /* no warning or note lines on stderr: they are in doc (the
+    double t_start; /* al_now() when the driver began */
+    int json; /* --json: print nothing on stdout; fill doc */
+    int progress; /* a progress line on stderr (stderr a tty, or --progress) */
+    int strict; /* --strict: refuse (exit 1, nothing stored) on a gap/effect warning */
+    int quiet; /* no warning or note lines on stderr: they are in doc (the
                           * library, whose caller shows them its own way) */
-    struct cJSON *doc;   /* --json: the document ("schema" set); the run adds what its
+    struct cJSON *doc; /* --json: the document ("schema" set); the run adds what its
                           * text shows, the driver adds "run" and "warnings" */
-    al_warnings warn;    /* the warnings raised by this run (the descriptor's accessor),
+    al_warnings warn; /* the warnings raised by this run (the descriptor's accessor),
                           * stored with the run */
 } al_drive;
 
@@ -131,26 +165,26 @@ typedef struct al_drive {
 
 /* The experiment's files an analysis may take paths from (exp_paths). */
 typedef struct al_exp_paths {
-    const char *model_dir;  /* this stage's model */
-    const char *train_bin;  /* the experiment's training and validation tokens */
+    const char *model_dir; /* this stage's model */
+    const char *train_bin; /* the experiment's training and validation tokens */
     const char *val_bin;
 } al_exp_paths;
 
 /* What --data an experiment stage passes (the runner's --data rule). */
 typedef enum {
-    AL_EXP_DATA_NONE,    /* no tokens (circuits; the pair tasks make their own) */
-    AL_EXP_DATA_VAL,     /* always the experiment's validation tokens */
-    AL_EXP_DATA_ASKED    /* when the analysis says "data": true (attribute) */
+    AL_EXP_DATA_NONE, /* no tokens (circuits; the pair tasks make their own) */
+    AL_EXP_DATA_VAL, /* always the experiment's validation tokens */
+    AL_EXP_DATA_ASKED /* when the analysis says "data": true (attribute) */
 } al_exp_data;
 
 typedef struct al_analysis {
-    const char *name;    /* the runs.kind, the experiment key, the --json schema; the
+    const char *name; /* the runs.kind, the experiment key, the --json schema; the
                           * command typed is cmd->name (the same word, or a group's
                           * subcommand: "sae train" for "sae") */
-    al_command *cmd;     /* summary, help, flags (bound to *tmpl) */
-    unsigned groups;     /* AL_GROUP_* its flag table holds */
-    void *tmpl;          /* the command's own static arguments */
-    size_t size;         /* of the argument struct (al_an_where first) */
+    al_command *cmd; /* summary, help, flags (bound to *tmpl) */
+    unsigned groups; /* AL_GROUP_* its flag table holds */
+    void *tmpl; /* the command's own static arguments */
+    size_t size; /* of the argument struct (al_an_where first) */
     void (*init)(void *args); /* the defaults */
     /* The options alone (ranges, names, combinations), before anything is
      * opened: 0, or −1 with e (a usage error, exit 2). NULL: none. */
@@ -176,9 +210,9 @@ typedef struct al_analysis {
     void (*release)(void *state);
     /* The gap/effect warnings of the computed state (gap.h), or NULL: none. */
     const struct al_warnings *(*warnings)(const void *state);
-    int stops;           /* 1: polls al_stop; the driver catches SIGINT/SIGTERM */
+    int stops; /* 1: polls al_stop; the driver catches SIGINT/SIGTERM */
     /* the experiment file (experiment.h) */
-    int exp_list;        /* "X": [{...}, ...] is one stage per object */
+    int exp_list; /* "X": [{...}, ...] is one stage per object */
     al_exp_data exp_data;
     const char *const *exp_deny; /* keys the experiment sets beyond model, db, data, mask,
                                   * threads (NULL-terminated; NULL: none) */

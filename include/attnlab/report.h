@@ -42,30 +42,30 @@
 #define AL_REPORT_MAX_MODELS 16
 
 typedef struct al_report_opts {
-    const char *db;                                /* results database (must exist) */
-    const char *models[AL_REPORT_MAX_MODELS];      /* model directories */
-    const char *labels[AL_REPORT_MAX_MODELS];      /* names shown (NULL: the folder name) */
+    const char *db; /* results database (must exist) */
+    const char *models[AL_REPORT_MAX_MODELS]; /* model directories */
+    const char *labels[AL_REPORT_MAX_MODELS]; /* names shown (NULL: the folder name) */
     int n_models;
-    const char *out_dir;                           /* created if missing */
-    const char *title;                             /* NULL: "attnlab report" */
-    const char *intro;                             /* a paragraph under the title, or NULL */
-    const char *prompt;    /* attention pictures on this text (NULL: none) */
-    int repeat;            /* attention on BOS + N random tokens twice (0: none) */
-    const char *data;      /* token file: qk/ov show its most frequent tokens (NULL: BPE order) */
-    int top_n;             /* tokens in qk/ov pictures */
-    const char *pictures;  /* comma list of picture kinds to draw (NULL: all) */
-    int threads;           /* 0: default */
-    int interactive;       /* add the explorers (viewer.h); 0: the static page only */
-    int figures;           /* AL_FIG_PNG (0) or AL_FIG_SVG (plot.h): the page's <img> show
+    const char *out_dir; /* created if missing */
+    const char *title; /* NULL: "attnlab report" */
+    const char *intro; /* a paragraph under the title, or NULL */
+    const char *prompt; /* attention pictures on this text (NULL: none) */
+    int repeat; /* attention on BOS + N random tokens twice (0: none) */
+    const char *data; /* token file: qk/ov show its most frequent tokens (NULL: BPE order) */
+    int top_n; /* tokens in qk/ov pictures */
+    const char *pictures; /* comma list of picture kinds to draw (NULL: all) */
+    int threads; /* 0: default */
+    int interactive; /* add the explorers (viewer.h); 0: the static page only */
+    int figures; /* AL_FIG_PNG (0) or AL_FIG_SVG (plot.h): the page's <img> show
                               SVGs drawn beside the PNGs (which the notebook shows) */
 } al_report_opts;
 
 al_report_opts al_report_defaults(void);
 
 typedef struct al_report_result {
-    int n_pictures;        /* PNGs written */
-    int n_failed;          /* pictures that could not be drawn (warned on stderr) */
-    int n_removed;         /* pictures of an earlier report no longer drawn, deleted */
+    int n_pictures; /* PNGs written */
+    int n_failed; /* pictures that could not be drawn (warned on stderr) */
+    int n_removed; /* pictures of an earlier report no longer drawn, deleted */
     char index_path[AL_PATH_MAX + 64], notebook_path[AL_PATH_MAX + 64];
 } al_report_result;
 

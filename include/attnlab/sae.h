@@ -53,12 +53,12 @@ enum { AL_SAE_TOPK = 0, AL_SAE_L1 = 1 };
 
 typedef struct al_sae_cfg {
     int d_in, d_sae;
-    int arch;          /* AL_SAE_TOPK or AL_SAE_L1 */
-    int k;             /* TopK: active latents per row, 1..d_sae */
-    int k_aux;         /* TopK: aux latents per row (0: no aux loss) */
-    double aux_coeff;  /* TopK: weight of aux (1/32) */
-    double l1_coeff;   /* L1: weight of l1 (> 0) */
-    long dead_tokens;  /* a latent is dead after this many tokens unfired */
+    int arch; /* AL_SAE_TOPK or AL_SAE_L1 */
+    int k; /* TopK: active latents per row, 1..d_sae */
+    int k_aux; /* TopK: aux latents per row (0: no aux loss) */
+    double aux_coeff; /* TopK: weight of aux (1/32) */
+    double l1_coeff; /* L1: weight of l1 (> 0) */
+    long dead_tokens; /* a latent is dead after this many tokens unfired */
 } al_sae_cfg;
 
 /* SAELens's architecture name: "topk" / "standard"; NULL if unknown. */
@@ -77,31 +77,31 @@ int al_sae_cfg_check(const al_sae_cfg *c, al_err *e);
 typedef struct al_sae {
     al_sae_cfg cfg;
     size_t n_params;
-    float *params;                 /* one allocation: W_enc|b_enc|W_dec|b_dec */
+    float *params; /* one allocation: W_enc|b_enc|W_dec|b_dec */
     float *W_enc, *b_enc, *W_dec, *b_dec;
-    float *grads;                  /* same layout (allocated with params) */
+    float *grads; /* same layout (allocated with params) */
     float *gW_enc, *gb_enc, *gW_dec, *gb_dec;
-    long *since;                   /* (d_sae) tokens since each latent last fired */
+    long *since; /* (d_sae) tokens since each latent last fired */
 
     /* activations of the last forward (grown on demand) */
     int B, B_cap;
-    float *xin;   /* (B, d_in) the input, copied */
-    float *xc;    /* (B, d_in) x − b_dec */
-    float *pre;   /* (B, d_sae) pre-activations */
-    float *f;     /* L1: (B, d_sae) dense codes; TopK: NULL */
-    int *idx;     /* TopK: (B, k) active latents, by descending pre */
-    float *val;   /* TopK: (B, k) their f (may be 0 where pre ≤ 0) */
-    int *aidx;    /* TopK: (B, k_aux) aux latents (−1: unused slot) */
-    float *aval;  /* TopK: (B, k_aux) their a */
-    float *xhat;  /* (B, d_in) reconstruction */
-    float *ehat;  /* TopK: (B, d_in) aux reconstruction ê */
-    void *scratch;  /* backward scratch (grown on demand) */
+    float *xin; /* (B, d_in) the input, copied */
+    float *xc; /* (B, d_in) x − b_dec */
+    float *pre; /* (B, d_sae) pre-activations */
+    float *f; /* L1: (B, d_sae) dense codes; TopK: NULL */
+    int *idx; /* TopK: (B, k) active latents, by descending pre */
+    float *val; /* TopK: (B, k) their f (may be 0 where pre ≤ 0) */
+    int *aidx; /* TopK: (B, k_aux) aux latents (−1: unused slot) */
+    float *aval; /* TopK: (B, k_aux) their a */
+    float *xhat; /* (B, d_in) reconstruction */
+    float *ehat; /* TopK: (B, d_in) aux reconstruction ê */
+    void *scratch; /* backward scratch (grown on demand) */
     size_t scratch_cap; /* bytes */
     int fwd_loss; /* 1: the last forward computed losses (al_sae_forward) */
-    int n_dead;   /* dead latents in the last forward */
+    int n_dead; /* dead latents in the last forward */
     /* losses of the last forward (doubles, as defined above) */
     double mse, aux, l1, loss;
-    double l0;    /* mean number of f > 0 per row */
+    double l0; /* mean number of f > 0 per row */
 } al_sae;
 
 /* Allocate for cfg (checked) and initialise from seed: W_dec rows random
@@ -155,8 +155,8 @@ void al_sae_adam_free(al_sae_adam *o);
  * component of each decoder row's gradient parallel to the row removed,
  * Adam (t: 1-based step for bias correction) at learning rate lr, then
  * the decoder rows renormalised. */
-void al_sae_adam_step(al_sae *s, al_sae_adam *o, double lr, double beta1, double beta2,
-                      double eps, long t);
+void al_sae_adam_step(al_sae *s, al_sae_adam *o, double lr, double beta1, double beta2, double eps,
+                      long t);
 /* Learning rate at 0-based step: linear warm-up over warmup steps, then
  * constant, then a linear decay to 0 over the last decay steps (Gao et
  * al. and SAELens decay to 0 at the end). */

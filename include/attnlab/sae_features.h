@@ -73,28 +73,29 @@
 #include "attnlab/util.h"
 
 typedef struct al_sae_feat_opts {
-    int windows;          /* text windows of T tokens spread over the file (64), 1..100000 */
-    int top_n;            /* contexts per feature (10), 1..100 */
-    int logit_n;          /* tokens each way (10), 1..100 */
-    int probe_r;          /* induction probe: ids per half (0: min(50, (n_ctx−1)/2)) */
-    int probe_n;          /* sequences (1024), 1..100000: a token-specific feature
+    int windows; /* text windows of T tokens spread over the file (64), 1..100000 */
+    int top_n; /* contexts per feature (10), 1..100 */
+    int logit_n; /* tokens each way (10), 1..100 */
+    int probe_r; /* induction probe: ids per half (0: min(50, (n_ctx−1)/2)) */
+    int probe_n; /* sequences (1024), 1..100000: a token-specific feature
                            * needs its token due on second occurrences often
                            * enough to count (about probe_n·R/d_vocab times) */
-    uint64_t probe_seed;  /* (1) */
-    int bos;              /* the probe's BOS id (−1: 0) */
-    int progress;         /* progress line on stderr (0) */
+    uint64_t probe_seed; /* (1) */
+    int bos; /* the probe's BOS id (−1: 0) */
+    int progress; /* progress line on stderr (0) */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, −1 "interrupted" */
 } al_sae_feat_opts;
-#define AL_SAE_FEAT_OPTS_INIT {64, 10, 10, 0, 1024, 1, -1, 0, NULL}
+#define AL_SAE_FEAT_OPTS_INIT                                                                      \
+    { 64, 10, 10, 0, 1024, 1, -1, 0, NULL }
 al_sae_feat_opts al_sae_feat_opts_defaults(void);
 /* 0, or −1 with e naming the option out of range. */
 int al_sae_feat_opts_check(const al_sae_feat_opts *o, al_err *e);
 
 typedef struct al_sae_feat_ctx {
-    int window;     /* −1: an unused slot */
-    long offset;    /* the window's first token in the file */
-    int pos;        /* position in the window */
-    int token;      /* the token there */
+    int window; /* −1: an unused slot */
+    long offset; /* the window's first token in the file */
+    int pos; /* position in the window */
+    int token; /* the token there */
     float act;
 } al_sae_feat_ctx;
 
@@ -102,26 +103,26 @@ typedef struct al_sae_feat_result {
     int d_sae, layer, H, T, windows;
     int top_n, logit_n;
     int probe_r, probe_n;
-    long positions;       /* text positions seen (windows × T) */
+    long positions; /* text positions seen (windows × T) */
     int n_live;
     /* per feature (d_sae each; one allocation for the doubles) */
-    long *fired;          /* text positions with f > 0 */
+    long *fired; /* text positions with f > 0 */
     double *density, *mean_act, *max_act;
     double *first_mean, *second_mean, *induction_index;
     long *first_fired, *second_fired; /* probe firings on each occurrence */
     double *induction_p, *auroc;
-    int *next_token;      /* the token most often next at its second-occurrence firings
+    int *next_token; /* the token most often next at its second-occurrence firings
                            * (what induction predicts there), −1: none */
-    double *next_share;   /* that token's share of them: near 1 for a token-specific
+    double *next_share; /* that token's share of them: near 1 for a token-specific
                            * induction feature (NaN: none) */
     unsigned char *induction; /* al_sae_is_induction */
     int n_induction;
-    double group_auroc;   /* AUROC of the induction features' summed code (in-sample) */
-    double *head_auroc;   /* (H) AUROC of ‖z‖ of each head of the layer */
-    double *contrib;      /* (d_sae, H) */
-    double *share;        /* (d_sae, H) */
+    double group_auroc; /* AUROC of the induction features' summed code (in-sample) */
+    double *head_auroc; /* (H) AUROC of ‖z‖ of each head of the layer */
+    double *contrib; /* (d_sae, H) */
+    double *share; /* (d_sae, H) */
     al_sae_feat_ctx *ctx; /* (d_sae, top_n) by act descending */
-    int *up_tok, *down_tok;   /* (d_sae, logit_n): largest, smallest logit effects */
+    int *up_tok, *down_tok; /* (d_sae, logit_n): largest, smallest logit effects */
     float *up_val, *down_val; /* (d_sae, logit_n) (dead features: zeros) */
     double seconds;
 } al_sae_feat_result;

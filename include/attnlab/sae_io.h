@@ -48,10 +48,10 @@ enum { AL_SAE_SITE_Z = 0, AL_SAE_SITE_RESID_PRE = 1 };
 
 /* What cfg.json records besides the SAE's own config. */
 typedef struct al_sae_meta {
-    int site;              /* AL_SAE_SITE_* */
+    int site; /* AL_SAE_SITE_* */
     int hook_layer;
-    int normalized;        /* 1: "expected_average_only_in" */
-    double scale;          /* norm_scaling_factor (1 when not normalised) */
+    int normalized; /* 1: "expected_average_only_in" */
+    double scale; /* norm_scaling_factor (1 when not normalised) */
     char model_sha256[65]; /* hex of the model's weights file ("" unknown) */
     uint64_t seed;
     /* al_sae_load: 1 when the directory holds AL_SAE_PARTIAL_FILE (its

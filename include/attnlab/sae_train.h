@@ -58,38 +58,38 @@ typedef int (*al_sae_source_fn)(void *ctx, float *x, int n, al_rng *rng, al_err 
 
 /* Options. Strings are borrowed until al_sae_trainer_free. */
 typedef struct al_sae_train_opts {
-    const char *model;   /* model directory (required unless source) */
-    const char *data;    /* token file (required unless source) */
-    const char *val;     /* held-out token file; NULL: the tail val_fraction of data */
-    const char *out;     /* SAE directory (required) */
-    int site;            /* AL_SAE_SITE_Z (default) or AL_SAE_SITE_RESID_PRE */
-    int layer;           /* the site's layer (0) */
-    int expansion;       /* d_sae = expansion × d_in (8) */
-    int d_sae;           /* > 0: this d_sae instead (0) */
-    int arch;            /* AL_SAE_TOPK (default) or AL_SAE_L1 */
-    int k;               /* TopK k (32, capped at d_sae) */
-    int k_aux;           /* −1: d_in/2 (−1) */
-    double aux_coeff;    /* 1/32 */
-    double l1_coeff;     /* 5 */
-    long dead_tokens;    /* 10^6 */
-    uint64_t seed;       /* initialisation and data order (1) */
-    long steps;          /* optimizer steps (2000) */
-    int batch;           /* activations per step (4096) */
-    int buffer_batches;  /* batches per shuffle buffer (4) */
-    double lr;           /* Adam's peak learning rate (1e-3) */
-    int warmup;          /* linear warm-up steps (50) */
-    double decay_frac;   /* share of the steps with a linear decay to 0 at the end (0.2) */
+    const char *model; /* model directory (required unless source) */
+    const char *data; /* token file (required unless source) */
+    const char *val; /* held-out token file; NULL: the tail val_fraction of data */
+    const char *out; /* SAE directory (required) */
+    int site; /* AL_SAE_SITE_Z (default) or AL_SAE_SITE_RESID_PRE */
+    int layer; /* the site's layer (0) */
+    int expansion; /* d_sae = expansion × d_in (8) */
+    int d_sae; /* > 0: this d_sae instead (0) */
+    int arch; /* AL_SAE_TOPK (default) or AL_SAE_L1 */
+    int k; /* TopK k (32, capped at d_sae) */
+    int k_aux; /* −1: d_in/2 (−1) */
+    double aux_coeff; /* 1/32 */
+    double l1_coeff; /* 5 */
+    long dead_tokens; /* 10^6 */
+    uint64_t seed; /* initialisation and data order (1) */
+    long steps; /* optimizer steps (2000) */
+    int batch; /* activations per step (4096) */
+    int buffer_batches; /* batches per shuffle buffer (4) */
+    double lr; /* Adam's peak learning rate (1e-3) */
+    int warmup; /* linear warm-up steps (50) */
+    double decay_frac; /* share of the steps with a linear decay to 0 at the end (0.2) */
     double beta1, beta2, eps; /* 0.9, 0.999, 1e-8 */
-    int normalize;       /* 1: scale inputs to E‖x‖² = d_in (1) */
-    int norm_batches;    /* batches of the scale estimate (4) */
-    int b_dec_mean;      /* 1: b_dec starts at the sample mean (1) */
+    int normalize; /* 1: scale inputs to E‖x‖² = d_in (1) */
+    int norm_batches; /* batches of the scale estimate (4) */
+    int b_dec_mean; /* 1: b_dec starts at the sample mean (1) */
     double val_fraction; /* tail of the token file held out (0.05) */
-    int eval_windows;    /* held-out windows of the evaluation (64) */
-    int ckpt_every;      /* steps between checkpoints; 0: only at the end (500) */
-    int threads;         /* 0: OMP_NUM_THREADS or all cores */
-    long stop_at;        /* save and stop at the first boundary >= this step; 0 never */
-    int force;           /* replace an SAE already in out (0) */
-    int resume;          /* continue the checkpoint in out (0) */
+    int eval_windows; /* held-out windows of the evaluation (64) */
+    int ckpt_every; /* steps between checkpoints; 0: only at the end (500) */
+    int threads; /* 0: OMP_NUM_THREADS or all cores */
+    long stop_at; /* save and stop at the first boundary >= this step; 0 never */
+    int force; /* replace an SAE already in out (0) */
+    int resume; /* continue the checkpoint in out (0) */
     volatile sig_atomic_t *stop; /* polled every step; non-zero: save and stop */
     /* instead of model and data (then eval has no CE terms): */
     al_sae_source_fn source;
@@ -102,12 +102,12 @@ al_sae_train_opts al_sae_train_opts_defaults(void);
 /* Evaluation on held-out activations (normalised space; the ratios do
  * not depend on the scale). */
 typedef struct al_sae_eval {
-    long n;               /* activations */
-    double l0;            /* mean active latents per activation */
-    double mse;           /* mean ‖x − x̂‖² */
-    double fve;           /* 1 − Σ‖x − x̂‖² / Σ‖x − mean x‖² */
-    double dead_frac;     /* latents that fired on none of them */
-    double dense_frac;    /* latents that fired on more than 10% of them */
+    long n; /* activations */
+    double l0; /* mean active latents per activation */
+    double mse; /* mean ‖x − x̂‖² */
+    double fve; /* 1 − Σ‖x − x̂‖² / Σ‖x − mean x‖² */
+    double dead_frac; /* latents that fired on none of them */
+    double dense_frac; /* latents that fired on more than 10% of them */
     /* with a model (NaN otherwise): the mean next-token loss with the
      * site as it is, with it replaced by the reconstruction (divided by
      * the scale again), and zero-ablated; recovered = (zero − sae) /

@@ -30,9 +30,8 @@ typedef struct al_st_tensor {
 
 /* Write tensors (in the given order) and optional string metadata
  * (meta_keys/meta_vals of n_meta entries) to path atomically. */
-int al_st_write(const char *path, const al_st_tensor *tensors, int n,
-                const char *const *meta_keys, const char *const *meta_vals,
-                int n_meta, al_err *e);
+int al_st_write(const char *path, const al_st_tensor *tensors, int n, const char *const *meta_keys,
+                const char *const *meta_vals, int n_meta, al_err *e);
 
 typedef struct al_st_file al_st_file;
 /* Read and validate a whole file. Messages name the file and problem,
@@ -40,8 +39,7 @@ typedef struct al_st_file al_st_file;
 int al_st_open(const char *path, al_st_file **out, al_err *e);
 /* The same from n bytes in memory (copied); name stands for the path in
  * messages. For fuzzing and for files read some other way. */
-int al_st_open_mem(const void *data, size_t n, const char *name, al_st_file **out,
-                   al_err *e);
+int al_st_open_mem(const void *data, size_t n, const char *name, al_st_file **out, al_err *e);
 /* The same, with messages calling the file `kind` instead of
  * "checkpoint" ("cannot read SAE X: ..."); kind must be a static string. */
 int al_st_open_as(const char *path, const char *kind, al_st_file **out, al_err *e);
@@ -57,7 +55,7 @@ const char *al_st_meta(const al_st_file *f, const char *key);
  * exactly) and exactly this shape, and that all values are finite; copy
  * it into dst as float32. Messages name the file (by its kind), the
  * tensor and what differs. */
-int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
-                   const int64_t *shape, float *dst, al_err *e);
+int al_st_read_f32(const al_st_file *f, const char *name, int ndim, const int64_t *shape,
+                   float *dst, al_err *e);
 
 #endif

@@ -46,9 +46,9 @@
 
 typedef struct al_probe {
     int R, N;
-    int *tokens;    /* (N, 2R+1) */
-    int text;       /* 1: the repeated halves are windows of real text */
-    double recur;   /* share of second-half positions whose token also sits
+    int *tokens; /* (N, 2R+1) */
+    int text; /* 1: the repeated halves are windows of real text */
+    double recur; /* share of second-half positions whose token also sits
                      * at another position of the first half (text: often;
                      * random ids: rarely) */
     double uniform_all; /* induction_all of a head attending uniformly
@@ -94,8 +94,8 @@ typedef struct al_probe_src {
  * are its chance and positional levels on this probe). Fails
  * (-1, e) when no id is left to draw, the text is shorter than R + 1
  * tokens or holds ids >= d_vocab. Needs 2R+1 <= n_ctx. */
-int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
-                  int special_id, const al_probe_src *src, al_err *e);
+int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab, int special_id,
+                  const al_probe_src *src, al_err *e);
 /* The probe's R per half for a model of context n_ctx: probe_r when it
  * is not 0, else the default min(50, (n_ctx − 1) / 2), so a model of
  * short context runs without --probe-r. The one rule of every command
@@ -111,15 +111,14 @@ void al_probe_measure(al_probe *p);
 typedef struct al_probe_scores {
     int n_layers, n_heads;
     double *induction, *duplicate_token, *prev_token; /* (L,H) each, one allocation */
-    double *induction_all;                            /* (L,H), in the same allocation */
-    double *layer_induction, *layer_induction_all;    /* (L): the heads' sums, same allocation */
+    double *induction_all; /* (L,H), in the same allocation */
+    double *layer_induction, *layer_induction_all; /* (L): the heads' sums, same allocation */
     double loss_first, loss_second, icl_gain;
 } al_probe_scores;
 
 /* Run the probe through m (current gates/replacements apply) in batches
  * of `batch` sequences; fill *out (allocated here; al_probe_scores_free). */
-int al_probe_run(al_model *m, const al_probe *p, int batch,
-                 al_probe_scores *out, al_err *e);
+int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out, al_err *e);
 void al_probe_scores_free(al_probe_scores *s);
 
 /* The early and late position ranges [e0,e1) and [l0,l1) of icl_score for
@@ -137,13 +136,13 @@ al_icl_range al_icl_ranges(int T);
  * means of w noisy per-token losses per window, so a few dozen windows
  * leave it uncertain by a tenth of a nat or more: on a 2-layer KJV
  * model, 32 windows gave +0.11 ± 0.23 and 320 gave −0.01 ± 0.06. */
-int al_icl_score(const float *losses, const int *targets, int rows, int T,
-                 double *early, double *late, double *score, double *se, al_err *e);
+int al_icl_score(const float *losses, const int *targets, int rows, int T, double *early,
+                 double *late, double *score, double *se, al_err *e);
 
 /* out (rows,T) = 1 at copy positions (targets[r,t] >= 0 occurs among
  * inputs[r,0..t]), else 0. Ids must be in [0, d_vocab). Returns -1 on a
  * bad id or allocation failure. */
-int al_copy_positions(const int *inputs, const int *targets, int rows, int T,
-                      int d_vocab, unsigned char *out, al_err *e);
+int al_copy_positions(const int *inputs, const int *targets, int rows, int T, int d_vocab,
+                      unsigned char *out, al_err *e);
 
 #endif

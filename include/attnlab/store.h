@@ -61,14 +61,14 @@ const char *al_store_path(const al_store *s);
  * so the store spells no kind, and the CLI names the kind of each family
  * once at start-up (al_registry_setup), before any reader runs. */
 typedef enum {
-    AL_RESULTS_NONE,         /* results no reader finds by their run's kind */
-    AL_RESULTS_TRAINING,     /* train_log, train_head_scores (train_record.h) */
-    AL_RESULTS_SCORES,       /* the probe's head and model scores (al_store_put_scores) */
-    AL_RESULTS_WEIGHTS,      /* the weights' circuits: skip_trigrams, composition,
+    AL_RESULTS_NONE, /* results no reader finds by their run's kind */
+    AL_RESULTS_TRAINING, /* train_log, train_head_scores (train_record.h) */
+    AL_RESULTS_SCORES, /* the probe's head and model scores (al_store_put_scores) */
+    AL_RESULTS_WEIGHTS, /* the weights' circuits: skip_trigrams, composition,
                               * singular_values, ... (al_store_put_circuits) */
-    AL_RESULTS_NAMES,        /* the names_* model_scores (names in text) */
-    AL_RESULTS_ATTRIBUTION,  /* attribution_runs and its tables (al_store_put_attribute) */
-    AL_RESULTS_CIRCUIT,      /* discovered circuits: circuit_runs, circuit_edges
+    AL_RESULTS_NAMES, /* the names_* model_scores (names in text) */
+    AL_RESULTS_ATTRIBUTION, /* attribution_runs and its tables (al_store_put_attribute) */
+    AL_RESULTS_CIRCUIT, /* discovered circuits: circuit_runs, circuit_edges
                               * (al_store_put_discover) */
     AL_RESULTS_SAE_FEATURES, /* sae_feature_runs and its tables (al_store_put_sae_features) */
     AL_RESULTS_N
@@ -90,7 +90,7 @@ typedef struct al_model_facts {
     double trained_tokens;
     long train_steps;
     double final_train_loss, final_val_loss;
-    double data_tokens;   /* tokens in its training file (NAN: unknown) */
+    double data_tokens; /* tokens in its training file (NAN: unknown) */
 } al_model_facts;
 
 /* The models row for checkpoint directory dir holding m: keyed by the
@@ -98,19 +98,17 @@ typedef struct al_model_facts {
  * the 64 hex digits given); inserted if new, else its path and known
  * facts are updated. Facts are read from dir/state.json when it exists
  * (and facts is NULL). */
-int al_store_model(al_store *s, const char *dir, const char *sha256,
-                   const al_model *m, const al_model_facts *facts,
-                   int64_t *model_id, al_err *e);
+int al_store_model(al_store *s, const char *dir, const char *sha256, const al_model *m,
+                   const al_model_facts *facts, int64_t *model_id, al_err *e);
 
 /* ---- runs and transactions ---- */
 
 /* Insert a run (status 'running') and commit it at once. model_id <= 0
  * means none yet (e.g. training before the first checkpoint). */
-int al_store_run_begin(al_store *s, const char *kind, const char *config_json,
-                       int64_t model_id, int64_t *run_id, al_err *e);
+int al_store_run_begin(al_store *s, const char *kind, const char *config_json, int64_t model_id,
+                       int64_t *run_id, al_err *e);
 /* Attach a model to a run created without one. */
-int al_store_run_set_model(al_store *s, int64_t run_id, int64_t model_id,
-                           al_err *e);
+int al_store_run_set_model(al_store *s, int64_t run_id, int64_t model_id, al_err *e);
 int al_store_tx_begin(al_store *s, al_err *e);
 /* Commit the open transaction (rows visible; run still 'running'). */
 int al_store_tx_commit(al_store *s, al_err *e);
@@ -149,12 +147,12 @@ int al_store_put_view_row(al_store *s, int64_t run, int64_t mid, const char *met
 
 /* Which task of a sweep made this database: the one sweep_task row. */
 typedef struct al_sweep_task_row {
-    const char *experiment;   /* the experiment's name */
-    int task, n_tasks;        /* 0..n_tasks-1 */
-    const char *setting;      /* swept values but the seed, "train.lr=0.01 tied=1" ("" if none) */
-    int has_seed;             /* 0: the sweep does not vary the seed (seed NULL) */
+    const char *experiment; /* the experiment's name */
+    int task, n_tasks; /* 0..n_tasks-1 */
+    const char *setting; /* swept values but the seed, "train.lr=0.01 tied=1" ("" if none) */
+    int has_seed; /* 0: the sweep does not vary the seed (seed NULL) */
     int64_t seed;
-    const char *params_json;  /* {"key.path": value, ...}: every swept value */
+    const char *params_json; /* {"key.path": value, ...}: every swept value */
 } al_sweep_task_row;
 /* Write it (replacing any earlier row), committed at once; outside a
  * transaction. 0, or -1 with e. */
@@ -163,22 +161,18 @@ int al_store_put_sweep_task(al_store *s, const al_sweep_task_row *r, al_err *e);
 /* ---- rows (call inside a transaction) ---- */
 
 /* Long format: one metric per row. */
-int al_store_put_head_score(al_store *s, int64_t run_id, int64_t model_id,
-                            int layer, int head, const char *metric,
-                            double value, al_err *e);
-int al_store_put_layer_score(al_store *s, int64_t run_id, int64_t model_id,
-                             int layer, const char *metric, double value,
-                             al_err *e);
-int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id,
+int al_store_put_head_score(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                            const char *metric, double value, al_err *e);
+int al_store_put_layer_score(al_store *s, int64_t run_id, int64_t model_id, int layer,
                              const char *metric, double value, al_err *e);
+int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id, const char *metric,
+                             double value, al_err *e);
 /* circuit: "qk" or "ov"; idx 0 = largest. */
-int al_store_put_singular_value(al_store *s, int64_t run_id, int64_t model_id,
-                                int layer, int head, const char *circuit,
-                                int idx, double value, al_err *e);
+int al_store_put_singular_value(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                                const char *circuit, int idx, double value, al_err *e);
 /* circuit: "ov_full" (eigenvalues of full OV); idx 0 = largest |λ|. */
-int al_store_put_eigenvalue(al_store *s, int64_t run_id, int64_t model_id,
-                            int layer, int head, const char *circuit, int idx,
-                            double re, double im, al_err *e);
+int al_store_put_eigenvalue(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                            const char *circuit, int idx, double re, double im, al_err *e);
 /* Token strings are stored byte for byte (length given), NULL allowed. */
 typedef struct al_trigram_row {
     int rank, a, b, c;
@@ -186,34 +180,31 @@ typedef struct al_trigram_row {
     size_t a_len, b_len, c_len;
     double qk, ov, score;
 } al_trigram_row;
-int al_store_put_skip_trigram(al_store *s, int64_t run_id, int64_t model_id,
-                              int layer, int head, const al_trigram_row *t,
-                              al_err *e);
+int al_store_put_skip_trigram(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                              const al_trigram_row *t, al_err *e);
 /* kind "Q", "K" or "V"; baseline = mean random score, baseline_sd its sd. */
-int al_store_put_composition(al_store *s, int64_t run_id, int64_t model_id,
-                             const char *kind, int l1, int h1, int l2, int h2,
-                             double score, double baseline, double baseline_sd,
-                             al_err *e);
+int al_store_put_composition(al_store *s, int64_t run_id, int64_t model_id, const char *kind,
+                             int l1, int h1, int l2, int h2, double score, double baseline,
+                             double baseline_sd, al_err *e);
 /* space "qk", "v" or "o". */
-int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id,
-                              int layer, const char *space, int h1, int h2,
-                              double value, al_err *e);
+int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id, int layer,
+                              const char *space, int h1, int h2, double value, al_err *e);
 
 /* Tables for behaviour (scores, ablation, pruning). NaN values are stored as NULL. */
 typedef struct al_ablation_row {
     const char *method; /* zero | mean | resample */
-    const char *kind;   /* single | pair | set */
-    const char *heads;  /* "0.3,1.4" */
+    const char *kind; /* single | pair | set */
+    const char *heads; /* "0.3,1.4" */
     int n_heads;
     double loss, delta_loss, delta_loss_copy, delta_loss_probe, interaction;
 } al_ablation_row;
-int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id,
-                          const al_ablation_row *r, al_err *e);
+int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id, const al_ablation_row *r,
+                          al_err *e);
 typedef struct al_pruning_row {
     const char *method; /* ablation | gradient | random */
     int step, layer, head, heads_left;
     double importance, loss, delta_loss;
-    const char *mask;   /* heads still on, "0.1,0.2,..." */
+    const char *mask; /* heads still on, "0.1,0.2,..." */
 } al_pruning_row;
 int al_store_put_pruning_step(al_store *s, int64_t run_id, int64_t model_id,
                               const al_pruning_row *r, al_err *e);
@@ -225,8 +216,8 @@ typedef struct al_patching_row {
     int layer, head, pos;
     double value, metric; /* normalised effect, M with the patch */
 } al_patching_row;
-int al_store_put_patching(al_store *s, int64_t run_id, int64_t model_id,
-                          const al_patching_row *r, al_err *e);
+int al_store_put_patching(al_store *s, int64_t run_id, int64_t model_id, const al_patching_row *r,
+                          al_err *e);
 /* Path patching: sender "embed", "pos" or "l.h"; channel "q", "k", "v"
  * or "direct" (receiver_layer, receiver_head < 0: NULL). */
 typedef struct al_path_patching_row {
@@ -253,35 +244,35 @@ int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
 typedef struct al_attribution_run_row {
     const char *task;
     int n_pairs, seq_len, n_items;
-    const char *metric_kind;   /* "logprob" or "logit_diff" */
+    const char *metric_kind; /* "logprob" or "logit_diff" */
     double metric, loss;
     double kind_value[3], kind_dloss[3]; /* direct, head, virtual */
-    const char *direction;     /* NULL: no attribution patching */
+    const char *direction; /* NULL: no attribution patching */
     double m_clean, m_corr, seconds, seconds_attrpatch, seconds_patch;
-    const char *task_hash;     /* 16 hex digits of al_pairs_hash */
-    int centred;               /* 1: log-prob items against the mean logit (W_U centred) */
+    const char *task_hash; /* 16 hex digits of al_pairs_hash */
+    int centred; /* 1: log-prob items against the mean logit (W_U centred) */
 } al_attribution_run_row;
 int al_store_put_attribution_run(al_store *s, int64_t run_id, int64_t model_id,
                                  const al_attribution_run_row *r, al_err *e);
-int al_store_put_logit_attribution(al_store *s, int64_t run_id, int64_t model_id,
-                                   const char *task, const char *component, int pos,
-                                   double value, int n_items, al_err *e);
+int al_store_put_logit_attribution(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+                                   const char *component, int pos, double value, int n_items,
+                                   al_err *e);
 typedef struct al_path_term_row {
-    const char *task, *term, *kind;  /* kind "direct", "head" or "virtual" */
-    int layer, head, src_head;       /* < 0: NULL */
+    const char *task, *term, *kind; /* kind "direct", "head" or "virtual" */
+    int layer, head, src_head; /* < 0: NULL */
     double value, dloss;
 } al_path_term_row;
-int al_store_put_path_term(al_store *s, int64_t run_id, int64_t model_id,
-                           const al_path_term_row *r, al_err *e);
+int al_store_put_path_term(al_store *s, int64_t run_id, int64_t model_id, const al_path_term_row *r,
+                           al_err *e);
 int al_store_put_logit_lens(al_store *s, int64_t run_id, int64_t model_id, const char *task,
                             int layer, double loss, double accuracy, al_err *e);
 typedef struct al_attribution_patching_row {
     const char *task, *direction, *grid;
-    int layer, head, pos;            /* head, head_pos; < 0: NULL */
-    const char *sender;              /* edge; NULL otherwise */
+    int layer, head, pos; /* head, head_pos; < 0: NULL */
+    const char *sender; /* edge; NULL otherwise */
     int receiver_layer, receiver_head;
     const char *channel;
-    double estimate, actual;         /* actual NaN: not compared */
+    double estimate, actual; /* actual NaN: not compared */
 } al_attribution_patching_row;
 int al_store_put_attribution_patching(al_store *s, int64_t run_id, int64_t model_id,
                                       const al_attribution_patching_row *r, al_err *e);
@@ -299,20 +290,20 @@ typedef struct al_circuit_run_row {
     double tau, recover;
     int n_edges, n_kept;
     double m_clean, m_corr, m_circuit, kl, faithfulness;
-    int64_t evals;                 /* circuit evaluations */
+    int64_t evals; /* circuit evaluations */
     double seconds;
-    const char *task_hash;         /* 16 hex digits of al_pairs_hash */
+    const char *task_hash; /* 16 hex digits of al_pairs_hash */
 } al_circuit_run_row;
 int al_store_put_circuit_run(al_store *s, int64_t run_id, int64_t model_id,
                              const al_circuit_run_row *r, al_err *e);
 typedef struct al_circuit_edge_row {
     const char *method;
-    double tau;                    /* NaN: NULL (eap) */
-    int edge;                      /* index in the head graph (discover.h) */
-    const char *sender;            /* "embed", "pos" or "L.H" */
+    double tau; /* NaN: NULL (eap) */
+    int edge; /* index in the head graph (discover.h) */
+    const char *sender; /* "embed", "pos" or "L.H" */
     int receiver_layer, receiver_head; /* < 0: NULL (the logits) */
-    const char *channel;           /* "q", "k", "v" or "direct" */
-    double score;                  /* NaN: NULL */
+    const char *channel; /* "q", "k", "v" or "direct" */
+    double score; /* NaN: NULL */
     int kept;
 } al_circuit_edge_row;
 int al_store_put_circuit_edge(al_store *s, int64_t run_id, int64_t model_id,
@@ -322,15 +313,15 @@ int al_store_put_circuit_edge(al_store *s, int64_t run_id, int64_t model_id,
  * NULL, for standard; l1_coeff NaN: NULL, for topk; NaN metrics NULL). */
 typedef struct al_sae_run_row {
     int layer;
-    const char *site;       /* "z" or "resid_pre" */
+    const char *site; /* "z" or "resid_pre" */
     const char *hook_name;
     int d_in, d_sae;
-    const char *arch;       /* "topk" or "standard" */
+    const char *arch; /* "topk" or "standard" */
     int k;
     double l1_coeff;
     long steps;
     int batch;
-    double activations;     /* steps x batch */
+    double activations; /* steps x batch */
     uint64_t seed;
     double scale;
     long eval_n;
@@ -338,8 +329,8 @@ typedef struct al_sae_run_row {
     double seconds, rate;
     const char *out_dir;
 } al_sae_run_row;
-int al_store_put_sae_run(al_store *s, int64_t run_id, int64_t model_id,
-                         const al_sae_run_row *r, al_err *e);
+int al_store_put_sae_run(al_store *s, int64_t run_id, int64_t model_id, const al_sae_run_row *r,
+                         al_err *e);
 /* One `sae features` run: its SAE and the text and probe it read. */
 typedef struct al_sae_feature_run_row {
     const char *sae_dir, *hook_name;
@@ -362,7 +353,7 @@ typedef struct al_sae_feature_row {
     long first_fired, second_fired;
     double induction_p, auroc;
     int induction;
-    int next_token;             /* −1: NULL */
+    int next_token; /* −1: NULL */
     const char *next_token_str; /* next_token_len bytes */
     size_t next_token_len;
     double next_share;
@@ -370,8 +361,8 @@ typedef struct al_sae_feature_row {
 int al_store_put_sae_feature(al_store *s, int64_t run_id, int64_t model_id,
                              const al_sae_feature_row *r, al_err *e);
 /* One head's ‖z‖ AUROC on a `sae features` run's induction probe. */
-int al_store_put_sae_probe_head(al_store *s, int64_t run_id, int64_t model_id, int layer,
-                                int head, double auroc, al_err *e);
+int al_store_put_sae_probe_head(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                                double auroc, al_err *e);
 /* One top context of a feature (rank 1 = the largest); token_str: len bytes. */
 int al_store_put_sae_feature_context(al_store *s, int64_t run_id, int64_t model_id, int feature,
                                      int rank, int window, long offset, int pos, int token,
@@ -389,18 +380,16 @@ typedef struct al_train_log_row {
     long step;
     double tokens, train_loss, val_loss, icl_gain, lr, seconds;
 } al_train_log_row;
-int al_store_put_train_log(al_store *s, int64_t run_id,
-                           const al_train_log_row *r, al_err *e);
+int al_store_put_train_log(al_store *s, int64_t run_id, const al_train_log_row *r, al_err *e);
 /* A resumed training run (run_id) takes over the curve of the run it
  * continues (from: the run recorded in the resumed checkpoint's
  * state.json): from's train_log and train_head_scores rows up to step
  * max_step are copied in one transaction, if from is an earlier 'train'
  * run of this file. *carried = 1 if they were. Not inside a transaction. */
-int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max_step,
-                             int *carried, al_err *e);
-int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
-                                  int layer, int head, const char *metric,
-                                  double value, al_err *e);
+int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max_step, int *carried,
+                             al_err *e);
+int al_store_put_train_head_score(al_store *s, int64_t run_id, long step, int layer, int head,
+                                  const char *metric, double value, al_err *e);
 
 /* Run a read-only query and print the rows tab-separated (for commands
  * that show tables; tests use the sqlite3 CLI instead). */
@@ -411,9 +400,9 @@ int al_store_print_query(al_store *s, const char *sql, FILE *f, al_err *e);
  * number (NaN for NULL). fn returns 0 to go on, non-zero to stop with an
  * error (it fills e). At most AL_STORE_MAX_COLS columns. */
 #define AL_STORE_MAX_COLS 32
-typedef int (*al_store_row_fn)(void *ctx, int ncol, const char *const *text,
-                               const double *num, al_err *e);
-int al_store_query(al_store *s, const char *sql, const char *const *params,
-                   int n_params, al_store_row_fn fn, void *ctx, al_err *e);
+typedef int (*al_store_row_fn)(void *ctx, int ncol, const char *const *text, const double *num,
+                               al_err *e);
+int al_store_query(al_store *s, const char *sql, const char *const *params, int n_params,
+                   al_store_row_fn fn, void *ctx, al_err *e);
 
 #endif

@@ -26,21 +26,20 @@
  * summed); model_scores: the
  * probe losses, icl_gain, heads_off, and with text icl_score, its early
  * and late losses, val_loss, val_loss_copy, copy_fraction. */
-int al_store_put_scores(al_store *s, int64_t run_id, int64_t model_id,
-                        const al_scores_result *r, al_err *e);
+int al_store_put_scores(al_store *s, int64_t run_id, int64_t model_id, const al_scores_result *r,
+                        al_err *e);
 /* ablations: the clean row (kind none), then one per configuration. */
-int al_store_put_ablate(al_store *s, int64_t run_id, int64_t model_id,
-                        const al_ablate_result *r, al_err *e);
+int al_store_put_ablate(al_store *s, int64_t run_id, int64_t model_id, const al_ablate_result *r,
+                        al_err *e);
 /* pruning_steps: one row per step; for the gradient method also every
  * head's full-model importance as head_scores.gradient_importance. */
-int al_store_put_prune(al_store *s, int64_t run_id, int64_t model_id,
-                       const al_prune_run_result *r, al_err *e);
+int al_store_put_prune(al_store *s, int64_t run_id, int64_t model_id, const al_prune_run_result *r,
+                       al_err *e);
 /* head_scores, singular_values, eigenvalues, skip_trigrams (token
  * strings through tok; "#id" without one or past its vocabulary),
  * head_overlap, layer_scores and composition. */
-int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
-                          const al_circ_result *r, const al_tokenizer *tok,
-                          al_err *e);
+int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id, const al_circ_result *r,
+                          const al_tokenizer *tok, al_err *e);
 
 /* patching: one row per configuration of r's grid (resid: head NULL;
  * head: pos NULL); patching_runs: M_clean, M_corr, the size and the

@@ -51,9 +51,9 @@ int al_store_latest_patch_run(al_store *s, int64_t model_id, const char *kind, l
                               al_err *e);
 /* What an attribute run must have to be picked. */
 typedef enum {
-    AL_ATTR_ANY,      /* any finished attribute run */
-    AL_ATTR_TERMS,    /* a path expansion (attribution_runs.direct_dloss set) */
-    AL_ATTR_PATCHING  /* attribution patching (attribution_runs.direction set) */
+    AL_ATTR_ANY, /* any finished attribute run */
+    AL_ATTR_TERMS, /* a path expansion (attribution_runs.direct_dloss set) */
+    AL_ATTR_PATCHING /* attribution patching (attribution_runs.direction set) */
 } al_attr_need;
 int al_store_latest_attribute_run(al_store *s, int64_t model_id, al_attr_need need, long *run,
                                   al_err *e);
@@ -75,7 +75,7 @@ typedef struct al_store_patch_run {
     char direction[16], component[16];
     int n_pairs, seq_len;
     double m_clean, m_corr;
-    char *config;  /* runs.config_json, malloc'd (NULL: none) */
+    char *config; /* runs.config_json, malloc'd (NULL: none) */
     char hash[24]; /* patching_runs.task_hash */
 } al_store_patch_run;
 int al_store_read_patch_run(al_store *s, long run, al_store_patch_run *out, al_err *e);
@@ -87,7 +87,7 @@ typedef struct al_store_attr_run {
     al_store_run_head h;
     char metric_kind[16], direction[16];
     int seq_len, n_items;
-    int centred;          /* log-prob items against the mean logit (W_U centred) */
+    int centred; /* log-prob items against the mean logit (W_U centred) */
     double kind_dloss[3]; /* direct, head, virtual: all terms of the kind removed */
 } al_store_attr_run;
 int al_store_read_attr_run(al_store *s, long run, al_store_attr_run *out, al_err *e);
@@ -161,8 +161,7 @@ int al_store_read_train_head_scores(al_store *s, long run, const char *metric,
 typedef struct al_store_patching_row {
     double layer, head, pos, value;
 } al_store_patching_row;
-int al_store_read_patching(al_store *s, long run, al_store_patching_row **rows, int *n,
-                           al_err *e);
+int al_store_read_patching(al_store *s, long run, al_store_patching_row **rows, int *n, al_err *e);
 
 typedef struct al_store_path_row {
     const char *sender;
@@ -170,8 +169,7 @@ typedef struct al_store_path_row {
     const char *channel;
     double value;
 } al_store_path_row;
-int al_store_read_path_patching(al_store *s, long run, al_store_path_row **rows, int *n,
-                                al_err *e);
+int al_store_read_path_patching(al_store *s, long run, al_store_path_row **rows, int *n, al_err *e);
 
 /* logit_attribution: the per-position rows (pos not NULL). */
 typedef struct al_store_dla_row {
@@ -186,8 +184,7 @@ typedef struct al_store_token_row {
     double pos;
     const char *text;
 } al_store_token_row;
-int al_store_read_attr_tokens(al_store *s, long run, al_store_token_row **rows, int *n,
-                              al_err *e);
+int al_store_read_attr_tokens(al_store *s, long run, al_store_token_row **rows, int *n, al_err *e);
 
 /* path_terms in term order (attribute.h): direct, heads by layer,
  * virtual heads by receiver layer, sender (src_head), receiver head, the

@@ -22,7 +22,7 @@
  * then it must not pass it to al_rows_free. */
 typedef struct al_rows {
     int nr, nc, cap;
-    char **t;  /* text of each cell, NULL for SQL NULL */
+    char **t; /* text of each cell, NULL for SQL NULL */
     double *x; /* number of each cell, NaN for SQL NULL */
 } al_rows;
 
@@ -36,10 +36,10 @@ void al_rows_free(al_rows *q);
 
 /* The head_summary scores the report picks heads by. */
 typedef enum al_sr_score {
-    AL_SR_INDUCTION,     /* induction > AL_TH_INDUCTION */
-    AL_SR_PREV_TOKEN,    /* prev_token > AL_TH_PREV_TOKEN */
+    AL_SR_INDUCTION, /* induction > AL_TH_INDUCTION */
+    AL_SR_PREV_TOKEN, /* prev_token > AL_TH_PREV_TOKEN */
     AL_SR_COPY_ABLATION, /* copying_ablation > AL_TH_COPY_ABLATION */
-    AL_SR_COPY_EIGEN     /* copying_eigen > AL_TH_COPY_EIGEN */
+    AL_SR_COPY_EIGEN /* copying_eigen > AL_TH_COPY_EIGEN */
 } al_sr_score;
 
 /* ---- models, model card, training ---- */
@@ -64,8 +64,7 @@ int al_sr_shaped_views(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* The 12 cells of a pair or edge view (view_cells) with the largest
  * |value| (ties by row, col), values only: row_label, col_label, value,
  * and the number of cells that have a value. */
-int al_sr_view_top_cells(al_store *s, const char *run, const char *metric, al_rows *out,
-                         al_err *e);
+int al_sr_view_top_cells(al_store *s, const char *run, const char *metric, al_rows *out, al_err *e);
 /* Every cell of a view (view_cells) by row, col: row, value. */
 int al_sr_view_cells(al_store *s, const char *run, const char *metric, al_rows *out, al_err *e);
 /* The newest train run's log, by step: step, tokens, train_loss,
@@ -85,8 +84,7 @@ int al_sr_head_table(al_store *s, const char *mid, al_rows *out, al_err *e);
 int al_sr_heads_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out, al_err *e);
 /* Names of the heads above the score's threshold, by layer, head
  * (only AL_SR_INDUCTION and AL_SR_PREV_TOKEN). */
-int al_sr_head_names_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out,
-                           al_err *e);
+int al_sr_head_names_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out, al_err *e);
 /* How many heads are above the score's threshold (AL_SR_INDUCTION or
  * AL_SR_PREV_TOKEN). */
 int al_sr_count_heads_above(al_store *s, const char *mid, al_sr_score sc, double *n, al_err *e);
@@ -101,10 +99,10 @@ int al_sr_copy_pairs(al_store *s, const char *mid, int excess, al_rows *out, al_
 
 /* Which head the report draws a picture of. */
 typedef enum al_sr_pick {
-    AL_SR_PICK_PREV,      /* largest coalesce(prev_token, pos_prev_token) */
-    AL_SR_PICK_OWN_COPY,  /* copying_eigen > AL_TH_COPY_EIGEN, by
+    AL_SR_PICK_PREV, /* largest coalesce(prev_token, pos_prev_token) */
+    AL_SR_PICK_OWN_COPY, /* copying_eigen > AL_TH_COPY_EIGEN, by
                              coalesce(copying_ablation, copying_eigen) */
-    AL_SR_PICK_ANY_COPY   /* largest coalesce(copying_ablation, copying_eigen) */
+    AL_SR_PICK_ANY_COPY /* largest coalesce(copying_ablation, copying_eigen) */
 } al_sr_pick;
 /* The head with the largest value of the pick (ties: lowest layer, head)
  * into *l, *h: 1 if found, 0 if none, -1 on error. */
@@ -122,16 +120,14 @@ int al_sr_composition_top(al_store *s, const char *mid, al_rows *out, al_err *e)
 /* Per method of single ablations, its newest finished run: method, run. */
 int al_sr_ablation_runs(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* The loss with all heads of an ablation run and method. */
-int al_sr_ablation_clean(al_store *s, const char *run, const char *method, double *loss,
-                         al_err *e);
+int al_sr_ablation_clean(al_store *s, const char *run, const char *method, double *loss, al_err *e);
 /* Single ablations, most costly first: heads, loss, delta_loss,
  * delta_loss_copy, delta_loss_probe. */
 int al_sr_ablation_singles(al_store *s, const char *run, const char *method, al_rows *out,
                            al_err *e);
 /* The 8 pair ablations of largest |interaction|: "a + b", delta_loss,
  * interaction. */
-int al_sr_ablation_pairs(al_store *s, const char *run, const char *method, al_rows *out,
-                         al_err *e);
+int al_sr_ablation_pairs(al_store *s, const char *run, const char *method, al_rows *out, al_err *e);
 /* ablations rows of the model's finished runs. */
 int al_sr_ablation_count(al_store *s, const char *mid, double *n, al_err *e);
 /* Per pruning method, its newest finished run: method, run. */
@@ -173,8 +169,7 @@ int al_sr_path_kinds(al_store *s, const char *run, al_rows *out, al_err *e);
 int al_sr_top_virtual_term(al_store *s, const char *run, al_rows *out, al_err *e);
 /* Logit lens by layer (n_layers as text names the final stream): stream,
  * loss, accuracy. */
-int al_sr_logit_lens(al_store *s, const char *run, const char *n_layers, al_rows *out,
-                     al_err *e);
+int al_sr_logit_lens(al_store *s, const char *run, const char *n_layers, al_rows *out, al_err *e);
 /* attribution_agreement, grids head, head_pos, edge: grid, n, pearson,
  * spearman, top5. */
 int al_sr_attr_agreement(al_store *s, const char *run, al_rows *out, al_err *e);
@@ -186,8 +181,8 @@ int al_sr_latest_discover(al_store *s, const char *mid, double *run, al_err *e);
 /* One circuit (tau NULL for EAP, as text exactly) of a run (0 or 1 row):
  * task, n_kept, n_edges, faithfulness, kl, metric, the run's circuits
  * with a tau, all the run's circuits. */
-int al_sr_circuit(al_store *s, const char *run, const char *method, const char *tau,
-                  al_rows *out, al_err *e);
+int al_sr_circuit(al_store *s, const char *run, const char *method, const char *tau, al_rows *out,
+                  al_err *e);
 /* Heads in a kept edge of the circuit, by name: name. */
 int al_sr_circuit_heads(al_store *s, const char *run, const char *method, const char *tau,
                         al_rows *out, al_err *e);
@@ -210,11 +205,11 @@ int al_sr_sweep_summary(al_store *s, al_rows *out, al_err *e);
 /* ---- the explorers' heatmaps (viewer.h) ---- */
 
 typedef enum al_sr_heatmap {
-    AL_SR_HM_PATCHING,       /* patching of a run */
-    AL_SR_HM_PATHS,          /* path_patching of a run */
-    AL_SR_HM_DLA,            /* logit_attribution of a run */
+    AL_SR_HM_PATCHING, /* patching of a run */
+    AL_SR_HM_PATHS, /* path_patching of a run */
+    AL_SR_HM_DLA, /* logit_attribution of a run */
     AL_SR_HM_ATTRPATCH_HEAD, /* attribution_patching, a head or head_pos grid */
-    AL_SR_HM_ATTRPATCH_EDGE  /* attribution_patching, the edge grid */
+    AL_SR_HM_ATTRPATCH_EDGE /* attribution_patching, the edge grid */
 } al_sr_heatmap;
 /* Cells of one heatmap of a run (grid: the attribution patching grid,
  * else NULL): row label, row order key, column label, column order key,
@@ -226,7 +221,7 @@ int al_sr_heatmap_cells(al_store *s, al_sr_heatmap kind, const char *run, const 
 
 typedef struct al_sr_nb_query {
     const char *title; /* a markdown heading */
-    const char *sql;   /* the query, as the notebook shows it */
+    const char *sql; /* the query, as the notebook shows it */
 } al_sr_nb_query;
 /* The queries of docs/sql.md the notebook carries, in order; *n of them.
  * Static storage. */

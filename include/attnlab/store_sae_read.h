@@ -69,9 +69,9 @@ typedef struct al_sae_feature {
     long first_fired, second_fired; /* probe firings on each occurrence; -1: NULL (an older
                                      * file) */
     double induction_p, auroc, next_share; /* NaN when NULL */
-    int induction;           /* 1: an induction feature (sae_features.h); -1: NULL */
-    int next_token;          /* -1 when NULL */
-    char next_str[64];       /* its token string ("" when NULL) */
+    int induction; /* 1: an induction feature (sae_features.h); -1: NULL */
+    int next_token; /* -1 when NULL */
+    char next_str[64]; /* its token string ("" when NULL) */
     al_sae_fctx *ctx; /* by rank */
     int n_ctx;
     al_sae_flogit *up, *down; /* by rank: the largest and the smallest logit effects */
@@ -82,22 +82,21 @@ typedef struct al_sae_feature {
 /* Feature `feature` of run `run`: its sae_features row and its contexts,
  * logit effects and heads (out->found 0 and empty lists when there is no
  * row). */
-int al_store_read_sae_feature(al_store *s, long run, int feature, al_sae_feature *out,
-                              al_err *e);
+int al_store_read_sae_feature(al_store *s, long run, int feature, al_sae_feature *out, al_err *e);
 void al_sae_feature_free(al_sae_feature *f);
 
 /* How the feature lists are ordered. */
 typedef enum {
-    AL_SAE_BY_DENSITY,   /* density descending, then feature */
-    AL_SAE_BY_INDUCTION  /* induction index descending (NULL last), then density, feature */
+    AL_SAE_BY_DENSITY, /* density descending, then feature */
+    AL_SAE_BY_INDUCTION /* induction index descending (NULL last), then density, feature */
 } al_sae_order;
 
 /* A run's live features, at most limit (<= 0: all) in `order`, as rows:
  * feature, density, mean_act, max_act, induction_index, top_layer,
  * top_head, top_share, up1 (the token_str of the largest logit effect),
  * up1_value, fired. */
-int al_store_sae_top_features(al_store *s, long run, al_sae_order order, int limit,
-                              al_rows *out, al_err *e);
+int al_store_sae_top_features(al_store *s, long run, al_sae_order order, int limit, al_rows *out,
+                              al_err *e);
 
 /* The DFA shares of the `limit` densest features of a run (<= 0: all), as
  * rows feature, head, share, ordered by density descending, feature, head. */

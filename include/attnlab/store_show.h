@@ -12,28 +12,28 @@
 
 typedef struct al_show_model {
     long id;
-    char sha[13];        /* the first 12 hex digits */
+    char sha[13]; /* the first 12 hex digits */
     char path[AL_PATH_MAX];
     int n_layers, n_heads;
     double trained_tokens, data_tokens; /* NaN when unknown */
 } al_show_model;
 
 typedef struct al_show_run {
-    long id, model;      /* model 0: none */
+    long id, model; /* model 0: none */
     char kind[32], status[12], started[32];
-    double seconds;      /* NaN while running */
+    double seconds; /* NaN while running */
     long n_warnings;
 } al_show_run;
 
 typedef struct al_show_table {
     char name[64];
     int is_view;
-    long rows;           /* -1: could not be counted */
-    long run_rows;       /* with a run: its rows here (-1: the table has no run_id) */
+    long rows; /* -1: could not be counted */
+    long run_rows; /* with a run: its rows here (-1: the table has no run_id) */
 } al_show_table;
 
 typedef struct al_show {
-    int version;                      /* the schema's user_version */
+    int version; /* the schema's user_version */
     al_show_model *models;
     int n_models;
     al_show_run *runs;
@@ -42,10 +42,10 @@ typedef struct al_show {
     int n_tables;
     /* with a run (al_store_show's run > 0) */
     long run;
-    char *config_json, *error;        /* NULL when none */
+    char *config_json, *error; /* NULL when none */
     char **warnings;
     int n_warnings;
-    int cap_[4];                      /* the arrays' capacities (store_show.c) */
+    int cap_[4]; /* the arrays' capacities (store_show.c) */
 } al_show;
 
 /* Fill *out from s; with run > 0 also that run's detail (its row in

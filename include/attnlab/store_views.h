@@ -17,8 +17,7 @@
  * stored as NULL (as every row writer does); a per-head-pair view stores
  * only its cells that have a value. 0, or -1 with e (a bad shape or size,
  * a missing label, a failed insert). */
-int al_store_put_views(al_store *s, int64_t run, int64_t mid, const al_view *v, int n,
-                       al_err *e);
+int al_store_put_views(al_store *s, int64_t run, int64_t mid, const al_view *v, int n, al_err *e);
 
 /* A view read back (al_store_read_view): v as the analysis gave it, its
  * metric, title, values and labels owned by this struct. */

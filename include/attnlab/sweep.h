@@ -82,10 +82,10 @@ int al_sweep_check(const al_sweep *s, al_err *e);
  * chunks of at most 512 inputs) and the result renamed to BASE/sweep.db.
  * 0, or -1 with e naming the failed tasks (or the failed merge). */
 typedef struct al_sweep_jobs_opts {
-    const char *file;  /* the experiment file, as given */
-    const char *base;  /* the output folder (--out, else the file's "out") */
-    int jobs;          /* >= 1 */
-    int threads;       /* -1: the file's; else passed on as --threads */
+    const char *file; /* the experiment file, as given */
+    const char *base; /* the output folder (--out, else the file's "out") */
+    int jobs; /* >= 1 */
+    int threads; /* -1: the file's; else passed on as --threads */
     int force;
 } al_sweep_jobs_opts;
 int al_sweep_run_jobs(const al_sweep *s, const al_sweep_jobs_opts *o, int *interrupted, al_err *e);

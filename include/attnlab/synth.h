@@ -16,10 +16,10 @@
 
 typedef struct al_synth_opts {
     uint64_t seed;
-    long n_docs;            /* documents in total (stories + repeat docs) */
+    long n_docs; /* documents in total (stories + repeat docs) */
     double repeat_fraction; /* share of repeated-span documents, [0,1] */
-    int min_sentences;      /* body sentences per story (plus opening, */
-    int max_sentences;      /* introductions and a closer) */
+    int min_sentences; /* body sentences per story (plus opening, */
+    int max_sentences; /* introductions and a closer) */
     int span_min, span_max; /* pieces in a repeated span (20, 60): shorter
                                spans fit more whole repeats in a short window */
 } al_synth_opts;
@@ -41,7 +41,7 @@ typedef struct al_synth_doc {
     int name_uses[AL_SYNTH_MAX_CHARS]; /* times each name was written */
     /* repeat documents: the text is span (" " span) x (repeats-1) */
     int span_pieces; /* space-separated pieces in the span */
-    int repeats;     /* 2 or 3 */
+    int repeats; /* 2 or 3 */
     size_t span_bytes;
 } al_synth_doc;
 
@@ -51,13 +51,12 @@ int al_synth_new(al_synth **out, const al_synth_opts *o, al_err *e);
 void al_synth_free(al_synth *s);
 /* The next document (no trailing newline). *text stays valid until the
  * next call. info may be NULL. Returns 0, or -1 on allocation failure. */
-int al_synth_next(al_synth *s, const char **text, size_t *len,
-                  al_synth_doc *info, al_err *e);
+int al_synth_next(al_synth *s, const char **text, size_t *len, al_synth_doc *info, al_err *e);
 
 /* Write o->n_docs documents to path atomically, "doc\n\ndoc\n...". With
  * progress, a progress line is shown. *bytes (may be NULL) gets the size. */
-int al_synth_write(const char *path, const al_synth_opts *o, int progress,
-                   size_t *bytes, al_err *e);
+int al_synth_write(const char *path, const al_synth_opts *o, int progress, size_t *bytes,
+                   al_err *e);
 
 /* The syllable inventory names are spelled from (distinct, lower case).
  * Index 0.. are consonant-initial syllables usable anywhere; the rest

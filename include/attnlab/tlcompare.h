@@ -27,22 +27,22 @@
 #include "attnlab/util.h"
 
 typedef struct al_compare_row {
-    char name[96];   /* the reference's tensor name */
-    double max_abs;  /* max |ours − ref| */
-    double scale;    /* max |ref| (finite elements) */
-    double rel;      /* max_abs / scale (0 when both are 0) */
-    int64_t n;       /* elements compared */
-    int pass;        /* rel <= tolerance */
+    char name[96]; /* the reference's tensor name */
+    double max_abs; /* max |ours − ref| */
+    double scale; /* max |ref| (finite elements) */
+    double rel; /* max_abs / scale (0 when both are 0) */
+    int64_t n; /* elements compared */
+    int pass; /* rel <= tolerance */
 } al_compare_row;
 
 typedef struct al_compare_result {
     al_compare_row *rows; /* one per reference tensor but tokens, in file order */
     int n;
     int B, T;
-    double worst;         /* max rel */
-    int worst_row;        /* its index (−1 when n == 0) */
-    int pass;             /* every row passed, and n > 0 */
-    char skipped[512];    /* reference tensors not compared (split inputs), comma-separated */
+    double worst; /* max rel */
+    int worst_row; /* its index (−1 when n == 0) */
+    int pass; /* every row passed, and n > 0 */
+    char skipped[512]; /* reference tensors not compared (split inputs), comma-separated */
 } al_compare_result;
 
 /* Run m on the reference's tokens with hooks at the reference's points

@@ -31,8 +31,8 @@ int al_tok_byte_level(al_tokenizer **out, al_err *e);
  * id). Literal "<|endoftext|>" text separates documents and is not
  * learned. Stops early (smaller vocabulary) when no pair is left to merge.
  * If progress is non-zero, prints a progress line. */
-int al_tok_train(const unsigned char *text, size_t n, int vocab_size,
-                 int progress, al_tokenizer **out, al_err *e);
+int al_tok_train(const unsigned char *text, size_t n, int vocab_size, int progress,
+                 al_tokenizer **out, al_err *e);
 /* attnlab's tokenizer.json, or Hugging Face's (refused with one line
  * naming what is unsupported, e.g. "unsupported pre_tokenizer
  * 'Metaspace'"). */
@@ -55,20 +55,19 @@ const char *al_tok_kind(const al_tokenizer *t);
  * match); otherwise it is encoded as ordinary text. Safe to call from
  * several threads on one tokenizer (the word cache is used by one caller
  * at a time). */
-int al_tok_encode(const al_tokenizer *t, const unsigned char *text, size_t n,
-                  int allow_special, int **ids, size_t *n_ids, al_err *e);
+int al_tok_encode(const al_tokenizer *t, const unsigned char *text, size_t n, int allow_special,
+                  int **ids, size_t *n_ids, al_err *e);
 /* The same into the caller's buffer, which must have room for n ids (an
  * encoding never has more ids than the text has bytes -- except with a
  * Hugging Face tokenizer that adds prefix spaces or whose NFC lengthens
  * the text: then needing more is an error). */
-int al_tok_encode_into(const al_tokenizer *t, const unsigned char *text,
-                       size_t n, int allow_special, int *ids, size_t *n_ids,
-                       al_err *e);
+int al_tok_encode_into(const al_tokenizer *t, const unsigned char *text, size_t n,
+                       int allow_special, int *ids, size_t *n_ids, al_err *e);
 /* Decode ids to bytes (caller frees *out; NUL-terminated, not counted).
  * Ids out of range are an error. The bytes are al_tok_bytes' joined: for
  * ids that end inside a character Hugging Face would print U+FFFD. */
-int al_tok_decode(const al_tokenizer *t, const int *ids, size_t n,
-                  unsigned char **out, size_t *n_out, al_err *e);
+int al_tok_decode(const al_tokenizer *t, const int *ids, size_t n, unsigned char **out,
+                  size_t *n_out, al_err *e);
 /* Raw bytes of one token (not NUL-terminated); NULL if id out of range.
  * A Hugging Face token's bytes are its vocabulary string mapped back
  * from the ByteLevel alphabet (an added token not in that alphabet: its

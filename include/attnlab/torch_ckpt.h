@@ -35,11 +35,11 @@
 #include "attnlab/util.h"
 
 typedef enum {
-    AL_PT_F32 = 0,  /* torch.float32 (FloatStorage) */
-    AL_PT_F16 = 1,  /* torch.float16 (HalfStorage) */
+    AL_PT_F32 = 0, /* torch.float32 (FloatStorage) */
+    AL_PT_F16 = 1, /* torch.float16 (HalfStorage) */
     AL_PT_BF16 = 2, /* torch.bfloat16 (BFloat16Storage) */
-    AL_PT_I64 = 3,  /* torch.int64 (LongStorage) */
-    AL_PT_BOOL = 4  /* torch.bool (BoolStorage), one byte 0 or 1 */
+    AL_PT_I64 = 3, /* torch.int64 (LongStorage) */
+    AL_PT_BOOL = 4 /* torch.bool (BoolStorage), one byte 0 or 1 */
 } al_pt_dtype;
 
 #define AL_PT_MAX_DIMS 8
@@ -49,11 +49,11 @@ typedef enum {
 typedef struct al_pt_tensor {
     const char *name;
     al_pt_dtype dtype;
-    int ndim;                        /* 0 for a scalar */
+    int ndim; /* 0 for a scalar */
     int64_t shape[AL_PT_MAX_DIMS];
-    int64_t stride[AL_PT_MAX_DIMS];  /* in elements, >= 0 */
-    int64_t offset;                  /* storage offset, in elements */
-    int64_t numel;                   /* product of shape (1 for a scalar) */
+    int64_t stride[AL_PT_MAX_DIMS]; /* in elements, >= 0 */
+    int64_t offset; /* storage offset, in elements */
+    int64_t numel; /* product of shape (1 for a scalar) */
     /* The whole storage, little-endian, storage_numel elements; element
      * (i0, i1, ...) is at index offset + Σ ik·stride[k], which open has
      * checked lies inside it. Tensors that were views of one tensor share
@@ -64,9 +64,9 @@ typedef struct al_pt_tensor {
 
 /* What a file is, from its first bytes. */
 typedef enum {
-    AL_PT_OTHER = 0,  /* neither of the two */
-    AL_PT_ZIP = 1,    /* a zip whose first entry is <stem>/data.pkl (torch.save) */
-    AL_PT_LEGACY = 2  /* PyTorch's legacy non-zip format (pre-1.6, or
+    AL_PT_OTHER = 0, /* neither of the two */
+    AL_PT_ZIP = 1, /* a zip whose first entry is <stem>/data.pkl (torch.save) */
+    AL_PT_LEGACY = 2 /* PyTorch's legacy non-zip format (pre-1.6, or
                          _use_new_zipfile_serialization=False) */
 } al_pt_kind;
 

@@ -35,40 +35,40 @@
 /* Options. Strings are borrowed: they must stay valid until
  * al_trainer_free. Defaults are those of al_train_opts_defaults(). */
 typedef struct al_train_opts {
-    const char *data;      /* train token file (required) */
-    const char *val;       /* validation token file; NULL: the tail of data */
+    const char *data; /* train token file (required) */
+    const char *val; /* validation token file; NULL: the tail of data */
     const char *tokenizer; /* tokenizer.json; NULL: byte-level (new runs only) */
-    const char *out;       /* model directory ("runs/default") */
-    const char *resume;    /* continue the checkpoint in this directory (NULL) */
-    int force;             /* overwrite a checkpoint already in out (0) */
+    const char *out; /* model directory ("runs/default") */
+    const char *resume; /* continue the checkpoint in this directory (NULL) */
+    int force; /* overwrite a checkpoint already in out (0) */
     /* model shape of a new run (a resumed one keeps its own); defaults
      * from al_config_default() */
     int n_layers, d_model, n_heads, d_head, n_ctx, tied;
-    const char *pos;       /* positional embeddings, "standard" or "shortformer"
+    const char *pos; /* positional embeddings, "standard" or "shortformer"
                             * (model.h, AL_POS_*); NULL: standard */
-    const char *norm;      /* LayerNorm: "none", "ln" or "lnpre" (model.h,
+    const char *norm; /* LayerNorm: "none", "ln" or "lnpre" (model.h,
                             * AL_NORM_*); NULL: none */
-    const char *biases;    /* the biases: "none", "all" or letters of q, k, v,
+    const char *biases; /* the biases: "none", "all" or letters of q, k, v,
                             * o, u (al_bias_spec_parse); NULL: none */
-    double ln_eps;         /* LayerNorm's eps (1e-5) */
-    uint64_t seed;         /* initialisation and data order */
-    int steps;             /* optimizer steps in total (1000) */
-    int batch;             /* sequences per step (16) */
-    int seq_len;           /* tokens per sequence; 0 = n_ctx (0) */
-    double lr;             /* peak learning rate (3e-3) */
-    double min_lr_frac;    /* the cosine decays to lr times this (0.1) */
+    double ln_eps; /* LayerNorm's eps (1e-5) */
+    uint64_t seed; /* initialisation and data order */
+    int steps; /* optimizer steps in total (1000) */
+    int batch; /* sequences per step (16) */
+    int seq_len; /* tokens per sequence; 0 = n_ctx (0) */
+    double lr; /* peak learning rate (3e-3) */
+    double min_lr_frac; /* the cosine decays to lr times this (0.1) */
     double beta1, beta2, eps; /* AdamW (0.9, 0.95, 1e-8) */
-    double weight_decay;   /* decoupled, not on embeddings (0.1) */
-    double grad_clip;      /* global gradient norm; 0 = off (1.0) */
-    int warmup;            /* linear warm-up steps (100) */
-    int eval_every;        /* evaluate every N steps; 0 = only at the end (100) */
-    int eval_batches;      /* validation batches per evaluation (8) */
-    int ckpt_every;        /* checkpoint every N steps; 0 = only at the end (500) */
-    int threads;           /* 0 = OMP_NUM_THREADS or all cores (0) */
+    double weight_decay; /* decoupled, not on embeddings (0.1) */
+    double grad_clip; /* global gradient norm; 0 = off (1.0) */
+    int warmup; /* linear warm-up steps (100) */
+    int eval_every; /* evaluate every N steps; 0 = only at the end (100) */
+    int eval_batches; /* validation batches per evaluation (8) */
+    int ckpt_every; /* checkpoint every N steps; 0 = only at the end (500) */
+    int threads; /* 0 = OMP_NUM_THREADS or all cores (0) */
     const char *precision; /* matmul inputs: "f32" or "bf16" (gemm.h); NULL: f32 */
-    int stop_at;           /* save and stop after this step, as a stop
+    int stop_at; /* save and stop after this step, as a stop
                             * request would; 0 = never (0) */
-    double val_fraction;   /* tail share of data held out when val is NULL (0.05) */
+    double val_fraction; /* tail share of data held out when val is NULL (0.05) */
     /* Saved verbatim as the "train" object of every state.json (a JSON
      * object; NULL saves "{}"). The CLI writes its flags here so that a
      * resume can read them back. */
@@ -90,12 +90,12 @@ typedef struct al_trainer al_trainer;
 
 /* One evaluation, as passed to on_eval. */
 typedef struct al_train_eval {
-    long step;          /* optimizer steps done (0: before training) */
-    double tokens;      /* training tokens seen */
-    double train_loss;  /* loss of the last training batch; NaN at step 0 */
-    double val_loss;    /* mean over eval_batches fixed validation batches */
-    double lr;          /* learning rate of the last step (of step 0 at step 0) */
-    double seconds;     /* since al_trainer_run started */
+    long step; /* optimizer steps done (0: before training) */
+    double tokens; /* training tokens seen */
+    double train_loss; /* loss of the last training batch; NaN at step 0 */
+    double val_loss; /* mean over eval_batches fixed validation batches */
+    double lr; /* learning rate of the last step (of step 0 at step 0) */
+    double seconds; /* since al_trainer_run started */
 } al_train_eval;
 
 /* Callbacks of al_trainer_run (any may be NULL). A callback returning
@@ -136,8 +136,8 @@ typedef struct al_train_observer {
  * or -1 with e set and *out NULL. Options invalid in themselves fail
  * before any file is read, and nothing is written (not even out's
  * directory) before the data and the model are ready. */
-int al_trainer_init(al_trainer **out, const al_train_opts *o,
-                    const al_train_observer *obs, al_err *e);
+int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_observer *obs,
+                    al_err *e);
 
 /* The whole run: evaluations, progress line and logs, checkpoints every
  * ckpt_every steps and at the end, until opts.steps. On a stop request
@@ -176,6 +176,6 @@ al_model *al_trainer_model(al_trainer *t);
 al_train_state *al_trainer_state(al_trainer *t);
 const al_tokenizer *al_trainer_tokenizer(const al_trainer *t);
 const char *al_trainer_dir(const al_trainer *t); /* opts.out */
-int al_trainer_seq_len(const al_trainer *t);     /* tokens per trained sequence */
+int al_trainer_seq_len(const al_trainer *t); /* tokens per trained sequence */
 
 #endif

@@ -20,7 +20,7 @@
 #define AL_TRAIN_RUN_KIND "train"
 
 typedef struct al_train_record {
-    const char *db_path;     /* SQLite file (borrowed; created if absent) */
+    const char *db_path; /* SQLite file (borrowed; created if absent) */
     const char *config_json; /* the run's config column (borrowed; NULL = "{}") */
     const al_probe_src *probe_src; /* what the probe is made of (scores.h;
                               * borrowed; NULL = random ids, the whole vocabulary) */

@@ -30,11 +30,9 @@ typedef struct al_err {
 /* Fill e->msg (if e is non-NULL) and return -1, so callers can write
  * `return al_errf(e, "...", ...);`. The message is one line: control
  * bytes in it (a quoted file name or key with a newline) become '?'. */
-int al_errf(al_err *e, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int al_errf(al_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefix an existing message: "ctx: old message". Returns -1. */
-int al_err_prefix(al_err *e, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int al_err_prefix(al_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Checked allocation. Sizes are multiplied with overflow checks; returns
  * NULL and fills e on failure. Memory is zeroed by al_calloc. */
@@ -56,8 +54,8 @@ typedef struct al_rng {
 void al_rng_seed(al_rng *r, uint64_t seed);
 uint64_t al_rng_u64(al_rng *r);
 uint32_t al_rng_below(al_rng *r, uint32_t n); /* uniform in [0,n), n>0 */
-double al_rng_uniform(al_rng *r);             /* uniform in [0,1) */
-double al_rng_normal(al_rng *r);              /* standard normal */
+double al_rng_uniform(al_rng *r); /* uniform in [0,1) */
+double al_rng_normal(al_rng *r); /* standard normal */
 
 /* Monotonic wall clock in seconds. */
 double al_now(void);
@@ -66,12 +64,10 @@ double al_mem_total(void);
 
 /* Files. al_read_file reads a whole file (at most max_bytes; 0 = no limit)
  * and NUL-terminates the buffer (not counted in *n). */
-int al_read_file(const char *path, unsigned char **data, size_t *n,
-                 size_t max_bytes, al_err *e);
+int al_read_file(const char *path, unsigned char **data, size_t *n, size_t max_bytes, al_err *e);
 /* Write data to path.tmp.<pid>, fsync, rename over path: readers see the
  * old file or the new one, never a partial one. */
-int al_write_file_atomic(const char *path, const void *data, size_t n,
-                         al_err *e);
+int al_write_file_atomic(const char *path, const void *data, size_t n, al_err *e);
 /* Open path.tmp.<pid> for writing; al_atomic_commit fsyncs, closes and
  * renames it over path (or removes it if ok==0). For large streamed writes. */
 typedef struct al_atomic_file {
@@ -113,8 +109,7 @@ void al_fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape);
  * "../../db.sqlite"; into buf. 0, or -1 when either is not absolute or
  * buf is too small. */
 int al_path_relative(const char *from, const char *to, char *buf, size_t cap);
-int al_path_join(char *buf, size_t cap, const char *dir, const char *name,
-                 al_err *e);
+int al_path_join(char *buf, size_t cap, const char *dir, const char *name, al_err *e);
 
 /* Threads: sets OpenMP (and thus OpenBLAS-openmp) thread count. n<=0 keeps
  * OMP_NUM_THREADS or the machine default. More threads than cores are

@@ -14,23 +14,23 @@
 #define ATTNLAB_VIEW_H
 
 typedef enum {
-    AL_VIEW_HEAD,  /* (L, H): one value per head, row-major by layer */
+    AL_VIEW_HEAD, /* (L, H): one value per head, row-major by layer */
     AL_VIEW_MODEL, /* one value */
-    AL_VIEW_PAIR,  /* (L*H, L*H): one value per (sender head, receiver head),
+    AL_VIEW_PAIR, /* (L*H, L*H): one value per (sender head, receiver head),
                     * row-major by sender, head i = layer i / H, head i % H;
                     * NaN = no value (e.g. a receiver before its sender) */
-    AL_VIEW_EDGE,  /* n labelled edges: from[i] -> to[i] has value v[i] */
-    AL_VIEW_POS    /* n values, one per position 0..n-1 */
+    AL_VIEW_EDGE, /* n labelled edges: from[i] -> to[i] has value v[i] */
+    AL_VIEW_POS /* n values, one per position 0..n-1 */
 } al_view_shape;
 
 typedef struct al_view {
     const char *metric; /* stored name, [a-z0-9_]+, unique within a run */
-    const char *title;  /* for pictures and the report, e.g. "attention entropy (nats)" */
+    const char *title; /* for pictures and the report, e.g. "attention entropy (nats)" */
     al_view_shape shape;
-    int L, H;           /* HEAD, PAIR: the model's layers and heads */
-    const double *v;    /* HEAD (L*H), MODEL (1), PAIR (L*H*L*H), EDGE, POS (n);
+    int L, H; /* HEAD, PAIR: the model's layers and heads */
+    const double *v; /* HEAD (L*H), MODEL (1), PAIR (L*H*L*H), EDGE, POS (n);
                          * borrowed from the result */
-    int n;              /* EDGE: edges; POS: positions (0 for the other shapes) */
+    int n; /* EDGE: edges; POS: positions (0 for the other shapes) */
     /* EDGE: (n) each edge's sender and receiver label, free text such as
      * "embed", "0.3", "1.2.k", "logits"; borrowed. NULL for other shapes. */
     const char *const *from, *const *to;

@@ -46,11 +46,11 @@ void al_viewer_head(al_buf *h);
 
 /* What the explorers of one model show. */
 typedef struct al_viewer_model {
-    const char *dir;      /* model directory (weights and tokenizer) */
-    const char *label;    /* name shown */
-    const char *slug;     /* [A-Za-z0-9._-], unique on the page: element ids */
+    const char *dir; /* model directory (weights and tokenizer) */
+    const char *label; /* name shown */
+    const char *slug; /* [A-Za-z0-9._-], unique on the page: element ids */
     const char *model_id; /* models.model_id as text; "0" or NULL: not in the db */
-    const char *prompt;   /* attention and loss on this text; NULL: no such explorers */
+    const char *prompt; /* attention and loss on this text; NULL: no such explorers */
 } al_viewer_model;
 
 /* The explorers block of one model (section heading, the JSON data

@@ -30,7 +30,8 @@ void al_abl_set_free(al_abl_set *s) {
 static int set_alloc(al_abl_set *s, int rows, int T, int B, al_err *e) {
     memset(s, 0, sizeof *s);
     if (rows < 1 || T < 1 || B < 1)
-        return al_errf(e, "evaluation set of %d sequences of %d tokens (batch %d) is empty", rows, T, B);
+        return al_errf(e, "evaluation set of %d sequences of %d tokens (batch %d) is empty", rows,
+                       T, B);
     size_t n = (size_t)rows * T;
     s->inputs = al_malloc(2 * n, sizeof(int), e);
     s->sel = al_calloc(n, 1, e);
@@ -43,19 +44,18 @@ static int set_alloc(al_abl_set *s, int rows, int T, int B, al_err *e) {
     return 0;
 }
 
-int al_abl_set_from(al_abl_set *s, const int *inputs, const int *targets,
-                    const unsigned char *sel, int rows, int T, int B, al_err *e) {
+int al_abl_set_from(al_abl_set *s, const int *inputs, const int *targets, const unsigned char *sel,
+                    int rows, int T, int B, al_err *e) {
     if (set_alloc(s, rows, T, B, e)) return -1;
     size_t n = (size_t)rows * T;
     memcpy(s->inputs, inputs, n * sizeof(int));
     memcpy(s->targets, targets, n * sizeof(int));
-    for (size_t i = 0; i < n; i++)
-        s->sel[i] = sel ? sel[i] : (targets[i] >= 0 ? AL_SEL_LOSS : 0);
+    for (size_t i = 0; i < n; i++) s->sel[i] = sel ? sel[i] : (targets[i] >= 0 ? AL_SEL_LOSS : 0);
     return 0;
 }
 
-int al_abl_set_text(al_abl_set *s, const al_tokens *d, int T, int B, int first,
-                    int count, int n_batches, int d_vocab, al_err *e) {
+int al_abl_set_text(al_abl_set *s, const al_tokens *d, int T, int B, int first, int count,
+                    int n_batches, int d_vocab, al_err *e) {
     if (first < 0 || count < 1 || first + count > n_batches)
         return al_errf(e, "validation batches %d..%d are not within 0..%d", first,
                        first + count - 1, n_batches - 1);
@@ -65,8 +65,8 @@ int al_abl_set_text(al_abl_set *s, const al_tokens *d, int T, int B, int first,
     if (set_alloc(s, count * B, T, B, e)) return -1;
     size_t bt = (size_t)B * T, n = (size_t)s->rows * T;
     for (int k = 0; k < count; k++)
-        if (al_batch_fixed(d, B, T, first + k, n_batches, s->inputs + k * bt,
-                           s->targets + k * bt, e)) {
+        if (al_batch_fixed(d, B, T, first + k, n_batches, s->inputs + k * bt, s->targets + k * bt,
+                           e)) {
             al_abl_set_free(s);
             return -1;
         }
@@ -75,8 +75,8 @@ int al_abl_set_text(al_abl_set *s, const al_tokens *d, int T, int B, int first,
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        s->sel[i] = (unsigned char)((s->sel[i] ? AL_SEL_COPY : 0) |
-                                    (s->targets[i] >= 0 ? AL_SEL_LOSS : 0));
+        s->sel[i] =
+            (unsigned char)((s->sel[i] ? AL_SEL_COPY : 0) | (s->targets[i] >= 0 ? AL_SEL_LOSS : 0));
     return 0;
 }
 
@@ -202,8 +202,10 @@ static int ablated_forward(al_model *m, const al_abl_set *s, int k, al_abl_metho
         saved[i] = m->gates[i];
         zr[i] = NULL;
         if (!on[i]) continue;
-        if (method == AL_ABL_ZERO) m->gates[i] = 0.0f;
-        else zr[i] = rep + (size_t)i * per;
+        if (method == AL_ABL_ZERO)
+            m->gates[i] = 0.0f;
+        else
+            zr[i] = rep + (size_t)i * per;
     }
     int rc = (method != AL_ABL_ZERO && al_zrep_hooks_add(m, zr, e)) || forward_batch(m, s, k, e);
     al_hook_remove(m, zr);
@@ -211,9 +213,8 @@ static int ablated_forward(al_model *m, const al_abl_set *s, int k, al_abl_metho
     return rc ? -1 : 0;
 }
 
-int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method,
-               const unsigned char *sets, int n_sets, al_abl_out *out,
-               int progress, al_err *e) {
+int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method, const unsigned char *sets,
+               int n_sets, al_abl_out *out, int progress, al_err *e) {
     int L = m->cfg.n_layers, H = m->cfg.n_heads, T = s->T, LH = L * H;
     if (!s->clean || s->L != L || s->H != H || s->D != m->cfg.d_head)
         return al_errf(e, "evaluation set not prepared for this model");
@@ -338,7 +339,8 @@ int al_heads_parse(const char *s, int L, int H, unsigned char *sel, al_err *e) {
         if (end == p || (*end && *end != ',') || errno)
             return al_errf(e, "bad head list '%s': expected layer.head like 0.3,1.4", quote(s).s);
         if (l < 0 || l >= L || h < 0 || h >= H)
-            return al_errf(e, "head %ld.%ld is not in the model (%d layers x %d heads)", l, h, L, H);
+            return al_errf(e, "head %ld.%ld is not in the model (%d layers x %d heads)", l, h, L,
+                           H);
         if (sel[l * H + h]) return al_errf(e, "head %ld.%ld is listed twice", l, h);
         sel[l * H + h] = 1;
         n++;
@@ -349,16 +351,17 @@ int al_heads_parse(const char *s, int L, int H, unsigned char *sel, al_err *e) {
     return 0;
 }
 
-size_t al_heads_format(const unsigned char *sel, int L, int H, int want,
-                       char *buf, size_t cap) {
+size_t al_heads_format(const unsigned char *sel, int L, int H, int want, char *buf, size_t cap) {
     size_t n = 0;
     if (cap) buf[0] = 0;
     for (int i = 0; i < L * H; i++) {
         if ((sel[i] != 0) != (want != 0)) continue;
         char one[32];
         int k = snprintf(one, sizeof one, "%s%d.%d", n ? "," : "", i / H, i % H);
-        if (n + (size_t)k < cap) memcpy(buf + n, one, (size_t)k + 1);
-        else if (cap) buf[cap - 1 < n ? cap - 1 : n] = 0;
+        if (n + (size_t)k < cap)
+            memcpy(buf + n, one, (size_t)k + 1);
+        else if (cap)
+            buf[cap - 1 < n ? cap - 1 : n] = 0;
         n += (size_t)k;
     }
     return n;
@@ -377,8 +380,8 @@ static int is_int(const cJSON *j) {
            fabs(j->valuedouble) < 1e9;
 }
 
-static int mask_off_list(const cJSON *arr, const char *path, const al_config *c,
-                         unsigned char *off, al_err *e) {
+static int mask_off_list(const cJSON *arr, const char *path, const al_config *c, unsigned char *off,
+                         al_err *e) {
     int L = c->n_layers, H = c->n_heads;
     unsigned char *one = al_malloc((size_t)L * H, 1, e);
     if (!one) return -1;
@@ -420,8 +423,8 @@ int al_mask_load(const char *path, const al_config *c, unsigned char *off, al_er
     int rc = al_json_parse((const char *)text, n, path, &root, e);
     free(text);
     if (rc) return -1;
-    static const char *known[] = {"attnlab_mask", "n_layers", "n_heads", "off", "method",
-                                  "budget", "seed", "base_loss", "loss", "heads_left"};
+    static const char *known[] = {"attnlab_mask", "n_layers", "n_heads",   "off",  "method",
+                                  "budget",       "seed",     "base_loss", "loss", "heads_left"};
     const cJSON *it, *nl = NULL, *nh = NULL, *ol = NULL;
     rc = -1;
     if (!cJSON_IsObject(root)) {
@@ -473,8 +476,10 @@ out:
 }
 
 static void add_num(cJSON *o, const char *k, double v) {
-    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
-    else cJSON_AddNullToObject(o, k);
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
 }
 
 int al_mask_save(const char *path, const al_config *c, const unsigned char *off,
@@ -489,8 +494,10 @@ int al_mask_save(const char *path, const al_config *c, const unsigned char *off,
     for (int i = 0; i < L * H; i++) {
         char name[32];
         snprintf(name, sizeof name, "%d.%d", i / H, i % H);
-        if (off[i]) cJSON_AddItemToArray(arr, cJSON_CreateString(name));
-        else left++;
+        if (off[i])
+            cJSON_AddItemToArray(arr, cJSON_CreateString(name));
+        else
+            left++;
     }
     cJSON_AddNumberToObject(o, "heads_left", left);
     if (info) {
@@ -543,8 +550,7 @@ int al_gate_importance(al_model *m, const al_abl_set *s, double *imp, al_err *e)
         int any = 0;
         for (int t = 0; t < T && !any; t++) any = tg[t] >= 0;
         if (!any) continue;
-        if (al_model_forward(m, s->inputs + (size_t)r * T, tg, 1, T, e) ||
-            al_model_backward(m, e))
+        if (al_model_forward(m, s->inputs + (size_t)r * T, tg, 1, T, e) || al_model_backward(m, e))
             return -1;
         for (int i = 0; i < LH; i++) imp[i] += fabs(m->gate_grads[i]);
         n++;
@@ -598,9 +604,8 @@ out:
     return rc;
 }
 
-int al_prune(al_model *m, al_abl_set *est, al_abl_set *eval,
-             al_prune_method method, double budget, uint64_t seed, int progress,
-             al_prune_result *out, al_err *e) {
+int al_prune(al_model *m, al_abl_set *est, al_abl_set *eval, al_prune_method method, double budget,
+             uint64_t seed, int progress, al_prune_result *out, al_err *e) {
     int L = m->cfg.n_layers, H = m->cfg.n_heads, LH = L * H;
     memset(out, 0, sizeof *out);
     out->steps = al_calloc((size_t)LH + 1, sizeof *out->steps, e);
@@ -632,13 +637,13 @@ int al_prune(al_model *m, al_abl_set *est, al_abl_set *eval,
         if (al_abl_prepare(m, eval, e)) goto out;
         double loss = eval->clean_mean[0];
         int over = budget >= 0 && loss > (1.0 + budget) * base;
-        out->steps[step] = (al_prune_step){step, best / H, best % H, LH - step, over,
-                                           imp[best], loss, loss - base};
+        out->steps[step] = (al_prune_step){step, best / H,  best % H, LH - step,
+                                           over, imp[best], loss,     loss - base};
         memcpy(out->removal_off + (size_t)step * LH, cur, (size_t)LH);
         out->n_steps = step + 1;
         if (progress)
             al_progress_count(&pg, 0, step, LH, "prune %s: step %d/%d removed %d.%d, loss %.4f",
-                               al_prune_method_name(method), step, LH, best / H, best % H, loss);
+                              al_prune_method_name(method), step, LH, best / H, best % H, loss);
         if (over) {
             out->stopped_by_budget = 1;
             break;

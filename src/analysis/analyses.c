@@ -24,8 +24,7 @@ al_scores_opts al_scores_opts_defaults(void) {
 
 int al_scores_opts_check(const al_scores_opts *o, al_err *e) {
     if ((o->probe_r != 0 && o->probe_r < 2) || o->probe_n < 1 || o->probe_n > 1000000 ||
-        o->batches < 1 ||
-        o->batch < 1 || o->batches > 100000 || o->batch > 100000)
+        o->batches < 1 || o->batch < 1 || o->batches > 100000 || o->batch > 100000)
         return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and "
                           "--batch in 1..100000");
     return 0;
@@ -81,13 +80,15 @@ static int text_scores(al_model *m, const al_tokens *d, const al_scores_opts *o,
     if (!r->copying ||
         al_abl_set_text(&s, d, r->T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
         al_abl_prepare(m, &s, e) ||
-        al_icl_score(s.clean, s.targets, s.rows, s.T, &r->icl_early, &r->icl_late,
-                     &r->icl_score, &r->icl_se, e))
+        al_icl_score(s.clean, s.targets, s.rows, s.T, &r->icl_early, &r->icl_late, &r->icl_score,
+                     &r->icl_se, e))
         goto out;
     if (isfinite(r->icl_se) && fabs(r->icl_score) < AL_ICL_N_SE * r->icl_se)
-        al_warnings_add(&r->warn, "icl_score %+.3f is within %g standard errors (%.3f) of 0 over "
+        al_warnings_add(&r->warn,
+                        "icl_score %+.3f is within %g standard errors (%.3f) of 0 over "
                         "%d windows: its sign says nothing at this sample size (more windows: "
-                        "--batches)", r->icl_score, AL_ICL_N_SE, r->icl_se, s.rows);
+                        "--batches)",
+                        r->icl_score, AL_ICL_N_SE, r->icl_se, s.rows);
     r->rg = al_icl_ranges(s.T);
     r->val_loss = s.clean_mean[0];
     r->val_loss_copy = s.clean_mean[1];
@@ -121,9 +122,8 @@ out:
     return rc;
 }
 
-int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
-                  const unsigned char *off, const al_scores_opts *o,
-                  al_scores_result *r, al_err *e) {
+int al_scores_run(al_model *m, const al_tokens *val, int T, int bos, const unsigned char *off,
+                  const al_scores_opts *o, al_scores_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
     if (al_scores_opts_check(o, e)) return -1; /* *r stays zeroed, as promised */
     r->L = m->cfg.n_layers, r->H = m->cfg.n_heads;
@@ -135,8 +135,8 @@ int al_scores_run(al_model *m, const al_tokens *val, int T, int bos,
     if (!(r->off = al_calloc(LH, 1, e))) goto fail;
     if (off) memcpy(r->off, off, LH);
     for (size_t i = 0; i < LH; i++) r->n_off += r->off[i] != 0;
-    if (al_probe_make(&p, al_probe_r_default(o->probe_r, m->cfg.n_ctx), o->probe_n,
-                      o->probe_seed, m->cfg.d_vocab, bos, o->probe_src, e))
+    if (al_probe_make(&p, al_probe_r_default(o->probe_r, m->cfg.n_ctx), o->probe_n, o->probe_seed,
+                      m->cfg.d_vocab, bos, o->probe_src, e))
         goto fail;
     r->probe_text = p.text, r->probe_recur = p.recur;
     r->probe_uniform_all = p.uniform_all, r->probe_prev_all = p.prev_all;
@@ -166,8 +166,7 @@ int al_ablate_opts_check(const al_ablate_opts *o, al_err *e) {
     if (!o->method) return al_errf(e, "no ablation method (zero, mean or resample)");
     if (al_abl_method_parse(o->method, &method, e)) return -1;
     if ((o->probe_r != 0 && o->probe_r < 2) || o->probe_n < 1 || o->probe_n > 1000000 ||
-        o->batches < 1 ||
-        o->batch < 1 || o->batches > 100000 || o->batch > 100000)
+        o->batches < 1 || o->batch < 1 || o->batches > 100000 || o->batch > 100000)
         return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and --batch "
                           "in 1..100000, --show >= 0");
     if (method == AL_ABL_RESAMPLE && o->batch < 2)
@@ -228,9 +227,8 @@ static int single_of(const al_ablate_result *r, int i) {
     return -1;
 }
 
-int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
-                  const unsigned char *off, const al_ablate_opts *o,
-                  al_ablate_result *r, al_err *e) {
+int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos, const unsigned char *off,
+                  const al_ablate_opts *o, al_ablate_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
     if (al_ablate_opts_check(o, e)) return -1;
     int L = m->cfg.n_layers, H = m->cfg.n_heads, LH = L * H, rc = -1;
@@ -244,8 +242,7 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos,
     if (!off && !(off = none = al_calloc((size_t)LH, 1, e))) goto out;
     if (make_plan(L, H, off, o, r, e) || !(x = al_malloc((size_t)r->n, sizeof *x, e)) ||
         al_abl_set_text(&text, val, T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
-        al_probe_make(&pr, R, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos,
-                      o->probe_src, e))
+        al_probe_make(&pr, R, o->probe_n, o->probe_seed, m->cfg.d_vocab, bos, o->probe_src, e))
         goto out;
     if (2 * R + 1 > m->cfg.n_ctx) {
         al_errf(e, "probe length 2R+1 = %d exceeds n_ctx %d (lower --probe-r)", 2 * R + 1,
@@ -312,8 +309,8 @@ void al_prune_run_result_free(al_prune_run_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-int al_prune_run(al_model *m, const al_tokens *val, int T,
-                 const al_prune_opts *o, al_prune_run_result *r, al_err *e) {
+int al_prune_run(al_model *m, const al_tokens *val, int T, const al_prune_opts *o,
+                 al_prune_run_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
     if (al_prune_opts_check(o, e)) return -1;
     al_abl_set est = {0}, eval = {0};

@@ -96,13 +96,24 @@ fail:
 
 int al_attnstats_views(const al_attnstats_result *r, al_view *out, int cap) {
     const al_view v[] = {
-        {.metric = "attn_entropy", .title = "attention entropy (nats)", .shape = AL_VIEW_HEAD,
-         .L = r->L, .H = r->H, .v = r->entropy},
+        {.metric = "attn_entropy",
+         .title = "attention entropy (nats)",
+         .shape = AL_VIEW_HEAD,
+         .L = r->L,
+         .H = r->H,
+         .v = r->entropy},
         {.metric = "attn_entropy_norm",
-         .title = "attention entropy / ln(t+1) (0 one-hot, 1 uniform)", .shape = AL_VIEW_HEAD,
-         .L = r->L, .H = r->H, .v = r->entropy_norm},
-        {.metric = "attn_distance", .title = "mean attention distance (tokens back)",
-         .shape = AL_VIEW_HEAD, .L = r->L, .H = r->H, .v = r->distance},
+         .title = "attention entropy / ln(t+1) (0 one-hot, 1 uniform)",
+         .shape = AL_VIEW_HEAD,
+         .L = r->L,
+         .H = r->H,
+         .v = r->entropy_norm},
+        {.metric = "attn_distance",
+         .title = "mean attention distance (tokens back)",
+         .shape = AL_VIEW_HEAD,
+         .L = r->L,
+         .H = r->H,
+         .v = r->distance},
     };
     int n = (int)(sizeof v / sizeof v[0]);
     for (int i = 0; i < n && i < cap; i++) out[i] = v[i];

@@ -83,10 +83,14 @@ al_attr_term_kind al_attr_term_kind_of(int L, int H, int k) {
 const char *al_attr_term_name(int L, int H, int k, char *buf, size_t cap) {
     int l, h, src;
     al_attr_term_kind kd = al_attr_term_heads(L, H, k, &l, &h, &src);
-    if (kd == AL_ATTR_DIRECT) snprintf(buf, cap, "direct");
-    else if (kd == AL_ATTR_HEAD) snprintf(buf, cap, "%d.%d", l, h);
-    else if (l < 0) snprintf(buf, cap, "chains>=3");
-    else snprintf(buf, cap, "%d.%d>%d.%d", src / H, src % H, l, h);
+    if (kd == AL_ATTR_DIRECT)
+        snprintf(buf, cap, "direct");
+    else if (kd == AL_ATTR_HEAD)
+        snprintf(buf, cap, "%d.%d", l, h);
+    else if (l < 0)
+        snprintf(buf, cap, "chains>=3");
+    else
+        snprintf(buf, cap, "%d.%d>%d.%d", src / H, src % H, l, h);
     return buf;
 }
 
@@ -96,11 +100,16 @@ int al_attr_n_comp(const al_config *c) {
 }
 
 const char *al_attr_comp_name(int L, int H, int c, char *buf, size_t cap) {
-    if (c == 0) snprintf(buf, cap, "embed");
-    else if (c == 1) snprintf(buf, cap, "pos");
-    else if (c < 2 + L * H) snprintf(buf, cap, "%d.%d", (c - 2) / H, (c - 2) % H);
-    else if (c < 2 + L * H + L) snprintf(buf, cap, "b_O_%d", c - 2 - L * H);
-    else snprintf(buf, cap, "const");
+    if (c == 0)
+        snprintf(buf, cap, "embed");
+    else if (c == 1)
+        snprintf(buf, cap, "pos");
+    else if (c < 2 + L * H)
+        snprintf(buf, cap, "%d.%d", (c - 2) / H, (c - 2) % H);
+    else if (c < 2 + L * H + L)
+        snprintf(buf, cap, "b_O_%d", c - 2 - L * H);
+    else
+        snprintf(buf, cap, "const");
     return buf;
 }
 
@@ -138,36 +147,36 @@ void al_attr_result_free(al_attr_result *r) {
 typedef struct ctx {
     al_model *m;
     int L, H, C, D, V, T;
-    int nb;          /* sequences of the last forward */
-    int nbmax;       /* the most sequences a forward holds (zd's room) */
-    float *ou;       /* (D, V) W_O[l,h] W_U */
-    float *dd;       /* (D, D) W_O[l0,h0] W_V[l1,h1] */
-    float *seq;      /* (T, D) gathered zg0 of one sequence */
-    float *val;      /* (T, D) value part of one sequence */
-    float *Z;        /* (cap, D) */
-    float *rows;     /* (cap, C) */
-    float *TL;       /* (cap, V) one term's logits */
-    float *full;     /* (cap, V) the model's logits */
-    double *ubar;    /* (C) the mean unembedding column, when centring; else NULL */
+    int nb; /* sequences of the last forward */
+    int nbmax; /* the most sequences a forward holds (zd's room) */
+    float *ou; /* (D, V) W_O[l,h] W_U */
+    float *dd; /* (D, D) W_O[l0,h0] W_V[l1,h1] */
+    float *seq; /* (T, D) gathered zg0 of one sequence */
+    float *val; /* (T, D) value part of one sequence */
+    float *Z; /* (cap, D) */
+    float *rows; /* (cap, C) */
+    float *TL; /* (cap, V) one term's logits */
+    float *full; /* (cap, V) the model's logits */
+    double *ubar; /* (C) the mean unembedding column, when centring; else NULL */
     /* LayerNorm or bias models (np; else all NULL): the frozen-scale
      * readout of attribute.h */
-    int np, ln;      /* not the plain model; norm_type != none */
-    double *cst;     /* (V) the constant's logits: ln_final.b W_U + b_U */
+    int np, ln; /* not the plain model; norm_type != none */
+    double *cst; /* (V) the constant's logits: ln_final.b W_U + b_U */
     double cst_mean; /* its mean over the vocabulary (centring) */
-    double bu_mean;  /* b_U's mean (0 without) */
-    double *yh;      /* (C) one component as W_U reads it (DLA) */
-    float *bsum;     /* (L+1, C) Σ_{l'<l} b_O[l']: what the biases put in the stream
+    double bu_mean; /* b_U's mean (0 without) */
+    double *yh; /* (C) one component as W_U reads it (DLA) */
+    float *bsum; /* (L+1, C) Σ_{l'<l} b_O[l']: what the biases put in the stream
                       * entering layer l (0 without b_O) */
-    float *wo2;      /* (D, C) one head's W_O read through ln_final (rows centred, × w) */
-    float *veff;     /* (C, D) one head's W_V read through ln1: P diag(ln1.w) W_V */
-    float *cv;       /* (D) that head's value constant: ln1.b W_V + b_V */
-    float *xb;       /* (T, C) the bias-and-embedding stream of one sequence at a layer */
+    float *wo2; /* (D, C) one head's W_O read through ln_final (rows centred, × w) */
+    float *veff; /* (C, D) one head's W_V read through ln1: P diag(ln1.w) W_V */
+    float *cv; /* (D) that head's value constant: ln1.b W_V + b_V */
+    float *xb; /* (T, C) the bias-and-embedding stream of one sequence at a layer */
     /* 3 layers and more (else NULL): */
-    float *zd;       /* (L, nbmax, H, T, D) direct z of heads in layers >= 1 */
-    float *S;        /* (T, C) the head outputs of the layers below, summed */
-    float *R;        /* (L, T, C) chains of >= 2 heads ending below layer l */
-    float *oc;       /* (T, C) one head's output part */
-    float *zt;       /* (T, D) one head's z part */
+    float *zd; /* (L, nbmax, H, T, D) direct z of heads in layers >= 1 */
+    float *S; /* (T, C) the head outputs of the layers below, summed */
+    float *R; /* (L, T, C) chains of >= 2 heads ending below layer l */
+    float *oc; /* (T, C) one head's output part */
+    float *zt; /* (T, D) one head's z part */
 } ctx;
 
 /* Called with term k's logits TL (ni, V) at the items (rows rb, rt). */
@@ -291,7 +300,8 @@ static void unembed_lin(const ctx *s, const float *x, int n, float *out) {
     const al_model *m = s->m;
     if (m->cfg.tied_embeddings)
         matmul_forward_wt(out, x, m->p[AL_P_WE], n, s->C, s->V, 0.0f);
-    else matmul_forward(out, x, m->p[AL_P_WU], n, s->C, s->V, 0.0f);
+    else
+        matmul_forward(out, x, m->p[AL_P_WU], n, s->C, s->V, 0.0f);
 }
 
 /* Logits rows TL (ni, V) of the items /= ln_final's scale frozen at each
@@ -420,12 +430,14 @@ static void head_part(ctx *s, int l1, int h1, int src, const float *wv, const in
         int b = rb[i], t = rt[i];
         if (b != cur) { /* value block of sequence b, positions 0..T−1 */
             cur = b;
-            if (src < 0) base_value(s, l1, b, wv);
+            if (src < 0)
+                base_value(s, l1, b, wv);
             else if (src < H) { /* layer 0: the forward's own z is its direct z */
                 for (int u = 0; u < T; u++)
                     memcpy(s->seq + (size_t)u * D, zg_at(s, 0, b, u, src), sizeof(float) * D);
                 matmul_forward(s->val, s->seq, s->dd, T, D, D, 0.0f);
-            } else matmul_forward(s->val, zd_at(s, src / H, b, src % H), s->dd, T, D, D, 0.0f);
+            } else
+                matmul_forward(s->val, zd_at(s, src / H, b, src % H), s->dd, T, D, D, 0.0f);
             if (src >= 0 && s->np) value_rows(s, l1, b, s->val, 0);
         }
         mix(s, l1, h1, b, t, s->val, s->Z + (size_t)i * D);
@@ -569,11 +581,11 @@ typedef struct run_st {
     ctx s;
     const al_pairs *t;
     al_attr_result *r;
-    int i0;         /* the batch's first item */
-    int cap;        /* the most items of a batch */
-    double *base;   /* (cap) item loss of the model's logits */
-    double *dl;     /* (cap) per-item Δloss of one term */
-    float *kind;    /* (3, cap, V) the batch's logits summed per term kind */
+    int i0; /* the batch's first item */
+    int cap; /* the most items of a batch */
+    double *base; /* (cap) item loss of the model's logits */
+    double *dl; /* (cap) per-item Δloss of one term */
+    float *kind; /* (3, cap, V) the batch's logits summed per term kind */
 } run_st;
 
 static void run_term(void *arg, int k, float *TL, int ni) {
@@ -588,7 +600,8 @@ static void run_term(void *arg, int k, float *TL, int ni) {
         float *lg = TL + (size_t)i * V, *ks = kind + (size_t)i * V;
         const float *fu = st->s.full + (size_t)i * V;
         double c = lg[it->answer];
-        if (it->wrong >= 0) c -= lg[it->wrong];
+        if (it->wrong >= 0)
+            c -= lg[it->wrong];
         else if (st->s.ubar) { /* centred: the answer's logit less the row's mean */
             double mean = 0.0;
             for (int v = 0; v < V; v++) mean += lg[v];
@@ -647,9 +660,11 @@ static void item_dla(const ctx *s, const al_pair_item *it, int b, int t, int tok
                      double *metric, float *buf) {
     const al_model *m = s->m;
     const int C = s->C, D = s->D, H = s->H;
-#define DIFF(x) ((double)al_model_logit(m, (x), it->answer) - \
-                 (it->wrong >= 0 ? (double)al_model_logit(m, (x), it->wrong) \
-                                 : s->ubar ? mean_logit(s, (x)) : 0.0))
+#define DIFF(x)                                                                                    \
+    ((double)al_model_logit(m, (x), it->answer) - (it->wrong >= 0                                  \
+                                                       ? (double)al_model_logit(m, (x), it->wrong) \
+                                                   : s->ubar ? mean_logit(s, (x))                  \
+                                                             : 0.0))
     out[0] = DIFF(m->p[AL_P_WE] + (size_t)tok * C);
     /* shortformer: positions never enter the residual stream (only the
      * heads' q and k), so the pos component is exactly 0 */
@@ -712,7 +727,9 @@ static void item_dla_np(const ctx *s, const al_pair_item *it, int b, int t, int 
     double *yh = s->yh, sum;
 #define DIFF_NP(y)                                                                                 \
     (readout(s, (y), sf), sum = col_dot(s, yh, it->answer),                                        \
-     sum - (it->wrong >= 0 ? col_dot(s, yh, it->wrong) : s->ubar ? dot_ubar(s, yh) : 0.0))
+     sum - (it->wrong >= 0 ? col_dot(s, yh, it->wrong)                                             \
+            : s->ubar      ? dot_ubar(s, yh)                                                       \
+                           : 0.0))
     out[0] = DIFF_NP(m->p[AL_P_WE] + (size_t)tok * C);
     out[1] = m->cfg.pos_type == AL_POS_SHORTFORMER ? 0.0 : DIFF_NP(m->p[AL_P_WPOS] + (size_t)t * C);
     for (int l = 0; l < L; l++)
@@ -772,16 +789,14 @@ static int run_batches(run_st *st, const al_attr_opts *o, al_err *e) {
         for (int i = 0; i < ni; i++) {
             const al_pair_item *it = &t->items[i0 + i];
             rb[i] = it->pair - n0, rt[i] = it->pos;
-            (s->np ? item_dla_np : item_dla)(s, it, rb[i], rt[i],
-                                             t->clean[(size_t)it->pair * T + it->pos],
-                                             r->item_dla + (size_t)(i0 + i) * nc,
-                                             &r->item_metric[i0 + i], buf);
+            (s->np ? item_dla_np
+                   : item_dla)(s, it, rb[i], rt[i], t->clean[(size_t)it->pair * T + it->pos],
+                               r->item_dla + (size_t)(i0 + i) * nc, &r->item_metric[i0 + i], buf);
         }
         /* logit lens; x_L's logits stay in s->full */
         for (int l = 0; l <= L; l++) {
             for (int i = 0; i < ni; i++)
-                memcpy(s->rows + (size_t)i * s->C, x_at(s, l, rb[i], rt[i]),
-                       sizeof(float) * s->C);
+                memcpy(s->rows + (size_t)i * s->C, x_at(s, l, rb[i], rt[i]), sizeof(float) * s->C);
             al_model_unembed(m, s->rows, ni, s->full);
             double ls = 0.0, acc = 0.0;
             for (int i = 0; i < ni; i++) {
@@ -838,8 +853,10 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     const al_config *c = &m->cfg;
     if (al_attr_opts_check(o, e)) return -1;
     if (o->paths && !al_attr_n_terms(c->n_layers, c->n_heads))
-        return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms; run "
-                          "with paths off", c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);
+        return al_errf(e,
+                       "path expansion of %d layers x %d heads: more than %d terms; run "
+                       "with paths off",
+                       c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);
     if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     double t0 = al_now();
     r->L = c->n_layers, r->H = c->n_heads, r->N = t->N, r->T = t->T;
@@ -923,8 +940,8 @@ static void copy_term(void *arg, int k, float *TL, int ni) {
 int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *out, al_err *e) {
     const al_config *c = &m->cfg;
     if (!al_attr_n_terms(c->n_layers, c->n_heads))
-        return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms",
-                       c->n_layers, c->n_heads, AL_ATTR_MAX_TERMS);
+        return al_errf(e, "path expansion of %d layers x %d heads: more than %d terms", c->n_layers,
+                       c->n_heads, AL_ATTR_MAX_TERMS);
     if (T < 1 || T > c->n_ctx || pos < 0 || pos >= T)
         return al_errf(e, "path logits need 1 <= T <= n_ctx %d and 0 <= pos < T (got %d, %d)",
                        c->n_ctx, T, pos);

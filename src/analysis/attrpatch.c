@@ -44,8 +44,8 @@ void al_attrpatch_result_free(al_attrpatch_result *r) {
  * (nb, T, C), zeroed first. The metric is read as patch.c reads it, so
  * M here is M there to float rounding; log-prob items are unembedded all
  * at once (one matrix product, not one pass over W_U per item). */
-static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const float *xL,
-                        float *dxL, double *sum, al_err *e) {
+static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const float *xL, float *dxL,
+                        double *sum, al_err *e) {
     const al_config *c = &m->cfg;
     int C = c->d_model, V = c->d_vocab, T = t->T, i0;
     int ni = al_pairs_batch_items(t, n0, nb, &i0);
@@ -108,10 +108,10 @@ int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb,
     size_t nx = (size_t)nb * t->T * c->d_model;
     float *dxL = al_malloc(nx, sizeof(float), e);
     double sum = 0.0;
-    int rc = !dxL ||
-             al_model_forward(m, (which ? t->corr : t->clean) + (size_t)n0 * t->T, NULL, nb, t->T,
-                              e) ||
-             items_metric(m, t, n0, nb, m->x + (size_t)c->n_layers * nx, dxL, &sum, e);
+    int rc =
+        !dxL ||
+        al_model_forward(m, (which ? t->corr : t->clean) + (size_t)n0 * t->T, NULL, nb, t->T, e) ||
+        items_metric(m, t, n0, nb, m->x + (size_t)c->n_layers * nx, dxL, &sum, e);
     if (!rc) {
         /* the gradient of the mean: scale once, before the backward */
         for (size_t i = 0; i < nx; i++) dxL[i] = (float)(dxL[i] / ni);
@@ -132,13 +132,14 @@ typedef struct ap_state {
     int ns, nr, W, n_recv_all; /* senders; q/k/v receiver heads ((L−1)·H); the layout's
                                 * width; receivers incl. direct */
     int den;
-    float *dxL, *dx, *dzg, *dqkv; /* base-run gradients: (B,T,C) (L+1,B,T,C) (L,B,T,HD) (L,B,T,3HD) */
-    float *zg_src;                /* (L, B, T, H, D) */
-    float *delta;                 /* (ns, B·T, C) sender differences */
-    float *grad;                  /* (n_recv_all, B·T, C) receiver input gradients */
-    float *lnd;                   /* (B·T, C) with LayerNorm: ∂M/∂(ln1's output) of one
+    float *dxL, *dx, *dzg,
+        *dqkv; /* base-run gradients: (B,T,C) (L+1,B,T,C) (L,B,T,HD) (L,B,T,3HD) */
+    float *zg_src; /* (L, B, T, H, D) */
+    float *delta; /* (ns, B·T, C) sender differences */
+    float *grad; /* (n_recv_all, B·T, C) receiver input gradients */
+    float *lnd; /* (B·T, C) with LayerNorm: ∂M/∂(ln1's output) of one
                                    * receiver (scratch; NULL without) */
-    double *head_pos, *edge;      /* sums, laid out as the result's */
+    double *head_pos, *edge; /* sums, laid out as the result's */
     double sum_base, sum_src;
 } ap_state;
 
@@ -226,7 +227,8 @@ static void head_sums(ap_state *s) {
 static void sender_deltas(ap_state *s) {
     const al_pairs *t = s->t;
     size_t rows = (size_t)s->nb * s->T, off = (size_t)s->n0 * s->T;
-    const int *bin = (s->den ? t->corr : t->clean) + off, *sin = (s->den ? t->clean : t->corr) + off;
+    const int *bin = (s->den ? t->corr : t->clean) + off,
+              *sin = (s->den ? t->clean : t->corr) + off;
     /* m->zg is the base run's; s->grad is scratch before the gradients are laid out */
     al_edge_senders(s->m, sin, bin, rows, s->zg_src, s->m->zg, 1, s->W, s->grad, s->delta);
 }
@@ -272,7 +274,8 @@ static int agree(const double *est, const double *act, int n, const unsigned cha
     double *y = x + n;
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (!(skip && skip[i]) && isfinite(est[i]) && isfinite(act[i])) x[k] = est[i], y[k++] = act[i];
+        if (!(skip && skip[i]) && isfinite(est[i]) && isfinite(act[i]))
+            x[k] = est[i], y[k++] = act[i];
     a->n = k;
     a->pearson = al_pearson(x, y, k);
     a->spearman = al_spearman(x, y, k);
@@ -324,8 +327,9 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
     const al_config *c = &m->cfg;
     if (al_patch_opts_check(o, e) || al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
     if (c->n_layers > AL_PATHS_MAX_LAYERS)
-        return al_errf(e, "attribution patching covers models of up to %d layers (this one has "
-                          "%d): its edges are path patching's",
+        return al_errf(e,
+                       "attribution patching covers models of up to %d layers (this one has "
+                       "%d): its edges are path patching's",
                        AL_PATHS_MAX_LAYERS, c->n_layers);
     if (compare != 0 && compare != 1) return al_errf(e, "compare must be 0 or 1 (got %d)", compare);
     al_patch_direction dir;
@@ -361,7 +365,8 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
     if (o->progress) al_progress_done(&pg);
     if (rc == 0) {
         double cnt = t->n_items;
-        double mc = (s.den ? s.sum_src : s.sum_base) / cnt, mr = (s.den ? s.sum_base : s.sum_src) / cnt;
+        double mc = (s.den ? s.sum_src : s.sum_base) / cnt,
+               mr = (s.den ? s.sum_base : s.sum_src) / cnt;
         /* Σ-over-items gradients → the mean's; then patch.h's normalisation */
         double f = mc == mr ? NAN : (s.den ? 1.0 : -1.0) / (cnt * (mc - mr));
         for (size_t i = 0; i < np; i++) r->head_pos[i] *= f;

@@ -39,15 +39,18 @@ static int add_edge(cJSON *arr, int L, int H, int k, double score) {
     char snd[32], rcv[32];
     if (al_graph_edge(L, H, k, &ed)) return -1;
     al_graph_sender_name(H, ed.sender, snd, sizeof snd);
-    if (ed.kind == AL_EDGE_OUTPUT) snprintf(rcv, sizeof rcv, "logits");
-    else snprintf(rcv, sizeof rcv, "%d.%d", ed.recv_layer, ed.recv_head);
+    if (ed.kind == AL_EDGE_OUTPUT)
+        snprintf(rcv, sizeof rcv, "logits");
+    else
+        snprintf(rcv, sizeof rcv, "%d.%d", ed.recv_layer, ed.recv_head);
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddItemToArray(arr, o)) {
         cJSON_Delete(o);
         return -1;
     }
     return add_str(o, "sender", snd) && add_str(o, "receiver", rcv) &&
-                   add_str(o, "channel", al_graph_channel_name(ed.channel)) && add_num(o, "score", score)
+                   add_str(o, "channel", al_graph_channel_name(ed.channel)) &&
+                   add_num(o, "score", score)
                ? 0
                : -1;
 }
@@ -56,15 +59,17 @@ int al_circuit_format(const al_circuit_info *info, int L, int H, const unsigned 
                       const double *score, char **text, al_err *e) {
     *text = NULL;
     int n = al_graph_n_edges(L, H), n_kept = 0;
-    if (!n) return al_errf(e, "circuit file: a %d-layer model has no head graph (1 to %d layers)", L,
-                          AL_GRAPH_MAX_LAYERS);
+    if (!n)
+        return al_errf(e, "circuit file: a %d-layer model has no head graph (1 to %d layers)", L,
+                       AL_GRAPH_MAX_LAYERS);
     for (int k = 0; k < n; k++) n_kept += kept[k] != 0;
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
     int ok = root && add_str(root, "format", AL_CIRCUIT_FORMAT) &&
              add_num(root, "version", AL_CIRCUIT_VERSION) &&
-             add_str(root, "model_sha256", info->model_sha256) && add_str(root, "task", info->task) &&
-             add_str(root, "method", info->method) && add_str(root, "metric", info->metric) &&
-             add_num(root, "tau", info->tau) && add_num(root, "recover", info->recover) &&
+             add_str(root, "model_sha256", info->model_sha256) &&
+             add_str(root, "task", info->task) && add_str(root, "method", info->method) &&
+             add_str(root, "metric", info->metric) && add_num(root, "tau", info->tau) &&
+             add_num(root, "recover", info->recover) &&
              add_num(root, "faithfulness", info->faithfulness) && add_num(root, "kl", info->kl) &&
              add_num(root, "run_id", info->run_id > 0 ? (double)info->run_id : NAN) &&
              add_num(root, "graph_edges", n) && add_num(root, "n_edges", n_kept) &&
@@ -104,8 +109,9 @@ static int parse_lh(const char *s, int *l, int *h) {
 
 /* A head l.h the model must have: 0, else −1 with e. */
 static int check_head(int L, int H, int l, int h, const char *where, al_err *e) {
-    if (l >= L) return al_errf(e, "%s: layer %d is not in the model (%d layer%s)", where, l, L,
-                               L == 1 ? "" : "s");
+    if (l >= L)
+        return al_errf(e, "%s: layer %d is not in the model (%d layer%s)", where, l, L,
+                       L == 1 ? "" : "s");
     if (h >= H)
         return al_errf(e, "%s: head %d.%d is not in the model (%d head%s)", where, l, h, H,
                        H == 1 ? "" : "s");
@@ -135,23 +141,28 @@ static int parse_edge(const cJSON *o, int i, int L, int H, al_err *e) {
         return al_errf(e, "%s: \"score\" must be a number or null", where);
     al_edge ed;
     int l, h;
-    if (!strcmp(snd, "embed") || !strcmp(snd, "pos")) ed.sender = snd[0] == 'p';
+    if (!strcmp(snd, "embed") || !strcmp(snd, "pos"))
+        ed.sender = snd[0] == 'p';
     else if (parse_lh(snd, &l, &h))
         return al_errf(e, "%s: sender '%s' is not embed, pos or a head L.H", where,
                        al_json_key_disp(snd, d));
-    else if (check_head(L, H, l, h, where, e)) return -1;
-    else ed.sender = 2 + l * H + h;
+    else if (check_head(L, H, l, h, where, e))
+        return -1;
+    else
+        ed.sender = 2 + l * H + h;
     ed.channel = -1;
     for (int c = 0; c < 4; c++)
         if (!strcmp(ch, al_graph_channel_name(c))) ed.channel = c;
     if (ed.channel < 0)
         return al_errf(e, "%s: unknown channel '%s' (q, k, v or direct)", where,
                        al_json_key_disp(ch, d));
-    if (!strcmp(rcv, "logits")) ed.kind = AL_EDGE_OUTPUT, ed.recv_layer = ed.recv_head = -1;
+    if (!strcmp(rcv, "logits"))
+        ed.kind = AL_EDGE_OUTPUT, ed.recv_layer = ed.recv_head = -1;
     else if (parse_lh(rcv, &l, &h))
         return al_errf(e, "%s: receiver '%s' is not logits or a head L.H", where,
                        al_json_key_disp(rcv, d));
-    else if (check_head(L, H, l, h, where, e)) return -1;
+    else if (check_head(L, H, l, h, where, e))
+        return -1;
     else {
         ed.kind = ed.sender < 2 ? AL_EDGE_INPUT : AL_EDGE_COMPOSITION;
         ed.recv_layer = l, ed.recv_head = h;
@@ -160,7 +171,8 @@ static int parse_edge(const cJSON *o, int i, int L, int H, al_err *e) {
     if (k < 0) {
         char d2[64];
         return al_errf(e, "%s: %s -> %s (channel %s) is not an edge of the graph", where,
-                       al_json_key_disp(snd, d), al_json_key_disp(rcv, d2), al_graph_channel_name(ed.channel));
+                       al_json_key_disp(snd, d), al_json_key_disp(rcv, d2),
+                       al_graph_channel_name(ed.channel));
     }
     return k;
 }
@@ -190,8 +202,7 @@ static int parse_head(const cJSON *root, int n_graph, const cJSON **edges, al_er
     if (!a) return al_errf(e, "missing \"edges\"");
     if (!cJSON_IsArray(a)) return al_errf(e, "\"edges\" must be an array");
     int len = cJSON_GetArraySize(a);
-    if (len > n_graph)
-        return al_errf(e, "%d edges listed; the graph has %d", len, n_graph);
+    if (len > n_graph) return al_errf(e, "%d edges listed; the graph has %d", len, n_graph);
     if (len != (int)x) return al_errf(e, "%d edges listed, n_edges says %d", len, (int)x);
     *edges = a;
     return 0;
@@ -199,14 +210,16 @@ static int parse_head(const cJSON *root, int n_graph, const cJSON **edges, al_er
 
 int al_circuit_parse(const char *text, size_t n, int L, int H, unsigned char *kept, al_err *e) {
     int n_graph = al_graph_n_edges(L, H);
-    if (!n_graph) return al_errf(e, "a %d-layer model has no head graph (1 to %d layers)", L,
-                                  AL_GRAPH_MAX_LAYERS);
+    if (!n_graph)
+        return al_errf(e, "a %d-layer model has no head graph (1 to %d layers)", L,
+                       AL_GRAPH_MAX_LAYERS);
     cJSON *root = NULL;
     const cJSON *edges = NULL;
     if (al_json_parse(text, n, NULL, &root, e)) return -1;
     int rc = -1;
     /* where each edge was listed (+1; 0: not yet), so a repeat names both */
-    int *at = parse_head(root, n_graph, &edges, e) ? NULL : al_calloc((size_t)n_graph, sizeof *at, e);
+    int *at =
+        parse_head(root, n_graph, &edges, e) ? NULL : al_calloc((size_t)n_graph, sizeof *at, e);
     if (!at) goto out;
     int i = 0;
     for (const cJSON *o = edges->child; o; o = o->next, i++) {

@@ -88,7 +88,8 @@ int al_circuit_run_open(al_circuit_run *cr, al_model *m, const char *path, const
         cr->spec.mean_x0 = cr->mean_x0;
         cr->spec.mean_zg = cr->mean_x0 + (size_t)T * c->d_model;
         cr->spec.mean_T = T;
-    } else cr->spec.fill = AL_FILL_RESAMPLE;
+    } else
+        cr->spec.fill = AL_FILL_RESAMPLE;
     return 0;
 fail:
     al_circuit_run_close(cr);
@@ -101,8 +102,9 @@ int al_circuit_run_attach(al_circuit_run *cr, al_model *m, al_err *e) {
 
 const char *al_circuit_run_describe(const al_circuit_run *cr, char *buf, size_t cap) {
     const char *how = cr->spec.fill == AL_FILL_MEAN ? "their senders' mean values"
-                      : cr->spec.fill == AL_FILL_CORRUPTED ? "the corrupted input's values"
-                                                           : "the next sequence's values (resampled)";
+                      : cr->spec.fill == AL_FILL_CORRUPTED
+                          ? "the corrupted input's values"
+                          : "the next sequence's values (resampled)";
     if (cr->spec.fill == AL_FILL_MEAN)
         snprintf(buf, cap, "%d of %d edges kept; the removed edges carry %s over %d windows",
                  cr->n_kept, cr->n_edges, how, cr->mean_windows);

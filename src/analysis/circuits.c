@@ -21,8 +21,7 @@
 const char *const al_comp_names[AL_COMP_N] = {"Q", "K", "V"};
 
 al_circ_opts al_circ_opts_default(void) {
-    al_circ_opts o = {.top_k = 50, .mc_samples = 100, .seed = 1, .block = 128,
-                      .progress = 0};
+    al_circ_opts o = {.top_k = 50, .mc_samples = 100, .seed = 1, .block = 128, .progress = 0};
     return o;
 }
 
@@ -35,8 +34,8 @@ typedef struct factors {
     int C, D;
     double *q[F_N]; /* (C,D) orthonormal columns */
     double *r[F_N]; /* (D,D) upper triangular */
-    double *cqk;    /* (D,D) R_q R_kᵀ: W_QK = Q_q cqk Q_kᵀ */
-    double *cov;    /* (D,D) R_v R_oᵀ: W_OV = Q_v cov Q_oᵀ */
+    double *cqk; /* (D,D) R_q R_kᵀ: W_QK = Q_q cqk Q_kᵀ */
+    double *cov; /* (D,D) R_v R_oᵀ: W_OV = Q_v cov Q_oᵀ */
     double *buf;
 } factors;
 
@@ -48,8 +47,8 @@ static void factors_free(factors *f) {
 /* w[F_N] are (C,D) doubles: W_Q, W_K, W_V, W_Oᵀ. Only the OV half is
  * factored when ov_only (the earlier head of a composition pair needs no
  * more); then q/r of W_Q, W_K and cqk are left unset. */
-static int factors_make_part(double *const w[F_N], int C, int D, int ov_only,
-                             factors *f, al_err *e) {
+static int factors_make_part(double *const w[F_N], int C, int D, int ov_only, factors *f,
+                             al_err *e) {
     size_t cd = (size_t)C * D, dd = (size_t)D * D;
     f->C = C, f->D = D;
     f->buf = al_malloc(F_N * (cd + dd) + 2 * dd, sizeof(double), e);
@@ -70,32 +69,27 @@ static int factors_make_part(double *const w[F_N], int C, int D, int ov_only,
     return 0;
 }
 
-static int factors_make(double *const w[F_N], int C, int D, factors *f,
-                        al_err *e) {
+static int factors_make(double *const w[F_N], int C, int D, factors *f, al_err *e) {
     return factors_make_part(w, C, D, 0, f, e);
 }
 
 /* Head (l,h) of m as four (C,D) doubles in one buffer *buf. */
-static int head_weights(const al_model *m, int l, int h, double *w[F_N],
-                        double **buf, al_err *e) {
+static int head_weights(const al_model *m, int l, int h, double *w[F_N], double **buf, al_err *e) {
     int C = m->cfg.d_model, D = m->cfg.d_head;
     size_t cd = (size_t)C * D;
     *buf = al_malloc(F_N * cd, sizeof(double), e);
     if (!*buf) return -1;
-    const float *src[3] = {al_head_wq(m, l, h), al_head_wk(m, l, h),
-                           al_head_wv(m, l, h)};
+    const float *src[3] = {al_head_wq(m, l, h), al_head_wk(m, l, h), al_head_wv(m, l, h)};
     for (int i = 0; i < F_N; i++) w[i] = *buf + i * cd;
     for (int i = 0; i < 3; i++)
         for (size_t j = 0; j < cd; j++) w[i][j] = src[i][j];
     const float *wo = al_head_wo(m, l, h); /* (D,C) */
     for (int d = 0; d < D; d++)
-        for (int c = 0; c < C; c++)
-            w[F_O][(size_t)c * D + d] = wo[(size_t)d * C + c];
+        for (int c = 0; c < C; c++) w[F_O][(size_t)c * D + d] = wo[(size_t)d * C + c];
     return 0;
 }
 
-static int head_factors(const al_model *m, int l, int h, factors *f,
-                        al_err *e) {
+static int head_factors(const al_model *m, int l, int h, factors *f, al_err *e) {
     double *w[F_N], *buf;
     if (head_weights(m, l, h, w, &buf, e)) return -1;
     int rc = factors_make(w, m->cfg.d_model, m->cfg.d_head, f, e);
@@ -118,13 +112,14 @@ static int check_head_for(const al_model *m, int l, int h, int positional, al_er
      * exact without folding */
     int exact = positional && m->cfg.pos_type == AL_POS_SHORTFORMER;
     if (!exact && !weights_folded(&m->cfg))
-        return al_errf(e, "circuits from the weights need a model's LayerNorm folded into them "
-                          "(this one has normalization_type %s, not folded: `attnlab circuits` "
-                          "folds a copy, `attnlab import` folds by default)",
+        return al_errf(e,
+                       "circuits from the weights need a model's LayerNorm folded into them "
+                       "(this one has normalization_type %s, not folded: `attnlab circuits` "
+                       "folds a copy, `attnlab import` folds by default)",
                        al_norm_type_name(m->cfg.norm_type));
     if (l < 0 || l >= m->cfg.n_layers || h < 0 || h >= m->cfg.n_heads)
-        return al_errf(e, "no head %d.%d in a model of %d layers x %d heads", l,
-                       h, m->cfg.n_layers, m->cfg.n_heads);
+        return al_errf(e, "no head %d.%d in a model of %d layers x %d heads", l, h, m->cfg.n_layers,
+                       m->cfg.n_heads);
     return 0;
 }
 
@@ -185,8 +180,8 @@ static double copying_score(const double *re, const double *im, int n) {
 }
 
 /* Eigenvalues of W_O G W_V (D,D), the nonzero spectrum of full OV. */
-static int ov_eigen_g(const al_model *m, int l, int h, const double *g,
-                      double *re, double *im, double *copying, al_err *e) {
+static int ov_eigen_g(const al_model *m, int l, int h, const double *g, double *re, double *im,
+                      double *copying, al_err *e) {
     int C = m->cfg.d_model, D = m->cfg.d_head;
     double *w[F_N], *buf;
     if (head_weights(m, l, h, w, &buf, e)) return -1;
@@ -194,8 +189,8 @@ static int ov_eigen_g(const al_model *m, int l, int h, const double *g,
     double *mm = al_malloc((size_t)D * D, sizeof *mm, e);
     int rc = -1;
     if (gv && mm) {
-        al_dgemm(0, 0, C, D, C, g, w[F_V], gv);     /* G W_V (C,D) */
-        al_dgemm(1, 0, D, D, C, w[F_O], gv, mm);    /* W_O (G W_V) */
+        al_dgemm(0, 0, C, D, C, g, w[F_V], gv); /* G W_V (C,D) */
+        al_dgemm(1, 0, D, D, C, w[F_O], gv, mm); /* W_O (G W_V) */
         rc = al_eigvals(mm, D, re, im, e);
         if (rc == 0 && copying) *copying = copying_score(re, im, D);
     }
@@ -203,8 +198,8 @@ static int ov_eigen_g(const al_model *m, int l, int h, const double *g,
     return rc;
 }
 
-int al_circ_ov_eigen(const al_model *m, int l, int h, double *re, double *im,
-                     double *copying, al_err *e) {
+int al_circ_ov_eigen(const al_model *m, int l, int h, double *re, double *im, double *copying,
+                     al_err *e) {
     double *g;
     if (check_head(m, l, h, e) || unembed_embed(m, &g, e)) return -1;
     int rc = ov_eigen_g(m, l, h, g, re, im, copying, e);
@@ -215,17 +210,15 @@ int al_circ_ov_eigen(const al_model *m, int l, int h, double *re, double *im,
 /* ------------------------------------------------------- composition */
 
 /* ‖A X B‖_F for D x D cores, X = Q1ᵀ Q2 (C,D)ᵀ(C,D); tb: use Bᵀ. */
-static double core_norm(const double *a, const double *q1, const double *q2,
-                        const double *b, int tb, int C, int D, double *t1,
-                        double *t2) {
+static double core_norm(const double *a, const double *q1, const double *q2, const double *b,
+                        int tb, int C, int D, double *t1, double *t2) {
     al_dgemm(1, 0, D, D, C, q1, q2, t1); /* X */
-    al_dgemm(0, 0, D, D, D, a, t1, t2);  /* A X */
+    al_dgemm(0, 0, D, D, D, a, t1, t2); /* A X */
     al_dgemm(0, tb, D, D, D, t2, b, t1); /* A X B */
     return al_fro(t1, D, D);
 }
 
-static void comp_scores(const factors *f1, const factors *f2, double *score,
-                        double *scratch) {
+static void comp_scores(const factors *f1, const factors *f2, double *score, double *scratch) {
     int C = f1->C, D = f1->D;
     double *t1 = scratch, *t2 = scratch + (size_t)D * D;
     double n_ov1 = al_fro(f1->cov, D, D), n_qk2 = al_fro(f2->cqk, D, D),
@@ -239,15 +232,14 @@ static void comp_scores(const factors *f1, const factors *f2, double *score,
     score[AL_COMP_V] = dv > 0 ? v / dv : 0;
 }
 
-int al_circ_composition(const al_model *m, int l1, int h1, int l2, int h2,
-                        double *score, al_err *e) {
+int al_circ_composition(const al_model *m, int l1, int h1, int l2, int h2, double *score,
+                        al_err *e) {
     if (check_head(m, l1, h1, e) || check_head(m, l2, h2, e)) return -1;
     int D = m->cfg.d_head;
     factors f1 = {0}, f2 = {0};
     double *scr = al_malloc(2 * (size_t)D * D, sizeof *scr, e);
     int rc = -1;
-    if (scr && !head_factors(m, l1, h1, &f1, e) &&
-        !head_factors(m, l2, h2, &f2, e)) {
+    if (scr && !head_factors(m, l1, h1, &f1, e) && !head_factors(m, l2, h2, &f2, e)) {
         comp_scores(&f1, &f2, score, scr);
         rc = 0;
     }
@@ -257,8 +249,8 @@ int al_circ_composition(const al_model *m, int l1, int h1, int l2, int h2,
 
 /* Monte Carlo: the scores of two independent heads with i.i.d. Gaussian
  * weights. The ratio is scale-free, so only the shapes matter. */
-int al_circ_comp_baseline(int C, int D, int samples, uint64_t seed,
-                          double *mean, double *sd, al_err *e) {
+int al_circ_comp_baseline(int C, int D, int samples, uint64_t seed, double *mean, double *sd,
+                          al_err *e) {
     if (samples < 2) return al_errf(e, "composition baseline needs >= 2 samples");
     size_t cd = (size_t)C * D;
     double *sc = al_malloc((size_t)samples * AL_COMP_N, sizeof *sc, e);
@@ -318,30 +310,26 @@ int al_circ_comp_baseline(int C, int D, int samples, uint64_t seed,
 /* ------------------------------------------------- full circuits (V x V) */
 
 /* out (n, D) = rows[idx] of W (R,C) times M (C,D); idx NULL = all R rows. */
-static void rows_times(const float *w, const int *idx, int n, int C,
-                       const float *mat, int D, float *out) {
+static void rows_times(const float *w, const int *idx, int n, int C, const float *mat, int D,
+                       float *out) {
     if (!idx) {
-        al_sgemm(false, false, n, D, C, 1.0f,
-                    w, C, mat, D, 0.0f, out, D);
+        al_sgemm(false, false, n, D, C, 1.0f, w, C, mat, D, 0.0f, out, D);
         return;
     }
     for (int i = 0; i < n; i++)
-        cblas_sgemv(CblasRowMajor, CblasTrans, C, D, 1.0f, mat, D,
-                    w + (size_t)idx[i] * C, 1, 0.0f, out + (size_t)i * D, 1);
+        cblas_sgemv(CblasRowMajor, CblasTrans, C, D, 1.0f, mat, D, w + (size_t)idx[i] * C, 1, 0.0f,
+                    out + (size_t)i * D, 1);
 }
 
 /* OU (D, n) = W_O (D,C) W_U[:, outs] ; W_U = W_Eᵀ when tied. */
-static void wo_wu(const al_model *m, const float *wo, const int *outs, int n,
-                  float *ou) {
+static void wo_wu(const al_model *m, const float *wo, const int *outs, int n, float *ou) {
     int C = m->cfg.d_model, D = m->cfg.d_head, V = m->cfg.d_vocab;
     const float *wu = al_model_wu(m), *we = m->p[AL_P_WE];
     if (!outs) {
         if (wu)
-            al_sgemm(false, false, D, V, C,
-                        1.0f, wo, C, wu, V, 0.0f, ou, V);
+            al_sgemm(false, false, D, V, C, 1.0f, wo, C, wu, V, 0.0f, ou, V);
         else
-            al_sgemm(false, true, D, V, C, 1.0f,
-                        wo, C, we, C, 0.0f, ou, V);
+            al_sgemm(false, true, D, V, C, 1.0f, wo, C, we, C, 0.0f, ou, V);
         return;
     }
     for (int d = 0; d < D; d++)
@@ -357,15 +345,13 @@ static void wo_wu(const al_model *m, const float *wo, const int *outs, int n,
 static int check_ids(const al_model *m, const int *ids, int n, al_err *e) {
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->cfg.d_vocab)
-            return al_errf(e, "token id %d out of range (d_vocab %d)", ids[i],
-                           m->cfg.d_vocab);
+            return al_errf(e, "token id %d out of range (d_vocab %d)", ids[i], m->cfg.d_vocab);
     return 0;
 }
 
-int al_circ_full_qk(const al_model *m, int l, int h, const int *dst, int n_dst,
-                    const int *src, int n_src, float *out, al_err *e) {
-    if (check_head(m, l, h, e) || check_ids(m, dst, n_dst, e) ||
-        check_ids(m, src, n_src, e))
+int al_circ_full_qk(const al_model *m, int l, int h, const int *dst, int n_dst, const int *src,
+                    int n_src, float *out, al_err *e) {
+    if (check_head(m, l, h, e) || check_ids(m, dst, n_dst, e) || check_ids(m, src, n_src, e))
         return -1;
     int C = m->cfg.d_model, D = m->cfg.d_head;
     float *eq = al_malloc((size_t)n_dst * D, sizeof *eq, e);
@@ -376,16 +362,14 @@ int al_circ_full_qk(const al_model *m, int l, int h, const int *dst, int n_dst,
     }
     rows_times(m->p[AL_P_WE], dst, n_dst, C, al_head_wq(m, l, h), D, eq);
     rows_times(m->p[AL_P_WE], src, n_src, C, al_head_wk(m, l, h), D, ek);
-    al_sgemm(false, true, n_dst, n_src, D, 1.0f,
-                eq, D, ek, D, 0.0f, out, n_src);
+    al_sgemm(false, true, n_dst, n_src, D, 1.0f, eq, D, ek, D, 0.0f, out, n_src);
     free(eq), free(ek);
     return 0;
 }
 
-int al_circ_full_ov(const al_model *m, int l, int h, const int *src, int n_src,
-                    const int *outs, int n_out, float *out, al_err *e) {
-    if (check_head(m, l, h, e) || check_ids(m, src, n_src, e) ||
-        check_ids(m, outs, n_out, e))
+int al_circ_full_ov(const al_model *m, int l, int h, const int *src, int n_src, const int *outs,
+                    int n_out, float *out, al_err *e) {
+    if (check_head(m, l, h, e) || check_ids(m, src, n_src, e) || check_ids(m, outs, n_out, e))
         return -1;
     int C = m->cfg.d_model, D = m->cfg.d_head;
     float *ev = al_malloc((size_t)n_src * D, sizeof *ev, e);
@@ -396,14 +380,12 @@ int al_circ_full_ov(const al_model *m, int l, int h, const int *src, int n_src,
     }
     rows_times(m->p[AL_P_WE], src, n_src, C, al_head_wv(m, l, h), D, ev);
     wo_wu(m, al_head_wo(m, l, h), outs, n_out, ou);
-    al_sgemm(false, false, n_src, n_out, D,
-                1.0f, ev, D, ou, n_out, 0.0f, out, n_out);
+    al_sgemm(false, false, n_src, n_out, D, 1.0f, ev, D, ou, n_out, 0.0f, out, n_out);
     free(ev), free(ou);
     return 0;
 }
 
-int al_circ_positional_qk(const al_model *m, int l, int h, float *out,
-                          al_err *e) {
+int al_circ_positional_qk(const al_model *m, int l, int h, float *out, al_err *e) {
     if (check_head_for(m, l, h, 1, e)) return -1;
     int C = m->cfg.d_model, D = m->cfg.d_head, T = m->cfg.n_ctx;
     float *pq = al_malloc((size_t)T * D, sizeof *pq, e);
@@ -414,8 +396,7 @@ int al_circ_positional_qk(const al_model *m, int l, int h, float *out,
     }
     rows_times(m->p[AL_P_WPOS], NULL, T, C, al_head_wq(m, l, h), D, pq);
     rows_times(m->p[AL_P_WPOS], NULL, T, C, al_head_wk(m, l, h), D, pk);
-    al_sgemm(false, true, T, T, D, 1.0f, pq, D,
-                pk, D, 0.0f, out, T);
+    al_sgemm(false, true, T, T, D, 1.0f, pq, D, pk, D, 0.0f, out, T);
     free(pq), free(pk);
     return 0;
 }
@@ -423,8 +404,7 @@ int al_circ_positional_qk(const al_model *m, int l, int h, float *out,
 /* Mean over t >= 1 of the causal softmax(PQK[t, :t+1] / √D) at t-1: how
  * much the head attends to the previous position from positions alone.
  * One row at a time, so no n_ctx x n_ctx buffer is needed. */
-static int pos_prev_token(const al_model *m, int l, int h, double *out,
-                          al_err *e) {
+static int pos_prev_token(const al_model *m, int l, int h, double *out, al_err *e) {
     int C = m->cfg.d_model, D = m->cfg.d_head, T = m->cfg.n_ctx;
     float *pq = al_malloc((size_t)T * D, sizeof *pq, e);
     float *pk = al_malloc((size_t)T * D, sizeof *pk, e);
@@ -437,8 +417,8 @@ static int pos_prev_token(const al_model *m, int l, int h, double *out,
     rows_times(m->p[AL_P_WPOS], NULL, T, C, al_head_wk(m, l, h), D, pk);
     double tot = 0, scale = 1.0 / sqrt((double)D);
     for (int t = 1; t < T; t++) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, D, 1.0f, pk, D,
-                    pq + (size_t)t * D, 1, 0.0f, row, 1); /* row[s] = k_s·q_t */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, D, 1.0f, pk, D, pq + (size_t)t * D, 1, 0.0f,
+                    row, 1); /* row[s] = k_s·q_t */
         double mx = -INFINITY, z = 0;
         for (int s = 0; s <= t; s++) mx = fmax(mx, row[s] * scale);
         for (int s = 0; s <= t; s++) z += exp(row[s] * scale - mx);
@@ -558,8 +538,8 @@ static int tri_desc(const void *pa, const void *pb) {
 /* Combine source a's best destinations (tb) and outputs (tc), both
  * positive and sorted, into the heap. Products only shrink along either
  * list, so each loop stops at the first product below the heap's worst. */
-static void tri_add_source(al_trigram *heap, int *n, int k, int a,
-                           const vi *tb, int nb, const vi *tc, int nc) {
+static void tri_add_source(al_trigram *heap, int *n, int k, int a, const vi *tb, int nb,
+                           const vi *tc, int nc) {
     for (int i = 0; i < nb && nc > 0; i++) {
         if (*n == k && tb[i].v * tc[0].v < heap[0].score) break;
         for (int j = 0; j < nc; j++) {
@@ -574,10 +554,10 @@ static void tri_add_source(al_trigram *heap, int *n, int k, int a,
 /* Per-head scratch for the block-wise full circuits. */
 typedef struct full_ws {
     float *eq, *ek, *ev, *ou; /* (V,D) (V,D) (V,D) (D,V) */
-    float *bqk, *bov;         /* (blk, V) */
-    float *best_v;            /* (V) best centred QK per destination */
+    float *bqk, *bov; /* (blk, V) */
+    float *best_v; /* (V) best centred QK per destination */
     int *best_a;
-    vi *tb, *tc;              /* (K) */
+    vi *tb, *tc; /* (K) */
     float *buf;
 } full_ws;
 
@@ -600,13 +580,11 @@ static int full_ws_alloc(full_ws *w, int V, int D, int blk, int k, al_err *e) {
     return 0;
 }
 
-static void full_ws_free(full_ws *w) {
-    free(w->buf), free(w->best_a), free(w->tb), free(w->tc);
-}
+static void full_ws_free(full_ws *w) { free(w->buf), free(w->best_a), free(w->tb), free(w->tc); }
 
 /* Running column-wise max and argmax (first index wins ties). */
-static void col_max_update(const float *restrict row, float *restrict best,
-                           int *restrict arg, int n, int a) {
+static void col_max_update(const float *restrict row, float *restrict best, int *restrict arg,
+                           int n, int a) {
     for (int b = 0; b < n; b++) {
         int gt = row[b] > best[b];
         best[b] = gt ? row[b] : best[b];
@@ -640,8 +618,8 @@ static void centre_each_row(float *a, int R, int N) {
  * (destination) mean; OVc[A,C] = EV[A]·(OU[:,C] - row means of OU) is OV
  * minus its row (source) mean. Centring shifts a row by a constant, so the
  * argmaxes are those of the raw circuits. */
-static void full_circuits(const al_model *m, int l, int h, int blk, int k,
-                          full_ws *w, al_circ_head *out) {
+static void full_circuits(const al_model *m, int l, int h, int blk, int k, full_ws *w,
+                          al_circ_head *out) {
     int C = m->cfg.d_model, D = m->cfg.d_head, V = m->cfg.d_vocab;
     const float *we = m->p[AL_P_WE];
     rows_times(we, NULL, V, C, al_head_wq(m, l, h), D, w->eq);
@@ -655,10 +633,9 @@ static void full_circuits(const al_model *m, int l, int h, int blk, int k,
     for (int a0 = 0; a0 < V; a0 += blk) {
         int nb = V - a0 < blk ? V - a0 : blk;
         /* bqk[i][B] = QKc[B, a0+i]; bov[i][C] = OVc[a0+i, C] */
-        al_sgemm(false, true, nb, V, D, 1.0f,
-                    w->ek + (size_t)a0 * D, D, w->eq, D, 0.0f, w->bqk, V);
-        al_sgemm(false, false, nb, V, D, 1.0f,
-                    w->ev + (size_t)a0 * D, D, w->ou, V, 0.0f, w->bov, V);
+        al_sgemm(false, true, nb, V, D, 1.0f, w->ek + (size_t)a0 * D, D, w->eq, D, 0.0f, w->bqk, V);
+        al_sgemm(false, false, nb, V, D, 1.0f, w->ev + (size_t)a0 * D, D, w->ou, V, 0.0f, w->bov,
+                 V);
         for (int i = 0; i < nb; i++) {
             int a = a0 + i;
             const float *qrow = w->bqk + (size_t)i * V, *orow = w->bov + (size_t)i * V;
@@ -697,44 +674,39 @@ static void full_circuits(const al_model *m, int l, int h, int blk, int k,
 
 /* ---------------------------------------------------------- analysis */
 
-static void spectrum_stats(const double *s, int D, int C, int *rank,
-                           double *eff, double *stab, double *fro) {
+static void spectrum_stats(const double *s, int D, int C, int *rank, double *eff, double *stab,
+                           double *fro) {
     *rank = al_rank(s, D, C, C);
     *eff = al_effective_rank(s, D);
     *stab = al_stable_rank(s, D);
     *fro = al_fro_from_sv(s, D);
 }
 
-static int analyse_head(const al_model *m, const al_model *pm, int l, int h,
-                        const al_circ_opts *o, const double *g, const factors *f,
-                        full_ws *w, al_circ_head *out, al_err *e) {
+static int analyse_head(const al_model *m, const al_model *pm, int l, int h, const al_circ_opts *o,
+                        const double *g, const factors *f, full_ws *w, al_circ_head *out,
+                        al_err *e) {
     int C = m->cfg.d_model, D = m->cfg.d_head;
     out->layer = l, out->head = h;
-    if (al_svd_values(f->cqk, D, D, out->qk_sv, e) ||
-        al_svd_values(f->cov, D, D, out->ov_sv, e))
+    if (al_svd_values(f->cqk, D, D, out->qk_sv, e) || al_svd_values(f->cov, D, D, out->ov_sv, e))
         return -1;
-    spectrum_stats(out->qk_sv, D, C, &out->qk_rank, &out->qk_eff_rank,
-                   &out->qk_stable_rank, &out->qk_fro);
-    spectrum_stats(out->ov_sv, D, C, &out->ov_rank, &out->ov_eff_rank,
-                   &out->ov_stable_rank, &out->ov_fro);
-    if (ov_eigen_g(m, l, h, g, out->eig_re, out->eig_im, &out->copying_eigen, e))
-        return -1;
+    spectrum_stats(out->qk_sv, D, C, &out->qk_rank, &out->qk_eff_rank, &out->qk_stable_rank,
+                   &out->qk_fro);
+    spectrum_stats(out->ov_sv, D, C, &out->ov_rank, &out->ov_eff_rank, &out->ov_stable_rank,
+                   &out->ov_fro);
+    if (ov_eigen_g(m, l, h, g, out->eig_re, out->eig_im, &out->copying_eigen, e)) return -1;
     if (pos_prev_token(pm, l, h, &out->pos_prev_token, e)) return -1;
     full_circuits(m, l, h, o->block, o->top_k, w, out);
     return 0;
 }
 
 /* Stack the (C,D) matrix of each head side by side: (C, H*D*per). */
-static void stack_cols(double *dst, int C, int width, int col0,
-                       const double *src, int D) {
+static void stack_cols(double *dst, int C, int width, int col0, const double *src, int D) {
     for (int c = 0; c < C; c++)
-        memcpy(dst + (size_t)c * width + col0, src + (size_t)c * D,
-               (size_t)D * sizeof *dst);
+        memcpy(dst + (size_t)c * width + col0, src + (size_t)c * D, (size_t)D * sizeof *dst);
 }
 
 /* Union ranks and pairwise overlaps of one layer's read/write spaces. */
-static int analyse_layer(const al_model *m, int l, al_circ_layer *out,
-                         al_err *e) {
+static int analyse_layer(const al_model *m, int l, al_circ_layer *out, al_err *e) {
     int C = m->cfg.d_model, D = m->cfg.d_head, H = m->cfg.n_heads;
     int wqk = 2 * D * H, wv = D * H;
     size_t cd2 = (size_t)C * 2 * D;
@@ -780,8 +752,8 @@ static int analyse_layer(const al_model *m, int l, al_circ_layer *out,
                 int k1 = dims[s][h1], k2 = dims[s][h2], kmin = k1 < k2 ? k1 : k2;
                 double v = 0;
                 if (kmin > 0) {
-                    if (al_principal_cosines(bases[s] + h1 * cd2, k1,
-                                             bases[s] + h2 * cd2, k2, C, sing, e))
+                    if (al_principal_cosines(bases[s] + h1 * cd2, k1, bases[s] + h2 * cd2, k2, C,
+                                             sing, e))
                         goto done;
                     for (int i = 0; i < kmin; i++) v += sing[i] * sing[i];
                     v /= kmin;
@@ -794,8 +766,7 @@ done:
     return rc;
 }
 
-static int result_alloc(const al_model *m, const al_circ_opts *o,
-                        al_circ_result *r, al_err *e) {
+static int result_alloc(const al_model *m, const al_circ_opts *o, al_circ_result *r, al_err *e) {
     int L = m->cfg.n_layers, H = m->cfg.n_heads, D = m->cfg.d_head;
     int nh = L * H;
     memset(r, 0, sizeof *r);
@@ -831,11 +802,9 @@ static int result_alloc(const al_model *m, const al_circ_opts *o,
 
 void al_circ_result_free(al_circ_result *r) {
     if (r->heads)
-        for (int i = 0; i < r->L * r->H; i++)
-            free(r->heads[i].qk_sv), free(r->heads[i].tri);
+        for (int i = 0; i < r->L * r->H; i++) free(r->heads[i].qk_sv), free(r->heads[i].tri);
     if (r->layers)
-        for (int l = 0; l < r->L; l++)
-            free(r->layers[l].dim_qk), free(r->layers[l].ov_qk);
+        for (int l = 0; l < r->L; l++) free(r->layers[l].dim_qk), free(r->layers[l].ov_qk);
     free(r->heads), free(r->layers), free(r->comp);
     memset(r, 0, sizeof *r);
 }
@@ -847,14 +816,14 @@ static int check_opts(const al_model *m, const al_circ_opts *o, al_err *e) {
     if (o->mc_samples < 2)
         return al_errf(e, "circuits: mc-samples must be >= 2, got %d", o->mc_samples);
     if (m->cfg.d_head > m->cfg.d_model)
-        return al_errf(e, "circuits: d_head %d > d_model %d is not supported",
-                       m->cfg.d_head, m->cfg.d_model);
+        return al_errf(e, "circuits: d_head %d > d_model %d is not supported", m->cfg.d_head,
+                       m->cfg.d_model);
     return 0;
 }
 
 /* Factors and per-head analyses, heads in parallel. */
-static int analyse_heads(const al_model *m, const al_model *pm, const al_circ_opts *o,
-                         factors *fs, al_circ_result *r, al_err *e) {
+static int analyse_heads(const al_model *m, const al_model *pm, const al_circ_opts *o, factors *fs,
+                         al_circ_result *r, al_err *e) {
     int nh = r->L * r->H, failed = 0, done = 0;
     double *g = NULL;
     if (unembed_embed(m, &g, e)) return -1;
@@ -880,8 +849,7 @@ static int analyse_heads(const al_model *m, const al_model *pm, const al_circ_op
             {
                 done++;
                 if (o->progress)
-                    al_progress_count(&pr, done == nh, done, nh, "circuits: %d/%d heads",
-                                       done, nh);
+                    al_progress_count(&pr, done == nh, done, nh, "circuits: %d/%d heads", done, nh);
             }
         }
         if (!ok) {
@@ -928,8 +896,7 @@ static int analyse_folded(const al_model *m, const al_model *pm, const al_circ_o
             comp_scores(&fs[i1], &fs[i2], c->score, scr);
         }
     if (r->n_comp > 0 &&
-        al_circ_comp_baseline(r->C, r->D, o->mc_samples, o->seed, r->base_mean,
-                              r->base_sd, e))
+        al_circ_comp_baseline(r->C, r->D, o->mc_samples, o->seed, r->base_mean, r->base_sd, e))
         goto done;
     rc = 0;
 done:

@@ -78,18 +78,18 @@ typedef struct dctx {
     const al_pairs *t;
     int L, H, D, C, V, T, B, nbat, maxi;
     dbatch *bt;
-    float *p;             /* (n_items, V) clean next-token distributions */
-    double *negent;       /* (n_items) Σ p log p of the clean run */
-    double *psum;         /* (n_items) Σ p (1 to rounding) */
-    double *v_cl, *v_co;  /* (n_items) item values of the two runs */
-    double *kl_co;        /* (n_items) KL(clean || corrupted) per item, for the gap check */
+    float *p; /* (n_items, V) clean next-token distributions */
+    double *negent; /* (n_items) Σ p log p of the clean run */
+    double *psum; /* (n_items) Σ p (1 to rounding) */
+    double *v_cl, *v_co; /* (n_items) item values of the two runs */
+    double *kl_co; /* (n_items) KL(clean || corrupted) per item, for the gap check */
     double m_clean, m_corr;
-    al_circuit_delta cd;  /* the engine's circuit evaluation (graph.h) and its scratch */
+    al_circuit_delta cd; /* the engine's circuit evaluation (graph.h) and its scratch */
     /* scratch for one batch (capacity B) */
-    float *xL;            /* (B, T, C) the circuit's final residual */
+    float *xL; /* (B, T, C) the circuit's final residual */
     float *rows, *logits; /* (ROWS, C), (2·ROWS, V): logits, and copies of them */
     unsigned char *changed; /* (B·T) */
-    double *ikl, *im;     /* (maxi) per item of the batch */
+    double *ikl, *im; /* (maxi) per item of the batch */
 } dctx;
 
 static void ctx_free(dctx *d) {
@@ -128,12 +128,12 @@ int al_discover_memory_check(const al_pairs *t, const al_config *c, al_err *e) {
     double keys = (L * H * (1 + 3 * (1 + (L - 1) * H)) + (L - 1) * 3 * H * (4 + (L - 1) * H) +
                    (4 + (L - 1) * H)) /
                   (double)sizeof(float);
-    double lowc = ln ? fmin(N * (L - 1) * 3 * H * T * C, LN_MEMO_MB * 1048576.0 / sizeof(float))
-                     : 0.0;
-    double need = (2.0 * N * acts + N * (embp + memo + keys) + lowc +
-                   (double)t->n_items * c->d_vocab +
-                   (double)ROWS * (c->d_model + 2.0 * c->d_vocab)) *
-                  sizeof(float);
+    double lowc =
+        ln ? fmin(N * (L - 1) * 3 * H * T * C, LN_MEMO_MB * 1048576.0 / sizeof(float)) : 0.0;
+    double need =
+        (2.0 * N * acts + N * (embp + memo + keys) + lowc + (double)t->n_items * c->d_vocab +
+         (double)ROWS * (c->d_model + 2.0 * c->d_vocab)) *
+        sizeof(float);
     char what[96];
     snprintf(what, sizeof what, "the caches of --n %d pairs of %d tokens", t->N, t->T);
     return al_mem_check(need, "discover", what, "lower --n", e);
@@ -170,7 +170,8 @@ static void item_eval(dctx *d, const dbatch *b, const float *xL, const unsigned 
             float *lg = d->logits + (size_t)k * V, *p = d->p + (size_t)ii * V;
             float *keep = d->logits + (size_t)(ROWS + k) * V;
             double a = lg[jt->answer], w = jt->wrong >= 0 ? lg[jt->wrong] : 0.0, dot = 0.0;
-            if (init) memcpy(keep, lg, sizeof(float) * V);
+            if (init)
+                memcpy(keep, lg, sizeof(float) * V);
             else
                 for (int v = 0; v < V; v++) dot += (double)p[v] * lg[v];
             double lse = logsumexp_row(lg, V); /* lg is overwritten */
@@ -221,10 +222,10 @@ static int ctx_init(dctx *d, al_model *m, const al_pairs *t, int batch, al_err *
     }
     d->p = al_malloc(NI * V, sizeof(float), e);
     d->negent = d->p ? al_malloc(5 * NI + 2 * (size_t)d->maxi, sizeof(double), e) : NULL;
-    d->xL = d->negent ? al_malloc(BT * C + ROWS * (C + 2 * V) + (BT + sizeof(float) - 1) /
-                                                                    sizeof(float),
-                                  sizeof(float), e)
-                      : NULL;
+    d->xL = d->negent
+                ? al_malloc(BT * C + ROWS * (C + 2 * V) + (BT + sizeof(float) - 1) / sizeof(float),
+                            sizeof(float), e)
+                : NULL;
     if (!d->xL || al_circuit_delta_init(&d->cd, m, d->B, d->T, e)) goto fail;
     d->psum = d->negent + NI, d->v_cl = d->psum + NI, d->v_co = d->v_cl + NI;
     d->ikl = d->v_co + NI, d->im = d->ikl + d->maxi, d->kl_co = d->im + d->maxi;
@@ -307,15 +308,15 @@ int al_circuit_eval(al_model *m, const al_pairs *t, const unsigned char *kept, i
 typedef struct drun {
     dctx d;
     const al_discover_opts *o;
-    int kl;              /* the loss is KL (else M_clean − M) */
-    int strict;          /* acdc: remove on growth < tau (else <= tau) */
+    int kl; /* the loss is KL (else M_clean − M) */
+    int strict; /* acdc: remove on growth < tau (else <= tau) */
     unsigned char *kept;
     double *score;
     double cur_kl, cur_m;
     long evals;
     al_progress pg;
     const char *what;
-    int step, steps;     /* progress: edges tried of all */
+    int step, steps; /* progress: edges tried of all */
 } drun;
 
 static int stopped(const al_discover_opts *o, al_err *e) {
@@ -328,8 +329,8 @@ static int run_eval(drun *r, double *kl, double *mv, al_err *e) {
     if (stopped(r->o, e) || eval_all(&r->d, r->kept, kl, mv, e)) return -1;
     r->evals++;
     if (r->o->progress)
-        al_progress_count(&r->pg, 0, r->step, r->steps, "%s: %d/%d edges, %ld evaluations",
-                          r->what, r->step, r->steps, r->evals);
+        al_progress_count(&r->pg, 0, r->step, r->steps, "%s: %d/%d edges, %ld evaluations", r->what,
+                          r->step, r->steps, r->evals);
     return 0;
 }
 
@@ -348,8 +349,10 @@ static int acdc_try(drun *r, int k, int is_pos, al_err *e) {
     if (!is_pos && run_eval(r, &kl, &mv, e)) return -1;
     double g = is_pos ? 0.0 : loss_of(r, kl, mv) - loss_of(r, r->cur_kl, r->cur_m);
     r->score[k] = g;
-    if (r->strict ? g < r->o->tau : g <= r->o->tau) r->cur_kl = kl, r->cur_m = mv;
-    else r->kept[k] = 1;
+    if (r->strict ? g < r->o->tau : g <= r->o->tau)
+        r->cur_kl = kl, r->cur_m = mv;
+    else
+        r->kept[k] = 1;
     return 0;
 }
 
@@ -369,7 +372,8 @@ static int acdc(drun *r, al_err *e) {
             int alive = r->kept[k_out(L, H, 2 + l * H + h)];
             for (int l1 = l + 1; l1 < L; l1++)
                 for (int h1 = 0; h1 < H; h1++)
-                    for (int ch = 0; ch < 3; ch++) alive |= r->kept[k_comp(L, H, l * H + h, l1, h1, ch)];
+                    for (int ch = 0; ch < 3; ch++)
+                        alive |= r->kept[k_comp(L, H, l * H + h, l1, h1, ch)];
             /* the receiver's incoming edges in index order (embed, pos,
              * then the heads of earlier layers from layer 0 up), or its
              * reverse (the latest layer's last head first, embed last) */

@@ -40,8 +40,9 @@ void al_edge_receiver_grad(const al_model *m, const float *dqkv, int l, int h, i
     const int C = m->cfg.d_model, D = m->cfg.d_head;
     const size_t HD = (size_t)m->cfg.n_heads * D;
     const int ln = m->cfg.norm_type != AL_NORM_NONE;
-    const float *w = c == 0 ? al_head_wq(m, l, h) : c == 1 ? al_head_wk(m, l, h)
-                                                           : al_head_wv(m, l, h); /* (C, D) */
+    const float *w = c == 0   ? al_head_wq(m, l, h)
+                     : c == 1 ? al_head_wk(m, l, h)
+                              : al_head_wv(m, l, h); /* (C, D) */
     const float *dq = dqkv + (size_t)l * rows * 3 * HD + (size_t)c * HD + (size_t)h * D;
     al_sgemm(false, true, (int)rows, C, D, 1.0f, dq, (int)(3 * HD), w, D, 0.0f, ln ? lnd : g, C);
     if (ln)

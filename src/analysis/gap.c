@@ -22,8 +22,8 @@ const char *al_gap_metric_name(const al_pairs *t) {
     return t->logit_diff ? "logit difference" : "log-prob";
 }
 
-void al_gap_check(al_warnings *w, const char *metric, const double *m_clean,
-                  const double *m_corr, int n_pairs) {
+void al_gap_check(al_warnings *w, const char *metric, const double *m_clean, const double *m_corr,
+                  int n_pairs) {
     if (n_pairs < 1) return;
     const int kl = metric && !strcmp(metric, "kl");
     const char *name = metric ? metric : "metric";
@@ -42,30 +42,36 @@ void al_gap_check(al_warnings *w, const char *metric, const double *m_clean,
     const double se = n_pairs > 1 ? sqrt(ss / (n_pairs - 1) / n_pairs) : 0.0;
     char nums[160];
     if (kl)
-        snprintf(nums, sizeof nums, "KL(clean || corrupted) = %.4g, SE %.2g over %d pair%s",
-                 gap, se, n_pairs, n_pairs == 1 ? "" : "s");
+        snprintf(nums, sizeof nums, "KL(clean || corrupted) = %.4g, SE %.2g over %d pair%s", gap,
+                 se, n_pairs, n_pairs == 1 ? "" : "s");
     else
-        snprintf(nums, sizeof nums, "M_clean = %.4f, M_corr = %.4f, gap %.4g, SE %.2g over %d pair%s",
-                 mc, mr, gap, se, n_pairs, n_pairs == 1 ? "" : "s");
+        snprintf(nums, sizeof nums,
+                 "M_clean = %.4f, M_corr = %.4f, gap %.4g, SE %.2g over %d pair%s", mc, mr, gap, se,
+                 n_pairs, n_pairs == 1 ? "" : "s");
     if (!isfinite(gap) || !isfinite(se))
-        al_warnings_add(w, "%s: the gap between the clean and corrupted runs is not finite (%s): "
-                           "the normalised effects mean nothing", name, nums);
+        al_warnings_add(w,
+                        "%s: the gap between the clean and corrupted runs is not finite (%s): "
+                        "the normalised effects mean nothing",
+                        name, nums);
     else if (kl && gap <= AL_GAP_N_SE * se)
-        al_warnings_add(w, "%s: the corrupted run barely changes the output (%s, within %g SE of "
-                           "0): a KL-guided search finds every edge removable", name, nums,
-                        AL_GAP_N_SE);
+        al_warnings_add(w,
+                        "%s: the corrupted run barely changes the output (%s, within %g SE of "
+                        "0): a KL-guided search finds every edge removable",
+                        name, nums, AL_GAP_N_SE);
     else if (gap < -AL_GAP_N_SE * se) /* clearly the wrong way round */
-        al_warnings_add(w, "%s: the clean input scores worse than the corrupted one (%s): "
-                           "normalised effects divide by this gap, so their signs are inverted",
+        al_warnings_add(w,
+                        "%s: the clean input scores worse than the corrupted one (%s): "
+                        "normalised effects divide by this gap, so their signs are inverted",
                         name, nums);
     else if (gap <= AL_GAP_N_SE * se)
-        al_warnings_add(w, "%s: the clean and corrupted runs barely differ (%s, within %g SE of "
-                           "0%s): normalised effects divide by this gap, so they are mostly noise",
+        al_warnings_add(w,
+                        "%s: the clean and corrupted runs barely differ (%s, within %g SE of "
+                        "0%s): normalised effects divide by this gap, so they are mostly noise",
                         name, nums, AL_GAP_N_SE, gap < 0 ? ", the clean one lower" : "");
 }
 
-int al_gap_check_items(al_warnings *w, const al_pairs *t, const char *metric,
-                       const double *v_clean, const double *v_corr, al_err *e) {
+int al_gap_check_items(al_warnings *w, const al_pairs *t, const char *metric, const double *v_clean,
+                       const double *v_corr, al_err *e) {
     if (t->N < 1 || t->n_items < 1) return 0;
     double *pc = al_calloc(3 * (size_t)t->N, sizeof(double), e);
     if (!pc) return -1;
@@ -95,8 +101,9 @@ void al_effect_check(al_warnings *w, const char *what, const double *v, int n) {
     for (int i = 0; i < n; i++) {
         if (!isfinite(v[i])) continue;
         fin++;
-        double d = v[i] < AL_EFFECT_LO ? AL_EFFECT_LO - v[i]
-                 : v[i] > AL_EFFECT_HI ? v[i] - AL_EFFECT_HI : 0.0;
+        double d = v[i] < AL_EFFECT_LO   ? AL_EFFECT_LO - v[i]
+                   : v[i] > AL_EFFECT_HI ? v[i] - AL_EFFECT_HI
+                                         : 0.0;
         if (d > 0) {
             out++;
             if (d > far) far = d, worst = v[i];
@@ -104,12 +111,14 @@ void al_effect_check(al_warnings *w, const char *what, const double *v, int n) {
     }
     if (!out) return;
     if (fin == 1)
-        al_warnings_add(w, "%s %.4f lies outside [%g, %g]: it should lie near 0..1, so the gap it "
-                           "divides by is small or the result overshoots; read it with care",
+        al_warnings_add(w,
+                        "%s %.4f lies outside [%g, %g]: it should lie near 0..1, so the gap it "
+                        "divides by is small or the result overshoots; read it with care",
                         what, worst, AL_EFFECT_LO, AL_EFFECT_HI);
     else
-        al_warnings_add(w, "%s: %d of %d values lie outside [%g, %g] (the farthest %.4f): they "
-                           "should lie near 0..1, so the gap they divide by is small or patches "
-                           "overshoot; read them with care", what, out, fin, AL_EFFECT_LO,
-                        AL_EFFECT_HI, worst);
+        al_warnings_add(w,
+                        "%s: %d of %d values lie outside [%g, %g] (the farthest %.4f): they "
+                        "should lie near 0..1, so the gap they divide by is small or patches "
+                        "overshoot; read them with care",
+                        what, out, fin, AL_EFFECT_LO, AL_EFFECT_HI, worst);
 }

@@ -43,10 +43,14 @@ static const char *const chan_names[] = {"q", "k", "v", "direct"};
 
 void al_patch_opts_from_config(const cJSON *j, al_patch_opts *o) {
     const cJSON *v;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "task")) && cJSON_IsString(v)) o->task = v->valuestring;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "pairs")) && cJSON_IsString(v)) o->pairs = v->valuestring;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "probe_r")) && cJSON_IsNumber(v)) o->probe_r = v->valueint;
-    if ((v = cJSON_GetObjectItemCaseSensitive(j, "n")) && cJSON_IsNumber(v)) o->probe_n = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "task")) && cJSON_IsString(v))
+        o->task = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "pairs")) && cJSON_IsString(v))
+        o->pairs = v->valuestring;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "probe_r")) && cJSON_IsNumber(v))
+        o->probe_r = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(j, "n")) && cJSON_IsNumber(v))
+        o->probe_n = v->valueint;
     if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsNumber(v))
         o->probe_seed = (uint64_t)v->valuedouble;
     if ((v = cJSON_GetObjectItemCaseSensitive(j, "seed")) && cJSON_IsString(v))
@@ -69,9 +73,12 @@ int al_patch_component_parse(const char *s, al_patch_component *c) {
 
 int al_patch_direction_parse(const char *s, al_patch_direction *d) {
     if (!s) return -1;
-    if (!strcmp(s, "denoise")) *d = AL_PATCH_DENOISE;
-    else if (!strcmp(s, "noise")) *d = AL_PATCH_NOISE;
-    else return -1;
+    if (!strcmp(s, "denoise"))
+        *d = AL_PATCH_DENOISE;
+    else if (!strcmp(s, "noise"))
+        *d = AL_PATCH_NOISE;
+    else
+        return -1;
     return 0;
 }
 
@@ -126,8 +133,10 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
         return al_errf(e, "a pair file (--pairs) is for task 'file', not '%s' (add --task file)",
                        o->task);
     if (al_patch_component_parse(o->component, &c))
-        return al_errf(e, "unknown patching component '%s' (known: resid, head, head_pos, q, k, "
-                          "v, pattern)", o->component ? o->component : "(null)");
+        return al_errf(e,
+                       "unknown patching component '%s' (known: resid, head, head_pos, q, k, "
+                       "v, pattern)",
+                       o->component ? o->component : "(null)");
     if (al_patch_direction_parse(o->direction, &d))
         return al_errf(e, "unknown patching direction '%s' (known: denoise, noise)",
                        o->direction ? o->direction : "(null)");
@@ -137,8 +146,9 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
                 (o->probe_r < 2 || o->probe_r > 1000000);
     int n_bad = !file && (o->probe_n < 1 || o->probe_n > 1000000);
     if (r_bad || n_bad || o->batch < 1 || o->batch > 100000)
-        return al_errf(e, "patching needs 2 <= probe_r <= 1000000, 1 <= n <= 1000000 "
-                          "and 1 <= batch <= 100000 (got %d, %d, %d)",
+        return al_errf(e,
+                       "patching needs 2 <= probe_r <= 1000000, 1 <= n <= 1000000 "
+                       "and 1 <= batch <= 100000 (got %d, %d, %d)",
                        o->probe_r, o->probe_n, o->batch);
     return 0;
 }
@@ -242,10 +252,13 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
     memset(t, 0, sizeof *t);
     if (al_patch_opts_check(o, e)) return -1;
     int rc;
-    if (!strcmp(o->task, "induction")) rc = induction_task(t, m, bos, o, e);
+    if (!strcmp(o->task, "induction"))
+        rc = induction_task(t, m, bos, o, e);
     else if (!tok)
-        return al_errf(e, "task '%s' needs the model's tokenizer (tokenizer.json in the model "
-                          "directory)", o->task);
+        return al_errf(e,
+                       "task '%s' needs the model's tokenizer (tokenizer.json in the model "
+                       "directory)",
+                       o->task);
     else if (!strncmp(o->task, "names", 5) && o->probe_src && o->probe_src->text) {
         al_tokens val = {(uint16_t *)o->probe_src->text, o->probe_src->n_text, 0};
         rc = al_pairs_names_text(tok, &val, o->probe_n, o->probe_seed, m->cfg.n_ctx,
@@ -253,8 +266,10 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
     } else if (!strncmp(o->task, "names", 5))
         rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos,
                             !strcmp(o->task, "names-key"), o->stop, t, e);
-    else rc = al_pairs_load_jsonl(o->pairs, tok, m->cfg.n_ctx, t, e);
-    if (rc == 0 && (al_pairs_check(t, m->cfg.n_ctx, m->cfg.d_vocab, e) || memory_fits(t, &m->cfg, o, e))) {
+    else
+        rc = al_pairs_load_jsonl(o->pairs, tok, m->cfg.n_ctx, t, e);
+    if (rc == 0 &&
+        (al_pairs_check(t, m->cfg.n_ctx, m->cfg.d_vocab, e) || memory_fits(t, &m->cfg, o, e))) {
         al_pairs_free(t);
         rc = -1;
     }
@@ -268,26 +283,26 @@ typedef struct sweep {
     const al_pairs *t;
     al_patch_direction dir;
     int naive, L, H, T, C, V, B; /* B: pairs per batch (capacity) */
-    int n0, nb;                  /* the current batch: pairs n0..n0+nb−1 */
-    int i0, ni;                  /* its items */
-    al_acts cl, co;              /* the two runs of the batch */
-    int *tg;                     /* (B, T) target ids of the current batch, or NULL */
-    double *v_cl, *v_co;         /* (max items per batch) per-item values */
-    double *v_p;                 /* scratch: a patched run's values */
-    float *xL;                   /* (B, T, C) patched final residual */
-    unsigned char *dirty;        /* (T) */
-    float *rows, *logits;        /* (ROWS, C), (ROWS, V) */
+    int n0, nb; /* the current batch: pairs n0..n0+nb−1 */
+    int i0, ni; /* its items */
+    al_acts cl, co; /* the two runs of the batch */
+    int *tg; /* (B, T) target ids of the current batch, or NULL */
+    double *v_cl, *v_co; /* (max items per batch) per-item values */
+    double *v_p; /* scratch: a patched run's values */
+    float *xL; /* (B, T, C) patched final residual */
+    unsigned char *dirty; /* (T) */
+    float *rows, *logits; /* (ROWS, C), (ROWS, V) */
     unsigned char *xm, *zm, *qm, *am; /* masks (L+1,T) (L,H,T) (L,3,H,T) (L,H,T) */
-    float *syn;                  /* paths: synthesised qkv (L,B,T,3,H,D) or x (L+1,B,T,C) */
-    float *delta;                /* paths: (B, T, C) Δsender */
-    const al_patch_opts *o;      /* progress and stop */
+    float *syn; /* paths: synthesised qkv (L,B,T,3,H,D) or x (L+1,B,T,C) */
+    float *delta; /* paths: (B, T, C) Δsender */
+    const al_patch_opts *o; /* progress and stop */
     al_progress pg;
-    long done, total;            /* configurations x batches */
-    const char *what;            /* the progress line's label */
-    int n_cfg;                   /* configurations per batch */
-    double *it_cl, *it_co;       /* (n_items) or NULL: every item's value in the two runs,
+    long done, total; /* configurations x batches */
+    const char *what; /* the progress line's label */
+    int n_cfg; /* configurations per batch */
+    double *it_cl, *it_co; /* (n_items) or NULL: every item's value in the two runs,
                                   * kept by drive for the gap check */
-    al_delta_ws ws;              /* the incremental forwards' scratch */
+    al_delta_ws ws; /* the incremental forwards' scratch */
 } sweep;
 
 static void sweep_free(sweep *s) {
@@ -301,8 +316,8 @@ static void sweep_free(sweep *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int sweep_init(sweep *s, al_model *m, const al_pairs *t, const al_patch_opts *o,
-                      int paths, al_err *e) {
+static int sweep_init(sweep *s, al_model *m, const al_pairs *t, const al_patch_opts *o, int paths,
+                      al_err *e) {
     memset(s, 0, sizeof *s);
     const al_config *c = &m->cfg;
     if (al_patch_opts_check(o, e)) return -1;
@@ -359,8 +374,8 @@ static void clear_masks(sweep *s) {
 /* out[i] = the metric of the current batch's item i0+i from final
  * residual xL (nb, T, C), for items at positions with dirty[pos] (all
  * when dirty is NULL); the others get base[i]. */
-static void item_values(sweep *s, const float *xL, const unsigned char *dirty,
-                        const double *base, double *out) {
+static void item_values(sweep *s, const float *xL, const unsigned char *dirty, const double *base,
+                        double *out) {
     const al_pairs *t = s->t;
     int n = 0, idx[ROWS];
     for (int i = 0; i <= s->ni; i++) {
@@ -377,8 +392,7 @@ static void item_values(sweep *s, const float *xL, const unsigned char *dirty,
         }
         if (it) {
             memcpy(s->rows + (size_t)n * s->C,
-                   xL + ((size_t)(it->pair - s->n0) * s->T + it->pos) * s->C,
-                   sizeof(float) * s->C);
+                   xL + ((size_t)(it->pair - s->n0) * s->T + it->pos) * s->C, sizeof(float) * s->C);
             idx[n++] = i;
         }
         if (n == ROWS || (!it && n)) {
@@ -415,8 +429,7 @@ static int batch_begin(sweep *s, int n0, al_err *e) {
     const int *in[2] = {t->clean + off, t->corr + off};
     for (int k = 0; k < 2; k++) {
         runs[k]->B = s->nb; /* a short last batch: the cache's first nb rows */
-        if (al_model_forward(s->m, in[k], NULL, s->nb, s->T, e) ||
-            al_acts_save(s->m, runs[k], e))
+        if (al_model_forward(s->m, in[k], NULL, s->nb, s->T, e) || al_acts_save(s->m, runs[k], e))
             return -1;
         item_values(s, runs[k]->x + (size_t)s->L * s->nb * s->T * s->C, NULL, NULL, vals[k]);
     }
@@ -430,12 +443,12 @@ static int patched_sum(sweep *s, const al_acts *src, const float *syn_qkv, const
     int den = s->dir == AL_PATCH_DENOISE;
     const al_acts *base = den ? &s->co : &s->cl;
     const double *bv = den ? s->v_co : s->v_cl;
-    al_patch_spec sp = {syn_x ? syn_x : src->x, src->z, s->xm, s->zm,
+    al_patch_spec sp = {syn_x ? syn_x : src->x,       src->z,   s->xm, s->zm,
                         syn_qkv ? syn_qkv : src->qkv, src->att, s->qm, s->am};
     if (s->naive) {
         const int *in = (den ? s->t->corr : s->t->clean) + (size_t)s->n0 * s->T;
-        int rc = al_patch_hooks_add(s->m, &sp, e) ||
-                 al_model_forward(s->m, in, NULL, s->nb, s->T, e);
+        int rc =
+            al_patch_hooks_add(s->m, &sp, e) || al_model_forward(s->m, in, NULL, s->nb, s->T, e);
         al_hook_remove(s->m, &sp);
         if (rc) return -1;
         item_values(s, s->m->x + (size_t)s->L * s->nb * s->T * s->C, NULL, NULL, s->v_p);
@@ -606,8 +619,8 @@ static int eval_batch(sweep *s, void *ctx, double *sums, al_err *e) {
 
 int al_patch_eval(al_model *m, const al_pairs *t, const al_patch_opts *o,
                   const unsigned char *x_mask, const unsigned char *z_mask,
-                  const unsigned char *qkv_mask, const unsigned char *att_mask,
-                  double *m_patched, double *m_clean, double *m_corr, al_err *e) {
+                  const unsigned char *qkv_mask, const unsigned char *att_mask, double *m_patched,
+                  double *m_clean, double *m_corr, al_err *e) {
     sweep s;
     if (sweep_init(&s, m, t, o, 0, e)) return -1;
     size_t L = s.L, H = s.H, T = s.T;
@@ -658,8 +671,8 @@ int al_patch_gap(al_model *m, const al_pairs *t, const al_patch_opts *o, al_warn
 /* s->delta (nb, T, C) = sender snd's output on the source run minus on
  * the target run: embed rows of W_E, zero for pos (both runs have the
  * same positions), or zg·W_O of head l0.h0 (snd = 2 + l0·H + h0). */
-static void sender_delta(sweep *s, int snd, const al_acts *tgt, const al_acts *src,
-                         const int *tin, const int *sin) {
+static void sender_delta(sweep *s, int snd, const al_acts *tgt, const al_acts *src, const int *tin,
+                         const int *sin) {
     const al_model *m = s->m;
     int C = s->C, D = m->cfg.d_head, H = s->H;
     size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D;
@@ -696,8 +709,9 @@ static void synth_qkv(sweep *s, const al_acts *tgt, int ch, int l1, int h) {
     const al_model *m = s->m;
     int C = s->C, D = m->cfg.d_head, H = s->H;
     size_t rows = (size_t)s->nb * s->T, HD = (size_t)H * D, lay = rows * 3 * HD;
-    const float *w = ch == 0 ? al_head_wq(m, l1, h) : ch == 1 ? al_head_wk(m, l1, h)
-                                                              : al_head_wv(m, l1, h); /* (C, D) */
+    const float *w = ch == 0   ? al_head_wq(m, l1, h)
+                     : ch == 1 ? al_head_wk(m, l1, h)
+                               : al_head_wv(m, l1, h); /* (C, D) */
     float *sl = s->syn + (size_t)l1 * lay;
     memcpy(sl, tgt->qkv + (size_t)l1 * lay, sizeof(float) * lay);
     if (m->cfg.norm_type != AL_NORM_NONE) {
@@ -785,8 +799,10 @@ int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_path
     for (int ch = 0; buf && ch < 4; ch++)
         for (int snd = 0; snd < ns; snd++)
             for (int rr = 0; rr < W; rr++) {
-                if (al_paths_exists(L, H, ch, snd, rr)) n_cfg++;
-                else buf[((size_t)ch * ns + snd) * W + rr] = NAN;
+                if (al_paths_exists(L, H, ch, snd, rr))
+                    n_cfg++;
+                else
+                    buf[((size_t)ch * ns + snd) * W + rr] = NAN;
             }
     double *items = buf ? al_malloc(2 * (size_t)t->n_items, sizeof(double), e) : NULL;
     char label[64];

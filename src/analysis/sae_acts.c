@@ -18,7 +18,8 @@ typedef struct zgrab {
 static int zgrab_hook(al_hook_act *a, void *vctx, al_err *e) {
     zgrab *c = vctx;
     const size_t rows = (size_t)a->m->B * (size_t)a->m->T, d = (size_t)c->d;
-    for (size_t r = 0; r < rows; r++) memcpy(c->dst + r * d, a->data + r * a->ld, d * sizeof(float));
+    for (size_t r = 0; r < rows; r++)
+        memcpy(c->dst + r * d, a->data + r * a->ld, d * sizeof(float));
     c->done = 1;
     return al_errf(e, "forward stopped at the SAE site");
 }
@@ -26,8 +27,10 @@ static int zgrab_hook(al_hook_act *a, void *vctx, al_err *e) {
 int al_sae_features_acts(al_model *m, al_sae *s, const al_sae_meta *meta, const int *features,
                          int nf, const int *tokens, int B, int T, float *out, al_err *e) {
     if (meta->site != AL_SAE_SITE_Z)
-        return al_errf(e, "only SAEs on a layer's z have per-head features (this one reads the "
-                       "residual stream of layer %d)", meta->hook_layer);
+        return al_errf(e,
+                       "only SAEs on a layer's z have per-head features (this one reads the "
+                       "residual stream of layer %d)",
+                       meta->hook_layer);
     if (al_sae_fits_model(s, meta, &m->cfg, NULL, e) != 0) return -1;
     if (nf < 1) return al_errf(e, "no feature asked for");
     for (int j = 0; j < nf; j++)
@@ -84,7 +87,8 @@ int al_sae_features_acts(al_model *m, al_sae *s, const al_sae_meta *meta, const 
     /* a repeated feature: its later columns copy the first */
     for (int j = 0; rc == 0 && s->cfg.arch == AL_SAE_TOPK && j < nf; j++)
         if (col[features[j]] != j)
-            for (size_t r = 0; r < (size_t)B * T; r++) out[r * nf + j] = out[r * nf + col[features[j]]];
+            for (size_t r = 0; r < (size_t)B * T; r++)
+                out[r * nf + j] = out[r * nf + col[features[j]]];
     free(z);
     free(col);
     return rc;

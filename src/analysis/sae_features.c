@@ -54,7 +54,7 @@ void al_sae_feat_result_free(al_sae_feat_result *r) {
 
 typedef struct zcap {
     int d;
-    float *dst;  /* (B·T, d) */
+    float *dst; /* (B·T, d) */
     int stopped;
 } zcap;
 
@@ -62,7 +62,8 @@ typedef struct zcap {
 static int zcap_hook(al_hook_act *a, void *vctx, al_err *e) {
     zcap *c = vctx;
     const size_t rows = (size_t)a->m->B * (size_t)a->m->T, d = (size_t)c->d;
-    for (size_t r = 0; r < rows; r++) memcpy(c->dst + r * d, a->data + r * a->ld, d * sizeof(float));
+    for (size_t r = 0; r < rows; r++)
+        memcpy(c->dst + r * d, a->data + r * a->ld, d * sizeof(float));
     c->stopped = 1;
     return al_errf(e, "forward stopped at the SAE site");
 }
@@ -120,8 +121,10 @@ static void extremes(const double *x, int n, int m, int up, int *tok, float *val
         int at = have;
         while (at > 0) {
             double z = up ? (double)x[tok[at - 1]] : -(double)x[tok[at - 1]];
-            if (y > z) at--;
-            else break;
+            if (y > z)
+                at--;
+            else
+                break;
         }
         if (at >= m) continue;
         int last = have < m ? have : m - 1;
@@ -145,8 +148,9 @@ static int alloc_result(al_sae_feat_result *r, al_err *e) {
     r->ctx = al_malloc(F * r->top_n, sizeof *r->ctx, e);
     r->up_tok = al_calloc(F * r->logit_n * 2, sizeof(int), e);
     r->up_val = al_calloc(F * r->logit_n * 2, sizeof(float), e);
-    if (!r->fired || !r->first_fired || !r->next_token || !r->induction || !r->head_auroc || !r->density ||
-        !r->contrib || !r->ctx || !r->up_tok || !r->up_val) return -1;
+    if (!r->fired || !r->first_fired || !r->next_token || !r->induction || !r->head_auroc ||
+        !r->density || !r->contrib || !r->ctx || !r->up_tok || !r->up_val)
+        return -1;
     r->mean_act = r->density + F;
     r->max_act = r->density + 2 * F;
     r->first_mean = r->density + 3 * F;
@@ -220,8 +224,11 @@ static int text_pass(al_model *m, al_sae *s, const al_sae_meta *meta, const al_t
                     if (v > r->max_act[i]) r->max_act[i] = v;
                     size_t start = (size_t)((double)w * (double)span / (double)o->windows);
                     if (start >= span) start = span - 1;
-                    al_sae_feat_ctx c = {.window = w, .offset = (long)start, .pos = t,
-                                         .token = in[row], .act = v};
+                    al_sae_feat_ctx c = {.window = w,
+                                         .offset = (long)start,
+                                         .pos = t,
+                                         .token = in[row],
+                                         .act = v};
                     ctx_insert(r->ctx + (size_t)i * r->top_n, r->top_n, &c);
                     const float *wi = wt + (size_t)i * d;
                     for (int h = 0; h < H; h++) {
@@ -245,8 +252,7 @@ static int text_pass(al_model *m, al_sae *s, const al_sae_meta *meta, const al_t
             tot += c;
         }
         for (int h = 0; h < H; h++)
-            r->share[(size_t)i * H + h] =
-                tot != 0 ? r->contrib[(size_t)i * H + h] / tot : NAN;
+            r->share[(size_t)i * H + h] = tot != 0 ? r->contrib[(size_t)i * H + h] / tot : NAN;
     }
     rc = 0;
 out:
@@ -278,10 +284,10 @@ static double binom_half_tail(long k, long n) {
  * the first and second occurrence and the AUROC of its code between them;
  * per head the AUROC of its z norm. Codes are kept sparsely, (feature,
  * half, value) per firing, then bucketed by feature. */
-static int probe_pass(al_model *m, al_sae *s, const al_sae_meta *meta,
-                      const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
-    const int R = r->probe_r, N = r->probe_n, Tp = 2 * R + 1, d = s->cfg.d_in,
-              F = s->cfg.d_sae, H = r->H, D = d / H;
+static int probe_pass(al_model *m, al_sae *s, const al_sae_meta *meta, const al_sae_feat_opts *o,
+                      al_sae_feat_result *r, al_err *e) {
+    const int R = r->probe_r, N = r->probe_n, Tp = 2 * R + 1, d = s->cfg.d_in, F = s->cfg.d_sae,
+              H = r->H, D = d / H;
     const long half = (long)N * R;
     al_probe p;
     if (al_probe_make(&p, R, N, o->probe_seed, m->cfg.d_vocab, o->bos, NULL, e) != 0) return -1;
@@ -392,8 +398,10 @@ static int probe_pass(al_model *m, al_sae *s, const al_sae_meta *meta,
             long n1 = r->first_fired[i], n2 = r->second_fired[i], a = 0, b = 0, best = 0;
             int bt = -1;
             for (size_t k = at[i]; k < at[i + 1]; k++) {
-                if (sh[k]) sb[b++] = sv[k];
-                else sa[a++] = sv[k];
+                if (sh[k])
+                    sb[b++] = sv[k];
+                else
+                    sa[a++] = sv[k];
                 if (snx[k] >= 0 && ++tc[snx[k]] > best) best = tc[snx[k]], bt = snx[k];
             }
             for (size_t k = at[i]; k < at[i + 1]; k++)
@@ -449,8 +457,8 @@ out:
  * through the layer's W_O, then ln_final as it reads a direction with its
  * scale frozen at 1 (centred, times w: al_sae_feat_ln_note), then W_U.
  * Biases add the same to every feature and are left out. */
-static int logit_pass(al_model *m, const al_sae *s, const al_sae_meta *meta,
-                      al_sae_feat_result *r, al_err *e) {
+static int logit_pass(al_model *m, const al_sae *s, const al_sae_meta *meta, al_sae_feat_result *r,
+                      al_err *e) {
     const int C = m->cfg.d_model, V = m->cfg.d_vocab, H = r->H, d = s->cfg.d_in, D = d / H;
     double *res = al_malloc((size_t)C, sizeof(double), e);
     double *lg = al_malloc((size_t)V, sizeof(double), e);
@@ -516,8 +524,10 @@ int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const a
     memset(r, 0, sizeof *r);
     if (al_sae_feat_opts_check(o, e) != 0) return -1;
     if (meta->site != AL_SAE_SITE_Z)
-        return al_errf(e, "sae features: only SAEs on a layer's z are supported (this one reads "
-                       "the residual stream of layer %d)", meta->hook_layer);
+        return al_errf(e,
+                       "sae features: only SAEs on a layer's z are supported (this one reads "
+                       "the residual stream of layer %d)",
+                       meta->hook_layer);
     if (al_sae_fits_model(s, meta, &m->cfg, NULL, e) != 0) return -1;
     if (T < 2 || T > m->cfg.n_ctx)
         return al_errf(e, "sae features need windows of 2..%d tokens (got %d)", m->cfg.n_ctx, T);
@@ -525,8 +535,7 @@ int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const a
         return al_errf(e, "windows of %d tokens need at least %d tokens; the data has %zu", T,
                        T + 1, data->n);
     if (data->max_id >= m->cfg.d_vocab)
-        return al_errf(e, "token id %d in the data is >= d_vocab %d", data->max_id,
-                       m->cfg.d_vocab);
+        return al_errf(e, "token id %d in the data is >= d_vocab %d", data->max_id, m->cfg.d_vocab);
     int R;
     if (al_sae_feat_probe_r(o, m->cfg.n_ctx, &R, e)) return -1;
     double t0 = al_now();

@@ -11,7 +11,8 @@
 static void text_half(const al_probe_src *src, int R, int special_id, al_rng *r, int *row) {
     size_t span = src->n_text - (size_t)R + 1, start = 0;
     for (int tries = 0; tries < 64; tries++) {
-        start = span > 0xffffffffu ? (size_t)(al_rng_u64(r) % span) : al_rng_below(r, (uint32_t)span);
+        start =
+            span > 0xffffffffu ? (size_t)(al_rng_u64(r) % span) : al_rng_below(r, (uint32_t)span);
         int clean = 1;
         for (int i = 0; i < R && clean; i++) clean = src->text[start + i] != special_id;
         if (clean) break;
@@ -51,8 +52,8 @@ int al_probe_r_default(int probe_r, int n_ctx) {
     return r < 50 ? r : 50;
 }
 
-int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
-                  int special_id, const al_probe_src *src, al_err *e) {
+int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab, int special_id,
+                  const al_probe_src *src, al_err *e) {
     memset(p, 0, sizeof *p);
     if (R < 2 || N < 1) return al_errf(e, "probe needs R >= 2 and N >= 1 (got R %d, N %d)", R, N);
     if (d_vocab < 3) return al_errf(e, "probe needs a vocabulary of at least 3 tokens");
@@ -64,7 +65,8 @@ int al_probe_make(al_probe *p, int R, int N, uint64_t seed, int d_vocab,
                            src->n_text, R, R + 1);
         for (size_t i = 0; i < src->n_text; i++)
             if (src->text[i] >= d_vocab)
-                return al_errf(e, "the probe's text holds id %d, outside the model's vocabulary "
+                return al_errf(e,
+                               "the probe's text holds id %d, outside the model's vocabulary "
                                "(0..%d): was it encoded with another tokenizer?",
                                src->text[i], d_vocab - 1);
         allowed = NULL;
@@ -144,8 +146,7 @@ static void accumulate(const al_model *m, const int *in, int B, int R, unsigned 
     }
 }
 
-int al_probe_run(al_model *m, const al_probe *p, int batch,
-                 al_probe_scores *out, al_err *e) {
+int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out, al_err *e) {
     memset(out, 0, sizeof *out);
     int L = m->cfg.n_layers, H = m->cfg.n_heads, R = p->R, T = 2 * R + 1;
     if (T > m->cfg.n_ctx)
@@ -220,10 +221,11 @@ al_icl_range al_icl_ranges(int T) {
     return r;
 }
 
-int al_icl_score(const float *losses, const int *targets, int rows, int T,
-                 double *early, double *late, double *score, double *se, al_err *e) {
+int al_icl_score(const float *losses, const int *targets, int rows, int T, double *early,
+                 double *late, double *score, double *se, al_err *e) {
     al_icl_range r = al_icl_ranges(T);
-    if (T < 5) return al_errf(e, "in-context learning score needs windows of >= 5 tokens (got %d)", T);
+    if (T < 5)
+        return al_errf(e, "in-context learning score needs windows of >= 5 tokens (got %d)", T);
     double s_e = 0, s_l = 0, d_sum = 0, d_sq = 0;
     long ne = 0, nl = 0, nd = 0;
     for (int b = 0; b < rows; b++) {
@@ -241,19 +243,21 @@ int al_icl_score(const float *losses, const int *targets, int rows, int T,
             d_sum += d, d_sq += d * d, nd++;
         }
     }
-    if (!ne || !nl) return al_errf(e, "in-context learning score: no targets in the early or late positions");
+    if (!ne || !nl)
+        return al_errf(e, "in-context learning score: no targets in the early or late positions");
     *early = s_e / ne;
     *late = s_l / nl;
     *score = *late - *early;
     if (se) {
-        double mean = nd ? d_sum / nd : 0, var = nd > 1 ? (d_sq - nd * mean * mean) / (nd - 1) : NAN;
+        double mean = nd ? d_sum / nd : 0,
+               var = nd > 1 ? (d_sq - nd * mean * mean) / (nd - 1) : NAN;
         *se = nd > 1 ? sqrt(var > 0 ? var : 0) / sqrt((double)nd) : NAN;
     }
     return 0;
 }
 
-int al_copy_positions(const int *inputs, const int *targets, int rows, int T,
-                      int d_vocab, unsigned char *out, al_err *e) {
+int al_copy_positions(const int *inputs, const int *targets, int rows, int T, int d_vocab,
+                      unsigned char *out, al_err *e) {
     /* seen[id] == row+1 marks ids met in this row: no clearing per row */
     int *seen = al_calloc((size_t)d_vocab, sizeof(int), e);
     if (!seen) return -1;
@@ -263,8 +267,9 @@ int al_copy_positions(const int *inputs, const int *targets, int rows, int T,
             int x = inputs[i], y = targets[i];
             if (x < 0 || x >= d_vocab || y >= d_vocab) {
                 free(seen);
-                return al_errf(e, "token id %d at row %d position %d is outside the vocabulary (d_vocab %d)",
-                               x < 0 || x >= d_vocab ? x : y, b, t, d_vocab);
+                return al_errf(
+                    e, "token id %d at row %d position %d is outside the vocabulary (d_vocab %d)",
+                    x < 0 || x >= d_vocab ? x : y, b, t, d_vocab);
             }
             seen[x] = b + 1;
             out[i] = y >= 0 && seen[y] == b + 1;

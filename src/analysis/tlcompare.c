@@ -32,8 +32,8 @@ static int capture_fn(al_hook_act *a, void *ctx, al_err *e) {
     if (!dst || a->input >= 0) return 0;
     const al_config *k = &a->m->cfg;
     int64_t shape[4];
-    int nd = al_hook_shape(a->point, c->B, c->T, k->d_model, k->n_heads, k->d_head, k->d_vocab,
-                           shape);
+    int nd =
+        al_hook_shape(a->point, c->B, c->T, k->d_model, k->n_heads, k->d_head, k->d_vocab, shape);
     size_t total = 1, len = row_len(a->point, nd, shape), ld = a->ld ? a->ld : len;
     for (int i = 0; i < nd; i++) total *= (size_t)shape[i];
     for (size_t r = 0; r < total / len; r++)
@@ -65,7 +65,9 @@ static int check_processing(const al_st_file *f, const al_model *m, const char *
         char nm[64];
         snprintf(nm, sizeof nm, "%.*s", (int)(k < 63 ? k : 63), s);
         unsigned b = al_process_parse(nm);
-        if (!b && k) return al_errf(e, "%s: metadata processing names '%s', no step of TransformerLens's", path, nm);
+        if (!b && k)
+            return al_errf(e, "%s: metadata processing names '%s', no step of TransformerLens's",
+                           path, nm);
         bits |= b;
         s += k + (s[k] == ',');
     }
@@ -74,14 +76,15 @@ static int check_processing(const al_st_file *f, const al_model *m, const char *
     size_t n = 0;
     for (unsigned b = 1; b <= AL_PROC_FOLD_VALUE_BIASES; b <<= 1)
         if (m->cfg.processed & b)
-            n += (size_t)snprintf(mine + n, sizeof mine - n, "%s%s", n ? "," : "", al_process_name(b));
-    return al_errf(e, "%s was made from weights processed with '%s' but this model's are processed "
-                      "with '%s': import it with the same processing (--no-fold-ln etc.)",
+            n += (size_t)snprintf(mine + n, sizeof mine - n, "%s%s", n ? "," : "",
+                                  al_process_name(b));
+    return al_errf(e,
+                   "%s was made from weights processed with '%s' but this model's are processed "
+                   "with '%s': import it with the same processing (--no-fold-ln etc.)",
                    path, p, n ? mine : "none");
 }
 
-int al_compare_run(al_model *m, const char *ref_path, double tol, al_compare_result *r,
-                   al_err *e) {
+int al_compare_run(al_model *m, const char *ref_path, double tol, al_compare_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
     r->worst_row = -1;
     al_st_file *f;
@@ -119,7 +122,8 @@ int al_compare_run(al_model *m, const char *ref_path, double tol, al_compare_res
         int l = 0;
         if (strcmp(t->name, "logits") && al_hook_parse(t->name, L, &p, &l, e)) goto done;
         if (p == AL_HOOK_Q_INPUT || p == AL_HOOK_K_INPUT || p == AL_HOOK_V_INPUT) {
-            int w = snprintf(r->skipped + ns, sizeof r->skipped - ns, "%s%s", ns ? "," : "", t->name);
+            int w =
+                snprintf(r->skipped + ns, sizeof r->skipped - ns, "%s%s", ns ? "," : "", t->name);
             if (w > 0 && ns + (size_t)w < sizeof r->skipped) ns += (size_t)w;
             continue;
         }
@@ -127,10 +131,11 @@ int al_compare_run(al_model *m, const char *ref_path, double tol, al_compare_res
         int nd = al_hook_shape(p, B, T, c->d_model, c->n_heads, c->d_head, c->d_vocab, shape);
         int same = t->dtype == AL_DT_F32 && t->ndim == nd;
         size_t total = 1;
-        for (int d = 0; same && d < nd; d++) same = t->shape[d] == shape[d], total *= (size_t)shape[d];
+        for (int d = 0; same && d < nd; d++)
+            same = t->shape[d] == shape[d], total *= (size_t)shape[d];
         if (!same) {
-            al_errf(e, "%s: tensor %s is not F32 of this model's shape for its hook point", ref_path,
-                    t->name);
+            al_errf(e, "%s: tensor %s is not F32 of this model's shape for its hook point",
+                    ref_path, t->name);
             goto done;
         }
         float **slot = &cap.buf[(size_t)p * L + l];

@@ -43,8 +43,9 @@ static int enter(al_api_model *h, char *err, size_t cap) {
         return -1;
     }
     if (atomic_exchange(&h->busy, 1)) {
-        put_err(err, cap, "the model is busy: one call at a time per model (a hook, or another "
-                          "thread, is inside a forward of it)");
+        put_err(err, cap,
+                "the model is busy: one call at a time per model (a hook, or another "
+                "thread, is inside a forward of it)");
         return -1;
     }
     return 0;
@@ -137,7 +138,8 @@ int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
     if (enter(h, err, ecap)) return -1;
     al_model *m = &h->m;
     int rc = al_model_forward(m, ids, NULL, B, T, &e);
-    if (rc) put_err(err, ecap, e.msg);
+    if (rc)
+        put_err(err, ecap, e.msg);
     else {
         if (probs) memcpy(probs, m->probs, sizeof(float) * (size_t)B * T * m->cfg.d_vocab);
         if (logits) last_logits(m, logits);
@@ -146,8 +148,8 @@ int al_api_forward(al_api_model *h, const int *ids, int B, int T, float *logits,
     return rc;
 }
 
-int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks,
-                 double max_mb, const char *path, char *err, size_t ecap) {
+int al_api_cache(al_api_model *h, const int *ids, int B, int T, const char *hooks, double max_mb,
+                 const char *path, char *err, size_t ecap) {
     al_err e;
     if (al_api_check_cache(hooks, max_mb, err, ecap) || enter(h, err, ecap)) return -1;
     int rc = al_cache_write(&h->m, ids, B, T, hooks, (size_t)(max_mb * 1e6), h->sha, path, &e);
@@ -199,12 +201,12 @@ typedef struct api_slot {
 /* Offset in floats of element (i0, i1, i2, i3) of a view padded to 4
  * dims (leading dims of size 1). */
 #define VIEW_FOR(S, D, OFF, BODY)                                                                  \
-    for (int64_t i0 = 0; i0 < S[0]; i0++)                                                        \
-        for (int64_t i1 = 0; i1 < S[1]; i1++)                                                    \
-            for (int64_t i2 = 0; i2 < S[2]; i2++)                                                \
-                for (int64_t i3 = 0; i3 < S[3]; i3++) {                                          \
-                    size_t OFF = (size_t)(i0 * D[0] + i1 * D[1] + i2 * D[2] + i3 * D[3]);        \
-                    BODY                                                                         \
+    for (int64_t i0 = 0; i0 < S[0]; i0++)                                                          \
+        for (int64_t i1 = 0; i1 < S[1]; i1++)                                                      \
+            for (int64_t i2 = 0; i2 < S[2]; i2++)                                                  \
+                for (int64_t i3 = 0; i3 < S[3]; i3++) {                                            \
+                    size_t OFF = (size_t)(i0 * D[0] + i1 * D[1] + i2 * D[2] + i3 * D[3]);          \
+                    BODY                                                                           \
                 }
 
 /* The engine hook behind each registration: copy the view, call the
@@ -302,8 +304,10 @@ static int logprob_pos(int64_t pos, int64_t T, al_err *e) {
 
 static int logprob_target(int64_t target, int64_t b, int V, al_err *e) {
     if (target < 0 || target >= V)
-        return al_errf(e, "target id %" PRId64 " (sequence %" PRId64 ") is outside the vocabulary "
-                       "(d_vocab %d)", target, b, V);
+        return al_errf(e,
+                       "target id %" PRId64 " (sequence %" PRId64 ") is outside the vocabulary "
+                       "(d_vocab %d)",
+                       target, b, V);
     return 0;
 }
 
@@ -449,8 +453,10 @@ int al_api_grads(al_api_model *h, int metric, int pos, const int *target, const 
         }
         al_hook_name(points[i], layers[i], nm, sizeof nm);
         if (!grad_point(points[i])) {
-            al_errf(&e, "no gradient at %s: resid_pre, resid_post, q, k, v, pattern, z and result "
-                        "have one", nm);
+            al_errf(&e,
+                    "no gradient at %s: resid_pre, resid_post, q, k, v, pattern, z and result "
+                    "have one",
+                    nm);
             goto out;
         }
         int p = points[i];

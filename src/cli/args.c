@@ -18,7 +18,8 @@ int al_flag_unknown(const al_flag *flags, const char *name, size_t len, al_err *
     int n = 0;
     for (const al_flag *f = flags; f && f->name && n < 256; f++) names[n++] = f->name;
     const char *near = al_nearest_word(name, len, names, n);
-    if (near) return al_errf(e, "unknown option '--%.*s' (did you mean --%s?)", (int)len, name, near);
+    if (near)
+        return al_errf(e, "unknown option '--%.*s' (did you mean --%s?)", (int)len, name, near);
     return al_errf(e, "unknown option '--%.*s'", (int)len, name);
 }
 
@@ -26,9 +27,7 @@ static int set_value(al_flag *f, const char *v, al_err *e) {
     char *end;
     errno = 0;
     switch (f->type) {
-    case AL_STR:
-        *(const char **)f->dst = v;
-        return 0;
+    case AL_STR: *(const char **)f->dst = v; return 0;
     case AL_INT: {
         long x = strtol(v, &end, 10);
         if (*v == 0 || *end || errno || x < -2147483647L || x > 2147483647L)
@@ -51,14 +50,13 @@ static int set_value(al_flag *f, const char *v, al_err *e) {
         *(double *)f->dst = x;
         return 0;
     }
-    case AL_BOOL:
-        break;
+    case AL_BOOL: break;
     }
     return al_errf(e, "--%s takes no value", f->name);
 }
 
-int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos,
-                   int max_pos, int *npos, al_err *e) {
+int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos, int max_pos, int *npos,
+                   al_err *e) {
     if (npos) *npos = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -83,8 +81,7 @@ int al_flags_parse(al_flag *flags, int argc, char **argv, const char **pos,
         const char *v = eq ? eq + 1 : NULL;
         if (!v) {
             if (i + 1 >= argc)
-                return al_errf(e, "--%s needs a value (%s)", f->name,
-                               f->meta ? f->meta : "VALUE");
+                return al_errf(e, "--%s needs a value (%s)", f->name, f->meta ? f->meta : "VALUE");
             v = argv[++i];
         }
         if (set_value(f, v, e) != 0) return -1;
@@ -106,7 +103,8 @@ void al_flags_save(const al_flag *flags, al_flag_val *vals) {
         vals->seen = f->seen;
         switch (f->type) {
         case AL_STR: vals->v.s = *(const char **)f->dst; break;
-        case AL_INT: case AL_BOOL: vals->v.i = *(int *)f->dst; break;
+        case AL_INT:
+        case AL_BOOL: vals->v.i = *(int *)f->dst; break;
         case AL_FLOAT: vals->v.d = *(double *)f->dst; break;
         case AL_U64: vals->v.u = *(uint64_t *)f->dst; break;
         }
@@ -118,7 +116,8 @@ void al_flags_restore(al_flag *flags, const al_flag_val *vals) {
         f->seen = vals->seen;
         switch (f->type) {
         case AL_STR: *(const char **)f->dst = vals->v.s; break;
-        case AL_INT: case AL_BOOL: *(int *)f->dst = vals->v.i; break;
+        case AL_INT:
+        case AL_BOOL: *(int *)f->dst = vals->v.i; break;
         case AL_FLOAT: *(double *)f->dst = vals->v.d; break;
         case AL_U64: *(uint64_t *)f->dst = vals->v.u; break;
         }
@@ -134,9 +133,7 @@ static void format_default(const al_flag *f, char *buf, size_t cap) {
         break;
     }
     case AL_INT: snprintf(buf, cap, " (default: %d)", *(int *)f->dst); break;
-    case AL_U64:
-        snprintf(buf, cap, " (default: %" PRIu64 ")", *(uint64_t *)f->dst);
-        break;
+    case AL_U64: snprintf(buf, cap, " (default: %" PRIu64 ")", *(uint64_t *)f->dst); break;
     case AL_FLOAT: /* NaN: no default, the help says what happens instead */
         if (!isnan(*(double *)f->dst)) snprintf(buf, cap, " (default: %g)", *(double *)f->dst);
         break;
@@ -145,8 +142,8 @@ static void format_default(const al_flag *f, char *buf, size_t cap) {
 }
 
 void al_command_help(FILE *out, const al_command *cmd) {
-    fprintf(out, "usage: attnlab %s %s\n\n%s\n", cmd->name,
-            cmd->usage ? cmd->usage : "[options]", cmd->summary);
+    fprintf(out, "usage: attnlab %s %s\n\n%s\n", cmd->name, cmd->usage ? cmd->usage : "[options]",
+            cmd->summary);
     if (cmd->description) fprintf(out, "\n%s\n", cmd->description);
     if (cmd->flags && cmd->flags->name) fprintf(out, "\noptions:\n");
     for (const al_flag *f = cmd->flags; f && f->name; f++) {
@@ -154,8 +151,7 @@ void al_command_help(FILE *out, const al_command *cmd) {
         snprintf(left, sizeof left, "--%s%s%s", f->name, f->meta ? " " : "",
                  f->meta ? f->meta : "");
         format_default(f, def, sizeof def);
-        fprintf(out, "  %-26s %s%s%s\n", left, f->help,
-                f->required ? " (required)" : def, "");
+        fprintf(out, "  %-26s %s%s%s\n", left, f->help, f->required ? " (required)" : def, "");
     }
 }
 
@@ -165,7 +161,6 @@ int al_cli_error(const al_err *e) {
 }
 
 int al_cli_usage(const al_command *cmd, const al_err *e) {
-    fprintf(stderr, "attnlab %s: %s (see 'attnlab help %s')\n", cmd->name,
-            e->msg, cmd->name);
+    fprintf(stderr, "attnlab %s: %s (see 'attnlab help %s')\n", cmd->name, e->msg, cmd->name);
     return 2;
 }

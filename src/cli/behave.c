@@ -29,8 +29,7 @@ static int trained_len(const char *dir, int n_ctx) {
     if (al_ckpt_read_state(dir, &st, &e) != 0) return n_ctx;
     cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
-    if (cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble < n_ctx)
-        T = (int)j->valuedouble;
+    if (cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble < n_ctx) T = (int)j->valuedouble;
     cJSON_Delete(o);
     al_state_free(&st);
     return T;
@@ -49,9 +48,10 @@ static char *state_file(const char *model_dir, const char *key, const char *whic
     al_train_state st;
     int rc = al_ckpt_read_state(model_dir, &st, e);
     if (rc == 1) {
-        al_errf(e, "--probe-tokens %s: %s has no state.json naming its %s; give the token file "
-                "instead (--probe-tokens %sFILE.bin)", which, model_dir,
-                strcmp(key, "val") ? "training data" : "validation data",
+        al_errf(e,
+                "--probe-tokens %s: %s has no state.json naming its %s; give the token file "
+                "instead (--probe-tokens %sFILE.bin)",
+                which, model_dir, strcmp(key, "val") ? "training data" : "validation data",
                 strcmp(key, "val") ? "" : "text:");
         return NULL;
     }
@@ -66,11 +66,14 @@ static char *state_file(const char *model_dir, const char *key, const char *whic
     cJSON_Delete(o);
     al_state_free(&st);
     if (!path) {
-        if (named) al_errf(e, "out of memory");
+        if (named)
+            al_errf(e, "out of memory");
         else
-            al_errf(e, "--probe-tokens %s: the state.json of %s names no %s file; give the token "
-                    "file instead (--probe-tokens %sFILE.bin)", which, model_dir,
-                    strcmp(key, "val") ? "training data" : "validation", strcmp(key, "val") ? "" : "text:");
+            al_errf(e,
+                    "--probe-tokens %s: the state.json of %s names no %s file; give the token "
+                    "file instead (--probe-tokens %sFILE.bin)",
+                    which, model_dir, strcmp(key, "val") ? "training data" : "validation",
+                    strcmp(key, "val") ? "" : "text:");
     }
     return path;
 }
@@ -133,24 +136,29 @@ int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_d
                           "(text:FILE.bin), or say text for the model's validation file");
     char *path = NULL;
     const char *file = which;
-    if (seen) file = train_data ? train_data : (path = state_file(model_dir, "data", which, e));
+    if (seen)
+        file = train_data ? train_data : (path = state_file(model_dir, "data", which, e));
     else if (strcmp(which, "text") == 0)
         file = val_data ? val_data : (path = state_file(model_dir, "val", which, e));
-    else if (text) file = which + 5;
+    else if (text)
+        file = which + 5;
     if (!file) return -1;
     int rc = al_tokens_load(file, &pl->text, e);
     if (rc == 0 && text) {
         int n = 0;
         unsigned char *ids = al_tokens_present(&pl->text, 65536, &n, e);
-        if (!ids) rc = -1;
+        if (!ids)
+            rc = -1;
         else if (pl->text.max_id >= d_vocab)
-            rc = al_errf(e, "%s holds id %d, outside the model's vocabulary (0..%d): encoded "
-                         "with another tokenizer?", file, pl->text.max_id, d_vocab - 1);
+            rc = al_errf(e,
+                         "%s holds id %d, outside the model's vocabulary (0..%d): encoded "
+                         "with another tokenizer?",
+                         file, pl->text.max_id, d_vocab - 1);
         free(ids);
         pl->n_ids = n;
         pl->src.text = pl->text.tok, pl->src.n_text = pl->text.n;
-        snprintf(pl->what, sizeof pl->what, "windows of the text of %s (%zu tokens, %d distinct ids)",
-                 file, pl->text.n, n);
+        snprintf(pl->what, sizeof pl->what,
+                 "windows of the text of %s (%zu tokens, %d distinct ids)", file, pl->text.n, n);
     } else if (rc == 0) {
         pl->allowed = al_tokens_present(&pl->text, d_vocab, &pl->n_ids, e);
         rc = pl->allowed ? 0 : -1;
@@ -204,8 +212,8 @@ static int load(al_behave *b, const char *dir, al_err *e) {
     return 0;
 }
 
-int al_behave_load(al_behave *b, const char *model_dir, const char *mask_path,
-                   const char *db, al_err *e) {
+int al_behave_load(al_behave *b, const char *model_dir, const char *mask_path, const char *db,
+                   al_err *e) {
     memset(b, 0, sizeof *b);
     b->dir = model_dir;
     if (al_store_open(db, &b->st, e) || load(b, model_dir, e)) goto fail;
@@ -251,9 +259,8 @@ int al_behave_begin(al_behave *b, const char *kind, const al_flag *flags, al_err
     return rc ? -1 : 0;
 }
 
-int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path,
-                   const char *db, const char *kind, const al_flag *flags,
-                   al_err *e) {
+int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path, const char *db,
+                   const char *kind, const al_flag *flags, al_err *e) {
     if (al_behave_load(b, model_dir, mask_path, db, e)) return -1;
     if (al_behave_begin(b, kind, flags, e) == 0) return 0;
     al_behave_close(b);
@@ -266,8 +273,7 @@ int al_behave_bos(const al_behave *b) {
     return id < b->m.cfg.d_vocab ? id : -1;
 }
 
-int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
-                     al_err *e) {
+int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T, al_err *e) {
     if (al_tokens_load(path, d, e)) return -1;
     if (d->n < 6) {
         al_tokens_free(d);
@@ -281,14 +287,15 @@ int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
     }
     *T = d->n - 1 < (size_t)b->train_T ? (int)(d->n - 1) : b->train_T;
     if (b->train_T < b->m.cfg.n_ctx)
-        fprintf(stderr, "attnlab: note: the model was trained on %d-token sequences (n_ctx %d); "
-                        "validation windows are %d tokens\n",
+        fprintf(stderr,
+                "attnlab: note: the model was trained on %d-token sequences (n_ctx %d); "
+                "validation windows are %d tokens\n",
                 b->train_T, b->m.cfg.n_ctx, *T);
     return 0;
 }
 
-int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al_tokens *val,
-                      int T, int batches, int batch, al_err *e) {
+int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al_tokens *val, int T,
+                      int batches, int batch, al_err *e) {
     al_circuit_run *cr = al_malloc(1, sizeof *cr, e);
     if (!cr) return -1;
     if (al_circuit_run_open(cr, &b->m, path, fill, val, T, batches, batch, e)) {
@@ -301,13 +308,15 @@ int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al
 
 void al_behave_print_circuit(const al_behave *b, const char *path) {
     char buf[256];
-    if (b->circ) printf("circuit %s: %s\n", path, al_circuit_run_describe(b->circ, buf, sizeof buf));
+    if (b->circ)
+        printf("circuit %s: %s\n", path, al_circuit_run_describe(b->circ, buf, sizeof buf));
 }
 
 void al_behave_warn_probe(const al_behave *b, int len) {
     if (len > b->train_T && len <= b->m.cfg.n_ctx)
-        fprintf(stderr, "attnlab: warning: the probe is %d tokens but the model was trained "
-                        "on %d-token sequences; lower --probe-r to stay within them\n",
+        fprintf(stderr,
+                "attnlab: warning: the probe is %d tokens but the model was trained "
+                "on %d-token sequences; lower --probe-r to stay within them\n",
                 len, b->train_T);
 }
 
@@ -358,4 +367,3 @@ int *al_by_magnitude(const double *v, int n) {
         if (isnan(v[i])) idx[m++] = i;
     return idx;
 }
-

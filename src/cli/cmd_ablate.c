@@ -29,36 +29,37 @@ typedef struct ablate_args {
     al_ablate_opts o;
     int show; /* pairs printed */
     const char *circuit, *fill; /* --circuit FILE --fill corrupted|mean */
-    const char *probe_tokens;   /* all | seen | a token file (al_probe_tokens) */
+    const char *probe_tokens; /* all | seen | a token file (al_probe_tokens) */
 } ablate_args;
 
 #define ABLATE_ARGS_INIT                                                                           \
-    {AL_AN_WHERE_INIT, AL_ABLATE_OPTS_INIT, 10, NULL, AL_FILL_DEFAULT, AL_PROBE_TOKENS_DEFAULT}
+    { AL_AN_WHERE_INIT, AL_ABLATE_OPTS_INIT, 10, NULL, AL_FILL_DEFAULT, AL_PROBE_TOKENS_DEFAULT }
 static ablate_args g = ABLATE_ARGS_INIT;
 
-static al_flag flags[] = {
-    AL_FLAG_MODEL(g),
-    AL_FLAG_DB(g),
-    {"data", AL_STR, &g.w.data, "VAL.bin", "validation tokens (windows of the trained length)", 1, 0},
-    {"heads", AL_STR, &g.o.heads, "LIST", "ablate this set of heads together, e.g. 0.3,1.4", 0, 0},
-    {"each", AL_BOOL, &g.o.each, NULL, "ablate every head alone (the default)", 0, 0},
-    {"pairs", AL_BOOL, &g.o.pairs, NULL,
-     "every head alone and every pair (2 layers: the cross-layer pairs), with interactions", 0, 0},
-    {"method", AL_STR, &g.o.method, "M", "zero, mean or resample", 0, 0},
-    {"batches", AL_INT, &g.o.batches, "N", "validation batches", 0, 0},
-    {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
-    {"probe-r", AL_INT, &g.o.probe_r, "R",
-     "random tokens per repeat of the probe (0: min(50, (n_ctx-1)/2))", 0, 0},
-    {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
-    {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
-    AL_FLAG_PROBE_TOKENS(g),
-    AL_FLAG_MASK(g),
-    AL_FLAG_INTERVENE(g),
-    {"show", AL_INT, &g.show, "N", "pairs printed (largest |interaction| first)", 0, 0},
-    AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
-                        "values) or mean (over the --data windows)"),
-    AL_FLAG_THREADS(g),
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {AL_FLAG_MODEL(g),
+     AL_FLAG_DB(g),
+     {"data", AL_STR, &g.w.data, "VAL.bin", "validation tokens (windows of the trained length)", 1,
+      0},
+     {"heads", AL_STR, &g.o.heads, "LIST", "ablate this set of heads together, e.g. 0.3,1.4", 0, 0},
+     {"each", AL_BOOL, &g.o.each, NULL, "ablate every head alone (the default)", 0, 0},
+     {"pairs", AL_BOOL, &g.o.pairs, NULL,
+      "every head alone and every pair (2 layers: the cross-layer pairs), with interactions", 0, 0},
+     {"method", AL_STR, &g.o.method, "M", "zero, mean or resample", 0, 0},
+     {"batches", AL_INT, &g.o.batches, "N", "validation batches", 0, 0},
+     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
+     {"probe-r", AL_INT, &g.o.probe_r, "R",
+      "random tokens per repeat of the probe (0: min(50, (n_ctx-1)/2))", 0, 0},
+     {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
+     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
+     AL_FLAG_PROBE_TOKENS(g),
+     AL_FLAG_MASK(g),
+     AL_FLAG_INTERVENE(g),
+     {"show", AL_INT, &g.show, "N", "pairs printed (largest |interaction| first)", 0, 0},
+     AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
+                         "values) or mean (over the --data windows)"),
+     AL_FLAG_THREADS(g),
+     AL_FLAGS_END};
 
 static int run_ablate(int argc, char **argv);
 extern const al_analysis al_an_ablate;
@@ -87,9 +88,12 @@ static void print_rows(const ablate_args *a, const al_ablate_result *r) {
     for (int k = 0; k < r->n; k++) {
         const al_ablate_config *c = &r->c[k];
         if (c->b >= 0) continue;
-        if (c->a >= 0) snprintf(name, sizeof name, "%d.%d", c->a / H, c->a % H);
-        else if (strlen(a->o.heads) < sizeof name) snprintf(name, sizeof name, "%s", a->o.heads);
-        else snprintf(name, sizeof name, "(set)");
+        if (c->a >= 0)
+            snprintf(name, sizeof name, "%d.%d", c->a / H, c->a % H);
+        else if (strlen(a->o.heads) < sizeof name)
+            snprintf(name, sizeof name, "%s", a->o.heads);
+        else
+            snprintf(name, sizeof name, "(set)");
         printf("%-12s %9.4f %+9.4f %+9.4f %+9.4f\n", name, c->loss, c->delta_loss, c->delta_copy,
                c->delta_probe);
     }
@@ -117,7 +121,8 @@ static void print_pairs(const al_ablate_result *r, int show) {
             idx[j] = idx[j - 1], idx[j - 1] = t;
         }
     printf("pairs: interaction = Δ(pair) - Δ(h1) - Δ(h2), largest |interaction| on the "
-           "validation loss first (%d of %d):\n", show < np ? show : np, np);
+           "validation loss first (%d of %d):\n",
+           show < np ? show : np, np);
     printf("%-10s %9s %12s %12s %12s\n", "pair", "Δloss", "inter_loss", "inter_copy",
            "inter_probe");
     for (int i = 0; i < np && i < show; i++) {
@@ -142,9 +147,12 @@ static void print_pairs(const al_ablate_result *r, int show) {
 static void config_name(const ablate_args *a, const al_ablate_result *r, const al_ablate_config *c,
                         char *name, size_t cap) {
     int H = r->H;
-    if (c->b >= 0) snprintf(name, cap, "%d.%d+%d.%d", c->a / H, c->a % H, c->b / H, c->b % H);
-    else if (c->a >= 0) snprintf(name, cap, "%d.%d", c->a / H, c->a % H);
-    else snprintf(name, cap, "%s", a->o.heads ? a->o.heads : "(set)");
+    if (c->b >= 0)
+        snprintf(name, cap, "%d.%d+%d.%d", c->a / H, c->a % H, c->b / H, c->b % H);
+    else if (c->a >= 0)
+        snprintf(name, cap, "%d.%d", c->a / H, c->a % H);
+    else
+        snprintf(name, cap, "%s", a->o.heads ? a->o.heads : "(set)");
 }
 
 /* attnlab.ablate/1 (docs/json.md): every configuration, singles and
@@ -212,8 +220,8 @@ static int check_heads(const ablate_args *a, const al_behave *bh, al_err *e) {
 typedef struct ablate_state {
     al_tokens d;
     int T;
-    al_probe_load pl;       /* --probe-tokens: what the probe is made of */
-    double t0;              /* al_now() as the run began (the printed total) */
+    al_probe_load pl; /* --probe-tokens: what the probe is made of */
+    double t0; /* al_now() as the run began (the printed total) */
     al_ablate_result r;
 } ablate_state;
 
@@ -230,8 +238,8 @@ static int ablate_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     al_behave *bh = dr->b;
     /* the probe's R for this model, so the run records and prints it */
     a->o.probe_r = al_probe_r_default(a->o.probe_r, bh->m.cfg.n_ctx);
-    if (check_heads(a, bh, e) || al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL,
-                                                    NULL, bh->m.cfg.d_vocab, e))
+    if (check_heads(a, bh, e) ||
+        al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab, e))
         return -1;
     al_drive_warn(dr, s->pl.warn);
     if (al_behave_tokens(bh, a->w.data, &s->d, &s->T, e)) return -1;
@@ -272,8 +280,7 @@ static int ablate_print(void *args, void *state, al_drive *dr, al_err *e) {
     const al_behave *bh = dr->b;
     const al_ablate_opts *o = &a->o;
     const al_ablate_result *r = &s->r;
-    if (dr->json)
-        return json_ablate(dr->doc, a, o, s->T, r) ? al_errf(e, "out of memory") : 0;
+    if (dr->json) return json_ablate(dr->doc, a, o, s->T, r) ? al_errf(e, "out of memory") : 0;
     printf("model %s (sha256 %.12s…) -> run %lld of %s; method %s, %d x %d windows of %d, "
            "probe R %d N %d\n",
            a->w.model, bh->sha, (long long)bh->run_id, a->w.db, o->method, o->batches, o->batch,
@@ -282,8 +289,9 @@ static int ablate_print(void *args, void *state, al_drive *dr, al_err *e) {
     print_rows(a, r);
     if (o->pairs) print_pairs(r, a->show);
     printf("ablate: %d configuration%s in %.2f s (%.3f s each; one clean pass over the "
-           "evaluation tokens took %.3f s; total %.2f s)\n", r->n, r->n == 1 ? "" : "s",
-           r->seconds_ablate, r->seconds_ablate / r->n, r->seconds_clean, al_now() - s->t0);
+           "evaluation tokens took %.3f s; total %.2f s)\n",
+           r->n, r->n == 1 ? "" : "s", r->seconds_ablate, r->seconds_ablate / r->n,
+           r->seconds_clean, al_now() - s->t0);
     return 0;
 }
 
@@ -305,16 +313,27 @@ static void ablate_label(const cJSON *v, char *buf, size_t cap) {
     snprintf(buf, cap, "ablate (%s, %s)",
              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "pairs")) ? "pairs"
              : cJSON_GetObjectItemCaseSensitive(v, "heads")             ? "set"
-                                                                         : "each",
+                                                                        : "each",
              cJSON_IsString(m) ? m->valuestring : "zero");
 }
 
-const al_analysis al_an_ablate = {
-    .name = "ablate", .cmd = &al_cmd_ablate, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
-    .tmpl = &g, .size = sizeof g, .init = ablate_init, .check = ablate_check,
-    .check_model = ablate_check_model, .state_size = sizeof(ablate_state),
-    .prepare = ablate_prepare, .compute = ablate_compute, .store = ablate_store,
-    .print = ablate_print, .release = ablate_release, .stops = 1, .exp_list = 1,
-    .exp_data = AL_EXP_DATA_VAL, .exp_label = ablate_label};
+const al_analysis al_an_ablate = {.name = "ablate",
+                                  .cmd = &al_cmd_ablate,
+                                  .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
+                                  .tmpl = &g,
+                                  .size = sizeof g,
+                                  .init = ablate_init,
+                                  .check = ablate_check,
+                                  .check_model = ablate_check_model,
+                                  .state_size = sizeof(ablate_state),
+                                  .prepare = ablate_prepare,
+                                  .compute = ablate_compute,
+                                  .store = ablate_store,
+                                  .print = ablate_print,
+                                  .release = ablate_release,
+                                  .stops = 1,
+                                  .exp_list = 1,
+                                  .exp_data = AL_EXP_DATA_VAL,
+                                  .exp_label = ablate_label};
 
 static int run_ablate(int argc, char **argv) { return al_drive_main(&al_an_ablate, argc, argv); }

@@ -22,16 +22,16 @@ typedef struct attnstats_args {
 
 static attnstats_args g = {AL_AN_WHERE_INIT, AL_ATTNSTATS_OPTS_INIT};
 
-static al_flag flags[] = {
-    AL_FLAG_MODEL(g),
-    AL_FLAG_DB(g),
-    {"data", AL_STR, &g.w.data, "VAL.bin", "validation tokens: the windows measured", 1, 0},
-    AL_FLAG_MASK(g),
-    AL_FLAG_INTERVENE(g),
-    {"batches", AL_INT, &g.o.batches, "N", "validation batches", 0, 0},
-    {"batch", AL_INT, &g.o.batch, "B", "windows per batch", 0, 0},
-    AL_FLAG_THREADS(g),
-    AL_FLAGS_END};
+static al_flag flags[] = {AL_FLAG_MODEL(g),
+                          AL_FLAG_DB(g),
+                          {"data", AL_STR, &g.w.data, "VAL.bin",
+                           "validation tokens: the windows measured", 1, 0},
+                          AL_FLAG_MASK(g),
+                          AL_FLAG_INTERVENE(g),
+                          {"batches", AL_INT, &g.o.batches, "N", "validation batches", 0, 0},
+                          {"batch", AL_INT, &g.o.batch, "B", "windows per batch", 0, 0},
+                          AL_FLAG_THREADS(g),
+                          AL_FLAGS_END};
 
 static int run_attnstats(int argc, char **argv);
 al_command al_cmd_attnstats = {
@@ -72,10 +72,12 @@ static int attnstats_prepare(void *args, void *state, al_drive *dr, al_err *e) {
      * whole file, the same tokens counted batches x batch times */
     if (s->T < dr->b->train_T) {
         char w[AL_WARN_LEN];
-        snprintf(w, sizeof w, "the token file %s has %zu tokens, fewer than one window of the "
+        snprintf(w, sizeof w,
+                 "the token file %s has %zu tokens, fewer than one window of the "
                  "model's %d (+1): each of the %d windows (--batches %d x --batch %d) is the same "
-                 "%d tokens", a->w.data, s->d.n, dr->b->train_T, a->o.batches * a->o.batch,
-                 a->o.batches, a->o.batch, s->T);
+                 "%d tokens",
+                 a->w.data, s->d.n, dr->b->train_T, a->o.batches * a->o.batch, a->o.batches,
+                 a->o.batch, s->T);
         al_drive_warn(dr, w);
     }
     return 0;
@@ -126,12 +128,21 @@ static void attnstats_init(void *args) {
     a->o = al_attnstats_opts_defaults();
 }
 
-const al_analysis al_an_attnstats = {
-    .name = "attnstats", .cmd = &al_cmd_attnstats, .groups = AL_GROUP_WHERE, .tmpl = &g,
-    .size = sizeof g, .init = attnstats_init, .check = attnstats_check,
-    .state_size = sizeof(attnstats_state), .prepare = attnstats_prepare,
-    .compute = attnstats_compute, .store = attnstats_store, .print = attnstats_print,
-    .release = attnstats_release, .stops = 1, .exp_data = AL_EXP_DATA_VAL};
+const al_analysis al_an_attnstats = {.name = "attnstats",
+                                     .cmd = &al_cmd_attnstats,
+                                     .groups = AL_GROUP_WHERE,
+                                     .tmpl = &g,
+                                     .size = sizeof g,
+                                     .init = attnstats_init,
+                                     .check = attnstats_check,
+                                     .state_size = sizeof(attnstats_state),
+                                     .prepare = attnstats_prepare,
+                                     .compute = attnstats_compute,
+                                     .store = attnstats_store,
+                                     .print = attnstats_print,
+                                     .release = attnstats_release,
+                                     .stops = 1,
+                                     .exp_data = AL_EXP_DATA_VAL};
 
 static int run_attnstats(int argc, char **argv) {
     return al_drive_main(&al_an_attnstats, argc, argv);

@@ -26,41 +26,42 @@
 #include <cjson/cJSON.h>
 
 typedef struct attr_args {
-    al_an_where w;      /* w.data: --data */
-    al_patch_opts o;    /* the pair task and attribution patching's options */
+    al_an_where w; /* w.data: --data */
+    al_patch_opts o; /* the pair task and attribution patching's options */
     const char *prompt;
     int windows, show, no_paths, no_patching, no_compare;
     const char *probe_tokens; /* all | seen | a token file: the induction task's ids */
-    int center_unembed;       /* al_attr_opts center_unembed */
+    int center_unembed; /* al_attr_opts center_unembed */
 } attr_args;
 
 #define ATTR_ARGS_INIT                                                                             \
-    {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, NULL, 32, 10, 0, 0, 0, AL_PROBE_TOKENS_DEFAULT, 0}
+    { AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, NULL, 32, 10, 0, 0, 0, AL_PROBE_TOKENS_DEFAULT, 0 }
 static attr_args g_attr = ATTR_ARGS_INIT;
 
-static al_flag attr_flags[] = {
-    AL_FLAG_MODEL(g_attr),
-    AL_FLAG_DB(g_attr),
-    AL_FLAGS_TASK_FILE(g_attr),
-    {"data", AL_STR, &g_attr.w.data, "VAL.bin", "plain text instead of a task: windows of a token file",
-     0, 0},
-    {"windows", AL_INT, &g_attr.windows, "N", "--data: windows of the model's length", 0, 0},
-    {"prompt", AL_STR, &g_attr.prompt, "TEXT", "one prompt instead of a task (every next token)", 0,
-     0},
-    {"direction", AL_STR, &g_attr.o.direction, "D",
-     "attribution patching: denoise (clean into corrupted) or noise (the reverse)", 0, 0},
-    AL_FLAGS_TASK_DRAW(g_attr),
-    AL_FLAG_MASK(g_attr),
-    {"show", AL_INT, &g_attr.show, "N", "rows printed per list (largest first)", 0, 0},
-    {"no-paths", AL_BOOL, &g_attr.no_paths, NULL, "skip the path expansion", 0, 0},
-    {"center-unembed", AL_BOOL, &g_attr.center_unembed, NULL,
-     "log-prob items: measure each contribution against the mean logit (W_U less its mean "
-     "column, as TransformerLens by default), leaving out the shift all logits share", 0, 0},
-    {"no-patching", AL_BOOL, &g_attr.no_patching, NULL, "skip attribution patching", 0, 0},
-    {"no-compare", AL_BOOL, &g_attr.no_compare, NULL,
-     "attribution patching without the actual patching sweeps it is compared with", 0, 0},
-    AL_FLAG_THREADS(g_attr),
-    AL_FLAGS_END};
+static al_flag attr_flags[] =
+    {AL_FLAG_MODEL(g_attr),
+     AL_FLAG_DB(g_attr),
+     AL_FLAGS_TASK_FILE(g_attr),
+     {"data", AL_STR, &g_attr.w.data, "VAL.bin",
+      "plain text instead of a task: windows of a token file", 0, 0},
+     {"windows", AL_INT, &g_attr.windows, "N", "--data: windows of the model's length", 0, 0},
+     {"prompt", AL_STR, &g_attr.prompt, "TEXT", "one prompt instead of a task (every next token)",
+      0, 0},
+     {"direction", AL_STR, &g_attr.o.direction, "D",
+      "attribution patching: denoise (clean into corrupted) or noise (the reverse)", 0, 0},
+     AL_FLAGS_TASK_DRAW(g_attr),
+     AL_FLAG_MASK(g_attr),
+     {"show", AL_INT, &g_attr.show, "N", "rows printed per list (largest first)", 0, 0},
+     {"no-paths", AL_BOOL, &g_attr.no_paths, NULL, "skip the path expansion", 0, 0},
+     {"center-unembed", AL_BOOL, &g_attr.center_unembed, NULL,
+      "log-prob items: measure each contribution against the mean logit (W_U less its mean "
+      "column, as TransformerLens by default), leaving out the shift all logits share",
+      0, 0},
+     {"no-patching", AL_BOOL, &g_attr.no_patching, NULL, "skip attribution patching", 0, 0},
+     {"no-compare", AL_BOOL, &g_attr.no_compare, NULL,
+      "attribution patching without the actual patching sweeps it is compared with", 0, 0},
+     AL_FLAG_THREADS(g_attr),
+     AL_FLAGS_END};
 
 static int run_attribute(int argc, char **argv);
 extern const al_analysis al_an_attribute;
@@ -105,8 +106,8 @@ static int prompt_task(const al_behave *bh, const char *text, al_pairs *t, al_er
     int rc = -1;
     uint16_t *u = NULL;
     if (n < 2 || n > (size_t)n_ctx + 1) {
-        al_errf(e, "the prompt is %zu token%s; it must be 2 to n_ctx + 1 = %d", n, n == 1 ? "" : "s",
-                n_ctx + 1);
+        al_errf(e, "the prompt is %zu token%s; it must be 2 to n_ctx + 1 = %d", n,
+                n == 1 ? "" : "s", n_ctx + 1);
         goto out;
     }
     if (!(u = al_malloc(n, sizeof *u, e))) goto out;
@@ -141,17 +142,17 @@ static void print_summary(const attr_args *a, const al_behave *bh, const al_pair
     printf("task %s: %d sequence%s of %d tokens, %d scored item%s; metric = mean %s = %.4f, "
            "loss = %.4f\n",
            t->task, t->N, t->N == 1 ? "" : "s", t->T, r->n_items, r->n_items == 1 ? "" : "s",
-           r->logit_diff                ? "logit(answer) - logit(wrong)"
+           r->logit_diff       ? "logit(answer) - logit(wrong)"
            : a->center_unembed ? "logit of the answer less the mean logit (W_U centred)"
                                : "logit of the answer",
-           r->metric,
-           r->loss);
+           r->metric, r->loss);
     int *idx = al_by_magnitude(r->dla, r->n_comp);
     if (!idx) return;
     int show = a->show < r->n_comp ? a->show : r->n_comp;
     char nm[64];
     printf("direct logit attribution: top %d of %d components by |value| (they sum to the "
-           "metric)\n  %-10s %9s\n", show, r->n_comp, "component", "value");
+           "metric)\n  %-10s %9s\n",
+           show, r->n_comp, "component", "value");
     for (int i = 0; i < show; i++)
         printf("  %-10s %+9.4f\n", al_attr_comp_name(r->L, r->H, idx[i], nm, sizeof nm),
                r->dla[idx[i]] + 0.0);
@@ -167,8 +168,10 @@ static void print_summary(const attr_args *a, const al_behave *bh, const al_pair
         for (int k = 0; k < (r->L >= 2 ? 3 : 2); k++) {
             printf("  %-10s %+9.4f %+9.4f ", kinds[k], r->kind_value[k] + 0.0,
                    r->kind_dloss[k] + 0.0);
-            if (tot != 0) printf("%6.1f%%\n", 100 * fabs(r->kind_dloss[k]) / tot);
-            else printf("%7s\n", "n/a");
+            if (tot != 0)
+                printf("%6.1f%%\n", 100 * fabs(r->kind_dloss[k]) / tot);
+            else
+                printf("%7s\n", "n/a");
         }
         if (r->L >= 3) { /* the remainder, whether or not it is among the top terms */
             int k = r->n_terms - 1;
@@ -187,11 +190,14 @@ static void print_summary(const attr_args *a, const al_behave *bh, const al_pair
         free(idx);
     }
     printf("logit lens (the residual stream entering each layer, through W_U):\n  %-10s %9s "
-           "%9s\n", "layer", "loss", "accuracy");
+           "%9s\n",
+           "layer", "loss", "accuracy");
     for (int l = 0; l <= r->L; l++) {
         char lab[32];
-        if (l == r->L) snprintf(lab, sizeof lab, "final");
-        else snprintf(lab, sizeof lab, "%d", l);
+        if (l == r->L)
+            snprintf(lab, sizeof lab, "final");
+        else
+            snprintf(lab, sizeof lab, "%d", l);
         printf("  %-10s %9.4f %9.4f\n", lab, r->lens_loss[l], r->lens_acc[l]);
     }
 }
@@ -218,7 +224,8 @@ static void ap_name(const al_behave *bh, const al_pairs *t, const al_attrpatch_r
     int c = k / (ns * W), s = k / W % ns, h = k % W;
     char nm[32], rn[16];
     al_paths_sender_name(ap->H, s, nm, sizeof nm);
-    if (c == 3) snprintf(buf, cap, "%s -> logits", nm);
+    if (c == 3)
+        snprintf(buf, cap, "%s -> logits", nm);
     else
         snprintf(buf, cap, "%s -> %s %s", nm, al_paths_receiver_name(ap->H, h, rn, sizeof rn),
                  al_paths_channel_name(c));
@@ -263,8 +270,10 @@ static void print_attrpatch(const attr_args *a, const al_behave *bh, const al_pa
             printf("  ");
             al_print_col(name, 26);
             printf(" %+9.4f ", est[idx[i]] + 0.0);
-            if (isnan(act[idx[i]])) printf("%9s\n", "-");
-            else printf("%+9.4f\n", act[idx[i]] + 0.0);
+            if (isnan(act[idx[i]]))
+                printf("%9s\n", "-");
+            else
+                printf("%+9.4f\n", act[idx[i]] + 0.0);
         }
     }
     free(idx);
@@ -274,7 +283,9 @@ static void print_attrpatch(const attr_args *a, const al_behave *bh, const al_pa
 
 /* ------------------------------------------------------------ JSON */
 
-static int num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) ? 0 : -1; }
+static int num(cJSON *o, const char *k, double v) {
+    return cJSON_AddNumberToObject(o, k, v) ? 0 : -1;
+}
 
 /* attnlab.attribute/1 (docs/json.md): every component, term and lens
  * layer, and with attribution patching every estimate beside its actual
@@ -297,7 +308,8 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
     for (int c = 0; c < r->n_comp; c++) {
         cJSON *j = cJSON_CreateObject();
         if (!j || !cJSON_AddItemToArray(arr, j) ||
-            !cJSON_AddStringToObject(j, "component", al_attr_comp_name(r->L, r->H, c, nm, sizeof nm)) ||
+            !cJSON_AddStringToObject(j, "component",
+                                     al_attr_comp_name(r->L, r->H, c, nm, sizeof nm)) ||
             num(j, "value", r->dla[c]))
             return -1;
     }
@@ -315,7 +327,8 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
         if (!kj) return -1;
         for (int k = 0; k < (r->L >= 2 ? 3 : 2); k++) {
             cJSON *j = cJSON_CreateObject();
-            if (!j || !cJSON_AddItemToArray(kj, j) || !cJSON_AddStringToObject(j, "kind", kinds[k]) ||
+            if (!j || !cJSON_AddItemToArray(kj, j) ||
+                !cJSON_AddStringToObject(j, "kind", kinds[k]) ||
                 num(j, "value", r->kind_value[k]) || num(j, "dloss", r->kind_dloss[k]))
                 return -1;
         }
@@ -348,20 +361,21 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
     /* the grids end to end, as the text ranks them */
     int LH = ap->L * ap->H, n = LH + LH * ap->T + ap->n_edge;
     for (int k = 0; k < n; k++) {
-        const double *e = k < LH ? ap->head + k : k < LH + LH * ap->T ? ap->head_pos + (k - LH)
-                                                                     : ap->edge + (k - LH - LH * ap->T);
-        const double *x = !ap->compared ? NULL
-                          : k < LH      ? ap->act_head + k
+        const double *e = k < LH                ? ap->head + k
+                          : k < LH + LH * ap->T ? ap->head_pos + (k - LH)
+                                                : ap->edge + (k - LH - LH * ap->T);
+        const double *x = !ap->compared         ? NULL
+                          : k < LH              ? ap->act_head + k
                           : k < LH + LH * ap->T ? ap->act_head_pos + (k - LH)
                                                 : ap->act_edge + (k - LH - LH * ap->T);
         if (isnan(*e)) continue;
         ap_name(bh, t, ap, k, nm, sizeof nm);
         cJSON *j = cJSON_CreateObject();
         if (!j || !cJSON_AddItemToArray(est, j) ||
-            !cJSON_AddStringToObject(j, "grid", al_attrpatch_grid_name(k < LH ? AL_AP_HEAD
-                                                                  : k < LH + LH * ap->T
-                                                                      ? AL_AP_HEAD_POS
-                                                                      : AL_AP_EDGE)) ||
+            !cJSON_AddStringToObject(j, "grid",
+                                     al_attrpatch_grid_name(k < LH                ? AL_AP_HEAD
+                                                            : k < LH + LH * ap->T ? AL_AP_HEAD_POS
+                                                                                  : AL_AP_EDGE)) ||
             !cJSON_AddStringToObject(j, "configuration", nm) || num(j, "estimate", *e) ||
             !(x ? cJSON_AddNumberToObject(j, "actual", *x) : cJSON_AddNullToObject(j, "actual")))
             return -1;
@@ -396,15 +410,15 @@ static int attr_check(const void *args, const al_flag *fl, al_err *e) {
 
 /* The run's state between the driver's phases. */
 typedef struct attr_state {
-    al_patch_opts o;        /* the pair task and attribution patching */
+    al_patch_opts o; /* the pair task and attribution patching */
     al_attr_opts ao;
-    al_probe_load pl;       /* --probe-tokens: what the induction task is made of */
+    al_probe_load pl; /* --probe-tokens: what the induction task is made of */
     al_pairs t;
     al_attr_result r;
     al_attrpatch_result ap;
-    int patching;           /* attribution patching is due (a pair task, <= 16 layers) */
-    int have_ap;            /* ... and done */
-    double t0;              /* when the model was loaded: the printed total */
+    int patching; /* attribution patching is due (a pair task, <= 16 layers) */
+    int have_ap; /* ... and done */
+    double t0; /* when the model was loaded: the printed total */
 } attr_state;
 
 /* The task, and everything it or the model can refuse, before a run
@@ -419,23 +433,27 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     s->o = a->o;
     s->ao = attr_opts(a);
     s->o.stop = &al_stop;
-    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
-                           e))
+    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab, e))
         return -1;
     s->o.probe_src = al_probe_load_src(&s->pl);
-    if (pairs_task && (!s->o.task || !strcmp(s->o.task, "induction"))) al_drive_warn(dr, s->pl.warn);
-    if (a->w.data ? data_task(bh, a->w.data, a->windows, &s->t, e)
+    if (pairs_task && (!s->o.task || !strcmp(s->o.task, "induction")))
+        al_drive_warn(dr, s->pl.warn);
+    if (a->w.data   ? data_task(bh, a->w.data, a->windows, &s->t, e)
         : a->prompt ? prompt_task(bh, a->prompt, &s->t, e)
                     : al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e))
         return -1;
     if (al_stop) return al_errf(e, "interrupted");
     s->patching = pairs_task && !a->no_patching && L <= AL_PATHS_MAX_LAYERS;
     if (L > AL_PATHS_MAX_LAYERS && pairs_task && !a->no_patching)
-        fprintf(stderr, "attnlab: note: %s has %d layers: attribution patching covers up to %d; "
-                        "no attribution patching\n", a->w.model, L, AL_PATHS_MAX_LAYERS);
+        fprintf(stderr,
+                "attnlab: note: %s has %d layers: attribution patching covers up to %d; "
+                "no attribution patching\n",
+                a->w.model, L, AL_PATHS_MAX_LAYERS);
     if (!pairs_task && !a->no_patching)
-        fprintf(stderr, "attnlab: note: no attribution patching on %s: it needs clean / "
-                        "corrupted pairs (a pair task)\n", a->w.data ? "--data" : "--prompt");
+        fprintf(stderr,
+                "attnlab: note: no attribution patching on %s: it needs clean / "
+                "corrupted pairs (a pair task)\n",
+                a->w.data ? "--data" : "--prompt");
     if (pairs_task) al_behave_warn_probe(bh, s->t.T);
     /* LayerNorm and biases: what the decomposition freezes and where the
      * biases go, stored with the run */
@@ -455,9 +473,11 @@ static int attr_compute(void *args, void *state, al_drive *dr, al_err *e) {
     if (!failed && !al_stop && s->patching) {
         s->o.progress = dr->progress;
         if (dr->progress)
-            al_log("attribute: attribution patching%s", a->no_compare ? ""
-                   : ", then the comparison sweep (actual patching of every head, head x "
-                     "position and path edge)");
+            al_log("attribute: attribution patching%s",
+                   a->no_compare
+                       ? ""
+                       : ", then the comparison sweep (actual patching of every head, head x "
+                         "position and path edge)");
         failed = al_attrpatch_run(&dr->b->m, &s->t, &s->o, !a->no_compare, &s->ap, e);
         s->have_ap = !failed;
     }
@@ -509,9 +529,9 @@ static void attr_label(const cJSON *v, char *buf, size_t cap) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "task");
     snprintf(buf, cap, "attribute (%s)",
              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "data")) ? "data"
-             : cJSON_GetObjectItemCaseSensitive(v, "prompt")          ? "prompt"
-             : cJSON_IsString(t)                                      ? t->valuestring
-                                                                      : "induction");
+             : cJSON_GetObjectItemCaseSensitive(v, "prompt")           ? "prompt"
+             : cJSON_IsString(t)                                       ? t->valuestring
+                                                                       : "induction");
 }
 
 /* The attribution's gap warnings (attribution patching raises none). */
@@ -525,12 +545,27 @@ static int attr_check_model(const void *args, const al_config *c, al_err *e) {
     return a->w.data || a->prompt ? 0 : al_patch_task_fits(&a->o, c->n_ctx, e);
 }
 
-const al_analysis al_an_attribute = {
-    .name = "attribute", .cmd = &al_cmd_attribute, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
-    .tmpl = &g_attr, .size = sizeof g_attr, .init = attr_init, .check = attr_check,
-    .check_model = attr_check_model, .state_size = sizeof(attr_state), .prepare = attr_prepare, .compute = attr_compute,
-    .store = attr_store, .print = attr_print, .release = attr_release,
-    .warnings = attr_warnings, .stops = 1, .exp_list = 1,
-    .exp_data = AL_EXP_DATA_ASKED, .exp_label = attr_label, .results = AL_RESULTS_ATTRIBUTION};
+const al_analysis al_an_attribute = {.name = "attribute",
+                                     .cmd = &al_cmd_attribute,
+                                     .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
+                                     .tmpl = &g_attr,
+                                     .size = sizeof g_attr,
+                                     .init = attr_init,
+                                     .check = attr_check,
+                                     .check_model = attr_check_model,
+                                     .state_size = sizeof(attr_state),
+                                     .prepare = attr_prepare,
+                                     .compute = attr_compute,
+                                     .store = attr_store,
+                                     .print = attr_print,
+                                     .release = attr_release,
+                                     .warnings = attr_warnings,
+                                     .stops = 1,
+                                     .exp_list = 1,
+                                     .exp_data = AL_EXP_DATA_ASKED,
+                                     .exp_label = attr_label,
+                                     .results = AL_RESULTS_ATTRIBUTION};
 
-static int run_attribute(int argc, char **argv) { return al_drive_main(&al_an_attribute, argc, argv); }
+static int run_attribute(int argc, char **argv) {
+    return al_drive_main(&al_an_attribute, argc, argv);
+}

@@ -23,15 +23,17 @@ typedef struct circuits_args {
 
 static circuits_args g = {AL_AN_WHERE_INIT, {50, 100, 1, 128, 0}, 3};
 
-static al_flag flags[] = {
-    AL_FLAG_MODEL(g),
-    AL_FLAG_DB(g),
-    {"top-k", AL_INT, &g.o.top_k, "N", "skip-trigrams kept per head", 0, 0},
-    {"mc-samples", AL_INT, &g.o.mc_samples, "N", "random head pairs for the composition baseline", 0, 0},
-    {"seed", AL_U64, &g.o.seed, "N", "seed of the composition baseline", 0, 0},
-    {"show-comp", AL_INT, &g.show_comp, "N", "composition pairs printed per kind", 0, 0},
-    AL_FLAG_THREADS(g),
-    AL_FLAGS_END};
+static al_flag flags[] = {AL_FLAG_MODEL(g),
+                          AL_FLAG_DB(g),
+                          {"top-k", AL_INT, &g.o.top_k, "N", "skip-trigrams kept per head", 0, 0},
+                          {"mc-samples", AL_INT, &g.o.mc_samples, "N",
+                           "random head pairs for the composition baseline", 0, 0},
+                          {"seed", AL_U64, &g.o.seed, "N", "seed of the composition baseline", 0,
+                           0},
+                          {"show-comp", AL_INT, &g.show_comp, "N",
+                           "composition pairs printed per kind", 0, 0},
+                          AL_FLAG_THREADS(g),
+                          AL_FLAGS_END};
 
 static int run_circuits(int argc, char **argv);
 extern const al_analysis al_an_circuits;
@@ -56,8 +58,8 @@ al_command al_cmd_circuits = {
 /* ----------------------------------------------------------- printing */
 
 static void print_heads(const al_circ_result *r, const al_tokenizer *tok) {
-    printf("%-5s %4s %6s %4s %6s %9s %6s %6s  %s\n", "head", "QK", "eff", "OV", "eff",
-           "copy_eig", "top1", "prev", "top skip-trigram A … B → C (score)");
+    printf("%-5s %4s %6s %4s %6s %9s %6s %6s  %s\n", "head", "QK", "eff", "OV", "eff", "copy_eig",
+           "top1", "prev", "top skip-trigram A … B → C (score)");
     int n_zero = 0;
     for (int i = 0; i < r->L * r->H; i++) {
         const al_circ_head *h = &r->heads[i];
@@ -72,16 +74,18 @@ static void print_heads(const al_circ_result *r, const al_tokenizer *tok) {
             snprintf(tri, sizeof tri, "%s … %s → %s (%.3g)", sa, sb, sc, t->score);
         }
         char eig[16];
-        if (isnan(h->copying_eigen)) snprintf(eig, sizeof eig, "n/a"), n_zero++;
-        else snprintf(eig, sizeof eig, "%+.3f", h->copying_eigen);
-        printf("%-5s %4d %6.1f %4d %6.1f %9s %6.3f %6.3f  %s\n", name, h->qk_rank,
-               h->qk_eff_rank, h->ov_rank, h->ov_eff_rank, eig, h->copying_top1,
-               h->pos_prev_token, tri);
+        if (isnan(h->copying_eigen))
+            snprintf(eig, sizeof eig, "n/a"), n_zero++;
+        else
+            snprintf(eig, sizeof eig, "%+.3f", h->copying_eigen);
+        printf("%-5s %4d %6.1f %4d %6.1f %9s %6.3f %6.3f  %s\n", name, h->qk_rank, h->qk_eff_rank,
+               h->ov_rank, h->ov_eff_rank, eig, h->copying_top1, h->pos_prev_token, tri);
     }
     if (n_zero)
         printf("n/a: %d head%s whose full OV circuit has no nonzero eigenvalue (Σ|λ| = 0, e.g. an "
                "OV that never reaches the unembedding): copying_eigen is 0/0, stored as NULL and "
-               "left out of agreement counts and correlations\n", n_zero, n_zero == 1 ? "" : "s");
+               "left out of agreement counts and correlations\n",
+               n_zero, n_zero == 1 ? "" : "s");
 }
 
 static double mean_random_overlap(const int *dims, int H, int C) {
@@ -121,8 +125,8 @@ static void print_comp(const al_circ_result *r, int show) {
                     best = i;
             used[best] = 1;
             const al_circ_comp *p = &r->comp[best];
-            printf("  %s  %d.%d -> %d.%d  %.3f  (%.3f ± %.3f)\n", al_comp_names[k], p->l1,
-                   p->h1, p->l2, p->h2, p->score[k], r->base_mean[k], r->base_sd[k]);
+            printf("  %s  %d.%d -> %d.%d  %.3f  (%.3f ± %.3f)\n", al_comp_names[k], p->l1, p->h1,
+                   p->l2, p->h2, p->score[k], r->base_mean[k], r->base_sd[k]);
         }
     }
     free(used);
@@ -130,15 +134,16 @@ static void print_comp(const al_circ_result *r, int show) {
 
 /* ----------------------------------------------------------- JSON */
 
-static int num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) ? 0 : -1; }
+static int num(cJSON *o, const char *k, double v) {
+    return cJSON_AddNumberToObject(o, k, v) ? 0 : -1;
+}
 
 /* attnlab.circuits/1 (docs/json.md): per head, per layer, composition. */
 static int json_circuits(cJSON *doc, const al_behave *b, const al_circ_result *r) {
     cJSON *heads, *layers, *comp;
     const al_config *c = &b->m.cfg;
-    if (num(doc, "layers_n", c->n_layers) ||
-        num(doc, "heads_per_layer", c->n_heads) || num(doc, "d_vocab", c->d_vocab) ||
-        !(heads = cJSON_AddArrayToObject(doc, "heads")) ||
+    if (num(doc, "layers_n", c->n_layers) || num(doc, "heads_per_layer", c->n_heads) ||
+        num(doc, "d_vocab", c->d_vocab) || !(heads = cJSON_AddArrayToObject(doc, "heads")) ||
         !(layers = cJSON_AddArrayToObject(doc, "layers")) ||
         !(comp = cJSON_AddArrayToObject(doc, "composition")))
         return -1;
@@ -160,8 +165,9 @@ static int json_circuits(cJSON *doc, const al_behave *b, const al_circ_result *r
             al_store_token_str(b->tok, t->b, sb, sizeof sb);
             al_store_token_str(b->tok, t->c, sc, sizeof sc);
             cJSON *tj = cJSON_AddObjectToObject(j, "top_skip_trigram");
-            if (!tj || !cJSON_AddStringToObject(tj, "a", sa) || !cJSON_AddStringToObject(tj, "b", sb) ||
-                !cJSON_AddStringToObject(tj, "c", sc) || num(tj, "score", t->score))
+            if (!tj || !cJSON_AddStringToObject(tj, "a", sa) ||
+                !cJSON_AddStringToObject(tj, "b", sb) || !cJSON_AddStringToObject(tj, "c", sc) ||
+                num(tj, "score", t->score))
                 return -1;
         }
     }
@@ -228,7 +234,8 @@ static int circuits_prepare(void *args, void *state, al_drive *dr, al_err *e) {
         al_drive_warn(dr, w);
     /* LayerNorm and biases: what the circuits fold in and leave out */
     const char *notes[2];
-    for (int i = 0, n = al_circ_notes(&dr->b->m.cfg, notes); i < n; i++) al_drive_warn(dr, notes[i]);
+    for (int i = 0, n = al_circ_notes(&dr->b->m.cfg, notes); i < n; i++)
+        al_drive_warn(dr, notes[i]);
     return 0;
 }
 
@@ -273,11 +280,22 @@ static void circuits_init(void *args) {
     a->show_comp = 3;
 }
 
-const al_analysis al_an_circuits = {
-    .name = "circuits", .cmd = &al_cmd_circuits, .groups = AL_GROUP_WHERE, .tmpl = &g,
-    .size = sizeof g, .init = circuits_init, .check = circuits_check,
-    .state_size = sizeof(circuits_state), .prepare = circuits_prepare, .compute = circuits_compute,
-    .store = circuits_store, .print = circuits_print, .release = circuits_release,
-    .exp_data = AL_EXP_DATA_NONE, .results = AL_RESULTS_WEIGHTS};
+const al_analysis al_an_circuits = {.name = "circuits",
+                                    .cmd = &al_cmd_circuits,
+                                    .groups = AL_GROUP_WHERE,
+                                    .tmpl = &g,
+                                    .size = sizeof g,
+                                    .init = circuits_init,
+                                    .check = circuits_check,
+                                    .state_size = sizeof(circuits_state),
+                                    .prepare = circuits_prepare,
+                                    .compute = circuits_compute,
+                                    .store = circuits_store,
+                                    .print = circuits_print,
+                                    .release = circuits_release,
+                                    .exp_data = AL_EXP_DATA_NONE,
+                                    .results = AL_RESULTS_WEIGHTS};
 
-static int run_circuits(int argc, char **argv) { return al_drive_main(&al_an_circuits, argc, argv); }
+static int run_circuits(int argc, char **argv) {
+    return al_drive_main(&al_an_circuits, argc, argv);
+}

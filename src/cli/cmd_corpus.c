@@ -26,18 +26,21 @@ typedef struct tree_source {
     const char *name, *kind, *what;
     const char *dir_default, *dir_cmd;
     al_tree_rule rule;
-    const char *skipped;   /* the rule in words, for the sidecar */
+    const char *skipped; /* the rule in words, for the sidecar */
     const char *licence;
-    const char *install;   /* the Debian packages to install */
+    const char *install; /* the Debian packages to install */
 } tree_source;
 
-static const char *const PY_SKIP[] = {"test", "tests", "idle_test", "site-packages",
+static const char *const PY_SKIP[] = {"test",          "tests",       "idle_test", "site-packages",
                                       "dist-packages", "__pycache__", NULL};
 static const char *const GO_SKIP[] = {"testdata", "vendor", "cmd", NULL};
 static const char *const GO_SUFFIX[] = {"_test.go", NULL};
 
 static const tree_source TREES[] = {
-    {"pystdlib", "code", "the Python standard library's .py files", NULL,
+    {"pystdlib",
+     "code",
+     "the Python standard library's .py files",
+     NULL,
      "/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"stdlib\"])'",
      {".py", PY_SKIP, NULL},
      "directories named test, tests, idle_test (test suites), site-packages, dist-packages "
@@ -45,17 +48,25 @@ static const tree_source TREES[] = {
      "PSF-2.0 (Python Software Foundation License; a few files under other permissive notices: "
      "see each package's copyright file)",
      "libpython3-stdlib (with Python)"},
-    {"gostd", "code", "Go's standard library (golang-src)", "/usr/share/go/src", NULL,
+    {"gostd",
+     "code",
+     "Go's standard library (golang-src)",
+     "/usr/share/go/src",
+     NULL,
      {".go", GO_SKIP, GO_SUFFIX},
      "*_test.go files; directories named testdata, vendor (copies of golang.org/x) and cmd (the "
      "toolchain, not the library)",
      "BSD-3-Clause (the Go licence; a few files under other permissive notices: see the "
      "package's copyright file)",
      "golang-src (sh scripts/deps.sh corpora)"},
-    {"pydocs", "prose", "the Python documentation's reStructuredText sources (python3-doc)", NULL,
+    {"pydocs",
+     "prose",
+     "the Python documentation's reStructuredText sources (python3-doc)",
+     NULL,
      "/usr/bin/python3 -c 'import sys; print(\"/usr/share/doc/python%d.%d/html/_sources\" % "
      "sys.version_info[:2])'",
-     {".txt", NULL, NULL}, "nothing",
+     {".txt", NULL, NULL},
+     "nothing",
      "PSF-2.0 (the documentation; its code examples also 0BSD)",
      "python3-doc (sh scripts/deps.sh corpora)"},
 };
@@ -72,7 +83,7 @@ static const tree_source *tree_of(const char *name, const char *kind) {
 /* What one data command made, for the sidecar and the summary line. */
 typedef struct made {
     const char *source, *kind, *out;
-    cJSON *prov;          /* the source's own keys (dir, packages, ...) */
+    cJSON *prov; /* the source's own keys (dir, packages, ...) */
     al_corpus_stats st;
     size_t files, out_bytes;
 } made;
@@ -87,7 +98,8 @@ static int add_pkg(cJSON *arr, const char *name, const char *version, double fil
         cJSON_Delete(j);
         return -1;
     }
-    return cJSON_AddStringToObject(j, "name", name) && cJSON_AddStringToObject(j, "version", version) &&
+    return cJSON_AddStringToObject(j, "name", name) &&
+                   cJSON_AddStringToObject(j, "version", version) &&
                    (files < 0 || cJSON_AddNumberToObject(j, "files", files)) &&
                    (!al_file_exists(copy) || cJSON_AddStringToObject(j, "copyright", copy))
                ? 0
@@ -100,7 +112,8 @@ static int add_packages(cJSON *prov, char *const *paths, size_t n, al_err *e) {
     if (al_deb_owners(paths, n, &p, &np, &unowned, e)) return -1;
     cJSON *arr = cJSON_AddArrayToObject(prov, "packages");
     int ok = arr != NULL;
-    for (size_t i = 0; ok && i < np; i++) ok = add_pkg(arr, p[i].name, p[i].version, (double)p[i].files) == 0;
+    for (size_t i = 0; ok && i < np; i++)
+        ok = add_pkg(arr, p[i].name, p[i].version, (double)p[i].files) == 0;
     ok = ok && cJSON_AddNumberToObject(prov, "files_without_package", (double)unowned);
     free(p);
     return ok ? 0 : al_errf(e, "out of memory");
@@ -156,19 +169,20 @@ static int write_corpus(made *m, const al_doc *docs, size_t n, const unsigned ch
                            : al_errf(e, "out of memory writing %s", m->out);
     al_buf_free(&b);
     if (rc || write_sidecar(m, e)) return -1;
-    printf("wrote %s: %zu documents, %.2f MB (of %zu read", m->out, m->st.docs,
-           m->out_bytes / 1e6, m->st.docs_in);
+    printf("wrote %s: %zu documents, %.2f MB (of %zu read", m->out, m->st.docs, m->out_bytes / 1e6,
+           m->st.docs_in);
     if (m->files) printf(" from %zu files", m->files);
-    printf("; removed %zu duplicates, %zu empty, %zu holding <|endoftext|>); provenance in %s.json\n",
-           m->st.duplicates, m->st.empty, m->st.separator, m->out);
+    printf(
+        "; removed %zu duplicates, %zu empty, %zu holding <|endoftext|>); provenance in %s.json\n",
+        m->st.duplicates, m->st.empty, m->st.separator, m->out);
     return 0;
 }
 
 /* Clean the documents, then write_corpus. */
 static int finish(made *m, al_doc *docs, size_t n, al_err *e) {
     unsigned char *keep = al_malloc(n ? n : 1, 1, e);
-    int rc = !keep || al_corpus_clean(docs, n, keep, &m->st, e) ? -1
-                                                                : write_corpus(m, docs, n, keep, e);
+    int rc =
+        !keep || al_corpus_clean(docs, n, keep, &m->st, e) ? -1 : write_corpus(m, docs, n, keep, e);
     free(keep);
     return rc;
 }
@@ -285,10 +299,13 @@ static const char *prose_unit = "chapter", *prose_docs = "blank";
 static al_flag prose_flags[] = {
     {"out", AL_STR, &prose_out, "FILE", "corpus to write (and its provenance, FILE.json)", 1, 0},
     {"source", AL_STR, &prose_source, "NAME", "kjv, pydocs or file", 1, 0},
-    {"unit", AL_STR, &prose_unit, "chapter|book|verse", "kjv: one document per chapter, book or verse", 0, 0},
+    {"unit", AL_STR, &prose_unit, "chapter|book|verse",
+     "kjv: one document per chapter, book or verse", 0, 0},
     {"from", AL_STR, &prose_from, "FILE",
-     "kjv: read this saved output of `bible -l 100000 gen1:1-rev22:21` instead of running bible", 0, 0},
-    {"dir", AL_STR, &prose_dir, "DIR", "pydocs: read this directory instead of the installed one", 0, 0},
+     "kjv: read this saved output of `bible -l 100000 gen1:1-rev22:21` instead of running bible", 0,
+     0},
+    {"dir", AL_STR, &prose_dir, "DIR", "pydocs: read this directory instead of the installed one",
+     0, 0},
     {"in", AL_STR, &prose_in, "FILE", "file: the text to read", 0, 0},
     {"docs", AL_STR, &prose_docs, "MODE",
      "file: how its documents are separated: blank, line, eot or story (as encode --docs)", 0, 0},
@@ -320,8 +337,8 @@ static int run_kjv(made *m, al_err *e) {
     if (prose_from) {
         if (al_read_file(prose_from, &text, &n, (size_t)64 << 20, e)) return -1;
     } else if (al_run_capture("command -v bible >/dev/null 2>&1 && bible -l 100000 "
-                              "gen1:1-rev22:21", "bible (Debian's bible-kjv)", (size_t)64 << 20,
-                              &text, &n, e)) {
+                              "gen1:1-rev22:21",
+                              "bible (Debian's bible-kjv)", (size_t)64 << 20, &text, &n, e)) {
         al_err_prefix(e, "install bible-kjv and bible-kjv-text (sh scripts/deps.sh corpora) or "
                          "pass --from FILE");
         return -1;
@@ -337,9 +354,10 @@ static int run_kjv(made *m, al_err *e) {
     al_deb_version("bible-kjv", ver_prog, sizeof ver_prog);
     cJSON *pk = rc ? NULL : cJSON_AddArrayToObject(m->prov, "packages");
     if (rc == 0 &&
-        (!pk || add_pkg(pk, "bible-kjv-text", ver_text, -1) || add_pkg(pk, "bible-kjv", ver_prog, -1) ||
-         !cJSON_AddStringToObject(m->prov, "read", prose_from ? prose_from
-                                                  : "bible -l 100000 gen1:1-rev22:21") ||
+        (!pk || add_pkg(pk, "bible-kjv-text", ver_text, -1) ||
+         add_pkg(pk, "bible-kjv", ver_prog, -1) ||
+         !cJSON_AddStringToObject(m->prov, "read",
+                                  prose_from ? prose_from : "bible -l 100000 gen1:1-rev22:21") ||
          !cJSON_AddStringToObject(m->prov, "unit", prose_unit) ||
          !cJSON_AddNumberToObject(m->prov, "books", c.books) ||
          !cJSON_AddNumberToObject(m->prov, "chapters", c.chapters) ||
@@ -394,8 +412,8 @@ static int run_prose(int argc, char **argv) {
         return al_cli_usage(&al_cmd_data_prose, &e);
     }
     made m = {s, "prose", prose_out, prov_new(s, "prose"), {0}, 0, 0};
-    int rc = !m.prov ? al_errf(&e, "out of memory")
-             : t ? run_tree(t, prose_dir, &m, &e)
+    int rc = !m.prov             ? al_errf(&e, "out of memory")
+             : t                 ? run_tree(t, prose_dir, &m, &e)
              : !strcmp(s, "kjv") ? run_kjv(&m, &e)
                                  : run_file(&m, &e);
     cJSON_Delete(m.prov);
@@ -409,13 +427,17 @@ static uint64_t mix_bytes = 0, mix_seed = 1;
 
 static al_flag mix_flags[] = {
     {"in", AL_STR, &mix_in_help, "FILE:SHARE",
-     "an input corpus and its share of the bytes; repeat for each input (the shares sum to 1)", 0, 0},
+     "an input corpus and its share of the bytes; repeat for each input (the shares sum to 1)", 0,
+     0},
     {"out", AL_STR, &mix_out, "FILE", "mixture to write (and its provenance, FILE.json)", 1, 0},
     {"bytes", AL_U64, &mix_bytes, "N",
      "bytes of documents to take in all (0: as many as every input can supply)", 0, 0},
-    {"seed", AL_U64, &mix_seed, "S", "seed of the documents' order; the output is a pure function of "
-     "the inputs and options", 0, 0},
-    {"docs", AL_STR, &mix_docs, "MODE", "how the inputs' documents are separated (as encode --docs)", 0, 0},
+    {"seed", AL_U64, &mix_seed, "S",
+     "seed of the documents' order; the output is a pure function of "
+     "the inputs and options",
+     0, 0},
+    {"docs", AL_STR, &mix_docs, "MODE",
+     "how the inputs' documents are separated (as encode --docs)", 0, 0},
     AL_FLAGS_END,
 };
 
@@ -441,7 +463,7 @@ typedef struct mix_input {
     char path[AL_PATH_MAX];
     double share;
     unsigned char *text;
-    al_doc *docs;      /* the clean documents, compacted */
+    al_doc *docs; /* the clean documents, compacted */
     size_t n;
     al_corpus_stats st;
 } mix_input;
@@ -546,8 +568,8 @@ static int mix(mix_input *in, int n_in, made *m, al_err *e) {
     if (rc == 0) rc = mix_prov(m->prov, in, n_in, taken, picks, n, dups, e);
     if (rc == 0) rc = write_corpus(m, docs, n, NULL, e);
     for (int i = 0; rc == 0 && i < n_in; i++)
-        printf("  %s: share %.4g, %zu bytes taken (%.4f of the mixture)\n", in[i].path,
-               in[i].share, taken[i], m->st.bytes ? (double)taken[i] / (double)m->st.bytes : 0.0);
+        printf("  %s: share %.4g, %zu bytes taken (%.4f of the mixture)\n", in[i].path, in[i].share,
+               taken[i], m->st.bytes ? (double)taken[i] / (double)m->st.bytes : 0.0);
     free(docs);
     free(picks);
     return rc;
@@ -562,9 +584,12 @@ static int run_mix(int argc, char **argv) {
     if (!rest) return al_cli_error((al_errf(&e, "out of memory"), &e));
     for (int i = 0; i < argc; i++) {
         const char *v = NULL;
-        if (!strcmp(argv[i], "--in") && i + 1 < argc) v = argv[++i];
-        else if (!strncmp(argv[i], "--in=", 5)) v = argv[i] + 5;
-        else rest[nr++] = argv[i];
+        if (!strcmp(argv[i], "--in") && i + 1 < argc)
+            v = argv[++i];
+        else if (!strncmp(argv[i], "--in=", 5))
+            v = argv[i] + 5;
+        else
+            rest[nr++] = argv[i];
         if (v && ni <= MIX_MAX_IN) ins[ni++] = v;
     }
     rest[nr] = NULL;
@@ -572,7 +597,8 @@ static int run_mix(int argc, char **argv) {
     free(rest);
     if (prc) return al_cli_usage(&al_cmd_data_mix, &e);
     if (ni == 0 || ni > MIX_MAX_IN) {
-        al_errf(&e, ni ? "at most %d inputs (--in)" : "--in FILE:SHARE is required (once per input)",
+        al_errf(&e,
+                ni ? "at most %d inputs (--in)" : "--in FILE:SHARE is required (once per input)",
                 MIX_MAX_IN);
         return al_cli_usage(&al_cmd_data_mix, &e);
     }

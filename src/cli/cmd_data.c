@@ -11,19 +11,29 @@
 /* ---- data synth ---- */
 
 al_synth_cli al_synth_cli_defaults(void) {
-    al_synth_cli o = {.stories = 1000, .seed = 1, .repeat_fraction = 0.1, .min_sentences = 6,
-                      .max_sentences = 14, .span_min = 20, .span_max = 60};
+    al_synth_cli o = {.stories = 1000,
+                      .seed = 1,
+                      .repeat_fraction = 0.1,
+                      .min_sentences = 6,
+                      .max_sentences = 14,
+                      .span_min = 20,
+                      .span_max = 60};
     return o;
 }
 
 void al_synth_cli_flags(al_synth_cli *o, al_flag f[AL_SYNTH_CLI_NFLAGS]) {
     const al_flag t[] = {
-        {"out", AL_STR, &o->out, "FILE", "text file to write (documents separated by a blank line)", 1, 0},
-        {"stories", AL_INT, &o->stories, "N", "number of documents (stories plus repeated-span documents)", 0, 0},
-        {"seed", AL_U64, &o->seed, "S", "random seed; the output is a pure function of the options", 0, 0},
+        {"out", AL_STR, &o->out, "FILE", "text file to write (documents separated by a blank line)",
+         1, 0},
+        {"stories", AL_INT, &o->stories, "N",
+         "number of documents (stories plus repeated-span documents)", 0, 0},
+        {"seed", AL_U64, &o->seed, "S", "random seed; the output is a pure function of the options",
+         0, 0},
         {"repeat-fraction", AL_FLOAT, &o->repeat_fraction, "F",
-         "share of documents that are a random span of --span-min to --span-max pieces repeated 2-3 times", 0, 0},
-        {"span-min", AL_INT, &o->span_min, "N", "fewest pieces (words or invented words) in a repeated span", 0, 0},
+         "share of documents that are a random span of --span-min to --span-max pieces repeated 2-3 times",
+         0, 0},
+        {"span-min", AL_INT, &o->span_min, "N",
+         "fewest pieces (words or invented words) in a repeated span", 0, 0},
         {"span-max", AL_INT, &o->span_max, "N", "most pieces in a repeated span", 0, 0},
         {"min-sentences", AL_INT, &o->min_sentences, "N", "fewest body sentences per story", 0, 0},
         {"max-sentences", AL_INT, &o->max_sentences, "N", "most body sentences per story", 0, 0},
@@ -101,8 +111,8 @@ int al_synth_cli_run(const al_synth_cli *c, al_err *e) {
     size_t bytes = 0;
     if (al_synth_write(c->out, &o, 1, &bytes, e)) return 1;
     double dt = al_now() - t0;
-    al_log("wrote %s: %d documents, %.2f MB in %.2f s", c->out, c->stories,
-           (double)bytes / 1e6, dt);
+    al_log("wrote %s: %d documents, %.2f MB in %.2f s", c->out, c->stories, (double)bytes / 1e6,
+           dt);
     if (c->names_out && write_names(c->names_out, &o, e) != 0) return 1;
     return 0;
 }
@@ -158,8 +168,10 @@ static int run_brown(int argc, char **argv) {
     if (al_flags_parse(brown_flags, argc, argv, NULL, 0, NULL, &e))
         return al_cli_usage(&al_cmd_data_brown, &e);
     al_brown_unit unit;
-    if (strcmp(brown_unit, "para") == 0) unit = AL_BROWN_PARA;
-    else if (strcmp(brown_unit, "text") == 0) unit = AL_BROWN_TEXT;
+    if (strcmp(brown_unit, "para") == 0)
+        unit = AL_BROWN_PARA;
+    else if (strcmp(brown_unit, "text") == 0)
+        unit = AL_BROWN_TEXT;
     else {
         al_errf(&e, "--unit must be para or text (got '%s')", brown_unit);
         return al_cli_usage(&al_cmd_data_brown, &e);

@@ -15,10 +15,10 @@
 
 static int g_progress;
 
-static al_flag merge_flags[] = {
-    {"progress", AL_BOOL, &g_progress, NULL,
-     "progress lines on stderr (the default when stderr is a terminal)", 0, 0},
-    AL_FLAGS_END};
+static al_flag merge_flags[] = {{"progress", AL_BOOL, &g_progress, NULL,
+                                 "progress lines on stderr (the default when stderr is a terminal)",
+                                 0, 0},
+                                AL_FLAGS_END};
 
 static int run_db_merge(int argc, char **argv);
 

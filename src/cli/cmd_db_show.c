@@ -17,9 +17,9 @@
 
 static int g_json;
 
-static al_flag show_flags[] = {
-    {"json", AL_BOOL, &g_json, NULL, "one JSON document (attnlab.db_show/1) on stdout", 0, 0},
-    AL_FLAGS_END};
+static al_flag show_flags[] = {{"json", AL_BOOL, &g_json, NULL,
+                                "one JSON document (attnlab.db_show/1) on stdout", 0, 0},
+                               AL_FLAGS_END};
 
 static int run_db_show(int argc, char **argv);
 
@@ -47,28 +47,38 @@ static const char *run_kind_of(const al_show *sh, long id) {
 static void print_text(const char *path, const al_show *sh) {
     printf("%s: attnlab results database, schema version %d\n", path, sh->version);
     printf("\nmodels (%d):\n", sh->n_models);
-    if (sh->n_models) printf("  %4s  %-12s  %-7s  %14s  %14s  %s\n", "id", "sha256", "L x H",
-                             "tokens trained", "data tokens", "path");
+    if (sh->n_models)
+        printf("  %4s  %-12s  %-7s  %14s  %14s  %s\n", "id", "sha256", "L x H", "tokens trained",
+               "data tokens", "path");
     for (int i = 0; i < sh->n_models; i++) {
         const al_show_model *m = &sh->models[i];
         char lh[16], tt[32], dt[32];
         snprintf(lh, sizeof lh, "%d x %d", m->n_layers, m->n_heads);
-        if (isnan(m->trained_tokens)) snprintf(tt, sizeof tt, "-");
-        else snprintf(tt, sizeof tt, "%.0f", m->trained_tokens);
-        if (isnan(m->data_tokens)) snprintf(dt, sizeof dt, "-");
-        else snprintf(dt, sizeof dt, "%.0f", m->data_tokens);
+        if (isnan(m->trained_tokens))
+            snprintf(tt, sizeof tt, "-");
+        else
+            snprintf(tt, sizeof tt, "%.0f", m->trained_tokens);
+        if (isnan(m->data_tokens))
+            snprintf(dt, sizeof dt, "-");
+        else
+            snprintf(dt, sizeof dt, "%.0f", m->data_tokens);
         printf("  %4ld  %-12s  %-7s  %14s  %14s  %s\n", m->id, m->sha, lh, tt, dt, m->path);
     }
     printf("\nruns (%d):\n", sh->n_runs);
-    if (sh->n_runs) printf("  %4s  %-10s  %-8s  %5s  %-19s  %9s  %s\n", "id", "kind", "status",
-                           "model", "started (UTC)", "seconds", "warnings");
+    if (sh->n_runs)
+        printf("  %4s  %-10s  %-8s  %5s  %-19s  %9s  %s\n", "id", "kind", "status", "model",
+               "started (UTC)", "seconds", "warnings");
     for (int i = 0; i < sh->n_runs; i++) {
         const al_show_run *r = &sh->runs[i];
         char sec[32], mod[16];
-        if (isnan(r->seconds)) snprintf(sec, sizeof sec, "-");
-        else snprintf(sec, sizeof sec, "%.1f", r->seconds);
-        if (r->model) snprintf(mod, sizeof mod, "%ld", r->model);
-        else snprintf(mod, sizeof mod, "-");
+        if (isnan(r->seconds))
+            snprintf(sec, sizeof sec, "-");
+        else
+            snprintf(sec, sizeof sec, "%.1f", r->seconds);
+        if (r->model)
+            snprintf(mod, sizeof mod, "%ld", r->model);
+        else
+            snprintf(mod, sizeof mod, "-");
         printf("  %4ld  %-10s  %-8s  %5s  %-19.19s  %9s  %ld\n", r->id, r->kind, r->status, mod,
                r->started, sec, r->n_warnings);
     }
@@ -78,7 +88,8 @@ static void print_text(const char *path, const al_show *sh) {
         if (sh->run && t->run_rows >= 0)
             printf("  %-24s %s %10ld  %10ld\n", t->name, t->is_view ? "view " : "table", t->rows,
                    t->run_rows);
-        else printf("  %-24s %s %10ld\n", t->name, t->is_view ? "view " : "table", t->rows);
+        else
+            printf("  %-24s %s %10ld\n", t->name, t->is_view ? "view " : "table", t->rows);
     }
     if (!sh->run) return;
     printf("\nrun %ld (%s):\n  options: %s\n", sh->run, run_kind_of(sh, sh->run),
@@ -87,7 +98,9 @@ static void print_text(const char *path, const al_show *sh) {
     for (int i = 0; i < sh->n_warnings; i++) printf("  warning: %s\n", sh->warnings[i]);
 }
 
-static cJSON *num_or_null(double v) { return isnan(v) ? cJSON_CreateNull() : cJSON_CreateNumber(v); }
+static cJSON *num_or_null(double v) {
+    return isnan(v) ? cJSON_CreateNull() : cJSON_CreateNumber(v);
+}
 
 static int print_json(const char *path, const al_show *sh) {
     cJSON *d = cJSON_CreateObject(), *a;
@@ -99,7 +112,8 @@ static int print_json(const char *path, const al_show *sh) {
         const al_show_model *m = &sh->models[i];
         cJSON *o = cJSON_CreateObject();
         ok = o && cJSON_AddItemToArray(a, o) && cJSON_AddNumberToObject(o, "id", m->id) &&
-             cJSON_AddStringToObject(o, "sha256", m->sha) && cJSON_AddStringToObject(o, "path", m->path) &&
+             cJSON_AddStringToObject(o, "sha256", m->sha) &&
+             cJSON_AddStringToObject(o, "path", m->path) &&
              cJSON_AddNumberToObject(o, "n_layers", m->n_layers) &&
              cJSON_AddNumberToObject(o, "n_heads", m->n_heads) &&
              cJSON_AddItemToObject(o, "trained_tokens", num_or_null(m->trained_tokens)) &&
@@ -110,8 +124,10 @@ static int print_json(const char *path, const al_show *sh) {
         const al_show_run *r = &sh->runs[i];
         cJSON *o = cJSON_CreateObject();
         ok = o && cJSON_AddItemToArray(a, o) && cJSON_AddNumberToObject(o, "id", r->id) &&
-             cJSON_AddStringToObject(o, "kind", r->kind) && cJSON_AddStringToObject(o, "status", r->status) &&
-             cJSON_AddItemToObject(o, "model", r->model ? cJSON_CreateNumber(r->model) : cJSON_CreateNull()) &&
+             cJSON_AddStringToObject(o, "kind", r->kind) &&
+             cJSON_AddStringToObject(o, "status", r->status) &&
+             cJSON_AddItemToObject(o, "model",
+                                   r->model ? cJSON_CreateNumber(r->model) : cJSON_CreateNull()) &&
              cJSON_AddStringToObject(o, "started_at", r->started) &&
              cJSON_AddItemToObject(o, "seconds", num_or_null(r->seconds)) &&
              cJSON_AddNumberToObject(o, "warnings", r->n_warnings);
@@ -123,17 +139,19 @@ static int print_json(const char *path, const al_show *sh) {
         ok = o && cJSON_AddItemToArray(a, o) && cJSON_AddStringToObject(o, "name", t->name) &&
              cJSON_AddStringToObject(o, "type", t->is_view ? "view" : "table") &&
              cJSON_AddNumberToObject(o, "rows", t->rows) &&
-             (!sh->run || cJSON_AddItemToObject(o, "run_rows", t->run_rows >= 0
-                                                                   ? cJSON_CreateNumber(t->run_rows)
-                                                                   : cJSON_CreateNull()));
+             (!sh->run || cJSON_AddItemToObject(o, "run_rows",
+                                                t->run_rows >= 0 ? cJSON_CreateNumber(t->run_rows)
+                                                                 : cJSON_CreateNull()));
     }
     if (ok && sh->run) {
         cJSON *r = cJSON_AddObjectToObject(d, "run"), *w;
         cJSON *cfg = sh->config_json ? cJSON_Parse(sh->config_json) : NULL;
-        ok = r && cJSON_AddNumberToObject(r, "id", sh->run) &&
-             cJSON_AddItemToObject(r, "options", cfg ? cfg : cJSON_CreateNull()) &&
-             cJSON_AddItemToObject(r, "error", sh->error ? cJSON_CreateString(sh->error) : cJSON_CreateNull()) &&
-             (w = cJSON_AddArrayToObject(r, "warnings"));
+        ok =
+            r && cJSON_AddNumberToObject(r, "id", sh->run) &&
+            cJSON_AddItemToObject(r, "options", cfg ? cfg : cJSON_CreateNull()) &&
+            cJSON_AddItemToObject(r, "error",
+                                  sh->error ? cJSON_CreateString(sh->error) : cJSON_CreateNull()) &&
+            (w = cJSON_AddArrayToObject(r, "warnings"));
         for (int i = 0; ok && i < sh->n_warnings; i++)
             ok = cJSON_AddItemToArray(w, cJSON_CreateString(sh->warnings[i]));
     }
@@ -177,8 +195,10 @@ static int run_db_show(int argc, char **argv) {
         fprintf(stderr, "attnlab: %s\n", e.msg);
         return 1;
     }
-    if (g_json) rc = print_json(pos[0], &sh);
-    else print_text(pos[0], &sh);
+    if (g_json)
+        rc = print_json(pos[0], &sh);
+    else
+        print_text(pos[0], &sh);
     al_show_free(&sh);
     if (rc != 0) {
         fprintf(stderr, "attnlab: out of memory\n");

@@ -16,24 +16,29 @@ static const char *o_model, *o_data, *o_out, *o_gates;
 static int o_batch = 2, o_seq = 0, o_steps = 10, o_threads = 0;
 static double o_lr = 1e-3, o_wd = 0.1, o_clip = 1.0;
 
-static al_flag flags[] = {
-    {"model", AL_STR, &o_model, "DIR", "model directory", 1, 0},
-    {"data", AL_STR, &o_data, "FILE", "token file; the batch is its first fixed batch", 1, 0},
-    {"out", AL_STR, &o_out, "FILE", "safetensors file to write", 1, 0},
-    {"batch", AL_INT, &o_batch, "N", "sequences", 0, 0},
-    {"seq-len", AL_INT, &o_seq, "N", "tokens per sequence (0 = n_ctx)", 0, 0},
-    {"gates", AL_STR, &o_gates, "LIST", "comma-separated gate values, layer-major (default all 1)", 0, 0},
-    {"adam-steps", AL_INT, &o_steps, "N", "AdamW steps on the batch (constant lr)", 0, 0},
-    {"lr", AL_FLOAT, &o_lr, "X", "AdamW learning rate", 0, 0},
-    {"weight-decay", AL_FLOAT, &o_wd, "X", "AdamW weight decay", 0, 0},
-    {"grad-clip", AL_FLOAT, &o_clip, "X", "global norm clip", 0, 0},
-    {"threads", AL_INT, &o_threads, "N", "threads", 0, 0},
-    AL_FLAGS_END};
+static al_flag flags[] = {{"model", AL_STR, &o_model, "DIR", "model directory", 1, 0},
+                          {"data", AL_STR, &o_data, "FILE",
+                           "token file; the batch is its first fixed batch", 1, 0},
+                          {"out", AL_STR, &o_out, "FILE", "safetensors file to write", 1, 0},
+                          {"batch", AL_INT, &o_batch, "N", "sequences", 0, 0},
+                          {"seq-len", AL_INT, &o_seq, "N", "tokens per sequence (0 = n_ctx)", 0, 0},
+                          {"gates", AL_STR, &o_gates, "LIST",
+                           "comma-separated gate values, layer-major (default all 1)", 0, 0},
+                          {"adam-steps", AL_INT, &o_steps, "N",
+                           "AdamW steps on the batch (constant lr)", 0, 0},
+                          {"lr", AL_FLOAT, &o_lr, "X", "AdamW learning rate", 0, 0},
+                          {"weight-decay", AL_FLOAT, &o_wd, "X", "AdamW weight decay", 0, 0},
+                          {"grad-clip", AL_FLOAT, &o_clip, "X", "global norm clip", 0, 0},
+                          {"threads", AL_INT, &o_threads, "N", "threads", 0, 0},
+                          AL_FLAGS_END};
 
 static int run_debug(int argc, char **argv);
-al_command al_cmd_debug_dump = {
-    "debug-dump", "dump logits, loss and gradients on one batch (for cross-checks)",
-    "--model DIR --data FILE --out FILE [options]", NULL, flags, run_debug};
+al_command al_cmd_debug_dump = {"debug-dump",
+                                "dump logits, loss and gradients on one batch (for cross-checks)",
+                                "--model DIR --data FILE --out FILE [options]",
+                                NULL,
+                                flags,
+                                run_debug};
 
 static int parse_gates(al_model *m, al_err *e) {
     if (!o_gates) return 0;
@@ -70,7 +75,10 @@ static int dump(al_model *m, const int *in, const int *tg, int B, int T, const f
             int64_t shape[4];
             int nd = al_param_tl_name(m, p, l, nm, sizeof nm, shape);
             snprintf(names[n], sizeof names[n], "grad.%s", nm);
-            t[n] = (al_st_tensor){names[n], AL_DT_F32, nd, {shape[0], shape[1], shape[2], shape[3]},
+            t[n] = (al_st_tensor){names[n],
+                                  AL_DT_F32,
+                                  nd,
+                                  {shape[0], shape[1], shape[2], shape[3]},
                                   m->g[p] + (size_t)l * al_param_layer_size(m, p)};
             n++;
         }
@@ -111,8 +119,14 @@ static int run_debug(int argc, char **argv) {
     if (al_model_backward(&m, &e) != 0) goto out;
     memcpy(keep_grads, m.grads, sizeof(float) * m.n_params);
     memcpy(keep_gg, m.gate_grads, sizeof(float) * LH);
-    al_optim_cfg oc = {.lr = o_lr, .min_lr_frac = 1.0, .warmup = 0, .total_steps = o_steps,
-                       .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o_wd,
+    al_optim_cfg oc = {.lr = o_lr,
+                       .min_lr_frac = 1.0,
+                       .warmup = 0,
+                       .total_steps = o_steps,
+                       .beta1 = 0.9,
+                       .beta2 = 0.95,
+                       .eps = 1e-8,
+                       .weight_decay = o_wd,
                        .grad_clip = o_clip};
     if (al_adamw_init(&opt, m.n_params, &e) != 0) goto out;
     for (int s = 0; s <= o_steps; s++) {

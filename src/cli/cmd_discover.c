@@ -35,7 +35,7 @@
 
 typedef struct disc_args {
     al_an_where w;
-    al_patch_opts o;    /* the pair task */
+    al_patch_opts o; /* the pair task */
     const char *method, *metric, *sweep, *out;
     double tau, recover;
     int show;
@@ -44,36 +44,40 @@ typedef struct disc_args {
 } disc_args;
 
 #define DISC_ARGS_INIT                                                                             \
-    {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, "acdc", "kl", NULL, NULL, 0.01, 0.9, 10,                 \
-     AL_PROBE_TOKENS_DEFAULT, "embed-first", "le"}
+    {                                                                                              \
+        AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, "acdc", "kl", NULL, NULL, 0.01, 0.9, 10,             \
+            AL_PROBE_TOKENS_DEFAULT, "embed-first", "le"                                           \
+    }
 static disc_args g_disc = DISC_ARGS_INIT;
 
-static al_flag disc_flags[] = {
-    AL_FLAG_MODEL(g_disc),
-    AL_FLAG_DB(g_disc),
-    AL_FLAGS_TASK_FILE(g_disc),
-    AL_FLAGS_TASK_DRAW(g_disc),
-    {"method", AL_STR, &g_disc.method, "M", "acdc or eap", 0, 0},
-    {"metric", AL_STR, &g_disc.metric, "M",
-     "kl (KL from the full model) or logit_diff (the task's own metric)", 0, 0},
-    {"tau", AL_FLOAT, &g_disc.tau, "X", "acdc: an edge goes if the loss grows by at most X", 0, 0},
-    {"sweep", AL_STR, &g_disc.sweep, "X,Y,...",
-     "acdc: also the circuit at each of these taus (the edges-vs-faithfulness curve)", 0, 0},
-    {"acdc-order", AL_STR, &g_disc.acdc_order, "O",
-     "acdc: a receiver's senders tried embed-first (index order) or latest-first (the reference "
-     "implementation's order: the latest head first, embed last)", 0, 0},
-    {"acdc-remove", AL_STR, &g_disc.acdc_remove, "R",
-     "acdc: remove an edge when the loss grows by le (at most tau) or lt (less than tau, the "
-     "reference implementation's rule)", 0, 0},
-    {"recover", AL_FLOAT, &g_disc.recover, "R", "eap: keep edges until faithfulness reaches R", 0,
-     0},
-    {"out", AL_STR, &g_disc.out, "DIR", "where the circuit file goes (default: the model directory)",
-     0, 0},
-    AL_FLAG_MASK(g_disc),
-    AL_FLAG_INTERVENE(g_disc),
-    {"show", AL_INT, &g_disc.show, "N", "kept edges printed (largest |score| first)", 0, 0},
-    AL_FLAG_THREADS(g_disc),
-    AL_FLAGS_END};
+static al_flag disc_flags[] =
+    {AL_FLAG_MODEL(g_disc),
+     AL_FLAG_DB(g_disc),
+     AL_FLAGS_TASK_FILE(g_disc),
+     AL_FLAGS_TASK_DRAW(g_disc),
+     {"method", AL_STR, &g_disc.method, "M", "acdc or eap", 0, 0},
+     {"metric", AL_STR, &g_disc.metric, "M",
+      "kl (KL from the full model) or logit_diff (the task's own metric)", 0, 0},
+     {"tau", AL_FLOAT, &g_disc.tau, "X", "acdc: an edge goes if the loss grows by at most X", 0, 0},
+     {"sweep", AL_STR, &g_disc.sweep, "X,Y,...",
+      "acdc: also the circuit at each of these taus (the edges-vs-faithfulness curve)", 0, 0},
+     {"acdc-order", AL_STR, &g_disc.acdc_order, "O",
+      "acdc: a receiver's senders tried embed-first (index order) or latest-first (the reference "
+      "implementation's order: the latest head first, embed last)",
+      0, 0},
+     {"acdc-remove", AL_STR, &g_disc.acdc_remove, "R",
+      "acdc: remove an edge when the loss grows by le (at most tau) or lt (less than tau, the "
+      "reference implementation's rule)",
+      0, 0},
+     {"recover", AL_FLOAT, &g_disc.recover, "R", "eap: keep edges until faithfulness reaches R", 0,
+      0},
+     {"out", AL_STR, &g_disc.out, "DIR",
+      "where the circuit file goes (default: the model directory)", 0, 0},
+     AL_FLAG_MASK(g_disc),
+     AL_FLAG_INTERVENE(g_disc),
+     {"show", AL_INT, &g_disc.show, "N", "kept edges printed (largest |score| first)", 0, 0},
+     AL_FLAG_THREADS(g_disc),
+     AL_FLAGS_END};
 
 static int run_discover(int argc, char **argv);
 extern const al_analysis al_an_discover;
@@ -147,8 +151,10 @@ static void print_circuit(const disc_args *a, const al_behave *bh, const al_pair
            (long long)bh->run_id, a->w.db);
     printf("task %s: %d pair%s of %d tokens; method %s", t->task, t->N, t->N == 1 ? "" : "s", t->T,
            o->method);
-    if (!strcmp(o->method, "acdc")) printf(", tau %g", o->tau);
-    else printf(", recover %g", o->recover);
+    if (!strcmp(o->method, "acdc"))
+        printf(", tau %g", o->tau);
+    else
+        printf(", recover %g", o->recover);
     printf(", metric %s\n", o->metric);
     /* the kept edges' scores, ranked */
     double *sc = malloc(sizeof(double) * (size_t)(r->n_kept ? r->n_kept : 1));
@@ -166,8 +172,10 @@ static void print_circuit(const disc_args *a, const al_behave *bh, const al_pair
         for (int i = 0; i < show; i++) {
             char nm[64];
             printf("  %-16s ", al_graph_edge_name(r->L, r->H, at[idx[i]], nm, sizeof nm));
-            if (isnan(sc[idx[i]])) printf("%10s\n", "-");
-            else printf("%+10.4g\n", sc[idx[i]] + 0.0);
+            if (isnan(sc[idx[i]]))
+                printf("%10s\n", "-");
+            else
+                printf("%+10.4g\n", sc[idx[i]] + 0.0);
         }
     }
     free(idx);
@@ -189,7 +197,9 @@ static void print_sweep(const double *taus, const al_discover_result *rs, int n)
 
 /* ------------------------------------------------------------ JSON */
 
-static int num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) ? 0 : -1; }
+static int num(cJSON *o, const char *k, double v) {
+    return cJSON_AddNumberToObject(o, k, v) ? 0 : -1;
+}
 
 /* One circuit: its numbers and its kept edges by |score|. */
 static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_discover_result *r) {
@@ -215,8 +225,8 @@ static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_disco
         char nm[64];
         cJSON *e = cJSON_CreateObject();
         ok = e && cJSON_AddItemToArray(edges, e) &&
-             cJSON_AddStringToObject(e, "edge", al_graph_edge_name(r->L, r->H, at[idx[i]], nm,
-                                                                    sizeof nm)) &&
+             cJSON_AddStringToObject(e, "edge",
+                                     al_graph_edge_name(r->L, r->H, at[idx[i]], nm, sizeof nm)) &&
              cJSON_AddNumberToObject(e, "score", sc[idx[i]]);
     }
     free(idx);
@@ -249,8 +259,8 @@ static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
         for (i = 0; i < n_done; i++) {
             int taken = 0;
             for (int k = 0; k < cJSON_GetArraySize(sw); k++)
-                taken |= cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(sw, k),
-                                                                  "tau")) == taus[i];
+                taken |= cJSON_GetNumberValue(
+                             cJSON_GetObjectItem(cJSON_GetArrayItem(sw, k), "tau")) == taus[i];
             if (!taken && (best < 0 || taus[i] < taus[best])) best = i;
         }
         cJSON *c = json_circuit(taus[best], o, &rs[best]);
@@ -269,8 +279,14 @@ static int write_circuit(const disc_args *a, const al_behave *bh, const al_pairs
     snprintf(name, sizeof name, "circuit-%s-%s.json", t->task, o->method);
     if (al_path_join(path, cap, a->out ? a->out : a->w.model, name, e)) return -1;
     int acdc = !strcmp(o->method, "acdc");
-    al_circuit_info info = {bh->sha, t->task, o->method, o->metric, acdc ? o->tau : NAN,
-                            acdc ? NAN : o->recover, r->faithfulness, r->kl_circuit,
+    al_circuit_info info = {bh->sha,
+                            t->task,
+                            o->method,
+                            o->metric,
+                            acdc ? o->tau : NAN,
+                            acdc ? NAN : o->recover,
+                            r->faithfulness,
+                            r->kl_circuit,
                             (long long)bh->run_id};
     char *text = NULL;
     if (al_circuit_format(&info, r->L, r->H, r->kept, r->score, &text, e)) return -1;
@@ -310,16 +326,16 @@ static int disc_check(const void *args, const al_flag *fl, al_err *e) {
 
 /* The run's state between the driver's phases. */
 typedef struct disc_state {
-    al_patch_opts o;        /* the pair task */
-    al_discover_opts d;     /* d.tau: the main circuit's (between the phases) */
-    al_probe_load pl;       /* --probe-tokens: what the induction task is made of */
+    al_patch_opts o; /* the pair task */
+    al_discover_opts d; /* d.tau: the main circuit's (between the phases) */
+    al_probe_load pl; /* --probe-tokens: what the induction task is made of */
     al_pairs t;
-    double taus[MAX_SWEEP + 1];           /* [0] the main circuit's, then --sweep's */
-    int n_sweep, n_done;                  /* circuits asked beyond the main one; found */
+    double taus[MAX_SWEEP + 1]; /* [0] the main circuit's, then --sweep's */
+    int n_sweep, n_done; /* circuits asked beyond the main one; found */
     al_discover_result rs[MAX_SWEEP + 1]; /* by taus */
-    al_warnings warn;       /* every circuit's warnings in turn (the first AL_WARN_MAX) */
+    al_warnings warn; /* every circuit's warnings in turn (the first AL_WARN_MAX) */
     char path[AL_PATH_MAX]; /* the circuit file written */
-    double t0;              /* when the model was loaded: the printed total */
+    double t0; /* when the model was loaded: the printed total */
 } disc_state;
 
 /* Everything the options, the model or the task can refuse, before a run
@@ -341,8 +357,7 @@ static int disc_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     /* --out is made when the circuit is written: a refused or interrupted
      * run leaves no empty folder behind */
     if (a->out && al_mkdir_p_check(a->out, e)) return -1;
-    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
-                           e))
+    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab, e))
         return -1;
     s->o.probe_src = al_probe_load_src(&s->pl);
     if (!s->o.task || !strcmp(s->o.task, "induction")) al_drive_warn(dr, s->pl.warn);
@@ -428,8 +443,7 @@ static int disc_print(void *args, void *state, al_drive *dr, al_err *e) {
         print_sweep(st, sr, n_done);
     }
     printf("circuit file %s\n", s->path);
-    printf("discover: %d circuit%s in %.2f s\n", n_done, n_done == 1 ? "" : "s",
-           al_now() - s->t0);
+    printf("discover: %d circuit%s in %.2f s\n", n_done, n_done == 1 ? "" : "s", al_now() - s->t0);
     return 0;
 }
 
@@ -466,13 +480,28 @@ static int disc_check_model(const void *args, const al_config *c, al_err *e) {
     return al_patch_task_fits(&((const disc_args *)args)->o, c->n_ctx, e);
 }
 
-const al_analysis al_an_discover = {
-    .name = "discover", .cmd = &al_cmd_discover, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
-    .tmpl = &g_disc, .size = sizeof g_disc, .init = disc_init, .check = disc_check,
-    .check_model = disc_check_model, .state_size = sizeof(disc_state), .prepare = disc_prepare, .compute = disc_compute,
-    .store = disc_store, .print = disc_print, .release = disc_release,
-    .warnings = disc_warnings, .stops = 1, .exp_list = 1,
-    .exp_data = AL_EXP_DATA_NONE, .exp_deny = disc_deny, .exp_label = disc_label,
-    .results = AL_RESULTS_CIRCUIT};
+const al_analysis al_an_discover = {.name = "discover",
+                                    .cmd = &al_cmd_discover,
+                                    .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
+                                    .tmpl = &g_disc,
+                                    .size = sizeof g_disc,
+                                    .init = disc_init,
+                                    .check = disc_check,
+                                    .check_model = disc_check_model,
+                                    .state_size = sizeof(disc_state),
+                                    .prepare = disc_prepare,
+                                    .compute = disc_compute,
+                                    .store = disc_store,
+                                    .print = disc_print,
+                                    .release = disc_release,
+                                    .warnings = disc_warnings,
+                                    .stops = 1,
+                                    .exp_list = 1,
+                                    .exp_data = AL_EXP_DATA_NONE,
+                                    .exp_deny = disc_deny,
+                                    .exp_label = disc_label,
+                                    .results = AL_RESULTS_CIRCUIT};
 
-static int run_discover(int argc, char **argv) { return al_drive_main(&al_an_discover, argc, argv); }
+static int run_discover(int argc, char **argv) {
+    return al_drive_main(&al_an_discover, argc, argv);
+}

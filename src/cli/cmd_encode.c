@@ -19,23 +19,27 @@ al_encode_cli al_encode_cli_defaults(void) {
 }
 
 void al_encode_cli_flags(al_encode_cli *o, al_flag f[AL_ENCODE_CLI_NFLAGS]) {
-    const al_flag t[] = {
-        {"tokenizer", AL_STR, &o->tokenizer, "FILE",
-         "tokenizer.json from `attnlab tokenizer train`, or a Hugging Face one (byte-level BPE)", 1, 0},
-        {"in", AL_STR, &o->in, "FILE", "text to encode", 1, 0},
-        {"out", AL_STR, &o->out, "PATH",
-         "data/x.bin writes data/x.train.bin and data/x.val.bin", 1, 0},
-        {"val", AL_FLOAT, &o->val, "F", "share of documents (the last ones) for validation; 0: none",
-         0, 0},
-        {"docs", AL_STR, &o->docs, "MODE",
-         "document separation: blank (blank lines), line (one per line), eot (literal "
-         "<|endoftext|>), story (a new line straight after a line; blank lines only separate "
-         "paragraphs)", 0, 0},
-        {"val-pick", AL_STR, &o->val_pick, "last|hash",
-         "which documents are validation: the last ones, or those whose text hashes below --val "
-         "(the same side in every corpus or mixture holding them)", 0, 0},
-        AL_FLAGS_END};
-    _Static_assert(sizeof t / sizeof t[0] <= AL_ENCODE_CLI_NFLAGS, "AL_ENCODE_CLI_NFLAGS too small");
+    const al_flag t[] =
+        {{"tokenizer", AL_STR, &o->tokenizer, "FILE",
+          "tokenizer.json from `attnlab tokenizer train`, or a Hugging Face one (byte-level BPE)",
+          1, 0},
+         {"in", AL_STR, &o->in, "FILE", "text to encode", 1, 0},
+         {"out", AL_STR, &o->out, "PATH", "data/x.bin writes data/x.train.bin and data/x.val.bin",
+          1, 0},
+         {"val", AL_FLOAT, &o->val, "F",
+          "share of documents (the last ones) for validation; 0: none", 0, 0},
+         {"docs", AL_STR, &o->docs, "MODE",
+          "document separation: blank (blank lines), line (one per line), eot (literal "
+          "<|endoftext|>), story (a new line straight after a line; blank lines only separate "
+          "paragraphs)",
+          0, 0},
+         {"val-pick", AL_STR, &o->val_pick, "last|hash",
+          "which documents are validation: the last ones, or those whose text hashes below --val "
+          "(the same side in every corpus or mixture holding them)",
+          0, 0},
+         AL_FLAGS_END};
+    _Static_assert(sizeof t / sizeof t[0] <= AL_ENCODE_CLI_NFLAGS,
+                   "AL_ENCODE_CLI_NFLAGS too small");
     memcpy(f, t, sizeof t);
 }
 
@@ -123,8 +127,10 @@ static int encode_file(const al_encode_cli *o, al_val_pick pick, const al_tokeni
     unsigned char *is_val = NULL;
     if (o->val > 0) {
         if (nd < 2)
-            return al_errf(e, "%s has %zu document%s: a train/validation split needs at least 2 "
-                           "(see --docs, or use --val 0)", o->in, nd, PLURAL(nd));
+            return al_errf(e,
+                           "%s has %zu document%s: a train/validation split needs at least 2 "
+                           "(see --docs, or use --val 0)",
+                           o->in, nd, PLURAL(nd));
         if (!(is_val = al_malloc(nd, 1, e)) ||
             al_corpus_val_split(docs, nd, o->val, pick, is_val, &n_val, e)) {
             free(is_val);
@@ -156,7 +162,8 @@ static int encode_file(const al_encode_cli *o, al_val_pick pick, const al_tokeni
     if (n_val)
         printf("  val:   %zu tokens (%zu document%s%s) -> %s\n", nva, n_val, PLURAL(n_val),
                pick == AL_VAL_HASH ? ", picked by hash" : "", val_path);
-    else printf("  val:   none (--val 0)\n");
+    else
+        printf("  val:   none (--val 0)\n");
     return 0;
 }
 
@@ -175,8 +182,10 @@ int al_encode_cli_run(const al_encode_cli *o, al_err *e) {
     al_tokenizer *t;
     if (al_tok_load(o->tokenizer, &t, e) != 0) return 1;
     if (al_tok_eot(t) < 0) { /* a Hugging Face tokenizer without one */
-        al_errf(e, "tokenizer %s has no special <|endoftext|> token to put before each "
-                "document", o->tokenizer);
+        al_errf(e,
+                "tokenizer %s has no special <|endoftext|> token to put before each "
+                "document",
+                o->tokenizer);
         al_tok_free(t);
         return 1;
     }

@@ -11,16 +11,21 @@
 static int o_force = 0, o_dry = 0, o_threads = -1, o_list = 0, o_task = -1, o_jobs = 0;
 static const char *o_out = NULL, *o_text = NULL;
 
-static al_flag flags[] = {
-    {"force", AL_BOOL, &o_force, NULL, "run every stage again, even those whose outputs are complete", 0, 0},
-    {"dry-run", AL_BOOL, &o_dry, NULL, "check the file and list the stages, run nothing", 0, 0},
-    {"out", AL_STR, &o_out, "DIR", "output folder instead of the file's \"out\" (notebooks-out/<name>)", 0, 0},
-    {"text", AL_STR, &o_text, "FILE", "the text corpus, in place of the file's data.text", 0, 0},
-    {"threads", AL_INT, &o_threads, "N", "threads for every stage (-1: the file's \"threads\", 0: all cores)", 0, 0},
-    {"list-tasks", AL_BOOL, &o_list, NULL, "a sweep: print one line per task (index, folder, values)", 0, 0},
-    {"task", AL_INT, &o_task, "K", "a sweep: run task K (0-based) into OUT/task-K", 0, 0},
-    {"jobs", AL_INT, &o_jobs, "N", "a sweep: run every task, N processes at a time, then merge into OUT/sweep.db", 0, 0},
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {{"force", AL_BOOL, &o_force, NULL,
+      "run every stage again, even those whose outputs are complete", 0, 0},
+     {"dry-run", AL_BOOL, &o_dry, NULL, "check the file and list the stages, run nothing", 0, 0},
+     {"out", AL_STR, &o_out, "DIR",
+      "output folder instead of the file's \"out\" (notebooks-out/<name>)", 0, 0},
+     {"text", AL_STR, &o_text, "FILE", "the text corpus, in place of the file's data.text", 0, 0},
+     {"threads", AL_INT, &o_threads, "N",
+      "threads for every stage (-1: the file's \"threads\", 0: all cores)", 0, 0},
+     {"list-tasks", AL_BOOL, &o_list, NULL,
+      "a sweep: print one line per task (index, folder, values)", 0, 0},
+     {"task", AL_INT, &o_task, "K", "a sweep: run task K (0-based) into OUT/task-K", 0, 0},
+     {"jobs", AL_INT, &o_jobs, "N",
+      "a sweep: run every task, N processes at a time, then merge into OUT/sweep.db", 0, 0},
+     AL_FLAGS_END};
 
 static int run_experiment(int argc, char **argv);
 al_command al_cmd_experiment = {
@@ -105,7 +110,10 @@ static int list_tasks(const al_sweep *s, al_err *e) {
 static int run_jobs(const al_sweep *s, const char *file, al_err *e) {
     char base[AL_PATH_MAX];
     if (al_sweep_check(s, e) || sweep_base(s, base, sizeof base, e)) return al_cli_error(e);
-    al_sweep_jobs_opts jo = {.file = file, .base = base, .jobs = o_jobs, .threads = o_threads,
+    al_sweep_jobs_opts jo = {.file = file,
+                             .base = base,
+                             .jobs = o_jobs,
+                             .threads = o_threads,
                              .force = o_force};
     int interrupted = 0;
     int rc = al_sweep_run_jobs(s, &jo, &interrupted, e);
@@ -119,8 +127,9 @@ static int run_sweep(al_sweep *s, const char *file, al_err *e) {
     int modes = o_list + (o_task >= 0) + (o_jobs != 0);
     if (modes != 1) {
         if (modes == 0)
-            al_errf(e, "%s is a sweep of %ld tasks: give --list-tasks, --task K (0..%ld) or --jobs N", file,
-                    n, n - 1);
+            al_errf(e,
+                    "%s is a sweep of %ld tasks: give --list-tasks, --task K (0..%ld) or --jobs N",
+                    file, n, n - 1);
         else
             al_errf(e, "give one of --list-tasks, --task K and --jobs N");
         return al_cli_usage(&al_cmd_experiment, e);
@@ -162,7 +171,8 @@ static int run_experiment(int argc, char **argv) {
     if (al_sweep_load(pos[0], &s, &e) != 0) return al_cli_error(&e);
     if (s && o_text) { /* the tasks' loader takes the file as it is */
         al_sweep_free(s);
-        al_errf(&e, "--text is not taken with a sweep: put the corpus path in the file's data.text");
+        al_errf(&e,
+                "--text is not taken with a sweep: put the corpus path in the file's data.text");
         return al_cli_usage(&al_cmd_experiment, &e);
     }
     if (s) {

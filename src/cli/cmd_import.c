@@ -18,40 +18,44 @@ static int o_no_fold_ln, o_no_center_writing, o_no_center_unembed, o_no_fold_vb,
 static int o_threads;
 static double o_tol = 1e-4;
 
-static al_flag flags[] = {
-    {"checkpoint", AL_STR, &o.checkpoint, "FILE",
-     "the state dict: torch.save file (.pth, .pt) or .safetensors, TransformerLens key names", 0, 0},
-    {"out", AL_STR, &o_out, "DIR", "the model directory to write (new, or an empty folder)", 0, 0},
-    {"config", AL_STR, &o.config, "FILE",
-     "config.json: TransformerLens's HookedTransformerConfig fields, or the hub format of "
-     "NeelNanda's models", 0, 0},
-    {"preset", AL_STR, &o.preset, "NAME", "a published model's configuration (--list-presets)", 0, 0},
-    {"tokenizer", AL_STR, &o.tokenizer, "FILE", "tokenizer.json to put in the directory", 0, 0},
-    {"n-layers", AL_INT, &o.n_layers, "N", "layers (else from the config or the checkpoint)", 0, 0},
-    {"d-model", AL_INT, &o.d_model, "N", "residual width", 0, 0},
-    {"n-heads", AL_INT, &o.n_heads, "N", "heads per layer", 0, 0},
-    {"d-head", AL_INT, &o.d_head, "N", "head width", 0, 0},
-    {"n-ctx", AL_INT, &o.n_ctx, "N", "context length", 0, 0},
-    {"d-vocab", AL_INT, &o.d_vocab, "N", "vocabulary size", 0, 0},
-    {"norm", AL_STR, &o.norm, "TYPE", "none, LN or LNPre", 0, 0},
-    {"positions", AL_STR, &o.positions, "TYPE", "standard or shortformer", 0, 0},
-    {"eps", AL_FLOAT, &o.eps, "X", "LayerNorm eps (1e-5)", 0, 0},
-    {"ignore-key", AL_STR, &o.ignore_keys, "K1,K2",
-     "config keys that do not change the model, beyond the ones attnlab knows", 0, 0},
-    {"prefix", AL_STR, &o.prefix, "P",
-     "key prefix of the state dict inside the checkpoint (found when there is one)", 0, 0},
-    {"no-fold-ln", AL_BOOL, &o_no_fold_ln, NULL, "keep LayerNorm's weights (no fold_ln)", 0, 0},
-    {"no-center-writing-weights", AL_BOOL, &o_no_center_writing, NULL,
-     "no center_writing_weights", 0, 0},
-    {"no-center-unembed", AL_BOOL, &o_no_center_unembed, NULL, "no center_unembed", 0, 0},
-    {"no-fold-value-biases", AL_BOOL, &o_no_fold_vb, NULL, "no fold_value_biases", 0, 0},
-    {"compare", AL_STR, &o_compare, "FILE",
-     "check the imported model against a reference run (scripts/tl-compare.py) before writing",
-     0, 0},
-    {"tolerance", AL_FLOAT, &o_tol, "X", "largest relative error that passes --compare", 0, 0},
-    {"list-presets", AL_BOOL, &o_list, NULL, "list the presets and exit", 0, 0},
-    {"threads", AL_INT, &o_threads, "N", "threads (0: all cores)", 0, 0},
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {{"checkpoint", AL_STR, &o.checkpoint, "FILE",
+      "the state dict: torch.save file (.pth, .pt) or .safetensors, TransformerLens key names", 0,
+      0},
+     {"out", AL_STR, &o_out, "DIR", "the model directory to write (new, or an empty folder)", 0, 0},
+     {"config", AL_STR, &o.config, "FILE",
+      "config.json: TransformerLens's HookedTransformerConfig fields, or the hub format of "
+      "NeelNanda's models",
+      0, 0},
+     {"preset", AL_STR, &o.preset, "NAME", "a published model's configuration (--list-presets)", 0,
+      0},
+     {"tokenizer", AL_STR, &o.tokenizer, "FILE", "tokenizer.json to put in the directory", 0, 0},
+     {"n-layers", AL_INT, &o.n_layers, "N", "layers (else from the config or the checkpoint)", 0,
+      0},
+     {"d-model", AL_INT, &o.d_model, "N", "residual width", 0, 0},
+     {"n-heads", AL_INT, &o.n_heads, "N", "heads per layer", 0, 0},
+     {"d-head", AL_INT, &o.d_head, "N", "head width", 0, 0},
+     {"n-ctx", AL_INT, &o.n_ctx, "N", "context length", 0, 0},
+     {"d-vocab", AL_INT, &o.d_vocab, "N", "vocabulary size", 0, 0},
+     {"norm", AL_STR, &o.norm, "TYPE", "none, LN or LNPre", 0, 0},
+     {"positions", AL_STR, &o.positions, "TYPE", "standard or shortformer", 0, 0},
+     {"eps", AL_FLOAT, &o.eps, "X", "LayerNorm eps (1e-5)", 0, 0},
+     {"ignore-key", AL_STR, &o.ignore_keys, "K1,K2",
+      "config keys that do not change the model, beyond the ones attnlab knows", 0, 0},
+     {"prefix", AL_STR, &o.prefix, "P",
+      "key prefix of the state dict inside the checkpoint (found when there is one)", 0, 0},
+     {"no-fold-ln", AL_BOOL, &o_no_fold_ln, NULL, "keep LayerNorm's weights (no fold_ln)", 0, 0},
+     {"no-center-writing-weights", AL_BOOL, &o_no_center_writing, NULL, "no center_writing_weights",
+      0, 0},
+     {"no-center-unembed", AL_BOOL, &o_no_center_unembed, NULL, "no center_unembed", 0, 0},
+     {"no-fold-value-biases", AL_BOOL, &o_no_fold_vb, NULL, "no fold_value_biases", 0, 0},
+     {"compare", AL_STR, &o_compare, "FILE",
+      "check the imported model against a reference run (scripts/tl-compare.py) before writing", 0,
+      0},
+     {"tolerance", AL_FLOAT, &o_tol, "X", "largest relative error that passes --compare", 0, 0},
+     {"list-presets", AL_BOOL, &o_list, NULL, "list the presets and exit", 0, 0},
+     {"threads", AL_INT, &o_threads, "N", "threads (0: all cores)", 0, 0},
+     AL_FLAGS_END};
 
 static int run_import(int argc, char **argv);
 al_command al_cmd_import = {
@@ -88,7 +92,8 @@ static void print_compare(const al_compare_result *r, double tol) {
     if (r->skipped[0]) printf("not compared (split inputs): %s\n", r->skipped);
     if (r->pass)
         printf("compare: PASS, %d tensors on %d x %d tokens, worst relative error %.2e (%s), "
-               "tolerance %.0e\n", r->n, r->B, r->T, r->worst, r->rows[r->worst_row].name, tol);
+               "tolerance %.0e\n",
+               r->n, r->B, r->T, r->worst, r->rows[r->worst_row].name, tol);
     else
         printf("compare: FAIL, worst relative error %.2e (%s), tolerance %.0e\n", r->worst,
                r->worst_row >= 0 ? r->rows[r->worst_row].name : "no tensors", tol);
@@ -104,7 +109,8 @@ static int list_presets(void) {
 
 static int run_import(int argc, char **argv) {
     al_err e;
-    if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e)) return al_cli_usage(&al_cmd_import, &e);
+    if (al_flags_parse(flags, argc, argv, NULL, 0, NULL, &e))
+        return al_cli_usage(&al_cmd_import, &e);
     if (o_list) return list_presets();
     if (!o.checkpoint || !o_out) {
         al_errf(&e, "--checkpoint and --out are required");
@@ -116,8 +122,8 @@ static int run_import(int argc, char **argv) {
         return al_cli_usage(&al_cmd_import, &e);
     }
     al_set_threads(o_threads);
-    o.process = (al_process_opts){!o_no_fold_ln, !o_no_center_writing, !o_no_center_unembed,
-                                  !o_no_fold_vb};
+    o.process =
+        (al_process_opts){!o_no_fold_ln, !o_no_center_writing, !o_no_center_unembed, !o_no_fold_vb};
     if (al_import_out_check(o_out, &e)) return al_cli_error(&e);
     al_tokenizer *tok = NULL;
     if (o.tokenizer && al_tok_load(o.tokenizer, &tok, &e)) return al_cli_error(&e);
@@ -151,17 +157,20 @@ static int run_import(int argc, char **argv) {
     size_t n = 0;
     for (unsigned b = 1; b <= AL_PROC_FOLD_VALUE_BIASES; b <<= 1)
         if (info.processed & b)
-            n += (size_t)snprintf(procs + n, sizeof procs - n, "%s%s", n ? ", " : "", al_process_name(b));
+            n += (size_t)snprintf(procs + n, sizeof procs - n, "%s%s", n ? ", " : "",
+                                  al_process_name(b));
     char bias[64] = "";
     size_t k = 0;
     for (unsigned b = 1; b <= AL_BIAS_U; b <<= 1)
-        if (c->biases & b) k += (size_t)snprintf(bias + k, sizeof bias - k, "%s%s", k ? " " : "", al_bias_name(b));
+        if (c->biases & b)
+            k += (size_t)snprintf(bias + k, sizeof bias - k, "%s%s", k ? " " : "", al_bias_name(b));
     printf("imported %s (%s config, %s, %d tensors, %d buffers skipped%s%s)\n", o.checkpoint,
            info.config_format, info.dtype, info.n_read, info.n_skipped,
            info.prefix[0] ? ", state dict under " : "", info.prefix);
     printf("model: %d layers, d_model %d, %d heads x %d, n_ctx %d, d_vocab %d, normalization %s, "
-           "%s positions, biases %s\n", c->n_layers, c->d_model, c->n_heads, c->d_head, c->n_ctx,
-           c->d_vocab, norm_name(c->norm_type), al_pos_type_name(c->pos_type), k ? bias : "none");
+           "%s positions, biases %s\n",
+           c->n_layers, c->d_model, c->n_heads, c->d_head, c->n_ctx, c->d_vocab,
+           norm_name(c->norm_type), al_pos_type_name(c->pos_type), k ? bias : "none");
     printf("processed: %s\n", n ? procs : "nothing");
     printf("wrote %s%s\n", o_out, tok ? "" : " (no tokenizer: --tokenizer adds one)");
     rc = 0;
@@ -177,12 +186,13 @@ static const char *c_model, *c_ref;
 static double c_tol = 1e-4;
 static int c_threads;
 
-static al_flag cflags[] = {
-    {"model", AL_STR, &c_model, "DIR", "model directory", 1, 0},
-    {"ref", AL_STR, &c_ref, "FILE", "reference run (scripts/tl-compare.py's safetensors)", 1, 0},
-    {"tolerance", AL_FLOAT, &c_tol, "X", "largest relative error that passes", 0, 0},
-    {"threads", AL_INT, &c_threads, "N", "threads (0: all cores)", 0, 0},
-    AL_FLAGS_END};
+static al_flag cflags[] = {{"model", AL_STR, &c_model, "DIR", "model directory", 1, 0},
+                           {"ref", AL_STR, &c_ref, "FILE",
+                            "reference run (scripts/tl-compare.py's safetensors)", 1, 0},
+                           {"tolerance", AL_FLOAT, &c_tol, "X",
+                            "largest relative error that passes", 0, 0},
+                           {"threads", AL_INT, &c_threads, "N", "threads (0: all cores)", 0, 0},
+                           AL_FLAGS_END};
 
 static int run_compare(int argc, char **argv);
 al_command al_cmd_compare = {

@@ -28,17 +28,17 @@ typedef struct names_args {
 
 static names_args g = {AL_AN_WHERE_INIT, 200, NULL, 1};
 
-static al_flag flags[] = {
-    AL_FLAG_MODEL(g),
-    AL_FLAG_DB(g),
-    {"data", AL_STR, &g.w.data, "VAL.bin",
-     "held-out tokens (X.val.bin of attnlab encode: documents after <|endoftext|>)", 1, 0},
-    {"stories", AL_INT, &g.n, "N", "stories (the first N usable ones of --data)", 0, 0},
-    {"name", AL_STR, &g.name, "NAME",
-     "insert this name in every story (default: an invented name per story)", 0, 0},
-    {"seed", AL_U64, &g.seed, "S", "seed for the invented names", 0, 0},
-    AL_FLAG_THREADS(g),
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {AL_FLAG_MODEL(g),
+     AL_FLAG_DB(g),
+     {"data", AL_STR, &g.w.data, "VAL.bin",
+      "held-out tokens (X.val.bin of attnlab encode: documents after <|endoftext|>)", 1, 0},
+     {"stories", AL_INT, &g.n, "N", "stories (the first N usable ones of --data)", 0, 0},
+     {"name", AL_STR, &g.name, "NAME",
+      "insert this name in every story (default: an invented name per story)", 0, 0},
+     {"seed", AL_U64, &g.seed, "S", "seed for the invented names", 0, 0},
+     AL_FLAG_THREADS(g),
+     AL_FLAGS_END};
 
 static int run_names(int argc, char **argv);
 extern const al_analysis al_an_names;
@@ -61,8 +61,8 @@ al_command al_cmd_names = {
 };
 
 /* attnlab.names/1 (docs/json.md), beside the driver's run and model keys. */
-static int json_names(cJSON *doc, const names_args *a, const al_behave *b,
-                      const al_name_stories *s, const al_namecopy_result *r) {
+static int json_names(cJSON *doc, const names_args *a, const al_behave *b, const al_name_stories *s,
+                      const al_namecopy_result *r) {
     cJSON *ex, *pieces, *rest;
     if (!cJSON_AddStringToObject(doc, "data", a->w.data) ||
         !cJSON_AddNumberToObject(doc, "stories", r->n) ||
@@ -120,8 +120,7 @@ static int names_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     al_behave *b = dr->b;
     if (!b->tok) return al_errf(e, "%s has no tokenizer.json (names are text)", a->w.model);
     return al_tokens_load(a->w.data, &s->d, e) ||
-                   al_names_in_text(b->tok, &s->d, a->n, a->name, a->seed, b->m.cfg.n_ctx, &s->s,
-                                    e)
+                   al_names_in_text(b->tok, &s->d, a->n, a->name, a->seed, b->m.cfg.n_ctx, &s->s, e)
                ? -1
                : 0;
 }
@@ -174,8 +173,8 @@ static int names_print(void *args, void *state, al_drive *dr, al_err *e) {
     }
     printf(")\n%-7s %8s %12s %12s %8s\n", "piece", "stories", "p(1st)", "p(2nd)", "2nd/1st");
     for (int j = 0; j < r->max_k; j++)
-        printf("%-7d %8d %12.4f %12.4f %8.1f\n", j + 1, r->count[j], r->p_first[j],
-               r->p_second[j], r->p_first[j] > 0 ? r->p_second[j] / r->p_first[j] : 0);
+        printf("%-7d %8d %12.4f %12.4f %8.1f\n", j + 1, r->count[j], r->p_first[j], r->p_second[j],
+               r->p_first[j] > 0 ? r->p_second[j] / r->p_first[j] : 0);
     printf("%-7s %8s %12.4f %12.4f %8.1f\n", "2..", "", r->rest_first, r->rest_second,
            r->rest_first > 0 ? r->rest_second / r->rest_first : 0);
     return 0;
@@ -193,11 +192,20 @@ static void names_init(void *args) {
     a->n = 200, a->name = NULL, a->seed = 1;
 }
 
-const al_analysis al_an_names = {
-    .name = "names", .cmd = &al_cmd_names, .groups = AL_GROUP_WHERE, .tmpl = &g, .size = sizeof g,
-    .init = names_init, .check = names_check, .state_size = sizeof(names_state),
-    .prepare = names_prepare, .compute = names_compute, .store = names_store,
-    .print = names_print, .release = names_release, .exp_data = AL_EXP_DATA_VAL,
-    .results = AL_RESULTS_NAMES};
+const al_analysis al_an_names = {.name = "names",
+                                 .cmd = &al_cmd_names,
+                                 .groups = AL_GROUP_WHERE,
+                                 .tmpl = &g,
+                                 .size = sizeof g,
+                                 .init = names_init,
+                                 .check = names_check,
+                                 .state_size = sizeof(names_state),
+                                 .prepare = names_prepare,
+                                 .compute = names_compute,
+                                 .store = names_store,
+                                 .print = names_print,
+                                 .release = names_release,
+                                 .exp_data = AL_EXP_DATA_VAL,
+                                 .results = AL_RESULTS_NAMES};
 
 static int run_names(int argc, char **argv) { return al_drive_main(&al_an_names, argc, argv); }

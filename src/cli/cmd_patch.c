@@ -33,44 +33,52 @@ typedef struct patch_args {
     int show; /* configurations (paths: paths) printed */
 } patch_args;
 
-#define PATCH_ARGS_INIT {AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, AL_PROBE_TOKENS_DEFAULT, 10}
+#define PATCH_ARGS_INIT                                                                            \
+    { AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, AL_PROBE_TOKENS_DEFAULT, 10 }
 static patch_args g_patch = PATCH_ARGS_INIT;
 static patch_args g_paths = PATCH_ARGS_INIT;
 
 #define OWN_FLAGS(G)                                                                               \
-    {"direction", AL_STR, &G.o.direction, "D",                                                     \
-     "denoise (corrupted run, clean activations patched in) or noise (the reverse)", 0, 0},       \
-    {"naive", AL_BOOL, &G.o.naive, NULL,                                                           \
-     "one full forward pass per configuration (the reference, for checking)", 0, 0}
+    {"direction",                                                                                  \
+     AL_STR,                                                                                       \
+     &G.o.direction,                                                                               \
+     "D",                                                                                          \
+     "denoise (corrupted run, clean activations patched in) or noise (the reverse)",               \
+     0,                                                                                            \
+     0},                                                                                           \
+    {                                                                                              \
+        "naive", AL_BOOL, &G.o.naive, NULL,                                                        \
+            "one full forward pass per configuration (the reference, for checking)", 0, 0          \
+    }
 
-static al_flag patch_flags[] = {
-    AL_FLAG_MODEL(g_patch),
-    AL_FLAG_DB(g_patch),
-    AL_FLAGS_TASK_FILE(g_patch),
-    {"component", AL_STR, &g_patch.o.component, "C",
-     "resid, head, head_pos, q, k, v or pattern (see above)", 0, 0},
-    OWN_FLAGS(g_patch),
-    AL_FLAGS_TASK_DRAW(g_patch),
-    AL_FLAG_MASK(g_patch),
-    AL_FLAG_INTERVENE(g_patch),
-    {"show", AL_INT, &g_patch.show, "N", "configurations printed (largest |effect| first)", 0, 0},
-    AL_FLAG_THREADS(g_patch),
-    AL_FLAGS_END};
+static al_flag patch_flags[] = {AL_FLAG_MODEL(g_patch),
+                                AL_FLAG_DB(g_patch),
+                                AL_FLAGS_TASK_FILE(g_patch),
+                                {"component", AL_STR, &g_patch.o.component, "C",
+                                 "resid, head, head_pos, q, k, v or pattern (see above)", 0, 0},
+                                OWN_FLAGS(g_patch),
+                                AL_FLAGS_TASK_DRAW(g_patch),
+                                AL_FLAG_MASK(g_patch),
+                                AL_FLAG_INTERVENE(g_patch),
+                                {"show", AL_INT, &g_patch.show, "N",
+                                 "configurations printed (largest |effect| first)", 0, 0},
+                                AL_FLAG_THREADS(g_patch),
+                                AL_FLAGS_END};
 
-static al_flag paths_flags[] = {
-    AL_FLAG_MODEL(g_paths),
-    AL_FLAG_DB(g_paths),
-    AL_FLAGS_TASK_FILE(g_paths),
-    OWN_FLAGS(g_paths),
-    AL_FLAGS_TASK_DRAW(g_paths),
-    AL_FLAG_MASK(g_paths),
-    AL_FLAG_INTERVENE(g_paths),
-    {"show", AL_INT, &g_paths.show, "N", "paths printed (largest |effect| first)", 0, 0},
-    AL_FLAG_THREADS(g_paths),
-    AL_FLAGS_END};
+static al_flag paths_flags[] = {AL_FLAG_MODEL(g_paths),
+                                AL_FLAG_DB(g_paths),
+                                AL_FLAGS_TASK_FILE(g_paths),
+                                OWN_FLAGS(g_paths),
+                                AL_FLAGS_TASK_DRAW(g_paths),
+                                AL_FLAG_MASK(g_paths),
+                                AL_FLAG_INTERVENE(g_paths),
+                                {"show", AL_INT, &g_paths.show, "N",
+                                 "paths printed (largest |effect| first)", 0, 0},
+                                AL_FLAG_THREADS(g_paths),
+                                AL_FLAGS_END};
 
 #define TASKS_HELP                                                                                 \
-    "Tasks: induction (BOS + A + A against BOS + A' + A, A random tokens; metric =\n"               \
+    "Tasks: induction (BOS + A + A against BOS + A' + A, A random tokens; metric =\n"              \
     "mean log p of the next token over the second half), names (synthetic stories\n"               \
     "whose invented name recurs, against the same with another name; metric =\n"                   \
     "logit(name) - logit(other name)), file (--pairs FILE.jsonl, your own pairs,\n"                \
@@ -86,14 +94,13 @@ al_command al_cmd_patch = {
     "patch",
     "activation patching: which component carries the behaviour (one run per configuration)",
     "--model DIR --db FILE [--task induction|names|file] [--component C] [--direction denoise|noise]",
-    TASKS_HELP
-    "Components (one configuration each): resid (the residual stream entering layer\n"
-    "l at position t), head (head l.h's output at every position), head_pos (at one\n"
-    "position), q, k, v (head l.h's query / key / value at position t computed from\n"
-    "the other run), pattern (its attention row t from the other run). Rows go to\n"
-    "table patching (head NULL for resid, pos NULL for head; value = effect, metric\n"
-    "= M_p) and patching_runs (M_clean, M_corr). Ctrl-C stops the sweep: the run is\n"
-    "marked failed, nothing is stored, exit 130.",
+    TASKS_HELP "Components (one configuration each): resid (the residual stream entering layer\n"
+               "l at position t), head (head l.h's output at every position), head_pos (at one\n"
+               "position), q, k, v (head l.h's query / key / value at position t computed from\n"
+               "the other run), pattern (its attention row t from the other run). Rows go to\n"
+               "table patching (head NULL for resid, pos NULL for head; value = effect, metric\n"
+               "= M_p) and patching_runs (M_clean, M_corr). Ctrl-C stops the sweep: the run is\n"
+               "marked failed, nothing is stored, exit 130.",
     patch_flags,
     run_patch,
 };
@@ -102,18 +109,17 @@ al_command al_cmd_paths = {
     "paths",
     "path patching: embed, pos and each head into each later head's q, k, v and the logits",
     "--model DIR --db FILE [--task induction|names|file] [--direction noise|denoise]",
-    TASKS_HELP
-    "Senders: embed, pos and every head of layers 0..L-2; receivers: the query, key\n"
-    "and value input of every head of layers 1..L-1 (from the senders of earlier\n"
-    "layers), and the logits directly (the only receiver of a 1-layer model).\n"
-    "Noising runs the clean sequences with the receiver's input computed from clean\n"
-    "residual - sender(clean) + sender(corrupted), every other head's input clean,\n"
-    "the layers after the receiver's recomputed; denoising is the mirror image.\n"
-    "Models of up to 16 layers. The induction circuit shows\n"
-    "as a previous-token head's path into an induction head's keys (channel k).\n"
-    "Rows go to table path_patching (direct paths: channel 'direct', receiver NULL)\n"
-    "and patching_runs. Ctrl-C stops the sweep: the run is marked failed, nothing is\n"
-    "stored, exit 130.",
+    TASKS_HELP "Senders: embed, pos and every head of layers 0..L-2; receivers: the query, key\n"
+               "and value input of every head of layers 1..L-1 (from the senders of earlier\n"
+               "layers), and the logits directly (the only receiver of a 1-layer model).\n"
+               "Noising runs the clean sequences with the receiver's input computed from clean\n"
+               "residual - sender(clean) + sender(corrupted), every other head's input clean,\n"
+               "the layers after the receiver's recomputed; denoising is the mirror image.\n"
+               "Models of up to 16 layers. The induction circuit shows\n"
+               "as a previous-token head's path into an induction head's keys (channel k).\n"
+               "Rows go to table path_patching (direct paths: channel 'direct', receiver NULL)\n"
+               "and patching_runs. Ctrl-C stops the sweep: the run is marked failed, nothing is\n"
+               "stored, exit 130.",
     paths_flags,
     run_paths,
 };
@@ -170,7 +176,8 @@ static void print_head(const patch_args *a, const al_behave *bh, const al_pairs 
     if (lo < t->T)
         printf("note: the pairs are %d to %d tokens long, so position t is a different token in "
                "each pair: a per-position effect averages over the pairs, and positions are "
-               "named by pair 0's tokens\n", lo, t->T);
+               "named by pair 0's tokens\n",
+               lo, t->T);
 }
 
 static void print_metrics(double mc, double mr, al_patch_direction d) {
@@ -208,16 +215,20 @@ static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs
                         const al_paths_result *r) {
     int ns = r->n_senders, H = r->H, L = r->L, W = r->width;
     char nm[32], what[64];
-    if (L <= 2) snprintf(what, sizeof what, "paths from embed, pos and layer 0");
-    else snprintf(what, sizeof what, "paths from embed, pos and layers 0-%d", L - 2);
+    if (L <= 2)
+        snprintf(what, sizeof what, "paths from embed, pos and layer 0");
+    else
+        snprintf(what, sizeof what, "paths from embed, pos and layers 0-%d", L - 2);
     print_head(a, bh, t, what, r->direction);
     print_metrics(r->m_clean, r->m_corr, r->direction);
     if (L > 2)
         printf("effect of each sender's path into the keys of each head of layers 1-%d "
-               "(channel k), and directly into the logits:\n%-7s", L - 1, "sender");
+               "(channel k), and directly into the logits:\n%-7s",
+               L - 1, "sender");
     else if (r->n_recv)
         printf("effect of each sender's path into the keys of each layer-1 head (channel k), "
-               "and directly into the logits:\n%-7s", "sender");
+               "and directly into the logits:\n%-7s",
+               "sender");
     else
         printf("a 1-layer model has only direct paths (sender -> logits):\n%-7s", "sender");
     for (int h = 0; h < r->n_recv; h++) {
@@ -244,7 +255,8 @@ static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs
         int k = idx[i], c = k / (ns * W), s = k / W % ns, h = k % W;
         char name[64], rn[16];
         al_paths_sender_name(H, s, nm, sizeof nm);
-        if (c == 3) snprintf(name, sizeof name, "%s -> logits", nm);
+        if (c == 3)
+            snprintf(name, sizeof name, "%s -> logits", nm);
         else
             snprintf(name, sizeof name, "%s -> %s %s", nm,
                      al_paths_receiver_name(H, h, rn, sizeof rn), al_paths_channel_name(c));
@@ -343,12 +355,12 @@ static int patch_check(const void *args, const al_flag *fl, al_err *e) {
 /* The run's state between the driver's phases (patch and paths share it:
  * r is patch's result, pr paths'). */
 typedef struct patch_state {
-    al_patch_opts o;        /* the options with the task's ids, the stop flag and progress */
-    al_probe_load pl;       /* --probe-tokens: what the induction task is made of */
+    al_patch_opts o; /* the options with the task's ids, the stop flag and progress */
+    al_probe_load pl; /* --probe-tokens: what the induction task is made of */
     al_pairs t;
     al_patch_result r;
     al_paths_result pr;
-    double t0;              /* when the model was loaded: the printed total */
+    double t0; /* when the model was loaded: the printed total */
 } patch_state;
 
 /* Everything the task or the model can refuse, before a run exists. The
@@ -361,8 +373,7 @@ static int prepare_common(patch_args *a, patch_state *s, al_drive *dr, int paths
     s->t0 = al_now();
     s->o = a->o;
     s->o.stop = &al_stop;
-    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab,
-                           e))
+    if (al_probe_load_open(&s->pl, a->probe_tokens, a->w.model, NULL, NULL, bh->m.cfg.d_vocab, e))
         return -1;
     s->o.probe_src = al_probe_load_src(&s->pl);
     if (!s->o.task || !strcmp(s->o.task, "induction")) al_drive_warn(dr, s->pl.warn);
@@ -423,13 +434,14 @@ static int print_common(const patch_args *a, const patch_state *s, const al_driv
         return 0;
     }
     if (!s->pl.random_all) printf("induction pairs made of %s\n", s->pl.what);
-    if (paths) print_paths(a, bh, &s->t, &s->pr);
-    else print_patch(a, bh, &s->t, &s->r);
+    if (paths)
+        print_paths(a, bh, &s->t, &s->pr);
+    else
+        print_patch(a, bh, &s->t, &s->r);
     int nb = (s->t.N + s->o.batch - 1) / s->o.batch;
     printf("%s: %d %s x %d batch%s of pairs in %.2f s (total %.2f s)\n", paths ? "paths" : "patch",
-           paths ? al_paths_count(s->pr.L, s->pr.H) : s->r.n,
-           paths ? "paths" : "configurations", nb, nb == 1 ? "" : "es",
-           paths ? s->pr.seconds : s->r.seconds, al_now() - s->t0);
+           paths ? al_paths_count(s->pr.L, s->pr.H) : s->r.n, paths ? "paths" : "configurations",
+           nb, nb == 1 ? "" : "es", paths ? s->pr.seconds : s->r.seconds, al_now() - s->t0);
     return 0;
 }
 
@@ -465,7 +477,9 @@ static void label(const char *name, int patch, const cJSON *v, char *buf, size_t
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(v, "direction");
     snprintf(buf, cap, "%s (%s%s%s, %s)", name, cJSON_IsString(t) ? t->valuestring : "induction",
              patch ? ", " : "", patch ? (cJSON_IsString(k) ? k->valuestring : "head") : "",
-             cJSON_IsString(d) ? d->valuestring : patch ? "denoise" : "noise");
+             cJSON_IsString(d) ? d->valuestring
+             : patch           ? "denoise"
+                               : "noise");
 }
 static void patch_label(const cJSON *v, char *buf, size_t cap) { label("patch", 1, v, buf, cap); }
 static void paths_label(const cJSON *v, char *buf, size_t cap) { label("paths", 0, v, buf, cap); }
@@ -482,20 +496,44 @@ static int patch_check_model(const void *args, const al_config *c, al_err *e) {
     return al_patch_task_fits(&((const patch_args *)args)->o, c->n_ctx, e);
 }
 
-const al_analysis al_an_patch = {
-    .name = "patch", .cmd = &al_cmd_patch, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
-    .tmpl = &g_patch, .size = sizeof g_patch, .init = patch_init, .check = patch_check,
-    .check_model = patch_check_model, .state_size = sizeof(patch_state), .prepare = patch_prepare, .compute = patch_compute,
-    .store = patch_store, .print = patch_print, .release = patch_release,
-    .warnings = patch_warnings, .stops = 1, .exp_list = 1, .exp_data = AL_EXP_DATA_NONE,
-    .exp_label = patch_label};
-const al_analysis al_an_paths = {
-    .name = "paths", .cmd = &al_cmd_paths, .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
-    .tmpl = &g_paths, .size = sizeof g_paths, .init = paths_init, .check = patch_check,
-    .check_model = patch_check_model, .state_size = sizeof(patch_state), .prepare = paths_prepare, .compute = paths_compute,
-    .store = paths_store, .print = paths_print, .release = patch_release,
-    .warnings = paths_warnings, .stops = 1, .exp_list = 1,
-    .exp_data = AL_EXP_DATA_NONE, .exp_label = paths_label};
+const al_analysis al_an_patch = {.name = "patch",
+                                 .cmd = &al_cmd_patch,
+                                 .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
+                                 .tmpl = &g_patch,
+                                 .size = sizeof g_patch,
+                                 .init = patch_init,
+                                 .check = patch_check,
+                                 .check_model = patch_check_model,
+                                 .state_size = sizeof(patch_state),
+                                 .prepare = patch_prepare,
+                                 .compute = patch_compute,
+                                 .store = patch_store,
+                                 .print = patch_print,
+                                 .release = patch_release,
+                                 .warnings = patch_warnings,
+                                 .stops = 1,
+                                 .exp_list = 1,
+                                 .exp_data = AL_EXP_DATA_NONE,
+                                 .exp_label = patch_label};
+const al_analysis al_an_paths = {.name = "paths",
+                                 .cmd = &al_cmd_paths,
+                                 .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
+                                 .tmpl = &g_paths,
+                                 .size = sizeof g_paths,
+                                 .init = paths_init,
+                                 .check = patch_check,
+                                 .check_model = patch_check_model,
+                                 .state_size = sizeof(patch_state),
+                                 .prepare = paths_prepare,
+                                 .compute = paths_compute,
+                                 .store = paths_store,
+                                 .print = paths_print,
+                                 .release = patch_release,
+                                 .warnings = paths_warnings,
+                                 .stops = 1,
+                                 .exp_list = 1,
+                                 .exp_data = AL_EXP_DATA_NONE,
+                                 .exp_label = paths_label};
 
 static int run_patch(int argc, char **argv) { return al_drive_main(&al_an_patch, argc, argv); }
 static int run_paths(int argc, char **argv) { return al_drive_main(&al_an_paths, argc, argv); }

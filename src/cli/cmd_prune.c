@@ -27,20 +27,22 @@ typedef struct prune_args {
 
 static prune_args g = {AL_AN_WHERE_INIT, AL_PRUNE_OPTS_INIT, NULL};
 
-static al_flag flags[] = {
-    AL_FLAG_MODEL(g),
-    AL_FLAG_DB(g),
-    {"data", AL_STR, &g.w.data, "VAL.bin", "validation tokens (windows of the trained length)", 1, 0},
-    {"method", AL_STR, &g.o.method, "M", "importance: ablation, gradient or random", 1, 0},
-    {"budget", AL_FLOAT, &g.o.budget, "F",
-     "stop when the loss exceeds (1+F) x the loss with all heads (F < 0: prune every head)", 0, 0},
-    {"seed", AL_U64, &g.o.seed, "S", "seed of the random method", 0, 0},
-    {"batches", AL_INT, &g.o.batches, "N",
-     "validation batches: the first half estimates importance, the second half measures loss", 0, 0},
-    {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
-    {"out", AL_STR, &g.out, "FILE", "mask file to write (default DIR/mask-<method>.json)", 0, 0},
-    AL_FLAG_THREADS(g),
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {AL_FLAG_MODEL(g),
+     AL_FLAG_DB(g),
+     {"data", AL_STR, &g.w.data, "VAL.bin", "validation tokens (windows of the trained length)", 1,
+      0},
+     {"method", AL_STR, &g.o.method, "M", "importance: ablation, gradient or random", 1, 0},
+     {"budget", AL_FLOAT, &g.o.budget, "F",
+      "stop when the loss exceeds (1+F) x the loss with all heads (F < 0: prune every head)", 0, 0},
+     {"seed", AL_U64, &g.o.seed, "S", "seed of the random method", 0, 0},
+     {"batches", AL_INT, &g.o.batches, "N",
+      "validation batches: the first half estimates importance, the second half measures loss", 0,
+      0},
+     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
+     {"out", AL_STR, &g.out, "FILE", "mask file to write (default DIR/mask-<method>.json)", 0, 0},
+     AL_FLAG_THREADS(g),
+     AL_FLAGS_END};
 
 static int run_prune(int argc, char **argv);
 extern const al_analysis al_an_prune;
@@ -134,7 +136,8 @@ typedef struct prune_state {
 static int prune_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     prune_args *a = args;
     prune_state *s = state;
-    if (a->out) snprintf(s->path, sizeof s->path, "%s", a->out);
+    if (a->out)
+        snprintf(s->path, sizeof s->path, "%s", a->out);
     else {
         char name[64];
         snprintf(name, sizeof name, "mask-%s.json", a->o.method);
@@ -160,8 +163,8 @@ static int prune_store(void *args, void *state, al_drive *dr, al_err *e) {
     al_behave *bh = dr->b;
     const al_prune_opts *o = &a->o;
     const al_prune_step *last = &s->r.p.steps[s->r.last];
-    al_mask_info info = {o->method, o->budget, s->r.p.base_loss, last->loss, o->seed,
-                         s->r.method == AL_PRUNE_RANDOM};
+    al_mask_info info = {o->method,  o->budget, s->r.p.base_loss,
+                         last->loss, o->seed,   s->r.method == AL_PRUNE_RANDOM};
     return al_store_put_prune(bh->st, bh->run_id, bh->model_id, &s->r, e) ||
                    al_mask_save(s->path, &bh->m.cfg, s->r.p.off, &info, e)
                ? -1
@@ -173,8 +176,7 @@ static int prune_print(void *args, void *state, al_drive *dr, al_err *e) {
     prune_state *s = state;
     const al_prune_opts *o = &a->o;
     const al_prune_run_result *r = &s->r;
-    if (dr->json)
-        return json_prune(dr->doc, o, s->T, s->path, r) ? al_errf(e, "out of memory") : 0;
+    if (dr->json) return json_prune(dr->doc, o, s->T, s->path, r) ? al_errf(e, "out of memory") : 0;
     const al_prune_step *last = &r->p.steps[r->last];
     printf("model %s (sha256 %.12s…) -> run %lld of %s; prune by %s, estimate on %d x %d "
            "windows of %d, evaluate on %d x %d\n",
@@ -206,11 +208,22 @@ static void prune_init(void *args) {
 static const char *const prune_methods[] = {"ablation", "gradient", "random", NULL};
 static const char *const prune_deny[] = {"method", "out", NULL};
 
-const al_analysis al_an_prune = {
-    .name = "prune", .cmd = &al_cmd_prune, .groups = AL_GROUP_WHERE, .tmpl = &g, .size = sizeof g,
-    .init = prune_init, .check = prune_check, .state_size = sizeof(prune_state),
-    .prepare = prune_prepare, .compute = prune_compute, .store = prune_store,
-    .print = prune_print, .release = prune_release, .stops = 1, .exp_data = AL_EXP_DATA_VAL,
-    .exp_deny = prune_deny, .exp_methods = prune_methods};
+const al_analysis al_an_prune = {.name = "prune",
+                                 .cmd = &al_cmd_prune,
+                                 .groups = AL_GROUP_WHERE,
+                                 .tmpl = &g,
+                                 .size = sizeof g,
+                                 .init = prune_init,
+                                 .check = prune_check,
+                                 .state_size = sizeof(prune_state),
+                                 .prepare = prune_prepare,
+                                 .compute = prune_compute,
+                                 .store = prune_store,
+                                 .print = prune_print,
+                                 .release = prune_release,
+                                 .stops = 1,
+                                 .exp_data = AL_EXP_DATA_VAL,
+                                 .exp_deny = prune_deny,
+                                 .exp_methods = prune_methods};
 
 static int run_prune(int argc, char **argv) { return al_drive_main(&al_an_prune, argc, argv); }

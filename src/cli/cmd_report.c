@@ -12,31 +12,40 @@
 static al_report_opts o;
 static const char *o_model = NULL, *o_labels = NULL, *o_figures = NULL;
 
-static al_flag flags[] = {
-    {"db", AL_STR, &o.db, "FILE", "results database (from train --db, circuits, scores, ablate, prune)", 1, 0},
-    {"model", AL_STR, &o_model, "DIR", "model directory; repeat for several models (at least one)", 0, 0},
-    {"labels", AL_STR, &o_labels, "A,B", "names shown for the models, in order (default: folder names)", 0, 0},
-    {"out", AL_STR, &o.out_dir, "DIR", "folder for index.html, report.ipynb and the PNGs (created)", 1, 0},
-    {"title", AL_STR, &o.title, "TEXT", "page title (default: attnlab report)", 0, 0},
-    {"intro", AL_STR, &o.intro, "TEXT", "a paragraph under the title", 0, 0},
-    {"prompt", AL_STR, &o.prompt, "TEXT", "draw attention patterns of every layer on this text", 0, 0},
-    {"repeat", AL_INT, &o.repeat, "N", "draw attention on N random tokens shown twice (0: not)", 0, 0},
-    {"data", AL_STR, &o.data, "FILE", "token file whose most frequent tokens the QK/OV pictures show", 0, 0},
-    {"top-n", AL_INT, &o.top_n, "N", "tokens in the QK/OV pictures", 0, 0},
-    {"pictures", AL_STR, &o.pictures, "LIST",
-     "picture kinds to draw, comma-separated (default: all of training, attention, spectrum, "
-     "qk-pos, qk, ov, composition, ablation, pruning, sweep-induction, and the run kinds: "
-     "patching, paths, dla, terms, attrpatch, circuit, circuit-curve, view, sae-feature, "
-     "sae-heads)", 0, 0},
-    {"interactive", AL_BOOL, &o.interactive, NULL,
-     "add explorers (attention and loss on --prompt, patching and attribution heatmaps, the SAE "
-     "features browser): inline "
-     "JavaScript and JSON, still one folder with no network access", 0, 0},
-    {"figures", AL_STR, &o_figures, "F",
-     "png | svg: the page shows SVG pictures (drawn beside the PNGs, which the notebook shows)",
-     0, 0},
-    {"threads", AL_INT, &o.threads, "N", "threads (0 = default)", 0, 0},
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {{"db", AL_STR, &o.db, "FILE",
+      "results database (from train --db, circuits, scores, ablate, prune)", 1, 0},
+     {"model", AL_STR, &o_model, "DIR", "model directory; repeat for several models (at least one)",
+      0, 0},
+     {"labels", AL_STR, &o_labels, "A,B",
+      "names shown for the models, in order (default: folder names)", 0, 0},
+     {"out", AL_STR, &o.out_dir, "DIR",
+      "folder for index.html, report.ipynb and the PNGs (created)", 1, 0},
+     {"title", AL_STR, &o.title, "TEXT", "page title (default: attnlab report)", 0, 0},
+     {"intro", AL_STR, &o.intro, "TEXT", "a paragraph under the title", 0, 0},
+     {"prompt", AL_STR, &o.prompt, "TEXT", "draw attention patterns of every layer on this text", 0,
+      0},
+     {"repeat", AL_INT, &o.repeat, "N", "draw attention on N random tokens shown twice (0: not)", 0,
+      0},
+     {"data", AL_STR, &o.data, "FILE",
+      "token file whose most frequent tokens the QK/OV pictures show", 0, 0},
+     {"top-n", AL_INT, &o.top_n, "N", "tokens in the QK/OV pictures", 0, 0},
+     {"pictures", AL_STR, &o.pictures, "LIST",
+      "picture kinds to draw, comma-separated (default: all of training, attention, spectrum, "
+      "qk-pos, qk, ov, composition, ablation, pruning, sweep-induction, and the run kinds: "
+      "patching, paths, dla, terms, attrpatch, circuit, circuit-curve, view, sae-feature, "
+      "sae-heads)",
+      0, 0},
+     {"interactive", AL_BOOL, &o.interactive, NULL,
+      "add explorers (attention and loss on --prompt, patching and attribution heatmaps, the SAE "
+      "features browser): inline "
+      "JavaScript and JSON, still one folder with no network access",
+      0, 0},
+     {"figures", AL_STR, &o_figures, "F",
+      "png | svg: the page shows SVG pictures (drawn beside the PNGs, which the notebook shows)", 0,
+      0},
+     {"threads", AL_INT, &o.threads, "N", "threads (0 = default)", 0, 0},
+     AL_FLAGS_END};
 
 static int run_report(int argc, char **argv);
 al_command al_cmd_report = {
@@ -137,8 +146,8 @@ static int run_report(int argc, char **argv) {
     al_report_result r;
     if (al_report_write(&o, &r, &e)) return al_cli_error(&e);
     printf("wrote %s (%d picture%s%s) and %s\n", r.index_path, r.n_pictures,
-           r.n_pictures == 1 ? "" : "s", r.n_failed ? ", some could not be drawn: see warnings" : "",
-           r.notebook_path);
+           r.n_pictures == 1 ? "" : "s",
+           r.n_failed ? ", some could not be drawn: see warnings" : "", r.notebook_path);
     if (r.n_removed)
         printf("removed %d picture%s of the previous report that this one no longer shows\n",
                r.n_removed, r.n_removed == 1 ? "" : "s");

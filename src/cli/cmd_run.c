@@ -34,43 +34,51 @@ static int o_generate = 0, o_top_k = 0, o_json = 0, o_no_bos = 0, o_threads = 0,
 static double o_temperature = 1.0;
 static uint64_t o_seed = 1;
 
-static al_flag flags[] = {
-    {"model", AL_STR, &o_model, "DIR", "model directory (from attnlab train)", 1, 0},
-    {"prompt", AL_STR, &o_prompt, "TEXT", "text to run the model on", 0, 0},
-    {"prompt-file", AL_STR, &o_prompt_file, "FILE", "read the prompt from a file", 0, 0},
-    {"no-bos", AL_BOOL, &o_no_bos, NULL, "do not prepend <|endoftext|> as beginning of sequence", 0, 0},
-    {"top", AL_INT, &o_top, "N", "candidates shown per position", 0, 0},
-    {"generate", AL_INT, &o_generate, "N", "then sample N more tokens", 0, 0},
-    {"temperature", AL_FLOAT, &o_temperature, "X", "sampling temperature (> 0)", 0, 0},
-    {"top-k", AL_INT, &o_top_k, "N", "sample only from the k most likely tokens (0 = all)", 0, 0},
-    {"seed", AL_U64, &o_seed, "N", "sampling seed", 0, 0},
-    {"track", AL_STR, &o_track, "TEXT",
-     "instead of the full table, show the tokens of every occurrence of TEXT (e.g. a name)", 0, 0},
-    {"json", AL_BOOL, &o_json, NULL, "print JSON instead of a table", 0, 0},
-    {"mask", AL_STR, &o_mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
-    {"circuit", AL_STR, &o_circuit, "FILE",
-     "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},
-    {"fill", AL_STR, &o_fill, "F",
-     "what the circuit's removed edges carry: corrupted (needs --corrupted) or mean (needs "
-     "--mean-data)", 0, 0},
-    {"corrupted", AL_STR, &o_corrupted, "TEXT",
-     "--fill corrupted: the prompt's corrupted counterpart (the same number of tokens)", 0, 0},
-    {"mean-data", AL_STR, &o_mean_data, "VAL.bin",
-     "--fill mean: token file whose windows give the senders' mean values", 0, 0},
-    {"intervene", AL_STR, &o_intervene, "FILE",
-     "apply an intervention file's operations (zero, scale, add, set at hook points; "
-     "docs/formats.md) in every forward", 0, 0},
-    {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
-    {"save-cache", AL_STR, &o_save_cache, "FILE",
-     "write the activations (TransformerLens hook names and shapes) to FILE.safetensors", 0, 0},
-    {"hooks", AL_STR, &o_hooks, "LIST",
-     "--save-cache: which, comma-separated: embed, pos_embed, resid_pre, q, k, v, attn_scores, "
-     "pattern, z, result, attn_out, resid_post, logits; with LayerNorm ln1_scale, "
-     "ln1_normalized, ln_final_scale, ln_final_normalized (default: all)", 0, 0},
-    {"data", AL_STR, &o_data, "X.bin", "--save-cache: windows of this token file instead of a prompt", 0, 0},
-    {"windows", AL_INT, &o_windows, "N", "--data: how many windows (n_ctx tokens each, spread evenly)", 0, 0},
-    {"cache-max-mb", AL_FLOAT, &o_cache_mb, "MB", "--save-cache: refuse a cache larger than this", 0, 0},
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {{"model", AL_STR, &o_model, "DIR", "model directory (from attnlab train)", 1, 0},
+     {"prompt", AL_STR, &o_prompt, "TEXT", "text to run the model on", 0, 0},
+     {"prompt-file", AL_STR, &o_prompt_file, "FILE", "read the prompt from a file", 0, 0},
+     {"no-bos", AL_BOOL, &o_no_bos, NULL, "do not prepend <|endoftext|> as beginning of sequence",
+      0, 0},
+     {"top", AL_INT, &o_top, "N", "candidates shown per position", 0, 0},
+     {"generate", AL_INT, &o_generate, "N", "then sample N more tokens", 0, 0},
+     {"temperature", AL_FLOAT, &o_temperature, "X", "sampling temperature (> 0)", 0, 0},
+     {"top-k", AL_INT, &o_top_k, "N", "sample only from the k most likely tokens (0 = all)", 0, 0},
+     {"seed", AL_U64, &o_seed, "N", "sampling seed", 0, 0},
+     {"track", AL_STR, &o_track, "TEXT",
+      "instead of the full table, show the tokens of every occurrence of TEXT (e.g. a name)", 0, 0},
+     {"json", AL_BOOL, &o_json, NULL, "print JSON instead of a table", 0, 0},
+     {"mask", AL_STR, &o_mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off",
+      0, 0},
+     {"circuit", AL_STR, &o_circuit, "FILE",
+      "run the model with only this circuit's edges (a file from attnlab discover)", 0, 0},
+     {"fill", AL_STR, &o_fill, "F",
+      "what the circuit's removed edges carry: corrupted (needs --corrupted) or mean (needs "
+      "--mean-data)",
+      0, 0},
+     {"corrupted", AL_STR, &o_corrupted, "TEXT",
+      "--fill corrupted: the prompt's corrupted counterpart (the same number of tokens)", 0, 0},
+     {"mean-data", AL_STR, &o_mean_data, "VAL.bin",
+      "--fill mean: token file whose windows give the senders' mean values", 0, 0},
+     {"intervene", AL_STR, &o_intervene, "FILE",
+      "apply an intervention file's operations (zero, scale, add, set at hook points; "
+      "docs/formats.md) in every forward",
+      0, 0},
+     {"threads", AL_INT, &o_threads, "N", "threads (0 = default)", 0, 0},
+     {"save-cache", AL_STR, &o_save_cache, "FILE",
+      "write the activations (TransformerLens hook names and shapes) to FILE.safetensors", 0, 0},
+     {"hooks", AL_STR, &o_hooks, "LIST",
+      "--save-cache: which, comma-separated: embed, pos_embed, resid_pre, q, k, v, attn_scores, "
+      "pattern, z, result, attn_out, resid_post, logits; with LayerNorm ln1_scale, "
+      "ln1_normalized, ln_final_scale, ln_final_normalized (default: all)",
+      0, 0},
+     {"data", AL_STR, &o_data, "X.bin",
+      "--save-cache: windows of this token file instead of a prompt", 0, 0},
+     {"windows", AL_INT, &o_windows, "N",
+      "--data: how many windows (n_ctx tokens each, spread evenly)", 0, 0},
+     {"cache-max-mb", AL_FLOAT, &o_cache_mb, "MB", "--save-cache: refuse a cache larger than this",
+      0, 0},
+     AL_FLAGS_END};
 
 static int run_run(int argc, char **argv);
 al_command al_cmd_run = {
@@ -96,8 +104,10 @@ static int sample(const float *row, int V, al_rng *r) {
     double *w = malloc(sizeof(double) * (size_t)k);
     int pick = 0;
     if (!idx || !w) goto out;
-    if (k < V) al_top_k(row, V, k, idx);
-    else for (int i = 0; i < V; i++) idx[i] = i;
+    if (k < V)
+        al_top_k(row, V, k, idx);
+    else
+        for (int i = 0; i < V; i++) idx[i] = i;
     double tot = 0;
     for (int i = 0; i < k; i++) {
         double p = row[idx[i]];
@@ -164,8 +174,10 @@ static int read_prompt(int n_ctx, unsigned char **text, size_t *n, al_err *e) {
         if (cap < PROMPT_TAIL_MIN) cap = PROMPT_TAIL_MIN;
         if (read_file_tail(o_prompt_file, cap, text, n, &total, e) != 0) return -1;
         if (*n < total)
-            fprintf(stderr, "attnlab: warning: prompt file has %zu bytes: tokenizing only its "
-                    "last %zu (n_ctx is %d tokens)\n", total, *n, n_ctx);
+            fprintf(stderr,
+                    "attnlab: warning: prompt file has %zu bytes: tokenizing only its "
+                    "last %zu (n_ctx is %d tokens)\n",
+                    total, *n, n_ctx);
         return 0;
     }
     *n = strlen(o_prompt);
@@ -192,8 +204,10 @@ static void print_table(const al_model *m, const al_tokenizer *tok, const int *i
         al_tok_display(tok, ids[t], s, sizeof s);
         printf("%4d  ", t);
         print_padded(s, 16);
-        if (p_tok[t] < 0) printf(" %9s  ", "-");
-        else printf(" %9.4f  ", p_tok[t]);
+        if (p_tok[t] < 0)
+            printf(" %9s  ", "-");
+        else
+            printf(" %9.4f  ", p_tok[t]);
         const float *row = m->probs + (size_t)t * V;
         al_top_k(row, V, k, idx);
         for (int i = 0; i < k; i++) {
@@ -216,8 +230,10 @@ static cJSON *json_table(const al_model *m, const al_tokenizer *tok, const int *
         cJSON_AddNumberToObject(o, "id", ids[t]);
         al_tok_display(tok, ids[t], s, sizeof s);
         cJSON_AddStringToObject(o, "token", s);
-        if (p_tok[t] >= 0) cJSON_AddNumberToObject(o, "p", p_tok[t]);
-        else cJSON_AddNullToObject(o, "p");
+        if (p_tok[t] >= 0)
+            cJSON_AddNumberToObject(o, "p", p_tok[t]);
+        else
+            cJSON_AddNullToObject(o, "p");
         cJSON *top = cJSON_AddArrayToObject(o, "top");
         al_top_k(m->probs + (size_t)t * V, V, k, idx);
         for (int i = 0; i < k; i++) {
@@ -279,8 +295,10 @@ static int print_track(const al_tokenizer *tok, const int *ids, int T, const flo
                 printf("  %s %.4f", s, p_tok[t] < 0 ? 0.0 : p_tok[t]);
             }
         }
-        if (pieces) cJSON_AddItemToArray(arr, pieces);
-        else printf("\n");
+        if (pieces)
+            cJSON_AddItemToArray(arr, pieces);
+        else
+            printf("\n");
         i += L - 1;
     }
     if (!occ && !root) printf("\"%s\" does not occur in the prompt\n", o_track);
@@ -367,8 +385,8 @@ static int setup_circuit(al_model *m, const al_tokenizer *tok, int T, al_circuit
                      "corrupted text", cids, &cT, e))
             goto fail;
         if (cT != T) {
-            al_errf(e, "--corrupted has %d tokens, the prompt %d: they must be the same length",
-                    cT, T);
+            al_errf(e, "--corrupted has %d tokens, the prompt %d: they must be the same length", cT,
+                    T);
             goto fail;
         }
         cr->spec.fill = AL_FILL_CORRUPTED;
@@ -389,8 +407,11 @@ static char *utf8_safe(const unsigned char *s, size_t n) {
     if (!out) return NULL;
     for (size_t i = 0; i < n;) {
         unsigned char c = s[i];
-        size_t len = c >= 0x01 && c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2
-                   : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        size_t len = c >= 0x01 && c < 0x80    ? 1
+                     : c >= 0xc2 && c <= 0xdf ? 2
+                     : c >= 0xe0 && c <= 0xef ? 3
+                     : c >= 0xf0 && c <= 0xf4 ? 4
+                                              : 0;
         if (len > 1) { /* continuation bytes, no overlongs, surrogates or > U+10FFFF */
             unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
             unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
@@ -411,8 +432,7 @@ static char *utf8_safe(const unsigned char *s, size_t n) {
     return out;
 }
 
-static int generate(al_model *m, const al_tokenizer *tok, int *ids, int T, cJSON *root,
-                    al_err *e) {
+static int generate(al_model *m, const al_tokenizer *tok, int *ids, int T, cJSON *root, al_err *e) {
     int n_ctx = m->cfg.n_ctx, cap = T + o_generate;
     int *all = malloc(sizeof(int) * (size_t)cap);
     if (!all) return al_errf(e, "out of memory");
@@ -439,9 +459,9 @@ static int generate(al_model *m, const al_tokenizer *tok, int *ids, int T, cJSON
         cJSON_AddStringToObject(root, "generated", safe ? safe : "");
         free(safe);
         cJSON_AddItemToObject(root, "generated_ids", cJSON_CreateIntArray(all + T, o_generate));
-    }
-    else printf("\ngenerated (%d tokens, seed %llu, temperature %g, top-k %d):\n%s\n",
-                o_generate, (unsigned long long)o_seed, o_temperature, o_top_k, txt);
+    } else
+        printf("\ngenerated (%d tokens, seed %llu, temperature %g, top-k %d):\n%s\n", o_generate,
+               (unsigned long long)o_seed, o_temperature, o_top_k, txt);
     free(txt);
     free(all);
     return 0;
@@ -537,8 +557,11 @@ static int run_run(int argc, char **argv) {
     }
     /* the names alone (a LayerNorm config accepts every kind; the model's
      * own is checked when the cache is written) */
-    if (o_save_cache && al_cache_bytes(&(al_config){.n_layers = 1, .d_model = 1, .n_heads = 1,
-                                                    .d_head = 1, .d_vocab = 1,
+    if (o_save_cache && al_cache_bytes(&(al_config){.n_layers = 1,
+                                                    .d_model = 1,
+                                                    .n_heads = 1,
+                                                    .d_head = 1,
+                                                    .d_vocab = 1,
                                                     .norm_type = AL_NORM_LN},
                                        1, 1, o_hooks, &e) == 0)
         return al_cli_usage(&al_cmd_run, &e);
@@ -546,7 +569,7 @@ static int run_run(int argc, char **argv) {
     if (!(o_temperature > 0) || o_generate < 0 || o_generate > 1000000 || o_top_k < 0 ||
         o_top < 1 || o_top > 64) {
         al_errf(&e, "need --temperature > 0, 0 <= --generate <= 1000000, --top-k >= 0, "
-                "1 <= --top <= 64");
+                    "1 <= --top <= 64");
         return al_cli_usage(&al_cmd_run, &e);
     }
     if (al_threads_check(o_threads, &e) || al_circuit_fill_check(o_fill, &e))
@@ -563,8 +586,8 @@ static int run_run(int argc, char **argv) {
     if (al_ckpt_load(o_model, &m, &tok, &e) != 0) return al_cli_error(&e);
     if (o_mask && apply_mask(&m, &e) != 0) goto out;
     /* before the circuit's: at one point, the file's ops run first */
-    if (o_intervene && (al_intervention_load(o_intervene, &m.cfg, &iv, &e) ||
-                        al_intervention_attach(&m, &iv, &e)))
+    if (o_intervene &&
+        (al_intervention_load(o_intervene, &m.cfg, &iv, &e) || al_intervention_attach(&m, &iv, &e)))
         goto out;
     if (o_intervene && !o_json)
         fprintf(o_data ? stderr : stdout, "intervention %s: %d op%s at their hook points\n",

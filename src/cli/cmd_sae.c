@@ -54,47 +54,50 @@ typedef struct sae_args {
     int layer, expansion, k, steps, batch, resume, force, eval_windows, ckpt_every;
     uint64_t tokens, seed;
     double l1_coeff, lr;
-    char out_buf[1100];   /* an experiment's --out (sae_exp_paths) */
+    char out_buf[1100]; /* an experiment's --out (sae_exp_paths) */
 } sae_args;
 
 #define SAE_ARGS_INIT                                                                              \
-    {AL_AN_WHERE_INIT, NULL, "z", "topk", NULL, 0, 8, 32, 2000, 4096, 0, 0, 64, 500, 0, 1, 5.0,    \
-     1e-3, ""}
+    {                                                                                              \
+        AL_AN_WHERE_INIT, NULL, "z", "topk", NULL, 0, 8, 32, 2000, 4096, 0, 0, 64, 500, 0, 1, 5.0, \
+            1e-3, ""                                                                               \
+    }
 static sae_args g_sae = SAE_ARGS_INIT;
 
-static al_flag sae_flags[] = {
-    AL_FLAG_MODEL(g_sae),
-    AL_FLAG_DB(g_sae),
-    {"layer", AL_INT, &g_sae.layer, "L", "the layer whose activations the SAE reads", 1, 0},
-    {"data", AL_STR, &g_sae.w.data, "FILE.bin",
-     "token file the activations are streamed from (its tail 5% held out unless --val)", 1, 0},
-    {"out", AL_STR, &g_sae.out, "DIR",
-     "SAE directory: sae_weights.safetensors and cfg.json (SAELens layout), resume file", 1, 0},
-    {"site", AL_STR, &g_sae.site, "S",
-     "z (every head's z of the layer, head-major, hook_z) or resid (the residual stream "
-     "entering it, hook_resid_pre)", 0, 0},
-    {"expansion", AL_INT, &g_sae.expansion, "X", "dictionary size: X times the site's width", 0,
-     0},
-    {"arch", AL_STR, &g_sae.arch, "A", "topk (TopK with the AuxK loss) or l1 (ReLU, L1 penalty)",
-     0, 0},
-    {"k", AL_INT, &g_sae.k, "K", "topk: active latents per activation", 0, 0},
-    {"l1-coeff", AL_FLOAT, &g_sae.l1_coeff, "C", "l1: the penalty's coefficient", 0, 0},
-    {"steps", AL_INT, &g_sae.steps, "N", "optimizer steps", 0, 0},
-    {"tokens", AL_U64, &g_sae.tokens, "N",
-     "train on N activations instead of --steps (steps = N / batch, rounded up)", 0, 0},
-    {"batch", AL_INT, &g_sae.batch, "B", "activations per step", 0, 0},
-    {"lr", AL_FLOAT, &g_sae.lr, "LR",
-     "Adam's peak learning rate (warm-up, constant, linear decay over the last 20%)", 0, 0},
-    {"seed", AL_U64, &g_sae.seed, "S", "initialisation and data order", 0, 0},
-    {"val", AL_STR, &g_sae.val, "FILE.bin", "held-out token file for the evaluation", 0, 0},
-    {"eval-windows", AL_INT, &g_sae.eval_windows, "N", "held-out windows evaluated", 0, 0},
-    {"ckpt-every", AL_INT, &g_sae.ckpt_every, "N", "steps between checkpoints (0: at the end)",
-     0, 0},
-    {"resume", AL_BOOL, &g_sae.resume, NULL,
-     "continue the checkpoint in --out (same options; bit for bit with the same threads)", 0, 0},
-    {"force", AL_BOOL, &g_sae.force, NULL, "replace an SAE already in --out", 0, 0},
-    AL_FLAG_THREADS(g_sae),
-    AL_FLAGS_END};
+static al_flag sae_flags[] =
+    {AL_FLAG_MODEL(g_sae),
+     AL_FLAG_DB(g_sae),
+     {"layer", AL_INT, &g_sae.layer, "L", "the layer whose activations the SAE reads", 1, 0},
+     {"data", AL_STR, &g_sae.w.data, "FILE.bin",
+      "token file the activations are streamed from (its tail 5% held out unless --val)", 1, 0},
+     {"out", AL_STR, &g_sae.out, "DIR",
+      "SAE directory: sae_weights.safetensors and cfg.json (SAELens layout), resume file", 1, 0},
+     {"site", AL_STR, &g_sae.site, "S",
+      "z (every head's z of the layer, head-major, hook_z) or resid (the residual stream "
+      "entering it, hook_resid_pre)",
+      0, 0},
+     {"expansion", AL_INT, &g_sae.expansion, "X", "dictionary size: X times the site's width", 0,
+      0},
+     {"arch", AL_STR, &g_sae.arch, "A", "topk (TopK with the AuxK loss) or l1 (ReLU, L1 penalty)",
+      0, 0},
+     {"k", AL_INT, &g_sae.k, "K", "topk: active latents per activation", 0, 0},
+     {"l1-coeff", AL_FLOAT, &g_sae.l1_coeff, "C", "l1: the penalty's coefficient", 0, 0},
+     {"steps", AL_INT, &g_sae.steps, "N", "optimizer steps", 0, 0},
+     {"tokens", AL_U64, &g_sae.tokens, "N",
+      "train on N activations instead of --steps (steps = N / batch, rounded up)", 0, 0},
+     {"batch", AL_INT, &g_sae.batch, "B", "activations per step", 0, 0},
+     {"lr", AL_FLOAT, &g_sae.lr, "LR",
+      "Adam's peak learning rate (warm-up, constant, linear decay over the last 20%)", 0, 0},
+     {"seed", AL_U64, &g_sae.seed, "S", "initialisation and data order", 0, 0},
+     {"val", AL_STR, &g_sae.val, "FILE.bin", "held-out token file for the evaluation", 0, 0},
+     {"eval-windows", AL_INT, &g_sae.eval_windows, "N", "held-out windows evaluated", 0, 0},
+     {"ckpt-every", AL_INT, &g_sae.ckpt_every, "N", "steps between checkpoints (0: at the end)", 0,
+      0},
+     {"resume", AL_BOOL, &g_sae.resume, NULL,
+      "continue the checkpoint in --out (same options; bit for bit with the same threads)", 0, 0},
+     {"force", AL_BOOL, &g_sae.force, NULL, "replace an SAE already in --out", 0, 0},
+     AL_FLAG_THREADS(g_sae),
+     AL_FLAGS_END};
 
 static int run_sae(int argc, char **argv);
 al_command al_cmd_sae_train = {
@@ -119,16 +122,22 @@ al_command al_cmd_sae_train = {
 };
 
 static int site_parse(const char *s, int *site) {
-    if (!strcmp(s, "z")) *site = AL_SAE_SITE_Z;
-    else if (!strcmp(s, "resid") || !strcmp(s, "resid_pre")) *site = AL_SAE_SITE_RESID_PRE;
-    else return -1;
+    if (!strcmp(s, "z"))
+        *site = AL_SAE_SITE_Z;
+    else if (!strcmp(s, "resid") || !strcmp(s, "resid_pre"))
+        *site = AL_SAE_SITE_RESID_PRE;
+    else
+        return -1;
     return 0;
 }
 
 static int arch_parse(const char *s, int *arch) {
-    if (!strcmp(s, "topk")) *arch = AL_SAE_TOPK;
-    else if (!strcmp(s, "l1") || !strcmp(s, "standard")) *arch = AL_SAE_L1;
-    else return -1;
+    if (!strcmp(s, "topk"))
+        *arch = AL_SAE_TOPK;
+    else if (!strcmp(s, "l1") || !strcmp(s, "standard"))
+        *arch = AL_SAE_L1;
+    else
+        return -1;
     return 0;
 }
 
@@ -230,8 +239,8 @@ static int sae_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     /* from the options and the model's shape, before the trainer loads or
      * writes anything (its own check would name its fields, not the flags) */
     char what[128];
-    snprintf(what, sizeof what, "--batch %d x --expansion %d (d_sae %ld)", a->batch,
-             a->expansion, d_in * a->expansion);
+    snprintf(what, sizeof what, "--batch %d x --expansion %d (d_sae %ld)", a->batch, a->expansion,
+             d_in * a->expansion);
     if (al_mem_check(al_sae_train_bytes(&o, (int)d_in, c), "sae train", what,
                      "lower --batch or --expansion", e))
         return -1;
@@ -257,17 +266,32 @@ static al_sae_run_row sae_row(const sae_args *a, const sae_state *s) {
     const al_sae *sae = al_sae_trainer_sae(s->t);
     const al_sae_meta *m = al_sae_trainer_meta(s->t);
     const int topk = sae->cfg.arch == AL_SAE_TOPK;
-    al_sae_run_row r = {
-        .layer = m->hook_layer, .site = m->site == AL_SAE_SITE_Z ? "z" : "resid_pre",
-        .hook_name = s->hook, .d_in = sae->cfg.d_in, .d_sae = sae->cfg.d_sae,
-        .arch = al_sae_arch_name(sae->cfg.arch), .k = topk ? sae->cfg.k : -1,
-        .l1_coeff = topk ? NAN : sae->cfg.l1_coeff, .steps = al_sae_trainer_step(s->t),
-        .batch = a->batch, .activations = (double)al_sae_trainer_step(s->t) * a->batch,
-        .seed = m->seed, .scale = m->scale, .eval_n = s->ev.n, .l0 = s->ev.l0,
-        .fve = s->ev.fve, .mse = s->ev.mse, .dead_frac = s->ev.dead_frac,
-        .dense_frac = s->ev.dense_frac, .ce_clean = s->ev.ce_clean, .ce_sae = s->ev.ce_sae,
-        .ce_zero = s->ev.ce_zero, .ce_recovered = s->ev.ce_recovered, .seconds = s->seconds,
-        .rate = s->rate, .out_dir = a->out};
+    al_sae_run_row r = {.layer = m->hook_layer,
+                        .site = m->site == AL_SAE_SITE_Z ? "z" : "resid_pre",
+                        .hook_name = s->hook,
+                        .d_in = sae->cfg.d_in,
+                        .d_sae = sae->cfg.d_sae,
+                        .arch = al_sae_arch_name(sae->cfg.arch),
+                        .k = topk ? sae->cfg.k : -1,
+                        .l1_coeff = topk ? NAN : sae->cfg.l1_coeff,
+                        .steps = al_sae_trainer_step(s->t),
+                        .batch = a->batch,
+                        .activations = (double)al_sae_trainer_step(s->t) * a->batch,
+                        .seed = m->seed,
+                        .scale = m->scale,
+                        .eval_n = s->ev.n,
+                        .l0 = s->ev.l0,
+                        .fve = s->ev.fve,
+                        .mse = s->ev.mse,
+                        .dead_frac = s->ev.dead_frac,
+                        .dense_frac = s->ev.dense_frac,
+                        .ce_clean = s->ev.ce_clean,
+                        .ce_sae = s->ev.ce_sae,
+                        .ce_zero = s->ev.ce_zero,
+                        .ce_recovered = s->ev.ce_recovered,
+                        .seconds = s->seconds,
+                        .rate = s->rate,
+                        .out_dir = a->out};
     return r;
 }
 
@@ -301,14 +325,13 @@ static int sae_print(void *args, void *state, al_drive *dr, al_err *e) {
                  cJSON_AddNumberToObject(ev, "n", (double)r.eval_n) && json_num(ev, "l0", r.l0) &&
                  json_num(ev, "fve", r.fve) && json_num(ev, "mse", r.mse) &&
                  json_num(ev, "dead_frac", r.dead_frac) &&
-                 json_num(ev, "dense_frac", r.dense_frac) &&
-                 json_num(ev, "ce_clean", r.ce_clean) && json_num(ev, "ce_sae", r.ce_sae) &&
-                 json_num(ev, "ce_zero", r.ce_zero) &&
+                 json_num(ev, "dense_frac", r.dense_frac) && json_num(ev, "ce_clean", r.ce_clean) &&
+                 json_num(ev, "ce_sae", r.ce_sae) && json_num(ev, "ce_zero", r.ce_zero) &&
                  json_num(ev, "ce_recovered", r.ce_recovered);
         return ok ? 0 : al_errf(e, "out of memory");
     }
-    printf("model %s -> run %lld of %s; SAE on %s in %s\n", a->w.model,
-           (long long)dr->b->run_id, a->w.db, r.hook_name, r.out_dir);
+    printf("model %s -> run %lld of %s; SAE on %s in %s\n", a->w.model, (long long)dr->b->run_id,
+           a->w.db, r.hook_name, r.out_dir);
     if (r.k >= 0)
         printf("d_in %d, d_sae %d, %s k %d; ", r.d_in, r.d_sae, r.arch, r.k);
     else
@@ -358,13 +381,25 @@ static int sae_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
 
 static const char *const sae_deny[] = {"out", "val", "resume", "force", NULL};
 
-const al_analysis al_an_sae = {
-    .name = "sae", .cmd = &al_cmd_sae_train, .groups = AL_GROUP_WHERE, .tmpl = &g_sae,
-    .size = sizeof g_sae, .init = sae_init, .check = sae_check, .check_model = sae_check_model,
-    .state_size = sizeof(sae_state), .prepare = sae_prepare, .compute = sae_compute,
-    .store = sae_store, .print = sae_print, .release = sae_release, .stops = 1,
-    .exp_data = AL_EXP_DATA_NONE, .exp_deny = sae_deny, .exp_paths = sae_exp_paths,
-    .exp_output = sae_exp_output};
+const al_analysis al_an_sae = {.name = "sae",
+                               .cmd = &al_cmd_sae_train,
+                               .groups = AL_GROUP_WHERE,
+                               .tmpl = &g_sae,
+                               .size = sizeof g_sae,
+                               .init = sae_init,
+                               .check = sae_check,
+                               .check_model = sae_check_model,
+                               .state_size = sizeof(sae_state),
+                               .prepare = sae_prepare,
+                               .compute = sae_compute,
+                               .store = sae_store,
+                               .print = sae_print,
+                               .release = sae_release,
+                               .stops = 1,
+                               .exp_data = AL_EXP_DATA_NONE,
+                               .exp_deny = sae_deny,
+                               .exp_paths = sae_exp_paths,
+                               .exp_output = sae_exp_output};
 
 static int run_sae(int argc, char **argv) { return al_drive_main(&al_an_sae, argc, argv); }
 
@@ -375,7 +410,7 @@ typedef struct feat_args {
     const char *sae;
     al_sae_feat_opts o;
     int show;
-    char sae_buf[1100];   /* an experiment's --sae, under the model's directory */
+    char sae_buf[1100]; /* an experiment's --sae, under the model's directory */
     const char *sae_typed; /* --sae as given, for the text and --json */
     /* --sae and --data resolved (realpath) before the run row, so the run
      * stores them as the model's path is stored: absolute, found by a
@@ -383,26 +418,27 @@ typedef struct feat_args {
     char sae_abs[AL_PATH_MAX], data_abs[AL_PATH_MAX];
 } feat_args;
 
-#define FEAT_ARGS_INIT {AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, "", NULL, "", ""}
+#define FEAT_ARGS_INIT                                                                             \
+    { AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, "", NULL, "", "" }
 static feat_args g_feat = FEAT_ARGS_INIT;
 
-static al_flag feat_flags[] = {
-    AL_FLAG_MODEL(g_feat),
-    AL_FLAG_DB(g_feat),
-    {"sae", AL_STR, &g_feat.sae, "DIR", "SAE directory (from attnlab sae train) of this model", 1,
-     0},
-    {"data", AL_STR, &g_feat.w.data, "FILE.bin", "token file: the text windows read", 1, 0},
-    {"windows", AL_INT, &g_feat.o.windows, "N", "text windows, spread evenly over --data", 0, 0},
-    {"top-n", AL_INT, &g_feat.o.top_n, "N", "top activating contexts kept per feature", 0, 0},
-    {"logit-n", AL_INT, &g_feat.o.logit_n, "N", "tokens raised and lowered kept per feature", 0,
-     0},
-    {"probe-r", AL_INT, &g_feat.o.probe_r, "R",
-     "induction probe: random ids per half (0: min(50, (n_ctx-1)/2))", 0, 0},
-    {"probe-n", AL_INT, &g_feat.o.probe_n, "N", "induction probe: sequences", 0, 0},
-    {"probe-seed", AL_U64, &g_feat.o.probe_seed, "S", "induction probe: seed", 0, 0},
-    {"show", AL_INT, &g_feat.show, "N", "features printed (by density; all are stored)", 0, 0},
-    AL_FLAG_THREADS(g_feat),
-    AL_FLAGS_END};
+static al_flag feat_flags[] =
+    {AL_FLAG_MODEL(g_feat),
+     AL_FLAG_DB(g_feat),
+     {"sae", AL_STR, &g_feat.sae, "DIR", "SAE directory (from attnlab sae train) of this model", 1,
+      0},
+     {"data", AL_STR, &g_feat.w.data, "FILE.bin", "token file: the text windows read", 1, 0},
+     {"windows", AL_INT, &g_feat.o.windows, "N", "text windows, spread evenly over --data", 0, 0},
+     {"top-n", AL_INT, &g_feat.o.top_n, "N", "top activating contexts kept per feature", 0, 0},
+     {"logit-n", AL_INT, &g_feat.o.logit_n, "N", "tokens raised and lowered kept per feature", 0,
+      0},
+     {"probe-r", AL_INT, &g_feat.o.probe_r, "R",
+      "induction probe: random ids per half (0: min(50, (n_ctx-1)/2))", 0, 0},
+     {"probe-n", AL_INT, &g_feat.o.probe_n, "N", "induction probe: sequences", 0, 0},
+     {"probe-seed", AL_U64, &g_feat.o.probe_seed, "S", "induction probe: seed", 0, 0},
+     {"show", AL_INT, &g_feat.show, "N", "features printed (by density; all are stored)", 0, 0},
+     AL_FLAG_THREADS(g_feat),
+     AL_FLAGS_END};
 
 static int run_feat(int argc, char **argv);
 al_command al_cmd_sae_features = {
@@ -460,14 +496,18 @@ static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
         al_drive_warn(dr, w);
     }
     if (s->meta.site != AL_SAE_SITE_Z)
-        return al_errf(e, "%s reads the residual stream of layer %d: sae features needs an SAE "
-                       "on a layer's z", a->sae, s->meta.hook_layer);
+        return al_errf(e,
+                       "%s reads the residual stream of layer %d: sae features needs an SAE "
+                       "on a layer's z",
+                       a->sae, s->meta.hook_layer);
     if (al_sae_hook_name(s->meta.site, s->meta.hook_layer, s->hook, sizeof s->hook) != 0)
         return al_errf(e, "%s: no hook name", a->sae);
     if (al_behave_tokens(dr->b, a->w.data, &s->d, &s->T, e) != 0) return -1;
     if (s->d.max_id >= dr->b->m.cfg.d_vocab)
-        return al_errf(e, "token id %d in %s is >= d_vocab %d: was it encoded with this model's "
-                       "tokenizer?", s->d.max_id, a->w.data, dr->b->m.cfg.d_vocab);
+        return al_errf(e,
+                       "token id %d in %s is >= d_vocab %d: was it encoded with this model's "
+                       "tokenizer?",
+                       s->d.max_id, a->w.data, dr->b->m.cfg.d_vocab);
     al_drive_warn(dr, al_sae_feat_ln_note(&dr->b->m.cfg)); /* NULL without LayerNorm */
     char w[AL_WARN_LEN]; /* the logit effects rank every id, trained or not */
     if (al_unseen_ids_warning(a->w.model, dr->b->m.cfg.d_vocab,
@@ -518,17 +558,16 @@ static cJSON *feat_json(const al_sae_feat_result *r, int i, const al_tokenizer *
     int ok = cJSON_AddNumberToObject(f, "feature", i) &&
              cJSON_AddNumberToObject(f, "fired", (double)r->fired[i]) &&
              json_num(f, "density", r->density[i]) && json_num(f, "mean_act", r->mean_act[i]) &&
-             json_num(f, "max_act", r->max_act[i]) &&
-             json_num(f, "first_mean", r->first_mean[i]) &&
+             json_num(f, "max_act", r->max_act[i]) && json_num(f, "first_mean", r->first_mean[i]) &&
              json_num(f, "second_mean", r->second_mean[i]) &&
              json_num(f, "induction_index", r->induction_index[i]) &&
              cJSON_AddNumberToObject(f, "first_fired", (double)r->first_fired[i]) &&
              cJSON_AddNumberToObject(f, "second_fired", (double)r->second_fired[i]) &&
              json_num(f, "induction_p", r->induction_p[i]) && json_num(f, "auroc", r->auroc[i]) &&
              cJSON_AddBoolToObject(f, "induction", r->induction[i]) &&
-             (r->next_token[i] < 0 ? cJSON_AddNullToObject(f, "next_token") != NULL
-                                   : cJSON_AddNumberToObject(f, "next_token", r->next_token[i])
-                                         != NULL) &&
+             (r->next_token[i] < 0
+                  ? cJSON_AddNullToObject(f, "next_token") != NULL
+                  : cJSON_AddNumberToObject(f, "next_token", r->next_token[i]) != NULL) &&
              json_num(f, "next_share", r->next_share[i]) &&
              (hs = cJSON_AddArrayToObject(f, "heads")) && (up = cJSON_AddArrayToObject(f, "up")) &&
              (dn = cJSON_AddArrayToObject(f, "down")) &&
@@ -558,8 +597,7 @@ static cJSON *feat_json(const al_sae_feat_result *r, int i, const al_tokenizer *
         ok = o && cJSON_AddItemToArray(cx, o) && cJSON_AddNumberToObject(o, "window", c->window) &&
              cJSON_AddNumberToObject(o, "offset", (double)c->offset) &&
              cJSON_AddNumberToObject(o, "pos", c->pos) &&
-             cJSON_AddNumberToObject(o, "token", c->token) &&
-             json_num(o, "activation", c->act);
+             cJSON_AddNumberToObject(o, "token", c->token) && json_num(o, "activation", c->act);
     }
     if (!ok) {
         cJSON_Delete(f);
@@ -640,8 +678,7 @@ static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
         if (t0 >= 0) al_store_token_str(dr->b->tok, t0, tk, sizeof tk);
         printf("%-8d %8.4f %8.3f %8.3f %8.3f%s %6.3f %6s %6.3f  %s\n", i, r->density[i],
                r->mean_act[i], r->max_act[i], r->induction_index[i], r->induction[i] ? "*" : " ",
-               r->auroc[i], head,
-               top >= 0 ? r->share[(size_t)i * r->H + top] : NAN, tk);
+               r->auroc[i], head, top >= 0 ? r->share[(size_t)i * r->H + top] : NAN, tk);
     }
     free(ix);
     return 0;
@@ -663,8 +700,9 @@ static void feat_init(void *args) {
  * (sae-L1: what an `sae` stage with layer 1 writes). */
 static int feat_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
     feat_args *a = args;
-    if (!a->sae) return al_errf(e, "\"sae\" must name the SAE's directory under the model's, "
-                                   "e.g. \"sae-L1\" (what an sae stage with layer 1 writes)");
+    if (!a->sae)
+        return al_errf(e, "\"sae\" must name the SAE's directory under the model's, "
+                          "e.g. \"sae-L1\" (what an sae stage with layer 1 writes)");
     if (a->sae[0] == '/') return 0;
     int n = snprintf(a->sae_buf, sizeof a->sae_buf, "%s/%s", p->model_dir, a->sae);
     if (n < 0 || (size_t)n >= sizeof a->sae_buf)
@@ -675,14 +713,25 @@ static int feat_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
 
 static const char *feat_exp_input(const void *args) { return ((const feat_args *)args)->sae; }
 
-const al_analysis al_an_sae_features = {
-    .name = "sae_features", .cmd = &al_cmd_sae_features, .groups = AL_GROUP_WHERE,
-    .tmpl = &g_feat, .size = sizeof g_feat, .init = feat_init, .check = feat_check,
-    .check_model = feat_check_model,
-    .state_size = sizeof(feat_state), .prepare = feat_prepare, .compute = feat_compute,
-    .store = feat_store, .print = feat_print, .release = feat_release, .stops = 1,
-    .exp_data = AL_EXP_DATA_VAL, .exp_paths = feat_exp_paths,
-    .exp_input = feat_exp_input, .results = AL_RESULTS_SAE_FEATURES};
+const al_analysis al_an_sae_features = {.name = "sae_features",
+                                        .cmd = &al_cmd_sae_features,
+                                        .groups = AL_GROUP_WHERE,
+                                        .tmpl = &g_feat,
+                                        .size = sizeof g_feat,
+                                        .init = feat_init,
+                                        .check = feat_check,
+                                        .check_model = feat_check_model,
+                                        .state_size = sizeof(feat_state),
+                                        .prepare = feat_prepare,
+                                        .compute = feat_compute,
+                                        .store = feat_store,
+                                        .print = feat_print,
+                                        .release = feat_release,
+                                        .stops = 1,
+                                        .exp_data = AL_EXP_DATA_VAL,
+                                        .exp_paths = feat_exp_paths,
+                                        .exp_input = feat_exp_input,
+                                        .results = AL_RESULTS_SAE_FEATURES};
 
 static int run_feat(int argc, char **argv) {
     return al_drive_main(&al_an_sae_features, argc, argv);

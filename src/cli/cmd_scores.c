@@ -26,34 +26,37 @@ typedef struct scores_args {
     al_an_where w;
     al_scores_opts o;
     const char *circuit, *fill; /* --circuit FILE --fill corrupted|mean */
-    const char *probe_tokens;   /* all | seen | a token file (al_probe_tokens) */
+    const char *probe_tokens; /* all | seen | a token file (al_probe_tokens) */
 } scores_args;
 
 #define SCORES_ARGS_INIT                                                                           \
-    {AL_AN_WHERE_INIT, AL_SCORES_OPTS_INIT, NULL, AL_FILL_DEFAULT, AL_PROBE_TOKENS_DEFAULT}
+    { AL_AN_WHERE_INIT, AL_SCORES_OPTS_INIT, NULL, AL_FILL_DEFAULT, AL_PROBE_TOKENS_DEFAULT }
 static scores_args g = SCORES_ARGS_INIT;
 
-static al_flag flags[] = {
-    AL_FLAG_MODEL(g),
-    AL_FLAG_DB(g),
-    {"data", AL_STR, &g.w.data, "VAL.bin",
-     "validation tokens for icl_score and copying_ablation (skipped without)", 0, 0},
-    {"probe-r", AL_INT, &g.o.probe_r, "R",
-     "random tokens per repeat of the probe (0: min(50, (n_ctx-1)/2))", 0, 0},
-    {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
-    {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
-    AL_FLAG_PROBE_TOKENS(g),
-    {"batches", AL_INT, &g.o.batches, "N", "validation batches (windows of the trained length)", 0, 0},
-    {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
-    {"mask", AL_STR, &g.w.mask, "FILE", "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
-    AL_FLAG_INTERVENE(g),
-    AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
-                        "values) or mean (needs --data)"),
-    AL_FLAG_THREADS(g),
-    AL_FLAGS_END};
+static al_flag flags[] =
+    {AL_FLAG_MODEL(g),
+     AL_FLAG_DB(g),
+     {"data", AL_STR, &g.w.data, "VAL.bin",
+      "validation tokens for icl_score and copying_ablation (skipped without)", 0, 0},
+     {"probe-r", AL_INT, &g.o.probe_r, "R",
+      "random tokens per repeat of the probe (0: min(50, (n_ctx-1)/2))", 0, 0},
+     {"probe-n", AL_INT, &g.o.probe_n, "N", "probe sequences", 0, 0},
+     {"probe-seed", AL_U64, &g.o.probe_seed, "S", "probe seed", 0, 0},
+     AL_FLAG_PROBE_TOKENS(g),
+     {"batches", AL_INT, &g.o.batches, "N", "validation batches (windows of the trained length)", 0,
+      0},
+     {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
+     {"mask", AL_STR, &g.w.mask, "FILE",
+      "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
+     AL_FLAG_INTERVENE(g),
+     AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
+                         "values) or mean (needs --data)"),
+     AL_FLAG_THREADS(g),
+     AL_FLAGS_END};
 
 static int run_scores(int argc, char **argv);
 al_command al_cmd_scores = {
+    /* clang-format off */
     "scores",
     "measure induction, previous-token, duplicate-token and copying heads by running the model",
     "--model DIR --db FILE [--data VAL.bin] [--probe-r R --probe-n 64] [--mask FILE]\n"
@@ -83,10 +86,11 @@ al_command al_cmd_scores = {
     flags,
     run_scores,
 };
+/* clang-format on */
 
 /* "1.3 (0.87), 1.5 (0.45)" of heads with v > thr, strongest first. */
-static void print_named(const char *what, const double *v, const unsigned char *off, int LH,
-                        int H, double thr) {
+static void print_named(const char *what, const double *v, const unsigned char *off, int LH, int H,
+                        double thr) {
     printf("%s: ", what);
     int any = 0, *used = calloc((size_t)LH, sizeof(int));
     if (!used) return;
@@ -128,13 +132,17 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
     if (r->probe_text) printf(" %9s", "ind_all");
     printf(" %12s %12s\n", "copying_abl", "excess");
     for (int i = 0; i < L * H; i++) {
-        printf("%d.%-3d %9.3f %9.3f %9.3f", i / H, i % H, ps->induction[i],
-               ps->duplicate_token[i], ps->prev_token[i]);
+        printf("%d.%-3d %9.3f %9.3f %9.3f", i / H, i % H, ps->induction[i], ps->duplicate_token[i],
+               ps->prev_token[i]);
         if (r->probe_text) printf(" %9.3f", ps->induction_all[i]);
-        if (r->off[i]) printf(" %12s\n", "(off)");
-        else if (r->have_text && isnan(r->excess[i])) printf(" %+12.4f %12s\n", r->copying[i], "-");
-        else if (r->have_text) printf(" %+12.4f %+12.4f\n", r->copying[i], r->excess[i]);
-        else printf(" %12s\n", "-");
+        if (r->off[i])
+            printf(" %12s\n", "(off)");
+        else if (r->have_text && isnan(r->excess[i]))
+            printf(" %+12.4f %12s\n", r->copying[i], "-");
+        else if (r->have_text)
+            printf(" %+12.4f %+12.4f\n", r->copying[i], r->excess[i]);
+        else
+            printf(" %12s\n", "-");
     }
     printf("probe (R %d, N %d, seed %llu): loss first repeat %.4f, second %.4f, icl_gain %.4f\n",
            o->probe_r, o->probe_n, (unsigned long long)o->probe_seed, ps->loss_first,
@@ -155,18 +163,22 @@ static void print_summary(const scores_args *a, const al_behave *b, const al_sco
     if (r->have_text)
         printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f +- %.4f (late %d..%d "
                "%.4f - early %d..%d %.4f); copy positions %.1f%% (loss %.4f)\n",
-               a->w.data, o->batches, o->batch, r->T, r->val_loss, r->icl_score, r->icl_se, r->rg.l0,
-               r->rg.l1 - 1, r->icl_late, r->rg.e0, r->rg.e1 - 1, r->icl_early,
+               a->w.data, o->batches, o->batch, r->T, r->val_loss, r->icl_score, r->icl_se,
+               r->rg.l0, r->rg.l1 - 1, r->icl_late, r->rg.e0, r->rg.e1 - 1, r->icl_early,
                100 * r->copy_fraction, r->val_loss_copy);
     else
         printf("no --data: icl_score and copying_ablation skipped\n");
     const char *by;
     const double *v = verdict_scores(r, &by);
     char what[96];
+    /* clang-format off */
     snprintf(what, sizeof what, "induction heads (%s > " AL_TH_STR(AL_TH_INDUCTION) ")", by);
+    /* clang-format on */
     print_named(what, v, r->off, L * H, H, AL_TH_INDUCTION);
+    /* clang-format off */
     print_named("previous-token heads (prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) ")",
                 ps->prev_token, r->off, L * H, H, AL_TH_PREV_TOKEN);
+    /* clang-format on */
 }
 
 /* "induction_heads": [{"head": "1.3", "value": 0.87, "off": false}, ...]
@@ -194,8 +206,7 @@ static int json_named(cJSON *doc, const char *key, const double *v, const unsign
 }
 
 /* attnlab.scores/1 (docs/json.md), beside the driver's run and model keys. */
-static int json_scores(cJSON *doc, const scores_args *a, int n_allowed,
-                       const al_scores_result *r) {
+static int json_scores(cJSON *doc, const scores_args *a, int n_allowed, const al_scores_result *r) {
     int L = r->L, H = r->H;
     const al_probe_scores *ps = &r->probe;
     const al_scores_opts *o = &a->o;
@@ -279,7 +290,7 @@ static int scores_check(const void *args, const al_flag *fl, al_err *e) {
 typedef struct scores_state {
     al_tokens d;
     int T;
-    al_probe_load pl;       /* --probe-tokens: what the probe is made of */
+    al_probe_load pl; /* --probe-tokens: what the probe is made of */
     al_scores_result r;
 } scores_state;
 
@@ -321,8 +332,8 @@ static int scores_compute(void *args, void *state, al_drive *dr, al_err *e) {
     /* said before the (long) analysis, as the run begins */
     al_behave_warn_probe(b, 2 * o.probe_r + 1);
     if (!s->pl.random_all && !dr->json) printf("probe made of %s\n", s->pl.what);
-    return al_scores_run(&b->m, a->w.data ? &s->d : NULL, s->T, al_behave_bos(b), b->off, &o,
-                         &s->r, e);
+    return al_scores_run(&b->m, a->w.data ? &s->d : NULL, s->T, al_behave_bos(b), b->off, &o, &s->r,
+                         e);
 }
 
 static int scores_store(void *args, void *state, al_drive *dr, al_err *e) {
@@ -334,7 +345,8 @@ static int scores_store(void *args, void *state, al_drive *dr, al_err *e) {
 static int scores_print(void *args, void *state, al_drive *dr, al_err *e) {
     scores_args *a = args;
     scores_state *s = state;
-    if (!dr->json) print_summary(a, dr->b, &s->r);
+    if (!dr->json)
+        print_summary(a, dr->b, &s->r);
     else if (json_scores(dr->doc, a, s->pl.n_ids, &s->r))
         return al_errf(e, "out of memory");
     return 0;
@@ -367,13 +379,24 @@ static void scores_label(const cJSON *v, char *buf, size_t cap) {
         snprintf(buf, cap, "scores");
 }
 
-const al_analysis al_an_scores = {
-    .name = "scores", .cmd = &al_cmd_scores, .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
-    .tmpl = &g, .size = sizeof g, .init = scores_init, .check = scores_check,
-    .check_model = scores_check_model, .state_size = sizeof(scores_state),
-    .prepare = scores_prepare, .compute = scores_compute, .store = scores_store,
-    .print = scores_print, .release = scores_release, .warnings = scores_warnings,
-    .exp_data = AL_EXP_DATA_VAL, .results = AL_RESULTS_SCORES, .exp_list = 1,
-    .exp_label = scores_label};
+const al_analysis al_an_scores = {.name = "scores",
+                                  .cmd = &al_cmd_scores,
+                                  .groups = AL_GROUP_WHERE | AL_GROUP_CIRCUIT,
+                                  .tmpl = &g,
+                                  .size = sizeof g,
+                                  .init = scores_init,
+                                  .check = scores_check,
+                                  .check_model = scores_check_model,
+                                  .state_size = sizeof(scores_state),
+                                  .prepare = scores_prepare,
+                                  .compute = scores_compute,
+                                  .store = scores_store,
+                                  .print = scores_print,
+                                  .release = scores_release,
+                                  .warnings = scores_warnings,
+                                  .exp_data = AL_EXP_DATA_VAL,
+                                  .results = AL_RESULTS_SCORES,
+                                  .exp_list = 1,
+                                  .exp_label = scores_label};
 
 static int run_scores(int argc, char **argv) { return al_drive_main(&al_an_scores, argc, argv); }

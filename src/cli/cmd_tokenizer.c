@@ -15,12 +15,12 @@ al_tok_cli al_tok_cli_defaults(void) {
 }
 
 void al_tok_cli_flags(al_tok_cli *o, al_flag f[AL_TOK_CLI_NFLAGS]) {
-    const al_flag t[] = {
-        {"in", AL_STR, &o->in, "FILE", "training text (any bytes; UTF-8 words stay whole)", 1, 0},
-        {"vocab", AL_INT, &o->vocab, "N",
-         "vocabulary size: 256 bytes + merges + <|endoftext|> (257..65536 for token files)", 0, 0},
-        {"out", AL_STR, &o->out, "FILE", "where to write the tokenizer (JSON)", 1, 0},
-        AL_FLAGS_END};
+    const al_flag t[] =
+        {{"in", AL_STR, &o->in, "FILE", "training text (any bytes; UTF-8 words stay whole)", 1, 0},
+         {"vocab", AL_INT, &o->vocab, "N",
+          "vocabulary size: 256 bytes + merges + <|endoftext|> (257..65536 for token files)", 0, 0},
+         {"out", AL_STR, &o->out, "FILE", "where to write the tokenizer (JSON)", 1, 0},
+         AL_FLAGS_END};
     _Static_assert(sizeof t / sizeof t[0] <= AL_TOK_CLI_NFLAGS, "AL_TOK_CLI_NFLAGS too small");
     memcpy(f, t, sizeof t);
 }
@@ -78,12 +78,12 @@ int al_tok_cli_run(const al_tok_cli *o, al_err *e) {
     }
     int nv = al_tok_vocab_size(t);
     if (nv < o->vocab)
-        al_log("note: %s only has pairs for %d merges, so the vocabulary is %d, not %d",
-               o->in, nv - 257, nv, o->vocab);
+        al_log("note: %s only has pairs for %d merges, so the vocabulary is %d, not %d", o->in,
+               nv - 257, nv, o->vocab);
     printf("tokenizer: %d merges learned from %.2f MB in %.2f s (%.2f MB/s); vocab %d, "
            "<|endoftext|> = %d -> %s\n",
-           nv - 257, (double)n / 1e6, dt, (double)n / 1e6 / (dt > 0 ? dt : 1e-9), nv,
-           al_tok_eot(t), o->out);
+           nv - 257, (double)n / 1e6, dt, (double)n / 1e6 / (dt > 0 ? dt : 1e-9), nv, al_tok_eot(t),
+           o->out);
     al_tok_free(t);
     return 0;
 }
@@ -108,13 +108,14 @@ __attribute__((constructor)) static void init_flags(void) {
 
 static const char *show_tok, *show_text, *show_in;
 static int show_special;
-static al_flag show_flags[] = {
-    {"tokenizer", AL_STR, &show_tok, "FILE", "tokenizer.json: attnlab's or a Hugging Face one", 1, 0},
-    {"text", AL_STR, &show_text, "TEXT", "the text to encode", 0, 0},
-    {"in", AL_STR, &show_in, "FILE", "encode this file instead of --text", 0, 0},
-    {"special", AL_BOOL, &show_special, NULL,
-     "match \"<|endoftext|>\" (and a Hugging Face file's other special tokens)", 0, 0},
-    AL_FLAGS_END};
+static al_flag show_flags[] =
+    {{"tokenizer", AL_STR, &show_tok, "FILE", "tokenizer.json: attnlab's or a Hugging Face one", 1,
+      0},
+     {"text", AL_STR, &show_text, "TEXT", "the text to encode", 0, 0},
+     {"in", AL_STR, &show_in, "FILE", "encode this file instead of --text", 0, 0},
+     {"special", AL_BOOL, &show_special, NULL,
+      "match \"<|endoftext|>\" (and a Hugging Face file's other special tokens)", 0, 0},
+     AL_FLAGS_END};
 
 static int show_run(int argc, char **argv);
 

@@ -20,12 +20,17 @@ void al_train_cli_flags(al_train_cli *c, al_flag f[AL_TRAIN_CLI_NFLAGS]) {
     al_train_opts *o = &c->t;
     /* the order is that of the JSON saved in state.json: keep it */
     const al_flag t[] = {
-        {"config", AL_STR, &c->config, "FILE", "JSON file with any of these options (keys with _ or -)", 0, 0},
+        {"config", AL_STR, &c->config, "FILE",
+         "JSON file with any of these options (keys with _ or -)", 0, 0},
         {"data", AL_STR, &o->data, "FILE", "training token file (attnlab encode)", 0, 0},
-        {"val", AL_STR, &o->val, "FILE", "validation token file (default: the tail of --data)", 0, 0},
-        {"tokenizer", AL_STR, &o->tokenizer, "FILE", "tokenizer.json the data was encoded with, attnlab's or a Hugging Face one (default: bytes)", 0, 0},
+        {"val", AL_STR, &o->val, "FILE", "validation token file (default: the tail of --data)", 0,
+         0},
+        {"tokenizer", AL_STR, &o->tokenizer, "FILE",
+         "tokenizer.json the data was encoded with, attnlab's or a Hugging Face one (default: bytes)",
+         0, 0},
         {"out", AL_STR, &o->out, "DIR", "model directory to write", 0, 0},
-        {"resume", AL_STR, &o->resume, "DIR", "continue the run saved in DIR exactly where it stopped", 0, 0},
+        {"resume", AL_STR, &o->resume, "DIR",
+         "continue the run saved in DIR exactly where it stopped", 0, 0},
         {"force", AL_BOOL, &o->force, NULL, "overwrite a checkpoint already in --out", 0, 0},
         {"db", AL_STR, &c->db, "FILE", "SQLite file to record training dynamics in", 0, 0},
         {"n-layers", AL_INT, &o->n_layers, "N", "attention layers", 0, 0},
@@ -33,14 +38,21 @@ void al_train_cli_flags(al_train_cli *c, al_flag f[AL_TRAIN_CLI_NFLAGS]) {
         {"n-heads", AL_INT, &o->n_heads, "N", "heads per layer", 0, 0},
         {"d-head", AL_INT, &o->d_head, "N", "width of each head", 0, 0},
         {"n-ctx", AL_INT, &o->n_ctx, "N", "context length (positions)", 0, 0},
-        {"tied", AL_BOOL, &o->tied, NULL, "tie the unembedding to the embedding (W_U = W_E^T)", 0, 0},
-        {"pos", AL_STR, &o->pos, "TYPE", "positions: standard (W_pos in the residual stream) or "
-         "shortformer (W_pos added to every head's query and key inputs only)", 0, 0},
-        {"norm", AL_STR, &o->norm, "TYPE", "LayerNorm before every layer's attention and before "
+        {"tied", AL_BOOL, &o->tied, NULL, "tie the unembedding to the embedding (W_U = W_E^T)", 0,
+         0},
+        {"pos", AL_STR, &o->pos, "TYPE",
+         "positions: standard (W_pos in the residual stream) or "
+         "shortformer (W_pos added to every head's query and key inputs only)",
+         0, 0},
+        {"norm", AL_STR, &o->norm, "TYPE",
+         "LayerNorm before every layer's attention and before "
          "the unembedding: none, ln (TransformerLens's LN: learned w and b) or lnpre (LNPre: "
-         "centre and scale only)", 0, 0},
-        {"biases", AL_STR, &o->biases, "SET", "bias tensors: none, all (b_Q, b_K, b_V, b_O, "
-         "b_U), or letters of q, k, v, o, u (e.g. qkvo)", 0, 0},
+         "centre and scale only)",
+         0, 0},
+        {"biases", AL_STR, &o->biases, "SET",
+         "bias tensors: none, all (b_Q, b_K, b_V, b_O, "
+         "b_U), or letters of q, k, v, o, u (e.g. qkvo)",
+         0, 0},
         {"ln-eps", AL_FLOAT, &o->ln_eps, "X", "LayerNorm's eps", 0, 0},
         {"seed", AL_U64, &o->seed, "N", "seed for initialisation and data order", 0, 0},
         {"steps", AL_INT, &o->steps, "N", "optimizer steps in total", 0, 0},
@@ -52,20 +64,30 @@ void al_train_cli_flags(al_train_cli *c, al_flag f[AL_TRAIN_CLI_NFLAGS]) {
         {"beta1", AL_FLOAT, &o->beta1, "X", "AdamW beta1", 0, 0},
         {"beta2", AL_FLOAT, &o->beta2, "X", "AdamW beta2", 0, 0},
         {"eps", AL_FLOAT, &o->eps, "X", "AdamW epsilon", 0, 0},
-        {"weight-decay", AL_FLOAT, &o->weight_decay, "X", "decoupled weight decay (not on embeddings)", 0, 0},
-        {"grad-clip", AL_FLOAT, &o->grad_clip, "X", "clip the global gradient norm (0 = off)", 0, 0},
-        {"eval-every", AL_INT, &o->eval_every, "N", "validate every N steps (0 = only at the end)", 0, 0},
+        {"weight-decay", AL_FLOAT, &o->weight_decay, "X",
+         "decoupled weight decay (not on embeddings)", 0, 0},
+        {"grad-clip", AL_FLOAT, &o->grad_clip, "X", "clip the global gradient norm (0 = off)", 0,
+         0},
+        {"eval-every", AL_INT, &o->eval_every, "N", "validate every N steps (0 = only at the end)",
+         0, 0},
         {"eval-batches", AL_INT, &o->eval_batches, "N", "validation batches per evaluation", 0, 0},
-        {"ckpt-every", AL_INT, &o->ckpt_every, "N", "checkpoint every N steps (and at the end)", 0, 0},
-        {"val-fraction", AL_FLOAT, &o->val_fraction, "X", "share of --data held out when --val is absent", 0, 0},
+        {"ckpt-every", AL_INT, &o->ckpt_every, "N", "checkpoint every N steps (and at the end)", 0,
+         0},
+        {"val-fraction", AL_FLOAT, &o->val_fraction, "X",
+         "share of --data held out when --val is absent", 0, 0},
         {"threads", AL_INT, &o->threads, "N", "threads (0 = OMP_NUM_THREADS or all cores)", 0, 0},
-        {"precision", AL_STR, &o->precision, "P", "matrix-product inputs: f32, or bf16 (rounded to "
+        {"precision", AL_STR, &o->precision, "P",
+         "matrix-product inputs: f32, or bf16 (rounded to "
          "bfloat16, f32 accumulation; attention's per-head products, weights, gradients and "
-         "AdamW state stay f32)", 0, 0},
-        {"stop-at", AL_INT, &o->stop_at, "N", "save and stop after step N, as Ctrl-C would (to split a run)", 0, 0},
-        {"probe-tokens", AL_STR, &c->probe_tokens, "WHICH", "what --db's induction probe repeats: "
+         "AdamW state stay f32)",
+         0, 0},
+        {"stop-at", AL_INT, &o->stop_at, "N",
+         "save and stop after step N, as Ctrl-C would (to split a run)", 0, 0},
+        {"probe-tokens", AL_STR, &c->probe_tokens, "WHICH",
+         "what --db's induction probe repeats: "
          "random ids over all (the vocabulary), seen (those in --data) or FILE.bin (those in a token "
-         "file); or windows of held-out text: text (--val) or text:FILE.bin", 0, 0},
+         "file); or windows of held-out text: text (--val) or text:FILE.bin",
+         0, 0},
         AL_FLAGS_END};
     _Static_assert(sizeof t / sizeof t[0] <= AL_TRAIN_CLI_NFLAGS, "AL_TRAIN_CLI_NFLAGS too small");
     memcpy(f, t, sizeof t);
@@ -91,8 +113,10 @@ static int prepare(al_train_cli *c, al_flag *flags, al_err *e) {
     int rc = al_ckpt_read_state(o->resume, &st, e);
     if (rc < 0) return al_err_prefix(e, "cannot resume from %s", o->resume);
     if (rc > 0)
-        return al_errf(e, "cannot resume from %s: it has no state.json (a checkpoint saved "
-                       "for inference only)", o->resume);
+        return al_errf(e,
+                       "cannot resume from %s: it has no state.json (a checkpoint saved "
+                       "for inference only)",
+                       o->resume);
     char src[AL_PATH_MAX + 64];
     snprintf(src, sizeof src, "%s/state.json", o->resume);
     rc = st.train_json ? al_flags_apply_json(flags, st.train_json, src, e) : 0;
@@ -118,9 +142,9 @@ int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *
     /* before the trainer, which writes the step-0 checkpoint; for every id
      * a token file can hold (the trainer itself refuses ids past the
      * model's vocabulary, and the probe ids past it) */
-    int rc = c->db && c->t.data ? al_probe_load_open(&pl, c->probe_tokens, NULL, c->t.data,
-                                                     c->t.val, 65536, e)
-                                : 0;
+    int rc = c->db && c->t.data
+                 ? al_probe_load_open(&pl, c->probe_tokens, NULL, c->t.data, c->t.val, 65536, e)
+                 : 0;
     rec.probe_src = al_probe_load_src(&pl);
     if (rc != 0 || al_trainer_init(&t, &c->t, c->db ? &obs : NULL, e) != 0) {
         al_probe_load_free(&pl);

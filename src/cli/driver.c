@@ -25,15 +25,16 @@
  * the where group). They are not the command's options, so they are not
  * part of the run's stored config. */
 static int g_json, g_progress, g_strict;
-static al_flag drive_flags[] = {
-    {"json", AL_BOOL, &g_json, NULL,
-     "print one JSON document on stdout (schema attnlab.<command>/1, docs/json.md) instead of "
-     "the text", 0, 0},
-    {"progress", AL_BOOL, &g_progress, NULL,
-     "a progress line on stderr even when it is not a terminal", 0, 0},
-    {"strict", AL_BOOL, &g_strict, NULL,
-     "refuse (exit 1, nothing stored) when a gap/effect warning is raised", 0, 0},
-    AL_FLAGS_END};
+static al_flag drive_flags[] =
+    {{"json", AL_BOOL, &g_json, NULL,
+      "print one JSON document on stdout (schema attnlab.<command>/1, docs/json.md) instead of "
+      "the text",
+      0, 0},
+     {"progress", AL_BOOL, &g_progress, NULL,
+      "a progress line on stderr even when it is not a terminal", 0, 0},
+     {"strict", AL_BOOL, &g_strict, NULL,
+      "refuse (exit 1, nothing stored) when a gap/effect warning is raised", 0, 0},
+     AL_FLAGS_END};
 
 /* The one place gap/effect warnings of the computed state (a's warnings
  * accessor) are raised: each printed on stderr as "attnlab: warning:
@@ -55,8 +56,10 @@ static int drive_warnings(al_drive *d, al_behave *b, const void *state, al_err *
     /* the prepare phase's warnings (not printed yet under --strict) count too */
     int more = d->warn.n - 1;
     if (more == 0) return al_errf(e, "refused under --strict (nothing stored): %s", w->msg[0]);
-    return al_errf(e, "refused under --strict (nothing stored): %s (and %d more warning%s; run "
-                      "without --strict to see them)", w->msg[0], more, more == 1 ? "" : "s");
+    return al_errf(e,
+                   "refused under --strict (nothing stored): %s (and %d more warning%s; run "
+                   "without --strict to see them)",
+                   w->msg[0], more, more == 1 ? "" : "s");
 }
 
 void al_drive_warn(al_drive *d, const char *msg) {
@@ -167,7 +170,8 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
     const al_an_where *w = args;
     if (w->db && (!*w->db || !strcmp(w->db, ":memory:"))) /* SQLite would keep nothing */
         return al_errf(e, "no database file given (--db '%s'): name a file, e.g. --db results.db",
-                       w->db), 2;
+                       w->db),
+               2;
     if (a->check && a->check(args, flags, e)) return 2;
     al_precision prec = AL_PREC_F32;
     if (w->precision && al_precision_parse(w->precision, &prec))
@@ -218,15 +222,19 @@ int al_drive_main(const al_analysis *a, int argc, char **argv) {
     for (const al_flag *f = drive_flags; f->name; f++) all[n++] = *f;
     all[n] = (al_flag)AL_FLAGS_END;
     al_flags_save(all, saved);
-    if (al_flags_parse(all, argc, argv, NULL, 0, NULL, &e) != 0) rc = al_cli_usage(a->cmd, &e);
+    if (al_flags_parse(all, argc, argv, NULL, 0, NULL, &e) != 0)
+        rc = al_cli_usage(a->cmd, &e);
     else {
         for (int i = 0; i < nc; i++) a->cmd->flags[i].seen = all[i].seen;
-        al_drive d = {.an = a, .json = g_json, .progress = g_progress || isatty(STDERR_FILENO),
+        al_drive d = {.an = a,
+                      .json = g_json,
+                      .progress = g_progress || isatty(STDERR_FILENO),
                       .strict = g_strict};
         rc = al_drive_run(a, a->tmpl, a->cmd->flags, &d, NULL, &e);
         if (rc == 0 && d.json) {
             char *s = cJSON_Print(d.doc);
-            if (!s) rc = (al_errf(&e, "out of memory"), 1);
+            if (!s)
+                rc = (al_errf(&e, "out of memory"), 1);
             else {
                 printf("%s\n", s);
                 free(s);
@@ -235,7 +243,8 @@ int al_drive_main(const al_analysis *a, int argc, char **argv) {
         cJSON_Delete(d.doc);
         if (rc == 130) /* interrupted: the message, and the signal's exit code */
             al_cli_error(&e);
-        else rc = rc == 2 ? al_cli_usage(a->cmd, &e) : rc ? al_cli_error(&e) : 0;
+        else
+            rc = rc == 2 ? al_cli_usage(a->cmd, &e) : rc ? al_cli_error(&e) : 0;
     }
     al_flags_restore(all, saved);
     for (int i = 0; i < nc; i++) a->cmd->flags[i].seen = all[i].seen;

@@ -95,7 +95,6 @@ static const char *dup_key(const cJSON *obj) {
     return NULL;
 }
 
-
 /* The keys of obj checked as options of command c. Keys in `own` are
  * the caller's and skipped here; keys in `deny` are flags the experiment
  * sets itself. If out is not NULL each option goes into it under the
@@ -217,7 +216,8 @@ static int load_code(jx *j, const cJSON *c, const cJSON *enc) {
     static const char *const known[] = {"source", "dir", NULL};
     al_experiment *x = j->x;
     if (!cJSON_IsObject(c)) return bad(j, "data.code", "must be an object with \"source\"");
-    if (only_keys(j, c, "data.code", known) || get_str(j, c, "data.code", "source", &x->code_source) ||
+    if (only_keys(j, c, "data.code", known) ||
+        get_str(j, c, "data.code", "source", &x->code_source) ||
         get_str(j, c, "data.code", "dir", &x->code_dir))
         return -1;
     if (!x->code_source) return bad(j, "data.code.source", "missing (\"pystdlib\" or \"gostd\")");
@@ -227,8 +227,9 @@ static int load_code(jx *j, const cJSON *c, const cJSON *enc) {
         return bad(j, "data.code.dir", "no such directory: %s", x->code_dir);
     const cJSON *docs = cJSON_GetObjectItemCaseSensitive(enc, "docs");
     if (!cJSON_IsString(docs) || strcmp(docs->valuestring, "eot"))
-        return bad(j, "data.docs", "must be \"eot\" with data.code (its documents are separated "
-                                   "by <|endoftext|>)");
+        return bad(j, "data.docs",
+                   "must be \"eot\" with data.code (its documents are separated "
+                   "by <|endoftext|>)");
     return 0;
 }
 
@@ -258,8 +259,9 @@ static int load_data(jx *j, const cJSON *d) {
     static const char *const own[] = {"synthetic", "text", "brown", "code", NULL};
     static const char *const deny[] = {"tokenizer", "in", "out", NULL};
     if (!d)
-        return bad(j, "data", "missing (give {\"synthetic\": {...}}, {\"text\": FILE}, "
-                              "{\"brown\": {}} or {\"code\": {\"source\": ...}})");
+        return bad(j, "data",
+                   "missing (give {\"synthetic\": {...}}, {\"text\": FILE}, "
+                   "{\"brown\": {}} or {\"code\": {\"source\": ...}})");
     cJSON *enc = cJSON_CreateObject();
     if (!enc) return bad(j, "data", "out of memory");
     if (obj_to_opts(j, d, "data", &al_cmd_encode, own, deny, enc)) {
@@ -274,16 +276,20 @@ static int load_data(jx *j, const cJSON *d) {
     const cJSON *brn = cJSON_GetObjectItemCaseSensitive(d, "brown");
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(d, "code");
     if (!!syn + !!txt + !!brn + !!code != 1)
-        return bad(j, "data", "give exactly one of \"synthetic\", \"text\", \"brown\" and "
-                              "\"code\"");
+        return bad(j, "data",
+                   "give exactly one of \"synthetic\", \"text\", \"brown\" and "
+                   "\"code\"");
     if (!val_ok) return bad(j, "data.val", "must be > 0: the analyses need validation tokens");
-    if (j->text && !txt) return bad(j, "data", "--text replaces data.text, which this file has not");
+    if (j->text && !txt)
+        return bad(j, "data", "--text replaces data.text, which this file has not");
     if (txt) {
         if (get_str(j, d, "data", "text", &x->text)) return -1;
         if (j->text) {
             free(x->text);
             if (!(x->text = strdup(j->text))) return bad(j, "data.text", "out of memory");
-            return al_file_exists(x->text) ? 0 : bad(j, "data.text", "--text: no such file: %s", x->text);
+            return al_file_exists(x->text)
+                       ? 0
+                       : bad(j, "data.text", "--text: no such file: %s", x->text);
         }
         return need_file(j, "data.text", x->text);
     }
@@ -312,8 +318,8 @@ static int load_tokenizer(jx *j, const cJSON *t) {
     return x->tok_file ? need_file(j, "tokenizer.file", x->tok_file) : 0;
 }
 
-static const char *const TRAIN_DENY[] = {"config", "data", "val", "tokenizer", "out", "resume", "force",
-                                         "db", "stop-at", NULL};
+static const char *const TRAIN_DENY[] = {"config", "data",  "val", "tokenizer", "out",
+                                         "resume", "force", "db",  "stop-at",   NULL};
 
 /* An int option of a model as it will train: its key, else the default. */
 static int train_int(const cJSON *o, const char *key, int dflt) {
@@ -396,11 +402,13 @@ static int load_models(jx *j, const cJSON *defaults, const cJSON *models, const 
         const cJSON *tied = cJSON_GetObjectItemCaseSensitive(mine, "tied");
         M->tied = tied ? cJSON_IsTrue(tied) : dflt.t.tied;
         const cJSON *pos = cJSON_GetObjectItemCaseSensitive(mine, "pos");
-        int pos_type, pos_ok = !cJSON_IsString(pos) || al_pos_type_parse(pos->valuestring, &pos_type) == 0;
+        int pos_type,
+            pos_ok = !cJSON_IsString(pos) || al_pos_type_parse(pos->valuestring, &pos_type) == 0;
         const cJSON *norm = cJSON_GetObjectItemCaseSensitive(mine, "norm");
         const cJSON *bias = cJSON_GetObjectItemCaseSensitive(mine, "biases");
         unsigned bits;
-        int norm_ok = !cJSON_IsString(norm) || al_train_norm_parse(norm->valuestring, &pos_type) == 0;
+        int norm_ok =
+            !cJSON_IsString(norm) || al_train_norm_parse(norm->valuestring, &pos_type) == 0;
         int bias_ok = !cJSON_IsString(bias) || al_bias_spec_parse(bias->valuestring, &bits) == 0;
         int rc = keep_json(j, kp, mine, &M->train);
         mine = NULL;
@@ -552,10 +560,12 @@ static int load_simple(jx *j, const cJSON *v, const char *path, const al_analysi
     }
     al_exp_analysis *a = new_analysis(j, path, d->name);
     if (!a) return -1;
-    if (cJSON_IsTrue(v)) return model_mask(j, v, path, &a->models) || set_opts(j, a, path, NULL, c, own, NULL);
+    if (cJSON_IsTrue(v))
+        return model_mask(j, v, path, &a->models) || set_opts(j, a, path, NULL, c, own, NULL);
     if (!cJSON_IsObject(v))
-        return bad(j, path, list_ok ? "must be true, false, an object or a list of objects"
-                                    : "must be an object");
+        return bad(j, path,
+                   list_ok ? "must be true, false, an object or a list of objects"
+                           : "must be an object");
     deny_list(d, deny, 16);
     if (check_opts(j, v, path, c, own, deny) || model_mask(j, v, path, &a->models) ||
         set_opts(j, a, path, v, c, own, NULL) || (asked && asked_data(j, a, v, path)))
@@ -661,16 +671,18 @@ static int load_pictures(jx *j, const cJSON *p) {
     if (!k) return 0;
     if (!cJSON_IsArray(k)) return bad(j, "pictures.kinds", "must be an array of picture kinds");
     size_t len = 1;
-    for (const cJSON *s = k->child; s; s = s->next) len += cJSON_IsString(s) ? strlen(s->valuestring) + 1 : 0;
+    for (const cJSON *s = k->child; s; s = s->next)
+        len += cJSON_IsString(s) ? strlen(s->valuestring) + 1 : 0;
     if (!(x->pic_kinds = calloc(len, 1))) return bad(j, "pictures.kinds", "out of memory");
     int i = 0;
     for (const cJSON *s = k->child; s; s = s->next, i++) {
         char ip[64];
         ipath(ip, sizeof ip, "pictures.kinds", i);
         if (!cJSON_IsString(s) || !in_list(s->valuestring, (const char *const *)al_pic_kinds))
-            return bad(j, ip, "must be one of attention, qk-pos, qk, ov, composition, ablation, "
-                              "pruning, training, spectrum, patching, paths, dla, terms, "
-                              "attrpatch");
+            return bad(j, ip,
+                       "must be one of attention, qk-pos, qk, ov, composition, ablation, "
+                       "pruning, training, spectrum, patching, paths, dla, terms, "
+                       "attrpatch");
         if (i) strcat(x->pic_kinds, ",");
         strcat(x->pic_kinds, s->valuestring);
     }
@@ -694,9 +706,9 @@ static int load_report(jx *j, const cJSON *r) {
 }
 
 static int load_top(jx *j, const cJSON *root) {
-    static const char *const known[] = {"name",   "description", "out",      "threads",
-                                        "seed",   "data",        "tokenizer", "train",
-                                        "models", "analyses",    "pictures", "report", NULL};
+    static const char *const known[] = {"name",     "description", "out",   "threads", "seed",
+                                        "data",     "tokenizer",   "train", "models",  "analyses",
+                                        "pictures", "report",      NULL};
     al_experiment *x = j->x;
     if (!cJSON_IsObject(root)) return al_errf(j->e, "%s: top level must be a JSON object", j->src);
     const char *d = dup_key(root);
@@ -706,8 +718,9 @@ static int load_top(jx *j, const cJSON *root) {
         return bad(j, kp, "given twice");
     }
     if (cJSON_GetObjectItemCaseSensitive(root, "sweep"))
-        return bad(j, "sweep", "this file is a sweep: run its tasks with --list-tasks, --task K "
-                               "or --jobs N (a task cannot hold a sweep)");
+        return bad(j, "sweep",
+                   "this file is a sweep: run its tasks with --list-tasks, --task K "
+                   "or --jobs N (a task cannot hold a sweep)");
     for (const cJSON *k = root->child; k; k = k->next)
         if (!in_list(k->string, known)) {
             char kp[80];
@@ -723,8 +736,7 @@ static int load_top(jx *j, const cJSON *root) {
     if (get_str(j, root, "", "out", &out) || get_str(j, root, "", "description", &x->description) ||
         get_int(j, root, "", "threads", 0, &x->threads))
         return -1;
-    if (x->threads > AL_MAX_THREADS)
-        return bad(j, "threads", "must be at most %d", AL_MAX_THREADS);
+    if (x->threads > AL_MAX_THREADS) return bad(j, "threads", "must be at most %d", AL_MAX_THREADS);
     if (out && (!*out || strlen(out) >= sizeof x->out - 200)) {
         free(out);
         return bad(j, "out", "must be a folder path");
@@ -743,8 +755,8 @@ static int load_top(jx *j, const cJSON *root) {
            load_report(j, cJSON_GetObjectItemCaseSensitive(root, "report"));
 }
 
-int al_exp_load_root_text(const cJSON *root, const char *src, const char *text,
-                          al_experiment **out, al_err *e) {
+int al_exp_load_root_text(const cJSON *root, const char *src, const char *text, al_experiment **out,
+                          al_err *e) {
     *out = NULL;
     al_experiment *x = calloc(1, sizeof *x);
     if (!x) return al_errf(e, "out of memory");
@@ -794,4 +806,3 @@ void al_exp_free(al_experiment *x) {
     free(x->intro);
     free(x);
 }
-

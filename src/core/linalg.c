@@ -18,13 +18,11 @@ static double *dup(const double *a, size_t n, al_err *e) {
 }
 
 static int bad_shape(int m, int n, const char *what, al_err *e) {
-    if (m <= 0 || n <= 0)
-        return al_errf(e, "%s: bad matrix shape (%d,%d)", what, m, n);
+    if (m <= 0 || n <= 0) return al_errf(e, "%s: bad matrix shape (%d,%d)", what, m, n);
     return 0;
 }
 
-int al_svd(const double *a, int m, int n, double *u, double *s, double *vt,
-           al_err *e) {
+int al_svd(const double *a, int m, int n, double *u, double *s, double *vt, al_err *e) {
     if (bad_shape(m, n, "svd", e)) return -1;
     int k = m < n ? m : n;
     double *c = dup(a, (size_t)m * n, e);
@@ -32,8 +30,7 @@ int al_svd(const double *a, int m, int n, double *u, double *s, double *vt,
     lapack_int info;
     if (!u && !vt) {
         /* LAPACKE checks the leading dimensions even when unused */
-        info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'N', m, n, c, n, s, NULL, m,
-                              NULL, n);
+        info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'N', m, n, c, n, s, NULL, m, NULL, n);
     } else {
         /* 'S' gives both thin factors; the unwanted one goes to scratch. */
         double *uu = u ? u : al_malloc((size_t)m * k, sizeof *uu, e);
@@ -44,15 +41,13 @@ int al_svd(const double *a, int m, int n, double *u, double *s, double *vt,
             free(c);
             return -1;
         }
-        info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'S', m, n, c, n, s, uu, k, vv,
-                              n);
+        info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'S', m, n, c, n, s, uu, k, vv, n);
         if (!u) free(uu);
         if (!vt) free(vv);
     }
     free(c);
     if (info != 0)
-        return al_errf(e, "svd of a %dx%d matrix failed (LAPACK info %d)", m,
-                       n, (int)info);
+        return al_errf(e, "svd of a %dx%d matrix failed (LAPACK info %d)", m, n, (int)info);
     return 0;
 }
 
@@ -84,13 +79,11 @@ int al_eigvals(const double *a, int n, double *re, double *im, al_err *e) {
         free(v);
         return -1;
     }
-    lapack_int info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'N', n, c, n, re,
-                                    im, NULL, 1, NULL, 1);
+    lapack_int info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'N', n, c, n, re, im, NULL, 1, NULL, 1);
     free(c);
     if (info != 0) {
         free(v);
-        return al_errf(e, "eigenvalues of a %dx%d matrix failed (LAPACK info %d)",
-                       n, n, (int)info);
+        return al_errf(e, "eigenvalues of a %dx%d matrix failed (LAPACK info %d)", n, n, (int)info);
     }
     for (int i = 0; i < n; i++) v[i] = (cplx){re[i], im[i]};
     qsort(v, (size_t)n, sizeof *v, cmp_cplx);
@@ -108,19 +101,16 @@ int al_qr(const double *a, int m, int n, double *q, double *r, al_err *e) {
     lapack_int info = LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, m, n, q, n, tau);
     if (info == 0) {
         for (int i = 0; i < n; i++)
-            for (int j = 0; j < n; j++)
-                r[(size_t)i * n + j] = j >= i ? q[(size_t)i * n + j] : 0.0;
+            for (int j = 0; j < n; j++) r[(size_t)i * n + j] = j >= i ? q[(size_t)i * n + j] : 0.0;
         info = LAPACKE_dorgqr(LAPACK_ROW_MAJOR, m, n, n, q, n, tau);
     }
     free(tau);
     if (info != 0)
-        return al_errf(e, "qr of a %dx%d matrix failed (LAPACK info %d)", m, n,
-                       (int)info);
+        return al_errf(e, "qr of a %dx%d matrix failed (LAPACK info %d)", m, n, (int)info);
     return 0;
 }
 
-int al_col_basis(const double *a, int m, int n, double *q, int *rank,
-                 al_err *e) {
+int al_col_basis(const double *a, int m, int n, double *q, int *rank, al_err *e) {
     int k = m < n ? m : n;
     double *s = al_malloc((size_t)k, sizeof *s, e);
     double *u = al_malloc((size_t)m * k, sizeof *u, e);
@@ -130,8 +120,7 @@ int al_col_basis(const double *a, int m, int n, double *q, int *rank,
         return -1;
     }
     int r = al_rank(s, k, m, n);
-    for (int i = 0; i < m; i++)
-        memcpy(q + (size_t)i * r, u + (size_t)i * k, (size_t)r * sizeof *q);
+    for (int i = 0; i < m; i++) memcpy(q + (size_t)i * r, u + (size_t)i * k, (size_t)r * sizeof *q);
     *rank = r;
     free(s);
     free(u);
@@ -174,8 +163,8 @@ double al_fro_from_sv(const double *s, int k) {
     return sqrt(f);
 }
 
-int al_principal_cosines(const double *q1, int k1, const double *q2, int k2,
-                         int m, double *cosines, al_err *e) {
+int al_principal_cosines(const double *q1, int k1, const double *q2, int k2, int m, double *cosines,
+                         al_err *e) {
     if (k1 <= 0 || k2 <= 0) return al_errf(e, "principal angles: empty subspace");
     double *g = al_malloc((size_t)k1 * k2, sizeof *g, e);
     if (!g) return -1;
@@ -188,11 +177,9 @@ int al_principal_cosines(const double *q1, int k1, const double *q2, int k2,
     return 0;
 }
 
-void al_dgemm(int ta, int tb, int m, int n, int k, const double *a,
-              const double *b, double *c) {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, ta ? m : k, b,
-                tb ? k : n, 0.0, c, n);
+void al_dgemm(int ta, int tb, int m, int n, int k, const double *a, const double *b, double *c) {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, 1.0, a, ta ? m : k, b, tb ? k : n, 0.0, c, n);
 }
 
 double al_fro(const double *a, int m, int n) {

@@ -15,10 +15,14 @@ static double env_limit(void) {
     double v = strtod(s, &end);
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1e3, end++; break;
-    case 'm': case 'M': mul = 1e6, end++; break;
-    case 'g': case 'G': mul = 1e9, end++; break;
-    case 't': case 'T': mul = 1e12, end++; break;
+    case 'k':
+    case 'K': mul = 1e3, end++; break;
+    case 'm':
+    case 'M': mul = 1e6, end++; break;
+    case 'g':
+    case 'G': mul = 1e9, end++; break;
+    case 't':
+    case 'T': mul = 1e12, end++; break;
     default: break;
     }
     if (*end == 'B' || *end == 'b') end++;
@@ -33,12 +37,18 @@ double al_mem_limit(int *from_env) {
 }
 
 void al_fmt_bytes(char *buf, size_t cap, double b) {
-    if (!isfinite(b)) snprintf(buf, cap, "more than can be counted");
-    else if (b < 1e3) snprintf(buf, cap, "%.0f B", b);
-    else if (b < 1e6) snprintf(buf, cap, "%.1f kB", b / 1e3);
-    else if (b < 1e9) snprintf(buf, cap, "%.1f MB", b / 1e6);
-    else if (b < 1e12) snprintf(buf, cap, "%.1f GB", b / 1e9);
-    else snprintf(buf, cap, "%.1f TB", b / 1e12);
+    if (!isfinite(b))
+        snprintf(buf, cap, "more than can be counted");
+    else if (b < 1e3)
+        snprintf(buf, cap, "%.0f B", b);
+    else if (b < 1e6)
+        snprintf(buf, cap, "%.1f kB", b / 1e3);
+    else if (b < 1e9)
+        snprintf(buf, cap, "%.1f MB", b / 1e6);
+    else if (b < 1e12)
+        snprintf(buf, cap, "%.1f GB", b / 1e9);
+    else
+        snprintf(buf, cap, "%.1f TB", b / 1e12);
 }
 
 int al_mem_check(double bytes, const char *who, const char *what, const char *fix, al_err *e) {

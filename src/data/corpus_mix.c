@@ -51,7 +51,8 @@ int al_corpus_mix(const al_mix_in *in, int n_in, size_t bytes, uint64_t seed, al
     while (s.cap < 2 * total) s.cap *= 2;
     s.d = al_calloc(s.cap, sizeof *s.d, e);
     s.h = al_malloc(s.cap, sizeof *s.h, e);
-    size_t *perm = al_malloc(total, sizeof *perm, e), *avail = al_calloc((size_t)n_in, sizeof *avail, e);
+    size_t *perm = al_malloc(total, sizeof *perm, e),
+           *avail = al_calloc((size_t)n_in, sizeof *avail, e);
     al_mix_pick *out = al_malloc(total, sizeof *out, e);
     int rc = -1;
     if (!s.d || !s.h || !perm || !avail || !out) goto done;
@@ -94,7 +95,8 @@ int al_corpus_mix(const al_mix_in *in, int n_in, size_t bytes, uint64_t seed, al
         }
         taken[i] = got;
         if ((double)got < want) {
-            al_errf(e, "input %d has %zu bytes of distinct documents (%zu of them not already "
+            al_errf(e,
+                    "input %d has %zu bytes of distinct documents (%zu of them not already "
                     "taken from another input); its share %.4g of %zu bytes needs %.0f",
                     i + 1, avail[i], got, in[i].share, bytes, ceil(want));
             goto done;

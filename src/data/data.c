@@ -13,8 +13,7 @@
 #define HEADER_BYTES (HEADER_INTS * 4)
 
 static uint32_t le32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* 1 if the n bytes look like text (no NUL, no control bytes besides
@@ -29,7 +28,8 @@ static int looks_like_text(const unsigned char *b, size_t n) {
 }
 
 static int text_not_tokens(const char *path, al_err *e) {
-    return al_errf(e, "%s is a text file, not a token file: make one with attnlab encode "
+    return al_errf(e,
+                   "%s is a text file, not a token file: make one with attnlab encode "
                    "--tokenizer T --in %s --out X.bin (it writes X.train.bin and X.val.bin)",
                    path, path);
 }
@@ -48,22 +48,23 @@ int al_tokens_load(const char *path, al_tokens *out, al_err *e) {
     if (st.st_size < HEADER_BYTES || hgot != HEADER_BYTES) {
         fclose(f);
         if (looks_like_text(hdr, hgot)) return text_not_tokens(path, e);
-        return al_errf(e, "cannot read token file %s: shorter than its %d-byte header",
-                       path, HEADER_BYTES);
+        return al_errf(e, "cannot read token file %s: shorter than its %d-byte header", path,
+                       HEADER_BYTES);
     }
     uint32_t magic = le32(hdr), version = le32(hdr + 4), count = le32(hdr + 8);
     if (magic != AL_TOKENS_MAGIC || version != AL_TOKENS_VERSION) {
         fclose(f);
         if (looks_like_text(hdr, hgot)) return text_not_tokens(path, e);
-        return al_errf(e, "cannot read token file %s: bad magic/version (%u/%u, want %d/%d)",
-                       path, magic, version, AL_TOKENS_MAGIC, AL_TOKENS_VERSION);
+        return al_errf(e, "cannot read token file %s: bad magic/version (%u/%u, want %d/%d)", path,
+                       magic, version, AL_TOKENS_MAGIC, AL_TOKENS_VERSION);
     }
     uint64_t want = (uint64_t)HEADER_BYTES + 2ull * count;
     if ((uint64_t)st.st_size != want) {
         fclose(f);
-        return al_errf(e, "cannot read token file %s: header says %u tokens (%llu bytes) "
-                       "but the file has %lld bytes", path, count,
-                       (unsigned long long)want, (long long)st.st_size);
+        return al_errf(e,
+                       "cannot read token file %s: header says %u tokens (%llu bytes) "
+                       "but the file has %lld bytes",
+                       path, count, (unsigned long long)want, (long long)st.st_size);
     }
     if (count == 0) {
         fclose(f);
@@ -167,26 +168,25 @@ static void fill_row(const al_tokens *d, size_t start, int T, int *in, int *tg) 
     }
 }
 
-int al_batch_random(const al_tokens *d, int B, int T, al_rng *rng, int *inputs,
-                    int *targets, al_err *e) {
+int al_batch_random(const al_tokens *d, int B, int T, al_rng *rng, int *inputs, int *targets,
+                    al_err *e) {
     if ((size_t)T + 1 > d->n)
-        return al_errf(e, "sequence length %d needs at least %d tokens, data has %zu",
-                       T, T + 1, d->n);
+        return al_errf(e, "sequence length %d needs at least %d tokens, data has %zu", T, T + 1,
+                       d->n);
     size_t span = d->n - (size_t)T; /* valid starts: 0 .. n-T-1 */
     for (int b = 0; b < B; b++) {
-        size_t start = span > 0xffffffffu
-                           ? (size_t)(al_rng_u64(rng) % span)
-                           : al_rng_below(rng, (uint32_t)span);
+        size_t start = span > 0xffffffffu ? (size_t)(al_rng_u64(rng) % span)
+                                          : al_rng_below(rng, (uint32_t)span);
         fill_row(d, start, T, inputs + (size_t)b * T, targets + (size_t)b * T);
     }
     return 0;
 }
 
-int al_batch_fixed(const al_tokens *d, int B, int T, int k, int n_batches,
-                   int *inputs, int *targets, al_err *e) {
+int al_batch_fixed(const al_tokens *d, int B, int T, int k, int n_batches, int *inputs,
+                   int *targets, al_err *e) {
     if ((size_t)T + 1 > d->n)
-        return al_errf(e, "sequence length %d needs at least %d tokens, data has %zu",
-                       T, T + 1, d->n);
+        return al_errf(e, "sequence length %d needs at least %d tokens, data has %zu", T, T + 1,
+                       d->n);
     size_t span = d->n - (size_t)T;
     size_t rows = (size_t)B * (size_t)(n_batches > 0 ? n_batches : 1);
     for (int b = 0; b < B; b++) {

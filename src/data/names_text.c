@@ -33,13 +33,15 @@ static int has_upper(const al_tokenizer *tok, const uint16_t *d, int len) {
 
 /* " name" (lower-cased if lower) into piece[]; its piece count, or 0 if
  * not 2..AL_NAME_MAX_PIECES tokens. */
-static int encode_name(const al_tokenizer *tok, const char *name, int lower, int *piece, al_err *e) {
+static int encode_name(const al_tokenizer *tok, const char *name, int lower, int *piece,
+                       al_err *e) {
     char w[AL_SYNTH_NAME_MAX + 2];
     int ids[AL_SYNTH_NAME_MAX + 2];
     size_t k = 0, n = strlen(name);
     if (n == 0 || n >= AL_SYNTH_NAME_MAX) return 0;
     w[0] = ' ';
-    for (size_t i = 0; i < n; i++) w[i + 1] = lower ? (char)tolower((unsigned char)name[i]) : name[i];
+    for (size_t i = 0; i < n; i++)
+        w[i + 1] = lower ? (char)tolower((unsigned char)name[i]) : name[i];
     if (al_tok_encode_into(tok, (const unsigned char *)w, n + 1, 0, ids, &k, e)) return -1;
     if (k < 2 || k > AL_NAME_MAX_PIECES) return 0;
     memcpy(piece, ids, k * sizeof(int));
@@ -129,8 +131,10 @@ int al_names_in_text(const al_tokenizer *tok, const al_tokens *val, int n, const
         ids[t++] = bos;
         for (int i = 0; i < len; i++) {
             if (i == i1 || i == i2) {
-                if (i == i1) s->first = t;
-                else s->second = t;
+                if (i == i1)
+                    s->first = t;
+                else
+                    s->second = t;
                 for (int j = 0; j < k; j++) ids[t++] = s->piece[j];
             }
             ids[t++] = d[i];

@@ -181,9 +181,12 @@ static void pieces(const al_tokenizer *tok, const int *ids, size_t n, char *buf,
         const unsigned char *b = al_tok_bytes(tok, ids[i], &nb);
         buf[k++] = '[';
         for (size_t j = 0; b && j < nb && k + 12 < cap; j++) {
-            if (b[j] == ' ') k += (size_t)snprintf(buf + k, cap - k, "\xe2\x90\xa3");
-            else if (b[j] < 0x20) k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", b[j]);
-            else buf[k++] = (char)b[j];
+            if (b[j] == ' ')
+                k += (size_t)snprintf(buf + k, cap - k, "\xe2\x90\xa3");
+            else if (b[j] < 0x20)
+                k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", b[j]);
+            else
+                buf[k++] = (char)b[j];
         }
         buf[k++] = ']';
         buf[k] = 0;
@@ -200,13 +203,17 @@ static int parse_line(const char *s, size_t n, size_t line, const al_tokenizer *
     char shown[64];
     int rc = -1;
     if (!cJSON_IsObject(o)) {
-        al_errf(e, "line %zu: expected a JSON object {\"clean\": ..., \"corrupted\": ..., "
-                   "\"answer\": ..., \"wrong\": ...}", line);
+        al_errf(e,
+                "line %zu: expected a JSON object {\"clean\": ..., \"corrupted\": ..., "
+                "\"answer\": ..., \"wrong\": ...}",
+                line);
         goto out;
     }
     if (has_nul_escape(s, n)) {
-        al_errf(e, "line %zu: a string holds \\u0000 (a NUL character), which a pair's text "
-                   "cannot hold", line);
+        al_errf(e,
+                "line %zu: a string holds \\u0000 (a NUL character), which a pair's text "
+                "cannot hold",
+                line);
         goto out;
     }
     const cJSON *it;
@@ -241,14 +248,16 @@ static int parse_line(const char *s, size_t n, size_t line, const al_tokenizer *
     /* The literal <|endoftext|> becomes the special token, so a pair can
      * start with the BOS the model was trained with. */
     for (int k = 0; k < 4; k++)
-        if (al_tok_encode(tok, (const unsigned char *)f[k]->valuestring,
-                          strlen(f[k]->valuestring), 1, &ids[k], &len[k], e)) {
+        if (al_tok_encode(tok, (const unsigned char *)f[k]->valuestring, strlen(f[k]->valuestring),
+                          1, &ids[k], &len[k], e)) {
             al_err_prefix(e, "line %zu", line);
             goto out;
         }
     if (len[0] != len[1]) {
-        al_errf(e, "line %zu: clean is %zu tokens, corrupted %zu (a pair needs the same "
-                   "length, so that a position means the same in both)", line, len[0], len[1]);
+        al_errf(e,
+                "line %zu: clean is %zu tokens, corrupted %zu (a pair needs the same "
+                "length, so that a position means the same in both)",
+                line, len[0], len[1]);
         goto out;
     }
     if (len[0] > (size_t)n_ctx) {
@@ -260,9 +269,10 @@ static int parse_line(const char *s, size_t n, size_t line, const al_tokenizer *
         if (len[k] != 1) {
             char pc[160];
             pieces(tok, ids[k], len[k], pc, sizeof pc);
-            al_errf(e, "line %zu: %s \"%s\" is %zu tokens %s; it must be exactly one (a "
-                       "leading space is often part of the token)", line, FIELDS[k],
-                    SHOW(f[k]->valuestring, shown), len[k], pc);
+            al_errf(e,
+                    "line %zu: %s \"%s\" is %zu tokens %s; it must be exactly one (a "
+                    "leading space is often part of the token)",
+                    line, FIELDS[k], SHOW(f[k]->valuestring, shown), len[k], pc);
             goto out;
         }
     if (ids[2][0] == ids[3][0]) {
@@ -295,8 +305,10 @@ int al_pairs_parse_jsonl(const char *text, size_t n, const al_tokenizer *tok, in
             goto fail;
         }
         if (is_blank(text + s, end - s)) {
-            al_errf(e, "line %zu: empty line (a JSONL pair file has one JSON object on every "
-                       "line)", line);
+            al_errf(e,
+                    "line %zu: empty line (a JSONL pair file has one JSON object on every "
+                    "line)",
+                    line);
             goto fail;
         }
         if (parse_line(text + s, end - s, line, tok, n_ctx, &bd, e)) goto fail;
@@ -330,10 +342,10 @@ static int is_letter(unsigned char c) {
 
 /* Reusable scratch for one story. */
 typedef struct story {
-    int *ids;     /* the story's tokens */
+    int *ids; /* the story's tokens */
     size_t n_ids;
-    size_t *off;  /* (n_ids + 1) byte offset of each token in the text */
-    size_t cap;   /* of off */
+    size_t *off; /* (n_ids + 1) byte offset of each token in the text */
+    size_t cap; /* of off */
 } story;
 
 /* The name as the stories write it after the first word: " Name", one
@@ -365,8 +377,8 @@ static int other_mentions(const char *text, size_t n, size_t upto, const char *n
  * no other mention of the name before m2 (as the story's first word it
  * would be other pieces): so the clean prefix mentions the name exactly
  * at m1, and the corrupted one not at all. 0 with *m1, *m2, else -1. */
-static int find_twice(const story *st, const char *text, size_t n, const char *name,
-                      const int *S, size_t k, size_t *m1, size_t *m2) {
+static int find_twice(const story *st, const char *text, size_t n, const char *name, const int *S,
+                      size_t k, size_t *m1, size_t *m2) {
     size_t found[2], nf = 0;
     for (size_t i = 0; i + k <= st->n_ids && nf < 2; i++) {
         if (memcmp(st->ids + i, S, k * sizeof(int)) != 0) continue;
@@ -428,8 +440,8 @@ static int put_syllable(const al_synth *sy, size_t n_cons, al_rng *r, size_t *ca
  * replacement. taken: the story's names (n_taken). Its ids go to R. 1
  * if one was found within REPLACE_TRIES draws, 0 if not, -1 on error. */
 static int invent_name(const al_synth *sy, size_t n_cons, size_t *cand, al_rng *r,
-                       const al_tokenizer *tok, const char (*taken_names)[AL_SYNTH_NAME_MAX], int n_taken,
-                       const int *S, size_t k, int key, int *R, al_err *e) {
+                       const al_tokenizer *tok, const char (*taken_names)[AL_SYNTH_NAME_MAX],
+                       int n_taken, const int *S, size_t k, int key, int *R, al_err *e) {
     char first[AL_SYNTH_NAME_MAX];
     size_t fl = 0;
     const unsigned char *fb = al_tok_bytes(tok, S[0], &fl);
@@ -442,8 +454,8 @@ static int invent_name(const al_synth *sy, size_t n_cons, size_t *cand, al_rng *
         const char *rem = key ? "" : first, *none = "";
         int n_parts = 2 + (int)al_rng_below(r, 3), i = 0, bad = 0;
         while (!bad && *rem) bad = put_syllable(sy, n_cons, r, cand, i++ == 0, &rem, w, sizeof w);
-        while (!bad && i < n_parts) bad = put_syllable(sy, n_cons, r, cand, i++ == 0, &none, w,
-                                                      sizeof w);
+        while (!bad && i < n_parts)
+            bad = put_syllable(sy, n_cons, r, cand, i++ == 0, &none, w, sizeof w);
         size_t len = strlen(w);
         if (bad || len < 4 || len > 12) continue;
         w[0] = (char)toupper((unsigned char)w[0]);
@@ -460,12 +472,10 @@ static int invent_name(const al_synth *sy, size_t n_cons, size_t *cand, al_rng *
 }
 
 /* Tokens and their byte offsets for one story. */
-static int story_encode(story *st, const al_tokenizer *tok, const char *text, size_t n,
-                        al_err *e) {
+static int story_encode(story *st, const al_tokenizer *tok, const char *text, size_t n, al_err *e) {
     free(st->ids);
     st->ids = NULL;
-    if (al_tok_encode(tok, (const unsigned char *)text, n, 0, &st->ids, &st->n_ids, e))
-        return -1;
+    if (al_tok_encode(tok, (const unsigned char *)text, n, 0, &st->ids, &st->n_ids, e)) return -1;
     if (st->n_ids + 1 > st->cap) {
         size_t cap = 2 * (st->n_ids + 1);
         size_t *o = al_malloc(cap, sizeof *o, e);
@@ -485,8 +495,8 @@ static int story_encode(story *st, const al_tokenizer *tok, const char *text, si
 /* The story stream of the names task (and the syllables of replacement
  * names), and how many of its syllables start with a consonant
  * (they come first, synth.h, and may follow another syllable). */
-static int names_synth(uint64_t seed, long n_docs, al_synth_opts *so, al_synth **sy,
-                       size_t *n_cons, al_err *e) {
+static int names_synth(uint64_t seed, long n_docs, al_synth_opts *so, al_synth **sy, size_t *n_cons,
+                       al_err *e) {
     al_synth_defaults(so);
     so->seed = seed ^ AL_PAIRS_NAMES_SEED_XOR;
     so->n_docs = n_docs;
@@ -562,9 +572,10 @@ int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int
         put_pair(&bd, clean, corr, T, Sb[1], R[1]);
     }
     if (bd.N < n) {
-        al_errf(e, "names: only %d of %d stories found in %ld tries (each needs a name of >= 2 "
-                   "tokens written twice the same way within n_ctx %d tokens)", bd.N, n, t,
-                n_ctx);
+        al_errf(e,
+                "names: only %d of %d stories found in %ld tries (each needs a name of >= 2 "
+                "tokens written twice the same way within n_ctx %d tokens)",
+                bd.N, n, t, n_ctx);
         goto out;
     }
     rc = pairs_finish(&bd, key ? "names-key" : "names", out, e);
@@ -605,8 +616,8 @@ int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, ui
         int R[AL_SYNTH_NAME_MAX * 2];
         char taken[1][AL_SYNTH_NAME_MAX];
         snprintf(taken[0], sizeof taken[0], "%s", st->name);
-        int got = invent_name(sy, n_cons, cand, &r, tok, taken, 1, st->piece, (size_t)st->k, key,
-                              R, e);
+        int got =
+            invent_name(sy, n_cons, cand, &r, tok, taken, 1, st->piece, (size_t)st->k, key, R, e);
         if (got < 0) goto out;
         if (!got) continue;
         int T = st->second + 1; /* up to and including the second appearance's first piece */
@@ -615,8 +626,10 @@ int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, ui
         put_pair(&bd, st->ids, corr, T, st->piece[1], R[1]);
     }
     if (bd.N < 1) {
-        al_errf(e, "names: no story of the text took an invented name twice with a replacement "
-                   "found (%d stories read)", ns.n);
+        al_errf(e,
+                "names: no story of the text took an invented name twice with a replacement "
+                "found (%d stories read)",
+                ns.n);
         goto out;
     }
     rc = pairs_finish(&bd, key ? "names-text-key" : "names-text", out, e);

@@ -27,11 +27,9 @@
 extern const char al_synth_avoid_words[]; /* synth_avoid.c */
 
 /* ---- name grammar (keep in sync with scripts/gen_synth_avoid.py) ---- */
-static const char *const ONSETS[] = {"b", "d", "g", "h", "j", "k", "l",
-                                     "m", "n", "p", "r", "s", "t", "v",
-                                     "w", "y", "z", "ch", "sh", "ts"};
-static const char *const VOWELS[] = {"a", "e", "i", "o", "u",
-                                     "ae", "eo", "ou", "ai", "ei"};
+static const char *const ONSETS[] = {"b", "d", "g", "h", "j", "k", "l", "m",  "n",  "p",
+                                     "r", "s", "t", "v", "w", "y", "z", "ch", "sh", "ts"};
+static const char *const VOWELS[] = {"a", "e", "i", "o", "u", "ae", "eo", "ou", "ai", "ei"};
 static const char *const CODAS[] = {"", "n", "m", "r", "l", "k", "s", "ng"};
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define NAME_MIN_LETTERS 4
@@ -43,87 +41,84 @@ typedef struct {
     int sex; /* 0 she, 1 he, 2 either */
 } kind_t;
 static const kind_t KINDS[] = {
-    {"girl", 0},    {"boy", 1},     {"girl", 0},   {"boy", 1},
-    {"cat", 2},     {"dog", 2},     {"bunny", 2},  {"bird", 2},
-    {"bear", 2},    {"fox", 2},     {"frog", 2},   {"mouse", 2},
-    {"duck", 2},    {"puppy", 2},   {"kitten", 2}, {"lion", 2},
-    {"owl", 2},     {"turtle", 2},  {"pig", 2},    {"monkey", 2},
-    {"squirrel", 2}, {"elephant", 2}, {"tiger", 2}, {"deer", 2},
+    {"girl", 0},  {"boy", 1},    {"girl", 0},     {"boy", 1},      {"cat", 2},   {"dog", 2},
+    {"bunny", 2}, {"bird", 2},   {"bear", 2},     {"fox", 2},      {"frog", 2},  {"mouse", 2},
+    {"duck", 2},  {"puppy", 2},  {"kitten", 2},   {"lion", 2},     {"owl", 2},   {"turtle", 2},
+    {"pig", 2},   {"monkey", 2}, {"squirrel", 2}, {"elephant", 2}, {"tiger", 2}, {"deer", 2},
 };
 static const char *const OBJECTS[] = {
-    "ball", "kite", "box", "hat", "book", "toy car", "doll", "boat", "cup",
-    "drum", "shell", "stone", "flower", "balloon", "blanket", "key", "map",
-    "bell", "bike", "crayon", "teddy bear", "train", "robot", "basket",
-    "spoon", "sock", "ring", "star", "leaf", "rope", "bucket", "shovel",
-    "jar", "feather", "umbrella", "lamp", "clock", "wagon", "puzzle",
-    "scarf", "whistle", "truck", "necklace", "pillow", "brush", "coin",
-    "button", "ribbon", "rock", "stick", "sled", "card", "plane", "pot",
+    "ball",    "kite",    "box",      "hat",    "book",       "toy car", "doll",    "boat",
+    "cup",     "drum",    "shell",    "stone",  "flower",     "balloon", "blanket", "key",
+    "map",     "bell",    "bike",     "crayon", "teddy bear", "train",   "robot",   "basket",
+    "spoon",   "sock",    "ring",     "star",   "leaf",       "rope",    "bucket",  "shovel",
+    "jar",     "feather", "umbrella", "lamp",   "clock",      "wagon",   "puzzle",  "scarf",
+    "whistle", "truck",   "necklace", "pillow", "brush",      "coin",    "button",  "ribbon",
+    "rock",    "stick",   "sled",     "card",   "plane",      "pot",
 };
 static const char *const PLACES[] = {
-    "park", "garden", "forest", "beach", "house", "school", "farm", "pond",
-    "river", "hill", "kitchen", "yard", "lake", "zoo", "shop", "library",
-    "playground", "field", "cave", "castle", "meadow", "town", "village",
-    "bakery", "barn", "woods", "market", "street", "tree house", "jungle",
-    "island", "valley", "tent", "room",
+    "park",       "garden",  "forest",     "beach",   "house", "school", "farm",
+    "pond",       "river",   "hill",       "kitchen", "yard",  "lake",   "zoo",
+    "shop",       "library", "playground", "field",   "cave",  "castle", "meadow",
+    "town",       "village", "bakery",     "barn",    "woods", "market", "street",
+    "tree house", "jungle",  "island",     "valley",  "tent",  "room",
 };
 static const char *const ADJS[] = {
-    "big", "small", "little", "tiny", "soft", "old", "new", "shiny",
-    "pretty", "funny", "warm", "cold", "bright", "fast", "slow", "loud",
-    "quiet", "round", "tall", "long", "heavy", "fluffy", "sparkly",
-    "special", "silly", "strange", "nice", "beautiful", "clean", "dirty",
-    "smooth", "wet", "dry", "happy", "lucky", "magic", "huge", "fancy",
+    "big",    "small",   "little", "tiny",      "soft",   "old",    "new",     "shiny",
+    "pretty", "funny",   "warm",   "cold",      "bright", "fast",   "slow",    "loud",
+    "quiet",  "round",   "tall",   "long",      "heavy",  "fluffy", "sparkly", "special",
+    "silly",  "strange", "nice",   "beautiful", "clean",  "dirty",  "smooth",  "wet",
+    "dry",    "happy",   "lucky",  "magic",     "huge",   "fancy",
 };
 static const char *const PLACE_ADJS[] = {
-    "big", "small", "quiet", "pretty", "sunny", "busy", "warm", "cold",
-    "nice", "beautiful", "green", "clean", "fun", "noisy", "dark", "bright",
-    "lovely", "peaceful", "wide", "happy",
+    "big",  "small",  "quiet",     "pretty",   "sunny", "busy",  "warm",
+    "cold", "nice",   "beautiful", "green",    "clean", "fun",   "noisy",
+    "dark", "bright", "lovely",    "peaceful", "wide",  "happy",
 };
 static const char *const CHAR_ADJS[] = {
-    "little", "kind", "small", "happy", "brave", "shy", "silly", "curious",
-    "big", "friendly", "young", "clever", "gentle", "funny", "cheerful",
-    "sweet", "smart", "playful",
+    "little",   "kind",  "small",  "happy",  "brave", "shy",      "silly", "curious", "big",
+    "friendly", "young", "clever", "gentle", "funny", "cheerful", "sweet", "smart",   "playful",
 };
 static const char *const COLORS[] = {
-    "red", "blue", "green", "yellow", "pink", "purple", "orange", "white",
-    "black", "brown", "gold", "gray",
+    "red",    "blue",  "green", "yellow", "pink", "purple",
+    "orange", "white", "black", "brown",  "gold", "gray",
 };
 static const char *const FEELS[] = {
-    "happy", "sad", "scared", "excited", "angry", "proud", "tired",
-    "surprised", "worried", "calm", "curious", "shy", "lonely", "glad",
-    "upset", "grumpy", "sleepy", "hungry", "thankful", "nervous", "brave",
-    "silly", "cheerful", "bored",
+    "happy",   "sad",    "scared",   "excited", "angry",  "proud", "tired",    "surprised",
+    "worried", "calm",   "curious",  "shy",     "lonely", "glad",  "upset",    "grumpy",
+    "sleepy",  "hungry", "thankful", "nervous", "brave",  "silly", "cheerful", "bored",
 };
 static const char *const FOODS[] = {
-    "cake", "cookie", "apple", "banana", "bread", "soup", "pie", "candy",
-    "carrot", "cheese", "sandwich", "pancake", "cupcake", "muffin", "pear",
-    "plum", "peach", "orange", "corn", "egg", "pizza", "cracker",
+    "cake",   "cookie", "apple",    "banana",  "bread",   "soup",    "pie",  "candy",
+    "carrot", "cheese", "sandwich", "pancake", "cupcake", "muffin",  "pear", "plum",
+    "peach",  "orange", "corn",     "egg",     "pizza",   "cracker",
 };
 /* Plural by adding "s". */
 static const char *const ANIMALS[] = {
-    "bird", "frog", "duck", "cow", "bee", "ant", "worm", "bug", "snail",
-    "rabbit", "squirrel", "horse", "goat", "pig", "owl", "crab", "chick",
-    "butterfly", "ladybug", "kitten", "puppy", "hen", "lamb", "beetle",
+    "bird",  "frog",      "duck",     "cow",    "bee",   "ant", "worm", "bug",
+    "snail", "rabbit",    "squirrel", "horse",  "goat",  "pig", "owl",  "crab",
+    "chick", "butterfly", "ladybug",  "kitten", "puppy", "hen", "lamb", "beetle",
 };
-static const char *const VERBS[] = { /* intransitive, past */
-    "played", "ran", "jumped", "danced", "sang", "laughed", "smiled",
-    "clapped", "giggled", "hopped", "skipped", "rested", "waited",
-    "cheered", "jumped up and down", "spun around", "shouted", "sat down",
-    "looked around", "walked away",
+static const char *const VERBS[] = {
+    /* intransitive, past */
+    "played",      "ran",     "jumped",   "danced",        "sang",
+    "laughed",     "smiled",  "clapped",  "giggled",       "hopped",
+    "skipped",     "rested",  "waited",   "cheered",       "jumped up and down",
+    "spun around", "shouted", "sat down", "looked around", "walked away",
 };
-static const char *const TVERBS[] = { /* transitive, past */
-    "found", "picked up", "held", "hugged", "cleaned", "carried", "dropped",
-    "hid", "washed", "threw", "caught", "lost", "shared", "fixed", "painted",
+static const char *const TVERBS[] = {
+    /* transitive, past */
+    "found",     "picked up",   "held",   "hugged",          "cleaned",
+    "carried",   "dropped",     "hid",    "washed",          "threw",
+    "caught",    "lost",        "shared", "fixed",           "painted",
     "looked at", "played with", "kissed", "showed everyone",
 };
 static const char *const PEOPLE[] = {
-    "mom", "dad", "grandma", "grandpa", "teacher", "sister", "brother",
-    "aunt", "uncle", "friend",
+    "mom", "dad", "grandma", "grandpa", "teacher", "sister", "brother", "aunt", "uncle", "friend",
 };
 static const char *const TIMES[] = {
-    "One day", "One sunny morning", "Later that day", "After lunch",
-    "In the evening", "The next day", "Suddenly", "Soon", "Then",
-    "After a while", "One rainy day", "That afternoon", "Every morning",
-    "At night",
+    "One day",       "One sunny morning", "Later that day", "After lunch", "In the evening",
+    "The next day",  "Suddenly",          "Soon",           "Then",        "After a while",
+    "One rainy day", "That afternoon",    "Every morning",  "At night",
 };
 static const char *const SAIDS[] = {
     "said", "shouted", "whispered", "cried", "called", "yelled", "sang",
@@ -271,14 +266,14 @@ typedef struct {
 struct al_synth {
     al_synth_opts o;
     al_rng rng;
-    char **syl;          /* n_later consonant-initial, then vowel-initial */
+    char **syl; /* n_later consonant-initial, then vowel-initial */
     size_t n_syl, n_later;
-    char *lex_mem;       /* owns the strings of lex */
-    const char **lex;    /* sorted, distinct: words + template words + avoid */
+    char *lex_mem; /* owns the strings of lex */
+    const char **lex; /* sorted, distinct: words + template words + avoid */
     size_t n_lex;
-    const char **words;  /* sorted, distinct story words (no avoid list) */
+    const char **words; /* sorted, distinct story words (no avoid list) */
     size_t n_words;
-    uint64_t *used;      /* open-addressing set of name hashes (0 = empty) */
+    uint64_t *used; /* open-addressing set of name hashes (0 = empty) */
     size_t used_cap, used_n;
     char prev[AL_SYNTH_MAX_CHARS][AL_SYNTH_NAME_MAX]; /* last story's names */
     /* per story */
@@ -545,8 +540,7 @@ static int make_name(al_synth *s, int i, al_err *e) {
     char w[32]; /* 4 syllables of <= 6 letters */
     for (int tries = 0;; tries++) {
         spell_name(s, w);
-        if (!name_shape_ok(w) || al_synth_is_word(s, w) || taken_locally(s, w, i))
-            continue;
+        if (!name_shape_ok(w) || al_synth_is_word(s, w) || taken_locally(s, w, i)) continue;
         if (tries < 200) {
             int u = used_has_or_add(s, w, 0);
             if (u) continue;
@@ -577,42 +571,78 @@ static const char *pronoun(const character *c, const char *she, const char *he) 
 static void expand_slot(al_synth *s, const char *k, size_t n, int focus) {
     character *a = &s->ch[0], *b = &s->ch[1];
 #define IS(lit) (n == sizeof(lit) - 1 && memcmp(k, lit, n) == 0)
-    if (IS("A")) put_name(s, 0);
-    else if (IS("B")) put_name(s, 1);
-    else if (IS("C")) put_name(s, 2);
-    else if (IS("X")) put_name(s, focus);
-    else if (IS("a")) al_buf_put(&s->sent, "\x01", 1);
-    else if (IS("he")) al_buf_puts(&s->sent, pronoun(a, "she", "he"));
-    else if (IS("He")) al_buf_puts(&s->sent, pronoun(a, "She", "He"));
-    else if (IS("his")) al_buf_puts(&s->sent, pronoun(a, "her", "his"));
-    else if (IS("His")) al_buf_puts(&s->sent, pronoun(a, "Her", "His"));
-    else if (IS("him")) al_buf_puts(&s->sent, pronoun(a, "her", "him"));
-    else if (IS("bhe")) al_buf_puts(&s->sent, pronoun(b, "she", "he"));
-    else if (IS("bhis")) al_buf_puts(&s->sent, pronoun(b, "her", "his"));
-    else if (IS("bhim")) al_buf_puts(&s->sent, pronoun(b, "her", "him"));
-    else if (IS("kindA")) al_buf_puts(&s->sent, s->ch[0].kind);
-    else if (IS("kindB")) al_buf_puts(&s->sent, s->ch[1].kind);
-    else if (IS("kindC")) al_buf_puts(&s->sent, s->ch[2].kind);
-    else if (IS("obj")) al_buf_puts(&s->sent, s->obj);
-    else if (IS("obj2")) al_buf_puts(&s->sent, s->obj2);
-    else if (IS("objadj")) al_buf_puts(&s->sent, s->objadj);
-    else if (IS("place")) al_buf_puts(&s->sent, s->place);
-    else if (IS("place2")) al_buf_puts(&s->sent, s->place2);
-    else if (IS("animal")) al_buf_puts(&s->sent, s->animal);
-    else if (IS("animals")) al_buf_puts(&s->sent, s->animal), al_buf_puts(&s->sent, "s");
-    else if (IS("food")) al_buf_puts(&s->sent, s->food);
-    else if (IS("person")) al_buf_puts(&s->sent, s->person);
-    else if (IS("adj")) al_buf_puts(&s->sent, PICK(s, ADJS));
-    else if (IS("padj")) al_buf_puts(&s->sent, PICK(s, PLACE_ADJS));
-    else if (IS("cadj")) al_buf_puts(&s->sent, PICK(s, CHAR_ADJS));
-    else if (IS("color")) al_buf_puts(&s->sent, PICK(s, COLORS));
-    else if (IS("feel")) al_buf_puts(&s->sent, PICK(s, FEELS));
-    else if (IS("verb")) al_buf_puts(&s->sent, PICK(s, VERBS));
-    else if (IS("tverb")) al_buf_puts(&s->sent, PICK(s, TVERBS));
-    else if (IS("time")) al_buf_puts(&s->sent, PICK(s, TIMES));
-    else if (IS("said")) al_buf_puts(&s->sent, PICK(s, SAIDS));
-    else if (IS("num")) al_buf_puts(&s->sent, PICK(s, NUMS));
-    else al_buf_put(&s->sent, k - 1, n + 2); /* unknown: keep literally */
+    if (IS("A"))
+        put_name(s, 0);
+    else if (IS("B"))
+        put_name(s, 1);
+    else if (IS("C"))
+        put_name(s, 2);
+    else if (IS("X"))
+        put_name(s, focus);
+    else if (IS("a"))
+        al_buf_put(&s->sent, "\x01", 1);
+    else if (IS("he"))
+        al_buf_puts(&s->sent, pronoun(a, "she", "he"));
+    else if (IS("He"))
+        al_buf_puts(&s->sent, pronoun(a, "She", "He"));
+    else if (IS("his"))
+        al_buf_puts(&s->sent, pronoun(a, "her", "his"));
+    else if (IS("His"))
+        al_buf_puts(&s->sent, pronoun(a, "Her", "His"));
+    else if (IS("him"))
+        al_buf_puts(&s->sent, pronoun(a, "her", "him"));
+    else if (IS("bhe"))
+        al_buf_puts(&s->sent, pronoun(b, "she", "he"));
+    else if (IS("bhis"))
+        al_buf_puts(&s->sent, pronoun(b, "her", "his"));
+    else if (IS("bhim"))
+        al_buf_puts(&s->sent, pronoun(b, "her", "him"));
+    else if (IS("kindA"))
+        al_buf_puts(&s->sent, s->ch[0].kind);
+    else if (IS("kindB"))
+        al_buf_puts(&s->sent, s->ch[1].kind);
+    else if (IS("kindC"))
+        al_buf_puts(&s->sent, s->ch[2].kind);
+    else if (IS("obj"))
+        al_buf_puts(&s->sent, s->obj);
+    else if (IS("obj2"))
+        al_buf_puts(&s->sent, s->obj2);
+    else if (IS("objadj"))
+        al_buf_puts(&s->sent, s->objadj);
+    else if (IS("place"))
+        al_buf_puts(&s->sent, s->place);
+    else if (IS("place2"))
+        al_buf_puts(&s->sent, s->place2);
+    else if (IS("animal"))
+        al_buf_puts(&s->sent, s->animal);
+    else if (IS("animals"))
+        al_buf_puts(&s->sent, s->animal), al_buf_puts(&s->sent, "s");
+    else if (IS("food"))
+        al_buf_puts(&s->sent, s->food);
+    else if (IS("person"))
+        al_buf_puts(&s->sent, s->person);
+    else if (IS("adj"))
+        al_buf_puts(&s->sent, PICK(s, ADJS));
+    else if (IS("padj"))
+        al_buf_puts(&s->sent, PICK(s, PLACE_ADJS));
+    else if (IS("cadj"))
+        al_buf_puts(&s->sent, PICK(s, CHAR_ADJS));
+    else if (IS("color"))
+        al_buf_puts(&s->sent, PICK(s, COLORS));
+    else if (IS("feel"))
+        al_buf_puts(&s->sent, PICK(s, FEELS));
+    else if (IS("verb"))
+        al_buf_puts(&s->sent, PICK(s, VERBS));
+    else if (IS("tverb"))
+        al_buf_puts(&s->sent, PICK(s, TVERBS));
+    else if (IS("time"))
+        al_buf_puts(&s->sent, PICK(s, TIMES));
+    else if (IS("said"))
+        al_buf_puts(&s->sent, PICK(s, SAIDS));
+    else if (IS("num"))
+        al_buf_puts(&s->sent, PICK(s, NUMS));
+    else
+        al_buf_put(&s->sent, k - 1, n + 2); /* unknown: keep literally */
 #undef IS
 }
 
@@ -681,11 +711,10 @@ static const char *pick_template(al_synth *s, const char *const *a, int n) {
     return t;
 }
 
-static const char *pick_other(al_rng *r, const char *const *a, int n,
-                              const char *not) {
+static const char *pick_other(al_rng *r, const char *const *a, int n, const char * not ) {
     for (;;) {
         const char *w = pick(r, a, n);
-        if (w != not) return w;
+        if (w != not ) return w;
     }
 }
 
@@ -757,7 +786,8 @@ static int gen_story(al_synth *s, al_synth_doc *info, al_err *e) {
 /* A span of span_min..span_max (default 20-60) pieces (random syllables or story words) written 2-3
  * times: copying the span is the only way to predict its later copies. */
 static void gen_repeat(al_synth *s, al_synth_doc *info) {
-    int pieces = s->o.span_min + (int)al_rng_below(&s->rng, (uint32_t)(s->o.span_max - s->o.span_min + 1));
+    int pieces =
+        s->o.span_min + (int)al_rng_below(&s->rng, (uint32_t)(s->o.span_max - s->o.span_min + 1));
     int reps = 2 + (int)al_rng_below(&s->rng, 2);
     al_buf *b = &s->sent;
     al_buf_reset(b);
@@ -786,8 +816,7 @@ static void gen_repeat(al_synth *s, al_synth_doc *info) {
     }
 }
 
-int al_synth_next(al_synth *s, const char **text, size_t *len,
-                  al_synth_doc *info, al_err *e) {
+int al_synth_next(al_synth *s, const char **text, size_t *len, al_synth_doc *info, al_err *e) {
     if (info) memset(info, 0, sizeof *info);
     al_buf_reset(&s->doc);
     if (al_rng_uniform(&s->rng) < s->o.repeat_fraction)
@@ -854,8 +883,8 @@ void al_synth_free(al_synth *s) {
     free(s);
 }
 
-int al_synth_write(const char *path, const al_synth_opts *o, int progress,
-                   size_t *bytes, al_err *e) {
+int al_synth_write(const char *path, const al_synth_opts *o, int progress, size_t *bytes,
+                   al_err *e) {
     al_synth *s;
     if (al_synth_new(&s, o, e)) return -1;
     al_atomic_file af;
@@ -882,8 +911,8 @@ int al_synth_write(const char *path, const al_synth_opts *o, int progress,
         }
         total += n + ns;
         if (progress && (i % 256 == 0 || i + 1 == o->n_docs))
-            al_progress_update(&pr, i + 1 == o->n_docs, "synth: %ld/%ld documents, %.1f MB",
-                               i + 1, o->n_docs, (double)total / 1e6);
+            al_progress_update(&pr, i + 1 == o->n_docs, "synth: %ld/%ld documents, %.1f MB", i + 1,
+                               o->n_docs, (double)total / 1e6);
     }
     if (progress) al_progress_done(&pr);
     al_synth_free(s);

@@ -58,9 +58,9 @@ struct al_tokhf {
     size_t file_n;
     int V, n_ids, eot, ignore_merges;
     unsigned char *bytes; /* every id's bytes, concatenated */
-    size_t *off;          /* (n_ids + 1) */
-    int byte_id[256];     /* id of each byte's one-character string, or -1 */
-    uint64_t *mkey;       /* merges: (a << 32 | b) -> rank, open addressing */
+    size_t *off; /* (n_ids + 1) */
+    int byte_id[256]; /* id of each byte's one-character string, or -1 */
+    uint64_t *mkey; /* merges: (a << 32 | b) -> rank, open addressing */
     int32_t *mrank, *mnew; /* mnew[rank]: the id the merge makes */
     size_t mmask;
     uint32_t *vslot; /* ignore_merges: bytes -> id + 1 for the model's strings */
@@ -186,8 +186,8 @@ typedef struct loader {
     size_t *key_n;
     strtab keys;
     unsigned char *is_added; /* (V) the string is an added token's content */
-    unsigned char *level;    /* (V) the string is in the ByteLevel alphabet */
-    const cJSON **content;   /* (n_added) */
+    unsigned char *level; /* (V) the string is in the ByteLevel alphabet */
+    const cJSON **content; /* (n_added) */
     al_err *e;
 } loader;
 
@@ -201,7 +201,8 @@ static int check_keys(const cJSON *obj, const char *const *keys, const char *wha
         int k = 0;
         while (keys[k] && strcmp(it->string, keys[k]) != 0) k++;
         char q[64];
-        if (!keys[k]) return al_errf(e, "%sunsupported key %s", what, hf_quote(q, sizeof q, it->string));
+        if (!keys[k])
+            return al_errf(e, "%sunsupported key %s", what, hf_quote(q, sizeof q, it->string));
         if (seen >> k & 1)
             return al_errf(e, "%srepeated key %s", what, hf_quote(q, sizeof q, it->string));
         seen |= 1u << k;
@@ -210,13 +211,21 @@ static int check_keys(const cJSON *obj, const char *const *keys, const char *wha
 }
 
 static int check_model(al_tokhf *h, const cJSON *m, al_err *e) {
-    static const char *const keys[] = {"type",      "dropout",  "unk_token",
-                                       "continuing_subword_prefix", "end_of_word_suffix",
-                                       "fuse_unk",  "byte_fallback", "ignore_merges",
-                                       "vocab",     "merges",   NULL};
+    static const char *const keys[] = {"type",
+                                       "dropout",
+                                       "unk_token",
+                                       "continuing_subword_prefix",
+                                       "end_of_word_suffix",
+                                       "fuse_unk",
+                                       "byte_fallback",
+                                       "ignore_merges",
+                                       "vocab",
+                                       "merges",
+                                       NULL};
     if (check_keys(m, keys, "model: ", e)) return -1;
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(m, "dropout");
-    if (!is_null_or(x, NULL)) return al_errf(e, "model: dropout must be null (dropout is not supported)");
+    if (!is_null_or(x, NULL))
+        return al_errf(e, "model: dropout must be null (dropout is not supported)");
     if (!is_null_or(cJSON_GetObjectItemCaseSensitive(m, "unk_token"), NULL))
         return al_errf(e, "model: unk_token must be null (an unknown token is not supported)");
     if (!is_null_or(cJSON_GetObjectItemCaseSensitive(m, "continuing_subword_prefix"), ""))
@@ -245,22 +254,27 @@ static int check_post(const cJSON *root, al_err *e) {
             return al_errf(e, "post_processor must be null or an object with a \"type\"");
         if (strcmp(type->valuestring, "TemplateProcessing") == 0) {
             const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
-            const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(single, 0), "Sequence");
+            const cJSON *a =
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(single, 0), "Sequence");
             const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
             if (!cJSON_IsArray(single) || cJSON_GetArraySize(single) != 1 || !cJSON_IsString(id) ||
                 strcmp(id->valuestring, "A") != 0)
                 return al_errf(e, "post_processor TemplateProcessing: only a single-sequence "
-                               "template of the sequence alone (no added tokens) is supported");
+                                  "template of the sequence alone (no added tokens) is supported");
         } else if (strcmp(type->valuestring, "ByteLevel") != 0) {
-            return al_errf(e, "unsupported post_processor %s (ByteLevel and TemplateProcessing "
-                           "without added tokens are)", hf_quote(q, sizeof q, type->valuestring));
+            return al_errf(e,
+                           "unsupported post_processor %s (ByteLevel and TemplateProcessing "
+                           "without added tokens are)",
+                           hf_quote(q, sizeof q, type->valuestring));
         }
     }
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "decoder");
     type = cJSON_GetObjectItemCaseSensitive(d, "type");
-    if (d && !cJSON_IsNull(d) && !(cJSON_IsString(type) && strcmp(type->valuestring, "ByteLevel") == 0))
+    if (d && !cJSON_IsNull(d) &&
+        !(cJSON_IsString(type) && strcmp(type->valuestring, "ByteLevel") == 0))
         return al_errf(e, "unsupported decoder %s (ByteLevel or null is)",
-                       cJSON_IsString(type) ? hf_quote(q, sizeof q, type->valuestring) : "(no type)");
+                       cJSON_IsString(type) ? hf_quote(q, sizeof q, type->valuestring)
+                                            : "(no type)");
     return 0;
 }
 
@@ -292,15 +306,17 @@ static int load_vocab(loader *L, const cJSON *vocab) {
     for (const cJSON *it = vocab->child; it; it = it->next) {
         long id = json_int(it, 0, V - 1);
         if (id < 0)
-            return al_errf(e, "model: vocab %s: the id must be an integer in 0..%d (ids are "
-                           "0..n-1 for n strings)", hf_quote(q, sizeof q, it->string), V - 1);
+            return al_errf(e,
+                           "model: vocab %s: the id must be an integer in 0..%d (ids are "
+                           "0..n-1 for n strings)",
+                           hf_quote(q, sizeof q, it->string), V - 1);
         size_t n = strlen(it->string);
         if (L->key[id])
             return al_errf(e, "model: vocab ids must be 0..%d, each once: %ld is given twice",
                            V - 1, id);
         if (n == 0 || n > MAX_PIECE)
-            return al_errf(e, "model: vocab string of id %ld has %zu bytes (1..%d are allowed)",
-                           id, n, MAX_PIECE);
+            return al_errf(e, "model: vocab string of id %ld has %zu bytes (1..%d are allowed)", id,
+                           n, MAX_PIECE);
         if (hf_utf8_check((const unsigned char *)it->string, n) != n)
             return al_errf(e, "model: vocab string of id %ld is not valid UTF-8", id);
         L->key[id] = (const unsigned char *)it->string;
@@ -319,8 +335,8 @@ static int load_vocab(loader *L, const cJSON *vocab) {
  * seen indexes. */
 static int load_added_list(loader *L, const cJSON *list, int n, strtab *seen,
                            const unsigned char **cs, size_t *cn) {
-    static const char *const keys[] = {"id",     "content", "single_word", "lstrip",
-                                       "rstrip", "normalized", "special",  NULL};
+    static const char *const keys[] = {"id",     "content",    "single_word", "lstrip",
+                                       "rstrip", "normalized", "special",     NULL};
     al_tokhf *h = L->h;
     al_err *e = L->e;
     if (!h->added || !L->content || !cs || !cn || !seen->slot) return -1;
@@ -334,11 +350,11 @@ static int load_added_list(loader *L, const cJSON *list, int n, strtab *seen,
         int flag[5];
         for (int f = 0; f < 5; f++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, keys[2 + f]);
-            if (!cJSON_IsBool(v)) return al_errf(e, "%s\"%s\" must be true or false", what, keys[2 + f]);
+            if (!cJSON_IsBool(v))
+                return al_errf(e, "%s\"%s\" must be true or false", what, keys[2 + f]);
             flag[f] = cJSON_IsTrue(v);
         }
-        if (flag[0])
-            return al_errf(e, "%ssingle_word true is not supported", what);
+        if (flag[0]) return al_errf(e, "%ssingle_word true is not supported", what);
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "content");
         size_t len = cJSON_IsString(c) ? strlen(c->valuestring) : 0;
         if (len == 0 || len > MAX_PIECE)
@@ -352,8 +368,10 @@ static int load_added_list(loader *L, const cJSON *list, int n, strtab *seen,
             return al_errf(e, "%s%s is also added_tokens[%d]", what,
                            hf_quote(q, sizeof q, c->valuestring), j);
         int want = strtab_find(&L->keys, (const unsigned char *)c->valuestring, len);
-        if (want >= 0) L->is_added[want] = 1;
-        else want = next++;
+        if (want >= 0)
+            L->is_added[want] = 1;
+        else
+            want = next++;
         long id = json_int(cJSON_GetObjectItemCaseSensitive(it, "id"), 0, MAX_VOCAB + MAX_ADDED);
         if (id != want)
             return al_errf(e, "%s%s has id %ld, but Hugging Face gives it %d (%s)", what,
@@ -414,14 +432,17 @@ static int build_bytes(loader *L) {
     size_t o = 0;
     char q[64];
     for (int id = 0; id < h->n_ids && rc == 0; id++) {
-        const unsigned char *s = id < h->V ? L->key[id]
-                                           : (const unsigned char *)L->content[extra[id - h->V]]->valuestring;
+        const unsigned char *s =
+            id < h->V ? L->key[id]
+                      : (const unsigned char *)L->content[extra[id - h->V]]->valuestring;
         size_t n = id < h->V ? L->key_n[id] : strlen((const char *)s);
         h->off[id] = o;
         long m = to_bytes(&L->ab, s, n, h->bytes + o);
         if (m < 0 && id < h->V && !L->is_added[id])
-            rc = al_errf(e, "model: vocab string %s (id %d) is not in the ByteLevel alphabet "
-                         "(only added tokens may be)", hf_quote(q, sizeof q, (const char *)s), id);
+            rc = al_errf(e,
+                         "model: vocab string %s (id %d) is not in the ByteLevel alphabet "
+                         "(only added tokens may be)",
+                         hf_quote(q, sizeof q, (const char *)s), id);
         if (m < 0) {
             memcpy(h->bytes + o, s, n);
             m = (long)n;
@@ -438,8 +459,10 @@ static int build_bytes(loader *L) {
         unsigned char u[2];
         uint32_t c = L->ab.cp[b];
         size_t n = 1;
-        if (c < 0x80) u[0] = (unsigned char)c;
-        else u[0] = (unsigned char)(0xc0 | c >> 6), u[1] = (unsigned char)(0x80 | (c & 0x3f)), n = 2;
+        if (c < 0x80)
+            u[0] = (unsigned char)c;
+        else
+            u[0] = (unsigned char)(0xc0 | c >> 6), u[1] = (unsigned char)(0x80 | (c & 0x3f)), n = 2;
         h->byte_id[b] = strtab_find(&L->keys, u, n);
     }
     return 0;
@@ -482,8 +505,8 @@ static int load_merges(loader *L, const cJSON *merges) {
             if (sp && !strchr(sp + 1, ' ')) {
                 a = it->valuestring, na = (size_t)(sp - a), b = sp + 1, nb = strlen(b);
             }
-        } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 &&
-                   cJSON_IsString(it->child) && cJSON_IsString(it->child->next)) {
+        } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 && cJSON_IsString(it->child) &&
+                   cJSON_IsString(it->child->next)) {
             a = it->child->valuestring, na = strlen(a);
             b = it->child->next->valuestring, nb = strlen(b);
         }
@@ -560,8 +583,10 @@ static int trie_add(match_set *m, const unsigned char *p, size_t n, int tok, al_
         while (c >= 0 && m->node[c].byte != p[i]) c = m->node[c].sibling;
         if (c < 0) {
             if ((c = trie_node(m, p[i], e)) < 0) return -1;
-            if (i == 0) m->first[p[0]] = c;
-            else m->node[c].sibling = m->node[at].child, m->node[at].child = c;
+            if (i == 0)
+                m->first[p[0]] = c;
+            else
+                m->node[c].sibling = m->node[at].child, m->node[at].child = c;
         }
         at = c;
     }
@@ -607,9 +632,11 @@ static int build_sets(loader *L) {
 }
 
 static int load(loader *L, const cJSON *root) {
-    static const char *const keys[] = {"version",     "truncation",    "padding",
-                                       "added_tokens", "normalizer",   "pre_tokenizer",
-                                       "post_processor", "decoder",    "model", NULL};
+    static const char *const keys[] = {"version",        "truncation",
+                                       "padding",        "added_tokens",
+                                       "normalizer",     "pre_tokenizer",
+                                       "post_processor", "decoder",
+                                       "model",          NULL};
     al_tokhf *h = L->h;
     al_err *e = L->e;
     if (check_keys(root, keys, "", e)) return -1;
@@ -626,8 +653,8 @@ static int load(loader *L, const cJSON *root) {
         hf_pre_parse(cJSON_GetObjectItemCaseSensitive(root, "normalizer"),
                      cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &h->pre, e) ||
         load_vocab(L, cJSON_GetObjectItemCaseSensitive(m, "vocab")) ||
-        load_added(L, cJSON_GetObjectItemCaseSensitive(root, "added_tokens")) ||
-        build_bytes(L) || load_merges(L, cJSON_GetObjectItemCaseSensitive(m, "merges")) ||
+        load_added(L, cJSON_GetObjectItemCaseSensitive(root, "added_tokens")) || build_bytes(L) ||
+        load_merges(L, cJSON_GetObjectItemCaseSensitive(m, "merges")) ||
         (h->ignore_merges && build_vocab_index(L)) || build_sets(L))
         return -1;
     return 0;
@@ -710,7 +737,6 @@ static int rank_of(const al_tokhf *h, int32_t a, int32_t b) {
         if (h->mkey[i] == EMPTY_KEY) return -1;
     }
 }
-
 
 typedef struct word {
     int32_t *sym, *prv, *nxt;
@@ -836,8 +862,8 @@ static int seg_push(segs *v, size_t a, size_t b, int id, al_err *e) {
 
 /* AddedVocabulary::find_matches: the leftmost-longest matches, in turn;
  * lstrip and rstrip take in the white space beside a match. */
-static int find_added(const enc *x, const match_set *m, const unsigned char *s, size_t n,
-                      segs *out, al_err *e) {
+static int find_added(const enc *x, const match_set *m, const unsigned char *s, size_t n, segs *out,
+                      al_err *e) {
     const al_tokhf *h = x->h;
     out->n = 0;
     size_t start_offset = 0;
@@ -889,8 +915,10 @@ static int encode_piece(enc *x, const unsigned char *s, size_t n, segs *v, al_er
     int rc = find_added(x, &x->h->sets[1], s, n, v, e);
     for (size_t i = 0; i < v->n && rc == 0; i++) {
         seg g = v->p[i];
-        if (g.id >= 0) rc = emit(x, g.id, e);
-        else if (g.b > g.a) rc = hf_pretokenize(x->h->pre, x->sc, s + g.a, g.b - g.a, bpe, x, e);
+        if (g.id >= 0)
+            rc = emit(x, g.id, e);
+        else if (g.b > g.a)
+            rc = hf_pretokenize(x->h->pre, x->sc, s + g.a, g.b - g.a, bpe, x, e);
     }
     free(norm);
     return rc;
@@ -901,8 +929,10 @@ int al_tokhf_encode(const al_tokhf *h, const unsigned char *s, size_t n, int all
     *n_ids = 0;
     size_t bad = hf_utf8_check(s, n);
     if (bad != n)
-        return al_errf(e, "the text is not valid UTF-8 (byte %zu): a Hugging Face tokenizer "
-                       "encodes Unicode text", bad);
+        return al_errf(e,
+                       "the text is not valid UTF-8 (byte %zu): a Hugging Face tokenizer "
+                       "encodes Unicode text",
+                       bad);
     enc x = {h, ids, cap, 0, fixed, allow_special, NULL, hf_scratch_new(e)};
     if (!x.sc) return -1;
     al_tokhf *mh = (al_tokhf *)h; /* the cache is not part of the value */
@@ -915,8 +945,10 @@ int al_tokhf_encode(const al_tokhf *h, const unsigned char *s, size_t n, int all
     int rc = find_added(&x, &h->sets[0], s, n, &outer, e);
     for (size_t i = 0; i < outer.n && rc == 0; i++) {
         seg g = outer.p[i];
-        if (g.id >= 0) rc = emit(&x, g.id, e);
-        else if (g.b > g.a) rc = encode_piece(&x, s + g.a, g.b - g.a, &inner, e);
+        if (g.id >= 0)
+            rc = emit(&x, g.id, e);
+        else if (g.b > g.a)
+            rc = encode_piece(&x, s + g.a, g.b - g.a, &inner, e);
     }
     if (locked) atomic_flag_clear(&mh->cache_busy);
     free(outer.p);

@@ -38,8 +38,8 @@ enum { B_REMOVED, B_ISOLATED, B_MERGED_PREV, B_MERGED_NEXT, B_CONTIGUOUS };
 
 typedef struct hf_step {
     int kind, behavior, invert;
-    regex_t *re;         /* ST_REGEX; ST_BYTELEVEL with use_regex */
-    char *lit;           /* ST_STRING */
+    regex_t *re; /* ST_REGEX; ST_BYTELEVEL with use_regex */
+    char *lit; /* ST_STRING */
     size_t lit_n;
     int add_prefix_space; /* ST_BYTELEVEL */
 } hf_step;
@@ -71,7 +71,8 @@ size_t hf_utf8_len(const unsigned char *s, size_t n) {
     if (c < 0x80) return 1;
     size_t len;
     unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the 2nd byte */
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
     else if (c >= 0xe0 && c <= 0xef) {
         len = 3;
         if (c == 0xe0) lo = 0xa0; /* no overlongs */
@@ -142,7 +143,8 @@ static int only_keys(const cJSON *obj, const char *const *keys, const char *what
         int k = 0;
         while (keys[k] && strcmp(it->string, keys[k]) != 0) k++;
         char q[64];
-        if (!keys[k]) return al_errf(e, "%s: unsupported key %s", what, hf_quote(q, sizeof q, it->string));
+        if (!keys[k])
+            return al_errf(e, "%s: unsupported key %s", what, hf_quote(q, sizeof q, it->string));
         if (seen >> k & 1)
             return al_errf(e, "%s: repeated key %s", what, hf_quote(q, sizeof q, it->string));
         seen |= 1u << k;
@@ -171,7 +173,8 @@ static void start_onig(void) {
 
 static int compile(const char *pat, size_t n, regex_t **re, const char *what, al_err *e) {
     pthread_once(&onig_once, start_onig);
-    if (n > MAX_PATTERN) return al_errf(e, "%s: the pattern is longer than %d bytes", what, MAX_PATTERN);
+    if (n > MAX_PATTERN)
+        return al_errf(e, "%s: the pattern is longer than %d bytes", what, MAX_PATTERN);
     if (hf_utf8_check((const unsigned char *)pat, n) != n)
         return al_errf(e, "%s: the pattern is not valid UTF-8", what);
     OnigErrorInfo info;
@@ -209,7 +212,8 @@ static int parse_split(hf_pre *p, const cJSON *j, al_err *e) {
         if (strcmp(b->valuestring, names[i]) == 0) s.behavior = i;
     if (s.behavior < 0) {
         char q[64];
-        return al_errf(e, "pre_tokenizer Split: unsupported behavior %s (Removed, Isolated, "
+        return al_errf(e,
+                       "pre_tokenizer Split: unsupported behavior %s (Removed, Isolated, "
                        "MergedWithPrevious, MergedWithNext or Contiguous)",
                        cJSON_IsString(b) ? hf_quote(q, sizeof q, b->valuestring) : "(none)");
     }
@@ -220,7 +224,7 @@ static int parse_split(hf_pre *p, const cJSON *j, al_err *e) {
     if (!cJSON_IsObject(pat) || cJSON_GetArraySize(pat) != 1 ||
         !(cJSON_IsString(re) || cJSON_IsString(str)))
         return al_errf(e, "pre_tokenizer Split: \"pattern\" must be {\"Regex\": \"...\"} or "
-                       "{\"String\": \"...\"}");
+                          "{\"String\": \"...\"}");
     if (cJSON_IsString(re)) {
         if (compile(re->valuestring, strlen(re->valuestring), &s.re, "pre_tokenizer Split", e))
             return -1;
@@ -240,7 +244,8 @@ static int parse_split(hf_pre *p, const cJSON *j, al_err *e) {
 }
 
 static int parse_pre(hf_pre *p, const cJSON *j, int depth, al_err *e) {
-    if (depth > MAX_DEPTH) return al_errf(e, "pre_tokenizer: Sequences nested deeper than %d", MAX_DEPTH);
+    if (depth > MAX_DEPTH)
+        return al_errf(e, "pre_tokenizer: Sequences nested deeper than %d", MAX_DEPTH);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
     if (!cJSON_IsObject(j) || !cJSON_IsString(type))
         return al_errf(e, "pre_tokenizer: each step must be an object with a \"type\"");
@@ -255,12 +260,13 @@ static int parse_pre(hf_pre *p, const cJSON *j, int depth, al_err *e) {
         return 0;
     }
     if (strcmp(t, "ByteLevel") == 0) {
-        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets",
-                                           "use_regex", NULL};
+        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex",
+                                           NULL};
         hf_step s = {.kind = ST_BYTELEVEL};
         int trim, use_regex;
         if (only_keys(j, keys, "pre_tokenizer ByteLevel", e) ||
-            get_bool(j, "add_prefix_space", -1, &s.add_prefix_space, "pre_tokenizer ByteLevel", e) ||
+            get_bool(j, "add_prefix_space", -1, &s.add_prefix_space, "pre_tokenizer ByteLevel",
+                     e) ||
             get_bool(j, "trim_offsets", 1, &trim, "pre_tokenizer ByteLevel", e) ||
             get_bool(j, "use_regex", 1, &use_regex, "pre_tokenizer ByteLevel", e))
             return -1;
@@ -280,12 +286,15 @@ static int parse_pre(hf_pre *p, const cJSON *j, int depth, al_err *e) {
     }
     if (strcmp(t, "Split") == 0) return parse_split(p, j, e);
     char q[64];
-    return al_errf(e, "unsupported pre_tokenizer %s (ByteLevel, Split, Digits and Sequences of "
-                   "them are)", hf_quote(q, sizeof q, t));
+    return al_errf(e,
+                   "unsupported pre_tokenizer %s (ByteLevel, Split, Digits and Sequences of "
+                   "them are)",
+                   hf_quote(q, sizeof q, t));
 }
 
 static int parse_norm(hf_pre *p, const cJSON *j, int depth, al_err *e) {
-    if (depth > MAX_DEPTH) return al_errf(e, "normalizer: Sequences nested deeper than %d", MAX_DEPTH);
+    if (depth > MAX_DEPTH)
+        return al_errf(e, "normalizer: Sequences nested deeper than %d", MAX_DEPTH);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
     if (!cJSON_IsObject(j) || !cJSON_IsString(type))
         return al_errf(e, "normalizer: must be null or an object with a \"type\"");
@@ -325,7 +334,7 @@ int hf_pre_parse(const cJSON *normalizer, const cJSON *pre_tokenizer, hf_pre **o
     if (normalizer && !cJSON_IsNull(normalizer)) rc = parse_norm(p, normalizer, 0, e);
     if (rc == 0 && (!pre_tokenizer || cJSON_IsNull(pre_tokenizer)))
         rc = al_errf(e, "no pre_tokenizer: only byte-level BPE (a ByteLevel pre_tokenizer) is "
-                     "supported");
+                        "supported");
     if (rc == 0) rc = parse_pre(p, pre_tokenizer, 0, e);
     /* ByteLevel maps bytes to its alphabet; a step after it would cut the
      * mapped text, which this implementation never builds. */
@@ -376,8 +385,7 @@ void hf_scratch_free(hf_scratch *sc) {
     free(sc);
 }
 
-static int push_item(hf_scratch *sc, int k, size_t *n, size_t a, size_t b, int match,
-                     al_err *e) {
+static int push_item(hf_scratch *sc, int k, size_t *n, size_t a, size_t b, int match, al_err *e) {
     if (*n == sc->cap[k]) {
         size_t cap = sc->cap[k] ? 2 * sc->cap[k] : 64;
         item *p = realloc(sc->items[k], cap * sizeof *p);
@@ -401,8 +409,8 @@ int hf_normalize(const hf_pre *p, const unsigned char *s, size_t n, unsigned cha
     if (i == n) return 0;
     if (n > (size_t)(PTRDIFF_MAX / 4)) return al_errf(e, "text too long to normalize");
     utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t r = utf8proc_map(s, (utf8proc_ssize_t)n, &dst,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    utf8proc_ssize_t r =
+        utf8proc_map(s, (utf8proc_ssize_t)n, &dst, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
     if (r < 0) return al_errf(e, "NFC: %s", utf8proc_errmsg(r));
     *out = dst;
     *n_out = (size_t)r;
@@ -413,14 +421,14 @@ int hf_normalize(const hf_pre *p, const unsigned char *s, size_t n, unsigned cha
 
 /* The matches of re in s[0..n) as the onig crate's find_iter yields them,
  * with the gaps between, as items of list k. */
-static int regex_items(const regex_t *re, hf_scratch *sc, int k, const unsigned char *s,
-                       size_t n, size_t *m, al_err *e) {
+static int regex_items(const regex_t *re, hf_scratch *sc, int k, const unsigned char *s, size_t n,
+                       size_t *m, al_err *e) {
     size_t last_end = 0, prev = 0;
     int skip_next_empty = 0;
     while (last_end <= n) {
         onig_region_clear(sc->region);
-        int r = onig_search_with_param((regex_t *)re, s, s + n, s + last_end, s + n,
-                                       sc->region, ONIG_OPTION_NONE, sc->mp);
+        int r = onig_search_with_param((regex_t *)re, s, s + n, s + last_end, s + n, sc->region,
+                                       ONIG_OPTION_NONE, sc->mp);
         if (r == ONIG_MISMATCH) break;
         if (r < 0) {
             OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
@@ -446,8 +454,8 @@ static int regex_items(const regex_t *re, hf_scratch *sc, int k, const unsigned 
     return 0;
 }
 
-static int string_items(const hf_step *st, hf_scratch *sc, int k, const unsigned char *s,
-                        size_t n, size_t *m, al_err *e) {
+static int string_items(const hf_step *st, hf_scratch *sc, int k, const unsigned char *s, size_t n,
+                        size_t *m, al_err *e) {
     size_t prev = 0;
     for (size_t i = 0; i + st->lit_n <= n;) {
         const unsigned char *q = memchr(s + i, st->lit[0], n - st->lit_n + 1 - i);
@@ -493,23 +501,26 @@ static size_t fold(item *it, size_t n, int behavior) {
     size_t m = 0;
     int prev = 0;
     switch (behavior) {
-    case B_ISOLATED:
-        return n;
+    case B_ISOLATED: return n;
     case B_REMOVED:
         for (size_t i = 0; i < n; i++)
             if (!it[i].match) it[m++] = it[i];
         return m;
     case B_CONTIGUOUS:
         for (size_t i = 0; i < n; i++) {
-            if (it[i].match == prev && m > 0) it[m - 1].b = it[i].b;
-            else it[m++] = it[i];
+            if (it[i].match == prev && m > 0)
+                it[m - 1].b = it[i].b;
+            else
+                it[m++] = it[i];
             prev = it[i].match;
         }
         return m;
     case B_MERGED_PREV:
         for (size_t i = 0; i < n; i++) {
-            if (it[i].match && !prev && m > 0) it[m - 1].b = it[i].b;
-            else it[m++] = it[i];
+            if (it[i].match && !prev && m > 0)
+                it[m - 1].b = it[i].b;
+            else
+                it[m++] = it[i];
             prev = it[i].match;
         }
         return m;
@@ -517,8 +528,10 @@ static size_t fold(item *it, size_t n, int behavior) {
         size_t w = n;
         for (size_t i = n; i-- > 0;) {
             item x = it[i];
-            if (x.match && !prev && w < n) it[w].a = x.a;
-            else it[--w] = x;
+            if (x.match && !prev && w < n)
+                it[w].a = x.a;
+            else
+                it[--w] = x;
             prev = x.match;
         }
         memmove(it, it + w, (n - w) * sizeof *it);

@@ -39,10 +39,10 @@ typedef struct cache_slot {
 
 struct al_tokenizer {
     int vocab_size, n_merges, eot;
-    int32_t *merges;      /* (n_merges, 2): token 256+k joins merges[2k], [2k+1] */
+    int32_t *merges; /* (n_merges, 2): token 256+k joins merges[2k], [2k+1] */
     unsigned char *bytes; /* every token's bytes, concatenated */
-    size_t *off;          /* (vocab_size+1) offsets into bytes */
-    uint64_t *rkey;       /* merge-rank map: (a<<32|b) -> rank, open addressing */
+    size_t *off; /* (vocab_size+1) offsets into bytes */
+    uint64_t *rkey; /* merge-rank map: (a<<32|b) -> rank, open addressing */
     int32_t *rval;
     size_t rmask;
     cache_slot *cache; /* lazily allocated; guarded by cache_busy */
@@ -240,10 +240,10 @@ typedef struct word_ent {
 typedef struct pair_ent {
     int32_t a, b;
     int64_t count;
-    int32_t *w;          /* words that may hold the pair (some stale) */
+    int32_t *w; /* words that may hold the pair (some stale) */
     int32_t wn, wcap;
-    int32_t last_w;      /* last word appended, to skip repeats */
-    int32_t touched_at;  /* merge step that last raised the count */
+    int32_t last_w; /* last word appended, to skip repeats */
+    int32_t touched_at; /* merge step that last raised the count */
 } pair_ent;
 
 typedef struct heap_ent {
@@ -252,8 +252,8 @@ typedef struct heap_ent {
 } heap_ent;
 
 typedef struct trainer {
-    int32_t *sym;  /* all words' symbols */
-    size_t *woff;  /* (n_words) */
+    int32_t *sym; /* all words' symbols */
+    size_t *woff; /* (n_words) */
     int32_t *wlen; /* (n_words) */
     int64_t *wfreq;
     size_t n_words;
@@ -285,8 +285,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t sz, al_err *e) {
 }
 
 /* Unique pre-split words with their counts (the text must outlive them). */
-static int count_words(const unsigned char *s, size_t n, word_ent **out, size_t *n_out,
-                       al_err *e) {
+static int count_words(const unsigned char *s, size_t n, word_ent **out, size_t *n_out, al_err *e) {
     size_t cap = 1 << 14, used = 0;
     word_ent *tab = al_calloc(cap, sizeof *tab, e);
     if (!tab) return -1;
@@ -430,8 +429,7 @@ static int pair_inc(trainer *tr, int32_t a, int32_t b, int64_t f, int32_t w) {
     if (pe->last_w != w) {
         if (pe->wn == pe->wcap) {
             size_t cap = (size_t)pe->wcap;
-            if (grow((void **)&pe->w, &cap, (size_t)pe->wn + 1, sizeof(int32_t), tr->e))
-                return -1;
+            if (grow((void **)&pe->w, &cap, (size_t)pe->wn + 1, sizeof(int32_t), tr->e)) return -1;
             pe->wcap = (int32_t)cap;
         }
         pe->w[pe->wn++] = w;
@@ -439,8 +437,8 @@ static int pair_inc(trainer *tr, int32_t a, int32_t b, int64_t f, int32_t w) {
     }
     if (pe->touched_at != tr->step) {
         pe->touched_at = tr->step;
-        if (grow((void **)&tr->touched, &tr->cap_touched, tr->n_touched + 1,
-                 sizeof(int32_t), tr->e))
+        if (grow((void **)&tr->touched, &tr->cap_touched, tr->n_touched + 1, sizeof(int32_t),
+                 tr->e))
             return -1;
         tr->touched[tr->n_touched++] = p;
     }
@@ -503,8 +501,7 @@ static int trainer_init(trainer *tr, const word_ent *words, size_t n_words) {
     tr->pmask = (1 << 12) - 1;
     tr->pkey = al_malloc(tr->pmask + 1, sizeof(uint64_t), tr->e);
     tr->pidx = al_malloc(tr->pmask + 1, sizeof(int32_t), tr->e);
-    if (!tr->sym || !tr->woff || !tr->wlen || !tr->wfreq || !tr->pkey || !tr->pidx)
-        return -1;
+    if (!tr->sym || !tr->woff || !tr->wlen || !tr->wfreq || !tr->pkey || !tr->pidx) return -1;
     memset(tr->pkey, 0xff, (tr->pmask + 1) * sizeof(uint64_t));
     if (n_words > INT32_MAX) return al_errf(tr->e, "too many distinct words");
     size_t o = 0;
@@ -567,8 +564,7 @@ int al_tok_train(const unsigned char *text, size_t n, int vocab_size, int progre
                  al_tokenizer **out, al_err *e) {
     *out = NULL;
     if (vocab_size < 257 || vocab_size > MAX_VOCAB)
-        return al_errf(e, "vocabulary size %d is out of range (257..%d)", vocab_size,
-                       MAX_VOCAB);
+        return al_errf(e, "vocabulary size %d is out of range (257..%d)", vocab_size, MAX_VOCAB);
     int n_want = vocab_size - 257;
     word_ent *words = NULL;
     size_t n_words = 0;
@@ -636,8 +632,8 @@ static void push_pair(const al_tokenizer *t, word_scratch *w, size_t *hn, int32_
     if (r >= 0) bpe_heap_push(w->heap, hn, (uint64_t)r << 32 | (uint32_t)pos);
 }
 
-static size_t bpe_word(const al_tokenizer *t, const unsigned char *p, size_t len,
-                       int32_t *out, word_scratch *w) {
+static size_t bpe_word(const al_tokenizer *t, const unsigned char *p, size_t len, int32_t *out,
+                       word_scratch *w) {
     size_t hn = 0;
     for (size_t i = 0; i < len; i++) {
         w->sym[i] = p[i];
@@ -663,8 +659,8 @@ static size_t bpe_word(const al_tokenizer *t, const unsigned char *p, size_t len
 }
 
 /* Encode one word, through the cache when there is one. */
-static int encode_word(const al_tokenizer *t, const unsigned char *p, size_t len,
-                       int *out, cache_slot *cache, size_t *n_out, al_err *e) {
+static int encode_word(const al_tokenizer *t, const unsigned char *p, size_t len, int *out,
+                       cache_slot *cache, size_t *n_out, al_err *e) {
     if (len == 1) {
         out[0] = p[0];
         *n_out = 1;
@@ -750,8 +746,8 @@ int al_tok_encode_into(const al_tokenizer *t, const unsigned char *text, size_t 
     return rc;
 }
 
-int al_tok_encode(const al_tokenizer *t, const unsigned char *text, size_t n,
-                  int allow_special, int **ids, size_t *n_ids, al_err *e) {
+int al_tok_encode(const al_tokenizer *t, const unsigned char *text, size_t n, int allow_special,
+                  int **ids, size_t *n_ids, al_err *e) {
     *ids = NULL;
     *n_ids = 0;
     if (t->hf) { /* it may need more ids than bytes: a prefix space, NFC */
@@ -783,8 +779,10 @@ int al_tok_decode(const al_tokenizer *t, const int *ids, size_t n, unsigned char
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->vocab_size)
-            return al_errf(e, "cannot decode: token %d at position %zu is not in the "
-                           "vocabulary (size %d)", ids[i], i, t->vocab_size);
+            return al_errf(e,
+                           "cannot decode: token %d at position %zu is not in the "
+                           "vocabulary (size %d)",
+                           ids[i], i, t->vocab_size);
         size_t l;
         al_tok_bytes(t, ids[i], &l);
         total += l;
@@ -806,7 +804,6 @@ int al_tok_decode(const al_tokenizer *t, const int *ids, size_t n, unsigned char
 
 /* ------------------------------------------------------------ display */
 
-
 size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap) {
     if (cap == 0) return 0;
     size_t len, o = 0;
@@ -819,11 +816,16 @@ size_t al_tok_display(const al_tokenizer *t, int id, char *buf, size_t cap) {
         char piece[8];
         size_t pl = 1, adv = 1;
         unsigned char c = s[i];
-        if (c == ' ') pl = (size_t)snprintf(piece, sizeof piece, "\xe2\x90\xa3");
-        else if (c == '\n') pl = (size_t)snprintf(piece, sizeof piece, "\\n");
-        else if (c == '\t') pl = (size_t)snprintf(piece, sizeof piece, "\\t");
-        else if (c < 0x20 || c == 0x7f) pl = (size_t)snprintf(piece, sizeof piece, "\\x%02x", c);
-        else if (c < 0x80) piece[0] = (char)c;
+        if (c == ' ')
+            pl = (size_t)snprintf(piece, sizeof piece, "\xe2\x90\xa3");
+        else if (c == '\n')
+            pl = (size_t)snprintf(piece, sizeof piece, "\\n");
+        else if (c == '\t')
+            pl = (size_t)snprintf(piece, sizeof piece, "\\t");
+        else if (c < 0x20 || c == 0x7f)
+            pl = (size_t)snprintf(piece, sizeof piece, "\\x%02x", c);
+        else if (c < 0x80)
+            piece[0] = (char)c;
         else if ((adv = hf_utf8_len(s + i, len - i)) > 0) {
             memcpy(piece, s + i, adv);
             pl = adv;
@@ -898,7 +900,8 @@ static int parse_merges(const cJSON *arr, int32_t *m, const char *path, al_err *
             for (int s = 0; s < 2 && ok; s++) {
                 long v = json_int(cJSON_GetArrayItem(it, s), 0, MAX_VOCAB, &ok);
                 if (ok && v >= 256 + k) {
-                    return al_errf(e, "cannot read tokenizer %s: merges[%d] refers to token "
+                    return al_errf(e,
+                                   "cannot read tokenizer %s: merges[%d] refers to token "
                                    "%ld which is not yet defined (merges[%d] defines token %d)",
                                    path, k, v, k, 256 + k);
                 }
@@ -906,8 +909,10 @@ static int parse_merges(const cJSON *arr, int32_t *m, const char *path, al_err *
             }
         }
         if (!ok)
-            return al_errf(e, "cannot read tokenizer %s: merges[%d] is not a pair of "
-                           "non-negative integer token ids", path, k);
+            return al_errf(e,
+                           "cannot read tokenizer %s: merges[%d] is not a pair of "
+                           "non-negative integer token ids",
+                           path, k);
         k++;
     }
     return 0;
@@ -920,15 +925,19 @@ static int check_repeats(const int32_t *m, int n_merges, const char *path, al_er
     uint64_t *keys = al_malloc(cap, sizeof *keys, e);
     int32_t *at = al_malloc(cap, sizeof *at, e);
     int rc = 0;
-    if (!keys || !at) rc = -1;
-    else memset(keys, 0xff, cap * sizeof *keys);
+    if (!keys || !at)
+        rc = -1;
+    else
+        memset(keys, 0xff, cap * sizeof *keys);
     for (int k = 0; k < n_merges && rc == 0; k++) {
         uint64_t key = pair_key(m[2 * k], m[2 * k + 1]);
         size_t i = mix64(key) & (cap - 1);
         for (; keys[i] != EMPTY_KEY; i = (i + 1) & (cap - 1))
             if (keys[i] == key) {
-                rc = al_errf(e, "cannot read tokenizer %s: merges[%d] repeats the pair "
-                             "[%d, %d] of merges[%d]", path, k, m[2 * k], m[2 * k + 1], at[i]);
+                rc = al_errf(e,
+                             "cannot read tokenizer %s: merges[%d] repeats the pair "
+                             "[%d, %d] of merges[%d]",
+                             path, k, m[2 * k], m[2 * k + 1], at[i]);
                 break;
             }
         keys[i] = key;
@@ -971,24 +980,29 @@ static int load_json(const cJSON *root, const char *path, al_tokenizer **out, al
         return al_errf(e, "cannot read tokenizer %s: \"version\" must be 1", path);
     long nv = json_int(cJSON_GetObjectItemCaseSensitive(root, "vocab_size"), 257, MAX_VOCAB, &ok);
     if (!ok)
-        return al_errf(e, "cannot read tokenizer %s: \"vocab_size\" must be an integer in "
-                       "257..%d", path, MAX_VOCAB);
+        return al_errf(e,
+                       "cannot read tokenizer %s: \"vocab_size\" must be an integer in "
+                       "257..%d",
+                       path, MAX_VOCAB);
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(root, "merges");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab");
     if (!cJSON_IsArray(merges))
         return al_errf(e, "cannot read tokenizer %s: \"merges\" must be an array", path);
     int n_merges = cJSON_GetArraySize(merges);
     if (n_merges != nv - 257)
-        return al_errf(e, "cannot read tokenizer %s: vocab_size %ld needs %ld merges "
+        return al_errf(e,
+                       "cannot read tokenizer %s: vocab_size %ld needs %ld merges "
                        "(256 bytes + merges + <|endoftext|>) but there are %d",
                        path, nv, nv - 257, n_merges);
     long eot = json_int(cJSON_GetObjectItemCaseSensitive(root, "eot_id"), 0, MAX_VOCAB, &ok);
     if (!ok || eot != nv - 1)
-        return al_errf(e, "cannot read tokenizer %s: \"eot_id\" must be the last id, %ld",
-                       path, nv - 1);
+        return al_errf(e, "cannot read tokenizer %s: \"eot_id\" must be the last id, %ld", path,
+                       nv - 1);
     if (!cJSON_IsArray(vocab) || cJSON_GetArraySize(vocab) != nv)
-        return al_errf(e, "cannot read tokenizer %s: \"vocab\" must be an array of "
-                       "vocab_size (%ld) strings", path, nv);
+        return al_errf(e,
+                       "cannot read tokenizer %s: \"vocab\" must be an array of "
+                       "vocab_size (%ld) strings",
+                       path, nv);
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, vocab) {
@@ -1040,8 +1054,10 @@ int al_tok_load(const char *path, al_tokenizer **out, al_err *e) {
         char k[48];
         snprintf(k, sizeof k, "%s", type->valuestring);
         free(data);
-        rc = al_errf(e, "cannot read tokenizer %s: unsupported model type '%s' (only BPE, "
-                     "byte-level, is supported)", path, k);
+        rc = al_errf(e,
+                     "cannot read tokenizer %s: unsupported model type '%s' (only BPE, "
+                     "byte-level, is supported)",
+                     path, k);
     } else if (!(t = al_calloc(1, sizeof *t, e))) {
         free(data);
         rc = -1;

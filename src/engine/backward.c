@@ -25,8 +25,7 @@ static void unfuse_qkv_grads(al_model *m, const float *dwqkv, int l) {
         for (int h = 0; h < H; h++) {
             float *g = m->g[AL_P_WQ + s] + ((size_t)l * H + h) * ph;
             for (int c = 0; c < C; c++)
-                memcpy(g + (size_t)c * D,
-                       dwqkv + (size_t)c * 3 * HD + s * HD + (size_t)h * D,
+                memcpy(g + (size_t)c * D, dwqkv + (size_t)c * 3 * HD + s * HD + (size_t)h * D,
                        sizeof(float) * D);
         }
 }
@@ -37,8 +36,8 @@ static void unfuse_qkv_grads(al_model *m, const float *dwqkv, int l) {
 static void pos_qk_backward(al_model *m, float *dwqkv) {
     if (m->cfg.pos_type != AL_POS_SHORTFORMER) return;
     int HD = m->cfg.n_heads * m->cfg.d_head;
-    posqk_backward(m->g[AL_P_WPOS], dwqkv, m->posqk, m->dqkv, m->p[AL_P_WPOS], m->wqkv, m->B,
-                   m->T, m->cfg.d_model, HD);
+    posqk_backward(m->g[AL_P_WPOS], dwqkv, m->posqk, m->dqkv, m->p[AL_P_WPOS], m->wqkv, m->B, m->T,
+                   m->cfg.d_model, HD);
 }
 
 /* ln1 of layer l backward: m->dx += its input's gradient from m->dln
@@ -112,7 +111,7 @@ static int backward_from_dlogits(al_model *m, al_err *e) {
     const al_config *c = &m->cfg;
     int L = c->n_layers, C = c->d_model, H = c->n_heads, D = c->d_head, V = c->d_vocab;
     int B = m->B, T = m->T, BT = B * T, HD = H * D;
-    const float *dlogits = m->probs;                            // (B,T,V)
+    const float *dlogits = m->probs; // (B,T,V)
     const int ln = c->norm_type != AL_NORM_NONE;
     double t0 = al_prof_t();
     memset(m->g[AL_P_WPOS], 0, sizeof(float) * m->param_size[AL_P_WPOS]);
@@ -143,7 +142,7 @@ static int backward_from_dlogits(al_model *m, al_err *e) {
         const float *wo = m->p[AL_P_WO] + (size_t)l * HD * C;
         /* x_{l+1} = x_l + zg W_O + b_O: dx passes through unchanged, plus the head path */
         t0 = al_prof_t();
-        matmul_forward_wt(m->dzg, m->dx, wo, BT, C, HD, 0.0f);   // (B,T,H,D)
+        matmul_forward_wt(m->dzg, m->dx, wo, BT, C, HD, 0.0f); // (B,T,H,D)
         matmul_weight_grad(m->g[AL_P_WO] + (size_t)l * HD * C, zg, m->dx, BT, HD, C, 0.0f);
         if (m->p[AL_P_BO]) bias_backward(m->g[AL_P_BO] + (size_t)l * C, m->dx, (size_t)BT, C, C);
         gate_backward(m, l, m->dzg, z, B, T);
@@ -246,4 +245,3 @@ int al_model_backward_acts(al_model *m, const float *dxL, float *dx, float *dzg,
     }
     return 0;
 }
-

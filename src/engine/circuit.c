@@ -43,10 +43,10 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
     const size_t nw = !d->ln && L >= 2 ? n_comp(d->L, d->H) * D * D : 0;
     const size_t lnf = d->ln ? 2 * BT * C + 2 * BT + (sf ? L * (size_t)T * 2 * HD : 0) : 0;
     const size_t stack = HD * (d->ln ? C : D);
-    d->wcomp = al_malloc(nw + BT * C + L * BT * HD + BT * HD + stack + L * C * 3 * HD +
-                             (L + 1) * BT * C + BT * 3 * HD + BT * H * T + BT * HD + BT * C +
-                             6 * BT * D + lnf + 2 * H,
-                         sizeof(float), e);
+    d->wcomp =
+        al_malloc(nw + BT * C + L * BT * HD + BT * HD + stack + L * C * 3 * HD + (L + 1) * BT * C +
+                      BT * 3 * HD + BT * H * T + BT * HD + BT * C + 6 * BT * D + lnf + 2 * H,
+                  sizeof(float), e);
     /* memo keys (al_circuit_memo: hw, lw bytes) being built */
     const size_t hw = 1 + 3 * (1 + (L - 1) * H), lw = 4 + (L - 1) * H;
     d->kh = d->wcomp ? al_malloc(hw + 2 * lw, 1, e) : NULL;
@@ -79,8 +79,9 @@ int al_circuit_delta_init(al_circuit_delta *d, const al_model *m, int B, int T, 
     for (int l = 0; l < d->L; l++) {
         float *w = d->wqkv + (size_t)l * C * 3 * HD;
         model_fuse_qkv(w, m, l);
-        if (d->posqk) posqk_project(d->posqk + (size_t)l * T * 2 * HD, m->p[AL_P_WPOS], w, T,
-                                    (int)C, (int)HD);
+        if (d->posqk)
+            posqk_project(d->posqk + (size_t)l * T * 2 * HD, m->p[AL_P_WPOS], w, T, (int)C,
+                          (int)HD);
     }
     for (int l1 = 1; nw && l1 < d->L; l1++)
         for (int s0 = 0; s0 < l1 * d->H; s0++)
@@ -118,9 +119,9 @@ void al_circuit_delta_embp(al_circuit_delta *d, const al_model *m, const int *cl
         float *out = embp + (size_t)(l - 1) * bt * 3 * HD;
         for (int h = 0; h < d->H; h++)
             for (int ch = 0; ch < 3; ch++)
-                al_sgemm(false, false, (int)bt, (int)D, (int)C,
-                            1.0f, de, (int)C, circuit_head_w(m, l, h, ch), (int)D, 0.0f,
-                            out + ch * HD + h * D, (int)(3 * HD));
+                al_sgemm(false, false, (int)bt, (int)D, (int)C, 1.0f, de, (int)C,
+                         circuit_head_w(m, l, h, ch), (int)D, 0.0f, out + ch * HD + h * D,
+                         (int)(3 * HD));
     }
 }
 
@@ -140,8 +141,8 @@ int al_circuit_memo_init(al_circuit_memo *mm, const al_circuit_delta *d, int nb,
     mm->hw = 1 + 3 * (1 + (d->L - 1) * d->H);
     mm->lw = 4 + (d->L - 1) * d->H;
     mm->zh = al_malloc(L * bt * HD + nlow + bt * d->C, sizeof(float), e);
-    mm->hkey = mm->zh ? al_calloc(L * H * mm->hw + (L - 1) * 3 * H * mm->lw + (size_t)mm->lw, 1, e)
-                      : NULL;
+    mm->hkey =
+        mm->zh ? al_calloc(L * H * mm->hw + (L - 1) * 3 * H * mm->lw + (size_t)mm->lw, 1, e) : NULL;
     if (!mm->hkey) {
         al_circuit_memo_free(mm);
         return -1;
@@ -175,12 +176,11 @@ void al_circuit_memo_free(al_circuit_memo *mm) {
  * forward); changed marks the rows whose final residual differs from
  * cl's, bit for bit (every edge kept: none). */
 static int delta_run_hooks(al_circuit_delta *d, al_model *m, const unsigned char *kept,
-                           const al_acts *cl, const al_acts *co, const int *clean,
-                           const int *corr, float *xL, unsigned char *changed, al_err *e) {
+                           const al_acts *cl, const al_acts *co, const int *clean, const int *corr,
+                           float *xL, unsigned char *changed, al_err *e) {
     const int nb = cl->B, T = d->T;
     const size_t C = d->C, BT = (size_t)nb * T, fin = (size_t)d->L * BT * C;
-    al_circuit_spec sp = {.kept = kept, .fill = AL_FILL_CORRUPTED, .corr = corr,
-                          .fill_zg = co->zg};
+    al_circuit_spec sp = {.kept = kept, .fill = AL_FILL_CORRUPTED, .corr = corr, .fill_zg = co->zg};
     al_circuit_exec x;
     if (al_circuit_attach(&x, m, &sp, e)) return -1;
     int rc = al_model_forward(m, clean, NULL, nb, T, e);
@@ -188,7 +188,8 @@ static int delta_run_hooks(al_circuit_delta *d, al_model *m, const unsigned char
     if (rc) return -1;
     const float *xf = m->x + fin, *xc = cl->x + fin;
     memcpy(xL, xf, sizeof(float) * BT * C);
-    for (size_t r = 0; r < BT; r++) changed[r] = memcmp(xf + r * C, xc + r * C, sizeof(float) * C) != 0;
+    for (size_t r = 0; r < BT; r++)
+        changed[r] = memcmp(xf + r * C, xc + r * C, sizeof(float) * C) != 0;
     return 0;
 }
 
@@ -202,11 +203,11 @@ int al_circuit_delta_run(al_circuit_delta *d, al_model *m, const unsigned char *
                        cl->B, cl->T, co->B, co->T, d->B, T);
     /* the incremental forward runs no hooks: with hooks registered (an
      * intervention) every evaluation is a full forward that runs them */
-    if (m->hooks.n > 0)
-        return delta_run_hooks(d, m, kept, cl, co, clean, corr, xL, changed, e);
+    if (m->hooks.n > 0) return delta_run_hooks(d, m, kept, cl, co, clean, corr, xL, changed, e);
     if (memo && memo->zh && (memo->nb < nb || memo->hw != 1 + 3 * (1 + (L - 1) * H)))
-        return al_errf(e, "circuit evaluation: a memo made for %d sequences of another workspace "
-                          "(this batch has %d)",
+        return al_errf(e,
+                       "circuit evaluation: a memo made for %d sequences of another workspace "
+                       "(this batch has %d)",
                        memo->nb, nb);
     return delta_run_incr(d, m, kept, cl, co, clean, corr, embp, memo, xL, changed, e);
 }
@@ -236,7 +237,7 @@ typedef struct deep {
     const al_model *m;
     size_t BT, Q, Z, X;
     unsigned ready; /* bit l0: d->dz block l0 holds the circuit's Δzg of layer l0 */
-    int lo;         /* l_first: layers below it are the clean run's */
+    int lo; /* l_first: layers below it are the clean run's */
     al_circuit_memo *memo; /* NULL: nothing is reused */
 } deep;
 
@@ -280,8 +281,8 @@ static int sender_terms(deep *g, int l0, int l, int h, int ch, unsigned char wan
                        sizeof(float) * D);
         a = d->dzm, lda = (size_t)cnt * D;
     }
-    al_sgemm(false, false, (int)BT, D, cnt * D, sign, a, (int)lda, d->stack, D,
-             beta ? 1.0f : 0.0f, dst, (int)ldd);
+    al_sgemm(false, false, (int)BT, D, cnt * D, sign, a, (int)lda, d->stack, D, beta ? 1.0f : 0.0f,
+             dst, (int)ldd);
     return 1;
 }
 
@@ -294,8 +295,7 @@ static int sender_terms(deep *g, int l0, int l, int h, int ch, unsigned char wan
  * in the memo under the key cur gets (4 + lo·H bytes: stored, lo, the
  * form, embed's kept bit, then the senders'). Returns how many there are
  * (0: none). */
-static int low_part(const deep *g, int l, int h, int ch, int lo, int from_co,
-                    unsigned char *cur) {
+static int low_part(const deep *g, int l, int h, int ch, int lo, int from_co, unsigned char *cur) {
     const int L = g->d->L, H = g->d->H;
     const unsigned char want = from_co ? 1 : 0;
     cur[0] = 1, cur[1] = (unsigned char)lo, cur[2] = (unsigned char)from_co;
@@ -326,8 +326,8 @@ static int chan_from_co(const deep *g, int l, int h, int ch, int *nk) {
  * from base (stride ldb), the channel as the circuit's own residual
  * gives it (chan_from_co says which form). The part from embed and the
  * layers below l_first comes from, or goes to, g->memo. */
-static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_t ldb,
-                         float *dst, size_t ldd) {
+static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_t ldb, float *dst,
+                         size_t ldd) {
     al_circuit_delta *d = g->d;
     const int H = d->H, D = d->D;
     const size_t HD = (size_t)H * D, o = (size_t)ch * HD + (size_t)h * D, BT = g->BT;
@@ -341,7 +341,8 @@ static void deep_channel(deep *g, int l, int h, int ch, const float *base, size_
     /* from_co: add the kept senders' (circuit − corrupted); else subtract the removed ones' */
     const float sign = from_co ? 1.0f : -1.0f;
     const unsigned char want = from_co ? 1 : 0;
-    const int lo = g->lo < l ? g->lo : l, emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
+    const int lo = g->lo < l ? g->lo : l,
+              emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
     unsigned char *cur = d->kc; /* lw bytes */
     if (low_part(g, l, h, ch, lo, from_co, cur)) {
         float *low = d->lowt;
@@ -391,8 +392,8 @@ static void ln_rows(float *out, float *mean, float *scale, const float *x, const
 
 /* dst (BT rows of D, stride ld) += b_c (NULL: none) and, for rows of
  * position t, pq[t] (stride 2·H·D; NULL: none), split over the threads. */
-static void add_bias_pos(float *dst, size_t ld, const float *bc, const float *pq, size_t BT,
-                         int T, int D, size_t pld) {
+static void add_bias_pos(float *dst, size_t ld, const float *bc, const float *pq, size_t BT, int T,
+                         int D, size_t pld) {
     if (!bc && !pq) return;
 #pragma omp parallel for schedule(static) if (BT >= 256)
     for (size_t r = 0; r < BT; r++) {
@@ -451,8 +452,8 @@ static void ln_project(deep *g, int l, int h, int ch, float *r, float *dst, size
     ln_rows(r, d->mean, d->scale, r, w, b, BT, C, m->cfg.ln_eps);
     al_sgemm(false, false, (int)BT, D, C, 1.0f, r, C, circuit_head_w(m, l, h, ch), D, 0.0f, dst,
              (int)ldd);
-    const float *bc = m->p[AL_P_BQ + ch] ? m->p[AL_P_BQ + ch] + (size_t)l * HD + (size_t)h * D
-                                         : NULL;
+    const float *bc =
+        m->p[AL_P_BQ + ch] ? m->p[AL_P_BQ + ch] + (size_t)l * HD + (size_t)h * D : NULL;
     const float *pq = d->posqk && ch < 2
                           ? d->posqk + (size_t)l * T * 2 * HD + (size_t)ch * HD + (size_t)h * D
                           : NULL;
@@ -480,7 +481,8 @@ static void ln_channel(deep *g, int l, int h, int ch, const float *x, float *dst
     const float sign = from_co ? 1.0f : -1.0f;
     const unsigned char want = from_co ? 1 : 0;
     /* the lower part (low_part), C-wide */
-    const int lo = g->lo < l ? g->lo : l, emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
+    const int lo = g->lo < l ? g->lo : l,
+              emb = l >= 1 && g->kept[al_graph_k_input(H, l, h, ch, 0)] == want;
     unsigned char *cur = d->kc; /* lw bytes */
     const float *low = NULL;
     if (low_part(g, l, h, ch, lo, from_co, cur)) {
@@ -532,8 +534,10 @@ static void ln_channel(deep *g, int l, int h, int ch, const float *x, float *dst
  * x itself with it. */
 static void chan(deep *g, int l, int h, int ch, const float *base, size_t ldb, const float *x,
                  float *dst, size_t ldd) {
-    if (g->d->ln) ln_channel(g, l, h, ch, x, dst, ldd);
-    else deep_channel(g, l, h, ch, base, ldb, dst, ldd);
+    if (g->d->ln)
+        ln_channel(g, l, h, ch, x, dst, ldd);
+    else
+        deep_channel(g, l, h, ch, base, ldb, dst, ldd);
 }
 
 /* qkv (BT, 3HD) = layer l's q|k|v from the circuit's residual x (NULL:
@@ -564,8 +568,8 @@ static void deep_qkv(deep *g, int l, const float *x, float *qkv) {
     model_copy(qkv, g->cl->qkv + (size_t)l * g->Q, g->Q);
     const float *xc = g->cl->x + (size_t)l * g->X;
     sub_f(d->dxb, x, xc, g->X);
-    al_sgemm(false, false, (int)g->BT, (int)HD3, (int)C, 1.0f,
-                d->dxb, (int)C, w, (int)HD3, 1.0f, qkv, (int)HD3);
+    al_sgemm(false, false, (int)g->BT, (int)HD3, (int)C, 1.0f, d->dxb, (int)C, w, (int)HD3, 1.0f,
+             qkv, (int)HD3);
 }
 
 /* 1 when head l.h outputs the corrupted run's z in the circuit: every
@@ -616,8 +620,8 @@ static void head_base(deep *g, int l, int h, float *qh) {
         if (!d->ln) {
             const float *q0 = g->cl->qkv + (size_t)l * g->Q + col;
             for (size_t r = 0; r < BT; r++) memcpy(o + r * ld, q0 + r * 3 * HD, sizeof(float) * D);
-            al_sgemm(false, false, (int)BT, D, C, 1.0f, d->dxb, C, w + col, (int)(3 * HD), 1.0f,
-                     o, (int)ld);
+            al_sgemm(false, false, (int)BT, D, C, 1.0f, d->dxb, C, w + col, (int)(3 * HD), 1.0f, o,
+                     (int)ld);
             continue;
         }
         al_sgemm(false, false, (int)BT, D, C, 1.0f, d->dxb, C, w + col, (int)(3 * HD), 0.0f, o,
@@ -693,8 +697,10 @@ static int deep_layer(deep *g, int l, const float *x, float *xn) {
         for (size_t r = 0; r < BT; r++)
             memcpy(d->zb + r * HD + (size_t)h * D, src + r * HD + (size_t)h * D, sizeof(float) * D);
     }
-    if (m->p[AL_P_BO]) copy_bias_forward(xn, x, m->p[AL_P_BO] + (size_t)l * C, BT, C);
-    else model_copy(xn, x, g->X);
+    if (m->p[AL_P_BO])
+        copy_bias_forward(xn, x, m->p[AL_P_BO] + (size_t)l * C, BT, C);
+    else
+        model_copy(xn, x, g->X);
     al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f, d->zb, (int)HD,
              m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xn, C);
     return 0;
@@ -740,7 +746,8 @@ static int deep_partial(deep *g, int l, float *xn) {
                 cur[n++] = 1;
                 for (int ch = 0; ch < 3; ch++) {
                     cur[n++] = g->kept[al_graph_k_input(H, l, h, ch, 0)];
-                    for (int s0 = 0; s0 < l * H; s0++) cur[n++] = g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
+                    for (int s0 = 0; s0 < l * H; s0++)
+                        cur[n++] = g->kept[al_graph_k_comp(L, H, s0, l, h, ch)];
                 }
                 hit = !memcmp(key, cur, (size_t)nkey);
                 mm->hits += hit;
@@ -751,11 +758,12 @@ static int deep_partial(deep *g, int l, float *xn) {
                 for (int ch = 0; ch < 3; ch++) {
                     const float *b0 = cl->qkv + (size_t)l * g->Q + (size_t)ch * HD + (size_t)h * D;
                     if (chan_state(g->kept, L, H, l, h, ch))
-                        chan(g, l, h, ch, b0, 3 * HD, cl->x + (size_t)l * g->X,
-                             qh + (size_t)ch * D, 3 * (size_t)D);
+                        chan(g, l, h, ch, b0, 3 * HD, cl->x + (size_t)l * g->X, qh + (size_t)ch * D,
+                             3 * (size_t)D);
                     else
                         for (size_t r = 0; r < BT; r++)
-                            memcpy(qh + r * 3 * D + (size_t)ch * D, b0 + r * 3 * HD, sizeof(float) * D);
+                            memcpy(qh + r * 3 * D + (size_t)ch * D, b0 + r * 3 * HD,
+                                   sizeof(float) * D);
                 }
                 if (attention_forward(zh, d->att, qh, nb, T, 1, D, 1)) return -1;
                 for (size_t r = 0; r < BT; r++) model_gate_row(out + r * old, zh + r * D, gt, D);
@@ -822,7 +830,8 @@ static int delta_run_incr(al_circuit_delta *d, al_model *m, const unsigned char 
     }
     const float *xc = cl->x + (size_t)L * g.X;
 #pragma omp parallel for schedule(static) if (BT >= 256)
-    for (size_t r = 0; r < BT; r++) changed[r] = memcmp(xL + r * C, xc + r * C, sizeof(float) * C) != 0;
+    for (size_t r = 0; r < BT; r++)
+        changed[r] = memcmp(xL + r * C, xc + r * C, sizeof(float) * C) != 0;
     /* the logits' other senders: embed and the heads before the last layer */
     int all = !kept[al_graph_k_out(L, H, 0)];
     for (int j = 2; j < 2 + L * H; j++) all &= !kept[al_graph_k_out(L, H, j)];
@@ -855,8 +864,10 @@ static int delta_run_incr(al_circuit_delta *d, al_model *m, const unsigned char 
         for (int j = 0; j < lc * H; j++) fk[2 + j] = kept[al_graph_k_out(L, H, 2 + j)];
         if (!memcmp(memo->fkey, fk, (size_t)fkn)) {
             nfix = memo->fn, l0 = lc, memo->hits++;
-            if (nfix && lc == L - 1) fix = memo->fix;
-            else if (nfix) memcpy(d->fix, memo->fix, sizeof(float) * g.X);
+            if (nfix && lc == L - 1)
+                fix = memo->fix;
+            else if (nfix)
+                memcpy(d->fix, memo->fix, sizeof(float) * g.X);
         } else
             store = 1;
     }
@@ -875,18 +886,20 @@ static int delta_run_incr(al_circuit_delta *d, al_model *m, const unsigned char 
         for (size_t r = 0; r < BT; r++)
             for (int h = 0; h < H; h++) {
                 float *o = d->dzm + r * HD + (size_t)h * D;
-                if (kept[al_graph_k_out(L, H, 2 + l0 * H + h)]) memset(o, 0, sizeof(float) * D);
-                else memcpy(o, dz + r * HD + (size_t)h * D, sizeof(float) * D);
+                if (kept[al_graph_k_out(L, H, 2 + l0 * H + h)])
+                    memset(o, 0, sizeof(float) * D);
+                else
+                    memcpy(o, dz + r * HD + (size_t)h * D, sizeof(float) * D);
             }
-        al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f, d->dzm,
-                    (int)HD, al_head_wo(m, l0, 0), C, nfix ? 1.0f : 0.0f, d->fix, C);
+        al_sgemm(false, false, (int)BT, C, (int)HD, 1.0f, d->dzm, (int)HD, al_head_wo(m, l0, 0), C,
+                 nfix ? 1.0f : 0.0f, d->fix, C);
         nfix++;
     }
     for (size_t r = 0; nfix && r < BT; r++) {
         const float *f = fix + r * C;
         float *xr = xL + r * C;
         int nz = 0;
-#pragma omp simd reduction(|:nz)
+#pragma omp simd reduction(| : nz)
         for (int k = 0; k < C; k++) nz |= f[k] != 0.0f;
         if (!nz) continue;
 #pragma omp simd

@@ -81,7 +81,8 @@ static void views(const al_circuit_exec *x, cscr *s) {
 /* W_E rows of tokens (BT) into out (BT, C). */
 static void embed_rows(const al_model *m, const int *tok, size_t BT, float *out) {
     const size_t C = m->cfg.d_model;
-    for (size_t r = 0; r < BT; r++) memcpy(out + r * C, m->p[AL_P_WE] + (size_t)tok[r] * C, sizeof(float) * C);
+    for (size_t r = 0; r < BT; r++)
+        memcpy(out + r * C, m->p[AL_P_WE] + (size_t)tok[r] * C, sizeof(float) * C);
 }
 
 /* RESID_PRE of layer 0, the first hook of a forward: check the fill
@@ -188,15 +189,14 @@ const float *circuit_head_w(const al_model *m, int l, int h, int ch) {
  * product). */
 void circuit_comp_block(const al_model *m, int l0, int h0, int l1, int h1, int ch, float *blk) {
     const int C = m->cfg.d_model, D = m->cfg.d_head;
-    al_sgemm(false, false, D, D, C, 1.0f, al_head_wo(m, l0, h0), C,
-                circuit_head_w(m, l1, h1, ch), D, 0.0f, blk, D);
+    al_sgemm(false, false, D, D, C, 1.0f, al_head_wo(m, l0, h0), C, circuit_head_w(m, l1, h1, ch),
+             D, 0.0f, blk, D);
 }
 
 /* dst (BT rows of D, stride 3·H·D) −= dz (BT, H·D) · stack (H·D, D): a
  * channel minus its removed senders' differences from one layer. */
 static void sub_comp(float *dst, const float *dz, const float *stack, int BT, int H, int D) {
-    al_sgemm(false, false, BT, D, H * D, -1.0f, dz, H * D, stack,
-                D, 1.0f, dst, 3 * H * D);
+    al_sgemm(false, false, BT, D, H * D, -1.0f, dz, H * D, stack, D, 1.0f, dst, 3 * H * D);
 }
 
 /* A receiver: head l.h's q, k or v (channel ch), or under LayerNorm its
@@ -245,8 +245,8 @@ static int circuit_recv(al_hook_act *a, void *ctx, al_err *e) {
                     for (int k = 0; k < C; k++) o[k] -= d[k];
                 }
             else
-                al_sgemm(false, false, BT, D, C, -1.0f, s->de, C, circuit_head_w(m, l, h, ch), D, 1.0f,
-                         dst, (int)ld);
+                al_sgemm(false, false, BT, D, C, -1.0f, s->de, C, circuit_head_w(m, l, h, ch), D,
+                         1.0f, dst, (int)ld);
         }
         for (int l0 = 0; nh && l0 < l; l0++) {
             int any = 0;
@@ -268,8 +268,10 @@ static int circuit_recv(al_hook_act *a, void *ctx, al_err *e) {
             /* stack (HD, D): W_O[l0,h0] · W_c[l,h] for removed h0, else 0 */
             for (int h0 = 0; h0 < H; h0++) {
                 float *blk = s->stack + (size_t)h0 * D * D;
-                if (!removed[h0]) memset(blk, 0, sizeof(float) * D * D);
-                else circuit_comp_block(m, l0, h0, l, h, ch, blk);
+                if (!removed[h0])
+                    memset(blk, 0, sizeof(float) * D * D);
+                else
+                    circuit_comp_block(m, l0, h0, l, h, ch, blk);
             }
             sub_comp(dst, dz, s->stack, BT, H, D);
         }
@@ -299,11 +301,12 @@ static int circuit_out(al_hook_act *a, void *ctx, al_err *e) {
     unsigned char *removed = (unsigned char *)s->ft;
     for (int l = 0; l < L; l++) {
         int any = 0;
-        for (int h = 0; h < H; h++) any |= removed[h] = !sp->kept[al_graph_k_out(L, H, 2 + l * H + h)];
+        for (int h = 0; h < H; h++)
+            any |= removed[h] = !sp->kept[al_graph_k_out(L, H, 2 + l * H + h)];
         if (!any) continue;
         make_dz(x, s, l, removed, s->dz);
-        al_sgemm(false, false, (int)BT, C, HD, -1.0f, s->dz, HD,
-                    m->p[AL_P_WO] + (size_t)l * HD * C, C, 1.0f, xL, C);
+        al_sgemm(false, false, (int)BT, C, HD, -1.0f, s->dz, HD, m->p[AL_P_WO] + (size_t)l * HD * C,
+                 C, 1.0f, xL, C);
     }
     return 0;
 }

@@ -86,23 +86,23 @@ typedef struct dstate {
     const al_patch_spec *sp;
     int B, T, C, H, D, HD, L;
     size_t BT;
-    float *x[2];           /* (B,T,C) residual rows of the patched run, valid at dx rows */
-    float *qkv;            /* (B,T,3,H,D) this layer's q|k|v, valid where chg */
-    float *zg;             /* (B,T,H,D) this layer's gated z, valid where zc */
-    float *gin, *gout;     /* gathered rows (BT, max(C,HD)) and (BT, max(3HD,C)) */
-    float *wqkv;           /* (C, 3HD) fused weights */
-    float *pos;            /* (T, 2HD) shortformer: W_pos W_Q | W_pos W_K of this layer */
-    float *lnm, *lns;      /* (BT) LayerNorm: ln1's mean and scale of the recomputed rows */
-    float *ts;             /* attention scratch, ts_n floats per thread */
+    float *x[2]; /* (B,T,C) residual rows of the patched run, valid at dx rows */
+    float *qkv; /* (B,T,3,H,D) this layer's q|k|v, valid where chg */
+    float *zg; /* (B,T,H,D) this layer's gated z, valid where zc */
+    float *gin, *gout; /* gathered rows (BT, max(C,HD)) and (BT, max(3HD,C)) */
+    float *wqkv; /* (C, 3HD) fused weights */
+    float *pos; /* (T, 2HD) shortformer: W_pos W_Q | W_pos W_K of this layer */
+    float *lnm, *lns; /* (BT) LayerNorm: ln1's mean and scale of the recomputed rows */
+    float *ts; /* attention scratch, ts_n floats per thread */
     size_t ts_n;
     int nthreads;
     unsigned char *dx, *dxn; /* (T) residual row entering this / the next layer differs */
-    unsigned char *chg;      /* (3,H,T) q/k/v of (s,h,t) differs from base's */
-    unsigned char *need;     /* (H,T) attention row (h,t) is recomputed */
-    unsigned char *zc;       /* (H,T) zg of head h at t differs from base's */
-    unsigned char *hmask;    /* (H) */
-    int *full, *part;        /* (T) position lists */
-    int *heads;              /* (H) heads with rows to recompute */
+    unsigned char *chg; /* (3,H,T) q/k/v of (s,h,t) differs from base's */
+    unsigned char *need; /* (H,T) attention row (h,t) is recomputed */
+    unsigned char *zc; /* (H,T) zg of head h at t differs from base's */
+    unsigned char *hmask; /* (H) */
+    int *full, *part; /* (T) position lists */
+    int *heads; /* (H) heads with rows to recompute */
 } dstate;
 
 /* out (M,N) = a (M,K) · w (K,N) + beta · out, row-major with leading
@@ -121,8 +121,8 @@ static void rows_sgemm(int M, int N, int K, const float *a, int lda, const float
 #pragma omp parallel for schedule(static) num_threads(nc) if (nc > 1)
     for (int i = 0; i < nc; i++) {
         int r0 = (int)((long)M * i / nc), r1 = (int)((long)M * (i + 1) / nc);
-        al_sgemm(false, false, r1 - r0, N, K, 1.0f,
-                    a + (size_t)r0 * lda, lda, w, ldw, beta, out + (size_t)r0 * ldo, ldo);
+        al_sgemm(false, false, r1 - r0, N, K, 1.0f, a + (size_t)r0 * lda, lda, w, ldw, beta,
+                 out + (size_t)r0 * ldo, ldo);
     }
 }
 
@@ -232,8 +232,7 @@ static void qkv_layer(dstate *s, int l, const float *X) {
         if ((size_t)np == T) {
             const float *in = X;
             if (ln) { /* ln1 of every row, as the forward's layernorm_forward */
-                layernorm_forward(s->gin, s->lnm, s->lns, X, lw, lb, s->BT, (int)C,
-                                  m->cfg.ln_eps);
+                layernorm_forward(s->gin, s->lnm, s->lns, X, lw, lb, s->BT, (int)C, m->cfg.ln_eps);
                 in = s->gin;
             }
             rows_sgemm((int)s->BT, (int)rs, (int)C, in, (int)C, s->wqkv, (int)rs, 0.0f, s->qkv,
@@ -242,13 +241,13 @@ static void qkv_layer(dstate *s, int l, const float *X) {
             int M = s->B * np;
             for (int b = 0; b < s->B; b++)
                 for (int j = 0; j < np; j++)
-                    memcpy(s->gin + ((size_t)b * np + j) * C,
-                           X + ((size_t)b * T + s->full[j]) * C, sizeof(float) * C);
+                    memcpy(s->gin + ((size_t)b * np + j) * C, X + ((size_t)b * T + s->full[j]) * C,
+                           sizeof(float) * C);
             if (ln) /* row by row: the same bits as over every row */
                 layernorm_forward(s->gin, s->lnm, s->lns, s->gin, lw, lb, (size_t)M, (int)C,
                                   m->cfg.ln_eps);
-            rows_sgemm(M, (int)rs, (int)C, s->gin, (int)C, s->wqkv, (int)rs, 0.0f, s->gout,
-                       (int)rs, s->nthreads);
+            rows_sgemm(M, (int)rs, (int)C, s->gin, (int)C, s->wqkv, (int)rs, 0.0f, s->gout, (int)rs,
+                       s->nthreads);
             for (int b = 0; b < s->B; b++)
                 for (int j = 0; j < np; j++)
                     memcpy(s->qkv + ((size_t)b * T + s->full[j]) * rs,
@@ -331,8 +330,10 @@ static int plan_heads(dstate *s, int l) {
         int any = 0;
         for (int t = 0; t < T; t++) {
             if (zm && zm[t]) continue; /* its z is the source's whatever attention does */
-            if (am && am[t]) need[t] = vf <= t || att_row_differs(s, l, h, t);
-            else need[t] = cq[t] || kvf <= t;
+            if (am && am[t])
+                need[t] = vf <= t || att_row_differs(s, l, h, t);
+            else
+                need[t] = cq[t] || kvf <= t;
             any |= need[t];
         }
         if (any) s->heads[nh++] = h;
@@ -375,11 +376,9 @@ static void head_rows(const dstate *s, int l, int b, int h, float *ts) {
             for (int i = 0; i < n; i++)
                 memcpy(Q + (size_t)i * D, (cq[rows[i]] ? nq : bq) + rows[i] * rs,
                        sizeof(float) * D);
-            al_sgemm(false, true, n, nkb, D, scale, Q, D, K, D,
-                        0.0f, S, T);
+            al_sgemm(false, true, n, nkb, D, scale, Q, D, K, D, 0.0f, S, T);
             for (int i = 0; i < n; i++) attention_softmax_row(S + (size_t)i * T, rows[i] + 1, T);
-            al_sgemm(false, false, n, D, nkb, 1.0f, S, T, V, D,
-                        0.0f, Z, D);
+            al_sgemm(false, false, n, D, nkb, 1.0f, S, T, V, D, 0.0f, Z, D);
             for (int i = 0; i < n; i++)
                 model_gate_row(zg + (size_t)rows[i] * HD, Z + (size_t)i * D, g, D);
         }
@@ -509,19 +508,27 @@ void al_delta_ws_free(al_delta_ws *ws) {
     ws->p = NULL, ws->cap = 0;
 }
 
-int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp,
-                           float *xL, unsigned char *dirty, al_delta_ws *ws, al_err *e) {
+int al_model_forward_delta(al_model *m, const al_acts *base, const al_patch_spec *sp, float *xL,
+                           unsigned char *dirty, al_delta_ws *ws, al_err *e) {
     const al_config *c = &m->cfg;
     if (!base || !base->x || base->B < 1 || base->T < 1 || base->T > c->n_ctx)
-        return al_errf(e, "incremental patched forward: the run cache has batch shape %dx%d "
-                          "(needs B >= 1 and 1 <= T <= n_ctx %d)",
+        return al_errf(e,
+                       "incremental patched forward: the run cache has batch shape %dx%d "
+                       "(needs B >= 1 and 1 <= T <= n_ctx %d)",
                        base ? base->B : 0, base ? base->T : 0, c->n_ctx);
     if (sp && ((sp->x_mask && !sp->src_x) || (sp->z_mask && !sp->src_z) ||
                (sp->qkv_mask && !sp->src_qkv) || (sp->att_mask && !sp->src_att)))
         return al_errf(e, "patch spec has a mask without its source activations");
-    dstate s = {.m = m, .base = base, .sp = sp, .B = base->B, .T = base->T,
-                .C = c->d_model, .H = c->n_heads, .D = c->d_head,
-                .HD = c->n_heads * c->d_head, .L = c->n_layers};
+    dstate s = {.m = m,
+                .base = base,
+                .sp = sp,
+                .B = base->B,
+                .T = base->T,
+                .C = c->d_model,
+                .H = c->n_heads,
+                .D = c->d_head,
+                .HD = c->n_heads * c->d_head,
+                .L = c->n_layers};
     s.BT = (size_t)s.B * s.T;
     size_t T = s.T, C = s.C, BTC = s.BT * C;
     const float *bxL = base->x + (size_t)s.L * BTC;

@@ -38,8 +38,14 @@ static void apply_gates(const al_model *m, int l, float *zg, const float *src, i
  * al_hook_act.input); records `intervened`. */
 static int hook_in(al_model *m, al_hook_point point, int l, float *data, size_t ld,
                    unsigned char *rows, unsigned char *fixed, int input, al_err *e) {
-    al_hook_act a = {.m = m, .point = point, .layer = l, .data = data, .ld = ld,
-                     .rows = rows, .fixed = fixed, .input = input};
+    al_hook_act a = {.m = m,
+                     .point = point,
+                     .layer = l,
+                     .data = data,
+                     .ld = ld,
+                     .rows = rows,
+                     .fixed = fixed,
+                     .input = input};
     if (al_hook_run(m, point, &a, e)) return -1;
     m->intervened |= a.intervened;
     return 0;
@@ -155,8 +161,7 @@ static void pos_qk_forward(al_model *m, float *qkv) {
     if (m->cfg.pos_type != AL_POS_SHORTFORMER) return;
     int HD = m->cfg.n_heads * m->cfg.d_head, C = m->cfg.d_model, BT = m->B * m->T;
     if (m->pos_changed) {
-        al_sgemm(false, false, BT, 2 * HD, C, 1.0f, m->pos, C, m->wqkv, 3 * HD, 1.0f, qkv,
-                 3 * HD);
+        al_sgemm(false, false, BT, 2 * HD, C, 1.0f, m->pos, C, m->wqkv, 3 * HD, 1.0f, qkv, 3 * HD);
         return;
     }
     posqk_project(m->posqk, m->p[AL_P_WPOS], m->wqkv, m->T, C, HD); // (T,2HD)
@@ -204,8 +209,7 @@ static int split_inputs(al_model *m, int l, const float *x, const float *inp, fl
         float *in = buf + s * nin;
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < BT; i++)
-            for (int h = 0; h < H; h++)
-                memcpy(in + (i * H + h) * C, x + i * C, sizeof(float) * C);
+            for (int h = 0; h < H; h++) memcpy(in + (i * H + h) * C, x + i * C, sizeof(float) * C);
         if (hook(m, (al_hook_point)(AL_HOOK_Q_INPUT + s), l, in, (size_t)H * C, NULL, NULL, e))
             return -1;
     }
@@ -213,8 +217,8 @@ static int split_inputs(al_model *m, int l, const float *x, const float *inp, fl
         float *in = buf + s * nin;
         const float *w = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL;
         const float *b = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
-        if (ln_forward(m, AL_HOOK_LN1_SCALE, l, s, in, mean, scale, in, w, b, BTH, H,
-                       (size_t)H * C, e))
+        if (ln_forward(m, AL_HOOK_LN1_SCALE, l, s, in, mean, scale, in, w, b, BTH, H, (size_t)H * C,
+                       e))
             return -1;
     }
     for (int s = 0; s < 3; s++)
@@ -225,8 +229,9 @@ static int split_inputs(al_model *m, int l, const float *x, const float *inp, fl
                 same = !memcmp(in + i * H * C, inp + i * C, sizeof(float) * C);
             if (same) continue;
             m->intervened = 1;
-            const float *w = s == 0 ? al_head_wq(m, l, h) : s == 1 ? al_head_wk(m, l, h)
-                                                                   : al_head_wv(m, l, h);
+            const float *w = s == 0   ? al_head_wq(m, l, h)
+                             : s == 1 ? al_head_wk(m, l, h)
+                                      : al_head_wv(m, l, h);
             float *dst = qkv + (size_t)s * HD + (size_t)h * D;
             al_sgemm(false, false, (int)BT, D, C, 1.0f, in, H * C, w, D, 0.0f, dst, (int)rs);
             if (m->p[AL_P_BQ + s])
@@ -252,8 +257,8 @@ static int add_results(al_model *m, int l, float *xn, const float *zg, al_err *e
     const int H = m->cfg.n_heads, D = m->cfg.d_head, C = m->cfg.d_model, HD = H * D;
     const size_t BT = (size_t)m->B * m->T;
     for (int h = 0; h < H; h++)
-        al_sgemm(false, false, (int)BT, C, D, 1.0f, zg + h * D, HD,
-                    al_head_wo(m, l, h), C, 0.0f, m->result + (size_t)h * C, H * C);
+        al_sgemm(false, false, (int)BT, C, D, 1.0f, zg + h * D, HD, al_head_wo(m, l, h), C, 0.0f,
+                 m->result + (size_t)h * C, H * C);
     if (hook(m, AL_HOOK_RESULT, l, m->result, (size_t)H * C, NULL, NULL, e)) return -1;
     for (size_t r = 0; r < BT; r++)
         for (int h = 0; h < H; h++) {
@@ -334,13 +339,13 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
     int B = m->B, T = m->T, BT = B * T, HD = H * D;
     int any = m->hooks.n > 0, ln = c->norm_type != AL_NORM_NONE;
     for (int l = 0; l < L; l++) {
-        float *x = m->x + (size_t)l * BT * C;                  // (B,T,C)
-        float *xn = x + (size_t)BT * C;                        // (B,T,C)
-        float *qkv = m->qkv + (size_t)l * BT * 3 * HD;         // (B,T,3,H,D)
-        float *att = m->att + (size_t)l * B * H * T * T;       // (B,H,T,T)
-        float *z = m->z + (size_t)l * BT * HD;                 // (B,T,H,D)
-        float *zg = m->zg + (size_t)l * BT * HD;               // (B,T,H,D)
-        const float *zsrc = z, *inp = x;                       // inp: what W_Q|K|V read
+        float *x = m->x + (size_t)l * BT * C; // (B,T,C)
+        float *xn = x + (size_t)BT * C; // (B,T,C)
+        float *qkv = m->qkv + (size_t)l * BT * 3 * HD; // (B,T,3,H,D)
+        float *att = m->att + (size_t)l * B * H * T * T; // (B,H,T,T)
+        float *z = m->z + (size_t)l * BT * HD; // (B,T,H,D)
+        float *zg = m->zg + (size_t)l * BT * HD; // (B,T,H,D)
+        const float *zsrc = z, *inp = x; // inp: what W_Q|K|V read
         if (any && hook(m, AL_HOOK_RESID_PRE, l, x, C, NULL, NULL, e)) return -1;
         int split = hooked(m, AL_HOOK_Q_INPUT, l) || hooked(m, AL_HOOK_K_INPUT, l) ||
                     hooked(m, AL_HOOK_V_INPUT, l);
@@ -350,7 +355,8 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
             float *scale = m->ln1_scale + (size_t)l * BT;
             const float *w = m->p[AL_P_LN1W] ? m->p[AL_P_LN1W] + (size_t)l * C : NULL;
             const float *b = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
-            if (split) layernorm_forward(n, mean, scale, x, w, b, BT, C, c->ln_eps);
+            if (split)
+                layernorm_forward(n, mean, scale, x, w, b, BT, C, c->ln_eps);
             else if (ln_forward(m, AL_HOOK_LN1_SCALE, l, -1, n, mean, scale, x, w, b, BT, 1, C, e))
                 return -1;
             inp = n;
@@ -384,8 +390,7 @@ static int forward_layers(al_model *m, int unembed, al_err *e) {
         } else
             matmul_forward(xn, zg, m->p[AL_P_WO] + (size_t)l * HD * C, BT, HD, C, 1.0f);
         al_prof_add(AL_OP_WO, t0);
-        if (hooked(m, AL_HOOK_ATTN_OUT, l) && attn_out_hook(m, l, x, xn, zg, results, e))
-            return -1;
+        if (hooked(m, AL_HOOK_ATTN_OUT, l) && attn_out_hook(m, l, x, xn, zg, results, e)) return -1;
         if (any && hook(m, AL_HOOK_RESID_POST, l, xn, C, NULL, NULL, e)) return -1;
     }
     float *xL = m->x + (size_t)L * BT * C;
@@ -440,13 +445,11 @@ void model_mean_loss(al_model *m) {
     m->mean_loss = m->n_valid ? (float)(sum / m->n_valid) : -1.0f;
 }
 
-int al_model_forward(al_model *m, const int *inputs, const int *targets, int B,
-                     int T, al_err *e) {
+int al_model_forward(al_model *m, const int *inputs, const int *targets, int B, int T, al_err *e) {
     if (model_forward_begin(m, inputs, targets, B, T, e)) return -1;
     double t0 = al_prof_t();
     m->n_valid = crossentropy_softmax_forward(m->probs, m->losses, m->targets, B * T,
-                                              m->cfg.d_vocab,
-                                              m->bu_pending ? m->p[AL_P_BU] : NULL);
+                                              m->cfg.d_vocab, m->bu_pending ? m->p[AL_P_BU] : NULL);
     al_prof_add(AL_OP_CE, t0);
     model_mean_loss(m);
     return 0;

@@ -87,10 +87,10 @@ typedef struct {
 } gentry;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static gentry **tab;     /* open addressing, cap a power of two */
+static gentry **tab; /* open addressing, cap a power of two */
 static size_t cap, used;
 static dnnl_engine_t eng;
-static int ready;        /* al_gemm_init ran */
+static int ready; /* al_gemm_init ran */
 static al_matmul_backend backend = AL_MATMUL_ONEDNN;
 static al_precision precision = AL_PREC_F32;
 
@@ -125,8 +125,7 @@ int al_gemm_init(al_err *e) {
         ready = 1;
     }
     pthread_mutex_unlock(&mu);
-    if (bad)
-        return al_errf(e, "ATTNLAB_MATMUL=%s: unknown matmul backend (onednn or openblas)", v);
+    if (bad) return al_errf(e, "ATTNLAB_MATMUL=%s: unknown matmul backend (onednn or openblas)", v);
     return 0;
 }
 
@@ -222,7 +221,8 @@ static void make_prim(gentry *g) {
     const char *impl = NULL;
     if (ok) ok = DN(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
     if (ok && impl && !strncmp(impl, "brg", 3) && (!k->bf16 || strstr(impl, "bf16"))) {
-        const dnnl_memory_desc_t *sm = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        const dnnl_memory_desc_t *sm =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         if (sm) g->scratch = *sm;
         g->scratch_bytes = sm ? dnnl_memory_desc_get_size(sm) : 0;
         if (DN(dnnl_primitive_create(&g->prim, pd)))
@@ -331,8 +331,8 @@ static tl_entry *lookup(const gkey *k) {
 
 static void blas(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
-                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* Per-thread buffer i of at least n bytes, 64-byte aligned; NULL when
@@ -386,7 +386,8 @@ static void row_bf16(uint16_t *o, const float *s, int n) {
 
 void al_round_bf16(uint16_t *out, const float *in, size_t n) {
     const size_t step = (size_t)1 << 30; /* row_bf16 counts in int */
-    for (size_t i = 0; i < n; i += step) row_bf16(out + i, in + i, (int)(n - i < step ? n - i : step));
+    for (size_t i = 0; i < n; i += step)
+        row_bf16(out + i, in + i, (int)(n - i < step ? n - i : step));
 }
 
 uint16_t *al_gemm_bf16_reserve(const float *src, size_t rows, size_t cols) {
@@ -397,9 +398,7 @@ uint16_t *al_gemm_bf16_reserve(const float *src, size_t rows, size_t cols) {
     return d;
 }
 
-void al_gemm_bf16_release(void) {
-    kept_src = NULL;
-}
+void al_gemm_bf16_release(void) { kept_src = NULL; }
 
 /* rows x cols at src (row stride ld) rounded to a dense bf16 matrix in
  * buffer i (or the reserved copy when src is that matrix); NULL when out
@@ -431,8 +430,8 @@ static int bind(dnnl_memory_t *m, const dnnl_memory_desc_t *d, void *p) {
 /* Execute t's primitive; -1 if oneDNN refused to (out of memory for a
  * stream, a buffer or a memory object), having written nothing to C,
  * and the caller then does the product on OpenBLAS. */
-static int run(tl_entry *t, const float *A, int lda, const float *B, int ldb, float beta,
-               float *C, int ldc) {
+static int run(tl_entry *t, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+               int ldc) {
     const gentry *g = t->g;
     const gkey *k = &g->k;
     if (!tl_stream && !DN(dnnl_stream_create(&tl_stream, eng, dnnl_stream_default_flags))) {
@@ -442,11 +441,14 @@ static int run(tl_entry *t, const float *A, int lda, const float *B, int ldb, fl
     void *scratch = g->scratch_bytes ? buf(0, g->scratch_bytes) : NULL;
     int ar = k->ta ? k->K : k->M, ac = k->ta ? k->M : k->K;
     int br = k->tb ? k->N : k->K, bc = k->tb ? k->K : k->N;
-    const void *a = k->bf16 ? (void *)dense_bf16(1, A, ar, ac, lda) : (void *)dense(1, A, ar, ac, lda);
-    const void *b = k->bf16 ? (void *)dense_bf16(2, B, br, bc, ldb) : (void *)dense(2, B, br, bc, ldb);
+    const void *a =
+        k->bf16 ? (void *)dense_bf16(1, A, ar, ac, lda) : (void *)dense(1, A, ar, ac, lda);
+    const void *b =
+        k->bf16 ? (void *)dense_bf16(2, B, br, bc, ldb) : (void *)dense(2, B, br, bc, ldb);
     float *c = C;
     if (ldc != k->N) {
-        c = beta != 0.0f ? dense(3, C, k->M, k->N, ldc) : buf(3, sizeof(float) * (size_t)k->M * k->N);
+        c = beta != 0.0f ? dense(3, C, k->M, k->N, ldc)
+                         : buf(3, sizeof(float) * (size_t)k->M * k->N);
     }
     if ((g->scratch_bytes && !scratch) || !a || !b || !c) return -1;
     int ok = !bind(&t->m[0], &g->a, (void *)a) && !bind(&t->m[1], &g->b, (void *)b) &&
@@ -466,8 +468,8 @@ static int run(tl_entry *t, const float *A, int lda, const float *B, int ldb, fl
     return ok ? 0 : -1;
 }
 
-void al_sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float *A,
-              int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+void al_sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     lazy_init();
     if (backend == AL_MATMUL_OPENBLAS || K <= 0) {
@@ -491,13 +493,9 @@ int al_precision_parse(const char *s, al_precision *p) {
     return -1;
 }
 
-const char *al_precision_name(al_precision p) {
-    return p == AL_PREC_BF16 ? "bf16" : "f32";
-}
+const char *al_precision_name(al_precision p) { return p == AL_PREC_BF16 ? "bf16" : "f32"; }
 
-al_precision al_gemm_precision(void) {
-    return precision;
-}
+al_precision al_gemm_precision(void) { return precision; }
 
 int al_gemm_set_precision(al_precision p, al_err *e) {
     lazy_init();
@@ -517,8 +515,7 @@ int al_gemm_set_precision(al_precision p, al_err *e) {
     return 0;
 }
 
-const char *al_sgemm_impl(bool transA, bool transB, int M, int N, int K, float alpha,
-                          float beta) {
+const char *al_sgemm_impl(bool transA, bool transB, int M, int N, int K, float alpha, float beta) {
     lazy_init();
     if (backend == AL_MATMUL_OPENBLAS || M <= 0 || N <= 0 || K <= 0) return "openblas";
     gkey k = make_key(transA, transB, M, N, K, alpha, beta, precision == AL_PREC_BF16);

@@ -48,9 +48,12 @@ int al_graph_edge_index(int L, int H, const al_edge *ed) {
 }
 
 const char *al_graph_sender_name(int H, int s, char *buf, size_t cap) {
-    if (s == 0) snprintf(buf, cap, "embed");
-    else if (s == 1) snprintf(buf, cap, "pos");
-    else snprintf(buf, cap, "%d.%d", (s - 2) / H, (s - 2) % H);
+    if (s == 0)
+        snprintf(buf, cap, "embed");
+    else if (s == 1)
+        snprintf(buf, cap, "pos");
+    else
+        snprintf(buf, cap, "%d.%d", (s - 2) / H, (s - 2) % H);
     return buf;
 }
 
@@ -67,7 +70,8 @@ const char *al_graph_edge_name(int L, int H, int k, char *buf, size_t cap) {
         return buf;
     }
     al_graph_sender_name(H, ed.sender, snd, sizeof snd);
-    if (ed.kind == AL_EDGE_OUTPUT) snprintf(buf, cap, "%s->logits", snd);
+    if (ed.kind == AL_EDGE_OUTPUT)
+        snprintf(buf, cap, "%s->logits", snd);
     else
         snprintf(buf, cap, "%s->%d.%d.%c", snd, ed.recv_layer, ed.recv_head, "qkv"[ed.channel]);
     return buf;

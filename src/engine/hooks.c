@@ -55,9 +55,7 @@ int al_hook_exists(const al_config *c, al_hook_point p) {
     return !ln_point || c->norm_type != AL_NORM_NONE;
 }
 
-int al_hook_is_model_level(al_hook_point point) {
-    return known(point) && HOOKS[point].model_level;
-}
+int al_hook_is_model_level(al_hook_point point) { return known(point) && HOOKS[point].model_level; }
 
 int al_hook_runs(al_hook_point point) { return known(point) && HOOKS[point].runs; }
 
@@ -77,7 +75,8 @@ int al_hook_parse(const char *name, int n_layers, al_hook_point *point, int *lay
     int block = !strncmp(name, "blocks.", 7);
     if (block) {
         const char *p = name + 7;
-        if (*p < '0' || *p > '9') return al_errf(e, "hook name '%s': no layer after 'blocks.'", name);
+        if (*p < '0' || *p > '9')
+            return al_errf(e, "hook name '%s': no layer after 'blocks.'", name);
         long v = 0;
         while (*p >= '0' && *p <= '9' && v <= 1000000) v = v * 10 + (*p++ - '0');
         if (*p != '.') return al_errf(e, "hook name '%s': no '.' after the layer", name);
@@ -104,20 +103,21 @@ int al_hook_parse(const char *name, int n_layers, al_hook_point *point, int *lay
     if (near && block != flip)
         return al_errf(e, "unknown hook name '%s' (did you mean 'blocks.%d.%s'?)", name, l, near);
     if (near) return al_errf(e, "unknown hook name '%s' (did you mean '%s'?)", name, near);
-    return al_errf(e, "unknown hook name '%s' (docs/hooks.md lists them, e.g. "
+    return al_errf(e,
+                   "unknown hook name '%s' (docs/hooks.md lists them, e.g. "
                    "blocks.0.attn.hook_pattern, blocks.0.hook_resid_post, ln_final.hook_scale)",
                    name);
 }
 
-int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V,
-                  int64_t shape[4]) {
+int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V, int64_t shape[4]) {
     if (!known(point)) return -1;
     int n = 0;
     for (const char *s = HOOKS[point].shape; *s; s++) {
         int64_t v = 1;
         switch (*s) {
         case 'B': v = B; break;
-        case 'T': case 'S': v = T; break;
+        case 'T':
+        case 'S': v = T; break;
         case 'H': v = H; break;
         case 'D': v = D; break;
         case 'C': v = C; break;
@@ -131,8 +131,8 @@ int al_hook_shape(al_hook_point point, int B, int T, int C, int H, int D, int V,
 int al_hook_view(const al_hook_act *a, int64_t shape[4], int64_t strides[4]) {
     const al_model *m = a->m;
     const al_config *c = &m->cfg;
-    int nd = al_hook_shape(a->point, m->B, m->T, c->d_model, c->n_heads, c->d_head, c->d_vocab,
-                           shape);
+    int nd =
+        al_hook_shape(a->point, m->B, m->T, c->d_model, c->n_heads, c->d_head, c->d_vocab, shape);
     if (nd < 0) return -1;
     const char *s = HOOKS[a->point].shape;
     int64_t st = 1;
@@ -159,8 +159,7 @@ static int grow(al_hooks *hs, int need, al_err *e) {
     return 0;
 }
 
-int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx,
-                al_err *e) {
+int al_hook_add(al_model *m, al_hook_point point, int layer, al_hook_fn fn, void *ctx, al_err *e) {
     if (!known(point) || !fn)
         return al_errf(e, "hook: unknown point %d (or no function)", (int)point);
     if (!HOOKS[point].runs) {

@@ -20,8 +20,8 @@
 #include <immintrin.h>
 #endif
 
-void encoder_forward(float *out, const int *inp, const float *wte,
-                     const float *wpe, int B, int T, int C) {
+void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B, int T,
+                     int C) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -36,8 +36,8 @@ void encoder_forward(float *out, const int *inp, const float *wte,
         }
 }
 
-void encoder_backward(float *dwte, float *dwpe, const float *dout,
-                      const int *inp, int B, int T, int C) {
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T,
+                      int C) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((size_t)b * T + t) * C;
@@ -56,8 +56,7 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout,
 
 void posqk_project(float *pos, const float *wpe, const float *wqkv, int T, int C, int HD) {
     // pos (T,2HD) = wpe (T,C) @ wqkv[:, :2HD] (C,2HD; row stride 3HD)
-    al_sgemm(false, false, T, 2 * HD, C, 1.0f, wpe, C, wqkv,
-                3 * HD, 0.0f, pos, 2 * HD);
+    al_sgemm(false, false, T, 2 * HD, C, 1.0f, wpe, C, wqkv, 3 * HD, 0.0f, pos, 2 * HD);
 }
 
 void posqk_forward(float *qkv, const float *pos, int B, int T, int HD) {
@@ -69,8 +68,8 @@ void posqk_forward(float *qkv, const float *pos, int B, int T, int HD) {
         }
 }
 
-void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
-                    const float *wpe, const float *wqkv, int B, int T, int C, int HD) {
+void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv, const float *wpe,
+                    const float *wqkv, int B, int T, int C, int HD) {
     // dpos (T,2HD) = Σ_b dqkv[b, t, 0:2HD]
     for (int t = 0; t < T; t++) {
         float *d = dpos + (size_t)t * 2 * HD;
@@ -81,11 +80,9 @@ void posqk_backward(float *dwpe, float *dwqkv, float *dpos, const float *dqkv,
         }
     }
     // dwqkv[:, :2HD] (C,2HD; stride 3HD) += wpe[:T]ᵀ (C,T) @ dpos (T,2HD)
-    al_sgemm(true, false, C, 2 * HD, T, 1.0f, wpe, C, dpos,
-                2 * HD, 1.0f, dwqkv, 3 * HD);
+    al_sgemm(true, false, C, 2 * HD, T, 1.0f, wpe, C, dpos, 2 * HD, 1.0f, dwqkv, 3 * HD);
     // dwpe[:T] (T,C) += dpos (T,2HD) @ wqkv[:, :2HD]ᵀ (2HD,C)
-    al_sgemm(false, true, T, C, 2 * HD, 1.0f, dpos, 2 * HD, wqkv,
-                3 * HD, 1.0f, dwpe, C);
+    al_sgemm(false, true, T, C, 2 * HD, 1.0f, dpos, 2 * HD, wqkv, 3 * HD, 1.0f, dwpe, C);
 }
 
 /* ------------------------------------------------------- LayerNorm */
@@ -131,8 +128,7 @@ void layernorm_stats(float *mean, float *scale, const float *x, size_t N, int C,
 
 void layernorm_apply(float *out, const float *x, const float *mean, const float *scale,
                      const float *w, const float *b, size_t N, int C) {
-    for (size_t n = 0; n < N; n++)
-        ln_row_apply(out + n * C, x + n * C, mean[n], scale[n], w, b, C);
+    for (size_t n = 0; n < N; n++) ln_row_apply(out + n * C, x + n * C, mean[n], scale[n], w, b, C);
 }
 
 void layernorm_forward(float *out, float *mean, float *scale, const float *x, const float *w,
@@ -235,22 +231,18 @@ void bias_backward(float *db, const float *dout, size_t N, int M, size_t ld) {
 
 /* ------------------------------------------------------- products */
 
-void matmul_forward(float *out, const float *inp, const float *w, int M,
-                    int K, int N, float beta) {
-    al_sgemm(false, false, M, N, K, 1.0f, inp,
-                K, w, N, beta, out, N);
+void matmul_forward(float *out, const float *inp, const float *w, int M, int K, int N, float beta) {
+    al_sgemm(false, false, M, N, K, 1.0f, inp, K, w, N, beta, out, N);
 }
 
-void matmul_forward_wt(float *out, const float *inp, const float *w, int M,
-                       int K, int N, float beta) {
-    al_sgemm(false, true, M, N, K, 1.0f, inp, K,
-                w, K, beta, out, N);
+void matmul_forward_wt(float *out, const float *inp, const float *w, int M, int K, int N,
+                       float beta) {
+    al_sgemm(false, true, M, N, K, 1.0f, inp, K, w, K, beta, out, N);
 }
 
-void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M,
-                        int K, int N, float beta) {
-    al_sgemm(true, false, K, N, M, 1.0f, inp, K,
-                dout, N, beta, dw, N);
+void matmul_weight_grad(float *dw, const float *inp, const float *dout, int M, int K, int N,
+                        float beta) {
+    al_sgemm(true, false, K, N, M, 1.0f, inp, K, dout, N, beta, dw, N);
 }
 
 /* exp(x[i] - m) in place for i < n, returning the sum. libm's expf is
@@ -275,7 +267,11 @@ static float exp_shift_chunk(float *x, int n, float m) {
         float kf = (v * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(v/ln2) */
         float r = (v - kf * 0.693359375f) - kf * -2.12194440e-4f;
         float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
-                    4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+                    4.1665795894e-2f) *
+                       r +
+                   1.6666665459e-1f) *
+                      r +
+                  5.0000001201e-1f;
         p = p * (r * r) + r + 1.0f;
         int32_t bits = ((int32_t)kf + 127) * (1 << 23);
         float scale;
@@ -292,8 +288,7 @@ static float exp_shift_chunk(float *x, int n, float m) {
  * time, so the result does not depend on the thread count. */
 static double exp_shift_sum(float *x, int n, float m) {
     double sum = 0.0;
-    for (int i = 0; i < n; i += 256)
-        sum += exp_shift_chunk(x + i, n - i < 256 ? n - i : 256, m);
+    for (int i = 0; i < n; i += 256) sum += exp_shift_chunk(x + i, n - i < 256 ? n - i : 256, m);
     return sum;
 }
 
@@ -334,9 +329,7 @@ void attention_softmax_row(float *row, int n, int T) {
  * than the other, and a head is computed by one thread whichever it is,
  * so the bits do not depend on the schedule either. */
 
-static int att_keys(int t0, int nt, int T, int causal) {
-    return causal ? t0 + nt : T;
-}
+static int att_keys(int t0, int nt, int T, int causal) { return causal ? t0 + nt : T; }
 
 /* This thread's scratch of at least n floats (64-byte aligned), kept
  * for the next call; NULL when out of memory. */
@@ -417,8 +410,8 @@ static void att_stream_fence(int stream) {
 /* One (b,h) on dense q, k, v (T,D): a (T,T) probabilities, z (T,D)
  * dense; S is (ATT_BLOCK, T) scratch. */
 static void attention_head_forward(float *z, float *a, const float *q, const float *k,
-                                   const float *v, float *S, int T, int D, float scale,
-                                   int causal, int stream) {
+                                   const float *v, float *S, int T, int D, float scale, int causal,
+                                   int stream) {
     for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
         int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK;
         int nk = att_keys(t0, nt, T, causal);
@@ -433,8 +426,8 @@ static void attention_head_forward(float *z, float *a, const float *q, const flo
     att_stream_fence(stream);
 }
 
-int attention_forward(float *z, float *att, const float *qkv, int B, int T,
-                      int H, int D, int causal) {
+int attention_forward(float *z, float *att, const float *qkv, int B, int T, int H, int D,
+                      int causal) {
     const int HD = H * D, rs = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D);
     const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
@@ -466,8 +459,8 @@ int attention_forward(float *z, float *att, const float *qkv, int B, int T,
  * dense q, k (T,D) into sc (T,T): the blocks and products of
  * attention_head_forward, −inf above the diagonal; S is (ATT_BLOCK, T)
  * scratch. */
-static void attention_head_scores(float *sc, const float *q, const float *k, float *S, int T,
-                                  int D, float scale) {
+static void attention_head_scores(float *sc, const float *q, const float *k, float *S, int T, int D,
+                                  float scale) {
     for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
         int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK, nk = t0 + nt;
         al_sgemm(false, true, nt, nk, D, scale, q + (size_t)t0 * D, D, k, D, 0.0f, S, nk);
@@ -498,8 +491,10 @@ static void attention_head_pattern(float *z, float *a, const float *v, float *S,
         for (int i = 0; i < nt; i++) {
             float *row = S + (size_t)i * nk;
             memcpy(row, a + (size_t)(t0 + i) * T, sizeof(float) * nk);
-            if (n[i] > 0) attention_softmax_row(row, n[i], nk);
-            else memset(row, 0, sizeof(float) * nk); /* every key masked: no attention */
+            if (n[i] > 0)
+                attention_softmax_row(row, n[i], nk);
+            else
+                memset(row, 0, sizeof(float) * nk); /* every key masked: no attention */
             att_row_out(a + (size_t)(t0 + i) * T, row, nk, T, 0);
         }
         al_sgemm(false, false, nt, D, nk, 1.0f, S, nk, v, D, 0.0f, z + (size_t)t0 * D, D);
@@ -529,8 +524,7 @@ int attention_scores_forward(float *scores, const float *qkv, int B, int T, int 
     return fail ? -1 : 0;
 }
 
-int attention_pattern_forward(float *z, float *att, const float *qkv, int B, int T, int H,
-                              int D) {
+int attention_pattern_forward(float *z, float *att, const float *qkv, int B, int T, int H, int D) {
     const int HD = H * D, rs = 3 * HD;
     const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
     int fail = 0;
@@ -557,9 +551,8 @@ int attention_pattern_forward(float *z, float *att, const float *qkv, int B, int
  *   dQ = dS K;   dK += dSᵀ Q.
  * dk and dv must start zeroed. */
 static void attention_head_backward(float *dq, float *dk, float *dv, const float *dz,
-                                    const float *q, const float *k, const float *v,
-                                    const float *a, float *A, float *G, int T, int D,
-                                    float scale, int causal) {
+                                    const float *q, const float *k, const float *v, const float *a,
+                                    float *A, float *G, int T, int D, float scale, int causal) {
     for (int t0 = 0; t0 < T; t0 += ATT_BLOCK) {
         int nt = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK;
         int nk = att_keys(t0, nt, T, causal);
@@ -584,9 +577,8 @@ static void attention_head_backward(float *dq, float *dk, float *dv, const float
     }
 }
 
-int attention_backward(float *dqkv, const float *dz, const float *qkv,
-                       const float *att, int B, int T, int H, int D,
-                       int causal) {
+int attention_backward(float *dqkv, const float *dz, const float *qkv, const float *att, int B,
+                       int T, int H, int D, int causal) {
     const int HD = H * D, rs = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D);
     const int rows = T < ATT_BLOCK ? T : ATT_BLOCK;
@@ -608,9 +600,8 @@ int attention_backward(float *dqkv, const float *dz, const float *qkv,
                 rows_in(v, qkv + off + 2 * HD, T, D, rs);
                 rows_in(dzd, dz + (size_t)b * T * HD + (size_t)h * D, T, D, HD);
                 memset(dk, 0, sizeof(float) * 2 * TD);
-                attention_head_backward(dq, dk, dv, dzd, q, k, v,
-                                        att + ((size_t)b * H + h) * T * T, A, G, T, D, scale,
-                                        causal);
+                attention_head_backward(dq, dk, dv, dzd, q, k, v, att + ((size_t)b * H + h) * T * T,
+                                        A, G, T, D, scale, causal);
                 rows_out(dqkv + off, rs, dq, T, D);
                 rows_out(dqkv + off + HD, rs, dk, T, D);
                 rows_out(dqkv + off + 2 * HD, rs, dv, T, D);
@@ -661,8 +652,8 @@ static void add_row(float *row, const float *b, int V) {
     for (int j = 0; j < V; j++) row[j] += b[j];
 }
 
-int crossentropy_softmax_forward(float *probs, float *losses,
-                                 const int *targets, int N, int V, const float *bias) {
+int crossentropy_softmax_forward(float *probs, float *losses, const int *targets, int N, int V,
+                                 const float *bias) {
     int n_valid = 0;
 #pragma omp parallel for schedule(static) reduction(+ : n_valid)
     for (int i = 0; i < N; i++) {
@@ -693,9 +684,8 @@ static void ce_block(float *probs, float *losses, const int *targets, int N, int
     }
 }
 
-void crossentropy_softmax_backward(float *probs, const int *targets, int N,
-                                   int V, int n_valid, uint16_t *bf16, float *dbias,
-                                   float *part) {
+void crossentropy_softmax_backward(float *probs, const int *targets, int N, int V, int n_valid,
+                                   uint16_t *bf16, float *dbias, float *part) {
     float scale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
     if (dbias) {
         const int nb = (N + SUM_BLOCK - 1) / SUM_BLOCK;
@@ -713,9 +703,9 @@ void crossentropy_softmax_backward(float *probs, const int *targets, int N,
     }
 }
 
-int crossentropy_softmax_forward_backward(float *probs, float *losses, const int *targets,
-                                          int N, int V, uint16_t *bf16, const float *bias,
-                                          float *dbias, float *part) {
+int crossentropy_softmax_forward_backward(float *probs, float *losses, const int *targets, int N,
+                                          int V, uint16_t *bf16, const float *bias, float *dbias,
+                                          float *part) {
     int n_valid = 0;
     for (int i = 0; i < N; i++) n_valid += targets[i] >= 0;
     float scale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;

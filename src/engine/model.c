@@ -20,9 +20,17 @@
 #include "model_internal.h"
 
 al_config al_config_default(void) {
-    al_config c = {.n_layers = 2, .d_model = 256, .n_heads = 8, .d_head = 32,
-                   .n_ctx = 256, .d_vocab = 0, .tied_embeddings = 0, .seed = 1337,
-                   .norm_type = AL_NORM_NONE, .ln_eps = 1e-5, .biases = 0};
+    al_config c = {.n_layers = 2,
+                   .d_model = 256,
+                   .n_heads = 8,
+                   .d_head = 32,
+                   .n_ctx = 256,
+                   .d_vocab = 0,
+                   .tied_embeddings = 0,
+                   .seed = 1337,
+                   .norm_type = AL_NORM_NONE,
+                   .ln_eps = 1e-5,
+                   .biases = 0};
     return c;
 }
 
@@ -76,10 +84,14 @@ const char *al_norm_type_name(int norm_type) {
 }
 
 int al_norm_type_parse(const char *name, int *norm_type) {
-    if (!name) *norm_type = AL_NORM_NONE;
-    else if (!strcmp(name, "LN")) *norm_type = AL_NORM_LN;
-    else if (!strcmp(name, "LNPre")) *norm_type = AL_NORM_LNPRE;
-    else return -1;
+    if (!name)
+        *norm_type = AL_NORM_NONE;
+    else if (!strcmp(name, "LN"))
+        *norm_type = AL_NORM_LN;
+    else if (!strcmp(name, "LNPre"))
+        *norm_type = AL_NORM_LNPRE;
+    else
+        return -1;
     return 0;
 }
 
@@ -124,11 +136,15 @@ int al_config_plain_check(const al_config *c, const char *what, al_err *e) {
     char has[96] = "";
     size_t k = 0;
     if (c->norm_type != AL_NORM_NONE)
-        k += (size_t)snprintf(has, sizeof has, "normalization_type %s", al_norm_type_name(c->norm_type));
+        k += (size_t)snprintf(has, sizeof has, "normalization_type %s",
+                              al_norm_type_name(c->norm_type));
     for (unsigned b = 1; b <= AL_BIAS_U && k < sizeof has; b <<= 1)
-        if (c->biases & b) k += (size_t)snprintf(has + k, sizeof has - k, "%s%s", k ? ", " : "", al_bias_name(b));
-    return al_errf(e, "%s does not yet support LayerNorm or bias models (this one has %s); it needs "
-                   "a model with normalization_type null and no biases", what, has);
+        if (c->biases & b)
+            k += (size_t)snprintf(has + k, sizeof has - k, "%s%s", k ? ", " : "", al_bias_name(b));
+    return al_errf(e,
+                   "%s does not yet support LayerNorm or bias models (this one has %s); it needs "
+                   "a model with normalization_type null and no biases",
+                   what, has);
 }
 
 const char *al_pos_type_name(int pos_type) {
@@ -176,8 +192,8 @@ double al_model_param_floats(const al_config *c) {
     unsigned b = c->biases;
     /* set_sizes's terms in double, so no product can wrap */
     return V * C + (double)c->n_ctx * C + 4 * L * H * C * D + (c->tied_embeddings ? 0 : C * V) +
-           ln * (2 * L * C + 2 * C) + (((b & AL_BIAS_Q) != 0) + ((b & AL_BIAS_K) != 0) +
-                                       ((b & AL_BIAS_V) != 0)) * L * H * D +
+           ln * (2 * L * C + 2 * C) +
+           (((b & AL_BIAS_Q) != 0) + ((b & AL_BIAS_K) != 0) + ((b & AL_BIAS_V) != 0)) * L * H * D +
            ((b & AL_BIAS_O) ? L * C : 0) + ((b & AL_BIAS_U) ? V : 0);
 }
 
@@ -243,8 +259,8 @@ int al_model_init(al_model *m, const al_config *cfg, al_err *e) {
     al_rng r;
     al_rng_seed(&r, cfg->seed);
     double C = cfg->d_model;
-    init_normal(m->p[AL_P_WE], m->param_size[AL_P_WE],
-                cfg->tied_embeddings ? 1.0 / sqrt(C) : 0.5, &r);
+    init_normal(m->p[AL_P_WE], m->param_size[AL_P_WE], cfg->tied_embeddings ? 1.0 / sqrt(C) : 0.5,
+                &r);
     init_sinusoidal(m->p[AL_P_WPOS], cfg->n_ctx, cfg->d_model, 0.5);
     for (int i = AL_P_WQ; i <= AL_P_WO; i++)
         init_normal(m->p[i], m->param_size[i], 1.0 / sqrt(C), &r);
@@ -292,9 +308,7 @@ void al_model_copy_acts(const al_model *m, float *x, float *z) {
     if (z) memcpy(z, m->z, sizeof(float) * (size_t)c->n_layers * BT * HD);
 }
 
-static size_t per_head(const al_model *m) {
-    return (size_t)m->cfg.d_model * m->cfg.d_head;
-}
+static size_t per_head(const al_model *m) { return (size_t)m->cfg.d_model * m->cfg.d_head; }
 float *al_head_wq(const al_model *m, int l, int h) {
     return m->p[AL_P_WQ] + ((size_t)l * m->cfg.n_heads + h) * per_head(m);
 }
@@ -324,8 +338,8 @@ size_t al_param_decay_end(const al_model *m) {
     return n;
 }
 
-int al_param_tl_name(const al_model *m, int which, int l, char *name,
-                     size_t cap, int64_t shape[4]) {
+int al_param_tl_name(const al_model *m, int which, int l, char *name, size_t cap,
+                     int64_t shape[4]) {
     const al_config *c = &m->cfg;
     static const char *attn[] = {"W_Q", "W_K", "W_V", "W_O"};
     switch (which) {
@@ -383,9 +397,9 @@ size_t al_model_count_nonfinite(const al_model *m) {
 double al_model_forward_flops(const al_config *c, int B, int T) {
     double BT = (double)B * T, C = c->d_model, HD = (double)c->n_heads * c->d_head;
     double pairs = (double)B * c->n_heads * ((double)T * (T + 1) / 2.0);
-    double per_layer = 2.0 * BT * C * 3 * HD      /* q, k, v */
+    double per_layer = 2.0 * BT * C * 3 * HD /* q, k, v */
                        + 2.0 * 2.0 * pairs * c->d_head /* scores, weighted sum */
-                       + 2.0 * BT * HD * C;       /* W_O */
+                       + 2.0 * BT * HD * C; /* W_O */
     if (c->pos_type == AL_POS_SHORTFORMER)
         per_layer += 2.0 * T * C * 2 * HD + 2.0 * BT * HD; /* W_pos W_Q|K, and adding it */
     return c->n_layers * per_layer + 2.0 * BT * C * c->d_vocab;
@@ -402,30 +416,30 @@ static int acts_sizes(const al_config *c, int B, int T, size_t sizes[N_ACT_BUFS]
     size_t ln = c->norm_type != AL_NORM_NONE; /* the LayerNorm buffers: 0 floats without */
     size_t part = (c->biases & AL_BIAS_U) ? CE_PART_FLOATS(BT, V) : 0; /* b_U's block sums */
     const size_t s[] = {
-        (L + 1) * BT * C,     /* x */
-        L * BT * 3 * HD,      /* qkv */
-        L * B * H * T * T,    /* att */
-        L * BT * HD,          /* z */
-        L * BT * HD,          /* zg */
-        L * BT * HD,          /* zs */
-        BT * V,               /* probs */
-        BT,                   /* losses */
-        BT * C,               /* dx */
-        BT * HD,              /* dzg */
-        BT * 3 * HD,          /* dqkv */
-        C * 3 * HD,           /* wqkv */
-        C * 3 * HD,           /* dwqkv */
-        (size_t)B * H,        /* gate_part */
-        (size_t)T * 2 * HD,   /* posqk */
-        BT * H * C,           /* result (touched only with RESULT hooks) */
-        ln * L * BT * C,      /* ln1 */
-        ln * L * BT,          /* ln1_mean */
-        ln * L * BT,          /* ln1_scale */
-        ln * BT * C,          /* lnf */
-        ln * BT,              /* lnf_mean */
-        ln * BT,              /* lnf_scale */
-        ln * BT * C,          /* dln */
-        part,                 /* part */
+        (L + 1) * BT * C, /* x */
+        L * BT * 3 * HD, /* qkv */
+        L * B * H * T * T, /* att */
+        L * BT * HD, /* z */
+        L * BT * HD, /* zg */
+        L * BT * HD, /* zs */
+        BT * V, /* probs */
+        BT, /* losses */
+        BT * C, /* dx */
+        BT * HD, /* dzg */
+        BT * 3 * HD, /* dqkv */
+        C * 3 * HD, /* wqkv */
+        C * 3 * HD, /* dwqkv */
+        (size_t)B * H, /* gate_part */
+        (size_t)T * 2 * HD, /* posqk */
+        BT * H * C, /* result (touched only with RESULT hooks) */
+        ln * L * BT * C, /* ln1 */
+        ln * L * BT, /* ln1_mean */
+        ln * L * BT, /* ln1_scale */
+        ln * BT * C, /* lnf */
+        ln * BT, /* lnf_mean */
+        ln * BT, /* lnf_scale */
+        ln * BT * C, /* dln */
+        part, /* part */
     };
     _Static_assert(sizeof s / sizeof s[0] == N_ACT_BUFS, "N_ACT_BUFS");
     memcpy(sizes, s, sizeof s);
@@ -464,11 +478,11 @@ int model_ensure_acts(al_model *m, int B, int T, al_err *e) {
     m->acts = a;
     m->inputs = in;
     m->targets = in + BT;
-    float **views[] = {&m->x,    &m->qkv,  &m->att,  &m->z,    &m->zg,  &m->zs,
-                       &m->probs, &m->losses, &m->dx, &m->dzg, &m->dqkv,
-                       &m->wqkv, &m->dwqkv, &m->gate_part, &m->posqk, &m->result,
-                       &m->ln1, &m->ln1_mean, &m->ln1_scale, &m->lnf, &m->lnf_mean,
-                       &m->lnf_scale, &m->dln, &m->part};
+    float **views[] = {&m->x,        &m->qkv,       &m->att,      &m->z,         &m->zg,
+                       &m->zs,       &m->probs,     &m->losses,   &m->dx,        &m->dzg,
+                       &m->dqkv,     &m->wqkv,      &m->dwqkv,    &m->gate_part, &m->posqk,
+                       &m->result,   &m->ln1,       &m->ln1_mean, &m->ln1_scale, &m->lnf,
+                       &m->lnf_mean, &m->lnf_scale, &m->dln,      &m->part};
     _Static_assert(sizeof views / sizeof views[0] == sizeof sizes / sizeof sizes[0],
                    "a view per buffer");
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -489,11 +503,12 @@ void model_fuse_qkv(float *wqkv, const al_model *m, int l) {
     size_t HD = (size_t)H * D;
     for (int s = 0; s < 3; s++)
         for (int h = 0; h < H; h++) {
-            const float *w = s == 0 ? al_head_wq(m, l, h)
-                             : s == 1 ? al_head_wk(m, l, h) : al_head_wv(m, l, h);
+            const float *w = s == 0   ? al_head_wq(m, l, h)
+                             : s == 1 ? al_head_wk(m, l, h)
+                                      : al_head_wv(m, l, h);
             for (int c = 0; c < C; c++)
-                memcpy(wqkv + (size_t)c * 3 * HD + s * HD + (size_t)h * D,
-                       w + (size_t)c * D, sizeof(float) * D);
+                memcpy(wqkv + (size_t)c * 3 * HD + s * HD + (size_t)h * D, w + (size_t)c * D,
+                       sizeof(float) * D);
         }
 }
 
@@ -532,8 +547,10 @@ int al_check_batch(int64_t B, int64_t T, int n_ctx, al_err *e) {
 
 int al_check_token(int64_t id, size_t pos, int d_vocab, al_err *e) {
     if (id < 0 || id >= d_vocab)
-        return al_errf(e, "token id %" PRId64 " at position %zu is outside the vocabulary "
-                       "(d_vocab %d)", id, pos, d_vocab);
+        return al_errf(e,
+                       "token id %" PRId64 " at position %zu is outside the vocabulary "
+                       "(d_vocab %d)",
+                       id, pos, d_vocab);
     return 0;
 }
 
@@ -556,8 +573,7 @@ int al_model_unembed_backward_x(const al_model *m, const float *x, const float *
     return 0;
 }
 
-int model_check_inputs(const al_model *m, const int *in, const int *tg, int B, int T,
-                       al_err *e) {
+int model_check_inputs(const al_model *m, const int *in, const int *tg, int B, int T, al_err *e) {
     if (al_check_batch(B, T, m->cfg.n_ctx, e)) return -1;
     size_t BT = (size_t)B * T;
     for (size_t i = 0; i < BT; i++) {
@@ -673,8 +689,10 @@ static void unembed_ln(const al_model *m, const float *x, int n, float *logits) 
 }
 
 void al_model_unembed(const al_model *m, const float *x, int n, float *logits) {
-    if (m->cfg.norm_type == AL_NORM_NONE) model_unembed_rows(m, x, n, logits, 1);
-    else unembed_ln(m, x, n, logits);
+    if (m->cfg.norm_type == AL_NORM_NONE)
+        model_unembed_rows(m, x, n, logits, 1);
+    else
+        unembed_ln(m, x, n, logits);
 }
 
 void al_model_unembed_own(const al_model *m, float *x, int n, float *logits) {
@@ -684,8 +702,8 @@ void al_model_unembed_own(const al_model *m, float *x, int n, float *logits) {
         float mean[UNEMBED_ROWS], scale[UNEMBED_ROWS];
         for (int i = 0; i < n; i += UNEMBED_ROWS) {
             int k = n - i < UNEMBED_ROWS ? n - i : UNEMBED_ROWS;
-            layernorm_forward(x + (size_t)i * C, mean, scale, x + (size_t)i * C,
-                              m->p[AL_P_LNFW], m->p[AL_P_LNFB], (size_t)k, C, c->ln_eps);
+            layernorm_forward(x + (size_t)i * C, mean, scale, x + (size_t)i * C, m->p[AL_P_LNFW],
+                              m->p[AL_P_LNFB], (size_t)k, C, c->ln_eps);
         }
     }
     model_unembed_rows(m, x, n, logits, 1);

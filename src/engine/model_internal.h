@@ -23,8 +23,7 @@ void model_unembed_rows(const al_model *m, const float *u, int n, float *logits,
 
 /* The batch shape and token ids of a forward (targets may be NULL; −1
  * ignores a position): 0, or −1 with e naming the first bad one. */
-int model_check_inputs(const al_model *m, const int *in, const int *tg, int B, int T,
-                       al_err *e);
+int model_check_inputs(const al_model *m, const int *in, const int *tg, int B, int T, al_err *e);
 /* The forward from the embeddings on, for m->B x m->T inputs (forward.c;
  * unembed 0: no ln_final and logits). */
 int model_forward_body(al_model *m, const int *inputs, int unembed, al_err *e);

@@ -21,8 +21,7 @@ void al_adamw_free(al_adamw *o) {
 }
 
 double al_lr_at(const al_optim_cfg *c, long step) {
-    if (c->warmup > 0 && step < c->warmup)
-        return c->lr * (double)(step + 1) / (double)c->warmup;
+    if (c->warmup > 0 && step < c->warmup) return c->lr * (double)(step + 1) / (double)c->warmup;
     long span = c->total_steps - c->warmup;
     if (span <= 0) return c->lr;
     double p = (double)(step - c->warmup) / (double)span;
@@ -39,8 +38,7 @@ double al_grad_norm(const al_model *m) {
     return sqrt(s);
 }
 
-double al_adamw_step(al_adamw *o, al_model *m, const al_optim_cfg *c, long t,
-                     double lr) {
+double al_adamw_step(al_adamw *o, al_model *m, const al_optim_cfg *c, long t, double lr) {
     double t0 = al_prof_t();
     double norm = al_grad_norm(m);
     al_prof_add(AL_OP_ADAMW, t0);

@@ -81,7 +81,8 @@ int al_model_process(al_model *m, const al_process_opts *o, al_err *e) {
             memcpy(n.p[p], m->p[p], sizeof(float) * m->param_size[p]);
     if (c->tied_embeddings && !c2.tied_embeddings) /* W_U = W_Eᵀ, now its own tensor */
         for (int v = 0; v < V; v++)
-            for (int k = 0; k < C; k++) n.p[AL_P_WU][(size_t)k * V + v] = m->p[AL_P_WE][(size_t)v * C + k];
+            for (int k = 0; k < C; k++)
+                n.p[AL_P_WU][(size_t)k * V + v] = m->p[AL_P_WE][(size_t)v * C + k];
     memcpy(n.gates, m->gates, sizeof(float) * (size_t)L * H);
     if (steps & AL_PROC_FOLD_LN) {
         for (int l = 0; l < L; l++) {
@@ -89,8 +90,8 @@ int al_model_process(al_model *m, const al_process_opts *o, al_err *e) {
             const float *b = m->p[AL_P_LN1B] ? m->p[AL_P_LN1B] + (size_t)l * C : NULL;
             for (int s = 0; s < 3; s++)
                 fold_reader(n.p[AL_P_WQ + s] + (size_t)l * H * C * D,
-                            n.p[AL_P_BQ + s] ? n.p[AL_P_BQ + s] + (size_t)l * HD : NULL, w, b, H,
-                            C, D);
+                            n.p[AL_P_BQ + s] ? n.p[AL_P_BQ + s] + (size_t)l * HD : NULL, w, b, H, C,
+                            D);
         }
         fold_reader(n.p[AL_P_WU], n.p[AL_P_BU], m->p[AL_P_LNFW], m->p[AL_P_LNFB], 1, C, V);
     }

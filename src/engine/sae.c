@@ -50,9 +50,14 @@ int al_sae_arch_parse(const char *name, int *arch) {
 }
 
 al_sae_cfg al_sae_cfg_default(int d_in, int d_sae) {
-    al_sae_cfg c = {.d_in = d_in, .d_sae = d_sae, .arch = AL_SAE_TOPK, .k = 32,
-                    .k_aux = d_in / 2 > 0 ? d_in / 2 : 1, .aux_coeff = 1.0 / 32,
-                    .l1_coeff = 5.0, .dead_tokens = 1000000};
+    al_sae_cfg c = {.d_in = d_in,
+                    .d_sae = d_sae,
+                    .arch = AL_SAE_TOPK,
+                    .k = 32,
+                    .k_aux = d_in / 2 > 0 ? d_in / 2 : 1,
+                    .aux_coeff = 1.0 / 32,
+                    .l1_coeff = 5.0,
+                    .dead_tokens = 1000000};
     if (d_sae > 0 && c.k > d_sae) c.k = d_sae;
     if (d_sae > 0 && c.k_aux > d_sae) c.k_aux = d_sae;
     return c;
@@ -90,15 +95,15 @@ double al_sae_bytes(const al_sae_cfg *c, int B) {
     const int topk = c->arch == AL_SAE_TOPK;
     const double k = topk ? c->k : 0, ka = topk ? c->k_aux : 0, dense = topk ? 0 : n;
     const double np = 2 * d * n + n + d;
-    double b = np * 2 * sizeof(float) + n * sizeof(long);              /* al_sae_alloc */
+    double b = np * 2 * sizeof(float) + n * sizeof(long); /* al_sae_alloc */
     b += (double)B * (4 * d + n + dense + 2 * k + 2 * ka) * sizeof(float); /* grow_acts */
     if (topk) {
-        const double ne = (double)B * (k + ka);                        /* backward_topk */
+        const double ne = (double)B * (k + ka); /* backward_topk */
         b += 2 * Bd * sizeof(float) + (n + 1) * sizeof(int) + ne * (16 + sizeof(float)) +
              n * d * sizeof(float);
-        b += th * (k + ka) * 8 + th * n * sizeof(int);                 /* forward's heaps */
+        b += th * (k + ka) * 8 + th * n * sizeof(int); /* forward's heaps */
     } else {
-        b += (Bd + (double)B * n + 2 * n) * sizeof(float);              /* backward_l1 */
+        b += (Bd + (double)B * n + 2 * n) * sizeof(float); /* backward_l1 */
     }
     return b;
 }
@@ -324,8 +329,10 @@ static void select_top_dense(const float *row, int n, int k, vi_t *heap, int *ca
     int c = 0;
     for (int t = 0; t < n; t++)
         if (row[t] >= est) cand[c++] = t;
-    if (c >= k) select_top(row, cand, c, k, heap, out_i, out_v);
-    else select_top(row, NULL, n, k, heap, out_i, out_v);
+    if (c >= k)
+        select_top(row, cand, c, k, heap, out_i, out_v);
+    else
+        select_top(row, NULL, n, k, heap, out_i, out_v);
 }
 
 static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
@@ -342,9 +349,9 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
     for (int b = 0; b < B; b++)
         for (int r = 0; r < d; r++) s->xc[(size_t)b * d + r] = x[(size_t)b * d + r] - s->b_dec[r];
     for (int b = 0; b < B; b++) memcpy(s->pre + (size_t)b * n, s->b_enc, (size_t)n * sizeof(float));
-    al_sgemm(false, false, B, n, d, 1.0f, s->xc, d, s->W_enc, n,
-                1.0f, s->pre, n);
-    for (int b = 0; b < B; b++) memcpy(s->xhat + (size_t)b * d, s->b_dec, (size_t)d * sizeof(float));
+    al_sgemm(false, false, B, n, d, 1.0f, s->xc, d, s->W_enc, n, 1.0f, s->pre, n);
+    for (int b = 0; b < B; b++)
+        memcpy(s->xhat + (size_t)b * d, s->b_dec, (size_t)d * sizeof(float));
     double l0 = 0;
     if (s->cfg.arch == AL_SAE_TOPK) {
         const int k = s->cfg.k;
@@ -372,8 +379,7 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
             s->f[j] = s->pre[j] > 0 ? s->pre[j] : 0.0f;
             l0 += s->f[j] > 0;
         }
-        al_sgemm(false, false, B, d, n, 1.0f, s->f, n, s->W_dec, d,
-                    1.0f, s->xhat, d);
+        al_sgemm(false, false, B, d, n, 1.0f, s->f, n, s->W_dec, d, 1.0f, s->xhat, d);
     }
     s->l0 = l0 / B;
     s->mse = s->aux = s->l1 = s->loss = 0;
@@ -445,13 +451,9 @@ static int forward(al_sae *s, const float *x, int B, int want_loss, al_err *e) {
     return 0;
 }
 
-int al_sae_forward(al_sae *s, const float *x, int B, al_err *e) {
-    return forward(s, x, B, 1, e);
-}
+int al_sae_forward(al_sae *s, const float *x, int B, al_err *e) { return forward(s, x, B, 1, e); }
 
-int al_sae_encode(al_sae *s, const float *x, int B, al_err *e) {
-    return forward(s, x, B, 0, e);
-}
+int al_sae_encode(al_sae *s, const float *x, int B, al_err *e) { return forward(s, x, B, 0, e); }
 
 /* ----------------------------------------------------------- backward */
 
@@ -469,9 +471,9 @@ static void *scratch(al_sae *s, size_t bytes, al_err *e) {
 }
 
 typedef struct {
-    int b;     /* row */
-    int aux;   /* 1: an aux latent (its x̂ is ê, its output gradient daux) */
-    float f;   /* the latent's value */
+    int b; /* row */
+    int aux; /* 1: an aux latent (its x̂ is ê, its output gradient daux) */
+    float f; /* the latent's value */
     float dpre;
 } entry_t;
 
@@ -546,7 +548,8 @@ static int backward_topk(al_sae *s, al_err *e) {
                 for (int j = 0; j < ka; j++) {
                     size_t q = (size_t)b * ka + j;
                     if (s->aidx[q] < 0) continue;
-                    ent[cur[s->aidx[q]]++] = (entry_t){b, 1, s->aval[q], dp[(size_t)b * kk + k + j]};
+                    ent[cur[s->aidx[q]]++] =
+                        (entry_t){b, 1, s->aval[q], dp[(size_t)b * kk + k + j]};
                 }
         }
         free(cur);
@@ -610,8 +613,7 @@ static int backward_l1(al_sae *s, al_err *e) {
     /* ∂loss/∂f = dx̂ W_decᵀ + (l1_coeff/B) ‖W_dec,i‖, through the ReLU */
     for (int b = 0; b < B; b++)
         for (int i = 0; i < n; i++) dpre[(size_t)b * n + i] = (float)(c * nrm[i]);
-    al_sgemm(false, true, B, n, d, 1.0f, dxhat, d, s->W_dec, d,
-                1.0f, dpre, n);
+    al_sgemm(false, true, B, n, d, 1.0f, dxhat, d, s->W_dec, d, 1.0f, dpre, n);
     for (size_t j = 0; j < Bn; j++)
         if (!(s->pre[j] > 0)) dpre[j] = 0;
     /* W_dec: fᵀ dx̂ + (l1_coeff/B) Σ_b f_b,i W_dec,i / ‖W_dec,i‖ */
@@ -621,10 +623,8 @@ static int backward_l1(al_sae *s, al_err *e) {
         float a = nrm[i] > 0 ? (float)(c * fs[i] / nrm[i]) : 0.0f;
         for (int r = 0; r < d; r++) g[r] = a * w[r];
     }
-    al_sgemm(true, false, n, d, B, 1.0f, s->f, n, dxhat, d, 1.0f,
-                s->gW_dec, d);
-    al_sgemm(true, false, d, n, B, 1.0f, s->xc, d, dpre, n, 0.0f,
-                s->gW_enc, n);
+    al_sgemm(true, false, n, d, B, 1.0f, s->f, n, dxhat, d, 1.0f, s->gW_dec, d);
+    al_sgemm(true, false, d, n, B, 1.0f, s->xc, d, dpre, n, 0.0f, s->gW_enc, n);
     for (int i = 0; i < n; i++) {
         double a = 0;
         for (int b = 0; b < B; b++) a += dpre[(size_t)b * n + i];
@@ -641,8 +641,7 @@ static int backward_l1(al_sae *s, al_err *e) {
 }
 
 int al_sae_backward(al_sae *s, al_err *e) {
-    if (!s->fwd_loss || s->B < 1)
-        return al_errf(e, "SAE backward needs a forward with loss first");
+    if (!s->fwd_loss || s->B < 1) return al_errf(e, "SAE backward needs a forward with loss first");
     return s->cfg.arch == AL_SAE_TOPK ? backward_topk(s, e) : backward_l1(s, e);
 }
 
@@ -684,8 +683,8 @@ void al_sae_adam_free(al_sae_adam *o) {
     memset(o, 0, sizeof *o);
 }
 
-void al_sae_adam_step(al_sae *s, al_sae_adam *o, double lr, double beta1, double beta2,
-                      double eps, long t) {
+void al_sae_adam_step(al_sae *s, al_sae_adam *o, double lr, double beta1, double beta2, double eps,
+                      long t) {
     const int n = s->cfg.d_sae, d = s->cfg.d_in;
     /* the decoder's gradient tangent to the unit sphere of each row */
 #pragma omp parallel for schedule(static)

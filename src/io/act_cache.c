@@ -17,8 +17,7 @@
  * head and input (docs/hooks.md), so they would change what the ln1
  * points hold; Python's run_with_cache reads them. */
 static int cacheable(al_hook_point p) {
-    return al_hook_runs(p) && p != AL_HOOK_Q_INPUT && p != AL_HOOK_K_INPUT &&
-           p != AL_HOOK_V_INPUT;
+    return al_hook_runs(p) && p != AL_HOOK_Q_INPUT && p != AL_HOOK_K_INPUT && p != AL_HOOK_V_INPUT;
 }
 
 /* A point's kind: its hook name without "blocks.l.", "attn." and "hook_",
@@ -85,8 +84,8 @@ static int parse_hooks(const al_config *c, const char *hooks, int *want, al_err 
 /* Floats of point p's tensor for one layer (model-level points: the one). */
 static size_t point_floats(const al_config *c, int p, int B, int T) {
     int64_t sh[4];
-    int nd = al_hook_shape((al_hook_point)p, B, T, c->d_model, c->n_heads, c->d_head, c->d_vocab,
-                           sh);
+    int nd =
+        al_hook_shape((al_hook_point)p, B, T, c->d_model, c->n_heads, c->d_head, c->d_vocab, sh);
     size_t n = 1;
     for (int k = 0; k < nd; k++) n *= (size_t)sh[k];
     return n;
@@ -151,7 +150,8 @@ int al_cache_write(al_model *m, const int *tokens, int B, int T, const char *hoo
     if (parse_hooks(c, hooks, want, e)) return -1;
     size_t need = al_cache_bytes(c, B, T, hooks, e);
     if (need > max_bytes)
-        return al_errf(e, "the cache would take %.1f MB (%d x %d tokens, %d layers), over the "
+        return al_errf(e,
+                       "the cache would take %.1f MB (%d x %d tokens, %d layers), over the "
                        "limit of %.1f MB: fewer windows or hooks, or raise the limit",
                        need / 1e6, B, T, c->n_layers, max_bytes / 1e6);
     const size_t BT = (size_t)B * T;
@@ -171,9 +171,9 @@ int al_cache_write(al_model *m, const int *tokens, int B, int T, const char *hoo
     /* the cache sees the model's own forward: its other hooks (an
      * intervention) stay, and run before these */
     for (int p = 0; p < AL_HOOK_N_POINTS; p++)
-        if (want[p] && al_hook_add(m, (al_hook_point)p,
-                                   al_hook_is_model_level((al_hook_point)p) ? 0 : -1, capture, &k,
-                                   e))
+        if (want[p] &&
+            al_hook_add(m, (al_hook_point)p, al_hook_is_model_level((al_hook_point)p) ? 0 : -1,
+                        capture, &k, e))
             goto out;
     int fwd = al_model_forward(m, tokens, NULL, B, T, e);
     al_hook_remove(m, &k);
@@ -186,7 +186,8 @@ int al_cache_write(al_model *m, const int *tokens, int B, int T, const char *hoo
     snprintf(sL, sizeof sL, "%d", c->n_layers), snprintf(sH, sizeof sH, "%d", c->n_heads);
     snprintf(sD, sizeof sD, "%d", c->d_head), snprintf(sC, sizeof sC, "%d", c->d_model);
     snprintf(sB, sizeof sB, "%d", B), snprintf(sT, sizeof sT, "%d", T);
-    const char *mk[] = {"format", "n_layers", "n_heads", "d_head", "d_model", "B", "T", "model_sha256"};
+    const char *mk[] = {"format",  "n_layers", "n_heads", "d_head",
+                        "d_model", "B",        "T",       "model_sha256"};
     const char *mv[] = {"attnlab-cache", sL, sH, sD, sC, sB, sT, sha256 ? sha256 : ""};
     rc = al_st_write(path, k.ts, k.n, mk, mv, sha256 ? 8 : 7, e);
 out:

@@ -19,9 +19,8 @@
 #include "attnlab/safetensors.h"
 
 enum { F_MODEL, F_CONFIG, F_TOK, F_OPTIM, F_STATE, N_FILES };
-static const char *const FILES[N_FILES] = {"model.safetensors", "config.json",
-                                           "tokenizer.json", "optim.safetensors",
-                                           "state.json"};
+static const char *const FILES[N_FILES] = {"model.safetensors", "config.json", "tokenizer.json",
+                                           "optim.safetensors", "state.json"};
 #define COMMIT_NAME "COMMIT"
 #define COMMIT_MAGIC "attnlab checkpoint commit 1"
 
@@ -31,8 +30,7 @@ static int file_index(const char *name, size_t len) {
     return -1;
 }
 
-static int join2(char *buf, const char *dir, const char *name, const char *suffix,
-                 al_err *e) {
+static int join2(char *buf, const char *dir, const char *name, const char *suffix, al_err *e) {
     int n = snprintf(buf, AL_PATH_MAX, "%s/%s%s", dir, name, suffix);
     if (n < 0 || n >= AL_PATH_MAX) return al_errf(e, "path too long: %s/%s%s", dir, name, suffix);
     return 0;
@@ -99,10 +97,14 @@ static int not_a_model(const char *dir, al_err *e) {
     if (stat(dir, &st) != 0)
         return al_errf(e, "cannot read checkpoint %s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return al_errf(e, "%s is not a model directory (it is a file): give the --out "
-                       "directory of attnlab train", dir);
-    return al_errf(e, "%s is not a model directory (no model.safetensors or config.json in it): "
-                   "give the --out directory of attnlab train", dir);
+        return al_errf(e,
+                       "%s is not a model directory (it is a file): give the --out "
+                       "directory of attnlab train",
+                       dir);
+    return al_errf(e,
+                   "%s is not a model directory (no model.safetensors or config.json in it): "
+                   "give the --out directory of attnlab train",
+                   dir);
 }
 
 int al_ckpt_is_model_dir(const char *dir, al_err *e) {
@@ -141,7 +143,8 @@ static int remove_strays(const char *dir, al_err *e) {
     while (rc == 0 && (de = readdir(d)) != NULL) {
         if (!is_stray(de->d_name)) continue;
         char p[AL_PATH_MAX];
-        if (join2(p, dir, de->d_name, "", e) != 0) rc = -1;
+        if (join2(p, dir, de->d_name, "", e) != 0)
+            rc = -1;
         else if (unlink(p) != 0 && errno != ENOENT)
             rc = al_errf(e, "cannot remove %s: %s", p, strerror(errno));
     }
@@ -159,8 +162,7 @@ static int commit_action(const char *dir, const char *line, size_t len, al_err *
         return al_errf(e, "checkpoint %s: bad line in COMMIT: '%.*s'", dir,
                        (int)(len > 80 ? 80 : len), line);
     char p[AL_PATH_MAX], pn[AL_PATH_MAX];
-    if (join2(p, dir, FILES[f], "", e) != 0 || join2(pn, dir, FILES[f], ".new", e) != 0)
-        return -1;
+    if (join2(p, dir, FILES[f], "", e) != 0 || join2(pn, dir, FILES[f], ".new", e) != 0) return -1;
     if (remove_op) {
         if (unlink(p) != 0 && errno != ENOENT)
             return al_errf(e, "cannot remove %s: %s", p, strerror(errno));
@@ -168,8 +170,7 @@ static int commit_action(const char *dir, const char *line, size_t len, al_err *
     }
     if (rename(pn, p) == 0) return 0;
     if (errno == ENOENT && al_file_exists(p)) return 0;
-    return al_errf(e, "checkpoint %s is damaged: cannot rename %s: %s", dir, pn,
-                   strerror(errno));
+    return al_errf(e, "checkpoint %s is damaged: cannot rename %s: %s", dir, pn, strerror(errno));
 }
 
 static int roll_forward(const char *dir, const char *commit_path, al_err *e) {
@@ -304,8 +305,7 @@ int al_ckpt_write_weights(const char *path, const al_model *m, al_err *e) {
     return rc;
 }
 
-static int write_optim(const char *path, const float *am, const float *av, size_t n,
-                       al_err *e) {
+static int write_optim(const char *path, const float *am, const float *av, size_t n, al_err *e) {
     al_st_tensor t[2] = {{"adam.m", AL_DT_F32, 1, {(int64_t)n}, am},
                          {"adam.v", AL_DT_F32, 1, {(int64_t)n}, av}};
     const char *mk[1] = {"attnlab_version"}, *mv[1] = {AL_VERSION};
@@ -350,15 +350,14 @@ static int write_commit(const char *dir, const int *have, al_err *e) {
     char txt[512], p[AL_PATH_MAX];
     size_t k = (size_t)snprintf(txt, sizeof txt, "%s\n", COMMIT_MAGIC);
     for (int f = 0; f < N_FILES; f++)
-        k += (size_t)snprintf(txt + k, sizeof txt - k, "%s %s\n",
-                              have[f] ? "rename" : "remove", FILES[f]);
+        k += (size_t)snprintf(txt + k, sizeof txt - k, "%s %s\n", have[f] ? "rename" : "remove",
+                              FILES[f]);
     if (join2(p, dir, COMMIT_NAME, "", e) != 0) return -1;
     return al_write_file_atomic(p, txt, k, e);
 }
 
 static int save_locked(const char *dir, const al_model *m, const al_tokenizer *tok,
-                       const al_train_state *st, const float *am, const float *av,
-                       al_err *e) {
+                       const al_train_state *st, const float *am, const float *av, al_err *e) {
     int have[N_FILES] = {1, 1, tok != NULL, st != NULL, st != NULL};
     if (recover_locked(dir, e) != 0) return -1;
     if (write_new_files(dir, m, tok, st, am, av, have, e) != 0 || sync_dir(dir, e) != 0) {
@@ -375,14 +374,12 @@ static int save_locked(const char *dir, const al_model *m, const al_tokenizer *t
 }
 
 int al_ckpt_save(const char *dir, const al_model *m, const al_tokenizer *tok,
-                 const al_train_state *st, const float *adam_m,
-                 const float *adam_v, al_err *e) {
+                 const al_train_state *st, const float *adam_m, const float *adam_v, al_err *e) {
     if (st && (!adam_m || !adam_v))
         return al_errf(e, "cannot save checkpoint %s: training state without optimizer state", dir);
     /* Never replace a good checkpoint with one no loader would accept. */
     size_t bad = al_model_count_nonfinite(m);
-    if (bad)
-        return al_errf(e, "refusing to save checkpoint %s: %zu weights are NaN/Inf", dir, bad);
+    if (bad) return al_errf(e, "refusing to save checkpoint %s: %zu weights are NaN/Inf", dir, bad);
     if (st && (count_nonfinite(adam_m, m->n_params) || count_nonfinite(adam_v, m->n_params)))
         return al_errf(e, "refusing to save checkpoint %s: optimizer state is NaN/Inf", dir);
     if (al_mkdir_p(dir, e) != 0) return -1;
@@ -430,8 +427,7 @@ int al_ckpt_read_state(const char *dir, al_train_state *st, al_err *e) {
 
 /* With tied embeddings W_U is W_Eᵀ by definition; a W_U in the file must
  * say the same or the file contradicts its config. */
-static int check_tied_wu(const al_st_file *f, const al_model *m, const char *path,
-                         al_err *e) {
+static int check_tied_wu(const al_st_file *f, const al_model *m, const char *path, al_err *e) {
     char name[64];
     int64_t shape[4];
     int nd = al_param_tl_name(m, AL_P_WU, 0, name, sizeof name, shape);
@@ -443,8 +439,10 @@ static int check_tied_wu(const al_st_file *f, const al_model *m, const char *pat
     for (size_t v = 0; rc == 0 && v < V; v++)
         for (size_t k = 0; k < C; k++)
             if (wu[k * V + v] != m->p[AL_P_WE][v * C + k]) {
-                rc = al_errf(e, "cannot read checkpoint %s: tensor %s is not embed.W_E "
-                                "transposed, but config.json says tied_embeddings", path, name);
+                rc = al_errf(e,
+                             "cannot read checkpoint %s: tensor %s is not embed.W_E "
+                             "transposed, but config.json says tied_embeddings",
+                             path, name);
                 break;
             }
     free(wu);
@@ -460,8 +458,8 @@ static int load_weights(const char *path, al_model *m, al_err *e) {
      * tied embeddings, unembed.W_U's is our transposed copy (checked below) */
     for (int i = 0; rc == 0 && i < tl.n; i++)
         if (!(m->cfg.tied_embeddings && tl.t[i].data == tl.wu_t))
-            rc = al_st_read_f32(f, tl.t[i].name, tl.t[i].ndim, tl.t[i].shape,
-                                (float *)tl.t[i].data, e);
+            rc = al_st_read_f32(f, tl.t[i].name, tl.t[i].ndim, tl.t[i].shape, (float *)tl.t[i].data,
+                                e);
     if (rc == 0 && m->cfg.tied_embeddings) rc = check_tied_wu(f, m, path, e);
     for (int i = 0; rc == 0 && i < al_st_count(f); i++) {
         const char *nm = al_st_at(f, i)->name;
@@ -472,9 +470,10 @@ static int load_weights(const char *path, al_model *m, al_err *e) {
             size_t k = 0;
             for (; nm[k] && k < 80; k++) shown[k] = (unsigned char)nm[k] < 0x20 ? '?' : nm[k];
             shown[k] = 0;
-            rc = al_errf(e, "cannot read checkpoint %s: unexpected tensor %s%s "
-                            "(not in a model of this config.json)", path, shown,
-                         nm[k] ? "..." : "");
+            rc = al_errf(e,
+                         "cannot read checkpoint %s: unexpected tensor %s%s "
+                         "(not in a model of this config.json)",
+                         path, shown, nm[k] ? "..." : "");
         }
     }
     tensor_list_free(&tl);
@@ -482,8 +481,7 @@ static int load_weights(const char *path, al_model *m, al_err *e) {
     return rc;
 }
 
-static int load_tokenizer(const char *dir, const al_model *m, al_tokenizer **tok,
-                          al_err *e) {
+static int load_tokenizer(const char *dir, const al_model *m, al_tokenizer **tok, al_err *e) {
     char p[AL_PATH_MAX];
     if (join2(p, dir, FILES[F_TOK], "", e) != 0) return -1;
     if (!al_file_exists(p))
@@ -506,8 +504,7 @@ static int load_locked(const char *dir, al_model *m, al_tokenizer **tok, al_err 
     free(txt);
     if (rc != 0) return -1;
     if (al_model_alloc(m, &cfg, e) != 0) return al_err_prefix(e, "cannot read checkpoint %s", dir);
-    if (join2(path, dir, FILES[F_MODEL], "", e) != 0 || load_weights(path, m, e) != 0)
-        return -1;
+    if (join2(path, dir, FILES[F_MODEL], "", e) != 0 || load_weights(path, m, e) != 0) return -1;
     return tok ? load_tokenizer(dir, m, tok, e) : 0;
 }
 
@@ -529,8 +526,8 @@ int al_ckpt_load(const char *dir, al_model *m, al_tokenizer **tok, al_err *e) {
     return rc;
 }
 
-static int load_state_locked(const char *dir, al_train_state *st, float *am, float *av,
-                             size_t n, al_err *e) {
+static int load_state_locked(const char *dir, al_train_state *st, float *am, float *av, size_t n,
+                             al_err *e) {
     char path[AL_PATH_MAX], src[AL_PATH_MAX + 32];
     char *txt = NULL;
     if (recover_locked(dir, e) != 0) return -1;
@@ -540,8 +537,7 @@ static int load_state_locked(const char *dir, al_train_state *st, float *am, flo
     free(txt);
     if (rc != 0) return -1;
     al_st_file *f;
-    if (join2(path, dir, FILES[F_OPTIM], "", e) != 0 || al_st_open(path, &f, e) != 0)
-        return -1;
+    if (join2(path, dir, FILES[F_OPTIM], "", e) != 0 || al_st_open(path, &f, e) != 0) return -1;
     int64_t shape[1] = {(int64_t)n};
     rc = al_st_read_f32(f, "adam.m", 1, shape, am, e);
     if (rc == 0) rc = al_st_read_f32(f, "adam.v", 1, shape, av, e);
@@ -551,8 +547,8 @@ static int load_state_locked(const char *dir, al_train_state *st, float *am, flo
     return rc;
 }
 
-int al_ckpt_load_state(const char *dir, al_train_state *st, float *adam_m,
-                       float *adam_v, size_t n, al_err *e) {
+int al_ckpt_load_state(const char *dir, al_train_state *st, float *adam_m, float *adam_v, size_t n,
+                       al_err *e) {
     memset(st, 0, sizeof *st);
     if (n > (size_t)INT64_MAX / 4) return al_errf(e, "bad optimizer size %zu", n);
     if (!holds_checkpoint(dir)) return not_a_model(dir, e);

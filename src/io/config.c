@@ -31,8 +31,10 @@ char *al_config_to_json(const al_config *c) {
     cJSON_AddNumberToObject(o, "d_vocab", c->d_vocab);
     cJSON_AddTrueToObject(o, "attn_only");
     const char *nt = al_norm_type_name(c->norm_type);
-    if (nt) cJSON_AddStringToObject(o, "normalization_type", nt);
-    else cJSON_AddNullToObject(o, "normalization_type");
+    if (nt)
+        cJSON_AddStringToObject(o, "normalization_type", nt);
+    else
+        cJSON_AddNullToObject(o, "normalization_type");
     /* written for every model, so TransformerLens reads the eps we use */
     cJSON_AddItemToObject(o, "eps", al_json_num_item(c->ln_eps > 0 ? c->ln_eps : 1e-5));
     cJSON *bs = cJSON_AddArrayToObject(o, "biases");
@@ -70,8 +72,11 @@ static int get_dim(const cJSON *o, const char *key, int *out, const char *src, a
  * do not change its numbers: hook switches, names, devices; those are
  * ignored). */
 static int check_tl_other(const cJSON *o, const al_config *t, const char *src, al_err *e) {
-    static const char *const must_false[] = {"use_local_attn", "scale_attn_by_inverse_layer_idx",
-                                             "final_rms", "post_embedding_ln", "use_qk_norm",
+    static const char *const must_false[] = {"use_local_attn",
+                                             "scale_attn_by_inverse_layer_idx",
+                                             "final_rms",
+                                             "post_embedding_ln",
+                                             "use_qk_norm",
                                              "use_normalization_before_and_after"};
     for (size_t i = 0; i < sizeof must_false / sizeof must_false[0]; i++) {
         const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, must_false[i]);
@@ -81,13 +86,15 @@ static int check_tl_other(const cJSON *o, const al_config *t, const char *src, a
     }
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "use_attn_scale");
     if (j && !cJSON_IsTrue(j))
-        return al_errf(e, "%s: key 'use_attn_scale' must be true (scores are divided by "
-                          "sqrt(d_head))", src);
+        return al_errf(e,
+                       "%s: key 'use_attn_scale' must be true (scores are divided by "
+                       "sqrt(d_head))",
+                       src);
     j = cJSON_GetObjectItemCaseSensitive(o, "attn_scale");
     double want = sqrt((double)t->d_head);
     if (j && !cJSON_IsNull(j) &&
-        !(cJSON_IsNumber(j) && (j->valuedouble == -1.0 ||
-                                fabs(j->valuedouble - want) <= 1e-6 * want)))
+        !(cJSON_IsNumber(j) &&
+          (j->valuedouble == -1.0 || fabs(j->valuedouble - want) <= 1e-6 * want)))
         return al_errf(e, "%s: key 'attn_scale' must be sqrt(d_head) = %g", src, want);
     j = cJSON_GetObjectItemCaseSensitive(o, "attention_dir");
     if (j && !(cJSON_IsString(j) && !strcmp(j->valuestring, "causal")))
@@ -115,13 +122,14 @@ static int get_processing(const cJSON *o, unsigned *bits, const char *src, al_er
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "processing");
     *bits = 0;
     if (!j) return 0;
-    if (!cJSON_IsArray(j))
-        return al_errf(e, "%s: key 'processing' must be an array of names", src);
+    if (!cJSON_IsArray(j)) return al_errf(e, "%s: key 'processing' must be an array of names", src);
     for (const cJSON *p = j->child; p; p = p->next) {
         unsigned bit = cJSON_IsString(p) ? al_process_parse(p->valuestring) : 0;
         if (!bit)
-            return al_errf(e, "%s: key 'processing' holds something other than fold_ln, "
-                              "center_writing_weights, center_unembed, fold_value_biases", src);
+            return al_errf(e,
+                           "%s: key 'processing' holds something other than fold_ln, "
+                           "center_writing_weights, center_unembed, fold_value_biases",
+                           src);
         if (*bits & bit)
             return al_errf(e, "%s: key 'processing' lists %s twice", src, al_process_name(bit));
         *bits |= bit;
@@ -141,8 +149,10 @@ static int get_biases(const cJSON *o, unsigned *bits, const char *src, al_err *e
     for (const cJSON *b = j->child; b; b = b->next) {
         unsigned bit = cJSON_IsString(b) ? al_bias_parse(b->valuestring) : 0;
         if (!bit)
-            return al_errf(e, "%s: key 'biases' holds something other than b_Q, b_K, b_V, b_O, "
-                              "b_U", src);
+            return al_errf(e,
+                           "%s: key 'biases' holds something other than b_Q, b_K, b_V, b_O, "
+                           "b_U",
+                           src);
         if (*bits & bit)
             return al_errf(e, "%s: key 'biases' lists %s twice", src, al_bias_name(bit));
         *bits |= bit;
@@ -163,8 +173,10 @@ static int check_tl_keys(const cJSON *o, al_config *t, const char *src, al_err *
     t->norm_type = AL_NORM_NONE;
     if (j && !cJSON_IsNull(j) &&
         !(cJSON_IsString(j) && al_norm_type_parse(j->valuestring, &t->norm_type) == 0))
-        return al_errf(e, "%s: key 'normalization_type' must be null, \"LN\" or \"LNPre\" "
-                          "(RMS norms are not supported)", src);
+        return al_errf(e,
+                       "%s: key 'normalization_type' must be null, \"LN\" or \"LNPre\" "
+                       "(RMS norms are not supported)",
+                       src);
     j = cJSON_GetObjectItemCaseSensitive(o, "eps");
     t->ln_eps = 1e-5;
     if (j && !(cJSON_IsNumber(j) && j->valuedouble > 0 && j->valuedouble <= 1))
@@ -173,16 +185,16 @@ static int check_tl_keys(const cJSON *o, al_config *t, const char *src, al_err *
     j = cJSON_GetObjectItemCaseSensitive(o, "positional_embedding_type");
     t->pos_type = AL_POS_STANDARD;
     if (j && !(cJSON_IsString(j) && al_pos_type_parse(j->valuestring, &t->pos_type) == 0))
-        return al_errf(e, "%s: key 'positional_embedding_type' must be \"standard\" or "
-                          "\"shortformer\"", src);
+        return al_errf(e,
+                       "%s: key 'positional_embedding_type' must be \"standard\" or "
+                       "\"shortformer\"",
+                       src);
     j = cJSON_GetObjectItemCaseSensitive(o, "d_mlp");
-    if (j && !cJSON_IsNull(j))
-        return al_errf(e, "%s: key 'd_mlp' must be null (no MLP)", src);
+    if (j && !cJSON_IsNull(j)) return al_errf(e, "%s: key 'd_mlp' must be null (no MLP)", src);
     return check_tl_other(o, t, src, e);
 }
 
-int al_config_from_json(const char *json_text, al_config *c,
-                        const char *source_name, al_err *e) {
+int al_config_from_json(const char *json_text, al_config *c, const char *source_name, al_err *e) {
     const char *src = source_name ? source_name : "config.json";
     cJSON *o;
     if (al_json_parse(json_text, strlen(json_text), src, &o, e) != 0) return -1;
@@ -225,9 +237,9 @@ done:
 
 char *al_state_to_json(const al_train_state *s) {
     cJSON *train = NULL;
-    if (s->train_json && (al_json_parse(s->train_json, strlen(s->train_json), NULL,
-                                        &train, NULL) != 0 ||
-                          !cJSON_IsObject(train) || al_json_exact_numbers(train) != 0)) {
+    if (s->train_json &&
+        (al_json_parse(s->train_json, strlen(s->train_json), NULL, &train, NULL) != 0 ||
+         !cJSON_IsObject(train) || al_json_exact_numbers(train) != 0)) {
         cJSON_Delete(train);
         return NULL;
     }
@@ -270,7 +282,8 @@ static int hex16(const cJSON *j, uint64_t *out) {
     for (const char *p = j->valuestring; *p; p++) {
         int v = isdigit((unsigned char)*p) ? *p - '0'
                 : (*p >= 'a' && *p <= 'f') ? *p - 'a' + 10
-                : (*p >= 'A' && *p <= 'F') ? *p - 'A' + 10 : -1;
+                : (*p >= 'A' && *p <= 'F') ? *p - 'A' + 10
+                                           : -1;
         if (v < 0) return -1;
         x = x << 4 | (uint64_t)v;
     }
@@ -326,8 +339,10 @@ static int state_fields(const cJSON *o, al_train_state *t, const char *src, al_e
     if (j && !cJSON_IsNull(j)) {
         const cJSON *db = cJSON_GetObjectItemCaseSensitive(j, "db");
         const cJSON *run = cJSON_GetObjectItemCaseSensitive(j, "run_id");
-        if (!cJSON_IsObject(j) || !cJSON_IsString(db) || !run || al_json_int_in(run, 1, MAX_EXACT, &d) != 0)
-            return al_errf(e, "%s: key 'curve' must be {\"db\": path, \"run_id\": integer >= 1}", src);
+        if (!cJSON_IsObject(j) || !cJSON_IsString(db) || !run ||
+            al_json_int_in(run, 1, MAX_EXACT, &d) != 0)
+            return al_errf(e, "%s: key 'curve' must be {\"db\": path, \"run_id\": integer >= 1}",
+                           src);
         t->curve_run = (int64_t)d;
         t->curve_db = strdup(db->valuestring);
         if (!t->curve_db) return al_errf(e, "%s: out of memory", src);
@@ -335,8 +350,8 @@ static int state_fields(const cJSON *o, al_train_state *t, const char *src, al_e
     return 0;
 }
 
-int al_state_from_json(const char *json_text, al_train_state *s,
-                       const char *source_name, al_err *e) {
+int al_state_from_json(const char *json_text, al_train_state *s, const char *source_name,
+                       al_err *e) {
     const char *src = source_name ? source_name : "state.json";
     memset(s, 0, sizeof *s);
     cJSON *o;
@@ -361,4 +376,3 @@ void al_state_free(al_train_state *s) {
     s->train_json = s->curve_db = NULL;
     s->curve_run = 0;
 }
-

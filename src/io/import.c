@@ -48,8 +48,10 @@ static int ck_open(ckpt *c, const char *path, al_err *e) {
         *e = se;
         return -1;
     }
-    return al_errf(e, "cannot read checkpoint %s: neither a torch.save file (a zip holding "
-                      "data.pkl) nor safetensors", path);
+    return al_errf(e,
+                   "cannot read checkpoint %s: neither a torch.save file (a zip holding "
+                   "data.pkl) nor safetensors",
+                   path);
 }
 
 static void ck_close(ckpt *c) {
@@ -77,8 +79,10 @@ static int ck_shape(const ckpt *c, const char *name, int64_t shape[8], const cha
     if (!t) return -1;
     for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
     if (dtype)
-        *dtype = t->dtype == AL_DT_F16 ? "F16" : t->dtype == AL_DT_BF16 ? "BF16"
-                 : t->dtype == AL_DT_I32 ? "I32" : "F32";
+        *dtype = t->dtype == AL_DT_F16    ? "F16"
+                 : t->dtype == AL_DT_BF16 ? "BF16"
+                 : t->dtype == AL_DT_I32  ? "I32"
+                                          : "F32";
     return t->ndim;
 }
 
@@ -112,13 +116,17 @@ static int find_prefix(const ckpt *c, const char *want, char *prefix, size_t cap
             snprintf(prefix, cap, "%.*s", (int)(n - nt), nm);
             snprintf(first, sizeof first, "%s", nm);
         } else
-            return al_errf(e, "checkpoint %s holds more than one state dict (%s and %.200s): say "
-                              "which with --prefix", c->path, first, nm);
+            return al_errf(e,
+                           "checkpoint %s holds more than one state dict (%s and %.200s): say "
+                           "which with --prefix",
+                           c->path, first, nm);
     }
     if (found) return 0;
-    return al_errf(e, "checkpoint %s has no tensor embed.W_E (%d tensor%s, the first '%.80s'): "
-                      "not a TransformerLens state dict", c->path, ck_count(c),
-                   ck_count(c) == 1 ? "" : "s", ck_count(c) ? ck_name(c, 0) : "");
+    return al_errf(e,
+                   "checkpoint %s has no tensor embed.W_E (%d tensor%s, the first '%.80s'): "
+                   "not a TransformerLens state dict",
+                   c->path, ck_count(c), ck_count(c) == 1 ? "" : "s",
+                   ck_count(c) ? ck_name(c, 0) : "");
 }
 
 /* k = "blocks.L.REST": 1 with *l and *rest; else 0. */
@@ -164,16 +172,17 @@ static void survey(const ckpt *c, const char *prefix, key_survey *s) {
 }
 
 /* The size at dim i of tensor prefix+name (of ndim dims), or 0 with e. */
-static int dim_of(const ckpt *c, const char *prefix, const char *name, int ndim, int i,
-                  al_err *e) {
+static int dim_of(const ckpt *c, const char *prefix, const char *name, int ndim, int i, al_err *e) {
     char full[512];
     int64_t shape[8];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     int nd = ck_shape(c, full, shape, NULL);
-    if (nd < 0) return al_errf(e, "cannot read checkpoint %s: tensor %.300s missing", c->path, full), 0;
+    if (nd < 0)
+        return al_errf(e, "cannot read checkpoint %s: tensor %.300s missing", c->path, full), 0;
     if (nd != ndim || shape[i] < 1 || shape[i] > 1000000)
         return al_errf(e, "cannot read checkpoint %s: tensor %.300s has %d dimensions, expected %d",
-                       c->path, full, nd, ndim), 0;
+                       c->path, full, nd, ndim),
+               0;
     return (int)shape[i];
 }
 
@@ -185,8 +194,10 @@ static int fill_sizes(const ckpt *c, const char *prefix, const key_survey *s, al
         int *dst;
         const char *name;
         int ndim, i;
-    } q[] = {{&cfg->d_vocab, "embed.W_E", 2, 0},      {&cfg->d_model, "embed.W_E", 2, 1},
-             {&cfg->n_ctx, "pos_embed.W_pos", 2, 0},  {&cfg->n_heads, "blocks.0.attn.W_Q", 3, 0},
+    } q[] = {{&cfg->d_vocab, "embed.W_E", 2, 0},
+             {&cfg->d_model, "embed.W_E", 2, 1},
+             {&cfg->n_ctx, "pos_embed.W_pos", 2, 0},
+             {&cfg->n_heads, "blocks.0.attn.W_Q", 3, 0},
              {&cfg->d_head, "blocks.0.attn.W_Q", 3, 2}};
     for (size_t k = 0; k < sizeof q / sizeof q[0]; k++)
         if (!*q[k].dst && !(*q[k].dst = dim_of(c, prefix, q[k].name, q[k].ndim, q[k].i, e)))
@@ -231,13 +242,15 @@ static int check_extra(const ckpt *c, const char *prefix, const al_model *m, int
         }
         if (model_key(m, k, &w, &l)) continue;
         const char *why = "not a tensor of an attention-only TransformerLens model";
-        if (block_key(k, &l, &rest) && l >= m->cfg.n_layers) why = "beyond the model's layers";
-        else if (!strncmp(k, "ln_final.", 9) || (block_key(k, &l, &rest) && !strncmp(rest, "ln1.", 4)))
+        if (block_key(k, &l, &rest) && l >= m->cfg.n_layers)
+            why = "beyond the model's layers";
+        else if (!strncmp(k, "ln_final.", 9) ||
+                 (block_key(k, &l, &rest) && !strncmp(rest, "ln1.", 4)))
             why = "a LayerNorm weight, but the configuration's normalization has none";
         return al_errf(e, "checkpoint %s: key '%.200s' is %s (%d layer%s, normalization %s)",
                        c->path, nm, why, m->cfg.n_layers, m->cfg.n_layers == 1 ? "" : "s",
                        al_norm_type_name(m->cfg.norm_type) ? al_norm_type_name(m->cfg.norm_type)
-                                                          : "none");
+                                                           : "none");
     }
     return 0;
 }
@@ -276,14 +289,16 @@ static int read_all(const ckpt *c, const char *prefix, al_model *m, int *n_read,
 }
 
 /* The config's checks that needed the sizes. */
-static int late_checks(const al_config *c, const al_import_info *info, const char *src,
-                       al_err *e) {
+static int late_checks(const al_config *c, const al_import_info *info, const char *src, al_err *e) {
     double want = sqrt((double)c->d_head);
     if (info->attn_scale != -1 && !(fabs(info->attn_scale - want) <= 1e-6 * want))
-        return al_errf(e, "%s: attn_scale %g is not sqrt(d_head) = %g", src, info->attn_scale, want);
+        return al_errf(e, "%s: attn_scale %g is not sqrt(d_head) = %g", src, info->attn_scale,
+                       want);
     if (info->n_kv_heads != -1 && info->n_kv_heads != c->n_heads)
-        return al_errf(e, "%s: n_key_value_heads %d is not n_heads (%d): attnlab has no grouped "
-                          "keys and values", src, info->n_kv_heads, c->n_heads);
+        return al_errf(e,
+                       "%s: n_key_value_heads %d is not n_heads (%d): attnlab has no grouped "
+                       "keys and values",
+                       src, info->n_kv_heads, c->n_heads);
     if (info->d_vocab_out != -1 && info->d_vocab_out != c->d_vocab)
         return al_errf(e, "%s: d_vocab_out %d is not d_vocab (%d)", src, info->d_vocab_out,
                        c->d_vocab);
@@ -356,8 +371,7 @@ int al_import_out_check(const char *out, al_err *e) {
         while (empty && (de = readdir(d)))
             empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
         closedir(d);
-        if (!empty)
-            return al_errf(e, "--out %s exists and is not empty: give a new folder", out);
+        if (!empty) return al_errf(e, "--out %s exists and is not empty: give a new folder", out);
         return 0;
     }
     return al_mkdir_p_check(out, e);
@@ -453,7 +467,8 @@ int al_import_write(const char *out, const al_import_opts *o, const al_model *m,
         if (al_mkdir_p(parent, e)) return -1;
     }
     snprintf(tmp, sizeof tmp, "%s.import-XXXXXX", base);
-    if (!mkdtemp(tmp)) return al_errf(e, "cannot make a folder beside %s: %s", base, strerror(errno));
+    if (!mkdtemp(tmp))
+        return al_errf(e, "cannot make a folder beside %s: %s", base, strerror(errno));
     mode_t mask = umask(0); /* mkdtemp made it 0700: give it a new folder's mode */
     umask(mask);
     chmod(tmp, 0777 & ~mask);

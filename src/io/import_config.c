@@ -24,32 +24,34 @@
 
 /* ------------------------------------------------------- presets */
 
-#define P(L, C, H, D, T, V, N, POS) \
-    {.n_layers = L, .d_model = C, .n_heads = H, .d_head = D, .n_ctx = T, .d_vocab = V, \
-     .norm_type = N, .pos_type = POS, .ln_eps = 1e-5}
-static const al_import_preset PRESETS[] = {
-    {"attn-only-1l", "NeelNanda/Attn_Only_1L512W_C4_Code",
-     P(1, 512, 8, 64, 1024, 48262, AL_NORM_LN, AL_POS_STANDARD),
-     "TransformerLens's attn-only-1l (C4 + code)"},
-    {"attn-only-2l", "NeelNanda/Attn_Only_2L512W_C4_Code",
-     P(2, 512, 8, 64, 1024, 48262, AL_NORM_LN, AL_POS_STANDARD),
-     "TransformerLens's attn-only-2l (C4 + code)"},
-    {"attn-only-3l", "NeelNanda/Attn_Only_3L512W_C4_Code",
-     P(3, 512, 8, 64, 1024, 48262, AL_NORM_LN, AL_POS_STANDARD),
-     "TransformerLens's attn-only-3l (C4 + code)"},
-    {"attn-only-4l", "NeelNanda/Attn_Only_4L512W_C4_Code",
-     P(4, 512, 8, 64, 1024, 48262, AL_NORM_LN, AL_POS_STANDARD),
-     "TransformerLens's attn-only-4l (C4 + code)"},
-    {"attn-only-demo", "NeelNanda/Attn-Only-2L512W-Shortformer-6B-big-lr",
-     P(2, 512, 8, 64, 1024, 50277, AL_NORM_NONE, AL_POS_SHORTFORMER),
-     "TransformerLens's attn-only-demo (the Pile, no LayerNorm, shortformer positions)"},
-    {"redwood_attn_2l", "ArthurConmy/redwood_attn_2l",
-     P(2, 256, 8, 32, 2048, 50259, AL_NORM_LN, AL_POS_SHORTFORMER),
-     "Redwood's 2-layer model, ACDC's induction model (shortformer positions)"},
-    {"attn_only_2L_half", "callummcdougall/attn_only_2L_half",
-     P(2, 768, 12, 64, 2048, 50278, AL_NORM_NONE, AL_POS_SHORTFORMER),
-     "ARENA's induction-heads model (no LayerNorm, shortformer positions)"},
-    {NULL, NULL, {0}, NULL}};
+#define P(L, C, H, D, T, V, N, POS)                                                                \
+    {                                                                                              \
+        .n_layers = L, .d_model = C, .n_heads = H, .d_head = D, .n_ctx = T, .d_vocab = V,          \
+        .norm_type = N, .pos_type = POS, .ln_eps = 1e-5                                            \
+    }
+static const al_import_preset PRESETS[] =
+    {{"attn-only-1l", "NeelNanda/Attn_Only_1L512W_C4_Code",
+      P(1, 512, 8, 64, 1024, 48262, AL_NORM_LN, AL_POS_STANDARD),
+      "TransformerLens's attn-only-1l (C4 + code)"},
+     {"attn-only-2l", "NeelNanda/Attn_Only_2L512W_C4_Code",
+      P(2, 512, 8, 64, 1024, 48262, AL_NORM_LN, AL_POS_STANDARD),
+      "TransformerLens's attn-only-2l (C4 + code)"},
+     {"attn-only-3l", "NeelNanda/Attn_Only_3L512W_C4_Code",
+      P(3, 512, 8, 64, 1024, 48262, AL_NORM_LN, AL_POS_STANDARD),
+      "TransformerLens's attn-only-3l (C4 + code)"},
+     {"attn-only-4l", "NeelNanda/Attn_Only_4L512W_C4_Code",
+      P(4, 512, 8, 64, 1024, 48262, AL_NORM_LN, AL_POS_STANDARD),
+      "TransformerLens's attn-only-4l (C4 + code)"},
+     {"attn-only-demo", "NeelNanda/Attn-Only-2L512W-Shortformer-6B-big-lr",
+      P(2, 512, 8, 64, 1024, 50277, AL_NORM_NONE, AL_POS_SHORTFORMER),
+      "TransformerLens's attn-only-demo (the Pile, no LayerNorm, shortformer positions)"},
+     {"redwood_attn_2l", "ArthurConmy/redwood_attn_2l",
+      P(2, 256, 8, 32, 2048, 50259, AL_NORM_LN, AL_POS_SHORTFORMER),
+      "Redwood's 2-layer model, ACDC's induction model (shortformer positions)"},
+     {"attn_only_2L_half", "callummcdougall/attn_only_2L_half",
+      P(2, 768, 12, 64, 2048, 50278, AL_NORM_NONE, AL_POS_SHORTFORMER),
+      "ARENA's induction-heads model (no LayerNorm, shortformer positions)"},
+     {NULL, NULL, {0}, NULL}};
 #undef P
 
 static const char *const ALIASES[][2] = {{"attn-only-2l-demo", "attn-only-demo"}};
@@ -68,12 +70,12 @@ const al_import_preset *al_import_preset_find(const char *name) {
 /* ------------------------------------------------------- the keys */
 
 typedef enum {
-    K_SET,     /* sets the model: read by name below */
-    K_FALSE,   /* must be false or null */
-    K_CHECK,   /* must hold one value: checked by name below */
-    K_MLP,     /* only for MLP layers: ignored in an attention-only model */
-    K_RECORD,  /* does not change the model; says what it is (import.json) */
-    K_IGNORE   /* does not change the model (hooks, devices, training) */
+    K_SET, /* sets the model: read by name below */
+    K_FALSE, /* must be false or null */
+    K_CHECK, /* must hold one value: checked by name below */
+    K_MLP, /* only for MLP layers: ignored in an attention-only model */
+    K_RECORD, /* does not change the model; says what it is (import.json) */
+    K_IGNORE /* does not change the model (hooks, devices, training) */
 } key_kind;
 
 typedef struct key_row {
@@ -83,57 +85,125 @@ typedef struct key_row {
 
 static const key_row KEYS[] = {
     /* the model */
-    {"n_layers", K_SET}, {"d_model", K_SET}, {"n_heads", K_SET}, {"d_head", K_SET},
-    {"n_ctx", K_SET}, {"d_vocab", K_SET}, {"normalization_type", K_SET},
-    {"normalization", K_SET}, {"positional_embedding_type", K_SET},
-    {"shortformer_pos", K_SET}, {"eps", K_SET}, {"ln_eps", K_SET}, {"attn_only", K_SET},
+    {"n_layers", K_SET},
+    {"d_model", K_SET},
+    {"n_heads", K_SET},
+    {"d_head", K_SET},
+    {"n_ctx", K_SET},
+    {"d_vocab", K_SET},
+    {"normalization_type", K_SET},
+    {"normalization", K_SET},
+    {"positional_embedding_type", K_SET},
+    {"shortformer_pos", K_SET},
+    {"eps", K_SET},
+    {"ln_eps", K_SET},
+    {"attn_only", K_SET},
     /* TransformerLens fields whose other values would change the model */
-    {"use_local_attn", K_FALSE}, {"scale_attn_by_inverse_layer_idx", K_FALSE},
-    {"final_rms", K_FALSE}, {"post_embedding_ln", K_FALSE}, {"use_qk_norm", K_FALSE},
-    {"use_normalization_before_and_after", K_FALSE}, {"load_in_4bit", K_FALSE},
-    {"tie_word_embeddings", K_FALSE}, {"tied_embeddings", K_FALSE},
-    {"relative_attention_max_distance", K_FALSE}, {"relative_attention_num_buckets", K_FALSE},
-    {"decoder_start_token_id", K_FALSE}, {"use_attn_scale", K_CHECK}, {"attn_scale", K_CHECK},
-    {"attention_dir", K_CHECK}, {"n_key_value_heads", K_CHECK}, {"d_vocab_out", K_CHECK},
-    {"attn_scores_soft_cap", K_CHECK}, {"output_logits_soft_cap", K_CHECK},
-    {"architecture", K_CHECK}, {"original_architecture", K_CHECK},
+    {"use_local_attn", K_FALSE},
+    {"scale_attn_by_inverse_layer_idx", K_FALSE},
+    {"final_rms", K_FALSE},
+    {"post_embedding_ln", K_FALSE},
+    {"use_qk_norm", K_FALSE},
+    {"use_normalization_before_and_after", K_FALSE},
+    {"load_in_4bit", K_FALSE},
+    {"tie_word_embeddings", K_FALSE},
+    {"tied_embeddings", K_FALSE},
+    {"relative_attention_max_distance", K_FALSE},
+    {"relative_attention_num_buckets", K_FALSE},
+    {"decoder_start_token_id", K_FALSE},
+    {"use_attn_scale", K_CHECK},
+    {"attn_scale", K_CHECK},
+    {"attention_dir", K_CHECK},
+    {"n_key_value_heads", K_CHECK},
+    {"d_vocab_out", K_CHECK},
+    {"attn_scores_soft_cap", K_CHECK},
+    {"output_logits_soft_cap", K_CHECK},
+    {"architecture", K_CHECK},
+    {"original_architecture", K_CHECK},
     /* MLP layers only */
-    {"d_mlp", K_MLP}, {"act_fn", K_MLP}, {"gated_mlp", K_MLP}, {"parallel_attn_mlp", K_MLP},
-    {"num_experts", K_MLP}, {"experts_per_token", K_MLP}, {"use_hook_mlp_in", K_MLP},
-    {"neuron_scale", K_MLP}, {"neuron_temp", K_MLP}, {"norm_topk_prob", K_MLP},
+    {"d_mlp", K_MLP},
+    {"act_fn", K_MLP},
+    {"gated_mlp", K_MLP},
+    {"parallel_attn_mlp", K_MLP},
+    {"num_experts", K_MLP},
+    {"experts_per_token", K_MLP},
+    {"use_hook_mlp_in", K_MLP},
+    {"neuron_scale", K_MLP},
+    {"neuron_temp", K_MLP},
+    {"norm_topk_prob", K_MLP},
     /* what the model is */
-    {"model_name", K_RECORD}, {"tokenizer_name", K_RECORD}, {"n_params", K_RECORD},
-    {"seed", K_RECORD}, {"dataset_name", K_RECORD}, {"version", K_RECORD},
-    {"max_tokens", K_RECORD}, {"checkpoint_value", K_RECORD}, {"checkpoint_label_type", K_RECORD},
+    {"model_name", K_RECORD},
+    {"tokenizer_name", K_RECORD},
+    {"n_params", K_RECORD},
+    {"seed", K_RECORD},
+    {"dataset_name", K_RECORD},
+    {"version", K_RECORD},
+    {"max_tokens", K_RECORD},
+    {"checkpoint_value", K_RECORD},
+    {"checkpoint_label_type", K_RECORD},
     {"attnlab_version", K_RECORD},
     /* TransformerLens: hook switches, devices, loading, initialisation;
      * positional settings of rotary models and windows of local attention
      * (both refused above) */
-    {"use_attn_result", K_IGNORE}, {"use_split_qkv_input", K_IGNORE}, {"use_attn_in", K_IGNORE},
-    {"use_hook_tokens", K_IGNORE}, {"ungroup_grouped_query_attention", K_IGNORE},
-    {"from_checkpoint", K_IGNORE}, {"checkpoint_index", K_IGNORE}, {"device", K_IGNORE},
-    {"n_devices", K_IGNORE}, {"dtype", K_IGNORE}, {"init_mode", K_IGNORE},
-    {"initializer_range", K_IGNORE}, {"init_weights", K_IGNORE},
-    {"default_prepend_bos", K_IGNORE}, {"tokenizer_prepends_bos", K_IGNORE},
-    {"trust_remote_code", K_IGNORE}, {"window_size", K_IGNORE}, {"attn_types", K_IGNORE},
-    {"rotary_dim", K_IGNORE}, {"rotary_base", K_IGNORE}, {"rotary_adjacent_pairs", K_IGNORE},
-    {"use_NTK_by_parts_rope", K_IGNORE}, {"NTK_by_parts_low_freq_factor", K_IGNORE},
-    {"NTK_by_parts_high_freq_factor", K_IGNORE}, {"NTK_by_parts_factor", K_IGNORE},
+    {"use_attn_result", K_IGNORE},
+    {"use_split_qkv_input", K_IGNORE},
+    {"use_attn_in", K_IGNORE},
+    {"use_hook_tokens", K_IGNORE},
+    {"ungroup_grouped_query_attention", K_IGNORE},
+    {"from_checkpoint", K_IGNORE},
+    {"checkpoint_index", K_IGNORE},
+    {"device", K_IGNORE},
+    {"n_devices", K_IGNORE},
+    {"dtype", K_IGNORE},
+    {"init_mode", K_IGNORE},
+    {"initializer_range", K_IGNORE},
+    {"init_weights", K_IGNORE},
+    {"default_prepend_bos", K_IGNORE},
+    {"tokenizer_prepends_bos", K_IGNORE},
+    {"trust_remote_code", K_IGNORE},
+    {"window_size", K_IGNORE},
+    {"attn_types", K_IGNORE},
+    {"rotary_dim", K_IGNORE},
+    {"rotary_base", K_IGNORE},
+    {"rotary_adjacent_pairs", K_IGNORE},
+    {"use_NTK_by_parts_rope", K_IGNORE},
+    {"NTK_by_parts_low_freq_factor", K_IGNORE},
+    {"NTK_by_parts_high_freq_factor", K_IGNORE},
+    {"NTK_by_parts_factor", K_IGNORE},
     {"NTK_original_ctx_len", K_IGNORE},
     /* attnlab's own config.json (the checkpoint says which biases) */
-    {"biases", K_IGNORE}, {"processing", K_IGNORE},
+    {"biases", K_IGNORE},
+    {"processing", K_IGNORE},
     /* NeelNanda's training settings */
-    {"lr_hidden", K_IGNORE}, {"lr_vector", K_IGNORE}, {"batch_size_per_device", K_IGNORE},
-    {"batches_per_step", K_IGNORE}, {"save_checkpoints", K_IGNORE}, {"debug", K_IGNORE},
-    {"debug_batch", K_IGNORE}, {"use_bfloat16_matmul", K_IGNORE}, {"betas", K_IGNORE},
-    {"weight_decay", K_IGNORE}, {"grad_norm_clip", K_IGNORE}, {"lr_schedule", K_IGNORE},
-    {"warmup_tokens", K_IGNORE}, {"train_loss_ewma_beta", K_IGNORE},
-    {"truncate_tokens", K_IGNORE}, {"log_interval", K_IGNORE},
-    {"initializer_scale_global", K_IGNORE}, {"initializer_scale_hidden", K_IGNORE},
-    {"initializer_scale_embed", K_IGNORE}, {"initializer_scale_unembed", K_IGNORE},
-    {"use_acc", K_IGNORE}, {"weight_init_scheme", K_IGNORE}, {"fixed_init", K_IGNORE},
-    {"store_init", K_IGNORE}, {"control", K_IGNORE}, {"tokens_per_step", K_IGNORE},
-    {"batch_size", K_IGNORE}, {"max_steps", K_IGNORE}, {"warmup_steps", K_IGNORE},
+    {"lr_hidden", K_IGNORE},
+    {"lr_vector", K_IGNORE},
+    {"batch_size_per_device", K_IGNORE},
+    {"batches_per_step", K_IGNORE},
+    {"save_checkpoints", K_IGNORE},
+    {"debug", K_IGNORE},
+    {"debug_batch", K_IGNORE},
+    {"use_bfloat16_matmul", K_IGNORE},
+    {"betas", K_IGNORE},
+    {"weight_decay", K_IGNORE},
+    {"grad_norm_clip", K_IGNORE},
+    {"lr_schedule", K_IGNORE},
+    {"warmup_tokens", K_IGNORE},
+    {"train_loss_ewma_beta", K_IGNORE},
+    {"truncate_tokens", K_IGNORE},
+    {"log_interval", K_IGNORE},
+    {"initializer_scale_global", K_IGNORE},
+    {"initializer_scale_hidden", K_IGNORE},
+    {"initializer_scale_embed", K_IGNORE},
+    {"initializer_scale_unembed", K_IGNORE},
+    {"use_acc", K_IGNORE},
+    {"weight_init_scheme", K_IGNORE},
+    {"fixed_init", K_IGNORE},
+    {"store_init", K_IGNORE},
+    {"control", K_IGNORE},
+    {"tokens_per_step", K_IGNORE},
+    {"batch_size", K_IGNORE},
+    {"max_steps", K_IGNORE},
+    {"warmup_steps", K_IGNORE},
 };
 
 static const key_row *key_of(const char *name) {
@@ -193,14 +263,17 @@ static int get_norm(const cJSON *j, const char *k, int *norm, const char *src, a
         return 0;
     }
     if (cJSON_IsString(j) && al_norm_type_parse(j->valuestring, norm) == 0) return 0;
-    return al_errf(e, "%s: key '%s' must be null, \"LN\" or \"LNPre\" (attnlab has no RMS "
-                      "norm)", src, k);
+    return al_errf(e,
+                   "%s: key '%s' must be null, \"LN\" or \"LNPre\" (attnlab has no RMS "
+                   "norm)",
+                   src, k);
 }
 
 /* The K_SET keys into c (norm and positions only where given). */
-static int read_set(const cJSON *o, al_config *c, int *norm_known, int *pos_known,
-                    const char *src, al_err *e) {
-    if (get_size(o, "n_layers", &c->n_layers, src, e) || get_size(o, "d_model", &c->d_model, src, e) ||
+static int read_set(const cJSON *o, al_config *c, int *norm_known, int *pos_known, const char *src,
+                    al_err *e) {
+    if (get_size(o, "n_layers", &c->n_layers, src, e) ||
+        get_size(o, "d_model", &c->d_model, src, e) ||
         get_size(o, "n_heads", &c->n_heads, src, e) || get_size(o, "d_head", &c->d_head, src, e) ||
         get_size(o, "n_ctx", &c->n_ctx, src, e) || get_size(o, "d_vocab", &c->d_vocab, src, e))
         return -1;
@@ -217,9 +290,10 @@ static int read_set(const cJSON *o, al_config *c, int *norm_known, int *pos_know
         const cJSON *mlp = get(o, "d_mlp");
         char dm[32] = "";
         if (mlp && cJSON_IsNumber(mlp)) snprintf(dm, sizeof dm, ", d_mlp %g", mlp->valuedouble);
-        return al_errf(e, "%s: a model with MLP layers (attn_only %s%s): attnlab takes "
-                          "attention-only models", src,
-                       !a ? "absent, false by default" : "false", dm);
+        return al_errf(e,
+                       "%s: a model with MLP layers (attn_only %s%s): attnlab takes "
+                       "attention-only models",
+                       src, !a ? "absent, false by default" : "false", dm);
     }
     int n1 = -1, n2 = -1;
     const cJSON *j = get(o, "normalization_type");
@@ -234,8 +308,10 @@ static int read_set(const cJSON *o, al_config *c, int *norm_known, int *pos_know
     int p1 = -1, p2 = -1;
     j = get(o, "positional_embedding_type");
     if (j && !(cJSON_IsString(j) && al_pos_type_parse(j->valuestring, &p1) == 0))
-        return al_errf(e, "%s: key 'positional_embedding_type' must be \"standard\" or "
-                          "\"shortformer\" (attnlab has no other positions)", src);
+        return al_errf(e,
+                       "%s: key 'positional_embedding_type' must be \"standard\" or "
+                       "\"shortformer\" (attnlab has no other positions)",
+                       src);
     j = get(o, "shortformer_pos");
     if (j && !cJSON_IsBool(j) && !cJSON_IsNull(j))
         return al_errf(e, "%s: key 'shortformer_pos' must be true or false", src);
@@ -264,8 +340,10 @@ static int read_set(const cJSON *o, al_config *c, int *norm_known, int *pos_know
 static int read_check(const cJSON *o, al_import_info *info, const char *src, al_err *e) {
     const cJSON *j = get(o, "use_attn_scale");
     if (j && !cJSON_IsTrue(j))
-        return al_errf(e, "%s: key 'use_attn_scale' must be true (scores are divided by "
-                          "sqrt(d_head))", src);
+        return al_errf(e,
+                       "%s: key 'use_attn_scale' must be true (scores are divided by "
+                       "sqrt(d_head))",
+                       src);
     j = get(o, "attn_scale");
     if (j && !cJSON_IsNull(j) && !cJSON_IsNumber(j))
         return al_errf(e, "%s: key 'attn_scale' must be a number", src);
@@ -294,12 +372,13 @@ static int read_check(const cJSON *o, al_import_info *info, const char *src, al_
     for (int i = 0; i < 2; i++) {
         j = get(o, ak[i]);
         if (!j || cJSON_IsNull(j)) continue;
-        if (!cJSON_IsString(j))
-            return al_errf(e, "%s: key '%s' must be a string", src, ak[i]);
+        if (!cJSON_IsString(j)) return al_errf(e, "%s: key '%s' must be a string", src, ak[i]);
         const char *v = j->valuestring;
         if ((i == 0 && strcmp(v, "neel")) || !strcmp(v, "neel-solu-old") || !strcmp(v, "mingpt"))
-            return al_errf(e, "%s: key '%s' is \"%.40s\": attnlab reads TransformerLens's own "
-                              "weight layout (\"neel\") only", src, ak[i], v);
+            return al_errf(e,
+                           "%s: key '%s' is \"%.40s\": attnlab reads TransformerLens's own "
+                           "weight layout (\"neel\") only",
+                           src, ak[i], v);
     }
     return 0;
 }
@@ -319,9 +398,10 @@ static int check_keys(const cJSON *o, const char *ignore, al_import_info *info, 
         const key_row *k = key_of(j->string);
         if (!k && listed(ignore, j->string)) k = &user;
         if (!k) {
-            rc = al_errf(e, "%s: unknown key '%s' (it may change the model; if it does not, "
-                            "pass --ignore-key %s)", src, al_json_key_disp(j->string, kd),
-                         al_json_key_disp(j->string, kd));
+            rc = al_errf(e,
+                         "%s: unknown key '%s' (it may change the model; if it does not, "
+                         "pass --ignore-key %s)",
+                         src, al_json_key_disp(j->string, kd), al_json_key_disp(j->string, kd));
             break;
         }
         if (k->kind == K_FALSE && !cJSON_IsFalse(j) && !cJSON_IsNull(j))
@@ -330,13 +410,14 @@ static int check_keys(const cJSON *o, const char *ignore, al_import_info *info, 
         else if (k->kind == K_RECORD)
             cJSON_AddItemToObject(rec, j->string, cJSON_Duplicate(j, 1));
         else if (k->kind == K_IGNORE || k->kind == K_MLP) {
-            int w = snprintf(info->ignored + ni, sizeof info->ignored - ni, "%s%s",
-                             ni ? "," : "", j->string);
+            int w = snprintf(info->ignored + ni, sizeof info->ignored - ni, "%s%s", ni ? "," : "",
+                             j->string);
             if (w > 0 && ni + (size_t)w < sizeof info->ignored) ni += (size_t)w;
         }
     }
     char *txt = rc ? NULL : cJSON_PrintUnformatted(rec);
-    if (txt && strlen(txt) < sizeof info->recorded) snprintf(info->recorded, sizeof info->recorded, "%s", txt);
+    if (txt && strlen(txt) < sizeof info->recorded)
+        snprintf(info->recorded, sizeof info->recorded, "%s", txt);
     free(txt);
     cJSON_Delete(rec);
     return rc;
@@ -354,8 +435,8 @@ static int read_config_json(const al_import_opts *o, const char *text, size_t n,
     }
     snprintf(info->config_format, sizeof info->config_format, "%s",
              is_hub(j) ? "hub" : "transformerlens");
-    if (check_keys(j, o->ignore_keys, info, src, e) || read_set(j, c, norm_known, pos_known, src, e) ||
-        read_check(j, info, src, e))
+    if (check_keys(j, o->ignore_keys, info, src, e) ||
+        read_set(j, c, norm_known, pos_known, src, e) || read_check(j, info, src, e))
         goto done;
     rc = 0;
 done:
@@ -372,8 +453,7 @@ static int settle(const al_import_opts *o, const char *text, size_t n, const cha
     info->ignored[0] = 0;
     int pos_known = 0;
     *norm_known = 0;
-    if (o->preset && (o->config || text))
-        return al_errf(e, "give --preset or --config, not both");
+    if (o->preset && (o->config || text)) return al_errf(e, "give --preset or --config, not both");
     if (o->preset) {
         const al_import_preset *p = al_import_preset_find(o->preset);
         if (!p) {
@@ -381,9 +461,11 @@ static int settle(const al_import_opts *o, const char *text, size_t n, const cha
             int n = 0;
             for (const al_import_preset *q = PRESETS; q->name && n < 16; q++) names[n++] = q->name;
             const char *near = al_nearest_word(o->preset, strlen(o->preset), names, n);
-            return al_errf(e, "unknown preset '%.60s'%s%s%s (attnlab import --list-presets "
-                              "lists them)", o->preset, near ? " (did you mean '" : "",
-                           near ? near : "", near ? "'?)" : "");
+            return al_errf(e,
+                           "unknown preset '%.60s'%s%s%s (attnlab import --list-presets "
+                           "lists them)",
+                           o->preset, near ? " (did you mean '" : "", near ? near : "",
+                           near ? "'?)" : "");
         }
         *c = p->cfg;
         *norm_known = pos_known = 1;
@@ -398,7 +480,8 @@ static int settle(const al_import_opts *o, const char *text, size_t n, const cha
         if (given[i] > 0) *sizes[i] = given[i];
     if (o->norm) {
         int n;
-        if (!strcmp(o->norm, "none")) n = AL_NORM_NONE;
+        if (!strcmp(o->norm, "none"))
+            n = AL_NORM_NONE;
         else if (al_norm_type_parse(o->norm, &n))
             return al_errf(e, "--norm must be none, LN or LNPre (got '%.40s')", o->norm);
         c->norm_type = n, *norm_known = 1;
@@ -416,8 +499,8 @@ static int settle(const al_import_opts *o, const char *text, size_t n, const cha
     return 0;
 }
 
-int al_import_config(const al_import_opts *o, al_config *c, int *norm_known,
-                     al_import_info *info, al_err *e) {
+int al_import_config(const al_import_opts *o, al_config *c, int *norm_known, al_import_info *info,
+                     al_err *e) {
     unsigned char *text = NULL;
     size_t n = 0;
     if (o->config && !o->preset && al_read_file(o->config, &text, &n, 1u << 20, e)) return -1;

@@ -50,9 +50,12 @@ static int header(const char *h, size_t hl, size_t *item, size_t *count, size_t 
     const char *d = npy_field(h, "'descr'"), *f = npy_field(h, "'fortran_order'"),
                *s = npy_field(h, "'shape'");
     if (!d || !f || !s) return al_errf(e, ".npy header lacks descr, fortran_order or shape");
-    if (!strncmp(d, "'<f4'", 5)) *item = 4;
-    else if (!strncmp(d, "'<f8'", 5)) *item = 8;
-    else return al_errf(e, ".npy dtype is not little-endian float32 or float64 ('<f4', '<f8')");
+    if (!strncmp(d, "'<f4'", 5))
+        *item = 4;
+    else if (!strncmp(d, "'<f8'", 5))
+        *item = 8;
+    else
+        return al_errf(e, ".npy dtype is not little-endian float32 or float64 ('<f4', '<f8')");
     if (strncmp(f, "False", 5) && strncmp(f, "True", 4))
         return al_errf(e, ".npy fortran_order is neither True nor False");
     /* shape: (N,) -- one axis */
@@ -76,9 +79,11 @@ int al_npy_parse(const unsigned char *b, size_t n, size_t max, float **out, size
     size_t item = 0, count = 0;
     if (n < 10 || memcmp(b, "\x93NUMPY", 6)) return al_errf(e, "not a .npy file (no \\x93NUMPY)");
     int major = b[6];
-    if (major < 1 || major > 3) return al_errf(e, ".npy format version %d (1 to 3 are read)", major);
+    if (major < 1 || major > 3)
+        return al_errf(e, ".npy format version %d (1 to 3 are read)", major);
     size_t hl, off;
-    if (major == 1) hl = b[8] | (size_t)b[9] << 8, off = 10;
+    if (major == 1)
+        hl = b[8] | (size_t)b[9] << 8, off = 10;
     else {
         if (n < 12) return al_errf(e, ".npy header truncated");
         hl = b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24, off = 12;
@@ -140,8 +145,8 @@ static long vec_len(const al_iv_op *op, const al_config *c) {
 /* The vector of op from "values" or "vector" (a .npy under dir). */
 static int op_vector(al_iv_op *op, const cJSON *vals, const cJSON *file, const char *dir,
                      const char *w, al_err *e) {
-    if (!vals == !file) return al_errf(e, "%s: %s needs one of \"values\" and \"vector\"", w,
-                                       OPS[op->op]);
+    if (!vals == !file)
+        return al_errf(e, "%s: %s needs one of \"values\" and \"vector\"", w, OPS[op->op]);
     size_t len = 0;
     if (vals) {
         int n = cJSON_IsArray(vals) ? cJSON_GetArraySize(vals) : -1;
@@ -187,9 +192,11 @@ static int parse_op(const cJSON *o, int i, const char *dir, const al_config *c, 
     static const char *const keys[] = {"hook", "op", "head", "pos", "factor", "values", "vector"};
     for (const cJSON *k = o->child; k; k = k->next) {
         int known = 0;
-        for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++) known |= !strcmp(k->string, keys[j]);
+        for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++)
+            known |= !strcmp(k->string, keys[j]);
         if (!known)
-            return al_errf(e, "%s: unknown key \"%s\" (hook, op, head, pos, factor, values, vector)",
+            return al_errf(e,
+                           "%s: unknown key \"%s\" (hook, op, head, pos, factor, values, vector)",
                            w, al_json_key_disp(k->string, disp));
         for (const cJSON *k2 = k->next; k2; k2 = k2->next)
             if (!strcmp(k->string, k2->string))
@@ -216,8 +223,10 @@ static int parse_op(const cJSON *o, int i, const char *dir, const al_config *c, 
     double d;
     if (head) {
         if (!strchr(al_hook_layout(op->point), 'H'))
-            return al_errf(e, "%s: %s has no head axis (\"head\" is for q, k, v, z, result, "
-                              "pattern)", w, al_json_key_disp(hook->valuestring, disp));
+            return al_errf(e,
+                           "%s: %s has no head axis (\"head\" is for q, k, v, z, result, "
+                           "pattern)",
+                           w, al_json_key_disp(hook->valuestring, disp));
         if (al_json_int_in(head, 0, c->n_heads - 1, &d))
             return al_errf(e, "%s: \"head\" must be an integer in 0..%d", w, c->n_heads - 1);
         op->head = (int)d;
@@ -242,8 +251,10 @@ static int parse_op(const cJSON *o, int i, const char *dir, const al_config *c, 
     }
     long want = vec_len(op, c);
     if (want < 0)
-        return al_errf(e, "%s: %s of a pattern row needs \"pos\" >= 0 (the row's length is "
-                          "pos + 1)", w, OPS[op->op]);
+        return al_errf(e,
+                       "%s: %s of a pattern row needs \"pos\" >= 0 (the row's length is "
+                       "pos + 1)",
+                       w, OPS[op->op]);
     if (op_vector(op, vals, file, dir, w, e)) return -1;
     if (op->n_vec != want)
         return al_errf(e, "%s: the vector has %d values; %s needs %ld", w, op->n_vec,
@@ -344,8 +355,10 @@ static int iv_hook(al_hook_act *a, void *ctx, al_err *e) {
     if (op->has_pos && (pos < 0 || pos >= T)) {
         char nm[96];
         al_hook_name(a->point, a->layer, nm, sizeof nm);
-        return al_errf(e, "intervention op %d (%s): position %d is outside the sequence of %d "
-                          "tokens", op->index, nm, op->pos, T);
+        return al_errf(e,
+                       "intervention op %d (%s): position %d is outside the sequence of %d "
+                       "tokens",
+                       op->index, nm, op->pos, T);
     }
     int row = lay[last] == 'S'; /* the pattern: the vector is a row up to pos */
     int64_t idx[4] = {0, 0, 0, 0};
@@ -355,10 +368,14 @@ static int iv_hook(al_hook_act *a, void *ctx, al_err *e) {
             float *x = a->data;
             for (int k = 0; k < nd; k++) x += idx[k] * st[k];
             int64_t j = idx[last];
-            if (op->op == AL_IV_ZERO) *x = 0.0f;
-            else if (op->op == AL_IV_SCALE) *x *= op->factor;
-            else if (!row || j < op->n_vec) *x = (op->op == AL_IV_ADD ? *x : 0.0f) + op->vec[j];
-            else if (op->op == AL_IV_SET) *x = 0.0f;
+            if (op->op == AL_IV_ZERO)
+                *x = 0.0f;
+            else if (op->op == AL_IV_SCALE)
+                *x *= op->factor;
+            else if (!row || j < op->n_vec)
+                *x = (op->op == AL_IV_ADD ? *x : 0.0f) + op->vec[j];
+            else if (op->op == AL_IV_SET)
+                *x = 0.0f;
             if (a->rows && row) a->rows[(size_t)idx[1] * T + (size_t)idx[2]] = 1; /* (B,H,T,S) */
         }
         int k = nd - 1;

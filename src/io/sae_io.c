@@ -65,8 +65,10 @@ int al_sae_fits_model(const al_sae *s, const al_sae_meta *meta, const al_config 
                        w, hook);
     if (model_sha256 && *model_sha256 && meta->model_sha256[0] &&
         strcmp(model_sha256, meta->model_sha256) != 0)
-        return al_errf(e, "the SAE was trained on another model (sha256 %.12s..., this one "
-                       "%.12s...)", meta->model_sha256, model_sha256);
+        return al_errf(e,
+                       "the SAE was trained on another model (sha256 %.12s..., this one "
+                       "%.12s...)",
+                       meta->model_sha256, model_sha256);
     return 0;
 }
 
@@ -111,8 +113,10 @@ int al_sae_save(const char *dir, const al_sae *s, const al_sae_meta *m, al_err *
     if (al_sae_count_nonfinite(s) != 0)
         return al_errf(e, "cannot save the SAE to %s: it has non-finite weights", dir);
     if (!isfinite(m->scale) || !(m->scale > 0))
-        return al_errf(e, "cannot save the SAE to %s: norm_scaling_factor %g is not a positive "
-                       "finite number", dir, m->scale);
+        return al_errf(e,
+                       "cannot save the SAE to %s: norm_scaling_factor %g is not a positive "
+                       "finite number",
+                       dir, m->scale);
     char *txt = cfg_to_json(s, m);
     if (!txt) return al_errf(e, "cannot save the SAE to %s: bad hook or out of memory", dir);
     char wpath[AL_PATH_MAX + 64], cpath[AL_PATH_MAX + 64];
@@ -121,11 +125,11 @@ int al_sae_save(const char *dir, const al_sae *s, const al_sae_meta *m, al_err *
         al_path_join(cpath, sizeof cpath, dir, AL_SAE_CFG_FILE, e) != 0 || al_mkdir_p(dir, e) != 0)
         goto out;
     const int64_t d = s->cfg.d_in, n = s->cfg.d_sae;
-    al_st_tensor t[4] = {
-        {.name = "W_enc", .dtype = AL_DT_F32, .ndim = 2, .shape = {d, n}, .data = s->W_enc},
-        {.name = "b_enc", .dtype = AL_DT_F32, .ndim = 1, .shape = {n}, .data = s->b_enc},
-        {.name = "W_dec", .dtype = AL_DT_F32, .ndim = 2, .shape = {n, d}, .data = s->W_dec},
-        {.name = "b_dec", .dtype = AL_DT_F32, .ndim = 1, .shape = {d}, .data = s->b_dec}};
+    al_st_tensor t[4] =
+        {{.name = "W_enc", .dtype = AL_DT_F32, .ndim = 2, .shape = {d, n}, .data = s->W_enc},
+         {.name = "b_enc", .dtype = AL_DT_F32, .ndim = 1, .shape = {n}, .data = s->b_enc},
+         {.name = "W_dec", .dtype = AL_DT_F32, .ndim = 2, .shape = {n, d}, .data = s->W_dec},
+         {.name = "b_dec", .dtype = AL_DT_F32, .ndim = 1, .shape = {d}, .data = s->b_dec}};
     const char *mk[1] = {"format"}, *mv[1] = {"pt"};
     if (al_st_write(wpath, t, 4, mk, mv, 1, e) != 0) goto out;
     rc = al_write_file_atomic(cpath, txt, strlen(txt), e);
@@ -180,10 +184,12 @@ static void read_partial(const char *dir, al_sae_meta *m) {
 
 void al_sae_partial_msg(const char *dir, const al_sae_meta *m, char *buf, size_t cap) {
     char at[64] = "";
-    if (m->partial_step >= 0) snprintf(at, sizeof at, "step %ld of %ld: ", m->partial_step,
-                                       m->partial_steps);
-    snprintf(buf, cap, "the SAE %s is partly trained (%sits training was interrupted or failed; "
-             "sae train --resume finishes it)", dir, at);
+    if (m->partial_step >= 0)
+        snprintf(at, sizeof at, "step %ld of %ld: ", m->partial_step, m->partial_steps);
+    snprintf(buf, cap,
+             "the SAE %s is partly trained (%sits training was interrupted or failed; "
+             "sae train --resume finishes it)",
+             dir, at);
 }
 
 /* ---------------------------------------------------------------- load */
@@ -250,8 +256,10 @@ static int parse_cfg(const cJSON *o, al_sae_cfg *c, al_sae_meta *m, const char *
     const cJSON *h = key(o, "hook_name");
     if (!h) return al_errf(e, "%s: key 'hook_name' missing", src);
     if (!cJSON_IsString(h) || al_sae_hook_parse(h->valuestring, &m->site, &m->hook_layer) != 0)
-        return al_errf(e, "%s: hook_name must be \"blocks.L.attn.hook_z\" or "
-                       "\"blocks.L.hook_resid_pre\"", src);
+        return al_errf(e,
+                       "%s: hook_name must be \"blocks.L.attn.hook_z\" or "
+                       "\"blocks.L.hook_resid_pre\"",
+                       src);
     if (get_int(o, "hook_layer", 0, 999999, 1, &v, src, e) < 0) return -1;
     if ((int)v != m->hook_layer)
         return al_errf(e, "%s: hook_layer %d differs from the layer of hook_name (%d)", src, (int)v,
@@ -261,8 +269,10 @@ static int parse_cfg(const cJSON *o, al_sae_cfg *c, al_sae_meta *m, const char *
     if (na && !cJSON_IsNull(na)) {
         if (!cJSON_IsString(na) || (strcmp(na->valuestring, "none") != 0 &&
                                     strcmp(na->valuestring, "expected_average_only_in") != 0))
-            return al_errf(e, "%s: normalize_activations must be \"none\" or "
-                           "\"expected_average_only_in\"", src);
+            return al_errf(e,
+                           "%s: normalize_activations must be \"none\" or "
+                           "\"expected_average_only_in\"",
+                           src);
         m->normalized = strcmp(na->valuestring, "none") != 0;
     }
     r = get_num(o, "norm_scaling_factor", &v, src, e);
@@ -271,8 +281,10 @@ static int parse_cfg(const cJSON *o, al_sae_cfg *c, al_sae_meta *m, const char *
         if (!(v > 0)) return al_errf(e, "%s: norm_scaling_factor must be positive", src);
         m->scale = v;
     } else if (m->normalized) {
-        return al_errf(e, "%s: normalize_activations is expected_average_only_in but "
-                       "norm_scaling_factor is missing", src);
+        return al_errf(e,
+                       "%s: normalize_activations is expected_average_only_in but "
+                       "norm_scaling_factor is missing",
+                       src);
     }
     const cJSON *dt = key(o, "dtype");
     if (dt && !(cJSON_IsString(dt) && (strcmp(dt->valuestring, "float32") == 0 ||
@@ -328,11 +340,14 @@ static int load_parsed(const cJSON *root, const al_st_file *f, const char *name,
         for (int q = 0; ok && q < nd[k]; q++) ok = t->shape[q] == shp[k][q];
         if (!ok) {
             if (nd[k] == 2)
-                return al_errf(e, "%s: %s must be F32 of shape [%" PRId64 ", %" PRId64
-                               "] (cfg.json's d_in %d, d_sae %d)", src, names[k], shp[k][0],
-                               shp[k][1], c.d_in, c.d_sae);
-            return al_errf(e, "%s: %s must be F32 of shape [%" PRId64 "] (cfg.json's d_in %d, "
-                           "d_sae %d)", src, names[k], shp[k][0], c.d_in, c.d_sae);
+                return al_errf(e,
+                               "%s: %s must be F32 of shape [%" PRId64 ", %" PRId64
+                               "] (cfg.json's d_in %d, d_sae %d)",
+                               src, names[k], shp[k][0], shp[k][1], c.d_in, c.d_sae);
+            return al_errf(e,
+                           "%s: %s must be F32 of shape [%" PRId64 "] (cfg.json's d_in %d, "
+                           "d_sae %d)",
+                           src, names[k], shp[k][0], c.d_in, c.d_sae);
         }
     }
     if (al_sae_alloc(s, &c, e) != 0) return -1;
@@ -351,8 +366,7 @@ int al_sae_load_mem(const char *cfg_json, size_t cfg_n, const void *st, size_t s
     memset(m, 0, sizeof *m);
     char src[AL_PATH_MAX + 64];
     snprintf(src, sizeof src, "%s/%s", name, AL_SAE_CFG_FILE);
-    if (cfg_n > AL_SAE_CFG_MAX)
-        return al_errf(e, "%s: larger than %u bytes", src, AL_SAE_CFG_MAX);
+    if (cfg_n > AL_SAE_CFG_MAX) return al_errf(e, "%s: larger than %u bytes", src, AL_SAE_CFG_MAX);
     cJSON *root;
     if (al_json_parse(cfg_json, cfg_n, src, &root, e) != 0) return -1;
     snprintf(src, sizeof src, "%s/%s", name, AL_SAE_WEIGHTS_FILE);
@@ -363,8 +377,10 @@ int al_sae_load_mem(const char *cfg_json, size_t cfg_n, const void *st, size_t s
         al_st_close(f);
     }
     cJSON_Delete(root);
-    if (rc != 0) memset(m, 0, sizeof *m);
-    else m->partial_step = m->partial_steps = -1; /* bytes alone: no mark */
+    if (rc != 0)
+        memset(m, 0, sizeof *m);
+    else
+        m->partial_step = m->partial_steps = -1; /* bytes alone: no mark */
     return rc;
 }
 
@@ -387,7 +403,9 @@ int al_sae_load(const char *dir, al_sae *s, al_sae_meta *m, al_err *e) {
         al_st_close(f);
     }
     cJSON_Delete(root);
-    if (rc != 0) memset(m, 0, sizeof *m);
-    else read_partial(dir, m);
+    if (rc != 0)
+        memset(m, 0, sizeof *m);
+    else
+        read_partial(dir, m);
     return rc;
 }

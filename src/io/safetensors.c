@@ -37,10 +37,10 @@
 
 struct al_st_file {
     char *path;
-    const char *kind;   /* what messages call the file: "checkpoint", "SAE" (static) */
+    const char *kind; /* what messages call the file: "checkpoint", "SAE" (static) */
     unsigned char *buf; /* whole file */
     size_t size;
-    cJSON *root;        /* tensor names and metadata point into it */
+    cJSON *root; /* tensor names and metadata point into it */
     al_st_tensor *t;
     int n;
     const char **meta_k, **meta_v;
@@ -88,14 +88,13 @@ static int tensor_bytes(const al_st_tensor *t, uint64_t *bytes) {
         if (t->shape[i] < 0 || (uint64_t)t->shape[i] > (uint64_t)MAX_EXACT) return -1;
         if (al_mul_overflow(n, (size_t)t->shape[i], &n) != 0) return -1;
     }
-    if (al_mul_overflow(n, dtype_size(t->dtype), &n) != 0 || (double)n > MAX_EXACT)
-        return -1;
+    if (al_mul_overflow(n, dtype_size(t->dtype), &n) != 0 || (double)n > MAX_EXACT) return -1;
     *bytes = n;
     return 0;
 }
 
-static int check_tensors(const char *path, const al_st_tensor *ts, int n,
-                         uint64_t *bytes, al_err *e) {
+static int check_tensors(const char *path, const al_st_tensor *ts, int n, uint64_t *bytes,
+                         al_err *e) {
     for (int i = 0; i < n; i++) {
         const al_st_tensor *t = &ts[i];
         if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0)
@@ -172,9 +171,8 @@ static int write_data(FILE *f, const void *data, uint64_t bytes) {
 #endif
 }
 
-int al_st_write(const char *path, const al_st_tensor *tensors, int n,
-                const char *const *meta_keys, const char *const *meta_vals,
-                int n_meta, al_err *e) {
+int al_st_write(const char *path, const al_st_tensor *tensors, int n, const char *const *meta_keys,
+                const char *const *meta_vals, int n_meta, al_err *e) {
     if (n < 0 || n_meta < 0) return al_errf(e, "cannot write %s: bad tensor count", path);
     for (int i = 0; i < n_meta; i++)
         if (!meta_keys[i] || !meta_vals[i])
@@ -193,8 +191,7 @@ int al_st_write(const char *path, const al_st_tensor *tensors, int n,
     unsigned char len[8];
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
     int ok = fwrite(len, 1, 8, af.f) == 8 && fwrite(hb.p, 1, hb.n, af.f) == hb.n;
-    for (int i = 0; ok && i < n; i++)
-        ok = write_data(af.f, tensors[i].data, bytes[i]) == 0;
+    for (int i = 0; ok && i < n; i++) ok = write_data(af.f, tensors[i].data, bytes[i]) == 0;
     if (!ok) al_errf(e, "cannot write %s: %s", path, strerror(errno));
     rc = al_atomic_commit(&af, ok, ok ? e : NULL);
 done:
@@ -219,8 +216,7 @@ static int read_all(const char *path, const char *kind, unsigned char **buf, siz
     unsigned char *b = malloc(n + 1);
     if (!b) {
         fclose(f);
-        return al_errf(e, "cannot read %s %s: out of memory for %zu bytes", kind, path,
-                       n);
+        return al_errf(e, "cannot read %s %s: out of memory for %zu bytes", kind, path, n);
     }
     size_t got = fread(b, 1, n, f);
     int bad = ferror(f);
@@ -262,17 +258,22 @@ static int json_uint(const cJSON *j, uint64_t *out) {
 
 static int parse_dtype(const cJSON *j, al_dtype *d) {
     if (!cJSON_IsString(j)) return -1;
-    if (strcmp(j->valuestring, "F32") == 0) *d = AL_DT_F32;
-    else if (strcmp(j->valuestring, "I32") == 0) *d = AL_DT_I32;
-    else if (strcmp(j->valuestring, "F16") == 0) *d = AL_DT_F16;
-    else if (strcmp(j->valuestring, "BF16") == 0) *d = AL_DT_BF16;
-    else return -1;
+    if (strcmp(j->valuestring, "F32") == 0)
+        *d = AL_DT_F32;
+    else if (strcmp(j->valuestring, "I32") == 0)
+        *d = AL_DT_I32;
+    else if (strcmp(j->valuestring, "F16") == 0)
+        *d = AL_DT_F16;
+    else if (strcmp(j->valuestring, "BF16") == 0)
+        *d = AL_DT_BF16;
+    else
+        return -1;
     return 0;
 }
 
 /* Validate one tensor entry; fills t and its [begin,end) span. */
-static int parse_tensor(const cJSON *j, al_st_tensor *t, uint64_t span[2],
-                        uint64_t data_size, al_err *e) {
+static int parse_tensor(const cJSON *j, al_st_tensor *t, uint64_t span[2], uint64_t data_size,
+                        al_err *e) {
     dname dn = disp(j->string);
     const char *nm = dn.s;
     if (!cJSON_IsObject(j)) return al_errf(e, "tensor %s is not a JSON object", nm);
@@ -282,8 +283,9 @@ static int parse_tensor(const cJSON *j, al_st_tensor *t, uint64_t span[2],
     const cJSON *of = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
     if (parse_dtype(dt, &t->dtype) != 0) {
         if (cJSON_IsString(dt))
-            return al_errf(e, "tensor %s has unsupported dtype %.40s (attnlab reads F32, F16, BF16 and I32)",
-                           nm, disp(dt->valuestring).s);
+            return al_errf(
+                e, "tensor %s has unsupported dtype %.40s (attnlab reads F32, F16, BF16 and I32)",
+                nm, disp(dt->valuestring).s);
         return al_errf(e, "tensor %s has no dtype string", nm);
     }
     if (!cJSON_IsArray(sh)) return al_errf(e, "tensor %s has no shape array", nm);
@@ -299,26 +301,32 @@ static int parse_tensor(const cJSON *j, al_st_tensor *t, uint64_t span[2],
             /* a whole number past 2^53 is an integer, just not one JSON's
              * doubles hold exactly: say that, not "not an integer" */
             if (cJSON_IsNumber(x) && x->valuedouble > MAX_EXACT)
-                return al_errf(e, "tensor %s has a shape entry of %.3g, past the largest "
-                                  "size read (2^53)", nm, x->valuedouble);
+                return al_errf(e,
+                               "tensor %s has a shape entry of %.3g, past the largest "
+                               "size read (2^53)",
+                               nm, x->valuedouble);
             return al_errf(e, "tensor %s has a shape entry that is not a non-negative integer", nm);
         }
         t->shape[d] = (int64_t)v;
     }
     uint64_t bytes;
     if (tensor_bytes(t, &bytes) != 0) return al_errf(e, "tensor %s: shape product overflows", nm);
-    if (!cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2 ||
-        json_uint(of->child, &span[0]) != 0 || json_uint(of->child->next, &span[1]) != 0)
+    if (!cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2 || json_uint(of->child, &span[0]) != 0 ||
+        json_uint(of->child->next, &span[1]) != 0)
         return al_errf(e, "tensor %s: data_offsets must be [begin, end] integers", nm);
     if (span[0] > span[1])
-        return al_errf(e, "tensor %s: data_offsets begin %" PRIu64 " > end %" PRIu64, nm,
-                       span[0], span[1]);
+        return al_errf(e, "tensor %s: data_offsets begin %" PRIu64 " > end %" PRIu64, nm, span[0],
+                       span[1]);
     if (span[1] > data_size)
-        return al_errf(e, "tensor %s: data_offsets end %" PRIu64
-                          " beyond the data area (%" PRIu64 " bytes)", nm, span[1], data_size);
+        return al_errf(e,
+                       "tensor %s: data_offsets end %" PRIu64 " beyond the data area (%" PRIu64
+                       " bytes)",
+                       nm, span[1], data_size);
     if (span[1] - span[0] != bytes)
-        return al_errf(e, "tensor %s: data span is %" PRIu64 " bytes but dtype and shape "
-                          "need %" PRIu64, nm, span[1] - span[0], bytes);
+        return al_errf(e,
+                       "tensor %s: data span is %" PRIu64 " bytes but dtype and shape "
+                       "need %" PRIu64,
+                       nm, span[1] - span[0], bytes);
     return 0;
 }
 
@@ -369,8 +377,7 @@ static int check_unique_disjoint(span_ref *s, int n, al_err *e) {
 /* Everything after reading the bytes; messages without the path, which
  * the caller adds. */
 static int parse_file(al_st_file *f, al_err *e) {
-    if (f->size < 8)
-        return al_errf(e, "truncated file (%zu bytes, need at least 8)", f->size);
+    if (f->size < 8) return al_errf(e, "truncated file (%zu bytes, need at least 8)", f->size);
     uint64_t hlen = le64(f->buf);
     if (hlen > f->size - 8 || hlen > MAX_HEADER)
         return al_errf(e, "bad header length %" PRIu64 " (file has %zu bytes)", hlen, f->size);
@@ -389,8 +396,10 @@ static int parse_file(al_st_file *f, al_err *e) {
     int rc = 0;
     for (const cJSON *j = f->root->child; j && rc == 0; j = j->next) {
         if (strcmp(j->string, "__metadata__") == 0) {
-            if (f->meta_k) rc = al_errf(e, "duplicate __metadata__");
-            else rc = parse_meta(f, j, e);
+            if (f->meta_k)
+                rc = al_errf(e, "duplicate __metadata__");
+            else
+                rc = parse_meta(f, j, e);
             continue;
         }
         uint64_t sp[2] = {0, 0};
@@ -453,8 +462,7 @@ int al_st_open_mem_as(const void *data, size_t n, const char *name, const char *
     return open_buf(name, kind, buf, n, out, e);
 }
 
-int al_st_open_mem(const void *data, size_t n, const char *name, al_st_file **out,
-                   al_err *e) {
+int al_st_open_mem(const void *data, size_t n, const char *name, al_st_file **out, al_err *e) {
     return al_st_open_mem_as(data, n, name, "checkpoint", out, e);
 }
 
@@ -494,25 +502,25 @@ static float half_to_f32(const unsigned char *p, al_dtype d) {
     return d == AL_DT_BF16 ? al_bf16_to_f32(h) : al_f16_to_f32(h);
 }
 
-
-int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
-                   const int64_t *shape, float *dst, al_err *e) {
+int al_st_read_f32(const al_st_file *f, const char *name, int ndim, const int64_t *shape,
+                   float *dst, al_err *e) {
     const al_st_tensor *t = al_st_get(f, name);
     dname dn = disp(name); /* names may come from the file: one line */
     name = dn.s;
-    if (!t) return al_errf(e, "cannot read %s %s: tensor %s missing", f->kind, f->path,
-                               name);
+    if (!t) return al_errf(e, "cannot read %s %s: tensor %s missing", f->kind, f->path, name);
     if (t->dtype == AL_DT_I32)
-        return al_errf(e, "cannot read %s %s: tensor %s has dtype %s, expected F32, F16 "
-                       "or BF16", f->kind, f->path, name, dtype_name(t->dtype));
+        return al_errf(e,
+                       "cannot read %s %s: tensor %s has dtype %s, expected F32, F16 "
+                       "or BF16",
+                       f->kind, f->path, name, dtype_name(t->dtype));
     int same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
         char got[128], want[128];
         al_fmt_shape(got, sizeof got, t->ndim, t->shape);
         al_fmt_shape(want, sizeof want, ndim, shape);
-        return al_errf(e, "cannot read %s %s: tensor %s has shape %s, expected %s",
-                       f->kind, f->path, name, got, want);
+        return al_errf(e, "cannot read %s %s: tensor %s has shape %s, expected %s", f->kind,
+                       f->path, name, got, want);
     }
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)shape[i]; /* validated at open */
@@ -524,14 +532,18 @@ int al_st_read_f32(const al_st_file *f, const char *name, int ndim,
 #if AL_BIG_ENDIAN
         for (size_t i = 0; i < n; i++) {
             unsigned char *p = (unsigned char *)&dst[i], c;
-            c = p[0]; p[0] = p[3]; p[3] = c;
-            c = p[1]; p[1] = p[2]; p[2] = c;
+            c = p[0];
+            p[0] = p[3];
+            p[3] = c;
+            c = p[1];
+            p[1] = p[2];
+            p[2] = c;
         }
 #endif
     }
     for (size_t i = 0; i < n; i++)
         if (!isfinite(dst[i]))
-            return al_errf(e, "cannot read %s %s: tensor %s contains NaN/Inf at index %zu",
-                           f->kind, f->path, name, i);
+            return al_errf(e, "cannot read %s %s: tensor %s contains NaN/Inf at index %zu", f->kind,
+                           f->path, name, i);
     return 0;
 }

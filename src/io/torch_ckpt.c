@@ -24,10 +24,10 @@
 
 #include "torch_pickle.h"
 
-#define MAX_PICKLE (256u << 20)    /* data.pkl: a few MB for the largest state dicts */
-#define MAX_ENTRY (1ull << 36)     /* one storage (64 GiB) */
-#define MAX_ENTRIES 1000000        /* zip entries */
-#define DEFLATE_RATIO 1032         /* deflate's largest expansion */
+#define MAX_PICKLE (256u << 20) /* data.pkl: a few MB for the largest state dicts */
+#define MAX_ENTRY (1ull << 36) /* one storage (64 GiB) */
+#define MAX_ENTRIES 1000000 /* zip entries */
+#define DEFLATE_RATIO 1032 /* deflate's largest expansion */
 #define EOCD_LEN 22
 #define EOCD64_LEN 56
 #define LOC64_LEN 20
@@ -47,9 +47,7 @@ static const struct {
     size_t size;
 } dtypes[] = {{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"BOOL", 1}};
 
-const char *al_pt_dtype_name(al_pt_dtype d) {
-    return (unsigned)d < 5 ? dtypes[d].name : "?";
-}
+const char *al_pt_dtype_name(al_pt_dtype d) { return (unsigned)d < 5 ? dtypes[d].name : "?"; }
 size_t al_pt_dtype_size(al_pt_dtype d) { return (unsigned)d < 5 ? dtypes[d].size : 0; }
 
 /* ------------------------------------------------------------ the kind */
@@ -68,8 +66,7 @@ al_pt_kind al_pt_kind_mem(const void *data, size_t n) {
     size_t nl = (size_t)p[26] | (size_t)p[27] << 8;
     if (n < 30 + nl || nl < 10) return AL_PT_OTHER;
     const unsigned char *name = p + 30;
-    if (memcmp(name + nl - 9, "/data.pkl", 9) != 0 || memchr(name, '/', nl - 9))
-        return AL_PT_OTHER;
+    if (memcmp(name + nl - 9, "/data.pkl", 9) != 0 || memchr(name, '/', nl - 9)) return AL_PT_OTHER;
     return AL_PT_ZIP;
 }
 
@@ -124,8 +121,7 @@ static int check_eocd(const src *s, const unsigned char *tail, size_t at, uint64
         const unsigned char *l = tail + at - LOC64_LEN;
         uint64_t at64 = le(l + 8, 8);
         unsigned char z[EOCD64_LEN];
-        if (le(l + 4, 4) != 0 || le(l + 16, 4) != 1)
-            return al_errf(e, "a multi-disk zip64");
+        if (le(l + 4, 4) != 0 || le(l + 16, 4) != 1) return al_errf(e, "a multi-disk zip64");
         if (at64 > eocd - LOC64_LEN || eocd - LOC64_LEN - at64 < EOCD64_LEN ||
             src_read(s, at64, z, sizeof z) != 0 || memcmp(z, "PK\6\6", 4) != 0)
             return al_errf(e, "a zip64 end record outside the file");
@@ -137,11 +133,13 @@ static int check_eocd(const src *s, const unsigned char *tail, size_t at, uint64
         end = at64;
     }
     if (off > end || size > end - off)
-        return al_errf(e, "the zip's central directory (%" PRIu64 " bytes at %" PRIu64
-                       ") lies outside the file", size, off);
+        return al_errf(e,
+                       "the zip's central directory (%" PRIu64 " bytes at %" PRIu64
+                       ") lies outside the file",
+                       size, off);
     if (n > size / CDIR_ENTRY_LEN || n > MAX_ENTRIES)
-        return al_errf(e, "the zip claims %" PRIu64 " entries in a %" PRIu64
-                       "-byte directory", n, size);
+        return al_errf(e, "the zip claims %" PRIu64 " entries in a %" PRIu64 "-byte directory", n,
+                       size);
     return 0;
 }
 
@@ -211,15 +209,17 @@ static int entry_size(zctx *c, int64_t idx, uint64_t cap, uint64_t *size, al_err
                            dn.s, (uint64_t)st.size, (uint64_t)st.comp_size);
     } else if (st.comp_method == ZIP_CM_DEFLATE) {
         if (st.size / DEFLATE_RATIO > st.comp_size)
-            return al_errf(e, "deflated zip entry %s claims %" PRIu64 " bytes from %" PRIu64,
-                           dn.s, (uint64_t)st.size, (uint64_t)st.comp_size);
+            return al_errf(e, "deflated zip entry %s claims %" PRIu64 " bytes from %" PRIu64, dn.s,
+                           (uint64_t)st.size, (uint64_t)st.comp_size);
     } else {
-        return al_errf(e, "zip entry %s uses compression method %d (only stored and deflated "
-                       "entries are read)", dn.s, (int)st.comp_method);
+        return al_errf(e,
+                       "zip entry %s uses compression method %d (only stored and deflated "
+                       "entries are read)",
+                       dn.s, (int)st.comp_method);
     }
     if (st.size > cap)
-        return al_errf(e, "zip entry %s has %" PRIu64 " bytes, more than the %" PRIu64
-                       " allowed", dn.s, (uint64_t)st.size, cap);
+        return al_errf(e, "zip entry %s has %" PRIu64 " bytes, more than the %" PRIu64 " allowed",
+                       dn.s, (uint64_t)st.size, cap);
     *size = st.size;
     return 0;
 }
@@ -272,7 +272,7 @@ static int check_records(zctx *c, al_err *e) {
     if (small_entry(c, "byteorder", order, sizeof order, e) != 0) return -1;
     if (!strcmp(order, "big"))
         return al_errf(e, "the tensors are stored big-endian (byteorder 'big'); attnlab reads "
-                       "little-endian checkpoints");
+                          "little-endian checkpoints");
     if (order[0] && strcmp(order, "little"))
         return al_errf(e, "unknown byteorder '%s'",
                        al_pk_disp((const unsigned char *)order, strlen(order)).s);
@@ -297,8 +297,8 @@ static int cmp_key(const void *a, const void *b) {
 }
 
 /* Read every storage once per key; base[i] is storage ref i's bytes. */
-static int load_storages(al_pt_file *f, zctx *c, const al_pk_result *r,
-                         const unsigned char **base, al_err *e) {
+static int load_storages(al_pt_file *f, zctx *c, const al_pk_result *r, const unsigned char **base,
+                         al_err *e) {
     skey *k = al_malloc((size_t)r->n_st + 1, sizeof *k, e);
     f->bufs = al_calloc((size_t)r->n_st + 1, sizeof *f->bufs, e);
     if (!k || !f->bufs) {
@@ -331,8 +331,10 @@ static int load_storages(al_pt_file *f, zctx *c, const al_pk_result *r,
         } else if (entry_size(c, idx, MAX_ENTRY, &size, e) != 0) {
             rc = -1;
         } else if (size != bytes) {
-            rc = al_errf(e, "storage %s has %" PRIu64 " bytes, but %" PRId64 " %s elements "
-                         "need %zu", dn.s, size, s->numel, al_pt_dtype_name(s->dtype), bytes);
+            rc = al_errf(e,
+                         "storage %s has %" PRIu64 " bytes, but %" PRId64 " %s elements "
+                         "need %zu",
+                         dn.s, size, s->numel, al_pt_dtype_name(s->dtype), bytes);
         } else {
             unsigned char *b = al_malloc(bytes ? bytes : 1, 1, e); /* exact, for ASan */
             if (!b || read_entry(c, idx, b, bytes, e) != 0) {
@@ -368,8 +370,10 @@ static int check_extent(const al_pt_tensor *t, al_err *e) {
     }
     if (empty) return 0;
     if (last >= (uint64_t)t->storage_numel)
-        return al_errf(e, "tensor %s reaches element %" PRIu64 " of a storage of %" PRId64
-                       " (offset %" PRId64 ")", dn.s, last, t->storage_numel, t->offset);
+        return al_errf(e,
+                       "tensor %s reaches element %" PRIu64 " of a storage of %" PRId64
+                       " (offset %" PRId64 ")",
+                       dn.s, last, t->storage_numel, t->offset);
     return 0;
 }
 
@@ -384,8 +388,10 @@ static int build(al_pt_file *f, zctx *c, al_err *e) {
     const unsigned char **base = NULL;
     int rc = read_entry(c, idx, pk, size, e);
     if (rc == 0) rc = check_records(c, e);
-    if (rc == 0) rc = al_pk_load(pk, (size_t)size, &r, e);
-    else memset(&r, 0, sizeof r);
+    if (rc == 0)
+        rc = al_pk_load(pk, (size_t)size, &r, e);
+    else
+        memset(&r, 0, sizeof r);
     if (rc == 0) rc = (base = al_calloc((size_t)r.n_st + 1, sizeof *base, e)) ? 0 : -1;
     if (rc == 0) rc = load_storages(f, c, &r, base, e);
     if (rc == 0) rc = (f->t = al_calloc((size_t)r.n_t + 1, sizeof *f->t, e)) ? 0 : -1;
@@ -425,13 +431,17 @@ static int open_src(const char *path, zip_source_t *zs, const src *raw, al_pt_fi
     if (src_read(raw, 0, head, hn) == 0) kind = al_pt_kind_mem(head, hn);
     if (kind == AL_PT_LEGACY) {
         zip_source_free(zs);
-        return al_errf(e, "cannot read checkpoint %s: it is in PyTorch's legacy non-zip format; "
-                       "re-save it with torch.save in PyTorch >= 1.6", path);
+        return al_errf(e,
+                       "cannot read checkpoint %s: it is in PyTorch's legacy non-zip format; "
+                       "re-save it with torch.save in PyTorch >= 1.6",
+                       path);
     }
     if (hn < 4 || memcmp(head, "PK\3\4", 4) != 0) {
         zip_source_free(zs);
-        return al_errf(e, "cannot read checkpoint %s: not a PyTorch checkpoint (neither a zip "
-                       "written by torch.save nor PyTorch's legacy format)", path);
+        return al_errf(e,
+                       "cannot read checkpoint %s: not a PyTorch checkpoint (neither a zip "
+                       "written by torch.save nor PyTorch's legacy format)",
+                       path);
     }
     if (check_zip_end(raw, e) != 0) {
         zip_source_free(zs);
@@ -543,23 +553,24 @@ static float load_f32(const unsigned char *b, al_pt_dtype d, uint64_t i) {
     return x;
 }
 
-
 int al_pt_read_f32(const al_pt_file *f, const char *name, int ndim, const int64_t *shape,
                    float *dst, al_err *e) {
     const al_pt_tensor *t = al_pt_get(f, name);
     al_pk_dname dn = al_pk_disp((const unsigned char *)name, strlen(name));
     if (!t) return al_errf(e, "cannot read checkpoint %s: tensor %s missing", f->path, dn.s);
     if (t->dtype != AL_PT_F32 && t->dtype != AL_PT_F16 && t->dtype != AL_PT_BF16)
-        return al_errf(e, "cannot read checkpoint %s: tensor %s has dtype %s, expected F32, F16 "
-                       "or BF16", f->path, dn.s, al_pt_dtype_name(t->dtype));
+        return al_errf(e,
+                       "cannot read checkpoint %s: tensor %s has dtype %s, expected F32, F16 "
+                       "or BF16",
+                       f->path, dn.s, al_pt_dtype_name(t->dtype));
     int same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
         char got[200], want[200];
         al_fmt_shape(got, sizeof got, t->ndim, t->shape);
         al_fmt_shape(want, sizeof want, ndim, shape);
-        return al_errf(e, "cannot read checkpoint %s: tensor %s has shape %s, expected %s",
-                       f->path, dn.s, got, want);
+        return al_errf(e, "cannot read checkpoint %s: tensor %s has shape %s, expected %s", f->path,
+                       dn.s, got, want);
     }
     if (t->numel == 0) return 0;
     /* walk the index in row-major order; idx[] counts, pos follows strides */
@@ -572,8 +583,10 @@ int al_pt_read_f32(const al_pt_file *f, const char *name, int ndim, const int64_
         for (int64_t j = 0; j < inner; j++) {
             float x = load_f32(b, t->dtype, pos + (uint64_t)(j * ist));
             if (!isfinite(x))
-                return al_errf(e, "cannot read checkpoint %s: tensor %s contains NaN/Inf at "
-                               "index %" PRIu64, f->path, dn.s, out + (uint64_t)j);
+                return al_errf(e,
+                               "cannot read checkpoint %s: tensor %s contains NaN/Inf at "
+                               "index %" PRIu64,
+                               f->path, dn.s, out + (uint64_t)j);
             dst[out + (uint64_t)j] = x;
         }
         out += (uint64_t)inner;

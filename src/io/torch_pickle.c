@@ -26,24 +26,41 @@
 #define MAX_OBJ (1 << 22)
 #define MAX_STACK (1 << 20)
 #define MAX_MEMO (1 << 22)
-#define MAX_ITEMS (1 << 24)   /* container items, all containers together */
-#define MAX_STR (1u << 24)    /* one string (they stay in the pickle bytes) */
+#define MAX_ITEMS (1 << 24) /* container items, all containers together */
+#define MAX_STR (1u << 24) /* one string (they stay in the pickle bytes) */
 #define MAX_TENSORS (1 << 20) /* tensor records, and named tensors */
-#define MAX_DEPTH 16          /* dict/list nesting the names follow */
-#define MAX_NAME 4096         /* one full key path */
-#define MAX_VISIT (1 << 24)   /* container entries the naming walk visits */
+#define MAX_DEPTH 16 /* dict/list nesting the names follow */
+#define MAX_NAME 4096 /* one full key path */
+#define MAX_VISIT (1 << 24) /* container entries the naming walk visits */
 
 enum {
-    PV_NONE, PV_BOOL, PV_INT, PV_FLOAT, PV_STR, PV_TUPLE, PV_LIST, PV_DICT,
-    PV_GLOBAL, PV_STORAGE, PV_TENSOR
+    PV_NONE,
+    PV_BOOL,
+    PV_INT,
+    PV_FLOAT,
+    PV_STR,
+    PV_TUPLE,
+    PV_LIST,
+    PV_DICT,
+    PV_GLOBAL,
+    PV_STORAGE,
+    PV_TENSOR
 };
-static const char *const kind_name[] = {"None", "bool", "int", "float", "str", "tuple", "list",
-                                        "dict", "global", "storage", "tensor"};
+static const char *const kind_name[] = {"None", "bool", "int",    "float",   "str",   "tuple",
+                                        "list", "dict", "global", "storage", "tensor"};
 
 /* The accepted globals. */
 enum {
-    G_ODICT, G_REBUILD_V2, G_REBUILD, G_REBUILD_PARAM,
-    G_ST_F32, G_ST_F16, G_ST_BF16, G_ST_I64, G_ST_BOOL, G_N
+    G_ODICT,
+    G_REBUILD_V2,
+    G_REBUILD,
+    G_REBUILD_PARAM,
+    G_ST_F32,
+    G_ST_F16,
+    G_ST_BF16,
+    G_ST_I64,
+    G_ST_BOOL,
+    G_N
 };
 static const struct {
     const char *module, *name;
@@ -61,10 +78,10 @@ static const struct {
 
 typedef struct pv {
     uint8_t kind;
-    uint8_t g;           /* PV_GLOBAL: which */
-    int n, cap;          /* containers: items (a dict holds key, value, key, ...) */
+    uint8_t g; /* PV_GLOBAL: which */
+    int n, cap; /* containers: items (a dict holds key, value, key, ...) */
     int *items;
-    int64_t i;           /* PV_BOOL, PV_INT; PV_STORAGE, PV_TENSOR: record index */
+    int64_t i; /* PV_BOOL, PV_INT; PV_STORAGE, PV_TENSOR: record index */
     const unsigned char *s; /* PV_STR, into the pickle */
     size_t len;
 } pv;
@@ -249,8 +266,8 @@ static int op_persid(vm *v) {
     pv *t = &v->obj[pid];
     if (t->kind != PV_TUPLE || t->n != 5 || !is_str(v, t->items[0], "storage"))
         return fail(v, "persistent id is not ('storage', type, key, location, numel)");
-    const pv *ty = &v->obj[t->items[1]], *key = &v->obj[t->items[2]],
-             *loc = &v->obj[t->items[3]], *num = &v->obj[t->items[4]];
+    const pv *ty = &v->obj[t->items[1]], *key = &v->obj[t->items[2]], *loc = &v->obj[t->items[3]],
+             *num = &v->obj[t->items[4]];
     if (ty->kind != PV_GLOBAL || ty->g < G_ST_F32)
         return fail(v, "persistent id names no storage type");
     if (key->kind != PV_STR || key->len == 0 || key->len > 255 || loc->kind != PV_STR ||
@@ -289,8 +306,10 @@ static int rebuild_tensor(vm *v, int g, const pv *a) {
          v->obj[a->items[1]].i >= 0;
     if (ok && int_tuple(v, a->items[2], t.shape, &ns) != 0) {
         if (v->obj[a->items[2]].kind == PV_TUPLE && v->obj[a->items[2]].n > AL_PT_MAX_DIMS)
-            return al_errf(v->e, "a tensor has %d dimensions, at most %d supported (byte %zu "
-                           "of data.pkl)", v->obj[a->items[2]].n, AL_PT_MAX_DIMS, v->op_at);
+            return al_errf(v->e,
+                           "a tensor has %d dimensions, at most %d supported (byte %zu "
+                           "of data.pkl)",
+                           v->obj[a->items[2]].n, AL_PT_MAX_DIMS, v->op_at);
         ok = 0;
     }
     ok = ok && int_tuple(v, a->items[3], t.stride, &nd) == 0 && nd == ns;
@@ -322,8 +341,7 @@ static int op_reduce(vm *v) {
         if (a->n != 0) return fail(v, "OrderedDict called with arguments");
         return push_new(v, PV_DICT, 0);
     case G_REBUILD_V2:
-    case G_REBUILD:
-        return rebuild_tensor(v, f->g, a);
+    case G_REBUILD: return rebuild_tensor(v, f->g, a);
     case G_REBUILD_PARAM:
         /* _rebuild_parameter(tensor, requires_grad, backward_hooks): the tensor */
         if (a->n != 3 || v->obj[a->items[0]].kind != PV_TENSOR ||
@@ -390,7 +408,9 @@ static const char *opcode_name(unsigned c) {
     case '0': return "POP";
     case '1': return "POP_MARK";
     case '2': return "DUP";
-    case 0x82: case 0x83: case 0x84: return "EXT";
+    case 0x82:
+    case 0x83:
+    case 0x84: return "EXT";
     case 0x8f: return "EMPTY_SET";
     case 0x90: return "ADDITEMS";
     case 0x91: return "FROZENSET";
@@ -430,7 +450,9 @@ static int step(vm *v, int *done) {
         return 0;
     }
     case 't': return mark_base(v, &base) != 0 ? -1 : make_tuple(v, base);
-    case 0x85: case 0x86: case 0x87: { /* TUPLE1..3 */
+    case 0x85:
+    case 0x86:
+    case 0x87: { /* TUPLE1..3 */
         int k = (int)c - 0x84;
         if (v->sp - floor_of(v) < k) return fail(v, "pickle stack underflow");
         return make_tuple(v, v->sp - k);
@@ -469,9 +491,12 @@ static int step(vm *v, int *done) {
     case 0x94: return memo_put(v, (uint64_t)v->n_memo_set);
     case 'h': return need(v, 1) != 0 ? -1 : memo_get(v, rd_le(v, 1));
     case 'j': return need(v, 4) != 0 ? -1 : memo_get(v, rd_le(v, 4));
-    case 's': case 'u': { /* SETITEM, SETITEMS: dict, then key, value pairs */
-        if (c == 's') base = v->sp - 2;
-        else if (mark_base(v, &base) != 0) return -1;
+    case 's':
+    case 'u': { /* SETITEM, SETITEMS: dict, then key, value pairs */
+        if (c == 's')
+            base = v->sp - 2;
+        else if (mark_base(v, &base) != 0)
+            return -1;
         if (base - 1 < floor_of(v)) return fail(v, "pickle stack underflow");
         if ((v->sp - base) % 2) return fail(v, "SETITEMS with an odd item count");
         int d = v->stack[base - 1];
@@ -480,9 +505,12 @@ static int step(vm *v, int *done) {
         v->sp = base;
         return 0;
     }
-    case 'a': case 'e': { /* APPEND, APPENDS */
-        if (c == 'a') base = v->sp - 1;
-        else if (mark_base(v, &base) != 0) return -1;
+    case 'a':
+    case 'e': { /* APPEND, APPENDS */
+        if (c == 'a')
+            base = v->sp - 1;
+        else if (mark_base(v, &base) != 0)
+            return -1;
         if (base - 1 < floor_of(v)) return fail(v, "pickle stack underflow");
         int l = v->stack[base - 1];
         if (v->obj[l].kind != PV_LIST) return fail(v, "APPEND to something not a list");
@@ -513,9 +541,7 @@ static int step(vm *v, int *done) {
         if (v->obj[a].kind != PV_STR || v->obj[b].kind != PV_STR)
             return fail(v, "STACK_GLOBAL of something not two strings");
         return lookup_global(v, v->obj[a].s, v->obj[a].len, v->obj[b].s, v->obj[b].len);
-    case '.':
-        *done = 1;
-        return 0;
+    case '.': *done = 1; return 0;
     default: {
         char what[64];
         snprintf(what, sizeof what, "refusing pickle opcode 0x%02x (%s)", c, opcode_name(c));
@@ -566,8 +592,7 @@ static int walk(vm *v, int o, char *buf, size_t len, int depth) {
                 ps = (const char *)k->s;
                 pl = k->len;
                 if (memchr(ps, 0, pl))
-                    return al_errf(v->e, "a key holds a NUL byte: %s",
-                                   al_pk_disp(k->s, k->len).s);
+                    return al_errf(v->e, "a key holds a NUL byte: %s", al_pk_disp(k->s, k->len).s);
             } else if (k->kind == PV_INT) {
                 pl = (size_t)snprintf(part, sizeof part, "%" PRId64, k->i);
             } else {

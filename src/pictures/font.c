@@ -46,7 +46,8 @@ static int cells_at(const unsigned char *s, int *adv) {
 
 int al_font_cells(const char *s) {
     int cells = 0, adv;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p += adv) cells += cells_at(p, &adv);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p += adv)
+        cells += cells_at(p, &adv);
     return cells;
 }
 

@@ -43,4 +43,3 @@ void al_image_set(al_image *im, int x, int y, uint32_t c) {
     p[1] = (uint8_t)(c >> 8);
     p[2] = (uint8_t)c;
 }
-

@@ -41,9 +41,12 @@ static void token_text(const char *s, char *buf, size_t cap) {
     size_t o = 0;
     for (; *s && o + 8 < cap; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == ' ') o += (size_t)snprintf(buf + o, cap - o, "\xe2\x90\xa3");
-        else if (c < 0x20 || c == 0x7F) o += (size_t)snprintf(buf + o, cap - o, "\\x%02X", c);
-        else buf[o++] = (char)c;
+        if (c == ' ')
+            o += (size_t)snprintf(buf + o, cap - o, "\xe2\x90\xa3");
+        else if (c < 0x20 || c == 0x7F)
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02X", c);
+        else
+            buf[o++] = (char)c;
     }
     buf[o] = 0;
 }
@@ -124,7 +127,8 @@ int pic_draw_dla(pic *p, al_err *e) {
     for (int t = 0; t < T; t++) labelled += c.lab[t] != NULL;
     for (int t = 0; labelled && t < T; t++) /* a token the run did not name: its position */
         if (!c.lab[t] && !(c.lab[t] = pic_printf(p, e, "%d", t))) return -1;
-    const char **rl = pic_calloc(p, (size_t)c.rows, sizeof(char *), e), **hl = pic_head_labels(p, 0, p->L, e);
+    const char **rl = pic_calloc(p, (size_t)c.rows, sizeof(char *), e),
+               **hl = pic_head_labels(p, 0, p->L, e);
     if (!rl || !hl) return -1;
     rl[0] = "embed", rl[1] = "pos";
     for (int k = 0; k < p->L * p->H; k++) rl[2 + k] = hl[k];
@@ -134,17 +138,28 @@ int pic_draw_dla(pic *p, al_err *e) {
     al_cscale *cs = pic_scale(p, 0, 1, NAN, NAN, "mean contribution to the metric logit");
     al_cscale_fit(cs, c.v, (size_t)c.rows * T);
     al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-    q->hm = (al_hm){.v = c.v, .rows = c.rows, .cols = T, .row_labels = rl,
-                    .col_labels = labelled ? c.lab : NULL, .row_title = "component",
+    q->hm = (al_hm){.v = c.v,
+                    .rows = c.rows,
+                    .cols = T,
+                    .row_labels = rl,
+                    .col_labels = labelled ? c.lab : NULL,
+                    .row_title = "component",
                     .col_title = labelled ? "position (the first prompt's token)" : "position",
-                    .cs = cs, .bar = 1, .cell = T <= 128 ? 14 : 0};
-    snprintf(p->title, sizeof p->title, "direct logit attribution: mean contribution to %s "
-             "(task %s)", strcmp(r.metric_kind, "logit_diff") == 0 ? "the logit difference"
-                          : r.centred ? "the correct token's logit less the mean logit"
-                                      : "the correct token's logit", r.h.task);
+                    .cs = cs,
+                    .bar = 1,
+                    .cell = T <= 128 ? 14 : 0};
+    snprintf(p->title, sizeof p->title,
+             "direct logit attribution: mean contribution to %s "
+             "(task %s)",
+             strcmp(r.metric_kind, "logit_diff") == 0 ? "the logit difference"
+             : r.centred ? "the correct token's logit less the mean logit"
+                         : "the correct token's logit",
+             r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "each cell: the mean contribution of a component's output at that position to %s, "
-            "over the task's items there; a column sums to the mean metric", metric_words(&r));
+    pic_note(p,
+             "each cell: the mean contribution of a component's output at that position to %s, "
+             "over the task's items there; a column sums to the mean metric",
+             metric_words(&r));
     pic_note(p, "red raises it, blue lowers it; grey: no item at that position");
     if (top[0]) pic_note(p, "largest mean contributions over all %d items: %s", r.n_items, top);
     pic_note(p, "%s", p->run_txt);
@@ -191,7 +206,8 @@ static int draw_terms_deep(pic *p, const arun *r, const al_store_term_row *rows,
     char *keep = pic_calloc(p, (size_t)n_rows, 1, e);
     if (!v || !group || !lab || !keep) return -1;
     int n_fin = 0, shown = 0, n = 0;
-    for (int i = 0; i < n_rows; i++) n_fin += rows[i].term && rows[i].kind && isfinite(rows[i].dloss);
+    for (int i = 0; i < n_rows; i++)
+        n_fin += rows[i].term && rows[i].kind && isfinite(rows[i].dloss);
     for (; shown < TERMS_SHOWN && shown < n_fin; shown++) { /* the largest |Δloss| first */
         int best = -1;
         for (int i = 0; i < n_rows; i++)
@@ -218,29 +234,44 @@ static int draw_terms_deep(pic *p, const arun *r, const al_store_term_row *rows,
         if (!(lab[n] = pic_printf(p, e, "%s", x->term))) return -1;
         n++;
     }
-    static const char *const names[TD_N] = {"direct", "heads (from embed+pos)",
-                                            "virtual heads a>b", "chains of 3+ heads"};
+    static const char *const names[TD_N] = {"direct", "heads (from embed+pos)", "virtual heads a>b",
+                                            "chains of 3+ heads"};
     al_panel *q = pic_add_panel(p, AL_PANEL_BARS);
-    q->bars = (al_bars){.v = v, .n = n, .group = group, .group_names = names, .n_groups = TD_N,
-                        .labels = lab, .y_title = "\xce\x94 loss (nats)", .bar_w = 0, .h = 240};
+    q->bars = (al_bars){.v = v,
+                        .n = n,
+                        .group = group,
+                        .group_names = names,
+                        .n_groups = TD_N,
+                        .labels = lab,
+                        .y_title = "\xce\x94 loss (nats)",
+                        .bar_w = 0,
+                        .h = 240};
     if (n < n_rows)
-        snprintf(p->title, sizeof p->title, "path expansion: loss increase with each term removed, "
-                 "the %d largest (task %s)", n, r->h.task);
+        snprintf(p->title, sizeof p->title,
+                 "path expansion: loss increase with each term removed, "
+                 "the %d largest (task %s)",
+                 n, r->h.task);
     else
-        snprintf(p->title, sizeof p->title, "path expansion: loss increase with each term removed "
-                 "(task %s)", r->h.task);
+        snprintf(p->title, sizeof p->title,
+                 "path expansion: loss increase with each term removed "
+                 "(task %s)",
+                 r->h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "each bar: how much the mean item loss rises when that term alone is subtracted from "
-            "the logits (below 0: the model does better without it)");
+    pic_note(p,
+             "each bar: how much the mean item loss rises when that term alone is subtracted from "
+             "the logits (below 0: the model does better without it)");
     if (n < n_rows)
-        pic_note(p, "shown: the %d of the %d terms with the largest |\xce\x94 loss|, in term order; "
-                "the other %d are not drawn (each |\xce\x94 loss| at most %.3g, %.3g summed)", n,
-                n_rows, n_rows - n, rest_max, rest_sum);
+        pic_note(p,
+                 "shown: the %d of the %d terms with the largest |\xce\x94 loss|, in term order; "
+                 "the other %d are not drawn (each |\xce\x94 loss| at most %.3g, %.3g summed)",
+                 n, n_rows, n_rows - n, rest_max, rest_sum);
     pic_note(p, "direct = embed+pos straight to the unembedding; l.h = head l.h reading embed+pos; "
-            "a>b = virtual head: head b reading through its values what head a wrote from "
-            "embed+pos; chains>=3 = every chain of three or more heads, one term");
-    pic_note(p, "each kind removed at once: direct %+.3f, heads %+.3f, virtual (chains>=3 "
-            "included) %+.3f nats", r->kind_dloss[0], r->kind_dloss[1], r->kind_dloss[2]);
+                "a>b = virtual head: head b reading through its values what head a wrote from "
+                "embed+pos; chains>=3 = every chain of three or more heads, one term");
+    pic_note(p,
+             "each kind removed at once: direct %+.3f, heads %+.3f, virtual (chains>=3 "
+             "included) %+.3f nats",
+             r->kind_dloss[0], r->kind_dloss[1], r->kind_dloss[2]);
     pic_note(p, "%s", p->run_txt);
     return 0;
 }
@@ -254,8 +285,10 @@ int pic_draw_terms(pic *p, al_err *e) {
         if (al_store_read_path_terms(p->st, r.h.run, &rows, &n_rows, e) || !pic_keep(p, rows, e))
             return -1;
         if (!n_rows)
-            return al_errf(e, "run %ld has no path expansion (path_terms is empty: it was turned "
-                           "off)", r.h.run);
+            return al_errf(e,
+                           "run %ld has no path expansion (path_terms is empty: it was turned "
+                           "off)",
+                           r.h.run);
         return draw_terms_deep(p, &r, rows, n_rows, e);
     }
     int cap = 1 + p->L * p->H + p->H * p->H;
@@ -271,8 +304,10 @@ int pic_draw_terms(pic *p, al_err *e) {
     for (int i = 0; i < n_rows; i++)
         if (term_row(&b, &rows[i], e)) return -1;
     if (!b.n)
-        return al_errf(e, "run %ld has no path expansion (path_terms is empty: it was turned "
-                       "off, or the run is older than the expansion of deeper models)", r.h.run);
+        return al_errf(e,
+                       "run %ld has no path expansion (path_terms is empty: it was turned "
+                       "off, or the run is older than the expansion of deeper models)",
+                       r.h.run);
     /* Of the virtual terms only the largest few are named: 64 names
      * would be unreadable and most of the terms are near 0. */
     int n_virt = 0, named = 0;
@@ -300,26 +335,40 @@ int pic_draw_terms(pic *p, al_err *e) {
                                             "layer-1 heads (from embed+pos)",
                                             "virtual heads 0.a>1.b"};
     al_panel *q = pic_add_panel(p, AL_PANEL_BARS);
-    q->bars = (al_bars){.v = b.v, .n = b.n, .group = b.group, .group_names = names,
-                        .n_groups = TG_N, .labels = b.lab, .y_title = "\xce\x94 loss (nats)",
-                        .bar_w = b.n > 42 ? 10 : 0, .h = 240};
-    snprintf(p->title, sizeof p->title, "path expansion: loss increase with each term removed "
-             "(task %s)", r.h.task);
+    q->bars = (al_bars){.v = b.v,
+                        .n = b.n,
+                        .group = b.group,
+                        .group_names = names,
+                        .n_groups = TG_N,
+                        .labels = b.lab,
+                        .y_title = "\xce\x94 loss (nats)",
+                        .bar_w = b.n > 42 ? 10 : 0,
+                        .h = 240};
+    snprintf(p->title, sizeof p->title,
+             "path expansion: loss increase with each term removed "
+             "(task %s)",
+             r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "each bar: how much the mean item loss rises when that term alone is subtracted from "
-            "the logits (below 0: the model does better without it)");
+    pic_note(p,
+             "each bar: how much the mean item loss rises when that term alone is subtracted from "
+             "the logits (below 0: the model does better without it)");
     if (p->L == 2)
-        pic_note(p, "direct = embed+pos straight to the unembedding; 0.h, 1.h = a head reading "
-                "embed+pos; 0.a>1.b = virtual head: head 0.a's output read by head 1.b's values");
+        pic_note(p,
+                 "direct = embed+pos straight to the unembedding; 0.h, 1.h = a head reading "
+                 "embed+pos; 0.a>1.b = virtual head: head 0.a's output read by head 1.b's values");
     else
-        pic_note(p, "direct = embed+pos straight to the unembedding; 0.h = head h reading embed+pos");
+        pic_note(p,
+                 "direct = embed+pos straight to the unembedding; 0.h = head h reading embed+pos");
     if (p->L == 2)
         pic_note(p, "each kind removed at once: direct %+.3f, heads %+.3f, virtual %+.3f nats",
-             r.kind_dloss[0], r.kind_dloss[1], r.kind_dloss[2]);
+                 r.kind_dloss[0], r.kind_dloss[1], r.kind_dloss[2]);
     else
-        pic_note(p, "each kind removed at once: direct %+.3f, heads %+.3f nats (one layer: no virtual "
-                "heads)", r.kind_dloss[0], r.kind_dloss[1]);
-    if (named) pic_note(p, "the %d largest of the %d virtual terms are named: %s", named, n_virt, top);
+        pic_note(p,
+                 "each kind removed at once: direct %+.3f, heads %+.3f nats (one layer: no virtual "
+                 "heads)",
+                 r.kind_dloss[0], r.kind_dloss[1]);
+    if (named)
+        pic_note(p, "the %d largest of the %d virtual terms are named: %s", named, n_virt, top);
     pic_note(p, "%s", p->run_txt);
     return 0;
 }
@@ -375,16 +424,20 @@ int pic_draw_attrpatch(pic *p, al_err *e) {
         return -1;
     ap_points a = {.cap = n_rows, .lo = INFINITY, .hi = -INFINITY};
     if (!a.cap)
-        return al_errf(e, "run %ld has no attribution patching (a --data or --prompt run, or "
-                       "--no-patching)", r.h.run);
+        return al_errf(e,
+                       "run %ld has no attribution patching (a --data or --prompt run, or "
+                       "--no-patching)",
+                       r.h.run);
     for (int g = 0; g < AL_AP_NGRID; g++)
         if (!(a.x[g] = pic_calloc(p, (size_t)a.cap, sizeof(double), e)) ||
             !(a.y[g] = pic_calloc(p, (size_t)a.cap, sizeof(double), e)))
             return -1;
     for (int i = 0; i < n_rows; i++) ap_row(&a, &rows[i]);
     if (!a.compared)
-        return al_errf(e, "run %ld did not compare its estimates with actual patching (every "
-                       "actual is NULL): there is nothing to plot them against", r.h.run);
+        return al_errf(e,
+                       "run %ld did not compare its estimates with actual patching (every "
+                       "actual is NULL): there is nothing to plot them against",
+                       r.h.run);
     ap_agree ag = {.p = p};
     al_store_agree_row *agr;
     if (al_store_read_attr_agreement(p->st, r.h.run, &agr, &n_rows, e) || !pic_keep(p, agr, e))
@@ -407,9 +460,11 @@ int pic_draw_attrpatch(pic *p, al_err *e) {
     for (int k = 0; k < AL_AP_NGRID; k++) {
         int g = order[k];
         if (!a.n[g]) continue;
-        const char *lab = ag.lab[g] ? ag.lab[g] : pic_printf(p, e, "%s: n %d", grid_words[g], a.n[g]);
+        const char *lab =
+            ag.lab[g] ? ag.lab[g] : pic_printf(p, e, "%s: n %d", grid_words[g], a.n[g]);
         if (!lab) return -1;
-        s[ns++] = (al_series){a.x[g], a.y[g], a.n[g], lab, al_plot_colour(g), 0, shape[g], 0, 1, NULL};
+        s[ns++] =
+            (al_series){a.x[g], a.y[g], a.n[g], lab, al_plot_colour(g), 0, shape[g], 0, 1, NULL};
     }
     s[ns++] = (al_series){lim, lim, 2, "y = x: the estimate is exact", 0x606060, 1, 0, 4, 0, NULL};
     al_panel *pn = pic_add_panel(p, AL_PANEL_LINES);
@@ -424,12 +479,14 @@ int pic_draw_attrpatch(pic *p, al_err *e) {
     snprintf(p->title, sizeof p->title, "attribution patching vs actual patching (task %s, %s)",
              r.h.task, strcmp(r.direction, "noise") == 0 ? "noising" : "denoising");
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "each point is one configuration: its first-order estimate from one forward and one "
-            "backward pass (x) against actually patching it (y), both normalised as patching's "
-            "effect");
+    pic_note(p,
+             "each point is one configuration: its first-order estimate from one forward and one "
+             "backward pass (x) against actually patching it (y), both normalised as patching's "
+             "effect");
     pic_dir_notes(p, r.direction);
-    pic_note(p, "legend: agreement per grid over the configurations where both are finite; top-5 "
-            "shared = how many of the 5 largest |effects| the two agree on; %s", p->run_txt);
+    pic_note(p,
+             "legend: agreement per grid over the configurations where both are finite; top-5 "
+             "shared = how many of the 5 largest |effects| the two agree on; %s",
+             p->run_txt);
     return 0;
 }
-

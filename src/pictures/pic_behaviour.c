@@ -17,7 +17,7 @@
 typedef struct abl_rows {
     pic *p;
     float *single; /* (L, H) */
-    float *pair;   /* (LH, LH) interaction, NaN = absent */
+    float *pair; /* (LH, LH) interaction, NaN = absent */
     int n_single, n_pair;
     char method[32]; /* of the rows read */
 } abl_rows;
@@ -43,7 +43,8 @@ static void abl_row(abl_rows *a, const al_store_ablation_row *x) {
 static const char *abl_metric(pic *p, al_err *e) {
     const char *m = p->o->metric ? p->o->metric : "delta_loss";
     if (strcmp(m, "delta_loss") && strcmp(m, "delta_loss_copy") && strcmp(m, "delta_loss_probe")) {
-        al_errf(e, "--metric %s: for ablation use delta_loss, delta_loss_copy or delta_loss_probe", m);
+        al_errf(e, "--metric %s: for ablation use delta_loss, delta_loss_copy or delta_loss_probe",
+                m);
         return NULL;
     }
     return m;
@@ -57,12 +58,14 @@ static int abl_pair_panel(pic *p, abl_rows *a, al_cscale *cs, al_err *e) {
     if (LH > 256) return al_errf(e, "too many heads (%d) for a pair picture", LH);
     for (int i = 0; i < LH; i++) {
         int r = 0, c = 0;
-        for (int j = 0; j < LH; j++) r |= !isnan(a->pair[i * LH + j]), c |= !isnan(a->pair[j * LH + i]);
+        for (int j = 0; j < LH; j++)
+            r |= !isnan(a->pair[i * LH + j]), c |= !isnan(a->pair[j * LH + i]);
         if (r) rows[nr++] = i;
         if (c) cols[nc++] = i;
     }
     float *v = pic_floats(p, (size_t)nr * nc, e);
-    const char **rl = pic_calloc(p, (size_t)nr, sizeof(char *), e), **cl = pic_calloc(p, (size_t)nc, sizeof(char *), e);
+    const char **rl = pic_calloc(p, (size_t)nr, sizeof(char *), e),
+               **cl = pic_calloc(p, (size_t)nc, sizeof(char *), e);
     if (!v || !rl || !cl) return -1;
     for (int r = 0; r < nr; r++) {
         if (!(rl[r] = pic_printf(p, e, "%d.%d", rows[r] / p->H, rows[r] % p->H))) return -1;
@@ -72,10 +75,18 @@ static int abl_pair_panel(pic *p, abl_rows *a, al_cscale *cs, al_err *e) {
         if (!(cl[c] = pic_printf(p, e, "%d.%d", cols[c] / p->H, cols[c] % p->H))) return -1;
     al_cscale_fit(cs, v, (size_t)nr * nc);
     al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-    q->hm = (al_hm){.v = v, .rows = nr, .cols = nc, .row_labels = rl, .col_labels = cl,
+    q->hm = (al_hm){.v = v,
+                    .rows = nr,
+                    .cols = nc,
+                    .row_labels = rl,
+                    .col_labels = cl,
                     .title = "pair interaction: Δ(pair) - Δ(h1) - Δ(h2)",
-                    .row_title = "head h1", .col_title = "head h2", .cs = cs, .bar = 1,
-                    .annotate = 1, .cell = nr <= 16 && nc <= 16 ? 34 : 0};
+                    .row_title = "head h1",
+                    .col_title = "head h2",
+                    .cs = cs,
+                    .bar = 1,
+                    .annotate = 1,
+                    .cell = nr <= 16 && nc <= 16 ? 34 : 0};
     return 0;
 }
 
@@ -83,7 +94,9 @@ int pic_draw_ablation(pic *p, al_err *e) {
     const char *metric = abl_metric(p, e);
     if (!metric) return -1;
     int LH = p->L * p->H;
-    abl_rows a = {.p = p, .single = pic_floats(p, (size_t)LH, e), .pair = pic_floats(p, (size_t)LH * LH, e)};
+    abl_rows a = {.p = p,
+                  .single = pic_floats(p, (size_t)LH, e),
+                  .pair = pic_floats(p, (size_t)LH * LH, e)};
     if (!a.single || !a.pair) return -1;
     for (int i = 0; i < LH; i++) a.single[i] = NAN;
     for (int i = 0; i < LH * LH; i++) a.pair[i] = NAN;
@@ -94,8 +107,10 @@ int pic_draw_ablation(pic *p, al_err *e) {
          al_store_latest_ablation_run(p->st, p->model_id, "pair", meth, &run_p, e)))
         return -1;
     if (!run_s && !run_p)
-        return al_errf(e, "database %s has no finished ablation run for model %s%s%s (run attnlab "
-                       "ablate --each --db)", p->o->db, p->dir, meth ? " with method " : "", meth ? meth : "");
+        return al_errf(e,
+                       "database %s has no finished ablation run for model %s%s%s (run attnlab "
+                       "ablate --each --db)",
+                       p->o->db, p->dir, meth ? " with method " : "", meth ? meth : "");
     long runs[2] = {run_s, run_p};
     for (int k = 0; k < 2; k++) {
         if (!runs[k] || (k == 1 && run_p == run_s)) continue;
@@ -108,8 +123,9 @@ int pic_draw_ablation(pic *p, al_err *e) {
         pic_run_note(p, "ablate", runs[k]);
     }
     const char *bar_label = strcmp(metric, "delta_loss") == 0 ? "Δloss (nats)"
-                            : strcmp(metric, "delta_loss_copy") == 0 ? "Δloss at copy positions"
-                                                                    : "Δloss on the probe's 2nd repeat";
+                            : strcmp(metric, "delta_loss_copy") == 0
+                                ? "Δloss at copy positions"
+                                : "Δloss on the probe's 2nd repeat";
     al_cscale *cs = pic_scale(p, 0, 1, NAN, NAN, bar_label);
     al_cscale_fit(cs, a.single, (size_t)LH);
     const char **rl = pic_calloc(p, (size_t)p->L, sizeof(char *), e);
@@ -118,20 +134,30 @@ int pic_draw_ablation(pic *p, al_err *e) {
         if (!(rl[l] = pic_printf(p, e, "layer %d", l))) return -1;
     if (a.n_single) {
         al_panel *pn = pic_add_panel(p, AL_PANEL_HEATMAP);
-        pn->hm = (al_hm){.v = a.single, .rows = p->L, .cols = p->H, .row_labels = rl,
-                         .title = "each head ablated alone", .col_title = "head", .cs = cs,
-                         .bar = 1, .annotate = 1, .cell = 34};
+        pn->hm = (al_hm){.v = a.single,
+                         .rows = p->L,
+                         .cols = p->H,
+                         .row_labels = rl,
+                         .title = "each head ablated alone",
+                         .col_title = "head",
+                         .cs = cs,
+                         .bar = 1,
+                         .annotate = 1,
+                         .cell = 34};
     }
-    if (a.n_pair && abl_pair_panel(p, &a, pic_scale(p, 1, 1, NAN, NAN, "interaction (nats)"), e)) return -1;
+    if (a.n_pair && abl_pair_panel(p, &a, pic_scale(p, 1, 1, NAN, NAN, "interaction (nats)"), e))
+        return -1;
     snprintf(p->title, sizeof p->title, "%s-ablation: what each head is worth", a.method);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     pic_note(p, "Δ = loss with the head(s) ablated - loss with all heads; %s = %s", metric,
-         strcmp(metric, "delta_loss") == 0 ? "validation text" :
-         strcmp(metric, "delta_loss_copy") == 0 ? "positions whose next token already appeared"
-                                                 : "second repeat of the random-token probe");
+             strcmp(metric, "delta_loss") == 0 ? "validation text"
+             : strcmp(metric, "delta_loss_copy") == 0
+                 ? "positions whose next token already appeared"
+                 : "second repeat of the random-token probe");
     if (a.n_pair)
-        pic_note(p, "interaction < 0: the pair costs less than the two apart (heads in series); > 0: "
-                "each covers for the other");
+        pic_note(p,
+                 "interaction < 0: the pair costs less than the two apart (heads in series); > 0: "
+                 "each covers for the other");
     pic_note(p, "%s", p->run_txt);
     return 0;
 }
@@ -162,8 +188,9 @@ int pic_draw_pruning(pic *p, al_err *e) {
         pic_run_note(p, methods[k], run);
     }
     if (!ns)
-        return al_errf(e, "database %s has no finished pruning run for model %s (run attnlab prune --db)",
-                       p->o->db, p->dir);
+        return al_errf(
+            e, "database %s has no finished pruning run for model %s (run attnlab prune --db)",
+            p->o->db, p->dir);
     al_panel *q = pic_add_panel(p, AL_PANEL_LINES);
     q->ln.s = sr;
     q->ln.n = ns;
@@ -177,7 +204,7 @@ int pic_draw_pruning(pic *p, al_err *e) {
     snprintf(p->title, sizeof p->title, "pruning: loss as heads are removed");
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     pic_note(p, "each step removes the head the method ranks least important: ablation = Δloss, "
-            "gradient = E|dL/dg| (Michel et al. 2019), random = baseline");
+                "gradient = E|dL/dg| (Michel et al. 2019), random = baseline");
     pic_note(p, "%s", p->run_txt);
     return 0;
 }
@@ -199,10 +226,13 @@ static void ths_row(ths_rows *s, const al_store_head_step_row *r) {
     long st = (long)r->step;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (s->steps[mid] < st) lo = mid + 1;
-        else hi = mid;
+        if (s->steps[mid] < st)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    if (s->n_steps && s->steps[lo] == st) s->v[(size_t)(l * s->p->H + h) * s->n_steps + lo] = r->value;
+    if (s->n_steps && s->steps[lo] == st)
+        s->v[(size_t)(l * s->p->H + h) * s->n_steps + lo] = r->value;
 }
 
 typedef struct tlog {
@@ -221,17 +251,30 @@ static int train_loss_panel(pic *p, long run, tlog *t, al_err *e) {
         t->val = pic_calloc(p, (size_t)n, sizeof(double), e);
         if (!t->step || !t->train || !t->val) return -1;
         for (int i = 0; i < n; i++)
-            t->step[i] = rows[i].step, t->train[i] = rows[i].train_loss, t->val[i] = rows[i].val_loss;
+            t->step[i] = rows[i].step, t->train[i] = rows[i].train_loss,
+            t->val[i] = rows[i].val_loss;
     }
-    if (!t->n) return al_errf(e, "database %s: training run %ld has no train_log rows", p->o->db, run);
+    if (!t->n)
+        return al_errf(e, "database %s: training run %ld has no train_log rows", p->o->db, run);
     al_series *sr = pic_calloc(p, 2, sizeof *sr, e);
     if (!sr) return -1;
     sr[0] = (al_series){t->step, t->train, t->n, "train loss", 0x1F77B4, 2, 0, 0, 0, NULL};
     sr[1] = (al_series){t->step, t->val, t->n, "validation loss", 0xFF7F0E, 2, 1, 0, 0, NULL};
     al_panel *q = pic_add_panel(p, AL_PANEL_LINES);
-    q->ln = (al_lines){.s = sr, .n = 2, .title = "loss", .x_title = "step", .y_title = "loss (nats)",
-                       .w = 420, .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN,
-                       .y_hi = NAN, .hline = NAN, .x_integer = 1};
+    q->ln = (al_lines){.s = sr,
+                       .n = 2,
+                       .title = "loss",
+                       .x_title = "step",
+                       .y_title = "loss (nats)",
+                       .w = 420,
+                       .h = 260,
+                       .legend = 1,
+                       .x_lo = NAN,
+                       .x_hi = NAN,
+                       .y_lo = NAN,
+                       .y_hi = NAN,
+                       .hline = NAN,
+                       .x_integer = 1};
     return 0;
 }
 
@@ -259,10 +302,13 @@ static int train_head_panel(pic *p, long run, const tlog *t, const char *metric,
     for (int i = 0; i < LH; i++) {
         best[i] = -INFINITY;
         for (int k = 0; k < t->n; k++)
-            if (!isnan(s.v[(size_t)i * t->n + k])) best[i] = fmax(best[i], s.v[(size_t)i * t->n + k]), any = 1;
+            if (!isnan(s.v[(size_t)i * t->n + k]))
+                best[i] = fmax(best[i], s.v[(size_t)i * t->n + k]), any = 1;
         order[i] = i;
     }
-    if (!any) return al_errf(e, "database %s: training run %ld has no '%s' head scores", p->o->db, run, metric);
+    if (!any)
+        return al_errf(e, "database %s: training run %ld has no '%s' head scores", p->o->db, run,
+                       metric);
     for (int i = 1; i < LH; i++) /* insertion sort, best first */
         for (int j = i; j > 0 && best[order[j]] > best[order[j - 1]]; j--) {
             int tmp = order[j];
@@ -271,20 +317,38 @@ static int train_head_panel(pic *p, long run, const tlog *t, const char *metric,
     int n_col = LH < 6 ? LH : 6, n = 0;
     for (int r = 0; r < LH; r++) { /* best first: drawn on top, listed first */
         int i = order[r], col = r < n_col;
-        sr[n++] = (al_series){t->step, s.v + (size_t)i * t->n, t->n,
+        sr[n++] = (al_series){t->step,
+                              s.v + (size_t)i * t->n,
+                              t->n,
                               col ? pic_printf(p, e, "head %d.%d", i / p->H, i % p->H)
                                   : (r == n_col ? "other heads" : NULL),
-                              col ? al_plot_colour(r) : 0xC0C0C0, col ? 2 : 1, 0, 0, 0, NULL};
+                              col ? al_plot_colour(r) : 0xC0C0C0,
+                              col ? 2 : 1,
+                              0,
+                              0,
+                              0,
+                              NULL};
         if (col && !sr[n - 1].label) return -1;
     }
     al_panel *q = pic_add_panel(p, AL_PANEL_LINES);
     int ind = strcmp(metric, "induction") == 0 || strcmp(metric, "induction_all") == 0;
-    q->ln = (al_lines){.s = sr, .n = n, .title = pic_printf(p, e, "%s score per head", metric),
-                       .x_title = "step", .y_title = pic_printf(p, e, "%s score", metric), .w = 420,
-                       .h = 260, .legend = 1, .x_lo = NAN, .x_hi = NAN, .y_lo = NAN, .y_hi = NAN,
+    q->ln = (al_lines){.s = sr,
+                       .n = n,
+                       .title = pic_printf(p, e, "%s score per head", metric),
+                       .x_title = "step",
+                       .y_title = pic_printf(p, e, "%s score", metric),
+                       .w = 420,
+                       .h = 260,
+                       .legend = 1,
+                       .x_lo = NAN,
+                       .x_hi = NAN,
+                       .y_lo = NAN,
+                       .y_hi = NAN,
                        .hline = ind ? AL_TH_INDUCTION : NAN,
+                       /* clang-format off */
                        .hline_label = ind ? "induction head: > " AL_TH_STR(AL_TH_INDUCTION) : NULL,
                        .x_integer = 1};
+    /* clang-format on */
     return q->ln.title && q->ln.y_title ? 0 : -1;
 }
 
@@ -292,14 +356,18 @@ int pic_draw_training(pic *p, al_err *e) {
     const char *metric = p->o->metric;
     if (metric && strcmp(metric, "induction") && strcmp(metric, "induction_all") &&
         strcmp(metric, "prev_token") && strcmp(metric, "duplicate_token"))
-        return al_errf(e, "--metric %s: for training use induction, induction_all, prev_token or "
-                          "duplicate_token", metric);
+        return al_errf(e,
+                       "--metric %s: for training use induction, induction_all, prev_token or "
+                       "duplicate_token",
+                       metric);
     long run = p->o->run_id;
     if (run <= 0) {
         if (al_store_latest_train_run(p->st, p->model_id, &run, e)) return -1;
         if (!run)
-            return al_errf(e, "database %s has no training run for model %s (train with --db, or give "
-                           "--run ID)", p->o->db, p->dir);
+            return al_errf(e,
+                           "database %s has no training run for model %s (train with --db, or give "
+                           "--run ID)",
+                           p->o->db, p->dir);
     }
     /* on a text probe induction_all names the heads (docs/findings.md) */
     int text = 0;
@@ -307,7 +375,8 @@ int pic_draw_training(pic *p, al_err *e) {
     if (!metric && text) { /* a run from before train --db recorded induction_all draws induction */
         al_store_head_step_row *rows = NULL;
         int n_rows = 0;
-        if (al_store_read_train_head_scores(p->st, run, "induction_all", &rows, &n_rows, e)) return -1;
+        if (al_store_read_train_head_scores(p->st, run, "induction_all", &rows, &n_rows, e))
+            return -1;
         free(rows);
         metric = n_rows > 0 ? "induction_all" : "induction";
     }
@@ -317,9 +386,10 @@ int pic_draw_training(pic *p, al_err *e) {
     pic_run_note(p, "train", run);
     snprintf(p->title, sizeof p->title, "training: loss and %s score over steps", metric);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "%s score of every head, measured on %s at each evaluation (the %d highest in "
-            "colour); %s", metric, text ? "windows of held-out text (the text probe)" :
-            "the random-token probe", p->L * p->H < 6 ? p->L * p->H : 6, p->run_txt);
+    pic_note(p,
+             "%s score of every head, measured on %s at each evaluation (the %d highest in "
+             "colour); %s",
+             metric, text ? "windows of held-out text (the text probe)" : "the random-token probe",
+             p->L * p->H < 6 ? p->L * p->H : 6, p->run_txt);
     return 0;
 }
-

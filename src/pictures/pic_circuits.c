@@ -42,12 +42,13 @@ static int circuit_run_info(pic *p, crun *r, al_err *e) {
     return 0;
 }
 
-int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt,
-                      al_err *e) {
+int al_pic_circuit_of(al_store *st, long run, char *method, double *tau, char *tau_txt, al_err *e) {
     int found = al_store_default_circuit(st, run, method, tau, e);
     if (found <= 0) return found;
-    if (isnan(*tau)) tau_txt[0] = 0;
-    else snprintf(tau_txt, 32, "%.17g", *tau);
+    if (isnan(*tau))
+        tau_txt[0] = 0;
+    else
+        snprintf(tau_txt, 32, "%.17g", *tau);
     return 1;
 }
 
@@ -112,8 +113,10 @@ static void cedge_row(cedges *c, const al_store_edge_row *x) {
     int rl = isnan(x->receiver_layer) ? -1 : (int)x->receiver_layer,
         rh = isnan(x->receiver_head) ? -1 : (int)x->receiver_head;
     int logits = rl < 0 && rh < 0, to = logits ? 2 + p->L * p->H : 2 + rl * p->H + rh;
-    int ok = from >= 0 && ch >= 0 && c->n < c->cap && (logits ? ch == 3 : ch < 3 && rl >= 0 &&
-             rl < p->L && rh >= 0 && rh < p->H && (from < 2 || (from - 2) / p->H < rl));
+    int ok = from >= 0 && ch >= 0 && c->n < c->cap &&
+             (logits ? ch == 3
+                     : ch < 3 && rl >= 0 && rl < p->L && rh >= 0 && rh < p->H &&
+                           (from < 2 || (from - 2) / p->H < rl));
     if (!ok) {
         c->bad++;
         return;
@@ -147,7 +150,8 @@ int pic_draw_circuit(pic *p, al_err *e) {
     for (int i = 0; i < n_rows; i++) cedge_row(&ce, &rows[i]);
     if (!ce.n)
         return al_errf(e, "run %ld has no edges for its %s circuit%s%s (circuit_edges is empty)",
-                       r.h.run, c->method, isnan(c->tau) ? "" : " at tau ", isnan(c->tau) ? "" : ts);
+                       r.h.run, c->method, isnan(c->tau) ? "" : " at tau ",
+                       isnan(c->tau) ? "" : ts);
     /* width ∝ |score| among the kept edges, 1..CIRCUIT_MAX_W px */
     double top = 0;
     for (int i = 0; i < ce.n; i++)
@@ -158,7 +162,8 @@ int pic_draw_circuit(pic *p, al_err *e) {
         al_netedge *g = &ce.ed[i];
         if (g->faint) continue;
         double s = ce.score[i];
-        g->width = top > 0 && isfinite(s) ? 1 + (int)lround((CIRCUIT_MAX_W - 1) * fabs(s) / top) : 2;
+        g->width =
+            top > 0 && isfinite(s) ? 1 + (int)lround((CIRCUIT_MAX_W - 1) * fabs(s) / top) : 2;
         used[g->from] = used[g->to] = 1;
     }
     if (p->o->hide_removed) { /* keep only the kept edges, in order */
@@ -196,18 +201,23 @@ int pic_draw_circuit(pic *p, al_err *e) {
         snprintf(p->title, sizeof p->title, "circuit (ACDC, tau %g, task %s): %d of %d edges kept",
                  c->tau, r.h.task, c->n_kept, c->n_edges);
     else
-        snprintf(p->title, sizeof p->title, "circuit (EAP, task %s): %d of %d edges kept",
-                 r.h.task, c->n_kept, c->n_edges);
+        snprintf(p->title, sizeof p->title, "circuit (EAP, task %s): %d of %d edges kept", r.h.task,
+                 c->n_kept, c->n_edges);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "faithfulness %.3f (1 = the circuit does all the model does on the task), KL from the "
-            "full model %.4f nats, metric %s", c->faith, c->kl, r.metric);
-    pic_note(p, "an edge enters a head at its q, k or v port, or the logits directly; its colour is "
-            "its channel, its width its score (widest: %.4g)%s; grey boxes: in no kept edge",
-         top, p->o->hide_removed ? "; removed edges not drawn" : ", removed edges pale");
+    pic_note(p,
+             "faithfulness %.3f (1 = the circuit does all the model does on the task), KL from the "
+             "full model %.4f nats, metric %s",
+             c->faith, c->kl, r.metric);
+    pic_note(p,
+             "an edge enters a head at its q, k or v port, or the logits directly; its colour is "
+             "its channel, its width its score (widest: %.4g)%s; grey boxes: in no kept edge",
+             top, p->o->hide_removed ? "; removed edges not drawn" : ", removed edges pale");
     if (r.n > 1)
         pic_note(p, "the run has %d circuits; this one by %s (--tau chooses another)", r.n,
-             isfinite(p->o->tau) ? "--tau" : isfinite(r.cfg_tau) && acdc && same_tau(c->tau, r.cfg_tau)
-             ? "the run's own tau" : acdc ? "the smallest tau" : "being the EAP circuit");
+                 isfinite(p->o->tau)                                          ? "--tau"
+                 : isfinite(r.cfg_tau) && acdc && same_tau(c->tau, r.cfg_tau) ? "the run's own tau"
+                 : acdc                                                       ? "the smallest tau"
+                        : "being the EAP circuit");
     if (ce.bad) pic_note(p, "%d edge rows did not fit the model's graph and are not drawn", ce.bad);
     pic_note(p, "%s", p->run_txt);
     return 0;
@@ -218,12 +228,16 @@ int pic_draw_circuit_curve(pic *p, al_err *e) {
     if (circuit_run_info(p, &r, e)) return -1;
     int n_acdc = 0, eap = -1;
     for (int i = 0; i < r.n; i++) {
-        if (isnan(r.c[i].tau)) eap = i;
-        else n_acdc++;
+        if (isnan(r.c[i].tau))
+            eap = i;
+        else
+            n_acdc++;
     }
     if (n_acdc < 2)
-        return al_errf(e, "run %ld has %d ACDC circuit%s: no tau sweep to draw (discover with "
-                       "several taus)", r.h.run, n_acdc, n_acdc == 1 ? "" : "s");
+        return al_errf(e,
+                       "run %ld has %d ACDC circuit%s: no tau sweep to draw (discover with "
+                       "several taus)",
+                       r.h.run, n_acdc, n_acdc == 1 ? "" : "s");
     double *x = pic_calloc(p, (size_t)n_acdc + 1, sizeof(double), e);
     double *y = pic_calloc(p, (size_t)n_acdc + 1, sizeof(double), e);
     const char **lab = pic_calloc(p, (size_t)n_acdc + 1, sizeof(char *), e);
@@ -234,13 +248,22 @@ int pic_draw_circuit_curve(pic *p, al_err *e) {
         if (!(lab[i] = pic_printf(p, e, "tau %g", r.c[i].tau))) return -1;
     }
     int ns = 0;
-    s[ns++] = (al_series){x, y, n_acdc, "ACDC, one point per tau", channel_colour[0], 2,
-                          AL_MARK_CIRCLE, 0, 0, lab};
+    s[ns++] =
+        (al_series){x, y, n_acdc, "ACDC, one point per tau", channel_colour[0], 2, AL_MARK_CIRCLE,
+                    0, 0, lab};
     if (eap >= 0) {
         x[n_acdc] = r.c[eap].n_kept, y[n_acdc] = r.c[eap].faith;
         lab[n_acdc] = "EAP";
-        s[ns++] = (al_series){x + n_acdc, y + n_acdc, 1, "EAP (edges by attribution)",
-                              channel_colour[1], 0, AL_MARK_DIAMOND, 0, 1, lab + n_acdc};
+        s[ns++] = (al_series){x + n_acdc,
+                              y + n_acdc,
+                              1,
+                              "EAP (edges by attribution)",
+                              channel_colour[1],
+                              0,
+                              AL_MARK_DIAMOND,
+                              0,
+                              1,
+                              lab + n_acdc};
     }
     al_panel *q = pic_add_panel(p, AL_PANEL_LINES);
     q->ln.s = s;
@@ -260,10 +283,11 @@ int pic_draw_circuit_curve(pic *p, al_err *e) {
     snprintf(p->title, sizeof p->title, "circuit size against faithfulness (task %s, %d taus)",
              r.h.task, n_acdc);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "each point: the circuit ACDC keeps at one threshold tau (a larger tau removes more "
-            "edges); faithfulness 1 = it does all the model does on the task, 0 = no better than "
-            "the corrupted run; metric %s", r.metric);
+    pic_note(p,
+             "each point: the circuit ACDC keeps at one threshold tau (a larger tau removes more "
+             "edges); faithfulness 1 = it does all the model does on the task, 0 = no better than "
+             "the corrupted run; metric %s",
+             r.metric);
     pic_note(p, "%s", p->run_txt);
     return 0;
 }
-

@@ -82,8 +82,10 @@ al_cscale *pic_scale(pic *p, int k, int diverging, double lo, double hi, const c
 /* Display form of a token id for labels. */
 char *pic_tok_label(pic *p, int id, al_err *e) {
     char b[LABEL_CAP];
-    if (p->tok && id < al_tok_vocab_size(p->tok)) al_tok_display(p->tok, id, b, sizeof b);
-    else snprintf(b, sizeof b, "#%d", id);
+    if (p->tok && id < al_tok_vocab_size(p->tok))
+        al_tok_display(p->tok, id, b, sizeof b);
+    else
+        snprintf(b, sizeof b, "#%d", id);
     return pic_printf(p, e, "%s", b);
 }
 
@@ -127,7 +129,8 @@ int pic_layer_or(pic *p, int dflt) { return p->o->layer >= 0 ? p->o->layer : dfl
 /* "l.h" -> flat index, -1 if malformed or out of range. */
 int pic_parse_head(pic *p, const char *s, const char **end) {
     int l, h, k = 0;
-    if (sscanf(s, "%d.%d%n", &l, &h, &k) != 2 || l < 0 || l >= p->L || h < 0 || h >= p->H) return -1;
+    if (sscanf(s, "%d.%d%n", &l, &h, &k) != 2 || l < 0 || l >= p->L || h < 0 || h >= p->H)
+        return -1;
     *end = s + k;
     return l * p->H + h;
 }
@@ -141,9 +144,10 @@ void pic_run_note(pic *p, const char *what, long run) {
 
 int pic_need_run(pic *p, long run, const char *kind, const char *words, al_err *e) {
     if (run > 0) return 0;
-    return al_errf(e, "database %s has no finished %s run%s%s for model %s (run attnlab %s "
-                   "--db, or give --run ID)", p->o->db, kind, words ? " " : "",
-                   words ? words : "", p->dir, kind);
+    return al_errf(e,
+                   "database %s has no finished %s run%s%s for model %s (run attnlab %s "
+                   "--db, or give --run ID)",
+                   p->o->db, kind, words ? " " : "", words ? words : "", p->dir, kind);
 }
 
 /* A run against what a picture needs: it exists, is of `kind`, finished
@@ -171,11 +175,12 @@ int pic_run_checked(pic *p, const al_store_run_head *h, const char *kind, const 
 /* Two note lines on the direction and the effect. */
 void pic_dir_notes(pic *p, const char *d) {
     int noise = strcmp(d, "noise") == 0;
-    pic_note(p, "%s", noise ? "noising: the clean run with one value taken from the corrupted run"
-                        : "denoising: the corrupted run with one value taken from the clean run");
-    pic_note(p, "%s", noise ? "effect = (M_clean - M_patched) / (M_clean - M_corr); 1 = the patch "
-                          "breaks the behaviour"
-                        : "effect = (M_patched - M_corr) / (M_clean - M_corr); 1 = the patch "
-                          "restores it");
+    pic_note(p, "%s",
+             noise ? "noising: the clean run with one value taken from the corrupted run"
+                   : "denoising: the corrupted run with one value taken from the clean run");
+    pic_note(p, "%s",
+             noise ? "effect = (M_clean - M_patched) / (M_clean - M_corr); 1 = the patch "
+                     "breaks the behaviour"
+                   : "effect = (M_patched - M_corr) / (M_clean - M_corr); 1 = the patch "
+                     "restores it");
 }
-

@@ -48,26 +48,35 @@ static const char **position_labels(pic *p, const prun *r, al_err *e) {
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)(rc ? 0 : al_pairs_hash(&t)));
     if (rc == 0 && (t.T != r->seq_len || t.N != r->n_pairs || strcmp(hex, r->hash) != 0)) {
         al_pairs_free(&t);
-        snprintf(e2.msg, sizeof e2.msg, "its pairs are no longer the run's (%d pairs of %d "
-                 "tokens, fingerprint %s)", r->n_pairs, r->seq_len, r->hash);
+        snprintf(e2.msg, sizeof e2.msg,
+                 "its pairs are no longer the run's (%d pairs of %d "
+                 "tokens, fingerprint %s)",
+                 r->n_pairs, r->seq_len, r->hash);
         rc = -1;
     }
     if (rc) {
-        pic_note(p, "positions are numbered: the task could not be re-made to label them (%s)", e2.msg);
-        fprintf(stderr, "attnlab: note: run %ld: positions are numbered: the task could not be "
-                        "re-made to label them (%s)\n", r->h.run, e2.msg);
+        pic_note(p, "positions are numbered: the task could not be re-made to label them (%s)",
+                 e2.msg);
+        fprintf(stderr,
+                "attnlab: note: run %ld: positions are numbered: the task could not be "
+                "re-made to label them (%s)\n",
+                r->h.run, e2.msg);
         return NULL;
     }
     int lo = t.T;
     for (int n = 0; n < t.N; n++) lo = t.len[n] < lo ? t.len[n] : lo;
     if (lo < t.T)
-        pic_note(p, "the pairs are %d to %d tokens long: position t is a different token in each "
-                "pair, and the labels are pair 0's", lo, t.T);
+        pic_note(p,
+                 "the pairs are %d to %d tokens long: position t is a different token in each "
+                 "pair, and the labels are pair 0's",
+                 lo, t.T);
     const char **lab = pic_calloc(p, (size_t)t.T, sizeof(char *), e);
     for (int i = 0; lab && i < t.T; i++) {
         char b[LABEL_CAP];
-        if (i < t.len[0]) al_tok_display(p->tok, t.clean[i], b, sizeof b);
-        else snprintf(b, sizeof b, "(pad)");
+        if (i < t.len[0])
+            al_tok_display(p->tok, t.clean[i], b, sizeof b);
+        else
+            snprintf(b, sizeof b, "(pad)");
         if (!(lab[i] = pic_printf(p, e, "%d %s", i, b))) lab = NULL;
     }
     al_pairs_free(&t);
@@ -81,11 +90,15 @@ typedef struct patch_cells {
 } patch_cells;
 
 static void patch_row(patch_cells *c, const al_store_patching_row *x) {
-    int l = (int)x->layer, h = isnan(x->head) ? -1 : (int)x->head, pos = isnan(x->pos) ? -1 : (int)x->pos;
+    int l = (int)x->layer, h = isnan(x->head) ? -1 : (int)x->head,
+        pos = isnan(x->pos) ? -1 : (int)x->pos;
     int H = c->p->H, row, col;
-    if (c->comp == AL_PATCH_RESID) row = l, col = pos;
-    else if (c->comp == AL_PATCH_HEAD) row = l, col = h;
-    else row = h < 0 || h >= H ? -1 : l * H + h, col = pos;
+    if (c->comp == AL_PATCH_RESID)
+        row = l, col = pos;
+    else if (c->comp == AL_PATCH_HEAD)
+        row = l, col = h;
+    else
+        row = h < 0 || h >= H ? -1 : l * H + h, col = pos;
     if (row < 0 || row >= c->rows || col < 0 || col >= c->cols) return;
     c->v[(size_t)row * c->cols + col] = (float)x->value;
     c->n++;
@@ -98,7 +111,9 @@ int pic_draw_patching(pic *p, al_err *e) {
     if (al_patch_component_parse(r.component, &comp))
         return al_errf(e, "run %ld: unknown component '%s'", r.h.run, r.component);
     int T = r.seq_len, L = p->L, H = p->H;
-    patch_cells c = {.p = p, .comp = comp, .rows = comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD ? L : L * H,
+    patch_cells c = {.p = p,
+                     .comp = comp,
+                     .rows = comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD ? L : L * H,
                      .cols = comp == AL_PATCH_HEAD ? H : T};
     if (T < 1 || T > 100000) return al_errf(e, "run %ld: bad sequence length %d", r.h.run, T);
     if (!(c.v = pic_floats(p, (size_t)c.rows * c.cols, e))) return -1;
@@ -113,7 +128,8 @@ int pic_draw_patching(pic *p, al_err *e) {
     if (comp == AL_PATCH_RESID || comp == AL_PATCH_HEAD) {
         rl = pic_calloc(p, (size_t)L, sizeof(char *), e);
         for (int l = 0; rl && l < L; l++)
-            if (!(rl[l] = pic_printf(p, e, comp == AL_PATCH_RESID ? "into layer %d" : "layer %d", l)))
+            if (!(rl[l] =
+                      pic_printf(p, e, comp == AL_PATCH_RESID ? "into layer %d" : "layer %d", l)))
                 return -1;
         if (!rl) return -1;
     } else if (!(rl = pic_head_labels(p, 0, L, e))) {
@@ -123,22 +139,35 @@ int pic_draw_patching(pic *p, al_err *e) {
     al_cscale *cs = pic_scale(p, 0, 1, NAN, NAN, "normalised effect");
     al_cscale_fit(cs, c.v, (size_t)c.rows * c.cols);
     al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-    static const char *const row_titles[] = {"resid", "layer", "head",
-                                             "head (query input)", "head (key input)",
-                                             "head (value input)", "head (attention row)"};
-    q->hm = (al_hm){.v = c.v, .rows = c.rows, .cols = c.cols, .row_labels = rl, .col_labels = cl,
+    static const char *const row_titles[] = {"resid",
+                                             "layer",
+                                             "head",
+                                             "head (query input)",
+                                             "head (key input)",
+                                             "head (value input)",
+                                             "head (attention row)"};
+    q->hm = (al_hm){.v = c.v,
+                    .rows = c.rows,
+                    .cols = c.cols,
+                    .row_labels = rl,
+                    .col_labels = cl,
                     .row_title = row_titles[comp],
                     .col_title = comp == AL_PATCH_HEAD ? "head"
-                                 : cl ? "position (pair 0's clean token)" : "position",
-                    .cs = cs, .bar = 1, .annotate = comp == AL_PATCH_HEAD,
-                    .cell = comp == AL_PATCH_HEAD ? 34 : c.cols <= 128 ? 12 : 0};
+                                 : cl                  ? "position (pair 0's clean token)"
+                                                       : "position",
+                    .cs = cs,
+                    .bar = 1,
+                    .annotate = comp == AL_PATCH_HEAD,
+                    .cell = comp == AL_PATCH_HEAD ? 34
+                            : c.cols <= 128       ? 12
+                                                  : 0};
     snprintf(p->title, sizeof p->title, "activation patching: %s, %s (task %s)", r.component,
              r.direction, r.h.task);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     pic_dir_notes(p, r.direction);
     pic_note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs)", r.m_clean, r.m_corr,
-         strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
-         r.n_pairs);
+             strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
+             r.n_pairs);
     pic_note(p, "%s", p->run_txt);
     return 0;
 }
@@ -219,11 +248,16 @@ int pic_draw_paths(pic *p, al_err *e) {
     if (!ct) return -1;
     for (int k = L >= 2 ? 0 : 3; k < 4; k++) {
         al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-        q->hm = (al_hm){.v = c.v[k], .rows = ns, .cols = k == 3 ? 1 : W, .row_labels = rl,
+        q->hm = (al_hm){.v = c.v[k],
+                        .rows = ns,
+                        .cols = k == 3 ? 1 : W,
+                        .row_labels = rl,
                         .col_labels = k == 3 ? logits : cl,
                         .title = k < 3 && L > 2 ? deep_titles[k] : titles[k],
-                        .row_title = "sender", .col_title = k == 3 ? "receiver" : ct,
-                        .cs = cs, .annotate = L <= 2 || W <= 8,
+                        .row_title = "sender",
+                        .col_title = k == 3 ? "receiver" : ct,
+                        .cs = cs,
+                        .annotate = L <= 2 || W <= 8,
                         .cell = L > 2 && W > 8 ? 22 : 34}; /* wide deep grids: no values */
     }
     p->fig.shared_bar = cs;
@@ -232,13 +266,14 @@ int pic_draw_paths(pic *p, al_err *e) {
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     pic_dir_notes(p, r.direction);
     pic_note(p, "only the path from the sender to the receiver carries the other run's value; "
-            "every other head is frozen");
+                "every other head is frozen");
     if (L > 2)
         pic_note(p, "a grey cell: no such path (the sender's layer is not before the receiver's)");
-    pic_note(p, "an induction circuit: a previous-token head (sender) into an induction head's keys (k)");
+    pic_note(
+        p,
+        "an induction circuit: a previous-token head (sender) into an induction head's keys (k)");
     pic_note(p, "M_clean = %.4f, M_corr = %.4f (mean %s over %d pairs); %s", r.m_clean, r.m_corr,
-         strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
-         r.n_pairs, p->run_txt);
+             strcmp(r.h.task, "induction") == 0 ? "log p of the next token" : "logit difference",
+             r.n_pairs, p->run_txt);
     return 0;
 }
-

@@ -27,7 +27,7 @@
 #include "pictures_internal.h"
 
 #define CTX_BEFORE 10 /* tokens shown before the activating one */
-#define CTX_AFTER 4   /* and after it */
+#define CTX_AFTER 4 /* and after it */
 
 /* The run a picture draws: --run, else the model's newest finished one;
  * checked to be a finished `sae features` run of this model whose layer
@@ -37,13 +37,17 @@ static int sae_run(pic *p, al_sae_frun *r, al_err *e) {
     long run = p->o->run_id;
     if (run <= 0 && al_store_latest_sae_frun(p->st, p->model_id, &run, e)) return -1;
     if (run <= 0)
-        return al_errf(e, "database %s has no finished sae features run for model %s (run "
-                       "attnlab sae features --db, or give --run ID)", p->o->db, p->dir);
+        return al_errf(e,
+                       "database %s has no finished sae features run for model %s (run "
+                       "attnlab sae features --db, or give --run ID)",
+                       p->o->db, p->dir);
     if (al_store_read_sae_frun(p->st, run, r, e)) return -1;
     if (!r->found) return al_errf(e, "database %s has no run %ld", p->o->db, run);
     if (strcmp(r->kind, "sae_features") != 0)
-        return al_errf(e, "run %ld is a '%s' run; --what %s draws the runs of attnlab sae "
-                       "features", run, r->kind, p->o->what);
+        return al_errf(e,
+                       "run %ld is a '%s' run; --what %s draws the runs of attnlab sae "
+                       "features",
+                       run, r->kind, p->o->what);
     if (strcmp(r->status, "done") != 0 || !r->has_row)
         return al_errf(e, "run %ld did not finish (status %s)", run, r->status);
     if (p->model_id && r->model_id != p->model_id)
@@ -96,9 +100,10 @@ static int recompute(pic *p, const al_sae_frun *r, const al_sae_feature *f, cons
         double got = (*a)[(size_t)j * T + f->ctx[j].pos], want = f->ctx[j].act;
         if (!(fabs(got - want) <= 1e-3 * fmax(1, fabs(want)))) {
             ok = 0;
-            snprintf(why, cap, "not recomputed: the SAE at %s gives %.6g at window %d position "
-                     "%d where the run stored %.6g (retrained since?)", r->sae_dir, got,
-                     f->ctx[j].window, f->ctx[j].pos, want);
+            snprintf(why, cap,
+                     "not recomputed: the SAE at %s gives %.6g at window %d position "
+                     "%d where the run stored %.6g (retrained since?)",
+                     r->sae_dir, got, f->ctx[j].window, f->ctx[j].pos, want);
         }
     }
     free(tok);
@@ -137,8 +142,10 @@ static int contexts_panel(pic *p, const al_sae_frun *r, const al_sae_feature *f,
                 if (c->offset < 0 || c->pos < 0 || at >= d.n || d.tok[at] != c->token) have = 0;
             }
             if (!have)
-                snprintf(why, why_cap, "%s does not hold the stored tokens at the stored "
-                         "offsets (another file? give --data FILE.bin)", path);
+                snprintf(why, why_cap,
+                         "%s does not hold the stored tokens at the stored "
+                         "offsets (another file? give --data FILE.bin)",
+                         path);
         }
     }
     float *acts = NULL;
@@ -164,9 +171,16 @@ static int contexts_panel(pic *p, const al_sae_frun *r, const al_sae_feature *f,
     al_cscale *cs = pic_scale(p, 0, 0, 0, f->max_act > 0 ? f->max_act : 1, "activation");
     al_panel *pn = pic_add_panel(p, AL_PANEL_TOKENS);
     if (!pn) return al_errf(e, "too many panels");
-    pn->tr = (al_tokrows){.tok = tok, .v = v, .rows = rows, .cols = cols, .row_labels = rl,
+    pn->tr = (al_tokrows){.tok = tok,
+                          .v = v,
+                          .rows = rows,
+                          .cols = cols,
+                          .row_labels = rl,
                           .title = "top activating contexts (activation  window:position)",
-                          .cs = cs, .bar = 1, .mark = 1, .mark_col = CTX_BEFORE};
+                          .cs = cs,
+                          .bar = 1,
+                          .mark = 1,
+                          .mark_col = CTX_BEFORE};
     return 0;
 fail:
     al_tokens_free(&d);
@@ -192,8 +206,14 @@ static int logits_panel(pic *p, const al_sae_feature *f, al_err *e) {
     static const char *const names[2] = {"raises", "lowers"};
     al_panel *pn = pic_add_panel(p, AL_PANEL_BARS);
     if (!pn) return al_errf(e, "too many panels");
-    pn->bars = (al_bars){.v = v, .n = n, .group = g, .group_names = names, .n_groups = 2,
-                         .labels = lab, .colours = col, .title = "logit effects (direct path)",
+    pn->bars = (al_bars){.v = v,
+                         .n = n,
+                         .group = g,
+                         .group_names = names,
+                         .n_groups = 2,
+                         .labels = lab,
+                         .colours = col,
+                         .title = "logit effects (direct path)",
                          .y_title = "logit per unit activation"};
     return 0;
 }
@@ -207,12 +227,17 @@ static int heads_panel(pic *p, const al_sae_frun *r, const al_sae_feature *f, al
     if (!v || !lab || !col) return -1;
     for (int h = 0; h < p->H; h++) v[h] = NAN, col[h] = al_plot_colour(0);
     for (int i = 0; i < f->n_heads; i++)
-        if (f->heads[i].head >= 0 && f->heads[i].head < p->H) v[f->heads[i].head] = f->heads[i].share;
+        if (f->heads[i].head >= 0 && f->heads[i].head < p->H)
+            v[f->heads[i].head] = f->heads[i].share;
     if (f->top_head >= 0 && f->top_head < p->H) col[f->top_head] = al_plot_colour(1);
     al_panel *pn = pic_add_panel(p, AL_PANEL_BARS);
     if (!pn) return al_errf(e, "too many panels");
-    pn->bars = (al_bars){.v = v, .n = p->H, .labels = lab, .colours = col,
-                         .title = "head attribution (DFA)", .y_title = "share of pre-activation"};
+    pn->bars = (al_bars){.v = v,
+                         .n = p->H,
+                         .labels = lab,
+                         .colours = col,
+                         .title = "head attribution (DFA)",
+                         .y_title = "share of pre-activation"};
     return 0;
 }
 
@@ -228,8 +253,10 @@ int pic_draw_sae_feature(pic *p, al_err *e) {
                      p->o->feature, r.run, r.d_sae);
     if (rc == 0) rc = al_store_read_sae_feature(p->st, r.run, p->o->feature, &f, e);
     if (rc == 0 && !f.found)
-        rc = al_errf(e, "feature %d of run %ld never fired on its text (%d of %d features are "
-                     "live; only those are stored)", p->o->feature, r.run, r.n_live, r.d_sae);
+        rc = al_errf(e,
+                     "feature %d of run %ld never fired on its text (%d of %d features are "
+                     "live; only those are stored)",
+                     p->o->feature, r.run, r.n_live, r.d_sae);
     char why[AL_PATH_MAX + 256], acts_why[AL_PATH_MAX + 256];
     if (rc == 0 && f.n_ctx > 0)
         rc = contexts_panel(p, &r, &f, why, sizeof why, acts_why, sizeof acts_why, e);
@@ -245,39 +272,47 @@ int pic_draw_sae_feature(pic *p, al_err *e) {
         snprintf(p->title, sizeof p->title, "SAE feature %d of layer %d (run %ld)", f.feature,
                  r.layer, r.run);
         snprintf(p->head_txt, sizeof p->head_txt, "feature %d", f.feature);
-        pic_note(p, "model %s, SAE %s on %s; density %.4g (%ld of %ld positions), mean "
-                 "activation %.4g, max %.4g", p->dir, r.sae_dir ? r.sae_dir : "?",
-                 r.hook_name ? r.hook_name : "?", f.density, f.fired, r.positions, f.mean_act,
-                 f.max_act);
+        pic_note(p,
+                 "model %s, SAE %s on %s; density %.4g (%ld of %ld positions), mean "
+                 "activation %.4g, max %.4g",
+                 p->dir, r.sae_dir ? r.sae_dir : "?", r.hook_name ? r.hook_name : "?", f.density,
+                 f.fired, r.positions, f.mean_act, f.max_act);
         if (isnan(f.induction_index))
             pic_note(p, "induction index: none (silent on the induction probe, R %d, N %d)",
                      r.probe_r, r.probe_n);
         else
-            pic_note(p, "induction index %.3f (mean activation %.4g on the probe's first "
-                     "occurrence, %.4g on the second; R %d, N %d)", f.induction_index,
-                     f.first_mean, f.second_mean, r.probe_r, r.probe_n);
+            pic_note(p,
+                     "induction index %.3f (mean activation %.4g on the probe's first "
+                     "occurrence, %.4g on the second; R %d, N %d)",
+                     f.induction_index, f.first_mean, f.second_mean, r.probe_r, r.probe_n);
         if (f.first_fired >= 0 && f.second_fired >= 0)
-            pic_note(p, "%s: fires %ld times on first occurrences, %ld on second (binomial "
-                     "p %s%.2g), AUROC %.3f", f.induction == 1 ? "an induction feature"
-                     : "not an induction feature", f.first_fired, f.second_fired,
-                     f.induction_p > 0 ? "" : "< ", f.induction_p > 0 ? f.induction_p : 1e-300,
-                     f.auroc);
+            pic_note(p,
+                     "%s: fires %ld times on first occurrences, %ld on second (binomial "
+                     "p %s%.2g), AUROC %.3f",
+                     f.induction == 1 ? "an induction feature" : "not an induction feature",
+                     f.first_fired, f.second_fired, f.induction_p > 0 ? "" : "< ",
+                     f.induction_p > 0 ? f.induction_p : 1e-300, f.auroc);
         if (f.next_token >= 0 && isfinite(f.next_share))
-            pic_note(p, "the token most often due next where it fires on a second occurrence: "
-                     "%s (%.0f%% of those firings)", f.next_str, 100 * f.next_share);
+            pic_note(p,
+                     "the token most often due next where it fires on a second occurrence: "
+                     "%s (%.0f%% of those firings)",
+                     f.next_str, 100 * f.next_share);
         if (f.top_head >= 0)
-            pic_note(p, "top head %d.%d, DFA share %.3f; logit effects: each logit's change per "
-                     "unit of activation through W_O and W_U", f.top_layer, f.top_head,
-                     f.top_share);
+            pic_note(p,
+                     "top head %d.%d, DFA share %.3f; logit effects: each logit's change per "
+                     "unit of activation through W_O and W_U",
+                     f.top_layer, f.top_head, f.top_share);
         if (f.n_ctx > 0 && !why[0] && !acts_why[0])
-            pic_note(p, "contexts (outlined: the stored position): the windows of %s, every "
+            pic_note(p,
+                     "contexts (outlined: the stored position): the windows of %s, every "
                      "token coloured by the activation recomputed with the SAE (it agrees with "
                      "the stored one at each outlined token); uncoloured: 0",
                      p->o->data ? p->o->data : r.data);
         else if (f.n_ctx > 0 && !why[0])
-            pic_note(p, "contexts: only the activating token's activation is stored, so only it "
-                     "is coloured (%s); the tokens around it are from %s", acts_why,
-                     p->o->data ? p->o->data : r.data);
+            pic_note(p,
+                     "contexts: only the activating token's activation is stored, so only it "
+                     "is coloured (%s); the tokens around it are from %s",
+                     acts_why, p->o->data ? p->o->data : r.data);
         else if (f.n_ctx > 0)
             pic_note(p, "contexts: the stored activating tokens only; %s", why);
     }
@@ -299,8 +334,7 @@ int pic_draw_sae_heads(pic *p, al_err *e) {
         return -1;
     }
     int nf = 0, rc = 0;
-    for (int i = 0; i < q.nr; i++)
-        nf += i == 0 || al_rows_x(&q, i, 0) != al_rows_x(&q, i - 1, 0);
+    for (int i = 0; i < q.nr; i++) nf += i == 0 || al_rows_x(&q, i, 0) != al_rows_x(&q, i - 1, 0);
     if (nf == 0) rc = al_errf(e, "run %ld has no live features to draw", r.run);
     float *v = rc ? NULL : pic_floats(p, (size_t)nf * p->H, e);
     const char **rl = rc ? NULL : pic_calloc(p, (size_t)nf, sizeof(char *), e);
@@ -321,16 +355,26 @@ int pic_draw_sae_heads(pic *p, al_err *e) {
         al_cscale *cs = pic_scale(p, 0, 1, NAN, NAN, "DFA share");
         al_cscale_fit(cs, v, (size_t)nf * p->H);
         al_panel *pn = pic_add_panel(p, AL_PANEL_HEATMAP);
-        pn->hm = (al_hm){.v = v, .rows = nf, .cols = p->H, .row_labels = rl, .col_labels = cl,
-                         .row_title = "feature (densest first)", .col_title = "head", .cs = cs,
-                         .bar = 1, .annotate = nf <= 40, .cell = nf <= 40 ? 28 : 0};
+        pn->hm = (al_hm){.v = v,
+                         .rows = nf,
+                         .cols = p->H,
+                         .row_labels = rl,
+                         .col_labels = cl,
+                         .row_title = "feature (densest first)",
+                         .col_title = "head",
+                         .cs = cs,
+                         .bar = 1,
+                         .annotate = nf <= 40,
+                         .cell = nf <= 40 ? 28 : 0};
         snprintf(p->title, sizeof p->title, "Head attribution of SAE features, layer %d (run %ld)",
                  r.layer, r.run);
         snprintf(p->head_txt, sizeof p->head_txt, "layer %d", r.layer);
-        pic_note(p, "rows: the %d densest of the run's %d live features; value: the share of the "
-                 "feature's pre-activation from each head's z slice", nf, r.n_live);
+        pic_note(p,
+                 "rows: the %d densest of the run's %d live features; value: the share of the "
+                 "feature's pre-activation from each head's z slice",
+                 nf, r.n_live);
         pic_note(p, "(mean over its firing positions; the shares of a feature sum to 1, a "
-                 "negative one works against its firing; grey: no share)");
+                    "negative one works against its firing; grey: no share)");
     }
     al_rows_free(&q);
     al_sae_frun_free(&r);

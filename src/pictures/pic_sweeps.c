@@ -30,13 +30,18 @@ static int sw_row(sw_rows *s, const al_store_sweep_row *x, al_err *e) {
         /* the old arrays stay on the pic's list and go with it */
         const char **st = pic_calloc(s->p, (size_t)cap, sizeof *st, e);
         int *ly = pic_calloc(s->p, (size_t)cap, sizeof *ly, e);
-        long *md = pic_calloc(s->p, (size_t)cap, sizeof *md, e), *sd = pic_calloc(s->p, (size_t)cap, sizeof *sd, e);
-        double *sp = pic_calloc(s->p, (size_t)cap, sizeof *sp, e), *v = pic_calloc(s->p, (size_t)cap, sizeof *v, e);
+        long *md = pic_calloc(s->p, (size_t)cap, sizeof *md, e),
+             *sd = pic_calloc(s->p, (size_t)cap, sizeof *sd, e);
+        double *sp = pic_calloc(s->p, (size_t)cap, sizeof *sp, e),
+               *v = pic_calloc(s->p, (size_t)cap, sizeof *v, e);
         if (!st || !ly || !md || !sd || !sp || !v) return -1;
         if (s->n) {
-            memcpy(st, s->setting, sizeof *st * (size_t)s->n), memcpy(ly, s->layers, sizeof *ly * (size_t)s->n);
-            memcpy(md, s->model, sizeof *md * (size_t)s->n), memcpy(sd, s->seed, sizeof *sd * (size_t)s->n);
-            memcpy(sp, s->step, sizeof *sp * (size_t)s->n), memcpy(v, s->val, sizeof *v * (size_t)s->n);
+            memcpy(st, s->setting, sizeof *st * (size_t)s->n),
+                memcpy(ly, s->layers, sizeof *ly * (size_t)s->n);
+            memcpy(md, s->model, sizeof *md * (size_t)s->n),
+                memcpy(sd, s->seed, sizeof *sd * (size_t)s->n);
+            memcpy(sp, s->step, sizeof *sp * (size_t)s->n),
+                memcpy(v, s->val, sizeof *v * (size_t)s->n);
         }
         s->setting = st, s->layers = ly, s->model = md, s->seed = sd, s->step = sp, s->val = v;
         s->cap = cap;
@@ -82,8 +87,10 @@ int pic_draw_sweep_induction(pic *p, al_err *e) {
     for (int i = 0; i < n_rows; i++)
         if (sw_row(&s, &rows[i], e)) return -1;
     if (!s.n)
-        return al_errf(e, "database %s has no training curves (induction in train_head_scores of "
-                       "a finished train run): train with --db and --eval-every", p->o->db);
+        return al_errf(e,
+                       "database %s has no training curves (induction in train_head_scores of "
+                       "a finished train run): train with --db and --eval-every",
+                       p->o->db);
     int n_groups = 0, n_models = 0;
     for (int i = 0; i < s.n; i++) {
         int new_group = !i || s.setting[i] != s.setting[i - 1] || s.layers[i] != s.layers[i - 1];
@@ -93,7 +100,8 @@ int pic_draw_sweep_induction(pic *p, al_err *e) {
     if (n_groups > MAX_PANELS)
         return al_errf(e, "database %s has %d (setting, layers) groups: at most %d can be drawn",
                        p->o->db, n_groups, MAX_PANELS);
-    double *ustep = pic_calloc(p, (size_t)s.n, sizeof(double), e), x_lo = s.step[0], x_hi = s.step[0];
+    double *ustep = pic_calloc(p, (size_t)s.n, sizeof(double), e), x_lo = s.step[0],
+           x_hi = s.step[0];
     if (!ustep) return -1;
     for (int i = 1; i < s.n; i++) x_lo = fmin(x_lo, s.step[i]), x_hi = fmax(x_hi, s.step[i]);
     if (x_hi == x_lo) x_lo = NAN, x_hi = NAN; /* one step: let the plot widen it */
@@ -113,7 +121,8 @@ int pic_draw_sweep_induction(pic *p, al_err *e) {
             int nu = 0;
             for (int i = g0; i < g1; i++) ustep[nu++] = s.step[i];
             qsort(ustep, (size_t)nu, sizeof *ustep, dbl_cmp);
-            double *mx = pic_calloc(p, (size_t)nu, sizeof(double), e), *my = pic_calloc(p, (size_t)nu, sizeof(double), e);
+            double *mx = pic_calloc(p, (size_t)nu, sizeof(double), e),
+                   *my = pic_calloc(p, (size_t)nu, sizeof(double), e);
             if (!mx || !my) return -1;
             int k = 0;
             for (int a = 0, b; a < nu; a = b) {
@@ -132,23 +141,37 @@ int pic_draw_sweep_induction(pic *p, al_err *e) {
             int b = a + 1;
             while (b < g1 && s.model[b] == s.model[a]) b++;
             const char *lab = NULL;
-            if (nm == 1) lab = s.seed[a] >= 0 ? pic_printf(p, e, "seed %ld", s.seed[a]) : "the model";
-            else if (a == g0) lab = "one line per seed";
+            if (nm == 1)
+                lab = s.seed[a] >= 0 ? pic_printf(p, e, "seed %ld", s.seed[a]) : "the model";
+            else if (a == g0)
+                lab = "one line per seed";
             if (nm == 1 && !lab) return -1;
-            sr[ns++] = (al_series){s.step + a, s.val + a, b - a, lab, nm == 1 ? col : pale(col, 0.55),
-                                   nm == 1 ? 2 : 1, 0, 0, 0, NULL};
+            sr[ns++] =
+                (al_series){s.step + a,      s.val + a, b - a, lab, nm == 1 ? col : pale(col, 0.55),
+                            nm == 1 ? 2 : 1, 0,         0,     0,   NULL};
             a = b;
         }
         al_panel *q = pic_add_panel(p, AL_PANEL_LINES);
         const char *set = s.setting[g0][0] ? s.setting[g0] : "all models";
-        q->ln = (al_lines){.s = sr, .n = ns,
-                           .title = pic_printf(p, e, "%s, %d layer%s (%d model%s)", set, s.layers[g0],
-                                            s.layers[g0] == 1 ? "" : "s", nm, nm == 1 ? "" : "s"),
-                           .x_title = "step", .y_title = "best induction score", .w = 360, .h = 220,
-                           .legend = 1, .x_lo = x_lo, .x_hi = x_hi, .y_lo = 0, .y_hi = 1,
-                           .hline = AL_TH_INDUCTION,
+        q->ln =
+            (al_lines){.s = sr,
+                       .n = ns,
+                       .title = pic_printf(p, e, "%s, %d layer%s (%d model%s)", set, s.layers[g0],
+                                           s.layers[g0] == 1 ? "" : "s", nm, nm == 1 ? "" : "s"),
+                       .x_title = "step",
+                       .y_title = "best induction score",
+                       .w = 360,
+                       .h = 220,
+                       .legend = 1,
+                       .x_lo = x_lo,
+                       .x_hi = x_hi,
+                       .y_lo = 0,
+                       .y_hi = 1,
+                       .hline = AL_TH_INDUCTION,
+                       /* clang-format off */
                            .hline_label = "induction head: > " AL_TH_STR(AL_TH_INDUCTION),
                            .x_integer = 1};
+        /* clang-format on */
         if (!q->ln.title) return -1;
         g0 = g1;
     }
@@ -157,9 +180,9 @@ int pic_draw_sweep_induction(pic *p, al_err *e) {
     snprintf(p->head_txt, sizeof p->head_txt, "best of all");
     snprintf(p->run_txt, sizeof p->run_txt, "%s: latest train run of %d model%s in %d group%s",
              p->o->db, n_models, n_models == 1 ? "" : "s", n_groups, n_groups == 1 ? "" : "s");
-    pic_note(p, "each model's best head's induction score on the training probe at every evaluation "
-            "of its latest finished train run; one panel per setting and number of layers "
-            "(view sweep_models)");
+    pic_note(p,
+             "each model's best head's induction score on the training probe at every evaluation "
+             "of its latest finished train run; one panel per setting and number of layers "
+             "(view sweep_models)");
     return 0;
 }
-

@@ -29,8 +29,16 @@ static int draw_head(pic *p, long run, const char *metric, al_err *e) {
     for (int l = 0; l < p->L; l++)
         if (!(rl[l] = pic_printf(p, e, "layer %d", l))) return -1;
     al_panel *pn = pic_add_panel(p, AL_PANEL_HEATMAP);
-    pn->hm = (al_hm){.v = v, .rows = p->L, .cols = p->H, .row_labels = rl, .title = metric,
-                     .col_title = "head", .cs = cs, .bar = 1, .annotate = 1, .cell = 34};
+    pn->hm = (al_hm){.v = v,
+                     .rows = p->L,
+                     .cols = p->H,
+                     .row_labels = rl,
+                     .title = metric,
+                     .col_title = "head",
+                     .cs = cs,
+                     .bar = 1,
+                     .annotate = 1,
+                     .cell = 34};
     snprintf(p->title, sizeof p->title, "%s", title);
     snprintf(p->head_txt, sizeof p->head_txt, "all");
     pic_note(p, "run %ld, metric %s", run, metric);
@@ -41,17 +49,24 @@ static int draw_head(pic *p, long run, const char *metric, al_err *e) {
  * some value is negative. Everything it points at must outlive the
  * drawing: p's memory or the options (metric is p->o->metric), never the
  * view read back, which is freed before the figure is drawn. */
-static int grid_panel(pic *p, const char *metric, float *v, int rows, int cols,
-                      const char **rl, const char **cl, const char *row_title,
-                      const char *col_title) {
+static int grid_panel(pic *p, const char *metric, float *v, int rows, int cols, const char **rl,
+                      const char **cl, const char *row_title, const char *col_title) {
     int signed_v = 0;
     for (size_t i = 0; i < (size_t)rows * cols; i++) signed_v |= v[i] < 0;
     al_cscale *cs = pic_scale(p, 0, signed_v, NAN, NAN, metric);
     al_cscale_fit(cs, v, (size_t)rows * cols);
     al_panel *pn = pic_add_panel(p, AL_PANEL_HEATMAP);
-    pn->hm = (al_hm){.v = v, .rows = rows, .cols = cols, .row_labels = rl, .col_labels = cl,
-                     .title = metric, .row_title = row_title, .col_title = col_title, .cs = cs,
-                     .bar = 1, .annotate = 1};
+    pn->hm = (al_hm){.v = v,
+                     .rows = rows,
+                     .cols = cols,
+                     .row_labels = rl,
+                     .col_labels = cl,
+                     .title = metric,
+                     .row_title = row_title,
+                     .col_title = col_title,
+                     .cs = cs,
+                     .bar = 1,
+                     .annotate = 1};
     return 0;
 }
 
@@ -83,7 +98,8 @@ static int draw_edge(pic *p, const al_view *w, const char *metric, al_err *e) {
     if (w->n < 1) return al_errf(e, "view %s has no edges to draw", metric);
     const char **snd = pic_calloc(p, (size_t)w->n, sizeof(char *), e);
     const char **rcv = pic_calloc(p, (size_t)w->n, sizeof(char *), e);
-    int *si = pic_calloc(p, (size_t)w->n, sizeof(int), e), *ri = pic_calloc(p, (size_t)w->n, sizeof(int), e);
+    int *si = pic_calloc(p, (size_t)w->n, sizeof(int), e),
+        *ri = pic_calloc(p, (size_t)w->n, sizeof(int), e);
     if (!snd || !rcv || !si || !ri) return -1;
     int ns = 0, nr = 0;
     for (int i = 0; i < w->n; i++)
@@ -102,16 +118,27 @@ static int draw_edge(pic *p, const al_view *w, const char *metric, al_err *e) {
 /* Per position: one line over positions 0..n-1 (a NaN breaks it). */
 static int draw_pos(pic *p, const al_view *w, const char *metric, al_err *e) {
     if (w->n < 1) return al_errf(e, "view %s has no positions to draw", metric);
-    double *x = pic_calloc(p, (size_t)w->n, sizeof *x, e), *y = pic_calloc(p, (size_t)w->n, sizeof *y, e);
+    double *x = pic_calloc(p, (size_t)w->n, sizeof *x, e),
+           *y = pic_calloc(p, (size_t)w->n, sizeof *y, e);
     al_series *sr = pic_calloc(p, 1, sizeof *sr, e);
     if (!x || !y || !sr) return -1;
     for (int i = 0; i < w->n; i++) x[i] = i, y[i] = w->v[i];
     sr[0] = (al_series){x, y, w->n, NULL, al_plot_colour(0), 2, w->n <= 64 ? AL_MARK_SQUARE : 0,
                         0, 0, NULL};
     al_panel *q = pic_add_panel(p, AL_PANEL_LINES);
-    q->ln = (al_lines){.s = sr, .n = 1, .title = metric, .x_title = "position",
-                       .y_title = metric, .w = 420, .h = 260, .x_lo = NAN, .x_hi = NAN,
-                       .y_lo = NAN, .y_hi = NAN, .hline = NAN, .x_integer = 1};
+    q->ln = (al_lines){.s = sr,
+                       .n = 1,
+                       .title = metric,
+                       .x_title = "position",
+                       .y_title = metric,
+                       .w = 420,
+                       .h = 260,
+                       .x_lo = NAN,
+                       .x_hi = NAN,
+                       .y_lo = NAN,
+                       .y_hi = NAN,
+                       .hline = NAN,
+                       .x_integer = 1};
     pic_note(p, "%d position%s", w->n, w->n == 1 ? "" : "s");
     return 0;
 }
@@ -124,8 +151,8 @@ int pic_draw_view(pic *p, al_err *e) {
     long run = p->o->run_id;
     if (run <= 0 && al_store_latest_view_any_run(p->st, p->model_id, metric, &run, e)) return -1;
     if (!run)
-        return al_errf(e, "database %s has no finished run with a view '%s' for model %s",
-                       p->o->db, metric, p->dir);
+        return al_errf(e, "database %s has no finished run with a view '%s' for model %s", p->o->db,
+                       metric, p->dir);
     al_view_read r;
     int found;
     if (al_store_read_view(p->st, run, metric, p->L, p->H, &r, &found, e)) return -1;
@@ -138,7 +165,8 @@ int pic_draw_view(pic *p, al_err *e) {
     case AL_VIEW_EDGE: rc = draw_edge(p, w, metric, e); break;
     case AL_VIEW_POS: rc = draw_pos(p, w, metric, e); break;
     default:
-        rc = al_errf(e, "view '%s' of run %ld is one number per run (%.6g): there is nothing to draw",
+        rc = al_errf(e,
+                     "view '%s' of run %ld is one number per run (%.6g): there is nothing to draw",
                      metric, run, w->v ? w->v[0] : NAN);
     }
     if (!rc && w->shape != AL_VIEW_HEAD) {

@@ -24,7 +24,8 @@ static int attention_ids(pic *p, int **ids, int *T, al_err *e) {
     if (!o->prompt) {
         int R = o->repeat;
         if (R < 1 || 2 * R + bos > n_ctx)
-            return al_errf(e, "--repeat must be in 1..%d (2 x repeat + BOS <= n_ctx)", (n_ctx - bos) / 2);
+            return al_errf(e, "--repeat must be in 1..%d (2 x repeat + BOS <= n_ctx)",
+                           (n_ctx - bos) / 2);
         int *t = pic_calloc(p, (size_t)(2 * R + bos), sizeof(int), e);
         if (!t) return -1;
         al_rng r;
@@ -41,11 +42,13 @@ static int attention_ids(pic *p, int **ids, int *T, al_err *e) {
             if (!p->tok || !strchr(b, '\\')) pool[np++] = id;
         }
         if (np == 0) return al_errf(e, "the tokenizer has no printable tokens");
-        for (int i = 0; i < R; i++) t[bos + i] = t[bos + R + i] = pool[al_rng_below(&r, (uint32_t)np)];
+        for (int i = 0; i < R; i++)
+            t[bos + i] = t[bos + R + i] = pool[al_rng_below(&r, (uint32_t)np)];
         *ids = t;
         *T = 2 * R + bos;
-        p->prompt_txt = pic_printf(p, e, "%d random printable tokens, then the same again (seed %llu)", R,
-                                (unsigned long long)o->seed);
+        p->prompt_txt =
+            pic_printf(p, e, "%d random printable tokens, then the same again (seed %llu)", R,
+                       (unsigned long long)o->seed);
         return p->prompt_txt ? 0 : -1;
     }
     if (!p->tok) return al_errf(e, "model %s has no tokenizer.json to encode the prompt", p->dir);
@@ -64,7 +67,8 @@ static int attention_ids(pic *p, int **ids, int *T, al_err *e) {
         t[i] = bos ? (src == 0 ? eot : raw[src - 1]) : raw[src];
     }
     if (keep_n < total)
-        fprintf(stderr, "attnlab: warning: prompt has %zu tokens, n_ctx is %d: showing the last %zu\n",
+        fprintf(stderr,
+                "attnlab: warning: prompt has %zu tokens, n_ctx is %d: showing the last %zu\n",
                 total, n_ctx, keep_n);
     *ids = t;
     *T = (int)keep_n;
@@ -81,7 +85,7 @@ int pic_draw_attention(pic *p, al_err *e) {
     if (h >= p->H) return pic_need_head(p, h, e);
     if (!p->o->prompt && p->o->repeat <= 0)
         return al_errf(e, "--what attention needs --prompt TEXT (or --repeat N for a random "
-                       "repeated sequence)");
+                          "repeated sequence)");
     if (attention_ids(p, &ids, &T, e) || al_model_forward(&p->m, ids, NULL, 1, T, e)) return -1;
     const char **lab = pic_calloc(p, (size_t)T, sizeof(char *), e);
     if (!lab) return -1;
@@ -96,9 +100,15 @@ int pic_draw_attention(pic *p, al_err *e) {
         for (int t = 0; t < T; t++)
             for (int s = 0; s < T; s++) v[t * T + s] = s <= t ? a[t * T + s] : NAN;
         al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-        q->hm = (al_hm){.v = v, .rows = T, .cols = T, .row_labels = lab, .col_labels = lab,
+        q->hm = (al_hm){.v = v,
+                        .rows = T,
+                        .cols = T,
+                        .row_labels = lab,
+                        .col_labels = lab,
                         .row_title = "destination (query) token",
-                        .col_title = "source (key) token", .cs = cs, .bar = 1};
+                        .col_title = "source (key) token",
+                        .cs = cs,
+                        .bar = 1};
         if (h < 0) { /* grid: axis titles on the outer panels only */
             int ncols = GRID_COLS(p->H), i = k - h0;
             if (i % ncols) q->hm.row_title = NULL;
@@ -117,10 +127,11 @@ int pic_draw_attention(pic *p, al_err *e) {
         p->fig.ncols = GRID_COLS(p->H);
         p->fig.shared_bar = cs;
     }
-    pic_note(p, "row = destination (query) token, column = source (key) token: each row shows where "
-            "that query attends (sums to 1); information flows key \xe2\x86\x92 query");
+    pic_note(p,
+             "row = destination (query) token, column = source (key) token: each row shows where "
+             "that query attends (sums to 1); information flows key \xe2\x86\x92 query");
     pic_note(p, "grey: future positions (causal mask).  prompt: %.200s%s", p->prompt_txt,
-         strlen(p->prompt_txt) > 200 ? "\xe2\x80\xa6" : "");
+             strlen(p->prompt_txt) > 200 ? "\xe2\x80\xa6" : "");
     return 0;
 }
 
@@ -138,18 +149,25 @@ int pic_draw_qk_pos(pic *p, al_err *e) {
     al_cscale *cs = pic_scale(p, 0, 1, NAN, NAN, "QK score, row-centred");
     al_cscale_fit(cs, v, (size_t)n * n);
     al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-    q->hm = (al_hm){.v = v, .rows = n, .cols = n, .row_title = "destination (query) position",
-                    .col_title = "source (key) position", .cs = cs, .bar = 1};
+    q->hm = (al_hm){.v = v,
+                    .rows = n,
+                    .cols = n,
+                    .row_title = "destination (query) position",
+                    .col_title = "source (key) position",
+                    .cs = cs,
+                    .bar = 1};
     if (n < n_ctx)
-        snprintf(p->title, sizeof p->title, "positional QK, head %d.%d (positions 0-%d of %d)", l, h,
-                 n - 1, n_ctx);
+        snprintf(p->title, sizeof p->title, "positional QK, head %d.%d (positions 0-%d of %d)", l,
+                 h, n - 1, n_ctx);
     else
         snprintf(p->title, sizeof p->title, "positional QK, head %d.%d", l, h);
     snprintf(p->head_txt, sizeof p->head_txt, "%d.%d", l, h);
-    if (n < n_ctx) pic_note(p, "only the first %d of the model's %d positions are shown (--n-pos)", n, n_ctx);
+    if (n < n_ctx)
+        pic_note(p, "only the first %d of the model's %d positions are shown (--n-pos)", n, n_ctx);
     pic_note(p, "W_pos W_Q W_K^T W_pos^T: how much position t (row) attends to position s (column) "
-            "from positions alone, before 1/sqrt(d_head)");
-    pic_note(p, "rows centred over s <= t (softmax ignores a per-row constant); grey: s > t, masked");
+                "from positions alone, before 1/sqrt(d_head)");
+    pic_note(p,
+             "rows centred over s <= t (softmax ignores a per-row constant); grey: s > t, masked");
     return 0;
 }
 
@@ -173,14 +191,17 @@ static int parse_tokens(pic *p, int *ids, int *n, al_err *e) {
         if (item[0] == '#' && item[1]) {
             long v = strtol(item + 1, &end, 10);
             if (*end || v < 0 || v >= p->m.cfg.d_vocab)
-                return al_errf(e, "--tokens: '%s' is not a token id below %d", item, p->m.cfg.d_vocab);
+                return al_errf(e, "--tokens: '%s' is not a token id below %d", item,
+                               p->m.cfg.d_vocab);
             id = (int)v;
         } else {
             if (!p->tok) return al_errf(e, "model %s has no tokenizer.json", p->dir);
             char text[260];
             const char *open = "\xe2\x90\xa3"; /* ␣ */
-            if (strncmp(item, open, 3) == 0) snprintf(text, sizeof text, " %s", item + 3);
-            else snprintf(text, sizeof text, "%s", item);
+            if (strncmp(item, open, 3) == 0)
+                snprintf(text, sizeof text, " %s", item + 3);
+            else
+                snprintf(text, sizeof text, "%s", item);
             int *t;
             size_t k;
             if (al_tok_encode(p->tok, (const unsigned char *)text, strlen(text), 1, &t, &k, e))
@@ -188,8 +209,10 @@ static int parse_tokens(pic *p, int *ids, int *n, al_err *e) {
             id = k == 1 ? t[0] : -1;
             free(t);
             if (id < 0)
-                return al_errf(e, "--tokens: '%s' is %zu tokens for this tokenizer, not one "
-                               "(write #ID for an id)", item, k);
+                return al_errf(e,
+                               "--tokens: '%s' is %zu tokens for this tokenizer, not one "
+                               "(write #ID for an id)",
+                               item, k);
         }
         ids[(*n)++] = id;
     }
@@ -234,7 +257,8 @@ static int frequent_tokens(pic *p, int *ids, int *n, al_err *e) {
 /* Without data: the tokenizer's first merges (BPE learns the most
  * frequent pairs first), then printable bytes. */
 static void first_merges(pic *p, int *ids, int *n) {
-    int V = p->tok ? al_tok_vocab_size(p->tok) : p->m.cfg.d_vocab, eot = p->tok ? al_tok_eot(p->tok) : -1;
+    int V = p->tok ? al_tok_vocab_size(p->tok) : p->m.cfg.d_vocab,
+        eot = p->tok ? al_tok_eot(p->tok) : -1;
     *n = 0;
     for (int id = 256; id < V && *n < p->o->top_n; id++)
         if (id != eot) ids[(*n)++] = id;
@@ -262,8 +286,10 @@ static int choose_tokens(pic *p, int *ids, int *n, char *how, char *brief, size_
         return 0;
     }
     first_merges(p, ids, n);
-    snprintf(how, cap, "tokens: the first %d BPE merges (learned first = most frequent pairs; "
-             "give --data FILE for true frequencies)", *n);
+    snprintf(how, cap,
+             "tokens: the first %d BPE merges (learned first = most frequent pairs; "
+             "give --data FILE for true frequencies)",
+             *n);
     snprintf(brief, cap, "first %d BPE merges", *n);
     return 0;
 }
@@ -283,22 +309,31 @@ static int pic_full(pic *p, int ov, al_err *e) {
             : al_circ_full_qk(&p->m, l, h, ids, n, ids, n, v, e)))
         return -1;
     pic_centre_rows(v, n, n);
-    al_cscale *cs = pic_scale(p, 0, 1, NAN, NAN, ov ? "logit change, row-centred" : "QK score, row-centred");
+    al_cscale *cs =
+        pic_scale(p, 0, 1, NAN, NAN, ov ? "logit change, row-centred" : "QK score, row-centred");
     al_cscale_fit(cs, v, (size_t)n * n);
     al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-    q->hm = (al_hm){.v = v, .rows = n, .cols = n, .row_labels = lab, .col_labels = lab,
+    q->hm = (al_hm){.v = v,
+                    .rows = n,
+                    .cols = n,
+                    .row_labels = lab,
+                    .col_labels = lab,
                     .row_title = ov ? "source token (attended to)" : "destination (query) token",
                     .col_title = ov ? "output token (its logit)" : "source (key) token",
-                    .cs = cs, .bar = 1, .cell = n <= 40 ? 14 : 0};
+                    .cs = cs,
+                    .bar = 1,
+                    .cell = n <= 40 ? 14 : 0};
     snprintf(p->title, sizeof p->title, "full %s circuit, head %d.%d (%.80s)", ov ? "OV" : "QK", l,
              h, brief);
     snprintf(p->head_txt, sizeof p->head_txt, "%d.%d", l, h);
     if (ov)
-        pic_note(p, "W_E W_V W_O W_U: how attending to the row token changes the logit of the column "
-                "token; a red diagonal = copying");
+        pic_note(p,
+                 "W_E W_V W_O W_U: how attending to the row token changes the logit of the column "
+                 "token; a red diagonal = copying");
     else
-        pic_note(p, "W_E W_Q W_K^T W_E^T: how much the row (query) token attends to the column (key) "
-                "token from token identity alone, before 1/sqrt(d_head)");
+        pic_note(p,
+                 "W_E W_Q W_K^T W_E^T: how much the row (query) token attends to the column (key) "
+                 "token from token identity alone, before 1/sqrt(d_head)");
     pic_note(p, "rows centred (softmax ignores a per-row constant); %s", how);
     char *list = pic_calloc(p, (size_t)n * (LABEL_CAP + 1) + 1, 1, e);
     if (!list) return -1;
@@ -323,7 +358,11 @@ typedef struct comp_rows {
 } comp_rows;
 
 static int kind_index(const char *k) {
-    return !k ? -1 : strcmp(k, "Q") == 0 ? 0 : strcmp(k, "K") == 0 ? 1 : strcmp(k, "V") == 0 ? 2 : -1;
+    return !k                    ? -1
+           : strcmp(k, "Q") == 0 ? 0
+           : strcmp(k, "K") == 0 ? 1
+           : strcmp(k, "V") == 0 ? 2
+                                 : -1;
 }
 
 /* The composition rows of the model's latest circuits run (or --run). */
@@ -337,8 +376,8 @@ static int comp_from_db(pic *p, comp_rows *c, al_err *e) {
     int H = p->H;
     for (int i = 0; i < n; i++) {
         const al_store_comp_row *x = &rows[i];
-        int k = kind_index(x->kind), l1 = (int)x->layer1, h1 = (int)x->head1,
-            l2 = (int)x->layer2, h2 = (int)x->head2;
+        int k = kind_index(x->kind), l1 = (int)x->layer1, h1 = (int)x->head1, l2 = (int)x->layer2,
+            h2 = (int)x->head2;
         if (k < 0 || l2 != c->l2 || l1 < 0 || l1 >= l2 || h1 < 0 || h1 >= H || h2 < 0 || h2 >= H)
             continue;
         c->v[k][(l1 * H + h1) * H + h2] = (float)x->score;
@@ -362,7 +401,10 @@ static int comp_compute(pic *p, comp_rows *c, al_err *e) {
 }
 
 int pic_draw_composition(pic *p, al_err *e) {
-    if (p->L < 2) return al_errf(e, "--what composition needs a model with 2 or more layers (this one has %d)", p->L);
+    if (p->L < 2)
+        return al_errf(e,
+                       "--what composition needs a model with 2 or more layers (this one has %d)",
+                       p->L);
     comp_rows c = {.l2 = pic_layer_or(p, p->L - 1), .base = {NAN, NAN, NAN}};
     if (c.l2 < 1 || c.l2 >= p->L)
         return al_errf(e, "--layer %d: composition is into a later layer, 1..%d", c.l2, p->L - 1);
@@ -395,20 +437,30 @@ int pic_draw_composition(pic *p, al_err *e) {
     static const char *const names[3] = {"Q", "K", "V"};
     for (int k = 0; k < 3; k++) {
         al_panel *q = pic_add_panel(p, AL_PANEL_HEATMAP);
-        q->hm = (al_hm){.v = c.v[k], .rows = c.rows, .cols = p->H, .row_labels = rl, .col_labels = cl,
-                        .row_title = "earlier head (writes)", .col_title = "later head (reads)",
-                        .cs = cs, .annotate = 1, .cell = c.rows <= 16 ? 34 : 0};
-        q->hm.title = isnan(c.base[k]) ? pic_printf(p, e, "%s-composition", names[k])
-                                       : pic_printf(p, e, "%s-composition (random %.3f)", names[k], c.base[k]);
+        q->hm = (al_hm){.v = c.v[k],
+                        .rows = c.rows,
+                        .cols = p->H,
+                        .row_labels = rl,
+                        .col_labels = cl,
+                        .row_title = "earlier head (writes)",
+                        .col_title = "later head (reads)",
+                        .cs = cs,
+                        .annotate = 1,
+                        .cell = c.rows <= 16 ? 34 : 0};
+        q->hm.title = isnan(c.base[k])
+                          ? pic_printf(p, e, "%s-composition", names[k])
+                          : pic_printf(p, e, "%s-composition (random %.3f)", names[k], c.base[k]);
         if (!q->hm.title) return -1;
     }
     p->fig.shared_bar = cs;
     snprintf(p->title, sizeof p->title, "composition into layer %d", c.l2);
     snprintf(p->head_txt, sizeof p->head_txt, "%d.* -> %d.*", c.l2 - 1, c.l2);
-    pic_note(p, "Q: |W_OV(1) W_QK(2)|, K: |W_OV(1) W_QK(2)^T|, V: |W_OV(1) W_OV(2)|, each divided by "
-            "the norms of the two (Frobenius; Elhage et al. 2021)");
-    pic_note(p, "the colour bar marks the mean score of random Gaussian heads of the same shapes (%s)",
-         p->run_txt);
+    pic_note(p,
+             "Q: |W_OV(1) W_QK(2)|, K: |W_OV(1) W_QK(2)^T|, V: |W_OV(1) W_OV(2)|, each divided by "
+             "the norms of the two (Frobenius; Elhage et al. 2021)");
+    pic_note(p,
+             "the colour bar marks the mean score of random Gaussian heads of the same shapes (%s)",
+             p->run_txt);
     return 0;
 }
 
@@ -431,7 +483,9 @@ static int sv_from_db(pic *p, sv_rows *s, al_err *e) {
         const al_store_sval_row *x = &rows[k];
         int l = (int)x->layer, h = (int)x->head, i = (int)x->idx;
         if (l < 0 || l >= p->L || h < 0 || h >= H || i < 0 || i >= D || !x->circuit) continue;
-        double *dst = strcmp(x->circuit, "qk") == 0 ? s->qk : strcmp(x->circuit, "ov") == 0 ? s->ov : NULL;
+        double *dst = strcmp(x->circuit, "qk") == 0   ? s->qk
+                      : strcmp(x->circuit, "ov") == 0 ? s->ov
+                                                      : NULL;
         if (dst) dst[(l * H + h) * D + i] = x->value, s->n++;
     }
     if (s->n) pic_run_note(p, "circuits", run);
@@ -493,8 +547,9 @@ int pic_draw_spectrum(pic *p, al_err *e) {
     p->fig.n_legend = 2;
     snprintf(p->title, sizeof p->title, "singular values of each head's QK and OV circuits");
     snprintf(p->head_txt, sizeof p->head_txt, "all");
-    pic_note(p, "each head's %d nonzero singular values, largest first, log scale shared by all panels (%s)",
-         D, p->run_txt);
+    pic_note(
+        p,
+        "each head's %d nonzero singular values, largest first, log scale shared by all panels (%s)",
+        D, p->run_txt);
     return 0;
 }
-

@@ -21,12 +21,16 @@
 #include "attnlab/png.h"
 
 #define PIC_KIND_ENTRY(id, name, family, needs, help) {name, family, help, needs, pic_draw_##id},
+/* clang-format off */
 const al_pic_kind al_pic_kind_table[] = {AL_PIC_KINDS(PIC_KIND_ENTRY)};
+/* clang-format on */
 #undef PIC_KIND_ENTRY
 const int al_pic_n_kinds = (int)(sizeof al_pic_kind_table / sizeof al_pic_kind_table[0]);
 
 #define PIC_KIND_NAME(id, name, family, needs, help) name,
+/* clang-format off */
 const char *const al_pic_kinds[] = {AL_PIC_KINDS(PIC_KIND_NAME) NULL};
+/* clang-format on */
 #undef PIC_KIND_NAME
 
 const al_pic_kind *al_pic_kind_find(const char *name) {
@@ -36,8 +40,15 @@ const al_pic_kind *al_pic_kind_find(const char *name) {
 }
 
 al_pic_opts al_pic_defaults(void) {
-    al_pic_opts o = {.what = NULL, .layer = -1, .head = -1, .repeat = 0, .seed = 1,
-                     .top_n = 40, .n_pos = 64, .tau = NAN, .feature = -1};
+    al_pic_opts o = {.what = NULL,
+                     .layer = -1,
+                     .head = -1,
+                     .repeat = 0,
+                     .seed = 1,
+                     .top_n = 40,
+                     .n_pos = 64,
+                     .tau = NAN,
+                     .feature = -1};
     return o;
 }
 
@@ -55,8 +66,10 @@ static int run_model_dir(const al_pic_opts *o, char *dir, size_t cap, al_err *e)
     al_store_close(st);
     if (rc) return -1;
     if (!path) return al_errf(e, "database %s has no run %ld with a model", o->db, o->run_id);
-    if (strlen(path) >= cap) rc = al_errf(e, "model path of run %ld is too long", o->run_id);
-    else snprintf(dir, cap, "%s", path);
+    if (strlen(path) >= cap)
+        rc = al_errf(e, "model path of run %ld is too long", o->run_id);
+    else
+        snprintf(dir, cap, "%s", path);
     free(path);
     return rc;
 }
@@ -77,14 +90,17 @@ static int load(pic *p, al_err *e) {
  * a circuit there). */
 static int graph_model(pic *p, al_err *e) {
     if (al_graph_n_edges(p->L, p->H) > 0) return 0;
-    return al_errf(e, "--what %s: circuit discovery covers models of 1 to %d layers; %s has %d "
-                   "layers", p->o->what, AL_GRAPH_MAX_LAYERS, p->dir, p->L);
+    return al_errf(e,
+                   "--what %s: circuit discovery covers models of 1 to %d layers; %s has %d "
+                   "layers",
+                   p->o->what, AL_GRAPH_MAX_LAYERS, p->dir, p->L);
 }
 
 /* The database, and the model's id in it (0: never analysed into it). */
 static int open_db(pic *p, int required, al_err *e) {
     if (!p->o->db) {
-        if (required) return al_errf(e, "--what %s reads the results database: give --db FILE", p->o->what);
+        if (required)
+            return al_errf(e, "--what %s reads the results database: give --db FILE", p->o->what);
         return 0;
     }
     if (!al_file_exists(p->o->db)) return al_errf(e, "database %s does not exist", p->o->db);
@@ -96,8 +112,10 @@ static int open_db(pic *p, int required, al_err *e) {
     if (al_store_model_by_sha(p->st, sha, &p->model_id, e)) return -1;
     /* composition and spectrum then compute from the weights instead */
     if (!p->model_id && p->o->run_id <= 0 && required)
-        return al_errf(e, "database %s has no results for model %s (these weights were never "
-                       "analysed into it)", p->o->db, p->dir);
+        return al_errf(e,
+                       "database %s has no results for model %s (these weights were never "
+                       "analysed into it)",
+                       p->o->db, p->dir);
     return 0;
 }
 
@@ -114,8 +132,11 @@ static int write_fig(pic *p, const char *out, int *w, int *h, al_err *e) {
     t[n++] = (al_png_text){"head", p->head_txt};
     if (p->prompt_txt) {
         /* cut on a character boundary */
-        size_t k = strlen(p->prompt_txt) < sizeof prompt - 1 ? strlen(p->prompt_txt) : sizeof prompt - 1;
-        while (k > 0 && k < strlen(p->prompt_txt) && ((unsigned char)p->prompt_txt[k] & 0xC0) == 0x80) k--;
+        size_t k =
+            strlen(p->prompt_txt) < sizeof prompt - 1 ? strlen(p->prompt_txt) : sizeof prompt - 1;
+        while (k > 0 && k < strlen(p->prompt_txt) &&
+               ((unsigned char)p->prompt_txt[k] & 0xC0) == 0x80)
+            k--;
         memcpy(prompt, p->prompt_txt, k);
         prompt[k] = 0;
         t[n++] = (al_png_text){"prompt", prompt};
@@ -132,7 +153,11 @@ static int valid_utf8_prompt(const char *s) {
     /* text chunks must be valid UTF-8; the prompt is user input */
     const unsigned char *u = (const unsigned char *)s;
     while (*u) {
-        int n = *u < 0x80 ? 1 : (*u & 0xE0) == 0xC0 ? 2 : (*u & 0xF0) == 0xE0 ? 3 : (*u & 0xF8) == 0xF0 ? 4 : 0;
+        int n = *u < 0x80             ? 1
+                : (*u & 0xE0) == 0xC0 ? 2
+                : (*u & 0xF0) == 0xE0 ? 3
+                : (*u & 0xF8) == 0xF0 ? 4
+                                      : 0;
         if (!n) return 0;
         for (int i = 1; i < n; i++)
             if ((u[i] & 0xC0) != 0x80) return 0;
@@ -162,8 +187,8 @@ static int unknown_kind(const char *what, al_err *e) {
 
 /* A kind without a model is about every model of the database: no model
  * directory, no weights. */
-static int whole_db_picture(const al_pic_kind *k, const al_pic_opts *o, const char *out_png,
-                            int *w, int *h, al_err *e) {
+static int whole_db_picture(const al_pic_kind *k, const al_pic_opts *o, const char *out_png, int *w,
+                            int *h, al_err *e) {
     if (!o->db) return al_errf(e, "--what %s reads the results database: give --db FILE", o->what);
     if (!al_file_exists(o->db)) return al_errf(e, "database %s does not exist", o->db);
     pic *p = calloc(1, sizeof *p);
@@ -179,11 +204,12 @@ static int whole_db_picture(const al_pic_kind *k, const al_pic_opts *o, const ch
      * circuits refused it) */
     if (rc == 0 && !strcmp(k->family, "weights") && strcmp(k->name, "attention") &&
         !al_config_is_plain(&p->m.cfg))
-        pic_note(p, "%s", p->m.cfg.norm_type != AL_NORM_NONE
-                              ? "read from the weights with LayerNorm folded in and the biases "
-                                "left out: each circuit is the model's up to LayerNorm's "
-                                "per-position scale"
-                              : "read from the weights with the biases left out");
+        pic_note(p, "%s",
+                 p->m.cfg.norm_type != AL_NORM_NONE
+                     ? "read from the weights with LayerNorm folded in and the biases "
+                       "left out: each circuit is the model's up to LayerNorm's "
+                       "per-position scale"
+                     : "read from the weights with the biases left out");
     if (rc == 0) rc = write_fig(p, out_png, w, h, e);
     pic_free(p);
     return rc;
@@ -200,7 +226,8 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
         model_dir = dir;
     }
     if (!model_dir) return al_errf(e, "--what %s needs --model DIR", o->what);
-    if (o->prompt && !valid_utf8_prompt(o->prompt)) return al_errf(e, "--prompt is not valid UTF-8");
+    if (o->prompt && !valid_utf8_prompt(o->prompt))
+        return al_errf(e, "--prompt is not valid UTF-8");
     pic *p = calloc(1, sizeof *p);
     if (!p) return al_errf(e, "out of memory");
     p->o = o;
@@ -216,11 +243,12 @@ int al_picture(const char *model_dir, const al_pic_opts *o, const char *out_png,
      * circuits refused it) */
     if (rc == 0 && !strcmp(k->family, "weights") && strcmp(k->name, "attention") &&
         !al_config_is_plain(&p->m.cfg))
-        pic_note(p, "%s", p->m.cfg.norm_type != AL_NORM_NONE
-                              ? "read from the weights with LayerNorm folded in and the biases "
-                                "left out: each circuit is the model's up to LayerNorm's "
-                                "per-position scale"
-                              : "read from the weights with the biases left out");
+        pic_note(p, "%s",
+                 p->m.cfg.norm_type != AL_NORM_NONE
+                     ? "read from the weights with LayerNorm folded in and the biases "
+                       "left out: each circuit is the model's up to LayerNorm's "
+                       "per-position scale"
+                     : "read from the weights with the biases left out");
     if (rc == 0) rc = write_fig(p, out_png, w, h, e);
     pic_free(p);
     return rc;

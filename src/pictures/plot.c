@@ -163,12 +163,13 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
         }
         content_w = imax(content_w, tw(lines[i]));
     }
-    int head = MARGIN + (f->title ? 2 * LINE + 4 : 0) + n_lines * LINE +
-               (f->n_legend ? LINE + 6 : 0) + 10;
+    int head =
+        MARGIN + (f->title ? 2 * LINE + 4 : 0) + n_lines * LINE + (f->n_legend ? LINE + 6 : 0) + 10;
     int H = head + imax(grid_h, bar_h ? pl[first_i].hm.my + bar_h + 8 : 0) + MARGIN;
     int W = content_w + 2 * MARGIN;
     if (W > AL_IMAGE_MAX_SIDE || H > AL_IMAGE_MAX_SIDE) {
-        al_errf(e, "picture size %d x %d is out of range (1..%d per side)", W, H, AL_IMAGE_MAX_SIDE);
+        al_errf(e, "picture size %d x %d is out of range (1..%d per side)", W, H,
+                AL_IMAGE_MAX_SIDE);
         goto out;
     }
     if (size_w) *size_w = W;
@@ -184,7 +185,8 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
     }
     cr = cairo_create(sf);
     if (cairo_status(cr) != CAIRO_STATUS_SUCCESS) {
-        al_errf(e, "cannot draw a %d x %d picture: %s", W, H, cairo_status_to_string(cairo_status(cr)));
+        al_errf(e, "cannot draw a %d x %d picture: %s", W, H,
+                cairo_status_to_string(cairo_status(cr)));
         goto out;
     }
     cv_begin(out, cr, fmt);
@@ -229,8 +231,10 @@ static int render(const al_figure *f, int fmt, al_image *img, al_buf *vec, const
     cairo_destroy(cr);
     cr = NULL;
     /* finishing writes a vector document out; it would free an image's pixels */
-    if (fmt == AL_FIG_PNG) cairo_surface_flush(sf);
-    else cairo_surface_finish(sf);
+    if (fmt == AL_FIG_PNG)
+        cairo_surface_flush(sf);
+    else
+        cairo_surface_finish(sf);
     cairo_status_t st = cairo_surface_status(sf);
     if (st != CAIRO_STATUS_SUCCESS || out->oom || (vec && !al_buf_ok(vec))) {
         al_errf(e, "cannot draw the picture: %s",

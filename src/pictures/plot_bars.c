@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BAR_PAD 4  /* plot area edge to the first / last group */
+#define BAR_PAD 4 /* plot area edge to the first / last group */
 #define BAR_GGAP 14 /* between groups, a dashed separator in the middle */
 
 static int bar_group(const al_bars *p, int i) { return p->group ? p->group[i] : 0; }
@@ -67,8 +67,7 @@ static int bars_y(const bar_lay *L, int oy, double v) {
     return oy + L->ph - 1 - (int)lround(fmin(1, fmax(0, t)) * (L->ph - 1));
 }
 
-void bars_draw(cv *im, const al_bars *p, const bar_lay *L, int x, int y,
-                      al_plot_geom *g) {
+void bars_draw(cv *im, const al_bars *p, const bar_lay *L, int x, int y, al_plot_geom *g) {
     int ox = x + L->px, oy = y + L->py, y0 = bars_y(L, oy, 0), below = oy + L->ph + 1;
     char b[256];
     double t[MAX_TICKS];
@@ -99,10 +98,10 @@ void bars_draw(cv *im, const al_bars *p, const bar_lay *L, int x, int y,
         const char *name = bar_gname(p, bar_group(p, i));
         if (name)
             cv_text(im, gx + span / 2 - tw(name) / 2, below + TICK + 2 + L->lab_h + 6, name, 1,
-                         INK);
+                    INK);
         if (end < p->n)
-            cv_line(im, gx + span + BAR_GGAP / 2, oy, gx + span + BAR_GGAP / 2,
-                          oy + L->ph - 1, 1, 3, FRAME);
+            cv_line(im, gx + span + BAR_GGAP / 2, oy, gx + span + BAR_GGAP / 2, oy + L->ph - 1, 1,
+                    3, FRAME);
         gx += span + BAR_GGAP;
     }
     cv_fill(im, ox, y0, L->pw, 1, INK); /* the zero line, over the bars' ends */

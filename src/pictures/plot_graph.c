@@ -49,8 +49,10 @@ int al_netplot_place(const al_netplot *g, int i, int port, int *x, int *y, int *
     if (w) *w = bw;
     if (h) *h = bh;
     if (!x || !y) return 0;
-    if (port == -2) *x = bx + bw / 2, *y = by;
-    else if (port == -1) *x = bx + bw / 2, *y = by + bh + GRAPH_PORT_TICK - 1;
+    if (port == -2)
+        *x = bx + bw / 2, *y = by;
+    else if (port == -1)
+        *x = bx + bw / 2, *y = by + bh + GRAPH_PORT_TICK - 1;
     else {
         *x = bx + bw * (port + 1) / (g->nodes[i].n_ports + 1);
         *y = by + bh + GRAPH_PORT_TICK - 1;
@@ -82,13 +84,12 @@ static void graph_edge(cv *im, const al_netplot *g, const al_netedge *ed, int ox
         cv_line(im, ox + x0, oy + y0, ox + x1, oy + y1, imax(ed->width, 1), 0, ed->colour);
 }
 
-void graph_draw(cv *im, const al_netplot *g, const graph_lay *L, int x, int y,
-                       al_plot_geom *geo) {
+void graph_draw(cv *im, const al_netplot *g, const graph_lay *L, int x, int y, al_plot_geom *geo) {
     int ox = x, oy = y, bw = graph_bw(g), bh = graph_bh(g), n_rows = imax(g->n_rows, 1);
     for (int r = 0; g->row_names && r < g->n_rows; r++)
         if (g->row_names[r])
             cv_text(im, ox, oy + (n_rows - 1 - r) * (bh + GRAPH_ROW_GAP) + bh / 2 - 4,
-                         g->row_names[r], 1, INK);
+                    g->row_names[r], 1, INK);
     for (int i = 0; i < g->n_edges; i++)
         if (g->edges[i].faint) graph_edge(im, g, &g->edges[i], ox, oy);
     /* thinnest first, so a strong edge is never hidden under a weak one */
@@ -113,7 +114,7 @@ void graph_draw(cv *im, const al_netplot *g, const graph_lay *L, int x, int y,
             cv_fill(im, px - 2, by + bh, 5, GRAPH_PORT_TICK, n->port_colour[k]);
             if (n->port_label[k])
                 cv_text(im, px - tw(n->port_label[k]) / 2, by + bh - LINE, n->port_label[k], 1,
-                             n->dim ? line : n->port_colour[k]);
+                        n->dim ? line : n->port_colour[k]);
         }
     }
     if (geo) geo->mx = ox, geo->my = oy, geo->mw = L->w, geo->mh = L->h;

@@ -10,9 +10,10 @@
 
 static void hm_label(const al_hm *p, int axis, int i, char *buf, size_t cap) {
     const char *const *L = axis ? p->col_labels : p->row_labels;
-    if (L) al_font_fit(L[i] ? L[i] : "", p->max_label_cells > 0 ? p->max_label_cells : 16, buf,
-                       cap);
-    else snprintf(buf, cap, "%d", i);
+    if (L)
+        al_font_fit(L[i] ? L[i] : "", p->max_label_cells > 0 ? p->max_label_cells : 16, buf, cap);
+    else
+        snprintf(buf, cap, "%d", i);
 }
 
 /* Every step-th label is drawn: enough that text lines (GH+1 px) never
@@ -77,17 +78,16 @@ static void hm_annotate(cv *im, const al_hm *p, const hm_lay *L, int x0, int y0)
             if (!ok) continue;
             uint32_t bg = al_cscale_colour(p->cs, v);
             cv_text(im, x0 + c * L->cw + (L->cw - tw(s)) / 2 + 1,
-                         y0 + r * L->ch + (L->ch - AL_FONT_CAP) / 2, s, 1, ink_on(bg));
+                    y0 + r * L->ch + (L->ch - AL_FONT_CAP) / 2, s, 1, ink_on(bg));
         }
 }
 
-void hm_draw(cv *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar,
-                    al_plot_geom *g) {
+void hm_draw(cv *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar, al_plot_geom *g) {
     int mx = x + L->mx, my = y + L->my, mw = p->cols * L->cw, mh = p->rows * L->ch;
     for (int r = 0; r < p->rows; r++)
         for (int c = 0; c < p->cols; c++)
             cv_fill(im, mx + c * L->cw, my + r * L->ch, L->cw, L->ch,
-                          al_cscale_colour(p->cs, p->v[(size_t)r * p->cols + c]));
+                    al_cscale_colour(p->cs, p->v[(size_t)r * p->cols + c]));
     cv_rect(im, mx - 1, my - 1, mw + 2, mh + 2, FRAME);
     if (p->annotate) hm_annotate(im, p, L, mx, my);
     char b[256];
@@ -105,8 +105,8 @@ void hm_draw(cv *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar,
     }
     if (p->title) cv_text(im, mx + mw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
     if (p->col_title)
-        cv_text(im, mx + mw / 2 - tw(p->col_title) / 2,
-                     my + mh + 1 + TICK + 2 + L->cl_h + 6, p->col_title, 1, INK);
+        cv_text(im, mx + mw / 2 - tw(p->col_title) / 2, my + mh + 1 + TICK + 2 + L->cl_h + 6,
+                p->col_title, 1, INK);
     if (p->row_title) {
         int len = tw(p->row_title);
         cv_text_up(im, x + L->lead, imax(y, my + mh / 2 - len / 2), p->row_title, 1, INK);
@@ -124,7 +124,7 @@ void hm_draw(cv *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar,
 
 /* ----------------------------------------------------------- token rows */
 
-#define TR_PAD 3          /* text inset in a token's cell */
+#define TR_PAD 3 /* text inset in a token's cell */
 #define TR_PITCH (LINE + 6) /* one row of tokens */
 
 static void tr_tok(const al_tokrows *p, int r, int c, char *buf, size_t cap) {
@@ -161,7 +161,7 @@ void tr_measure(const al_tokrows *p, int own_bar, tr_lay *L) {
 }
 
 void tr_draw(cv *im, const al_tokrows *p, const tr_lay *L, int x, int y, int own_bar,
-                    al_plot_geom *g) {
+             al_plot_geom *g) {
     int mx = x + L->mx, my = y + L->my, cols = imin(p->cols, TR_MAX_COLS);
     char b[256];
     for (int r = 0; r < p->rows; r++) {

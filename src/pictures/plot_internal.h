@@ -35,17 +35,17 @@
 
 /* Text is recorded, not drawn, on SVG (cv.svg): svg_finish writes it. */
 typedef struct cv_text_rec {
-    double x, y;    /* baseline start (unrotated frame origin) */
+    double x, y; /* baseline start (unrotated frame origin) */
     int up, scale, cells;
     uint32_t colour;
-    char *s;        /* display text */
+    char *s; /* display text */
 } cv_text_rec;
 
 typedef struct cv {
     cairo_t *cr;
-    double fx;      /* font x size per unit scale: one cell = AL_FONT_ADV px */
-    int svg;        /* text recorded for <text> elements */
-    int vec;        /* SVG or PDF: scalable output */
+    double fx; /* font x size per unit scale: one cell = AL_FONT_ADV px */
+    int svg; /* text recorded for <text> elements */
+    int vec; /* SVG or PDF: scalable output */
     cv_text_rec *t;
     int nt, cap_t, oom;
 } cv;
@@ -90,8 +90,10 @@ static inline double nice_step(double range, double max_ticks) {
 static inline void fmt_tick(double v, double step, char *buf, size_t cap) {
     if (fabs(v) < step * 1e-6) v = 0;
     int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
-    if (dec > 5 || fabs(v) >= 1e6) snprintf(buf, cap, "%.2g", v);
-    else snprintf(buf, cap, "%.*f", dec, v);
+    if (dec > 5 || fabs(v) >= 1e6)
+        snprintf(buf, cap, "%.2g", v);
+    else
+        snprintf(buf, cap, "%.*f", dec, v);
 }
 
 static inline void fmt_val(double v, char *buf, size_t cap) {
@@ -111,17 +113,16 @@ static inline uint32_t ink_on(uint32_t bg) {
 
 /* heatmaps (plot_heatmap.c) */
 typedef struct hm_lay {
-    int w, h;       /* panel box */
-    int mx, my;     /* matrix top-left in the box */
-    int cw, ch;     /* cell size */
+    int w, h; /* panel box */
+    int mx, my; /* matrix top-left in the box */
+    int cw, ch; /* cell size */
     int rstep, cstep;
     int rl_w, cl_h; /* label extents */
-    int lead;       /* left shift so a wide title fits */
+    int lead; /* left shift so a wide title fits */
     int bar_h;
 } hm_lay;
 void hm_measure(const al_hm *p, int own_bar, hm_lay *L);
-void hm_draw(cv *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar,
-             al_plot_geom *g);
+void hm_draw(cv *im, const al_hm *p, const hm_lay *L, int x, int y, int own_bar, al_plot_geom *g);
 
 /* token rows (plot_heatmap.c) */
 #define TR_MAX_COLS 128
@@ -157,13 +158,12 @@ void bars_draw(cv *im, const al_bars *p, const bar_lay *L, int x, int y, al_plot
 
 /* layered graphs (plot_graph.c) */
 typedef struct graph_lay {
-    int label_w;          /* row names' column */
-    int per_row_max;      /* widest row, in boxes */
-    int w, h;             /* the panel */
+    int label_w; /* row names' column */
+    int per_row_max; /* widest row, in boxes */
+    int w, h; /* the panel */
 } graph_lay;
 void graph_measure(const al_netplot *g, graph_lay *L);
-void graph_draw(cv *im, const al_netplot *g, const graph_lay *L, int x, int y,
-                al_plot_geom *geo);
+void graph_draw(cv *im, const al_netplot *g, const graph_lay *L, int x, int y, al_plot_geom *geo);
 
 /* ------------------------------------------------------ output (plot_output.c) */
 

@@ -37,8 +37,10 @@ static void ln_ranges(const al_lines *p, ln_lay *L) {
 }
 
 static void ln_ylabel(const al_lines *p, const ln_lay *L, double v, char *b, size_t cap) {
-    if (p->log_y) fmt_val(pow(10, v), b, cap);
-    else fmt_tick(v, L->ystep, b, cap);
+    if (p->log_y)
+        fmt_val(pow(10, v), b, cap);
+    else
+        fmt_tick(v, L->ystep, b, cap);
 }
 
 int lin_ticks(double lo, double hi, double step, double *t) {
@@ -91,7 +93,8 @@ void ln_measure(const al_lines *p, ln_lay *L) {
     int n_leg = 0;
     if (p->legend) {
         int lw = 0;
-        for (int i = 0; i < p->n; i++) lw = imax(lw, tw(p->s[i].label)), n_leg += p->s[i].label != NULL;
+        for (int i = 0; i < p->n; i++)
+            lw = imax(lw, tw(p->s[i].label)), n_leg += p->s[i].label != NULL;
         L->legend_w = lw ? 12 + 6 + 20 + 4 + lw + 6 : 0;
     }
     L->px = (p->y_title ? GH + 6 : 0) + L->yl_w + 3 + TICK;
@@ -196,8 +199,7 @@ static void ln_series(cv *im, const al_lines *p, const ln_lay *L, int ox, int oy
     }
 }
 
-void ln_draw(cv *im, const al_lines *p, const ln_lay *L, int x, int y,
-                    al_plot_geom *g) {
+void ln_draw(cv *im, const al_lines *p, const ln_lay *L, int x, int y, al_plot_geom *g) {
     int ox = x + L->px, oy = y + L->py;
     ln_axes(im, p, L, ox, oy);
     double hl = ymap(p, p->hline);
@@ -205,14 +207,14 @@ void ln_draw(cv *im, const al_lines *p, const ln_lay *L, int x, int y,
         int hy = ln_y(L, oy, hl);
         cv_line(im, ox, hy, ox + L->pw - 1, hy, 1, 4, 0x606060);
         if (p->hline_label) /* above the line, or below it when at the top */
-            cv_text(im, ox + L->pw - 4 - tw(p->hline_label), hy - LINE < oy + 2 ? hy + 4 : hy - LINE,
-                         p->hline_label, 1, 0x404040);
+            cv_text(im, ox + L->pw - 4 - tw(p->hline_label),
+                    hy - LINE < oy + 2 ? hy + 4 : hy - LINE, p->hline_label, 1, 0x404040);
     }
     ln_series(im, p, L, ox, oy);
     if (p->title) cv_text(im, ox + L->pw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
     if (p->x_title)
         cv_text(im, ox + L->pw / 2 - tw(p->x_title) / 2, oy + L->ph + TICK + 3 + LINE + 4,
-                     p->x_title, 1, INK);
+                p->x_title, 1, INK);
     if (p->y_title)
         cv_text_up(im, x, imax(y, oy + L->ph / 2 - tw(p->y_title) / 2), p->y_title, 1, INK);
     if (L->legend_w) {

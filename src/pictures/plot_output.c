@@ -75,8 +75,10 @@ static void xml_text(al_buf *b, const char *s) {
         case '>': al_buf_puts(b, "&gt;"); break;
         case '"': al_buf_puts(b, "&quot;"); break;
         default:
-            if (u < 0x20 && u != '\t' && u != '\n' && u != '\r') al_buf_printf(b, "\\x%02x", u);
-            else al_buf_put(b, s, 1);
+            if (u < 0x20 && u != '\t' && u != '\n' && u != '\r')
+                al_buf_printf(b, "\\x%02x", u);
+            else
+                al_buf_put(b, s, 1);
         }
     }
 }
@@ -87,7 +89,7 @@ static void xml_text(al_buf *b, const char *s) {
  * cells' width, so whatever monospace font the viewer has, a label
  * covers exactly the width the layout gave it. */
 int svg_finish(al_buf *vec, const cv *c, const al_figure *f, const al_png_text *m, int n,
-                      al_err *e) {
+               al_err *e) {
     const char *doc = vec->p, *open = doc ? strstr(doc, "<svg") : NULL;
     const char *open_end = open ? strchr(open, '>') : NULL, *close = NULL;
     for (const char *p = open_end; p && (p = strstr(p, "</svg>")); p++) close = p;
@@ -122,14 +124,18 @@ int svg_finish(al_buf *vec, const cv *c, const al_figure *f, const al_png_text *
         body = q;
     }
     al_buf_put(&o, body, (size_t)(close - body));
-    al_buf_puts(&o, "<g id=\"text\" font-family=\"" FONT_FAMILY ", monospace\" xml:space=\"preserve\">\n");
+    al_buf_puts(&o, "<g id=\"text\" font-family=\"" FONT_FAMILY
+                    ", monospace\" xml:space=\"preserve\">\n");
     for (int i = 0; i < c->nt; i++) {
         const cv_text_rec *t = &c->t[i];
-        al_buf_printf(&o, "<text font-size=\"%g\" textLength=\"%d\" "
-                          "lengthAdjust=\"spacingAndGlyphs\" fill=\"#%06X\" ",
+        al_buf_printf(&o,
+                      "<text font-size=\"%g\" textLength=\"%d\" "
+                      "lengthAdjust=\"spacingAndGlyphs\" fill=\"#%06X\" ",
                       FONT_PX * t->scale, t->cells * AL_FONT_ADV * t->scale, (unsigned)t->colour);
-        if (t->up) al_buf_printf(&o, "transform=\"translate(%g %g) rotate(-90)\">", t->x, t->y);
-        else al_buf_printf(&o, "x=\"%g\" y=\"%g\">", t->x, t->y);
+        if (t->up)
+            al_buf_printf(&o, "transform=\"translate(%g %g) rotate(-90)\">", t->x, t->y);
+        else
+            al_buf_printf(&o, "x=\"%g\" y=\"%g\">", t->x, t->y);
         xml_text(&o, t->s);
         al_buf_puts(&o, "</text>\n");
     }

@@ -160,7 +160,8 @@ static int decode(memreader *b, al_image *im, al_png_meta *meta, pngctx *c, read
     if (ct == PNG_COLOR_TYPE_GRAY || ct == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(s->png);
     png_set_interlace_handling(s->png);
     png_read_update_info(s->png, s->info);
-    if (png_get_rowbytes(s->png, s->info) != (size_t)w * 3) png_error(s->png, "unexpected row size");
+    if (png_get_rowbytes(s->png, s->info) != (size_t)w * 3)
+        png_error(s->png, "unexpected row size");
     s->px = malloc((size_t)w * h * 3);
     s->rows = malloc(sizeof(png_bytep) * h);
     if (!s->px || !s->rows) png_error(s->png, "out of memory");

@@ -47,8 +47,7 @@ int rep_svg_name(const char *file, char *buf, size_t cap) {
 /* Draw one picture of model M (NULL: a picture of the whole database)
  * into the folder and put it on the page. Failure is a warning (stderr
  * and page), counted in R->n_failed. */
-void rep_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
-                    const char *caption) {
+void rep_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file, const char *caption) {
     char path[AL_PATH_MAX + 320];
     al_err e;
     int w = 0, h = 0;
@@ -72,8 +71,10 @@ void rep_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
     if (R->o->figures == AL_FIG_SVG && rep_svg_name(file, svg, sizeof svg)) {
         po->format = AL_FIG_SVG;
         snprintf(path, sizeof path, "%s/%s", R->o->out_dir, svg);
-        if (al_picture(M ? M->dir : NULL, po, path, NULL, NULL, &e) == 0) shown = svg;
-        else fprintf(stderr, "attnlab: warning: picture %s not drawn: %s\n", svg, e.msg);
+        if (al_picture(M ? M->dir : NULL, po, path, NULL, NULL, &e) == 0)
+            shown = svg;
+        else
+            fprintf(stderr, "attnlab: warning: picture %s not drawn: %s\n", svg, e.msg);
         po->format = AL_FIG_PNG;
     }
     al_buf_puts(&R->h, "<figure><img src=\"");
@@ -87,8 +88,8 @@ void rep_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
 
 /* Picture `kind` of one run (po->run_id) as "<model>-<kind>-<slug>.png"
  * when the report draws that kind. */
-void rep_run_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *kind,
-                        const char *slug, const char *caption) {
+void rep_run_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *kind, const char *slug,
+                     const char *caption) {
     if (!rep_want_pic(R, kind)) return;
     char file[256];
     po->what = kind;
@@ -96,14 +97,14 @@ void rep_run_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *kind,
     rep_picture(R, M, po, file, caption);
 }
 
-
 void rep_slug(const char *s, char *out, size_t cap) {
     size_t i = 0;
     for (; s[i] && i + 1 < cap; i++) {
         char c = s[i];
         out[i] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                          c == '-' || c == '_' || c == '.'
-                     ? c : '_';
+                     ? c
+                     : '_';
     }
     out[i] = 0;
     if (!i || out[0] == '.') snprintf(out, cap, "model");

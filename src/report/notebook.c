@@ -93,8 +93,10 @@ static void py_str(al_buf *b, const char *s) {
     al_buf_puts(b, "'");
     for (; *s; s++) {
         if (*s == '\\' || *s == '\'') al_buf_put(b, "\\", 1);
-        if (*s == '\n') al_buf_puts(b, "\\n");
-        else al_buf_put(b, s, 1);
+        if (*s == '\n')
+            al_buf_puts(b, "\\n");
+        else
+            al_buf_put(b, s, 1);
     }
     al_buf_puts(b, "'");
 }
@@ -106,9 +108,12 @@ int rep_write_notebook(rep *R, const char *title, char *path_out, al_err *e) {
     if (!nb || !cells) goto done;
     char dbp[AL_PATH_MAX + 64];
     db_for_notebook(R->o->db, R->o->out_dir, dbp, sizeof dbp);
-    al_buf_printf(&t, "# %s\n\nThe analysis behind `index.html`, to carry on in Python: the results "
-                  "database (`%s`) opened with `sqlite3`, the queries of docs/sql.md, and the pictures. "
-                  "Table and column meanings are in docs/sql.md.", title, dbp);
+    al_buf_printf(
+        &t,
+        "# %s\n\nThe analysis behind `index.html`, to carry on in Python: the results "
+        "database (`%s`) opened with `sqlite3`, the queries of docs/sql.md, and the pictures. "
+        "Table and column meanings are in docs/sql.md.",
+        title, dbp);
     int bad = nb_cell(cells, "markdown", t.p);
     al_buf_reset(&t);
     al_buf_puts(&t, "DB = ");

@@ -81,7 +81,7 @@ static int sec_explorers(rep *R, const rmodel *M, al_err *e) {
 typedef enum { ONCE, PER_MODEL } sec_scope;
 
 typedef struct sec_desc {
-    const char *name;   /* what it shows */
+    const char *name; /* what it shows */
     const char *family; /* the file it lives in: sec_FAMILY.c */
     sec_scope scope;
     int (*fn)(rep *R, const rmodel *M, al_err *e); /* M NULL for ONCE */
@@ -122,8 +122,9 @@ static int model_sections(rep *R, const rmodel *M, al_err *e) {
     rep_esc(h, M->label);
     al_buf_puts(h, "</h2>\n");
     if (!M->in_db)
-        al_buf_puts(h, "<p class=warn>These weights have no rows in the database (their sha256 is not "
-                   "in table models): only the pictures computed from the weights are shown.</p>\n");
+        al_buf_puts(
+            h, "<p class=warn>These weights have no rows in the database (their sha256 is not "
+               "in table models): only the pictures computed from the weights are shown.</p>\n");
     for (size_t k = 0; k < N_SECTIONS; k++)
         if (SECTIONS[k].scope == PER_MODEL && SECTIONS[k].fn(R, M, e)) return -1;
     al_buf_puts(h, "</section>\n");
@@ -144,8 +145,10 @@ static int write_page(rep *R, const char *title, al_report_result *res, al_err *
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
     al_buf_puts(h, "</h1>\n<p class=meta>attnlab " AL_VERSION " &middot; database <code>");
     rep_esc(h, R->o->db);
-    al_buf_printf(h, "</code> &middot; %s &middot; the same numbers in <a href=\"report.ipynb\">"
-                 "report.ipynb</a></p>\n", when);
+    al_buf_printf(h,
+                  "</code> &middot; %s &middot; the same numbers in <a href=\"report.ipynb\">"
+                  "report.ipynb</a></p>\n",
+                  when);
     if (R->o->intro) {
         al_buf_puts(h, "<p>");
         rep_esc(h, R->o->intro);
@@ -220,8 +223,10 @@ int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
     memset(res, 0, sizeof *res);
     if (o->n_models < 1 || o->n_models > AL_REPORT_MAX_MODELS)
         return al_errf(e, "report: give 1 to %d model directories", AL_REPORT_MAX_MODELS);
-    if (!o->db || !al_file_exists(o->db)) return al_errf(e, "database %s does not exist", o->db ? o->db : "");
-    if (!o->out_dir || al_mkdir_p(o->out_dir, e)) return o->out_dir ? -1 : al_errf(e, "report: no output folder");
+    if (!o->db || !al_file_exists(o->db))
+        return al_errf(e, "database %s does not exist", o->db ? o->db : "");
+    if (!o->out_dir || al_mkdir_p(o->out_dir, e))
+        return o->out_dir ? -1 : al_errf(e, "report: no output folder");
     if (al_threads_check(o->threads, e)) return -1;
     rep *R = calloc(1, sizeof *R);
     if (!R) return al_errf(e, "out of memory");

@@ -72,12 +72,11 @@ int rep_want_pic(const rep *R, const char *kind);
  * the output folder and put it on the page (and in R->pics); with
  * --figures svg also NAME.svg, shown instead. A failure is a warning on
  * stderr and the page, counted in R->n_failed. */
-void rep_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file,
-                 const char *caption);
+void rep_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file, const char *caption);
 /* Picture `kind` of one run (po->run_id) as "<model>-<kind>-<slug>.png"
  * when the report draws that kind. */
-void rep_run_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *kind,
-                     const char *slug, const char *caption);
+void rep_run_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *kind, const char *slug,
+                     const char *caption);
 /* "NAME.svg" for "NAME.png" into buf; 0 if file does not end in .png. */
 int rep_svg_name(const char *file, char *buf, size_t cap);
 /* s with every byte but [A-Za-z0-9._-] as '_' ("model" if empty or
@@ -103,25 +102,25 @@ typedef struct rep_agree {
 int rep_copy_agreement(rep *R, const rmodel *M, int excess, rep_agree *a, al_err *e);
 
 /* Sections of the whole database: M is NULL. */
-int sec_compare(rep *R, const rmodel *M, al_err *e);    /* sec_compare.c */
-int sec_names(rep *R, const rmodel *M, al_err *e);      /* sec_behaviour.c */
-int sec_sweep(rep *R, const rmodel *M, al_err *e);      /* sec_sweep.c */
+int sec_compare(rep *R, const rmodel *M, al_err *e); /* sec_compare.c */
+int sec_names(rep *R, const rmodel *M, al_err *e); /* sec_behaviour.c */
+int sec_sweep(rep *R, const rmodel *M, al_err *e); /* sec_sweep.c */
 /* Sections of one model. */
-int sec_card(rep *R, const rmodel *M, al_err *e);        /* sec_model.c */
+int sec_card(rep *R, const rmodel *M, al_err *e); /* sec_model.c */
 int sec_training(rep *R, const rmodel *M, al_err *e);
 int sec_warnings(rep *R, const rmodel *M, al_err *e);
-int sec_views(rep *R, const rmodel *M, al_err *e);       /* sec_views.c */
-int sec_heads(rep *R, const rmodel *M, al_err *e);       /* sec_weights.c */
-int sec_kinds(rep *R, const rmodel *M, al_err *e);       /* sec_weights.c */
-int sec_copying(rep *R, const rmodel *M, al_err *e);     /* sec_weights.c */
-int sec_trigrams(rep *R, const rmodel *M, al_err *e);    /* sec_weights.c */
+int sec_views(rep *R, const rmodel *M, al_err *e); /* sec_views.c */
+int sec_heads(rep *R, const rmodel *M, al_err *e); /* sec_weights.c */
+int sec_kinds(rep *R, const rmodel *M, al_err *e); /* sec_weights.c */
+int sec_copying(rep *R, const rmodel *M, al_err *e); /* sec_weights.c */
+int sec_trigrams(rep *R, const rmodel *M, al_err *e); /* sec_weights.c */
 int sec_composition(rep *R, const rmodel *M, al_err *e); /* sec_weights.c */
-int sec_ablation(rep *R, const rmodel *M, al_err *e);    /* sec_behaviour.c */
-int sec_pruning(rep *R, const rmodel *M, al_err *e);     /* sec_behaviour.c */
-int sec_patching(rep *R, const rmodel *M, al_err *e);    /* sec_patching.c */
-int sec_circuit(rep *R, const rmodel *M, al_err *e);     /* sec_circuit.c */
+int sec_ablation(rep *R, const rmodel *M, al_err *e); /* sec_behaviour.c */
+int sec_pruning(rep *R, const rmodel *M, al_err *e); /* sec_behaviour.c */
+int sec_patching(rep *R, const rmodel *M, al_err *e); /* sec_patching.c */
+int sec_circuit(rep *R, const rmodel *M, al_err *e); /* sec_circuit.c */
 int sec_attribution(rep *R, const rmodel *M, al_err *e); /* sec_attribution.c */
-int sec_sae(rep *R, const rmodel *M, al_err *e);         /* sec_sae.c */
-int sec_pictures(rep *R, const rmodel *M, al_err *e);    /* sec_weights.c */
+int sec_sae(rep *R, const rmodel *M, al_err *e); /* sec_sae.c */
+int sec_pictures(rep *R, const rmodel *M, al_err *e); /* sec_weights.c */
 
 #endif

@@ -41,22 +41,25 @@ static int virtual_sentence(rep *R, const rmodel *M, const al_rows *a, al_err *e
     }
     double share = fabs(d[2]) / tot; /* sign apart */
     if (share < AL_TH_VIRTUAL_SHARE)
-        al_buf_printf(h, "Negligible: removing all %d virtual terms together changes the loss by "
+        al_buf_printf(h,
+                      "Negligible: removing all %d virtual terms together changes the loss by "
                       "%+.4f nats, %.1f%% of the three kinds' summed |&Delta;loss| (below "
-                      "the %.0f%% taken as negligible).", n, d[2], 100 * share,
-                      100 * AL_TH_VIRTUAL_SHARE);
+                      "the %.0f%% taken as negligible).",
+                      n, d[2], 100 * share, 100 * AL_TH_VIRTUAL_SHARE);
     else if (d[2] < 0)
-        al_buf_printf(h, "They work against the task: removing all %d virtual terms together "
+        al_buf_printf(h,
+                      "They work against the task: removing all %d virtual terms together "
                       "<i>lowers</i> the loss by %.4f nats (%.1f%% of the three kinds' summed "
-                      "|&Delta;loss|).", n, -d[2], 100 * share);
+                      "|&Delta;loss|).",
+                      n, -d[2], 100 * share);
     else
-        al_buf_printf(h, "Yes: removing all %d virtual terms together raises the loss by %.4f "
+        al_buf_printf(h,
+                      "Yes: removing all %d virtual terms together raises the loss by %.4f "
                       "nats, %.1f%% of the three kinds' summed |&Delta;loss| (under "
-                      "%.0f%% would be negligible).", n, d[2], 100 * share,
-                      100 * AL_TH_VIRTUAL_SHARE);
+                      "%.0f%% would be negligible).",
+                      n, d[2], 100 * share, 100 * AL_TH_VIRTUAL_SHARE);
     al_rows t;
-    if (al_sr_top_virtual_term(R->st, al_rows_t(a, 0, 0), &t, e))
-        return -1;
+    if (al_sr_top_virtual_term(R->st, al_rows_t(a, 0, 0), &t, e)) return -1;
     if (t.nr && d[2] > 0) {
         al_buf_puts(h, " The largest alone: <code>");
         rep_esc(h, al_rows_t(&t, 0, 0));
@@ -72,8 +75,7 @@ static int virtual_sentence(rep *R, const rmodel *M, const al_rows *a, al_err *e
  * attribution patching with actual patching). No run: no section. */
 int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     al_rows a;
-    if (al_sr_attribution_run(R->st, M->mid, &a, e))
-        return -1;
+    if (al_sr_attribution_run(R->st, M->mid, &a, e)) return -1;
     if (!a.nr) {
         al_rows_free(&a);
         return 0;
@@ -93,24 +95,29 @@ int sec_attribution(rep *R, const rmodel *M, al_err *e) {
     rep_esc(h, run);
     al_buf_puts(h, " on task ");
     rep_esc(h, task);
-    al_buf_printf(h, " (%.0f items): mean metric, %s, %.4f; mean loss %.4f nats. Direct logit "
+    al_buf_printf(h,
+                  " (%.0f items): mean metric, %s, %.4f; mean loss %.4f nats. Direct logit "
                   "attribution splits the metric into each component's contribution (they add up "
-                  "to it).</p>\n", al_rows_x(&a, 0, 3), metric, al_rows_x(&a, 0, 4),
-                  al_rows_x(&a, 0, 5));
+                  "to it).</p>\n",
+                  al_rows_x(&a, 0, 3), metric, al_rows_x(&a, 0, 4), al_rows_x(&a, 0, 5));
     al_pic_opts po = al_pic_defaults();
     po.run_id = atol(run);
-    snprintf(cap, sizeof cap, "Direct logit attribution (task %s): each component's mean "
-             "contribution to %s at each position.", task, diff ? "the logit difference"
+    snprintf(cap, sizeof cap,
+             "Direct logit attribution (task %s): each component's mean "
+             "contribution to %s at each position.",
+             task,
+             diff      ? "the logit difference"
              : centred ? "the correct token's logit less the mean logit"
                        : "the correct token's logit");
     rep_run_picture(R, M, &po, "dla", slug, cap);
     int rc = 0;
     if (al_rows_x(&a, 0, 13) > 0) {
         if (M->cfg.n_layers <= 2)
-            al_buf_puts(h, "<p>Path expansion: the logits as a sum of exact terms (direct, each "
-                           "head reading embed+pos, and in two layers each virtual head 0.a&gt;1.b); "
-                           "per kind, its terms' summed contribution to the metric and the rise in "
-                           "loss with all of them removed at once.</p>\n");
+            al_buf_puts(h,
+                        "<p>Path expansion: the logits as a sum of exact terms (direct, each "
+                        "head reading embed+pos, and in two layers each virtual head 0.a&gt;1.b); "
+                        "per kind, its terms' summed contribution to the metric and the rise in "
+                        "loss with all of them removed at once.</p>\n");
         else
             al_buf_puts(h, "<p>Path expansion: the logits as a sum of exact terms (direct, each "
                            "head reading embed+pos, each virtual head a&gt;b of two heads in "
@@ -125,8 +132,10 @@ int sec_attribution(rep *R, const rmodel *M, al_err *e) {
         rc = rep_rows_table(R, qrc, &q, heads, "s++s", NULL) < 0;
         if (!rc) rc = virtual_sentence(R, M, &a, e);
         if (!rc) {
-            snprintf(cap, sizeof cap, "Path expansion (task %s): the rise in loss when each term "
-                     "alone is removed, grouped by kind.", task);
+            snprintf(cap, sizeof cap,
+                     "Path expansion (task %s): the rise in loss when each term "
+                     "alone is removed, grouped by kind.",
+                     task);
             rep_run_picture(R, M, &po, "terms", slug, cap);
         }
     }
@@ -142,14 +151,16 @@ int sec_attribution(rep *R, const rmodel *M, al_err *e) {
         rep_esc(h, strcmp(al_rows_t(&a, 0, 12), "noise") == 0 ? "noising" : "denoising");
         al_buf_puts(h, "): the first-order estimate of every patch, against actual patching where "
                        "the run compared them.</p>\n");
-        static const char *const gheads[] = {"grid", "n", "Pearson", "Spearman",
+        static const char *const gheads[] = {"grid",         "n", "Pearson", "Spearman",
                                              "top-5 shared", NULL};
         al_rows q;
         int qrc = al_sr_attr_agreement(R->st, run, &q, e);
         rc = rep_rows_table(R, qrc, &q, gheads, "si33i", "Not compared with actual patching.") < 0;
         if (!rc && al_rows_x(&a, 0, 14) > 0) {
-            snprintf(cap, sizeof cap, "Attribution patching (task %s): each configuration's "
-                     "estimate against actual patching, per grid.", task);
+            snprintf(cap, sizeof cap,
+                     "Attribution patching (task %s): each configuration's "
+                     "estimate against actual patching, per grid.",
+                     task);
             rep_run_picture(R, M, &po, "attrpatch", slug, cap);
         }
     }

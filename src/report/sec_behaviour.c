@@ -26,8 +26,10 @@ int sec_ablation(rep *R, const rmodel *M, al_err *e) {
         }
         al_buf_puts(h, "<p><b>");
         rep_esc(h, m);
-        al_buf_printf(h, "-ablation</b> (run %s): loss with all heads %.4f; each head alone, most "
-                     "costly first:</p>\n", run, clean);
+        al_buf_printf(h,
+                      "-ablation</b> (run %s): loss with all heads %.4f; each head alone, most "
+                      "costly first:</p>\n",
+                      run, clean);
         al_rows q;
         int qrc = al_sr_ablation_singles(R->st, run, m, &q, e);
         if (rep_rows_table(R, qrc, &q, heads, "s4+++", NULL) < 0) {
@@ -35,8 +37,7 @@ int sec_ablation(rep *R, const rmodel *M, al_err *e) {
             break;
         }
         qrc = al_sr_ablation_pairs(R->st, run, m, &q, e);
-        if (rep_rows_table(R, qrc, &q, pheads, "s++", NULL) < 0)
-            rc = -1;
+        if (rep_rows_table(R, qrc, &q, pheads, "s++", NULL) < 0) rc = -1;
     }
     al_rows_free(&runs);
     double n;
@@ -46,8 +47,9 @@ int sec_ablation(rep *R, const rmodel *M, al_err *e) {
         po.what = "ablation";
         char file[256];
         snprintf(file, sizeof file, "%s-ablation.png", M->slug);
-        rep_picture(R, M, &po, file, "Ablation: validation Δloss when each head is ablated alone, and "
-                                 "pair interactions Δ(pair) − Δ(h1) − Δ(h2).");
+        rep_picture(R, M, &po, file,
+                    "Ablation: validation Δloss when each head is ablated alone, and "
+                    "pair interactions Δ(pair) − Δ(h1) − Δ(h2).");
     }
     return 0;
 }
@@ -70,7 +72,9 @@ int sec_pruning(rep *R, const rmodel *M, al_err *e) {
         return al_errf(e, "out of memory");
     }
     for (int i = 0; i < (LH + 1) * nm; i++) loss[i] = NAN;
-    al_buf_puts(h, "<p>Each step removes the head the method ranks least important. Order of removal:</p><ul>\n");
+    al_buf_puts(
+        h,
+        "<p>Each step removes the head the method ranks least important. Order of removal:</p><ul>\n");
     for (int k = 0; rc == 0 && k < nm; k++) {
         al_rows s;
         if (al_sr_pruning_steps(R->st, al_rows_t(&runs, k, 1), &s, e)) {
@@ -105,8 +109,10 @@ int sec_pruning(rep *R, const rmodel *M, al_err *e) {
         al_buf_printf(h, "<tr><td>%d</td>", left);
         for (int k = 0; k < nm; k++) {
             double v = loss[left * nm + k];
-            if (isnan(v)) al_buf_puts(h, "<td class=na>&ndash;</td>");
-            else al_buf_printf(h, "<td>%.4f</td>", v);
+            if (isnan(v))
+                al_buf_puts(h, "<td class=na>&ndash;</td>");
+            else
+                al_buf_printf(h, "<td>%.4f</td>", v);
         }
         al_buf_puts(h, "</tr>\n");
     }
@@ -119,12 +125,12 @@ int sec_pruning(rep *R, const rmodel *M, al_err *e) {
         po.what = "pruning";
         char file[256];
         snprintf(file, sizeof file, "%s-pruning.png", M->slug);
-        rep_picture(R, M, &po, file, "Pruning: validation loss as heads are removed, one line per "
-                                 "importance method.");
+        rep_picture(R, M, &po, file,
+                    "Pruning: validation loss as heads are removed, one line per "
+                    "importance method.");
     }
     return 0;
 }
-
 
 /* ------------------------------------------------------ names table */
 
@@ -143,8 +149,7 @@ int sec_names(rep *R, const rmodel *M, al_err *e) {
     }
     if (!any) return 0;
     al_rows nm;
-    if (al_sr_names_run(R->st, &nm, e))
-        return -1;
+    if (al_sr_names_run(R->st, &nm, e)) return -1;
     al_buf_puts(h, "<section id=\"names\"><h2>Copying a name (the seed notes' table)</h2>\n<p>");
     al_buf_printf(h, "Held-out stories (%.0f) with the name ", nm.nr ? al_rows_x(&nm, 0, 1) : 0.0);
     if (nm.nr && al_rows_t(&nm, 0, 0)) {
@@ -155,9 +160,10 @@ int sec_names(rep *R, const rmodel *M, al_err *e) {
         al_buf_puts(h, "invented per story");
     }
     al_rows_free(&nm);
-    al_buf_puts(h, " inserted twice: the probability of each name piece at its first appearance "
-               "(nothing to copy) and its second (a copy). An induction head raises pieces 2.. at the "
-               "second appearance.</p>\n<table><thead><tr><th>piece</th>");
+    al_buf_puts(
+        h, " inserted twice: the probability of each name piece at its first appearance "
+           "(nothing to copy) and its second (a copy). An induction head raises pieces 2.. at the "
+           "second appearance.</p>\n<table><thead><tr><th>piece</th>");
     for (int i = 0; i < R->o->n_models; i++) {
         al_buf_puts(h, "<th>");
         rep_esc(h, R->m[i].label);

@@ -64,10 +64,12 @@ static void induction_answer(al_buf *h, const rmodel *M, const al_rows *kq, cons
                        "needs a previous-token head in one layer feeding an induction head's keys "
                        "in the next.");
     } else if (!prev->nr && !ind->nr) {
+        /* clang-format off */
         al_buf_puts(h, "Cannot say: the database identifies no previous-token heads (prev_token "
                        "&gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ") and no induction heads (induction "
                        "&gt; " AL_TH_STR(AL_TH_INDUCTION) ") in this model (attnlab scores names "
                        "them).");
+        /* clang-format on */
     } else {
         int yes = 0, into_ind = 0;
         for (int r = 0; r < kq->nr; r++) {
@@ -88,10 +90,12 @@ static void induction_answer(al_buf *h, const rmodel *M, const al_rows *kq, cons
             al_buf_puts(h, "No: none of its kept K-composition edges joins an identified "
                            "previous-token head to an identified induction head.");
         }
+        /* clang-format off */
         identified_sentence(h, "previous-token heads (prev_token &gt; "
                             AL_TH_STR(AL_TH_PREV_TOKEN) ")", prev, heads);
         identified_sentence(h, "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")",
                             ind, heads);
+        /* clang-format on */
     }
     al_buf_puts(h, "</p>\n");
 }
@@ -102,8 +106,7 @@ static void induction_answer(al_buf *h, const rmodel *M, const al_rows *kq, cons
  * and, with a tau sweep, the curve. No run: no section. */
 int sec_circuit(rep *R, const rmodel *M, al_err *e) {
     double last;
-    if (al_sr_latest_discover(R->st, M->mid, &last, e))
-        return -1;
+    if (al_sr_latest_discover(R->st, M->mid, &last, e)) return -1;
     if (isnan(last)) return 0;
     char run[32], method[8], tau_txt[32];
     double tau;
@@ -123,24 +126,31 @@ int sec_circuit(rep *R, const rmodel *M, al_err *e) {
         rep_esc(h, run);
         al_buf_puts(h, " on task ");
         rep_esc(h, task);
-        if (isnan(tau)) al_buf_puts(h, ", the EAP circuit");
-        else al_buf_printf(h, ", the ACDC circuit at tau %g", tau);
+        if (isnan(tau))
+            al_buf_puts(h, ", the EAP circuit");
+        else
+            al_buf_printf(h, ", the ACDC circuit at tau %g", tau);
         if (al_rows_x(&c, 0, 7) > 1)
-            al_buf_printf(h, " (of the run's %.0f circuits: the one at the run's own tau, else "
-                          "EAP's, else the smallest tau's)", al_rows_x(&c, 0, 7));
-        al_buf_printf(h, ": it keeps %.0f of the %.0f edges of the head graph, with "
+            al_buf_printf(h,
+                          " (of the run's %.0f circuits: the one at the run's own tau, else "
+                          "EAP's, else the smallest tau's)",
+                          al_rows_x(&c, 0, 7));
+        al_buf_printf(h,
+                      ": it keeps %.0f of the %.0f edges of the head graph, with "
                       "faithfulness %.3f (1 = it does all the model does on the task, 0 = no "
                       "better than the corrupted run) and KL %.4f nats from the full model "
-                      "(metric ", al_rows_x(&c, 0, 1), al_rows_x(&c, 0, 2), al_rows_x(&c, 0, 3),
+                      "(metric ",
+                      al_rows_x(&c, 0, 1), al_rows_x(&c, 0, 2), al_rows_x(&c, 0, 3),
                       al_rows_x(&c, 0, 4));
         rep_esc(h, al_rows_t(&c, 0, 5) ? al_rows_t(&c, 0, 5) : "?");
         al_buf_puts(h, ").</p>\n<p>Heads in the circuit (in a kept edge): ");
         name_run(h, &heads);
         al_buf_puts(h, ".");
         if (M->cfg.n_layers >= 2) {
-            al_buf_puts(h, M->cfg.n_layers == 2 ? " Layer-0 &rarr; layer-1 K-composition edges kept: "
-                                                : " K-composition edges kept (an earlier layer's "
-                                                  "head &rarr; a later head's keys): ");
+            al_buf_puts(h, M->cfg.n_layers == 2
+                               ? " Layer-0 &rarr; layer-1 K-composition edges kept: "
+                               : " K-composition edges kept (an earlier layer's "
+                                 "head &rarr; a later head's keys): ");
             if (!kq.nr) al_buf_puts(h, "none");
             for (int r = 0; r < kq.nr; r++) {
                 al_buf_puts(h, r ? "; " : "");
@@ -149,8 +159,8 @@ int sec_circuit(rep *R, const rmodel *M, al_err *e) {
                 rep_esc(h, al_rows_t(&kq, r, 1));
                 al_buf_printf(h, ".k (score %.4g", al_rows_x(&kq, r, 2));
                 if (!isnan(al_rows_x(&kq, r, 3)))
-                    al_buf_printf(h, "; K-composition %.3f, random baseline %.3f", al_rows_x(&kq, r, 3),
-                                  al_rows_x(&kq, r, 4));
+                    al_buf_printf(h, "; K-composition %.3f, random baseline %.3f",
+                                  al_rows_x(&kq, r, 3), al_rows_x(&kq, r, 4));
                 if (!isnan(al_rows_x(&kq, r, 5)))
                     al_buf_printf(h, "; path patching effect %.3f", al_rows_x(&kq, r, 5));
                 al_buf_puts(h, ")");
@@ -164,13 +174,17 @@ int sec_circuit(rep *R, const rmodel *M, al_err *e) {
         char cap[512], slug[64];
         snprintf(slug, sizeof slug, "%s-%s", task, run);
         rep_slug(slug, slug, sizeof slug);
-        snprintf(cap, sizeof cap, "The circuit (task %s): embeddings at the bottom, the logits "
+        snprintf(cap, sizeof cap,
+                 "The circuit (task %s): embeddings at the bottom, the logits "
                  "on top; an edge's colour is its channel (q, k, v, direct), its width its "
-                 "score; removed edges pale.", task);
+                 "score; removed edges pale.",
+                 task);
         rep_run_picture(R, M, &po, "circuit", slug, cap);
         if (al_rows_x(&c, 0, 6) >= 2) {
-            snprintf(cap, sizeof cap, "The tau sweep (task %s): edges kept against faithfulness, "
-                     "one point per tau.", task);
+            snprintf(cap, sizeof cap,
+                     "The tau sweep (task %s): edges kept against faithfulness, "
+                     "one point per tau.",
+                     task);
             rep_run_picture(R, M, &po, "circuit-curve", slug, cap);
         }
     }

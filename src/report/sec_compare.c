@@ -21,13 +21,18 @@ typedef struct side {
 } side;
 
 static void side_sentence(al_buf *h, const char *kind, const side *s, const char *col) {
-    al_buf_printf(h, "With %s embeddings the two scores classify %d of %d heads alike (%.0f%%) and "
-                 "their rank correlation is &rho; = %+.2f%s; ", kind, s->agree, s->n,
-              100.0 * s->agree / s->n, s->rho, s->n_rho > 1 ? " (mean over models)" : "");
-    if (!s->copy) al_buf_printf(h, "%s finds no copying head. ", col);
+    al_buf_printf(h,
+                  "With %s embeddings the two scores classify %d of %d heads alike (%.0f%%) and "
+                  "their rank correlation is &rho; = %+.2f%s; ",
+                  kind, s->agree, s->n, 100.0 * s->agree / s->n, s->rho,
+                  s->n_rho > 1 ? " (mean over models)" : "");
+    if (!s->copy)
+        al_buf_printf(h, "%s finds no copying head. ", col);
     else
-        al_buf_printf(h, "%s finds %d copying head%s, of which the eigenvalue score calls %d "
-                     "negative. ", col, s->copy, s->copy == 1 ? "" : "s", s->neg);
+        al_buf_printf(h,
+                      "%s finds %d copying head%s, of which the eigenvalue score calls %d "
+                      "negative. ",
+                      col, s->copy, s->copy == 1 ? "" : "s", s->neg);
 }
 
 /* a: one agreement per model, all for the same ablation column. */
@@ -37,7 +42,8 @@ static void tied_answer(rep *R, const rep_agree *a) {
     for (int i = 0; i < R->o->n_models; i++) {
         side *s = &sd[R->m[i].cfg.tied_embeddings != 0];
         if (!a[i].n) continue;
-        s->n += a[i].n, s->agree += a[i].agree, s->copy += a[i].abl_copy, s->neg += a[i].abl_copy_neg;
+        s->n += a[i].n, s->agree += a[i].agree, s->copy += a[i].abl_copy,
+            s->neg += a[i].abl_copy_neg;
         if (!isnan(a[i].rho)) s->rho += a[i].rho, s->n_rho++;
     }
     if (!sd[0].n || !sd[1].n) return;
@@ -46,11 +52,14 @@ static void tied_answer(rep *R, const rep_agree *a) {
     const char *col = a[0].col;
     int main_col = strcmp(col, "copying_ablation") == 0;
     if (main_col)
-        al_buf_puts(h, "<p class=answer><b>Does the eigenvalue copying score agree with ablation, tied "
-                   "vs untied embeddings?</b> ");
+        al_buf_puts(
+            h, "<p class=answer><b>Does the eigenvalue copying score agree with ablation, tied "
+               "vs untied embeddings?</b> ");
     else
-        al_buf_printf(h, "<p class=answer>The same question with %s (the cost at copy positions "
-                     "beyond the cost elsewhere): ", col);
+        al_buf_printf(h,
+                      "<p class=answer>The same question with %s (the cost at copy positions "
+                      "beyond the cost elsewhere): ",
+                      col);
     side_sentence(h, "tied", &sd[1], col);
     side_sentence(h, "untied", &sd[0], col);
     /* > 0: untied agrees better */
@@ -59,17 +68,24 @@ static void tied_answer(rep *R, const rep_agree *a) {
     int vr = fabs(dr) < 0.1 ? 0 : dr > 0 ? 1 : -1, vf = fabs(df) < 0.1 ? 0 : df > 0 ? 1 : -1;
     const char *lead = main_col ? "Answer" : "By this measure";
     if (!vr && !vf)
-        al_buf_printf(h, "<b>%s:</b> in these models tying the embeddings makes little difference "
-                     "to how well the eigenvalue score tracks ablation.</p>\n", lead);
+        al_buf_printf(h,
+                      "<b>%s:</b> in these models tying the embeddings makes little difference "
+                      "to how well the eigenvalue score tracks ablation.</p>\n",
+                      lead);
     else if (vr * vf < 0)
-        al_buf_printf(h, "<b>%s: mixed.</b> The rank correlation favours %s embeddings, the "
-                     "thresholded agreement %s ones; more heads or models are needed to "
-                     "settle it.</p>\n", lead, vr > 0 ? "untied" : "tied", vf > 0 ? "untied" : "tied");
+        al_buf_printf(h,
+                      "<b>%s: mixed.</b> The rank correlation favours %s embeddings, the "
+                      "thresholded agreement %s ones; more heads or models are needed to "
+                      "settle it.</p>\n",
+                      lead, vr > 0 ? "untied" : "tied", vf > 0 ? "untied" : "tied");
     else
-        al_buf_printf(h, "<b>%s:</b> the eigenvalue score tracks ablation better with <b>%s</b> "
-                     "embeddings%s.</p>\n", lead, vr + vf > 0 ? "untied" : "tied",
-                  vr + vf > 0 ? ": with W_U = W_E<sup>T</sup> it is the less reliable guide to copying"
-                              : "");
+        al_buf_printf(h,
+                      "<b>%s:</b> the eigenvalue score tracks ablation better with <b>%s</b> "
+                      "embeddings%s.</p>\n",
+                      lead, vr + vf > 0 ? "untied" : "tied",
+                      vr + vf > 0
+                          ? ": with W_U = W_E<sup>T</sup> it is the less reliable guide to copying"
+                          : "");
 }
 
 /* The models' links, then the table and the answers; only with several
@@ -88,11 +104,12 @@ int sec_compare(rep *R, const rmodel *M_unused, al_err *e) {
     }
     al_buf_puts(h, "</nav>\n");
     rep_agree a[AL_REPORT_MAX_MODELS], x[AL_REPORT_MAX_MODELS];
-    al_buf_puts(h, "<h2>Models compared</h2>\n<table><thead><tr><th>model</th><th>layers</th>"
-               "<th>embeddings</th><th>val loss</th><th>icl_gain</th><th>induction heads</th>"
-               "<th>prev-token heads</th><th>copying: eigen vs ablation agree</th><th>&rho;</th>"
-               "<th>eigen vs ablation excess agree</th><th>&rho;</th>"
-               "</tr></thead><tbody>\n");
+    al_buf_puts(h,
+                "<h2>Models compared</h2>\n<table><thead><tr><th>model</th><th>layers</th>"
+                "<th>embeddings</th><th>val loss</th><th>icl_gain</th><th>induction heads</th>"
+                "<th>prev-token heads</th><th>copying: eigen vs ablation agree</th><th>&rho;</th>"
+                "<th>eigen vs ablation excess agree</th><th>&rho;</th>"
+                "</tr></thead><tbody>\n");
     for (int i = 0; i < R->o->n_models; i++) {
         const rmodel *M = &R->m[i];
         double vl, icl, ni, np;
@@ -106,16 +123,22 @@ int sec_compare(rep *R, const rmodel *M_unused, al_err *e) {
         al_buf_puts(h, "\">");
         rep_esc(h, M->label);
         al_buf_printf(h, "</a></td><td>%d</td><td>%s</td>", M->cfg.n_layers,
-                  M->cfg.tied_embeddings ? "tied" : "untied");
+                      M->cfg.tied_embeddings ? "tied" : "untied");
         al_buf_printf(h, isnan(vl) ? "<td class=na>&ndash;</td>" : "<td>%.4f</td>", vl);
         al_buf_printf(h, isnan(icl) ? "<td class=na>&ndash;</td>" : "<td>%+.4f</td>", icl);
         al_buf_printf(h, "<td>%.0f</td><td>%.0f</td>", ni, np);
-        if (a[i].n) al_buf_printf(h, "<td>%d of %d</td>", a[i].agree, a[i].n);
-        else al_buf_puts(h, "<td class=na>&ndash;</td>");
-        al_buf_printf(h, isnan(a[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", a[i].rho);
-        if (x[i].n) al_buf_printf(h, "<td>%d of %d</td>", x[i].agree, x[i].n);
-        else al_buf_puts(h, "<td class=na>&ndash;</td>");
-        al_buf_printf(h, isnan(x[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>", x[i].rho);
+        if (a[i].n)
+            al_buf_printf(h, "<td>%d of %d</td>", a[i].agree, a[i].n);
+        else
+            al_buf_puts(h, "<td class=na>&ndash;</td>");
+        al_buf_printf(h, isnan(a[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>",
+                      a[i].rho);
+        if (x[i].n)
+            al_buf_printf(h, "<td>%d of %d</td>", x[i].agree, x[i].n);
+        else
+            al_buf_puts(h, "<td class=na>&ndash;</td>");
+        al_buf_printf(h, isnan(x[i].rho) ? "<td class=na>&ndash;</td>" : "<td>%+.2f</td>",
+                      x[i].rho);
         al_buf_puts(h, "</tr>\n");
     }
     al_buf_puts(h, "</tbody></table>\n");
@@ -123,4 +146,3 @@ int sec_compare(rep *R, const rmodel *M_unused, al_err *e) {
     tied_answer(R, x);
     return 0;
 }
-

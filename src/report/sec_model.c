@@ -18,8 +18,8 @@ static void train_opts_rows(al_buf *h, const rmodel *M) {
     if (al_ckpt_read_state(M->dir, &st, NULL) != 0) return;
     if (st.train_json) {
         cJSON *o = cJSON_Parse(st.train_json);
-        static const char *const keys[] = {"steps", "batch", "seq_len", "lr", "warmup",
-                                           "weight_decay", "seed", "probe_tokens", NULL};
+        static const char *const keys[] = {"steps",        "batch", "seq_len",      "lr", "warmup",
+                                           "weight_decay", "seed",  "probe_tokens", NULL};
         char v[1024] = "", one[128];
         for (int i = 0; o && keys[i]; i++) {
             const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
@@ -31,7 +31,8 @@ static void train_opts_rows(al_buf *h, const rmodel *M) {
             /* the probe over every id is the default; say only when not */
             else if (cJSON_IsString(j) && strcmp(j->valuestring, "all") != 0)
                 snprintf(one, sizeof one, "%s%s %.60s", v[0] ? ", " : "", keys[i], j->valuestring);
-            else continue;
+            else
+                continue;
             strncat(v, one, sizeof v - strlen(v) - 1);
         }
         if (v[0]) rep_card_row(h, "training options", v);
@@ -51,14 +52,16 @@ int sec_card(rep *R, const rmodel *M, al_err *e) {
              c->d_vocab);
     rep_card_row(h, "architecture", v);
     rep_card_row(h, "embeddings", c->tied_embeddings ? "tied (W_U = W_E^T)" : "untied");
-    rep_card_row(h, "positions", c->pos_type == AL_POS_SHORTFORMER
-                                 ? "shortformer (W_pos added to every head's query and key "
-                                   "inputs, not to the residual stream)"
-                                 : "standard (W_pos added to the residual stream)");
+    rep_card_row(h, "positions",
+                 c->pos_type == AL_POS_SHORTFORMER
+                     ? "shortformer (W_pos added to every head's query and key "
+                       "inputs, not to the residual stream)"
+                     : "standard (W_pos added to the residual stream)");
     if (c->norm_type != AL_NORM_NONE) {
-        snprintf(v, sizeof v, "%s before every layer's attention and before the unembedding "
-                 "(eps %g)", c->norm_type == AL_NORM_LN ? "LayerNorm (w, b)" : "LNPre (no w, b)",
-                 c->ln_eps);
+        snprintf(v, sizeof v,
+                 "%s before every layer's attention and before the unembedding "
+                 "(eps %g)",
+                 c->norm_type == AL_NORM_LN ? "LayerNorm (w, b)" : "LNPre (no w, b)", c->ln_eps);
         rep_card_row(h, "normalisation", v);
     }
     if (c->biases) {
@@ -79,7 +82,8 @@ int sec_card(rep *R, const rmodel *M, al_err *e) {
         rep_card_row(h, "trained tokens", v);
         double data = al_rows_x(&q, 0, 7);
         if (!isnan(data) && data > 0) { /* recorded by train since schema v11 */
-            if (isnan(tok)) snprintf(v, sizeof v, "%.0f (%.2f M) tokens", data, data / 1e6);
+            if (isnan(tok))
+                snprintf(v, sizeof v, "%.0f (%.2f M) tokens", data, data / 1e6);
             else
                 snprintf(v, sizeof v, "%.0f (%.2f M) tokens, seen %.1f times", data, data / 1e6,
                          tok / data);
@@ -157,11 +161,12 @@ int sec_training(rep *R, const rmodel *M, al_err *e) {
             s.x[(size_t)i * q.nc + c] = al_rows_x(&q, r, c);
         }
     }
-    static const char *const heads[] = {"step", "tokens", "train loss", "val loss", "icl_gain",
-                                        "seconds", "best induction score", NULL};
+    static const char *const heads[] = {"step",     "tokens",  "train loss",           "val loss",
+                                        "icl_gain", "seconds", "best induction score", NULL};
     if (keep < q.nr)
-        al_buf_printf(&R->h, "<p>%d of the %d evaluations, evenly spaced (the first and the last "
-                             "included); the database's <code>train_log</code> holds them all.</p>\n",
+        al_buf_printf(&R->h,
+                      "<p>%d of the %d evaluations, evenly spaced (the first and the last "
+                      "included); the database's <code>train_log</code> holds them all.</p>\n",
                       keep, q.nr);
     rep_table(R, &s, heads, "ii44+iI");
     free(s.t);
@@ -172,9 +177,10 @@ int sec_training(rep *R, const rmodel *M, al_err *e) {
         po.what = "training";
         char file[256];
         snprintf(file, sizeof file, "%s-training.png", M->slug);
-        rep_picture(R, M, &po, file, "Training: train and validation loss, and every head's induction "
-                                  "score over steps, on the probe training recorded (on a text "
-                                  "probe, induction_all).");
+        rep_picture(R, M, &po, file,
+                    "Training: train and validation loss, and every head's induction "
+                    "score over steps, on the probe training recorded (on a text "
+                    "probe, induction_all).");
     }
     return 0;
 }

@@ -22,13 +22,14 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
                    *comp = al_rows_t(&runs, i, 2), *dir = al_rows_t(&runs, i, 3);
         if (!task || !dir) continue;
         if (comp ? !n_patch++ : !n_paths++)
-            al_buf_puts(h, comp ? "<h3>Activation patching</h3>\n<p>Each configuration patches one "
-                                  "activation between the clean and the corrupted run of a task. "
-                                  "Effect: denoising (M<sub>patched</sub> &minus; M<sub>corr</sub>) / "
-                                  "(M<sub>clean</sub> &minus; M<sub>corr</sub>), 1 = the patch "
-                                  "restores the clean behaviour; noising (M<sub>clean</sub> &minus; "
-                                  "M<sub>patched</sub>) / (M<sub>clean</sub> &minus; "
-                                  "M<sub>corr</sub>), 1 = it breaks it.</p>\n"
+            al_buf_puts(
+                h, comp   ? "<h3>Activation patching</h3>\n<p>Each configuration patches one "
+                            "activation between the clean and the corrupted run of a task. "
+                            "Effect: denoising (M<sub>patched</sub> &minus; M<sub>corr</sub>) / "
+                            "(M<sub>clean</sub> &minus; M<sub>corr</sub>), 1 = the patch "
+                            "restores the clean behaviour; noising (M<sub>clean</sub> &minus; "
+                            "M<sub>patched</sub>) / (M<sub>clean</sub> &minus; "
+                            "M<sub>corr</sub>), 1 = it breaks it.</p>\n"
                    : deep ? "<h3>Path patching</h3>\n<p>Only the path from a sender (embed, "
                             "pos, a head of an earlier layer) to a receiver (a later head's query, "
                             "key or value input, or the logits directly) carries the other run's "
@@ -45,10 +46,10 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
         rep_esc(h, comp ? comp : "paths");
         al_buf_printf(h, "</b>, %s, task ", ding);
         rep_esc(h, task);
-        al_buf_printf(h, " (run %s, %.0f pairs): M<sub>clean</sub> = %.4f, M<sub>corr</sub> = "
-                     "%.4f; the strongest effects:</p>\n", run, al_rows_x(&runs, i, 6),
-                     al_rows_x(&runs, i, 4),
-                     al_rows_x(&runs, i, 5));
+        al_buf_printf(h,
+                      " (run %s, %.0f pairs): M<sub>clean</sub> = %.4f, M<sub>corr</sub> = "
+                      "%.4f; the strongest effects:</p>\n",
+                      run, al_rows_x(&runs, i, 6), al_rows_x(&runs, i, 4), al_rows_x(&runs, i, 5));
         al_rows q;
         int qrc = comp ? al_sr_patching_top(R->st, run, &q, e) : al_sr_paths_top(R->st, run, &q, e);
         rc = rep_rows_table(R, qrc, &q, comp ? heads : pheads, "s+4", "No rows.") < 0;
@@ -61,12 +62,16 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
         rep_slug(slug, slug, sizeof slug);
         snprintf(file, sizeof file, "%s-%s-%s.png", M->slug, comp ? "patching" : "paths", slug);
         if (comp)
-            snprintf(cap, sizeof cap, "Activation patching (%s, %s, task %s): the effect of "
-                     "patching each configuration.", comp, ding, task);
+            snprintf(cap, sizeof cap,
+                     "Activation patching (%s, %s, task %s): the effect of "
+                     "patching each configuration.",
+                     comp, ding, task);
         else
-            snprintf(cap, sizeof cap, "Path patching (%s, task %s): the effect of each "
+            snprintf(cap, sizeof cap,
+                     "Path patching (%s, task %s): the effect of each "
                      "sender's path into each %s head's q, k and v, and directly into the "
-                     "logits.", ding, task, deep ? "later" : "layer-1");
+                     "logits.",
+                     ding, task, deep ? "later" : "layer-1");
         rep_picture(R, M, &po, file, cap);
     }
     al_rows_free(&runs);

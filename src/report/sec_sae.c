@@ -22,7 +22,7 @@
 /* Latents firing on more than 10% of positions (dense_frac) above this
  * share say the code is not sparse in the way L0 suggests. */
 #define SAE_DENSE_WARN 0.05
-#define SAE_TABLE_N 15   /* features in a run's table */
+#define SAE_TABLE_N 15 /* features in a run's table */
 #define SAE_DASHBOARDS 5 /* and dashboards drawn */
 
 static void num_cell(al_buf *h, double v, const char *fmt) {
@@ -67,8 +67,8 @@ static int train_runs(rep *R, const rmodel *M, al_err *e) {
             al_buf_printf(h, "TopK k=%.0f, %.0f&times;%.0f", al_rows_x(&q, r, 6),
                           al_rows_x(&q, r, 4), al_rows_x(&q, r, 5));
         else
-            al_buf_printf(h, "L1 %.3g, %.0f&times;%.0f", al_rows_x(&q, r, 7),
-                          al_rows_x(&q, r, 4), al_rows_x(&q, r, 5));
+            al_buf_printf(h, "L1 %.3g, %.0f&times;%.0f", al_rows_x(&q, r, 7), al_rows_x(&q, r, 4),
+                          al_rows_x(&q, r, 5));
         al_buf_puts(h, "</td>");
         num_cell(h, al_rows_x(&q, r, 9), "%.4g");
         num_cell(h, al_rows_x(&q, r, 10), "%.2f");
@@ -92,15 +92,19 @@ static int train_runs(rep *R, const rmodel *M, al_err *e) {
         if (isfinite(clean) && isfinite(zero) && zero - clean < SAE_MIN_CE_GAP) {
             al_buf_puts(h, "<p class=warn>Run ");
             rep_esc(h, run);
-            al_buf_printf(h, ": CE recovered (%.3f) is a ratio over a gap of only %.4f nats "
+            al_buf_printf(h,
+                          ": CE recovered (%.3f) is a ratio over a gap of only %.4f nats "
                           "between the zeroed and the clean loss (under %.2f): zeroing this "
                           "site barely hurts the model, so the ratio says little about the "
-                          "SAE.</p>\n", rec, zero - clean, SAE_MIN_CE_GAP);
+                          "SAE.</p>\n",
+                          rec, zero - clean, SAE_MIN_CE_GAP);
         } else if (isfinite(rec) && (rec < 0 || rec > 1)) {
             al_buf_puts(h, "<p class=warn>Run ");
             rep_esc(h, run);
-            al_buf_printf(h, ": CE recovered is %.3f, outside [0, 1]: the reconstruction does "
-                          "%s.</p>\n", rec,
+            al_buf_printf(h,
+                          ": CE recovered is %.3f, outside [0, 1]: the reconstruction does "
+                          "%s.</p>\n",
+                          rec,
                           rec > 1 ? "better than the clean site on these windows (noise in a "
                                     "small evaluation, or the SAE fixes a quirk)"
                                   : "worse than zeroing the site");
@@ -108,15 +112,18 @@ static int train_runs(rep *R, const rmodel *M, al_err *e) {
         if (isfinite(dead) && dead > SAE_DEAD_WARN) {
             al_buf_puts(h, "<p class=warn>Run ");
             rep_esc(h, run);
-            al_buf_printf(h, ": %.0f%% of the latents never fired on the held-out windows; the "
-                          "dictionary in use is %.0f latents, not %.0f.</p>\n", 100 * dead,
-                          round((1 - dead) * al_rows_x(&q, r, 5)), al_rows_x(&q, r, 5));
+            al_buf_printf(h,
+                          ": %.0f%% of the latents never fired on the held-out windows; the "
+                          "dictionary in use is %.0f latents, not %.0f.</p>\n",
+                          100 * dead, round((1 - dead) * al_rows_x(&q, r, 5)), al_rows_x(&q, r, 5));
         }
         if (isfinite(dense) && dense > SAE_DENSE_WARN) {
             al_buf_puts(h, "<p class=warn>Run ");
             rep_esc(h, run);
-            al_buf_printf(h, ": %.1f%% of the latents fire on more than 10%% of positions: "
-                          "dense latents read like a bias, not a feature.</p>\n", 100 * dense);
+            al_buf_printf(h,
+                          ": %.1f%% of the latents fire on more than 10%% of positions: "
+                          "dense latents read like a bias, not a feature.</p>\n",
+                          100 * dense);
         }
     }
     al_rows_free(&q);
@@ -152,7 +159,8 @@ static int feature_run(rep *R, const rmodel *M, long run, al_err *e) {
     rep_esc(h, fr.sae_dir);
     al_buf_puts(h, "</code> on <code>");
     rep_esc(h, fr.hook_name);
-    al_buf_printf(h, "</code>: %d of %d features fired on %d windows of %d tokens (%ld "
+    al_buf_printf(h,
+                  "</code>: %d of %d features fired on %d windows of %d tokens (%ld "
                   "positions). By density, the first %d: DFA is the share of the feature's "
                   "pre-activation from each head's z slice (the top head's shown); the "
                   "induction index is the share of its activation on the induction probe's "
@@ -187,7 +195,8 @@ static int feature_run(rep *R, const rmodel *M, long run, al_err *e) {
         po.run_id = run;
         po.feature = feat;
         snprintf(slug, sizeof slug, "r%ld-f%d", run, feat);
-        snprintf(cap, sizeof cap, "SAE feature %d of layer %d (run %ld): its numbers, logit "
+        snprintf(cap, sizeof cap,
+                 "SAE feature %d of layer %d (run %ld): its numbers, logit "
                  "effects, head attribution and top contexts (the activating token coloured).",
                  feat, fr.layer, run);
         rep_run_picture(R, M, &po, "sae-feature", slug, cap);
@@ -196,8 +205,10 @@ static int feature_run(rep *R, const rmodel *M, long run, al_err *e) {
         al_pic_opts po = al_pic_defaults();
         po.run_id = run;
         snprintf(slug, sizeof slug, "r%ld", run);
-        snprintf(cap, sizeof cap, "Head attribution of the %d densest features of layer %d (run "
-                 "%ld): each feature's DFA share per head.", po.top_n, fr.layer, run);
+        snprintf(cap, sizeof cap,
+                 "Head attribution of the %d densest features of layer %d (run "
+                 "%ld): each feature's DFA share per head.",
+                 po.top_n, fr.layer, run);
         rep_run_picture(R, M, &po, "sae-heads", slug, cap);
     }
     al_rows_free(&q);

@@ -46,8 +46,10 @@ static int head_views(rep *R, const rmodel *M, al_err *e) {
                 layer = l;
             }
             double v = al_rows_x(&q, i, 5);
-            if (isnan(v)) al_buf_puts(h, "<td></td>");
-            else al_buf_printf(h, "<td>%.3f</td>", v);
+            if (isnan(v))
+                al_buf_puts(h, "<td></td>");
+            else
+                al_buf_printf(h, "<td>%.3f</td>", v);
         }
         al_buf_puts(h, "</tr>\n</table>\n");
     }
@@ -113,8 +115,9 @@ static int pos_line(rep *R, const char *run, const char *metric, al_err *e) {
     if (lo < 0)
         al_buf_puts(h, "<p class=none>No values.</p>\n");
     else
-        al_buf_printf(h, "<p>%d positions: lowest %.4g at position %.0f, highest %.4g at position "
-                         "%.0f.</p>\n",
+        al_buf_printf(h,
+                      "<p>%d positions: lowest %.4g at position %.0f, highest %.4g at position "
+                      "%.0f.</p>\n",
                       q.nr, al_rows_x(&q, lo, 1), al_rows_x(&q, lo, 0), al_rows_x(&q, hi, 1),
                       al_rows_x(&q, hi, 0));
     al_rows_free(&q);
@@ -132,9 +135,10 @@ static int shaped_views(rep *R, const rmodel *M, al_err *e) {
                    *metric = al_rows_t(&q, i, 2), *shape = al_rows_t(&q, i, 3),
                    *title = al_rows_t(&q, i, 4);
         if (!i || strcmp(shape, al_rows_t(&q, i - 1, 3)) != 0)
-            al_buf_printf(h, "<h3>%s</h3>\n", strcmp(shape, "pair") == 0   ? "Per-head-pair results"
-                                              : strcmp(shape, "edge") == 0 ? "Per-edge results"
-                                                                           : "Per-position results");
+            al_buf_printf(h, "<h3>%s</h3>\n",
+                          strcmp(shape, "pair") == 0   ? "Per-head-pair results"
+                          : strcmp(shape, "edge") == 0 ? "Per-edge results"
+                                                       : "Per-position results");
         view_heading(h, title, kind, metric);
         view_picture(R, M, run, metric, title);
         rc = strcmp(shape, "pos") == 0 ? pos_line(R, run, metric, e)

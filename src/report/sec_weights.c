@@ -24,20 +24,34 @@ static int weights_drawn(rep *R, const rmodel *M) {
 
 int sec_heads(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
+    /* clang-format off */
     al_buf_puts(h, "<h3>Heads at a glance</h3>\n<p>Latest value of each score per head (view "
                "<code>head_summary</code>). Highlighted: induction or prev_token &gt; "
                AL_TH_STR(AL_TH_INDUCTION) ", copying_eigen or copying_top1 &gt; "
                AL_TH_STR(AL_TH_COPY_EIGEN) ", copying_ablation (and its excess over the "
                "other positions) &gt; " AL_TH_STR(AL_TH_COPY_ABLATION) " nats.</p>\n");
-    static const char *const heads[] = {"head", "induction", "prev_token", "duplicate_token",
-                                        "copying_eigen", "copying_top1", "copying_ablation",
-                                        "copying_ablation_excess", "gradient_importance", "qk_rank", "ov_rank", "qk_eff_rank",
-                                        "ov_eff_rank", "pos_prev_token", NULL};
+    /* clang-format on */
+    static const char *const heads[] = {"head",
+                                        "induction",
+                                        "prev_token",
+                                        "duplicate_token",
+                                        "copying_eigen",
+                                        "copying_top1",
+                                        "copying_ablation",
+                                        "copying_ablation_excess",
+                                        "gradient_importance",
+                                        "qk_rank",
+                                        "ov_rank",
+                                        "qk_eff_rank",
+                                        "ov_eff_rank",
+                                        "pos_prev_token",
+                                        NULL};
     al_rows q;
     int rc = al_sr_head_table(R->st, M->mid, &q, e);
     return rep_rows_table(R, rc, &q, heads, "sIIICCAA3ii223",
                           "No head scores yet (run attnlab circuits and attnlab scores).") < 0
-               ? -1 : 0;
+               ? -1
+               : 0;
 }
 
 /* "0.3 (0.812), 1.4 (0.455)": the heads above a score's threshold. */
@@ -61,6 +75,7 @@ int sec_kinds(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     al_buf_puts(h, "<h3>Induction, previous-token and copying heads</h3>\n<ul>\n");
     if (name_list(R, M, AL_SR_INDUCTION,
+                  /* clang-format off */
                   "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")", e) ||
         name_list(R, M, AL_SR_PREV_TOKEN,
                   "previous-token heads (prev_token &gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ")", e) ||
@@ -70,6 +85,7 @@ int sec_kinds(rep *R, const rmodel *M, al_err *e) {
         name_list(R, M, AL_SR_COPY_EIGEN,
                   "copying heads by eigenvalues (copying_eigen &gt; " AL_TH_STR(AL_TH_COPY_EIGEN) ")", e))
         return -1;
+    /* clang-format on */
     al_buf_puts(h, "</ul>\n");
     static const char *const heads[] = {"metric", "value", NULL};
     al_rows q;
@@ -119,15 +135,19 @@ int rep_copy_agreement(rep *R, const rmodel *M, int excess, rep_agree *a, al_err
 }
 
 static void agree_sentence(al_buf *h, const rep_agree *a) {
+    /* clang-format off */
     al_buf_printf(h, "The eigenvalue score (copying_eigen &gt; " AL_TH_STR(AL_TH_COPY_EIGEN)
                   ") and mean ablation (%s &gt; " AL_TH_STR(AL_TH_COPY_ABLATION) " nats) agree on "
                   "<b>%d of %d</b> heads; Spearman rank correlation between the two scores over "
                   "all heads: <b>&rho; = ",
                   a->col, a->agree, a->n);
-    if (isnan(a->rho)) al_buf_puts(h, "undefined");
-    else al_buf_printf(h, "%+.2f", a->rho);
+    /* clang-format on */
+    if (isnan(a->rho))
+        al_buf_puts(h, "undefined");
+    else
+        al_buf_printf(h, "%+.2f", a->rho);
     al_buf_printf(h, "</b>. By %s, %d head%s cop%s", a->col, a->abl_copy,
-              a->abl_copy == 1 ? "" : "s", a->abl_copy == 1 ? "ies" : "y");
+                  a->abl_copy == 1 ? "" : "s", a->abl_copy == 1 ? "ies" : "y");
     if (a->abl_copy_neg) {
         al_buf_printf(h, ", of which the eigenvalue score calls %d negative: ", a->abl_copy_neg);
         rep_esc(h, a->neg);
@@ -139,20 +159,19 @@ static void agree_sentence(al_buf *h, const rep_agree *a) {
 
 int sec_copying(rep *R, const rmodel *M, al_err *e) {
     rep_agree a[2];
-    if (rep_copy_agreement(R, M, 0, &a[0], e) || rep_copy_agreement(R, M, 1, &a[1], e))
-        return -1;
+    if (rep_copy_agreement(R, M, 0, &a[0], e) || rep_copy_agreement(R, M, 1, &a[1], e)) return -1;
     al_buf *h = &R->h;
     al_buf_puts(h, "<h3>Copying: weights vs behaviour</h3>\n");
     if (!a[0].n) {
         al_buf_puts(h, "<p class=none>Needs copying_eigen (attnlab circuits) and copying_ablation "
-                   "(attnlab scores --data) for the same model.</p>\n");
+                       "(attnlab scores --data) for the same model.</p>\n");
         return 0;
     }
     for (int k = 0; k < 2 && a[k].n; k++) {
         al_buf_puts(h, "<p>");
         if (k)
             al_buf_puts(h, "Counting only what ablating a head costs at copy positions beyond its "
-                       "cost at the other positions: ");
+                           "cost at the other positions: ");
         agree_sentence(h, &a[k]);
         al_buf_puts(h, "</p>\n");
     }
@@ -160,24 +179,27 @@ int sec_copying(rep *R, const rmodel *M, al_err *e) {
 }
 
 int sec_trigrams(rep *R, const rmodel *M, al_err *e) {
-    al_buf_puts(&R->h, "<h3>Top skip-trigrams (layer 0)</h3>\n<p>\"A &hellip; B &rarr; C\": "
-                   "destination B attends to source A, whose value raises output C (score = qk &times; "
-                   "ov, from the full QK and OV circuits; &#9251; = a leading space). The best two of "
-                   "each head, strongest first.</p>\n");
+    al_buf_puts(
+        &R->h, "<h3>Top skip-trigrams (layer 0)</h3>\n<p>\"A &hellip; B &rarr; C\": "
+               "destination B attends to source A, whose value raises output C (score = qk &times; "
+               "ov, from the full QK and OV circuits; &#9251; = a leading space). The best two of "
+               "each head, strongest first.</p>\n");
     static const char *const heads[] = {"head", "A … B → C", "qk", "ov", "score", NULL};
     al_rows q;
     int rc = al_sr_skip_trigrams(R->st, M->mid, &q, e);
     return rep_rows_table(R, rc, &q, heads, "ss223", "No skip-trigrams (run attnlab circuits).") < 0
-               ? -1 : 0;
+               ? -1
+               : 0;
 }
 
 int sec_composition(rep *R, const rmodel *M, al_err *e) {
     if (M->cfg.n_layers < 2) return 0;
     al_buf *h = &R->h;
     al_buf_puts(h, "<h3>Composition</h3>\n<p>Strongest pairs per kind, with how many standard "
-               "deviations they stand above random heads of the same shapes.</p>\n");
-    static const char *const heads[] = {"kind", "earlier head", "later head", "score",
-                                        "random baseline", "sd above", NULL};
+                   "deviations they stand above random heads of the same shapes.</p>\n");
+    static const char *const heads[] = {"kind",  "earlier head",    "later head",
+                                        "score", "random baseline", "sd above",
+                                        NULL};
     al_rows q;
     int rc = al_sr_composition_top(R->st, M->mid, &q, e);
     int pic = rep_want_pic(R, "composition") && al_config_is_plain(&M->cfg);
@@ -193,8 +215,9 @@ int sec_composition(rep *R, const rmodel *M, al_err *e) {
         po.what = "composition";
         char file[256];
         snprintf(file, sizeof file, "%s-composition.png", M->slug);
-        rep_picture(R, M, &po, file, "Q-, K- and V-composition of every earlier head into every later "
-                                 "head; the random baseline is marked on the colour bar.");
+        rep_picture(R, M, &po, file,
+                    "Q-, K- and V-composition of every earlier head into every later "
+                    "head; the random baseline is marked on the colour bar.");
     }
     return 0;
 }
@@ -202,9 +225,10 @@ int sec_composition(rep *R, const rmodel *M, al_err *e) {
 int sec_pictures(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     char file[256], cap[512];
-    al_buf_puts(h, "<h3>Attention patterns and circuits</h3>\n<p>In attention pictures rows are "
-               "destination (query) tokens and columns source (key) tokens: the query attends to "
-               "the key, and information flows from the key to the query.</p>\n");
+    al_buf_puts(h,
+                "<h3>Attention patterns and circuits</h3>\n<p>In attention pictures rows are "
+                "destination (query) tokens and columns source (key) tokens: the query attends to "
+                "the key, and information flows from the key to the query.</p>\n");
     for (int l = 0; l < M->cfg.n_layers && rep_want_pic(R, "attention"); l++) {
         al_pic_opts po = al_pic_defaults();
         po.what = "attention";
@@ -219,9 +243,11 @@ int sec_pictures(rep *R, const rmodel *M, al_err *e) {
         if (R->o->repeat > 0) {
             po.repeat = R->o->repeat;
             snprintf(file, sizeof file, "%s-repeat-L%d.png", M->slug, l);
-            snprintf(cap, sizeof cap, "Layer %d, every head, on %d random tokens shown twice: an "
+            snprintf(cap, sizeof cap,
+                     "Layer %d, every head, on %d random tokens shown twice: an "
                      "induction head lights the diagonal one step after the repeat's start; a "
-                     "previous-token head the sub-diagonal.", l, R->o->repeat);
+                     "previous-token head the sub-diagonal.",
+                     l, R->o->repeat);
             rep_picture(R, M, &po, file, cap);
         }
     }
@@ -239,22 +265,23 @@ int sec_pictures(rep *R, const rmodel *M, al_err *e) {
         po.what = "qk-pos";
         po.layer = l, po.head = hh, po.n_pos = 48;
         snprintf(file, sizeof file, "%s-qk-pos-%d.%d.png", M->slug, l, hh);
-        snprintf(cap, sizeof cap, "Positional QK of head %d.%d, the strongest previous-token head.", l, hh);
+        snprintf(cap, sizeof cap, "Positional QK of head %d.%d, the strongest previous-token head.",
+                 l, hh);
         rep_picture(R, M, &po, file, cap);
     }
     /* The picture should show copying in the head's own OV circuit (a red
      * diagonal): prefer heads whose eigenvalue score says so, ranked by
      * what ablation says they contribute. Ablation alone can pick a head
      * that copies only through a later head (a previous-token head). */
+    /* clang-format off */
     const char *why = "the head whose own OV circuit copies (copying_eigen > "
                       AL_TH_STR(AL_TH_COPY_EIGEN) ") and that "
                       "matters most to copying by ablation";
-    if ((f = al_sr_best_head(R->st, M->mid, AL_SR_PICK_OWN_COPY, &l, &hh, e)) < 0)
-        return -1;
+    /* clang-format on */
+    if ((f = al_sr_best_head(R->st, M->mid, AL_SR_PICK_OWN_COPY, &l, &hh, e)) < 0) return -1;
     if (!f) {
         why = "the strongest copying head";
-        if ((f = al_sr_best_head(R->st, M->mid, AL_SR_PICK_ANY_COPY, &l, &hh, e)) < 0)
-            return -1;
+        if ((f = al_sr_best_head(R->st, M->mid, AL_SR_PICK_ANY_COPY, &l, &hh, e)) < 0) return -1;
     }
     const char *kinds[2] = {"qk", "ov"};
     for (int k = 0; f && k < 2; k++) {
@@ -264,8 +291,10 @@ int sec_pictures(rep *R, const rmodel *M, al_err *e) {
         po.layer = l, po.head = hh, po.top_n = R->o->top_n > 0 ? R->o->top_n : 30;
         po.data = R->o->data;
         snprintf(file, sizeof file, "%s-%s-%d.%d.png", M->slug, kinds[k], l, hh);
-        snprintf(cap, sizeof cap, "Full %s circuit of head %d.%d, %s, on the %d most "
-                 "frequent tokens.", k ? "OV" : "QK", l, hh, why, po.top_n);
+        snprintf(cap, sizeof cap,
+                 "Full %s circuit of head %d.%d, %s, on the %d most "
+                 "frequent tokens.",
+                 k ? "OV" : "QK", l, hh, why, po.top_n);
         rep_picture(R, M, &po, file, cap);
     }
     return 0;

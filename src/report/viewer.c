@@ -36,38 +36,41 @@
  * folder ('self' matches file:// in Chromium: checked by the browser
  * test, whose static PNGs load under it). Nothing can be fetched,
  * framed, posted or used as a base URL. */
-#define CSP "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; " \
-            "img-src 'self'; base-uri 'none'; form-action 'none'"
+#define CSP                                                                                        \
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "                  \
+    "img-src 'self'; base-uri 'none'; form-action 'none'"
 
 void al_viewer_head(al_buf *h) {
-    al_buf_puts(h, "<meta http-equiv=\"Content-Security-Policy\" content=\"" CSP "\">\n"
-                   "<style>\n"
-                   ".al-x{margin:1.5em 0;padding:.5em 1em 1em;border:1px solid #c8d3e0;"
-                   "border-radius:4px;background:#fbfcfe}\n"
-                   ".al-x h4{margin:1.2em 0 .4em}.al-thumbs{display:flex;flex-wrap:wrap;gap:6px;"
-                   "margin:.3em 0}\n"
-                   ".al-thumb{border:2px solid transparent;padding:2px;cursor:pointer;text-align:center;"
-                   "font-size:11px;background:#fff}.al-thumb.sel{border-color:#1f77b4}"
-                   ".al-thumb canvas{display:block;image-rendering:pixelated}\n"
-                   ".al-strip{line-height:2;margin:.4em 0;font-family:monospace}"
-                   ".al-tok{display:inline-block;line-height:1.4;border:1px solid #ccc;padding:1px 3px;margin:0 1px;white-space:pre;"
-                   "cursor:default}.al-tok.cur{outline:2px solid #d62728}\n"
-                   ".al-panel{font-size:.85em;display:flex;flex-wrap:wrap;gap:1.5em}"
-                   ".al-x td:nth-child(2){text-align:left;font-family:monospace;white-space:pre}"
-                   ".al-panel table{margin:.2em 0}.al-scroll{max-height:18em;overflow-y:auto}\n"
-                   ".al-grid{display:grid;gap:1px;font-size:10px;margin:.4em 0;width:max-content}"
-                   ".al-cell{width:14px;height:14px}.al-rl{text-align:right;padding-right:4px;"
-                   "white-space:pre;font-family:monospace}.al-cl{writing-mode:vertical-rl;"
-                   "transform:rotate(180deg);white-space:pre;max-height:9em;overflow:hidden;"
-                   "font-family:monospace}\n"
-                   ".al-scroll-x{overflow-x:auto;max-width:100%}.al-info{font-size:.9em;min-height:1.4em;font-family:monospace;white-space:pre}"
-                   ".al-hm{margin:1em 0}.al-hm-title{font-weight:bold}\n"
-                   ".al-feat{cursor:pointer}.al-feat.sel{background:#dbe9f6}"
-                   ".al-sae-sort button{margin-right:.5em}.al-sae-sort button.sel{font-weight:bold}"
-                   ".al-sae-nums{font-family:monospace;font-size:.9em;margin:.3em 0}"
-                   ".al-x td.al-sae-win{text-align:left;white-space:nowrap}\n"
-                   "@media print{.al-x{display:none}}\n"
-                   "</style>\n");
+    al_buf_puts(
+        h,
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"" CSP "\">\n"
+        "<style>\n"
+        ".al-x{margin:1.5em 0;padding:.5em 1em 1em;border:1px solid #c8d3e0;"
+        "border-radius:4px;background:#fbfcfe}\n"
+        ".al-x h4{margin:1.2em 0 .4em}.al-thumbs{display:flex;flex-wrap:wrap;gap:6px;"
+        "margin:.3em 0}\n"
+        ".al-thumb{border:2px solid transparent;padding:2px;cursor:pointer;text-align:center;"
+        "font-size:11px;background:#fff}.al-thumb.sel{border-color:#1f77b4}"
+        ".al-thumb canvas{display:block;image-rendering:pixelated}\n"
+        ".al-strip{line-height:2;margin:.4em 0;font-family:monospace}"
+        ".al-tok{display:inline-block;line-height:1.4;border:1px solid #ccc;padding:1px 3px;margin:0 1px;white-space:pre;"
+        "cursor:default}.al-tok.cur{outline:2px solid #d62728}\n"
+        ".al-panel{font-size:.85em;display:flex;flex-wrap:wrap;gap:1.5em}"
+        ".al-x td:nth-child(2){text-align:left;font-family:monospace;white-space:pre}"
+        ".al-panel table{margin:.2em 0}.al-scroll{max-height:18em;overflow-y:auto}\n"
+        ".al-grid{display:grid;gap:1px;font-size:10px;margin:.4em 0;width:max-content}"
+        ".al-cell{width:14px;height:14px}.al-rl{text-align:right;padding-right:4px;"
+        "white-space:pre;font-family:monospace}.al-cl{writing-mode:vertical-rl;"
+        "transform:rotate(180deg);white-space:pre;max-height:9em;overflow:hidden;"
+        "font-family:monospace}\n"
+        ".al-scroll-x{overflow-x:auto;max-width:100%}.al-info{font-size:.9em;min-height:1.4em;font-family:monospace;white-space:pre}"
+        ".al-hm{margin:1em 0}.al-hm-title{font-weight:bold}\n"
+        ".al-feat{cursor:pointer}.al-feat.sel{background:#dbe9f6}"
+        ".al-sae-sort button{margin-right:.5em}.al-sae-sort button.sel{font-weight:bold}"
+        ".al-sae-nums{font-family:monospace;font-size:.9em;margin:.3em 0}"
+        ".al-x td.al-sae-win{text-align:left;white-space:nowrap}\n"
+        "@media print{.al-x{display:none}}\n"
+        "</style>\n");
 }
 
 /* ------------------------------------------------------------ escaping */
@@ -76,9 +79,12 @@ char *al_viewer_json_for_html(const char *json) {
     al_buf b = AL_BUF_INIT;
     for (const char *p = json; *p; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c == '<') al_buf_puts(&b, "\\u003c");
-        else if (c == '>') al_buf_puts(&b, "\\u003e");
-        else if (c == '&') al_buf_puts(&b, "\\u0026");
+        if (c == '<')
+            al_buf_puts(&b, "\\u003c");
+        else if (c == '>')
+            al_buf_puts(&b, "\\u003e");
+        else if (c == '&')
+            al_buf_puts(&b, "\\u0026");
         else if (c == 0xE2 && (unsigned char)p[1] == 0x80 &&
                  ((unsigned char)p[2] == 0xA8 || (unsigned char)p[2] == 0xA9)) {
             /* U+2028, U+2029: line terminators to older JavaScript */
@@ -102,8 +108,10 @@ static cJSON *jstr(const char *s) {
 
 static int add(cJSON *to, const char *key, cJSON *item) {
     if (!item) return -1;
-    if (key) cJSON_AddItemToObject(to, key, item);
-    else cJSON_AddItemToArray(to, item);
+    if (key)
+        cJSON_AddItemToObject(to, key, item);
+    else
+        cJSON_AddItemToArray(to, item);
     return 0;
 }
 
@@ -221,7 +229,8 @@ typedef struct hm_rows {
 
 static int slot(cJSON *labels, double *keys, int *n, const char *lab, double key) {
     for (int i = 0; i < *n; i++)
-        if (keys[i] == key && strcmp(cJSON_GetArrayItem(labels, i)->valuestring, lab) == 0) return i;
+        if (keys[i] == key && strcmp(cJSON_GetArrayItem(labels, i)->valuestring, lab) == 0)
+            return i;
     if (*n == 4096) return -1;
     keys[*n] = key;
     if (add(labels, NULL, jstr(lab))) return -1;
@@ -231,7 +240,8 @@ static int slot(cJSON *labels, double *keys, int *n, const char *lab, double key
 static int hm_row(hm_rows *R, int nc, const char *const *t, const double *x, al_err *e) {
     if (nc < 5 || !t[0] || !t[2]) return 0;
     const char *col = t[2];
-    if (R->pos_lab && x[3] >= 0 && x[3] < R->n_pos && R->pos_lab[(int)x[3]]) col = R->pos_lab[(int)x[3]];
+    if (R->pos_lab && x[3] >= 0 && x[3] < R->n_pos && R->pos_lab[(int)x[3]])
+        col = R->pos_lab[(int)x[3]];
     int r = slot(R->rows, R->rk, &R->nr, t[0], x[1]), c = slot(R->cols, R->ck, &R->nc, col, x[3]);
     if (r < 0 || c < 0) { /* over 4096 rows or columns: left out, not fatal */
         R->too_big = 1;
@@ -239,7 +249,8 @@ static int hm_row(hm_rows *R, int nc, const char *const *t, const double *x, al_
     }
     cJSON *cell = cJSON_CreateArray();
     if (add(R->cells, NULL, cell) || add(cell, NULL, cJSON_CreateNumber(r)) ||
-        add(cell, NULL, cJSON_CreateNumber(c)) || add(cell, NULL, t[4] ? jnum(x[4]) : cJSON_CreateNull()) ||
+        add(cell, NULL, cJSON_CreateNumber(c)) ||
+        add(cell, NULL, t[4] ? jnum(x[4]) : cJSON_CreateNull()) ||
         (nc > 5 && add(cell, NULL, t[5] ? jnum(x[5]) : cJSON_CreateNull())))
         return al_errf(e, "out of memory");
     R->n++;
@@ -266,8 +277,7 @@ static int reorder(cJSON *labels, const double *keys, int n, cJSON *cells, int w
     for (int i = 0; !rc && i < n; i++)
         if (!cJSON_SetValuestring(cJSON_GetArrayItem(labels, i), names[ord[i]])) rc = -1;
     cJSON *c;
-    if (!rc)
-        cJSON_ArrayForEach(c, cells) {
+    if (!rc) cJSON_ArrayForEach(c, cells) {
             cJSON *v = cJSON_GetArrayItem(c, which);
             cJSON_SetNumberValue(v, inv[(int)v->valuedouble]);
         }
@@ -293,25 +303,29 @@ static int heatmap(cJSON *list, al_store *st, const char *kind, const char *titl
     int rc = -1;
     if (!o || add(o, "kind", jstr(kind)) || add(o, "title", jstr(title)) ||
         add(o, "run", cJSON_CreateNumber(atof(run))) || add(o, "row_title", jstr(row_title)) ||
-        add(o, "col_title", jstr(col_title)) || add(o, "rows", R->rows) || add(o, "cols", R->cols) ||
-        add(o, "cells", R->cells) || (v2 && add(o, "v2_name", jstr(v2)))) {
+        add(o, "col_title", jstr(col_title)) || add(o, "rows", R->rows) ||
+        add(o, "cols", R->cols) || add(o, "cells", R->cells) ||
+        (v2 && add(o, "v2_name", jstr(v2)))) {
         al_errf(e, "out of memory");
         goto out;
     }
     al_rows q;
     if (al_sr_heatmap_cells(st, which, run, grid, &q, e)) goto out;
     for (int i = 0; i < q.nr; i++)
-        if (hm_row(R, q.nc, (const char *const *)q.t + (size_t)i * q.nc, q.x + (size_t)i * q.nc, e)) {
+        if (hm_row(R, q.nc, (const char *const *)q.t + (size_t)i * q.nc, q.x + (size_t)i * q.nc,
+                   e)) {
             al_rows_free(&q);
             goto out;
         }
     al_rows_free(&q);
-    if (R->too_big) fprintf(stderr, "attnlab: warning: %s: over 4096 rows or columns, no explorer\n", title);
+    if (R->too_big)
+        fprintf(stderr, "attnlab: warning: %s: over 4096 rows or columns, no explorer\n", title);
     if (R->n == 0 || R->too_big) {
         rc = 0;
         goto out;
     }
-    if (reorder(R->rows, R->rk, R->nr, R->cells, 0) || reorder(R->cols, R->ck, R->nc, R->cells, 1)) {
+    if (reorder(R->rows, R->rk, R->nr, R->cells, 0) ||
+        reorder(R->cols, R->ck, R->nc, R->cells, 1)) {
         al_errf(e, "out of memory");
         goto out;
     }
@@ -377,10 +391,13 @@ static char **position_labels(al_store *st, const char *run, const al_model *m,
     char hex[24], b[256];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)al_pairs_hash(&t));
     char **lab = NULL;
-    if (t.T == in.T && t.N == in.n && strcmp(hex, in.hash) == 0 && (lab = calloc((size_t)t.T, sizeof *lab))) {
+    if (t.T == in.T && t.N == in.n && strcmp(hex, in.hash) == 0 &&
+        (lab = calloc((size_t)t.T, sizeof *lab))) {
         for (int i = 0; i < t.T; i++) {
-            if (i < t.len[0]) al_tok_display(tok, t.clean[i], b, sizeof b);
-            else snprintf(b, sizeof b, "(pad)");
+            if (i < t.len[0])
+                al_tok_display(tok, t.clean[i], b, sizeof b);
+            else
+                snprintf(b, sizeof b, "(pad)");
             size_t k = strlen(b) + 32;
             if ((lab[i] = malloc(k))) snprintf(lab[i], k, "pos %d %s", i, b);
         }
@@ -430,8 +447,8 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char 
         } else {
             snprintf(title, sizeof title, "Path patching: %s, task %s (run %s)", ding, r->task[i],
                      r->id[i]);
-            rc = heatmap(list, st, "paths", title, "sender", "receiver", NULL,
-                         AL_SR_HM_PATHS, r->id[i], NULL, NULL, 0, e);
+            rc = heatmap(list, st, "paths", title, "sender", "receiver", NULL, AL_SR_HM_PATHS,
+                         r->id[i], NULL, NULL, 0, e);
         }
     }
     if (loaded == 1) {
@@ -449,16 +466,17 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char 
     if (rc == 0 && r->n) {
         const char *run = r->id[0], *task = r->task[0];
         snprintf(title, sizeof title, "Direct logit attribution, task %s (run %s)", task, run);
-        rc = heatmap(list, st, "dla", title, "component", "position", NULL,
-                     AL_SR_HM_DLA, run, NULL, NULL, 0, e);
+        rc = heatmap(list, st, "dla", title, "component", "position", NULL, AL_SR_HM_DLA, run, NULL,
+                     NULL, 0, e);
         static const char *const grids[3] = {"head", "head_pos", "edge"};
         for (int g = 0; rc == 0 && g < 3; g++) {
-            snprintf(title, sizeof title, "Attribution patching estimate, grid %s, task %s (run %s)",
-                     grids[g], task, run);
+            snprintf(title, sizeof title,
+                     "Attribution patching estimate, grid %s, task %s (run %s)", grids[g], task,
+                     run);
             rc = heatmap(list, st, "attrpatch", title, g < 2 ? "layer.head" : "sender",
                          g < 2 ? "position" : "receiver", "actual patching",
-                         g < 2 ? AL_SR_HM_ATTRPATCH_HEAD : AL_SR_HM_ATTRPATCH_EDGE,
-                         run, grids[g], NULL, 0, e);
+                         g < 2 ? AL_SR_HM_ATTRPATCH_HEAD : AL_SR_HM_ATTRPATCH_EDGE, run, grids[g],
+                         NULL, 0, e);
         }
     }
     free(r);
@@ -475,11 +493,11 @@ static int heatmaps_json(cJSON *root, al_store *st, const char *dir, const char 
 #define SAE_WIN_BEFORE 8
 #define SAE_WIN_AFTER 3
 typedef struct sae_windows {
-    al_tokens d;          /* the run's token file (d.tok NULL: none) */
-    al_tokenizer *tok;    /* display forms (NULL: "#id") */
-    int T;                /* window length */
-    int *row;             /* (windows) window -> its row in acts, -1 */
-    float *acts;          /* (rows·T, nf) or NULL */
+    al_tokens d; /* the run's token file (d.tok NULL: none) */
+    al_tokenizer *tok; /* display forms (NULL: "#id") */
+    int T; /* window length */
+    int *row; /* (windows) window -> its row in acts, -1 */
+    float *acts; /* (rows·T, nf) or NULL */
     char note[AL_PATH_MAX + 1536]; /* why the windows or the activations are missing ("" : none) */
 } sae_windows;
 
@@ -499,8 +517,10 @@ static void sae_windows_make(sae_windows *w, const char *dir, const al_sae_frun 
     w->T = fr->seq_len;
     al_err le;
     if (!fr->data || al_tokens_load(fr->data, &w->d, &le) != 0) {
-        snprintf(w->note, sizeof w->note, "the run's token file %s cannot be read: contexts show "
-                 "the activating token only", fr->data ? fr->data : "(none)");
+        snprintf(w->note, sizeof w->note,
+                 "the run's token file %s cannot be read: contexts show "
+                 "the activating token only",
+                 fr->data ? fr->data : "(none)");
         memset(&w->d, 0, sizeof w->d);
         return;
     }
@@ -510,8 +530,10 @@ static void sae_windows_make(sae_windows *w, const char *dir, const al_sae_frun 
             if (c->offset < 0 || c->window < 0 || c->window >= fr->windows ||
                 (size_t)c->offset + (size_t)w->T > w->d.n || c->pos < 0 || c->pos >= w->T ||
                 w->d.tok[c->offset + c->pos] != c->token) {
-                snprintf(w->note, sizeof w->note, "%s does not hold the stored tokens at the "
-                         "stored offsets: contexts show the activating token only", fr->data);
+                snprintf(w->note, sizeof w->note,
+                         "%s does not hold the stored tokens at the "
+                         "stored offsets: contexts show the activating token only",
+                         fr->data);
                 al_tokens_free(&w->d);
                 return;
             }
@@ -535,13 +557,17 @@ static void sae_windows_make(sae_windows *w, const char *dir, const al_sae_frun 
             if (w->row[F[k].ctx[j].window] < 0) w->row[F[k].ctx[j].window] = B++;
     }
     if (ok && (size_t)B * w->T * nf > ((size_t)1 << 24)) { /* 64 MB of activations */
-        snprintf(w->note, sizeof w->note, "activations around the contexts not recomputed: "
-                 "%d windows of %d features is too many for the page", B, nf);
+        snprintf(w->note, sizeof w->note,
+                 "activations around the contexts not recomputed: "
+                 "%d windows of %d features is too many for the page",
+                 B, nf);
         ok = 0;
     }
     if (ok && (!fr->sae_dir || al_sae_load(fr->sae_dir, &sae, &meta, &le) != 0)) {
-        snprintf(w->note, sizeof w->note, "activations around the contexts not recomputed: the "
-                 "SAE %s cannot be read", fr->sae_dir ? fr->sae_dir : "(none)");
+        snprintf(w->note, sizeof w->note,
+                 "activations around the contexts not recomputed: the "
+                 "SAE %s cannot be read",
+                 fr->sae_dir ? fr->sae_dir : "(none)");
         memset(&sae, 0, sizeof sae);
         ok = 0;
     }
@@ -570,9 +596,11 @@ static void sae_windows_make(sae_windows *w, const char *dir, const al_sae_frun 
             const al_sae_fctx *c = F[k].ctx + j;
             double got = w->acts[((size_t)w->row[c->window] * w->T + c->pos) * nf + k];
             if (!(fabs(got - c->act) <= 1e-3 * fmax(1, fabs(c->act)))) {
-                snprintf(w->note, sizeof w->note, "activations around the contexts not "
+                snprintf(w->note, sizeof w->note,
+                         "activations around the contexts not "
                          "recomputed: the SAE at %s gives %.6g where the run stored %.6g "
-                         "(retrained since?)", fr->sae_dir, got, c->act);
+                         "(retrained since?)",
+                         fr->sae_dir, got, c->act);
                 ok = 0;
             }
         }
@@ -598,8 +626,10 @@ static int window_json(cJSON *r, const sae_windows *w, const al_sae_fctx *c, int
     char b[256];
     for (int t = lo; t <= hi; t++) {
         int id = w->d.tok[c->offset + t];
-        if (w->tok && id < al_tok_vocab_size(w->tok)) al_tok_display(w->tok, id, b, sizeof b);
-        else snprintf(b, sizeof b, "#%d", id);
+        if (w->tok && id < al_tok_vocab_size(w->tok))
+            al_tok_display(w->tok, id, b, sizeof b);
+        else
+            snprintf(b, sizeof b, "#%d", id);
         if (add(ts, NULL, jstr(b))) return -1;
         if (w->acts &&
             add(as, NULL, jnum(w->acts[((size_t)w->row[c->window] * w->T + t) * nf + k])))
@@ -616,22 +646,25 @@ static cJSON *feature_json(const al_sae_feature *f, const sae_windows *w, int k,
     cJSON *o = cJSON_CreateObject(), *cx = NULL, *up = NULL, *dn = NULL, *hs = NULL;
     char head[32];
     snprintf(head, sizeof head, "%d.%d", f->top_layer, f->top_head);
-    int bad = !o || add(o, "feature", cJSON_CreateNumber(f->feature)) ||
-              add(o, "fired", cJSON_CreateNumber((double)f->fired)) ||
-              add(o, "density", jnum(f->density)) || add(o, "mean_act", jnum(f->mean_act)) ||
-              add(o, "max_act", jnum(f->max_act)) ||
-              add(o, "induction_index", jnum(f->induction_index)) ||
-              add(o, "first_mean", jnum(f->first_mean)) ||
-              add(o, "second_mean", jnum(f->second_mean)) ||
-              add(o, "top_head", f->top_head >= 0 ? jstr(head) : cJSON_CreateNull()) ||
-              add(o, "top_share", jnum(f->top_share)) ||
-              add(o, "contexts", cx = cJSON_CreateArray()) || add(o, "up", up = cJSON_CreateArray()) ||
-              add(o, "down", dn = cJSON_CreateArray()) || add(o, "heads", hs = cJSON_CreateArray());
+    int bad =
+        !o || add(o, "feature", cJSON_CreateNumber(f->feature)) ||
+        add(o, "fired", cJSON_CreateNumber((double)f->fired)) ||
+        add(o, "density", jnum(f->density)) || add(o, "mean_act", jnum(f->mean_act)) ||
+        add(o, "max_act", jnum(f->max_act)) ||
+        add(o, "induction_index", jnum(f->induction_index)) ||
+        add(o, "first_mean", jnum(f->first_mean)) || add(o, "second_mean", jnum(f->second_mean)) ||
+        add(o, "top_head", f->top_head >= 0 ? jstr(head) : cJSON_CreateNull()) ||
+        add(o, "top_share", jnum(f->top_share)) || add(o, "contexts", cx = cJSON_CreateArray()) ||
+        add(o, "up", up = cJSON_CreateArray()) || add(o, "down", dn = cJSON_CreateArray()) ||
+        add(o, "heads", hs = cJSON_CreateArray());
     for (int i = 0; !bad && i < f->n_ctx; i++) {
         cJSON *r = cJSON_CreateArray();
-        bad = add(cx, NULL, r) || add(r, NULL, jstr(f->ctx[i].token_str ? f->ctx[i].token_str : "?")) ||
-              add(r, NULL, jnum(f->ctx[i].act)) || add(r, NULL, cJSON_CreateNumber(f->ctx[i].window)) ||
-              add(r, NULL, cJSON_CreateNumber(f->ctx[i].pos)) || window_json(r, w, f->ctx + i, k, nf);
+        bad = add(cx, NULL, r) ||
+              add(r, NULL, jstr(f->ctx[i].token_str ? f->ctx[i].token_str : "?")) ||
+              add(r, NULL, jnum(f->ctx[i].act)) ||
+              add(r, NULL, cJSON_CreateNumber(f->ctx[i].window)) ||
+              add(r, NULL, cJSON_CreateNumber(f->ctx[i].pos)) ||
+              window_json(r, w, f->ctx + i, k, nf);
     }
     for (int d = 0; !bad && d < 2; d++) {
         const al_sae_flogit *l = d ? f->down : f->up;
@@ -645,8 +678,8 @@ static cJSON *feature_json(const al_sae_feature *f, const sae_windows *w, int k,
     for (int i = 0; !bad && i < f->n_heads; i++) {
         cJSON *r = cJSON_CreateArray();
         snprintf(head, sizeof head, "%d.%d", f->heads[i].layer, f->heads[i].head);
-        bad = add(hs, NULL, r) || add(r, NULL, jstr(head)) || add(r, NULL, jnum(f->heads[i].share)) ||
-              add(r, NULL, jnum(f->heads[i].contribution));
+        bad = add(hs, NULL, r) || add(r, NULL, jstr(head)) ||
+              add(r, NULL, jnum(f->heads[i].share)) || add(r, NULL, jnum(f->heads[i].contribution));
     }
     if (bad) {
         cJSON_Delete(o);
@@ -684,7 +717,9 @@ static int sae_json(cJSON *root, al_store *st, const char *dir, const char *mid,
             add(r, "probe_n", cJSON_CreateNumber(fr.probe_n)) ||
             add(r, "features", fs = cJSON_CreateArray()))
             rc = al_errf(e, "out of memory");
-        if (!rc) rc = al_store_sae_top_features(st, runs[i], AL_SAE_BY_DENSITY, AL_VIEWER_SAE_MAX, &q, e);
+        if (!rc)
+            rc =
+                al_store_sae_top_features(st, runs[i], AL_SAE_BY_DENSITY, AL_VIEWER_SAE_MAX, &q, e);
         al_sae_feature *F = rc ? NULL : calloc((size_t)(q.nr > 0 ? q.nr : 1), sizeof *F);
         if (!rc && !F) rc = al_errf(e, "out of memory");
         int nf = 0;
@@ -749,7 +784,8 @@ int al_viewer_model_block(al_buf *h, al_store *st, const al_viewer_model *vm, al
     }
     /* hidden until the script fills it: without JavaScript the page is
      * the static one */
-    al_buf_printf(h, "<div class=\"al-x\" id=\"al-x-%s\" data-model=\"%s\" hidden><h3>Explorers</h3>"
+    al_buf_printf(h,
+                  "<div class=\"al-x\" id=\"al-x-%s\" data-model=\"%s\" hidden><h3>Explorers</h3>"
                   "<p class=meta>Interactive views of the numbers above, drawn in the page from "
                   "the data below it (nothing is fetched). Hover a token or a cell to read its "
                   "values; click a head's thumbnail to enlarge it.</p></div>\n"

@@ -40,7 +40,7 @@ typedef struct mtab {
     mcol *col;
     int n_col;
     int run_col, model_col; /* index of run_id / model_id, or -1 */
-    int auto_col;           /* the INTEGER PRIMARY KEY (the rowid), or -1 */
+    int auto_col; /* the INTEGER PRIMARY KEY (the rowid), or -1 */
 } mtab;
 
 typedef struct mschema {
@@ -64,8 +64,10 @@ static void schema_free(mschema *s) {
 static char *dup_text(const unsigned char *t, al_err *e) {
     const char *s = t ? (const char *)t : "";
     char *d = malloc(strlen(s) + 1);
-    if (!d) al_errf(e, "out of memory");
-    else strcpy(d, s);
+    if (!d)
+        al_errf(e, "out of memory");
+    else
+        strcpy(d, s);
     return d;
 }
 
@@ -178,9 +180,7 @@ static int schema_reference(mschema *ref, al_err *e) {
 /* ------------------------------------------------------------ inputs */
 
 /* Stops long statements (quick_check of a big file, a copy) too. */
-static int on_progress(void *stop) {
-    return stop && *(volatile sig_atomic_t *)stop;
-}
+static int on_progress(void *stop) { return stop && *(volatile sig_atomic_t *)stop; }
 
 static int stopped(const al_merge_opts *o) { return o && o->stop && *o->stop; }
 
@@ -198,8 +198,8 @@ static void watch(sqlite3 *db, const al_merge_opts *o) {
     sqlite3_progress_handler(db, 10000, on_progress, stop);
 }
 
-static int in_open(const char *path, const al_merge_opts *o, sqlite3 **db, char *what,
-                   size_t cap, al_err *e) {
+static int in_open(const char *path, const al_merge_opts *o, sqlite3 **db, char *what, size_t cap,
+                   al_err *e) {
     struct stat sb;
     *db = NULL;
     snprintf(what, cap, "input %s", path);
@@ -207,8 +207,7 @@ static int in_open(const char *path, const al_merge_opts *o, sqlite3 **db, char 
     if (!S_ISREG(sb.st_mode)) return al_errf(e, "%s: not a regular file", what);
     if (strlen(path) >= AL_PATH_MAX) return al_errf(e, "%s: path too long", what);
     al_err oe;
-    if (store_sqlite_open_ro(path, db, &oe))
-        return al_errf(e, "%s: %s", what, oe.msg);
+    if (store_sqlite_open_ro(path, db, &oe)) return al_errf(e, "%s: %s", what, oe.msg);
     watch(*db, o);
     return 0;
 }
@@ -227,7 +226,8 @@ static int query_int(sqlite3 *db, const char *what, const char *sql, int64_t *v,
     if (r == SQLITE_ROW) *v = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
     if (r == SQLITE_ROW || r == SQLITE_DONE) return 0;
-    if (r == SQLITE_NOTADB) return al_errf(e, "%s: not an SQLite database (%s)", what, sqlite3_errmsg(db));
+    if (r == SQLITE_NOTADB)
+        return al_errf(e, "%s: not an SQLite database (%s)", what, sqlite3_errmsg(db));
     return sq_err(db, e, what, "cannot read it");
 }
 
@@ -243,11 +243,13 @@ static int check_version(sqlite3 *db, const char *what, const char *path, al_err
     if (v > AL_STORE_SCHEMA_VERSION)
         return al_errf(e, "%s: made by a newer attnlab (schema version %lld, this one writes %d)",
                        what, (long long)v, AL_STORE_SCHEMA_VERSION);
-    if (v < 0) return al_errf(e, "%s: not an attnlab database (schema version %lld)", what, (long long)v);
-    return al_errf(e,
-                   "%s: made by an older attnlab (schema version %lld, this one writes %d): run any "
-                   "attnlab command on it to migrate it first (attnlab db merge %s migrates it alone)",
-                   what, (long long)v, AL_STORE_SCHEMA_VERSION, path);
+    if (v < 0)
+        return al_errf(e, "%s: not an attnlab database (schema version %lld)", what, (long long)v);
+    return al_errf(
+        e,
+        "%s: made by an older attnlab (schema version %lld, this one writes %d): run any "
+        "attnlab command on it to migrate it first (attnlab db merge %s migrates it alone)",
+        what, (long long)v, AL_STORE_SCHEMA_VERSION, path);
 }
 
 /* The first row of a query, as text, into buf ("" when there is none). */
@@ -398,12 +400,12 @@ typedef struct mctx {
     const al_merge_opts *o;
     sqlite3 *out;
     char out_what[AL_PATH_MAX + 16];
-    char now[40];                 /* merged_at, one value for the whole merge */
+    char now[40]; /* merged_at, one value for the whole merge */
     const mtab *runs, *models, *sources, *sweep;
-    const mtab **rt;              /* the run tables but runs */
+    const mtab **rt; /* the run tables but runs */
     int n_rt;
     sqlite3_stmt *o_uid, *o_sha, *o_model, *o_run, *o_src_find, *o_src;
-    sqlite3_stmt **o_rows;        /* per run table */
+    sqlite3_stmt **o_rows; /* per run table */
     al_progress pg;
     long rows_total;
 } mctx;
@@ -417,7 +419,7 @@ typedef struct minput {
     sqlite3_stmt *i_runs, *i_run, *i_model, *i_src, *i_sweep;
     sqlite3_stmt **i_rows;
     idmap models, sources;
-    int64_t own_source;           /* this input's merge_sources row in OUT, 0 before the first run */
+    int64_t own_source; /* this input's merge_sources row in OUT, 0 before the first run */
     al_merge_stats st;
 } minput;
 
@@ -430,8 +432,8 @@ static int out_step(mctx *c, sqlite3_stmt *q, al_err *e) {
 
 /* Step q (one row of the input, keyed by ?1 = old) onto that row: 0, or
  * -1 with e naming the missing row (`noun` old) or the read failure. */
-static int read_row(minput *in, sqlite3_stmt *q, int64_t old, const char *noun,
-                    const char *fail, al_err *e) {
+static int read_row(minput *in, sqlite3_stmt *q, int64_t old, const char *noun, const char *fail,
+                    al_err *e) {
     sqlite3_reset(q);
     sqlite3_bind_int64(q, 1, old);
     int r = sqlite3_step(q);
@@ -461,7 +463,8 @@ static int map_model(mctx *c, minput *in, int64_t old, int64_t *id, al_err *e) {
         if (r != SQLITE_DONE) return sq_err(c->out, e, c->out_what, "cannot read models");
         int nc = sqlite3_column_count(q);
         sqlite3_reset(c->o_model);
-        for (int k = 0; k < nc; k++) sqlite3_bind_value(c->o_model, k + 1, sqlite3_column_value(q, k));
+        for (int k = 0; k < nc; k++)
+            sqlite3_bind_value(c->o_model, k + 1, sqlite3_column_value(q, k));
         if (out_step(c, c->o_model, e)) return sqlite3_reset(q), -1;
         *id = sqlite3_last_insert_rowid(c->out);
         in->st.models_added++;
@@ -482,7 +485,8 @@ static int bind_source(mctx *c, minput *in, sqlite3_stmt *dst, sqlite3_stmt *q, 
     if (!q) {
         sqlite3_reset(in->i_sweep);
         int r = sqlite3_step(in->i_sweep);
-        if (r != SQLITE_ROW && r != SQLITE_DONE) return sq_err(in->db, e, in->what, "cannot read sweep_task");
+        if (r != SQLITE_ROW && r != SQLITE_DONE)
+            return sq_err(in->db, e, in->what, "cannot read sweep_task");
         have_sweep = r == SQLITE_ROW;
     }
     for (int col = 0; col < t->n_col; col++) {
@@ -526,7 +530,8 @@ static int map_source(mctx *c, minput *in, int64_t old, int has_old, int64_t *id
     if (r == SQLITE_ROW) *id = sqlite3_column_int64(c->o_src_find, 0);
     sqlite3_reset(c->o_src_find);
     if (r == SQLITE_DONE) {
-        if (bind_source(c, in, c->o_src, q, e) || out_step(c, c->o_src, e)) return sqlite3_reset(q), -1;
+        if (bind_source(c, in, c->o_src, q, e) || out_step(c, c->o_src, e))
+            return sqlite3_reset(q), -1;
         *id = sqlite3_last_insert_rowid(c->out);
         in->st.sources_added++;
     } else if (r != SQLITE_ROW) {
@@ -559,7 +564,8 @@ static int copy_rows(mctx *c, minput *in, int ti, int64_t old, int64_t nw, al_er
                 sqlite3_bind_int64(w, k, nw);
             } else if (col == t->model_col && sqlite3_column_type(q, k - 1) != SQLITE_NULL) {
                 int64_t mid;
-                if (map_model(c, in, sqlite3_column_int64(q, k - 1), &mid, e)) return sqlite3_reset(q), -1;
+                if (map_model(c, in, sqlite3_column_int64(q, k - 1), &mid, e))
+                    return sqlite3_reset(q), -1;
                 sqlite3_bind_int64(w, k, mid);
             } else {
                 sqlite3_bind_value(w, k, sqlite3_column_value(q, k - 1));
@@ -594,7 +600,8 @@ static int copy_run(mctx *c, minput *in, int64_t old, al_err *e) {
         int null = sqlite3_column_type(q, k - 1) == SQLITE_NULL;
         int64_t id;
         if (col == t->model_col && !null) {
-            if (map_model(c, in, sqlite3_column_int64(q, k - 1), &id, e)) return sqlite3_reset(q), -1;
+            if (map_model(c, in, sqlite3_column_int64(q, k - 1), &id, e))
+                return sqlite3_reset(q), -1;
             sqlite3_bind_int64(w, k, id);
         } else if (!strcmp(t->col[col].name, "source_id")) {
             if (map_source(c, in, null ? 0 : sqlite3_column_int64(q, k - 1), !null, &id, e))
@@ -647,10 +654,12 @@ static int merge_input(mctx *c, minput *in, al_err *e) {
         return sq_err(in->db, e, in->what, "cannot read it");
     if (query_int(in->db, in->what, "PRAGMA user_version", &v, NULL, e)) return -1;
     if (v != AL_STORE_SCHEMA_VERSION)
-        return al_errf(e, "%s: changed while merging (schema version %lld)", in->what, (long long)v);
-    if (!(in->i_rows = calloc((size_t)c->n_rt + 1, sizeof *in->i_rows))) return al_errf(e, "out of memory");
-    if (prep(in->db, in->what,
-             "SELECT run_id, status, uid, source_id FROM runs ORDER BY run_id", &in->i_runs, e) ||
+        return al_errf(e, "%s: changed while merging (schema version %lld)", in->what,
+                       (long long)v);
+    if (!(in->i_rows = calloc((size_t)c->n_rt + 1, sizeof *in->i_rows)))
+        return al_errf(e, "out of memory");
+    if (prep(in->db, in->what, "SELECT run_id, status, uid, source_id FROM runs ORDER BY run_id",
+             &in->i_runs, e) ||
         prep_select(in->db, in->what, c->runs, c->runs->auto_col, "run_id", NULL, &in->i_run, e) ||
         prep_select(in->db, in->what, c->models, c->models->auto_col, "model_id", NULL,
                     &in->i_model, e) ||
@@ -728,7 +737,8 @@ static int prepare_out(mctx *c, al_err *e) {
         if (col == c->sources->auto_col) continue;
         int w = snprintf(where + n, sizeof where - n, "%s\"%s\" IS ?", n ? " AND " : "",
                          c->sources->col[col].name);
-        if (w < 0 || (size_t)w >= sizeof where - n) return al_errf(e, "merge_sources: too many columns");
+        if (w < 0 || (size_t)w >= sizeof where - n)
+            return al_errf(e, "merge_sources: too many columns");
         n += (size_t)w;
     }
     char sql[4200];

@@ -45,7 +45,7 @@ int store_db_err(al_store *s, al_err *e, const char *what) {
  * so processes that open one new database together would fail. Retry for
  * as long as the busy timeout would have waited. */
 static int set_wal(al_store *s, al_err *e) {
-    for (long waited_ms = 0;; ) {
+    for (long waited_ms = 0;;) {
         int rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
         if (rc == SQLITE_OK) return 0;
         if (s->stop && *s->stop) return al_errf(e, "interrupted");
@@ -179,8 +179,10 @@ static int recover_dead_runs(al_store *s, al_err *e) {
     char host[256];
     store_host_name(host, sizeof host);
     sqlite3_stmt *q, *u;
-    if (store_prepare(s, "SELECT run_id, pid, pid_start FROM runs "
-                         "WHERE status = 'running' AND host = ?", &q, e))
+    if (store_prepare(s,
+                      "SELECT run_id, pid, pid_start FROM runs "
+                      "WHERE status = 'running' AND host = ?",
+                      &q, e))
         return -1;
     store_bind_str(q, 1, host);
     /* Collect first: updating rows under an open cursor is undefined. */
@@ -201,10 +203,12 @@ static int recover_dead_runs(al_store *s, al_err *e) {
     if (rc == 0 && r != SQLITE_DONE) rc = store_db_err(s, e, "cannot list running runs");
     sqlite3_finalize(q);
     if (rc == 0 && n > 0 &&
-        store_prepare(s, "UPDATE runs SET status = 'failed', "
-                         "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
-                         "error = 'process ' || pid || ' ended without finishing' "
-                         "WHERE run_id = ? AND status = 'running'", &u, e) == 0) {
+        store_prepare(s,
+                      "UPDATE runs SET status = 'failed', "
+                      "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                      "error = 'process ' || pid || ' ended without finishing' "
+                      "WHERE run_id = ? AND status = 'running'",
+                      &u, e) == 0) {
         for (int i = 0; i < n && rc == 0; i++) {
             sqlite3_bind_int64(u, 1, dead[i]);
             rc = store_step_done(s, u, e);
@@ -237,8 +241,8 @@ static int migrate(al_store *s, al_err *e) {
     /* Read again under the write lock: another process may have won. */
     if (user_version(s, &v, e)) goto fail;
     if (v > AL_STORE_SCHEMA_VERSION) {
-        al_errf(e, "database %s: schema version %d is newer than this attnlab's %d",
-                s->path, v, AL_STORE_SCHEMA_VERSION);
+        al_errf(e, "database %s: schema version %d is newer than this attnlab's %d", s->path, v,
+                AL_STORE_SCHEMA_VERSION);
         goto fail;
     }
     for (; v < AL_STORE_SCHEMA_VERSION; v++) {
@@ -263,8 +267,8 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
     al_store *s = al_calloc(1, sizeof *s, e);
     if (!s) return -1;
     snprintf(s->path, sizeof s->path, "%s", path);
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                        NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
         al_errf(e, "cannot open database %s: %s", path,
                 s->db ? sqlite3_errmsg(s->db) : "out of memory");
         al_store_close(s);
@@ -276,8 +280,7 @@ int al_store_open(const char *path, al_store **out, al_err *e) {
     int set = sqlite3_exec(s->db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON", NULL,
                            NULL, NULL) != SQLITE_OK;
     if (set) store_db_err(s, e, "cannot set the connection's pragmas");
-    if (set || migrate(s, e) ||
-        recover_dead_runs(s, e)) {
+    if (set || migrate(s, e) || recover_dead_runs(s, e)) {
         if (e) { /* "database P: why" -> "cannot open database P: why" */
             char why[sizeof e->msg], pfx[AL_PATH_MAX + 64];
             snprintf(pfx, sizeof pfx, "database %s: ", path);
@@ -326,12 +329,15 @@ int store_sqlite_open_ro(const char *path, sqlite3 **db, al_err *e) {
      * encode what a URI path may not hold */
     size_t n = (size_t)snprintf(uri, sizeof uri, "file:%s", path[0] == '/' ? "//" : "");
     for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
-        if (isalnum(*c) || strchr("/._-~", *c)) uri[n++] = (char)*c;
-        else n += (size_t)snprintf(uri + n, sizeof uri - n, "%%%02X", *c);
+        if (isalnum(*c) || strchr("/._-~", *c))
+            uri[n++] = (char)*c;
+        else
+            n += (size_t)snprintf(uri + n, sizeof uri - n, "%%%02X", *c);
     }
     snprintf(uri + n, sizeof uri - n, "?mode=ro%s", immutable ? "&immutable=1" : "");
     if (sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
-        al_errf(e, "cannot open database %s: %s", path, *db ? sqlite3_errmsg(*db) : "out of memory");
+        al_errf(e, "cannot open database %s: %s", path,
+                *db ? sqlite3_errmsg(*db) : "out of memory");
         sqlite3_close(*db);
         *db = NULL;
         return -1;
@@ -374,8 +380,10 @@ static int open_ro(const char *path, int current, al_store **out, al_err *e) {
     sqlite3_stmt *q = NULL;
     if (store_sqlite_open_ro(path, &s->db, e)) goto fail;
     if (user_version(s, &v, e)) goto fail;
-    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                           "name IN ('runs', 'models')", -1, &q, NULL) != SQLITE_OK ||
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                           "name IN ('runs', 'models')",
+                           -1, &q, NULL) != SQLITE_OK ||
         sqlite3_step(q) != SQLITE_ROW) {
         store_db_err(s, e, "not an SQLite database attnlab can read");
         goto fail;
@@ -436,8 +444,7 @@ int al_store_print_query(al_store *s, const char *sql, FILE *f, al_err *e) {
         return al_errf(e, "database %s: query is not read-only", s->path);
     }
     int nc = sqlite3_column_count(q), rc;
-    for (int i = 0; i < nc; i++)
-        fprintf(f, "%s%s", i ? "\t" : "", sqlite3_column_name(q, i));
+    for (int i = 0; i < nc; i++) fprintf(f, "%s%s", i ? "\t" : "", sqlite3_column_name(q, i));
     fputc('\n', f);
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         for (int i = 0; i < nc; i++) {

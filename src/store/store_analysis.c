@@ -28,8 +28,8 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
                 return -1;
             if (r->have_text && !r->off[i] &&
                 (al_store_put_head_score(s, run, mid, l, h, "copying_ablation", r->copying[i], e) ||
-                 al_store_put_head_score(s, run, mid, l, h, "copying_ablation_excess",
-                                         r->excess[i], e)))
+                 al_store_put_head_score(s, run, mid, l, h, "copying_ablation_excess", r->excess[i],
+                                         e)))
                 return -1;
         }
     for (int l = 0; l < r->L; l++)
@@ -65,8 +65,7 @@ int al_store_put_ablate(al_store *s, int64_t run, int64_t mid, const al_ablate_r
                         al_err *e) {
     int LH = r->L * r->H;
     const char *method = al_abl_method_name(r->method);
-    al_ablation_row base = {method, "none", "", 0, r->clean_loss, 0, 0, r->clean_delta_probe,
-                            NAN};
+    al_ablation_row base = {method, "none", "", 0, r->clean_loss, 0, 0, r->clean_delta_probe, NAN};
     if (al_store_put_ablation(s, run, mid, &base, e)) return -1;
     size_t cap = (size_t)LH * 12 + 1; /* "l.h," per head, ints of <= 5 digits */
     char *heads = al_malloc(cap, 1, e);
@@ -74,9 +73,8 @@ int al_store_put_ablate(al_store *s, int64_t run, int64_t mid, const al_ablate_r
     for (int k = 0; k < r->n; k++) {
         const al_ablate_config *c = &r->c[k];
         al_heads_format(r->sets + (size_t)k * LH, r->L, r->H, 1, heads, cap);
-        al_ablation_row row = {method,          c->kind,       heads,
-                               c->n_heads,      c->loss,       c->delta_loss,
-                               c->delta_copy,   c->delta_probe, c->inter_loss};
+        al_ablation_row row = {method,        c->kind,       heads,          c->n_heads,   c->loss,
+                               c->delta_loss, c->delta_copy, c->delta_probe, c->inter_loss};
         if (al_store_put_ablation(s, run, mid, &row, e)) {
             free(heads);
             return -1;
@@ -98,9 +96,8 @@ int al_store_put_prune(al_store *s, int64_t run, int64_t mid, const al_prune_run
     for (int k = 0; k < r->p.n_steps; k++) {
         const al_prune_step *st = &r->p.steps[k];
         al_heads_format(r->p.removal_off + (size_t)k * LH, L, H, 0, mask, cap);
-        al_pruning_row row = {method,          st->step,       st->layer, st->head,
-                              st->heads_left,  st->importance, st->loss,  st->delta_loss,
-                              mask};
+        al_pruning_row row = {method,         st->step, st->layer,      st->head, st->heads_left,
+                              st->importance, st->loss, st->delta_loss, mask};
         if (al_store_put_pruning_step(s, run, mid, &row, e)) {
             free(mask);
             return -1;
@@ -159,8 +156,7 @@ static int put_head(const ctx *c, const al_circ_result *r, const al_circ_head *h
     };
     int L = h->layer, H = h->head;
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-        if (al_store_put_head_score(c->st, c->run, c->model, L, H, m[i].name, m[i].v, e))
-            return -1;
+        if (al_store_put_head_score(c->st, c->run, c->model, L, H, m[i].name, m[i].v, e)) return -1;
     for (int i = 0; i < r->D; i++)
         if (al_store_put_singular_value(c->st, c->run, c->model, L, H, "qk", i, h->qk_sv[i], e) ||
             al_store_put_singular_value(c->st, c->run, c->model, L, H, "ov", i, h->ov_sv[i], e) ||
@@ -170,11 +166,19 @@ static int put_head(const ctx *c, const al_circ_result *r, const al_circ_head *h
     for (int i = 0; i < h->n_tri; i++) {
         const al_trigram *t = &h->tri[i];
         char sa[128], sb[128], sc[128];
-        al_trigram_row row = {i + 1, t->a, t->b, t->c, sa, sb, sc,
+        al_trigram_row row = {i + 1,
+                              t->a,
+                              t->b,
+                              t->c,
+                              sa,
+                              sb,
+                              sc,
                               al_store_token_str(c->tok, t->a, sa, sizeof sa),
                               al_store_token_str(c->tok, t->b, sb, sizeof sb),
                               al_store_token_str(c->tok, t->c, sc, sizeof sc),
-                              t->qk, t->ov, t->score};
+                              t->qk,
+                              t->ov,
+                              t->score};
         if (al_store_put_skip_trigram(c->st, c->run, c->model, L, H, &row, e)) return -1;
     }
     return 0;
@@ -199,13 +203,12 @@ static int put_layer(const ctx *c, int l, const al_circ_layer *ly, int H, al_err
              {"mean_overlap_v", al_store_mean_offdiag(ly->ov_v, H)},
              {"mean_overlap_o", al_store_mean_offdiag(ly->ov_o, H)}};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-        if (al_store_put_layer_score(c->st, c->run, c->model, l, m[i].name, m[i].v, e))
-            return -1;
+        if (al_store_put_layer_score(c->st, c->run, c->model, l, m[i].name, m[i].v, e)) return -1;
     return 0;
 }
 
-int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
-                          const al_circ_result *r, const al_tokenizer *tok, al_err *e) {
+int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id, const al_circ_result *r,
+                          const al_tokenizer *tok, al_err *e) {
     ctx c = {s, run_id, model_id, tok};
     for (int i = 0; i < r->L * r->H; i++)
         if (put_head(&c, r, &r->heads[i], e)) return -1;
@@ -214,9 +217,8 @@ int al_store_put_circuits(al_store *s, int64_t run_id, int64_t model_id,
     for (int i = 0; i < r->n_comp; i++) {
         const al_circ_comp *p = &r->comp[i];
         for (int k = 0; k < AL_COMP_N; k++)
-            if (al_store_put_composition(s, run_id, model_id, al_comp_names[k], p->l1, p->h1,
-                                         p->l2, p->h2, p->score[k], r->base_mean[k],
-                                         r->base_sd[k], e))
+            if (al_store_put_composition(s, run_id, model_id, al_comp_names[k], p->l1, p->h1, p->l2,
+                                         p->h2, p->score[k], r->base_mean[k], r->base_sd[k], e))
                 return -1;
     }
     return 0;
@@ -235,16 +237,18 @@ int al_store_put_patch(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
     const char *comp = al_patch_component_name(r->component);
     char hex[17];
     task_hash(t, hex);
-    al_patching_run_row pr = {task,        dir,      comp,       r->N, r->T,
-                              r->m_clean, r->m_corr, r->seconds, hex};
+    al_patching_run_row pr = {task, dir, comp, r->N, r->T, r->m_clean, r->m_corr, r->seconds, hex};
     if (al_store_put_patching_run(s, run, mid, &pr, e)) return -1;
     for (int k = 0; k < r->n; k++) {
         /* the grids of patch.h: resid (L, T), head (L, H), the rest (L·H, T) */
         int row = k / r->cols, col = k % r->cols;
         al_patching_row pw = {task, dir, comp, row, -1, -1, r->effect[k], r->metric[k]};
-        if (r->component == AL_PATCH_RESID) pw.pos = col;
-        else if (r->component == AL_PATCH_HEAD) pw.head = col;
-        else pw.layer = row / r->H, pw.head = row % r->H, pw.pos = col;
+        if (r->component == AL_PATCH_RESID)
+            pw.pos = col;
+        else if (r->component == AL_PATCH_HEAD)
+            pw.head = col;
+        else
+            pw.layer = row / r->H, pw.head = row % r->H, pw.pos = col;
         if (al_store_put_patching(s, run, mid, &pw, e)) return -1;
     }
     return 0;
@@ -255,8 +259,7 @@ int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
     const char *dir = al_patch_direction_name(r->direction), *task = t->task;
     char hex[17];
     task_hash(t, hex);
-    al_patching_run_row pr = {task,       dir,       NULL,       r->N, r->T,
-                              r->m_clean, r->m_corr, r->seconds, hex};
+    al_patching_run_row pr = {task, dir, NULL, r->N, r->T, r->m_clean, r->m_corr, r->seconds, hex};
     if (al_store_put_patching_run(s, run, mid, &pr, e)) return -1;
     char sender[32];
     int H = r->H, W = al_paths_width(r->L, H);
@@ -265,9 +268,14 @@ int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
             for (int h = 0; h < (c == 3 ? 1 : r->n_recv); h++) {
                 if (!al_paths_exists(r->L, H, c, snd, h)) continue; /* a later sender */
                 size_t i = ((size_t)c * r->n_senders + snd) * W + h;
-                al_path_patching_row pw = {task, dir, al_paths_sender_name(H, snd, sender, sizeof sender),
-                                           c == 3 ? -1 : h / H + 1, c == 3 ? -1 : h % H,
-                                           al_paths_channel_name(c), r->effect[i], r->metric[i]};
+                al_path_patching_row pw = {task,
+                                           dir,
+                                           al_paths_sender_name(H, snd, sender, sizeof sender),
+                                           c == 3 ? -1 : h / H + 1,
+                                           c == 3 ? -1 : h % H,
+                                           al_paths_channel_name(c),
+                                           r->effect[i],
+                                           r->metric[i]};
                 if (al_store_put_path_patching(s, run, mid, &pw, e)) return -1;
             }
     return 0;
@@ -287,10 +295,11 @@ static int put_attrpatch(al_store *s, int64_t run, int64_t mid, const char *task
         const double *act = g == AL_AP_HEAD ? ap->act_head : ap->act_head_pos;
         for (int k = 0; k < n; k++) {
             int lh = g == AL_AP_HEAD ? k : k / ap->T;
-            al_attribution_patching_row w = {task, dir, al_attrpatch_grid_name(g), lh / ap->H,
-                                             lh % ap->H, g == AL_AP_HEAD ? -1 : k % ap->T,
-                                             NULL, -1, -1, NULL, est[k],
-                                             ap->compared ? act[k] : NAN};
+            al_attribution_patching_row w =
+                {task,       dir,        al_attrpatch_grid_name(g),
+                 lh / ap->H, lh % ap->H, g == AL_AP_HEAD ? -1 : k % ap->T,
+                 NULL,       -1,         -1,
+                 NULL,       est[k],     ap->compared ? act[k] : NAN};
             if (al_store_put_attribution_patching(s, run, mid, &w, e)) return -1;
         }
     }
@@ -301,11 +310,19 @@ static int put_attrpatch(al_store *s, int64_t run, int64_t mid, const char *task
             for (int h = 0; h < (c == 3 ? 1 : ap->n_recv); h++) {
                 if (!al_paths_exists(ap->L, H, c, snd, h)) continue; /* a later sender */
                 size_t i = ((size_t)c * ap->n_senders + snd) * W + h;
-                al_attribution_patching_row w = {
-                    task, dir, al_attrpatch_grid_name(AL_AP_EDGE), -1, -1, -1,
-                    al_paths_sender_name(H, snd, sender, sizeof sender), c == 3 ? -1 : h / H + 1,
-                    c == 3 ? -1 : h % H, al_paths_channel_name(c), ap->edge[i],
-                    ap->compared ? ap->act_edge[i] : NAN};
+                al_attribution_patching_row w = {task,
+                                                 dir,
+                                                 al_attrpatch_grid_name(AL_AP_EDGE),
+                                                 -1,
+                                                 -1,
+                                                 -1,
+                                                 al_paths_sender_name(H, snd, sender,
+                                                                      sizeof sender),
+                                                 c == 3 ? -1 : h / H + 1,
+                                                 c == 3 ? -1 : h % H,
+                                                 al_paths_channel_name(c),
+                                                 ap->edge[i],
+                                                 ap->compared ? ap->act_edge[i] : NAN};
                 if (al_store_put_attribution_patching(s, run, mid, &w, e)) return -1;
             }
     for (int g = 0; ap->compared && g < AL_AP_NGRID; g++) {
@@ -323,13 +340,22 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
     const char *task = t->task;
     char hex[17], name[64];
     task_hash(t, hex);
-    al_attribution_run_row ar = {task, t->N, t->T, r->n_items,
-                                 r->logit_diff ? "logit_diff" : "logprob", r->metric, r->loss,
-                                 {NAN, NAN, NAN}, {NAN, NAN, NAN},
+    al_attribution_run_row ar = {task,
+                                 t->N,
+                                 t->T,
+                                 r->n_items,
+                                 r->logit_diff ? "logit_diff" : "logprob",
+                                 r->metric,
+                                 r->loss,
+                                 {NAN, NAN, NAN},
+                                 {NAN, NAN, NAN},
                                  ap ? al_patch_direction_name(ap->direction) : NULL,
-                                 ap ? ap->m_clean : NAN, ap ? ap->m_corr : NAN, r->seconds,
+                                 ap ? ap->m_clean : NAN,
+                                 ap ? ap->m_corr : NAN,
+                                 r->seconds,
                                  ap ? ap->seconds : NAN,
-                                 ap && ap->compared ? ap->seconds_patch : NAN, hex,
+                                 ap && ap->compared ? ap->seconds_patch : NAN,
+                                 hex,
                                  r->centred};
     for (int k = 0; r->n_terms && k < 3; k++)
         ar.kind_value[k] = r->kind_value[k], ar.kind_dloss[k] = r->kind_dloss[k];
@@ -352,8 +378,14 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
          * 2-layer model); all NULL for the direct term and the remainder */
         int layer, head, src;
         al_attr_term_kind kd = al_attr_term_heads(r->L, r->H, k, &layer, &head, &src);
-        al_path_term_row w = {task, al_attr_term_name(r->L, r->H, k, name, sizeof name),
-                              kinds[kd], layer, head, src, r->term_value[k], r->term_dloss[k]};
+        al_path_term_row w = {task,
+                              al_attr_term_name(r->L, r->H, k, name, sizeof name),
+                              kinds[kd],
+                              layer,
+                              head,
+                              src,
+                              r->term_value[k],
+                              r->term_dloss[k]};
         if (al_store_put_path_term(s, run, mid, &w, e)) return -1;
     }
     for (int l = 0; l <= r->L; l++)
@@ -375,10 +407,10 @@ int al_store_put_discover(al_store *s, int64_t run, int64_t mid, const al_pairs 
     double tau = acdc ? o->tau : NAN;
     char hex[17], sender[32];
     task_hash(t, hex);
-    al_circuit_run_row cr = {t->task,       o->method,   o->metric,   tau,
-                             acdc ? NAN : o->recover,  r->n_edges,  r->n_kept,
-                             r->m_clean,    r->m_corr,   r->m_circuit, r->kl_circuit,
-                             r->faithfulness, r->evals,  r->seconds,  hex};
+    al_circuit_run_row cr =
+        {t->task,       o->method,       o->metric,  tau,        acdc ? NAN : o->recover,
+         r->n_edges,    r->n_kept,       r->m_clean, r->m_corr,  r->m_circuit,
+         r->kl_circuit, r->faithfulness, r->evals,   r->seconds, hex};
     if (al_store_put_circuit_run(s, run, mid, &cr, e)) return -1;
     for (int k = 0; k < r->n_edges; k++) {
         al_edge ed;

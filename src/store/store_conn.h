@@ -18,19 +18,48 @@
 /* The row writers' statements (store_rows.c), each prepared once per
  * connection on first use. */
 enum {
-    S_HEAD_SCORE, S_LAYER_SCORE, S_MODEL_SCORE, S_SV, S_EIG, S_TRI, S_COMP,
-    S_OVERLAP, S_ABL, S_PRUNE, S_TLOG, S_THS, S_PATCH, S_PATH, S_PATCH_RUN,
-    S_ATTR_RUN, S_LOGIT_ATTR, S_PATH_TERM, S_LENS, S_AP, S_AP_AGREE, S_ATTR_TOK, S_CIRC_RUN,
-    S_CIRC_EDGE, S_WARN, S_VIEW, S_SAE_RUN, S_SAE_FRUN, S_SAE_FEAT, S_SAE_CTX, S_SAE_LOGIT,
-    S_SAE_HEAD, S_SAE_PHEAD, S_N
+    S_HEAD_SCORE,
+    S_LAYER_SCORE,
+    S_MODEL_SCORE,
+    S_SV,
+    S_EIG,
+    S_TRI,
+    S_COMP,
+    S_OVERLAP,
+    S_ABL,
+    S_PRUNE,
+    S_TLOG,
+    S_THS,
+    S_PATCH,
+    S_PATH,
+    S_PATCH_RUN,
+    S_ATTR_RUN,
+    S_LOGIT_ATTR,
+    S_PATH_TERM,
+    S_LENS,
+    S_AP,
+    S_AP_AGREE,
+    S_ATTR_TOK,
+    S_CIRC_RUN,
+    S_CIRC_EDGE,
+    S_WARN,
+    S_VIEW,
+    S_SAE_RUN,
+    S_SAE_FRUN,
+    S_SAE_FEAT,
+    S_SAE_CTX,
+    S_SAE_LOGIT,
+    S_SAE_HEAD,
+    S_SAE_PHEAD,
+    S_N
 };
 
 struct al_store {
     sqlite3 *db;
-    sqlite3_stmt *st[S_N];  /* NULL until first used */
-    int in_tx;              /* inside al_store_tx_begin's transaction */
-    int readonly;           /* opened by al_store_open_read(only) */
-    int wal;                /* 1: switched to WAL for a write (store_before_write) */
+    sqlite3_stmt *st[S_N]; /* NULL until first used */
+    int in_tx; /* inside al_store_tx_begin's transaction */
+    int readonly; /* opened by al_store_open_read(only) */
+    int wal; /* 1: switched to WAL for a write (store_before_write) */
     volatile sig_atomic_t *stop; /* non-zero ends the wait for the WAL switch */
     char path[AL_PATH_MAX];
 };

@@ -28,7 +28,9 @@ const char *al_store_kind(al_store_results r) {
 const char *al_store_kind_needed(al_store_results r, al_err *e) {
     const char *k = al_store_kind(r);
     if (!k)
-        al_errf(e, "internal error: no run kind for result family %d (al_store_set_kind was not "
-                   "called)", (int)r);
+        al_errf(e,
+                "internal error: no run kind for result family %d (al_store_set_kind was not "
+                "called)",
+                (int)r);
     return k;
 }

@@ -154,8 +154,10 @@ int al_store_run_model_path(al_store *s, long run, char **path, al_err *e) {
     snprintf(rs, sizeof rs, "%ld", run);
     const char *params[1] = {rs};
     *path = NULL;
-    int rc = al_store_query(s, "SELECT m.path FROM runs r JOIN models m ON m.model_id = "
-                            "r.model_id WHERE r.run_id = ?1", params, 1, first_text, path, e);
+    int rc = al_store_query(s,
+                            "SELECT m.path FROM runs r JOIN models m ON m.model_id = "
+                            "r.model_id WHERE r.run_id = ?1",
+                            params, 1, first_text, path, e);
     if (rc) {
         free(*path);
         *path = NULL;
@@ -211,8 +213,8 @@ int al_store_latest_train_run(al_store *s, int64_t model_id, long *run, al_err *
     snprintf(mid, sizeof mid, "%lld", (long long)model_id);
     qval q;
     const char *kind = al_store_kind_needed(AL_RESULTS_TRAINING, e);
-    if (!kind ||
-        query1(s, "SELECT MAX(run_id) FROM runs WHERE kind = ?2 AND model_id = ?1", mid, kind, &q, e))
+    if (!kind || query1(s, "SELECT MAX(run_id) FROM runs WHERE kind = ?2 AND model_id = ?1", mid,
+                        kind, &q, e))
         return -1;
     *run = q.found ? (long)q.v : 0;
     return 0;
@@ -222,8 +224,10 @@ int al_store_train_text_probe(al_store *s, long run, int *text, al_err *e) {
     char rid[32];
     snprintf(rid, sizeof rid, "%ld", run);
     qval q;
-    if (query1(s, "SELECT json_extract(config_json, '$.probe_tokens') LIKE 'text%' FROM runs "
-                  "WHERE run_id = ?1 AND json_valid(config_json)", rid, NULL, &q, e))
+    if (query1(s,
+               "SELECT json_extract(config_json, '$.probe_tokens') LIKE 'text%' FROM runs "
+               "WHERE run_id = ?1 AND json_valid(config_json)",
+               rid, NULL, &q, e))
         return -1;
     *text = q.found && q.v == 1;
     return 0;
@@ -236,7 +240,7 @@ int al_store_latest_patch_run(al_store *s, int64_t model_id, const char *kind, l
 
 int al_store_latest_attribute_run(al_store *s, int64_t model_id, al_attr_need need, long *run,
                                   al_err *e) {
-    const char *cond = need == AL_ATTR_TERMS    ? "r.kind = ?2 AND (x.direct_dloss IS NOT NULL)"
+    const char *cond = need == AL_ATTR_TERMS      ? "r.kind = ?2 AND (x.direct_dloss IS NOT NULL)"
                        : need == AL_ATTR_PATCHING ? "r.kind = ?2 AND (x.direction IS NOT NULL)"
                                                   : "r.kind = ?2";
     const char *kind = al_store_kind_needed(AL_RESULTS_ATTRIBUTION, e);
@@ -261,12 +265,14 @@ static void run_head_read(al_store_run_head *h, const char *const *t, const doub
 
 /* Run `run` from runs and `table`: the run head's four columns, then
  * cols (LEFT JOIN: a run without its row still comes back). */
-static int run_read(al_store *s, long run, const char *table, const char *cols,
-                    al_store_row_fn fn, void *ctx, al_err *e) {
+static int run_read(al_store *s, long run, const char *table, const char *cols, al_store_row_fn fn,
+                    void *ctx, al_err *e) {
     char rs[32], sql[1024];
     snprintf(rs, sizeof rs, "%ld", run);
-    snprintf(sql, sizeof sql, "SELECT r.kind, r.status, r.model_id, x.task, %s FROM runs r LEFT "
-             "JOIN %s x ON x.run_id = r.run_id WHERE r.run_id = ?1", cols, table);
+    snprintf(sql, sizeof sql,
+             "SELECT r.kind, r.status, r.model_id, x.task, %s FROM runs r LEFT "
+             "JOIN %s x ON x.run_id = r.run_id WHERE r.run_id = ?1",
+             cols, table);
     const char *params[1] = {rs};
     return al_store_query(s, sql, params, 1, fn, ctx, e);
 }
@@ -289,8 +295,10 @@ static int prun_row(void *ctx, int nc, const char *const *t, const double *x, al
 int al_store_read_patch_run(al_store *s, long run, al_store_patch_run *out, al_err *e) {
     memset(out, 0, sizeof *out);
     out->h.run = run;
-    if (run_read(s, run, "patching_runs", "x.direction, x.component, x.n_pairs, x.seq_len, "
-                 "x.m_clean, x.m_corr, r.config_json, x.task_hash", prun_row, out, e)) {
+    if (run_read(s, run, "patching_runs",
+                 "x.direction, x.component, x.n_pairs, x.seq_len, "
+                 "x.m_clean, x.m_corr, r.config_json, x.task_hash",
+                 prun_row, out, e)) {
         al_store_patch_run_free(out);
         return -1;
     }
@@ -318,9 +326,10 @@ static int arun_row(void *ctx, int nc, const char *const *t, const double *x, al
 int al_store_read_attr_run(al_store *s, long run, al_store_attr_run *out, al_err *e) {
     memset(out, 0, sizeof *out);
     out->h.run = run;
-    return run_read(s, run, "attribution_runs", "x.metric_kind, x.direction, x.seq_len, "
-                    "x.n_items, x.direct_dloss, x.head_dloss, x.virtual_dloss, x.centred", arun_row, out,
-                    e);
+    return run_read(s, run, "attribution_runs",
+                    "x.metric_kind, x.direction, x.seq_len, "
+                    "x.n_items, x.direct_dloss, x.head_dloss, x.virtual_dloss, x.centred",
+                    arun_row, out, e);
 }
 
 static int crun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
@@ -342,9 +351,11 @@ static int crun_row(void *ctx, int nc, const char *const *t, const double *x, al
 int al_store_read_discover_run(al_store *s, long run, al_store_discover_run *out, al_err *e) {
     memset(out, 0, sizeof *out);
     out->h.run = run;
-    return run_read(s, run, "circuit_runs", "x.method, x.tau, x.n_edges, x.n_kept, "
+    return run_read(s, run, "circuit_runs",
+                    "x.method, x.tau, x.n_edges, x.n_kept, "
                     "x.faithfulness, x.kl, x.metric, CASE WHEN json_valid(r.config_json) THEN "
-                    "json_extract(r.config_json, '$.tau') END", crun_row, out, e);
+                    "json_extract(r.config_json, '$.tau') END",
+                    crun_row, out, e);
 }
 
 typedef struct cpick {
@@ -368,7 +379,8 @@ int al_store_default_circuit(al_store *s, long run, char *method, double *tau, a
     snprintf(rs, sizeof rs, "%ld", run);
     const char *params[1] = {rs};
     cpick c = {.found = 0};
-    if (al_store_query(s, "SELECT x.method, x.tau FROM circuit_runs x JOIN runs r ON r.run_id = "
+    if (al_store_query(s,
+                       "SELECT x.method, x.tau FROM circuit_runs x JOIN runs r ON r.run_id = "
                        "x.run_id WHERE x.run_id = ?1 ORDER BY coalesce(abs(x.tau - CASE WHEN "
                        "json_valid(r.config_json) THEN json_extract(r.config_json, '$.tau') END) "
                        "<= 1e-9 * max(1, abs(x.tau)), 0) DESC, x.tau IS NULL DESC, x.tau LIMIT 1",
@@ -383,36 +395,41 @@ int al_store_default_circuit(al_store *s, long run, char *method, double *tau, a
 /* ------------------------------------------------------ row readers */
 
 /* A row function filling struct T from columns, then pushing it. */
-#define ROW_FN(name, T, ...)                                                              \
-    static int name(void *ctx, int nc, const char *const *t, const double *x, al_err *e) { \
-        (void)nc, (void)t, (void)x;                                                        \
-        T r = {__VA_ARGS__};                                                               \
-        return rows_push(ctx, &r, e);                                                      \
+#define ROW_FN(name, T, ...)                                                                       \
+    static int name(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {         \
+        (void)nc, (void)t, (void)x;                                                                \
+        T r = {__VA_ARGS__};                                                                       \
+        return rows_push(ctx, &r, e);                                                              \
     }
 /* The offsets of a row type's string fields, and how many there are. */
-#define STRS(...) (const size_t[]){__VA_ARGS__}, (int)(sizeof((const size_t[]){__VA_ARGS__}) / sizeof(size_t))
+#define STRS(...)                                                                                  \
+    (const size_t[]){__VA_ARGS__}, (int)(sizeof((const size_t[]){__VA_ARGS__}) / sizeof(size_t))
 #define NO_STRS NULL, 0
 /* The block of a list reader into *rows (typed), the reader's result returned. */
-#define BLOCK(rows, ...)            \
-    do {                            \
-        void *blk_ = NULL;          \
-        int rc_ = (__VA_ARGS__);    \
-        *(rows) = blk_;             \
-        return rc_;                 \
+#define BLOCK(rows, ...)                                                                           \
+    do {                                                                                           \
+        void *blk_ = NULL;                                                                         \
+        int rc_ = (__VA_ARGS__);                                                                   \
+        *(rows) = blk_;                                                                            \
+        return rc_;                                                                                \
     } while (0)
 
 ROW_FN(comp_row, al_store_comp_row, t[0], x[1], x[2], x[3], x[4], x[5], x[6])
 int al_store_read_composition(al_store *s, long run, al_store_comp_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT kind, layer1, head1, layer2, head2, score, baseline "
-                    "FROM composition WHERE run_id = ?1", comp_row, sizeof **rows,
-                    STRS(offsetof(al_store_comp_row, kind)), &blk_, n, e));
+    BLOCK(rows,
+          run_rows(s, run,
+                   "SELECT kind, layer1, head1, layer2, head2, score, baseline "
+                   "FROM composition WHERE run_id = ?1",
+                   comp_row, sizeof **rows, STRS(offsetof(al_store_comp_row, kind)), &blk_, n, e));
 }
 
 ROW_FN(sval_row, al_store_sval_row, x[0], x[1], t[2], x[3], x[4])
 int al_store_read_svals(al_store *s, long run, al_store_sval_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT layer, head, circuit, idx, value FROM singular_values "
-                    "WHERE run_id = ?1", sval_row, sizeof **rows,
-                    STRS(offsetof(al_store_sval_row, circuit)), &blk_, n, e));
+    BLOCK(rows, run_rows(s, run,
+                         "SELECT layer, head, circuit, idx, value FROM singular_values "
+                         "WHERE run_id = ?1",
+                         sval_row, sizeof **rows, STRS(offsetof(al_store_sval_row, circuit)), &blk_,
+                         n, e));
 }
 
 ROW_FN(abl_row, al_store_ablation_row, t[0], t[1], x[2], x[3], t[4])
@@ -426,15 +443,17 @@ int al_store_read_ablations(al_store *s, long run, const char *metric, const cha
         return al_errf(e, "ablation metric '%s': delta_loss, delta_loss_copy or delta_loss_probe",
                        metric);
     char sql[512], rs[32];
-    snprintf(sql, sizeof sql, "SELECT kind, heads, %s, interaction, method FROM ablations WHERE "
-             "run_id = ?1 AND (?2 IS NULL OR method = ?2)", metric);
+    snprintf(sql, sizeof sql,
+             "SELECT kind, heads, %s, interaction, method FROM ablations WHERE "
+             "run_id = ?1 AND (?2 IS NULL OR method = ?2)",
+             metric);
     snprintf(rs, sizeof rs, "%ld", run);
     const char *params[2] = {rs, method};
     BLOCK(rows, read_rows(s, sql, params, 2, abl_row, sizeof **rows,
-                     STRS(offsetof(al_store_ablation_row, kind),
-                          offsetof(al_store_ablation_row, heads),
-                          offsetof(al_store_ablation_row, method)),
-                     &blk_, n, e));
+                          STRS(offsetof(al_store_ablation_row, kind),
+                               offsetof(al_store_ablation_row, heads),
+                               offsetof(al_store_ablation_row, method)),
+                          &blk_, n, e));
 }
 
 ROW_FN(prune_row, al_store_prune_row, x[0], x[1])
@@ -443,15 +462,18 @@ int al_store_read_pruning(al_store *s, long run, const char *method, al_store_pr
     char rs[32];
     snprintf(rs, sizeof rs, "%ld", run);
     const char *params[2] = {rs, method};
-    BLOCK(rows, read_rows(s, "SELECT heads_left, loss FROM pruning_steps WHERE run_id = ?1 AND "
-                     "method = ?2 ORDER BY step", params, 2, prune_row, sizeof **rows, NO_STRS,
-                     &blk_, n, e));
+    BLOCK(rows, read_rows(s,
+                          "SELECT heads_left, loss FROM pruning_steps WHERE run_id = ?1 AND "
+                          "method = ?2 ORDER BY step",
+                          params, 2, prune_row, sizeof **rows, NO_STRS, &blk_, n, e));
 }
 
 ROW_FN(train_row, al_store_train_row, x[0], x[1], x[2])
 int al_store_read_train_log(al_store *s, long run, al_store_train_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT step, train_loss, val_loss FROM train_log WHERE run_id "
-                    "= ?1 ORDER BY step", train_row, sizeof **rows, NO_STRS, &blk_, n, e));
+    BLOCK(rows, run_rows(s, run,
+                         "SELECT step, train_loss, val_loss FROM train_log WHERE run_id "
+                         "= ?1 ORDER BY step",
+                         train_row, sizeof **rows, NO_STRS, &blk_, n, e));
 }
 
 ROW_FN(head_step_row, al_store_head_step_row, x[0], x[1], x[2], x[3])
@@ -460,73 +482,86 @@ int al_store_read_train_head_scores(al_store *s, long run, const char *metric,
     char rs[32];
     snprintf(rs, sizeof rs, "%ld", run);
     const char *params[2] = {rs, metric};
-    BLOCK(rows, read_rows(s, "SELECT step, layer, head, value FROM train_head_scores WHERE run_id = "
-                     "?1 AND metric = ?2", params, 2, head_step_row, sizeof **rows, NO_STRS,
-                     &blk_, n, e));
+    BLOCK(rows, read_rows(s,
+                          "SELECT step, layer, head, value FROM train_head_scores WHERE run_id = "
+                          "?1 AND metric = ?2",
+                          params, 2, head_step_row, sizeof **rows, NO_STRS, &blk_, n, e));
 }
 
 ROW_FN(patching_row, al_store_patching_row, x[0], x[1], x[2], x[3])
-int al_store_read_patching(al_store *s, long run, al_store_patching_row **rows, int *n,
-                           al_err *e) {
+int al_store_read_patching(al_store *s, long run, al_store_patching_row **rows, int *n, al_err *e) {
     BLOCK(rows, run_rows(s, run, "SELECT layer, head, pos, value FROM patching WHERE run_id = ?1",
-                    patching_row, sizeof **rows, NO_STRS, &blk_, n, e));
+                         patching_row, sizeof **rows, NO_STRS, &blk_, n, e));
 }
 
 ROW_FN(path_row, al_store_path_row, t[0], x[1], x[2], t[3], x[4])
 int al_store_read_path_patching(al_store *s, long run, al_store_path_row **rows, int *n,
                                 al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT sender, receiver_layer, receiver_head, channel, value FROM "
-                    "path_patching WHERE run_id = ?1", path_row, sizeof **rows,
-                    STRS(offsetof(al_store_path_row, sender), offsetof(al_store_path_row, channel)),
-                    &blk_, n, e));
+    BLOCK(rows,
+          run_rows(s, run,
+                   "SELECT sender, receiver_layer, receiver_head, channel, value FROM "
+                   "path_patching WHERE run_id = ?1",
+                   path_row, sizeof **rows,
+                   STRS(offsetof(al_store_path_row, sender), offsetof(al_store_path_row, channel)),
+                   &blk_, n, e));
 }
 
 ROW_FN(dla_row, al_store_dla_row, t[0], x[1], x[2])
 int al_store_read_dla(al_store *s, long run, al_store_dla_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT component, pos, value FROM logit_attribution WHERE "
-                    "run_id = ?1 AND pos IS NOT NULL", dla_row, sizeof **rows,
-                    STRS(offsetof(al_store_dla_row, component)), &blk_, n, e));
+    BLOCK(rows, run_rows(s, run,
+                         "SELECT component, pos, value FROM logit_attribution WHERE "
+                         "run_id = ?1 AND pos IS NOT NULL",
+                         dla_row, sizeof **rows, STRS(offsetof(al_store_dla_row, component)), &blk_,
+                         n, e));
 }
 
 /* pos is NULL in these rows: value is column 1, pos stays NaN */
 ROW_FN(dla_top_row, al_store_dla_row, t[0], NAN, x[1])
 int al_store_read_dla_top(al_store *s, long run, al_store_dla_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT component, value FROM logit_attribution WHERE run_id = "
-                    "?1 AND pos IS NULL AND value IS NOT NULL ORDER BY abs(value) DESC LIMIT 4",
-                    dla_top_row, sizeof **rows, STRS(offsetof(al_store_dla_row, component)),
-                    &blk_, n, e));
+    BLOCK(rows,
+          run_rows(s, run,
+                   "SELECT component, value FROM logit_attribution WHERE run_id = "
+                   "?1 AND pos IS NULL AND value IS NOT NULL ORDER BY abs(value) DESC LIMIT 4",
+                   dla_top_row, sizeof **rows, STRS(offsetof(al_store_dla_row, component)), &blk_,
+                   n, e));
 }
 
 ROW_FN(token_row, al_store_token_row, x[0], t[1])
-int al_store_read_attr_tokens(al_store *s, long run, al_store_token_row **rows, int *n,
-                              al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1",
-                    token_row, sizeof **rows, STRS(offsetof(al_store_token_row, text)),
-                    &blk_, n, e));
+int al_store_read_attr_tokens(al_store *s, long run, al_store_token_row **rows, int *n, al_err *e) {
+    BLOCK(rows,
+          run_rows(s, run, "SELECT pos, text FROM attribution_tokens WHERE run_id = ?1", token_row,
+                   sizeof **rows, STRS(offsetof(al_store_token_row, text)), &blk_, n, e));
 }
 
 ROW_FN(term_row, al_store_term_row, t[0], t[1], x[2], x[3])
 int al_store_read_path_terms(al_store *s, long run, al_store_term_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = "
-                    "?1 ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 ELSE 2 END, "
-                    "layer IS NULL, layer, src_head, head", term_row, sizeof **rows,
-                    STRS(offsetof(al_store_term_row, term), offsetof(al_store_term_row, kind)),
-                    &blk_, n, e));
+    BLOCK(rows,
+          run_rows(s, run,
+                   "SELECT term, kind, layer, dloss FROM path_terms WHERE run_id = "
+                   "?1 ORDER BY CASE kind WHEN 'direct' THEN 0 WHEN 'head' THEN 1 ELSE 2 END, "
+                   "layer IS NULL, layer, src_head, head",
+                   term_row, sizeof **rows,
+                   STRS(offsetof(al_store_term_row, term), offsetof(al_store_term_row, kind)),
+                   &blk_, n, e));
 }
 
 ROW_FN(ap_row, al_store_ap_row, t[0], x[1], x[2], t[2] != NULL)
 int al_store_read_attr_patching(al_store *s, long run, al_store_ap_row **rows, int *n, al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT grid, estimate, actual FROM attribution_patching WHERE "
-                    "run_id = ?1", ap_row, sizeof **rows, STRS(offsetof(al_store_ap_row, grid)),
-                    &blk_, n, e));
+    BLOCK(rows,
+          run_rows(s, run,
+                   "SELECT grid, estimate, actual FROM attribution_patching WHERE "
+                   "run_id = ?1",
+                   ap_row, sizeof **rows, STRS(offsetof(al_store_ap_row, grid)), &blk_, n, e));
 }
 
 ROW_FN(agree_row, al_store_agree_row, t[0], x[1], x[2], x[3], x[4])
 int al_store_read_attr_agreement(al_store *s, long run, al_store_agree_row **rows, int *n,
                                  al_err *e) {
-    BLOCK(rows, run_rows(s, run, "SELECT grid, n, pearson, spearman, top5 FROM "
-                    "attribution_agreement WHERE run_id = ?1", agree_row, sizeof **rows,
-                    STRS(offsetof(al_store_agree_row, grid)), &blk_, n, e));
+    BLOCK(rows, run_rows(s, run,
+                         "SELECT grid, n, pearson, spearman, top5 FROM "
+                         "attribution_agreement WHERE run_id = ?1",
+                         agree_row, sizeof **rows, STRS(offsetof(al_store_agree_row, grid)), &blk_,
+                         n, e));
 }
 
 ROW_FN(edge_row, al_store_edge_row, t[0], x[1], x[2], t[3], x[4], x[5])
@@ -537,13 +572,15 @@ int al_store_read_circuit_edges(al_store *s, long run, const char *method, doubl
     /* tau as exact text: the parameter is bound as text and the column's
      * REAL affinity converts it back to the same double */
     snprintf(ts, sizeof ts, "%.17g", tau);
-    snprintf(sql, sizeof sql, "SELECT sender, receiver_layer, receiver_head, channel, score, kept "
+    snprintf(sql, sizeof sql,
+             "SELECT sender, receiver_layer, receiver_head, channel, score, kept "
              "FROM circuit_edges WHERE run_id = ?1 AND method = ?2 AND %s ORDER BY edge",
              isnan(tau) ? "tau IS NULL" : "tau = ?3");
     const char *params[3] = {rs, method, ts};
-    BLOCK(rows, read_rows(s, sql, params, isnan(tau) ? 2 : 3, edge_row, sizeof **rows,
-                     STRS(offsetof(al_store_edge_row, sender), offsetof(al_store_edge_row, channel)),
-                     &blk_, n, e));
+    BLOCK(rows,
+          read_rows(s, sql, params, isnan(tau) ? 2 : 3, edge_row, sizeof **rows,
+                    STRS(offsetof(al_store_edge_row, sender), offsetof(al_store_edge_row, channel)),
+                    &blk_, n, e));
 }
 
 ROW_FN(sweep_row, al_store_sweep_row, t[0], x[1], x[2], x[3], x[4], x[5])
@@ -552,14 +589,16 @@ int al_store_read_sweep_induction(al_store *s, al_store_sweep_row **rows, int *n
     *rows = NULL;
     *n = 0;
     if (!params[0]) return -1;
-    BLOCK(rows, read_rows(s, "SELECT sm.setting, sm.n_layers, sm.model_id, sm.seed, t.step, "
-                     "max(t.value) FROM sweep_models sm "
-                     "JOIN latest_run lr ON lr.model_id = sm.model_id AND lr.kind = ?1 "
-                     "JOIN train_head_scores t ON t.run_id = lr.run_id AND t.metric = 'induction' "
-                     "GROUP BY sm.model_id, t.step "
-                     "ORDER BY sm.setting, sm.n_layers, sm.seed, sm.model_id, t.step",
-                     params, 1, sweep_row, sizeof **rows, STRS(offsetof(al_store_sweep_row, setting)),
-                     &blk_, n, e));
+    BLOCK(rows,
+          read_rows(s,
+                    "SELECT sm.setting, sm.n_layers, sm.model_id, sm.seed, t.step, "
+                    "max(t.value) FROM sweep_models sm "
+                    "JOIN latest_run lr ON lr.model_id = sm.model_id AND lr.kind = ?1 "
+                    "JOIN train_head_scores t ON t.run_id = lr.run_id AND t.metric = 'induction' "
+                    "GROUP BY sm.model_id, t.step "
+                    "ORDER BY sm.setting, sm.n_layers, sm.seed, sm.model_id, t.step",
+                    params, 1, sweep_row, sizeof **rows,
+                    STRS(offsetof(al_store_sweep_row, setting)), &blk_, n, e));
 }
 
 /* ---------------------------------------------------------- views */
@@ -599,7 +638,9 @@ int al_store_read_head_view(al_store *s, long run, const char *metric, int L, in
     view_ctx c = {v, L, H, title, cap};
     for (int i = 0; i < L * H; i++) v[i] = NAN;
     if (cap) title[0] = 0;
-    return al_store_query(s, "SELECT v.title, h.layer, h.head, h.value FROM views v JOIN "
+    return al_store_query(s,
+                          "SELECT v.title, h.layer, h.head, h.value FROM views v JOIN "
                           "head_scores h ON h.run_id = v.run_id AND h.metric = v.metric "
-                          "WHERE v.run_id = ?1 AND v.metric = ?2", params, 2, view_row, &c, e);
+                          "WHERE v.run_id = ?1 AND v.metric = ?2",
+                          params, 2, view_row, &c, e);
 }

@@ -105,96 +105,80 @@ static int put_row(al_store *s, int id, al_err *e, const char *fmt, ...) {
     return store_step_done(s, q, e);
 }
 
-int al_store_put_head_score(al_store *s, int64_t run_id, int64_t model_id,
-                            int layer, int head, const char *metric,
-                            double value, al_err *e) {
-    return put_row(s, S_HEAD_SCORE, e, "IIiisd", run_id, model_id, layer,
-                   head, metric, value);
+int al_store_put_head_score(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                            const char *metric, double value, al_err *e) {
+    return put_row(s, S_HEAD_SCORE, e, "IIiisd", run_id, model_id, layer, head, metric, value);
 }
 
-int al_store_put_layer_score(al_store *s, int64_t run_id, int64_t model_id,
-                             int layer, const char *metric, double value,
-                             al_err *e) {
-    return put_row(s, S_LAYER_SCORE, e, "IIisd", run_id, model_id, layer,
-                   metric, value);
-}
-
-int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id,
+int al_store_put_layer_score(al_store *s, int64_t run_id, int64_t model_id, int layer,
                              const char *metric, double value, al_err *e) {
-    return put_row(s, S_MODEL_SCORE, e, "IIsd", run_id, model_id, metric,
-                   value);
+    return put_row(s, S_LAYER_SCORE, e, "IIisd", run_id, model_id, layer, metric, value);
 }
 
-int al_store_put_singular_value(al_store *s, int64_t run_id, int64_t model_id,
-                                int layer, int head, const char *circuit,
-                                int idx, double value, al_err *e) {
-    return put_row(s, S_SV, e, "IIiisid", run_id, model_id, layer, head,
-                   circuit, idx, value);
+int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id, const char *metric,
+                             double value, al_err *e) {
+    return put_row(s, S_MODEL_SCORE, e, "IIsd", run_id, model_id, metric, value);
 }
 
-int al_store_put_eigenvalue(al_store *s, int64_t run_id, int64_t model_id,
-                            int layer, int head, const char *circuit, int idx,
-                            double re, double im, al_err *e) {
-    return put_row(s, S_EIG, e, "IIiisidd", run_id, model_id, layer, head,
-                   circuit, idx, re, im);
+int al_store_put_singular_value(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                                const char *circuit, int idx, double value, al_err *e) {
+    return put_row(s, S_SV, e, "IIiisid", run_id, model_id, layer, head, circuit, idx, value);
 }
 
-int al_store_put_skip_trigram(al_store *s, int64_t run_id, int64_t model_id,
-                              int layer, int head, const al_trigram_row *t,
-                              al_err *e) {
-    return put_row(s, S_TRI, e, "IIiiiiiitttddd", run_id, model_id, layer,
-                   head, t->rank, t->a, t->b, t->c, t->a_str, t->a_len,
-                   t->b_str, t->b_len, t->c_str, t->c_len, t->qk, t->ov,
-                   t->score);
+int al_store_put_eigenvalue(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                            const char *circuit, int idx, double re, double im, al_err *e) {
+    return put_row(s, S_EIG, e, "IIiisidd", run_id, model_id, layer, head, circuit, idx, re, im);
 }
 
-int al_store_put_composition(al_store *s, int64_t run_id, int64_t model_id,
-                             const char *kind, int l1, int h1, int l2, int h2,
-                             double score, double baseline, double baseline_sd,
-                             al_err *e) {
-    return put_row(s, S_COMP, e, "IIsiiiiddd", run_id, model_id, kind, l1,
-                   h1, l2, h2, score, baseline, baseline_sd);
+int al_store_put_skip_trigram(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                              const al_trigram_row *t, al_err *e) {
+    return put_row(s, S_TRI, e, "IIiiiiiitttddd", run_id, model_id, layer, head, t->rank, t->a,
+                   t->b, t->c, t->a_str, t->a_len, t->b_str, t->b_len, t->c_str, t->c_len, t->qk,
+                   t->ov, t->score);
 }
 
-int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id,
-                              int layer, const char *space, int h1, int h2,
-                              double value, al_err *e) {
-    return put_row(s, S_OVERLAP, e, "IIisiid", run_id, model_id, layer,
-                   space, h1, h2, value);
+int al_store_put_composition(al_store *s, int64_t run_id, int64_t model_id, const char *kind,
+                             int l1, int h1, int l2, int h2, double score, double baseline,
+                             double baseline_sd, al_err *e) {
+    return put_row(s, S_COMP, e, "IIsiiiiddd", run_id, model_id, kind, l1, h1, l2, h2, score,
+                   baseline, baseline_sd);
 }
 
-int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id,
-                          const al_ablation_row *r, al_err *e) {
-    return put_row(s, S_ABL, e, "IIsssiddddd", run_id, model_id, r->method,
-                   r->kind, r->heads, r->n_heads, r->loss, r->delta_loss,
-                   r->delta_loss_copy, r->delta_loss_probe, r->interaction);
+int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id, int layer,
+                              const char *space, int h1, int h2, double value, al_err *e) {
+    return put_row(s, S_OVERLAP, e, "IIisiid", run_id, model_id, layer, space, h1, h2, value);
+}
+
+int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id, const al_ablation_row *r,
+                          al_err *e) {
+    return put_row(s, S_ABL, e, "IIsssiddddd", run_id, model_id, r->method, r->kind, r->heads,
+                   r->n_heads, r->loss, r->delta_loss, r->delta_loss_copy, r->delta_loss_probe,
+                   r->interaction);
 }
 
 int al_store_put_pruning_step(al_store *s, int64_t run_id, int64_t model_id,
                               const al_pruning_row *r, al_err *e) {
-    return put_row(s, S_PRUNE, e, "IIsiooiddds", run_id, model_id, r->method,
-                   r->step, r->layer, r->head, r->heads_left, r->importance,
-                   r->loss, r->delta_loss, r->mask);
+    return put_row(s, S_PRUNE, e, "IIsiooiddds", run_id, model_id, r->method, r->step, r->layer,
+                   r->head, r->heads_left, r->importance, r->loss, r->delta_loss, r->mask);
 }
 
-int al_store_put_patching(al_store *s, int64_t run_id, int64_t model_id,
-                          const al_patching_row *r, al_err *e) {
+int al_store_put_patching(al_store *s, int64_t run_id, int64_t model_id, const al_patching_row *r,
+                          al_err *e) {
     return put_row(s, S_PATCH, e, "IIsssioodd", run_id, model_id, r->task, r->direction,
                    r->component, r->layer, r->head, r->pos, r->value, r->metric);
 }
 
 int al_store_put_path_patching(al_store *s, int64_t run_id, int64_t model_id,
                                const al_path_patching_row *r, al_err *e) {
-    return put_row(s, S_PATH, e, "IIsssoosdd", run_id, model_id, r->task, r->direction,
-                   r->sender, r->receiver_layer, r->receiver_head, r->channel, r->value,
-                   r->metric);
+    return put_row(s, S_PATH, e, "IIsssoosdd", run_id, model_id, r->task, r->direction, r->sender,
+                   r->receiver_layer, r->receiver_head, r->channel, r->value, r->metric);
 }
 
 int al_store_put_patching_run(al_store *s, int64_t run_id, int64_t model_id,
                               const al_patching_run_row *r, al_err *e) {
-    return put_row(s, S_PATCH_RUN, e, "IIsssiiddds", run_id, model_id, r->task,
-                   r->direction, r->component, r->n_pairs, r->seq_len, r->m_clean, r->m_corr,
-                   r->seconds, r->task_hash);
+    return put_row(s, S_PATCH_RUN, e, "IIsssiiddds", run_id, model_id, r->task, r->direction,
+                   r->component, r->n_pairs, r->seq_len, r->m_clean, r->m_corr, r->seconds,
+                   r->task_hash);
 }
 
 int al_store_put_attribution_run(al_store *s, int64_t run_id, int64_t model_id,
@@ -206,15 +190,15 @@ int al_store_put_attribution_run(al_store *s, int64_t run_id, int64_t model_id,
                    r->seconds, r->seconds_attrpatch, r->seconds_patch, r->task_hash, r->centred);
 }
 
-int al_store_put_logit_attribution(al_store *s, int64_t run_id, int64_t model_id,
-                                   const char *task, const char *component, int pos,
-                                   double value, int n_items, al_err *e) {
+int al_store_put_logit_attribution(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+                                   const char *component, int pos, double value, int n_items,
+                                   al_err *e) {
     return put_row(s, S_LOGIT_ATTR, e, "IIssodi", run_id, model_id, task, component, pos, value,
                    n_items);
 }
 
-int al_store_put_path_term(al_store *s, int64_t run_id, int64_t model_id,
-                           const al_path_term_row *r, al_err *e) {
+int al_store_put_path_term(al_store *s, int64_t run_id, int64_t model_id, const al_path_term_row *r,
+                           al_err *e) {
     return put_row(s, S_PATH_TERM, e, "IIsssooodd", run_id, model_id, r->task, r->term, r->kind,
                    r->layer, r->head, r->src_head, r->value, r->dloss);
 }
@@ -226,16 +210,15 @@ int al_store_put_logit_lens(al_store *s, int64_t run_id, int64_t model_id, const
 
 int al_store_put_attribution_patching(al_store *s, int64_t run_id, int64_t model_id,
                                       const al_attribution_patching_row *r, al_err *e) {
-    return put_row(s, S_AP, e, "IIsssooosoosdd", run_id, model_id, r->task, r->direction,
-                   r->grid, r->layer, r->head, r->pos, r->sender, r->receiver_layer,
-                   r->receiver_head, r->channel, r->estimate, r->actual);
+    return put_row(s, S_AP, e, "IIsssooosoosdd", run_id, model_id, r->task, r->direction, r->grid,
+                   r->layer, r->head, r->pos, r->sender, r->receiver_layer, r->receiver_head,
+                   r->channel, r->estimate, r->actual);
 }
 
 int al_store_put_attribution_agreement(al_store *s, int64_t run_id, int64_t model_id,
                                        const char *grid, int n, double pearson, double spearman,
                                        int top5, al_err *e) {
-    return put_row(s, S_AP_AGREE, e, "IIsiddi", run_id, model_id, grid, n, pearson, spearman,
-                   top5);
+    return put_row(s, S_AP_AGREE, e, "IIsiddi", run_id, model_id, grid, n, pearson, spearman, top5);
 }
 
 int al_store_put_attribution_token(al_store *s, int64_t run_id, int pos, int token,
@@ -252,27 +235,25 @@ int al_store_put_circuit_run(al_store *s, int64_t run_id, int64_t model_id,
 
 int al_store_put_circuit_edge(al_store *s, int64_t run_id, int64_t model_id,
                               const al_circuit_edge_row *r, al_err *e) {
-    return put_row(s, S_CIRC_EDGE, e, "IIsdisoosdi", run_id, model_id, r->method, r->tau,
-                   r->edge, r->sender, r->receiver_layer, r->receiver_head, r->channel, r->score,
-                   r->kept);
+    return put_row(s, S_CIRC_EDGE, e, "IIsdisoosdi", run_id, model_id, r->method, r->tau, r->edge,
+                   r->sender, r->receiver_layer, r->receiver_head, r->channel, r->score, r->kept);
 }
 
-int al_store_put_sae_run(al_store *s, int64_t run_id, int64_t model_id,
-                         const al_sae_run_row *r, al_err *e) {
+int al_store_put_sae_run(al_store *s, int64_t run_id, int64_t model_id, const al_sae_run_row *r,
+                         al_err *e) {
     return put_row(s, S_SAE_RUN, e, "IIissiisodIiIIdIddddddddddds", run_id, model_id, r->layer,
                    r->site, r->hook_name, r->d_in, r->d_sae, r->arch, r->k, r->l1_coeff,
-                   (int64_t)r->steps, r->batch, (int64_t)r->activations, (int64_t)r->seed,
-                   r->scale, (int64_t)r->eval_n, r->l0, r->fve, r->mse, r->dead_frac,
-                   r->dense_frac, r->ce_clean, r->ce_sae, r->ce_zero, r->ce_recovered,
-                   r->seconds, r->rate, r->out_dir);
+                   (int64_t)r->steps, r->batch, (int64_t)r->activations, (int64_t)r->seed, r->scale,
+                   (int64_t)r->eval_n, r->l0, r->fve, r->mse, r->dead_frac, r->dense_frac,
+                   r->ce_clean, r->ce_sae, r->ce_zero, r->ce_recovered, r->seconds, r->rate,
+                   r->out_dir);
 }
 
 int al_store_put_sae_feature_run(al_store *s, int64_t run_id, int64_t model_id,
                                  const al_sae_feature_run_row *r, al_err *e) {
-    return put_row(s, S_SAE_FRUN, e, "IIssiiiiiIiidid", run_id, model_id, r->sae_dir,
-                   r->hook_name, r->layer, r->d_sae, r->n_live, r->windows, r->seq_len,
-                   (int64_t)r->positions, r->probe_r, r->probe_n, r->seconds, r->n_induction,
-                   r->group_auroc);
+    return put_row(s, S_SAE_FRUN, e, "IIssiiiiiIiidid", run_id, model_id, r->sae_dir, r->hook_name,
+                   r->layer, r->d_sae, r->n_live, r->windows, r->seq_len, (int64_t)r->positions,
+                   r->probe_r, r->probe_n, r->seconds, r->n_induction, r->group_auroc);
 }
 
 int al_store_put_sae_feature(al_store *s, int64_t run_id, int64_t model_id,
@@ -295,8 +276,8 @@ int al_store_put_sae_feature_context(al_store *s, int64_t run_id, int64_t model_
 int al_store_put_sae_feature_logit(al_store *s, int64_t run_id, int64_t model_id, int feature,
                                    const char *direction, int rank, int token,
                                    const char *token_str, size_t len, double value, al_err *e) {
-    return put_row(s, S_SAE_LOGIT, e, "IIisiitd", run_id, model_id, feature, direction, rank,
-                   token, token_str, len, value);
+    return put_row(s, S_SAE_LOGIT, e, "IIisiitd", run_id, model_id, feature, direction, rank, token,
+                   token_str, len, value);
 }
 
 int al_store_put_sae_feature_head(al_store *s, int64_t run_id, int64_t model_id, int feature,
@@ -306,27 +287,22 @@ int al_store_put_sae_feature_head(al_store *s, int64_t run_id, int64_t model_id,
                    contribution, share);
 }
 
-int al_store_put_sae_probe_head(al_store *s, int64_t run_id, int64_t model_id, int layer,
-                                int head, double auroc, al_err *e) {
+int al_store_put_sae_probe_head(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
+                                double auroc, al_err *e) {
     return put_row(s, S_SAE_PHEAD, e, "IIiid", run_id, model_id, layer, head, auroc);
 }
 
-int al_store_put_train_log(al_store *s, int64_t run_id,
-                           const al_train_log_row *r, al_err *e) {
-    return put_row(s, S_TLOG, e, "IIdddddd", run_id, (int64_t)r->step,
-                   r->tokens, r->train_loss, r->val_loss, r->icl_gain, r->lr,
-                   r->seconds);
+int al_store_put_train_log(al_store *s, int64_t run_id, const al_train_log_row *r, al_err *e) {
+    return put_row(s, S_TLOG, e, "IIdddddd", run_id, (int64_t)r->step, r->tokens, r->train_loss,
+                   r->val_loss, r->icl_gain, r->lr, r->seconds);
 }
 
-int al_store_put_train_head_score(al_store *s, int64_t run_id, long step,
-                                  int layer, int head, const char *metric,
-                                  double value, al_err *e) {
-    return put_row(s, S_THS, e, "IIiisd", run_id, (int64_t)step, layer, head,
-                   metric, value);
+int al_store_put_train_head_score(al_store *s, int64_t run_id, long step, int layer, int head,
+                                  const char *metric, double value, al_err *e) {
+    return put_row(s, S_THS, e, "IIiisd", run_id, (int64_t)step, layer, head, metric, value);
 }
 
-int al_store_put_warnings(al_store *s, int64_t run, int64_t mid, const al_warnings *w,
-                          al_err *e) {
+int al_store_put_warnings(al_store *s, int64_t run, int64_t mid, const al_warnings *w, al_err *e) {
     for (int i = 0; w && i < w->n && i < AL_WARN_MAX; i++) {
         char msg[AL_WARN_LEN];
         snprintf(msg, sizeof msg, "%s", w->msg[i]); /* NUL-terminated whatever w holds */
@@ -340,15 +316,15 @@ int al_store_put_view_row(al_store *s, int64_t run, int64_t mid, const char *met
     return put_row(s, S_VIEW, e, "IIsss", run, mid, metric, shape, title);
 }
 
-int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max_step,
-                             int *carried, al_err *e) {
+int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max_step, int *carried,
+                             al_err *e) {
     static const char check[] =
         "SELECT count(*) FROM runs WHERE run_id = ?1 AND kind = ?3 AND ?1 < ?2";
-    static const char *const copy[] = {
-        "INSERT OR REPLACE INTO train_log SELECT ?1, step, tokens, train_loss, val_loss,"
-        " icl_gain, lr, seconds FROM train_log WHERE run_id = ?2 AND step <= ?3",
-        "INSERT OR REPLACE INTO train_head_scores SELECT ?1, step, layer, head, metric, value"
-        " FROM train_head_scores WHERE run_id = ?2 AND step <= ?3"};
+    static const char *const copy[] =
+        {"INSERT OR REPLACE INTO train_log SELECT ?1, step, tokens, train_loss, val_loss,"
+         " icl_gain, lr, seconds FROM train_log WHERE run_id = ?2 AND step <= ?3",
+         "INSERT OR REPLACE INTO train_head_scores SELECT ?1, step, layer, head, metric, value"
+         " FROM train_head_scores WHERE run_id = ?2 AND step <= ?3"};
     sqlite3_stmt *q;
     *carried = 0;
     if (s->in_tx) return al_errf(e, "database %s: carry_train_log inside a transaction", s->path);

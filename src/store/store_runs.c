@@ -30,9 +30,8 @@ static void facts_from_state(const char *dir, al_model_facts *f) {
     al_state_free(&st);
 }
 
-int al_store_model(al_store *s, const char *dir, const char *sha256,
-                   const al_model *m, const al_model_facts *facts,
-                   int64_t *model_id, al_err *e) {
+int al_store_model(al_store *s, const char *dir, const char *sha256, const al_model *m,
+                   const al_model_facts *facts, int64_t *model_id, al_err *e) {
     char wpath[AL_PATH_MAX + 64], hex[65];
     if (sha256) {
         if (strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64)
@@ -68,7 +67,7 @@ int al_store_model(al_store *s, const char *dir, const char *sha256,
     const al_config *c = &m->cfg;
     store_bind_str(q, 1, hex);
     store_bind_str(q, 2, abs ? abs : dir);
-    int ints[7] = {c->n_layers, c->d_model, c->n_heads, c->d_head,
+    int ints[7] = {c->n_layers, c->d_model, c->n_heads,        c->d_head,
                    c->n_ctx,    c->d_vocab, c->tied_embeddings};
     for (int i = 0; i < 7; i++) sqlite3_bind_int(q, 3 + i, ints[i]);
     sqlite3_bind_int64(q, 10, (sqlite3_int64)c->seed); /* > 2^63 wraps */
@@ -92,8 +91,8 @@ int al_store_model(al_store *s, const char *dir, const char *sha256,
 
 /* -------------------------------------------------------------- runs */
 
-int al_store_run_begin(al_store *s, const char *kind, const char *config_json,
-                       int64_t model_id, int64_t *run_id, al_err *e) {
+int al_store_run_begin(al_store *s, const char *kind, const char *config_json, int64_t model_id,
+                       int64_t *run_id, al_err *e) {
     if (s->in_tx) return al_errf(e, "database %s: run_begin inside a transaction", s->path);
     char host[256], start[64];
     store_host_name(host, sizeof host);
@@ -138,8 +137,7 @@ int al_store_put_sweep_task(al_store *s, const al_sweep_task_row *r, al_err *e) 
     return rc;
 }
 
-int al_store_run_set_model(al_store *s, int64_t run_id, int64_t model_id,
-                           al_err *e) {
+int al_store_run_set_model(al_store *s, int64_t run_id, int64_t model_id, al_err *e) {
     sqlite3_stmt *q;
     if (store_prepare(s, "UPDATE runs SET model_id = ? WHERE run_id = ?", &q, e)) return -1;
     sqlite3_bind_int64(q, 1, model_id);
@@ -163,12 +161,13 @@ int al_store_tx_commit(al_store *s, al_err *e) {
     return 0;
 }
 
-static int set_status(al_store *s, int64_t run_id, const char *status,
-                      const char *msg, al_err *e) {
+static int set_status(al_store *s, int64_t run_id, const char *status, const char *msg, al_err *e) {
     sqlite3_stmt *q;
-    if (store_prepare(s, "UPDATE runs SET status = ?, error = ?,"
-                         " finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-                         " WHERE run_id = ?", &q, e))
+    if (store_prepare(s,
+                      "UPDATE runs SET status = ?, error = ?,"
+                      " finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+                      " WHERE run_id = ?",
+                      &q, e))
         return -1;
     store_bind_str(q, 1, status);
     store_bind_str(q, 2, msg);
@@ -203,7 +202,8 @@ void al_store_strings_free(char **v, int n) {
 int al_store_run_warnings(al_store *s, int64_t run, char ***msgs, int *n, al_err *e) {
     *msgs = NULL, *n = 0;
     sqlite3_stmt *q;
-    if (store_prepare(s, "SELECT message FROM run_warnings WHERE run_id = ? ORDER BY seq, warning_id",
+    if (store_prepare(s,
+                      "SELECT message FROM run_warnings WHERE run_id = ? ORDER BY seq, warning_id",
                       &q, e))
         return -1;
     sqlite3_bind_int64(q, 1, run);
@@ -244,8 +244,10 @@ int al_store_run_discard(al_store *s, int64_t run, al_err *e) {
     if (store_prepare(s, "SELECT status FROM runs WHERE run_id = ?", &q, e)) goto out;
     sqlite3_bind_int64(q, 1, run);
     if ((r = sqlite3_step(q)) != SQLITE_ROW) {
-        if (r == SQLITE_DONE) al_errf(e, "database %s: no run %lld", s->path, (long long)run);
-        else store_db_err(s, e, "cannot read the run");
+        if (r == SQLITE_DONE)
+            al_errf(e, "database %s: no run %lld", s->path, (long long)run);
+        else
+            store_db_err(s, e, "cannot read the run");
         goto out;
     }
     if (!strcmp((const char *)sqlite3_column_text(q, 0), "done")) {
@@ -256,10 +258,11 @@ int al_store_run_discard(al_store *s, int64_t run, al_err *e) {
     sqlite3_finalize(q);
     /* every table with a run_id column, from the schema (as merge.c finds
      * them), so a table added later is covered; runs itself last */
-    if (store_prepare(s,
-                      "SELECT m.name FROM sqlite_schema m JOIN pragma_table_info(m.name) c "
-                      "WHERE m.type = 'table' AND c.name = 'run_id' AND m.name <> 'runs' ORDER BY m.name",
-                      &q, e))
+    if (store_prepare(
+            s,
+            "SELECT m.name FROM sqlite_schema m JOIN pragma_table_info(m.name) c "
+            "WHERE m.type = 'table' AND c.name = 'run_id' AND m.name <> 'runs' ORDER BY m.name",
+            &q, e))
         goto out;
     while ((r = sqlite3_step(q)) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(q, 0);

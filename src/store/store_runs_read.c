@@ -22,8 +22,10 @@ static int num2(al_store *s, const char *sql, const char *p1, const char *p2, do
 int al_store_count_done(al_store *s, const char *sha, const char *kind, long *n, al_err *e) {
     double v;
     *n = 0;
-    if (num2(s, "SELECT count(*) FROM runs r JOIN models m USING (model_id) WHERE "
-                "m.sha256 = ?1 AND r.kind = ?2 AND r.status = 'done'", sha, kind, &v, e))
+    if (num2(s,
+             "SELECT count(*) FROM runs r JOIN models m USING (model_id) WHERE "
+             "m.sha256 = ?1 AND r.kind = ?2 AND r.status = 'done'",
+             sha, kind, &v, e))
         return -1;
     *n = isnan(v) ? 0 : (long)v;
     return 0;
@@ -32,8 +34,10 @@ int al_store_count_done(al_store *s, const char *sha, const char *kind, long *n,
 int al_store_run_done(al_store *s, const char *run, const char *sha, int *done, al_err *e) {
     double v;
     *done = 0;
-    if (num2(s, "SELECT r.status = 'done' FROM runs r JOIN models m USING (model_id) "
-                "WHERE r.run_id = ?1 AND m.sha256 = ?2", run, sha, &v, e))
+    if (num2(s,
+             "SELECT r.status = 'done' FROM runs r JOIN models m USING (model_id) "
+             "WHERE r.run_id = ?1 AND m.sha256 = ?2",
+             run, sha, &v, e))
         return -1;
     *done = v == 1;
     return 0;

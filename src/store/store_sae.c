@@ -8,18 +8,24 @@
 int al_store_put_sae_features(al_store *s, int64_t run_id, int64_t model_id, const char *sae_dir,
                               const char *hook_name, const al_sae_feat_result *r,
                               const al_tokenizer *tok, al_err *e) {
-    al_sae_feature_run_row fr = {.sae_dir = sae_dir, .hook_name = hook_name, .layer = r->layer,
-                                 .d_sae = r->d_sae, .n_live = r->n_live, .windows = r->windows,
-                                 .seq_len = r->T, .positions = r->positions,
-                                 .probe_r = r->probe_r, .probe_n = r->probe_n,
-                                 .seconds = r->seconds, .n_induction = r->n_induction,
+    al_sae_feature_run_row fr = {.sae_dir = sae_dir,
+                                 .hook_name = hook_name,
+                                 .layer = r->layer,
+                                 .d_sae = r->d_sae,
+                                 .n_live = r->n_live,
+                                 .windows = r->windows,
+                                 .seq_len = r->T,
+                                 .positions = r->positions,
+                                 .probe_r = r->probe_r,
+                                 .probe_n = r->probe_n,
+                                 .seconds = r->seconds,
+                                 .n_induction = r->n_induction,
                                  .group_auroc = r->group_auroc};
     if (al_store_put_sae_feature_run(s, run_id, model_id, &fr, e) != 0) return -1;
     const int H = r->H;
     char buf[256];
     for (int h = 0; h < H; h++)
-        if (al_store_put_sae_probe_head(s, run_id, model_id, r->layer, h, r->head_auroc[h], e) !=
-            0)
+        if (al_store_put_sae_probe_head(s, run_id, model_id, r->layer, h, r->head_auroc[h], e) != 0)
             return -1;
     for (int i = 0; i < r->d_sae; i++) {
         if (!r->fired[i]) continue;
@@ -28,16 +34,24 @@ int al_store_put_sae_features(al_store *s, int64_t run_id, int64_t model_id, con
             double v = r->share[(size_t)i * H + h];
             if (isfinite(v) && (top < 0 || v > r->share[(size_t)i * H + top])) top = h;
         }
-        al_sae_feature_row row = {
-            .feature = i, .fired = r->fired[i], .density = r->density[i],
-            .mean_act = r->mean_act[i], .max_act = r->max_act[i],
-            .first_mean = r->first_mean[i], .second_mean = r->second_mean[i],
-            .induction_index = r->induction_index[i], .top_layer = top >= 0 ? r->layer : -1,
-            .top_head = top, .top_share = top >= 0 ? r->share[(size_t)i * H + top] : NAN,
-            .first_fired = r->first_fired[i], .second_fired = r->second_fired[i],
-            .induction_p = r->induction_p[i], .auroc = r->auroc[i],
-            .induction = r->induction[i], .next_token = r->next_token[i],
-            .next_share = r->next_share[i]};
+        al_sae_feature_row row = {.feature = i,
+                                  .fired = r->fired[i],
+                                  .density = r->density[i],
+                                  .mean_act = r->mean_act[i],
+                                  .max_act = r->max_act[i],
+                                  .first_mean = r->first_mean[i],
+                                  .second_mean = r->second_mean[i],
+                                  .induction_index = r->induction_index[i],
+                                  .top_layer = top >= 0 ? r->layer : -1,
+                                  .top_head = top,
+                                  .top_share = top >= 0 ? r->share[(size_t)i * H + top] : NAN,
+                                  .first_fired = r->first_fired[i],
+                                  .second_fired = r->second_fired[i],
+                                  .induction_p = r->induction_p[i],
+                                  .auroc = r->auroc[i],
+                                  .induction = r->induction[i],
+                                  .next_token = r->next_token[i],
+                                  .next_share = r->next_share[i]};
         char nb[256];
         if (r->next_token[i] >= 0) {
             row.next_token_len = al_store_token_str(tok, r->next_token[i], nb, sizeof nb);

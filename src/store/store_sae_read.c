@@ -176,10 +176,13 @@ static int ctx_row(void *ctx, int nc, const char *const *t, const double *x, al_
     if (!q) return al_errf(e, "out of memory");
     f->ctx = q;
     int oom = 0;
-    q[f->n_ctx++] = (al_sae_fctx){.rank = to_int(x[0], 0), .window = to_int(x[1], -1),
+    q[f->n_ctx++] = (al_sae_fctx){.rank = to_int(x[0], 0),
+                                  .window = to_int(x[1], -1),
                                   .offset = isnan(x[2]) ? -1 : (long)x[2],
-                                  .pos = to_int(x[3], -1), .token = to_int(x[4], -1),
-                                  .token_str = dup_or_null(t[5], &oom), .act = x[6]};
+                                  .pos = to_int(x[3], -1),
+                                  .token = to_int(x[4], -1),
+                                  .token_str = dup_or_null(t[5], &oom),
+                                  .act = x[6]};
     return oom ? al_errf(e, "out of memory") : 0;
 }
 
@@ -193,8 +196,10 @@ static int logit_row(void *ctx, int nc, const char *const *t, const double *x, a
     if (!q) return al_errf(e, "out of memory");
     *l = q;
     int oom = 0;
-    q[(*n)++] = (al_sae_flogit){.rank = to_int(x[1], 0), .token = to_int(x[2], -1),
-                                .token_str = dup_or_null(t[3], &oom), .value = x[4]};
+    q[(*n)++] = (al_sae_flogit){.rank = to_int(x[1], 0),
+                                .token = to_int(x[2], -1),
+                                .token_str = dup_or_null(t[3], &oom),
+                                .value = x[4]};
     return oom ? al_errf(e, "out of memory") : 0;
 }
 
@@ -204,13 +209,14 @@ static int head_row(void *ctx, int nc, const char *const *t, const double *x, al
     al_sae_fhead *q = realloc(f->heads, sizeof *q * (size_t)(f->n_heads + 1));
     if (!q) return al_errf(e, "out of memory");
     f->heads = q;
-    q[f->n_heads++] = (al_sae_fhead){.layer = to_int(x[0], -1), .head = to_int(x[1], -1),
-                                     .contribution = x[2], .share = x[3]};
+    q[f->n_heads++] = (al_sae_fhead){.layer = to_int(x[0], -1),
+                                     .head = to_int(x[1], -1),
+                                     .contribution = x[2],
+                                     .share = x[3]};
     return 0;
 }
 
-int al_store_read_sae_feature(al_store *s, long run, int feature, al_sae_feature *out,
-                              al_err *e) {
+int al_store_read_sae_feature(al_store *s, long run, int feature, al_sae_feature *out, al_err *e) {
     memset(out, 0, sizeof *out);
     out->feature = feature;
     out->top_layer = out->top_head = -1;
@@ -264,24 +270,24 @@ void al_sae_feature_free(al_sae_feature *f) {
 
 /* ------------------------------------------------------------ lists */
 
-int al_store_sae_top_features(al_store *s, long run, al_sae_order order, int limit,
-                              al_rows *out, al_err *e) {
+int al_store_sae_top_features(al_store *s, long run, al_sae_order order, int limit, al_rows *out,
+                              al_err *e) {
     char rs[32], ls[32];
     snprintf(rs, sizeof rs, "%ld", run);
     snprintf(ls, sizeof ls, "%d", limit > 0 ? limit : -1);
-    static const char *const sql[2] = {
-        "SELECT f.feature, f.density, f.mean_act, f.max_act, f.induction_index, f.top_layer, "
-        "       f.top_head, f.top_share, l.token_str, l.value, f.fired "
-        "FROM sae_features f LEFT JOIN sae_feature_logits l ON l.run_id = f.run_id AND "
-        "     l.feature = f.feature AND l.direction = 'up' AND l.rank = 1 "
-        "WHERE f.run_id = ?1 ORDER BY f.density DESC, f.feature LIMIT ?2",
-        "SELECT f.feature, f.density, f.mean_act, f.max_act, f.induction_index, f.top_layer, "
-        "       f.top_head, f.top_share, l.token_str, l.value, f.fired "
-        "FROM sae_features f LEFT JOIN sae_feature_logits l ON l.run_id = f.run_id AND "
-        "     l.feature = f.feature AND l.direction = 'up' AND l.rank = 1 "
-        "WHERE f.run_id = ?1 "
-        "ORDER BY f.induction_index IS NULL, f.induction_index DESC, f.density DESC, f.feature "
-        "LIMIT ?2"};
+    static const char *const sql[2] =
+        {"SELECT f.feature, f.density, f.mean_act, f.max_act, f.induction_index, f.top_layer, "
+         "       f.top_head, f.top_share, l.token_str, l.value, f.fired "
+         "FROM sae_features f LEFT JOIN sae_feature_logits l ON l.run_id = f.run_id AND "
+         "     l.feature = f.feature AND l.direction = 'up' AND l.rank = 1 "
+         "WHERE f.run_id = ?1 ORDER BY f.density DESC, f.feature LIMIT ?2",
+         "SELECT f.feature, f.density, f.mean_act, f.max_act, f.induction_index, f.top_layer, "
+         "       f.top_head, f.top_share, l.token_str, l.value, f.fired "
+         "FROM sae_features f LEFT JOIN sae_feature_logits l ON l.run_id = f.run_id AND "
+         "     l.feature = f.feature AND l.direction = 'up' AND l.rank = 1 "
+         "WHERE f.run_id = ?1 "
+         "ORDER BY f.induction_index IS NULL, f.induction_index DESC, f.density DESC, f.feature "
+         "LIMIT ?2"};
     return rows2(s, sql[order == AL_SAE_BY_INDUCTION], rs, ls, out, e);
 }
 

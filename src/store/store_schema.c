@@ -12,6 +12,7 @@
 
 /* Known per-head metrics, one column each in head_summary. Others are
  * stored all the same and can be read from head_scores. */
+/* clang-format off */ /* X-macro lists read best as written */
 #define HEAD_METRICS_V1(X)                                                   \
     X(copying_eigen) X(copying_top1) X(copying_ablation) X(qk_rank)          \
     X(ov_rank) X(qk_effective_rank) X(ov_effective_rank) X(qk_stable_rank)   \
@@ -37,6 +38,7 @@
     "SELECT model_id, layer, head, layer || '.' || head AS name"               \
     LIST(PIVOT)                                                               \
     "\nFROM latest WHERE rn = 1 GROUP BY model_id, layer, head;\n"
+/* clang-format on */
 
 static const char schema_v1[] =
     "CREATE TABLE models(\n"
@@ -134,8 +136,7 @@ static const char schema_v1[] =
     "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
     "  step INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,\n"
     "  metric TEXT NOT NULL, value REAL,\n"
-    "  PRIMARY KEY (run_id, step, layer, head, metric));\n"
-    HEAD_SUMMARY(HEAD_METRICS_V1)
+    "  PRIMARY KEY (run_id, step, layer, head, metric));\n" HEAD_SUMMARY(HEAD_METRICS_V1)
     /* The newest finished run of each kind per model, to join on. */
     "CREATE VIEW latest_run AS\n"
     "SELECT model_id, kind, max(run_id) AS run_id FROM runs\n"
@@ -372,7 +373,8 @@ static const char schema_v7[] =
     "           FROM head_scores hs JOIN latest_run lr ON lr.run_id = hs.run_id AND lr.kind = 'scores'\n"
     "           WHERE hs.metric = 'induction' GROUP BY hs.model_id) fin\n"
     "  ON fin.model_id = sm.model_id\n"
-    "LEFT JOIN (SELECT lr.model_id, min(CASE WHEN t.value > " TH_IND " THEN t.step END) AS first_step\n"
+    "LEFT JOIN (SELECT lr.model_id, min(CASE WHEN t.value > " TH_IND
+    " THEN t.step END) AS first_step\n"
     "           FROM train_head_scores t JOIN latest_run lr ON lr.run_id = t.run_id AND lr.kind = 'train'\n"
     "           WHERE t.metric = 'induction' GROUP BY lr.model_id) cur\n"
     "  ON cur.model_id = sm.model_id\n"
@@ -394,33 +396,36 @@ static const char schema_v7[] =
     "             ON i.model_id = k.model_id AND i.rn = 1\n"
     "           WHERE k.rn = 1) kc\n"
     "  ON kc.model_id = sm.model_id\n"
-    "LEFT JOIN (SELECT model_id, avg((copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) ") =\n"
-    "                               (copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) ")) AS copying_agreement\n"
-    "           FROM head_summary\n"
-    "           WHERE copying_eigen IS NOT NULL AND copying_ablation IS NOT NULL\n"
-    "           GROUP BY model_id) cp\n"
-    "  ON cp.model_id = sm.model_id;\n"
-    "CREATE VIEW sweep_summary AS\n"
-    "SELECT setting, n_layers,\n"
-    "  count(DISTINCT seed) AS n_seeds,\n"
-    "  count(*) AS n_models,\n"
-    "  count(best_induction) AS n_scored,\n"
-    "  avg(best_induction > " TH_IND ") AS share_with_induction_head,\n"
-    "  sum(has_curve) AS n_curves,\n"
-    "  sum(has_curve AND first_step IS NULL) AS n_never_crossed,\n"
-    "  avg(first_step) AS first_step_mean,\n"
-    "  sqrt(sum((first_step - fs_mean) * (first_step - fs_mean)) / (count(first_step) - 1))\n"
-    "    AS first_step_sd,\n"
-    "  min(first_step) AS first_step_min, max(first_step) AS first_step_max,\n"
-    "  avg(best_induction) AS best_induction_mean,\n"
-    "  min(best_induction) AS best_induction_min, max(best_induction) AS best_induction_max,\n"
-    "  count(kcomp_match) AS n_kcomp,\n"
-    "  avg(kcomp_match) AS kcomp_matches_interaction,\n"
-    "  count(copying_agreement) AS n_copying,\n"
-    "  avg(copying_agreement) AS copying_agreement\n"
-    "FROM (SELECT *, avg(first_step) OVER (PARTITION BY setting, n_layers) AS fs_mean\n"
-    "      FROM sweep_findings)\n"
-    "GROUP BY setting, n_layers ORDER BY setting, n_layers;\n";
+    "LEFT JOIN (SELECT model_id, avg((copying_eigen > " AL_TH_STR(
+        AL_TH_COPY_EIGEN) ") =\n"
+                          "                               (copying_ablation > " AL_TH_STR(
+                              AL_TH_COPY_ABLATION) ")) AS copying_agreement\n"
+                                                   "           FROM head_summary\n"
+                                                   "           WHERE copying_eigen IS NOT NULL AND copying_ablation IS NOT NULL\n"
+                                                   "           GROUP BY model_id) cp\n"
+                                                   "  ON cp.model_id = sm.model_id;\n"
+                                                   "CREATE VIEW sweep_summary AS\n"
+                                                   "SELECT setting, n_layers,\n"
+                                                   "  count(DISTINCT seed) AS n_seeds,\n"
+                                                   "  count(*) AS n_models,\n"
+                                                   "  count(best_induction) AS n_scored,\n"
+                                                   "  avg(best_induction > " TH_IND
+                                                   ") AS share_with_induction_head,\n"
+                                                   "  sum(has_curve) AS n_curves,\n"
+                                                   "  sum(has_curve AND first_step IS NULL) AS n_never_crossed,\n"
+                                                   "  avg(first_step) AS first_step_mean,\n"
+                                                   "  sqrt(sum((first_step - fs_mean) * (first_step - fs_mean)) / (count(first_step) - 1))\n"
+                                                   "    AS first_step_sd,\n"
+                                                   "  min(first_step) AS first_step_min, max(first_step) AS first_step_max,\n"
+                                                   "  avg(best_induction) AS best_induction_mean,\n"
+                                                   "  min(best_induction) AS best_induction_min, max(best_induction) AS best_induction_max,\n"
+                                                   "  count(kcomp_match) AS n_kcomp,\n"
+                                                   "  avg(kcomp_match) AS kcomp_matches_interaction,\n"
+                                                   "  count(copying_agreement) AS n_copying,\n"
+                                                   "  avg(copying_agreement) AS copying_agreement\n"
+                                                   "FROM (SELECT *, avg(first_step) OVER (PARTITION BY setting, n_layers) AS fs_mean\n"
+                                                   "      FROM sweep_findings)\n"
+                                                   "GROUP BY setting, n_layers ORDER BY setting, n_layers;\n";
 #undef TH_IND
 
 /* v8: the gap check's warnings (gap.h), one row per warning a
@@ -602,15 +607,14 @@ static const char schema_v14[] =
  * score (scores.h), a column beside induction. A view only: every row
  * is kept; the views that read head_summary read it by name, so they
  * need no rebuilding. */
-static const char schema_v15[] =
-    "DROP VIEW IF EXISTS head_summary;\n" HEAD_SUMMARY(HEAD_METRICS);
+static const char schema_v15[] = "DROP VIEW IF EXISTS head_summary;\n" HEAD_SUMMARY(HEAD_METRICS);
 
 /* al_store_migrations[i] takes user_version i to i+1; with its declared
  * size (store_conn.h), a missing or extra migration does not compile. */
-const char *const al_store_migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
-                                           schema_v6, schema_v7, schema_v8, schema_v9,
-                                           schema_v10, schema_v11, schema_v12, schema_v13,
-                                           schema_v14, schema_v15};
+const char *const al_store_migrations[] = {schema_v1,  schema_v2,  schema_v3,  schema_v4,
+                                           schema_v5,  schema_v6,  schema_v7,  schema_v8,
+                                           schema_v9,  schema_v10, schema_v11, schema_v12,
+                                           schema_v13, schema_v14, schema_v15};
 _Static_assert(sizeof al_store_migrations / sizeof al_store_migrations[0] ==
                    AL_STORE_SCHEMA_VERSION,
                "one migration per version");

@@ -20,7 +20,9 @@ static int grow(void **p, int *cap, int n, size_t size, al_err *e) {
     return 0;
 }
 
-static void cpy(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
+static void cpy(char *dst, size_t cap, const char *src) {
+    snprintf(dst, cap, "%s", src ? src : "");
+}
 
 static int model_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
     al_show *sh = ctx;
@@ -71,7 +73,8 @@ static int one_number(void *ctx, int nc, const char *const *t, const double *x, 
 static int warning_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
     al_show *sh = ctx;
     (void)nc, (void)x;
-    if (grow((void **)&sh->warnings, &sh->cap_[3], sh->n_warnings, sizeof *sh->warnings, e)) return -1;
+    if (grow((void **)&sh->warnings, &sh->cap_[3], sh->n_warnings, sizeof *sh->warnings, e))
+        return -1;
     if (!(sh->warnings[sh->n_warnings] = strdup(t[0] ? t[0] : "")))
         return al_errf(e, "out of memory");
     sh->n_warnings++;
@@ -103,18 +106,23 @@ int al_store_show(al_store *s, long run, al_show *out, al_err *e) {
     double v = 0;
     if (al_store_query(s, "PRAGMA user_version", NULL, 0, one_number, &v, e)) goto fail;
     out->version = (int)v;
-    if (al_store_query(s, "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
-                       "AND name NOT LIKE 'sqlite_%' ORDER BY type, name", NULL, 0, table_row,
-                       out, e))
+    if (al_store_query(s,
+                       "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
+                       "AND name NOT LIKE 'sqlite_%' ORDER BY type, name",
+                       NULL, 0, table_row, out, e))
         goto fail;
     int warn_table = 0, data_tokens = 0;
-    for (int i = 0; i < out->n_tables; i++) warn_table |= !strcmp(out->tables[i].name, "run_warnings");
+    for (int i = 0; i < out->n_tables; i++)
+        warn_table |= !strcmp(out->tables[i].name, "run_warnings");
     if ((data_tokens = has_column(s, "models", "data_tokens", e)) < 0) goto fail;
     char q[1024];
-    snprintf(q, sizeof q, "SELECT model_id, sha256, path, n_layers, n_heads, trained_tokens, %s "
-             "FROM models ORDER BY model_id", data_tokens ? "data_tokens" : "NULL");
+    snprintf(q, sizeof q,
+             "SELECT model_id, sha256, path, n_layers, n_heads, trained_tokens, %s "
+             "FROM models ORDER BY model_id",
+             data_tokens ? "data_tokens" : "NULL");
     if (al_store_query(s, q, NULL, 0, model_row, out, e)) goto fail;
-    snprintf(q, sizeof q, "SELECT r.run_id, r.kind, r.status, r.model_id, r.started_at, "
+    snprintf(q, sizeof q,
+             "SELECT r.run_id, r.kind, r.status, r.model_id, r.started_at, "
              "(julianday(r.finished_at) - julianday(r.started_at)) * 86400, %s FROM runs r "
              "ORDER BY r.run_id",
              warn_table ? "(SELECT count(*) FROM run_warnings w WHERE w.run_id = r.run_id)" : "0");
@@ -133,8 +141,10 @@ int al_store_show(al_store *s, long run, al_show *out, al_err *e) {
         out->run = run;
         if (al_store_query(s, "SELECT config_json, error FROM runs WHERE run_id = ?", rp, 1,
                            detail_row, out, e) ||
-            (warn_table && al_store_query(s, "SELECT message FROM run_warnings WHERE run_id = ? "
-                                          "ORDER BY seq", rp, 1, warning_row, out, e)))
+            (warn_table && al_store_query(s,
+                                          "SELECT message FROM run_warnings WHERE run_id = ? "
+                                          "ORDER BY seq",
+                                          rp, 1, warning_row, out, e)))
             goto fail;
     }
     for (int i = 0; i < out->n_tables; i++) {

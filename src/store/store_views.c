@@ -14,9 +14,11 @@
 
 #include "store_internal.h"
 
-static const char *const shape_names[] = {
-    [AL_VIEW_HEAD] = "head", [AL_VIEW_MODEL] = "model", [AL_VIEW_PAIR] = "pair",
-    [AL_VIEW_EDGE] = "edge", [AL_VIEW_POS] = "pos"};
+static const char *const shape_names[] = {[AL_VIEW_HEAD] = "head",
+                                          [AL_VIEW_MODEL] = "model",
+                                          [AL_VIEW_PAIR] = "pair",
+                                          [AL_VIEW_EDGE] = "edge",
+                                          [AL_VIEW_POS] = "pos"};
 #define N_SHAPES ((int)(sizeof shape_names / sizeof shape_names[0]))
 
 const char *al_view_shape_name(al_view_shape s) {
@@ -79,7 +81,8 @@ static const char *bad_view(const al_view *w) {
     switch (w->shape) {
     case AL_VIEW_MODEL: return w->v ? NULL : "no value";
     case AL_VIEW_HEAD:
-    case AL_VIEW_PAIR: return w->L < 1 || w->H < 1 ? "no layers or heads" : !w->v ? "no values" : NULL;
+    case AL_VIEW_PAIR:
+        return w->L < 1 || w->H < 1 ? "no layers or heads" : !w->v ? "no values" : NULL;
     case AL_VIEW_POS: return w->n < 0 ? "a negative size" : w->n && !w->v ? "no values" : NULL;
     case AL_VIEW_EDGE:
         if (w->n < 0) return "a negative size";
@@ -91,8 +94,7 @@ static const char *bad_view(const al_view *w) {
     return "an unknown shape";
 }
 
-int al_store_put_views(al_store *s, int64_t run, int64_t mid, const al_view *v, int n,
-                       al_err *e) {
+int al_store_put_views(al_store *s, int64_t run, int64_t mid, const al_view *v, int n, al_err *e) {
     sqlite3_stmt *q = NULL; /* the cells' insert, prepared at the first view that has cells */
     int rc = 0;
     for (int k = 0; k < n && !rc; k++) {
@@ -105,21 +107,23 @@ int al_store_put_views(al_store *s, int64_t run, int64_t mid, const al_view *v, 
         if (w->shape == AL_VIEW_MODEL) {
             rc = al_store_put_model_score(s, run, mid, w->metric, w->v[0], e) ||
                          al_store_put_view_row(s, run, mid, w->metric, "model", w->title, e)
-                     ? -1 : 0;
+                     ? -1
+                     : 0;
             continue;
         }
         if (w->shape == AL_VIEW_HEAD) {
             if (al_store_put_view_row(s, run, mid, w->metric, "head", w->title, e)) rc = -1;
             for (int l = 0; !rc && l < w->L; l++)
                 for (int h = 0; !rc && h < w->H; h++)
-                    rc = al_store_put_head_score(s, run, mid, l, h, w->metric,
-                                                 w->v[l * w->H + h], e);
+                    rc = al_store_put_head_score(s, run, mid, l, h, w->metric, w->v[l * w->H + h],
+                                                 e);
             continue;
         }
         if (!q && sqlite3_prepare_v2(al_store_sqlite(s),
                                      "INSERT OR REPLACE INTO view_cells(run_id, model_id, metric, "
                                      "row, col, row_label, col_label, value) "
-                                     "VALUES(?,?,?,?,?,?,?,?)", -1, &q, NULL) != SQLITE_OK) {
+                                     "VALUES(?,?,?,?,?,?,?,?)",
+                                     -1, &q, NULL) != SQLITE_OK) {
             rc = al_errf(e, "database %s: cannot prepare statement: %s", al_store_path(s),
                          sqlite3_errmsg(al_store_sqlite(s)));
             break;
@@ -127,7 +131,8 @@ int al_store_put_views(al_store *s, int64_t run, int64_t mid, const al_view *v, 
         rc = al_store_put_view_row(s, run, mid, w->metric, al_view_shape_name(w->shape), w->title,
                                    e) ||
                      put_cells(s, q, run, mid, w, e)
-                 ? -1 : 0;
+                 ? -1
+                 : 0;
     }
     sqlite3_finalize(q);
     return rc;
@@ -258,11 +263,12 @@ int al_store_read_view(al_store *s, long run, const char *metric, int L, int H, 
     cells_ctx c = {out, L, H, 0};
     int rc;
     if (shape == AL_VIEW_EDGE || shape == AL_VIEW_POS) {
-        rc = al_store_query(s, "SELECT row, col, row_label, col_label, value FROM view_cells "
+        rc = al_store_query(s,
+                            "SELECT row, col, row_label, col_label, value FROM view_cells "
                             "WHERE run_id = ?1 AND metric = ?2 ORDER BY row, col",
                             params, 2, list_row, &c, e);
     } else {
-        size_t cnt = shape == AL_VIEW_MODEL ? 1
+        size_t cnt = shape == AL_VIEW_MODEL  ? 1
                      : shape == AL_VIEW_HEAD ? (size_t)L * H
                                              : (size_t)L * H * L * H;
         if (shape != AL_VIEW_MODEL && (L < 1 || H < 1)) {
@@ -278,11 +284,10 @@ int al_store_read_view(al_store *s, long run, const char *metric, int L, int H, 
         rc = al_store_query(s,
                             shape == AL_VIEW_MODEL
                                 ? "SELECT value FROM model_scores WHERE run_id = ?1 AND metric = ?2"
-                            : shape == AL_VIEW_HEAD
-                                ? "SELECT layer, head, value FROM head_scores "
-                                  "WHERE run_id = ?1 AND metric = ?2"
-                                : "SELECT row, col, value FROM view_cells "
-                                  "WHERE run_id = ?1 AND metric = ?2",
+                            : shape == AL_VIEW_HEAD ? "SELECT layer, head, value FROM head_scores "
+                                                      "WHERE run_id = ?1 AND metric = ?2"
+                                                    : "SELECT row, col, value FROM view_cells "
+                                                      "WHERE run_id = ?1 AND metric = ?2",
                             params, 2, grid_row, &c, e);
     }
     if (rc) {

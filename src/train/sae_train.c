@@ -19,13 +19,31 @@
 #include "attnlab/safetensors.h"
 
 al_sae_train_opts al_sae_train_opts_defaults(void) {
-    al_sae_train_opts o = {
-        .site = AL_SAE_SITE_Z, .layer = 0, .expansion = 8, .arch = AL_SAE_TOPK, .k = 32,
-        .k_aux = -1, .aux_coeff = 1.0 / 32, .l1_coeff = 5.0, .dead_tokens = 1000000, .seed = 1,
-        .steps = 2000, .batch = 4096, .buffer_batches = 4, .lr = 1e-3, .warmup = 50,
-        .decay_frac = 0.2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .normalize = 1,
-        .norm_batches = 4, .b_dec_mean = 1, .val_fraction = 0.05, .eval_windows = 64,
-        .ckpt_every = 500};
+    al_sae_train_opts o = {.site = AL_SAE_SITE_Z,
+                           .layer = 0,
+                           .expansion = 8,
+                           .arch = AL_SAE_TOPK,
+                           .k = 32,
+                           .k_aux = -1,
+                           .aux_coeff = 1.0 / 32,
+                           .l1_coeff = 5.0,
+                           .dead_tokens = 1000000,
+                           .seed = 1,
+                           .steps = 2000,
+                           .batch = 4096,
+                           .buffer_batches = 4,
+                           .lr = 1e-3,
+                           .warmup = 50,
+                           .decay_frac = 0.2,
+                           .beta1 = 0.9,
+                           .beta2 = 0.999,
+                           .eps = 1e-8,
+                           .normalize = 1,
+                           .norm_batches = 4,
+                           .b_dec_mean = 1,
+                           .val_fraction = 0.05,
+                           .eval_windows = 64,
+                           .ckpt_every = 500};
     return o;
 }
 
@@ -63,7 +81,8 @@ static int check_opts(const al_sae_train_opts *o, al_err *e) {
     if (!(o->val_fraction > 0 && o->val_fraction < 1))
         return al_errf(e, "val_fraction must be in (0,1) (got %g)", o->val_fraction);
     if (o->eval_windows < 1) return al_errf(e, "eval_windows must be >= 1");
-    if (o->ckpt_every < 0 || o->stop_at < 0) return al_errf(e, "ckpt_every and stop_at must be >= 0");
+    if (o->ckpt_every < 0 || o->stop_at < 0)
+        return al_errf(e, "ckpt_every and stop_at must be >= 0");
     if (o->resume && o->force) return al_errf(e, "resume and force exclude each other");
     return al_threads_check(o->threads, e);
 }
@@ -78,14 +97,14 @@ struct al_sae_trainer {
     al_sae sae;
     al_sae_meta meta;
     al_sae_adam adam;
-    al_rng rng;         /* data order: windows and the shuffle, nothing else */
+    al_rng rng; /* data order: windows and the shuffle, nothing else */
     long step;
-    int d_in, T, bm;    /* bm: windows per model forward */
-    float *buf;         /* (buffer_batches·batch, d_in), in the order drawn */
-    int *perm;          /* (buffer_batches·batch) the shuffled order */
-    float *batch;       /* (batch, d_in) one batch gathered */
-    float *cap;         /* (bm·T, d_in) captured activations */
-    int *in, *tg;       /* (bm, T) */
+    int d_in, T, bm; /* bm: windows per model forward */
+    float *buf; /* (buffer_batches·batch, d_in), in the order drawn */
+    int *perm; /* (buffer_batches·batch) the shuffled order */
+    float *batch; /* (batch, d_in) one batch gathered */
+    float *cap; /* (bm·T, d_in) captured activations */
+    int *in, *tg; /* (bm, T) */
     double rate;
 };
 
@@ -116,9 +135,9 @@ enum { CAP_COPY, CAP_COPY_STOP, CAP_REPLACE, CAP_ZERO };
 typedef struct cap_ctx {
     int mode;
     int d_in;
-    float *dst;        /* COPY: (B·T, d_in) */
-    const float *src;  /* REPLACE: (B·T, d_in) */
-    int stopped;       /* COPY_STOP: the forward was stopped here on purpose */
+    float *dst; /* COPY: (B·T, d_in) */
+    const float *src; /* REPLACE: (B·T, d_in) */
+    int stopped; /* COPY_STOP: the forward was stopped here on purpose */
 } cap_ctx;
 
 static int site_hook(al_hook_act *a, void *vctx, al_err *e) {
@@ -185,7 +204,8 @@ static int draw(al_sae_trainer *t, float *x, long n, al_rng *rng, al_err *e) {
         filled += take;
     }
     for (long i = 0; i < n * d; i++)
-        if (!isfinite(x[i])) return al_errf(e, "the model's activations at the site are not finite");
+        if (!isfinite(x[i]))
+            return al_errf(e, "the model's activations at the site are not finite");
     return 0;
 }
 
@@ -234,11 +254,11 @@ static int save(al_sae_trainer *t, al_err *e) {
     if (!since) return -1;
     for (int i = 0; i < c->d_sae; i++) since[i] = (int32_t)t->sae.since[i];
     const int64_t np = (int64_t)t->sae.n_params;
-    al_st_tensor ts[4] = {
-        {.name = "params", .dtype = AL_DT_F32, .ndim = 1, .shape = {np}, .data = t->sae.params},
-        {.name = "adam_m", .dtype = AL_DT_F32, .ndim = 1, .shape = {np}, .data = t->adam.m},
-        {.name = "adam_v", .dtype = AL_DT_F32, .ndim = 1, .shape = {np}, .data = t->adam.v},
-        {.name = "since", .dtype = AL_DT_I32, .ndim = 1, .shape = {c->d_sae}, .data = since}};
+    al_st_tensor ts[4] =
+        {{.name = "params", .dtype = AL_DT_F32, .ndim = 1, .shape = {np}, .data = t->sae.params},
+         {.name = "adam_m", .dtype = AL_DT_F32, .ndim = 1, .shape = {np}, .data = t->adam.m},
+         {.name = "adam_v", .dtype = AL_DT_F32, .ndim = 1, .shape = {np}, .data = t->adam.v},
+         {.name = "since", .dtype = AL_DT_I32, .ndim = 1, .shape = {c->d_sae}, .data = since}};
     char step[32], rng[80], scale[40], key[1024];
     snprintf(step, sizeof step, "%ld", t->step);
     snprintf(rng, sizeof rng, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
@@ -375,12 +395,16 @@ static int setup_model(al_sae_trainer *t, al_err *e) {
                        c->n_layers, c->n_layers == 1 ? "" : "s", c->n_layers - 1);
     if (load_data(t, e) != 0) return -1;
     if (t->train.max_id >= c->d_vocab)
-        return al_errf(e, "token id %d in the data is >= d_vocab %d: was it encoded with this "
-                       "model's tokenizer?", t->train.max_id, c->d_vocab);
+        return al_errf(e,
+                       "token id %d in the data is >= d_vocab %d: was it encoded with this "
+                       "model's tokenizer?",
+                       t->train.max_id, c->d_vocab);
     t->T = c->n_ctx;
     if ((size_t)t->T + 1 > t->train.n || (size_t)t->T + 1 > t->val.n)
-        return al_errf(e, "windows of n_ctx %d tokens need more data than %s has (train %zu, "
-                       "held out %zu)", t->T, o->data, t->train.n, t->val.n);
+        return al_errf(e,
+                       "windows of n_ctx %d tokens need more data than %s has (train %zu, "
+                       "held out %zu)",
+                       t->T, o->data, t->train.n, t->val.n);
     t->d_in = o->site == AL_SAE_SITE_Z ? c->n_heads * c->d_head : c->d_model;
     t->bm = 4096 / t->T > 0 ? 4096 / t->T : 1;
     if (t->bm > 64) t->bm = 64;
@@ -437,11 +461,11 @@ double al_sae_train_bytes(const al_sae_train_opts *o, int d_in, const al_config 
     double rows = (double)bm * T < 4096 ? (double)bm * T : 4096;
     int Bmax = B > rows ? o->batch : (int)rows;
     double b = al_sae_bytes(&c, Bmax);
-    b += (2 * d * n + n + d) * 2 * sizeof(float);                    /* Adam */
+    b += (2 * d * n + n + d) * 2 * sizeof(float); /* Adam */
     const double nbuf = (double)o->buffer_batches * B;
-    b += nbuf * (d + 1) * sizeof(float) + B * d * sizeof(float);      /* buffer, perm, batch */
-    b += (double)o->norm_batches * B * d * sizeof(float);            /* the scale's sample */
-    b += (double)bm * T * (d * sizeof(float) + 2 * sizeof(int));      /* capture */
+    b += nbuf * (d + 1) * sizeof(float) + B * d * sizeof(float); /* buffer, perm, batch */
+    b += (double)o->norm_batches * B * d * sizeof(float); /* the scale's sample */
+    b += (double)bm * T * (d * sizeof(float) + 2 * sizeof(int)); /* capture */
     if (mc) /* the model, its activations, the evaluation's two copies of the site */
         b += al_model_param_floats(mc) * sizeof(float) + al_model_acts_bytes(mc, bm, T) +
              2.0 * bm * T * d * sizeof(float);
@@ -478,9 +502,8 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
         al_errf(e, "k %d is larger than the dictionary (d_sae %ld)", o->k, d_sae);
         goto fail;
     }
-    if (al_mem_check(al_sae_train_bytes(o, t->d_in, o->source ? NULL : &t->m.cfg),
-                     "SAE training", "this batch and dictionary", "lower batch or expansion",
-                     e) != 0)
+    if (al_mem_check(al_sae_train_bytes(o, t->d_in, o->source ? NULL : &t->m.cfg), "SAE training",
+                     "this batch and dictionary", "lower batch or expansion", e) != 0)
         goto fail;
     if (o->k_aux >= 0) c.k_aux = o->k_aux;
     c.aux_coeff = o->aux_coeff;
@@ -546,8 +569,10 @@ int al_sae_trainer_run(al_sae_trainer *t, int *stopped, al_err *e) {
         if (al_sae_forward(&t->sae, x, o->batch, e) != 0) return -1;
         if (!isfinite(t->sae.loss)) {
             al_progress_done(&pr);
-            return al_errf(e, "non-finite SAE loss at step %ld: training stopped; the last good "
-                           "checkpoint (step %ld) is in %s", t->step + 1, last_ckpt, o->out);
+            return al_errf(e,
+                           "non-finite SAE loss at step %ld: training stopped; the last good "
+                           "checkpoint (step %ld) is in %s",
+                           t->step + 1, last_ckpt, o->out);
         }
         if (al_sae_backward(&t->sae, e) != 0) return -1;
         double lr = al_sae_lr_at(o->lr, o->warmup, decay, o->steps, t->step);
@@ -590,7 +615,7 @@ typedef struct ev_sums {
     long n;
     double sse, l0;
     double *sum, *sumsq; /* (d_in) per-dimension sums of x and x² */
-    long *fires;         /* (d_sae) activations each latent fired on */
+    long *fires; /* (d_sae) activations each latent fired on */
 } ev_sums;
 
 static int ev_init(ev_sums *a, const al_sae *s, al_err *e) {

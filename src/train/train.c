@@ -15,13 +15,30 @@
 
 al_train_opts al_train_opts_defaults(void) {
     al_config c = al_config_default();
-    al_train_opts o = {
-        .out = "runs/default", .n_layers = c.n_layers, .d_model = c.d_model,
-        .n_heads = c.n_heads, .d_head = c.d_head, .n_ctx = c.n_ctx, .seed = c.seed,
-        .steps = 1000, .batch = 16, .seq_len = 0, .lr = 3e-3, .min_lr_frac = 0.1,
-        .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
-        .grad_clip = 1.0, .warmup = 100, .eval_every = 100, .eval_batches = 8,
-        .ckpt_every = 500, .threads = 0, .val_fraction = 0.05, .ln_eps = c.ln_eps};
+    al_train_opts o = {.out = "runs/default",
+                       .n_layers = c.n_layers,
+                       .d_model = c.d_model,
+                       .n_heads = c.n_heads,
+                       .d_head = c.d_head,
+                       .n_ctx = c.n_ctx,
+                       .seed = c.seed,
+                       .steps = 1000,
+                       .batch = 16,
+                       .seq_len = 0,
+                       .lr = 3e-3,
+                       .min_lr_frac = 0.1,
+                       .beta1 = 0.9,
+                       .beta2 = 0.95,
+                       .eps = 1e-8,
+                       .weight_decay = 0.1,
+                       .grad_clip = 1.0,
+                       .warmup = 100,
+                       .eval_every = 100,
+                       .eval_batches = 8,
+                       .ckpt_every = 500,
+                       .threads = 0,
+                       .val_fraction = 0.05,
+                       .ln_eps = c.ln_eps};
     return o;
 }
 
@@ -38,7 +55,8 @@ int al_train_norm_parse(const char *s, int *norm) {
 /* Messages name the options by their field names, which are also their
  * JSON keys (and, with '-' for '_', the CLI's flags). */
 static int check_opts(const al_train_opts *o, al_err *e) {
-    if (!o->data || !*o->data) return al_errf(e, "data is required (a token file from 'attnlab encode')");
+    if (!o->data || !*o->data)
+        return al_errf(e, "data is required (a token file from 'attnlab encode')");
     if (!o->out || !*o->out) return al_errf(e, "out (the model directory) is required");
     if (o->steps <= 0) return al_errf(e, "steps must be positive (got %d)", o->steps);
     if (o->batch <= 0) return al_errf(e, "batch must be positive (got %d)", o->batch);
@@ -71,10 +89,9 @@ static int check_opts(const al_train_opts *o, al_err *e) {
                        o->biases);
     if (!(o->ln_eps > 0 && o->ln_eps <= 1))
         return al_errf(e, "ln_eps must be in (0, 1] (got %g)", o->ln_eps);
-    if (o->d_model > 0 && o->n_heads > 0 && o->d_head > 0 &&
-        o->n_heads * o->d_head != o->d_model)
-        return al_errf(e, "n_heads x d_head must equal d_model (%d x %d != %d)",
-                       o->n_heads, o->d_head, o->d_model);
+    if (o->d_model > 0 && o->n_heads > 0 && o->d_head > 0 && o->n_heads * o->d_head != o->d_model)
+        return al_errf(e, "n_heads x d_head must equal d_model (%d x %d != %d)", o->n_heads,
+                       o->d_head, o->d_model);
     return 0;
 }
 
@@ -91,7 +108,7 @@ struct al_trainer {
     al_optim_cfg oc;
     al_train_state st;
     int T, B;
-    int *in, *tg;          /* [B, T] each, one allocation */
+    int *in, *tg; /* [B, T] each, one allocation */
     long last_ckpt_step;
     double t_start;
 };
@@ -114,8 +131,9 @@ static int memory_fits(const al_config *c, int B, int T, al_err *e) {
     double need = 4 * al_model_param_floats(c) * sizeof(float) + al_model_acts_bytes(c, B, T) +
                   2.0 * B * T * sizeof(int);
     char what[160];
-    snprintf(what, sizeof what, "--batch %d x %d-token sequences (d_model %d, %d layers, d_vocab %d)",
-             B, T, c->d_model, c->n_layers, c->d_vocab);
+    snprintf(what, sizeof what,
+             "--batch %d x %d-token sequences (d_model %d, %d layers, d_vocab %d)", B, T,
+             c->d_model, c->n_layers, c->d_vocab);
     return al_mem_check(need, "train", what, "lower --batch or --seq-len (or the model's size)", e);
 }
 
@@ -129,10 +147,14 @@ static int setup_model(al_trainer *t, al_err *e) {
         } else if (al_tok_byte_level(&t->tok, e) != 0) {
             return -1;
         }
-        al_config c = {.n_layers = o->n_layers, .d_model = o->d_model,
-                       .n_heads = o->n_heads, .d_head = o->d_head, .n_ctx = o->n_ctx,
+        al_config c = {.n_layers = o->n_layers,
+                       .d_model = o->d_model,
+                       .n_heads = o->n_heads,
+                       .d_head = o->d_head,
+                       .n_ctx = o->n_ctx,
                        .d_vocab = al_tok_vocab_size(t->tok),
-                       .tied_embeddings = o->tied, .seed = o->seed};
+                       .tied_embeddings = o->tied,
+                       .seed = o->seed};
         if (o->pos) al_pos_type_parse(o->pos, &c.pos_type); /* checked by check_opts */
         if (o->norm) al_train_norm_parse(o->norm, &c.norm_type);
         if (o->biases) al_bias_spec_parse(o->biases, &c.biases);
@@ -147,14 +169,16 @@ static int setup_model(al_trainer *t, al_err *e) {
     t->m.skip_gate_grads = 1;
     int V = t->m.cfg.d_vocab;
     if (t->train.max_id >= V || t->val.max_id >= V)
-        return al_errf(e, "token id %d in the data is >= d_vocab %d: was it encoded with this tokenizer?",
-                       t->train.max_id > t->val.max_id ? t->train.max_id : t->val.max_id, V);
+        return al_errf(
+            e, "token id %d in the data is >= d_vocab %d: was it encoded with this tokenizer?",
+            t->train.max_id > t->val.max_id ? t->train.max_id : t->val.max_id, V);
     t->T = o->seq_len ? o->seq_len : t->m.cfg.n_ctx;
     t->B = o->batch;
     if (t->T > t->m.cfg.n_ctx)
         return al_errf(e, "seq_len %d exceeds n_ctx %d", t->T, t->m.cfg.n_ctx);
     if ((size_t)t->T + 1 > t->train.n || (size_t)t->T + 1 > t->val.n)
-        return al_errf(e, "sequence length %d needs more tokens than the data has "
+        return al_errf(e,
+                       "sequence length %d needs more tokens than the data has "
                        "(train %zu, validation %zu): lower n_ctx/seq_len or use more data",
                        t->T, t->train.n, t->val.n);
     if (o->resume && memory_fits(&t->m.cfg, t->B, t->T, e) != 0) return -1;
@@ -170,8 +194,7 @@ int al_trainer_save(al_trainer *t, al_err *e) {
     free(t->st.train_json);
     t->st.train_json = strdup(t->o.opts_json ? t->o.opts_json : "{}");
     if (!t->st.train_json) return al_errf(e, "out of memory copying the options");
-    if (al_ckpt_save(t->o.out, &t->m, t->tok, &t->st, t->adam.m, t->adam.v, e) != 0)
-        return -1;
+    if (al_ckpt_save(t->o.out, &t->m, t->tok, &t->st, t->adam.m, t->adam.v, e) != 0) return -1;
     t->last_ckpt_step = t->st.step;
     return 0;
 }
@@ -195,16 +218,23 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
         char p[AL_PATH_MAX + 64];
         if (al_path_join(p, sizeof p, o->out, "model.safetensors", e) != 0) goto fail;
         if (al_file_exists(p)) {
-            al_errf(e, "%s already holds a checkpoint: continue it with --resume %s, or start "
-                    "over in it with --force (or give another --out)", o->out, o->out);
+            al_errf(e,
+                    "%s already holds a checkpoint: continue it with --resume %s, or start "
+                    "over in it with --force (or give another --out)",
+                    o->out, o->out);
             goto fail;
         }
     }
     if (load_data(t, e) != 0 || setup_model(t, e) != 0) goto fail;
     if (al_mkdir_p(o->out, e) != 0) goto fail;
-    t->oc = (al_optim_cfg){.lr = o->lr, .min_lr_frac = o->min_lr_frac, .warmup = o->warmup,
-                           .total_steps = o->steps, .beta1 = o->beta1, .beta2 = o->beta2,
-                           .eps = o->eps, .weight_decay = o->weight_decay,
+    t->oc = (al_optim_cfg){.lr = o->lr,
+                           .min_lr_frac = o->min_lr_frac,
+                           .warmup = o->warmup,
+                           .total_steps = o->steps,
+                           .beta1 = o->beta1,
+                           .beta2 = o->beta2,
+                           .eps = o->eps,
+                           .weight_decay = o->weight_decay,
                            .grad_clip = o->grad_clip};
     t->st.data_tokens = (double)t->train.n;
     if (o->resume) {
@@ -224,9 +254,9 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
     }
     al_log("model: %d layers, d_model %d, %d heads x %d, n_ctx %d, %s positions, d_vocab %d, "
            "%zu params; %zu train / %zu val tokens; batch %dx%d; %d threads",
-           t->m.cfg.n_layers, t->m.cfg.d_model, t->m.cfg.n_heads, t->m.cfg.d_head,
-           t->m.cfg.n_ctx, al_pos_type_name(t->m.cfg.pos_type), t->m.cfg.d_vocab, t->m.n_params, t->train.n, t->val.n, t->B,
-           t->T, al_get_threads());
+           t->m.cfg.n_layers, t->m.cfg.d_model, t->m.cfg.n_heads, t->m.cfg.d_head, t->m.cfg.n_ctx,
+           al_pos_type_name(t->m.cfg.pos_type), t->m.cfg.d_vocab, t->m.n_params, t->train.n,
+           t->val.n, t->B, t->T, al_get_threads());
     const al_config *mc = &t->m.cfg;
     if (!al_config_is_plain(mc)) {
         char bs[64] = "";
@@ -303,7 +333,8 @@ static int step_once(al_trainer *t, double *loss, double *norm, al_err *e) {
 }
 
 static int nonfinite(const al_trainer *t, double loss, al_err *e) {
-    return al_errf(e, "non-finite %s at step %ld (loss %g, lr %.3g): training stopped; "
+    return al_errf(e,
+                   "non-finite %s at step %ld (loss %g, lr %.3g): training stopped; "
                    "the last good checkpoint (step %ld) is in %s",
                    isfinite(loss) ? "gradient" : "loss", t->st.step + 1, loss,
                    al_lr_at(&t->oc, t->st.step), t->last_ckpt_step, t->o.out);
@@ -318,8 +349,11 @@ int al_trainer_step(al_trainer *t, double *loss, double *grad_norm, al_err *e) {
 static int observe_eval(al_trainer *t, double train_loss, double val_loss, al_err *e) {
     if (!t->obs.on_eval) return 0;
     long s = t->st.step;
-    al_train_eval ev = {.step = s, .tokens = t->st.tokens_seen, .train_loss = train_loss,
-                        .val_loss = val_loss, .lr = al_lr_at(&t->oc, s > 0 ? s - 1 : 0),
+    al_train_eval ev = {.step = s,
+                        .tokens = t->st.tokens_seen,
+                        .train_loss = train_loss,
+                        .val_loss = val_loss,
+                        .lr = al_lr_at(&t->oc, s > 0 ? s - 1 : 0),
                         .seconds = al_now() - t->t_start};
     return t->obs.on_eval(t->obs.ctx, t, &ev, e) != 0 ? -1 : 0;
 }
@@ -348,9 +382,10 @@ static int loop(al_trainer *t, int *stopped, al_err *e) {
         double el = al_now() - t0, tps = (double)done * t->B * t->T / (el > 0 ? el : 1e-9);
         char eta[32];
         al_fmt_duration(eta, sizeof eta, el / (double)done * (double)(o->steps - t->st.step));
-        al_progress_update(&pr, t->st.step == o->steps, "step %ld/%d | loss %.4f | lr %.2e | norm %.2f | %.0f tok/s | ETA %s",
-                           t->st.step, o->steps, loss, al_lr_at(&t->oc, t->st.step - 1),
-                           norm, tps, eta);
+        al_progress_update(&pr, t->st.step == o->steps,
+                           "step %ld/%d | loss %.4f | lr %.2e | norm %.2f | %.0f tok/s | ETA %s",
+                           t->st.step, o->steps, loss, al_lr_at(&t->oc, t->st.step - 1), norm, tps,
+                           eta);
         int last = t->st.step == o->steps;
         if ((o->eval_every && t->st.step % o->eval_every == 0) || last) {
             double vl;
@@ -386,8 +421,7 @@ static int loop(al_trainer *t, int *stopped, al_err *e) {
  * repeats it. */
 static int first_eval(al_trainer *t, int *stopped, al_err *e) {
     const al_train_opts *o = &t->o;
-    if (!t->obs.on_eval || (o->resume && t->st.step != 0 && !isnan(t->st.last_val_loss)))
-        return 0;
+    if (!t->obs.on_eval || (o->resume && t->st.step != 0 && !isnan(t->st.last_val_loss))) return 0;
     double vl;
     int ev = al_trainer_evaluate(t, &vl, e);
     if (ev < 0) return -1;

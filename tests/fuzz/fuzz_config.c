@@ -15,10 +15,12 @@ static const char *o_str;
 static int o_int, o_bool;
 static double o_float;
 static uint64_t o_u64;
-static al_flag flags[] = {
-    {"out-dir", AL_STR, &o_str, "DIR", "h", 0, 0}, {"steps", AL_INT, &o_int, "N", "h", 0, 0},
-    {"lr", AL_FLOAT, &o_float, "X", "h", 0, 0},    {"tied", AL_BOOL, &o_bool, NULL, "h", 0, 0},
-    {"seed", AL_U64, &o_u64, "N", "h", 0, 0},      AL_FLAGS_END};
+static al_flag flags[] = {{"out-dir", AL_STR, &o_str, "DIR", "h", 0, 0},
+                          {"steps", AL_INT, &o_int, "N", "h", 0, 0},
+                          {"lr", AL_FLOAT, &o_float, "X", "h", 0, 0},
+                          {"tied", AL_BOOL, &o_bool, NULL, "h", 0, 0},
+                          {"seed", AL_U64, &o_u64, "N", "h", 0, 0},
+                          AL_FLAGS_END};
 
 static void fuzz_flags(const char *text) {
     o_str = "default";

@@ -16,7 +16,8 @@ static void round_trip(const uint8_t *d, size_t n, al_docs_mode mode) {
     size_t nd;
     al_err e;
     FZ_ASSERT(al_corpus_split(d, n, mode, &docs, &nd, &e) == 0);
-    for (size_t i = 0; i < nd; i++) FZ_ASSERT(docs[i].n > 0 && docs[i].p >= d && docs[i].p + docs[i].n <= d + n);
+    for (size_t i = 0; i < nd; i++)
+        FZ_ASSERT(docs[i].n > 0 && docs[i].p >= d && docs[i].p + docs[i].n <= d + n);
     unsigned char *keep = malloc(nd + 1);
     al_corpus_stats st;
     FZ_ASSERT(keep && al_corpus_clean(docs, nd, keep, &st, &e) == 0);
@@ -26,7 +27,8 @@ static void round_trip(const uint8_t *d, size_t n, al_docs_mode mode) {
     FZ_ASSERT(al_buf_ok(&b));
     al_doc *back;
     size_t nb;
-    FZ_ASSERT(al_corpus_split((const unsigned char *)(b.p ? b.p : ""), b.n, AL_DOCS_EOT, &back, &nb, &e) == 0);
+    FZ_ASSERT(al_corpus_split((const unsigned char *)(b.p ? b.p : ""), b.n, AL_DOCS_EOT, &back, &nb,
+                              &e) == 0);
     FZ_ASSERT(nb == st.docs);
     for (size_t i = 0, k = 0; i < nd; i++) {
         if (!keep[i]) continue;
@@ -50,7 +52,8 @@ static void round_trip(const uint8_t *d, size_t n, al_docs_mode mode) {
             size_t seen = 0;
             for (size_t j = 0; j < np; j++) {
                 FZ_ASSERT(p[j].in >= 0 && p[j].in < 2 && p[j].doc < in[p[j].in].n);
-                for (size_t q = 0; q < j; q++) FZ_ASSERT(p[q].in != p[j].in || p[q].doc != p[j].doc);
+                for (size_t q = 0; q < j; q++)
+                    FZ_ASSERT(p[q].in != p[j].in || p[q].doc != p[j].doc);
                 seen += in[p[j].in].docs[p[j].doc].n;
             }
             FZ_ASSERT(seen == taken[0] + taken[1]);

@@ -81,17 +81,18 @@ static void make_out(void) {
     FZ_ASSERT(al_store_merge(out_path, NULL, 0, NULL, NULL, &e) == 0);
     sqlite3 *db;
     FZ_ASSERT(sqlite3_open(out_path, &db) == SQLITE_OK);
-    FZ_ASSERT(sqlite3_exec(db,
-                           "INSERT INTO models(model_id, sha256, path, added_at) VALUES(1, '"
-                           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', '/m', 't');"
-                           "INSERT INTO runs(run_id, kind, model_id, started_at, status, attnlab_version,"
-                           " uid) VALUES(1, 'ablate', 1, 't', 'done', 'x', "
-                           "'0123456789abcdef0123456789abcdef'), (2, 'ablate', 1, 't', 'done', 'x', "
-                           "'00000000000000000000000000000002');"
-                           "INSERT INTO ablations(ablation_id, run_id, model_id, method, kind, heads,"
-                           " n_heads, loss) VALUES(1, 1, 1, 'zero', 'single', '0.1', 1, 3.5),"
-                           " (2, 2, 1, 'zero', 'single', '0.2', 1, 3.25);",
-                           NULL, NULL, NULL) == SQLITE_OK);
+    FZ_ASSERT(sqlite3_exec(
+                  db,
+                  "INSERT INTO models(model_id, sha256, path, added_at) VALUES(1, '"
+                  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', '/m', 't');"
+                  "INSERT INTO runs(run_id, kind, model_id, started_at, status, attnlab_version,"
+                  " uid) VALUES(1, 'ablate', 1, 't', 'done', 'x', "
+                  "'0123456789abcdef0123456789abcdef'), (2, 'ablate', 1, 't', 'done', 'x', "
+                  "'00000000000000000000000000000002');"
+                  "INSERT INTO ablations(ablation_id, run_id, model_id, method, kind, heads,"
+                  " n_heads, loss) VALUES(1, 1, 1, 'zero', 'single', '0.1', 1, 3.5),"
+                  " (2, 2, 1, 'zero', 'single', '0.2', 1, 3.25);",
+                  NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
     side_files_gone(out_path);
     pristine = slurp(out_path, &pristine_n);

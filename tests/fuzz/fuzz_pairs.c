@@ -24,8 +24,7 @@ static void init(void) {
                            &e) == 0);
 }
 
-static void check(const al_pairs *p, int rc, const al_err *e, const al_tokenizer *tok,
-                  int n_ctx) {
+static void check(const al_pairs *p, int rc, const al_err *e, const al_tokenizer *tok, int n_ctx) {
     if (rc != 0) {
         FZ_ASSERT(rc == -1);
         fz_check_msg(e);
@@ -43,8 +42,10 @@ static void check(const al_pairs *p, int rc, const al_err *e, const al_tokenizer
         if (len > longest) longest = len;
         for (int t = 0; t < p->T; t++) {
             int c = p->clean[(size_t)i * p->T + t], x = p->corr[(size_t)i * p->T + t];
-            if (t >= len) FZ_ASSERT(c == 0 && x == 0);
-            else FZ_ASSERT(c >= 0 && c < V && x >= 0 && x < V);
+            if (t >= len)
+                FZ_ASSERT(c == 0 && x == 0);
+            else
+                FZ_ASSERT(c >= 0 && c < V && x >= 0 && x < V);
         }
         const al_pair_item *it = &p->items[i];
         FZ_ASSERT(it->pair == i && it->pos == len - 1);
