@@ -32,6 +32,8 @@
 #                                 Debian 12's default-version metapackages
 #   sh scripts/deps.sh valgrind   also valgrind (`make valgrind`)
 #   sh scripts/deps.sh coverage   also gcovr (`make coverage`)
+#   sh scripts/deps.sh format     also clang-format-14 (`make format-check`:
+#                                 the pinned version .clang-format is kept in)
 #   sh scripts/deps.sh slurm      also Slurm and MUNGE (`make test-slurm`:
 #                                 slurm-wlm for slurmctld, slurmd and the
 #                                 client commands, munge for its auth)
@@ -62,9 +64,10 @@ for group in "$@"; do
         fuzz) need="$need clang libclang-rt-dev libomp-dev" ;;
         valgrind) need="$need valgrind" ;;
         coverage) need="$need gcovr" ;;
+        format) need="$need clang-format-14" ;;
         slurm) need="$need slurm-wlm munge" ;;
         corpora) extra="$extra golang-src python3-doc bible-kjv bible-kjv-text" ;;
-        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, python, fuzz, valgrind, slurm, corpora)" >&2; exit 2 ;;
+        *) echo "scripts/deps.sh: unknown group '$group' (test, bench, python, fuzz, valgrind, coverage, format, slurm, corpora)" >&2; exit 2 ;;
     esac
 done
 # each package once (test and bench share PyTorch), in first-named order
