@@ -31,6 +31,7 @@ typedef struct al_behave {
     int64_t model_id, run_id; /* run_id 0 until a run is begun */
     int train_T; /* sequence length it was trained on (state.json) */
     struct al_circuit_run *circ; /* --circuit: m.circuit points into it; NULL without */
+    const char *circ_path;       /* --circuit's file (borrowed); NULL without */
     const char *iv_json; /* --intervene: the file as parsed (borrowed), recorded in the
                               run's config by al_behave_begin; NULL without */
 } al_behave;
@@ -126,8 +127,10 @@ int al_probe_tokens_check(const char *which, const char *task, al_err *e);
  * random one of earlier versions, id for id), else &pl->src. */
 const al_probe_src *al_probe_load_src(const al_probe_load *pl);
 void al_probe_load_free(al_probe_load *pl);
-/* --json (registry.h): "model" (the directory), "sha256", "db", "model_id"
- * of b into doc. 0, or −1 when out of memory. */
+/* The run's document (registry.h): "model" (the directory), "sha256",
+ * "db", "model_id" of b into doc, and with --circuit "circuit_run":
+ * {"file", "what"} (the circuit's description). 0, or −1 when out of
+ * memory. */
 struct cJSON;
 int al_behave_json(struct cJSON *doc, const al_behave *b, const char *db);
 /* Mark the run failed (if begun) with e's message; e is kept. */

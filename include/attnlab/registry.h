@@ -17,8 +17,12 @@
  *             open the run's one transaction, store the warnings
  *   store     the run's rows (and any file it writes)
  *   --        driver: mark the run done (commit); "run", "model", "sha256",
- *             "db", "model_id" and "warnings" of the --json document
- *   print     the text on stdout, or the fields of the --json document
+ *             "db" and "model_id" of the run's JSON document
+ *   doc       the analysis's fields of that document: every number and
+ *             name its text shows
+ *   --        driver: under --json the document (with "warnings") is the
+ *             output; else the text is drawn from the document alone:
+ *   text      render the document as text on stdout
  *   release   free the state (always, also after a failure)
  *
  * A failure before the run row leaves the database as it was; after it,
@@ -150,7 +154,7 @@ typedef struct al_drive {
     const struct al_analysis *an; /* set by al_drive_run */
     struct al_behave *b; /* the model, database and (after prepare) run */
     double t_start; /* al_now() when the driver began */
-    int json; /* --json: print nothing on stdout; fill doc */
+    int json; /* --json: print nothing on stdout (doc is the output) */
     int progress; /* a progress line on stderr (stderr a tty, or --progress) */
     int strict; /* --strict: refuse (exit 1, nothing stored) on a gap/effect warning */
     int quiet; /* no warning or note lines on stderr: they are in doc (the
@@ -199,14 +203,21 @@ typedef struct al_analysis {
     /* The phases (see the top of this file). Each gets the bound
      * argument struct, the command's state (state_size bytes, zeroed by
      * the driver; what it points to is freed by release) and the driver
-     * (d->b: the loaded model and store). prepare, store, print and
-     * release may be NULL; compute may not. Each returns 0, or −1 with e
-     * set; print nothing on failure. */
+     * (d->b: the loaded model and store). prepare, store and release may
+     * be NULL; compute, doc and text may not. Each returns 0, or −1 with e
+     * set. */
     size_t state_size;
     int (*prepare)(void *args, void *state, al_drive *d, al_err *e);
     int (*compute)(void *args, void *state, al_drive *d, al_err *e);
     int (*store)(void *args, void *state, al_drive *d, al_err *e);
-    int (*print)(void *args, void *state, al_drive *d, al_err *e);
+    /* Fill d->doc (schema attnlab.<name>/1, docs/json.md) with everything
+     * the text shows; the driver's keys are in it already. */
+    int (*doc)(void *args, void *state, al_drive *d, al_err *e);
+    /* The text on stdout, from the document alone (the CLI without
+     * --json, an experiment's stage): no state, no arguments, so what is
+     * printed is what --json and the library return. */
+    void (*text)(const struct cJSON *doc);
+    int (*print)(void *args, void *state, al_drive *d, al_err *e); /* (being replaced) */
     void (*release)(void *state);
     /* The gap/effect warnings of the computed state (gap.h), or NULL: none. */
     const struct al_warnings *(*warnings)(const void *state);

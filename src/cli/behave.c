@@ -303,6 +303,7 @@ int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al
         return -1;
     }
     b->circ = cr;
+    b->circ_path = path;
     return al_circuit_run_attach(cr, &b->m, e);
 }
 
@@ -321,10 +322,17 @@ void al_behave_warn_probe(const al_behave *b, int len) {
 }
 
 int al_behave_json(cJSON *doc, const al_behave *b, const char *db) {
-    return cJSON_AddStringToObject(doc, "model", b->dir) &&
-                   cJSON_AddStringToObject(doc, "sha256", b->sha) &&
-                   cJSON_AddStringToObject(doc, "db", db) &&
-                   cJSON_AddNumberToObject(doc, "model_id", (double)b->model_id)
+    char buf[256];
+    cJSON *c;
+    if (!cJSON_AddStringToObject(doc, "model", b->dir) ||
+        !cJSON_AddStringToObject(doc, "sha256", b->sha) || !cJSON_AddStringToObject(doc, "db", db) ||
+        !cJSON_AddNumberToObject(doc, "model_id", (double)b->model_id))
+        return -1;
+    if (!b->circ) return 0;
+    return (c = cJSON_AddObjectToObject(doc, "circuit_run")) &&
+                   cJSON_AddStringToObject(c, "file", b->circ_path ? b->circ_path : "") &&
+                   cJSON_AddStringToObject(c, "what",
+                                           al_circuit_run_describe(b->circ, buf, sizeof buf))
                ? 0
                : -1;
 }

@@ -15,6 +15,8 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/circuit_run.h"
+#include "attnlab/doc_text.h"
+#include "attnlab/json.h"
 #include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/store_analysis.h"
@@ -88,23 +90,17 @@ al_command al_cmd_scores = {
 };
 /* clang-format on */
 
-/* "1.3 (0.87), 1.5 (0.45)" of heads with v > thr, strongest first. */
-static void print_named(const char *what, const double *v, const unsigned char *off, int LH, int H,
-                        double thr) {
+/* "what: 1.3 (0.87), 1.5 (0.45)": the document's named heads (strongest
+ * first already), or "none". */
+static void text_named(const char *what, const cJSON *arr) {
     printf("%s: ", what);
-    int any = 0, *used = calloc((size_t)LH, sizeof(int));
-    if (!used) return;
-    for (;;) {
-        int best = -1;
-        for (int i = 0; i < LH; i++)
-            if (!used[i] && v[i] > thr && (best < 0 || v[i] > v[best])) best = i;
-        if (best < 0) break;
-        used[best] = 1;
-        printf("%s%d.%d (%.3f%s)", any++ ? ", " : "", best / H, best % H, v[best],
-               off[best] ? ", off" : "");
+    int any = 0;
+    const cJSON *j;
+    cJSON_ArrayForEach(j, arr) {
+        printf("%s%s (%.3f%s)", any++ ? ", " : "", al_dt_str(j, "head"), al_dt_num(j, "value"),
+               al_dt_bool(j, "off") ? ", off" : "");
     }
     printf("%s\n", any ? "" : "none");
-    free(used);
 }
 
 /* The score that names induction heads: induction_all on a text probe,
@@ -119,65 +115,80 @@ static const double *verdict_scores(const al_scores_result *r, const char **name
     return r->probe_text ? r->probe.induction_all : r->probe.induction;
 }
 
-static void print_summary(const scores_args *a, const al_behave *b, const al_scores_result *r) {
-    int L = r->L, H = r->H;
-    const al_probe_scores *ps = &r->probe;
-    const al_scores_opts *o = &a->o;
-    printf("model %s (sha256 %.12s…; %d layer%s × %d heads%s) -> run %lld of %s\n", a->w.model,
-           b->sha, L, L == 1 ? "" : "s", H, r->n_off ? ", masked" : "", (long long)b->run_id,
-           a->w.db);
-    al_behave_print_circuit(b, a->circuit);
+/* The text of attnlab.scores/1, from the document alone. */
+static void scores_text(const cJSON *doc) {
+    const int L = al_dt_int(doc, "n_layers"), H = al_dt_int(doc, "heads_per_layer");
+    const cJSON *heads = al_dt_get(doc, "heads"), *pr = al_dt_get(doc, "probe"),
+                *tx = al_dt_get(doc, "text"), *h;
+    const int probe_text = al_dt_get(pr, "recurrence") != NULL, have_text = cJSON_IsObject(tx);
+    int masked = 0;
+    cJSON_ArrayForEach(h, heads) masked |= al_dt_bool(h, "off");
+    if (al_dt_get(doc, "probe_made_of"))
+        printf("probe made of %s\n", al_dt_str(doc, "probe_made_of"));
+    printf("model %s (sha256 %.12s…; %d layer%s × %d heads%s) -> run %lld of %s\n",
+           al_dt_str(doc, "model"), al_dt_str(doc, "sha256"), L, L == 1 ? "" : "s", H,
+           masked ? ", masked" : "", (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
+    al_dt_circuit(doc);
     /* induction_all's column only for a text probe, where it differs */
     printf("%-5s %9s %9s %9s", "head", "induction", "dup_token", "prev_tok");
-    if (r->probe_text) printf(" %9s", "ind_all");
+    if (probe_text) printf(" %9s", "ind_all");
     printf(" %12s %12s\n", "copying_abl", "excess");
-    for (int i = 0; i < L * H; i++) {
-        printf("%d.%-3d %9.3f %9.3f %9.3f", i / H, i % H, ps->induction[i], ps->duplicate_token[i],
-               ps->prev_token[i]);
-        if (r->probe_text) printf(" %9.3f", ps->induction_all[i]);
-        if (r->off[i])
+    int i = 0;
+    cJSON_ArrayForEach(h, heads) {
+        printf("%d.%-3d %9.3f %9.3f %9.3f", i / H, i % H, al_dt_num(h, "induction"),
+               al_dt_num(h, "duplicate_token"), al_dt_num(h, "prev_token"));
+        if (probe_text) printf(" %9.3f", al_dt_num(h, "induction_all"));
+        double ex = al_dt_num(h, "copying_ablation_excess");
+        if (al_dt_bool(h, "off"))
             printf(" %12s\n", "(off)");
-        else if (r->have_text && isnan(r->excess[i]))
-            printf(" %+12.4f %12s\n", r->copying[i], "-");
-        else if (r->have_text)
-            printf(" %+12.4f %+12.4f\n", r->copying[i], r->excess[i]);
+        else if (have_text && isnan(ex))
+            printf(" %+12.4f %12s\n", al_dt_num(h, "copying_ablation"), "-");
+        else if (have_text)
+            printf(" %+12.4f %+12.4f\n", al_dt_num(h, "copying_ablation"), ex);
         else
             printf(" %12s\n", "-");
+        i++;
     }
     printf("probe (R %d, N %d, seed %llu): loss first repeat %.4f, second %.4f, icl_gain %.4f\n",
-           o->probe_r, o->probe_n, (unsigned long long)o->probe_seed, ps->loss_first,
-           ps->loss_second, ps->icl_gain);
-    if (r->probe_text) {
+           al_dt_int(pr, "r"), al_dt_int(pr, "n"), (unsigned long long)al_dt_u64(pr, "seed"),
+           al_dt_num(pr, "loss_first"), al_dt_num(pr, "loss_second"), al_dt_num(pr, "icl_gain"));
+    if (probe_text) {
         printf("text probe: at %.1f%% of second-half positions the token also sits elsewhere in "
                "the first half; induction counts attention to the one position R-1 back only, "
                "ind_all (induction_all) to the successor of every earlier occurrence (%.3f for "
                "uniform attention, %.3f for a previous-token head); a head attending evenly to "
                "those successors reads %.3f on induction\n",
-               100 * r->probe_recur, r->probe_uniform_all, r->probe_prev_all, r->probe_ceiling);
+               100 * al_dt_num(pr, "recurrence"), al_dt_num(pr, "uniform_all"),
+               al_dt_num(pr, "prev_all"), al_dt_num(pr, "induction_ceiling"));
         printf("induction mass by layer (heads summed, induction / induction_all):");
-        for (int l = 0; l < L; l++)
-            printf("%s layer %d %.3f / %.3f", l ? "," : "", l, ps->layer_induction[l],
-                   ps->layer_induction_all[l]);
+        const cJSON *l;
+        cJSON_ArrayForEach(l, al_dt_get(doc, "layers")) {
+            int li = al_dt_int(l, "layer");
+            printf("%s layer %d %.3f / %.3f", li ? "," : "", li, al_dt_num(l, "induction_sum"),
+                   al_dt_num(l, "induction_all_sum"));
+        }
         printf("\n");
     }
-    if (r->have_text)
+    if (have_text) {
+        const cJSON *lp = al_dt_get(tx, "late_positions"), *ep = al_dt_get(tx, "early_positions");
         printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f +- %.4f (late %d..%d "
                "%.4f - early %d..%d %.4f); copy positions %.1f%% (loss %.4f)\n",
-               a->w.data, o->batches, o->batch, r->T, r->val_loss, r->icl_score, r->icl_se,
-               r->rg.l0, r->rg.l1 - 1, r->icl_late, r->rg.e0, r->rg.e1 - 1, r->icl_early,
-               100 * r->copy_fraction, r->val_loss_copy);
-    else
+               al_dt_str(tx, "data"), al_dt_int(tx, "batches"), al_dt_int(tx, "batch"),
+               al_dt_int(tx, "T"), al_dt_num(tx, "loss"), al_dt_num(tx, "icl_score"),
+               al_dt_num(tx, "icl_score_se"), cJSON_GetArrayItem(lp, 0)->valueint,
+               cJSON_GetArrayItem(lp, 1)->valueint, al_dt_num(tx, "icl_late"),
+               cJSON_GetArrayItem(ep, 0)->valueint, cJSON_GetArrayItem(ep, 1)->valueint,
+               al_dt_num(tx, "icl_early"), 100 * al_dt_num(tx, "copy_fraction"),
+               al_dt_num(tx, "loss_copy"));
+    } else
         printf("no --data: icl_score and copying_ablation skipped\n");
-    const char *by;
-    const double *v = verdict_scores(r, &by);
     char what[96];
     /* clang-format off */
-    snprintf(what, sizeof what, "induction heads (%s > " AL_TH_STR(AL_TH_INDUCTION) ")", by);
-    /* clang-format on */
-    print_named(what, v, r->off, L * H, H, AL_TH_INDUCTION);
-    /* clang-format off */
-    print_named("previous-token heads (prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) ")",
-                ps->prev_token, r->off, L * H, H, AL_TH_PREV_TOKEN);
+    snprintf(what, sizeof what, "induction heads (%s > " AL_TH_STR(AL_TH_INDUCTION) ")",
+             al_dt_str(doc, "induction_heads_by"));
+    text_named(what, al_dt_get(doc, "induction_heads"));
+    text_named("previous-token heads (prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) ")",
+               al_dt_get(doc, "previous_token_heads"));
     /* clang-format on */
 }
 
@@ -206,12 +217,15 @@ static int json_named(cJSON *doc, const char *key, const double *v, const unsign
 }
 
 /* attnlab.scores/1 (docs/json.md), beside the driver's run and model keys. */
-static int json_scores(cJSON *doc, const scores_args *a, int n_allowed, const al_scores_result *r) {
+static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl,
+                       const al_scores_result *r) {
+    const int n_allowed = pl->n_ids;
     int L = r->L, H = r->H;
     const al_probe_scores *ps = &r->probe;
     const al_scores_opts *o = &a->o;
     cJSON *heads, *probe;
-    if (!cJSON_AddNumberToObject(doc, "layers", L) ||
+    if ((!pl->random_all && !cJSON_AddStringToObject(doc, "probe_made_of", pl->what)) ||
+        !cJSON_AddNumberToObject(doc, "n_layers", L) ||
         !cJSON_AddNumberToObject(doc, "heads_per_layer", H) ||
         !cJSON_AddStringToObject(doc, "probe_tokens", a->probe_tokens) ||
         !cJSON_AddNumberToObject(doc, "probe_ids", n_allowed) ||
@@ -244,7 +258,7 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed, const al
     if (!layers || !(probe = cJSON_AddObjectToObject(doc, "probe")) ||
         !cJSON_AddNumberToObject(probe, "r", o->probe_r) ||
         !cJSON_AddNumberToObject(probe, "n", o->probe_n) ||
-        !cJSON_AddNumberToObject(probe, "seed", (double)o->probe_seed) ||
+        !cJSON_AddItemToObject(probe, "seed", al_json_u64_item(o->probe_seed)) ||
         !cJSON_AddNumberToObject(probe, "loss_first", ps->loss_first) ||
         !cJSON_AddNumberToObject(probe, "loss_second", ps->loss_second) ||
         !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain) ||
@@ -254,9 +268,17 @@ static int json_scores(cJSON *doc, const scores_args *a, int n_allowed, const al
                            !cJSON_AddNumberToObject(probe, "induction_ceiling", r->probe_ceiling))))
         return -1;
     if (r->have_text) {
-        cJSON *t = cJSON_AddObjectToObject(doc, "text");
+        cJSON *t = cJSON_AddObjectToObject(doc, "text"), *lp, *ep;
         if (!t || !cJSON_AddStringToObject(t, "data", a->w.data) ||
+            !cJSON_AddNumberToObject(t, "batches", o->batches) ||
+            !cJSON_AddNumberToObject(t, "batch", o->batch) ||
             !cJSON_AddNumberToObject(t, "T", r->T) ||
+            !(lp = cJSON_AddArrayToObject(t, "late_positions")) ||
+            !cJSON_AddItemToArray(lp, cJSON_CreateNumber(r->rg.l0)) ||
+            !cJSON_AddItemToArray(lp, cJSON_CreateNumber(r->rg.l1 - 1)) ||
+            !(ep = cJSON_AddArrayToObject(t, "early_positions")) ||
+            !cJSON_AddItemToArray(ep, cJSON_CreateNumber(r->rg.e0)) ||
+            !cJSON_AddItemToArray(ep, cJSON_CreateNumber(r->rg.e1 - 1)) ||
             !cJSON_AddNumberToObject(t, "loss", r->val_loss) ||
             !cJSON_AddNumberToObject(t, "icl_score", r->icl_score) ||
             !cJSON_AddNumberToObject(t, "icl_score_se", r->icl_se) ||
@@ -331,7 +353,6 @@ static int scores_compute(void *args, void *state, al_drive *dr, al_err *e) {
     o.probe_src = al_probe_load_src(&s->pl);
     /* said before the (long) analysis, as the run begins */
     al_behave_warn_probe(b, 2 * o.probe_r + 1);
-    if (!s->pl.random_all && !dr->json) printf("probe made of %s\n", s->pl.what);
     return al_scores_run(&b->m, a->w.data ? &s->d : NULL, s->T, al_behave_bos(b), b->off, &o, &s->r,
                          e);
 }
@@ -342,14 +363,9 @@ static int scores_store(void *args, void *state, al_drive *dr, al_err *e) {
     return al_store_put_scores(dr->b->st, dr->b->run_id, dr->b->model_id, &s->r, e);
 }
 
-static int scores_print(void *args, void *state, al_drive *dr, al_err *e) {
-    scores_args *a = args;
+static int scores_doc(void *args, void *state, al_drive *dr, al_err *e) {
     scores_state *s = state;
-    if (!dr->json)
-        print_summary(a, dr->b, &s->r);
-    else if (json_scores(dr->doc, a, s->pl.n_ids, &s->r))
-        return al_errf(e, "out of memory");
-    return 0;
+    return json_scores(dr->doc, args, &s->pl, &s->r) ? al_errf(e, "out of memory") : 0;
 }
 
 static void scores_release(void *state) {
@@ -391,7 +407,7 @@ const al_analysis al_an_scores = {.name = "scores",
                                   .prepare = scores_prepare,
                                   .compute = scores_compute,
                                   .store = scores_store,
-                                  .print = scores_print,
+                                  .doc = scores_doc, .text = scores_text,
                                   .release = scores_release,
                                   .warnings = scores_warnings,
                                   .exp_data = AL_EXP_DATA_VAL,
