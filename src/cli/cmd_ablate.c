@@ -17,6 +17,7 @@
 #include "attnlab/behave.h"
 #include "attnlab/ablate.h"
 #include "attnlab/circuit_run.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
@@ -80,44 +81,44 @@ al_command al_cmd_ablate = {
     run_ablate,
 };
 
-static void print_rows(const ablate_args *a, const al_ablate_result *r) {
-    int H = r->H;
-    char name[64];
+/* The single and set rows of the document's configurations. */
+static void text_rows(const cJSON *doc) {
+    const cJSON *c;
     printf("%-12s %9s %9s %9s %9s\n", "ablated", "loss", "Δloss", "Δcopy", "Δprobe");
-    printf("%-12s %9.4f %9s %9s %9s\n", "(none)", r->clean_loss, "-", "-", "-");
-    for (int k = 0; k < r->n; k++) {
-        const al_ablate_config *c = &r->c[k];
-        if (c->b >= 0) continue;
-        if (c->a >= 0)
-            snprintf(name, sizeof name, "%d.%d", c->a / H, c->a % H);
-        else if (strlen(a->o.heads) < sizeof name)
-            snprintf(name, sizeof name, "%s", a->o.heads);
-        else
-            snprintf(name, sizeof name, "(set)");
-        printf("%-12s %9.4f %+9.4f %+9.4f %+9.4f\n", name, c->loss, c->delta_loss, c->delta_copy,
-               c->delta_probe);
+    printf("%-12s %9.4f %9s %9s %9s\n", "(none)", al_dt_num(doc, "clean_loss"), "-", "-", "-");
+    cJSON_ArrayForEach(c, al_dt_get(doc, "configurations")) {
+        if (!strcmp(al_dt_str(c, "kind"), "pair")) continue;
+        const char *name = al_dt_str(c, "ablated");
+        printf("%-12s %9.4f %+9.4f %+9.4f %+9.4f\n", strlen(name) < 64 ? name : "(set)",
+               al_dt_num(c, "loss"), al_dt_num(c, "delta_loss"), al_dt_num(c, "delta_copy"),
+               al_dt_num(c, "delta_probe"));
     }
 }
 
-/* The interaction on metric f (offset into al_ablate_config). */
-static double inter(const al_ablate_result *r, int k, size_t f) {
-    return *(const double *)((const char *)&r->c[k] + f);
+/* "0.3+1.4" as "0.3+1.4   ": the second head's index left-aligned in 4. */
+static void print_pair_name(const char *name) {
+    const char *dot = strrchr(name, '.');
+    if (!dot) dot = name + strlen(name) - 1;
+    printf("%.*s%-4s", (int)(dot + 1 - name), name, dot + 1);
 }
 
-/* Pairs sorted by |interaction| on the validation loss, the first `show`
- * printed, then the strongest on the copy and probe metrics. */
-static void print_pairs(const al_ablate_result *r, int show) {
-    int H = r->H, np = 0;
-    int *idx = malloc(sizeof(int) * (size_t)r->n);
+/* The document's pairs sorted by |interaction| on the validation loss,
+ * the first `show` printed, then the strongest on the copy and probe
+ * metrics. */
+static void text_pairs(const cJSON *doc) {
+    const cJSON *c, *cs = al_dt_get(doc, "configurations");
+    const cJSON **idx = malloc(sizeof *idx * (size_t)(1 + cJSON_GetArraySize(cs)));
+    int np = 0, show = al_dt_int(doc, "show");
     if (!idx) return;
-    for (int k = 0; k < r->n; k++)
-        if (r->c[k].b >= 0) idx[np++] = k;
-    size_t fl = offsetof(al_ablate_config, inter_loss), fc = offsetof(al_ablate_config, inter_copy),
-           fp = offsetof(al_ablate_config, inter_probe);
+    cJSON_ArrayForEach(c, cs) {
+        if (!strcmp(al_dt_str(c, "kind"), "pair")) idx[np++] = c;
+    }
     /* insertion sort by |interaction| on the validation loss, descending */
     for (int i = 1; i < np; i++)
-        for (int j = i; j > 0 && fabs(inter(r, idx[j], fl)) > fabs(inter(r, idx[j - 1], fl)); j--) {
-            int t = idx[j];
+        for (int j = i; j > 0 && fabs(al_dt_num(idx[j], "inter_loss")) >
+                                     fabs(al_dt_num(idx[j - 1], "inter_loss"));
+             j--) {
+            const cJSON *t = idx[j];
             idx[j] = idx[j - 1], idx[j - 1] = t;
         }
     printf("pairs: interaction = Δ(pair) - Δ(h1) - Δ(h2), largest |interaction| on the "
@@ -126,19 +127,19 @@ static void print_pairs(const al_ablate_result *r, int show) {
     printf("%-10s %9s %12s %12s %12s\n", "pair", "Δloss", "inter_loss", "inter_copy",
            "inter_probe");
     for (int i = 0; i < np && i < show; i++) {
-        const al_ablate_config *c = &r->c[idx[i]];
-        printf("%d.%d+%d.%-4d %+9.4f %+12.4f %+12.4f %+12.4f\n", c->a / H, c->a % H, c->b / H,
-               c->b % H, c->delta_loss, c->inter_loss, c->inter_copy, c->inter_probe);
+        print_pair_name(al_dt_str(idx[i], "ablated"));
+        printf(" %+9.4f %+12.4f %+12.4f %+12.4f\n", al_dt_num(idx[i], "delta_loss"),
+               al_dt_num(idx[i], "inter_loss"), al_dt_num(idx[i], "inter_copy"),
+               al_dt_num(idx[i], "inter_probe"));
     }
     const char *what[2] = {"copy positions", "probe second repeat"};
-    size_t fs[2] = {fc, fp};
+    const char *key[2] = {"inter_copy", "inter_probe"};
     for (int w = 0; w < 2 && np; w++) {
-        int best = idx[0];
+        const cJSON *best = idx[0];
         for (int i = 0; i < np; i++)
-            if (fabs(inter(r, idx[i], fs[w])) > fabs(inter(r, best, fs[w]))) best = idx[i];
-        const al_ablate_config *c = &r->c[best];
-        printf("largest |interaction| on %s: %d.%d+%d.%d (%+.4f)\n", what[w], c->a / H, c->a % H,
-               c->b / H, c->b % H, inter(r, best, fs[w]));
+            if (fabs(al_dt_num(idx[i], key[w])) > fabs(al_dt_num(best, key[w]))) best = idx[i];
+        printf("largest |interaction| on %s: %s (%+.4f)\n", what[w], al_dt_str(best, "ablated"),
+               al_dt_num(best, key[w]));
     }
     free(idx);
 }
@@ -158,9 +159,15 @@ static void config_name(const ablate_args *a, const al_ablate_result *r, const a
 /* attnlab.ablate/1 (docs/json.md): every configuration, singles and
  * pairs, with the clean model's loss (the driver adds the run and model keys). */
 static int json_ablate(cJSON *doc, const ablate_args *a, const al_ablate_opts *o, int T,
-                       const al_ablate_result *r) {
-    cJSON *cs;
+                       const al_ablate_result *r, double total) {
+    cJSON *cs, *sec;
     if (!cJSON_AddStringToObject(doc, "method", o->method) ||
+        !cJSON_AddBoolToObject(doc, "pairs", o->pairs) ||
+        !cJSON_AddNumberToObject(doc, "show", a->show) ||
+        !(sec = cJSON_AddObjectToObject(doc, "seconds")) ||
+        !cJSON_AddNumberToObject(sec, "ablate", r->seconds_ablate) ||
+        !cJSON_AddNumberToObject(sec, "clean", r->seconds_clean) ||
+        !cJSON_AddNumberToObject(sec, "total", total) ||
         !cJSON_AddNumberToObject(doc, "batches", o->batches) ||
         !cJSON_AddNumberToObject(doc, "batch", o->batch) || !cJSON_AddNumberToObject(doc, "T", T) ||
         !cJSON_AddNumberToObject(doc, "probe_r", o->probe_r) ||
@@ -274,25 +281,31 @@ static int ablate_store(void *args, void *state, al_drive *dr, al_err *e) {
     return al_store_put_ablate(dr->b->st, dr->b->run_id, dr->b->model_id, &s->r, e);
 }
 
-static int ablate_print(void *args, void *state, al_drive *dr, al_err *e) {
+static int ablate_doc(void *args, void *state, al_drive *dr, al_err *e) {
     ablate_args *a = args;
     ablate_state *s = state;
-    const al_behave *bh = dr->b;
-    const al_ablate_opts *o = &a->o;
-    const al_ablate_result *r = &s->r;
-    if (dr->json) return json_ablate(dr->doc, a, o, s->T, r) ? al_errf(e, "out of memory") : 0;
+    return json_ablate(dr->doc, a, &a->o, s->T, &s->r, al_now() - s->t0)
+               ? al_errf(e, "out of memory")
+               : 0;
+}
+
+/* The text of attnlab.ablate/1, from the document alone. */
+static void ablate_text(const cJSON *doc) {
+    const cJSON *sec = al_dt_get(doc, "seconds");
+    int n = cJSON_GetArraySize(al_dt_get(doc, "configurations"));
     printf("model %s (sha256 %.12s…) -> run %lld of %s; method %s, %d x %d windows of %d, "
            "probe R %d N %d\n",
-           a->w.model, bh->sha, (long long)bh->run_id, a->w.db, o->method, o->batches, o->batch,
-           s->T, o->probe_r, o->probe_n);
-    al_behave_print_circuit(bh, a->circuit);
-    print_rows(a, r);
-    if (o->pairs) print_pairs(r, a->show);
+           al_dt_str(doc, "model"), al_dt_str(doc, "sha256"), (long long)al_dt_num(doc, "run"),
+           al_dt_str(doc, "db"), al_dt_str(doc, "method"), al_dt_int(doc, "batches"),
+           al_dt_int(doc, "batch"), al_dt_int(doc, "T"), al_dt_int(doc, "probe_r"),
+           al_dt_int(doc, "probe_n"));
+    al_dt_circuit(doc);
+    text_rows(doc);
+    if (al_dt_bool(doc, "pairs")) text_pairs(doc);
     printf("ablate: %d configuration%s in %.2f s (%.3f s each; one clean pass over the "
            "evaluation tokens took %.3f s; total %.2f s)\n",
-           r->n, r->n == 1 ? "" : "s", r->seconds_ablate, r->seconds_ablate / r->n,
-           r->seconds_clean, al_now() - s->t0);
-    return 0;
+           n, n == 1 ? "" : "s", al_dt_num(sec, "ablate"), al_dt_num(sec, "ablate") / n,
+           al_dt_num(sec, "clean"), al_dt_num(sec, "total"));
 }
 
 static void ablate_release(void *state) {
@@ -329,7 +342,7 @@ const al_analysis al_an_ablate = {.name = "ablate",
                                   .prepare = ablate_prepare,
                                   .compute = ablate_compute,
                                   .store = ablate_store,
-                                  .print = ablate_print,
+                                  .doc = ablate_doc, .text = ablate_text,
                                   .release = ablate_release,
                                   .stops = 1,
                                   .exp_list = 1,

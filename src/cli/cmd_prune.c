@@ -13,6 +13,7 @@
 #include "attnlab/analyses.h"
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
 #include "attnlab/store_analysis.h"
@@ -66,20 +67,21 @@ al_command al_cmd_prune = {
     run_prune,
 };
 
-static void print_steps(const al_prune_result *r) {
+static void text_steps(const cJSON *doc) {
+    const cJSON *st;
     printf("%4s %8s %11s %9s %9s %5s\n", "step", "removed", "importance", "loss", "Δloss", "left");
-    for (int k = 0; k < r->n_steps; k++) {
-        const al_prune_step *s = &r->steps[k];
-        char name[32] = "-";
-        if (s->layer >= 0) snprintf(name, sizeof name, "%d.%d", s->layer, s->head);
-        printf("%4d %8s %11.4g %9.4f %+9.4f %5d%s\n", s->step, name, s->importance, s->loss,
-               s->delta_loss, s->heads_left, s->over_budget ? "  over budget: not applied" : "");
+    cJSON_ArrayForEach(st, al_dt_get(doc, "steps")) {
+        const char *name = al_dt_str(st, "removed");
+        printf("%4d %8s %11.4g %9.4f %+9.4f %5d%s\n", al_dt_int(st, "step"), *name ? name : "-",
+               al_dt_num(st, "importance"), al_dt_num(st, "loss"), al_dt_num(st, "delta_loss"),
+               al_dt_int(st, "heads_left"),
+               al_dt_bool(st, "over_budget") ? "  over budget: not applied" : "");
     }
 }
 
 /* attnlab.prune/1 (docs/json.md), beside the driver's run and model keys. */
 static int json_prune(cJSON *doc, const al_prune_opts *o, int T, const char *path,
-                      const al_prune_run_result *r) {
+                      const al_prune_run_result *r, double seconds) {
     const al_prune_step *last = &r->p.steps[r->last];
     int LH = r->L * r->H;
     cJSON *steps;
@@ -89,6 +91,7 @@ static int json_prune(cJSON *doc, const al_prune_opts *o, int T, const char *pat
         !cJSON_AddNumberToObject(doc, "evaluate_batches", r->eval_batches) ||
         !cJSON_AddNumberToObject(doc, "batch", o->batch) || !cJSON_AddNumberToObject(doc, "T", T) ||
         !cJSON_AddNumberToObject(doc, "base_loss", r->p.base_loss) ||
+        !cJSON_AddNumberToObject(doc, "seconds", seconds) ||
         !(steps = cJSON_AddArrayToObject(doc, "steps")))
         return -1;
     for (int k = 0; k < r->p.n_steps; k++) {
@@ -171,25 +174,30 @@ static int prune_store(void *args, void *state, al_drive *dr, al_err *e) {
                : 0;
 }
 
-static int prune_print(void *args, void *state, al_drive *dr, al_err *e) {
+static int prune_doc(void *args, void *state, al_drive *dr, al_err *e) {
     prune_args *a = args;
     prune_state *s = state;
-    const al_prune_opts *o = &a->o;
-    const al_prune_run_result *r = &s->r;
-    if (dr->json) return json_prune(dr->doc, o, s->T, s->path, r) ? al_errf(e, "out of memory") : 0;
-    const al_prune_step *last = &r->p.steps[r->last];
+    return json_prune(dr->doc, &a->o, s->T, s->path, &s->r, al_now() - dr->t_start)
+               ? al_errf(e, "out of memory")
+               : 0;
+}
+
+/* The text of attnlab.prune/1, from the document alone. */
+static void prune_text(const cJSON *doc) {
+    const cJSON *m = al_dt_get(doc, "mask");
+    const double budget = al_dt_num(doc, "budget"), base = al_dt_num(doc, "base_loss");
+    const int batch = al_dt_int(doc, "batch");
     printf("model %s (sha256 %.12s…) -> run %lld of %s; prune by %s, estimate on %d x %d "
            "windows of %d, evaluate on %d x %d\n",
-           a->w.model, dr->b->sha, (long long)dr->b->run_id, a->w.db, o->method, r->est_batches,
-           o->batch, s->T, r->eval_batches, o->batch);
-    print_steps(&r->p);
-    int LH = r->L * r->H;
-    if (o->budget >= 0)
-        printf("budget %g: loss limit %.4f (base %.4f); ", o->budget,
-               (1 + o->budget) * r->p.base_loss, r->p.base_loss);
-    printf("mask: %d of %d heads off, loss %.4f -> %s (%.2f s)\n", LH - last->heads_left, LH,
-           last->loss, s->path, al_now() - dr->t_start);
-    return 0;
+           al_dt_str(doc, "model"), al_dt_str(doc, "sha256"), (long long)al_dt_num(doc, "run"),
+           al_dt_str(doc, "db"), al_dt_str(doc, "method"), al_dt_int(doc, "estimate_batches"),
+           batch, al_dt_int(doc, "T"), al_dt_int(doc, "evaluate_batches"), batch);
+    text_steps(doc);
+    if (budget >= 0)
+        printf("budget %g: loss limit %.4f (base %.4f); ", budget, (1 + budget) * base, base);
+    printf("mask: %d of %d heads off, loss %.4f -> %s (%.2f s)\n", al_dt_int(m, "heads_off"),
+           al_dt_int(m, "heads"), al_dt_num(m, "loss"), al_dt_str(m, "file"),
+           al_dt_num(doc, "seconds"));
 }
 
 static void prune_release(void *state) {
@@ -219,7 +227,7 @@ const al_analysis al_an_prune = {.name = "prune",
                                  .prepare = prune_prepare,
                                  .compute = prune_compute,
                                  .store = prune_store,
-                                 .print = prune_print,
+                                 .doc = prune_doc, .text = prune_text,
                                  .release = prune_release,
                                  .stops = 1,
                                  .exp_data = AL_EXP_DATA_VAL,
