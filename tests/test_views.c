@@ -266,7 +266,11 @@ TEST(views_text_and_json) {
     FILE *m = open_memstream(&txt, &len);
     CHECK(m != NULL);
     if (!m) return;
-    al_views_print(m, f.v, 5, NULL);
+    /* the text is drawn from the document alone */
+    cJSON *d5 = cJSON_CreateObject();
+    CHECK(d5 && al_views_json(d5, f.v, 5, NULL) == 0);
+    al_views_text(m, d5);
+    cJSON_Delete(d5);
     fclose(m);
     const char *const want[] = {
         "head               t_head\n0.0               -1.2500\n",
@@ -285,14 +289,19 @@ TEST(views_text_and_json) {
     /* the head-only table is as it always was */
     txt = NULL;
     m = open_memstream(&txt, &len);
-    al_views_print(m, f.v, 1, NULL);
+    cJSON *d1 = cJSON_CreateObject();
+    unsigned char off[VLH] = {0};
+    off[1] = 1; /* a masked head says so after its row */
+    CHECK(d1 && al_views_json(d1, f.v, 1, off) == 0);
+    al_views_text(m, d1);
+    cJSON_Delete(d1);
     fclose(m);
     CHECK(txt && strncmp(txt, "head  ", 6) == 0 && strstr(txt, "  t_head: a head score\n") &&
-          !strstr(txt, "t_pair"));
+          !strstr(txt, "t_pair") && strstr(txt, "0.1 ") && strstr(strstr(txt, "0.1 "), "  off\n"));
     free(txt);
 
     cJSON *doc = cJSON_CreateObject();
-    CHECK(al_views_json(doc, f.v, 5) == 0);
+    CHECK(al_views_json(doc, f.v, 5, NULL) == 0);
     char *js = cJSON_PrintUnformatted(doc);
     cJSON_Delete(doc);
     cJSON *j = js ? cJSON_Parse(js) : NULL; /* what a reader of stdout parses */

@@ -8,6 +8,7 @@
 #include "attnlab/args.h"
 #include "attnlab/attnstats.h"
 #include "attnlab/behave.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/registry.h"
 #include "attnlab/store_views.h"
 #include "attnlab/stop.h"
@@ -100,20 +101,23 @@ static int attnstats_store(void *args, void *state, al_drive *dr, al_err *e) {
     return al_store_put_views(dr->b->st, dr->b->run_id, dr->b->model_id, s->v, s->n, e);
 }
 
-static int attnstats_print(void *args, void *state, al_drive *dr, al_err *e) {
+static int attnstats_doc(void *args, void *state, al_drive *dr, al_err *e) {
     attnstats_args *a = args;
     attnstats_state *s = state;
-    if (dr->json) {
-        if (!cJSON_AddNumberToObject(dr->doc, "T", s->T) ||
-            !cJSON_AddNumberToObject(dr->doc, "windows", s->r.windows) ||
-            al_views_json(dr->doc, s->v, s->n))
-            return al_errf(e, "out of memory");
-        return 0;
-    }
-    printf("model %s -> run %lld of %s; %d windows of %d tokens of %s\n", a->w.model,
-           (long long)dr->b->run_id, a->w.db, s->r.windows, s->T, a->w.data);
-    al_views_print(stdout, s->v, s->n, dr->b->off);
+    if (!cJSON_AddStringToObject(dr->doc, "data", a->w.data) ||
+        !cJSON_AddNumberToObject(dr->doc, "T", s->T) ||
+        !cJSON_AddNumberToObject(dr->doc, "windows", s->r.windows) ||
+        al_views_json(dr->doc, s->v, s->n, dr->b->off))
+        return al_errf(e, "out of memory");
     return 0;
+}
+
+/* The text of attnlab.attnstats/1, from the document alone. */
+static void attnstats_text(const cJSON *doc) {
+    printf("model %s -> run %lld of %s; %d windows of %d tokens of %s\n", al_dt_str(doc, "model"),
+           (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"), al_dt_int(doc, "windows"),
+           al_dt_int(doc, "T"), al_dt_str(doc, "data"));
+    al_views_text(stdout, doc);
 }
 
 static void attnstats_release(void *state) {
@@ -139,7 +143,7 @@ const al_analysis al_an_attnstats = {.name = "attnstats",
                                      .prepare = attnstats_prepare,
                                      .compute = attnstats_compute,
                                      .store = attnstats_store,
-                                     .print = attnstats_print,
+                                     .doc = attnstats_doc, .text = attnstats_text,
                                      .release = attnstats_release,
                                      .stops = 1,
                                      .exp_data = AL_EXP_DATA_VAL};

@@ -1,8 +1,12 @@
-/* views_out.c -- views (view.h) printed as a table or as JSON (views_out.h). */
+/* views_out.c -- views (view.h) in the run's JSON document, and that
+ * document as a table (views_out.h). */
 #include "attnlab/views_out.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "attnlab/doc_text.h"
 
 #include <cjson/cJSON.h>
 
@@ -18,65 +22,61 @@ static void head_name(char *b, size_t cap, int i, int H) {
     snprintf(b, cap, "%d.%d", i / H, i % H);
 }
 
-/* A pair, edge or pos view as lines: a heading, then one line per value
- * (a pair's cells with a value, every edge in order, every position). */
-static void print_shaped(FILE *f, const al_view *w) {
-    if (w->shape == AL_VIEW_POS) {
-        fprintf(f, "%s (%s): %d position%s\n%-8s %18s\n", w->metric, w->title, w->n,
-                w->n == 1 ? "" : "s", "position", w->metric);
-        for (int i = 0; i < w->n; i++) fprintf(f, "%-8d %18.4f\n", i, w->v[i]);
+/* A pair, edge or pos view of the document (its object o, under metric)
+ * as lines: a heading, then one line per value (a pair's cells with a
+ * value, every edge in order, every position). */
+static void text_shaped(FILE *f, const char *metric, const cJSON *o) {
+    const char *shape = al_dt_str(o, "shape"), *title = al_dt_str(o, "title");
+    const cJSON *x;
+    if (!strcmp(shape, "pos")) {
+        const cJSON *vals = al_dt_get(o, "values");
+        int n = cJSON_GetArraySize(vals), i = 0;
+        fprintf(f, "%s (%s): %d position%s\n%-8s %18s\n", metric, title, n, n == 1 ? "" : "s",
+               "position", metric);
+        cJSON_ArrayForEach(x, vals) {
+            fprintf(f, "%-8d %18.4f\n", i++, cJSON_IsNumber(x) ? x->valuedouble : NAN);
+        }
         return;
     }
-    if (w->shape == AL_VIEW_EDGE) {
-        int ws = 6, wr = 8; /* column widths: the longest label, at least the heading */
-        for (int i = 0; i < w->n; i++) {
-            int a = (int)strlen(w->from[i]), b = (int)strlen(w->to[i]);
+    const int edge = !strcmp(shape, "edge");
+    const cJSON *cells = al_dt_get(o, edge ? "edges" : "cells");
+    int n = cJSON_GetArraySize(cells), ws = 6, wr = 8; /* the longest label, at least the heading */
+    if (edge)
+        cJSON_ArrayForEach(x, cells) {
+            int a = (int)strlen(al_dt_str(x, "sender")), b = (int)strlen(al_dt_str(x, "receiver"));
             ws = a > ws ? a : ws, wr = b > wr ? b : wr;
         }
-        fprintf(f, "%s (%s): %d edge%s\n%-*s    %-*s %18s\n", w->metric, w->title, w->n,
-                w->n == 1 ? "" : "s", ws, "sender", wr, "receiver", w->metric);
-        for (int i = 0; i < w->n; i++)
-            fprintf(f, "%-*s -> %-*s %18.4f\n", ws, w->from[i], wr, w->to[i], w->v[i]);
-        return;
+    if (edge)
+        fprintf(f, "%s (%s): %d edge%s\n", metric, title, n, n == 1 ? "" : "s");
+    else
+        fprintf(f, "%s (%s): %d head pair%s with a value\n", metric, title, n, n == 1 ? "" : "s");
+    fprintf(f, "%-*s    %-*s %18s\n", ws, "sender", wr, "receiver", metric);
+    cJSON_ArrayForEach(x, cells) {
+        fprintf(f, "%-*s -> %-*s %18.4f\n", ws, al_dt_str(x, "sender"), wr, al_dt_str(x, "receiver"),
+               al_dt_num(x, "value"));
     }
-    int LH = w->L * w->H, cnt = 0;
-    for (size_t i = 0; i < (size_t)LH * LH; i++) cnt += !isnan(w->v[i]);
-    fprintf(f, "%s (%s): %d head pair%s with a value\n%-6s    %-8s %18s\n", w->metric, w->title,
-            cnt, cnt == 1 ? "" : "s", "sender", "receiver", w->metric);
-    for (int i = 0; i < LH; i++)
-        for (int j = 0; j < LH; j++) {
-            double x = w->v[(size_t)i * LH + j];
-            if (isnan(x)) continue;
-            char a[24], b[24];
-            head_name(a, sizeof a, i, w->H), head_name(b, sizeof b, j, w->H);
-            fprintf(f, "%-6s -> %-8s %18.4f\n", a, b, x);
-        }
 }
 
-void al_views_print(FILE *f, const al_view *v, int n, const unsigned char *off) {
-    int L, H;
-    if (heads_of(v, n, &L, &H)) {
+void al_views_text(FILE *f, const cJSON *doc) {
+    const cJSON *hm = al_dt_get(doc, "head_metrics"), *m, *h;
+    if (cJSON_GetArraySize(hm) > 0) {
         fprintf(f, "%-6s", "head");
-        for (int k = 0; k < n; k++)
-            if (v[k].shape == AL_VIEW_HEAD) fprintf(f, " %18s", v[k].metric);
-        fputc('\n', f);
-        for (int i = 0; i < L * H; i++) {
-            char nm[24];
-            snprintf(nm, sizeof nm, "%d.%d", i / H, i % H);
-            fprintf(f, "%-6s", nm);
-            for (int k = 0; k < n; k++)
-                if (v[k].shape == AL_VIEW_HEAD) fprintf(f, " %18.4f", v[k].v[i]);
-            fputs(off && off[i] ? "  off\n" : "\n", f);
+        cJSON_ArrayForEach(m, hm) fprintf(f, " %18s", al_dt_str(m, "metric"));
+        fprintf(f, "\n");
+        cJSON_ArrayForEach(h, al_dt_get(doc, "heads")) {
+            fprintf(f, "%-6s", al_dt_str(h, "head"));
+            cJSON_ArrayForEach(m, hm) fprintf(f, " %18.4f", al_dt_num(h, al_dt_str(m, "metric")));
+            fprintf(f, al_dt_bool(h, "off") ? "  off\n" : "\n");
         }
-        for (int k = 0; k < n; k++)
-            if (v[k].shape == AL_VIEW_HEAD) fprintf(f, "  %s: %s\n", v[k].metric, v[k].title);
+        cJSON_ArrayForEach(m, hm) fprintf(f, "  %s: %s\n", al_dt_str(m, "metric"), al_dt_str(m, "title"));
     }
-    for (int k = 0; k < n; k++)
-        if (v[k].shape == AL_VIEW_MODEL)
-            fprintf(f, "%s (%s): %.6g\n", v[k].metric, v[k].title, v[k].v[0]);
-    for (int k = 0; k < n; k++)
-        if (v[k].shape == AL_VIEW_PAIR || v[k].shape == AL_VIEW_EDGE || v[k].shape == AL_VIEW_POS)
-            print_shaped(f, &v[k]);
+    cJSON_ArrayForEach(m, al_dt_get(doc, "model_metrics")) {
+        fprintf(f, "%s (%s): %.6g\n", al_dt_str(m, "metric"), al_dt_str(m, "title"),
+               al_dt_num(doc, al_dt_str(m, "metric")));
+    }
+    cJSON_ArrayForEach(m, al_dt_get(doc, "shaped_metrics")) {
+        if (cJSON_IsString(m)) text_shaped(f, m->valuestring, al_dt_get(doc, m->valuestring));
+    }
 }
 
 /* x as a number, or null when it is not finite (JSON has no NaN). */
@@ -141,8 +141,31 @@ static int json_shaped(cJSON *doc, const al_view *w) {
     return 0;
 }
 
-int al_views_json(cJSON *doc, const al_view *v, int n) {
+/* {"metric", "title"} of each view of shape sh, in order, as doc[key]. */
+static int json_order(cJSON *doc, const char *key, const al_view *v, int n, al_view_shape sh) {
+    cJSON *a = cJSON_AddArrayToObject(doc, key);
+    for (int k = 0; a && k < n; k++) {
+        if (v[k].shape != sh) continue;
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(a, j) || !cJSON_AddStringToObject(j, "metric", v[k].metric) ||
+            !cJSON_AddStringToObject(j, "title", v[k].title))
+            return -1;
+    }
+    return a ? 0 : -1;
+}
+
+int al_views_json(cJSON *doc, const al_view *v, int n, const unsigned char *off) {
     int L, H;
+    cJSON *shaped;
+    if (json_order(doc, "head_metrics", v, n, AL_VIEW_HEAD) ||
+        json_order(doc, "model_metrics", v, n, AL_VIEW_MODEL) ||
+        !(shaped = cJSON_AddArrayToObject(doc, "shaped_metrics")))
+        return -1;
+    for (int k = 0; k < n; k++)
+        if ((v[k].shape == AL_VIEW_PAIR || v[k].shape == AL_VIEW_EDGE ||
+             v[k].shape == AL_VIEW_POS) &&
+            !cJSON_AddItemToArray(shaped, cJSON_CreateString(v[k].metric)))
+            return -1;
     if (heads_of(v, n, &L, &H)) {
         cJSON *heads = cJSON_AddArrayToObject(doc, "heads");
         if (!heads) return -1;
@@ -150,7 +173,8 @@ int al_views_json(cJSON *doc, const al_view *v, int n) {
             char nm[24];
             snprintf(nm, sizeof nm, "%d.%d", i / H, i % H);
             cJSON *j = cJSON_CreateObject();
-            if (!j || !cJSON_AddItemToArray(heads, j) || !cJSON_AddStringToObject(j, "head", nm))
+            if (!j || !cJSON_AddItemToArray(heads, j) || !cJSON_AddStringToObject(j, "head", nm) ||
+                !cJSON_AddBoolToObject(j, "off", off && off[i]))
                 return -1;
             for (int k = 0; k < n; k++)
                 if (v[k].shape == AL_VIEW_HEAD &&
