@@ -12,6 +12,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/namecopy.h"
 #include "attnlab/names_text.h"
 #include "attnlab/registry.h"
@@ -65,6 +66,7 @@ static int json_names(cJSON *doc, const names_args *a, const al_behave *b, const
                       const al_namecopy_result *r) {
     cJSON *ex, *pieces, *rest;
     if (!cJSON_AddStringToObject(doc, "data", a->w.data) ||
+        !cJSON_AddNumberToObject(doc, "n_layers", b->m.cfg.n_layers) ||
         !cJSON_AddNumberToObject(doc, "stories", r->n) ||
         !cJSON_AddStringToObject(doc, "name", a->name ? "given" : "invented per story") ||
         !(ex = cJSON_AddObjectToObject(doc, "example")) ||
@@ -155,29 +157,28 @@ static int names_store(void *args, void *state, al_drive *dr, al_err *e) {
                : 0;
 }
 
-static int names_print(void *args, void *state, al_drive *dr, al_err *e) {
-    names_args *a = args;
+static int names_doc(void *args, void *state, al_drive *dr, al_err *e) {
     names_state *st = state;
-    const al_behave *b = dr->b;
-    const al_name_stories *s = &st->s;
-    const al_namecopy_result *r = &st->r;
-    if (dr->json) return json_names(dr->doc, a, b, s, r) ? al_errf(e, "out of memory") : 0;
-    printf("model %s (%d layer%s) -> run %lld of %s\n", a->w.model, b->m.cfg.n_layers,
-           b->m.cfg.n_layers == 1 ? "" : "s", (long long)b->run_id, a->w.db);
-    printf("%d held-out stories of %s, name %s (e.g. \"%s\" =", r->n, a->w.data,
-           a->name ? "given" : "invented per story", s->s[0].name);
-    for (int j = 0; j < s->s[0].k; j++) {
-        char buf[64];
-        al_tok_display(b->tok, s->s[0].piece[j], buf, sizeof buf);
-        printf(" %s", buf);
-    }
+    return json_names(dr->doc, args, dr->b, &st->s, &st->r) ? al_errf(e, "out of memory") : 0;
+}
+
+/* The text of attnlab.names/1, from the document alone. */
+static void names_text(const cJSON *doc) {
+    const int L = al_dt_int(doc, "n_layers");
+    const cJSON *ex = al_dt_get(doc, "example"), *x, *rest = al_dt_get(doc, "rest");
+    printf("model %s (%d layer%s) -> run %lld of %s\n", al_dt_str(doc, "model"), L,
+           L == 1 ? "" : "s", (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
+    printf("%d held-out stories of %s, name %s (e.g. \"%s\" =", al_dt_int(doc, "stories"),
+           al_dt_str(doc, "data"), al_dt_str(doc, "name"), al_dt_str(ex, "name"));
+    cJSON_ArrayForEach(x, al_dt_get(ex, "pieces")) printf(" %s", cJSON_GetStringValue(x));
     printf(")\n%-7s %8s %12s %12s %8s\n", "piece", "stories", "p(1st)", "p(2nd)", "2nd/1st");
-    for (int j = 0; j < r->max_k; j++)
-        printf("%-7d %8d %12.4f %12.4f %8.1f\n", j + 1, r->count[j], r->p_first[j], r->p_second[j],
-               r->p_first[j] > 0 ? r->p_second[j] / r->p_first[j] : 0);
-    printf("%-7s %8s %12.4f %12.4f %8.1f\n", "2..", "", r->rest_first, r->rest_second,
-           r->rest_first > 0 ? r->rest_second / r->rest_first : 0);
-    return 0;
+    cJSON_ArrayForEach(x, al_dt_get(doc, "pieces")) {
+        double p1 = al_dt_num(x, "p_first"), p2 = al_dt_num(x, "p_second");
+        printf("%-7d %8d %12.4f %12.4f %8.1f\n", al_dt_int(x, "piece"), al_dt_int(x, "stories"),
+               p1, p2, p1 > 0 ? p2 / p1 : 0);
+    }
+    double r1 = al_dt_num(rest, "p_first"), r2 = al_dt_num(rest, "p_second");
+    printf("%-7s %8s %12.4f %12.4f %8.1f\n", "2..", "", r1, r2, r1 > 0 ? r2 / r1 : 0);
 }
 
 static void names_release(void *state) {
@@ -203,7 +204,7 @@ const al_analysis al_an_names = {.name = "names",
                                  .prepare = names_prepare,
                                  .compute = names_compute,
                                  .store = names_store,
-                                 .print = names_print,
+                                 .doc = names_doc, .text = names_text,
                                  .release = names_release,
                                  .exp_data = AL_EXP_DATA_VAL,
                                  .results = AL_RESULTS_NAMES};
