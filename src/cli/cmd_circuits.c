@@ -8,6 +8,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/circuits.h"
 #include "attnlab/registry.h"
 #include "attnlab/store_analysis.h"
@@ -57,29 +58,26 @@ al_command al_cmd_circuits = {
 
 /* ----------------------------------------------------------- printing */
 
-static void print_heads(const al_circ_result *r, const al_tokenizer *tok) {
+static void text_heads(const cJSON *doc) {
+    const cJSON *h;
     printf("%-5s %4s %6s %4s %6s %9s %6s %6s  %s\n", "head", "QK", "eff", "OV", "eff", "copy_eig",
            "top1", "prev", "top skip-trigram A … B → C (score)");
     int n_zero = 0;
-    for (int i = 0; i < r->L * r->H; i++) {
-        const al_circ_head *h = &r->heads[i];
-        char name[16], tri[512] = "-";
-        snprintf(name, sizeof name, "%d.%d", h->layer, h->head);
-        if (h->n_tri > 0) {
-            char sa[128], sb[128], sc[128];
-            const al_trigram *t = &h->tri[0];
-            al_store_token_str(tok, t->a, sa, sizeof sa);
-            al_store_token_str(tok, t->b, sb, sizeof sb);
-            al_store_token_str(tok, t->c, sc, sizeof sc);
-            snprintf(tri, sizeof tri, "%s … %s → %s (%.3g)", sa, sb, sc, t->score);
-        }
-        char eig[16];
-        if (isnan(h->copying_eigen))
+    cJSON_ArrayForEach(h, al_dt_get(doc, "heads")) {
+        const cJSON *t = al_dt_get(h, "top_skip_trigram");
+        char tri[512] = "-", eig[16];
+        if (t)
+            snprintf(tri, sizeof tri, "%s … %s → %s (%.3g)", al_dt_str(t, "a"), al_dt_str(t, "b"),
+                     al_dt_str(t, "c"), al_dt_num(t, "score"));
+        double ce = al_dt_num(h, "copying_eigen");
+        if (isnan(ce))
             snprintf(eig, sizeof eig, "n/a"), n_zero++;
         else
-            snprintf(eig, sizeof eig, "%+.3f", h->copying_eigen);
-        printf("%-5s %4d %6.1f %4d %6.1f %9s %6.3f %6.3f  %s\n", name, h->qk_rank, h->qk_eff_rank,
-               h->ov_rank, h->ov_eff_rank, eig, h->copying_top1, h->pos_prev_token, tri);
+            snprintf(eig, sizeof eig, "%+.3f", ce);
+        printf("%-5s %4d %6.1f %4d %6.1f %9s %6.3f %6.3f  %s\n", al_dt_str(h, "head"),
+               al_dt_int(h, "qk_rank"), al_dt_num(h, "qk_eff_rank"), al_dt_int(h, "ov_rank"),
+               al_dt_num(h, "ov_eff_rank"), eig, al_dt_num(h, "copying_top1"),
+               al_dt_num(h, "pos_prev_token"), tri);
     }
     if (n_zero)
         printf("n/a: %d head%s whose full OV circuit has no nonzero eigenvalue (Σ|λ| = 0, e.g. an "
@@ -96,37 +94,44 @@ static double mean_random_overlap(const int *dims, int H, int C) {
     return H > 1 ? s / (H * (H - 1)) : 0;
 }
 
-static void print_layers(const al_circ_result *r) {
-    for (int l = 0; l < r->L; l++) {
-        const al_circ_layer *ly = &r->layers[l];
-        int C = r->C, H = r->H;
+static void text_layers(const cJSON *doc) {
+    const cJSON *ly;
+    cJSON_ArrayForEach(ly, al_dt_get(doc, "layers")) {
+        int C = al_dt_int(ly, "dim");
         printf("layer %d: read spaces [W_Q W_K] rank %d/%d, W_V rank %d/%d; write space "
                "W_O rank %d/%d\n",
-               l, ly->rank_qk, C, ly->rank_v, C, ly->rank_o, C);
+               al_dt_int(ly, "layer"), al_dt_int(ly, "rank_qk"), C, al_dt_int(ly, "rank_v"), C,
+               al_dt_int(ly, "rank_o"), C);
         printf("         mean overlap between heads: QK %.3f (random %.3f), V %.3f (random "
                "%.3f), O %.3f (random %.3f)\n",
-               al_store_mean_offdiag(ly->ov_qk, H), mean_random_overlap(ly->dim_qk, H, C),
-               al_store_mean_offdiag(ly->ov_v, H), mean_random_overlap(ly->dim_v, H, C),
-               al_store_mean_offdiag(ly->ov_o, H), mean_random_overlap(ly->dim_o, H, C));
+               al_dt_num(ly, "overlap_qk"), al_dt_num(ly, "overlap_qk_random"),
+               al_dt_num(ly, "overlap_v"), al_dt_num(ly, "overlap_v_random"),
+               al_dt_num(ly, "overlap_o"), al_dt_num(ly, "overlap_o_random"));
     }
 }
 
-static void print_comp(const al_circ_result *r, int show) {
-    if (r->n_comp == 0 || show <= 0) return;
+/* The strongest `show` head pairs of each composition kind. */
+static void text_comp(const cJSON *doc) {
+    const cJSON *comp = al_dt_get(doc, "composition"), *base = al_dt_get(doc, "composition_baseline");
+    int n = cJSON_GetArraySize(comp), show = al_dt_int(doc, "show_comp");
+    if (n == 0 || show <= 0) return;
     printf("composition, strongest %d per kind (random baseline mean ± sd):\n", show);
-    int *used = calloc((size_t)r->n_comp, sizeof *used);
+    int *used = calloc((size_t)n, sizeof *used);
     if (!used) return;
     for (int k = 0; k < AL_COMP_N; k++) {
-        memset(used, 0, (size_t)r->n_comp * sizeof *used);
-        for (int s = 0; s < show && s < r->n_comp; s++) {
+        const char *kind = al_comp_names[k];
+        memset(used, 0, (size_t)n * sizeof *used);
+        for (int s = 0; s < show && s < n; s++) {
             int best = -1;
-            for (int i = 0; i < r->n_comp; i++)
-                if (!used[i] && (best < 0 || r->comp[i].score[k] > r->comp[best].score[k]))
+            for (int i = 0; i < n; i++)
+                if (!used[i] && (best < 0 || al_dt_num(cJSON_GetArrayItem(comp, i), kind) >
+                                                 al_dt_num(cJSON_GetArrayItem(comp, best), kind)))
                     best = i;
             used[best] = 1;
-            const al_circ_comp *p = &r->comp[best];
-            printf("  %s  %d.%d -> %d.%d  %.3f  (%.3f ± %.3f)\n", al_comp_names[k], p->l1, p->h1,
-                   p->l2, p->h2, p->score[k], r->base_mean[k], r->base_sd[k]);
+            const cJSON *p = cJSON_GetArrayItem(comp, best), *b = al_dt_get(base, kind);
+            printf("  %s  %s -> %s  %.3f  (%.3f ± %.3f)\n", kind, al_dt_str(p, "from"),
+                   al_dt_str(p, "to"), al_dt_num(p, kind), al_dt_num(b, "mean"),
+                   al_dt_num(b, "sd"));
         }
     }
     free(used);
@@ -139,11 +144,16 @@ static int num(cJSON *o, const char *k, double v) {
 }
 
 /* attnlab.circuits/1 (docs/json.md): per head, per layer, composition. */
-static int json_circuits(cJSON *doc, const al_behave *b, const al_circ_result *r) {
+static int json_circuits(cJSON *doc, const al_behave *b, const al_circ_result *r, int show_comp) {
     cJSON *heads, *layers, *comp;
     const al_config *c = &b->m.cfg;
     if (num(doc, "layers_n", c->n_layers) || num(doc, "heads_per_layer", c->n_heads) ||
-        num(doc, "d_vocab", c->d_vocab) || !(heads = cJSON_AddArrayToObject(doc, "heads")) ||
+        num(doc, "d_vocab", c->d_vocab) ||
+        !cJSON_AddBoolToObject(doc, "tied_embeddings", c->tied_embeddings) ||
+        !cJSON_AddStringToObject(doc, "positions",
+                                 c->pos_type == AL_POS_SHORTFORMER ? "shortformer" : "standard") ||
+        num(doc, "show_comp", show_comp) || num(doc, "seconds", r->seconds) ||
+        !(heads = cJSON_AddArrayToObject(doc, "heads")) ||
         !(layers = cJSON_AddArrayToObject(doc, "layers")) ||
         !(comp = cJSON_AddArrayToObject(doc, "composition")))
         return -1;
@@ -253,22 +263,25 @@ static int circuits_store(void *args, void *state, al_drive *dr, al_err *e) {
     return al_store_put_circuits(dr->b->st, dr->b->run_id, dr->b->model_id, &s->r, dr->b->tok, e);
 }
 
-static int circuits_print(void *args, void *state, al_drive *dr, al_err *e) {
-    circuits_args *a = args;
-    const al_circ_result *r = &((circuits_state *)state)->r;
-    const al_behave *b = dr->b;
-    if (dr->json) return json_circuits(dr->doc, b, r) ? al_errf(e, "out of memory") : 0;
-    const al_config *c = &b->m.cfg;
+static int circuits_doc(void *args, void *state, al_drive *dr, al_err *e) {
+    const circuits_args *a = args;
+    return json_circuits(dr->doc, dr->b, &((circuits_state *)state)->r, a->show_comp)
+               ? al_errf(e, "out of memory")
+               : 0;
+}
+
+/* The text of attnlab.circuits/1, from the document alone. */
+static void circuits_text(const cJSON *doc) {
+    const int L = al_dt_int(doc, "layers_n"), H = al_dt_int(doc, "heads_per_layer");
     printf("model %s (sha256 %.12s…; %d layer%s × %d heads, d_vocab %d%s%s) -> run %lld of %s\n",
-           a->w.model, b->sha, c->n_layers, c->n_layers == 1 ? "" : "s", c->n_heads, c->d_vocab,
-           c->tied_embeddings ? ", tied embeddings" : "",
-           c->pos_type == AL_POS_SHORTFORMER ? ", shortformer positions" : "", (long long)b->run_id,
-           a->w.db);
-    print_heads(r, b->tok);
-    print_layers(r);
-    print_comp(r, a->show_comp);
-    printf("circuits: %d heads analysed in %.2f s\n", r->L * r->H, r->seconds);
-    return 0;
+           al_dt_str(doc, "model"), al_dt_str(doc, "sha256"), L, L == 1 ? "" : "s", H,
+           al_dt_int(doc, "d_vocab"), al_dt_bool(doc, "tied_embeddings") ? ", tied embeddings" : "",
+           strcmp(al_dt_str(doc, "positions"), "shortformer") ? "" : ", shortformer positions",
+           (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
+    text_heads(doc);
+    text_layers(doc);
+    text_comp(doc);
+    printf("circuits: %d heads analysed in %.2f s\n", L * H, al_dt_num(doc, "seconds"));
 }
 
 static void circuits_release(void *state) { al_circ_result_free(&((circuits_state *)state)->r); }
@@ -291,7 +304,7 @@ const al_analysis al_an_circuits = {.name = "circuits",
                                     .prepare = circuits_prepare,
                                     .compute = circuits_compute,
                                     .store = circuits_store,
-                                    .print = circuits_print,
+                                    .doc = circuits_doc, .text = circuits_text,
                                     .release = circuits_release,
                                     .exp_data = AL_EXP_DATA_NONE,
                                     .results = AL_RESULTS_WEIGHTS};
