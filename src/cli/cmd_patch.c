@@ -19,6 +19,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/patch.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
@@ -124,6 +125,17 @@ al_command al_cmd_paths = {
     run_paths,
 };
 
+/* The run's state between the driver's phases (patch and paths share it:
+ * r is patch's result, pr paths'). */
+typedef struct patch_state {
+    al_patch_opts o; /* the options with the task's ids, the stop flag and progress */
+    al_probe_load pl; /* --probe-tokens: what the induction task is made of */
+    al_pairs t;
+    al_patch_result r;
+    al_paths_result pr;
+    double t0; /* when the model was loaded: the printed total */
+} patch_state;
+
 /* ------------------------------------------------------------ printing */
 
 static const char *metric_words(const al_pairs *t) {
@@ -164,118 +176,147 @@ static void config_name(const al_behave *bh, const al_pairs *t, const al_patch_r
     }
 }
 
-static void print_head(const patch_args *a, const al_behave *bh, const al_pairs *t,
-                       const char *what, al_patch_direction d) {
-    printf("model %s (sha256 %.12s…) -> run %lld of %s\n", a->w.model, bh->sha,
-           (long long)bh->run_id, a->w.db);
+/* The model, the task and the unpatched runs of the document. */
+static void text_head(const cJSON *doc, const char *what) {
+    const cJSON *tk = al_dt_get(doc, "task");
+    const int N = al_dt_int(tk, "pairs"), T = al_dt_int(tk, "T"), n = al_dt_int(tk, "items");
+    const int lo = al_dt_int(tk, "min_len"), den = !strcmp(al_dt_str(doc, "direction"), "denoise");
+    const double mc = al_dt_num(doc, "m_clean"), mr = al_dt_num(doc, "m_corr");
+    if (al_dt_get(doc, "pairs_made_of"))
+        printf("induction pairs made of %s\n", al_dt_str(doc, "pairs_made_of"));
+    printf("model %s (sha256 %.12s…) -> run %lld of %s\n", al_dt_str(doc, "model"),
+           al_dt_str(doc, "sha256"), (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
     printf("task %s: %d pair%s of %d tokens, %d scored item%s (metric M = mean %s); %s, %s\n",
-           t->task, t->N, t->N == 1 ? "" : "s", t->T, t->n_items, t->n_items == 1 ? "" : "s",
-           metric_words(t), what, d == AL_PATCH_DENOISE ? "denoising" : "noising");
-    int lo = t->T;
-    for (int n = 0; n < t->N; n++) lo = t->len[n] < lo ? t->len[n] : lo;
-    if (lo < t->T)
+           al_dt_str(tk, "name"), N, N == 1 ? "" : "s", T, n, n == 1 ? "" : "s",
+           al_dt_str(tk, "metric"), what, den ? "denoising" : "noising");
+    if (lo < T)
         printf("note: the pairs are %d to %d tokens long, so position t is a different token in "
                "each pair: a per-position effect averages over the pairs, and positions are "
                "named by pair 0's tokens\n",
-               lo, t->T);
-}
-
-static void print_metrics(double mc, double mr, al_patch_direction d) {
+               lo, T);
     printf("M_clean = %.4f   M_corr = %.4f   effect = %s / (M_clean - M_corr)%s\n", mc, mr,
-           d == AL_PATCH_DENOISE ? "(M_patched - M_corr)" : "(M_clean - M_patched)",
+           den ? "(M_patched - M_corr)" : "(M_clean - M_patched)",
            mc == mr ? "  (undefined: the two runs agree)" : "");
 }
 
-static void print_patch(const patch_args *a, const al_behave *bh, const al_pairs *t,
-                        const al_patch_result *r) {
-    char what[64];
-    snprintf(what, sizeof what, "component %s", al_patch_component_name(r->component));
-    print_head(a, bh, t, what, r->direction);
-    print_metrics(r->m_clean, r->m_corr, r->direction);
-    int *idx = al_by_magnitude(r->effect, r->n);
-    if (!idx) return;
-    int show = a->show < r->n ? a->show : r->n;
-    printf("top %d of %d configurations by |effect|:\n", show, r->n);
-    printf("  %-30s %9s %10s\n", "configuration", "effect", "metric");
-    for (int i = 0; i < show; i++) {
-        char name[160];
-        config_name(bh, t, r, idx[i], name, sizeof name);
-        printf("  ");
-        al_print_col(name, 30);
-        printf(" %+9.4f %10.4f\n", r->effect[idx[i]] + 0.0, r->metric[idx[i]]);
-    }
-    free(idx);
+/* The last line: how many configurations or paths, in how long. */
+static void text_tail(const cJSON *doc, const char *cmd, const char *what, int n) {
+    const int nb = al_dt_int(doc, "batches");
+    printf("%s: %d %s x %d batch%s of pairs in %.2f s (total %.2f s)\n", cmd, n, what, nb,
+           nb == 1 ? "" : "es", al_dt_num(doc, "seconds"), al_dt_num(doc, "total_seconds"));
 }
 
-/* The K channel as a matrix (senders x receiver heads of layers 1..L-1)
- * beside the direct path, then the strongest paths over every channel. A
- * path that does not exist (a sender head in the receiver's layer or a
- * later one) prints as "." in the matrix. */
-static void print_paths(const patch_args *a, const al_behave *bh, const al_pairs *t,
-                        const al_paths_result *r) {
-    int ns = r->n_senders, H = r->H, L = r->L, W = r->width;
-    char nm[32], what[64];
+/* The text of attnlab.patch/1, from the document alone. */
+static void patch_text(const cJSON *doc) {
+    const cJSON *cs = al_dt_get(doc, "configurations");
+    char what[64];
+    snprintf(what, sizeof what, "component %s", al_dt_str(doc, "component"));
+    text_head(doc, what);
+    int n = cJSON_GetArraySize(cs), show = al_dt_int(doc, "show");
+    show = show < n ? show : n;
+    printf("top %d of %d configurations by |effect|:\n", show, n);
+    printf("  %-30s %9s %10s\n", "configuration", "effect", "metric");
+    for (int i = 0; i < show; i++) {
+        const cJSON *c = cJSON_GetArrayItem(cs, i);
+        printf("  ");
+        al_print_col(al_dt_str(c, "name"), 30);
+        printf(" %+9.4f %10.4f\n", al_dt_num(c, "effect") + 0.0, al_dt_num(c, "metric"));
+    }
+    text_tail(doc, "patch", "configurations", n);
+}
+
+/* The effect of the path sender -> receiver over channel (receiver NULL:
+ * direct) in the document's list; NAN when it has none. */
+static double path_effect(const cJSON *ps, const char *sender, const char *receiver,
+                          const char *channel) {
+    const cJSON *p;
+    cJSON_ArrayForEach(p, ps) {
+        if (!strcmp(al_dt_str(p, "sender"), sender) && !strcmp(al_dt_str(p, "channel"), channel) &&
+            (!receiver || !strcmp(al_dt_str(p, "receiver"), receiver)))
+            return al_dt_num(p, "effect");
+    }
+    return NAN;
+}
+
+/* The text of attnlab.paths/1, from the document alone: the K channel as
+ * a matrix (senders x receiver heads of layers 1..L-1) beside the direct
+ * path, then the strongest paths over every channel. A path that does
+ * not exist (a sender head in the receiver's layer or a later one)
+ * prints as "." in the matrix. */
+static void paths_text(const cJSON *doc) {
+    const int L = al_dt_int(doc, "n_layers"), H = al_dt_int(doc, "heads_per_layer");
+    const int ns = al_dt_int(doc, "senders"), n_recv = al_dt_int(doc, "receivers");
+    const cJSON *ps = al_dt_get(doc, "paths");
+    char nm[32], rn[16], what[64];
     if (L <= 2)
         snprintf(what, sizeof what, "paths from embed, pos and layer 0");
     else
         snprintf(what, sizeof what, "paths from embed, pos and layers 0-%d", L - 2);
-    print_head(a, bh, t, what, r->direction);
-    print_metrics(r->m_clean, r->m_corr, r->direction);
+    text_head(doc, what);
     if (L > 2)
         printf("effect of each sender's path into the keys of each head of layers 1-%d "
                "(channel k), and directly into the logits:\n%-7s",
                L - 1, "sender");
-    else if (r->n_recv)
+    else if (n_recv)
         printf("effect of each sender's path into the keys of each layer-1 head (channel k), "
                "and directly into the logits:\n%-7s",
                "sender");
     else
         printf("a 1-layer model has only direct paths (sender -> logits):\n%-7s", "sender");
-    for (int h = 0; h < r->n_recv; h++) {
-        char c[16], rn[16];
+    for (int h = 0; h < n_recv; h++) {
+        char c[16];
         snprintf(c, sizeof c, "k:%s", al_paths_receiver_name(H, h, rn, sizeof rn));
         printf(" %7s", c);
     }
     printf(" | %7s\n", "direct");
     for (int s = 0; s < ns; s++) {
         printf("%-7s", al_paths_sender_name(H, s, nm, sizeof nm));
-        for (int h = 0; h < r->n_recv; h++) /* + 0.0: no "-0.000" */
+        for (int h = 0; h < n_recv; h++) /* + 0.0: no "-0.000" */
             if (al_paths_exists(L, H, 1, s, h))
-                printf(" %+7.3f", r->effect[((size_t)1 * ns + s) * W + h] + 0.0);
+                printf(" %+7.3f",
+                       path_effect(ps, nm, al_paths_receiver_name(H, h, rn, sizeof rn), "k") + 0.0);
             else
                 printf(" %7s", ".");
-        printf(" | %+7.3f\n", r->effect[((size_t)3 * ns + s) * W] + 0.0);
+        printf(" | %+7.3f\n", path_effect(ps, nm, NULL, "direct") + 0.0);
     }
-    int *idx = al_by_magnitude(r->effect, r->n);
-    if (!idx) return;
-    int n_paths = al_paths_count(L, H), show = a->show < n_paths ? a->show : n_paths;
+    int n_paths = cJSON_GetArraySize(ps), show = al_dt_int(doc, "show");
+    show = show < n_paths ? show : n_paths;
     printf("top %d of %d paths by |effect|:\n", show, n_paths);
     printf("  %-20s %9s %10s\n", "path", "effect", "metric");
     for (int i = 0; i < show; i++) {
-        int k = idx[i], c = k / (ns * W), s = k / W % ns, h = k % W;
-        char name[64], rn[16];
-        al_paths_sender_name(H, s, nm, sizeof nm);
-        if (c == 3)
-            snprintf(name, sizeof name, "%s -> logits", nm);
+        const cJSON *p = cJSON_GetArrayItem(ps, i);
+        char name[64];
+        if (!strcmp(al_dt_str(p, "channel"), "direct"))
+            snprintf(name, sizeof name, "%s -> logits", al_dt_str(p, "sender"));
         else
-            snprintf(name, sizeof name, "%s -> %s %s", nm,
-                     al_paths_receiver_name(H, h, rn, sizeof rn), al_paths_channel_name(c));
-        printf("  %-20s %+9.4f %10.4f\n", name, r->effect[k] + 0.0, r->metric[k]);
+            snprintf(name, sizeof name, "%s -> %s %s", al_dt_str(p, "sender"),
+                     al_dt_str(p, "receiver"), al_dt_str(p, "channel"));
+        printf("  %-20s %+9.4f %10.4f\n", name, al_dt_num(p, "effect") + 0.0,
+               al_dt_num(p, "metric"));
     }
-    free(idx);
+    text_tail(doc, "paths", "paths", n_paths);
 }
 
 /* ------------------------------------------------------------ JSON */
 
 /* The task and the two unpatched runs (attnlab.patch/1, attnlab.paths/1;
  * the driver has added the model's fields before them). */
-static int json_head(cJSON *doc, const patch_args *a, const al_pairs *t, al_patch_direction d,
-                     double mc, double mr) {
+static int json_head(cJSON *doc, const patch_args *a, const patch_state *s, al_patch_direction d,
+                     double mc, double mr, double seconds) {
+    const al_pairs *t = &s->t;
     cJSON *tk;
-    return !(tk = cJSON_AddObjectToObject(doc, "task")) ||
+    int lo = t->T;
+    for (int n = 0; n < t->N; n++) lo = t->len[n] < lo ? t->len[n] : lo;
+    return (!s->pl.random_all && !cJSON_AddStringToObject(doc, "pairs_made_of", s->pl.what)) ||
+                   !cJSON_AddNumberToObject(doc, "show", a->show) ||
+                   !cJSON_AddNumberToObject(doc, "batches", (t->N + s->o.batch - 1) / s->o.batch) ||
+                   !cJSON_AddNumberToObject(doc, "seconds", seconds) ||
+                   !cJSON_AddNumberToObject(doc, "total_seconds", al_now() - s->t0) ||
+                   !(tk = cJSON_AddObjectToObject(doc, "task")) ||
                    !cJSON_AddStringToObject(tk, "name", t->task) ||
                    !cJSON_AddNumberToObject(tk, "pairs", t->N) ||
                    !cJSON_AddNumberToObject(tk, "T", t->T) ||
+                   !cJSON_AddNumberToObject(tk, "min_len", lo) ||
                    !cJSON_AddNumberToObject(tk, "items", t->n_items) ||
                    !cJSON_AddStringToObject(tk, "metric", metric_words(t)) ||
                    !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
@@ -287,10 +328,11 @@ static int json_head(cJSON *doc, const patch_args *a, const al_pairs *t, al_patc
 }
 
 /* Every configuration by |effect| (the text shows the first --show). */
-static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, const al_pairs *t,
-                      const al_patch_result *r) {
+static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, const patch_state *s) {
+    const al_pairs *t = &s->t;
+    const al_patch_result *r = &s->r;
     cJSON *cs;
-    if (json_head(doc, a, t, r->direction, r->m_clean, r->m_corr) ||
+    if (json_head(doc, a, s, r->direction, r->m_clean, r->m_corr, r->seconds) ||
         !cJSON_AddStringToObject(doc, "component", al_patch_component_name(r->component)) ||
         !(cs = cJSON_AddArrayToObject(doc, "configurations")))
         return -1;
@@ -310,11 +352,15 @@ static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, cons
     return rc;
 }
 
-static int json_paths(cJSON *doc, const patch_args *a, const al_pairs *t,
-                      const al_paths_result *r) {
+static int json_paths(cJSON *doc, const patch_args *a, const patch_state *s) {
+    const al_paths_result *r = &s->pr;
     cJSON *ps;
     int ns = r->n_senders, H = r->H, W = r->width;
-    if (json_head(doc, a, t, r->direction, r->m_clean, r->m_corr) ||
+    if (json_head(doc, a, s, r->direction, r->m_clean, r->m_corr, r->seconds) ||
+        !cJSON_AddNumberToObject(doc, "n_layers", r->L) ||
+        !cJSON_AddNumberToObject(doc, "heads_per_layer", H) ||
+        !cJSON_AddNumberToObject(doc, "senders", ns) ||
+        !cJSON_AddNumberToObject(doc, "receivers", r->n_recv) ||
         !(ps = cJSON_AddArrayToObject(doc, "paths")))
         return -1;
     int *idx = al_by_magnitude(r->effect, r->n), rc = idx ? 0 : -1;
@@ -351,17 +397,6 @@ static int patch_check(const void *args, const al_flag *fl, al_err *e) {
     if (a->show < 0) return al_errf(e, "--show must be >= 0");
     return al_threads_check(a->w.threads, e);
 }
-
-/* The run's state between the driver's phases (patch and paths share it:
- * r is patch's result, pr paths'). */
-typedef struct patch_state {
-    al_patch_opts o; /* the options with the task's ids, the stop flag and progress */
-    al_probe_load pl; /* --probe-tokens: what the induction task is made of */
-    al_pairs t;
-    al_patch_result r;
-    al_paths_result pr;
-    double t0; /* when the model was loaded: the printed total */
-} patch_state;
 
 /* Everything the task or the model can refuse, before a run exists. The
  * driver catches SIGINT/SIGTERM from before the load, and the names task
@@ -424,32 +459,11 @@ static int paths_store(void *args, void *state, al_drive *dr, al_err *e) {
     return al_store_put_paths(dr->b->st, dr->b->run_id, dr->b->model_id, &s->t, &s->pr, e);
 }
 
-static int print_common(const patch_args *a, const patch_state *s, const al_drive *dr, int paths,
-                        al_err *e) {
-    const al_behave *bh = dr->b;
-    if (dr->json) {
-        if (paths ? json_paths(dr->doc, a, &s->t, &s->pr)
-                  : json_patch(dr->doc, a, bh, &s->t, &s->r))
-            return al_errf(e, "out of memory");
-        return 0;
-    }
-    if (!s->pl.random_all) printf("induction pairs made of %s\n", s->pl.what);
-    if (paths)
-        print_paths(a, bh, &s->t, &s->pr);
-    else
-        print_patch(a, bh, &s->t, &s->r);
-    int nb = (s->t.N + s->o.batch - 1) / s->o.batch;
-    printf("%s: %d %s x %d batch%s of pairs in %.2f s (total %.2f s)\n", paths ? "paths" : "patch",
-           paths ? al_paths_count(s->pr.L, s->pr.H) : s->r.n, paths ? "paths" : "configurations",
-           nb, nb == 1 ? "" : "es", paths ? s->pr.seconds : s->r.seconds, al_now() - s->t0);
-    return 0;
+static int patch_doc(void *args, void *state, al_drive *dr, al_err *e) {
+    return json_patch(dr->doc, args, dr->b, state) ? al_errf(e, "out of memory") : 0;
 }
-
-static int patch_print(void *args, void *state, al_drive *dr, al_err *e) {
-    return print_common(args, state, dr, 0, e);
-}
-static int paths_print(void *args, void *state, al_drive *dr, al_err *e) {
-    return print_common(args, state, dr, 1, e);
+static int paths_doc(void *args, void *state, al_drive *dr, al_err *e) {
+    return json_paths(dr->doc, args, state) ? al_errf(e, "out of memory") : 0;
 }
 
 static void patch_release(void *state) {
@@ -508,7 +522,7 @@ const al_analysis al_an_patch = {.name = "patch",
                                  .prepare = patch_prepare,
                                  .compute = patch_compute,
                                  .store = patch_store,
-                                 .print = patch_print,
+                                 .doc = patch_doc, .text = patch_text,
                                  .release = patch_release,
                                  .warnings = patch_warnings,
                                  .stops = 1,
@@ -527,7 +541,7 @@ const al_analysis al_an_paths = {.name = "paths",
                                  .prepare = paths_prepare,
                                  .compute = paths_compute,
                                  .store = paths_store,
-                                 .print = paths_print,
+                                 .doc = paths_doc, .text = paths_text,
                                  .release = patch_release,
                                  .warnings = paths_warnings,
                                  .stops = 1,
