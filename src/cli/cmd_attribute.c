@@ -18,6 +18,7 @@
 #include "attnlab/attribute.h"
 #include "attnlab/attrpatch.h"
 #include "attnlab/behave.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/patch.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
@@ -135,70 +136,86 @@ static int data_task(const al_behave *bh, const char *path, int windows, al_pair
 
 /* ------------------------------------------------------------ printing */
 
-static void print_summary(const attr_args *a, const al_behave *bh, const al_pairs *t,
-                          const al_attr_result *r) {
-    printf("model %s (sha256 %.12s…) -> run %lld of %s\n", a->w.model, bh->sha,
-           (long long)bh->run_id, a->w.db);
+/* The values of key k of the objects of arr, in order (malloc'd; NULL
+ * when out of memory): what al_by_magnitude ranks. */
+static double *values_of(const cJSON *arr, const char *k, int *n) {
+    const cJSON *x;
+    *n = cJSON_GetArraySize(arr);
+    double *v = malloc(sizeof(double) * (size_t)(*n + 1)), *p = v;
+    if (v) cJSON_ArrayForEach(x, arr) *p++ = al_dt_num(x, k);
+    return v;
+}
+
+/* The first `show` of arr by |key| (al_by_magnitude's order), each by
+ * name key nk: "  NAME  VALUE[ DLOSS]". */
+static void text_ranked(const cJSON *arr, const char *key, const char *nk, const char *k2,
+                        int show) {
+    int n;
+    double *v = values_of(arr, key, &n);
+    int *idx = v ? al_by_magnitude(v, n) : NULL;
+    for (int i = 0; idx && i < show && i < n; i++) {
+        const cJSON *x = cJSON_GetArrayItem(arr, idx[i]);
+        printf("  %-10s %+9.4f", al_dt_str(x, nk), al_dt_num(x, k2 ? "value" : key) + 0.0);
+        if (k2) printf(" %+9.4f", al_dt_num(x, k2) + 0.0);
+        printf("\n");
+    }
+    free(idx);
+    free(v);
+}
+
+static void text_summary(const cJSON *doc) {
+    const cJSON *tk = al_dt_get(doc, "task"), *x;
+    const cJSON *dla = al_dt_get(doc, "direct_logit_attribution"), *terms = al_dt_get(doc, "path_terms");
+    const int N = al_dt_int(tk, "sequences"), ni = al_dt_int(tk, "items"), L = al_dt_int(doc, "n_layers");
+    int show = al_dt_int(doc, "show"), nc = cJSON_GetArraySize(dla), nt = cJSON_GetArraySize(terms);
+    printf("model %s (sha256 %.12s…) -> run %lld of %s\n", al_dt_str(doc, "model"),
+           al_dt_str(doc, "sha256"), (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
     printf("task %s: %d sequence%s of %d tokens, %d scored item%s; metric = mean %s = %.4f, "
            "loss = %.4f\n",
-           t->task, t->N, t->N == 1 ? "" : "s", t->T, r->n_items, r->n_items == 1 ? "" : "s",
-           r->logit_diff       ? "logit(answer) - logit(wrong)"
-           : a->center_unembed ? "logit of the answer less the mean logit (W_U centred)"
-                               : "logit of the answer",
-           r->metric, r->loss);
-    int *idx = al_by_magnitude(r->dla, r->n_comp);
-    if (!idx) return;
-    int show = a->show < r->n_comp ? a->show : r->n_comp;
-    char nm[64];
+           al_dt_str(tk, "name"), N, N == 1 ? "" : "s", al_dt_int(tk, "T"), ni, ni == 1 ? "" : "s",
+           al_dt_str(tk, "metric"), al_dt_num(doc, "metric"), al_dt_num(doc, "loss"));
     printf("direct logit attribution: top %d of %d components by |value| (they sum to the "
            "metric)\n  %-10s %9s\n",
-           show, r->n_comp, "component", "value");
-    for (int i = 0; i < show; i++)
-        printf("  %-10s %+9.4f\n", al_attr_comp_name(r->L, r->H, idx[i], nm, sizeof nm),
-               r->dla[idx[i]] + 0.0);
-    free(idx);
-    if (r->n_terms) {
-        static const char *const kinds[3] = {"direct", "head", "virtual"};
+           show < nc ? show : nc, nc, "component", "value");
+    text_ranked(dla, "value", "component", NULL, show);
+    if (nt) {
+        const cJSON *kinds = al_dt_get(doc, "path_kinds");
         /* kinds can have either sign (removing virtual terms can lower the
          * loss): shares of Σ|dloss|, so that they add up to 100% */
-        double tot = fabs(r->kind_dloss[0]) + fabs(r->kind_dloss[1]) + fabs(r->kind_dloss[2]);
+        double tot = 0;
+        cJSON_ArrayForEach(x, kinds) tot += fabs(al_dt_num(x, "dloss"));
         printf("path expansion (dloss = change in mean loss with the kind's terms removed; "
                "share = |dloss| / the sum of the kinds' |dloss|):\n  %-10s %9s %9s %7s\n",
                "kind", "value", "dloss", "share");
-        for (int k = 0; k < (r->L >= 2 ? 3 : 2); k++) {
-            printf("  %-10s %+9.4f %+9.4f ", kinds[k], r->kind_value[k] + 0.0,
-                   r->kind_dloss[k] + 0.0);
+        cJSON_ArrayForEach(x, kinds) {
+            printf("  %-10s %+9.4f %+9.4f ", al_dt_str(x, "kind"), al_dt_num(x, "value") + 0.0,
+                   al_dt_num(x, "dloss") + 0.0);
             if (tot != 0)
-                printf("%6.1f%%\n", 100 * fabs(r->kind_dloss[k]) / tot);
+                printf("%6.1f%%\n", 100 * fabs(al_dt_num(x, "dloss")) / tot);
             else
                 printf("%7s\n", "n/a");
         }
-        if (r->L >= 3) { /* the remainder, whether or not it is among the top terms */
-            int k = r->n_terms - 1;
+        if (L >= 3) { /* the remainder, whether or not it is among the top terms */
+            const cJSON *last = cJSON_GetArrayItem(terms, nt - 1);
             printf("  virtual = every path through two or more heads; of it, the chains of "
                    "three or more (one term, chains>=3): value %+.4f, dloss %+.4f\n",
-                   r->term_value[k] + 0.0, r->term_dloss[k] + 0.0);
+                   al_dt_num(last, "value") + 0.0, al_dt_num(last, "dloss") + 0.0);
         }
-        idx = al_by_magnitude(r->term_dloss, r->n_terms);
-        if (!idx) return;
-        show = a->show < r->n_terms ? a->show : r->n_terms;
-        printf("top %d of %d terms by |dloss|:\n  %-10s %9s %9s\n", show, r->n_terms, "term",
-               "value", "dloss");
-        for (int i = 0; i < show; i++)
-            printf("  %-10s %+9.4f %+9.4f\n", al_attr_term_name(r->L, r->H, idx[i], nm, sizeof nm),
-                   r->term_value[idx[i]] + 0.0, r->term_dloss[idx[i]] + 0.0);
-        free(idx);
+        printf("top %d of %d terms by |dloss|:\n  %-10s %9s %9s\n", show < nt ? show : nt, nt,
+               "term", "value", "dloss");
+        text_ranked(terms, "dloss", "term", "dloss", show);
     }
     printf("logit lens (the residual stream entering each layer, through W_U):\n  %-10s %9s "
            "%9s\n",
            "layer", "loss", "accuracy");
-    for (int l = 0; l <= r->L; l++) {
+    cJSON_ArrayForEach(x, al_dt_get(doc, "logit_lens")) {
         char lab[32];
-        if (l == r->L)
-            snprintf(lab, sizeof lab, "final");
+        const cJSON *l = al_dt_get(x, "layer");
+        if (cJSON_IsString(l))
+            snprintf(lab, sizeof lab, "%s", l->valuestring);
         else
-            snprintf(lab, sizeof lab, "%d", l);
-        printf("  %-10s %9.4f %9.4f\n", lab, r->lens_loss[l], r->lens_acc[l]);
+            snprintf(lab, sizeof lab, "%d", al_dt_int(x, "layer"));
+        printf("  %-10s %9.4f %9.4f\n", lab, al_dt_num(x, "loss"), al_dt_num(x, "accuracy"));
     }
 }
 
@@ -231,54 +248,41 @@ static void ap_name(const al_behave *bh, const al_pairs *t, const al_attrpatch_r
                  al_paths_channel_name(c));
 }
 
-static void print_attrpatch(const attr_args *a, const al_behave *bh, const al_pairs *t,
-                            const al_attrpatch_result *ap) {
+static void text_attrpatch(const cJSON *doc) {
+    const cJSON *p = al_dt_get(doc, "attribution_patching"), *x;
+    const cJSON *est = al_dt_get(p, "estimates");
     printf("attribution patching (%s): M_clean = %.4f   M_corr = %.4f\n",
-           ap->direction == AL_PATCH_DENOISE ? "denoising" : "noising", ap->m_clean, ap->m_corr);
-    if (ap->compared) {
+           strcmp(al_dt_str(p, "direction"), "denoise") ? "noising" : "denoising",
+           al_dt_num(p, "m_clean"), al_dt_num(p, "m_corr"));
+    if (al_dt_bool(p, "compared")) {
         printf("  %-10s %6s %9s %9s %5s\n", "grid", "n", "pearson", "spearman", "top5");
-        for (int g = 0; g < AL_AP_NGRID; g++)
-            printf("  %-10s %6d %9.4f %9.4f %5d\n", al_attrpatch_grid_name(g), ap->agree[g].n,
-                   ap->agree[g].pearson, ap->agree[g].spearman, ap->agree[g].top5);
+        cJSON_ArrayForEach(x, al_dt_get(p, "agreement")) {
+            printf("  %-10s %6d %9.4f %9.4f %5d\n", al_dt_str(x, "grid"), al_dt_int(x, "n"),
+                   al_dt_num(x, "pearson"), al_dt_num(x, "spearman"), al_dt_int(x, "top5"));
+        }
     }
     /* the grids end to end, so the largest estimates of all of them show */
-    int LH = ap->L * ap->H, n = LH + LH * ap->T + ap->n_edge;
-    double *est = malloc(sizeof(double) * (size_t)n), *act = malloc(sizeof(double) * (size_t)n);
-    int *idx = NULL;
-    if (est && act) {
-        memcpy(est, ap->head, sizeof(double) * (size_t)LH);
-        memcpy(est + LH, ap->head_pos, sizeof(double) * (size_t)LH * ap->T);
-        memcpy(est + LH + LH * ap->T, ap->edge, sizeof(double) * (size_t)(n - LH - LH * ap->T));
-        for (int i = 0; i < n; i++) act[i] = NAN;
-        if (ap->compared) {
-            memcpy(act, ap->act_head, sizeof(double) * (size_t)LH);
-            memcpy(act + LH, ap->act_head_pos, sizeof(double) * (size_t)LH * ap->T);
-            memcpy(act + LH + LH * ap->T, ap->act_edge,
-                   sizeof(double) * (size_t)(n - LH - LH * ap->T));
-        }
-        idx = al_by_magnitude(est, n);
-    }
+    int n, show = al_dt_int(doc, "show");
+    double *v = values_of(est, "estimate", &n);
+    int *idx = v ? al_by_magnitude(v, n) : NULL;
     if (idx) {
-        int finite = 0;
-        for (int i = 0; i < n; i++) finite += !isnan(est[i]);
-        int show = a->show < finite ? a->show : finite;
-        printf("top %d of %d estimates by |estimate|:\n  %-26s %9s %9s\n", show, finite,
+        show = show < n ? show : n;
+        printf("top %d of %d estimates by |estimate|:\n  %-26s %9s %9s\n", show, n,
                "configuration", "estimate", "actual");
         for (int i = 0; i < show; i++) {
-            char name[160];
-            ap_name(bh, t, ap, idx[i], name, sizeof name);
+            const cJSON *e = cJSON_GetArrayItem(est, idx[i]);
+            double act = al_dt_num(e, "actual");
             printf("  ");
-            al_print_col(name, 26);
-            printf(" %+9.4f ", est[idx[i]] + 0.0);
-            if (isnan(act[idx[i]]))
+            al_print_col(al_dt_str(e, "configuration"), 26);
+            printf(" %+9.4f ", al_dt_num(e, "estimate") + 0.0);
+            if (isnan(act))
                 printf("%9s\n", "-");
             else
-                printf("%+9.4f\n", act[idx[i]] + 0.0);
+                printf("%+9.4f\n", act + 0.0);
         }
     }
     free(idx);
-    free(est);
-    free(act);
+    free(v);
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -291,16 +295,21 @@ static int num(cJSON *o, const char *k, double v) {
  * layer, and with attribution patching every estimate beside its actual
  * value (after the model's fields, which the driver adds). */
 static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const al_pairs *t,
-                     const al_attr_result *r, const al_attrpatch_result *ap) {
-    cJSON *tk, *arr;
+                     const al_attr_result *r, const al_attrpatch_result *ap, double total) {
+    cJSON *tk, *arr, *sec;
     char nm[160];
-    if (!(tk = cJSON_AddObjectToObject(doc, "task")) ||
+    if (num(doc, "n_layers", r->L) || num(doc, "show", a->show) ||
+        !(sec = cJSON_AddObjectToObject(doc, "seconds")) || num(sec, "attribute", r->seconds) ||
+        (ap && num(sec, "attribution_patching", ap->seconds)) ||
+        (ap && ap->compared && num(sec, "actual_patching", ap->seconds_patch)) ||
+        num(sec, "total", total) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "sequences", t->N) ||
         num(tk, "T", t->T) || num(tk, "items", r->n_items) ||
         !cJSON_AddStringToObject(tk, "metric",
                                  r->logit_diff       ? "logit(answer) - logit(wrong)"
-                                 : a->center_unembed ? "logit of the answer less the mean logit"
-                                                     : "logit of the answer") ||
+                                 : a->center_unembed
+                                     ? "logit of the answer less the mean logit (W_U centred)"
+                                     : "logit of the answer") ||
         !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
         num(doc, "metric", r->metric) || num(doc, "loss", r->loss) ||
         !(arr = cJSON_AddArrayToObject(doc, "direct_logit_attribution")))
@@ -493,22 +502,27 @@ static int attr_store(void *args, void *state, al_drive *dr, al_err *e) {
                                   s->have_ap ? &s->ap : NULL, bh->tok, e);
 }
 
-static int attr_print(void *args, void *state, al_drive *dr, al_err *e) {
-    attr_args *a = args;
+static int attr_doc(void *args, void *state, al_drive *dr, al_err *e) {
     attr_state *s = state;
-    const al_behave *bh = dr->b;
-    if (dr->json)
-        return json_attr(dr->doc, a, bh, &s->t, &s->r, s->have_ap ? &s->ap : NULL)
-                   ? al_errf(e, "out of memory")
-                   : 0;
-    print_summary(a, bh, &s->t, &s->r);
-    if (s->have_ap) print_attrpatch(a, bh, &s->t, &s->ap);
-    printf("attribute: %d sequence%s, %d items in %.2f s", s->t.N, s->t.N == 1 ? "" : "s",
-           s->r.n_items, s->r.seconds);
-    if (s->have_ap) printf("; attribution patching %.2f s", s->ap.seconds);
-    if (s->have_ap && s->ap.compared) printf(", actual patching %.2f s", s->ap.seconds_patch);
-    printf(" (total %.2f s)\n", al_now() - s->t0);
-    return 0;
+    return json_attr(dr->doc, args, dr->b, &s->t, &s->r, s->have_ap ? &s->ap : NULL,
+                     al_now() - s->t0)
+               ? al_errf(e, "out of memory")
+               : 0;
+}
+
+/* The text of attnlab.attribute/1, from the document alone. */
+static void attr_text(const cJSON *doc) {
+    const cJSON *tk = al_dt_get(doc, "task"), *sec = al_dt_get(doc, "seconds");
+    const int N = al_dt_int(tk, "sequences");
+    const int ap = cJSON_IsObject(al_dt_get(doc, "attribution_patching"));
+    text_summary(doc);
+    if (ap) text_attrpatch(doc);
+    printf("attribute: %d sequence%s, %d items in %.2f s", N, N == 1 ? "" : "s",
+           al_dt_int(tk, "items"), al_dt_num(sec, "attribute"));
+    if (ap) printf("; attribution patching %.2f s", al_dt_num(sec, "attribution_patching"));
+    if (al_dt_get(sec, "actual_patching"))
+        printf(", actual patching %.2f s", al_dt_num(sec, "actual_patching"));
+    printf(" (total %.2f s)\n", al_dt_num(sec, "total"));
 }
 
 static void attr_release(void *state) {
@@ -557,7 +571,7 @@ const al_analysis al_an_attribute = {.name = "attribute",
                                      .prepare = attr_prepare,
                                      .compute = attr_compute,
                                      .store = attr_store,
-                                     .print = attr_print,
+                                     .doc = attr_doc, .text = attr_text,
                                      .release = attr_release,
                                      .warnings = attr_warnings,
                                      .stops = 1,
