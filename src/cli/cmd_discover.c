@@ -22,6 +22,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/circuit_file.h"
 #include "attnlab/discover.h"
 #include "attnlab/patch.h"
@@ -138,61 +139,60 @@ static int parse_sweep(const char *s, double tau, double *out, int *n, al_err *e
     }
 }
 
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* ------------------------------------------------------------ printing */
 
-static void print_circuit(const disc_args *a, const al_behave *bh, const al_pairs *t,
-                          const al_discover_opts *o, const al_discover_result *r) {
-    printf("model %s (sha256 %.12s…) -> run %lld of %s\n", a->w.model, bh->sha,
-           (long long)bh->run_id, a->w.db);
-    printf("task %s: %d pair%s of %d tokens; method %s", t->task, t->N, t->N == 1 ? "" : "s", t->T,
-           o->method);
-    if (!strcmp(o->method, "acdc"))
-        printf(", tau %g", o->tau);
+/* The main circuit of the document. */
+static void text_circuit(const cJSON *doc) {
+    const cJSON *tk = al_dt_get(doc, "task"), *c = al_dt_get(doc, "circuit");
+    const cJSON *edges = al_dt_get(c, "kept_edges");
+    const int N = al_dt_int(tk, "pairs"), kept = al_dt_int(c, "kept"), ne = al_dt_int(c, "edges");
+    printf("model %s (sha256 %.12s…) -> run %lld of %s\n", al_dt_str(doc, "model"),
+           al_dt_str(doc, "sha256"), (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
+    printf("task %s: %d pair%s of %d tokens; method %s", al_dt_str(tk, "name"), N,
+           N == 1 ? "" : "s", al_dt_int(tk, "T"), al_dt_str(doc, "method"));
+    if (al_dt_get(c, "tau"))
+        printf(", tau %g", al_dt_num(c, "tau"));
     else
-        printf(", recover %g", o->recover);
-    printf(", metric %s\n", o->metric);
-    /* the kept edges' scores, ranked */
-    double *sc = malloc(sizeof(double) * (size_t)(r->n_kept ? r->n_kept : 1));
-    int *at = malloc(sizeof(int) * (size_t)(r->n_kept ? r->n_kept : 1)), n = 0, *idx = NULL;
-    if (sc && at) {
-        for (int k = 0; k < r->n_edges; k++)
-            if (r->kept[k]) at[n] = k, sc[n++] = r->score[k];
-        idx = al_by_magnitude(sc, n);
-    }
-    printf("circuit: %d of %d edges kept (%.1f%%)\n", r->n_kept, r->n_edges,
-           100.0 * r->n_kept / r->n_edges);
-    if (idx && n) {
-        int show = a->show < n ? a->show : n;
+        printf(", recover %g", al_dt_num(c, "recover"));
+    printf(", metric %s\n", al_dt_str(doc, "metric"));
+    printf("circuit: %d of %d edges kept (%.1f%%)\n", kept, ne, 100.0 * kept / ne);
+    int n = cJSON_GetArraySize(edges), show = al_dt_int(doc, "show");
+    if (n) { /* kept_edges are ranked by |score| already */
+        show = show < n ? show : n;
         printf("top %d of %d kept edges by |score|:\n  %-16s %10s\n", show, n, "edge", "score");
         for (int i = 0; i < show; i++) {
-            char nm[64];
-            printf("  %-16s ", al_graph_edge_name(r->L, r->H, at[idx[i]], nm, sizeof nm));
-            if (isnan(sc[idx[i]]))
+            const cJSON *e = cJSON_GetArrayItem(edges, i);
+            double sc = al_dt_num(e, "score");
+            printf("  %-16s ", al_dt_str(e, "edge"));
+            if (isnan(sc))
                 printf("%10s\n", "-");
             else
-                printf("%+10.4g\n", sc[idx[i]] + 0.0);
+                printf("%+10.4g\n", sc + 0.0);
         }
     }
-    free(idx);
-    free(sc);
-    free(at);
     printf("faithfulness %.4f (M_clean %.4f, M_corr %.4f, M_circuit %.4f); KL %.4g\n",
-           r->faithfulness, r->m_clean, r->m_corr, r->m_circuit, r->kl_circuit + 0.0);
-    printf("%ld evaluations in %.2f s\n", r->evals, r->seconds);
+           al_dt_num(c, "faithfulness"), al_dt_num(c, "m_clean"), al_dt_num(c, "m_corr"),
+           al_dt_num(c, "m_circuit"), al_dt_num(c, "kl") + 0.0);
+    printf("%ld evaluations in %.2f s\n", (long)al_dt_num(c, "evaluations"),
+           al_dt_num(c, "seconds"));
 }
 
-/* The curve: every tau found (the main one among them), by tau. */
-static void print_sweep(const double *taus, const al_discover_result *rs, int n) {
-    printf("sweep (tau -> kept edges -> faithfulness):\n  %-10s %6s %13s %10s\n", "tau", "kept",
-           "faithfulness", "KL");
-    for (int i = 0; i < n; i++)
-        printf("  %-10g %6d %13.4f %10.4g\n", taus[i], rs[i].n_kept, rs[i].faithfulness,
-               rs[i].kl_circuit + 0.0);
+/* The text of attnlab.discover/1, from the document alone. */
+static void disc_text(const cJSON *doc) {
+    const cJSON *sw = al_dt_get(doc, "sweep"), *c;
+    int n = al_dt_int(doc, "circuits");
+    text_circuit(doc);
+    if (cJSON_GetArraySize(sw)) { /* the curve: every tau found (the main one among them) */
+        printf("sweep (tau -> kept edges -> faithfulness):\n  %-10s %6s %13s %10s\n", "tau",
+               "kept", "faithfulness", "KL");
+        cJSON_ArrayForEach(c, sw) {
+            printf("  %-10g %6d %13.4f %10.4g\n", al_dt_num(c, "tau"), al_dt_int(c, "kept"),
+                   al_dt_num(c, "faithfulness"), al_dt_num(c, "kl") + 0.0);
+        }
+    }
+    printf("circuit file %s\n", al_dt_str(doc, "circuit_file"));
+    printf("discover: %d circuit%s in %.2f s\n", n, n == 1 ? "" : "s",
+           al_dt_num(doc, "seconds"));
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -209,6 +209,7 @@ static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_disco
         num(j, "faithfulness", r->faithfulness) || num(j, "m_clean", r->m_clean) ||
         num(j, "m_corr", r->m_corr) || num(j, "m_circuit", r->m_circuit) ||
         num(j, "kl", r->kl_circuit) || num(j, "evaluations", (double)r->evals) ||
+        num(j, "seconds", r->seconds) ||
         !(edges = cJSON_AddArrayToObject(j, "kept_edges"))) {
         cJSON_Delete(j);
         return NULL;
@@ -241,9 +242,11 @@ static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_disco
  * the driver adds). */
 static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
                          const al_discover_opts *o, const double *taus,
-                         const al_discover_result *rs, int n_done, const char *path) {
+                         const al_discover_result *rs, int n_done, int n_sweep, const char *path,
+                         double seconds) {
     cJSON *tk, *sw, *main_c;
-    if (!(tk = cJSON_AddObjectToObject(doc, "task")) ||
+    if (num(doc, "show", a->show) || num(doc, "circuits", n_done) ||
+        num(doc, "seconds", seconds) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "pairs", t->N) ||
         num(tk, "T", t->T) || !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
         !cJSON_AddStringToObject(doc, "method", o->method) ||
@@ -254,7 +257,7 @@ static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
         !(sw = cJSON_AddArrayToObject(doc, "sweep")))
         return -1;
     /* every circuit of the run (the main one among them), by tau */
-    for (int done = 0, i; n_done > 1 && done < n_done; done++) {
+    for (int done = 0, i; n_sweep > 0 && done < n_done; done++) {
         int best = -1;
         for (i = 0; i < n_done; i++) {
             int taken = 0;
@@ -420,31 +423,12 @@ static int disc_store(void *args, void *state, al_drive *dr, al_err *e) {
     return rc ? -1 : write_circuit(a, bh, &s->t, &s->d, &s->rs[0], s->path, sizeof s->path, e);
 }
 
-static int disc_print(void *args, void *state, al_drive *dr, al_err *e) {
-    disc_args *a = args;
+static int disc_doc(void *args, void *state, al_drive *dr, al_err *e) {
     disc_state *s = state;
-    int n_done = s->n_done;
-    if (dr->json)
-        return json_discover(dr->doc, a, &s->t, &s->d, s->taus, s->rs, n_done, s->path)
-                   ? al_errf(e, "out of memory")
-                   : 0;
-    print_circuit(a, dr->b, &s->t, &s->d, &s->rs[0]);
-    if (s->n_sweep) {
-        /* the curve in tau order; rs and taus sorted together by index */
-        int ord[MAX_SWEEP + 1];
-        double st[MAX_SWEEP + 1];
-        al_discover_result sr[MAX_SWEEP + 1];
-        memcpy(st, s->taus, sizeof(double) * (size_t)n_done);
-        qsort(st, (size_t)n_done, sizeof st[0], by_value);
-        for (int i = 0; i < n_done; i++) {
-            for (ord[i] = 0; s->taus[ord[i]] != st[i]; ord[i]++) {}
-            sr[i] = s->rs[ord[i]];
-        }
-        print_sweep(st, sr, n_done);
-    }
-    printf("circuit file %s\n", s->path);
-    printf("discover: %d circuit%s in %.2f s\n", n_done, n_done == 1 ? "" : "s", al_now() - s->t0);
-    return 0;
+    return json_discover(dr->doc, args, &s->t, &s->d, s->taus, s->rs, s->n_done, s->n_sweep,
+                         s->path, al_now() - s->t0)
+               ? al_errf(e, "out of memory")
+               : 0;
 }
 
 static void disc_release(void *state) {
@@ -492,7 +476,7 @@ const al_analysis al_an_discover = {.name = "discover",
                                     .prepare = disc_prepare,
                                     .compute = disc_compute,
                                     .store = disc_store,
-                                    .print = disc_print,
+                                    .doc = disc_doc, .text = disc_text,
                                     .release = disc_release,
                                     .warnings = disc_warnings,
                                     .stops = 1,
