@@ -6,6 +6,7 @@
  * group (and the probe commands) accepts --probe-tokens seen. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,79 @@ TEST(registry_cli_json_every_analysis) {
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "sweep")) == 3);
     cJSON_Delete(j);
     free(txt);
+}
+
+/* s with every time and rate blanked: a number followed by " s" or
+ * " activations/s" becomes "#" (two runs differ only there). */
+static void scrub_times(char *s) {
+    char *w = s;
+    for (char *r = s; *r;) {
+        char *q = r;
+        while ((*q >= '0' && *q <= '9') || *q == '.') q++;
+        if (q > r && (!strncmp(q, " s", 2) || !strncmp(q, " activations/s", 14)) &&
+            (r == s || r[-1] == ' ' || r[-1] == '(')) {
+            *w++ = '#';
+            r = q;
+        } else if (q > r) {
+            while (r < q) *w++ = *r++;
+        } else
+            *w++ = *r++;
+    }
+    *w = 0;
+}
+
+/* The text is a renderer of the run's document: for every analysis, the
+ * document --json prints, parsed back and handed to the descriptor's
+ * text phase, reads as the command's own text (the run id and database
+ * set to the text run's; times blanked). Nothing the text shows comes
+ * from elsewhere. */
+TEST(registry_cli_text_is_the_json_rendered) {
+    t_pbuf dir = t_pcopy("."), db1 = t_pcopy("t.db"), db2 = t_pcopy("j.db");
+    t_pbuf txt = t_pcopy("out.txt"), js = t_pcopy("out.json"), re = t_pcopy("re.txt");
+    t_tiny_model(dir.s, 2, 20);
+    int run = 0;
+    for (const al_analysis *const *ap = al_analyses; *ap; ap++) {
+        const al_analysis *a = *ap;
+        char data[4096];
+        run++;
+        data_arg(a, dir.s, data, sizeof data);
+        CHECKF(a->doc && a->text, "%s: no doc or text phase", a->name);
+        int rc = t_sh("%s %s --model %s/m2 --db %s %s %s --threads 1 > %s 2>/dev/null", t_bin(),
+                      a->cmd->name, dir.s, db1.s, data, small(a->name), txt.s) |
+                 t_sh("%s %s --model %s/m2 --db %s %s %s --threads 1 --json > %s 2>/dev/null",
+                      t_bin(), a->cmd->name, dir.s, db2.s, data, small(a->name), js.s);
+        CHECKF(rc == 0, "%s: exit %d", a->name, rc);
+        char *t = t_slurp(txt.s), *j = t_slurp(js.s);
+        cJSON *doc = j ? cJSON_Parse(j) : NULL;
+        CHECKF(doc != NULL, "%s: no document", a->name);
+        if (!doc || !t || !a->text) {
+            free(t), free(j), cJSON_Delete(doc);
+            continue;
+        }
+        cJSON_ReplaceItemInObject(doc, "db", cJSON_CreateString(db1.s));
+        cJSON_ReplaceItemInObject(doc, "run", cJSON_CreateNumber(run));
+        fflush(stdout);
+        FILE *f = fopen(re.s, "w");
+        int saved = dup(1);
+        CHECK(f && saved >= 0 && dup2(fileno(f), 1) >= 0);
+        a->text(doc);
+        fflush(stdout);
+        dup2(saved, 1), close(saved), fclose(f);
+        char *r = t_slurp(re.s);
+        CHECK(r != NULL);
+        if (r) {
+            scrub_times(t), scrub_times(r);
+            /* the lines a text run prints before its result (progress notes) are not the
+             * document's: compare from the first line of the rendering on */
+            const char *from = strstr(t, r) ? strstr(t, r) : t;
+            CHECKF(!strcmp(from, r),
+                   "%s: the text and the document rendered differ:\n--- text\n%s"
+                   "--- rendered\n%s",
+                   a->name, t, r);
+        }
+        free(r), free(t), free(j);
+        cJSON_Delete(doc);
+    }
 }
 
 TEST(registry_cli_bad_input_leaves_no_run) {

@@ -31,7 +31,7 @@ typedef struct al_behave {
     int64_t model_id, run_id; /* run_id 0 until a run is begun */
     int train_T; /* sequence length it was trained on (state.json) */
     struct al_circuit_run *circ; /* --circuit: m.circuit points into it; NULL without */
-    const char *circ_path;       /* --circuit's file (borrowed); NULL without */
+    const char *circ_path; /* --circuit's file (borrowed); NULL without */
     const char *iv_json; /* --intervene: the file as parsed (borrowed), recorded in the
                               run's config by al_behave_begin; NULL without */
 } al_behave;

@@ -217,7 +217,6 @@ typedef struct al_analysis {
      * --json, an experiment's stage): no state, no arguments, so what is
      * printed is what --json and the library return. */
     void (*text)(const struct cJSON *doc);
-    int (*print)(void *args, void *state, al_drive *d, al_err *e); /* (being replaced) */
     void (*release)(void *state);
     /* The gap/effect warnings of the computed state (gap.h), or NULL: none. */
     const struct al_warnings *(*warnings)(const void *state);

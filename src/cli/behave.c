@@ -325,7 +325,8 @@ int al_behave_json(cJSON *doc, const al_behave *b, const char *db) {
     char buf[256];
     cJSON *c;
     if (!cJSON_AddStringToObject(doc, "model", b->dir) ||
-        !cJSON_AddStringToObject(doc, "sha256", b->sha) || !cJSON_AddStringToObject(doc, "db", db) ||
+        !cJSON_AddStringToObject(doc, "sha256", b->sha) ||
+        !cJSON_AddStringToObject(doc, "db", db) ||
         !cJSON_AddNumberToObject(doc, "model_id", (double)b->model_id))
         return -1;
     if (!b->circ) return 0;

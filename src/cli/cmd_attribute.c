@@ -165,8 +165,10 @@ static void text_ranked(const cJSON *arr, const char *key, const char *nk, const
 
 static void text_summary(const cJSON *doc) {
     const cJSON *tk = al_dt_get(doc, "task"), *x;
-    const cJSON *dla = al_dt_get(doc, "direct_logit_attribution"), *terms = al_dt_get(doc, "path_terms");
-    const int N = al_dt_int(tk, "sequences"), ni = al_dt_int(tk, "items"), L = al_dt_int(doc, "n_layers");
+    const cJSON *dla = al_dt_get(doc, "direct_logit_attribution"),
+                *terms = al_dt_get(doc, "path_terms");
+    const int N = al_dt_int(tk, "sequences"), ni = al_dt_int(tk, "items"),
+              L = al_dt_int(doc, "n_layers");
     int show = al_dt_int(doc, "show"), nc = cJSON_GetArraySize(dla), nt = cJSON_GetArraySize(terms);
     printf("model %s (sha256 %.12s…) -> run %lld of %s\n", al_dt_str(doc, "model"),
            al_dt_str(doc, "sha256"), (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
@@ -267,8 +269,8 @@ static void text_attrpatch(const cJSON *doc) {
     int *idx = v ? al_by_magnitude(v, n) : NULL;
     if (idx) {
         show = show < n ? show : n;
-        printf("top %d of %d estimates by |estimate|:\n  %-26s %9s %9s\n", show, n,
-               "configuration", "estimate", "actual");
+        printf("top %d of %d estimates by |estimate|:\n  %-26s %9s %9s\n", show, n, "configuration",
+               "estimate", "actual");
         for (int i = 0; i < show; i++) {
             const cJSON *e = cJSON_GetArrayItem(est, idx[i]);
             double act = al_dt_num(e, "actual");
@@ -306,7 +308,7 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "sequences", t->N) ||
         num(tk, "T", t->T) || num(tk, "items", r->n_items) ||
         !cJSON_AddStringToObject(tk, "metric",
-                                 r->logit_diff       ? "logit(answer) - logit(wrong)"
+                                 r->logit_diff ? "logit(answer) - logit(wrong)"
                                  : a->center_unembed
                                      ? "logit of the answer less the mean logit (W_U centred)"
                                      : "logit of the answer") ||
@@ -571,7 +573,8 @@ const al_analysis al_an_attribute = {.name = "attribute",
                                      .prepare = attr_prepare,
                                      .compute = attr_compute,
                                      .store = attr_store,
-                                     .doc = attr_doc, .text = attr_text,
+                                     .doc = attr_doc,
+                                     .text = attr_text,
                                      .release = attr_release,
                                      .warnings = attr_warnings,
                                      .stops = 1,

@@ -112,7 +112,8 @@ static void text_layers(const cJSON *doc) {
 
 /* The strongest `show` head pairs of each composition kind. */
 static void text_comp(const cJSON *doc) {
-    const cJSON *comp = al_dt_get(doc, "composition"), *base = al_dt_get(doc, "composition_baseline");
+    const cJSON *comp = al_dt_get(doc, "composition"),
+                *base = al_dt_get(doc, "composition_baseline");
     int n = cJSON_GetArraySize(comp), show = al_dt_int(doc, "show_comp");
     if (n == 0 || show <= 0) return;
     printf("composition, strongest %d per kind (random baseline mean ± sd):\n", show);
@@ -304,7 +305,8 @@ const al_analysis al_an_circuits = {.name = "circuits",
                                     .prepare = circuits_prepare,
                                     .compute = circuits_compute,
                                     .store = circuits_store,
-                                    .doc = circuits_doc, .text = circuits_text,
+                                    .doc = circuits_doc,
+                                    .text = circuits_text,
                                     .release = circuits_release,
                                     .exp_data = AL_EXP_DATA_NONE,
                                     .results = AL_RESULTS_WEIGHTS};

@@ -183,16 +183,15 @@ static void disc_text(const cJSON *doc) {
     int n = al_dt_int(doc, "circuits");
     text_circuit(doc);
     if (cJSON_GetArraySize(sw)) { /* the curve: every tau found (the main one among them) */
-        printf("sweep (tau -> kept edges -> faithfulness):\n  %-10s %6s %13s %10s\n", "tau",
-               "kept", "faithfulness", "KL");
+        printf("sweep (tau -> kept edges -> faithfulness):\n  %-10s %6s %13s %10s\n", "tau", "kept",
+               "faithfulness", "KL");
         cJSON_ArrayForEach(c, sw) {
             printf("  %-10g %6d %13.4f %10.4g\n", al_dt_num(c, "tau"), al_dt_int(c, "kept"),
                    al_dt_num(c, "faithfulness"), al_dt_num(c, "kl") + 0.0);
         }
     }
     printf("circuit file %s\n", al_dt_str(doc, "circuit_file"));
-    printf("discover: %d circuit%s in %.2f s\n", n, n == 1 ? "" : "s",
-           al_dt_num(doc, "seconds"));
+    printf("discover: %d circuit%s in %.2f s\n", n, n == 1 ? "" : "s", al_dt_num(doc, "seconds"));
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -209,8 +208,7 @@ static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_disco
         num(j, "faithfulness", r->faithfulness) || num(j, "m_clean", r->m_clean) ||
         num(j, "m_corr", r->m_corr) || num(j, "m_circuit", r->m_circuit) ||
         num(j, "kl", r->kl_circuit) || num(j, "evaluations", (double)r->evals) ||
-        num(j, "seconds", r->seconds) ||
-        !(edges = cJSON_AddArrayToObject(j, "kept_edges"))) {
+        num(j, "seconds", r->seconds) || !(edges = cJSON_AddArrayToObject(j, "kept_edges"))) {
         cJSON_Delete(j);
         return NULL;
     }
@@ -245,8 +243,8 @@ static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
                          const al_discover_result *rs, int n_done, int n_sweep, const char *path,
                          double seconds) {
     cJSON *tk, *sw, *main_c;
-    if (num(doc, "show", a->show) || num(doc, "circuits", n_done) ||
-        num(doc, "seconds", seconds) || !(tk = cJSON_AddObjectToObject(doc, "task")) ||
+    if (num(doc, "show", a->show) || num(doc, "circuits", n_done) || num(doc, "seconds", seconds) ||
+        !(tk = cJSON_AddObjectToObject(doc, "task")) ||
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "pairs", t->N) ||
         num(tk, "T", t->T) || !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
         !cJSON_AddStringToObject(doc, "method", o->method) ||
@@ -476,7 +474,8 @@ const al_analysis al_an_discover = {.name = "discover",
                                     .prepare = disc_prepare,
                                     .compute = disc_compute,
                                     .store = disc_store,
-                                    .doc = disc_doc, .text = disc_text,
+                                    .doc = disc_doc,
+                                    .text = disc_text,
                                     .release = disc_release,
                                     .warnings = disc_warnings,
                                     .stops = 1,

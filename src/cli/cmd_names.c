@@ -174,8 +174,8 @@ static void names_text(const cJSON *doc) {
     printf(")\n%-7s %8s %12s %12s %8s\n", "piece", "stories", "p(1st)", "p(2nd)", "2nd/1st");
     cJSON_ArrayForEach(x, al_dt_get(doc, "pieces")) {
         double p1 = al_dt_num(x, "p_first"), p2 = al_dt_num(x, "p_second");
-        printf("%-7d %8d %12.4f %12.4f %8.1f\n", al_dt_int(x, "piece"), al_dt_int(x, "stories"),
-               p1, p2, p1 > 0 ? p2 / p1 : 0);
+        printf("%-7d %8d %12.4f %12.4f %8.1f\n", al_dt_int(x, "piece"), al_dt_int(x, "stories"), p1,
+               p2, p1 > 0 ? p2 / p1 : 0);
     }
     double r1 = al_dt_num(rest, "p_first"), r2 = al_dt_num(rest, "p_second");
     printf("%-7s %8s %12.4f %12.4f %8.1f\n", "2..", "", r1, r2, r1 > 0 ? r2 / r1 : 0);
@@ -204,7 +204,8 @@ const al_analysis al_an_names = {.name = "names",
                                  .prepare = names_prepare,
                                  .compute = names_compute,
                                  .store = names_store,
-                                 .doc = names_doc, .text = names_text,
+                                 .doc = names_doc,
+                                 .text = names_text,
                                  .release = names_release,
                                  .exp_data = AL_EXP_DATA_VAL,
                                  .results = AL_RESULTS_NAMES};

@@ -27,6 +27,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/doc_text.h"
 #include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/sae.h"
@@ -300,50 +301,57 @@ static int sae_store(void *args, void *state, al_drive *dr, al_err *e) {
     return al_store_put_sae_run(dr->b->st, dr->b->run_id, dr->b->model_id, &r, e);
 }
 
-static int sae_print(void *args, void *state, al_drive *dr, al_err *e) {
+static int sae_doc(void *args, void *state, al_drive *dr, al_err *e) {
     sae_args *a = args;
     sae_state *s = state;
     al_sae_run_row r = sae_row(a, s);
-    if (dr->json) {
-        cJSON *d = dr->doc, *ev = NULL;
-        int ok = cJSON_AddStringToObject(d, "out", r.out_dir) &&
-                 cJSON_AddStringToObject(d, "hook_name", r.hook_name) &&
-                 cJSON_AddNumberToObject(d, "layer", r.layer) &&
-                 cJSON_AddStringToObject(d, "site", r.site) &&
-                 cJSON_AddNumberToObject(d, "d_in", r.d_in) &&
-                 cJSON_AddNumberToObject(d, "d_sae", r.d_sae) &&
-                 cJSON_AddStringToObject(d, "arch", r.arch) &&
-                 (r.k >= 0 ? cJSON_AddNumberToObject(d, "k", r.k) != NULL
-                           : cJSON_AddNullToObject(d, "k") != NULL) &&
-                 json_num(d, "l1_coeff", r.l1_coeff) &&
-                 cJSON_AddNumberToObject(d, "steps", (double)r.steps) &&
-                 cJSON_AddNumberToObject(d, "batch", r.batch) &&
-                 cJSON_AddNumberToObject(d, "activations", r.activations) &&
-                 cJSON_AddNumberToObject(d, "seed", (double)r.seed) &&
-                 json_num(d, "scale", r.scale) && json_num(d, "seconds", r.seconds) &&
-                 json_num(d, "rate", r.rate) && (ev = cJSON_AddObjectToObject(d, "eval")) &&
-                 cJSON_AddNumberToObject(ev, "n", (double)r.eval_n) && json_num(ev, "l0", r.l0) &&
-                 json_num(ev, "fve", r.fve) && json_num(ev, "mse", r.mse) &&
-                 json_num(ev, "dead_frac", r.dead_frac) &&
-                 json_num(ev, "dense_frac", r.dense_frac) && json_num(ev, "ce_clean", r.ce_clean) &&
-                 json_num(ev, "ce_sae", r.ce_sae) && json_num(ev, "ce_zero", r.ce_zero) &&
-                 json_num(ev, "ce_recovered", r.ce_recovered);
-        return ok ? 0 : al_errf(e, "out of memory");
-    }
-    printf("model %s -> run %lld of %s; SAE on %s in %s\n", a->w.model, (long long)dr->b->run_id,
-           a->w.db, r.hook_name, r.out_dir);
-    if (r.k >= 0)
-        printf("d_in %d, d_sae %d, %s k %d; ", r.d_in, r.d_sae, r.arch, r.k);
+    cJSON *d = dr->doc, *ev = NULL;
+    int ok = cJSON_AddStringToObject(d, "out", r.out_dir) &&
+             cJSON_AddStringToObject(d, "hook_name", r.hook_name) &&
+             cJSON_AddNumberToObject(d, "layer", r.layer) &&
+             cJSON_AddStringToObject(d, "site", r.site) &&
+             cJSON_AddNumberToObject(d, "d_in", r.d_in) &&
+             cJSON_AddNumberToObject(d, "d_sae", r.d_sae) &&
+             cJSON_AddStringToObject(d, "arch", r.arch) &&
+             (r.k >= 0 ? cJSON_AddNumberToObject(d, "k", r.k) != NULL
+                       : cJSON_AddNullToObject(d, "k") != NULL) &&
+             json_num(d, "l1_coeff", r.l1_coeff) &&
+             cJSON_AddNumberToObject(d, "steps", (double)r.steps) &&
+             cJSON_AddNumberToObject(d, "batch", r.batch) &&
+             cJSON_AddNumberToObject(d, "activations", r.activations) &&
+             cJSON_AddNumberToObject(d, "seed", (double)r.seed) && json_num(d, "scale", r.scale) &&
+             json_num(d, "seconds", r.seconds) && json_num(d, "rate", r.rate) &&
+             (ev = cJSON_AddObjectToObject(d, "eval")) &&
+             cJSON_AddNumberToObject(ev, "n", (double)r.eval_n) && json_num(ev, "l0", r.l0) &&
+             json_num(ev, "fve", r.fve) && json_num(ev, "mse", r.mse) &&
+             json_num(ev, "dead_frac", r.dead_frac) && json_num(ev, "dense_frac", r.dense_frac) &&
+             json_num(ev, "ce_clean", r.ce_clean) && json_num(ev, "ce_sae", r.ce_sae) &&
+             json_num(ev, "ce_zero", r.ce_zero) && json_num(ev, "ce_recovered", r.ce_recovered);
+    return ok ? 0 : al_errf(e, "out of memory");
+}
+
+/* The text of attnlab.sae/1, from the document alone. */
+static void sae_text(const cJSON *doc) {
+    const cJSON *ev = al_dt_get(doc, "eval");
+    printf("model %s -> run %lld of %s; SAE on %s in %s\n", al_dt_str(doc, "model"),
+           (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"), al_dt_str(doc, "hook_name"),
+           al_dt_str(doc, "out"));
+    if (cJSON_IsNumber(al_dt_get(doc, "k")))
+        printf("d_in %d, d_sae %d, %s k %d; ", al_dt_int(doc, "d_in"), al_dt_int(doc, "d_sae"),
+               al_dt_str(doc, "arch"), al_dt_int(doc, "k"));
     else
-        printf("d_in %d, d_sae %d, %s l1 %g; ", r.d_in, r.d_sae, r.arch, r.l1_coeff);
-    printf("%ld steps x %d = %.0f activations (%.1f s, %.0f activations/s)\n", r.steps, r.batch,
-           r.activations, r.seconds, r.rate);
+        printf("d_in %d, d_sae %d, %s l1 %g; ", al_dt_int(doc, "d_in"), al_dt_int(doc, "d_sae"),
+               al_dt_str(doc, "arch"), al_dt_num(doc, "l1_coeff"));
+    printf("%ld steps x %d = %.0f activations (%.1f s, %.0f activations/s)\n",
+           (long)al_dt_num(doc, "steps"), al_dt_int(doc, "batch"), al_dt_num(doc, "activations"),
+           al_dt_num(doc, "seconds"), al_dt_num(doc, "rate"));
     printf("held out (%ld activations): L0 %.2f, variance explained %.4f, MSE %.4f, dead %.4f, "
            "dense %.4f\n",
-           r.eval_n, r.l0, r.fve, r.mse, r.dead_frac, r.dense_frac);
+           (long)al_dt_num(ev, "n"), al_dt_num(ev, "l0"), al_dt_num(ev, "fve"),
+           al_dt_num(ev, "mse"), al_dt_num(ev, "dead_frac"), al_dt_num(ev, "dense_frac"));
     printf("cross-entropy: clean %.4f, with the SAE %.4f, site zeroed %.4f; recovered %.4f\n",
-           r.ce_clean, r.ce_sae, r.ce_zero, r.ce_recovered);
-    return 0;
+           al_dt_num(ev, "ce_clean"), al_dt_num(ev, "ce_sae"), al_dt_num(ev, "ce_zero"),
+           al_dt_num(ev, "ce_recovered"));
 }
 
 static void sae_release(void *state) {
@@ -393,7 +401,8 @@ const al_analysis al_an_sae = {.name = "sae",
                                .prepare = sae_prepare,
                                .compute = sae_compute,
                                .store = sae_store,
-                               .print = sae_print,
+                               .doc = sae_doc,
+                               .text = sae_text,
                                .release = sae_release,
                                .stops = 1,
                                .exp_data = AL_EXP_DATA_NONE,
@@ -536,21 +545,6 @@ static int feat_store(void *args, void *state, al_drive *dr, al_err *e) {
                                      &s->r, dr->b->tok, e);
 }
 
-/* Live features by density descending (ties: lower index); malloc'd. */
-static int *by_density(const al_sae_feat_result *r, int *n) {
-    int *ix = malloc((size_t)(r->n_live > 0 ? r->n_live : 1) * sizeof *ix);
-    *n = 0;
-    if (!ix) return NULL;
-    for (int i = 0; i < r->d_sae; i++)
-        if (r->fired[i]) ix[(*n)++] = i;
-    for (int i = 1; i < *n; i++) { /* insertion sort: stable */
-        int v = ix[i], j = i;
-        while (j > 0 && r->density[ix[j - 1]] < r->density[v]) ix[j] = ix[j - 1], j--;
-        ix[j] = v;
-    }
-    return ix;
-}
-
 static cJSON *feat_json(const al_sae_feat_result *r, int i, const al_tokenizer *tok) {
     cJSON *f = cJSON_CreateObject(), *hs = NULL, *up = NULL, *dn = NULL, *cx = NULL;
     if (!f) return NULL;
@@ -606,82 +600,103 @@ static cJSON *feat_json(const al_sae_feat_result *r, int i, const al_tokenizer *
     return f;
 }
 
-static int feat_print(void *args, void *state, al_drive *dr, al_err *e) {
+static int feat_doc(void *args, void *state, al_drive *dr, al_err *e) {
     feat_args *a = args;
     feat_state *s = state;
     const al_sae_feat_result *r = &s->r;
-    int n = 0;
-    int *ix = by_density(r, &n);
-    if (!ix) return al_errf(e, "out of memory");
-    int rc = 0, best = -1, bh = -1;
+    int rc = 0, best = -1;
     for (int i = 0; i < r->d_sae; i++)
         if (r->fired[i] && isfinite(r->auroc[i]) && (best < 0 || r->auroc[i] > r->auroc[best]))
             best = i;
-    for (int h = 0; h < r->H; h++)
-        if (isfinite(r->head_auroc[h]) && (bh < 0 || r->head_auroc[h] > r->head_auroc[bh])) bh = h;
-    if (dr->json) {
-        cJSON *d = dr->doc, *fs = NULL, *ha = NULL;
-        int ok = cJSON_AddStringToObject(d, "sae", a->sae_typed) &&
-                 cJSON_AddStringToObject(d, "hook_name", s->hook) &&
-                 cJSON_AddNumberToObject(d, "layer", r->layer) &&
-                 cJSON_AddNumberToObject(d, "d_sae", r->d_sae) &&
-                 cJSON_AddNumberToObject(d, "n_live", r->n_live) &&
-                 cJSON_AddNumberToObject(d, "windows", r->windows) &&
-                 cJSON_AddNumberToObject(d, "T", r->T) &&
-                 cJSON_AddNumberToObject(d, "positions", (double)r->positions) &&
-                 cJSON_AddNumberToObject(d, "probe_r", r->probe_r) &&
-                 cJSON_AddNumberToObject(d, "probe_n", r->probe_n) &&
-                 cJSON_AddNumberToObject(d, "n_induction", r->n_induction) &&
-                 json_num(d, "group_auroc", r->group_auroc) &&
-                 (best < 0 || (cJSON_AddNumberToObject(d, "best_auroc_feature", best) &&
-                               json_num(d, "best_auroc", r->auroc[best]))) &&
-                 (ha = cJSON_AddArrayToObject(d, "head_auroc")) &&
-                 (fs = cJSON_AddArrayToObject(d, "features"));
-        for (int h = 0; ok && h < r->H; h++) {
-            cJSON *o = cJSON_CreateObject();
-            ok = o && cJSON_AddItemToArray(ha, o) &&
-                 cJSON_AddNumberToObject(o, "layer", r->layer) &&
-                 cJSON_AddNumberToObject(o, "head", h) && json_num(o, "auroc", r->head_auroc[h]);
-        }
-        for (int i = 0; ok && i < r->d_sae; i++) {
-            if (!r->fired[i]) continue;
-            cJSON *f = feat_json(r, i, dr->b->tok);
-            ok = f && cJSON_AddItemToArray(fs, f);
-        }
-        if (!ok) rc = al_errf(e, "out of memory");
-        free(ix);
-        return rc;
+    cJSON *d = dr->doc, *fs = NULL, *ha = NULL;
+    int ok = cJSON_AddStringToObject(d, "sae", a->sae_typed) &&
+             cJSON_AddNumberToObject(d, "show", a->show) &&
+             cJSON_AddStringToObject(d, "hook_name", s->hook) &&
+             cJSON_AddNumberToObject(d, "layer", r->layer) &&
+             cJSON_AddNumberToObject(d, "d_sae", r->d_sae) &&
+             cJSON_AddNumberToObject(d, "n_live", r->n_live) &&
+             cJSON_AddNumberToObject(d, "windows", r->windows) &&
+             cJSON_AddNumberToObject(d, "T", r->T) &&
+             cJSON_AddNumberToObject(d, "positions", (double)r->positions) &&
+             cJSON_AddNumberToObject(d, "probe_r", r->probe_r) &&
+             cJSON_AddNumberToObject(d, "probe_n", r->probe_n) &&
+             cJSON_AddNumberToObject(d, "n_induction", r->n_induction) &&
+             json_num(d, "group_auroc", r->group_auroc) &&
+             (best < 0 || (cJSON_AddNumberToObject(d, "best_auroc_feature", best) &&
+                           json_num(d, "best_auroc", r->auroc[best]))) &&
+             (ha = cJSON_AddArrayToObject(d, "head_auroc")) &&
+             (fs = cJSON_AddArrayToObject(d, "features"));
+    for (int h = 0; ok && h < r->H; h++) {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(ha, o) && cJSON_AddNumberToObject(o, "layer", r->layer) &&
+             cJSON_AddNumberToObject(o, "head", h) && json_num(o, "auroc", r->head_auroc[h]);
+    }
+    for (int i = 0; ok && i < r->d_sae; i++) {
+        if (!r->fired[i]) continue;
+        cJSON *f = feat_json(r, i, dr->b->tok);
+        ok = f && cJSON_AddItemToArray(fs, f);
+    }
+    if (!ok) rc = al_errf(e, "out of memory");
+    return rc;
+}
+
+/* The text of attnlab.sae_features/1, from the document alone. */
+static void feat_text(const cJSON *doc) {
+    const cJSON *fs = al_dt_get(doc, "features"), *x;
+    const int n = cJSON_GetArraySize(fs), show = al_dt_int(doc, "show");
+    const int n_ind = al_dt_int(doc, "n_induction");
+    const cJSON *bh = NULL;
+    cJSON_ArrayForEach(x, al_dt_get(doc, "head_auroc")) {
+        double v = al_dt_num(x, "auroc");
+        if (isfinite(v) && (!bh || v > al_dt_num(bh, "auroc"))) bh = x;
     }
     printf("model %s -> run %lld of %s; SAE %s on %s: %d of %d features live on %d windows of "
            "%d tokens; induction probe R %d, N %d\n",
-           a->w.model, (long long)dr->b->run_id, a->w.db, a->sae_typed, s->hook, r->n_live,
-           r->d_sae, r->windows, r->T, r->probe_r, r->probe_n);
+           al_dt_str(doc, "model"), (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"),
+           al_dt_str(doc, "sae"), al_dt_str(doc, "hook_name"), al_dt_int(doc, "n_live"),
+           al_dt_int(doc, "d_sae"), al_dt_int(doc, "windows"), al_dt_int(doc, "T"),
+           al_dt_int(doc, "probe_r"), al_dt_int(doc, "probe_n"));
     printf("induction features (index >= %.1f, binomial p < %g): %d", AL_SAE_INDUCTION_INDEX,
-           AL_SAE_INDUCTION_P, r->n_induction);
-    if (best >= 0)
-        printf("; best AUROC second vs first occurrence: feature %d %.3f", best, r->auroc[best]);
-    if (bh >= 0) printf(", best head z norm %d.%d %.3f", r->layer, bh, r->head_auroc[bh]);
-    if (r->n_induction) printf(", induction features summed %.3f", r->group_auroc);
+           AL_SAE_INDUCTION_P, n_ind);
+    if (al_dt_get(doc, "best_auroc_feature"))
+        printf("; best AUROC second vs first occurrence: feature %d %.3f",
+               al_dt_int(doc, "best_auroc_feature"), al_dt_num(doc, "best_auroc"));
+    if (bh)
+        printf(", best head z norm %d.%d %.3f", al_dt_int(bh, "layer"), al_dt_int(bh, "head"),
+               al_dt_num(bh, "auroc"));
+    if (n_ind) printf(", induction features summed %.3f", al_dt_num(doc, "group_auroc"));
     printf("\n");
-    if (n > 0 && a->show > 0)
+    const cJSON **ix = malloc(sizeof *ix * (size_t)(n + 1));
+    if (!ix) return;
+    int m = 0;
+    cJSON_ArrayForEach(x, fs) ix[m++] = x;
+    for (int i = 1; i < m; i++) { /* by density, descending; insertion sort: stable */
+        const cJSON *v = ix[i];
+        int j = i;
+        while (j > 0 && al_dt_num(ix[j - 1], "density") < al_dt_num(v, "density"))
+            ix[j] = ix[j - 1], j--;
+        ix[j] = v;
+    }
+    if (m > 0 && show > 0)
         printf("%-8s %8s %8s %8s %9s %6s %6s %6s  %s\n", "feature", "density", "mean", "max",
                "induction", "auroc", "head", "share", "raises");
-    for (int q = 0; q < n && q < a->show; q++) {
-        int i = ix[q], top = -1;
-        for (int h = 0; h < r->H; h++) {
-            double v = r->share[(size_t)i * r->H + h];
-            if (isfinite(v) && (top < 0 || v > r->share[(size_t)i * r->H + top])) top = h;
+    for (int q = 0; q < m && q < show; q++) {
+        const cJSON *f = ix[q], *top = NULL, *h;
+        cJSON_ArrayForEach(h, al_dt_get(f, "heads")) {
+            double v = al_dt_num(h, "share");
+            if (isfinite(v) && (!top || v > al_dt_num(top, "share"))) top = h;
         }
-        char head[16] = "-", tk[256] = "";
-        if (top >= 0) snprintf(head, sizeof head, "%d.%d", r->layer, top);
-        int t0 = r->up_tok[(size_t)i * r->logit_n];
-        if (t0 >= 0) al_store_token_str(dr->b->tok, t0, tk, sizeof tk);
-        printf("%-8d %8.4f %8.3f %8.3f %8.3f%s %6.3f %6s %6.3f  %s\n", i, r->density[i],
-               r->mean_act[i], r->max_act[i], r->induction_index[i], r->induction[i] ? "*" : " ",
-               r->auroc[i], head, top >= 0 ? r->share[(size_t)i * r->H + top] : NAN, tk);
+        char head[16] = "-";
+        if (top)
+            snprintf(head, sizeof head, "%d.%d", al_dt_int(top, "layer"), al_dt_int(top, "head"));
+        const cJSON *up0 = cJSON_GetArrayItem(al_dt_get(f, "up"), 0);
+        printf("%-8d %8.4f %8.3f %8.3f %8.3f%s %6.3f %6s %6.3f  %s\n", al_dt_int(f, "feature"),
+               al_dt_num(f, "density"), al_dt_num(f, "mean_act"), al_dt_num(f, "max_act"),
+               al_dt_num(f, "induction_index"), al_dt_bool(f, "induction") ? "*" : " ",
+               al_dt_num(f, "auroc"), head, top ? al_dt_num(top, "share") : NAN,
+               up0 ? al_dt_str(up0, "str") : "");
     }
     free(ix);
-    return 0;
 }
 
 static void feat_release(void *state) {
@@ -725,7 +740,8 @@ const al_analysis al_an_sae_features = {.name = "sae_features",
                                         .prepare = feat_prepare,
                                         .compute = feat_compute,
                                         .store = feat_store,
-                                        .print = feat_print,
+                                        .doc = feat_doc,
+                                        .text = feat_text,
                                         .release = feat_release,
                                         .stops = 1,
                                         .exp_data = AL_EXP_DATA_VAL,

@@ -147,21 +147,14 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
         goto out;
     }
     *run_id = b.run_id;
-    if (a->doc) { /* the document, then the text drawn from it alone */
-        if (al_behave_json(d->doc, &b, w->db) ||
-            !cJSON_AddNumberToObject(d->doc, "run", (double)b.run_id)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-        if (a->doc(args, st, d, e)) goto out;
-        if (!d->json) a->text(d->doc);
-    } else {
-        if (d->json && al_behave_json(d->doc, &b, w->db)) {
-            al_errf(e, "out of memory");
-            goto out;
-        }
-        if (a->print && a->print(args, st, d, e)) goto out;
+    /* the document, then the text drawn from it alone */
+    if (al_behave_json(d->doc, &b, w->db) ||
+        !cJSON_AddNumberToObject(d->doc, "run", (double)b.run_id)) {
+        al_errf(e, "out of memory");
+        goto out;
     }
+    if (a->doc(args, st, d, e)) goto out;
+    if (!d->json) a->text(d->doc);
     rc = 0;
 out:
     if (a->release && st) a->release(st);
@@ -189,7 +182,7 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
     if (prec != AL_PREC_F32 && al_gemm_set_precision(prec, e)) return 2;
     char schema[64];
     snprintf(schema, sizeof schema, "attnlab.%s/1", a->name);
-    if (d->json || a->doc) { /* the run's document (the text is drawn from it) */
+    { /* the run's document (the text is drawn from it) */
         cJSON_Delete(d->doc);
         d->doc = cJSON_CreateObject();
         if (!d->doc || !cJSON_AddStringToObject(d->doc, "schema", schema))

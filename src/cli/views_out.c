@@ -32,7 +32,7 @@ static void text_shaped(FILE *f, const char *metric, const cJSON *o) {
         const cJSON *vals = al_dt_get(o, "values");
         int n = cJSON_GetArraySize(vals), i = 0;
         fprintf(f, "%s (%s): %d position%s\n%-8s %18s\n", metric, title, n, n == 1 ? "" : "s",
-               "position", metric);
+                "position", metric);
         cJSON_ArrayForEach(x, vals) {
             fprintf(f, "%-8d %18.4f\n", i++, cJSON_IsNumber(x) ? x->valuedouble : NAN);
         }
@@ -41,8 +41,7 @@ static void text_shaped(FILE *f, const char *metric, const cJSON *o) {
     const int edge = !strcmp(shape, "edge");
     const cJSON *cells = al_dt_get(o, edge ? "edges" : "cells");
     int n = cJSON_GetArraySize(cells), ws = 6, wr = 8; /* the longest label, at least the heading */
-    if (edge)
-        cJSON_ArrayForEach(x, cells) {
+    if (edge) cJSON_ArrayForEach(x, cells) {
             int a = (int)strlen(al_dt_str(x, "sender")), b = (int)strlen(al_dt_str(x, "receiver"));
             ws = a > ws ? a : ws, wr = b > wr ? b : wr;
         }
@@ -52,8 +51,8 @@ static void text_shaped(FILE *f, const char *metric, const cJSON *o) {
         fprintf(f, "%s (%s): %d head pair%s with a value\n", metric, title, n, n == 1 ? "" : "s");
     fprintf(f, "%-*s    %-*s %18s\n", ws, "sender", wr, "receiver", metric);
     cJSON_ArrayForEach(x, cells) {
-        fprintf(f, "%-*s -> %-*s %18.4f\n", ws, al_dt_str(x, "sender"), wr, al_dt_str(x, "receiver"),
-               al_dt_num(x, "value"));
+        fprintf(f, "%-*s -> %-*s %18.4f\n", ws, al_dt_str(x, "sender"), wr,
+                al_dt_str(x, "receiver"), al_dt_num(x, "value"));
     }
 }
 
@@ -68,11 +67,12 @@ void al_views_text(FILE *f, const cJSON *doc) {
             cJSON_ArrayForEach(m, hm) fprintf(f, " %18.4f", al_dt_num(h, al_dt_str(m, "metric")));
             fprintf(f, al_dt_bool(h, "off") ? "  off\n" : "\n");
         }
-        cJSON_ArrayForEach(m, hm) fprintf(f, "  %s: %s\n", al_dt_str(m, "metric"), al_dt_str(m, "title"));
+        cJSON_ArrayForEach(m, hm)
+            fprintf(f, "  %s: %s\n", al_dt_str(m, "metric"), al_dt_str(m, "title"));
     }
     cJSON_ArrayForEach(m, al_dt_get(doc, "model_metrics")) {
         fprintf(f, "%s (%s): %.6g\n", al_dt_str(m, "metric"), al_dt_str(m, "title"),
-               al_dt_num(doc, al_dt_str(m, "metric")));
+                al_dt_num(doc, al_dt_str(m, "metric")));
     }
     cJSON_ArrayForEach(m, al_dt_get(doc, "shaped_metrics")) {
         if (cJSON_IsString(m)) text_shaped(f, m->valuestring, al_dt_get(doc, m->valuestring));
@@ -147,7 +147,8 @@ static int json_order(cJSON *doc, const char *key, const al_view *v, int n, al_v
     for (int k = 0; a && k < n; k++) {
         if (v[k].shape != sh) continue;
         cJSON *j = cJSON_CreateObject();
-        if (!j || !cJSON_AddItemToArray(a, j) || !cJSON_AddStringToObject(j, "metric", v[k].metric) ||
+        if (!j || !cJSON_AddItemToArray(a, j) ||
+            !cJSON_AddStringToObject(j, "metric", v[k].metric) ||
             !cJSON_AddStringToObject(j, "title", v[k].title))
             return -1;
     }
