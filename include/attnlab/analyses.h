@@ -27,6 +27,7 @@
 #include "attnlab/gap.h"
 #include "attnlab/model.h"
 #include "attnlab/scores.h"
+#include "attnlab/stats.h"
 #include "attnlab/util.h"
 
 /* ---------------------------------------------------------- scores */
@@ -42,10 +43,15 @@ typedef struct al_scores_opts {
     int progress; /* progress line on stderr (0) */
     const al_probe_src *probe_src; /* what the probe is made of (scores.h;
                           * NULL = random ids over the whole vocabulary; borrowed) */
+    double ci_level; /* the intervals' level (AL_CI_LEVEL), in (0, 1) */
+    int bootstrap; /* bootstrap resamples of the probe sequences (AL_CI_BOOTSTRAP);
+                          * 0: standard errors only, 0..100000 */
+    uint64_t ci_seed; /* the resamples' seed (AL_CI_SEED) */
 } al_scores_opts;
 
+#define AL_SCORES_OPTS_DEFAULT_N 64 /* probe sequences */
 #define AL_SCORES_OPTS_INIT                                                                        \
-    { 0, 64, 1, 4, 8, 0, NULL }
+    { 0, AL_SCORES_OPTS_DEFAULT_N, 1, 4, 8, 0, NULL, AL_CI_LEVEL, AL_CI_BOOTSTRAP, AL_CI_SEED }
 /* icl_score closer to 0 than this many standard errors gets a warning */
 #define AL_ICL_N_SE 2.0
 al_scores_opts al_scores_opts_defaults(void);
@@ -74,7 +80,22 @@ typedef struct al_scores_result {
     double *copying; /* (L*H) copying_ablation, NaN for heads off */
     double *excess; /* (L*H) copying_ablation_excess, NaN for heads off
                              * or without other positions; inside copying's block */
+    /* How sure the probe's numbers are, from its sequences (al_boot_means):
+     * ci[k·L·H + i] for score k (induction, duplicate_token, prev_token,
+     * induction_all) of head i, then ci[4·L·H] for icl_gain; the level,
+     * resamples and seed used; ci_z: the normal quantile of the level
+     * Bonferroni-corrected for L·H heads, which the calls "is it an
+     * induction (previous-token) head" use (al_scores_call). */
+    al_interval *ci;
+    double ci_level, ci_z;
+    int ci_boot, ci_n;
+    uint64_t ci_seed;
 } al_scores_result;
+
+/* A head's call on score v with standard error se against threshold thr
+ * at the simultaneous z: 1 (yes: v − z·se > thr), 0 (undecided: v > thr
+ * but the interval reaches thr; also when se is NaN) or −1 (no: v <= thr). */
+int al_scores_call(double v, double se, double z, double thr);
 
 /* The probe scores of m, and with val (not NULL) icl_score and per-head
  * copying_ablation on validation windows of T tokens. bos: the probe's

@@ -13,6 +13,8 @@ const cJSON *al_dt_get(const cJSON *o, const char *k);
 /* o's number k (a number item, or al_json_num_item's raw digits, read
  * back to the same double); NAN when missing, null or not a number. */
 double al_dt_num(const cJSON *o, const char *k);
+/* Item i of array arr as al_dt_num reads a number (NAN when missing). */
+double al_dt_at(const cJSON *arr, int i);
 /* o's number k as an int (0 when missing). */
 int al_dt_int(const cJSON *o, const char *k);
 /* o's string k ("" when missing or null). */

@@ -114,11 +114,23 @@ typedef struct al_probe_scores {
     double *induction_all; /* (L,H), in the same allocation */
     double *layer_induction, *layer_induction_all; /* (L): the heads' sums, same allocation */
     double loss_first, loss_second, icl_gain;
+    /* al_probe_run_items: each sequence's values, (N, AL_PROBE_ITEM_COLS(L·H)):
+     * induction, duplicate_token, prev_token, induction_all (each L·H, by
+     * head), then icl_gain; each normalised as its mean is, so a column's
+     * mean is the score up to rounding (the score itself is summed as
+     * before, bit for bit). NULL from al_probe_run. */
+    double *items;
+    int n_items;
 } al_probe_scores;
+#define AL_PROBE_ITEM_COLS(LH) (4 * (LH) + 1)
 
 /* Run the probe through m (current gates/replacements apply) in batches
  * of `batch` sequences; fill *out (allocated here; al_probe_scores_free). */
 int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out, al_err *e);
+/* al_probe_run, also keeping each sequence's values in out->items (what
+ * the intervals are computed from: docs/design.md §5, intervals). */
+int al_probe_run_items(al_model *m, const al_probe *p, int batch, al_probe_scores *out,
+                       al_err *e);
 void al_probe_scores_free(al_probe_scores *s);
 
 /* The early and late position ranges [e0,e1) and [l0,l1) of icl_score for

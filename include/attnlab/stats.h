@@ -9,6 +9,9 @@
 #ifndef ATTNLAB_STATS_H
 #define ATTNLAB_STATS_H
 
+#include <stdint.h>
+#include "attnlab/util.h"
+
 /* Pearson's correlation of x and y. */
 double al_pearson(const double *x, const double *y, int n);
 /* The area under the ROC curve of a score separating positives from
@@ -31,5 +34,43 @@ void al_top_k(const float *row, int n, int k, int *idx);
 /* Copy the pairs (x[i], y[i]) with both finite to the front of xo, yo
  * (n each, may alias x, y); returns how many. */
 int al_stats_finite_pairs(const double *x, const double *y, int n, double *xo, double *yo);
+
+/* ---- intervals from per-item values ---- */
+
+/* How sure a mean over items is. se: the standard error, sd / sqrt(n)
+ * (sample sd); lo, hi: the bootstrap percentile interval; NaN when
+ * undefined (n < 2, a NaN among the items). */
+typedef struct al_interval {
+    double se, lo, hi;
+} al_interval;
+
+/* The defaults of every command that reports intervals. */
+#define AL_CI_LEVEL 0.95
+#define AL_CI_BOOTSTRAP 500
+#define AL_CI_SEED 1
+
+/* For each of the m columns of x (n rows, one per item, row-major n x
+ * m), the standard error of the column's mean and its bootstrap
+ * percentile interval at level (in (0, 1)): B resamples of the n rows
+ * with replacement, drawn from seed, the same resamples for every
+ * column (so columns' intervals are those of one resampling, as a
+ * statistic that combines columns needs), each column's mean; the
+ * interval is the expanded percentile interval of those means
+ * (Hesterberg 2015: the quantiles at a level widened for small n, since
+ * the plain percentile interval undercovers there; stats.c says how;
+ * the order statistics nearest them, outward). B = 0:
+ * no interval (lo = hi = NaN), only se. The result repeats bit for bit
+ * for the same inputs. 0, or −1 with e (out of memory, n < 1, m < 1, B
+ * < 0 or level outside (0, 1)). */
+int al_boot_means(const double *x, int n, int m, int B, double level, uint64_t seed,
+                  al_interval *out, al_err *e);
+/* The two-sided t quantile t with P(|T_df| <= t) = level (df 1 and 2
+ * exactly, above by the Cornish-Fisher expansion: within 0.003 at df 5,
+ * 1e-5 at df 60); NaN for a level outside (0, 1) or df < 1. */
+double al_t_quantile(double level, int df);
+/* The two-sided standard normal quantile z with P(|Z| <= z) = level,
+ * level in (0, 1): 1.95996 at 0.95 (bisection on erfc, to 1e-12); NaN
+ * outside (0, 1). */
+double al_normal_quantile(double level);
 
 #endif

@@ -27,7 +27,16 @@ int al_scores_opts_check(const al_scores_opts *o, al_err *e) {
         o->batches < 1 || o->batch < 1 || o->batches > 100000 || o->batch > 100000)
         return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and "
                           "--batch in 1..100000");
+    if (!(o->ci_level > 0 && o->ci_level < 1))
+        return al_errf(e, "--ci must be a level strictly between 0 and 1 (got %g)", o->ci_level);
+    if (o->bootstrap < 0 || o->bootstrap > 100000)
+        return al_errf(e, "--bootstrap must be in 0..100000 (got %d)", o->bootstrap);
     return 0;
+}
+
+int al_scores_call(double v, double se, double z, double thr) {
+    if (!(v > thr)) return -1;
+    return isfinite(se) && v - z * se > thr ? 1 : 0;
 }
 
 /* What the validation windows of an ablation set cost: the model's
@@ -48,9 +57,12 @@ static double probe_bytes(const al_config *c, int R, int N, int pb) {
 }
 
 double al_scores_bytes(const al_config *c, int T, const al_scores_opts *o) {
+    /* the sequences' values and the bootstrap's means (al_boot_means) */
+    double cols = AL_PROBE_ITEM_COLS((double)c->n_layers * c->n_heads);
     return probe_bytes(c, al_probe_r_default(o->probe_r, c->n_ctx), o->probe_n,
                        SCORES_PROBE_BATCH) +
-           (T > 0 ? text_bytes(c, T, o->batch, o->batches) : 0);
+           8 * cols * ((double)o->probe_n + o->bootstrap + 1) + 8.0 * o->bootstrap +
+           4.0 * o->probe_n + (T > 0 ? text_bytes(c, T, o->batch, o->batches) : 0);
 }
 
 int al_probe_fits(int probe_r, int n_ctx, al_err *e) {
@@ -63,6 +75,7 @@ int al_probe_fits(int probe_r, int n_ctx, al_err *e) {
 
 void al_scores_result_free(al_scores_result *r) {
     al_probe_scores_free(&r->probe);
+    free(r->ci);
     free(r->off);
     free(r->copying);
     memset(r, 0, sizeof *r);
@@ -122,6 +135,24 @@ out:
     return rc;
 }
 
+/* The probe's intervals from its sequences' values, which are then
+ * freed (the result keeps the intervals). */
+static int probe_intervals(const al_scores_opts *o, al_scores_result *r, al_err *e) {
+    al_probe_scores *ps = &r->probe;
+    int LH = r->L * r->H, cols = AL_PROBE_ITEM_COLS(LH);
+    if (!(r->ci = al_malloc((size_t)cols, sizeof *r->ci, e)) ||
+        al_boot_means(ps->items, ps->n_items, cols, o->bootstrap, o->ci_level, o->ci_seed, r->ci,
+                      e))
+        return -1;
+    r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_seed = o->ci_seed;
+    r->ci_n = ps->n_items;
+    /* Bonferroni over the L·H heads a call is made for at once */
+    r->ci_z = al_normal_quantile(1 - (1 - o->ci_level) / LH);
+    free(ps->items);
+    ps->items = NULL;
+    return 0;
+}
+
 int al_scores_run(al_model *m, const al_tokens *val, int T, int bos, const unsigned char *off,
                   const al_scores_opts *o, al_scores_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
@@ -141,7 +172,7 @@ int al_scores_run(al_model *m, const al_tokens *val, int T, int bos, const unsig
     r->probe_text = p.text, r->probe_recur = p.recur;
     r->probe_uniform_all = p.uniform_all, r->probe_prev_all = p.prev_all;
     r->probe_ceiling = p.ceiling;
-    if (al_probe_run(m, &p, SCORES_PROBE_BATCH, &r->probe, e) ||
+    if (al_probe_run_items(m, &p, SCORES_PROBE_BATCH, &r->probe, e) || probe_intervals(o, r, e) ||
         (val && text_scores(m, val, o, r, e)))
         goto fail;
     al_probe_free(&p);

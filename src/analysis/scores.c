@@ -110,6 +110,7 @@ void al_probe_free(al_probe *p) {
 
 void al_probe_scores_free(al_probe_scores *s) {
     free(s->induction);
+    free(s->items);
     memset(s, 0, sizeof *s);
 }
 
@@ -119,9 +120,12 @@ void al_probe_scores_free(al_probe_scores *s) {
  * float to 0 and then to the running sum as `ind` does, so on a probe
  * without recurrences induction_all equals induction bit for bit. */
 static void accumulate(const al_model *m, const int *in, int B, int R, unsigned char *in_s,
-                       al_probe_scores *o) {
+                       al_probe_scores *o, int n0) {
     int L = m->cfg.n_layers, H = m->cfg.n_heads, T = 2 * R + 1;
+    const size_t LH = (size_t)L * H;
     for (int b = 0; b < B; b++) {
+        /* this sequence's row of o->items, when kept */
+        double *it = o->items ? o->items + (size_t)(n0 + b) * AL_PROBE_ITEM_COLS(LH) : NULL;
         const int *row = in + (size_t)b * T;
         for (int t = R + 1; t <= 2 * R; t++)
             for (int s = 0; s < T; s++) in_s[t * T + s] = s >= 1 && s <= t && row[s - 1] == row[t];
@@ -142,11 +146,18 @@ static void accumulate(const al_model *m, const int *in, int B, int R, unsigned 
                 o->duplicate_token[l * H + h] += dup;
                 o->prev_token[l * H + h] += prev;
                 o->induction_all[l * H + h] += all;
+                if (it) {
+                    it[l * H + h] = ind / R;
+                    it[LH + l * H + h] = dup / R;
+                    it[2 * LH + l * H + h] = prev / (T - 2);
+                    it[3 * LH + l * H + h] = all / R;
+                }
             }
     }
 }
 
-int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out, al_err *e) {
+static int probe_run(al_model *m, const al_probe *p, int batch, int keep, al_probe_scores *out,
+                     al_err *e) {
     memset(out, 0, sizeof *out);
     int L = m->cfg.n_layers, H = m->cfg.n_heads, R = p->R, T = 2 * R + 1;
     if (T > m->cfg.n_ctx)
@@ -162,6 +173,14 @@ int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out
         al_probe_scores_free(out);
         return -1;
     }
+    if (keep && !(out->items = al_malloc((size_t)p->N * AL_PROBE_ITEM_COLS(LH), sizeof(double),
+                                         e))) {
+        free(tg);
+        free(in_s);
+        al_probe_scores_free(out);
+        return -1;
+    }
+    out->n_items = keep ? p->N : 0;
     out->duplicate_token = out->induction + LH;
     out->prev_token = out->induction + 2 * LH;
     out->induction_all = out->induction + 3 * LH;
@@ -181,11 +200,15 @@ int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out
             al_probe_scores_free(out);
             return -1;
         }
-        accumulate(m, in, B, R, in_s, out);
+        accumulate(m, in, B, R, in_s, out, n0);
         /* target at position t+1 is predicted at t */
         for (int b = 0; b < B; b++) {
-            for (int t = 1; t <= R - 1; t++) first += m->losses[b * T + t];
-            for (int t = R + 1; t <= 2 * R - 1; t++) second += m->losses[b * T + t];
+            double f = 0, sc = 0;
+            for (int t = 1; t <= R - 1; t++) first += m->losses[b * T + t], f += m->losses[b * T + t];
+            for (int t = R + 1; t <= 2 * R - 1; t++)
+                second += m->losses[b * T + t], sc += m->losses[b * T + t];
+            if (out->items)
+                out->items[(size_t)(n0 + b) * AL_PROBE_ITEM_COLS(LH) + 4 * LH] = (f - sc) / (R - 1);
         }
     }
     free(tg);
@@ -206,6 +229,15 @@ int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out
     out->loss_second = second / (N * (R - 1));
     out->icl_gain = out->loss_first - out->loss_second;
     return 0;
+}
+
+int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out, al_err *e) {
+    return probe_run(m, p, batch, 0, out, e);
+}
+
+int al_probe_run_items(al_model *m, const al_probe *p, int batch, al_probe_scores *out,
+                       al_err *e) {
+    return probe_run(m, p, batch, 1, out, e);
 }
 
 /* ----------------------------------------------------- natural text */

@@ -48,6 +48,7 @@ static al_flag flags[] =
      {"batches", AL_INT, &g.o.batches, "N", "validation batches (windows of the trained length)", 0,
       0},
      {"batch", AL_INT, &g.o.batch, "B", "sequences per validation batch", 0, 0},
+     AL_FLAGS_CI(g),
      {"mask", AL_STR, &g.w.mask, "FILE",
       "head mask (JSON, from attnlab prune): these heads are off", 0, 0},
      AL_FLAG_INTERVENE(g),
@@ -90,17 +91,30 @@ al_command al_cmd_scores = {
 };
 /* clang-format on */
 
-/* "what: 1.3 (0.87), 1.5 (0.45)": the document's named heads (strongest
- * first already), or "none". */
+/* "what: 1.3 (0.870 ± 0.012), 1.5 (0.450 ± 0.031, undecided)": the
+ * document's named heads (strongest first already), or "none". */
 static void text_named(const char *what, const cJSON *arr) {
     printf("%s: ", what);
     int any = 0;
     const cJSON *j;
     cJSON_ArrayForEach(j, arr) {
-        printf("%s%s (%.3f%s)", any++ ? ", " : "", al_dt_str(j, "head"), al_dt_num(j, "value"),
-               al_dt_bool(j, "off") ? ", off" : "");
+        const char *call = al_dt_str(j, "call");
+        printf("%s%s (%.3f", any++ ? ", " : "", al_dt_str(j, "head"), al_dt_num(j, "value"));
+        if (isfinite(al_dt_num(j, "se"))) printf(" ± %.3f", al_dt_num(j, "se"));
+        printf("%s%s)", al_dt_bool(j, "off") ? ", off" : "",
+               strcmp(call, "undecided") ? "" : ", undecided");
     }
     printf("%s\n", any ? "" : "none");
+}
+
+/* "0.555±0.021" right-aligned in w columns ("±" is one column, two bytes);
+ * the value alone when se is not a number. */
+static void print_pm(double v, double se, int w) {
+    char b[64];
+    int n = isfinite(se) ? snprintf(b, sizeof b, "%.3f±%.3f", v, se)
+                         : snprintf(b, sizeof b, "%.3f", v);
+    int cols = n - (isfinite(se) ? 1 : 0);
+    printf(" %*s%s", cols < w ? w - cols : 0, "", b);
 }
 
 /* The score that names induction heads: induction_all on a text probe,
@@ -130,14 +144,16 @@ static void scores_text(const cJSON *doc) {
            masked ? ", masked" : "", (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
     al_dt_circuit(doc);
     /* induction_all's column only for a text probe, where it differs */
-    printf("%-5s %9s %9s %9s", "head", "induction", "dup_token", "prev_tok");
-    if (probe_text) printf(" %9s", "ind_all");
+    printf("%-5s %13s %13s %13s", "head", "induction", "dup_token", "prev_tok");
+    if (probe_text) printf(" %13s", "ind_all");
     printf(" %12s %12s\n", "copying_abl", "excess");
     int i = 0;
     cJSON_ArrayForEach(h, heads) {
-        printf("%d.%-3d %9.3f %9.3f %9.3f", i / H, i % H, al_dt_num(h, "induction"),
-               al_dt_num(h, "duplicate_token"), al_dt_num(h, "prev_token"));
-        if (probe_text) printf(" %9.3f", al_dt_num(h, "induction_all"));
+        printf("%d.%-3d", i / H, i % H);
+        print_pm(al_dt_num(h, "induction"), al_dt_num(h, "induction_se"), 13);
+        print_pm(al_dt_num(h, "duplicate_token"), al_dt_num(h, "duplicate_token_se"), 13);
+        print_pm(al_dt_num(h, "prev_token"), al_dt_num(h, "prev_token_se"), 13);
+        if (probe_text) print_pm(al_dt_num(h, "induction_all"), al_dt_num(h, "induction_all_se"), 13);
         double ex = al_dt_num(h, "copying_ablation_excess");
         if (al_dt_bool(h, "off"))
             printf(" %12s\n", "(off)");
@@ -149,9 +165,22 @@ static void scores_text(const cJSON *doc) {
             printf(" %12s\n", "-");
         i++;
     }
-    printf("probe (R %d, N %d, seed %llu): loss first repeat %.4f, second %.4f, icl_gain %.4f\n",
+    const cJSON *iv = al_dt_get(doc, "intervals"), *gci = al_dt_get(pr, "icl_gain_ci");
+    if (iv)
+        printf("±: standard error over the %d probe sequences; %g%% intervals: bootstrap "
+               "percentile (%d resamples, seed %llu) in --json and table score_intervals; the "
+               "named heads' calls use simultaneous %g%% intervals over the %d heads (z %.2f)\n",
+               al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"),
+               (unsigned long long)al_dt_u64(iv, "seed"), 100 * al_dt_num(iv, "level"),
+               al_dt_int(iv, "heads"), al_dt_num(iv, "simultaneous_z"));
+    printf("probe (R %d, N %d, seed %llu): loss first repeat %.4f, second %.4f, icl_gain %.4f",
            al_dt_int(pr, "r"), al_dt_int(pr, "n"), (unsigned long long)al_dt_u64(pr, "seed"),
            al_dt_num(pr, "loss_first"), al_dt_num(pr, "loss_second"), al_dt_num(pr, "icl_gain"));
+    if (isfinite(al_dt_num(pr, "icl_gain_se"))) printf(" ± %.4f", al_dt_num(pr, "icl_gain_se"));
+    if (isfinite(al_dt_at(gci, 0)))
+        printf(" (%g%% CI %.4f to %.4f)", 100 * al_dt_num(iv, "level"), al_dt_at(gci, 0),
+               al_dt_at(gci, 1));
+    printf("\n");
     if (probe_text) {
         printf("text probe: at %.1f%% of second-half positions the token also sits elsewhere in "
                "the first half; induction counts attention to the one position R-1 back only, "
@@ -192,10 +221,21 @@ static void scores_text(const cJSON *doc) {
     /* clang-format on */
 }
 
-/* "induction_heads": [{"head": "1.3", "value": 0.87, "off": false}, ...]
- * of heads with v > thr, strongest first (as print_named). */
-static int json_named(cJSON *doc, const char *key, const double *v, const unsigned char *off,
-                      int LH, int H, double thr) {
+/* [lo, hi] of iv as exact numbers (null where NaN), as doc[key]. */
+static int json_ci(cJSON *doc, const char *key, double lo, double hi) {
+    cJSON *a = cJSON_AddArrayToObject(doc, key);
+    return a && cJSON_AddItemToArray(a, al_json_num_item(lo)) &&
+                   cJSON_AddItemToArray(a, al_json_num_item(hi))
+               ? 0
+               : -1;
+}
+
+/* "induction_heads": [{"head": "1.3", "value": 0.87, "off": false, "se",
+ * "ci" (the simultaneous interval), "call": "yes" | "undecided"}, ...] of
+ * heads with v > thr, strongest first (as the text names them); se may
+ * be NULL (no intervals). */
+static int json_named(cJSON *doc, const char *key, const double *v, const al_interval *se,
+                      double z, const unsigned char *off, int LH, int H, double thr) {
     cJSON *arr = cJSON_AddArrayToObject(doc, key);
     int *used = calloc((size_t)LH, sizeof(int)), rc = arr && used ? 0 : -1;
     for (; rc == 0;) {
@@ -206,10 +246,15 @@ static int json_named(cJSON *doc, const char *key, const double *v, const unsign
         used[best] = 1;
         char nm[32];
         snprintf(nm, sizeof nm, "%d.%d", best / H, best % H);
+        double s = se ? se[best].se : NAN;
+        int call = al_scores_call(v[best], s, z, thr);
         cJSON *j = cJSON_CreateObject();
         if (!j || !cJSON_AddItemToArray(arr, j) || !cJSON_AddStringToObject(j, "head", nm) ||
             !cJSON_AddNumberToObject(j, "value", v[best]) ||
-            !cJSON_AddBoolToObject(j, "off", off[best]))
+            !cJSON_AddBoolToObject(j, "off", off[best]) ||
+            !cJSON_AddItemToObject(j, "se", al_json_num_item(s)) ||
+            json_ci(j, "ci", v[best] - z * s, v[best] + z * s) ||
+            !cJSON_AddStringToObject(j, "call", call > 0 ? "yes" : "undecided"))
             rc = -1;
     }
     free(used);
@@ -242,6 +287,16 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
             !cJSON_AddNumberToObject(j, "induction_all", ps->induction_all[i]) ||
             !cJSON_AddBoolToObject(j, "off", r->off[i]))
             return -1;
+        static const char *const ks[4] = {"induction", "duplicate_token", "prev_token",
+                                          "induction_all"};
+        for (int k = 0; r->ci && k < 4; k++) {
+            const al_interval *c = &r->ci[k * L * H + i];
+            char se[48], ci[48];
+            snprintf(se, sizeof se, "%s_se", ks[k]), snprintf(ci, sizeof ci, "%s_ci", ks[k]);
+            if (!cJSON_AddItemToObject(j, se, al_json_num_item(c->se)) ||
+                json_ci(j, ci, c->lo, c->hi))
+                return -1;
+        }
         if (r->have_text && !r->off[i] &&
             (!cJSON_AddNumberToObject(j, "copying_ablation", r->copying[i]) ||
              !cJSON_AddNumberToObject(j, "copying_ablation_excess", r->excess[i])))
@@ -262,6 +317,8 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
         !cJSON_AddNumberToObject(probe, "loss_first", ps->loss_first) ||
         !cJSON_AddNumberToObject(probe, "loss_second", ps->loss_second) ||
         !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain) ||
+        (r->ci && (!cJSON_AddItemToObject(probe, "icl_gain_se", al_json_num_item(r->ci[4 * L * H].se)) ||
+                   json_ci(probe, "icl_gain_ci", r->ci[4 * L * H].lo, r->ci[4 * L * H].hi))) ||
         (r->probe_text && (!cJSON_AddNumberToObject(probe, "recurrence", r->probe_recur) ||
                            !cJSON_AddNumberToObject(probe, "uniform_all", r->probe_uniform_all) ||
                            !cJSON_AddNumberToObject(probe, "prev_all", r->probe_prev_all) ||
@@ -291,9 +348,27 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
         return -1;
     const char *by;
     const double *v = verdict_scores(r, &by);
+    /* the intervals of the score that names induction heads */
+    const al_interval *vci = r->ci ? r->ci + (r->probe_text ? 3 : 0) * L * H : NULL;
+    cJSON *iv;
+    if (r->ci && (!(iv = cJSON_AddObjectToObject(doc, "intervals")) ||
+                  !cJSON_AddNumberToObject(iv, "level", r->ci_level) ||
+                  !cJSON_AddNumberToObject(iv, "bootstrap", r->ci_boot) ||
+                  !cJSON_AddItemToObject(iv, "seed", al_json_u64_item(r->ci_seed)) ||
+                  !cJSON_AddNumberToObject(iv, "items", r->ci_n) ||
+                  !cJSON_AddNumberToObject(iv, "heads", L * H) ||
+                  !cJSON_AddItemToObject(iv, "simultaneous_z", al_json_num_item(r->ci_z)) ||
+                  !cJSON_AddStringToObject(
+                      iv, "method",
+                      "se: standard error of the mean over the probe sequences; *_ci: bootstrap "
+                      "percentile interval, resampling whole sequences; the named heads' ci: "
+                      "value +- simultaneous_z * se (normal, Bonferroni over the heads)")))
+        return -1;
     return !cJSON_AddStringToObject(doc, "induction_heads_by", by) ||
-                   json_named(doc, "induction_heads", v, r->off, L * H, H, AL_TH_INDUCTION) ||
-                   json_named(doc, "previous_token_heads", ps->prev_token, r->off, L * H, H,
+                   json_named(doc, "induction_heads", v, vci, r->ci_z, r->off, L * H, H,
+                              AL_TH_INDUCTION) ||
+                   json_named(doc, "previous_token_heads", ps->prev_token,
+                              r->ci ? r->ci + 2 * L * H : NULL, r->ci_z, r->off, L * H, H,
                               AL_TH_PREV_TOKEN)
                ? -1
                : 0;

@@ -27,6 +27,11 @@ double al_dt_num(const cJSON *o, const char *k) {
     return num_of(al_dt_get(o, k), &d) ? d : NAN;
 }
 
+double al_dt_at(const cJSON *arr, int i) {
+    double d;
+    return num_of(cJSON_GetArrayItem(arr, i), &d) ? d : NAN;
+}
+
 int al_dt_int(const cJSON *o, const char *k) {
     double d;
     return num_of(al_dt_get(o, k), &d) && isfinite(d) ? (int)d : 0;

@@ -32,6 +32,21 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
                                          e)))
                 return -1;
         }
+    if (r->ci) { /* each probe score's interval over the probe's sequences */
+        static const char *const names[4] = {"induction", "duplicate_token", "prev_token",
+                                             "induction_all"};
+        const double *vals[4] = {ps->induction, ps->duplicate_token, ps->prev_token,
+                                 ps->induction_all};
+        int LH = r->L * r->H;
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < LH; i++)
+                if (al_store_put_interval(s, run, mid, i / r->H, i % r->H, names[k], vals[k][i],
+                                          &r->ci[k * LH + i], r->ci_level, r->ci_n, r->ci_boot, e))
+                    return -1;
+        if (al_store_put_interval(s, run, mid, -1, -1, "icl_gain", ps->icl_gain, &r->ci[4 * LH],
+                                  r->ci_level, r->ci_n, r->ci_boot, e))
+            return -1;
+    }
     for (int l = 0; l < r->L; l++)
         if (al_store_put_layer_score(s, run, mid, l, "induction_sum", ps->layer_induction[l], e) ||
             al_store_put_layer_score(s, run, mid, l, "induction_all_sum",

@@ -21,6 +21,7 @@ enum {
     S_HEAD_SCORE,
     S_LAYER_SCORE,
     S_MODEL_SCORE,
+    S_INTERVAL,
     S_SV,
     S_EIG,
     S_TRI,

@@ -609,12 +609,30 @@ static const char schema_v14[] =
  * need no rebuilding. */
 static const char schema_v15[] = "DROP VIEW IF EXISTS head_summary;\n" HEAD_SUMMARY(HEAD_METRICS);
 
+/* v16: score_intervals, how sure each averaged number is (docs/design.md
+ * §5, intervals), beside head_scores and model_scores: one row per
+ * number with its standard error and bootstrap interval over the items
+ * it averages (the probe's sequences), the level, the item count and the
+ * resamples. A table of its own, keyed like head_scores (layer and head
+ * -1 for a model-level number), so that the score tables and every
+ * reader of them stay as they are. */
+static const char schema_v16[] =
+    "CREATE TABLE IF NOT EXISTS score_intervals(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  layer INTEGER NOT NULL, head INTEGER NOT NULL,  -- -1, -1: a model-level number\n"
+    "  metric TEXT NOT NULL, value REAL,\n"
+    "  se REAL,                       -- standard error of the mean over the items\n"
+    "  ci_lo REAL, ci_hi REAL,        -- bootstrap percentile interval (NULL: none)\n"
+    "  level REAL, n_items INTEGER, bootstrap INTEGER,\n"
+    "  PRIMARY KEY (run_id, layer, head, metric));\n";
+
 /* al_store_migrations[i] takes user_version i to i+1; with its declared
  * size (store_conn.h), a missing or extra migration does not compile. */
 const char *const al_store_migrations[] = {schema_v1,  schema_v2,  schema_v3,  schema_v4,
                                            schema_v5,  schema_v6,  schema_v7,  schema_v8,
                                            schema_v9,  schema_v10, schema_v11, schema_v12,
-                                           schema_v13, schema_v14, schema_v15};
+                                           schema_v13, schema_v14, schema_v15, schema_v16};
 _Static_assert(sizeof al_store_migrations / sizeof al_store_migrations[0] ==
                    AL_STORE_SCHEMA_VERSION,
                "one migration per version");

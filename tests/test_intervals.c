@@ -1,0 +1,182 @@
+/* test_intervals.c -- how sure the averaged numbers are (stats.h's
+ * al_boot_means, the scores' intervals): hand values, repeatability, and
+ * the calibration the intervals promise, on a model whose population
+ * values are computed once from a very large probe. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "attnlab/analyses.h"
+#include "attnlab/stats.h"
+#include "randmodel.h"
+#include "test.h"
+
+/* Hand values: the standard error is the sample sd over sqrt(n); the
+ * bootstrap interval lies within the data's range, holds the mean of a
+ * symmetric sample, narrows with a lower level, repeats bit for bit for
+ * a seed; B = 0 gives no interval; bad arguments are refused. */
+TEST(intervals_boot_means_hand_values) {
+    al_err e;
+    /* two columns: 1..8, and 10·(1..8) */
+    double x[16];
+    for (int i = 0; i < 8; i++) x[2 * i] = i + 1, x[2 * i + 1] = 10.0 * (i + 1);
+    al_interval a[2], b[2], c[2];
+    CHECK_OK(al_boot_means(x, 8, 2, 500, 0.95, 7, a, &e), &e);
+    double sd = sqrt(42.0 / 7); /* Σ (i − 4.5)² over 1..8 = 42 */
+    CHECK_NEAR(a[0].se, sd / sqrt(8.0), 1e-12);
+    CHECK_NEAR(a[1].se, 10 * sd / sqrt(8.0), 1e-11);
+    CHECK(a[0].lo >= 1 && a[0].hi <= 8 && a[0].lo < 4.5 && a[0].hi > 4.5);
+    /* the same resamples for every column: column 1 is 10 x column 0 */
+    CHECK_NEAR(a[1].lo, 10 * a[0].lo, 1e-9);
+    CHECK_NEAR(a[1].hi, 10 * a[0].hi, 1e-9);
+    CHECK_OK(al_boot_means(x, 8, 2, 500, 0.95, 7, b, &e), &e);
+    CHECK(!memcmp(a, b, sizeof a));
+    CHECK_OK(al_boot_means(x, 8, 2, 500, 0.5, 7, c, &e), &e);
+    CHECK(c[0].lo >= a[0].lo && c[0].hi <= a[0].hi && c[0].hi - c[0].lo < a[0].hi - a[0].lo);
+    CHECK_OK(al_boot_means(x, 8, 2, 0, 0.95, 7, c, &e), &e);
+    CHECK(isnan(c[0].lo) && isnan(c[0].hi) && c[0].se == a[0].se);
+    CHECK_OK(al_boot_means(x, 1, 2, 100, 0.95, 7, c, &e), &e);
+    CHECK(isnan(c[0].se) && isnan(c[0].lo));
+    CHECK(al_boot_means(x, 8, 2, 100, 1.0, 7, c, &e) == -1 && strstr(e.msg, "level"));
+    CHECK(al_boot_means(x, 0, 2, 100, 0.9, 7, c, &e) == -1);
+    CHECK(al_boot_means(x, 8, 2, -1, 0.9, 7, c, &e) == -1);
+    /* a NaN item: the standard error and the interval are NaN, not a number */
+    x[4] = NAN;
+    CHECK_OK(al_boot_means(x, 8, 2, 100, 0.95, 7, c, &e), &e);
+    CHECK(isnan(c[0].se) && isnan(c[0].lo) && !isnan(c[1].lo));
+    CHECK_NEAR(al_normal_quantile(0.95), 1.959963984540054, 1e-9);
+    CHECK_NEAR(al_normal_quantile(0.99), 2.5758293035489, 1e-9);
+    CHECK_NEAR(al_normal_quantile(1 - 0.05 / 16), 2.9551668474978, 1e-9);
+    CHECK_NEAR(al_t_quantile(0.95, 63), 1.998340, 1e-5);
+    CHECK_NEAR(al_t_quantile(0.95, 5), 2.570582, 4e-3);
+    CHECK_NEAR(al_t_quantile(0.95, 1), 12.706205, 1e-5);
+    CHECK_NEAR(al_t_quantile(0.95, 2), 4.302653, 1e-5);
+    CHECK(isnan(al_normal_quantile(1.0)) && isnan(al_normal_quantile(0)));
+}
+
+/* Calibration: a random 2-layer model with sharpened attention; the
+ * population value of each probe number is its mean over 400,000 probe
+ * sequences. Then 1,000 independent draws of the default 64 sequences
+ * (other seeds; whole sequences, as the scores resample them), each with
+ * its 95% expanded percentile interval at the default 500 resamples:
+ * the intervals must hold the population value 93-97% of the time, for
+ * a head's induction score, another's previous-token score, and
+ * icl_gain (a difference of two losses over the same sequence). */
+TEST(intervals_scores_calibration) {
+    al_model m;
+    al_err e;
+    rand_model(&m, 2, 0, 20);
+    scale_qk(&m, 3.0f);
+    al_scores_opts o = al_scores_opts_defaults();
+    o.probe_r = 7, o.probe_n = 400000, o.bootstrap = 0, o.probe_seed = 99;
+    al_scores_result pop;
+    CHECK_OK(al_scores_run(&m, NULL, 0, 0, NULL, &o, &pop, &e), &e);
+    const int LH = pop.L * pop.H;
+    /* the head with the largest induction and the one with the largest
+     * previous-token score, so the checks are on scores that vary */
+    int hi = 0, hp = 0;
+    for (int i = 1; i < LH; i++) {
+        if (pop.probe.induction[i] > pop.probe.induction[hi]) hi = i;
+        if (pop.probe.prev_token[i] > pop.probe.prev_token[hp]) hp = i;
+    }
+    const double want[3] = {pop.probe.induction[hi], pop.probe.prev_token[hp], pop.probe.icl_gain};
+    const int col[3] = {hi, 2 * LH + hp, 4 * LH};
+    int cover[3] = {0}, draws = 1000;
+    o.probe_n = AL_SCORES_OPTS_DEFAULT_N, o.bootstrap = AL_CI_BOOTSTRAP;
+    for (int d = 0; d < draws; d++) {
+        al_scores_result r;
+        o.probe_seed = 21000 + (uint64_t)d, o.ci_seed = 25000 + (uint64_t)d;
+        CHECK_OK(al_scores_run(&m, NULL, 0, 0, NULL, &o, &r, &e), &e);
+        for (int k = 0; k < 3; k++) cover[k] += r.ci[col[k]].lo <= want[k] && want[k] <= r.ci[col[k]].hi;
+        al_scores_result_free(&r);
+    }
+    static const char *const what[3] = {"induction", "prev_token", "icl_gain"};
+    for (int k = 0; k < 3; k++) {
+        printf("    %s (population %.4f): 95%% intervals held it in %d of %d draws of %d sequences\n",
+               what[k], want[k], cover[k], draws, AL_SCORES_OPTS_DEFAULT_N);
+        CHECKF(cover[k] >= 930 && cover[k] <= 970, "%s: coverage %d of %d", what[k], cover[k],
+               draws);
+    }
+    al_scores_result_free(&pop);
+    al_model_free(&m);
+}
+
+/* The call on a score: yes only when the simultaneous interval clears
+ * the threshold, undecided when the value does but the interval does
+ * not (or there is no standard error), no at or below it. */
+TEST(intervals_calls) {
+    CHECK(al_scores_call(0.45, 0.01, 2.96, 0.4) == 1);
+    CHECK(al_scores_call(0.42, 0.01, 2.96, 0.4) == 0);
+    CHECK(al_scores_call(0.42, NAN, 2.96, 0.4) == 0);
+    CHECK(al_scores_call(0.40, 0.0, 2.96, 0.4) == -1);
+    CHECK(al_scores_call(0.10, 0.5, 2.96, 0.4) == -1);
+}
+
+/* scores on the command line: each head's standard error and interval
+ * in --json, score_intervals' rows (4 per head of the 2 x 4 and icl_gain), the ± in
+ * the text; the same seed repeats them, another moves them; --bootstrap
+ * 0 keeps the standard errors only; --ci outside (0, 1) is refused
+ * before any run. */
+TEST(intervals_scores_cli) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
+    t_tiny_model(dir.s, 2, 20);
+    const char *base = "%s scores --model %s/m2 --db %s --probe-r 6 --probe-n 16 --threads 1";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, base, t_bin(), dir.s, db.s);
+    CHECK(t_sh("%s --json > %s 2>/dev/null", cmd, t_path("a.json")) == 0);
+    CHECK(t_sh("%s --json > %s 2>/dev/null", cmd, t_path("b.json")) == 0);
+    CHECK(t_sh("%s --json --ci-seed 9 > %s 2>/dev/null", cmd, t_path("c.json")) == 0);
+    CHECK(t_sh("%s --json --bootstrap 0 > %s 2>/dev/null", cmd, t_path("d.json")) == 0);
+    CHECK(t_sh("%s > %s 2>/dev/null", cmd, t_path("t.txt")) == 0);
+    char *a = t_slurp(t_path("a.json")), *b = t_slurp(t_path("b.json"));
+    char *c = t_slurp(t_path("c.json")), *d = t_slurp(t_path("d.json")), *t = t_slurp(t_path("t.txt"));
+    cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
+    cJSON *jc = c ? cJSON_Parse(c) : NULL, *jd = d ? cJSON_Parse(d) : NULL;
+    CHECK(ja && jb && jc && jd);
+    const cJSON *iv = cJSON_GetObjectItemCaseSensitive(ja, "intervals");
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(iv, "level")) == 0.95 &&
+          cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(iv, "bootstrap")) == 500 &&
+          cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(iv, "items")) == 16);
+    const cJSON *ha = cJSON_GetObjectItemCaseSensitive(ja, "heads"), *h;
+    int n = 0, moved = 0;
+    cJSON_ArrayForEach(h, ha) {
+        const cJSON *ci = cJSON_GetObjectItemCaseSensitive(h, "prev_token_ci");
+        double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(h, "prev_token"));
+        double se = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(h, "prev_token_se"));
+        double lo = cJSON_GetNumberValue(cJSON_GetArrayItem(ci, 0));
+        double hi = cJSON_GetNumberValue(cJSON_GetArrayItem(ci, 1));
+        CHECKF(se > 0 && lo <= v && v <= hi && hi - lo > se && hi - lo < 8 * se,
+               "head %d: %g in [%g, %g], se %g", n, v, lo, hi, se);
+        const cJSON *hc = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(jc, "heads"), n);
+        moved += cJSON_GetNumberValue(cJSON_GetArrayItem(
+                     cJSON_GetObjectItemCaseSensitive(hc, "prev_token_ci"), 0)) != lo;
+        const cJSON *hd = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(jd, "heads"), n);
+        CHECK(cJSON_IsNull(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(hd, "prev_token_ci"), 0)) &&
+              cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(hd, "prev_token_se")) == se);
+        n++;
+    }
+    CHECK(n == 8 && moved > 0);
+    /* the same seed: the same document, but for the run id */
+    cJSON_DeleteItemFromObject(ja, "run"), cJSON_DeleteItemFromObject(jb, "run");
+    CHECK(cJSON_Compare(ja, jb, 1));
+    CHECK(t && strstr(t, "±") && strstr(t, "icl_gain") && strstr(t, " ± "));
+    CHECK_SQL(db.s, "SELECT count(*), count(ci_lo) FROM score_intervals WHERE run_id = 1", "33|33");
+    CHECK_SQL(db.s, "SELECT count(*), count(ci_lo), count(se) FROM score_intervals WHERE run_id = 4",
+              "33|0|33");
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM score_intervals i JOIN head_scores s USING (run_id, layer, "
+              "head, metric) WHERE i.run_id = 1 AND i.value = s.value",
+              "32");
+    /* a refused level leaves no run */
+    CHECK(t_sh("%s --ci 1 > /dev/null 2> %s", cmd, t_path("err")) == 2);
+    char *err = t_slurp(t_path("err"));
+    CHECK(err && strstr(err, "--ci must be a level strictly between 0 and 1"));
+    CHECK_SQL(db.s, "SELECT count(*) FROM runs", "5");
+    free(err);
+    cJSON_Delete(ja), cJSON_Delete(jb), cJSON_Delete(jc), cJSON_Delete(jd);
+    free(a), free(b), free(c), free(d), free(t);
+}
