@@ -33,7 +33,8 @@
 #        naive head_pos sweep, 2: 3,232 full forwards), SAE (0: skip the
 #        sparse-autoencoder runs), SAE_STEPS (steps of the streamed run, 100),
 #        IMPORT (0: skip the imported models, which take tens of minutes),
-#        TOKBENCH (0: skip the tokenizer bench)
+#        TOKBENCH (0: skip the tokenizer bench), INTERVALS (0: skip what
+#        the scores' intervals cost)
 # The machine should be otherwise idle: with other processes on the cores
 # both sides slow down, PyTorch (many short parallel regions) far more.
 BUILD=${BUILD:-build}
@@ -495,6 +496,11 @@ fi
 
 if [ "${IMPORT:-1}" = 1 ] && [ -x "$BUILD/attnlab" ]; then
     sh "$DIR/bench_import.sh" "$BUILD/attnlab" "$BIN" "$PY" "$THREADS" "$MIN_TIME"
+fi
+
+if [ "${INTERVALS:-1}" = 1 ] && [ -x "$BUILD/attnlab" ]; then
+    echo
+    sh "$DIR/bench_intervals.sh" "$BUILD/attnlab" "$THREADS"
 fi
 
 if [ "${TOKBENCH:-1}" = 1 ] && [ -f "$DIR/bench_tokenizer.sh" ] && [ -x "$BUILD/attnlab" ]; then
