@@ -78,6 +78,7 @@
 #include "attnlab/graph.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
+#include "attnlab/stats.h"
 #include "attnlab/scores.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
@@ -110,10 +111,17 @@ typedef struct al_patch_opts {
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, −1 "interrupted" */
     const al_probe_src *probe_src; /* what the induction task's halves are made of, clean
                                     * and corrupted (scores.h); NULL = random ids, all */
+    double ci_level; /* al_patch_run's intervals: level (AL_CI_LEVEL), in (0, 1) */
+    int bootstrap; /* resamples of the pairs (AL_CI_BOOTSTRAP), 0..100000 */
+    uint64_t ci_seed; /* their seed (AL_CI_SEED) */
 } al_patch_opts;
 
+#define AL_PATCH_OPTS_DEFAULT_N 64 /* pairs */
 #define AL_PATCH_OPTS_INIT                                                                         \
-    { "induction", NULL, "head", "denoise", 0, 64, 1, 8, 0, 0, NULL, NULL }
+    {                                                                                              \
+        "induction", NULL, "head", "denoise", 0, AL_PATCH_OPTS_DEFAULT_N, 1, 8, 0, 0, NULL, NULL,  \
+            AL_CI_LEVEL, AL_CI_BOOTSTRAP, AL_CI_SEED                                               \
+    }
 /* The induction task's R for opts o on a model of context n_ctx. */
 int al_patch_probe_r(const struct al_patch_opts *o, int n_ctx);
 /* 0 when o's task fits a model of context n_ctx (the induction task's
@@ -158,6 +166,14 @@ typedef struct al_patch_result {
     int n; /* rows·cols */
     double *metric; /* (n) M_p; one allocation with effect */
     double *effect; /* (n) normalised effect */
+    /* (n) how sure each effect is, from the pairs (al_boot_ratio: the
+     * patched minus the corrupted metric and the clean minus the
+     * corrupted, summed per pair, resampled together); the level,
+     * resamples, seed and pair count; NULL for al_patch_eval's runs */
+    al_interval *effect_ci;
+    double ci_level;
+    int ci_boot, ci_n;
+    uint64_t ci_seed;
     double seconds; /* wall time of the sweep */
     al_warnings warn; /* the gap check and the effects' range (gap.h) */
 } al_patch_result;

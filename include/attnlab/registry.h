@@ -146,12 +146,24 @@ enum {
 /* The intervals' options (stats.h), for an argument struct whose o holds
  * ci_level, bootstrap and ci_seed. */
 #define AL_FLAGS_CI(G)                                                                             \
-    {"ci", AL_FLOAT, &G.o.ci_level, "LEVEL",                                                       \
-     "the intervals' level (0.95): beside each averaged number its standard error and a "         \
-     "bootstrap percentile interval over the items it averages", 0, 0},                           \
-    {"bootstrap", AL_INT, &G.o.bootstrap, "N",                                                     \
-     "bootstrap resamples of the items (500; 0: standard errors only)", 0, 0},                    \
-    {"ci-seed", AL_U64, &G.o.ci_seed, "S", "the resamples' seed (1)", 0, 0}
+    {"ci",                                                                                         \
+     AL_FLOAT,                                                                                     \
+     &G.o.ci_level,                                                                                \
+     "LEVEL",                                                                                      \
+     "the intervals' level (0.95): beside each averaged number its standard error and a "          \
+     "bootstrap percentile interval over the items it averages",                                   \
+     0,                                                                                            \
+     0},                                                                                           \
+        {"bootstrap",                                                                              \
+         AL_INT,                                                                                   \
+         &G.o.bootstrap,                                                                           \
+         "N",                                                                                      \
+         "bootstrap resamples of the items (500; 0: standard errors only)",                        \
+         0,                                                                                        \
+         0},                                                                                       \
+    {                                                                                              \
+        "ci-seed", AL_U64, &G.o.ci_seed, "S", "the resamples' seed (1)", 0, 0                      \
+    }
 
 /* The one set of group defaults. */
 #define AL_PROBE_TOKENS_DEFAULT "all"

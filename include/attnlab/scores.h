@@ -129,8 +129,7 @@ typedef struct al_probe_scores {
 int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out, al_err *e);
 /* al_probe_run, also keeping each sequence's values in out->items (what
  * the intervals are computed from: docs/design.md §5, intervals). */
-int al_probe_run_items(al_model *m, const al_probe *p, int batch, al_probe_scores *out,
-                       al_err *e);
+int al_probe_run_items(al_model *m, const al_probe *p, int batch, al_probe_scores *out, al_err *e);
 void al_probe_scores_free(al_probe_scores *s);
 
 /* The early and late position ranges [e0,e1) and [l0,l1) of icl_score for

@@ -64,6 +64,16 @@ typedef struct al_interval {
  * < 0 or level outside (0, 1)). */
 int al_boot_means(const double *x, int n, int m, int B, double level, uint64_t seed,
                   al_interval *out, al_err *e);
+/* For each of the m columns of a (n rows, one per item, row-major n x m)
+ * the ratio R = Σ_i a[i][j] / Σ_i d[i] (a normalised effect: the
+ * patched minus the corrupted metric over the clean minus the
+ * corrupted, summed over the items), how sure it is: se by the delta
+ * method (the sd of a − R·d over the items, over sqrt(n) and the mean
+ * d), and the expanded percentile interval of R recomputed on B
+ * resamples of the items (numerator and denominator resampled together,
+ * as a ratio must be). NaN where Σd is 0. 0, or −1 with e. */
+int al_boot_ratio(const double *a, const double *d, int n, int m, int B, double level,
+                  uint64_t seed, al_interval *out, al_err *e);
 /* The two-sided t quantile t with P(|T_df| <= t) = level (df 1 and 2
  * exactly, above by the Cornish-Fisher expansion: within 0.003 at df 5,
  * 1e-5 at df 60); NaN for a level outside (0, 1) or df < 1. */

@@ -167,12 +167,13 @@ int al_store_put_layer_score(al_store *s, int64_t run_id, int64_t model_id, int 
                              const char *metric, double value, al_err *e);
 int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id, const char *metric,
                              double value, al_err *e);
-/* The interval of one averaged number (score_intervals): layer and head
- * -1 for a model-level one; iv's se, lo, hi (NaN: NULL), at level over
- * n_items items and boot resamples. */
+/* The interval of one averaged number (score_intervals): layer, head and
+ * pos -1 where they do not apply (a model-level number: all three); iv's
+ * se, lo, hi (NaN: NULL), at level over n_items items and boot
+ * resamples. */
 struct al_interval;
 int al_store_put_interval(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
-                          const char *metric, double value, const struct al_interval *iv,
+                          int pos, const char *metric, double value, const struct al_interval *iv,
                           double level, int n_items, int boot, al_err *e);
 /* circuit: "qk" or "ov"; idx 0 = largest. */
 int al_store_put_singular_value(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,

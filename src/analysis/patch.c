@@ -150,6 +150,10 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
                        "patching needs 2 <= probe_r <= 1000000, 1 <= n <= 1000000 "
                        "and 1 <= batch <= 100000 (got %d, %d, %d)",
                        o->probe_r, o->probe_n, o->batch);
+    if (!(o->ci_level > 0 && o->ci_level < 1))
+        return al_errf(e, "--ci must be a level strictly between 0 and 1 (got %g)", o->ci_level);
+    if (o->bootstrap < 0 || o->bootstrap > 100000)
+        return al_errf(e, "--bootstrap must be in 0..100000 (got %d)", o->bootstrap);
     return 0;
 }
 
@@ -244,7 +248,14 @@ static int memory_fits(const al_pairs *t, const al_config *c, const al_patch_opt
     double need = 5.0 * acts * sizeof(float);
     char what[96];
     snprintf(what, sizeof what, "--batch %d pairs of %d tokens", (int)B, t->T);
-    return al_mem_check(need, "patching", what, "lower --batch", e);
+    if (al_mem_check(need, "patching", what, "lower --batch", e)) return -1;
+    /* the intervals' per-pair sums of every configuration (head_pos: L·H·T
+     * of them) and the bootstrap's ratios */
+    double n_cfg = L * H * T;
+    snprintf(what, sizeof what, "--n %d pairs x %.0f configurations (and --bootstrap %d)", t->N,
+             n_cfg, o->bootstrap);
+    return al_mem_check(8.0 * n_cfg * ((double)t->N + 2 + o->bootstrap), "patching", what,
+                        "lower --n or --bootstrap", e);
 }
 
 int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, int bos,
@@ -302,6 +313,9 @@ typedef struct sweep {
     int n_cfg; /* configurations per batch */
     double *it_cl, *it_co; /* (n_items) or NULL: every item's value in the two runs,
                                   * kept by drive for the gap check */
+    double *pp; /* (N, n_cfg) or NULL: each pair's Σ of the patched metric per
+                 * configuration, for the intervals */
+    double *pc, *pr; /* (N) with pp: each pair's Σ in the clean and corrupted runs */
     al_delta_ws ws; /* the incremental forwards' scratch */
 } sweep;
 
@@ -548,20 +562,56 @@ static int drive(sweep *s, int n, batch_fn fn, void *ctx, double *metric, double
     return 0;
 }
 
+/* The current batch's item values v (the patched run's, of
+ * configuration k; or with k < 0 the two unpatched runs') added to their
+ * pairs' sums, when the intervals are kept. */
+static void pair_sums(sweep *s, int k) {
+    if (!s->pp) return;
+    const al_pair_item *it = s->t->items + s->i0;
+    for (int i = 0; i < s->ni; i++)
+        if (k >= 0)
+            s->pp[(size_t)it[i].pair * s->n_cfg + k] += s->v_p[i];
+        else
+            s->pc[it[i].pair] += s->v_cl[i], s->pr[it[i].pair] += s->v_co[i];
+}
+
 static int patch_batch(sweep *s, void *ctx, double *sums, al_err *e) {
     const al_patch_component comp = *(const al_patch_component *)ctx;
     const al_acts *src = s->dir == AL_PATCH_DENOISE ? &s->cl : &s->co;
+    pair_sums(s, -1);
     for (int k = 0; k < s->n_cfg; k++) {
         double v;
         config_masks(s, comp, k);
         if (patched_sum(s, src, NULL, NULL, &v, e) || tick(s, e)) return -1;
         sums[k] += v;
+        pair_sums(s, k);
     }
+    return 0;
+}
+
+/* The effects' intervals from the pairs' sums (al_boot_ratio): per pair
+ * the patched minus the corrupted Σ (denoising; noising the clean minus
+ * the patched) over the clean minus the corrupted, built in place in
+ * s->pp. */
+static int effect_intervals(sweep *s, const al_patch_opts *o, al_patch_result *r, al_err *e) {
+    const int N = s->t->N, n = s->n_cfg, den = s->dir == AL_PATCH_DENOISE;
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < n; k++) {
+            double *p = &s->pp[(size_t)i * n + k];
+            *p = den ? *p - s->pr[i] : s->pc[i] - *p;
+        }
+        s->pc[i] -= s->pr[i];
+    }
+    if (!(r->effect_ci = al_malloc((size_t)n, sizeof *r->effect_ci, e)) ||
+        al_boot_ratio(s->pp, s->pc, N, n, o->bootstrap, o->ci_level, o->ci_seed, r->effect_ci, e))
+        return -1;
+    r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_seed = o->ci_seed, r->ci_n = N;
     return 0;
 }
 
 void al_patch_result_free(al_patch_result *r) {
     free(r->metric);
+    free(r->effect_ci);
     memset(r, 0, sizeof *r);
 }
 
@@ -579,6 +629,8 @@ int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patc
     int n = rows * cols;
     double *buf = al_calloc((size_t)n * 2, sizeof(double), e);
     double *items = buf ? al_malloc(2 * (size_t)t->n_items, sizeof(double), e) : NULL;
+    /* each pair's sums, for the intervals */
+    double *pairs = items ? al_calloc((size_t)t->N * (n + 2), sizeof(double), e) : NULL;
     char what[32], label[64];
     snprintf(what, sizeof what, "patch %s", comp_names[comp]);
     snprintf(label, sizeof label, "normalised effect (%s, %s)", comp_names[comp],
@@ -586,15 +638,19 @@ int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patc
     s.what = what;
     s.n_cfg = n;
     s.it_cl = items, s.it_co = items ? items + t->n_items : NULL;
-    if (!items || drive(&s, n, patch_batch, &comp, buf, buf + n, &r->m_clean, &r->m_corr, e) ||
-        sweep_warnings(&s, buf + n, n, label, &r->warn, e)) {
+    s.pp = pairs, s.pc = pairs ? pairs + (size_t)t->N * n : NULL, s.pr = s.pc ? s.pc + t->N : NULL;
+    if (!pairs || drive(&s, n, patch_batch, &comp, buf, buf + n, &r->m_clean, &r->m_corr, e) ||
+        sweep_warnings(&s, buf + n, n, label, &r->warn, e) || effect_intervals(&s, o, r, e)) {
         free(buf);
         free(items);
+        free(pairs);
+        free(r->effect_ci);
         sweep_free(&s);
         memset(r, 0, sizeof *r);
         return -1;
     }
     free(items);
+    free(pairs);
     r->L = L, r->H = H, r->N = t->N, r->T = T;
     r->component = comp;
     r->direction = s.dir;

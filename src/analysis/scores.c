@@ -173,8 +173,8 @@ static int probe_run(al_model *m, const al_probe *p, int batch, int keep, al_pro
         al_probe_scores_free(out);
         return -1;
     }
-    if (keep && !(out->items = al_malloc((size_t)p->N * AL_PROBE_ITEM_COLS(LH), sizeof(double),
-                                         e))) {
+    if (keep &&
+        !(out->items = al_malloc((size_t)p->N * AL_PROBE_ITEM_COLS(LH), sizeof(double), e))) {
         free(tg);
         free(in_s);
         al_probe_scores_free(out);
@@ -204,7 +204,8 @@ static int probe_run(al_model *m, const al_probe *p, int batch, int keep, al_pro
         /* target at position t+1 is predicted at t */
         for (int b = 0; b < B; b++) {
             double f = 0, sc = 0;
-            for (int t = 1; t <= R - 1; t++) first += m->losses[b * T + t], f += m->losses[b * T + t];
+            for (int t = 1; t <= R - 1; t++)
+                first += m->losses[b * T + t], f += m->losses[b * T + t];
             for (int t = R + 1; t <= 2 * R - 1; t++)
                 second += m->losses[b * T + t], sc += m->losses[b * T + t];
             if (out->items)
@@ -235,8 +236,7 @@ int al_probe_run(al_model *m, const al_probe *p, int batch, al_probe_scores *out
     return probe_run(m, p, batch, 0, out, e);
 }
 
-int al_probe_run_items(al_model *m, const al_probe *p, int batch, al_probe_scores *out,
-                       al_err *e) {
+int al_probe_run_items(al_model *m, const al_probe *p, int batch, al_probe_scores *out, al_err *e) {
     return probe_run(m, p, batch, 1, out, e);
 }
 

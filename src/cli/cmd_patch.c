@@ -20,6 +20,7 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/doc_text.h"
+#include "attnlab/json.h"
 #include "attnlab/patch.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
@@ -63,6 +64,7 @@ static al_flag patch_flags[] = {AL_FLAG_MODEL(g_patch),
                                 AL_FLAG_INTERVENE(g_patch),
                                 {"show", AL_INT, &g_patch.show, "N",
                                  "configurations printed (largest |effect| first)", 0, 0},
+                                AL_FLAGS_CI(g_patch),
                                 AL_FLAG_THREADS(g_patch),
                                 AL_FLAGS_END};
 
@@ -214,13 +216,22 @@ static void patch_text(const cJSON *doc) {
     text_head(doc, what);
     int n = cJSON_GetArraySize(cs), show = al_dt_int(doc, "show");
     show = show < n ? show : n;
-    printf("top %d of %d configurations by |effect|:\n", show, n);
-    printf("  %-30s %9s %10s\n", "configuration", "effect", "metric");
+    const cJSON *iv = al_dt_get(doc, "intervals");
+    printf("top %d of %d configurations by |effect|", show, n);
+    if (iv)
+        printf(" (± standard error over the %d pairs; %g%% interval: bootstrap over the pairs, %d "
+               "resamples)",
+               al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"));
+    printf(":\n  %-30s %9s %10s %8s %19s\n", "configuration", "effect", "metric", "±", "interval");
     for (int i = 0; i < show; i++) {
-        const cJSON *c = cJSON_GetArrayItem(cs, i);
+        const cJSON *c = cJSON_GetArrayItem(cs, i), *ci = al_dt_get(c, "effect_ci");
         printf("  ");
         al_print_col(al_dt_str(c, "name"), 30);
-        printf(" %+9.4f %10.4f\n", al_dt_num(c, "effect") + 0.0, al_dt_num(c, "metric"));
+        printf(" %+9.4f %10.4f %8.4f", al_dt_num(c, "effect") + 0.0, al_dt_num(c, "metric"),
+               al_dt_num(c, "effect_se"));
+        if (isfinite(al_dt_at(ci, 0)))
+            printf("  [%+.4f, %+.4f]", al_dt_at(ci, 0) + 0.0, al_dt_at(ci, 1) + 0.0);
+        printf("\n");
     }
     text_tail(doc, "patch", "configurations", n);
 }
@@ -331,8 +342,18 @@ static int json_head(cJSON *doc, const patch_args *a, const patch_state *s, al_p
 static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, const patch_state *s) {
     const al_pairs *t = &s->t;
     const al_patch_result *r = &s->r;
-    cJSON *cs;
+    cJSON *cs, *iv;
     if (json_head(doc, a, s, r->direction, r->m_clean, r->m_corr, r->seconds) ||
+        (r->effect_ci && (!(iv = cJSON_AddObjectToObject(doc, "intervals")) ||
+                          !cJSON_AddNumberToObject(iv, "level", r->ci_level) ||
+                          !cJSON_AddNumberToObject(iv, "bootstrap", r->ci_boot) ||
+                          !cJSON_AddItemToObject(iv, "seed", al_json_u64_item(r->ci_seed)) ||
+                          !cJSON_AddNumberToObject(iv, "items", r->ci_n) ||
+                          !cJSON_AddStringToObject(
+                              iv, "method",
+                              "effect_se: delta method for the ratio; effect_ci: bootstrap "
+                              "expanded percentile interval, resampling whole pairs and "
+                              "recomputing the ratio (numerator and denominator together)"))) ||
         !cJSON_AddStringToObject(doc, "component", al_patch_component_name(r->component)) ||
         !(cs = cJSON_AddArrayToObject(doc, "configurations")))
         return -1;
@@ -346,6 +367,13 @@ static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, cons
             !cJSON_AddNumberToObject(j, "row", row) || !cJSON_AddNumberToObject(j, "col", col) ||
             !cJSON_AddNumberToObject(j, "effect", r->effect[k]) ||
             !cJSON_AddNumberToObject(j, "metric", r->metric[k]))
+            rc = -1;
+        cJSON *ci;
+        if (rc == 0 && r->effect_ci &&
+            (!cJSON_AddItemToObject(j, "effect_se", al_json_num_item(r->effect_ci[k].se)) ||
+             !(ci = cJSON_AddArrayToObject(j, "effect_ci")) ||
+             !cJSON_AddItemToArray(ci, al_json_num_item(r->effect_ci[k].lo)) ||
+             !cJSON_AddItemToArray(ci, al_json_num_item(r->effect_ci[k].hi))))
             rc = -1;
     }
     free(idx);

@@ -111,8 +111,8 @@ static void text_named(const char *what, const cJSON *arr) {
  * the value alone when se is not a number. */
 static void print_pm(double v, double se, int w) {
     char b[64];
-    int n = isfinite(se) ? snprintf(b, sizeof b, "%.3f±%.3f", v, se)
-                         : snprintf(b, sizeof b, "%.3f", v);
+    int n =
+        isfinite(se) ? snprintf(b, sizeof b, "%.3f±%.3f", v, se) : snprintf(b, sizeof b, "%.3f", v);
     int cols = n - (isfinite(se) ? 1 : 0);
     printf(" %*s%s", cols < w ? w - cols : 0, "", b);
 }
@@ -153,7 +153,8 @@ static void scores_text(const cJSON *doc) {
         print_pm(al_dt_num(h, "induction"), al_dt_num(h, "induction_se"), 13);
         print_pm(al_dt_num(h, "duplicate_token"), al_dt_num(h, "duplicate_token_se"), 13);
         print_pm(al_dt_num(h, "prev_token"), al_dt_num(h, "prev_token_se"), 13);
-        if (probe_text) print_pm(al_dt_num(h, "induction_all"), al_dt_num(h, "induction_all_se"), 13);
+        if (probe_text)
+            print_pm(al_dt_num(h, "induction_all"), al_dt_num(h, "induction_all_se"), 13);
         double ex = al_dt_num(h, "copying_ablation_excess");
         if (al_dt_bool(h, "off"))
             printf(" %12s\n", "(off)");
@@ -234,8 +235,8 @@ static int json_ci(cJSON *doc, const char *key, double lo, double hi) {
  * "ci" (the simultaneous interval), "call": "yes" | "undecided"}, ...] of
  * heads with v > thr, strongest first (as the text names them); se may
  * be NULL (no intervals). */
-static int json_named(cJSON *doc, const char *key, const double *v, const al_interval *se,
-                      double z, const unsigned char *off, int LH, int H, double thr) {
+static int json_named(cJSON *doc, const char *key, const double *v, const al_interval *se, double z,
+                      const unsigned char *off, int LH, int H, double thr) {
     cJSON *arr = cJSON_AddArrayToObject(doc, key);
     int *used = calloc((size_t)LH, sizeof(int)), rc = arr && used ? 0 : -1;
     for (; rc == 0;) {
@@ -317,8 +318,9 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
         !cJSON_AddNumberToObject(probe, "loss_first", ps->loss_first) ||
         !cJSON_AddNumberToObject(probe, "loss_second", ps->loss_second) ||
         !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain) ||
-        (r->ci && (!cJSON_AddItemToObject(probe, "icl_gain_se", al_json_num_item(r->ci[4 * L * H].se)) ||
-                   json_ci(probe, "icl_gain_ci", r->ci[4 * L * H].lo, r->ci[4 * L * H].hi))) ||
+        (r->ci &&
+         (!cJSON_AddItemToObject(probe, "icl_gain_se", al_json_num_item(r->ci[4 * L * H].se)) ||
+          json_ci(probe, "icl_gain_ci", r->ci[4 * L * H].lo, r->ci[4 * L * H].hi))) ||
         (r->probe_text && (!cJSON_AddNumberToObject(probe, "recurrence", r->probe_recur) ||
                            !cJSON_AddNumberToObject(probe, "uniform_all", r->probe_uniform_all) ||
                            !cJSON_AddNumberToObject(probe, "prev_all", r->probe_prev_all) ||

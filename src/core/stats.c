@@ -171,11 +171,42 @@ double al_t_quantile(double level, int df) {
            z * (3 * z2 * z2 * z2 + 19 * z2 * z2 + 17 * z2 - 15) / (384 * v * v * v);
 }
 
+/* The expanded percentile interval (Hesterberg 2015) of each of the m
+ * columns of the B resampled statistics st (B, m), into out[j].lo, .hi:
+ * the plain percentile interval is too narrow at small n (the bootstrap
+ * distribution's spread is the plug-in sd/sqrt(n), not the sample sd's,
+ * and it has no t correction), so its quantiles are taken at the wider
+ * level erf(sqrt(n/(n−1)) · t_{n−1} / sqrt 2), where t_{n−1} is the
+ * two-sided t quantile of the level; the order statistics nearest them,
+ * floor and ceil of (B − 1)·q, err wide. A column with a NaN among its
+ * resamples keeps NaN. col: scratch of B doubles. */
+static void boot_interval(const double *st, int B, int m, int n, double level, double *col,
+                          al_interval *out) {
+    double t = al_t_quantile(level, n - 1);
+    double lv = erf(sqrt((double)n / (n - 1)) * t / sqrt(2.0));
+    double qlo = (1 - lv) / 2 * (B - 1), qhi = (1 + lv) / 2 * (B - 1);
+    int ilo = (int)floor(qlo), ihi = (int)ceil(qhi);
+    if (ilo < 0) ilo = 0;
+    if (ihi > B - 1) ihi = B - 1;
+    for (int j = 0; j < m; j++) {
+        int bad = 0;
+        for (int b = 0; b < B; b++) {
+            col[b] = st[(size_t)b * m + j];
+            bad |= isnan(col[b]);
+        }
+        if (bad) continue;
+        qsort(col, (size_t)B, sizeof *col, by_double);
+        out[j].lo = col[ilo];
+        out[j].hi = col[ihi];
+    }
+}
+
 int al_boot_means(const double *x, int n, int m, int B, double level, uint64_t seed,
                   al_interval *out, al_err *e) {
     if (n < 1 || m < 1 || B < 0 || !(level > 0 && level < 1))
-        return al_errf(e, "intervals: need items >= 1, columns >= 1, bootstrap >= 0 and a level "
-                          "in (0, 1) (got %d, %d, %d, %g)",
+        return al_errf(e,
+                       "intervals: need items >= 1, columns >= 1, bootstrap >= 0 and a level "
+                       "in (0, 1) (got %d, %d, %d, %g)",
                        n, m, B, level);
     /* the standard error of each mean: two passes, in double */
     for (int j = 0; j < m; j++) {
@@ -210,31 +241,57 @@ int al_boot_means(const double *x, int n, int m, int B, double level, uint64_t s
         }
         for (int j = 0; j < m; j++) means[(size_t)b * m + j] = acc[j] / n;
     }
-    /* The expanded percentile interval (Hesterberg 2015): the plain
-     * percentile interval is too narrow at small n (the bootstrap
-     * distribution's spread is the plug-in sd/sqrt(n), not the sample
-     * sd's, and it ignores the t correction), so its quantiles are taken
-     * at the wider level erf(sqrt(n/(n−1)) · t_{n−1} / sqrt 2), where
-     * t_{n−1} is the two-sided t quantile of the level. The order
-     * statistics nearest them, floor and ceil of (B − 1)·q, err wide. */
-    double t = al_t_quantile(level, n - 1);
-    double lv = erf(sqrt((double)n / (n - 1)) * t / sqrt(2.0));
-    double qlo = (1 - lv) / 2 * (B - 1), qhi = (1 + lv) / 2 * (B - 1);
-    int ilo = (int)floor(qlo), ihi = (int)ceil(qhi);
-    if (ilo < 0) ilo = 0;
-    if (ihi > B - 1) ihi = B - 1;
-    for (int j = 0; j < m; j++) {
-        int bad = 0;
-        for (int b = 0; b < B; b++) {
-            col[b] = means[(size_t)b * m + j];
-            bad |= isnan(col[b]);
-        }
-        if (bad) continue; /* a NaN item: no interval */
-        qsort(col, (size_t)B, sizeof *col, by_double);
-        out[j].lo = col[ilo];
-        out[j].hi = col[ihi];
-    }
+    boot_interval(means, B, m, n, level, col, out);
     free(means);
+    free(pick);
+    return 0;
+}
+
+int al_boot_ratio(const double *a, const double *d, int n, int m, int B, double level,
+                  uint64_t seed, al_interval *out, al_err *e) {
+    if (n < 1 || m < 1 || B < 0 || !(level > 0 && level < 1))
+        return al_errf(e,
+                       "intervals: need items >= 1, columns >= 1, bootstrap >= 0 and a level "
+                       "in (0, 1) (got %d, %d, %d, %g)",
+                       n, m, B, level);
+    double sd = 0;
+    for (int i = 0; i < n; i++) sd += d[i];
+    /* the delta method's standard error of R = Σa / Σd: the sd of the
+     * items' a − R·d over sqrt(n), divided by the mean d */
+    for (int j = 0; j < m; j++) {
+        double sa = 0, ss = 0;
+        for (int i = 0; i < n; i++) sa += a[(size_t)i * m + j];
+        double R = sa / sd;
+        for (int i = 0; i < n; i++) {
+            double z = a[(size_t)i * m + j] - R * d[i];
+            ss += z * z;
+        }
+        out[j].se = n > 1 && sd != 0 ? sqrt(ss / (n - 1)) / sqrt((double)n) / fabs(sd / n) : NAN;
+        out[j].lo = out[j].hi = NAN;
+    }
+    if (B == 0 || n < 2) return 0;
+    double *st = al_malloc((size_t)B * m + (size_t)B + (size_t)m, sizeof(double), e);
+    int *pick = al_malloc((size_t)n, sizeof(int), e);
+    if (!st || !pick) {
+        free(st), free(pick);
+        return -1;
+    }
+    double *col = st + (size_t)B * m, *acc = col + B;
+    al_rng r;
+    al_rng_seed(&r, seed);
+    for (int b = 0; b < B; b++) {
+        double db = 0;
+        for (int i = 0; i < n; i++) pick[i] = (int)al_rng_below(&r, (uint32_t)n);
+        for (int j = 0; j < m; j++) acc[j] = 0;
+        for (int i = 0; i < n; i++) {
+            const double *row = a + (size_t)pick[i] * m;
+            db += d[pick[i]];
+            for (int j = 0; j < m; j++) acc[j] += row[j];
+        }
+        for (int j = 0; j < m; j++) st[(size_t)b * m + j] = db != 0 ? acc[j] / db : NAN;
+    }
+    boot_interval(st, B, m, n, level, col, out);
+    free(st);
     free(pick);
     return 0;
 }

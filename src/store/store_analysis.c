@@ -40,10 +40,10 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
         int LH = r->L * r->H;
         for (int k = 0; k < 4; k++)
             for (int i = 0; i < LH; i++)
-                if (al_store_put_interval(s, run, mid, i / r->H, i % r->H, names[k], vals[k][i],
+                if (al_store_put_interval(s, run, mid, i / r->H, i % r->H, -1, names[k], vals[k][i],
                                           &r->ci[k * LH + i], r->ci_level, r->ci_n, r->ci_boot, e))
                     return -1;
-        if (al_store_put_interval(s, run, mid, -1, -1, "icl_gain", ps->icl_gain, &r->ci[4 * LH],
+        if (al_store_put_interval(s, run, mid, -1, -1, -1, "icl_gain", ps->icl_gain, &r->ci[4 * LH],
                                   r->ci_level, r->ci_n, r->ci_boot, e))
             return -1;
     }
@@ -265,6 +265,13 @@ int al_store_put_patch(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
         else
             pw.layer = row / r->H, pw.head = row % r->H, pw.pos = col;
         if (al_store_put_patching(s, run, mid, &pw, e)) return -1;
+        /* the effect's interval over the pairs, keyed as the patching row */
+        char metric[48];
+        snprintf(metric, sizeof metric, "effect_%s", comp);
+        if (r->effect_ci &&
+            al_store_put_interval(s, run, mid, pw.layer, pw.head, pw.pos, metric, r->effect[k],
+                                  &r->effect_ci[k], r->ci_level, r->ci_n, r->ci_boot, e))
+            return -1;
     }
     return 0;
 }

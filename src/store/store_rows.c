@@ -20,9 +20,9 @@ static const char *const stmt_sql[S_N] = {
     [S_HEAD_SCORE] = "INSERT OR REPLACE INTO head_scores VALUES(?,?,?,?,?,?)",
     [S_LAYER_SCORE] = "INSERT OR REPLACE INTO layer_scores VALUES(?,?,?,?,?)",
     [S_MODEL_SCORE] = "INSERT OR REPLACE INTO model_scores VALUES(?,?,?,?)",
-    [S_INTERVAL] = "INSERT OR REPLACE INTO score_intervals(run_id, model_id, layer, head, metric, "
-                   "value, se, ci_lo, ci_hi, level, n_items, bootstrap) "
-                   "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_INTERVAL] = "INSERT OR REPLACE INTO score_intervals(run_id, model_id, layer, head, pos, "
+                   "metric, value, se, ci_lo, ci_hi, level, n_items, bootstrap) "
+                   "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_SV] = "INSERT OR REPLACE INTO singular_values VALUES(?,?,?,?,?,?,?)",
     [S_EIG] = "INSERT OR REPLACE INTO eigenvalues VALUES(?,?,?,?,?,?,?,?)",
     [S_TRI] = "INSERT OR REPLACE INTO skip_trigrams "
@@ -125,9 +125,9 @@ int al_store_put_model_score(al_store *s, int64_t run_id, int64_t model_id, cons
 }
 
 int al_store_put_interval(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
-                          const char *metric, double value, const al_interval *iv, double level,
-                          int n_items, int boot, al_err *e) {
-    return put_row(s, S_INTERVAL, e, "IIiisddddd" "ii", run_id, model_id, layer, head, metric,
+                          int pos, const char *metric, double value, const al_interval *iv,
+                          double level, int n_items, int boot, al_err *e) {
+    return put_row(s, S_INTERVAL, e, "IIiiisdddddii", run_id, model_id, layer, head, pos, metric,
                    value, iv->se, iv->lo, iv->hi, level, n_items, boot);
 }
 

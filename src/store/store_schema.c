@@ -612,20 +612,21 @@ static const char schema_v15[] = "DROP VIEW IF EXISTS head_summary;\n" HEAD_SUMM
 /* v16: score_intervals, how sure each averaged number is (docs/design.md
  * §5, intervals), beside head_scores and model_scores: one row per
  * number with its standard error and bootstrap interval over the items
- * it averages (the probe's sequences), the level, the item count and the
- * resamples. A table of its own, keyed like head_scores (layer and head
- * -1 for a model-level number), so that the score tables and every
- * reader of them stay as they are. */
+ * it averages (the probe's sequences, the pairs), the level, the item
+ * count and the resamples. A table of its own, keyed like head_scores
+ * and patching (layer, head and pos -1 where they do not apply), so that
+ * the result tables and every reader of them stay as they are. */
 static const char schema_v16[] =
     "CREATE TABLE IF NOT EXISTS score_intervals(\n"
     "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
     "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
     "  layer INTEGER NOT NULL, head INTEGER NOT NULL,  -- -1, -1: a model-level number\n"
+    "  pos INTEGER NOT NULL,          -- a position (patching's grids), else -1\n"
     "  metric TEXT NOT NULL, value REAL,\n"
     "  se REAL,                       -- standard error of the mean over the items\n"
     "  ci_lo REAL, ci_hi REAL,        -- bootstrap percentile interval (NULL: none)\n"
     "  level REAL, n_items INTEGER, bootstrap INTEGER,\n"
-    "  PRIMARY KEY (run_id, layer, head, metric));\n";
+    "  PRIMARY KEY (run_id, layer, head, pos, metric));\n";
 
 /* al_store_migrations[i] takes user_version i to i+1; with its declared
  * size (store_conn.h), a missing or extra migration does not compile. */
