@@ -281,9 +281,10 @@ TEST(intervals_patch_effect_calibration) {
     al_model_free(&m);
 }
 
-/* patch on the command line: every configuration's effect_se and
- * effect_ci in --json (the interval around the effect), the same numbers
- * in score_intervals keyed as the patching rows, and ± in the text. */
+/* patch and paths on the command line: every configuration's effect_se
+ * and effect_ci in --json (the interval around the effect), the same
+ * numbers in score_intervals keyed as the patching and path_patching
+ * rows, and ± in the text. */
 TEST(intervals_patch_cli) {
     t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
     t_tiny_model(dir.s, 2, 20);
@@ -320,4 +321,30 @@ TEST(intervals_patch_cli) {
     CHECK(t && strstr(t, "± standard error over the 16 pairs"));
     cJSON_Delete(d);
     free(j), free(t);
+    /* paths: every path's interval, stored under its receiver, sender and channel */
+    CHECK(t_sh("%s paths --model %s/m2 --db %s --probe-r 6 --n 16 --batch 8 --threads 1 --json > "
+               "%s 2>/dev/null",
+               t_bin(), dir.s, db.s, t_path("q.json")) == 0);
+    j = t_slurp(t_path("q.json"));
+    d = j ? cJSON_Parse(j) : NULL;
+    int np = 0, with = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(d, "paths")) {
+        const cJSON *ci = cJSON_GetObjectItemCaseSensitive(c, "effect_ci");
+        double lo = cJSON_GetNumberValue(cJSON_GetArrayItem(ci, 0));
+        double hi = cJSON_GetNumberValue(cJSON_GetArrayItem(ci, 1));
+        with += lo <= hi;
+        np++;
+    }
+    CHECK(np > 0 && with == np);
+    char want[32];
+    snprintf(want, sizeof want, "%d", np);
+    CHECK_SQL(db.s, "SELECT count(*) FROM score_intervals WHERE run_id = 3", want);
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM path_patching p WHERE run_id = 3 AND NOT EXISTS (SELECT 1 "
+              "FROM score_intervals i WHERE i.run_id = 3 AND i.metric = 'path_effect_' || "
+              "p.channel AND i.layer = coalesce(p.receiver_layer, -1) AND i.head = "
+              "coalesce(p.receiver_head, -1) AND i.value = p.value)",
+              "0");
+    cJSON_Delete(d);
+    free(j);
 }

@@ -221,6 +221,10 @@ typedef struct al_paths_result {
     int n; /* 4·n_senders·W */
     double *metric, *effect; /* (n) each, one allocation; NaN where
                                       * no path exists */
+    al_interval *effect_ci; /* (n) as al_patch_result's (NaN where no path exists) */
+    double ci_level;
+    int ci_boot, ci_n;
+    uint64_t ci_seed;
     double seconds;
     al_warnings warn; /* the gap check and the effects' range (gap.h) */
 } al_paths_result;

@@ -250,8 +250,9 @@ static int memory_fits(const al_pairs *t, const al_config *c, const al_patch_opt
     snprintf(what, sizeof what, "--batch %d pairs of %d tokens", (int)B, t->T);
     if (al_mem_check(need, "patching", what, "lower --batch", e)) return -1;
     /* the intervals' per-pair sums of every configuration (head_pos: L·H·T
-     * of them) and the bootstrap's ratios */
-    double n_cfg = L * H * T;
+     * of them; paths: the grid) and the bootstrap's ratios */
+    double W = (L > 1 ? L - 1 : 1) * H, n_paths = 4 * (2 + W) * W;
+    double n_cfg = L * H * T > n_paths ? L * H * T : n_paths;
     snprintf(what, sizeof what, "--n %d pairs x %.0f configurations (and --bootstrap %d)", t->N,
              n_cfg, o->bootstrap);
     return al_mem_check(8.0 * n_cfg * ((double)t->N + 2 + o->bootstrap), "patching", what,
@@ -313,8 +314,10 @@ typedef struct sweep {
     int n_cfg; /* configurations per batch */
     double *it_cl, *it_co; /* (n_items) or NULL: every item's value in the two runs,
                                   * kept by drive for the gap check */
-    double *pp; /* (N, n_cfg) or NULL: each pair's Σ of the patched metric per
-                 * configuration, for the intervals */
+    double *pp; /* (N, pp_w) or NULL: each pair's Σ of the patched metric per
+                 * configuration (patch: its index; paths: its grid index), for
+                 * the intervals */
+    int pp_w;
     double *pc, *pr; /* (N) with pp: each pair's Σ in the clean and corrupted runs */
     al_delta_ws ws; /* the incremental forwards' scratch */
 } sweep;
@@ -570,7 +573,7 @@ static void pair_sums(sweep *s, int k) {
     const al_pair_item *it = s->t->items + s->i0;
     for (int i = 0; i < s->ni; i++)
         if (k >= 0)
-            s->pp[(size_t)it[i].pair * s->n_cfg + k] += s->v_p[i];
+            s->pp[(size_t)it[i].pair * s->pp_w + k] += s->v_p[i];
         else
             s->pc[it[i].pair] += s->v_cl[i], s->pr[it[i].pair] += s->v_co[i];
 }
@@ -593,8 +596,8 @@ static int patch_batch(sweep *s, void *ctx, double *sums, al_err *e) {
  * the patched minus the corrupted Σ (denoising; noising the clean minus
  * the patched) over the clean minus the corrupted, built in place in
  * s->pp. */
-static int effect_intervals(sweep *s, const al_patch_opts *o, al_patch_result *r, al_err *e) {
-    const int N = s->t->N, n = s->n_cfg, den = s->dir == AL_PATCH_DENOISE;
+static int effect_intervals(sweep *s, const al_patch_opts *o, al_interval **out, al_err *e) {
+    const int N = s->t->N, n = s->pp_w, den = s->dir == AL_PATCH_DENOISE;
     for (int i = 0; i < N; i++) {
         for (int k = 0; k < n; k++) {
             double *p = &s->pp[(size_t)i * n + k];
@@ -602,11 +605,10 @@ static int effect_intervals(sweep *s, const al_patch_opts *o, al_patch_result *r
         }
         s->pc[i] -= s->pr[i];
     }
-    if (!(r->effect_ci = al_malloc((size_t)n, sizeof *r->effect_ci, e)) ||
-        al_boot_ratio(s->pp, s->pc, N, n, o->bootstrap, o->ci_level, o->ci_seed, r->effect_ci, e))
-        return -1;
-    r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_seed = o->ci_seed, r->ci_n = N;
-    return 0;
+    return !(*out = al_malloc((size_t)n, sizeof **out, e)) ||
+                   al_boot_ratio(s->pp, s->pc, N, n, o->bootstrap, o->ci_level, o->ci_seed, *out, e)
+               ? -1
+               : 0;
 }
 
 void al_patch_result_free(al_patch_result *r) {
@@ -638,9 +640,11 @@ int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patc
     s.what = what;
     s.n_cfg = n;
     s.it_cl = items, s.it_co = items ? items + t->n_items : NULL;
-    s.pp = pairs, s.pc = pairs ? pairs + (size_t)t->N * n : NULL, s.pr = s.pc ? s.pc + t->N : NULL;
+    s.pp = pairs, s.pp_w = n;
+    s.pc = pairs ? pairs + (size_t)t->N * n : NULL, s.pr = s.pc ? s.pc + t->N : NULL;
     if (!pairs || drive(&s, n, patch_batch, &comp, buf, buf + n, &r->m_clean, &r->m_corr, e) ||
-        sweep_warnings(&s, buf + n, n, label, &r->warn, e) || effect_intervals(&s, o, r, e)) {
+        sweep_warnings(&s, buf + n, n, label, &r->warn, e) ||
+        effect_intervals(&s, o, &r->effect_ci, e)) {
         free(buf);
         free(items);
         free(pairs);
@@ -651,6 +655,7 @@ int al_patch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_patc
     }
     free(items);
     free(pairs);
+    r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_seed = o->ci_seed, r->ci_n = t->N;
     r->L = L, r->H = H, r->N = t->N, r->T = T;
     r->component = comp;
     r->direction = s.dir;
@@ -796,6 +801,7 @@ static void synth_qkv(sweep *s, const al_acts *tgt, int ch, int l1, int h) {
 
 void al_paths_result_free(al_paths_result *r) {
     free(r->metric);
+    free(r->effect_ci);
     memset(r, 0, sizeof *r);
 }
 
@@ -813,6 +819,7 @@ static int paths_batch(sweep *s, void *ctx, double *sums, al_err *e) {
     const al_acts *tgt = den ? &s->co : &s->cl, *src = den ? &s->cl : &s->co;
     size_t off = (size_t)s->n0 * T, rows = (size_t)s->nb * T;
     const int *tin = (den ? t->corr : t->clean) + off, *sin = (den ? t->clean : t->corr) + off;
+    pair_sums(s, -1);
     for (int snd = 0; snd < ns; snd++) {
         sender_delta(s, snd, tgt, src, tin, sin);
         for (int c = 0; c < 3 * nr + 1; c++) {
@@ -834,6 +841,7 @@ static int paths_batch(sweep *s, void *ctx, double *sums, al_err *e) {
             }
             if (rc || tick(s, e)) return -1;
             sums[((size_t)ch * ns + snd) * W + r] += v;
+            pair_sums(s, (int)(((size_t)ch * ns + snd) * W + r));
         }
     }
     return 0;
@@ -861,20 +869,30 @@ int al_paths_run(al_model *m, const al_pairs *t, const al_patch_opts *o, al_path
                     buf[((size_t)ch * ns + snd) * W + rr] = NAN;
             }
     double *items = buf ? al_malloc(2 * (size_t)t->n_items, sizeof(double), e) : NULL;
+    double *pairs = items ? al_calloc((size_t)t->N * (n + 2), sizeof(double), e) : NULL;
     char label[64];
     snprintf(label, sizeof label, "path effect (%s)", al_patch_direction_name(s.dir));
     s.what = "paths";
     s.n_cfg = n_cfg;
     s.it_cl = items, s.it_co = items ? items + t->n_items : NULL;
-    if (!items || drive(&s, n, paths_batch, NULL, buf, buf + n, &r->m_clean, &r->m_corr, e) ||
-        sweep_warnings(&s, buf + n, n, label, &r->warn, e)) {
+    s.pp = pairs, s.pp_w = n;
+    s.pc = pairs ? pairs + (size_t)t->N * n : NULL, s.pr = s.pc ? s.pc + t->N : NULL;
+    if (!pairs || drive(&s, n, paths_batch, NULL, buf, buf + n, &r->m_clean, &r->m_corr, e) ||
+        sweep_warnings(&s, buf + n, n, label, &r->warn, e) ||
+        effect_intervals(&s, o, &r->effect_ci, e)) {
         free(buf);
         free(items);
+        free(pairs);
+        free(r->effect_ci);
         sweep_free(&s);
         memset(r, 0, sizeof *r);
         return -1;
     }
     free(items);
+    free(pairs);
+    for (int i = 0; i < n; i++) /* a path that does not exist has no interval */
+        if (isnan(buf[n + i])) r->effect_ci[i].se = r->effect_ci[i].lo = r->effect_ci[i].hi = NAN;
+    r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_seed = o->ci_seed, r->ci_n = t->N;
     r->L = L, r->H = H, r->N = t->N, r->T = s.T;
     r->n_senders = ns, r->n_recv = nr, r->width = W;
     r->direction = s.dir;

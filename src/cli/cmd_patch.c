@@ -77,6 +77,7 @@ static al_flag paths_flags[] = {AL_FLAG_MODEL(g_paths),
                                 AL_FLAG_INTERVENE(g_paths),
                                 {"show", AL_INT, &g_paths.show, "N",
                                  "paths printed (largest |effect| first)", 0, 0},
+                                AL_FLAGS_CI(g_paths),
                                 AL_FLAG_THREADS(g_paths),
                                 AL_FLAGS_END};
 
@@ -292,8 +293,13 @@ static void paths_text(const cJSON *doc) {
     }
     int n_paths = cJSON_GetArraySize(ps), show = al_dt_int(doc, "show");
     show = show < n_paths ? show : n_paths;
-    printf("top %d of %d paths by |effect|:\n", show, n_paths);
-    printf("  %-20s %9s %10s\n", "path", "effect", "metric");
+    const cJSON *iv = al_dt_get(doc, "intervals");
+    printf("top %d of %d paths by |effect|", show, n_paths);
+    if (iv)
+        printf(" (± standard error over the %d pairs; %g%% interval: bootstrap over the pairs, %d "
+               "resamples)",
+               al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"));
+    printf(":\n  %-20s %9s %10s %8s %19s\n", "path", "effect", "metric", "±", "interval");
     for (int i = 0; i < show; i++) {
         const cJSON *p = cJSON_GetArrayItem(ps, i);
         char name[64];
@@ -302,8 +308,12 @@ static void paths_text(const cJSON *doc) {
         else
             snprintf(name, sizeof name, "%s -> %s %s", al_dt_str(p, "sender"),
                      al_dt_str(p, "receiver"), al_dt_str(p, "channel"));
-        printf("  %-20s %+9.4f %10.4f\n", name, al_dt_num(p, "effect") + 0.0,
-               al_dt_num(p, "metric"));
+        const cJSON *ci = al_dt_get(p, "effect_ci");
+        printf("  %-20s %+9.4f %10.4f %8.4f", name, al_dt_num(p, "effect") + 0.0,
+               al_dt_num(p, "metric"), al_dt_num(p, "effect_se"));
+        if (isfinite(al_dt_at(ci, 0)))
+            printf("  [%+.4f, %+.4f]", al_dt_at(ci, 0) + 0.0, al_dt_at(ci, 1) + 0.0);
+        printf("\n");
     }
     text_tail(doc, "paths", "paths", n_paths);
 }
@@ -338,22 +348,40 @@ static int json_head(cJSON *doc, const patch_args *a, const patch_state *s, al_p
                : 0;
 }
 
+/* The intervals' settings (attnlab.patch/1, attnlab.paths/1). */
+static int json_intervals(cJSON *doc, double level, int boot, uint64_t seed, int n) {
+    cJSON *iv = cJSON_AddObjectToObject(doc, "intervals");
+    return iv && cJSON_AddNumberToObject(iv, "level", level) &&
+                   cJSON_AddNumberToObject(iv, "bootstrap", boot) &&
+                   cJSON_AddItemToObject(iv, "seed", al_json_u64_item(seed)) &&
+                   cJSON_AddNumberToObject(iv, "items", n) &&
+                   cJSON_AddStringToObject(iv, "method",
+                                           "effect_se: delta method for the ratio; effect_ci: "
+                                           "bootstrap expanded percentile interval, resampling "
+                                           "whole pairs and recomputing the ratio (numerator and "
+                                           "denominator together)")
+               ? 0
+               : -1;
+}
+
+/* "effect_se" and "effect_ci" [lo, hi] of one effect into j. */
+static int json_effect_ci(cJSON *j, const al_interval *c) {
+    cJSON *ci;
+    return cJSON_AddItemToObject(j, "effect_se", al_json_num_item(c->se)) &&
+                   (ci = cJSON_AddArrayToObject(j, "effect_ci")) &&
+                   cJSON_AddItemToArray(ci, al_json_num_item(c->lo)) &&
+                   cJSON_AddItemToArray(ci, al_json_num_item(c->hi))
+               ? 0
+               : -1;
+}
+
 /* Every configuration by |effect| (the text shows the first --show). */
 static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, const patch_state *s) {
     const al_pairs *t = &s->t;
     const al_patch_result *r = &s->r;
-    cJSON *cs, *iv;
+    cJSON *cs;
     if (json_head(doc, a, s, r->direction, r->m_clean, r->m_corr, r->seconds) ||
-        (r->effect_ci && (!(iv = cJSON_AddObjectToObject(doc, "intervals")) ||
-                          !cJSON_AddNumberToObject(iv, "level", r->ci_level) ||
-                          !cJSON_AddNumberToObject(iv, "bootstrap", r->ci_boot) ||
-                          !cJSON_AddItemToObject(iv, "seed", al_json_u64_item(r->ci_seed)) ||
-                          !cJSON_AddNumberToObject(iv, "items", r->ci_n) ||
-                          !cJSON_AddStringToObject(
-                              iv, "method",
-                              "effect_se: delta method for the ratio; effect_ci: bootstrap "
-                              "expanded percentile interval, resampling whole pairs and "
-                              "recomputing the ratio (numerator and denominator together)"))) ||
+        (r->effect_ci && json_intervals(doc, r->ci_level, r->ci_boot, r->ci_seed, r->ci_n)) ||
         !cJSON_AddStringToObject(doc, "component", al_patch_component_name(r->component)) ||
         !(cs = cJSON_AddArrayToObject(doc, "configurations")))
         return -1;
@@ -368,13 +396,7 @@ static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, cons
             !cJSON_AddNumberToObject(j, "effect", r->effect[k]) ||
             !cJSON_AddNumberToObject(j, "metric", r->metric[k]))
             rc = -1;
-        cJSON *ci;
-        if (rc == 0 && r->effect_ci &&
-            (!cJSON_AddItemToObject(j, "effect_se", al_json_num_item(r->effect_ci[k].se)) ||
-             !(ci = cJSON_AddArrayToObject(j, "effect_ci")) ||
-             !cJSON_AddItemToArray(ci, al_json_num_item(r->effect_ci[k].lo)) ||
-             !cJSON_AddItemToArray(ci, al_json_num_item(r->effect_ci[k].hi))))
-            rc = -1;
+        if (rc == 0 && r->effect_ci && json_effect_ci(j, &r->effect_ci[k])) rc = -1;
     }
     free(idx);
     return rc;
@@ -389,6 +411,7 @@ static int json_paths(cJSON *doc, const patch_args *a, const patch_state *s) {
         !cJSON_AddNumberToObject(doc, "heads_per_layer", H) ||
         !cJSON_AddNumberToObject(doc, "senders", ns) ||
         !cJSON_AddNumberToObject(doc, "receivers", r->n_recv) ||
+        (r->effect_ci && json_intervals(doc, r->ci_level, r->ci_boot, r->ci_seed, r->ci_n)) ||
         !(ps = cJSON_AddArrayToObject(doc, "paths")))
         return -1;
     int *idx = al_by_magnitude(r->effect, r->n), rc = idx ? 0 : -1;
@@ -404,7 +427,8 @@ static int json_paths(cJSON *doc, const patch_args *a, const patch_state *s) {
                      : cJSON_AddStringToObject(j, "receiver", recv)) ||
             !cJSON_AddStringToObject(j, "channel", c == 3 ? "direct" : al_paths_channel_name(c)) ||
             !cJSON_AddNumberToObject(j, "effect", r->effect[k]) ||
-            !cJSON_AddNumberToObject(j, "metric", r->metric[k]))
+            !cJSON_AddNumberToObject(j, "metric", r->metric[k]) ||
+            (r->effect_ci && json_effect_ci(j, &r->effect_ci[k])))
             rc = -1;
     }
     free(idx);

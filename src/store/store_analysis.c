@@ -299,6 +299,15 @@ int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
                                            r->effect[i],
                                            r->metric[i]};
                 if (al_store_put_path_patching(s, run, mid, &pw, e)) return -1;
+                /* its interval: the receiver's layer and head (-1: direct), the
+                 * sender's index as pos, the channel in the metric's name */
+                char metric[48];
+                snprintf(metric, sizeof metric, "path_effect_%s", al_paths_channel_name(c));
+                if (r->effect_ci &&
+                    al_store_put_interval(s, run, mid, pw.receiver_layer, pw.receiver_head, snd,
+                                          metric, r->effect[i], &r->effect_ci[i], r->ci_level,
+                                          r->ci_n, r->ci_boot, e))
+                    return -1;
             }
     return 0;
 }
