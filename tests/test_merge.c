@@ -504,7 +504,8 @@ TEST(merge_library_stop_and_counts) {
                             "(SELECT count(*) FROM attribution_agreement) + (SELECT count(*) "
                             "FROM attribution_tokens) + (SELECT count(*) FROM model_scores) + "
                             "(SELECT count(*) FROM run_warnings) + (SELECT count(*) FROM views) + "
-                            "(SELECT count(*) FROM path_patching)"));
+                            "(SELECT count(*) FROM path_patching) + (SELECT count(*) FROM "
+                            "score_intervals)"));
     CHECK(al_store_merge(out.s, in, 2, NULL, NULL, &e) == 0); /* NULL opts and stats are fine */
 }
 
