@@ -202,6 +202,27 @@ static void text_head(const cJSON *doc, const char *what) {
            mc == mr ? "  (undefined: the two runs agree)" : "");
 }
 
+/* " (± standard error over the N pairs; ...)" after a list's heading,
+ * when the run has intervals. */
+static void text_ci_note(const cJSON *doc) {
+    const cJSON *iv = al_dt_get(doc, "intervals");
+    if (iv)
+        printf(" (± standard error over the %d pairs; %g%% interval: bootstrap over the pairs, %d "
+               "resamples)",
+               al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"));
+}
+
+/* " effect metric se  [lo, hi]" of one configuration or path, and the
+ * line's end. */
+static void text_effect(const cJSON *c) {
+    const cJSON *ci = al_dt_get(c, "effect_ci");
+    printf(" %+9.4f %10.4f %8.4f", al_dt_num(c, "effect") + 0.0, al_dt_num(c, "metric"),
+           al_dt_num(c, "effect_se"));
+    if (isfinite(al_dt_at(ci, 0)))
+        printf("  [%+.4f, %+.4f]", al_dt_at(ci, 0) + 0.0, al_dt_at(ci, 1) + 0.0);
+    printf("\n");
+}
+
 /* The last line: how many configurations or paths, in how long. */
 static void text_tail(const cJSON *doc, const char *cmd, const char *what, int n) {
     const int nb = al_dt_int(doc, "batches");
@@ -217,22 +238,14 @@ static void patch_text(const cJSON *doc) {
     text_head(doc, what);
     int n = cJSON_GetArraySize(cs), show = al_dt_int(doc, "show");
     show = show < n ? show : n;
-    const cJSON *iv = al_dt_get(doc, "intervals");
     printf("top %d of %d configurations by |effect|", show, n);
-    if (iv)
-        printf(" (± standard error over the %d pairs; %g%% interval: bootstrap over the pairs, %d "
-               "resamples)",
-               al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"));
+    text_ci_note(doc);
     printf(":\n  %-30s %9s %10s %8s %19s\n", "configuration", "effect", "metric", "±", "interval");
     for (int i = 0; i < show; i++) {
-        const cJSON *c = cJSON_GetArrayItem(cs, i), *ci = al_dt_get(c, "effect_ci");
+        const cJSON *c = cJSON_GetArrayItem(cs, i);
         printf("  ");
         al_print_col(al_dt_str(c, "name"), 30);
-        printf(" %+9.4f %10.4f %8.4f", al_dt_num(c, "effect") + 0.0, al_dt_num(c, "metric"),
-               al_dt_num(c, "effect_se"));
-        if (isfinite(al_dt_at(ci, 0)))
-            printf("  [%+.4f, %+.4f]", al_dt_at(ci, 0) + 0.0, al_dt_at(ci, 1) + 0.0);
-        printf("\n");
+        text_effect(c);
     }
     text_tail(doc, "patch", "configurations", n);
 }
@@ -293,12 +306,8 @@ static void paths_text(const cJSON *doc) {
     }
     int n_paths = cJSON_GetArraySize(ps), show = al_dt_int(doc, "show");
     show = show < n_paths ? show : n_paths;
-    const cJSON *iv = al_dt_get(doc, "intervals");
     printf("top %d of %d paths by |effect|", show, n_paths);
-    if (iv)
-        printf(" (± standard error over the %d pairs; %g%% interval: bootstrap over the pairs, %d "
-               "resamples)",
-               al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"));
+    text_ci_note(doc);
     printf(":\n  %-20s %9s %10s %8s %19s\n", "path", "effect", "metric", "±", "interval");
     for (int i = 0; i < show; i++) {
         const cJSON *p = cJSON_GetArrayItem(ps, i);
@@ -308,12 +317,8 @@ static void paths_text(const cJSON *doc) {
         else
             snprintf(name, sizeof name, "%s -> %s %s", al_dt_str(p, "sender"),
                      al_dt_str(p, "receiver"), al_dt_str(p, "channel"));
-        const cJSON *ci = al_dt_get(p, "effect_ci");
-        printf("  %-20s %+9.4f %10.4f %8.4f", name, al_dt_num(p, "effect") + 0.0,
-               al_dt_num(p, "metric"), al_dt_num(p, "effect_se"));
-        if (isfinite(al_dt_at(ci, 0)))
-            printf("  [%+.4f, %+.4f]", al_dt_at(ci, 0) + 0.0, al_dt_at(ci, 1) + 0.0);
-        printf("\n");
+        printf("  %-20s", name);
+        text_effect(p);
     }
     text_tail(doc, "paths", "paths", n_paths);
 }

@@ -201,50 +201,16 @@ static void boot_interval(const double *st, int B, int m, int n, double level, d
     }
 }
 
+/* A mean is the ratio Σx / Σ1: the same arithmetic, bit for bit (a sum
+ * of ones is exact), so the means share the ratio's one implementation. */
 int al_boot_means(const double *x, int n, int m, int B, double level, uint64_t seed,
                   al_interval *out, al_err *e) {
-    if (n < 1 || m < 1 || B < 0 || !(level > 0 && level < 1))
-        return al_errf(e,
-                       "intervals: need items >= 1, columns >= 1, bootstrap >= 0 and a level "
-                       "in (0, 1) (got %d, %d, %d, %g)",
-                       n, m, B, level);
-    /* the standard error of each mean: two passes, in double */
-    for (int j = 0; j < m; j++) {
-        double s = 0, ss = 0;
-        for (int i = 0; i < n; i++) s += x[(size_t)i * m + j];
-        double mean = s / n;
-        for (int i = 0; i < n; i++) {
-            double d = x[(size_t)i * m + j] - mean;
-            ss += d * d;
-        }
-        out[j].se = n > 1 ? sqrt(ss / (n - 1)) / sqrt((double)n) : NAN;
-        out[j].lo = out[j].hi = NAN;
-    }
-    if (B == 0 || n < 2) return 0;
-    /* means (B, m), then each column sorted: the resamples are drawn once
-     * for all columns, row indices from one seeded stream */
-    double *means = al_malloc((size_t)B * m + (size_t)B + (size_t)m, sizeof(double), e);
-    int *pick = al_malloc((size_t)n, sizeof(int), e);
-    if (!means || !pick) {
-        free(means), free(pick);
-        return -1;
-    }
-    double *col = means + (size_t)B * m, *acc = col + B;
-    al_rng r;
-    al_rng_seed(&r, seed);
-    for (int b = 0; b < B; b++) {
-        for (int i = 0; i < n; i++) pick[i] = (int)al_rng_below(&r, (uint32_t)n);
-        for (int j = 0; j < m; j++) acc[j] = 0;
-        for (int i = 0; i < n; i++) {
-            const double *row = x + (size_t)pick[i] * m;
-            for (int j = 0; j < m; j++) acc[j] += row[j];
-        }
-        for (int j = 0; j < m; j++) means[(size_t)b * m + j] = acc[j] / n;
-    }
-    boot_interval(means, B, m, n, level, col, out);
-    free(means);
-    free(pick);
-    return 0;
+    double *ones = n > 0 ? al_malloc((size_t)n, sizeof(double), e) : NULL;
+    if (n > 0 && !ones) return -1;
+    for (int i = 0; i < n; i++) ones[i] = 1.0;
+    int rc = al_boot_ratio(x, ones, n, m, B, level, seed, out, e);
+    free(ones);
+    return rc;
 }
 
 int al_boot_ratio(const double *a, const double *d, int n, int m, int B, double level,
