@@ -168,12 +168,13 @@ static void scores_text(const cJSON *doc) {
     }
     const cJSON *iv = al_dt_get(doc, "intervals"), *gci = al_dt_get(pr, "icl_gain_ci");
     if (iv)
-        printf("±: standard error over the %d probe sequences; %g%% intervals: bootstrap "
-               "percentile (%d resamples, seed %llu) in --json and table score_intervals; the "
-               "named heads' calls use simultaneous %g%% intervals over the %d heads (z %.2f)\n",
-               al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"),
-               (unsigned long long)al_dt_u64(iv, "seed"), 100 * al_dt_num(iv, "level"),
-               al_dt_int(iv, "heads"), al_dt_num(iv, "simultaneous_z"));
+        printf(
+            "±: standard error over the %d probe sequences; %g%% intervals: bootstrap "
+            "expanded percentile (%d resamples, seed %llu) in --json and table score_intervals; the "
+            "named heads' calls use simultaneous %g%% intervals over the %d heads (z %.2f)\n",
+            al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"),
+            (unsigned long long)al_dt_u64(iv, "seed"), 100 * al_dt_num(iv, "level"),
+            al_dt_int(iv, "heads"), al_dt_num(iv, "simultaneous_z"));
     printf("probe (R %d, N %d, seed %llu): loss first repeat %.4f, second %.4f, icl_gain %.4f",
            al_dt_int(pr, "r"), al_dt_int(pr, "n"), (unsigned long long)al_dt_u64(pr, "seed"),
            al_dt_num(pr, "loss_first"), al_dt_num(pr, "loss_second"), al_dt_num(pr, "icl_gain"));
@@ -353,18 +354,19 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
     /* the intervals of the score that names induction heads */
     const al_interval *vci = r->ci ? r->ci + (r->probe_text ? 3 : 0) * L * H : NULL;
     cJSON *iv;
-    if (r->ci && (!(iv = cJSON_AddObjectToObject(doc, "intervals")) ||
-                  !cJSON_AddNumberToObject(iv, "level", r->ci_level) ||
-                  !cJSON_AddNumberToObject(iv, "bootstrap", r->ci_boot) ||
-                  !cJSON_AddItemToObject(iv, "seed", al_json_u64_item(r->ci_seed)) ||
-                  !cJSON_AddNumberToObject(iv, "items", r->ci_n) ||
-                  !cJSON_AddNumberToObject(iv, "heads", L * H) ||
-                  !cJSON_AddItemToObject(iv, "simultaneous_z", al_json_num_item(r->ci_z)) ||
-                  !cJSON_AddStringToObject(
-                      iv, "method",
-                      "se: standard error of the mean over the probe sequences; *_ci: bootstrap "
-                      "percentile interval, resampling whole sequences; the named heads' ci: "
-                      "value +- simultaneous_z * se (normal, Bonferroni over the heads)")))
+    if (r->ci &&
+        (!(iv = cJSON_AddObjectToObject(doc, "intervals")) ||
+         !cJSON_AddNumberToObject(iv, "level", r->ci_level) ||
+         !cJSON_AddNumberToObject(iv, "bootstrap", r->ci_boot) ||
+         !cJSON_AddItemToObject(iv, "seed", al_json_u64_item(r->ci_seed)) ||
+         !cJSON_AddNumberToObject(iv, "items", r->ci_n) ||
+         !cJSON_AddNumberToObject(iv, "heads", L * H) ||
+         !cJSON_AddItemToObject(iv, "simultaneous_z", al_json_num_item(r->ci_z)) ||
+         !cJSON_AddStringToObject(
+             iv, "method",
+             "se: standard error of the mean over the probe sequences; *_ci: bootstrap "
+             "expanded percentile interval, resampling whole sequences; the named heads' ci: "
+             "value +- simultaneous_z * se (normal, Bonferroni over the heads)")))
         return -1;
     return !cJSON_AddStringToObject(doc, "induction_heads_by", by) ||
                    json_named(doc, "induction_heads", v, vci, r->ci_z, r->off, L * H, H,
