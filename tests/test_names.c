@@ -167,7 +167,7 @@ TEST(names_text_pair_task) {
     CHECK_OK(al_names_in_text(tok, &v, 5, NULL, 7, 256, &s, &e), &e);
     for (int key = 0; key <= 1; key++) {
         al_pairs t;
-        CHECK_OK(al_pairs_names_text(tok, &v, 5, 7, 256, key, &t, &e), &e);
+        CHECK_OK(al_pairs_names_text(tok, &v, 5, 7, 256, key, 0, &t, &e), &e);
         CHECK(!strcmp(t.task, key ? "names-text-key" : "names-text"));
         CHECKF(t.N == s.n && t.n_items == t.N, "%d pairs of %d stories", t.N, s.n);
         for (int i = 0; i < t.N && i < s.n; i++) {

@@ -27,6 +27,7 @@ typedef struct al_name_story {
     int piece[AL_NAME_MAX_PIECES]; /* the name's token ids */
     int first, second; /* positions in ids of the first piece of each appearance */
     char name[AL_SYNTH_NAME_MAX]; /* as written, without the leading space */
+    char was[40]; /* code: the variable the name replaced (cut to 39 bytes) */
 } al_name_story;
 
 typedef struct al_name_stories {
@@ -54,6 +55,26 @@ typedef struct al_name_stories {
  * range, out of memory. Deterministic in its arguments. */
 int al_names_in_text(const al_tokenizer *tok, const al_tokens *val, int n, const char *name,
                      uint64_t seed, int n_ctx, al_name_stories *out, al_err *e);
+
+/* The same table for code: up to n held-out functions of val (a token
+ * file of documents after <|endoftext|>, as for al_names_in_text), at
+ * most 16 from one document, in file order. A function is a line that
+ * starts (after its indentation) with "def ", "async def " or "func "
+ * and the lines after it up to the next non-blank one indented no deeper
+ * (Python's body; Go's up to its closing brace). In each, one variable
+ * (a word used at least twice, never after a '.', not a keyword, a
+ * builtin or the function's name; drawn with seed) is renamed in the
+ * whole function to an invented lower-case name that the function does
+ * not contain, and the function alone, after <|endoftext|>, cut to
+ * n_ctx - 1 tokens, is the sequence: first is the first use of the
+ * name (a parameter or the first assignment: nothing to copy), second
+ * the next use spelt by the same 2..AL_NAME_MAX_PIECES tokens (a copy).
+ * A function with fewer than 16 tokens or without such a variable is
+ * skipped; was holds the variable's own name. Fewer than n is fine;
+ * none is an error. -1 with e as al_names_in_text. Deterministic in its
+ * arguments. */
+int al_idents_in_code(const al_tokenizer *tok, const al_tokens *val, int n, uint64_t seed,
+                      int n_ctx, al_name_stories *out, al_err *e);
 void al_name_stories_free(al_name_stories *s);
 
 #endif

@@ -112,9 +112,13 @@ int al_pairs_names(const al_tokenizer *tok, int n, uint64_t seed, int n_ctx, int
  * too; written in lower case where the story is). Task "names-text" or
  * "names-text-key". Fewer than n pairs is fine (out->N says how many),
  * none is an error; −1 with e as al_names_in_text fails. Deterministic in
- * its arguments. *out is the caller's (al_pairs_free). */
+ * its arguments. *out is the caller's (al_pairs_free). With code set the
+ * items are held-out functions with a variable renamed instead
+ * (al_idents_in_code): the first use is replaced, and only renames whose
+ * first piece begins a word (a space, then letters) are kept, as the
+ * replacement is written " name"; task "idents" or "idents-key". */
 int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, uint64_t seed,
-                        int n_ctx, int key, al_pairs *out, al_err *e);
+                        int n_ctx, int key, int code, al_pairs *out, al_err *e);
 
 /* 0 if pair set t fits a model of context n_ctx and vocabulary d_vocab:
  * at least one pair and one item, T <= n_ctx, every token and answer id

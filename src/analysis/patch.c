@@ -118,14 +118,18 @@ int al_paths_exists(int L, int H, int c, int s, int r) {
 int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
     al_patch_component c;
     al_patch_direction d;
+    int idents = o->task && (!strcmp(o->task, "idents") || !strcmp(o->task, "idents-key"));
     if (!o->task || (strcmp(o->task, "induction") && strcmp(o->task, "names") &&
-                     strcmp(o->task, "names-key") && strcmp(o->task, "file")))
-        return al_errf(e, "unknown patching task '%s' (known: induction, names, names-key, file)",
+                     strcmp(o->task, "names-key") && strcmp(o->task, "file") && !idents))
+        return al_errf(e,
+                       "unknown patching task '%s' (known: induction, names, names-key, idents, "
+                       "idents-key, file)",
                        o->task ? o->task : "(null)");
     if (o->probe_src && strcmp(o->task, "induction") &&
-        (strncmp(o->task, "names", 5) || !o->probe_src->text))
+        ((strncmp(o->task, "names", 5) && !idents) || !o->probe_src->text))
         return al_errf(e, "task '%s' takes no %s (--probe-tokens)", o->task,
                        o->probe_src->text ? "text" : "id mask");
+
     int file = !strcmp(o->task, "file");
     if (file && (!o->pairs || !*o->pairs))
         return al_errf(e, "task 'file' needs a JSONL pair file (--pairs FILE)");
@@ -271,11 +275,18 @@ int al_patch_task_make(al_pairs *t, const al_model *m, const al_tokenizer *tok, 
                        "task '%s' needs the model's tokenizer (tokenizer.json in the model "
                        "directory)",
                        o->task);
-    else if (!strncmp(o->task, "names", 5) && o->probe_src && o->probe_src->text) {
+    else if ((!strncmp(o->task, "names", 5) || !strncmp(o->task, "idents", 6)) && o->probe_src &&
+             o->probe_src->text) {
         al_tokens val = {(uint16_t *)o->probe_src->text, o->probe_src->n_text, 0};
+        int code = !strncmp(o->task, "idents", 6);
         rc = al_pairs_names_text(tok, &val, o->probe_n, o->probe_seed, m->cfg.n_ctx,
-                                 !strcmp(o->task, "names-key"), t, e);
-    } else if (!strncmp(o->task, "names", 5))
+                                 !strcmp(o->task, code ? "idents-key" : "names-key"), code, t, e);
+    } else if (!strncmp(o->task, "idents", 6))
+        return al_errf(e,
+                       "task '%s' renames variables in held-out code: give it the code "
+                       "(--probe-tokens text, or text:FILE.bin)",
+                       o->task);
+    else if (!strncmp(o->task, "names", 5))
         rc = al_pairs_names(tok, o->probe_n, o->probe_seed, m->cfg.n_ctx, bos,
                             !strcmp(o->task, "names-key"), o->stop, t, e);
     else

@@ -176,11 +176,16 @@ int al_probe_load_open(al_probe_load *pl, const char *which, const char *model_d
 }
 
 int al_probe_tokens_check(const char *which, const char *task, al_err *e) {
+    int text = which && (!strcmp(which, "text") || !strncmp(which, "text:", 5));
+    if (task && !strncmp(task, "idents", 6) && !text)
+        return al_errf(e,
+                       "--task %s renames variables in held-out code: give it the code with "
+                       "--probe-tokens text (or text:FILE.bin)",
+                       task);
     if (!which || !strcmp(which, "all") || (task && !strcmp(task, "induction"))) return 0;
-    int text = !strcmp(which, "text") || !strncmp(which, "text:", 5);
-    if (task && !strncmp(task, "names", 5) && text) return 0;
+    if (task && (!strncmp(task, "names", 5) || !strncmp(task, "idents", 6)) && text) return 0;
     return al_errf(e, "--probe-tokens %s is for the induction task%s (got %s%s)", which,
-                   text ? " and the names tasks" : "", task ? "--task " : "no pair task",
+                   text ? " and the names and idents tasks" : "", task ? "--task " : "no pair task",
                    task ? task : "");
 }
 

@@ -25,9 +25,10 @@ typedef struct names_args {
     int n;
     const char *name;
     uint64_t seed;
+    int code;
 } names_args;
 
-static names_args g = {AL_AN_WHERE_INIT, 200, NULL, 1};
+static names_args g = {AL_AN_WHERE_INIT, 200, NULL, 1, 0};
 
 static al_flag flags[] =
     {AL_FLAG_MODEL(g),
@@ -38,6 +39,10 @@ static al_flag flags[] =
      {"name", AL_STR, &g.name, "NAME",
       "insert this name in every story (default: an invented name per story)", 0, 0},
      {"seed", AL_U64, &g.seed, "S", "seed for the invented names", 0, 0},
+     {"code", AL_BOOL, &g.code, NULL,
+      "held-out code: in each function rename a variable to an invented name (first use vs "
+      "next use)",
+      0, 0},
      AL_FLAG_THREADS(g),
      AL_FLAGS_END};
 
@@ -46,7 +51,7 @@ extern const al_analysis al_an_names;
 al_command al_cmd_names = {
     "names",
     "copying an invented name: p(each piece) at its 1st and 2nd appearance in held-out stories",
-    "--model DIR --db FILE --data VAL.bin [--stories 200] [--name NAME] [--seed 1]",
+    "--model DIR --db FILE --data VAL.bin [--stories 200] [--name NAME] [--seed 1] [--code]",
     "The seed notes' table on real text. Each held-out story (a document of\n"
     "--data) gets a name, \" Name\", inserted before a word at 1/5 and again at\n"
     "3/5 of the story (lower-cased in a lower-case story); names are invented\n"
@@ -55,6 +60,11 @@ al_command al_cmd_names = {
     "gives the piece at the name's first appearance (nothing to copy) and at\n"
     "the second (a copy). An induction head raises the pieces after the first\n"
     "at the second appearance; a 1-layer model can copy only with skip-trigrams.\n"
+    "With --code, the same for code (a file a document, e.g. attnlab data code):\n"
+    "in each held-out function (\"def \" or \"func \" and the lines indented\n"
+    "under it) one variable used at least twice is renamed to an invented name,\n"
+    "and the function alone is the sequence; the 1st appearance is the\n"
+    "variable's first use, the 2nd its next use (--stories counts functions).\n"
     "model_scores of run kind \"names\": names_first_pJ, names_second_pJ\n"
     "(J = 1..), names_first_rest, names_second_rest (pieces 2..), names_stories.",
     flags,
@@ -68,7 +78,9 @@ static int json_names(cJSON *doc, const names_args *a, const al_behave *b, const
     if (!cJSON_AddStringToObject(doc, "data", a->w.data) ||
         !cJSON_AddNumberToObject(doc, "n_layers", b->m.cfg.n_layers) ||
         !cJSON_AddNumberToObject(doc, "stories", r->n) ||
+        !cJSON_AddStringToObject(doc, "mode", a->code ? "code" : "stories") ||
         !cJSON_AddStringToObject(doc, "name", a->name ? "given" : "invented per story") ||
+        (a->code && !cJSON_AddStringToObject(doc, "renamed", s->s[0].was)) ||
         !(ex = cJSON_AddObjectToObject(doc, "example")) ||
         !cJSON_AddStringToObject(ex, "name", s->s[0].name) ||
         !(pieces = cJSON_AddArrayToObject(ex, "pieces")))
@@ -101,6 +113,9 @@ static int names_check(const void *args, const al_flag *fl, al_err *e) {
     if (a->n < 1 || a->n > 100000)
         return al_errf(e, "--stories must be in [1, 100000] (got %d)", a->n);
     if (!a->w.data) return al_errf(e, "--data is required (the held-out stories)");
+    if (a->code && a->name)
+        return al_errf(e, "--name and --code cannot be combined: with --code every variable "
+                          "gets a name of its own");
     if (a->name && !a->name[strspn(a->name, " \t")])
         return al_errf(e, "--name is empty: give a name (e.g. --name Seoyeon), or leave the "
                           "option out to invent one per story");
@@ -121,10 +136,10 @@ static int names_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     names_state *s = state;
     al_behave *b = dr->b;
     if (!b->tok) return al_errf(e, "%s has no tokenizer.json (names are text)", a->w.model);
-    return al_tokens_load(a->w.data, &s->d, e) ||
-                   al_names_in_text(b->tok, &s->d, a->n, a->name, a->seed, b->m.cfg.n_ctx, &s->s, e)
-               ? -1
-               : 0;
+    if (al_tokens_load(a->w.data, &s->d, e)) return -1;
+    return a->code
+               ? al_idents_in_code(b->tok, &s->d, a->n, a->seed, b->m.cfg.n_ctx, &s->s, e)
+               : al_names_in_text(b->tok, &s->d, a->n, a->name, a->seed, b->m.cfg.n_ctx, &s->s, e);
 }
 
 static int names_compute(void *args, void *state, al_drive *dr, al_err *e) {
@@ -168,8 +183,14 @@ static void names_text(const cJSON *doc) {
     const cJSON *ex = al_dt_get(doc, "example"), *x, *rest = al_dt_get(doc, "rest");
     printf("model %s (%d layer%s) -> run %lld of %s\n", al_dt_str(doc, "model"), L,
            L == 1 ? "" : "s", (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
-    printf("%d held-out stories of %s, name %s (e.g. \"%s\" =", al_dt_int(doc, "stories"),
-           al_dt_str(doc, "data"), al_dt_str(doc, "name"), al_dt_str(ex, "name"));
+    if (!strcmp(al_dt_str(doc, "mode"), "code"))
+        printf("%d held-out functions of %s, a variable renamed to an invented name (e.g. %s -> "
+               "\"%s\" =",
+               al_dt_int(doc, "stories"), al_dt_str(doc, "data"), al_dt_str(doc, "renamed"),
+               al_dt_str(ex, "name"));
+    else
+        printf("%d held-out stories of %s, name %s (e.g. \"%s\" =", al_dt_int(doc, "stories"),
+               al_dt_str(doc, "data"), al_dt_str(doc, "name"), al_dt_str(ex, "name"));
     cJSON_ArrayForEach(x, al_dt_get(ex, "pieces")) printf(" %s", cJSON_GetStringValue(x));
     printf(")\n%-7s %8s %12s %12s %8s\n", "piece", "stories", "p(1st)", "p(2nd)", "2nd/1st");
     cJSON_ArrayForEach(x, al_dt_get(doc, "pieces")) {
@@ -190,7 +211,7 @@ static void names_release(void *state) {
 static void names_init(void *args) {
     names_args *a = args;
     memset(&a->w, 0, sizeof a->w);
-    a->n = 200, a->name = NULL, a->seed = 1;
+    a->n = 200, a->name = NULL, a->seed = 1, a->code = 0;
 }
 
 const al_analysis al_an_names = {.name = "names",

@@ -591,7 +591,7 @@ out:
 }
 
 int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, uint64_t seed,
-                        int n_ctx, int key, al_pairs *out, al_err *e) {
+                        int n_ctx, int key, int code, al_pairs *out, al_err *e) {
     memset(out, 0, sizeof *out);
     if (n < 1 || n > MAX_PAIRS)
         return al_errf(e, "names: the number of pairs must be in [1, %d] (got %d)", MAX_PAIRS, n);
@@ -599,7 +599,9 @@ int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, ui
     al_synth_opts so;
     al_synth *sy = NULL;
     size_t n_cons;
-    if (al_names_in_text(tok, val, n, NULL, seed, n_ctx, &ns, e)) return al_err_prefix(e, "names");
+    if (code ? al_idents_in_code(tok, val, n, seed, n_ctx, &ns, e)
+             : al_names_in_text(tok, val, n, NULL, seed, n_ctx, &ns, e))
+        return al_err_prefix(e, code ? "idents" : "names");
     if (names_synth(seed, 1, &so, &sy, &n_cons, e)) {
         al_name_stories_free(&ns);
         return -1;
@@ -611,6 +613,9 @@ int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, ui
     if (!cand) goto out;
     for (int i = 0; i < ns.n; i++) {
         const al_name_story *st = &ns.s[i];
+        size_t b0;
+        const unsigned char *c0 = al_tok_bytes(tok, st->piece[0], &b0);
+        if (code && (!c0 || b0 < 2 || c0[0] != ' ')) continue; /* replacements begin a word */
         al_rng r;
         al_rng_seed(&r, so.seed ^ REPLACE_SEED_SALT ^ ((uint64_t)i * 0x9e3779b97f4a7c15ULL));
         int R[AL_SYNTH_NAME_MAX * 2];
@@ -627,12 +632,15 @@ int al_pairs_names_text(const al_tokenizer *tok, const al_tokens *val, int n, ui
     }
     if (bd.N < 1) {
         al_errf(e,
-                "names: no story of the text took an invented name twice with a replacement "
-                "found (%d stories read)",
-                ns.n);
+                "%s: no %s of the text took an invented name twice with a replacement found "
+                "(%d read)",
+                code ? "idents" : "names", code ? "function" : "story", ns.n);
         goto out;
     }
-    rc = pairs_finish(&bd, key ? "names-text-key" : "names-text", out, e);
+    rc = pairs_finish(&bd,
+                      code ? (key ? "idents-key" : "idents")
+                           : (key ? "names-text-key" : "names-text"),
+                      out, e);
 out:
     al_buf_free(&bd.b);
     free(corr);

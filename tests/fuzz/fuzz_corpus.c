@@ -5,11 +5,13 @@
  * trip), the validation split (one document at least on each side), a
  * two-input mixture of the documents (no document twice, each input's
  * bytes up to its share), and al_kjv_parse (a refusal is one line; the
- * documents are non-empty and a chapter unit gives one per chapter). */
+ * documents are non-empty and a chapter unit gives one per chapter); and
+ * the code table's renaming parser on the input as a file of code. */
 #include "fuzz.h"
 
 #include "attnlab/corpus.h"
 #include "attnlab/corpus_src.h"
+#include "attnlab/names_text.h"
 
 static void round_trip(const uint8_t *d, size_t n, al_docs_mode mode) {
     al_doc *docs;
@@ -66,8 +68,38 @@ static void round_trip(const uint8_t *d, size_t n, al_docs_mode mode) {
     al_buf_free(&b);
 }
 
+/* The code table's parser (al_idents_in_code) on the input as held-out
+ * code, with the byte tokenizer: each item is a function of at most
+ * n_ctx tokens whose two uses carry the same pieces. */
+static void idents(const uint8_t *d, size_t n) {
+    static al_tokenizer *tok;
+    al_err e;
+    if (!tok) FZ_ASSERT(al_tok_byte_level(&tok, &e) == 0);
+    al_tokens v = {calloc(n + 1, sizeof(uint16_t)), n + 1, 256};
+    FZ_ASSERT(v.tok);
+    v.tok[0] = (uint16_t)al_tok_eot(tok);
+    for (size_t i = 0; i < n; i++) v.tok[i + 1] = d[i];
+    al_name_stories s;
+    if (al_idents_in_code(tok, &v, 64, 1, 64, &s, &e) == 0) {
+        FZ_ASSERT(s.n >= 1 && s.n <= 64);
+        for (int i = 0; i < s.n; i++) {
+            const al_name_story *t = &s.s[i];
+            FZ_ASSERT(t->len <= 64 && t->ids[0] == al_tok_eot(tok));
+            FZ_ASSERT(t->k >= 2 && t->k <= AL_NAME_MAX_PIECES);
+            FZ_ASSERT(t->first >= 1 && t->first + t->k <= t->second && t->second + t->k <= t->len);
+            FZ_ASSERT(!memcmp(t->ids + t->first, t->piece, (size_t)t->k * sizeof(int)));
+            FZ_ASSERT(!memcmp(t->ids + t->second, t->piece, (size_t)t->k * sizeof(int)));
+        }
+        al_name_stories_free(&s);
+    } else {
+        fz_check_msg(&e);
+    }
+    free(v.tok);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (n > (1 << 16)) return 0;
+    idents(d, n);
     for (int m = 0; m < 4; m++) round_trip(d, n, (al_docs_mode)m);
     for (int u = 0; u < 3; u++) {
         al_docset ds = AL_DOCSET_INIT;
