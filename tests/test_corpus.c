@@ -509,3 +509,91 @@ TEST(corpus_experiment_code) {
         free(err);
     }
 }
+
+/* data.mix in an experiment: each input written as its data command
+ * writes it, then mixed as `data mix` mixes them (the corpus is the
+ * command's, byte for byte); bad inputs are refused by the dry run,
+ * naming the key. */
+TEST(corpus_experiment_mix) {
+    char body[200];
+    for (int i = 0; i < 40; i++) {
+        snprintf(body, sizeof body, "def f%d(x):\n    y%d = x + %d\n    return y%d * y%d\n", i, i,
+                 i, i, i);
+        char rel[64];
+        snprintf(rel, sizeof rel, "lib/m%02d.py", i);
+        put(rel, body);
+    }
+    char prose[8192] = "";
+    for (int i = 0; i < 60; i++) {
+        size_t k = strlen(prose);
+        snprintf(prose + k, sizeof prose - k,
+                 "the cat number %d sat on the mat and looked at the dog %d.\n\n", i, i * 7);
+    }
+    t_write("prose.txt", prose);
+    t_pbuf pbuf = t_pcopy("prose.txt");
+    const char *ptxt = pbuf.s;
+    char exp[2048];
+    snprintf(exp, sizeof exp,
+             "{\"name\": \"m\", \"threads\": 1,\n"
+             " \"data\": {\"mix\": {\"inputs\": [{\"share\": 0.75, \"text\": \"%s\", \"docs\": "
+             "\"blank\"}, {\"share\": 0.25, \"code\": {\"source\": \"pystdlib\", \"dir\": "
+             "\"%s\"}}], \"seed\": 3}, \"docs\": \"eot\", \"val\": 0.2, \"val_pick\": \"hash\"},\n"
+             " \"tokenizer\": {\"vocab\": 270},\n"
+             " \"train\": {\"d_model\": 16, \"n_heads\": 2, \"d_head\": 8, \"n_ctx\": 8, "
+             "\"batch\": 2,\n"
+             "           \"steps\": 2, \"eval_every\": 0, \"warmup\": 1},\n"
+             " \"models\": [{\"name\": \"one\", \"n_layers\": 1}], \"pictures\": false, "
+             "\"report\": false}\n",
+             ptxt, t_path("lib"));
+    t_write("m.json", exp);
+    t_pbuf fbuf = t_pcopy("m.json");
+    const char *f = fbuf.s;
+    t_pbuf out = t_pcopy("out");
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), f, out.s, t_path("log")) == 0);
+    /* the same by hand: data prose, data code, data mix */
+    t_pbuf pt = t_pcopy("p.txt"), ct = t_pcopy("c.txt"), lib = t_pcopy("lib");
+    t_pbuf direct = t_pcopy("direct.txt");
+    CHECK(t_sh("%s data prose --source file --in %s --docs blank --out %s > /dev/null 2>&1 && "
+               "%s data code --source pystdlib --dir %s --out %s > /dev/null 2>&1 && "
+               "%s data mix --in %s:0.75 --in %s:0.25 --seed 3 --out %s > /dev/null 2>&1",
+               t_bin(), ptxt, pt.s, t_bin(), lib.s, ct.s, t_bin(), pt.s, ct.s, direct.s) == 0);
+    char corpus[1100];
+    snprintf(corpus, sizeof corpus, "%s/data/corpus.txt", out.s);
+    char *a = t_slurp(corpus), *b = t_slurp(direct.s);
+    CHECK(a && b && strlen(a) > 1000 && !strcmp(a, b));
+    CHECK(a && strstr(a, "def f") && strstr(a, "the cat number"));
+    free(a), free(b);
+    char *log = t_slurp(t_path("log"));
+    CHECKF(log && strstr(log, "attnlab data mix --in ") && strstr(log, ":0.75 --in ") &&
+               strstr(log, "data: a mixture (attnlab data mix)"),
+           "%s", log ? log : "");
+    free(log);
+    /* a re-run reuses the data stage */
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), f, out.s, t_path("log2")) == 0);
+    log = t_slurp(t_path("log2"));
+    CHECKF(log && !strstr(log, "attnlab data mix --in "), "%s", log ? log : "");
+    free(log);
+    static const char *const bad[][3] =
+        {{"\"share\": 0.25", "\"share\": 0.2", "the shares must sum to 1"},
+         {"\"source\": \"pystdlib\"", "\"source\": \"perl\"", "data.mix.inputs[1].code"},
+         {"\"docs\": \"blank\"", "\"docs\": \"lines\"", "data.mix.inputs[0]"},
+         {"\"share\": 0.75, \"text\"",
+          "\"share\": 0.75, \"prose\": {\"source\": \"bible\"}, "
+          "\"x\"",
+          "data.mix.inputs[0]"},
+         {"\"docs\": \"eot\", \"val\"", "\"docs\": \"blank\", \"val\"", "data.docs"},
+         {"\"seed\": 3", "\"seed\": -3", "data.mix.seed"}};
+    for (int k = 0; k < 6; k++) {
+        const char *at = strstr(exp, bad[k][0]);
+        CHECKF(at != NULL, "%s", bad[k][0]);
+        if (!at) continue;
+        char text[2300];
+        snprintf(text, sizeof text, "%.*s%s%s", (int)(at - exp), exp, bad[k][1],
+                 at + strlen(bad[k][0]));
+        const char *g = t_write("bad.json", text);
+        CHECK(t_sh("%s experiment %s --dry-run > /dev/null 2> %s", t_bin(), g, t_path("err")) == 1);
+        char *err = t_slurp(t_path("err"));
+        CHECKF(err && strstr(err, bad[k][2]), "%s: %s", bad[k][2], err ? err : "");
+        free(err);
+    }
+}

@@ -96,7 +96,7 @@ TEST(exp_rejects_bad_files) {
     expect_error("{\"name\": \"t\", \"data\": {\"synthetic\": {}, \"val\": 0}, " BASE_MODELS "}",
                  "data.val: must be > 0");
     expect_error("{\"name\": \"t\", \"data\": {}, " BASE_MODELS "}",
-                 "data: give exactly one of \"synthetic\", \"text\", \"brown\" and \"code\"");
+                 "data: give exactly one of \"synthetic\", \"text\", \"brown\", \"code\" and \"mix\"");
     expect_error("{\"name\": \"t\", " BASE_DATA "}", "models: missing");
     expect_error("{\"name\": \"t\", \"name\": \"u\", " BASE_DATA ", " BASE_MODELS "}",
                  "name: given twice");
@@ -346,6 +346,30 @@ TEST(exp_shipped_files_load) {
     CHECK_OK(al_exp_load("experiments/brown-2l.json", &x, &e), &e);
     CHECK(x->brown && !x->text && strcmp(x->brown_unit, "para") == 0 && x->n_models == 2);
     CHECK(has_opt(x->models[1].train, "\"pos\":\"shortformer\"") && strstr(x->tok, "512"));
+    al_exp_free(x);
+    /* code: the same recipe on two code bases, the identifier table and
+     * its pair task included; the mixture: Brown with a fifth of code */
+    const char *code[] = {"pystdlib", "gostd"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "experiments/%s-2l.json", code[i]);
+        CHECKF(al_exp_load(p, &x, &e) == 0, "%s", e.msg);
+        if (!x) continue;
+        CHECK(x->code_source && !strcmp(x->code_source, code[i]) && x->n_models == 2);
+        CHECK(has_opt(x->models[1].train, "\"steps\":10000") &&
+              has_opt(x->models[1].train, "\"precision\":\"bf16\""));
+        int idents = 0, names_code = 0;
+        for (int a = 0; a < x->n_analyses; a++) {
+            idents += strstr(x->an[a].opts, "\"idents-key\"") != NULL;
+            names_code +=
+                !strcmp(x->an[a].kind, "names") && has_opt(x->an[a].opts, "\"code\":true");
+        }
+        CHECK(idents == 2 && names_code == 1);
+        al_exp_free(x);
+    }
+    CHECK_OK(al_exp_load("experiments/mix-2l.json", &x, &e), &e);
+    CHECK(x->n_mix == 2 && !strcmp(x->mix[0].kind, "brown") && !strcmp(x->mix[1].kind, "code") &&
+          !strcmp(x->mix[1].source, "pystdlib") && x->mix[0].share == 0.8 &&
+          x->mix[1].share == 0.2 && x->mix_seed == 1 && !x->text && !x->code_source);
     al_exp_free(x);
 }
 

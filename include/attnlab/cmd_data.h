@@ -1,4 +1,5 @@
-/* cmd_data.h -- `attnlab data synth` and `data code` as functions, so
+/* cmd_data.h -- `attnlab data synth`, `data code`, `data prose` and
+ * `data mix` as functions, so
  * that the experiment runner writes its corpus exactly as the command
  * does: same flag table, same checks, same output, without a command
  * line. */
@@ -36,5 +37,30 @@ int al_data_code_source_ok(const char *source);
  * data code --source SOURCE [--dir DIR] --out OUT` does, printing the same
  * line; dir NULL: the installed tree. 0, or −1 with e. */
 int al_data_code_write(const char *source, const char *dir, const char *out, al_err *e);
+
+/* `attnlab data prose`'s options (NULL: the flag's default). */
+typedef struct al_prose_opts {
+    const char *source; /* kjv, pydocs or file */
+    const char *out;
+    const char *unit; /* kjv: chapter (NULL), book or verse */
+    const char *from; /* kjv: a saved `bible` output instead of running it */
+    const char *dir; /* pydocs: another directory than the installed one */
+    const char *in; /* file: the text */
+    const char *docs; /* file: how its documents are separated (NULL: blank) */
+} al_prose_opts;
+/* 1 if source names a corpus of `attnlab data prose` (kjv, pydocs, file). */
+int al_data_prose_source_ok(const char *source);
+/* Write that corpus and its provenance as the command does, printing the
+ * same line. 0, or −1 with e. */
+int al_data_prose_write(const al_prose_opts *o, al_err *e);
+
+#define AL_MIX_MAX_IN 16
+/* `attnlab data mix`: n inputs (1..AL_MIX_MAX_IN) of corpus files with
+ * their shares, documents separated as docs says (NULL: eot). Writes out
+ * and out.json as the command does, printing the same lines. 0, or −1
+ * with e (a share outside (0, 1], shares not summing to 1, an input too
+ * small for its share, unreadable files). */
+int al_data_mix_write(const char *out, const char *const *paths, const double *shares, int n,
+                      uint64_t bytes, uint64_t seed, const char *docs, al_err *e);
 
 #endif

@@ -62,6 +62,16 @@ typedef struct al_exp_analysis {
     char label[96]; /* for progress lines, e.g. "prune (gradient)" */
 } al_exp_analysis;
 
+#define AL_EXP_MAX_MIX 8
+/* One input of data.mix: a corpus the runner writes (as `data code`,
+ * `data prose` or `data brown` would) and its share of the bytes. */
+typedef struct al_exp_mix_in {
+    char kind[8]; /* "code", "prose", "brown" or "text" */
+    char *source; /* code, prose: the source; text: the file */
+    char *dir, *unit, *from, *docs; /* their options, each NULL when not given */
+    double share;
+} al_exp_mix_in;
+
 typedef struct al_experiment {
     char source[1024]; /* the JSON file */
     char name[64];
@@ -74,6 +84,10 @@ typedef struct al_experiment {
     char brown_unit[8]; /* data.brown.unit: "para" or "text" */
     char *code_source; /* data.code.source: `data code` writes the corpus; else NULL */
     char *code_dir; /* data.code.dir, or NULL: the installed tree */
+    int n_mix; /* data.mix: inputs written and mixed by `data mix` (0: not a mixture) */
+    al_exp_mix_in mix[AL_EXP_MAX_MIX];
+    uint64_t mix_bytes, mix_seed;
+    char *mix_json; /* data.mix as given: the data stage's key */
     /* Options of the commands as JSON objects ("{}": none), checked by
      * loading, keys spelled as the flags with '_' for '-'; without the
      * paths the experiment sets. */

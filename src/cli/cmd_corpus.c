@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include "attnlab/args.h"
+#include "attnlab/cmd_data.h"
 #include "attnlab/corpus.h"
 #include "attnlab/corpus_src.h"
 #include "attnlab/json.h"
@@ -329,8 +330,9 @@ al_command al_cmd_data_prose = {
     run_prose,
 };
 
-static int run_kjv(made *m, al_err *e) {
+static int run_kjv(made *m, const al_prose_opts *o, al_err *e) {
     al_kjv_unit unit;
+    const char *prose_unit = o->unit ? o->unit : "chapter", *prose_from = o->from;
     if (al_kjv_unit_parse(prose_unit, &unit, e)) return -1;
     unsigned char *text = NULL;
     size_t n = 0;
@@ -372,8 +374,9 @@ static int run_kjv(made *m, al_err *e) {
     return rc;
 }
 
-static int run_file(made *m, al_err *e) {
+static int run_file(made *m, const al_prose_opts *o, al_err *e) {
     al_docs_mode mode;
+    const char *prose_in = o->in, *prose_docs = o->docs ? o->docs : "blank";
     if (!prose_in) return al_errf(e, "--source file needs --in FILE");
     if (al_docs_mode_parse(prose_docs, &mode, e)) return -1;
     unsigned char *text;
@@ -401,23 +404,36 @@ static int run_file(made *m, al_err *e) {
     return rc;
 }
 
+int al_data_prose_source_ok(const char *source) {
+    return source &&
+           (tree_of(source, "prose") || !strcmp(source, "kjv") || !strcmp(source, "file"));
+}
+
+int al_data_prose_write(const al_prose_opts *o, al_err *e) {
+    const char *s = o->source;
+    if (!al_data_prose_source_ok(s))
+        return al_errf(e, "--source '%s': must be kjv, pydocs or file", s ? s : "");
+    const tree_source *t = tree_of(s, "prose");
+    made m = {s, "prose", o->out, prov_new(s, "prose"), {0}, 0, 0};
+    int rc = !m.prov             ? al_errf(e, "out of memory")
+             : t                 ? run_tree(t, o->dir, &m, e)
+             : !strcmp(s, "kjv") ? run_kjv(&m, o, e)
+                                 : run_file(&m, o, e);
+    cJSON_Delete(m.prov);
+    return rc;
+}
+
 static int run_prose(int argc, char **argv) {
     al_err e;
     if (al_flags_parse(prose_flags, argc, argv, NULL, 0, NULL, &e))
         return al_cli_usage(&al_cmd_data_prose, &e);
-    const char *s = prose_source;
-    const tree_source *t = tree_of(s, "prose");
-    if (!t && strcmp(s, "kjv") && strcmp(s, "file")) {
-        al_errf(&e, "--source '%s': must be kjv, pydocs or file", s);
+    if (!al_data_prose_source_ok(prose_source)) {
+        al_errf(&e, "--source '%s': must be kjv, pydocs or file", prose_source);
         return al_cli_usage(&al_cmd_data_prose, &e);
     }
-    made m = {s, "prose", prose_out, prov_new(s, "prose"), {0}, 0, 0};
-    int rc = !m.prov             ? al_errf(&e, "out of memory")
-             : t                 ? run_tree(t, prose_dir, &m, &e)
-             : !strcmp(s, "kjv") ? run_kjv(&m, &e)
-                                 : run_file(&m, &e);
-    cJSON_Delete(m.prov);
-    return rc ? al_cli_error(&e) : 0;
+    al_prose_opts o = {prose_source, prose_out, prose_unit, prose_from,
+                       prose_dir,    prose_in,  prose_docs};
+    return al_data_prose_write(&o, &e) ? al_cli_error(&e) : 0;
 }
 
 /* ----------------------------------------------------------- data mix */
@@ -457,7 +473,7 @@ al_command al_cmd_data_mix = {
     run_mix,
 };
 
-#define MIX_MAX_IN 16
+#define MIX_MAX_IN AL_MIX_MAX_IN
 
 typedef struct mix_input {
     char path[AL_PATH_MAX];
@@ -501,12 +517,13 @@ static int load_input(mix_input *in, al_docs_mode mode, al_err *e) {
 
 /* inputs[] in the sidecar, each with its own <in>.json when there is one. */
 static int mix_prov(cJSON *prov, const mix_input *in, int n_in, const size_t *taken,
-                    const al_mix_pick *picks, size_t n_picks, size_t dups, al_err *e) {
+                    const al_mix_pick *picks, size_t n_picks, size_t dups, uint64_t bytes,
+                    uint64_t seed, const char *docs_mode, al_err *e) {
     cJSON *arr = cJSON_AddArrayToObject(prov, "inputs");
-    int ok = arr && cJSON_AddNumberToObject(prov, "seed", (double)mix_seed) &&
-             cJSON_AddNumberToObject(prov, "bytes_asked", (double)mix_bytes) &&
+    int ok = arr && cJSON_AddNumberToObject(prov, "seed", (double)seed) &&
+             cJSON_AddNumberToObject(prov, "bytes_asked", (double)bytes) &&
              cJSON_AddNumberToObject(prov, "duplicates_across_inputs", (double)dups) &&
-             cJSON_AddStringToObject(prov, "docs", mix_docs);
+             cJSON_AddStringToObject(prov, "docs", docs_mode);
     for (int i = 0; ok && i < n_in; i++) {
         size_t docs = 0;
         for (size_t k = 0; k < n_picks; k++) docs += picks[k].in == i;
@@ -532,9 +549,10 @@ static int mix_prov(cJSON *prov, const mix_input *in, int n_in, const size_t *ta
     return ok ? 0 : al_errf(e, "out of memory");
 }
 
-static int mix(mix_input *in, int n_in, made *m, al_err *e) {
+static int mix(mix_input *in, int n_in, made *m, uint64_t bytes, uint64_t seed,
+               const char *docs_mode, al_err *e) {
     al_docs_mode mode;
-    if (al_docs_mode_parse(mix_docs, &mode, e)) return -1;
+    if (al_docs_mode_parse(docs_mode, &mode, e)) return -1;
     al_mix_in mi[MIX_MAX_IN];
     for (int i = 0; i < n_in; i++) {
         if (load_input(&in[i], mode, e)) return al_err_prefix(e, "%s", in[i].path);
@@ -546,7 +564,7 @@ static int mix(mix_input *in, int n_in, made *m, al_err *e) {
     }
     al_mix_pick *picks = NULL;
     size_t n = 0, taken[MIX_MAX_IN], dups = 0;
-    if (al_corpus_mix(mi, n_in, (size_t)mix_bytes, mix_seed, &picks, &n, taken, &dups, e)) {
+    if (al_corpus_mix(mi, n_in, (size_t)bytes, seed, &picks, &n, taken, &dups, e)) {
         if (strncmp(e->msg, "input ", 6)) return -1;
         char names[600] = "";
         for (int i = 0; i < n_in; i++) { /* the message counts inputs from 1; long paths cut */
@@ -565,7 +583,7 @@ static int mix(mix_input *in, int n_in, made *m, al_err *e) {
     }
     m->st.docs = n;
     m->st.duplicates += dups;
-    if (rc == 0) rc = mix_prov(m->prov, in, n_in, taken, picks, n, dups, e);
+    if (rc == 0) rc = mix_prov(m->prov, in, n_in, taken, picks, n, dups, bytes, seed, docs_mode, e);
     if (rc == 0) rc = write_corpus(m, docs, n, NULL, e);
     for (int i = 0; rc == 0 && i < n_in; i++)
         printf("  %s: share %.4g, %zu bytes taken (%.4f of the mixture)\n", in[i].path, in[i].share,
@@ -602,18 +620,39 @@ static int run_mix(int argc, char **argv) {
                 MIX_MAX_IN);
         return al_cli_usage(&al_cmd_data_mix, &e);
     }
-    mix_input *in = calloc((size_t)ni, sizeof *in);
-    if (!in) return al_cli_error((al_errf(&e, "out of memory"), &e));
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < ni; i++) rc = parse_in(ins[i], &in[i], &e);
-    if (rc) {
-        free(in);
-        return al_cli_usage(&al_cmd_data_mix, &e);
+    mix_input in[MIX_MAX_IN];
+    const char *paths[MIX_MAX_IN];
+    double shares[MIX_MAX_IN];
+    for (int i = 0; i < ni; i++) {
+        if (parse_in(ins[i], &in[i], &e)) return al_cli_usage(&al_cmd_data_mix, &e);
+        paths[i] = in[i].path, shares[i] = in[i].share;
     }
-    made m = {"mix", "mix", mix_out, prov_new("mix", "mix"), {0}, 0, 0};
-    rc = m.prov ? mix(in, ni, &m, &e) : al_errf(&e, "out of memory");
+    return al_data_mix_write(mix_out, paths, shares, ni, mix_bytes, mix_seed, mix_docs, &e)
+               ? al_cli_error(&e)
+               : 0;
+}
+
+int al_data_mix_write(const char *out, const char *const *paths, const double *shares, int n,
+                      uint64_t bytes, uint64_t seed, const char *docs, al_err *e) {
+    if (n < 1 || n > MIX_MAX_IN) return al_errf(e, "a mixture takes 1 to %d inputs", MIX_MAX_IN);
+    mix_input *in = calloc((size_t)n, sizeof *in);
+    if (!in) return al_errf(e, "out of memory");
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (!(shares[i] > 0 && shares[i] <= 1))
+            rc = al_errf(e, "%s: the share must be a number in (0, 1] (got %g)", paths[i],
+                         shares[i]);
+        else if (strlen(paths[i]) >= sizeof in[i].path)
+            rc = al_errf(e, "%s: path too long", paths[i]);
+        else
+            snprintf(in[i].path, sizeof in[i].path, "%s", paths[i]), in[i].share = shares[i];
+    }
+    made m = {"mix", "mix", out, prov_new("mix", "mix"), {0}, 0, 0};
+    if (rc == 0)
+        rc = m.prov ? mix(in, n, &m, bytes, seed, docs ? docs : "eot", e)
+                    : al_errf(e, "out of memory");
     cJSON_Delete(m.prov);
-    for (int i = 0; i < ni; i++) free(in[i].text), free(in[i].docs);
+    for (int i = 0; i < n; i++) free(in[i].text), free(in[i].docs);
     free(in);
-    return rc ? al_cli_error(&e) : 0;
+    return rc;
 }

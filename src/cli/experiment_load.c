@@ -26,6 +26,7 @@
 #include "attnlab/cmd_tokenizer.h"
 #include "attnlab/cmd_train.h"
 #include "attnlab/config.h"
+#include "attnlab/corpus.h"
 #include "attnlab/brown.h"
 #include "attnlab/json.h"
 #include "attnlab/pictures.h"
@@ -233,6 +234,102 @@ static int load_code(jx *j, const cJSON *c, const cJSON *enc) {
     return 0;
 }
 
+/* One input of data.mix: {"share": S, and one of "code": {"source",
+ * "dir"}, "prose": {"source": "kjv"|"pydocs", "unit", "from", "dir"},
+ * "brown": {"unit", "from"} or "text": FILE with "docs"}. Every value is
+ * checked here, so that a bad input is refused before any stage runs. */
+static int load_mix_in(jx *j, const cJSON *in, int i, al_exp_mix_in *m) {
+    static const char *const known[] = {"share", "code", "prose", "brown", "text", "docs", NULL};
+    static const char *const kinds[] = {"code", "prose", "brown", "text", NULL};
+    static const char *const sub[][5] = {{"source", "dir", NULL},
+                                         {"source", "unit", "from", "dir", NULL},
+                                         {"unit", "from", NULL}};
+    char p[64];
+    snprintf(p, sizeof p, "data.mix.inputs[%d]", i);
+    if (!cJSON_IsObject(in)) return bad(j, p, "must be an object with \"share\" and a source");
+    if (only_keys(j, in, p, known)) return -1;
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(in, "share");
+    if (!cJSON_IsNumber(sh) || !(sh->valuedouble > 0 && sh->valuedouble <= 1))
+        return bad(j, p, "\"share\" must be a number in (0, 1]");
+    m->share = sh->valuedouble;
+    int k = -1, n = 0;
+    for (int q = 0; kinds[q]; q++)
+        if (cJSON_GetObjectItemCaseSensitive(in, kinds[q])) k = q, n++;
+    if (n != 1) return bad(j, p, "give exactly one of \"code\", \"prose\", \"brown\" and \"text\"");
+    snprintf(m->kind, sizeof m->kind, "%s", kinds[k]);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, kinds[k]);
+    char q[96];
+    snprintf(q, sizeof q, "%s.%s", p, kinds[k]);
+    if (cJSON_GetObjectItemCaseSensitive(in, "docs") && k != 3)
+        return bad(j, p, "\"docs\" is for a \"text\" input");
+    if (k == 3) { /* text: a file, cut into documents by docs */
+        if (!cJSON_IsString(v)) return bad(j, q, "must be a file name");
+        if (!(m->source = strdup(v->valuestring)) || get_str(j, in, p, "docs", &m->docs))
+            return m->source ? -1 : bad(j, q, "out of memory");
+        al_docs_mode mode;
+        al_err e;
+        if (m->docs && al_docs_mode_parse(m->docs, &mode, &e)) return bad(j, p, "%s", e.msg);
+        return need_file(j, q, m->source);
+    }
+    if (k == 2 && cJSON_IsTrue(v)) return 0;
+    if (!cJSON_IsObject(v)) return bad(j, q, "must be an object");
+    if (only_keys(j, v, q, sub[k]) || get_str(j, v, q, "unit", &m->unit) ||
+        get_str(j, v, q, "from", &m->from) || (k < 2 && get_str(j, v, q, "source", &m->source)) ||
+        (k < 2 && get_str(j, v, q, "dir", &m->dir)))
+        return -1;
+    if (k == 0 && !al_data_code_source_ok(m->source))
+        return bad(j, q, "\"source\" must be \"pystdlib\" or \"gostd\"");
+    if (k == 1 && (!m->source || (strcmp(m->source, "kjv") && strcmp(m->source, "pydocs"))))
+        return bad(j, q,
+                   "\"source\" must be \"kjv\" or \"pydocs\" (a file of your own: "
+                   "{\"text\": FILE})");
+    if (m->unit && k == 1 && strcmp(m->unit, "chapter") && strcmp(m->unit, "book") &&
+        strcmp(m->unit, "verse"))
+        return bad(j, q, "\"unit\" must be \"chapter\", \"book\" or \"verse\"");
+    if (m->unit && k == 2 && strcmp(m->unit, "para") && strcmp(m->unit, "text"))
+        return bad(j, q, "\"unit\" must be \"para\" or \"text\"");
+    if (m->dir && !al_is_dir(m->dir)) return bad(j, q, "no such directory: %s", m->dir);
+    return m->from ? need_file(j, q, m->from) : 0;
+}
+
+/* data.mix: {"inputs": [...], "bytes": N, "seed": S}: the inputs are
+ * written one by one, then mixed by `data mix` (whole documents, the
+ * shares of the bytes); documents are separated by <|endoftext|>. */
+static int load_mix(jx *j, const cJSON *mx, const cJSON *enc) {
+    static const char *const known[] = {"inputs", "bytes", "seed", NULL};
+    al_experiment *x = j->x;
+    if (!cJSON_IsObject(mx)) return bad(j, "data.mix", "must be an object with \"inputs\"");
+    if (only_keys(j, mx, "data.mix", known)) return -1;
+    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(mx, "inputs"), *in;
+    int n = cJSON_GetArraySize(ins);
+    if (!cJSON_IsArray(ins) || n < 1 || n > AL_EXP_MAX_MIX)
+        return bad(j, "data.mix.inputs", "must be a list of 1 to %d inputs", AL_EXP_MAX_MIX);
+    double sum = 0;
+    cJSON_ArrayForEach(in, ins) {
+        if (load_mix_in(j, in, x->n_mix, &x->mix[x->n_mix])) return -1;
+        sum += x->mix[x->n_mix++].share;
+    }
+    if (fabs(sum - 1) > 1e-9)
+        return bad(j, "data.mix.inputs", "the shares must sum to 1 (they sum to %.6g)", sum);
+    x->mix_seed = 1;
+    static const char *const nums[] = {"bytes", "seed"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(mx, nums[i]);
+        if (!v) continue;
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9e15 ||
+            v->valuedouble != floor(v->valuedouble))
+            return bad(j, i ? "data.mix.seed" : "data.mix.bytes", "must be a whole number >= 0");
+        *(i ? &x->mix_seed : &x->mix_bytes) = (uint64_t)v->valuedouble;
+    }
+    if (!(x->mix_json = cJSON_PrintUnformatted(mx))) return bad(j, "data.mix", "out of memory");
+    const cJSON *docs = cJSON_GetObjectItemCaseSensitive(enc, "docs");
+    if (!cJSON_IsString(docs) || strcmp(docs->valuestring, "eot"))
+        return bad(j, "data.docs",
+                   "must be \"eot\" with data.mix (its documents are separated by "
+                   "<|endoftext|>)");
+    return 0;
+}
+
 /* data.brown: {"unit": "para"|"text", "from": PATH}, both optional. */
 static int load_brown(jx *j, const cJSON *b) {
     static const char *const known[] = {"unit", "from", NULL};
@@ -256,12 +353,13 @@ static int load_brown(jx *j, const cJSON *b) {
 
 static int load_data(jx *j, const cJSON *d) {
     al_experiment *x = j->x;
-    static const char *const own[] = {"synthetic", "text", "brown", "code", NULL};
+    static const char *const own[] = {"synthetic", "text", "brown", "code", "mix", NULL};
     static const char *const deny[] = {"tokenizer", "in", "out", NULL};
     if (!d)
         return bad(j, "data",
                    "missing (give {\"synthetic\": {...}}, {\"text\": FILE}, "
-                   "{\"brown\": {}} or {\"code\": {\"source\": ...}})");
+                   "{\"brown\": {}}, {\"code\": {\"source\": ...}} or {\"mix\": "
+                   "{\"inputs\": [...]}})");
     cJSON *enc = cJSON_CreateObject();
     if (!enc) return bad(j, "data", "out of memory");
     if (obj_to_opts(j, d, "data", &al_cmd_encode, own, deny, enc)) {
@@ -275,10 +373,11 @@ static int load_data(jx *j, const cJSON *d) {
     const cJSON *txt = cJSON_GetObjectItemCaseSensitive(d, "text");
     const cJSON *brn = cJSON_GetObjectItemCaseSensitive(d, "brown");
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(d, "code");
-    if (!!syn + !!txt + !!brn + !!code != 1)
+    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(d, "mix");
+    if (!!syn + !!txt + !!brn + !!code + !!mx != 1)
         return bad(j, "data",
-                   "give exactly one of \"synthetic\", \"text\", \"brown\" and "
-                   "\"code\"");
+                   "give exactly one of \"synthetic\", \"text\", \"brown\", \"code\" and "
+                   "\"mix\"");
     if (!val_ok) return bad(j, "data.val", "must be > 0: the analyses need validation tokens");
     if (j->text && !txt)
         return bad(j, "data", "--text replaces data.text, which this file has not");
@@ -294,9 +393,11 @@ static int load_data(jx *j, const cJSON *d) {
         return need_file(j, "data.text", x->text);
     }
     if (brn) return load_brown(j, brn);
-    if (code) {
+    if (code || mx) {
         cJSON *e2 = cJSON_Parse(x->encode);
-        int rc = e2 ? load_code(j, code, e2) : bad(j, "data", "out of memory");
+        int rc = !e2    ? bad(j, "data", "out of memory")
+                 : code ? load_code(j, code, e2)
+                        : load_mix(j, mx, e2);
         cJSON_Delete(e2);
         return rc;
     }
@@ -799,6 +900,11 @@ void al_exp_free(al_experiment *x) {
     free(x->brown_from);
     free(x->code_source);
     free(x->code_dir);
+    for (int i = 0; i < x->n_mix; i++) {
+        al_exp_mix_in *m = &x->mix[i];
+        free(m->source), free(m->dir), free(m->unit), free(m->from), free(m->docs);
+    }
+    free(x->mix_json);
     free(x->tok_file);
     free(x->pic_kinds);
     free(x->prompt);

