@@ -95,8 +95,9 @@ TEST(exp_rejects_bad_files) {
                  "pictures.kinds[1]: must be one of");
     expect_error("{\"name\": \"t\", \"data\": {\"synthetic\": {}, \"val\": 0}, " BASE_MODELS "}",
                  "data.val: must be > 0");
-    expect_error("{\"name\": \"t\", \"data\": {}, " BASE_MODELS "}",
-                 "data: give exactly one of \"synthetic\", \"text\", \"brown\", \"code\" and \"mix\"");
+    expect_error(
+        "{\"name\": \"t\", \"data\": {}, " BASE_MODELS "}",
+        "data: give exactly one of \"synthetic\", \"text\", \"brown\", \"code\" and \"mix\"");
     expect_error("{\"name\": \"t\", " BASE_DATA "}", "models: missing");
     expect_error("{\"name\": \"t\", \"name\": \"u\", " BASE_DATA ", " BASE_MODELS "}",
                  "name: given twice");

@@ -363,3 +363,63 @@ TEST(intervals_patch_cli) {
     cJSON_Delete(d);
     free(j);
 }
+
+/* The faithfulness of a discovered circuit is a ratio over the pairs:
+ * the empty circuit is the corrupted run pair by pair (faithfulness 0,
+ * no spread), the whole graph the clean run (1, no spread); in between
+ * the interval has width, holds the point, and is stored beside the
+ * circuit (score_intervals, pos -1 for the main circuit, the sweep's
+ * index for the others), printed with ± and in --json. */
+TEST(intervals_faithfulness) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
+    t_tiny_model(dir.s, 2, 20);
+    const char *taus[3][2] = {{"1e9", "le"}, {"0", "lt"}, {"0.0001", "le"}};
+    double want[2] = {0, 1};
+    for (int k = 0; k < 3; k++) {
+        t_pbuf js = t_pcopy("d.json");
+        CHECK(t_sh("%s discover --model %s/m2 --db %s --probe-r 6 --n 16 --threads 1 --tau %s "
+                   "--acdc-remove %s %s --json > %s 2>/dev/null",
+                   t_bin(), dir.s, db.s, taus[k][0], taus[k][1],
+                   k == 2 ? "--sweep 0.00001,0.001" : "", js.s) == 0);
+        char *j = t_slurp(js.s);
+        cJSON *d = j ? cJSON_Parse(j) : NULL;
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(d, "circuit");
+        double f = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "faithfulness"));
+        double se = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "faithfulness_se"));
+        const cJSON *ci = cJSON_GetObjectItemCaseSensitive(c, "faithfulness_ci");
+        double lo = cJSON_GetNumberValue(cJSON_GetArrayItem(ci, 0));
+        double hi = cJSON_GetNumberValue(cJSON_GetArrayItem(ci, 1));
+        int kept = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "kept"));
+        if (k < 2) {
+            CHECKF(k ? kept > 100 : kept == 0, "%d of 106 edges kept", kept);
+            CHECKF(fabs(f - want[k]) < 1e-4 && se < 1e-4 && fabs(lo - want[k]) < 1e-4 &&
+                       fabs(hi - want[k]) < 1e-4,
+                   "tau %s: %g ± %g [%g, %g]", taus[k][0], f, se, lo, hi);
+        } else {
+            CHECKF(se > 1e-4 && lo < f && f < hi, "%g ± %g [%g, %g]", f, se, lo, hi);
+            CHECK_SQL(db.s,
+                      "SELECT count(*) FROM score_intervals i JOIN circuit_runs x USING (run_id) "
+                      "WHERE run_id = 3 AND i.metric = 'faithfulness' AND i.n_items = 16 AND "
+                      "i.pos = -1 AND x.tau = 0.0001 AND i.value = x.faithfulness",
+                      "1");
+            CHECK_SQL(db.s,
+                      "SELECT group_concat(pos) FROM (SELECT pos FROM score_intervals WHERE "
+                      "run_id = 3 ORDER BY pos)",
+                      "-1,1,2");
+            char *se_db =
+                t_sql(db.s, "SELECT se FROM score_intervals WHERE run_id = 3 AND pos = -1");
+            CHECKF(se_db && fabs(atof(se_db) - se) < 1e-9 * (1 + se), "%s vs %g",
+                   se_db ? se_db : "", se);
+            free(se_db);
+        }
+        cJSON_Delete(d);
+        free(j);
+    }
+    CHECK(t_sh("%s discover --model %s/m2 --db %s --probe-r 6 --n 16 --threads 1 > %s 2>/dev/null",
+               t_bin(), dir.s, db.s, t_path("d.txt")) == 0);
+    char *t = t_slurp(t_path("d.txt"));
+    CHECKF(t && strstr(t, "faithfulness ") && strstr(t, " ± ") &&
+               strstr(t, "bootstrap of the ratio over the pairs"),
+           "%s", t ? t : "");
+    free(t);
+}

@@ -58,6 +58,7 @@
 #include "attnlab/graph.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
+#include "attnlab/stats.h"
 #include "attnlab/util.h"
 
 typedef struct al_discover_opts {
@@ -77,10 +78,18 @@ typedef struct al_discover_opts {
     /* acdc: remove an edge when the loss grows by "le" (default): at
      * most tau; "lt": less than tau, as the reference implementation. */
     const char *remove_if;
+    /* the faithfulness's interval (stats.h): level in (0, 1), resamples
+     * of the pairs 0..100000 (0: the standard error only), their seed */
+    double ci_level;
+    int bootstrap;
+    uint64_t ci_seed;
 } al_discover_opts;
 
 #define AL_DISCOVER_OPTS_INIT                                                                      \
-    { "acdc", "kl", 0.01, 0.9, 8, 0, NULL, "embed-first", "le" }
+    {                                                                                              \
+        "acdc", "kl", 0.01, 0.9, 8, 0, NULL, "embed-first", "le", AL_CI_LEVEL, AL_CI_BOOTSTRAP,    \
+            AL_CI_SEED                                                                             \
+    }
 al_discover_opts al_discover_opts_defaults(void);
 /* 0 if the names are known and the numbers in range (tau negative or not
  * finite, recover outside 0..1 refused), else −1 with e naming them. */
@@ -103,6 +112,13 @@ typedef struct al_discover_result {
     double m_circuit; /* ... on the circuit */
     double kl_circuit; /* mean KL(clean || circuit) (−1e-15 or so: rounding) */
     double faithfulness; /* (m_circuit − m_corr) / (m_clean − m_corr) */
+    /* how sure it is: a ratio of sums over the pairs, so its standard
+     * error by the delta method and the expanded percentile interval of
+     * the ratio recomputed on resamples of whole pairs (al_boot_ratio, as
+     * patching's normalised effects), at ci_level over ci_n pairs */
+    al_interval faith_ci;
+    double ci_level;
+    int ci_boot, ci_n;
     long evals; /* circuit evaluations run (over all pairs each) */
     double seconds;
     al_warnings warn; /* the gap check of the task's metric (and with metric kl of the

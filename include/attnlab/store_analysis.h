@@ -72,8 +72,13 @@ int al_store_put_attribute(al_store *s, int64_t run_id, int64_t model_id, const 
  * once per circuit it found (each tau of a sweep), all in one
  * transaction; two circuits of one method and tau are refused by the
  * table's key. */
+/* Its faithfulness's interval goes to score_intervals (metric
+ * "faithfulness", layer and head -1, pos -1 for the run's main circuit
+ * and the circuit's index (1..) for the others, index as the run gives
+ * it: --sweep's taus in their order). */
 int al_store_put_discover(al_store *s, int64_t run_id, int64_t model_id, const al_pairs *t,
-                          const al_discover_opts *o, const al_discover_result *r, al_err *e);
+                          const al_discover_opts *o, const al_discover_result *r, int index,
+                          al_err *e);
 
 /* "#id" or the token's display string into buf (cap bytes); its length.
  * Shared with the printing of circuits so both show the same strings. */

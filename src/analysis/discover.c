@@ -55,6 +55,10 @@ int al_discover_opts_check(const al_discover_opts *o, al_err *e) {
         return al_errf(e, "discovery needs 0 <= recover <= 1 (got %g)", o->recover);
     if (o->batch < 1 || o->batch > 100000)
         return al_errf(e, "discovery needs 1 <= batch <= 100000 (got %d)", o->batch);
+    if (!(o->ci_level > 0 && o->ci_level < 1))
+        return al_errf(e, "--ci must be a level strictly between 0 and 1 (got %g)", o->ci_level);
+    if (o->bootstrap < 0 || o->bootstrap > 100000)
+        return al_errf(e, "--bootstrap must be in [0, 100000] (got %d)", o->bootstrap);
     if (!o->order || (strcmp(o->order, "embed-first") && strcmp(o->order, "latest-first")))
         return al_errf(e, "unknown ACDC sender order '%s' (known: embed-first, latest-first)",
                        o->order ? o->order : "(null)");
@@ -489,6 +493,32 @@ static int eap(drun *r, al_err *e) {
     return rc;
 }
 
+/* The faithfulness's interval: the circuit kept[] evaluated once more,
+ * each item's value minus the corrupted one summed per pair beside the
+ * clean minus the corrupted, and the ratio of the sums resampled by pair
+ * (al_boot_ratio); its ratio is the faithfulness up to summation order. */
+static int faith_interval(dctx *d, const unsigned char *kept, const al_discover_opts *o,
+                          al_interval *out, al_err *e) {
+    const al_pairs *t = d->t;
+    double *num = al_calloc(2 * (size_t)t->N, sizeof(double), e), ks = 0, ms = 0;
+    if (!num) return -1;
+    double *den = num + t->N;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < d->nbat; i++) {
+        const dbatch *b = &d->bt[i];
+        rc = eval_batch(d, i, kept, &ks, &ms, e);
+        for (int k = 0; rc == 0 && k < b->ni; k++) {
+            int ii = b->i0 + k, p = t->items[ii].pair;
+            num[p] += d->im[k] - d->v_co[ii];
+            den[p] += d->v_cl[ii] - d->v_co[ii];
+        }
+    }
+    if (rc == 0)
+        rc = al_boot_ratio(num, den, t->N, 1, o->bootstrap, o->ci_level, o->ci_seed, out, e);
+    free(num);
+    return rc;
+}
+
 /* The gap checks (gap.h) of the task's metric, which faithfulness divides
  * by, and with metric kl of the corrupted run's KL, which ACDC's tau is
  * measured against; then the faithfulness's range. */
@@ -530,6 +560,7 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
         rc = eapm ? eap(&run, e) : acdc(&run, e);
         /* ACDC's last state cut off inputs of dead heads without a measure */
         if (rc == 0 && !eapm) rc = run_eval(&run, &run.cur_kl, &run.cur_m, e);
+        if (rc == 0) rc = faith_interval(&run.d, run.kept, o, &r->faith_ci, e);
         if (o->progress) al_progress_done(&run.pg);
     }
     if (rc) {
@@ -544,6 +575,7 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
     r->m_clean = run.d.m_clean, r->m_corr = run.d.m_corr;
     r->m_circuit = run.cur_m, r->kl_circuit = run.cur_kl;
     r->faithfulness = faith_of(&run.d, run.cur_m);
+    r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_n = t->N;
     r->evals = run.evals;
     if (discover_warnings(&run, r, e)) {
         al_discover_result_free(r);

@@ -25,6 +25,7 @@
 #include "attnlab/doc_text.h"
 #include "attnlab/circuit_file.h"
 #include "attnlab/discover.h"
+#include "attnlab/json.h"
 #include "attnlab/patch.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
@@ -77,6 +78,7 @@ static al_flag disc_flags[] =
      AL_FLAG_MASK(g_disc),
      AL_FLAG_INTERVENE(g_disc),
      {"show", AL_INT, &g_disc.show, "N", "kept edges printed (largest |score| first)", 0, 0},
+     AL_FLAGS_CI(g_disc),
      AL_FLAG_THREADS(g_disc),
      AL_FLAGS_END};
 
@@ -170,9 +172,15 @@ static void text_circuit(const cJSON *doc) {
                 printf("%+10.4g\n", sc + 0.0);
         }
     }
-    printf("faithfulness %.4f (M_clean %.4f, M_corr %.4f, M_circuit %.4f); KL %.4g\n",
-           al_dt_num(c, "faithfulness"), al_dt_num(c, "m_clean"), al_dt_num(c, "m_corr"),
-           al_dt_num(c, "m_circuit"), al_dt_num(c, "kl") + 0.0);
+    const cJSON *iv = al_dt_get(doc, "intervals"), *ci = al_dt_get(c, "faithfulness_ci");
+    printf("faithfulness %.4f ± %.4f", al_dt_num(c, "faithfulness"),
+           al_dt_num(c, "faithfulness_se"));
+    if (isfinite(al_dt_at(ci, 0))) printf(" [%.4f, %.4f]", al_dt_at(ci, 0), al_dt_at(ci, 1));
+    printf(" (M_clean %.4f, M_corr %.4f, M_circuit %.4f); KL %.4g\n", al_dt_num(c, "m_clean"),
+           al_dt_num(c, "m_corr"), al_dt_num(c, "m_circuit"), al_dt_num(c, "kl") + 0.0);
+    printf("  (± standard error over the %d pairs; %g%% interval: bootstrap of the ratio over the "
+           "pairs, %d resamples)\n",
+           al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"));
     printf("%ld evaluations in %.2f s\n", (long)al_dt_num(c, "evaluations"),
            al_dt_num(c, "seconds"));
 }
@@ -183,11 +191,12 @@ static void disc_text(const cJSON *doc) {
     int n = al_dt_int(doc, "circuits");
     text_circuit(doc);
     if (cJSON_GetArraySize(sw)) { /* the curve: every tau found (the main one among them) */
-        printf("sweep (tau -> kept edges -> faithfulness):\n  %-10s %6s %13s %10s\n", "tau", "kept",
-               "faithfulness", "KL");
+        printf("sweep (tau -> kept edges -> faithfulness):\n  %-10s %6s %13s %9s %10s\n", "tau",
+               "kept", "faithfulness", "±", "KL");
         cJSON_ArrayForEach(c, sw) {
-            printf("  %-10g %6d %13.4f %10.4g\n", al_dt_num(c, "tau"), al_dt_int(c, "kept"),
-                   al_dt_num(c, "faithfulness"), al_dt_num(c, "kl") + 0.0);
+            printf("  %-10g %6d %13.4f %8.4f %10.4g\n", al_dt_num(c, "tau"), al_dt_int(c, "kept"),
+                   al_dt_num(c, "faithfulness"), al_dt_num(c, "faithfulness_se"),
+                   al_dt_num(c, "kl") + 0.0);
         }
     }
     printf("circuit file %s\n", al_dt_str(doc, "circuit_file"));
@@ -202,13 +211,18 @@ static int num(cJSON *o, const char *k, double v) {
 
 /* One circuit: its numbers and its kept edges by |score|. */
 static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_discover_result *r) {
-    cJSON *j = cJSON_CreateObject(), *edges;
+    cJSON *j = cJSON_CreateObject(), *edges, *ci;
     if (!j || (!strcmp(o->method, "acdc") ? num(j, "tau", tau) : num(j, "recover", o->recover)) ||
         num(j, "kept", r->n_kept) || num(j, "edges", r->n_edges) ||
-        num(j, "faithfulness", r->faithfulness) || num(j, "m_clean", r->m_clean) ||
-        num(j, "m_corr", r->m_corr) || num(j, "m_circuit", r->m_circuit) ||
-        num(j, "kl", r->kl_circuit) || num(j, "evaluations", (double)r->evals) ||
-        num(j, "seconds", r->seconds) || !(edges = cJSON_AddArrayToObject(j, "kept_edges"))) {
+        num(j, "faithfulness", r->faithfulness) ||
+        !cJSON_AddItemToObject(j, "faithfulness_se", al_json_num_item(r->faith_ci.se)) ||
+        !(ci = cJSON_AddArrayToObject(j, "faithfulness_ci")) ||
+        !cJSON_AddItemToArray(ci, al_json_num_item(r->faith_ci.lo)) ||
+        !cJSON_AddItemToArray(ci, al_json_num_item(r->faith_ci.hi)) ||
+        num(j, "m_clean", r->m_clean) || num(j, "m_corr", r->m_corr) ||
+        num(j, "m_circuit", r->m_circuit) || num(j, "kl", r->kl_circuit) ||
+        num(j, "evaluations", (double)r->evals) || num(j, "seconds", r->seconds) ||
+        !(edges = cJSON_AddArrayToObject(j, "kept_edges"))) {
         cJSON_Delete(j);
         return NULL;
     }
@@ -242,7 +256,7 @@ static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
                          const al_discover_opts *o, const double *taus,
                          const al_discover_result *rs, int n_done, int n_sweep, const char *path,
                          double seconds) {
-    cJSON *tk, *sw, *main_c;
+    cJSON *tk, *sw, *main_c, *iv;
     if (num(doc, "show", a->show) || num(doc, "circuits", n_done) || num(doc, "seconds", seconds) ||
         !(tk = cJSON_AddObjectToObject(doc, "task")) ||
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "pairs", t->N) ||
@@ -250,6 +264,14 @@ static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
         !cJSON_AddStringToObject(doc, "method", o->method) ||
         !cJSON_AddStringToObject(doc, "metric", o->metric) ||
         !cJSON_AddStringToObject(doc, "circuit_file", path) ||
+        !(iv = cJSON_AddObjectToObject(doc, "intervals")) || num(iv, "level", o->ci_level) ||
+        num(iv, "bootstrap", o->bootstrap) ||
+        !cJSON_AddItemToObject(iv, "seed", al_json_u64_item(o->ci_seed)) ||
+        num(iv, "items", t->N) ||
+        !cJSON_AddStringToObject(iv, "method",
+                                 "faithfulness_se: delta method for the ratio; faithfulness_ci: "
+                                 "bootstrap expanded percentile interval, resampling whole pairs "
+                                 "and recomputing the ratio") ||
         !(main_c = json_circuit(taus[0], o, &rs[0])) ||
         !cJSON_AddItemToObject(doc, "circuit", main_c) ||
         !(sw = cJSON_AddArrayToObject(doc, "sweep")))
@@ -301,6 +323,7 @@ static al_discover_opts disc_opts(const disc_args *a) {
     al_discover_opts d = al_discover_opts_defaults();
     d.method = a->method, d.metric = a->metric, d.tau = a->tau, d.recover = a->recover;
     d.batch = a->o.batch, d.order = a->acdc_order, d.remove_if = a->acdc_remove;
+    d.ci_level = a->o.ci_level, d.bootstrap = a->o.bootstrap, d.ci_seed = a->o.ci_seed;
     return d;
 }
 
@@ -414,7 +437,7 @@ static int disc_store(void *args, void *state, al_drive *dr, al_err *e) {
     int rc = 0;
     for (int i = 0; rc == 0 && i < s->n_done; i++) {
         s->d.tau = s->taus[i];
-        rc = al_store_put_discover(bh->st, bh->run_id, bh->model_id, &s->t, &s->d, &s->rs[i], e);
+        rc = al_store_put_discover(bh->st, bh->run_id, bh->model_id, &s->t, &s->d, &s->rs[i], i, e);
     }
     s->d.tau = a->tau;
     if (!rc && a->out && al_mkdir_p(a->out, e)) return -1;

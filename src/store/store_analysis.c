@@ -433,7 +433,8 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
 /* ---------------------------------------------------------- discover */
 
 int al_store_put_discover(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
-                          const al_discover_opts *o, const al_discover_result *r, al_err *e) {
+                          const al_discover_opts *o, const al_discover_result *r, int index,
+                          al_err *e) {
     int acdc = strcmp(o->method, "acdc") == 0;
     double tau = acdc ? o->tau : NAN;
     char hex[17], sender[32];
@@ -442,7 +443,10 @@ int al_store_put_discover(al_store *s, int64_t run, int64_t mid, const al_pairs 
         {t->task,       o->method,       o->metric,  tau,        acdc ? NAN : o->recover,
          r->n_edges,    r->n_kept,       r->m_clean, r->m_corr,  r->m_circuit,
          r->kl_circuit, r->faithfulness, r->evals,   r->seconds, hex};
-    if (al_store_put_circuit_run(s, run, mid, &cr, e)) return -1;
+    if (al_store_put_circuit_run(s, run, mid, &cr, e) ||
+        al_store_put_interval(s, run, mid, -1, -1, index ? index : -1, "faithfulness",
+                              r->faithfulness, &r->faith_ci, r->ci_level, r->ci_n, r->ci_boot, e))
+        return -1;
     for (int k = 0; k < r->n_edges; k++) {
         al_edge ed;
         if (al_graph_edge(r->L, r->H, k, &ed))
