@@ -67,7 +67,8 @@ TEST(store_schema_created) {
         "sae_feature_contexts sae_feature_heads sae_feature_logits sae_feature_runs sae_features "
         "sae_head_features sae_induction_features sae_probe_heads sae_runs score_intervals "
         "singular_values skip_trigrams "
-        "sweep_findings sweep_models sweep_summary sweep_task train_head_scores train_log view_cells views"));
+        "sweep_findings sweep_models sweep_summary sweep_task t_quantiles train_head_scores train_log "
+        "view_cells views"));
     /* the DESIGN §6 minimum columns */
     CHECK(sql_is(db,
                  "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "

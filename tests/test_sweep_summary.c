@@ -12,6 +12,7 @@
 #include "attnlab/image.h"
 #include "attnlab/plot.h"
 #include "attnlab/png.h"
+#include "attnlab/stats.h"
 #include "attnlab/store.h"
 #include "test.h"
 
@@ -125,7 +126,23 @@ TEST(sweep_summary_every_column) {
               "setting n_layers n_seeds n_models n_scored share_with_induction_head n_curves "
               "n_never_crossed first_step_mean first_step_sd first_step_min first_step_max "
               "best_induction_mean best_induction_min best_induction_max n_kcomp "
-              "kcomp_matches_interaction n_copying copying_agreement");
+              "kcomp_matches_interaction n_copying copying_agreement best_induction_sd n_crossed "
+              "best_induction_se best_induction_lo best_induction_hi first_step_se first_step_lo "
+              "first_step_hi");
+    /* how sure the means are: lr=0.01, 2 layers, best_induction 0.7, 0.55,
+     * 0.35: sd sqrt((1/6^2 + 1/60^2 + 11/60^2) / 2) = 0.175594, se sd/sqrt 3
+     * = 0.101379, t(2, 95%) = 4.302653 (t_quantiles): 0.533333 -+ 0.436198;
+     * crossings 200 and 400: se 100, t(1) 12.706205; one value: no spread */
+    CHECK_SQL(db.s,
+              "SELECT n_layers, round(best_induction_sd, 6), round(best_induction_se, 6), "
+              "round(best_induction_lo, 6), round(best_induction_hi, 6), n_crossed, "
+              "round(first_step_se, 6), round(first_step_lo, 4), round(first_step_hi, 4) FROM "
+              "sweep_summary",
+              "1|||||0|||\n"
+              "2|0.175594|0.101379|0.097133|0.969534|2|100.0|-970.6205|1570.6205\n"
+              "2|||||1|||");
+    CHECK_SQL(db.s, "SELECT count(*), min(df), max(df), round(min(t), 6) FROM t_quantiles",
+              "100|1|100|1.983972");
     /* a run of model 3 that is not from the merge keeps it in its setting;
      * once model 1's ablation pair run fails, it no longer counts */
     CHECK(t_sh("sqlite3 '%s' \"INSERT INTO runs(run_id, kind, model_id, started_at, status, "
@@ -260,21 +277,23 @@ TEST(sweep_summary_report_section) {
     /* the sentences, every number from the crafted rows */
     const char *want[] = {
         "<b>train.lr=0.01, 2 layers:</b> in <b>2 of 3</b> seeds an induction head formed (best "
-        "final induction score &gt; 0.4; mean 0.53, min 0.35, max 0.70). The best head's induction "
-        "score first crossed 0.4 at step <b>300 &plusmn; 141</b> (mean &plusmn; sd over 2 runs; "
+        "final induction score &gt; 0.4; mean 0.53, 95% t interval 0.10 to 0.97 over the 3 seeds; "
+        "min 0.35, max 0.70). The best head's induction score first crossed 0.4 at step <b>300 "
+        "&plusmn; 141</b> (mean &plusmn; sd over 2 runs; 95% t interval of the mean -971 to 1571; "
         "min 200, max 400); 1 of 3 training curves never did. The top K-composition pair was the "
         "pair of largest |interaction| in pair ablation in <b>1 of 2</b> models. copying_eigen and "
         "copying_ablation classified 83% of heads alike (mean over 2 models).</p>",
         "<b>train.lr=0.03, 2 layers:</b> in <b>1 of 1</b> seeds an induction head formed (best "
-        "final induction score &gt; 0.4; mean 0.80, min 0.80, max 0.80). The best head's induction "
+        "final induction score &gt; 0.4: 0.80; one run, so no interval). The best head's induction "
         "score first crossed 0.4 at step <b>150</b> (one run). </p>",
         "<b>train.lr=0.01, 1 layer:</b> in <b>0 of 1</b> seeds an induction head formed (best "
-        "final induction score &gt; 0.4; mean 0.10, min 0.10, max 0.10). In its one training curve "
+        "final induction score &gt; 0.4: 0.10; one run, so no interval). In its one training curve "
         "the best head's induction score never crossed 0.4. </p>",
         /* the table's row of the 3-seed group */
         "<tr><td class=t>train.lr=0.01</td><td>2</td><td>3</td><td>3</td><td>3</td><td>0.67</td>"
         "<td>3</td><td>1</td><td>300</td><td>141</td><td>200</td><td>400</td><td>0.533</td>"
-        "<td>0.350</td><td>0.700</td><td>2</td><td>0.50</td><td>2</td><td>0.83</td></tr>",
+        "<td>0.350</td><td>0.700</td><td>2</td><td>0.50</td><td>2</td><td>0.83</td><td>0.176</td>"
+        "<td>0.097</td><td>0.970</td><td>-971</td><td>1571</td></tr>",
         "<img src=\"across-seeds-induction.png\""};
     for (size_t i = 0; h && i < sizeof want / sizeof want[0]; i++)
         CHECKF(strstr(h, want[i]) != NULL, "page lacks [%s]", want[i]);
@@ -290,6 +309,40 @@ TEST(sweep_summary_report_section) {
     char *nb = t_slurp(f);
     CHECK(nb && strstr(nb, "SELECT * FROM sweep_summary"));
     free(nb);
+}
+
+/* Two settings with two or more seeds each: the report says how many
+ * seeds their difference needs. lr=0.01: 0.7, 0.55, 0.35 (variance
+ * 0.0308333); lr=0.03 with a second seed: 0.8, 0.6 (0.02); pooled
+ * variance (2 x 0.0308333 + 0.02) / 3 = 0.0272222, d = 0.166667, so
+ * 2 (1.959964 + 0.841621)^2 x 0.0272222 / 0.0277778 = 15.38: 16 seeds. */
+TEST(sweep_summary_seeds_needed) {
+    CHECK(al_seeds_needed(0.1, 0.1, 0.95, 0.8) == 16); /* 2 (z + z')^2 = 15.698 */
+    CHECK(al_seeds_needed(1, 0.01, 0.95, 0.8) == 2); /* never below two */
+    CHECK(isnan(al_seeds_needed(0, 0.1, 0.95, 0.8)) && isnan(al_seeds_needed(0.1, 0.1, 0.95, 0.4)));
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("m.db"), out = t_pcopy("rep");
+    t_tiny_model(dir.s, 2, 3);
+    char sql[sizeof CRAFTED + 800];
+    snprintf(sql, sizeof sql,
+             "%sINSERT INTO merge_sources(source_id, path, merged_at, experiment, task, n_tasks, "
+             "setting, seed, params_json) VALUES (5, 'a/t4.db', 'now', 'x', 4, 5, "
+             "'train.lr=0.03', 2, '{}');\n"
+             "INSERT INTO models(model_id, sha256, n_layers, seed, added_at) VALUES (7, 'g', 2, "
+             "17, 'now');\n"
+             "INSERT INTO runs(run_id, kind, model_id, started_at, status, attnlab_version, "
+             "source_id) VALUES (21, 'train', 7, 'now', 'done', 'v', 5), (22, 'scores', 7, 'now', "
+             "'done', 'v', 5);\n"
+             "INSERT INTO head_scores(run_id, model_id, layer, head, metric, value) VALUES (22, 7, "
+             "1, 0, 'induction', 0.6);\n",
+             CRAFTED);
+    make_db(db.s, sql);
+    char *h = report_page(db.s, dir.s, out.s);
+    CHECKF(h && strstr(h, "<p>train.lr=0.03 against train.lr=0.01 (2 layers): best induction "
+                          "differs by +0.167 (pooled sd 0.165). To show a difference this size at "
+                          "the 5% level with 80% power needs about <b>16 seeds per setting</b> "
+                          "(normal approximation); this sweep has 3 and 2.</p>"),
+           "%s", h ? strstr(h, "against") ? strstr(h, "against") : "(no sentence)" : "");
+    free(h);
 }
 
 /* Not merged: the section needs two seeds of one setting and layer count;

@@ -82,5 +82,12 @@ double al_t_quantile(double level, int df);
  * level in (0, 1): 1.95996 at 0.95 (bisection on erfc, to 1e-12); NaN
  * outside (0, 1). */
 double al_normal_quantile(double level);
+/* Seeds (independent runs) per setting that a difference d between two
+ * settings' means needs, each setting's runs spread with sd, to show in a
+ * two-sided test at level (0.95) with the given power (0.8): the normal
+ * approximation 2 ((z_level + z_power) sd / d)^2, rounded up, at least
+ * 2. NaN when d is 0 or not finite, sd negative, level outside (0, 1) or
+ * power outside (0.5, 1). */
+double al_seeds_needed(double d, double sd, double level, double power);
 
 #endif

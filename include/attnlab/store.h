@@ -32,7 +32,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 16
+#define AL_STORE_SCHEMA_VERSION 17
 
 typedef struct al_store al_store;
 

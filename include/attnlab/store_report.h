@@ -199,7 +199,8 @@ int al_sr_has_sweep(al_store *s, double *yes, al_err *e);
 /* View sweep_summary: setting ('' as NULL), n_layers, n_seeds, n_models,
  * n_scored, share_with_induction_head, n_curves, n_never_crossed,
  * first_step_mean, _sd, _min, _max, best_induction_mean, _min, _max,
- * n_kcomp, kcomp_matches_interaction, n_copying, copying_agreement. */
+ * n_kcomp, kcomp_matches_interaction, n_copying, copying_agreement,
+ * best_induction_sd, _lo, _hi, first_step_lo, _hi. */
 int al_sr_sweep_summary(al_store *s, al_rows *out, al_err *e);
 
 /* ---- the explorers' heatmaps (viewer.h) ---- */

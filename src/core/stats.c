@@ -275,3 +275,12 @@ double al_normal_quantile(double level) {
     }
     return (lo + hi) / 2;
 }
+
+double al_seeds_needed(double d, double sd, double level, double power) {
+    if (!(d != 0 && isfinite(d) && sd >= 0 && isfinite(sd) && power > 0 && power < 1)) return NAN;
+    double za = al_normal_quantile(level), zb = al_normal_quantile(2 * power - 1);
+    if (isnan(za) || isnan(zb)) return NAN;
+    double n = 2 * (za + zb) * (za + zb) * sd * sd / (d * d);
+    n = ceil(n - 1e-9); /* a whole number of seeds, not 16.0000001 -> 17 */
+    return n < 2 ? 2 : n;
+}

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attnlab/stats.h"
 #include "attnlab/thresholds.h"
 
 /* Columns of al_sr_sweep_summary's rows, in order. */
@@ -30,7 +31,12 @@ enum {
     SW_NK,
     SW_KSHARE,
     SW_NC,
-    SW_COPY
+    SW_COPY,
+    SW_BI_SD,
+    SW_BI_LO,
+    SW_BI_HI,
+    SW_FS_LO,
+    SW_FS_HI
 };
 
 /* Whether the database holds findings across seeds: rows merged from
@@ -59,19 +65,27 @@ static void sweep_sentences(al_buf *h, const al_rows *q, int r) {
     rep_esc(h, set ? set : "all models");
     al_buf_printf(h, ", %d layer%s:</b> ", L, L == 1 ? "" : "s");
     /* clang-format off */
-    if (scored)
+    if (scored > 1)
         al_buf_printf(h, "in <b>%d of %d</b> %s an induction head formed (best final induction "
-                      "score &gt; " AL_TH_STR(AL_TH_INDUCTION) "; mean %.2f, min %.2f, max %.2f). ",
+                      "score &gt; " AL_TH_STR(AL_TH_INDUCTION) "; mean %.2f, 95%% t interval %.2f "
+                      "to %.2f over the %d %s; min %.2f, max %.2f). ",
                       of_n(q, r, SW_SHARE, SW_SCORED), scored, unit, al_rows_x(q, r, SW_BI_MEAN),
+                      al_rows_x(q, r, SW_BI_LO), al_rows_x(q, r, SW_BI_HI), scored, unit,
                       al_rows_x(q, r, SW_BI_MIN), al_rows_x(q, r, SW_BI_MAX));
+    else if (scored)
+        al_buf_printf(h, "in <b>%d of 1</b> %s an induction head formed (best final induction "
+                      "score &gt; " AL_TH_STR(AL_TH_INDUCTION) ": %.2f; one run, so no interval). ",
+                      of_n(q, r, SW_SHARE, SW_SCORED), unit, al_rows_x(q, r, SW_BI_MEAN));
     /* clang-format on */
     else
         al_buf_puts(h, "no model has a final induction score (attnlab scores). ");
     /* clang-format off */
     if (crossed > 1)
         al_buf_printf(h, "The best head's induction score first crossed " AL_TH_STR(AL_TH_INDUCTION)
-                      " at step <b>%.0f &plusmn; %.0f</b> (mean &plusmn; sd over %d runs; min %.0f, "
-                      "max %.0f)", al_rows_x(q, r, SW_FS_MEAN), al_rows_x(q, r, SW_FS_SD), crossed,
+                      " at step <b>%.0f &plusmn; %.0f</b> (mean &plusmn; sd over %d runs; 95%% t "
+                      "interval of the mean %.0f to %.0f; min %.0f, max %.0f)",
+                      al_rows_x(q, r, SW_FS_MEAN), al_rows_x(q, r, SW_FS_SD), crossed,
+                      al_rows_x(q, r, SW_FS_LO), al_rows_x(q, r, SW_FS_HI),
                       al_rows_x(q, r, SW_FS_MIN), al_rows_x(q, r, SW_FS_MAX));
     else if (crossed == 1)
         al_buf_printf(h, "The best head's induction score first crossed " AL_TH_STR(AL_TH_INDUCTION)
@@ -100,6 +114,39 @@ static void sweep_sentences(al_buf *h, const al_rows *q, int r) {
                       "(mean over %d model%s).",
                       100 * al_rows_x(q, r, SW_COPY), nc, nc == 1 ? "" : "s");
     al_buf_puts(h, "</p>\n");
+}
+
+/* How many seeds the difference between two settings of one layer count
+ * needs (al_seeds_needed at their pooled sd), for each such pair with two
+ * or more scored models on both sides: a difference the sweep cannot
+ * tell from seed-to-seed spread is said to be so. */
+static void seeds_needed(al_buf *h, const al_rows *q) {
+    for (int a = 0; a < q->nr; a++)
+        for (int b = a + 1; b < q->nr; b++) {
+            int na = (int)al_rows_x(q, a, SW_SCORED), nb = (int)al_rows_x(q, b, SW_SCORED);
+            if (al_rows_x(q, a, SW_LAYERS) != al_rows_x(q, b, SW_LAYERS) || na < 2 || nb < 2)
+                continue;
+            double sa = al_rows_x(q, a, SW_BI_SD), sb = al_rows_x(q, b, SW_BI_SD);
+            double d = al_rows_x(q, b, SW_BI_MEAN) - al_rows_x(q, a, SW_BI_MEAN);
+            double sd = sqrt(((na - 1) * sa * sa + (nb - 1) * sb * sb) / (na + nb - 2));
+            double n = al_seeds_needed(d, sd, 0.95, 0.8);
+            const char *ta = al_rows_t(q, a, SW_SETTING), *tb = al_rows_t(q, b, SW_SETTING);
+            al_buf_puts(h, "<p>");
+            rep_esc(h, tb ? tb : "-");
+            al_buf_puts(h, " against ");
+            rep_esc(h, ta ? ta : "-");
+            al_buf_printf(h, " (%d layer%s): best induction differs by %+.3f (pooled sd %.3f). ",
+                          (int)al_rows_x(q, a, SW_LAYERS),
+                          al_rows_x(q, a, SW_LAYERS) == 1 ? "" : "s", d, sd);
+            if (isnan(n))
+                al_buf_puts(h, "No difference to size seeds for.</p>\n");
+            else
+                al_buf_printf(h,
+                              "To show a difference this size at the 5%% level with 80%% power "
+                              "needs about <b>%.0f seeds per setting</b> (normal approximation); "
+                              "this sweep has %d and %d.</p>\n",
+                              n, na, nb);
+        }
 }
 
 /* Findings across seeds (a merged sweep database): view sweep_summary as a table, a few
@@ -143,12 +190,18 @@ int sec_sweep(rep *R, const rmodel *M, al_err *e) {
                                         "K-comp = top interaction",
                                         "copying models",
                                         "copying agree",
+                                        "best induction sd",
+                                        "95% lo",
+                                        "95% hi",
+                                        "first step 95% lo",
+                                        "95% hi",
                                         NULL};
     if (q.nr)
-        rep_table(R, &q, heads, "siiii2ii00ii333i2i2");
+        rep_table(R, &q, heads, "siiii2ii00ii333i2i233300");
     else
         al_buf_puts(h, "<p class=none>No model has a finished run.</p>\n");
     for (int r = 0; r < q.nr; r++) sweep_sentences(h, &q, r);
+    seeds_needed(h, &q);
     al_rows_free(&q);
     if (rep_want_pic(R, "sweep-induction")) {
         al_pic_opts po = al_pic_defaults();

@@ -541,7 +541,8 @@ int al_sr_sweep_summary(al_store *s, al_rows *out, al_err *e) {
                 "share_with_induction_head, n_curves, n_never_crossed, first_step_mean, "
                 "first_step_sd, first_step_min, first_step_max, best_induction_mean, "
                 "best_induction_min, best_induction_max, n_kcomp, kcomp_matches_interaction, "
-                "n_copying, copying_agreement FROM sweep_summary",
+                "n_copying, copying_agreement, best_induction_sd, best_induction_lo, "
+                "best_induction_hi, first_step_lo, first_step_hi FROM sweep_summary",
                 NULL, NULL, out, e);
 }
 

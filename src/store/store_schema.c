@@ -628,12 +628,85 @@ static const char schema_v16[] =
     "  level REAL, n_items INTEGER, bootstrap INTEGER,\n"
     "  PRIMARY KEY (run_id, layer, head, pos, metric));\n";
 
+/* v17: sweep_summary says how sure its means are: the sample sd, the
+ * standard error and the 95% t interval of best_induction_mean and
+ * first_step_mean over the seeds (n_crossed: the runs whose curve
+ * crossed, which first_step averages). A view cannot compute a t
+ * quantile, so t_quantiles holds the two-sided 95% ones for 1..100
+ * degrees of freedom (exact to 6 decimals); above 100 the view takes
+ * df 100's, 1.983972, at most 1.2% wider than the true quantile. The old
+ * columns keep their names, order and values. */
+static const char schema_v17[] =
+    "CREATE TABLE IF NOT EXISTS t_quantiles(\n"
+    "  level REAL NOT NULL, df INTEGER NOT NULL,\n"
+    "  t REAL NOT NULL,                 -- P(|T_df| <= t) = level\n"
+    "  PRIMARY KEY (level, df));\n"
+    "INSERT OR REPLACE INTO t_quantiles(level, df, t) VALUES\n"
+    "(0.95, 1, 12.706205), (0.95, 2, 4.302653), (0.95, 3, 3.182446), (0.95, 4, 2.776445), (0.95, 5, 2.570582),\n"
+    "(0.95, 6, 2.446912), (0.95, 7, 2.364624), (0.95, 8, 2.306004), (0.95, 9, 2.262157), (0.95, 10, 2.228139),\n"
+    "(0.95, 11, 2.200985), (0.95, 12, 2.178813), (0.95, 13, 2.160369), (0.95, 14, 2.144787), (0.95, 15, 2.131450),\n"
+    "(0.95, 16, 2.119905), (0.95, 17, 2.109816), (0.95, 18, 2.100922), (0.95, 19, 2.093024), (0.95, 20, 2.085963),\n"
+    "(0.95, 21, 2.079614), (0.95, 22, 2.073873), (0.95, 23, 2.068658), (0.95, 24, 2.063899), (0.95, 25, 2.059539),\n"
+    "(0.95, 26, 2.055529), (0.95, 27, 2.051831), (0.95, 28, 2.048407), (0.95, 29, 2.045230), (0.95, 30, 2.042272),\n"
+    "(0.95, 31, 2.039513), (0.95, 32, 2.036933), (0.95, 33, 2.034515), (0.95, 34, 2.032245), (0.95, 35, 2.030108),\n"
+    "(0.95, 36, 2.028094), (0.95, 37, 2.026192), (0.95, 38, 2.024394), (0.95, 39, 2.022691), (0.95, 40, 2.021075),\n"
+    "(0.95, 41, 2.019541), (0.95, 42, 2.018082), (0.95, 43, 2.016692), (0.95, 44, 2.015368), (0.95, 45, 2.014103),\n"
+    "(0.95, 46, 2.012896), (0.95, 47, 2.011741), (0.95, 48, 2.010635), (0.95, 49, 2.009575), (0.95, 50, 2.008559),\n"
+    "(0.95, 51, 2.007584), (0.95, 52, 2.006647), (0.95, 53, 2.005746), (0.95, 54, 2.004879), (0.95, 55, 2.004045),\n"
+    "(0.95, 56, 2.003241), (0.95, 57, 2.002465), (0.95, 58, 2.001717), (0.95, 59, 2.000995), (0.95, 60, 2.000298),\n"
+    "(0.95, 61, 1.999624), (0.95, 62, 1.998972), (0.95, 63, 1.998341), (0.95, 64, 1.997730), (0.95, 65, 1.997138),\n"
+    "(0.95, 66, 1.996564), (0.95, 67, 1.996008), (0.95, 68, 1.995469), (0.95, 69, 1.994945), (0.95, 70, 1.994437),\n"
+    "(0.95, 71, 1.993943), (0.95, 72, 1.993464), (0.95, 73, 1.992997), (0.95, 74, 1.992543), (0.95, 75, 1.992102),\n"
+    "(0.95, 76, 1.991673), (0.95, 77, 1.991254), (0.95, 78, 1.990847), (0.95, 79, 1.990450), (0.95, 80, 1.990063),\n"
+    "(0.95, 81, 1.989686), (0.95, 82, 1.989319), (0.95, 83, 1.988960), (0.95, 84, 1.988610), (0.95, 85, 1.988268),\n"
+    "(0.95, 86, 1.987934), (0.95, 87, 1.987608), (0.95, 88, 1.987290), (0.95, 89, 1.986979), (0.95, 90, 1.986675),\n"
+    "(0.95, 91, 1.986377), (0.95, 92, 1.986086), (0.95, 93, 1.985802), (0.95, 94, 1.985523), (0.95, 95, 1.985251),\n"
+    "(0.95, 96, 1.984984), (0.95, 97, 1.984723), (0.95, 98, 1.984467), (0.95, 99, 1.984217), (0.95, 100, 1.983972);\n"
+    "DROP VIEW IF EXISTS sweep_summary;\n"
+    "CREATE VIEW sweep_summary AS\n"
+    "SELECT g.*,\n"
+    "  g.best_induction_sd / sqrt(g.n_scored) AS best_induction_se,\n"
+    "  g.best_induction_mean - t1.t * g.best_induction_sd / sqrt(g.n_scored) AS best_induction_lo,\n"
+    "  g.best_induction_mean + t1.t * g.best_induction_sd / sqrt(g.n_scored) AS best_induction_hi,\n"
+    "  g.first_step_sd / sqrt(g.n_crossed) AS first_step_se,\n"
+    "  g.first_step_mean - t2.t * g.first_step_sd / sqrt(g.n_crossed) AS first_step_lo,\n"
+    "  g.first_step_mean + t2.t * g.first_step_sd / sqrt(g.n_crossed) AS first_step_hi\n"
+    "FROM (SELECT setting, n_layers,\n"
+    "  count(DISTINCT seed) AS n_seeds,\n"
+    "  count(*) AS n_models,\n"
+    "  count(best_induction) AS n_scored,\n"
+    "  avg(best_induction > " AL_TH_STR(
+        AL_TH_INDUCTION) ") AS share_with_induction_head,\n"
+                         "  sum(has_curve) AS n_curves,\n"
+                         "  sum(has_curve AND first_step IS NULL) AS n_never_crossed,\n"
+                         "  avg(first_step) AS first_step_mean,\n"
+                         "  sqrt(sum((first_step - fs_mean) * (first_step - fs_mean)) / (count(first_step) - 1))\n"
+                         "    AS first_step_sd,\n"
+                         "  min(first_step) AS first_step_min, max(first_step) AS first_step_max,\n"
+                         "  avg(best_induction) AS best_induction_mean,\n"
+                         "  min(best_induction) AS best_induction_min, max(best_induction) AS best_induction_max,\n"
+                         "  count(kcomp_match) AS n_kcomp,\n"
+                         "  avg(kcomp_match) AS kcomp_matches_interaction,\n"
+                         "  count(copying_agreement) AS n_copying,\n"
+                         "  avg(copying_agreement) AS copying_agreement,\n"
+                         "  sqrt(sum((best_induction - bi_mean) * (best_induction - bi_mean))\n"
+                         "       / (count(best_induction) - 1)) AS best_induction_sd,\n"
+                         "  count(first_step) AS n_crossed\n"
+                         "FROM (SELECT *, avg(first_step) OVER (PARTITION BY setting, n_layers) AS fs_mean,\n"
+                         "             avg(best_induction) OVER (PARTITION BY setting, n_layers) AS bi_mean\n"
+                         "      FROM sweep_findings)\n"
+                         "GROUP BY setting, n_layers) g\n"
+                         "LEFT JOIN t_quantiles t1 ON t1.level = 0.95 AND t1.df = min(g.n_scored - 1, 100)\n"
+                         "LEFT JOIN t_quantiles t2 ON t2.level = 0.95 AND t2.df = min(g.n_crossed - 1, 100)\n"
+                         "ORDER BY g.setting, g.n_layers;\n";
+
 /* al_store_migrations[i] takes user_version i to i+1; with its declared
  * size (store_conn.h), a missing or extra migration does not compile. */
 const char *const al_store_migrations[] = {schema_v1,  schema_v2,  schema_v3,  schema_v4,
                                            schema_v5,  schema_v6,  schema_v7,  schema_v8,
                                            schema_v9,  schema_v10, schema_v11, schema_v12,
-                                           schema_v13, schema_v14, schema_v15, schema_v16};
+                                           schema_v13, schema_v14, schema_v15, schema_v16,
+                                           schema_v17};
 _Static_assert(sizeof al_store_migrations / sizeof al_store_migrations[0] ==
                    AL_STORE_SCHEMA_VERSION,
                "one migration per version");
