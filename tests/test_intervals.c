@@ -423,3 +423,43 @@ TEST(intervals_faithfulness) {
            "%s", t ? t : "");
     free(t);
 }
+
+/* The report prints the intervals it has: each patching and path
+ * patching row of its tables with its se and 95% interval from
+ * score_intervals, and the circuit's faithfulness with its interval. */
+TEST(intervals_in_the_report) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), out = t_pcopy("rep");
+    t_tiny_model(dir.s, 2, 20);
+    CHECK(t_sh("%s patch --model %s/m2 --db %s --probe-r 6 --n 16 --threads 1 > /dev/null 2>&1 && "
+               "%s paths --model %s/m2 --db %s --probe-r 6 --n 16 --threads 1 > /dev/null 2>&1 && "
+               "%s discover --model %s/m2 --db %s --probe-r 6 --n 16 --threads 1 --tau 0.0001 > "
+               "/dev/null 2>&1 && %s report --db %s --model %s/m2 --out %s --pictures none > "
+               "/dev/null 2>&1",
+               t_bin(), dir.s, db.s, t_bin(), dir.s, db.s, t_bin(), dir.s, db.s, t_bin(), db.s,
+               dir.s, out.s) == 0);
+    char page[1200];
+    snprintf(page, sizeof page, "%s/index.html", out.s);
+    char *h = t_slurp(page);
+    /* the largest patching effect's row, every number from the database */
+    char *row =
+        t_sql(db.s, "SELECT printf('<td>%+.4f</td><td>%.4f</td><td>%.4f</td><td>%+.4f</td>"
+                    "<td>%+.4f</td></tr>', p.value, p.metric, i.se, i.ci_lo, i.ci_hi) FROM "
+                    "patching p JOIN score_intervals i ON i.run_id = p.run_id AND i.layer = "
+                    "p.layer AND i.head = p.head AND i.metric = 'effect_head' WHERE p.run_id = 1 "
+                    "ORDER BY abs(p.value) DESC LIMIT 1");
+    CHECKF(h && row && strstr(h, row), "page lacks [%s]", row ? row : "");
+    /* the largest path's row */
+    char *prow =
+        t_sql(db.s, "SELECT printf('<td>%.4f</td><td>%+.4f</td><td>%+.4f</td></tr>', i.se, "
+                    "i.ci_lo, i.ci_hi) FROM path_patching p JOIN score_intervals i ON "
+                    "i.run_id = p.run_id AND i.metric = 'path_effect_' || p.channel AND "
+                    "i.value = p.value WHERE p.run_id = 2 ORDER BY abs(p.value) DESC LIMIT 1");
+    CHECKF(h && prow && strstr(h, prow), "page lacks [%s]", prow ? prow : "");
+    char *faith =
+        t_sql(db.s, "SELECT printf('with faithfulness %.3f (95%% interval %.3f to %.3f over "
+                    "the pairs; ', value, ci_lo, ci_hi) FROM score_intervals WHERE run_id = 3 "
+                    "AND metric = 'faithfulness' AND pos = -1");
+    CHECKF(h && faith && strstr(h, faith), "page lacks [%s]", faith ? faith : "");
+    CHECK(h && strstr(h, "<th>± se</th><th>95% lo</th><th>95% hi</th>"));
+    free(h), free(row), free(prow), free(faith);
+}

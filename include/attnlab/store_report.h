@@ -149,9 +149,11 @@ int al_sr_names_value(al_store *s, const char *mid, const char *metric, double *
  * runs first then path runs (component NULL): run_id, task, component,
  * direction, m_clean, m_corr, n_pairs. */
 int al_sr_patching_runs(al_store *s, const char *mid, al_rows *out, al_err *e);
-/* A patching run's 8 strongest effects: configuration, value, metric. */
+/* A patching run's 8 strongest effects: configuration, value, metric, and
+ * its interval (score_intervals: se, ci_lo, ci_hi; NULL without one). */
 int al_sr_patching_top(al_store *s, const char *run, al_rows *out, al_err *e);
-/* A path patching run's 8 strongest effects: path, value, metric. */
+/* A path patching run's 8 strongest effects: path, value, metric, se,
+ * ci_lo, ci_hi (as patching). */
 int al_sr_paths_top(al_store *s, const char *run, al_rows *out, al_err *e);
 /* A patching run's config_json, task_hash, n_pairs, seq_len (0 or 1 row). */
 int al_sr_patching_run_info(al_store *s, const char *run, al_rows *out, al_err *e);
@@ -180,7 +182,8 @@ int al_sr_attr_agreement(al_store *s, const char *run, al_rows *out, al_err *e);
 int al_sr_latest_discover(al_store *s, const char *mid, double *run, al_err *e);
 /* One circuit (tau NULL for EAP, as text exactly) of a run (0 or 1 row):
  * task, n_kept, n_edges, faithfulness, kl, metric, the run's circuits
- * with a tau, all the run's circuits. */
+ * with a tau, all the run's circuits, and the faithfulness's se, ci_lo,
+ * ci_hi (score_intervals; NULL for a run made without them). */
 int al_sr_circuit(al_store *s, const char *run, const char *method, const char *tau, al_rows *out,
                   al_err *e);
 /* Heads in a kept edge of the circuit, by name: name. */

@@ -136,11 +136,16 @@ int sec_circuit(rep *R, const rmodel *M, al_err *e) {
                           "EAP's, else the smallest tau's)",
                           al_rows_x(&c, 0, 7));
         al_buf_printf(h,
-                      ": it keeps %.0f of the %.0f edges of the head graph, with "
-                      "faithfulness %.3f (1 = it does all the model does on the task, 0 = no "
-                      "better than the corrupted run) and KL %.4f nats from the full model "
-                      "(metric ",
-                      al_rows_x(&c, 0, 1), al_rows_x(&c, 0, 2), al_rows_x(&c, 0, 3),
+                      ": it keeps %.0f of the %.0f edges of the head graph, with faithfulness %.3f",
+                      al_rows_x(&c, 0, 1), al_rows_x(&c, 0, 2), al_rows_x(&c, 0, 3));
+        if (al_rows_t(&c, 0, 9) && al_rows_t(&c, 0, 10))
+            al_buf_printf(h, " (95%% interval %.3f to %.3f over the pairs; ", al_rows_x(&c, 0, 9),
+                          al_rows_x(&c, 0, 10));
+        else
+            al_buf_puts(h, " (");
+        al_buf_printf(h,
+                      "1 = it does all the model does on the task, 0 = no better than the "
+                      "corrupted run) and KL %.4f nats from the full model (metric ",
                       al_rows_x(&c, 0, 4));
         rep_esc(h, al_rows_t(&c, 0, 5) ? al_rows_t(&c, 0, 5) : "?");
         al_buf_puts(h, ").</p>\n<p>Heads in the circuit (in a kept edge): ");

@@ -14,8 +14,10 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     al_rows runs;
     if (al_sr_patching_runs(R->st, M->mid, &runs, e)) return -1;
-    static const char *const heads[] = {"configuration", "effect", "metric", NULL};
-    static const char *const pheads[] = {"path", "effect", "metric", NULL};
+    static const char *const heads[] = {"configuration", "effect", "metric", "± se",
+                                        "95% lo",        "95% hi", NULL};
+    static const char *const pheads[] = {"path",   "effect", "metric", "± se",
+                                         "95% lo", "95% hi", NULL};
     int rc = 0, n_patch = 0, n_paths = 0, deep = M->cfg.n_layers > 2;
     for (int i = 0; rc == 0 && i < runs.nr; i++) {
         const char *run = al_rows_t(&runs, i, 0), *task = al_rows_t(&runs, i, 1),
@@ -48,11 +50,12 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
         rep_esc(h, task);
         al_buf_printf(h,
                       " (run %s, %.0f pairs): M<sub>clean</sub> = %.4f, M<sub>corr</sub> = "
-                      "%.4f; the strongest effects:</p>\n",
+                      "%.4f; the strongest effects, each with its standard error and 95%% "
+                      "bootstrap interval over the pairs (empty: a run made without them):</p>\n",
                       run, al_rows_x(&runs, i, 6), al_rows_x(&runs, i, 4), al_rows_x(&runs, i, 5));
         al_rows q;
         int qrc = comp ? al_sr_patching_top(R->st, run, &q, e) : al_sr_paths_top(R->st, run, &q, e);
-        rc = rep_rows_table(R, qrc, &q, comp ? heads : pheads, "s+4", "No rows.") < 0;
+        rc = rep_rows_table(R, qrc, &q, comp ? heads : pheads, "s+44++", "No rows.") < 0;
         if (rc || !rep_want_pic(R, comp ? "patching" : "paths")) continue;
         al_pic_opts po = al_pic_defaults();
         po.what = comp ? "patching" : "paths";

@@ -391,19 +391,29 @@ int al_sr_patching_runs(al_store *s, const char *mid, al_rows *out, al_err *e) {
 
 int al_sr_patching_top(al_store *s, const char *run, al_rows *out, al_err *e) {
     return rows(s,
-                "SELECT CASE WHEN head IS NULL THEN 'resid ' || layer ELSE layer || "
-                "'.' || head END || CASE WHEN pos IS NULL THEN '' ELSE ' @ ' || pos END, "
-                "value, metric FROM patching WHERE run_id = ?1 ORDER BY value IS NULL, "
-                "abs(value) DESC, patch_id LIMIT 8",
+                "SELECT CASE WHEN p.head IS NULL THEN 'resid ' || p.layer ELSE p.layer || "
+                "'.' || p.head END || CASE WHEN p.pos IS NULL THEN '' ELSE ' @ ' || p.pos END, "
+                "p.value, p.metric, i.se, i.ci_lo, i.ci_hi FROM patching p LEFT JOIN "
+                "score_intervals i ON i.run_id = p.run_id AND i.metric LIKE 'effect\\_%' "
+                "ESCAPE '\\' AND i.layer = coalesce(p.layer, -1) AND i.head = coalesce(p.head, "
+                "-1) AND i.pos = coalesce(p.pos, -1) WHERE p.run_id = ?1 ORDER BY p.value IS "
+                "NULL, abs(p.value) DESC, p.patch_id LIMIT 8",
                 run, NULL, out, e);
 }
 
 int al_sr_paths_top(al_store *s, const char *run, al_rows *out, al_err *e) {
     return rows(s,
-                "SELECT sender || ' -> ' || CASE WHEN channel = 'direct' THEN "
-                "'logits' ELSE receiver_layer || '.' || receiver_head || ' ' || channel "
-                "END, value, metric FROM path_patching WHERE run_id = ?1 ORDER BY value "
-                "IS NULL, abs(value) DESC, path_id LIMIT 8",
+                "SELECT p.sender || ' -> ' || CASE WHEN p.channel = 'direct' THEN "
+                "'logits' ELSE p.receiver_layer || '.' || p.receiver_head || ' ' || p.channel "
+                "END, p.value, p.metric, i.se, i.ci_lo, i.ci_hi FROM path_patching p "
+                "JOIN models m ON m.model_id = p.model_id LEFT JOIN score_intervals i ON "
+                "i.run_id = p.run_id AND i.metric = 'path_effect_' || p.channel AND i.layer = "
+                "coalesce(p.receiver_layer, -1) AND i.head = coalesce(p.receiver_head, -1) AND "
+                "i.pos = CASE p.sender WHEN 'embed' THEN 0 WHEN 'pos' THEN 1 ELSE 2 + "
+                "CAST(substr(p.sender, 1, instr(p.sender, '.') - 1) AS INTEGER) * m.n_heads + "
+                "CAST(substr(p.sender, instr(p.sender, '.') + 1) AS INTEGER) END "
+                "WHERE p.run_id = ?1 ORDER BY p.value IS NULL, abs(p.value) DESC, p.path_id "
+                "LIMIT 8",
                 run, NULL, out, e);
 }
 
@@ -484,10 +494,13 @@ int al_sr_latest_discover(al_store *s, const char *mid, double *run, al_err *e) 
 int al_sr_circuit(al_store *s, const char *run, const char *method, const char *tau, al_rows *out,
                   al_err *e) {
     return rows3(s,
-                 "SELECT task, n_kept, n_edges, faithfulness, kl, metric, (SELECT "
+                 "SELECT x.task, x.n_kept, x.n_edges, x.faithfulness, x.kl, x.metric, (SELECT "
                  "count(*) FROM circuit_runs y WHERE y.run_id = x.run_id AND y.tau IS NOT "
-                 "NULL), (SELECT count(*) FROM circuit_runs y WHERE y.run_id = x.run_id) FROM "
-                 "circuit_runs x WHERE run_id = ?1 AND method = ?2 AND tau IS CAST(?3 AS REAL)",
+                 "NULL), (SELECT count(*) FROM circuit_runs y WHERE y.run_id = x.run_id), "
+                 "i.se, i.ci_lo, i.ci_hi FROM circuit_runs x LEFT JOIN score_intervals i ON "
+                 "i.rowid = (SELECT j.rowid FROM score_intervals j WHERE j.run_id = x.run_id "
+                 "AND j.metric = 'faithfulness' AND j.value IS x.faithfulness ORDER BY j.pos "
+                 "LIMIT 1) WHERE x.run_id = ?1 AND x.method = ?2 AND x.tau IS CAST(?3 AS REAL)",
                  run, method, tau, out, e);
 }
 
