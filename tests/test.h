@@ -118,6 +118,7 @@ int t_all_zero(const void *p, size_t n);
     "DROP VIEW sae_head_features; DROP VIEW sae_induction_features; DROP TABLE sae_probe_heads; "  \
     "DROP TABLE sae_feature_heads; DROP TABLE sae_feature_logits; DROP TABLE "                     \
     "sae_feature_contexts; DROP TABLE sae_features; DROP TABLE sae_feature_runs; DROP TABLE "      \
-    "sae_runs; "
+    "sae_runs; ALTER TABLE train_log DROP COLUMN val_loss_se; ALTER TABLE train_log DROP COLUMN "  \
+    "icl_gain_se; "
 
 #endif

@@ -530,7 +530,8 @@ static void make_big(void) {
     CHECK(
         t_sh("cp %s %s && sqlite3 %s \"UPDATE runs SET uid = lower(hex(randomblob(16))); WITH "
              "RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d) INSERT INTO "
-             "train_log SELECT 1, x, x * 1.0, 1.0 / x, 2.0, 0.1, 0.001, x * 0.01 FROM c\"",
+             "train_log SELECT 1, x, x * 1.0, 1.0 / x, 2.0, 0.1, 0.001, x * 0.01, 0.01, 0.02 "
+             "FROM c\"",
              t_path("a.db"), t_path("big.db"), t_path("big.db"), BIG_ROWS) == 0);
     CHECK(merge_cli(t_path("base.db"), t_path("a.db"), NULL) == 0);
 }

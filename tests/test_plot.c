@@ -502,7 +502,8 @@ static void fill_db(const char *db) {
     CHECK_OK(al_store_run_begin(st, "train", "{}", mid, &run, &e), &e);
     CHECK_OK(al_store_tx_begin(st, &e), &e);
     for (long s = 0; s <= 100; s += 10) {
-        al_train_log_row r = {s, s * 100.0, 4 - s / 50.0, 4.1 - s / 50.0, 0, 1e-3, s / 10.0};
+        al_train_log_row r = {s,        s * 100.0, 4 - s / 50.0, 4.1 - s / 50.0, 0, 1e-3,
+                              s / 10.0, NAN,       NAN};
         CHECK_OK(al_store_put_train_log(st, run, &r, &e), &e);
         for (int i = 0; i < 8; i++)
             CHECK_OK(al_store_put_train_head_score(st, run, s, i / 4, i % 4, "induction",
@@ -618,7 +619,7 @@ TEST(plot_store_query) {
     CHECK_OK(al_store_run_begin(st, "train", "{}", 0, &run, &e), &e);
     CHECK_OK(al_store_tx_begin(st, &e), &e);
     for (long s = 1; s <= 4; s++) {
-        al_train_log_row r = {s, 0, 1.0 * s, s == 3 ? NAN : 0.5 * s, 0, 0, 0};
+        al_train_log_row r = {s, 0, 1.0 * s, s == 3 ? NAN : 0.5 * s, 0, 0, 0, NAN, NAN};
         CHECK_OK(al_store_put_train_log(st, run, &r, &e), &e);
     }
     CHECK_OK(al_store_run_finish(st, run, &e), &e);

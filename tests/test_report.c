@@ -118,8 +118,8 @@ static void fill(al_store *st, const char *dir, const double *eig, const double 
         CHECK_OK(al_store_run_begin(st, "train", "{}", mid, &run, &e), &e);
         CHECK_OK(al_store_tx_begin(st, &e), &e);
         for (long s = 0; s <= 40; s += 10) {
-            al_train_log_row r = {s,        s * 64.0, 5 - s / 20.0, 5.1 - s / 20.0,
-                                  0.01 * s, 1e-3,     s / 10.0};
+            al_train_log_row r = {s,        s * 64.0, 5 - s / 20.0, 5.1 - s / 20.0, 0.01 * s, 1e-3,
+                                  s / 10.0, NAN,      NAN};
             CHECK_OK(al_store_put_train_log(st, run, &r, &e), &e);
             for (int h = 0; h < 4; h++)
                 CHECK_OK(al_store_put_train_head_score(st, run, s, 0, h, "induction", h * s / 100.0,

@@ -146,7 +146,8 @@ TEST(store_migrates_version_13_sae) {
                "models(sha256, added_at) VALUES('x', 'now'); INSERT INTO runs(kind, started_at, "
                "status, attnlab_version) VALUES('sae_features', 'now', 'done', 'v'); INSERT INTO "
                "sae_features VALUES(1, 1, 7, 3, 0.1, 1.0, 2.0, 0.0, 0.5, 1.0, 1, 2, 0.6); "
-               "PRAGMA user_version = 13\"",
+               "ALTER TABLE train_log DROP COLUMN val_loss_se; ALTER TABLE train_log DROP COLUMN "
+               "icl_gain_se; PRAGMA user_version = 13\"",
                db) == 0);
     CHECK(sql_is(db, "SELECT count(*) FROM sae_induction_features", "1"));
     CHECK_OK(al_store_open(db, &s, &e), &e);
@@ -171,7 +172,9 @@ TEST(store_migrates_version_14_induction_all) {
     al_err e;
     CHECK_OK(al_store_open(db, &s, &e), &e);
     al_store_close(s);
-    CHECK(t_sh("sqlite3 '%s' \"DROP VIEW head_summary; CREATE VIEW head_summary AS SELECT "
+    CHECK(t_sh("sqlite3 '%s' \"ALTER TABLE train_log DROP COLUMN val_loss_se; ALTER TABLE "
+               "train_log DROP COLUMN icl_gain_se; DROP VIEW head_summary; CREATE VIEW "
+               "head_summary AS SELECT "
                "model_id, layer, head, layer || '.' || head AS name, MAX(CASE WHEN metric = "
                "'induction' THEN value END) AS induction FROM head_scores GROUP BY model_id, "
                "layer, head; INSERT INTO models(sha256, added_at) VALUES('x', 'now'); INSERT INTO "
@@ -394,10 +397,11 @@ TEST(store_live_run_not_recovered) {
     CHECK(sql_is(db, "SELECT status, model_id IS NULL FROM runs", "running|1"));
     /* progressive commits are visible while the run is running */
     CHECK_OK(al_store_tx_begin(s, &e), &e);
-    al_train_log_row tl = {100, 1e5, 3.5, 3.6, 0.2, 1e-3, 12};
+    al_train_log_row tl = {100, 1e5, 3.5, 3.6, 0.2, 1e-3, 12, 0.01, 0.02};
     CHECK_OK(al_store_put_train_log(s, run, &tl, &e), &e);
     CHECK_OK(al_store_tx_commit(s, &e), &e);
-    CHECK(sql_is(db, "SELECT step, val_loss FROM train_log", "100|3.6"));
+    CHECK(sql_is(db, "SELECT step, val_loss, val_loss_se, icl_gain_se FROM train_log",
+                 "100|3.6|0.01|0.02"));
     CHECK_OK(al_store_run_finish(s, run, &e), &e);
     al_store_close(s);
     CHECK(sql_is(db, "SELECT status, finished_at IS NOT NULL FROM runs", "done|1"));

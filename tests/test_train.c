@@ -266,6 +266,11 @@ TEST(train_cli_resume_carries_curve) {
                t_bin(), c, m, db) == 130);
     /* run 1: steps 0, 5, ..., 20, named by the step-20 checkpoint */
     CHECK_SQL(db, "SELECT group_concat(step) FROM train_log WHERE run_id = 1", "0,5,10,15,20");
+    /* every evaluation with its standard errors, well under the values */
+    CHECK_SQL(db,
+              "SELECT count(*) FROM train_log WHERE run_id = 1 AND val_loss_se > 0 AND "
+              "val_loss_se < 0.2 * val_loss AND icl_gain_se > 0",
+              "5");
     snprintf(q, sizeof q, "%s/state.json", m);
     char *st = t_slurp(q);
     CHECKF(st && strstr(st, "\"curve\"") && strstr(st, "\"run_id\":\t1"), "%s", st ? st : "");
@@ -286,6 +291,12 @@ TEST(train_cli_resume_carries_curve) {
               "0,5,10,15,20,25,30");
     snprintf(q, sizeof q,
              "SELECT train_loss, val_loss FROM train_log WHERE run_id = 2 AND step = 20");
+    /* the carried rows keep their standard errors */
+    CHECK_SQL(db,
+              "SELECT count(*) FROM train_log a JOIN train_log b ON b.run_id = 1 AND a.step = "
+              "b.step AND a.val_loss_se = b.val_loss_se AND a.icl_gain_se = b.icl_gain_se WHERE "
+              "a.run_id = 2 AND a.step <= 15",
+              "4");
     CHECK_SQL(db, q, row20 ? row20 : "?");
     free(row20);
     CHECK_SQL(db,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attnlab/checkpoint.h"
+#include "attnlab/data.h"
 #include "attnlab/train.h"
 #include "test.h"
 
@@ -218,16 +219,43 @@ TEST(trainer_step_evaluate_save) {
     al_err e;
     CHECK_OK(al_trainer_init(&t, &o, NULL, &e), &e);
     double loss = 0, norm = 0, v0 = 0, v1 = 0;
-    CHECK_OK(al_trainer_evaluate(t, &v0, &e), &e);
+    CHECK_OK(al_trainer_evaluate(t, &v0, NULL, &e), &e);
     for (int i = 0; i < 3; i++) {
         CHECK_OK(al_trainer_step(t, &loss, &norm, &e), &e);
         CHECK(isfinite(loss) && norm > 0);
     }
     CHECK(al_trainer_state(t)->step == 3);
-    CHECK_OK(al_trainer_evaluate(t, &v1, &e), &e);
-    CHECK(isfinite(v0) && isfinite(v1) && v1 != v0);
+    double se = NAN, v2 = 0;
+    CHECK_OK(al_trainer_evaluate(t, &v1, NULL, &e), &e);
+    CHECK_OK(al_trainer_evaluate(t, &v2, &se, &e), &e);
+    CHECK(isfinite(v0) && isfinite(v1) && v1 != v0 && v2 == v1);
+    /* the standard error by hand: the same validation windows (the file's
+     * last 5%, al_batch_fixed's batches), each sequence's mean loss */
+    al_tokens tr, va;
+    CHECK_OK(al_tokens_load(data, &tr, &e), &e);
+    CHECK_OK(al_tokens_hold_out(&tr, o.val_fraction, data, &va, &e), &e);
+    int B = o.batch, T = o.n_ctx, in[64], tg[64];
+    double q[16], mean = 0, ss = 0;
+    al_model *m = al_trainer_model(t);
+    for (int k = 0; k < o.eval_batches; k++) {
+        CHECK_OK(al_batch_fixed(&va, B, T, k, o.eval_batches, in, tg, &e), &e);
+        CHECK_OK(al_model_forward(m, in, tg, B, T, &e), &e);
+        for (int b = 0; b < B; b++) {
+            double x = 0;
+            for (int i = 0; i < T; i++) x += m->losses[b * T + i];
+            q[k * B + b] = x / T, mean += x / T;
+        }
+    }
+    int n = o.eval_batches * B;
+    mean /= n;
+    for (int i = 0; i < n; i++) ss += (q[i] - mean) * (q[i] - mean);
+    double want = sqrt(ss / (n - 1) / n);
+    CHECKF(fabs(mean - v1) < 1e-5 && fabs(se - want) < 1e-6 * (1 + want) && se > 0,
+           "mean %g vs %g, se %g vs %g", mean, v1, se, want);
+    al_tokens_free(&tr);
+    al_tokens_free(&va);
     stop = 1;
-    CHECK(al_trainer_evaluate(t, &v1, &e) == 1);
+    CHECK(al_trainer_evaluate(t, &v1, NULL, &e) == 1);
     CHECK_OK(al_trainer_save(t, &e), &e);
     al_trainer_free(t);
     CHECK(saved_step(out) == 3);

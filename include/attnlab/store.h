@@ -32,7 +32,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 17
+#define AL_STORE_SCHEMA_VERSION 18
 
 typedef struct al_store al_store;
 
@@ -387,6 +387,7 @@ int al_store_put_sae_feature_head(al_store *s, int64_t run_id, int64_t model_id,
 typedef struct al_train_log_row {
     long step;
     double tokens, train_loss, val_loss, icl_gain, lr, seconds;
+    double val_loss_se, icl_gain_se; /* standard errors (NaN: NULL) */
 } al_train_log_row;
 int al_store_put_train_log(al_store *s, int64_t run_id, const al_train_log_row *r, al_err *e);
 /* A resumed training run (run_id) takes over the curve of the run it

@@ -68,7 +68,8 @@ int al_sr_view_top_cells(al_store *s, const char *run, const char *metric, al_ro
 /* Every cell of a view (view_cells) by row, col: row, value. */
 int al_sr_view_cells(al_store *s, const char *run, const char *metric, al_rows *out, al_err *e);
 /* The newest train run's log, by step: step, tokens, train_loss,
- * val_loss, icl_gain, seconds, the step's best induction score. */
+ * val_loss, icl_gain, seconds, the step's best induction score,
+ * val_loss_se, icl_gain_se (NULL for a run recorded without them). */
 int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* models.final_val_loss (NaN: none). */
 int al_sr_final_val_loss(al_store *s, const char *mid, double *v, al_err *e);

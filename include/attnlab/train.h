@@ -94,6 +94,8 @@ typedef struct al_train_eval {
     double tokens; /* training tokens seen */
     double train_loss; /* loss of the last training batch; NaN at step 0 */
     double val_loss; /* mean over eval_batches fixed validation batches */
+    double val_loss_se; /* its standard error over the batches' sequences (sd / sqrt n; NaN
+                         * for fewer than two) */
     double lr; /* learning rate of the last step (of step 0 at step 0) */
     double seconds; /* since al_trainer_run started */
 } al_train_eval;
@@ -156,11 +158,13 @@ int al_trainer_run(al_trainer *t, int *stopped, al_err *e);
  * were. */
 int al_trainer_step(al_trainer *t, double *loss, double *grad_norm, al_err *e);
 
-/* Mean loss over eval_batches fixed validation windows [batch, seq_len].
- * Returns 0 with *val_loss, 1 if a stop request came meanwhile (no loss:
- * evaluation touches neither weights nor RNG, so cutting it short
- * changes nothing), -1 with e set. */
-int al_trainer_evaluate(al_trainer *t, double *val_loss, al_err *e);
+/* Mean loss over eval_batches fixed validation windows [batch, seq_len],
+ * and (se not NULL) its standard error over those windows' sequences:
+ * each sequence's mean loss is one item (the sequences are the sample,
+ * their positions are not independent). Returns 0 with *val_loss, 1 if
+ * a stop request came meanwhile (no loss: evaluation touches neither
+ * weights nor RNG, so cutting it short changes nothing), -1 with e set. */
+int al_trainer_evaluate(al_trainer *t, double *val_loss, double *se, al_err *e);
 
 /* Write a checkpoint of the current step to opts.out (journalled: a crash
  * leaves the old or the new one, whole). 0, or -1 with e set. */

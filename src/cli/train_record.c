@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,14 +61,25 @@ static int on_eval(void *ctx, al_trainer *t, const al_train_eval *ev, al_err *e)
     al_train_record *r = ctx;
     al_model *m = al_trainer_model(t);
     al_probe_scores ps;
-    if (al_probe_run(m, &r->probe, DYN_PROBE_N, &ps, e) != 0) return -1;
+    /* the items give icl_gain's standard error; the scores are summed as
+     * al_probe_run sums them, bit for bit */
+    if (al_probe_run_items(m, &r->probe, DYN_PROBE_N, &ps, e) != 0) return -1;
+    const int cols = AL_PROBE_ITEM_COLS(m->cfg.n_layers * m->cfg.n_heads);
+    double sum = 0, sq = 0, n = ps.n_items;
+    for (int i = 0; i < ps.n_items; i++) {
+        double g = ps.items[(size_t)i * cols + cols - 1];
+        sum += g, sq += g * g;
+    }
+    double var = n >= 2 ? (sq - sum * sum / n) / (n - 1) : NAN;
     al_train_log_row row = {.step = ev->step,
                             .tokens = ev->tokens,
                             .train_loss = ev->train_loss,
                             .val_loss = ev->val_loss,
                             .icl_gain = ps.icl_gain,
                             .lr = ev->lr,
-                            .seconds = ev->seconds};
+                            .seconds = ev->seconds,
+                            .val_loss_se = ev->val_loss_se,
+                            .icl_gain_se = n >= 2 ? sqrt(var > 0 ? var : 0) / sqrt(n) : NAN};
     int rc =
         al_store_tx_begin(r->db, e) != 0 || al_store_put_train_log(r->db, r->run_id, &row, e) != 0;
     int H = m->cfg.n_heads;

@@ -161,14 +161,16 @@ int sec_training(rep *R, const rmodel *M, al_err *e) {
             s.x[(size_t)i * q.nc + c] = al_rows_x(&q, r, c);
         }
     }
-    static const char *const heads[] = {"step",     "tokens",  "train loss",           "val loss",
-                                        "icl_gain", "seconds", "best induction score", NULL};
+    static const char *const heads[] =
+        {"step",          "tokens",  "train loss",           "val loss",
+         "icl_gain",      "seconds", "best induction score", "val loss ± se",
+         "icl_gain ± se", NULL};
     if (keep < q.nr)
         al_buf_printf(&R->h,
                       "<p>%d of the %d evaluations, evenly spaced (the first and the last "
                       "included); the database's <code>train_log</code> holds them all.</p>\n",
                       keep, q.nr);
-    rep_table(R, &s, heads, "ii44+iI");
+    rep_table(R, &s, heads, "ii44+iI44");
     free(s.t);
     free(s.x);
     al_rows_free(&q);

@@ -162,7 +162,8 @@ int al_sr_training_log(al_store *s, const char *mid, al_rows *out, al_err *e) {
         s,
         "SELECT t.step, t.tokens, t.train_loss, t.val_loss, t.icl_gain, t.seconds, "
         "(SELECT max(value) FROM train_head_scores s WHERE s.run_id = t.run_id AND s.step = t.step "
-        " AND s.metric = 'induction') FROM train_log t WHERE t.run_id = "
+        " AND s.metric = 'induction'), t.val_loss_se, t.icl_gain_se FROM train_log t WHERE "
+        "t.run_id = "
         "(SELECT max(run_id) FROM runs WHERE kind = ?3 AND model_id = ?1) ORDER BY t.step",
         mid, NULL, AL_RESULTS_TRAINING, out, e);
 }

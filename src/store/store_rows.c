@@ -33,7 +33,8 @@ static const char *const stmt_sql[S_N] = {
               "n_heads, loss, delta_loss, delta_loss_copy, delta_loss_probe, "
               "interaction) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     [S_PRUNE] = "INSERT OR REPLACE INTO pruning_steps VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-    [S_TLOG] = "INSERT OR REPLACE INTO train_log VALUES(?,?,?,?,?,?,?,?)",
+    [S_TLOG] = "INSERT OR REPLACE INTO train_log(run_id, step, tokens, train_loss, val_loss, "
+               "icl_gain, lr, seconds, val_loss_se, icl_gain_se) VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_THS] = "INSERT OR REPLACE INTO train_head_scores VALUES(?,?,?,?,?,?)",
     [S_PATCH] = "INSERT INTO patching(run_id, model_id, task, direction, component, layer, "
                 "head, pos, value, metric) VALUES(?,?,?,?,?,?,?,?,?,?)",
@@ -304,8 +305,8 @@ int al_store_put_sae_probe_head(al_store *s, int64_t run_id, int64_t model_id, i
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id, const al_train_log_row *r, al_err *e) {
-    return put_row(s, S_TLOG, e, "IIdddddd", run_id, (int64_t)r->step, r->tokens, r->train_loss,
-                   r->val_loss, r->icl_gain, r->lr, r->seconds);
+    return put_row(s, S_TLOG, e, "IIdddddddd", run_id, (int64_t)r->step, r->tokens, r->train_loss,
+                   r->val_loss, r->icl_gain, r->lr, r->seconds, r->val_loss_se, r->icl_gain_se);
 }
 
 int al_store_put_train_head_score(al_store *s, int64_t run_id, long step, int layer, int head,
@@ -332,8 +333,10 @@ int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max
     static const char check[] =
         "SELECT count(*) FROM runs WHERE run_id = ?1 AND kind = ?3 AND ?1 < ?2";
     static const char *const copy[] =
-        {"INSERT OR REPLACE INTO train_log SELECT ?1, step, tokens, train_loss, val_loss,"
-         " icl_gain, lr, seconds FROM train_log WHERE run_id = ?2 AND step <= ?3",
+        {"INSERT OR REPLACE INTO train_log(run_id, step, tokens, train_loss, val_loss, icl_gain,"
+         " lr, seconds, val_loss_se, icl_gain_se) SELECT ?1, step, tokens, train_loss, val_loss,"
+         " icl_gain, lr, seconds, val_loss_se, icl_gain_se FROM train_log WHERE run_id = ?2 AND"
+         " step <= ?3",
          "INSERT OR REPLACE INTO train_head_scores SELECT ?1, step, layer, head, metric, value"
          " FROM train_head_scores WHERE run_id = ?2 AND step <= ?3"};
     sqlite3_stmt *q;

@@ -700,13 +700,19 @@ static const char schema_v17[] =
                          "LEFT JOIN t_quantiles t2 ON t2.level = 0.95 AND t2.df = min(g.n_crossed - 1, 100)\n"
                          "ORDER BY g.setting, g.n_layers;\n";
 
+/* v18: how sure the training curve's evaluations are: the standard
+ * errors of val_loss (over the evaluation's sequences) and of icl_gain
+ * (over the probe's sequences), NULL where a run recorded none. */
+static const char schema_v18[] = "ALTER TABLE train_log ADD COLUMN val_loss_se REAL;\n"
+                                 "ALTER TABLE train_log ADD COLUMN icl_gain_se REAL;\n";
+
 /* al_store_migrations[i] takes user_version i to i+1; with its declared
  * size (store_conn.h), a missing or extra migration does not compile. */
 const char *const al_store_migrations[] = {schema_v1,  schema_v2,  schema_v3,  schema_v4,
                                            schema_v5,  schema_v6,  schema_v7,  schema_v8,
                                            schema_v9,  schema_v10, schema_v11, schema_v12,
                                            schema_v13, schema_v14, schema_v15, schema_v16,
-                                           schema_v17};
+                                           schema_v17, schema_v18};
 _Static_assert(sizeof al_store_migrations / sizeof al_store_migrations[0] ==
                    AL_STORE_SCHEMA_VERSION,
                "one migration per version");

@@ -298,17 +298,29 @@ int al_trainer_seq_len(const al_trainer *t) { return t->T; }
 
 /* The stop request is checked before every batch, so that it is honoured
  * within one batch even with eval_batches in the thousands. */
-int al_trainer_evaluate(al_trainer *t, double *loss, al_err *e) {
-    double s = 0;
-    int nb = t->o.eval_batches;
+int al_trainer_evaluate(al_trainer *t, double *loss, double *se, al_err *e) {
+    double s = 0, s1 = 0, s2 = 0; /* the mean as always; the sequences' sums apart */
+    int nb = t->o.eval_batches, B = t->B, T = t->T;
     for (int k = 0; k < nb; k++) {
         if (stopping(t)) return 1;
-        if (al_batch_fixed(&t->val, t->B, t->T, k, nb, t->in, t->tg, e) != 0 ||
-            al_model_forward(&t->m, t->in, t->tg, t->B, t->T, e) != 0)
+        if (al_batch_fixed(&t->val, B, T, k, nb, t->in, t->tg, e) != 0 ||
+            al_model_forward(&t->m, t->in, t->tg, B, T, e) != 0)
             return -1;
         s += t->m.mean_loss;
+        for (int b = 0; se && b < B; b++) {
+            double q = 0;
+            int n = 0;
+            for (int i = 0; i < T; i++)
+                if (t->tg[(size_t)b * T + i] >= 0) q += t->m.losses[(size_t)b * T + i], n++;
+            q = n ? q / n : 0;
+            s1 += q, s2 += q * q;
+        }
     }
     *loss = s / nb;
+    if (se) {
+        double n = (double)nb * B, mean = s1 / n, var = (s2 - n * mean * mean) / (n - 1);
+        *se = n >= 2 ? sqrt(var > 0 ? var : 0) / sqrt(n) : NAN;
+    }
     return 0;
 }
 
@@ -346,13 +358,14 @@ int al_trainer_step(al_trainer *t, double *loss, double *grad_norm, al_err *e) {
     return rc > 0 ? nonfinite(t, *loss, e) : rc;
 }
 
-static int observe_eval(al_trainer *t, double train_loss, double val_loss, al_err *e) {
+static int observe_eval(al_trainer *t, double train_loss, double val_loss, double se, al_err *e) {
     if (!t->obs.on_eval) return 0;
     long s = t->st.step;
     al_train_eval ev = {.step = s,
                         .tokens = t->st.tokens_seen,
                         .train_loss = train_loss,
                         .val_loss = val_loss,
+                        .val_loss_se = se,
                         .lr = al_lr_at(&t->oc, s > 0 ? s - 1 : 0),
                         .seconds = al_now() - t->t_start};
     return t->obs.on_eval(t->obs.ctx, t, &ev, e) != 0 ? -1 : 0;
@@ -388,14 +401,15 @@ static int loop(al_trainer *t, int *stopped, al_err *e) {
                            eta);
         int last = t->st.step == o->steps;
         if ((o->eval_every && t->st.step % o->eval_every == 0) || last) {
-            double vl;
-            int ev = al_trainer_evaluate(t, &vl, e);
+            double vl, vse;
+            int ev = al_trainer_evaluate(t, &vl, &vse, e);
             if (ev < 0) return -1;
             t->st.last_val_loss = NAN; /* unless the evaluation finishes */
             if (ev == 0) {
                 t->st.last_val_loss = vl;
-                if (observe_eval(t, loss, vl, e) != 0) return -1;
-                al_log("step %ld: train loss %.4f, val loss %.4f", t->st.step, loss, vl);
+                if (observe_eval(t, loss, vl, vse, e) != 0) return -1;
+                al_log("step %ld: train loss %.4f, val loss %.4f ± %.4f", t->st.step, loss, vl,
+                       vse);
             }
         }
         if ((o->ckpt_every && t->st.step % o->ckpt_every == 0) || last) {
@@ -422,15 +436,15 @@ static int loop(al_trainer *t, int *stopped, al_err *e) {
 static int first_eval(al_trainer *t, int *stopped, al_err *e) {
     const al_train_opts *o = &t->o;
     if (!t->obs.on_eval || (o->resume && t->st.step != 0 && !isnan(t->st.last_val_loss))) return 0;
-    double vl;
-    int ev = al_trainer_evaluate(t, &vl, e);
+    double vl, vse;
+    int ev = al_trainer_evaluate(t, &vl, &vse, e);
     if (ev < 0) return -1;
     if (ev > 0) {
         al_log("stopped before training; checkpoint in %s", o->out);
         *stopped = 1;
         return 0;
     }
-    if (observe_eval(t, t->st.step > 0 ? t->st.last_train_loss : NAN, vl, e) != 0) return -1;
+    if (observe_eval(t, t->st.step > 0 ? t->st.last_train_loss : NAN, vl, vse, e) != 0) return -1;
     if (o->resume) t->st.last_val_loss = vl;
     return 0;
 }
