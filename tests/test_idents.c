@@ -48,9 +48,10 @@ static char *renamed(const char *text, const char *w, const char *r) {
     size_t wn = strlen(w), cap = strlen(text) * (strlen(r) + 1) + 1, o = 0;
     char *out = calloc(cap, 1);
     for (size_t i = 0; text[i];) {
+        int match = !strncmp(text + i, w, wn); /* then text[i + wn] is in the string */
         int edge0 = i == 0 || !(isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_');
-        int edge1 = !(isalnum((unsigned char)text[i + wn]) || text[i + wn] == '_');
-        if (!strncmp(text + i, w, wn) && edge0 && edge1) {
+        int edge1 = match && !(isalnum((unsigned char)text[i + wn]) || text[i + wn] == '_');
+        if (match && edge0 && edge1) {
             strcpy(out + o, r);
             o += strlen(r), i += wn;
         } else

@@ -316,7 +316,8 @@ static int mix_input(const runner *R, const al_exp_mix_in *m, int i, const char 
     }
     char raw[RPATH + 16];
     if (!strcmp(m->kind, "brown")) {
-        snprintf(raw, sizeof raw, "%s/mix-%d.brown.txt", R->data_dir, i);
+        if (snprintf(raw, sizeof raw, "%s/mix-%d.brown.txt", R->data_dir, i) >= (int)sizeof raw)
+            return al_errf(e, "%s: path too long", R->data_dir);
         if (brown_write(m->unit ? m->unit : "para", m->from, raw, e)) return -1;
         o.source = "file", o.in = raw, o.docs = "blank";
     } else if (!strcmp(m->kind, "text")) {
@@ -339,7 +340,9 @@ static int run_mix(runner *R, stage *s, al_err *e) {
     const char *pp[AL_EXP_MAX_MIX];
     double shares[AL_EXP_MAX_MIX];
     for (int i = 0; i < x->n_mix; i++) {
-        snprintf(paths[i], sizeof paths[i], "%s/mix-%d.txt", R->data_dir, i);
+        if (snprintf(paths[i], sizeof paths[i], "%s/mix-%d.txt", R->data_dir, i) >=
+            (int)sizeof paths[i])
+            return al_errf(e, "%s: path too long", R->data_dir);
         pp[i] = paths[i], shares[i] = x->mix[i].share;
         if (mix_input(R, &x->mix[i], i, paths[i], e)) return -1;
     }
