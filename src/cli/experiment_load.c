@@ -210,6 +210,17 @@ static int safe_name(const char *s) {
     return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
+/* A corpus the data commands write separates its documents by
+ * <|endoftext|>, so encode must split them there: data.docs "eot". */
+static int need_eot(jx *j, const cJSON *enc, const char *with) {
+    const cJSON *docs = cJSON_GetObjectItemCaseSensitive(enc, "docs");
+    if (cJSON_IsString(docs) && !strcmp(docs->valuestring, "eot")) return 0;
+    return bad(j, "data.docs",
+               "must be \"eot\" with %s (its documents are separated by "
+               "<|endoftext|>)",
+               with);
+}
+
 /* data.code: {"source": "pystdlib"|"gostd", "dir": DIR}, dir optional;
  * its documents are separated by <|endoftext|>, so encode must split
  * them there (docs, the encode options beside it). */
@@ -226,12 +237,7 @@ static int load_code(jx *j, const cJSON *c, const cJSON *enc) {
         return bad(j, "data.code.source", "must be \"pystdlib\" or \"gostd\"");
     if (x->code_dir && !al_is_dir(x->code_dir))
         return bad(j, "data.code.dir", "no such directory: %s", x->code_dir);
-    const cJSON *docs = cJSON_GetObjectItemCaseSensitive(enc, "docs");
-    if (!cJSON_IsString(docs) || strcmp(docs->valuestring, "eot"))
-        return bad(j, "data.docs",
-                   "must be \"eot\" with data.code (its documents are separated "
-                   "by <|endoftext|>)");
-    return 0;
+    return need_eot(j, enc, "data.code");
 }
 
 /* One input of data.mix: {"share": S, and one of "code": {"source",
@@ -322,12 +328,7 @@ static int load_mix(jx *j, const cJSON *mx, const cJSON *enc) {
         *(i ? &x->mix_seed : &x->mix_bytes) = (uint64_t)v->valuedouble;
     }
     if (!(x->mix_json = cJSON_PrintUnformatted(mx))) return bad(j, "data.mix", "out of memory");
-    const cJSON *docs = cJSON_GetObjectItemCaseSensitive(enc, "docs");
-    if (!cJSON_IsString(docs) || strcmp(docs->valuestring, "eot"))
-        return bad(j, "data.docs",
-                   "must be \"eot\" with data.mix (its documents are separated by "
-                   "<|endoftext|>)");
-    return 0;
+    return need_eot(j, enc, "data.mix");
 }
 
 /* data.brown: {"unit": "para"|"text", "from": PATH}, both optional. */
