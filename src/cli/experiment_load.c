@@ -312,8 +312,10 @@ static int load_mix(jx *j, const cJSON *mx, const cJSON *enc) {
         return bad(j, "data.mix.inputs", "must be a list of 1 to %d inputs", AL_EXP_MAX_MIX);
     double sum = 0;
     cJSON_ArrayForEach(in, ins) {
-        if (load_mix_in(j, in, x->n_mix, &x->mix[x->n_mix])) return -1;
-        sum += x->mix[x->n_mix++].share;
+        /* counted before it loads, so that what a refused input holds is freed */
+        al_exp_mix_in *m = &x->mix[x->n_mix++];
+        if (load_mix_in(j, in, x->n_mix - 1, m)) return -1;
+        sum += m->share;
     }
     if (fabs(sum - 1) > 1e-9)
         return bad(j, "data.mix.inputs", "the shares must sum to 1 (they sum to %.6g)", sum);
