@@ -58,7 +58,7 @@ TEST(ablate_planted_circuit_and_pair_interaction) {
         al_abl_metrics r[15];
         /* pairs for zero and mean; resample (the costliest) on the key pair only */
         int nm = method == AL_ABL_RESAMPLE ? 2 * PH + 1 : n;
-        CHECK_OK(al_abl_evaluate(&m, &text, &probe, method, sets, nm, r, 0, &e), &e);
+        CHECK_OK(al_abl_evaluate(&m, &text, &probe, method, sets, nm, r, NULL, NULL, 0, &e), &e);
         const char *mn = al_abl_method_name(method);
         /* either head of the circuit destroys the second-repeat prediction */
         CHECKF(r[0].delta_probe > 2 && r[PH].delta_probe > 2, "%s: Δprobe 0.0 %g, 1.0 %g", mn,
@@ -130,7 +130,7 @@ TEST(ablate_zero_all_is_direct_path) {
     al_abl_out o;
     al_err e;
     double clean = text.clean_mean[0];
-    CHECK_OK(al_abl_run(&m, &text, AL_ABL_ZERO, all, 1, &o, 0, &e), &e);
+    CHECK_OK(al_abl_run(&m, &text, AL_ABL_ZERO, all, 1, &o, NULL, 0, &e), &e);
     double want = direct_path_loss(&m, &text);
     CHECK_NEAR(o.loss[0], want, 1e-4);
     CHECK_NEAR(o.delta[0], want - text.clean_mean[0], 1e-4);
@@ -159,7 +159,7 @@ TEST(ablate_mean_of_constant_head_changes_nothing) {
     al_err e;
     for (int method = AL_ABL_ZERO; method <= AL_ABL_RESAMPLE; method++) {
         al_abl_out o[3];
-        CHECK_OK(al_abl_run(&m, &text, method, sets, 3, o, 0, &e), &e);
+        CHECK_OK(al_abl_run(&m, &text, method, sets, 3, o, NULL, 0, &e), &e);
         for (int k = 0; k < 3; k++) {
             if (method == AL_ABL_ZERO) /* removing the +1 logit does change the loss */
                 CHECKF(fabs(o[k].delta[0]) > 1e-3, "zero: set %d Δ %g", k, o[k].delta[0]);
@@ -242,7 +242,7 @@ TEST(ablate_methods_match_hand_computation) {
             for (int q = 0; q < R; q++) acc += zall[((q * T + t) * H) * D + d];
             for (int q = 0; q < R; q++) zrep[(q * T + t) * D + d] = (float)(acc / R);
         }
-    CHECK_OK(al_abl_run(&m, &s, AL_ABL_MEAN, set, 1, &o, 0, &e), &e);
+    CHECK_OK(al_abl_run(&m, &s, AL_ABL_MEAN, set, 1, &o, NULL, 0, &e), &e);
     CHECK_NEAR(o.loss[0], loss_with_z(&m, in, tg, R, T, zall, zrep), 1e-5);
     /* resample: row b of each batch of 3 takes row (b+1) mod 3 of that batch */
     for (int q = 0; q < R; q++) {
@@ -250,11 +250,11 @@ TEST(ablate_methods_match_hand_computation) {
         for (int t = 0; t < T; t++)
             memcpy(zrep + (q * T + t) * D, zall + ((src * T + t) * H) * D, sizeof(float) * D);
     }
-    CHECK_OK(al_abl_run(&m, &s, AL_ABL_RESAMPLE, set, 1, &o, 0, &e), &e);
+    CHECK_OK(al_abl_run(&m, &s, AL_ABL_RESAMPLE, set, 1, &o, NULL, 0, &e), &e);
     CHECK_NEAR(o.loss[0], loss_with_z(&m, in, tg, R, T, zall, zrep), 1e-5);
     /* zero */
     memset(zrep, 0, sizeof zrep);
-    CHECK_OK(al_abl_run(&m, &s, AL_ABL_ZERO, set, 1, &o, 0, &e), &e);
+    CHECK_OK(al_abl_run(&m, &s, AL_ABL_ZERO, set, 1, &o, NULL, 0, &e), &e);
     CHECK_NEAR(o.loss[0], loss_with_z(&m, in, tg, R, T, zall, zrep), 1e-5);
     /* and the clean loss by hand */
     for (int q = 0; q < R * T; q++) memcpy(zrep + q * D, zall + q * H * D, sizeof(float) * D);
@@ -264,7 +264,7 @@ TEST(ablate_methods_match_hand_computation) {
     al_abl_set s1;
     CHECK_OK(al_abl_set_from(&s1, in, tg, NULL, R, T, 1, &e), &e);
     CHECK_OK(al_abl_prepare(&m, &s1, &e), &e);
-    CHECK(al_abl_run(&m, &s1, AL_ABL_RESAMPLE, set, 1, &o, 0, &e) == -1);
+    CHECK(al_abl_run(&m, &s1, AL_ABL_RESAMPLE, set, 1, &o, NULL, 0, &e) == -1);
     al_abl_set_free(&s1);
     al_abl_set_free(&s);
     al_model_free(&m);
@@ -491,9 +491,21 @@ TEST(ablate_cli_end_to_end) {
                " > /dev/null 2>&1",
                t_bin(), dir, db, val) == 0);
     char *out = t_slurp(t_path("out2.txt"));
-    CHECKF(out && strstr(out, "largest |interaction|") && strstr(out, "inter_probe"), "%s",
-           out ? out : "");
+    CHECKF(out && strstr(out, "largest |interaction|") && strstr(out, "inter_probe") &&
+               strstr(out, "± standard error over the sequences: 8 windows"),
+           "%s", out ? out : "");
     free(out);
+    /* the intervals: each configuration's three Δ, each pair's interaction,
+     * keyed by the ablation row and carrying its value */
+    CHECK_SQL(db,
+              "SELECT i.metric, count(*), sum(i.n_items), count(i.se), count(i.ci_lo) FROM "
+              "score_intervals i JOIN ablations a ON a.ablation_id = i.pos AND a.run_id = "
+              "i.run_id WHERE i.run_id = 2 AND i.value IS (CASE i.metric WHEN 'delta_loss' "
+              "THEN a.delta_loss WHEN 'delta_loss_copy' THEN a.delta_loss_copy WHEN "
+              "'delta_loss_probe' THEN a.delta_loss_probe ELSE a.interaction END) AND "
+              "(a.kind = 'pair' OR (i.layer || '.' || i.head) = a.heads) GROUP BY 1 ORDER BY 1",
+              "delta_loss|24|192|24|24\ndelta_loss_copy|24|192|24|24\n"
+              "delta_loss_probe|24|192|24|24\ninteraction|16|128|16|16");
     CHECK_SQL(db, "SELECT run_id, kind, status FROM runs",
               "1|ablate|done\n2|ablate|done\n3|ablate|done");
     CHECK_SQL(db, "SELECT run_id, method, kind, count(*) FROM ablations GROUP BY 1, 2, 3",

@@ -182,6 +182,45 @@ TEST(analysis_ablate_planted_pairs) {
     int k00_10 = LH; /* pairs in order: (0.0, 1.0) first */
     CHECK(r.c[k00_10].a == 0 && r.c[k00_10].b == PH && r.c[k00_10].inter_probe < 0);
     CHECK(r.clean_delta_probe == 0 && isfinite(r.clean_loss));
+    /* intervals: a head that changes nothing is exactly 0 ± 0 */
+    const al_interval *z = &r.c[2].ci[AL_ABL_CI_LOSS];
+    CHECKF(z->se == 0 && z->lo == 0 && z->hi == 0, "0.2: %g [%g, %g]", z->se, z->lo, z->hi);
+    CHECK(r.ci_n_text == o.batches * o.batch && r.ci_n_probe == o.probe_n);
+    CHECK(isnan(r.c[0].ci[AL_ABL_CI_INTER_LOSS].se)); /* singles have no interaction */
+    /* and the pair's interaction's se is the delta method's on each
+     * sequence's sums, recomputed here from al_abl_run's rows */
+    {
+        al_abl_set s;
+        int n = o.batches * o.batch, G = AL_SEL_GROUPS;
+        unsigned char *sets = r.sets; /* configurations 0.0 (0), 1.0 (PH), the pair */
+        unsigned char three[3 * LH];
+        memcpy(three, sets, LH), memcpy(three + LH, sets + (size_t)PH * LH, LH);
+        memcpy(three + 2 * LH, sets + (size_t)k00_10 * LH, LH);
+        double rows[3 * 64 * AL_SEL_GROUPS], cnt[64];
+        al_abl_out ao[3];
+        CHECK(n <= 64);
+        CHECK_OK(al_abl_set_text(&s, &d, AT, o.batch, 0, o.batches, o.batches, m.cfg.d_vocab, &e),
+                 &e);
+        CHECK_OK(al_abl_prepare(&m, &s, &e), &e);
+        CHECK_OK(al_abl_run(&m, &s, AL_ABL_ZERO, three, 3, ao, rows, 0, &e), &e);
+        al_abl_row_counts(&s, 0, cnt);
+        double sa = 0, sd = 0, ss = 0, sr = 0;
+        for (int i = 0; i < n; i++) sd += cnt[i], sr += rows[(size_t)(2 * n + i) * G];
+        CHECK_NEAR(sr / sd, r.c[k00_10].delta_loss, 1e-9);
+        for (int i = 0; i < n; i++)
+            sa += rows[(size_t)(2 * n + i) * G] - rows[(size_t)i * G] - rows[(size_t)(n + i) * G];
+        for (int i = 0; i < n; i++) {
+            double ai =
+                rows[(size_t)(2 * n + i) * G] - rows[(size_t)i * G] - rows[(size_t)(n + i) * G];
+            ss += (ai - sa / sd * cnt[i]) * (ai - sa / sd * cnt[i]);
+        }
+        double se = sqrt(ss / (n - 1)) / sqrt((double)n) / (sd / n);
+        const al_interval *iv = &r.c[k00_10].ci[AL_ABL_CI_INTER_LOSS];
+        CHECKF(fabs(iv->se - se) <= 1e-9 * se && se > 0, "se %.12g, by hand %.12g", iv->se, se);
+        CHECKF(iv->lo < r.c[k00_10].inter_loss && r.c[k00_10].inter_loss < iv->hi,
+               "interaction %g outside [%g, %g]", r.c[k00_10].inter_loss, iv->lo, iv->hi);
+        al_abl_set_free(&s);
+    }
     al_ablate_result_free(&r);
     /* a set */
     o = small_ablate();

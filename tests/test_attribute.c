@@ -494,7 +494,8 @@ TEST(attr_bad_options) {
                {&m3, 8, 2, "paths"},
                {&m2, 8, 2, "paths"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        al_attr_opts o = {bad[i].batch, bad[i].paths, 0, NULL, 0};
+        al_attr_opts o = al_attr_opts_defaults();
+        o.batch = bad[i].batch, o.paths = bad[i].paths;
         memset(&r, 0xab, sizeof r);
         CHECKF(al_attribute_run(bad[i].m, &t, &o, &r, &e) == -1, "case %zu", i);
         CHECKF(strstr(e.msg, bad[i].want) && !strchr(e.msg, '\n'), "case %zu: %s", i, e.msg);

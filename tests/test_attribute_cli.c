@@ -101,13 +101,18 @@ TEST(attribute_cli_induction_rows) {
     /* the printed summary against the rows */
     char *txt = t_slurp(out.s);
     char *want =
-        t_sql(db.s, "SELECT printf('  %-10s %+9.4f', component, value + 0.0) FROM "
-                    "logit_attribution WHERE pos IS NULL ORDER BY abs(value) DESC LIMIT 1");
+        t_sql(db.s, "SELECT printf('  %-10s %+9.4f %8.4f', component, a.value + 0.0, i.se) FROM "
+                    "logit_attribution a JOIN score_intervals i ON i.run_id = a.run_id AND "
+                    "i.metric = 'dla:' || a.component AND i.value = a.value WHERE a.pos IS NULL "
+                    "ORDER BY abs(a.value) DESC LIMIT 1");
     CHECKF(txt && want && strstr(txt, "top 10 of 10 components") && strstr(txt, want),
            "[%s] not in\n%s", want ? want : "", txt ? txt : "");
     free(want);
-    want = t_sql(db.s, "SELECT printf('  %-10s %+9.4f %+9.4f', term, value + 0.0, dloss + 0.0) "
-                       "FROM path_terms ORDER BY abs(dloss) DESC LIMIT 1");
+    /* its standard error is its interval row's, found by the term's name */
+    want = t_sql(db.s, "SELECT printf('  %-10s %+9.4f %8.4f %+9.4f', term, p.value + 0.0, i.se, "
+                       "dloss + 0.0) FROM path_terms p JOIN score_intervals i ON i.run_id = "
+                       "p.run_id AND i.metric = 'term:' || p.term AND i.value = p.value "
+                       "AND i.n_items = 4 ORDER BY abs(dloss) DESC LIMIT 1");
     CHECKF(txt && want && strstr(txt, "top 10 of 25 terms") && strstr(txt, want), "[%s] not in\n%s",
            want ? want : "", txt ? txt : "");
     free(want);

@@ -72,6 +72,23 @@ TEST(intervals_boot_means_hand_values) {
     CHECK_NEAR(al_t_quantile(0.95, 1), 12.706205, 1e-5);
     CHECK_NEAR(al_t_quantile(0.95, 2), 4.302653, 1e-5);
     CHECK(isnan(al_normal_quantile(1.0)) && isnan(al_normal_quantile(0)));
+    /* grouped items: 1, 2 in sequence 0 and 3, 10 in sequence 2 (none in
+     * 1): sums 3 and 13 over 2 each, R = 4, a − R·d = −5 and +5, so se =
+     * sqrt(50) / sqrt(2) / 2 = 2.5 */
+    double gx[4] = {1, 2, 3, 10};
+    int grp[4] = {0, 0, 2, 2};
+    CHECK_OK(al_boot_group_means(gx, grp, 4, 1, 3, 200, 0.95, 7, c, &e), &e);
+    CHECK_NEAR(c[0].se, 2.5, 1e-12);
+    CHECK(c[0].lo >= 1.5 && c[0].hi <= 6.5);
+    /* one item per group: the plain standard error of the mean */
+    int own[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int i = 0; i < 8; i++) x[2 * i] = i + 1, x[2 * i + 1] = 10.0 * (i + 1);
+    CHECK_OK(al_boot_group_means(x, own, 8, 2, 8, 0, 0.95, 7, c, &e), &e);
+    CHECK_NEAR(c[0].se, a[0].se, 1e-12);
+    CHECK_NEAR(c[1].se, a[1].se, 1e-11);
+    grp[3] = 3;
+    CHECK(al_boot_group_means(gx, grp, 4, 1, 3, 200, 0.95, 7, c, &e) == -1 &&
+          strstr(e.msg, "group 3"));
 }
 
 /* Calibration: a random 2-layer model with sharpened attention; the

@@ -79,9 +79,9 @@ TEST(pics_store_readers) {
         CHECK_OK(al_store_run_begin(st, "ablate", "{}", mid, &runs[k], &e), &e);
         CHECK_OK(al_store_tx_begin(st, &e), &e);
         al_ablation_row r = {k ? "mean" : "zero", "single", "0.1", 1, 3, 0.25 * k, NAN, 1, NAN};
-        CHECK_OK(al_store_put_ablation(st, runs[k], mid, &r, &e), &e);
+        CHECK_OK(al_store_put_ablation(st, runs[k], mid, &r, NULL, &e), &e);
         al_ablation_row q = {"mean", "pair", "0.0,0.1", 2, 3, 0.5, 0, 0, -0.125};
-        CHECK_OK(al_store_put_ablation(st, runs[k], mid, &q, &e), &e);
+        CHECK_OK(al_store_put_ablation(st, runs[k], mid, &q, NULL, &e), &e);
         if (k < 2)
             CHECK_OK(al_store_run_finish(st, runs[k], &e), &e);
         else

@@ -479,11 +479,11 @@ static void fill_db(const char *db) {
             snprintf(heads, sizeof heads, "%d.%d", l, h);
             double d = (l == 0 && h == 0) ? 1 : (l == 1 && h == 3) ? -1 : 0;
             al_ablation_row r = {"mean", "single", heads, 1, 3 + d, d, d, d, NAN};
-            CHECK_OK(al_store_put_ablation(st, run, mid, &r, &e), &e);
+            CHECK_OK(al_store_put_ablation(st, run, mid, &r, NULL, &e), &e);
             for (int h2 = 0; l == 0 && h2 < 4; h2++) {
                 snprintf(heads, sizeof heads, "0.%d,1.%d", h, h2);
                 al_ablation_row q = {"mean", "pair", heads, 2, 3, 0, 0, 0, h + h2 == 0 ? 0.5 : 0};
-                CHECK_OK(al_store_put_ablation(st, run, mid, &q, &e), &e);
+                CHECK_OK(al_store_put_ablation(st, run, mid, &q, NULL, &e), &e);
             }
         }
     CHECK_OK(al_store_run_finish(st, run, &e), &e);

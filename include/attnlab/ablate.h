@@ -94,9 +94,16 @@ typedef struct al_abl_out {
 
 /* sets (n_sets, L*H): nonzero = ablate that head (index l*H + h). s must
  * be prepared with the same gates. Gates and replacements are restored.
+ * rows (NULL: not kept): (n_sets, s->rows, AL_SEL_GROUPS) each
+ * sequence's sum of ablated − clean loss over its positions of each
+ * group, the per-item values the intervals resample (out's delta is
+ * their sum over the sequences over the group's count).
  * progress != 0: a progress line on stderr. */
 int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method, const unsigned char *sets,
-               int n_sets, al_abl_out *out, int progress, al_err *e);
+               int n_sets, al_abl_out *out, double *rows, int progress, al_err *e);
+/* n[r] (s->rows) = the positions of sequence r in group g (0..2): the
+ * denominators of al_abl_run's per-sequence sums. */
+void al_abl_row_counts(const al_abl_set *s, int g, double *n);
 
 /* docs/design.md §5 metrics of each set: loss and delta_loss (LOSS group) and
  * delta_copy from text, delta_probe from probe; either may be NULL
@@ -104,9 +111,12 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method, const uns
 typedef struct al_abl_metrics {
     double loss, delta_loss, delta_copy, delta_probe;
 } al_abl_metrics;
+/* text_rows, probe_rows (either may be NULL): al_abl_run's per-sequence
+ * sums on each set. */
 int al_abl_evaluate(al_model *m, const al_abl_set *text, const al_abl_set *probe,
                     al_abl_method method, const unsigned char *sets, int n_sets,
-                    al_abl_metrics *out, int progress, al_err *e);
+                    al_abl_metrics *out, double *text_rows, double *probe_rows, int progress,
+                    al_err *e);
 
 /* ---- head lists and masks ---- */
 

@@ -130,10 +130,13 @@ typedef struct al_ablate_opts {
     int progress; /* progress line on stderr (0) */
     const al_probe_src *probe_src; /* as in al_scores_opts (NULL) */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop between batches, −1 "interrupted" */
+    double ci_level; /* the intervals' level (AL_CI_LEVEL) */
+    int bootstrap; /* resamples of the sequences (AL_CI_BOOTSTRAP); 0: se only */
+    uint64_t ci_seed; /* (AL_CI_SEED) */
 } al_ablate_opts;
 
 #define AL_ABLATE_OPTS_INIT                                                                        \
-    { NULL, 0, 0, "zero", 4, 8, 0, 64, 1, 0, NULL, NULL }
+    { NULL, 0, 0, "zero", 4, 8, 0, 64, 1, 0, NULL, NULL, AL_CI_LEVEL, AL_CI_BOOTSTRAP, AL_CI_SEED }
 al_ablate_opts al_ablate_opts_defaults(void);
 /* 0 if the options are consistent and in range (at most one mode, a known
  * method, resample with batch >= 2), else -1 with e set. */
@@ -148,7 +151,22 @@ typedef struct al_ablate_config {
     double loss, delta_loss, delta_copy, delta_probe;
     /* pairs: Δ(pair) − Δ(h1) − Δ(h2) of each metric; NaN otherwise */
     double inter_loss, inter_copy, inter_probe;
+    /* how sure each is (AL_ABL_CI_*), over the sequences: each Δ is a
+     * sum over positions over their count, so the ratio's interval
+     * (al_boot_ratio), the sequences resampled whole; NaN where the
+     * metric is */
+    al_interval ci[6];
 } al_ablate_config;
+
+/* al_ablate_config.ci's order */
+enum {
+    AL_ABL_CI_LOSS,
+    AL_ABL_CI_COPY,
+    AL_ABL_CI_PROBE,
+    AL_ABL_CI_INTER_LOSS,
+    AL_ABL_CI_INTER_COPY,
+    AL_ABL_CI_INTER_PROBE
+};
 
 typedef struct al_ablate_result {
     int L, H, T;
@@ -160,6 +178,10 @@ typedef struct al_ablate_result {
     double clean_delta_probe; /* 0, or NaN when the probe has no scored position */
     double seconds_clean; /* one clean pass over text and probe */
     double seconds_ablate; /* every configuration */
+    double ci_level; /* the intervals' level, resamples and seed */
+    int ci_boot;
+    uint64_t ci_seed;
+    int ci_n_text, ci_n_probe; /* the sequences they resample: windows, probe */
 } al_ablate_result;
 
 /* Ablate the configurations of o on validation windows of T tokens of val

@@ -98,6 +98,7 @@
 #include "attnlab/gap.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
+#include "attnlab/stats.h"
 #include "attnlab/util.h"
 
 typedef struct al_attr_opts {
@@ -112,10 +113,13 @@ typedef struct al_attr_opts {
      * less the mean logit, and the terms still sum to it. 0 (default):
      * the raw column. Logit-difference items are the same either way. */
     int center_unembed;
+    double ci_level; /* the intervals' level (AL_CI_LEVEL) */
+    int bootstrap; /* resamples of the sequences (AL_CI_BOOTSTRAP); 0: se only */
+    uint64_t ci_seed; /* (AL_CI_SEED) */
 } al_attr_opts;
 
 #define AL_ATTR_OPTS_INIT                                                                          \
-    { 8, 1, 0, NULL, 0 }
+    { 8, 1, 0, NULL, 0, AL_CI_LEVEL, AL_CI_BOOTSTRAP, AL_CI_SEED }
 al_attr_opts al_attr_opts_defaults(void);
 /* 0 if the numbers are in range, else −1 with e naming the limits. */
 int al_attr_opts_check(const al_attr_opts *o, al_err *e);
@@ -150,6 +154,14 @@ typedef struct al_attr_result {
     double seconds; /* wall time */
     al_warnings warn; /* pair tasks (not "data"): the gap check of the task's two
                               * unpatched runs (al_patch_gap); else empty */
+    /* how sure the means over items are: the items of one sequence (pair)
+     * are resampled together (al_boot_group_means); ci[0] the metric,
+     * ci[1 + k] dla[k], ci[1 + n_comp + k] term_value[k]; over ci_n
+     * sequences at ci_level, ci_boot resamples from ci_seed */
+    al_interval *ci;
+    double ci_level;
+    int ci_boot, ci_n;
+    uint64_t ci_seed;
 } al_attr_result;
 
 /* All three analyses on task t's clean sequences. −1 (nothing assigned):

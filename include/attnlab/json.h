@@ -37,6 +37,16 @@ int al_json_u64(const struct cJSON *j, uint64_t *out);
 struct cJSON *al_json_num_item(double d);
 /* A u64 as a number item if exact in a double, else a decimal string. */
 struct cJSON *al_json_u64_item(uint64_t x);
+/* How sure a number is, as --json writes it everywhere: name_se (the
+ * standard error) and name_ci ([lo, hi]) added to object j; NaN as null.
+ * 0, or −1 when out of memory. */
+struct al_interval;
+int al_json_add_ci(struct cJSON *j, const char *name, const struct al_interval *iv);
+/* The settings of a document's intervals: "intervals": {"level",
+ * "bootstrap", "seed", "items", "method"} added to doc; the object, or
+ * NULL when out of memory. */
+struct cJSON *al_json_add_intervals(struct cJSON *doc, double level, int boot, uint64_t seed,
+                                    int items, const char *method);
 /* Turn every number of a parsed tree into an exact raw item, so that
  * re-printing it loses nothing. 0, or -1 when out of memory. */
 int al_json_exact_numbers(struct cJSON *j);

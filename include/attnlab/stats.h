@@ -74,6 +74,17 @@ int al_boot_means(const double *x, int n, int m, int B, double level, uint64_t s
  * as a ratio must be). NaN where Σd is 0. 0, or −1 with e. */
 int al_boot_ratio(const double *a, const double *d, int n, int m, int B, double level,
                   uint64_t seed, al_interval *out, al_err *e);
+/* For each of the m columns of x (n items, row-major n x m) the mean
+ * over the items, how sure it is when the items come in groups that are
+ * not independent (several positions of one sequence): grp[i] in
+ * 0..n_groups−1 names item i's group, and the groups are the units
+ * resampled, as al_boot_ratio of each group's column sums over its item
+ * count (groups without items are left out). 0, or −1 with e. */
+int al_boot_group_means(const double *x, const int *grp, int n, int m, int n_groups, int B,
+                        double level, uint64_t seed, al_interval *out, al_err *e);
+/* 0 if level is strictly between 0 and 1 and boot in 0..100000 (the
+ * flags --ci and --bootstrap), else −1 with e naming the flag. */
+int al_ci_check(double level, int boot, al_err *e);
 /* The two-sided t quantile t with P(|T_df| <= t) = level (df 1 and 2
  * exactly, above by the Cornish-Fisher expansion: within 0.003 at df 5,
  * 1e-5 at df 60); NaN for a level outside (0, 1) or df < 1. */

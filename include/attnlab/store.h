@@ -206,8 +206,10 @@ typedef struct al_ablation_row {
     int n_heads;
     double loss, delta_loss, delta_loss_copy, delta_loss_probe, interaction;
 } al_ablation_row;
+/* id (NULL: not wanted): the row's ablation_id, which keys its intervals
+ * (score_intervals.pos) */
 int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id, const al_ablation_row *r,
-                          al_err *e);
+                          int64_t *id, al_err *e);
 typedef struct al_pruning_row {
     const char *method; /* ablation | gradient | random */
     int step, layer, head, heads_left;

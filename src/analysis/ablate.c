@@ -213,8 +213,15 @@ static int ablated_forward(al_model *m, const al_abl_set *s, int k, al_abl_metho
     return rc ? -1 : 0;
 }
 
+void al_abl_row_counts(const al_abl_set *s, int g, double *n) {
+    for (int r = 0; r < s->rows; r++) {
+        n[r] = 0;
+        for (int t = 0; t < s->T; t++) n[r] += s->sel[(size_t)r * s->T + t] >> g & 1;
+    }
+}
+
 int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method, const unsigned char *sets,
-               int n_sets, al_abl_out *out, int progress, al_err *e) {
+               int n_sets, al_abl_out *out, double *rows, int progress, al_err *e) {
     int L = m->cfg.n_layers, H = m->cfg.n_heads, T = s->T, LH = L * H;
     if (!s->clean || s->L != L || s->H != H || s->D != m->cfg.d_head)
         return al_errf(e, "evaluation set not prepared for this model");
@@ -239,6 +246,7 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method, const uns
         }
         if (method == AL_ABL_MEAN) fill_mean(rep, s);
     }
+    if (rows) memset(rows, 0, (size_t)n_sets * s->rows * AL_SEL_GROUPS * sizeof *rows);
     al_progress pg;
     al_progress_init(&pg, 5.0);
     int nb = n_batches(s), rc = -1;
@@ -259,11 +267,16 @@ int al_abl_run(al_model *m, const al_abl_set *s, al_abl_method method, const uns
             if (ablated_forward(m, s, k, method, sets + (size_t)i * LH, rep, saved, zr, e))
                 goto out;
             double *a = acc + (size_t)i * 2 * AL_SEL_GROUPS;
+            /* this batch's sequences' sums, row k·B + p/T of set i */
+            double *rs =
+                rows ? rows + ((size_t)i * s->rows + (size_t)k * s->B) * AL_SEL_GROUPS : NULL;
             for (size_t p = 0; p < (size_t)Bk * T; p++)
                 for (int g = 0; g < AL_SEL_GROUPS; g++)
                     if (sel[p] >> g & 1) {
+                        double d = (double)m->losses[p] - clean[p];
                         a[g] += m->losses[p];
-                        a[AL_SEL_GROUPS + g] += (double)m->losses[p] - clean[p];
+                        a[AL_SEL_GROUPS + g] += d;
+                        if (rs) rs[p / T * AL_SEL_GROUPS + g] += d;
                     }
             if (progress) {
                 done++;
@@ -291,18 +304,20 @@ out:
 
 int al_abl_evaluate(al_model *m, const al_abl_set *text, const al_abl_set *probe,
                     al_abl_method method, const unsigned char *sets, int n_sets,
-                    al_abl_metrics *out, int progress, al_err *e) {
+                    al_abl_metrics *out, double *text_rows, double *probe_rows, int progress,
+                    al_err *e) {
     al_abl_out *o = al_malloc((size_t)n_sets, sizeof *o, e);
     if (!o) return -1;
     for (int i = 0; i < n_sets; i++) out[i] = (al_abl_metrics){NAN, NAN, NAN, NAN};
     int rc = 0;
-    if (text && !(rc = al_abl_run(m, text, method, sets, n_sets, o, progress, e)))
+    if (text && !(rc = al_abl_run(m, text, method, sets, n_sets, o, text_rows, progress, e)))
         for (int i = 0; i < n_sets; i++) {
             out[i].loss = o[i].loss[0];
             out[i].delta_loss = o[i].delta[0];
             out[i].delta_copy = o[i].delta[1];
         }
-    if (!rc && probe && !(rc = al_abl_run(m, probe, method, sets, n_sets, o, progress, e)))
+    if (!rc && probe &&
+        !(rc = al_abl_run(m, probe, method, sets, n_sets, o, probe_rows, progress, e)))
         for (int i = 0; i < n_sets; i++) out[i].delta_probe = o[i].delta[2];
     free(o);
     return rc;
@@ -595,7 +610,7 @@ static int importance(al_model *m, al_abl_set *est, al_prune_method method,
     }
     for (int i = 0, k = 0; i < LH; i++)
         if (!off[i]) sets[(size_t)k++ * LH + i] = 1;
-    if ((rc = al_abl_run(m, est, AL_ABL_ZERO, sets, n, o, 0, e)) == 0)
+    if ((rc = al_abl_run(m, est, AL_ABL_ZERO, sets, n, o, NULL, 0, e)) == 0)
         for (int i = 0, k = 0; i < LH; i++)
             if (!off[i]) imp[i] = o[k++].delta[0];
 out:

@@ -27,11 +27,7 @@ int al_scores_opts_check(const al_scores_opts *o, al_err *e) {
         o->batches < 1 || o->batch < 1 || o->batches > 100000 || o->batch > 100000)
         return al_errf(e, "need --probe-r >= 2, 1 <= --probe-n <= 1000000, --batches and "
                           "--batch in 1..100000");
-    if (!(o->ci_level > 0 && o->ci_level < 1))
-        return al_errf(e, "--ci must be a level strictly between 0 and 1 (got %g)", o->ci_level);
-    if (o->bootstrap < 0 || o->bootstrap > 100000)
-        return al_errf(e, "--bootstrap must be in 0..100000 (got %d)", o->bootstrap);
-    return 0;
+    return al_ci_check(o->ci_level, o->bootstrap, e);
 }
 
 int al_scores_call(double v, double se, double z, double thr) {
@@ -112,7 +108,7 @@ static int text_scores(al_model *m, const al_tokens *d, const al_scores_opts *o,
     if (!sets || !out) goto out;
     for (int i = 0, k = 0; i < LH; i++)
         if (!r->off[i]) sets[(size_t)k++ * LH + i] = 1;
-    if (n && al_abl_run(m, &s, AL_ABL_MEAN, sets, n, out, o->progress, e)) goto out;
+    if (n && al_abl_run(m, &s, AL_ABL_MEAN, sets, n, out, NULL, o->progress, e)) goto out;
     /* Mean Δ at the other positions, from the mean over all and over copy
      * positions: Δrest = (c0 Δall − c1 Δcopy) / (c0 − c1). */
     long c0 = s.count[0], c1 = s.count[1];
@@ -202,12 +198,19 @@ int al_ablate_opts_check(const al_ablate_opts *o, al_err *e) {
                           "in 1..100000, --show >= 0");
     if (method == AL_ABL_RESAMPLE && o->batch < 2)
         return al_errf(e, "resample ablation needs --batch >= 2");
-    return 0;
+    return al_ci_check(o->ci_level, o->bootstrap, e);
 }
 
 double al_ablate_bytes(const al_config *c, int T, const al_ablate_opts *o) {
+    double LH = (double)c->n_layers * c->n_heads;
+    double n = LH + (o->pairs ? LH * (LH - 1) / 2 : 0);
+    double rows = (double)o->batch * o->batches + o->probe_n;
+    /* the sequences' sums (3 groups), then one group's columns (the
+     * configurations and the pairs' interactions) with the bootstrap's
+     * ratios */
     return probe_bytes(c, al_probe_r_default(o->probe_r, c->n_ctx), o->probe_n, 32) +
-           text_bytes(c, T, o->batch, o->batches);
+           text_bytes(c, T, o->batch, o->batches) + 8.0 * n * rows * AL_SEL_GROUPS +
+           8.0 * 2 * n * (rows + o->bootstrap + 4);
 }
 
 void al_ablate_result_free(al_ablate_result *r) {
@@ -251,6 +254,50 @@ static int make_plan(int L, int H, const unsigned char *off, const al_ablate_opt
     return 0;
 }
 
+/* Each configuration's intervals (al_ablate_config.ci) from the
+ * sequences' sums trows (text) and prows (probe), al_abl_run's rows:
+ * per group one al_boot_ratio over the columns configurations, then the
+ * pairs' interactions Δ(pair) − Δ(h1) − Δ(h2), whose per-sequence sums
+ * are the same combination of the sums (one denominator). */
+static int single_of(const al_ablate_result *r, int i);
+static int ablate_intervals(al_ablate_result *r, const al_abl_set *text, const al_abl_set *probe,
+                            const double *trows, const double *prows, const al_ablate_opts *o,
+                            al_err *e) {
+    const int G = AL_SEL_GROUPS, n = r->n;
+    int np = 0, rc = 0;
+    for (int k = 0; k < n; k++) np += r->c[k].b >= 0;
+    for (int k = 0; k < n; k++)
+        for (int q = 0; q < 6; q++) r->c[k].ci[q] = (al_interval){NAN, NAN, NAN};
+    for (int g = 0; g < G && !rc; g++) {
+        const al_abl_set *s = g < 2 ? text : probe;
+        const double *R = g < 2 ? trows : prows;
+        int rows = s->rows, cols = n + np;
+        double *a = al_malloc((size_t)rows * cols, sizeof *a, e);
+        double *d = al_malloc((size_t)rows, sizeof *d, e);
+        al_interval *iv = al_malloc((size_t)cols, sizeof *iv, e);
+        if (!a || !d || !iv) rc = -1;
+        for (int i = 0; !rc && i < rows; i++) {
+            double *ai = a + (size_t)i * cols;
+            for (int k = 0; k < n; k++) ai[k] = R[((size_t)k * rows + i) * G + g];
+            for (int k = 0, j = n; k < n; k++)
+                if (r->c[k].b >= 0)
+                    ai[j++] = ai[k] - ai[single_of(r, r->c[k].a)] - ai[single_of(r, r->c[k].b)];
+        }
+        if (!rc) {
+            al_abl_row_counts(s, g, d);
+            rc = al_boot_ratio(a, d, rows, cols, o->bootstrap, o->ci_level, o->ci_seed, iv, e);
+        }
+        for (int k = 0, j = n; !rc && k < n; k++) {
+            r->c[k].ci[g] = iv[k];
+            if (r->c[k].b >= 0) r->c[k].ci[AL_ABL_CI_INTER_LOSS + g] = iv[j++];
+        }
+        free(a), free(d), free(iv);
+    }
+    r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_seed = o->ci_seed;
+    r->ci_n_text = text->rows, r->ci_n_probe = probe->rows;
+    return rc;
+}
+
 /* Index of the single-head configuration of head i (-1 if none). */
 static int single_of(const al_ablate_result *r, int i) {
     for (int k = 0; k < r->n; k++)
@@ -267,6 +314,7 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos, const unsig
     al_probe pr = {0};
     al_abl_set text = {0}, probe = {0};
     al_abl_metrics *x = NULL;
+    double *trows = NULL, *prows = NULL;
     unsigned char *none = NULL;
     r->L = L, r->H = H, r->T = T;
     al_abl_method_parse(o->method, &r->method, e);
@@ -287,7 +335,11 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos, const unsig
     double t1 = al_now();
     if (al_abl_prepare(m, &text, e) || al_abl_prepare(m, &probe, e)) goto out;
     r->seconds_clean = al_now() - t1;
-    if (al_abl_evaluate(m, &text, &probe, r->method, r->sets, r->n, x, o->progress, e)) goto out;
+    if (!(trows = al_malloc((size_t)r->n * text.rows * AL_SEL_GROUPS, sizeof *trows, e)) ||
+        !(prows = al_malloc((size_t)r->n * probe.rows * AL_SEL_GROUPS, sizeof *prows, e)) ||
+        al_abl_evaluate(m, &text, &probe, r->method, r->sets, r->n, x, trows, prows, o->progress,
+                        e))
+        goto out;
     r->seconds_ablate = al_now() - t1 - r->seconds_clean;
     r->clean_loss = text.clean_mean[0];
     r->clean_delta_probe = probe.count[2] ? 0 : NAN;
@@ -308,10 +360,13 @@ int al_ablate_run(al_model *m, const al_tokens *val, int T, int bos, const unsig
         c->inter_copy = x[k].delta_copy - x[s1].delta_copy - x[s2].delta_copy;
         c->inter_probe = x[k].delta_probe - x[s1].delta_probe - x[s2].delta_probe;
     }
+    if (ablate_intervals(r, &text, &probe, trows, prows, o, e)) goto out;
     rc = 0;
 out:
     free(none);
     free(x);
+    free(trows);
+    free(prows);
     al_abl_set_free(&text);
     al_abl_set_free(&probe);
     al_probe_free(&pr);

@@ -45,7 +45,7 @@ int al_attr_opts_check(const al_attr_opts *o, al_err *e) {
     if (o->center_unembed != 0 && o->center_unembed != 1)
         return al_errf(e, "attribution option center_unembed must be 0 or 1 (got %d)",
                        o->center_unembed);
-    return 0;
+    return al_ci_check(o->ci_level, o->bootstrap, e);
 }
 
 int al_attr_n_terms(int L, int H) {
@@ -139,6 +139,7 @@ void al_attr_result_free(al_attr_result *r) {
     free(r->item_term);
     free(r->lens_loss);
     free(r->lens_acc);
+    free(r->ci);
     memset(r, 0, sizeof *r);
 }
 
@@ -847,6 +848,32 @@ static int pair_gap(al_model *m, const al_pairs *t, const al_attr_opts *o, al_wa
     return al_patch_gap(m, t, &po, w, NULL, NULL, e);
 }
 
+/* r->ci from the items' values, each sequence's items resampled together. */
+static int attr_intervals(const al_pairs *t, const al_attr_opts *o, al_attr_result *r,
+                          al_err *e) {
+    const int nc = r->n_comp, nt = r->n_terms, m = 1 + nc + nt, ni = r->n_items;
+    double *x = al_malloc((size_t)ni * m, sizeof *x, e);
+    int *grp = al_malloc((size_t)ni, sizeof *grp, e);
+    int rc = -1;
+    if (x && grp && (r->ci = al_malloc((size_t)m, sizeof *r->ci, e))) {
+        for (int i = 0; i < ni; i++) {
+            double *xi = x + (size_t)i * m;
+            grp[i] = t->items[i].pair;
+            xi[0] = r->item_metric[i];
+            memcpy(xi + 1, r->item_dla + (size_t)i * nc, (size_t)nc * sizeof *xi);
+            if (nt) memcpy(xi + 1 + nc, r->item_term + (size_t)i * nt, (size_t)nt * sizeof *xi);
+        }
+        rc = al_boot_group_means(x, grp, ni, m, t->N, o->bootstrap, o->ci_level, o->ci_seed, r->ci,
+                                 e);
+        r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_seed = o->ci_seed;
+        for (int i = 0, last = -1; i < ni; i++) /* items are in pair order */
+            if (grp[i] != last) r->ci_n++, last = grp[i];
+    }
+    free(x);
+    free(grp);
+    return rc;
+}
+
 int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_attr_result *r,
                      al_err *e) {
     memset(r, 0, sizeof *r);
@@ -913,6 +940,7 @@ int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_a
     for (int k = 0; k < 3; k++) r->kind_dloss[k] /= n;
     for (int l = 0; l <= r->L; l++) r->lens_loss[l] /= n, r->lens_acc[l] /= n;
     r->loss = r->lens_loss[r->L];
+    if (attr_intervals(t, o, r, e)) goto out;
     r->seconds = al_now() - t0;
     rc = 0;
 out:

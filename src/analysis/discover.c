@@ -55,10 +55,7 @@ int al_discover_opts_check(const al_discover_opts *o, al_err *e) {
         return al_errf(e, "discovery needs 0 <= recover <= 1 (got %g)", o->recover);
     if (o->batch < 1 || o->batch > 100000)
         return al_errf(e, "discovery needs 1 <= batch <= 100000 (got %d)", o->batch);
-    if (!(o->ci_level > 0 && o->ci_level < 1))
-        return al_errf(e, "--ci must be a level strictly between 0 and 1 (got %g)", o->ci_level);
-    if (o->bootstrap < 0 || o->bootstrap > 100000)
-        return al_errf(e, "--bootstrap must be in [0, 100000] (got %d)", o->bootstrap);
+    if (al_ci_check(o->ci_level, o->bootstrap, e)) return -1;
     if (!o->order || (strcmp(o->order, "embed-first") && strcmp(o->order, "latest-first")))
         return al_errf(e, "unknown ACDC sender order '%s' (known: embed-first, latest-first)",
                        o->order ? o->order : "(null)");

@@ -154,11 +154,7 @@ int al_patch_opts_check(const al_patch_opts *o, al_err *e) {
                        "patching needs 2 <= probe_r <= 1000000, 1 <= n <= 1000000 "
                        "and 1 <= batch <= 100000 (got %d, %d, %d)",
                        o->probe_r, o->probe_n, o->batch);
-    if (!(o->ci_level > 0 && o->ci_level < 1))
-        return al_errf(e, "--ci must be a level strictly between 0 and 1 (got %g)", o->ci_level);
-    if (o->bootstrap < 0 || o->bootstrap > 100000)
-        return al_errf(e, "--bootstrap must be in 0..100000 (got %d)", o->bootstrap);
-    return 0;
+    return al_ci_check(o->ci_level, o->bootstrap, e);
 }
 
 /* ------------------------------------------------------------- tasks */

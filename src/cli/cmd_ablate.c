@@ -18,6 +18,7 @@
 #include "attnlab/ablate.h"
 #include "attnlab/circuit_run.h"
 #include "attnlab/doc_text.h"
+#include "attnlab/json.h"
 #include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
@@ -59,6 +60,7 @@ static al_flag flags[] =
      {"show", AL_INT, &g.show, "N", "pairs printed (largest |interaction| first)", 0, 0},
      AL_FLAGS_CIRCUIT(g, "what the circuit's removed edges carry: corrupted (the next sequence's "
                          "values) or mean (over the --data windows)"),
+     AL_FLAGS_CI(g),
      AL_FLAG_THREADS(g),
      AL_FLAGS_END};
 
@@ -81,17 +83,34 @@ al_command al_cmd_ablate = {
     run_ablate,
 };
 
+/* " +0.1234 ±0.0056" of c's key and key_se (the ± blank without one). */
+static void print_delta(const cJSON *c, const char *key) {
+    char se[48];
+    snprintf(se, sizeof se, "%s_se", key);
+    double v = al_dt_num(c, se);
+    printf(" %+9.4f", al_dt_num(c, key));
+    if (isfinite(v))
+        printf(" ±%.4f", v);
+    else
+        printf("        ");
+}
+
 /* The single and set rows of the document's configurations. */
 static void text_rows(const cJSON *doc) {
-    const cJSON *c;
-    printf("%-12s %9s %9s %9s %9s\n", "ablated", "loss", "Δloss", "Δcopy", "Δprobe");
-    printf("%-12s %9.4f %9s %9s %9s\n", "(none)", al_dt_num(doc, "clean_loss"), "-", "-", "-");
+    const cJSON *c, *iv = al_dt_get(doc, "intervals");
+    if (iv)
+        printf("(± standard error over the sequences: %d windows, %d probe sequences; %g%% "
+               "bootstrap intervals, %d resamples, in --json and table score_intervals)\n",
+               al_dt_int(iv, "items"), al_dt_int(iv, "probe_items"), 100 * al_dt_num(iv, "level"),
+               al_dt_int(iv, "bootstrap"));
+    printf("%-12s %9s %17s %17s %17s\n", "ablated", "loss", "Δloss", "Δcopy", "Δprobe");
+    printf("%-12s %9.4f %17s %17s %17s\n", "(none)", al_dt_num(doc, "clean_loss"), "-", "-", "-");
     cJSON_ArrayForEach(c, al_dt_get(doc, "configurations")) {
         if (!strcmp(al_dt_str(c, "kind"), "pair")) continue;
         const char *name = al_dt_str(c, "ablated");
-        printf("%-12s %9.4f %+9.4f %+9.4f %+9.4f\n", strlen(name) < 64 ? name : "(set)",
-               al_dt_num(c, "loss"), al_dt_num(c, "delta_loss"), al_dt_num(c, "delta_copy"),
-               al_dt_num(c, "delta_probe"));
+        printf("%-12s %9.4f", strlen(name) < 64 ? name : "(set)", al_dt_num(c, "loss"));
+        print_delta(c, "delta_loss"), print_delta(c, "delta_copy"), print_delta(c, "delta_probe");
+        printf("\n");
     }
 }
 
@@ -124,13 +143,13 @@ static void text_pairs(const cJSON *doc) {
     printf("pairs: interaction = Δ(pair) - Δ(h1) - Δ(h2), largest |interaction| on the "
            "validation loss first (%d of %d):\n",
            show < np ? show : np, np);
-    printf("%-10s %9s %12s %12s %12s\n", "pair", "Δloss", "inter_loss", "inter_copy",
+    printf("%-10s %17s %17s %17s %17s\n", "pair", "Δloss", "inter_loss", "inter_copy",
            "inter_probe");
     for (int i = 0; i < np && i < show; i++) {
         print_pair_name(al_dt_str(idx[i], "ablated"));
-        printf(" %+9.4f %+12.4f %+12.4f %+12.4f\n", al_dt_num(idx[i], "delta_loss"),
-               al_dt_num(idx[i], "inter_loss"), al_dt_num(idx[i], "inter_copy"),
-               al_dt_num(idx[i], "inter_probe"));
+        print_delta(idx[i], "delta_loss"), print_delta(idx[i], "inter_loss");
+        print_delta(idx[i], "inter_copy"), print_delta(idx[i], "inter_probe");
+        printf("\n");
     }
     const char *what[2] = {"copy positions", "probe second repeat"};
     const char *key[2] = {"inter_copy", "inter_probe"};
@@ -160,7 +179,7 @@ static void config_name(const ablate_args *a, const al_ablate_result *r, const a
  * pairs, with the clean model's loss (the driver adds the run and model keys). */
 static int json_ablate(cJSON *doc, const ablate_args *a, const al_ablate_opts *o, int T,
                        const al_ablate_result *r, double total) {
-    cJSON *cs, *sec;
+    cJSON *cs, *sec, *iv;
     if (!cJSON_AddStringToObject(doc, "method", o->method) ||
         !cJSON_AddBoolToObject(doc, "pairs", o->pairs) ||
         !cJSON_AddNumberToObject(doc, "show", a->show) ||
@@ -173,6 +192,13 @@ static int json_ablate(cJSON *doc, const ablate_args *a, const al_ablate_opts *o
         !cJSON_AddNumberToObject(doc, "probe_r", o->probe_r) ||
         !cJSON_AddNumberToObject(doc, "probe_n", o->probe_n) ||
         !cJSON_AddNumberToObject(doc, "clean_loss", r->clean_loss) ||
+        !(iv = al_json_add_intervals(
+              doc, r->ci_level, r->ci_boot, r->ci_seed, r->ci_n_text,
+              "*_se: delta method for the ratio sum of (ablated - clean) losses / positions "
+              "over the sequences; *_ci: bootstrap expanded percentile interval of that ratio, "
+              "resampling whole sequences (items: the windows; probe_items: the probe's "
+              "sequences, for delta_probe and inter_probe)")) ||
+        !cJSON_AddNumberToObject(iv, "probe_items", r->ci_n_probe) ||
         !(cs = cJSON_AddArrayToObject(doc, "configurations")))
         return -1;
     for (int k = 0; k < r->n; k++) {
@@ -185,11 +211,17 @@ static int json_ablate(cJSON *doc, const ablate_args *a, const al_ablate_opts *o
             !cJSON_AddNumberToObject(j, "loss", c->loss) ||
             !cJSON_AddNumberToObject(j, "delta_loss", c->delta_loss) ||
             !cJSON_AddNumberToObject(j, "delta_copy", c->delta_copy) ||
-            !cJSON_AddNumberToObject(j, "delta_probe", c->delta_probe))
+            !cJSON_AddNumberToObject(j, "delta_probe", c->delta_probe) ||
+            al_json_add_ci(j, "delta_loss", &c->ci[AL_ABL_CI_LOSS]) ||
+            al_json_add_ci(j, "delta_copy", &c->ci[AL_ABL_CI_COPY]) ||
+            al_json_add_ci(j, "delta_probe", &c->ci[AL_ABL_CI_PROBE]))
             return -1;
         if (c->b >= 0 && (!cJSON_AddNumberToObject(j, "inter_loss", c->inter_loss) ||
                           !cJSON_AddNumberToObject(j, "inter_copy", c->inter_copy) ||
-                          !cJSON_AddNumberToObject(j, "inter_probe", c->inter_probe)))
+                          !cJSON_AddNumberToObject(j, "inter_probe", c->inter_probe) ||
+                          al_json_add_ci(j, "inter_loss", &c->ci[AL_ABL_CI_INTER_LOSS]) ||
+                          al_json_add_ci(j, "inter_copy", &c->ci[AL_ABL_CI_INTER_COPY]) ||
+                          al_json_add_ci(j, "inter_probe", &c->ci[AL_ABL_CI_INTER_PROBE])))
             return -1;
     }
     return 0;

@@ -19,6 +19,7 @@
 #include "attnlab/attrpatch.h"
 #include "attnlab/behave.h"
 #include "attnlab/doc_text.h"
+#include "attnlab/json.h"
 #include "attnlab/patch.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
@@ -61,6 +62,7 @@ static al_flag attr_flags[] =
      {"no-patching", AL_BOOL, &g_attr.no_patching, NULL, "skip attribution patching", 0, 0},
      {"no-compare", AL_BOOL, &g_attr.no_compare, NULL,
       "attribution patching without the actual patching sweeps it is compared with", 0, 0},
+     AL_FLAGS_CI(g_attr),
      AL_FLAG_THREADS(g_attr),
      AL_FLAGS_END};
 
@@ -155,7 +157,12 @@ static void text_ranked(const cJSON *arr, const char *key, const char *nk, const
     int *idx = v ? al_by_magnitude(v, n) : NULL;
     for (int i = 0; idx && i < show && i < n; i++) {
         const cJSON *x = cJSON_GetArrayItem(arr, idx[i]);
+        double se = al_dt_num(x, "value_se");
         printf("  %-10s %+9.4f", al_dt_str(x, nk), al_dt_num(x, k2 ? "value" : key) + 0.0);
+        if (isfinite(se))
+            printf(" %8.4f", se);
+        else
+            printf(" %8s", "");
         if (k2) printf(" %+9.4f", al_dt_num(x, k2) + 0.0);
         printf("\n");
     }
@@ -172,13 +179,18 @@ static void text_summary(const cJSON *doc) {
     int show = al_dt_int(doc, "show"), nc = cJSON_GetArraySize(dla), nt = cJSON_GetArraySize(terms);
     printf("model %s (sha256 %.12s…) -> run %lld of %s\n", al_dt_str(doc, "model"),
            al_dt_str(doc, "sha256"), (long long)al_dt_num(doc, "run"), al_dt_str(doc, "db"));
-    printf("task %s: %d sequence%s of %d tokens, %d scored item%s; metric = mean %s = %.4f, "
-           "loss = %.4f\n",
+    const cJSON *iv = al_dt_get(doc, "intervals");
+    printf("task %s: %d sequence%s of %d tokens, %d scored item%s; metric = mean %s = %.4f ± "
+           "%.4f, loss = %.4f\n",
            al_dt_str(tk, "name"), N, N == 1 ? "" : "s", al_dt_int(tk, "T"), ni, ni == 1 ? "" : "s",
-           al_dt_str(tk, "metric"), al_dt_num(doc, "metric"), al_dt_num(doc, "loss"));
+           al_dt_str(tk, "metric"), al_dt_num(doc, "metric"), al_dt_num(doc, "metric_se"),
+           al_dt_num(doc, "loss"));
+    printf("(± standard error over the %d sequences, each one's items together; %g%% bootstrap "
+           "intervals, %d resamples, in --json and table score_intervals)\n",
+           al_dt_int(iv, "items"), 100 * al_dt_num(iv, "level"), al_dt_int(iv, "bootstrap"));
     printf("direct logit attribution: top %d of %d components by |value| (they sum to the "
-           "metric)\n  %-10s %9s\n",
-           show < nc ? show : nc, nc, "component", "value");
+           "metric)\n  %-10s %9s %8s\n",
+           show < nc ? show : nc, nc, "component", "value", "±");
     text_ranked(dla, "value", "component", NULL, show);
     if (nt) {
         const cJSON *kinds = al_dt_get(doc, "path_kinds");
@@ -203,8 +215,8 @@ static void text_summary(const cJSON *doc) {
                    "three or more (one term, chains>=3): value %+.4f, dloss %+.4f\n",
                    al_dt_num(last, "value") + 0.0, al_dt_num(last, "dloss") + 0.0);
         }
-        printf("top %d of %d terms by |dloss|:\n  %-10s %9s %9s\n", show < nt ? show : nt, nt,
-               "term", "value", "dloss");
+        printf("top %d of %d terms by |dloss|:\n  %-10s %9s %8s %9s\n", show < nt ? show : nt, nt,
+               "term", "value", "±", "dloss");
         text_ranked(terms, "dloss", "term", "dloss", show);
     }
     printf("logit lens (the residual stream entering each layer, through W_U):\n  %-10s %9s "
@@ -313,7 +325,12 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
                                      ? "logit of the answer less the mean logit (W_U centred)"
                                      : "logit of the answer") ||
         !cJSON_AddStringToObject(tk, "probe_tokens", a->probe_tokens) ||
-        num(doc, "metric", r->metric) || num(doc, "loss", r->loss) ||
+        num(doc, "metric", r->metric) || al_json_add_ci(doc, "metric", &r->ci[0]) ||
+        num(doc, "loss", r->loss) ||
+        !al_json_add_intervals(doc, r->ci_level, r->ci_boot, r->ci_seed, r->ci_n,
+                               "value_se: delta method for the mean over items, each "
+                               "sequence's items summed together; value_ci: bootstrap "
+                               "expanded percentile interval, resampling whole sequences") ||
         !(arr = cJSON_AddArrayToObject(doc, "direct_logit_attribution")))
         return -1;
     for (int c = 0; c < r->n_comp; c++) {
@@ -321,7 +338,7 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
         if (!j || !cJSON_AddItemToArray(arr, j) ||
             !cJSON_AddStringToObject(j, "component",
                                      al_attr_comp_name(r->L, r->H, c, nm, sizeof nm)) ||
-            num(j, "value", r->dla[c]))
+            num(j, "value", r->dla[c]) || al_json_add_ci(j, "value", &r->ci[1 + c]))
             return -1;
     }
     if (!(arr = cJSON_AddArrayToObject(doc, "path_terms"))) return -1;
@@ -329,7 +346,9 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
         cJSON *j = cJSON_CreateObject();
         if (!j || !cJSON_AddItemToArray(arr, j) ||
             !cJSON_AddStringToObject(j, "term", al_attr_term_name(r->L, r->H, k, nm, sizeof nm)) ||
-            num(j, "value", r->term_value[k]) || num(j, "dloss", r->term_dloss[k]))
+            num(j, "value", r->term_value[k]) ||
+            al_json_add_ci(j, "value", &r->ci[1 + r->n_comp + k]) ||
+            num(j, "dloss", r->term_dloss[k]))
             return -1;
     }
     if (r->n_terms) {
@@ -402,6 +421,7 @@ static al_attr_opts attr_opts(const attr_args *a) {
     ao.batch = a->o.batch;
     ao.paths = !a->no_paths;
     ao.center_unembed = a->center_unembed;
+    ao.ci_level = a->o.ci_level, ao.bootstrap = a->o.bootstrap, ao.ci_seed = a->o.ci_seed;
     return ao;
 }
 

@@ -211,18 +211,14 @@ static int num(cJSON *o, const char *k, double v) {
 
 /* One circuit: its numbers and its kept edges by |score|. */
 static cJSON *json_circuit(double tau, const al_discover_opts *o, const al_discover_result *r) {
-    cJSON *j = cJSON_CreateObject(), *edges, *ci;
+    cJSON *j = cJSON_CreateObject(), *edges;
     if (!j || (!strcmp(o->method, "acdc") ? num(j, "tau", tau) : num(j, "recover", o->recover)) ||
         num(j, "kept", r->n_kept) || num(j, "edges", r->n_edges) ||
         num(j, "faithfulness", r->faithfulness) ||
-        !cJSON_AddItemToObject(j, "faithfulness_se", al_json_num_item(r->faith_ci.se)) ||
-        !(ci = cJSON_AddArrayToObject(j, "faithfulness_ci")) ||
-        !cJSON_AddItemToArray(ci, al_json_num_item(r->faith_ci.lo)) ||
-        !cJSON_AddItemToArray(ci, al_json_num_item(r->faith_ci.hi)) ||
-        num(j, "m_clean", r->m_clean) || num(j, "m_corr", r->m_corr) ||
-        num(j, "m_circuit", r->m_circuit) || num(j, "kl", r->kl_circuit) ||
-        num(j, "evaluations", (double)r->evals) || num(j, "seconds", r->seconds) ||
-        !(edges = cJSON_AddArrayToObject(j, "kept_edges"))) {
+        al_json_add_ci(j, "faithfulness", &r->faith_ci) || num(j, "m_clean", r->m_clean) ||
+        num(j, "m_corr", r->m_corr) || num(j, "m_circuit", r->m_circuit) ||
+        num(j, "kl", r->kl_circuit) || num(j, "evaluations", (double)r->evals) ||
+        num(j, "seconds", r->seconds) || !(edges = cJSON_AddArrayToObject(j, "kept_edges"))) {
         cJSON_Delete(j);
         return NULL;
     }
@@ -256,7 +252,7 @@ static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
                          const al_discover_opts *o, const double *taus,
                          const al_discover_result *rs, int n_done, int n_sweep, const char *path,
                          double seconds) {
-    cJSON *tk, *sw, *main_c, *iv;
+    cJSON *tk, *sw, *main_c;
     if (num(doc, "show", a->show) || num(doc, "circuits", n_done) || num(doc, "seconds", seconds) ||
         !(tk = cJSON_AddObjectToObject(doc, "task")) ||
         !cJSON_AddStringToObject(tk, "name", t->task) || num(tk, "pairs", t->N) ||
@@ -264,14 +260,10 @@ static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
         !cJSON_AddStringToObject(doc, "method", o->method) ||
         !cJSON_AddStringToObject(doc, "metric", o->metric) ||
         !cJSON_AddStringToObject(doc, "circuit_file", path) ||
-        !(iv = cJSON_AddObjectToObject(doc, "intervals")) || num(iv, "level", o->ci_level) ||
-        num(iv, "bootstrap", o->bootstrap) ||
-        !cJSON_AddItemToObject(iv, "seed", al_json_u64_item(o->ci_seed)) ||
-        num(iv, "items", t->N) ||
-        !cJSON_AddStringToObject(iv, "method",
-                                 "faithfulness_se: delta method for the ratio; faithfulness_ci: "
-                                 "bootstrap expanded percentile interval, resampling whole pairs "
-                                 "and recomputing the ratio") ||
+        !al_json_add_intervals(doc, o->ci_level, o->bootstrap, o->ci_seed, t->N,
+                               "faithfulness_se: delta method for the ratio; faithfulness_ci: "
+                               "bootstrap expanded percentile interval, resampling whole pairs "
+                               "and recomputing the ratio") ||
         !(main_c = json_circuit(taus[0], o, &rs[0])) ||
         !cJSON_AddItemToObject(doc, "circuit", main_c) ||
         !(sw = cJSON_AddArrayToObject(doc, "sweep")))

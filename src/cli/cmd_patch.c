@@ -355,27 +355,11 @@ static int json_head(cJSON *doc, const patch_args *a, const patch_state *s, al_p
 
 /* The intervals' settings (attnlab.patch/1, attnlab.paths/1). */
 static int json_intervals(cJSON *doc, double level, int boot, uint64_t seed, int n) {
-    cJSON *iv = cJSON_AddObjectToObject(doc, "intervals");
-    return iv && cJSON_AddNumberToObject(iv, "level", level) &&
-                   cJSON_AddNumberToObject(iv, "bootstrap", boot) &&
-                   cJSON_AddItemToObject(iv, "seed", al_json_u64_item(seed)) &&
-                   cJSON_AddNumberToObject(iv, "items", n) &&
-                   cJSON_AddStringToObject(iv, "method",
-                                           "effect_se: delta method for the ratio; effect_ci: "
-                                           "bootstrap expanded percentile interval, resampling "
-                                           "whole pairs and recomputing the ratio (numerator and "
-                                           "denominator together)")
-               ? 0
-               : -1;
-}
-
-/* "effect_se" and "effect_ci" [lo, hi] of one effect into j. */
-static int json_effect_ci(cJSON *j, const al_interval *c) {
-    cJSON *ci;
-    return cJSON_AddItemToObject(j, "effect_se", al_json_num_item(c->se)) &&
-                   (ci = cJSON_AddArrayToObject(j, "effect_ci")) &&
-                   cJSON_AddItemToArray(ci, al_json_num_item(c->lo)) &&
-                   cJSON_AddItemToArray(ci, al_json_num_item(c->hi))
+    return al_json_add_intervals(doc, level, boot, seed, n,
+                                 "effect_se: delta method for the ratio; effect_ci: "
+                                 "bootstrap expanded percentile interval, resampling "
+                                 "whole pairs and recomputing the ratio (numerator and "
+                                 "denominator together)")
                ? 0
                : -1;
 }
@@ -401,7 +385,7 @@ static int json_patch(cJSON *doc, const patch_args *a, const al_behave *bh, cons
             !cJSON_AddNumberToObject(j, "effect", r->effect[k]) ||
             !cJSON_AddNumberToObject(j, "metric", r->metric[k]))
             rc = -1;
-        if (rc == 0 && r->effect_ci && json_effect_ci(j, &r->effect_ci[k])) rc = -1;
+        if (rc == 0 && r->effect_ci && al_json_add_ci(j, "effect", &r->effect_ci[k])) rc = -1;
     }
     free(idx);
     return rc;
@@ -433,7 +417,7 @@ static int json_paths(cJSON *doc, const patch_args *a, const patch_state *s) {
             !cJSON_AddStringToObject(j, "channel", c == 3 ? "direct" : al_paths_channel_name(c)) ||
             !cJSON_AddNumberToObject(j, "effect", r->effect[k]) ||
             !cJSON_AddNumberToObject(j, "metric", r->metric[k]) ||
-            (r->effect_ci && json_effect_ci(j, &r->effect_ci[k])))
+            (r->effect_ci && al_json_add_ci(j, "effect", &r->effect_ci[k])))
             rc = -1;
     }
     free(idx);

@@ -292,12 +292,7 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
         static const char *const ks[4] = {"induction", "duplicate_token", "prev_token",
                                           "induction_all"};
         for (int k = 0; r->ci && k < 4; k++) {
-            const al_interval *c = &r->ci[k * L * H + i];
-            char se[48], ci[48];
-            snprintf(se, sizeof se, "%s_se", ks[k]), snprintf(ci, sizeof ci, "%s_ci", ks[k]);
-            if (!cJSON_AddItemToObject(j, se, al_json_num_item(c->se)) ||
-                json_ci(j, ci, c->lo, c->hi))
-                return -1;
+            if (al_json_add_ci(j, ks[k], &r->ci[k * L * H + i])) return -1;
         }
         if (r->have_text && !r->off[i] &&
             (!cJSON_AddNumberToObject(j, "copying_ablation", r->copying[i]) ||
@@ -319,9 +314,7 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
         !cJSON_AddNumberToObject(probe, "loss_first", ps->loss_first) ||
         !cJSON_AddNumberToObject(probe, "loss_second", ps->loss_second) ||
         !cJSON_AddNumberToObject(probe, "icl_gain", ps->icl_gain) ||
-        (r->ci &&
-         (!cJSON_AddItemToObject(probe, "icl_gain_se", al_json_num_item(r->ci[4 * L * H].se)) ||
-          json_ci(probe, "icl_gain_ci", r->ci[4 * L * H].lo, r->ci[4 * L * H].hi))) ||
+        (r->ci && al_json_add_ci(probe, "icl_gain", &r->ci[4 * L * H])) ||
         (r->probe_text && (!cJSON_AddNumberToObject(probe, "recurrence", r->probe_recur) ||
                            !cJSON_AddNumberToObject(probe, "uniform_all", r->probe_uniform_all) ||
                            !cJSON_AddNumberToObject(probe, "prev_all", r->probe_prev_all) ||
@@ -355,18 +348,13 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
     const al_interval *vci = r->ci ? r->ci + (r->probe_text ? 3 : 0) * L * H : NULL;
     cJSON *iv;
     if (r->ci &&
-        (!(iv = cJSON_AddObjectToObject(doc, "intervals")) ||
-         !cJSON_AddNumberToObject(iv, "level", r->ci_level) ||
-         !cJSON_AddNumberToObject(iv, "bootstrap", r->ci_boot) ||
-         !cJSON_AddItemToObject(iv, "seed", al_json_u64_item(r->ci_seed)) ||
-         !cJSON_AddNumberToObject(iv, "items", r->ci_n) ||
+        (!(iv = al_json_add_intervals(
+               doc, r->ci_level, r->ci_boot, r->ci_seed, r->ci_n,
+               "se: standard error of the mean over the probe sequences; *_ci: bootstrap "
+               "expanded percentile interval, resampling whole sequences; the named heads' ci: "
+               "value +- simultaneous_z * se (normal, Bonferroni over the heads)")) ||
          !cJSON_AddNumberToObject(iv, "heads", L * H) ||
-         !cJSON_AddItemToObject(iv, "simultaneous_z", al_json_num_item(r->ci_z)) ||
-         !cJSON_AddStringToObject(
-             iv, "method",
-             "se: standard error of the mean over the probe sequences; *_ci: bootstrap "
-             "expanded percentile interval, resampling whole sequences; the named heads' ci: "
-             "value +- simultaneous_z * se (normal, Bonferroni over the heads)")))
+         !cJSON_AddItemToObject(iv, "simultaneous_z", al_json_num_item(r->ci_z))))
         return -1;
     return !cJSON_AddStringToObject(doc, "induction_heads_by", by) ||
                    json_named(doc, "induction_heads", v, vci, r->ci_z, r->off, L * H, H,

@@ -4,6 +4,7 @@
  * back bit for bit. */
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/json.h"
+#include "attnlab/stats.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -157,4 +158,30 @@ int al_json_read_file(const char *path, size_t max, cJSON **out, al_err *e) {
     int rc = al_json_parse((const char *)txt, n, path, out, e);
     free(txt);
     return rc;
+}
+
+int al_json_add_ci(cJSON *j, const char *name, const al_interval *iv) {
+    char se[80], ci[80];
+    cJSON *a;
+    if (snprintf(se, sizeof se, "%s_se", name) >= (int)sizeof se ||
+        snprintf(ci, sizeof ci, "%s_ci", name) >= (int)sizeof ci)
+        return -1;
+    return cJSON_AddItemToObject(j, se, al_json_num_item(iv->se)) &&
+                   (a = cJSON_AddArrayToObject(j, ci)) &&
+                   cJSON_AddItemToArray(a, al_json_num_item(iv->lo)) &&
+                   cJSON_AddItemToArray(a, al_json_num_item(iv->hi))
+               ? 0
+               : -1;
+}
+
+cJSON *al_json_add_intervals(cJSON *doc, double level, int boot, uint64_t seed, int items,
+                             const char *method) {
+    cJSON *iv = cJSON_AddObjectToObject(doc, "intervals");
+    return iv && cJSON_AddNumberToObject(iv, "level", level) &&
+                   cJSON_AddNumberToObject(iv, "bootstrap", boot) &&
+                   cJSON_AddItemToObject(iv, "seed", al_json_u64_item(seed)) &&
+                   cJSON_AddNumberToObject(iv, "items", items) &&
+                   cJSON_AddStringToObject(iv, "method", method)
+               ? iv
+               : NULL;
 }

@@ -203,6 +203,46 @@ static void boot_interval(const double *st, int B, int m, int n, double level, d
 
 /* A mean is the ratio Σx / Σ1: the same arithmetic, bit for bit (a sum
  * of ones is exact), so the means share the ratio's one implementation. */
+int al_boot_group_means(const double *x, const int *grp, int n, int m, int n_groups, int B,
+                        double level, uint64_t seed, al_interval *out, al_err *e) {
+    if (n < 1 || m < 1 || n_groups < 1)
+        return al_errf(e, "intervals: need items, columns and groups >= 1 (got %d, %d, %d)", n, m,
+                       n_groups);
+    int *row = al_malloc((size_t)n_groups, sizeof *row, e), k = 0;
+    if (!row) return -1;
+    for (int g = 0; g < n_groups; g++) row[g] = -1;
+    for (int i = 0; i < n; i++) {
+        if (grp[i] < 0 || grp[i] >= n_groups) {
+            free(row);
+            return al_errf(e, "intervals: item %d's group %d is outside 0..%d", i, grp[i],
+                           n_groups - 1);
+        }
+        if (row[grp[i]] < 0) row[grp[i]] = k++;
+    }
+    /* each group's sums in the order the groups first appear */
+    double *a = al_calloc((size_t)k * m + (size_t)k, sizeof *a, e), *d = a ? a + (size_t)k * m : NULL;
+    int rc = -1;
+    if (a) {
+        for (int i = 0; i < n; i++) {
+            int r = row[grp[i]];
+            d[r]++;
+            for (int j = 0; j < m; j++) a[(size_t)r * m + j] += x[(size_t)i * m + j];
+        }
+        rc = al_boot_ratio(a, d, k, m, B, level, seed, out, e);
+    }
+    free(a);
+    free(row);
+    return rc;
+}
+
+int al_ci_check(double level, int boot, al_err *e) {
+    if (!(level > 0 && level < 1))
+        return al_errf(e, "--ci must be a level strictly between 0 and 1 (got %g)", level);
+    if (boot < 0 || boot > 100000)
+        return al_errf(e, "--bootstrap must be in 0..100000 (got %d)", boot);
+    return 0;
+}
+
 int al_boot_means(const double *x, int n, int m, int B, double level, uint64_t seed,
                   al_interval *out, al_err *e) {
     double *ones = n > 0 ? al_malloc((size_t)n, sizeof(double), e) : NULL;

@@ -81,22 +81,34 @@ int al_store_put_ablate(al_store *s, int64_t run, int64_t mid, const al_ablate_r
     int LH = r->L * r->H;
     const char *method = al_abl_method_name(r->method);
     al_ablation_row base = {method, "none", "", 0, r->clean_loss, 0, 0, r->clean_delta_probe, NAN};
-    if (al_store_put_ablation(s, run, mid, &base, e)) return -1;
+    if (al_store_put_ablation(s, run, mid, &base, NULL, e)) return -1;
     size_t cap = (size_t)LH * 12 + 1; /* "l.h," per head, ints of <= 5 digits */
     char *heads = al_malloc(cap, 1, e);
     if (!heads) return -1;
-    for (int k = 0; k < r->n; k++) {
+    int rc = 0;
+    for (int k = 0; k < r->n && !rc; k++) {
         const al_ablate_config *c = &r->c[k];
         al_heads_format(r->sets + (size_t)k * LH, r->L, r->H, 1, heads, cap);
         al_ablation_row row = {method,        c->kind,       heads,          c->n_heads,   c->loss,
                                c->delta_loss, c->delta_copy, c->delta_probe, c->inter_loss};
-        if (al_store_put_ablation(s, run, mid, &row, e)) {
-            free(heads);
-            return -1;
-        }
+        int64_t id;
+        rc = al_store_put_ablation(s, run, mid, &row, &id, e);
+        /* its intervals, keyed by the row (pos = ablation_id) and, for a
+         * single head, its layer and head; named as the row's columns */
+        static const char *const metric[4] = {"delta_loss", "delta_loss_copy", "delta_loss_probe",
+                                              "interaction"};
+        const double val[4] = {c->delta_loss, c->delta_copy, c->delta_probe, c->inter_loss};
+        const int ci[4] = {AL_ABL_CI_LOSS, AL_ABL_CI_COPY, AL_ABL_CI_PROBE, AL_ABL_CI_INTER_LOSS};
+        const int nitems[4] = {r->ci_n_text, r->ci_n_text, r->ci_n_probe, r->ci_n_text};
+        int l = c->kind[0] == 's' && c->n_heads == 1 && c->a >= 0 ? c->a / r->H : -1;
+        for (int q = 0; q < 4 && !rc && r->ci_n_text; q++)
+            if (q < 3 || c->b >= 0)
+                rc = al_store_put_interval(s, run, mid, l, l < 0 ? -1 : c->a % r->H, (int)id,
+                                           metric[q], val[q], &c->ci[ci[q]], r->ci_level, nitems[q],
+                                           r->ci_boot, e);
     }
     free(heads);
-    return 0;
+    return rc;
 }
 
 /* ----------------------------------------------------------- prune */
@@ -391,9 +403,19 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
     for (int k = 0; r->n_terms && k < 3; k++)
         ar.kind_value[k] = r->kind_value[k], ar.kind_dloss[k] = r->kind_dloss[k];
     if (al_store_put_attribution_run(s, run, mid, &ar, e)) return -1;
+    /* the intervals (score_intervals): metric "metric", "dla:<component>"
+     * and "term:<term>", so that a join on the name finds each row's */
+    char key[80];
+    if (r->ci && al_store_put_interval(s, run, mid, -1, -1, -1, "metric", r->metric, &r->ci[0],
+                                       r->ci_level, r->ci_n, r->ci_boot, e))
+        return -1;
     for (int c = 0; c < r->n_comp; c++) {
         al_attr_comp_name(r->L, r->H, c, name, sizeof name);
         if (al_store_put_logit_attribution(s, run, mid, task, name, -1, r->dla[c], r->n_items, e))
+            return -1;
+        snprintf(key, sizeof key, "dla:%s", name);
+        if (r->ci && al_store_put_interval(s, run, mid, -1, -1, -1, key, r->dla[c], &r->ci[1 + c],
+                                           r->ci_level, r->ci_n, r->ci_boot, e))
             return -1;
         for (int p = 0; p < r->T; p++)
             if (r->pos_items[p] > 0 &&
@@ -418,6 +440,11 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
                               r->term_value[k],
                               r->term_dloss[k]};
         if (al_store_put_path_term(s, run, mid, &w, e)) return -1;
+        snprintf(key, sizeof key, "term:%s", w.term);
+        if (r->ci && al_store_put_interval(s, run, mid, -1, -1, -1, key, r->term_value[k],
+                                           &r->ci[1 + r->n_comp + k], r->ci_level, r->ci_n,
+                                           r->ci_boot, e))
+            return -1;
     }
     for (int l = 0; l <= r->L; l++)
         if (al_store_put_logit_lens(s, run, mid, task, l, r->lens_loss[l], r->lens_acc[l], e))

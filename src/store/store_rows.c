@@ -162,10 +162,12 @@ int al_store_put_head_overlap(al_store *s, int64_t run_id, int64_t model_id, int
 }
 
 int al_store_put_ablation(al_store *s, int64_t run_id, int64_t model_id, const al_ablation_row *r,
-                          al_err *e) {
-    return put_row(s, S_ABL, e, "IIsssiddddd", run_id, model_id, r->method, r->kind, r->heads,
-                   r->n_heads, r->loss, r->delta_loss, r->delta_loss_copy, r->delta_loss_probe,
-                   r->interaction);
+                          int64_t *id, al_err *e) {
+    int rc = put_row(s, S_ABL, e, "IIsssiddddd", run_id, model_id, r->method, r->kind, r->heads,
+                     r->n_heads, r->loss, r->delta_loss, r->delta_loss_copy, r->delta_loss_probe,
+                     r->interaction);
+    if (rc == 0 && id) *id = sqlite3_last_insert_rowid(s->db);
+    return rc;
 }
 
 int al_store_put_pruning_step(al_store *s, int64_t run_id, int64_t model_id,
