@@ -849,8 +849,7 @@ static int pair_gap(al_model *m, const al_pairs *t, const al_attr_opts *o, al_wa
 }
 
 /* r->ci from the items' values, each sequence's items resampled together. */
-static int attr_intervals(const al_pairs *t, const al_attr_opts *o, al_attr_result *r,
-                          al_err *e) {
+static int attr_intervals(const al_pairs *t, const al_attr_opts *o, al_attr_result *r, al_err *e) {
     const int nc = r->n_comp, nt = r->n_terms, m = 1 + nc + nt, ni = r->n_items;
     double *x = al_malloc((size_t)ni * m, sizeof *x, e);
     int *grp = al_malloc((size_t)ni, sizeof *grp, e);

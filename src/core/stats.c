@@ -220,7 +220,8 @@ int al_boot_group_means(const double *x, const int *grp, int n, int m, int n_gro
         if (row[grp[i]] < 0) row[grp[i]] = k++;
     }
     /* each group's sums in the order the groups first appear */
-    double *a = al_calloc((size_t)k * m + (size_t)k, sizeof *a, e), *d = a ? a + (size_t)k * m : NULL;
+    double *a = al_calloc((size_t)k * m + (size_t)k, sizeof *a, e),
+           *d = a ? a + (size_t)k * m : NULL;
     int rc = -1;
     if (a) {
         for (int i = 0; i < n; i++) {

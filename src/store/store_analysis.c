@@ -441,9 +441,9 @@ int al_store_put_attribute(al_store *s, int64_t run, int64_t mid, const al_pairs
                               r->term_dloss[k]};
         if (al_store_put_path_term(s, run, mid, &w, e)) return -1;
         snprintf(key, sizeof key, "term:%s", w.term);
-        if (r->ci && al_store_put_interval(s, run, mid, -1, -1, -1, key, r->term_value[k],
-                                           &r->ci[1 + r->n_comp + k], r->ci_level, r->ci_n,
-                                           r->ci_boot, e))
+        if (r->ci &&
+            al_store_put_interval(s, run, mid, -1, -1, -1, key, r->term_value[k],
+                                  &r->ci[1 + r->n_comp + k], r->ci_level, r->ci_n, r->ci_boot, e))
             return -1;
     }
     for (int l = 0; l <= r->L; l++)
