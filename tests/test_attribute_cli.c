@@ -253,6 +253,17 @@ TEST(attribute_cli_attrpatch_rows) {
               "ORDER BY grid",
               "edge|78|0|0|78|72|78\nhead|8|8|0|0|0|8\nhead_pos|104|104|104|0|0|104");
     CHECK_SQL(db.s, "SELECT DISTINCT direction FROM attribution_patching", "denoise");
+    /* every head and edge estimate's interval, found by its row's keys */
+    CHECK_SQL(db.s,
+              "SELECT a.grid, count(i.se) FROM attribution_patching a JOIN score_intervals i ON "
+              "i.run_id = a.run_id AND i.value = a.estimate AND ((a.grid = 'head' AND i.metric = "
+              "'attrpatch_head' AND i.layer = a.layer AND i.head = a.head) OR (a.grid = 'edge' "
+              "AND i.metric = 'attrpatch_edge_' || a.channel AND i.layer IS "
+              "coalesce(a.receiver_layer, -1) AND i.head IS coalesce(a.receiver_head, -1) AND "
+              "i.pos = CASE a.sender WHEN 'embed' THEN 0 WHEN 'pos' THEN 1 ELSE 2 + "
+              "CAST(substr(a.sender, 3) AS INT) END)) "
+              "GROUP BY 1 ORDER BY 1",
+              "edge|78\nhead|8");
     CHECK_SQL(db.s,
               "SELECT grid, n > 0, top5 BETWEEN 0 AND 5 FROM attribution_agreement ORDER "
               "BY grid",

@@ -210,6 +210,19 @@ static void check_exact(int L, const char *direction) {
     CHECK_OK(al_patch_run(&m, &t, &o, &p, &e), &e);
     CHECK_NEAR(r.m_clean, p.m_clean, 1e-9);
     CHECK_NEAR(r.m_corr, p.m_corr, 1e-9);
+    /* and so, pair by pair, are the last layer's heads' estimates: their
+     * intervals (same pairs, same resamples) are patching's */
+    CHECK(r.ci_n == t.N && r.head_ci && r.edge_ci);
+    for (int h = 0; h < 3; h++) {
+        int lh = (L - 1) * 3 + h;
+        const al_interval *a = &r.head_ci[lh], *b = &p.effect_ci[lh];
+        double tol = 1e-4 * (fabs(b->hi - b->lo) + 1e-3);
+        CHECKF(fabs(a->se - b->se) <= tol && fabs(a->lo - b->lo) <= tol &&
+                   fabs(a->hi - b->hi) <= tol,
+               "%s, head %d.%d: %.6g [%.6g, %.6g], patching %.6g [%.6g, %.6g]", direction, L - 1, h,
+               a->se, a->lo, a->hi, b->se, b->lo, b->hi);
+    }
+    CHECK(isnan(r.edge_ci[(size_t)3 * ns * W + 1].se)); /* no direct path into a receiver slot */
     al_patch_result_free(&p);
     al_attrpatch_result_free(&r);
     al_pairs_free(&t);

@@ -91,6 +91,14 @@ typedef struct al_attrpatch_result {
     double *act_head, *act_head_pos, *act_edge;
     al_agreement agree[AL_AP_NGRID];
     double seconds_patch; /* the three actual sweeps together */
+    /* how sure each head's and edge's estimate is over the pairs
+     * (al_boot_ratio: each pair's first-order sum and its clean −
+     * corrupted metric, resampled together); one allocation, head_ci (L·H)
+     * then edge_ci (as edge; NaN where no path exists). head_pos has none. */
+    al_interval *head_ci, *edge_ci;
+    double ci_level;
+    int ci_boot, ci_n;
+    uint64_t ci_seed;
 } al_attrpatch_result;
 
 /* Attribution patching of every head, head × position and path edge on

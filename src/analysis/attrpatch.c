@@ -36,6 +36,7 @@ const char *al_attrpatch_grid_name(int grid) {
 
 void al_attrpatch_result_free(al_attrpatch_result *r) {
     free(r->head);
+    free(r->head_ci);
     memset(r, 0, sizeof *r);
 }
 
@@ -45,7 +46,7 @@ void al_attrpatch_result_free(al_attrpatch_result *r) {
  * M here is M there to float rounding; log-prob items are unembedded all
  * at once (one matrix product, not one pass over W_U per item). */
 static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const float *xL, float *dxL,
-                        double *sum, al_err *e) {
+                        double *sum, double *per_pair, al_err *e) {
     const al_config *c = &m->cfg;
     int C = c->d_model, V = c->d_vocab, T = t->T, i0;
     int ni = al_pairs_batch_items(t, n0, nb, &i0);
@@ -63,19 +64,25 @@ static int items_metric(al_model *m, const al_pairs *t, int n0, int nb, const fl
     if (!t->logit_diff) al_model_unembed(m, rows, ni, lg);
     memset(dl, 0, sizeof(float) * (size_t)ni * V);
     double s = 0.0;
+    if (per_pair) memset(per_pair, 0, sizeof *per_pair * (size_t)nb);
     for (int i = 0; i < ni; i++) {
         const al_pair_item *it = &t->items[i0 + i];
         float *d = dl + (size_t)i * V;
+        double v;
         if (t->logit_diff) {
             const float *x = rows + (size_t)i * C;
-            s += (double)al_model_logit(m, x, it->answer) - (double)al_model_logit(m, x, it->wrong);
+            v = (double)al_model_logit(m, x, it->answer) - (double)al_model_logit(m, x, it->wrong);
+            s += v;
+            if (per_pair) per_pair[it->pair - n0] += v;
             d[it->answer] = 1.0f, d[it->wrong] = -1.0f;
             continue;
         }
         const float *l = lg + (size_t)i * V;
         memcpy(tmp, l, sizeof(float) * V);
         double lse = logsumexp_row(tmp, V);
-        s += (double)l[it->answer] - lse;
+        v = (double)l[it->answer] - lse;
+        s += v;
+        if (per_pair) per_pair[it->pair - n0] += v;
         for (int v = 0; v < V; v++) d[v] = (float)-exp((double)l[v] - lse);
         d[it->answer] += 1.0f;
     }
@@ -111,7 +118,7 @@ int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb,
     int rc =
         !dxL ||
         al_model_forward(m, (which ? t->corr : t->clean) + (size_t)n0 * t->T, NULL, nb, t->T, e) ||
-        items_metric(m, t, n0, nb, m->x + (size_t)c->n_layers * nx, dxL, &sum, e);
+        items_metric(m, t, n0, nb, m->x + (size_t)c->n_layers * nx, dxL, &sum, NULL, e);
     if (!rc) {
         /* the gradient of the mean: scale once, before the backward */
         for (size_t i = 0; i < nx; i++) dxL[i] = (float)(dxL[i] / ni);
@@ -141,6 +148,10 @@ typedef struct ap_state {
                                    * receiver (scratch; NULL without) */
     double *head_pos, *edge; /* sums, laid out as the result's */
     double sum_base, sum_src;
+    /* per pair, for the intervals: (N) the metric's sum over the pair's
+     * items on the source and base runs; (N, L·H) and (N, 4·ns·W) its
+     * head and edge sums */
+    double *pair_src, *pair_base, *pair_head, *pair_edge;
 } ap_state;
 
 static void ap_free(ap_state *s) {
@@ -181,7 +192,9 @@ static int source_run(ap_state *s, al_err *e) {
     /* m->zg is (L, nb, T, H, D): copy it whole, strided by the batch's own nb */
     memcpy(s->zg_src, m->zg, sizeof(float) * (size_t)s->L * BT * HD);
     double v;
-    if (items_metric(m, t, s->n0, s->nb, m->x + (size_t)s->L * BT * s->C, NULL, &v, e)) return -1;
+    if (items_metric(m, t, s->n0, s->nb, m->x + (size_t)s->L * BT * s->C, NULL, &v,
+                     s->pair_src + s->n0, e))
+        return -1;
     s->sum_src += v;
     return 0;
 }
@@ -195,7 +208,8 @@ static int base_run(ap_state *s, al_err *e) {
     const int *in = (s->den ? t->corr : t->clean) + (size_t)s->n0 * s->T;
     double v;
     if (al_model_forward(m, in, NULL, s->nb, s->T, e) ||
-        items_metric(m, t, s->n0, s->nb, m->x + (size_t)s->L * BT * s->C, s->dxL, &v, e) ||
+        items_metric(m, t, s->n0, s->nb, m->x + (size_t)s->L * BT * s->C, s->dxL, &v,
+                     s->pair_base + s->n0, e) ||
         al_model_backward_acts(m, s->dxL, s->dx, s->dzg, s->dqkv, e))
         return -1;
     s->sum_base += v;
@@ -218,6 +232,20 @@ static void head_sums(ap_state *s) {
                 for (int d = 0; d < D; d++) acc += ((double)zs[d] - zb[d]) * g[d];
             }
             s->head_pos[(size_t)lh * T + t] += acc;
+        }
+        /* each pair's own head sums, summed apart so that the estimates'
+     * order of summation stays as it was */
+#pragma omp parallel for schedule(static)
+    for (int lh = 0; lh < L * H; lh++)
+        for (int b = 0; b < nb; b++) {
+            int l = lh / H, h = lh % H;
+            double acc = 0.0;
+            for (int t = 0; t < T; t++) {
+                size_t off = (size_t)l * BT * HD + ((size_t)b * T + t) * HD + (size_t)h * D;
+                const float *zs = s->zg_src + off, *zb = m->zg + off, *g = s->dzg + off;
+                for (int d = 0; d < D; d++) acc += ((double)zs[d] - zb[d]) * g[d];
+            }
+            s->pair_head[(size_t)(s->n0 + b) * L * H + lh] = acc;
         }
 }
 
@@ -257,6 +285,18 @@ static void edge_sums(ap_state *s) {
             if (!al_paths_exists(L, H, ch, snd, rr)) continue;
             s->edge[((size_t)ch * ns + snd) * W + rr] +=
                 al_edge_dot(s->delta + (size_t)snd * n, s->grad + (size_t)r * n, n);
+        }
+    /* and each pair's own (its T·C rows of the batch) */
+    size_t np = (size_t)s->T * s->C, ne = (size_t)4 * ns * W;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int snd = 0; snd < ns; snd++)
+        for (int r = 0; r < na; r++) {
+            int ch = r < 3 * nr ? r / nr : 3, rr = r < 3 * nr ? r % nr : 0;
+            if (!al_paths_exists(L, H, ch, snd, rr)) continue;
+            for (int b = 0; b < s->nb; b++)
+                s->pair_edge[(size_t)(s->n0 + b) * ne + ((size_t)ch * ns + snd) * W + rr] =
+                    al_edge_dot(s->delta + (size_t)snd * n + b * np,
+                                s->grad + (size_t)r * n + b * np, np);
         }
 }
 
@@ -320,6 +360,36 @@ static int compare_actual(al_model *m, const al_pairs *t, const al_patch_opts *o
     return 0;
 }
 
+/* Each head's and edge's interval over the pairs: the estimate is
+ * sign · Σ_p a_p / Σ_p (c_p − r_p), a_p the pair's sum and c_p, r_p its
+ * clean and corrupted metric sums (what the normalisation divides by),
+ * so the ratio interval of al_boot_ratio, pairs resampled whole. */
+static int ap_intervals(const ap_state *s, const al_patch_opts *o, size_t N, size_t nh, size_t ne,
+                        al_interval *ci, al_err *e) {
+    double *a = al_malloc(N * (nh + ne), sizeof *a, e), *d = al_malloc(N, sizeof *d, e);
+    int rc = -1;
+    if (a && d) {
+        double sign = s->den ? 1.0 : -1.0;
+        for (size_t p = 0; p < N; p++) {
+            d[p] = s->den ? s->pair_src[p] - s->pair_base[p] : s->pair_base[p] - s->pair_src[p];
+            for (size_t k = 0; k < nh; k++) a[p * (nh + ne) + k] = sign * s->pair_head[p * nh + k];
+            for (size_t k = 0; k < ne; k++)
+                a[p * (nh + ne) + nh + k] = sign * s->pair_edge[p * ne + k];
+        }
+        rc = al_boot_ratio(a, d, (int)N, (int)(nh + ne), o->bootstrap, o->ci_level, o->ci_seed, ci,
+                           e);
+        for (size_t k = 0; rc == 0 && k < ne; k++) {
+            int ch = (int)(k / ((size_t)s->ns * s->W)), snd = (int)(k / s->W % s->ns),
+                rr = (int)(k % s->W);
+            if (!al_paths_exists(s->L, s->H, ch, snd, rr))
+                ci[nh + k] = (al_interval){NAN, NAN, NAN};
+        }
+    }
+    free(a);
+    free(d);
+    return rc;
+}
+
 int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int compare,
                      al_attrpatch_result *r, al_err *e) {
     memset(r, 0, sizeof *r);
@@ -340,14 +410,21 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
     s.den = dir == AL_PATCH_DENOISE;
     int L = s.L, H = s.H, T = s.T, ns = s.ns, W = s.W;
     size_t nh = (size_t)L * H, np = nh * T, ne = (size_t)4 * ns * W;
-    /* estimates then (compare) actuals, one allocation */
+    /* estimates then (compare) actuals, one allocation; then the pairs'
+     * sums and the intervals */
+    size_t N = (size_t)t->N;
     double *buf = al_calloc(2 * (nh + np + ne), sizeof(double), e);
+    double *pairs = al_calloc(N * (2 + nh + ne), sizeof(double), e);
+    al_interval *ci = al_malloc(nh + ne, sizeof *ci, e);
+    if (!pairs || !ci) free(buf), buf = NULL;
     al_progress pg;
     al_progress_init(&pg, 10.0);
     int nbatch = (t->N + B - 1) / B, rc = buf ? 0 : -1;
     if (buf) {
         r->head = buf, r->head_pos = buf + nh, r->edge = r->head_pos + np;
         s.head_pos = r->head_pos, s.edge = r->edge;
+        s.pair_src = pairs, s.pair_base = pairs + N, s.pair_head = pairs + 2 * N;
+        s.pair_edge = s.pair_head + N * nh;
     }
     for (int k = 0; rc == 0 && k < nbatch; k++) {
         s.n0 = k * B;
@@ -390,11 +467,18 @@ int al_attrpatch_run(al_model *m, const al_pairs *t, const al_patch_opts *o, int
         r->act_head_pos = r->act_head + nh;
         r->act_edge = r->act_head_pos + np;
         for (size_t i = 0; i < nh + np + ne; i++) r->act_head[i] = NAN;
+        rc = ap_intervals(&s, o, N, nh, ne, ci, e);
+        r->head_ci = ci, r->edge_ci = ci + nh, ci = NULL;
+        r->ci_level = o->ci_level, r->ci_boot = o->bootstrap, r->ci_seed = o->ci_seed;
+        r->ci_n = t->N;
     }
+    free(pairs);
+    free(ci);
     ap_free(&s);
     if (rc == 0 && compare) rc = compare_actual(m, t, o, r, e);
     if (rc) {
         free(buf);
+        free(r->head_ci);
         memset(r, 0, sizeof *r);
         return -1;
     }

@@ -281,14 +281,19 @@ static void text_attrpatch(const cJSON *doc) {
     int *idx = v ? al_by_magnitude(v, n) : NULL;
     if (idx) {
         show = show < n ? show : n;
-        printf("top %d of %d estimates by |estimate|:\n  %-26s %9s %9s\n", show, n, "configuration",
-               "estimate", "actual");
+        printf("top %d of %d estimates by |estimate| (± over the pairs; head x position: "
+               "none):\n  %-26s %9s %8s %9s\n",
+               show, n, "configuration", "estimate", "±", "actual");
         for (int i = 0; i < show; i++) {
             const cJSON *e = cJSON_GetArrayItem(est, idx[i]);
-            double act = al_dt_num(e, "actual");
+            double act = al_dt_num(e, "actual"), se = al_dt_num(e, "estimate_se");
             printf("  ");
             al_print_col(al_dt_str(e, "configuration"), 26);
             printf(" %+9.4f ", al_dt_num(e, "estimate") + 0.0);
+            if (isfinite(se))
+                printf("%8.4f ", se);
+            else
+                printf("%8s ", "");
             if (isnan(act))
                 printf("%9s\n", "-");
             else
@@ -409,6 +414,11 @@ static int json_attr(cJSON *doc, const attr_args *a, const al_behave *bh, const 
             !cJSON_AddStringToObject(j, "configuration", nm) || num(j, "estimate", *e) ||
             !(x ? cJSON_AddNumberToObject(j, "actual", *x) : cJSON_AddNullToObject(j, "actual")))
             return -1;
+        /* the head and edge grids' intervals (head_pos has none) */
+        const al_interval *ci = k < LH                ? ap->head_ci + k
+                                : k < LH + LH * ap->T ? NULL
+                                                      : ap->edge_ci + (k - LH - LH * ap->T);
+        if (ci && ap->head_ci && al_json_add_ci(j, "estimate", ci)) return -1;
     }
     return 0;
 }

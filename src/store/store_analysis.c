@@ -344,6 +344,11 @@ static int put_attrpatch(al_store *s, int64_t run, int64_t mid, const char *task
                  NULL,       -1,         -1,
                  NULL,       est[k],     ap->compared ? act[k] : NAN};
             if (al_store_put_attribution_patching(s, run, mid, &w, e)) return -1;
+            /* a head's interval (the grid head_pos has none) */
+            if (g == AL_AP_HEAD && ap->head_ci &&
+                al_store_put_interval(s, run, mid, w.layer, w.head, -1, "attrpatch_head", est[k],
+                                      &ap->head_ci[k], ap->ci_level, ap->ci_n, ap->ci_boot, e))
+                return -1;
         }
     }
     char sender[32];
@@ -367,6 +372,14 @@ static int put_attrpatch(al_store *s, int64_t run, int64_t mid, const char *task
                                                  ap->edge[i],
                                                  ap->compared ? ap->act_edge[i] : NAN};
                 if (al_store_put_attribution_patching(s, run, mid, &w, e)) return -1;
+                /* keyed as path patching's: receiver, sender index, channel */
+                char metric[48];
+                snprintf(metric, sizeof metric, "attrpatch_edge_%s", al_paths_channel_name(c));
+                if (ap->edge_ci &&
+                    al_store_put_interval(s, run, mid, w.receiver_layer, w.receiver_head, snd,
+                                          metric, ap->edge[i], &ap->edge_ci[i], ap->ci_level,
+                                          ap->ci_n, ap->ci_boot, e))
+                    return -1;
             }
     for (int g = 0; ap->compared && g < AL_AP_NGRID; g++) {
         const al_agreement *a = &ap->agree[g];
