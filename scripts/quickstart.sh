@@ -57,7 +57,7 @@ $BIN discover --model "$M" --db "$DB" --n 8 --threads "$TH" --show 8 --probe-tok
 
 step "report: one page with every number and picture"
 $BIN report --db "$DB" --model "$M" --out "$OUT/report" --title "attnlab quick start" \
-    --threads "$TH" --pictures training,attention,composition
+    --threads "$TH" --pictures training,attention,composition,intervals
 
 printf '\nquick start: report written %s s after the start: %s/report/index.html\n' \
     $(($(date +%s) - T0)) "$OUT"

@@ -479,4 +479,23 @@ TEST(intervals_in_the_report) {
     CHECKF(h && faith && strstr(h, faith), "page lacks [%s]", faith ? faith : "");
     CHECK(h && strstr(h, "<th>± se</th><th>95% lo</th><th>95% hi</th>"));
     free(h), free(row), free(prow), free(faith);
+    /* drawn: the report's interval pictures, one per patching run, and
+     * --what intervals of a run, refusing a run that is not of its kinds */
+    t_pbuf out2 = t_pcopy("rep2");
+    CHECK(t_sh("%s report --db %s --model %s/m2 --out %s --pictures intervals > /dev/null 2>&1",
+               t_bin(), db.s, dir.s, out2.s) == 0);
+    CHECK(t_sh("test -s %s/m2-patching-induction-head-denoise-intervals.png && test -s "
+               "%s/m2-paths-induction-noise-intervals.png",
+               out2.s, out2.s) == 0);
+    CHECK(t_sh("%s heatmap --what intervals --model %s/m2 --db %s --run 2 --out %s > /dev/null "
+               "2>&1",
+               t_bin(), dir.s, db.s, t_path("iv.png")) == 0);
+    CHECK(t_sh("%s heatmap --what intervals --model %s/m2 --db %s --run 3 --out %s > /dev/null "
+               "2> %s",
+               t_bin(), dir.s, db.s, t_path("iv3.png"), t_path("iv3.err")) != 0);
+    char *err = t_slurp(t_path("iv3.err"));
+    CHECKF(err && strstr(err, "run 3 is a 'discover' run; --what intervals draws") &&
+               !strchr(strchr(err, '\n') + 1, '\n') && t_sh("test -e %s", t_path("iv3.png")) != 0,
+           "%s", err ? err : "");
+    free(err);
 }

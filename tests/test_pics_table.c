@@ -18,7 +18,7 @@
 TEST(pics_kind_table) {
     static const char *const families[] = {"weights",  "behaviour", "patching", "attribution",
                                            "circuits", "views",     "sae",      "sweeps"};
-    CHECK(al_pic_n_kinds == 20);
+    CHECK(al_pic_n_kinds == 21);
     for (int k = 0; k < al_pic_n_kinds; k++) {
         const al_pic_kind *d = &al_pic_kind_table[k];
         CHECKF(d->name && d->help && d->help[0] && d->draw, "kind %d", k);

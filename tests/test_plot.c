@@ -373,6 +373,28 @@ TEST(plot_bars_signed_groups) {
     CHECK_OK(al_plot_figure(&f, &im, &g, &e), &e);
     CHECK(g.zero_y == g.my + g.mh - 1);
     al_image_free(&im);
+    /* whiskers: bar 3's interval [1, 3] reaches above every bar (the
+     * range grows to hold it); drawn in ink at the bar's middle column,
+     * from the height of 1 to that of 3, capped at both ends */
+    double lo[5] = {NAN, NAN, NAN, 1.0, NAN}, hi[5] = {NAN, NAN, NAN, 3.0, NAN};
+    p.bars.lo = lo, p.bars.hi = hi;
+    CHECK_OK(al_plot_figure(&f, &im, &g, &e), &e);
+    extent(&im, col[3], &x0[3], &x1[3], &y0[3], &y1[3]);
+    int cx = (x0[3] + x1[3]) / 2, top = -1, bot = -1, hz = g.zero_y;
+    uint32_t inkc = al_image_get(&im, g.mx + 1, hz); /* the zero line's */
+    for (int y = g.my; y < hz; y++)
+        if (al_image_get(&im, cx, y) == inkc) {
+            if (top < 0) top = y;
+            bot = y;
+        }
+    /* value 2 is the bar's top; 3 is half again as far above zero */
+    int h2 = hz - y0[3];
+    CHECKF(top > g.my && abs((hz - top) - 3 * h2 / 2) <= 2, "whisker top %d, bar top %d, zero %d",
+           top, y0[3], hz);
+    CHECKF(ink(&im, cx - 2, top, 5, 1) >= 4, "no cap at the whisker's top (row %d)", top);
+    CHECKF(abs((hz - bot) - h2 / 2) <= 2, "whisker bottom %d, bar top %d, zero %d", bot, y0[3], hz);
+    CHECK_OK(al_png_write(t_path("whiskers.png"), &im, NULL, 0, &e), &e);
+    al_image_free(&im);
 }
 
 TEST(plot_scatter_points) {

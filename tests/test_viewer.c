@@ -183,6 +183,10 @@ static cJSON *hm_check(const char *db, const char *slug, const char *title_has, 
         f[n++] = p;
     }
     CHECKF(n >= 3, "no row for %s", title_has);
+    if (n == 4 && !strncmp(f[3], "se ", 3)) { /* the fourth is the interval's se */
+        cJSON_AddStringToObject(w, "se_db", f[3] + 3);
+        n = 3;
+    }
     if (n >= 3) {
         cJSON_AddStringToObject(w, "row", f[0]);
         cJSON_AddStringToObject(w, "col", f[1]);
@@ -337,8 +341,10 @@ TEST(viewer_browser_explorers) {
         hm,
         hm_check(
             db.s, "m2", "Activation patching: head_pos",
-            "SELECT layer || '.' || head, 'pos ' || pos, printf('%.17g', value) FROM patching WHERE "
-            "run_id = (SELECT max(run_id) FROM patching) ORDER BY abs(value) DESC LIMIT 1"));
+            "SELECT p.layer || '.' || p.head, 'pos ' || p.pos, printf('%.17g', p.value), "
+            "printf('se %.17g', i.se) FROM patching p JOIN score_intervals i ON i.run_id = "
+            "p.run_id AND i.layer = p.layer AND i.head = p.head AND i.pos = p.pos WHERE p.run_id "
+            "= (SELECT max(run_id) FROM patching) ORDER BY abs(p.value) DESC LIMIT 1"));
     /* its column label is the position and pair 0's token there */
     cJSON_AddTrueToObject(cJSON_GetArrayItem(hm, 0), "col_prefix");
     cJSON_AddItemToArray(
@@ -346,8 +352,10 @@ TEST(viewer_browser_explorers) {
         hm_check(
             db.s, "m2", "Path patching",
             "SELECT sender, CASE WHEN channel = 'direct' THEN 'logits' ELSE receiver_layer || '.' || "
-            "receiver_head || ' ' || channel END, printf('%.17g', value) FROM path_patching ORDER BY "
-            "abs(value) DESC LIMIT 1"));
+            "receiver_head || ' ' || channel END, printf('%.17g', p.value), printf('se %.17g', "
+            "i.se) FROM path_patching p JOIN score_intervals i ON i.run_id = p.run_id AND "
+            "i.metric = 'path_effect_' || p.channel AND i.value = p.value ORDER BY abs(p.value) "
+            "DESC LIMIT 1"));
     cJSON_AddItemToArray(
         hm,
         hm_check(

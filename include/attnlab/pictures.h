@@ -166,6 +166,9 @@ enum {
     X(sae_heads, "sae-heads", "sae", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,                  \
       "--db: the DFA share of each head for the --top-n densest features of an attnlab sae "       \
       "features run, signed")                                                                      \
+    X(intervals, "intervals", "behaviour", AL_PIC_MODEL | AL_PIC_DB | AL_PIC_RUN_MODEL,            \
+      "--db: a scores, patch or paths run's strongest numbers as bars with their 95% interval "    \
+      "whiskers (scores: the heads per score, the call's threshold dashed)")                       \
     X(sweep_induction, "sweep-induction", "sweeps", AL_PIC_DB,                                     \
       "--db (no --model): every model's best induction score over training: one faint line per "   \
       "seed, their mean bold, one panel per setting and layer count")

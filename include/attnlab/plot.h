@@ -118,6 +118,11 @@ typedef struct al_bars {
     const char *title, *y_title;
     int bar_w; /* px per bar, its gap included (0 = from n) */
     int h; /* plot area height (0 = 220) */
+    /* (n) or NULL: each bar's interval, drawn as a whisker with caps
+     * over it (NaN: none) */
+    const double *lo, *hi;
+    int has_ref; /* a dashed reference line across at ref (a threshold) */
+    double ref;
 } al_bars;
 
 /* A network plot (the drawing of a layered graph, not the head graph of

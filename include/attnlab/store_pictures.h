@@ -158,6 +158,20 @@ typedef struct al_store_head_step_row {
 int al_store_read_train_head_scores(al_store *s, long run, const char *metric,
                                     al_store_head_step_row **rows, int *n, al_err *e);
 
+/* The newest finished run of model_id that stored intervals
+ * (score_intervals) and is a scores run or a patching run (patch,
+ * paths), 0 if none. */
+int al_store_latest_interval_run(al_store *s, int64_t model_id, long *run, al_err *e);
+/* Run `run`'s head; has_row: it stored intervals (task empty). */
+int al_store_read_interval_run(al_store *s, long run, al_store_run_head *out, al_err *e);
+/* score_intervals of a run (layer, head, pos −1 as stored; NaN: NULL). */
+typedef struct al_store_interval_row {
+    double layer, head, pos;
+    const char *metric;
+    double value, se, lo, hi;
+} al_store_interval_row;
+int al_store_read_intervals(al_store *s, long run, al_store_interval_row **rows, int *n, al_err *e);
+
 typedef struct al_store_patching_row {
     double layer, head, pos, value;
 } al_store_patching_row;

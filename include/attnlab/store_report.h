@@ -179,6 +179,8 @@ int al_sr_attr_agreement(al_store *s, const char *run, al_rows *out, al_err *e);
 
 /* ---- circuit discovery ---- */
 
+/* The newest finished scores run that stored intervals (NaN: none). */
+int al_sr_latest_scores_intervals(al_store *s, const char *mid, double *run, al_err *e);
 /* The newest finished discover run (NaN: none). */
 int al_sr_latest_discover(al_store *s, const char *mid, double *run, al_err *e);
 /* One circuit (tau NULL for EAP, as text exactly) of a run (0 or 1 row):

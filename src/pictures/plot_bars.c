@@ -34,8 +34,12 @@ void bars_measure(const al_bars *p, bar_lay *L) {
     L->ph = p->h > 0 ? p->h : 220;
     double lo = 0, hi = 0;
     char b[256];
+    if (p->has_ref && isfinite(p->ref)) lo = fmin(lo, p->ref), hi = fmax(hi, p->ref);
     for (int i = 0; i < p->n; i++) {
         if (isfinite(p->v[i])) lo = fmin(lo, p->v[i]), hi = fmax(hi, p->v[i]);
+        /* the whiskers stay inside the frame too */
+        if (p->lo && isfinite(p->lo[i])) lo = fmin(lo, p->lo[i]), hi = fmax(hi, p->lo[i]);
+        if (p->hi && isfinite(p->hi[i])) lo = fmin(lo, p->hi[i]), hi = fmax(hi, p->hi[i]);
         bar_label(p, i, b, sizeof b);
         L->lab_h = imax(L->lab_h, tw(b));
     }
@@ -88,6 +92,14 @@ void bars_draw(cv *im, const al_bars *p, const bar_lay *L, int x, int y, al_plot
                 int yv = bars_y(L, oy, p->v[k]);
                 cv_fill(im, bx, imin(yv, y0), L->bw - 1, abs(yv - y0) + 1, c);
             }
+            if (p->lo && p->hi && isfinite(p->lo[k]) && isfinite(p->hi[k])) {
+                /* the whisker: a line from lo to hi, caps half a bar wide */
+                int ya = bars_y(L, oy, p->lo[k]), yb = bars_y(L, oy, p->hi[k]);
+                int wx = bx + (L->bw - 1) / 2, cw = imax(3, (L->bw - 1) / 2);
+                cv_fill(im, wx, imin(ya, yb), 1, abs(yb - ya) + 1, INK);
+                cv_fill(im, wx - cw / 2, ya, cw, 1, INK);
+                cv_fill(im, wx - cw / 2, yb, cw, 1, INK);
+            }
             bar_label(p, k, b, sizeof b);
             int cx = bx + (L->bw - 1) / 2;
             if (!b[0] || cx - last_lx < GH + 1) continue;
@@ -105,6 +117,10 @@ void bars_draw(cv *im, const al_bars *p, const bar_lay *L, int x, int y, al_plot
         gx += span + BAR_GGAP;
     }
     cv_fill(im, ox, y0, L->pw, 1, INK); /* the zero line, over the bars' ends */
+    if (p->has_ref && isfinite(p->ref)) {
+        int yr = bars_y(L, oy, p->ref);
+        cv_line(im, ox, yr, ox + L->pw - 1, yr, 1, 3, INK);
+    }
     cv_rect(im, ox - 1, oy - 1, L->pw + 2, L->ph + 2, FRAME);
     if (p->title) cv_text(im, ox + L->pw / 2 - tw(p->title) / 2, y, p->title, 1, INK);
     if (p->y_title)

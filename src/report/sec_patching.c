@@ -56,7 +56,7 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
         al_rows q;
         int qrc = comp ? al_sr_patching_top(R->st, run, &q, e) : al_sr_paths_top(R->st, run, &q, e);
         rc = rep_rows_table(R, qrc, &q, comp ? heads : pheads, "s+44++", "No rows.") < 0;
-        if (rc || !rep_want_pic(R, comp ? "patching" : "paths")) continue;
+        if (rc) continue;
         al_pic_opts po = al_pic_defaults();
         po.what = comp ? "patching" : "paths";
         po.run_id = atol(run);
@@ -75,6 +75,15 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
                      "sender's path into each %s head's q, k and v, and directly into the "
                      "logits.",
                      ding, task, deep ? "later" : "layer-1");
+        if (rep_want_pic(R, po.what)) rep_picture(R, M, &po, file, cap);
+        if (!rep_want_pic(R, "intervals")) continue;
+        po.what = "intervals";
+        snprintf(file, sizeof file, "%s-%s-%s-intervals.png", M->slug, comp ? "patching" : "paths",
+                 slug);
+        snprintf(cap, sizeof cap,
+                 "%s patching (%s, task %s): the strongest effects with their 95%% intervals "
+                 "over the pairs.",
+                 comp ? "Activation" : "Path", ding, task);
         rep_picture(R, M, &po, file, cap);
     }
     al_rows_free(&runs);

@@ -90,7 +90,19 @@ int sec_kinds(rep *R, const rmodel *M, al_err *e) {
     static const char *const heads[] = {"metric", "value", NULL};
     al_rows q;
     int rc = al_sr_score_metrics(R->st, M->mid, &q, e);
-    return rep_rows_table(R, rc, &q, heads, "s4", NULL) < 0 ? -1 : 0;
+    if (rep_rows_table(R, rc, &q, heads, "s4", NULL) < 0) return -1;
+    double run;
+    if (al_sr_latest_scores_intervals(R->st, M->mid, &run, e)) return -1;
+    if (isnan(run) || !rep_want_pic(R, "intervals")) return 0;
+    al_pic_opts po = al_pic_defaults();
+    po.what = "intervals";
+    po.run_id = (long)run;
+    char file[256];
+    snprintf(file, sizeof file, "%s-score-intervals.png", M->slug);
+    rep_picture(R, M, &po, file,
+                "The strongest heads by each score with their 95% intervals over the probe's "
+                "sequences; dashed, the threshold of the calls above.");
+    return 0;
 }
 
 /* Agreement of the weight-based and an ablation-based copying score:

@@ -253,6 +253,10 @@ static int hm_row(hm_rows *R, int nc, const char *const *t, const double *x, al_
         add(cell, NULL, t[4] ? jnum(x[4]) : cJSON_CreateNull()) ||
         (nc > 5 && add(cell, NULL, t[5] ? jnum(x[5]) : cJSON_CreateNull())))
         return al_errf(e, "out of memory");
+    /* the interval, when the run stored one: se, lo, hi after value2 */
+    for (int k = 6; nc > 8 && t[6] && k < 9; k++)
+        if (add(cell, NULL, t[k] ? jnum(x[k]) : cJSON_CreateNull()))
+            return al_errf(e, "out of memory");
     R->n++;
     return 0;
 }

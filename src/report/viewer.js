@@ -47,7 +47,7 @@
   }
 
   /* A heatmap as a grid of cells. spec: rows, cols (labels), cells
-   * [[r, c, value(, value2)]], row_title, col_title, title, v2_name.
+   * [[r, c, value(, value2(, se, lo, hi))]], row_title, col_title, title, v2_name.
    * colour(v) gives a cell's colour. Hovering a cell writes its row,
    * column and value(s) into the line under the grid. */
   function heatmap(spec, colour) {
@@ -88,6 +88,12 @@
         info.appendChild(document.createTextNode(' (' + spec.v2_name + ' '));
         info.appendChild(el('span', 'al-v2', spec.fmt(cell[3])));
         info.appendChild(document.createTextNode(')'));
+      }
+      if (cell && cell.length > 4 && typeof cell[4] === 'number') { /* its interval */
+        var ci = ' \u00b1 ' + spec.fmt(cell[4]);
+        if (typeof cell[5] === 'number' && typeof cell[6] === 'number')
+          ci += ' [' + spec.fmt(cell[5]) + ', ' + spec.fmt(cell[6]) + ']';
+        info.appendChild(el('span', 'al-ci', ci));
       }
     });
     box.appendChild(el('div', 'al-scroll-x')).appendChild(grid);

@@ -252,6 +252,15 @@ int al_store_latest_discover_run(al_store *s, int64_t model_id, long *run, al_er
     return kind ? latest_done(s, "circuit_runs x", "r.kind = ?2", model_id, kind, run, e) : -1;
 }
 
+int al_store_latest_interval_run(al_store *s, int64_t model_id, long *run, al_err *e) {
+    const char *kind = al_store_kind_needed(AL_RESULTS_SCORES, e);
+    return kind ? latest_done(s, "score_intervals x",
+                              "r.kind = ?2 OR EXISTS (SELECT 1 FROM patching_runs p WHERE "
+                              "p.run_id = x.run_id)",
+                              model_id, kind, run, e)
+                : -1;
+}
+
 /* -------------------------------------------------------- run heads */
 
 static void run_head_read(al_store_run_head *h, const char *const *t, const double *x) {
@@ -504,6 +513,36 @@ int al_store_read_path_patching(al_store *s, long run, al_store_path_row **rows,
                    path_row, sizeof **rows,
                    STRS(offsetof(al_store_path_row, sender), offsetof(al_store_path_row, channel)),
                    &blk_, n, e));
+}
+
+static int irun_row(void *ctx, int nc, const char *const *t, const double *x, al_err *e) {
+    (void)nc, (void)e;
+    run_head_read(ctx, t, x);
+    return 0;
+}
+
+int al_store_read_interval_run(al_store *s, long run, al_store_run_head *out, al_err *e) {
+    char rs[32];
+    memset(out, 0, sizeof *out);
+    out->run = run;
+    snprintf(rs, sizeof rs, "%ld", run);
+    const char *params[1] = {rs};
+    /* the fourth column stands for run_read's task: NULL without intervals */
+    return al_store_query(s,
+                          "SELECT r.kind, r.status, r.model_id, CASE WHEN EXISTS (SELECT 1 FROM "
+                          "score_intervals i WHERE i.run_id = r.run_id) THEN '' END FROM runs r "
+                          "WHERE r.run_id = ?1",
+                          params, 1, irun_row, out, e);
+}
+
+ROW_FN(interval_row, al_store_interval_row, x[0], x[1], x[2], t[3], x[4], x[5], x[6], x[7])
+int al_store_read_intervals(al_store *s, long run, al_store_interval_row **rows, int *n,
+                            al_err *e) {
+    BLOCK(rows, run_rows(s, run,
+                         "SELECT layer, head, pos, metric, value, se, ci_lo, ci_hi FROM "
+                         "score_intervals WHERE run_id = ?1 ORDER BY metric, layer, head, pos",
+                         interval_row, sizeof **rows, STRS(offsetof(al_store_interval_row, metric)),
+                         &blk_, n, e));
 }
 
 ROW_FN(dla_row, al_store_dla_row, t[0], x[1], x[2])

@@ -492,6 +492,13 @@ int al_sr_latest_discover(al_store *s, const char *mid, double *run, al_err *e) 
                  mid, NULL, AL_RESULTS_CIRCUIT, run, e);
 }
 
+int al_sr_latest_scores_intervals(al_store *s, const char *mid, double *run, al_err *e) {
+    return num_k(s,
+                 "SELECT max(x.run_id) FROM score_intervals x JOIN runs r ON r.run_id = "
+                 "x.run_id WHERE x.model_id = ?1 AND r." DONE " AND r.kind = ?3",
+                 mid, NULL, AL_RESULTS_SCORES, run, e);
+}
+
 int al_sr_circuit(al_store *s, const char *run, const char *method, const char *tau, al_rows *out,
                   al_err *e) {
     return rows3(s,
@@ -577,14 +584,29 @@ int al_sr_sweep_summary(al_store *s, al_rows *out, al_err *e) {
 #define HEAD_LABEL "CASE WHEN head IS NULL THEN 'resid ' || layer ELSE layer || '.' || head END"
 #define HEAD_KEY "layer * 1000 + coalesce(head, -1)"
 #define POS_LABEL "CASE WHEN pos IS NULL THEN 'all' ELSE 'pos ' || pos END"
+/* A patching cell's interval column (score_intervals, keyed as the row),
+ * and a path's: its receiver, channel and value (the sender is stored
+ * there by index; two senders of one receiver and channel with the very
+ * same effect would share the first one's). */
+#define PATCH_CI(col)                                                                              \
+    "(SELECT i." col " FROM score_intervals i WHERE i.run_id = patching.run_id AND i.metric "      \
+    "LIKE 'effect_%' AND i.layer = coalesce(patching.layer, -1) AND i.head = "                     \
+    "coalesce(patching.head, -1) AND i.pos = coalesce(patching.pos, -1))"
+#define PATH_CI(col)                                                                               \
+    "(SELECT i." col " FROM score_intervals i WHERE i.run_id = path_patching.run_id AND "          \
+    "i.metric = 'path_effect_' || path_patching.channel AND i.layer = "                            \
+    "coalesce(path_patching.receiver_layer, -1) AND i.head = "                                     \
+    "coalesce(path_patching.receiver_head, -1) AND i.value = path_patching.value LIMIT 1)"
 
 int al_sr_heatmap_cells(al_store *s, al_sr_heatmap kind, const char *run, const char *grid,
                         al_rows *out, al_err *e) {
     static const char *const sql[5] =
         {"SELECT " HEAD_LABEL ", " HEAD_KEY ", " POS_LABEL ", coalesce(pos, -1), "
-         "value FROM patching WHERE run_id = ?1",
-         "SELECT sender, " SENDER_KEY ", " RECEIVER ", " RECEIVER_KEY ", value "
-         "FROM path_patching WHERE run_id = ?1",
+         "value, NULL, " PATCH_CI("se") ", " PATCH_CI("ci_lo") ", " PATCH_CI(
+             "ci_hi") " FROM patching WHERE run_id = ?1",
+         "SELECT sender, " SENDER_KEY ", " RECEIVER ", " RECEIVER_KEY
+         ", value, NULL, " PATH_CI("se") ", " PATH_CI("ci_lo") ", " PATH_CI(
+             "ci_hi") " FROM path_patching WHERE run_id = ?1",
          "SELECT l.component, CASE l.component WHEN 'embed' THEN -2 WHEN 'pos' THEN -1 "
          "ELSE CAST(substr(l.component, 1, instr(l.component, '.') - 1) AS INTEGER) * "
          "1000 + CAST(substr(l.component, instr(l.component, '.') + 1) AS INTEGER) END, "

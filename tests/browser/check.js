@@ -12,7 +12,7 @@
 //               click thumbnail l.h of model, check the enlarged head,
 //               hover token t, compare the rows of "attends to" / "attended by"
 //   loss        [{model, t, p, loss, top: [[token, "0.1234"]...]}]
-//   heatmaps    [{model, title_has, row, col, col_prefix?, v_db, v2_db?}]: hover that
+//   heatmaps    [{model, title_has, row, col, col_prefix?, v_db, v2_db?, se_db?}]: hover that
 //               cell (col_prefix: the column label is col, a space and more,
 //               e.g. "pos 3" and the token there); the
 //               value shown must be the database's (v_db, as sqlite3 printed
@@ -143,14 +143,16 @@ async function main() {
       const got = await el.evaluate((e) => {
         const i = e.closest('.al-hm').querySelector('.al-info');
         const t = (s) => (i.querySelector(s) || {}).textContent;
-        return {row: t('.al-row'), col: t('.al-col'), v: t('.al-val'), v2: t('.al-v2')};
+        return {row: t('.al-row'), col: t('.al-col'), v: t('.al-val'), v2: t('.al-v2'),
+                ci: t('.al-ci')};
       });
       const want = Number(w.v_db).toPrecision(6);
       const want2 = w.v2_db === undefined ? undefined : Number(w.v2_db).toPrecision(6);
       const colOk = w.col_prefix ? (got.col || '').startsWith(w.col + ' ') && got.col.length > w.col.length + 1
                                  : got.col === w.col;
       if (got.row !== w.row || !colOk || got.v !== want ||
-          (want2 !== undefined && got.v2 !== want2))
+          (want2 !== undefined && got.v2 !== want2) ||
+          (w.se_db !== undefined && !(got.ci || '').startsWith(' \u00b1 ' + Number(w.se_db).toPrecision(6) + ' [')))
         fail(`heatmap "${w.title_has}" ${w.row} / ${w.col}: shows ${JSON.stringify(got)}, want ` +
              JSON.stringify(w));
     }
