@@ -13,6 +13,7 @@
 #include "attnlab/analyses.h"
 #include "attnlab/stats.h"
 #include "randmodel.h"
+#include "attnlab/thresholds.h"
 #include "test.h"
 
 /* Under AddressSanitizer (make test SAN=1, several times slower) the
@@ -217,6 +218,55 @@ TEST(intervals_scores_cli) {
     free(err);
     cJSON_Delete(ja), cJSON_Delete(jb), cJSON_Delete(jc), cJSON_Delete(jd);
     free(a), free(b), free(c), free(d), free(t);
+    /* with --data, copying_ablation's interval over the windows, and the
+     * call "copying head" made on it at the simultaneous z */
+    CHECK(t_sh("%s --data %s/s.val.bin --batches 2 --batch 4 --json > %s 2>/dev/null", cmd, dir.s,
+               t_path("e.json")) == 0);
+    char *je = t_slurp(t_path("e.json"));
+    cJSON *de = je ? cJSON_Parse(je) : NULL;
+    double z = cJSON_GetNumberValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(de, "intervals"),
+                                         "simultaneous_z"));
+    int named = 0, want_named = 0;
+    cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(de, "heads")) {
+        double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(h, "copying_ablation"));
+        double se =
+            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(h, "copying_ablation_se"));
+        CHECKF(se > 0 && isfinite(v), "copying_ablation %g ± %g", v, se);
+        want_named += v > AL_TH_COPY_ABLATION;
+    }
+    cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(de, "copying_heads")) {
+        double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(h, "value"));
+        double se = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(h, "se"));
+        const char *call = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(h, "call"));
+        CHECKF(call && !strcmp(call, v - z * se > AL_TH_COPY_ABLATION ? "yes" : "undecided"),
+               "%g ± %g called %s", v, se, call ? call : "?");
+        named++;
+    }
+    CHECK(named == want_named);
+    /* the report names them with the same calls */
+    CHECK(t_sh("%s report --db %s --model %s/m2 --out %s/rep --pictures none > /dev/null 2>&1",
+               t_bin(), db.s, dir.s, dir.s) == 0);
+    char page[1200];
+    snprintf(page, sizeof page, "%s/rep/index.html", dir.s);
+    char *html = t_slurp(page);
+    cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(de, "copying_heads")) {
+        char want[160];
+        const char *call = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(h, "call"));
+        snprintf(want, sizeof want, "%s (%.3f &plusmn; %.3f%s)",
+                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(h, "head")),
+                 cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(h, "value")),
+                 cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(h, "se")),
+                 call && !strcmp(call, "undecided") ? ", undecided" : "");
+        CHECKF(html && strstr(html, want), "page lacks [%s]", want);
+    }
+    free(html);
+    CHECK_SQL(db.s,
+              "SELECT count(*), min(n_items), max(n_items) FROM score_intervals WHERE run_id = 6 "
+              "AND metric = 'copying_ablation'",
+              "8|8|8");
+    cJSON_Delete(de);
+    free(je);
 }
 
 /* planted.h's induction circuit at a small size (V 16 tokens, 16

@@ -210,7 +210,7 @@ TEST(report_store_readers) {
     al_rows q;
     /* model 1 (A): induction 0.75 on head 0.2 only; prev_token 0.5 on 0.3 */
     CHECK_OK(al_sr_heads_above(st, "1", AL_SR_INDUCTION, &q, &e), &e);
-    CHECK(q.nr == 1 && q.nc == 2 && strcmp(al_rows_t(&q, 0, 0), "0.2") == 0);
+    CHECK(q.nr == 1 && q.nc == 4 && strcmp(al_rows_t(&q, 0, 0), "0.2") == 0);
     CHECK_NEAR(al_rows_x(&q, 0, 1), 0.75, 1e-12);
     al_rows_free(&q);
     CHECK(q.nr == 0 && q.t == NULL);

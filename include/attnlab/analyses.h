@@ -80,6 +80,10 @@ typedef struct al_scores_result {
     double *copying; /* (L*H) copying_ablation, NaN for heads off */
     double *excess; /* (L*H) copying_ablation_excess, NaN for heads off
                              * or without other positions; inside copying's block */
+    al_interval *copying_ci; /* (L*H) copying_ablation's interval over the windows
+                             * (al_boot_ratio, Δ sums at copy positions over their
+                             * count); NaN for heads off; NULL without text */
+    int copying_n; /* the windows they resample */
     /* How sure the probe's numbers are, from its sequences (al_boot_means):
      * ci[k·L·H + i] for score k (induction, duplicate_token, prev_token,
      * induction_all) of head i, then ci[4·L·H] for icl_gain; the level,

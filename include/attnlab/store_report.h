@@ -81,7 +81,8 @@ int al_sr_final_val_loss(al_store *s, const char *mid, double *v, al_err *e);
  * copying_ablation_excess, gradient_importance, qk_rank, ov_rank,
  * qk_effective_rank, ov_effective_rank, pos_prev_token. */
 int al_sr_head_table(al_store *s, const char *mid, al_rows *out, al_err *e);
-/* Heads above the score's threshold, strongest first: name, score. */
+/* Heads above the score's threshold, strongest first: name, score, and
+ * its standard error and level (score_intervals; NULL without one). */
 int al_sr_heads_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out, al_err *e);
 /* Names of the heads above the score's threshold, by layer, head
  * (only AL_SR_INDUCTION and AL_SR_PREV_TOKEN). */

@@ -58,7 +58,12 @@ double al_scores_bytes(const al_config *c, int T, const al_scores_opts *o) {
     return probe_bytes(c, al_probe_r_default(o->probe_r, c->n_ctx), o->probe_n,
                        SCORES_PROBE_BATCH) +
            8 * cols * ((double)o->probe_n + o->bootstrap + 1) + 8.0 * o->bootstrap +
-           4.0 * o->probe_n + (T > 0 ? text_bytes(c, T, o->batch, o->batches) : 0);
+           4.0 * o->probe_n +
+           (T > 0 ? text_bytes(c, T, o->batch, o->batches) +
+                        /* copying_ablation's sequences' sums and their intervals */
+                        8.0 * c->n_layers * c->n_heads *
+                            ((double)o->batch * o->batches * (AL_SEL_GROUPS + 1) + o->bootstrap + 4)
+                  : 0);
 }
 
 int al_probe_fits(int probe_r, int n_ctx, al_err *e) {
@@ -74,6 +79,7 @@ void al_scores_result_free(al_scores_result *r) {
     free(r->ci);
     free(r->off);
     free(r->copying);
+    free(r->copying_ci);
     memset(r, 0, sizeof *r);
 }
 
@@ -84,9 +90,11 @@ static int text_scores(al_model *m, const al_tokens *d, const al_scores_opts *o,
     int LH = r->L * r->H, rc = -1, n = 0;
     unsigned char *sets = NULL;
     al_abl_out *out = NULL;
+    double *rows = NULL, *a = NULL;
     r->copying = al_malloc((size_t)LH * 2, sizeof(double), e);
     r->excess = r->copying ? r->copying + LH : NULL;
-    if (!r->copying ||
+    r->copying_ci = al_malloc((size_t)LH, sizeof *r->copying_ci, e);
+    if (!r->copying || !r->copying_ci ||
         al_abl_set_text(&s, d, r->T, o->batch, 0, o->batches, o->batches, m->cfg.d_vocab, e) ||
         al_abl_prepare(m, &s, e) ||
         al_icl_score(s.clean, s.targets, s.rows, s.T, &r->icl_early, &r->icl_late, &r->icl_score,
@@ -108,15 +116,34 @@ static int text_scores(al_model *m, const al_tokens *d, const al_scores_opts *o,
     if (!sets || !out) goto out;
     for (int i = 0, k = 0; i < LH; i++)
         if (!r->off[i]) sets[(size_t)k++ * LH + i] = 1;
-    if (n && al_abl_run(m, &s, AL_ABL_MEAN, sets, n, out, NULL, o->progress, e)) goto out;
+    if (n && (!(rows = al_malloc((size_t)n * s.rows * AL_SEL_GROUPS, sizeof *rows, e)) ||
+              !(a = al_malloc((size_t)s.rows * (n + 1), sizeof *a, e)) ||
+              al_abl_run(m, &s, AL_ABL_MEAN, sets, n, out, rows, o->progress, e)))
+        goto out;
+    /* copying_ablation's intervals: each window's sum of the Δ at its copy
+     * positions over their count, the windows resampled whole */
+    al_interval *ci = r->copying_ci + LH - n;
+    if (n) {
+        double *d = a + (size_t)s.rows * n;
+        for (int i = 0; i < s.rows; i++)
+            for (int k = 0; k < n; k++)
+                a[(size_t)i * n + k] = rows[((size_t)k * s.rows + i) * AL_SEL_GROUPS + 1];
+        al_abl_row_counts(&s, 1, d);
+        if (al_boot_ratio(a, d, s.rows, n, o->bootstrap, o->ci_level, o->ci_seed, ci, e)) goto out;
+    }
+    r->copying_n = s.rows;
     /* Mean Δ at the other positions, from the mean over all and over copy
      * positions: Δrest = (c0 Δall − c1 Δcopy) / (c0 − c1). */
     long c0 = s.count[0], c1 = s.count[1];
     for (int i = 0, k = 0; i < LH; i++) {
         if (r->off[i]) {
             r->copying[i] = r->excess[i] = NAN;
+            r->copying_ci[i] = (al_interval){NAN, NAN, NAN};
             continue;
         }
+        /* the intervals were computed into the array's tail: move each
+         * head's to its own slot (k <= i, so nothing unread is overwritten) */
+        r->copying_ci[i] = ci[k];
         const al_abl_out *x = &out[k++];
         double rest = c0 > c1 ? (c0 * x->delta[0] - c1 * x->delta[1]) / (double)(c0 - c1) : NAN;
         r->copying[i] = x->delta[1];
@@ -127,6 +154,8 @@ static int text_scores(al_model *m, const al_tokens *d, const al_scores_opts *o,
 out:
     free(sets);
     free(out);
+    free(rows);
+    free(a);
     al_abl_set_free(&s);
     return rc;
 }

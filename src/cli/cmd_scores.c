@@ -220,6 +220,9 @@ static void scores_text(const cJSON *doc) {
     text_named(what, al_dt_get(doc, "induction_heads"));
     text_named("previous-token heads (prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) ")",
                al_dt_get(doc, "previous_token_heads"));
+    if (al_dt_get(doc, "copying_heads"))
+        text_named("copying heads by ablation (copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION)
+                   " nats)", al_dt_get(doc, "copying_heads"));
     /* clang-format on */
 }
 
@@ -296,6 +299,7 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
         }
         if (r->have_text && !r->off[i] &&
             (!cJSON_AddNumberToObject(j, "copying_ablation", r->copying[i]) ||
+             (r->ci && al_json_add_ci(j, "copying_ablation", &r->copying_ci[i])) ||
              !cJSON_AddNumberToObject(j, "copying_ablation_excess", r->excess[i])))
             return -1;
     }
@@ -361,7 +365,10 @@ static int json_scores(cJSON *doc, const scores_args *a, const al_probe_load *pl
                               AL_TH_INDUCTION) ||
                    json_named(doc, "previous_token_heads", ps->prev_token,
                               r->ci ? r->ci + 2 * L * H : NULL, r->ci_z, r->off, L * H, H,
-                              AL_TH_PREV_TOKEN)
+                              AL_TH_PREV_TOKEN) ||
+                   (r->have_text &&
+                    json_named(doc, "copying_heads", r->copying, r->ci ? r->copying_ci : NULL,
+                               r->ci_z, r->off, L * H, H, AL_TH_COPY_ABLATION))
                ? -1
                : 0;
 }

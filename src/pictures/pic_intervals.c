@@ -35,7 +35,8 @@ static int interval_run(pic *p, al_store_run_head *h, al_err *e) {
     if (al_store_read_interval_run(p->st, run, h, e)) return -1;
     if (h->found && strcmp(h->kind, "scores") && strcmp(h->kind, "patch") &&
         strcmp(h->kind, "paths"))
-        return al_errf(e, "run %ld is a '%s' run; --what intervals draws scores, patch and paths runs",
+        return al_errf(e,
+                       "run %ld is a '%s' run; --what intervals draws scores, patch and paths runs",
                        run, h->kind);
     if (h->found && !strcmp(h->status, "done") && !h->has_row)
         return al_errf(e, "run %ld stored no intervals (--what intervals needs a run that did)",
@@ -56,8 +57,7 @@ static char *effect_label(pic *p, const irow *r, int paths, al_err *e) {
     if (r->head >= 0 && r->pos >= 0)
         return pic_printf(p, e, "%d.%d@%d", (int)r->layer, (int)r->head, (int)r->pos);
     if (r->head >= 0) return pic_printf(p, e, "%d.%d", (int)r->layer, (int)r->head);
-    if (r->layer >= 0 && r->pos >= 0)
-        return pic_printf(p, e, "L%d@%d", (int)r->layer, (int)r->pos);
+    if (r->layer >= 0 && r->pos >= 0) return pic_printf(p, e, "L%d@%d", (int)r->layer, (int)r->pos);
     return pic_printf(p, e, "%s", r->metric);
 }
 
@@ -77,8 +77,9 @@ static int pick(pic *p, const irow *rows, int nr, const char *pre, int exact, in
             if (used[i] || !r->metric || !isfinite(r->value) ||
                 (exact ? strcmp(r->metric, pre) : strncmp(r->metric, pre, k)))
                 continue;
-            double a = sign ? r->value : fabs(r->value),
-                   b = best < 0 ? 0 : sign ? rows[best].value : fabs(rows[best].value);
+            double a = sign ? r->value : fabs(r->value), b = best < 0 ? 0
+                                                             : sign   ? rows[best].value
+                                                                      : fabs(rows[best].value);
             if (best < 0 || a > b) best = i;
         }
         if (best < 0) break;
@@ -113,7 +114,9 @@ int pic_draw_intervals(pic *p, al_err *e) {
         /* the induction score the run's probe calls by: induction_all on
          * a text probe (it has rows then), else induction */
         int all = 0;
-        for (int i = 0; i < nr && !all; i++) all = rows[i].metric && !strcmp(rows[i].metric, "induction_all") && isfinite(rows[i].se);
+        for (int i = 0; i < nr && !all; i++)
+            all =
+                rows[i].metric && !strcmp(rows[i].metric, "induction_all") && isfinite(rows[i].se);
         for (int q = all ? 1 : 0; q < 3; q += all ? 1 : 2) {
             names[ng] = score_groups[q];
             if (pick(p, rows, nr, score_groups[q], 1, SHOWN_HEADS, 1, 0, ng, v, lo, hi, grp, lab,
@@ -121,8 +124,8 @@ int pic_draw_intervals(pic *p, al_err *e) {
                 return -1;
             ng++;
         }
-    } else if (pick(p, rows, nr, paths ? "path_effect_" : "effect_", 0, SHOWN_EFFECTS, 0, paths,
-                    0, v, lo, hi, grp, lab, &n, e))
+    } else if (pick(p, rows, nr, paths ? "path_effect_" : "effect_", 0, SHOWN_EFFECTS, 0, paths, 0,
+                    v, lo, hi, grp, lab, &n, e))
         return -1;
     if (n == 0) return al_errf(e, "run %ld has no finite number with an interval to draw", h.run);
     al_panel *q = pic_add_panel(p, AL_PANEL_BARS);
@@ -140,13 +143,16 @@ int pic_draw_intervals(pic *p, al_err *e) {
                         .ref = AL_TH_INDUCTION};
     if (scores) {
         snprintf(p->title, sizeof p->title,
-                 "head scores with their 95%% intervals: the %d strongest heads per score", SHOWN_HEADS);
-        pic_note(p, "whiskers: the bootstrap interval over the probe's sequences; dashed: the "
-                    "threshold %g of the calls (a call also needs the simultaneous interval "
-                    "above it)",
+                 "head scores with their 95%% intervals: the %d strongest heads per score",
+                 SHOWN_HEADS);
+        pic_note(p,
+                 "whiskers: the bootstrap interval over the probe's sequences; dashed: the "
+                 "threshold %g of the calls (a call also needs the simultaneous interval "
+                 "above it)",
                  AL_TH_INDUCTION);
     } else {
-        snprintf(p->title, sizeof p->title, "%s patching: the %d strongest effects with their 95%% intervals",
+        snprintf(p->title, sizeof p->title,
+                 "%s patching: the %d strongest effects with their 95%% intervals",
                  paths ? "path" : "activation", n);
         pic_note(p, "whiskers: the bootstrap interval over the pairs (pairs resampled whole, the "
                     "ratio recomputed)");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/analyses.h"
 #include "attnlab/stats.h"
 #include "attnlab/thresholds.h"
 
@@ -54,17 +55,29 @@ int sec_heads(rep *R, const rmodel *M, al_err *e) {
                : 0;
 }
 
-/* "0.3 (0.812), 1.4 (0.455)": the heads above a score's threshold. */
-static int name_list(rep *R, const rmodel *M, al_sr_score sc, const char *what, al_err *e) {
+/* "0.3 (0.812 ± 0.010), 1.4 (0.455 ± 0.031, undecided)": the heads
+ * above a score's threshold thr; with a stored interval, the call "scores
+ * command" makes (al_scores_call at the level's z, Bonferroni-corrected
+ * for the model's heads): undecided when the interval reaches thr. */
+static int name_list(rep *R, const rmodel *M, al_sr_score sc, double thr, const char *what,
+                     al_err *e) {
     al_rows q;
     if (al_sr_heads_above(R->st, M->mid, sc, &q, e)) return -1;
     al_buf *h = &R->h;
     al_buf_printf(h, "<li><b>%s</b>: ", what);
     if (!q.nr) al_buf_puts(h, "none");
+    int LH = M->cfg.n_layers * M->cfg.n_heads;
     for (int r = 0; r < q.nr; r++) {
+        double v = al_rows_x(&q, r, 1), se = q.nc > 3 ? al_rows_x(&q, r, 2) : NAN,
+               lv = q.nc > 3 ? al_rows_x(&q, r, 3) : NAN;
         al_buf_printf(h, "%s", r ? ", " : "");
         rep_esc(h, al_rows_t(&q, r, 0));
-        al_buf_printf(h, " (%.3f)", al_rows_x(&q, r, 1));
+        if (!isfinite(se) || !(lv > 0 && lv < 1)) {
+            al_buf_printf(h, " (%.3f)", v);
+            continue;
+        }
+        int call = al_scores_call(v, se, al_normal_quantile(1 - (1 - lv) / LH), thr);
+        al_buf_printf(h, " (%.3f &plusmn; %.3f%s)", v, se, call > 0 ? "" : ", undecided");
     }
     al_buf_puts(h, "</li>\n");
     al_rows_free(&q);
@@ -74,15 +87,15 @@ static int name_list(rep *R, const rmodel *M, al_sr_score sc, const char *what, 
 int sec_kinds(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     al_buf_puts(h, "<h3>Induction, previous-token and copying heads</h3>\n<ul>\n");
-    if (name_list(R, M, AL_SR_INDUCTION,
+    if (name_list(R, M, AL_SR_INDUCTION, AL_TH_INDUCTION,
                   /* clang-format off */
                   "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")", e) ||
-        name_list(R, M, AL_SR_PREV_TOKEN,
+        name_list(R, M, AL_SR_PREV_TOKEN, AL_TH_PREV_TOKEN,
                   "previous-token heads (prev_token &gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ")", e) ||
-        name_list(R, M, AL_SR_COPY_ABLATION,
+        name_list(R, M, AL_SR_COPY_ABLATION, AL_TH_COPY_ABLATION,
                   "copying heads by ablation (copying_ablation &gt; " AL_TH_STR(AL_TH_COPY_ABLATION)
                   " nats)", e) ||
-        name_list(R, M, AL_SR_COPY_EIGEN,
+        name_list(R, M, AL_SR_COPY_EIGEN, AL_TH_COPY_EIGEN,
                   "copying heads by eigenvalues (copying_eigen &gt; " AL_TH_STR(AL_TH_COPY_EIGEN) ")", e))
         return -1;
     /* clang-format on */

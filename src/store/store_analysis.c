@@ -46,6 +46,13 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
         if (al_store_put_interval(s, run, mid, -1, -1, -1, "icl_gain", ps->icl_gain, &r->ci[4 * LH],
                                   r->ci_level, r->ci_n, r->ci_boot, e))
             return -1;
+        /* copying_ablation's, over the validation windows */
+        for (int i = 0; r->have_text && r->copying_ci && i < LH; i++)
+            if (!r->off[i] &&
+                al_store_put_interval(s, run, mid, i / r->H, i % r->H, -1, "copying_ablation",
+                                      r->copying[i], &r->copying_ci[i], r->ci_level, r->copying_n,
+                                      r->ci_boot, e))
+                return -1;
     }
     for (int l = 0; l < r->L; l++)
         if (al_store_put_layer_score(s, run, mid, l, "induction_sum", ps->layer_induction[l], e) ||

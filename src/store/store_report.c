@@ -184,16 +184,27 @@ int al_sr_head_table(al_store *s, const char *mid, al_rows *out, al_err *e) {
                 mid, NULL, out, e);
 }
 
+/* A head_summary row's score's standard error and level, from the
+ * score_intervals row of the same model, head, metric and value (the
+ * newest such run's). */
+#define HEAD_CI(m)                                                                                 \
+    "(SELECT i.se FROM score_intervals i WHERE i.model_id = h.model_id AND i.layer = h.layer "     \
+    "AND i.head = h.head AND i.metric = '" m "' AND i.value = h." m                                \
+    " ORDER BY i.run_id DESC LIMIT 1), (SELECT i.level FROM score_intervals i WHERE i.model_id = " \
+    "h.model_id AND i.layer = h.layer AND i.head = h.head AND i.metric = '" m "' AND i.value = "   \
+    "h." m " ORDER BY i.run_id DESC LIMIT 1)"
+
 int al_sr_heads_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out, al_err *e) {
     static const char *const sql[4] =
         {/* clang-format off */
-        "SELECT name, induction FROM head_summary WHERE model_id = ?1 AND "
+        "SELECT name, induction, " HEAD_CI("induction") " FROM head_summary h WHERE model_id = ?1 AND "
         "induction > " AL_TH_STR(AL_TH_INDUCTION) " ORDER BY induction DESC",
-        "SELECT name, prev_token FROM head_summary WHERE model_id = ?1 AND "
+        "SELECT name, prev_token, " HEAD_CI("prev_token") " FROM head_summary h WHERE model_id = ?1 AND "
         "prev_token > " AL_TH_STR(AL_TH_PREV_TOKEN) " ORDER BY prev_token DESC",
-        "SELECT name, copying_ablation FROM head_summary WHERE model_id = ?1 AND "
-        "copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION) " ORDER BY copying_ablation DESC",
-        "SELECT name, copying_eigen FROM head_summary WHERE model_id = ?1 AND "
+        "SELECT name, copying_ablation, " HEAD_CI("copying_ablation") " FROM head_summary h WHERE "
+        "model_id = ?1 AND copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION)
+        " ORDER BY copying_ablation DESC",
+        "SELECT name, copying_eigen, NULL, NULL FROM head_summary WHERE model_id = ?1 AND "
         "copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " ORDER BY copying_eigen DESC"};
     /* clang-format on */
     if ((unsigned)sc > AL_SR_COPY_EIGEN) return al_errf(e, "heads_above: bad score");
