@@ -291,6 +291,11 @@ TEST(sae_train_eval_recomputed) {
     CHECK_OK(al_batch_fixed(&val, W, T, 0, 1, in, tg, &e), &e);
     CHECK_OK(al_model_forward(&m, in, tg, W, T, &e), &e);
     double clean = m.mean_loss;
+    /* each window's loss sum and count, for ce_clean's standard error */
+    double lw[8] = {0}, cw[8] = {0};
+    for (int b = 0; b < W; b++)
+        for (int t = 0; t < T; t++)
+            if (tg[b * T + t] >= 0) lw[b] += m.losses[b * T + t], cw[b] += 1;
     float *z = malloc(sizeof(float) * W * T * d);
     memcpy(z, m.z + (size_t)1 * W * T * H * D, sizeof(float) * W * T * d); /* layer 1 */
     const float sc = (float)meta.scale;
@@ -310,6 +315,32 @@ TEST(sae_train_eval_recomputed) {
     CHECK_NEAR(ev.fve, 1 - sse / var, 1e-9);
     CHECK_NEAR(ev.l0, l0 / (W * T), 1e-12);
     CHECK_NEAR(ev.mse, sse / (W * T), 1e-9);
+    /* the intervals' standard errors by the delta method for a ratio of
+     * window sums, by hand: fve's (1 − SSE/SST, SST about the mean of all
+     * windows) and ce_clean's */
+    {
+        double ew[8] = {0}, tw[8] = {0}, mu[32], R = sse / var, Rc = 0, sc2 = 0, ss = 0, sl = 0;
+        for (int r = 0; r < d; r++) mu[r] = sum[r] / (W * T);
+        for (int b = 0; b < W * T; b++)
+            for (int r = 0; r < d; r++) {
+                double v = z[b * d + r], q = v - s.xhat[b * d + r];
+                ew[b / T] += q * q, tw[b / T] += (v - mu[r]) * (v - mu[r]);
+            }
+        for (int k = 0; k < W; k++) Rc += lw[k], sc2 += cw[k];
+        Rc /= sc2;
+        for (int k = 0; k < W; k++) {
+            ss += (ew[k] - R * tw[k]) * (ew[k] - R * tw[k]);
+            sl += (lw[k] - Rc * cw[k]) * (lw[k] - Rc * cw[k]);
+        }
+        double se_f = sqrt(ss / (W - 1)) / sqrt((double)W) / (var / W);
+        double se_c = sqrt(sl / (W - 1)) / sqrt((double)W) / (sc2 / W);
+        CHECK(ev.ci_n == W);
+        CHECKF(fabs(ev.ci_fve.se - se_f) <= 1e-6 * se_f, "fve se %.9g, by hand %.9g", ev.ci_fve.se,
+               se_f);
+        CHECKF(fabs(ev.ci_ce_clean.se - se_c) <= 1e-6 * se_c, "ce_clean se %.9g, by hand %.9g",
+               ev.ci_ce_clean.se, se_c);
+        CHECK(ev.ci_fve.lo < ev.fve && ev.fve < ev.ci_fve.hi && ev.ci_ce_recovered.se > 0);
+    }
     /* the same from the saved files by PyTorch (tests/sae_ref.py --eval),
      * on the raw z (the reference applies cfg.json's scale itself) */
     {

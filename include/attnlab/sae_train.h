@@ -44,6 +44,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "attnlab/stats.h"
 #include "attnlab/data.h"
 #include "attnlab/model.h"
 #include "attnlab/sae.h"
@@ -113,6 +114,16 @@ typedef struct al_sae_eval {
      * the scale again), and zero-ablated; recovered = (zero − sae) /
      * (zero − clean) */
     double ce_clean, ce_sae, ce_zero, ce_recovered;
+    /* how sure they are, over the held-out windows (al_sae_evaluate only;
+     * NaN otherwise), at AL_CI_LEVEL with AL_CI_BOOTSTRAP resamples from
+     * AL_CI_SEED, windows resampled whole: each is a ratio of sums over
+     * the windows (ce_*: Σ losses / Σ positions; ce_recovered: Σ (zero −
+     * sae) / Σ (zero − clean); mse, l0: / Σ activations; fve: 1 − Σ SSE /
+     * Σ SST, SST about the mean of all of them), so al_boot_ratio. The
+     * dead and dense fractions count latents, not items: none. ci_n: the
+     * windows. */
+    al_interval ci_l0, ci_mse, ci_fve, ci_ce_clean, ci_ce_sae, ci_ce_zero, ci_ce_recovered;
+    int ci_n;
 } al_sae_eval;
 
 typedef struct al_sae_trainer al_sae_trainer;

@@ -28,6 +28,7 @@
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
 #include "attnlab/doc_text.h"
+#include "attnlab/json.h"
 #include "attnlab/membudget.h"
 #include "attnlab/registry.h"
 #include "attnlab/sae.h"
@@ -296,9 +297,34 @@ static al_sae_run_row sae_row(const sae_args *a, const sae_state *s) {
     return r;
 }
 
+/* The evaluation's numbers that have intervals, as sae_runs names them. */
+static int sae_ci_of(const al_sae_eval *ev, const char **name, const al_interval **iv, double *v) {
+    const char *const n[7] = {"l0", "fve", "mse", "ce_clean", "ce_sae", "ce_zero", "ce_recovered"};
+    const al_interval *c[7] = {&ev->ci_l0,          &ev->ci_fve,    &ev->ci_mse,
+                               &ev->ci_ce_clean,    &ev->ci_ce_sae, &ev->ci_ce_zero,
+                               &ev->ci_ce_recovered};
+    const double x[7] = {ev->l0,     ev->fve,     ev->mse,         ev->ce_clean,
+                         ev->ce_sae, ev->ce_zero, ev->ce_recovered};
+    for (int i = 0; i < 7; i++) name[i] = n[i], iv[i] = c[i], v[i] = x[i];
+    return 7;
+}
+
 static int sae_store(void *args, void *state, al_drive *dr, al_err *e) {
+    sae_state *s = state;
     al_sae_run_row r = sae_row(args, state);
-    return al_store_put_sae_run(dr->b->st, dr->b->run_id, dr->b->model_id, &r, e);
+    if (al_store_put_sae_run(dr->b->st, dr->b->run_id, dr->b->model_id, &r, e)) return -1;
+    /* the intervals, under the sae_runs column's name with a "sae_" prefix */
+    const char *name[7];
+    const al_interval *iv[7];
+    double v[7];
+    char metric[32];
+    for (int i = 0, n = sae_ci_of(&s->ev, name, iv, v); s->ev.ci_n && i < n; i++) {
+        snprintf(metric, sizeof metric, "sae_%s", name[i]);
+        if (al_store_put_interval(dr->b->st, dr->b->run_id, dr->b->model_id, -1, -1, -1, metric,
+                                  v[i], iv[i], AL_CI_LEVEL, s->ev.ci_n, AL_CI_BOOTSTRAP, e))
+            return -1;
+    }
+    return 0;
 }
 
 static int sae_doc(void *args, void *state, al_drive *dr, al_err *e) {
@@ -327,7 +353,34 @@ static int sae_doc(void *args, void *state, al_drive *dr, al_err *e) {
              json_num(ev, "dead_frac", r.dead_frac) && json_num(ev, "dense_frac", r.dense_frac) &&
              json_num(ev, "ce_clean", r.ce_clean) && json_num(ev, "ce_sae", r.ce_sae) &&
              json_num(ev, "ce_zero", r.ce_zero) && json_num(ev, "ce_recovered", r.ce_recovered);
+    const char *name[7];
+    const al_interval *iv[7];
+    double v[7];
+    for (int i = 0, n = sae_ci_of(&s->ev, name, iv, v); ok && s->ev.ci_n && i < n; i++)
+        ok = al_json_add_ci(ev, name[i], iv[i]) == 0;
+    ok = ok && (!s->ev.ci_n ||
+                al_json_add_intervals(ev, AL_CI_LEVEL, AL_CI_BOOTSTRAP, AL_CI_SEED, s->ev.ci_n,
+                                      "*_se: delta method for the ratio of sums over the held-out "
+                                      "windows; *_ci: bootstrap expanded percentile interval, "
+                                      "resampling whole windows"));
     return ok ? 0 : al_errf(e, "out of memory");
+}
+
+/* " ± 0.0123" of o's key_se, or "" without one (a static buffer: one
+ * use per printf argument list is safe only with distinct buffers, so a
+ * small ring of them). */
+static const char *pm(const cJSON *o, const char *key) {
+    static char ring[8][32];
+    static int at;
+    char k[48];
+    snprintf(k, sizeof k, "%s_se", key);
+    double se = al_dt_num(o, k);
+    char *b = ring[at++ % 8];
+    if (isfinite(se))
+        snprintf(b, 32, " ± %.4f", se);
+    else
+        b[0] = 0;
+    return b;
 }
 
 /* The text of attnlab.sae/1, from the document alone. */
@@ -345,13 +398,20 @@ static void sae_text(const cJSON *doc) {
     printf("%ld steps x %d = %.0f activations (%.1f s, %.0f activations/s)\n",
            (long)al_dt_num(doc, "steps"), al_dt_int(doc, "batch"), al_dt_num(doc, "activations"),
            al_dt_num(doc, "seconds"), al_dt_num(doc, "rate"));
-    printf("held out (%ld activations): L0 %.2f, variance explained %.4f, MSE %.4f, dead %.4f, "
-           "dense %.4f\n",
-           (long)al_dt_num(ev, "n"), al_dt_num(ev, "l0"), al_dt_num(ev, "fve"),
-           al_dt_num(ev, "mse"), al_dt_num(ev, "dead_frac"), al_dt_num(ev, "dense_frac"));
-    printf("cross-entropy: clean %.4f, with the SAE %.4f, site zeroed %.4f; recovered %.4f\n",
-           al_dt_num(ev, "ce_clean"), al_dt_num(ev, "ce_sae"), al_dt_num(ev, "ce_zero"),
-           al_dt_num(ev, "ce_recovered"));
+    printf("held out (%ld activations): L0 %.2f%s, variance explained %.4f%s, MSE %.4f%s, dead "
+           "%.4f, dense %.4f\n",
+           (long)al_dt_num(ev, "n"), al_dt_num(ev, "l0"), pm(ev, "l0"), al_dt_num(ev, "fve"),
+           pm(ev, "fve"), al_dt_num(ev, "mse"), pm(ev, "mse"), al_dt_num(ev, "dead_frac"),
+           al_dt_num(ev, "dense_frac"));
+    printf("cross-entropy: clean %.4f%s, with the SAE %.4f%s, site zeroed %.4f%s; recovered "
+           "%.4f%s\n",
+           al_dt_num(ev, "ce_clean"), pm(ev, "ce_clean"), al_dt_num(ev, "ce_sae"), pm(ev, "ce_sae"),
+           al_dt_num(ev, "ce_zero"), pm(ev, "ce_zero"), al_dt_num(ev, "ce_recovered"),
+           pm(ev, "ce_recovered"));
+    if (al_dt_get(ev, "intervals"))
+        printf("(± standard error over the %d held-out windows; 95%% intervals in --json and "
+               "table score_intervals)\n",
+               al_dt_int(al_dt_get(ev, "intervals"), "items"));
 }
 
 static void sae_release(void *state) {

@@ -688,8 +688,115 @@ int al_sae_evaluate_acts(al_sae *s, const float *x, long n, al_sae_eval *ev, al_
     }
     ev_finish(&a, s, ev);
     ev->ce_clean = ev->ce_sae = ev->ce_zero = ev->ce_recovered = NAN;
+    const al_interval none = {NAN, NAN, NAN};
+    ev->ci_l0 = ev->ci_mse = ev->ci_fve = ev->ci_ce_clean = ev->ci_ce_sae = ev->ci_ce_zero =
+        ev->ci_ce_recovered = none;
+    ev->ci_n = 0;
     ev_free(&a);
     return 0;
+}
+
+/* Per held-out window, what the intervals resample (W_* columns of w):
+ * its activations, SSE, active latents, the three losses summed over its
+ * positions and their count; sum and sumsq (d_in each) give its SST. */
+enum { W_N, W_SSE, W_L0, W_LC, W_LS, W_LZ, W_NV, W_COLS };
+
+/* The window sums of rows [r0, r0 + nb) of a batch (window = row / T)
+ * after al_sae_encode of x (nb rows). */
+static void win_add(const al_sae *s, const float *x, int nb, size_t r0, int T, int w0, double *w,
+                    double *wsum) {
+    const int d = s->cfg.d_in, n = s->cfg.d_sae;
+    for (int b = 0; b < nb; b++) {
+        int k = w0 + (int)((r0 + b) / T);
+        double *wk = w + (size_t)k * W_COLS, *sk = wsum + (size_t)k * 2 * d;
+        wk[W_N] += 1;
+        for (int r = 0; r < d; r++) {
+            double v = x[(size_t)b * d + r], q = v - s->xhat[(size_t)b * d + r];
+            wk[W_SSE] += q * q;
+            sk[r] += v, sk[d + r] += v * v;
+        }
+        if (s->cfg.arch == AL_SAE_TOPK) {
+            for (int j = 0; j < s->cfg.k; j++) wk[W_L0] += s->val[(size_t)b * s->cfg.k + j] > 0;
+        } else {
+            for (int j = 0; j < n; j++) wk[W_L0] += s->f[(size_t)b * n + j] > 0;
+        }
+    }
+}
+
+/* Each of the batch's nw windows' summed loss over its positions with a
+ * target into column col of its row of w (and, with the clean losses,
+ * the count into W_NV). */
+static void win_losses(const al_model *m, const int *tg, int nw, int T, double *w, int col) {
+    for (int b = 0; b < nw; b++)
+        for (int t = 0; t < T; t++)
+            if (tg[(size_t)b * T + t] >= 0) {
+                w[(size_t)b * W_COLS + col] += m->losses[(size_t)b * T + t];
+                if (col == W_LC) w[(size_t)b * W_COLS + W_NV] += 1;
+            }
+}
+
+/* The intervals of ev from the windows' sums (nw windows). */
+static int win_intervals(const double *w, const double *wsum, int nw, int d, al_sae_eval *ev,
+                         al_err *e) {
+    /* columns: l0, mse, sse (fve), ce_clean, ce_sae, ce_zero, recovered;
+     * denominators: activations for the first three but fve's (its SST),
+     * positions for the losses, zero − clean for recovered */
+    enum { C_L0, C_MSE, C_CL, C_CS, C_CZ, NC };
+    double *a = al_malloc((size_t)nw * (NC + 4), sizeof *a, e), mu_n = 0;
+    double *mu = al_calloc((size_t)d, sizeof *mu, e);
+    int rc = -1;
+    if (a && mu) {
+        double *da = a + (size_t)nw * NC, *ds = da + nw, *dl = ds + nw, *dr = dl + nw;
+        for (int k = 0; k < nw; k++) {
+            mu_n += w[(size_t)k * W_COLS + W_N];
+            for (int r = 0; r < d; r++) mu[r] += wsum[(size_t)k * 2 * d + r];
+        }
+        for (int r = 0; r < d; r++) mu[r] /= mu_n;
+        double *sse = al_malloc((size_t)nw * 2, sizeof *sse, e), *rec = sse ? sse + nw : NULL;
+        al_interval iv[NC], f, c;
+        if (sse) {
+            for (int k = 0; k < nw; k++) {
+                const double *wk = w + (size_t)k * W_COLS, *sk = wsum + (size_t)k * 2 * d;
+                double *ak = a + (size_t)k * NC, sst = 0;
+                for (int r = 0; r < d; r++)
+                    sst += sk[d + r] - 2 * mu[r] * sk[r] + wk[W_N] * mu[r] * mu[r];
+                ak[C_L0] = wk[W_L0], ak[C_MSE] = wk[W_SSE];
+                ak[C_CL] = wk[W_LC], ak[C_CS] = wk[W_LS], ak[C_CZ] = wk[W_LZ];
+                da[k] = wk[W_N], ds[k] = sst, dl[k] = wk[W_NV], sse[k] = wk[W_SSE];
+                rec[k] = wk[W_LZ] - wk[W_LS], dr[k] = wk[W_LZ] - wk[W_LC];
+            }
+            const int B = AL_CI_BOOTSTRAP;
+            const double lv = AL_CI_LEVEL;
+            const uint64_t sd = AL_CI_SEED;
+            rc = al_boot_ratio(a, da, nw, NC, B, lv, sd, iv, e) ||
+                         al_boot_ratio(sse, ds, nw, 1, B, lv, sd, &f, e) ||
+                         al_boot_ratio(rec, dr, nw, 1, B, lv, sd, &c, e)
+                     ? -1
+                     : 0;
+            /* the losses' denominators are positions, not activations */
+            al_interval il[3];
+            double *al = al_malloc((size_t)nw * 3, sizeof *al, e);
+            if (rc == 0 && al) {
+                for (int k = 0; k < nw; k++)
+                    for (int q = 0; q < 3; q++)
+                        al[(size_t)k * 3 + q] = a[(size_t)k * NC + C_CL + q];
+                rc = al_boot_ratio(al, dl, nw, 3, B, lv, sd, il, e);
+            } else if (!al)
+                rc = -1;
+            free(al);
+            if (rc == 0) {
+                ev->ci_l0 = iv[C_L0], ev->ci_mse = iv[C_MSE];
+                ev->ci_fve = (al_interval){f.se, 1 - f.hi, 1 - f.lo}; /* fve = 1 − ratio */
+                ev->ci_ce_clean = il[0], ev->ci_ce_sae = il[1], ev->ci_ce_zero = il[2];
+                ev->ci_ce_recovered = c;
+                ev->ci_n = nw;
+            }
+        }
+        free(sse);
+    }
+    free(a);
+    free(mu);
+    return rc;
 }
 
 int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *val,
@@ -705,9 +812,13 @@ int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_to
     int *in = al_malloc(rows * 2, sizeof(int), e);
     float *z = al_malloc(rows * d, sizeof(float), e);
     float *rec = al_malloc(rows * d, sizeof(float), e);
+    /* the windows' sums, for the intervals (kept apart from the sums
+     * above, so the metrics are summed as before) */
+    double *w = al_calloc((size_t)n_windows * (W_COLS + 2 * (size_t)d), sizeof *w, e);
+    double *wsum = w ? w + (size_t)n_windows * W_COLS : NULL;
     int rc = -1;
     double lc = 0, ls = 0, lz = 0, nv = 0;
-    if (!in || !z || !rec) goto out;
+    if (!in || !z || !rec || !w) goto out;
     int *tg = in + rows;
     const int n_batches = (n_windows + bm - 1) / bm;
     const float sc = (float)meta->scale;
@@ -724,12 +835,14 @@ int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_to
         if (f != 0) goto out;
         double nvalid = m->n_valid;
         lc += (double)m->mean_loss * nvalid;
+        win_losses(m, tg, nw, T, w + (size_t)k * bm * W_COLS, W_LC);
         const size_t nr = (size_t)nw * T, chunk = 4096; /* bounds the SAE's (rows, d_sae) */
         for (size_t i = 0; i < nr * d; i++) z[i] *= sc;
         for (size_t r0 = 0; r0 < nr; r0 += chunk) {
             int nb = (int)(nr - r0 < chunk ? nr - r0 : chunk);
             if (al_sae_encode(s, z + r0 * d, nb, e) != 0) goto out;
             ev_add(&a, s, z + r0 * d, nb);
+            win_add(s, z + r0 * d, nb, r0, T, k * bm, w, wsum);
             for (size_t i = 0; i < (size_t)nb * d; i++) rec[r0 * d + i] = s->xhat[i] / sc;
         }
         cap_ctx cr = {.mode = CAP_REPLACE, .d_in = d, .src = rec};
@@ -738,12 +851,14 @@ int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_to
         al_hook_remove(m, &cr);
         if (f != 0) goto out;
         ls += (double)m->mean_loss * nvalid;
+        win_losses(m, tg, nw, T, w + (size_t)k * bm * W_COLS, W_LS);
         cap_ctx c0 = {.mode = CAP_ZERO, .d_in = d};
         if (al_hook_add(m, pt, meta->hook_layer, site_hook, &c0, e) != 0) goto out;
         f = al_model_forward(m, in, tg, nw, T, e);
         al_hook_remove(m, &c0);
         if (f != 0) goto out;
         lz += (double)m->mean_loss * nvalid;
+        win_losses(m, tg, nw, T, w + (size_t)k * bm * W_COLS, W_LZ);
         nv += nvalid;
     }
     ev_finish(&a, s, ev);
@@ -753,8 +868,10 @@ int al_sae_evaluate(al_model *m, al_sae *s, const al_sae_meta *meta, const al_to
     ev->ce_recovered = ev->ce_zero != ev->ce_clean
                            ? (ev->ce_zero - ev->ce_sae) / (ev->ce_zero - ev->ce_clean)
                            : NAN;
+    if (win_intervals(w, wsum, n_windows, d, ev, e)) goto out;
     rc = 0;
 out:
+    free(w);
     ev_free(&a);
     free(in);
     free(z);
