@@ -355,6 +355,31 @@ TEST(discover_acdc_planted_known_answer) {
     for (int k = 0; k < r.n_edges; k++) nan += isnan(r.score[k]);
     CHECKF(nan == 2 * 3 * (2 + PH) + 2 * 3 * 2, "untried %d", nan); /* 1.1, 1.2; 0.1, 0.2 */
     long evals = r.evals;
+    /* every pair holds the whole circuit, so every bootstrap resample of
+     * the pairs finds the same four edges: Jaccard 1, inclusion 1 or 0 */
+    al_discover_stability st;
+    CHECK_OK(al_discover_stability_run(&m, &t, &o, r.kept, 4, 7, &st, &e), &e);
+    CHECK(st.n == 4 && st.n_edges == r.n_edges && st.jaccard_mean == 1 && st.jaccard_min == 1 &&
+          st.jaccard_sd == 0);
+    for (int k = 0; k < r.n_edges; k++) CHECK(st.freq[k] == r.kept[k]);
+    al_discover_stability_free(&st);
+    CHECK(al_discover_stability_run(&m, &t, &o, r.kept, 0, 7, &st, &e) == -1 && st.freq == NULL);
+    /* the pairs picked: the same order is the same task; a repeat is a copy */
+    al_pairs p2;
+    int same[16], rep[2] = {3, 3};
+    for (int i = 0; i < 16; i++) same[i] = i;
+    CHECK(t.N == 16);
+    CHECK_OK(al_pairs_pick(&t, same, 16, &p2, &e), &e);
+    CHECK(al_pairs_hash(&p2) == al_pairs_hash(&t));
+    al_pairs_free(&p2);
+    CHECK_OK(al_pairs_pick(&t, rep, 2, &p2, &e), &e);
+    CHECK(p2.N == 2 && p2.n_items % 2 == 0 && p2.items[0].pair == 0 &&
+          p2.items[p2.n_items - 1].pair == 1 &&
+          !memcmp(p2.clean, p2.clean + p2.T, sizeof(int) * p2.T) &&
+          !memcmp(p2.clean, t.clean + 3 * t.T, sizeof(int) * t.T));
+    al_pairs_free(&p2);
+    rep[1] = 16;
+    CHECK(al_pairs_pick(&t, rep, 2, &p2, &e) == -1 && strstr(e.msg, "index 16"));
     al_discover_result_free(&r);
     CHECK(r.kept == NULL && r.score == NULL);
     /* the task's own metric gives the same circuit */

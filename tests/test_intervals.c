@@ -489,6 +489,41 @@ TEST(intervals_faithfulness) {
                strstr(t, "bootstrap of the ratio over the pairs"),
            "%s", t ? t : "");
     free(t);
+    /* --resample: the main circuit's search on resamples of the pairs;
+     * every edge listed has its inclusion row, the Jaccard its own */
+    t_pbuf js = t_pcopy("s.json");
+    CHECK(t_sh("%s discover --model %s/m2 --db %s --probe-r 6 --n 16 --threads 1 --tau 0.0001 "
+               "--resample 3 --json > %s 2>/dev/null",
+               t_bin(), dir.s, db.s, js.s) == 0);
+    char *j = t_slurp(js.s);
+    cJSON *d = j ? cJSON_Parse(j) : NULL;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(d, "stability"), *x;
+    double jm = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(st, "jaccard_mean"));
+    int n_ed = 0, n_main = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(st, "edges")) {
+        double f = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(x, "frequency"));
+        CHECK(f >= 0 && f <= 1 && fabs(f * 3 - round(f * 3)) < 1e-12);
+        n_main += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "kept"));
+        n_ed++;
+    }
+    int kept = (int)cJSON_GetNumberValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "circuit"), "kept"));
+    CHECKF(jm > 0 && jm <= 1 && n_main == kept && n_ed >= kept, "Jaccard %g, %d edges, %d kept", jm,
+           n_ed, kept);
+    char wn[64];
+    snprintf(wn, sizeof wn, "%d|3", n_ed);
+    CHECK_SQL(db.s,
+              "SELECT count(*), max(n_items) FROM score_intervals WHERE run_id = 5 AND metric "
+              "LIKE 'inclusion:%'",
+              wn);
+    CHECK_SQL(db.s, "SELECT count(*) FROM score_intervals WHERE run_id = 5 AND metric = 'jaccard'",
+              "1");
+    cJSON_Delete(d);
+    free(j);
+    CHECK(t_sh("%s discover --model %s/m2 --db %s --probe-r 6 --n 16 --resample -1 > /dev/null "
+               "2>&1",
+               t_bin(), dir.s, db.s) == 2);
+    CHECK_SQL(db.s, "SELECT count(*) FROM runs", "5");
 }
 
 /* The report prints the intervals it has: each patching and path

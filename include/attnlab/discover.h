@@ -137,4 +137,27 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
                     al_discover_result *r, al_err *e);
 void al_discover_result_free(al_discover_result *r);
 
+/* How stable a circuit is under resampling of the pairs: the search of o
+ * rerun on n bootstrap resamples of t's pairs (N drawn with replacement,
+ * whole pairs, from seed; n times the search's cost). freq[k]: the share
+ * of the resamples whose circuit keeps edge k; jaccard_*: the Jaccard
+ * similarity |A ∩ B| / |A ∪ B| of each resample's kept edges A with the
+ * main circuit's B (1 when both are empty), their mean, sd and minimum. */
+typedef struct al_discover_stability {
+    int n; /* resamples */
+    uint64_t seed;
+    int n_edges;
+    double *freq; /* (n_edges) */
+    double jaccard_mean, jaccard_sd, jaccard_min;
+    double seconds;
+} al_discover_stability;
+/* main_kept: the main circuit's kept edges (n_edges of m's graph). The
+ * resamples' searches run without their faithfulness intervals. 0, or −1
+ * with e (n outside 1..10000, and al_discover_run's failures; *s
+ * zeroed). */
+int al_discover_stability_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
+                              const unsigned char *main_kept, int n, uint64_t seed,
+                              al_discover_stability *s, al_err *e);
+void al_discover_stability_free(al_discover_stability *s);
+
 #endif

@@ -40,6 +40,11 @@ typedef struct al_pairs {
 } al_pairs;
 
 void al_pairs_free(al_pairs *p);
+/* The pairs idx[0..n) of t (repeats allowed: a bootstrap resample), in
+ * that order, each with its items (renumbered to its new index); same
+ * task, T and metric. 0, or −1 with e (an index outside t, n < 1, out
+ * of memory; *out zeroed). *out is the caller's (al_pairs_free). */
+int al_pairs_pick(const al_pairs *t, const int *idx, int n, al_pairs *out, al_err *e);
 /* A 64-bit fingerprint (FNV-1a) of everything that defines the pair set:
  * task, sizes, lengths, both token arrays and the items. Stored with a
  * patching run, so a picture that re-makes the task later can tell that

@@ -80,6 +80,15 @@ int al_store_put_discover(al_store *s, int64_t run_id, int64_t model_id, const a
                           const al_discover_opts *o, const al_discover_result *r, int index,
                           al_err *e);
 
+/* The main circuit r under resampling (--resample) into score_intervals,
+ * layer, head and pos −1: metric "jaccard" (the mean Jaccard similarity
+ * with r, se its sd over sqrt of the resamples), and "inclusion:<edge>"
+ * for every edge r keeps or any resample kept (its inclusion frequency,
+ * se the binomial sqrt(f (1 − f) / n)); n_items and bootstrap: the
+ * resamples. */
+int al_store_put_stability(al_store *s, int64_t run_id, int64_t model_id,
+                           const al_discover_result *r, const al_discover_stability *st, al_err *e);
+
 /* "#id" or the token's display string into buf (cap bytes); its length.
  * Shared with the printing of circuits so both show the same strings. */
 size_t al_store_token_str(const al_tokenizer *tok, int id, char *buf, size_t cap);

@@ -583,3 +583,69 @@ int al_discover_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
     r->seconds = al_now() - t0;
     return 0;
 }
+
+/* ------------------------------------------------------- stability */
+
+void al_discover_stability_free(al_discover_stability *s) {
+    free(s->freq);
+    memset(s, 0, sizeof *s);
+}
+
+int al_discover_stability_run(al_model *m, const al_pairs *t, const al_discover_opts *o,
+                              const unsigned char *main_kept, int n, uint64_t seed,
+                              al_discover_stability *s, al_err *e) {
+    memset(s, 0, sizeof *s);
+    if (n < 1 || n > 10000) return al_errf(e, "resamples must be 1..10000 (got %d)", n);
+    double t0 = al_now();
+    const int ne = al_graph_n_edges(m->cfg.n_layers, m->cfg.n_heads);
+    int *idx = al_malloc((size_t)t->N, sizeof *idx, e);
+    double *jac = al_malloc((size_t)n, sizeof *jac, e);
+    s->freq = al_calloc((size_t)ne, sizeof *s->freq, e);
+    if (!idx || !jac || !s->freq) {
+        free(idx), free(jac);
+        al_discover_stability_free(s);
+        return -1;
+    }
+    al_discover_opts ro = *o;
+    ro.bootstrap = 0; /* the resamples' own intervals are not wanted */
+    ro.progress = 0;
+    al_rng rng;
+    al_rng_seed(&rng, seed);
+    int rc = 0;
+    for (int b = 0; rc == 0 && b < n; b++) {
+        for (int i = 0; i < t->N; i++) idx[i] = (int)al_rng_below(&rng, (uint32_t)t->N);
+        al_pairs rt;
+        al_discover_result rr;
+        if (al_pairs_pick(t, idx, t->N, &rt, e)) {
+            rc = -1;
+            break;
+        }
+        rc = al_discover_run(m, &rt, &ro, &rr, e);
+        al_pairs_free(&rt);
+        if (rc) break;
+        int both = 0, either = 0;
+        for (int k = 0; k < ne && k < rr.n_edges; k++) {
+            s->freq[k] += rr.kept[k];
+            both += rr.kept[k] && main_kept[k];
+            either += rr.kept[k] || main_kept[k];
+        }
+        jac[b] = either ? (double)both / either : 1.0;
+        al_discover_result_free(&rr);
+        if (o->progress)
+            al_log("stability: resample %d/%d, Jaccard with the main circuit %.3f", b + 1, n,
+                   jac[b]);
+    }
+    if (rc == 0) {
+        double sum = 0, ss = 0, mn = 1;
+        for (int b = 0; b < n; b++) sum += jac[b], mn = jac[b] < mn ? jac[b] : mn;
+        for (int b = 0; b < n; b++) ss += (jac[b] - sum / n) * (jac[b] - sum / n);
+        for (int k = 0; k < ne; k++) s->freq[k] /= n;
+        s->n = n, s->seed = seed, s->n_edges = ne;
+        s->jaccard_mean = sum / n, s->jaccard_min = mn;
+        s->jaccard_sd = n > 1 ? sqrt(ss / (n - 1)) : NAN;
+        s->seconds = al_now() - t0;
+    }
+    free(idx), free(jac);
+    if (rc) al_discover_stability_free(s);
+    return rc;
+}

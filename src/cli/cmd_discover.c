@@ -43,12 +43,13 @@ typedef struct disc_args {
     int show;
     const char *probe_tokens; /* all | seen | a token file: the induction task's ids */
     const char *acdc_order, *acdc_remove; /* al_discover_opts order, remove_if */
+    int resample; /* the main circuit's search rerun on this many resamples of the pairs */
 } disc_args;
 
 #define DISC_ARGS_INIT                                                                             \
     {                                                                                              \
         AL_AN_WHERE_INIT, AL_PATCH_OPTS_INIT, "acdc", "kl", NULL, NULL, 0.01, 0.9, 10,             \
-            AL_PROBE_TOKENS_DEFAULT, "embed-first", "le"                                           \
+            AL_PROBE_TOKENS_DEFAULT, "embed-first", "le", 0                                        \
     }
 static disc_args g_disc = DISC_ARGS_INIT;
 
@@ -79,6 +80,11 @@ static al_flag disc_flags[] =
      AL_FLAG_INTERVENE(g_disc),
      {"show", AL_INT, &g_disc.show, "N", "kept edges printed (largest |score| first)", 0, 0},
      AL_FLAGS_CI(g_disc),
+     {"resample", AL_INT, &g_disc.resample, "N",
+      "rerun the main circuit's search on N bootstrap resamples of the pairs (N times its cost; "
+      "seeded by --ci-seed): each edge's inclusion frequency and the circuits' Jaccard "
+      "similarity to the main one",
+      0, 0},
      AL_FLAG_THREADS(g_disc),
      AL_FLAGS_END};
 
@@ -197,6 +203,35 @@ static void disc_text(const cJSON *doc) {
             printf("  %-10g %6d %13.4f %8.4f %10.4g\n", al_dt_num(c, "tau"), al_dt_int(c, "kept"),
                    al_dt_num(c, "faithfulness"), al_dt_num(c, "faithfulness_se"),
                    al_dt_num(c, "kl") + 0.0);
+        }
+    }
+    const cJSON *st = al_dt_get(doc, "stability");
+    if (st) {
+        const cJSON *ed = al_dt_get(st, "edges"), *x;
+        int n_main = 0, n_stable = 0, n_other = 0;
+        cJSON_ArrayForEach(x, ed) {
+            int kept = al_dt_bool(x, "kept");
+            n_main += kept;
+            n_stable += kept && al_dt_num(x, "frequency") >= 0.95;
+            n_other += !kept && al_dt_num(x, "frequency") >= 0.5;
+        }
+        printf("stability over %d resamples of the pairs (%.1f s): Jaccard with the main circuit "
+               "%.3f ± %.3f (sd; min %.3f); %d of its %d edges kept in >= 95%% of them, %d other "
+               "edges in >= 50%%\n",
+               al_dt_int(st, "resamples"), al_dt_num(st, "seconds"), al_dt_num(st, "jaccard_mean"),
+               al_dt_num(st, "jaccard_sd"), al_dt_num(st, "jaccard_min"), n_stable, n_main,
+               n_other);
+        /* what is unstable: the main circuit's edges kept in under 95% of
+         * the resamples, and the others kept in at least half of them */
+        int show = al_dt_int(doc, "show"), i = 0;
+        if (n_main - n_stable + n_other > 0 && show > 0)
+            printf("  %-16s %5s %9s\n", "edge", "main", "kept in");
+        cJSON_ArrayForEach(x, ed) {
+            int kept = al_dt_bool(x, "kept");
+            double f = al_dt_num(x, "frequency");
+            if (kept ? f >= 0.95 : f < 0.5) continue;
+            if (i++ >= show) break;
+            printf("  %-16s %5s %8.1f%%\n", al_dt_str(x, "edge"), kept ? "yes" : "no", 100 * f);
         }
     }
     printf("circuit file %s\n", al_dt_str(doc, "circuit_file"));
@@ -337,6 +372,8 @@ static int disc_check(const void *args, const al_flag *fl, al_err *e) {
                           "an intervened forward has no backward");
     if (a->sweep && parse_sweep(a->sweep, a->tau, taus, &n_sweep, e)) return -1;
     if (a->show < 0) return al_errf(e, "--show must be >= 0");
+    if (a->resample < 0 || a->resample > 10000)
+        return al_errf(e, "--resample must be 0..10000 (got %d)", a->resample);
     return al_threads_check(a->w.threads, e);
 }
 
@@ -349,6 +386,7 @@ typedef struct disc_state {
     double taus[MAX_SWEEP + 1]; /* [0] the main circuit's, then --sweep's */
     int n_sweep, n_done; /* circuits asked beyond the main one; found */
     al_discover_result rs[MAX_SWEEP + 1]; /* by taus */
+    al_discover_stability st; /* --resample: the main circuit's (st.n 0: none) */
     al_warnings warn; /* every circuit's warnings in turn (the first AL_WARN_MAX) */
     char path[AL_PATH_MAX]; /* the circuit file written */
     double t0; /* when the model was loaded: the printed total */
@@ -409,6 +447,9 @@ static int disc_compute(void *args, void *state, al_drive *dr, al_err *e) {
         if (dr->strict && s->warn.n) break;
     }
     s->d.tau = a->tau;
+    if (!failed && !al_stop && a->resample > 0 && s->n_done)
+        failed = al_discover_stability_run(&dr->b->m, &s->t, &s->d, s->rs[0].kept, a->resample,
+                                           s->d.ci_seed, &s->st, e);
     if (al_stop) return al_errf(e, "interrupted");
     return failed ? -1 : 0;
 }
@@ -431,15 +472,52 @@ static int disc_store(void *args, void *state, al_drive *dr, al_err *e) {
         s->d.tau = s->taus[i];
         rc = al_store_put_discover(bh->st, bh->run_id, bh->model_id, &s->t, &s->d, &s->rs[i], i, e);
     }
+    if (rc == 0 && s->st.n)
+        rc = al_store_put_stability(bh->st, bh->run_id, bh->model_id, &s->rs[0], &s->st, e);
     s->d.tau = a->tau;
     if (!rc && a->out && al_mkdir_p(a->out, e)) return -1;
     return rc ? -1 : write_circuit(a, bh, &s->t, &s->d, &s->rs[0], s->path, sizeof s->path, e);
 }
 
+/* "stability": the main circuit under resampling (--resample): the
+ * Jaccard summary and every edge kept by the main circuit or by any
+ * resample, with its inclusion frequency, most often kept first. */
+static int json_stability(cJSON *doc, const al_discover_result *r,
+                          const al_discover_stability *st) {
+    cJSON *o = cJSON_AddObjectToObject(doc, "stability"), *arr;
+    if (!o || num(o, "resamples", st->n) ||
+        !cJSON_AddItemToObject(o, "seed", al_json_u64_item(st->seed)) ||
+        num(o, "jaccard_mean", st->jaccard_mean) ||
+        !cJSON_AddItemToObject(o, "jaccard_sd", al_json_num_item(st->jaccard_sd)) ||
+        num(o, "jaccard_min", st->jaccard_min) || num(o, "seconds", st->seconds) ||
+        !(arr = cJSON_AddArrayToObject(o, "edges")))
+        return -1;
+    char *used = calloc((size_t)st->n_edges + 1, 1), nm[64];
+    int rc = used ? 0 : -1;
+    for (;;) {
+        int best = -1;
+        for (int k = 0; rc == 0 && k < st->n_edges; k++)
+            if (!used[k] && (st->freq[k] > 0 || r->kept[k]) &&
+                (best < 0 || st->freq[k] > st->freq[best]))
+                best = k;
+        if (best < 0 || rc) break;
+        used[best] = 1;
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(arr, j) ||
+            !cJSON_AddStringToObject(j, "edge",
+                                     al_graph_edge_name(r->L, r->H, best, nm, sizeof nm)) ||
+            !cJSON_AddBoolToObject(j, "kept", r->kept[best]) || num(j, "frequency", st->freq[best]))
+            rc = -1;
+    }
+    free(used);
+    return rc;
+}
+
 static int disc_doc(void *args, void *state, al_drive *dr, al_err *e) {
     disc_state *s = state;
     return json_discover(dr->doc, args, &s->t, &s->d, s->taus, s->rs, s->n_done, s->n_sweep,
-                         s->path, al_now() - s->t0)
+                         s->path, al_now() - s->t0) ||
+                   (s->st.n && json_stability(dr->doc, &s->rs[0], &s->st))
                ? al_errf(e, "out of memory")
                : 0;
 }
@@ -449,6 +527,7 @@ static void disc_release(void *state) {
     al_probe_load_free(&s->pl);
     al_pairs_free(&s->t);
     for (int i = 0; i < s->n_done; i++) al_discover_result_free(&s->rs[i]);
+    al_discover_stability_free(&s->st);
 }
 
 static void disc_init(void *args) {

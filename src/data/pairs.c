@@ -27,6 +27,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,50 @@ void al_pairs_free(al_pairs *p) {
     free(p->clean);
     free(p->items);
     memset(p, 0, sizeof *p);
+}
+
+int al_pairs_pick(const al_pairs *t, const int *idx, int n, al_pairs *out, al_err *e) {
+    memset(out, 0, sizeof *out);
+    if (n < 1) return al_errf(e, "pairs: need at least one pair to pick");
+    int *first =
+        al_calloc((size_t)t->N + 1, sizeof *first, e); /* items of pair p: [first[p], first[p+1]) */
+    if (!first) return -1;
+    for (int i = 0; i < t->n_items; i++) first[t->items[i].pair + 1]++;
+    for (int p = 0; p < t->N; p++) first[p + 1] += first[p];
+    size_t ni = 0;
+    for (int k = 0; k < n; k++) {
+        if (idx[k] < 0 || idx[k] >= t->N) {
+            free(first);
+            return al_errf(e, "pairs: index %d outside the task's %d pairs", idx[k], t->N);
+        }
+        ni += (size_t)(first[idx[k] + 1] - first[idx[k]]);
+    }
+    al_pairs p;
+    memset(&p, 0, sizeof p);
+    size_t NT = (size_t)n * t->T;
+    p.clean = al_calloc(2 * NT + (size_t)n, sizeof(int), e);
+    p.items = p.clean && ni ? al_malloc(ni, sizeof *p.items, e) : NULL;
+    if (!p.clean || (ni && !p.items) || ni > INT_MAX) {
+        free(first);
+        al_pairs_free(&p);
+        return ni > INT_MAX ? al_errf(e, "pairs: too many items") : -1;
+    }
+    p.corr = p.clean + NT, p.len = p.corr + NT;
+    memcpy(p.task, t->task, sizeof p.task);
+    p.N = n, p.T = t->T, p.logit_diff = t->logit_diff;
+    for (int k = 0; k < n; k++) {
+        const size_t src = (size_t)idx[k] * t->T, dst = (size_t)k * t->T;
+        memcpy(p.clean + dst, t->clean + src, sizeof(int) * t->T);
+        memcpy(p.corr + dst, t->corr + src, sizeof(int) * t->T);
+        p.len[k] = t->len[idx[k]];
+        for (int i = first[idx[k]]; i < first[idx[k] + 1]; i++) {
+            p.items[p.n_items] = t->items[i];
+            p.items[p.n_items++].pair = k;
+        }
+    }
+    free(first);
+    *out = p;
+    return 0;
 }
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n) {

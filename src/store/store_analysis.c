@@ -511,3 +511,21 @@ int al_store_put_discover(al_store *s, int64_t run, int64_t mid, const al_pairs 
     }
     return 0;
 }
+
+int al_store_put_stability(al_store *s, int64_t run, int64_t mid, const al_discover_result *r,
+                           const al_discover_stability *st, al_err *e) {
+    al_interval j = {st->jaccard_sd / sqrt((double)st->n), NAN, NAN};
+    if (al_store_put_interval(s, run, mid, -1, -1, -1, "jaccard", st->jaccard_mean, &j, NAN, st->n,
+                              st->n, e))
+        return -1;
+    char nm[64], key[80];
+    for (int k = 0; k < st->n_edges && k < r->n_edges; k++) {
+        double f = st->freq[k];
+        if (!(f > 0 || r->kept[k])) continue;
+        al_interval iv = {sqrt(f * (1 - f) / st->n), NAN, NAN};
+        snprintf(key, sizeof key, "inclusion:%s", al_graph_edge_name(r->L, r->H, k, nm, sizeof nm));
+        if (al_store_put_interval(s, run, mid, -1, -1, -1, key, f, &iv, NAN, st->n, st->n, e))
+            return -1;
+    }
+    return 0;
+}
