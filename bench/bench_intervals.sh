@@ -1,10 +1,11 @@
 #!/bin/sh
-# bench_intervals.sh ATTNLAB THREADS -- what the intervals cost: `scores`
-# (probe of 64 sequences, no --data) on a 2-layer model of the default
-# shape, with --bootstrap 0 (standard errors only) and at the default 500
-# resamples, interleaved, 5 runs each; the medians and their ratio (the
-# intervals are computed from the sequences' values the probe keeps, so
-# they must stay within 20% of the analysis).
+# bench_intervals.sh ATTNLAB THREADS -- what the intervals cost: each
+# analysis that reports them (scores with a probe of 64 sequences, ablate
+# --each, patch, attribute with attribution patching) on a 2-layer model
+# of the default shape, with --bootstrap 0 (standard errors only) and at
+# the default 500 resamples, interleaved, 5 runs each; the medians and
+# their ratio (the intervals are computed from the per-item values the
+# analysis keeps, so they must stay within 20% of it).
 set -u
 A=$1
 TH=${2:-2}
@@ -18,19 +19,27 @@ trap 'rm -rf "$T"' EXIT
     echo "intervals: could not make the model"
     exit 0
 }
-secs() { # the wall seconds of one scores run with --bootstrap $1
+secs() { # the wall seconds of one run of analysis $1 with --bootstrap $2
     s=$(date +%s.%N)
-    "$A" scores --model "$T/m2" --db "$T/r.db" --threads "$TH" --bootstrap "$1" >/dev/null 2>&1
+    case $1 in
+    ablate) "$A" ablate --model "$T/m2" --db "$T/r.db" --data "$T/s.val.bin" --threads "$TH" \
+        --bootstrap "$2" >/dev/null 2>&1 ;;
+    attribute) "$A" attribute --model "$T/m2" --db "$T/r.db" --threads "$TH" --no-compare \
+        --bootstrap "$2" >/dev/null 2>&1 ;;
+    *) "$A" "$1" --model "$T/m2" --db "$T/r.db" --threads "$TH" --bootstrap "$2" >/dev/null 2>&1 ;;
+    esac
     e=$(date +%s.%N)
     echo "$s $e" | awk '{ printf "%.4f\n", $2 - $1 }'
 }
-: > "$T/b0"
-: > "$T/b500"
-for i in 1 2 3 4 5; do
-    secs 0 >> "$T/b0"
-    secs 500 >> "$T/b500"
-done
 med() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-m0=$(med "$T/b0")
-m5=$(med "$T/b500")
-echo "$m0 $m5" | awk '{ printf "intervals: scores (probe of 64 sequences, 2 layers x 8 heads, d_model 256), median of 5 interleaved: %.3f s with --bootstrap 0, %.3f s at the default 500 resamples: +%.1f%% (%s the 20%% bar)\n", $1, $2, 100 * ($2 / $1 - 1), ($2 / $1 - 1 <= 0.2) ? "within" : "over" }'
+for an in scores ablate patch attribute; do
+    : > "$T/b0"
+    : > "$T/b500"
+    for i in 1 2 3 4 5; do
+        secs $an 0 >> "$T/b0"
+        secs $an 500 >> "$T/b500"
+    done
+    m0=$(med "$T/b0")
+    m5=$(med "$T/b500")
+    echo "$an $m0 $m5" | awk '{ printf "intervals: %-9s (2 layers x 8 heads, d_model 256), median of 5 interleaved: %.3f s with --bootstrap 0, %.3f s at the default 500 resamples: %+.1f%% (%s the 20%% bar)\n", $1, $2, $3, 100 * ($3 / $2 - 1), ($3 / $2 - 1 <= 0.2) ? "within" : "over" }'
+done
