@@ -569,8 +569,8 @@ TEST(intervals_in_the_report) {
     t_pbuf out2 = t_pcopy("rep2");
     CHECK(t_sh("%s report --db %s --model %s/m2 --out %s --pictures intervals > /dev/null 2>&1",
                t_bin(), db.s, dir.s, out2.s) == 0);
-    CHECK(t_sh("test -s %s/m2-patching-induction-head-denoise-intervals.png && test -s "
-               "%s/m2-paths-induction-noise-intervals.png",
+    CHECK(t_sh("test -s %s/m2-intervals-patching-induction-head-denoise.png && test -s "
+               "%s/m2-intervals-paths-induction-noise.png",
                out2.s, out2.s) == 0);
     CHECK(t_sh("%s heatmap --what intervals --model %s/m2 --db %s --run 2 --out %s > /dev/null "
                "2>&1",

@@ -76,15 +76,12 @@ int sec_patching(rep *R, const rmodel *M, al_err *e) {
                      "logits.",
                      ding, task, deep ? "later" : "layer-1");
         if (rep_want_pic(R, po.what)) rep_picture(R, M, &po, file, cap);
-        if (!rep_want_pic(R, "intervals")) continue;
-        po.what = "intervals";
-        snprintf(file, sizeof file, "%s-%s-%s-intervals.png", M->slug, comp ? "patching" : "paths",
-                 slug);
+        snprintf(file, sizeof file, "%s-%s", comp ? "patching" : "paths", slug);
         snprintf(cap, sizeof cap,
                  "%s patching (%s, task %s): the strongest effects with their 95%% intervals "
                  "over the pairs.",
                  comp ? "Activation" : "Path", ding, task);
-        rep_picture(R, M, &po, file, cap);
+        rep_run_picture(R, M, &po, "intervals", file, cap);
     }
     al_rows_free(&runs);
     return rc ? -1 : 0;

@@ -106,15 +106,12 @@ int sec_kinds(rep *R, const rmodel *M, al_err *e) {
     if (rep_rows_table(R, rc, &q, heads, "s4", NULL) < 0) return -1;
     double run;
     if (al_sr_latest_scores_intervals(R->st, M->mid, &run, e)) return -1;
-    if (isnan(run) || !rep_want_pic(R, "intervals")) return 0;
+    if (isnan(run)) return 0;
     al_pic_opts po = al_pic_defaults();
-    po.what = "intervals";
     po.run_id = (long)run;
-    char file[256];
-    snprintf(file, sizeof file, "%s-score-intervals.png", M->slug);
-    rep_picture(R, M, &po, file,
-                "The strongest heads by each score with their 95% intervals over the probe's "
-                "sequences; dashed, the threshold of the calls above.");
+    rep_run_picture(R, M, &po, "intervals", "scores",
+                    "The strongest heads by each score with their 95% intervals over the probe's "
+                    "sequences; dashed, the threshold of the calls above.");
     return 0;
 }
 

@@ -81,6 +81,19 @@ int al_store_put_scores(al_store *s, int64_t run, int64_t mid, const al_scores_r
     return 0;
 }
 
+/* A path's interval (path patching's effect, attribution patching's
+ * edge estimate): the receiver's layer and head (-1: direct), the
+ * sender's index as pos, the channel in the metric's name
+ * "<prefix>_<channel>". */
+static int put_edge_interval(al_store *s, int64_t run, int64_t mid, const char *prefix, int c,
+                             int recv_layer, int recv_head, int snd, double v,
+                             const al_interval *iv, double level, int n, int boot, al_err *e) {
+    char metric[48];
+    snprintf(metric, sizeof metric, "%s_%s", prefix, al_paths_channel_name(c));
+    return al_store_put_interval(s, run, mid, recv_layer, recv_head, snd, metric, v, iv, level, n,
+                                 boot, e);
+}
+
 /* ---------------------------------------------------------- ablate */
 
 int al_store_put_ablate(al_store *s, int64_t run, int64_t mid, const al_ablate_result *r,
@@ -318,14 +331,10 @@ int al_store_put_paths(al_store *s, int64_t run, int64_t mid, const al_pairs *t,
                                            r->effect[i],
                                            r->metric[i]};
                 if (al_store_put_path_patching(s, run, mid, &pw, e)) return -1;
-                /* its interval: the receiver's layer and head (-1: direct), the
-                 * sender's index as pos, the channel in the metric's name */
-                char metric[48];
-                snprintf(metric, sizeof metric, "path_effect_%s", al_paths_channel_name(c));
                 if (r->effect_ci &&
-                    al_store_put_interval(s, run, mid, pw.receiver_layer, pw.receiver_head, snd,
-                                          metric, r->effect[i], &r->effect_ci[i], r->ci_level,
-                                          r->ci_n, r->ci_boot, e))
+                    put_edge_interval(s, run, mid, "path_effect", c, pw.receiver_layer,
+                                      pw.receiver_head, snd, r->effect[i], &r->effect_ci[i],
+                                      r->ci_level, r->ci_n, r->ci_boot, e))
                     return -1;
             }
     return 0;
@@ -379,13 +388,10 @@ static int put_attrpatch(al_store *s, int64_t run, int64_t mid, const char *task
                                                  ap->edge[i],
                                                  ap->compared ? ap->act_edge[i] : NAN};
                 if (al_store_put_attribution_patching(s, run, mid, &w, e)) return -1;
-                /* keyed as path patching's: receiver, sender index, channel */
-                char metric[48];
-                snprintf(metric, sizeof metric, "attrpatch_edge_%s", al_paths_channel_name(c));
                 if (ap->edge_ci &&
-                    al_store_put_interval(s, run, mid, w.receiver_layer, w.receiver_head, snd,
-                                          metric, ap->edge[i], &ap->edge_ci[i], ap->ci_level,
-                                          ap->ci_n, ap->ci_boot, e))
+                    put_edge_interval(s, run, mid, "attrpatch_edge", c, w.receiver_layer,
+                                      w.receiver_head, snd, ap->edge[i], &ap->edge_ci[i],
+                                      ap->ci_level, ap->ci_n, ap->ci_boot, e))
                     return -1;
             }
     for (int g = 0; ap->compared && g < AL_AP_NGRID; g++) {
