@@ -49,6 +49,16 @@ TEST(attnstats_planted_closed_form) {
     CHECK_NEAR(r.entropy[PH + 1], uni_h, 1e-5);
     CHECK_NEAR(r.entropy_norm[PH + 1], 1, 1e-5);
     CHECK_NEAR(r.distance[PH + 1], (T / 2.0) / 2.0, 1e-5);
+    /* the intervals over the 6 windows: a head attending by position
+     * only reads the same in every window (se 0); 1.0 reads tokens */
+    const int LH = 2 * PH, still[] = {0, 1, 2, PH + 1, PH + 2};
+    CHECK(r.ci != NULL);
+    for (int i = 0; r.ci && i < 5; i++)
+        for (int k = 0; k < 3; k++)
+            CHECKF(r.ci[k * LH + still[i]].se < 1e-9, "head %d, score %d: se %g", still[i], k,
+                   r.ci[k * LH + still[i]].se);
+    CHECK(r.ci && r.ci[PH].se > 1e-6 && r.ci[PH].lo <= r.entropy[PH] &&
+          r.entropy[PH] <= r.ci[PH].hi);
     /* the same run again: bitwise the same numbers */
     al_attnstats_result r2;
     CHECK_OK(al_attnstats_run(&m, &d, T, &o, &r2, &e), &e);

@@ -15,6 +15,8 @@
 #include "attnlab/store.h"
 #include "attnlab/store_views.h"
 #include "attnlab/views_out.h"
+#include "attnlab/stats.h"
+#include "attnlab/thresholds.h"
 #include "test.h"
 
 /* t_tiny_model's shape: 2 layers x 4 heads */
@@ -26,6 +28,7 @@
 /* The values of every shape, with NaNs where a shape allows "no value". */
 typedef struct fixture {
     double head[VLH], model[1], pair[VLH * VLH], edge[5], pos[NPOS];
+    al_interval ci[VLH * VLH]; /* se 0.01·(i + 1): the head and pair views' */
     al_view v[5];
 } fixture;
 
@@ -42,6 +45,7 @@ static void fixture_make(fixture *f) {
             f->pair[i * VLH + j] = i / VH < j / VH ? (i * VLH + j) / 7.0 - 3.0 : NAN;
     const double ev[5] = {0.1, -2.5, 1.0 / 3.0, NAN, 1e-300};
     memcpy(f->edge, ev, sizeof ev);
+    for (int i = 0; i < VLH * VLH; i++) f->ci[i] = (al_interval){0.01 * (i + 1), -1, 1};
     for (int i = 0; i < NPOS; i++) f->pos[i] = sin(i) / (i + 1.0);
     f->pos[5] = NAN;
     const al_view v[5] = {
@@ -50,14 +54,22 @@ static void fixture_make(fixture *f) {
          .shape = AL_VIEW_HEAD,
          .L = VL,
          .H = VH,
-         .v = f->head},
+         .v = f->head,
+         .ci = f->ci,
+         .ci_level = 0.95,
+         .ci_n = 7,
+         .ci_boot = 500},
         {.metric = "t_model", .title = "a model score", .shape = AL_VIEW_MODEL, .v = f->model},
         {.metric = "t_pair",
          .title = "a pair score",
          .shape = AL_VIEW_PAIR,
          .L = VL,
          .H = VH,
-         .v = f->pair},
+         .v = f->pair,
+         .ci = f->ci,
+         .ci_level = 0.95,
+         .ci_n = 7,
+         .ci_boot = 500},
         {.metric = "t_edge",
          .title = "an edge score",
          .shape = AL_VIEW_EDGE,
@@ -115,6 +127,20 @@ TEST(views_store_read_back_every_shape) {
               "SELECT row_label, col_label FROM view_cells WHERE metric = 't_pair' "
               "ORDER BY row, col LIMIT 1",
               "0.0|1.0");
+    /* the views' intervals: a head's under its layer and head, a pair
+     * cell's under its receiver with the sender's index as pos */
+    char want[64];
+    snprintf(want, sizeof want, "%d|1|7", VLH);
+    CHECK_SQL(
+        db.s,
+        "SELECT count(*), sum(abs(se - 0.01 * (layer * " AL_TH_STR(
+            VH) " + head + 1)) < "
+                "1e-12) = count(*), max(n_items) FROM score_intervals WHERE metric = 't_head'",
+        want);
+    CHECK_SQL(db.s,
+              "SELECT count(*), sum(abs(se - 0.01 * (pos * " AL_TH_STR(VLH) " + layer * " AL_TH_STR(
+                  VH) " + head + 1)) < 1e-12) FROM score_intervals WHERE metric = 't_pair'",
+              "16|16");
     CHECK_SQL(db.s,
               "SELECT row_label || '>' || col_label FROM view_cells WHERE metric = 't_edge' "
               "AND row = 1",
@@ -273,7 +299,8 @@ TEST(views_text_and_json) {
     cJSON_Delete(d5);
     fclose(m);
     const char *const want[] = {
-        "head               t_head\n0.0               -1.2500\n",
+        "head               t_head\n0.0        -1.2500±0.0100\n", /* ± its se */
+        "0.3                   nan\n",
         "t_model (a model score): 0.333333\n",
         "t_pair (a pair score): 16 head pairs with a value\n",
         "0.0    -> 1.0                 -2.4286\n",

@@ -17,6 +17,7 @@
 #define ATTNLAB_ATTNSTATS_H
 
 #include <signal.h>
+#include "attnlab/stats.h"
 #include "attnlab/data.h"
 #include "attnlab/model.h"
 #include "attnlab/util.h"
@@ -26,10 +27,13 @@ typedef struct al_attnstats_opts {
     int batches, batch; /* validation batches (4) of (8) windows, 1..100000 */
     int progress; /* progress line on stderr (0) */
     volatile sig_atomic_t *stop; /* non-NULL and set: stop, -1 "interrupted" */
+    double ci_level; /* the intervals' level (AL_CI_LEVEL) */
+    int bootstrap; /* resamples of the windows (AL_CI_BOOTSTRAP); 0: se only */
+    uint64_t ci_seed; /* (AL_CI_SEED) */
 } al_attnstats_opts;
 
 #define AL_ATTNSTATS_OPTS_INIT                                                                     \
-    { 4, 8, 0, NULL }
+    { 4, 8, 0, NULL, AL_CI_LEVEL, AL_CI_BOOTSTRAP, AL_CI_SEED }
 al_attnstats_opts al_attnstats_opts_defaults(void);
 /* 0, or -1 with e naming the flag out of range. */
 int al_attnstats_opts_check(const al_attnstats_opts *o, al_err *e);
@@ -44,6 +48,13 @@ typedef struct al_attnstats_result {
                            * ln(t+1), its uniform maximum: 0 = one-hot, 1 = uniform */
     double *distance; /* (L*H) mean of Σ_s a_ts (t - s), in tokens */
     double seconds; /* wall time */
+    /* (3·L·H) each number's interval over the windows (every window has
+     * T − 1 query positions, so each is the mean of the windows' means:
+     * al_boot_means), entropy, entropy_norm, distance; at ci_level with
+     * ci_boot resamples */
+    al_interval *ci;
+    double ci_level;
+    int ci_boot;
 } al_attnstats_result;
 
 /* The statistics of every head of m over val's windows of T tokens

@@ -34,6 +34,14 @@ typedef struct al_view {
     /* EDGE: (n) each edge's sender and receiver label, free text such as
      * "embed", "0.3", "1.2.k", "logits"; borrowed. NULL for other shapes. */
     const char *const *from, *const *to;
+    /* how sure each value is (as v; NULL: no intervals): stored beside it
+     * in score_intervals (HEAD: its layer and head; MODEL: −1, −1; POS:
+     * pos; PAIR: the receiver's layer and head, pos the sender's flat
+     * index; EDGE: pos the edge's index), with the level, the items the
+     * interval resamples and the resamples; borrowed */
+    const struct al_interval *ci;
+    double ci_level;
+    int ci_n, ci_boot;
 } al_view;
 
 #endif

@@ -16,11 +16,12 @@ int al_attnstats_opts_check(const al_attnstats_opts *o, al_err *e) {
         return al_errf(e, "--batches must be 1..100000 (got %d)", o->batches);
     if (o->batch < 1 || o->batch > 100000)
         return al_errf(e, "--batch must be 1..100000 (got %d)", o->batch);
-    return 0;
+    return al_ci_check(o->ci_level, o->bootstrap, e);
 }
 
 void al_attnstats_result_free(al_attnstats_result *r) {
     free(r->entropy);
+    free(r->ci);
     memset(r, 0, sizeof *r);
 }
 
@@ -35,7 +36,10 @@ int al_attnstats_run(al_model *m, const al_tokens *val, int T, const al_attnstat
     double t0 = al_now();
     int *in = al_malloc((size_t)B * T * 2, sizeof *in, e);
     double *acc = al_calloc((size_t)LH * 3, sizeof *acc, e);
-    if (!in || !acc) goto fail;
+    /* each window's three means per head, for the intervals */
+    const size_t nw = (size_t)o->batches * B;
+    double *win = al_calloc(nw * LH * 3, sizeof *win, e);
+    if (!in || !acc || !win) goto fail;
     int *tg = in + (size_t)B * T;
     al_progress pr;
     al_progress_init(&pr, 2.0);
@@ -57,6 +61,9 @@ int al_attnstats_run(al_model *m, const al_tokens *val, int T, const al_attnstat
                 for (int h = 0; h < H; h++) {
                     const float *A = m->att + (((size_t)l * B + b) * H + h) * T * T;
                     double *ent = acc + (size_t)(l * H + h) * 3;
+                    /* row (k·B + b) of win: per score k, head i at k·LH + i */
+                    double *wr = win + ((size_t)k * B + b) * LH * 3 + (size_t)(l * H + h);
+                    double w0 = 0, w1 = 0, w2 = 0;
                     for (int t = 1; t < T; t++) {
                         const float *row = A + (size_t)t * T;
                         double hrow = 0, dist = 0;
@@ -68,7 +75,9 @@ int al_attnstats_run(al_model *m, const al_tokens *val, int T, const al_attnstat
                         ent[0] += hrow;
                         ent[1] += hrow / log((double)t + 1);
                         ent[2] += dist;
+                        w0 += hrow, w1 += hrow / log((double)t + 1), w2 += dist;
                     }
+                    wr[0] = w0 / (T - 1), wr[LH] = w1 / (T - 1), wr[2 * LH] = w2 / (T - 1);
                 }
     }
     if (o->progress) al_progress_done(&pr);
@@ -83,13 +92,19 @@ int al_attnstats_run(al_model *m, const al_tokens *val, int T, const al_attnstat
         r->distance[i] = acc[i * 3 + 2] / n;
     }
     r->L = L, r->H = H, r->T = T, r->windows = o->batches * B;
+    if (!(r->ci = al_malloc((size_t)LH * 3, sizeof *r->ci, e)) ||
+        al_boot_means(win, (int)nw, 3 * LH, o->bootstrap, o->ci_level, o->ci_seed, r->ci, e))
+        goto fail;
+    r->ci_level = o->ci_level, r->ci_boot = o->bootstrap;
     free(in);
     free(acc);
+    free(win);
     r->seconds = al_now() - t0;
     return 0;
 fail:
     free(in);
     free(acc);
+    free(win);
     al_attnstats_result_free(r);
     return -1;
 }
@@ -101,19 +116,31 @@ int al_attnstats_views(const al_attnstats_result *r, al_view *out, int cap) {
          .shape = AL_VIEW_HEAD,
          .L = r->L,
          .H = r->H,
-         .v = r->entropy},
+         .v = r->entropy,
+         .ci = r->ci,
+         .ci_level = r->ci_level,
+         .ci_n = r->windows,
+         .ci_boot = r->ci_boot},
         {.metric = "attn_entropy_norm",
          .title = "attention entropy / ln(t+1) (0 one-hot, 1 uniform)",
          .shape = AL_VIEW_HEAD,
          .L = r->L,
          .H = r->H,
-         .v = r->entropy_norm},
+         .v = r->entropy_norm,
+         .ci = r->ci ? r->ci + r->L * r->H : NULL,
+         .ci_level = r->ci_level,
+         .ci_n = r->windows,
+         .ci_boot = r->ci_boot},
         {.metric = "attn_distance",
          .title = "mean attention distance (tokens back)",
          .shape = AL_VIEW_HEAD,
          .L = r->L,
          .H = r->H,
-         .v = r->distance},
+         .v = r->distance,
+         .ci = r->ci ? r->ci + 2 * r->L * r->H : NULL,
+         .ci_level = r->ci_level,
+         .ci_n = r->windows,
+         .ci_boot = r->ci_boot},
     };
     int n = (int)(sizeof v / sizeof v[0]);
     for (int i = 0; i < n && i < cap; i++) out[i] = v[i];

@@ -31,6 +31,7 @@ static al_flag flags[] = {AL_FLAG_MODEL(g),
                           AL_FLAG_INTERVENE(g),
                           {"batches", AL_INT, &g.o.batches, "N", "validation batches", 0, 0},
                           {"batch", AL_INT, &g.o.batch, "B", "windows per batch", 0, 0},
+                          AL_FLAGS_CI(g),
                           AL_FLAG_THREADS(g),
                           AL_FLAGS_END};
 

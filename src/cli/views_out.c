@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "attnlab/doc_text.h"
+#include "attnlab/json.h"
+#include "attnlab/stats.h"
 
 #include <cjson/cJSON.h>
 
@@ -64,7 +66,19 @@ void al_views_text(FILE *f, const cJSON *doc) {
         fprintf(f, "\n");
         cJSON_ArrayForEach(h, al_dt_get(doc, "heads")) {
             fprintf(f, "%-6s", al_dt_str(h, "head"));
-            cJSON_ArrayForEach(m, hm) fprintf(f, " %18.4f", al_dt_num(h, al_dt_str(m, "metric")));
+            cJSON_ArrayForEach(m, hm) {
+                /* "value ± se" when the view has intervals */
+                char k[96], cell[64];
+                snprintf(k, sizeof k, "%s_se", al_dt_str(m, "metric"));
+                double v = al_dt_num(h, al_dt_str(m, "metric")), se = al_dt_num(h, k);
+                if (!isfinite(v)) se = NAN; /* no value: nothing to be sure of */
+                if (isfinite(se))
+                    snprintf(cell, sizeof cell, "%.4f±%.4f", v, se);
+                else
+                    snprintf(cell, sizeof cell, "%.4f", v);
+                /* "±" is two bytes for one column */
+                fprintf(f, " %*s", isfinite(se) ? 19 : 18, cell);
+            }
             fprintf(f, al_dt_bool(h, "off") ? "  off\n" : "\n");
         }
         cJSON_ArrayForEach(m, hm)
@@ -179,12 +193,15 @@ int al_views_json(cJSON *doc, const al_view *v, int n, const unsigned char *off)
                 return -1;
             for (int k = 0; k < n; k++)
                 if (v[k].shape == AL_VIEW_HEAD &&
-                    !cJSON_AddNumberToObject(j, v[k].metric, v[k].v[i]))
+                    (!cJSON_AddNumberToObject(j, v[k].metric, v[k].v[i]) ||
+                     (v[k].ci && al_json_add_ci(j, v[k].metric, &v[k].ci[i]))))
                     return -1;
         }
     }
     for (int k = 0; k < n; k++)
-        if (v[k].shape == AL_VIEW_MODEL && !cJSON_AddNumberToObject(doc, v[k].metric, v[k].v[0]))
+        if (v[k].shape == AL_VIEW_MODEL &&
+            (!cJSON_AddNumberToObject(doc, v[k].metric, v[k].v[0]) ||
+             (v[k].ci && al_json_add_ci(doc, v[k].metric, &v[k].ci[0]))))
             return -1;
     for (int k = 0; k < n; k++)
         if ((v[k].shape == AL_VIEW_PAIR || v[k].shape == AL_VIEW_EDGE ||

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "store_internal.h"
+#include "attnlab/stats.h"
 
 static const char *const shape_names[] = {[AL_VIEW_HEAD] = "head",
                                           [AL_VIEW_MODEL] = "model",
@@ -94,6 +95,28 @@ static const char *bad_view(const al_view *w) {
     return "an unknown shape";
 }
 
+/* A view's intervals (view.h: ci), keyed by its shape. */
+static int put_view_intervals(al_store *s, int64_t run, int64_t mid, const al_view *w, al_err *e) {
+    int n = w->shape == AL_VIEW_MODEL  ? 1
+            : w->shape == AL_VIEW_HEAD ? w->L * w->H
+            : w->shape == AL_VIEW_PAIR ? w->L * w->H * w->L * w->H
+                                       : w->n;
+    int LH = w->L * w->H;
+    for (int i = 0; w->ci && i < n; i++) {
+        int l = -1, h = -1, pos = -1;
+        if (w->shape == AL_VIEW_HEAD) l = i / w->H, h = i % w->H;
+        if (w->shape == AL_VIEW_PAIR) {
+            if (isnan(w->v[i])) continue;
+            l = i % LH / w->H, h = i % LH % w->H, pos = i / LH;
+        }
+        if (w->shape == AL_VIEW_POS || w->shape == AL_VIEW_EDGE) pos = i;
+        if (al_store_put_interval(s, run, mid, l, h, pos, w->metric, w->v[i], &w->ci[i],
+                                  w->ci_level, w->ci_n, w->ci_boot, e))
+            return -1;
+    }
+    return 0;
+}
+
 int al_store_put_views(al_store *s, int64_t run, int64_t mid, const al_view *v, int n, al_err *e) {
     sqlite3_stmt *q = NULL; /* the cells' insert, prepared at the first view that has cells */
     int rc = 0;
@@ -102,6 +125,10 @@ int al_store_put_views(al_store *s, int64_t run, int64_t mid, const al_view *v, 
         const char *why = bad_view(w);
         if (why) {
             rc = al_errf(e, "view %s: %s", w->metric ? w->metric : "(no name)", why);
+            break;
+        }
+        if (put_view_intervals(s, run, mid, w, e)) {
+            rc = -1;
             break;
         }
         if (w->shape == AL_VIEW_MODEL) {
