@@ -202,7 +202,7 @@ static void scores_text(const cJSON *doc) {
     }
     if (have_text) {
         const cJSON *lp = al_dt_get(tx, "late_positions"), *ep = al_dt_get(tx, "early_positions");
-        printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f +- %.4f (late %d..%d "
+        printf("text %s (%d x %d windows of %d): loss %.4f; icl_score %+.4f ± %.4f (late %d..%d "
                "%.4f - early %d..%d %.4f); copy positions %.1f%% (loss %.4f)\n",
                al_dt_str(tx, "data"), al_dt_int(tx, "batches"), al_dt_int(tx, "batch"),
                al_dt_int(tx, "T"), al_dt_num(tx, "loss"), al_dt_num(tx, "icl_score"),
