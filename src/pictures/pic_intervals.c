@@ -1,10 +1,9 @@
 /* pic_intervals.c -- the picture "intervals" (family behaviour): a run's
  * numbers with their 95% intervals, as bars with whiskers.
  *
- *   scores  the strongest heads by induction (induction_all on a text
- *           probe) and by previous-token score, the threshold of the call
- *           dashed, each head's bootstrap interval over the probe's
- *           sequences;
+ *   scores  the strongest heads by induction, by induction_all and by
+ *           previous-token score, the threshold of the call dashed, each
+ *           head's bootstrap interval over the probe's sequences;
  *   patch   the strongest activation patching effects,
  *   paths   the strongest path patching effects, each with its interval
  *           over the pairs.
@@ -111,13 +110,10 @@ int pic_draw_intervals(pic *p, al_err *e) {
     if (!names) return -1;
     int ng = 0;
     if (scores) {
-        /* the induction score the run's probe calls by: induction_all on
-         * a text probe (it has rows then), else induction */
-        int all = 0;
-        for (int i = 0; i < nr && !all; i++)
-            all =
-                rows[i].metric && !strcmp(rows[i].metric, "induction_all") && isfinite(rows[i].se);
-        for (int q = all ? 1 : 0; q < 3; q += all ? 1 : 2) {
+        /* both induction scores (the run names heads by induction_all on a
+         * text probe, else by induction; the database does not say which
+         * probe it was), then the previous-token score */
+        for (int q = 0; q < 3; q++) {
             names[ng] = score_groups[q];
             if (pick(p, rows, nr, score_groups[q], 1, SHOWN_HEADS, 1, 0, ng, v, lo, hi, grp, lab,
                      &n, e))
