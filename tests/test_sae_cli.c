@@ -336,6 +336,55 @@ TEST(sae_features_cli_rows_equal_json) {
     free(txt);
 }
 
+/* `sae features --task`: the task attribution's rows equal its --json
+ * numbers, the stored features' effects and the error's sum to the site's,
+ * and the text prints the task's lines. */
+TEST(sae_features_cli_task_rows_equal_json) {
+    t_pbuf md = t_pcopy("planted"), bin = t_pcopy("p.bin"), sd = t_pcopy("sae"),
+           db = t_pcopy("r.db"), out = t_pcopy("f.json"), txt = t_pcopy("f.txt");
+    planted_files(md.s, bin.s, sd.s);
+    CHECK(t_sh("%s sae features --model %s --sae %s --data %s --db %s --windows %d --task "
+               "induction --n 8 --batch 3 --bootstrap 50 --json > %s",
+               t_bin(), md.s, sd.s, bin.s, db.s, SW, out.s) == 0);
+    char *text = t_slurp(out.s);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    const cJSON *tk = cJSON_GetObjectItemCaseSensitive(j, "task");
+    CHECK(tk != NULL);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(tk, "name");
+    CHECK(cJSON_IsString(nm) && !strcmp(nm->valuestring, "induction"));
+    CHECK(num(tk, "pairs") == 8);
+    const cJSON *site = cJSON_GetObjectItemCaseSensitive(tk, "site"),
+                *err = cJSON_GetObjectItemCaseSensitive(tk, "error");
+    char q[1024], want[256];
+    snprintf(q, sizeof q,
+             "SELECT task, direction, n_pairs, %s, %s, n_moved = (SELECT count(*) FROM "
+             "sae_task_features), bootstrap FROM sae_task_runs",
+             near("site_effect", num(site, "effect")), near("error_effect", num(err, "effect")));
+    CHECK_SQL(db.s, q, "induction|denoise|8|1|1|1|50");
+    snprintf(want, sizeof want, "%.0f", num(tk, "n_moved"));
+    CHECK_SQL(db.s, "SELECT count(*) FROM sae_task_features", want);
+    CHECK_SQL(db.s,
+              "SELECT abs((SELECT sum(effect) FROM sae_task_features) + error_effect - "
+              "site_effect) <= 1e-5 * (abs(site_effect) + 1e-3) FROM sae_task_runs",
+              "1");
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(tk, "features")) {
+        snprintf(q, sizeof q, "SELECT %s, %s FROM sae_task_features WHERE feature = %d",
+                 near("effect", num(f, "effect")), near("se", num(f, "effect_se")),
+                 (int)num(f, "feature"));
+        CHECK_SQL(db.s, q, "1|1");
+    }
+    cJSON_Delete(j);
+    free(text);
+    /* the text: the task's header line */
+    CHECK(t_sh("%s sae features --model %s --sae %s --data %s --db %s --windows %d --task "
+               "induction --n 8 --bootstrap 0 > %s",
+               t_bin(), md.s, sd.s, bin.s, db.s, SW, txt.s) == 0);
+    char *tt = t_slurp(txt.s);
+    CHECK(tt && strstr(tt, "task induction (denoise): 8 pairs") && strstr(tt, "features move"));
+    free(tt);
+}
+
 /* The evaluation of `sae train` recomputed from the saved weights: the
  * held-out windows through a plain forward (the model's own z cache, no
  * hook), encoded by the loaded SAE; L0, variance explained and MSE summed
@@ -447,6 +496,15 @@ TEST(sae_cli_bad_input_no_run) {
         {"sae features --model %s/m2 --data %s/s.val.bin --sae %s/s1", "another model", 1},
         {"sae features --model %s/m2 --data %s/s.val.bin --sae %s/sr", "residual stream", 1},
         {"sae features --model %s/m2 --data %s/s.val.bin --sae %s/nothing", "nothing", 1},
+        {"sae features --model %s/m1 --data %s/s.val.bin --sae %s/s1 --n 8",
+         "--n is an option of --task", 2},
+        {"sae features --model %s/m1 --data %s/s.val.bin --sae %s/s1 --task sideways",
+         "unknown patching task", 2},
+        {"sae features --model %s/m1 --data %s/s.val.bin --sae %s/s1 --task induction "
+         "--direction up",
+         "direction", 2},
+        {"sae features --model %s/m1 --data %s/s.val.bin --sae %s/s1 --task idents-key",
+         "held-out code", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[4096];

@@ -65,7 +65,8 @@ TEST(store_schema_created) {
         "latest_run layer_scores logit_attribution logit_lens merge_sources model_scores models "
         "patching patching_runs path_patching path_terms pruning_steps run_warnings runs "
         "sae_feature_contexts sae_feature_heads sae_feature_logits sae_feature_runs sae_features "
-        "sae_head_features sae_induction_features sae_probe_heads sae_runs score_intervals "
+        "sae_head_features sae_induction_features sae_probe_heads sae_runs sae_task_features "
+        "sae_task_runs score_intervals "
         "singular_values skip_trigrams "
         "sweep_findings sweep_models sweep_summary sweep_task t_quantiles train_head_scores train_log "
         "view_cells views"));

@@ -122,4 +122,14 @@ const char *al_attrpatch_grid_name(int grid);
 int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb, double *metric,
                       float *dx, float *dzg, float *dqkv, al_err *e);
 
+/* One batch through the base or source run, for analyses that estimate
+ * patches of activations of their own (sae_task.h): pairs [n0, n0 + nb)
+ * of t on the clean (which = 0) or corrupted (1) sequences; per_pair (nb)
+ * gets each pair's Σ of the metric over its items, and dzg, when
+ * non-NULL, ∂(Σ over the batch's items of M)/∂zg (L, nb, T, H, D), as
+ * al_model_backward_acts fills it. m's activations (m->z, m->zg, m->x)
+ * are then that run's. 0, or −1 with e. */
+int al_attrpatch_pairs_run(al_model *m, const al_pairs *t, int which, int n0, int nb,
+                           double *per_pair, float *dzg, al_err *e);
+
 #endif

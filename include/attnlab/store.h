@@ -32,7 +32,7 @@
 #include "attnlab/model.h"
 #include "attnlab/util.h"
 
-#define AL_STORE_SCHEMA_VERSION 18
+#define AL_STORE_SCHEMA_VERSION 19
 
 typedef struct al_store al_store;
 
@@ -385,6 +385,23 @@ int al_store_put_sae_feature_logit(al_store *s, int64_t run_id, int64_t model_id
 int al_store_put_sae_feature_head(al_store *s, int64_t run_id, int64_t model_id, int feature,
                                   int layer, int head, double contribution, double share,
                                   al_err *e);
+/* One `sae features --task` run: the task and the estimates of the SAE's
+ * error term and of the whole site (sae_task.h; NaN: NULL). */
+typedef struct al_sae_task_run_row {
+    const char *task, *direction;
+    int n_pairs, n_items;
+    double m_clean, m_corr;
+    int n_moved;
+    double error_effect, error_se, site_effect, site_se, level;
+    int bootstrap;
+} al_sae_task_run_row;
+int al_store_put_sae_task_run(al_store *s, int64_t run_id, int64_t model_id,
+                              const al_sae_task_run_row *r, al_err *e);
+/* One feature's estimate on that task, with its interval over the pairs
+ * and its mean code at the items' positions in each run. */
+int al_store_put_sae_task_feature(al_store *s, int64_t run_id, int64_t model_id, int feature,
+                                  double effect, const struct al_interval *ci, double act_clean,
+                                  double act_corr, al_err *e);
 
 typedef struct al_train_log_row {
     long step;

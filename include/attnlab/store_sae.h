@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "attnlab/sae_features.h"
+#include "attnlab/sae_task.h"
 #include "attnlab/store.h"
 #include "attnlab/tokenizer.h"
 #include "attnlab/util.h"
@@ -22,5 +23,10 @@
 int al_store_put_sae_features(al_store *s, int64_t run_id, int64_t model_id, const char *sae_dir,
                               const char *hook_name, const al_sae_feat_result *r,
                               const al_tokenizer *tok, al_err *e);
+/* A task attribution (sae_task.h) of the same run: its sae_task_runs row
+ * (task as named) and one sae_task_features row per feature whose
+ * estimate is not 0. 0, or −1 with e. */
+int al_store_put_sae_task(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+                          const al_sae_task_result *r, al_err *e);
 
 #endif

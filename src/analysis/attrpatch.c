@@ -130,6 +130,25 @@ int al_attrpatch_grad(al_model *m, const al_pairs *t, int which, int n0, int nb,
     return 0;
 }
 
+int al_attrpatch_pairs_run(al_model *m, const al_pairs *t, int which, int n0, int nb,
+                           double *per_pair, float *dzg, al_err *e) {
+    const al_config *c = &m->cfg;
+    if (al_pairs_check(t, c->n_ctx, c->d_vocab, e)) return -1;
+    if (which != 0 && which != 1) return al_errf(e, "run must be 0 (clean) or 1 (corrupted)");
+    if (n0 < 0 || nb < 1 || n0 + nb > t->N)
+        return al_errf(e, "pairs [%d, %d) outside the task's %d", n0, n0 + nb, t->N);
+    size_t nx = (size_t)nb * t->T * c->d_model;
+    float *dxL = dzg ? al_malloc(nx, sizeof(float), e) : NULL;
+    double sum;
+    int rc =
+        (dzg && !dxL) ||
+        al_model_forward(m, (which ? t->corr : t->clean) + (size_t)n0 * t->T, NULL, nb, t->T, e) ||
+        items_metric(m, t, n0, nb, m->x + (size_t)c->n_layers * nx, dxL, &sum, per_pair, e) ||
+        (dzg && al_model_backward_acts(m, dxL, NULL, dzg, NULL, e));
+    free(dxL);
+    return rc ? -1 : 0;
+}
+
 /* ------------------------------------------------------------- the run */
 
 typedef struct ap_state {

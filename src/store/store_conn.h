@@ -52,6 +52,8 @@ enum {
     S_SAE_LOGIT,
     S_SAE_HEAD,
     S_SAE_PHEAD,
+    S_SAE_TRUN,
+    S_SAE_TFEAT,
     S_N
 };
 

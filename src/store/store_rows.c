@@ -64,6 +64,8 @@ static const char *const stmt_sql[S_N] = {
     [S_SAE_CTX] = "INSERT INTO sae_feature_contexts VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_SAE_LOGIT] = "INSERT INTO sae_feature_logits VALUES(?,?,?,?,?,?,?,?)",
     [S_SAE_HEAD] = "INSERT INTO sae_feature_heads VALUES(?,?,?,?,?,?,?)",
+    [S_SAE_TRUN] = "INSERT INTO sae_task_runs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_SAE_TFEAT] = "INSERT INTO sae_task_features VALUES(?,?,?,?,?,?,?,?,?)",
     [S_SAE_PHEAD] = "INSERT INTO sae_probe_heads VALUES(?,?,?,?,?)",
 };
 
@@ -304,6 +306,20 @@ int al_store_put_sae_feature_head(al_store *s, int64_t run_id, int64_t model_id,
 int al_store_put_sae_probe_head(al_store *s, int64_t run_id, int64_t model_id, int layer, int head,
                                 double auroc, al_err *e) {
     return put_row(s, S_SAE_PHEAD, e, "IIiid", run_id, model_id, layer, head, auroc);
+}
+
+int al_store_put_sae_task_run(al_store *s, int64_t run_id, int64_t model_id,
+                              const al_sae_task_run_row *r, al_err *e) {
+    return put_row(s, S_SAE_TRUN, e, "IIssiiddidddddi", run_id, model_id, r->task, r->direction,
+                   r->n_pairs, r->n_items, r->m_clean, r->m_corr, r->n_moved, r->error_effect,
+                   r->error_se, r->site_effect, r->site_se, r->level, r->bootstrap);
+}
+
+int al_store_put_sae_task_feature(al_store *s, int64_t run_id, int64_t model_id, int feature,
+                                  double effect, const struct al_interval *ci, double act_clean,
+                                  double act_corr, al_err *e) {
+    return put_row(s, S_SAE_TFEAT, e, "IIidddddd", run_id, model_id, feature, effect, ci->se,
+                   ci->lo, ci->hi, act_clean, act_corr);
 }
 
 int al_store_put_train_log(al_store *s, int64_t run_id, const al_train_log_row *r, al_err *e) {

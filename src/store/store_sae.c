@@ -86,3 +86,28 @@ int al_store_put_sae_features(al_store *s, int64_t run_id, int64_t model_id, con
     }
     return 0;
 }
+
+int al_store_put_sae_task(al_store *s, int64_t run_id, int64_t model_id, const char *task,
+                          const al_sae_task_result *r, al_err *e) {
+    const al_interval *er = &r->ci[AL_SAE_TASK_ERROR(r)], *si = &r->ci[AL_SAE_TASK_SITE(r)];
+    al_sae_task_run_row row = {.task = task,
+                               .direction = al_patch_direction_name(r->direction),
+                               .n_pairs = r->N,
+                               .n_items = r->n_items,
+                               .m_clean = r->m_clean,
+                               .m_corr = r->m_corr,
+                               .n_moved = r->n_moved,
+                               .error_effect = r->effect[AL_SAE_TASK_ERROR(r)],
+                               .error_se = er->se,
+                               .site_effect = r->effect[AL_SAE_TASK_SITE(r)],
+                               .site_se = si->se,
+                               .level = r->ci_level,
+                               .bootstrap = r->ci_boot};
+    if (al_store_put_sae_task_run(s, run_id, model_id, &row, e)) return -1;
+    for (int i = 0; i < r->d_sae; i++)
+        if (r->effect[i] != 0 &&
+            al_store_put_sae_task_feature(s, run_id, model_id, i, r->effect[i], &r->ci[i],
+                                          r->act_clean[i], r->act_corr[i], e))
+            return -1;
+    return 0;
+}

@@ -706,13 +706,39 @@ static const char schema_v17[] =
 static const char schema_v18[] = "ALTER TABLE train_log ADD COLUMN val_loss_se REAL;\n"
                                  "ALTER TABLE train_log ADD COLUMN icl_gain_se REAL;\n";
 
+/* v19: which features of an SAE carry a pair task (sae_task.h): one row
+ * per `sae features --task` run in sae_task_runs (the task, the metric on
+ * both runs, and the estimates of the SAE's error term and of the whole
+ * site), and one per feature whose estimate is not 0 in sae_task_features,
+ * each with its interval inline: a table keyed by feature, which
+ * score_intervals' (layer, head, pos) keys do not fit. */
+static const char schema_v19[] =
+    "CREATE TABLE IF NOT EXISTS sae_task_runs(\n"
+    "  run_id INTEGER PRIMARY KEY REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  task TEXT NOT NULL, direction TEXT NOT NULL,\n"
+    "  n_pairs INTEGER NOT NULL, n_items INTEGER NOT NULL,\n"
+    "  m_clean REAL, m_corr REAL,       -- the metric, mean over the items\n"
+    "  n_moved INTEGER,                 -- features whose estimate is not 0\n"
+    "  error_effect REAL, error_se REAL, -- the SAE's error term, normalised\n"
+    "  site_effect REAL, site_se REAL,  -- the layer's whole z (features + error)\n"
+    "  level REAL, bootstrap INTEGER);\n"
+    "CREATE TABLE IF NOT EXISTS sae_task_features(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+    "  model_id INTEGER NOT NULL REFERENCES models(model_id),\n"
+    "  feature INTEGER NOT NULL,\n"
+    "  effect REAL,                     -- normalised as patching's effect (1: all of it)\n"
+    "  se REAL, ci_lo REAL, ci_hi REAL, -- over the pairs\n"
+    "  act_clean REAL, act_corr REAL,   -- mean code at the items' positions\n"
+    "  PRIMARY KEY (run_id, feature));\n";
+
 /* al_store_migrations[i] takes user_version i to i+1; with its declared
  * size (store_conn.h), a missing or extra migration does not compile. */
 const char *const al_store_migrations[] = {schema_v1,  schema_v2,  schema_v3,  schema_v4,
                                            schema_v5,  schema_v6,  schema_v7,  schema_v8,
                                            schema_v9,  schema_v10, schema_v11, schema_v12,
                                            schema_v13, schema_v14, schema_v15, schema_v16,
-                                           schema_v17, schema_v18};
+                                           schema_v17, schema_v18, schema_v19};
 _Static_assert(sizeof al_store_migrations / sizeof al_store_migrations[0] ==
                    AL_STORE_SCHEMA_VERSION,
                "one migration per version");
