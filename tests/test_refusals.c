@@ -142,7 +142,9 @@ TEST(refusal_mem_sizes_match_engine) {
  * an untrained SAE and a failed run). */
 TEST(refusal_mem_sae_train) {
     t_pbuf w = work_dir();
-    refused_untouched(w.s, "",
+    /* a budget of its own, so that a machine with that much memory still
+     * refuses (about 37 GB here) */
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=16G",
                       "sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
                       "--expansion 1024 --batch 262144 --threads 2",
                       1, "sae train would allocate");
@@ -154,6 +156,16 @@ TEST(refusal_mem_sae_train) {
                       "sae train --model m1 --layer 0 --data s.train.bin --db new.db --out sae "
                       "--steps 2 --threads 2",
                       1, "(limit: 100.0 kB, ATTNLAB_MEM_LIMIT)");
+}
+
+/* discover --strict on a model whose task warns: one line, and no --out
+ * folder, no run (the folder is made only when the circuit is stored). */
+TEST(refusal_discover_strict_no_out) {
+    t_pbuf w = work_dir();
+    refused_untouched(w.s, "",
+                      "discover --model m1 --db r.db --probe-r 5 --n 4 --out circ --strict "
+                      "--threads 2",
+                      1, "refused under --strict (nothing stored): ");
 }
 
 /* train: four copies of the parameters and a batch's activations. */
@@ -187,6 +199,27 @@ TEST(refusal_mem_analyses) {
                       "run --model m1 --data s.val.bin --save-cache c.st --windows 50 --hooks z", 1,
                       "run --save-cache would allocate");
     CHECK(t_one_line(t_path("e"), "for 50 windows of 32 tokens"));
+    /* attnstats and prune: their windows; attribute --data: the items'
+     * tables of the windows, refused before the task is made */
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=20M",
+                      "attnstats --model m1 --db r.db --data s.val.bin --batch 2000 --batches 1 "
+                      "--threads 2",
+                      1, "attnstats would allocate");
+    CHECK(t_one_line(t_path("e"), "for --batches 1 x --batch 2000 windows of 32 tokens"));
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=20M",
+                      "prune --model m1 --db r.db --data s.val.bin --method random --batch 2000 "
+                      "--batches 2 --threads 2",
+                      1, "prune would allocate");
+    CHECK(t_one_line(t_path("e"), "; lower --batch or --batches"));
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=20M",
+                      "attribute --model m1 --db r.db --data s.val.bin --windows 100000 "
+                      "--threads 2",
+                      1, "attribute would allocate");
+    CHECK(t_one_line(t_path("e"), "for --windows 100000 of 32 tokens"));
+    refused_untouched(w.s, "ATTNLAB_MEM_LIMIT=2M",
+                      "attribute --model m1 --db r.db --probe-r 5 --n 2000 --no-patching "
+                      "--threads 2",
+                      1, "attribute would allocate");
     /* and a probe longer than the model's context, before the run row */
     refused_untouched(w.s, "", "scores --model m1 --db r.db --probe-r 50 --threads 2", 1,
                       "probe length 2R+1 = 101 exceeds n_ctx 32 (lower --probe-r)");

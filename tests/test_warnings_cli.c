@@ -50,9 +50,13 @@ TEST(warnings_untrained_model_end_to_end) {
     /* --strict: exit 1, the refusal names it, nothing stored */
     char *runs0 =
         t_sql(db.s, "SELECT count(*) || '/' || (SELECT count(*) FROM run_warnings) FROM runs");
+    CHECK(t_sh("cp %s %s.before", db.s, db.s) == 0);
     int rc = t_sh("%s patch --model %s/m2 --db %s %s --strict > /dev/null 2> %s", t_bin(), dir.s,
                   db.s, task, err.s);
     CHECKF(rc == 1, "--strict exit %d", rc);
+    /* the database byte for byte as it was, and no side files */
+    CHECK(t_sh("cmp -s %s %s.before && ! test -e %s-wal && ! test -e %s-shm", db.s, db.s, db.s,
+               db.s) == 0);
     free(txt);
     txt = t_slurp(err.s);
     CHECK(txt && strstr(txt, "refused under --strict"));

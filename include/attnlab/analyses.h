@@ -216,6 +216,9 @@ typedef struct al_prune_opts {
     { NULL, 0.1, 1, 8, 8, 0, NULL }
 al_prune_opts al_prune_opts_defaults(void);
 int al_prune_opts_check(const al_prune_opts *o, al_err *e);
+/* Bytes al_prune_run allocates for windows of T tokens (membudget.h): a
+ * command refuses before its run begins when they cannot fit. */
+double al_prune_bytes(const al_config *c, int T, const al_prune_opts *o);
 
 /* The result of al_prune_run; `al_prune_result` is the step list of the
  * lower-level al_prune (ablate.h), held here as `p`. */

@@ -64,6 +64,9 @@ typedef struct al_attnstats_result {
  * al_attnstats_result_free), or -1 with e set and r zeroed (bad options,
  * ids outside the vocabulary, a file shorter than a window, out of
  * memory, stopped). */
+/* Bytes al_attnstats_run allocates for windows of T tokens (membudget.h):
+ * a command refuses before its run begins when they cannot fit. */
+double al_attnstats_bytes(const al_config *c, int T, const al_attnstats_opts *o);
 int al_attnstats_run(al_model *m, const al_tokens *val, int T, const al_attnstats_opts *o,
                      al_attnstats_result *r, al_err *e);
 /* r as generic per-head views (view.h), borrowing its arrays: metrics

@@ -180,6 +180,14 @@ void al_attr_result_free(al_attr_result *r);
  * bad ids, pos outside 0..T−1, out of memory). */
 int al_attr_path_logits(al_model *m, const int *tokens, int T, int pos, float *out, al_err *e);
 
+/* Bytes a run over N sequences of T tokens holding n_items items
+ * allocates beyond the model's weights (membudget.h): the task itself
+ * (when it is made from a token file), each item's metric, components and
+ * path terms with the intervals' copy of them, a batch's forward and the
+ * path expansion's logits. A command refuses before its run begins (and
+ * before it makes a --data task) when they cannot fit. */
+double al_attr_bytes(const al_config *c, int N, int T, double n_items, const al_attr_opts *o);
+
 /* The most path terms a run takes (4 layers × 8 heads have 418; 16 × 16
  * have 30978): beyond it the per-item table alone would not fit. */
 #define AL_ATTR_MAX_TERMS 1000000

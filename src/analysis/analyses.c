@@ -424,6 +424,14 @@ void al_prune_run_result_free(al_prune_run_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+double al_prune_bytes(const al_config *c, int T, const al_prune_opts *o) {
+    /* the estimating and the evaluating windows (two sets, each with its
+     * mean z), and the backward's buffers of the gradient method */
+    double LHD = (double)c->n_layers * c->n_heads * c->d_head;
+    return text_bytes(c, T, o->batch, o->batches) + LHD * T * (sizeof(float) + sizeof(double)) +
+           al_model_acts_bytes(c, o->batch, T);
+}
+
 int al_prune_run(al_model *m, const al_tokens *val, int T, const al_prune_opts *o,
                  al_prune_run_result *r, al_err *e) {
     memset(r, 0, sizeof *r);

@@ -25,6 +25,14 @@ void al_attnstats_result_free(al_attnstats_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+double al_attnstats_bytes(const al_config *c, int T, const al_attnstats_opts *o) {
+    double LH = (double)c->n_layers * c->n_heads, nw = (double)o->batches * o->batch;
+    /* the forward, the windows' ids, each window's three means per head
+     * (the intervals' items) and the bootstrap's resampled means */
+    return al_model_acts_bytes(c, o->batch, T) + 2.0 * o->batch * T * sizeof(int) +
+           3 * LH * (nw + o->bootstrap + 8) * sizeof(double);
+}
+
 int al_attnstats_run(al_model *m, const al_tokens *val, int T, const al_attnstats_opts *o,
                      al_attnstats_result *r, al_err *e) {
     memset(r, 0, sizeof *r);

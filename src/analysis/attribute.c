@@ -873,6 +873,15 @@ static int attr_intervals(const al_pairs *t, const al_attr_opts *o, al_attr_resu
     return rc;
 }
 
+double al_attr_bytes(const al_config *c, int N, int T, double n_items, const al_attr_opts *o) {
+    double nc = al_attr_n_comp(c), nt = o->paths ? al_attr_n_terms(c->n_layers, c->n_heads) : 0;
+    int B = o->batch < N ? o->batch : N;
+    double cap = (double)B * T; /* the most items a batch holds */
+    return (double)N * T * 2 * sizeof(int) + n_items * (sizeof(al_pair_item) + sizeof(int)) +
+           2 * n_items * (1 + nc + nt) * sizeof(double) + al_model_acts_bytes(c, B, T) +
+           (nt ? 3 * cap * c->d_vocab * sizeof(float) : 0) + nc * T * sizeof(double);
+}
+
 int al_attribute_run(al_model *m, const al_pairs *t, const al_attr_opts *o, al_attr_result *r,
                      al_err *e) {
     memset(r, 0, sizeof *r);

@@ -139,18 +139,25 @@ int al_sae_task_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_pa
     if (al_sae_fits_model(s, meta, c, NULL, e) || al_pairs_check(t, c->n_ctx, c->d_vocab, e))
         return -1;
     if (m->hooks.n)
-        return al_errf(e, "the model has %d hook%s registered: the SAE's attribution reads the "
-                          "model as it is, without interventions",
+        return al_errf(e,
+                       "the model has %d hook%s registered: the SAE's attribution reads the "
+                       "model as it is, without interventions",
                        m->hooks.n, m->hooks.n == 1 ? "" : "s");
     if (!(meta->scale > 0) || !isfinite(meta->scale))
         return al_errf(e, "the SAE's scale %g is not a positive number", meta->scale);
     al_patch_direction dir;
     al_patch_direction_parse(o->direction, &dir);
-    const int den = dir == AL_PATCH_DENOISE, N = t->N, T = t->T, F = s->cfg.d_sae,
-              d = s->cfg.d_in, L = c->n_layers, B = o->batch < N ? o->batch : N;
+    const int den = dir == AL_PATCH_DENOISE, N = t->N, T = t->T, F = s->cfg.d_sae, d = s->cfg.d_in,
+              L = c->n_layers, B = o->batch < N ? o->batch : N;
     const size_t rows = (size_t)B * T;
-    st_state st = {.m = m, .s = s, .t = t, .scale = meta->scale, .layer = meta->hook_layer,
-                   .F = F, .d = d, .T = T};
+    st_state st = {.m = m,
+                   .s = s,
+                   .t = t,
+                   .scale = meta->scale,
+                   .layer = meta->hook_layer,
+                   .F = F,
+                   .d = d,
+                   .T = T};
     float *fbuf = al_malloc((size_t)L * rows * d + 3 * rows * d +
                                 (size_t)CHUNK_ROWS * (3 * (size_t)F + 3 * (size_t)d),
                             sizeof(float), e);
@@ -178,13 +185,11 @@ int al_sae_task_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_pa
             break;
         }
         /* the source run: its z at the site; then the base run and its gradient */
-        double *src_m = den ? st.pair_clean : st.pair_corr, *base_m = den ? st.pair_corr
-                                                                          : st.pair_clean;
-        if ((rc = al_attrpatch_pairs_run(m, t, den ? 0 : 1, n0, nb, src_m + n0, NULL, e)))
-            break;
+        double *src_m = den ? st.pair_clean : st.pair_corr,
+               *base_m = den ? st.pair_corr : st.pair_clean;
+        if ((rc = al_attrpatch_pairs_run(m, t, den ? 0 : 1, n0, nb, src_m + n0, NULL, e))) break;
         memcpy(st.zs, m->z + site, sizeof(float) * nr * d);
-        if ((rc = al_attrpatch_pairs_run(m, t, den ? 1 : 0, n0, nb, base_m + n0, st.dzg, e)))
-            break;
+        if ((rc = al_attrpatch_pairs_run(m, t, den ? 1 : 0, n0, nb, base_m + n0, st.dzg, e))) break;
         memcpy(st.zb, m->z + site, sizeof(float) * nr * d);
         /* ∂M/∂z = gate · ∂M/∂zg, head by head */
         const int H = c->n_heads, D = c->d_head;
@@ -216,8 +221,8 @@ int al_sae_task_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_pa
             dp[p] = st.pair_clean[p] - st.pair_corr[p];
             for (int k = 0; k < F + 2; k++) st.pair_feat[(size_t)p * (F + 2) + k] *= sign;
         }
-        rc = al_boot_ratio(st.pair_feat, dp, N, F + 2, o->bootstrap, o->ci_level, o->ci_seed, ci,
-                           e);
+        rc =
+            al_boot_ratio(st.pair_feat, dp, N, F + 2, o->bootstrap, o->ci_level, o->ci_seed, ci, e);
     }
     if (rc == 0) {
         r->effect = res;

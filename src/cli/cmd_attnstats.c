@@ -8,6 +8,7 @@
 #include "attnlab/args.h"
 #include "attnlab/attnstats.h"
 #include "attnlab/behave.h"
+#include "attnlab/membudget.h"
 #include "attnlab/doc_text.h"
 #include "attnlab/registry.h"
 #include "attnlab/store_views.h"
@@ -82,7 +83,11 @@ static int attnstats_prepare(void *args, void *state, al_drive *dr, al_err *e) {
                  a->o.batch, s->T);
         al_drive_warn(dr, w);
     }
-    return 0;
+    char what[160];
+    snprintf(what, sizeof what, "--batches %d x --batch %d windows of %d tokens", a->o.batches,
+             a->o.batch, s->T);
+    return al_mem_check(al_attnstats_bytes(&dr->b->m.cfg, s->T, &a->o), "attnstats", what,
+                        "lower --batch or --batches", e);
 }
 
 static int attnstats_compute(void *args, void *state, al_drive *dr, al_err *e) {

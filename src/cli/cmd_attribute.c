@@ -18,6 +18,7 @@
 #include "attnlab/attribute.h"
 #include "attnlab/attrpatch.h"
 #include "attnlab/behave.h"
+#include "attnlab/membudget.h"
 #include "attnlab/doc_text.h"
 #include "attnlab/json.h"
 #include "attnlab/patch.h"
@@ -127,10 +128,18 @@ out:
     return rc;
 }
 
-static int data_task(const al_behave *bh, const char *path, int windows, al_pairs *t, al_err *e) {
+static int data_task(const al_behave *bh, const char *path, int windows, const al_attr_opts *ao,
+                     al_pairs *t, al_err *e) {
     al_tokens d;
     int T;
     if (al_behave_tokens(bh, path, &d, &T, e)) return -1;
+    char what[160];
+    snprintf(what, sizeof what, "--windows %d of %d tokens", windows, T);
+    if (al_mem_check(al_attr_bytes(&bh->m.cfg, windows, T, (double)windows * T, ao), "attribute",
+                     what, "lower --windows", e)) {
+        al_tokens_free(&d);
+        return -1;
+    }
     int rc = al_pairs_from_tokens(&d, T, windows, bh->m.cfg.d_vocab, t, e);
     al_tokens_free(&d);
     return rc ? al_err_prefix(e, "%s", path) : 0;
@@ -479,11 +488,19 @@ static int attr_prepare(void *args, void *state, al_drive *dr, al_err *e) {
     s->o.probe_src = al_probe_load_src(&s->pl);
     if (pairs_task && (!s->o.task || !strcmp(s->o.task, "induction")))
         al_drive_warn(dr, s->pl.warn);
-    if (a->w.data   ? data_task(bh, a->w.data, a->windows, &s->t, e)
+    if (a->w.data   ? data_task(bh, a->w.data, a->windows, &s->ao, &s->t, e)
         : a->prompt ? prompt_task(bh, a->prompt, &s->t, e)
                     : al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &s->o, e))
         return -1;
     if (al_stop) return al_errf(e, "interrupted");
+    if (pairs_task) {
+        char what[160];
+        snprintf(what, sizeof what, "--n %d pairs of %d tokens (%d items)", s->t.N, s->t.T,
+                 s->t.n_items);
+        if (al_mem_check(al_attr_bytes(&bh->m.cfg, s->t.N, s->t.T, s->t.n_items, &s->ao),
+                         "attribute", what, "lower --n", e))
+            return -1;
+    }
     s->patching = pairs_task && !a->no_patching && L <= AL_PATHS_MAX_LAYERS;
     if (L > AL_PATHS_MAX_LAYERS && pairs_task && !a->no_patching)
         fprintf(stderr,

@@ -13,6 +13,7 @@
 #include "attnlab/analyses.h"
 #include "attnlab/args.h"
 #include "attnlab/behave.h"
+#include "attnlab/membudget.h"
 #include "attnlab/doc_text.h"
 #include "attnlab/registry.h"
 #include "attnlab/stop.h"
@@ -146,7 +147,12 @@ static int prune_prepare(void *args, void *state, al_drive *dr, al_err *e) {
         snprintf(name, sizeof name, "mask-%s.json", a->o.method);
         if (al_path_join(s->path, sizeof s->path, a->w.model, name, e)) return -1;
     }
-    return al_behave_tokens(dr->b, a->w.data, &s->d, &s->T, e);
+    if (al_behave_tokens(dr->b, a->w.data, &s->d, &s->T, e)) return -1;
+    char what[160];
+    snprintf(what, sizeof what, "--batch %d x --batches %d windows of %d tokens", a->o.batch,
+             a->o.batches, s->T);
+    return al_mem_check(al_prune_bytes(&dr->b->m.cfg, s->T, &a->o), "prune", what,
+                        "lower --batch or --batches", e);
 }
 
 static int prune_compute(void *args, void *state, al_drive *dr, al_err *e) {

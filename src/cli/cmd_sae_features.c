@@ -62,8 +62,7 @@ typedef struct feat_args {
 
 #define FEAT_ARGS_INIT                                                                             \
     {                                                                                              \
-        AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, "", NULL, "", "",                       \
-        {                                                                                          \
+        AL_AN_WHERE_INIT, NULL, AL_SAE_FEAT_OPTS_INIT, 10, "", NULL, "", "", {                     \
             NULL, AL_PATCH_OPTS_INIT, AL_PROBE_TOKENS_DEFAULT                                      \
         }                                                                                          \
     }
@@ -146,17 +145,17 @@ static int feat_check(const void *args, const al_flag *fl, al_err *e) {
     static const feat_args d0 = FEAT_ARGS_INIT;
     /* numbers by whether they were given; strings by their value (an
      * experiment marks every string it passes on as given) */
-    static const char *const task_nums[] = {"n", "seed", "batch", "ci", "bootstrap", "ci-seed", NULL};
+    static const char *const task_nums[] = {"n",         "seed",    "batch", "ci",
+                                            "bootstrap", "ci-seed", NULL};
     if (a->show < 0) return al_errf(e, "--show must be >= 0 (got %d)", a->show);
     if (al_sae_feat_opts_check(&a->o, e) || al_threads_check(a->w.threads, e)) return -1;
     if (!a->tk.name) {
-        const char *given = a->tk.o.pairs ? "pairs"
-                            : strcmp(a->tk.o.direction ? a->tk.o.direction : "", d0.tk.o.direction)
-                                ? "direction"
-                            : strcmp(a->tk.probe_tokens ? a->tk.probe_tokens : "",
-                                     d0.tk.probe_tokens)
-                                ? "probe-tokens"
-                                : NULL;
+        const char *given =
+            a->tk.o.pairs ? "pairs"
+            : strcmp(a->tk.o.direction ? a->tk.o.direction : "", d0.tk.o.direction) ? "direction"
+            : strcmp(a->tk.probe_tokens ? a->tk.probe_tokens : "", d0.tk.probe_tokens)
+                ? "probe-tokens"
+                : NULL;
         for (int i = 0; !given && task_nums[i]; i++)
             if (al_flag_seen(fl, task_nums[i])) given = task_nums[i];
         if (given) return al_errf(e, "--%s is an option of --task (give the task too)", given);
@@ -209,11 +208,11 @@ static int task_prepare(feat_args *a, feat_state *s, al_drive *dr, al_err *e) {
     al_behave_warn_probe(bh, s->t.T);
     int B = po.batch < s->t.N ? po.batch : s->t.N;
     char what[200];
-    snprintf(what, sizeof what, "--n %d pairs of %d tokens in batches of %d, d_sae %d, --bootstrap %d",
-             s->t.N, s->t.T, B, s->sae.cfg.d_sae, po.bootstrap);
-    return al_mem_check(
-        al_sae_task_bytes(&bh->m.cfg, &s->sae.cfg, s->t.N, B, s->t.T, po.bootstrap),
-        "sae features --task", what, "lower --batch, --n or --bootstrap", e);
+    snprintf(what, sizeof what,
+             "--n %d pairs of %d tokens in batches of %d, d_sae %d, --bootstrap %d", s->t.N, s->t.T,
+             B, s->sae.cfg.d_sae, po.bootstrap);
+    return al_mem_check(al_sae_task_bytes(&bh->m.cfg, &s->sae.cfg, s->t.N, B, s->t.T, po.bootstrap),
+                        "sae features --task", what, "lower --batch, --n or --bootstrap", e);
 }
 
 static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
@@ -273,8 +272,8 @@ static int feat_store(void *args, void *state, al_drive *dr, al_err *e) {
     feat_state *s = state;
     return al_store_put_sae_features(dr->b->st, dr->b->run_id, dr->b->model_id, a->sae, s->hook,
                                      &s->r, dr->b->tok, e) ||
-                   (s->have_task && al_store_put_sae_task(dr->b->st, dr->b->run_id,
-                                                          dr->b->model_id, a->tk.name, &s->tr, e))
+                   (s->have_task && al_store_put_sae_task(dr->b->st, dr->b->run_id, dr->b->model_id,
+                                                          a->tk.name, &s->tr, e))
                ? -1
                : 0;
 }
@@ -379,8 +378,7 @@ static int task_doc(cJSON *d, const char *name, const al_sae_task_result *t,
         cJSON *f = cJSON_CreateObject();
         ok = f && cJSON_AddItemToArray(fs, f) && cJSON_AddNumberToObject(f, "feature", i) &&
              json_num(f, "effect", t->effect[i]) && !al_json_add_ci(f, "effect", &t->ci[i]) &&
-             json_num(f, "act_clean", t->act_clean[i]) &&
-             json_num(f, "act_corr", t->act_corr[i]) &&
+             json_num(f, "act_clean", t->act_clean[i]) && json_num(f, "act_corr", t->act_corr[i]) &&
              cJSON_AddBoolToObject(f, "induction", r->induction[i]) &&
              json_num(f, "induction_index", r->induction_index[i]) &&
              (h < 0 ? cJSON_AddNullToObject(f, "head") != NULL
@@ -447,18 +445,17 @@ static void task_text(const cJSON *t, int show, int layer) {
     cJSON_ArrayForEach(f, al_dt_get(t, "features")) {
         if (q >= show) break;
         if (q++ == 0)
-            printf("%-8s %8s %7s %18s %9s %9s %9s %6s %6s\n", "feature", "effect", "se",
-                   "interval", "act clean", "act corr", "induction", "head", "share");
+            printf("%-8s %8s %7s %18s %9s %9s %9s %6s %6s\n", "feature", "effect", "se", "interval",
+                   "act clean", "act corr", "induction", "head", "share");
         const cJSON *ci = al_dt_get(f, "effect_ci");
         char head[16] = "-";
         if (!cJSON_IsNull(al_dt_get(f, "head")))
             snprintf(head, sizeof head, "%d.%d", layer, al_dt_int(f, "head"));
         printf("%-8d %8.4f %7.4f [%7.4f, %7.4f] %9.3f %9.3f %8.3f%s %6s %6.3f\n",
                al_dt_int(f, "feature"), al_dt_num(f, "effect"), al_dt_num(f, "effect_se"),
-               al_dt_at(ci, 0), al_dt_at(ci, 1),
-               al_dt_num(f, "act_clean"), al_dt_num(f, "act_corr"),
-               al_dt_num(f, "induction_index"), al_dt_bool(f, "induction") ? "*" : " ", head,
-               al_dt_num(f, "share"));
+               al_dt_at(ci, 0), al_dt_at(ci, 1), al_dt_num(f, "act_clean"),
+               al_dt_num(f, "act_corr"), al_dt_num(f, "induction_index"),
+               al_dt_bool(f, "induction") ? "*" : " ", head, al_dt_num(f, "share"));
     }
 }
 

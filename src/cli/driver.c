@@ -39,9 +39,10 @@ static al_flag drive_flags[] =
 /* The one place gap/effect warnings of the computed state (a's warnings
  * accessor) are raised: each printed on stderr as "attnlab: warning:
  * ...", kept in d->warn for the run's rows and the --json document. Under
- * --strict a warning refuses the run: the begun run and every row of it
- * are deleted (b->run_id becomes 0, so a later al_behave_fail touches
- * nothing) and −1 comes back with e saying why. 0 otherwise. */
+ * --strict a warning refuses the run (no run row exists yet; a begun one
+ * would be deleted with every row of it, b->run_id becoming 0, so a later
+ * al_behave_fail touches nothing) and −1 comes back with e saying why. 0
+ * otherwise. */
 static int drive_warnings(al_drive *d, al_behave *b, const void *state, al_err *e) {
     const al_warnings *w = d->an && d->an->warnings ? d->an->warnings(state) : NULL;
     if (!w || w->n == 0) return 0;
@@ -132,8 +133,13 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     int n_prep = d->warn.n;
     for (int i = 0; !d->strict && !d->quiet && i < n_prep; i++)
         fprintf(stderr, "attnlab: warning: %s\n", d->warn.msg[i]);
-    if (al_behave_begin(&b, a->name, flags, e)) goto out;
-    if (a->compute(args, st, d, e) || drive_warnings(d, &b, st, e)) {
+    /* Under --strict the run row waits for the warnings, so that a refusal
+     * leaves the database as it was, byte for byte (a begun and discarded
+     * run would still move its header's change counter); the price is that
+     * a strict run that fails in its compute phase leaves no failed row. */
+    if (!d->strict && al_behave_begin(&b, a->name, flags, e)) goto out;
+    if (a->compute(args, st, d, e) || drive_warnings(d, &b, st, e) ||
+        (d->strict && al_behave_begin(&b, a->name, flags, e))) {
         al_behave_fail(&b, e);
         rc = a->stops && al_stop ? 130 : 1;
         goto out;
