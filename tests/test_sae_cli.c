@@ -383,6 +383,18 @@ TEST(sae_features_cli_task_rows_equal_json) {
     char *tt = t_slurp(txt.s);
     CHECK(tt && strstr(tt, "task induction (denoise): 8 pairs") && strstr(tt, "features move"));
     free(tt);
+    /* log-prob items: the estimates are first order, and the run says so */
+    CHECK_SQL(db.s,
+              "SELECT count(*) FROM run_warnings WHERE run_id = 1 AND message LIKE "
+              "'task induction: the features'' estimates are first order%'",
+              "1");
+    /* the report's table of the features that carry the task */
+    CHECK(t_sh("%s report --db %s --model %s --out %s > /dev/null 2>&1", t_bin(), db.s, md.s,
+               t_path("rep")) == 0);
+    char *html = t_slurp(t_path("rep/index.html"));
+    CHECK(html && strstr(html, "Which features carry the task <code>induction</code> (run 1)") &&
+          strstr(html, "what the SAE does not reconstruct (its error term)"));
+    free(html);
 }
 
 /* The evaluation of `sae train` recomputed from the saved weights: the

@@ -250,6 +250,26 @@ TEST(sae_task_refusals) {
     CHECK_OK(al_hook_add(&m, AL_HOOK_Z, 0, noop_hook, &x, &e), &e);
     CHECK(al_sae_task_run(&m, &s, &meta, &t, &o, &r, &e) == -1 && strstr(e.msg, "hook"));
     al_hook_remove(&m, &x);
+    /* a gap within noise: one pair of five differs in one early token;
+     * the estimates divide by it, so the run says so (gap.h) */
+    {
+        al_pairs t5;
+        task(&t5, &m, 5, 5, &e);
+        memcpy(t5.corr, t5.clean, sizeof(int) * (size_t)t5.N * t5.T);
+        t5.corr[1] = (t5.clean[1] + 1) % 20;
+        CHECK_OK(al_sae_task_run(&m, &s, &meta, &t5, &o, &r, &e), &e);
+        CHECKF(r.warn.n == 1 && strstr(r.warn.msg[0], "barely differ"), "%d: %s", r.warn.n,
+               r.warn.n ? r.warn.msg[0] : "");
+        al_sae_task_result_free(&r);
+        al_pairs_free(&t5);
+    }
+    /* exact or first order */
+    char note[AL_WARN_LEN];
+    CHECK(al_sae_task_exact(&m.cfg, 1, &t, note, sizeof note) == 0 && strstr(note, "log-prob"));
+    t.logit_diff = 1;
+    CHECK(al_sae_task_exact(&m.cfg, 1, &t, note, sizeof note) == 1);
+    CHECK(al_sae_task_exact(&m.cfg, 0, &t, note, sizeof note) == 0 && strstr(note, "later layers"));
+    t.logit_diff = 0;
     /* nothing to divide by: corrupted = clean */
     memcpy(t.corr, t.clean, sizeof(int) * (size_t)t.N * t.T);
     CHECK(al_sae_task_run(&m, &s, &meta, &t, &o, &r, &e) == -1 && strstr(e.msg, "the same"));

@@ -44,6 +44,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "attnlab/gap.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/patch.h"
@@ -81,6 +82,8 @@ typedef struct al_sae_task_result {
     int ci_boot;
     uint64_t ci_seed;
     double seconds;
+    al_warnings warn; /* the gap check of the clean and corrupted runs (gap.h):
+                       * every estimate divides by that gap */
 } al_sae_task_result;
 #define AL_SAE_TASK_ERROR(r) ((r)->d_sae)
 #define AL_SAE_TASK_SITE(r) ((r)->d_sae + 1)
@@ -101,5 +104,11 @@ int al_sae_task_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_pa
                     const al_sae_task_opts *o, al_sae_task_result *r, al_err *e);
 /* Frees and zeroes r; harmless on a zeroed struct. */
 void al_sae_task_result_free(al_sae_task_result *r);
+/* Whether the estimates of an SAE on layer `layer` of a model of config c
+ * are the actual patches (1: the metric of t is a logit difference, the
+ * layer is the last and the model has no LayerNorm, so M is linear in the
+ * layer's z) or first order only (0, with why in buf: a note a command
+ * stores with the run). */
+int al_sae_task_exact(const al_config *c, int layer, const al_pairs *t, char *buf, size_t cap);
 
 #endif

@@ -102,6 +102,17 @@ int al_store_sae_top_features(al_store *s, long run, al_sae_order order, int lim
  * rows feature, head, share, ordered by density descending, feature, head. */
 int al_store_sae_top_shares(al_store *s, long run, int limit, al_rows *out, al_err *e);
 
+/* A `sae features --task` run's task attribution (sae_task_runs): one row
+ * task, direction, n_pairs, n_items, m_clean, m_corr, n_moved,
+ * error_effect, error_se, site_effect, site_se; no rows without a task. */
+int al_store_sae_task_run(al_store *s, long run, al_rows *out, al_err *e);
+/* Its features by |effect| descending (then feature), at most limit (<= 0:
+ * all): feature, effect, se, ci_lo, ci_hi, act_clean, act_corr,
+ * induction_index, induction, top_layer, top_head, top_share (the last
+ * five from sae_features; NULL for a feature that never fired on the
+ * text). */
+int al_store_sae_task_features(al_store *s, long run, int limit, al_rows *out, al_err *e);
+
 /* Every finished `sae train` run of model (model_id as text), by layer
  * then run: run_id, layer, site, arch, d_in, d_sae, k, l1_coeff, steps,
  * activations, l0, fve, mse, ce_clean, ce_sae, ce_zero, ce_recovered,

@@ -11,6 +11,7 @@
 #include "attnlab/sae_task.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,20 @@ int al_sae_task_opts_check(const al_sae_task_opts *o, al_err *e) {
     if (o->batch < 1 || o->batch > 100000)
         return al_errf(e, "--batch must be 1..100000 (got %d)", o->batch);
     return al_ci_check(o->ci_level, o->bootstrap, e);
+}
+
+int al_sae_task_exact(const al_config *c, int layer, const al_pairs *t, char *buf, size_t cap) {
+    const char *why = !t->logit_diff                 ? "its metric is a log-prob"
+                      : layer != c->n_layers - 1     ? "later layers read the SAE's layer"
+                      : c->norm_type != AL_NORM_NONE ? "ln_final rescales the residual"
+                                                     : NULL;
+    if (!why) return 1;
+    snprintf(buf, cap,
+             "task %s: the features' estimates are first order (attribution patching), exact "
+             "only where the metric is linear in layer %d's z; here %s, so they can exceed 1 and "
+             "need not equal actual patches",
+             t->task, layer, why);
+    return 0;
 }
 
 void al_sae_task_result_free(al_sae_task_result *r) {
@@ -212,6 +227,21 @@ int al_sae_task_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_pa
     if (rc == 0 && sc == sr)
         rc = al_errf(e, "the clean and corrupted runs score the same (%g): no effect to divide by",
                      sc / t->n_items);
+    /* the gap every estimate divides by, checked as patching checks it:
+     * each pair stands for M + (S_p − M·n_p)/n̄ (gap.h) */
+    double *gc = NULL, *gr = NULL;
+    if (rc == 0 && (!(gc = al_malloc((size_t)2 * N, sizeof *gc, e)))) rc = -1;
+    if (rc == 0) {
+        gr = gc + N;
+        const double nbar = (double)t->n_items / N, Mc = sc / t->n_items, Mr = sr / t->n_items;
+        for (int p = 0; p < N; p++) {
+            int i0, np = al_pairs_batch_items(t, p, 1, &i0);
+            gc[p] = Mc + (st.pair_clean[p] - Mc * np) / nbar;
+            gr[p] = Mr + (st.pair_corr[p] - Mr * np) / nbar;
+        }
+        al_gap_check(&r->warn, al_gap_metric_name(t), gc, gr, N);
+    }
+    free(gc);
     /* normalised as patch.h's effect; intervals by resampling pairs */
     double *dp = NULL;
     if (rc == 0 && !(dp = al_malloc((size_t)N, sizeof *dp, e))) rc = -1;

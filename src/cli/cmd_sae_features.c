@@ -206,6 +206,9 @@ static int task_prepare(feat_args *a, feat_state *s, al_drive *dr, al_err *e) {
     if (al_patch_task_make(&s->t, &bh->m, bh->tok, al_behave_bos(bh), &po, e)) return -1;
     if (al_stop) return al_errf(e, "interrupted");
     al_behave_warn_probe(bh, s->t.T);
+    char note[AL_WARN_LEN];
+    if (!al_sae_task_exact(&bh->m.cfg, s->meta.hook_layer, &s->t, note, sizeof note))
+        al_drive_warn(dr, note);
     int B = po.batch < s->t.N ? po.batch : s->t.N;
     char what[200];
     snprintf(what, sizeof what,
@@ -551,6 +554,13 @@ static int feat_exp_paths(void *args, const al_exp_paths *p, al_err *e) {
 
 static const char *feat_exp_input(const void *args) { return ((const feat_args *)args)->sae; }
 
+/* --task: the gap check of its clean and corrupted runs (what every
+ * estimate divides by); none without a task. */
+static const al_warnings *feat_warnings(const void *state) {
+    const feat_state *s = state;
+    return s->have_task ? &s->tr.warn : NULL;
+}
+
 const al_analysis al_an_sae_features = {.name = "sae_features",
                                         .cmd = &al_cmd_sae_features,
                                         .groups = AL_GROUP_WHERE | AL_GROUP_TASK,
@@ -566,6 +576,7 @@ const al_analysis al_an_sae_features = {.name = "sae_features",
                                         .doc = feat_doc,
                                         .text = feat_text,
                                         .release = feat_release,
+                                        .warnings = feat_warnings,
                                         .stops = 1,
                                         .exp_data = AL_EXP_DATA_VAL,
                                         .exp_paths = feat_exp_paths,

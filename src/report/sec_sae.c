@@ -2,7 +2,8 @@
  * `sae train` run's evaluation, with a warning beside each number that is
  * easy to misread, and for each finished `sae features` run its densest
  * features as a table, the dashboards of the first few and the
- * head x feature picture. No SAE run: no section. */
+ * head x feature picture, and with --task the features that carry the
+ * task. No SAE run: no section. */
 #include "report_internal.h"
 
 #include <math.h>
@@ -150,6 +151,67 @@ static void feature_row(al_buf *h, const al_sae_feature *f) {
     al_buf_puts(h, "</td></tr>\n");
 }
 
+/* A `sae features --task` run's attribution: the layer, the SAE's error
+ * term and the features that carry the most of the task. */
+static int task_table(rep *R, long run, int layer, al_err *e) {
+    al_rows t, q;
+    if (al_store_sae_task_run(R->st, run, &t, e)) return -1;
+    if (!t.nr) {
+        al_rows_free(&t);
+        return 0;
+    }
+    if (al_store_sae_task_features(R->st, run, SAE_TABLE_N, &q, e)) {
+        al_rows_free(&t);
+        return -1;
+    }
+    al_buf *h = &R->h;
+    al_buf_puts(h, "<h4>Which features carry the task <code>");
+    rep_esc(h, al_rows_t(&t, 0, 0));
+    al_buf_printf(h, "</code> (run %ld)</h4>\n<p>Attribution patching at the latents (", run);
+    rep_esc(h, al_rows_t(&t, 0, 1));
+    al_buf_printf(h,
+                  ", %.0f pairs): each feature's codes moved to the other run's at every "
+                  "position, the rest of z held, as a share of the clean &minus; corrupted "
+                  "metric (%.4g against %.4g; 1: all of it). Layer %d's whole z: %.3f "
+                  "&plusmn; %.3f; what the SAE does not reconstruct (its error term): %.3f "
+                  "&plusmn; %.3f; %.0f features move. The %d largest by |effect|, with the "
+                  "probe's induction index (* an induction feature) and the head each reads "
+                  "most:</p>\n",
+                  al_rows_x(&t, 0, 2), al_rows_x(&t, 0, 4), al_rows_x(&t, 0, 5), layer,
+                  al_rows_x(&t, 0, 9), al_rows_x(&t, 0, 10), al_rows_x(&t, 0, 7),
+                  al_rows_x(&t, 0, 8), al_rows_x(&t, 0, 6), SAE_TABLE_N);
+    al_buf_puts(h, "<div class=scroll><table><thead><tr><th>feature</th><th>effect</th>"
+                   "<th>&plusmn; se</th><th>interval</th><th>act clean</th><th>act corrupted</th>"
+                   "<th>induction</th><th>top head</th><th>DFA share</th></tr></thead><tbody>\n");
+    for (int r = 0; r < q.nr; r++) {
+        al_buf_printf(h, "<tr><td>%.0f</td>", al_rows_x(&q, r, 0));
+        num_cell(h, al_rows_x(&q, r, 1), "%+.4f");
+        num_cell(h, al_rows_x(&q, r, 2), "%.4f");
+        if (isfinite(al_rows_x(&q, r, 3)))
+            al_buf_printf(h, "<td>[%+.4f, %+.4f]</td>", al_rows_x(&q, r, 3), al_rows_x(&q, r, 4));
+        else
+            al_buf_puts(h, "<td class=na>&ndash;</td>");
+        num_cell(h, al_rows_x(&q, r, 5), "%.3f");
+        num_cell(h, al_rows_x(&q, r, 6), "%.3f");
+        if (isfinite(al_rows_x(&q, r, 7)))
+            al_buf_printf(h, "<td>%.3f%s</td>", al_rows_x(&q, r, 7),
+                          al_rows_x(&q, r, 8) == 1 ? "*" : "");
+        else
+            al_buf_puts(h, "<td class=na>&ndash;</td>");
+        if (isfinite(al_rows_x(&q, r, 10)))
+            al_buf_printf(h, "<td class=t>%.0f.%.0f</td>", al_rows_x(&q, r, 9),
+                          al_rows_x(&q, r, 10));
+        else
+            al_buf_puts(h, "<td class=na>&ndash;</td>");
+        num_cell(h, al_rows_x(&q, r, 11), "%.3f");
+        al_buf_puts(h, "</tr>\n");
+    }
+    al_buf_puts(h, "</tbody></table></div>\n");
+    al_rows_free(&q);
+    al_rows_free(&t);
+    return 0;
+}
+
 /* A `sae features` run: its table, dashboards and head x feature picture. */
 static int feature_run(rep *R, const rmodel *M, long run, al_err *e) {
     al_sae_frun fr;
@@ -211,6 +273,7 @@ static int feature_run(rep *R, const rmodel *M, long run, al_err *e) {
                  po.top_n, fr.layer, run);
         rep_run_picture(R, M, &po, "sae-heads", slug, cap);
     }
+    if (!rc) rc = task_table(R, run, fr.layer, e);
     al_rows_free(&q);
     al_sae_frun_free(&fr);
     return rc ? -1 : 0;

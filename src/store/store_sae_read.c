@@ -303,6 +303,29 @@ int al_store_sae_top_shares(al_store *s, long run, int limit, al_rows *out, al_e
                  rs, ls, out, e);
 }
 
+int al_store_sae_task_run(al_store *s, long run, al_rows *out, al_err *e) {
+    char rs[32];
+    snprintf(rs, sizeof rs, "%ld", run);
+    return rows2(s,
+                 "SELECT task, direction, n_pairs, n_items, m_clean, m_corr, n_moved, "
+                 "error_effect, error_se, site_effect, site_se FROM sae_task_runs "
+                 "WHERE run_id = ?1",
+                 rs, NULL, out, e);
+}
+
+int al_store_sae_task_features(al_store *s, long run, int limit, al_rows *out, al_err *e) {
+    char rs[32], ls[32];
+    snprintf(rs, sizeof rs, "%ld", run);
+    snprintf(ls, sizeof ls, "%d", limit > 0 ? limit : -1);
+    return rows2(s,
+                 "SELECT t.feature, t.effect, t.se, t.ci_lo, t.ci_hi, t.act_clean, t.act_corr, "
+                 "       f.induction_index, f.induction, f.top_layer, f.top_head, f.top_share "
+                 "FROM sae_task_features t LEFT JOIN sae_features f "
+                 "  ON f.run_id = t.run_id AND f.feature = t.feature "
+                 "WHERE t.run_id = ?1 ORDER BY abs(t.effect) DESC, t.feature LIMIT ?2",
+                 rs, ls, out, e);
+}
+
 int al_store_sae_train_runs(al_store *s, const char *mid, al_rows *out, al_err *e) {
     return rows2(s,
                  "SELECT t.run_id, t.layer, t.site, t.arch, t.d_in, t.d_sae, t.k, t.l1_coeff, "
