@@ -497,6 +497,22 @@ TEST(scores_text_probe_cli) {
                strstr(out, "induction heads (induction_all > 0.4):"),
            "%s", out ? out : "");
     free(out);
+    /* the report names induction heads by the score the newest scores run
+     * names them by: induction_all after a text probe, induction after a
+     * random one */
+    CHECK(t_sh("%s report --db %s --model %s --out %s > /dev/null 2>&1", t_bin(), db, dir,
+               t_path("rep")) == 0);
+    char *html = t_slurp(t_path("rep/index.html"));
+    CHECK(html && strstr(html, "induction heads on held-out text (induction_all &gt; 0.4"));
+    free(html);
+    CHECK(t_sh("cp %s %s && %s scores --model %s --db %s --probe-r 10 --probe-n 8 > /dev/null "
+               "2>&1 && %s report --db %s --model %s --out %s > /dev/null 2>&1",
+               db, t_path("r2.db"), t_bin(), dir, t_path("r2.db"), t_bin(), t_path("r2.db"), dir,
+               t_path("rep2")) == 0);
+    html = t_slurp(t_path("rep2/index.html"));
+    CHECK(html && strstr(html, "induction heads (induction &gt; 0.4)") &&
+          !strstr(html, "induction heads on held-out text"));
+    free(html);
     /* patch's induction task from text: one run, its task stored */
     CHECK(t_sh("%s patch --model %s --db %s --probe-tokens text --probe-r 6 --n 4 > %s 2>&1",
                t_bin(), dir, db, t_path("out.txt")) == 0);

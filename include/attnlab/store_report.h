@@ -39,7 +39,9 @@ typedef enum al_sr_score {
     AL_SR_INDUCTION, /* induction > AL_TH_INDUCTION */
     AL_SR_PREV_TOKEN, /* prev_token > AL_TH_PREV_TOKEN */
     AL_SR_COPY_ABLATION, /* copying_ablation > AL_TH_COPY_ABLATION */
-    AL_SR_COPY_EIGEN /* copying_eigen > AL_TH_COPY_EIGEN */
+    AL_SR_COPY_EIGEN, /* copying_eigen > AL_TH_COPY_EIGEN */
+    AL_SR_INDUCTION_ALL /* induction_all > AL_TH_INDUCTION: what names induction
+                         * heads on a held-out text probe (docs/findings.md) */
 } al_sr_score;
 
 /* ---- models, model card, training ---- */
@@ -84,11 +86,16 @@ int al_sr_head_table(al_store *s, const char *mid, al_rows *out, al_err *e);
 /* Heads above the score's threshold, strongest first: name, score, and
  * its standard error and level (score_intervals; NULL without one). */
 int al_sr_heads_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out, al_err *e);
+/* The score that names the model's induction heads: AL_SR_INDUCTION_ALL
+ * when its newest finished scores run read held-out text (its
+ * config_json's probe_tokens "text" or "text:FILE"), AL_SR_INDUCTION
+ * otherwise (random ids, or no scores run). */
+int al_sr_induction_score(al_store *s, const char *mid, al_sr_score *sc, al_err *e);
 /* Names of the heads above the score's threshold, by layer, head
- * (only AL_SR_INDUCTION and AL_SR_PREV_TOKEN). */
+ * (only AL_SR_INDUCTION, AL_SR_INDUCTION_ALL and AL_SR_PREV_TOKEN). */
 int al_sr_head_names_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out, al_err *e);
-/* How many heads are above the score's threshold (AL_SR_INDUCTION or
- * AL_SR_PREV_TOKEN). */
+/* How many heads are above the score's threshold (AL_SR_INDUCTION,
+ * AL_SR_INDUCTION_ALL or AL_SR_PREV_TOKEN). */
 int al_sr_count_heads_above(al_store *s, const char *mid, al_sr_score sc, double *n, al_err *e);
 /* The newest scores run's model_scores by metric: metric, value. */
 int al_sr_score_metrics(al_store *s, const char *mid, al_rows *out, al_err *e);

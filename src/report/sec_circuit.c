@@ -55,9 +55,15 @@ static void k_edges(al_buf *h, const al_rows *kq, const al_rows *from, const al_
 
 /* The answer to "is it the previous-token -> induction circuit?" from the
  * circuit's kept K edges, any layers (kq: sender, receiver head
- * name) and the heads head_summary identifies (prev, ind). */
+ * name) and the heads head_summary identifies (prev, ind; by induction_all
+ * when text is set: the model's scores read held-out text). */
 static void induction_answer(al_buf *h, const rmodel *M, const al_rows *kq, const al_rows *prev,
-                             const al_rows *ind, const al_rows *heads) {
+                             const al_rows *ind, const al_rows *heads, int text) {
+    /* clang-format off */
+    const char *ind_what = text ? "induction heads on held-out text (induction_all &gt; "
+                                  AL_TH_STR(AL_TH_INDUCTION) ")"
+                                : "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")";
+    /* clang-format on */
     al_buf_puts(h, "<p class=answer><b>Is it the previous-token &rarr; induction circuit?</b> ");
     if (M->cfg.n_layers < 2) {
         al_buf_puts(h, "No: a one-layer model has no K-composition, and the induction circuit "
@@ -66,9 +72,9 @@ static void induction_answer(al_buf *h, const rmodel *M, const al_rows *kq, cons
     } else if (!prev->nr && !ind->nr) {
         /* clang-format off */
         al_buf_puts(h, "Cannot say: the database identifies no previous-token heads (prev_token "
-                       "&gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ") and no induction heads (induction "
-                       "&gt; " AL_TH_STR(AL_TH_INDUCTION) ") in this model (attnlab scores names "
-                       "them).");
+                       "&gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ") and no ");
+        al_buf_puts(h, ind_what);
+        al_buf_puts(h, " in this model (attnlab scores names them).");
         /* clang-format on */
     } else {
         int yes = 0, into_ind = 0;
@@ -93,8 +99,7 @@ static void induction_answer(al_buf *h, const rmodel *M, const al_rows *kq, cons
         /* clang-format off */
         identified_sentence(h, "previous-token heads (prev_token &gt; "
                             AL_TH_STR(AL_TH_PREV_TOKEN) ")", prev, heads);
-        identified_sentence(h, "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")",
-                            ind, heads);
+        identified_sentence(h, ind_what, ind, heads);
         /* clang-format on */
     }
     al_buf_puts(h, "</p>\n");
@@ -118,7 +123,9 @@ int sec_circuit(rep *R, const rmodel *M, al_err *e) {
     if (!rc) rc = al_sr_circuit_heads(R->st, run, method, tau_p, &heads, e);
     if (!rc) rc = al_sr_circuit_k_edges(R->st, run, method, tau_p, &kq, e);
     if (!rc) rc = al_sr_head_names_above(R->st, M->mid, AL_SR_PREV_TOKEN, &prev, e);
-    if (!rc) rc = al_sr_head_names_above(R->st, M->mid, AL_SR_INDUCTION, &ind, e);
+    al_sr_score isc = AL_SR_INDUCTION;
+    if (!rc) rc = al_sr_induction_score(R->st, M->mid, &isc, e);
+    if (!rc) rc = al_sr_head_names_above(R->st, M->mid, isc, &ind, e);
     if (!rc && c.nr) {
         al_buf *h = &R->h;
         const char *task = al_rows_t(&c, 0, 0) ? al_rows_t(&c, 0, 0) : "?";
@@ -173,7 +180,7 @@ int sec_circuit(rep *R, const rmodel *M, al_err *e) {
             al_buf_puts(h, ".");
         }
         al_buf_puts(h, "</p>\n");
-        induction_answer(h, M, &kq, &prev, &ind, &heads);
+        induction_answer(h, M, &kq, &prev, &ind, &heads, isc == AL_SR_INDUCTION_ALL);
         al_pic_opts po = al_pic_defaults();
         po.run_id = (long)last;
         char cap[512], slug[64];

@@ -113,9 +113,11 @@ int sec_compare(rep *R, const rmodel *M_unused, al_err *e) {
     for (int i = 0; i < R->o->n_models; i++) {
         const rmodel *M = &R->m[i];
         double vl, icl, ni, np;
+        al_sr_score isc;
         if (rep_copy_agreement(R, M, 0, &a[i], e) || rep_copy_agreement(R, M, 1, &x[i], e) ||
             al_sr_final_val_loss(R->st, M->mid, &vl, e) || al_sr_icl_gain(R->st, M->mid, &icl, e) ||
-            al_sr_count_heads_above(R->st, M->mid, AL_SR_INDUCTION, &ni, e) ||
+            al_sr_induction_score(R->st, M->mid, &isc, e) ||
+            al_sr_count_heads_above(R->st, M->mid, isc, &ni, e) ||
             al_sr_count_heads_above(R->st, M->mid, AL_SR_PREV_TOKEN, &np, e))
             return -1;
         al_buf_puts(h, "<tr><td class=t><a href=\"#model-");

@@ -87,9 +87,15 @@ static int name_list(rep *R, const rmodel *M, al_sr_score sc, double thr, const 
 int sec_kinds(rep *R, const rmodel *M, al_err *e) {
     al_buf *h = &R->h;
     al_buf_puts(h, "<h3>Induction, previous-token and copying heads</h3>\n<ul>\n");
-    if (name_list(R, M, AL_SR_INDUCTION, AL_TH_INDUCTION,
-                  /* clang-format off */
-                  "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")", e) ||
+    al_sr_score isc;
+    if (al_sr_induction_score(R->st, M->mid, &isc, e)) return -1;
+    if (name_list(
+            R, M, isc, AL_TH_INDUCTION,
+            /* clang-format off */
+                  isc == AL_SR_INDUCTION_ALL
+                      ? "induction heads on held-out text (induction_all &gt; " AL_TH_STR(AL_TH_INDUCTION)
+                        ": attention to the successor of every earlier occurrence)"
+                      : "induction heads (induction &gt; " AL_TH_STR(AL_TH_INDUCTION) ")", e) ||
         name_list(R, M, AL_SR_PREV_TOKEN, AL_TH_PREV_TOKEN,
                   "previous-token heads (prev_token &gt; " AL_TH_STR(AL_TH_PREV_TOKEN) ")", e) ||
         name_list(R, M, AL_SR_COPY_ABLATION, AL_TH_COPY_ABLATION,

@@ -195,7 +195,7 @@ int al_sr_head_table(al_store *s, const char *mid, al_rows *out, al_err *e) {
     "h." m " ORDER BY i.run_id DESC LIMIT 1)"
 
 int al_sr_heads_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out, al_err *e) {
-    static const char *const sql[4] =
+    static const char *const sql[5] =
         {/* clang-format off */
         "SELECT name, induction, " HEAD_CI("induction") " FROM head_summary h WHERE model_id = ?1 AND "
         "induction > " AL_TH_STR(AL_TH_INDUCTION) " ORDER BY induction DESC",
@@ -205,10 +205,25 @@ int al_sr_heads_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out
         "model_id = ?1 AND copying_ablation > " AL_TH_STR(AL_TH_COPY_ABLATION)
         " ORDER BY copying_ablation DESC",
         "SELECT name, copying_eigen, NULL, NULL FROM head_summary WHERE model_id = ?1 AND "
-        "copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " ORDER BY copying_eigen DESC"};
+        "copying_eigen > " AL_TH_STR(AL_TH_COPY_EIGEN) " ORDER BY copying_eigen DESC",
+        "SELECT name, induction_all, " HEAD_CI("induction_all") " FROM head_summary h WHERE "
+        "model_id = ?1 AND induction_all > " AL_TH_STR(AL_TH_INDUCTION) " ORDER BY induction_all DESC"};
     /* clang-format on */
-    if ((unsigned)sc > AL_SR_COPY_EIGEN) return al_errf(e, "heads_above: bad score");
+    if ((unsigned)sc > AL_SR_INDUCTION_ALL) return al_errf(e, "heads_above: bad score");
     return rows(s, sql[sc], mid, NULL, out, e);
+}
+
+int al_sr_induction_score(al_store *s, const char *mid, al_sr_score *sc, al_err *e) {
+    double text = NAN;
+    *sc = AL_SR_INDUCTION;
+    if (num_k(s,
+              "SELECT json_extract(config_json, '$.probe_tokens') = 'text' OR "
+              "json_extract(config_json, '$.probe_tokens') LIKE 'text:%' FROM runs WHERE "
+              "model_id = ?1 AND kind = ?3 AND " DONE " ORDER BY run_id DESC LIMIT 1",
+              mid, NULL, AL_RESULTS_SCORES, &text, e))
+        return -1;
+    if (text == 1) *sc = AL_SR_INDUCTION_ALL;
+    return 0;
 }
 
 int al_sr_head_names_above(al_store *s, const char *mid, al_sr_score sc, al_rows *out, al_err *e) {
@@ -219,6 +234,9 @@ int al_sr_head_names_above(al_store *s, const char *mid, al_sr_score sc, al_rows
     if (sc == AL_SR_INDUCTION)
         return rows(s, "SELECT name FROM head_summary WHERE model_id = ?1 AND induction > "
                     AL_TH_STR(AL_TH_INDUCTION) " ORDER BY layer, head", mid, NULL, out, e);
+    if (sc == AL_SR_INDUCTION_ALL)
+        return rows(s, "SELECT name FROM head_summary WHERE model_id = ?1 AND induction_all > "
+                    AL_TH_STR(AL_TH_INDUCTION) " ORDER BY layer, head", mid, NULL, out, e);
     /* clang-format on */
     memset(out, 0, sizeof *out);
     return al_errf(e, "head_names_above: bad score");
@@ -228,6 +246,9 @@ int al_sr_count_heads_above(al_store *s, const char *mid, al_sr_score sc, double
     /* clang-format off */
     if (sc == AL_SR_INDUCTION)
         return num(s, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND induction > "
+                   AL_TH_STR(AL_TH_INDUCTION), mid, NULL, n, e);
+    if (sc == AL_SR_INDUCTION_ALL)
+        return num(s, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND induction_all > "
                    AL_TH_STR(AL_TH_INDUCTION), mid, NULL, n, e);
     if (sc == AL_SR_PREV_TOKEN)
         return num(s, "SELECT count(*) FROM head_summary WHERE model_id = ?1 AND prev_token > "
