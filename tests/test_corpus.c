@@ -81,6 +81,29 @@ TEST(corpus_clean_duplicates) {
 }
 
 /* Written and split again (--docs eot): the same documents. */
+/* Words and distinct words: whitespace-separated, byte for byte, over the
+ * kept documents only; enough distinct words to grow the table twice. */
+TEST(corpus_words) {
+    al_doc d[3] = {{(const unsigned char *)"a b\ta\n\nc  ", 10},
+                   {(const unsigned char *)"skipped words", 13},
+                   {(const unsigned char *)" c A", 4}};
+    unsigned char keep[3] = {1, 0, 1};
+    size_t w, u;
+    al_err e;
+    CHECK_OK(al_corpus_words(d, 3, keep, &w, &u, &e), &e);
+    CHECKF(w == 6 && u == 4, "%zu words, %zu distinct", w, u); /* a b a c c A */
+    CHECK_OK(al_corpus_words(d, 3, NULL, &w, &u, &e), &e);
+    CHECK(w == 8 && u == 6);
+    enum { NW = 200000 };
+    char *big = malloc((size_t)NW * 8);
+    size_t n = 0;
+    for (int i = 0; i < NW; i++) n += (size_t)sprintf(big + n, "w%d ", i % 150000);
+    al_doc b = {(const unsigned char *)big, n};
+    CHECK_OK(al_corpus_words(&b, 1, NULL, &w, &u, &e), &e);
+    CHECK(w == NW && u == 150000);
+    free(big);
+}
+
 TEST(corpus_write_round_trip) {
     al_doc d[4] = {D("first\n\nwith a blank line"), D(" "), D("  indented code\n  more"),
                    D("last")};
@@ -359,6 +382,8 @@ TEST(corpus_cli_end_to_end) {
     CHECK(cJSON_IsString(sha) && !strcmp(sha->valuestring, want));
     CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "licence")) &&
           cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "packages")));
+    /* import os print(os.sep) def f(): return 1: \r is whitespace */
+    CHECK(num(j, "words") == 7 && num(j, "unique_words") == 7);
     cJSON_Delete(j);
     /* kjv from a saved bible printout; a file by blank lines */
     put("kjv.out", KJV);
@@ -374,6 +399,11 @@ TEST(corpus_cli_end_to_end) {
     txt = t_slurp(t_path("p2.txt"));
     CHECKF(txt && !strcmp(txt, "Para one.\n<|endoftext|>\nPara two.\n"), "%s", txt ? txt : "");
     free(txt);
+    /* its words: "Para" twice, "one.", "two." */
+    snprintf(js, sizeof js, "%s.json", t_path("p2.txt"));
+    j = sidecar(js);
+    CHECK(j && num(j, "words") == 4 && num(j, "unique_words") == 3);
+    cJSON_Delete(j);
     /* a mixture: deterministic, the inputs' provenance inside */
     for (int k = 0; k < 2; k++)
         CHECK(t_sh("%s data mix --in %s:0.5 --in=%s:0.5 --out %s --seed 4 > /dev/null 2>&1",

@@ -74,6 +74,13 @@ typedef struct al_corpus_stats {
  * not depend on anything but the order). -1 with e when out of memory. */
 int al_corpus_clean(al_doc *docs, size_t n, unsigned char *keep, al_corpus_stats *st, al_err *e);
 
+/* The words of docs[i] with keep[i] (every one when keep is NULL): maximal
+ * runs of bytes other than ASCII whitespace, the corpus's tokens before
+ * any tokenizer. *words gets how many there are, *unique how many are
+ * distinct (byte for byte). 0, or -1 with e when out of memory. */
+int al_corpus_words(const al_doc *docs, size_t n, const unsigned char *keep, size_t *words,
+                    size_t *unique, al_err *e);
+
 /* Append docs[i] with keep[i] (every one when keep is NULL) to out in the
  * format above. The documents must be clean (al_corpus_clean). Returns
  * the bytes appended; out's oom flag says whether all of them were. */

@@ -87,6 +87,7 @@ typedef struct made {
     cJSON *prov; /* the source's own keys (dir, packages, ...) */
     al_corpus_stats st;
     size_t files, out_bytes;
+    size_t words, unique_words; /* al_corpus_words of what was written */
 } made;
 
 /* {"name", "version", "files", "copyright"} into arr (files < 0: left
@@ -134,6 +135,8 @@ static int write_sidecar(const made *m, al_err *e) {
              cJSON_AddNumberToObject(j, "separator_removed", (double)m->st.separator) &&
              cJSON_AddNumberToObject(j, "text_bytes", (double)m->st.bytes) &&
              cJSON_AddNumberToObject(j, "bytes", (double)m->out_bytes) &&
+             cJSON_AddNumberToObject(j, "words", (double)m->words) &&
+             cJSON_AddNumberToObject(j, "unique_words", (double)m->unique_words) &&
              cJSON_AddStringToObject(j, "sha256", sha) &&
              cJSON_AddStringToObject(j, "separator", "<|endoftext|>") &&
              cJSON_AddStringToObject(j, "encode", "--docs eot") &&
@@ -164,14 +167,15 @@ static cJSON *prov_new(const char *source, const char *kind) {
 static int write_corpus(made *m, const al_doc *docs, size_t n, const unsigned char *keep,
                         al_err *e) {
     if (m->st.docs == 0) return al_errf(e, "%s: no document left to write", m->source);
+    if (al_corpus_words(docs, n, keep, &m->words, &m->unique_words, e)) return -1;
     al_buf b = AL_BUF_INIT;
     m->out_bytes = al_corpus_write(&b, docs, n, keep);
     int rc = al_buf_ok(&b) ? al_write_file_atomic(m->out, b.p, b.n, e)
                            : al_errf(e, "out of memory writing %s", m->out);
     al_buf_free(&b);
     if (rc || write_sidecar(m, e)) return -1;
-    printf("wrote %s: %zu documents, %.2f MB (of %zu read", m->out, m->st.docs, m->out_bytes / 1e6,
-           m->st.docs_in);
+    printf("wrote %s: %zu documents, %.2f MB, %zu words (%zu distinct) (of %zu read", m->out,
+           m->st.docs, m->out_bytes / 1e6, m->words, m->unique_words, m->st.docs_in);
     if (m->files) printf(" from %zu files", m->files);
     printf(
         "; removed %zu duplicates, %zu empty, %zu holding <|endoftext|>); provenance in %s.json\n",
@@ -275,7 +279,7 @@ int al_data_code_source_ok(const char *source) { return source && tree_of(source
 int al_data_code_write(const char *source, const char *dir, const char *out, al_err *e) {
     const tree_source *t = tree_of(source, "code");
     if (!t) return al_errf(e, "--source '%s': must be pystdlib or gostd", source ? source : "");
-    made m = {t->name, "code", out, prov_new(t->name, "code"), {0}, 0, 0};
+    made m = {t->name, "code", out, prov_new(t->name, "code"), {0}, 0, 0, 0, 0};
     int rc = m.prov ? run_tree(t, dir, &m, e) : al_errf(e, "out of memory");
     cJSON_Delete(m.prov);
     return rc;
@@ -414,7 +418,7 @@ int al_data_prose_write(const al_prose_opts *o, al_err *e) {
     if (!al_data_prose_source_ok(s))
         return al_errf(e, "--source '%s': must be kjv, pydocs or file", s ? s : "");
     const tree_source *t = tree_of(s, "prose");
-    made m = {s, "prose", o->out, prov_new(s, "prose"), {0}, 0, 0};
+    made m = {s, "prose", o->out, prov_new(s, "prose"), {0}, 0, 0, 0, 0};
     int rc = !m.prov             ? al_errf(e, "out of memory")
              : t                 ? run_tree(t, o->dir, &m, e)
              : !strcmp(s, "kjv") ? run_kjv(&m, o, e)
@@ -647,7 +651,7 @@ int al_data_mix_write(const char *out, const char *const *paths, const double *s
         else
             snprintf(in[i].path, sizeof in[i].path, "%s", paths[i]), in[i].share = shares[i];
     }
-    made m = {"mix", "mix", out, prov_new("mix", "mix"), {0}, 0, 0};
+    made m = {"mix", "mix", out, prov_new("mix", "mix"), {0}, 0, 0, 0, 0};
     if (rc == 0)
         rc = m.prov ? mix(in, n, &m, bytes, seed, docs ? docs : "eot", e)
                     : al_errf(e, "out of memory");

@@ -219,6 +219,55 @@ int al_corpus_clean(al_doc *docs, size_t n, unsigned char *keep, al_corpus_stats
     return 0;
 }
 
+/* A distinct word: where it first occurs, its length and hash. */
+typedef struct word_slot {
+    const unsigned char *p;
+    size_t n;
+    uint64_t h;
+} word_slot;
+
+int al_corpus_words(const al_doc *docs, size_t n, const unsigned char *keep, size_t *words,
+                    size_t *unique, al_err *e) {
+    size_t cap = 1 << 16, used = 0, total = 0;
+    word_slot *t = al_calloc(cap, sizeof *t, e);
+    if (!t) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (keep && !keep[i]) continue;
+        const unsigned char *s = docs[i].p, *end = s + docs[i].n;
+        while (s < end) {
+            while (s < end && is_space(*s)) s++;
+            const unsigned char *w = s;
+            uint64_t h = 0xcbf29ce484222325ull;
+            for (; s < end && !is_space(*s); s++) h = (h ^ *s) * 0x100000001b3ull;
+            if (s == w) break;
+            size_t len = (size_t)(s - w), slot = (size_t)h & (cap - 1);
+            total++;
+            while (t[slot].p && !(t[slot].h == h && t[slot].n == len && !memcmp(t[slot].p, w, len)))
+                slot = (slot + 1) & (cap - 1);
+            if (t[slot].p) continue;
+            t[slot] = (word_slot){w, len, h};
+            if (++used * 2 <= cap) continue;
+            /* half full: double, rehashing every distinct word */
+            word_slot *g = al_calloc(cap * 2, sizeof *g, e);
+            if (!g) {
+                free(t);
+                return -1;
+            }
+            for (size_t k = 0; k < cap; k++) {
+                if (!t[k].p) continue;
+                size_t q = (size_t)t[k].h & (cap * 2 - 1);
+                while (g[q].p) q = (q + 1) & (cap * 2 - 1);
+                g[q] = t[k];
+            }
+            free(t);
+            t = g, cap *= 2;
+        }
+    }
+    free(t);
+    *words = total, *unique = used;
+    return 0;
+}
+
 size_t al_corpus_write(al_buf *out, const al_doc *docs, size_t n, const unsigned char *keep) {
     size_t before = out->n, written = 0;
     for (size_t i = 0; i < n; i++) {
