@@ -105,7 +105,15 @@ $(BUILD)/attnlab: $(BUILD)/obj/cli/main.o $(BUILD)/libattnlab.a
 # so adding a test is adding a function, nothing else.
 $(BUILD)/tests_list.h: $(wildcard tests/test_*.c) | $(BUILD)/obj
 	@grep -h '^TEST(' tests/test_*.c | sed 's/^TEST(\([A-Za-z0-9_]*\)).*/X(\1)/' > $@.tmp && mv $@.tmp $@
-$(BUILD)/test_runner: $(TEST_OBJ) $(BUILD)/libattnlab.a
+# `make test` replays every fuzz target's seed corpus (tests/test_fuzz_replay.c):
+# each tests/fuzz/fuzz_<t>.c is compiled once more with its entry points
+# renamed fuzz_replay_<t> and fuzz_init_<t>, and linked into the runner.
+FUZZ_REPLAY_OBJ := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/tobj/fuzz/%.o,$(wildcard tests/fuzz/fuzz_*.c))
+$(BUILD)/tobj/fuzz/%.o: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h | $(BUILD)/tobj
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DLLVMFuzzerTestOneInput=fuzz_replay_$* -DLLVMFuzzerInitialize=fuzz_init_$* \
+	  -c $< -o $@
+$(BUILD)/test_runner: $(TEST_OBJ) $(FUZZ_REPLAY_OBJ) $(BUILD)/libattnlab.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # The engine benchmark links the library directly (bench/bench.sh runs it).
