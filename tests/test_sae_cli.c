@@ -526,6 +526,15 @@ TEST(sae_cli_bad_input_no_run) {
         CHECKF(t_one_line(err.s, cases[i].want), "case %zu: %s", i, cmd);
         CHECKF(t_sql_long(db.s, "SELECT count(*) FROM runs") <= 0, "case %zu left a run", i);
     }
+    /* the memory budget: the probe's firings and the text pass, counted
+     * before the run row */
+    int rc = t_sh("ATTNLAB_MEM_LIMIT=100k %s sae features --model %s/m1 --data %s/s.val.bin --sae "
+                  "%s/s1 --db %s 2> %s > /dev/null",
+                  t_bin(), dir.s, dir.s, dir.s, db.s, err.s);
+    CHECKF(rc == 1, "exit %d", rc);
+    CHECK(t_one_line(err.s, "sae features would allocate") &&
+          t_one_line(err.s, "; lower --probe-n or --windows"));
+    CHECK(t_sql_long(db.s, "SELECT count(*) FROM runs") <= 0);
 }
 
 /* The experiment keys: `sae` trains on the experiment's training tokens

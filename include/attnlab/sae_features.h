@@ -143,6 +143,14 @@ const char *al_sae_feat_ln_note(const al_config *c);
  * not fit n_ctx. al_sae_features_run checks it; a command checks it
  * before its run begins. */
 int al_sae_feat_probe_r(const al_sae_feat_opts *o, int n_ctx, int *R, al_err *e);
+/* Bytes al_sae_features_run allocates (membudget.h) for an SAE of sc on a
+ * model of c, windows of T tokens and a probe of R ids per half: its
+ * result, the text pass and the probe's firings (a TopK SAE's at most k
+ * per position; an L1 SAE's are assumed to be 64, as they cannot be known
+ * before it runs). A command refuses before its run begins when they
+ * cannot fit. */
+double al_sae_feat_bytes(const al_config *c, const al_sae_cfg *sc, int T, int R,
+                         const al_sae_feat_opts *o);
 int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
                         int T, const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e);
 #define AL_SAE_INDUCTION_INDEX 0.8

@@ -519,6 +519,37 @@ int al_sae_feat_probe_r(const al_sae_feat_opts *o, int n_ctx, int *R, al_err *e)
     return 0;
 }
 
+/* Bytes of one firing kept on the probe: feature, value, occurrence and
+ * position while collected (17), value, occurrence and next token once
+ * bucketed (13). */
+#define FIRING_BYTES 30.0
+/* An L1 SAE's firings per position cannot be known before it runs; the
+ * budget assumes this many (TopK's are at most k). */
+#define L1_FIRINGS_ASSUMED 64
+
+double al_sae_feat_bytes(const al_config *c, const al_sae_cfg *sc, int T, int R,
+                         const al_sae_feat_opts *o) {
+    const double F = sc->d_sae, d = sc->d_in, H = c->n_heads, Tp = 2.0 * R + 1;
+    const double half = (double)o->probe_n * R;
+    int bm = 4096 / T > 0 ? 4096 / T : 1, bp = 4096 / (int)Tp > 0 ? 4096 / (int)Tp : 1;
+    if (bm > o->windows) bm = o->windows;
+    if (bp > o->probe_n) bp = o->probe_n;
+    double per =
+        sc->arch == AL_SAE_TOPK ? sc->k : (F < L1_FIRINGS_ASSUMED ? F : L1_FIRINGS_ASSUMED);
+    /* the result's per-feature arrays, contexts and logit effects */
+    double result = F * (8 + 16 + 72 + 4 + 1 + 32.0 * H) + F * o->top_n * sizeof(al_sae_feat_ctx) +
+                    F * o->logit_n * 16.0;
+    /* the text pass: a chunk's ids and z, W_encᵀ, the DFA sums */
+    double text = (double)bm * T * (8 + 4 * d) + F * d * 4 + F * H * 8 +
+                  al_model_acts_bytes(c, bm, T) + al_sae_bytes(sc, bm * T);
+    /* the probe: its tokens, a chunk's z, each head's norms, the firings
+     * (doubling as they grow) and the AUROCs' sort buffers */
+    double probe = (double)o->probe_n * Tp * 12 + (double)bp * Tp * d * 4 + H * 2 * half * 8 +
+                   2 * half * per * FIRING_BYTES * 1.5 + 8 * (4 * half + 1) + 8.0 * c->d_vocab +
+                   al_model_acts_bytes(c, bp, (int)Tp) + al_sae_bytes(sc, bp * (int)Tp);
+    return result + text + probe;
+}
+
 int al_sae_features_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_tokens *data,
                         int T, const al_sae_feat_opts *o, al_sae_feat_result *r, al_err *e) {
     memset(r, 0, sizeof *r);

@@ -242,6 +242,14 @@ static int feat_prepare(void *args, void *state, al_drive *dr, al_err *e) {
                        "token id %d in %s is >= d_vocab %d: was it encoded with this model's "
                        "tokenizer?",
                        s->d.max_id, a->w.data, dr->b->m.cfg.d_vocab);
+    int R;
+    char what[200];
+    if (al_sae_feat_probe_r(&a->o, dr->b->m.cfg.n_ctx, &R, e)) return -1;
+    snprintf(what, sizeof what, "--windows %d of %d tokens and --probe-n %d x %d ids, d_sae %d",
+             a->o.windows, s->T, a->o.probe_n, R, s->sae.cfg.d_sae);
+    if (al_mem_check(al_sae_feat_bytes(&dr->b->m.cfg, &s->sae.cfg, s->T, R, &a->o), "sae features",
+                     what, "lower --probe-n or --windows", e))
+        return -1;
     al_drive_warn(dr, al_sae_feat_ln_note(&dr->b->m.cfg)); /* NULL without LayerNorm */
     char w[AL_WARN_LEN]; /* the logit effects rank every id, trained or not */
     if (al_unseen_ids_warning(a->w.model, dr->b->m.cfg.d_vocab,
