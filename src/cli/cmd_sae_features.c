@@ -462,9 +462,11 @@ static void task_text(const cJSON *t, int show, int layer) {
         char head[16] = "-";
         if (!cJSON_IsNull(al_dt_get(f, "head")))
             snprintf(head, sizeof head, "%d.%d", layer, al_dt_int(f, "head"));
-        printf("%-8d %8.4f %7.4f [%7.4f, %7.4f] %9.3f %9.3f %8.3f%s %6s %6.3f\n",
-               al_dt_int(f, "feature"), al_dt_num(f, "effect"), al_dt_num(f, "effect_se"),
-               al_dt_at(ci, 0), al_dt_at(ci, 1), al_dt_num(f, "act_clean"),
+        char iv[48] = "-"; /* --bootstrap 0: no interval */
+        if (isfinite(al_dt_at(ci, 0)))
+            snprintf(iv, sizeof iv, "[%7.4f, %7.4f]", al_dt_at(ci, 0), al_dt_at(ci, 1));
+        printf("%-8d %8.4f %7.4f %18s %9.3f %9.3f %8.3f%s %6s %6.3f\n", al_dt_int(f, "feature"),
+               al_dt_num(f, "effect"), al_dt_num(f, "effect_se"), iv, al_dt_num(f, "act_clean"),
                al_dt_num(f, "act_corr"), al_dt_num(f, "induction_index"),
                al_dt_bool(f, "induction") ? "*" : " ", head, al_dt_num(f, "share"));
     }
