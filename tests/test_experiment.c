@@ -349,7 +349,8 @@ TEST(exp_shipped_files_load) {
     CHECK(has_opt(x->models[1].train, "\"pos\":\"shortformer\"") && strstr(x->tok, "512"));
     al_exp_free(x);
     /* code: the same recipe on two code bases, the identifier table and
-     * its pair task included; the mixture: Brown with a fifth of code */
+     * its pair task included (path patching, ACDC and the SAE's features);
+     * the mixture: Brown with a fifth of code */
     const char *code[] = {"pystdlib", "gostd"};
     for (int i = 0; i < 2; i++) {
         snprintf(p, sizeof p, "experiments/%s-2l.json", code[i]);
@@ -364,7 +365,7 @@ TEST(exp_shipped_files_load) {
             names_code +=
                 !strcmp(x->an[a].kind, "names") && has_opt(x->an[a].opts, "\"code\":true");
         }
-        CHECK(idents == 2 && names_code == 1);
+        CHECK(idents == 3 && names_code == 1);
         al_exp_free(x);
     }
     CHECK_OK(al_exp_load("experiments/mix-2l.json", &x, &e), &e);
