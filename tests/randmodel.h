@@ -3,6 +3,9 @@
 #ifndef ATTNLAB_TEST_RANDMODEL_H
 #define ATTNLAB_TEST_RANDMODEL_H
 
+#include <math.h>
+#include <stdlib.h>
+
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
 #include "attnlab/patch.h"
@@ -27,6 +30,32 @@ static inline void task(al_pairs *t, const al_model *m, int R, int n, al_err *e)
     al_patch_opts o = al_patch_opts_defaults();
     o.probe_r = R, o.probe_n = n;
     CHECK_OK(al_patch_task_make(t, m, NULL, 0, &o, e), e);
+}
+
+/* The task's mean metric on run `which` (0 clean, 1 corrupted) of all
+ * pairs with whatever hooks m has, read from a full forward's final
+ * residual, independently of the analyses' own metric code. */
+static inline double task_metric(al_model *m, const al_pairs *t, int which) {
+    al_err e;
+    CHECK_OK(al_model_forward(m, which ? t->corr : t->clean, NULL, t->N, t->T, &e), &e);
+    int C = m->cfg.d_model, V = m->cfg.d_vocab;
+    float *row = malloc(sizeof(float) * V);
+    double s = 0.0;
+    for (int i = 0; i < t->n_items; i++) {
+        const al_pair_item *it = &t->items[i];
+        const float *x = m->x + (((size_t)m->cfg.n_layers * t->N + it->pair) * t->T + it->pos) * C;
+        al_model_unembed(m, x, 1, row);
+        if (t->logit_diff) {
+            s += (double)row[it->answer] - row[it->wrong];
+        } else {
+            double mx = row[0], z = 0.0;
+            for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+            for (int v = 0; v < V; v++) z += exp(row[v] - mx);
+            s += row[it->answer] - mx - log(z);
+        }
+    }
+    free(row);
+    return s / t->n_items;
 }
 
 /* W_Q and W_K times f: QK scores times f², attention sharper (f > 1) or

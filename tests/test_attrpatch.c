@@ -25,32 +25,6 @@ static void sharp_model(al_model *m, int L) {
     scale_qk(m, 3.0f);
 }
 
-/* The task's mean metric on run `which` (0 clean, 1 corrupted) of all
- * pairs with the patch hooks as set: read from a full forward, independently of
- * attrpatch.c. */
-static double mean_metric(al_model *m, const al_pairs *t, int which) {
-    al_err e;
-    CHECK_OK(al_model_forward(m, which ? t->corr : t->clean, NULL, t->N, t->T, &e), &e);
-    int C = m->cfg.d_model, V = m->cfg.d_vocab;
-    float *row = malloc(sizeof(float) * V);
-    double s = 0.0;
-    for (int i = 0; i < t->n_items; i++) {
-        const al_pair_item *it = &t->items[i];
-        const float *x = m->x + (((size_t)m->cfg.n_layers * t->N + it->pair) * t->T + it->pos) * C;
-        al_model_unembed(m, x, 1, row);
-        if (t->logit_diff) {
-            s += (double)row[it->answer] - row[it->wrong];
-        } else {
-            double mx = row[0], z = 0.0;
-            for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
-            for (int v = 0; v < V; v++) z += exp(row[v] - mx);
-            s += row[it->answer] - mx - log(z);
-        }
-    }
-    free(row);
-    return s / t->n_items;
-}
-
 /* Centred difference of the metric when one float of a source buffer
  * (a copy of the unpatched run's activations, patched in by the mask)
  * moves by ±eps. */
@@ -60,9 +34,9 @@ static double fd(al_model *m, const al_pairs *t, al_patch_spec *sp, float *src, 
     src[i] = v + eps;
     al_err e;
     if (al_patch_hooks_add(m, sp, &e)) t_fail(__FILE__, __LINE__, "%s", e.msg);
-    double up = mean_metric(m, t, 1);
+    double up = task_metric(m, t, 1);
     src[i] = v - eps;
-    double dn = mean_metric(m, t, 1);
+    double dn = task_metric(m, t, 1);
     al_hook_remove(m, sp);
     src[i] = v;
     return (up - dn) / (2.0 * eps);
@@ -82,9 +56,9 @@ static void check_grads(int logit_diff) {
     float *dqkv = malloc(sizeof(float) * L * BT * 3 * HD);
     double M;
     CHECK_OK(al_attrpatch_grad(&m, &t, 1, 0, N, &M, dx, dzg, dqkv, &e), &e);
-    CHECK_NEAR(M, mean_metric(&m, &t, 1), 1e-5);
+    CHECK_NEAR(M, task_metric(&m, &t, 1), 1e-5);
     /* the unpatched run's activations as patch sources */
-    mean_metric(&m, &t, 1);
+    task_metric(&m, &t, 1);
     float *sx = malloc(sizeof(float) * (L + 1) * BT * C), *sz = malloc(sizeof(float) * L * BT * HD);
     float *sq = malloc(sizeof(float) * L * BT * 3 * HD);
     memcpy(sx, m.x, sizeof(float) * (L + 1) * BT * C);

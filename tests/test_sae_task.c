@@ -38,31 +38,6 @@ static void rand_sae(al_sae *s, al_sae_meta *meta, int arch, int layer) {
     meta->scale = 1.3;
 }
 
-/* The metric (mean over items) of run `which` of t from a full forward of
- * m with whatever hooks are registered, read from the final residual. */
-static double metric_of(al_model *m, const al_pairs *t, int which) {
-    al_err e;
-    CHECK_OK(al_model_forward(m, which ? t->corr : t->clean, NULL, t->N, t->T, &e), &e);
-    int C = m->cfg.d_model, V = m->cfg.d_vocab;
-    float *row = malloc(sizeof(float) * V);
-    double s = 0;
-    for (int i = 0; i < t->n_items; i++) {
-        const al_pair_item *it = &t->items[i];
-        const float *x = m->x + (((size_t)m->cfg.n_layers * t->N + it->pair) * t->T + it->pos) * C;
-        al_model_unembed(m, x, 1, row);
-        if (t->logit_diff) {
-            s += (double)row[it->answer] - row[it->wrong];
-        } else {
-            double mx = row[0], z = 0;
-            for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
-            for (int v = 0; v < V; v++) z += exp(row[v] - mx);
-            s += row[it->answer] - mx - log(z);
-        }
-    }
-    free(row);
-    return s / t->n_items;
-}
-
 /* A Z hook that adds amt · delta[row] · dir to every row of the layer's z. */
 typedef struct addz {
     const float *delta; /* (B·T) */
@@ -94,7 +69,7 @@ static double patched(al_model *m, al_sae *s, const al_sae_meta *meta, const al_
     for (int k = 0; k < 24; k++) dir[k] = (float)(s->W_dec[(size_t)i * 24 + k] / meta->scale);
     addz c = {delta, dir, 24, amt};
     CHECK_OK(al_hook_add(m, AL_HOOK_Z, meta->hook_layer, addz_hook, &c, &e), &e);
-    double v = metric_of(m, t, den ? 1 : 0);
+    double v = task_metric(m, t, den ? 1 : 0);
     al_hook_remove(m, &c);
     free(fc), free(fr), free(delta), free(dir);
     return v;
@@ -153,7 +128,7 @@ TEST(sae_task_last_layer_is_the_actual_patch) {
             CHECK_OK(al_sae_task_run(&m, &s, &meta, &t, &o, &r, &e), &e);
             CHECK(r.d_sae == TK_F && r.layer == 1 && r.N == 6 && r.n_moved > 0);
             check_sums(&m, &s, &meta, &t, o.direction, &r);
-            double mc = metric_of(&m, &t, 0), mr = metric_of(&m, &t, 1);
+            double mc = task_metric(&m, &t, 0), mr = task_metric(&m, &t, 1);
             CHECK(fabs(mc - r.m_clean) < 1e-5 && fabs(mr - r.m_corr) < 1e-5);
             int top[3];
             top_features(&r, top, 3);
@@ -200,7 +175,7 @@ TEST(sae_task_layer0_is_the_derivative) {
     al_sae_task_result r;
     CHECK_OK(al_sae_task_run(&m, &s, &meta, &t, &o, &r, &e), &e);
     check_sums(&m, &s, &meta, &t, "denoise", &r);
-    double mc = metric_of(&m, &t, 0), mr = metric_of(&m, &t, 1);
+    double mc = task_metric(&m, &t, 0), mr = task_metric(&m, &t, 1);
     int top[2];
     top_features(&r, top, 2);
     for (int q = 0; q < 2; q++) {

@@ -106,7 +106,8 @@ al_command al_cmd_sae_features = {
     "sae features",
     "every live feature of an SAE: density, top contexts, logit effects, head attribution, "
     "induction index -> SQLite",
-    "--model DIR --sae DIR --data FILE.bin --db FILE [--windows 64] [--top-n 10] [--logit-n 10]",
+    "--model DIR --sae DIR --data FILE.bin --db FILE [--windows 64] [--top-n 10] [--logit-n 10] "
+    "[--task T [--n N] [--probe-tokens text]]",
     "For every feature of a z-site SAE that fires on the --windows text\n"
     "windows of --data: its density, mean and largest activation, its --top-n\n"
     "contexts (window, position, token, activation), the --logit-n tokens its\n"
