@@ -26,7 +26,7 @@ endif
 ifeq ($(COV),1)
 BUILD   := build-cov
 # atomic counters: the engine's OpenMP threads run the same lines at once
-OPT     := -O1 -g --coverage -fprofile-update=atomic
+OPT     := -O1 -g --coverage -fprofile-update=atomic -DAL_COVERAGE
 endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
