@@ -177,7 +177,8 @@ int al_sae_task_run(al_model *m, al_sae *s, const al_sae_meta *meta, const al_pa
                                 (size_t)CHUNK_ROWS * (3 * (size_t)F + 3 * (size_t)d),
                             sizeof(float), e);
     double *dbuf = al_calloc((size_t)N * (F + 4) + 2 * (size_t)F, sizeof(double), e);
-    double *res = al_calloc(3 * (size_t)F + 2 * ((size_t)F + 2), sizeof(double), e);
+    /* effect (F + 2), then act_clean and act_corr (F each) */
+    double *res = al_calloc(3 * (size_t)F + 2, sizeof(double), e);
     al_interval *ci = al_malloc((size_t)F + 2, sizeof *ci, e);
     int rc = fbuf && dbuf && res && ci ? 0 : -1;
     if (rc == 0) {
