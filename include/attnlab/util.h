@@ -77,12 +77,23 @@ typedef struct al_atomic_file {
 } al_atomic_file;
 int al_atomic_open(al_atomic_file *af, const char *path, al_err *e);
 int al_atomic_commit(al_atomic_file *af, int ok, al_err *e);
+/* al_atomic_commit in two steps, for a file that must appear only once
+ * something else has succeeded: al_atomic_sync fsyncs and closes the
+ * temporary file (removing it when ok is 0 or that fails), and
+ * al_atomic_rename moves it over path (removing it when that fails); a
+ * caller that gives up between the two unlinks tmp_path itself. */
+int al_atomic_sync(al_atomic_file *af, int ok, al_err *e);
+int al_atomic_rename(al_atomic_file *af, al_err *e);
 int al_mkdir_p(const char *path, al_err *e);
 int al_file_exists(const char *path);
 /* 0 if al_mkdir_p(path) could succeed now (every existing prefix is a
  * folder, the deepest writable when more is to be made), else -1 with e;
  * creates nothing. For refusing before work instead of after it. */
 int al_mkdir_p_check(const char *path, al_err *e);
+/* Remove the files directly in dir, then dir itself if it is then empty:
+ * for a folder this process made and a failure leaves with nothing worth
+ * keeping. A subfolder (and so dir) is left alone. */
+void al_remove_made_dir(const char *dir);
 /* 1 if path is a directory (following links). */
 int al_is_dir(const char *path);
 /* Join dir and name into buf; fails if it does not fit. */

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -268,6 +269,19 @@ int al_mkdir_p(const char *path, al_err *e) {
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return al_errf(e, "%s exists and is not a directory", path);
     return 0;
+}
+
+void al_remove_made_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char p[AL_PATH_MAX + 320];
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name) < (int)sizeof p)
+            unlink(p);
+    closedir(d);
+    rmdir(dir);
 }
 
 int al_mkdir_p_check(const char *path, al_err *e) {

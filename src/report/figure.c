@@ -52,7 +52,7 @@ void rep_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file, con
     al_err e;
     int w = 0, h = 0;
     po->db = R->o->db;
-    snprintf(path, sizeof path, "%s/%s", R->o->out_dir, file);
+    snprintf(path, sizeof path, "%s/%s", R->dir, file);
     if (al_picture(M ? M->dir : NULL, po, path, &w, &h, &e) != 0) {
         fprintf(stderr, "attnlab: warning: picture %s not drawn: %s\n", file, e.msg);
         al_buf_puts(&R->h, "<p class=warn>Picture ");
@@ -70,7 +70,7 @@ void rep_picture(rep *R, const rmodel *M, al_pic_opts *po, const char *file, con
     const char *shown = file;
     if (R->o->figures == AL_FIG_SVG && rep_svg_name(file, svg, sizeof svg)) {
         po->format = AL_FIG_SVG;
-        snprintf(path, sizeof path, "%s/%s", R->o->out_dir, svg);
+        snprintf(path, sizeof path, "%s/%s", R->dir, svg);
         if (al_picture(M ? M->dir : NULL, po, path, NULL, NULL, &e) == 0)
             shown = svg;
         else

@@ -158,8 +158,9 @@ int rep_write_notebook(rep *R, const char *title, char *path_out, al_err *e) {
     cJSON_AddNumberToObject(nb, "nbformat_minor", 5);
     char *txt = cJSON_Print(nb);
     if (!txt) goto done;
-    if (al_path_join(path_out, AL_PATH_MAX + 64, R->o->out_dir, "report.ipynb", e) == 0 &&
-        al_write_file_atomic(path_out, txt, strlen(txt), e) == 0)
+    if (al_path_join(path_out, AL_PATH_MAX + 64, R->dir, "report.ipynb", e) == 0 &&
+        al_write_file_atomic(path_out, txt, strlen(txt), e) == 0 &&
+        al_path_join(path_out, AL_PATH_MAX + 64, R->o->out_dir, "report.ipynb", e) == 0)
         rc = 0;
     else
         io = 1;

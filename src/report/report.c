@@ -11,10 +11,14 @@
 #define _XOPEN_SOURCE 700 /* gmtime_r */
 #include "report_internal.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,9 +165,10 @@ static int write_page(rep *R, const char *title, al_report_result *res, al_err *
     if (R->o->interactive) al_viewer_script(h);
     al_buf_puts(h, "</body></html>\n");
     if (!al_buf_ok(h)) return al_errf(e, "out of memory building index.html");
-    if (al_path_join(res->index_path, sizeof res->index_path, R->o->out_dir, "index.html", e))
+    if (al_path_join(res->index_path, sizeof res->index_path, R->dir, "index.html", e) ||
+        al_write_file_atomic(res->index_path, h->p, h->n, e))
         return -1;
-    return al_write_file_atomic(res->index_path, h->p, h->n, e);
+    return al_path_join(res->index_path, sizeof res->index_path, R->o->out_dir, "index.html", e);
 }
 
 /* The pictures of the previous report in the folder are listed in
@@ -184,28 +189,40 @@ static int drawn(const rep *R, const char *file) {
     return 0;
 }
 
-static int tidy_pictures(rep *R, al_err *e) {
-    char path[AL_PATH_MAX + 320], old[AL_PATH_MAX + 320];
+/* The previous report's list (NULL when there is none or it cannot be
+ * read: tidying is best effort), read before the new files replace it. */
+static char *old_pictures(const rep *R) {
+    char path[AL_PATH_MAX + 320];
     unsigned char *txt = NULL;
     size_t n;
     snprintf(path, sizeof path, "%s/%s", R->o->out_dir, PIC_LIST);
-    if (al_file_exists(path) && al_read_file(path, &txt, &n, 1 << 20, NULL) == 0) {
-        for (char *line = (char *)txt, *next; line && *line; line = next) {
-            next = strchr(line, '\n');
-            if (next) *next++ = 0;
-            size_t k = strlen(line);
-            if (k < 5 || strchr(line, '/') || line[0] == '.' ||
-                (strcmp(line + k - 4, ".png") != 0 && strcmp(line + k - 4, ".svg") != 0) ||
-                drawn(R, line))
-                continue;
-            /* a name too long for old would be cut to some other file's
-             * name: never delete that */
-            if (snprintf(old, sizeof old, "%s/%s", R->o->out_dir, line) >= (int)sizeof old)
-                continue;
-            if (unlink(old) == 0) R->n_removed++;
-        }
-        free(txt);
+    if (!al_file_exists(path) || al_read_file(path, &txt, &n, 1 << 20, NULL) != 0) return NULL;
+    return (char *)txt;
+}
+
+/* Delete the pictures of list `old` (old_pictures) this report did not
+ * draw again. */
+static void tidy_pictures(rep *R, char *old) {
+    char path[AL_PATH_MAX + 320];
+    for (char *line = old, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        size_t k = strlen(line);
+        if (k < 5 || strchr(line, '/') || line[0] == '.' ||
+            (strcmp(line + k - 4, ".png") != 0 && strcmp(line + k - 4, ".svg") != 0) ||
+            drawn(R, line))
+            continue;
+        /* a name too long for path would be cut to some other file's
+         * name: never delete that */
+        if (snprintf(path, sizeof path, "%s/%s", R->o->out_dir, line) >= (int)sizeof path) continue;
+        if (unlink(path) == 0) R->n_removed++;
     }
+}
+
+/* This report's list of pictures, into the staging folder. */
+static int write_pic_list(rep *R, al_err *e) {
+    char path[AL_PATH_MAX + 320];
+    snprintf(path, sizeof path, "%s/%s", R->dir, PIC_LIST);
     al_buf list = AL_BUF_INIT;
     for (int i = 0; i < R->n_pics; i++) {
         char svg[256];
@@ -219,25 +236,100 @@ static int tidy_pictures(rep *R, al_err *e) {
     return rc;
 }
 
+/* The report is written into a staging folder inside the output folder
+ * (".report.tmp.<pid>": the same file system, so each file is renamed
+ * into place), and its files are moved out only when all of them are
+ * written, index.html last: a report that fails leaves the output folder
+ * as it was, and removes it when the report made it. A staging folder
+ * whose process is gone (a killed report) is removed by the next report
+ * into the same folder. */
+#define STAGE_PREFIX ".report.tmp."
+
+static int dot_entry(const char *name) { return !strcmp(name, ".") || !strcmp(name, ".."); }
+
+/* Remove the staging folders of reports whose process is gone. */
+static void stage_sweep(const char *out) {
+    DIR *d = opendir(out);
+    if (!d) return;
+    struct dirent *de;
+    char p[AL_PATH_MAX + 320];
+    const size_t k = strlen(STAGE_PREFIX);
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, STAGE_PREFIX, k) != 0) continue;
+        char *end;
+        long pid = strtol(de->d_name + k, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* still running */
+        if (snprintf(p, sizeof p, "%s/%s", out, de->d_name) < (int)sizeof p) al_remove_made_dir(p);
+    }
+    closedir(d);
+}
+
+/* Move every file of the staging folder (the picture list among them)
+ * into the output folder, index.html last, then remove the staging
+ * folder. */
+static int stage_commit(rep *R, al_err *e) {
+    DIR *d = opendir(R->dir);
+    if (!d) return al_errf(e, "cannot read %s: %s", R->dir, strerror(errno));
+    struct dirent *de;
+    char from[AL_PATH_MAX + 320], to[AL_PATH_MAX + 320];
+    int rc = 0;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        rewinddir(d);
+        while (rc == 0 && (de = readdir(d)) != NULL) {
+            if (dot_entry(de->d_name) || (strcmp(de->d_name, "index.html") == 0) != pass) continue;
+            if (snprintf(from, sizeof from, "%s/%s", R->dir, de->d_name) >= (int)sizeof from ||
+                snprintf(to, sizeof to, "%s/%s", R->o->out_dir, de->d_name) >= (int)sizeof to)
+                rc = al_errf(e, "report: path too long for %s", de->d_name);
+            else if (rename(from, to) != 0)
+                rc = al_errf(e, "cannot move %s into %s: %s", de->d_name, R->o->out_dir,
+                             strerror(errno));
+        }
+    }
+    closedir(d);
+    if (rc == 0) rmdir(R->dir);
+    return rc;
+}
+
 int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
     memset(res, 0, sizeof *res);
     if (o->n_models < 1 || o->n_models > AL_REPORT_MAX_MODELS)
         return al_errf(e, "report: give 1 to %d model directories", AL_REPORT_MAX_MODELS);
     if (!o->db || !al_file_exists(o->db))
         return al_errf(e, "database %s does not exist", o->db ? o->db : "");
-    if (!o->out_dir || al_mkdir_p(o->out_dir, e))
-        return o->out_dir ? -1 : al_errf(e, "report: no output folder");
+    if (!o->out_dir) return al_errf(e, "report: no output folder");
     if (al_threads_check(o->threads, e)) return -1;
-    rep *R = calloc(1, sizeof *R);
-    if (!R) return al_errf(e, "out of memory");
+    rep *R = al_calloc(1, sizeof *R, e);
+    if (!R) return -1;
     R->o = o;
+    struct stat sb;
+    const int made = stat(o->out_dir, &sb) != 0;
+    if (snprintf(R->dir, sizeof R->dir, "%s/" STAGE_PREFIX "%ld", o->out_dir, (long)getpid()) >=
+        (int)sizeof R->dir) {
+        free(R);
+        return al_errf(e, "report: output folder path too long");
+    }
+    if (al_mkdir_p(o->out_dir, e) || al_mkdir_p(R->dir, e)) {
+        if (made) rmdir(o->out_dir);
+        free(R);
+        return -1;
+    }
+    stage_sweep(o->out_dir);
     if (o->threads > 0) al_set_threads(o->threads);
     const char *title = o->title ? o->title : "attnlab report";
     int rc = al_store_open_read(o->db, &R->st, e);
     for (int i = 0; rc == 0 && i < o->n_models; i++) rc = load_model(R, i, e);
     if (rc == 0) rc = write_page(R, title, res, e);
     if (rc == 0) rc = rep_write_notebook(R, title, res->notebook_path, e);
-    if (rc == 0) rc = tidy_pictures(R, e);
+    if (rc == 0) rc = write_pic_list(R, e);
+    char *old = rc == 0 ? old_pictures(R) : NULL;
+    if (rc == 0) rc = stage_commit(R, e);
+    if (rc == 0) tidy_pictures(R, old);
+    free(old);
+    if (rc != 0) {
+        al_remove_made_dir(R->dir);
+        if (made) rmdir(o->out_dir);
+    }
     res->n_pictures = R->n_pics;
     res->n_removed = R->n_removed;
     res->n_failed = R->n_failed;

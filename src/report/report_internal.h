@@ -40,6 +40,9 @@ typedef struct rep {
     rmodel m[AL_REPORT_MAX_MODELS];
     pic_ref *pics;
     int n_pics, cap_pics, n_failed, n_removed;
+    /* where the files are written: a staging folder in the output folder,
+     * renamed into it only when the whole report is written (report.c) */
+    char dir[AL_PATH_MAX + 64];
 } rep;
 
 /* ---- html.c: escaping, tables, the page head ---- */
