@@ -136,6 +136,10 @@ typedef struct al_mask_info {
 /* Read and validate a mask file for a model of config c; off (L*H) = 1
  * for heads listed as off. */
 int al_mask_load(const char *path, const al_config *c, unsigned char *off, al_err *e);
+/* A mask file's text, ending in a newline (info may be NULL): malloc'd,
+ * or NULL with e. */
+char *al_mask_text(const al_config *c, const unsigned char *off, const al_mask_info *info,
+                   al_err *e);
 /* Write one atomically (info may be NULL). */
 int al_mask_save(const char *path, const al_config *c, const unsigned char *off,
                  const al_mask_info *info, al_err *e);

@@ -185,6 +185,10 @@ typedef struct al_drive {
                           * text shows, the driver adds "run" and "warnings" */
     al_warnings warn; /* the warnings raised by this run (the descriptor's accessor),
                           * stored with the run */
+    al_atomic_file *files; /* the run's files (al_drive_file): synced under their
+                          * temporary names until its rows are committed */
+    int n_files, cap_files;
+    char made_dir[AL_PATH_MAX]; /* the folder al_drive_mkdir made, or "" */
 } al_drive;
 
 /* ---- the descriptor ---- */
@@ -240,6 +244,11 @@ typedef struct al_analysis {
      * printed is what --json and the library return. */
     void (*text)(const struct cJSON *doc);
     void (*release)(void *state);
+    /* When the run fails after prepare succeeded (in any later phase, the
+     * driver's included), with e its message: undo what the run wrote
+     * outside the database that is worth nothing (an SAE folder without a
+     * trained step), or add to e where the work it keeps is. NULL: none. */
+    void (*failed)(void *args, void *state, al_err *e);
     /* The gap/effect warnings of the computed state (gap.h), or NULL: none. */
     const struct al_warnings *(*warnings)(const void *state);
     int stops; /* 1: polls al_stop; the driver catches SIGINT/SIGTERM */
@@ -302,6 +311,14 @@ int al_analysis_flags(const al_analysis *a, void *args, al_flag *out, int cap, a
  * --strict refusal (that is for the gap/effect warnings). msg NULL or "":
  * nothing. */
 void al_drive_warn(al_drive *d, const char *msg);
+/* For a store phase: a file that belongs to the run (a mask, a circuit).
+ * Written and synced now under a temporary name, renamed to path once the
+ * run's rows are committed, removed if the run fails: a failed run leaves
+ * no file and a stored run never lacks its file. 0, or -1 with e. */
+int al_drive_file(al_drive *d, const char *path, const void *data, size_t n, al_err *e);
+/* mkdir -p for the run's files; the folder it makes is removed again
+ * (when empty) if the run fails. 0, or -1 with e. */
+int al_drive_mkdir(al_drive *d, const char *path, al_err *e);
 
 int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
                  int64_t *run_id, al_err *e);

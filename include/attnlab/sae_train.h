@@ -152,6 +152,11 @@ int al_sae_trainer_run(al_sae_trainer *t, int *stopped, al_err *e);
  * on eval_windows × 256 activations drawn with a fixed RNG). Draws
  * nothing from the training RNG. 0, or −1 with e. */
 int al_sae_trainer_eval(al_sae_trainer *t, al_sae_eval *ev, al_err *e);
+/* After a run with this trainer failed with e: a new SAE whose folder
+ * holds no trained step has what this trainer wrote removed (its folder
+ * too when the trainer made it), so a failure leaves nothing half-made;
+ * otherwise e gains where the saved SAE is. Returns -1. */
+int al_sae_trainer_failed(al_sae_trainer *t, al_err *e);
 void al_sae_trainer_free(al_sae_trainer *t);
 
 const al_sae *al_sae_trainer_sae(const al_sae_trainer *t);

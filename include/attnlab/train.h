@@ -171,6 +171,11 @@ int al_trainer_evaluate(al_trainer *t, double *val_loss, double *se, al_err *e);
 int al_trainer_save(al_trainer *t, al_err *e);
 
 /* Free everything; NULL is fine. Saves nothing. */
+/* After al_trainer_run failed with e (not a stop): a new model folder
+ * that holds only the step-0 checkpoint is removed when the trainer made
+ * it, so a failure leaves nothing half-made; otherwise e gains where the
+ * last checkpoint is, unless it already names the folder. Returns -1. */
+int al_trainer_failed(al_trainer *t, al_err *e);
 void al_trainer_free(al_trainer *t);
 
 /* Accessors; pointers are the trainer's and live until al_trainer_free. */

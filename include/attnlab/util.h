@@ -43,6 +43,22 @@ void *al_calloc(size_t n, size_t size, al_err *e);
  * `first`) and reallocs. Returns the array (p itself while there is
  * room), or NULL with e set, p still valid and *cap unchanged. */
 void *al_grow(void *p, int *cap, int n, size_t size, int first, al_err *e);
+/* Fault injection for tests (util.c explains). al_fault_arm(n): the first
+ * allocation from the n-th distinct call site fails (n <= 0 disarms);
+ * al_fault_arm_new: the first from the (pass+1)-th site not in
+ * skip[0..n_skip) fails (skip must live while armed), and
+ * al_fault_new_sites copies the new sites reached so far, the failed one
+ * last, into out (at most cap; returns how many). al_fault_fired: the site that failed, or
+ * NULL. The CLI arms the first kind from ATTNLAB_FAULT=N, and then creates
+ * the file ATTNLAB_FAULT_MARK names when the fault fires. */
+void al_fault_arm(int n);
+/* 1 when the fault point reached from `site` (a return address) is the
+ * one armed to fail: for a function that can fail, called with
+ * __builtin_return_address(0) so that each of its callers is a site. */
+int al_fault_at(const void *site);
+void al_fault_arm_new(const void *const *skip, int n_skip, int pass);
+int al_fault_new_sites(const void **out, int cap);
+const void *al_fault_fired(void);
 /* Multiply with overflow detection: returns 0 and sets *out, or -1. */
 int al_mul_overflow(size_t a, size_t b, size_t *out);
 

@@ -497,11 +497,11 @@ static void add_num(cJSON *o, const char *k, double v) {
         cJSON_AddNullToObject(o, k);
 }
 
-int al_mask_save(const char *path, const al_config *c, const unsigned char *off,
-                 const al_mask_info *info, al_err *e) {
+char *al_mask_text(const al_config *c, const unsigned char *off, const al_mask_info *info,
+                   al_err *e) {
     int L = c->n_layers, H = c->n_heads, left = 0;
     cJSON *o = cJSON_CreateObject(), *arr = NULL;
-    if (!o) return al_errf(e, "out of memory");
+    if (!o) return al_errf(e, "out of memory"), NULL;
     cJSON_AddNumberToObject(o, "attnlab_mask", 1);
     cJSON_AddNumberToObject(o, "n_layers", L);
     cJSON_AddNumberToObject(o, "n_heads", H);
@@ -524,10 +524,21 @@ int al_mask_save(const char *path, const al_config *c, const unsigned char *off,
     }
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
-    if (!s) return al_errf(e, "out of memory");
-    size_t n = strlen(s);
-    s[n] = '\n'; /* cJSON_Print's buffer ends in a NUL we can reuse */
-    int rc = al_write_file_atomic(path, s, n + 1, e);
+    size_t n = s ? strlen(s) : 0;
+    char *t = s ? realloc(s, n + 2) : NULL;
+    if (!t) {
+        free(s);
+        return al_errf(e, "out of memory"), NULL;
+    }
+    t[n] = '\n', t[n + 1] = 0;
+    return t;
+}
+
+int al_mask_save(const char *path, const al_config *c, const unsigned char *off,
+                 const al_mask_info *info, al_err *e) {
+    char *s = al_mask_text(c, off, info, e);
+    if (!s) return -1;
+    int rc = al_write_file_atomic(path, s, strlen(s), e);
     free(s);
     return rc;
 }

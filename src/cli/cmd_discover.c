@@ -13,8 +13,8 @@
  * One run holds every circuit it found: the main one (--tau, or EAP's
  * --recover) and, with --sweep, ACDC's circuit at each further tau, all
  * stored in one transaction. The circuit file holds the main circuit
- * only; it is written atomically (al_write_file_atomic) while the
- * transaction is open, so a failed write fails the run. */
+ * only; it is written with al_drive_file, so a failed write fails the
+ * run and the file is in place only once the run's rows are. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,7 +322,7 @@ static int json_discover(cJSON *doc, const disc_args *a, const al_pairs *t,
 /* ------------------------------------------------------------ running */
 
 /* The main circuit's file: OUT/circuit-<task>-<method>.json. */
-static int write_circuit(const disc_args *a, const al_behave *bh, const al_pairs *t,
+static int write_circuit(al_drive *dr, const disc_args *a, const al_behave *bh, const al_pairs *t,
                          const al_discover_opts *o, const al_discover_result *r, char *path,
                          size_t cap, al_err *e) {
     char name[128];
@@ -340,7 +340,7 @@ static int write_circuit(const disc_args *a, const al_behave *bh, const al_pairs
                             (long long)bh->run_id};
     char *text = NULL;
     if (al_circuit_format(&info, r->L, r->H, r->kept, r->score, &text, e)) return -1;
-    int rc = al_write_file_atomic(path, text, strlen(text), e);
+    int rc = al_drive_file(dr, path, text, strlen(text), e);
     free(text);
     return rc;
 }
@@ -475,8 +475,8 @@ static int disc_store(void *args, void *state, al_drive *dr, al_err *e) {
     if (rc == 0 && s->st.n)
         rc = al_store_put_stability(bh->st, bh->run_id, bh->model_id, &s->rs[0], &s->st, e);
     s->d.tau = a->tau;
-    if (!rc && a->out && al_mkdir_p(a->out, e)) return -1;
-    return rc ? -1 : write_circuit(a, bh, &s->t, &s->d, &s->rs[0], s->path, sizeof s->path, e);
+    if (!rc && a->out && al_drive_mkdir(dr, a->out, e)) return -1;
+    return rc ? -1 : write_circuit(dr, a, bh, &s->t, &s->d, &s->rs[0], s->path, sizeof s->path, e);
 }
 
 /* "stability": the main circuit under resampling (--resample): the

@@ -164,8 +164,8 @@ static int prune_compute(void *args, void *state, al_drive *dr, al_err *e) {
     return al_prune_run(&dr->b->m, &s->d, s->T, &o, &s->r, e);
 }
 
-/* The steps, and the mask file inside the run's transaction (a failed
- * write fails the run). */
+/* The steps, and the mask file (al_drive_file: in place once the steps
+ * are committed; a failed write fails the run). */
 static int prune_store(void *args, void *state, al_drive *dr, al_err *e) {
     prune_args *a = args;
     prune_state *s = state;
@@ -174,10 +174,11 @@ static int prune_store(void *args, void *state, al_drive *dr, al_err *e) {
     const al_prune_step *last = &s->r.p.steps[s->r.last];
     al_mask_info info = {o->method,  o->budget, s->r.p.base_loss,
                          last->loss, o->seed,   s->r.method == AL_PRUNE_RANDOM};
-    return al_store_put_prune(bh->st, bh->run_id, bh->model_id, &s->r, e) ||
-                   al_mask_save(s->path, &bh->m.cfg, s->r.p.off, &info, e)
-               ? -1
-               : 0;
+    if (al_store_put_prune(bh->st, bh->run_id, bh->model_id, &s->r, e)) return -1;
+    char *text = al_mask_text(&bh->m.cfg, s->r.p.off, &info, e);
+    int rc = text ? al_drive_file(dr, s->path, text, strlen(text), e) : -1;
+    free(text);
+    return rc;
 }
 
 static int prune_doc(void *args, void *state, al_drive *dr, al_err *e) {

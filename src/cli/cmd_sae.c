@@ -301,6 +301,12 @@ static int sae_ci_of(const al_sae_eval *ev, const char **name, const al_interval
     return 7;
 }
 
+/* A failed run keeps an SAE that has trained steps, and says where. */
+static void sae_failed(void *args, void *state, al_err *e) {
+    (void)args;
+    al_sae_trainer_failed(((sae_state *)state)->t, e);
+}
+
 static int sae_store(void *args, void *state, al_drive *dr, al_err *e) {
     sae_state *s = state;
     al_sae_run_row r = sae_row(args, state);
@@ -453,6 +459,7 @@ const al_analysis al_an_sae = {.name = "sae",
                                .prepare = sae_prepare,
                                .compute = sae_compute,
                                .store = sae_store,
+                               .failed = sae_failed,
                                .doc = sae_doc,
                                .text = sae_text,
                                .release = sae_release,

@@ -8,9 +8,11 @@
  * one transaction, and writes the --json document. */
 #include "attnlab/registry.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -82,6 +84,45 @@ static int json_warnings(const al_drive *d) {
     return 0;
 }
 
+int al_drive_file(al_drive *d, const char *path, const void *data, size_t n, al_err *e) {
+    al_atomic_file *f = al_grow(d->files, &d->cap_files, d->n_files, sizeof *f, 2, e);
+    if (!f) return -1;
+    d->files = f;
+    f += d->n_files;
+    if (al_atomic_open(f, path, e)) return -1;
+    int ok = fwrite(data, 1, n, f->f) == n;
+    if (!ok) al_errf(e, "cannot write %s: %s", path, strerror(errno));
+    if (al_atomic_sync(f, ok, ok ? e : NULL)) return -1;
+    d->n_files++;
+    return 0;
+}
+
+int al_drive_mkdir(al_drive *d, const char *path, al_err *e) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+    if (al_mkdir_p(path, e)) return -1;
+    snprintf(d->made_dir, sizeof d->made_dir, "%s", path);
+    return 0;
+}
+
+/* The run's files into place (committed), or removed (failed). */
+static int drive_files_end(al_drive *d, int committed, al_err *e) {
+    int rc = 0;
+    for (int i = 0; i < d->n_files; i++)
+        if (!committed)
+            unlink(d->files[i].tmp_path);
+        else if (rc == 0 && al_atomic_rename(&d->files[i], e))
+            rc = al_err_prefix(e, "run stored, but its file is missing");
+        else if (rc != 0)
+            unlink(d->files[i].tmp_path);
+    if (!committed && d->made_dir[0]) rmdir(d->made_dir);
+    free(d->files);
+    d->files = NULL;
+    d->n_files = d->cap_files = 0;
+    d->made_dir[0] = 0;
+    return rc;
+}
+
 /* Remove the database file db (and SQLite's side files) that this run
  * created, after it was refused. */
 static void remove_db(const char *db) {
@@ -110,7 +151,7 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
         return 1;
     }
     d->b = &b;
-    int rc = 1;
+    int rc = 1, prepared = 0;
     al_intervention iv = {0};
     if (a->check_model && a->check_model(args, &b.m.cfg, e)) goto out;
     /* the intervention's hooks come first, so an analysis's own hooks at
@@ -128,6 +169,7 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
         rc = a->stops && al_stop ? 130 : 1; /* a signal while preparing: no run */
         goto out;
     }
+    prepared = 1;
     /* al_drive_warn's, now that the run goes ahead; under --strict only
      * once it is not refused, so a refusal is one line */
     int n_prep = d->warn.n;
@@ -153,6 +195,7 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
         goto out;
     }
     *run_id = b.run_id;
+    if (drive_files_end(d, 1, e)) goto out;
     /* the document, then the text drawn from it alone */
     if (al_behave_json(d->doc, &b, w->db) ||
         !cJSON_AddNumberToObject(d->doc, "run", (double)b.run_id)) {
@@ -163,6 +206,8 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     if (!d->json) a->text(d->doc);
     rc = 0;
 out:
+    drive_files_end(d, 0, NULL);
+    if (rc != 0 && prepared && a->failed) a->failed(args, st, e);
     if (a->release && st) a->release(st);
     free(st);
     d->b = NULL;

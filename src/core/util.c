@@ -66,13 +66,92 @@ int al_mul_overflow(size_t a, size_t b, size_t *out) {
     return 0;
 }
 
+/* ------------------------------------------------------ fault injection
+ *
+ * The tests that check what a failure leaves behind need failures at every
+ * place one can happen, not only the few a bad input reaches. Armed, one
+ * fault point fails: an allocation through al_malloc, al_calloc or al_grow
+ * as if malloc had returned NULL, a write of al_write_file_atomic,
+ * al_atomic_commit or al_atomic_sync as if the disk were full, or a
+ * statement of the store as if SQLite had run out of memory. A site is
+ * the point's caller (its return address). The one that fails is the first
+ * reached from the N-th distinct site (numbered in the order the run
+ * first reaches them, so N = 1, 2, ... walks a command's sites one by
+ * one), or the first from a site not on a list after letting a given
+ * number of new ones pass (so a test that forks many runs fails each site
+ * once, or every other one). The CLI arms the first kind from
+ * ATTNLAB_FAULT=N, read at the first fault point. Unarmed, the cost is
+ * one test of a static per point. */
+#define FAULT_SITES 4096
+static int fault_state = -1; /* -1: environment not read; 0: off; 1: armed */
+static int fault_n, fault_nsites, fault_nskip;
+static const void *fault_site[FAULT_SITES], *fault_hit;
+static const void *const *fault_skip;
+static char fault_mark[AL_PATH_MAX];
+
+void al_fault_arm(int n) {
+    fault_state = n > 0, fault_n = n, fault_hit = NULL, fault_nsites = 0, fault_skip = NULL;
+}
+
+void al_fault_arm_new(const void *const *skip, int n_skip, int pass) {
+    al_fault_arm(0);
+    fault_state = 1, fault_skip = skip, fault_nskip = n_skip, fault_n = pass + 1;
+}
+
+int al_fault_new_sites(const void **out, int cap) {
+    int n = fault_skip && fault_nsites < cap ? fault_nsites : fault_skip ? cap : 0;
+    for (int i = 0; i < n; i++) out[i] = fault_site[i];
+    return n;
+}
+
+const void *al_fault_fired(void) { return fault_hit; }
+
+int al_fault_at(const void *site) {
+    if (fault_state == 0) return 0;
+    int fail = 0;
+#pragma omp critical(al_fault)
+    {
+        if (fault_state < 0) {
+            const char *v = getenv("ATTNLAB_FAULT"), *m = getenv("ATTNLAB_FAULT_MARK");
+            al_fault_arm(v ? atoi(v) : 0);
+            if (m) snprintf(fault_mark, sizeof fault_mark, "%s", m);
+        }
+        if (fault_state > 0 && !fault_hit) {
+            int i = 0;
+            if (fault_skip) { /* a site neither skipped nor seen in this run is new */
+                while (i < fault_nskip && fault_skip[i] != site) i++;
+                int k = 0;
+                while (i == fault_nskip && k < fault_nsites && fault_site[k] != site) k++;
+                if (i == fault_nskip && k == fault_nsites && k < FAULT_SITES) {
+                    fault_site[fault_nsites++] = site;
+                    fail = fault_nsites == fault_n;
+                }
+            } else {
+                while (i < fault_nsites && fault_site[i] != site) i++;
+                if (i == fault_nsites && i < FAULT_SITES) fault_site[fault_nsites++] = site;
+                fail = i == fault_n - 1;
+            }
+            if (fail) {
+                fault_hit = site;
+                /* how the CLI's caller learns that the fault fired (and
+                 * the run did not just pass every site) */
+                if (fault_mark[0]) {
+                    int fd = open(fault_mark, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                    if (fd >= 0) close(fd);
+                }
+            }
+        }
+    }
+    return fail;
+}
+
 void *al_malloc(size_t n, size_t size, al_err *e) {
     size_t bytes;
     if (al_mul_overflow(n, size, &bytes) != 0) {
         al_errf(e, "allocation size overflows (%zu x %zu)", n, size);
         return NULL;
     }
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = al_fault_at(__builtin_return_address(0)) ? NULL : malloc(bytes ? bytes : 1);
     if (!p) al_errf(e, "out of memory allocating %zu bytes", bytes);
     return p;
 }
@@ -83,7 +162,7 @@ void *al_calloc(size_t n, size_t size, al_err *e) {
         al_errf(e, "allocation size overflows (%zu x %zu)", n, size);
         return NULL;
     }
-    void *p = calloc(bytes ? bytes : 1, 1);
+    void *p = al_fault_at(__builtin_return_address(0)) ? NULL : calloc(bytes ? bytes : 1, 1);
     if (!p) al_errf(e, "out of memory allocating %zu bytes", bytes);
     return p;
 }
@@ -96,7 +175,7 @@ void *al_grow(void *p, int *cap, int n, size_t size, int first, al_err *e) {
         al_errf(e, "allocation size overflows (%d x %zu)", c, size);
         return NULL;
     }
-    void *q = realloc(p, bytes);
+    void *q = al_fault_at(__builtin_return_address(0)) ? NULL : realloc(p, bytes);
     if (!q) {
         al_errf(e, "out of memory allocating %zu bytes", bytes);
         return NULL;
@@ -221,11 +300,14 @@ int al_atomic_open(al_atomic_file *af, const char *path, al_err *e) {
     return 0;
 }
 
-int al_atomic_commit(al_atomic_file *af, int ok, al_err *e) {
+/* al_atomic_sync for the caller at `site` (a fault point). */
+static int atomic_sync(al_atomic_file *af, int ok, const void *site, al_err *e) {
     if (!af->f) return ok ? al_errf(e, "cannot write %s", af->final_path) : -1;
     int rc = 0;
     if (ok) {
-        if (fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0)
+        if (al_fault_at(site))
+            rc = al_errf(e, "cannot write %s: %s", af->final_path, strerror(ENOSPC));
+        else if (fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0)
             rc = al_errf(e, "cannot write %s: %s", af->final_path, strerror(errno));
     }
     if (fclose(af->f) != 0 && ok && rc == 0)
@@ -235,18 +317,31 @@ int al_atomic_commit(al_atomic_file *af, int ok, al_err *e) {
         unlink(af->tmp_path);
         return -1;
     }
-    if (rename(af->tmp_path, af->final_path) != 0) {
-        rc =
-            al_errf(e, "cannot rename %s to %s: %s", af->tmp_path, af->final_path, strerror(errno));
-        unlink(af->tmp_path);
-    }
+    return 0;
+}
+
+int al_atomic_sync(al_atomic_file *af, int ok, al_err *e) {
+    return atomic_sync(af, ok, __builtin_return_address(0), e);
+}
+
+int al_atomic_rename(al_atomic_file *af, al_err *e) {
+    if (rename(af->tmp_path, af->final_path) == 0) return 0;
+    int rc =
+        al_errf(e, "cannot rename %s to %s: %s", af->tmp_path, af->final_path, strerror(errno));
+    unlink(af->tmp_path);
     return rc;
+}
+
+int al_atomic_commit(al_atomic_file *af, int ok, al_err *e) {
+    if (atomic_sync(af, ok, __builtin_return_address(0), e) != 0) return -1;
+    return al_atomic_rename(af, e);
 }
 
 int al_write_file_atomic(const char *path, const void *data, size_t n, al_err *e) {
     al_atomic_file af;
     if (al_atomic_open(&af, path, e) != 0) return -1;
     int ok = fwrite(data, 1, n, af.f) == n;
+    if (ok && al_fault_at(__builtin_return_address(0))) errno = ENOSPC, ok = 0;
     if (!ok) al_errf(e, "cannot write %s: %s", path, strerror(errno));
     return al_atomic_commit(&af, ok, ok ? e : NULL) == 0 ? 0 : -1;
 }

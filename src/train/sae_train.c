@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,8 @@ struct al_sae_trainer {
     float *cap; /* (bm·T, d_in) captured activations */
     int *in, *tg; /* (bm, T) */
     double rate;
+    int made_dir; /* out did not exist before this trainer saved */
+    long saved_step; /* step of the last checkpoint saved, -1 before one */
 };
 
 const al_sae *al_sae_trainer_sae(const al_sae_trainer *t) { return &t->sae; }
@@ -277,8 +280,41 @@ static int save(al_sae_trainer *t, al_err *e) {
     if (rc == 0) rc = al_sae_save(t->o.out, &t->sae, &t->meta, e);
     if (rc == 0) rc = al_st_write(path, ts, 4, mk, mv, 6, e);
     if (rc == 0 && last) rc = al_sae_partial_clear(t->o.out, e);
+    if (rc == 0) t->saved_step = t->step;
     free(since);
     return rc;
+}
+
+static void remove_strays(const char *dir);
+
+/* A new SAE's folder that holds no trained step is worth nothing to keep:
+ * remove what this trainer wrote (the folder too when it made it). */
+static void discard_untrained(al_sae_trainer *t) {
+    if (t->o.resume || t->saved_step > 0 || !t->o.out) return;
+    static const char *names[4] = {AL_SAE_RESUME_FILE, AL_SAE_WEIGHTS_FILE, AL_SAE_CFG_FILE,
+                                   AL_SAE_PARTIAL_FILE};
+    char p[AL_PATH_MAX + 64];
+    for (int i = 0; i < 4; i++)
+        if (al_path_join(p, sizeof p, t->o.out, names[i], NULL) == 0) unlink(p);
+    remove_strays(t->o.out);
+    if (t->made_dir) al_remove_made_dir(t->o.out);
+}
+
+int al_sae_trainer_failed(al_sae_trainer *t, al_err *e) {
+    if (!t || t->o.resume || t->saved_step > 0) {
+        if (t && t->saved_step > 0 && e) {
+            size_t l = strnlen(e->msg, sizeof e->msg);
+            if (t->saved_step < t->o.steps)
+                snprintf(e->msg + l, sizeof e->msg - l,
+                         "; the SAE saved at step %ld of %ld is in %s (--resume continues it)",
+                         t->saved_step, t->o.steps, t->o.out);
+            else
+                snprintf(e->msg + l, sizeof e->msg - l, "; the trained SAE is in %s", t->o.out);
+        }
+        return -1;
+    }
+    discard_untrained(t);
+    return -1;
 }
 
 static int load_resume(al_sae_trainer *t, al_err *e) {
@@ -478,6 +514,7 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
     al_sae_trainer *t = al_calloc(1, sizeof *t, e);
     if (!t) return -1;
     t->o = *o;
+    t->saved_step = -1;
     al_set_threads(o->threads);
     if (o->source) {
         t->d_in = o->source_d_in;
@@ -531,6 +568,7 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
         goto fail;
     if (o->resume) {
         if (load_resume(t, e) != 0) goto fail;
+        t->saved_step = t->step;
         remove_strays(o->out);
         al_log("resuming the SAE in %s at step %ld", o->out, t->step);
     } else {
@@ -542,7 +580,12 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
         if (estimate_scale(t, e) != 0) goto fail;
         t->step = 0;
         remove_strays(o->out);
-        if (save(t, e) != 0) goto fail;
+        struct stat sb;
+        t->made_dir = stat(o->out, &sb) != 0;
+        if (save(t, e) != 0) {
+            discard_untrained(t);
+            goto fail;
+        }
     }
     *out = t;
     return 0;

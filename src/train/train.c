@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/data.h"
@@ -110,6 +111,7 @@ struct al_trainer {
     int T, B;
     int *in, *tg; /* [B, T] each, one allocation */
     long last_ckpt_step;
+    int made_dir; /* out did not exist before this trainer */
     double t_start;
 };
 
@@ -226,6 +228,8 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
         }
     }
     if (load_data(t, e) != 0 || setup_model(t, e) != 0) goto fail;
+    struct stat sb;
+    t->made_dir = stat(o->out, &sb) != 0;
     if (al_mkdir_p(o->out, e) != 0) goto fail;
     t->oc = (al_optim_cfg){.lr = o->lr,
                            .min_lr_frac = o->min_lr_frac,
@@ -271,7 +275,21 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
     *out = t;
     return 0;
 fail:
+    if (t->made_dir) al_remove_made_dir(o->out);
     al_trainer_free(t);
+    return -1;
+}
+
+int al_trainer_failed(al_trainer *t, al_err *e) {
+    if (e && strstr(e->msg, t->o.out)) return -1; /* the message says where the model is */
+    if (!t->o.resume && t->last_ckpt_step == 0) {
+        if (t->made_dir) al_remove_made_dir(t->o.out);
+    } else if (e) {
+        size_t l = strnlen(e->msg, sizeof e->msg);
+        snprintf(e->msg + l, sizeof e->msg - l,
+                 "; the checkpoint of step %ld is in %s (--resume continues it)", t->last_ckpt_step,
+                 t->o.out);
+    }
     return -1;
 }
 
