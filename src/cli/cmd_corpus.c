@@ -6,10 +6,12 @@
  * corpus_src.h, the cleaning, writing and mixing from corpus.h; this file
  * has the flags, the sources' table and the sidecar. */
 #define _XOPEN_SOURCE 700 /* realpath */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include "attnlab/args.h"
@@ -121,12 +123,13 @@ static int add_packages(cJSON *prov, char *const *paths, size_t n, al_err *e) {
     return ok ? 0 : al_errf(e, "out of memory");
 }
 
-/* <out>.json (docs/formats.md), written after the corpus. */
-static int write_sidecar(const made *m, al_err *e) {
-    char path[AL_PATH_MAX + 8], sha[65];
-    if (snprintf(path, sizeof path, "%s.json", m->out) >= (int)sizeof path)
-        return al_errf(e, "--out %s: path too long", m->out);
-    if (al_sha256_file(m->out, sha, e)) return -1;
+/* <out>.json (docs/formats.md) into path, for the corpus bytes (data, n). */
+static int write_sidecar(const made *m, const char *path, const void *data, size_t n_data,
+                         al_err *e) {
+    char sha[65];
+    uint8_t d[32];
+    al_sha256(data, n_data, d);
+    for (int i = 0; i < 32; i++) snprintf(sha + 2 * i, 3, "%02x", d[i]);
     cJSON *j = m->prov;
     int ok = cJSON_AddNumberToObject(j, "documents_read", (double)m->st.docs_in) &&
              cJSON_AddNumberToObject(j, "documents", (double)m->st.docs) &&
@@ -168,12 +171,31 @@ static int write_corpus(made *m, const al_doc *docs, size_t n, const unsigned ch
                         al_err *e) {
     if (m->st.docs == 0) return al_errf(e, "%s: no document left to write", m->source);
     if (al_corpus_words(docs, n, keep, &m->words, &m->unique_words, e)) return -1;
+    char side[AL_PATH_MAX + 8];
+    if (snprintf(side, sizeof side, "%s.json", m->out) >= (int)sizeof side)
+        return al_errf(e, "--out %s: path too long", m->out);
     al_buf b = AL_BUF_INIT;
     m->out_bytes = al_corpus_write(&b, docs, n, keep);
-    int rc = al_buf_ok(&b) ? al_write_file_atomic(m->out, b.p, b.n, e)
-                           : al_errf(e, "out of memory writing %s", m->out);
+    /* the corpus is synced under its temporary name, the sidecar written,
+     * and only then the corpus renamed: neither is left without the other */
+    al_atomic_file af;
+    int rc = !al_buf_ok(&b) ? al_errf(e, "out of memory writing %s", m->out)
+                            : al_atomic_open(&af, m->out, e);
+    if (rc == 0) {
+        int ok = fwrite(b.p, 1, b.n, af.f) == b.n;
+        if (!ok) al_errf(e, "cannot write %s: %s", m->out, strerror(errno));
+        rc = al_atomic_sync(&af, ok, ok ? e : NULL);
+        if (rc == 0 && write_sidecar(m, side, b.p, b.n, e)) {
+            unlink(af.tmp_path);
+            rc = -1;
+        }
+        if (rc == 0 && al_atomic_rename(&af, e)) {
+            unlink(side);
+            rc = -1;
+        }
+    }
     al_buf_free(&b);
-    if (rc || write_sidecar(m, e)) return -1;
+    if (rc) return -1;
     printf("wrote %s: %zu documents, %.2f MB, %zu words (%zu distinct) (of %zu read", m->out,
            m->st.docs, m->out_bytes / 1e6, m->words, m->unique_words, m->st.docs_in);
     if (m->files) printf(" from %zu files", m->files);

@@ -793,13 +793,15 @@ static int run_stage(runner *R, stage *s, al_err *e) {
     return al_errf(e, "bad stage");
 }
 
-static void summary(runner *R, int done, double total, al_err *e) {
+/* The stage times on stdout and, when every stage ran (keep: a failed
+ * run leaves the last whole run's file as it was), in OUT/stages.tsv. */
+static void summary(runner *R, int done, double total, int keep, al_err *e) {
     char p[AL_PATH_MAX + 320];
     printf("\n== stage times (s) of experiment %s\n", R->x->name);
     FILE *f = NULL;
     al_atomic_file af;
     snprintf(p, sizeof p, "%s/stages.tsv", R->x->out);
-    if (al_atomic_open(&af, p, e) == 0) f = af.f;
+    if (keep && al_atomic_open(&af, p, e) == 0) f = af.f;
     if (f) fprintf(f, "stage\tseconds\treused\n");
     for (int i = 0; i < done; i++) {
         stage *s = &R->st[i];
@@ -855,7 +857,7 @@ int al_exp_run(al_experiment *x, const al_exp_run_opts *o, al_err *e) {
         fflush(stdout);
     }
     al_err e2;
-    summary(R, rc ? i - 1 : i, al_now() - t0, &e2);
+    summary(R, rc ? i - 1 : i, al_now() - t0, rc == 0, &e2);
     if (rc)
         al_err_prefix(e, "experiment %s: stage %d/%d (%s)", x->name, i, R->n_st,
                       R->st[i - 1].title);
