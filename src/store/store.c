@@ -82,8 +82,16 @@ int store_before_write(al_store *s, const char *sql, al_err *e) {
     return 0;
 }
 
+/* The store's statements are fault points (util.h): failed as SQLite
+ * fails them when it runs out of memory, so that every caller's way out
+ * is tried. */
+static int nomem(al_store *s, const char *what, al_err *e) {
+    return al_errf(e, "database %s: %s: %s", s->path, what, sqlite3_errstr(SQLITE_NOMEM));
+}
+
 int store_exec(al_store *s, const char *sql, al_err *e) {
     char *msg = NULL;
+    if (al_fault_at(__builtin_return_address(0))) return nomem(s, "cannot run statement", e);
     if (!s->wal && store_before_write(s, sql, e)) return -1;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
         al_errf(e, "database %s: %s", s->path, msg ? msg : sqlite3_errmsg(s->db));
@@ -94,6 +102,8 @@ int store_exec(al_store *s, const char *sql, al_err *e) {
 }
 
 int store_prepare(al_store *s, const char *sql, sqlite3_stmt **st, al_err *e) {
+    *st = NULL;
+    if (al_fault_at(__builtin_return_address(0))) return nomem(s, "cannot prepare statement", e);
     if (!s->wal && store_before_write(s, sql, e)) return -1;
     if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
         return store_db_err(s, e, "cannot prepare statement");
@@ -102,6 +112,10 @@ int store_prepare(al_store *s, const char *sql, sqlite3_stmt **st, al_err *e) {
 
 /* Step a statement to completion (no rows expected). */
 int store_step_done(al_store *s, sqlite3_stmt *st, al_err *e) {
+    if (al_fault_at(__builtin_return_address(0))) {
+        sqlite3_reset(st);
+        return nomem(s, "write failed", e);
+    }
     int rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) store_db_err(s, e, "write failed");
     sqlite3_reset(st);
