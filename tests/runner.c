@@ -91,6 +91,12 @@ const char *t_bin(void) {
     return b ? b : "build/attnlab";
 }
 
+const char *t_abs_bin(void) {
+    static char buf[4096];
+    if (!buf[0] && !realpath(t_bin(), buf)) snprintf(buf, sizeof buf, "%s", t_bin());
+    return buf;
+}
+
 int t_sh(const char *fmt, ...) {
     char cmd[8192];
     va_list ap;
@@ -173,6 +179,14 @@ void t_tiny_model(const char *dir, int n_layers, int steps) {
                "%s/m%d --steps %d --n-layers %d --d-model 32 --n-heads 4 --d-head 8 --n-ctx 32 "
                "--batch 4 --eval-every 0 --warmup 2 --lr 0.01 --threads 2 >/dev/null 2>&1",
                b, dir, dir, dir, dir, n_layers, steps, n_layers) == 0);
+}
+
+void t_scored_model(const char *dir, int n_layers, int steps) {
+    CHECK(t_sh("mkdir -p %s", dir) == 0);
+    t_tiny_model(dir, n_layers, steps);
+    CHECK(t_sh("cd %s && %s scores --model m%d --db r.db --probe-r 5 --probe-n 2 --threads 1 "
+               ">/dev/null 2>&1",
+               dir, t_abs_bin(), n_layers) == 0);
 }
 
 long t_sql_long(const char *db, const char *q) {

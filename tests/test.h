@@ -25,6 +25,8 @@ const char *t_tmpdir(void);
 const char *t_path(const char *name);
 /* Path of the attnlab binary under test. */
 const char *t_bin(void);
+/* The same as an absolute path, for commands run in another folder. */
+const char *t_abs_bin(void);
 /* Run a shell command; returns its exit status (or 128+signal). Output
  * goes to t_path("cmd.out") / t_path("cmd.err") unless redirected. */
 int t_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -53,6 +55,9 @@ void t_phrase_corpus(const char *path, size_t n);
  * (d_model 32, n_ctx 32) trained `steps` steps, in DIR/m<L>; the corpus
  * and tokenizer are made once per directory. */
 void t_tiny_model(const char *dir, int n_layers, int steps);
+/* t_tiny_model in DIR (made), then a scores run of DIR/m<L> into DIR/r.db:
+ * a work folder whose database already holds a run. */
+void t_scored_model(const char *dir, int n_layers, int steps);
 /* A LayerNorm or bias model's LayerNorm weights and biases far from
  * their initial values (w = 1 + 0.4 N(0,1), b and biases 0.4 N(0,1)) and
  * its head gates not 1 (0.5 + 0.125 (i mod 9)), from seed: what the

@@ -398,22 +398,11 @@ static void sweep_all(const char *tmpl, const char *db, const char *const *cmds,
     }
 }
 
-/* The binary by absolute path, for commands run in another folder. */
-static const char *abs_bin(void) {
-    static char bin[4096];
-    if (!bin[0] && !realpath(t_bin(), bin)) snprintf(bin, sizeof bin, "%s", t_bin());
-    return bin;
-}
-
 /* The work folder every sweep copies: a tokenizer, token files, a trained
  * 2-layer model m2 and a database r.db holding a scores run. */
 static t_pbuf template_dir(void) {
     t_pbuf w = t_pcopy("tmpl");
-    CHECK(t_sh("mkdir -p %s", w.s) == 0);
-    t_tiny_model(w.s, 2, 3);
-    CHECK(t_sh("cd %s && rm -f s.txt && %s scores --model m2 --db r.db --probe-r 5 --probe-n 2 "
-               "--threads 1 >/dev/null 2>&1",
-               w.s, abs_bin()) == 0);
+    t_scored_model(w.s, 2, 3);
     al_err e;
     CHECK(al_gemm_init(&e) == 0 && al_registry_setup(&e) == 0);
     g_ndone = 0;
@@ -436,7 +425,7 @@ TEST(faults_analyses) {
  * second database r2.db with a scores run. */
 static t_pbuf rich_template(void) {
     t_pbuf w = template_dir();
-    const char *bin = abs_bin();
+    const char *bin = t_abs_bin();
     CHECK(t_sh("cd %s && { %s patch --model m2 --db r.db --probe-r 5 --n 4 --threads 1 && "
                "%s paths --model m2 --db r.db --probe-r 5 --n 4 --threads 1 && "
                "%s attribute --model m2 --db r.db --probe-r 5 --n 4 --threads 1 && "
@@ -575,8 +564,8 @@ TEST(faults_experiment) {
               f);
         fclose(f);
     }
-    CHECK(t_sh("cd %s && %s experiment x.json --out ex >/dev/null 2>&1 && mv %s %s", w.s, abs_bin(),
-               w.s, tmpl.s) == 0);
+    CHECK(t_sh("cd %s && %s experiment x.json --out ex >/dev/null 2>&1 && mv %s %s", w.s,
+               t_abs_bin(), w.s, tmpl.s) == 0);
     al_err e;
     CHECK(al_gemm_init(&e) == 0 && al_registry_setup(&e) == 0);
     const char *cmds[] = {"experiment x.json --out ex", "experiment x.json --out ex --dry-run",

@@ -24,13 +24,6 @@
 #include "proc.h"
 #include "test.h"
 
-/* The binary by absolute path: these tests cd into their folder. */
-static const char *abin(void) {
-    static char buf[4096];
-    if (!buf[0] && !realpath(t_bin(), buf)) snprintf(buf, sizeof buf, "%s", t_bin());
-    return buf;
-}
-
 /* Every path and file under dir with its bytes' hash, into t_path(sig)
  * (outside dir): two calls around a command compare the whole folder. */
 static char *tree_sig(const char *dir, const char *sig) {
@@ -44,11 +37,7 @@ static char *tree_sig(const char *dir, const char *sig) {
  * holds one run (so "byte-identical" covers an existing database). */
 static t_pbuf work_dir(void) {
     t_pbuf w = t_pcopy("w");
-    CHECK(t_sh("mkdir -p %s", w.s) == 0);
-    t_tiny_model(w.s, 1, 2);
-    CHECK(t_sh("cd %s && %s scores --model m1 --db r.db --probe-r 5 --probe-n 2 --threads 2 "
-               ">/dev/null 2>&1",
-               w.s, abin()) == 0);
+    t_scored_model(w.s, 1, 2);
     return w;
 }
 
@@ -58,7 +47,7 @@ static t_pbuf work_dir(void) {
 static void refused_untouched(const char *w, const char *env, const char *cmd, int rc,
                               const char *want) {
     char *before = tree_sig(w, "sig0");
-    int got = t_sh("cd %s && %s %s %s > /dev/null 2> %s", w, env, abin(), cmd, t_path("e"));
+    int got = t_sh("cd %s && %s %s %s > /dev/null 2> %s", w, env, t_abs_bin(), cmd, t_path("e"));
     CHECKF(got == rc, "%s: exit %d, want %d", cmd, got, rc);
     CHECKF(t_one_line(t_path("e"), want), "%s", cmd);
     char *after = tree_sig(w, "sig1");
@@ -305,8 +294,8 @@ TEST(refusal_sae_killed_features_warn) {
     /* first without --strict: this also marks the killed run failed, the
      * store's housekeeping on opening, which the refusal below then finds
      * done */
-    CHECK(t_sh("cd %s && %s %s --json > %s 2> %s", w.s, abin(), feat, t_path("o"), t_path("e")) ==
-          0);
+    CHECK(t_sh("cd %s && %s %s --json > %s 2> %s", w.s, t_abs_bin(), feat, t_path("o"),
+               t_path("e")) == 0);
     CHECK(t_sh("grep -q '^attnlab: warning: the SAE sae is partly trained (step [0-9]* of "
                "1000000: its training was interrupted or failed; sae train --resume finishes "
                "it)$' %s",
@@ -328,7 +317,7 @@ TEST(refusal_sae_features_probe_r) {
     t_pbuf w = work_dir();
     CHECK(t_sh("cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
                "--steps 2 --batch 64 --threads 2 >/dev/null 2>&1",
-               w.s, abin()) == 0);
+               w.s, t_abs_bin()) == 0);
     refused_untouched(w.s, "",
                       "sae features --model m1 --sae sae --data s.val.bin --db r.db --probe-r 1000",
                       1, "--probe-r 1000: the probe's 2R+1 tokens must fit n_ctx 32");
@@ -378,7 +367,7 @@ TEST(refusal_sae_weights_named_sae) {
             "cd %s && %s sae train --model m1 --layer 0 --data s.train.bin --db r.db --out sae "
             "--steps 2 --batch 64 --threads 2 >/dev/null 2>&1 && head -c 64 sae/" AL_SAE_WEIGHTS_FILE
             " > x && mv x sae/" AL_SAE_WEIGHTS_FILE,
-            w.s, abin()) == 0);
+            w.s, t_abs_bin()) == 0);
     refused_untouched(w.s, "", "sae features --model m1 --sae sae --data s.val.bin --db r.db", 1,
                       "attnlab: cannot read SAE sae/" AL_SAE_WEIGHTS_FILE ": ");
 }
@@ -393,7 +382,7 @@ TEST(refusal_attnstats_short_data_warns) {
     t_phrase_corpus(shortf.s, 10);
     CHECK(t_sh("cd %s && %s attnstats --model m1 --db r.db --data short.bin --threads 2 --json "
                "> %s 2> %s",
-               w.s, abin(), t_path("o"), t_path("e")) == 0);
+               w.s, t_abs_bin(), t_path("o"), t_path("e")) == 0);
     const char *want = "the token file short.bin has 10 tokens, fewer than one window of the "
                        "model's 32 (+1): each of the 32 windows (--batches 4 x --batch 8) is the "
                        "same 9 tokens";
@@ -407,7 +396,7 @@ TEST(refusal_attnstats_short_data_warns) {
     CHECK(
         t_sh("cd %s && %s attnstats --model m1 --db r.db --data s.val.bin --threads 2 > /dev/null "
              "2> %s",
-             w.s, abin(), t_path("e2")) == 0);
+             w.s, t_abs_bin(), t_path("e2")) == 0);
     char *e2 = t_slurp(t_path("e2"));
     CHECK(e2 && !strstr(e2, "fewer than one window"));
     free(e2);
@@ -422,7 +411,7 @@ TEST(refusal_heatmap_sae_paths_from_db) {
                "--steps 20 --batch 64 --threads 2 >/dev/null 2>&1 && %s sae features --model m1 "
                "--sae sae --data s.val.bin --db r.db --windows 4 --probe-n 8 --threads 2 "
                ">/dev/null 2>&1",
-               w.s, abin(), abin()) == 0);
+               w.s, t_abs_bin(), t_abs_bin()) == 0);
     t_pbuf db = t_pcopy("w/r.db");
     long run = t_sql_long(db.s, "SELECT max(run_id) FROM runs WHERE kind = 'sae_features'");
     long feat = t_sql_long(db.s, "SELECT min(feature) FROM sae_features WHERE run_id = (SELECT "
@@ -438,7 +427,7 @@ TEST(refusal_heatmap_sae_paths_from_db) {
     /* from the test's folder, one above the run's */
     CHECK(t_sh("cd %s && %s heatmap --what sae-feature --db w/r.db --run %ld --feature %ld --out "
                "f.svg > /dev/null 2> %s",
-               t_tmpdir(), abin(), run, feat, t_path("e")) == 0);
+               t_tmpdir(), t_abs_bin(), run, feat, t_path("e")) == 0);
     char *svg = t_slurp(t_path("f.svg"));
     CHECK(svg && strstr(svg, "recomputed with the SAE (it agrees with the stored one"));
     CHECK(svg && !strstr(svg, "cannot be read"));
@@ -480,7 +469,7 @@ TEST(refusal_experiment_stage_values) {
         t_write("x.json", text);
         for (int dry = 1; dry >= 0; dry--) {
             int rc = t_sh("cd %s && %s experiment x.json --out out %s > /dev/null 2> %s",
-                          t_tmpdir(), abin(), dry ? "--dry-run" : "", t_path("e"));
+                          t_tmpdir(), t_abs_bin(), dry ? "--dry-run" : "", t_path("e"));
             CHECKF(rc == 1, "case %zu (dry %d): exit %d", i, dry, rc);
             CHECKF(t_one_line(t_path("e"), cases[i].want), "case %zu (dry %d)", i, dry);
             CHECKF(t_sh("test ! -e %s/out", t_tmpdir()) == 0, "case %zu left a folder", i);
@@ -492,7 +481,7 @@ TEST(refusal_experiment_stage_values) {
                                          "{\"probe_r\": 10}, \"patch\": true}, \"report\": "
                                          "false}");
     CHECK(t_sh("cd %s && %s experiment x.json --out out --dry-run > /dev/null 2> %s", t_tmpdir(),
-               abin(), t_path("e")) == 0);
+               t_abs_bin(), t_path("e")) == 0);
 }
 
 /* --probe-r 0 (the default) is min(50, (n_ctx-1)/2) for every command
@@ -507,12 +496,12 @@ TEST(refusal_probe_r_default_adapts) {
     CHECK(t_sh("cd %s && %s train --data s.train.bin --val s.val.bin --tokenizer tok.json --out "
                "m64 --steps 2 --n-layers 2 --d-model 32 --n-heads 4 --d-head 8 --n-ctx 64 "
                "--batch 4 --eval-every 0 --warmup 2 --threads 2 >/dev/null 2>&1",
-               w.s, abin()) == 0);
+               w.s, t_abs_bin()) == 0);
     const char *cmds[] = {"paths --n 4", "attribute --n 4 --no-patching", "discover --n 4",
                           "patch --n 4"};
     for (int i = 0; i < 4; i++) {
         CHECKF(t_sh("cd %s && %s %s --model m64 --db r.db --threads 2 --json > %s 2> %s", w.s,
-                    abin(), cmds[i], t_path("o"), t_path("e")) == 0,
+                    t_abs_bin(), cmds[i], t_path("o"), t_path("e")) == 0,
                "%s", cmds[i]);
         CHECKF(t_sh("grep -q '\"T\":[[:space:]]*63,' %s", t_path("o")) == 0, "%s: not R 31",
                cmds[i]);
