@@ -32,6 +32,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "attnlab/args.h"
 #include "attnlab/gemm.h"
 #include "attnlab/registry.h"
@@ -571,4 +573,63 @@ TEST(faults_experiment) {
     const char *cmds[] = {"experiment x.json --out ex", "experiment x.json --out ex --dry-run",
                           NULL};
     sweep_all(tmpl.s, "ex/results.db", cmds, NULL);
+}
+
+/* ------------------------------------------- the driver's last phases */
+
+typedef struct fake_args {
+    al_an_where w;
+} fake_args;
+static fake_args g_fake = {AL_AN_WHERE_INIT};
+static al_flag g_fake_flags[] = {AL_FLAGS_END};
+static al_command g_fake_cmd = {"fake", "", "", NULL, g_fake_flags, NULL};
+static const char *g_fake_file;
+
+static int fake_compute(void *args, void *state, al_drive *d, al_err *e) {
+    (void)args, (void)state, (void)d, (void)e;
+    return 0;
+}
+static int fake_store(void *args, void *state, al_drive *d, al_err *e) {
+    (void)args, (void)state;
+    return al_drive_file(d, g_fake_file, "x\n", 2, e);
+}
+/* A document that cannot be made (as when cJSON runs out of memory). */
+static int fake_doc(void *args, void *state, al_drive *d, al_err *e) {
+    (void)args, (void)state, (void)d;
+    return al_errf(e, "out of memory");
+}
+static void fake_text(const cJSON *doc) { (void)doc; }
+
+/* The document is made inside the run's transaction: when it cannot be,
+ * the run is failed (not stored as done while the command exits 1) and
+ * its file never appears. */
+TEST(faults_driver_doc_fails_the_run) {
+    t_pbuf w = t_pcopy("w");
+    t_scored_model(w.s, 1, 2);
+    al_err e;
+    CHECK(al_registry_setup(&e) == 0);
+    char db[1200], file[1200], model[1200];
+    snprintf(db, sizeof db, "%s/r.db", w.s);
+    snprintf(file, sizeof file, "%s/out.txt", w.s);
+    snprintf(model, sizeof model, "%s/m1", w.s);
+    g_fake_file = file;
+    g_fake.w.model = model, g_fake.w.db = db, g_fake.w.threads = 1;
+    al_analysis fake = {.name = "fake",
+                        .cmd = &g_fake_cmd,
+                        .tmpl = &g_fake,
+                        .size = sizeof g_fake,
+                        .compute = fake_compute,
+                        .store = fake_store,
+                        .doc = fake_doc,
+                        .text = fake_text};
+    al_drive d = {.an = &fake, .quiet = 1};
+    int64_t run = 0;
+    int rc = al_drive_run(&fake, &g_fake, g_fake_flags, &d, &run, &e);
+    cJSON_Delete(d.doc);
+    CHECKF(rc == 1 && strstr(e.msg, "out of memory"), "rc %d: %s", rc, e.msg);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM runs WHERE kind = 'fake' AND status = 'failed'") ==
+          1);
+    CHECK(t_sql_long(db, "SELECT count(*) FROM runs WHERE kind = 'fake' AND status <> 'failed'") ==
+          0);
+    CHECK(!al_file_exists(file));
 }

@@ -133,6 +133,18 @@ static void remove_db(const char *db) {
     }
 }
 
+/* The run's document: the driver's keys, the analysis's doc, and under
+ * --json the warnings. 0, or -1 with e. */
+static int drive_doc(const al_analysis *a, void *args, void *st, al_drive *d, al_behave *b,
+                     al_err *e) {
+    const al_an_where *w = args;
+    if (al_behave_json(d->doc, b, w->db) ||
+        !cJSON_AddNumberToObject(d->doc, "run", (double)b->run_id))
+        return al_errf(e, "out of memory");
+    if (a->doc(args, st, d, e)) return -1;
+    return d->json && json_warnings(d) ? al_errf(e, "out of memory") : 0;
+}
+
 /* The phases of a (registry.h), from the loaded model to the printed
  * result. Returns al_drive_run's codes. */
 static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, al_drive *d,
@@ -188,21 +200,19 @@ static int drive_phases(const al_analysis *a, void *args, const al_flag *flags, 
     }
     for (int i = 0; d->strict && !d->quiet && i < n_prep; i++)
         fprintf(stderr, "attnlab: warning: %s\n", d->warn.msg[i]);
+    /* the document inside the run's transaction, before its commit: a run
+     * whose document cannot be made (out of memory) is failed, never
+     * stored while the command says it failed */
     if (al_store_tx_begin(b.st, e) || store_warnings(d, &b, e) ||
-        (a->store && a->store(args, st, d, e)) || al_store_run_finish(b.st, b.run_id, e)) {
+        (a->store && a->store(args, st, d, e)) || drive_doc(a, args, st, d, &b, e) ||
+        al_store_run_finish(b.st, b.run_id, e)) {
         al_behave_fail(&b, e);
         rc = a->stops && al_stop ? 130 : 1;
         goto out;
     }
     *run_id = b.run_id;
     if (drive_files_end(d, 1, e)) goto out;
-    /* the document, then the text drawn from it alone */
-    if (al_behave_json(d->doc, &b, w->db) ||
-        !cJSON_AddNumberToObject(d->doc, "run", (double)b.run_id)) {
-        al_errf(e, "out of memory");
-        goto out;
-    }
-    if (a->doc(args, st, d, e)) goto out;
+    /* the text, drawn from the document alone */
     if (!d->json) a->text(d->doc);
     rc = 0;
 out:
@@ -254,7 +264,6 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
     if (rc == 0 && d->json && !cJSON_GetObjectItemCaseSensitive(d->doc, "run") &&
         !cJSON_AddNumberToObject(d->doc, "run", (double)run))
         rc = (al_errf(e, "out of memory"), 1);
-    if (rc == 0 && d->json && json_warnings(d)) rc = (al_errf(e, "out of memory"), 1);
     if (rc == 0 && run_id) *run_id = run;
     return rc;
 }
