@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -98,8 +97,7 @@ int al_drive_file(al_drive *d, const char *path, const void *data, size_t n, al_
 }
 
 int al_drive_mkdir(al_drive *d, const char *path, al_err *e) {
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+    if (al_is_dir(path)) return 0;
     if (al_mkdir_p(path, e)) return -1;
     snprintf(d->made_dir, sizeof d->made_dir, "%s", path);
     return 0;

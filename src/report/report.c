@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -302,8 +301,7 @@ int al_report_write(const al_report_opts *o, al_report_result *res, al_err *e) {
     rep *R = al_calloc(1, sizeof *R, e);
     if (!R) return -1;
     R->o = o;
-    struct stat sb;
-    const int made = stat(o->out_dir, &sb) != 0;
+    const int made = !al_file_exists(o->out_dir);
     if (snprintf(R->dir, sizeof R->dir, "%s/" STAGE_PREFIX "%ld", o->out_dir, (long)getpid()) >=
         (int)sizeof R->dir) {
         free(R);

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -580,8 +579,7 @@ int al_sae_trainer_init(al_sae_trainer **out, const al_sae_train_opts *o, al_err
         if (estimate_scale(t, e) != 0) goto fail;
         t->step = 0;
         remove_strays(o->out);
-        struct stat sb;
-        t->made_dir = stat(o->out, &sb) != 0;
+        t->made_dir = !al_file_exists(o->out);
         if (save(t, e) != 0) {
             discard_untrained(t);
             goto fail;

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/data.h"
@@ -228,8 +227,7 @@ int al_trainer_init(al_trainer **out, const al_train_opts *o, const al_train_obs
         }
     }
     if (load_data(t, e) != 0 || setup_model(t, e) != 0) goto fail;
-    struct stat sb;
-    t->made_dir = stat(o->out, &sb) != 0;
+    t->made_dir = !al_file_exists(o->out);
     if (al_mkdir_p(o->out, e) != 0) goto fail;
     t->oc = (al_optim_cfg){.lr = o->lr,
                            .min_lr_frac = o->min_lr_frac,
