@@ -1,5 +1,6 @@
 /* runner.c -- runs every TEST in a forked child, prints a summary. */
 #define _DEFAULT_SOURCE
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,10 +230,83 @@ int t_one_line(const char *path, const char *want) {
     return ok;
 }
 
+/* How many tests run at once: ATTNLAB_TEST_JOBS, else one per core.
+ * Each test has its own folder and most are single-threaded CLI runs,
+ * so the suite takes about half the time on two cores; =1 runs them one
+ * after another, in the order of tests_list.h. */
+static int test_jobs(void) {
+    const char *s = getenv("ATTNLAB_TEST_JOBS");
+    long n = s && *s ? strtol(s, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 16 ? 16 : (int)n;
+}
+
+typedef struct {
+    pid_t pid;
+    int test;
+} slot;
+
+/* Start test i in a child whose stdout and stderr go to LOG (so that
+ * tests running at once do not mix their lines); the parent prints the
+ * log when the test ends. Returns the child's pid, or -1. */
+static pid_t start_test(const test_case *t, const char *base, const char *log) {
+    snprintf(g_tmpdir, sizeof g_tmpdir, "%s/%s", base, t->name);
+    mkdir(g_tmpdir, 0777);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        alarm(600);
+        al_quiet = 1;
+        t->fn();
+        fflush(stdout);
+        fflush(stderr);
+        int rc = n_fail_checks || leaks_found() ? 1 : 0;
+        cov_flush();
+        _exit(rc);
+    }
+    return pid;
+}
+
+/* Print test T's log and its result; returns 0 passed, 1 failed, 2 skipped. */
+static int finish_test(const test_case *t, const char *base, const char *log, int st) {
+    char *out = t_slurp(log);
+    if (out) fputs(out, stdout);
+    free(out);
+    unlink(log);
+    char dir[600], cmd[700];
+    snprintf(dir, sizeof dir, "%s/%s", base, t->name);
+    int r;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        printf("PASS %s\n", t->name);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) { /* leave it; harmless */
+        }
+        r = 0;
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+        printf("SKIP %s\n", t->name);
+        r = 2;
+    } else {
+        if (WIFSIGNALED(st))
+            printf("FAIL %s (signal %d)\n", t->name, WTERMSIG(st));
+        else
+            printf("FAIL %s\n", t->name);
+        printf("     files kept in %s\n", dir);
+        r = 1;
+    }
+    fflush(stdout);
+    return r;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     int n = (int)(sizeof all_tests / sizeof all_tests[0]);
-    int passed = 0, failed = 0, skipped = 0;
+    int counts[3] = {0, 0, 0}; /* passed, failed, skipped */
     char base[] = "/tmp/attnlab-test-XXXXXX";
     al_err e;
     if (al_registry_setup(&e)) { /* as main.c: the tests read the store in-process too */
@@ -243,57 +317,52 @@ int main(int argc, char **argv) {
         perror("mkdtemp");
         return 1;
     }
-    for (int i = 0; i < n; i++) {
-        const test_case *t = &all_tests[i];
-        if (filter && !strstr(t->name, filter)) continue;
-        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/%s", base, t->name);
-        mkdir(g_tmpdir, 0777);
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        if (pid == 0) {
-            alarm(600);
-            al_quiet = 1;
-            t->fn();
-            fflush(stdout);
-            fflush(stderr);
-            int rc = n_fail_checks || leaks_found() ? 1 : 0;
-            cov_flush();
-            _exit(rc);
-        }
-        int st = 0;
-        waitpid(pid, &st, 0);
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-            printf("PASS %s\n", t->name);
-            passed++;
-            char cmd[700];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
-            if (system(cmd) != 0) { /* leave it; harmless */
+    int jobs = test_jobs();
+    slot run[16];
+    int n_run = 0, next = 0;
+    char log[600];
+    for (;;) {
+        while (n_run < jobs && next < n) {
+            const test_case *t = &all_tests[next];
+            if (filter && !strstr(t->name, filter)) {
+                next++;
+                continue;
             }
-        } else if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
-            printf("SKIP %s\n", t->name);
-            skipped++;
-        } else {
-            if (WIFSIGNALED(st))
-                printf("FAIL %s (signal %d)\n", t->name, WTERMSIG(st));
-            else
-                printf("FAIL %s\n", t->name);
-            printf("     files kept in %s\n", g_tmpdir);
-            failed++;
+            snprintf(log, sizeof log, "%s/.log-%s", base, t->name);
+            pid_t pid = start_test(t, base, log);
+            if (pid < 0) { /* the tests not run would pass unseen */
+                perror("runner: fork");
+                return 1;
+            }
+            run[n_run++] = (slot){pid, next++};
         }
-        fflush(stdout);
+        if (n_run == 0) break;
+        int st = 0;
+        pid_t pid = waitpid(-1, &st, 0);
+        if (pid < 0) {
+            perror("waitpid");
+            return 1;
+        }
+        for (int k = 0; k < n_run; k++) {
+            if (run[k].pid != pid) continue;
+            const test_case *t = &all_tests[run[k].test];
+            snprintf(log, sizeof log, "%s/.log-%s", base, t->name);
+            counts[finish_test(t, base, log, st)]++;
+            run[k] = run[--n_run];
+            break;
+        }
     }
-    if (failed == 0) {
+    if (counts[1] == 0) {
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
         if (system(cmd) != 0) { /* ignore */
         }
     }
-    if (skipped)
-        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    if (counts[2])
+        printf("%d passed, %d failed, %d skipped\n", counts[0], counts[1], counts[2]);
     else
-        printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+        printf("%d passed, %d failed\n", counts[0], counts[1]);
+    return counts[1] ? 1 : 0;
 }
 
 void t_ln_perturb(al_model *m, uint64_t seed) {

@@ -28,15 +28,16 @@ static int exists(const char *p) {
 
 /* The files of import_ref.py MODE; skips without PyTorch. Made once per
  * run of the test runner, beside the tests' own folders (the tests only
- * read them), since PyTorch takes seconds to start. */
+ * read them), since PyTorch takes seconds to start; under a lock, since
+ * the runner runs tests at once and two may want the same files. */
 static const char *gen(const char *mode) {
     static char dir[1200];
     char done[1300];
     snprintf(dir, sizeof dir, "%s/../import_ref_%s", t_tmpdir(), mode);
     snprintf(done, sizeof done, "%s/.done", dir);
-    if (exists(done)) return dir;
-    int rc = t_sh(PY " tests/import_ref.py %s %s > %s 2>&1 && touch %s", mode, dir,
-                  t_path("gen.log"), done);
+    int rc = t_sh("flock %s.lock sh -c 'test -e %s || { " PY
+                  " tests/import_ref.py %s %s > %s 2>&1 && touch %s; }'",
+                  dir, done, mode, dir, t_path("gen.log"), done);
     if (rc == 77) t_skip("PyTorch not installed");
     if (rc == 127) t_skip(PY " not found");
     CHECKF(rc == 0, "import_ref.py %s failed (%d): %s", mode, rc, t_slurp(t_path("gen.log")));
