@@ -5,7 +5,8 @@
  * the database can fail anywhere. Each command below runs again and again
  * on a fresh copy of a small work folder, with util.c's fault points
  * failing one site (a caller of al_malloc, al_calloc, al_grow, an atomic
- * write or a store statement) that no run has failed before
+ * write, a store statement or a cJSON function that allocates) that no
+ * run has failed before
  * (al_fault_arm_new), until a run passes every site. Each failed run must
  * exit 1 with one line on stderr that is not a warning, leak nothing
  * (under AddressSanitizer), and leave the folder as it was: every file
@@ -19,8 +20,11 @@
  * The commands run in a child forked from this test, not as new
  * processes: a site is a return address, which a fork keeps, so a site
  * failed in one command is not failed again in the next, and a run costs
- * the command's work, not a program start. */
+ * the command's work, not a program start. ATTNLAB_FAULT_DEBUG=1 prints
+ * each absorbed fault's site as file and offset (addr2line -e FILE takes
+ * the offset less one). */
 #define _GNU_SOURCE /* nftw, mmap MAP_ANONYMOUS */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
@@ -228,6 +232,18 @@ static char *db_sig(const char *path, int *n_failed) {
         sig_add(&b, line);
     }
     sqlite3_finalize(st);
+    /* a run recorded without its options (a document that could not be
+     * made, stored as NULL) */
+    if (sqlite3_prepare_v2(db,
+                           "SELECT count(*) FROM runs WHERE status <> 'failed' AND "
+                           "config_json IS NULL",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        char line[64];
+        snprintf(line, sizeof line, "runs without options %d", sqlite3_column_int(st, 0));
+        sig_add(&b, line);
+    }
+    sqlite3_finalize(st);
     if (sqlite3_prepare_v2(db, "SELECT count(*) FROM runs WHERE status = 'failed'", -1, &st,
                            NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW)
@@ -336,7 +352,8 @@ static int error_lines(const char *text, char *first, size_t cap) {
  * with its database named db) until one run passes every site not yet
  * failed, checking each failed run as the header says. Returns the
  * number of sites failed. */
-static int sweep(const char *tmpl, const char *db, const char *cmdline, const char *keep) {
+static int sweep(const char *tmpl, const char *db, const char *cmdline, const char *keep,
+                 int *n_absorbed) {
     t_pbuf work = t_pcopy("work"), err = t_pcopy("fault.err");
     char dbpath[1200];
     snprintf(dbpath, sizeof dbpath, "%s/%s", tmpl, db);
@@ -362,6 +379,22 @@ static int sweep(const char *tmpl, const char *db, const char *cmdline, const ch
         }
         n_sites++;
         if (rc == 0) { /* absorbed: the run must have succeeded whole */
+            ++*n_absorbed;
+            if (db[0]) { /* no run marked failed, none recorded without its options */
+                int nf = 0;
+                char *got_db = db_sig(dbpath, &nf);
+                CHECKF(nf == nf0 && strstr(got_db, "runs without options 0\n"),
+                       "%s: exit 0 after a fault, but the database has %d failed runs "
+                       "(had %d):\n%s",
+                       cmdline, nf, nf0, got_db);
+                free(got_db);
+            }
+            if (getenv("ATTNLAB_FAULT_DEBUG")) {
+                Dl_info di;
+                dladdr(site, &di);
+                fprintf(stderr, "ABSORBED %s %p: %s\n", di.dli_fname,
+                        (void *)((char *)site - (char *)di.dli_fbase), text ? text : "");
+            }
             CHECKF(nerr == 0, "%s: exit 0 after a fault, but stderr says %s", cmdline, first);
             free(text);
             continue;
@@ -395,8 +428,8 @@ static int sweep(const char *tmpl, const char *db, const char *cmdline, const ch
 /* Sweep each of cmds (a NULL-ended list) on tmpl, printing its count. */
 static void sweep_all(const char *tmpl, const char *db, const char *const *cmds, const char *keep) {
     for (const char *const *c = cmds; *c; c++) {
-        int n = sweep(tmpl, db, *c, keep);
-        fprintf(stderr, "    %d new sites: %s\n", n, *c);
+        int absorbed = 0, n = sweep(tmpl, db, *c, keep, &absorbed);
+        fprintf(stderr, "    %d new sites (%d absorbed): %s\n", n, absorbed, *c);
     }
 }
 

@@ -160,3 +160,20 @@ TEST(warnings_probe_unseen_ids) {
     free(txt);
     al_tokens_free(&d);
 }
+
+/* A model whose state.json cannot be read (here it is cut short) still
+ * loads, since its weights are whole, but the length it was trained on
+ * is then a guess: the analysis says which, on one warning line. */
+TEST(warnings_unreadable_state_json) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db"), err = t_pcopy("err.txt");
+    t_tiny_model(dir.s, 1, 1);
+    CHECK(t_sh("printf '{\"step\": 1, \"train\": {' > %s/m1/state.json", dir.s) == 0);
+    CHECK(t_sh("%s scores --model %s/m1 --db %s --probe-r 5 --threads 1 > /dev/null 2> %s", t_bin(),
+               dir.s, db.s, err.s) == 0);
+    char *txt = t_slurp(err.s);
+    const char *w = txt ? strstr(txt, "attnlab: warning: ") : NULL;
+    CHECKF(w && strstr(w, "state.json") && strstr(w, "trained on its n_ctx (32-token sequences)") &&
+               strchr(w, '\n') == w + strcspn(w, "\n"),
+           "stderr: %s", txt ? txt : "");
+    free(txt);
+}

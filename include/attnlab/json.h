@@ -8,6 +8,20 @@
 #include <stdint.h>
 #include "attnlab/util.h"
 
+struct cJSON;
+
+/* cJSON's allocations through attnlab's hooks (json.c says why); once,
+ * before any other thread uses cJSON (al_registry_setup calls it). */
+void al_json_setup(void);
+/* doc as JSON text, indented if formatted (free it), or NULL when out of
+ * memory. Every document attnlab writes goes through here: a cJSON
+ * function that could not allocate leaves its part out of the document
+ * and says so only by its return value, which much building code does
+ * not check one by one, so NULL also when any cJSON allocation of this
+ * thread failed since the last al_json_print: a document missing a part
+ * is refused, never written. */
+char *al_json_print(int formatted, const struct cJSON *doc);
+
 /* Parse len bytes of JSON (need not be NUL-terminated) with cJSON,
  * refusing NUL bytes and nesting deeper than AL_JSON_MAX_DEPTH before
  * cJSON sees the text (its recursion is the stack's only bound). Returns
@@ -15,7 +29,6 @@
  * message "SOURCE: invalid JSON at line L, column C" (just "invalid JSON
  * ..." if source_name is NULL). */
 #define AL_JSON_MAX_DEPTH 100
-struct cJSON;
 int al_json_parse(const char *text, size_t len, const char *source_name, struct cJSON **out,
                   al_err *e);
 

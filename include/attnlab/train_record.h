@@ -28,6 +28,11 @@ typedef struct al_train_record {
     al_store *db;
     int64_t run_id;
     al_probe probe;
+    /* set when training ended well but its run could not be recorded as
+     * done (the run is then marked failed, if the database allows): the
+     * caller must report it, since the trainer's own result is success */
+    int end_failed;
+    al_err end_err;
 } al_train_record;
 
 /* An observer recording into r, which must be zeroed except for the two

@@ -59,6 +59,8 @@ int al_fault_at(const void *site);
 void al_fault_arm_new(const void *const *skip, int n_skip, int pass);
 int al_fault_new_sites(const void **out, int cap);
 const void *al_fault_fired(void);
+/* 0 when no fault can fire (a caller skips work that only finds a site). */
+int al_fault_armed(void);
 /* Multiply with overflow detection: returns 0 and sets *out, or -1. */
 int al_mul_overflow(size_t a, size_t b, size_t *out);
 

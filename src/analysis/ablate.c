@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "attnlab/config.h"
+#include "attnlab/json.h"
 
 /* --------------------------------------------------- evaluation sets */
 
@@ -522,7 +523,7 @@ char *al_mask_text(const al_config *c, const unsigned char *off, const al_mask_i
         add_num(o, "base_loss", info->base_loss);
         add_num(o, "loss", info->loss);
     }
-    char *s = cJSON_Print(o);
+    char *s = al_json_print(1, o);
     cJSON_Delete(o);
     size_t n = s ? strlen(s) : 0;
     char *t = s ? realloc(s, n + 2) : NULL;

@@ -76,7 +76,7 @@ int al_circuit_format(const al_circuit_info *info, int L, int H, const unsigned 
              (arr = cJSON_AddArrayToObject(root, "edges"));
     for (int k = 0; ok && k < n; k++)
         if (kept[k] && add_edge(arr, L, H, k, score ? score[k] : NAN)) ok = 0;
-    char *s = ok ? cJSON_Print(root) : NULL;
+    char *s = ok ? al_json_print(1, root) : NULL;
     cJSON_Delete(root);
     if (!s) return al_errf(e, "circuit file: out of memory");
     size_t len = strlen(s);

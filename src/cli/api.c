@@ -527,7 +527,7 @@ static int numbers_as_text(cJSON *o, const al_flag *fl) {
     for (cJSON *v = o->child; v; v = v->next) {
         const al_flag *f = al_flag_for_key(fl, v->string);
         if (!f || f->type != AL_STR || !cJSON_IsNumber(v)) continue;
-        char *txt = cJSON_PrintUnformatted(v);
+        char *txt = al_json_print(0, v);
         cJSON *str = txt ? cJSON_CreateString(txt) : NULL;
         cJSON_free(txt);
         if (!str || !cJSON_ReplaceItemViaPointer(o, v, str)) return cJSON_Delete(str), -1;
@@ -595,7 +595,7 @@ int al_api_analysis(const char *name, const char *options, char **doc, char *err
             al_flag_unknown(fl, key, strlen(key), &e);
             goto out;
         }
-    if (numbers_as_text(o, fl) || !(rest = cJSON_PrintUnformatted(o))) {
+    if (numbers_as_text(o, fl) || !(rest = al_json_print(0, o))) {
         rc = (al_errf(&e, "out of memory"), -1);
         goto out;
     }
@@ -607,7 +607,7 @@ int al_api_analysis(const char *name, const char *options, char **doc, char *err
         }
     d.strict = strict, d.progress = progress;
     rc = al_drive_run(a, args, fl, &d, NULL, &e);
-    if (rc == 0 && !(*doc = cJSON_PrintUnformatted(d.doc))) rc = (al_errf(&e, "out of memory"), 1);
+    if (rc == 0 && !(*doc = al_json_print(0, d.doc))) rc = (al_errf(&e, "out of memory"), 1);
 out:
     if (rc) put_err(err, ecap, e.msg);
     cJSON_Delete(d.doc);

@@ -13,6 +13,7 @@
 
 #include "attnlab/ablate.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/json.h"
 #include "attnlab/circuit_run.h"
 #include "attnlab/config.h"
 
@@ -24,10 +25,21 @@ static int trained_len(const char *dir, int n_ctx) {
     al_train_state st;
     al_err e;
     int T = n_ctx;
-    /* no state.json (1) or an unreadable one (-1): assume n_ctx, as the
-     * weights themselves loaded fine */
-    if (al_ckpt_read_state(dir, &st, &e) != 0) return n_ctx;
-    cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
+    int rc = al_ckpt_read_state(dir, &st, &e);
+    if (rc == 1) return n_ctx; /* no state.json */
+    cJSON *o = NULL;
+    if (rc == 0 && st.train_json &&
+        al_json_parse(st.train_json, strlen(st.train_json), "state.json", &o, &e) != 0) {
+        al_state_free(&st);
+        rc = -1;
+    }
+    if (rc != 0) { /* the weights loaded fine: go on, but say what is assumed */
+        fprintf(stderr,
+                "attnlab: warning: %s; the model is taken to have been trained on its n_ctx "
+                "(%d-token sequences)\n",
+                e.msg, n_ctx);
+        return n_ctx;
+    }
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
     if (cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble < n_ctx) T = (int)j->valuedouble;
     cJSON_Delete(o);
@@ -59,7 +71,12 @@ static char *state_file(const char *model_dir, const char *key, const char *whic
         al_err_prefix(e, "--probe-tokens %s", which);
         return NULL;
     }
-    cJSON *o = st.train_json ? cJSON_Parse(st.train_json) : NULL;
+    cJSON *o = NULL;
+    if (st.train_json && al_json_parse(st.train_json, strlen(st.train_json), "state.json", &o, e)) {
+        al_state_free(&st);
+        al_err_prefix(e, "--probe-tokens %s", which);
+        return NULL;
+    }
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
     char *path = cJSON_IsString(j) ? strdup(j->valuestring) : NULL;
     int named = cJSON_IsString(j);
@@ -247,7 +264,7 @@ static char *with_intervention(char *cfg, const char *iv_json) {
     char *out = NULL;
     if (o && iv && cJSON_AddItemToObject(o, "intervention", iv)) {
         iv = NULL;
-        out = cJSON_PrintUnformatted(o);
+        out = al_json_print(0, o);
     }
     cJSON_Delete(o), cJSON_Delete(iv);
     if (!out) return cfg;
@@ -257,6 +274,7 @@ static char *with_intervention(char *cfg, const char *iv_json) {
 
 int al_behave_begin(al_behave *b, const char *kind, const al_flag *flags, al_err *e) {
     char *cfg = al_flags_to_json(flags);
+    if (!cfg) return al_errf(e, "out of memory");
     if (b->iv_json) cfg = with_intervention(cfg, b->iv_json);
     int rc = al_store_model(b->st, b->dir, b->sha, &b->m, NULL, &b->model_id, e) ||
              al_store_run_begin(b->st, kind, cfg, b->model_id, &b->run_id, e);

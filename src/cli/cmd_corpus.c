@@ -144,7 +144,7 @@ static int write_sidecar(const made *m, const char *path, const void *data, size
              cJSON_AddStringToObject(j, "separator", "<|endoftext|>") &&
              cJSON_AddStringToObject(j, "encode", "--docs eot") &&
              cJSON_AddStringToObject(j, "attnlab_version", AL_VERSION);
-    char *txt = ok ? cJSON_Print(j) : NULL;
+    char *txt = ok ? al_json_print(1, j) : NULL;
     if (!txt) return al_errf(e, "out of memory");
     size_t n = strlen(txt);
     txt[n] = '\n'; /* cJSON_Print's buffer has room: its NUL */

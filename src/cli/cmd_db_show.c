@@ -13,6 +13,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/store.h"
+#include "attnlab/json.h"
 #include "attnlab/store_show.h"
 
 static int g_json;
@@ -155,7 +156,7 @@ static int print_json(const char *path, const al_show *sh) {
         for (int i = 0; ok && i < sh->n_warnings; i++)
             ok = cJSON_AddItemToArray(w, cJSON_CreateString(sh->warnings[i]));
     }
-    char *txt = ok ? cJSON_Print(d) : NULL;
+    char *txt = ok ? al_json_print(1, d) : NULL;
     cJSON_Delete(d);
     if (!txt) return -1;
     printf("%s\n", txt);

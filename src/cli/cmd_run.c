@@ -14,6 +14,7 @@
 #include "attnlab/ablate.h"
 #include "attnlab/args.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/json.h"
 #include "attnlab/circuit_run.h"
 #include "attnlab/data.h"
 #include "attnlab/intervene.h"
@@ -630,7 +631,7 @@ static int run_run(int argc, char **argv) {
     }
     if (o_generate > 0 && generate(&m, tok, ids, T, root, &e) != 0) goto out;
     if (root) {
-        char *s = cJSON_Print(root);
+        char *s = al_json_print(1, root);
         if (s) printf("%s\n", s);
         free(s);
     }

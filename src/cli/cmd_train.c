@@ -157,6 +157,12 @@ int al_train_cli_run(al_train_cli *c, al_flag *flags, int *interrupted, al_err *
      * ends the process, with nothing to save. */
     al_stop_catch();
     rc = al_trainer_run(t, interrupted, e);
+    if (rc == 0 && rec.end_failed) {
+        *e = rec.end_err;
+        al_err_prefix(e, "%s is trained, but its run in %s is not marked done", al_trainer_dir(t),
+                      c->db);
+        rc = -1;
+    }
     if (rc != 0) al_trainer_failed(t, e);
     al_stop_release();
     if (rc == 0 && *interrupted) al_log("continue with --resume %s", al_trainer_dir(t));

@@ -18,6 +18,7 @@
 
 #include "attnlab/behave.h"
 #include "attnlab/gemm.h"
+#include "attnlab/json.h"
 #include "attnlab/intervene.h"
 #include "attnlab/stop.h"
 #include "attnlab/store.h"
@@ -293,7 +294,7 @@ int al_drive_main(const al_analysis *a, int argc, char **argv) {
                       .strict = g_strict};
         rc = al_drive_run(a, a->tmpl, a->cmd->flags, &d, NULL, &e);
         if (rc == 0 && d.json) {
-            char *s = cJSON_Print(d.doc);
+            char *s = al_json_print(1, d.doc);
             if (!s)
                 rc = (al_errf(&e, "out of memory"), 1);
             else {

@@ -142,7 +142,7 @@ static int keep_json(jx *j, const char *path, cJSON *o, char **dst) {
     /* cJSON prints a number with 15 digits when that reads back within
      * an epsilon (0.1 + 0.2 as 0.3, 2^53 - 1 as 2^53 - 2): written as the
      * shortest exact text instead, a stage gets the very value of the file */
-    *dst = o && al_json_exact_numbers(o->child) == 0 ? cJSON_PrintUnformatted(o) : NULL;
+    *dst = o && al_json_exact_numbers(o->child) == 0 ? al_json_print(0, o) : NULL;
     cJSON_Delete(o);
     return *dst ? 0 : bad(j, path, "out of memory");
 }
@@ -329,7 +329,7 @@ static int load_mix(jx *j, const cJSON *mx, const cJSON *enc) {
             return bad(j, i ? "data.mix.seed" : "data.mix.bytes", "must be a whole number >= 0");
         *(i ? &x->mix_seed : &x->mix_bytes) = (uint64_t)v->valuedouble;
     }
-    if (!(x->mix_json = cJSON_PrintUnformatted(mx))) return bad(j, "data.mix", "out of memory");
+    if (!(x->mix_json = al_json_print(0, mx))) return bad(j, "data.mix", "out of memory");
     return need_eot(j, enc, "data.mix");
 }
 

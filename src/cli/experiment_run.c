@@ -538,7 +538,7 @@ static int stage_args(const runner *R, const stage *s, const al_analysis *c, voi
         cJSON *o = cJSON_Parse(an->opts);
         asked_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "data"));
         cJSON_DeleteItemFromObjectCaseSensitive(o, "data");
-        opts = o ? cJSON_PrintUnformatted(o) : NULL;
+        opts = o ? al_json_print(0, o) : NULL;
         cJSON_Delete(o);
     }
     int rc = !opts ? al_errf(e, "out of memory")

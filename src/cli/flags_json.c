@@ -178,7 +178,7 @@ char *al_flags_to_json(const al_flag *flags) {
         ok = v && cJSON_AddItemToObject(o, key, v);
         if (!ok) cJSON_Delete(v);
     }
-    char *s = ok ? cJSON_Print(o) : NULL;
+    char *s = ok ? al_json_print(1, o) : NULL;
     cJSON_Delete(o);
     return s;
 }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "attnlab/json.h"
 #include "attnlab/train_record.h"
 
 extern const al_analysis al_an_circuits, al_an_scores, al_an_ablate, al_an_prune, al_an_patch,
@@ -54,6 +55,7 @@ static int setup_rc;
 static al_err setup_err;
 
 static void setup_once(void) {
+    al_json_setup();
     setup_rc = al_store_set_kind(AL_RESULTS_TRAINING, AL_TRAIN_RUN_KIND, &setup_err);
     for (const al_analysis *const *a = al_analyses; *a && setup_rc == 0; a++)
         if ((*a)->results != AL_RESULTS_NONE)

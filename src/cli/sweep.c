@@ -361,7 +361,7 @@ static char *value_text(const cJSON *v) {
     char *out = NULL;
     if (box) {
         cJSON_AddItemToArray(box, c);
-        if (al_json_exact_numbers(box->child) == 0) out = cJSON_PrintUnformatted(c);
+        if (al_json_exact_numbers(box->child) == 0) out = al_json_print(0, c);
         cJSON_Delete(box);
     } else {
         cJSON_Delete(c);
@@ -439,7 +439,7 @@ int al_sweep_values_of(const al_sweep *s, long k, al_sweep_values *v, al_err *e)
         free(t);
     }
     if (!oom && al_json_exact_numbers(params->child) == 0)
-        v->params_json = cJSON_PrintUnformatted(params);
+        v->params_json = al_json_print(0, params);
     cJSON_Delete(params);
     v->setting = set.p;
     v->all = all.p;

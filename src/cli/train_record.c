@@ -106,11 +106,14 @@ static void on_end(void *ctx, al_trainer *t, int status, const al_err *err) {
                                    : NULL;
     al_err e2, e3;
     int64_t model_id = 0;
-    if (!why && (al_store_model(r->db, al_trainer_dir(t), NULL, al_trainer_model(t), NULL,
+    /* one transaction, so that a failure leaves no model row behind
+     * (al_store_run_fail rolls it back) */
+    if (!why && (al_store_tx_begin(r->db, &e2) != 0 ||
+                 al_store_model(r->db, al_trainer_dir(t), NULL, al_trainer_model(t), NULL,
                                 &model_id, &e2) != 0 ||
                  al_store_run_set_model(r->db, r->run_id, model_id, &e2) != 0 ||
                  al_store_run_finish(r->db, r->run_id, &e2) != 0))
-        why = e2.msg;
+        why = e2.msg, r->end_failed = 1, r->end_err = e2;
     if (why) al_store_run_fail(r->db, r->run_id, why, &e3);
     al_store_close(r->db);
     r->db = NULL;

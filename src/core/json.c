@@ -2,12 +2,14 @@
  * (see json.h). All JSON goes through al_json_parse, which bounds nesting
  * before cJSON recurses; numbers written through al_json_num_item read
  * back bit for bit. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* dladdr */
 #include "attnlab/json.h"
 #include "attnlab/stats.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +36,57 @@ static int json_depth(const char *s, size_t n, int limit) {
     return max;
 }
 
+/* ------------------------------------------------ cJSON's allocations
+ *
+ * cJSON allocates through hooks installed here, for two reasons. A parse
+ * that fails for memory must not be reported as invalid JSON, so the
+ * hook notes the failure (json_oom, per thread). And the tests that fail
+ * every allocation of a command in turn (util.c's fault points) must
+ * reach cJSON's too, since nearly every result a command stores or
+ * prints is a cJSON document: its site is the first caller outside
+ * cJSON (one cJSON_AddNumberToObject is one site however deep in cJSON
+ * the allocation is). The walk up the stack happens only while a fault
+ * is armed. */
+static _Thread_local int json_oom;
+static _Thread_local const void *json_site; /* al_json_print's caller */
+static const void *cjson_base; /* where libcjson is loaded */
+
+static int in_cjson(void *pc) {
+    Dl_info i;
+    return dladdr(pc, &i) && i.dli_fbase == cjson_base;
+}
+
+static void *json_malloc(size_t n) {
+    if (al_fault_armed()) {
+        void *pc[32];
+        int k = backtrace(pc, 32), i = 1;
+        while (i < k && !in_cjson(pc[i])) i++;
+        while (i < k && in_cjson(pc[i])) i++;
+        const void *site = json_site ? json_site : i < k ? pc[i] : __builtin_return_address(0);
+        if (al_fault_at(site)) {
+            json_oom = 1;
+            return NULL;
+        }
+    }
+    void *p = malloc(n);
+    if (!p) json_oom = 1;
+    return p;
+}
+
+char *al_json_print(int formatted, const cJSON *doc) {
+    json_site = __builtin_return_address(0); /* each caller a site of its own */
+    char *s = json_oom || !doc ? NULL : formatted ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
+    json_site = NULL, json_oom = 0;
+    return s;
+}
+
+void al_json_setup(void) {
+    Dl_info i;
+    if (dladdr((void *)cJSON_Parse, &i)) cjson_base = i.dli_fbase;
+    cJSON_Hooks h = {json_malloc, free};
+    cJSON_InitHooks(&h);
+}
+
 static int src_errf(al_err *e, const char *src, const char *what) {
     return src ? al_errf(e, "%s: %s", src, what) : al_errf(e, "%s", what);
 }
@@ -52,7 +105,15 @@ int al_json_parse(const char *text, size_t len, const char *source_name, struct 
     memcpy(buf, text, len);
     buf[len] = 0;
     const char *end = NULL;
+    int oom_before = json_oom; /* a document being built elsewhere */
+    json_oom = 0;
     cJSON *root = cJSON_ParseWithOpts(buf, &end, 1);
+    int oom = json_oom;
+    json_oom = oom_before;
+    if (!root && oom) {
+        free(buf);
+        return src_errf(e, source_name, "out of memory reading JSON");
+    }
     if (!root) {
         size_t pos = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
         int line = 1, col = 1;

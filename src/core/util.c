@@ -72,8 +72,9 @@ int al_mul_overflow(size_t a, size_t b, size_t *out) {
  * place one can happen, not only the few a bad input reaches. Armed, one
  * fault point fails: an allocation through al_malloc, al_calloc or al_grow
  * as if malloc had returned NULL, a write of al_write_file_atomic,
- * al_atomic_commit or al_atomic_sync as if the disk were full, or a
- * statement of the store as if SQLite had run out of memory. A site is
+ * al_atomic_commit or al_atomic_sync as if the disk were full, a
+ * statement of the store as if SQLite had run out of memory, or an
+ * allocation of cJSON's (json.c). A site is
  * the point's caller (its return address). The one that fails is the first
  * reached from the N-th distinct site (numbered in the order the run
  * first reaches them, so N = 1, 2, ... walks a command's sites one by
@@ -105,6 +106,8 @@ int al_fault_new_sites(const void **out, int cap) {
 }
 
 const void *al_fault_fired(void) { return fault_hit; }
+
+int al_fault_armed(void) { return fault_state != 0; }
 
 int al_fault_at(const void *site) {
     if (fault_state == 0) return 0;

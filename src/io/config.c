@@ -8,6 +8,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "attnlab/config.h"
 
+#include "attnlab/json.h"
+
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <inttypes.h>
@@ -51,7 +53,7 @@ char *al_config_to_json(const al_config *c) {
     cJSON_AddBoolToObject(o, "tied_embeddings", c->tied_embeddings != 0);
     cJSON_AddItemToObject(o, "seed", al_json_u64_item(c->seed));
     cJSON_AddStringToObject(o, "attnlab_version", AL_VERSION);
-    char *s = cJSON_Print(o);
+    char *s = al_json_print(1, o);
     cJSON_Delete(o);
     return s;
 }
@@ -271,7 +273,7 @@ char *al_state_to_json(const al_train_state *s) {
             cJSON_AddItemToObject(c, "run_id", al_json_num_item((double)s->curve_run));
         }
     }
-    char *out = cJSON_Print(o);
+    char *out = al_json_print(1, o);
     cJSON_Delete(o);
     return out;
 }
@@ -332,7 +334,7 @@ static int state_fields(const cJSON *o, al_train_state *t, const char *src, al_e
     if (j && !cJSON_IsNull(j)) {
         if (!cJSON_IsObject(j)) return al_errf(e, "%s: key 'train' must be an object", src);
         if (al_json_exact_numbers(j->child) != 0) return al_errf(e, "%s: out of memory", src);
-        t->train_json = cJSON_PrintUnformatted(j);
+        t->train_json = al_json_print(0, j);
         if (!t->train_json) return al_errf(e, "%s: out of memory", src);
     }
     j = cJSON_GetObjectItemCaseSensitive(o, "curve");

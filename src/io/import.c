@@ -446,7 +446,7 @@ static char *import_json(const al_import_opts *o, const al_model *m, const al_im
     const char *nt = al_norm_type_name(m->cfg.norm_type);
     cJSON_AddStringToObject(j, "normalization_type", nt ? nt : "none");
     cJSON_AddStringToObject(j, "positional_embedding_type", al_pos_type_name(m->cfg.pos_type));
-    char *s = rc ? NULL : cJSON_Print(j);
+    char *s = rc ? NULL : al_json_print(1, j);
     cJSON_Delete(j);
     if (!s && !rc) al_errf(e, "out of memory");
     return s;

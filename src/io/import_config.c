@@ -415,7 +415,7 @@ static int check_keys(const cJSON *o, const char *ignore, al_import_info *info, 
             if (w > 0 && ni + (size_t)w < sizeof info->ignored) ni += (size_t)w;
         }
     }
-    char *txt = rc ? NULL : cJSON_PrintUnformatted(rec);
+    char *txt = rc ? NULL : al_json_print(0, rec);
     if (txt && strlen(txt) < sizeof info->recorded)
         snprintf(info->recorded, sizeof info->recorded, "%s", txt);
     free(txt);

@@ -312,7 +312,7 @@ int al_intervention_parse(const char *text, size_t n, const char *dir, const al_
         if (parse_op(o, i, dir, c, &iv->ops[i], e)) goto out;
         i++;
     }
-    if (!(iv->json = cJSON_PrintUnformatted(root))) {
+    if (!(iv->json = al_json_print(0, root))) {
         al_errf(e, "out of memory");
         goto out;
     }

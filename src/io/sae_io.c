@@ -104,7 +104,7 @@ static char *cfg_to_json(const al_sae *s, const al_sae_meta *m) {
     cJSON_AddStringToObject(o, "model_sha256", m->model_sha256);
     cJSON_AddItemToObject(o, "seed", al_json_u64_item(m->seed));
     cJSON_AddStringToObject(o, "attnlab_version", AL_VERSION);
-    char *txt = cJSON_Print(o);
+    char *txt = al_json_print(1, o);
     cJSON_Delete(o);
     return txt;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attnlab/json.h"
+
 static cJSON *nb_source(const char *text) {
     cJSON *arr = cJSON_CreateArray();
     char *clean = al_utf8_sanitize(text, strlen(text));
@@ -156,7 +158,7 @@ int rep_write_notebook(rep *R, const char *title, char *path_out, al_err *e) {
     cJSON_AddItemToObject(nb, "metadata", meta);
     cJSON_AddNumberToObject(nb, "nbformat", 4);
     cJSON_AddNumberToObject(nb, "nbformat_minor", 5);
-    char *txt = cJSON_Print(nb);
+    char *txt = al_json_print(1, nb);
     if (!txt) goto done;
     if (al_path_join(path_out, AL_PATH_MAX + 64, R->dir, "report.ipynb", e) == 0 &&
         al_write_file_atomic(path_out, txt, strlen(txt), e) == 0 &&

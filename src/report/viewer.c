@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "attnlab/checkpoint.h"
+#include "attnlab/json.h"
 #include "attnlab/data.h"
 #include "attnlab/model.h"
 #include "attnlab/pairs.h"
@@ -776,7 +777,7 @@ int al_viewer_model_block(al_buf *h, al_store *st, const al_viewer_model *vm, al
         cJSON_Delete(root);
         return -1;
     }
-    char *json = cJSON_PrintUnformatted(root);
+    char *json = al_json_print(0, root);
     cJSON_Delete(root);
     char *safe = json ? al_viewer_json_for_html(json) : NULL;
     char *slug = al_html_escape(vm->slug, strlen(vm->slug));
