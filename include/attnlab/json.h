@@ -21,6 +21,9 @@ void al_json_setup(void);
  * thread failed since the last al_json_print: a document missing a part
  * is refused, never written. */
 char *al_json_print(int formatted, const struct cJSON *doc);
+/* Whether cJSON's allocations are fault points (util.c) while a fault is
+ * armed: on unless turned off (the fault test under AddressSanitizer). */
+void al_json_fault_sites(int on);
 
 /* Parse len bytes of JSON (need not be NUL-terminated) with cJSON,
  * refusing NUL bytes and nesting deeper than AL_JSON_MAX_DEPTH before

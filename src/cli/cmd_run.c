@@ -632,7 +632,11 @@ static int run_run(int argc, char **argv) {
     if (o_generate > 0 && generate(&m, tok, ids, T, root, &e) != 0) goto out;
     if (root) {
         char *s = al_json_print(1, root);
-        if (s) printf("%s\n", s);
+        if (!s) {
+            al_errf(&e, "out of memory");
+            goto out;
+        }
+        printf("%s\n", s);
         free(s);
     }
     rc = 0;

@@ -50,6 +50,9 @@ static int json_depth(const char *s, size_t n, int limit) {
 static _Thread_local int json_oom;
 static _Thread_local const void *json_site; /* al_json_print's caller */
 static const void *cjson_base; /* where libcjson is loaded */
+static int json_faults = 1; /* al_json_fault_sites */
+
+void al_json_fault_sites(int on) { json_faults = on; }
 
 static int in_cjson(void *pc) {
     Dl_info i;
@@ -57,7 +60,7 @@ static int in_cjson(void *pc) {
 }
 
 static void *json_malloc(size_t n) {
-    if (al_fault_armed()) {
+    if (json_faults && al_fault_armed()) {
         void *pc[32];
         int k = backtrace(pc, 32), i = 1;
         while (i < k && !in_cjson(pc[i])) i++;
