@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "attnlab/buf.h"
-#include "attnlab/json.h"
 #include "tok_hf.h"
 
 #define EOT_LEN (sizeof AL_EOT_TEXT - 1)
@@ -864,7 +863,7 @@ int al_tok_save(const al_tokenizer *t, const char *path, al_err *e) {
         char disp[1024];
         al_tok_display(t, id, disp, sizeof disp);
         cJSON *str = cJSON_CreateString(disp);
-        char *js = str ? al_json_print(0, str) : NULL;
+        char *js = str ? cJSON_PrintUnformatted(str) : NULL;
         cJSON_Delete(str);
         if (!js) {
             al_buf_free(&b);
@@ -1028,10 +1027,14 @@ int al_tok_load(const char *path, al_tokenizer **out, al_err *e) {
     if (al_read_file(path, &data, &n, MAX_JSON_BYTES, e)) {
         return al_err_prefix(e, "cannot read tokenizer %s", path);
     }
-    cJSON *root = NULL;
-    if (al_json_parse((const char *)data, n, NULL, &root, e) != 0) {
+    cJSON *root = cJSON_ParseWithLength((const char *)data, n);
+    if (!root) {
+        const char *where = cJSON_GetErrorPtr();
+        size_t at = where && where >= (const char *)data && where <= (const char *)data + n
+                        ? (size_t)(where - (const char *)data)
+                        : 0;
         free(data);
-        return al_err_prefix(e, "cannot read tokenizer %s", path);
+        return al_errf(e, "cannot read tokenizer %s: not valid JSON (near byte %zu)", path, at);
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!model) {
