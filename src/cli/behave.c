@@ -13,26 +13,36 @@
 
 #include "attnlab/ablate.h"
 #include "attnlab/checkpoint.h"
-#include "attnlab/json.h"
 #include "attnlab/circuit_run.h"
 #include "attnlab/config.h"
+#include "attnlab/json.h"
+
+/* The "train" options of dir's state.json, parsed: al_ckpt_read_state's
+ * 0 (*o NULL when it has none; cJSON_Delete it), 1 when there is no
+ * state.json, or -1 with e set when it cannot be read. */
+static int train_opts(const char *dir, cJSON **o, al_err *e) {
+    al_train_state st;
+    *o = NULL;
+    int rc = al_ckpt_read_state(dir, &st, e);
+    if (rc != 0) return rc;
+    if (st.train_json &&
+        al_json_parse(st.train_json, strlen(st.train_json), "state.json", o, e) != 0) {
+        al_err_prefix(e, "%s", dir);
+        rc = -1;
+    }
+    al_state_free(&st);
+    return rc;
+}
 
 /* The training sequence length from state.json's "train" options; n_ctx
  * when it is absent or 0 (a model from elsewhere, or trained on n_ctx).
  * Evaluating past it would score positions the model never saw: its
  * positional embeddings there are still at their initial values. */
 static int trained_len(const char *dir, int n_ctx) {
-    al_train_state st;
     al_err e;
-    int T = n_ctx;
-    int rc = al_ckpt_read_state(dir, &st, &e);
+    cJSON *o;
+    int T = n_ctx, rc = train_opts(dir, &o, &e);
     if (rc == 1) return n_ctx; /* no state.json */
-    cJSON *o = NULL;
-    if (rc == 0 && st.train_json &&
-        al_json_parse(st.train_json, strlen(st.train_json), "state.json", &o, &e) != 0) {
-        al_state_free(&st);
-        rc = -1;
-    }
     if (rc != 0) { /* the weights loaded fine: go on, but say what is assumed */
         fprintf(stderr,
                 "attnlab: warning: %s; the model is taken to have been trained on its n_ctx "
@@ -43,7 +53,6 @@ static int trained_len(const char *dir, int n_ctx) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
     if (cJSON_IsNumber(j) && j->valuedouble >= 1 && j->valuedouble < n_ctx) T = (int)j->valuedouble;
     cJSON_Delete(o);
-    al_state_free(&st);
     return T;
 }
 
@@ -57,8 +66,8 @@ static char *state_file(const char *model_dir, const char *key, const char *whic
                 strcmp(key, "val") ? "" : ", or --val FILE.bin to train");
         return NULL;
     }
-    al_train_state st;
-    int rc = al_ckpt_read_state(model_dir, &st, e);
+    cJSON *o;
+    int rc = train_opts(model_dir, &o, e);
     if (rc == 1) {
         al_errf(e,
                 "--probe-tokens %s: %s has no state.json naming its %s; give the token file "
@@ -71,17 +80,10 @@ static char *state_file(const char *model_dir, const char *key, const char *whic
         al_err_prefix(e, "--probe-tokens %s", which);
         return NULL;
     }
-    cJSON *o = NULL;
-    if (st.train_json && al_json_parse(st.train_json, strlen(st.train_json), "state.json", &o, e)) {
-        al_state_free(&st);
-        al_err_prefix(e, "--probe-tokens %s", which);
-        return NULL;
-    }
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
     char *path = cJSON_IsString(j) ? strdup(j->valuestring) : NULL;
     int named = cJSON_IsString(j);
     cJSON_Delete(o);
-    al_state_free(&st);
     if (!path) {
         if (named)
             al_errf(e, "out of memory");
