@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -243,7 +244,14 @@ static int test_jobs(void) {
 typedef struct {
     pid_t pid;
     int test;
+    double t0; /* when it started, for the time on its PASS/FAIL line */
 } slot;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Start test i in a child whose stdout and stderr go to LOG (so that
  * tests running at once do not mix their lines); the parent prints the
@@ -273,8 +281,10 @@ static pid_t start_test(const test_case *t, const char *base, const char *log) {
     return pid;
 }
 
-/* Print test T's log and its result; returns 0 passed, 1 failed, 2 skipped. */
-static int finish_test(const test_case *t, const char *base, const char *log, int st) {
+/* Print test T's log and its result with its wall time SECS (which
+ * tests make the suite long is then in every log, CI's too); returns 0
+ * passed, 1 failed, 2 skipped. */
+static int finish_test(const test_case *t, const char *base, const char *log, int st, double secs) {
     char *out = t_slurp(log);
     if (out) fputs(out, stdout);
     free(out);
@@ -283,7 +293,7 @@ static int finish_test(const test_case *t, const char *base, const char *log, in
     snprintf(dir, sizeof dir, "%s/%s", base, t->name);
     int r;
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-        printf("PASS %s\n", t->name);
+        printf("PASS %s (%.1f s)\n", t->name, secs);
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0) { /* leave it; harmless */
         }
@@ -293,9 +303,9 @@ static int finish_test(const test_case *t, const char *base, const char *log, in
         r = 2;
     } else {
         if (WIFSIGNALED(st))
-            printf("FAIL %s (signal %d)\n", t->name, WTERMSIG(st));
+            printf("FAIL %s (signal %d, %.1f s)\n", t->name, WTERMSIG(st), secs);
         else
-            printf("FAIL %s\n", t->name);
+            printf("FAIL %s (%.1f s)\n", t->name, secs);
         printf("     files kept in %s\n", dir);
         r = 1;
     }
@@ -318,6 +328,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int jobs = test_jobs();
+    double t_start = now_s();
     slot run[16];
     int n_run = 0, next = 0;
     char log[600];
@@ -334,7 +345,7 @@ int main(int argc, char **argv) {
                 perror("runner: fork");
                 return 1;
             }
-            run[n_run++] = (slot){pid, next++};
+            run[n_run++] = (slot){pid, next++, now_s()};
         }
         if (n_run == 0) break;
         int st = 0;
@@ -347,7 +358,7 @@ int main(int argc, char **argv) {
             if (run[k].pid != pid) continue;
             const test_case *t = &all_tests[run[k].test];
             snprintf(log, sizeof log, "%s/.log-%s", base, t->name);
-            counts[finish_test(t, base, log, st)]++;
+            counts[finish_test(t, base, log, st, now_s() - run[k].t0)]++;
             run[k] = run[--n_run];
             break;
         }
@@ -358,6 +369,8 @@ int main(int argc, char **argv) {
         if (system(cmd) != 0) { /* ignore */
         }
     }
+    printf("%d tests in %.0f s, %d at a time\n", counts[0] + counts[1] + counts[2],
+           now_s() - t_start, jobs);
     if (counts[2])
         printf("%d passed, %d failed, %d skipped\n", counts[0], counts[1], counts[2]);
     else

@@ -117,6 +117,120 @@ TEST(exp_rejects_bad_files) {
     CHECK(t_sh("%s experiment 2>/dev/null", t_bin()) == 2);
 }
 
+/* Every value the loader checks, one bad value at a time: each refusal
+ * names its key path and says what the value must be, before any stage
+ * runs (a mix input with a bad unit is refused before the corpora of the
+ * inputs before it are written). */
+#define T_NAME "{\"name\": \"t\", "
+#define T_MIX(in)                                                                                  \
+    T_NAME "\"data\": {\"mix\": {\"inputs\": [" in "]}, \"docs\": \"eot\"}, " BASE_MODELS "}"
+TEST(exp_rejects_bad_values) {
+    static const char *const cases[][2] = {
+        {"[1, 2]", "top level must be a JSON object"},
+        {T_NAME BASE_DATA ", \"models\": [{\"name\": \"a\", \"steps\": 5, \"steps\": 6}]}",
+         "models[0].steps: given twice"},
+        {T_NAME BASE_DATA ", \"train\": {\"lr\": 0.1, \"lr\": 0.2}, " BASE_MODELS "}",
+         "train.lr: given twice"},
+        {T_NAME "\"out\": \"\", " BASE_DATA ", " BASE_MODELS "}", "out: must be a folder path"},
+        {T_NAME "\"threads\": 100000, " BASE_DATA ", " BASE_MODELS "}", "threads: must be"},
+        {T_NAME "\"seed\": -3, " BASE_DATA ", " BASE_MODELS "}", "seed: must be"},
+        {T_NAME "\"seed\": 3, " BASE_DATA ", \"train\": {\"seed\": 4}, " BASE_MODELS "}",
+         "seed: given twice: here and as train.seed"},
+        {T_NAME "\"seed\": 3, " BASE_DATA ", \"models\": [{\"name\": \"a\", \"seed\": 2}]}",
+         "seed: given twice: here and as models[0].seed"},
+        {T_NAME BASE_DATA ", \"models\": []}", "models: must be a non-empty array"},
+        {T_NAME BASE_DATA ", \"models\": [{\"name\": 5}]}", "models[0].name: must be a string"},
+        {T_NAME BASE_DATA ", \"models\": [{\"name\": \"-a\"}]}",
+         "models[0].name: must be a string"},
+        {T_NAME BASE_DATA ", \"models\": [{\"name\": \"a\", \"steps\": 0}]}",
+         "models[0].steps: must be >= 1"},
+        {T_NAME BASE_DATA ", \"models\": [{\"name\": \"a\", \"n_layers\": 0}]}",
+         "models[0].n_layers: must be >= 1"},
+        {T_NAME BASE_DATA ", \"models\": [{\"name\": \"a\", \"pos\": \"rotary\"}]}",
+         "models[0].pos: must be \"standard\" or \"shortformer\""},
+        {T_NAME BASE_DATA ", \"models\": [{\"name\": \"a\", \"norm\": \"rms\"}]}",
+         "models[0].norm: must be \"none\", \"ln\" or \"lnpre\""},
+        {T_NAME BASE_DATA ", \"models\": [{\"name\": \"a\", \"biases\": \"xyz\"}]}",
+         "models[0].biases: must be"},
+        {T_NAME BASE_DATA ", \"tokenizer\": {\"file\": \"x.json\", \"vocab\": 300}, " BASE_MODELS
+                          "}",
+         "tokenizer: give \"file\" or training options, not both"},
+        {T_NAME "\"data\": {\"code\": 3, \"docs\": \"eot\"}, " BASE_MODELS "}",
+         "data.code: must be an object with \"source\""},
+        {T_NAME "\"data\": {\"code\": {}, \"docs\": \"eot\"}, " BASE_MODELS "}",
+         "data.code.source: missing"},
+        {T_NAME "\"data\": {\"code\": {\"source\": \"cobol\"}, \"docs\": \"eot\"}, " BASE_MODELS
+                "}",
+         "data.code.source: must be \"pystdlib\" or \"gostd\""},
+        {T_NAME "\"data\": {\"code\": {\"source\": \"gostd\", \"dir\": \"/nonexistent\"}, "
+                "\"docs\": \"eot\"}, " BASE_MODELS "}",
+         "data.code.dir: no such directory: /nonexistent"},
+        {T_NAME "\"data\": {\"code\": {\"source\": \"gostd\"}}, " BASE_MODELS "}",
+         "data.docs: must be \"eot\" with data.code"},
+        {T_NAME "\"data\": {\"mix\": 1, \"docs\": \"eot\"}, " BASE_MODELS "}",
+         "data.mix: must be an object with \"inputs\""},
+        {T_NAME "\"data\": {\"mix\": {\"inputs\": []}, \"docs\": \"eot\"}, " BASE_MODELS "}",
+         "data.mix.inputs: must be a list of 1 to"},
+        {T_MIX("7"), "data.mix.inputs[0]: must be an object with \"share\" and a source"},
+        {T_MIX("{\"share\": 1.5, \"brown\": true}"),
+         "data.mix.inputs[0]: \"share\" must be a number in (0, 1]"},
+        {T_MIX("{\"share\": 1, \"brown\": true, \"text\": \"a\"}"),
+         "data.mix.inputs[0]: give exactly one of"},
+        {T_MIX("{\"share\": 1, \"brown\": true, \"docs\": \"eot\"}"),
+         "data.mix.inputs[0]: \"docs\" is for a \"text\" input"},
+        {T_MIX("{\"share\": 1, \"text\": 5}"), "data.mix.inputs[0].text: must be a file name"},
+        {T_MIX("{\"share\": 1, \"text\": \"/nonexistent/a.txt\", \"docs\": \"pages\"}"),
+         "data.mix.inputs[0]:"},
+        {T_MIX("{\"share\": 1, \"text\": \"/nonexistent/a.txt\"}"),
+         "data.mix.inputs[0].text: no such file"},
+        {T_MIX("{\"share\": 1, \"prose\": 2}"), "data.mix.inputs[0].prose: must be an object"},
+        {T_MIX("{\"share\": 1, \"prose\": {\"source\": \"kjv\", \"color\": 1}}"),
+         "data.mix.inputs[0].prose.color: unknown key"},
+        {T_MIX("{\"share\": 1, \"code\": {\"source\": \"rust\"}}"),
+         "data.mix.inputs[0].code: \"source\" must be \"pystdlib\" or \"gostd\""},
+        {T_MIX("{\"share\": 1, \"prose\": {\"source\": \"quran\"}}"),
+         "data.mix.inputs[0].prose: \"source\" must be \"kjv\" or \"pydocs\""},
+        {T_MIX("{\"share\": 1, \"prose\": {\"source\": \"kjv\", \"unit\": \"line\"}}"),
+         "data.mix.inputs[0].prose: \"unit\" must be \"chapter\", \"book\" or \"verse\""},
+        {T_MIX("{\"share\": 1, \"brown\": {\"unit\": \"line\"}}"),
+         "data.mix.inputs[0].brown: \"unit\" must be \"para\" or \"text\""},
+        {T_MIX("{\"share\": 1, \"prose\": {\"source\": \"kjv\", \"dir\": \"/nonexistent\"}}"),
+         "data.mix.inputs[0].prose: no such directory: /nonexistent"},
+        {T_MIX("{\"share\": 1, \"brown\": {\"from\": \"/nonexistent/b.txt\"}}"),
+         "data.mix.inputs[0].brown: no such file"},
+        {T_MIX("{\"share\": 0.5, \"brown\": true}, {\"share\": 0.25, \"brown\": true}"),
+         "data.mix.inputs: the shares must sum to 1 (they sum to 0.75)"},
+        {T_NAME "\"data\": {\"mix\": {\"inputs\": [{\"share\": 1, \"brown\": true}], \"bytes\": "
+                "-1}, \"docs\": \"eot\"}, " BASE_MODELS "}",
+         "data.mix.bytes: must be a whole number >= 0"},
+        {T_NAME "\"data\": {\"mix\": {\"inputs\": [{\"share\": 1, \"brown\": true}], \"seed\": "
+                "1.5}, \"docs\": \"eot\"}, " BASE_MODELS "}",
+         "data.mix.seed: must be a whole number >= 0"},
+        {T_NAME "\"data\": {\"brown\": 3}, " BASE_MODELS "}",
+         "data.brown: must be true or an object"},
+        {T_NAME "\"data\": {\"brown\": {\"unit\": \"page\"}}, " BASE_MODELS "}",
+         "data.brown.unit: must be \"para\" or \"text\""},
+        {T_NAME "\"data\": {\"brown\": {\"from\": \"/nonexistent/b.txt\"}}, " BASE_MODELS "}",
+         "data.brown.from: no such file"},
+        {T_NAME BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"scores\": {\"models\": \"a\"}}}",
+         "analyses.scores.models: must be an array of model names"},
+        {T_NAME BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"scores\": {\"models\": [1]}}}",
+         "analyses.scores.models[0]: must be a model name"},
+        {T_NAME BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"scores\": 5}}",
+         "analyses.scores: must be"},
+        {T_NAME BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"prune\": [3]}}",
+         "analyses.prune[0]: must be an object"},
+        {T_NAME BASE_DATA ", " BASE_MODELS ", \"analyses\": {\"prune\": {\"methods\": []}}}",
+         "analyses.prune.methods: must be a non-empty array of"},
+        {T_NAME BASE_DATA ", " BASE_MODELS ", \"pictures\": {\"kinds\": \"attention\"}}",
+         "pictures.kinds: must be an array of picture kinds"},
+        {T_NAME BASE_DATA ", " BASE_MODELS ", \"report\": 3}",
+         "report: must be true, false or an object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_error(cases[i][0], cases[i][1]);
+}
+
 /* A stage's options (compact JSON) hold "key":value. */
 static int has_opt(const char *opts, const char *key_value) {
     return opts && strstr(opts, key_value) != NULL;

@@ -508,24 +508,58 @@ TEST(faults_sae) {
     sweep_all(w.s, "r.db", cmds, "sae0");
 }
 
+/* The analyses again with the options that add to what they compute and
+ * print: intervals, --json documents, text statistics, pair ablation,
+ * attribution over text windows. Their own sites only: the plain runs'
+ * sites were failed by faults_analyses in another process, so they are
+ * failed again here, which costs a run each but finds nothing new. */
+TEST(faults_options) {
+    t_pbuf w = rich_template();
+    const char *cmds[] =
+        {"scores --model m2 --db r.db --data s.val.bin --batches 1 --batch 2 --probe-r 5 "
+         "--probe-n 4 --ci 0.9 --bootstrap 20 --threads 1 --json",
+         "ablate --model m2 --db r.db --data s.val.bin --pairs --method mean --batches 1 --batch 2 "
+         "--probe-r 5 --probe-n 2 --ci 0.9 --bootstrap 20 --threads 1 --json",
+         "patch --model m2 --db r.db --probe-r 5 --n 4 --ci 0.9 --bootstrap 20 --threads 1 --json",
+         "attribute --model m2 --db r.db --probe-r 5 --n 4 --ci 0.9 --bootstrap 20 --threads 1 "
+         "--json",
+         "attribute --model m2 --db r.db --data s.val.bin --windows 2 --threads 1",
+         "circuits --model m2 --db r.db --top-k 3 --json",
+         "discover --model m2 --db r.db --probe-r 5 --n 4 --threads 1 --json",
+         "sae features --model m2 --sae sae --data s.val.bin --db r.db --windows 4 --probe-n 8 "
+         "--task induction --n 4 --ci 0.9 --bootstrap 20 --threads 1 --json",
+         NULL};
+    sweep_all(w.s, "r.db", cmds, NULL);
+}
+
 TEST(faults_outputs) {
     t_pbuf w = rich_template();
-    const char *cmds[] = {"heatmap --model m2 --what attention --repeat 4 --layer 1 --out a.png",
-                          "heatmap --model m2 --db r.db --what patching --out p.svg",
-                          "heatmap --model m2 --db r.db --what circuit --out c.pdf",
-                          "heatmap --model m2 --db r.db --what composition --out k.png",
-                          "heatmap --model m2 --db r.db --what sae-feature --feature 0 --out f.png",
-                          "db show r.db", "db show r.db 2 --json", "db merge out.db r.db r2.db",
-                          "run --model m2 --prompt abcabc",
-                          "debug-dump --model m2 --data s.val.bin --out d.safetensors",
-                          "tokenizer show --tokenizer tok.json --text abc",
-                          /* last: its pictures' sites are failed by the heatmaps, where a
+    const char *cmds[] =
+        {"heatmap --model m2 --what attention --repeat 4 --layer 1 --out a.png",
+         "heatmap --model m2 --db r.db --what patching --out p.svg",
+         "heatmap --model m2 --db r.db --what circuit --out c.pdf",
+         "heatmap --model m2 --db r.db --what composition --out k.png",
+         "heatmap --model m2 --db r.db --what sae-feature --feature 0 --out f.png",
+         "heatmap --model m2 --what qk --layer 1 --head 0 --tokens #1,#2,a --out q.png",
+         "heatmap --model m2 --what ov --layer 0 --head 1 --data s.val.bin --top-n 6 "
+         "--out o.svg",
+         "heatmap --model m2 --what qk-pos --layer 1 --head 1 --n-pos 8 --out qp.png",
+         "heatmap --model m2 --db r.db --what spectrum --out sp.png",
+         "heatmap --model m2 --db r.db --what intervals --out iv.png",
+         "heatmap --model m2 --db r.db --what paths --out pa.png",
+         "heatmap --model m2 --db r.db --what dla --out dl.png",
+         "heatmap --model m2 --db r.db --what terms --out te.png",
+         "heatmap --model m2 --db r.db --what sae-heads --top-n 4 --out sh.png", "db show r.db",
+         "db show r.db 2 --json", "db merge out.db r.db r2.db", "run --model m2 --prompt abcabc",
+         "debug-dump --model m2 --data s.val.bin --out d.safetensors",
+         "tokenizer show --tokenizer tok.json --text abc",
+         /* last: its pictures' sites are failed by the heatmaps, where a
          * run costs one picture, not all of them */
-                          "report --model m2 --db r.db --out rep",
-                          /* the explorers' own sites, with one picture kind */
-                          "report --model m2 --db r.db --out rep2 --interactive --pictures "
-                          "training --repeat 0 --prompt abcabc",
-                          NULL};
+         "report --model m2 --db r.db --out rep",
+         /* the explorers' own sites, with one picture kind */
+         "report --model m2 --db r.db --out rep2 --interactive --pictures "
+         "training --repeat 0 --prompt abcabc",
+         NULL};
     sweep_all(w.s, "r.db", cmds, NULL);
 }
 

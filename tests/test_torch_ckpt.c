@@ -336,6 +336,57 @@ TEST(torch_ckpt_hostile_sizes_refused_in_one_line) {
     REFUSED(t_write("text.pt", "hello\n"), "not a PyTorch checkpoint");
 }
 
+/* Each rule of the restricted pickle VM broken alone (torch_ckpt_ref.py
+ * writes pk_<name>.pt): refused in one line that says which rule and
+ * where, nothing read. */
+TEST(torch_ckpt_pickle_rules_each_refused) {
+    const char *d = gen("hostile");
+    static const char *const cases[][2] = {
+        {"stack_global", "STACK_GLOBAL of something not two strings at byte 22"},
+        {"build_list", "refusing BUILD of a list with a dict"},
+        {"setitem_list", "SETITEM on something not a dict"},
+        {"setitems_odd", "SETITEMS with an odd item count"},
+        {"append_dict", "APPEND to something not a list"},
+        {"appends_nomark", "pickle opcode needs a MARK and there is none at byte 3"},
+        {"memo_unset", "pickle memo lookup of an unset index"},
+        {"memo_unset4", "pickle memo lookup of an unset index"},
+        {"memo_empty", "memo store from an empty stack"},
+        {"memo_huge", "pickle memo index too large"},
+        {"no_stop", "truncated pickle (no STOP)"},
+        {"two_left", "the pickle ends with 2 objects on its stack, not 1"},
+        {"proto_late", "PROTO not at the start of the pickle"},
+        {"proto9", "pickle protocol 9, expected 2 to 5"},
+        {"frame_long", "pickle FRAME longer than the data"},
+        {"reduce_int", "REDUCE of something that is not a known global"},
+        {"reduce_args", "REDUCE arguments are not a tuple"},
+        {"odict_args", "OrderedDict called with arguments"},
+        {"call_storage", "refusing to call pickle global 'torch.FloatStorage'"},
+        {"param_args", "bad arguments to _rebuild_parameter"},
+        {"persid_int", "persistent id is not ('storage', type, key, location, numel)"},
+        {"persid_type", "persistent id names no storage type"},
+        {"persid_key", "bad storage key, location or size in a persistent id"},
+        {"persid_numel", "bad storage key, location or size in a persistent id"},
+        {"rebuild_nargs", "bad arguments to _rebuild_tensor_v2"},
+        {"rebuild_hooks", "bad arguments to _rebuild_tensor_v2"},
+        {"rebuild_v1", "bad arguments to _rebuild_tensor at"},
+        {"global_line", "bad or truncated GLOBAL in the pickle"},
+        {"torchscript", "'__torch__.model.Net' at byte 2 of data.pkl (a TorchScript archive"},
+        {"obj_opcode", "refusing pickle opcode 0x6f (OBJ) at byte 3"},
+        {"tuple1_empty", "pickle stack underflow"},
+        {"tuple_nomark", "pickle opcode needs a MARK and there is none"},
+        {"unicode_short", "truncated pickle at byte 2"},
+        {"top_int", "the pickle holds an int, not a dict of tensors"},
+        {"key_nul", "a key holds a NUL byte: a?b"},
+        {"key_long", "a key path is longer than 4096 bytes"},
+        {"deep", "the checkpoint nests dicts more than 16 deep"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char f[64];
+        snprintf(f, sizeof f, "pk_%s.pt", cases[i][0]);
+        REFUSED(in(d, f), cases[i][1]);
+    }
+}
+
 /* Every prefix of the checkpoint at path is refused in one line naming
  * the file, in memory and (a few) on disk; the whole file is accepted. */
 static void every_prefix_refused(const char *path) {

@@ -147,6 +147,59 @@ def hostile(d):
     end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
     open(j("zip64_count.pt"), "wb").write(raw[:eocd] + z64 + loc + end)
 
+    # pickles that break one rule of the restricted VM each (torch_pickle.c), in pk_<name>.pt
+    g2 = lambda m, n: b"c" + m.encode() + b"\n" + n.encode() + b"\n"
+    rebuild = g2("torch._utils", "_rebuild_tensor_v2")
+    pid = lambda ty, key, loc, numel: p_tuple([p_str("storage"), ty, key, loc, numel])
+    good_pid = pid(g2("torch", "FloatStorage"), p_str("0"), p_str("cpu"), p_int(2))
+    pk = {
+        "stack_global": b"\x80\x02" + p_int(1) + p_int(2) + b"\x93.",
+        "build_list": b"\x80\x02]}b.",
+        "setitem_list": b"\x80\x02]" + p_str("a") + p_str("b") + b"s.",
+        "setitems_odd": b"\x80\x02}(" + p_str("a") + b"u.",
+        "append_dict": b"\x80\x02}" + p_int(1) + b"a.",
+        "appends_nomark": b"\x80\x02]e.",
+        "memo_unset": b"\x80\x02h\x05.",
+        "memo_unset4": b"\x80\x02j\x05\x00\x00\x00.",
+        "memo_empty": b"\x80\x02q\x00.",
+        "memo_huge": b"\x80\x02}r\xff\xff\xff\x7f.",
+        "no_stop": b"\x80\x02}",
+        "two_left": b"\x80\x02}}.",
+        "proto_late": b"\x80\x02}\x80\x02.",
+        "proto9": b"\x80\x09}.",
+        "frame_long": b"\x80\x04\x95" + struct.pack("<Q", 1000) + b"}.",
+        "reduce_int": b"\x80\x02" + p_int(1) + b")R.",
+        "reduce_args": b"\x80\x02" + g2("collections", "OrderedDict") + p_int(1) + b"R.",
+        "odict_args": b"\x80\x02" + g2("collections", "OrderedDict") + b"(" + p_int(1) + b"tR.",
+        "call_storage": b"\x80\x02" + g2("torch", "FloatStorage") + b")R.",
+        "param_args": b"\x80\x02" + g2("torch._utils", "_rebuild_parameter") + b"(" +
+        p_int(1) + p_int(2) + p_int(3) + b"tR.",
+        "persid_int": b"\x80\x02" + p_int(1) + b"Q.",
+        "persid_type": b"\x80\x02" + pid(p_int(1), p_str("0"), p_str("cpu"), p_int(2)) + b"Q.",
+        "persid_key": b"\x80\x02" + pid(g2("torch", "FloatStorage"), p_str(""), p_str("cpu"),
+                                        p_int(2)) + b"Q.",
+        "persid_numel": b"\x80\x02" + pid(g2("torch", "FloatStorage"), p_str("0"), p_str("cpu"),
+                                          p_int(-1)) + b"Q.",
+        "rebuild_nargs": b"\x80\x02" + rebuild + b"(" + good_pid + b"Q" + p_int(0) + b"tR.",
+        "rebuild_hooks": b"\x80\x02" + rebuild + b"(" + good_pid + b"Q" + p_int(0) +
+        p_tuple([p_int(2)]) + p_tuple([p_int(1)]) + p_int(0) + b"}tR.",
+        "rebuild_v1": b"\x80\x02" + g2("torch._utils", "_rebuild_tensor") + b"(" + good_pid +
+        b"Q" + p_int(0) + b"tR.",
+        "global_line": b"\x80\x02ctorch",
+        "torchscript": b"\x80\x02" + g2("__torch__.model", "Net") + b".",
+        "obj_opcode": b"\x80\x02}o.",
+        "tuple1_empty": b"\x80\x02\x85.",
+        "tuple_nomark": b"\x80\x02t.",
+        "unicode_short": b"\x80\x02X\xff\x00\x00\x00ab.",
+        "top_int": b"\x80\x02K\x01.",
+        "key_nul": p_dict([("a\x00b", p_tensor("FloatStorage", "0", 2, 0, [2], [1]))]),
+        "key_long": p_dict([("k" * 5000, p_tensor("FloatStorage", "0", 2, 0, [2], [1]))]),
+        "deep": b"\x80\x02" + b"".join(b"}(" + p_str("d") for _ in range(20)) +
+        b"}" + b"u" * 20 + b".",
+    }
+    for name, b in pk.items():
+        zip_ckpt(j("pk_" + name + ".pt"), b, [("0", f32(1, 2))])
+
 
 # ---- real torch.save files
 

@@ -48,6 +48,8 @@ enum {
 };
 static const char *const kind_name[] = {"None", "bool", "int",    "float",   "str",   "tuple",
                                         "list", "dict", "global", "storage", "tensor"};
+/* "a" or "an" before kind_name[k], for the messages */
+static const char *art(int k) { return k == PV_INT ? "an" : "a"; }
 
 /* The accepted globals. */
 enum {
@@ -524,8 +526,8 @@ static int step(vm *v, int *done) {
         v->sp++; /* the object stays */
         if (v->obj[a].kind != PV_DICT || v->obj[b].kind != PV_DICT) {
             char what[96];
-            snprintf(what, sizeof what, "refusing BUILD of a %s with a %s",
-                     kind_name[v->obj[a].kind], kind_name[v->obj[b].kind]);
+            snprintf(what, sizeof what, "refusing BUILD of %s %s with %s %s", art(v->obj[a].kind),
+                     kind_name[v->obj[a].kind], art(v->obj[b].kind), kind_name[v->obj[b].kind]);
             return fail(v, what);
         }
         return 0;
@@ -647,7 +649,7 @@ int al_pk_load(const unsigned char *p, size_t n, al_pk_result *r, al_err *e) {
         int top = v.stack[0];
         int k = v.obj[top].kind;
         if (k != PV_DICT && k != PV_TENSOR)
-            rc = al_errf(e, "the pickle holds a %s, not a dict of tensors", kind_name[k]);
+            rc = al_errf(e, "the pickle holds %s %s, not a dict of tensors", art(k), kind_name[k]);
     }
     if (rc == 0) {
         char *buf = al_malloc(MAX_NAME + 1, 1, e);
