@@ -2,7 +2,7 @@
  *
  * A test is `TEST(name) { ... }` at the start of a line in tests/test_*.c;
  * the Makefile collects these names, and the runner runs each test in its
- * own forked process (a crash or hang fails that test only, with a 300 s
+ * own forked process (a crash or hang fails that test only, with a 600 s
  * limit). CHECK* record a failure and continue; the runner prints one
  * line per test and ends with "N passed, N failed[, N skipped]". */
 #ifndef ATTNLAB_TEST_H
@@ -15,6 +15,15 @@
 #include <string.h>
 
 #define TEST(name) void test_##name(void)
+
+/* 1 under AddressSanitizer (make test SAN=1, several times slower),
+ * where the heaviest tests run smaller: that build checks memory, the
+ * plain build the numbers at full size. */
+#if defined(__SANITIZE_ADDRESS__)
+#define T_SAN 1
+#else
+#define T_SAN 0
+#endif
 
 void t_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Mark the current test skipped (exits the test process). */

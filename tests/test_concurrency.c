@@ -89,16 +89,21 @@ TEST(concurrency_four_analyses_one_db) {
     snprintf(m, sizeof m, "--model %s/m2 --threads 1", dir.s);
     snprintf(val, sizeof val, "--data %s/s.val.bin", dir.s);
     char c[4][4096];
-    snprintf(c[0], sizeof c[0], "circuits %s --db %%1$s --mc-samples 20000 --top-k 2000", m);
-    snprintf(c[1], sizeof c[1], "scores %s --db %%1$s %s --probe-r 12 --probe-n 20000", m, val);
+    /* long enough to overlap: a quarter as much under the sanitizers,
+     * which are slower by more than that */
+    const int k = T_SAN ? 4 : 1;
+    snprintf(c[0], sizeof c[0], "circuits %s --db %%1$s --mc-samples %d --top-k 2000", m,
+             20000 / k);
+    snprintf(c[1], sizeof c[1], "scores %s --db %%1$s %s --probe-r 12 --probe-n %d", m, val,
+             20000 / k);
     snprintf(c[2], sizeof c[2],
              "ablate %s --db %%1$s %s --pairs --method mean --probe-r 12 "
-             "--batches 60",
-             m, val);
+             "--batches %d",
+             m, val, 60 / k);
     snprintf(c[3], sizeof c[3],
-             "patch %s --db %%1$s --component head_pos --probe-r 12 --n 256 "
+             "patch %s --db %%1$s --component head_pos --probe-r 12 --n %d "
              "--batch 8 --naive",
-             m);
+             m, 256 / k);
     const char *const cmds[4] = {c[0], c[1], c[2], c[3]};
     const char *const kinds[4] = {"circuits", "scores", "ablate", "patch"};
     double t0 = al_now();

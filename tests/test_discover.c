@@ -848,7 +848,7 @@ TEST(discover_speed) {
     for (size_t i = 0; i < m.param_size[AL_P_WU]; i++) m.p[AL_P_WU][i] *= (float)c.d_model;
     al_pairs t;
     al_patch_opts po = al_patch_opts_defaults();
-    po.probe_r = 50, po.probe_n = 32;
+    po.probe_r = 50, po.probe_n = T_SAN ? 8 : 32;
     CHECK_OK(al_patch_task_make(&t, &m, NULL, 0, &po, &e), &e);
     const char *methods[] = {"acdc", "eap"};
     for (int i = 0; i < 2; i++) {

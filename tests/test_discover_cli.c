@@ -588,6 +588,8 @@ TEST(discover_cli_circuit_refusals) {
         {"run --prompt 'the cat' --circuit ALL --corrupted 'the dog' --generate 3",
          "--generate with --fill corrupted", 1},
         {"run --prompt 'the cat' --circuit ALL --fill mean", "--mean-data", 1},
+        {"run --prompt 'the cat' --circuit ALL --fill mean --mean-data DIR/none.bin", "none.bin",
+         1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[600], *o = args;
@@ -609,4 +611,15 @@ TEST(discover_cli_circuit_refusals) {
         CHECKF(t_one_line(err.s, cases[i].msg), "%s: message", args);
     }
     CHECK(!al_file_exists(db.s) || t_sql_long(db.s, "SELECT count(*) FROM runs") == 0);
+    /* every edge kept: the mean fill changes nothing, the model's own numbers */
+    t_pbuf p0 = t_pcopy("p0.json"), p1 = t_pcopy("p1.json");
+    CHECK(t_sh("%s run --model %s/m2 --prompt 'the cat sat' --json > %s", t_bin(), dir.s, p0.s) ==
+          0);
+    CHECK(t_sh("%s run --model %s/m2 --prompt 'the cat sat' --circuit %s --fill mean "
+               "--mean-data %s/s.val.bin --json | grep -v '\"circuit' > %s",
+               t_bin(), dir.s, all.s, dir.s, p1.s) == 0);
+    char *a = t_slurp(p0.s), *b = t_slurp(p1.s);
+    CHECKF(a && b && strcmp(a, b) == 0, "all kept, mean fill:\n%s\nvs\n%s", a, b);
+    free(a);
+    free(b);
 }

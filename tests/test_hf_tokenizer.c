@@ -754,6 +754,34 @@ TEST(hf_tokenizer_refusals) {
          "[{\"id\": 256, \"content\": \"\", \"single_word\": false, \"lstrip\": "
          "false, \"rstrip\": false, \"normalized\": false, \"special\": true}]",
          "\"content\" must be a string of 1.."},
+        {"added_tokens", "5", "\"added_tokens\" must be an array"},
+        {"added_tokens", "[5]", "added_tokens[0]: not an object"},
+        {"added_tokens",
+         "["
+         "{\"id\": 256, \"content\": \"\xff\", \"single_word\": false, \"lstrip\": "
+         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}"
+         "]",
+         "added_tokens[0]: \"content\" is not valid UTF-8"},
+        {"added_tokens",
+         "["
+         "{\"id\": 256, \"content\": \"<x>\", \"single_word\": false, \"lstrip\": "
+         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}"
+         ", "
+         "{\"id\": 256, \"content\": \"<x>\", \"single_word\": false, \"lstrip\": "
+         "false, \"rstrip\": false, \"normalized\": false, \"special\": true}"
+         "]",
+         "added_tokens[1]: '<x>' is also added_tokens[0]"},
+        {"model.ignore_merges", "1", "model: ignore_merges must be true or false"},
+        {"post_processor", "{\"single\": []}",
+         "post_processor must be null or an object with a \"type\""},
+        {"post_processor", "{\"type\": \"TemplateProcessing\", \"single\": []}",
+         "only a single-sequence template of the sequence alone"},
+        {"decoder", "{\"kind\": 1}", "unsupported decoder (no type) (ByteLevel or null is)"},
+        {"model.vocab", "[]", "model: \"vocab\" must be an object"},
+        {"model.vocab", "{\"a\": 0, \"\\u0061\": 1}", "model: vocab string 'a' is given twice"},
+        {"model.vocab", "{\"a\": 0, \"\xff\": 1}",
+         "model: vocab string of id 1 is not valid UTF-8"},
+        {"model.merges", "{}", "model: \"merges\" must be an array"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         cJSON *r = mini();

@@ -346,6 +346,93 @@ static void refused(const char *opts, const char *want, int line) {
         refused(o_, want, __LINE__);                                                               \
     } while (0)
 
+/* config.json (TransformerLens's fields, tests/fuzz/import_config/tl.json)
+ * with one value replaced: each refused with the key and what it must be;
+ * options given beside it are checked too. */
+static void config_refused(const char *from, const char *to, const char *opt_norm,
+                           const char *opt_pos, const char *want) {
+    char *base = t_slurp("tests/fuzz/import_config/tl.json"), text[8192];
+    CHECK(base != NULL);
+    if (!base) return;
+    const char *cut = from ? strstr(base, from) : base; /* from NULL: the text is `to` */
+    CHECKF(cut != NULL, "[%s] not in tl.json", from);
+    if (cut && from)
+        snprintf(text, sizeof text, "%.*s%s%s", (int)(cut - base), base, to, cut + strlen(from));
+    else
+        snprintf(text, sizeof text, "%s", to);
+    free(base);
+    if (!cut) return;
+    al_import_opts o;
+    memset(&o, 0, sizeof o);
+    o.process = (al_process_opts)AL_PROCESS_OPTS_INIT;
+    o.norm = opt_norm, o.positions = opt_pos;
+    al_config c;
+    al_import_info info;
+    int norm_known;
+    al_err e = {{0}};
+    int rc =
+        al_import_config_mem(&o, text, strlen(text), "config.json", &c, &norm_known, &info, &e);
+    CHECKF(rc != 0, "accepted %s -> %s", from, to);
+    CHECKF(rc == 0 || (strstr(e.msg, want) && !strchr(e.msg, '\n')), "%s -> %s: '%s' lacks '%s'",
+           from, to, e.msg, want);
+}
+
+TEST(import_config_each_bad_value_refused) {
+    static const char *const cases[][3] = {
+        {"\"n_layers\": 2", "\"n_layers\": 0",
+         "config.json: key 'n_layers' must be an integer >= 1"},
+        {"\"d_model\": 32", "\"d_model\": 2.5", "key 'd_model' must be an integer >= 1"},
+        {"\"n_heads\": 4", "\"n_heads\": -1, \"x_\": 0", "unknown key 'x_'"},
+        {"\"d_head\": 8,\n \"model_name\": \"custom\",\n \"n_heads\": 4",
+         "\"d_head\": 7,\n \"model_name\": \"custom\",\n \"n_heads\": -1",
+         "n_heads is -1 but d_model 32 is no multiple of d_head 7"},
+        {"\"normalization_type\": \"LN\"", "\"normalization_type\": \"RMS\"",
+         "key 'normalization_type' must be null, \"LN\" or \"LNPre\" (attnlab has no RMS norm)"},
+        {"\"normalization_type\": \"LN\"",
+         "\"normalization_type\": \"LN\", \"normalization\": \"LNPre\"",
+         "keys 'normalization' and 'normalization_type' disagree"},
+        {"\"positional_embedding_type\": \"standard\"", "\"positional_embedding_type\": \"alibi\"",
+         "key 'positional_embedding_type' must be \"standard\" or \"shortformer\""},
+        {"\"positional_embedding_type\": \"standard\"",
+         "\"positional_embedding_type\": \"standard\", \"shortformer_pos\": 1",
+         "key 'shortformer_pos' must be true or false"},
+        {"\"positional_embedding_type\": \"standard\"",
+         "\"positional_embedding_type\": \"standard\", \"shortformer_pos\": true",
+         "keys 'shortformer_pos' and 'positional_embedding_type' disagree"},
+        {"\"eps\": 1e-05", "\"eps\": 2", "key 'eps' must be a number in (0, 1]"},
+        {"\"eps\": 1e-05", "\"eps\": 1e-05, \"ln_eps\": 1e-06", "keys 'eps' and 'ln_eps' disagree"},
+        {"\"use_attn_scale\": true", "\"use_attn_scale\": false",
+         "key 'use_attn_scale' must be true"},
+        {"\"attn_scale\": 2.8284271247461903", "\"attn_scale\": \"big\"",
+         "key 'attn_scale' must be a number"},
+        {"\"attention_dir\": \"causal\"", "\"attention_dir\": \"bidirectional\"",
+         "key 'attention_dir' must be \"causal\""},
+        {"\"n_key_value_heads\": null", "\"n_key_value_heads\": \"two\"",
+         "key 'n_key_value_heads' must be null or an integer"},
+        {"\"attn_scores_soft_cap\": -1.0", "\"attn_scores_soft_cap\": 30",
+         "key 'attn_scores_soft_cap' must be -1 (no soft cap)"},
+        {"\"original_architecture\": null", "\"original_architecture\": 3",
+         "key 'original_architecture' must be a string"},
+        {"\"original_architecture\": null", "\"original_architecture\": \"mingpt\"",
+         "key 'original_architecture' is \"mingpt\": attnlab reads TransformerLens's own weight "
+         "layout (\"neel\") only"},
+        {"\"attn_only\": true", "\"attn_only\": false, \"d_mlp_\": 1", "unknown key 'd_mlp_'"},
+        {"\"use_local_attn\": false", "\"use_local_attn\": 1",
+         "key 'use_local_attn' must be false"},
+        {NULL, "[1, 2]", "config.json: top level must be a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        config_refused(cases[i][0], cases[i][1], NULL, NULL, cases[i][2]);
+    /* the hub format's "architecture" must be TransformerLens's own */
+    config_refused("\"n_layers\": 2", "\"n_layers\": 2, \"architecture\": \"gpt2\"", NULL, NULL,
+                   "key 'architecture' is \"gpt2\"");
+    /* options over the file */
+    config_refused("\"n_layers\": 2", "\"n_layers\": 2", "RMS", NULL,
+                   "--norm must be none, LN or LNPre (got 'RMS')");
+    config_refused("\"n_layers\": 2", "\"n_layers\": 2", NULL, "rotary",
+                   "--positions must be standard or shortformer (got 'rotary')");
+}
+
 TEST(import_refusals_leave_nothing) {
     const char *d = gen("small");
     /* a pickle that would run a command when unpickled by Python */

@@ -520,6 +520,16 @@ TEST(intervals_faithfulness) {
               "1");
     cJSON_Delete(d);
     free(j);
+    /* the text says the same, and lists the edges that are not stable */
+    t_pbuf db2 = t_pcopy("r2.db");
+    CHECK(t_sh("%s discover --model %s/m2 --db %s --probe-r 6 --n 16 --threads 1 --tau 0.0001 "
+               "--resample 3 > %s 2>/dev/null",
+               t_bin(), dir.s, db2.s, t_path("s.txt")) == 0);
+    char *tx = t_slurp(t_path("s.txt")), wj[96];
+    snprintf(wj, sizeof wj, "Jaccard with the main circuit %.3f ± ", jm);
+    CHECKF(tx && strstr(tx, "stability over 3 resamples of the pairs (") && strstr(tx, wj),
+           "want [%s] in:\n%s", wj, tx ? tx : "");
+    free(tx);
     CHECK(t_sh("%s discover --model %s/m2 --db %s --probe-r 6 --n 16 --resample -1 > /dev/null "
                "2>&1",
                t_bin(), dir.s, db.s) == 2);
