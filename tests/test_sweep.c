@@ -326,10 +326,12 @@ TEST(sweep_jobs_sigint_forwarded) {
     t_pbuf o = t_pcopy("o");
     pid_t p = t_spawn(t_path("out"), t_path("err"), "experiment %s --jobs 2 --out %s",
                       t_path("s.json"), o.s);
-    char st[1100];
-    snprintf(st, sizeof st, "%s/task-1/models/two/state.json", o.s);
-    for (int i = 0; i < 600 && !al_file_exists(st); i++)
-        t_sleep(0.05); /* both trainings under way */
+    char st[2][1100];
+    for (int k = 0; k < 2; k++)
+        snprintf(st[k], sizeof st[k], "%s/task-%d/models/two/state.json", o.s, k);
+    /* both trainings under way (on a busy machine either may start first) */
+    for (int i = 0; i < 600 && !(al_file_exists(st[0]) && al_file_exists(st[1])); i++)
+        t_sleep(0.05);
     t_sleep(0.3);
     kill(p, SIGINT);
     int rc = t_wait(p, NULL);

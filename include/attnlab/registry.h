@@ -183,6 +183,9 @@ typedef struct al_drive {
                           * library, whose caller shows them its own way) */
     struct cJSON *doc; /* --json: the document ("schema" set); the run adds what its
                           * text shows, the driver adds "run" and "warnings" */
+    int print_json; /* the CLI's --json: doc rendered into json_text before the commit */
+    char *json_text; /* ... so that a document that cannot be printed fails the run
+                          * (the caller prints and frees it) */
     al_warnings warn; /* the warnings raised by this run (the descriptor's accessor),
                           * stored with the run */
     al_atomic_file *files; /* the run's files (al_drive_file): synced under their

@@ -38,6 +38,11 @@ int al_err_prefix(al_err *e, const char *fmt, ...) __attribute__((format(printf,
  * NULL and fills e on failure. Memory is zeroed by al_calloc. */
 void *al_malloc(size_t n, size_t size, al_err *e);
 void *al_calloc(size_t n, size_t size, al_err *e);
+/* al_calloc for an allocating helper (pictures' pic_calloc): its fault
+ * site is `site`, the helper's own caller (__builtin_return_address(0)),
+ * so that each place the helper is called from fails on its own in the
+ * fault tests, not all of them as the helper's one call. */
+void *al_calloc_at(size_t n, size_t size, const void *site, al_err *e);
 /* Make room for one more element in a growable array p of *cap elements
  * of `size` bytes holding n: when n == *cap, doubles *cap (first to
  * `first`) and reallocs. Returns the array (p itself while there is

@@ -141,7 +141,11 @@ static int drive_doc(const al_analysis *a, void *args, void *st, al_drive *d, al
         !cJSON_AddNumberToObject(d->doc, "run", (double)b->run_id))
         return al_errf(e, "out of memory");
     if (a->doc(args, st, d, e)) return -1;
-    return d->json && json_warnings(d) ? al_errf(e, "out of memory") : 0;
+    if (d->json && json_warnings(d)) return al_errf(e, "out of memory");
+    if (!d->print_json) return 0;
+    free(d->json_text);
+    d->json_text = al_json_print(1, d->doc);
+    return d->json_text ? 0 : al_errf(e, "out of memory printing the --json document");
 }
 
 /* The phases of a (registry.h), from the loaded model to the printed
@@ -260,9 +264,6 @@ int al_drive_run(const al_analysis *a, void *args, const al_flag *flags, al_driv
     int rc = drive_phases(a, args, flags, d, &run, e);
     if (prec != AL_PREC_F32) al_gemm_set_precision(AL_PREC_F32, NULL);
     if (a->stops) al_stop_release();
-    if (rc == 0 && d->json && !cJSON_GetObjectItemCaseSensitive(d->doc, "run") &&
-        !cJSON_AddNumberToObject(d->doc, "run", (double)run))
-        rc = (al_errf(e, "out of memory"), 1);
     if (rc == 0 && run_id) *run_id = run;
     return rc;
 }
@@ -290,18 +291,12 @@ int al_drive_main(const al_analysis *a, int argc, char **argv) {
         for (int i = 0; i < nc; i++) a->cmd->flags[i].seen = all[i].seen;
         al_drive d = {.an = a,
                       .json = g_json,
+                      .print_json = g_json,
                       .progress = g_progress || isatty(STDERR_FILENO),
                       .strict = g_strict};
         rc = al_drive_run(a, a->tmpl, a->cmd->flags, &d, NULL, &e);
-        if (rc == 0 && d.json) {
-            char *s = al_json_print(1, d.doc);
-            if (!s)
-                rc = (al_errf(&e, "out of memory"), 1);
-            else {
-                printf("%s\n", s);
-                free(s);
-            }
-        }
+        if (rc == 0 && d.json_text) printf("%s\n", d.json_text);
+        free(d.json_text);
         cJSON_Delete(d.doc);
         if (rc == 130) /* interrupted: the message, and the signal's exit code */
             al_cli_error(&e);

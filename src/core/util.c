@@ -159,15 +159,19 @@ void *al_malloc(size_t n, size_t size, al_err *e) {
     return p;
 }
 
-void *al_calloc(size_t n, size_t size, al_err *e) {
+void *al_calloc_at(size_t n, size_t size, const void *site, al_err *e) {
     size_t bytes;
     if (al_mul_overflow(n, size, &bytes) != 0) {
         al_errf(e, "allocation size overflows (%zu x %zu)", n, size);
         return NULL;
     }
-    void *p = al_fault_at(__builtin_return_address(0)) ? NULL : calloc(bytes ? bytes : 1, 1);
+    void *p = al_fault_at(site) ? NULL : calloc(bytes ? bytes : 1, 1);
     if (!p) al_errf(e, "out of memory allocating %zu bytes", bytes);
     return p;
+}
+
+void *al_calloc(size_t n, size_t size, al_err *e) {
+    return al_calloc_at(n, size, __builtin_return_address(0), e);
 }
 
 void *al_grow(void *p, int *cap, int n, size_t size, int first, al_err *e) {
