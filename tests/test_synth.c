@@ -410,4 +410,28 @@ TEST(synth_cli) {
     CHECK(err && strstr(err, "no/such/dir"));
     free(err);
     CHECK(t_sh("%s help data synth >/dev/null", t_bin()) == 0);
+    /* --names-out: line i is document i's index and its names, each of
+     * which the document holds; repeated-span documents list none */
+    CHECK(t_sh("%s data synth --out %s --stories 30 --seed 4 --names-out %s 2>/dev/null", t_bin(),
+               t_path("n.txt"), t_path("names.tsv")) == 0);
+    char *text = t_slurp(t_path("n.txt")), *names = t_slurp(t_path("names.tsv"));
+    CHECK(text && names);
+    int line = 0, n_named = 0;
+    for (char *d = text, *l = names; d && l && *l; line++) {
+        char *dend = strstr(d, "\n\n"), *lend = strchr(l, '\n');
+        if (dend) *dend = 0;
+        if (lend) *lend = 0;
+        CHECKF(atoi(l) == line, "names line %d: [%s]", line, l);
+        for (char *t = strchr(l, '\t'); t; t = strchr(t + 1, '\t')) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "%.*s", (int)strcspn(t + 1, "\t"), t + 1);
+            CHECKF(strstr(d, nm) != NULL, "document %d lacks its name %s", line, nm);
+            n_named++;
+        }
+        d = dend ? dend + 2 : NULL;
+        l = lend ? lend + 1 : NULL;
+    }
+    CHECKF(line == 30 && n_named >= 27, "%d lines, %d names", line, n_named);
+    free(text);
+    free(names);
 }
