@@ -562,3 +562,35 @@ TEST(report_chromium_images_load) {
     CHECKF(total == n && ok == n - 1, "after deleting %s: %d of %d loaded", im[0].src, ok, total);
     free(html);
 }
+
+/* A names run (the seed notes' copying table) gets its section: one row
+ * per name piece and the mean of the rest, first and second appearance
+ * per model, each number the one the run stored. */
+TEST(report_names_section) {
+    t_pbuf dir = t_pcopy("."), db = t_pcopy("r.db");
+    t_tiny_model(dir.s, 2, 10);
+    CHECK(t_sh("%s names --model %s/m2 --db %s --data %s/s.val.bin --stories 4 --threads 1 "
+               "> /dev/null 2>&1",
+               t_bin(), dir.s, db.s, dir.s) == 0);
+    CHECK(t_sh("%s report --model %s/m2 --db %s --out %s --pictures none > /dev/null 2>&1", t_bin(),
+               dir.s, db.s, t_path("rep")) == 0);
+    char *html = t_slurp(t_path("rep/index.html"));
+    const char *sec = html ? strstr(html, "<section id=\"names\">") : NULL;
+    CHECK(sec && strstr(sec, "Copying a name") && strstr(sec, "<td>2.. (mean)</td>"));
+    long k = t_sql_long(db.s, "SELECT count(*) FROM model_scores WHERE metric LIKE "
+                              "'names_first_p%'");
+    CHECK(k >= 1);
+    for (long j = 1; sec && j <= k; j++) {
+        char q[400], row[200];
+        snprintf(q, sizeof q,
+                 "SELECT printf('<tr><td>%ld</td><td>%%.4f</td><td>%%.4f</td></tr>', "
+                 "(SELECT value FROM model_scores WHERE metric = 'names_first_p%ld'), "
+                 "(SELECT value FROM model_scores WHERE metric = 'names_second_p%ld'))",
+                 j, j, j);
+        char *want = t_sql(db.s, q);
+        snprintf(row, sizeof row, "%s", want ? want : "?");
+        CHECKF(strstr(sec, row) != NULL, "row %ld [%s] not in the section", j, row);
+        free(want);
+    }
+    free(html);
+}

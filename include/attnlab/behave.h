@@ -36,14 +36,9 @@ typedef struct al_behave {
                               run's config by al_behave_begin; NULL without */
 } al_behave;
 
-/* Open db, load model_dir (and mask_path if not NULL: gates applied),
- * insert/update the models row and begin a run of `kind` whose config is
- * the flag table. On failure everything is released. */
-int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path, const char *db,
-                   const char *kind, const al_flag *flags, al_err *e);
-/* al_behave_open in two steps, for commands that check more input
- * against the loaded model before any run exists (patch, paths: the
- * task): al_behave_load opens the database and loads model and mask (on
+/* Open a model for a run in two steps, so that a command checks its
+ * input against the loaded model before any run exists (patch, paths:
+ * the task): al_behave_load opens the database and loads model and mask (on
  * failure everything is released); al_behave_begin files the model and
  * begins the run (on failure b stays open: al_behave_close it). */
 int al_behave_load(al_behave *b, const char *model_dir, const char *mask_path, const char *db,
@@ -63,9 +58,6 @@ int al_behave_tokens(const al_behave *b, const char *path, al_tokens *d, int *T,
  * a bad file leaves no run behind. 0, or −1 with e (b unchanged). */
 int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al_tokens *val, int T,
                       int batches, int batch, al_err *e);
-/* "circuit FILE: 42 of 306 edges kept; ..." on stdout when b runs a
- * circuit; nothing otherwise. */
-void al_behave_print_circuit(const al_behave *b, const char *path);
 /* Warn on stderr if a probe of len tokens reaches positions the model
  * never trained on (its numbers there say little about the model). */
 void al_behave_warn_probe(const al_behave *b, int len);

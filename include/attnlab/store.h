@@ -419,10 +419,6 @@ int al_store_carry_train_log(al_store *s, int64_t run_id, int64_t from, long max
 int al_store_put_train_head_score(al_store *s, int64_t run_id, long step, int layer, int head,
                                   const char *metric, double value, al_err *e);
 
-/* Run a read-only query and print the rows tab-separated (for commands
- * that show tables; tests use the sqlite3 CLI instead). */
-int al_store_print_query(al_store *s, const char *sql, FILE *f, al_err *e);
-
 /* Run a read-only query with text parameters ?1..?n and call fn for
  * every row: text[i] is column i as text (NULL for SQL NULL), num[i] as a
  * number (NaN for NULL). fn returns 0 to go on, non-zero to stop with an

@@ -245,10 +245,6 @@ int al_store_read_sweep_induction(al_store *s, al_store_sweep_row **rows, int *n
 
 /* ---- generic views (view.h, table views) ---- */
 
-/* The newest finished run of model_id holding per-head view metric (0:
- * none). 0, or -1 with e. */
-int al_store_latest_view_run(al_store *s, int64_t model_id, const char *metric, long *run,
-                             al_err *e);
 /* The newest finished run of model_id holding view metric in any shape
  * (head, model, pair, edge, pos; 0: none): `heatmap --what view` draws
  * whichever it is, its values read by al_store_read_view (store_views.h).

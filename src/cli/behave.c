@@ -284,14 +284,6 @@ int al_behave_begin(al_behave *b, const char *kind, const al_flag *flags, al_err
     return rc ? -1 : 0;
 }
 
-int al_behave_open(al_behave *b, const char *model_dir, const char *mask_path, const char *db,
-                   const char *kind, const al_flag *flags, al_err *e) {
-    if (al_behave_load(b, model_dir, mask_path, db, e)) return -1;
-    if (al_behave_begin(b, kind, flags, e) == 0) return 0;
-    al_behave_close(b);
-    return -1;
-}
-
 int al_behave_bos(const al_behave *b) {
     if (!b->tok) return -1;
     int id = al_tok_eot(b->tok);
@@ -330,12 +322,6 @@ int al_behave_circuit(al_behave *b, const char *path, const char *fill, const al
     b->circ = cr;
     b->circ_path = path;
     return al_circuit_run_attach(cr, &b->m, e);
-}
-
-void al_behave_print_circuit(const al_behave *b, const char *path) {
-    char buf[256];
-    if (b->circ)
-        printf("circuit %s: %s\n", path, al_circuit_run_describe(b->circ, buf, sizeof buf));
 }
 
 void al_behave_warn_probe(const al_behave *b, int len) {

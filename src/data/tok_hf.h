@@ -50,8 +50,6 @@ typedef struct hf_scratch hf_scratch;
  * Errors name what is unsupported, without the file's name. */
 int hf_pre_parse(const cJSON *normalizer, const cJSON *pre_tokenizer, hf_pre **out, al_err *e);
 void hf_pre_free(hf_pre *p);
-/* 1 if the normalizer changes text (NFC), else 0. */
-int hf_pre_normalizes(const hf_pre *p);
 /* Per-call working memory (one encode call at a time each). */
 hf_scratch *hf_scratch_new(al_err *e);
 void hf_scratch_free(hf_scratch *sc);

@@ -356,8 +356,6 @@ int hf_pre_parse(const cJSON *normalizer, const cJSON *pre_tokenizer, hf_pre **o
     return 0;
 }
 
-int hf_pre_normalizes(const hf_pre *p) { return p->nfc; }
-
 /* ----------------------------------------------------------- scratch */
 
 hf_scratch *hf_scratch_new(al_err *e) {

@@ -450,28 +450,6 @@ void al_store_close(al_store *s) {
 
 /* ----------------------------------------------------------- queries */
 
-int al_store_print_query(al_store *s, const char *sql, FILE *f, al_err *e) {
-    sqlite3_stmt *q;
-    if (store_prepare(s, sql, &q, e)) return -1;
-    if (!sqlite3_stmt_readonly(q)) {
-        sqlite3_finalize(q);
-        return al_errf(e, "database %s: query is not read-only", s->path);
-    }
-    int nc = sqlite3_column_count(q), rc;
-    for (int i = 0; i < nc; i++) fprintf(f, "%s%s", i ? "\t" : "", sqlite3_column_name(q, i));
-    fputc('\n', f);
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        for (int i = 0; i < nc; i++) {
-            const unsigned char *t = sqlite3_column_text(q, i);
-            fprintf(f, "%s%s", i ? "\t" : "", t ? (const char *)t : "NULL");
-        }
-        fputc('\n', f);
-    }
-    sqlite3_finalize(q);
-    if (rc != SQLITE_DONE) return store_db_err(s, e, "query failed");
-    return 0;
-}
-
 /* Generic read-only query for pictures and reports: parameters bound as
  * text (column affinity converts them), each row handed to fn as text and
  * as numbers. */

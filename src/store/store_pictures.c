@@ -640,14 +640,6 @@ int al_store_read_sweep_induction(al_store *s, al_store_sweep_row **rows, int *n
                     STRS(offsetof(al_store_sweep_row, setting)), &blk_, n, e));
 }
 
-/* ---------------------------------------------------------- views */
-
-int al_store_latest_view_run(al_store *s, int64_t model_id, const char *metric, long *run,
-                             al_err *e) {
-    return latest_done(s, "views x", "x.metric = ?2 AND x.shape = 'head'", model_id, metric, run,
-                       e);
-}
-
 int al_store_latest_view_any_run(al_store *s, int64_t model_id, const char *metric, long *run,
                                  al_err *e) {
     return latest_done(s, "views x", "x.metric = ?2", model_id, metric, run, e);
