@@ -89,6 +89,15 @@ TEST(db_show_counts_match_sqlite) {
     CHECK(txt && strstr(txt, "runs (3):") && strstr(txt, "discover") &&
           strstr(txt, "circuit_main"));
     free(txt);
+    /* and one run's text names its kind, options and tables */
+    CHECK(t_sh("%s db show %s 2 > %s", t_bin(), db, t_path("r.txt")) == 0);
+    txt = t_slurp(t_path("r.txt"));
+    char *kind = t_sql(db, "SELECT kind FROM runs WHERE run_id = 2"), head[64];
+    snprintf(head, sizeof head, "\nrun 2 (%s):\n  options: {", kind ? kind : "?");
+    CHECKF(txt && strstr(txt, head) && strstr(txt, "\"tau\":") && strstr(txt, "circuit_main"), "%s",
+           txt ? txt : "");
+    free(kind);
+    free(txt);
     /* refusals: one line, exit 1 or 2, nothing written */
     CHECK(t_sh("%s db show %s 99 2> %s", t_bin(), db, t_path("e1")) == 1);
     CHECK(t_one_line(t_path("e1"), "has no run 99"));

@@ -7,8 +7,15 @@
  * the message is one line naming the fix, and that nothing was written. */
 #include <stdlib.h>
 #include <string.h>
+#include "attnlab/import.h"
 #include "attnlab/util.h"
 #include "test.h"
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
 
 TEST(messages_edit_distance) {
     CHECK(al_edit_distance("kitten", 6, "sitting", 7) == 3);
@@ -204,4 +211,48 @@ TEST(messages_progress_on_request) {
             free(e);
         }
     }
+}
+
+/* `attnlab help C` for every command `attnlab --help` lists: exit 0 and
+ * the command's usage line; the analyses list the driver's --json,
+ * --progress and --strict too. */
+TEST(messages_help_every_command) {
+    CHECK(t_sh("%s --help > %s", t_bin(), t_path("all.txt")) == 0);
+    char *all = t_slurp(t_path("all.txt"));
+    const char *p = all ? strstr(all, "\ncommands:\n") : NULL;
+    CHECK(p != NULL);
+    int n = 0, n_an = 0;
+    for (p = p ? strchr(p + 1, '\n') + 1 : NULL; p && !strncmp(p, "  ", 2); n++) {
+        const char *nl = strchr(p, '\n'), *gap = strstr(p + 2, "  ");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(gap - p - 2), p + 2);
+        CHECKF(t_sh("%s help %s > %s 2>&1", t_bin(), name, t_path("h.txt")) == 0, "help %s", name);
+        char *h = t_slurp(t_path("h.txt")), want[96];
+        snprintf(want, sizeof want, "usage: attnlab %s ", name);
+        CHECKF(h && !strncmp(h, want, strlen(want)), "help %s: [%.80s]", name, h ? h : "");
+        if (h && strstr(h, "--strict ") && strstr(h, "--progress ") && strstr(h, "--json ")) n_an++;
+        free(h);
+        p = nl ? nl + 1 : NULL;
+    }
+    CHECKF(n >= 30 && n_an >= 10, "%d commands, %d with the driver's flags", n, n_an);
+    free(all);
+}
+
+/* import --list-presets: one line per built-in preset, with its name,
+ * where it is published and its shape. */
+TEST(messages_import_list_presets) {
+    CHECK(t_sh("%s import --list-presets > %s", t_bin(), t_path("p.txt")) == 0);
+    char *t = t_slurp(t_path("p.txt"));
+    int n = 0;
+    for (const al_import_preset *q = al_import_presets(); q->name; q++, n++) {
+        char want[256];
+        snprintf(want, sizeof want, "%dL %d %dx%d n_ctx %d d_vocab %d", q->cfg.n_layers,
+                 q->cfg.d_model, q->cfg.n_heads, q->cfg.d_head, q->cfg.n_ctx, q->cfg.d_vocab);
+        const char *l = t ? strstr(t, q->name) : NULL;
+        const char *end = l ? strchr(l, '\n') : NULL;
+        CHECKF(l && end && strstr(l, q->repo) && strstr(l, want) && strstr(l, want) < end,
+               "%s: [%s] not on its line", q->name, want);
+    }
+    CHECK(n >= 7 && t && (int)strlen(t) > 0 && count_lines(t) == n);
+    free(t);
 }
