@@ -501,6 +501,42 @@ static const char longer[] =
     "           \"steps\": 400, \"eval_every\": 10, \"eval_batches\": 2, \"warmup\": 5, \"lr\": 0.01},\n"
     " \"models\": [{\"name\": \"one\", \"n_layers\": 2}]}\n";
 
+/* A corpus of the user's own ("data": {"text": FILE}) with a tokenizer
+ * file of their own ("tokenizer": {"file": ...}): both are taken as they
+ * are (the model directory holds that very tokenizer), keyed by their
+ * contents, and a second run reuses every stage. */
+TEST(exp_text_corpus_and_tokenizer_file) {
+    t_pbuf c = t_pcopy("c.txt"), tok = t_pcopy("tok.json"), out = t_pcopy("out");
+    CHECK(t_sh("%s data synth --out %s --stories 60 --seed 4 > /dev/null 2>&1 && "
+               "%s tokenizer train --in %s --vocab 300 --out %s > /dev/null 2>&1",
+               t_bin(), c.s, t_bin(), c.s, tok.s) == 0);
+    char js[4096];
+    snprintf(js, sizeof js,
+             "{\"name\": \"tx\", \"threads\": 1,\n"
+             " \"data\": {\"text\": \"%s\", \"val\": 0.1, \"docs\": \"blank\"},\n"
+             " \"tokenizer\": {\"file\": \"%s\"},\n"
+             " \"train\": {\"d_model\": 32, \"n_heads\": 4, \"d_head\": 8, \"n_ctx\": 32, "
+             "\"batch\": 4, \"steps\": 5, \"eval_every\": 5, \"warmup\": 1},\n"
+             " \"models\": [{\"name\": \"one\", \"n_layers\": 1}],\n"
+             " \"pictures\": false, \"report\": false}\n",
+             c.s, tok.s);
+    t_write("tx.json", js);
+    for (int run = 0; run < 2; run++) {
+        CHECKF(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), t_path("tx.json"), out.s,
+                    t_path("log")) == 0,
+               "run %d: %s", run, t_slurp(t_path("log")));
+        char *log = t_slurp(t_path("log"));
+        int reused = 0;
+        for (const char *q = log; q && (q = strstr(q, "reused: outputs complete")); q++) reused++;
+        /* data, tokenizer, encode, train: the first two are the given files */
+        CHECKF(reused == (run ? 4 : 2), "run %d: %d stages reused:\n%s", run, reused,
+               log ? log : "");
+        free(log);
+    }
+    CHECK(t_sh("cmp -s %s %s/models/one/tokenizer.json", tok.s, out.s) == 0);
+    CHECK(t_sh("test -s %s/data/tokens.train.bin", out.s) == 0);
+}
+
 TEST(exp_interrupted_training_resumes) {
     if (t_sh("command -v sqlite3 >/dev/null") != 0) t_skip("sqlite3 CLI missing");
     t_write("r.json", longer);
