@@ -211,6 +211,30 @@ TEST(brown_experiment_data) {
     err = t_slurp(t_path("err"));
     CHECK(err && strstr(err, "data.brown.unit"));
     free(err);
+    /* a mixture of the Brown package and a text file: each document of
+     * the corpus is one of theirs, separated by <|endoftext|> */
+    t_write("own.txt", "My own first document.\n\nMy own second document.\n");
+    snprintf(
+        exp, sizeof exp,
+        "{\"name\": \"m\", \"threads\": 1,\n"
+        " \"data\": {\"mix\": {\"inputs\": [{\"share\": 0.5, \"brown\": {\"from\": \"%s\"}},"
+        " {\"share\": 0.5, \"text\": \"%s\", \"docs\": \"blank\"}]}, \"docs\": \"eot\", "
+        "\"val\": 0.3},\n"
+        " \"tokenizer\": {\"vocab\": 270},\n"
+        " \"train\": {\"d_model\": 16, \"n_heads\": 2, \"d_head\": 8, \"n_ctx\": 8, \"batch\": 2,\n"
+        "           \"steps\": 2, \"eval_every\": 0, \"warmup\": 1},\n"
+        " \"models\": [{\"name\": \"one\", \"n_layers\": 1}], \"pictures\": false, \"report\": "
+        "false}\n",
+        t_path("pkg"), t_path("own.txt"));
+    f = t_write("m.json", exp);
+    t_pbuf mo = t_pcopy("mout");
+    CHECK(t_sh("%s experiment %s --out %s > %s 2>&1", t_bin(), f, mo.s, t_path("mlog")) == 0);
+    snprintf(corpus, sizeof corpus, "%s/data/corpus.txt", mo.s);
+    char *mix = t_slurp(corpus);
+    CHECKF(mix && strstr(mix, "My own ") && strstr(mix, "He said 'yes'; then left!") &&
+               strstr(mix, "<|endoftext|>"),
+           "%s", mix ? mix : t_slurp(t_path("mlog")));
+    free(mix);
 }
 
 /* --text replaces a text experiment's data.text (whose file may not exist). */
