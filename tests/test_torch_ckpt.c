@@ -387,6 +387,35 @@ TEST(torch_ckpt_pickle_rules_each_refused) {
     }
 }
 
+/* The zip around the pickle, one rule broken each (torch_ckpt_ref.py
+ * hostile, zip_<name>.pt); the version under .data/ (newer torch) is
+ * read. */
+TEST(torch_ckpt_zip_rules_each_refused) {
+    const char *d = gen("hostile");
+    static const char *const cases[][2] = {
+        {"version99", "unsupported serialization version '99'"},
+        {"byteorder", "unknown byteorder 'middle'"},
+        {"multidisk", "a multi-disk zip"},
+        {"cdir_outside", "the zip's central directory (174 bytes at 617) lies outside the file"},
+        {"two_sizes", "stored zip entry ckpt/data/0 has two sizes (20 and 24)"},
+        {"claims_more", "not a readable zip"},
+        {"bzip2", "zip entry b/data.pkl uses compression method 12 (only stored and deflated"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char f[64];
+        snprintf(f, sizeof f, "zip_%s.pt", cases[i][0]);
+        REFUSED(in(d, f), cases[i][1]);
+    }
+    al_pt_file *z = open_ok(in(d, "zip_dot_data_version.pt"));
+    if (z) {
+        float w[2];
+        al_err e;
+        CHECK_OK(al_pt_read_f32(z, "w", 1, SHAPE(2), w, &e), &e);
+        CHECK(w[0] == 1 && w[1] == 2);
+        al_pt_close(z);
+    }
+}
+
 /* Every prefix of the checkpoint at path is refused in one line naming
  * the file, in memory and (a few) on disk; the whole file is accepted. */
 static void every_prefix_refused(const char *path) {

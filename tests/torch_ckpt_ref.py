@@ -200,6 +200,34 @@ def hostile(d):
     for name, b in pk.items():
         zip_ckpt(j("pk_" + name + ".pt"), b, [("0", f32(1, 2))])
 
+    # the zip around it, one rule broken each, in zip_<name>.pt
+    ok = one_tensor(None, 6, 0, [6], [1])
+    eocd = ok.rfind(b"PK\x05\x06")
+    zp = {
+        "version99": one_tensor(None, 6, 0, [6], [1], version=b"99\n"),
+        "byteorder": one_tensor(None, 6, 0, [6], [1], byteorder=b"middle"),
+        "multidisk": ok[:eocd + 4] + struct.pack("<H", 1) + ok[eocd + 6:],
+        "cdir_outside": ok[:eocd + 16] + struct.pack("<I", len(ok) + 100) + ok[eocd + 20:],
+        "two_sizes": patch_sizes(ok, b"data/0", 20, compressed=False),
+        "claims_more": patch_sizes(ok, b"data/0", len(ok) + 1000),
+    }
+    # bzip2: a compression method attnlab does not read
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_BZIP2) as z:
+        z.writestr("b/data.pkl", p_dict([("w", p_tensor("FloatStorage", "0", 2, 0, [2], [1]))]))
+        z.writestr("b/data/0", f32(1, 2))
+        z.writestr("b/version", "3\n")
+    zp["bzip2"] = buf.getvalue()
+    # torch >= 2.x's layout keeps the version under .data/ as well: accepted
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("d/data.pkl", p_dict([("w", p_tensor("FloatStorage", "0", 2, 0, [2], [1]))]))
+        z.writestr("d/data/0", f32(1, 2))
+        z.writestr("d/.data/version", "3\n")
+    zp["dot_data_version"] = buf.getvalue()
+    for name, b in zp.items():
+        open(j("zip_" + name + ".pt"), "wb").write(b)
+
 
 # ---- real torch.save files
 
