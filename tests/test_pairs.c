@@ -201,6 +201,11 @@ TEST(pairs_jsonl_too_many) {
     refused(tok, text, ll * n, 64, "line 1000001: more than 1000000 pairs", NULL, __LINE__);
     al_pairs p;
     al_err e;
+    if (T_SAN) { /* the refusal is the memory check; the plain build parses a million */
+        free(text);
+        al_tok_free(tok);
+        return;
+    }
     CHECK_OK(al_pairs_parse_jsonl(text, ll * (n - 1), tok, 64, &p, &e), &e);
     CHECK(p.N == 1000000 && p.T == 1 && p.items[999999].pair == 999999);
     al_pairs_free(&p);
