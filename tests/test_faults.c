@@ -510,9 +510,9 @@ TEST(faults_sae) {
 
 /* The analyses again with the options that add to what they compute and
  * print: intervals, --json documents, text statistics, pair ablation,
- * attribution over text windows. Their own sites only: the plain runs'
- * sites were failed by faults_analyses in another process, so they are
- * failed again here, which costs a run each but finds nothing new. */
+ * attribution over text windows. The sites they share with the plain
+ * runs were failed by faults_analyses, in another process, and are
+ * failed again here: a run each, so that the two tests run at once. */
 TEST(faults_options) {
     t_pbuf w = rich_template();
     const char *cmds[] =

@@ -336,6 +336,16 @@ TEST(torch_ckpt_hostile_sizes_refused_in_one_line) {
     REFUSED(t_write("text.pt", "hello\n"), "not a PyTorch checkpoint");
 }
 
+/* Files <prefix>_<cases[i][0]>.pt of d, each refused with cases[i][1]. */
+static void refused_each(const char *d, const char *prefix, const char *const (*cases)[2],
+                         size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char f[64];
+        snprintf(f, sizeof f, "%s_%s.pt", prefix, cases[i][0]);
+        REFUSED(in(d, f), cases[i][1]);
+    }
+}
+
 /* Each rule of the restricted pickle VM broken alone (torch_ckpt_ref.py
  * writes pk_<name>.pt): refused in one line that says which rule and
  * where, nothing read. */
@@ -380,11 +390,7 @@ TEST(torch_ckpt_pickle_rules_each_refused) {
         {"key_long", "a key path is longer than 4096 bytes"},
         {"deep", "the checkpoint nests dicts more than 16 deep"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char f[64];
-        snprintf(f, sizeof f, "pk_%s.pt", cases[i][0]);
-        REFUSED(in(d, f), cases[i][1]);
-    }
+    refused_each(d, "pk", cases, sizeof cases / sizeof *cases);
 }
 
 /* The zip around the pickle, one rule broken each (torch_ckpt_ref.py
@@ -401,11 +407,7 @@ TEST(torch_ckpt_zip_rules_each_refused) {
         {"claims_more", "not a readable zip"},
         {"bzip2", "zip entry b/data.pkl uses compression method 12 (only stored and deflated"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char f[64];
-        snprintf(f, sizeof f, "zip_%s.pt", cases[i][0]);
-        REFUSED(in(d, f), cases[i][1]);
-    }
+    refused_each(d, "zip", cases, sizeof cases / sizeof *cases);
     al_pt_file *z = open_ok(in(d, "zip_dot_data_version.pt"));
     if (z) {
         float w[2];

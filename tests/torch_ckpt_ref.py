@@ -211,20 +211,18 @@ def hostile(d):
         "two_sizes": patch_sizes(ok, b"data/0", 20, compressed=False),
         "claims_more": patch_sizes(ok, b"data/0", len(ok) + 1000),
     }
+    def zipped(method, stem, version_at):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", method) as z:
+            z.writestr(stem + "/data.pkl",
+                       p_dict([("w", p_tensor("FloatStorage", "0", 2, 0, [2], [1]))]))
+            z.writestr(stem + "/data/0", f32(1, 2))
+            z.writestr(stem + "/" + version_at, "3\n")
+        return buf.getvalue()
     # bzip2: a compression method attnlab does not read
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_BZIP2) as z:
-        z.writestr("b/data.pkl", p_dict([("w", p_tensor("FloatStorage", "0", 2, 0, [2], [1]))]))
-        z.writestr("b/data/0", f32(1, 2))
-        z.writestr("b/version", "3\n")
-    zp["bzip2"] = buf.getvalue()
+    zp["bzip2"] = zipped(zipfile.ZIP_BZIP2, "b", "version")
     # torch >= 2.x's layout keeps the version under .data/ as well: accepted
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("d/data.pkl", p_dict([("w", p_tensor("FloatStorage", "0", 2, 0, [2], [1]))]))
-        z.writestr("d/data/0", f32(1, 2))
-        z.writestr("d/.data/version", "3\n")
-    zp["dot_data_version"] = buf.getvalue()
+    zp["dot_data_version"] = zipped(zipfile.ZIP_STORED, "d", ".data/version")
     for name, b in zp.items():
         open(j("zip_" + name + ".pt"), "wb").write(b)
 
