@@ -615,3 +615,30 @@ TEST(corpus_experiment_mix) {
          {"\"seed\": 3", "\"seed\": -3", "data.mix.seed"}};
     for (int k = 0; k < 6; k++) t_exp_refused(exp, bad[k][0], bad[k][1], bad[k][2]);
 }
+
+/* A text file Debian installed: the provenance names the package that
+ * owns it, with the version dpkg reports and its copyright file. */
+TEST(corpus_provenance_names_the_owning_package) {
+    const char *in = "/usr/share/common-licenses/GPL-3";
+    char ver[128] = "";
+    FILE *p = popen("dpkg-query -W -f='${Version}' base-files 2>/dev/null", "r");
+    if (p) {
+        if (!fgets(ver, sizeof ver, p)) ver[0] = 0;
+        pclose(p);
+    }
+    if (!ver[0] || !al_file_exists(in)) t_skip("no dpkg or no base-files license file");
+    CHECK(t_sh("%s data prose --source file --in %s --docs blank --out %s > /dev/null 2>&1",
+               t_bin(), in, t_path("g.txt")) == 0);
+    char *js = t_slurp(t_path("g.txt.json"));
+    cJSON *d = js ? cJSON_Parse(js) : NULL;
+    const cJSON *pk = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "packages"), 0);
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pk, "name"));
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pk, "version"));
+    CHECKF(name && !strcmp(name, "base-files") && v && !strcmp(v, ver) &&
+               cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(pk, "files")) == 1 &&
+               cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "files_without_package")) ==
+                   0,
+           "%s", js ? js : "");
+    cJSON_Delete(d);
+    free(js);
+}
