@@ -409,7 +409,25 @@ TEST(sae_train_bad_input) {
                  {3, "aux_coeff must be finite"},
                  {4, "not a model directory"},
                  {5, "lr must be positive"},
-                 {6, "/nonexistent/v.bin"}};
+                 {6, "/nonexistent/v.bin"},
+                 {7, "site must be z or resid_pre"},
+                 {8, "expansion must be in 1..1024 (got 0)"},
+                 {9, "steps must be positive (got 0)"},
+                 {10, "batch must be in 1..1048576 (got 0)"},
+                 {11, "buffer_batches must be in 1..1024 (got 2000)"},
+                 {12, "warmup must be >= 0 (got -1)"},
+                 {13, "decay_frac must be in [0,1] (got 2)"},
+                 {14, "beta1 and beta2 must be in [0,1)"},
+                 {15, "eps must be positive"},
+                 {16, "norm_batches must be >= 1"},
+                 {17, "val_fraction must be in (0,1) (got 1)"},
+                 {18, "eval_windows must be >= 1"},
+                 {19, "ckpt_every and stop_at must be >= 0"},
+                 {20, "resume and force exclude each other"},
+                 {21, "layer must be >= 0 (got -1)"},
+                 {22, "data is required"},
+                 {23, "model (a model directory) is required"},
+                 {24, "out (the SAE directory) is required"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char out[1100];
         snprintf(out, sizeof out, "%s/bad%zu", t_tmpdir(), i);
@@ -425,6 +443,24 @@ TEST(sae_train_bad_input) {
         case 4: o.model = dir; break;
         case 5: o.lr = NAN; break;
         case 6: o.val = "/nonexistent/v.bin"; break;
+        case 7: o.site = 7; break;
+        case 8: o.expansion = 0; break;
+        case 9: o.steps = 0; break;
+        case 10: o.batch = 0; break;
+        case 11: o.buffer_batches = 2000; break;
+        case 12: o.warmup = -1; break;
+        case 13: o.decay_frac = 2; break;
+        case 14: o.beta2 = 1; break;
+        case 15: o.eps = 0; break;
+        case 16: o.norm_batches = 0; break;
+        case 17: o.val_fraction = 1; break;
+        case 18: o.eval_windows = 0; break;
+        case 19: o.ckpt_every = -1; break;
+        case 20: o.resume = o.force = 1; break;
+        case 21: o.layer = -1; break;
+        case 22: o.data = ""; break;
+        case 23: o.model = NULL; break;
+        case 24: o.out = NULL; break;
         }
         al_sae_trainer *t = (al_sae_trainer *)1;
         al_err e = {{0}};
