@@ -511,3 +511,66 @@ TEST(refusal_probe_r_default_adapts) {
                           "induction task length 2R+1 = 81 exceeds n_ctx 64 (lower --probe-r)");
     }
 }
+
+/* Every option value the commands check, one bad value at a time: refused
+ * in one line naming the option and what it must be, the folder (and its
+ * database) byte for byte as before. */
+TEST(refusal_option_values) {
+    t_pbuf w = work_dir();
+#define TR "train --data s.train.bin --val s.val.bin --tokenizer tok.json --out t9 --steps 2 "
+#define ST "sae train --model m1 --layer 0 --data s.train.bin --out s9 --db r.db "
+#define SF "sae features --model m1 --sae nosae --data s.val.bin --db r.db "
+    static const char *const cases[][2] = {
+        {ST "--arch relu", "--arch must be topk or l1 (got 'relu')"},
+        {ST "--expansion 0", "--expansion must be 1..1024 (got 0)"},
+        {ST "--arch l1 --l1-coeff 0", "--l1-coeff must be finite and > 0 (got 0)"},
+        {ST "--lr 0", "--lr must be finite and > 0 (got 0)"},
+        {ST "--batch 0", "--batch must be 1..1048576 (got 0)"},
+        {ST "--eval-windows 0", "--eval-windows must be 1..100000 (got 0)"},
+        {TR "--min-lr-frac 2", "min_lr_frac must be in [0,1] (got 2)"},
+        {TR "--beta2 1", "beta1 and beta2 must be in [0,1)"},
+        {TR "--precision f16", "precision must be f32 or bf16 (got 'f16')"},
+        {TR "--pos rotary", "pos must be standard or shortformer (got 'rotary')"},
+        {TR "--norm rms", "norm must be none, ln or lnpre (got 'rms')"},
+        {TR "--biases xyz", "biases must be none, all, or letters of q, k, v, o, u (got 'xyz')"},
+        {TR "--norm ln --ln-eps 2", "ln_eps must be in (0, 1] (got 2)"},
+        {TR "--n-layers 65", "n_layers must be in 1..64 (got 65)"},
+        {TR "--d-model 20000 --n-heads 625 --d-head 32", "d_model must be in 1..16384 (got 20000)"},
+        {TR "--d-model 5000 --n-heads 1 --d-head 5000", "d_head must be in 1..4096 (got 5000)"},
+        {TR "--n-ctx 70000", "n_ctx must be in 1..65536 (got 70000)"},
+        {SF "--top-n 0", "--top-n must be 1..100 (got 0)"},
+        {SF "--logit-n 0", "--logit-n must be 1..100 (got 0)"},
+        {SF "--probe-n 0", "--probe-n must be 1..100000 (got 0)"},
+        {"circuits --model m1 --db r.db --mc-samples 1", "need 1 <= --top-k <= 100000, 2 <= "},
+        {"import --checkpoint x.pt --out imp --tolerance 0", "--tolerance must be positive"},
+        {"run --model m1 --prompt ab --temperature 0", "need --temperature > 0"},
+        {"run --model m1 --data s.val.bin --save-cache c.safetensors --windows 0",
+         "need 1 <= --windows <= 100000"},
+        {"scores --model m1 --db r.db --probe-r 5 --bootstrap 200000",
+         "--bootstrap must be in 0..100000 (got 200000)"},
+        {"data synth --out x.txt --min-sentences 0", "--min-sentences must be in [1,1000] (got 0)"},
+        {"data synth --out x.txt --min-sentences 5 --max-sentences 3",
+         "--max-sentences must be in [min-sentences,1000] (got 3)"},
+        {"heatmap --model m1 --what attention --out a.png", "--what attention needs --prompt TEXT"},
+        {"heatmap --model m1 --what qk --top-n 0 --out q.png", "need --layer >= 0, --head >= 0, "},
+        {"heatmap --model m1 --what qk --head 0 --top-n 100000 --out q.png",
+         "--top-n must be in 1.."},
+        {"heatmap --what patching --out p.png", "--model is required (or, for a kind drawn from"},
+        {"data prose --source quran --out x.txt", "--source 'quran': must be kjv, pydocs or file"},
+        {"data mix --in s.txt:1.5 --out x.txt", "the share must be a number in (0, 1]"},
+    };
+#undef TR
+#undef ST
+#undef SF
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *before = tree_sig(w.s, "sig0");
+        int got =
+            t_sh("cd %s && %s %s > /dev/null 2> %s", w.s, t_abs_bin(), cases[i][0], t_path("e"));
+        CHECKF(got == 1 || got == 2, "%s: exit %d", cases[i][0], got);
+        CHECKF(t_one_line(t_path("e"), cases[i][1]), "%s", cases[i][0]);
+        char *after = tree_sig(w.s, "sig1");
+        CHECKF(before && after && !strcmp(before, after), "%s changed the folder", cases[i][0]);
+        free(before);
+        free(after);
+    }
+}
