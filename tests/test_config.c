@@ -7,6 +7,7 @@
 
 #include "attnlab/args.h"
 #include "attnlab/config.h"
+#include "attnlab/sae.h"
 #include "test.h"
 
 /* A flag table like a command's, over static option variables. */
@@ -346,4 +347,77 @@ TEST(config_state_refuses) {
                      "\"0000000000000000\",\"0000000000000000\",\"0000000000000000\"],"
                      "\"train\":[1]}";
     CHECK(al_state_from_json(tr, &t, "s.json", &e) == -1 && strstr(e.msg, "'train' must be"));
+}
+
+/* al_config_validate and al_sae_cfg_check: each field out of its range
+ * alone, refused with its name and value; the defaults pass. */
+TEST(config_validate_each_field) {
+    al_err e;
+    al_config ok = al_config_default();
+    ok.d_vocab = 300; /* the default leaves it to the tokenizer */
+    CHECK_OK(al_config_validate(&ok, &e), &e);
+    static const struct {
+        int field;
+        const char *want;
+    } mc[] = {{0, "n_layers must be in 1..64 (got 0)"},
+              {1, "d_model must be in 1..16384 (got 0)"},
+              {2, "n_heads must be in 1..256 (got 0)"},
+              {3, "d_head must be in 1..4096 (got 0)"},
+              {4, "n_ctx must be in 1..65536 (got 0)"},
+              {5, "d_vocab must be in 2..65536 (got 1)"},
+              {6, "pos_type must be"},
+              {7, "norm_type must be"},
+              {8, "ln_eps must be in [0, 1] (got 2)"},
+              {9, "ln_eps must be positive with LayerNorm"},
+              {10, "biases must be a set of AL_BIAS_*"},
+              {11, "processed must be a set of AL_PROC_*"}};
+    for (size_t i = 0; i < sizeof mc / sizeof *mc; i++) {
+        al_config c = ok;
+        switch (mc[i].field) {
+        case 0: c.n_layers = 0; break;
+        case 1: c.d_model = 0; break;
+        case 2: c.n_heads = 0; break;
+        case 3: c.d_head = 0; break;
+        case 4: c.n_ctx = 0; break;
+        case 5: c.d_vocab = 1; break;
+        case 6: c.pos_type = 9; break;
+        case 7: c.norm_type = 9; break;
+        case 8: c.ln_eps = 2; break;
+        case 9: c.norm_type = AL_NORM_LN, c.ln_eps = 0; break;
+        case 10: c.biases = 1u << 30; break;
+        case 11: c.processed = 1u << 30; break;
+        }
+        CHECK(al_config_validate(&c, &e) == -1);
+        CHECKF(strstr(e.msg, mc[i].want), "case %zu: [%s] want [%s]", i, e.msg, mc[i].want);
+    }
+    al_sae_cfg s0 = al_sae_cfg_default(16, 64);
+    CHECK_OK(al_sae_cfg_check(&s0, &e), &e);
+    static const struct {
+        int field;
+        const char *want;
+    } sc[] = {{0, "d_in must be in 1..1048576 (got 0)"},
+              {1, "d_sae must be in 1..1048576 (got 0)"},
+              {2, "d_in x d_sae must be at most 2^31"},
+              {3, "architecture must be topk or standard (got 9)"},
+              {4, "k must be in 1..d_sae (64) (got 65)"},
+              {5, "k_aux must be in 0..d_sae (64) (got -1)"},
+              {6, "aux_coeff must be finite and >= 0"},
+              {7, "l1_coeff must be finite and > 0 (got 0)"},
+              {8, "dead_tokens must be in 1..2^31-1 (got 0)"}};
+    for (size_t i = 0; i < sizeof sc / sizeof *sc; i++) {
+        al_sae_cfg c = s0;
+        switch (sc[i].field) {
+        case 0: c.d_in = 0; break;
+        case 1: c.d_sae = 0; break;
+        case 2: c.d_in = c.d_sae = 1 << 20; break;
+        case 3: c.arch = 9; break;
+        case 4: c.k = 65; break;
+        case 5: c.k_aux = -1; break;
+        case 6: c.aux_coeff = NAN; break;
+        case 7: c.arch = AL_SAE_L1, c.l1_coeff = 0; break;
+        case 8: c.dead_tokens = 0; break;
+        }
+        CHECK(al_sae_cfg_check(&c, &e) == -1);
+        CHECKF(strstr(e.msg, sc[i].want), "sae case %zu: [%s] want [%s]", i, e.msg, sc[i].want);
+    }
 }
