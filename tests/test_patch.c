@@ -518,6 +518,7 @@ static void deep_paths_case(int L, int li) {
     for (int d = 0; d < 2; d++) {
         const char *dir = d ? "noise" : "denoise";
         al_patch_opts o = small_opts("head", dir);
+        o.probe_n = 8; /* the planted paths carry every pair; the naive sweep is the cost */
         al_pairs t;
         al_paths_result r, rn;
         al_err e;
@@ -552,13 +553,17 @@ static void deep_paths_case(int L, int li) {
         for (int h = 0; h < W; h++) want += 3 * (W - (h / H + 1) * H > 0 ? W - (h / H + 1) * H : 0);
         CHECKF(n_nan == want, "L %d: %d NaN paths, want %d", L, n_nan, want);
         CHECK(al_paths_count(L, H) == r.n - want);
-        o.naive = 1;
-        CHECK_OK(al_paths_run(&m, &t, &o, &rn, &e), &e);
-        for (int i = 0; i < r.n; i++)
-            CHECKF((isnan(r.metric[i]) && isnan(rn.metric[i])) ||
-                       fabs(r.metric[i] - rn.metric[i]) < 1e-6,
-                   "L %d naive %d: %g vs %g", L, i, r.metric[i], rn.metric[i]);
-        al_paths_result_free(&rn);
+        /* against the naive sweep (a forward per path): at 3 layers, where
+         * it costs a fifth of 4 layers' and runs the same code */
+        if (L <= 3) {
+            o.naive = 1;
+            CHECK_OK(al_paths_run(&m, &t, &o, &rn, &e), &e);
+            for (int i = 0; i < r.n; i++)
+                CHECKF((isnan(r.metric[i]) && isnan(rn.metric[i])) ||
+                           fabs(r.metric[i] - rn.metric[i]) < 1e-6,
+                       "L %d naive %d: %g vs %g", L, i, r.metric[i], rn.metric[i]);
+            al_paths_result_free(&rn);
+        }
         al_paths_result_free(&r);
         al_pairs_free(&t);
     }
@@ -567,7 +572,7 @@ static void deep_paths_case(int L, int li) {
 
 TEST(patch_planted_paths_skip_layer) {
     deep_paths_case(3, 2);
-    if (!T_SAN) deep_paths_case(4, 3); /* the same loops, three times the work */
+    if (!T_SAN) deep_paths_case(4, 3);
 }
 
 /* The layout's existence rule and names, and that 1 and 2 layers keep
