@@ -300,6 +300,45 @@ static void run_digest(const char *db, long run_id, char *buf, size_t cap) {
     snprintf(buf, cap, "%s", sql(db, q));
 }
 
+/* Kill one run of fmt: after `wait` seconds, or (wait < 0) as soon as
+ * its running row is committed. Checks the file, then what the dead run
+ * left once the next attnlab has opened the file: nothing if it is
+ * marked failed, ref's rows if it finished first. 1 if the kill landed
+ * inside the run. */
+static int kill_run(const char *db, const char *err, const char *fmt, const char *m,
+                    const char *data, double wait, const char *ref, int i) {
+    long before = strtol(sql(db, "SELECT max(run_id) FROM runs"), NULL, 10);
+    pid_t p = t_spawn(NULL, err, fmt, m, db, data);
+    if (wait >= 0)
+        t_sleep(wait);
+    else
+        for (int k = 0;
+             k < 2000 && strtol(sql(db, "SELECT max(run_id) FROM runs"), NULL, 10) == before; k++)
+            t_sleep(0.002);
+    kill(p, SIGKILL);
+    int rc = t_wait(p, NULL);
+    CHECKF(rc == 0 || rc == 128 + SIGKILL, "rc %d", rc);
+    CHECKF(strcmp(sql(db, "PRAGMA integrity_check"), "ok") == 0, "kill %d: %s", i,
+           sql(db, "PRAGMA integrity_check"));
+    long killed = strtol(sql(db, "SELECT max(run_id) FROM runs"), NULL, 10);
+    /* the next attnlab to open the file marks the dead run failed */
+    CHECK(t_wait(t_spawn(NULL, err, fmt, m, db, data), NULL) == 0);
+    if (killed <= before) return 0;
+    char q[256], d[512], status[64];
+    snprintf(q, sizeof q, "SELECT status FROM runs WHERE run_id = %ld", killed);
+    snprintf(status, sizeof status, "%s", sql(db, q));
+    CHECKF(strcmp(status, "failed") == 0 || strcmp(status, "done") == 0, "kill %d: run %ld is '%s'",
+           i, killed, status);
+    run_digest(db, killed, d, sizeof d);
+    if (strcmp(status, "failed") == 0) {
+        CHECKF(strcmp(d, "0:0.0|0:0.0|0:0.0|0:0.0") == 0, "kill %d: failed run %ld has rows: %s", i,
+               killed, d);
+        return 1;
+    }
+    CHECKF(strcmp(d, ref) == 0, "kill %d: done run %ld: %s, want %s", i, killed, d, ref);
+    return 0;
+}
+
 TEST(crash_db_sigkill_mid_write) {
     tpath data_ = keep("c.bin"), m_ = keep("m"), db_ = keep("r.db"), err_ = keep("err");
     const char *data = data_.s, *m = m_.s, *db = db_.s, *err = err_.s;
@@ -315,9 +354,7 @@ TEST(crash_db_sigkill_mid_write) {
     char ref[2][512];
     for (int k = 0; k < 2; k++) {
         double t0 = al_now();
-        char fmt[256];
-        snprintf(fmt, sizeof fmt, "%s", cmd[k]);
-        CHECK(t_wait(t_spawn(NULL, err, fmt, m, db, data), NULL) == 0);
+        CHECK(t_wait(t_spawn(NULL, err, cmd[k], m, db, data), NULL) == 0);
         t_cmd[k] = al_now() - t0;
         run_digest(db, k + 1, ref[k], sizeof ref[k]);
     }
@@ -326,39 +363,13 @@ TEST(crash_db_sigkill_mid_write) {
     al_rng rng;
     al_rng_seed(&rng, 77);
     int failed = 0;
-    for (int i = 0; i < 10; i++) {
-        int k = i % 2;
-        long before = strtol(sql(db, "SELECT max(run_id) FROM runs"), NULL, 10);
-        char fmt[256];
-        snprintf(fmt, sizeof fmt, "%s", cmd[k]);
-        pid_t p = t_spawn(NULL, err, fmt, m, db, data);
-        t_sleep(al_rng_uniform(&rng) * t_cmd[k]);
-        kill(p, SIGKILL);
-        int rc = t_wait(p, NULL);
-        CHECKF(rc == 0 || rc == 128 + SIGKILL, "rc %d", rc);
-        CHECKF(strcmp(sql(db, "PRAGMA integrity_check"), "ok") == 0, "kill %d: %s", i,
-               sql(db, "PRAGMA integrity_check"));
-        long killed = strtol(sql(db, "SELECT max(run_id) FROM runs"), NULL, 10);
-        /* the next attnlab to open the file marks the dead run failed */
-        CHECK(t_wait(t_spawn(NULL, err, fmt, m, db, data), NULL) == 0);
-        if (killed > before) {
-            char q[256], d[512];
-            snprintf(q, sizeof q, "SELECT status FROM runs WHERE run_id = %ld", killed);
-            char status[64];
-            snprintf(status, sizeof status, "%s", sql(db, q));
-            CHECKF(strcmp(status, "failed") == 0 || strcmp(status, "done") == 0,
-                   "kill %d: run %ld is '%s'", i, killed, status);
-            run_digest(db, killed, d, sizeof d);
-            if (strcmp(status, "failed") == 0) {
-                failed++;
-                CHECKF(strcmp(d, "0:0.0|0:0.0|0:0.0|0:0.0") == 0,
-                       "kill %d: failed run %ld has rows: %s", i, killed, d);
-            } else {
-                CHECKF(strcmp(d, ref[k]) == 0, "kill %d: done run %ld: %s, want %s", i, killed, d,
-                       ref[k]);
-            }
-        }
-    }
+    /* at random times: before the run row, inside the run, after it */
+    for (int i = 0; i < 10; i++)
+        failed += kill_run(db, err, cmd[i % 2], m, data, al_rng_uniform(&rng) * t_cmd[i % 2],
+                           ref[i % 2], i);
+    /* and once each as the run row is committed, so that a kill inside a
+     * run is tested however the random times fell on a busy machine */
+    for (int k = 0; k < 2; k++) failed += kill_run(db, err, cmd[k], m, data, -1, ref[k], 10 + k);
     /* earlier runs intact, nothing left running */
     for (int k = 0; k < 2; k++) {
         char d[512];
@@ -366,5 +377,5 @@ TEST(crash_db_sigkill_mid_write) {
         CHECKF(strcmp(d, ref[k]) == 0, "run %d: %s, want %s", k + 1, d, ref[k]);
     }
     CHECK(strcmp(sql(db, "SELECT count(*) FROM runs WHERE status = 'running'"), "0") == 0);
-    CHECKF(failed >= 1, "no kill landed inside a run (of 10)");
+    CHECKF(failed >= 1, "no kill landed inside a run (of 12)");
 }
