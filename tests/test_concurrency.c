@@ -89,9 +89,9 @@ TEST(concurrency_four_analyses_one_db) {
     snprintf(m, sizeof m, "--model %s/m2 --threads 1", dir.s);
     snprintf(val, sizeof val, "--data %s/s.val.bin", dir.s);
     char c[4][4096];
-    /* long enough to overlap: a quarter as much under the sanitizers,
-     * which are slower by more than that */
-    const int k = T_SAN ? 4 : 1;
+    /* long enough to overlap: a tenth as much under the sanitizers,
+     * which are slower by about that */
+    const int k = T_SAN ? 10 : 1;
     snprintf(c[0], sizeof c[0], "circuits %s --db %%1$s --mc-samples %d --top-k 2000", m,
              20000 / k);
     snprintf(c[1], sizeof c[1], "scores %s --db %%1$s %s --probe-r 12 --probe-n %d", m, val,

@@ -839,6 +839,7 @@ TEST(discover_refusals) {
  * random model's heads all matter a little, so ACDC visits every
  * receiver: every edge but the 49 pos edges is evaluated. */
 TEST(discover_speed) {
+    if (T_SAN) t_skip("a time at the demo's shape: the plain build's (ASan times nothing)");
     al_model m;
     al_config c = al_config_default();
     c.n_layers = 2, c.d_model = 256, c.n_heads = 8, c.d_head = 32, c.n_ctx = 128;

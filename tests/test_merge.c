@@ -553,7 +553,8 @@ TEST(merge_sigkill_leaves_before_or_after) {
     char *after = fingerprint(out.s);
     CHECK(before && after && strcmp(before, after) != 0);
     CHECK(t_sql_long(out.s, "SELECT count(*) FROM train_log") >= BIG_ROWS);
-    int n_before = 0, n_after = 0, kills = 12;
+    /* a third as many under the sanitizers: a killed process leaks nothing */
+    int n_before = 0, n_after = 0, kills = T_SAN ? 4 : 12;
     srand(20261201);
     for (int k = 0; k < kills; k++) {
         reset_out();
