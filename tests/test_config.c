@@ -237,6 +237,7 @@ TEST(config_model_json_refuses) {
         {",\"d_vocab\":11,\"tied_embeddings\":1", "key 'tied_embeddings' must be true or false"},
         {",\"d_vocab\":11,\"seed\":-5", "key 'seed' must be a non-negative integer"},
         {",\"d_vocab\":100000", "m/config.json: d_vocab must be in"}, /* al_config_validate */
+        {",\"d_vocab\":11,\"n_ctx\":8", "m/config.json: key 'n_ctx' given twice"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char json[512];
@@ -322,6 +323,7 @@ TEST(config_state_refuses) {
         {"{\"step\":-1,\"tokens_seen\":0}", "s.json: key 'step' must be a non-negative integer"},
         {"{\"tokens_seen\":0}", "key 'step' must be a non-negative integer"},
         {"{\"step\":1}", "key 'tokens_seen' must be a non-negative number"},
+        {"{\"step\":1,\"tokens_seen\":0,\"step\":2}", "s.json: key 'step' given twice"},
         {"{\"step\":1,\"tokens_seen\":0,\"last_train_loss\":\"x\"}",
          "key 'last_train_loss' must be a number or null"},
         {"{\"step\":1,\"tokens_seen\":0,\"rng\":[\"0000000000000001\",\"0\",\"0\",\"0\"]}",

@@ -420,6 +420,8 @@ TEST(import_config_each_bad_value_refused) {
         {"\"use_local_attn\": false", "\"use_local_attn\": 1",
          "key 'use_local_attn' must be false"},
         {NULL, "[1, 2]", "config.json: top level must be a JSON object"},
+        {"\"n_layers\": 2", "\"n_layers\": 2, \"n_layers\": 3",
+         "config.json: key 'n_layers' given twice"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         config_refused(cases[i][0], cases[i][1], NULL, NULL, cases[i][2]);

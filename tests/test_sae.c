@@ -528,14 +528,15 @@ TEST(sae_io_bad) {
          "apply_b_dec_to_input must be true"},
         {"\"d_in\":\t6,", "", "key 'd_in' missing"},
         {"\"hook_name\":\t\"blocks.0.attn.hook_z\",", "", "key 'hook_name' missing"},
-        {"\"dtype\":\t\"float32\"", "\"dtype\":\t\"float32\", \"normalize_activations\": \"layer\"",
+        {"\"normalize_activations\":\t\"none\"", "\"normalize_activations\": \"layer\"",
          "normalize_activations must be \"none\" or \"expected_average_only_in\""},
         {"\"norm_scaling_factor\":\t1", "\"norm_scaling_factor\":\t\"one\"",
          "key 'norm_scaling_factor' must be a finite number"},
-        {"\"dtype\":\t\"float32\"", "\"dtype\":\t\"float32\", \"model_sha256\": \"ABC\"",
+        {"\"model_sha256\":\t\"\"", "\"model_sha256\": \"ABC\"",
          "model_sha256 must be 64 lowercase hex digits"},
-        {"\"dtype\":\t\"float32\"", "\"dtype\":\t\"float32\", \"seed\": -4",
-         "seed must be an unsigned integer"},
+        {"\"seed\":\t0", "\"seed\": -4", "seed must be an unsigned integer"},
+        /* a key given twice: cJSON would read the first silently */
+        {"\"k\":\t3", "\"k\":\t3, \"k\": 5", "dir/cfg.json: key 'k' given twice"},
     };
     for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
         char *c2 = replace1(cfg, muts[i].from, muts[i].to);

@@ -43,6 +43,13 @@ int al_json_read_file(const char *path, size_t max, struct cJSON **out, al_err *
 /* A key safe to print in a one-line message (at most 60 characters,
  * unprintable bytes as '?'); returns buf. */
 const char *al_json_key_disp(const char *k, char buf[64]);
+/* The first key of object j that is given twice (cJSON keeps both, and a
+ * reader that looks a key up would take the first silently), or NULL.
+ * Quadratic: for the few dozen keys of a config file. */
+const char *al_json_dup_key(const struct cJSON *j);
+/* 0 if no key of object j is given twice, else -1 with "SRC: key 'K'
+ * given twice" (src names the file). */
+int al_json_unique_keys(const struct cJSON *j, const char *src, al_err *e);
 /* An integer-valued JSON number within [lo, hi]: 0 and *out, else -1. */
 int al_json_int_in(const struct cJSON *j, double lo, double hi, double *out);
 /* A u64 from an exact JSON integer (<= 2^53) or a decimal string. */

@@ -88,14 +88,6 @@ static const char *need_of(al_flag_type t) {
     return "a valid value";
 }
 
-/* A key given twice in one object (cJSON keeps both). */
-static const char *dup_key(const cJSON *obj) {
-    for (const cJSON *a = obj->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (strcmp(a->string, b->string) == 0) return a->string;
-    return NULL;
-}
-
 /* The keys of obj checked as options of command c. Keys in `own` are
  * the caller's and skipped here; keys in `deny` are flags the experiment
  * sets itself. If out is not NULL each option goes into it under the
@@ -106,7 +98,7 @@ static int obj_to_opts(jx *j, const cJSON *obj, const char *path, const al_comma
                        const char *const *own, const char *const *deny, cJSON *out) {
     char kp[320];
     if (!cJSON_IsObject(obj)) return bad(j, path, "must be an object");
-    const char *d = dup_key(obj);
+    const char *d = al_json_dup_key(obj);
     if (d) {
         kpath(kp, sizeof kp, path, d);
         return bad(j, kp, "given twice");
@@ -164,7 +156,7 @@ static int opts_json(jx *j, const cJSON *obj, const char *path, const al_command
 static int only_keys(jx *j, const cJSON *obj, const char *path, const char *const *known) {
     char kp[320];
     if (!cJSON_IsObject(obj)) return bad(j, path, "must be an object");
-    const char *d = dup_key(obj);
+    const char *d = al_json_dup_key(obj);
     if (d) {
         kpath(kp, sizeof kp, path, d);
         return bad(j, kp, "given twice");
@@ -815,7 +807,7 @@ static int load_top(jx *j, const cJSON *root) {
                                         "pictures", "report",      NULL};
     al_experiment *x = j->x;
     if (!cJSON_IsObject(root)) return al_errf(j->e, "%s: top level must be a JSON object", j->src);
-    const char *d = dup_key(root);
+    const char *d = al_json_dup_key(root);
     if (d) {
         char kp[80];
         kpath(kp, sizeof kp, "", d);

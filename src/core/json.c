@@ -145,6 +145,19 @@ const char *al_json_key_disp(const char *k, char buf[64]) {
     return buf;
 }
 
+const char *al_json_dup_key(const cJSON *j) {
+    for (const cJSON *a = j ? j->child : NULL; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && !strcmp(a->string, b->string)) return a->string;
+    return NULL;
+}
+
+int al_json_unique_keys(const cJSON *j, const char *src, al_err *e) {
+    const char *k = al_json_dup_key(j);
+    char kb[64];
+    return k ? al_errf(e, "%s: key '%s' given twice", src, al_json_key_disp(k, kb)) : 0;
+}
+
 /* An integer-valued JSON number within [lo, hi]. */
 int al_json_int_in(const cJSON *j, double lo, double hi, double *out) {
     if (!cJSON_IsNumber(j)) return -1;

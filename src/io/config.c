@@ -207,6 +207,7 @@ int al_config_from_json(const char *json_text, al_config *c, const char *source_
         al_errf(e, "%s: top level must be a JSON object", src);
         goto done;
     }
+    if (al_json_unique_keys(o, src, e)) goto done;
     if (get_dim(o, "n_layers", &t.n_layers, src, e) || get_dim(o, "d_model", &t.d_model, src, e) ||
         get_dim(o, "n_heads", &t.n_heads, src, e) || get_dim(o, "d_head", &t.d_head, src, e) ||
         get_dim(o, "n_ctx", &t.n_ctx, src, e) || get_dim(o, "d_vocab", &t.d_vocab, src, e) ||
@@ -360,8 +361,9 @@ int al_state_from_json(const char *json_text, al_train_state *s, const char *sou
     if (al_json_parse(json_text, strlen(json_text), src, &o, e) != 0) return -1;
     al_train_state t;
     memset(&t, 0, sizeof t);
-    int rc = cJSON_IsObject(o) ? state_fields(o, &t, src, e)
-                               : al_errf(e, "%s: top level must be a JSON object", src);
+    int rc = !cJSON_IsObject(o) ? al_errf(e, "%s: top level must be a JSON object", src)
+             : al_json_unique_keys(o, src, e) ? -1
+                                              : state_fields(o, &t, src, e);
     cJSON_Delete(o);
     if (rc != 0) {
         al_state_free(&t);

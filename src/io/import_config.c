@@ -433,6 +433,7 @@ static int read_config_json(const al_import_opts *o, const char *text, size_t n,
         al_errf(e, "%s: top level must be a JSON object", src);
         goto done;
     }
+    if (al_json_unique_keys(j, src, e)) goto done;
     snprintf(info->config_format, sizeof info->config_format, "%s",
              is_hub(j) ? "hub" : "transformerlens");
     if (check_keys(j, o->ignore_keys, info, src, e) ||

@@ -222,6 +222,7 @@ static int get_num(const cJSON *o, const char *k, double *out, const char *src, 
 /* cfg.json's fields into c and m; nothing allocated. */
 static int parse_cfg(const cJSON *o, al_sae_cfg *c, al_sae_meta *m, const char *src, al_err *e) {
     if (!cJSON_IsObject(o)) return al_errf(e, "%s: not a JSON object", src);
+    if (al_json_unique_keys(o, src, e)) return -1;
     double v;
     int d_in, d_sae;
     if (get_int(o, "d_in", 1, 1 << 20, 1, &v, src, e) < 0) return -1;
