@@ -96,6 +96,7 @@ static void planted_acdc(void) {
 TEST(discover_deep_planted_acdc) {
     g_L = 3, g_li = 2;
     planted_acdc();
+    if (T_SAN) return; /* the same code at other depths: the plain build's */
     /* two idle layers between, and an idle layer after the induction head */
     g_L = 4, g_li = 3;
     planted_acdc();
