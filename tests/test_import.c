@@ -483,9 +483,15 @@ TEST(import_refusals_leave_nothing) {
         snprintf(buf, sizeof buf, "%s, \"rotary_frobnicate\": 2}", c);
         t_write("unknown.json", buf);
         snprintf(buf, sizeof buf, "%s, \"use_local_attn\": true}", c);
-        t_write("local.json", buf);
-        snprintf(buf, sizeof buf, "%s, \"positional_embedding_type\": \"rotary\"}", c);
-        t_write("rotary.json", buf);
+        t_write("twice.json", buf);
+        /* a value changed where the file gives it */
+        char *at = strstr(c, "\"use_local_attn\": false");
+        CHECK(at != NULL);
+        if (at) {
+            snprintf(buf, sizeof buf, "%.*s\"use_local_attn\": true%s}", (int)(at - c), c,
+                     at + strlen("\"use_local_attn\": false"));
+            t_write("local.json", buf);
+        }
     }
     free(c);
     REFUSED("unknown key 'rotary_frobnicate' (it may change the model; if it does not, pass "
@@ -493,8 +499,9 @@ TEST(import_refusals_leave_nothing) {
             "--checkpoint %s/ln_std.pth --config %s", d, t_path("unknown.json"));
     REFUSED("key 'use_local_attn' must be false", "--checkpoint %s/ln_std.pth --config %s", d,
             t_path("local.json"));
-    /* cJSON keeps the first of two equal keys: the file's own "standard" wins, so the
-     * duplicate is invisible; the rotary file is checked through --ignore-key instead */
+    /* a key given twice: cJSON would keep both and a lookup read the first */
+    REFUSED("key 'use_local_attn' given twice", "--checkpoint %s/ln_std.pth --config %s", d,
+            t_path("twice.json"));
     char opts[2400];
     snprintf(opts, sizeof opts,
              "--checkpoint %s/ln_std.pth --config %s --ignore-key "
